@@ -1,0 +1,80 @@
+# Makefile: train (GPU build when nvcc and a GPU are usable, else CPU), train_cpu,
+# train_gpu, test, bench, clean. Every build says what it detected.
+CC = gcc
+CFLAGS = -O3 -march=native -fopenmp -std=gnu11 -Wall -Wextra -Wno-unused-function -Wno-unused-parameter
+LDLIBS = -lm
+
+# Open MPI: mpicc gives the include and link flags.
+MPICC := $(shell command -v mpicc 2>/dev/null)
+ifneq ($(MPICC),)
+  MPI_CFLAGS := $(shell mpicc --showme:compile)
+  MPI_LIBS := $(shell mpicc --showme:link)
+endif
+# CUDA: nvcc, and NCCL inside the toolkit's own folders.
+NVCC := $(shell command -v nvcc 2>/dev/null)
+ifneq ($(NVCC),)
+  CUDA_ROOT := $(abspath $(dir $(NVCC))/..)
+endif
+GPU_USABLE := $(shell nvidia-smi -L >/dev/null 2>&1 && echo 1)
+NVCC_FLAGS = -O3 -std=c++17 -gencode arch=compute_90,code=[sm_90,compute_90] -Xcompiler -fopenmp,-Wno-unused-function \
+             -I$(CUDA_ROOT)/include -I.
+NVCC_LIBS = -L$(CUDA_ROOT)/lib64 -lcublasLt -lcublas -lnccl -lm
+
+HEADERS = common.h config.h args.h params.h schedule.h layout.h data.h ckpt.h metrics.h planner.h kernels_cpu.h
+
+.PHONY: all train test bench clean mpi detect
+all: train
+
+detect:
+	@echo "build: OpenMP yes (gcc -fopenmp); SIMD $$(echo | $(CC) -march=native -dM -E - | grep -q __AVX512F__ && echo AVX-512 || (echo | $(CC) -march=native -dM -E - | grep -q __AVX2__ && echo AVX2 || echo none))"
+	@echo "build: MPI $(if $(MPICC),yes ($(MPICC)),no)"
+	@echo "build: CUDA $(if $(NVCC),yes ($(CUDA_ROOT)),no); GPU at build time: $(if $(GPU_USABLE),yes,no)"
+
+# Open MPI is required (the layout runs over it): install it when missing.
+mpi:
+	@if ! command -v mpicc >/dev/null 2>&1; then \
+	  echo "build: Open MPI not found."; \
+	  if [ "$$(id -u)" = 0 ] && command -v apt-get >/dev/null 2>&1; then \
+	    echo "build: installing it: apt-get install -y openmpi-bin libopenmpi-dev"; \
+	    apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq openmpi-bin libopenmpi-dev >/dev/null || exit 1; \
+	  else \
+	    echo "build: install it with: sudo apt-get install -y openmpi-bin libopenmpi-dev"; exit 1; \
+	  fi; \
+	fi
+
+ifeq ($(GPU_USABLE)$(if $(NVCC),1,),11)
+train: train_gpu
+	cp train_gpu train
+else
+train: train_cpu
+	cp train_cpu train
+endif
+
+train_cpu: train_gpt.c $(HEADERS) | mpi detect
+	$(CC) $(CFLAGS) $$(mpicc --showme:compile) -o $@ train_gpt.c $$(mpicc --showme:link) $(LDLIBS)
+
+train_gpu: train_gpt.cu $(HEADERS) kernels_gpu.cuh comm_nccl.h | mpi detect
+	$(NVCC) $(NVCC_FLAGS) $$(mpicc --showme:compile) -o $@ train_gpt.cu $(NVCC_LIBS) $$(mpicc --showme:link)
+
+test_gpu: test_gpu.cu $(HEADERS) kernels_gpu.cuh | mpi detect
+	$(NVCC) $(NVCC_FLAGS) $$(mpicc --showme:compile) -o $@ test_gpu.cu $(NVCC_LIBS) $$(mpicc --showme:link)
+
+test_gpt: test_gpt.c train_gpt.c $(HEADERS) | mpi detect
+	$(CC) $(CFLAGS) -DTESTING $$(mpicc --showme:compile) -o $@ test_gpt.c $$(mpicc --showme:link) $(LDLIBS)
+
+test_planner: test_planner.c planner.h config.h schedule.h common.h
+	$(CC) $(CFLAGS) -o $@ test_planner.c $(LDLIBS)
+
+# All tests; the last line is the total "N passed, N failed".
+test: train_cpu test_gpt test_planner
+	@rm -f .test.log; status=0; \
+	./test_planner 2>&1 | tee -a .test.log || status=1; \
+	./test_gpt 2>&1 | tee -a .test.log || status=1; \
+	awk '/^[0-9]+ passed, [0-9]+ failed$$/ {p += $$1; f += $$3} END {printf "%d passed, %d failed\n", p, f}' .test.log; \
+	exit $$status
+
+bench: train_cpu
+	./train_cpu --bench --model gpt2-124m --micro-batch 4 --seq-len 64
+
+clean:
+	rm -f train train_cpu train_gpu test_gpt test_gpu test_planner .test.log

@@ -1,0 +1,217 @@
+// args.h: the command line of ./train (both builds): defaults, parsing, --help.
+// Every flag has a long name; a preset (--model) sets the shape and shape flags
+// override it. Bad values are one-line errors naming the flag.
+#ifndef ARGS_H
+#define ARGS_H
+
+#include "config.h"
+
+typedef struct {
+    ModelConfig cfg;
+    const char* model;
+    const char* data;
+    const char* val_data;
+    const char* tokenizer;
+    const char* log;
+    const char* trace;
+    const char* ckpt_dir;
+    const char* resume;       // checkpoint file, or "auto": newest complete one in ckpt_dir
+    int ckpt_every, ckpt_keep;
+    int eval_every, val_batches;
+    int sample_every, sample_len;
+    int log_every, log_ranks;
+    int on_nan_skip;          // --on-nan skip|stop
+    double timeout_s;         // watchdog for a hung collective
+    double peak_tflops;       // per device, for MFU; 0: measured (CPU) or by device name (GPU)
+    int comm_mpi;             // GPU build: --comm mpi (host-staged) instead of NCCL
+    int quiet;
+    // shape flags given explicitly (override the preset)
+    int n_layer, n_head, n_kv_head, d_model, d_ff, seq_len, vocab, arch;
+} Args;
+
+static void print_help(void) {
+    printf(
+        "usage: ./train [flags]          (train)\n"
+        "       ./train --plan [flags]   (predict memory and speed of layouts; see --plan --help)\n"
+        "\nmodel\n"
+        "  --model NAME          preset (default small):");
+    for (int i = 0; i < N_PRESETS; i++) printf("%s%s", i ? ", " : " ", PRESETS[i].name);
+    printf(
+        "\n  --arch gpt2|llama     architecture (set by the preset)\n"
+        "  --n-layer --n-head --n-kv-head --d-model --d-ff --seq-len --vocab   shape overrides\n"
+        "\ndata\n"
+        "  --data PATH           .txt (byte-level) or llm.c .bin shard(s), glob allowed; default: built-in corpus\n"
+        "  --val-data PATH       validation data; default: the last 5%% of --data\n"
+        "  --eval-every N        validation loss every N steps (default 50, 0: never)\n"
+        "  --val-batches N       global batches per validation (default 4)\n"
+        "  --tokenizer FILE      llm.c tokenizer file for decoding samples (default: bytes)\n"
+        "\ntraining\n"
+        "  --steps N             optimizer steps (default 1000)\n"
+        "  --micro-batch B       sequences per micro-batch per rank (default 16)\n"
+        "  --global-batch G      sequences per optimizer step over all dp ranks (default dp*micro-batch)\n"
+        "  --lr X                peak learning rate (default 1e-3)\n"
+        "  --min-lr-frac X       cosine decays to lr*X (default 0.1)\n"
+        "  --warmup N            linear warm-up steps (default 50)\n"
+        "  --weight-decay X      AdamW decoupled weight decay on matrices (default 0.1)\n"
+        "  --beta1 --beta2 --eps AdamW (defaults 0.9, 0.95, 1e-8)\n"
+        "  --grad-clip X         clip the global gradient norm to X (default 1.0, 0: off)\n"
+        "  --seed N              seed for init and sampling (default 1337)\n"
+        "\nparallel layout (world = dp * pp * tp; started under mpirun automatically)\n"
+        "  --dp N --tp N --pp N  data / tensor / pipeline parallel sizes (default 1; dp from the world under a launcher)\n"
+        "  --vpp N               virtual stages per pipeline rank (interleaved 1F1B)\n"
+        "  --schedule S          gpipe | 1f1b | interleaved (default 1f1b, interleaved when --vpp > 1)\n"
+        "  --sp                  sequence parallelism in the norm/residual regions (needs --tp > 1)\n"
+        "  --zero 0|1|2          shard optimizer state (1) and gradients (2) over dp\n"
+        "  --recompute R         none | selective (attention core) | full (keep layer inputs only)\n"
+        "\nlogging and checkpoints\n"
+        "  --log FILE            JSON lines: per step and per evaluation\n"
+        "  --log-ranks           also write FILE.rankN with each rank's timings\n"
+        "  --log-every N         print every N steps (default 1)\n"
+        "  --trace FILE          Chrome trace-event JSON of the step (open in Perfetto)\n"
+        "  --sample-every N      print a sample every N steps (default 0: at the end only)\n"
+        "  --sample-len N        bytes/tokens per sample (default 200)\n"
+        "  --ckpt-dir DIR        checkpoint directory (a final checkpoint is written at the end)\n"
+        "  --ckpt-every N        also every N steps\n"
+        "  --ckpt-keep N         keep the newest N checkpoints (default 3)\n"
+        "  --resume FILE|auto    continue from a checkpoint (any layout)\n"
+        "  --on-nan skip|stop    non-finite loss or gradient: skip the step or stop (default stop)\n"
+        "  --timeout-s X         abort every rank if a step takes longer (default 600)\n"
+        "  --peak-tflops X       device peak for MFU (default: measured FMA peak on CPU)\n"
+        "  --quiet               no step lines\n");
+}
+
+static void args_defaults(Args* a) {
+    memset(a, 0, sizeof(*a));
+    a->model = "small";
+    a->cfg.steps = 1000, a->cfg.warmup = 50, a->cfg.micro_batch = 16;
+    a->cfg.lr = 1e-3f, a->cfg.min_lr_frac = 0.1f, a->cfg.weight_decay = 0.1f;
+    a->cfg.beta1 = 0.9f, a->cfg.beta2 = 0.95f, a->cfg.eps = 1e-8f, a->cfg.grad_clip = 1.0f;
+    a->cfg.seed = 1337;
+    a->cfg.tp = a->cfg.pp = a->cfg.vpp = 1;
+    a->cfg.schedule = -1;
+    a->eval_every = 50, a->val_batches = 4, a->sample_len = 200, a->log_every = 1;
+    a->ckpt_keep = 3, a->timeout_s = 600;
+    a->arch = -1;
+}
+
+static int flag_is(const char* arg, const char* name) { return !strcmp(arg, name); }
+
+static void parse_args(Args* a, int argc, char** argv) {
+    args_defaults(a);
+    ModelConfig* c = &a->cfg;
+    for (int i = 1; i < argc; i++) {
+        const char* f = argv[i];
+        if (flag_is(f, "--help") || flag_is(f, "-h")) { print_help(); exit(0); }
+        if (flag_is(f, "--sp")) { c->sp = 1; continue; }
+        if (flag_is(f, "--log-ranks")) { a->log_ranks = 1; continue; }
+        if (flag_is(f, "--quiet")) { a->quiet = 1; continue; }
+        if (strncmp(f, "--", 2)) fail("unexpected argument '%s' (flags start with --; see --help)", f);
+        if (i + 1 >= argc) fail("flag %s needs a value", f);
+        const char* v = argv[++i];
+#define INT_FLAG(name, dst, lo, hi) if (flag_is(f, name)) { long x_ = parse_long(v, name); \
+        if (x_ < (lo) || x_ > (hi)) { fail("%s must be in [%ld, %ld], got %ld", name, (long)(lo), (long)(hi), x_); } \
+        dst = (int)x_; continue; }
+#define FLT_FLAG(name, dst, lo, hi) if (flag_is(f, name)) { double x_ = parse_double(v, name); \
+        if (x_ < (lo) || x_ > (hi)) { fail("%s must be in [%g, %g], got %g", name, (double)(lo), (double)(hi), x_); } \
+        dst = x_; continue; }
+#define STR_FLAG(name, dst) if (flag_is(f, name)) { dst = v; continue; }
+        STR_FLAG("--model", a->model);
+        STR_FLAG("--data", a->data);
+        STR_FLAG("--val-data", a->val_data);
+        STR_FLAG("--tokenizer", a->tokenizer);
+        STR_FLAG("--log", a->log);
+        STR_FLAG("--trace", a->trace);
+        STR_FLAG("--ckpt-dir", a->ckpt_dir);
+        STR_FLAG("--resume", a->resume);
+        INT_FLAG("--n-layer", a->n_layer, 1, 512);
+        INT_FLAG("--n-head", a->n_head, 1, 1024);
+        INT_FLAG("--n-kv-head", a->n_kv_head, 1, 1024);
+        INT_FLAG("--d-model", a->d_model, 1, 65536);
+        INT_FLAG("--d-ff", a->d_ff, 1, 1 << 20);
+        INT_FLAG("--seq-len", a->seq_len, 1, 1 << 20);
+        INT_FLAG("--vocab", a->vocab, 2, 1 << 20);
+        INT_FLAG("--steps", c->steps, 0, 1 << 30);
+        INT_FLAG("--warmup", c->warmup, 0, 1 << 30);
+        INT_FLAG("--micro-batch", c->micro_batch, 1, 1 << 20);
+        INT_FLAG("--global-batch", c->global_batch, 1, 1 << 30);
+        FLT_FLAG("--lr", c->lr, 0, 10);
+        FLT_FLAG("--min-lr-frac", c->min_lr_frac, 0, 1);
+        FLT_FLAG("--weight-decay", c->weight_decay, 0, 10);
+        FLT_FLAG("--beta1", c->beta1, 0, 0.999999);
+        FLT_FLAG("--beta2", c->beta2, 0, 0.999999);
+        FLT_FLAG("--eps", c->eps, 0, 1);
+        FLT_FLAG("--grad-clip", c->grad_clip, 0, 1e9);
+        if (flag_is(f, "--seed")) { long s = parse_long(v, "--seed"); if (s < 0) fail("--seed must be >= 0"); c->seed = (uint64_t)s; continue; }
+        INT_FLAG("--dp", c->dp, 1, 1 << 20);
+        INT_FLAG("--tp", c->tp, 1, 1024);
+        INT_FLAG("--pp", c->pp, 1, 1024);
+        INT_FLAG("--vpp", c->vpp, 1, 64);
+        INT_FLAG("--zero", c->zero, 0, 2);
+        INT_FLAG("--eval-every", a->eval_every, 0, 1 << 30);
+        INT_FLAG("--val-batches", a->val_batches, 1, 1 << 20);
+        INT_FLAG("--sample-every", a->sample_every, 0, 1 << 30);
+        INT_FLAG("--sample-len", a->sample_len, 0, 1 << 20);
+        INT_FLAG("--log-every", a->log_every, 1, 1 << 30);
+        INT_FLAG("--ckpt-every", a->ckpt_every, 0, 1 << 30);
+        INT_FLAG("--ckpt-keep", a->ckpt_keep, 1, 1 << 20);
+        FLT_FLAG("--timeout-s", a->timeout_s, 1, 1e7);
+        FLT_FLAG("--peak-tflops", a->peak_tflops, 1e-6, 1e6);
+        if (flag_is(f, "--arch")) {
+            if (!strcmp(v, "gpt2")) a->arch = ARCH_GPT2;
+            else if (!strcmp(v, "llama")) a->arch = ARCH_LLAMA;
+            else fail("--arch must be gpt2 or llama, got '%s'", v);
+            continue;
+        }
+        if (flag_is(f, "--schedule")) {
+            if (!strcmp(v, "gpipe")) c->schedule = SCHED_GPIPE;
+            else if (!strcmp(v, "1f1b")) c->schedule = SCHED_1F1B;
+            else if (!strcmp(v, "interleaved")) c->schedule = SCHED_INTERLEAVED;
+            else fail("--schedule must be gpipe, 1f1b or interleaved, got '%s'", v);
+            continue;
+        }
+        if (flag_is(f, "--recompute")) {
+            if (!strcmp(v, "none")) c->recompute = RECOMPUTE_NONE;
+            else if (!strcmp(v, "selective")) c->recompute = RECOMPUTE_SELECTIVE;
+            else if (!strcmp(v, "full")) c->recompute = RECOMPUTE_FULL;
+            else fail("--recompute must be none, selective or full, got '%s'", v);
+            continue;
+        }
+        if (flag_is(f, "--on-nan")) {
+            if (!strcmp(v, "skip")) a->on_nan_skip = 1;
+            else if (!strcmp(v, "stop")) a->on_nan_skip = 0;
+            else fail("--on-nan must be skip or stop, got '%s'", v);
+            continue;
+        }
+        if (flag_is(f, "--comm")) {
+            if (!strcmp(v, "nccl")) a->comm_mpi = 0;
+            else if (!strcmp(v, "mpi")) a->comm_mpi = 1;
+            else fail("--comm must be nccl or mpi, got '%s'", v);
+            continue;
+        }
+#undef INT_FLAG
+#undef FLT_FLAG
+#undef STR_FLAG
+        fail("unknown flag %s (see --help)", f);
+    }
+    // A llama-style arch given without a preset picks the llama default.
+    if (a->arch == ARCH_LLAMA && !strcmp(a->model, "small")) a->model = "llama-small";
+    const Preset* p = find_preset(a->model);
+    if (!p) fail("--model: unknown preset '%s' (see --help)", a->model);
+    apply_preset(c, p);
+    if (a->arch >= 0) c->arch = a->arch;
+    if (a->n_layer) c->n_layer = a->n_layer;
+    if (a->n_head) c->n_head = a->n_head, c->n_kv_head = a->n_head;  // plain multi-head unless --n-kv-head
+    if (a->n_kv_head) c->n_kv_head = a->n_kv_head;
+    if (a->d_model) c->d_model = a->d_model, c->d_ff = 0;  // d_ff follows the width unless --d-ff
+    if (a->d_ff) c->d_ff = a->d_ff;
+    if (a->seq_len) c->seq_len = a->seq_len;
+    if (a->vocab) c->vocab = a->vocab;
+    if (c->schedule < 0) c->schedule = c->vpp > 1 ? SCHED_INTERLEAVED : SCHED_1F1B;
+    if (c->d_model % c->n_head) fail("--d-model %d is not divisible by --n-head %d", c->d_model, c->n_head);
+    if (c->n_head % c->n_kv_head) fail("--n-head %d is not divisible by --n-kv-head %d", c->n_head, c->n_kv_head);
+    if (c->arch == ARCH_GPT2 && c->n_kv_head != c->n_head) fail("--n-kv-head: grouped-query attention needs --arch llama");
+    if (c->arch == ARCH_LLAMA && (c->d_model / c->n_head) % 2) fail("rotary embeddings need an even head size, got %d", c->d_model / c->n_head);
+    config_finalize(c);
+}
+
+#endif

@@ -1,0 +1,258 @@
+// ckpt.h: checkpoints in a layout-independent form, written atomically. Shared by both builds.
+//
+// File ckpt_<step>.bin (all little-endian):
+//   header: 256 int32 (see CK_* below; magic 20261202, version 1)
+//   params: n_full float32, the full unsharded model in canonical order (params.h)
+//   adam m: n_full float32, same order
+//   adam v: n_full float32, same order
+// The data position and RNG state follow from (step, seed, global_batch): the batch
+// order and the sampler are pure functions of them, so they are all a run needs to
+// continue exactly. Writing: rank 0 writes <file>.tmp, fsyncs, renames it into place,
+// fsyncs the directory, then rewrites the manifest LATEST (same way) last; a run
+// killed at any point leaves the previous checkpoint and manifest intact.
+// Reading: every rank reads the pieces of its own shard, so a checkpoint saved under
+// one layout resumes under any other.
+#ifndef CKPT_H
+#define CKPT_H
+
+#include <dirent.h>
+#include <fcntl.h>
+#include <signal.h>
+#include <sys/stat.h>
+#include <unistd.h>
+#include "args.h"
+#include "layout.h"
+#include "params.h"
+
+#define CKPT_MAGIC 20261202
+#define CKPT_VERSION 1
+enum { CK_MAGIC, CK_VERSION, CK_ARCH, CK_N_LAYER, CK_N_HEAD, CK_N_KV_HEAD, CK_D_MODEL, CK_D_FF, CK_SEQ_LEN, CK_VOCAB,
+       CK_VOCAB_PADDED, CK_STEP, CK_SEED_LO, CK_SEED_HI, CK_DP, CK_TP, CK_PP, CK_VPP, CK_ZERO, CK_SP, CK_N_FULL_LO,
+       CK_N_FULL_HI, CK_GLOBAL_BATCH, CK_MICRO_BATCH, CK_SCHEDULE, CK_RECOMPUTE, CK_STEPS };
+
+// ----------------------------------------------------------------------------
+// SIGTERM / SIGINT: finish the step, save, exit.
+
+static volatile sig_atomic_t ckpt_signal = 0;
+static void ckpt_on_signal(int sig) { ckpt_signal = sig; }
+static void ckpt_install_signals(void) {
+    signal(SIGTERM, ckpt_on_signal);
+    signal(SIGINT, ckpt_on_signal);
+}
+// Collective: true on every rank once any rank got a signal.
+static int ckpt_stop_requested(Comm* world) {
+    int s = ckpt_signal != 0;
+    if (world->size > 1) mpiCheck(MPI_Allreduce(MPI_IN_PLACE, &s, 1, MPI_INT, MPI_MAX, world->mpi));
+    return s;
+}
+
+// ----------------------------------------------------------------------------
+
+static void ckpt_header_fill(int32_t* h, const ModelConfig* c, int step, size_t n_full) {
+    memset(h, 0, 256 * sizeof(int32_t));
+    h[CK_MAGIC] = CKPT_MAGIC, h[CK_VERSION] = CKPT_VERSION, h[CK_ARCH] = c->arch;
+    h[CK_N_LAYER] = c->n_layer, h[CK_N_HEAD] = c->n_head, h[CK_N_KV_HEAD] = c->n_kv_head, h[CK_D_MODEL] = c->d_model;
+    h[CK_D_FF] = c->d_ff, h[CK_SEQ_LEN] = c->seq_len, h[CK_VOCAB] = c->vocab, h[CK_VOCAB_PADDED] = c->vocab_padded;
+    h[CK_STEP] = step, h[CK_SEED_LO] = (int32_t)(c->seed & 0xffffffffu), h[CK_SEED_HI] = (int32_t)(c->seed >> 32);
+    h[CK_DP] = c->dp, h[CK_TP] = c->tp, h[CK_PP] = c->pp, h[CK_VPP] = c->vpp, h[CK_ZERO] = c->zero, h[CK_SP] = c->sp;
+    h[CK_N_FULL_LO] = (int32_t)(n_full & 0xffffffffu), h[CK_N_FULL_HI] = (int32_t)(n_full >> 32);
+    h[CK_GLOBAL_BATCH] = c->global_batch, h[CK_MICRO_BATCH] = c->micro_batch;
+    h[CK_SCHEDULE] = c->schedule, h[CK_RECOMPUTE] = c->recompute, h[CK_STEPS] = c->steps;
+}
+
+static size_t ckpt_header_n_full(const int32_t* h) { return (size_t)(uint32_t)h[CK_N_FULL_LO] | ((size_t)(uint32_t)h[CK_N_FULL_HI] << 32); }
+
+// Check a header against the model being trained; NULL if it fits, else why not.
+static const char* ckpt_header_check(const int32_t* h, const ModelConfig* c, size_t n_full, long long file_size, char* why) {
+    if (h[CK_MAGIC] != CKPT_MAGIC) { sprintf(why, "bad magic %d (expected %d)", h[CK_MAGIC], CKPT_MAGIC); return why; }
+    if (h[CK_VERSION] != CKPT_VERSION) { sprintf(why, "unsupported version %d (expected %d)", h[CK_VERSION], CKPT_VERSION); return why; }
+    struct { int k; int want; const char* name; } f[] = {
+        {CK_ARCH, c->arch, "arch"}, {CK_N_LAYER, c->n_layer, "n_layer"}, {CK_N_HEAD, c->n_head, "n_head"},
+        {CK_N_KV_HEAD, c->n_kv_head, "n_kv_head"}, {CK_D_MODEL, c->d_model, "d_model"}, {CK_D_FF, c->d_ff, "d_ff"},
+        {CK_SEQ_LEN, c->seq_len, "seq_len"}, {CK_VOCAB, c->vocab, "vocab"}, {CK_VOCAB_PADDED, c->vocab_padded, "vocab_padded"}};
+    for (size_t i = 0; i < sizeof(f) / sizeof(f[0]); i++)
+        if (h[f[i].k] != f[i].want) { sprintf(why, "model %s is %d in the checkpoint but %d here", f[i].name, h[f[i].k], f[i].want); return why; }
+    if (ckpt_header_n_full(h) != n_full) { sprintf(why, "holds %zu parameters, this model has %zu", ckpt_header_n_full(h), n_full); return why; }
+    if (h[CK_STEP] < 0) { sprintf(why, "negative step %d", h[CK_STEP]); return why; }
+    long long want = 1024 + 3LL * 4 * (long long)n_full;
+    if (file_size != want) { sprintf(why, "size %lld bytes, expected %lld (truncated or corrupt)", file_size, want); return why; }
+    return NULL;
+}
+
+// Copy the local pieces of tensor t between a local buffer and a full-tensor buffer.
+typedef struct { float* local; float* full; int to_full; } CopyCtx;
+static void copy_run(size_t local, size_t full, size_t len, void* vctx) {
+    CopyCtx* c = (CopyCtx*)vctx;
+    if (c->to_full) memcpy(c->full + full, c->local + local, sizeof(float) * len);
+    else memcpy(c->local + local, c->full + full, sizeof(float) * len);
+}
+
+static void fsync_path(const char* path, int dir) {
+    int fd = open(path, dir ? O_RDONLY | O_DIRECTORY : O_RDONLY);
+    if (fd >= 0) fsync(fd), close(fd);
+}
+
+// Write a small file atomically (temp, fsync, rename).
+static void write_atomic_text(const char* dir, const char* name, const char* text) {
+    char tmp[1024], path[1024];
+    snprintf(tmp, sizeof(tmp), "%s/%s.tmp", dir, name);
+    snprintf(path, sizeof(path), "%s/%s", dir, name);
+    FILE* f = fopen(tmp, "w");
+    if (!f) fail("checkpoint: cannot write %s: %s", tmp, strerror(errno));
+    fputs(text, f);
+    if (fflush(f) || fsync(fileno(f)) || fclose(f)) fail("checkpoint: cannot write %s: %s", tmp, strerror(errno));
+    if (rename(tmp, path)) fail("checkpoint: rename %s: %s", tmp, strerror(errno));
+    fsync_path(dir, 1);
+}
+
+// Sections of the file: 0 params, 1 adam m, 2 adam v. Local buffers: params covers the
+// rank's whole local buffer; m, v cover [opt_lo, opt_hi) (the ZeRO shard or everything).
+static void ckpt_save(const Layout* L, const ParamLayout* P, const ModelConfig* c, const Args* a, const float* params,
+                      const float* m_state, const float* v_state, size_t opt_lo, size_t opt_hi, int step) {
+    // Local copies of m and v over the whole local buffer (all-gather the ZeRO shards).
+    size_t S = P->n_padded / L->dp;
+    float* mv[2];
+    for (int k = 0; k < 2; k++) {
+        mv[k] = (float*)xcalloc(P->n_padded, sizeof(float));
+        const float* src = k ? v_state : m_state;
+        if (c->zero) {
+            memcpy(mv[k] + L->dp_rank * S, src, sizeof(float) * (opt_hi - opt_lo));
+            comm_allgather((Comm*)&L->dp_c, mv[k] + L->dp_rank * S, mv[k], S);
+        } else memcpy(mv[k], src, sizeof(float) * (opt_hi - opt_lo));
+    }
+    // The full tensor list in canonical order, from a 1-rank layout.
+    ParamLayout* full = (ParamLayout*)xmalloc(sizeof(ParamLayout));
+    param_layout_build(full, c, 1, 0, 1, 1, 0, 1);
+    size_t max_t = 0;
+    for (int i = 0; i < full->n; i++) if (full->t[i].size > max_t) max_t = full->t[i].size;
+    float* buf = (float*)xmalloc(sizeof(float) * max_t);
+    char path[1024], tmp[1100];
+    FILE* f = NULL;
+    if (L->rank == 0) {
+        mkdir(a->ckpt_dir, 0755);
+        snprintf(path, sizeof(path), "%s/ckpt_%08d.bin", a->ckpt_dir, step);
+        snprintf(tmp, sizeof(tmp), "%s.tmp", path);
+        f = fopen(tmp, "wb");
+        if (!f) fail("checkpoint: cannot write %s: %s", tmp, strerror(errno));
+        int32_t h[256];
+        ckpt_header_fill(h, c, step, full->n_full);
+        if (fwrite(h, sizeof(int32_t), 256, f) != 256) fail("checkpoint: write %s failed: %s", tmp, strerror(errno));
+    }
+    for (int sec = 0; sec < 3; sec++) {
+        const float* src = sec == 0 ? params : mv[sec - 1];
+        for (int i = 0; i < full->n; i++) {
+            const Tensor* ft = &full->t[i];
+            memset(buf, 0, sizeof(float) * ft->size);
+            // Each element is written by exactly one rank (its owner in dp replica 0); the sum
+            // over ranks is then the full tensor, exactly.
+            for (int j = 0; j < P->n; j++) {
+                const Tensor* t = &P->t[j];
+                if (t->full_offset == ft->full_offset && t->owner && L->dp_rank == 0) {
+                    CopyCtx cc = {(float*)src + t->offset, buf, 1};
+                    tensor_runs(t, L->tp, L->tp_rank, copy_run, &cc);
+                }
+            }
+            comm_reduce_sum_to_root((Comm*)&L->world_c, buf, ft->size);  // comm: world reduce to rank 0
+            if (f && fwrite(buf, sizeof(float), ft->size, f) != ft->size) fail("checkpoint: write %s failed: %s", tmp, strerror(errno));
+        }
+    }
+    if (f) {
+        if (fflush(f) || fsync(fileno(f)) || fclose(f)) fail("checkpoint: write %s failed: %s", tmp, strerror(errno));
+        if (rename(tmp, path)) fail("checkpoint: rename %s failed: %s", tmp, strerror(errno));
+        fsync_path(a->ckpt_dir, 1);
+        char manifest[1100];
+        snprintf(manifest, sizeof(manifest), "ckpt_%08d.bin\n", step);
+        write_atomic_text(a->ckpt_dir, "LATEST", manifest);  // the manifest, last
+        // rotation: keep the newest ckpt_keep checkpoints
+        int steps[4096], n_found = 0;
+        DIR* d = opendir(a->ckpt_dir);
+        struct dirent* e;
+        while (d && (e = readdir(d)) && n_found < 4096) {
+            int s;
+            if (sscanf(e->d_name, "ckpt_%d.bin", &s) == 1 && strlen(e->d_name) == 17) steps[n_found++] = s;
+        }
+        if (d) closedir(d);
+        for (int i = 0; i < n_found; i++) {
+            int newer = 0;
+            for (int j = 0; j < n_found; j++) newer += steps[j] > steps[i];
+            if (newer >= a->ckpt_keep) {
+                char old[1400];
+                snprintf(old, sizeof(old), "%s/ckpt_%08d.bin", a->ckpt_dir, steps[i]);
+                unlink(old);
+            }
+        }
+        printf("checkpoint: %s (step %d)\n", path, step);
+        fflush(stdout);
+    }
+    free(full); free(buf); free(mv[0]); free(mv[1]);
+}
+
+// The newest complete checkpoint in dir (manifest first, else the highest step that passes
+// the header check), or fail.
+static void ckpt_find_latest(const char* dir, char* out, size_t n) {
+    char path[1024], name[256] = "";
+    snprintf(path, sizeof(path), "%s/LATEST", dir);
+    FILE* f = fopen(path, "r");
+    if (f) {
+        if (fscanf(f, "%255s", name) != 1) name[0] = 0;
+        fclose(f);
+    }
+    if (name[0]) { snprintf(out, n, "%s/%s", dir, name); return; }
+    DIR* d = opendir(dir);
+    if (!d) fail("--resume auto: cannot open --ckpt-dir %s: %s", dir, strerror(errno));
+    int best = -1;
+    struct dirent* e;
+    while ((e = readdir(d))) {
+        int s;
+        if (sscanf(e->d_name, "ckpt_%d.bin", &s) == 1 && strlen(e->d_name) == 17 && s > best) best = s;
+    }
+    closedir(d);
+    if (best < 0) fail("--resume auto: no checkpoint in %s", dir);
+    snprintf(out, n, "%s/ckpt_%08d.bin", dir, best);
+}
+
+// Load a checkpoint into this rank's shard; returns the step to continue from.
+static int ckpt_resume(const Layout* L, const ParamLayout* P, const ModelConfig* c, const Args* a, float* params,
+                       float* m_state, float* v_state, size_t opt_lo, size_t opt_hi) {
+    char path[1100];
+    if (!strcmp(a->resume, "auto")) {
+        if (!a->ckpt_dir) fail("--resume auto needs --ckpt-dir");
+        ckpt_find_latest(a->ckpt_dir, path, sizeof(path));
+    } else snprintf(path, sizeof(path), "%s", a->resume);
+    FILE* f = fopen(path, "rb");
+    if (!f) fail("--resume %s: cannot open: %s", path, strerror(errno));
+    struct stat st;
+    fstat(fileno(f), &st);
+    int32_t h[256];
+    if (fread(h, sizeof(int32_t), 256, f) != 256) fail("checkpoint %s: truncated header", path);
+    char why[512];
+    if (ckpt_header_check(h, c, P->n_full, (long long)st.st_size, why)) fail("checkpoint %s: %s", path, why);
+    if (h[CK_GLOBAL_BATCH] != c->global_batch)
+        fail("checkpoint %s: trained with --global-batch %d; resuming with %d would change the data order", path,
+             h[CK_GLOBAL_BATCH], c->global_batch);
+    size_t max_t = 0;
+    for (int i = 0; i < P->n; i++) if (P->t[i].rows * (size_t)P->t[i].cols > max_t) max_t = (size_t)P->t[i].rows * P->t[i].cols;
+    float* buf = (float*)xmalloc(sizeof(float) * (max_t ? max_t : 1));
+    float* local[3] = {params, (float*)xcalloc(P->n_padded, sizeof(float)), (float*)xcalloc(P->n_padded, sizeof(float))};
+    for (int sec = 0; sec < 3; sec++)
+        for (int i = 0; i < P->n; i++) {
+            const Tensor* t = &P->t[i];
+            size_t full_n = (size_t)t->rows * t->cols;
+            long long off = 1024 + 4LL * ((long long)sec * P->n_full + (long long)t->full_offset);
+            if (fseeko(f, off, SEEK_SET) || fread(buf, sizeof(float), full_n, f) != full_n)
+                fail("checkpoint %s: read of %s failed", path, t->name);
+            for (size_t k = 0; k < full_n; k++)
+                if (!isfinite(buf[k])) fail("checkpoint %s: tensor %s holds a non-finite value", path, t->name);
+            CopyCtx cc = {local[sec] + t->offset, buf, 0};
+            tensor_runs(t, L->tp, L->tp_rank, copy_run, &cc);
+        }
+    fclose(f);
+    memcpy(m_state, local[1] + opt_lo, sizeof(float) * (opt_hi - opt_lo));
+    memcpy(v_state, local[2] + opt_lo, sizeof(float) * (opt_hi - opt_lo));
+    free(local[1]); free(local[2]); free(buf);
+    if (L->rank == 0) printf("resumed from %s (step %d, saved with dp %d tp %d pp %d vpp %d zero %d)\n", path, h[CK_STEP],
+                             h[CK_DP], h[CK_TP], h[CK_PP], h[CK_VPP], h[CK_ZERO]);
+    return h[CK_STEP];
+}
+
+#endif

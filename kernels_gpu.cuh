@@ -1,0 +1,929 @@
+// kernels_gpu.cuh: the CUDA layer kernels, one forward/backward pair per CPU kernel of
+// kernels_cpu.h, with the same argument order and shapes. Included by train_gpt.cu and
+// test_gpu.cu (one translation unit each, so the statics below are per-binary state).
+//
+// Precision (the choices the model code relies on):
+//   - activations and the weights the layers read are bf16 (__nv_bfloat16); every sum,
+//     norm statistic, softmax and dot product is accumulated in fp32.
+//   - master weights are fp32; the AdamW kernel updates the fp32 master copy and the fp32
+//     moments m, v, then writes the bf16 copy the next forward reads. So there is one fp32
+//     parameter buffer (params.h layout) plus a bf16 shadow of the same layout.
+//   - weight gradients are fp32 (same layout as the parameters): matmul dW is accumulated
+//     by cuBLASLt into fp32 (beta = 1), norm and bias gradients by deterministic two-pass
+//     column sums, so the tp/dp reductions sum fp32 values and a layout change moves no
+//     bf16 rounding around. Activation gradients are bf16, like llm.c.
+//   - the embedding gradient uses fp32 atomicAdd (tokens repeat; a sort-based deterministic
+//     version is future work), so dwte is deterministic only up to fp32 summation order.
+//
+// Backward functions accumulate (+=) into fp32 weight gradients, as the CPU ones do. For
+// bf16 activation gradients they take `accumulate` (1: +=, 0: overwrite), except attention,
+// whose dqkv is always overwritten (it is the only producer of that gradient).
+//
+// Streams: every launch takes a cudaStream_t. The cuBLASLt workspace and the reduction
+// scratch are shared, so all kernels of one rank must run on one compute stream.
+#ifndef KERNELS_GPU_CUH
+#define KERNELS_GPU_CUH
+
+#include <cuda_runtime.h>
+#include <cuda_bf16.h>
+#include <cublasLt.h>
+#include <float.h>
+#include <stdint.h>
+#include "common.h"
+
+typedef __nv_bfloat16 bf16;
+
+#define cudaCheck(call) do { cudaError_t e_ = (call); if (e_ != cudaSuccess) \
+    fail("CUDA error at %s:%d: %s (%s)", __FILE__, __LINE__, cudaGetErrorString(e_), #call); } while (0)
+#define cublasCheck(call) do { cublasStatus_t s_ = (call); if (s_ != CUBLAS_STATUS_SUCCESS) \
+    fail("cuBLAS error at %s:%d: %s (%s)", __FILE__, __LINE__, cublasLtGetStatusString(s_), #call); } while (0)
+#define launchCheck() cudaCheck(cudaGetLastError())
+
+static inline unsigned cdiv(size_t a, size_t b) { return (unsigned)((a + b - 1) / b); }
+
+__device__ __forceinline__ float bf2f(bf16 x) { return __bfloat162float(x); }
+__device__ __forceinline__ bf16 f2bf(float x) { return __float2bfloat16(x); }  // round to nearest even
+
+__device__ __forceinline__ float warp_sum(float v) {
+    for (int o = 16; o > 0; o >>= 1) v += __shfl_xor_sync(0xffffffffu, v, o);
+    return v;
+}
+__device__ __forceinline__ float warp_max(float v) {
+    for (int o = 16; o > 0; o >>= 1) v = fmaxf(v, __shfl_xor_sync(0xffffffffu, v, o));
+    return v;
+}
+// Sum (or max) over the whole block; every thread gets the result. Call once per kernel
+// (the shared array is reused without a barrier before it).
+__device__ float block_reduce(float v, int is_max) {
+    __shared__ float sh[32];
+    int lane = threadIdx.x % 32, warp = threadIdx.x / 32, nw = (blockDim.x + 31) / 32;
+    v = is_max ? warp_max(v) : warp_sum(v);
+    if (lane == 0) sh[warp] = v;
+    __syncthreads();
+    v = lane < nw ? sh[lane] : (is_max ? -FLT_MAX : 0.0f);
+    v = is_max ? warp_max(v) : warp_sum(v);  // every warp reduces the same values
+    return v;
+}
+
+// ----------------------------------------------------------------------------
+// Per-process GPU state: the cuBLASLt handle and workspace, and a reduction scratch
+// buffer (fp32) used by the two-pass column sums and by attention backward.
+
+static cublasLtHandle_t gpu_lt;
+static void* gpu_lt_workspace;
+static const size_t GPU_LT_WORKSPACE = 32u << 20;  // 32 MiB, what cuBLAS recommends for Hopper
+static float* gpu_scratch;
+static size_t gpu_scratch_n;
+
+// scratch_floats: at least B*H*T (attention backward) and a few C-sized rows; 16M is ample.
+static void gpu_kernels_init(size_t scratch_floats) {
+    cublasCheck(cublasLtCreate(&gpu_lt));
+    cudaCheck(cudaMalloc(&gpu_lt_workspace, GPU_LT_WORKSPACE));
+    gpu_scratch_n = scratch_floats;
+    cudaCheck(cudaMalloc(&gpu_scratch, sizeof(float) * scratch_floats));
+}
+static void gpu_kernels_free(void) {
+    cudaCheck(cudaFree(gpu_scratch));
+    cudaCheck(cudaFree(gpu_lt_workspace));
+    cublasCheck(cublasLtDestroy(gpu_lt));
+    gpu_scratch = NULL, gpu_lt_workspace = NULL;
+}
+
+// ----------------------------------------------------------------------------
+// Conversions and elementwise helpers.
+
+__global__ void f32_to_bf16_kernel(bf16* out, const float* inp, size_t n) {
+    size_t i = (size_t)blockIdx.x * blockDim.x + threadIdx.x;
+    if (i < n) out[i] = f2bf(inp[i]);
+}
+__global__ void bf16_to_f32_kernel(float* out, const bf16* inp, size_t n) {
+    size_t i = (size_t)blockIdx.x * blockDim.x + threadIdx.x;
+    if (i < n) out[i] = bf2f(inp[i]);
+}
+static void f32_to_bf16_gpu(bf16* out, const float* inp, size_t n, cudaStream_t s) {
+    if (!n) return;
+    f32_to_bf16_kernel<<<cdiv(n, 256), 256, 0, s>>>(out, inp, n);
+    launchCheck();
+}
+static void bf16_to_f32_gpu(float* out, const bf16* inp, size_t n, cudaStream_t s) {
+    if (!n) return;
+    bf16_to_f32_kernel<<<cdiv(n, 256), 256, 0, s>>>(out, inp, n);
+    launchCheck();
+}
+
+// out = a + b (bf16, fp32 add then one rounding). out may alias a or b.
+__global__ void residual_forward_kernel(bf16* out, const bf16* a, const bf16* b, size_t n) {
+    size_t i = (size_t)blockIdx.x * blockDim.x + threadIdx.x;
+    if (i < n) out[i] = f2bf(bf2f(a[i]) + bf2f(b[i]));
+}
+static void residual_forward_gpu(bf16* out, const bf16* a, const bf16* b, size_t n, cudaStream_t s) {
+    if (!n) return;
+    residual_forward_kernel<<<cdiv(n, 256), 256, 0, s>>>(out, a, b, n);
+    launchCheck();
+}
+static void add_inplace_gpu(bf16* a, const bf16* b, size_t n, cudaStream_t s) { residual_forward_gpu(a, a, b, n, s); }
+
+// Sum of squares of x (fp32, e.g. the gradient buffer), deterministic: fixed grid, each
+// block writes a partial, one block adds the partials in order. Result in *out (device).
+#define SUMSQ_BLOCKS 1024
+__global__ void sumsq_partial_kernel(float* partial, const float* x, size_t n) {
+    float s = 0;
+    for (size_t i = (size_t)blockIdx.x * blockDim.x + threadIdx.x; i < n; i += (size_t)gridDim.x * blockDim.x)
+        s += x[i] * x[i];
+    s = block_reduce(s, 0);
+    if (threadIdx.x == 0) partial[blockIdx.x] = s;
+}
+__global__ void sum_partials_kernel(float* out, const float* partial, int n) {
+    float s = 0;
+    for (int i = threadIdx.x; i < n; i += blockDim.x) s += partial[i];
+    s = block_reduce(s, 0);
+    if (threadIdx.x == 0) *out = s;
+}
+static void sumsq_gpu(float* out, const float* x, size_t n, cudaStream_t s) {
+    if (gpu_scratch_n < SUMSQ_BLOCKS) fail("sumsq_gpu: reduction scratch too small");
+    sumsq_partial_kernel<<<SUMSQ_BLOCKS, 256, 0, s>>>(gpu_scratch, x, n);
+    launchCheck();
+    sum_partials_kernel<<<1, 1024, 0, s>>>(out, gpu_scratch, SUMSQ_BLOCKS);
+    launchCheck();
+}
+
+// ----------------------------------------------------------------------------
+// Column sums, deterministic: pass 1 sums row chunks per column into the scratch
+// (partial[chunk][c]), pass 2 adds the chunks in order into the fp32 accumulator.
+// Used for the bias gradients; the norm weight gradients use the same two-pass shape.
+
+static int column_chunks(int N, int C, int n_outputs, int* rows_per_chunk) {
+    int rpc = 64;
+    size_t max_chunks = gpu_scratch_n / ((size_t)C * n_outputs);
+    if (max_chunks < 1) fail("reduction scratch (%zu floats) too small for %d columns", gpu_scratch_n, C);
+    if ((size_t)cdiv(N, rpc) > max_chunks) rpc = (int)cdiv(N, max_chunks);
+    *rows_per_chunk = rpc;
+    return (int)cdiv(N, rpc);
+}
+__global__ void column_partial_kernel(float* partial, const bf16* x, int N, int C, int rows_per_chunk) {
+    int c = blockIdx.x * blockDim.x + threadIdx.x, chunk = blockIdx.y;
+    if (c >= C) return;
+    int r0 = chunk * rows_per_chunk, r1 = min(N, r0 + rows_per_chunk);
+    float s = 0;
+    for (int r = r0; r < r1; r++) s += bf2f(x[(size_t)r * C + c]);
+    partial[(size_t)chunk * C + c] = s;
+}
+__global__ void column_finish_kernel(float* acc, const float* partial, int n_chunks, int C) {
+    int c = blockIdx.x * blockDim.x + threadIdx.x;
+    if (c >= C) return;
+    float s = 0;
+    for (int k = 0; k < n_chunks; k++) s += partial[(size_t)k * C + c];
+    acc[c] += s;
+}
+// acc (C, fp32) += column sums of x (N x C, bf16).
+static void column_sum_gpu(float* acc, const bf16* x, int N, int C, cudaStream_t s) {
+    if (N <= 0) return;
+    int rpc, chunks = column_chunks(N, C, 1, &rpc);
+    column_partial_kernel<<<dim3(cdiv(C, 256), chunks), 256, 0, s>>>(gpu_scratch, x, N, C, rpc);
+    launchCheck();
+    column_finish_kernel<<<cdiv(C, 256), 256, 0, s>>>(acc, gpu_scratch, chunks, C);
+    launchCheck();
+}
+
+// ----------------------------------------------------------------------------
+// Matmul through cuBLASLt. Row-major X (r x c) is column-major X^T (c x r) with ld c,
+// so with PyTorch-layout weights W (OC x IC):
+//   forward  out^T (OC x N)  = W (op T of col-major IC x OC) * inp^T (IC x N)
+//   dinp     dinp^T (IC x N) = W^T (col-major IC x OC)       * dout^T (OC x N)
+//   dweight  dW^T (IC x OC)  = inp^T (IC x N)                 * dout (op T of col-major OC x N)
+// bf16 A/B, fp32 compute and scale; D is bf16 (activations) or fp32 (weight gradients).
+// The bias is added by the CUBLASLT_EPILOGUE_BIAS epilogue (bf16 bias: the bias data type
+// defaults to D's type). GELU is a separate kernel rather than the GELU_AUX_BIAS epilogue:
+// the backward needs the pre-GELU input anyway, and a separate elementwise pass keeps
+// the matmul wrapper to one epilogue whose layout rules are simple (a few % of step time).
+// Descriptors and the heuristic query are made per call (microseconds, against matmuls
+// of milliseconds at the sizes that matter); caching them by shape is a later speed-up.
+
+static uint32_t lt_alignment(const void* p, int ld, int elem) {
+    uintptr_t a = (uintptr_t)p | (uintptr_t)((size_t)ld * elem);
+    uint32_t al = 256;
+    while (al > (uint32_t)elem && (a % al)) al >>= 1;
+    return al;
+}
+
+// D (m x n, column-major, ld ldd, type dtype) = op(A) op(B) + beta * D (+ bias over rows m).
+static void lt_matmul(void* D, cudaDataType_t dtype, int ldd, const bf16* A, int transa, int lda, const bf16* B,
+                      int transb, int ldb, int m, int n, int k, float beta, const bf16* bias, cudaStream_t stream) {
+    if (m <= 0 || n <= 0) return;
+    cublasLtMatmulDesc_t op;
+    cublasLtMatrixLayout_t al, bl, dl;
+    cublasLtMatmulPreference_t pref;
+    cublasCheck(cublasLtMatmulDescCreate(&op, CUBLAS_COMPUTE_32F, CUDA_R_32F));
+    cublasOperation_t ta = transa ? CUBLAS_OP_T : CUBLAS_OP_N, tb = transb ? CUBLAS_OP_T : CUBLAS_OP_N;
+    cublasCheck(cublasLtMatmulDescSetAttribute(op, CUBLASLT_MATMUL_DESC_TRANSA, &ta, sizeof(ta)));
+    cublasCheck(cublasLtMatmulDescSetAttribute(op, CUBLASLT_MATMUL_DESC_TRANSB, &tb, sizeof(tb)));
+    if (bias) {
+        cublasLtEpilogue_t epi = CUBLASLT_EPILOGUE_BIAS;
+        cublasCheck(cublasLtMatmulDescSetAttribute(op, CUBLASLT_MATMUL_DESC_EPILOGUE, &epi, sizeof(epi)));
+        cublasCheck(cublasLtMatmulDescSetAttribute(op, CUBLASLT_MATMUL_DESC_BIAS_POINTER, &bias, sizeof(bias)));
+    }
+    // Stored shapes: op N means A is m x k, op T means it is stored k x m.
+    cublasCheck(cublasLtMatrixLayoutCreate(&al, CUDA_R_16BF, transa ? k : m, transa ? m : k, lda));
+    cublasCheck(cublasLtMatrixLayoutCreate(&bl, CUDA_R_16BF, transb ? n : k, transb ? k : n, ldb));
+    cublasCheck(cublasLtMatrixLayoutCreate(&dl, dtype, m, n, ldd));
+    int delem = dtype == CUDA_R_32F ? 4 : 2;
+    uint64_t ws = GPU_LT_WORKSPACE;
+    uint32_t a_al = lt_alignment(A, lda, 2), b_al = lt_alignment(B, ldb, 2), d_al = lt_alignment(D, ldd, delem);
+    cublasCheck(cublasLtMatmulPreferenceCreate(&pref));
+    cublasCheck(cublasLtMatmulPreferenceSetAttribute(pref, CUBLASLT_MATMUL_PREF_MAX_WORKSPACE_BYTES, &ws, sizeof(ws)));
+    cublasCheck(cublasLtMatmulPreferenceSetAttribute(pref, CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_A_BYTES, &a_al, sizeof(a_al)));
+    cublasCheck(cublasLtMatmulPreferenceSetAttribute(pref, CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_B_BYTES, &b_al, sizeof(b_al)));
+    cublasCheck(cublasLtMatmulPreferenceSetAttribute(pref, CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_C_BYTES, &d_al, sizeof(d_al)));
+    cublasCheck(cublasLtMatmulPreferenceSetAttribute(pref, CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_D_BYTES, &d_al, sizeof(d_al)));
+    cublasLtMatmulHeuristicResult_t heur;
+    int found = 0;
+    cublasCheck(cublasLtMatmulAlgoGetHeuristic(gpu_lt, op, al, bl, dl, dl, pref, 1, &heur, &found));
+    if (!found) fail("cuBLASLt has no algorithm for m=%d n=%d k=%d transa=%d transb=%d (bias %d, D %s)", m, n, k, transa,
+                     transb, bias != NULL, dtype == CUDA_R_32F ? "fp32" : "bf16");
+    float alpha = 1.0f;
+    cublasCheck(cublasLtMatmul(gpu_lt, op, &alpha, A, al, B, bl, &beta, D, dl, D, dl, &heur.algo, gpu_lt_workspace,
+                               GPU_LT_WORKSPACE, stream));
+    cublasCheck(cublasLtMatmulPreferenceDestroy(pref));
+    cublasCheck(cublasLtMatrixLayoutDestroy(dl));
+    cublasCheck(cublasLtMatrixLayoutDestroy(bl));
+    cublasCheck(cublasLtMatrixLayoutDestroy(al));
+    cublasCheck(cublasLtMatmulDescDestroy(op));
+}
+
+// out (N x OC) = inp (N x IC) @ weight^T (weight OC x IC) + bias (OC, may be NULL). All bf16.
+static void matmul_forward_gpu(bf16* out, const bf16* inp, const bf16* weight, const bf16* bias, int N, int IC, int OC,
+                               cudaStream_t s) {
+    lt_matmul(out, CUDA_R_16BF, OC, weight, 1, IC, inp, 0, IC, OC, N, IC, 0.0f, bias, s);
+}
+
+// dinp (N x IC, bf16) (+)= dout @ weight (accumulate_dinp: 1 +=, 0 overwrite; dinp may be NULL);
+// dweight (OC x IC, fp32) += dout^T @ inp; dbias (OC, fp32, may be NULL) += column sums of dout.
+static void matmul_backward_gpu(bf16* dinp, float* dweight, float* dbias, const bf16* dout, const bf16* inp,
+                                const bf16* weight, int N, int IC, int OC, int accumulate_dinp, cudaStream_t s) {
+    if (dinp) lt_matmul(dinp, CUDA_R_16BF, IC, weight, 0, IC, dout, 0, OC, IC, N, OC, accumulate_dinp ? 1.0f : 0.0f, NULL, s);
+    if (dweight) lt_matmul(dweight, CUDA_R_32F, IC, inp, 0, IC, dout, 1, OC, IC, OC, N, 1.0f, NULL, s);
+    if (dbias) column_sum_gpu(dbias, dout, N, OC, s);
+}
+
+// ----------------------------------------------------------------------------
+// LayerNorm (eps 1e-5) and RMSNorm, fused with the residual add before them. One warp
+// per row; the row is read three times (sum, centred sum of squares, output), from L1/L2.
+// x = a + b is rounded to bf16 first (that is the residual stream everyone else reads),
+// and the statistics are taken of the rounded x, so forward and backward agree.
+// b == NULL: plain norm of a (resid may then be NULL). resid may alias a (in place).
+
+#define NORM_ROWS_PER_BLOCK 8
+__global__ void residual_norm_forward_kernel(bf16* resid, bf16* out, float* mean, float* rstd, const bf16* a,
+                                             const bf16* b, const bf16* weight, const bf16* bias, int N, int C, int rms) {
+    int lane = threadIdx.x % 32, row = blockIdx.x * NORM_ROWS_PER_BLOCK + threadIdx.x / 32;
+    if (row >= N) return;
+    const bf16* ar = a + (size_t)row * C;
+    const bf16* x = ar;
+    float sum = 0;
+    if (b) {
+        const bf16* br = b + (size_t)row * C;
+        bf16* rr = resid + (size_t)row * C;
+        for (int c = lane; c < C; c += 32) {
+            bf16 v = f2bf(bf2f(ar[c]) + bf2f(br[c]));
+            rr[c] = v;
+            sum += bf2f(v);
+        }
+        x = rr;  // each lane re-reads only the elements it wrote itself
+    } else {
+        for (int c = lane; c < C; c += 32) sum += bf2f(ar[c]);
+    }
+    float m = rms ? 0.0f : warp_sum(sum) / C;
+    float var = 0;
+    for (int c = lane; c < C; c += 32) {
+        float d = bf2f(x[c]) - m;
+        var += d * d;
+    }
+    float s = 1.0f / sqrtf(warp_sum(var) / C + 1e-5f);
+    bf16* o = out + (size_t)row * C;
+    for (int c = lane; c < C; c += 32) {
+        float y = (bf2f(x[c]) - m) * s * bf2f(weight[c]);
+        if (bias) y += bf2f(bias[c]);
+        o[c] = f2bf(y);
+    }
+    if (lane == 0) {
+        if (mean) mean[row] = m;
+        rstd[row] = s;
+    }
+}
+
+// resid = a + b (if b); out = layernorm(resid or a) * weight + bias; mean, rstd (N, fp32).
+static void residual_layernorm_forward_gpu(bf16* resid, bf16* out, float* mean, float* rstd, const bf16* a,
+                                           const bf16* b, const bf16* weight, const bf16* bias, int N, int C,
+                                           cudaStream_t s) {
+    if (N <= 0) return;
+    residual_norm_forward_kernel<<<cdiv(N, NORM_ROWS_PER_BLOCK), 32 * NORM_ROWS_PER_BLOCK, 0, s>>>(
+        resid, out, mean, rstd, a, b, weight, bias, N, C, 0);
+    launchCheck();
+}
+static void layernorm_forward_gpu(bf16* out, float* mean, float* rstd, const bf16* inp, const bf16* weight,
+                                  const bf16* bias, int N, int C, cudaStream_t s) {
+    residual_layernorm_forward_gpu(NULL, out, mean, rstd, inp, NULL, weight, bias, N, C, s);
+}
+// resid = a + b (if b); out = rmsnorm(resid or a) * weight; rstd (N, fp32).
+static void residual_rmsnorm_forward_gpu(bf16* resid, bf16* out, float* rstd, const bf16* a, const bf16* b,
+                                         const bf16* weight, int N, int C, cudaStream_t s) {
+    if (N <= 0) return;
+    residual_norm_forward_kernel<<<cdiv(N, NORM_ROWS_PER_BLOCK), 32 * NORM_ROWS_PER_BLOCK, 0, s>>>(
+        resid, out, NULL, rstd, a, b, weight, NULL, N, C, 1);
+    launchCheck();
+}
+static void rmsnorm_forward_gpu(bf16* out, float* rstd, const bf16* inp, const bf16* weight, int N, int C, cudaStream_t s) {
+    residual_rmsnorm_forward_gpu(NULL, out, rstd, inp, NULL, weight, N, C, s);
+}
+
+// Input gradient, one warp per row (mean == NULL: RMSNorm, where the mean terms vanish).
+// dinp must not alias dout.
+__global__ void norm_backward_dinp_kernel(bf16* dinp, const bf16* dout, const bf16* inp, const bf16* weight,
+                                          const float* mean, const float* rstd, int N, int C, int accumulate) {
+    int lane = threadIdx.x % 32, row = blockIdx.x * NORM_ROWS_PER_BLOCK + threadIdx.x / 32;
+    if (row >= N) return;
+    const bf16* x = inp + (size_t)row * C;
+    const bf16* d = dout + (size_t)row * C;
+    float m = mean ? mean[row] : 0.0f, s = rstd[row];
+    float dsum = 0, ddot = 0;
+    for (int c = lane; c < C; c += 32) {
+        float dn = bf2f(weight[c]) * bf2f(d[c]);
+        dsum += dn;
+        ddot += dn * (bf2f(x[c]) - m) * s;
+    }
+    float dnorm_mean = mean ? warp_sum(dsum) / C : 0.0f, dnorm_norm_mean = warp_sum(ddot) / C;
+    bf16* di = dinp + (size_t)row * C;
+    for (int c = lane; c < C; c += 32) {
+        float xh = (bf2f(x[c]) - m) * s;
+        float g = (bf2f(weight[c]) * bf2f(d[c]) - dnorm_mean - xh * dnorm_norm_mean) * s;
+        if (accumulate) g += bf2f(di[c]);
+        di[c] = f2bf(g);
+    }
+}
+// Weight (and bias) gradient partials per row chunk: pw[chunk][c] = sum dout * xhat,
+// pb[chunk][c] = sum dout (pb NULL: skipped).
+__global__ void norm_backward_partial_kernel(float* pw, float* pb, const bf16* dout, const bf16* inp, const float* mean,
+                                             const float* rstd, int N, int C, int rows_per_chunk) {
+    int c = blockIdx.x * blockDim.x + threadIdx.x, chunk = blockIdx.y;
+    if (c >= C) return;
+    int r0 = chunk * rows_per_chunk, r1 = min(N, r0 + rows_per_chunk);
+    float sw = 0, sb = 0;
+    for (int r = r0; r < r1; r++) {
+        float d = bf2f(dout[(size_t)r * C + c]);
+        float xh = (bf2f(inp[(size_t)r * C + c]) - (mean ? mean[r] : 0.0f)) * rstd[r];
+        sw += d * xh;
+        sb += d;
+    }
+    pw[(size_t)chunk * C + c] = sw;
+    if (pb) pb[(size_t)chunk * C + c] = sb;
+}
+static void norm_backward_gpu(bf16* dinp, float* dweight, float* dbias, const bf16* dout, const bf16* inp,
+                              const bf16* weight, const float* mean, const float* rstd, int N, int C, int accumulate,
+                              cudaStream_t s) {
+    if (N <= 0) return;
+    if (dinp) {
+        norm_backward_dinp_kernel<<<cdiv(N, NORM_ROWS_PER_BLOCK), 32 * NORM_ROWS_PER_BLOCK, 0, s>>>(
+            dinp, dout, inp, weight, mean, rstd, N, C, accumulate);
+        launchCheck();
+    }
+    int rpc, chunks = column_chunks(N, C, 2, &rpc);
+    float* pw = gpu_scratch;
+    float* pb = dbias ? gpu_scratch + (size_t)chunks * C : NULL;
+    norm_backward_partial_kernel<<<dim3(cdiv(C, 256), chunks), 256, 0, s>>>(pw, pb, dout, inp, mean, rstd, N, C, rpc);
+    launchCheck();
+    column_finish_kernel<<<cdiv(C, 256), 256, 0, s>>>(dweight, pw, chunks, C);
+    launchCheck();
+    if (dbias) {
+        column_finish_kernel<<<cdiv(C, 256), 256, 0, s>>>(dbias, pb, chunks, C);
+        launchCheck();
+    }
+}
+// dinp (bf16) (+)= LayerNorm input gradient; dweight, dbias (fp32) +=.
+static void layernorm_backward_gpu(bf16* dinp, float* dweight, float* dbias, const bf16* dout, const bf16* inp,
+                                   const bf16* weight, const float* mean, const float* rstd, int N, int C, int accumulate,
+                                   cudaStream_t s) {
+    norm_backward_gpu(dinp, dweight, dbias, dout, inp, weight, mean, rstd, N, C, accumulate, s);
+}
+static void rmsnorm_backward_gpu(bf16* dinp, float* dweight, const bf16* dout, const bf16* inp, const bf16* weight,
+                                 const float* rstd, int N, int C, int accumulate, cudaStream_t s) {
+    norm_backward_gpu(dinp, dweight, NULL, dout, inp, weight, NULL, rstd, N, C, accumulate, s);
+}
+
+// ----------------------------------------------------------------------------
+// GELU (tanh approximation) and SwiGLU, elementwise in fp32.
+// Backward may run in place (dinp == dout) with accumulate = 0.
+
+#define GELU_K 0.7978845608028654f  // sqrt(2/pi)
+__global__ void gelu_forward_kernel(bf16* out, const bf16* inp, size_t n) {
+    size_t i = (size_t)blockIdx.x * blockDim.x + threadIdx.x;
+    if (i >= n) return;
+    float x = bf2f(inp[i]);
+    out[i] = f2bf(0.5f * x * (1.0f + tanhf(GELU_K * (x + 0.044715f * x * x * x))));
+}
+__global__ void gelu_backward_kernel(bf16* dinp, const bf16* inp, const bf16* dout, size_t n, int accumulate) {
+    size_t i = (size_t)blockIdx.x * blockDim.x + threadIdx.x;
+    if (i >= n) return;
+    float x = bf2f(inp[i]), th = tanhf(GELU_K * (x + 0.044715f * x * x * x));
+    float grad = 0.5f * (1.0f + th) + 0.5f * x * (1.0f - th * th) * GELU_K * (1.0f + 3.0f * 0.044715f * x * x);
+    float g = bf2f(dout[i]) * grad;
+    if (accumulate) g += bf2f(dinp[i]);
+    dinp[i] = f2bf(g);
+}
+static void gelu_forward_gpu(bf16* out, const bf16* inp, size_t n, cudaStream_t s) {
+    if (!n) return;
+    gelu_forward_kernel<<<cdiv(n, 256), 256, 0, s>>>(out, inp, n);
+    launchCheck();
+}
+static void gelu_backward_gpu(bf16* dinp, const bf16* inp, const bf16* dout, size_t n, int accumulate, cudaStream_t s) {
+    if (!n) return;
+    gelu_backward_kernel<<<cdiv(n, 256), 256, 0, s>>>(dinp, inp, dout, n, accumulate);
+    launchCheck();
+}
+
+// inp rows [gate (F) | up (F)], out (N x F) = silu(gate) * up.
+__global__ void swiglu_forward_kernel(bf16* out, const bf16* inp, int N, int F) {
+    size_t idx = (size_t)blockIdx.x * blockDim.x + threadIdx.x;
+    if (idx >= (size_t)N * F) return;
+    size_t i = idx / F, j = idx % F;
+    float g = bf2f(inp[i * 2 * F + j]), u = bf2f(inp[i * 2 * F + F + j]);
+    out[idx] = f2bf(g / (1.0f + expf(-g)) * u);
+}
+// dinp (N x 2F) (+)= gradient; must not alias dout (different shapes).
+__global__ void swiglu_backward_kernel(bf16* dinp, const bf16* inp, const bf16* dout, int N, int F, int accumulate) {
+    size_t idx = (size_t)blockIdx.x * blockDim.x + threadIdx.x;
+    if (idx >= (size_t)N * F) return;
+    size_t i = idx / F, j = idx % F, ig = i * 2 * F + j, iu = ig + F;
+    float g = bf2f(inp[ig]), u = bf2f(inp[iu]), d = bf2f(dout[idx]);
+    float sig = 1.0f / (1.0f + expf(-g));
+    float dg = d * u * sig * (1.0f + g * (1.0f - sig)), du = d * g * sig;
+    if (accumulate) dg += bf2f(dinp[ig]), du += bf2f(dinp[iu]);
+    dinp[ig] = f2bf(dg);
+    dinp[iu] = f2bf(du);
+}
+static void swiglu_forward_gpu(bf16* out, const bf16* inp, int N, int F, cudaStream_t s) {
+    if ((size_t)N * F == 0) return;
+    swiglu_forward_kernel<<<cdiv((size_t)N * F, 256), 256, 0, s>>>(out, inp, N, F);
+    launchCheck();
+}
+static void swiglu_backward_gpu(bf16* dinp, const bf16* inp, const bf16* dout, int N, int F, int accumulate, cudaStream_t s) {
+    if ((size_t)N * F == 0) return;
+    swiglu_backward_kernel<<<cdiv((size_t)N * F, 256), 256, 0, s>>>(dinp, inp, dout, N, F, accumulate);
+    launchCheck();
+}
+
+// ----------------------------------------------------------------------------
+// RoPE in place on the first n_heads heads of each row (pass H + KV for q and k of qkv),
+// pairs (2j, 2j+1), angle pos * 10000^(-2j/hd), pos = row % T; sign -1 is the backward
+// (rotation by the opposite angle, applied to dqkv). Same float formula as the CPU.
+__global__ void rope_kernel(bf16* x, int N, int T, int stride, int n_heads, int hd, float sign) {
+    size_t idx = (size_t)blockIdx.x * blockDim.x + threadIdx.x;
+    int half = hd / 2;
+    if (idx >= (size_t)N * n_heads * half) return;
+    int j = (int)(idx % half), h = (int)((idx / half) % n_heads);
+    size_t i = idx / ((size_t)half * n_heads);
+    int pos = (int)(i % T);
+    float ang = pos * powf(10000.0f, -2.0f * j / hd);
+    float c = cosf(ang), s = sign * sinf(ang);
+    bf16* p = x + i * stride + (size_t)h * hd + 2 * j;
+    float a = bf2f(p[0]), b = bf2f(p[1]);
+    p[0] = f2bf(a * c - b * s);
+    p[1] = f2bf(a * s + b * c);
+}
+static void rope_apply_gpu(bf16* qkv, int N, int T, int stride, int n_heads, int hd, float sign, cudaStream_t s) {
+    size_t n = (size_t)N * n_heads * (hd / 2);
+    if (!n) return;
+    rope_kernel<<<cdiv(n, 256), 256, 0, s>>>(qkv, N, T, stride, n_heads, hd, sign);
+    launchCheck();
+}
+
+// ----------------------------------------------------------------------------
+// Causal self-attention with grouped-query heads, flash-attention style (Dao et al. 2022):
+// the forward keeps a running max and sum per query (online softmax, Milakov & Gimelshein
+// 2018) and stores only the logsumexp lse (B, H, T); the backward recomputes each
+// probability as exp(s - lse) tile by tile. No T x T matrix exists at any time.
+//
+// Why our own kernel and not cuDNN's SDPA: it keeps the build to the CUDA toolkit (no
+// cuDNN frontend, graph building or version matrix), it reads qkv in this program's
+// [q H*hd | k KV*hd | v KV*hd] row layout with GQA directly (no transposes or copies),
+// and it is short enough to check against the CPU reference line by line.
+//
+// Work split: one warp per query row (forward, dq) or per key row (dk, dv); a block of
+// ATT_WARPS rows of the same (b, head) shares tiles of ATT_TILE rows of the other side,
+// staged in shared memory as fp32. Within a tile, lane j owns row j of the tile for the
+// dot products (scores), and lane l owns head dims l, l+32, ... of the accumulators.
+// Scalar FMAs in fp32, no tensor cores yet (correctness first); head sizes 16..128.
+// qkv row stride is (H + 2*KV) * hd; out / dout rows are H * hd.
+
+#define ATT_WARPS 8
+#define ATT_TILE 32
+
+template <int HD>
+__global__ void __launch_bounds__(ATT_WARPS * 32)
+attention_forward_kernel(bf16* out, float* lse, const bf16* qkv, int T, int H, int KV) {
+    constexpr int DPL = (HD + 31) / 32;  // head dims per lane
+    __shared__ float ks[ATT_TILE][HD + 1];  // +1: lane j reading row j hits distinct banks
+    __shared__ float vs[ATT_TILE][HD];
+    __shared__ float qs[ATT_WARPS][HD];
+    int warp = threadIdx.x / 32, lane = threadIdx.x % 32;
+    int b = blockIdx.z, h = blockIdx.y, t0 = blockIdx.x * ATT_WARPS, t = t0 + warp;
+    int stride = (H + 2 * KV) * HD, kvh = h / (H / KV);
+    const bf16* base = qkv + (size_t)b * T * stride;
+    const float scale = 1.0f / sqrtf((float)HD);
+    bool active = t < T;
+    if (active)
+        for (int d = lane; d < HD; d += 32) qs[warp][d] = bf2f(base[(size_t)t * stride + h * HD + d]);
+    float m = -INFINITY, l = 0.0f, acc[DPL];
+    for (int i = 0; i < DPL; i++) acc[i] = 0.0f;
+    int t_last = min(t0 + ATT_WARPS, T) - 1;  // the block's last query: keys 0..t_last matter
+    for (int kt = 0; kt <= t_last; kt += ATT_TILE) {
+        __syncthreads();  // everyone is done with the previous tile
+        for (int e = threadIdx.x; e < ATT_TILE * HD; e += blockDim.x) {
+            int j = e / HD, d = e % HD, tk = kt + j;
+            float kv = 0.0f, vv = 0.0f;
+            if (tk < T) {
+                kv = bf2f(base[(size_t)tk * stride + (H + kvh) * HD + d]);
+                vv = bf2f(base[(size_t)tk * stride + (H + KV + kvh) * HD + d]);
+            }
+            ks[j][d] = kv;
+            vs[j][d] = vv;
+        }
+        __syncthreads();
+        if (!active || kt > t) continue;  // warp-uniform
+        int tk = kt + lane;
+        float sc = -INFINITY;
+        if (tk <= t) {
+            float dot = 0.0f;
+            for (int d = 0; d < HD; d++) dot += qs[warp][d] * ks[lane][d];
+            sc = dot * scale;
+        }
+        float m_new = fmaxf(m, warp_max(sc));  // finite: key kt <= t is always valid
+        float p = tk <= t ? expf(sc - m_new) : 0.0f;
+        float corr = expf(m - m_new);  // 0 on the first tile (m = -inf)
+        l = l * corr + warp_sum(p);
+        for (int i = 0; i < DPL; i++) acc[i] *= corr;
+        int nk = min(ATT_TILE, t - kt + 1);
+        for (int j = 0; j < nk; j++) {
+            float pj = __shfl_sync(0xffffffffu, p, j);
+            for (int i = 0; i < DPL; i++) {
+                int d = lane + 32 * i;
+                if (d < HD) acc[i] += pj * vs[j][d];
+            }
+        }
+        m = m_new;
+    }
+    if (!active) return;
+    bf16* o = out + ((size_t)b * T + t) * H * HD + h * HD;
+    float inv = 1.0f / l;
+    for (int i = 0; i < DPL; i++) {
+        int d = lane + 32 * i;
+        if (d < HD) o[d] = f2bf(acc[i] * inv);
+    }
+    if (lane == 0) lse[((size_t)b * H + h) * T + t] = m + logf(l);
+}
+
+// Dsum[b,h,t] = sum_d dout * out: the softmax-backward term sum_j P_ij dP_ij (FlashAttention-2).
+__global__ void attention_dsum_kernel(float* dsum, const bf16* dout, const bf16* out, int B, int T, int H, int hd) {
+    int lane = threadIdx.x % 32;
+    size_t row = (size_t)blockIdx.x * (blockDim.x / 32) + threadIdx.x / 32;  // (b, t, h) in out's order
+    if (row >= (size_t)B * T * H) return;
+    size_t bt = row / H;
+    int h = (int)(row % H), b = (int)(bt / T), t = (int)(bt % T);
+    const bf16* d = dout + row * hd;
+    const bf16* o = out + row * hd;
+    float s = 0.0f;
+    for (int k = lane; k < hd; k += 32) s += bf2f(d[k]) * bf2f(o[k]);
+    s = warp_sum(s);
+    if (lane == 0) dsum[((size_t)b * H + h) * T + t] = s;
+}
+
+// dq for one query row per warp: dq = scale * sum_j P_ij (dout_i . v_j - Dsum_i) k_j.
+template <int HD>
+__global__ void __launch_bounds__(ATT_WARPS * 32)
+attention_backward_dq_kernel(bf16* dqkv, const bf16* dout, const bf16* qkv, const float* lse, const float* dsum,
+                             int T, int H, int KV) {
+    constexpr int DPL = (HD + 31) / 32;
+    __shared__ float ks[ATT_TILE][HD + 1];
+    __shared__ float vs[ATT_TILE][HD + 1];
+    __shared__ float qs[ATT_WARPS][HD];
+    __shared__ float dos[ATT_WARPS][HD];
+    int warp = threadIdx.x / 32, lane = threadIdx.x % 32;
+    int b = blockIdx.z, h = blockIdx.y, t0 = blockIdx.x * ATT_WARPS, t = t0 + warp;
+    int stride = (H + 2 * KV) * HD, kvh = h / (H / KV);
+    const bf16* base = qkv + (size_t)b * T * stride;
+    const float scale = 1.0f / sqrtf((float)HD);
+    bool active = t < T;
+    float lse_t = 0.0f, ds_t = 0.0f;
+    if (active) {
+        for (int d = lane; d < HD; d += 32) {
+            qs[warp][d] = bf2f(base[(size_t)t * stride + h * HD + d]);
+            dos[warp][d] = bf2f(dout[((size_t)b * T + t) * H * HD + h * HD + d]);
+        }
+        lse_t = lse[((size_t)b * H + h) * T + t];
+        ds_t = dsum[((size_t)b * H + h) * T + t];
+    }
+    float acc[DPL];
+    for (int i = 0; i < DPL; i++) acc[i] = 0.0f;
+    int t_last = min(t0 + ATT_WARPS, T) - 1;
+    for (int kt = 0; kt <= t_last; kt += ATT_TILE) {
+        __syncthreads();
+        for (int e = threadIdx.x; e < ATT_TILE * HD; e += blockDim.x) {
+            int j = e / HD, d = e % HD, tk = kt + j;
+            float kv = 0.0f, vv = 0.0f;
+            if (tk < T) {
+                kv = bf2f(base[(size_t)tk * stride + (H + kvh) * HD + d]);
+                vv = bf2f(base[(size_t)tk * stride + (H + KV + kvh) * HD + d]);
+            }
+            ks[j][d] = kv;
+            vs[j][d] = vv;
+        }
+        __syncthreads();
+        if (!active || kt > t) continue;
+        int tk = kt + lane;
+        float ds = 0.0f;
+        if (tk <= t) {
+            float qk = 0.0f, dv = 0.0f;
+            for (int d = 0; d < HD; d++) qk += qs[warp][d] * ks[lane][d], dv += dos[warp][d] * vs[lane][d];
+            float p = expf(qk * scale - lse_t);
+            ds = p * (dv - ds_t);
+        }
+        int nk = min(ATT_TILE, t - kt + 1);
+        for (int j = 0; j < nk; j++) {
+            float dsj = __shfl_sync(0xffffffffu, ds, j);
+            for (int i = 0; i < DPL; i++) {
+                int d = lane + 32 * i;
+                if (d < HD) acc[i] += dsj * ks[j][d];
+            }
+        }
+    }
+    if (!active) return;
+    bf16* dq = dqkv + ((size_t)b * T + t) * stride + h * HD;
+    for (int i = 0; i < DPL; i++) {
+        int d = lane + 32 * i;
+        if (d < HD) dq[d] = f2bf(acc[i] * scale);
+    }
+}
+
+// dk, dv for one key row per warp, summed over the H/KV query heads that share its kv head
+// and over the queries i >= j: dv = sum P_ij dout_i, dk = scale * sum P_ij (dP_ij - Dsum_i) q_i.
+template <int HD>
+__global__ void __launch_bounds__(ATT_WARPS * 32)
+attention_backward_dkv_kernel(bf16* dqkv, const bf16* dout, const bf16* qkv, const float* lse, const float* dsum,
+                              int T, int H, int KV) {
+    constexpr int DPL = (HD + 31) / 32;
+    __shared__ float qs[ATT_TILE][HD + 1];
+    __shared__ float dos[ATT_TILE][HD + 1];
+    __shared__ float kw[ATT_WARPS][HD];
+    __shared__ float vw[ATT_WARPS][HD];
+    __shared__ float lses[ATT_TILE], dss[ATT_TILE];
+    int warp = threadIdx.x / 32, lane = threadIdx.x % 32;
+    int b = blockIdx.z, kvh = blockIdx.y, j0 = blockIdx.x * ATT_WARPS, j = j0 + warp;
+    int stride = (H + 2 * KV) * HD, group = H / KV;
+    const bf16* base = qkv + (size_t)b * T * stride;
+    const float scale = 1.0f / sqrtf((float)HD);
+    bool active = j < T;
+    if (active)
+        for (int d = lane; d < HD; d += 32) {
+            kw[warp][d] = bf2f(base[(size_t)j * stride + (H + kvh) * HD + d]);
+            vw[warp][d] = bf2f(base[(size_t)j * stride + (H + KV + kvh) * HD + d]);
+        }
+    float acck[DPL], accv[DPL];
+    for (int i = 0; i < DPL; i++) acck[i] = accv[i] = 0.0f;
+    for (int h = kvh * group; h < (kvh + 1) * group; h++)
+        for (int qt = j0 / ATT_TILE * ATT_TILE; qt < T; qt += ATT_TILE) {
+            __syncthreads();
+            for (int e = threadIdx.x; e < ATT_TILE * HD; e += blockDim.x) {
+                int i = e / HD, d = e % HD, tq = qt + i;
+                float qv = 0.0f, dv = 0.0f;
+                if (tq < T) {
+                    qv = bf2f(base[(size_t)tq * stride + h * HD + d]);
+                    dv = bf2f(dout[((size_t)b * T + tq) * H * HD + h * HD + d]);
+                }
+                qs[i][d] = qv;
+                dos[i][d] = dv;
+            }
+            for (int i = threadIdx.x; i < ATT_TILE; i += blockDim.x) {
+                int tq = qt + i;
+                lses[i] = tq < T ? lse[((size_t)b * H + h) * T + tq] : 0.0f;
+                dss[i] = tq < T ? dsum[((size_t)b * H + h) * T + tq] : 0.0f;
+            }
+            __syncthreads();
+            if (!active || qt + ATT_TILE - 1 < j) continue;  // warp-uniform: no query i >= j here
+            int tq = qt + lane;
+            float p = 0.0f, ds = 0.0f;
+            if (tq < T && tq >= j) {
+                float qk = 0.0f, dp = 0.0f;
+                for (int d = 0; d < HD; d++) qk += qs[lane][d] * kw[warp][d], dp += dos[lane][d] * vw[warp][d];
+                p = expf(qk * scale - lses[lane]);
+                ds = p * (dp - dss[lane]);
+            }
+            for (int i = 0; i < ATT_TILE; i++) {  // rows with p = ds = 0 add nothing
+                float pi = __shfl_sync(0xffffffffu, p, i), dsi = __shfl_sync(0xffffffffu, ds, i);
+                for (int k = 0; k < DPL; k++) {
+                    int d = lane + 32 * k;
+                    if (d < HD) accv[k] += pi * dos[i][d], acck[k] += dsi * qs[i][d];
+                }
+            }
+        }
+    if (!active) return;
+    bf16* dk = dqkv + ((size_t)b * T + j) * stride + (H + kvh) * HD;
+    bf16* dv = dqkv + ((size_t)b * T + j) * stride + (H + KV + kvh) * HD;
+    for (int k = 0; k < DPL; k++) {
+        int d = lane + 32 * k;
+        if (d < HD) dk[d] = f2bf(acck[k] * scale), dv[d] = f2bf(accv[k]);
+    }
+}
+
+template <int HD>
+static void attention_forward_launch(bf16* out, float* lse, const bf16* qkv, int B, int T, int H, int KV, cudaStream_t s) {
+    attention_forward_kernel<HD><<<dim3(cdiv(T, ATT_WARPS), H, B), ATT_WARPS * 32, 0, s>>>(out, lse, qkv, T, H, KV);
+    launchCheck();
+}
+template <int HD>
+static void attention_backward_launch(bf16* dqkv, const bf16* dout, const bf16* qkv, const float* lse, const float* dsum,
+                                      int B, int T, int H, int KV, cudaStream_t s) {
+    attention_backward_dq_kernel<HD><<<dim3(cdiv(T, ATT_WARPS), H, B), ATT_WARPS * 32, 0, s>>>(dqkv, dout, qkv, lse, dsum, T, H, KV);
+    launchCheck();
+    attention_backward_dkv_kernel<HD><<<dim3(cdiv(T, ATT_WARPS), KV, B), ATT_WARPS * 32, 0, s>>>(dqkv, dout, qkv, lse, dsum, T, H, KV);
+    launchCheck();
+}
+
+static void attention_check(int H, int KV, int hd) {
+    if (KV <= 0 || H % KV) fail("attention: %d query heads do not group over %d kv heads", H, KV);
+    if (hd != 16 && hd != 32 && hd != 64 && hd != 128) fail("attention: head size %d not supported (16, 32, 64, 128)", hd);
+}
+
+// out (B*T, H*hd) bf16, lse (B, H, T) fp32 (logsumexp of the scaled scores, for backward).
+static void attention_forward_gpu(bf16* out, float* lse, const bf16* qkv, int B, int T, int H, int KV, int hd, cudaStream_t s) {
+    attention_check(H, KV, hd);
+    if (hd == 16) attention_forward_launch<16>(out, lse, qkv, B, T, H, KV, s);
+    else if (hd == 32) attention_forward_launch<32>(out, lse, qkv, B, T, H, KV, s);
+    else if (hd == 64) attention_forward_launch<64>(out, lse, qkv, B, T, H, KV, s);
+    else attention_forward_launch<128>(out, lse, qkv, B, T, H, KV, s);
+}
+
+// dqkv (B*T, (H+2KV)*hd) bf16 is overwritten: dq, dk, dv of every row. out and lse are the
+// forward's. Uses B*H*T floats of the reduction scratch for Dsum.
+static void attention_backward_gpu(bf16* dqkv, const bf16* dout, const bf16* qkv, const bf16* out, const float* lse,
+                                   int B, int T, int H, int KV, int hd, cudaStream_t s) {
+    attention_check(H, KV, hd);
+    size_t rows = (size_t)B * T * H;
+    if (rows > gpu_scratch_n) fail("attention backward: reduction scratch (%zu floats) < B*H*T = %zu", gpu_scratch_n, rows);
+    float* dsum = gpu_scratch;
+    attention_dsum_kernel<<<cdiv(rows, 8), 256, 0, s>>>(dsum, dout, out, B, T, H, hd);
+    launchCheck();
+    if (hd == 16) attention_backward_launch<16>(dqkv, dout, qkv, lse, dsum, B, T, H, KV, s);
+    else if (hd == 32) attention_backward_launch<32>(dqkv, dout, qkv, lse, dsum, B, T, H, KV, s);
+    else if (hd == 64) attention_backward_launch<64>(dqkv, dout, qkv, lse, dsum, B, T, H, KV, s);
+    else attention_backward_launch<128>(dqkv, dout, qkv, lse, dsum, B, T, H, KV, s);
+}
+
+// ----------------------------------------------------------------------------
+// Vocabulary-parallel embedding (rows [v0, v0+Vl) of wte here) and position embedding.
+
+__global__ void embedding_forward_kernel(bf16* out, const int* tokens, const bf16* wte, int N, int C, int v0, int Vl) {
+    size_t idx = (size_t)blockIdx.x * blockDim.x + threadIdx.x;
+    if (idx >= (size_t)N * C) return;
+    size_t i = idx / C, c = idx % C;
+    int r = tokens[i] - v0;
+    out[idx] = (r >= 0 && r < Vl) ? wte[(size_t)r * C + c] : f2bf(0.0f);
+}
+// dwte (Vl x C, fp32) += dout rows of the tokens in range; fp32 atomics (order-dependent in the last bits).
+__global__ void embedding_backward_kernel(float* dwte, const int* tokens, const bf16* dout, int N, int C, int v0, int Vl) {
+    size_t idx = (size_t)blockIdx.x * blockDim.x + threadIdx.x;
+    if (idx >= (size_t)N * C) return;
+    size_t i = idx / C, c = idx % C;
+    int r = tokens[i] - v0;
+    if (r >= 0 && r < Vl) atomicAdd(&dwte[(size_t)r * C + c], bf2f(dout[idx]));
+}
+// tokens: device ints (N).
+static void embedding_forward_gpu(bf16* out, const int* tokens, const bf16* wte, int N, int C, int v0, int Vl, cudaStream_t s) {
+    if ((size_t)N * C == 0) return;
+    embedding_forward_kernel<<<cdiv((size_t)N * C, 256), 256, 0, s>>>(out, tokens, wte, N, C, v0, Vl);
+    launchCheck();
+}
+static void embedding_backward_gpu(float* dwte, const int* tokens, const bf16* dout, int N, int C, int v0, int Vl, cudaStream_t s) {
+    if ((size_t)N * C == 0) return;
+    embedding_backward_kernel<<<cdiv((size_t)N * C, 256), 256, 0, s>>>(dwte, tokens, dout, N, C, v0, Vl);
+    launchCheck();
+}
+
+// Rows [row0, row0+N) of a (B*T)-row batch: out += wpe[row % T].
+__global__ void position_forward_kernel(bf16* out, const bf16* wpe, int N, int row0, int T, int C) {
+    size_t idx = (size_t)blockIdx.x * blockDim.x + threadIdx.x;
+    if (idx >= (size_t)N * C) return;
+    size_t i = idx / C, c = idx % C;
+    out[idx] = f2bf(bf2f(out[idx]) + bf2f(wpe[(size_t)((row0 + i) % T) * C + c]));
+}
+// dwpe (T x C, fp32) += sum over the rows at each position, in row order (deterministic).
+__global__ void position_backward_kernel(float* dwpe, const bf16* dout, int N, int row0, int T, int C) {
+    size_t idx = (size_t)blockIdx.x * blockDim.x + threadIdx.x;
+    if (idx >= (size_t)T * C) return;
+    int t = (int)(idx / C), c = (int)(idx % C);
+    int i0 = ((t - row0) % T + T) % T;  // first local row i with (row0 + i) % T == t
+    float s = 0.0f;
+    for (int i = i0; i < N; i += T) s += bf2f(dout[(size_t)i * C + c]);
+    dwpe[idx] += s;
+}
+static void position_forward_gpu(bf16* out, const bf16* wpe, int N, int row0, int T, int C, cudaStream_t s) {
+    if ((size_t)N * C == 0) return;
+    position_forward_kernel<<<cdiv((size_t)N * C, 256), 256, 0, s>>>(out, wpe, N, row0, T, C);
+    launchCheck();
+}
+static void position_backward_gpu(float* dwpe, const bf16* dout, int N, int row0, int T, int C, cudaStream_t s) {
+    if ((size_t)T * C == 0) return;
+    position_backward_kernel<<<cdiv((size_t)T * C, 256), 256, 0, s>>>(dwpe, dout, N, row0, T, C);
+    launchCheck();
+}
+
+// ----------------------------------------------------------------------------
+// Vocabulary-parallel cross-entropy, the same three passes as the CPU: the caller
+// all-reduces maxes (MAX) and then sums (2N floats: [sum exp | target logit], SUM) over
+// the tp group between the calls. One block per row; logits (N x Vl) bf16; columns
+// >= vocab - v0 are padding. targets: device ints. maxes, sums, losses: fp32 device.
+
+#define CE_THREADS 256
+__global__ void ce_local_max_kernel(float* maxes, const bf16* logits, int Vl, int vn) {
+    const bf16* l = logits + (size_t)blockIdx.x * Vl;
+    float m = -FLT_MAX;
+    for (int j = threadIdx.x; j < vn; j += blockDim.x) m = fmaxf(m, bf2f(l[j]));
+    m = block_reduce(m, 1);
+    if (threadIdx.x == 0) maxes[blockIdx.x] = m;
+}
+__global__ void ce_local_sums_kernel(float* sums, const bf16* logits, const float* maxes, const int* targets, int N,
+                                     int Vl, int v0, int vn) {
+    int i = blockIdx.x;
+    const bf16* l = logits + (size_t)i * Vl;
+    float m = maxes[i], s = 0.0f;
+    for (int j = threadIdx.x; j < vn; j += blockDim.x) s += expf(bf2f(l[j]) - m);
+    s = block_reduce(s, 0);
+    if (threadIdx.x == 0) {
+        int r = targets[i] - v0;
+        sums[i] = s;
+        sums[N + i] = (r >= 0 && r < Vl) ? bf2f(l[r]) : 0.0f;
+    }
+}
+__global__ void ce_finish_kernel(float* losses, bf16* dlogits, const float* maxes, const float* sums, const int* targets,
+                                 int N, int Vl, int v0, int vn, float dloss_scale) {
+    int i = blockIdx.x;
+    float m = maxes[i], inv = 1.0f / sums[i];
+    if (threadIdx.x == 0) losses[i] = logf(sums[i]) + m - sums[N + i];
+    if (!dlogits) return;
+    bf16* d = dlogits + (size_t)i * Vl;
+    int r = targets[i] - v0;
+    for (int j = threadIdx.x; j < Vl; j += blockDim.x) {  // each element read then written by one thread
+        float g = j < vn ? expf(bf2f(d[j]) - m) * inv * dloss_scale : 0.0f;
+        if (j == r) g -= dloss_scale;
+        d[j] = f2bf(g);
+    }
+}
+static int ce_valid_cols(int Vl, int v0, int vocab) { return vocab - v0 < Vl ? vocab - v0 : Vl; }
+static void crossentropy_local_max_gpu(float* maxes, const bf16* logits, int N, int Vl, int v0, int vocab, cudaStream_t s) {
+    if (N <= 0) return;
+    ce_local_max_kernel<<<N, CE_THREADS, 0, s>>>(maxes, logits, Vl, ce_valid_cols(Vl, v0, vocab));
+    launchCheck();
+}
+// sums: 2N floats.
+static void crossentropy_local_sums_gpu(float* sums, const bf16* logits, const float* maxes, const int* targets, int N,
+                                        int Vl, int v0, int vocab, cudaStream_t s) {
+    if (N <= 0) return;
+    ce_local_sums_kernel<<<N, CE_THREADS, 0, s>>>(sums, logits, maxes, targets, N, Vl, v0, ce_valid_cols(Vl, v0, vocab));
+    launchCheck();
+}
+// losses (N); dlogits (the logits, replaced in place by (softmax - onehot) * dloss_scale) or NULL.
+static void crossentropy_finish_gpu(float* losses, bf16* dlogits, const float* maxes, const float* sums, const int* targets,
+                                    int N, int Vl, int v0, int vocab, float dloss_scale, cudaStream_t s) {
+    if (N <= 0) return;
+    ce_finish_kernel<<<N, CE_THREADS, 0, s>>>(losses, dlogits, maxes, sums, targets, N, Vl, v0,
+                                              ce_valid_cols(Vl, v0, vocab), dloss_scale);
+    launchCheck();
+}
+
+// ----------------------------------------------------------------------------
+// AdamW on the fp32 master weights and fp32 moments; writes the bf16 copy (param_bf16,
+// may be NULL) the next forward reads. Same formula and bias correction as the CPU.
+
+__global__ void adamw_kernel(float* param, bf16* param_bf16, const float* grad, float* m, float* v, size_t n, float lr,
+                             float beta1, float beta2, float eps, float wd, float grad_scale, float c1, float c2) {
+    size_t i = (size_t)blockIdx.x * blockDim.x + threadIdx.x;
+    if (i >= n) return;
+    float g = grad[i] * grad_scale;
+    float mi = beta1 * m[i] + (1.0f - beta1) * g;
+    float vi = beta2 * v[i] + (1.0f - beta2) * g * g;
+    m[i] = mi, v[i] = vi;
+    float mhat = mi / c1, vhat = vi / c2;
+    float p = param[i];
+    p -= lr * (mhat / (sqrtf(vhat) + eps) + wd * p);
+    param[i] = p;
+    if (param_bf16) param_bf16[i] = f2bf(p);
+}
+static void adamw_update_gpu(float* param, bf16* param_bf16, const float* grad, float* m, float* v, size_t n, float lr,
+                             float beta1, float beta2, float eps, float weight_decay, int decay, float grad_scale, int t,
+                             cudaStream_t s) {
+    if (!n) return;
+    float c1 = 1.0f - powf(beta1, (float)t), c2 = 1.0f - powf(beta2, (float)t);
+    adamw_kernel<<<cdiv(n, 256), 256, 0, s>>>(param, param_bf16, grad, m, v, n, lr, beta1, beta2, eps,
+                                              decay ? weight_decay : 0.0f, grad_scale, c1, c2);
+    launchCheck();
+}
+
+#endif

@@ -1,0 +1,161 @@
+// layout.h: the grid of ranks, its process groups, the communicator interface and
+// the self-launcher. Shared by the CPU and GPU builds.
+//
+// The grid (Megatron-LM's order): rank = (dp_rank * pp + stage) * tp + tp_rank.
+// Tensor-parallel ranks are adjacent (they talk every layer, so they share a node);
+// pipeline stages come next; data-parallel replicas are the outermost, slowest axis.
+//
+// Groups (each a Comm below):
+//   tp    : same (dp_rank, stage)      - all-reduce / all-gather / reduce-scatter of activations
+//   pp    : same (dp_rank, tp_rank)    - send/recv of activations and their gradients
+//   dp    : same (stage, tp_rank)      - gradient all-reduce (or reduce-scatter + all-gather with ZeRO)
+//   embed : stages 0 and pp-1 of the same (dp_rank, tp_rank) - the tied embedding's gradient
+//   world : all ranks                  - loss, gradient norm, barriers
+#ifndef LAYOUT_H
+#define LAYOUT_H
+
+#include <mpi.h>
+#include <signal.h>
+#include <unistd.h>
+#include "common.h"
+
+#define mpiCheck(call) do { int rc_ = (call); if (rc_ != MPI_SUCCESS) { char s_[MPI_MAX_ERROR_STRING]; int l_; \
+    MPI_Error_string(rc_, s_, &l_); fail("MPI error at %s:%d: %s", __FILE__, __LINE__, s_); } } while (0)
+
+// A communicator over one group, with the time and bytes it has spent.
+typedef struct {
+    MPI_Comm mpi;
+    int size, rank;
+    const char* name;
+    double seconds;  // wall time inside this group's collectives
+    double bytes;    // payload bytes sent through it
+} Comm;
+
+typedef struct {
+    int world, rank;
+    int dp, tp, pp, vpp;
+    int dp_rank, tp_rank, stage;
+    Comm world_c, tp_c, pp_c, dp_c, embed_c;
+    int in_embed;  // this rank holds a copy of the tied embedding that must stay in sync
+} Layout;
+
+static int layout_rank_of(const Layout* L, int dp_rank, int stage, int tp_rank) {
+    return (dp_rank * L->pp + stage) * L->tp + tp_rank;
+}
+
+static void comm_make(Comm* c, const char* name, int color, int key) {
+    mpiCheck(MPI_Comm_split(MPI_COMM_WORLD, color, key, &c->mpi));
+    c->size = 1, c->rank = 0;  // a rank outside the group (MPI_UNDEFINED) sees a group of one
+    if (c->mpi != MPI_COMM_NULL) MPI_Comm_size(c->mpi, &c->size), MPI_Comm_rank(c->mpi, &c->rank);
+    c->name = name;
+    c->seconds = c->bytes = 0;
+}
+
+static void mpi_fail_hook(int code) { MPI_Abort(MPI_COMM_WORLD, code); }
+
+// Build the grid. The caller has checked dp * pp * tp == world.
+static void layout_init(Layout* L, int dp, int tp, int pp, int vpp) {
+    MPI_Comm_size(MPI_COMM_WORLD, &L->world);
+    MPI_Comm_rank(MPI_COMM_WORLD, &L->rank);
+    L->dp = dp, L->tp = tp, L->pp = pp, L->vpp = vpp;
+    L->tp_rank = L->rank % tp;
+    L->stage = (L->rank / tp) % pp;
+    L->dp_rank = L->rank / (tp * pp);
+    comm_make(&L->world_c, "world", 0, L->rank);
+    comm_make(&L->tp_c, "tp", L->dp_rank * pp + L->stage, L->tp_rank);
+    comm_make(&L->pp_c, "pp", L->dp_rank * tp + L->tp_rank, L->stage);
+    comm_make(&L->dp_c, "dp", L->stage * tp + L->tp_rank, L->dp_rank);
+    L->in_embed = pp > 1 && (L->stage == 0 || L->stage == pp - 1);
+    comm_make(&L->embed_c, "embed", L->in_embed ? L->dp_rank * tp + L->tp_rank : MPI_UNDEFINED, L->stage);
+}
+
+// ----------------------------------------------------------------------------
+// The communicator interface. Every communication point of the model is one of
+// these calls, so `grep comm_` lists them. A group of size 1 costs nothing.
+
+// Called after every collective when a trace is being recorded (metrics.h sets it).
+static void (*comm_trace_hook)(const char* group, double t0, double t1) = NULL;
+
+#define COMM_TIMED(c, nbytes, call) do { if ((c)->size > 1) { double t0_ = now_s(); mpiCheck(call); double t1_ = now_s(); \
+    (c)->seconds += t1_ - t0_; (c)->bytes += (nbytes); if (comm_trace_hook) comm_trace_hook((c)->name, t0_, t1_); } } while (0)
+
+static void comm_allreduce_sum(Comm* c, float* buf, size_t n) {
+    COMM_TIMED(c, 4.0 * n, MPI_Allreduce(MPI_IN_PLACE, buf, (int)n, MPI_FLOAT, MPI_SUM, c->mpi));
+}
+static void comm_allreduce_sum_f64(Comm* c, double* buf, size_t n) {
+    COMM_TIMED(c, 8.0 * n, MPI_Allreduce(MPI_IN_PLACE, buf, (int)n, MPI_DOUBLE, MPI_SUM, c->mpi));
+}
+static void comm_allreduce_max(Comm* c, float* buf, size_t n) {
+    COMM_TIMED(c, 4.0 * n, MPI_Allreduce(MPI_IN_PLACE, buf, (int)n, MPI_FLOAT, MPI_MAX, c->mpi));
+}
+// send holds size * n_per_rank floats; rank r receives the sum of block r.
+static void comm_reduce_scatter(Comm* c, const float* send, float* recv, size_t n_per_rank) {
+    if (c->size == 1) { if (recv != send) memcpy(recv, send, 4 * n_per_rank); return; }
+    COMM_TIMED(c, 4.0 * n_per_rank * c->size, MPI_Reduce_scatter_block(send, recv, (int)n_per_rank, MPI_FLOAT, MPI_SUM, c->mpi));
+}
+// Every rank contributes n_per_rank floats; recv holds the blocks in rank order.
+static void comm_allgather(Comm* c, const float* send, float* recv, size_t n_per_rank) {
+    if (c->size == 1) { if (recv != send) memcpy(recv, send, 4 * n_per_rank); return; }
+    const void* s = (send == recv + (size_t)c->rank * n_per_rank) ? MPI_IN_PLACE : send;
+    COMM_TIMED(c, 4.0 * n_per_rank * c->size, MPI_Allgather(s, (int)n_per_rank, MPI_FLOAT, recv, (int)n_per_rank, MPI_FLOAT, c->mpi));
+}
+static void comm_broadcast(Comm* c, void* buf, size_t bytes, int root) {
+    COMM_TIMED(c, (double)bytes, MPI_Bcast(buf, (int)bytes, MPI_BYTE, root, c->mpi));
+}
+static void comm_reduce_sum_to_root(Comm* c, float* buf, size_t n) {
+    if (c->size == 1) return;
+    void* s = c->rank == 0 ? MPI_IN_PLACE : (void*)buf;
+    COMM_TIMED(c, 4.0 * n, MPI_Reduce(s, buf, (int)n, MPI_FLOAT, MPI_SUM, 0, c->mpi));
+}
+// Point-to-point on the pipeline group. Sends are non-blocking (the schedule relies on
+// it: a send never waits for the receiver); the caller keeps buf alive until comm_wait.
+static void comm_isend(Comm* c, const float* buf, size_t n, int peer, int tag, MPI_Request* req) {
+    double t0 = now_s();
+    mpiCheck(MPI_Isend(buf, (int)n, MPI_FLOAT, peer, tag, c->mpi, req));
+    c->seconds += now_s() - t0; c->bytes += 4.0 * n;
+}
+static void comm_recv(Comm* c, float* buf, size_t n, int peer, int tag) {
+    double t0 = now_s();
+    mpiCheck(MPI_Recv(buf, (int)n, MPI_FLOAT, peer, tag, c->mpi, MPI_STATUS_IGNORE));
+    c->seconds += now_s() - t0;
+}
+static void comm_wait(Comm* c, MPI_Request* req) {
+    if (*req == MPI_REQUEST_NULL) return;
+    double t0 = now_s();
+    mpiCheck(MPI_Wait(req, MPI_STATUS_IGNORE));
+    c->seconds += now_s() - t0;
+}
+static void comm_barrier(Comm* c) { COMM_TIMED(c, 0.0, MPI_Barrier(c->mpi)); }
+
+// ----------------------------------------------------------------------------
+// Self-launch: `./train --tp 4 --pp 2` run by hand re-executes itself under Open MPI's
+// mpirun with the right number of ranks. Under mpirun/srun the given world is used.
+
+static int under_launcher(void) {
+    return getenv("OMPI_COMM_WORLD_SIZE") || getenv("PMI_SIZE") || getenv("PMIX_RANK") || getenv("SLURM_PROCID") ||
+           getenv("TRAIN_LAUNCHED");
+}
+
+static void relaunch_under_mpirun(int world, int argc, char** argv) {
+    char np[24], threads[24];
+    snprintf(np, sizeof(np), "%d", world);
+    long cores = sysconf(_SC_NPROCESSORS_ONLN);
+    snprintf(threads, sizeof(threads), "%ld", cores / world > 1 ? cores / world : 1);
+    setenv("OMP_NUM_THREADS", threads, 0);  // share the cores among the ranks unless told otherwise
+    setenv("TRAIN_LAUNCHED", "1", 1);
+    char** args = (char**)xcalloc(argc + 16, sizeof(char*));
+    int n = 0;
+    args[n++] = (char*)"mpirun";
+    args[n++] = (char*)"-np"; args[n++] = np;
+    args[n++] = (char*)"--oversubscribe";
+    args[n++] = (char*)"--bind-to"; args[n++] = (char*)"none";
+    if (geteuid() == 0) args[n++] = (char*)"--allow-run-as-root";
+    args[n++] = (char*)"-x"; args[n++] = (char*)"OMP_NUM_THREADS";
+    args[n++] = (char*)"-x"; args[n++] = (char*)"TRAIN_LAUNCHED";
+    for (int i = 0; i < argc; i++) args[n++] = argv[i];
+    fflush(stdout);
+    execvp("mpirun", args);
+    fail("world of %d ranks needs Open MPI's mpirun, which was not found on PATH (install: apt-get install openmpi-bin libopenmpi-dev)", world);
+}
+
+#endif

@@ -1,0 +1,287 @@
+// metrics.h: what a run reports, for both builds. The start-up table, per-step lines
+// (loss, lr, ms, tokens/s, TFLOP/s, MFU, HFU, bubble, communication time per group),
+// the JSON log (--log, --log-ranks), the Chrome trace (--trace), and predicted vs
+// measured memory per rank.
+//
+// FLOPs (PaLM, Chowdhery et al. 2022, appendix B): model FLOPs per token =
+// 6*N + 12*L*d*T (config_flops_per_token). MFU = model FLOP/s / peak. HFU adds the
+// recomputed forward work: full recomputation adds 2*N + 4*L*d*T per token (the
+// forward again), selective adds the attention core's forward 4*L*d*T.
+#ifndef METRICS_H
+#define METRICS_H
+
+#include "args.h"
+#include "data.h"
+#include "layout.h"
+#include "params.h"
+#include "schedule.h"
+
+#define TRACE_STEPS 3       // steps recorded by --trace (the first is warm-up)
+#define MAX_TRACE_EVENTS 200000
+
+typedef struct { float t0, t1; int kind, mb, chunk; const char* name; } TraceEvent;
+
+typedef struct {
+    Args* args;
+    int rank, world;
+    double peak_flops;          // per rank (device), FLOP/s
+    const char* peak_source;
+    FILE* log;                  // rank 0: --log
+    FILE* rank_log;             // every rank: --log-ranks
+    double t_step0, t_sched0, compute_s, step_ms;
+    double comm_s_prev[5];
+    double phase_t0;
+    const char* phase;
+    TraceEvent* events;         // --trace: this rank's events
+    int n_events;
+    double trace_t0;
+    int tracing;
+    double pred_bytes[4];       // predicted params, grads, optimizer state, activations (bytes per rank)
+    double ema_ms;              // for the ETA
+    double last_bubble, bubble_formula;
+    double tok_s, mfu, hfu, tflops;
+} Metrics;
+
+static Metrics* trace_target = NULL;  // the Metrics the communicator reports collectives to
+
+static void metrics_add_event(Metrics* m, const char* name, int kind, int mb, int chunk, double t0, double t1) {
+    if (!m || !m->tracing || m->n_events >= MAX_TRACE_EVENTS) return;
+    TraceEvent* e = &m->events[m->n_events++];
+    e->t0 = (float)(t0 - m->trace_t0), e->t1 = (float)(t1 - m->trace_t0);
+    e->kind = kind, e->mb = mb, e->chunk = chunk, e->name = name;
+}
+static void trace_collective(const char* group, double t0, double t1) { metrics_add_event(trace_target, group, -1, -1, -1, t0, t1); }
+
+static void metrics_init(Metrics* m, Args* a, int rank, int world, double peak_flops, const char* peak_source) {
+    memset(m, 0, sizeof(*m));
+    m->args = a, m->rank = rank, m->world = world;
+    m->peak_flops = peak_flops, m->peak_source = peak_source;
+    if (a->log && rank == 0) {
+        m->log = fopen(a->log, "w");
+        if (!m->log) fail("--log %s: cannot open for writing: %s", a->log, strerror(errno));
+    }
+    if (a->log && a->log_ranks) {
+        char path[600];
+        snprintf(path, sizeof(path), "%s.rank%d", a->log, rank);
+        m->rank_log = fopen(path, "w");
+        if (!m->rank_log) fail("--log-ranks %s: cannot open for writing: %s", path, strerror(errno));
+    }
+    if (a->trace) {
+        m->events = (TraceEvent*)xmalloc(sizeof(TraceEvent) * MAX_TRACE_EVENTS);
+        trace_target = m;
+        comm_trace_hook = trace_collective;
+    }
+}
+
+static double hfu_flops_per_token(const ModelConfig* c) {
+    double f = config_flops_per_token(c, c->seq_len), att_fwd = 4.0 * c->n_layer * c->d_model * (double)c->seq_len;
+    if (c->recompute == RECOMPUTE_FULL) f += 2.0 * config_matmul_params(c) + att_fwd;
+    if (c->recompute == RECOMPUTE_SELECTIVE) f += att_fwd;
+    return f;
+}
+
+static void print_startup(const Layout* L, const ParamLayout* P, const ModelConfig* c, const Args* a, const TokenStream* tr,
+                          const TokenStream* va, const Metrics* m, int n_micro, int start_step) {
+    char b1[32], b2[32], b3[32];
+    double tokens_step = (double)c->global_batch * c->seq_len;
+    printf("+-----------------------+----------------------------------------------+\n");
+#define ROW(k, ...) do { char v_[640]; snprintf(v_, sizeof(v_), __VA_ARGS__); printf("| %-21s | %-44s |\n", k, v_); } while (0)
+    ROW("model", "%s (%s)", a->model, arch_name(c->arch));
+    ROW("n_layer / n_head", "%d / %d (kv %d), head size %d", c->n_layer, c->n_head, c->n_kv_head, c->d_model / c->n_head);
+    ROW("d_model / d_ff", "%d / %d", c->d_model, c->d_ff);
+    ROW("seq_len / vocab", "%d / %d (padded %d)", c->seq_len, c->vocab, c->vocab_padded);
+    ROW("parameters", "%s (matmul %s)", fmt_count(config_num_params(c), b1), fmt_count(config_matmul_params(c), b2));
+    ROW("FLOPs per token", "%s (6N + 12*L*d*T)", fmt_count(config_flops_per_token(c, c->seq_len), b3));
+    ROW("train data", "%s (%zu tokens)", tr->source, tr->n_tokens);
+    ROW("val data", "%s (%zu tokens)", va->source, va->n_tokens);
+    ROW("steps", "%d (from %d), warmup %d", c->steps, start_step, c->warmup);
+    ROW("lr", "%g -> %g cosine, wd %g, clip %g", c->lr, c->lr * c->min_lr_frac, c->weight_decay, c->grad_clip);
+    ROW("batch", "micro %d x %d micro-batches x dp %d = %d seq", c->micro_batch, n_micro, c->dp, c->global_batch);
+    ROW("tokens per step", "%.0f", tokens_step);
+    ROW("layout", "dp %d x pp %d x tp %d = %d ranks%s", c->dp, c->pp, c->tp, L->world, c->sp ? ", sp" : "");
+    ROW("pipeline", "%s, vpp %d, bubble (p-1)/%s = %.3f", schedule_name(c->schedule), c->vpp,
+        c->schedule == SCHED_INTERLEAVED ? "(v*m)" : "m", c->pp > 1 ? bubble_formula(c->schedule, c->pp, c->vpp, n_micro) : 0.0);
+    ROW("zero / recompute", "%d / %s", c->zero, recompute_name(c->recompute));
+    ROW("peak per rank", "%.3f TFLOP/s (%s)", m->peak_flops / 1e12, m->peak_source);
+    ROW("seed", "%llu", (unsigned long long)c->seed);
+    printf("+-----------------------+----------------------------------------------+\n");
+    // The grid: which rank holds which coordinates, and the layers of each stage.
+    printf("grid (rank = (dp_rank * pp + stage) * tp + tp_rank):\n");
+    for (int s = 0; s < c->pp; s++) {
+        printf("  stage %d: layers", s);
+        for (int v = 0; v < c->vpp; v++) {
+            int g = v * c->pp + s;
+            printf(" [%d,%d)", P->chunk_layer0[g], P->chunk_layer0[g + 1]);
+        }
+        if (s == 0) printf(" +embedding");
+        if (s == c->pp - 1) printf(" +head");
+        printf("  ranks");
+        for (int d = 0; d < c->dp; d++) for (int t = 0; t < c->tp; t++) printf(" %d", layout_rank_of(L, d, s, t));
+        printf("\n");
+    }
+    (void)b3;
+    fflush(stdout);
+#undef ROW
+}
+
+// Predicted bytes per rank from the layout (what this rank allocates for parameters,
+// gradients, AdamW state and activations at the schedule's peak).
+static void metrics_predict_memory(Metrics* m, const ParamLayout* P, size_t opt_floats, int zero, size_t act_peak_floats) {
+    m->pred_bytes[0] = 4.0 * P->n_padded;
+    m->pred_bytes[1] = 4.0 * (zero == 2 ? 2 * opt_floats + P->n_padded : zero == 1 ? P->n_padded + opt_floats : P->n_padded);
+    m->pred_bytes[2] = 8.0 * opt_floats;
+    m->pred_bytes[3] = 4.0 * act_peak_floats;
+    if (m->rank == 0) {
+        char a[32], b[32], c[32], d[32];
+        printf("memory per rank (rank 0, predicted): params %s, grads %s, adam %s, activations %s\n", fmt_bytes(m->pred_bytes[0], a),
+               fmt_bytes(m->pred_bytes[1], b), fmt_bytes(m->pred_bytes[2], c), fmt_bytes(m->pred_bytes[3], d));
+    }
+}
+
+static void metrics_step_begin(Metrics* m, int step) {
+    m->t_step0 = now_s();
+    m->compute_s = 0;
+    m->tracing = m->events && step < TRACE_STEPS;
+    if (m->tracing && step == 0) m->trace_t0 = m->t_step0;
+}
+static void metrics_sched_begin(Metrics* m) { m->t_sched0 = now_s(); }
+static void metrics_op(Metrics* m, int kind, int mb, int chunk, double t0, double t1) {
+    if (kind == OP_FWD || kind == OP_BWD) m->compute_s += t1 - t0;
+    static const char* names[] = {"recv_fwd", "fwd", "send_fwd", "recv_bwd", "bwd", "send_bwd"};
+    metrics_add_event(m, names[kind], kind, mb, chunk, t0, t1);
+}
+static void metrics_phase(Metrics* m, const char* name) {
+    double t = now_s();
+    if (m->phase) metrics_add_event(m, m->phase, -2, -1, -1, m->phase_t0, t);
+    m->phase = name, m->phase_t0 = t;
+}
+
+static void comm_seconds(const Layout* L, double* s) {
+    s[0] = L->tp_c.seconds, s[1] = L->pp_c.seconds, s[2] = L->dp_c.seconds, s[3] = L->embed_c.seconds, s[4] = L->world_c.seconds;
+}
+
+// sched_s: wall time of the pipeline schedule; compute_s: time in forward/backward ops.
+static void metrics_step_end(Metrics* m, const Layout* L, const ModelConfig* c, int step, int start_step, int n_micro,
+                             double loss, float lr, double gnorm, int skipped, double sched_s) {
+    double t = now_s(), dt = t - m->t_step0;
+    metrics_phase(m, NULL);
+    double tokens = (double)c->global_batch * c->seq_len;
+    m->tok_s = tokens / dt;
+    m->tflops = config_flops_per_token(c, c->seq_len) * tokens / dt / 1e12;
+    m->mfu = m->tflops * 1e12 / (m->peak_flops * L->world);
+    m->hfu = hfu_flops_per_token(c) * tokens / dt / (m->peak_flops * L->world);
+    m->last_bubble = m->compute_s > 0 ? (sched_s - m->compute_s) / m->compute_s : 0;
+    if (m->last_bubble < 0) m->last_bubble = 0;
+    m->bubble_formula = c->pp > 1 ? bubble_formula(c->schedule, c->pp, c->vpp, n_micro) : 0;
+    double cs[5], dc[5];
+    comm_seconds(L, cs);
+    for (int i = 0; i < 5; i++) dc[i] = cs[i] - m->comm_s_prev[i], m->comm_s_prev[i] = cs[i];
+    m->step_ms = dt * 1e3;
+    int done = step + 1 - start_step;
+    m->ema_ms = done == 1 ? dt * 1e3 : (done <= 3 ? dt * 1e3 : 0.9 * m->ema_ms + 0.1 * dt * 1e3);
+    double eta = m->ema_ms * (c->steps - step - 1) / 1e3;
+    if (m->rank == 0 && !m->args->quiet && ((step + 1) % m->args->log_every == 0 || step + 1 == c->steps || step == start_step)) {
+        printf("step %5d/%d | loss %.4f | lr %.2e | norm %.3f | %7.1f ms | %8.0f tok/s | %.3f TFLOP/s | MFU %5.1f%% | HFU %5.1f%%",
+               step + 1, c->steps, loss, lr, gnorm, dt * 1e3, m->tok_s, m->tflops, 100 * m->mfu, 100 * m->hfu);
+        if (c->pp > 1) printf(" | bubble %.2f (formula %.2f)", m->last_bubble, m->bubble_formula);
+        if (L->world > 1) printf(" | comm tp %.0f pp %.0f dp %.0f ms", dc[0] * 1e3, dc[1] * 1e3, dc[2] * 1e3);
+        printf(" | ETA %dm%02ds%s\n", (int)eta / 60, (int)eta % 60, skipped ? " | SKIPPED (non-finite)" : "");
+        fflush(stdout);
+    }
+    char line[1024];
+    snprintf(line, sizeof(line),
+             "{\"step\":%d,\"loss\":%.9g,\"lr\":%.6g,\"ms\":%.3f,\"tok_s\":%.1f,\"mfu\":%.6f,\"hfu\":%.6f,\"tflops\":%.6f,"
+             "\"grad_norm\":%.9g,\"bubble\":%.4f,\"bubble_formula\":%.4f,\"comm_tp_ms\":%.3f,\"comm_pp_ms\":%.3f,"
+             "\"comm_dp_ms\":%.3f,\"comm_embed_ms\":%.3f,\"comm_world_ms\":%.3f,\"skipped\":%d}\n",
+             step + 1, loss, lr, dt * 1e3, m->tok_s, m->mfu, m->hfu, m->tflops, gnorm, m->last_bubble, m->bubble_formula,
+             dc[0] * 1e3, dc[1] * 1e3, dc[2] * 1e3, dc[3] * 1e3, dc[4] * 1e3, skipped);
+    if (m->log) fputs(line, m->log), fflush(m->log);
+    if (m->rank_log) fprintf(m->rank_log, "{\"rank\":%d,%s", m->rank, line + 1), fflush(m->rank_log);
+}
+
+static void metrics_eval(Metrics* m, int step, double val_loss) {
+    if (m->rank != 0) return;
+    printf("step %5d | val loss %.4f\n", step + 1, val_loss);
+    fflush(stdout);
+    if (m->log) fprintf(m->log, "{\"step\":%d,\"val_loss\":%.9g}\n", step + 1, val_loss), fflush(m->log);
+}
+
+// Gather every rank's events to rank 0 and write one Chrome trace (one track per rank).
+static void metrics_write_trace(Metrics* m, const Layout* L) {
+    if (!m->events) return;
+    int n = m->n_events;
+    float* mine = (float*)xmalloc(sizeof(float) * 5 * (n ? n : 1));
+    for (int i = 0; i < n; i++) {
+        TraceEvent* e = &m->events[i];
+        mine[5 * i] = e->t0, mine[5 * i + 1] = e->t1, mine[5 * i + 2] = (float)e->kind, mine[5 * i + 3] = (float)e->mb;
+        mine[5 * i + 4] = (float)e->chunk;
+    }
+    // names of collectives/phases travel as an index into a small table
+    static const char* extra[] = {"tp", "pp", "dp", "embed", "world", "schedule", "grad_sync", "optimizer"};
+    for (int i = 0; i < n; i++)
+        if (m->events[i].kind < 0)
+            for (int k = 0; k < 8; k++)
+                if (!strcmp(m->events[i].name, extra[k])) mine[5 * i + 3] = (float)k;
+    int* counts = (int*)xcalloc(L->world, sizeof(int));
+    int* displs = (int*)xcalloc(L->world, sizeof(int));
+    int n5 = 5 * n;
+    MPI_Gather(&n5, 1, MPI_INT, counts, 1, MPI_INT, 0, MPI_COMM_WORLD);
+    int total = 0;
+    for (int r = 0; r < L->world; r++) displs[r] = total, total += counts[r];
+    float* all = (float*)xmalloc(sizeof(float) * (total ? total : 1));
+    MPI_Gatherv(mine, n5, MPI_FLOAT, all, counts, displs, MPI_FLOAT, 0, MPI_COMM_WORLD);
+    if (m->rank == 0) {
+        char tmp[600];
+        snprintf(tmp, sizeof(tmp), "%s.tmp", m->args->trace);
+        FILE* f = fopen(tmp, "w");
+        if (!f) fail("--trace %s: cannot open for writing: %s", tmp, strerror(errno));
+        fprintf(f, "{\"displayTimeUnit\":\"ms\",\"traceEvents\":[\n");
+        int first = 1;
+        for (int r = 0; r < L->world; r++) {
+            fprintf(f, "%s{\"name\":\"thread_name\",\"ph\":\"M\",\"pid\":0,\"tid\":%d,\"args\":{\"name\":\"rank %d (dp %d, stage %d, tp %d)\"}}",
+                    first ? "" : ",\n", r, r, r / (L->tp * L->pp), (r / L->tp) % L->pp, r % L->tp);
+            first = 0;
+            for (int i = displs[r]; i < displs[r] + counts[r]; i += 5) {
+                int kind = (int)all[i + 2], mb = (int)all[i + 3], chunk = (int)all[i + 4];
+                char name[64];
+                const char* cat;
+                if (kind >= 0) {
+                    static const char* names[] = {"recv_fwd", "F", "send_fwd", "recv_bwd", "B", "send_bwd"};
+                    snprintf(name, sizeof(name), "%s mb%d c%d", names[kind], mb, chunk);
+                    cat = (kind == OP_FWD || kind == OP_BWD) ? "compute" : "p2p";
+                } else {
+                    snprintf(name, sizeof(name), "%s", extra[mb >= 0 && mb < 8 ? mb : 0]);
+                    cat = kind == -1 ? "collective" : "phase";
+                }
+                const char* color = kind == OP_FWD ? ",\"cname\":\"good\"" : kind == OP_BWD ? ",\"cname\":\"bad\"" : "";
+                fprintf(f, ",\n{\"name\":\"%s\",\"cat\":\"%s\",\"ph\":\"X\",\"pid\":0,\"tid\":%d,\"ts\":%.1f,\"dur\":%.1f%s}", name, cat,
+                        r, all[i] * 1e6, (all[i + 1] - all[i]) * 1e6, color);
+            }
+        }
+        fprintf(f, "\n]}\n");
+        fclose(f);
+        if (rename(tmp, m->args->trace)) fail("--trace %s: rename failed: %s", m->args->trace, strerror(errno));
+        printf("trace: %s (%d events; open in https://ui.perfetto.dev or chrome://tracing)\n", m->args->trace, total / 5);
+    }
+    free(mine); free(counts); free(displs); free(all);
+}
+
+// Measured memory at the end, beside the prediction.
+static void metrics_finish(Metrics* m, const Layout* L, double act_peak_bytes_measured) {
+    double mx = act_peak_bytes_measured;
+    MPI_Allreduce(MPI_IN_PLACE, &mx, 1, MPI_DOUBLE, MPI_MAX, MPI_COMM_WORLD);
+    if (m->rank == 0) {
+        char a[32], b[32], c[32];
+        printf("activations: peak measured %s on rank 0, max over ranks %s (predicted for rank 0 %s)\n",
+               fmt_bytes(act_peak_bytes_measured, a), fmt_bytes(mx, b), fmt_bytes(m->pred_bytes[3], c));
+        if (m->log)
+            fprintf(m->log, "{\"final\":1,\"act_peak_bytes\":%.0f,\"act_peak_bytes_max\":%.0f,\"pred_act_bytes\":%.0f,"
+                            "\"param_bytes\":%.0f,\"grad_bytes\":%.0f,\"opt_bytes\":%.0f}\n",
+                    act_peak_bytes_measured, mx, m->pred_bytes[3], m->pred_bytes[0], m->pred_bytes[1], m->pred_bytes[2]);
+    }
+    metrics_write_trace(m, L);
+    if (m->log) fclose(m->log);
+    if (m->rank_log) fclose(m->rank_log);
+}
+
+#endif

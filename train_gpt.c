@@ -1,0 +1,870 @@
+// train_gpt.c: the CPU reference trainer. fp32, OpenMP, MPI for the layout.
+//
+// GPT-2 (learned positions, pre-LayerNorm, GELU MLP, causal multi-head attention,
+// tied embedding) and LLaMA (RMSNorm, RoPE, SwiGLU, grouped-query attention, untied
+// head), trained with AdamW on data, tensor, sequence and pipeline parallel layouts.
+// It is the oracle every other path is checked against.
+//
+// Reading order: main() -> model_init() -> train_step() -> run_schedule() ->
+// chunk_forward()/chunk_backward() -> layer_forward()/layer_backward() -> kernels_cpu.h.
+// Every communication point is a comm_* call (layout.h) marked "comm:" below.
+#include "args.h"
+#include "ckpt.h"
+#include "data.h"
+#include "kernels_cpu.h"
+#include "layout.h"
+#include "metrics.h"
+#include "params.h"
+#include "planner.h"
+#include "schedule.h"
+
+// Activations one layer keeps for its backward (one micro-batch, this rank's part).
+// N = rows this rank holds in the norm/residual regions (B*T, or B*T/tp with --sp);
+// the matmul regions always see all B*T rows.
+typedef struct {
+    float *ln1, *ln1_mean, *ln1_rstd;  // ln1 (B*T x C) gathered; mean/rstd for the N local rows
+    float *qkv;                        // B*T x (Hl + 2*KVl)*hd (after RoPE for LLaMA)
+    float *att;                        // B x Hl x T x T softmax (shared scratch unless --recompute none)
+    float *atty;                       // B*T x Hl*hd
+    float *res2;                       // N x C residual after attention
+    float *ln2, *ln2_mean, *ln2_rstd;
+    float *fch, *fch_act;              // B*T x Fl (GELU) or B*T x 2Fl [gate|up] -> B*T x Fl (SwiGLU)
+} LayerActs;
+
+// Everything one (micro-batch, chunk) keeps between its forward and its backward.
+typedef struct {
+    float** x;                         // [n_layers+1] layer inputs (N x C); x[n_layers] is the chunk output
+    LayerActs* acts;                   // [n_layers]; unused under --recompute full
+    float *lnf, *lnf_mean, *lnf_rstd;  // last chunk: final norm output (B*T x C) and stats
+    float *logits, *losses;            // last chunk: B*T x Vl logits, replaced by dlogits; B*T losses
+    float *dout, *dinp;                // gradient from the next chunk / to the previous chunk (N x C)
+    MPI_Request req[2];                // sends still in flight from this slot
+    int mb;                            // micro-batch held, -1 when free
+} Slot;
+
+typedef struct {
+    int n_layers, layer0;              // layers [layer0, layer0 + n_layers)
+    int n_slots;                       // most micro-batches in flight on this chunk (from the schedule)
+    Slot* slots;
+    float* mem;                        // all slot activations of this chunk, one buffer
+    size_t slot_floats;
+} Chunk;
+
+typedef struct {
+    Args* args;
+    ModelConfig c;
+    Layout L;
+    ParamLayout P;
+    // shapes on this rank
+    int B, T, C, hd, Hl, KVl, qkv_dim, Fl, fc_dim, Vl, v0, n_micro;
+    // parameters, gradients, AdamW state (this rank's optimizer range [opt_lo, opt_hi))
+    float *params, *grads, *grad_shard, *shard_tmp, *wte_acc, *m_state, *v_state;
+    size_t opt_lo, opt_hi;
+    Weights w, g;
+    LayerW *wl, *gl;
+    // pipeline
+    PipeOp* ops;
+    int n_ops;
+    Chunk* chunks;                     // [vpp]
+    int* slot_of;                      // [vpp * n_micro] slot index of (chunk, mb), -1 none
+    // scratch shared by all layers (one micro-batch)
+    LayerActs scratch;                 // layer activations under --recompute full
+    float *x_scratch, *att_scratch, *partial, *reduced, *gather, *ln_scratch;
+    float *dres[2], *dres2, *dqkv, *datt, *datty, *dfch, *dfch_act, *ce_max, *ce_sums;
+    float* sp_buf;                     // packing of the sequence-parallel partial gradients
+    int* inputs;                       // [n_micro * B * T] this step's tokens for this dp rank
+    int* targets;
+    // accounting
+    double loss_sum;                   // sum of token losses of this step on this rank
+    size_t slots_live, slots_peak_floats, slots_live_floats;
+    size_t scratch_floats;
+    Metrics* met;
+} Model;
+
+static int row_count(const Model* m, int B) { return m->c.sp ? B * m->T / m->L.tp : B * m->T; }
+static int row0_of(const Model* m, int B) { return m->c.sp ? m->L.tp_rank * row_count(m, B) : 0; }
+
+// ----------------------------------------------------------------------------
+// Tensor-parallel communication points (Megatron's f/g operators and their
+// sequence-parallel forms). Without --sp: all-reduce; with --sp: reduce-scatter to
+// the N local rows, and all-gather of the N local rows back to B*T.
+
+// Row-parallel matmul output: partial sums (B*T x C) -> the reduced rows this rank keeps.
+static float* tp_reduce_rows(Model* m, float* partial, int B) {
+    int N = row_count(m, B), BT = B * m->T;
+    if (!m->c.sp) {
+        comm_allreduce_sum(&m->L.tp_c, partial, (size_t)BT * m->C);  // comm: tp all-reduce
+        return partial;
+    }
+    comm_reduce_scatter(&m->L.tp_c, partial, m->reduced, (size_t)N * m->C);  // comm: tp reduce-scatter (sp)
+    return m->reduced;
+}
+// full (B*T x C) holds this rank's N rows at their place; fill in the other ranks' rows.
+static void sp_gather_rows(Model* m, float* full, int B) {
+    if (!m->c.sp) return;
+    size_t n = (size_t)row_count(m, B) * m->C;
+    comm_allgather(&m->L.tp_c, full + m->L.tp_rank * n, full, n);  // comm: tp all-gather (sp)
+}
+// Gradient rows (N x C) -> all B*T rows, as the backward of a reduce-scatter.
+static const float* sp_gather_grad(Model* m, const float* d, int B) {
+    if (!m->c.sp) return d;
+    size_t n = (size_t)row_count(m, B) * m->C;
+    memcpy(m->gather + m->L.tp_rank * n, d, sizeof(float) * n);
+    sp_gather_rows(m, m->gather, B);
+    return m->gather;
+}
+// The norm this rank writes into a B*T x C buffer: its own rows only.
+static float* my_rows(Model* m, float* full, int B) { return full + (size_t)row0_of(m, B) * m->C; }
+
+static void norm_forward(Model* m, float* out, float* mean, float* rstd, const float* x, const float* w, const float* b, int N) {
+    if (m->c.arch == ARCH_GPT2) layernorm_forward(out, mean, rstd, x, w, b, N, m->C);
+    else rmsnorm_forward(out, rstd, x, w, N, m->C);
+}
+static void norm_backward(Model* m, float* dx, float* dw, float* db, const float* dout, const float* x, const float* w,
+                          const float* mean, const float* rstd, int N) {
+    if (m->c.arch == ARCH_GPT2) layernorm_backward(dx, dw, db, m->ln_scratch, dout, x, w, mean, rstd, N, m->C);
+    else rmsnorm_backward(dx, dw, m->ln_scratch, dout, x, w, rstd, N, m->C);
+}
+
+// ----------------------------------------------------------------------------
+// One transformer layer on this rank's heads and MLP columns.
+
+static void layer_forward(Model* m, int l, LayerActs* a, const float* x, float* out, int B) {
+    const LayerW* w = &m->wl[l];
+    int T = m->T, C = m->C, BT = B * T, N = row_count(m, B), Cl = m->Hl * m->hd;
+    // attention block: x -> norm -> qkv (column-parallel) -> attention -> proj (row-parallel) -> + x
+    norm_forward(m, my_rows(m, a->ln1, B), a->ln1_mean, a->ln1_rstd, x, w->ln1w, w->ln1b, N);
+    sp_gather_rows(m, a->ln1, B);
+    matmul_forward(a->qkv, a->ln1, w->qkvw, w->qkvb, BT, C, m->qkv_dim);
+    if (m->c.arch == ARCH_LLAMA) rope_apply(a->qkv, BT, T, m->qkv_dim, m->Hl + m->KVl, m->hd, 1.0f);
+    attention_forward(a->atty, a->att, a->qkv, B, T, m->Hl, m->KVl, m->hd);
+    matmul_forward(m->partial, a->atty, w->attprojw, NULL, BT, Cl, C);
+    float* y = tp_reduce_rows(m, m->partial, B);
+    residual_forward(a->res2, x, y, (size_t)N * C);
+    if (w->attprojb) add_bias(a->res2, w->attprojb, N, C);
+    // MLP block: res2 -> norm -> fc (column-parallel) -> GELU / SwiGLU -> proj (row-parallel) -> + res2
+    norm_forward(m, my_rows(m, a->ln2, B), a->ln2_mean, a->ln2_rstd, a->res2, w->ln2w, w->ln2b, N);
+    sp_gather_rows(m, a->ln2, B);
+    matmul_forward(a->fch, a->ln2, w->fcw, w->fcb, BT, C, m->fc_dim);
+    if (m->c.arch == ARCH_GPT2) gelu_forward(a->fch_act, a->fch, (size_t)BT * m->Fl);
+    else swiglu_forward(a->fch_act, a->fch, BT, m->Fl);
+    matmul_forward(m->partial, a->fch_act, w->fcprojw, NULL, BT, m->Fl, C);
+    y = tp_reduce_rows(m, m->partial, B);
+    residual_forward(out, a->res2, y, (size_t)N * C);
+    if (w->fcprojb) add_bias(out, w->fcprojb, N, C);
+}
+
+// dout: gradient of the layer output (N x C); writes the gradient of its input to dx.
+static void layer_backward(Model* m, int l, LayerActs* a, const float* x, const float* dout, float* dx, int B) {
+    const LayerW* w = &m->wl[l];
+    LayerW* g = &m->gl[l];
+    int T = m->T, C = m->C, BT = B * T, N = row_count(m, B), Cl = m->Hl * m->hd;
+    // MLP block
+    if (g->fcprojb) column_dot_accumulate(g->fcprojb, dout, NULL, N, C);
+    const float* dy = sp_gather_grad(m, dout, B);
+    memset(m->dfch_act, 0, sizeof(float) * BT * m->Fl);
+    matmul_backward(m->dfch_act, g->fcprojw, NULL, dy, a->fch_act, w->fcprojw, BT, m->Fl, C);
+    memset(m->dfch, 0, sizeof(float) * BT * m->fc_dim);
+    if (m->c.arch == ARCH_GPT2) gelu_backward(m->dfch, a->fch, m->dfch_act, (size_t)BT * m->Fl);
+    else swiglu_backward(m->dfch, a->fch, m->dfch_act, BT, m->Fl);
+    memset(m->partial, 0, sizeof(float) * BT * C);
+    matmul_backward(m->partial, g->fcw, g->fcb, m->dfch, a->ln2, w->fcw, BT, C, m->fc_dim);
+    float* dln = tp_reduce_rows(m, m->partial, B);
+    memcpy(m->dres2, dout, sizeof(float) * N * C);  // the residual path
+    norm_backward(m, m->dres2, g->ln2w, g->ln2b, dln, a->res2, w->ln2w, a->ln2_mean, a->ln2_rstd, N);
+    // attention block
+    if (g->attprojb) column_dot_accumulate(g->attprojb, m->dres2, NULL, N, C);
+    dy = sp_gather_grad(m, m->dres2, B);
+    memset(m->datty, 0, sizeof(float) * BT * Cl);
+    matmul_backward(m->datty, g->attprojw, NULL, dy, a->atty, w->attprojw, BT, Cl, C);
+    // selective recomputation (Korthikanti et al. 2022): the softmax was not kept; redo it
+    if (m->c.recompute == RECOMPUTE_SELECTIVE) attention_forward(a->atty, a->att, a->qkv, B, T, m->Hl, m->KVl, m->hd);
+    memset(m->dqkv, 0, sizeof(float) * BT * m->qkv_dim);
+    attention_backward(m->dqkv, m->datt, m->datty, a->qkv, a->att, B, T, m->Hl, m->KVl, m->hd);
+    if (m->c.arch == ARCH_LLAMA) rope_apply(m->dqkv, BT, T, m->qkv_dim, m->Hl + m->KVl, m->hd, -1.0f);
+    memset(m->partial, 0, sizeof(float) * BT * C);
+    matmul_backward(m->partial, g->qkvw, g->qkvb, m->dqkv, a->ln1, w->qkvw, BT, C, m->qkv_dim);
+    dln = tp_reduce_rows(m, m->partial, B);
+    memcpy(dx, m->dres2, sizeof(float) * N * C);
+    norm_backward(m, dx, g->ln1w, g->ln1b, dln, x, w->ln1w, a->ln1_mean, a->ln1_rstd, N);
+}
+
+// ----------------------------------------------------------------------------
+// Embedding (first chunk) and head + loss (last chunk).
+
+static void embed_forward(Model* m, float* x0, const int* tokens, int B) {
+    int BT = B * m->T, N = row_count(m, B);
+    embedding_forward(m->partial, tokens, m->w.wte, BT, m->C, m->v0, m->Vl);  // rows of this rank's vocabulary
+    float* y = tp_reduce_rows(m, m->partial, B);
+    memcpy(x0, y, sizeof(float) * N * m->C);
+    if (m->w.wpe) position_forward(x0, m->w.wpe, N, row0_of(m, B), m->T, m->C);
+}
+static void embed_backward(Model* m, const float* dx0, const int* tokens, int B) {
+    int N = row_count(m, B);
+    if (m->g.wpe) position_backward(m->g.wpe, dx0, N, row0_of(m, B), m->T, m->C);
+    const float* dy = sp_gather_grad(m, dx0, B);
+    embedding_backward(m->g.wte, tokens, dy, B * m->T, m->C, m->v0, m->Vl);
+}
+
+// Final norm, logits of this rank's vocabulary columns, vocabulary-parallel cross-entropy.
+// dloss_scale > 0: the logits are replaced by dloss/dlogits for the backward.
+static void head_forward(Model* m, Slot* s, const float* x, const int* targets, int B, float dloss_scale) {
+    int BT = B * m->T, N = row_count(m, B);
+    norm_forward(m, my_rows(m, s->lnf, B), s->lnf_mean, s->lnf_rstd, x, m->w.lnfw, m->w.lnfb, N);
+    sp_gather_rows(m, s->lnf, B);
+    matmul_forward(s->logits, s->lnf, m->w.head, NULL, BT, m->C, m->Vl);
+    crossentropy_local_max(m->ce_max, s->logits, BT, m->Vl, m->v0, m->c.vocab);
+    comm_allreduce_max(&m->L.tp_c, m->ce_max, BT);  // comm: tp all-reduce (max over vocabulary shards)
+    crossentropy_local_sums(m->ce_sums, s->logits, m->ce_max, targets, BT, m->Vl, m->v0, m->c.vocab);
+    comm_allreduce_sum(&m->L.tp_c, m->ce_sums, 2 * (size_t)BT);  // comm: tp all-reduce (sum exp, target logit)
+    crossentropy_finish(s->losses, dloss_scale > 0 ? s->logits : NULL, m->ce_max, m->ce_sums, targets, BT, m->Vl,
+                        m->v0, m->c.vocab, dloss_scale);
+    for (int i = 0; i < BT; i++) m->loss_sum += s->losses[i];
+}
+static void head_backward(Model* m, Slot* s, const float* x, float* dx, int B) {
+    int BT = B * m->T, N = row_count(m, B);
+    memset(m->partial, 0, sizeof(float) * BT * m->C);
+    matmul_backward(m->partial, m->g.head, NULL, s->logits, s->lnf, m->w.head, BT, m->C, m->Vl);
+    float* dln = tp_reduce_rows(m, m->partial, B);
+    memset(dx, 0, sizeof(float) * N * m->C);
+    norm_backward(m, dx, m->g.lnfw, m->g.lnfb, dln, x, m->w.lnfw, s->lnf_mean, s->lnf_rstd, N);
+}
+
+// ----------------------------------------------------------------------------
+// A chunk of layers for one micro-batch.
+
+static int is_first_chunk(const Model* m, int chunk) { return chunk * m->L.pp + m->L.stage == 0; }
+static int is_last_chunk(const Model* m, int chunk) { return chunk * m->L.pp + m->L.stage == m->L.pp * m->L.vpp - 1; }
+
+static LayerActs* acts_of(Model* m, Slot* s, int i) { return m->c.recompute == RECOMPUTE_FULL ? &m->scratch : &s->acts[i]; }
+
+static void chunk_forward(Model* m, int chunk, Slot* s, const int* tokens, const int* targets, int B, float dloss_scale) {
+    Chunk* ch = &m->chunks[chunk];
+    if (is_first_chunk(m, chunk)) embed_forward(m, s->x[0], tokens, B);
+    for (int i = 0; i < ch->n_layers; i++) layer_forward(m, ch->layer0 + i, acts_of(m, s, i), s->x[i], s->x[i + 1], B);
+    if (is_last_chunk(m, chunk)) head_forward(m, s, s->x[ch->n_layers], targets, B, dloss_scale);
+}
+
+static void chunk_backward(Model* m, int chunk, Slot* s, const int* tokens, int B) {
+    Chunk* ch = &m->chunks[chunk];
+    size_t n = (size_t)row_count(m, B) * m->C;
+    float *d = m->dres[0], *dnext = m->dres[1];
+    if (is_last_chunk(m, chunk)) head_backward(m, s, s->x[ch->n_layers], d, B);
+    else memcpy(d, s->dout, sizeof(float) * n);
+    for (int i = ch->n_layers - 1; i >= 0; i--) {
+        LayerActs* a = acts_of(m, s, i);
+        // full recomputation: only the layer input was kept; run the layer again (its tp
+        // communication included) to rebuild its activations
+        if (m->c.recompute == RECOMPUTE_FULL) layer_forward(m, ch->layer0 + i, a, s->x[i], m->x_scratch, B);
+        layer_backward(m, ch->layer0 + i, a, s->x[i], d, dnext, B);
+        float* t = d; d = dnext; dnext = t;
+    }
+    if (is_first_chunk(m, chunk)) embed_backward(m, d, tokens, B);
+    else memcpy(s->dinp, d, sizeof(float) * n);
+}
+
+// ----------------------------------------------------------------------------
+// Activation slots: a (chunk, micro-batch) takes a slot at its first op and gives it
+// back after its last; the schedule bounds how many are live (1F1B: <= pp).
+
+static Slot* slot_get(Model* m, int chunk, int mb) {
+    int* idx = &m->slot_of[chunk * m->n_micro + mb];
+    if (*idx >= 0) return &m->chunks[chunk].slots[*idx];
+    Chunk* ch = &m->chunks[chunk];
+    for (int i = 0; i < ch->n_slots; i++) {
+        Slot* s = &ch->slots[i];
+        if (s->mb >= 0) continue;
+        comm_wait(&m->L.pp_c, &s->req[0]);  // its last sends must be done before the buffers are reused
+        comm_wait(&m->L.pp_c, &s->req[1]);
+        s->mb = mb;
+        *idx = i;
+        m->slots_live_floats += ch->slot_floats;
+        if (m->slots_live_floats > m->slots_peak_floats) m->slots_peak_floats = m->slots_live_floats;
+        return s;
+    }
+    fail("internal: chunk %d has no free activation slot for micro-batch %d", chunk, mb);
+    return NULL;
+}
+static void slot_put(Model* m, int chunk, Slot* s) {
+    m->slot_of[chunk * m->n_micro + s->mb] = -1;
+    s->mb = -1;
+    m->slots_live_floats -= m->chunks[chunk].slot_floats;
+}
+
+// tag of the message a chunk g sends for micro-batch mb (dir 0: activations, 1: gradients)
+static int p2p_tag(const Model* m, int dir, int mb, int g) { return (mb * m->L.pp * m->L.vpp + g) * 2 + dir; }
+
+static void zero2_reduce_gradients(Model* m);
+
+// Execute this stage's op list. train: forward with loss gradient, then backward;
+// otherwise forward only (evaluation) with a list built by forward_ops().
+static void run_schedule(Model* m, const PipeOp* ops, int n_ops, int train, float dloss_scale) {
+    int pp = m->L.pp, stage = m->L.stage, B = m->B, T = m->T;
+    size_t n = (size_t)row_count(m, B) * m->C;
+    for (int k = 0; k < n_ops; k++) {
+        PipeOp op = ops[k];
+        int g = op.chunk * pp + stage;
+        Slot* s = slot_get(m, op.chunk, op.mb);
+        const int* tokens = m->inputs + (size_t)op.mb * B * T;
+        const int* targets = m->targets + (size_t)op.mb * B * T;
+        double t0 = now_s();
+        switch (op.kind) {
+        case OP_RECV_FWD:  // comm: pp recv of the previous chunk's output
+            comm_recv(&m->L.pp_c, s->x[0], n, (g - 1) % pp, p2p_tag(m, 0, op.mb, g - 1));
+            break;
+        case OP_FWD:
+            chunk_forward(m, op.chunk, s, tokens, targets, B, train ? dloss_scale : 0.0f);
+            if (!train && is_last_chunk(m, op.chunk)) slot_put(m, op.chunk, s);
+            break;
+        case OP_SEND_FWD:  // comm: pp send to the next chunk
+            comm_isend(&m->L.pp_c, s->x[m->chunks[op.chunk].n_layers], n, (g + 1) % pp, p2p_tag(m, 0, op.mb, g), &s->req[0]);
+            if (!train) slot_put(m, op.chunk, s);
+            break;
+        case OP_RECV_BWD:  // comm: pp recv of the gradient from the next chunk
+            comm_recv(&m->L.pp_c, s->dout, n, (g + 1) % pp, p2p_tag(m, 1, op.mb, g + 1));
+            break;
+        case OP_BWD:
+            chunk_backward(m, op.chunk, s, tokens, B);
+            if (g == 0) slot_put(m, op.chunk, s);
+            if (m->c.zero == 2 && op.chunk == 0) zero2_reduce_gradients(m);  // this micro-batch is done here
+            break;
+        case OP_SEND_BWD:  // comm: pp send of the input gradient to the previous chunk
+            comm_isend(&m->L.pp_c, s->dinp, n, (g - 1) % pp, p2p_tag(m, 1, op.mb, g), &s->req[1]);
+            slot_put(m, op.chunk, s);
+            break;
+        }
+        metrics_op(m->met, op.kind, op.mb, g, t0, now_s());
+    }
+    for (int c = 0; c < m->L.vpp; c++)  // all sends of the step complete before it ends
+        for (int i = 0; i < m->chunks[c].n_slots; i++) {
+            comm_wait(&m->L.pp_c, &m->chunks[c].slots[i].req[0]);
+            comm_wait(&m->L.pp_c, &m->chunks[c].slots[i].req[1]);
+        }
+}
+
+// Forward-only op list for evaluation: each micro-batch through the local chunks in order.
+static int forward_ops(const Model* m, int n_micro, PipeOp* ops) {
+    int n = 0;
+    for (int mb = 0; mb < n_micro; mb++)
+        for (int c = 0; c < m->L.vpp; c++) {
+            int g = c * m->L.pp + m->L.stage;
+            if (g > 0) ops[n++] = (PipeOp){OP_RECV_FWD, mb, c};
+            ops[n++] = (PipeOp){OP_FWD, mb, c};
+            if (g < m->L.pp * m->L.vpp - 1) ops[n++] = (PipeOp){OP_SEND_FWD, mb, c};
+        }
+    return n;
+}
+
+// ----------------------------------------------------------------------------
+// Gradient reduction, norm, clipping and the AdamW update.
+
+// Size of this rank's ZeRO shard of the local buffer.
+static size_t shard_size(const Model* m) { return m->P.n_padded / m->L.dp; }
+
+// The tied embedding: first and last stage each hold wte; their gradients are summed so
+// both copies take the same update (Megatron's embedding group).
+static void embed_group_sync(Model* m, float* wte_grad) {
+    if (m->L.in_embed && m->c.arch == ARCH_GPT2)
+        comm_allreduce_sum(&m->L.embed_c, wte_grad, (size_t)m->Vl * m->C);  // comm: embed all-reduce
+}
+
+// With --sp, norm weights, row-parallel biases and wpe saw only this rank's rows: sum
+// their gradients over tp. grad covers local buffer range [lo, lo + len).
+static void sp_partial_sync(Model* m, float* grad, size_t lo, size_t len) {
+    if (!m->c.sp || m->L.tp == 1) return;
+    size_t n = 0;
+    for (int i = 0; i < m->P.n; i++) {
+        const Tensor* t = &m->P.t[i];
+        size_t a = t->offset > lo ? t->offset : lo, b = t->offset + t->size < lo + len ? t->offset + t->size : lo + len;
+        if (t->sp_partial && a < b) memcpy(m->sp_buf + n, grad + (a - lo), sizeof(float) * (b - a)), n += b - a;
+    }
+    comm_allreduce_sum(&m->L.tp_c, m->sp_buf, n);  // comm: tp all-reduce of sequence-parallel partial gradients
+    n = 0;
+    for (int i = 0; i < m->P.n; i++) {
+        const Tensor* t = &m->P.t[i];
+        size_t a = t->offset > lo ? t->offset : lo, b = t->offset + t->size < lo + len ? t->offset + t->size : lo + len;
+        if (t->sp_partial && a < b) memcpy(grad + (a - lo), m->sp_buf + n, sizeof(float) * (b - a)), n += b - a;
+    }
+}
+
+// ZeRO-2: after each micro-batch, reduce-scatter the gradient into this rank's shard and
+// clear the full buffer (it only ever holds one micro-batch's worth). The tied embedding
+// copy is kept aside in wte_acc and reduced once at the end of the step.
+static void zero2_reduce_gradients(Model* m) {
+    size_t S = shard_size(m), wte_n = (size_t)m->Vl * m->C;
+    if (m->wte_acc) {
+        add_inplace(m->wte_acc, m->g.wte, wte_n);
+        memset(m->g.wte, 0, sizeof(float) * wte_n);
+    }
+    comm_reduce_scatter(&m->L.dp_c, m->grads, m->shard_tmp, S);  // comm: dp reduce-scatter (zero 2)
+    add_inplace(m->grad_shard, m->shard_tmp, S);
+    memset(m->grads, 0, sizeof(float) * m->P.n_padded);
+}
+
+// After the schedule: reduce gradients over the groups that share parameters. Returns the
+// gradient the optimizer reads for its range [opt_lo, opt_hi).
+static float* reduce_gradients(Model* m) {
+    size_t S = shard_size(m);
+    if (m->c.zero == 0) {
+        embed_group_sync(m, m->g.wte);
+        // comm: dp all-reduce, bucketed back to front (the order backward produces them)
+        const size_t bucket = 1 << 20;
+        for (size_t hi = m->P.n_local; hi > 0;) {
+            size_t lo = hi > bucket ? hi - bucket : 0;
+            comm_allreduce_sum(&m->L.dp_c, m->grads + lo, hi - lo);
+            hi = lo;
+        }
+        sp_partial_sync(m, m->grads, 0, m->P.n_local);
+        return m->grads;
+    }
+    if (m->c.zero == 1) {
+        embed_group_sync(m, m->g.wte);
+        comm_reduce_scatter(&m->L.dp_c, m->grads, m->grad_shard, S);  // comm: dp reduce-scatter (zero 1)
+    } else if (m->wte_acc) {
+        // the tied embedding gradient (kept aside during the step): sum the two copies and the
+        // dp replicas, then add this rank's part of it to its shard
+        size_t wte_n = (size_t)m->Vl * m->C, wte_off = (size_t)(m->g.wte - m->grads);
+        embed_group_sync(m, m->wte_acc);
+        comm_allreduce_sum(&m->L.dp_c, m->wte_acc, wte_n);  // comm: dp all-reduce of the tied embedding
+        for (size_t i = m->opt_lo; i < m->opt_hi; i++)
+            if (i >= wte_off && i < wte_off + wte_n) m->grad_shard[i - m->opt_lo] += m->wte_acc[i - wte_off];
+    }
+    sp_partial_sync(m, m->grad_shard, m->opt_lo, S);
+    return m->grad_shard;
+}
+
+// Global L2 norm of the gradient over the whole model: each element counted once (tp
+// replicas and the tied copy only by their owner, dp replicas once without ZeRO).
+static double grad_norm(Model* m, const float* grad) {
+    double ss = 0;
+    int count_dp = m->c.zero > 0 || m->L.dp_rank == 0;
+    for (int i = 0; i < m->P.n && count_dp; i++) {
+        const Tensor* t = &m->P.t[i];
+        if (!t->owner) continue;
+        size_t a = t->offset > m->opt_lo ? t->offset : m->opt_lo;
+        size_t b = t->offset + t->size < m->opt_hi ? t->offset + t->size : m->opt_hi;
+        for (size_t k = a; k < b; k++) ss += (double)grad[k - m->opt_lo] * grad[k - m->opt_lo];
+    }
+    comm_allreduce_sum_f64(&m->L.world_c, &ss, 1);  // comm: world all-reduce of the squared norm
+    return sqrt(ss);
+}
+
+static float lr_at(const ModelConfig* c, int step) {
+    if (step < c->warmup) return c->lr * (step + 1) / c->warmup;
+    if (c->steps <= c->warmup) return c->lr;
+    float progress = (float)(step - c->warmup) / (float)(c->steps - c->warmup);
+    float min_lr = c->lr * c->min_lr_frac;
+    return min_lr + 0.5f * (c->lr - min_lr) * (1.0f + cosf(3.14159265f * progress));
+}
+
+static void optimizer_step(Model* m, const float* grad, float lr, float grad_scale, int t) {
+    for (int i = 0; i < m->P.n; i++) {
+        const Tensor* tn = &m->P.t[i];
+        size_t a = tn->offset > m->opt_lo ? tn->offset : m->opt_lo;
+        size_t b = tn->offset + tn->size < m->opt_hi ? tn->offset + tn->size : m->opt_hi;
+        if (a >= b) continue;
+        size_t o = a - m->opt_lo;
+        adamw_update(m->params + a, grad + o, m->m_state + o, m->v_state + o, b - a, lr, m->c.beta1, m->c.beta2,
+                     m->c.eps, m->c.weight_decay, tn->decay, grad_scale, t);
+    }
+    if (m->c.zero > 0)  // comm: dp all-gather of the updated parameter shards
+        comm_allgather(&m->L.dp_c, m->params + m->opt_lo, m->params, shard_size(m));
+}
+
+// ----------------------------------------------------------------------------
+// Set-up.
+
+// Deterministic, layout-independent initialization: element i of the full model is a
+// function of (seed, i) alone, so every layout starts from the same weights.
+static float init_normal(uint64_t seed, size_t i) {
+    Rng r;
+    rng_seed(&r, seed * 0x100000001B3ull ^ (uint64_t)i);
+    return rng_normal(&r);
+}
+
+typedef struct { float* dst; const Tensor* t; uint64_t seed; float std; int fill_one; int vocab_rows; } InitCtx;
+static void init_run(size_t local, size_t full, size_t len, void* vctx) {
+    InitCtx* c = (InitCtx*)vctx;
+    for (size_t k = 0; k < len; k++) {
+        size_t fi = full + k;  // index within the full tensor
+        float v = c->fill_one ? 1.0f : c->std > 0 ? c->std * init_normal(c->seed, c->t->full_offset + fi) : 0.0f;
+        if (c->vocab_rows && (int)(fi / c->t->cols) >= c->vocab_rows) v = 0.0f;  // padded vocabulary rows
+        c->dst[local + k] = v;
+    }
+}
+
+// GPT-2 init (Radford et al. 2019, as in llm.c / nanoGPT): N(0, 0.02) matrices and
+// embeddings, residual projections scaled by 1/sqrt(2*n_layer), zero biases, unit norms.
+static void init_params(Model* m) {
+    for (int i = 0; i < m->P.n; i++) {
+        const Tensor* t = &m->P.t[i];
+        InitCtx ctx = {m->params + t->offset, t, m->c.seed, 0.0f, 0, 0};
+        int k = t->kind;
+        if (t->layer >= 0) {
+            if (k == P_LN1W || k == P_LN2W) ctx.fill_one = 1;
+            else if (k == P_QKVW || k == P_FCW) ctx.std = 0.02f;
+            else if (k == P_ATTPROJW || k == P_FCPROJW) ctx.std = 0.02f / sqrtf(2.0f * m->c.n_layer);
+        } else {
+            if (k == P_LNFW) ctx.fill_one = 1;
+            else if (k == P_WTE || k == P_HEAD) ctx.std = 0.02f, ctx.vocab_rows = m->c.vocab;
+            else if (k == P_WPE) ctx.std = 0.02f;
+        }
+        tensor_runs(t, m->L.tp, m->L.tp_rank, init_run, &ctx);
+    }
+}
+
+static size_t layer_act_floats(const Model* m, int with_att, int B) {
+    size_t BT = (size_t)B * m->T, N = row_count(m, B), C = m->C;
+    size_t n = 2 * (BT * C + 2 * N) + BT * m->qkv_dim + BT * m->Hl * m->hd + N * C + BT * m->fc_dim + BT * m->Fl;
+    if (with_att) n += (size_t)B * m->Hl * m->T * m->T;
+    return n;
+}
+
+// Carve a LayerActs out of a buffer; att from the buffer (with_att) or the shared scratch.
+static float* carve_acts(Model* m, LayerActs* a, float* p, int with_att) {
+    size_t BT = (size_t)m->B * m->T, N = row_count(m, m->B), C = m->C;
+    a->ln1 = p; p += BT * C; a->ln1_mean = p; p += N; a->ln1_rstd = p; p += N;
+    a->qkv = p; p += BT * m->qkv_dim;
+    if (with_att) { a->att = p; p += (size_t)m->B * m->Hl * m->T * m->T; } else a->att = m->att_scratch;
+    a->atty = p; p += BT * m->Hl * m->hd;
+    a->res2 = p; p += N * C;
+    a->ln2 = p; p += BT * C; a->ln2_mean = p; p += N; a->ln2_rstd = p; p += N;
+    a->fch = p; p += BT * m->fc_dim; a->fch_act = p; p += BT * m->Fl;
+    return p;
+}
+
+static void alloc_activations(Model* m) {
+    size_t BT = (size_t)m->B * m->T, N = row_count(m, m->B), C = m->C;
+    int keep_att = m->c.recompute == RECOMPUTE_NONE, full = m->c.recompute == RECOMPUTE_FULL;
+    // Scratch for one micro-batch, shared by all layers.
+    size_t att_n = (size_t)m->B * m->Hl * m->T * m->T;
+    m->att_scratch = (float*)xcalloc(att_n, sizeof(float));
+    m->datt = (float*)xcalloc(att_n, sizeof(float));
+    m->x_scratch = (float*)xcalloc(N * C, sizeof(float));
+    m->partial = (float*)xcalloc(BT * C, sizeof(float));
+    m->reduced = (float*)xcalloc(N * C, sizeof(float));
+    m->gather = (float*)xcalloc(BT * C, sizeof(float));
+    m->ln_scratch = (float*)xcalloc(N * C, sizeof(float));
+    m->dres[0] = (float*)xcalloc(N * C, sizeof(float));
+    m->dres[1] = (float*)xcalloc(N * C, sizeof(float));
+    m->dres2 = (float*)xcalloc(N * C, sizeof(float));
+    m->dqkv = (float*)xcalloc(BT * m->qkv_dim, sizeof(float));
+    m->datty = (float*)xcalloc(BT * m->Hl * m->hd, sizeof(float));
+    m->dfch = (float*)xcalloc(BT * m->fc_dim, sizeof(float));
+    m->dfch_act = (float*)xcalloc(BT * m->Fl, sizeof(float));
+    m->ce_max = (float*)xcalloc(BT, sizeof(float));
+    m->ce_sums = (float*)xcalloc(2 * BT, sizeof(float));
+    m->scratch_floats = 2 * att_n + N * C * 7 + BT * C * 2 + BT * (m->qkv_dim + m->Hl * m->hd + m->fc_dim + m->Fl) + 3 * BT;
+    if (full) {
+        float* p = (float*)xcalloc(layer_act_floats(m, 0, m->B), sizeof(float));
+        carve_acts(m, &m->scratch, p, 0);
+        m->scratch_floats += layer_act_floats(m, 0, m->B);
+    }
+    // Slots: as many per chunk as the schedule ever has in flight on it.
+    m->chunks = (Chunk*)xcalloc(m->L.vpp, sizeof(Chunk));
+    m->slot_of = (int*)xmalloc(sizeof(int) * m->L.vpp * m->n_micro);
+    for (int i = 0; i < m->L.vpp * m->n_micro; i++) m->slot_of[i] = -1;
+    for (int c = 0; c < m->L.vpp; c++) {
+        Chunk* ch = &m->chunks[c];
+        int g = c * m->L.pp + m->L.stage;
+        ch->layer0 = m->P.chunk_layer0[g];
+        ch->n_layers = m->P.chunk_layer0[g + 1] - ch->layer0;
+        int cur = 0;
+        for (int k = 0; k < m->n_ops; k++) {
+            if (m->ops[k].chunk != c) continue;
+            if (m->ops[k].kind == OP_FWD && ++cur > ch->n_slots) ch->n_slots = cur;
+            if (m->ops[k].kind == OP_BWD) cur--;
+        }
+        if (ch->n_slots < 1) ch->n_slots = 1;
+        size_t f = (ch->n_layers + 1) * N * C + 2 * N * C;
+        if (!full) f += ch->n_layers * layer_act_floats(m, keep_att, m->B);
+        if (is_last_chunk(m, c)) f += BT * C + 2 * N + BT * m->Vl + BT;
+        ch->slot_floats = f;
+        ch->mem = (float*)xcalloc(f * ch->n_slots, sizeof(float));
+        ch->slots = (Slot*)xcalloc(ch->n_slots, sizeof(Slot));
+        for (int si = 0; si < ch->n_slots; si++) {
+            Slot* s = &ch->slots[si];
+            float* p = ch->mem + f * si;
+            s->mb = -1;
+            s->req[0] = s->req[1] = MPI_REQUEST_NULL;
+            s->x = (float**)xmalloc(sizeof(float*) * (ch->n_layers + 1));
+            for (int i = 0; i <= ch->n_layers; i++) s->x[i] = p, p += N * C;
+            s->dout = p; p += N * C;
+            s->dinp = p; p += N * C;
+            if (!full) {
+                s->acts = (LayerActs*)xcalloc(ch->n_layers, sizeof(LayerActs));
+                for (int i = 0; i < ch->n_layers; i++) p = carve_acts(m, &s->acts[i], p, keep_att);
+            }
+            if (is_last_chunk(m, c)) {
+                s->lnf = p; p += BT * C; s->lnf_mean = p; p += N; s->lnf_rstd = p; p += N;
+                s->logits = p; p += BT * m->Vl; s->losses = p; p += BT;
+            }
+        }
+    }
+}
+
+// Why the layout cannot run this model, or NULL. Checked on every rank before anything is allocated.
+static const char* layout_check(const ModelConfig* c, int world, char* why) {
+    if (c->dp * c->tp * c->pp != world) { sprintf(why, "dp %d x tp %d x pp %d = %d does not match the world of %d ranks", c->dp, c->tp, c->pp, c->dp * c->tp * c->pp, world); return why; }
+    if (tp_check(c, c->tp, why)) return why;
+    if (c->n_layer < c->pp * c->vpp) { sprintf(why, "n_layer %d < pp %d x vpp %d: every chunk needs a layer", c->n_layer, c->pp, c->vpp); return why; }
+    if (c->sp && c->tp == 1) { sprintf(why, "--sp needs --tp > 1"); return why; }
+    if (c->sp && (c->micro_batch * c->seq_len) % c->tp) { sprintf(why, "--sp: micro-batch x seq-len %d is not divisible by tp %d", c->micro_batch * c->seq_len, c->tp); return why; }
+    if (c->sp && c->seq_len % c->tp) { sprintf(why, "--sp: seq-len %d is not divisible by tp %d", c->seq_len, c->tp); return why; }
+    if (c->global_batch % (c->dp * c->micro_batch)) { sprintf(why, "--global-batch %d is not divisible by dp %d x micro-batch %d", c->global_batch, c->dp, c->micro_batch); return why; }
+    if (c->zero && c->dp == 1) { sprintf(why, "--zero %d needs dp > 1 (there is nothing to shard over)", c->zero); return why; }
+    const char* s = schedule_check(c->schedule, c->pp, c->vpp, c->global_batch / (c->dp * c->micro_batch));
+    if (s) { sprintf(why, "%s", s); return why; }
+    return NULL;
+}
+
+static void model_init(Model* m, Args* a, Metrics* met) {
+    memset(m, 0, sizeof(*m));
+    m->args = a;
+    m->c = a->cfg;
+    m->met = met;
+    ModelConfig* c = &m->c;
+    layout_init(&m->L, c->dp, c->tp, c->pp, c->vpp);
+    m->B = c->micro_batch, m->T = c->seq_len, m->C = c->d_model, m->hd = c->d_model / c->n_head;
+    m->Hl = c->n_head / c->tp, m->KVl = c->n_kv_head / c->tp;
+    m->qkv_dim = (m->Hl + 2 * m->KVl) * m->hd;
+    m->Fl = c->d_ff / c->tp;
+    m->fc_dim = c->arch == ARCH_GPT2 ? m->Fl : 2 * m->Fl;
+    m->Vl = c->vocab_padded / c->tp, m->v0 = m->L.tp_rank * m->Vl;
+    m->n_micro = c->global_batch / (c->dp * c->micro_batch);
+    param_layout_build(&m->P, c, c->tp, m->L.tp_rank, c->pp, c->vpp, m->L.stage, c->dp);
+    // parameters and gradients: one buffer each, named views into them
+    m->params = (float*)xcalloc(m->P.n_padded, sizeof(float));
+    m->grads = (float*)xcalloc(m->P.n_padded, sizeof(float));
+    m->wl = (LayerW*)xcalloc(c->n_layer, sizeof(LayerW));
+    m->gl = (LayerW*)xcalloc(c->n_layer, sizeof(LayerW));
+    bind_weights(&m->P, c, m->params, &m->w, m->wl);
+    bind_weights(&m->P, c, m->grads, &m->g, m->gl);
+    init_params(m);
+    // optimizer state: the whole local buffer, or this rank's 1/dp shard with ZeRO
+    size_t S = shard_size(m);
+    m->opt_lo = c->zero ? m->L.dp_rank * S : 0;
+    m->opt_hi = c->zero ? m->opt_lo + S : m->P.n_local;
+    if (m->opt_hi > m->P.n_local) m->opt_hi = m->P.n_local;
+    if (m->opt_lo > m->opt_hi) m->opt_lo = m->opt_hi;
+    m->m_state = (float*)xcalloc(m->opt_hi - m->opt_lo, sizeof(float));
+    m->v_state = (float*)xcalloc(m->opt_hi - m->opt_lo, sizeof(float));
+    if (c->zero) m->grad_shard = (float*)xcalloc(S, sizeof(float));
+    if (c->zero == 2) m->shard_tmp = (float*)xcalloc(S, sizeof(float));
+    if (c->zero == 2 && m->L.in_embed && c->arch == ARCH_GPT2) m->wte_acc = (float*)xcalloc((size_t)m->Vl * m->C, sizeof(float));
+    m->sp_buf = (float*)xcalloc(m->P.n_local, sizeof(float));
+    // the schedule of this stage, then activations sized by it
+    m->ops = (PipeOp*)xmalloc(sizeof(PipeOp) * schedule_max_ops(m->n_micro, c->vpp));
+    m->n_ops = schedule_build(c->schedule, m->L.stage, c->pp, c->vpp, m->n_micro, m->ops);
+    alloc_activations(m);
+    m->inputs = (int*)xmalloc(sizeof(int) * m->n_micro * m->B * m->T);
+    m->targets = (int*)xmalloc(sizeof(int) * m->n_micro * m->B * m->T);
+}
+
+// ----------------------------------------------------------------------------
+// A training step and an evaluation.
+
+// Load this dp rank's part of global batch `index` of a stream.
+static void load_batch(Model* m, const TokenStream* ts, size_t index) {
+    size_t per_dp = (size_t)m->n_micro * m->B;
+    size_t first = index * m->c.global_batch + m->L.dp_rank * per_dp;
+    stream_batch(ts, m->T, first, (int)per_dp, m->inputs, m->targets);
+}
+
+// Mean loss over the global batch (last stage, tp rank 0 of each dp replica hold it).
+static double reduce_loss(Model* m, double n_tokens) {
+    double l = (m->L.stage == m->L.pp - 1 && m->L.tp_rank == 0) ? m->loss_sum : 0.0;
+    comm_allreduce_sum_f64(&m->L.world_c, &l, 1);  // comm: world all-reduce of the loss
+    return l / n_tokens;
+}
+
+typedef struct { double loss, grad_norm, sched_s; float lr; int skipped; } StepResult;
+
+static StepResult train_step(Model* m, const TokenStream* train, int step) {
+    StepResult r = {0, 0, 0, 0, 0};
+    double n_tokens = (double)m->c.global_batch * m->T;
+    load_batch(m, train, (size_t)step);
+    memset(m->grads, 0, sizeof(float) * m->P.n_padded);
+    if (m->grad_shard) memset(m->grad_shard, 0, sizeof(float) * shard_size(m));
+    if (m->wte_acc) memset(m->wte_acc, 0, sizeof(float) * m->Vl * m->C);
+    m->loss_sum = 0;
+    metrics_phase(m->met, "schedule");
+    double t0 = now_s();
+    run_schedule(m, m->ops, m->n_ops, 1, (float)(1.0 / n_tokens));
+    r.sched_s = now_s() - t0;
+    metrics_phase(m->met, "grad_sync");
+    float* grad = reduce_gradients(m);
+    r.loss = reduce_loss(m, n_tokens);
+    r.grad_norm = grad_norm(m, grad);
+    r.lr = lr_at(&m->c, step);
+    if (!isfinite(r.loss) || !isfinite(r.grad_norm)) {
+        if (!m->args->on_nan_skip) fail("step %d: loss %g, gradient norm %g is not finite (--on-nan stop)", step, r.loss, r.grad_norm);
+        r.skipped = 1;
+        return r;
+    }
+    float scale = (m->c.grad_clip > 0 && r.grad_norm > m->c.grad_clip) ? (float)(m->c.grad_clip / r.grad_norm) : 1.0f;
+    metrics_phase(m->met, "optimizer");
+    optimizer_step(m, grad, r.lr, scale, step + 1);
+    return r;
+}
+
+static double evaluate(Model* m, const TokenStream* val, int n_batches) {
+    PipeOp* ops = (PipeOp*)xmalloc(sizeof(PipeOp) * 3 * m->n_micro * m->L.vpp);
+    int n_ops = forward_ops(m, m->n_micro, ops);
+    double total = 0;
+    for (int b = 0; b < n_batches; b++) {
+        load_batch(m, val, (size_t)b);
+        m->loss_sum = 0;
+        run_schedule(m, ops, n_ops, 0, 0.0f);
+        total += reduce_loss(m, (double)m->c.global_batch * m->T);
+    }
+    free(ops);
+    return total / n_batches;
+}
+
+// ----------------------------------------------------------------------------
+// Sampling: one sequence (batch 1) through the pipeline per generated token. The last
+// stage gathers the one row of logits it needs over tp and draws the token; every rank
+// then learns it by broadcast.
+
+static void sample_text(Model* m, const Tokenizer* tk, int len, uint64_t seed, FILE* out) {
+    int T = m->T, B = 1, pp = m->L.pp, last_rank = layout_rank_of(&m->L, 0, pp - 1, 0);
+    int* ctx = (int*)xcalloc(T, sizeof(int));
+    int* saved_inputs = m->inputs;
+    float* row = (float*)xmalloc(sizeof(float) * m->c.vocab_padded);
+    Rng rng;
+    rng_seed(&rng, seed);
+    int n = 0;
+    ctx[n++] = m->c.vocab > EOT_TOKEN ? EOT_TOKEN : 0;  // start from <|endoftext|> (or byte 0)
+    for (int step = 0; step < len; step++) {
+        int start = n > T ? n - T : 0, cur = n - start;  // window of the last T tokens
+        int* window = (int*)xcalloc(T, sizeof(int));
+        for (int i = 0; i < cur; i++) window[i] = ctx[(start + i) % T];
+        m->inputs = window;
+        size_t nrow = (size_t)row_count(m, B) * m->C;
+        int next = 0;
+        for (int c = 0; c < m->L.vpp; c++) {
+            int g = c * pp + m->L.stage;
+            Slot* s = slot_get(m, c, 0);
+            if (g > 0) comm_recv(&m->L.pp_c, s->x[0], nrow, (g - 1) % pp, p2p_tag(m, 0, 0, g - 1));
+            Chunk* ch = &m->chunks[c];
+            if (g == 0) embed_forward(m, s->x[0], window, B);
+            for (int i = 0; i < ch->n_layers; i++) layer_forward(m, ch->layer0 + i, acts_of(m, s, i), s->x[i], s->x[i + 1], B);
+            if (g < pp * m->L.vpp - 1) {
+                comm_isend(&m->L.pp_c, s->x[ch->n_layers], nrow, (g + 1) % pp, p2p_tag(m, 0, 0, g), &s->req[0]);
+                comm_wait(&m->L.pp_c, &s->req[0]);
+            } else {
+                // logits of position cur-1 only: final norm of all rows, then one matmul row
+                float* x = s->x[ch->n_layers];
+                norm_forward(m, my_rows(m, s->lnf, B), s->lnf_mean, s->lnf_rstd, x, m->w.lnfw, m->w.lnfb, row_count(m, B));
+                sp_gather_rows(m, s->lnf, B);
+                matmul_forward(row + m->v0, s->lnf + (size_t)(cur - 1) * m->C, m->w.head, NULL, 1, m->C, m->Vl);
+                comm_allgather(&m->L.tp_c, row + m->v0, row, m->Vl);  // comm: tp all-gather of one row of logits
+                float maxv = -FLT_MAX, sum = 0;
+                for (int v = 0; v < m->c.vocab; v++) if (row[v] > maxv) maxv = row[v];
+                for (int v = 0; v < m->c.vocab; v++) sum += (row[v] = expf(row[v] - maxv));
+                float u = rng_uniform(&rng) * sum, acc = 0;
+                next = m->c.vocab - 1;
+                for (int v = 0; v < m->c.vocab; v++) if ((acc += row[v]) > u) { next = v; break; }
+            }
+            slot_put(m, c, s);
+        }
+        comm_broadcast(&m->L.world_c, &next, sizeof(int), last_rank);  // comm: world broadcast of the token
+        free(window);
+        ctx[n % T] = next;  // ring buffer of the last T tokens
+        n++;
+        if (m->L.rank == 0) tokenizer_print(tk, next, out);
+    }
+    if (m->L.rank == 0) fputc('\n', out), fflush(out);
+    m->inputs = saved_inputs;
+    free(ctx);
+    free(row);
+}
+
+// ----------------------------------------------------------------------------
+
+#ifndef TESTING
+int main(int argc, char** argv) {
+    if (argc > 1 && !strcmp(argv[1], "--plan")) return plan_main(argc, argv);
+    Args args;
+    parse_args(&args, argc, argv);
+    ModelConfig* c = &args.cfg;
+    // Started by hand with a layout of several ranks: start them under mpirun.
+    int need = (c->dp ? c->dp : 1) * c->tp * c->pp;
+    if (need > 1 && !under_launcher()) relaunch_under_mpirun(need, argc, argv);
+    MPI_Init(&argc, &argv);
+    int world, rank;
+    MPI_Comm_size(MPI_COMM_WORLD, &world);
+    MPI_Comm_rank(MPI_COMM_WORLD, &rank);
+    if (world > 1) fail_rank = rank, fail_hook = mpi_fail_hook;
+    if (!c->dp) c->dp = world / (c->tp * c->pp) > 0 ? world / (c->tp * c->pp) : 1;
+    if (!c->global_batch) c->global_batch = c->dp * c->micro_batch;
+    char why[512];
+    if (layout_check(c, world, why)) {
+        if (rank == 0) fprintf(stderr, "error: layout: %s\n", why);
+        MPI_Finalize();
+        return 1;
+    }
+    int* tag_ub, flag;
+    MPI_Comm_get_attr(MPI_COMM_WORLD, MPI_TAG_UB, &tag_ub, &flag);
+    if (flag && (long)(c->global_batch / (c->dp * c->micro_batch)) * c->pp * c->vpp * 2 > *tag_ub)
+        fail("layout: %d micro-batches x %d chunks exceed the MPI tag range; lower --global-batch", c->global_batch / (c->dp * c->micro_batch), c->pp * c->vpp);
+    ckpt_install_signals();
+
+    TokenStream train, val;
+    if (args.data) stream_open(&train, args.data, c->vocab);
+    else make_builtin_corpus(&train, 2000000, 42), snprintf(train.source, sizeof(train.source), "built-in corpus (2M bytes)");
+    if (args.val_data) stream_open(&val, args.val_data, c->vocab);
+    else stream_split(&train, &val, 0.05);
+    if (stream_n_seq(&train, c->seq_len) < 1) fail("--data %s: fewer than seq-len+1 = %d tokens", train.source, c->seq_len + 1);
+    if (args.eval_every && stream_n_seq(&val, c->seq_len) < 1) fail("validation data %s: fewer than seq-len+1 tokens", val.source);
+    Tokenizer tk;
+    tokenizer_load(&tk, args.tokenizer);
+
+    // Peak for MFU: --peak-tflops, else this machine's cores at the measured FMA rate,
+    // shared by the ranks on it (every rank of a CPU run is one share of the machine).
+    double peak = args.peak_tflops * 1e12;
+    const char* peak_src = "--peak-tflops";
+    if (!peak) {
+        double core = rank == 0 ? measure_core_peak_flops() : 0;
+        MPI_Bcast(&core, 1, MPI_DOUBLE, 0, MPI_COMM_WORLD);
+        long cores = sysconf(_SC_NPROCESSORS_ONLN);
+        peak = core * cores / world;
+        peak_src = "measured fp32 FMA peak x cores / ranks";
+    }
+    Metrics met;
+    metrics_init(&met, &args, rank, world, peak, peak_src);
+    Model m;
+    model_init(&m, &args, &met);
+    int start_step = 0;
+    if (args.resume) start_step = ckpt_resume(&m.L, &m.P, c, &args, m.params, m.m_state, m.v_state, m.opt_lo, m.opt_hi);
+    if (rank == 0) print_startup(&m.L, &m.P, c, &args, &train, &val, &met, m.n_micro, start_step);
+    size_t act_floats = m.scratch_floats;
+    for (int ch = 0; ch < m.L.vpp; ch++) act_floats += m.chunks[ch].slot_floats * m.chunks[ch].n_slots;
+    metrics_predict_memory(&met, &m.P, m.opt_hi - m.opt_lo, c->zero, act_floats);
+
+    for (int step = start_step; step < c->steps; step++) {
+        metrics_step_begin(&met, step);
+        StepResult r = train_step(&m, &train, step);
+        metrics_step_end(&met, &m.L, c, step, start_step, m.n_micro, r.loss, r.lr, r.grad_norm, r.skipped, r.sched_s);
+        if (args.eval_every && ((step + 1) % args.eval_every == 0 || step + 1 == c->steps))
+            metrics_eval(&met, step, evaluate(&m, &val, args.val_batches));
+        if (args.sample_every && (step + 1) % args.sample_every == 0) sample_text(&m, &tk, args.sample_len, c->seed + step, stdout);
+        int stop = ckpt_stop_requested(&m.L.world_c);
+        if (args.ckpt_dir && ((args.ckpt_every && (step + 1) % args.ckpt_every == 0) || step + 1 == c->steps || stop))
+            ckpt_save(&m.L, &m.P, c, &args, m.params, m.m_state, m.v_state, m.opt_lo, m.opt_hi, step + 1);
+        if (stop) {
+            if (rank == 0) fprintf(stderr, "stopped by signal after step %d\n", step + 1);
+            MPI_Finalize();
+            return 130;
+        }
+    }
+    if (!args.sample_every && args.sample_len) {
+        if (rank == 0) printf("sample:\n");
+        sample_text(&m, &tk, args.sample_len, c->seed, stdout);
+    }
+    metrics_finish(&met, &m.L, 4.0 * (m.slots_peak_floats + m.scratch_floats));
+    MPI_Finalize();
+    return 0;
+}
+#endif

@@ -1,5 +1,6 @@
 # Makefile: train (GPU build when nvcc and a GPU are usable, else CPU), train_cpu,
 # train_gpu, test, bench, clean. Every build says what it detected.
+SHELL := /bin/bash
 CC = gcc
 CFLAGS = -O3 -march=native -fopenmp -std=gnu11 -Wall -Wextra -Wno-unused-function -Wno-unused-parameter
 LDLIBS = -lm
@@ -62,14 +63,18 @@ test_gpu: test_gpu.cu $(HEADERS) kernels_gpu.cuh | mpi detect
 test_gpt: test_gpt.c train_gpt.c $(HEADERS) | mpi detect
 	$(CC) $(CFLAGS) -DTESTING $$(mpicc --showme:compile) -o $@ test_gpt.c $$(mpicc --showme:link) $(LDLIBS)
 
+test_layouts: test_layouts.c $(HEADERS) | mpi
+	$(CC) $(CFLAGS) $$(mpicc --showme:compile) -o $@ test_layouts.c $$(mpicc --showme:link) $(LDLIBS)
+
 test_planner: test_planner.c planner.h config.h schedule.h common.h
 	$(CC) $(CFLAGS) -o $@ test_planner.c $(LDLIBS)
 
 # All tests; the last line is the total "N passed, N failed".
-test: train_cpu test_gpt test_planner
-	@rm -f .test.log; status=0; \
+test: train test_gpt test_planner test_layouts
+	@set -o pipefail; rm -f .test.log; status=0; \
 	./test_planner 2>&1 | tee -a .test.log || status=1; \
 	./test_gpt 2>&1 | tee -a .test.log || status=1; \
+	./test_layouts 2>&1 | tee -a .test.log || status=1; \
 	awk '/^[0-9]+ passed, [0-9]+ failed$$/ {p += $$1; f += $$3} END {printf "%d passed, %d failed\n", p, f}' .test.log; \
 	exit $$status
 
@@ -77,4 +82,4 @@ bench: train_cpu
 	./train_cpu --bench --model gpt2-124m --micro-batch 4 --seq-len 64
 
 clean:
-	rm -f train train_cpu train_gpu test_gpt test_gpu test_planner .test.log
+	rm -f train train_cpu train_gpu test_gpt test_gpu test_planner test_layouts .test.log

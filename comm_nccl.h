@@ -20,6 +20,9 @@
 #ifndef COMM_NCCL_H
 #define COMM_NCCL_H
 
+#ifndef OMPI_SKIP_MPICXX
+#define OMPI_SKIP_MPICXX 1  // Open MPI's C++ bindings are unused and warn under nvcc -Wextra
+#endif
 #include <nccl.h>
 #include "layout.h"
 #include "kernels_gpu.cuh"

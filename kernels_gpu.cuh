@@ -316,6 +316,7 @@ static void residual_layernorm_forward_gpu(bf16* resid, bf16* out, float* mean, 
                                            const bf16* b, const bf16* weight, const bf16* bias, int N, int C,
                                            cudaStream_t s) {
     if (N <= 0) return;
+    if (b && !resid) fail("residual_layernorm_forward_gpu: b given without a resid output");
     residual_norm_forward_kernel<<<cdiv(N, NORM_ROWS_PER_BLOCK), 32 * NORM_ROWS_PER_BLOCK, 0, s>>>(
         resid, out, mean, rstd, a, b, weight, bias, N, C, 0);
     launchCheck();
@@ -328,6 +329,7 @@ static void layernorm_forward_gpu(bf16* out, float* mean, float* rstd, const bf1
 static void residual_rmsnorm_forward_gpu(bf16* resid, bf16* out, float* rstd, const bf16* a, const bf16* b,
                                          const bf16* weight, int N, int C, cudaStream_t s) {
     if (N <= 0) return;
+    if (b && !resid) fail("residual_rmsnorm_forward_gpu: b given without a resid output");
     residual_norm_forward_kernel<<<cdiv(N, NORM_ROWS_PER_BLOCK), 32 * NORM_ROWS_PER_BLOCK, 0, s>>>(
         resid, out, NULL, rstd, a, b, weight, NULL, N, C, 1);
     launchCheck();

@@ -1,0 +1,214 @@
+// test_layouts.c: the layout suite. Every layout trains the same tiny model on the
+// same data with the same seed for 5 optimizer steps, through ./train itself (which
+// starts its own ranks under mpirun), and is compared with the single-rank run:
+// per-step losses from the JSON log and the final parameters from the checkpoint
+// (layout-independent form, so any two runs compare tensor by tensor).
+//
+// Tolerance: relative 1e-5 on every loss, and on every tensor's parameters as
+// ||p - p_ref|| / ||p_ref||. fp32 sums taken in another order (matmuls split over tp,
+// gradients summed over dp / micro-batches, sequence shards) differ by a few ulps;
+// measured: losses agree to ~1e-8 and parameters to <= 4e-7, so 1e-5 leaves more than
+// an order of margin, while a real mistake (a missing reduction, a wrong shard, a
+// skipped micro-batch) shows at 1e-3 or more.
+// The suite trains with AdamW eps 1e-4 instead of 1e-8: some gradients are zero in
+// exact arithmetic (GPT-2's key bias: softmax ignores a constant added to every
+// score) and only rounding noise (~1e-9) in fp32; with eps 1e-8 Adam normalizes that
+// noise into full-size +-lr updates whose signs depend on the summation order, which
+// says nothing about the layout. With eps 1e-4 real gradients (~1e-3) still get Adam's
+// normalized step and noise stays noise.
+#include <sys/wait.h>
+#include "ckpt.h"
+
+static int n_pass = 0, n_fail = 0;
+#define TOL 1e-5
+
+typedef struct { double loss[64]; int n; float* params; size_t n_full; } RunResult;
+
+static int run_cmd(const char* cmd, const char* out_file) {
+    char full[8192];
+    snprintf(full, sizeof(full), "%s > %s 2>&1", cmd, out_file);
+    int rc = system(full);
+    return WIFEXITED(rc) ? WEXITSTATUS(rc) : 128;
+}
+
+static int read_log(const char* path, RunResult* r) {
+    FILE* f = fopen(path, "r");
+    if (!f) return 0;
+    char line[4096];
+    r->n = 0;
+    while (fgets(line, sizeof(line), f)) {
+        const char* p = strstr(line, "\"loss\":");
+        if (p && r->n < 64 && !strstr(line, "val_loss")) r->loss[r->n++] = atof(p + 7);
+    }
+    fclose(f);
+    return r->n;
+}
+
+static int read_ckpt_params(const char* dir, RunResult* r) {
+    char path[1024], name[256];
+    snprintf(path, sizeof(path), "%s/LATEST", dir);
+    FILE* f = fopen(path, "r");
+    if (!f || fscanf(f, "%255s", name) != 1) { if (f) fclose(f); return 0; }
+    fclose(f);
+    snprintf(path, sizeof(path), "%s/%s", dir, name);
+    f = fopen(path, "rb");
+    if (!f) return 0;
+    int32_t h[256];
+    if (fread(h, 4, 256, f) != 256) { fclose(f); return 0; }
+    r->n_full = ckpt_header_n_full(h);
+    r->params = (float*)xmalloc(sizeof(float) * r->n_full);
+    size_t got = fread(r->params, sizeof(float), r->n_full, f);
+    fclose(f);
+    return got == r->n_full;
+}
+
+// Train with `flags` in a fresh directory; returns 1 on success.
+static int train_run(const char* tag, const char* flags, RunResult* r) {
+    char dir[512], cmd[4096], out[600], log[600];
+    snprintf(dir, sizeof(dir), "/tmp/test_layouts/%s", tag);
+    snprintf(cmd, sizeof(cmd), "rm -rf %s && mkdir -p %s", dir, dir);
+    if (system(cmd)) return 0;
+    snprintf(out, sizeof(out), "%s/out.txt", dir);
+    snprintf(log, sizeof(log), "%s/log.jsonl", dir);
+    snprintf(cmd, sizeof(cmd),
+             "OMP_NUM_THREADS=1 ./train --steps 5 --warmup 1 --lr 3e-3 --eps 1e-4 --eval-every 0 --sample-len 0 --quiet "
+             "--micro-batch 8 --global-batch 32 --log %s --ckpt-dir %s %s",
+             log, dir, flags);
+    int rc = run_cmd(cmd, out);
+    if (rc != 0) {
+        printf("FAIL %s: ./train exited %d (see %s)\n", tag, rc, out);
+        n_fail++;
+        return 0;
+    }
+    if (read_log(log, r) != 5 || !read_ckpt_params(dir, r)) {
+        printf("FAIL %s: missing log lines or checkpoint in %s\n", tag, dir);
+        n_fail++;
+        return 0;
+    }
+    return 1;
+}
+
+// Compare a run with its reference, tensor by tensor.
+static void compare(const char* tag, const char* model_flags, const RunResult* ref, const RunResult* r) {
+    double worst_loss = 0;
+    for (int i = 0; i < 5; i++) {
+        double rel = fabs(r->loss[i] - ref->loss[i]) / fabs(ref->loss[i]);
+        if (rel > worst_loss) worst_loss = rel;
+    }
+    // tensor boundaries from the model's canonical layout
+    Args a;
+    char buf[1024];
+    snprintf(buf, sizeof(buf), "%s", model_flags);
+    char* argv[64];
+    int argc = 0;
+    argv[argc++] = (char*)"test";
+    for (char* t = strtok(buf, " "); t && argc < 63; t = strtok(NULL, " ")) argv[argc++] = t;
+    parse_args(&a, argc, argv);
+    ParamLayout* P = (ParamLayout*)xmalloc(sizeof(ParamLayout));
+    param_layout_build(P, &a.cfg, 1, 0, 1, 1, 0, 1);
+    double worst_param = 0;
+    char worst_name[32] = "";
+    if (r->n_full != ref->n_full || P->n_full != r->n_full) worst_param = 1e30, snprintf(worst_name, sizeof(worst_name), "size mismatch");
+    else
+        for (int i = 0; i < P->n; i++) {
+            const Tensor* t = &P->t[i];
+            double d = 0, n = 0;
+            for (size_t k = t->full_offset; k < t->full_offset + t->size; k++) {
+                double x = ref->params[k], y = r->params[k];
+                d += (x - y) * (x - y), n += x * x;
+            }
+            double rel = n > 0 ? sqrt(d / n) : sqrt(d);
+            if (rel > worst_param) worst_param = rel, snprintf(worst_name, sizeof(worst_name), "%s", t->name);
+        }
+    free(P);
+    int ok = worst_loss <= TOL && worst_param <= TOL;
+    printf("%s %-44s loss rel %.1e, params rel %.1e (worst %s)\n", ok ? "PASS" : "FAIL", tag, worst_loss, worst_param, worst_name);
+    ok ? n_pass++ : n_fail++;
+}
+
+typedef struct { const char* tag; const char* flags; } Layout_;
+
+static void suite(const char* model_tag, const char* model_flags, const Layout_* layouts, int n) {
+    RunResult ref = {0};
+    char tag[256], flags[1024];
+    snprintf(tag, sizeof(tag), "%s_ref", model_tag);
+    if (!train_run(tag, model_flags, &ref)) return;
+    // the reference itself must learn something, or equal losses prove little
+    int falls = ref.loss[4] < ref.loss[0] - 0.05;
+    printf("%s %s reference loss falls %.4f -> %.4f\n", falls ? "PASS" : "FAIL", model_tag, ref.loss[0], ref.loss[4]);
+    falls ? n_pass++ : n_fail++;
+    for (int i = 0; i < n; i++) {
+        RunResult r = {0};
+        snprintf(tag, sizeof(tag), "%s_%s", model_tag, layouts[i].tag);
+        snprintf(flags, sizeof(flags), "%s %s", model_flags, layouts[i].flags);
+        if (train_run(tag, flags, &r)) compare(tag, model_flags, &ref, &r);
+        free(r.params);
+    }
+    free(ref.params);
+}
+
+// A layout that cannot run must say so in one line and exit non-zero.
+static void expect_layout_error(const char* tag, const char* flags, const char* needle) {
+    char cmd[2048], out[512];
+    snprintf(out, sizeof(out), "/tmp/test_layouts/err_%s.txt", tag);
+    snprintf(cmd, sizeof(cmd), "./train --steps 1 --quiet --sample-len 0 %s", flags);
+    int rc = run_cmd(cmd, out);
+    FILE* f = fopen(out, "r");
+    char text[8192] = "";
+    size_t n = f ? fread(text, 1, sizeof(text) - 1, f) : 0;
+    text[n] = 0;
+    if (f) fclose(f);
+    int ok = rc != 0 && strstr(text, needle) != NULL;
+    printf("%s layout error %-28s exit %d, message has '%s'\n", ok ? "PASS" : "FAIL", tag, rc, needle);
+    ok ? n_pass++ : n_fail++;
+}
+
+int main(void) {
+    if (system("mkdir -p /tmp/test_layouts")) return 1;
+    const char* gpt = "--model tiny";
+    static const Layout_ gpt_layouts[] = {
+        {"dp2", "--dp 2"},
+        {"dp4_grad_accum", "--dp 4"},  // 4 micro-batches on 1 rank == 1 micro-batch on each of 4 ranks
+        {"tp2", "--tp 2"},
+        {"tp4", "--tp 4"},
+        {"tp2_sp", "--tp 2 --sp"},
+        {"tp2_sp_selective", "--tp 2 --sp --recompute selective"},
+        {"pp2_gpipe", "--pp 2 --schedule gpipe"},
+        {"pp2_1f1b", "--pp 2 --schedule 1f1b"},
+        {"pp2_vpp2_interleaved", "--pp 2 --vpp 2"},
+        {"pp4_1f1b", "--pp 4"},
+        {"pp2_full", "--pp 2 --recompute full"},
+        {"pp2_vpp2_selective", "--pp 2 --vpp 2 --recompute selective"},
+        {"selective_1rank", "--recompute selective"},
+        {"full_1rank", "--recompute full"},
+        {"dp2_zero1", "--dp 2 --zero 1"},
+        {"dp2_zero2", "--dp 2 --zero 2"},
+        {"dp2_zero2_pp2", "--dp 2 --zero 2 --pp 2"},
+        {"dp2_zero1_tp2_sp", "--dp 2 --zero 1 --tp 2 --sp"},
+        {"tp2_pp2", "--tp 2 --pp 2"},
+        {"tp2_pp2_sp_full", "--tp 2 --pp 2 --sp --recompute full"},
+        {"dp2_tp2_pp2", "--dp 2 --tp 2 --pp 2"},
+        {"dp2_tp2_pp2_vpp2_sp_zero1", "--dp 2 --tp 2 --pp 2 --vpp 2 --sp --zero 1"},
+    };
+    suite("gpt2", gpt, gpt_layouts, sizeof(gpt_layouts) / sizeof(gpt_layouts[0]));
+    static const Layout_ uneven[] = {{"pp2_uneven_2_1", "--pp 2"}};
+    suite("gpt2_3layers", "--model tiny --n-layer 3", uneven, 1);
+    static const Layout_ llama_layouts[] = {
+        {"dp2", "--dp 2"},
+        {"tp2", "--tp 2"},
+        {"tp2_sp_selective", "--tp 2 --sp --recompute selective"},
+        {"pp2_vpp2", "--pp 2 --vpp 2"},
+        {"dp2_zero2", "--dp 2 --zero 2"},
+        {"dp2_tp2_pp2_full", "--dp 2 --tp 2 --pp 2 --recompute full"},
+    };
+    suite("llama", "--model llama-tiny", llama_layouts, sizeof(llama_layouts) / sizeof(llama_layouts[0]));
+
+    expect_layout_error("tp3", "--model tiny --tp 3", "n_head 4 is not divisible by tp 3");
+    expect_layout_error("pp5", "--model tiny --pp 5", "n_layer 4 < pp 5");
+    expect_layout_error("sp_without_tp", "--model tiny --sp", "--sp needs --tp > 1");
+    expect_layout_error("1f1b_few_micro", "--model tiny --pp 2 --micro-batch 8 --global-batch 8", "1F1B needs at least pp micro-batches");
+    expect_layout_error("zero_without_dp", "--model tiny --zero 1", "needs dp > 1");
+    expect_layout_error("llama_kv_tp4", "--model llama-tiny --tp 4", "n_kv_head 2 is not divisible by tp 4");
+    printf("%d passed, %d failed\n", n_pass, n_fail);
+    return n_fail ? 1 : 0;
+}

@@ -208,4 +208,44 @@ static void tensor_runs(const Tensor* t, int tp, int tp_rank, run_fn fn, void* c
     }
 }
 
+// Deterministic, layout-independent initialization: element i of the full model is a
+// function of (seed, i) alone, so every layout starts from the same weights.
+static float init_normal(uint64_t seed, size_t i) {
+    Rng r;
+    rng_seed(&r, seed * 0x100000001B3ull ^ (uint64_t)i);
+    return rng_normal(&r);
+}
+
+typedef struct { float* dst; const Tensor* t; uint64_t seed; float std; int fill_one; int vocab_rows; } InitCtx;
+static void init_run(size_t local, size_t full, size_t len, void* vctx) {
+    InitCtx* c = (InitCtx*)vctx;
+    for (size_t k = 0; k < len; k++) {
+        size_t fi = full + k;  // index within the full tensor
+        float v = c->fill_one ? 1.0f : c->std > 0 ? c->std * init_normal(c->seed, c->t->full_offset + fi) : 0.0f;
+        if (c->vocab_rows && (int)(fi / c->t->cols) >= c->vocab_rows) v = 0.0f;  // padded vocabulary rows
+        c->dst[local + k] = v;
+    }
+}
+
+// GPT-2 init (Radford et al. 2019, as in llm.c / nanoGPT): N(0, 0.02) matrices and
+// embeddings, residual projections scaled by 1/sqrt(2*n_layer), zero biases, unit norms.
+static void init_params(const ParamLayout* P, const ModelConfig* c, int tp, int tp_rank, float* params) {
+    for (int i = 0; i < P->n; i++) {
+        const Tensor* t = &P->t[i];
+        InitCtx ctx = {params + t->offset, t, c->seed, 0.0f, 0, 0};
+        int k = t->kind;
+        if (t->layer >= 0) {
+            if (k == P_LN1W || k == P_LN2W) ctx.fill_one = 1;
+            else if (k == P_QKVW || k == P_FCW) ctx.std = 0.02f;
+            else if (k == P_ATTPROJW || k == P_FCPROJW) ctx.std = 0.02f / sqrtf(2.0f * c->n_layer);
+        } else {
+            if (k == P_LNFW) ctx.fill_one = 1;
+            else if (k == P_WTE || k == P_HEAD) ctx.std = 0.02f, ctx.vocab_rows = c->vocab;
+            else if (k == P_WPE) ctx.std = 0.02f;
+        }
+        tensor_runs(t, tp, tp_rank, init_run, &ctx);
+    }
+}
+
+
 #endif

@@ -16,6 +16,7 @@
 #include "metrics.h"
 #include "params.h"
 #include "planner.h"
+#include "runtime.h"
 #include "schedule.h"
 
 // Activations one layer keeps for its backward (one micro-batch, this rank's part).
@@ -291,9 +292,6 @@ static void slot_put(Model* m, int chunk, Slot* s) {
     m->slots_live_floats -= m->chunks[chunk].slot_floats;
 }
 
-// tag of the message a chunk g sends for micro-batch mb (dir 0: activations, 1: gradients)
-static int p2p_tag(const Model* m, int dir, int mb, int g) { return (mb * m->L.pp * m->L.vpp + g) * 2 + dir; }
-
 static void zero2_reduce_gradients(Model* m);
 
 // Execute this stage's op list. train: forward with loss gradient, then backward;
@@ -310,18 +308,18 @@ static void run_schedule(Model* m, const PipeOp* ops, int n_ops, int train, floa
         double t0 = now_s();
         switch (op.kind) {
         case OP_RECV_FWD:  // comm: pp recv of the previous chunk's output
-            comm_recv(&m->L.pp_c, s->x[0], n, (g - 1) % pp, p2p_tag(m, 0, op.mb, g - 1));
+            comm_recv(&m->L.pp_c, s->x[0], n, (g - 1) % pp, p2p_tag(m->L.pp, m->L.vpp, 0, op.mb, g - 1));
             break;
         case OP_FWD:
             chunk_forward(m, op.chunk, s, tokens, targets, B, train ? dloss_scale : 0.0f);
             if (!train && is_last_chunk(m, op.chunk)) slot_put(m, op.chunk, s);
             break;
         case OP_SEND_FWD:  // comm: pp send to the next chunk
-            comm_isend(&m->L.pp_c, s->x[m->chunks[op.chunk].n_layers], n, (g + 1) % pp, p2p_tag(m, 0, op.mb, g), &s->req[0]);
+            comm_isend(&m->L.pp_c, s->x[m->chunks[op.chunk].n_layers], n, (g + 1) % pp, p2p_tag(m->L.pp, m->L.vpp, 0, op.mb, g), &s->req[0]);
             if (!train) slot_put(m, op.chunk, s);
             break;
         case OP_RECV_BWD:  // comm: pp recv of the gradient from the next chunk
-            comm_recv(&m->L.pp_c, s->dout, n, (g + 1) % pp, p2p_tag(m, 1, op.mb, g + 1));
+            comm_recv(&m->L.pp_c, s->dout, n, (g + 1) % pp, p2p_tag(m->L.pp, m->L.vpp, 1, op.mb, g + 1));
             break;
         case OP_BWD:
             chunk_backward(m, op.chunk, s, tokens, B);
@@ -329,7 +327,7 @@ static void run_schedule(Model* m, const PipeOp* ops, int n_ops, int train, floa
             if (m->c.zero == 2 && op.chunk == 0) zero2_reduce_gradients(m);  // this micro-batch is done here
             break;
         case OP_SEND_BWD:  // comm: pp send of the input gradient to the previous chunk
-            comm_isend(&m->L.pp_c, s->dinp, n, (g - 1) % pp, p2p_tag(m, 1, op.mb, g), &s->req[1]);
+            comm_isend(&m->L.pp_c, s->dinp, n, (g - 1) % pp, p2p_tag(m->L.pp, m->L.vpp, 1, op.mb, g), &s->req[1]);
             slot_put(m, op.chunk, s);
             break;
         }
@@ -342,24 +340,8 @@ static void run_schedule(Model* m, const PipeOp* ops, int n_ops, int train, floa
         }
 }
 
-// Forward-only op list for evaluation: each micro-batch through the local chunks in order.
-static int forward_ops(const Model* m, int n_micro, PipeOp* ops) {
-    int n = 0;
-    for (int mb = 0; mb < n_micro; mb++)
-        for (int c = 0; c < m->L.vpp; c++) {
-            int g = c * m->L.pp + m->L.stage;
-            if (g > 0) ops[n++] = (PipeOp){OP_RECV_FWD, mb, c};
-            ops[n++] = (PipeOp){OP_FWD, mb, c};
-            if (g < m->L.pp * m->L.vpp - 1) ops[n++] = (PipeOp){OP_SEND_FWD, mb, c};
-        }
-    return n;
-}
-
 // ----------------------------------------------------------------------------
 // Gradient reduction, norm, clipping and the AdamW update.
-
-// Size of this rank's ZeRO shard of the local buffer.
-static size_t shard_size(const Model* m) { return m->P.n_padded / m->L.dp; }
 
 // The tied embedding: first and last stage each hold wte; their gradients are summed so
 // both copies take the same update (Megatron's embedding group).
@@ -375,15 +357,15 @@ static void sp_partial_sync(Model* m, float* grad, size_t lo, size_t len) {
     size_t n = 0;
     for (int i = 0; i < m->P.n; i++) {
         const Tensor* t = &m->P.t[i];
-        size_t a = t->offset > lo ? t->offset : lo, b = t->offset + t->size < lo + len ? t->offset + t->size : lo + len;
-        if (t->sp_partial && a < b) memcpy(m->sp_buf + n, grad + (a - lo), sizeof(float) * (b - a)), n += b - a;
+        size_t a, b;
+        if (t->sp_partial && clip_range(t, lo, lo + len, &a, &b)) memcpy(m->sp_buf + n, grad + (a - lo), sizeof(float) * (b - a)), n += b - a;
     }
     comm_allreduce_sum(&m->L.tp_c, m->sp_buf, n);  // comm: tp all-reduce of sequence-parallel partial gradients
     n = 0;
     for (int i = 0; i < m->P.n; i++) {
         const Tensor* t = &m->P.t[i];
-        size_t a = t->offset > lo ? t->offset : lo, b = t->offset + t->size < lo + len ? t->offset + t->size : lo + len;
-        if (t->sp_partial && a < b) memcpy(grad + (a - lo), m->sp_buf + n, sizeof(float) * (b - a)), n += b - a;
+        size_t a, b;
+        if (t->sp_partial && clip_range(t, lo, lo + len, &a, &b)) memcpy(grad + (a - lo), m->sp_buf + n, sizeof(float) * (b - a)), n += b - a;
     }
 }
 
@@ -391,7 +373,7 @@ static void sp_partial_sync(Model* m, float* grad, size_t lo, size_t len) {
 // clear the full buffer (it only ever holds one micro-batch's worth). The tied embedding
 // copy is kept aside in wte_acc and reduced once at the end of the step.
 static void zero2_reduce_gradients(Model* m) {
-    size_t S = shard_size(m), wte_n = (size_t)m->Vl * m->C;
+    size_t S = shard_floats(&m->P, m->L.dp), wte_n = (size_t)m->Vl * m->C;
     if (m->wte_acc) {
         add_inplace(m->wte_acc, m->g.wte, wte_n);
         memset(m->g.wte, 0, sizeof(float) * wte_n);
@@ -404,7 +386,7 @@ static void zero2_reduce_gradients(Model* m) {
 // After the schedule: reduce gradients over the groups that share parameters. Returns the
 // gradient the optimizer reads for its range [opt_lo, opt_hi).
 static float* reduce_gradients(Model* m) {
-    size_t S = shard_size(m);
+    size_t S = shard_floats(&m->P, m->L.dp);
     if (m->c.zero == 0) {
         embed_group_sync(m, m->g.wte);
         // comm: dp all-reduce, bucketed back to front (the order backward produces them)
@@ -440,78 +422,29 @@ static double grad_norm(Model* m, const float* grad) {
     int count_dp = m->c.zero > 0 || m->L.dp_rank == 0;
     for (int i = 0; i < m->P.n && count_dp; i++) {
         const Tensor* t = &m->P.t[i];
-        if (!t->owner) continue;
-        size_t a = t->offset > m->opt_lo ? t->offset : m->opt_lo;
-        size_t b = t->offset + t->size < m->opt_hi ? t->offset + t->size : m->opt_hi;
+        size_t a, b;
+        if (!t->owner || !clip_range(t, m->opt_lo, m->opt_hi, &a, &b)) continue;
         for (size_t k = a; k < b; k++) ss += (double)grad[k - m->opt_lo] * grad[k - m->opt_lo];
     }
     comm_allreduce_sum_f64(&m->L.world_c, &ss, 1);  // comm: world all-reduce of the squared norm
     return sqrt(ss);
 }
 
-static float lr_at(const ModelConfig* c, int step) {
-    if (step < c->warmup) return c->lr * (step + 1) / c->warmup;
-    if (c->steps <= c->warmup) return c->lr;
-    float progress = (float)(step - c->warmup) / (float)(c->steps - c->warmup);
-    float min_lr = c->lr * c->min_lr_frac;
-    return min_lr + 0.5f * (c->lr - min_lr) * (1.0f + cosf(3.14159265f * progress));
-}
-
 static void optimizer_step(Model* m, const float* grad, float lr, float grad_scale, int t) {
     for (int i = 0; i < m->P.n; i++) {
         const Tensor* tn = &m->P.t[i];
-        size_t a = tn->offset > m->opt_lo ? tn->offset : m->opt_lo;
-        size_t b = tn->offset + tn->size < m->opt_hi ? tn->offset + tn->size : m->opt_hi;
-        if (a >= b) continue;
+        size_t a, b;
+        if (!clip_range(tn, m->opt_lo, m->opt_hi, &a, &b)) continue;
         size_t o = a - m->opt_lo;
         adamw_update(m->params + a, grad + o, m->m_state + o, m->v_state + o, b - a, lr, m->c.beta1, m->c.beta2,
                      m->c.eps, m->c.weight_decay, tn->decay, grad_scale, t);
     }
     if (m->c.zero > 0)  // comm: dp all-gather of the updated parameter shards
-        comm_allgather(&m->L.dp_c, m->params + m->opt_lo, m->params, shard_size(m));
+        comm_allgather(&m->L.dp_c, m->params + m->opt_lo, m->params, shard_floats(&m->P, m->L.dp));
 }
 
 // ----------------------------------------------------------------------------
 // Set-up.
-
-// Deterministic, layout-independent initialization: element i of the full model is a
-// function of (seed, i) alone, so every layout starts from the same weights.
-static float init_normal(uint64_t seed, size_t i) {
-    Rng r;
-    rng_seed(&r, seed * 0x100000001B3ull ^ (uint64_t)i);
-    return rng_normal(&r);
-}
-
-typedef struct { float* dst; const Tensor* t; uint64_t seed; float std; int fill_one; int vocab_rows; } InitCtx;
-static void init_run(size_t local, size_t full, size_t len, void* vctx) {
-    InitCtx* c = (InitCtx*)vctx;
-    for (size_t k = 0; k < len; k++) {
-        size_t fi = full + k;  // index within the full tensor
-        float v = c->fill_one ? 1.0f : c->std > 0 ? c->std * init_normal(c->seed, c->t->full_offset + fi) : 0.0f;
-        if (c->vocab_rows && (int)(fi / c->t->cols) >= c->vocab_rows) v = 0.0f;  // padded vocabulary rows
-        c->dst[local + k] = v;
-    }
-}
-
-// GPT-2 init (Radford et al. 2019, as in llm.c / nanoGPT): N(0, 0.02) matrices and
-// embeddings, residual projections scaled by 1/sqrt(2*n_layer), zero biases, unit norms.
-static void init_params(Model* m) {
-    for (int i = 0; i < m->P.n; i++) {
-        const Tensor* t = &m->P.t[i];
-        InitCtx ctx = {m->params + t->offset, t, m->c.seed, 0.0f, 0, 0};
-        int k = t->kind;
-        if (t->layer >= 0) {
-            if (k == P_LN1W || k == P_LN2W) ctx.fill_one = 1;
-            else if (k == P_QKVW || k == P_FCW) ctx.std = 0.02f;
-            else if (k == P_ATTPROJW || k == P_FCPROJW) ctx.std = 0.02f / sqrtf(2.0f * m->c.n_layer);
-        } else {
-            if (k == P_LNFW) ctx.fill_one = 1;
-            else if (k == P_WTE || k == P_HEAD) ctx.std = 0.02f, ctx.vocab_rows = m->c.vocab;
-            else if (k == P_WPE) ctx.std = 0.02f;
-        }
-        tensor_runs(t, m->L.tp, m->L.tp_rank, init_run, &ctx);
-    }
-}
 
 static size_t layer_act_floats(const Model* m, int with_att, int B) {
     size_t BT = (size_t)B * m->T, N = row_count(m, B), C = m->C;
@@ -569,13 +502,7 @@ static void alloc_activations(Model* m) {
         int g = c * m->L.pp + m->L.stage;
         ch->layer0 = m->P.chunk_layer0[g];
         ch->n_layers = m->P.chunk_layer0[g + 1] - ch->layer0;
-        int cur = 0;
-        for (int k = 0; k < m->n_ops; k++) {
-            if (m->ops[k].chunk != c) continue;
-            if (m->ops[k].kind == OP_FWD && ++cur > ch->n_slots) ch->n_slots = cur;
-            if (m->ops[k].kind == OP_BWD) cur--;
-        }
-        if (ch->n_slots < 1) ch->n_slots = 1;
+        ch->n_slots = chunk_in_flight(m->ops, m->n_ops, c);
         size_t f = (ch->n_layers + 1) * N * C + 2 * N * C;
         if (!full) f += ch->n_layers * layer_act_floats(m, keep_att, m->B);
         if (is_last_chunk(m, c)) f += BT * C + 2 * N + BT * m->Vl + BT;
@@ -603,21 +530,6 @@ static void alloc_activations(Model* m) {
     }
 }
 
-// Why the layout cannot run this model, or NULL. Checked on every rank before anything is allocated.
-static const char* layout_check(const ModelConfig* c, int world, char* why) {
-    if (c->dp * c->tp * c->pp != world) { sprintf(why, "dp %d x tp %d x pp %d = %d does not match the world of %d ranks", c->dp, c->tp, c->pp, c->dp * c->tp * c->pp, world); return why; }
-    if (tp_check(c, c->tp, why)) return why;
-    if (c->n_layer < c->pp * c->vpp) { sprintf(why, "n_layer %d < pp %d x vpp %d: every chunk needs a layer", c->n_layer, c->pp, c->vpp); return why; }
-    if (c->sp && c->tp == 1) { sprintf(why, "--sp needs --tp > 1"); return why; }
-    if (c->sp && (c->micro_batch * c->seq_len) % c->tp) { sprintf(why, "--sp: micro-batch x seq-len %d is not divisible by tp %d", c->micro_batch * c->seq_len, c->tp); return why; }
-    if (c->sp && c->seq_len % c->tp) { sprintf(why, "--sp: seq-len %d is not divisible by tp %d", c->seq_len, c->tp); return why; }
-    if (c->global_batch % (c->dp * c->micro_batch)) { sprintf(why, "--global-batch %d is not divisible by dp %d x micro-batch %d", c->global_batch, c->dp, c->micro_batch); return why; }
-    if (c->zero && c->dp == 1) { sprintf(why, "--zero %d needs dp > 1 (there is nothing to shard over)", c->zero); return why; }
-    const char* s = schedule_check(c->schedule, c->pp, c->vpp, c->global_batch / (c->dp * c->micro_batch));
-    if (s) { sprintf(why, "%s", s); return why; }
-    return NULL;
-}
-
 static void model_init(Model* m, Args* a, Metrics* met) {
     memset(m, 0, sizeof(*m));
     m->args = a;
@@ -640,13 +552,10 @@ static void model_init(Model* m, Args* a, Metrics* met) {
     m->gl = (LayerW*)xcalloc(c->n_layer, sizeof(LayerW));
     bind_weights(&m->P, c, m->params, &m->w, m->wl);
     bind_weights(&m->P, c, m->grads, &m->g, m->gl);
-    init_params(m);
+    init_params(&m->P, c, c->tp, m->L.tp_rank, m->params);
     // optimizer state: the whole local buffer, or this rank's 1/dp shard with ZeRO
-    size_t S = shard_size(m);
-    m->opt_lo = c->zero ? m->L.dp_rank * S : 0;
-    m->opt_hi = c->zero ? m->opt_lo + S : m->P.n_local;
-    if (m->opt_hi > m->P.n_local) m->opt_hi = m->P.n_local;
-    if (m->opt_lo > m->opt_hi) m->opt_lo = m->opt_hi;
+    size_t S = shard_floats(&m->P, c->dp);
+    optimizer_range(&m->P, c, m->L.dp_rank, &m->opt_lo, &m->opt_hi);
     m->m_state = (float*)xcalloc(m->opt_hi - m->opt_lo, sizeof(float));
     m->v_state = (float*)xcalloc(m->opt_hi - m->opt_lo, sizeof(float));
     if (c->zero) m->grad_shard = (float*)xcalloc(S, sizeof(float));
@@ -664,13 +573,6 @@ static void model_init(Model* m, Args* a, Metrics* met) {
 // ----------------------------------------------------------------------------
 // A training step and an evaluation.
 
-// Load this dp rank's part of global batch `index` of a stream.
-static void load_batch(Model* m, const TokenStream* ts, size_t index) {
-    size_t per_dp = (size_t)m->n_micro * m->B;
-    size_t first = index * m->c.global_batch + m->L.dp_rank * per_dp;
-    stream_batch(ts, m->T, first, (int)per_dp, m->inputs, m->targets);
-}
-
 // Mean loss over the global batch (last stage, tp rank 0 of each dp replica hold it).
 static double reduce_loss(Model* m, double n_tokens) {
     double l = (m->L.stage == m->L.pp - 1 && m->L.tp_rank == 0) ? m->loss_sum : 0.0;
@@ -683,9 +585,9 @@ typedef struct { double loss, grad_norm, sched_s; float lr; int skipped; } StepR
 static StepResult train_step(Model* m, const TokenStream* train, int step) {
     StepResult r = {0, 0, 0, 0, 0};
     double n_tokens = (double)m->c.global_batch * m->T;
-    load_batch(m, train, (size_t)step);
+    load_batch(train, &m->c, m->L.dp_rank, m->n_micro, (size_t)step, m->inputs, m->targets);
     memset(m->grads, 0, sizeof(float) * m->P.n_padded);
-    if (m->grad_shard) memset(m->grad_shard, 0, sizeof(float) * shard_size(m));
+    if (m->grad_shard) memset(m->grad_shard, 0, sizeof(float) * shard_floats(&m->P, m->L.dp));
     if (m->wte_acc) memset(m->wte_acc, 0, sizeof(float) * m->Vl * m->C);
     m->loss_sum = 0;
     metrics_phase(m->met, "schedule");
@@ -710,10 +612,10 @@ static StepResult train_step(Model* m, const TokenStream* train, int step) {
 
 static double evaluate(Model* m, const TokenStream* val, int n_batches) {
     PipeOp* ops = (PipeOp*)xmalloc(sizeof(PipeOp) * 3 * m->n_micro * m->L.vpp);
-    int n_ops = forward_ops(m, m->n_micro, ops);
+    int n_ops = forward_ops(m->L.stage, m->L.pp, m->L.vpp, m->n_micro, ops);
     double total = 0;
     for (int b = 0; b < n_batches; b++) {
-        load_batch(m, val, (size_t)b);
+        load_batch(val, &m->c, m->L.dp_rank, m->n_micro, (size_t)b, m->inputs, m->targets);
         m->loss_sum = 0;
         run_schedule(m, ops, n_ops, 0, 0.0f);
         total += reduce_loss(m, (double)m->c.global_batch * m->T);
@@ -746,12 +648,12 @@ static void sample_text(Model* m, const Tokenizer* tk, int len, uint64_t seed, F
         for (int c = 0; c < m->L.vpp; c++) {
             int g = c * pp + m->L.stage;
             Slot* s = slot_get(m, c, 0);
-            if (g > 0) comm_recv(&m->L.pp_c, s->x[0], nrow, (g - 1) % pp, p2p_tag(m, 0, 0, g - 1));
+            if (g > 0) comm_recv(&m->L.pp_c, s->x[0], nrow, (g - 1) % pp, p2p_tag(m->L.pp, m->L.vpp, 0, 0, g - 1));
             Chunk* ch = &m->chunks[c];
             if (g == 0) embed_forward(m, s->x[0], window, B);
             for (int i = 0; i < ch->n_layers; i++) layer_forward(m, ch->layer0 + i, acts_of(m, s, i), s->x[i], s->x[i + 1], B);
             if (g < pp * m->L.vpp - 1) {
-                comm_isend(&m->L.pp_c, s->x[ch->n_layers], nrow, (g + 1) % pp, p2p_tag(m, 0, 0, g), &s->req[0]);
+                comm_isend(&m->L.pp_c, s->x[ch->n_layers], nrow, (g + 1) % pp, p2p_tag(m->L.pp, m->L.vpp, 0, 0, g), &s->req[0]);
                 comm_wait(&m->L.pp_c, &s->req[0]);
             } else {
                 // logits of position cur-1 only: final norm of all rows, then one matmul row
@@ -786,44 +688,14 @@ static void sample_text(Model* m, const Tokenizer* tk, int len, uint64_t seed, F
 #ifndef TESTING
 int main(int argc, char** argv) {
     if (argc > 1 && !strcmp(argv[1], "--plan")) return plan_main(argc, argv);
-    Args args;
-    parse_args(&args, argc, argv);
-    ModelConfig* c = &args.cfg;
-    // Started by hand with a layout of several ranks: start them under mpirun.
-    int need = (c->dp ? c->dp : 1) * c->tp * c->pp;
-    if (need > 1 && !under_launcher()) relaunch_under_mpirun(need, argc, argv);
-    MPI_Init(&argc, &argv);
-    int world, rank;
-    MPI_Comm_size(MPI_COMM_WORLD, &world);
-    MPI_Comm_rank(MPI_COMM_WORLD, &rank);
-    if (world > 1) fail_rank = rank, fail_hook = mpi_fail_hook;
-    if (!c->dp) c->dp = world / (c->tp * c->pp) > 0 ? world / (c->tp * c->pp) : 1;
-    if (!c->global_batch) c->global_batch = c->dp * c->micro_batch;
-    char why[512];
-    if (layout_check(c, world, why)) {
-        if (rank == 0) fprintf(stderr, "error: layout: %s\n", why);
-        MPI_Finalize();
-        return 1;
-    }
-    int* tag_ub, flag;
-    MPI_Comm_get_attr(MPI_COMM_WORLD, MPI_TAG_UB, &tag_ub, &flag);
-    if (flag && (long)(c->global_batch / (c->dp * c->micro_batch)) * c->pp * c->vpp * 2 > *tag_ub)
-        fail("layout: %d micro-batches x %d chunks exceed the MPI tag range; lower --global-batch", c->global_batch / (c->dp * c->micro_batch), c->pp * c->vpp);
-    ckpt_install_signals();
-
-    TokenStream train, val;
-    if (args.data) stream_open(&train, args.data, c->vocab);
-    else make_builtin_corpus(&train, 2000000, 42), snprintf(train.source, sizeof(train.source), "built-in corpus (2M bytes)");
-    if (args.val_data) stream_open(&val, args.val_data, c->vocab);
-    else stream_split(&train, &val, 0.05);
-    if (stream_n_seq(&train, c->seq_len) < 1) fail("--data %s: fewer than seq-len+1 = %d tokens", train.source, c->seq_len + 1);
-    if (args.eval_every && stream_n_seq(&val, c->seq_len) < 1) fail("validation data %s: fewer than seq-len+1 tokens", val.source);
-    Tokenizer tk;
-    tokenizer_load(&tk, args.tokenizer);
-
+    static Run run;
+    run_setup(&run, argc, argv);
+    Args* a = &run.args;
+    ModelConfig* c = &a->cfg;
+    int world = run.world, rank = run.rank;
     // Peak for MFU: --peak-tflops, else this machine's cores at the measured FMA rate,
     // shared by the ranks on it (every rank of a CPU run is one share of the machine).
-    double peak = args.peak_tflops * 1e12;
+    double peak = a->peak_tflops * 1e12;
     const char* peak_src = "--peak-tflops";
     if (!peak) {
         double core = rank == 0 ? measure_core_peak_flops() : 0;
@@ -833,35 +705,35 @@ int main(int argc, char** argv) {
         peak_src = "measured fp32 FMA peak x cores / ranks";
     }
     Metrics met;
-    metrics_init(&met, &args, rank, world, peak, peak_src);
+    metrics_init(&met, a, rank, world, peak, peak_src);
     Model m;
-    model_init(&m, &args, &met);
+    model_init(&m, a, &met);
     int start_step = 0;
-    if (args.resume) start_step = ckpt_resume(&m.L, &m.P, c, &args, m.params, m.m_state, m.v_state, m.opt_lo, m.opt_hi);
-    if (rank == 0) print_startup(&m.L, &m.P, c, &args, &train, &val, &met, m.n_micro, start_step);
+    if (a->resume) start_step = ckpt_resume(&m.L, &m.P, c, a, m.params, m.m_state, m.v_state, m.opt_lo, m.opt_hi);
+    if (rank == 0) print_startup(&m.L, &m.P, c, a, &run.train, &run.val, &met, m.n_micro, start_step);
     size_t act_floats = m.scratch_floats;
     for (int ch = 0; ch < m.L.vpp; ch++) act_floats += m.chunks[ch].slot_floats * m.chunks[ch].n_slots;
     metrics_predict_memory(&met, &m.P, m.opt_hi - m.opt_lo, c->zero, act_floats);
 
     for (int step = start_step; step < c->steps; step++) {
         metrics_step_begin(&met, step);
-        StepResult r = train_step(&m, &train, step);
+        StepResult r = train_step(&m, &run.train, step);
         metrics_step_end(&met, &m.L, c, step, start_step, m.n_micro, r.loss, r.lr, r.grad_norm, r.skipped, r.sched_s);
-        if (args.eval_every && ((step + 1) % args.eval_every == 0 || step + 1 == c->steps))
-            metrics_eval(&met, step, evaluate(&m, &val, args.val_batches));
-        if (args.sample_every && (step + 1) % args.sample_every == 0) sample_text(&m, &tk, args.sample_len, c->seed + step, stdout);
+        if (a->eval_every && ((step + 1) % a->eval_every == 0 || step + 1 == c->steps))
+            metrics_eval(&met, step, evaluate(&m, &run.val, a->val_batches));
+        if (a->sample_every && (step + 1) % a->sample_every == 0) sample_text(&m, &run.tk, a->sample_len, c->seed + step, stdout);
         int stop = ckpt_stop_requested(&m.L.world_c);
-        if (args.ckpt_dir && ((args.ckpt_every && (step + 1) % args.ckpt_every == 0) || step + 1 == c->steps || stop))
-            ckpt_save(&m.L, &m.P, c, &args, m.params, m.m_state, m.v_state, m.opt_lo, m.opt_hi, step + 1);
+        if (a->ckpt_dir && ((a->ckpt_every && (step + 1) % a->ckpt_every == 0) || step + 1 == c->steps || stop))
+            ckpt_save(&m.L, &m.P, c, a, m.params, m.m_state, m.v_state, m.opt_lo, m.opt_hi, step + 1);
         if (stop) {
             if (rank == 0) fprintf(stderr, "stopped by signal after step %d\n", step + 1);
             MPI_Finalize();
             return 130;
         }
     }
-    if (!args.sample_every && args.sample_len) {
+    if (!a->sample_every && a->sample_len) {
         if (rank == 0) printf("sample:\n");
-        sample_text(&m, &tk, args.sample_len, c->seed, stdout);
+        sample_text(&m, &run.tk, a->sample_len, c->seed, stdout);
     }
     metrics_finish(&met, &m.L, 4.0 * (m.slots_peak_floats + m.scratch_floats));
     MPI_Finalize();

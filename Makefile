@@ -21,7 +21,7 @@ NVCC_FLAGS = -O3 -std=c++17 -gencode arch=compute_90,code=[sm_90,compute_90] -Xc
              -I$(CUDA_ROOT)/include -I.
 NVCC_LIBS = -L$(CUDA_ROOT)/lib64 -lcublasLt -lcublas -lnccl -lm
 
-HEADERS = common.h config.h args.h params.h schedule.h layout.h data.h ckpt.h metrics.h planner.h kernels_cpu.h
+HEADERS = common.h config.h args.h params.h schedule.h layout.h data.h ckpt.h metrics.h planner.h runtime.h kernels_cpu.h
 
 .PHONY: all train test bench clean mpi detect
 all: train

@@ -97,16 +97,23 @@ typedef struct {
 static void run_setup(Run* r, int argc, char** argv) {
     parse_args(&r->args, argc, argv);
     ModelConfig* c = &r->args.cfg;
-    // Started by hand with a layout of several ranks: start them under mpirun.
-    int need = (c->dp ? c->dp : 1) * c->tp * c->pp;
-    if (need > 1 && !under_launcher()) relaunch_under_mpirun(need, argc, argv);
+    char why[512];
+    int launched = under_launcher();
+    if (!launched) {
+        // Started by hand: the world is the layout. Check it here, once, then start the
+        // ranks under mpirun if there is more than one.
+        int need = (c->dp ? c->dp : 1) * c->tp * c->pp;
+        if (!c->dp) c->dp = 1;
+        if (!c->global_batch) c->global_batch = c->dp * c->micro_batch;
+        if (layout_check(c, need, why)) fail("layout: %s", why);
+        if (need > 1) relaunch_under_mpirun(need, argc, argv);
+    }
     MPI_Init(&argc, &argv);
     MPI_Comm_size(MPI_COMM_WORLD, &r->world);
     MPI_Comm_rank(MPI_COMM_WORLD, &r->rank);
     if (r->world > 1) fail_rank = r->rank, fail_hook = mpi_fail_hook;
     if (!c->dp) c->dp = r->world / (c->tp * c->pp) > 0 ? r->world / (c->tp * c->pp) : 1;
     if (!c->global_batch) c->global_batch = c->dp * c->micro_batch;
-    char why[512];
     if (layout_check(c, r->world, why)) {
         if (r->rank == 0) fprintf(stderr, "error: layout: %s\n", why);
         MPI_Finalize();

@@ -78,8 +78,9 @@ test: train test_gpt test_planner test_layouts
 	awk '/^[0-9]+ passed, [0-9]+ failed$$/ {p += $$1; f += $$3} END {printf "%d passed, %d failed\n", p, f}' .test.log; \
 	exit $$status
 
-bench: train_cpu
-	./train_cpu --bench --model gpt2-124m --micro-batch 4 --seq-len 64
+bench: dev/bench_cpu.c train_gpt.c $(HEADERS) | mpi detect
+	$(CC) $(CFLAGS) $$(mpicc --showme:compile) -o bench_cpu dev/bench_cpu.c $$(mpicc --showme:link) $(LDLIBS)
+	./bench_cpu
 
 clean:
-	rm -f train train_cpu train_gpu test_gpt test_gpu test_planner test_layouts .test.log
+	rm -f train train_cpu train_gpu test_gpt test_gpu test_planner test_layouts bench_cpu .test.log

@@ -48,7 +48,7 @@ typedef __m256 vec;
 #define GEMM_NR 16  // two AVX2 vectors, one AVX-512 vector: 12 / 6 accumulators
 #define GEMM_KC 256
 #define GEMM_MC 96
-#define GEMM_NC 256
+#define GEMM_NC 2048
 #define GEMM_MAX_THREADS 256
 
 static const char* simd_name(void) { return VLEN == 16 ? "AVX-512" : VLEN == 8 ? "AVX2+FMA" : "plain C"; }
@@ -104,24 +104,27 @@ static void pack_a(float* dst, const float* A, int lda, int transA, int i0, int 
                 *dst++ = ip + i < mc ? (transA ? A[(size_t)col * lda + r] : A[(size_t)r * lda + col]) : 0.0f;
             }
 }
-// Pack op(B)[k0:k0+kc, j0:j0+nc] as NR-column panels, k-major, zero padded.
+// Pack one NR-column panel of op(B)[k0:k0+kc, j0:j0+nc] (nc <= NR), k-major, zero padded.
 static void pack_b(float* dst, const float* B, int ldb, int transB, int k0, int kc, int j0, int nc) {
-    for (int jp = 0; jp < nc; jp += GEMM_NR)
-        for (int k = 0; k < kc; k++)
-            for (int j = 0; j < GEMM_NR; j++) {
-                int col = j0 + jp + j, row = k0 + k;
-                *dst++ = jp + j < nc ? (transB ? B[(size_t)col * ldb + row] : B[(size_t)row * ldb + col]) : 0.0f;
-            }
+    for (int k = 0; k < kc; k++)
+        for (int j = 0; j < GEMM_NR; j++) {
+            int col = j0 + j, row = k0 + k;
+            *dst++ = j < nc ? (transB ? B[(size_t)col * ldb + row] : B[(size_t)row * ldb + col]) : 0.0f;
+        }
 }
 
-// Per-thread packing buffers, allocated once on first use (never inside a step after that).
+// Packing buffers: one shared B block, one A block per thread; allocated once on first
+// use (never inside a step after that).
 static float* gemm_pack_a[GEMM_MAX_THREADS];
-static float* gemm_pack_b[GEMM_MAX_THREADS];
+static float* gemm_pack_b;
 
 // C[M x N] (row stride ldc) = (accumulate ? C : 0) + op(A) op(B), where
 // op(A)[i][k] = transA ? A[k*lda + i] : A[i*lda + k] and likewise for B.
-// Each tile of C is computed by one thread in a fixed order over K, so the result is
-// bitwise the same for any number of threads.
+// Loop order (Goto/BLIS): for each NC-wide column block and KC-deep slice, pack the B
+// block once (threads split its panels), then threads split the rows: each packs its
+// MC x KC block of A and runs the micro-kernel over the tile. Each element of C is
+// summed over K in the same order whatever the thread count, so results are bitwise
+// reproducible.
 static void gemm(int M, int N, int K, const float* A, int lda, int transA, const float* B, int ldb, int transB,
                  float* C, int ldc, int accumulate) {
     if (M <= 0 || N <= 0) return;
@@ -129,35 +132,40 @@ static void gemm(int M, int N, int K, const float* A, int lda, int transA, const
         if (!accumulate) for (int i = 0; i < M; i++) memset(C + (size_t)i * ldc, 0, sizeof(float) * N);
         return;
     }
-    int m_tiles = (M + GEMM_MC - 1) / GEMM_MC, n_tiles = (N + GEMM_NC - 1) / GEMM_NC;
-#pragma omp parallel for collapse(2) schedule(dynamic, 1)
-    for (int it = 0; it < m_tiles; it++)
-        for (int jt = 0; jt < n_tiles; jt++) {
-            int th = 0;
+    if (!gemm_pack_b) gemm_pack_b = (float*)xmalloc(sizeof(float) * GEMM_KC * GEMM_NC);
+    int m_tiles = (M + GEMM_MC - 1) / GEMM_MC;
+    for (int j0 = 0; j0 < N; j0 += GEMM_NC) {
+        int nc = N - j0 < GEMM_NC ? N - j0 : GEMM_NC, n_panels = (nc + GEMM_NR - 1) / GEMM_NR;
+        for (int k0 = 0; k0 < K; k0 += GEMM_KC) {
+            int kc = K - k0 < GEMM_KC ? K - k0 : GEMM_KC, acc = accumulate || k0 > 0;
+#pragma omp parallel
+            {
+#pragma omp for schedule(static)
+                for (int p = 0; p < n_panels; p++) {
+                    int jp = p * GEMM_NR;
+                    pack_b(gemm_pack_b + (size_t)jp * kc, B, ldb, transB, k0, kc, j0 + jp, nc - jp < GEMM_NR ? nc - jp : GEMM_NR);
+                }
+                int th = 0;
 #ifdef _OPENMP
-            th = omp_get_thread_num();
+                th = omp_get_thread_num();
 #endif
-            if (th >= GEMM_MAX_THREADS) fail("gemm: more than %d OpenMP threads", GEMM_MAX_THREADS);
-            if (!gemm_pack_a[th]) {
-                gemm_pack_a[th] = (float*)xmalloc(sizeof(float) * GEMM_MC * GEMM_KC);
-                gemm_pack_b[th] = (float*)xmalloc(sizeof(float) * GEMM_KC * GEMM_NC);
-            }
-            float *pa = gemm_pack_a[th], *pb = gemm_pack_b[th];
-            int i0 = it * GEMM_MC, j0 = jt * GEMM_NC;
-            int mc = M - i0 < GEMM_MC ? M - i0 : GEMM_MC, nc = N - j0 < GEMM_NC ? N - j0 : GEMM_NC;
-            for (int k0 = 0; k0 < K; k0 += GEMM_KC) {
-                int kc = K - k0 < GEMM_KC ? K - k0 : GEMM_KC;
-                pack_a(pa, A, lda, transA, i0, mc, k0, kc);
-                pack_b(pb, B, ldb, transB, k0, kc, j0, nc);
-                int acc = accumulate || k0 > 0;
-                for (int jp = 0; jp < nc; jp += GEMM_NR)
-                    for (int ip = 0; ip < mc; ip += GEMM_MR) {
-                        int mr = mc - ip < GEMM_MR ? mc - ip : GEMM_MR, nr = nc - jp < GEMM_NR ? nc - jp : GEMM_NR;
-                        gemm_micro(kc, pa + (size_t)ip * kc, pb + (size_t)jp * kc, C + (size_t)(i0 + ip) * ldc + j0 + jp,
-                                   ldc, mr, nr, acc);
-                    }
+                if (th >= GEMM_MAX_THREADS) fail("gemm: more than %d OpenMP threads", GEMM_MAX_THREADS);
+                if (!gemm_pack_a[th]) gemm_pack_a[th] = (float*)xmalloc(sizeof(float) * GEMM_MC * GEMM_KC);
+                float* pa = gemm_pack_a[th];
+#pragma omp for schedule(dynamic, 1)
+                for (int it = 0; it < m_tiles; it++) {
+                    int i0 = it * GEMM_MC, mc = M - i0 < GEMM_MC ? M - i0 : GEMM_MC;
+                    pack_a(pa, A, lda, transA, i0, mc, k0, kc);
+                    for (int jp = 0; jp < nc; jp += GEMM_NR)
+                        for (int ip = 0; ip < mc; ip += GEMM_MR) {
+                            int mr = mc - ip < GEMM_MR ? mc - ip : GEMM_MR, nr = nc - jp < GEMM_NR ? nc - jp : GEMM_NR;
+                            gemm_micro(kc, pa + (size_t)ip * kc, gemm_pack_b + (size_t)jp * kc,
+                                       C + (size_t)(i0 + ip) * ldc + j0 + jp, ldc, mr, nr, acc);
+                        }
+                }
             }
         }
+    }
 }
 
 // out (N x OC) = inp (N x IC) @ weight^T (weight is OC x IC, PyTorch layout) + bias (OC, may be NULL).
@@ -343,6 +351,7 @@ static void attention_forward(float* out, float* att, const float* qkv, int B, i
                 for (int t2 = 0; t2 <= t; t2++) {
                     const float* k = qkv + ((size_t)b * T + t2) * stride + (H + kvh) * hd;
                     float s = 0;
+#pragma omp simd reduction(+ : s)
                     for (int d = 0; d < hd; d++) s += q[d] * k[d];
                     s *= scale;
                     a[t2] = s;
@@ -357,6 +366,7 @@ static void attention_forward(float* out, float* att, const float* qkv, int B, i
                 for (int d = 0; d < hd; d++) o[d] = 0;
                 for (int t2 = 0; t2 <= t; t2++) {
                     const float* v = qkv + ((size_t)b * T + t2) * stride + (H + KV + kvh) * hd;
+#pragma omp simd
                     for (int d = 0; d < hd; d++) o[d] += a[t2] * v[d];
                 }
             }
@@ -383,6 +393,7 @@ static void attention_backward(float* dqkv, float* datt, const float* dout, cons
                         const float* v = qkv + ((size_t)b * T + t2) * stride + (H + KV + kvh) * hd;
                         float* dv = dqkv + ((size_t)b * T + t2) * stride + (H + KV + kvh) * hd;
                         float s = 0;
+#pragma omp simd reduction(+ : s)
                         for (int dd = 0; dd < hd; dd++) s += v[dd] * d[dd], dv[dd] += a[t2] * d[dd];
                         da[t2] = s;
                     }
@@ -393,6 +404,7 @@ static void attention_backward(float* dqkv, float* datt, const float* dout, cons
                         float dpre = a[t2] * (da[t2] - dot) * scale;
                         const float* k = qkv + ((size_t)b * T + t2) * stride + (H + kvh) * hd;
                         float* dk = dqkv + ((size_t)b * T + t2) * stride + (H + kvh) * hd;
+#pragma omp simd
                         for (int dd = 0; dd < hd; dd++) dq[dd] += dpre * k[dd], dk[dd] += dpre * q[dd];
                     }
                 }
@@ -403,17 +415,19 @@ static void attention_backward(float* dqkv, float* datt, const float* dout, cons
 // inp rows [gate (F) | up (F)].
 
 #define GELU_SCALE 0.7978845608028654f  // sqrt(2/pi)
+// tanh(u) = 1 - 2 / (exp(2u) + 1): one expf instead of libm's slower tanhf (absolute error ~1e-7).
+static inline float tanh_fast(float u) { return u > 15.0f ? 1.0f : u < -15.0f ? -1.0f : 1.0f - 2.0f / (expf(2.0f * u) + 1.0f); }
 static void gelu_forward(float* out, const float* inp, size_t n) {
-#pragma omp parallel for
+#pragma omp parallel for simd
     for (size_t i = 0; i < n; i++) {
         float x = inp[i];
-        out[i] = 0.5f * x * (1.0f + tanhf(GELU_SCALE * (x + 0.044715f * x * x * x)));
+        out[i] = 0.5f * x * (1.0f + tanh_fast(GELU_SCALE * (x + 0.044715f * x * x * x)));
     }
 }
 static void gelu_backward(float* dinp, const float* inp, const float* dout, size_t n) {
-#pragma omp parallel for
+#pragma omp parallel for simd
     for (size_t i = 0; i < n; i++) {
-        float x = inp[i], u = GELU_SCALE * (x + 0.044715f * x * x * x), th = tanhf(u);
+        float x = inp[i], th = tanh_fast(GELU_SCALE * (x + 0.044715f * x * x * x));
         float sech2 = 1.0f - th * th;
         dinp[i] += dout[i] * (0.5f * (1.0f + th) + 0.5f * x * sech2 * GELU_SCALE * (1.0f + 3.0f * 0.044715f * x * x));
     }

@@ -17,7 +17,7 @@ ifneq ($(NVCC),)
   CUDA_ROOT := $(abspath $(dir $(NVCC))/..)
 endif
 GPU_USABLE := $(shell nvidia-smi -L >/dev/null 2>&1 && echo 1)
-NVCC_FLAGS = -O3 -std=c++17 -gencode arch=compute_90,code=[sm_90,compute_90] -Xcompiler -fopenmp,-Wno-unused-function \
+NVCC_FLAGS = -O3 -std=c++17 -DOMPI_SKIP_MPICXX=1 -gencode arch=compute_90,code=[sm_90,compute_90] -Xcompiler -fopenmp,-Wno-unused-function \
              -I$(CUDA_ROOT)/include -I.
 NVCC_LIBS = -L$(CUDA_ROOT)/lib64 -lcublasLt -lcublas -lnccl -lm
 

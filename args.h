@@ -16,6 +16,8 @@ typedef struct {
     const char* trace;
     const char* ckpt_dir;
     const char* resume;       // checkpoint file, or "auto": newest complete one in ckpt_dir
+    const char* import_llmc;  // llm.c GPT-2 weights to start from
+    const char* export_llmc;  // write the final weights in llm.c's format
     int ckpt_every, ckpt_keep;
     int eval_every, val_batches;
     int sample_every, sample_len;
@@ -74,6 +76,8 @@ static void print_help(void) {
         "  --ckpt-every N        also every N steps\n"
         "  --ckpt-keep N         keep the newest N checkpoints (default 3)\n"
         "  --resume FILE|auto    continue from a checkpoint (any layout)\n"
+        "  --import-llmc FILE    start from llm.c GPT-2 weights (gpt2_124M.bin, version 3)\n"
+        "  --export-llmc FILE    write the final weights in llm.c's format\n"
         "  --on-nan skip|stop    non-finite loss or gradient: skip the step or stop (default stop)\n"
         "  --timeout-s X         abort every rank if a step takes longer (default 600)\n"
         "  --peak-tflops X       device peak for MFU (default: measured FMA peak on CPU)\n"
@@ -123,6 +127,8 @@ static void parse_args(Args* a, int argc, char** argv) {
         STR_FLAG("--trace", a->trace);
         STR_FLAG("--ckpt-dir", a->ckpt_dir);
         STR_FLAG("--resume", a->resume);
+        STR_FLAG("--import-llmc", a->import_llmc);
+        STR_FLAG("--export-llmc", a->export_llmc);
         INT_FLAG("--n-layer", a->n_layer, 1, 512);
         INT_FLAG("--n-head", a->n_head, 1, 1024);
         INT_FLAG("--n-kv-head", a->n_kv_head, 1, 1024);

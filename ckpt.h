@@ -87,6 +87,20 @@ static void copy_run(size_t local, size_t full, size_t len, void* vctx) {
     else memcpy(c->local + local, c->full + full, sizeof(float) * len);
 }
 
+// The full tensor ft (of the 1-rank layout) on rank 0: each element is written by exactly
+// one rank (its owner in dp replica 0), so the sum over ranks is the tensor, exactly.
+static void gather_full_tensor(const Layout* L, const ParamLayout* P, const Tensor* ft, const float* src, float* buf) {
+    memset(buf, 0, sizeof(float) * ft->size);
+    for (int j = 0; j < P->n; j++) {
+        const Tensor* t = &P->t[j];
+        if (t->full_offset == ft->full_offset && t->owner && L->dp_rank == 0) {
+            CopyCtx cc = {(float*)src + t->offset, buf, 1};
+            tensor_runs(t, L->tp, L->tp_rank, copy_run, &cc);
+        }
+    }
+    comm_reduce_sum_to_root((Comm*)&L->world_c, buf, ft->size);  // comm: world reduce to rank 0
+}
+
 static void fsync_path(const char* path, int dir) {
     int fd = open(path, dir ? O_RDONLY | O_DIRECTORY : O_RDONLY);
     if (fd >= 0) fsync(fd), close(fd);
@@ -142,17 +156,7 @@ static void ckpt_save(const Layout* L, const ParamLayout* P, const ModelConfig* 
         const float* src = sec == 0 ? params : mv[sec - 1];
         for (int i = 0; i < full->n; i++) {
             const Tensor* ft = &full->t[i];
-            memset(buf, 0, sizeof(float) * ft->size);
-            // Each element is written by exactly one rank (its owner in dp replica 0); the sum
-            // over ranks is then the full tensor, exactly.
-            for (int j = 0; j < P->n; j++) {
-                const Tensor* t = &P->t[j];
-                if (t->full_offset == ft->full_offset && t->owner && L->dp_rank == 0) {
-                    CopyCtx cc = {(float*)src + t->offset, buf, 1};
-                    tensor_runs(t, L->tp, L->tp_rank, copy_run, &cc);
-                }
-            }
-            comm_reduce_sum_to_root((Comm*)&L->world_c, buf, ft->size);  // comm: world reduce to rank 0
+            gather_full_tensor(L, P, ft, src, buf);
             if (f && fwrite(buf, sizeof(float), ft->size, f) != ft->size) fail("checkpoint: write %s failed: %s", tmp, strerror(errno));
         }
     }
@@ -253,6 +257,105 @@ static int ckpt_resume(const Layout* L, const ParamLayout* P, const ModelConfig*
     if (L->rank == 0) printf("resumed from %s (step %d, saved with dp %d tp %d pp %d vpp %d zero %d)\n", path, h[CK_STEP],
                              h[CK_DP], h[CK_TP], h[CK_PP], h[CK_VPP], h[CK_ZERO]);
     return h[CK_STEP];
+}
+
+// ----------------------------------------------------------------------------
+// llm.c interop: its GPT-2 checkpoint (gpt2_124M.bin and friends, version 3): 256 int32
+// header (magic 20240326, version 3, max_seq_len, vocab, n_layer, n_head, d_model,
+// padded vocab), then fp32 tensors grouped by kind over all layers: wte, wpe, ln1w,
+// ln1b, qkvw, qkvb, attprojw, attprojb, ln2w, ln2b, fcw, fcb, fcprojw, fcprojb, lnfw,
+// lnfb. Our canonical order groups by layer instead; llmc_offset() maps one to the other.
+
+#define LLMC_MAGIC 20240326
+#define LLMC_VERSION 3
+
+// Offset in llm.c's file (after the header) of element k of tensor t of the full layout.
+static size_t llmc_offset(const ModelConfig* c, const Tensor* t, size_t k) {
+    size_t C = c->d_model, L = c->n_layer, V = c->vocab_padded, T = c->seq_len, F = c->d_ff;
+    size_t per_kind[12] = {C, C, 3 * C * C, 3 * C, C * C, C, C, C, F * C, F, C * F, C};  // P_LN1W .. P_FCPROJB
+    size_t off = V * C + T * C;
+    if (t->layer < 0) {
+        if (t->kind == P_WTE) return k;
+        if (t->kind == P_WPE) return V * C + k;
+        for (int i = 0; i < N_LAYER_KINDS; i++) off += L * per_kind[i];
+        return off + (t->kind == P_LNFB ? C : 0) + k;
+    }
+    for (int i = 0; i < t->kind; i++) off += L * per_kind[i];
+    return off + (size_t)t->layer * per_kind[t->kind] + k;
+}
+
+static const char* llmc_check(const ModelConfig* c, char* why) {
+    if (c->arch != ARCH_GPT2) { sprintf(why, "llm.c checkpoints are GPT-2 (use --arch gpt2)"); return why; }
+    if (c->d_ff != 4 * c->d_model) { sprintf(why, "llm.c GPT-2 needs d_ff = 4*d_model"); return why; }
+    return NULL;
+}
+
+// --import-llmc FILE: load llm.c GPT-2 weights into this rank's shard (the shape must match).
+static void llmc_import(const char* path, const Layout* L, const ParamLayout* P, const ModelConfig* c, float* params) {
+    char why[256];
+    if (llmc_check(c, why)) fail("--import-llmc %s: %s", path, why);
+    FILE* f = fopen(path, "rb");
+    if (!f) fail("--import-llmc %s: cannot open: %s", path, strerror(errno));
+    int32_t h[256];
+    if (fread(h, 4, 256, f) != 256) fail("--import-llmc %s: truncated header", path);
+    if (h[0] != LLMC_MAGIC) fail("--import-llmc %s: bad magic %d (expected %d, an llm.c GPT-2 checkpoint)", path, h[0], LLMC_MAGIC);
+    if (h[1] != LLMC_VERSION) fail("--import-llmc %s: version %d not supported (fp32 version 3 only)", path, h[1]);
+    int want[6] = {c->seq_len, c->vocab, c->n_layer, c->n_head, c->d_model, c->vocab_padded};
+    const char* names[6] = {"max_seq_len", "vocab", "n_layer", "n_head", "d_model", "padded vocab"};
+    for (int i = 0; i < 6; i++)
+        if (h[2 + i] != want[i]) fail("--import-llmc %s: %s is %d in the file but %d here (set the shape flags to match)", path, names[i], h[2 + i], want[i]);
+    struct stat st;
+    fstat(fileno(f), &st);
+    size_t full_n = 0;
+    ParamLayout* full = (ParamLayout*)xmalloc(sizeof(ParamLayout));
+    param_layout_build(full, c, 1, 0, 1, 1, 0, 1);
+    full_n = full->n_full;
+    if ((size_t)st.st_size != 1024 + 4 * full_n) fail("--import-llmc %s: %lld bytes, expected %zu", path, (long long)st.st_size, 1024 + 4 * full_n);
+    size_t max_t = 0;
+    for (int i = 0; i < P->n; i++) if ((size_t)P->t[i].rows * P->t[i].cols > max_t) max_t = (size_t)P->t[i].rows * P->t[i].cols;
+    float* buf = (float*)xmalloc(sizeof(float) * max_t);
+    for (int i = 0; i < P->n; i++) {
+        const Tensor* t = &P->t[i];
+        size_t n = (size_t)t->rows * t->cols;  // the full tensor: contiguous in llm.c's file too
+        if (fseeko(f, 1024 + 4 * (long long)llmc_offset(c, t, 0), SEEK_SET) || fread(buf, 4, n, f) != n)
+            fail("--import-llmc %s: read of %s failed", path, t->name);
+        CopyCtx cc = {params + t->offset, buf, 0};
+        tensor_runs(t, L->tp, L->tp_rank, copy_run, &cc);
+    }
+    fclose(f);
+    free(buf); free(full);
+    if (L->rank == 0) printf("imported llm.c weights from %s\n", path);
+}
+
+// --export-llmc FILE: write the current weights as an llm.c GPT-2 checkpoint (rank 0 writes,
+// atomically; every rank takes part in the gather).
+static void llmc_export(const char* path, const Layout* L, const ParamLayout* P, const ModelConfig* c, const float* params) {
+    char why[256];
+    if (llmc_check(c, why)) fail("--export-llmc %s: %s", path, why);
+    ParamLayout* full = (ParamLayout*)xmalloc(sizeof(ParamLayout));
+    param_layout_build(full, c, 1, 0, 1, 1, 0, 1);
+    float* out = L->rank == 0 ? (float*)xmalloc(sizeof(float) * full->n_full) : NULL;
+    size_t max_t = 0;
+    for (int i = 0; i < full->n; i++) if (full->t[i].size > max_t) max_t = full->t[i].size;
+    float* buf = (float*)xmalloc(sizeof(float) * max_t);
+    for (int i = 0; i < full->n; i++) {
+        const Tensor* ft = &full->t[i];
+        gather_full_tensor(L, P, ft, params, buf);
+        if (out) memcpy(out + llmc_offset(c, ft, 0), buf, sizeof(float) * ft->size);
+    }
+    if (out) {
+        char tmp[1100];
+        snprintf(tmp, sizeof(tmp), "%s.tmp", path);
+        FILE* f = fopen(tmp, "wb");
+        if (!f) fail("--export-llmc %s: cannot write: %s", tmp, strerror(errno));
+        int32_t h[256] = {LLMC_MAGIC, LLMC_VERSION, c->seq_len, c->vocab, c->n_layer, c->n_head, c->d_model, c->vocab_padded};
+        if (fwrite(h, 4, 256, f) != 256 || fwrite(out, 4, full->n_full, f) != full->n_full || fflush(f) || fsync(fileno(f)) || fclose(f))
+            fail("--export-llmc %s: write failed: %s", tmp, strerror(errno));
+        if (rename(tmp, path)) fail("--export-llmc %s: rename failed: %s", path, strerror(errno));
+        printf("exported llm.c weights to %s\n", path);
+        free(out);
+    }
+    free(buf); free(full);
 }
 
 #endif

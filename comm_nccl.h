@@ -16,7 +16,9 @@
 // issued, so two stages that each send to the other before receiving would deadlock. A
 // send and a receive that happen at the same point of a schedule must go through
 // nccl_sendrecv (one ncclGroupStart/End). The MPI backend uses MPI_Bsend, so its sends
-// never wait, like comm_isend (buffer attached at init).
+// never wait, like comm_isend (buffer attached at init). train_gpt.cu does not use these for
+// its pipeline: it stages each send in a pinned buffer of the activation slot and posts it
+// with layout.h's comm_isend, which never blocks and so runs the schedule.h op lists as is.
 #ifndef COMM_NCCL_H
 #define COMM_NCCL_H
 
@@ -46,21 +48,26 @@ typedef struct {
     void* bsend;  // MPI_Bsend buffer of the MPI backend
 } GpuComms;
 
-// One device per local rank (ranks on a node take devices round-robin). With NCCL a device
-// may hold only one rank; with the MPI backend any number may share it.
-static int gpu_select_device(int backend) {
+// One device per local rank: OMPI_COMM_WORLD_LOCAL_RANK (else the rank within this node's
+// shared-memory group) modulo the device count. With NCCL a device may hold only one rank;
+// with the MPI backend any number may share it. *ranks_per_device (may be NULL): how many
+// ranks of this node share each device, for the per-rank peak of the MFU.
+static int gpu_select_device(int backend, int* ranks_per_device) {
     MPI_Comm node;
     int local_rank, local_size, n_dev = 0;
     mpiCheck(MPI_Comm_split_type(MPI_COMM_WORLD, MPI_COMM_TYPE_SHARED, 0, MPI_INFO_NULL, &node));
     MPI_Comm_rank(node, &local_rank);
     MPI_Comm_size(node, &local_size);
     MPI_Comm_free(&node);
+    const char* env = getenv("OMPI_COMM_WORLD_LOCAL_RANK");
+    if (env) local_rank = atoi(env);
     cudaError_t e = cudaGetDeviceCount(&n_dev);
-    if (e != cudaSuccess || n_dev == 0) fail("no CUDA GPU available (%s)", cudaGetErrorString(e));
+    if (e != cudaSuccess || n_dev == 0) fail("no CUDA GPU available (%s)", e != cudaSuccess ? cudaGetErrorString(e) : "0 devices");
     if (backend == COMM_NCCL && local_size > n_dev)
-        fail("%d ranks on this node but only %d GPUs: NCCL needs one GPU per rank (use --comm mpi to share)", local_size, n_dev);
+        fail("%d ranks on this node but only %d GPU(s): NCCL needs one GPU per rank (use --comm mpi to share a GPU)", local_size, n_dev);
     int dev = local_rank % n_dev;
     cudaCheck(cudaSetDevice(dev));
+    if (ranks_per_device) *ranks_per_device = local_size > n_dev ? (local_size + n_dev - 1) / n_dev : 1;
     return dev;
 }
 
@@ -129,7 +136,7 @@ static void h2d(void* d, const void* h, size_t bytes, cudaStream_t s) {
 #define NCCL_TIMED(G, g, s, nbytes, call) do { double t0_ = 0; \
     if ((G)->timed) { cudaCheck(cudaStreamSynchronize(s)); t0_ = now_s(); } \
     ncclCheck(call); \
-    if ((G)->timed) { cudaCheck(cudaStreamSynchronize(s)); (g)->c->seconds += now_s() - t0_; } \
+    if ((G)->timed) { cudaCheck(cudaStreamSynchronize(s)); (g)->c->seconds += now_s() - t0_; watchdog_kick(); } \
     (g)->c->bytes += (nbytes); } while (0)
 
 static void nccl_allreduce_sum(GpuComms* G, GpuGroup* g, float* buf, size_t n, cudaStream_t s) {
@@ -187,6 +194,29 @@ static void nccl_reduce_scatter(GpuComms* G, GpuGroup* g, const float* send, flo
     d2h(h, send, 4 * n_all, s);
     comm_reduce_scatter(g->c, h, h + n_all, n_per_rank);
     h2d(recv, h + n_all, 4 * n_per_rank, s);
+}
+// bf16 reduce-scatter (sequence-parallel activations): NCCL sums in bf16; the MPI fallback
+// converts to fp32, sums and rounds once, as nccl_allreduce_sum_bf16 does.
+static void nccl_reduce_scatter_bf16(GpuComms* G, GpuGroup* g, const bf16* send, bf16* recv, size_t n_per_rank, cudaStream_t s) {
+    size_t n_all = n_per_rank * g->c->size;
+    if (g->c->size <= 1) {
+        if (recv != send) cudaCheck(cudaMemcpyAsync(recv, send, 2 * n_per_rank, cudaMemcpyDeviceToDevice, s));
+        return;
+    }
+    if (G->backend == COMM_NCCL) {
+        NCCL_TIMED(G, g, s, 2.0 * n_all, ncclReduceScatter(send, recv, n_per_rank, ncclBfloat16, ncclSum, g->nccl, s));
+        return;
+    }
+    size_t off = round_up(2 * n_all, 16);  // staging: [bf16 n_all | pad | fp32 n_all | fp32 n_per_rank]
+    char* h = (char*)host_stage(G, off + 4 * (n_all + n_per_rank));
+    bf16* hb = (bf16*)h;
+    float* hf = (float*)(h + off);
+    float* hr = hf + n_all;
+    d2h(hb, send, 2 * n_all, s);
+    for (size_t i = 0; i < n_all; i++) hf[i] = __bfloat162float(hb[i]);
+    comm_reduce_scatter(g->c, hf, hr, n_per_rank);
+    for (size_t i = 0; i < n_per_rank; i++) hb[i] = __float2bfloat16(hr[i]);
+    h2d(recv, hb, 2 * n_per_rank, s);
 }
 // Every rank contributes elem_bytes * n_per_rank bytes; recv holds the blocks in rank order.
 // send may be recv + rank * n_per_rank (in place). Any element type (nothing is reduced).

@@ -133,7 +133,14 @@ static void gemm(int M, int N, int K, const float* A, int lda, int transA, const
         return;
     }
     if (!gemm_pack_b) gemm_pack_b = (float*)xmalloc(sizeof(float) * GEMM_KC * GEMM_NC);
-    int m_tiles = (M + GEMM_MC - 1) / GEMM_MC;
+    // Row tiles of at most MC rows, but at least 4 per thread so small M still balances.
+    int threads = 1;
+#ifdef _OPENMP
+    threads = omp_get_max_threads();
+#endif
+    int mc_max = (int)round_up((size_t)((M + 4 * threads - 1) / (4 * threads)), GEMM_MR);
+    if (mc_max > GEMM_MC) mc_max = GEMM_MC;
+    int m_tiles = (M + mc_max - 1) / mc_max;
     for (int j0 = 0; j0 < N; j0 += GEMM_NC) {
         int nc = N - j0 < GEMM_NC ? N - j0 : GEMM_NC, n_panels = (nc + GEMM_NR - 1) / GEMM_NR;
         for (int k0 = 0; k0 < K; k0 += GEMM_KC) {
@@ -154,7 +161,7 @@ static void gemm(int M, int N, int K, const float* A, int lda, int transA, const
                 float* pa = gemm_pack_a[th];
 #pragma omp for schedule(dynamic, 1)
                 for (int it = 0; it < m_tiles; it++) {
-                    int i0 = it * GEMM_MC, mc = M - i0 < GEMM_MC ? M - i0 : GEMM_MC;
+                    int i0 = it * mc_max, mc = M - i0 < mc_max ? M - i0 : mc_max;
                     pack_a(pa, A, lda, transA, i0, mc, k0, kc);
                     for (int jp = 0; jp < nc; jp += GEMM_NR)
                         for (int ip = 0; ip < mc; ip += GEMM_MR) {

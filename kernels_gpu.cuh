@@ -123,6 +123,54 @@ static void residual_forward_gpu(bf16* out, const bf16* a, const bf16* b, size_t
 }
 static void add_inplace_gpu(bf16* a, const bf16* b, size_t n, cudaStream_t s) { residual_forward_gpu(a, a, b, n, s); }
 
+// out (N x C) = a + b + bias, summed in fp32 and rounded once; b and bias may be NULL (then
+// out = a + bias is the bias add of a row-parallel matmul after its tp reduction). out may alias a.
+__global__ void residual_bias_forward_kernel(bf16* out, const bf16* a, const bf16* b, const bf16* bias, int N, int C) {
+    size_t i = (size_t)blockIdx.x * blockDim.x + threadIdx.x;
+    if (i >= (size_t)N * C) return;
+    float v = bf2f(a[i]);
+    if (b) v += bf2f(b[i]);
+    if (bias) v += bf2f(bias[i % C]);
+    out[i] = f2bf(v);
+}
+static void residual_bias_forward_gpu(bf16* out, const bf16* a, const bf16* b, const bf16* bias, int N, int C, cudaStream_t s) {
+    if ((size_t)N * C == 0) return;
+    residual_bias_forward_kernel<<<cdiv((size_t)N * C, 256), 256, 0, s>>>(out, a, b, bias, N, C);
+    launchCheck();
+}
+
+// a += b in fp32 (gradient accumulators: ZeRO-2 shards, the tied-embedding copy).
+__global__ void add_inplace_f32_kernel(float* a, const float* b, size_t n) {
+    size_t i = (size_t)blockIdx.x * blockDim.x + threadIdx.x;
+    if (i < n) a[i] += b[i];
+}
+static void add_inplace_f32_gpu(float* a, const float* b, size_t n, cudaStream_t s) {
+    if (!n) return;
+    add_inplace_f32_kernel<<<cdiv(n, 256), 256, 0, s>>>(a, b, n);
+    launchCheck();
+}
+
+// *acc (fp64, device) += sum of x (fp32, n), one block, fixed order: deterministic. For the
+// per-token losses of a micro-batch (n = B*T), so one block is plenty.
+#define SUM_F64_THREADS 512
+__global__ void sum_f64_kernel(double* acc, const float* x, size_t n) {
+    __shared__ double sh[SUM_F64_THREADS];
+    double v = 0;
+    for (size_t i = threadIdx.x; i < n; i += blockDim.x) v += x[i];
+    sh[threadIdx.x] = v;
+    __syncthreads();
+    for (int w = blockDim.x / 2; w > 0; w >>= 1) {
+        if ((int)threadIdx.x < w) sh[threadIdx.x] += sh[threadIdx.x + w];
+        __syncthreads();
+    }
+    if (threadIdx.x == 0) *acc += sh[0];
+}
+static void sum_f64_gpu(double* acc, const float* x, size_t n, cudaStream_t s) {
+    if (!n) return;
+    sum_f64_kernel<<<1, SUM_F64_THREADS, 0, s>>>(acc, x, n);
+    launchCheck();
+}
+
 // Sum of squares of x (fp32, e.g. the gradient buffer), deterministic: fixed grid, each
 // block writes a partial, one block adds the partials in order. Result in *out (device).
 #define SUMSQ_BLOCKS 1024

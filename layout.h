@@ -15,6 +15,7 @@
 #define LAYOUT_H
 
 #include <mpi.h>
+#include <pthread.h>
 #include <signal.h>
 #include <unistd.h>
 #include "common.h"
@@ -73,11 +74,44 @@ static void layout_init(Layout* L, int dp, int tp, int pp, int vpp) {
 // The communicator interface. Every communication point of the model is one of
 // these calls, so `grep comm_` lists them. A group of size 1 costs nothing.
 
+// ----------------------------------------------------------------------------
+// Watchdog (--timeout-s): every communication that completes, and every step, marks
+// progress. If none is seen for the timeout (a peer died, or hangs, and this rank waits
+// in a collective forever), the rank says so and exits non-zero; the launcher (mpirun,
+// srun) then ends the other ranks, so a broken job always ends in bounded time.
+
+static volatile double watchdog_last = 0;
+static double watchdog_timeout = 0;
+static void watchdog_kick(void) { watchdog_last = now_s(); }
+static void* watchdog_main(void* arg) {
+    int rank = *(int*)arg;
+    for (;;) {
+        sleep(1);
+        double idle = now_s() - watchdog_last;
+        if (idle > watchdog_timeout) {
+            fprintf(stderr, "error: [rank %d] no progress for %.0f s (--timeout-s %.0f): a peer rank died or hangs; exiting\n",
+                    rank, idle, watchdog_timeout);
+            fflush(stderr);
+            _exit(3);
+        }
+    }
+    return NULL;
+}
+static void watchdog_start(double timeout_s, int rank) {
+    static int r;
+    r = rank;
+    watchdog_timeout = timeout_s;
+    watchdog_kick();
+    pthread_t th;
+    if (pthread_create(&th, NULL, watchdog_main, &r) == 0) pthread_detach(th);
+}
+
 // Called after every collective when a trace is being recorded (metrics.h sets it).
 static void (*comm_trace_hook)(const char* group, double t0, double t1) = NULL;
 
 #define COMM_TIMED(c, nbytes, call) do { if ((c)->size > 1) { double t0_ = now_s(); mpiCheck(call); double t1_ = now_s(); \
-    (c)->seconds += t1_ - t0_; (c)->bytes += (nbytes); if (comm_trace_hook) comm_trace_hook((c)->name, t0_, t1_); } } while (0)
+    (c)->seconds += t1_ - t0_; (c)->bytes += (nbytes); watchdog_kick(); \
+    if (comm_trace_hook) comm_trace_hook((c)->name, t0_, t1_); } } while (0)
 
 static void comm_allreduce_sum(Comm* c, float* buf, size_t n) {
     COMM_TIMED(c, 4.0 * n, MPI_Allreduce(MPI_IN_PLACE, buf, (int)n, MPI_FLOAT, MPI_SUM, c->mpi));
@@ -118,6 +152,7 @@ static void comm_recv(Comm* c, float* buf, size_t n, int peer, int tag) {
     double t0 = now_s();
     mpiCheck(MPI_Recv(buf, (int)n, MPI_FLOAT, peer, tag, c->mpi, MPI_STATUS_IGNORE));
     c->seconds += now_s() - t0;
+    watchdog_kick();
 }
 static void comm_wait(Comm* c, MPI_Request* req) {
     if (*req == MPI_REQUEST_NULL) return;

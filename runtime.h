@@ -124,6 +124,7 @@ static void run_setup(Run* r, int argc, char** argv) {
     if (flag && p2p_tag(c->pp, c->vpp, 1, n_micro, 0) > *tag_ub)
         fail("layout: %d micro-batches x %d chunks exceed the MPI tag range; lower --global-batch", n_micro, c->pp * c->vpp);
     ckpt_install_signals();
+    if (r->world > 1) watchdog_start(r->args.timeout_s, r->rank);
     Args* a = &r->args;
     if (a->data) stream_open(&r->train, a->data, c->vocab);
     else make_builtin_corpus(&r->train, 2000000, 42), snprintf(r->train.source, sizeof(r->train.source), "built-in corpus (2M bytes)");

@@ -709,6 +709,7 @@ int main(int argc, char** argv) {
     Model m;
     model_init(&m, a, &met);
     int start_step = 0;
+    if (a->import_llmc) llmc_import(a->import_llmc, &m.L, &m.P, c, m.params);
     if (a->resume) start_step = ckpt_resume(&m.L, &m.P, c, a, m.params, m.m_state, m.v_state, m.opt_lo, m.opt_hi);
     if (rank == 0) print_startup(&m.L, &m.P, c, a, &run.train, &run.val, &met, m.n_micro, start_step);
     size_t act_floats = m.scratch_floats;
@@ -716,6 +717,7 @@ int main(int argc, char** argv) {
     metrics_predict_memory(&met, &m.P, m.opt_hi - m.opt_lo, c->zero, act_floats);
 
     for (int step = start_step; step < c->steps; step++) {
+        watchdog_kick();
         metrics_step_begin(&met, step);
         StepResult r = train_step(&m, &run.train, step);
         metrics_step_end(&met, &m.L, c, step, start_step, m.n_micro, r.loss, r.lr, r.grad_norm, r.skipped, r.sched_s);
@@ -735,6 +737,7 @@ int main(int argc, char** argv) {
         if (rank == 0) printf("sample:\n");
         sample_text(&m, &run.tk, a->sample_len, c->seed, stdout);
     }
+    if (a->export_llmc) llmc_export(a->export_llmc, &m.L, &m.P, c, m.params);
     metrics_finish(&met, &m.L, 4.0 * (m.slots_peak_floats + m.scratch_floats));
     MPI_Finalize();
     return 0;

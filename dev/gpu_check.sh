@@ -1,8 +1,10 @@
 #!/usr/bin/env bash
 # dev/gpu_check.sh: the one script to run on a GPU machine. Builds train_gpu and test_gpu,
-# runs the kernel tests, then (if train_gpu built) a few short training benchmarks, and
-# prints a table. Designed to finish in under 8 minutes on one H200. Logs go to
-# ${OUT:-dev/out}: build.log, test_gpu.log, bench_*.log, summary.txt.
+# runs the kernel tests, then (if train_gpu built) the whole-model GPU vs CPU check
+# (dev/check_gpu_vs_cpu.sh) and a few short training benchmarks, and prints tables.
+# Designed to finish in under 8 minutes on one H200. Logs go to
+# ${OUT:-dev/out}: build.log, test_gpu.log, check_gpu_vs_cpu.log (+ gpu_vs_cpu/), bench_*.log,
+# summary.txt.
 #
 #   dev/gpu_check.sh            everything
 #   SKIP_BENCH=1 dev/gpu_check.sh   build and kernel tests only
@@ -29,7 +31,7 @@ nvidia-smi --query-gpu=name,driver_version,memory.total --format=csv,noheader 2>
 nvidia-smi > "$OUTDIR/nvidia-smi.txt" 2>&1
 
 # ---------------------------------------------------------------------------- build
-NVCC_FLAGS="-O3 -std=c++17 -gencode arch=compute_90,code=[sm_90,compute_90] -Xcompiler -fopenmp,-Wno-unused-function -I."
+NVCC_FLAGS="-O3 -std=c++17 -gencode arch=compute_90,code=[sm_90,compute_90] -Xcompiler -fopenmp,-Wno-unused-function -I. -DOMPI_SKIP_MPICXX=1"
 MPI_C="$(mpicc --showme:compile 2>/dev/null)"
 MPI_L="$(mpicc --showme:link 2>/dev/null)"
 build() {  # build TARGET SOURCE: the Makefile's target when it has one, else nvcc directly
@@ -59,6 +61,16 @@ if [ $RC_TB -eq 0 ]; then
   note "test_gpu: $(tail -1 "$OUTDIR/test_gpu.log") (rc=$RC_TEST, $(elapsed)s)"
 fi
 
+# ---------------------------------------------------------------------------- whole model vs CPU
+# train_gpu against train_cpu on tiny models, 1 rank and tp/pp/sp/ZeRO layouts (--comm mpi).
+RC_GVC=1
+if [ $RC_TR -eq 0 ] && [ -x ./train_gpu ]; then
+  OUT="$OUTDIR" timeout 300 dev/check_gpu_vs_cpu.sh > "$OUTDIR/check_gpu_vs_cpu.log" 2>&1
+  RC_GVC=$?
+  grep -E "^(FAIL|error)" "$OUTDIR/check_gpu_vs_cpu.log" | tee -a "$SUMMARY"
+  note "gpu_vs_cpu: $(tail -1 "$OUTDIR/check_gpu_vs_cpu.log") (rc=$RC_GVC, $(elapsed)s)"
+fi
+
 # ---------------------------------------------------------------------------- benchmarks
 if [ $RC_TR -eq 0 ] && [ -x ./train_gpu ] && [ -z "${SKIP_BENCH:-}" ]; then
   printf "\n%-26s %4s %6s  %s\n" "bench" "rc" "wall s" "last step line" | tee -a "$SUMMARY"
@@ -77,5 +89,17 @@ if [ $RC_TR -eq 0 ] && [ -x ./train_gpu ] && [ -z "${SKIP_BENCH:-}" ]; then
   done
 fi
 
+# ---------------------------------------------------------------------------- test counts
+counts() {  # counts LOG: "passed failed" from its last "N passed, N failed" line, "- -" if none
+  local line
+  line=$(grep -E "^[0-9]+ passed, [0-9]+ failed$" "$1" 2>/dev/null | tail -1)
+  [ -n "$line" ] && echo "$line" | awk '{print $1, $3}' || echo "- -"
+}
+printf "\n%-12s %7s %7s\n" "tests" "passed" "failed" | tee -a "$SUMMARY"
+read -r p1 f1 <<< "$(counts "$OUTDIR/test_gpu.log")"
+read -r p2 f2 <<< "$(counts "$OUTDIR/check_gpu_vs_cpu.log")"
+printf "%-12s %7s %7s\n" "test_gpu" "$p1" "$f1" | tee -a "$SUMMARY"
+printf "%-12s %7s %7s\n" "gpu_vs_cpu" "$p2" "$f2" | tee -a "$SUMMARY"
+
 note "total $(elapsed)s; logs in $OUTDIR"
-[ $RC_TB -eq 0 ] && [ $RC_TEST -eq 0 ]
+[ $RC_TB -eq 0 ] && [ $RC_TEST -eq 0 ] && [ $RC_TR -eq 0 ] && [ $RC_GVC -eq 0 ]

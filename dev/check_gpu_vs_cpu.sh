@@ -1,0 +1,103 @@
+#!/usr/bin/env bash
+# dev/check_gpu_vs_cpu.sh: the whole model on the GPU against the CPU reference. Trains the
+# same tiny models with the same flags and seed for 10 steps with ./train_cpu (1 rank, the
+# oracle) and ./train_gpu (1 rank, and tp / pp / sp / ZeRO / recompute layouts on one GPU
+# through --comm mpi), and compares the JSON logs (--log):
+#
+#   loss at every step    relative difference <= 2e-2
+#   grad_norm at step 1   relative difference <= 5e-2
+#
+# Why these bounds: at step 1 both builds start from bitwise the same fp32 weights
+# (init_params), so every difference comes from the GPU's bf16 activations (8 bits of
+# mantissa, 2^-9 = 0.2% per rounding) and fp32 summation order. The loss is an average over
+# 256 tokens per step and moves by ~1e-3 relative from rounding; over 10 AdamW steps the
+# weights drift apart a little (Adam normalizes each update, so small gradient differences
+# still move every weight by ~lr), and 2e-2 leaves room for that while a wrong layer, a
+# missing reduction or a wrong sign shows up as 5-50% at once. The gradient norm is a sum of
+# squares over ~0.2M parameters whose bf16 activation gradients carry ~1% noise each; the
+# noise mostly averages out, and 5e-2 still catches a missing or doubled gradient term
+# (a factor of 2, or sqrt(2) for a dropped half). Later steps' norms are not compared: after
+# clipping and a few updates they depend on the drifted weights.
+#
+# Output: PASS/FAIL lines, then "N passed, N failed"; exit 1 on any failure. Logs and JSON
+# go to ${OUT:-dev/out}/gpu_vs_cpu/.
+set -u
+cd "$(dirname "$0")/.."
+DIR=${OUT:-dev/out}/gpu_vs_cpu
+mkdir -p "$DIR"
+LOSS_RTOL=2e-2
+GNORM_RTOL=5e-2
+BASE="--steps 10 --warmup 2 --eval-every 0 --sample-len 0 --micro-batch 4 --global-batch 8 --seed 1337 --quiet"
+GPU_BIN=${GPU_BIN:-./train_gpu}  # GPU_BIN=./train_cpu checks this script itself on a machine without a GPU
+PASS=0
+FAIL=0
+pass() { echo "PASS $*"; PASS=$((PASS + 1)); }
+fail() { echo "FAIL $*"; FAIL=$((FAIL + 1)); }
+
+[ -x ./train_cpu ] || make train_cpu > "$DIR/build_cpu.log" 2>&1 || { echo "error: cannot build train_cpu (see $DIR/build_cpu.log)"; }
+[ -x ./train_gpu ] || make train_gpu > "$DIR/build_gpu.log" 2>&1 || { echo "error: cannot build train_gpu (see $DIR/build_gpu.log)"; }
+
+# run NAME BINARY FLAGS...: train with --log DIR/NAME.json; 0 when it exited 0 and logged 10 steps.
+run() {
+  local name=$1 bin=$2; shift 2
+  [ -x "$bin" ] || { echo "missing $bin" > "$DIR/$name.log"; return 1; }
+  timeout 180 "$bin" $BASE "$@" --log "$DIR/$name.json" > "$DIR/$name.log" 2>&1 || return 1
+  [ "$(steps "$DIR/$name.json" | wc -l)" -eq 10 ]
+}
+# "step loss grad_norm" per training step of a JSON log (not the val_loss or final lines).
+steps() { sed -n 's/^{"step":\([0-9]*\),"loss":\([^,]*\),.*"grad_norm":\([^,]*\),.*/\1 \2 \3/p' "$1" 2>/dev/null; }
+
+# compare NAME REF: the GPU run NAME against the CPU run REF.
+compare() {
+  local name=$1 ref=$2
+  # largest relative loss difference over the steps, and the step-1 grad_norm difference
+  local res
+  res=$(awk '
+    function rel(a, b) { d = a - b; if (d < 0) d = -d; s = b < 0 ? -b : b; return s > 0 ? d / s : d }
+    NR == FNR { loss[$1] = $2; gn[$1] = $3; next }
+    ($1 in loss) { n++; r = rel($2, loss[$1]); if (r >= worst) { worst = r; at = $1 } if ($1 == 1) g = rel($3, gn[1]) }
+    END { printf "%d %.3e %d %.3e\n", n, worst, at, g }' <(steps "$DIR/$ref.json") <(steps "$DIR/$name.json"))
+  read -r n worst at g <<< "$res"
+  if [ "$n" -ne 10 ]; then fail "$name: only $n steps in common with $ref"; return; fi
+  if awk -v w="$worst" -v t="$LOSS_RTOL" 'BEGIN { exit !(w <= t) }'; then
+    pass "$name loss: max rel diff $worst (step $at) <= $LOSS_RTOL over 10 steps vs $ref"
+  else
+    fail "$name loss: max rel diff $worst at step $at > $LOSS_RTOL vs $ref"
+  fi
+  if awk -v w="$g" -v t="$GNORM_RTOL" 'BEGIN { exit !(w <= t) }'; then
+    pass "$name grad_norm: step 1 rel diff $g <= $GNORM_RTOL vs $ref"
+  else
+    fail "$name grad_norm: step 1 rel diff $g > $GNORM_RTOL vs $ref"
+  fi
+}
+
+# CPU references (1 rank).
+for ref in "cpu_gpt2|--model tiny" "cpu_llama|--model llama-tiny"; do
+  name=${ref%%|*}; flags=${ref#*|}
+  if run "$name" ./train_cpu $flags; then pass "$name: reference run ($flags)"; else fail "$name: reference run failed (see $DIR/$name.log)"; fi
+done
+
+# GPU runs: name|reference|flags. Multi-rank runs share the one GPU through --comm mpi.
+CASES=(
+  "gpu_gpt2|cpu_gpt2|--model tiny"
+  "gpu_gpt2_tp2|cpu_gpt2|--model tiny --tp 2 --comm mpi"
+  "gpu_gpt2_pp2|cpu_gpt2|--model tiny --pp 2 --comm mpi"
+  "gpu_gpt2_tp2_sp|cpu_gpt2|--model tiny --tp 2 --sp --comm mpi"
+  "gpu_gpt2_dp2_zero2|cpu_gpt2|--model tiny --dp 2 --zero 2 --comm mpi"
+  "gpu_gpt2_recompute_full|cpu_gpt2|--model tiny --recompute full"
+  "gpu_gpt2_recompute_selective|cpu_gpt2|--model tiny --recompute selective"
+  "gpu_llama|cpu_llama|--model llama-tiny"
+  "gpu_llama_tp2|cpu_llama|--model llama-tiny --tp 2 --comm mpi"
+)
+for entry in "${CASES[@]}"; do
+  IFS='|' read -r name ref flags <<< "$entry"
+  if ! run "$name" "$GPU_BIN" $flags; then
+    fail "$name: run failed ($flags): $(grep -m1 -E 'error' "$DIR/$name.log" | cut -c1-160)"
+    continue
+  fi
+  if [ ! -s "$DIR/$ref.json" ]; then fail "$name: no reference $ref"; continue; fi
+  compare "$name" "$ref"
+done
+
+echo "$PASS passed, $FAIL failed"
+[ "$FAIL" -eq 0 ]

@@ -48,10 +48,10 @@ static void print_help(void) {
         "  --val-batches N       global batches per validation (default 4)\n"
         "  --tokenizer FILE      llm.c tokenizer file for decoding samples (default: bytes)\n"
         "\ntraining\n"
-        "  --steps N             optimizer steps (default 1000)\n"
+        "  --steps N             optimizer steps (default 1500)\n"
         "  --micro-batch B       sequences per micro-batch per rank (default 16)\n"
         "  --global-batch G      sequences per optimizer step over all dp ranks (default dp*micro-batch)\n"
-        "  --lr X                peak learning rate (default 1e-3)\n"
+        "  --lr X                peak learning rate (default 2e-3)\n"
         "  --min-lr-frac X       cosine decays to lr*X (default 0.1)\n"
         "  --warmup N            linear warm-up steps (default 50)\n"
         "  --weight-decay X      AdamW decoupled weight decay on matrices (default 0.1)\n"
@@ -87,8 +87,8 @@ static void print_help(void) {
 static void args_defaults(Args* a) {
     memset(a, 0, sizeof(*a));
     a->model = "small";
-    a->cfg.steps = 1000, a->cfg.warmup = 50, a->cfg.micro_batch = 16;
-    a->cfg.lr = 1e-3f, a->cfg.min_lr_frac = 0.1f, a->cfg.weight_decay = 0.1f;
+    a->cfg.steps = 1500, a->cfg.warmup = 50, a->cfg.micro_batch = 16;
+    a->cfg.lr = 2e-3f, a->cfg.min_lr_frac = 0.1f, a->cfg.weight_decay = 0.1f;
     a->cfg.beta1 = 0.9f, a->cfg.beta2 = 0.95f, a->cfg.eps = 1e-8f, a->cfg.grad_clip = 1.0f;
     a->cfg.seed = 1337;
     a->cfg.tp = a->cfg.pp = a->cfg.vpp = 1;

@@ -3,8 +3,8 @@
 //
 // The batch order is a pure function of the step, so any layout reads the same global
 // batch and a resumed run continues exactly: sequence s of the run (s = step *
-// global_batch + i) starts at token (s mod n_seq) * T, and data-parallel rank r reads
-// sequences [r, r+1) * global_batch/dp of each step's batch.
+// global_batch + i) starts at a position hashed from s (stream_seq_start), and
+// data-parallel rank r reads sequences [r, r+1) * global_batch/dp of each step's batch.
 #ifndef DATA_H
 #define DATA_H
 
@@ -122,11 +122,20 @@ static void stream_open(TokenStream* ts, const char* spec, int vocab) {
 // Number of whole sequences of T+1 tokens (inputs and shifted targets) in the stream.
 static size_t stream_n_seq(const TokenStream* ts, int T) { return ts->n_tokens > (size_t)T ? (ts->n_tokens - 1) / T : 0; }
 
+// Where sequence s of the run starts: a hash of s, so batches are spread over the whole
+// stream (not consecutive windows of one scene) yet fixed by s alone.
+static size_t stream_seq_start(const TokenStream* ts, int T, size_t s) {
+    uint64_t z = (uint64_t)s + 0x9E3779B97F4A7C15ull;
+    z = (z ^ (z >> 30)) * 0xBF58476D1CE4E5B9ull;
+    z = (z ^ (z >> 27)) * 0x94D049BB133111EBull;
+    z ^= z >> 31;
+    return (size_t)(z % (ts->n_tokens - T));
+}
+
 // Fill inputs/targets (n_seq_batch x T) with sequences first_seq.. of the run's order.
 static void stream_batch(const TokenStream* ts, int T, size_t first_seq, int n_seq_batch, int* inputs, int* targets) {
-    size_t n_seq = stream_n_seq(ts, T);
     for (int b = 0; b < n_seq_batch; b++) {
-        size_t start = ((first_seq + b) % n_seq) * T;
+        size_t start = stream_seq_start(ts, T, first_seq + b);
         for (int t = 0; t < T; t++) {
             inputs[b * T + t] = ts->tokens[start + t];
             targets[b * T + t] = ts->tokens[start + t + 1];

@@ -14,6 +14,7 @@
 #include "data.h"
 #include "layout.h"
 #include "params.h"
+#include "planner.h"
 #include "schedule.h"
 
 #define TRACE_STEPS 3       // steps recorded by --trace (the first is warm-up)
@@ -36,7 +37,10 @@ typedef struct {
     int n_events;
     double trace_t0;
     int tracing;
-    double pred_bytes[4];       // predicted params, grads, optimizer state, activations (bytes per rank)
+    double pred_bytes[4];       // this rank's buffers: params, grads, optimizer state, activations at the schedule's peak
+    PlanResult plan;            // the planner's prediction for this layout (same model as ./train --plan)
+    double ms_sum;              // measured step times after the first, for the end-of-run comparison
+    int ms_n;
     double ema_ms;              // for the ETA
     double last_bubble, bubble_formula;
     double tok_s, mfu, hfu, tflops;
@@ -124,18 +128,34 @@ static void print_startup(const Layout* L, const ParamLayout* P, const ModelConf
 #undef ROW
 }
 
-// Predicted bytes per rank from the layout (what this rank allocates for parameters,
-// gradients, AdamW state and activations at the schedule's peak).
-static void metrics_predict_memory(Metrics* m, const ParamLayout* P, size_t opt_floats, int zero, size_t act_peak_floats) {
-    m->pred_bytes[0] = 4.0 * P->n_padded;
+// At start: the planner's prediction for this run's layout (planner.h, the model behind
+// ./train --plan) on `device`, and this rank's buffer sizes from the layout. At the end
+// (metrics_finish) both are shown beside what was measured.
+static void metrics_predict(Metrics* m, const ModelConfig* c, const char* device, double peak_flops_per_rank,
+                            const ParamLayout* P, size_t opt_floats, size_t act_peak_floats, int param_bytes) {
+    int zero = c->zero;
+    m->pred_bytes[0] = (double)param_bytes * P->n_padded;
     m->pred_bytes[1] = 4.0 * (zero == 2 ? 2 * opt_floats + P->n_padded : zero == 1 ? P->n_padded + opt_floats : P->n_padded);
     m->pred_bytes[2] = 8.0 * opt_floats;
     m->pred_bytes[3] = 4.0 * act_peak_floats;
-    if (m->rank == 0) {
-        char a[32], b[32], c[32], d[32];
-        printf("memory per rank (rank 0, predicted): params %s, grads %s, adam %s, activations %s\n", fmt_bytes(m->pred_bytes[0], a),
-               fmt_bytes(m->pred_bytes[1], b), fmt_bytes(m->pred_bytes[2], c), fmt_bytes(m->pred_bytes[3], d));
+    DeviceProfile d;
+    profile_builtin(device, &d);
+    d.peak_flops = peak_flops_per_rank;
+    d.gpus_per_node = c->dp * c->tp * c->pp;
+    plan_predict(c, c->global_batch, d.gpus_per_node, &d, &m->plan);
+    if (m->rank != 0) return;
+    char a[32], b[32], cc[32], e[32];
+    printf("memory per rank (rank 0 buffers): params %s, grads %s, adam %s, activations %s\n", fmt_bytes(m->pred_bytes[0], a),
+           fmt_bytes(m->pred_bytes[1], b), fmt_bytes(m->pred_bytes[2], cc), fmt_bytes(m->pred_bytes[3], e));
+    if (m->plan.invalid) {
+        printf("planner: cannot model this layout (%s)\n", m->plan.invalid);
+        return;
     }
+    printf("planner (%s profile): step %.1f ms, MFU %.1f%%, bubble %.3f; worst stage: weights %s, grads %s, "
+           "optimizer %s, activations %s\n", device, m->plan.t_step * 1e3, 100 * m->plan.mfu, m->plan.bubble,
+           fmt_bytes(m->plan.mem_weights, a), fmt_bytes(m->plan.mem_grads, b), fmt_bytes(m->plan.mem_optim, cc),
+           fmt_bytes(m->plan.mem_act, e));
+    fflush(stdout);
 }
 
 static void metrics_step_begin(Metrics* m, int step) {
@@ -178,6 +198,7 @@ static void metrics_step_end(Metrics* m, const Layout* L, const ModelConfig* c, 
     for (int i = 0; i < 5; i++) dc[i] = cs[i] - m->comm_s_prev[i], m->comm_s_prev[i] = cs[i];
     m->step_ms = dt * 1e3;
     int done = step + 1 - start_step;
+    if (done > 1) m->ms_sum += dt * 1e3, m->ms_n++;
     m->ema_ms = done == 1 ? dt * 1e3 : (done <= 3 ? dt * 1e3 : 0.9 * m->ema_ms + 0.1 * dt * 1e3);
     double eta = m->ema_ms * (c->steps - step - 1) / 1e3;
     if (m->rank == 0 && !m->args->quiet && ((step + 1) % m->args->log_every == 0 || step + 1 == c->steps || step == start_step)) {
@@ -266,18 +287,23 @@ static void metrics_write_trace(Metrics* m, const Layout* L) {
     free(mine); free(counts); free(displs); free(all);
 }
 
-// Measured memory at the end, beside the prediction.
+// Measured at the end, beside the predictions: activation peak (live slots + scratch, max
+// over ranks), the mean step time, and the planner's figures for the same layout.
 static void metrics_finish(Metrics* m, const Layout* L, double act_peak_bytes_measured) {
     double mx = act_peak_bytes_measured;
     MPI_Allreduce(MPI_IN_PLACE, &mx, 1, MPI_DOUBLE, MPI_MAX, MPI_COMM_WORLD);
     if (m->rank == 0) {
-        char a[32], b[32], c[32];
-        printf("activations: peak measured %s on rank 0, max over ranks %s (predicted for rank 0 %s)\n",
-               fmt_bytes(act_peak_bytes_measured, a), fmt_bytes(mx, b), fmt_bytes(m->pred_bytes[3], c));
+        char a[32], b[32], c[32], d[32];
+        double ms = m->ms_n ? m->ms_sum / m->ms_n : m->step_ms;
+        printf("measured: activations peak %s on rank 0 (buffers %s), max over ranks %s (planner %s); step %.1f ms mean "
+               "(planner %.1f ms)\n", fmt_bytes(act_peak_bytes_measured, a), fmt_bytes(m->pred_bytes[3], b), fmt_bytes(mx, c),
+               fmt_bytes(m->plan.mem_act, d), ms, m->plan.t_step * 1e3);
         if (m->log)
-            fprintf(m->log, "{\"final\":1,\"act_peak_bytes\":%.0f,\"act_peak_bytes_max\":%.0f,\"pred_act_bytes\":%.0f,"
-                            "\"param_bytes\":%.0f,\"grad_bytes\":%.0f,\"opt_bytes\":%.0f}\n",
-                    act_peak_bytes_measured, mx, m->pred_bytes[3], m->pred_bytes[0], m->pred_bytes[1], m->pred_bytes[2]);
+            fprintf(m->log, "{\"final\":1,\"act_peak_bytes\":%.0f,\"act_peak_bytes_max\":%.0f,\"act_buffer_bytes\":%.0f,"
+                            "\"param_bytes\":%.0f,\"grad_bytes\":%.0f,\"opt_bytes\":%.0f,\"step_ms_mean\":%.3f,"
+                            "\"plan_step_ms\":%.3f,\"plan_act_bytes\":%.0f,\"plan_weight_bytes\":%.0f}\n",
+                    act_peak_bytes_measured, mx, m->pred_bytes[3], m->pred_bytes[0], m->pred_bytes[1], m->pred_bytes[2], ms,
+                    m->plan.t_step * 1e3, m->plan.mem_act, m->plan.mem_weights);
     }
     metrics_write_trace(m, L);
     if (m->log) fclose(m->log);

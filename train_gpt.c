@@ -714,7 +714,7 @@ int main(int argc, char** argv) {
     if (rank == 0) print_startup(&m.L, &m.P, c, a, &run.train, &run.val, &met, m.n_micro, start_step);
     size_t act_floats = m.scratch_floats;
     for (int ch = 0; ch < m.L.vpp; ch++) act_floats += m.chunks[ch].slot_floats * m.chunks[ch].n_slots;
-    metrics_predict_memory(&met, &m.P, m.opt_hi - m.opt_lo, c->zero, act_floats);
+    metrics_predict(&met, c, "cpu", peak, &m.P, m.opt_hi - m.opt_lo, act_floats, 4);
 
     for (int step = start_step; step < c->steps; step++) {
         watchdog_kick();

@@ -20,10 +20,11 @@ note() { echo "$*" | tee -a "$SUMMARY"; }
 
 # Benchmarks: name|command. Each runs under `timeout 90`; skipped once 6 minutes are gone.
 BENCHES=(
-  "gpt2-124m b32|./train_gpu --model gpt2-124m --micro-batch 32 --seq-len 1024 --steps 20 --eval-every 0"
-  "gpt2-124m b16 recompute|./train_gpu --model gpt2-124m --micro-batch 16 --seq-len 1024 --steps 20 --eval-every 0 --recompute selective"
-  "gpt2-350m b16|./train_gpu --model gpt2-350m --micro-batch 16 --seq-len 1024 --steps 10 --eval-every 0"
-  "llama-small b32|./train_gpu --model llama-small --micro-batch 32 --steps 20 --eval-every 0"
+  "gpt2-124m b32|./train_gpu --model gpt2-124m --micro-batch 32 --seq-len 1024 --steps 20 --eval-every 0 --sample-len 0"
+  "gpt2-1558m b8|./train_gpu --model gpt2-1558m --micro-batch 8 --seq-len 1024 --steps 8 --eval-every 0 --sample-len 0"
+  "gpt2-1558m b16 selective|./train_gpu --model gpt2-1558m --micro-batch 16 --seq-len 1024 --steps 8 --eval-every 0 --sample-len 0 --recompute selective"
+  "gpt2-124m b16 recompute|./train_gpu --model gpt2-124m --micro-batch 16 --seq-len 1024 --steps 20 --eval-every 0 --sample-len 0 --recompute selective"
+  "llama-small b32|./train_gpu --model llama-small --micro-batch 32 --steps 20 --eval-every 0 --sample-len 0"
 )
 
 note "== gpu_check $(date -u +%Y-%m-%dT%H:%M:%SZ) on $(hostname)"

@@ -1,0 +1,228 @@
+#!/usr/bin/env python3
+"""Sweep parallel layouts on this machine, like the layout studies' figures.
+
+For every layout of a grid (dp x tp x pp = --world ranks; vpp, micro-batch,
+recompute, sp, zero) it runs ./train for a few steps, reads its JSON log, asks the
+planner (./train --plan --device cpu) for its prediction of the same layout, and
+writes one CSV row: measured step time, tokens/s, MFU, bubble, communication time,
+peak activation memory, and the predicted step time and memory. Layouts the
+trainer rejects are listed with its one-line reason. A PNG plots throughput and
+memory per layout.
+
+Calibration: before the sweep, one single-rank run of the same model fixes the
+planner's one free compute factor (matmul_eff, the fraction of the measured FMA
+peak the kernels reach) so that the planner's 1-rank prediction equals that run;
+every multi-rank prediction then comes from the model alone (per-rank peak =
+measured peak x cores / ranks, since the ranks share the cores).
+
+  python3 scripts/sweep.py                      # tiny model, 4 ranks, ~10 minutes
+  python3 scripts/sweep.py --quick              # a handful of layouts
+  python3 scripts/sweep.py --model small --world 2 --steps 6
+"""
+import argparse, csv, itertools, json, os, re, subprocess, sys, time
+
+ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+TRAIN = os.path.join(ROOT, "train")
+
+
+def run(cmd, timeout=600):
+    p = subprocess.run(cmd, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True, timeout=timeout,
+                       cwd=ROOT, env=dict(os.environ, OMP_NUM_THREADS=os.environ.get("OMP_NUM_THREADS", "")))
+    return p.returncode, p.stdout
+
+
+def train_flags(lay, a):
+    f = ["--model", a.model, "--seq-len", str(a.seq_len), "--global-batch", str(a.global_batch),
+         "--micro-batch", str(lay["mb"]), "--dp", str(lay["dp"]), "--tp", str(lay["tp"]), "--pp", str(lay["pp"]),
+         "--vpp", str(lay["vpp"]), "--recompute", lay["recompute"], "--zero", str(lay["zero"])]
+    if lay["vpp"] > 1:
+        f += ["--schedule", "interleaved"]
+    if lay["sp"]:
+        f += ["--sp"]
+    return f
+
+
+def measure(lay, a, tag):
+    log = os.path.join(a.out, "logs", tag + ".jsonl")
+    code, out = run([TRAIN] + train_flags(lay, a) +
+                    ["--steps", str(a.steps), "--warmup", "1", "--eval-every", "0", "--sample-len", "0", "--quiet",
+                     "--log", log])
+    if code != 0:
+        err = [l for l in out.splitlines() if l.startswith("error:")]
+        return None, (err[0] if err else "exit %d" % code)
+    steps, final = [], {}
+    for line in open(log):
+        d = json.loads(line)
+        if "ms" in d:
+            steps.append(d)
+        if d.get("final"):
+            final = d
+    timed = steps[1:] if len(steps) > 1 else steps  # the first step is warm-up
+    ms = sorted(s["ms"] for s in timed)[len(timed) // 2]
+    pick = lambda k: sorted(s[k] for s in timed)[len(timed) // 2]
+    return dict(ms=ms, tok_s=pick("tok_s"), mfu=pick("mfu"), bubble=pick("bubble"),
+                bubble_formula=timed[0]["bubble_formula"], comm_tp_ms=pick("comm_tp_ms"),
+                comm_pp_ms=pick("comm_pp_ms"), comm_dp_ms=pick("comm_dp_ms"),
+                act_mib=final.get("act_peak_bytes_max", 0) / 2**20), None
+
+
+def predict(lay, a, world, peak_tflops, matmul_eff):
+    csv_path = os.path.join(a.out, "logs", "plan.csv")
+    cmd = [TRAIN, "--plan", "--model", a.model, "--seq-len", str(a.seq_len), "--gpus", str(world),
+           "--gpus-per-node", str(world), "--device", "cpu", "--peak-tflops", "%.6f" % peak_tflops,
+           "--device-set", "matmul_eff=%.5f" % matmul_eff, "--device-set", "attn_eff_naive=%.5f" % matmul_eff,
+           "--global-batch", str(a.global_batch), "--dp", str(lay["dp"]), "--tp", str(lay["tp"]), "--pp", str(lay["pp"]),
+           "--vpp", str(lay["vpp"]), "--micro-batch", str(lay["mb"]), "--recompute", lay["recompute"],
+           "--sp", str(lay["sp"]), "--zero", str(lay["zero"]),
+           "--schedule", "interleaved" if lay["vpp"] > 1 else "1f1b", "--plan-csv", csv_path]
+    code, out = run(cmd)
+    if code != 0 or not os.path.exists(csv_path):
+        return None
+    rows = list(csv.DictReader(open(csv_path)))
+    if not rows:
+        return None
+    r = rows[0]
+    return dict(pred_ms=float(r["t_step_s"]) * 1e3, pred_act_mib=float(r["mem_act_gib"]) * 1024)
+
+
+def measured_peak_tflops():
+    # the trainer measures its FMA peak at start; read it off a 0-step run
+    code, out = run([TRAIN, "--model", "tiny", "--steps", "0", "--sample-len", "0", "--eval-every", "0"])
+    m = re.search(r"peak per rank\s*\|\s*([0-9.]+) TFLOP/s", out)
+    if not m:
+        sys.exit("sweep: could not read the measured peak from ./train")
+    return float(m.group(1))
+
+
+def calibrate(a, machine_peak):
+    """Fit matmul_eff so the planner's 1-rank prediction equals a measured 1-rank run."""
+    lay = dict(dp=1, tp=1, pp=1, vpp=1, mb=a.global_batch if a.global_batch <= 16 else 16, recompute="none", sp=0, zero=0)
+    got, err = measure(lay, a, "calibration_1rank")
+    if err:
+        sys.exit("sweep: calibration run failed: " + err)
+    lo, hi = 0.01, 1.0
+    for _ in range(25):  # predicted time falls as matmul_eff rises: bisect
+        mid = (lo * hi) ** 0.5
+        p = predict(lay, a, 1, machine_peak, mid)
+        if p is None:
+            sys.exit("sweep: planner failed during calibration")
+        if p["pred_ms"] > got["ms"]:
+            lo = mid
+        else:
+            hi = mid
+    eff = (lo * hi) ** 0.5
+    print("calibration: 1 rank, micro-batch %d: %.1f ms/step measured -> matmul_eff %.3f of %.3f TFLOP/s"
+          % (lay["mb"], got["ms"], eff, machine_peak))
+    return eff
+
+
+def grid(a):
+    w = a.world
+    facts = [(dp, tp, pp) for dp in range(1, w + 1) for tp in range(1, w + 1) for pp in range(1, w + 1) if dp * tp * pp == w]
+    out = []
+    for (dp, tp, pp), mb, rc in itertools.product(facts, a.micro_batches, ["none", "selective", "full"]):
+        for vpp in ([1, 2] if pp > 1 else [1]):
+            for sp in ([0, 1] if tp > 1 else [0]):
+                for zero in ([0, 1, 2] if dp > 1 else [0]):
+                    out.append(dict(dp=dp, tp=tp, pp=pp, vpp=vpp, mb=mb, recompute=rc, sp=sp, zero=zero))
+    if a.quick:
+        keep = [l for l in out if l["recompute"] == "none" and l["zero"] in (0,) and l["vpp"] == 1 and l["sp"] == 0]
+        out = keep[: 2 * len(facts)]
+    return out
+
+
+def name(l):
+    s = "dp%d tp%d pp%d" % (l["dp"], l["tp"], l["pp"])
+    if l["vpp"] > 1: s += " v%d" % l["vpp"]
+    s += " mb%d" % l["mb"]
+    if l["recompute"] != "none": s += " " + l["recompute"][:3]
+    if l["sp"]: s += " sp"
+    if l["zero"]: s += " z%d" % l["zero"]
+    return s
+
+
+def plot(rows, path):
+    try:
+        import matplotlib
+        matplotlib.use("Agg")
+        import matplotlib.pyplot as plt
+    except ImportError:
+        print("sweep: matplotlib missing; installing it with pip")
+        subprocess.run([sys.executable, "-m", "pip", "install", "-q", "matplotlib"], check=False)
+        import matplotlib
+        matplotlib.use("Agg")
+        import matplotlib.pyplot as plt
+    rows = sorted(rows, key=lambda r: -r["tok_s"])
+    labels = [r["layout"] for r in rows]
+    fig, ax = plt.subplots(3, 1, figsize=(max(10, 0.22 * len(rows)), 11), sharex=True)
+    x = range(len(rows))
+    ax[0].bar(x, [r["tok_s"] for r in rows], color="tab:blue")
+    ax[0].set_ylabel("tokens/s (measured)")
+    ax[0].set_title("Layouts of %s on %d ranks, sorted by throughput" % (rows[0]["model"], rows[0]["world"]))
+    ax[1].bar(x, [r["ms"] for r in rows], color="tab:gray", label="measured")
+    ax[1].plot(x, [r["pred_ms"] or 0 for r in rows], "r.", label="planner")
+    ax[1].set_ylabel("ms / step")
+    ax[1].legend()
+    ax[2].bar(x, [r["act_mib"] for r in rows], color="tab:green")
+    ax[2].set_ylabel("peak activations\nMiB / rank")
+    ax[2].set_xticks(list(x))
+    ax[2].set_xticklabels(labels, rotation=90, fontsize=7)
+    fig.tight_layout()
+    fig.savefig(path, dpi=110)
+
+
+def main():
+    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap.add_argument("--model", default="tiny")
+    ap.add_argument("--seq-len", type=int, default=64)
+    ap.add_argument("--world", type=int, default=4)
+    ap.add_argument("--global-batch", type=int, default=16)
+    ap.add_argument("--micro-batches", type=lambda s: [int(x) for x in s.split(",")], default=[2, 4])
+    ap.add_argument("--steps", type=int, default=4)
+    ap.add_argument("--out", default=os.path.join(ROOT, "dev", "sweep"))
+    ap.add_argument("--quick", action="store_true")
+    a = ap.parse_args()
+    os.makedirs(os.path.join(a.out, "logs"), exist_ok=True)
+    if not os.path.exists(TRAIN):
+        sys.exit("sweep: build ./train first (make train)")
+    t0 = time.time()
+    peak = measured_peak_tflops()  # per rank of a 1-rank run = the whole machine
+    eff = calibrate(a, peak)
+    rows, skipped = [], []
+    layouts = grid(a)
+    for i, lay in enumerate(layouts):
+        tag = re.sub(r"[^a-z0-9]+", "_", name(lay))
+        got, err = measure(lay, a, tag)
+        if err:
+            skipped.append((name(lay), err))
+            print("[%3d/%d] %-34s skipped: %s" % (i + 1, len(layouts), name(lay), err))
+            continue
+        pred = predict(lay, a, a.world, peak / a.world, eff) or dict(pred_ms=None, pred_act_mib=None)
+        row = dict(model=a.model, world=a.world, layout=name(lay), **lay, **got, **pred)
+        row["pred_err"] = (pred["pred_ms"] / got["ms"] - 1) if pred["pred_ms"] else None
+        rows.append(row)
+        print("[%3d/%d] %-34s %8.1f ms (planner %s) %8.0f tok/s  MFU %5.1f%%  act %6.2f MiB" % (
+            i + 1, len(layouts), name(lay), got["ms"], "%.1f" % pred["pred_ms"] if pred["pred_ms"] else "-",
+            got["tok_s"], 100 * got["mfu"], got["act_mib"]))
+    path = os.path.join(a.out, "sweep.csv")
+    keys = list(rows[0].keys()) if rows else ["layout"]
+    with open(path, "w", newline="") as f:
+        w = csv.DictWriter(f, fieldnames=keys + ["skipped_reason"])
+        w.writeheader()
+        for r in rows:
+            w.writerow(r)
+        for n, why in skipped:
+            w.writerow(dict(layout=n, skipped_reason=why))
+    errs = [abs(r["pred_err"]) for r in rows if r["pred_err"] is not None]
+    within = sum(e <= 0.25 for e in errs)
+    print("wrote %s (%d layouts run, %d skipped) in %.0f s" % (path, len(rows), len(skipped), time.time() - t0))
+    if errs:
+        print("planner vs measured step time: %d of %d within 25%%, median |error| %.0f%%"
+              % (within, len(errs), 100 * sorted(errs)[len(errs) // 2]))
+    if rows:
+        plot(rows, os.path.join(a.out, "sweep.png"))
+        print("wrote " + os.path.join(a.out, "sweep.png"))
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,944 @@
+// test_faults.c: the fault suite. Runs ./train as a subprocess (like test_layouts.c) and
+// breaks it on purpose:
+//   1. SIGKILL at several points of a 1-rank run (after a step, in the middle of writing a
+//      checkpoint, while the manifest is replaced), then --resume auto: every step after
+//      the resume point must print the same loss, bit for bit ("%.9g" strings of the
+//      JSON log), as the uninterrupted run; no checkpoint under its final name is ever
+//      partial, and the one LATEST names always loads.
+//   2. SIGTERM / SIGINT: the run saves, says "stopped by signal", exits 130, and resumes
+//      with the same losses (1 rank: bitwise; tp2 x pp2: checkpoint written and resumable).
+//   3. Resharding: save under one layout, resume under another; losses within 1e-5
+//      relative of the 1-rank run (the layout suite's tolerance), final parameters too.
+//   4. A rank of a dp2 x tp2 x pp2 run killed with SIGKILL: the whole job is gone within
+//      --timeout-s plus a margin, the launcher exits non-zero, and the last checkpoint
+//      (--ckpt-every 1) resumes on one rank.
+//   5. Bad inputs (data, flags, checkpoints, tokenizer, device file): exit 1 with exactly
+//      one "error:" line naming the problem, never a signal; the same corpus through
+//      ./train_asan (ASan + UBSan) must produce no sanitizer report. ./train_asan is built
+//      here with mpicc when missing (or by `make train_asan`, Makefile.faults).
+//
+// All runs train the tiny model with the suite's flags below: --warmup 20 keeps every step
+// here inside the linear warm-up, where the learning rate of a step does not depend on
+// --steps, so a run stopped early and one that goes on see the same schedule; --eps 1e-4
+// as in the layout suite (see test_layouts.c for why).
+#include <dirent.h>
+#include <poll.h>
+#include <signal.h>
+#include <sys/inotify.h>
+#include <sys/wait.h>
+#include "ckpt.h"
+#include "data.h"
+
+#define ROOT "/tmp/test_faults"
+#define TOL 1e-5
+#define FLAGS "--model tiny --micro-batch 8 --global-batch 32 --eval-every 0 --sample-len 0 --quiet --peak-tflops 1 " \
+              "--warmup 20 --lr 2e-2 --eps 1e-4"
+#define TRAIN "OMP_NUM_THREADS=1 ./train " FLAGS " "
+
+static int n_pass = 0, n_fail = 0;
+
+static void result(int ok, const char* name, const char* fmt, ...) {
+    char msg[2048];
+    va_list ap;
+    va_start(ap, fmt);
+    vsnprintf(msg, sizeof(msg), fmt, ap);
+    va_end(ap);
+    printf("%s %s%s%s\n", ok ? "PASS" : "FAIL", name, *msg ? ": " : "", msg);
+    fflush(stdout);
+    ok ? n_pass++ : n_fail++;
+}
+
+// ----------------------------------------------------------------------------
+// Processes
+
+// Exit code of a finished child as a shell reports it: 128 + signal when killed.
+static int exit_code(int status) { return WIFEXITED(status) ? WEXITSTATUS(status) : 128 + WTERMSIG(status); }
+
+static int sh(const char* fmt, ...) {
+    char cmd[8192];
+    va_list ap;
+    va_start(ap, fmt);
+    vsnprintf(cmd, sizeof(cmd), fmt, ap);
+    va_end(ap);
+    return exit_code(system(cmd));
+}
+
+// Run `cmd` with stdout and stderr to `out`; returns the exit code.
+static int run(const char* cmd, const char* out) { return sh("%s > %s 2>&1", cmd, out); }
+
+// Start `cmd` in the background (sh -c "exec cmd", so the pid is ./train itself, or the
+// mpirun it turns into); its own process group, so cleanup can end all of it.
+static pid_t spawn(const char* cmd, const char* out) {
+    char full[8192];
+    snprintf(full, sizeof(full), "exec %s > %s 2>&1", cmd, out);
+    fflush(stdout);
+    pid_t pid = fork();
+    if (pid == 0) {
+        setpgid(0, 0);
+        execl("/bin/sh", "sh", "-c", full, (char*)NULL);
+        _exit(127);
+    }
+    return pid;
+}
+
+// Wait up to timeout_s for pid; its exit code, or -1 if it is still running.
+static int wait_for(pid_t pid, double timeout_s) {
+    double t0 = now_s();
+    for (;;) {
+        int status;
+        pid_t r = waitpid(pid, &status, WNOHANG);
+        if (r == pid) return exit_code(status);
+        if (r < 0 || now_s() - t0 > timeout_s) return -1;
+        usleep(10000);
+    }
+}
+
+static void kill_group(pid_t pid) {
+    kill(-pid, SIGKILL);
+    kill(pid, SIGKILL);
+    waitpid(pid, NULL, 0);
+}
+
+// Pids of running processes whose command line contains `needle` (not this one).
+static int pids_matching(const char* needle, pid_t* out, int max) {
+    DIR* d = opendir("/proc");
+    struct dirent* e;
+    int n = 0;
+    while (d && (e = readdir(d))) {
+        int pid = atoi(e->d_name);
+        if (pid <= 0 || pid == getpid()) continue;
+        char path[64], buf[4096];
+        snprintf(path, sizeof(path), "/proc/%d/cmdline", pid);
+        FILE* f = fopen(path, "r");
+        if (!f) continue;
+        size_t len = fread(buf, 1, sizeof(buf) - 1, f);
+        fclose(f);
+        for (size_t i = 0; i < len; i++) if (!buf[i]) buf[i] = ' ';
+        buf[len] = 0;
+        // a zombie has an empty command line, so only live processes count
+        if (len && strstr(buf, needle) && n < max) out[n++] = pid;
+    }
+    if (d) closedir(d);
+    return n;
+}
+
+// Children of `parent` whose command is ./train (the ranks under mpirun).
+static int rank_pids(pid_t parent, pid_t* out, int max) {
+    DIR* d = opendir("/proc");
+    struct dirent* e;
+    int n = 0;
+    while (d && (e = readdir(d))) {
+        int pid = atoi(e->d_name);
+        if (pid <= 0) continue;
+        char path[64], buf[512];
+        snprintf(path, sizeof(path), "/proc/%d/stat", pid);
+        FILE* f = fopen(path, "r");
+        if (!f) continue;
+        size_t len = fread(buf, 1, sizeof(buf) - 1, f);
+        fclose(f);
+        buf[len] = 0;
+        char* rp = strrchr(buf, ')');  // "pid (comm) state ppid ..."
+        int ppid = 0;
+        char state = 0;
+        if (rp && sscanf(rp + 1, " %c %d", &state, &ppid) == 2 && ppid == parent && strstr(buf, "(train)") && n < max)
+            out[n++] = pid;
+    }
+    if (d) closedir(d);
+    return n;
+}
+
+// ----------------------------------------------------------------------------
+// Logs and checkpoints
+
+#define MAX_STEPS 64
+typedef struct { char loss[MAX_STEPS + 1][40]; int first, last, n; } Log;  // loss[step] as printed
+
+static int log_read(const char* path, Log* g) {
+    memset(g, 0, sizeof(*g));
+    g->first = MAX_STEPS + 1;
+    FILE* f = fopen(path, "r");
+    if (!f) return 0;
+    char line[4096];
+    while (fgets(line, sizeof(line), f)) {
+        const char* p = strstr(line, "\"loss\":");
+        const char* s = strstr(line, "\"step\":");
+        if (!p || !s || strstr(line, "val_loss") || !strchr(line, '\n')) continue;  // a line being written is not a step yet
+        int step = atoi(s + 7);
+        if (step < 1 || step > MAX_STEPS) continue;
+        p += 7;
+        size_t n = strcspn(p, ",}");
+        if (n >= sizeof(g->loss[0])) n = sizeof(g->loss[0]) - 1;
+        memcpy(g->loss[step], p, n);
+        g->loss[step][n] = 0;
+        if (step < g->first) g->first = step;
+        if (step > g->last) g->last = step;
+        g->n++;
+    }
+    fclose(f);
+    return g->n;
+}
+
+// Wait until the log of a running pid has `steps` step lines; 0 if it ended or timed out first.
+static int wait_log(const char* path, int steps, pid_t pid, double timeout_s) {
+    double t0 = now_s();
+    Log g;
+    while (now_s() - t0 < timeout_s) {
+        if (log_read(path, &g) >= steps) return 1;
+        int status;
+        if (waitpid(pid, &status, WNOHANG) == pid) return 0;
+        usleep(2000);
+    }
+    return 0;
+}
+
+static int file_has(const char* path, const char* needle) {
+    FILE* f = fopen(path, "r");
+    if (!f) return 0;
+    static char text[1 << 20];
+    size_t n = fread(text, 1, sizeof(text) - 1, f);
+    fclose(f);
+    text[n] = 0;
+    return strstr(text, needle) != NULL;
+}
+
+// Step a run resumed from (its "resumed from ... (step S" line), or -1.
+static int resumed_step(const char* out) {
+    FILE* f = fopen(out, "r");
+    if (!f) return -1;
+    char line[4096];
+    int s = -1;
+    while (fgets(line, sizeof(line), f)) {
+        const char* p = strstr(line, "resumed from ");
+        if (p && (p = strstr(p, "(step "))) s = atoi(p + 6);
+    }
+    fclose(f);
+    return s;
+}
+
+// The model of a flag string (parse_args as ./train does).
+static void model_of(const char* flags, ModelConfig* c, ParamLayout* P) {
+    Args a;
+    char buf[2048];
+    snprintf(buf, sizeof(buf), "%s", flags);
+    char* argv[128];
+    int argc = 0;
+    argv[argc++] = (char*)"test";
+    for (char* t = strtok(buf, " "); t && argc < 127; t = strtok(NULL, " ")) argv[argc++] = t;
+    parse_args(&a, argc, argv);
+    *c = a.cfg;
+    param_layout_build(P, c, 1, 0, 1, 1, 0, 1);
+}
+
+static long long file_size(const char* path) {
+    struct stat st;
+    return stat(path, &st) ? -1 : (long long)st.st_size;
+}
+
+// Every ckpt_*.bin under its final name is complete (size and header); LATEST, when
+// present, names one of them. Returns the step LATEST names (0: no LATEST), -1 on a
+// violation (why says which).
+static int ckpt_dir_check(const char* dir, const char* model_flags, char* why) {
+    ModelConfig c;
+    ParamLayout* P = (ParamLayout*)xmalloc(sizeof(ParamLayout));
+    model_of(model_flags, &c, P);
+    size_t n_full = P->n_full;
+    free(P);
+    DIR* d = opendir(dir);
+    struct dirent* e;
+    int bad = 0;
+    while (d && (e = readdir(d)) && !bad) {
+        int s;
+        if (sscanf(e->d_name, "ckpt_%d.bin", &s) != 1 || strlen(e->d_name) != 17) continue;
+        char path[1024];
+        snprintf(path, sizeof(path), "%s/%s", dir, e->d_name);
+        FILE* f = fopen(path, "rb");
+        int32_t h[256];
+        char w[512];
+        if (!f || fread(h, 4, 256, f) != 256) sprintf(why, "%s: unreadable header", e->d_name), bad = 1;
+        else if (ckpt_header_check(h, &c, n_full, file_size(path), w)) sprintf(why, "%s: %s", e->d_name, w), bad = 1;
+        else if (h[CK_STEP] != s) sprintf(why, "%s holds step %d", e->d_name, h[CK_STEP]), bad = 1;
+        if (f) fclose(f);
+    }
+    if (d) closedir(d);
+    if (bad) return -1;
+    char path[1024], name[256];
+    snprintf(path, sizeof(path), "%s/LATEST", dir);
+    FILE* f = fopen(path, "r");
+    if (!f) return 0;
+    int ok = fscanf(f, "%255s", name) == 1;
+    fclose(f);
+    int s = -1;
+    snprintf(path, sizeof(path), "%s/%s", dir, ok ? name : "");
+    if (!ok || sscanf(name, "ckpt_%d.bin", &s) != 1 || file_size(path) < 0) {
+        sprintf(why, "LATEST names '%s', which is not there", ok ? name : "");
+        return -1;
+    }
+    return s;
+}
+
+static int read_ckpt_params(const char* path, float** params, size_t* n) {
+    FILE* f = fopen(path, "rb");
+    int32_t h[256];
+    if (!f || fread(h, 4, 256, f) != 256) { if (f) fclose(f); return 0; }
+    *n = ckpt_header_n_full(h);
+    *params = (float*)xmalloc(sizeof(float) * *n);
+    int ok = fread(*params, sizeof(float), *n, f) == *n;
+    fclose(f);
+    return ok;
+}
+
+// Worst relative difference over tensors of two checkpoints (||a-b|| / ||a||), or 1e30.
+static double ckpt_param_diff(const char* a_path, const char* b_path, const char* model_flags) {
+    float *a = NULL, *b = NULL;
+    size_t na = 0, nb = 0;
+    double worst = 1e30;
+    if (read_ckpt_params(a_path, &a, &na) && read_ckpt_params(b_path, &b, &nb) && na == nb) {
+        ModelConfig c;
+        ParamLayout* P = (ParamLayout*)xmalloc(sizeof(ParamLayout));
+        model_of(model_flags, &c, P);
+        worst = P->n_full == na ? 0 : 1e30;
+        for (int i = 0; i < P->n && worst < 1e30; i++) {
+            const Tensor* t = &P->t[i];
+            double d = 0, nrm = 0;
+            for (size_t k = t->full_offset; k < t->full_offset + t->size; k++)
+                d += ((double)a[k] - b[k]) * ((double)a[k] - b[k]), nrm += (double)a[k] * a[k];
+            double rel = nrm > 0 ? sqrt(d / nrm) : sqrt(d);
+            if (rel > worst) worst = rel;
+        }
+        free(P);
+    }
+    free(a);
+    free(b);
+    return worst;
+}
+
+// Steps first..last of g against the reference: bitwise (exact) or within TOL. Returns 1
+// if all match; why gets the first mismatch.
+static int losses_match(const Log* ref, const Log* g, int first, int last, int exact, char* why, double* worst) {
+    *worst = 0;
+    for (int s = first; s <= last; s++) {
+        if (!g->loss[s][0] || !ref->loss[s][0]) { sprintf(why, "step %d missing from a log", s); return 0; }
+        if (exact && strcmp(g->loss[s], ref->loss[s])) {
+            sprintf(why, "step %d loss %s, uninterrupted run %s", s, g->loss[s], ref->loss[s]);
+            return 0;
+        }
+        double rel = fabs(atof(g->loss[s]) - atof(ref->loss[s])) / fabs(atof(ref->loss[s]));
+        if (rel > *worst) *worst = rel;
+        if (!exact && !(rel <= TOL)) { sprintf(why, "step %d loss %s vs %s (rel %.1e)", s, g->loss[s], ref->loss[s], rel); return 0; }
+    }
+    return 1;
+}
+
+static void fresh_dir(const char* dir) { sh("rm -rf %s && mkdir -p %s", dir, dir); }
+
+// ----------------------------------------------------------------------------
+// 1. SIGKILL and exact resume (1 rank)
+
+#define REF_STEPS 12
+static Log ref;                 // uninterrupted 1-rank gpt2 run, --ckpt-every 2
+static Log ref_llama;
+
+static int reference(const char* tag, const char* model_flags, Log* g) {
+    char dir[256], cmd[4096], out[300], log[300];
+    snprintf(dir, sizeof(dir), ROOT "/%s", tag);
+    fresh_dir(dir);
+    snprintf(out, sizeof(out), "%s/out.txt", dir);
+    snprintf(log, sizeof(log), "%s/log.jsonl", dir);
+    snprintf(cmd, sizeof(cmd), TRAIN "%s --steps %d --ckpt-every 2 --ckpt-keep 100 --log %s --ckpt-dir %s", model_flags,
+             REF_STEPS, log, dir);
+    double t0 = now_s();
+    int rc = run(cmd, out);
+    int ok = rc == 0 && log_read(log, g) == REF_STEPS;
+    double drop = ok ? atof(g->loss[1]) - atof(g->loss[REF_STEPS]) : 0;
+    ok = ok && drop > 0.05;  // equal losses prove little unless the model learns
+    result(ok, tag, "exit %d, loss %s -> %s over %d steps (%.1f s)", rc, g->loss[1], g->loss[REF_STEPS], REF_STEPS, now_s() - t0);
+    return ok;
+}
+
+// Resume the run in dir with --resume auto; its losses after the resume point must be the
+// reference's, bit for bit. expect_step: the step it must resume from (-1: any).
+static void resume_and_compare(const char* tag, const char* dir, int expect_step, const char* extra) {
+    char cmd[4096], out[300], log[300], why[1024] = "";
+    snprintf(out, sizeof(out), "%s/resume_out.txt", dir);
+    snprintf(log, sizeof(log), "%s/resume_log.jsonl", dir);
+    snprintf(cmd, sizeof(cmd), TRAIN "--steps %d --ckpt-every 2 --log %s --ckpt-dir %s --resume auto %s", REF_STEPS, log, dir, extra);
+    int rc = run(cmd, out);
+    int s = resumed_step(out);
+    Log g;
+    log_read(log, &g);
+    double worst;
+    int ok = rc == 0 && s >= 0 && (expect_step < 0 || s == expect_step) && g.first == s + 1 && g.last == REF_STEPS &&
+             g.n == REF_STEPS - s && losses_match(&ref, &g, s + 1, REF_STEPS, 1, why, &worst);
+    result(ok, tag, "resume exit %d from step %d%s, steps %d..%d bitwise equal%s%s", rc, s,
+           expect_step >= 0 && s != expect_step ? " (expected another)" : "", s + 1, REF_STEPS, *why ? "; " : "", why);
+}
+
+static void kill_after_step(int k) {
+    char tag[64], dir[256], cmd[4096], out[300], log[300], why[512] = "";
+    snprintf(tag, sizeof(tag), "sigkill_after_step%d", k);
+    snprintf(dir, sizeof(dir), ROOT "/%s", tag);
+    fresh_dir(dir);
+    snprintf(out, sizeof(out), "%s/out.txt", dir);
+    snprintf(log, sizeof(log), "%s/log.jsonl", dir);
+    snprintf(cmd, sizeof(cmd), TRAIN "--steps %d --ckpt-every 2 --log %s --ckpt-dir %s", REF_STEPS, log, dir);
+    pid_t pid = spawn(cmd, out);
+    int reached = wait_log(log, k, pid, 60);
+    kill(pid, SIGKILL);
+    int rc = wait_for(pid, 10);
+    Log g;
+    log_read(log, &g);
+    int latest = ckpt_dir_check(dir, FLAGS, why);
+    int ok = reached && rc == 128 + SIGKILL && latest >= 0 && g.last < REF_STEPS;
+    result(ok, tag, "killed after step %d (exit %d), LATEST step %d, checkpoints complete%s%s", g.last, rc, latest, *why ? "; " : "", why);
+    if (ok) resume_and_compare(tag, dir, latest > 0 ? latest : -1, "");
+}
+
+// Kill the run the moment file `target` (in dir) has grown past min_bytes while being
+// written (inotify), once file `after` (in dir, NULL: none) exists: in the middle of a
+// checkpoint or manifest write.
+static void kill_during_write(const char* tag, const char* target, long long min_bytes, const char* after) {
+    char dir[256], cmd[4096], out[300], log[300], why[512] = "", tpath[512];
+    snprintf(dir, sizeof(dir), ROOT "/%s", tag);
+    fresh_dir(dir);
+    snprintf(out, sizeof(out), "%s/out.txt", dir);
+    snprintf(log, sizeof(log), "%s/log.jsonl", dir);
+    snprintf(tpath, sizeof(tpath), "%s/%s", dir, target);
+    char apath[512];
+    snprintf(apath, sizeof(apath), "%s/%s", dir, after ? after : "");
+    int fd = inotify_init1(IN_NONBLOCK);
+    if (fd < 0 || inotify_add_watch(fd, dir, IN_CREATE | IN_MODIFY) < 0) { result(0, tag, "inotify: %s", strerror(errno)); return; }
+    snprintf(cmd, sizeof(cmd), TRAIN "--steps %d --ckpt-every 2 --log %s --ckpt-dir %s", REF_STEPS, log, dir);
+    pid_t pid = spawn(cmd, out);
+    int hit = 0;
+    long long size_at_kill = -1;
+    double t0 = now_s();
+    char buf[8192] __attribute__((aligned(8)));
+    while (!hit && now_s() - t0 < 60) {
+        struct pollfd p = {fd, POLLIN, 0};
+        if (poll(&p, 1, 100) <= 0) {
+            if (waitpid(pid, NULL, WNOHANG) == pid) break;
+            continue;
+        }
+        ssize_t n = read(fd, buf, sizeof(buf));
+        for (char* q = buf; n > 0 && q < buf + n && !hit;) {
+            struct inotify_event* ev = (struct inotify_event*)q;
+            if (ev->len && !strcmp(ev->name, target) && file_size(tpath) >= min_bytes && (!after || file_size(apath) >= 0)) {
+                kill(pid, SIGKILL);
+                hit = 1;
+            }
+            q += sizeof(struct inotify_event) + ev->len;
+        }
+    }
+    close(fd);
+    if (!hit) kill(pid, SIGKILL);
+    int rc = wait_for(pid, 10);
+    size_at_kill = file_size(tpath);
+    int latest = ckpt_dir_check(dir, FLAGS, why);
+    // the write must still have been under way: the temp file left behind
+    int ok = hit && rc == 128 + SIGKILL && size_at_kill >= 0 && latest >= 0;
+    result(ok, tag, "killed while %s was %lld bytes (exit %d); LATEST step %d; final names complete%s%s", target, size_at_kill,
+           rc, latest, *why ? "; " : "", why);
+    if (!ok) return;
+    // The directory scan (no manifest) must ignore the .tmp as well: resume a copy without LATEST.
+    char copy[300];
+    snprintf(copy, sizeof(copy), "%s_nolatest", dir);
+    sh("rm -rf %s && cp -r %s %s && rm -f %s/LATEST", copy, dir, copy, copy);
+    int highest = 0;
+    DIR* d = opendir(copy);
+    struct dirent* e;
+    while (d && (e = readdir(d))) {
+        int s;
+        if (sscanf(e->d_name, "ckpt_%d.bin", &s) == 1 && strlen(e->d_name) == 17 && s > highest) highest = s;
+    }
+    if (d) closedir(d);
+    resume_and_compare(tag, dir, latest, "");
+    char tag2[128];
+    snprintf(tag2, sizeof(tag2), "%s_no_manifest", tag);
+    resume_and_compare(tag2, copy, highest, "");
+}
+
+static void suite_sigkill(void) {
+    if (!reference("ref_gpt2_1rank", "", &ref)) return;
+    kill_after_step(3);
+    kill_after_step(7);
+    // checkpoint 6 half written: 1024 + 12 * n_full bytes in all
+    ModelConfig c;
+    ParamLayout* P = (ParamLayout*)xmalloc(sizeof(ParamLayout));
+    model_of(FLAGS, &c, P);
+    long long full = 1024 + 12LL * P->n_full;
+    free(P);
+    kill_during_write("sigkill_mid_checkpoint_write", "ckpt_00000006.bin.tmp", full / 2, NULL);
+    kill_during_write("sigkill_mid_manifest_write", "LATEST.tmp", 0, "ckpt_00000004.bin");  // 4 renamed, LATEST still 2
+}
+
+// ----------------------------------------------------------------------------
+// 2. SIGTERM / SIGINT
+
+static void signal_1rank(int sig, const char* name) {
+    char tag[64], dir[256], cmd[4096], out[300], log[300], why[512] = "";
+    snprintf(tag, sizeof(tag), "%s_1rank", name);
+    snprintf(dir, sizeof(dir), ROOT "/%s", tag);
+    fresh_dir(dir);
+    snprintf(out, sizeof(out), "%s/out.txt", dir);
+    snprintf(log, sizeof(log), "%s/log.jsonl", dir);
+    // --steps 200 and no --ckpt-every: only the signal writes a checkpoint before the end
+    snprintf(cmd, sizeof(cmd), TRAIN "--steps 200 --log %s --ckpt-dir %s", log, dir);
+    pid_t pid = spawn(cmd, out);
+    int reached = wait_log(log, 2, pid, 60);
+    kill(pid, sig);
+    int rc = wait_for(pid, 30);
+    if (rc < 0) kill_group(pid);
+    Log g;
+    log_read(log, &g);
+    int latest = ckpt_dir_check(dir, FLAGS, why);
+    char said[64];
+    snprintf(said, sizeof(said), "stopped by signal after step %d", g.last);
+    int ok = reached && rc == 130 && latest == g.last && file_has(out, said);
+    result(ok, tag, "exit %d after step %d, checkpoint step %d, '%s' %s%s%s", rc, g.last, latest, said,
+           file_has(out, said) ? "printed" : "missing", *why ? "; " : "", why);
+    if (ok && latest < REF_STEPS) resume_and_compare(tag, dir, latest, "");
+}
+
+// tp2 x pp2: SIGTERM to mpirun (Open MPI forwards it to the ranks), then to one rank only
+// (ckpt_stop_requested is a MAX over the world, so one rank's signal stops all).
+static void signal_4rank(const char* tag, int to_one_rank) {
+    char dir[256], cmd[4096], out[300], log[300], why[512] = "";
+    snprintf(dir, sizeof(dir), ROOT "/%s", tag);
+    fresh_dir(dir);
+    snprintf(out, sizeof(out), "%s/out.txt", dir);
+    snprintf(log, sizeof(log), "%s/log.jsonl", dir);
+    snprintf(cmd, sizeof(cmd), TRAIN "--tp 2 --pp 2 --steps 200 --log %s --ckpt-dir %s", log, dir);
+    pid_t pid = spawn(cmd, out);
+    int reached = wait_log(log, 2, pid, 90);
+    pid_t ranks[16];
+    int nr = rank_pids(pid, ranks, 16);
+    if (to_one_rank && nr > 0) kill(ranks[nr - 1], SIGTERM);
+    else kill(pid, SIGTERM);
+    double t0 = now_s();
+    int rc = wait_for(pid, 60);
+    double dt = now_s() - t0;
+    if (rc < 0) kill_group(pid);
+    Log g;
+    log_read(log, &g);
+    int latest = ckpt_dir_check(dir, FLAGS, why);
+    int ok = reached && rc > 0 && latest > 0 && latest >= g.last - 1 && file_has(out, "stopped by signal");
+    result(ok, tag, "%s: exit %d in %.1f s after step %d, checkpoint step %d, 'stopped by signal' %s%s%s",
+           to_one_rank ? "SIGTERM to one rank" : "SIGTERM to mpirun", rc, dt, g.last, latest,
+           file_has(out, "stopped by signal") ? "printed" : "missing", *why ? "; " : "", why);
+    if (!(latest > 0 && latest + 2 <= REF_STEPS)) return;
+    // resumable: 2 more steps under the same layout, within TOL of the 1-rank run
+    char out2[300], log2[300], tag2[128];
+    snprintf(out2, sizeof(out2), "%s/resume_out.txt", dir);
+    snprintf(log2, sizeof(log2), "%s/resume_log.jsonl", dir);
+    snprintf(cmd, sizeof(cmd), TRAIN "--tp 2 --pp 2 --steps %d --log %s --ckpt-dir %s --resume auto", latest + 2, log2, dir);
+    int rc2 = run(cmd, out2);
+    Log g2;
+    log_read(log2, &g2);
+    double worst = 0;
+    why[0] = 0;
+    int ok2 = rc2 == 0 && resumed_step(out2) == latest && losses_match(&ref, &g2, latest + 1, latest + 2, 0, why, &worst);
+    snprintf(tag2, sizeof(tag2), "%s_resume", tag);
+    result(ok2, tag2, "exit %d, steps %d..%d loss rel %.1e vs the 1-rank run%s%s", rc2, latest + 1, latest + 2, worst, *why ? "; " : "", why);
+}
+
+// ----------------------------------------------------------------------------
+// 3. Resharding: steps 1..4 under layout A, 5..8 under layout B.
+
+static void reshard(const char* tag, const char* model_flags, const Log* r, const char* ref_dir, const char* from, const char* to) {
+    char dir[256], cmd[4096], out[300], log[300], why[512] = "", mflags[1024];
+    snprintf(dir, sizeof(dir), ROOT "/reshard_%s", tag);
+    fresh_dir(dir);
+    snprintf(out, sizeof(out), "%s/out1.txt", dir);
+    snprintf(log, sizeof(log), "%s/log1.jsonl", dir);
+    snprintf(cmd, sizeof(cmd), TRAIN "%s %s --steps 4 --log %s --ckpt-dir %s", model_flags, from, log, dir);
+    double t0 = now_s();
+    int rc1 = run(cmd, out);
+    snprintf(out, sizeof(out), "%s/out2.txt", dir);
+    snprintf(log, sizeof(log), "%s/log2.jsonl", dir);
+    snprintf(cmd, sizeof(cmd), TRAIN "%s %s --steps 8 --log %s --ckpt-dir %s --resume auto", model_flags, to, log, dir);
+    int rc2 = rc1 == 0 ? run(cmd, out) : -1;
+    Log g;
+    log_read(log, &g);
+    double worst_loss = 0;
+    int ok = rc1 == 0 && rc2 == 0 && resumed_step(out) == 4 && g.first == 5 && losses_match(r, &g, 5, 8, 0, why, &worst_loss);
+    char a[600], b[600];
+    snprintf(a, sizeof(a), "%s/ckpt_00000008.bin", ref_dir);
+    snprintf(b, sizeof(b), "%s/ckpt_00000008.bin", dir);
+    snprintf(mflags, sizeof(mflags), FLAGS " %s", model_flags);
+    double worst_param = ok ? ckpt_param_diff(a, b, mflags) : 1e30;
+    ok = ok && worst_param <= TOL;
+    char name[128];
+    snprintf(name, sizeof(name), "reshard_%s", tag);
+    result(ok, name, "[%s] -> [%s]: exits %d %d, steps 5..8 loss rel %.1e, params rel %.1e (%.1f s)%s%s", from, to, rc1, rc2,
+           worst_loss, worst_param, now_s() - t0, *why ? "; " : "", why);
+}
+
+// ----------------------------------------------------------------------------
+// 4. One rank of eight killed
+
+static void rank_killed(void) {
+    const char* tag = "rank_sigkill_dp2_tp2_pp2";
+    char dir[256], cmd[4096], out[300], log[300], why[512] = "";
+    snprintf(dir, sizeof(dir), ROOT "/%s", tag);
+    fresh_dir(dir);
+    snprintf(out, sizeof(out), "%s/out.txt", dir);
+    snprintf(log, sizeof(log), "%s/log.jsonl", dir);
+    const double timeout = 20, margin = 15;
+    snprintf(cmd, sizeof(cmd), TRAIN "--dp 2 --tp 2 --pp 2 --timeout-s %.0f --steps 1000 --ckpt-every 1 --log %s --ckpt-dir %s",
+             timeout, log, dir);
+    pid_t pid = spawn(cmd, out);
+    int reached = wait_log(log, 2, pid, 120);
+    pid_t ranks[16];
+    int nr = rank_pids(pid, ranks, 16);
+    usleep(50000);  // into the next step
+    pid_t victim = nr > 0 ? ranks[nr / 2] : 0;
+    if (victim) kill(victim, SIGKILL);
+    double t0 = now_s();
+    int rc = wait_for(pid, timeout + margin);
+    pid_t left[64];
+    int n_left;
+    while ((n_left = pids_matching(dir, left, 64)) > 0 && now_s() - t0 < timeout + margin) usleep(50000);
+    double gone = now_s() - t0;
+    if (rc < 0 || n_left) {
+        kill_group(pid);
+        for (int i = 0; i < n_left; i++) kill(left[i], SIGKILL);
+    }
+    int latest = ckpt_dir_check(dir, FLAGS, why);
+    int ok = reached && nr == 8 && rc > 0 && n_left == 0 && latest > 0;
+    result(ok, tag, "%d ranks, killed pid %d: launcher exit %d, all processes gone after %.1f s (limit %.0f), %d left; LATEST step %d%s%s",
+           nr, (int)victim, rc, gone, timeout + margin, n_left, latest, *why ? "; " : "", why);
+    if (latest <= 0) return;
+    // the last complete checkpoint resumes on one rank and trains a step
+    char out2[300], log2[300], name[128];
+    snprintf(out2, sizeof(out2), "%s/resume_out.txt", dir);
+    snprintf(log2, sizeof(log2), "%s/resume_log.jsonl", dir);
+    snprintf(cmd, sizeof(cmd), TRAIN "--steps %d --log %s --ckpt-dir %s --resume auto", latest + 1, log2, dir);
+    int rc2 = run(cmd, out2);
+    Log g;
+    log_read(log2, &g);
+    double worst = 0;
+    why[0] = 0;
+    int match = latest + 1 > REF_STEPS || losses_match(&ref, &g, latest + 1, latest + 1, 0, why, &worst);
+    int ok2 = rc2 == 0 && resumed_step(out2) == latest && g.n == 1 && isfinite(atof(g.loss[latest + 1])) && match;
+    snprintf(name, sizeof(name), "%s_resume_1rank", tag);
+    result(ok2, name, "exit %d, step %d loss %s (rel %.1e vs the 1-rank run)%s%s", rc2, latest + 1, g.loss[latest + 1], worst,
+           *why ? "; " : "", why);
+}
+
+// ----------------------------------------------------------------------------
+// 5. Bad inputs
+
+#define BAD ROOT "/bad"
+
+static void write_bytes(const char* name, const void* p, size_t n) {
+    char path[512];
+    snprintf(path, sizeof(path), BAD "/%s", name);
+    FILE* f = fopen(path, "wb");
+    if (!f || fwrite(p, 1, n, f) != n || fclose(f)) fail("cannot write %s", path);
+}
+
+static void write_shard(const char* name, int magic, int version, int count, int n_tokens, int bad_token) {
+    size_t n = 1024 + 2 * (size_t)n_tokens;
+    uint8_t* b = (uint8_t*)xcalloc(n, 1);
+    int32_t* h = (int32_t*)b;
+    h[0] = magic, h[1] = version, h[2] = count;
+    uint16_t* t = (uint16_t*)(b + 1024);
+    for (int i = 0; i < n_tokens; i++) t[i] = (uint16_t)('a' + i % 26);
+    if (bad_token >= 0 && n_tokens > 10) t[10] = (uint16_t)bad_token;
+    write_bytes(name, b, n);
+    free(b);
+}
+
+static void write_tokenizer(const char* name, uint32_t magic, uint32_t version, uint32_t vocab, int entries, int empty_at) {
+    size_t n = 1024 + 4 * (size_t)entries;
+    uint8_t* b = (uint8_t*)xcalloc(n, 1);
+    uint32_t* h = (uint32_t*)b;
+    h[0] = magic, h[1] = version, h[2] = vocab, h[3] = 256;
+    size_t k = 1024;
+    for (int i = 0; i < entries; i++) {
+        b[k++] = i == empty_at ? 0 : 3;
+        if (i != empty_at) b[k++] = 'x', b[k++] = 'y', b[k++] = 'z';
+    }
+    write_bytes(name, b, k);
+    free(b);
+}
+
+// Copy the good checkpoint with one header int (index k) set to v (k < 0: unchanged),
+// truncated to `size` bytes (< 0: whole), and a NaN at float `nan_at` of the params (< 0: none).
+static void write_ckpt(const char* name, const char* good, int k, int32_t v, long long size, long long nan_at) {
+    FILE* f = fopen(good, "rb");
+    long long n = file_size(good);
+    if (!f || n < 1024) fail("no good checkpoint %s", good);
+    uint8_t* b = (uint8_t*)xmalloc(n);
+    if (fread(b, 1, n, f) != (size_t)n) fail("cannot read %s", good);
+    fclose(f);
+    if (k >= 0) ((int32_t*)b)[k] = v;
+    if (nan_at >= 0) { float x = NAN; memcpy(b + 1024 + 4 * nan_at, &x, 4); }
+    char dirname[512];
+    snprintf(dirname, sizeof(dirname), BAD "/%s", name);
+    sh("mkdir -p %s", dirname);
+    char path[600];
+    snprintf(path, sizeof(path), "%s/ckpt.bin", name);
+    write_bytes(path, b, size >= 0 && size < n ? size : n);
+    free(b);
+}
+
+typedef struct { const char* name; const char* args; const char* needle; int rc; } BadCase;
+
+// One run of a bad input: exit rc, exactly one "error:" line, which names the problem;
+// no signal; nothing from a sanitizer.
+static void bad_case(const char* bin, const BadCase* k) {
+    char cmd[4096], out[512], name[160];
+    snprintf(name, sizeof(name), "%s%s", strstr(bin, "asan") ? "asan_" : "bad_", k->name);
+    snprintf(out, sizeof(out), BAD "/out_%s.txt", name);
+    snprintf(cmd, sizeof(cmd), "ASAN_OPTIONS=detect_leaks=0 UBSAN_OPTIONS=print_stacktrace=1 OMP_NUM_THREADS=1 %s %s", bin, k->args);
+    int rc = run(cmd, out);
+    FILE* f = fopen(out, "r");
+    char line[4096], first_error[4096] = "";
+    int n_error = 0, sanitizer = 0;
+    while (f && fgets(line, sizeof(line), f)) {
+        if (!strncmp(line, "error:", 6)) {
+            if (!n_error++) snprintf(first_error, sizeof(first_error), "%s", line);
+        }
+        if (strstr(line, "Sanitizer") || strstr(line, "runtime error:")) sanitizer = 1;
+    }
+    if (f) fclose(f);
+    first_error[strcspn(first_error, "\n")] = 0;
+    int named = strstr(first_error, k->needle) != NULL;
+    int ok = rc == k->rc && n_error == 1 && named && !sanitizer;
+    result(ok, name, "exit %d%s, %d error line%s%s%s%s%s", rc, rc >= 128 ? " (killed by a signal)" : "", n_error, n_error == 1 ? "" : "s",
+           named ? "" : " (expected one naming '", named ? "" : k->needle, named ? "" : "')", sanitizer ? ", SANITIZER REPORT (see output)" : "");
+    if (!ok) printf("     %s\n     -> %s\n", cmd, first_error);
+}
+
+static int build_asan(void) {
+    if (file_size("train_asan") > 0) return 1;
+    printf("building train_asan (mpicc -O1 -g -fsanitize=address,undefined) ...\n");
+    fflush(stdout);
+    return sh("mpicc -O1 -g -fsanitize=address,undefined -fno-omit-frame-pointer -fopenmp -std=gnu11 -o train_asan train_gpt.c -lm "
+              "> " ROOT "/asan_build.txt 2>&1") == 0;
+}
+
+static void suite_bad_inputs(void) {
+    fresh_dir(BAD);
+    // data files
+    write_shard("shard_ok.bin", SHARD_MAGIC, 1, 2000, 2000, -1);
+    write_shard("shard_trunc_header.bin", SHARD_MAGIC, 1, 2000, 0, -1);
+    sh("head -c 600 " BAD "/shard_ok.bin > " BAD "/shard_short_header.bin");
+    sh("head -c 3000 " BAD "/shard_ok.bin > " BAD "/shard_trunc_body.bin");
+    write_shard("shard_magic.bin", 12345, 1, 2000, 2000, -1);
+    write_shard("shard_version.bin", SHARD_MAGIC, 7, 2000, 2000, -1);
+    write_shard("shard_huge_count.bin", SHARD_MAGIC, 1, 0x7fffffff, 2000, -1);
+    write_shard("shard_negative_count.bin", SHARD_MAGIC, 1, -5, 2000, -1);
+    write_shard("shard_zero_count.bin", SHARD_MAGIC, 1, 0, 0, -1);
+    write_shard("shard_token_range.bin", SHARD_MAGIC, 1, 2000, 2000, 300);
+    write_shard("shard_too_short.bin", SHARD_MAGIC, 1, 20, 20, -1);
+    write_bytes("empty.txt", "", 0);
+    write_bytes("short.txt", "hello", 5);
+    sh("mkdir -p " BAD "/a_dir.txt");
+    // tokenizers
+    write_tokenizer("tok_ok.bin", TOKENIZER_MAGIC, 2, 300, 300, -1);
+    write_bytes("tok_short_header.bin", "abc", 3);
+    write_tokenizer("tok_magic.bin", 99, 2, 300, 300, -1);
+    write_tokenizer("tok_version.bin", TOKENIZER_MAGIC, 9, 300, 300, -1);
+    write_tokenizer("tok_vocab_zero.bin", TOKENIZER_MAGIC, 2, 0, 300, -1);
+    write_tokenizer("tok_vocab_huge.bin", TOKENIZER_MAGIC, 2, 4000000000u, 300, -1);
+    write_tokenizer("tok_truncated.bin", TOKENIZER_MAGIC, 2, 300, 100, -1);
+    write_tokenizer("tok_empty_entry.bin", TOKENIZER_MAGIC, 2, 300, 300, 5);
+    // planner device files
+    write_bytes("dev_unknown_key.txt", "warp_speed = 9\n", 15);
+    write_bytes("dev_bad_value.txt", "hbm_gbps = fast\n", 16);
+    write_bytes("dev_no_equals.txt", "hbm_gbps 3000\n", 14);
+    write_bytes("dev_base_late.txt", "hbm_gbps = 3000\nbase = h100-sxm\n", 32);
+    write_bytes("dev_base_unknown.txt", "base = abacus\n", 14);
+    write_bytes("dev_missing_value.txt", "hbm_gbps =\n", 11);
+    {
+        char longline[2000];
+        memset(longline, 'x', sizeof(longline));
+        longline[sizeof(longline) - 1] = '\n';
+        write_bytes("dev_long_line.txt", longline, sizeof(longline));
+    }
+    // checkpoints: a good one from a 1-step run, then corruptions of it
+    char cmd[2048];
+    snprintf(cmd, sizeof(cmd), TRAIN "--steps 1 --ckpt-dir " BAD "/good");
+    int rc = run(cmd, BAD "/good_out.txt");
+    const char* good = BAD "/good/ckpt_00000001.bin";
+    if (rc != 0 || file_size(good) < 0) { result(0, "bad_inputs_setup", "the good checkpoint run exited %d", rc); return; }
+    long long gsize = file_size(good);
+    write_ckpt("ck_truncated", good, -1, 0, gsize / 2, -1);
+    write_ckpt("ck_short_header", good, -1, 0, 100, -1);
+    write_ckpt("ck_magic", good, CK_MAGIC, 1234, -1, -1);
+    write_ckpt("ck_version", good, CK_VERSION, 9, -1, -1);
+    write_ckpt("ck_n_full_huge", good, CK_N_FULL_HI, 0x7fffffff, -1, -1);
+    write_ckpt("ck_negative_step", good, CK_STEP, -7, -1, -1);
+    write_ckpt("ck_nan", good, -1, 0, -1, 1000);
+    write_ckpt("ck_grown", good, -1, 0, -1, -1);
+    sh("head -c 4 /dev/zero >> " BAD "/ck_grown/ckpt.bin");
+    sh("mkdir -p " BAD "/ck_empty_dir " BAD "/ck_dangling && echo ckpt_00000099.bin > " BAD "/ck_dangling/LATEST");
+    sh("mkdir -p " BAD "/ck_garbage_latest && cp %s " BAD "/ck_garbage_latest/ckpt_00000001.bin && printf '\\001\\002' > " BAD
+       "/ck_garbage_latest/LATEST", good);
+    write_bytes("a_file", "x", 1);
+    write_bytes("llmc_garbage.bin", "not a checkpoint at all", 23);
+
+    static const BadCase cases[] = {
+        // data
+        {"shard_short_header", "--data " BAD "/shard_short_header.bin", "truncated header", 1},
+        {"shard_trunc_body", "--data " BAD "/shard_trunc_body.bin", "header says", 1},
+        {"shard_magic", "--data " BAD "/shard_magic.bin", "bad magic", 1},
+        {"shard_version", "--data " BAD "/shard_version.bin", "unsupported version", 1},
+        {"shard_huge_count", "--data " BAD "/shard_huge_count.bin", "header says 2147483647 tokens", 1},
+        {"shard_negative_count", "--data " BAD "/shard_negative_count.bin", "bad token count", 1},
+        {"shard_zero_count", "--data " BAD "/shard_zero_count.bin", "bad token count", 1},
+        {"shard_token_range", "--data " BAD "/shard_token_range.bin", "token id 300", 1},
+        {"shard_too_short", "--data " BAD "/shard_too_short.bin", "fewer than seq-len+1", 1},
+        {"shard_glob_no_match", "--data '" BAD "/nothing_*.bin'", "no file matches", 1},
+        {"shard_missing", "--data " BAD "/missing.bin", "no file matches", 1},
+        {"text_missing", "--data " BAD "/missing.txt", "cannot open data file", 1},
+        {"text_empty", "--data " BAD "/empty.txt", "is empty", 1},
+        {"text_short", "--data " BAD "/short.txt", "fewer than seq-len+1", 1},
+        {"text_is_dir", "--data " BAD "/a_dir.txt", "a_dir.txt", 1},
+        {"text_small_vocab", "--data " BAD "/short.txt --vocab 100", "needs vocab >= 256", 1},
+        {"val_missing", "--val-data " BAD "/missing.bin", "no file matches", 1},
+        // flags
+        {"flag_steps_abc", "--steps abc", "--steps: expected an integer", 1},
+        {"flag_steps_trailing", "--steps 12x", "--steps: expected an integer", 1},
+        {"flag_steps_overflow", "--steps 99999999999999999999", "--steps: expected an integer", 1},
+        {"flag_lr_abc", "--lr fast", "--lr: expected a number", 1},
+        {"flag_lr_nan", "--lr nan", "--lr: expected a number", 1},
+        {"flag_lr_negative", "--lr -1", "--lr must be in", 1},
+        {"flag_micro_batch_negative", "--micro-batch -8", "--micro-batch must be in", 1},
+        {"flag_n_layer_zero", "--n-layer 0", "--n-layer must be in", 1},
+        {"flag_d_model_negative", "--d-model -64", "--d-model must be in", 1},
+        {"flag_d_model_indivisible", "--d-model 66", "not divisible by --n-head", 1},
+        {"flag_seed_negative", "--seed -1", "--seed must be >= 0", 1},
+        {"flag_no_value", "--steps", "needs a value", 1},
+        {"flag_unknown", "--warp 9", "unknown flag --warp", 1},
+        {"flag_positional", "stray", "unexpected argument 'stray'", 1},
+        {"flag_model_unknown", "--model gpt5", "unknown preset 'gpt5'", 1},
+        {"flag_schedule_bad", "--schedule zigzag", "--schedule must be", 1},
+        {"flag_timeout_zero", "--timeout-s 0", "--timeout-s must be in", 1},
+        {"layout_tp3", "--tp 3", "layout:", 1},
+        {"layout_global_batch", "--dp 1 --global-batch 33", "layout:", 1},
+        {"layout_zero_no_dp", "--zero 1", "layout:", 1},
+        // checkpoints
+        {"ckpt_truncated", "--resume " BAD "/ck_truncated/ckpt.bin", "truncated or corrupt", 1},
+        {"ckpt_grown", "--resume " BAD "/ck_grown/ckpt.bin", "truncated or corrupt", 1},
+        {"ckpt_short_header", "--resume " BAD "/ck_short_header/ckpt.bin", "truncated header", 1},
+        {"ckpt_magic", "--resume " BAD "/ck_magic/ckpt.bin", "bad magic 1234", 1},
+        {"ckpt_version", "--resume " BAD "/ck_version/ckpt.bin", "unsupported version 9", 1},
+        {"ckpt_n_full_huge", "--resume " BAD "/ck_n_full_huge/ckpt.bin", "parameters", 1},
+        {"ckpt_negative_step", "--resume " BAD "/ck_negative_step/ckpt.bin", "negative step", 1},
+        {"ckpt_nan", "--resume " BAD "/ck_nan/ckpt.bin", "non-finite", 1},
+        {"ckpt_other_shape_layers", "--n-layer 3 --resume " BAD "/good/ckpt_00000001.bin", "n_layer is 4 in the checkpoint but 3", 1},
+        {"ckpt_other_shape_width", "--d-model 32 --resume " BAD "/good/ckpt_00000001.bin", "d_model", 1},
+        {"ckpt_other_arch", "--model llama-tiny --resume " BAD "/good/ckpt_00000001.bin", "arch", 1},
+        {"ckpt_other_global_batch", "--global-batch 16 --resume " BAD "/good/ckpt_00000001.bin", "data order", 1},
+        {"ckpt_missing", "--resume " BAD "/missing.bin", "cannot open", 1},
+        {"ckpt_auto_no_dir", "--resume auto", "needs --ckpt-dir", 1},
+        {"ckpt_auto_empty_dir", "--resume auto --ckpt-dir " BAD "/ck_empty_dir", "no checkpoint", 1},
+        {"ckpt_auto_missing_dir", "--resume auto --ckpt-dir " BAD "/no_such_dir", "cannot open --ckpt-dir", 1},
+        {"ckpt_auto_dangling_latest", "--resume auto --ckpt-dir " BAD "/ck_dangling", "ckpt_00000099.bin", 1},
+        {"ckpt_auto_garbage_latest", "--resume auto --ckpt-dir " BAD "/ck_garbage_latest", "cannot open", 1},
+        {"ckpt_dir_is_file", "--steps 1 --ckpt-dir " BAD "/a_file", "cannot write", 1},
+        {"import_llmc_garbage", "--import-llmc " BAD "/llmc_garbage.bin", "llmc_garbage.bin", 1},
+        {"import_llmc_missing", "--import-llmc " BAD "/missing.bin", "missing.bin", 1},
+        // tokenizer
+        {"tok_missing", "--tokenizer " BAD "/missing.tok", "cannot open tokenizer", 1},
+        {"tok_short_header", "--tokenizer " BAD "/tok_short_header.bin", "truncated header", 1},
+        {"tok_magic", "--tokenizer " BAD "/tok_magic.bin", "bad magic", 1},
+        {"tok_version", "--tokenizer " BAD "/tok_version.bin", "unsupported version", 1},
+        {"tok_vocab_zero", "--tokenizer " BAD "/tok_vocab_zero.bin", "implausible vocab", 1},
+        {"tok_vocab_huge", "--tokenizer " BAD "/tok_vocab_huge.bin", "implausible vocab", 1},
+        {"tok_truncated", "--tokenizer " BAD "/tok_truncated.bin", "truncated", 1},
+        {"tok_empty_entry", "--tokenizer " BAD "/tok_empty_entry.bin", "empty entry 5", 1},
+        // planner device file
+        {"plan_device_missing", "--plan --device-file " BAD "/missing.dev", "cannot open device file", 1},
+        {"plan_device_unknown_key", "--plan --device-file " BAD "/dev_unknown_key.txt", "unknown key 'warp_speed'", 1},
+        {"plan_device_bad_value", "--plan --device-file " BAD "/dev_bad_value.txt", "hbm_gbps", 1},
+        {"plan_device_no_equals", "--plan --device-file " BAD "/dev_no_equals.txt", "expected 'key = value'", 1},
+        {"plan_device_base_late", "--plan --device-file " BAD "/dev_base_late.txt", "'base' must be the first key", 1},
+        {"plan_device_base_unknown", "--plan --device-file " BAD "/dev_base_unknown.txt", "unknown device 'abacus'", 1},
+        {"plan_device_missing_value", "--plan --device-file " BAD "/dev_missing_value.txt", "missing value", 1},
+        {"plan_device_long_line", "--plan --device-file " BAD "/dev_long_line.txt", "line too long", 1},
+    };
+    int n = sizeof(cases) / sizeof(cases[0]);
+    double t0 = now_s();
+    for (int i = 0; i < n; i++) {
+        BadCase k = cases[i];
+        char args[2048];
+        snprintf(args, sizeof(args), "%s %s", strncmp(k.args, "--plan", 6) ? FLAGS : "", k.args);
+        k.args = args;
+        bad_case("./train", &k);
+    }
+    printf("(bad inputs through ./train: %d cases, %.1f s)\n", n, now_s() - t0);
+    if (!build_asan()) { result(0, "asan_build", "mpicc -fsanitize=address,undefined failed (see " ROOT "/asan_build.txt)"); return; }
+    t0 = now_s();
+    for (int i = 0; i < n; i++) {
+        BadCase k = cases[i];
+        char args[2048];
+        snprintf(args, sizeof(args), "%s %s", strncmp(k.args, "--plan", 6) ? FLAGS : "", k.args);
+        k.args = args;
+        bad_case("./train_asan", &k);
+    }
+    // and a clean run under the sanitizers: train 2 steps, checkpoint, resume 1 more
+    char out[300];
+    snprintf(out, sizeof(out), BAD "/asan_clean.txt");
+    snprintf(cmd, sizeof(cmd), "ASAN_OPTIONS=detect_leaks=0 OMP_NUM_THREADS=1 ./train_asan " FLAGS " --steps 2 --ckpt-dir " BAD
+             "/asan_ck && ASAN_OPTIONS=detect_leaks=0 OMP_NUM_THREADS=1 ./train_asan " FLAGS " --steps 3 --ckpt-dir " BAD
+             "/asan_ck --resume auto");
+    rc = run(cmd, out);
+    int clean = !file_has(out, "Sanitizer") && !file_has(out, "runtime error:");
+    result(rc == 0 && clean, "asan_clean_train_and_resume", "exit %d, %s", rc, clean ? "no sanitizer report" : "SANITIZER REPORT in " BAD "/asan_clean.txt");
+    printf("(bad inputs through ./train_asan: %d cases, %.1f s)\n", n, now_s() - t0);
+}
+
+// ----------------------------------------------------------------------------
+
+int main(int argc, char** argv) {
+    // ./test_faults [PART...]: parts kill, signal, reshard, rank, bad (default: all)
+    int want[5] = {argc == 1, argc == 1, argc == 1, argc == 1, argc == 1};
+    static const char* parts[5] = {"kill", "signal", "reshard", "rank", "bad"};
+    for (int i = 1; i < argc; i++)
+        for (int p = 0; p < 5; p++) if (!strcmp(argv[i], parts[p])) want[p] = 1;
+    signal(SIGPIPE, SIG_IGN);
+    if (sh("mkdir -p " ROOT)) return 1;
+    if (file_size("train") < 0) { printf("FAIL setup: ./train not found (make train)\n0 passed, 1 failed\n"); return 1; }
+    double t_all = now_s(), t0;
+    // the reference runs are needed by every part but "bad"
+    if (want[0] || want[1] || want[2] || want[3]) {
+        t0 = now_s();
+        if (want[0]) suite_sigkill();
+        else reference("ref_gpt2_1rank", "", &ref);
+        printf("(kill: %.1f s)\n", now_s() - t0);
+    }
+    if (want[1] && ref.n) {
+        t0 = now_s();
+        signal_1rank(SIGTERM, "sigterm");
+        signal_1rank(SIGINT, "sigint");
+        signal_4rank("sigterm_mpirun_tp2_pp2", 0);
+        signal_4rank("sigterm_one_rank_tp2_pp2", 1);
+        printf("(signal: %.1f s)\n", now_s() - t0);
+    }
+    if (want[2] && ref.n) {
+        t0 = now_s();
+        const char* rd = ROOT "/ref_gpt2_1rank";
+        reshard("tp2pp2_to_1rank", "", &ref, rd, "--tp 2 --pp 2", "");
+        reshard("dp2zero1_to_pp2", "", &ref, rd, "--dp 2 --zero 1", "--pp 2");
+        reshard("pp2vpp2_to_tp2", "", &ref, rd, "--pp 2 --vpp 2", "--tp 2");
+        if (reference("ref_llama_1rank", "--model llama-tiny", &ref_llama))
+            reshard("llama_tp2sp_to_pp2vpp2", "--model llama-tiny", &ref_llama, ROOT "/ref_llama_1rank", "--tp 2 --sp", "--pp 2 --vpp 2");
+        printf("(reshard: %.1f s)\n", now_s() - t0);
+    }
+    if (want[3] && ref.n) {
+        t0 = now_s();
+        rank_killed();
+        printf("(rank: %.1f s)\n", now_s() - t0);
+    }
+    if (want[4]) {
+        t0 = now_s();
+        suite_bad_inputs();
+        printf("(bad: %.1f s)\n", now_s() - t0);
+    }
+    printf("(total %.1f s)\n%d passed, %d failed\n", now_s() - t_all, n_pass, n_fail);
+    return n_fail ? 1 : 0;
+}

@@ -45,10 +45,10 @@ mpi:
 
 ifeq ($(GPU_USABLE)$(if $(NVCC),1,),11)
 train: train_gpu
-	cp train_gpu train
+	cp train_gpu train.tmp && mv -f train.tmp train
 else
 train: train_cpu
-	cp train_cpu train
+	cp train_cpu train.tmp && mv -f train.tmp train
 endif
 
 train_cpu: train_gpt.c $(HEADERS) | mpi detect

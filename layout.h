@@ -176,9 +176,12 @@ static void relaunch_under_mpirun(int world, int argc, char** argv) {
     snprintf(np, sizeof(np), "%d", world);
     long cores = sysconf(_SC_NPROCESSORS_ONLN);
     snprintf(threads, sizeof(threads), "%ld", cores / world > 1 ? cores / world : 1);
-    setenv("OMP_NUM_THREADS", threads, 0);  // share the cores among the ranks unless told otherwise
+    // share the cores among the ranks unless told otherwise; threads that wait for a busy
+    // core should sleep, not spin
+    if (!getenv("OMP_NUM_THREADS") || !*getenv("OMP_NUM_THREADS")) setenv("OMP_NUM_THREADS", threads, 1);
+    if (!getenv("OMP_WAIT_POLICY")) setenv("OMP_WAIT_POLICY", "passive", 1);
     setenv("TRAIN_LAUNCHED", "1", 1);
-    char** args = (char**)xcalloc(argc + 16, sizeof(char*));
+    char** args = (char**)xcalloc(argc + 20, sizeof(char*));
     int n = 0;
     args[n++] = (char*)"mpirun";
     args[n++] = (char*)"-np"; args[n++] = np;
@@ -186,6 +189,7 @@ static void relaunch_under_mpirun(int world, int argc, char** argv) {
     args[n++] = (char*)"--bind-to"; args[n++] = (char*)"none";
     if (geteuid() == 0) args[n++] = (char*)"--allow-run-as-root";
     args[n++] = (char*)"-x"; args[n++] = (char*)"OMP_NUM_THREADS";
+    args[n++] = (char*)"-x"; args[n++] = (char*)"OMP_WAIT_POLICY";
     args[n++] = (char*)"-x"; args[n++] = (char*)"TRAIN_LAUNCHED";
     for (int i = 0; i < argc; i++) args[n++] = argv[i];
     fflush(stdout);

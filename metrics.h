@@ -132,7 +132,7 @@ static void print_startup(const Layout* L, const ParamLayout* P, const ModelConf
 // ./train --plan) on `device`, and this rank's buffer sizes from the layout. At the end
 // (metrics_finish) both are shown beside what was measured.
 static void metrics_predict(Metrics* m, const ModelConfig* c, const char* device, double peak_flops_per_rank,
-                            const ParamLayout* P, size_t opt_floats, size_t act_peak_floats, int param_bytes) {
+                            int shared_cores, const ParamLayout* P, size_t opt_floats, size_t act_peak_floats, int param_bytes) {
     int zero = c->zero;
     m->pred_bytes[0] = (double)param_bytes * P->n_padded;
     m->pred_bytes[1] = 4.0 * (zero == 2 ? 2 * opt_floats + P->n_padded : zero == 1 ? P->n_padded + opt_floats : P->n_padded);
@@ -141,6 +141,7 @@ static void metrics_predict(Metrics* m, const ModelConfig* c, const char* device
     DeviceProfile d;
     profile_builtin(device, &d);
     d.peak_flops = peak_flops_per_rank;
+    d.shared_cores = shared_cores;
     d.gpus_per_node = c->dp * c->tp * c->pp;
     plan_predict(c, c->global_batch, d.gpus_per_node, &d, &m->plan);
     if (m->rank != 0) return;

@@ -58,6 +58,9 @@ typedef struct {
     int grad_bytes;          // bytes of an accumulated gradient (2: bf16, 4: fp32)
     int flash_attn;          // fused attention without the T x T matrices (FlashAttention-2)
     int fused_norm;          // fused RMSNorm/LayerNorm kernel (one pass in, one out)
+    // ranks that time-share cores (the CPU build): 0 for devices of their own, else the
+    // number of cores all ranks share; a rank runs at peak_flops when it has a core to itself
+    int shared_cores;
 } DeviceProfile;
 
 #define GiB (1024.0 * 1024.0 * 1024.0)
@@ -143,6 +146,7 @@ static void profile_cpu(DeviceProfile* d) {
     d->grad_bytes = 4;
     d->flash_attn = 0;
     d->fused_norm = 1;
+    d->shared_cores = 0;          // set to the machine's cores when the ranks share them
 }
 
 static const char* PROFILE_NAMES = "a100-80gb, h100-sxm, h200-sxm, cpu";
@@ -191,6 +195,7 @@ static const ProfileKey PROFILE_KEYS[] = {
     PKEY("grad_bytes", grad_bytes, 1, 1, 2, 4, "2 (bf16) or 4 (fp32) gradient bytes"),
     PKEY("flash_attn", flash_attn, 1, 1, 0, 1, "0 or 1"),
     PKEY("fused_norm", fused_norm, 1, 1, 0, 1, "0 or 1"),
+    PKEY("shared_cores", shared_cores, 1, 1, 0, 1 << 20, "cores the ranks time-share (0: a device per rank)"),
 };
 #define N_PROFILE_KEYS ((int)(sizeof(PROFILE_KEYS) / sizeof(PROFILE_KEYS[0])))
 
@@ -605,8 +610,16 @@ static int plan_predict(const ModelConfig* layout_cfg, int global_batch, int gpu
     r->t_p2p = pp > 1 ? (c->sp || tp > 1 ? x_bytes / t : x_bytes) / pp_link.bw + pp_link.lat : 0;  // scatter-gather: each tp rank sends 1/t
     double* busy = (double*)xcalloc(pp, sizeof(double));
     r->t_pipeline = schedule_simulate(c->schedule, pp, vpp, m, t_fwd, t_bwd, r->t_p2p, busy);
-    double max_busy = 0;
-    for (int st = 0; st < pp; st++) if (busy[st] > max_busy) max_busy = busy[st];
+    double max_busy = 0, sum_busy = 0;
+    for (int st = 0; st < pp; st++) sum_busy += busy[st], max_busy = busy[st] > max_busy ? busy[st] : max_busy;
+    if (d->shared_cores > 0) {
+        // Ranks time-sharing K cores: a rank idle in the bubble gives its core to the others,
+        // so the step is the longer of the schedule's critical path and the total work of all
+        // ranks spread over the K cores (each rank uses max(1, K/world) of them while busy).
+        double world = (double)dp * tp * pp, K = d->shared_cores, threads = K / world > 1 ? K / world : 1;
+        double spread = dp * tp * sum_busy * threads / K;
+        if (spread > r->t_pipeline) r->t_pipeline = spread;
+    }
     r->bubble = max_busy > 0 ? (r->t_pipeline - max_busy) / max_busy : 0;
     r->bubble_formula = bubble_formula(c->schedule, pp, vpp, m);
 
@@ -906,10 +919,11 @@ static int plan_main(int argc, char** argv) {
     int best = plan_best(res, n, &any);
     if (best >= 0) {
         const PlanResult* p = &res[best];
-        printf("best: --dp %d --tp %d --pp %d --vpp %d --micro-batch %d --recompute %s --sp %d --zero %d --schedule %s"
-               "  (%.1f%% MFU, %.1f%% HFU, %.4g TFLOP/s/GPU, %.1f GiB)\n", p->dp, p->tp, p->pp, p->vpp, p->micro_batch,
-               recompute_name(p->recompute), p->sp, p->zero, schedule_name(p->schedule), 100 * p->mfu, 100 * p->hfu,
-               p->model_tflops_per_gpu, p->mem_total / GiB);
+        // as ./train flags (ZeRO-3 is modelled here but the trainer implements stages 0-2)
+        printf("best: --dp %d --tp %d --pp %d --vpp %d --micro-batch %d --recompute %s%s --zero %d --schedule %s"
+               "  (%.1f%% MFU, %.1f%% HFU, %.4g TFLOP/s/GPU, %.1f GiB)%s\n", p->dp, p->tp, p->pp, p->vpp, p->micro_batch,
+               recompute_name(p->recompute), p->sp ? " --sp" : "", p->zero, schedule_name(p->schedule), 100 * p->mfu,
+               100 * p->hfu, p->model_tflops_per_gpu, p->mem_total / GiB, p->zero == 3 ? " [ZeRO-3: planner only]" : "");
     }
     if (csv) { plan_write_csv(csv, res, n); printf("wrote %d layouts to %s\n", n, csv); }
     free(res);

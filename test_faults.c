@@ -11,7 +11,8 @@
 //      relative of the 1-rank run (the layout suite's tolerance), final parameters too.
 //   4. A rank of a dp2 x tp2 x pp2 run killed with SIGKILL: the whole job is gone within
 //      --timeout-s plus a margin, the launcher exits non-zero, and the last checkpoint
-//      (--ckpt-every 1) resumes on one rank.
+//      (--ckpt-every 1) resumes on one rank. And a rank stopped (SIGSTOP, a hang mpirun
+//      cannot see): the others' watchdog ends the job after --timeout-s.
 //   5. Bad inputs (data, flags, checkpoints, tokenizer, device file): exit 1 with exactly
 //      one "error:" line naming the problem, never a signal; the same corpus through
 //      ./train_asan (ASan + UBSan) must produce no sanitizer report. ./train_asan is built
@@ -64,13 +65,13 @@ static int sh(const char* fmt, ...) {
 }
 
 // Run `cmd` with stdout and stderr to `out`; returns the exit code.
-static int run(const char* cmd, const char* out) { return sh("%s > %s 2>&1", cmd, out); }
+static int run(const char* cmd, const char* out) { return sh("(%s) > %s 2>&1", cmd, out); }
 
-// Start `cmd` in the background (sh -c "exec cmd", so the pid is ./train itself, or the
+// Start `cmd` in the background (sh -c "exec env cmd", so the pid is ./train itself, or the
 // mpirun it turns into); its own process group, so cleanup can end all of it.
 static pid_t spawn(const char* cmd, const char* out) {
     char full[8192];
-    snprintf(full, sizeof(full), "exec %s > %s 2>&1", cmd, out);
+    snprintf(full, sizeof(full), "exec env %s > %s 2>&1", cmd, out);
     fflush(stdout);
     pid_t pid = fork();
     if (pid == 0) {
@@ -91,6 +92,13 @@ static int wait_for(pid_t pid, double timeout_s) {
         if (r < 0 || now_s() - t0 > timeout_s) return -1;
         usleep(10000);
     }
+}
+
+// Whether pid has not exited yet (without reaping it, so wait_for still gets its code).
+static int still_running(pid_t pid) {
+    siginfo_t si;
+    memset(&si, 0, sizeof(si));
+    return waitid(P_PID, pid, &si, WEXITED | WNOHANG | WNOWAIT) == 0 && si.si_pid == 0;
 }
 
 static void kill_group(pid_t pid) {
@@ -184,8 +192,7 @@ static int wait_log(const char* path, int steps, pid_t pid, double timeout_s) {
     Log g;
     while (now_s() - t0 < timeout_s) {
         if (log_read(path, &g) >= steps) return 1;
-        int status;
-        if (waitpid(pid, &status, WNOHANG) == pid) return 0;
+        if (!still_running(pid)) return 0;
         usleep(2000);
     }
     return 0;
@@ -396,7 +403,7 @@ static void kill_after_step(int k) {
 // Kill the run the moment file `target` (in dir) has grown past min_bytes while being
 // written (inotify), once file `after` (in dir, NULL: none) exists: in the middle of a
 // checkpoint or manifest write.
-static void kill_during_write(const char* tag, const char* target, long long min_bytes, const char* after) {
+static void kill_during_write(const char* tag, const char* target, long long min_bytes, const char* after, long long full) {
     char dir[256], cmd[4096], out[300], log[300], why[512] = "", tpath[512];
     snprintf(dir, sizeof(dir), ROOT "/%s", tag);
     fresh_dir(dir);
@@ -406,22 +413,38 @@ static void kill_during_write(const char* tag, const char* target, long long min
     char apath[512];
     snprintf(apath, sizeof(apath), "%s/%s", dir, after ? after : "");
     int fd = inotify_init1(IN_NONBLOCK);
-    if (fd < 0 || inotify_add_watch(fd, dir, IN_CREATE | IN_MODIFY) < 0) { result(0, tag, "inotify: %s", strerror(errno)); return; }
+    if (fd < 0 || inotify_add_watch(fd, dir, IN_CREATE | IN_MODIFY | IN_MOVED_TO) < 0) { result(0, tag, "inotify: %s", strerror(errno)); return; }
     snprintf(cmd, sizeof(cmd), TRAIN "--steps %d --ckpt-every 2 --log %s --ckpt-dir %s", REF_STEPS, log, dir);
     pid_t pid = spawn(cmd, out);
-    int hit = 0;
+    int hit = 0, n_partial = 0, n_renamed = 0;
+    ModelConfig mc;
+    ParamLayout* P = (ParamLayout*)xmalloc(sizeof(ParamLayout));
+    model_of(FLAGS, &mc, P);
+    long long ckpt_full = 1024 + 12LL * P->n_full;
+    free(P);
     long long size_at_kill = -1;
     double t0 = now_s();
     char buf[8192] __attribute__((aligned(8)));
     while (!hit && now_s() - t0 < 60) {
         struct pollfd p = {fd, POLLIN, 0};
         if (poll(&p, 1, 100) <= 0) {
-            if (waitpid(pid, NULL, WNOHANG) == pid) break;
+            if (!still_running(pid)) break;
             continue;
         }
         ssize_t n = read(fd, buf, sizeof(buf));
         for (char* q = buf; n > 0 && q < buf + n && !hit;) {
             struct inotify_event* ev = (struct inotify_event*)q;
+            // a final name may only appear by rename, and only complete
+            int s;
+            if (ev->len && sscanf(ev->name, "ckpt_%d.bin", &s) == 1 && strlen(ev->name) == 17) {
+                if (ev->mask & IN_CREATE) n_partial++;
+                if (ev->mask & IN_MOVED_TO) {
+                    char fpath[600];
+                    snprintf(fpath, sizeof(fpath), "%s/%s", dir, ev->name);
+                    if (file_size(fpath) >= 0 && file_size(fpath) != ckpt_full) n_partial++;  // (rotation may remove it)
+                    n_renamed++;
+                }
+            }
             if (ev->len && !strcmp(ev->name, target) && file_size(tpath) >= min_bytes && (!after || file_size(apath) >= 0)) {
                 kill(pid, SIGKILL);
                 hit = 1;
@@ -435,9 +458,9 @@ static void kill_during_write(const char* tag, const char* target, long long min
     size_at_kill = file_size(tpath);
     int latest = ckpt_dir_check(dir, FLAGS, why);
     // the write must still have been under way: the temp file left behind
-    int ok = hit && rc == 128 + SIGKILL && size_at_kill >= 0 && latest >= 0;
-    result(ok, tag, "killed while %s was %lld bytes (exit %d); LATEST step %d; final names complete%s%s", target, size_at_kill,
-           rc, latest, *why ? "; " : "", why);
+    int ok = hit && rc == 128 + SIGKILL && size_at_kill >= 0 && latest >= 0 && n_partial == 0;
+    result(ok, tag, "killed while %s was %lld of %lld bytes (exit %d); LATEST step %d; final names complete (%d renames "
+           "seen, %d final names created directly or short)%s%s", target, size_at_kill, full, rc, latest, n_renamed, n_partial, *why ? "; " : "", why);
     if (!ok) return;
     // The directory scan (no manifest) must ignore the .tmp as well: resume a copy without LATEST.
     char copy[300];
@@ -467,8 +490,8 @@ static void suite_sigkill(void) {
     model_of(FLAGS, &c, P);
     long long full = 1024 + 12LL * P->n_full;
     free(P);
-    kill_during_write("sigkill_mid_checkpoint_write", "ckpt_00000006.bin.tmp", full / 2, NULL);
-    kill_during_write("sigkill_mid_manifest_write", "LATEST.tmp", 0, "ckpt_00000004.bin");  // 4 renamed, LATEST still 2
+    kill_during_write("sigkill_mid_checkpoint_write", "ckpt_00000006.bin.tmp", 1, NULL, full);
+    kill_during_write("sigkill_mid_manifest_write", "LATEST.tmp", 0, "ckpt_00000004.bin", 18);  // 4 renamed, LATEST still 2
 }
 
 // ----------------------------------------------------------------------------
@@ -623,6 +646,40 @@ static void rank_killed(void) {
     snprintf(name, sizeof(name), "%s_resume_1rank", tag);
     result(ok2, name, "exit %d, step %d loss %s (rel %.1e vs the 1-rank run)%s%s", rc2, latest + 1, g.loss[latest + 1], worst,
            *why ? "; " : "", why);
+}
+
+// A rank that hangs (SIGSTOP) instead of dying: nothing tells mpirun, so only the
+// watchdog (--timeout-s) of the ranks waiting on it can end the job.
+static void rank_hung(void) {
+    const char* tag = "rank_sigstop_watchdog_dp2_tp2";
+    char dir[256], cmd[4096], out[300], log[300];
+    snprintf(dir, sizeof(dir), ROOT "/%s", tag);
+    fresh_dir(dir);
+    snprintf(out, sizeof(out), "%s/out.txt", dir);
+    snprintf(log, sizeof(log), "%s/log.jsonl", dir);
+    const double timeout = 5, margin = 15;
+    snprintf(cmd, sizeof(cmd), TRAIN "--dp 2 --tp 2 --timeout-s %.0f --steps 1000 --log %s --ckpt-dir %s", timeout, log, dir);
+    pid_t pid = spawn(cmd, out);
+    int reached = wait_log(log, 2, pid, 120);
+    pid_t ranks[16];
+    int nr = rank_pids(pid, ranks, 16);
+    pid_t victim = nr > 0 ? ranks[nr - 1] : 0;
+    if (victim) kill(victim, SIGSTOP);
+    double t0 = now_s();
+    int rc = wait_for(pid, timeout + margin);
+    pid_t left[64];
+    int n_left;
+    while ((n_left = pids_matching(dir, left, 64)) > 0 && now_s() - t0 < timeout + margin) usleep(50000);
+    double gone = now_s() - t0;
+    if (rc < 0 || n_left) {
+        if (victim) kill(victim, SIGKILL);
+        kill_group(pid);
+        for (int i = 0; i < n_left; i++) kill(left[i], SIGKILL);
+    }
+    int said = file_has(out, "no progress for");
+    int ok = reached && nr == 4 && rc > 0 && n_left == 0 && gone >= timeout - 1 && said;
+    result(ok, tag, "%d ranks, stopped pid %d: launcher exit %d, all processes gone after %.1f s (--timeout-s %.0f, limit %.0f), "
+           "%d left, watchdog message %s", nr, (int)victim, rc, gone, timeout, timeout + margin, n_left, said ? "printed" : "missing");
 }
 
 // ----------------------------------------------------------------------------
@@ -880,11 +937,11 @@ static void suite_bad_inputs(void) {
         k.args = args;
         bad_case("./train_asan", &k);
     }
-    // and a clean run under the sanitizers: train 2 steps, checkpoint, resume 1 more
+    // and a clean run under the sanitizers: train a step, checkpoint, resume 1 more
     char out[300];
     snprintf(out, sizeof(out), BAD "/asan_clean.txt");
-    snprintf(cmd, sizeof(cmd), "ASAN_OPTIONS=detect_leaks=0 OMP_NUM_THREADS=1 ./train_asan " FLAGS " --steps 2 --ckpt-dir " BAD
-             "/asan_ck && ASAN_OPTIONS=detect_leaks=0 OMP_NUM_THREADS=1 ./train_asan " FLAGS " --steps 3 --ckpt-dir " BAD
+    snprintf(cmd, sizeof(cmd), "ASAN_OPTIONS=detect_leaks=0 OMP_NUM_THREADS=1 ./train_asan " FLAGS " --steps 1 --ckpt-dir " BAD
+             "/asan_ck && ASAN_OPTIONS=detect_leaks=0 OMP_NUM_THREADS=1 ./train_asan " FLAGS " --steps 2 --ckpt-dir " BAD
              "/asan_ck --resume auto");
     rc = run(cmd, out);
     int clean = !file_has(out, "Sanitizer") && !file_has(out, "runtime error:");
@@ -932,6 +989,7 @@ int main(int argc, char** argv) {
     if (want[3] && ref.n) {
         t0 = now_s();
         rank_killed();
+        rank_hung();
         printf("(rank: %.1f s)\n", now_s() - t0);
     }
     if (want[4]) {

@@ -695,15 +695,11 @@ int main(int argc, char** argv) {
     int world = run.world, rank = run.rank;
     // Peak for MFU: --peak-tflops, else this machine's cores at the measured FMA rate,
     // shared by the ranks on it (every rank of a CPU run is one share of the machine).
-    double peak = a->peak_tflops * 1e12;
+    double peak = a->peak_tflops * 1e12, core = rank == 0 ? measure_core_peak_flops() : 0;
+    MPI_Bcast(&core, 1, MPI_DOUBLE, 0, MPI_COMM_WORLD);
+    long cores = sysconf(_SC_NPROCESSORS_ONLN);
     const char* peak_src = "--peak-tflops";
-    if (!peak) {
-        double core = rank == 0 ? measure_core_peak_flops() : 0;
-        MPI_Bcast(&core, 1, MPI_DOUBLE, 0, MPI_COMM_WORLD);
-        long cores = sysconf(_SC_NPROCESSORS_ONLN);
-        peak = core * cores / world;
-        peak_src = "measured fp32 FMA peak x cores / ranks";
-    }
+    if (!peak) peak = core * cores / world, peak_src = "measured fp32 FMA peak x cores / ranks";
     Metrics met;
     metrics_init(&met, a, rank, world, peak, peak_src);
     Model m;
@@ -714,7 +710,9 @@ int main(int argc, char** argv) {
     if (rank == 0) print_startup(&m.L, &m.P, c, a, &run.train, &run.val, &met, m.n_micro, start_step);
     size_t act_floats = m.scratch_floats;
     for (int ch = 0; ch < m.L.vpp; ch++) act_floats += m.chunks[ch].slot_floats * m.chunks[ch].n_slots;
-    metrics_predict(&met, c, "cpu", peak, &m.P, m.opt_hi - m.opt_lo, act_floats, 4);
+    // the planner's view of this machine: ranks time-share the cores, each with cores/world threads
+    metrics_predict(&met, c, "cpu", core * (cores / world > 1 ? cores / world : 1), (int)cores, &m.P, m.opt_hi - m.opt_lo,
+                    act_floats, 4);
 
     for (int step = start_step; step < c->steps; step++) {
         watchdog_kick();

@@ -938,7 +938,7 @@ int main(int argc, char** argv) {
     size_t act_bytes = m.scratch_bytes;
     for (int ch = 0; ch < m.L.vpp; ch++) act_bytes += m.chunks[ch].slot_bytes * m.chunks[ch].n_slots;
     metrics_predict(&met, c, strstr(prop.name, "H200") ? "h200-sxm" : strstr(prop.name, "A100") ? "a100-80gb" : "h100-sxm",
-                    met.peak_flops, &m.P, m.opt_hi - m.opt_lo, act_bytes / 4, 6);  // 6 bytes/param: fp32 master + bf16 copy
+                    met.peak_flops, 0, &m.P, m.opt_hi - m.opt_lo, act_bytes / 4, 6);  // 6 bytes/param: fp32 master + bf16 copy
 
     for (int step = start_step; step < c->steps; step++) {
         watchdog_kick();

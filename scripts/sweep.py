@@ -9,11 +9,11 @@ peak activation memory, and the predicted step time and memory. Layouts the
 trainer rejects are listed with its one-line reason. A PNG plots throughput and
 memory per layout.
 
-Calibration: before the sweep, one single-rank run of the same model fixes the
-planner's one free compute factor (matmul_eff, the fraction of the measured FMA
-peak the kernels reach) so that the planner's 1-rank prediction equals that run;
-every multi-rank prediction then comes from the model alone (per-rank peak =
-measured peak x cores / ranks, since the ranks share the cores).
+Calibration: before the sweep, two runs of the same model fix the planner's two
+free CPU factors: a 1-rank run the fraction of the measured FMA peak the kernels
+reach (matmul_eff), a tp = world run the latency of one collective step between
+ranks that time-share the cores. Every other prediction comes from the model
+(device profile "cpu" with shared_cores = this machine's cores).
 
   python3 scripts/sweep.py                      # tiny model, 4 ranks, ~10 minutes
   python3 scripts/sweep.py --quick              # a handful of layouts
@@ -26,8 +26,7 @@ TRAIN = os.path.join(ROOT, "train")
 
 
 def run(cmd, timeout=600):
-    p = subprocess.run(cmd, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True, timeout=timeout,
-                       cwd=ROOT, env=dict(os.environ, OMP_NUM_THREADS=os.environ.get("OMP_NUM_THREADS", "")))
+    p = subprocess.run(cmd, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True, timeout=timeout, cwd=ROOT)
     return p.returncode, p.stdout
 
 
@@ -66,11 +65,16 @@ def measure(lay, a, tag):
                 act_mib=final.get("act_peak_bytes_max", 0) / 2**20), None
 
 
-def predict(lay, a, world, peak_tflops, matmul_eff):
+def predict(lay, a, world, core_tflops, cal):
+    """The planner's prediction for one layout on this machine (cpu profile, calibrated)."""
     csv_path = os.path.join(a.out, "logs", "plan.csv")
+    cores = os.cpu_count()
+    per_rank = core_tflops * max(1, cores // world)  # the trainer gives each rank cores/world threads
     cmd = [TRAIN, "--plan", "--model", a.model, "--seq-len", str(a.seq_len), "--gpus", str(world),
-           "--gpus-per-node", str(world), "--device", "cpu", "--peak-tflops", "%.6f" % peak_tflops,
-           "--device-set", "matmul_eff=%.5f" % matmul_eff, "--device-set", "attn_eff_naive=%.5f" % matmul_eff,
+           "--gpus-per-node", str(world), "--device", "cpu", "--peak-tflops", "%.6f" % per_rank,
+           "--device-set", "shared_cores=%d" % cores,
+           "--device-set", "matmul_eff=%.5f" % cal["eff"], "--device-set", "attn_eff_naive=%.5f" % cal["eff"],
+           "--device-set", "intra_latency_us=%.3f" % cal["lat_us"],
            "--global-batch", str(a.global_batch), "--dp", str(lay["dp"]), "--tp", str(lay["tp"]), "--pp", str(lay["pp"]),
            "--vpp", str(lay["vpp"]), "--micro-batch", str(lay["mb"]), "--recompute", lay["recompute"],
            "--sp", str(lay["sp"]), "--zero", str(lay["zero"]),
@@ -94,26 +98,41 @@ def measured_peak_tflops():
     return float(m.group(1))
 
 
-def calibrate(a, machine_peak):
-    """Fit matmul_eff so the planner's 1-rank prediction equals a measured 1-rank run."""
-    lay = dict(dp=1, tp=1, pp=1, vpp=1, mb=a.global_batch if a.global_batch <= 16 else 16, recompute="none", sp=0, zero=0)
-    got, err = measure(lay, a, "calibration_1rank")
+def bisect(f, target, lo, hi, increasing):
+    """x in [lo, hi] (geometric bisection) where the monotonic f(x) meets target."""
+    for _ in range(24):
+        mid = (lo * hi) ** 0.5
+        if (f(mid) > target) == increasing:
+            hi = mid
+        else:
+            lo = mid
+    return (lo * hi) ** 0.5
+
+
+def calibrate(a, core_tflops):
+    """Two measured runs fix the planner's two free CPU factors: a 1-rank run the fraction of
+    the FMA peak the kernels reach (matmul_eff), a tp = world run the latency of one
+    collective step between ranks that time-share the cores (intra_latency_us)."""
+    cal = dict(eff=0.3, lat_us=10.0)
+    mb = min(a.global_batch, 16)
+    one = dict(dp=1, tp=1, pp=1, vpp=1, mb=mb, recompute="none", sp=0, zero=0)
+    got, err = measure(one, a, "calibration_1rank")
     if err:
         sys.exit("sweep: calibration run failed: " + err)
-    lo, hi = 0.01, 1.0
-    for _ in range(25):  # predicted time falls as matmul_eff rises: bisect
-        mid = (lo * hi) ** 0.5
-        p = predict(lay, a, 1, machine_peak, mid)
-        if p is None:
-            sys.exit("sweep: planner failed during calibration")
-        if p["pred_ms"] > got["ms"]:
-            lo = mid
-        else:
-            hi = mid
-    eff = (lo * hi) ** 0.5
-    print("calibration: 1 rank, micro-batch %d: %.1f ms/step measured -> matmul_eff %.3f of %.3f TFLOP/s"
-          % (lay["mb"], got["ms"], eff, machine_peak))
-    return eff
+    def pred_eff(x):
+        return predict(one, a, 1, core_tflops, dict(cal, eff=x))["pred_ms"]
+    cal["eff"] = bisect(pred_eff, got["ms"], 0.005, 1.0, increasing=False)
+    tpw = dict(one, tp=a.world, mb=max(1, a.global_batch // 4))
+    got_tp, err = measure(tpw, a, "calibration_tp")
+    if err:
+        sys.exit("sweep: calibration run failed: " + err)
+    def pred_lat(x):
+        return predict(tpw, a, a.world, core_tflops, dict(cal, lat_us=x))["pred_ms"]
+    cal["lat_us"] = bisect(pred_lat, got_tp["ms"], 0.1, 1e5, increasing=True)
+    print("calibration: 1 rank mb%d %.1f ms -> matmul_eff %.3f of %.3f TFLOP/s per core; tp%d mb%d %.1f ms -> "
+          "collective step latency %.0f us" % (mb, got["ms"], cal["eff"], core_tflops, a.world, tpw["mb"], got_tp["ms"],
+                                                cal["lat_us"]))
+    return cal
 
 
 def grid(a):
@@ -186,8 +205,8 @@ def main():
     if not os.path.exists(TRAIN):
         sys.exit("sweep: build ./train first (make train)")
     t0 = time.time()
-    peak = measured_peak_tflops()  # per rank of a 1-rank run = the whole machine
-    eff = calibrate(a, peak)
+    core = measured_peak_tflops() / os.cpu_count()  # a 1-rank run's peak is the whole machine's
+    cal = calibrate(a, core)
     rows, skipped = [], []
     layouts = grid(a)
     for i, lay in enumerate(layouts):
@@ -197,7 +216,7 @@ def main():
             skipped.append((name(lay), err))
             print("[%3d/%d] %-34s skipped: %s" % (i + 1, len(layouts), name(lay), err))
             continue
-        pred = predict(lay, a, a.world, peak / a.world, eff) or dict(pred_ms=None, pred_act_mib=None)
+        pred = predict(lay, a, a.world, core, cal) or dict(pred_ms=None, pred_act_mib=None)
         row = dict(model=a.model, world=a.world, layout=name(lay), **lay, **got, **pred)
         row["pred_err"] = (pred["pred_ms"] / got["ms"] - 1) if pred["pred_ms"] else None
         rows.append(row)

@@ -548,8 +548,9 @@ static void signal_4rank(const char* tag, int to_one_rank) {
     result(ok, tag, "%s: exit %d in %.1f s after step %d, checkpoint step %d, 'stopped by signal' %s%s%s",
            to_one_rank ? "SIGTERM to one rank" : "SIGTERM to mpirun", rc, dt, g.last, latest,
            file_has(out, "stopped by signal") ? "printed" : "missing", *why ? "; " : "", why);
-    if (!(latest > 0 && latest + 2 <= REF_STEPS)) return;
-    // resumable: 2 more steps under the same layout, within TOL of the 1-rank run
+    if (latest <= 0) return;
+    // resumable: 2 more steps under the same layout; within TOL of the 1-rank run where
+    // that run has the steps (the reference has REF_STEPS), finite losses in any case
     char out2[300], log2[300], tag2[128];
     snprintf(out2, sizeof(out2), "%s/resume_out.txt", dir);
     snprintf(log2, sizeof(log2), "%s/resume_log.jsonl", dir);
@@ -559,9 +560,15 @@ static void signal_4rank(const char* tag, int to_one_rank) {
     log_read(log2, &g2);
     double worst = 0;
     why[0] = 0;
-    int ok2 = rc2 == 0 && resumed_step(out2) == latest && losses_match(&ref, &g2, latest + 1, latest + 2, 0, why, &worst);
+    int compared = latest + 2 <= REF_STEPS;
+    int ok2 = rc2 == 0 && resumed_step(out2) == latest && g2.n == 2 && isfinite(atof(g2.loss[latest + 1])) &&
+              isfinite(atof(g2.loss[latest + 2])) && (!compared || losses_match(&ref, &g2, latest + 1, latest + 2, 0, why, &worst));
     snprintf(tag2, sizeof(tag2), "%s_resume", tag);
-    result(ok2, tag2, "exit %d, steps %d..%d loss rel %.1e vs the 1-rank run%s%s", rc2, latest + 1, latest + 2, worst, *why ? "; " : "", why);
+    if (compared)
+        result(ok2, tag2, "exit %d, steps %d..%d loss rel %.1e vs the 1-rank run%s%s", rc2, latest + 1, latest + 2, worst, *why ? "; " : "", why);
+    else
+        result(ok2, tag2, "exit %d, steps %d..%d losses %s %s (past the %d-step reference: not compared)", rc2, latest + 1, latest + 2,
+               g2.loss[latest + 1], g2.loss[latest + 2], REF_STEPS);
 }
 
 // ----------------------------------------------------------------------------
@@ -768,8 +775,20 @@ static void bad_case(const char* bin, const BadCase* k) {
     if (!ok) printf("     %s\n     -> %s\n", cmd, first_error);
 }
 
+static double mtime_of(const char* path) {
+    struct stat st;
+    return stat(path, &st) ? -1 : st.st_mtim.tv_sec + 1e-9 * st.st_mtim.tv_nsec;
+}
+
+// ./train_asan, rebuilt when missing or older than train_gpt.c or any header here.
 static int build_asan(void) {
-    if (file_size("train_asan") > 0) return 1;
+    double newest = mtime_of("train_gpt.c"), have = mtime_of("train_asan");
+    glob_t g;
+    if (glob("*.h", 0, NULL, &g) == 0) {
+        for (size_t i = 0; i < g.gl_pathc; i++) if (mtime_of(g.gl_pathv[i]) > newest) newest = mtime_of(g.gl_pathv[i]);
+        globfree(&g);
+    }
+    if (have > 0 && have >= newest) return 1;
     printf("building train_asan (mpicc -O1 -g -fsanitize=address,undefined) ...\n");
     fflush(stdout);
     return sh("mpicc -O1 -g -fsanitize=address,undefined -fno-omit-frame-pointer -fopenmp -std=gnu11 -o train_asan train_gpt.c -lm "
@@ -897,6 +916,9 @@ static void suite_bad_inputs(void) {
         {"ckpt_auto_dangling_latest", "--resume auto --ckpt-dir " BAD "/ck_dangling", "ckpt_00000099.bin", 1},
         {"ckpt_auto_garbage_latest", "--resume auto --ckpt-dir " BAD "/ck_garbage_latest", "cannot open", 1},
         {"ckpt_dir_is_file", "--steps 1 --ckpt-dir " BAD "/a_file", "cannot write", 1},
+        {"log_unwritable", "--steps 1 --log " BAD "/no_such_dir/log.jsonl", "--log", 1},
+        {"export_llmc_llama", "--model llama-tiny --steps 1 --export-llmc " BAD "/llama.bin", "GPT-2", 1},
+        {"export_llmc_unwritable", "--steps 1 --export-llmc " BAD "/no_such_dir/e.bin", "--export-llmc", 1},
         {"import_llmc_garbage", "--import-llmc " BAD "/llmc_garbage.bin", "llmc_garbage.bin", 1},
         {"import_llmc_missing", "--import-llmc " BAD "/missing.bin", "missing.bin", 1},
         // tokenizer

@@ -19,6 +19,11 @@
 #include "runtime.h"
 #include "schedule.h"
 
+// The activation element model_runtime.h works in, and the most floats of one dp all-reduce
+// of the gradient (model_runtime.h's reduce_gradients).
+typedef float act_t;
+#define GRAD_BUCKET_FLOATS ((size_t)1 << 20)
+
 // Activations one layer keeps for its backward (one micro-batch, this rank's part).
 // N = rows this rank holds in the norm/residual regions (B*T, or B*T/tp with --sp);
 // the matmul regions always see all B*T rows.
@@ -48,7 +53,7 @@ typedef struct {
     int n_slots;                       // most micro-batches in flight on this chunk (from the schedule)
     Slot* slots;
     float* mem;                        // all slot activations of this chunk, one buffer
-    size_t slot_floats;
+    size_t slot_bytes;
 } Chunk;
 
 typedef struct {
@@ -77,8 +82,7 @@ typedef struct {
     int* targets;
     // accounting
     double loss_sum;                   // sum of token losses of this step on this rank
-    size_t slots_live, slots_peak_floats, slots_live_floats;
-    size_t scratch_floats;
+    size_t slots_live_bytes, slots_peak_bytes, scratch_bytes;
     Metrics* met;
 } Model;
 
@@ -232,216 +236,61 @@ static void head_backward(Model* m, Slot* s, const float* x, float* dx, int B) {
 }
 
 // ----------------------------------------------------------------------------
-// A chunk of layers for one micro-batch.
+// The rank's orchestration (chunks, slots, the schedule executor, gradient reduction, the
+// step, evaluation, sampling, the training loop) is model_runtime.h, shared with
+// train_gpt.cu. Below it, the primitives it asks of this build: host memory and MPI.
+#include "model_runtime.h"
 
-static int is_first_chunk(const Model* m, int chunk) { return chunk * m->L.pp + m->L.stage == 0; }
-static int is_last_chunk(const Model* m, int chunk) { return chunk * m->L.pp + m->L.stage == m->L.pp * m->L.vpp - 1; }
+static void act_copy(Model* m, float* dst, const float* src, size_t n) { memcpy(dst, src, sizeof(float) * n); }
+static void f32_copy(Model* m, float* dst, const float* src, size_t n) { memcpy(dst, src, sizeof(float) * n); }
+static void f32_zero(Model* m, float* p, size_t n) { memset(p, 0, sizeof(float) * n); }
+static void f32_add(Model* m, float* dst, const float* src, size_t n) { add_inplace(dst, src, n); }
 
-static LayerActs* acts_of(Model* m, Slot* s, int i) { return m->c.recompute == RECOMPUTE_FULL ? &m->scratch : &s->acts[i]; }
-
-static void chunk_forward(Model* m, int chunk, Slot* s, const int* tokens, const int* targets, int B, float dloss_scale) {
-    Chunk* ch = &m->chunks[chunk];
-    if (is_first_chunk(m, chunk)) embed_forward(m, s->x[0], tokens, B);
-    for (int i = 0; i < ch->n_layers; i++) layer_forward(m, ch->layer0 + i, acts_of(m, s, i), s->x[i], s->x[i + 1], B);
-    if (is_last_chunk(m, chunk)) head_forward(m, s, s->x[ch->n_layers], targets, B, dloss_scale);
+static Comm* comm_of(Model* m, Group g) { return g == GROUP_TP ? &m->L.tp_c : g == GROUP_DP ? &m->L.dp_c : &m->L.embed_c; }
+static void grad_allreduce(Model* m, Group g, float* buf, size_t n) { comm_allreduce_sum(comm_of(m, g), buf, n); }
+static void grad_reduce_scatter(Model* m, Group g, const float* send, float* recv, size_t n_per_rank) {
+    comm_reduce_scatter(comm_of(m, g), send, recv, n_per_rank);
+}
+static void param_allgather(Model* m, Group g, const float* send, float* recv, size_t n_per_rank) {
+    comm_allgather(comm_of(m, g), send, recv, n_per_rank);
 }
 
-static void chunk_backward(Model* m, int chunk, Slot* s, const int* tokens, int B) {
-    Chunk* ch = &m->chunks[chunk];
-    size_t n = (size_t)row_count(m, B) * m->C;
-    float *d = m->dres[0], *dnext = m->dres[1];
-    if (is_last_chunk(m, chunk)) head_backward(m, s, s->x[ch->n_layers], d, B);
-    else memcpy(d, s->dout, sizeof(float) * n);
-    for (int i = ch->n_layers - 1; i >= 0; i--) {
-        LayerActs* a = acts_of(m, s, i);
-        // full recomputation: only the layer input was kept; run the layer again (its tp
-        // communication included) to rebuild its activations
-        if (m->c.recompute == RECOMPUTE_FULL) layer_forward(m, ch->layer0 + i, a, s->x[i], m->x_scratch, B);
-        layer_backward(m, ch->layer0 + i, a, s->x[i], d, dnext, B);
-        float* t = d; d = dnext; dnext = t;
-    }
-    if (is_first_chunk(m, chunk)) embed_backward(m, d, tokens, B);
-    else memcpy(s->dinp, d, sizeof(float) * n);
+// Pipeline p2p: MPI_Isend straight from the slot's buffer (untouched until the slot's sends
+// are waited for), blocking receive into the destination.
+static void pp_send(Model* m, Slot* s, int dir, const float* src, size_t n, int peer, int tag) {
+    comm_isend(&m->L.pp_c, src, n, peer, tag, &s->req[dir]);
 }
+static void pp_recv(Model* m, float* dst, size_t n, int peer, int tag) { comm_recv(&m->L.pp_c, dst, n, peer, tag); }
 
-// ----------------------------------------------------------------------------
-// Activation slots: a (chunk, micro-batch) takes a slot at its first op and gives it
-// back after its last; the schedule bounds how many are live (1F1B: <= pp).
-
-static Slot* slot_get(Model* m, int chunk, int mb) {
-    int* idx = &m->slot_of[chunk * m->n_micro + mb];
-    if (*idx >= 0) return &m->chunks[chunk].slots[*idx];
-    Chunk* ch = &m->chunks[chunk];
-    for (int i = 0; i < ch->n_slots; i++) {
-        Slot* s = &ch->slots[i];
-        if (s->mb >= 0) continue;
-        comm_wait(&m->L.pp_c, &s->req[0]);  // its last sends must be done before the buffers are reused
-        comm_wait(&m->L.pp_c, &s->req[1]);
-        s->mb = mb;
-        *idx = i;
-        m->slots_live_floats += ch->slot_floats;
-        if (m->slots_live_floats > m->slots_peak_floats) m->slots_peak_floats = m->slots_live_floats;
-        return s;
-    }
-    fail("internal: chunk %d has no free activation slot for micro-batch %d", chunk, mb);
-    return NULL;
+// The kernels read the host token arrays; head_forward adds to m->loss_sum itself.
+static void model_load_batch(Model* m, const TokenStream* ts, size_t index) {
+    load_batch(ts, &m->c, m->L.dp_rank, m->n_micro, index, m->inputs, m->targets);
+    m->loss_sum = 0;
 }
-static void slot_put(Model* m, int chunk, Slot* s) {
-    m->slot_of[chunk * m->n_micro + s->mb] = -1;
-    s->mb = -1;
-    m->slots_live_floats -= m->chunks[chunk].slot_floats;
+static const int* batch_inputs(Model* m) { return m->inputs; }
+static const int* batch_targets(Model* m) { return m->targets; }
+static const int* window_tokens(Model* m, const int* window, int T) { return window; }
+static void loss_fetch(Model* m) {}
+
+// One fp64 running sum over every owned element, in order.
+static void sumsq_range(Model* m, int k, const float* x, size_t n, double* ss) {
+    double s = *ss;
+    for (size_t i = 0; i < n; i++) s += (double)x[i] * x[i];
+    *ss = s;
 }
-
-static void zero2_reduce_gradients(Model* m);
-
-// Execute this stage's op list. train: forward with loss gradient, then backward;
-// otherwise forward only (evaluation) with a list built by forward_ops().
-static void run_schedule(Model* m, const PipeOp* ops, int n_ops, int train, float dloss_scale) {
-    int pp = m->L.pp, stage = m->L.stage, B = m->B, T = m->T;
-    size_t n = (size_t)row_count(m, B) * m->C;
-    for (int k = 0; k < n_ops; k++) {
-        PipeOp op = ops[k];
-        int g = op.chunk * pp + stage;
-        Slot* s = slot_get(m, op.chunk, op.mb);
-        const int* tokens = m->inputs + (size_t)op.mb * B * T;
-        const int* targets = m->targets + (size_t)op.mb * B * T;
-        double t0 = now_s();
-        switch (op.kind) {
-        case OP_RECV_FWD:  // comm: pp recv of the previous chunk's output
-            comm_recv(&m->L.pp_c, s->x[0], n, (g - 1) % pp, p2p_tag(m->L.pp, m->L.vpp, 0, op.mb, g - 1));
-            break;
-        case OP_FWD:
-            chunk_forward(m, op.chunk, s, tokens, targets, B, train ? dloss_scale : 0.0f);
-            if (!train && is_last_chunk(m, op.chunk)) slot_put(m, op.chunk, s);
-            break;
-        case OP_SEND_FWD:  // comm: pp send to the next chunk
-            comm_isend(&m->L.pp_c, s->x[m->chunks[op.chunk].n_layers], n, (g + 1) % pp, p2p_tag(m->L.pp, m->L.vpp, 0, op.mb, g), &s->req[0]);
-            if (!train) slot_put(m, op.chunk, s);
-            break;
-        case OP_RECV_BWD:  // comm: pp recv of the gradient from the next chunk
-            comm_recv(&m->L.pp_c, s->dout, n, (g + 1) % pp, p2p_tag(m->L.pp, m->L.vpp, 1, op.mb, g + 1));
-            break;
-        case OP_BWD:
-            chunk_backward(m, op.chunk, s, tokens, B);
-            if (g == 0) slot_put(m, op.chunk, s);
-            if (m->c.zero == 2 && op.chunk == 0) zero2_reduce_gradients(m);  // this micro-batch is done here
-            break;
-        case OP_SEND_BWD:  // comm: pp send of the input gradient to the previous chunk
-            comm_isend(&m->L.pp_c, s->dinp, n, (g - 1) % pp, p2p_tag(m->L.pp, m->L.vpp, 1, op.mb, g), &s->req[1]);
-            slot_put(m, op.chunk, s);
-            break;
-        }
-        metrics_op(m->met, op.kind, op.mb, g, t0, now_s());
-    }
-    for (int c = 0; c < m->L.vpp; c++)  // all sends of the step complete before it ends
-        for (int i = 0; i < m->chunks[c].n_slots; i++) {
-            comm_wait(&m->L.pp_c, &m->chunks[c].slots[i].req[0]);
-            comm_wait(&m->L.pp_c, &m->chunks[c].slots[i].req[1]);
-        }
+static void sumsq_finish(Model* m, int n_ranges, double* ss) {}
+static void adamw_range(Model* m, size_t a, size_t b, const float* grad, int decay, float lr, float grad_scale, int t) {
+    size_t o = a - m->opt_lo;
+    adamw_update(m->params + a, grad + o, m->m_state + o, m->v_state + o, b - a, lr, m->c.beta1, m->c.beta2,
+                 m->c.eps, m->c.weight_decay, decay, grad_scale, t);
 }
+static void params_gathered(Model* m) {}  // the fp32 weights are the ones the forward reads
 
-// ----------------------------------------------------------------------------
-// Gradient reduction, norm, clipping and the AdamW update.
-
-// The tied embedding: first and last stage each hold wte; their gradients are summed so
-// both copies take the same update (Megatron's embedding group).
-static void embed_group_sync(Model* m, float* wte_grad) {
-    if (m->L.in_embed && m->c.arch == ARCH_GPT2)
-        comm_allreduce_sum(&m->L.embed_c, wte_grad, (size_t)m->Vl * m->C);  // comm: embed all-reduce
+static void row_logits(Model* m, const float* lnf_row, float* row) {
+    matmul_forward(row + m->v0, lnf_row, m->w.head, NULL, 1, m->C, m->Vl);
+    comm_allgather(&m->L.tp_c, row + m->v0, row, m->Vl);  // comm: tp all-gather of one row of logits
 }
-
-// With --sp, norm weights, row-parallel biases and wpe saw only this rank's rows: sum
-// their gradients over tp. grad covers local buffer range [lo, lo + len).
-static void sp_partial_sync(Model* m, float* grad, size_t lo, size_t len) {
-    if (!m->c.sp || m->L.tp == 1) return;
-    size_t n = 0;
-    for (int i = 0; i < m->P.n; i++) {
-        const Tensor* t = &m->P.t[i];
-        size_t a, b;
-        if (t->sp_partial && clip_range(t, lo, lo + len, &a, &b)) memcpy(m->sp_buf + n, grad + (a - lo), sizeof(float) * (b - a)), n += b - a;
-    }
-    comm_allreduce_sum(&m->L.tp_c, m->sp_buf, n);  // comm: tp all-reduce of sequence-parallel partial gradients
-    n = 0;
-    for (int i = 0; i < m->P.n; i++) {
-        const Tensor* t = &m->P.t[i];
-        size_t a, b;
-        if (t->sp_partial && clip_range(t, lo, lo + len, &a, &b)) memcpy(grad + (a - lo), m->sp_buf + n, sizeof(float) * (b - a)), n += b - a;
-    }
-}
-
-// ZeRO-2: after each micro-batch, reduce-scatter the gradient into this rank's shard and
-// clear the full buffer (it only ever holds one micro-batch's worth). The tied embedding
-// copy is kept aside in wte_acc and reduced once at the end of the step.
-static void zero2_reduce_gradients(Model* m) {
-    size_t S = shard_floats(&m->P, m->L.dp), wte_n = (size_t)m->Vl * m->C;
-    if (m->wte_acc) {
-        add_inplace(m->wte_acc, m->g.wte, wte_n);
-        memset(m->g.wte, 0, sizeof(float) * wte_n);
-    }
-    comm_reduce_scatter(&m->L.dp_c, m->grads, m->shard_tmp, S);  // comm: dp reduce-scatter (zero 2)
-    add_inplace(m->grad_shard, m->shard_tmp, S);
-    memset(m->grads, 0, sizeof(float) * m->P.n_padded);
-}
-
-// After the schedule: reduce gradients over the groups that share parameters. Returns the
-// gradient the optimizer reads for its range [opt_lo, opt_hi).
-static float* reduce_gradients(Model* m) {
-    size_t S = shard_floats(&m->P, m->L.dp);
-    if (m->c.zero == 0) {
-        embed_group_sync(m, m->g.wte);
-        // comm: dp all-reduce, bucketed back to front (the order backward produces them)
-        const size_t bucket = 1 << 20;
-        for (size_t hi = m->P.n_local; hi > 0;) {
-            size_t lo = hi > bucket ? hi - bucket : 0;
-            comm_allreduce_sum(&m->L.dp_c, m->grads + lo, hi - lo);
-            hi = lo;
-        }
-        sp_partial_sync(m, m->grads, 0, m->P.n_local);
-        return m->grads;
-    }
-    if (m->c.zero == 1) {
-        embed_group_sync(m, m->g.wte);
-        comm_reduce_scatter(&m->L.dp_c, m->grads, m->grad_shard, S);  // comm: dp reduce-scatter (zero 1)
-    } else if (m->wte_acc) {
-        // the tied embedding gradient (kept aside during the step): sum the two copies and the
-        // dp replicas, then add this rank's part of it to its shard
-        size_t wte_n = (size_t)m->Vl * m->C, wte_off = (size_t)(m->g.wte - m->grads);
-        embed_group_sync(m, m->wte_acc);
-        comm_allreduce_sum(&m->L.dp_c, m->wte_acc, wte_n);  // comm: dp all-reduce of the tied embedding
-        for (size_t i = m->opt_lo; i < m->opt_hi; i++)
-            if (i >= wte_off && i < wte_off + wte_n) m->grad_shard[i - m->opt_lo] += m->wte_acc[i - wte_off];
-    }
-    sp_partial_sync(m, m->grad_shard, m->opt_lo, S);
-    return m->grad_shard;
-}
-
-// Global L2 norm of the gradient over the whole model: each element counted once (tp
-// replicas and the tied copy only by their owner, dp replicas once without ZeRO).
-static double grad_norm(Model* m, const float* grad) {
-    double ss = 0;
-    int count_dp = m->c.zero > 0 || m->L.dp_rank == 0;
-    for (int i = 0; i < m->P.n && count_dp; i++) {
-        const Tensor* t = &m->P.t[i];
-        size_t a, b;
-        if (!t->owner || !clip_range(t, m->opt_lo, m->opt_hi, &a, &b)) continue;
-        for (size_t k = a; k < b; k++) ss += (double)grad[k - m->opt_lo] * grad[k - m->opt_lo];
-    }
-    comm_allreduce_sum_f64(&m->L.world_c, &ss, 1);  // comm: world all-reduce of the squared norm
-    return sqrt(ss);
-}
-
-static void optimizer_step(Model* m, const float* grad, float lr, float grad_scale, int t) {
-    for (int i = 0; i < m->P.n; i++) {
-        const Tensor* tn = &m->P.t[i];
-        size_t a, b;
-        if (!clip_range(tn, m->opt_lo, m->opt_hi, &a, &b)) continue;
-        size_t o = a - m->opt_lo;
-        adamw_update(m->params + a, grad + o, m->m_state + o, m->v_state + o, b - a, lr, m->c.beta1, m->c.beta2,
-                     m->c.eps, m->c.weight_decay, tn->decay, grad_scale, t);
-    }
-    if (m->c.zero > 0)  // comm: dp all-gather of the updated parameter shards
-        comm_allgather(&m->L.dp_c, m->params + m->opt_lo, m->params, shard_floats(&m->P, m->L.dp));
-}
+static void device_sync(Model* m) {}
 
 // ----------------------------------------------------------------------------
 // Set-up.
@@ -487,11 +336,11 @@ static void alloc_activations(Model* m) {
     m->dfch_act = (float*)xcalloc(BT * m->Fl, sizeof(float));
     m->ce_max = (float*)xcalloc(BT, sizeof(float));
     m->ce_sums = (float*)xcalloc(2 * BT, sizeof(float));
-    m->scratch_floats = 2 * att_n + N * C * 7 + BT * C * 2 + BT * (m->qkv_dim + m->Hl * m->hd + m->fc_dim + m->Fl) + 3 * BT;
+    m->scratch_bytes = sizeof(float) * (2 * att_n + N * C * 7 + BT * C * 2 + BT * (m->qkv_dim + m->Hl * m->hd + m->fc_dim + m->Fl) + 3 * BT);
     if (full) {
         float* p = (float*)xcalloc(layer_act_floats(m, 0, m->B), sizeof(float));
         carve_acts(m, &m->scratch, p, 0);
-        m->scratch_floats += layer_act_floats(m, 0, m->B);
+        m->scratch_bytes += sizeof(float) * layer_act_floats(m, 0, m->B);
     }
     // Slots: as many per chunk as the schedule ever has in flight on it.
     m->chunks = (Chunk*)xcalloc(m->L.vpp, sizeof(Chunk));
@@ -506,7 +355,7 @@ static void alloc_activations(Model* m) {
         size_t f = (ch->n_layers + 1) * N * C + 2 * N * C;
         if (!full) f += ch->n_layers * layer_act_floats(m, keep_att, m->B);
         if (is_last_chunk(m, c)) f += BT * C + 2 * N + BT * m->Vl + BT;
-        ch->slot_floats = f;
+        ch->slot_bytes = sizeof(float) * f;
         ch->mem = (float*)xcalloc(f * ch->n_slots, sizeof(float));
         ch->slots = (Slot*)xcalloc(ch->n_slots, sizeof(Slot));
         for (int si = 0; si < ch->n_slots; si++) {
@@ -537,13 +386,7 @@ static void model_init(Model* m, Args* a, Metrics* met) {
     m->met = met;
     ModelConfig* c = &m->c;
     layout_init(&m->L, c->dp, c->tp, c->pp, c->vpp);
-    m->B = c->micro_batch, m->T = c->seq_len, m->C = c->d_model, m->hd = c->d_model / c->n_head;
-    m->Hl = c->n_head / c->tp, m->KVl = c->n_kv_head / c->tp;
-    m->qkv_dim = (m->Hl + 2 * m->KVl) * m->hd;
-    m->Fl = c->d_ff / c->tp;
-    m->fc_dim = c->arch == ARCH_GPT2 ? m->Fl : 2 * m->Fl;
-    m->Vl = c->vocab_padded / c->tp, m->v0 = m->L.tp_rank * m->Vl;
-    m->n_micro = c->global_batch / (c->dp * c->micro_batch);
+    model_shapes(m);
     param_layout_build(&m->P, c, c->tp, m->L.tp_rank, c->pp, c->vpp, m->L.stage, c->dp);
     // parameters and gradients: one buffer each, named views into them
     m->params = (float*)xcalloc(m->P.n_padded, sizeof(float));
@@ -570,117 +413,9 @@ static void model_init(Model* m, Args* a, Metrics* met) {
     m->targets = (int*)xmalloc(sizeof(int) * m->n_micro * m->B * m->T);
 }
 
-// ----------------------------------------------------------------------------
-// A training step and an evaluation.
-
-// Mean loss over the global batch (last stage, tp rank 0 of each dp replica hold it).
-static double reduce_loss(Model* m, double n_tokens) {
-    double l = (m->L.stage == m->L.pp - 1 && m->L.tp_rank == 0) ? m->loss_sum : 0.0;
-    comm_allreduce_sum_f64(&m->L.world_c, &l, 1);  // comm: world all-reduce of the loss
-    return l / n_tokens;
-}
-
-typedef struct { double loss, grad_norm, sched_s; float lr; int skipped; } StepResult;
-
-static StepResult train_step(Model* m, const TokenStream* train, int step) {
-    StepResult r = {0, 0, 0, 0, 0};
-    double n_tokens = (double)m->c.global_batch * m->T;
-    load_batch(train, &m->c, m->L.dp_rank, m->n_micro, (size_t)step, m->inputs, m->targets);
-    memset(m->grads, 0, sizeof(float) * m->P.n_padded);
-    if (m->grad_shard) memset(m->grad_shard, 0, sizeof(float) * shard_floats(&m->P, m->L.dp));
-    if (m->wte_acc) memset(m->wte_acc, 0, sizeof(float) * m->Vl * m->C);
-    m->loss_sum = 0;
-    metrics_phase(m->met, "schedule");
-    double t0 = now_s();
-    run_schedule(m, m->ops, m->n_ops, 1, (float)(1.0 / n_tokens));
-    r.sched_s = now_s() - t0;
-    metrics_phase(m->met, "grad_sync");
-    float* grad = reduce_gradients(m);
-    r.loss = reduce_loss(m, n_tokens);
-    r.grad_norm = grad_norm(m, grad);
-    r.lr = lr_at(&m->c, step);
-    if (!isfinite(r.loss) || !isfinite(r.grad_norm)) {
-        if (!m->args->on_nan_skip) fail("step %d: loss %g, gradient norm %g is not finite (--on-nan stop)", step, r.loss, r.grad_norm);
-        r.skipped = 1;
-        return r;
-    }
-    float scale = (m->c.grad_clip > 0 && r.grad_norm > m->c.grad_clip) ? (float)(m->c.grad_clip / r.grad_norm) : 1.0f;
-    metrics_phase(m->met, "optimizer");
-    optimizer_step(m, grad, r.lr, scale, step + 1);
-    return r;
-}
-
-static double evaluate(Model* m, const TokenStream* val, int n_batches) {
-    PipeOp* ops = (PipeOp*)xmalloc(sizeof(PipeOp) * 3 * m->n_micro * m->L.vpp);
-    int n_ops = forward_ops(m->L.stage, m->L.pp, m->L.vpp, m->n_micro, ops);
-    double total = 0;
-    for (int b = 0; b < n_batches; b++) {
-        load_batch(val, &m->c, m->L.dp_rank, m->n_micro, (size_t)b, m->inputs, m->targets);
-        m->loss_sum = 0;
-        run_schedule(m, ops, n_ops, 0, 0.0f);
-        total += reduce_loss(m, (double)m->c.global_batch * m->T);
-    }
-    free(ops);
-    return total / n_batches;
-}
-
-// ----------------------------------------------------------------------------
-// Sampling: one sequence (batch 1) through the pipeline per generated token. The last
-// stage gathers the one row of logits it needs over tp and draws the token; every rank
-// then learns it by broadcast.
-
-static void sample_text(Model* m, const Tokenizer* tk, int len, uint64_t seed, FILE* out) {
-    int T = m->T, B = 1, pp = m->L.pp, last_rank = layout_rank_of(&m->L, 0, pp - 1, 0);
-    int* ctx = (int*)xcalloc(T, sizeof(int));
-    int* saved_inputs = m->inputs;
-    float* row = (float*)xmalloc(sizeof(float) * m->c.vocab_padded);
-    Rng rng;
-    rng_seed(&rng, seed);
-    int n = 0;
-    ctx[n++] = m->c.vocab > EOT_TOKEN ? EOT_TOKEN : 0;  // start from <|endoftext|> (or byte 0)
-    for (int step = 0; step < len; step++) {
-        int start = n > T ? n - T : 0, cur = n - start;  // window of the last T tokens
-        int* window = (int*)xcalloc(T, sizeof(int));
-        for (int i = 0; i < cur; i++) window[i] = ctx[(start + i) % T];
-        m->inputs = window;
-        size_t nrow = (size_t)row_count(m, B) * m->C;
-        int next = 0;
-        for (int c = 0; c < m->L.vpp; c++) {
-            int g = c * pp + m->L.stage;
-            Slot* s = slot_get(m, c, 0);
-            if (g > 0) comm_recv(&m->L.pp_c, s->x[0], nrow, (g - 1) % pp, p2p_tag(m->L.pp, m->L.vpp, 0, 0, g - 1));
-            Chunk* ch = &m->chunks[c];
-            if (g == 0) embed_forward(m, s->x[0], window, B);
-            for (int i = 0; i < ch->n_layers; i++) layer_forward(m, ch->layer0 + i, acts_of(m, s, i), s->x[i], s->x[i + 1], B);
-            if (g < pp * m->L.vpp - 1) {
-                comm_isend(&m->L.pp_c, s->x[ch->n_layers], nrow, (g + 1) % pp, p2p_tag(m->L.pp, m->L.vpp, 0, 0, g), &s->req[0]);
-                comm_wait(&m->L.pp_c, &s->req[0]);
-            } else {
-                // logits of position cur-1 only: final norm of all rows, then one matmul row
-                float* x = s->x[ch->n_layers];
-                norm_forward(m, my_rows(m, s->lnf, B), s->lnf_mean, s->lnf_rstd, x, m->w.lnfw, m->w.lnfb, row_count(m, B));
-                sp_gather_rows(m, s->lnf, B);
-                matmul_forward(row + m->v0, s->lnf + (size_t)(cur - 1) * m->C, m->w.head, NULL, 1, m->C, m->Vl);
-                comm_allgather(&m->L.tp_c, row + m->v0, row, m->Vl);  // comm: tp all-gather of one row of logits
-                float maxv = -FLT_MAX, sum = 0;
-                for (int v = 0; v < m->c.vocab; v++) if (row[v] > maxv) maxv = row[v];
-                for (int v = 0; v < m->c.vocab; v++) sum += (row[v] = expf(row[v] - maxv));
-                float u = rng_uniform(&rng) * sum, acc = 0;
-                next = m->c.vocab - 1;
-                for (int v = 0; v < m->c.vocab; v++) if ((acc += row[v]) > u) { next = v; break; }
-            }
-            slot_put(m, c, s);
-        }
-        comm_broadcast(&m->L.world_c, &next, sizeof(int), last_rank);  // comm: world broadcast of the token
-        free(window);
-        ctx[n % T] = next;  // ring buffer of the last T tokens
-        n++;
-        if (m->L.rank == 0) tokenizer_print(tk, next, out);
-    }
-    if (m->L.rank == 0) fputc('\n', out), fflush(out);
-    m->inputs = saved_inputs;
-    free(ctx);
-    free(row);
+// Checkpoints: ckpt.h on the fp32 weights and AdamW state as they are.
+static void save_checkpoint(Model* m, int step) {
+    ckpt_save(&m->L, &m->P, &m->c, m->args, m->params, m->m_state, m->v_state, m->opt_lo, m->opt_hi, step);
 }
 
 // ----------------------------------------------------------------------------
@@ -708,35 +443,18 @@ int main(int argc, char** argv) {
     if (a->import_llmc) llmc_import(a->import_llmc, &m.L, &m.P, c, m.params);
     if (a->resume) start_step = ckpt_resume(&m.L, &m.P, c, a, m.params, m.m_state, m.v_state, m.opt_lo, m.opt_hi);
     if (rank == 0) print_startup(&m.L, &m.P, c, a, &run.train, &run.val, &met, m.n_micro, start_step);
-    size_t act_floats = m.scratch_floats;
-    for (int ch = 0; ch < m.L.vpp; ch++) act_floats += m.chunks[ch].slot_floats * m.chunks[ch].n_slots;
+    size_t act_bytes = m.scratch_bytes;
+    for (int ch = 0; ch < m.L.vpp; ch++) act_bytes += m.chunks[ch].slot_bytes * m.chunks[ch].n_slots;
     // the planner's view of this machine: ranks time-share the cores, each with cores/world threads
     metrics_predict(&met, c, "cpu", core * (cores / world > 1 ? cores / world : 1), (int)cores, &m.P, m.opt_hi - m.opt_lo,
-                    act_floats, 4);
+                    act_bytes / sizeof(float), 4);
 
-    for (int step = start_step; step < c->steps; step++) {
-        watchdog_kick();
-        metrics_step_begin(&met, step);
-        StepResult r = train_step(&m, &run.train, step);
-        metrics_step_end(&met, &m.L, c, step, start_step, m.n_micro, r.loss, r.lr, r.grad_norm, r.skipped, r.sched_s);
-        if (a->eval_every && ((step + 1) % a->eval_every == 0 || step + 1 == c->steps))
-            metrics_eval(&met, step, evaluate(&m, &run.val, a->val_batches));
-        if (a->sample_every && (step + 1) % a->sample_every == 0) sample_text(&m, &run.tk, a->sample_len, c->seed + step, stdout);
-        int stop = ckpt_stop_requested(&m.L.world_c);
-        if (a->ckpt_dir && ((a->ckpt_every && (step + 1) % a->ckpt_every == 0) || step + 1 == c->steps || stop))
-            ckpt_save(&m.L, &m.P, c, a, m.params, m.m_state, m.v_state, m.opt_lo, m.opt_hi, step + 1);
-        if (stop) {
-            if (rank == 0) fprintf(stderr, "stopped by signal after step %d\n", step + 1);
-            MPI_Finalize();
-            return 130;
-        }
-    }
-    if (!a->sample_every && a->sample_len) {
-        if (rank == 0) printf("sample:\n");
-        sample_text(&m, &run.tk, a->sample_len, c->seed, stdout);
+    if (train_loop(&m, &run, &met, start_step)) {
+        MPI_Finalize();
+        return 130;
     }
     if (a->export_llmc) llmc_export(a->export_llmc, &m.L, &m.P, c, m.params);
-    metrics_finish(&met, &m.L, 4.0 * (m.slots_peak_floats + m.scratch_floats));
+    metrics_finish(&met, &m.L, (double)(m.slots_peak_bytes + m.scratch_bytes));
     MPI_Finalize();
     return 0;
 }

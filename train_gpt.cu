@@ -39,6 +39,12 @@
 #include "runtime.h"
 #include "schedule.h"
 
+// The activation element model_runtime.h works in, and the most floats of one dp all-reduce
+// of the gradient (model_runtime.h's reduce_gradients): one call over the whole buffer,
+// NCCL pipelines it internally.
+typedef bf16 act_t;
+#define GRAD_BUCKET_FLOATS SIZE_MAX
+
 // Activations one layer keeps for its backward (one micro-batch, this rank's part), bf16
 // unless noted. N = rows this rank holds in the norm/residual regions (B*T, or B*T/tp with
 // --sp); the matmul regions always see all B*T rows.
@@ -123,7 +129,7 @@ static int row0_of(const Model* m, int B) { return m->c.sp ? m->L.tp_rank * row_
 // The bf16 copy of a weight, from its fp32 view (NULL stays NULL).
 static const bf16* bf(const Model* m, const float* p) { return p ? m->params_bf16 + (p - m->params) : NULL; }
 
-static void copy_bf16(Model* m, bf16* dst, const bf16* src, size_t n) {
+static void act_copy(Model* m, bf16* dst, const bf16* src, size_t n) {
     cudaCheck(cudaMemcpyAsync(dst, src, sizeof(bf16) * n, cudaMemcpyDeviceToDevice, m->stream));
 }
 
@@ -221,7 +227,7 @@ static void layer_backward(Model* m, int l, LayerActs* a, const bf16* x, const b
     else swiglu_backward_gpu(m->dfch, a->fch, m->dfch_act, BT, m->Fl, 0, s);
     matmul_backward_gpu(m->partial, g->fcw, g->fcb, m->dfch, a->ln2, bf(m, w->fcw), BT, C, m->fc_dim, 0, s);
     const bf16* dln = tp_reduce_rows(m, m->partial, B);
-    copy_bf16(m, m->dres2, dout, (size_t)N * C);  // the residual path
+    act_copy(m, m->dres2, dout, (size_t)N * C);  // the residual path
     norm_backward(m, m->dres2, g->ln2w, g->ln2b, dln, a->res2, w->ln2w, a->ln2_mean, a->ln2_rstd, N, 1);
     // attention block
     if (g->attprojb) column_sum_gpu(g->attprojb, m->dres2, N, C, s);
@@ -237,7 +243,7 @@ static void layer_backward(Model* m, int l, LayerActs* a, const bf16* x, const b
     if (m->c.arch == ARCH_LLAMA) rope_apply_gpu(m->dqkv, BT, T, m->qkv_dim, m->Hl + m->KVl, m->hd, -1.0f, s);
     matmul_backward_gpu(m->partial, g->qkvw, g->qkvb, m->dqkv, a->ln1, bf(m, w->qkvw), BT, C, m->qkv_dim, 0, s);
     dln = tp_reduce_rows(m, m->partial, B);
-    copy_bf16(m, dx, m->dres2, (size_t)N * C);
+    act_copy(m, dx, m->dres2, (size_t)N * C);
     norm_backward(m, dx, g->ln1w, g->ln1b, dln, x, w->ln1w, a->ln1_mean, a->ln1_rstd, N, 1);
 }
 
@@ -248,7 +254,7 @@ static void embed_forward(Model* m, bf16* x0, const int* tokens, int B) {
     int BT = B * m->T, N = row_count(m, B);
     embedding_forward_gpu(m->partial, tokens, bf(m, m->w.wte), BT, m->C, m->v0, m->Vl, m->stream);  // rows of this rank's vocabulary
     const bf16* y = tp_reduce_rows(m, m->partial, B);  // one nonzero term per row: the bf16 sum is exact
-    copy_bf16(m, x0, y, (size_t)N * m->C);
+    act_copy(m, x0, y, (size_t)N * m->C);
     if (m->w.wpe) position_forward_gpu(x0, bf(m, m->w.wpe), N, row0_of(m, B), m->T, m->C, m->stream);
 }
 static void embed_backward(Model* m, const bf16* dx0, const int* tokens, int B) {
@@ -282,64 +288,25 @@ static void head_backward(Model* m, Slot* s, const bf16* x, bf16* dx, int B) {
 }
 
 // ----------------------------------------------------------------------------
-// A chunk of layers for one micro-batch.
+// The rank's orchestration (chunks, slots, the schedule executor, gradient reduction, the
+// step, evaluation, sampling, the training loop) is model_runtime.h, shared with
+// train_gpt.c. Below it, the primitives it asks of this build: device memory on the one
+// compute stream, NCCL (or host-staged MPI) groups, host-staged pipeline p2p.
+#include "model_runtime.h"
 
-static int is_first_chunk(const Model* m, int chunk) { return chunk * m->L.pp + m->L.stage == 0; }
-static int is_last_chunk(const Model* m, int chunk) { return chunk * m->L.pp + m->L.stage == m->L.pp * m->L.vpp - 1; }
-
-static LayerActs* acts_of(Model* m, Slot* s, int i) { return m->c.recompute == RECOMPUTE_FULL ? &m->scratch : &s->acts[i]; }
-
-static void chunk_forward(Model* m, int chunk, Slot* s, const int* tokens, const int* targets, int B, float dloss_scale) {
-    Chunk* ch = &m->chunks[chunk];
-    if (is_first_chunk(m, chunk)) embed_forward(m, s->x[0], tokens, B);
-    for (int i = 0; i < ch->n_layers; i++) layer_forward(m, ch->layer0 + i, acts_of(m, s, i), s->x[i], s->x[i + 1], B);
-    if (is_last_chunk(m, chunk)) head_forward(m, s, s->x[ch->n_layers], targets, B, dloss_scale);
+static void f32_copy(Model* m, float* dst, const float* src, size_t n) {
+    cudaCheck(cudaMemcpyAsync(dst, src, sizeof(float) * n, cudaMemcpyDeviceToDevice, m->stream));
 }
+static void f32_zero(Model* m, float* p, size_t n) { cudaCheck(cudaMemsetAsync(p, 0, sizeof(float) * n, m->stream)); }
+static void f32_add(Model* m, float* dst, const float* src, size_t n) { add_inplace_f32_gpu(dst, src, n, m->stream); }
 
-static void chunk_backward(Model* m, int chunk, Slot* s, const int* tokens, int B) {
-    Chunk* ch = &m->chunks[chunk];
-    size_t n = (size_t)row_count(m, B) * m->C;
-    bf16 *d = m->dres[0], *dnext = m->dres[1];
-    if (is_last_chunk(m, chunk)) head_backward(m, s, s->x[ch->n_layers], d, B);
-    else copy_bf16(m, d, s->dout, n);
-    for (int i = ch->n_layers - 1; i >= 0; i--) {
-        LayerActs* a = acts_of(m, s, i);
-        // full recomputation: only the layer input was kept; run the layer again (its tp
-        // communication included) to rebuild its activations
-        if (m->c.recompute == RECOMPUTE_FULL) layer_forward(m, ch->layer0 + i, a, s->x[i], m->x_scratch, B);
-        layer_backward(m, ch->layer0 + i, a, s->x[i], d, dnext, B);
-        bf16* t = d; d = dnext; dnext = t;
-    }
-    if (is_first_chunk(m, chunk)) embed_backward(m, d, tokens, B);
-    else copy_bf16(m, s->dinp, d, n);
+static GpuGroup* group_of(Model* m, Group g) { return g == GROUP_TP ? &m->G.tp : g == GROUP_DP ? &m->G.dp : &m->G.embed; }
+static void grad_allreduce(Model* m, Group g, float* buf, size_t n) { nccl_allreduce_sum(&m->G, group_of(m, g), buf, n, m->stream); }
+static void grad_reduce_scatter(Model* m, Group g, const float* send, float* recv, size_t n_per_rank) {
+    nccl_reduce_scatter(&m->G, group_of(m, g), send, recv, n_per_rank, m->stream);
 }
-
-// ----------------------------------------------------------------------------
-// Activation slots: a (chunk, micro-batch) takes a slot at its first op and gives it
-// back after its last; the schedule bounds how many are live (1F1B: <= pp).
-
-static Slot* slot_get(Model* m, int chunk, int mb) {
-    int* idx = &m->slot_of[chunk * m->n_micro + mb];
-    Chunk* ch = &m->chunks[chunk];
-    if (*idx >= 0) return &ch->slots[*idx];
-    for (int i = 0; i < ch->n_slots; i++) {
-        Slot* s = &ch->slots[i];
-        if (s->mb >= 0) continue;
-        comm_wait(&m->L.pp_c, &s->req[0]);  // its last sends must be done before the host copies are reused
-        comm_wait(&m->L.pp_c, &s->req[1]);
-        s->mb = mb;
-        *idx = i;
-        m->slots_live_bytes += ch->slot_bytes;
-        if (m->slots_live_bytes > m->slots_peak_bytes) m->slots_peak_bytes = m->slots_live_bytes;
-        return s;
-    }
-    fail("internal: chunk %d has no free activation slot for micro-batch %d", chunk, mb);
-    return NULL;
-}
-static void slot_put(Model* m, int chunk, Slot* s) {
-    m->slot_of[chunk * m->n_micro + s->mb] = -1;
-    s->mb = -1;
-    m->slots_live_bytes -= m->chunks[chunk].slot_bytes;
+static void param_allgather(Model* m, Group g, const float* send, float* recv, size_t n_per_rank) {
+    nccl_allgather(&m->G, group_of(m, g), send, recv, n_per_rank, m->stream);
 }
 
 // Pipeline p2p, host-staged in both --comm modes. The op lists of schedule.h post sends that
@@ -359,166 +326,50 @@ static void pp_recv(Model* m, bf16* dst, size_t n, int peer, int tag) {
     h2d(dst, m->h_recv, sizeof(bf16) * n, m->stream);  // synchronizes: h_recv is free again
 }
 
-static void zero2_reduce_gradients(Model* m);
-
-// Execute this stage's op list. train: forward with loss gradient, then backward;
-// otherwise forward only (evaluation) with a list built by forward_ops().
-static void run_schedule(Model* m, const PipeOp* ops, int n_ops, int train, float dloss_scale) {
-    int pp = m->L.pp, stage = m->L.stage, B = m->B, T = m->T;
-    size_t n = (size_t)row_count(m, B) * m->C;
-    for (int k = 0; k < n_ops; k++) {
-        PipeOp op = ops[k];
-        int g = op.chunk * pp + stage;
-        Slot* s = slot_get(m, op.chunk, op.mb);
-        const int* tokens = m->d_inputs + (size_t)op.mb * B * T;
-        const int* targets = m->d_targets + (size_t)op.mb * B * T;
-        double t0 = now_s();
-        switch (op.kind) {
-        case OP_RECV_FWD:  // comm: pp recv of the previous chunk's output
-            pp_recv(m, s->x[0], n, (g - 1) % pp, p2p_tag(m->L.pp, m->L.vpp, 0, op.mb, g - 1));
-            break;
-        case OP_FWD:
-            chunk_forward(m, op.chunk, s, tokens, targets, B, train ? dloss_scale : 0.0f);
-            if (!train && is_last_chunk(m, op.chunk)) slot_put(m, op.chunk, s);
-            break;
-        case OP_SEND_FWD:  // comm: pp send to the next chunk
-            pp_send(m, s, 0, s->x[m->chunks[op.chunk].n_layers], n, (g + 1) % pp, p2p_tag(m->L.pp, m->L.vpp, 0, op.mb, g));
-            if (!train) slot_put(m, op.chunk, s);
-            break;
-        case OP_RECV_BWD:  // comm: pp recv of the gradient from the next chunk
-            pp_recv(m, s->dout, n, (g + 1) % pp, p2p_tag(m->L.pp, m->L.vpp, 1, op.mb, g + 1));
-            break;
-        case OP_BWD:
-            chunk_backward(m, op.chunk, s, tokens, B);
-            if (g == 0) slot_put(m, op.chunk, s);
-            if (m->c.zero == 2 && op.chunk == 0) zero2_reduce_gradients(m);  // this micro-batch is done here
-            break;
-        case OP_SEND_BWD:  // comm: pp send of the input gradient to the previous chunk
-            pp_send(m, s, 1, s->dinp, n, (g - 1) % pp, p2p_tag(m->L.pp, m->L.vpp, 1, op.mb, g));
-            slot_put(m, op.chunk, s);
-            break;
-        }
-        // Kernels run asynchronously: wait for them so the op's time (metrics, --trace, the
-        // measured bubble) is device time. Microseconds against a chunk's milliseconds.
-        if (op.kind == OP_FWD || op.kind == OP_BWD) cudaCheck(cudaStreamSynchronize(m->stream));
-        metrics_op(m->met, op.kind, op.mb, g, t0, now_s());
-    }
-    for (int c = 0; c < m->L.vpp; c++)  // all sends of the step complete before it ends
-        for (int i = 0; i < m->chunks[c].n_slots; i++) {
-            comm_wait(&m->L.pp_c, &m->chunks[c].slots[i].req[0]);
-            comm_wait(&m->L.pp_c, &m->chunks[c].slots[i].req[1]);
-        }
+// This dp rank's part of global batch `index`, on the host and the device; the device sum
+// of token losses restarts.
+static void model_load_batch(Model* m, const TokenStream* ts, size_t index) {
+    load_batch(ts, &m->c, m->L.dp_rank, m->n_micro, index, m->inputs, m->targets);
+    size_t bytes = sizeof(int) * m->n_micro * m->B * m->T;
+    h2d(m->d_inputs, m->inputs, bytes, m->stream);
+    h2d(m->d_targets, m->targets, bytes, m->stream);
+    cudaCheck(cudaMemsetAsync(m->loss_acc, 0, sizeof(double), m->stream));
 }
-
-// ----------------------------------------------------------------------------
-// Gradient reduction, norm, clipping and the AdamW update. All on fp32 device buffers.
-
-// The tied embedding: first and last stage each hold wte; their gradients are summed so
-// both copies take the same update (Megatron's embedding group).
-static void embed_group_sync(Model* m, float* wte_grad) {
-    if (m->L.in_embed && m->c.arch == ARCH_GPT2)
-        nccl_allreduce_sum(&m->G, &m->G.embed, wte_grad, (size_t)m->Vl * m->C, m->stream);  // comm: embed all-reduce
+static const int* batch_inputs(Model* m) { return m->d_inputs; }
+static const int* batch_targets(Model* m) { return m->d_targets; }
+static const int* window_tokens(Model* m, const int* window, int T) {
+    h2d(m->d_inputs, window, sizeof(int) * T, m->stream);
+    return m->d_inputs;
 }
+static void loss_fetch(Model* m) { d2h(&m->loss_sum, m->loss_acc, sizeof(double), m->stream); }
 
-// With --sp, norm weights, row-parallel biases and wpe saw only this rank's rows: sum
-// their gradients over tp. grad covers local buffer range [lo, lo + len). pack 1 copies the
-// sp_partial pieces of grad into sp_buf, pack 0 copies them back; returns the floats moved.
-static size_t sp_partial_pack(Model* m, float* grad, size_t lo, size_t len, int pack) {
-    size_t n = 0;
-    for (int i = 0; i < m->P.n; i++) {
-        const Tensor* t = &m->P.t[i];
-        size_t a, b;
-        if (!t->sp_partial || !clip_range(t, lo, lo + len, &a, &b)) continue;
-        float *dst = pack ? m->sp_buf + n : grad + (a - lo), *src = pack ? grad + (a - lo) : m->sp_buf + n;
-        cudaCheck(cudaMemcpyAsync(dst, src, sizeof(float) * (b - a), cudaMemcpyDeviceToDevice, m->stream));
-        n += b - a;
-    }
-    return n;
+// The gradient norm: one deterministic fp32 sum of squares per tensor on the device, added
+// up in fp64 on the host.
+static void sumsq_range(Model* m, int k, const float* x, size_t n, double* ss) { sumsq_gpu(m->norm_parts + k, x, n, m->stream); }
+static void sumsq_finish(Model* m, int n_ranges, double* ss) {
+    if (n_ranges) d2h(m->h_norm_parts, m->norm_parts, sizeof(float) * n_ranges, m->stream);
+    for (int i = 0; i < n_ranges; i++) *ss += m->h_norm_parts[i];
 }
-static void sp_partial_sync(Model* m, float* grad, size_t lo, size_t len) {
-    if (!m->c.sp || m->L.tp == 1) return;
-    size_t n = sp_partial_pack(m, grad, lo, len, 1);
-    nccl_allreduce_sum(&m->G, &m->G.tp, m->sp_buf, n, m->stream);  // comm: tp all-reduce of sequence-parallel partial gradients
-    sp_partial_pack(m, grad, lo, len, 0);
+// AdamW on the fp32 master weights of this rank's range; the bf16 copy follows: written by
+// the update without ZeRO, with ZeRO refreshed whole from the all-gathered fp32 shards.
+static void adamw_range(Model* m, size_t a, size_t b, const float* grad, int decay, float lr, float grad_scale, int t) {
+    size_t o = a - m->opt_lo;
+    adamw_update_gpu(m->params + a, m->c.zero ? NULL : m->params_bf16 + a, grad + o, m->m_state + o, m->v_state + o,
+                     b - a, lr, m->c.beta1, m->c.beta2, m->c.eps, m->c.weight_decay, decay, grad_scale, t, m->stream);
 }
+static void params_gathered(Model* m) { f32_to_bf16_gpu(m->params_bf16, m->params, m->P.n_local, m->stream); }
 
-// ZeRO-2: after each micro-batch, reduce-scatter the gradient into this rank's shard and
-// clear the full buffer (it only ever holds one micro-batch's worth). The tied embedding
-// copy is kept aside in wte_acc and reduced once at the end of the step.
-static void zero2_reduce_gradients(Model* m) {
-    size_t S = shard_floats(&m->P, m->L.dp), wte_n = (size_t)m->Vl * m->C;
-    if (m->wte_acc) {
-        add_inplace_f32_gpu(m->wte_acc, m->g.wte, wte_n, m->stream);
-        cudaCheck(cudaMemsetAsync(m->g.wte, 0, sizeof(float) * wte_n, m->stream));
-    }
-    nccl_reduce_scatter(&m->G, &m->G.dp, m->grads, m->shard_tmp, S, m->stream);  // comm: dp reduce-scatter (zero 2)
-    add_inplace_f32_gpu(m->grad_shard, m->shard_tmp, S, m->stream);
-    cudaCheck(cudaMemsetAsync(m->grads, 0, sizeof(float) * m->P.n_padded, m->stream));
+// Sampling: one bf16 row of logits on the device, all-gathered over tp, then fp32 on the host.
+static void row_logits(Model* m, const bf16* lnf_row, float* row) {
+    int Vp = m->c.vocab_padded;
+    matmul_forward(m, m->logit_row + m->v0, lnf_row, m->w.head, NULL, 1, m->C, m->Vl);
+    nccl_allgather_bf16(&m->G, &m->G.tp, m->logit_row + m->v0, m->logit_row, m->Vl, m->stream);  // comm: tp all-gather of one row of logits
+    bf16* row_bf = (bf16*)xmalloc(sizeof(bf16) * Vp);
+    d2h(row_bf, m->logit_row, sizeof(bf16) * Vp, m->stream);
+    for (int v = 0; v < Vp; v++) row[v] = __bfloat162float(row_bf[v]);
+    free(row_bf);
 }
-
-// After the schedule: reduce gradients over the groups that share parameters. Returns the
-// gradient the optimizer reads for its range [opt_lo, opt_hi).
-static float* reduce_gradients(Model* m) {
-    size_t S = shard_floats(&m->P, m->L.dp);
-    if (m->c.zero == 0) {
-        embed_group_sync(m, m->g.wte);
-        // comm: dp all-reduce, one call over the whole buffer (NCCL pipelines it internally)
-        nccl_allreduce_sum(&m->G, &m->G.dp, m->grads, m->P.n_local, m->stream);
-        sp_partial_sync(m, m->grads, 0, m->P.n_local);
-        return m->grads;
-    }
-    if (m->c.zero == 1) {
-        embed_group_sync(m, m->g.wte);
-        nccl_reduce_scatter(&m->G, &m->G.dp, m->grads, m->grad_shard, S, m->stream);  // comm: dp reduce-scatter (zero 1)
-    } else if (m->wte_acc) {
-        // the tied embedding gradient (kept aside during the step): sum the two copies and the
-        // dp replicas, then add the part of it inside this rank's shard
-        size_t wte_n = (size_t)m->Vl * m->C, wte_off = (size_t)(m->g.wte - m->grads);
-        embed_group_sync(m, m->wte_acc);
-        nccl_allreduce_sum(&m->G, &m->G.dp, m->wte_acc, wte_n, m->stream);  // comm: dp all-reduce of the tied embedding
-        size_t lo = m->opt_lo > wte_off ? m->opt_lo : wte_off;
-        size_t hi = m->opt_hi < wte_off + wte_n ? m->opt_hi : wte_off + wte_n;
-        if (lo < hi) add_inplace_f32_gpu(m->grad_shard + (lo - m->opt_lo), m->wte_acc + (lo - wte_off), hi - lo, m->stream);
-    }
-    sp_partial_sync(m, m->grad_shard, m->opt_lo, S);
-    return m->grad_shard;
-}
-
-// Global L2 norm of the gradient over the whole model: each element counted once (tp
-// replicas and the tied copy only by their owner, dp replicas once without ZeRO). One
-// deterministic fp32 sum of squares per tensor on the device, added up in fp64 here.
-static double grad_norm(Model* m, const float* grad) {
-    int count_dp = m->c.zero > 0 || m->L.dp_rank == 0, k = 0;
-    for (int i = 0; i < m->P.n && count_dp; i++) {
-        const Tensor* t = &m->P.t[i];
-        size_t a, b;
-        if (!t->owner || !clip_range(t, m->opt_lo, m->opt_hi, &a, &b)) continue;
-        sumsq_gpu(m->norm_parts + k++, grad + (a - m->opt_lo), b - a, m->stream);
-    }
-    double ss = 0;
-    if (k) d2h(m->h_norm_parts, m->norm_parts, sizeof(float) * k, m->stream);
-    for (int i = 0; i < k; i++) ss += m->h_norm_parts[i];
-    comm_allreduce_sum_f64(&m->L.world_c, &ss, 1);  // comm: world all-reduce of the squared norm
-    return sqrt(ss);
-}
-
-// AdamW on the fp32 master weights of this rank's range; the bf16 copy follows. With ZeRO
-// the updated fp32 shards are all-gathered (fp32, so every dp rank holds the exact master
-// weights a checkpoint writes), then the whole bf16 copy is refreshed from them.
-static void optimizer_step(Model* m, const float* grad, float lr, float grad_scale, int t) {
-    for (int i = 0; i < m->P.n; i++) {
-        const Tensor* tn = &m->P.t[i];
-        size_t a, b;
-        if (!clip_range(tn, m->opt_lo, m->opt_hi, &a, &b)) continue;
-        size_t o = a - m->opt_lo;
-        adamw_update_gpu(m->params + a, m->c.zero ? NULL : m->params_bf16 + a, grad + o, m->m_state + o, m->v_state + o,
-                         b - a, lr, m->c.beta1, m->c.beta2, m->c.eps, m->c.weight_decay, tn->decay, grad_scale, t, m->stream);
-    }
-    if (m->c.zero > 0) {  // comm: dp all-gather of the updated parameter shards
-        nccl_allgather(&m->G, &m->G.dp, m->params + m->opt_lo, m->params, shard_floats(&m->P, m->L.dp), m->stream);
-        f32_to_bf16_gpu(m->params_bf16, m->params, m->P.n_local, m->stream);
-    }
-}
+static void device_sync(Model* m) { cudaCheck(cudaStreamSynchronize(m->stream)); }
 
 // ----------------------------------------------------------------------------
 // Set-up. Device buffers of mixed types are carved out of one allocation: a sizing pass
@@ -655,13 +506,7 @@ static void model_init(Model* m, Args* a, Metrics* met) {
     layout_init(&m->L, c->dp, c->tp, c->pp, c->vpp);
     gpu_comms_init(&m->G, &m->L, a->comm_mpi ? COMM_MPI : COMM_NCCL, 0);
     cudaCheck(cudaStreamCreate(&m->stream));
-    m->B = c->micro_batch, m->T = c->seq_len, m->C = c->d_model, m->hd = c->d_model / c->n_head;
-    m->Hl = c->n_head / c->tp, m->KVl = c->n_kv_head / c->tp;
-    m->qkv_dim = (m->Hl + 2 * m->KVl) * m->hd;
-    m->Fl = c->d_ff / c->tp;
-    m->fc_dim = c->arch == ARCH_GPT2 ? m->Fl : 2 * m->Fl;
-    m->Vl = c->vocab_padded / c->tp, m->v0 = m->L.tp_rank * m->Vl;
-    m->n_micro = c->global_batch / (c->dp * c->micro_batch);
+    model_shapes(m);
     // the kernels' reduction scratch: attention backward needs B*Hl*T floats; 16M covers the
     // column sums of any width in few chunks
     size_t red = (size_t)m->B * m->T * m->Hl;
@@ -715,135 +560,6 @@ static int resume_checkpoint(Model* m) {
     h2d(m->v_state, hv, sizeof(float) * n_opt, m->stream);
     free(hm); free(hv);
     return step;
-}
-
-// ----------------------------------------------------------------------------
-// A training step and an evaluation.
-
-// Mean loss over the global batch (last stage, tp rank 0 of each dp replica hold it).
-static double reduce_loss(Model* m, double n_tokens) {
-    d2h(&m->loss_sum, m->loss_acc, sizeof(double), m->stream);
-    double l = (m->L.stage == m->L.pp - 1 && m->L.tp_rank == 0) ? m->loss_sum : 0.0;
-    comm_allreduce_sum_f64(&m->L.world_c, &l, 1);  // comm: world all-reduce of the loss
-    return l / n_tokens;
-}
-
-// This dp rank's part of global batch `index`, on the host and the device.
-static void load_batch_gpu(Model* m, const TokenStream* ts, size_t index) {
-    load_batch(ts, &m->c, m->L.dp_rank, m->n_micro, index, m->inputs, m->targets);
-    size_t bytes = sizeof(int) * m->n_micro * m->B * m->T;
-    h2d(m->d_inputs, m->inputs, bytes, m->stream);
-    h2d(m->d_targets, m->targets, bytes, m->stream);
-    cudaCheck(cudaMemsetAsync(m->loss_acc, 0, sizeof(double), m->stream));
-}
-
-typedef struct { double loss, grad_norm, sched_s; float lr; int skipped; } StepResult;
-
-static StepResult train_step(Model* m, const TokenStream* train, int step) {
-    StepResult r = {0, 0, 0, 0, 0};
-    double n_tokens = (double)m->c.global_batch * m->T;
-    load_batch_gpu(m, train, (size_t)step);
-    cudaCheck(cudaMemsetAsync(m->grads, 0, sizeof(float) * m->P.n_padded, m->stream));
-    if (m->grad_shard) cudaCheck(cudaMemsetAsync(m->grad_shard, 0, sizeof(float) * shard_floats(&m->P, m->L.dp), m->stream));
-    if (m->wte_acc) cudaCheck(cudaMemsetAsync(m->wte_acc, 0, sizeof(float) * m->Vl * m->C, m->stream));
-    metrics_phase(m->met, "schedule");
-    double t0 = now_s();
-    run_schedule(m, m->ops, m->n_ops, 1, (float)(1.0 / n_tokens));
-    r.sched_s = now_s() - t0;
-    metrics_phase(m->met, "grad_sync");
-    float* grad = reduce_gradients(m);
-    r.loss = reduce_loss(m, n_tokens);
-    r.grad_norm = grad_norm(m, grad);
-    r.lr = lr_at(&m->c, step);
-    if (!isfinite(r.loss) || !isfinite(r.grad_norm)) {
-        if (!m->args->on_nan_skip) fail("step %d: loss %g, gradient norm %g is not finite (--on-nan stop)", step, r.loss, r.grad_norm);
-        r.skipped = 1;
-        return r;
-    }
-    float scale = (m->c.grad_clip > 0 && r.grad_norm > m->c.grad_clip) ? (float)(m->c.grad_clip / r.grad_norm) : 1.0f;
-    metrics_phase(m->met, "optimizer");
-    optimizer_step(m, grad, r.lr, scale, step + 1);
-    cudaCheck(cudaStreamSynchronize(m->stream));  // the step's time includes the update
-    return r;
-}
-
-static double evaluate(Model* m, const TokenStream* val, int n_batches) {
-    PipeOp* ops = (PipeOp*)xmalloc(sizeof(PipeOp) * 3 * m->n_micro * m->L.vpp);
-    int n_ops = forward_ops(m->L.stage, m->L.pp, m->L.vpp, m->n_micro, ops);
-    double total = 0;
-    for (int b = 0; b < n_batches; b++) {
-        load_batch_gpu(m, val, (size_t)b);
-        run_schedule(m, ops, n_ops, 0, 0.0f);
-        total += reduce_loss(m, (double)m->c.global_batch * m->T);
-    }
-    free(ops);
-    return total / n_batches;
-}
-
-// ----------------------------------------------------------------------------
-// Sampling: one sequence (batch 1) through the pipeline per generated token. The last
-// stage gathers the one row of logits it needs over tp and draws the token on the host;
-// every rank then learns it by broadcast.
-
-// Softmax over row[0, vocab) in place, then the inverse-CDF draw: the same arithmetic as
-// train_gpt.c's sampler, so both builds draw alike from close logits.
-static int sample_draw(float* row, int vocab, Rng* rng) {
-    float maxv = -FLT_MAX, sum = 0;
-    for (int v = 0; v < vocab; v++) maxv = row[v] > maxv ? row[v] : maxv;
-    for (int v = 0; v < vocab; v++) sum += (row[v] = expf(row[v] - maxv));
-    float u = rng_uniform(rng) * sum, acc = 0;
-    for (int v = 0; v < vocab; v++)
-        if ((acc += row[v]) > u) return v;
-    return vocab - 1;
-}
-
-static void sample_text(Model* m, const Tokenizer* tk, int len, uint64_t seed, FILE* out) {
-    int T = m->T, B = 1, pp = m->L.pp, last_rank = layout_rank_of(&m->L, 0, pp - 1, 0), Vp = m->c.vocab_padded;
-    int* ctx = (int*)xcalloc(T, sizeof(int));
-    int* window = (int*)xcalloc(T, sizeof(int));
-    bf16* row_bf = (bf16*)xmalloc(sizeof(bf16) * Vp);
-    float* row = (float*)xmalloc(sizeof(float) * Vp);
-    Rng rng;
-    rng_seed(&rng, seed);
-    int n = 0;
-    ctx[n++] = m->c.vocab > EOT_TOKEN ? EOT_TOKEN : 0;  // start from <|endoftext|> (or byte 0)
-    size_t nrow = (size_t)row_count(m, B) * m->C;
-    for (int step = 0; step < len; step++) {
-        int start = n > T ? n - T : 0, cur = n - start;  // window of the last T tokens
-        memset(window, 0, sizeof(int) * T);
-        for (int i = 0; i < cur; i++) window[i] = ctx[(start + i) % T];
-        h2d(m->d_inputs, window, sizeof(int) * T, m->stream);
-        int next = 0;
-        for (int c = 0; c < m->L.vpp; c++) {
-            int g = c * pp + m->L.stage;
-            Slot* s = slot_get(m, c, 0);
-            if (g > 0) pp_recv(m, s->x[0], nrow, (g - 1) % pp, p2p_tag(m->L.pp, m->L.vpp, 0, 0, g - 1));
-            Chunk* ch = &m->chunks[c];
-            if (g == 0) embed_forward(m, s->x[0], m->d_inputs, B);
-            for (int i = 0; i < ch->n_layers; i++) layer_forward(m, ch->layer0 + i, acts_of(m, s, i), s->x[i], s->x[i + 1], B);
-            if (g < pp * m->L.vpp - 1) {
-                pp_send(m, s, 0, s->x[ch->n_layers], nrow, (g + 1) % pp, p2p_tag(m->L.pp, m->L.vpp, 0, 0, g));
-                comm_wait(&m->L.pp_c, &s->req[0]);
-            } else {
-                // logits of position cur-1 only: final norm of all rows, then one matmul row
-                bf16* x = s->x[ch->n_layers];
-                norm_forward(m, my_rows(m, s->lnf, B), s->lnf_mean, s->lnf_rstd, x, m->w.lnfw, m->w.lnfb, row_count(m, B));
-                sp_gather_rows(m, s->lnf, B);
-                matmul_forward(m, m->logit_row + m->v0, s->lnf + (size_t)(cur - 1) * m->C, m->w.head, NULL, 1, m->C, m->Vl);
-                nccl_allgather_bf16(&m->G, &m->G.tp, m->logit_row + m->v0, m->logit_row, m->Vl, m->stream);  // comm: tp all-gather of one row of logits
-                d2h(row_bf, m->logit_row, sizeof(bf16) * Vp, m->stream);
-                for (int v = 0; v < Vp; v++) row[v] = __bfloat162float(row_bf[v]);
-                next = sample_draw(row, m->c.vocab, &rng);
-            }
-            slot_put(m, c, s);
-        }
-        comm_broadcast(&m->L.world_c, &next, sizeof(int), last_rank);  // comm: world broadcast of the token
-        ctx[n % T] = next;  // ring buffer of the last T tokens
-        n++;
-        if (m->L.rank == 0) tokenizer_print(tk, next, out);
-    }
-    if (m->L.rank == 0) fputc('\n', out), fflush(out);
-    free(ctx); free(window); free(row_bf); free(row);
 }
 
 // ----------------------------------------------------------------------------
@@ -940,26 +656,9 @@ int main(int argc, char** argv) {
     metrics_predict(&met, c, strstr(prop.name, "H200") ? "h200-sxm" : strstr(prop.name, "A100") ? "a100-80gb" : "h100-sxm",
                     met.peak_flops, 0, &m.P, m.opt_hi - m.opt_lo, act_bytes / 4, 6);  // 6 bytes/param: fp32 master + bf16 copy
 
-    for (int step = start_step; step < c->steps; step++) {
-        watchdog_kick();
-        metrics_step_begin(&met, step);
-        StepResult r = train_step(&m, &run.train, step);
-        metrics_step_end(&met, &m.L, c, step, start_step, m.n_micro, r.loss, r.lr, r.grad_norm, r.skipped, r.sched_s);
-        if (a->eval_every && ((step + 1) % a->eval_every == 0 || step + 1 == c->steps))
-            metrics_eval(&met, step, evaluate(&m, &run.val, a->val_batches));
-        if (a->sample_every && (step + 1) % a->sample_every == 0) sample_text(&m, &run.tk, a->sample_len, c->seed + step, stdout);
-        int stop = ckpt_stop_requested(&m.L.world_c);
-        if (a->ckpt_dir && ((a->ckpt_every && (step + 1) % a->ckpt_every == 0) || step + 1 == c->steps || stop))
-            save_checkpoint(&m, step + 1);
-        if (stop) {
-            if (rank == 0) fprintf(stderr, "stopped by signal after step %d\n", step + 1);
-            MPI_Finalize();
-            return 130;
-        }
-    }
-    if (!a->sample_every && a->sample_len) {
-        if (rank == 0) printf("sample:\n");
-        sample_text(&m, &run.tk, a->sample_len, c->seed, stdout);
+    if (train_loop(&m, &run, &met, start_step)) {
+        MPI_Finalize();
+        return 130;
     }
     if (a->export_llmc) {
         d2h(m.h_params, m.params, sizeof(float) * m.P.n_padded, m.stream);

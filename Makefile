@@ -26,6 +26,8 @@ HEADERS = common.h config.h args.h params.h schedule.h layout.h data.h ckpt.h me
 .PHONY: all train test bench clean mpi detect
 all: train
 
+include Makefile.faults
+
 detect:
 	@echo "build: OpenMP yes (gcc -fopenmp); SIMD $$(echo | $(CC) -march=native -dM -E - | grep -q __AVX512F__ && echo AVX-512 || (echo | $(CC) -march=native -dM -E - | grep -q __AVX2__ && echo AVX2 || echo none))"
 	@echo "build: MPI $(if $(MPICC),yes ($(MPICC)),no)"
@@ -70,11 +72,14 @@ test_planner: test_planner.c planner.h config.h schedule.h common.h
 	$(CC) $(CFLAGS) -o $@ test_planner.c $(LDLIBS)
 
 # All tests; the last line is the total "N passed, N failed".
-test: train test_gpt test_planner test_layouts
+# (fuzzing bounded by FUZZ_SECONDS per harness; clang's libFuzzer is needed for it)
+test: train test_gpt test_planner test_layouts test_faults train_asan fuzz_build
 	@set -o pipefail; rm -f .test.log; status=0; \
 	./test_planner 2>&1 | tee -a .test.log || status=1; \
 	./test_gpt 2>&1 | tee -a .test.log || status=1; \
 	./test_layouts 2>&1 | tee -a .test.log || status=1; \
+	./test_faults 2>&1 | tee -a .test.log || status=1; \
+	$(MAKE) --no-print-directory fuzz FUZZ_SECONDS=$(FUZZ_SECONDS) 2>&1 | tee -a .test.log || status=1; \
 	awk '/^[0-9]+ passed, [0-9]+ failed$$/ {p += $$1; f += $$3} END {printf "%d passed, %d failed\n", p, f}' .test.log; \
 	exit $$status
 
@@ -83,4 +88,5 @@ bench: dev/bench_cpu.c train_gpt.c $(HEADERS) | mpi detect
 	./bench_cpu
 
 clean:
-	rm -f train train_cpu train_gpu test_gpt test_gpu test_planner test_layouts bench_cpu .test.log
+	rm -f train train_cpu train_gpu test_gpt test_gpu test_planner test_layouts test_faults train_asan bench_cpu .test.log
+	$(MAKE) --no-print-directory fuzz_clean

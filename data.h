@@ -59,9 +59,9 @@ static void read_shard(TokenStream* ts, size_t* cap, const char* path, int vocab
 static void read_text(TokenStream* ts, const char* path) {
     FILE* f = fopen(path, "rb");
     if (!f) fail("cannot open data file %s: %s", path, strerror(errno));
-    fseek(f, 0, SEEK_END);
-    long n = ftell(f);
-    fseek(f, 0, SEEK_SET);
+    struct stat st;
+    if (fstat(fileno(f), &st) || !S_ISREG(st.st_mode)) fail("data file %s is not a regular file", path);
+    long n = (long)st.st_size;
     if (n <= 0) fail("data file %s is empty", path);
     unsigned char* buf = (unsigned char*)xmalloc(n);
     if (fread(buf, 1, n, f) != (size_t)n) fail("data file %s: read error", path);
@@ -103,17 +103,18 @@ static void make_builtin_corpus(TokenStream* ts, size_t n_bytes, uint64_t seed) 
     }
 }
 
-// Open --data / --val-data: a .txt file, a .bin shard, or a glob of .bin shards.
-static void stream_open(TokenStream* ts, const char* spec, int vocab) {
+// Open --data / --val-data (`flag` names which, for errors): a .txt file, a .bin shard,
+// or a glob of .bin shards.
+static void stream_open(TokenStream* ts, const char* spec, int vocab, const char* flag) {
     memset(ts, 0, sizeof(*ts));
     snprintf(ts->source, sizeof(ts->source), "%s", spec);
     if (!has_suffix(spec, ".bin") && !strpbrk(spec, "*?[")) {
-        if (vocab < 256) fail("--data %s: a text file is byte-level and needs vocab >= 256 (got %d)", spec, vocab);
+        if (vocab < 256) fail("%s %s: a text file is byte-level and needs vocab >= 256 (got %d)", flag, spec, vocab);
         read_text(ts, spec);
         return;
     }
     glob_t g;
-    if (glob(spec, 0, NULL, &g) != 0 || g.gl_pathc == 0) fail("--data %s: no file matches", spec);
+    if (glob(spec, 0, NULL, &g) != 0 || g.gl_pathc == 0) fail("%s %s: no file matches", flag, spec);
     size_t cap = 0;
     for (size_t i = 0; i < g.gl_pathc; i++) read_shard(ts, &cap, g.gl_pathv[i], vocab);
     globfree(&g);

@@ -126,9 +126,24 @@ static void run_setup(Run* r, int argc, char** argv) {
     ckpt_install_signals();
     if (r->world > 1) watchdog_start(r->args.timeout_s, r->rank);
     Args* a = &r->args;
-    if (a->data) stream_open(&r->train, a->data, c->vocab);
+    // outputs that can only fail at the end are checked now, before any training
+    struct stat st;
+    if (a->ckpt_dir && stat(a->ckpt_dir, &st) == 0 && !S_ISDIR(st.st_mode)) fail("--ckpt-dir %s exists and is not a directory", a->ckpt_dir);
+    if (a->export_llmc && llmc_check(c, why)) fail("--export-llmc %s: %s", a->export_llmc, why);
+    const char* outs[2] = {a->trace, a->export_llmc};
+    const char* out_flags[2] = {"--trace", "--export-llmc"};
+    for (int i = 0; i < 2; i++) {
+        if (!outs[i]) continue;
+        char dir[1024];
+        snprintf(dir, sizeof(dir), "%s", outs[i]);
+        char* slash = strrchr(dir, '/');
+        if (slash) *slash = 0;
+        if (slash && *dir && (stat(dir, &st) || !S_ISDIR(st.st_mode)))
+            fail("%s %s: directory %s does not exist", out_flags[i], outs[i], dir);
+    }
+    if (a->data) stream_open(&r->train, a->data, c->vocab, "--data");
     else make_builtin_corpus(&r->train, 2000000, 42), snprintf(r->train.source, sizeof(r->train.source), "built-in corpus (2M bytes)");
-    if (a->val_data) stream_open(&r->val, a->val_data, c->vocab);
+    if (a->val_data) stream_open(&r->val, a->val_data, c->vocab, "--val-data");
     else stream_split(&r->train, &r->val, 0.05);
     if (stream_n_seq(&r->train, c->seq_len) < 1) fail("--data %s: fewer than seq-len+1 = %d tokens", r->train.source, c->seq_len + 1);
     if (a->eval_every && stream_n_seq(&r->val, c->seq_len) < 1) fail("validation data %s: fewer than seq-len+1 tokens", r->val.source);

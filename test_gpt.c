@@ -1084,7 +1084,7 @@ typedef struct { const char* path; int vocab; } OpenCtx;
 static void stream_open_child(void* p) {
     OpenCtx* c = (OpenCtx*)p;
     TokenStream ts;
-    stream_open(&ts, c->path, c->vocab);
+    stream_open(&ts, c->path, c->vocab, "--data");
 }
 static void tokenizer_child(void* p) {
     Tokenizer tk;
@@ -1099,7 +1099,7 @@ static void test_data_readers(void) {
     snprintf(path, sizeof(path), "%s/shard_a.bin", tmp_dir);
     write_shard(path, SHARD_MAGIC, 1, 100, tok, 100, 9999);
     TokenStream ts;
-    stream_open(&ts, path, 257);
+    stream_open(&ts, path, 257, "--data");
     int same = ts.n_tokens == 100;
     for (int i = 0; same && i < 100; i++) same &= ts.tokens[i] == tok[i];
     check(same, "data/shard good: tokens read back", "%zu tokens", ts.n_tokens);
@@ -1107,7 +1107,7 @@ static void test_data_readers(void) {
     write_shard(path2, SHARD_MAGIC, 1, 10, tok + 90, 10, 9999);
     snprintf(glob_spec, sizeof(glob_spec), "%s/shard_*.bin", tmp_dir);
     TokenStream tg;
-    stream_open(&tg, glob_spec, 257);
+    stream_open(&tg, glob_spec, 257, "--data");
     check(tg.n_tokens == 110 && tg.tokens[100] == tok[90] && tg.tokens[109] == tok[99], "data/glob of two shards concatenated in order", "%zu tokens", tg.n_tokens);
     size_t nseq = stream_n_seq(&ts, 8);
     int in[3 * 8], tg_[3 * 8];
@@ -1144,7 +1144,7 @@ static void test_data_readers(void) {
     snprintf(path, sizeof(path), "%s/text.txt", tmp_dir);
     write_file(path, "hello\n\xff", 7);
     TokenStream tt;
-    stream_open(&tt, path, 257);
+    stream_open(&tt, path, 257, "--data");
     check(tt.n_tokens == 7 && tt.tokens[0] == 'h' && tt.tokens[5] == '\n' && tt.tokens[6] == 255, "data/txt read as bytes", "%zu tokens", tt.n_tokens);
     OpenCtx ct = {path, 100};
     check_fails_in("data/txt with vocab < 256 rejected", stream_open_child, &ct, path, "needs vocab >= 256");

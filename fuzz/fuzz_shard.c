@@ -14,7 +14,7 @@ int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
     static TokenStream ts;
     if (!setjmp(fuzz_jump)) {
         memset(&ts, 0, sizeof(ts));
-        if (text) stream_open(&ts, path, vocab);
+        if (text) stream_open(&ts, path, vocab, "--data");
         else {
             size_t cap = 0;
             read_shard(&ts, &cap, path, vocab);

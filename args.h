@@ -26,6 +26,7 @@ typedef struct {
     double timeout_s;         // watchdog for a hung collective
     double peak_tflops;       // per device, for MFU; 0: measured (CPU) or by device name (GPU)
     int comm_mpi;             // GPU build: --comm mpi (host-staged) instead of NCCL
+    int micro_batch_given;    // --micro-batch was on the command line
     int quiet;
     // shape flags given explicitly (override the preset)
     int n_layer, n_head, n_kv_head, d_model, d_ff, seq_len, vocab, arch;
@@ -49,8 +50,10 @@ static void print_help(void) {
         "  --tokenizer FILE      llm.c tokenizer file for decoding samples (default: bytes)\n"
         "\ntraining\n"
         "  --steps N             optimizer steps (default 1500)\n"
-        "  --micro-batch B       sequences per micro-batch per rank (default 16)\n"
-        "  --global-batch G      sequences per optimizer step over all dp ranks (default dp*micro-batch)\n"
+        "  --micro-batch B       sequences per micro-batch per rank (default: the largest <= 16 that gives\n"
+        "                        every pipeline stage pp micro-batches of the global batch)\n"
+        "  --global-batch G      sequences per optimizer step over all dp ranks (default 16, or\n"
+        "                        dp*pp*micro-batch when --micro-batch is given)\n"
         "  --lr X                peak learning rate (default 2e-3)\n"
         "  --min-lr-frac X       cosine decays to lr*X (default 0.1)\n"
         "  --warmup N            linear warm-up steps (default 50)\n"
@@ -138,6 +141,7 @@ static void parse_args(Args* a, int argc, char** argv) {
         INT_FLAG("--vocab", a->vocab, 2, 1 << 20);
         INT_FLAG("--steps", c->steps, 0, 1 << 30);
         INT_FLAG("--warmup", c->warmup, 0, 1 << 30);
+        if (flag_is(f, "--micro-batch")) a->micro_batch_given = 1;
         INT_FLAG("--micro-batch", c->micro_batch, 1, 1 << 20);
         INT_FLAG("--global-batch", c->global_batch, 1, 1 << 30);
         FLT_FLAG("--lr", c->lr, 0, 10);

@@ -85,6 +85,21 @@ static void optimizer_range(const ParamLayout* P, const ModelConfig* c, int dp_r
     if (*lo > *hi) *lo = *hi;
 }
 
+// Batch defaults that keep every layout's math the same as one rank's: the global batch
+// is 16 sequences whatever the layout (unless --global-batch, or --micro-batch alone,
+// which means dp*pp*micro-batch), and the micro-batch (unless --micro-batch) is the
+// largest <= 16 that gives every pipeline stage pp micro-batches, as 1F1B needs. So
+// `./train --tp 4 --pp 2` trains on the same batches as `./train`.
+static void resolve_batch(Args* a) {
+    ModelConfig* c = &a->cfg;
+    int m_min = c->pp > 1 ? c->pp : 1;
+    if (!c->global_batch) c->global_batch = a->micro_batch_given ? c->dp * m_min * c->micro_batch : 16;
+    if (!a->micro_batch_given) {
+        int mb = c->global_batch / (c->dp * m_min);
+        c->micro_batch = mb < 1 ? 1 : mb > 16 ? 16 : mb;
+    }
+}
+
 // Everything before the model: flags, self-launch under mpirun, MPI, the layout check
 // (on every rank, before any allocation), data and tokenizer.
 typedef struct {
@@ -104,7 +119,7 @@ static void run_setup(Run* r, int argc, char** argv) {
         // ranks under mpirun if there is more than one.
         int need = (c->dp ? c->dp : 1) * c->tp * c->pp;
         if (!c->dp) c->dp = 1;
-        if (!c->global_batch) c->global_batch = c->dp * c->micro_batch;
+        resolve_batch(&r->args);
         if (layout_check(c, need, why)) fail("layout: %s", why);
         if (need > 1) relaunch_under_mpirun(need, argc, argv);
     }
@@ -113,7 +128,7 @@ static void run_setup(Run* r, int argc, char** argv) {
     MPI_Comm_rank(MPI_COMM_WORLD, &r->rank);
     if (r->world > 1) fail_rank = r->rank, fail_hook = mpi_fail_hook;
     if (!c->dp) c->dp = r->world / (c->tp * c->pp) > 0 ? r->world / (c->tp * c->pp) : 1;
-    if (!c->global_batch) c->global_batch = c->dp * c->micro_batch;
+    resolve_batch(&r->args);
     if (layout_check(c, r->world, why)) {
         if (r->rank == 0) fprintf(stderr, "error: layout: %s\n", why);
         MPI_Finalize();

@@ -203,6 +203,26 @@ int main(void) {
     };
     suite("llama", "--model llama-tiny", llama_layouts, sizeof(llama_layouts) / sizeof(llama_layouts[0]));
 
+    // The defaults alone (no batch flags): `./train --tp 2 --pp 2` must train on the same
+    // batches as `./train` (runtime.h resolve_batch), so the losses agree.
+    {
+        RunResult a = {0}, b = {0};
+        int ok = 0;
+        char cmd[1024];
+        snprintf(cmd, sizeof(cmd), "OMP_NUM_THREADS=1 ./train --model tiny --steps 5 --eval-every 0 --sample-len 0 --quiet "
+                 "--log /tmp/test_layouts/defaults_1rank.jsonl");
+        if (run_cmd(cmd, "/tmp/test_layouts/defaults_1rank.txt") == 0 && read_log("/tmp/test_layouts/defaults_1rank.jsonl", &a) == 5) {
+            snprintf(cmd, sizeof(cmd), "OMP_NUM_THREADS=1 ./train --model tiny --steps 5 --eval-every 0 --sample-len 0 --quiet "
+                     "--tp 2 --pp 2 --log /tmp/test_layouts/defaults_tp2pp2.jsonl");
+            if (run_cmd(cmd, "/tmp/test_layouts/defaults_tp2pp2.txt") == 0 && read_log("/tmp/test_layouts/defaults_tp2pp2.jsonl", &b) == 5) {
+                ok = 1;
+                for (int i = 0; i < 5; i++) ok &= fabs(a.loss[i] - b.loss[i]) <= TOL * fabs(a.loss[i]);
+            }
+        }
+        printf("%s default batch: ./train --tp 2 --pp 2 matches ./train (%.6f vs %.6f at step 5)\n", ok ? "PASS" : "FAIL", a.loss[4], b.loss[4]);
+        ok ? n_pass++ : n_fail++;
+    }
+
     expect_layout_error("tp3", "--model tiny --tp 3", "n_head 4 is not divisible by tp 3");
     expect_layout_error("pp5", "--model tiny --pp 5", "n_layer 4 < pp 5");
     expect_layout_error("sp_without_tp", "--model tiny --sp", "--sp needs --tp > 1");

@@ -74,6 +74,17 @@ static void model_shapes(Model* m) {
 // ----------------------------------------------------------------------------
 // A chunk of layers for one micro-batch.
 
+// The stage's op list (schedule.h), then the build's activation slots sized by it, and
+// the token buffers of one step.
+static void alloc_activations(Model* m);
+static void model_init_schedule(Model* m) {
+    m->ops = (PipeOp*)xmalloc(sizeof(PipeOp) * schedule_max_ops(m->n_micro, m->c.vpp));
+    m->n_ops = schedule_build(m->c.schedule, m->L.stage, m->c.pp, m->c.vpp, m->n_micro, m->ops);
+    alloc_activations(m);
+    m->inputs = (int*)xmalloc(sizeof(int) * m->n_micro * m->B * m->T);
+    m->targets = (int*)xmalloc(sizeof(int) * m->n_micro * m->B * m->T);
+}
+
 static int is_first_chunk(const Model* m, int chunk) { return chunk * m->L.pp + m->L.stage == 0; }
 static int is_last_chunk(const Model* m, int chunk) { return chunk * m->L.pp + m->L.stage == m->L.pp * m->L.vpp - 1; }
 

@@ -533,12 +533,7 @@ static void model_init(Model* m, Args* a, Metrics* met) {
     if (c->zero == 2 && m->L.in_embed && c->arch == ARCH_GPT2) m->wte_acc = (float*)dev_alloc(sizeof(float) * m->Vl * m->C);
     if (c->sp) m->sp_buf = (float*)dev_alloc(sizeof(float) * m->P.n_local);
     m->h_norm_parts = (float*)xcalloc(m->P.n, sizeof(float));
-    // the schedule of this stage, then activations sized by it
-    m->ops = (PipeOp*)xmalloc(sizeof(PipeOp) * schedule_max_ops(m->n_micro, c->vpp));
-    m->n_ops = schedule_build(c->schedule, m->L.stage, c->pp, c->vpp, m->n_micro, m->ops);
-    alloc_activations(m);
-    m->inputs = (int*)xmalloc(sizeof(int) * m->n_micro * m->B * m->T);
-    m->targets = (int*)xmalloc(sizeof(int) * m->n_micro * m->B * m->T);
+    model_init_schedule(m);  // model_runtime.h: the op list, then activations sized by it
 }
 
 // Checkpoints go through ckpt.h on host copies of the fp32 weights and AdamW state.

@@ -82,7 +82,7 @@ static void print_help(void) {
         "  --import-llmc FILE    start from llm.c GPT-2 weights (gpt2_124M.bin, version 3)\n"
         "  --export-llmc FILE    write the final weights in llm.c's format\n"
         "  --on-nan skip|stop    non-finite loss or gradient: skip the step or stop (default stop)\n"
-        "  --timeout-s X         abort every rank if a step takes longer (default 600)\n"
+        "  --timeout-s X         exit if no communication completes for X s: a peer died or hangs (default 600)\n"
         "  --peak-tflops X       device peak for MFU (default: CPU measured FMA peak; GPU by name:\n"
         "                        H100/H200 989, A100 312)\n"
         "  --comm nccl|mpi       GPU build: NCCL (default) or host-staged MPI (ranks can share a GPU)\n"

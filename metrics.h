@@ -10,6 +10,7 @@
 #ifndef METRICS_H
 #define METRICS_H
 
+#include <sys/resource.h>
 #include "args.h"
 #include "data.h"
 #include "layout.h"
@@ -293,18 +294,25 @@ static void metrics_write_trace(Metrics* m, const Layout* L) {
 static void metrics_finish(Metrics* m, const Layout* L, double act_peak_bytes_measured) {
     double mx = act_peak_bytes_measured;
     MPI_Allreduce(MPI_IN_PLACE, &mx, 1, MPI_DOUBLE, MPI_MAX, MPI_COMM_WORLD);
+    struct rusage ru;  // the whole process's peak resident memory, as the OS saw it
+    getrusage(RUSAGE_SELF, &ru);
+    double rss = 1024.0 * ru.ru_maxrss;
+    MPI_Allreduce(MPI_IN_PLACE, &rss, 1, MPI_DOUBLE, MPI_MAX, MPI_COMM_WORLD);
     if (m->rank == 0) {
-        char a[32], b[32], c[32], d[32];
+        char a[32], b[32], c[32], d[32], e[32], f[32];
         double ms = m->ms_n ? m->ms_sum / m->ms_n : m->step_ms;
+        double bufs = m->pred_bytes[0] + m->pred_bytes[1] + m->pred_bytes[2] + m->pred_bytes[3];
         printf("measured: activations peak %s on rank 0 (buffers %s), max over ranks %s (planner %s); step %.1f ms mean "
                "(planner %.1f ms)\n", fmt_bytes(act_peak_bytes_measured, a), fmt_bytes(m->pred_bytes[3], b), fmt_bytes(mx, c),
                fmt_bytes(m->plan.mem_act, d), ms, m->plan.t_step * 1e3);
+        printf("measured: peak resident memory %s per rank (max over ranks; rank 0's model buffers %s)\n", fmt_bytes(rss, e),
+               fmt_bytes(bufs, f));
         if (m->log)
             fprintf(m->log, "{\"final\":1,\"act_peak_bytes\":%.0f,\"act_peak_bytes_max\":%.0f,\"act_buffer_bytes\":%.0f,"
                             "\"param_bytes\":%.0f,\"grad_bytes\":%.0f,\"opt_bytes\":%.0f,\"step_ms_mean\":%.3f,"
-                            "\"plan_step_ms\":%.3f,\"plan_act_bytes\":%.0f,\"plan_weight_bytes\":%.0f}\n",
+                            "\"plan_step_ms\":%.3f,\"plan_act_bytes\":%.0f,\"plan_weight_bytes\":%.0f,\"rss_peak_bytes_max\":%.0f}\n",
                     act_peak_bytes_measured, mx, m->pred_bytes[3], m->pred_bytes[0], m->pred_bytes[1], m->pred_bytes[2], ms,
-                    m->plan.t_step * 1e3, m->plan.mem_act, m->plan.mem_weights);
+                    m->plan.t_step * 1e3, m->plan.mem_act, m->plan.mem_weights, rss);
     }
     metrics_write_trace(m, L);
     if (m->log) fclose(m->log);

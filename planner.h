@@ -119,13 +119,15 @@ static void profile_h200(DeviceProfile* d) {
 
 // This machine class: ranks are processes on one host, fp32 throughout, the trainer's
 // own C kernels (attention materializes the T x T matrix), MPI through shared memory.
-// Placeholder numbers (2 Zen3 cores, AVX2 FMA at ~2.45 GHz: 2 x 2 x 8 x 2 x 2.45 = 157
-// GFLOP/s peak); calibrate with --device-file or --device-set against real runs.
+// Peak: 2 Zen3 cores, AVX2 FMA at ~2.45 GHz: 2 x 2 x 8 x 2 x 2.45 = 157 GFLOP/s (the
+// trainer passes its measured peak instead). matmul_eff and intra_latency are what
+// scripts/sweep.py's calibration found on 2026-12-02 for the tiny model on 2 cores (0.19,
+// 20 us); recalibrate with it, or set them with --device-file / --device-set.
 static void profile_cpu(DeviceProfile* d) {
     profile_a100(d);
     snprintf(d->name, sizeof(d->name), "cpu");
     d->peak_flops = 157e9;
-    d->matmul_eff = 0.30;
+    d->matmul_eff = 0.19;
     d->matmul_latency = 2e-6;
     d->attn_eff_flash = 0.30;
     d->attn_eff_naive = 0.30;
@@ -135,7 +137,7 @@ static void profile_cpu(DeviceProfile* d) {
     d->hbm_eff = 0.7;
     d->op_latency = 1e-6;
     d->intra_bw = 5e9;            // MPI p2p through shared memory
-    d->intra_latency = 2e-6;
+    d->intra_latency = 20e-6;     // one collective step between ranks that time-share cores
     d->nic_bw = 10e9 / 8;         // 10 GbE, only used if a run spans hosts
     d->inter_latency = 30e-6;
     d->link_eff = 1.0;

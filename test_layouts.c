@@ -18,6 +18,7 @@
 // normalized step and noise stays noise.
 #include <sys/wait.h>
 #include "ckpt.h"
+#include "schedule.h"
 
 static int n_pass = 0, n_fail = 0;
 #define TOL 1e-5
@@ -220,6 +221,34 @@ int main(void) {
             }
         }
         printf("%s default batch: ./train --tp 2 --pp 2 matches ./train (%.6f vs %.6f at step 5)\n", ok ? "PASS" : "FAIL", a.loss[4], b.loss[4]);
+        ok ? n_pass++ : n_fail++;
+    }
+
+    // --trace on tp2 pp2: valid trace-event JSON whose stage-0 track (rank 0) shows the
+    // 1F1B order of schedule_build: forwards and backwards interleaved after the warm-up.
+    {
+        char cmd[1024], text[1 << 16];
+        snprintf(cmd, sizeof(cmd), "OMP_NUM_THREADS=1 ./train --model tiny --steps 1 --eval-every 0 --sample-len 0 --quiet "
+                 "--tp 2 --pp 2 --micro-batch 8 --global-batch 32 --trace /tmp/test_layouts/trace.json");
+        int rc = run_cmd(cmd, "/tmp/test_layouts/trace.txt");
+        FILE* f = fopen("/tmp/test_layouts/trace.json", "r");
+        size_t n = f ? fread(text, 1, sizeof(text) - 1, f) : 0;
+        text[n] = 0;
+        if (f) fclose(f);
+        char got[256] = "", want[256] = "";
+        for (const char* p = text; (p = strstr(p, "{\"name\":\"")); p++) {  // rank 0's compute events, in order
+            char kind;
+            int mb;
+            if (sscanf(p, "{\"name\":\"%c mb%d", &kind, &mb) == 2 && (kind == 'F' || kind == 'B') && strstr(p, "\"tid\":0,") &&
+                strstr(p, "\"tid\":0,") < strchr(p, '}') && strlen(got) < 200)
+                sprintf(got + strlen(got), "%c%d ", kind, mb);
+        }
+        PipeOp ops[64];
+        int n_ops = schedule_build(SCHED_1F1B, 0, 2, 1, 4, ops);
+        for (int i = 0; i < n_ops; i++)
+            if (ops[i].kind == OP_FWD || ops[i].kind == OP_BWD) sprintf(want + strlen(want), "%c%d ", ops[i].kind == OP_FWD ? 'F' : 'B', ops[i].mb);
+        int ok = rc == 0 && !strncmp(text, "{\"displayTimeUnit\"", 18) && strstr(text, "\n]}") && !strcmp(got, want);
+        printf("%s trace tp2 pp2: rank 0 runs [%s] (schedule_build: [%s])\n", ok ? "PASS" : "FAIL", got, want);
         ok ? n_pass++ : n_fail++;
     }
 

@@ -74,6 +74,30 @@ static void model_shapes(Model* m) {
 // ----------------------------------------------------------------------------
 // A chunk of layers for one micro-batch.
 
+// The local chunks: their layers, and as many activation slots as the schedule ever has
+// in flight on each, empty (mb -1, no sends pending, the layer-input array allocated);
+// the build then gives the slots their buffers.
+static void chunks_init(Model* m) {
+    m->chunks = (Chunk*)xcalloc(m->L.vpp, sizeof(Chunk));
+    m->slot_of = (int*)xmalloc(sizeof(int) * m->L.vpp * m->n_micro);
+    for (int i = 0; i < m->L.vpp * m->n_micro; i++) m->slot_of[i] = -1;
+    for (int c = 0; c < m->L.vpp; c++) {
+        Chunk* ch = &m->chunks[c];
+        int g = c * m->L.pp + m->L.stage;
+        ch->layer0 = m->P.chunk_layer0[g];
+        ch->n_layers = m->P.chunk_layer0[g + 1] - ch->layer0;
+        ch->n_slots = chunk_in_flight(m->ops, m->n_ops, c);
+        ch->slots = (Slot*)xcalloc(ch->n_slots, sizeof(Slot));
+        for (int si = 0; si < ch->n_slots; si++) {
+            Slot* s = &ch->slots[si];
+            s->mb = -1;
+            s->req[0] = s->req[1] = MPI_REQUEST_NULL;
+            s->x = (act_t**)xcalloc(ch->n_layers + 1, sizeof(act_t*));
+            s->acts = (LayerActs*)xcalloc(ch->n_layers, sizeof(LayerActs));
+        }
+    }
+}
+
 // The stage's op list (schedule.h), then the build's activation slots sized by it, and
 // the token buffers of one step.
 static void alloc_activations(Model* m);

@@ -342,35 +342,22 @@ static void alloc_activations(Model* m) {
         carve_acts(m, &m->scratch, p, 0);
         m->scratch_bytes += sizeof(float) * layer_act_floats(m, 0, m->B);
     }
-    // Slots: as many per chunk as the schedule ever has in flight on it.
-    m->chunks = (Chunk*)xcalloc(m->L.vpp, sizeof(Chunk));
-    m->slot_of = (int*)xmalloc(sizeof(int) * m->L.vpp * m->n_micro);
-    for (int i = 0; i < m->L.vpp * m->n_micro; i++) m->slot_of[i] = -1;
+    chunks_init(m);
     for (int c = 0; c < m->L.vpp; c++) {
         Chunk* ch = &m->chunks[c];
-        int g = c * m->L.pp + m->L.stage;
-        ch->layer0 = m->P.chunk_layer0[g];
-        ch->n_layers = m->P.chunk_layer0[g + 1] - ch->layer0;
-        ch->n_slots = chunk_in_flight(m->ops, m->n_ops, c);
         size_t f = (ch->n_layers + 1) * N * C + 2 * N * C;
         if (!full) f += ch->n_layers * layer_act_floats(m, keep_att, m->B);
         if (is_last_chunk(m, c)) f += BT * C + 2 * N + BT * m->Vl + BT;
         ch->slot_bytes = sizeof(float) * f;
         ch->mem = (float*)xcalloc(f * ch->n_slots, sizeof(float));
-        ch->slots = (Slot*)xcalloc(ch->n_slots, sizeof(Slot));
         for (int si = 0; si < ch->n_slots; si++) {
             Slot* s = &ch->slots[si];
             float* p = ch->mem + f * si;
-            s->mb = -1;
-            s->req[0] = s->req[1] = MPI_REQUEST_NULL;
-            s->x = (float**)xmalloc(sizeof(float*) * (ch->n_layers + 1));
             for (int i = 0; i <= ch->n_layers; i++) s->x[i] = p, p += N * C;
             s->dout = p; p += N * C;
             s->dinp = p; p += N * C;
-            if (!full) {
-                s->acts = (LayerActs*)xcalloc(ch->n_layers, sizeof(LayerActs));
+            if (!full)
                 for (int i = 0; i < ch->n_layers; i++) p = carve_acts(m, &s->acts[i], p, keep_att);
-            }
             if (is_last_chunk(m, c)) {
                 s->lnf = p; p += BT * C; s->lnf_mean = p; p += N; s->lnf_rstd = p; p += N;
                 s->logits = p; p += BT * m->Vl; s->losses = p; p += BT;

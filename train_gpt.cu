@@ -461,23 +461,11 @@ static void alloc_activations(Model* m) {
     carve_scratch(m, &k);
     int p2p = m->L.pp * m->L.vpp > 1;  // chunks exchange activations (with pp 1, vpp > 1 a rank sends to itself)
     if (p2p) m->h_recv = pinned_floats(p2p_floats(N * C));
-    // Slots: as many per chunk as the schedule ever has in flight on it.
-    m->chunks = (Chunk*)xcalloc(m->L.vpp, sizeof(Chunk));
-    m->slot_of = (int*)xmalloc(sizeof(int) * m->L.vpp * m->n_micro);
-    for (int i = 0; i < m->L.vpp * m->n_micro; i++) m->slot_of[i] = -1;
+    chunks_init(m);
     for (int c = 0; c < m->L.vpp; c++) {
         Chunk* ch = &m->chunks[c];
-        int g = c * m->L.pp + m->L.stage;
-        ch->layer0 = m->P.chunk_layer0[g];
-        ch->n_layers = m->P.chunk_layer0[g + 1] - ch->layer0;
-        ch->n_slots = chunk_in_flight(m->ops, m->n_ops, c);
-        ch->slots = (Slot*)xcalloc(ch->n_slots, sizeof(Slot));
         for (int si = 0; si < ch->n_slots; si++) {
             Slot* s = &ch->slots[si];
-            s->mb = -1;
-            s->req[0] = s->req[1] = MPI_REQUEST_NULL;
-            s->x = (bf16**)xcalloc(ch->n_layers + 1, sizeof(bf16*));
-            s->acts = (LayerActs*)xcalloc(ch->n_layers, sizeof(LayerActs));
             if (p2p) s->h_send[0] = pinned_floats(p2p_floats(N * C)), s->h_send[1] = pinned_floats(p2p_floats(N * C));
         }
         k = (Carver){NULL, 0};

@@ -5,9 +5,10 @@
 // head), trained with AdamW on data, tensor, sequence and pipeline parallel layouts.
 // It is the oracle every other path is checked against.
 //
-// Reading order: main() -> model_init() -> train_step() -> run_schedule() ->
-// chunk_forward()/chunk_backward() -> layer_forward()/layer_backward() -> kernels_cpu.h.
-// Every communication point is a comm_* call (layout.h) marked "comm:" below.
+// Reading order: main() -> model_init() -> train_loop() / train_step() -> run_schedule() ->
+// chunk_forward()/chunk_backward() (those four in model_runtime.h, shared with the GPU
+// build) -> layer_forward()/layer_backward() here -> kernels_cpu.h.
+// Every communication point is a comm_* call (layout.h) marked "comm:".
 #include "args.h"
 #include "ckpt.h"
 #include "data.h"

@@ -423,8 +423,10 @@ static void sample_text(Model* m, const Tokenizer* tk, int len, uint64_t seed, F
             if (g == 0) embed_forward(m, s->x[0], tokens, B);
             for (int i = 0; i < ch->n_layers; i++) layer_forward(m, ch->layer0 + i, acts_of(m, s, i), s->x[i], s->x[i + 1], B);
             if (g < pp * m->L.vpp - 1) {
-                pp_send(m, s, 0, s->x[ch->n_layers], nrow, (g + 1) % pp, p2p_tag(m->L.pp, m->L.vpp, 0, 0, g));  // comm: pp send
-                comm_wait(&m->L.pp_c, &s->req[0]);
+                // comm: pp send; not waited for here: with pp 1 and vpp > 1 the receiver is this
+                // rank's next chunk, so the send completes at that receive (slot_get waits for it
+                // before the slot is used again)
+                pp_send(m, s, 0, s->x[ch->n_layers], nrow, (g + 1) % pp, p2p_tag(m->L.pp, m->L.vpp, 0, 0, g));
             } else {
                 // logits of position cur-1 only: final norm of all rows, then one matmul row
                 act_t* x = s->x[ch->n_layers];
@@ -441,6 +443,8 @@ static void sample_text(Model* m, const Tokenizer* tk, int len, uint64_t seed, F
         if (m->L.rank == 0) tokenizer_print(tk, next, out);
     }
     if (m->L.rank == 0) fputc('\n', out), fflush(out);
+    for (int c = 0; c < m->L.vpp; c++)  // the last token's sends
+        for (int i = 0; i < m->chunks[c].n_slots; i++) comm_wait(&m->L.pp_c, &m->chunks[c].slots[i].req[0]);
     free(ctx); free(window); free(row);
 }
 

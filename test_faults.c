@@ -338,6 +338,14 @@ static int losses_match(const Log* ref, const Log* g, int first, int last, int e
 
 static void fresh_dir(const char* dir) { sh("rm -rf %s && mkdir -p %s", dir, dir); }
 
+// A fresh directory ROOT/tag for one test run, with the paths of its output and log.
+static void run_dir(const char* tag, char dir[256], char out[300], char log[300]) {
+    snprintf(dir, 256, ROOT "/%s", tag);
+    fresh_dir(dir);
+    snprintf(out, 300, "%s/out.txt", dir);
+    snprintf(log, 300, "%s/log.jsonl", dir);
+}
+
 // ----------------------------------------------------------------------------
 // 1. SIGKILL and exact resume (1 rank)
 
@@ -347,10 +355,7 @@ static Log ref_llama;
 
 static int reference(const char* tag, const char* model_flags, Log* g) {
     char dir[256], cmd[4096], out[300], log[300];
-    snprintf(dir, sizeof(dir), ROOT "/%s", tag);
-    fresh_dir(dir);
-    snprintf(out, sizeof(out), "%s/out.txt", dir);
-    snprintf(log, sizeof(log), "%s/log.jsonl", dir);
+    run_dir(tag, dir, out, log);
     snprintf(cmd, sizeof(cmd), TRAIN "%s --steps %d --ckpt-every 2 --ckpt-keep 100 --log %s --ckpt-dir %s", model_flags,
              REF_STEPS, log, dir);
     double t0 = now_s();
@@ -361,6 +366,8 @@ static int reference(const char* tag, const char* model_flags, Log* g) {
     result(ok, tag, "exit %d, loss %s -> %s over %d steps (%.1f s)", rc, g->loss[1], g->loss[REF_STEPS], REF_STEPS, now_s() - t0);
     return ok;
 }
+
+
 
 // Resume the run in dir with --resume auto; its losses after the resume point must be the
 // reference's, bit for bit. expect_step: the step it must resume from (-1: any).
@@ -380,13 +387,35 @@ static void resume_and_compare(const char* tag, const char* dir, int expect_step
            expect_step >= 0 && s != expect_step ? " (expected another)" : "", s + 1, REF_STEPS, *why ? "; " : "", why);
 }
 
+// Resume the newest checkpoint in dir (saved at step `latest`) under `layout` for k more
+// steps: it must start from `latest`, log k finite losses, and match the 1-rank reference
+// within TOL where the reference has those steps.
+static void resume_more(const char* tag, const char* suffix, const char* dir, const char* layout, int latest, int k) {
+    char cmd[4096], out[300], log[300], name[160], why[512] = "";
+    snprintf(out, sizeof(out), "%s/resume_out.txt", dir);
+    snprintf(log, sizeof(log), "%s/resume_log.jsonl", dir);
+    snprintf(cmd, sizeof(cmd), TRAIN "%s --steps %d --log %s --ckpt-dir %s --resume auto", layout, latest + k, log, dir);
+    int rc = run(cmd, out);
+    Log g;
+    log_read(log, &g);
+    double worst = 0;
+    int finite = 1, compared = latest + k <= REF_STEPS;
+    for (int s = latest + 1; s <= latest + k; s++) finite &= isfinite(atof(g.loss[s]));
+    int ok = rc == 0 && resumed_step(out) == latest && g.n == k && finite &&
+             (!compared || losses_match(&ref, &g, latest + 1, latest + k, 0, why, &worst));
+    snprintf(name, sizeof(name), "%s%s", tag, suffix);
+    if (compared)
+        result(ok, name, "exit %d, steps %d..%d loss rel %.1e vs the 1-rank run%s%s", rc, latest + 1, latest + k, worst,
+               *why ? "; " : "", why);
+    else
+        result(ok, name, "exit %d, steps %d..%d, last loss %s (past the %d-step reference: not compared)", rc, latest + 1,
+               latest + k, g.loss[latest + k], REF_STEPS);
+}
+
 static void kill_after_step(int k) {
     char tag[64], dir[256], cmd[4096], out[300], log[300], why[512] = "";
     snprintf(tag, sizeof(tag), "sigkill_after_step%d", k);
-    snprintf(dir, sizeof(dir), ROOT "/%s", tag);
-    fresh_dir(dir);
-    snprintf(out, sizeof(out), "%s/out.txt", dir);
-    snprintf(log, sizeof(log), "%s/log.jsonl", dir);
+    run_dir(tag, dir, out, log);
     snprintf(cmd, sizeof(cmd), TRAIN "--steps %d --ckpt-every 2 --log %s --ckpt-dir %s", REF_STEPS, log, dir);
     pid_t pid = spawn(cmd, out);
     int reached = wait_log(log, k, pid, 60);
@@ -405,10 +434,7 @@ static void kill_after_step(int k) {
 // checkpoint or manifest write.
 static void kill_during_write(const char* tag, const char* target, long long min_bytes, const char* after, long long full) {
     char dir[256], cmd[4096], out[300], log[300], why[512] = "", tpath[512];
-    snprintf(dir, sizeof(dir), ROOT "/%s", tag);
-    fresh_dir(dir);
-    snprintf(out, sizeof(out), "%s/out.txt", dir);
-    snprintf(log, sizeof(log), "%s/log.jsonl", dir);
+    run_dir(tag, dir, out, log);
     snprintf(tpath, sizeof(tpath), "%s/%s", dir, target);
     char apath[512];
     snprintf(apath, sizeof(apath), "%s/%s", dir, after ? after : "");
@@ -500,10 +526,7 @@ static void suite_sigkill(void) {
 static void signal_1rank(int sig, const char* name) {
     char tag[64], dir[256], cmd[4096], out[300], log[300], why[512] = "";
     snprintf(tag, sizeof(tag), "%s_1rank", name);
-    snprintf(dir, sizeof(dir), ROOT "/%s", tag);
-    fresh_dir(dir);
-    snprintf(out, sizeof(out), "%s/out.txt", dir);
-    snprintf(log, sizeof(log), "%s/log.jsonl", dir);
+    run_dir(tag, dir, out, log);
     // --steps 200 and no --ckpt-every: only the signal writes a checkpoint before the end
     snprintf(cmd, sizeof(cmd), TRAIN "--steps 200 --log %s --ckpt-dir %s", log, dir);
     pid_t pid = spawn(cmd, out);
@@ -526,10 +549,7 @@ static void signal_1rank(int sig, const char* name) {
 // (ckpt_stop_requested is a MAX over the world, so one rank's signal stops all).
 static void signal_4rank(const char* tag, int to_one_rank) {
     char dir[256], cmd[4096], out[300], log[300], why[512] = "";
-    snprintf(dir, sizeof(dir), ROOT "/%s", tag);
-    fresh_dir(dir);
-    snprintf(out, sizeof(out), "%s/out.txt", dir);
-    snprintf(log, sizeof(log), "%s/log.jsonl", dir);
+    run_dir(tag, dir, out, log);
     snprintf(cmd, sizeof(cmd), TRAIN "--tp 2 --pp 2 --steps 200 --log %s --ckpt-dir %s", log, dir);
     pid_t pid = spawn(cmd, out);
     int reached = wait_log(log, 2, pid, 90);
@@ -549,26 +569,8 @@ static void signal_4rank(const char* tag, int to_one_rank) {
            to_one_rank ? "SIGTERM to one rank" : "SIGTERM to mpirun", rc, dt, g.last, latest,
            file_has(out, "stopped by signal") ? "printed" : "missing", *why ? "; " : "", why);
     if (latest <= 0) return;
-    // resumable: 2 more steps under the same layout; within TOL of the 1-rank run where
-    // that run has the steps (the reference has REF_STEPS), finite losses in any case
-    char out2[300], log2[300], tag2[128];
-    snprintf(out2, sizeof(out2), "%s/resume_out.txt", dir);
-    snprintf(log2, sizeof(log2), "%s/resume_log.jsonl", dir);
-    snprintf(cmd, sizeof(cmd), TRAIN "--tp 2 --pp 2 --steps %d --log %s --ckpt-dir %s --resume auto", latest + 2, log2, dir);
-    int rc2 = run(cmd, out2);
-    Log g2;
-    log_read(log2, &g2);
-    double worst = 0;
-    why[0] = 0;
-    int compared = latest + 2 <= REF_STEPS;
-    int ok2 = rc2 == 0 && resumed_step(out2) == latest && g2.n == 2 && isfinite(atof(g2.loss[latest + 1])) &&
-              isfinite(atof(g2.loss[latest + 2])) && (!compared || losses_match(&ref, &g2, latest + 1, latest + 2, 0, why, &worst));
-    snprintf(tag2, sizeof(tag2), "%s_resume", tag);
-    if (compared)
-        result(ok2, tag2, "exit %d, steps %d..%d loss rel %.1e vs the 1-rank run%s%s", rc2, latest + 1, latest + 2, worst, *why ? "; " : "", why);
-    else
-        result(ok2, tag2, "exit %d, steps %d..%d losses %s %s (past the %d-step reference: not compared)", rc2, latest + 1, latest + 2,
-               g2.loss[latest + 1], g2.loss[latest + 2], REF_STEPS);
+    // resumable: 2 more steps under the same layout
+    resume_more(tag, "_resume", dir, "--tp 2 --pp 2", latest, 2);
 }
 
 // ----------------------------------------------------------------------------
@@ -609,10 +611,7 @@ static void reshard(const char* tag, const char* model_flags, const Log* r, cons
 static void rank_killed(void) {
     const char* tag = "rank_sigkill_dp2_tp2_pp2";
     char dir[256], cmd[4096], out[300], log[300], why[512] = "";
-    snprintf(dir, sizeof(dir), ROOT "/%s", tag);
-    fresh_dir(dir);
-    snprintf(out, sizeof(out), "%s/out.txt", dir);
-    snprintf(log, sizeof(log), "%s/log.jsonl", dir);
+    run_dir(tag, dir, out, log);
     const double timeout = 20, margin = 15;
     snprintf(cmd, sizeof(cmd), TRAIN "--dp 2 --tp 2 --pp 2 --timeout-s %.0f --steps 1000 --ckpt-every 1 --log %s --ckpt-dir %s",
              timeout, log, dir);
@@ -639,20 +638,7 @@ static void rank_killed(void) {
            nr, (int)victim, rc, gone, timeout + margin, n_left, latest, *why ? "; " : "", why);
     if (latest <= 0) return;
     // the last complete checkpoint resumes on one rank and trains a step
-    char out2[300], log2[300], name[128];
-    snprintf(out2, sizeof(out2), "%s/resume_out.txt", dir);
-    snprintf(log2, sizeof(log2), "%s/resume_log.jsonl", dir);
-    snprintf(cmd, sizeof(cmd), TRAIN "--steps %d --log %s --ckpt-dir %s --resume auto", latest + 1, log2, dir);
-    int rc2 = run(cmd, out2);
-    Log g;
-    log_read(log2, &g);
-    double worst = 0;
-    why[0] = 0;
-    int match = latest + 1 > REF_STEPS || losses_match(&ref, &g, latest + 1, latest + 1, 0, why, &worst);
-    int ok2 = rc2 == 0 && resumed_step(out2) == latest && g.n == 1 && isfinite(atof(g.loss[latest + 1])) && match;
-    snprintf(name, sizeof(name), "%s_resume_1rank", tag);
-    result(ok2, name, "exit %d, step %d loss %s (rel %.1e vs the 1-rank run)%s%s", rc2, latest + 1, g.loss[latest + 1], worst,
-           *why ? "; " : "", why);
+    resume_more(tag, "_resume_1rank", dir, "", latest, 1);
 }
 
 // A rank that hangs (SIGSTOP) instead of dying: nothing tells mpirun, so only the
@@ -660,10 +646,7 @@ static void rank_killed(void) {
 static void rank_hung(void) {
     const char* tag = "rank_sigstop_watchdog_dp2_tp2";
     char dir[256], cmd[4096], out[300], log[300];
-    snprintf(dir, sizeof(dir), ROOT "/%s", tag);
-    fresh_dir(dir);
-    snprintf(out, sizeof(out), "%s/out.txt", dir);
-    snprintf(log, sizeof(log), "%s/log.jsonl", dir);
+    run_dir(tag, dir, out, log);
     const double timeout = 5, margin = 15;
     snprintf(cmd, sizeof(cmd), TRAIN "--dp 2 --tp 2 --timeout-s %.0f --steps 1000 --log %s --ckpt-dir %s", timeout, log, dir);
     pid_t pid = spawn(cmd, out);

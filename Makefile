@@ -1,5 +1,6 @@
 # Makefile: train (GPU build when nvcc and a GPU are usable, else CPU), train_cpu,
-# train_gpu, test, bench, clean. Every build says what it detected.
+# train_gpu, train_gpu_emu / test_gpu_emu (the GPU build on the CUDA emulator), test, bench,
+# clean. Every build says what it detected.
 SHELL := /bin/bash
 CC = gcc
 CFLAGS = -O3 -march=native -fopenmp -std=gnu11 -Wall -Wextra -Wno-unused-function -Wno-unused-parameter
@@ -62,6 +63,25 @@ train_gpu: train_gpt.cu $(HEADERS) kernels_gpu.cuh comm_nccl.h | mpi detect
 test_gpu: test_gpu.cu $(HEADERS) kernels_gpu.cuh | mpi detect
 	$(NVCC) $(NVCC_FLAGS) $$(mpicc --showme:compile) -o $@ test_gpu.cu $(NVCC_LIBS) $$(mpicc --showme:link)
 
+# The CUDA emulator (emu/cuda_emu.h): the GPU sources with their launches rewritten by
+# emu/cu2cpp.pl, compiled by g++ and run on the CPU, one fiber per CUDA thread, with
+# cuBLASLt and NCCL (over MPI) emulated. So the GPU kernels and the whole GPU trainer run,
+# and are tested, where there is no GPU. Needs the CUDA headers (not a GPU, not libcudart).
+EMU_SRC = emu/build/train_gpt.cu emu/build/test_gpu.cu emu/build/kernels_gpu.cuh emu/build/comm_nccl.h
+EMU_DEPS = $(HEADERS) $(EMU_SRC) emu/cuda_emu.h emu/cublaslt_emu.h emu/nccl_emu.h
+EMU_CXX = g++ -O2 -g -std=c++17 -fopenmp -DOMPI_SKIP_MPICXX=1 -Wall -Wno-unused-function -Wno-unused-parameter \
+          -I$(CUDA_ROOT)/include -Iemu/build -I. -include emu/cuda_emu.h
+
+emu/build/%: % emu/cu2cpp.pl
+	@mkdir -p emu/build
+	perl emu/cu2cpp.pl $< > $@.tmp && mv -f $@.tmp $@
+
+train_gpu_emu: $(EMU_DEPS) | mpi detect
+	$(EMU_CXX) $$(mpicc --showme:compile) -x c++ emu/build/train_gpt.cu -o $@ $$(mpicc --showme:link) -lm
+
+test_gpu_emu: $(EMU_DEPS) kernels_cpu.h | mpi detect
+	$(EMU_CXX) $$(mpicc --showme:compile) -x c++ emu/build/test_gpu.cu -o $@ $$(mpicc --showme:link) -lm
+
 test_gpt: test_gpt.c train_gpt.c $(HEADERS) | mpi detect
 	$(CC) $(CFLAGS) -DTESTING $$(mpicc --showme:compile) -o $@ test_gpt.c $$(mpicc --showme:link) $(LDLIBS)
 
@@ -72,13 +92,18 @@ test_planner: test_planner.c planner.h config.h schedule.h common.h
 	$(CC) $(CFLAGS) -o $@ test_planner.c $(LDLIBS)
 
 # All tests; the last line is the total "N passed, N failed".
-# (fuzzing bounded by FUZZ_SECONDS per harness; clang's libFuzzer is needed for it)
-test: train test_gpt test_planner test_layouts test_faults train_asan fuzz_build
+# (fuzzing bounded by FUZZ_SECONDS per harness; clang's libFuzzer is needed for it; the GPU
+# build runs on the CUDA emulator: its kernels against kernels_cpu.h, and the whole trainer
+# against train_cpu in 14 layouts, 8 emulated GPUs for the NCCL ones)
+test: train train_cpu test_gpt test_planner test_layouts test_faults train_asan fuzz_build test_gpu_emu train_gpu_emu
 	@set -o pipefail; rm -f .test.log; status=0; \
 	./test_planner 2>&1 | tee -a .test.log || status=1; \
 	./test_gpt 2>&1 | tee -a .test.log || status=1; \
 	./test_layouts 2>&1 | tee -a .test.log || status=1; \
 	./test_faults 2>&1 | tee -a .test.log || status=1; \
+	./test_gpu_emu --no-bench 2>&1 | tee -a .test.log || status=1; \
+	EMU_ORDER=reverse ./test_gpu_emu --no-bench 2>&1 | tee -a .test.log || status=1; \
+	GPU_BIN=./train_gpu_emu GPUS=8 dev/check_gpu_vs_cpu.sh 2>&1 | tee -a .test.log || status=1; \
 	$(MAKE) --no-print-directory fuzz FUZZ_SECONDS=$(FUZZ_SECONDS) 2>&1 | tee -a .test.log || status=1; \
 	awk '/^[0-9]+ passed, [0-9]+ failed$$/ {p += $$1; f += $$3} END {printf "%d passed, %d failed\n", p, f}' .test.log; \
 	exit $$status
@@ -89,4 +114,5 @@ bench: dev/bench_cpu.c train_gpt.c $(HEADERS) | mpi detect
 
 clean:
 	rm -f train train_cpu train_gpu test_gpt test_gpu test_planner test_layouts test_faults train_asan bench_cpu .test.log
+	rm -rf train_gpu_emu test_gpu_emu emu/build
 	$(MAKE) --no-print-directory fuzz_clean

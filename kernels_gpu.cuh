@@ -171,8 +171,9 @@ static void sum_f64_gpu(double* acc, const float* x, size_t n, cudaStream_t s) {
     launchCheck();
 }
 
-// Sum of squares of x (fp32, e.g. the gradient buffer), deterministic: fixed grid, each
-// block writes a partial, one block adds the partials in order. Result in *out (device).
+// Sum of squares of x (fp32, e.g. the gradient buffer), deterministic: a grid fixed by n
+// (one block per 256 elements, at most SUMSQ_BLOCKS), each block writes a partial, one
+// block adds the partials in order. Result in *out (device).
 #define SUMSQ_BLOCKS 1024
 __global__ void sumsq_partial_kernel(float* partial, const float* x, size_t n) {
     float s = 0;
@@ -189,9 +190,10 @@ __global__ void sum_partials_kernel(float* out, const float* partial, int n) {
 }
 static void sumsq_gpu(float* out, const float* x, size_t n, cudaStream_t s) {
     if (gpu_scratch_n < SUMSQ_BLOCKS) fail("sumsq_gpu: reduction scratch too small");
-    sumsq_partial_kernel<<<SUMSQ_BLOCKS, 256, 0, s>>>(gpu_scratch, x, n);
+    int blocks = n >= (size_t)SUMSQ_BLOCKS * 256 ? SUMSQ_BLOCKS : (int)cdiv(n ? n : 1, 256);  // small tensors: few blocks
+    sumsq_partial_kernel<<<blocks, 256, 0, s>>>(gpu_scratch, x, n);
     launchCheck();
-    sum_partials_kernel<<<1, 1024, 0, s>>>(out, gpu_scratch, SUMSQ_BLOCKS);
+    sum_partials_kernel<<<1, 1024, 0, s>>>(out, gpu_scratch, blocks);
     launchCheck();
 }
 

@@ -1,8 +1,9 @@
 #!/usr/bin/env bash
 # dev/check_gpu_vs_cpu.sh: the whole model on the GPU against the CPU reference. Trains the
 # same tiny models with the same flags and seed for 10 steps with ./train_cpu (1 rank, the
-# oracle) and ./train_gpu (1 rank, and tp / pp / sp / ZeRO / recompute layouts on one GPU
-# through --comm mpi), and compares the JSON logs (--log):
+# oracle) and ./train_gpu (1 rank, and tp / pp / vpp / sp / ZeRO / recompute layouts on one
+# GPU through --comm mpi; with GPUS >= 4 also layouts over NCCL, one GPU per rank), and
+# compares the JSON logs (--log):
 #
 #   loss at every step    relative difference <= 2e-2
 #   grad_norm at step 1   relative difference <= 5e-2
@@ -28,14 +29,15 @@ mkdir -p "$DIR"
 LOSS_RTOL=2e-2
 GNORM_RTOL=5e-2
 BASE="--steps 10 --warmup 2 --eval-every 0 --sample-len 0 --micro-batch 4 --global-batch 8 --seed 1337 --quiet"
-GPU_BIN=${GPU_BIN:-./train_gpu}  # GPU_BIN=./train_cpu checks this script itself on a machine without a GPU
+GPU_BIN=${GPU_BIN:-./train_gpu}  # GPU_BIN=./train_gpu_emu: the GPU build on the CUDA emulator (emu/), no GPU needed
+GPUS=${GPUS:-$(nvidia-smi -L 2>/dev/null | wc -l)}  # the NCCL layouts need one GPU per rank
 PASS=0
 FAIL=0
 pass() { echo "PASS $*"; PASS=$((PASS + 1)); }
 fail() { echo "FAIL $*"; FAIL=$((FAIL + 1)); }
 
 [ -x ./train_cpu ] || make train_cpu > "$DIR/build_cpu.log" 2>&1 || { echo "error: cannot build train_cpu (see $DIR/build_cpu.log)"; }
-[ -x ./train_gpu ] || make train_gpu > "$DIR/build_gpu.log" 2>&1 || { echo "error: cannot build train_gpu (see $DIR/build_gpu.log)"; }
+[ -x "$GPU_BIN" ] || make "${GPU_BIN#./}" > "$DIR/build_gpu.log" 2>&1 || { echo "error: cannot build $GPU_BIN (see $DIR/build_gpu.log)"; }
 
 # run NAME BINARY FLAGS...: train with --log DIR/NAME.json; 0 when it exited 0 and logged 10 steps.
 run() {
@@ -87,8 +89,17 @@ CASES=(
   "gpu_gpt2_recompute_full|cpu_gpt2|--model tiny --recompute full"
   "gpu_gpt2_recompute_selective|cpu_gpt2|--model tiny --recompute selective"
   "gpu_llama|cpu_llama|--model llama-tiny"
+  "gpu_gpt2_pp2_vpp2|cpu_gpt2|--model tiny --pp 2 --vpp 2 --comm mpi"
   "gpu_llama_tp2|cpu_llama|--model llama-tiny --tp 2 --comm mpi"
 )
+# NCCL (the default --comm): one GPU per rank.
+[ "$GPUS" -ge 4 ] && CASES+=(
+  "gpu_gpt2_tp2_nccl|cpu_gpt2|--model tiny --tp 2"
+  "gpu_gpt2_dp2_pp2_nccl|cpu_gpt2|--model tiny --dp 2 --pp 2 --micro-batch 2"
+  "gpu_gpt2_dp2_zero1_nccl|cpu_gpt2|--model tiny --dp 2 --zero 1"
+  "gpu_llama_tp2_sp_dp2_nccl|cpu_llama|--model llama-tiny --tp 2 --sp --dp 2 --zero 2"
+)
+echo "GPU build: $GPU_BIN ($GPUS GPUs for the NCCL layouts)"
 for entry in "${CASES[@]}"; do
   IFS='|' read -r name ref flags <<< "$entry"
   if ! run "$name" "$GPU_BIN" $flags; then

@@ -1,0 +1,497 @@
+// emu/cuda_emu.h: CUDA on the CPU, so the GPU build's own code runs where there is no GPU.
+//
+// The GPU sources (kernels_gpu.cuh, train_gpt.cu, test_gpu.cu) are compiled unchanged by
+// g++, with two steps in between (the Makefile's emu/build rule):
+//   1. emu/cu2cpp.pl rewrites each launch `k<<<grid, block, smem, stream>>>(args)` into
+//      `emu_launch("k", k, emu_cfg(grid, block, smem, stream), args)`;
+//   2. this header is force-included first (-include): it takes the real CUDA, cuBLASLt and
+//      NCCL headers for their types, turns the CUDA qualifiers into plain C++, and defines
+//      the runtime, the device intrinsics the kernels use, cuBLASLt (emu/cublaslt_emu.h)
+//      and NCCL over MPI (emu/nccl_emu.h). Nothing from libcudart, libcublasLt or libnccl
+//      is linked.
+//
+// How a kernel runs: every CUDA thread of a block is a fiber (its own stack, switched by
+// emu_switch below) and the block's fibers run one at a time, each until it reaches a
+// barrier: __syncthreads, or a warp shuffle, which waits for the 32 lanes of its warp.
+// So the kernels see what they would see on a GPU that ran their threads in this order.
+// Blocks run in parallel on OpenMP threads; __shared__ variables are static thread_local,
+// one copy per OpenMP thread, i.e. per block in flight.
+//
+// What it checks that a GPU would not report: a barrier that some threads never reach
+// (deadlock), a shuffle whose warp has lanes that have exited or whose mask is not the full
+// warp, a read from a lane that does not exist, an invalid launch configuration (as CUDA
+// reports it, through cudaGetLastError), and overlapping cudaMemcpy ranges. Device memory
+// starts as all-ones bytes (a NaN in fp32 and bf16), so a read of memory nobody wrote shows
+// up as NaN in the results. EMU_ORDER=reverse runs each block's threads in the reverse
+// order, which changes what a missing barrier lets a thread see.
+//
+// What it cannot tell: timing, memory-model and bank-conflict effects, and whether the real
+// cuBLASLt accepts a layout that this emulation accepts (it checks the documented rules).
+// Streams are synchronous. Speed: tiny models only (~1e6 thread switches per second).
+#ifndef CUDA_EMU_H
+#define CUDA_EMU_H
+
+#ifndef OMPI_SKIP_MPICXX
+#define OMPI_SKIP_MPICXX 1
+#endif
+#include <cuda_runtime.h>
+#include <cuda_bf16.h>
+#include <cublasLt.h>
+#include <nccl.h>
+#include <mpi.h>
+#include <omp.h>
+#include <stdarg.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/mman.h>
+#include <time.h>
+#include <mutex>
+#include <string>
+#include <unordered_map>
+
+// The CUDA qualifiers, for a host compiler.
+#undef __global__
+#define __global__
+#undef __device__
+#define __device__
+#undef __shared__
+#define __shared__ static thread_local
+#undef __launch_bounds__
+#define __launch_bounds__(...)
+
+[[noreturn]] static void emu_fail(const char* fmt, ...) {
+    char msg[1024];
+    va_list ap;
+    va_start(ap, fmt);
+    vsnprintf(msg, sizeof(msg), fmt, ap);
+    va_end(ap);
+    fprintf(stderr, "error: cuda emulator: %s\n", msg);
+    fflush(stderr);
+    int mpi = 0;
+    MPI_Initialized(&mpi);
+    if (mpi) MPI_Abort(MPI_COMM_WORLD, 1);
+    exit(1);
+}
+
+// ----------------------------------------------------------------------------
+// Fibers. emu_switch saves the callee-saved registers and the stack pointer of the running
+// fiber in *save_sp and resumes the one whose stack pointer is to_sp (System V x86-64 ABI:
+// everything else is caller-saved). The SSE and x87 control words are left alone: no
+// kernel changes them, so all fibers of an OpenMP thread share that thread's.
+
+#if !defined(__x86_64__)
+#error "emu/cuda_emu.h: the fiber switch is written for x86-64"
+#endif
+extern "C" void emu_switch(void** save_sp, void* to_sp);
+asm(R"(
+    .text
+    .globl emu_switch
+    .type emu_switch, @function
+emu_switch:
+    pushq %rbp
+    pushq %rbx
+    pushq %r12
+    pushq %r13
+    pushq %r14
+    pushq %r15
+    movq %rsp, (%rdi)
+    movq %rsi, %rsp
+    popq %r15
+    popq %r14
+    popq %r13
+    popq %r12
+    popq %rbx
+    popq %rbp
+    ret
+    .size emu_switch, .-emu_switch
+)");
+
+enum { EMU_RUN, EMU_WAIT_BLOCK, EMU_WAIT_WARP, EMU_DONE };
+static const size_t EMU_STACK = 256u << 10;  // per CUDA thread; a guard page below each
+static const int EMU_MAX_THREADS = 1024;
+
+struct EmuThread {
+    void* sp;
+    char* stack;  // lowest usable byte (the guard page is below it)
+    uint3 idx;
+    int lane, warp, state;
+};
+struct EmuWarp {
+    int size, live, arrived;
+    uint64_t vals[32];  // shuffle exchange
+};
+// One block in flight on this OpenMP thread.
+struct EmuBlock {
+    EmuThread threads[EMU_MAX_THREADS];
+    EmuWarp warps[EMU_MAX_THREADS / 32];
+    int n, live, arrived;
+    int pos;  // the running thread's place in this pass over the block (emu_thread_at)
+    void* sched_sp;
+    void (*body)(void*);
+    void* arg;
+    const char* kernel;
+};
+static thread_local EmuBlock* emu_blk;
+static thread_local EmuThread* emu_self;
+static thread_local uint3 emu_block_idx;
+static thread_local dim3 emu_block_dim, emu_grid_dim;
+static cudaError_t emu_last_error = cudaSuccess;
+static int emu_reverse = -1;  // EMU_ORDER=reverse, read at the first launch
+
+#define threadIdx (emu_self->idx)
+#define blockIdx emu_block_idx
+#define blockDim emu_block_dim
+#define gridDim emu_grid_dim
+
+static EmuBlock* emu_block_state(void) {
+    if (!emu_blk) {
+        emu_blk = (EmuBlock*)calloc(1, sizeof(EmuBlock));
+        if (!emu_blk) emu_fail("out of memory for the block state");
+    }
+    return emu_blk;
+}
+static char* emu_stack(EmuThread* t) {
+    if (!t->stack) {
+        long page = 4096;
+        char* p = (char*)mmap(NULL, EMU_STACK + page, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+        if (p == MAP_FAILED) emu_fail("cannot map a %zu KiB thread stack", EMU_STACK >> 10);
+        mprotect(p, page, PROT_NONE);  // a stack overflow faults instead of corrupting a neighbour
+        t->stack = p + page;
+    }
+    return t->stack;
+}
+
+// The k-th thread of a pass over the block: index order, or reversed with EMU_ORDER=reverse.
+static EmuThread* emu_thread_at(EmuBlock* b, int k) { return &b->threads[emu_reverse ? b->n - 1 - k : k]; }
+
+// Hand over to the next runnable thread of this pass, or back to the scheduler, which
+// starts the next pass (or reports a deadlock) when there is none.
+static void emu_yield(void) {
+    EmuBlock* b = emu_blk;
+    EmuThread* me = emu_self;
+    while (++b->pos < b->n) {
+        EmuThread* t = emu_thread_at(b, b->pos);
+        if (t->state != EMU_RUN) continue;
+        emu_self = t;
+        emu_switch(&me->sp, t->sp);
+        return;
+    }
+    emu_switch(&me->sp, b->sched_sp);
+}
+
+// Everyone waiting at the barrier runs again: the whole block, or this thread's warp.
+static void emu_release(int waiting) {
+    EmuBlock* b = emu_blk;
+    int lo = 0, hi = b->n;
+    if (waiting == EMU_WAIT_WARP) lo = emu_self->warp * 32, hi = lo + b->warps[emu_self->warp].size;
+    for (int i = lo; i < hi; i++)
+        if (b->threads[i].state == waiting) b->threads[i].state = EMU_RUN;
+}
+
+static void emu_thread_exit(void) {
+    EmuBlock* b = emu_blk;
+    EmuWarp* w = &b->warps[emu_self->warp];
+    emu_self->state = EMU_DONE;
+    b->live--, w->live--;
+    if (w->arrived)
+        emu_fail("%s: thread %u exited while %d lanes of its warp wait in a shuffle", b->kernel, emu_self->idx.x, w->arrived);
+    if (b->arrived && b->arrived == b->live) {  // the exited thread no longer holds the barrier
+        b->arrived = 0;
+        emu_release(EMU_WAIT_BLOCK);
+    }
+    emu_yield();  // never resumed
+}
+static void emu_thread_main(void) {
+    emu_blk->body(emu_blk->arg);
+    emu_thread_exit();
+}
+
+// A fresh stack whose first emu_switch "returns" into emu_thread_main with the stack
+// aligned as at a function entry (rsp = 8 mod 16).
+static void emu_thread_start(EmuThread* t) {
+    uint64_t* sp = (uint64_t*)(emu_stack(t) + EMU_STACK);
+    *--sp = 0;                            // emu_thread_main's return address: it never returns
+    *--sp = (uint64_t)&emu_thread_main;   // popped by emu_switch's ret
+    for (int i = 0; i < 6; i++) *--sp = 0;  // rbp rbx r12 r13 r14 r15
+    t->sp = sp;
+    t->state = EMU_RUN;
+}
+
+static void emu_run_block(const char* kernel, void (*body)(void*), void* arg) {
+    EmuBlock* b = emu_block_state();
+    dim3 bd = emu_block_dim;
+    int n = (int)(bd.x * bd.y * bd.z);
+    b->n = b->live = n, b->arrived = 0, b->body = body, b->arg = arg, b->kernel = kernel;
+    for (int i = 0; i < n; i++) {
+        EmuThread* t = &b->threads[i];
+        t->idx = make_uint3(i % bd.x, (i / bd.x) % bd.y, i / (bd.x * bd.y));
+        t->lane = i % 32, t->warp = i / 32;
+        emu_thread_start(t);
+    }
+    for (int w = 0; w * 32 < n; w++) {
+        int size = n - w * 32 < 32 ? n - w * 32 : 32;
+        b->warps[w].size = b->warps[w].live = size, b->warps[w].arrived = 0;
+    }
+    while (b->live) {
+        int ran = 0;
+        for (b->pos = 0; b->pos < n; b->pos++) {  // the threads move b->pos on as they hand over
+            EmuThread* t = emu_thread_at(b, b->pos);
+            if (t->state != EMU_RUN) continue;
+            emu_self = t;
+            emu_switch(&b->sched_sp, t->sp);
+            ran = 1;
+        }
+        if (!ran) {
+            int at_block = 0, at_warp = 0;
+            for (int i = 0; i < n; i++) at_block += b->threads[i].state == EMU_WAIT_BLOCK, at_warp += b->threads[i].state == EMU_WAIT_WARP;
+            emu_fail("%s: block (%u,%u,%u) deadlocks: %d threads wait in __syncthreads, %d in warp shuffles, %d exited", kernel,
+                     emu_block_idx.x, emu_block_idx.y, emu_block_idx.z, at_block, at_warp, n - b->live);
+        }
+    }
+    emu_self = NULL;
+}
+
+// ----------------------------------------------------------------------------
+// Launches.
+
+struct EmuCfg {
+    dim3 grid, block;
+    size_t smem;
+};
+static EmuCfg emu_cfg(dim3 grid, dim3 block, size_t smem = 0, cudaStream_t stream = 0) { return EmuCfg{grid, block, smem}; }
+
+// EMU_PROFILE=1: seconds and CUDA threads per kernel, printed at exit (where the emulator's
+// time goes; says nothing of the kernel's speed on a GPU).
+struct EmuProfile { double seconds, threads; long launches; };
+static std::unordered_map<std::string, EmuProfile>* emu_profile;
+static void emu_profile_print(void) {
+    fprintf(stderr, "cuda emulator profile: %-36s %9s %8s %12s\n", "kernel", "seconds", "launches", "threads");
+    for (auto& k : *emu_profile)
+        fprintf(stderr, "cuda emulator profile: %-36s %9.3f %8ld %12.0f\n", k.first.c_str(), k.second.seconds, k.second.launches, k.second.threads);
+}
+
+static void emu_grid(const char* kernel, EmuCfg cfg, void (*body)(void*), void* arg) {
+    if (emu_reverse < 0) {
+        const char* o = getenv("EMU_ORDER");
+        emu_reverse = o && !strcmp(o, "reverse");
+        if (getenv("EMU_PROFILE")) emu_profile = new std::unordered_map<std::string, EmuProfile>, atexit(emu_profile_print);
+    }
+    double t0 = emu_profile ? omp_get_wtime() : 0;
+    dim3 g = cfg.grid, bd = cfg.block;
+    size_t threads = (size_t)bd.x * bd.y * bd.z, blocks = (size_t)g.x * g.y * g.z;
+    // CUDA's limits (compute capability 9.0); a launch outside them fails as on a GPU.
+    if (!threads || !blocks || threads > 1024 || bd.z > 64 || g.y > 65535 || g.z > 65535 || cfg.smem > 48 * 1024) {
+        emu_last_error = cudaErrorInvalidConfiguration;
+        return;
+    }
+#pragma omp parallel for schedule(dynamic, 1) if (blocks > 1)
+    for (size_t i = 0; i < blocks; i++) {
+        emu_block_idx = make_uint3(i % g.x, (i / g.x) % g.y, i / ((size_t)g.x * g.y));
+        emu_block_dim = bd, emu_grid_dim = g;
+        emu_run_block(kernel, body, arg);
+    }
+    if (emu_profile) {
+        EmuProfile& p = (*emu_profile)[kernel];
+        p.seconds += omp_get_wtime() - t0, p.threads += (double)threads * blocks, p.launches++;
+    }
+}
+
+// The launch arguments convert to the kernel's parameter types at the call (P is deduced
+// from the kernel alone, so NULL stays a null pointer), once per launch as in CUDA; every
+// thread then calls the kernel with them.
+template <typename T> struct emu_same { typedef T type; };
+template <typename... P>
+static void emu_launch(const char* name, void (*kernel)(P...), EmuCfg cfg, typename emu_same<P>::type... args) {
+    auto call = [&]() { kernel(args...); };
+    emu_grid(name, cfg, [](void* f) { (*(decltype(call)*)f)(); }, &call);
+}
+
+// ----------------------------------------------------------------------------
+// Device intrinsics.
+
+static void __syncthreads(void) {
+    EmuBlock* b = emu_blk;
+    if (++b->arrived == b->live) {
+        b->arrived = 0;
+        emu_release(EMU_WAIT_BLOCK);
+        return;
+    }
+    emu_self->state = EMU_WAIT_BLOCK;
+    emu_yield();
+}
+
+// All lanes of the warp meet; only full-warp masks are supported (all this code uses).
+static void emu_warp_sync(unsigned mask) {
+    EmuBlock* b = emu_blk;
+    EmuWarp* w = &b->warps[emu_self->warp];
+    unsigned full = w->size == 32 ? 0xffffffffu : (1u << w->size) - 1;
+    if (mask != full) emu_fail("%s: warp shuffle with mask %08x, the warp's lanes are %08x", b->kernel, mask, full);
+    if (w->live != w->size)
+        emu_fail("%s: warp shuffle in warp %d after %d of its lanes exited", b->kernel, emu_self->warp, w->size - w->live);
+    if (++w->arrived == w->size) {
+        w->arrived = 0;
+        emu_release(EMU_WAIT_WARP);
+        return;
+    }
+    emu_self->state = EMU_WAIT_WARP;
+    emu_yield();
+}
+template <typename T>
+static T emu_shfl(unsigned mask, T v, int src) {
+    static_assert(sizeof(T) <= 8, "shuffle of a value wider than 8 bytes");
+    EmuWarp* w = &emu_blk->warps[emu_self->warp];
+    memcpy(&w->vals[emu_self->lane], &v, sizeof(T));
+    emu_warp_sync(mask);
+    if (src < 0 || src >= w->size) emu_fail("%s: shuffle reads lane %d of a %d-lane warp", emu_blk->kernel, src, w->size);
+    T r;
+    memcpy(&r, &w->vals[src], sizeof(T));
+    emu_warp_sync(mask);  // nobody overwrites vals before every lane has read
+    return r;
+}
+template <typename T>
+static T __shfl_sync(unsigned mask, T v, int src, int width = 32) {
+    int lane = emu_self->lane;
+    return emu_shfl(mask, v, (lane & ~(width - 1)) + (src & (width - 1)));
+}
+template <typename T>
+static T __shfl_xor_sync(unsigned mask, T v, int lane_mask, int width = 32) {
+    int lane = emu_self->lane, src = lane ^ lane_mask;
+    return emu_shfl(mask, v, src >= ((lane & ~(width - 1)) + width) ? lane : src);
+}
+
+static float atomicAdd(float* p, float v) {
+    float old;
+#pragma omp atomic capture
+    { old = *p; *p += v; }
+    return old;
+}
+static int atomicAdd(int* p, int v) { return __atomic_fetch_add(p, v, __ATOMIC_RELAXED); }
+
+// CUDA's integer min/max overloads of device code.
+static int min(int a, int b) { return a < b ? a : b; }
+static int max(int a, int b) { return a > b ? a : b; }
+static unsigned min(unsigned a, unsigned b) { return a < b ? a : b; }
+static unsigned max(unsigned a, unsigned b) { return a > b ? a : b; }
+
+// ----------------------------------------------------------------------------
+// The runtime: device memory is host memory; streams and events are synchronous.
+
+static std::mutex emu_mem_lock;
+static std::unordered_map<void*, size_t> emu_allocs;
+static size_t emu_allocated;
+static const size_t EMU_DEVICE_BYTES = 16ull << 30;  // what cudaMemGetInfo reports as the total
+
+// EMU_DEVICES (default 8, a DGX node) devices, all of them this process's memory: so a
+// hand-started multi-rank run on one machine gets one "GPU" per rank and uses NCCL (emu/nccl_emu.h).
+static int emu_devices(void) {
+    const char* e = getenv("EMU_DEVICES");
+    return e && atoi(e) > 0 ? atoi(e) : 8;
+}
+cudaError_t cudaGetDeviceCount(int* n) { *n = emu_devices(); return cudaSuccess; }
+cudaError_t cudaSetDevice(int dev) { return dev >= 0 && dev < emu_devices() ? cudaSuccess : cudaErrorInvalidDevice; }
+cudaError_t cudaGetDeviceProperties(cudaDeviceProp* p, int dev) {
+    if (dev < 0 || dev >= emu_devices()) return cudaErrorInvalidDevice;
+    memset(p, 0, sizeof(*p));
+    snprintf(p->name, sizeof(p->name), "CUDA emulator on the CPU");
+    p->major = 9, p->minor = 0;
+    p->totalGlobalMem = EMU_DEVICE_BYTES;
+    p->multiProcessorCount = 1, p->warpSize = 32, p->maxThreadsPerBlock = 1024, p->sharedMemPerBlock = 48 << 10;
+    return cudaSuccess;
+}
+cudaError_t cudaDeviceSynchronize(void) { return cudaSuccess; }
+cudaError_t cudaGetLastError(void) {
+    cudaError_t e = emu_last_error;
+    emu_last_error = cudaSuccess;
+    return e;
+}
+cudaError_t cudaPeekAtLastError(void) { return emu_last_error; }
+const char* cudaGetErrorString(cudaError_t e) {
+    switch (e) {
+    case cudaSuccess: return "no error";
+    case cudaErrorInvalidValue: return "invalid argument";
+    case cudaErrorMemoryAllocation: return "out of memory";
+    case cudaErrorInvalidConfiguration: return "invalid configuration argument";
+    case cudaErrorInvalidDevice: return "invalid device ordinal";
+    case cudaErrorInvalidDevicePointer: return "invalid device pointer";
+    default: return "unknown error (cuda emulator)";
+    }
+}
+
+cudaError_t cudaMalloc(void** p, size_t bytes) {
+    size_t n = (bytes + 255) / 256 * 256;
+    *p = aligned_alloc(256, n ? n : 256);
+    if (!*p) return cudaErrorMemoryAllocation;
+    memset(*p, 0xff, n ? n : 256);  // NaN in fp32 and bf16: reads of unwritten memory show
+    std::lock_guard<std::mutex> g(emu_mem_lock);
+    emu_allocs[*p] = bytes;
+    emu_allocated += bytes;
+    return cudaSuccess;
+}
+cudaError_t cudaFree(void* p) {
+    if (!p) return cudaSuccess;
+    std::lock_guard<std::mutex> g(emu_mem_lock);
+    auto it = emu_allocs.find(p);
+    if (it == emu_allocs.end()) return cudaErrorInvalidDevicePointer;
+    emu_allocated -= it->second;
+    emu_allocs.erase(it);
+    free(p);
+    return cudaSuccess;
+}
+cudaError_t cudaMallocHost(void** p, size_t bytes) {
+    *p = malloc(bytes ? bytes : 1);
+    return *p ? cudaSuccess : cudaErrorMemoryAllocation;
+}
+cudaError_t cudaHostAlloc(void** p, size_t bytes, unsigned int flags) { return cudaMallocHost(p, bytes); }
+cudaError_t cudaFreeHost(void* p) { free(p); return cudaSuccess; }
+cudaError_t cudaMemGetInfo(size_t* free_b, size_t* total_b) {
+    *total_b = EMU_DEVICE_BYTES;
+    *free_b = emu_allocated < EMU_DEVICE_BYTES ? EMU_DEVICE_BYTES - emu_allocated : 0;
+    return cudaSuccess;
+}
+cudaError_t cudaMemcpy(void* dst, const void* src, size_t bytes, cudaMemcpyKind kind) {
+    if (!bytes) return cudaSuccess;
+    if (!dst || !src) return cudaErrorInvalidValue;
+    if ((char*)dst < (const char*)src + bytes && (const char*)src < (char*)dst + bytes && dst != src)
+        emu_fail("cudaMemcpy of %zu bytes between overlapping ranges", bytes);
+    memcpy(dst, src, bytes);
+    return cudaSuccess;
+}
+cudaError_t cudaMemcpyAsync(void* dst, const void* src, size_t bytes, cudaMemcpyKind kind, cudaStream_t s) {
+    return cudaMemcpy(dst, src, bytes, kind);
+}
+cudaError_t cudaMemset(void* p, int value, size_t bytes) {
+    if (bytes && !p) return cudaErrorInvalidValue;
+    memset(p, value, bytes);
+    return cudaSuccess;
+}
+cudaError_t cudaMemsetAsync(void* p, int value, size_t bytes, cudaStream_t s) { return cudaMemset(p, value, bytes); }
+
+static int emu_stream_token;
+cudaError_t cudaStreamCreate(cudaStream_t* s) { *s = (cudaStream_t)&emu_stream_token; return cudaSuccess; }
+cudaError_t cudaStreamDestroy(cudaStream_t s) { return cudaSuccess; }
+cudaError_t cudaStreamSynchronize(cudaStream_t s) { return cudaSuccess; }
+
+// An event is the time it was recorded at (everything before it has run: streams are synchronous).
+cudaError_t cudaEventCreate(cudaEvent_t* e) {
+    *e = (cudaEvent_t)calloc(1, sizeof(double));
+    return *e ? cudaSuccess : cudaErrorMemoryAllocation;
+}
+cudaError_t cudaEventDestroy(cudaEvent_t e) { free(e); return cudaSuccess; }
+cudaError_t cudaEventRecord(cudaEvent_t e, cudaStream_t s) {
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    *(double*)e = ts.tv_sec + 1e-9 * ts.tv_nsec;
+    return cudaSuccess;
+}
+cudaError_t cudaEventSynchronize(cudaEvent_t e) { return cudaSuccess; }
+cudaError_t cudaEventElapsedTime(float* ms, cudaEvent_t a, cudaEvent_t b) {
+    *ms = (float)((*(double*)b - *(double*)a) * 1e3);
+    return cudaSuccess;
+}
+
+#include "cublaslt_emu.h"
+#include "nccl_emu.h"
+
+#endif

@@ -1,0 +1,170 @@
+// emu/nccl_emu.h: the NCCL calls comm_nccl.h makes, over MPI, for the CUDA emulator
+// (emu/cuda_emu.h includes it). Device buffers are host memory there, so each NCCL
+// collective is the MPI collective of the same meaning on the communicator's ranks; bf16
+// sums are done in fp32 and rounded once (real NCCL rounds at every step of its ring, so
+// its bf16 sums can differ in the last bit). Calls are synchronous, streams are ignored.
+//
+// ncclCommInitRank has no MPI communicator to start from, only the ncclUniqueId, so the id
+// carries the world rank that made it: every member sends that rank its (rank, world rank),
+// the maker answers each with the member list, and the members create the communicator
+// with MPI_Comm_create_group, which only they take part in (as only they call ncclCommInitRank).
+#include <vector>
+
+struct ncclComm {
+    MPI_Comm comm;
+    int rank, size;
+};
+
+static const int EMU_NCCL_MAGIC = 0x4e43434c;
+static int emu_nccl_ids;                        // ids made by this process
+static int emu_nccl_group_depth;                // ncclGroupStart nesting
+static std::vector<MPI_Request> emu_nccl_reqs;  // sends and receives of the open group
+
+const char* ncclGetErrorString(ncclResult_t r) {
+    switch (r) {
+    case ncclSuccess: return "no error";
+    case ncclInvalidArgument: return "invalid argument";
+    case ncclInvalidUsage: return "invalid usage";
+    default: return "NCCL error (cuda emulator)";
+    }
+}
+
+ncclResult_t ncclGetUniqueId(ncclUniqueId* id) {
+    int world_rank;
+    MPI_Comm_rank(MPI_COMM_WORLD, &world_rank);
+    int v[3] = {EMU_NCCL_MAGIC, world_rank, emu_nccl_ids++};
+    memset(id, 0, sizeof(*id));
+    memcpy(id->internal, v, sizeof(v));
+    return ncclSuccess;
+}
+
+ncclResult_t ncclCommInitRank(ncclComm_t* comm, int nranks, ncclUniqueId id, int rank) {
+    int v[3], world_rank;
+    memcpy(v, id.internal, sizeof(v));
+    if (v[0] != EMU_NCCL_MAGIC || nranks < 1 || rank < 0 || rank >= nranks) return ncclInvalidArgument;
+    MPI_Comm_rank(MPI_COMM_WORLD, &world_rank);
+    int maker = v[1], tag = 20000 + v[2] % 10000;  // one tag per id of its maker
+    std::vector<int> members(nranks, -1);
+    if (world_rank == maker) {
+        members[rank] = world_rank;
+        for (int i = 0; i < nranks - 1; i++) {
+            int msg[2];
+            MPI_Recv(msg, 2, MPI_INT, MPI_ANY_SOURCE, tag, MPI_COMM_WORLD, MPI_STATUS_IGNORE);
+            if (msg[0] < 0 || msg[0] >= nranks || members[msg[0]] >= 0) return ncclInvalidArgument;
+            members[msg[0]] = msg[1];
+        }
+        for (int r = 0; r < nranks; r++)
+            if (r != rank) MPI_Send(members.data(), nranks, MPI_INT, members[r], tag, MPI_COMM_WORLD);
+    } else {
+        int msg[2] = {rank, world_rank};
+        MPI_Send(msg, 2, MPI_INT, maker, tag, MPI_COMM_WORLD);
+        MPI_Recv(members.data(), nranks, MPI_INT, maker, tag, MPI_COMM_WORLD, MPI_STATUS_IGNORE);
+    }
+    MPI_Group world_group, group;
+    MPI_Comm_group(MPI_COMM_WORLD, &world_group);
+    MPI_Group_incl(world_group, nranks, members.data(), &group);
+    ncclComm* c = new ncclComm;
+    MPI_Comm_create_group(MPI_COMM_WORLD, group, tag, &c->comm);
+    MPI_Group_free(&group);
+    MPI_Group_free(&world_group);
+    c->rank = rank, c->size = nranks;
+    *comm = c;
+    return ncclSuccess;
+}
+ncclResult_t ncclCommDestroy(ncclComm_t c) {
+    MPI_Comm_free(&c->comm);
+    delete c;
+    return ncclSuccess;
+}
+
+static size_t emu_nccl_type_bytes(ncclDataType_t t) {
+    switch (t) {
+    case ncclInt8: case ncclUint8: return 1;
+    case ncclFloat16: case ncclBfloat16: return 2;
+    case ncclInt32: case ncclUint32: case ncclFloat32: return 4;
+    case ncclInt64: case ncclUint64: case ncclFloat64: return 8;
+    default: emu_fail("NCCL data type %d is not emulated", (int)t);
+    }
+}
+static int emu_nccl_count(size_t n) {
+    if (n > (size_t)INT32_MAX) emu_fail("an NCCL call of %zu elements is beyond the emulator's MPI counts", n);
+    return (int)n;
+}
+// Reductions run in fp32: fp32 data as it is, bf16 widened (and rounded back by the caller).
+static std::vector<float> emu_nccl_widen(const void* buf, size_t n, ncclDataType_t t) {
+    std::vector<float> f(n);
+    if (t == ncclFloat32) memcpy(f.data(), buf, 4 * n);
+    else if (t == ncclBfloat16) for (size_t i = 0; i < n; i++) f[i] = __bfloat162float(((const __nv_bfloat16*)buf)[i]);
+    else emu_fail("NCCL reductions of data type %d are not emulated", (int)t);
+    return f;
+}
+static void emu_nccl_narrow(void* buf, const float* f, size_t n, ncclDataType_t t) {
+    if (t == ncclFloat32) memcpy(buf, f, 4 * n);
+    else for (size_t i = 0; i < n; i++) ((__nv_bfloat16*)buf)[i] = __float2bfloat16(f[i]);
+}
+static MPI_Op emu_nccl_op(ncclRedOp_t op) {
+    if (op == ncclSum) return MPI_SUM;
+    if (op == ncclMax) return MPI_MAX;
+    emu_fail("NCCL reduction %d is not emulated", (int)op);
+}
+
+ncclResult_t ncclAllReduce(const void* send, void* recv, size_t count, ncclDataType_t t, ncclRedOp_t op, ncclComm_t c,
+                           cudaStream_t s) {
+    std::vector<float> f = emu_nccl_widen(send, count, t);
+    MPI_Allreduce(MPI_IN_PLACE, f.data(), emu_nccl_count(count), MPI_FLOAT, emu_nccl_op(op), c->comm);
+    emu_nccl_narrow(recv, f.data(), count, t);
+    return ncclSuccess;
+}
+// send: size * recvcount elements; rank r gets the reduction of block r.
+ncclResult_t ncclReduceScatter(const void* send, void* recv, size_t recvcount, ncclDataType_t t, ncclRedOp_t op,
+                               ncclComm_t c, cudaStream_t s) {
+    std::vector<float> f = emu_nccl_widen(send, recvcount * c->size, t), r(recvcount);
+    MPI_Reduce_scatter_block(f.data(), r.data(), emu_nccl_count(recvcount), MPI_FLOAT, emu_nccl_op(op), c->comm);
+    emu_nccl_narrow(recv, r.data(), recvcount, t);
+    return ncclSuccess;
+}
+// recv: the size blocks of sendcount elements in rank order; send may be recv's own block.
+ncclResult_t ncclAllGather(const void* send, void* recv, size_t sendcount, ncclDataType_t t, ncclComm_t c, cudaStream_t s) {
+    size_t bytes = sendcount * emu_nccl_type_bytes(t);
+    std::vector<char> mine((const char*)send, (const char*)send + bytes);
+    MPI_Allgather(mine.data(), emu_nccl_count(bytes), MPI_BYTE, recv, emu_nccl_count(bytes), MPI_BYTE, c->comm);
+    return ncclSuccess;
+}
+ncclResult_t ncclBroadcast(const void* send, void* recv, size_t count, ncclDataType_t t, int root, ncclComm_t c,
+                           cudaStream_t s) {
+    size_t bytes = count * emu_nccl_type_bytes(t);
+    if (c->rank == root && send != recv) memmove(recv, send, bytes);
+    MPI_Bcast(recv, emu_nccl_count(bytes), MPI_BYTE, root, c->comm);
+    return ncclSuccess;
+}
+
+// Point-to-point: inside ncclGroupStart/End the transfers are posted and complete at the
+// group's end (so a send and a receive between the same two ranks cannot deadlock);
+// outside a group a send waits for its receiver, as NCCL's does.
+ncclResult_t ncclSend(const void* send, size_t count, ncclDataType_t t, int peer, ncclComm_t c, cudaStream_t s) {
+    int bytes = emu_nccl_count(count * emu_nccl_type_bytes(t));
+    if (!emu_nccl_group_depth) return MPI_Ssend(send, bytes, MPI_BYTE, peer, 0, c->comm) == MPI_SUCCESS ? ncclSuccess : ncclSystemError;
+    emu_nccl_reqs.emplace_back();
+    MPI_Isend(send, bytes, MPI_BYTE, peer, 0, c->comm, &emu_nccl_reqs.back());
+    return ncclSuccess;
+}
+ncclResult_t ncclRecv(void* recv, size_t count, ncclDataType_t t, int peer, ncclComm_t c, cudaStream_t s) {
+    int bytes = emu_nccl_count(count * emu_nccl_type_bytes(t));
+    if (!emu_nccl_group_depth)
+        return MPI_Recv(recv, bytes, MPI_BYTE, peer, 0, c->comm, MPI_STATUS_IGNORE) == MPI_SUCCESS ? ncclSuccess : ncclSystemError;
+    emu_nccl_reqs.emplace_back();
+    MPI_Irecv(recv, bytes, MPI_BYTE, peer, 0, c->comm, &emu_nccl_reqs.back());
+    return ncclSuccess;
+}
+ncclResult_t ncclGroupStart(void) {
+    emu_nccl_group_depth++;
+    return ncclSuccess;
+}
+ncclResult_t ncclGroupEnd(void) {
+    if (emu_nccl_group_depth <= 0) return ncclInvalidUsage;
+    if (--emu_nccl_group_depth == 0 && !emu_nccl_reqs.empty()) {
+        MPI_Waitall((int)emu_nccl_reqs.size(), emu_nccl_reqs.data(), MPI_STATUSES_IGNORE);
+        emu_nccl_reqs.clear();
+    }
+    return ncclSuccess;
+}

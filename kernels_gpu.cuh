@@ -549,88 +549,182 @@ static void rope_apply_gpu(bf16* qkv, int N, int T, int stride, int n_heads, int
 }
 
 // ----------------------------------------------------------------------------
-// Causal self-attention with grouped-query heads, flash-attention style (Dao et al. 2022):
-// the forward keeps a running max and sum per query (online softmax, Milakov & Gimelshein
-// 2018) and stores only the logsumexp lse (B, H, T); the backward recomputes each
-// probability as exp(s - lse) tile by tile. No T x T matrix exists at any time.
+// Causal self-attention with grouped-query heads, flash-attention style (Dao et al. 2022;
+// the loop order of FlashAttention-2): the forward keeps a running max and sum per query
+// (online softmax, Milakov & Gimelshein 2018) and stores only the logsumexp lse (B, H, T);
+// the backward recomputes each probability as exp(s - lse) tile by tile. No T x T matrix
+// exists at any time.
 //
 // Why our own kernel and not cuDNN's SDPA: it keeps the build to the CUDA toolkit (no
 // cuDNN frontend, graph building or version matrix), it reads qkv in this program's
 // [q H*hd | k KV*hd | v KV*hd] row layout with GQA directly (no transposes or copies),
 // and it is short enough to check against the CPU reference line by line.
 //
-// Work split: one warp per query row (forward, dq) or per key row (dk, dv); a block of
-// ATT_WARPS rows of the same (b, head) shares tiles of ATT_TILE rows of the other side,
-// staged in shared memory as fp32. Within a tile, lane j owns row j of the tile for the
-// dot products (scores), and lane l owns head dims l, l+32, ... of the accumulators.
-// Scalar FMAs in fp32, no tensor cores yet (correctness first); head sizes 16..128.
-// qkv row stride is (H + 2*KV) * hd; out / dout rows are H * hd.
+// The matrix products run on tensor cores through WMMA (16 x 16 x 16, bf16 inputs, fp32
+// accumulators). Work split: a block holds BR = 16 * NW rows of one (batch, head) side,
+// 16 per warp (queries in the forward and dq kernels, keys in the dk/dv kernel), and walks
+// tiles of ATT_BC rows of the other side staged in shared memory as bf16. Each warp's
+// score tile goes through shared memory in fp32: there, lane pairs own a row (lane / 2,
+// columns (lane % 2) * 16 ..) for the softmax, and write the probabilities (or dS) back
+// as bf16 for the next product, as FlashAttention-2 does. Per-row factors (the online
+// softmax's rescaling, 1/l) reach the accumulator fragments through `rowid`: a fragment
+// loaded from a matrix of row numbers tells each lane which row each of its elements is
+// in, whatever the hardware's fragment layout. The dq and dk/dv kernels are separate, so
+// every gradient is written by one warp in a fixed order (deterministic, no atomics); the
+// price is recomputing the scores in both. qkv row stride is (H + 2*KV) * hd; out / dout
+// rows are H * hd. Head sizes 16, 32, 64, 128.
 
-#define ATT_WARPS 8
-#define ATT_TILE 32
+#include <mma.h>
+namespace wmma = nvcuda::wmma;
 
+#define ATT_BC 32  // rows of the other side per tile
 template <int HD>
-__global__ void __launch_bounds__(ATT_WARPS * 32)
+struct AttShape {
+    static constexpr int NW = HD <= 64 ? 4 : 2;  // warps per block: 128-wide heads need the shared memory
+    static constexpr int BR = 16 * NW;           // this block's rows
+    static constexpr int LD = HD + 8;            // bf16 row pitch in shared memory: 16-byte rows, banks skewed
+    static constexpr int KS = HD / 16;           // 16-wide steps over the head dimension
+};
+typedef wmma::fragment<wmma::matrix_a, 16, 16, 16, bf16, wmma::row_major> FragA;
+typedef wmma::fragment<wmma::matrix_b, 16, 16, 16, bf16, wmma::row_major> FragB;
+typedef wmma::fragment<wmma::matrix_b, 16, 16, 16, bf16, wmma::col_major> FragBt;  // B = (row-major stored)^T
+typedef wmma::fragment<wmma::accumulator, 16, 16, 16, float> FragC;
+
+// Rows [r0, r0 + n) of a T-row bf16 matrix (src: row 0 at its column offset, pitch
+// `stride` elements) into shared dst[n][LD]; rows >= T become zeros. 16 bytes per access;
+// all threads of the block take part.
+template <int HD, int LD>
+__device__ void att_stage(bf16* dst, const bf16* src, int stride, int r0, int n, int T) {
+    for (int e = threadIdx.x; e < n * HD / 8; e += blockDim.x) {
+        int r = e / (HD / 8), c = e % (HD / 8) * 8;
+        uint4 v = make_uint4(0, 0, 0, 0);
+        if (r0 + r < T) v = *(const uint4*)(src + (size_t)(r0 + r) * stride + c);
+        *(uint4*)(dst + r * LD + c) = v;
+    }
+}
+// tile[16][ATT_BC] (fp32, row-major) = a (16 x HD, fragments) . b^T, b rows [0, ATT_BC) of
+// a shared [.][LD] bf16 matrix.
+template <int HD, int LD>
+__device__ void att_scores(float* tile, const FragA* a, const bf16* b) {
+    for (int n = 0; n < ATT_BC / 16; n++) {
+        FragC s;
+        wmma::fill_fragment(s, 0.0f);
+        for (int k = 0; k < HD / 16; k++) {
+            FragBt bf;
+            wmma::load_matrix_sync(bf, b + n * 16 * LD + k * 16, LD);
+            wmma::mma_sync(s, a[k], bf, s);
+        }
+        wmma::store_matrix_sync(tile + n * 16, s, ATT_BC, wmma::mem_row_major);
+    }
+}
+// acc (16 x HD, fragments) += p (shared 16 x ATT_BC bf16) . v, v rows [0, ATT_BC) of a
+// shared [.][LD] bf16 matrix.
+template <int HD, int LD>
+__device__ void att_accumulate(FragC* acc, const bf16* p, const bf16* v) {
+    for (int n = 0; n < ATT_BC / 16; n++) {
+        FragA pf;
+        wmma::load_matrix_sync(pf, p + n * 16, ATT_BC);
+        for (int k = 0; k < HD / 16; k++) {
+            FragB vf;
+            wmma::load_matrix_sync(vf, v + n * 16 * LD + k * 16, LD);
+            wmma::mma_sync(acc[k], pf, vf, acc[k]);
+        }
+    }
+}
+// Each element of acc times factor[its row] (rowid: see above).
+template <int HD>
+__device__ void att_scale_rows(FragC* acc, const FragC& rowid, const float* factor) {
+    for (int k = 0; k < HD / 16; k++)
+        for (int i = 0; i < acc[k].num_elements; i++) acc[k].x[i] *= factor[(int)rowid.x[i]];
+}
+// rows [r0, r0 + 16) of dst (pitch `pitch`) = acc * scale as bf16, rows < T only; stage:
+// this warp's 16 x HD fp32 shared buffer.
+template <int HD>
+__device__ void att_write(bf16* dst, size_t pitch, int r0, int T, const FragC* acc, float scale, float* stage) {
+    for (int k = 0; k < HD / 16; k++) wmma::store_matrix_sync(stage + k * 16, acc[k], HD, wmma::mem_row_major);
+    __syncwarp();
+    int lane = threadIdx.x % 32;
+    for (int e = lane; e < 16 * HD; e += 32) {
+        int r = e / HD, d = e % HD;
+        if (r0 + r < T) dst[(size_t)(r0 + r) * pitch + d] = f2bf(stage[e] * scale);
+    }
+    __syncwarp();
+}
+__device__ void att_rowid(FragC* rowid, float* sm) {
+    for (int i = threadIdx.x; i < 256; i += blockDim.x) sm[i] = (float)(i / 16);
+    __syncthreads();
+    wmma::load_matrix_sync(*rowid, sm, 16, wmma::mem_row_major);
+}
+
+// Forward: one block per (query block, head, batch).
+template <int HD>
+__global__ void __launch_bounds__(AttShape<HD>::NW * 32)
 attention_forward_kernel(bf16* out, float* lse, const bf16* qkv, int T, int H, int KV) {
-    constexpr int DPL = (HD + 31) / 32;  // head dims per lane
-    __shared__ float ks[ATT_TILE][HD + 1];  // +1: lane j reading row j hits distinct banks
-    __shared__ float vs[ATT_TILE][HD];
-    __shared__ float qs[ATT_WARPS][HD];
+    constexpr int NW = AttShape<HD>::NW, BR = AttShape<HD>::BR, LD = AttShape<HD>::LD, KS = AttShape<HD>::KS;
+    // [Q block | K tile | V tile], the output stage at the end; then per warp S (fp32) and P (bf16)
+    constexpr int STAGE = (BR + 2 * ATT_BC) * LD * 2, OUT = NW * 16 * HD * 4;
+    constexpr int UNION = STAGE > OUT ? STAGE : OUT;
+    static_assert(UNION + NW * 16 * ATT_BC * 6 + 1024 + NW * 64 <= 48 * 1024, "attention forward: static shared memory");
+    __shared__ __align__(128) unsigned char sm[UNION + NW * 16 * ATT_BC * 6];
+    __shared__ __align__(128) float rowid_sm[256];
+    __shared__ float rowf[NW][16];
     int warp = threadIdx.x / 32, lane = threadIdx.x % 32;
-    int b = blockIdx.z, h = blockIdx.y, t0 = blockIdx.x * ATT_WARPS, t = t0 + warp;
+    int b = blockIdx.z, h = blockIdx.y, q_blk = blockIdx.x * BR, q0 = q_blk + warp * 16;
     int stride = (H + 2 * KV) * HD, kvh = h / (H / KV);
     const bf16* base = qkv + (size_t)b * T * stride;
+    bf16 *Qs = (bf16*)sm, *Ks = Qs + BR * LD, *Vs = Ks + ATT_BC * LD;
+    float* S = (float*)(sm + UNION) + warp * 16 * ATT_BC;
+    bf16* P = (bf16*)(sm + UNION + NW * 16 * ATT_BC * 4) + warp * 16 * ATT_BC;
     const float scale = 1.0f / sqrtf((float)HD);
-    bool active = t < T;
-    if (active)
-        for (int d = lane; d < HD; d += 32) qs[warp][d] = bf2f(base[(size_t)t * stride + h * HD + d]);
-    float m = -INFINITY, l = 0.0f, acc[DPL];
-    for (int i = 0; i < DPL; i++) acc[i] = 0.0f;
-    int t_last = min(t0 + ATT_WARPS, T) - 1;  // the block's last query: keys 0..t_last matter
-    for (int kt = 0; kt <= t_last; kt += ATT_TILE) {
-        __syncthreads();  // everyone is done with the previous tile
-        for (int e = threadIdx.x; e < ATT_TILE * HD; e += blockDim.x) {
-            int j = e / HD, d = e % HD, tk = kt + j;
-            float kv = 0.0f, vv = 0.0f;
-            if (tk < T) {
-                kv = bf2f(base[(size_t)tk * stride + (H + kvh) * HD + d]);
-                vv = bf2f(base[(size_t)tk * stride + (H + KV + kvh) * HD + d]);
-            }
-            ks[j][d] = kv;
-            vs[j][d] = vv;
-        }
+
+    att_stage<HD, LD>(Qs, base + h * HD, stride, q_blk, BR, T);
+    FragC rowid;
+    att_rowid(&rowid, rowid_sm);  // (its __syncthreads also publishes Qs)
+    FragA q[KS];
+    FragC o[KS];
+    for (int k = 0; k < KS; k++) {
+        wmma::load_matrix_sync(q[k], Qs + warp * 16 * LD + k * 16, LD);
+        wmma::fill_fragment(o[k], 0.0f);
+    }
+    int r = lane / 2, c0 = lane % 2 * 16, t = q0 + r;  // this lane's softmax row and columns
+    float m = -INFINITY, l = 0.0f;
+    int k_end = min(q_blk + BR, T);  // keys [0, k_end) matter to this block
+    for (int kt = 0; kt < k_end; kt += ATT_BC) {
+        __syncthreads();  // everyone is done with the previous tiles (and with Qs)
+        att_stage<HD, LD>(Ks, base + (H + kvh) * HD, stride, kt, ATT_BC, T);
+        att_stage<HD, LD>(Vs, base + (H + KV + kvh) * HD, stride, kt, ATT_BC, T);
         __syncthreads();
-        if (!active || kt > t) continue;  // warp-uniform
-        int tk = kt + lane;
-        float sc = -INFINITY;
-        if (tk <= t) {
-            float dot = 0.0f;
-            for (int d = 0; d < HD; d++) dot += qs[warp][d] * ks[lane][d];
-            sc = dot * scale;
+        if (kt > q0 + 15) continue;  // warp-uniform: the whole tile is after this warp's queries
+        att_scores<HD, LD>(S, q, Ks);
+        __syncwarp();
+        float sv[16], mx = -INFINITY;
+        for (int c = 0; c < 16; c++) {
+            int j = kt + c0 + c;
+            sv[c] = j <= t && j < T ? S[r * ATT_BC + c0 + c] * scale : -INFINITY;
+            mx = fmaxf(mx, sv[c]);
         }
-        float m_new = fmaxf(m, warp_max(sc));  // finite: key kt <= t is always valid
-        float p = tk <= t ? expf(sc - m_new) : 0.0f;
-        float corr = expf(m - m_new);  // 0 on the first tile (m = -inf)
-        l = l * corr + warp_sum(p);
-        for (int i = 0; i < DPL; i++) acc[i] *= corr;
-        int nk = min(ATT_TILE, t - kt + 1);
-        for (int j = 0; j < nk; j++) {
-            float pj = __shfl_sync(0xffffffffu, p, j);
-            for (int i = 0; i < DPL; i++) {
-                int d = lane + 32 * i;
-                if (d < HD) acc[i] += pj * vs[j][d];
-            }
+        mx = fmaxf(mx, __shfl_xor_sync(0xffffffffu, mx, 1));
+        float m_new = fmaxf(m, mx);  // finite: key 0 is in every row's first tile
+        float corr = expf(m - m_new), ps = 0.0f;  // corr 0 on the first tile (m = -inf)
+        for (int c = 0; c < 16; c++) {
+            float p = expf(sv[c] - m_new);
+            ps += p;
+            P[r * ATT_BC + c0 + c] = f2bf(p);
         }
+        l = l * corr + ps + __shfl_xor_sync(0xffffffffu, ps, 1);
         m = m_new;
+        if (c0 == 0) rowf[warp][r] = corr;
+        __syncwarp();
+        att_scale_rows<HD>(o, rowid, rowf[warp]);
+        att_accumulate<HD, LD>(o, P, Vs);
+        __syncwarp();  // P and rowf are rewritten next tile
     }
-    if (!active) return;
-    bf16* o = out + ((size_t)b * T + t) * H * HD + h * HD;
-    float inv = 1.0f / l;
-    for (int i = 0; i < DPL; i++) {
-        int d = lane + 32 * i;
-        if (d < HD) o[d] = f2bf(acc[i] * inv);
-    }
-    if (lane == 0) lse[((size_t)b * H + h) * T + t] = m + logf(l);
+    __syncthreads();  // the stage area becomes the output stage
+    if (c0 == 0) rowf[warp][r] = 1.0f / l;
+    __syncwarp();
+    att_scale_rows<HD>(o, rowid, rowf[warp]);
+    att_write<HD>(out + (size_t)b * T * H * HD + h * HD, (size_t)H * HD, q0, T, o, 1.0f, (float*)sm + warp * 16 * HD);
+    if (c0 == 0 && t < T) lse[((size_t)b * H + h) * T + t] = m + logf(l);
 }
 
 // Dsum[b,h,t] = sum_d dout * out: the softmax-backward term sum_j P_ij dP_ij (FlashAttention-2).
@@ -648,154 +742,148 @@ __global__ void attention_dsum_kernel(float* dsum, const bf16* dout, const bf16*
     if (lane == 0) dsum[((size_t)b * H + h) * T + t] = s;
 }
 
-// dq for one query row per warp: dq = scale * sum_j P_ij (dout_i . v_j - Dsum_i) k_j.
+// dq = scale * sum_j dS_ij k_j, dS_ij = P_ij (dout_i . v_j - Dsum_i): one block per
+// (query block, head, batch), walking the key tiles up to the diagonal.
 template <int HD>
-__global__ void __launch_bounds__(ATT_WARPS * 32)
+__global__ void __launch_bounds__(AttShape<HD>::NW * 32)
 attention_backward_dq_kernel(bf16* dqkv, const bf16* dout, const bf16* qkv, const float* lse, const float* dsum,
                              int T, int H, int KV) {
-    constexpr int DPL = (HD + 31) / 32;
-    __shared__ float ks[ATT_TILE][HD + 1];
-    __shared__ float vs[ATT_TILE][HD + 1];
-    __shared__ float qs[ATT_WARPS][HD];
-    __shared__ float dos[ATT_WARPS][HD];
+    constexpr int NW = AttShape<HD>::NW, BR = AttShape<HD>::BR, LD = AttShape<HD>::LD, KS = AttShape<HD>::KS;
+    // [Q block | dO block] at the start, [K tile | V tile] in the loop, the output stage at the
+    // end; then per warp S and dP (fp32) and dS (bf16)
+    constexpr int STAGE = 2 * BR * LD * 2, TILES = 2 * ATT_BC * LD * 2, OUT = NW * 16 * HD * 4;
+    constexpr int UNION = STAGE > TILES ? (STAGE > OUT ? STAGE : OUT) : (TILES > OUT ? TILES : OUT);
+    static_assert(UNION + NW * 16 * ATT_BC * 10 + 1024 + NW * 128 <= 48 * 1024, "attention dq: static shared memory");
+    __shared__ __align__(128) unsigned char sm[UNION + NW * 16 * ATT_BC * 10];
+    __shared__ __align__(128) float rowid_sm[256];
     int warp = threadIdx.x / 32, lane = threadIdx.x % 32;
-    int b = blockIdx.z, h = blockIdx.y, t0 = blockIdx.x * ATT_WARPS, t = t0 + warp;
+    int b = blockIdx.z, h = blockIdx.y, q_blk = blockIdx.x * BR, q0 = q_blk + warp * 16;
     int stride = (H + 2 * KV) * HD, kvh = h / (H / KV);
     const bf16* base = qkv + (size_t)b * T * stride;
+    bf16 *Qs = (bf16*)sm, *dOs = Qs + BR * LD, *Ks = (bf16*)sm, *Vs = Ks + ATT_BC * LD;
+    float* S = (float*)(sm + UNION) + warp * 16 * ATT_BC * 2;
+    float* dP = S + 16 * ATT_BC;
+    bf16* dS = (bf16*)(sm + UNION + NW * 16 * ATT_BC * 8) + warp * 16 * ATT_BC;
     const float scale = 1.0f / sqrtf((float)HD);
-    bool active = t < T;
-    float lse_t = 0.0f, ds_t = 0.0f;
-    if (active) {
-        for (int d = lane; d < HD; d += 32) {
-            qs[warp][d] = bf2f(base[(size_t)t * stride + h * HD + d]);
-            dos[warp][d] = bf2f(dout[((size_t)b * T + t) * H * HD + h * HD + d]);
-        }
-        lse_t = lse[((size_t)b * H + h) * T + t];
-        ds_t = dsum[((size_t)b * H + h) * T + t];
+
+    att_stage<HD, LD>(Qs, base + h * HD, stride, q_blk, BR, T);
+    att_stage<HD, LD>(dOs, dout + (size_t)b * T * H * HD + h * HD, H * HD, q_blk, BR, T);
+    FragC rowid;
+    att_rowid(&rowid, rowid_sm);
+    FragA q[KS], dof[KS];
+    FragC dq[KS];
+    for (int k = 0; k < KS; k++) {
+        wmma::load_matrix_sync(q[k], Qs + warp * 16 * LD + k * 16, LD);
+        wmma::load_matrix_sync(dof[k], dOs + warp * 16 * LD + k * 16, LD);
+        wmma::fill_fragment(dq[k], 0.0f);
     }
-    float acc[DPL];
-    for (int i = 0; i < DPL; i++) acc[i] = 0.0f;
-    int t_last = min(t0 + ATT_WARPS, T) - 1;
-    for (int kt = 0; kt <= t_last; kt += ATT_TILE) {
+    int r = lane / 2, c0 = lane % 2 * 16, t = q0 + r;
+    float lse_t = t < T ? lse[((size_t)b * H + h) * T + t] : 0.0f, ds_t = t < T ? dsum[((size_t)b * H + h) * T + t] : 0.0f;
+    int k_end = min(q_blk + BR, T);
+    for (int kt = 0; kt < k_end; kt += ATT_BC) {
+        __syncthreads();  // the fragments are loaded / the previous tiles are used
+        att_stage<HD, LD>(Ks, base + (H + kvh) * HD, stride, kt, ATT_BC, T);
+        att_stage<HD, LD>(Vs, base + (H + KV + kvh) * HD, stride, kt, ATT_BC, T);
         __syncthreads();
-        for (int e = threadIdx.x; e < ATT_TILE * HD; e += blockDim.x) {
-            int j = e / HD, d = e % HD, tk = kt + j;
-            float kv = 0.0f, vv = 0.0f;
-            if (tk < T) {
-                kv = bf2f(base[(size_t)tk * stride + (H + kvh) * HD + d]);
-                vv = bf2f(base[(size_t)tk * stride + (H + KV + kvh) * HD + d]);
-            }
-            ks[j][d] = kv;
-            vs[j][d] = vv;
+        if (kt > q0 + 15) continue;
+        att_scores<HD, LD>(S, q, Ks);
+        att_scores<HD, LD>(dP, dof, Vs);
+        __syncwarp();
+        for (int c = 0; c < 16; c++) {
+            int j = kt + c0 + c, e = r * ATT_BC + c0 + c;
+            float p = j <= t && t < T ? expf(S[e] * scale - lse_t) : 0.0f;
+            dS[e] = f2bf(p * (dP[e] - ds_t));
         }
-        __syncthreads();
-        if (!active || kt > t) continue;
-        int tk = kt + lane;
-        float ds = 0.0f;
-        if (tk <= t) {
-            float qk = 0.0f, dv = 0.0f;
-            for (int d = 0; d < HD; d++) qk += qs[warp][d] * ks[lane][d], dv += dos[warp][d] * vs[lane][d];
-            float p = expf(qk * scale - lse_t);
-            ds = p * (dv - ds_t);
-        }
-        int nk = min(ATT_TILE, t - kt + 1);
-        for (int j = 0; j < nk; j++) {
-            float dsj = __shfl_sync(0xffffffffu, ds, j);
-            for (int i = 0; i < DPL; i++) {
-                int d = lane + 32 * i;
-                if (d < HD) acc[i] += dsj * ks[j][d];
-            }
-        }
+        __syncwarp();
+        att_accumulate<HD, LD>(dq, dS, Ks);
+        __syncwarp();
     }
-    if (!active) return;
-    bf16* dq = dqkv + ((size_t)b * T + t) * stride + h * HD;
-    for (int i = 0; i < DPL; i++) {
-        int d = lane + 32 * i;
-        if (d < HD) dq[d] = f2bf(acc[i] * scale);
-    }
+    __syncthreads();
+    att_write<HD>(dqkv + (size_t)b * T * stride + h * HD, stride, q0, T, dq, scale, (float*)sm + warp * 16 * HD);
 }
 
-// dk, dv for one key row per warp, summed over the H/KV query heads that share its kv head
-// and over the queries i >= j: dv = sum P_ij dout_i, dk = scale * sum P_ij (dP_ij - Dsum_i) q_i.
+// dk = scale * sum_i dS_ij q_i and dv = sum_i P_ij dout_i over the H/KV query heads that
+// share kv head kvh and the queries i >= j: one block per (key block, kv head, batch).
 template <int HD>
-__global__ void __launch_bounds__(ATT_WARPS * 32)
+__global__ void __launch_bounds__(AttShape<HD>::NW * 32)
 attention_backward_dkv_kernel(bf16* dqkv, const bf16* dout, const bf16* qkv, const float* lse, const float* dsum,
                               int T, int H, int KV) {
-    constexpr int DPL = (HD + 31) / 32;
-    __shared__ float qs[ATT_TILE][HD + 1];
-    __shared__ float dos[ATT_TILE][HD + 1];
-    __shared__ float kw[ATT_WARPS][HD];
-    __shared__ float vw[ATT_WARPS][HD];
-    __shared__ float lses[ATT_TILE], dss[ATT_TILE];
+    constexpr int NW = AttShape<HD>::NW, BR = AttShape<HD>::BR, LD = AttShape<HD>::LD, KS = AttShape<HD>::KS;
+    // [K block | V block] at the start, [Q tile | dO tile] in the loop, the output stage at the
+    // end; then per warp S^T and dP^T (fp32), P^T and dS^T (bf16)
+    constexpr int STAGE = 2 * BR * LD * 2, TILES = 2 * ATT_BC * LD * 2, OUT = NW * 16 * HD * 4;
+    constexpr int UNION = STAGE > TILES ? (STAGE > OUT ? STAGE : OUT) : (TILES > OUT ? TILES : OUT);
+    static_assert(UNION + NW * 16 * ATT_BC * 12 + 2 * ATT_BC * 4 <= 48 * 1024, "attention dk/dv: static shared memory");
+    __shared__ __align__(128) unsigned char sm[UNION + NW * 16 * ATT_BC * 12];
+    __shared__ float lses[ATT_BC], dss[ATT_BC];
     int warp = threadIdx.x / 32, lane = threadIdx.x % 32;
-    int b = blockIdx.z, kvh = blockIdx.y, j0 = blockIdx.x * ATT_WARPS, j = j0 + warp;
+    int b = blockIdx.z, kvh = blockIdx.y, j_blk = blockIdx.x * BR, j0 = j_blk + warp * 16;
     int stride = (H + 2 * KV) * HD, group = H / KV;
     const bf16* base = qkv + (size_t)b * T * stride;
+    const bf16* dout_b = dout + (size_t)b * T * H * HD;
+    bf16 *Kb = (bf16*)sm, *Vb = Kb + BR * LD, *Qs = (bf16*)sm, *dOs = Qs + ATT_BC * LD;
+    float* St = (float*)(sm + UNION) + warp * 16 * ATT_BC * 2;
+    float* dPt = St + 16 * ATT_BC;
+    bf16* Pt = (bf16*)(sm + UNION + NW * 16 * ATT_BC * 8) + warp * 16 * ATT_BC * 2;
+    bf16* dSt = Pt + 16 * ATT_BC;
     const float scale = 1.0f / sqrtf((float)HD);
-    bool active = j < T;
-    if (active)
-        for (int d = lane; d < HD; d += 32) {
-            kw[warp][d] = bf2f(base[(size_t)j * stride + (H + kvh) * HD + d]);
-            vw[warp][d] = bf2f(base[(size_t)j * stride + (H + KV + kvh) * HD + d]);
-        }
-    float acck[DPL], accv[DPL];
-    for (int i = 0; i < DPL; i++) acck[i] = accv[i] = 0.0f;
+
+    att_stage<HD, LD>(Kb, base + (H + kvh) * HD, stride, j_blk, BR, T);
+    att_stage<HD, LD>(Vb, base + (H + KV + kvh) * HD, stride, j_blk, BR, T);
+    __syncthreads();
+    FragA kf[KS], vf[KS];
+    FragC dk[KS], dv[KS];
+    for (int k = 0; k < KS; k++) {
+        wmma::load_matrix_sync(kf[k], Kb + warp * 16 * LD + k * 16, LD);
+        wmma::load_matrix_sync(vf[k], Vb + warp * 16 * LD + k * 16, LD);
+        wmma::fill_fragment(dk[k], 0.0f);
+        wmma::fill_fragment(dv[k], 0.0f);
+    }
+    int r = lane / 2, c0 = lane % 2 * 16, j = j0 + r;  // this lane's key row and query columns
     for (int h = kvh * group; h < (kvh + 1) * group; h++)
-        for (int qt = j0 / ATT_TILE * ATT_TILE; qt < T; qt += ATT_TILE) {
-            __syncthreads();
-            for (int e = threadIdx.x; e < ATT_TILE * HD; e += blockDim.x) {
-                int i = e / HD, d = e % HD, tq = qt + i;
-                float qv = 0.0f, dv = 0.0f;
-                if (tq < T) {
-                    qv = bf2f(base[(size_t)tq * stride + h * HD + d]);
-                    dv = bf2f(dout[((size_t)b * T + tq) * H * HD + h * HD + d]);
-                }
-                qs[i][d] = qv;
-                dos[i][d] = dv;
-            }
-            for (int i = threadIdx.x; i < ATT_TILE; i += blockDim.x) {
+        for (int qt = j_blk; qt < T; qt += ATT_BC) {  // queries before j_blk see none of these keys
+            __syncthreads();  // the fragments are loaded / the previous tiles are used
+            att_stage<HD, LD>(Qs, base + h * HD, stride, qt, ATT_BC, T);
+            att_stage<HD, LD>(dOs, dout_b + h * HD, H * HD, qt, ATT_BC, T);
+            for (int i = threadIdx.x; i < ATT_BC; i += blockDim.x) {
                 int tq = qt + i;
                 lses[i] = tq < T ? lse[((size_t)b * H + h) * T + tq] : 0.0f;
                 dss[i] = tq < T ? dsum[((size_t)b * H + h) * T + tq] : 0.0f;
             }
             __syncthreads();
-            if (!active || qt + ATT_TILE - 1 < j) continue;  // warp-uniform: no query i >= j here
-            int tq = qt + lane;
-            float p = 0.0f, ds = 0.0f;
-            if (tq < T && tq >= j) {
-                float qk = 0.0f, dp = 0.0f;
-                for (int d = 0; d < HD; d++) qk += qs[lane][d] * kw[warp][d], dp += dos[lane][d] * vw[warp][d];
-                p = expf(qk * scale - lses[lane]);
-                ds = p * (dp - dss[lane]);
+            if (qt + ATT_BC - 1 < j0) continue;  // warp-uniform: the whole tile is before this warp's keys
+            att_scores<HD, LD>(St, kf, Qs);
+            att_scores<HD, LD>(dPt, vf, dOs);
+            __syncwarp();
+            for (int c = 0; c < 16; c++) {
+                int tq = qt + c0 + c, e = r * ATT_BC + c0 + c;
+                float p = tq >= j && tq < T ? expf(St[e] * scale - lses[c0 + c]) : 0.0f;
+                Pt[e] = f2bf(p);
+                dSt[e] = f2bf(p * (dPt[e] - dss[c0 + c]));
             }
-            for (int i = 0; i < ATT_TILE; i++) {  // rows with p = ds = 0 add nothing
-                float pi = __shfl_sync(0xffffffffu, p, i), dsi = __shfl_sync(0xffffffffu, ds, i);
-                for (int k = 0; k < DPL; k++) {
-                    int d = lane + 32 * k;
-                    if (d < HD) accv[k] += pi * dos[i][d], acck[k] += dsi * qs[i][d];
-                }
-            }
+            __syncwarp();
+            att_accumulate<HD, LD>(dv, Pt, dOs);
+            att_accumulate<HD, LD>(dk, dSt, Qs);
+            __syncwarp();
         }
-    if (!active) return;
-    bf16* dk = dqkv + ((size_t)b * T + j) * stride + (H + kvh) * HD;
-    bf16* dv = dqkv + ((size_t)b * T + j) * stride + (H + KV + kvh) * HD;
-    for (int k = 0; k < DPL; k++) {
-        int d = lane + 32 * k;
-        if (d < HD) dk[d] = f2bf(acck[k] * scale), dv[d] = f2bf(accv[k]);
-    }
+    __syncthreads();
+    float* stage = (float*)sm + warp * 16 * HD;
+    att_write<HD>(dqkv + (size_t)b * T * stride + (H + kvh) * HD, stride, j0, T, dk, scale, stage);
+    att_write<HD>(dqkv + (size_t)b * T * stride + (H + KV + kvh) * HD, stride, j0, T, dv, 1.0f, stage);
 }
 
 template <int HD>
 static void attention_forward_launch(bf16* out, float* lse, const bf16* qkv, int B, int T, int H, int KV, cudaStream_t s) {
-    attention_forward_kernel<HD><<<dim3(cdiv(T, ATT_WARPS), H, B), ATT_WARPS * 32, 0, s>>>(out, lse, qkv, T, H, KV);
+    attention_forward_kernel<HD><<<dim3(cdiv(T, AttShape<HD>::BR), H, B), AttShape<HD>::NW * 32, 0, s>>>(out, lse, qkv, T, H, KV);
     launchCheck();
 }
 template <int HD>
 static void attention_backward_launch(bf16* dqkv, const bf16* dout, const bf16* qkv, const float* lse, const float* dsum,
                                       int B, int T, int H, int KV, cudaStream_t s) {
-    attention_backward_dq_kernel<HD><<<dim3(cdiv(T, ATT_WARPS), H, B), ATT_WARPS * 32, 0, s>>>(dqkv, dout, qkv, lse, dsum, T, H, KV);
+    dim3 block(AttShape<HD>::NW * 32);
+    attention_backward_dq_kernel<HD><<<dim3(cdiv(T, AttShape<HD>::BR), H, B), block, 0, s>>>(dqkv, dout, qkv, lse, dsum, T, H, KV);
     launchCheck();
-    attention_backward_dkv_kernel<HD><<<dim3(cdiv(T, ATT_WARPS), KV, B), ATT_WARPS * 32, 0, s>>>(dqkv, dout, qkv, lse, dsum, T, H, KV);
+    attention_backward_dkv_kernel<HD><<<dim3(cdiv(T, AttShape<HD>::BR), KV, B), block, 0, s>>>(dqkv, dout, qkv, lse, dsum, T, H, KV);
     launchCheck();
 }
 

@@ -49,6 +49,7 @@
 #include <time.h>
 #include <mutex>
 #include <string>
+#include <type_traits>
 #include <unordered_map>
 
 // The CUDA qualifiers, for a host compiler.
@@ -120,7 +121,8 @@ struct EmuThread {
 };
 struct EmuWarp {
     int size, live, arrived;
-    uint64_t vals[32];  // shuffle exchange
+    uint64_t vals[32];    // shuffle exchange
+    float mma[3][16 * 16];  // wmma::mma_sync exchange: A, B, C as row-major 16 x 16
 };
 // One block in flight on this OpenMP thread.
 struct EmuBlock {
@@ -360,6 +362,82 @@ static T __shfl_xor_sync(unsigned mask, T v, int lane_mask, int width = 32) {
     int lane = emu_self->lane, src = lane ^ lane_mask;
     return emu_shfl(mask, v, src >= ((lane & ~(width - 1)) + width) ? lane : src);
 }
+
+static void __syncwarp(unsigned mask = 0xffffffffu) { emu_warp_sync(mask); }
+
+// WMMA (<mma.h>; empty under a host compiler), the 16 x 16 x 16 shape with bf16 inputs and
+// fp32 accumulators. CUDA leaves unspecified which lane holds which element of a fragment;
+// here lane l holds elements [8l, 8l + 8) of the fragment's row-major 16 x 16 matrix (for
+// matrix_b: the k x n matrix). Code that is right for every mapping is right here too, and
+// what the API requires (256-bit aligned pointers, ldm a multiple of 16 bytes, all 32 lanes)
+// is checked. mma_sync exchanges the whole warp's fragments and computes in fp32.
+namespace nvcuda {
+namespace wmma {
+struct row_major {};
+struct col_major {};
+struct matrix_a {};
+struct matrix_b {};
+struct accumulator {};
+enum layout_t { mem_row_major, mem_col_major };
+template <typename Use, int M, int N, int K, typename T, typename Layout = void>
+struct fragment {
+    static_assert(M == 16 && N == 16 && K == 16, "the emulator has the 16 x 16 x 16 shape only");
+    enum { num_elements = 8 };
+    T x[8];
+};
+template <typename T>
+static void emu_wmma_check(const T* p, unsigned ldm, const char* what) {
+    if ((uintptr_t)p % 32) emu_fail("%s: %s pointer %p is not 256-bit aligned", emu_blk->kernel, what, (const void*)p);
+    if ((ldm * sizeof(T)) % 16 || ldm < 16) emu_fail("%s: %s ldm %u is not a multiple of 16 bytes (>= 16 elements)", emu_blk->kernel, what, ldm);
+}
+// Element e of this lane: row-major position (r, c) of the 16 x 16 matrix.
+static inline int emu_wmma_r(int e) { return (emu_self->lane * 8 + e) / 16; }
+static inline int emu_wmma_c(int e) { return (emu_self->lane * 8 + e) % 16; }
+template <typename Use, typename T, typename L>
+static void load_matrix_sync(fragment<Use, 16, 16, 16, T, L>& f, const T* p, unsigned ldm) {
+    emu_wmma_check(p, ldm, "load_matrix_sync");
+    for (int e = 0; e < 8; e++) {
+        int r = emu_wmma_r(e), c = emu_wmma_c(e);
+        f.x[e] = std::is_same<L, row_major>::value ? p[(size_t)r * ldm + c] : p[(size_t)c * ldm + r];
+    }
+}
+static void load_matrix_sync(fragment<accumulator, 16, 16, 16, float>& f, const float* p, unsigned ldm, layout_t l) {
+    emu_wmma_check(p, ldm, "load_matrix_sync");
+    for (int e = 0; e < 8; e++) {
+        int r = emu_wmma_r(e), c = emu_wmma_c(e);
+        f.x[e] = l == mem_row_major ? p[(size_t)r * ldm + c] : p[(size_t)c * ldm + r];
+    }
+}
+static void store_matrix_sync(float* p, const fragment<accumulator, 16, 16, 16, float>& f, unsigned ldm, layout_t l) {
+    emu_wmma_check(p, ldm, "store_matrix_sync");
+    for (int e = 0; e < 8; e++) {
+        int r = emu_wmma_r(e), c = emu_wmma_c(e);
+        (l == mem_row_major ? p[(size_t)r * ldm + c] : p[(size_t)c * ldm + r]) = f.x[e];
+    }
+}
+template <typename Use, typename T, typename L, typename V>
+static void fill_fragment(fragment<Use, 16, 16, 16, T, L>& f, const V& v) {
+    for (int e = 0; e < 8; e++) f.x[e] = (T)v;
+}
+template <typename LA, typename LB>
+static void mma_sync(fragment<accumulator, 16, 16, 16, float>& d, const fragment<matrix_a, 16, 16, 16, __nv_bfloat16, LA>& a,
+                     const fragment<matrix_b, 16, 16, 16, __nv_bfloat16, LB>& b, const fragment<accumulator, 16, 16, 16, float>& c) {
+    float (*x)[256] = emu_blk->warps[emu_self->warp].mma;
+    int base = emu_self->lane * 8;
+    for (int e = 0; e < 8; e++) x[0][base + e] = __bfloat162float(a.x[e]), x[1][base + e] = __bfloat162float(b.x[e]), x[2][base + e] = c.x[e];
+    emu_warp_sync(0xffffffffu);
+    float out[8];
+    for (int e = 0; e < 8; e++) {
+        int r = emu_wmma_r(e), col = emu_wmma_c(e);
+        float s = x[2][r * 16 + col];
+        for (int k = 0; k < 16; k++) s += x[0][r * 16 + k] * x[1][k * 16 + col];
+        out[e] = s;
+    }
+    emu_warp_sync(0xffffffffu);  // every lane has read the exchange before it is reused
+    for (int e = 0; e < 8; e++) d.x[e] = out[e];
+}
+}  // namespace wmma
+}  // namespace nvcuda
 
 static float atomicAdd(float* p, float v) {
     float old;

@@ -82,7 +82,9 @@ static void gpu_kernels_init(size_t scratch_floats) {
     gpu_scratch_n = scratch_floats;
     cudaCheck(cudaMalloc(&gpu_scratch, sizeof(float) * scratch_floats));
 }
+static void lt_plans_free(void);
 static void gpu_kernels_free(void) {
+    lt_plans_free();
     cudaCheck(cudaFree(gpu_scratch));
     cudaCheck(cudaFree(gpu_lt_workspace));
     cublasCheck(cublasLtDestroy(gpu_lt));
@@ -246,8 +248,9 @@ static void column_sum_gpu(float* acc, const bf16* x, int N, int C, cudaStream_t
 // defaults to D's type). GELU is a separate kernel rather than the GELU_AUX_BIAS epilogue:
 // the backward needs the pre-GELU input anyway, and a separate elementwise pass keeps
 // the matmul wrapper to one epilogue whose layout rules are simple (a few % of step time).
-// Descriptors and the heuristic query are made per call (microseconds, against matmuls
-// of milliseconds at the sizes that matter); caching them by shape is a later speed-up.
+// Descriptors and the heuristic's algorithm are made once per shape and kept (a step
+// calls the same dozen shapes again and again; the heuristic query alone costs tens of
+// microseconds); only the bias pointer is set per call.
 
 static uint32_t lt_alignment(const void* p, int ld, int elem) {
     uintptr_t a = (uintptr_t)p | (uintptr_t)((size_t)ld * elem);
@@ -256,29 +259,55 @@ static uint32_t lt_alignment(const void* p, int ld, int elem) {
     return al;
 }
 
-// D (m x n, column-major, ld ldd, type dtype) = op(A) op(B) + beta * D (+ bias over rows m).
-static void lt_matmul(void* D, cudaDataType_t dtype, int ldd, const bf16* A, int transa, int lda, const bf16* B,
-                      int transb, int ldb, int m, int n, int k, float beta, const bf16* bias, cudaStream_t stream) {
-    if (m <= 0 || n <= 0) return;
+// One matmul shape (with the pointer alignments the algorithm was chosen for) and its plan.
+typedef struct {
+    int key[14];
     cublasLtMatmulDesc_t op;
-    cublasLtMatrixLayout_t al, bl, dl;
-    cublasLtMatmulPreference_t pref;
-    cublasCheck(cublasLtMatmulDescCreate(&op, CUBLAS_COMPUTE_32F, CUDA_R_32F));
+    cublasLtMatrixLayout_t a, b, d;
+    cublasLtMatmulAlgo_t algo;
+} LtPlan;
+#define LT_PLANS 128
+static LtPlan gpu_lt_plans[LT_PLANS];
+static int gpu_lt_n_plans, gpu_lt_next_evict;
+
+static void lt_plan_destroy(LtPlan* p) {
+    cublasCheck(cublasLtMatrixLayoutDestroy(p->d));
+    cublasCheck(cublasLtMatrixLayoutDestroy(p->b));
+    cublasCheck(cublasLtMatrixLayoutDestroy(p->a));
+    cublasCheck(cublasLtMatmulDescDestroy(p->op));
+}
+static void lt_plans_free(void) {
+    for (int i = 0; i < gpu_lt_n_plans; i++) lt_plan_destroy(&gpu_lt_plans[i]);
+    gpu_lt_n_plans = gpu_lt_next_evict = 0;
+}
+
+static LtPlan* lt_plan(const int key[14], const bf16* bias) {
+    for (int i = 0; i < gpu_lt_n_plans; i++)
+        if (!memcmp(gpu_lt_plans[i].key, key, sizeof(gpu_lt_plans[i].key))) return &gpu_lt_plans[i];
+    LtPlan* p;
+    if (gpu_lt_n_plans < LT_PLANS) p = &gpu_lt_plans[gpu_lt_n_plans++];
+    else p = &gpu_lt_plans[gpu_lt_next_evict], gpu_lt_next_evict = (gpu_lt_next_evict + 1) % LT_PLANS, lt_plan_destroy(p);
+    memcpy(p->key, key, sizeof(p->key));
+    int m = key[0], n = key[1], k = key[2], transa = key[3], transb = key[4], lda = key[5], ldb = key[6], ldd = key[7];
+    cudaDataType_t dtype = (cudaDataType_t)key[8];
+    int has_bias = bias != NULL;
+    uint32_t a_al = key[10], b_al = key[11], d_al = key[12];
+    cublasCheck(cublasLtMatmulDescCreate(&p->op, CUBLAS_COMPUTE_32F, CUDA_R_32F));
     cublasOperation_t ta = transa ? CUBLAS_OP_T : CUBLAS_OP_N, tb = transb ? CUBLAS_OP_T : CUBLAS_OP_N;
-    cublasCheck(cublasLtMatmulDescSetAttribute(op, CUBLASLT_MATMUL_DESC_TRANSA, &ta, sizeof(ta)));
-    cublasCheck(cublasLtMatmulDescSetAttribute(op, CUBLASLT_MATMUL_DESC_TRANSB, &tb, sizeof(tb)));
-    if (bias) {
+    cublasCheck(cublasLtMatmulDescSetAttribute(p->op, CUBLASLT_MATMUL_DESC_TRANSA, &ta, sizeof(ta)));
+    cublasCheck(cublasLtMatmulDescSetAttribute(p->op, CUBLASLT_MATMUL_DESC_TRANSB, &tb, sizeof(tb)));
+    if (has_bias) {
         cublasLtEpilogue_t epi = CUBLASLT_EPILOGUE_BIAS;
-        cublasCheck(cublasLtMatmulDescSetAttribute(op, CUBLASLT_MATMUL_DESC_EPILOGUE, &epi, sizeof(epi)));
-        cublasCheck(cublasLtMatmulDescSetAttribute(op, CUBLASLT_MATMUL_DESC_BIAS_POINTER, &bias, sizeof(bias)));
+        cublasCheck(cublasLtMatmulDescSetAttribute(p->op, CUBLASLT_MATMUL_DESC_EPILOGUE, &epi, sizeof(epi)));
+        // the heuristic reads the bias pointer's alignment (part of the key), not its data
+        cublasCheck(cublasLtMatmulDescSetAttribute(p->op, CUBLASLT_MATMUL_DESC_BIAS_POINTER, &bias, sizeof(bias)));
     }
     // Stored shapes: op N means A is m x k, op T means it is stored k x m.
-    cublasCheck(cublasLtMatrixLayoutCreate(&al, CUDA_R_16BF, transa ? k : m, transa ? m : k, lda));
-    cublasCheck(cublasLtMatrixLayoutCreate(&bl, CUDA_R_16BF, transb ? n : k, transb ? k : n, ldb));
-    cublasCheck(cublasLtMatrixLayoutCreate(&dl, dtype, m, n, ldd));
-    int delem = dtype == CUDA_R_32F ? 4 : 2;
+    cublasCheck(cublasLtMatrixLayoutCreate(&p->a, CUDA_R_16BF, transa ? k : m, transa ? m : k, lda));
+    cublasCheck(cublasLtMatrixLayoutCreate(&p->b, CUDA_R_16BF, transb ? n : k, transb ? k : n, ldb));
+    cublasCheck(cublasLtMatrixLayoutCreate(&p->d, dtype, m, n, ldd));
+    cublasLtMatmulPreference_t pref;
     uint64_t ws = GPU_LT_WORKSPACE;
-    uint32_t a_al = lt_alignment(A, lda, 2), b_al = lt_alignment(B, ldb, 2), d_al = lt_alignment(D, ldd, delem);
     cublasCheck(cublasLtMatmulPreferenceCreate(&pref));
     cublasCheck(cublasLtMatmulPreferenceSetAttribute(pref, CUBLASLT_MATMUL_PREF_MAX_WORKSPACE_BYTES, &ws, sizeof(ws)));
     cublasCheck(cublasLtMatmulPreferenceSetAttribute(pref, CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_A_BYTES, &a_al, sizeof(a_al)));
@@ -287,17 +316,26 @@ static void lt_matmul(void* D, cudaDataType_t dtype, int ldd, const bf16* A, int
     cublasCheck(cublasLtMatmulPreferenceSetAttribute(pref, CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_D_BYTES, &d_al, sizeof(d_al)));
     cublasLtMatmulHeuristicResult_t heur;
     int found = 0;
-    cublasCheck(cublasLtMatmulAlgoGetHeuristic(gpu_lt, op, al, bl, dl, dl, pref, 1, &heur, &found));
-    if (!found) fail("cuBLASLt has no algorithm for m=%d n=%d k=%d transa=%d transb=%d (bias %d, D %s)", m, n, k, transa,
-                     transb, bias != NULL, dtype == CUDA_R_32F ? "fp32" : "bf16");
-    float alpha = 1.0f;
-    cublasCheck(cublasLtMatmul(gpu_lt, op, &alpha, A, al, B, bl, &beta, D, dl, D, dl, &heur.algo, gpu_lt_workspace,
-                               GPU_LT_WORKSPACE, stream));
+    cublasCheck(cublasLtMatmulAlgoGetHeuristic(gpu_lt, p->op, p->a, p->b, p->d, p->d, pref, 1, &heur, &found));
     cublasCheck(cublasLtMatmulPreferenceDestroy(pref));
-    cublasCheck(cublasLtMatrixLayoutDestroy(dl));
-    cublasCheck(cublasLtMatrixLayoutDestroy(bl));
-    cublasCheck(cublasLtMatrixLayoutDestroy(al));
-    cublasCheck(cublasLtMatmulDescDestroy(op));
+    if (!found) fail("cuBLASLt has no algorithm for m=%d n=%d k=%d transa=%d transb=%d (bias %d, D %s)", m, n, k, transa,
+                     transb, has_bias, dtype == CUDA_R_32F ? "fp32" : "bf16");
+    p->algo = heur.algo;
+    return p;
+}
+
+// D (m x n, column-major, ld ldd, type dtype) = op(A) op(B) + beta * D (+ bias over rows m).
+static void lt_matmul(void* D, cudaDataType_t dtype, int ldd, const bf16* A, int transa, int lda, const bf16* B,
+                      int transb, int ldb, int m, int n, int k, float beta, const bf16* bias, cudaStream_t stream) {
+    if (m <= 0 || n <= 0) return;
+    int delem = dtype == CUDA_R_32F ? 4 : 2;
+    int key[14] = {m, n, k, transa, transb, lda, ldb, ldd, (int)dtype, bias != NULL, (int)lt_alignment(A, lda, 2),
+                   (int)lt_alignment(B, ldb, 2), (int)lt_alignment(D, ldd, delem), bias ? (int)lt_alignment(bias, 0, 2) : 0};
+    LtPlan* p = lt_plan(key, bias);
+    if (bias) cublasCheck(cublasLtMatmulDescSetAttribute(p->op, CUBLASLT_MATMUL_DESC_BIAS_POINTER, &bias, sizeof(bias)));
+    float alpha = 1.0f;
+    cublasCheck(cublasLtMatmul(gpu_lt, p->op, &alpha, A, p->a, B, p->b, &beta, D, p->d, D, p->d, &p->algo, gpu_lt_workspace,
+                               GPU_LT_WORKSPACE, stream));
 }
 
 // out (N x OC) = inp (N x IC) @ weight^T (weight OC x IC) + bias (OC, may be NULL). All bf16.

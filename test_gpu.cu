@@ -8,13 +8,17 @@
 //     |gpu - cpu| <= atol * rms(cpu) + rtol * |cpu|
 // (atol is relative to the reference's RMS so one bound fits every scale). The bounds:
 //   bf16 outputs (activations, activation gradients):      rtol 2e-2, atol 1e-2
-//   attention backward (bf16 dqkv, recomputed softmax):    rtol 3e-2, atol 2e-2
+//   attention backward (bf16 dqkv, recomputed softmax):    rtol 3e-2, atol 5e-2
+//     (the probabilities and dS enter their tensor-core products as bf16, as in
+//     FlashAttention-2, and dS = P (dP - Dsum) cancels where dP ~ Dsum: measured over
+//     seeds 1-8, the worst element is 3.8% of the reference's RMS; a wrong mask or a
+//     missing term is off by 30-400%)
 //   fp32 outputs of fp32 math on bf16 inputs (weight/bias
 //     gradients, norm statistics, cross-entropy sums):     rtol 1e-3, atol 1e-3
 //   exact operations (copies, residual rounding, max):     rtol 1e-6, atol 0
 //   AdamW fp32 state:                                       rtol 1e-5, atol 1e-6
 // Output: one "PASS name ..." / "FAIL name: ..." line per check, then "N passed, N failed";
-// exit 1 on any failure, 2 when there is no GPU.
+// exit 1 on any failure, 2 when there is no GPU. SEED=n draws other random inputs.
 //
 // Build: nvcc -O3 -std=c++17 -gencode arch=compute_90,code=[sm_90,compute_90] -I.
 //   $(mpicc --showme:compile) -o test_gpu test_gpu.cu -lcublasLt -lcublas $(mpicc --showme:link) -lnccl
@@ -100,7 +104,7 @@ static float* from_f32(const float* d, size_t n) {
 // The comparison.
 
 #define TOL_BF16 2e-2f, 1e-2f
-#define TOL_ATT_BWD 3e-2f, 2e-2f
+#define TOL_ATT_BWD 3e-2f, 5e-2f
 #define TOL_F32 1e-3f, 1e-3f
 #define TOL_EXACT 1e-6f, 0.0f
 #define TOL_ADAM 1e-5f, 1e-6f
@@ -170,6 +174,38 @@ static void test_matmul(int N, int IC, int OC, int with_bias) {
         snprintf(nm, sizeof(nm), "matmul_backward dbias N=%d OC=%d", N, OC);
         check(nm, from_f32(d_db, OC), db, OC, TOL_F32);
     }
+    free_all();
+}
+
+// The matmul plans (descriptors and algorithm kept per shape): more shapes than the cache
+// holds, so plans are evicted and made again, and one shape with two different biases
+// (only the bias pointer changes between calls of a plan).
+static void test_matmul_plans(void) {
+    int IC = 16, OC = 32, n_shapes = LT_PLANS + 12;
+    float* inp = hrand((size_t)n_shapes * IC, 1.0f);
+    float* w = hrand((size_t)OC * IC, 0.5f);
+    float* b1 = hrand(OC, 0.5f);
+    float* b2 = hrand(OC, 0.5f);
+    bf16 *d_inp = to_bf16(inp, (size_t)n_shapes * IC), *d_w = to_bf16(w, (size_t)OC * IC);
+    bf16 *d_b1 = to_bf16(b1, OC), *d_b2 = to_bf16(b2, OC);
+    bf16* d_out = (bf16*)dbuf(2 * (size_t)n_shapes * OC);
+    float* out = hbuf((size_t)n_shapes * OC);
+    float worst = 0;
+    int bad = -1;
+    for (int pass = 0; pass < 2; pass++)
+        for (int N = 1; N <= n_shapes; N++) {
+            const float* bias = (N + pass) % 2 ? b1 : b2;
+            matmul_forward(out, inp, w, bias, N, IC, OC);
+            matmul_forward_gpu(d_out, d_inp, d_w, (N + pass) % 2 ? d_b1 : d_b2, N, IC, OC, st);
+            float* got = from_bf16(d_out, (size_t)N * OC);
+            for (size_t i = 0; i < (size_t)N * OC; i++) {
+                float err = fabsf(got[i] - out[i]) / (2e-2f * fabsf(out[i]) + 1e-2f);
+                if (err > worst) worst = err;
+                if (err > 1.0f && bad < 0) bad = N;
+            }
+        }
+    if (bad >= 0) n_fail++, printf("FAIL matmul plans: N=%d out of tolerance (%.2f of tol)\n", bad, worst);
+    else n_pass++, printf("PASS %-44s %.2f of tol\n", "matmul plans: LT_PLANS + 12 shapes twice, two biases", worst);
     free_all();
 }
 
@@ -564,12 +600,13 @@ int main(int argc, char** argv) {
     printf("device 0: %s (sm_%d%d, %.0f GiB)\n", prop.name, prop.major, prop.minor, prop.totalGlobalMem / 1073741824.0);
     cudaCheck(cudaStreamCreate(&st));
     gpu_kernels_init(16u << 20);
-    rng_seed(&rng, 1234);
+    rng_seed(&rng, getenv("SEED") ? atoi(getenv("SEED")) : 1234);
 
     test_matmul(37, 64, 48, 1);
     test_matmul(130, 256, 200, 1);
     test_matmul(257, 128, 384, 0);
     test_matmul(64, 768, 2304, 1);
+    test_matmul_plans();
     for (int rms = 0; rms <= 1; rms++) {
         test_norm(37, 64, rms);
         test_norm(100, 100, rms);

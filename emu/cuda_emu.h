@@ -459,7 +459,11 @@ static unsigned max(unsigned a, unsigned b) { return a > b ? a : b; }
 static std::mutex emu_mem_lock;
 static std::unordered_map<void*, size_t> emu_allocs;
 static size_t emu_allocated;
-static const size_t EMU_DEVICE_BYTES = 16ull << 30;  // what cudaMemGetInfo reports as the total
+// The device memory: EMU_DEVICE_MIB (default 16 GiB); cudaMalloc beyond it fails as on a GPU.
+static size_t emu_device_bytes(void) {
+    const char* e = getenv("EMU_DEVICE_MIB");
+    return (e && atol(e) > 0 ? (size_t)atol(e) : 16384) << 20;
+}
 
 // EMU_DEVICES (default 8, a DGX node) devices, all of them this process's memory: so a
 // hand-started multi-rank run on one machine gets one "GPU" per rank and uses NCCL (emu/nccl_emu.h).
@@ -474,7 +478,7 @@ cudaError_t cudaGetDeviceProperties(cudaDeviceProp* p, int dev) {
     memset(p, 0, sizeof(*p));
     snprintf(p->name, sizeof(p->name), "CUDA emulator on the CPU");
     p->major = 9, p->minor = 0;
-    p->totalGlobalMem = EMU_DEVICE_BYTES;
+    p->totalGlobalMem = emu_device_bytes();
     p->multiProcessorCount = 1, p->warpSize = 32, p->maxThreadsPerBlock = 1024, p->sharedMemPerBlock = 48 << 10;
     return cudaSuccess;
 }
@@ -499,6 +503,10 @@ const char* cudaGetErrorString(cudaError_t e) {
 
 cudaError_t cudaMalloc(void** p, size_t bytes) {
     size_t n = (bytes + 255) / 256 * 256;
+    {
+        std::lock_guard<std::mutex> g(emu_mem_lock);
+        if (emu_allocated + bytes > emu_device_bytes()) return cudaErrorMemoryAllocation;
+    }
     *p = aligned_alloc(256, n ? n : 256);
     if (!*p) return cudaErrorMemoryAllocation;
     memset(*p, 0xff, n ? n : 256);  // NaN in fp32 and bf16: reads of unwritten memory show
@@ -524,8 +532,8 @@ cudaError_t cudaMallocHost(void** p, size_t bytes) {
 cudaError_t cudaHostAlloc(void** p, size_t bytes, unsigned int flags) { return cudaMallocHost(p, bytes); }
 cudaError_t cudaFreeHost(void* p) { free(p); return cudaSuccess; }
 cudaError_t cudaMemGetInfo(size_t* free_b, size_t* total_b) {
-    *total_b = EMU_DEVICE_BYTES;
-    *free_b = emu_allocated < EMU_DEVICE_BYTES ? EMU_DEVICE_BYTES - emu_allocated : 0;
+    *total_b = emu_device_bytes();
+    *free_b = *total_b - emu_allocated;
     return cudaSuccess;
 }
 cudaError_t cudaMemcpy(void* dst, const void* src, size_t bytes, cudaMemcpyKind kind) {

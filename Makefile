@@ -76,7 +76,7 @@ test_gpu: test_gpu.cu $(HEADERS) kernels_gpu.cuh | $(NEED_MPI) detect
 # and are tested, where there is no GPU. Needs the CUDA headers (not a GPU, not libcudart).
 EMU_SRC = emu/build/train_gpt.cu emu/build/test_gpu.cu emu/build/kernels_gpu.cuh emu/build/comm_nccl.h
 EMU_DEPS = $(HEADERS) $(EMU_SRC) emu/cuda_emu.h emu/cublaslt_emu.h emu/nccl_emu.h
-EMU_CXX = g++ -O2 -g -std=c++17 -fopenmp -DOMPI_SKIP_MPICXX=1 -Wall -Wno-unused-function -Wno-unused-parameter \
+EMU_CXX = g++ -g -std=c++17 -fopenmp -DOMPI_SKIP_MPICXX=1 -Wall -Wno-unused-function -Wno-unused-parameter \
           -I$(CUDA_ROOT)/include -Iemu/build -I. -include emu/cuda_emu.h
 
 emu/build/%: % emu/cu2cpp.pl
@@ -84,10 +84,19 @@ emu/build/%: % emu/cu2cpp.pl
 	perl emu/cu2cpp.pl $< > $@.tmp && mv -f $@.tmp $@
 
 train_gpu_emu: $(EMU_DEPS) | $(NEED_MPI) detect
-	$(EMU_CXX) $(MPI_COMPILE) -x c++ emu/build/train_gpt.cu -o $@ $(MPI_LINK) -lm
+	$(EMU_CXX) -O2 $(MPI_COMPILE) -x c++ emu/build/train_gpt.cu -o $@ $(MPI_LINK) -lm
 
 test_gpu_emu: $(EMU_DEPS) kernels_cpu.h | $(NEED_MPI) detect
-	$(EMU_CXX) $(MPI_COMPILE) -x c++ emu/build/test_gpu.cu -o $@ $(MPI_LINK) -lm
+	$(EMU_CXX) -O2 $(MPI_COMPILE) -x c++ emu/build/test_gpu.cu -o $@ $(MPI_LINK) -lm
+
+# The same under AddressSanitizer and UBSan: a kernel or host access outside its buffer
+# (device buffers are exactly their size) or undefined behaviour stops the run.
+EMU_ASAN = -O1 -fsanitize=address,undefined -fno-sanitize-recover=all -fno-omit-frame-pointer
+train_gpu_emu_asan: $(EMU_DEPS) | $(NEED_MPI) detect
+	$(EMU_CXX) $(EMU_ASAN) $(MPI_COMPILE) -x c++ emu/build/train_gpt.cu -o $@ $(MPI_LINK) -lm
+
+test_gpu_emu_asan: $(EMU_DEPS) kernels_cpu.h | $(NEED_MPI) detect
+	$(EMU_CXX) $(EMU_ASAN) $(MPI_COMPILE) -x c++ emu/build/test_gpu.cu -o $@ $(MPI_LINK) -lm
 
 test_gpt: test_gpt.c train_gpt.c $(HEADERS) | $(NEED_MPI) detect
 	$(CC) $(CFLAGS) -DTESTING $(MPI_COMPILE) -o $@ test_gpt.c $(MPI_LINK) $(LDLIBS)
@@ -101,8 +110,9 @@ test_planner: test_planner.c planner.h config.h schedule.h common.h
 # All tests; the last line is the total "N passed, N failed".
 # (fuzzing bounded by FUZZ_SECONDS per harness; clang's libFuzzer is needed for it; the GPU
 # build runs on the CUDA emulator: its kernels against kernels_cpu.h, and the whole trainer
-# against train_cpu in 14 layouts, 8 emulated GPUs for the NCCL ones)
-test: train train_cpu test_gpt test_planner test_layouts test_faults train_asan fuzz_build test_gpu_emu train_gpu_emu
+# against train_cpu in 16 layouts, 8 emulated GPUs for the NCCL ones; again under ASan/UBSan)
+test: train train_cpu test_gpt test_planner test_layouts test_faults train_asan fuzz_build test_gpu_emu train_gpu_emu \
+      test_gpu_emu_asan train_gpu_emu_asan
 	@set -o pipefail; rm -f .test.log; status=0; \
 	./test_planner 2>&1 | tee -a .test.log || status=1; \
 	./test_gpt 2>&1 | tee -a .test.log || status=1; \
@@ -111,6 +121,8 @@ test: train train_cpu test_gpt test_planner test_layouts test_faults train_asan 
 	./test_gpu_emu --no-bench 2>&1 | tee -a .test.log || status=1; \
 	EMU_ORDER=reverse ./test_gpu_emu --no-bench 2>&1 | tee -a .test.log || status=1; \
 	GPU_BIN=./train_gpu_emu GPUS=8 dev/check_gpu_vs_cpu.sh 2>&1 | tee -a .test.log || status=1; \
+	ASAN_OPTIONS=detect_leaks=0 ./test_gpu_emu_asan --no-bench 2>&1 | tee -a .test.log || status=1; \
+	ASAN_OPTIONS=detect_leaks=0 GPU_BIN=./train_gpu_emu_asan GPUS=8 dev/check_gpu_vs_cpu.sh 2>&1 | tee -a .test.log || status=1; \
 	$(MAKE) --no-print-directory fuzz FUZZ_SECONDS=$(FUZZ_SECONDS) 2>&1 | tee -a .test.log || status=1; \
 	awk '/^[0-9]+ passed, [0-9]+ failed(, [0-9]+ skipped)?$$/ {p += $$1; f += $$3; s += $$5} \
 	     END {printf "%d passed, %d failed%s\n", p, f, s ? sprintf(", %d skipped", s) : ""}' .test.log; \
@@ -129,5 +141,5 @@ endif
 
 clean:
 	rm -f train train_cpu train_gpu test_gpt test_gpu test_planner test_layouts test_faults train_asan bench_cpu .test.log
-	rm -rf train_gpu_emu test_gpu_emu emu/build
+	rm -rf train_gpu_emu test_gpu_emu train_gpu_emu_asan test_gpu_emu_asan emu/build
 	$(MAKE) --no-print-directory fuzz_clean

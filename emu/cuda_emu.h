@@ -20,10 +20,14 @@
 // What it checks that a GPU would not report: a barrier that some threads never reach
 // (deadlock), a shuffle whose warp has lanes that have exited or whose mask is not the full
 // warp, a read from a lane that does not exist, an invalid launch configuration (as CUDA
-// reports it, through cudaGetLastError), and overlapping cudaMemcpy ranges. Device memory
+// reports it, through cudaGetLastError), overlapping cudaMemcpy ranges, WMMA's pointer and
+// ldm rules, and cudaMalloc beyond the device's memory (EMU_DEVICE_MIB). Device memory
 // starts as all-ones bytes (a NaN in fp32 and bf16), so a read of memory nobody wrote shows
-// up as NaN in the results. EMU_ORDER=reverse runs each block's threads in the reverse
-// order, which changes what a missing barrier lets a thread see.
+// up as NaN in the results; each buffer is exactly its size, so the AddressSanitizer builds
+// (train_gpu_emu_asan, test_gpu_emu_asan) report a kernel's access past its end with the
+// kernel's name and line. EMU_ORDER=reverse runs each block's threads in the reverse
+// order, which changes what a missing barrier lets a thread see. EMU_PROFILE=1 prints the
+// emulator's time per kernel at exit.
 //
 // What it cannot tell: timing, memory-model and bank-conflict effects, and whether the real
 // cuBLASLt accepts a layout that this emulation accepts (it checks the documented rules).
@@ -501,15 +505,15 @@ const char* cudaGetErrorString(cudaError_t e) {
     }
 }
 
+// 256-byte aligned like CUDA's, and exactly `bytes` long: under AddressSanitizer
+// (make test_gpu_emu_asan) a kernel's access one element past its buffer is reported.
 cudaError_t cudaMalloc(void** p, size_t bytes) {
-    size_t n = (bytes + 255) / 256 * 256;
     {
         std::lock_guard<std::mutex> g(emu_mem_lock);
         if (emu_allocated + bytes > emu_device_bytes()) return cudaErrorMemoryAllocation;
     }
-    *p = aligned_alloc(256, n ? n : 256);
-    if (!*p) return cudaErrorMemoryAllocation;
-    memset(*p, 0xff, n ? n : 256);  // NaN in fp32 and bf16: reads of unwritten memory show
+    if (posix_memalign(p, 256, bytes ? bytes : 1)) return cudaErrorMemoryAllocation;
+    memset(*p, 0xff, bytes);  // NaN in fp32 and bf16: reads of unwritten memory show
     std::lock_guard<std::mutex> g(emu_mem_lock);
     emu_allocs[*p] = bytes;
     emu_allocated += bytes;

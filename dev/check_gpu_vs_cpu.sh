@@ -3,7 +3,8 @@
 # same tiny models with the same flags and seed for 10 steps with ./train_cpu (1 rank, the
 # oracle) and ./train_gpu (1 rank, and tp / pp / vpp / sp / ZeRO / recompute layouts on one
 # GPU through --comm mpi; with GPUS >= 4 also layouts over NCCL, one GPU per rank), and
-# compares the JSON logs (--log):
+# compares the JSON logs (--log); then checks the GPU build's evaluation, sampling and
+# checkpoint resume (bounds below, where they run):
 #
 #   loss at every step    relative difference <= 2e-2
 #   grad_norm at step 1   relative difference <= 5e-2
@@ -115,6 +116,44 @@ for entry in "${CASES[@]}"; do
   if [ ! -s "$DIR/$ref.json" ]; then fail "$name: no reference $ref"; continue; fi
   compare "$name" "$ref"
 done
+
+# Resume on the GPU build: a run with evaluation, sampling and a checkpoint every 5 steps,
+# then a run resumed from its step-5 checkpoint. Steps 6-10 (losses, and the validation
+# loss at step 10) must repeat the first run's to 1e-5 relative: only the embedding
+# gradient's fp32 atomics may add in another order; a weight or AdamW moment that is not
+# restored moves the loss by far more.
+RESUME_RTOL=1e-5
+EXTRA="--model tiny --eval-every 5 --val-batches 2 --sample-every 5 --sample-len 16 --ckpt-every 5 --ckpt-keep 5"
+rm -rf "$DIR/ckpt" "$DIR/ckpt_resumed"
+if ! run gpu_full "$GPU_BIN" $EXTRA --ckpt-dir "$DIR/ckpt"; then
+  fail "gpu_full: run with evaluation, samples and checkpoints failed: $(grep -m1 -E 'error' "$DIR/gpu_full.log" | cut -c1-160)"
+else
+  compare gpu_full cpu_gpt2  # evaluation and sampling in between change no training step
+  # the sample text follows each "val loss" line, before the checkpoint line
+  n_val=$(grep -c '"val_loss"' "$DIR/gpu_full.json")
+  n_samples=$(awk '/\| val loss/ { getline next_line; if (next_line !~ /^(checkpoint|step) /) n++ } END { print n + 0 }' "$DIR/gpu_full.log")
+  if [ "$n_val" -eq 2 ] && [ "$n_samples" -eq 2 ]; then pass "gpu_full: validation losses and samples at steps 5 and 10"
+  else fail "gpu_full: $n_val validation losses and $n_samples samples (expected 2 each) in $DIR/gpu_full.log"; fi
+  if ! timeout 180 "$GPU_BIN" $BASE $EXTRA --ckpt-dir "$DIR/ckpt_resumed" --resume "$DIR/ckpt/ckpt_00000005.bin" \
+         --log "$DIR/gpu_resumed.json" > "$DIR/gpu_resumed.log" 2>&1; then
+    fail "gpu_resumed: resuming from step 5 failed: $(grep -m1 -E 'error' "$DIR/gpu_resumed.log" | cut -c1-160)"
+  else
+    res=$(awk '
+      function rel(a, b) { d = a - b; if (d < 0) d = -d; s = b < 0 ? -b : b; return s > 0 ? d / s : d }
+      { if (match($0, /"step":[0-9]+/)) st = substr($0, RSTART + 7, RLENGTH - 7) + 0; else next
+        key = ""; if (match($0, /"loss":[^,}]+/)) key = "loss"; else if (match($0, /"val_loss":[^,}]+/)) key = "val"; else next
+        v = substr($0, RSTART, RLENGTH); sub(/^[^:]*:/, "", v) }
+      NR == FNR { ref[key st] = v; next }
+      { if (!((key st) in ref)) next; n++; r = rel(v, ref[key st]); if (r >= worst) worst = r }
+      END { printf "%d %.3e\n", n, worst }' "$DIR/gpu_full.json" "$DIR/gpu_resumed.json")
+    read -r n worst <<< "$res"
+    if [ "$n" -eq 6 ] && awk -v w="$worst" -v t="$RESUME_RTOL" 'BEGIN { exit !(w <= t) }'; then
+      pass "gpu_resumed: steps 6-10 and the step-10 validation loss after resuming from step 5, max rel diff $worst <= $RESUME_RTOL"
+    else
+      fail "gpu_resumed: $n of 6 values compared, max rel diff $worst (tolerance $RESUME_RTOL)"
+    fi
+  fi
+fi
 
 echo "$PASS passed, $FAIL failed, $SKIP skipped"
 [ "$FAIL" -eq 0 ]

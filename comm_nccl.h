@@ -39,6 +39,9 @@ typedef struct {
     ncclComm_t nccl;   // NULL for groups of size 1, non-members, and the MPI backend
 } GpuGroup;
 
+// Collectives that overlap compute (nccl_allreduce_sum_async) run on `side`, NCCL's own
+// stream, each timed by a pair of events from a fixed pool.
+#define GPU_ASYNC_MAX 1024
 typedef struct {
     int backend;  // COMM_NCCL or COMM_MPI
     int timed;
@@ -46,6 +49,11 @@ typedef struct {
     void* host;  // pinned staging buffer of the MPI backend, grown on demand (first step only)
     size_t host_bytes;
     void* bsend;  // MPI_Bsend buffer of the MPI backend
+    cudaStream_t side;                 // NCCL backend: the stream of the overlapped collectives
+    cudaEvent_t ready, done;           // compute -> side, side -> compute
+    cudaEvent_t t0[GPU_ASYNC_MAX], t1[GPU_ASYNC_MAX];
+    GpuGroup* async_group[GPU_ASYNC_MAX];
+    int n_async;                       // collectives queued on side since the last join
 } GpuComms;
 
 // One device per local rank: OMPI_COMM_WORLD_LOCAL_RANK (else the rank within this node's
@@ -94,6 +102,15 @@ static void gpu_comms_init(GpuComms* G, Layout* L, int backend, size_t bsend_byt
     gpu_group_init(&G->dp, &L->dp_c, 1, backend);
     gpu_group_init(&G->embed, &L->embed_c, L->in_embed, backend);
     gpu_group_init(&G->world, &L->world_c, 1, backend);
+    if (backend == COMM_NCCL) {
+        cudaCheck(cudaStreamCreateWithFlags(&G->side, cudaStreamNonBlocking));
+        cudaCheck(cudaEventCreateWithFlags(&G->ready, cudaEventDisableTiming));
+        cudaCheck(cudaEventCreateWithFlags(&G->done, cudaEventDisableTiming));
+        for (int i = 0; i < GPU_ASYNC_MAX; i++) {
+            cudaCheck(cudaEventCreate(&G->t0[i]));
+            cudaCheck(cudaEventCreate(&G->t1[i]));
+        }
+    }
     if (backend == COMM_MPI && bsend_bytes) {
         int size = (int)(bsend_bytes + 64 * MPI_BSEND_OVERHEAD);
         G->bsend = xmalloc(size);
@@ -106,6 +123,15 @@ static void gpu_comms_free(GpuComms* G) {
     for (int i = 0; i < 5; i++)
         if (gs[i]->nccl) ncclCheck(ncclCommDestroy(gs[i]->nccl));
     if (G->host) cudaCheck(cudaFreeHost(G->host));
+    if (G->side) {
+        for (int i = 0; i < GPU_ASYNC_MAX; i++) {
+            cudaCheck(cudaEventDestroy(G->t0[i]));
+            cudaCheck(cudaEventDestroy(G->t1[i]));
+        }
+        cudaCheck(cudaEventDestroy(G->ready));
+        cudaCheck(cudaEventDestroy(G->done));
+        cudaCheck(cudaStreamDestroy(G->side));
+    }
     if (G->bsend) {
         void* b;
         int size;
@@ -161,6 +187,42 @@ static void nccl_allreduce_max(GpuComms* G, GpuGroup* g, float* buf, size_t n, c
     comm_allreduce_max(g->c, h, n);
     h2d(buf, h, 4 * n, s);
 }
+// Sum of fp32 buf over the group, overlapping what `compute` runs next: on the side stream,
+// after everything queued on compute so far (the event `ready` orders the two). buf must not
+// be touched on compute until nccl_async_join. The MPI backend has no side stream: there
+// it is nccl_allreduce_sum, done when it returns.
+static void nccl_allreduce_sum_async(GpuComms* G, GpuGroup* g, float* buf, size_t n, cudaStream_t compute) {
+    if (g->c->size <= 1 || !n) return;
+    if (G->backend != COMM_NCCL) {
+        nccl_allreduce_sum(G, g, buf, n, compute);
+        return;
+    }
+    if (G->n_async == GPU_ASYNC_MAX) fail("more than %d overlapped collectives in one step", GPU_ASYNC_MAX);
+    int i = G->n_async++;
+    cudaCheck(cudaEventRecord(G->ready, compute));
+    cudaCheck(cudaStreamWaitEvent(G->side, G->ready, 0));
+    cudaCheck(cudaEventRecord(G->t0[i], G->side));
+    ncclCheck(ncclAllReduce(buf, buf, n, ncclFloat32, ncclSum, g->nccl, G->side));
+    cudaCheck(cudaEventRecord(G->t1[i], G->side));
+    G->async_group[i] = g;
+    g->c->bytes += 4.0 * n;
+}
+// compute waits for every overlapped collective; their device times go to their groups'
+// counters (the time NCCL's kernels ran, beside the compute, not time the step waited).
+static void nccl_async_join(GpuComms* G, cudaStream_t compute) {
+    if (!G->n_async) return;
+    cudaCheck(cudaEventRecord(G->done, G->side));
+    cudaCheck(cudaStreamWaitEvent(compute, G->done, 0));
+    cudaCheck(cudaEventSynchronize(G->done));
+    for (int i = 0; i < G->n_async; i++) {
+        float ms;
+        cudaCheck(cudaEventElapsedTime(&ms, G->t0[i], G->t1[i]));
+        G->async_group[i]->c->seconds += ms / 1e3;
+    }
+    G->n_async = 0;
+    watchdog_kick();
+}
+
 // bf16 sum (activations under tp). NCCL reduces in bf16; the MPI fallback converts to fp32,
 // sums, and rounds once, so the two backends may differ in the last bf16 bit.
 static void nccl_allreduce_sum_bf16(GpuComms* G, GpuGroup* g, bf16* buf, size_t n, cudaStream_t s) {

@@ -29,6 +29,10 @@ static void f32_zero(Model* m, float* p, size_t n);
 static void f32_add(Model* m, float* dst, const float* src, size_t n);  // dst += src
 // fp32 collectives over a group (every call site is marked "comm:").
 static void grad_allreduce(Model* m, Group g, float* buf, size_t n);
+// The dp all-reduce of a gradient range that may run beside the rest of the backward (the
+// GPU build: on NCCL's own stream), and the point after which all of them are done.
+static void grad_allreduce_dp_async(Model* m, float* buf, size_t n);
+static void grad_allreduce_dp_join(Model* m);
 static void grad_reduce_scatter(Model* m, Group g, const float* send, float* recv, size_t n_per_rank);
 static void param_allgather(Model* m, Group g, const float* send, float* recv, size_t n_per_rank);
 // Pipeline p2p of n act_t: a send from slot s (dir 0 forward, 1 backward) completes at
@@ -121,7 +125,11 @@ static void chunk_forward(Model* m, int chunk, Slot* s, const int* tokens, const
     if (is_last_chunk(m, chunk)) head_forward(m, s, s->x[ch->n_layers], targets, B, dloss_scale);
 }
 
-static void chunk_backward(Model* m, int chunk, Slot* s, const int* tokens, int B) {
+static void layer_grads_final(Model* m, int layer);
+
+// grads_final: the step's last backward through this chunk, after which each layer's
+// gradient is complete on this rank as soon as the layer is done.
+static void chunk_backward(Model* m, int chunk, Slot* s, const int* tokens, int B, int grads_final) {
     Chunk* ch = &m->chunks[chunk];
     size_t n = (size_t)row_count(m, B) * m->C;
     act_t *d = m->dres[0], *dnext = m->dres[1];
@@ -133,6 +141,7 @@ static void chunk_backward(Model* m, int chunk, Slot* s, const int* tokens, int 
         // communication included) to rebuild its activations
         if (m->c.recompute == RECOMPUTE_FULL) layer_forward(m, ch->layer0 + i, a, s->x[i], m->x_scratch, B);
         layer_backward(m, ch->layer0 + i, a, s->x[i], d, dnext, B);
+        if (grads_final) layer_grads_final(m, ch->layer0 + i);
         act_t* t = d; d = dnext; dnext = t;
     }
     if (is_first_chunk(m, chunk)) embed_backward(m, d, tokens, B);
@@ -169,6 +178,13 @@ static void slot_put(Model* m, int chunk, Slot* s) {
 
 static void zero2_reduce_gradients(Model* m);
 
+// Whether op k is the list's last backward of its chunk.
+static int last_backward_of_chunk(const PipeOp* ops, int n_ops, int k) {
+    for (int j = k + 1; j < n_ops; j++)
+        if (ops[j].kind == OP_BWD && ops[j].chunk == ops[k].chunk) return 0;
+    return 1;
+}
+
 // Execute this stage's op list. train: forward with loss gradient, then backward;
 // otherwise forward only (evaluation) with a list built by forward_ops().
 static void run_schedule(Model* m, const PipeOp* ops, int n_ops, int train, float dloss_scale) {
@@ -197,7 +213,7 @@ static void run_schedule(Model* m, const PipeOp* ops, int n_ops, int train, floa
             pp_recv(m, s->dout, n, (g + 1) % pp, p2p_tag(m->L.pp, m->L.vpp, 1, op.mb, g + 1));
             break;
         case OP_BWD:
-            chunk_backward(m, op.chunk, s, tokens, B);
+            chunk_backward(m, op.chunk, s, tokens, B, last_backward_of_chunk(ops, n_ops, k));
             if (g == 0) slot_put(m, op.chunk, s);
             if (m->c.zero == 2 && op.chunk == 0) zero2_reduce_gradients(m);  // this micro-batch is done here
             break;
@@ -264,19 +280,44 @@ static void zero2_reduce_gradients(Model* m) {
     f32_zero(m, m->grads, m->P.n_padded);
 }
 
+// Data-parallel reduction overlapped with the backward (ZeRO 0; PyTorch DDP's buckets, a
+// layer each): once the step's last micro-batch has gone back through a layer, that
+// layer's gradient is final on this rank, and its dp all-reduce starts while the layers
+// below are still in their backward. A layer's tensors are contiguous in the buffer.
+static void layer_grads_final(Model* m, int layer) {
+    if (m->c.zero != 0 || m->L.dp == 1) return;
+    size_t lo = SIZE_MAX, hi = 0;
+    for (int i = 0; i < m->P.n; i++) {
+        const Tensor* t = &m->P.t[i];
+        if (t->layer != layer) continue;
+        if (t->offset < lo) lo = t->offset;
+        if (t->offset + t->size > hi) hi = t->offset + t->size;
+    }
+    if (lo < hi) grad_allreduce_dp_async(m, m->grads + lo, hi - lo);  // comm: dp all-reduce of one layer (overlapped)
+}
+
 // After the schedule: reduce gradients over the groups that share parameters. Returns the
 // gradient the optimizer reads for its range [opt_lo, opt_hi).
 static float* reduce_gradients(Model* m) {
     size_t S = shard_floats(&m->P, m->L.dp);
     if (m->c.zero == 0) {
         embed_group_sync(m, m->g.wte);
-        // comm: dp all-reduce, bucketed back to front (the order backward produces them),
-        // GRAD_BUCKET_FLOATS a call
-        for (size_t hi = m->P.n_local; hi > 0;) {
-            size_t lo = hi > GRAD_BUCKET_FLOATS ? hi - GRAD_BUCKET_FLOATS : 0;
-            grad_allreduce(m, GROUP_DP, m->grads + lo, hi - lo);
-            hi = lo;
+        // comm: dp all-reduce of what layer_grads_final left: the runs of model-level tensors
+        // (embeddings at the buffer's start; final norm, head and the tied copy at its end),
+        // back to front, GRAD_BUCKET_FLOATS a call
+        const Tensor* t = m->P.t;
+        for (int i = m->P.n - 1; i >= 0; i--) {
+            if (t[i].layer >= 0) continue;
+            int j = i;
+            while (j > 0 && t[j - 1].layer < 0) j--;
+            for (size_t hi = t[i].offset + t[i].size; hi > t[j].offset;) {
+                size_t lo = hi - t[j].offset > GRAD_BUCKET_FLOATS ? hi - GRAD_BUCKET_FLOATS : t[j].offset;
+                grad_allreduce_dp_async(m, m->grads + lo, hi - lo);
+                hi = lo;
+            }
+            i = j;
         }
+        grad_allreduce_dp_join(m);
         sp_partial_sync(m, m->grads, 0, m->P.n_local);
         return m->grads;
     }

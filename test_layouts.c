@@ -190,6 +190,10 @@ int main(void) {
         {"tp2_pp2_sp_full", "--tp 2 --pp 2 --sp --recompute full"},
         {"dp2_tp2_pp2", "--dp 2 --tp 2 --pp 2"},
         {"dp2_tp2_pp2_vpp2_sp_zero1", "--dp 2 --tp 2 --pp 2 --vpp 2 --sp --zero 1"},
+        // ZeRO 0 reduces each layer over dp as the last micro-batch leaves it
+        // (layer_grads_final): with chunks interleaved, and with sp's partial gradients
+        {"dp2_pp2_vpp2", "--dp 2 --pp 2 --vpp 2"},
+        {"dp2_tp2_sp", "--dp 2 --tp 2 --sp"},
     };
     suite("gpt2", gpt, gpt_layouts, sizeof(gpt_layouts) / sizeof(gpt_layouts[0]));
     static const Layout_ uneven[] = {{"pp2_uneven_2_1", "--pp 2"}};

@@ -249,6 +249,10 @@ static void f32_add(Model* m, float* dst, const float* src, size_t n) { add_inpl
 
 static Comm* comm_of(Model* m, Group g) { return g == GROUP_TP ? &m->L.tp_c : g == GROUP_DP ? &m->L.dp_c : &m->L.embed_c; }
 static void grad_allreduce(Model* m, Group g, float* buf, size_t n) { comm_allreduce_sum(comm_of(m, g), buf, n); }
+// A blocking MPI all-reduce at the point the backward reaches (the CPU has no second stream
+// to overlap it with); the GPU build runs it on NCCL's own stream.
+static void grad_allreduce_dp_async(Model* m, float* buf, size_t n) { comm_allreduce_sum(&m->L.dp_c, buf, n); }
+static void grad_allreduce_dp_join(Model* m) {}
 static void grad_reduce_scatter(Model* m, Group g, const float* send, float* recv, size_t n_per_rank) {
     comm_reduce_scatter(comm_of(m, g), send, recv, n_per_rank);
 }

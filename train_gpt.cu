@@ -17,6 +17,9 @@
 //
 // Communication: tp, dp and embed collectives run on device buffers through NCCL, or with
 // --comm mpi host-staged through MPI (comm_nccl.h; several ranks may then share one GPU).
+// Without ZeRO, each layer's dp gradient all-reduce starts as soon as the step's last
+// micro-batch has left the layer, on NCCL's own stream beside the rest of the backward
+// (model_runtime.h's layer_grads_final); the optimizer waits for them.
 // Pipeline p2p is host-staged MPI in both modes (pp_send / pp_recv below say why). Scalars
 // (loss, gradient norm, sampled token, stop flag) and checkpoints use layout.h's MPI calls on
 // host memory, as the CPU build does.
@@ -302,6 +305,8 @@ static void f32_add(Model* m, float* dst, const float* src, size_t n) { add_inpl
 
 static GpuGroup* group_of(Model* m, Group g) { return g == GROUP_TP ? &m->G.tp : g == GROUP_DP ? &m->G.dp : &m->G.embed; }
 static void grad_allreduce(Model* m, Group g, float* buf, size_t n) { nccl_allreduce_sum(&m->G, group_of(m, g), buf, n, m->stream); }
+static void grad_allreduce_dp_async(Model* m, float* buf, size_t n) { nccl_allreduce_sum_async(&m->G, &m->G.dp, buf, n, m->stream); }
+static void grad_allreduce_dp_join(Model* m) { nccl_async_join(&m->G, m->stream); }
 static void grad_reduce_scatter(Model* m, Group g, const float* send, float* recv, size_t n_per_rank) {
     nccl_reduce_scatter(&m->G, group_of(m, g), send, recv, n_per_rank, m->stream);
 }

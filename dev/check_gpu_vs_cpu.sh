@@ -97,6 +97,7 @@ CASES=(
 # NCCL (the default --comm): one GPU per rank.
 [ "$GPUS" -ge 4 ] && CASES+=(
   "gpu_gpt2_tp2_nccl|cpu_gpt2|--model tiny --tp 2"
+  "gpu_gpt2_dp2_nccl|cpu_gpt2|--model tiny --dp 2"
   "gpu_gpt2_dp2_pp2_nccl|cpu_gpt2|--model tiny --dp 2 --pp 2 --micro-batch 2"
   "gpu_gpt2_dp2_zero1_nccl|cpu_gpt2|--model tiny --dp 2 --zero 1"
   "gpu_llama_tp2_sp_dp2_nccl|cpu_llama|--model llama-tiny --tp 2 --sp --dp 2 --zero 2"

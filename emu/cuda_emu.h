@@ -560,6 +560,8 @@ cudaError_t cudaMemsetAsync(void* p, int value, size_t bytes, cudaStream_t s) { 
 
 static int emu_stream_token;
 cudaError_t cudaStreamCreate(cudaStream_t* s) { *s = (cudaStream_t)&emu_stream_token; return cudaSuccess; }
+cudaError_t cudaStreamCreateWithFlags(cudaStream_t* s, unsigned int flags) { return cudaStreamCreate(s); }
+cudaError_t cudaStreamWaitEvent(cudaStream_t s, cudaEvent_t e, unsigned int flags) { return cudaSuccess; }
 cudaError_t cudaStreamDestroy(cudaStream_t s) { return cudaSuccess; }
 cudaError_t cudaStreamSynchronize(cudaStream_t s) { return cudaSuccess; }
 
@@ -568,6 +570,7 @@ cudaError_t cudaEventCreate(cudaEvent_t* e) {
     *e = (cudaEvent_t)calloc(1, sizeof(double));
     return *e ? cudaSuccess : cudaErrorMemoryAllocation;
 }
+cudaError_t cudaEventCreateWithFlags(cudaEvent_t* e, unsigned int flags) { return cudaEventCreate(e); }
 cudaError_t cudaEventDestroy(cudaEvent_t e) { free(e); return cudaSuccess; }
 cudaError_t cudaEventRecord(cudaEvent_t e, cudaStream_t s) {
     struct timespec ts;

@@ -141,7 +141,7 @@ static void profile_cpu(DeviceProfile* d) {
     d->nic_bw = 10e9 / 8;         // 10 GbE, only used if a run spans hosts
     d->inter_latency = 30e-6;
     d->link_eff = 1.0;
-    d->dp_overlap = 0.0;          // the CPU trainer reduces gradients after the backward
+    d->dp_overlap = 0.0;          // the CPU trainer reduces gradients with blocking MPI calls
     d->nics_per_node = 1;
     d->gpus_per_node = 0;
     d->dtype_bytes = 4;

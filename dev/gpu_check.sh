@@ -30,11 +30,29 @@ if ! command -v mpicc >/dev/null 2>&1; then
   export MAKEFLAGS="${MAKEFLAGS:-} MPI=none"
   note "build: no Open MPI here: MPI=none (one rank per run)"
 fi
+# No make on the machine: the Makefile's three rules this script needs, by hand.
+if ! command -v make >/dev/null 2>&1; then
+  note "build: no make here: building with nvcc and gcc directly"
+  make() {
+    local mpi_c="-Inompi" mpi_l="" cuda
+    command -v mpicc >/dev/null 2>&1 && mpi_c="$(mpicc --showme:compile)" && mpi_l="$(mpicc --showme:link)"
+    cuda=$(dirname "$(dirname "$(command -v nvcc)")")
+    local nv="nvcc -O3 -std=c++17 -DOMPI_SKIP_MPICXX=1 -gencode arch=compute_90,code=[sm_90,compute_90] -Xcompiler -fopenmp,-Wno-unused-function -I$cuda/include -I."
+    case "$1" in
+      test_gpu) $nv $mpi_c -o test_gpu test_gpu.cu -L"$cuda/lib64" -lcublasLt -lcublas -lnccl -lm $mpi_l ;;
+      train_gpu) $nv $mpi_c -o train_gpu train_gpt.cu -L"$cuda/lib64" -lcublasLt -lcublas -lnccl -lm $mpi_l ;;
+      train_cpu) gcc -O3 -march=native -fopenmp -std=gnu11 $mpi_c -o train_cpu train_gpt.c $mpi_l -lm ;;
+      *) echo "gpu_check: no make, and no rule here for $1"; return 1 ;;
+    esac
+  }
+fi
 : > "$OUTDIR/build.log"
 make test_gpu >> "$OUTDIR/build.log" 2>&1 & P1=$!
 make train_gpu >> "$OUTDIR/build.log" 2>&1 & P2=$!
+make train_cpu >> "$OUTDIR/build.log" 2>&1 & P3=$!
 wait $P1; RC_TB=$?
 wait $P2; RC_TR=$?
+wait $P3
 note "build: test_gpu rc=$RC_TB, train_gpu rc=$RC_TR ($(elapsed)s)"
 [ $RC_TB -ne 0 ] || [ $RC_TR -ne 0 ] && tail -30 "$OUTDIR/build.log"
 

@@ -89,6 +89,14 @@ train_gpu_emu: $(EMU_DEPS) | $(NEED_MPI) detect
 test_gpu_emu: $(EMU_DEPS) kernels_cpu.h | $(NEED_MPI) detect
 	$(EMU_CXX) -O2 $(MPI_COMPILE) -x c++ emu/build/test_gpu.cu -o $@ $(MPI_LINK) -lm
 
+# The emulator's own stream semantics (emu/test_emu.cu; on the emulator only).
+emu/build/test_emu.cu: emu/test_emu.cu emu/cu2cpp.pl
+	@mkdir -p emu/build
+	perl emu/cu2cpp.pl $< > $@.tmp && mv -f $@.tmp $@
+
+test_emu: emu/build/test_emu.cu emu/cuda_emu.h emu/cublaslt_emu.h emu/nccl_emu.h | $(NEED_MPI) detect
+	$(EMU_CXX) -O1 $(MPI_COMPILE) -x c++ emu/build/test_emu.cu -o $@ $(MPI_LINK) -lm
+
 # The same under AddressSanitizer and UBSan: a kernel or host access outside its buffer
 # (device buffers are exactly their size) or undefined behaviour stops the run.
 EMU_ASAN = -O1 -fsanitize=address,undefined -fno-sanitize-recover=all -fno-omit-frame-pointer
@@ -112,13 +120,15 @@ test_planner: test_planner.c planner.h config.h schedule.h common.h
 # build runs on the CUDA emulator: its kernels against kernels_cpu.h, and the whole trainer
 # against train_cpu in 14 runs (8 emulated GPUs for the NCCL ones) plus evaluation, sampling
 # and resume; again under ASan/UBSan)
-test: train train_cpu test_gpt test_planner test_layouts test_faults train_asan fuzz_build test_gpu_emu train_gpu_emu \
+test: train train_cpu test_gpt test_planner test_layouts test_faults train_asan fuzz_build test_emu test_gpu_emu train_gpu_emu \
       test_gpu_emu_asan train_gpu_emu_asan
 	@set -o pipefail; rm -f .test.log; status=0; \
 	./test_planner 2>&1 | tee -a .test.log || status=1; \
 	./test_gpt 2>&1 | tee -a .test.log || status=1; \
 	./test_layouts 2>&1 | tee -a .test.log || status=1; \
 	./test_faults 2>&1 | tee -a .test.log || status=1; \
+	./test_emu 2>&1 | tee -a .test.log || status=1; \
+	EMU_STREAMS=compute ./test_emu 2>&1 | tee -a .test.log || status=1; \
 	./test_gpu_emu --no-bench 2>&1 | tee -a .test.log || status=1; \
 	EMU_ORDER=reverse ./test_gpu_emu --no-bench 2>&1 | tee -a .test.log || status=1; \
 	GPU_BIN=./train_gpu_emu GPUS=8 dev/check_gpu_vs_cpu.sh 2>&1 | tee -a .test.log || status=1; \
@@ -142,5 +152,5 @@ endif
 
 clean:
 	rm -f train train_cpu train_gpu test_gpt test_gpu test_planner test_layouts test_faults train_asan bench_cpu .test.log
-	rm -rf train_gpu_emu test_gpu_emu train_gpu_emu_asan test_gpu_emu_asan emu/build
+	rm -rf train_gpu_emu test_gpu_emu train_gpu_emu_asan test_gpu_emu_asan test_emu emu/build
 	$(MAKE) --no-print-directory fuzz_clean

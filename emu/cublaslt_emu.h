@@ -8,7 +8,8 @@
 //   of how it is stored (rows x cols before op), ld >= rows; C and D the same layout.
 // Supported types: A, B bf16; C, D bf16 or fp32; compute and scale fp32 (the bias is of D's
 // type unless CUBLASLT_MATMUL_DESC_BIAS_DATA_TYPE says otherwise). Products accumulate in
-// fp32 and D is rounded once, as tensor cores do (the summation order differs).
+// fp32 and D is rounded once, as tensor cores do (the summation order differs). The call is
+// checked at once and queued on its stream (emu/cuda_emu.h), like a kernel.
 
 struct EmuLtDesc {
     cublasComputeType_t compute;
@@ -167,6 +168,9 @@ static float emu_lt_load(const void* p, cudaDataType t, size_t i) {
     return t == CUDA_R_16BF ? __bfloat162float(((const __nv_bfloat16*)p)[i]) : ((const float*)p)[i];
 }
 
+static void emu_lt_product(const EmuLtDesc* d, const EmuLtLayout* a, const EmuLtLayout* b, const EmuLtLayout* dd, uint64_t m,
+                           uint64_t n, uint64_t k, float alpha, float beta, const void* A, const void* B, const void* C, void* D);
+
 cublasStatus_t cublasLtMatmul(cublasLtHandle_t h, cublasLtMatmulDesc_t op, const void* alpha_p, const void* A,
                               cublasLtMatrixLayout_t al, const void* B, cublasLtMatrixLayout_t bl, const void* beta_p,
                               const void* C, cublasLtMatrixLayout_t cl, void* D, cublasLtMatrixLayout_t dl,
@@ -184,11 +188,19 @@ cublasStatus_t cublasLtMatmul(cublasLtHandle_t h, cublasLtMatmulDesc_t op, const
         if ((uintptr_t)ptrs[i] % pref.align[i])
             return emu_lt_reject(CUBLAS_STATUS_INVALID_VALUE, "matrix %c at %p is less aligned than the %u bytes promised to the heuristic",
                                  "ABCD"[i], ptrs[i], pref.align[i]);
-    float alpha = *(const float*)alpha_p, beta = *(const float*)beta_p;
+    float alpha = *(const float*)alpha_p, beta = *(const float*)beta_p;  // host pointers, read at the call
+    // the product runs when the stream gets to it, with the descriptors as they are now
+    emu_enqueue(s, [=, desc = *d, la = *a, lb = *b, ld = *dd] { emu_lt_product(&desc, &la, &lb, &ld, m, n, k, alpha, beta, A, B, C, D); });
+    return CUBLAS_STATUS_SUCCESS;
+}
+
+// D = alpha op(A) op(B) + beta C (+ bias), in fp32, rounded once to D's type.
+static void emu_lt_product(const EmuLtDesc* d, const EmuLtLayout* a, const EmuLtLayout* b, const EmuLtLayout* dd, uint64_t m,
+                           uint64_t n, uint64_t k, float alpha, float beta, const void* A, const void* B, const void* C, void* D) {
     int bias_type = d->bias_type >= 0 ? d->bias_type : dd->type;
     // op(A) as m rows of k, op(B)^T as n rows of k, in fp32: every D element is a dot product
     float* af = (float*)malloc(sizeof(float) * (m * k + n * k + 1));
-    if (!af) return CUBLAS_STATUS_ALLOC_FAILED;
+    if (!af) emu_fail("cuBLASLt: out of memory for a %llu x %llu x %llu product", (unsigned long long)m, (unsigned long long)n, (unsigned long long)k);
     float* bf = af + m * k;
     for (uint64_t i = 0; i < m; i++)
         for (uint64_t p = 0; p < k; p++)
@@ -209,5 +221,4 @@ cublasStatus_t cublasLtMatmul(cublasLtHandle_t h, cublasLtMatmulDesc_t op, const
             else ((float*)D)[at] = v;
         }
     free(af);
-    return CUBLAS_STATUS_SUCCESS;
 }

@@ -26,12 +26,14 @@
 // up as NaN in the results; each buffer is exactly its size, so the AddressSanitizer builds
 // (train_gpu_emu_asan, test_gpu_emu_asan) report a kernel's access past its end with the
 // kernel's name and line. EMU_ORDER=reverse runs each block's threads in the reverse
-// order, which changes what a missing barrier lets a thread see. EMU_PROFILE=1 prints the
+// order, which changes what a missing barrier lets a thread see. Streams are queues run
+// in an adversarial order (see "Streams and events" below; emu/test_emu.cu checks it), so a
+// missing event between two streams shows up as a wrong result. EMU_PROFILE=1 prints the
 // emulator's time per kernel at exit.
 //
 // What it cannot tell: timing, memory-model and bank-conflict effects, and whether the real
 // cuBLASLt accepts a layout that this emulation accepts (it checks the documented rules).
-// Streams are synchronous. Speed: tiny models only (~1e6 thread switches per second).
+// Speed: tiny models only (~1e6 thread switches per second).
 #ifndef CUDA_EMU_H
 #define CUDA_EMU_H
 
@@ -51,7 +53,10 @@
 #include <string.h>
 #include <sys/mman.h>
 #include <time.h>
+#include <deque>
+#include <functional>
 #include <mutex>
+#include <vector>
 #include <string>
 #include <type_traits>
 #include <unordered_map>
@@ -260,13 +265,88 @@ static void emu_run_block(const char* kernel, void (*body)(void*), void* arg) {
 }
 
 // ----------------------------------------------------------------------------
+// Streams and events. Work queued on a stream (kernels, async copies, cuBLASLt, NCCL, event
+// records and waits) runs later, when the host synchronizes on something that needs it, in
+// stream order and honouring cudaStreamWaitEvent; between streams the order is adversarial:
+// the non-blocking streams' work first, as early as its events allow (EMU_STREAMS=compute:
+// the other streams first, as late as possible). So a missing event between two streams
+// shows up as wrong results, as it could on a GPU.
+
+struct EmuEvent {
+    double t;       // when its last record ran
+    long recorded;  // records queued so far
+    long done;      // records that have run
+};
+struct EmuOp {
+    std::function<void()> run;  // or, if NULL, a wait:
+    EmuEvent* wait;
+    long until;                 // ... until wait->done >= until
+    long seq;                   // queued as the seq-th op of the process
+};
+struct EmuStream {
+    std::deque<EmuOp> q;
+    int non_blocking;
+};
+static EmuStream emu_legacy_stream;           // stream 0
+static std::vector<EmuStream*> emu_stream_list = {&emu_legacy_stream};
+static int emu_compute_first = -1;            // EMU_STREAMS=compute
+
+static long emu_op_seq;
+
+static EmuStream* emu_stream(cudaStream_t s) { return s ? (EmuStream*)s : &emu_legacy_stream; }
+static void emu_enqueue_op(cudaStream_t s, std::function<void()> run, EmuEvent* wait, long until) {
+    emu_stream(s)->q.push_back(EmuOp{std::move(run), wait, until, ++emu_op_seq});
+}
+static void emu_enqueue(cudaStream_t s, std::function<void()> run) { emu_enqueue_op(s, std::move(run), NULL, 0); }
+
+// Whether the op at the front of st may run: its event wait is satisfied, and CUDA's legacy
+// default stream (stream 0) is ordered with the blocking streams both ways: its work waits
+// for theirs queued before it, and theirs for its.
+static int emu_op_ready(const EmuStream* st) {
+    const EmuOp& op = st->q.front();
+    if (!op.run && op.wait->done < op.until) return 0;
+    if (st->non_blocking) return 1;
+    if (st != &emu_legacy_stream) return emu_legacy_stream.q.empty() || emu_legacy_stream.q.front().seq > op.seq;
+    for (const EmuStream* o : emu_stream_list)
+        if (o != st && !o->non_blocking && !o->q.empty() && o->q.front().seq < op.seq) return 0;
+    return 1;
+}
+
+// Run queued work until done() holds.
+static void emu_run_until(const std::function<bool()>& done) {
+    if (emu_compute_first < 0) emu_compute_first = getenv("EMU_STREAMS") && !strcmp(getenv("EMU_STREAMS"), "compute");
+    while (!done()) {
+        EmuStream* next = NULL;
+        for (int pass = 0; pass < 2 && !next; pass++)  // pass 0: the preferred kind of stream
+            for (EmuStream* st : emu_stream_list) {
+                if (st->q.empty() || (st->non_blocking == emu_compute_first) == (pass == 0)) continue;
+                if (!emu_op_ready(st)) continue;
+                next = st;
+                break;
+            }
+        if (!next) emu_fail("streams deadlock: the work left waits for events that no stream will record");
+        EmuOp op = std::move(next->q.front());
+        next->q.pop_front();
+        if (op.run) op.run();
+    }
+}
+static void emu_sync_all(void) {
+    emu_run_until([] {
+        for (EmuStream* st : emu_stream_list)
+            if (!st->q.empty()) return false;
+        return true;
+    });
+}
+
+// ----------------------------------------------------------------------------
 // Launches.
 
 struct EmuCfg {
     dim3 grid, block;
     size_t smem;
+    cudaStream_t stream;
 };
-static EmuCfg emu_cfg(dim3 grid, dim3 block, size_t smem = 0, cudaStream_t stream = 0) { return EmuCfg{grid, block, smem}; }
+static EmuCfg emu_cfg(dim3 grid, dim3 block, size_t smem = 0, cudaStream_t stream = 0) { return EmuCfg{grid, block, smem, stream}; }
 
 // EMU_PROFILE=1: seconds and CUDA threads per kernel, printed at exit (where the emulator's
 // time goes; says nothing of the kernel's speed on a GPU).
@@ -278,6 +358,13 @@ static void emu_profile_print(void) {
         fprintf(stderr, "cuda emulator profile: %-36s %9.3f %8ld %12.0f\n", k.first.c_str(), k.second.seconds, k.second.launches, k.second.threads);
 }
 
+// CUDA's limits (compute capability 9.0); a launch outside them fails as on a GPU.
+static int emu_cfg_valid(EmuCfg cfg) {
+    dim3 g = cfg.grid, bd = cfg.block;
+    size_t threads = (size_t)bd.x * bd.y * bd.z, blocks = (size_t)g.x * g.y * g.z;
+    return threads && blocks && threads <= 1024 && bd.z <= 64 && g.y <= 65535 && g.z <= 65535 && cfg.smem <= 48 * 1024;
+}
+
 static void emu_grid(const char* kernel, EmuCfg cfg, void (*body)(void*), void* arg) {
     if (emu_reverse < 0) {
         const char* o = getenv("EMU_ORDER");
@@ -287,11 +374,6 @@ static void emu_grid(const char* kernel, EmuCfg cfg, void (*body)(void*), void* 
     double t0 = emu_profile ? omp_get_wtime() : 0;
     dim3 g = cfg.grid, bd = cfg.block;
     size_t threads = (size_t)bd.x * bd.y * bd.z, blocks = (size_t)g.x * g.y * g.z;
-    // CUDA's limits (compute capability 9.0); a launch outside them fails as on a GPU.
-    if (!threads || !blocks || threads > 1024 || bd.z > 64 || g.y > 65535 || g.z > 65535 || cfg.smem > 48 * 1024) {
-        emu_last_error = cudaErrorInvalidConfiguration;
-        return;
-    }
 #pragma omp parallel for schedule(dynamic, 1) if (blocks > 1)
     for (size_t i = 0; i < blocks; i++) {
         emu_block_idx = make_uint3(i % g.x, (i / g.x) % g.y, i / ((size_t)g.x * g.y));
@@ -305,13 +387,17 @@ static void emu_grid(const char* kernel, EmuCfg cfg, void (*body)(void*), void* 
 }
 
 // The launch arguments convert to the kernel's parameter types at the call (P is deduced
-// from the kernel alone, so NULL stays a null pointer), once per launch as in CUDA; every
-// thread then calls the kernel with them.
+// from the kernel alone, so NULL stays a null pointer) and are kept with the queued launch,
+// as CUDA does; every thread then calls the kernel with them.
 template <typename T> struct emu_same { typedef T type; };
 template <typename... P>
 static void emu_launch(const char* name, void (*kernel)(P...), EmuCfg cfg, typename emu_same<P>::type... args) {
-    auto call = [&]() { kernel(args...); };
-    emu_grid(name, cfg, [](void* f) { (*(decltype(call)*)f)(); }, &call);
+    if (!emu_cfg_valid(cfg)) {
+        emu_last_error = cudaErrorInvalidConfiguration;
+        return;
+    }
+    auto call = [=]() { kernel(args...); };
+    emu_enqueue(cfg.stream, [=]() mutable { emu_grid(name, cfg, [](void* f) { (*(decltype(call)*)f)(); }, &call); });
 }
 
 // ----------------------------------------------------------------------------
@@ -486,7 +572,7 @@ cudaError_t cudaGetDeviceProperties(cudaDeviceProp* p, int dev) {
     p->multiProcessorCount = 1, p->warpSize = 32, p->maxThreadsPerBlock = 1024, p->sharedMemPerBlock = 48 << 10;
     return cudaSuccess;
 }
-cudaError_t cudaDeviceSynchronize(void) { return cudaSuccess; }
+cudaError_t cudaDeviceSynchronize(void) { emu_sync_all(); return cudaSuccess; }
 cudaError_t cudaGetLastError(void) {
     cudaError_t e = emu_last_error;
     emu_last_error = cudaSuccess;
@@ -501,6 +587,7 @@ const char* cudaGetErrorString(cudaError_t e) {
     case cudaErrorInvalidConfiguration: return "invalid configuration argument";
     case cudaErrorInvalidDevice: return "invalid device ordinal";
     case cudaErrorInvalidDevicePointer: return "invalid device pointer";
+    case cudaErrorNotReady: return "device not ready";
     default: return "unknown error (cuda emulator)";
     }
 }
@@ -521,6 +608,7 @@ cudaError_t cudaMalloc(void** p, size_t bytes) {
 }
 cudaError_t cudaFree(void* p) {
     if (!p) return cudaSuccess;
+    emu_sync_all();  // as CUDA's: queued work may still use it
     std::lock_guard<std::mutex> g(emu_mem_lock);
     auto it = emu_allocs.find(p);
     if (it == emu_allocs.end()) return cudaErrorInvalidDevicePointer;
@@ -534,53 +622,98 @@ cudaError_t cudaMallocHost(void** p, size_t bytes) {
     return *p ? cudaSuccess : cudaErrorMemoryAllocation;
 }
 cudaError_t cudaHostAlloc(void** p, size_t bytes, unsigned int flags) { return cudaMallocHost(p, bytes); }
-cudaError_t cudaFreeHost(void* p) { free(p); return cudaSuccess; }
+cudaError_t cudaFreeHost(void* p) { emu_sync_all(); free(p); return cudaSuccess; }
 cudaError_t cudaMemGetInfo(size_t* free_b, size_t* total_b) {
     *total_b = emu_device_bytes();
     *free_b = *total_b - emu_allocated;
     return cudaSuccess;
 }
-cudaError_t cudaMemcpy(void* dst, const void* src, size_t bytes, cudaMemcpyKind kind) {
-    if (!bytes) return cudaSuccess;
-    if (!dst || !src) return cudaErrorInvalidValue;
+static void emu_copy(void* dst, const void* src, size_t bytes) {
     if ((char*)dst < (const char*)src + bytes && (const char*)src < (char*)dst + bytes && dst != src)
         emu_fail("cudaMemcpy of %zu bytes between overlapping ranges", bytes);
     memcpy(dst, src, bytes);
-    return cudaSuccess;
 }
 cudaError_t cudaMemcpyAsync(void* dst, const void* src, size_t bytes, cudaMemcpyKind kind, cudaStream_t s) {
-    return cudaMemcpy(dst, src, bytes, kind);
+    if (!bytes) return cudaSuccess;
+    if (!dst || !src) return cudaErrorInvalidValue;
+    emu_enqueue(s, [=] { emu_copy(dst, src, bytes); });
+    return cudaSuccess;
+}
+cudaError_t cudaMemsetAsync(void* p, int value, size_t bytes, cudaStream_t s) {
+    if (bytes && !p) return cudaErrorInvalidValue;
+    emu_enqueue(s, [=] { memset(p, value, bytes); });
+    return cudaSuccess;
+}
+cudaError_t cudaStreamSynchronize(cudaStream_t s);
+// The blocking forms run on the legacy default stream and return when done: after the work
+// queued before them on the blocking streams, not necessarily the non-blocking streams'.
+cudaError_t cudaMemcpy(void* dst, const void* src, size_t bytes, cudaMemcpyKind kind) {
+    cudaError_t e = cudaMemcpyAsync(dst, src, bytes, kind, 0);
+    return e != cudaSuccess ? e : cudaStreamSynchronize(0);
 }
 cudaError_t cudaMemset(void* p, int value, size_t bytes) {
-    if (bytes && !p) return cudaErrorInvalidValue;
-    memset(p, value, bytes);
+    cudaError_t e = cudaMemsetAsync(p, value, bytes, 0);
+    return e != cudaSuccess ? e : cudaStreamSynchronize(0);
+}
+
+cudaError_t cudaStreamCreateWithFlags(cudaStream_t* s, unsigned int flags) {
+    EmuStream* st = new EmuStream;
+    st->non_blocking = (flags & cudaStreamNonBlocking) != 0;
+    emu_stream_list.push_back(st);
+    *s = (cudaStream_t)st;
     return cudaSuccess;
 }
-cudaError_t cudaMemsetAsync(void* p, int value, size_t bytes, cudaStream_t s) { return cudaMemset(p, value, bytes); }
+cudaError_t cudaStreamCreate(cudaStream_t* s) { return cudaStreamCreateWithFlags(s, cudaStreamDefault); }
+cudaError_t cudaStreamSynchronize(cudaStream_t s) {
+    EmuStream* st = emu_stream(s);
+    emu_run_until([st] { return st->q.empty(); });
+    return cudaSuccess;
+}
+cudaError_t cudaStreamDestroy(cudaStream_t s) {
+    if (!s) return cudaErrorInvalidValue;
+    cudaStreamSynchronize(s);  // its queued work still runs, as in CUDA
+    for (size_t i = 0; i < emu_stream_list.size(); i++)
+        if (emu_stream_list[i] == (EmuStream*)s) emu_stream_list.erase(emu_stream_list.begin() + i);
+    delete (EmuStream*)s;
+    return cudaSuccess;
+}
 
-static int emu_stream_token;
-cudaError_t cudaStreamCreate(cudaStream_t* s) { *s = (cudaStream_t)&emu_stream_token; return cudaSuccess; }
-cudaError_t cudaStreamCreateWithFlags(cudaStream_t* s, unsigned int flags) { return cudaStreamCreate(s); }
-cudaError_t cudaStreamWaitEvent(cudaStream_t s, cudaEvent_t e, unsigned int flags) { return cudaSuccess; }
-cudaError_t cudaStreamDestroy(cudaStream_t s) { return cudaSuccess; }
-cudaError_t cudaStreamSynchronize(cudaStream_t s) { return cudaSuccess; }
-
-// An event is the time it was recorded at (everything before it has run: streams are synchronous).
 cudaError_t cudaEventCreate(cudaEvent_t* e) {
-    *e = (cudaEvent_t)calloc(1, sizeof(double));
-    return *e ? cudaSuccess : cudaErrorMemoryAllocation;
+    *e = (cudaEvent_t) new EmuEvent{0, 0, 0};
+    return cudaSuccess;
 }
 cudaError_t cudaEventCreateWithFlags(cudaEvent_t* e, unsigned int flags) { return cudaEventCreate(e); }
-cudaError_t cudaEventDestroy(cudaEvent_t e) { free(e); return cudaSuccess; }
-cudaError_t cudaEventRecord(cudaEvent_t e, cudaStream_t s) {
-    struct timespec ts;
-    clock_gettime(CLOCK_MONOTONIC, &ts);
-    *(double*)e = ts.tv_sec + 1e-9 * ts.tv_nsec;
+cudaError_t cudaEventDestroy(cudaEvent_t e) {
+    emu_sync_all();  // no queued record or wait may still refer to it
+    delete (EmuEvent*)e;
     return cudaSuccess;
 }
-cudaError_t cudaEventSynchronize(cudaEvent_t e) { return cudaSuccess; }
+cudaError_t cudaEventRecord(cudaEvent_t e, cudaStream_t s) {
+    EmuEvent* ev = (EmuEvent*)e;
+    long gen = ++ev->recorded;
+    emu_enqueue(s, [ev, gen] {
+        struct timespec ts;
+        clock_gettime(CLOCK_MONOTONIC, &ts);
+        ev->t = ts.tv_sec + 1e-9 * ts.tv_nsec;
+        if (gen > ev->done) ev->done = gen;
+    });
+    return cudaSuccess;
+}
+// s waits for the event's latest record queued so far (none: nothing to wait for).
+cudaError_t cudaStreamWaitEvent(cudaStream_t s, cudaEvent_t e, unsigned int flags) {
+    EmuEvent* ev = (EmuEvent*)e;
+    emu_enqueue_op(s, nullptr, ev, ev->recorded);
+    return cudaSuccess;
+}
+cudaError_t cudaEventSynchronize(cudaEvent_t e) {
+    EmuEvent* ev = (EmuEvent*)e;
+    emu_run_until([ev] { return ev->done >= ev->recorded; });
+    return cudaSuccess;
+}
 cudaError_t cudaEventElapsedTime(float* ms, cudaEvent_t a, cudaEvent_t b) {
-    *ms = (float)((*(double*)b - *(double*)a) * 1e3);
+    EmuEvent *ea = (EmuEvent*)a, *eb = (EmuEvent*)b;
+    if (!ea->done || !eb->done || ea->done < ea->recorded || eb->done < eb->recorded) return cudaErrorNotReady;
+    *ms = (float)((eb->t - ea->t) * 1e3);
     return cudaSuccess;
 }
 

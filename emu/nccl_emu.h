@@ -2,7 +2,10 @@
 // (emu/cuda_emu.h includes it). Device buffers are host memory there, so each NCCL
 // collective is the MPI collective of the same meaning on the communicator's ranks; bf16
 // sums are done in fp32 and rounded once (real NCCL rounds at every step of its ring, so
-// its bf16 sums can differ in the last bit). Calls are synchronous, streams are ignored.
+// its bf16 sums can differ in the last bit). Each call is queued on its stream, like a
+// kernel (emu/cuda_emu.h), and reads and writes the buffers when the stream gets to it, so a
+// collective that is not ordered after the kernels producing its data reads stale data, as
+// it would on a GPU.
 //
 // ncclCommInitRank has no MPI communicator to start from, only the ncclUniqueId, so the id
 // carries the world rank that made it: every member sends that rank its (rank, world rank),
@@ -18,7 +21,15 @@ struct ncclComm {
 static const int EMU_NCCL_MAGIC = 0x4e43434c;
 static int emu_nccl_ids;                        // ids made by this process
 static int emu_nccl_group_depth;                // ncclGroupStart nesting
-static std::vector<MPI_Request> emu_nccl_reqs;  // sends and receives of the open group
+// The sends and receives of the open group, posted together when the group ends.
+struct EmuP2p {
+    int send;
+    void* buf;
+    int bytes, peer;
+    MPI_Comm comm;
+};
+static std::vector<EmuP2p> emu_nccl_group;
+static cudaStream_t emu_nccl_group_stream;
 
 const char* ncclGetErrorString(ncclResult_t r) {
     switch (r) {
@@ -110,51 +121,75 @@ static MPI_Op emu_nccl_op(ncclRedOp_t op) {
 
 ncclResult_t ncclAllReduce(const void* send, void* recv, size_t count, ncclDataType_t t, ncclRedOp_t op, ncclComm_t c,
                            cudaStream_t s) {
-    std::vector<float> f = emu_nccl_widen(send, count, t);
-    MPI_Allreduce(MPI_IN_PLACE, f.data(), emu_nccl_count(count), MPI_FLOAT, emu_nccl_op(op), c->comm);
-    emu_nccl_narrow(recv, f.data(), count, t);
+    int n = emu_nccl_count(count);
+    MPI_Op mop = emu_nccl_op(op);
+    MPI_Comm comm = c->comm;
+    emu_enqueue(s, [=] {
+        std::vector<float> f = emu_nccl_widen(send, count, t);
+        MPI_Allreduce(MPI_IN_PLACE, f.data(), n, MPI_FLOAT, mop, comm);
+        emu_nccl_narrow(recv, f.data(), count, t);
+    });
     return ncclSuccess;
 }
 // send: size * recvcount elements; rank r gets the reduction of block r.
 ncclResult_t ncclReduceScatter(const void* send, void* recv, size_t recvcount, ncclDataType_t t, ncclRedOp_t op,
                                ncclComm_t c, cudaStream_t s) {
-    std::vector<float> f = emu_nccl_widen(send, recvcount * c->size, t), r(recvcount);
-    MPI_Reduce_scatter_block(f.data(), r.data(), emu_nccl_count(recvcount), MPI_FLOAT, emu_nccl_op(op), c->comm);
-    emu_nccl_narrow(recv, r.data(), recvcount, t);
+    int n = emu_nccl_count(recvcount), size = c->size;
+    MPI_Op mop = emu_nccl_op(op);
+    MPI_Comm comm = c->comm;
+    emu_enqueue(s, [=] {
+        std::vector<float> f = emu_nccl_widen(send, recvcount * size, t), r(recvcount);
+        MPI_Reduce_scatter_block(f.data(), r.data(), n, MPI_FLOAT, mop, comm);
+        emu_nccl_narrow(recv, r.data(), recvcount, t);
+    });
     return ncclSuccess;
 }
 // recv: the size blocks of sendcount elements in rank order; send may be recv's own block.
 ncclResult_t ncclAllGather(const void* send, void* recv, size_t sendcount, ncclDataType_t t, ncclComm_t c, cudaStream_t s) {
     size_t bytes = sendcount * emu_nccl_type_bytes(t);
-    std::vector<char> mine((const char*)send, (const char*)send + bytes);
-    MPI_Allgather(mine.data(), emu_nccl_count(bytes), MPI_BYTE, recv, emu_nccl_count(bytes), MPI_BYTE, c->comm);
+    int n = emu_nccl_count(bytes);
+    MPI_Comm comm = c->comm;
+    emu_enqueue(s, [=] {
+        std::vector<char> mine((const char*)send, (const char*)send + bytes);
+        MPI_Allgather(mine.data(), n, MPI_BYTE, recv, n, MPI_BYTE, comm);
+    });
     return ncclSuccess;
 }
 ncclResult_t ncclBroadcast(const void* send, void* recv, size_t count, ncclDataType_t t, int root, ncclComm_t c,
                            cudaStream_t s) {
     size_t bytes = count * emu_nccl_type_bytes(t);
-    if (c->rank == root && send != recv) memmove(recv, send, bytes);
-    MPI_Bcast(recv, emu_nccl_count(bytes), MPI_BYTE, root, c->comm);
+    int n = emu_nccl_count(bytes), me = c->rank;
+    MPI_Comm comm = c->comm;
+    emu_enqueue(s, [=] {
+        if (me == root && send != recv) memmove(recv, send, bytes);
+        MPI_Bcast(recv, n, MPI_BYTE, root, comm);
+    });
     return ncclSuccess;
 }
 
-// Point-to-point: inside ncclGroupStart/End the transfers are posted and complete at the
-// group's end (so a send and a receive between the same two ranks cannot deadlock);
-// outside a group a send waits for its receiver, as NCCL's does.
-ncclResult_t ncclSend(const void* send, size_t count, ncclDataType_t t, int peer, ncclComm_t c, cudaStream_t s) {
-    int bytes = emu_nccl_count(count * emu_nccl_type_bytes(t));
-    if (!emu_nccl_group_depth) return MPI_Ssend(send, bytes, MPI_BYTE, peer, 0, c->comm) == MPI_SUCCESS ? ncclSuccess : ncclSystemError;
-    emu_nccl_reqs.emplace_back();
-    MPI_Isend(send, bytes, MPI_BYTE, peer, 0, c->comm, &emu_nccl_reqs.back());
+// Point-to-point: inside ncclGroupStart/End the transfers are posted together when the
+// group's work runs and complete together (so a send and a receive between the same two
+// ranks cannot deadlock); outside a group a send waits for its receiver, as NCCL's does.
+// The emulation takes one stream per group.
+static ncclResult_t emu_nccl_p2p(int send, void* buf, size_t count, ncclDataType_t t, int peer, ncclComm_t c, cudaStream_t s) {
+    EmuP2p p = {send, buf, emu_nccl_count(count * emu_nccl_type_bytes(t)), peer, c->comm};
+    if (emu_nccl_group_depth) {
+        if (!emu_nccl_group.empty() && emu_nccl_group_stream != s) emu_fail("an NCCL group on two streams is not emulated");
+        emu_nccl_group.push_back(p);
+        emu_nccl_group_stream = s;
+        return ncclSuccess;
+    }
+    emu_enqueue(s, [=] {
+        if (p.send) MPI_Ssend(p.buf, p.bytes, MPI_BYTE, p.peer, 0, p.comm);
+        else MPI_Recv(p.buf, p.bytes, MPI_BYTE, p.peer, 0, p.comm, MPI_STATUS_IGNORE);
+    });
     return ncclSuccess;
 }
+ncclResult_t ncclSend(const void* send, size_t count, ncclDataType_t t, int peer, ncclComm_t c, cudaStream_t s) {
+    return emu_nccl_p2p(1, (void*)send, count, t, peer, c, s);
+}
 ncclResult_t ncclRecv(void* recv, size_t count, ncclDataType_t t, int peer, ncclComm_t c, cudaStream_t s) {
-    int bytes = emu_nccl_count(count * emu_nccl_type_bytes(t));
-    if (!emu_nccl_group_depth)
-        return MPI_Recv(recv, bytes, MPI_BYTE, peer, 0, c->comm, MPI_STATUS_IGNORE) == MPI_SUCCESS ? ncclSuccess : ncclSystemError;
-    emu_nccl_reqs.emplace_back();
-    MPI_Irecv(recv, bytes, MPI_BYTE, peer, 0, c->comm, &emu_nccl_reqs.back());
-    return ncclSuccess;
+    return emu_nccl_p2p(0, recv, count, t, peer, c, s);
 }
 ncclResult_t ncclGroupStart(void) {
     emu_nccl_group_depth++;
@@ -162,9 +197,18 @@ ncclResult_t ncclGroupStart(void) {
 }
 ncclResult_t ncclGroupEnd(void) {
     if (emu_nccl_group_depth <= 0) return ncclInvalidUsage;
-    if (--emu_nccl_group_depth == 0 && !emu_nccl_reqs.empty()) {
-        MPI_Waitall((int)emu_nccl_reqs.size(), emu_nccl_reqs.data(), MPI_STATUSES_IGNORE);
-        emu_nccl_reqs.clear();
+    if (--emu_nccl_group_depth == 0 && !emu_nccl_group.empty()) {
+        std::vector<EmuP2p> ops;
+        ops.swap(emu_nccl_group);
+        emu_enqueue(emu_nccl_group_stream, [ops] {
+            std::vector<MPI_Request> reqs(ops.size());
+            for (size_t i = 0; i < ops.size(); i++) {
+                const EmuP2p& p = ops[i];
+                if (p.send) MPI_Isend(p.buf, p.bytes, MPI_BYTE, p.peer, 0, p.comm, &reqs[i]);
+                else MPI_Irecv(p.buf, p.bytes, MPI_BYTE, p.peer, 0, p.comm, &reqs[i]);
+            }
+            MPI_Waitall((int)reqs.size(), reqs.data(), MPI_STATUSES_IGNORE);
+        });
     }
     return ncclSuccess;
 }

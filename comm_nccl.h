@@ -1,24 +1,30 @@
 // comm_nccl.h: the GPU backend of the communicator interface of layout.h. Each group of
 // the Layout (tp, pp, dp, embed, world) gets an NCCL communicator, made by broadcasting an
 // ncclUniqueId over the group's MPI sub-communicator. Every call works on device buffers
-// and is stream-ordered on the given stream.
+// and is stream-ordered on the given stream; none makes the host wait for the device.
 //
 // `--comm mpi` selects a host-staged fallback instead: device -> pinned host, the comm_*
 // MPI call of layout.h, host -> device. Slow, but several ranks can then share one GPU
 // (NCCL refuses two ranks of one communicator on the same device), which is how the
 // multi-rank GPU tests run on a single card.
 //
-// Timing: with `timed` set (the default) each call synchronizes the stream before and
-// after, so Comm.seconds is the wall time of the communication itself; bytes are counted
-// either way. The MPI backend is synchronous by nature.
+// Timing: each collective is bracketed by two events on its stream, and the device time
+// between them (the NCCL kernel's run, waiting for its peers included) goes to its group's
+// Comm.seconds once gpu_comms_collect finds them done; train_gpt.cu collects where it
+// waits for the device anyway (after every forward and backward, at the end of the step).
+// A pipeline receive counts the time the stage waits for it, a send none (nobody waits
+// for it but the receiver). Bytes are counted at the call. The MPI backend is synchronous
+// and timed on the host.
 //
-// Point-to-point: NCCL executes the operations of one communicator in the order they are
-// issued, so two stages that each send to the other before receiving would deadlock. A
-// send and a receive that happen at the same point of a schedule must go through
-// nccl_sendrecv (one ncclGroupStart/End). The MPI backend uses MPI_Bsend, so its sends
-// never wait, like comm_isend (buffer attached at init). train_gpt.cu does not use these for
-// its pipeline: it stages each send in a pinned buffer of the activation slot and posts it
-// with layout.h's comm_isend, which never blocks and so runs the schedule.h op lists as is.
+// Pipeline p2p (pp > 1): an NCCL send is stream-ordered and waits for its receiver, and a
+// communicator runs its operations one at a time in the order they were issued. So the
+// sends go on streams of their own (one per direction: activations to the next stage,
+// gradients to the previous one) and every direction between two neighbouring stages has
+// a two-rank communicator of its own, on which one rank only sends and the other only
+// receives. Matching is in order, and schedule.h's op lists issue each direction's
+// messages in the same order at both ends (test_gpt checks it), so no tags are needed and
+// no send waits behind a receive. Receives run on the compute stream, before the kernels
+// that read them.
 #ifndef COMM_NCCL_H
 #define COMM_NCCL_H
 
@@ -39,21 +45,30 @@ typedef struct {
     ncclComm_t nccl;   // NULL for groups of size 1, non-members, and the MPI backend
 } GpuGroup;
 
-// Collectives that overlap compute (nccl_allreduce_sum_async) run on `side`, NCCL's own
-// stream, each timed by a pair of events from a fixed pool.
-#define GPU_ASYNC_MAX 1024
+// Every NCCL call's pair of timing events waits in a ring of its stream's lane until its
+// time is collected.
+enum { LANE_COMPUTE, LANE_SIDE, N_LANES };
+#define GPU_TIMED_MAX 1024
+typedef struct {
+    cudaEvent_t t0[GPU_TIMED_MAX], t1[GPU_TIMED_MAX];
+    Comm* comm[GPU_TIMED_MAX];
+    int head, n;  // pending calls: [head, head + n) mod GPU_TIMED_MAX, oldest first
+} TimedLane;
+
 typedef struct {
     int backend;  // COMM_NCCL or COMM_MPI
-    int timed;
     GpuGroup tp, pp, dp, embed, world;
     void* host;  // pinned staging buffer of the MPI backend, grown on demand (first step only)
     size_t host_bytes;
-    void* bsend;  // MPI_Bsend buffer of the MPI backend
-    cudaStream_t side;                 // NCCL backend: the stream of the overlapped collectives
-    cudaEvent_t ready, done;           // compute -> side, side -> compute
-    cudaEvent_t t0[GPU_ASYNC_MAX], t1[GPU_ASYNC_MAX];
-    GpuGroup* async_group[GPU_ASYNC_MAX];
-    int n_async;                       // collectives queued on side since the last join
+    // NCCL backend
+    TimedLane lanes[N_LANES];
+    cudaStream_t side;                    // the stream of the collectives that overlap compute
+    cudaEvent_t ready, done;              // compute -> side, side -> compute
+    int side_pending;                     // collectives queued on side since the last join
+    int p2p;                              // pipeline p2p over NCCL (pp > 1)
+    ncclComm_t p2p_send[2], p2p_recv[2];  // [dir: 0 activations, 1 gradients], two ranks, the sender is rank 0
+    cudaStream_t p2p_stream[2];           // the sends of each direction
+    cudaEvent_t p2p_ready;                // compute -> a send stream
 } GpuComms;
 
 // One device per local rank: OMPI_COMM_WORLD_LOCAL_RANK (else the rank within this node's
@@ -89,16 +104,42 @@ static void gpu_group_init(GpuGroup* g, Comm* c, int member, int backend) {
     ncclCheck(ncclCommInitRank(&g->nccl, c->size, id, c->rank));
 }
 
+// The pipeline's two-rank communicators: for each direction and each stage k, the one of
+// k's sends (to k+1, or to k-1 for gradients; the ends wrap around, as interleaved chunks
+// do). Every member of the pipeline group walks them in the same order, so the blocking
+// ncclCommInitRank calls pair up without waiting on each other in a cycle.
+static void gpu_p2p_init(GpuComms* G, Layout* L) {
+    int pp = L->pp, me = L->stage;
+    for (int dir = 0; dir < 2; dir++) {
+        for (int k = 0; k < pp; k++) {
+            int to = dir == 0 ? (k + 1) % pp : (k - 1 + pp) % pp;
+            if (me != k && me != to) continue;
+            ncclUniqueId id;
+            if (me == k) {
+                ncclCheck(ncclGetUniqueId(&id));
+                mpiCheck(MPI_Send(&id, sizeof(id), MPI_BYTE, to, 0, L->pp_c.mpi));
+                ncclCheck(ncclCommInitRank(&G->p2p_send[dir], 2, id, 0));
+            } else {
+                mpiCheck(MPI_Recv(&id, sizeof(id), MPI_BYTE, k, 0, L->pp_c.mpi, MPI_STATUS_IGNORE));
+                ncclCheck(ncclCommInitRank(&G->p2p_recv[dir], 2, id, 1));
+            }
+        }
+        cudaCheck(cudaStreamCreateWithFlags(&G->p2p_stream[dir], cudaStreamNonBlocking));
+    }
+    cudaCheck(cudaEventCreateWithFlags(&G->p2p_ready, cudaEventDisableTiming));
+    G->p2p = 1;
+}
+
 // Call after layout_init and gpu_select_device, on every rank, in the same order.
-// bsend_bytes: room for the pipeline sends that may be in flight at once (MPI backend).
-static void gpu_comms_init(GpuComms* G, Layout* L, int backend, size_t bsend_bytes) {
+static void gpu_comms_init(GpuComms* G, Layout* L, int backend) {
     memset(G, 0, sizeof(*G));
     G->backend = backend;
-    G->timed = 1;
-    // Every member of a group reaches its init in the same order (tp, pp, dp, embed,
-    // world), so the blocking ncclCommInitRank calls cannot wait on each other in a cycle.
+    // Every member of a group reaches its init in the same order (tp, pp, the pipeline's
+    // p2p pairs, dp, embed, world), so the blocking ncclCommInitRank calls cannot wait on
+    // each other in a cycle.
     gpu_group_init(&G->tp, &L->tp_c, 1, backend);
     gpu_group_init(&G->pp, &L->pp_c, 1, backend);
+    if (backend == COMM_NCCL && L->pp > 1) gpu_p2p_init(G, L);
     gpu_group_init(&G->dp, &L->dp_c, 1, backend);
     gpu_group_init(&G->embed, &L->embed_c, L->in_embed, backend);
     gpu_group_init(&G->world, &L->world_c, 1, backend);
@@ -106,15 +147,11 @@ static void gpu_comms_init(GpuComms* G, Layout* L, int backend, size_t bsend_byt
         cudaCheck(cudaStreamCreateWithFlags(&G->side, cudaStreamNonBlocking));
         cudaCheck(cudaEventCreateWithFlags(&G->ready, cudaEventDisableTiming));
         cudaCheck(cudaEventCreateWithFlags(&G->done, cudaEventDisableTiming));
-        for (int i = 0; i < GPU_ASYNC_MAX; i++) {
-            cudaCheck(cudaEventCreate(&G->t0[i]));
-            cudaCheck(cudaEventCreate(&G->t1[i]));
-        }
-    }
-    if (backend == COMM_MPI && bsend_bytes) {
-        int size = (int)(bsend_bytes + 64 * MPI_BSEND_OVERHEAD);
-        G->bsend = xmalloc(size);
-        mpiCheck(MPI_Buffer_attach(G->bsend, size));
+        for (int l = 0; l < N_LANES; l++)
+            for (int i = 0; i < GPU_TIMED_MAX; i++) {
+                cudaCheck(cudaEventCreate(&G->lanes[l].t0[i]));
+                cudaCheck(cudaEventCreate(&G->lanes[l].t1[i]));
+            }
     }
 }
 
@@ -123,23 +160,60 @@ static void gpu_comms_free(GpuComms* G) {
     for (int i = 0; i < 5; i++)
         if (gs[i]->nccl) ncclCheck(ncclCommDestroy(gs[i]->nccl));
     if (G->host) cudaCheck(cudaFreeHost(G->host));
-    if (G->side) {
-        for (int i = 0; i < GPU_ASYNC_MAX; i++) {
-            cudaCheck(cudaEventDestroy(G->t0[i]));
-            cudaCheck(cudaEventDestroy(G->t1[i]));
+    if (G->p2p) {
+        for (int dir = 0; dir < 2; dir++) {
+            ncclCheck(ncclCommDestroy(G->p2p_send[dir]));
+            ncclCheck(ncclCommDestroy(G->p2p_recv[dir]));
+            cudaCheck(cudaStreamDestroy(G->p2p_stream[dir]));
         }
+        cudaCheck(cudaEventDestroy(G->p2p_ready));
+    }
+    if (G->side) {
+        for (int l = 0; l < N_LANES; l++)
+            for (int i = 0; i < GPU_TIMED_MAX; i++) {
+                cudaCheck(cudaEventDestroy(G->lanes[l].t0[i]));
+                cudaCheck(cudaEventDestroy(G->lanes[l].t1[i]));
+            }
         cudaCheck(cudaEventDestroy(G->ready));
         cudaCheck(cudaEventDestroy(G->done));
         cudaCheck(cudaStreamDestroy(G->side));
     }
-    if (G->bsend) {
-        void* b;
-        int size;
-        MPI_Buffer_detach(&b, &size);  // waits for the buffered sends to go out
-        free(G->bsend);
-    }
     memset(G, 0, sizeof(*G));
 }
+
+// Add the device time of every timed NCCL call that has finished to its group; a kick for
+// the watchdog when any has (communication completed).
+static void gpu_comms_collect(GpuComms* G) {
+    int any = 0;
+    for (int l = 0; l < N_LANES; l++) {
+        TimedLane* t = &G->lanes[l];
+        while (t->n) {
+            cudaError_t e = cudaEventQuery(t->t1[t->head]);
+            if (e == cudaErrorNotReady) {
+                (void)cudaGetLastError();  // not an error: cleared, or the next launch check would report it
+                break;
+            }
+            cudaCheck(e);
+            float ms;
+            cudaCheck(cudaEventElapsedTime(&ms, t->t0[t->head], t->t1[t->head]));
+            t->comm[t->head]->seconds += ms / 1e3;
+            t->head = (t->head + 1) % GPU_TIMED_MAX, t->n--, any = 1;
+        }
+    }
+    if (any) watchdog_kick();
+}
+// One NCCL call on stream s of lane l, timed by the events around it; its bytes counted.
+// A full ring first waits for its oldest call (more than GPU_TIMED_MAX calls queued between
+// two collections: a chunk of hundreds of layers under tp).
+#define NCCL_TIMED(G, l, group_comm, s, nbytes, call) do { \
+    TimedLane* t_ = &(G)->lanes[l]; \
+    if (t_->n == GPU_TIMED_MAX) { cudaCheck(cudaEventSynchronize(t_->t1[t_->head])); gpu_comms_collect(G); } \
+    int i_ = (t_->head + t_->n++) % GPU_TIMED_MAX; \
+    t_->comm[i_] = (group_comm); \
+    cudaCheck(cudaEventRecord(t_->t0[i_], s)); \
+    ncclCheck(call); \
+    cudaCheck(cudaEventRecord(t_->t1[i_], s)); \
+    (group_comm)->bytes += (nbytes); } while (0)
 
 static void* host_stage(GpuComms* G, size_t bytes) {
     if (bytes > G->host_bytes) {
@@ -158,17 +232,10 @@ static void h2d(void* d, const void* h, size_t bytes, cudaStream_t s) {
     cudaCheck(cudaStreamSynchronize(s));  // the staging buffer is reused by the next call
 }
 
-// Wrap one NCCL call with the group's time and byte counters.
-#define NCCL_TIMED(G, g, s, nbytes, call) do { double t0_ = 0; \
-    if ((G)->timed) { cudaCheck(cudaStreamSynchronize(s)); t0_ = now_s(); } \
-    ncclCheck(call); \
-    if ((G)->timed) { cudaCheck(cudaStreamSynchronize(s)); (g)->c->seconds += now_s() - t0_; watchdog_kick(); } \
-    (g)->c->bytes += (nbytes); } while (0)
-
 static void nccl_allreduce_sum(GpuComms* G, GpuGroup* g, float* buf, size_t n, cudaStream_t s) {
     if (g->c->size <= 1 || !n) return;
     if (G->backend == COMM_NCCL) {
-        NCCL_TIMED(G, g, s, 4.0 * n, ncclAllReduce(buf, buf, n, ncclFloat32, ncclSum, g->nccl, s));
+        NCCL_TIMED(G, LANE_COMPUTE, g->c, s, 4.0 * n, ncclAllReduce(buf, buf, n, ncclFloat32, ncclSum, g->nccl, s));
         return;
     }
     float* h = (float*)host_stage(G, 4 * n);
@@ -179,7 +246,7 @@ static void nccl_allreduce_sum(GpuComms* G, GpuGroup* g, float* buf, size_t n, c
 static void nccl_allreduce_max(GpuComms* G, GpuGroup* g, float* buf, size_t n, cudaStream_t s) {
     if (g->c->size <= 1 || !n) return;
     if (G->backend == COMM_NCCL) {
-        NCCL_TIMED(G, g, s, 4.0 * n, ncclAllReduce(buf, buf, n, ncclFloat32, ncclMax, g->nccl, s));
+        NCCL_TIMED(G, LANE_COMPUTE, g->c, s, 4.0 * n, ncclAllReduce(buf, buf, n, ncclFloat32, ncclMax, g->nccl, s));
         return;
     }
     float* h = (float*)host_stage(G, 4 * n);
@@ -197,30 +264,17 @@ static void nccl_allreduce_sum_async(GpuComms* G, GpuGroup* g, float* buf, size_
         nccl_allreduce_sum(G, g, buf, n, compute);
         return;
     }
-    if (G->n_async == GPU_ASYNC_MAX) fail("more than %d overlapped collectives in one step", GPU_ASYNC_MAX);
-    int i = G->n_async++;
     cudaCheck(cudaEventRecord(G->ready, compute));
     cudaCheck(cudaStreamWaitEvent(G->side, G->ready, 0));
-    cudaCheck(cudaEventRecord(G->t0[i], G->side));
-    ncclCheck(ncclAllReduce(buf, buf, n, ncclFloat32, ncclSum, g->nccl, G->side));
-    cudaCheck(cudaEventRecord(G->t1[i], G->side));
-    G->async_group[i] = g;
-    g->c->bytes += 4.0 * n;
+    NCCL_TIMED(G, LANE_SIDE, g->c, G->side, 4.0 * n, ncclAllReduce(buf, buf, n, ncclFloat32, ncclSum, g->nccl, G->side));
+    G->side_pending = 1;
 }
-// compute waits for every overlapped collective; their device times go to their groups'
-// counters (the time NCCL's kernels ran, beside the compute, not time the step waited).
+// What compute runs next waits for every overlapped collective (the host does not).
 static void nccl_async_join(GpuComms* G, cudaStream_t compute) {
-    if (!G->n_async) return;
+    if (!G->side_pending) return;
     cudaCheck(cudaEventRecord(G->done, G->side));
     cudaCheck(cudaStreamWaitEvent(compute, G->done, 0));
-    cudaCheck(cudaEventSynchronize(G->done));
-    for (int i = 0; i < G->n_async; i++) {
-        float ms;
-        cudaCheck(cudaEventElapsedTime(&ms, G->t0[i], G->t1[i]));
-        G->async_group[i]->c->seconds += ms / 1e3;
-    }
-    G->n_async = 0;
-    watchdog_kick();
+    G->side_pending = 0;
 }
 
 // bf16 sum (activations under tp). NCCL reduces in bf16; the MPI fallback converts to fp32,
@@ -228,7 +282,7 @@ static void nccl_async_join(GpuComms* G, cudaStream_t compute) {
 static void nccl_allreduce_sum_bf16(GpuComms* G, GpuGroup* g, bf16* buf, size_t n, cudaStream_t s) {
     if (g->c->size <= 1 || !n) return;
     if (G->backend == COMM_NCCL) {
-        NCCL_TIMED(G, g, s, 2.0 * n, ncclAllReduce(buf, buf, n, ncclBfloat16, ncclSum, g->nccl, s));
+        NCCL_TIMED(G, LANE_COMPUTE, g->c, s, 2.0 * n, ncclAllReduce(buf, buf, n, ncclBfloat16, ncclSum, g->nccl, s));
         return;
     }
     size_t off = round_up(2 * n, 16);  // staging: [bf16 n | pad | fp32 n]
@@ -249,7 +303,7 @@ static void nccl_reduce_scatter(GpuComms* G, GpuGroup* g, const float* send, flo
         return;
     }
     if (G->backend == COMM_NCCL) {
-        NCCL_TIMED(G, g, s, 4.0 * n_all, ncclReduceScatter(send, recv, n_per_rank, ncclFloat32, ncclSum, g->nccl, s));
+        NCCL_TIMED(G, LANE_COMPUTE, g->c, s, 4.0 * n_all, ncclReduceScatter(send, recv, n_per_rank, ncclFloat32, ncclSum, g->nccl, s));
         return;
     }
     float* h = (float*)host_stage(G, 4 * (n_all + n_per_rank));
@@ -266,7 +320,7 @@ static void nccl_reduce_scatter_bf16(GpuComms* G, GpuGroup* g, const bf16* send,
         return;
     }
     if (G->backend == COMM_NCCL) {
-        NCCL_TIMED(G, g, s, 2.0 * n_all, ncclReduceScatter(send, recv, n_per_rank, ncclBfloat16, ncclSum, g->nccl, s));
+        NCCL_TIMED(G, LANE_COMPUTE, g->c, s, 2.0 * n_all, ncclReduceScatter(send, recv, n_per_rank, ncclBfloat16, ncclSum, g->nccl, s));
         return;
     }
     size_t off = round_up(2 * n_all, 16);  // staging: [bf16 n_all | pad | fp32 n_all | fp32 n_per_rank]
@@ -289,7 +343,7 @@ static void nccl_allgather_bytes(GpuComms* G, GpuGroup* g, const void* send, voi
         return;
     }
     if (G->backend == COMM_NCCL) {
-        NCCL_TIMED(G, g, s, (double)bytes_per_rank * c->size,
+        NCCL_TIMED(G, LANE_COMPUTE, g->c, s, (double)bytes_per_rank * c->size,
                    ncclAllGather(send, recv, bytes_per_rank, ncclUint8, g->nccl, s));
         return;
     }
@@ -305,60 +359,26 @@ static void nccl_allgather(GpuComms* G, GpuGroup* g, const float* send, float* r
 static void nccl_allgather_bf16(GpuComms* G, GpuGroup* g, const bf16* send, bf16* recv, size_t n_per_rank, cudaStream_t s) {
     nccl_allgather_bytes(G, g, send, recv, 2 * n_per_rank, s);
 }
-static void nccl_broadcast(GpuComms* G, GpuGroup* g, void* buf, size_t bytes, int root, cudaStream_t s) {
-    if (g->c->size <= 1 || !bytes) return;
-    if (G->backend == COMM_NCCL) {
-        NCCL_TIMED(G, g, s, (double)bytes, ncclBroadcast(buf, buf, bytes, ncclUint8, root, g->nccl, s));
-        return;
-    }
-    void* h = host_stage(G, bytes);
-    if (g->c->rank == root) d2h(h, buf, bytes, s);
-    comm_broadcast(g->c, h, bytes, root);
-    h2d(buf, h, bytes, s);
+// Pipeline p2p over NCCL (G->p2p): bytes from buf to the next stage (dir 0, activations)
+// or the previous one (dir 1, gradients), once the work queued on compute so far is done;
+// `sent` is recorded when the send has finished and buf may be written again.
+static void nccl_pp_send(GpuComms* G, int dir, const void* buf, size_t bytes, cudaStream_t compute, cudaEvent_t sent) {
+    cudaStream_t st = G->p2p_stream[dir];
+    cudaCheck(cudaEventRecord(G->p2p_ready, compute));
+    cudaCheck(cudaStreamWaitEvent(st, G->p2p_ready, 0));
+    ncclCheck(ncclSend(buf, bytes, ncclUint8, 1, G->p2p_send[dir], st));
+    cudaCheck(cudaEventRecord(sent, st));
+    G->pp.c->bytes += (double)bytes;  // its time is not counted: the stage does not wait for it (the receiver does)
 }
-
-// Point-to-point on a group (the pipeline group): send_bytes from send_buf to send_peer and
-// recv_bytes into recv_buf from recv_peer, at the same time; either side may be absent
-// (NULL buffer or peer < 0). tag is used by the MPI backend only (NCCL matches in order).
-static void nccl_sendrecv(GpuComms* G, GpuGroup* g, const void* send_buf, size_t send_bytes, int send_peer,
-                          void* recv_buf, size_t recv_bytes, int recv_peer, int tag, cudaStream_t s) {
-    int do_send = send_buf && send_peer >= 0, do_recv = recv_buf && recv_peer >= 0;
-    if (!do_send && !do_recv) return;
-    Comm* c = g->c;
-    if (G->backend == COMM_NCCL) {
-        double t0 = 0;
-        if (G->timed) { cudaCheck(cudaStreamSynchronize(s)); t0 = now_s(); }
-        ncclCheck(ncclGroupStart());
-        if (do_send) ncclCheck(ncclSend(send_buf, send_bytes, ncclUint8, send_peer, g->nccl, s));
-        if (do_recv) ncclCheck(ncclRecv(recv_buf, recv_bytes, ncclUint8, recv_peer, g->nccl, s));
-        ncclCheck(ncclGroupEnd());
-        if (G->timed) { cudaCheck(cudaStreamSynchronize(s)); c->seconds += now_s() - t0; }
-        if (do_send) c->bytes += (double)send_bytes;
-        return;
-    }
-    // MPI: the send is buffered (MPI_Bsend returns at once), then the receive blocks.
-    if (do_send) {
-        void* h = host_stage(G, send_bytes);
-        d2h(h, send_buf, send_bytes, s);
-        double t0 = now_s();
-        if (G->bsend) mpiCheck(MPI_Bsend(h, (int)send_bytes, MPI_BYTE, send_peer, tag, c->mpi));
-        else mpiCheck(MPI_Send(h, (int)send_bytes, MPI_BYTE, send_peer, tag, c->mpi));
-        c->seconds += now_s() - t0;
-        c->bytes += (double)send_bytes;
-    }
-    if (do_recv) {
-        void* h = host_stage(G, recv_bytes);
-        double t0 = now_s();
-        mpiCheck(MPI_Recv(h, (int)recv_bytes, MPI_BYTE, recv_peer, tag, c->mpi, MPI_STATUS_IGNORE));
-        c->seconds += now_s() - t0;
-        h2d(recv_buf, h, recv_bytes, s);
-    }
-}
-static void nccl_send(GpuComms* G, GpuGroup* g, const void* buf, size_t bytes, int peer, int tag, cudaStream_t s) {
-    nccl_sendrecv(G, g, buf, bytes, peer, NULL, 0, -1, tag, s);
-}
-static void nccl_recv(GpuComms* G, GpuGroup* g, void* buf, size_t bytes, int peer, int tag, cudaStream_t s) {
-    nccl_sendrecv(G, g, NULL, 0, -1, buf, bytes, peer, tag, s);
+// The next message of direction dir into buf, on compute. Returns when it has arrived, so
+// the wait for the peer stage is this call's time (the pipeline bubble shows where the CPU
+// build shows it) and not the next kernel's.
+static void nccl_pp_recv(GpuComms* G, int dir, void* buf, size_t bytes, cudaStream_t compute) {
+    double t0 = now_s();
+    ncclCheck(ncclRecv(buf, bytes, ncclUint8, 0, G->p2p_recv[dir], compute));
+    cudaCheck(cudaStreamSynchronize(compute));
+    G->pp.c->seconds += now_s() - t0;
+    watchdog_kick();
 }
 
 #endif

@@ -35,10 +35,12 @@ static void grad_allreduce_dp_async(Model* m, float* buf, size_t n);
 static void grad_allreduce_dp_join(Model* m);
 static void grad_reduce_scatter(Model* m, Group g, const float* send, float* recv, size_t n_per_rank);
 static void param_allgather(Model* m, Group g, const float* send, float* recv, size_t n_per_rank);
-// Pipeline p2p of n act_t: a send from slot s (dir 0 forward, 1 backward) completes at
-// comm_wait(&m->L.pp_c, &s->req[dir]); a receive returns with the data in dst.
+// Pipeline p2p of n act_t: a send from slot s (dir 0 forward, 1 backward) may still read
+// src until pp_send_wait(m, s, dir), after which the slot's buffers may be written again; a
+// receive returns with the data in dst.
 static void pp_send(Model* m, Slot* s, int dir, const act_t* src, size_t n, int peer, int tag);
-static void pp_recv(Model* m, act_t* dst, size_t n, int peer, int tag);
+static void pp_send_wait(Model* m, Slot* s, int dir);
+static void pp_recv(Model* m, int dir, act_t* dst, size_t n, int peer, int tag);
 // Tokens: this dp rank's part of global batch `index` where the kernels read it (and the
 // step's loss sum restarted); those arrays; one sampling window (T tokens) put there.
 static void model_load_batch(Model* m, const TokenStream* ts, size_t index);
@@ -159,8 +161,8 @@ static Slot* slot_get(Model* m, int chunk, int mb) {
     for (int i = 0; i < ch->n_slots; i++) {
         Slot* s = &ch->slots[i];
         if (s->mb >= 0) continue;
-        comm_wait(&m->L.pp_c, &s->req[0]);  // its last sends must be done before the buffers (or host copies) are reused
-        comm_wait(&m->L.pp_c, &s->req[1]);
+        pp_send_wait(m, s, 0);  // its last sends must be done before the buffers (or host copies) are reused
+        pp_send_wait(m, s, 1);
         s->mb = mb;
         *idx = i;
         m->slots_live_bytes += ch->slot_bytes;
@@ -199,7 +201,7 @@ static void run_schedule(Model* m, const PipeOp* ops, int n_ops, int train, floa
         double t0 = now_s();
         switch (op.kind) {
         case OP_RECV_FWD:  // comm: pp recv of the previous chunk's output
-            pp_recv(m, s->x[0], n, (g - 1) % pp, p2p_tag(m->L.pp, m->L.vpp, 0, op.mb, g - 1));
+            pp_recv(m, 0, s->x[0], n, (g - 1) % pp, p2p_tag(m->L.pp, m->L.vpp, 0, op.mb, g - 1));
             break;
         case OP_FWD:
             chunk_forward(m, op.chunk, s, tokens, targets, B, train ? dloss_scale : 0.0f);
@@ -210,7 +212,7 @@ static void run_schedule(Model* m, const PipeOp* ops, int n_ops, int train, floa
             if (!train) slot_put(m, op.chunk, s);
             break;
         case OP_RECV_BWD:  // comm: pp recv of the gradient from the next chunk
-            pp_recv(m, s->dout, n, (g + 1) % pp, p2p_tag(m->L.pp, m->L.vpp, 1, op.mb, g + 1));
+            pp_recv(m, 1, s->dout, n, (g + 1) % pp, p2p_tag(m->L.pp, m->L.vpp, 1, op.mb, g + 1));
             break;
         case OP_BWD:
             chunk_backward(m, op.chunk, s, tokens, B, last_backward_of_chunk(ops, n_ops, k));
@@ -229,8 +231,8 @@ static void run_schedule(Model* m, const PipeOp* ops, int n_ops, int train, floa
     }
     for (int c = 0; c < m->L.vpp; c++)  // all sends of the step complete before it ends
         for (int i = 0; i < m->chunks[c].n_slots; i++) {
-            comm_wait(&m->L.pp_c, &m->chunks[c].slots[i].req[0]);
-            comm_wait(&m->L.pp_c, &m->chunks[c].slots[i].req[1]);
+            pp_send_wait(m, &m->chunks[c].slots[i], 0);
+            pp_send_wait(m, &m->chunks[c].slots[i], 1);
         }
 }
 
@@ -459,7 +461,7 @@ static void sample_text(Model* m, const Tokenizer* tk, int len, uint64_t seed, F
         for (int c = 0; c < m->L.vpp; c++) {
             int g = c * pp + m->L.stage;
             Slot* s = slot_get(m, c, 0);
-            if (g > 0) pp_recv(m, s->x[0], nrow, (g - 1) % pp, p2p_tag(m->L.pp, m->L.vpp, 0, 0, g - 1));  // comm: pp recv
+            if (g > 0) pp_recv(m, 0, s->x[0], nrow, (g - 1) % pp, p2p_tag(m->L.pp, m->L.vpp, 0, 0, g - 1));  // comm: pp recv
             Chunk* ch = &m->chunks[c];
             if (g == 0) embed_forward(m, s->x[0], tokens, B);
             for (int i = 0; i < ch->n_layers; i++) layer_forward(m, ch->layer0 + i, acts_of(m, s, i), s->x[i], s->x[i + 1], B);
@@ -485,7 +487,7 @@ static void sample_text(Model* m, const Tokenizer* tk, int len, uint64_t seed, F
     }
     if (m->L.rank == 0) fputc('\n', out), fflush(out);
     for (int c = 0; c < m->L.vpp; c++)  // the last token's sends
-        for (int i = 0; i < m->chunks[c].n_slots; i++) comm_wait(&m->L.pp_c, &m->chunks[c].slots[i].req[0]);
+        for (int i = 0; i < m->chunks[c].n_slots; i++) pp_send_wait(m, &m->chunks[c].slots[i], 0);
     free(ctx); free(window); free(row);
 }
 

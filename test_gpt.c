@@ -1476,12 +1476,41 @@ static int interleaved_warmup(int stage, int pp, int vpp, int m) {
     return w < total ? w : total;
 }
 
+// In-order matching: between each ordered pair of stages, the messages of one direction
+// (activations forward, gradients backward) are sent in the order the peer receives them,
+// so a transport that matches in order without tags (the GPU build's NCCL pipeline, one
+// communicator per direction and pair) delivers each where it belongs. Writes the first
+// mismatch into bad.
+static void p2p_order_check(PipeOp ops[][6 * MAX_M * MAX_VPP], const int* n_ops, int pp, const char* cfg, char* bad, size_t bad_n) {
+    for (int from = 0; from < pp; from++)
+        for (int dir = 0; dir < 2; dir++) {
+            int to = dir == 0 ? (from + 1) % pp : (from - 1 + pp) % pp, ns = 0, nr = 0;
+            int sent[6 * MAX_M * MAX_VPP][2], got[6 * MAX_M * MAX_VPP][2];  // (mb, sending chunk)
+            for (int k = 0; k < n_ops[from]; k++) {
+                PipeOp o = ops[from][k];
+                if (o.kind == (dir ? OP_SEND_BWD : OP_SEND_FWD)) sent[ns][0] = o.mb, sent[ns++][1] = o.chunk * pp + from;
+            }
+            for (int k = 0; k < n_ops[to]; k++) {
+                PipeOp o = ops[to][k];
+                int src = o.chunk * pp + to + (dir ? 1 : -1);
+                if (o.kind == (dir ? OP_RECV_BWD : OP_RECV_FWD) && src % pp == from) got[nr][0] = o.mb, got[nr++][1] = src;
+            }
+            for (int i = 0; i < ns || i < nr; i++)
+                if (i >= ns || i >= nr || sent[i][0] != got[i][0] || sent[i][1] != got[i][1]) {
+                    snprintf(bad, bad_n, "%s: stage %d -> %d dir %d: message %d sent as (mb %d, chunk %d), received as (mb %d, chunk %d)", cfg,
+                             from, to, dir, i, i < ns ? sent[i][0] : -1, i < ns ? sent[i][1] : -1, i < nr ? got[i][0] : -1, i < nr ? got[i][1] : -1);
+                    break;
+                }
+        }
+}
+
 static void test_schedules(void) {
     const int kinds[3] = {SCHED_GPIPE, SCHED_1F1B, SCHED_INTERLEAVED};
     static PipeOp ops[MAX_PP][6 * MAX_M * MAX_VPP];
     for (int ki = 0; ki < 3; ki++) {
         int kind = kinds[ki], n_cfg = 0;
-        char bad_once[256] = "", bad_order[256] = "", bad_comm[256] = "", bad_flight[256] = "", bad_sim[256] = "", bad_bubble[256] = "";
+        char bad_once[256] = "", bad_order[256] = "", bad_comm[256] = "", bad_fifo[256] = "", bad_flight[256] = "", bad_sim[256] = "",
+             bad_bubble[256] = "";
         double worst_bubble = 0;
         for (int pp = 1; pp <= MAX_PP; pp++)
             for (int vpp = 1; vpp <= MAX_VPP; vpp++)
@@ -1543,6 +1572,7 @@ static void test_schedules(void) {
                                 if (sends[dir][mb][g] != want || recvs[dir][mb][g] != want)
                                     snprintf(bad_comm, sizeof(bad_comm), "%s: dir %d mb %d from chunk %d: %d sends, %d recvs", cfg, dir, mb, g, sends[dir][mb][g], recvs[dir][mb][g]);
                             }
+                    p2p_order_check(ops, n_ops, pp, cfg, bad_fifo, sizeof(bad_fifo));
                     // the simulator: unit times, then uneven times and a p2p latency, never deadlock
                     double tf[MAX_PP * MAX_VPP], tb[MAX_PP * MAX_VPP], busy[MAX_PP];
                     for (int g = 0; g < nc; g++) tf[g] = 1, tb[g] = 1;
@@ -1566,11 +1596,28 @@ static void test_schedules(void) {
         SCHED_CHECK("every (mb, chunk) forward and backward exactly once", bad_once);
         SCHED_CHECK("forward before backward on every stage", bad_order);
         SCHED_CHECK("every send matched by one recv on the peer chunk, recv/send next to compute", bad_comm);
+        SCHED_CHECK("each direction between two stages received in the order sent (in-order matching)", bad_fifo);
         SCHED_CHECK(kind == SCHED_1F1B ? "in flight = min(pp - stage, m) <= pp" : kind == SCHED_GPIPE ? "in flight = m" : "in flight = Megatron warm-up + 1", bad_flight);
         SCHED_CHECK("simulate completes (no deadlock), unit and uneven times", bad_sim);
         SCHED_CHECK("bubble (makespan - busy)/busy equals bubble_formula within 1e-9", bad_bubble);
 #undef SCHED_CHECK
     }
+    // the evaluation's forward-only lists (runtime.h forward_ops) match in order too
+    char bad_eval[256] = "";
+    int n_eval = 0;
+    for (int pp = 1; pp <= MAX_PP; pp++)
+        for (int vpp = 1; vpp <= MAX_VPP; vpp++)
+            for (int m = 1; m <= MAX_M; m++) {
+                int n_ops[MAX_PP];
+                char cfg[64];
+                snprintf(cfg, sizeof(cfg), "forward_ops pp %d vpp %d m %d", pp, vpp, m);
+                for (int s = 0; s < pp; s++) n_ops[s] = forward_ops(s, pp, vpp, m, ops[s]);
+                p2p_order_check(ops, n_ops, pp, cfg, bad_eval, sizeof(bad_eval));
+                n_eval++;
+            }
+    char name[160];
+    snprintf(name, sizeof(name), "schedule/forward_ops/each direction between two stages received in the order sent (%d layouts)", n_eval);
+    check(!bad_eval[0], name, bad_eval[0] ? "%s" : NULL, bad_eval);
     // schedule_check refuses what cannot run
     check(schedule_check(SCHED_1F1B, 2, 2, 4) != NULL, "schedule_check/vpp > 1 needs interleaved", NULL);
     check(schedule_check(SCHED_INTERLEAVED, 4, 2, 6) != NULL, "schedule_check/interleaved needs m multiple of pp", NULL);

@@ -265,7 +265,8 @@ static void param_allgather(Model* m, Group g, const float* send, float* recv, s
 static void pp_send(Model* m, Slot* s, int dir, const float* src, size_t n, int peer, int tag) {
     comm_isend(&m->L.pp_c, src, n, peer, tag, &s->req[dir]);
 }
-static void pp_recv(Model* m, float* dst, size_t n, int peer, int tag) { comm_recv(&m->L.pp_c, dst, n, peer, tag); }
+static void pp_send_wait(Model* m, Slot* s, int dir) { comm_wait(&m->L.pp_c, &s->req[dir]); }
+static void pp_recv(Model* m, int dir, float* dst, size_t n, int peer, int tag) { comm_recv(&m->L.pp_c, dst, n, peer, tag); }
 
 // The kernels read the host token arrays; head_forward adds to m->loss_sum itself.
 static void model_load_batch(Model* m, const TokenStream* ts, size_t index) {

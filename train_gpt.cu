@@ -15,14 +15,15 @@
 // The weights start bitwise equal to the CPU run's: init_params (params.h) fills a host fp32
 // buffer that is copied to the device.
 //
-// Communication: tp, dp and embed collectives run on device buffers through NCCL, or with
-// --comm mpi host-staged through MPI (comm_nccl.h; several ranks may then share one GPU).
-// Without ZeRO, each layer's dp gradient all-reduce starts as soon as the step's last
-// micro-batch has left the layer, on NCCL's own stream beside the rest of the backward
-// (model_runtime.h's layer_grads_final); the optimizer waits for them.
-// Pipeline p2p is host-staged MPI in both modes (pp_send / pp_recv below say why). Scalars
-// (loss, gradient norm, sampled token, stop flag) and checkpoints use layout.h's MPI calls on
-// host memory, as the CPU build does.
+// Communication: tp, dp and embed collectives and the pipeline's sends and receives run on
+// device buffers through NCCL, or with --comm mpi host-staged through MPI (comm_nccl.h;
+// several ranks may then share one GPU). No NCCL call makes the host wait. Without ZeRO,
+// each layer's dp gradient all-reduce starts as soon as the step's last micro-batch has
+// left the layer, on NCCL's own stream beside the rest of the backward (model_runtime.h's
+// layer_grads_final); the optimizer waits for them. Pipeline sends run on streams of their
+// own, so a stage goes on computing while its activations travel. Scalars (loss, gradient
+// norm, sampled token, stop flag) and checkpoints use layout.h's MPI calls on host memory,
+// as the CPU build does.
 //
 // Reading order: main() -> model_init() -> train_step() -> run_schedule() ->
 // chunk_forward()/chunk_backward() -> layer_forward()/layer_backward() -> kernels_gpu.cuh.
@@ -72,8 +73,9 @@ typedef struct {
     bf16* logits;                      // last chunk: B*T x Vl logits, replaced by dlogits
     float* losses;                     // last chunk: B*T
     bf16 *dout, *dinp;                 // gradient from the next chunk / to the previous chunk (N x C)
-    float* h_send[2];                  // pinned host copies of this slot's two sends (pp > 1)
-    MPI_Request req[2];                // sends still in flight from this slot
+    cudaEvent_t sent[2];               // NCCL p2p: recorded when this slot's last sends [dir] have finished
+    float* h_send[2];                  // host-staged p2p: pinned host copies of this slot's two sends
+    MPI_Request req[2];                // host-staged p2p: sends still in flight from this slot
     int mb;                            // micro-batch held, -1 when free
 } Slot;
 
@@ -106,7 +108,7 @@ typedef struct {
     int n_ops;
     Chunk* chunks;                     // [vpp]
     int* slot_of;                      // [vpp * n_micro] slot index of (chunk, mb), -1 none
-    float* h_recv;                     // pinned host staging of pipeline receives
+    float* h_recv;                     // host-staged p2p: pinned staging of pipeline receives
     // scratch shared by all layers (one micro-batch), one device buffer
     char* scratch_mem;
     LayerActs scratch;                 // layer activations under --recompute full
@@ -294,7 +296,7 @@ static void head_backward(Model* m, Slot* s, const bf16* x, bf16* dx, int B) {
 // The rank's orchestration (chunks, slots, the schedule executor, gradient reduction, the
 // step, evaluation, sampling, the training loop) is model_runtime.h, shared with
 // train_gpt.c. Below it, the primitives it asks of this build: device memory on the one
-// compute stream, NCCL (or host-staged MPI) groups, host-staged pipeline p2p.
+// compute stream, NCCL (or host-staged MPI) groups and pipeline p2p.
 #include "model_runtime.h"
 
 static void f32_copy(Model* m, float* dst, const float* src, size_t n) {
@@ -314,19 +316,31 @@ static void param_allgather(Model* m, Group g, const float* send, float* recv, s
     nccl_allgather(&m->G, group_of(m, g), send, recv, n_per_rank, m->stream);
 }
 
-// Pipeline p2p, host-staged in both --comm modes. The op lists of schedule.h post sends that
-// never block (the CPU build uses MPI_Isend) and receive later; an NCCL send is stream-ordered
-// and waits for its receiver, so two stages that both send before they receive would deadlock.
-// So: device -> this slot's pinned host buffer, MPI_Isend (comm_isend), and on the other side
-// MPI_Recv (comm_recv) into a pinned buffer, then host -> device. The payload is one bf16
-// N x C activation or gradient per micro-batch, small against the compute of a chunk.
-// n: bf16 elements, travelling as ceil(n/2) floats (the pinned buffers have room for that).
+// Pipeline p2p. With NCCL (pp > 1): straight from the slot's device buffer on the
+// direction's send stream (comm_nccl.h: nccl_pp_send), the receive on the compute stream;
+// the slot's buffers are rewritten only after the compute stream has waited for the send's
+// `sent` event. Otherwise host-staged: device -> this slot's pinned host buffer, MPI_Isend
+// (comm_isend), and on the other side MPI_Recv (comm_recv) into a pinned buffer, then host
+// -> device. The payload is one bf16 N x C activation or gradient per micro-batch.
+// n: bf16 elements, travelling host-staged as ceil(n/2) floats (the pinned buffers have room).
 static size_t p2p_floats(size_t n) { return (2 * n + 3) / 4; }
 static void pp_send(Model* m, Slot* s, int dir, const bf16* src, size_t n, int peer, int tag) {
+    if (m->G.p2p) {
+        nccl_pp_send(&m->G, dir, src, sizeof(bf16) * n, m->stream, s->sent[dir]);
+        return;
+    }
     d2h(s->h_send[dir], src, sizeof(bf16) * n, m->stream);  // synchronizes: the data is on the host
     comm_isend(&m->L.pp_c, s->h_send[dir], p2p_floats(n), peer, tag, &s->req[dir]);
 }
-static void pp_recv(Model* m, bf16* dst, size_t n, int peer, int tag) {
+static void pp_send_wait(Model* m, Slot* s, int dir) {
+    if (m->G.p2p) cudaCheck(cudaStreamWaitEvent(m->stream, s->sent[dir], 0));  // the device waits, not the host
+    else comm_wait(&m->L.pp_c, &s->req[dir]);
+}
+static void pp_recv(Model* m, int dir, bf16* dst, size_t n, int peer, int tag) {
+    if (m->G.p2p) {
+        nccl_pp_recv(&m->G, dir, dst, sizeof(bf16) * n, m->stream);
+        return;
+    }
     comm_recv(&m->L.pp_c, m->h_recv, p2p_floats(n), peer, tag);
     h2d(dst, m->h_recv, sizeof(bf16) * n, m->stream);  // synchronizes: h_recv is free again
 }
@@ -374,7 +388,12 @@ static void row_logits(Model* m, const bf16* lnf_row, float* row) {
     for (int v = 0; v < Vp; v++) row[v] = __bfloat162float(row_bf[v]);
     free(row_bf);
 }
-static void device_sync(Model* m) { cudaCheck(cudaStreamSynchronize(m->stream)); }
+// The device has caught up with the compute stream: the times of the NCCL calls that have
+// finished are collected too.
+static void device_sync(Model* m) {
+    cudaCheck(cudaStreamSynchronize(m->stream));
+    gpu_comms_collect(&m->G);
+}
 
 // ----------------------------------------------------------------------------
 // Set-up. Device buffers of mixed types are carved out of one allocation: a sizing pass
@@ -464,14 +483,19 @@ static void alloc_activations(Model* m) {
     m->scratch_mem = (char*)dev_alloc(k.off);
     k = (Carver){m->scratch_mem, 0};
     carve_scratch(m, &k);
-    int p2p = m->L.pp * m->L.vpp > 1;  // chunks exchange activations (with pp 1, vpp > 1 a rank sends to itself)
-    if (p2p) m->h_recv = pinned_floats(p2p_floats(N * C));
+    // chunks exchange activations through NCCL, or host-staged (--comm mpi; and with pp 1,
+    // vpp > 1, where a rank sends to itself)
+    int staged = m->L.pp * m->L.vpp > 1 && !m->G.p2p;
+    if (staged) m->h_recv = pinned_floats(p2p_floats(N * C));
     chunks_init(m);
     for (int c = 0; c < m->L.vpp; c++) {
         Chunk* ch = &m->chunks[c];
         for (int si = 0; si < ch->n_slots; si++) {
             Slot* s = &ch->slots[si];
-            if (p2p) s->h_send[0] = pinned_floats(p2p_floats(N * C)), s->h_send[1] = pinned_floats(p2p_floats(N * C));
+            for (int dir = 0; dir < 2; dir++) {
+                if (staged) s->h_send[dir] = pinned_floats(p2p_floats(N * C));
+                if (m->G.p2p) cudaCheck(cudaEventCreateWithFlags(&s->sent[dir], cudaEventDisableTiming));
+            }
         }
         k = (Carver){NULL, 0};
         carve_slot(m, c, &ch->slots[0], &k);  // sizing pass
@@ -497,7 +521,7 @@ static void model_init(Model* m, Args* a, Metrics* met) {
     m->met = met;
     ModelConfig* c = &m->c;
     layout_init(&m->L, c->dp, c->tp, c->pp, c->vpp);
-    gpu_comms_init(&m->G, &m->L, a->comm_mpi ? COMM_MPI : COMM_NCCL, 0);
+    gpu_comms_init(&m->G, &m->L, a->comm_mpi ? COMM_MPI : COMM_NCCL);
     cudaCheck(cudaStreamCreate(&m->stream));
     model_shapes(m);
     // the kernels' reduction scratch: attention backward needs B*Hl*T floats; 16M covers the
@@ -633,7 +657,7 @@ int main(int argc, char** argv) {
     if (a->resume) start_step = resume_checkpoint(&m);
     if (rank == 0) {
         print_startup(&m.L, &m.P, c, a, &run.train, &run.val, &met, m.n_micro, start_step);
-        printf("gpu: %s (sm_%d%d, %.0f GiB) per rank, comm %s (pipeline p2p host-staged MPI), bf16 activations, "
+        printf("gpu: %s (sm_%d%d, %.0f GiB) per rank, comm %s, bf16 activations, "
                "fp32 master weights + bf16 copy, fp32 grads and AdamW state\n",
                prop.name, prop.major, prop.minor, prop.totalGlobalMem / 1073741824.0, a->comm_mpi ? "mpi (host-staged)" : "nccl");
         fflush(stdout);

@@ -2,7 +2,8 @@
 # dev/check_gpu_vs_cpu.sh: the whole model on the GPU against the CPU reference. Trains the
 # same tiny models with the same flags and seed for 10 steps with ./train_cpu (1 rank, the
 # oracle) and ./train_gpu (1 rank, and tp / pp / vpp / sp / ZeRO / recompute layouts on one
-# GPU through --comm mpi; with GPUS >= 4 also layouts over NCCL, one GPU per rank), and
+# GPU through --comm mpi; with GPUS >= 4 also layouts over NCCL, one GPU per rank, the
+# pipeline's p2p included; the interleaved one with evaluation and sampling between), and
 # compares the JSON logs (--log); then checks the GPU build's evaluation, sampling and
 # checkpoint resume (bounds below, where they run):
 #
@@ -101,6 +102,8 @@ CASES=(
   "gpu_gpt2_dp2_pp2_nccl|cpu_gpt2|--model tiny --dp 2 --pp 2 --micro-batch 2"
   "gpu_gpt2_dp2_zero1_nccl|cpu_gpt2|--model tiny --dp 2 --zero 1"
   "gpu_llama_tp2_sp_dp2_nccl|cpu_llama|--model llama-tiny --tp 2 --sp --dp 2 --zero 2"
+  "gpu_gpt2_pp2_vpp2_nccl|cpu_gpt2|--model tiny --pp 2 --vpp 2 --eval-every 5 --val-batches 1 --sample-every 10 --sample-len 4"
+  "gpu_llama_tp2_pp2_nccl|cpu_llama|--model llama-tiny --tp 2 --pp 2 --micro-batch 2"
 )
 echo "GPU build: $GPU_BIN ($GPUS GPUs for the NCCL layouts)"
 for entry in "${CASES[@]}"; do

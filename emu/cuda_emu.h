@@ -53,6 +53,7 @@
 #include <string.h>
 #include <sys/mman.h>
 #include <time.h>
+#include <unistd.h>
 #include <deque>
 #include <functional>
 #include <mutex>
@@ -270,7 +271,9 @@ static void emu_run_block(const char* kernel, void (*body)(void*), void* arg) {
 // stream order and honouring cudaStreamWaitEvent; between streams the order is adversarial:
 // the non-blocking streams' work first, as early as its events allow (EMU_STREAMS=compute:
 // the other streams first, as late as possible). So a missing event between two streams
-// shows up as wrong results, as it could on a GPU.
+// shows up as wrong results, as it could on a GPU. An NCCL call is an op that may take
+// several calls to finish (its transfers wait for the peers): meanwhile its stream waits
+// and the other streams go on, as concurrent kernels would.
 
 struct EmuEvent {
     double t;       // when its last record ran
@@ -278,7 +281,7 @@ struct EmuEvent {
     long done;      // records that have run
 };
 struct EmuOp {
-    std::function<void()> run;  // or, if NULL, a wait:
+    std::function<bool()> run;  // true once done (at the first call but for NCCL's), or, if NULL, a wait:
     EmuEvent* wait;
     long until;                 // ... until wait->done >= until
     long seq;                   // queued as the seq-th op of the process
@@ -294,10 +297,14 @@ static int emu_compute_first = -1;            // EMU_STREAMS=compute
 static long emu_op_seq;
 
 static EmuStream* emu_stream(cudaStream_t s) { return s ? (EmuStream*)s : &emu_legacy_stream; }
-static void emu_enqueue_op(cudaStream_t s, std::function<void()> run, EmuEvent* wait, long until) {
+static void emu_enqueue_op(cudaStream_t s, std::function<bool()> run, EmuEvent* wait, long until) {
     emu_stream(s)->q.push_back(EmuOp{std::move(run), wait, until, ++emu_op_seq});
 }
-static void emu_enqueue(cudaStream_t s, std::function<void()> run) { emu_enqueue_op(s, std::move(run), NULL, 0); }
+// An op done in one call, and one polled until it says it is done.
+static void emu_enqueue(cudaStream_t s, std::function<void()> run) {
+    emu_enqueue_op(s, [run] { run(); return true; }, NULL, 0);
+}
+static void emu_enqueue_poll(cudaStream_t s, std::function<bool()> poll) { emu_enqueue_op(s, std::move(poll), NULL, 0); }
 
 // Whether the op at the front of st may run: its event wait is satisfied, and CUDA's legacy
 // default stream (stream 0) is ordered with the blocking streams both ways: its work waits
@@ -312,22 +319,47 @@ static int emu_op_ready(const EmuStream* st) {
     return 1;
 }
 
-// Run queued work until done() holds.
-static void emu_run_until(const std::function<bool()>& done) {
+// Run one op that can run (the preferred kind of stream first); 1 if one finished. *pending
+// is set when an unfinished NCCL op was polled.
+static int emu_run_one(int* pending) {
     if (emu_compute_first < 0) emu_compute_first = getenv("EMU_STREAMS") && !strcmp(getenv("EMU_STREAMS"), "compute");
-    while (!done()) {
-        EmuStream* next = NULL;
-        for (int pass = 0; pass < 2 && !next; pass++)  // pass 0: the preferred kind of stream
-            for (EmuStream* st : emu_stream_list) {
-                if (st->q.empty() || (st->non_blocking == emu_compute_first) == (pass == 0)) continue;
-                if (!emu_op_ready(st)) continue;
-                next = st;
-                break;
+    for (int pass = 0; pass < 2; pass++)  // pass 0: the preferred kind of stream
+        for (EmuStream* st : emu_stream_list) {
+            if (st->q.empty() || (st->non_blocking == emu_compute_first) == (pass == 0) || !emu_op_ready(st)) continue;
+            if (st->q.front().run && !st->q.front().run()) {
+                *pending = 1;
+                continue;
             }
-        if (!next) emu_fail("streams deadlock: the work left waits for events that no stream will record");
-        EmuOp op = std::move(next->q.front());
-        next->q.pop_front();
-        if (op.run) op.run();
+            st->q.pop_front();
+            return 1;
+        }
+    return 0;
+}
+// Everything that can run now, without waiting; 1 if anything finished.
+static int emu_device_progress(void) {
+    int pending = 0, any = 0;
+    while (emu_run_one(&pending)) any = 1;
+    return any;
+}
+
+// Run queued work until done() holds. When only unfinished NCCL ops are left, poll them
+// (yielding the core to the other ranks), and stop with an error after EMU_STALL_S seconds
+// (default 120) without progress: a peer never issued its side.
+static void emu_run_until(const std::function<bool()>& done) {
+    double stalled_since = 0;
+    while (!done()) {
+        int pending = 0;
+        if (emu_run_one(&pending)) {
+            stalled_since = 0;
+            continue;
+        }
+        if (!pending) emu_fail("streams deadlock: the work left waits for events that no stream will record");
+        struct timespec ts;
+        clock_gettime(CLOCK_MONOTONIC, &ts);
+        double t = ts.tv_sec + 1e-9 * ts.tv_nsec, limit = getenv("EMU_STALL_S") ? atof(getenv("EMU_STALL_S")) : 120;
+        if (!stalled_since) stalled_since = t;
+        else if (t - stalled_since > limit) emu_fail("NCCL transfers made no progress for %.0f s: a peer never issued its side", limit);
+        usleep(50);
     }
 }
 static void emu_sync_all(void) {
@@ -705,6 +737,12 @@ cudaError_t cudaStreamWaitEvent(cudaStream_t s, cudaEvent_t e, unsigned int flag
     emu_enqueue_op(s, nullptr, ev, ev->recorded);
     return cudaSuccess;
 }
+// Not ready is reported as an error, and also left for cudaGetLastError, as CUDA does.
+cudaError_t cudaEventQuery(cudaEvent_t e) {
+    EmuEvent* ev = (EmuEvent*)e;
+    if (ev->done >= ev->recorded) return cudaSuccess;
+    return emu_last_error = cudaErrorNotReady;
+}
 cudaError_t cudaEventSynchronize(cudaEvent_t e) {
     EmuEvent* ev = (EmuEvent*)e;
     emu_run_until([ev] { return ev->done >= ev->recorded; });
@@ -719,5 +757,74 @@ cudaError_t cudaEventElapsedTime(float* ms, cudaEvent_t a, cudaEvent_t b) {
 
 #include "cublaslt_emu.h"
 #include "nccl_emu.h"
+
+// ----------------------------------------------------------------------------
+// The program's blocking MPI calls. On a GPU the device goes on with its queued work while
+// the host waits in MPI (a pipeline send queued before a broadcast reaches its receiver,
+// which can then get to the broadcast too); here the streams run only when the host lets
+// them. So in the code after this header each blocking call is its non-blocking form and a
+// wait that runs the streams meanwhile.
+static int emu_mpi_wait(MPI_Request* r, MPI_Status* status) {
+    for (;;) {
+        int flag = 0, rc = MPI_Test(r, &flag, status);
+        if (rc != MPI_SUCCESS || flag) return rc;
+        if (!emu_device_progress()) usleep(50);
+    }
+}
+static int emu_mpi_done(int rc, MPI_Request* r) { return rc != MPI_SUCCESS ? rc : emu_mpi_wait(r, MPI_STATUS_IGNORE); }
+static int emu_MPI_Allreduce(const void* s, void* r, int n, MPI_Datatype t, MPI_Op op, MPI_Comm c) {
+    MPI_Request q;
+    return emu_mpi_done(MPI_Iallreduce(s, r, n, t, op, c, &q), &q);
+}
+static int emu_MPI_Bcast(void* b, int n, MPI_Datatype t, int root, MPI_Comm c) {
+    MPI_Request q;
+    return emu_mpi_done(MPI_Ibcast(b, n, t, root, c, &q), &q);
+}
+static int emu_MPI_Allgather(const void* s, int sn, MPI_Datatype st, void* r, int rn, MPI_Datatype rt, MPI_Comm c) {
+    MPI_Request q;
+    return emu_mpi_done(MPI_Iallgather(s, sn, st, r, rn, rt, c, &q), &q);
+}
+static int emu_MPI_Reduce_scatter_block(const void* s, void* r, int n, MPI_Datatype t, MPI_Op op, MPI_Comm c) {
+    MPI_Request q;
+    return emu_mpi_done(MPI_Ireduce_scatter_block(s, r, n, t, op, c, &q), &q);
+}
+static int emu_MPI_Reduce(const void* s, void* r, int n, MPI_Datatype t, MPI_Op op, int root, MPI_Comm c) {
+    MPI_Request q;
+    return emu_mpi_done(MPI_Ireduce(s, r, n, t, op, root, c, &q), &q);
+}
+static int emu_MPI_Gather(const void* s, int sn, MPI_Datatype st, void* r, int rn, MPI_Datatype rt, int root, MPI_Comm c) {
+    MPI_Request q;
+    return emu_mpi_done(MPI_Igather(s, sn, st, r, rn, rt, root, c, &q), &q);
+}
+static int emu_MPI_Gatherv(const void* s, int sn, MPI_Datatype st, void* r, const int* rn, const int* displs, MPI_Datatype rt,
+                           int root, MPI_Comm c) {
+    MPI_Request q;
+    return emu_mpi_done(MPI_Igatherv(s, sn, st, r, rn, displs, rt, root, c, &q), &q);
+}
+static int emu_MPI_Barrier(MPI_Comm c) {
+    MPI_Request q;
+    return emu_mpi_done(MPI_Ibarrier(c, &q), &q);
+}
+static int emu_MPI_Send(const void* b, int n, MPI_Datatype t, int dst, int tag, MPI_Comm c) {
+    MPI_Request q;
+    return emu_mpi_done(MPI_Isend(b, n, t, dst, tag, c, &q), &q);
+}
+static int emu_MPI_Recv(void* b, int n, MPI_Datatype t, int src, int tag, MPI_Comm c, MPI_Status* status) {
+    MPI_Request q;
+    int rc = MPI_Irecv(b, n, t, src, tag, c, &q);
+    return rc != MPI_SUCCESS ? rc : emu_mpi_wait(&q, status);
+}
+static int emu_MPI_Wait(MPI_Request* r, MPI_Status* status) { return emu_mpi_wait(r, status); }
+#define MPI_Allreduce(...) emu_MPI_Allreduce(__VA_ARGS__)
+#define MPI_Bcast(...) emu_MPI_Bcast(__VA_ARGS__)
+#define MPI_Allgather(...) emu_MPI_Allgather(__VA_ARGS__)
+#define MPI_Reduce_scatter_block(...) emu_MPI_Reduce_scatter_block(__VA_ARGS__)
+#define MPI_Reduce(...) emu_MPI_Reduce(__VA_ARGS__)
+#define MPI_Gather(...) emu_MPI_Gather(__VA_ARGS__)
+#define MPI_Gatherv(...) emu_MPI_Gatherv(__VA_ARGS__)
+#define MPI_Barrier(...) emu_MPI_Barrier(__VA_ARGS__)
+#define MPI_Send(...) emu_MPI_Send(__VA_ARGS__)
+#define MPI_Recv(...) emu_MPI_Recv(__VA_ARGS__)
+#define MPI_Wait(...) emu_MPI_Wait(__VA_ARGS__)
 
 #endif

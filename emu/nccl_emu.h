@@ -1,36 +1,30 @@
 // emu/nccl_emu.h: the NCCL calls comm_nccl.h makes, over MPI, for the CUDA emulator
 // (emu/cuda_emu.h includes it). Device buffers are host memory there, so each NCCL
-// collective is the MPI collective of the same meaning on the communicator's ranks; bf16
-// sums are done in fp32 and rounded once (real NCCL rounds at every step of its ring, so
-// its bf16 sums can differ in the last bit). Each call is queued on its stream, like a
-// kernel (emu/cuda_emu.h), and reads and writes the buffers when the stream gets to it, so a
-// collective that is not ordered after the kernels producing its data reads stale data, as
-// it would on a GPU.
+// collective is the non-blocking MPI collective of the same meaning on the communicator's
+// ranks; bf16 sums are done in fp32 and rounded once (real NCCL rounds at every step of
+// its ring, so its bf16 sums can differ in the last bit). Each call is queued on its
+// stream like a kernel (emu/cuda_emu.h) and reads and writes the buffers when the stream
+// gets to it, so a collective that is not ordered after the kernels producing its data
+// reads stale data, as on a GPU. The operations of one communicator run one at a time in
+// the order they were issued, whatever their streams (NCCL's own rule, and why a send that
+// waits for its receiver blocks whatever was issued after it on that communicator); a send
+// completes when its receive has started (MPI_Issend), as NCCL's does.
 //
 // ncclCommInitRank has no MPI communicator to start from, only the ncclUniqueId, so the id
 // carries the world rank that made it: every member sends that rank its (rank, world rank),
 // the maker answers each with the member list, and the members create the communicator
 // with MPI_Comm_create_group, which only they take part in (as only they call ncclCommInitRank).
+#include <memory>
 #include <vector>
 
 struct ncclComm {
     MPI_Comm comm;
     int rank, size;
+    long issued, finished;  // operations issued on it, and finished (they run in issue order)
 };
 
 static const int EMU_NCCL_MAGIC = 0x4e43434c;
 static int emu_nccl_ids;                        // ids made by this process
-static int emu_nccl_group_depth;                // ncclGroupStart nesting
-// The sends and receives of the open group, posted together when the group ends.
-struct EmuP2p {
-    int send;
-    void* buf;
-    int bytes, peer;
-    MPI_Comm comm;
-};
-static std::vector<EmuP2p> emu_nccl_group;
-static cudaStream_t emu_nccl_group_stream;
-
 const char* ncclGetErrorString(ncclResult_t r) {
     switch (r) {
     case ncclSuccess: return "no error";
@@ -78,11 +72,12 @@ ncclResult_t ncclCommInitRank(ncclComm_t* comm, int nranks, ncclUniqueId id, int
     MPI_Comm_create_group(MPI_COMM_WORLD, group, tag, &c->comm);
     MPI_Group_free(&group);
     MPI_Group_free(&world_group);
-    c->rank = rank, c->size = nranks;
+    c->rank = rank, c->size = nranks, c->issued = c->finished = 0;
     *comm = c;
     return ncclSuccess;
 }
 ncclResult_t ncclCommDestroy(ncclComm_t c) {
+    emu_sync_all();
     MPI_Comm_free(&c->comm);
     delete c;
     return ncclSuccess;
@@ -119,70 +114,76 @@ static MPI_Op emu_nccl_op(ncclRedOp_t op) {
     emu_fail("NCCL reduction %d is not emulated", (int)op);
 }
 
+// Queue one operation of communicator c on stream s: when the stream gets to it and c's
+// earlier operations have finished, start() posts its MPI requests; it is done when they
+// are, and then finish() runs (copies results out).
+typedef std::vector<MPI_Request> EmuReqs;
+static void emu_nccl_enqueue(cudaStream_t s, ncclComm* c, std::function<void(EmuReqs*)> start, std::function<void()> finish) {
+    long seq = c->issued++;
+    auto reqs = std::make_shared<EmuReqs>();
+    auto started = std::make_shared<bool>(false);
+    emu_enqueue_poll(s, [=] {
+        if (!*started) {
+            if (c->finished != seq) return false;
+            start(reqs.get());
+            *started = true;
+        }
+        int flag = 1;
+        if (!reqs->empty()) MPI_Testall((int)reqs->size(), reqs->data(), &flag, MPI_STATUSES_IGNORE);
+        if (!flag) return false;
+        if (finish) finish();
+        c->finished++;
+        return true;
+    });
+}
+static MPI_Request* emu_req(EmuReqs* r) {
+    r->emplace_back();
+    return &r->back();
+}
+
 ncclResult_t ncclAllReduce(const void* send, void* recv, size_t count, ncclDataType_t t, ncclRedOp_t op, ncclComm_t c,
                            cudaStream_t s) {
     int n = emu_nccl_count(count);
     MPI_Op mop = emu_nccl_op(op);
-    MPI_Comm comm = c->comm;
-    emu_enqueue(s, [=] {
-        std::vector<float> f = emu_nccl_widen(send, count, t);
-        MPI_Allreduce(MPI_IN_PLACE, f.data(), n, MPI_FLOAT, mop, comm);
-        emu_nccl_narrow(recv, f.data(), count, t);
-    });
+    auto f = std::make_shared<std::vector<float>>();
+    emu_nccl_enqueue(s, c, [=](EmuReqs* r) {
+        *f = emu_nccl_widen(send, count, t);
+        MPI_Iallreduce(MPI_IN_PLACE, f->data(), n, MPI_FLOAT, mop, c->comm, emu_req(r));
+    }, [=] { emu_nccl_narrow(recv, f->data(), count, t); });
     return ncclSuccess;
 }
 // send: size * recvcount elements; rank r gets the reduction of block r.
 ncclResult_t ncclReduceScatter(const void* send, void* recv, size_t recvcount, ncclDataType_t t, ncclRedOp_t op,
                                ncclComm_t c, cudaStream_t s) {
-    int n = emu_nccl_count(recvcount), size = c->size;
+    int n = emu_nccl_count(recvcount);
     MPI_Op mop = emu_nccl_op(op);
-    MPI_Comm comm = c->comm;
-    emu_enqueue(s, [=] {
-        std::vector<float> f = emu_nccl_widen(send, recvcount * size, t), r(recvcount);
-        MPI_Reduce_scatter_block(f.data(), r.data(), n, MPI_FLOAT, mop, comm);
-        emu_nccl_narrow(recv, r.data(), recvcount, t);
-    });
+    auto f = std::make_shared<std::vector<float>>(), res = std::make_shared<std::vector<float>>(recvcount);
+    emu_nccl_enqueue(s, c, [=](EmuReqs* r) {
+        *f = emu_nccl_widen(send, recvcount * c->size, t);
+        MPI_Ireduce_scatter_block(f->data(), res->data(), n, MPI_FLOAT, mop, c->comm, emu_req(r));
+    }, [=] { emu_nccl_narrow(recv, res->data(), recvcount, t); });
     return ncclSuccess;
 }
 // recv: the size blocks of sendcount elements in rank order; send may be recv's own block.
 ncclResult_t ncclAllGather(const void* send, void* recv, size_t sendcount, ncclDataType_t t, ncclComm_t c, cudaStream_t s) {
     size_t bytes = sendcount * emu_nccl_type_bytes(t);
     int n = emu_nccl_count(bytes);
-    MPI_Comm comm = c->comm;
-    emu_enqueue(s, [=] {
-        std::vector<char> mine((const char*)send, (const char*)send + bytes);
-        MPI_Allgather(mine.data(), n, MPI_BYTE, recv, n, MPI_BYTE, comm);
-    });
+    auto mine = std::make_shared<std::vector<char>>();
+    emu_nccl_enqueue(s, c, [=](EmuReqs* r) {
+        mine->assign((const char*)send, (const char*)send + bytes);
+        MPI_Iallgather(mine->data(), n, MPI_BYTE, recv, n, MPI_BYTE, c->comm, emu_req(r));
+    }, nullptr);
     return ncclSuccess;
 }
-ncclResult_t ncclBroadcast(const void* send, void* recv, size_t count, ncclDataType_t t, int root, ncclComm_t c,
-                           cudaStream_t s) {
-    size_t bytes = count * emu_nccl_type_bytes(t);
-    int n = emu_nccl_count(bytes), me = c->rank;
-    MPI_Comm comm = c->comm;
-    emu_enqueue(s, [=] {
-        if (me == root && send != recv) memmove(recv, send, bytes);
-        MPI_Bcast(recv, n, MPI_BYTE, root, comm);
-    });
-    return ncclSuccess;
-}
-
-// Point-to-point: inside ncclGroupStart/End the transfers are posted together when the
-// group's work runs and complete together (so a send and a receive between the same two
-// ranks cannot deadlock); outside a group a send waits for its receiver, as NCCL's does.
-// The emulation takes one stream per group.
+// Point-to-point: each send or receive is an operation of its communicator; a send
+// finishes when its receive has started.
 static ncclResult_t emu_nccl_p2p(int send, void* buf, size_t count, ncclDataType_t t, int peer, ncclComm_t c, cudaStream_t s) {
-    EmuP2p p = {send, buf, emu_nccl_count(count * emu_nccl_type_bytes(t)), peer, c->comm};
-    if (emu_nccl_group_depth) {
-        if (!emu_nccl_group.empty() && emu_nccl_group_stream != s) emu_fail("an NCCL group on two streams is not emulated");
-        emu_nccl_group.push_back(p);
-        emu_nccl_group_stream = s;
-        return ncclSuccess;
-    }
-    emu_enqueue(s, [=] {
-        if (p.send) MPI_Ssend(p.buf, p.bytes, MPI_BYTE, p.peer, 0, p.comm);
-        else MPI_Recv(p.buf, p.bytes, MPI_BYTE, p.peer, 0, p.comm, MPI_STATUS_IGNORE);
-    });
+    if (peer < 0 || peer >= c->size) return ncclInvalidArgument;
+    int bytes = emu_nccl_count(count * emu_nccl_type_bytes(t));
+    emu_nccl_enqueue(s, c, [=](EmuReqs* r) {
+        if (send) MPI_Issend(buf, bytes, MPI_BYTE, peer, 0, c->comm, emu_req(r));
+        else MPI_Irecv(buf, bytes, MPI_BYTE, peer, 0, c->comm, emu_req(r));
+    }, nullptr);
     return ncclSuccess;
 }
 ncclResult_t ncclSend(const void* send, size_t count, ncclDataType_t t, int peer, ncclComm_t c, cudaStream_t s) {
@@ -190,25 +191,4 @@ ncclResult_t ncclSend(const void* send, size_t count, ncclDataType_t t, int peer
 }
 ncclResult_t ncclRecv(void* recv, size_t count, ncclDataType_t t, int peer, ncclComm_t c, cudaStream_t s) {
     return emu_nccl_p2p(0, recv, count, t, peer, c, s);
-}
-ncclResult_t ncclGroupStart(void) {
-    emu_nccl_group_depth++;
-    return ncclSuccess;
-}
-ncclResult_t ncclGroupEnd(void) {
-    if (emu_nccl_group_depth <= 0) return ncclInvalidUsage;
-    if (--emu_nccl_group_depth == 0 && !emu_nccl_group.empty()) {
-        std::vector<EmuP2p> ops;
-        ops.swap(emu_nccl_group);
-        emu_enqueue(emu_nccl_group_stream, [ops] {
-            std::vector<MPI_Request> reqs(ops.size());
-            for (size_t i = 0; i < ops.size(); i++) {
-                const EmuP2p& p = ops[i];
-                if (p.send) MPI_Isend(p.buf, p.bytes, MPI_BYTE, p.peer, 0, p.comm, &reqs[i]);
-                else MPI_Irecv(p.buf, p.bytes, MPI_BYTE, p.peer, 0, p.comm, &reqs[i]);
-            }
-            MPI_Waitall((int)reqs.size(), reqs.data(), MPI_STATUSES_IGNORE);
-        });
-    }
-    return ncclSuccess;
 }

@@ -118,7 +118,7 @@ test_planner: test_planner.c planner.h config.h schedule.h common.h
 # All tests; the last line is the total "N passed, N failed".
 # (fuzzing bounded by FUZZ_SECONDS per harness; clang's libFuzzer is needed for it; the GPU
 # build runs on the CUDA emulator: its kernels against kernels_cpu.h, and the whole trainer
-# against train_cpu in 14 runs (8 emulated GPUs for the NCCL ones) plus evaluation, sampling
+# against train_cpu in 17 runs (8 emulated GPUs for the NCCL ones) plus evaluation, sampling
 # and resume; again under ASan/UBSan)
 test: train train_cpu test_gpt test_planner test_layouts test_faults train_asan fuzz_build test_emu test_gpu_emu train_gpu_emu \
       test_gpu_emu_asan train_gpu_emu_asan

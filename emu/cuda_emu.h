@@ -771,7 +771,9 @@ static int emu_mpi_wait(MPI_Request* r, MPI_Status* status) {
         if (!emu_device_progress()) usleep(50);
     }
 }
-static int emu_mpi_done(int rc, MPI_Request* r) { return rc != MPI_SUCCESS ? rc : emu_mpi_wait(r, MPI_STATUS_IGNORE); }
+static int emu_mpi_done(int rc, MPI_Request* r, MPI_Status* status = MPI_STATUS_IGNORE) {
+    return rc != MPI_SUCCESS ? rc : emu_mpi_wait(r, status);
+}
 static int emu_MPI_Allreduce(const void* s, void* r, int n, MPI_Datatype t, MPI_Op op, MPI_Comm c) {
     MPI_Request q;
     return emu_mpi_done(MPI_Iallreduce(s, r, n, t, op, c, &q), &q);
@@ -811,10 +813,8 @@ static int emu_MPI_Send(const void* b, int n, MPI_Datatype t, int dst, int tag, 
 }
 static int emu_MPI_Recv(void* b, int n, MPI_Datatype t, int src, int tag, MPI_Comm c, MPI_Status* status) {
     MPI_Request q;
-    int rc = MPI_Irecv(b, n, t, src, tag, c, &q);
-    return rc != MPI_SUCCESS ? rc : emu_mpi_wait(&q, status);
+    return emu_mpi_done(MPI_Irecv(b, n, t, src, tag, c, &q), &q, status);
 }
-static int emu_MPI_Wait(MPI_Request* r, MPI_Status* status) { return emu_mpi_wait(r, status); }
 #define MPI_Allreduce(...) emu_MPI_Allreduce(__VA_ARGS__)
 #define MPI_Bcast(...) emu_MPI_Bcast(__VA_ARGS__)
 #define MPI_Allgather(...) emu_MPI_Allgather(__VA_ARGS__)
@@ -825,6 +825,6 @@ static int emu_MPI_Wait(MPI_Request* r, MPI_Status* status) { return emu_mpi_wai
 #define MPI_Barrier(...) emu_MPI_Barrier(__VA_ARGS__)
 #define MPI_Send(...) emu_MPI_Send(__VA_ARGS__)
 #define MPI_Recv(...) emu_MPI_Recv(__VA_ARGS__)
-#define MPI_Wait(...) emu_MPI_Wait(__VA_ARGS__)
+#define MPI_Wait(...) emu_mpi_wait(__VA_ARGS__)
 
 #endif

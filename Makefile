@@ -76,7 +76,7 @@ test_gpu: test_gpu.cu $(HEADERS) kernels_gpu.cuh | $(NEED_MPI) detect
 # and are tested, where there is no GPU. Needs the CUDA headers (not a GPU, not libcudart).
 EMU_SRC = emu/build/train_gpt.cu emu/build/test_gpu.cu emu/build/kernels_gpu.cuh emu/build/comm_nccl.h
 EMU_DEPS = $(HEADERS) $(EMU_SRC) emu/cuda_emu.h emu/cublaslt_emu.h emu/nccl_emu.h
-EMU_CXX = g++ -g -std=c++17 -fopenmp -DOMPI_SKIP_MPICXX=1 -Wall -Wno-unused-function -Wno-unused-parameter \
+EMU_CXX = g++ -g -std=c++17 -fopenmp -DOMPI_SKIP_MPICXX=1 -Wall -Wno-unused-function -Wno-unused-parameter -Wno-unknown-pragmas \
           -I$(CUDA_ROOT)/include -Iemu/build -I. -include emu/cuda_emu.h
 
 emu/build/%: % emu/cu2cpp.pl

@@ -598,35 +598,51 @@ static void rope_apply_gpu(bf16* qkv, int N, int T, int stride, int n_heads, int
 // [q H*hd | k KV*hd | v KV*hd] row layout with GQA directly (no transposes or copies),
 // and it is short enough to check against the CPU reference line by line.
 //
-// The matrix products run on tensor cores through WMMA (16 x 16 x 16, bf16 inputs, fp32
-// accumulators). Work split: a block holds BR = 16 * NW rows of one (batch, head) side,
-// 16 per warp (queries in the forward and dq kernels, keys in the dk/dv kernel), and walks
-// tiles of ATT_BC rows of the other side staged in shared memory as bf16. Each warp's
-// score tile goes through shared memory in fp32: there, lane pairs own a row (lane / 2,
-// columns (lane % 2) * 16 ..) for the softmax, and write the probabilities (or dS) back
-// as bf16 for the next product, as FlashAttention-2 does. Per-row factors (the online
-// softmax's rescaling, 1/l) reach the accumulator fragments through `rowid`: a fragment
-// loaded from a matrix of row numbers tells each lane which row each of its elements is
-// in, whatever the hardware's fragment layout. The dq and dk/dv kernels are separate, so
-// every gradient is written by one warp in a fixed order (deterministic, no atomics); the
-// price is recomputing the scores in both. qkv row stride is (H + 2*KV) * hd; out / dout
-// rows are H * hd. Head sizes 16, 32, 64, 128.
+// The products run on tensor cores through the PTX instructions mma.m16n8k16 (bf16 in,
+// fp32 accumulators) and ldmatrix, whose register layouts the PTX ISA documents (the
+// emulator's comment on mma_16816 restates them). Because the layout is known, a score
+// tile stays in the accumulator registers: the row max and sum of the online softmax are
+// two lane shuffles (the 4 lanes g*4 .. g*4+3 share rows g and g + 8), and the
+// accumulator of S = Q K^T, rounded to bf16 pairs, is already the A operand of P V (as in
+// FlashAttention-2). Work split: a block holds BR = 16 * NW rows of one (batch, head)
+// side, 16 per warp (queries in the forward and dq kernels, keys in the dk/dv kernel),
+// and walks tiles of BC rows of the other side staged in shared memory as bf16. The dq and
+// dk/dv kernels are separate, so every gradient is written by one warp in a fixed order
+// (deterministic, no atomics); the price is recomputing the scores in both. Scores are
+// kept in log2 units (exp2 is one instruction). qkv row stride is (H + 2*KV) * hd; out /
+// dout rows are H * hd. Head sizes 16, 32, 64, 128.
 
-#include <mma.h>
-namespace wmma = nvcuda::wmma;
+#ifndef CUDA_EMU_H  // the emulator runs these three as warp exchanges (emu/cuda_emu.h)
+__device__ __forceinline__ void mma_16816(float d[4], const uint32_t a[4], const uint32_t b[2]) {
+    asm volatile("mma.sync.aligned.m16n8k16.row.col.f32.bf16.bf16.f32 {%0,%1,%2,%3}, {%4,%5,%6,%7}, {%8,%9}, {%0,%1,%2,%3};"
+                 : "+f"(d[0]), "+f"(d[1]), "+f"(d[2]), "+f"(d[3])
+                 : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "r"(b[0]), "r"(b[1]));
+}
+__device__ __forceinline__ void ldsm_x4(uint32_t r[4], const bf16* row) {
+    unsigned a = (unsigned)__cvta_generic_to_shared(row);
+    asm volatile("ldmatrix.sync.aligned.m8n8.x4.shared.b16 {%0,%1,%2,%3}, [%4];"
+                 : "=r"(r[0]), "=r"(r[1]), "=r"(r[2]), "=r"(r[3]) : "r"(a));
+}
+__device__ __forceinline__ void ldsm_x4_t(uint32_t r[4], const bf16* row) {
+    unsigned a = (unsigned)__cvta_generic_to_shared(row);
+    asm volatile("ldmatrix.sync.aligned.m8n8.x4.trans.shared.b16 {%0,%1,%2,%3}, [%4];"
+                 : "=r"(r[0]), "=r"(r[1]), "=r"(r[2]), "=r"(r[3]) : "r"(a));
+}
+#endif
+__device__ __forceinline__ uint32_t pack_bf16x2(float lo, float hi) {
+    return (uint32_t)__bfloat16_as_ushort(f2bf(lo)) | (uint32_t)__bfloat16_as_ushort(f2bf(hi)) << 16;
+}
 
-#define ATT_BC 32  // rows of the other side per tile
 template <int HD>
 struct AttShape {
-    static constexpr int NW = HD <= 64 ? 4 : 2;  // warps per block: 128-wide heads need the shared memory
-    static constexpr int BR = 16 * NW;           // this block's rows
-    static constexpr int LD = HD + 8;            // bf16 row pitch in shared memory: 16-byte rows, banks skewed
-    static constexpr int KS = HD / 16;           // 16-wide steps over the head dimension
+    static constexpr int NW = HD <= 64 ? 4 : 2;   // warps per block: 128-wide heads need the registers
+    static constexpr int BR = 16 * NW;            // this block's rows
+    static constexpr int BC = HD <= 64 ? 64 : 32; // rows of the other side per tile
+    static constexpr int LD = HD + 8;             // bf16 row pitch in shared memory: 16-byte rows, banks skewed
+    static constexpr int NT = BC / 8;             // 8-wide column tiles of a score tile
+    static constexpr int DT = HD / 8;             // 8-wide column tiles of an output row
 };
-typedef wmma::fragment<wmma::matrix_a, 16, 16, 16, bf16, wmma::row_major> FragA;
-typedef wmma::fragment<wmma::matrix_b, 16, 16, 16, bf16, wmma::row_major> FragB;
-typedef wmma::fragment<wmma::matrix_b, 16, 16, 16, bf16, wmma::col_major> FragBt;  // B = (row-major stored)^T
-typedef wmma::fragment<wmma::accumulator, 16, 16, 16, float> FragC;
+static const float ATT_LOG2E = 1.4426950408889634f;
 
 // Rows [r0, r0 + n) of a T-row bf16 matrix (src: row 0 at its column offset, pitch
 // `stride` elements) into shared dst[n][LD]; rows >= T become zeros. 16 bytes per access;
@@ -640,129 +656,127 @@ __device__ void att_stage(bf16* dst, const bf16* src, int stride, int r0, int n,
         *(uint4*)(dst + r * LD + c) = v;
     }
 }
-// tile[16][ATT_BC] (fp32, row-major) = a (16 x HD, fragments) . b^T, b rows [0, ATT_BC) of
-// a shared [.][LD] bf16 matrix.
-template <int HD, int LD>
-__device__ void att_scores(float* tile, const FragA* a, const bf16* b) {
-    for (int n = 0; n < ATT_BC / 16; n++) {
-        FragC s;
-        wmma::fill_fragment(s, 0.0f);
-        for (int k = 0; k < HD / 16; k++) {
-            FragBt bf;
-            wmma::load_matrix_sync(bf, b + n * 16 * LD + k * 16, LD);
-            wmma::mma_sync(s, a[k], bf, s);
-        }
-        wmma::store_matrix_sync(tile + n * 16, s, ATT_BC, wmma::mem_row_major);
-    }
-}
-// acc (16 x HD, fragments) += p (shared 16 x ATT_BC bf16) . v, v rows [0, ATT_BC) of a
-// shared [.][LD] bf16 matrix.
-template <int HD, int LD>
-__device__ void att_accumulate(FragC* acc, const bf16* p, const bf16* v) {
-    for (int n = 0; n < ATT_BC / 16; n++) {
-        FragA pf;
-        wmma::load_matrix_sync(pf, p + n * 16, ATT_BC);
-        for (int k = 0; k < HD / 16; k++) {
-            FragB vf;
-            wmma::load_matrix_sync(vf, v + n * 16 * LD + k * 16, LD);
-            wmma::mma_sync(acc[k], pf, vf, acc[k]);
-        }
-    }
-}
-// Each element of acc times factor[its row] (rowid: see above).
-template <int HD>
-__device__ void att_scale_rows(FragC* acc, const FragC& rowid, const float* factor) {
-    for (int k = 0; k < HD / 16; k++)
-        for (int i = 0; i < acc[k].num_elements; i++) acc[k].x[i] *= factor[(int)rowid.x[i]];
-}
-// rows [r0, r0 + 16) of dst (pitch `pitch`) = acc * scale as bf16, rows < T only; stage:
-// this warp's 16 x HD fp32 shared buffer.
-template <int HD>
-__device__ void att_write(bf16* dst, size_t pitch, int r0, int T, const FragC* acc, float scale, float* stage) {
-    for (int k = 0; k < HD / 16; k++) wmma::store_matrix_sync(stage + k * 16, acc[k], HD, wmma::mem_row_major);
-    __syncwarp();
+// s[NT][4] += a . b^T: a is this warp's 16 rows (shared, pitch LD, HD wide), b the rows
+// [0, 8 NT) of a shared [.][LD] matrix. s[n] is the 16 x 8 accumulator of b's rows 8n ...
+template <int HD, int LD, int NT>
+__device__ __forceinline__ void att_abT(float (*s)[4], const bf16* a, const bf16* b) {
     int lane = threadIdx.x % 32;
-    for (int e = lane; e < 16 * HD; e += 32) {
-        int r = e / HD, d = e % HD;
-        if (r0 + r < T) dst[(size_t)(r0 + r) * pitch + d] = f2bf(stage[e] * scale);
+    #pragma unroll
+    for (int k = 0; k < HD; k += 16) {
+        uint32_t af[4], bf[4];
+        ldsm_x4(af, a + (lane % 16) * LD + k + lane / 16 * 8);  // matrices: rows 0-7 | 8-15, cols k | k+8
+        #pragma unroll
+        for (int n = 0; n < NT; n += 2) {  // matrices: b rows 8n | 8n+8, cols k | k+8
+            ldsm_x4(bf, b + (n * 8 + lane % 8 + lane / 16 * 8) * LD + k + lane / 8 % 2 * 8);
+            mma_16816(s[n], af, bf);
+            mma_16816(s[n + 1], af, bf + 2);
+        }
     }
-    __syncwarp();
 }
-__device__ void att_rowid(FragC* rowid, float* sm) {
-    for (int i = threadIdx.x; i < 256; i += blockDim.x) sm[i] = (float)(i / 16);
-    __syncthreads();
-    wmma::load_matrix_sync(*rowid, sm, 16, wmma::mem_row_major);
+// acc[DT][4] += p . v: p is a 16 x BC bf16 matrix as A operands (p[k] for columns 16k ..),
+// v the rows [0, BC) of a shared [.][LD] matrix (HD wide).
+template <int HD, int LD, int BC>
+__device__ __forceinline__ void att_pv(float (*acc)[4], const uint32_t (*p)[4], const bf16* v) {
+    int lane = threadIdx.x % 32;
+    #pragma unroll
+    for (int k = 0; k < BC / 16; k++)
+        #pragma unroll
+        for (int d = 0; d < HD / 8; d += 2) {  // transposed matrices: v rows 16k | 16k+8, cols 8d | 8d+8
+            uint32_t bf[4];
+            ldsm_x4_t(bf, v + (k * 16 + lane % 8 + lane / 8 % 2 * 8) * LD + d * 8 + lane / 16 * 8);
+            mma_16816(acc[d], p[k], bf);
+            mma_16816(acc[d + 1], p[k], bf + 2);
+        }
+}
+// The accumulators s[NT][4] (fp32, 16 x BC) as the bf16 A operands p[BC / 16][4] of the
+// next product: the accumulator pair of columns 2t, 2t+1 is the A register of those columns.
+template <int NT>
+__device__ __forceinline__ void att_to_a(uint32_t (*p)[4], const float (*s)[4]) {
+    #pragma unroll
+    for (int k = 0; k < NT / 2; k++) {
+        p[k][0] = pack_bf16x2(s[2 * k][0], s[2 * k][1]);
+        p[k][1] = pack_bf16x2(s[2 * k][2], s[2 * k][3]);
+        p[k][2] = pack_bf16x2(s[2 * k + 1][0], s[2 * k + 1][1]);
+        p[k][3] = pack_bf16x2(s[2 * k + 1][2], s[2 * k + 1][3]);
+    }
+}
+// Rows r0 + g and r0 + g + 8 (those < T) of dst (pitch `pitch`) = acc * scale[0 | 1] as bf16.
+template <int DT>
+__device__ __forceinline__ void att_write(bf16* dst, size_t pitch, int r0, int T, const float (*acc)[4], const float scale[2]) {
+    int g = threadIdx.x % 32 / 4, t = threadIdx.x % 4;
+    #pragma unroll
+    for (int h = 0; h < 2; h++) {
+        int row = r0 + g + 8 * h;
+        if (row >= T) continue;
+        uint32_t* d = (uint32_t*)(dst + (size_t)row * pitch + 2 * t);
+        #pragma unroll
+        for (int n = 0; n < DT; n++) d[n * 4] = pack_bf16x2(acc[n][2 * h] * scale[h], acc[n][2 * h + 1] * scale[h]);
+    }
 }
 
 // Forward: one block per (query block, head, batch).
 template <int HD>
 __global__ void __launch_bounds__(AttShape<HD>::NW * 32)
 attention_forward_kernel(bf16* out, float* lse, const bf16* qkv, int T, int H, int KV) {
-    constexpr int NW = AttShape<HD>::NW, BR = AttShape<HD>::BR, LD = AttShape<HD>::LD, KS = AttShape<HD>::KS;
-    // [Q block | K tile | V tile], the output stage at the end; then per warp S (fp32) and P (bf16)
-    constexpr int STAGE = (BR + 2 * ATT_BC) * LD * 2, OUT = NW * 16 * HD * 4;
-    constexpr int UNION = STAGE > OUT ? STAGE : OUT;
-    static_assert(UNION + NW * 16 * ATT_BC * 6 + 1024 + NW * 64 <= 48 * 1024, "attention forward: static shared memory");
-    __shared__ __align__(128) unsigned char sm[UNION + NW * 16 * ATT_BC * 6];
-    __shared__ __align__(128) float rowid_sm[256];
-    __shared__ float rowf[NW][16];
-    int warp = threadIdx.x / 32, lane = threadIdx.x % 32;
+    constexpr int BR = AttShape<HD>::BR, BC = AttShape<HD>::BC, LD = AttShape<HD>::LD;
+    constexpr int NT = AttShape<HD>::NT, DT = AttShape<HD>::DT;
+    __shared__ __align__(16) bf16 Qs[BR * LD], Ks[BC * LD], Vs[BC * LD];
+    int warp = threadIdx.x / 32, lane = threadIdx.x % 32, g = lane / 4, t = lane % 4;
     int b = blockIdx.z, h = blockIdx.y, q_blk = blockIdx.x * BR, q0 = q_blk + warp * 16;
     int stride = (H + 2 * KV) * HD, kvh = h / (H / KV);
     const bf16* base = qkv + (size_t)b * T * stride;
-    bf16 *Qs = (bf16*)sm, *Ks = Qs + BR * LD, *Vs = Ks + ATT_BC * LD;
-    float* S = (float*)(sm + UNION) + warp * 16 * ATT_BC;
-    bf16* P = (bf16*)(sm + UNION + NW * 16 * ATT_BC * 4) + warp * 16 * ATT_BC;
-    const float scale = 1.0f / sqrtf((float)HD);
+    const float sl2 = ATT_LOG2E / sqrtf((float)HD);  // scores in log2 units
 
     att_stage<HD, LD>(Qs, base + h * HD, stride, q_blk, BR, T);
-    FragC rowid;
-    att_rowid(&rowid, rowid_sm);  // (its __syncthreads also publishes Qs)
-    FragA q[KS];
-    FragC o[KS];
-    for (int k = 0; k < KS; k++) {
-        wmma::load_matrix_sync(q[k], Qs + warp * 16 * LD + k * 16, LD);
-        wmma::fill_fragment(o[k], 0.0f);
-    }
-    int r = lane / 2, c0 = lane % 2 * 16, t = q0 + r;  // this lane's softmax row and columns
-    float m = -INFINITY, l = 0.0f;
+    float o[DT][4] = {}, m[2] = {-INFINITY, -INFINITY}, l[2] = {0.0f, 0.0f};  // rows q0 + g, q0 + g + 8
     int k_end = min(q_blk + BR, T);  // keys [0, k_end) matter to this block
-    for (int kt = 0; kt < k_end; kt += ATT_BC) {
-        __syncthreads();  // everyone is done with the previous tiles (and with Qs)
-        att_stage<HD, LD>(Ks, base + (H + kvh) * HD, stride, kt, ATT_BC, T);
-        att_stage<HD, LD>(Vs, base + (H + KV + kvh) * HD, stride, kt, ATT_BC, T);
+    for (int kt = 0; kt < k_end; kt += BC) {
+        __syncthreads();  // everyone is done with the previous tiles
+        att_stage<HD, LD>(Ks, base + (H + kvh) * HD, stride, kt, BC, T);
+        att_stage<HD, LD>(Vs, base + (H + KV + kvh) * HD, stride, kt, BC, T);
         __syncthreads();
         if (kt > q0 + 15) continue;  // warp-uniform: the whole tile is after this warp's queries
-        att_scores<HD, LD>(S, q, Ks);
-        __syncwarp();
-        float sv[16], mx = -INFINITY;
-        for (int c = 0; c < 16; c++) {
-            int j = kt + c0 + c;
-            sv[c] = j <= t && j < T ? S[r * ATT_BC + c0 + c] * scale : -INFINITY;
-            mx = fmaxf(mx, sv[c]);
+        float s[NT][4] = {};
+        att_abT<HD, LD, NT>(s, Qs + warp * 16 * LD, Ks);
+        float mx[2] = {m[0], m[1]};
+        #pragma unroll
+        for (int n = 0; n < NT; n++)
+            #pragma unroll
+            for (int i = 0; i < 4; i++) {
+                int j = kt + n * 8 + 2 * t + i % 2, q = q0 + g + 8 * (i / 2);
+                s[n][i] = j <= q ? s[n][i] * sl2 : -INFINITY;  // causal (keys >= T are after every q < T)
+                mx[i / 2] = fmaxf(mx[i / 2], s[n][i]);
+            }
+        float corr[2];
+        #pragma unroll
+        for (int r = 0; r < 2; r++) {
+            mx[r] = fmaxf(mx[r], __shfl_xor_sync(0xffffffffu, mx[r], 1));
+            mx[r] = fmaxf(mx[r], __shfl_xor_sync(0xffffffffu, mx[r], 2));  // finite: key 0 is in every row's first tile
+            corr[r] = exp2f(m[r] - mx[r]);  // 0 on the first tile (m = -inf)
+            m[r] = mx[r], l[r] *= corr[r];  // l: this lane's part of the row sum
         }
-        mx = fmaxf(mx, __shfl_xor_sync(0xffffffffu, mx, 1));
-        float m_new = fmaxf(m, mx);  // finite: key 0 is in every row's first tile
-        float corr = expf(m - m_new), ps = 0.0f;  // corr 0 on the first tile (m = -inf)
-        for (int c = 0; c < 16; c++) {
-            float p = expf(sv[c] - m_new);
-            ps += p;
-            P[r * ATT_BC + c0 + c] = f2bf(p);
-        }
-        l = l * corr + ps + __shfl_xor_sync(0xffffffffu, ps, 1);
-        m = m_new;
-        if (c0 == 0) rowf[warp][r] = corr;
-        __syncwarp();
-        att_scale_rows<HD>(o, rowid, rowf[warp]);
-        att_accumulate<HD, LD>(o, P, Vs);
-        __syncwarp();  // P and rowf are rewritten next tile
+        #pragma unroll
+        for (int n = 0; n < NT; n++)
+            #pragma unroll
+            for (int i = 0; i < 4; i++) s[n][i] = exp2f(s[n][i] - m[i / 2]), l[i / 2] += s[n][i];
+        #pragma unroll
+        for (int d = 0; d < DT; d++)
+            #pragma unroll
+            for (int i = 0; i < 4; i++) o[d][i] *= corr[i / 2];
+        uint32_t p[NT / 2][4];
+        att_to_a<NT>(p, s);
+        att_pv<HD, LD, BC>(o, p, Vs);
     }
-    __syncthreads();  // the stage area becomes the output stage
-    if (c0 == 0) rowf[warp][r] = 1.0f / l;
-    __syncwarp();
-    att_scale_rows<HD>(o, rowid, rowf[warp]);
-    att_write<HD>(out + (size_t)b * T * H * HD + h * HD, (size_t)H * HD, q0, T, o, 1.0f, (float*)sm + warp * 16 * HD);
-    if (c0 == 0 && t < T) lse[((size_t)b * H + h) * T + t] = m + logf(l);
+    float inv[2];
+    #pragma unroll
+    for (int r = 0; r < 2; r++) {
+        l[r] += __shfl_xor_sync(0xffffffffu, l[r], 1);
+        l[r] += __shfl_xor_sync(0xffffffffu, l[r], 2);
+        inv[r] = 1.0f / l[r];
+        int q = q0 + g + 8 * r;
+        if (t == 0 && q < T) lse[((size_t)b * H + h) * T + q] = (m[r] + log2f(l[r])) / ATT_LOG2E;  // natural log
+    }
+    att_write<DT>(out + (size_t)b * T * H * HD + h * HD, (size_t)H * HD, q0, T, o, inv);
 }
 
 // Dsum[b,h,t] = sum_d dout * out: the softmax-backward term sum_j P_ij dP_ij (FlashAttention-2).
@@ -786,128 +800,105 @@ template <int HD>
 __global__ void __launch_bounds__(AttShape<HD>::NW * 32)
 attention_backward_dq_kernel(bf16* dqkv, const bf16* dout, const bf16* qkv, const float* lse, const float* dsum,
                              int T, int H, int KV) {
-    constexpr int NW = AttShape<HD>::NW, BR = AttShape<HD>::BR, LD = AttShape<HD>::LD, KS = AttShape<HD>::KS;
-    // [Q block | dO block] at the start, [K tile | V tile] in the loop, the output stage at the
-    // end; then per warp S and dP (fp32) and dS (bf16)
-    constexpr int STAGE = 2 * BR * LD * 2, TILES = 2 * ATT_BC * LD * 2, OUT = NW * 16 * HD * 4;
-    constexpr int UNION = STAGE > TILES ? (STAGE > OUT ? STAGE : OUT) : (TILES > OUT ? TILES : OUT);
-    static_assert(UNION + NW * 16 * ATT_BC * 10 + 1024 + NW * 128 <= 48 * 1024, "attention dq: static shared memory");
-    __shared__ __align__(128) unsigned char sm[UNION + NW * 16 * ATT_BC * 10];
-    __shared__ __align__(128) float rowid_sm[256];
-    int warp = threadIdx.x / 32, lane = threadIdx.x % 32;
+    constexpr int BR = AttShape<HD>::BR, BC = AttShape<HD>::BC, LD = AttShape<HD>::LD;
+    constexpr int NT = AttShape<HD>::NT, DT = AttShape<HD>::DT;
+    __shared__ __align__(16) bf16 Qs[BR * LD], dOs[BR * LD], Ks[BC * LD], Vs[BC * LD];
+    int warp = threadIdx.x / 32, lane = threadIdx.x % 32, g = lane / 4, t = lane % 4;
     int b = blockIdx.z, h = blockIdx.y, q_blk = blockIdx.x * BR, q0 = q_blk + warp * 16;
     int stride = (H + 2 * KV) * HD, kvh = h / (H / KV);
     const bf16* base = qkv + (size_t)b * T * stride;
-    bf16 *Qs = (bf16*)sm, *dOs = Qs + BR * LD, *Ks = (bf16*)sm, *Vs = Ks + ATT_BC * LD;
-    float* S = (float*)(sm + UNION) + warp * 16 * ATT_BC * 2;
-    float* dP = S + 16 * ATT_BC;
-    bf16* dS = (bf16*)(sm + UNION + NW * 16 * ATT_BC * 8) + warp * 16 * ATT_BC;
-    const float scale = 1.0f / sqrtf((float)HD);
+    const float sl2 = ATT_LOG2E / sqrtf((float)HD);
 
     att_stage<HD, LD>(Qs, base + h * HD, stride, q_blk, BR, T);
     att_stage<HD, LD>(dOs, dout + (size_t)b * T * H * HD + h * HD, H * HD, q_blk, BR, T);
-    FragC rowid;
-    att_rowid(&rowid, rowid_sm);
-    FragA q[KS], dof[KS];
-    FragC dq[KS];
-    for (int k = 0; k < KS; k++) {
-        wmma::load_matrix_sync(q[k], Qs + warp * 16 * LD + k * 16, LD);
-        wmma::load_matrix_sync(dof[k], dOs + warp * 16 * LD + k * 16, LD);
-        wmma::fill_fragment(dq[k], 0.0f);
+    float lse2[2], ds[2];  // rows q0 + g, q0 + g + 8; rows >= T get 0 (their dO is 0, so is their dS)
+    #pragma unroll
+    for (int r = 0; r < 2; r++) {
+        int q = q0 + g + 8 * r;
+        lse2[r] = q < T ? lse[((size_t)b * H + h) * T + q] * ATT_LOG2E : 0.0f;
+        ds[r] = q < T ? dsum[((size_t)b * H + h) * T + q] : 0.0f;
     }
-    int r = lane / 2, c0 = lane % 2 * 16, t = q0 + r;
-    float lse_t = t < T ? lse[((size_t)b * H + h) * T + t] : 0.0f, ds_t = t < T ? dsum[((size_t)b * H + h) * T + t] : 0.0f;
+    float dq[DT][4] = {};
     int k_end = min(q_blk + BR, T);
-    for (int kt = 0; kt < k_end; kt += ATT_BC) {
-        __syncthreads();  // the fragments are loaded / the previous tiles are used
-        att_stage<HD, LD>(Ks, base + (H + kvh) * HD, stride, kt, ATT_BC, T);
-        att_stage<HD, LD>(Vs, base + (H + KV + kvh) * HD, stride, kt, ATT_BC, T);
+    for (int kt = 0; kt < k_end; kt += BC) {
+        __syncthreads();  // Qs, dOs are staged / the previous tiles are used
+        att_stage<HD, LD>(Ks, base + (H + kvh) * HD, stride, kt, BC, T);
+        att_stage<HD, LD>(Vs, base + (H + KV + kvh) * HD, stride, kt, BC, T);
         __syncthreads();
         if (kt > q0 + 15) continue;
-        att_scores<HD, LD>(S, q, Ks);
-        att_scores<HD, LD>(dP, dof, Vs);
-        __syncwarp();
-        for (int c = 0; c < 16; c++) {
-            int j = kt + c0 + c, e = r * ATT_BC + c0 + c;
-            float p = j <= t && t < T ? expf(S[e] * scale - lse_t) : 0.0f;
-            dS[e] = f2bf(p * (dP[e] - ds_t));
-        }
-        __syncwarp();
-        att_accumulate<HD, LD>(dq, dS, Ks);
-        __syncwarp();
+        float s[NT][4] = {}, dp[NT][4] = {};
+        att_abT<HD, LD, NT>(s, Qs + warp * 16 * LD, Ks);
+        att_abT<HD, LD, NT>(dp, dOs + warp * 16 * LD, Vs);
+        #pragma unroll
+        for (int n = 0; n < NT; n++)
+            #pragma unroll
+            for (int i = 0; i < 4; i++) {
+                int j = kt + n * 8 + 2 * t + i % 2, q = q0 + g + 8 * (i / 2);
+                float p = j <= q ? exp2f(s[n][i] * sl2 - lse2[i / 2]) : 0.0f;
+                s[n][i] = p * (dp[n][i] - ds[i / 2]);  // dS
+            }
+        uint32_t dsa[NT / 2][4];
+        att_to_a<NT>(dsa, s);
+        att_pv<HD, LD, BC>(dq, dsa, Ks);
     }
-    __syncthreads();
-    att_write<HD>(dqkv + (size_t)b * T * stride + h * HD, stride, q0, T, dq, scale, (float*)sm + warp * 16 * HD);
+    const float scale[2] = {sl2 / ATT_LOG2E, sl2 / ATT_LOG2E};
+    att_write<DT>(dqkv + (size_t)b * T * stride + h * HD, stride, q0, T, dq, scale);
 }
 
 // dk = scale * sum_i dS_ij q_i and dv = sum_i P_ij dout_i over the H/KV query heads that
-// share kv head kvh and the queries i >= j: one block per (key block, kv head, batch).
+// share kv head kvh and the queries i >= j: one block per (key block, kv head, batch). The
+// score tiles are transposed here (rows: keys, columns: queries).
 template <int HD>
 __global__ void __launch_bounds__(AttShape<HD>::NW * 32)
 attention_backward_dkv_kernel(bf16* dqkv, const bf16* dout, const bf16* qkv, const float* lse, const float* dsum,
                               int T, int H, int KV) {
-    constexpr int NW = AttShape<HD>::NW, BR = AttShape<HD>::BR, LD = AttShape<HD>::LD, KS = AttShape<HD>::KS;
-    // [K block | V block] at the start, [Q tile | dO tile] in the loop, the output stage at the
-    // end; then per warp S^T and dP^T (fp32), P^T and dS^T (bf16)
-    constexpr int STAGE = 2 * BR * LD * 2, TILES = 2 * ATT_BC * LD * 2, OUT = NW * 16 * HD * 4;
-    constexpr int UNION = STAGE > TILES ? (STAGE > OUT ? STAGE : OUT) : (TILES > OUT ? TILES : OUT);
-    static_assert(UNION + NW * 16 * ATT_BC * 12 + 2 * ATT_BC * 4 <= 48 * 1024, "attention dk/dv: static shared memory");
-    __shared__ __align__(128) unsigned char sm[UNION + NW * 16 * ATT_BC * 12];
-    __shared__ float lses[ATT_BC], dss[ATT_BC];
-    int warp = threadIdx.x / 32, lane = threadIdx.x % 32;
+    constexpr int BR = AttShape<HD>::BR, BC = AttShape<HD>::BC, LD = AttShape<HD>::LD;
+    constexpr int NT = AttShape<HD>::NT, DT = AttShape<HD>::DT;
+    __shared__ __align__(16) bf16 Kb[BR * LD], Vb[BR * LD], Qs[BC * LD], dOs[BC * LD];
+    __shared__ float lses[BC], dss[BC];
+    int warp = threadIdx.x / 32, lane = threadIdx.x % 32, g = lane / 4, t = lane % 4;
     int b = blockIdx.z, kvh = blockIdx.y, j_blk = blockIdx.x * BR, j0 = j_blk + warp * 16;
     int stride = (H + 2 * KV) * HD, group = H / KV;
     const bf16* base = qkv + (size_t)b * T * stride;
     const bf16* dout_b = dout + (size_t)b * T * H * HD;
-    bf16 *Kb = (bf16*)sm, *Vb = Kb + BR * LD, *Qs = (bf16*)sm, *dOs = Qs + ATT_BC * LD;
-    float* St = (float*)(sm + UNION) + warp * 16 * ATT_BC * 2;
-    float* dPt = St + 16 * ATT_BC;
-    bf16* Pt = (bf16*)(sm + UNION + NW * 16 * ATT_BC * 8) + warp * 16 * ATT_BC * 2;
-    bf16* dSt = Pt + 16 * ATT_BC;
-    const float scale = 1.0f / sqrtf((float)HD);
+    const float sl2 = ATT_LOG2E / sqrtf((float)HD);
 
     att_stage<HD, LD>(Kb, base + (H + kvh) * HD, stride, j_blk, BR, T);
     att_stage<HD, LD>(Vb, base + (H + KV + kvh) * HD, stride, j_blk, BR, T);
-    __syncthreads();
-    FragA kf[KS], vf[KS];
-    FragC dk[KS], dv[KS];
-    for (int k = 0; k < KS; k++) {
-        wmma::load_matrix_sync(kf[k], Kb + warp * 16 * LD + k * 16, LD);
-        wmma::load_matrix_sync(vf[k], Vb + warp * 16 * LD + k * 16, LD);
-        wmma::fill_fragment(dk[k], 0.0f);
-        wmma::fill_fragment(dv[k], 0.0f);
-    }
-    int r = lane / 2, c0 = lane % 2 * 16, j = j0 + r;  // this lane's key row and query columns
+    float dk[DT][4] = {}, dv[DT][4] = {};
     for (int h = kvh * group; h < (kvh + 1) * group; h++)
-        for (int qt = j_blk; qt < T; qt += ATT_BC) {  // queries before j_blk see none of these keys
-            __syncthreads();  // the fragments are loaded / the previous tiles are used
-            att_stage<HD, LD>(Qs, base + h * HD, stride, qt, ATT_BC, T);
-            att_stage<HD, LD>(dOs, dout_b + h * HD, H * HD, qt, ATT_BC, T);
-            for (int i = threadIdx.x; i < ATT_BC; i += blockDim.x) {
-                int tq = qt + i;
-                lses[i] = tq < T ? lse[((size_t)b * H + h) * T + tq] : 0.0f;
-                dss[i] = tq < T ? dsum[((size_t)b * H + h) * T + tq] : 0.0f;
+        for (int qt = j_blk; qt < T; qt += BC) {  // queries before j_blk see none of these keys
+            __syncthreads();  // Kb, Vb are staged / the previous tiles are used
+            att_stage<HD, LD>(Qs, base + h * HD, stride, qt, BC, T);
+            att_stage<HD, LD>(dOs, dout_b + h * HD, H * HD, qt, BC, T);
+            for (int i = threadIdx.x; i < BC; i += blockDim.x) {
+                int q = qt + i;
+                lses[i] = q < T ? lse[((size_t)b * H + h) * T + q] * ATT_LOG2E : 0.0f;
+                dss[i] = q < T ? dsum[((size_t)b * H + h) * T + q] : 0.0f;
             }
             __syncthreads();
-            if (qt + ATT_BC - 1 < j0) continue;  // warp-uniform: the whole tile is before this warp's keys
-            att_scores<HD, LD>(St, kf, Qs);
-            att_scores<HD, LD>(dPt, vf, dOs);
-            __syncwarp();
-            for (int c = 0; c < 16; c++) {
-                int tq = qt + c0 + c, e = r * ATT_BC + c0 + c;
-                float p = tq >= j && tq < T ? expf(St[e] * scale - lses[c0 + c]) : 0.0f;
-                Pt[e] = f2bf(p);
-                dSt[e] = f2bf(p * (dPt[e] - dss[c0 + c]));
-            }
-            __syncwarp();
-            att_accumulate<HD, LD>(dv, Pt, dOs);
-            att_accumulate<HD, LD>(dk, dSt, Qs);
-            __syncwarp();
+            if (qt + BC - 1 < j0) continue;  // warp-uniform: the whole tile is before this warp's keys
+            float st[NT][4] = {}, dpt[NT][4] = {};
+            att_abT<HD, LD, NT>(st, Kb + warp * 16 * LD, Qs);
+            att_abT<HD, LD, NT>(dpt, Vb + warp * 16 * LD, dOs);
+            #pragma unroll
+            for (int n = 0; n < NT; n++)
+                #pragma unroll
+                for (int i = 0; i < 4; i++) {
+                    int c = n * 8 + 2 * t + i % 2, q = qt + c, j = j0 + g + 8 * (i / 2);
+                    float p = q >= j && q < T ? exp2f(st[n][i] * sl2 - lses[c]) : 0.0f;
+                    st[n][i] = p;                        // P^T
+                    dpt[n][i] = p * (dpt[n][i] - dss[c]);  // dS^T
+                }
+            uint32_t pa[NT / 2][4], dsa[NT / 2][4];
+            att_to_a<NT>(pa, st);
+            att_to_a<NT>(dsa, dpt);
+            att_pv<HD, LD, BC>(dv, pa, dOs);
+            att_pv<HD, LD, BC>(dk, dsa, Qs);
         }
-    __syncthreads();
-    float* stage = (float*)sm + warp * 16 * HD;
-    att_write<HD>(dqkv + (size_t)b * T * stride + (H + kvh) * HD, stride, j0, T, dk, scale, stage);
-    att_write<HD>(dqkv + (size_t)b * T * stride + (H + KV + kvh) * HD, stride, j0, T, dv, 1.0f, stage);
+    const float scale[2] = {sl2 / ATT_LOG2E, sl2 / ATT_LOG2E}, one[2] = {1.0f, 1.0f};
+    att_write<DT>(dqkv + (size_t)b * T * stride + (H + kvh) * HD, stride, j0, T, dk, scale);
+    att_write<DT>(dqkv + (size_t)b * T * stride + (H + KV + kvh) * HD, stride, j0, T, dv, one);
 }
 
 template <int HD>

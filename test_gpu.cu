@@ -332,6 +332,50 @@ static void test_rope(int B, int T, int H, int KV, int hd) {
     free_all();
 }
 
+// The tensor-core building blocks of the attention kernels on their own, with small
+// integers so every product is exact: s = a b^T through ldmatrix and mma (att_abT), then
+// o = s v with s turned into A operands (att_to_a) and v read transposed (att_pv), both
+// written through the accumulator layout (att_write). A misread PTX register layout gives
+// wrong integers here, where the attention checks would only see large errors. (On the
+// emulator this holds by construction; it means something on a GPU.)
+__global__ void mma_layout_kernel(bf16* s_out, bf16* o_out, const bf16* a, const bf16* b, const bf16* v) {
+    constexpr int LD = 24;  // 16 + 8, as AttShape<16>
+    __shared__ __align__(16) bf16 as[16 * LD], bs[16 * LD], vs[16 * LD];
+    for (int e = threadIdx.x; e < 256; e += 32) as[e / 16 * LD + e % 16] = a[e], bs[e / 16 * LD + e % 16] = b[e], vs[e / 16 * LD + e % 16] = v[e];
+    __syncthreads();
+    float s[2][4] = {}, o[2][4] = {};
+    att_abT<16, LD, 2>(s, as, bs);
+    uint32_t p[1][4];
+    att_to_a<2>(p, s);
+    att_pv<16, LD, 16>(o, p, vs);
+    const float one[2] = {1.0f, 1.0f};
+    att_write<2>(s_out, 16, 0, 16, s, one);
+    att_write<2>(o_out, 16, 0, 16, o, one);
+}
+static void test_mma_layout(void) {
+    float *a = hbuf(256), *b = hbuf(256), *v = hbuf(256), *s = hbuf(256), *o = hbuf(256);
+    for (int i = 0; i < 256; i++)  // entries in {-1, 0, 1}: |s| <= 16, |o| <= 256, exact in bf16
+        a[i] = (float)(rng_u64(&rng) % 3) - 1, b[i] = (float)(rng_u64(&rng) % 3) - 1, v[i] = (float)(rng_u64(&rng) % 3) - 1;
+    for (int r = 0; r < 16; r++)
+        for (int c = 0; c < 16; c++) {
+            float x = 0;
+            for (int k = 0; k < 16; k++) x += a[r * 16 + k] * b[c * 16 + k];
+            s[r * 16 + c] = x;
+        }
+    for (int r = 0; r < 16; r++)
+        for (int c = 0; c < 16; c++) {
+            float x = 0;
+            for (int k = 0; k < 16; k++) x += s[r * 16 + k] * v[k * 16 + c];
+            o[r * 16 + c] = x;
+        }
+    bf16 *d_s = (bf16*)dbuf(512), *d_o = (bf16*)dbuf(512);
+    mma_layout_kernel<<<1, 32, 0, st>>>(d_s, d_o, to_bf16(a, 256), to_bf16(b, 256), to_bf16(v, 256));
+    launchCheck();
+    check("mma_layout s = a b^T (ldmatrix, mma.m16n8k16)", from_bf16(d_s, 256), s, 256, TOL_EXACT);
+    check("mma_layout o = s v (accumulators as A, ldmatrix.trans)", from_bf16(d_o, 256), o, 256, TOL_EXACT);
+    free_all();
+}
+
 static void test_attention(int B, int T, int H, int KV, int hd) {
     char nm[128];
     int stride = (H + 2 * KV) * hd, N = B * T;
@@ -618,6 +662,7 @@ int main(int argc, char** argv) {
     test_swiglu(5, 384);
     test_rope(2, 40, 4, 2, 16);
     test_rope(1, 33, 4, 4, 64);
+    test_mma_layout();
     test_attention(2, 37, 4, 2, 16);   // GQA 4q/2kv, llama-tiny's head size
     test_attention(1, 70, 4, 4, 32);
     test_attention(2, 65, 4, 2, 64);

@@ -20,19 +20,21 @@
 // What it checks that a GPU would not report: a barrier that some threads never reach
 // (deadlock), a shuffle whose warp has lanes that have exited or whose mask is not the full
 // warp, a read from a lane that does not exist, an invalid launch configuration (as CUDA
-// reports it, through cudaGetLastError), overlapping cudaMemcpy ranges, WMMA's pointer and
-// ldm rules, and cudaMalloc beyond the device's memory (EMU_DEVICE_MIB). Device memory
-// starts as all-ones bytes (a NaN in fp32 and bf16), so a read of memory nobody wrote shows
-// up as NaN in the results; each buffer is exactly its size, so the AddressSanitizer builds
-// (train_gpu_emu_asan, test_gpu_emu_asan) report a kernel's access past its end with the
-// kernel's name and line. EMU_ORDER=reverse runs each block's threads in the reverse
-// order, which changes what a missing barrier lets a thread see. Streams are queues run
-// in an adversarial order (see "Streams and events" below; emu/test_emu.cu checks it), so a
-// missing event between two streams shows up as a wrong result. EMU_PROFILE=1 prints the
-// emulator's time per kernel at exit.
+// reports it, through cudaGetLastError), overlapping cudaMemcpy ranges, ldmatrix's row
+// alignment, mma or ldmatrix in a partial warp, and cudaMalloc beyond the device's memory
+// (EMU_DEVICE_MIB). Device memory starts as all-ones bytes (a NaN in fp32 and bf16), so a
+// read of memory nobody wrote shows up as NaN in the results; each buffer is exactly its
+// size, so the AddressSanitizer builds (train_gpu_emu_asan, test_gpu_emu_asan) report a
+// kernel's access past its end with the kernel's name and line. EMU_ORDER=reverse runs
+// each block's threads in the reverse order, which changes what a missing barrier lets a
+// thread see. Streams are queues run in an adversarial order (see "Streams and events"
+// below; emu/test_emu.cu checks it), so a missing event between two streams shows up as a
+// wrong result. EMU_PROFILE=1 prints the emulator's time per kernel at exit.
 //
-// What it cannot tell: timing, memory-model and bank-conflict effects, and whether the real
-// cuBLASLt accepts a layout that this emulation accepts (it checks the documented rules).
+// What it cannot tell: timing, memory-model and bank-conflict effects, whether the real
+// cuBLASLt accepts a layout that this emulation accepts (it checks the documented rules),
+// and whether the tensor-core register layouts below are read from the PTX ISA rightly
+// (test_gpu's mma_layout check tells that on a GPU).
 // Speed: tiny models only (~1e6 thread switches per second).
 #ifndef CUDA_EMU_H
 #define CUDA_EMU_H
@@ -131,8 +133,8 @@ struct EmuThread {
 };
 struct EmuWarp {
     int size, live, arrived;
-    uint64_t vals[32];    // shuffle exchange
-    float mma[3][16 * 16];  // wmma::mma_sync exchange: A, B, C as row-major 16 x 16
+    uint64_t vals[32];    // shuffle and ldmatrix exchange
+    float mma[2][16 * 16];  // mma_16816 exchange: A and B, row-major
 };
 // One block in flight on this OpenMP thread.
 struct EmuBlock {
@@ -487,79 +489,61 @@ static T __shfl_xor_sync(unsigned mask, T v, int lane_mask, int width = 32) {
 
 static void __syncwarp(unsigned mask = 0xffffffffu) { emu_warp_sync(mask); }
 
-// WMMA (<mma.h>; empty under a host compiler), the 16 x 16 x 16 shape with bf16 inputs and
-// fp32 accumulators. CUDA leaves unspecified which lane holds which element of a fragment;
-// here lane l holds elements [8l, 8l + 8) of the fragment's row-major 16 x 16 matrix (for
-// matrix_b: the k x n matrix). Code that is right for every mapping is right here too, and
-// what the API requires (256-bit aligned pointers, ldm a multiple of 16 bytes, all 32 lanes)
-// is checked. mma_sync exchanges the whole warp's fragments and computes in fp32.
-namespace nvcuda {
-namespace wmma {
-struct row_major {};
-struct col_major {};
-struct matrix_a {};
-struct matrix_b {};
-struct accumulator {};
-enum layout_t { mem_row_major, mem_col_major };
-template <typename Use, int M, int N, int K, typename T, typename Layout = void>
-struct fragment {
-    static_assert(M == 16 && N == 16 && K == 16, "the emulator has the 16 x 16 x 16 shape only");
-    enum { num_elements = 8 };
-    T x[8];
-};
-template <typename T>
-static void emu_wmma_check(const T* p, unsigned ldm, const char* what) {
-    if ((uintptr_t)p % 32) emu_fail("%s: %s pointer %p is not 256-bit aligned", emu_blk->kernel, what, (const void*)p);
-    if ((ldm * sizeof(T)) % 16 || ldm < 16) emu_fail("%s: %s ldm %u is not a multiple of 16 bytes (>= 16 elements)", emu_blk->kernel, what, ldm);
+// The tensor-core instructions kernels_gpu.cuh issues as inline PTX, with the register
+// layouts of the PTX ISA ("Matrix fragments for mma.m16n8k16", "ldmatrix"); g = lane / 4,
+// t = lane % 4, a .bf16x2 register holds its lower-indexed element in its low 16 bits.
+//   mma_16816(d, a, b): d (16 x 8, fp32) += A (16 x 16, row) B (16 x 8, col), i.e.
+//     mma.sync.aligned.m16n8k16.row.col.f32.bf16.bf16.f32. a[r] holds A[g + 8 (r % 2)]
+//     [2t + 8 (r / 2) + {0, 1}], b[r] holds B[2t + 8 r + {0, 1}][g], d[i] is
+//     D[g + 8 (i / 2)][2t + i % 2].
+//   ldsm_x4(r, p) / ldsm_x4_t(r, p): ldmatrix.sync.aligned.m8n8.x4[.trans].shared.b16. Lane
+//     l gives the address of row l % 8 of 8 x 8 matrix l / 8 (16 bytes, 16-byte aligned);
+//     r[j] gets row g, columns 2t, 2t + 1 of matrix j (.trans: of its transpose).
+// Each is a warp exchange: all 32 lanes must take part, as on the GPU. Products are exact
+// in fp32 here (the tensor cores' summation order differs).
+static inline float emu_bf16_half(uint32_t r, int hi) {
+    uint16_t h = (uint16_t)(hi ? r >> 16 : r);
+    return __bfloat162float(__ushort_as_bfloat16(h));
 }
-// Element e of this lane: row-major position (r, c) of the 16 x 16 matrix.
-static inline int emu_wmma_r(int e) { return (emu_self->lane * 8 + e) / 16; }
-static inline int emu_wmma_c(int e) { return (emu_self->lane * 8 + e) % 16; }
-template <typename Use, typename T, typename L>
-static void load_matrix_sync(fragment<Use, 16, 16, 16, T, L>& f, const T* p, unsigned ldm) {
-    emu_wmma_check(p, ldm, "load_matrix_sync");
-    for (int e = 0; e < 8; e++) {
-        int r = emu_wmma_r(e), c = emu_wmma_c(e);
-        f.x[e] = std::is_same<L, row_major>::value ? p[(size_t)r * ldm + c] : p[(size_t)c * ldm + r];
-    }
+static EmuWarp* emu_full_warp(const char* what) {
+    EmuWarp* w = &emu_blk->warps[emu_self->warp];
+    if (w->size != 32) emu_fail("%s: %s in a warp of %d lanes (it needs all 32)", emu_blk->kernel, what, w->size);
+    return w;
 }
-static void load_matrix_sync(fragment<accumulator, 16, 16, 16, float>& f, const float* p, unsigned ldm, layout_t l) {
-    emu_wmma_check(p, ldm, "load_matrix_sync");
-    for (int e = 0; e < 8; e++) {
-        int r = emu_wmma_r(e), c = emu_wmma_c(e);
-        f.x[e] = l == mem_row_major ? p[(size_t)r * ldm + c] : p[(size_t)c * ldm + r];
-    }
-}
-static void store_matrix_sync(float* p, const fragment<accumulator, 16, 16, 16, float>& f, unsigned ldm, layout_t l) {
-    emu_wmma_check(p, ldm, "store_matrix_sync");
-    for (int e = 0; e < 8; e++) {
-        int r = emu_wmma_r(e), c = emu_wmma_c(e);
-        (l == mem_row_major ? p[(size_t)r * ldm + c] : p[(size_t)c * ldm + r]) = f.x[e];
-    }
-}
-template <typename Use, typename T, typename L, typename V>
-static void fill_fragment(fragment<Use, 16, 16, 16, T, L>& f, const V& v) {
-    for (int e = 0; e < 8; e++) f.x[e] = (T)v;
-}
-template <typename LA, typename LB>
-static void mma_sync(fragment<accumulator, 16, 16, 16, float>& d, const fragment<matrix_a, 16, 16, 16, __nv_bfloat16, LA>& a,
-                     const fragment<matrix_b, 16, 16, 16, __nv_bfloat16, LB>& b, const fragment<accumulator, 16, 16, 16, float>& c) {
-    float (*x)[256] = emu_blk->warps[emu_self->warp].mma;
-    int base = emu_self->lane * 8;
-    for (int e = 0; e < 8; e++) x[0][base + e] = __bfloat162float(a.x[e]), x[1][base + e] = __bfloat162float(b.x[e]), x[2][base + e] = c.x[e];
+static void mma_16816(float d[4], const uint32_t a[4], const uint32_t b[2]) {
+    EmuWarp* w = emu_full_warp("mma.m16n8k16");
+    float *A = w->mma[0], *B = w->mma[1];  // A 16 x 16 and B 16 x 8, row-major
+    int g = emu_self->lane / 4, t = emu_self->lane % 4;
+    for (int r = 0; r < 4; r++)
+        for (int h = 0; h < 2; h++) A[(g + 8 * (r % 2)) * 16 + 2 * t + 8 * (r / 2) + h] = emu_bf16_half(a[r], h);
+    for (int r = 0; r < 2; r++)
+        for (int h = 0; h < 2; h++) B[(2 * t + 8 * r + h) * 8 + g] = emu_bf16_half(b[r], h);
     emu_warp_sync(0xffffffffu);
-    float out[8];
-    for (int e = 0; e < 8; e++) {
-        int r = emu_wmma_r(e), col = emu_wmma_c(e);
-        float s = x[2][r * 16 + col];
-        for (int k = 0; k < 16; k++) s += x[0][r * 16 + k] * x[1][k * 16 + col];
-        out[e] = s;
+    float out[4];
+    for (int i = 0; i < 4; i++) {
+        int row = g + 8 * (i / 2), col = 2 * t + i % 2;
+        float s = d[i];
+        for (int k = 0; k < 16; k++) s += A[row * 16 + k] * B[k * 8 + col];
+        out[i] = s;
     }
     emu_warp_sync(0xffffffffu);  // every lane has read the exchange before it is reused
-    for (int e = 0; e < 8; e++) d.x[e] = out[e];
+    for (int i = 0; i < 4; i++) d[i] = out[i];
 }
-}  // namespace wmma
-}  // namespace nvcuda
+static void emu_ldsm(uint32_t r[4], const void* row, bool trans) {
+    EmuWarp* w = emu_full_warp("ldmatrix");
+    if ((uintptr_t)row % 16) emu_fail("%s: ldmatrix row address %p is not 16-byte aligned", emu_blk->kernel, row);
+    int l = emu_self->lane, g = l / 4, t = l % 4;
+    w->vals[l] = (uint64_t)(uintptr_t)row;
+    emu_warp_sync(0xffffffffu);
+    for (int j = 0; j < 4; j++) {
+        const uint16_t* const* rows = (const uint16_t* const*)&w->vals[8 * j];
+        uint16_t lo = trans ? rows[2 * t][g] : rows[g][2 * t], hi = trans ? rows[2 * t + 1][g] : rows[g][2 * t + 1];
+        r[j] = (uint32_t)lo | (uint32_t)hi << 16;
+    }
+    emu_warp_sync(0xffffffffu);
+}
+static void ldsm_x4(uint32_t r[4], const __nv_bfloat16* row) { emu_ldsm(r, row, false); }
+static void ldsm_x4_t(uint32_t r[4], const __nv_bfloat16* row) { emu_ldsm(r, row, true); }
 
 static float atomicAdd(float* p, float v) {
     float old;

@@ -644,16 +644,27 @@ struct AttShape {
 };
 static const float ATT_LOG2E = 1.4426950408889634f;
 
-// Rows [r0, r0 + n) of a T-row bf16 matrix (src: row 0 at its column offset, pitch
-// `stride` elements) into shared dst[n][LD]; rows >= T become zeros. 16 bytes per access;
-// all threads of the block take part.
-template <int HD, int LD>
-__device__ void att_stage(bf16* dst, const bf16* src, int stride, int r0, int n, int T) {
-    for (int e = threadIdx.x; e < n * HD / 8; e += blockDim.x) {
-        int r = e / (HD / 8), c = e % (HD / 8) * 8;
-        uint4 v = make_uint4(0, 0, 0, 0);
-        if (r0 + r < T) v = *(const uint4*)(src + (size_t)(r0 + r) * stride + c);
-        *(uint4*)(dst + r * LD + c) = v;
+// Rows [r0, r0 + N) of two T-row bf16 matrices (a, b: row 0 at their column offsets,
+// pitches sa, sb elements; b may be NULL) into shared da[N][LD], db[N][LD]; rows >= T
+// become zeros. 16 bytes per access, every thread of the block (NW warps) takes part, and
+// all its loads are issued before its first store, so they are in flight together.
+template <int HD, int N>
+__device__ __forceinline__ void att_stage(bf16* da, const bf16* a, int sa, bf16* db, const bf16* b, int sb, int r0, int T) {
+    constexpr int THREADS = AttShape<HD>::NW * 32, LD = AttShape<HD>::LD, PER = N * HD / 8 / THREADS;
+    static_assert(PER * THREADS == N * HD / 8, "attention: a staged tile is not a whole number of accesses per thread");
+    uint4 va[PER], vb[PER];
+#pragma unroll
+    for (int i = 0; i < PER; i++) {
+        int e = threadIdx.x + i * THREADS, r = e / (HD / 8), c = e % (HD / 8) * 8;
+        va[i] = vb[i] = make_uint4(0, 0, 0, 0);
+        if (r0 + r < T) va[i] = *(const uint4*)(a + (size_t)(r0 + r) * sa + c);
+        if (r0 + r < T && b) vb[i] = *(const uint4*)(b + (size_t)(r0 + r) * sb + c);
+    }
+#pragma unroll
+    for (int i = 0; i < PER; i++) {
+        int e = threadIdx.x + i * THREADS, r = e / (HD / 8), c = e % (HD / 8) * 8;
+        *(uint4*)(da + r * LD + c) = va[i];
+        if (b) *(uint4*)(db + r * LD + c) = vb[i];
     }
 }
 // s[NT][4] += a . b^T: a is this warp's 16 rows (shared, pitch LD, HD wide), b the rows
@@ -727,13 +738,12 @@ attention_forward_kernel(bf16* out, float* lse, const bf16* qkv, int T, int H, i
     const bf16* base = qkv + (size_t)b * T * stride;
     const float sl2 = ATT_LOG2E / sqrtf((float)HD);  // scores in log2 units
 
-    att_stage<HD, LD>(Qs, base + h * HD, stride, q_blk, BR, T);
+    att_stage<HD, BR>(Qs, base + h * HD, stride, NULL, NULL, 0, q_blk, T);
     float o[DT][4] = {}, m[2] = {-INFINITY, -INFINITY}, l[2] = {0.0f, 0.0f};  // rows q0 + g, q0 + g + 8
     int k_end = min(q_blk + BR, T);  // keys [0, k_end) matter to this block
     for (int kt = 0; kt < k_end; kt += BC) {
         __syncthreads();  // everyone is done with the previous tiles
-        att_stage<HD, LD>(Ks, base + (H + kvh) * HD, stride, kt, BC, T);
-        att_stage<HD, LD>(Vs, base + (H + KV + kvh) * HD, stride, kt, BC, T);
+        att_stage<HD, BC>(Ks, base + (H + kvh) * HD, stride, Vs, base + (H + KV + kvh) * HD, stride, kt, T);
         __syncthreads();
         if (kt > q0 + 15) continue;  // warp-uniform: the whole tile is after this warp's queries
         float s[NT][4] = {};
@@ -809,8 +819,7 @@ attention_backward_dq_kernel(bf16* dqkv, const bf16* dout, const bf16* qkv, cons
     const bf16* base = qkv + (size_t)b * T * stride;
     const float sl2 = ATT_LOG2E / sqrtf((float)HD);
 
-    att_stage<HD, LD>(Qs, base + h * HD, stride, q_blk, BR, T);
-    att_stage<HD, LD>(dOs, dout + (size_t)b * T * H * HD + h * HD, H * HD, q_blk, BR, T);
+    att_stage<HD, BR>(Qs, base + h * HD, stride, dOs, dout + (size_t)b * T * H * HD + h * HD, H * HD, q_blk, T);
     float lse2[2], ds[2];  // rows q0 + g, q0 + g + 8; rows >= T get 0 (their dO is 0, so is their dS)
     #pragma unroll
     for (int r = 0; r < 2; r++) {
@@ -822,8 +831,7 @@ attention_backward_dq_kernel(bf16* dqkv, const bf16* dout, const bf16* qkv, cons
     int k_end = min(q_blk + BR, T);
     for (int kt = 0; kt < k_end; kt += BC) {
         __syncthreads();  // Qs, dOs are staged / the previous tiles are used
-        att_stage<HD, LD>(Ks, base + (H + kvh) * HD, stride, kt, BC, T);
-        att_stage<HD, LD>(Vs, base + (H + KV + kvh) * HD, stride, kt, BC, T);
+        att_stage<HD, BC>(Ks, base + (H + kvh) * HD, stride, Vs, base + (H + KV + kvh) * HD, stride, kt, T);
         __syncthreads();
         if (kt > q0 + 15) continue;
         float s[NT][4] = {}, dp[NT][4] = {};
@@ -863,14 +871,12 @@ attention_backward_dkv_kernel(bf16* dqkv, const bf16* dout, const bf16* qkv, con
     const bf16* dout_b = dout + (size_t)b * T * H * HD;
     const float sl2 = ATT_LOG2E / sqrtf((float)HD);
 
-    att_stage<HD, LD>(Kb, base + (H + kvh) * HD, stride, j_blk, BR, T);
-    att_stage<HD, LD>(Vb, base + (H + KV + kvh) * HD, stride, j_blk, BR, T);
+    att_stage<HD, BR>(Kb, base + (H + kvh) * HD, stride, Vb, base + (H + KV + kvh) * HD, stride, j_blk, T);
     float dk[DT][4] = {}, dv[DT][4] = {};
     for (int h = kvh * group; h < (kvh + 1) * group; h++)
         for (int qt = j_blk; qt < T; qt += BC) {  // queries before j_blk see none of these keys
             __syncthreads();  // Kb, Vb are staged / the previous tiles are used
-            att_stage<HD, LD>(Qs, base + h * HD, stride, qt, BC, T);
-            att_stage<HD, LD>(dOs, dout_b + h * HD, H * HD, qt, BC, T);
+            att_stage<HD, BC>(Qs, base + h * HD, stride, dOs, dout_b + h * HD, H * HD, qt, T);
             for (int i = threadIdx.x; i < BC; i += blockDim.x) {
                 int q = qt + i;
                 lses[i] = q < T ? lse[((size_t)b * H + h) * T + q] * ATT_LOG2E : 0.0f;

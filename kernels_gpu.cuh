@@ -604,13 +604,16 @@ static void rope_apply_gpu(bf16* qkv, int N, int T, int stride, int n_heads, int
 // tile stays in the accumulator registers: the row max and sum of the online softmax are
 // two lane shuffles (the 4 lanes g*4 .. g*4+3 share rows g and g + 8), and the
 // accumulator of S = Q K^T, rounded to bf16 pairs, is already the A operand of P V (as in
-// FlashAttention-2). Work split: a block holds BR = 16 * NW rows of one (batch, head)
-// side, 16 per warp (queries in the forward and dq kernels, keys in the dk/dv kernel),
-// and walks tiles of BC rows of the other side staged in shared memory as bf16. The dq and
-// dk/dv kernels are separate, so every gradient is written by one warp in a fixed order
-// (deterministic, no atomics); the price is recomputing the scores in both. Scores are
-// kept in log2 units (exp2 is one instruction). qkv row stride is (H + 2*KV) * hd; out /
-// dout rows are H * hd. Head sizes 16, 32, 64, 128.
+// FlashAttention-2). Scores are kept in log2 units (exp2 is one instruction).
+//
+// Work split: a block holds BR = 16 * NW rows of one (batch, head) side, 16 per warp
+// (queries in the forward and dq kernels, keys in the dk/dv kernel), and walks tiles of BC
+// rows of the other side staged in shared memory as bf16. The blocks with the most tiles
+// start first (the last query blocks; in dk/dv the first key blocks), so short ones fill
+// the tail of the grid. The dq and dk/dv kernels are separate, so every gradient is
+// written by one warp in a fixed order (deterministic, no atomics); the price is
+// recomputing the scores in both. qkv row stride is (H + 2*KV) * hd; out / dout rows are
+// H * hd. Head sizes 16, 32, 64, 128.
 
 #ifndef CUDA_EMU_H  // the emulator runs these three as warp exchanges (emu/cuda_emu.h)
 __device__ __forceinline__ void mma_16816(float d[4], const uint32_t a[4], const uint32_t b[2]) {
@@ -733,7 +736,7 @@ attention_forward_kernel(bf16* out, float* lse, const bf16* qkv, int T, int H, i
     constexpr int NT = AttShape<HD>::NT, DT = AttShape<HD>::DT;
     __shared__ __align__(16) bf16 Qs[BR * LD], Ks[BC * LD], Vs[BC * LD];
     int warp = threadIdx.x / 32, lane = threadIdx.x % 32, g = lane / 4, t = lane % 4;
-    int b = blockIdx.z, h = blockIdx.y, q_blk = blockIdx.x * BR, q0 = q_blk + warp * 16;
+    int b = blockIdx.z, h = blockIdx.y, q_blk = (gridDim.x - 1 - blockIdx.x) * BR, q0 = q_blk + warp * 16;  // latest (longest) first
     int stride = (H + 2 * KV) * HD, kvh = h / (H / KV);
     const bf16* base = qkv + (size_t)b * T * stride;
     const float sl2 = ATT_LOG2E / sqrtf((float)HD);  // scores in log2 units
@@ -814,7 +817,7 @@ attention_backward_dq_kernel(bf16* dqkv, const bf16* dout, const bf16* qkv, cons
     constexpr int NT = AttShape<HD>::NT, DT = AttShape<HD>::DT;
     __shared__ __align__(16) bf16 Qs[BR * LD], dOs[BR * LD], Ks[BC * LD], Vs[BC * LD];
     int warp = threadIdx.x / 32, lane = threadIdx.x % 32, g = lane / 4, t = lane % 4;
-    int b = blockIdx.z, h = blockIdx.y, q_blk = blockIdx.x * BR, q0 = q_blk + warp * 16;
+    int b = blockIdx.z, h = blockIdx.y, q_blk = (gridDim.x - 1 - blockIdx.x) * BR, q0 = q_blk + warp * 16;  // latest (longest) first
     int stride = (H + 2 * KV) * HD, kvh = h / (H / KV);
     const bf16* base = qkv + (size_t)b * T * stride;
     const float sl2 = ATT_LOG2E / sqrtf((float)HD);

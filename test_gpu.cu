@@ -590,7 +590,12 @@ static float time_ms(void (*fn)(void*), void* arg, int reps) {
     return ms / reps;
 }
 
-typedef struct { bf16 *x, *w, *b, *y, *qkv, *out, *dout, *dqkv; float *dw, *lse; int N, IC, OC, B, T, H, KV, hd; } BenchArgs;
+typedef struct {
+    bf16 *x, *w, *b, *y, *qkv, *out, *dout, *dqkv, *logits, *resid;
+    float *dw, *lse, *mean, *rstd, *maxes, *sums, *losses;
+    int *targets;
+    int N, IC, OC, B, T, H, KV, hd, V;
+} BenchArgs;
 static void bench_mm_fwd(void* p) { BenchArgs* a = (BenchArgs*)p; matmul_forward_gpu(a->y, a->x, a->w, a->b, a->N, a->IC, a->OC, st); }
 static void bench_mm_bwd(void* p) {
     BenchArgs* a = (BenchArgs*)p;
@@ -600,6 +605,19 @@ static void bench_att_fwd(void* p) { BenchArgs* a = (BenchArgs*)p; attention_for
 static void bench_att_bwd(void* p) {
     BenchArgs* a = (BenchArgs*)p;
     attention_backward_gpu(a->dqkv, a->dout, a->qkv, a->out, a->lse, a->B, a->T, a->H, a->KV, a->hd, st);
+}
+// The memory-bound kernels at 124M sizes (N = 8 x 1024 tokens): x is N x 3072, y N x 3072.
+static void bench_gelu_fwd(void* p) { BenchArgs* a = (BenchArgs*)p; gelu_forward_gpu(a->y, a->x, (size_t)a->N * 3072, st); }
+static void bench_gelu_bwd(void* p) { BenchArgs* a = (BenchArgs*)p; gelu_backward_gpu(a->y, a->x, a->y, (size_t)a->N * 3072, 0, st); }
+static void bench_resid_ln(void* p) {
+    BenchArgs* a = (BenchArgs*)p;
+    residual_layernorm_forward_gpu(a->resid, a->out, a->mean, a->rstd, a->x, a->y, a->w, a->b, a->N, 768, st);
+}
+static void bench_ce(void* p) {  // the three passes of a tp-1 cross-entropy, logits N x V in place
+    BenchArgs* a = (BenchArgs*)p;
+    crossentropy_local_max_gpu(a->maxes, a->logits, a->N, a->V, 0, a->V, st);
+    crossentropy_local_sums_gpu(a->sums, a->logits, a->maxes, a->targets, a->N, a->V, 0, a->V, st);
+    crossentropy_finish_gpu(a->losses, a->logits, a->maxes, a->sums, a->targets, a->N, a->V, 0, a->V, 1.0f, st);
 }
 
 static void bench(void) {
@@ -624,6 +642,26 @@ static void bench(void) {
     printf("bench attention_forward  B=%d T=%d H=%d hd=%d: %8.3f ms  %6.1f TFLOP/s\n", a.B, a.T, a.H, a.hd, t, att / t / 1e9);
     t = time_ms(bench_att_bwd, &a, 5);
     printf("bench attention_backward B=%d T=%d H=%d hd=%d: %8.3f ms  %6.1f TFLOP/s\n", a.B, a.T, a.H, a.hd, t, 2.5 * att / t / 1e9);
+    free_all();
+
+    // Memory-bound kernels: GB/s of the bytes each must move at least (reads + writes once).
+    memset(&a, 0, sizeof(a));
+    a.N = 8 * 1024, a.V = 50304;
+    size_t nf = (size_t)a.N * 3072, nc = (size_t)a.N * 768, nl = (size_t)a.N * a.V;
+    a.x = (bf16*)dbuf(2 * nf), a.y = (bf16*)dbuf(2 * nf), a.w = (bf16*)dbuf(2 * 768), a.b = (bf16*)dbuf(2 * 768);
+    a.resid = (bf16*)dbuf(2 * nc), a.out = (bf16*)dbuf(2 * nc);
+    a.mean = (float*)dbuf(4 * (size_t)a.N), a.rstd = (float*)dbuf(4 * (size_t)a.N);
+    a.logits = (bf16*)dbuf(2 * nl), a.maxes = (float*)dbuf(4 * (size_t)a.N), a.sums = (float*)dbuf(8 * (size_t)a.N);
+    a.losses = (float*)dbuf(4 * (size_t)a.N), a.targets = (int*)dbuf(4 * (size_t)a.N);  // zeros: token 0
+    t = time_ms(bench_gelu_fwd, &a, 20);
+    printf("bench gelu_forward    N=%d C=3072: %8.3f ms  %6.0f GB/s\n", a.N, t, 4.0 * nf / t / 1e6);
+    t = time_ms(bench_gelu_bwd, &a, 20);
+    printf("bench gelu_backward   N=%d C=3072: %8.3f ms  %6.0f GB/s\n", a.N, t, 6.0 * nf / t / 1e6);
+    t = time_ms(bench_resid_ln, &a, 20);
+    printf("bench residual_layernorm N=%d C=768: %8.3f ms  %6.0f GB/s\n", a.N, t, 8.0 * nc / t / 1e6);
+    t = time_ms(bench_ce, &a, 5);  // the logits become gradients in place; their values do not matter for the time
+    printf("bench crossentropy    N=%d V=%d: %8.3f ms  %6.0f GB/s (3 reads + 1 write of the logits)\n", a.N, a.V, t,
+           8.0 * nl / t / 1e6);
     free_all();
 }
 

@@ -93,6 +93,44 @@ static void gpu_kernels_free(void) {
 
 // ----------------------------------------------------------------------------
 // Conversions and elementwise helpers.
+//
+// Memory-bound kernels move bf16 in chunks of 8 (16 bytes, one vector access) per thread:
+// load8 / store8 take the chunk at p with `rem` elements left in the array and use one
+// 16-byte access when the chunk is whole and 16-byte aligned, else one access per element
+// (the tail of an array, or a base that is not aligned: then every chunk is scalar, and
+// still right).
+
+// Two bf16 in one 32-bit word, the lower-indexed element in the low half (as in memory and
+// in the tensor cores' registers). Bit operations, so no type punning.
+__device__ __forceinline__ uint32_t pack_bf16x2(float lo, float hi) {
+    return (uint32_t)__bfloat16_as_ushort(f2bf(lo)) | (uint32_t)__bfloat16_as_ushort(f2bf(hi)) << 16;
+}
+__device__ __forceinline__ float bf16x2_lo(uint32_t w) { return bf2f(__ushort_as_bfloat16((unsigned short)(w & 0xffffu))); }
+__device__ __forceinline__ float bf16x2_hi(uint32_t w) { return bf2f(__ushort_as_bfloat16((unsigned short)(w >> 16))); }
+
+__device__ __forceinline__ void load8(float f[8], const bf16* p, size_t rem) {
+    if (rem >= 8 && (uintptr_t)p % 16 == 0) {
+        uint4 u = *(const uint4*)p;
+        const uint32_t w[4] = {u.x, u.y, u.z, u.w};
+#pragma unroll
+        for (int k = 0; k < 4; k++) f[2 * k] = bf16x2_lo(w[k]), f[2 * k + 1] = bf16x2_hi(w[k]);
+    } else {
+#pragma unroll
+        for (int k = 0; k < 8; k++) f[k] = (size_t)k < rem ? bf2f(p[k]) : 0.0f;
+    }
+}
+__device__ __forceinline__ void store8(bf16* p, const float f[8], size_t rem) {
+    if (rem >= 8 && (uintptr_t)p % 16 == 0) {
+        *(uint4*)p = make_uint4(pack_bf16x2(f[0], f[1]), pack_bf16x2(f[2], f[3]), pack_bf16x2(f[4], f[5]), pack_bf16x2(f[6], f[7]));
+    } else {
+#pragma unroll
+        for (int k = 0; k < 8; k++)
+            if ((size_t)k < rem) p[k] = f2bf(f[k]);
+    }
+}
+// The first element of this thread's chunk (one chunk of 8 per thread), and the grid for n.
+__device__ __forceinline__ size_t chunk8(void) { return ((size_t)blockIdx.x * blockDim.x + threadIdx.x) * 8; }
+static inline unsigned grid8(size_t n) { return cdiv(n, 8 * 256); }
 
 __global__ void f32_to_bf16_kernel(bf16* out, const float* inp, size_t n) {
     size_t i = (size_t)blockIdx.x * blockDim.x + threadIdx.x;
@@ -115,12 +153,18 @@ static void bf16_to_f32_gpu(float* out, const bf16* inp, size_t n, cudaStream_t 
 
 // out = a + b (bf16, fp32 add then one rounding). out may alias a or b.
 __global__ void residual_forward_kernel(bf16* out, const bf16* a, const bf16* b, size_t n) {
-    size_t i = (size_t)blockIdx.x * blockDim.x + threadIdx.x;
-    if (i < n) out[i] = f2bf(bf2f(a[i]) + bf2f(b[i]));
+    size_t i = chunk8();
+    if (i >= n) return;
+    float x[8], y[8];
+    load8(x, a + i, n - i);
+    load8(y, b + i, n - i);
+#pragma unroll
+    for (int k = 0; k < 8; k++) x[k] += y[k];
+    store8(out + i, x, n - i);
 }
 static void residual_forward_gpu(bf16* out, const bf16* a, const bf16* b, size_t n, cudaStream_t s) {
     if (!n) return;
-    residual_forward_kernel<<<cdiv(n, 256), 256, 0, s>>>(out, a, b, n);
+    residual_forward_kernel<<<grid8(n), 256, 0, s>>>(out, a, b, n);
     launchCheck();
 }
 static void add_inplace_gpu(bf16* a, const bf16* b, size_t n, cudaStream_t s) { residual_forward_gpu(a, a, b, n, s); }
@@ -128,16 +172,24 @@ static void add_inplace_gpu(bf16* a, const bf16* b, size_t n, cudaStream_t s) { 
 // out (N x C) = a + b + bias, summed in fp32 and rounded once; b and bias may be NULL (then
 // out = a + bias is the bias add of a row-parallel matmul after its tp reduction). out may alias a.
 __global__ void residual_bias_forward_kernel(bf16* out, const bf16* a, const bf16* b, const bf16* bias, int N, int C) {
-    size_t i = (size_t)blockIdx.x * blockDim.x + threadIdx.x;
-    if (i >= (size_t)N * C) return;
-    float v = bf2f(a[i]);
-    if (b) v += bf2f(b[i]);
-    if (bias) v += bf2f(bias[i % C]);
-    out[i] = f2bf(v);
+    size_t i = chunk8(), n = (size_t)N * C;
+    if (i >= n) return;
+    float x[8], y[8];
+    load8(x, a + i, n - i);
+    if (b) {
+        load8(y, b + i, n - i);
+#pragma unroll
+        for (int k = 0; k < 8; k++) x[k] += y[k];
+    }
+    if (bias)
+#pragma unroll
+        for (int k = 0; k < 8; k++)
+            if (i + k < n) x[k] += bf2f(bias[(i + k) % C]);
+    store8(out + i, x, n - i);
 }
 static void residual_bias_forward_gpu(bf16* out, const bf16* a, const bf16* b, const bf16* bias, int N, int C, cudaStream_t s) {
     if ((size_t)N * C == 0) return;
-    residual_bias_forward_kernel<<<cdiv((size_t)N * C, 256), 256, 0, s>>>(out, a, b, bias, N, C);
+    residual_bias_forward_kernel<<<grid8((size_t)N * C), 256, 0, s>>>(out, a, b, bias, N, C);
     launchCheck();
 }
 
@@ -504,29 +556,40 @@ static void rmsnorm_backward_gpu(bf16* dinp, float* dweight, const bf16* dout, c
 // Backward may run in place (dinp == dout) with accumulate = 0.
 
 #define GELU_K 0.7978845608028654f  // sqrt(2/pi)
+__device__ __forceinline__ float gelu_tanh_arg(float x) { return GELU_K * (x + 0.044715f * x * x * x); }
 __global__ void gelu_forward_kernel(bf16* out, const bf16* inp, size_t n) {
-    size_t i = (size_t)blockIdx.x * blockDim.x + threadIdx.x;
+    size_t i = chunk8();
     if (i >= n) return;
-    float x = bf2f(inp[i]);
-    out[i] = f2bf(0.5f * x * (1.0f + tanhf(GELU_K * (x + 0.044715f * x * x * x))));
+    float x[8];
+    load8(x, inp + i, n - i);
+#pragma unroll
+    for (int k = 0; k < 8; k++) x[k] = 0.5f * x[k] * (1.0f + tanhf(gelu_tanh_arg(x[k])));
+    store8(out + i, x, n - i);
 }
 __global__ void gelu_backward_kernel(bf16* dinp, const bf16* inp, const bf16* dout, size_t n, int accumulate) {
-    size_t i = (size_t)blockIdx.x * blockDim.x + threadIdx.x;
+    size_t i = chunk8();
     if (i >= n) return;
-    float x = bf2f(inp[i]), th = tanhf(GELU_K * (x + 0.044715f * x * x * x));
-    float grad = 0.5f * (1.0f + th) + 0.5f * x * (1.0f - th * th) * GELU_K * (1.0f + 3.0f * 0.044715f * x * x);
-    float g = bf2f(dout[i]) * grad;
-    if (accumulate) g += bf2f(dinp[i]);
-    dinp[i] = f2bf(g);
+    float x[8], d[8], acc[8];
+    load8(x, inp + i, n - i);
+    load8(d, dout + i, n - i);
+    if (accumulate) load8(acc, dinp + i, n - i);
+#pragma unroll
+    for (int k = 0; k < 8; k++) {
+        float th = tanhf(gelu_tanh_arg(x[k]));
+        float grad = 0.5f * (1.0f + th) + 0.5f * x[k] * (1.0f - th * th) * GELU_K * (1.0f + 3.0f * 0.044715f * x[k] * x[k]);
+        d[k] *= grad;
+        if (accumulate) d[k] += acc[k];
+    }
+    store8(dinp + i, d, n - i);
 }
 static void gelu_forward_gpu(bf16* out, const bf16* inp, size_t n, cudaStream_t s) {
     if (!n) return;
-    gelu_forward_kernel<<<cdiv(n, 256), 256, 0, s>>>(out, inp, n);
+    gelu_forward_kernel<<<grid8(n), 256, 0, s>>>(out, inp, n);
     launchCheck();
 }
 static void gelu_backward_gpu(bf16* dinp, const bf16* inp, const bf16* dout, size_t n, int accumulate, cudaStream_t s) {
     if (!n) return;
-    gelu_backward_kernel<<<cdiv(n, 256), 256, 0, s>>>(dinp, inp, dout, n, accumulate);
+    gelu_backward_kernel<<<grid8(n), 256, 0, s>>>(dinp, inp, dout, n, accumulate);
     launchCheck();
 }
 
@@ -632,9 +695,6 @@ __device__ __forceinline__ void ldsm_x4_t(uint32_t r[4], const bf16* row) {
                  : "=r"(r[0]), "=r"(r[1]), "=r"(r[2]), "=r"(r[3]) : "r"(a));
 }
 #endif
-__device__ __forceinline__ uint32_t pack_bf16x2(float lo, float hi) {
-    return (uint32_t)__bfloat16_as_ushort(f2bf(lo)) | (uint32_t)__bfloat16_as_ushort(f2bf(hi)) << 16;
-}
 
 template <int HD>
 struct AttShape {
@@ -1020,10 +1080,17 @@ static void position_backward_gpu(float* dwpe, const bf16* dout, int N, int row0
 // >= vocab - v0 are padding. targets: device ints. maxes, sums, losses: fp32 device.
 
 #define CE_THREADS 256
+// Each thread walks its row in chunks of 8 (load8): row i starts 16-byte aligned when Vl
+// is a multiple of 8, as the padded vocabulary and its tp shards are.
 __global__ void ce_local_max_kernel(float* maxes, const bf16* logits, int Vl, int vn) {
     const bf16* l = logits + (size_t)blockIdx.x * Vl;
-    float m = -FLT_MAX;
-    for (int j = threadIdx.x; j < vn; j += blockDim.x) m = fmaxf(m, bf2f(l[j]));
+    float m = -FLT_MAX, x[8];
+    for (int j = threadIdx.x * 8; j < vn; j += blockDim.x * 8) {
+        load8(x, l + j, vn - j);
+#pragma unroll
+        for (int k = 0; k < 8; k++)
+            if (j + k < vn) m = fmaxf(m, x[k]);
+    }
     m = block_reduce(m, 1);
     if (threadIdx.x == 0) maxes[blockIdx.x] = m;
 }
@@ -1031,8 +1098,13 @@ __global__ void ce_local_sums_kernel(float* sums, const bf16* logits, const floa
                                      int Vl, int v0, int vn) {
     int i = blockIdx.x;
     const bf16* l = logits + (size_t)i * Vl;
-    float m = maxes[i], s = 0.0f;
-    for (int j = threadIdx.x; j < vn; j += blockDim.x) s += expf(bf2f(l[j]) - m);
+    float m = maxes[i], s = 0.0f, x[8];
+    for (int j = threadIdx.x * 8; j < vn; j += blockDim.x * 8) {
+        load8(x, l + j, vn - j);
+#pragma unroll
+        for (int k = 0; k < 8; k++)
+            if (j + k < vn) s += expf(x[k] - m);
+    }
     s = block_reduce(s, 0);
     if (threadIdx.x == 0) {
         int r = targets[i] - v0;
@@ -1043,15 +1115,19 @@ __global__ void ce_local_sums_kernel(float* sums, const bf16* logits, const floa
 __global__ void ce_finish_kernel(float* losses, bf16* dlogits, const float* maxes, const float* sums, const int* targets,
                                  int N, int Vl, int v0, int vn, float dloss_scale) {
     int i = blockIdx.x;
-    float m = maxes[i], inv = 1.0f / sums[i];
+    float m = maxes[i], inv = 1.0f / sums[i], x[8];
     if (threadIdx.x == 0) losses[i] = logf(sums[i]) + m - sums[N + i];
     if (!dlogits) return;
     bf16* d = dlogits + (size_t)i * Vl;
     int r = targets[i] - v0;
-    for (int j = threadIdx.x; j < Vl; j += blockDim.x) {  // each element read then written by one thread
-        float g = j < vn ? expf(bf2f(d[j]) - m) * inv * dloss_scale : 0.0f;
-        if (j == r) g -= dloss_scale;
-        d[j] = f2bf(g);
+    for (int j = threadIdx.x * 8; j < Vl; j += blockDim.x * 8) {  // each chunk read then written by one thread
+        load8(x, d + j, Vl - j);
+#pragma unroll
+        for (int k = 0; k < 8; k++) {
+            x[k] = j + k < vn ? expf(x[k] - m) * inv * dloss_scale : 0.0f;
+            if (j + k == r) x[k] -= dloss_scale;
+        }
+        store8(d + j, x, Vl - j);
     }
 }
 static int ce_valid_cols(int Vl, int v0, int vocab) { return vocab - v0 < Vl ? vocab - v0 : Vl; }

@@ -711,6 +711,7 @@ int main(int argc, char** argv) {
     test_crossentropy(37, 384, 0, 257);               // whole padded vocabulary on one rank
     test_crossentropy(20, 200, 100, 257);             // a shard with some padding columns
     test_crossentropy(9, 50304, 0, 50257);            // GPT-2 vocabulary
+    test_crossentropy(11, 131, 0, 131);               // rows not 16-byte aligned: the scalar path of load8/store8
     test_adamw(10007);
     test_misc(100003);
 

@@ -407,7 +407,8 @@ static void matmul_backward_gpu(bf16* dinp, float* dweight, float* dbias, const 
 
 // ----------------------------------------------------------------------------
 // LayerNorm (eps 1e-5) and RMSNorm, fused with the residual add before them. One warp
-// per row; the row is read three times (sum, centred sum of squares, output), from L1/L2.
+// per row, each lane owning chunks of 8 columns (lane * 8 + 256 k, load8/store8); the row
+// is read three times (sum, centred sum of squares, output), from L1/L2.
 // x = a + b is rounded to bf16 first (that is the residual stream everyone else reads),
 // and the statistics are taken of the rounded x, so forward and backward agree.
 // b == NULL: plain norm of a (resid may then be NULL). resid may alias a (in place).
@@ -419,31 +420,37 @@ __global__ void residual_norm_forward_kernel(bf16* resid, bf16* out, float* mean
     if (row >= N) return;
     const bf16* ar = a + (size_t)row * C;
     const bf16* x = ar;
-    float sum = 0;
-    if (b) {
-        const bf16* br = b + (size_t)row * C;
-        bf16* rr = resid + (size_t)row * C;
-        for (int c = lane; c < C; c += 32) {
-            bf16 v = f2bf(bf2f(ar[c]) + bf2f(br[c]));
-            rr[c] = v;
-            sum += bf2f(v);
+    float sum = 0, v[8], u[8];
+    for (int c = lane * 8; c < C; c += 256) {
+        load8(v, ar + c, C - c);
+        if (b) {
+            load8(u, b + (size_t)row * C + c, C - c);
+#pragma unroll
+            for (int k = 0; k < 8; k++) v[k] = bf2f(f2bf(v[k] + u[k]));  // the residual stream, rounded
+            store8(resid + (size_t)row * C + c, v, C - c);
         }
-        x = rr;  // each lane re-reads only the elements it wrote itself
-    } else {
-        for (int c = lane; c < C; c += 32) sum += bf2f(ar[c]);
+#pragma unroll
+        for (int k = 0; k < 8; k++) sum += v[k];  // load8 gives 0 past the row's end
     }
+    if (b) x = resid + (size_t)row * C;  // each lane re-reads only the chunks it wrote itself
     float m = rms ? 0.0f : warp_sum(sum) / C;
     float var = 0;
-    for (int c = lane; c < C; c += 32) {
-        float d = bf2f(x[c]) - m;
-        var += d * d;
+    for (int c = lane * 8; c < C; c += 256) {
+        load8(v, x + c, C - c);
+#pragma unroll
+        for (int k = 0; k < 8; k++)
+            if (c + k < C) var += (v[k] - m) * (v[k] - m);
     }
     float s = 1.0f / sqrtf(warp_sum(var) / C + 1e-5f);
     bf16* o = out + (size_t)row * C;
-    for (int c = lane; c < C; c += 32) {
-        float y = (bf2f(x[c]) - m) * s * bf2f(weight[c]);
-        if (bias) y += bf2f(bias[c]);
-        o[c] = f2bf(y);
+    float w[8], bb[8];
+    for (int c = lane * 8; c < C; c += 256) {
+        load8(v, x + c, C - c);
+        load8(w, weight + c, C - c);
+        if (bias) load8(bb, bias + c, C - c);
+#pragma unroll
+        for (int k = 0; k < 8; k++) v[k] = (v[k] - m) * s * w[k] + (bias ? bb[k] : 0.0f);
+        store8(o + c, v, C - c);
     }
     if (lane == 0) {
         if (mean) mean[row] = m;
@@ -486,20 +493,32 @@ __global__ void norm_backward_dinp_kernel(bf16* dinp, const bf16* dout, const bf
     if (row >= N) return;
     const bf16* x = inp + (size_t)row * C;
     const bf16* d = dout + (size_t)row * C;
+    bf16* di = dinp + (size_t)row * C;
     float m = mean ? mean[row] : 0.0f, s = rstd[row];
-    float dsum = 0, ddot = 0;
-    for (int c = lane; c < C; c += 32) {
-        float dn = bf2f(weight[c]) * bf2f(d[c]);
-        dsum += dn;
-        ddot += dn * (bf2f(x[c]) - m) * s;
+    float dsum = 0, ddot = 0, xv[8], dv[8], w[8], acc[8];
+    for (int c = lane * 8; c < C; c += 256) {
+        load8(xv, x + c, C - c);
+        load8(dv, d + c, C - c);
+        load8(w, weight + c, C - c);
+#pragma unroll
+        for (int k = 0; k < 8; k++) {  // past the row's end dv = w = 0, so dn = 0
+            float dn = w[k] * dv[k];
+            dsum += dn;
+            ddot += dn * (xv[k] - m) * s;
+        }
     }
     float dnorm_mean = mean ? warp_sum(dsum) / C : 0.0f, dnorm_norm_mean = warp_sum(ddot) / C;
-    bf16* di = dinp + (size_t)row * C;
-    for (int c = lane; c < C; c += 32) {
-        float xh = (bf2f(x[c]) - m) * s;
-        float g = (bf2f(weight[c]) * bf2f(d[c]) - dnorm_mean - xh * dnorm_norm_mean) * s;
-        if (accumulate) g += bf2f(di[c]);
-        di[c] = f2bf(g);
+    for (int c = lane * 8; c < C; c += 256) {
+        load8(xv, x + c, C - c);
+        load8(dv, d + c, C - c);
+        load8(w, weight + c, C - c);
+        if (accumulate) load8(acc, di + c, C - c);
+#pragma unroll
+        for (int k = 0; k < 8; k++) {
+            float xh = (xv[k] - m) * s;
+            dv[k] = (w[k] * dv[k] - dnorm_mean - xh * dnorm_norm_mean) * s + (accumulate ? acc[k] : 0.0f);
+        }
+        store8(di + c, dv, C - c);
     }
 }
 // Weight (and bias) gradient partials per row chunk: pw[chunk][c] = sum dout * xhat,

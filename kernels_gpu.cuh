@@ -112,10 +112,10 @@ __device__ __forceinline__ void load8(float f[8], const bf16* p, size_t rem) {
     if (rem >= 8 && (uintptr_t)p % 16 == 0) {
         uint4 u = *(const uint4*)p;
         const uint32_t w[4] = {u.x, u.y, u.z, u.w};
-#pragma unroll
+        #pragma unroll
         for (int k = 0; k < 4; k++) f[2 * k] = bf16x2_lo(w[k]), f[2 * k + 1] = bf16x2_hi(w[k]);
     } else {
-#pragma unroll
+        #pragma unroll
         for (int k = 0; k < 8; k++) f[k] = (size_t)k < rem ? bf2f(p[k]) : 0.0f;
     }
 }
@@ -123,7 +123,7 @@ __device__ __forceinline__ void store8(bf16* p, const float f[8], size_t rem) {
     if (rem >= 8 && (uintptr_t)p % 16 == 0) {
         *(uint4*)p = make_uint4(pack_bf16x2(f[0], f[1]), pack_bf16x2(f[2], f[3]), pack_bf16x2(f[4], f[5]), pack_bf16x2(f[6], f[7]));
     } else {
-#pragma unroll
+        #pragma unroll
         for (int k = 0; k < 8; k++)
             if ((size_t)k < rem) p[k] = f2bf(f[k]);
     }
@@ -158,7 +158,7 @@ __global__ void residual_forward_kernel(bf16* out, const bf16* a, const bf16* b,
     float x[8], y[8];
     load8(x, a + i, n - i);
     load8(y, b + i, n - i);
-#pragma unroll
+    #pragma unroll
     for (int k = 0; k < 8; k++) x[k] += y[k];
     store8(out + i, x, n - i);
 }
@@ -178,11 +178,11 @@ __global__ void residual_bias_forward_kernel(bf16* out, const bf16* a, const bf1
     load8(x, a + i, n - i);
     if (b) {
         load8(y, b + i, n - i);
-#pragma unroll
+        #pragma unroll
         for (int k = 0; k < 8; k++) x[k] += y[k];
     }
     if (bias)
-#pragma unroll
+        #pragma unroll
         for (int k = 0; k < 8; k++)
             if (i + k < n) x[k] += bf2f(bias[(i + k) % C]);
     store8(out + i, x, n - i);
@@ -425,11 +425,11 @@ __global__ void residual_norm_forward_kernel(bf16* resid, bf16* out, float* mean
         load8(v, ar + c, C - c);
         if (b) {
             load8(u, b + (size_t)row * C + c, C - c);
-#pragma unroll
+            #pragma unroll
             for (int k = 0; k < 8; k++) v[k] = bf2f(f2bf(v[k] + u[k]));  // the residual stream, rounded
             store8(resid + (size_t)row * C + c, v, C - c);
         }
-#pragma unroll
+        #pragma unroll
         for (int k = 0; k < 8; k++) sum += v[k];  // load8 gives 0 past the row's end
     }
     if (b) x = resid + (size_t)row * C;  // each lane re-reads only the chunks it wrote itself
@@ -437,7 +437,7 @@ __global__ void residual_norm_forward_kernel(bf16* resid, bf16* out, float* mean
     float var = 0;
     for (int c = lane * 8; c < C; c += 256) {
         load8(v, x + c, C - c);
-#pragma unroll
+        #pragma unroll
         for (int k = 0; k < 8; k++)
             if (c + k < C) var += (v[k] - m) * (v[k] - m);
     }
@@ -448,7 +448,7 @@ __global__ void residual_norm_forward_kernel(bf16* resid, bf16* out, float* mean
         load8(v, x + c, C - c);
         load8(w, weight + c, C - c);
         if (bias) load8(bb, bias + c, C - c);
-#pragma unroll
+        #pragma unroll
         for (int k = 0; k < 8; k++) v[k] = (v[k] - m) * s * w[k] + (bias ? bb[k] : 0.0f);
         store8(o + c, v, C - c);
     }
@@ -500,7 +500,7 @@ __global__ void norm_backward_dinp_kernel(bf16* dinp, const bf16* dout, const bf
         load8(xv, x + c, C - c);
         load8(dv, d + c, C - c);
         load8(w, weight + c, C - c);
-#pragma unroll
+        #pragma unroll
         for (int k = 0; k < 8; k++) {  // past the row's end dv = w = 0, so dn = 0
             float dn = w[k] * dv[k];
             dsum += dn;
@@ -513,7 +513,7 @@ __global__ void norm_backward_dinp_kernel(bf16* dinp, const bf16* dout, const bf
         load8(dv, d + c, C - c);
         load8(w, weight + c, C - c);
         if (accumulate) load8(acc, di + c, C - c);
-#pragma unroll
+        #pragma unroll
         for (int k = 0; k < 8; k++) {
             float xh = (xv[k] - m) * s;
             dv[k] = (w[k] * dv[k] - dnorm_mean - xh * dnorm_norm_mean) * s + (accumulate ? acc[k] : 0.0f);
@@ -581,7 +581,7 @@ __global__ void gelu_forward_kernel(bf16* out, const bf16* inp, size_t n) {
     if (i >= n) return;
     float x[8];
     load8(x, inp + i, n - i);
-#pragma unroll
+    #pragma unroll
     for (int k = 0; k < 8; k++) x[k] = 0.5f * x[k] * (1.0f + tanhf(gelu_tanh_arg(x[k])));
     store8(out + i, x, n - i);
 }
@@ -592,7 +592,7 @@ __global__ void gelu_backward_kernel(bf16* dinp, const bf16* inp, const bf16* do
     load8(x, inp + i, n - i);
     load8(d, dout + i, n - i);
     if (accumulate) load8(acc, dinp + i, n - i);
-#pragma unroll
+    #pragma unroll
     for (int k = 0; k < 8; k++) {
         float th = tanhf(gelu_tanh_arg(x[k]));
         float grad = 0.5f * (1.0f + th) + 0.5f * x[k] * (1.0f - th * th) * GELU_K * (1.0f + 3.0f * 0.044715f * x[k] * x[k]);
@@ -735,14 +735,14 @@ __device__ __forceinline__ void att_stage(bf16* da, const bf16* a, int sa, bf16*
     constexpr int THREADS = AttShape<HD>::NW * 32, LD = AttShape<HD>::LD, PER = N * HD / 8 / THREADS;
     static_assert(PER * THREADS == N * HD / 8, "attention: a staged tile is not a whole number of accesses per thread");
     uint4 va[PER], vb[PER];
-#pragma unroll
+    #pragma unroll
     for (int i = 0; i < PER; i++) {
         int e = threadIdx.x + i * THREADS, r = e / (HD / 8), c = e % (HD / 8) * 8;
         va[i] = vb[i] = make_uint4(0, 0, 0, 0);
         if (r0 + r < T) va[i] = *(const uint4*)(a + (size_t)(r0 + r) * sa + c);
         if (r0 + r < T && b) vb[i] = *(const uint4*)(b + (size_t)(r0 + r) * sb + c);
     }
-#pragma unroll
+    #pragma unroll
     for (int i = 0; i < PER; i++) {
         int e = threadIdx.x + i * THREADS, r = e / (HD / 8), c = e % (HD / 8) * 8;
         *(uint4*)(da + r * LD + c) = va[i];
@@ -1106,7 +1106,7 @@ __global__ void ce_local_max_kernel(float* maxes, const bf16* logits, int Vl, in
     float m = -FLT_MAX, x[8];
     for (int j = threadIdx.x * 8; j < vn; j += blockDim.x * 8) {
         load8(x, l + j, vn - j);
-#pragma unroll
+        #pragma unroll
         for (int k = 0; k < 8; k++)
             if (j + k < vn) m = fmaxf(m, x[k]);
     }
@@ -1120,7 +1120,7 @@ __global__ void ce_local_sums_kernel(float* sums, const bf16* logits, const floa
     float m = maxes[i], s = 0.0f, x[8];
     for (int j = threadIdx.x * 8; j < vn; j += blockDim.x * 8) {
         load8(x, l + j, vn - j);
-#pragma unroll
+        #pragma unroll
         for (int k = 0; k < 8; k++)
             if (j + k < vn) s += expf(x[k] - m);
     }
@@ -1141,7 +1141,7 @@ __global__ void ce_finish_kernel(float* losses, bf16* dlogits, const float* maxe
     int r = targets[i] - v0;
     for (int j = threadIdx.x * 8; j < Vl; j += blockDim.x * 8) {  // each chunk read then written by one thread
         load8(x, d + j, Vl - j);
-#pragma unroll
+        #pragma unroll
         for (int k = 0; k < 8; k++) {
             x[k] = j + k < vn ? expf(x[k] - m) * inv * dloss_scale : 0.0f;
             if (j + k == r) x[k] -= dloss_scale;

@@ -61,7 +61,6 @@
 #include <mutex>
 #include <vector>
 #include <string>
-#include <type_traits>
 #include <unordered_map>
 
 // The CUDA qualifiers, for a host compiler.
@@ -499,8 +498,8 @@ static void __syncwarp(unsigned mask = 0xffffffffu) { emu_warp_sync(mask); }
 //   ldsm_x4(r, p) / ldsm_x4_t(r, p): ldmatrix.sync.aligned.m8n8.x4[.trans].shared.b16. Lane
 //     l gives the address of row l % 8 of 8 x 8 matrix l / 8 (16 bytes, 16-byte aligned);
 //     r[j] gets row g, columns 2t, 2t + 1 of matrix j (.trans: of its transpose).
-// Each is a warp exchange: all 32 lanes must take part, as on the GPU. Products are exact
-// in fp32 here (the tensor cores' summation order differs).
+// Each is a warp exchange: all 32 lanes must take part, as on the GPU. Products are summed
+// in fp32 in k order here (the tensor cores' summation order differs).
 static inline float emu_bf16_half(uint32_t r, int hi) {
     uint16_t h = (uint16_t)(hi ? r >> 16 : r);
     return __bfloat162float(__ushort_as_bfloat16(h));

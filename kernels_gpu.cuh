@@ -1178,26 +1178,52 @@ static void crossentropy_finish_gpu(float* losses, bf16* dlogits, const float* m
 // AdamW on the fp32 master weights and fp32 moments; writes the bf16 copy (param_bf16,
 // may be NULL) the next forward reads. Same formula and bias correction as the CPU.
 
+// Four elements per thread: 16-byte accesses when the four fp32 arrays are aligned there
+// (and 8-byte stores of the bf16 copy), else one element at a time.
 __global__ void adamw_kernel(float* param, bf16* param_bf16, const float* grad, float* m, float* v, size_t n, float lr,
                              float beta1, float beta2, float eps, float wd, float grad_scale, float c1, float c2) {
-    size_t i = (size_t)blockIdx.x * blockDim.x + threadIdx.x;
+    size_t i = ((size_t)blockIdx.x * blockDim.x + threadIdx.x) * 4;
     if (i >= n) return;
-    float g = grad[i] * grad_scale;
-    float mi = beta1 * m[i] + (1.0f - beta1) * g;
-    float vi = beta2 * v[i] + (1.0f - beta2) * g * g;
-    m[i] = mi, v[i] = vi;
-    float mhat = mi / c1, vhat = vi / c2;
-    float p = param[i];
-    p -= lr * (mhat / (sqrtf(vhat) + eps) + wd * p);
-    param[i] = p;
-    if (param_bf16) param_bf16[i] = f2bf(p);
+    int vec = i + 4 <= n && ((uintptr_t)(param + i) | (uintptr_t)(grad + i) | (uintptr_t)(m + i) | (uintptr_t)(v + i)) % 16 == 0;
+    float p[4], g[4], mi[4], vi[4];
+    if (vec) {
+        float4 a = *(const float4*)(param + i), b = *(const float4*)(grad + i), c = *(const float4*)(m + i), d = *(const float4*)(v + i);
+        p[0] = a.x, p[1] = a.y, p[2] = a.z, p[3] = a.w, g[0] = b.x, g[1] = b.y, g[2] = b.z, g[3] = b.w;
+        mi[0] = c.x, mi[1] = c.y, mi[2] = c.z, mi[3] = c.w, vi[0] = d.x, vi[1] = d.y, vi[2] = d.z, vi[3] = d.w;
+    } else {
+        for (int k = 0; k < 4; k++)
+            if (i + k < n) p[k] = param[i + k], g[k] = grad[i + k], mi[k] = m[i + k], vi[k] = v[i + k];
+            else p[k] = g[k] = mi[k] = vi[k] = 0.0f;
+    }
+    #pragma unroll
+    for (int k = 0; k < 4; k++) {
+        float gk = g[k] * grad_scale;
+        mi[k] = beta1 * mi[k] + (1.0f - beta1) * gk;
+        vi[k] = beta2 * vi[k] + (1.0f - beta2) * gk * gk;
+        float mhat = mi[k] / c1, vhat = vi[k] / c2;
+        p[k] -= lr * (mhat / (sqrtf(vhat) + eps) + wd * p[k]);
+    }
+    if (vec) {
+        *(float4*)(param + i) = make_float4(p[0], p[1], p[2], p[3]);
+        *(float4*)(m + i) = make_float4(mi[0], mi[1], mi[2], mi[3]);
+        *(float4*)(v + i) = make_float4(vi[0], vi[1], vi[2], vi[3]);
+    } else {
+        for (int k = 0; k < 4; k++)
+            if (i + k < n) param[i + k] = p[k], m[i + k] = mi[k], v[i + k] = vi[k];
+    }
+    if (!param_bf16) return;
+    if (vec && (uintptr_t)(param_bf16 + i) % 8 == 0)
+        *(uint2*)(param_bf16 + i) = make_uint2(pack_bf16x2(p[0], p[1]), pack_bf16x2(p[2], p[3]));
+    else
+        for (int k = 0; k < 4; k++)
+            if (i + k < n) param_bf16[i + k] = f2bf(p[k]);
 }
 static void adamw_update_gpu(float* param, bf16* param_bf16, const float* grad, float* m, float* v, size_t n, float lr,
                              float beta1, float beta2, float eps, float weight_decay, int decay, float grad_scale, int t,
                              cudaStream_t s) {
     if (!n) return;
     float c1 = 1.0f - powf(beta1, (float)t), c2 = 1.0f - powf(beta2, (float)t);
-    adamw_kernel<<<cdiv(n, 256), 256, 0, s>>>(param, param_bf16, grad, m, v, n, lr, beta1, beta2, eps,
+    adamw_kernel<<<cdiv(n, 4 * 256), 256, 0, s>>>(param, param_bf16, grad, m, v, n, lr, beta1, beta2, eps,
                                               decay ? weight_decay : 0.0f, grad_scale, c1, c2);
     launchCheck();
 }

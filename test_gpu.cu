@@ -502,21 +502,28 @@ static void test_crossentropy(int N, int Vl, int v0, int vocab) {
     free_all();
 }
 
-static void test_adamw(size_t n) {
-    float* p = hrand(n, 1.0f);
-    float* g = hrand(n, 1.0f);
-    float* m = hrand(n, 0.1f);
-    float* v = hrand(n, 0.01f, 0.011f);  // positive
-    float *d_p = to_f32(p, n), *d_g = to_f32(g, n), *d_m = to_f32(m, n), *d_v = to_f32(v, n);
-    bf16* d_pb = (bf16*)dbuf(2 * n);
-    adamw_update(p, g, m, v, n, 1e-2f, 0.9f, 0.95f, 1e-8f, 0.1f, 1, 0.5f, 3);
-    adamw_update_gpu(d_p, d_pb, d_g, d_m, d_v, n, 1e-2f, 0.9f, 0.95f, 1e-8f, 0.1f, 1, 0.5f, 3, st);
-    check("adamw param (fp32 master)", from_f32(d_p, n), p, n, TOL_ADAM);
-    check("adamw m", from_f32(d_m, n), m, n, TOL_ADAM);
-    check("adamw v", from_f32(d_v, n), v, n, TOL_ADAM);
+// off: the arrays start off elements into their buffers (off 1: no 16-byte alignment, the
+// kernel's one-element-at-a-time path).
+static void test_adamw(size_t n, size_t off) {
+    char nm[128];
+    float* p = hrand(n + off, 1.0f);
+    float* g = hrand(n + off, 1.0f);
+    float* m = hrand(n + off, 0.1f);
+    float* v = hrand(n + off, 0.01f, 0.011f);  // positive
+    float *d_p = to_f32(p, n + off), *d_g = to_f32(g, n + off), *d_m = to_f32(m, n + off), *d_v = to_f32(v, n + off);
+    bf16* d_pb = (bf16*)dbuf(2 * (n + off));
+    adamw_update(p + off, g + off, m + off, v + off, n, 1e-2f, 0.9f, 0.95f, 1e-8f, 0.1f, 1, 0.5f, 3);
+    adamw_update_gpu(d_p + off, d_pb + off, d_g + off, d_m + off, d_v + off, n, 1e-2f, 0.9f, 0.95f, 1e-8f, 0.1f, 1, 0.5f, 3, st);
+    snprintf(nm, sizeof(nm), "adamw param (fp32 master) n=%zu off=%zu", n, off);
+    check(nm, from_f32(d_p, n + off) + off, p + off, n, TOL_ADAM);
+    snprintf(nm, sizeof(nm), "adamw m n=%zu off=%zu", n, off);
+    check(nm, from_f32(d_m, n + off) + off, m + off, n, TOL_ADAM);
+    snprintf(nm, sizeof(nm), "adamw v n=%zu off=%zu", n, off);
+    check(nm, from_f32(d_v, n + off) + off, v + off, n, TOL_ADAM);
     float* pb = hbuf(n);
-    for (size_t i = 0; i < n; i++) pb[i] = bf16_round(p[i]);
-    check("adamw param (bf16 copy)", from_bf16(d_pb, n), pb, n, TOL_BF16);
+    for (size_t i = 0; i < n; i++) pb[i] = bf16_round(p[off + i]);
+    snprintf(nm, sizeof(nm), "adamw param (bf16 copy) n=%zu off=%zu", n, off);
+    check(nm, from_bf16(d_pb, n + off) + off, pb, n, TOL_BF16);
     free_all();
 }
 
@@ -712,7 +719,8 @@ int main(int argc, char** argv) {
     test_crossentropy(20, 200, 100, 257);             // a shard with some padding columns
     test_crossentropy(9, 50304, 0, 50257);            // GPT-2 vocabulary
     test_crossentropy(11, 131, 0, 131);               // rows not 16-byte aligned: the scalar path of load8/store8
-    test_adamw(10007);
+    test_adamw(10007, 0);
+    test_adamw(1001, 1);
     test_misc(100003);
 
     // The whole model (train_gpt.cu against train_gpt.c, loss per step and gradient norm,

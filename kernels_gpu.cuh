@@ -128,6 +128,26 @@ __device__ __forceinline__ void store8(bf16* p, const float f[8], size_t rem) {
             if ((size_t)k < rem) p[k] = f2bf(f[k]);
     }
 }
+// The same for a chunk of 8 fp32 (two 16-byte accesses).
+__device__ __forceinline__ void load8(float f[8], const float* p, size_t rem) {
+    if (rem >= 8 && (uintptr_t)p % 16 == 0) {
+        float4 a = *(const float4*)p, b = *(const float4*)(p + 4);
+        f[0] = a.x, f[1] = a.y, f[2] = a.z, f[3] = a.w, f[4] = b.x, f[5] = b.y, f[6] = b.z, f[7] = b.w;
+    } else {
+        #pragma unroll
+        for (int k = 0; k < 8; k++) f[k] = (size_t)k < rem ? p[k] : 0.0f;
+    }
+}
+__device__ __forceinline__ void store8(float* p, const float f[8], size_t rem) {
+    if (rem >= 8 && (uintptr_t)p % 16 == 0) {
+        *(float4*)p = make_float4(f[0], f[1], f[2], f[3]);
+        *(float4*)(p + 4) = make_float4(f[4], f[5], f[6], f[7]);
+    } else {
+        #pragma unroll
+        for (int k = 0; k < 8; k++)
+            if ((size_t)k < rem) p[k] = f[k];
+    }
+}
 // The first element of this thread's chunk (one chunk of 8 per thread), and the grid for n.
 __device__ __forceinline__ size_t chunk8(void) { return ((size_t)blockIdx.x * blockDim.x + threadIdx.x) * 8; }
 static inline unsigned grid8(size_t n) { return cdiv(n, 8 * 256); }
@@ -902,7 +922,7 @@ attention_backward_dq_kernel(bf16* dqkv, const bf16* dout, const bf16* qkv, cons
     int b = blockIdx.z, h = blockIdx.y, q_blk = (gridDim.x - 1 - blockIdx.x) * BR, q0 = q_blk + warp * 16;  // latest (longest) first
     int stride = (H + 2 * KV) * HD, kvh = h / (H / KV);
     const bf16* base = qkv + (size_t)b * T * stride;
-    const float sl2 = ATT_LOG2E / sqrtf((float)HD);
+    const float sl2 = ATT_LOG2E / sqrtf((float)HD), scale = 1.0f / sqrtf((float)HD);  // sl2 as in the forward
 
     att_stage<HD, BR>(Qs, base + h * HD, stride, dOs, dout + (size_t)b * T * H * HD + h * HD, H * HD, q_blk, T);
     float lse2[2], ds[2];  // rows q0 + g, q0 + g + 8; rows >= T get 0 (their dO is 0, so is their dS)
@@ -934,8 +954,8 @@ attention_backward_dq_kernel(bf16* dqkv, const bf16* dout, const bf16* qkv, cons
         att_to_a<NT>(dsa, s);
         att_pv<HD, LD, BC>(dq, dsa, Ks);
     }
-    const float scale[2] = {sl2 / ATT_LOG2E, sl2 / ATT_LOG2E};
-    att_write<DT>(dqkv + (size_t)b * T * stride + h * HD, stride, q0, T, dq, scale);
+    const float scales[2] = {scale, scale};
+    att_write<DT>(dqkv + (size_t)b * T * stride + h * HD, stride, q0, T, dq, scales);
 }
 
 // dk = scale * sum_i dS_ij q_i and dv = sum_i P_ij dout_i over the H/KV query heads that
@@ -954,7 +974,7 @@ attention_backward_dkv_kernel(bf16* dqkv, const bf16* dout, const bf16* qkv, con
     int stride = (H + 2 * KV) * HD, group = H / KV;
     const bf16* base = qkv + (size_t)b * T * stride;
     const bf16* dout_b = dout + (size_t)b * T * H * HD;
-    const float sl2 = ATT_LOG2E / sqrtf((float)HD);
+    const float sl2 = ATT_LOG2E / sqrtf((float)HD), scale = 1.0f / sqrtf((float)HD);  // sl2 as in the forward
 
     att_stage<HD, BR>(Kb, base + (H + kvh) * HD, stride, Vb, base + (H + KV + kvh) * HD, stride, j_blk, T);
     float dk[DT][4] = {}, dv[DT][4] = {};
@@ -987,8 +1007,8 @@ attention_backward_dkv_kernel(bf16* dqkv, const bf16* dout, const bf16* qkv, con
             att_pv<HD, LD, BC>(dv, pa, dOs);
             att_pv<HD, LD, BC>(dk, dsa, Qs);
         }
-    const float scale[2] = {sl2 / ATT_LOG2E, sl2 / ATT_LOG2E}, one[2] = {1.0f, 1.0f};
-    att_write<DT>(dqkv + (size_t)b * T * stride + (H + kvh) * HD, stride, j0, T, dk, scale);
+    const float scales[2] = {scale, scale}, one[2] = {1.0f, 1.0f};
+    att_write<DT>(dqkv + (size_t)b * T * stride + (H + kvh) * HD, stride, j0, T, dk, scales);
     att_write<DT>(dqkv + (size_t)b * T * stride + (H + KV + kvh) * HD, stride, j0, T, dv, one);
 }
 
@@ -1178,52 +1198,35 @@ static void crossentropy_finish_gpu(float* losses, bf16* dlogits, const float* m
 // AdamW on the fp32 master weights and fp32 moments; writes the bf16 copy (param_bf16,
 // may be NULL) the next forward reads. Same formula and bias correction as the CPU.
 
-// Four elements per thread: 16-byte accesses when the four fp32 arrays are aligned there
-// (and 8-byte stores of the bf16 copy), else one element at a time.
+// One chunk of 8 per thread (load8/store8, fp32 and the bf16 copy).
 __global__ void adamw_kernel(float* param, bf16* param_bf16, const float* grad, float* m, float* v, size_t n, float lr,
                              float beta1, float beta2, float eps, float wd, float grad_scale, float c1, float c2) {
-    size_t i = ((size_t)blockIdx.x * blockDim.x + threadIdx.x) * 4;
+    size_t i = chunk8();
     if (i >= n) return;
-    int vec = i + 4 <= n && ((uintptr_t)(param + i) | (uintptr_t)(grad + i) | (uintptr_t)(m + i) | (uintptr_t)(v + i)) % 16 == 0;
-    float p[4], g[4], mi[4], vi[4];
-    if (vec) {
-        float4 a = *(const float4*)(param + i), b = *(const float4*)(grad + i), c = *(const float4*)(m + i), d = *(const float4*)(v + i);
-        p[0] = a.x, p[1] = a.y, p[2] = a.z, p[3] = a.w, g[0] = b.x, g[1] = b.y, g[2] = b.z, g[3] = b.w;
-        mi[0] = c.x, mi[1] = c.y, mi[2] = c.z, mi[3] = c.w, vi[0] = d.x, vi[1] = d.y, vi[2] = d.z, vi[3] = d.w;
-    } else {
-        for (int k = 0; k < 4; k++)
-            if (i + k < n) p[k] = param[i + k], g[k] = grad[i + k], mi[k] = m[i + k], vi[k] = v[i + k];
-            else p[k] = g[k] = mi[k] = vi[k] = 0.0f;
-    }
+    float p[8], g[8], mi[8], vi[8];
+    load8(p, param + i, n - i);
+    load8(g, grad + i, n - i);
+    load8(mi, m + i, n - i);
+    load8(vi, v + i, n - i);
     #pragma unroll
-    for (int k = 0; k < 4; k++) {
+    for (int k = 0; k < 8; k++) {
         float gk = g[k] * grad_scale;
         mi[k] = beta1 * mi[k] + (1.0f - beta1) * gk;
         vi[k] = beta2 * vi[k] + (1.0f - beta2) * gk * gk;
         float mhat = mi[k] / c1, vhat = vi[k] / c2;
         p[k] -= lr * (mhat / (sqrtf(vhat) + eps) + wd * p[k]);
     }
-    if (vec) {
-        *(float4*)(param + i) = make_float4(p[0], p[1], p[2], p[3]);
-        *(float4*)(m + i) = make_float4(mi[0], mi[1], mi[2], mi[3]);
-        *(float4*)(v + i) = make_float4(vi[0], vi[1], vi[2], vi[3]);
-    } else {
-        for (int k = 0; k < 4; k++)
-            if (i + k < n) param[i + k] = p[k], m[i + k] = mi[k], v[i + k] = vi[k];
-    }
-    if (!param_bf16) return;
-    if (vec && (uintptr_t)(param_bf16 + i) % 8 == 0)
-        *(uint2*)(param_bf16 + i) = make_uint2(pack_bf16x2(p[0], p[1]), pack_bf16x2(p[2], p[3]));
-    else
-        for (int k = 0; k < 4; k++)
-            if (i + k < n) param_bf16[i + k] = f2bf(p[k]);
+    store8(param + i, p, n - i);
+    store8(m + i, mi, n - i);
+    store8(v + i, vi, n - i);
+    if (param_bf16) store8(param_bf16 + i, p, n - i);
 }
 static void adamw_update_gpu(float* param, bf16* param_bf16, const float* grad, float* m, float* v, size_t n, float lr,
                              float beta1, float beta2, float eps, float weight_decay, int decay, float grad_scale, int t,
                              cudaStream_t s) {
     if (!n) return;
     float c1 = 1.0f - powf(beta1, (float)t), c2 = 1.0f - powf(beta2, (float)t);
-    adamw_kernel<<<cdiv(n, 4 * 256), 256, 0, s>>>(param, param_bf16, grad, m, v, n, lr, beta1, beta2, eps,
+    adamw_kernel<<<grid8(n), 256, 0, s>>>(param, param_bf16, grad, m, v, n, lr, beta1, beta2, eps,
                                               decay ? weight_decay : 0.0f, grad_scale, c1, c2);
     launchCheck();
 }

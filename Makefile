@@ -112,16 +112,20 @@ test_gpt: test_gpt.c train_gpt.c $(HEADERS) | $(NEED_MPI) detect
 test_layouts: test_layouts.c $(HEADERS) | $(NEED_MPI)
 	$(CC) $(CFLAGS) $(MPI_COMPILE) -o $@ test_layouts.c $(MPI_LINK) $(LDLIBS)
 
+# Two checkpoints tensor by tensor (dev/check_gpu_vs_cpu.sh compares gradients with it).
+ckpt_compare: dev/ckpt_compare.c $(HEADERS) | $(NEED_MPI)
+	$(CC) $(CFLAGS) -I. $(MPI_COMPILE) -o $@ dev/ckpt_compare.c $(MPI_LINK) $(LDLIBS)
+
 test_planner: test_planner.c planner.h config.h schedule.h common.h
 	$(CC) $(CFLAGS) -o $@ test_planner.c $(LDLIBS)
 
 # All tests; the last line is the total "N passed, N failed".
 # (fuzzing bounded by FUZZ_SECONDS per harness; clang's libFuzzer is needed for it; the GPU
 # build runs on the CUDA emulator: its kernels against kernels_cpu.h, and the whole trainer
-# against train_cpu in 17 runs (8 emulated GPUs for the NCCL ones) plus evaluation, sampling
-# and resume; again under ASan/UBSan)
+# against train_cpu in 18 runs (8 emulated GPUs for the NCCL ones), 9 one-step gradient
+# comparisons, evaluation, sampling and resume; again under ASan/UBSan)
 test: train train_cpu test_gpt test_planner test_layouts test_faults train_asan fuzz_build test_emu test_gpu_emu train_gpu_emu \
-      test_gpu_emu_asan train_gpu_emu_asan
+      test_gpu_emu_asan train_gpu_emu_asan ckpt_compare
 	@set -o pipefail; rm -f .test.log; status=0; \
 	./test_planner 2>&1 | tee -a .test.log || status=1; \
 	./test_gpt 2>&1 | tee -a .test.log || status=1; \
@@ -151,6 +155,6 @@ bench: dev/bench_cpu.c train_gpt.c $(HEADERS) | $(NEED_MPI) detect
 endif
 
 clean:
-	rm -f train train_cpu train_gpu test_gpt test_gpu test_planner test_layouts test_faults train_asan bench_cpu .test.log
+	rm -f train train_cpu train_gpu test_gpt test_gpu test_planner test_layouts test_faults train_asan bench_cpu ckpt_compare .test.log
 	rm -rf train_gpu_emu test_gpu_emu train_gpu_emu_asan test_gpu_emu_asan test_emu emu/build
 	$(MAKE) --no-print-directory fuzz_clean

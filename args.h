@@ -26,6 +26,7 @@ typedef struct {
     double timeout_s;         // watchdog for a hung collective
     double peak_tflops;       // per device, for MFU; 0: measured (CPU) or by device name (GPU)
     int comm_mpi;             // GPU build: --comm mpi (host-staged) instead of NCCL
+    int gelu_unfused;         // GPU build: --gelu-fusion off (GELU as its own kernel, not in the fc matmul)
     int micro_batch_given;    // --micro-batch was on the command line
     int quiet;
     // shape flags given explicitly (override the preset)
@@ -86,6 +87,7 @@ static void print_help(void) {
         "  --peak-tflops X       device peak for MFU (default: CPU measured FMA peak; GPU by name:\n"
         "                        H100/H200 989, A100 312)\n"
         "  --comm nccl|mpi       GPU build: NCCL (default) or host-staged MPI (ranks can share a GPU)\n"
+        "  --gelu-fusion on|off  GPU build: GELU in the fc matmul's cuBLASLt epilogue (default on) or its own kernel\n"
         "  --quiet               no step lines\n");
 }
 
@@ -198,6 +200,12 @@ static void parse_args(Args* a, int argc, char** argv) {
             if (!strcmp(v, "nccl")) a->comm_mpi = 0;
             else if (!strcmp(v, "mpi")) a->comm_mpi = 1;
             else fail("--comm must be nccl or mpi, got '%s'", v);
+            continue;
+        }
+        if (flag_is(f, "--gelu-fusion")) {
+            if (!strcmp(v, "on")) a->gelu_unfused = 0;
+            else if (!strcmp(v, "off")) a->gelu_unfused = 1;
+            else fail("--gelu-fusion must be on or off, got '%s'", v);
             continue;
         }
 #undef INT_FLAG

@@ -257,7 +257,7 @@ static int profile_parse_file(const char* path, DeviceProfile* d, char* err, siz
         if (!eq || !*key) { snprintf(err, err_len, "%s:%d: expected 'key = value'", path, line_no); rc = -1; break; }
         while (*val == ' ' || *val == '\t') val++;
         for (char* e = val + strlen(val); e > val && strchr(" \t\r\n", e[-1]); ) *--e = 0;
-        if (!*val) { snprintf(err, err_len, "%s:%d: %s: missing value", path, line_no, key); rc = -1; break; }
+        if (!*val) { snprintf(err, err_len, "%s:%d: %.64s: missing value", path, line_no, key); rc = -1; break; }
         if (!strcmp(key, "base")) {
             if (n_keys > 0) { snprintf(err, err_len, "%s:%d: 'base' must be the first key", path, line_no); rc = -1; break; }
             if (profile_builtin(val, d)) { snprintf(err, err_len, "%s:%d: base: unknown device '%s' (known: %s)", path, line_no, val, PROFILE_NAMES); rc = -1; break; }

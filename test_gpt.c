@@ -1667,6 +1667,7 @@ static void test_flags(void) {
         {"--schedule zigzag", "--schedule must be"},
         {"--recompute some", "--recompute must be"},
         {"--on-nan ignore", "--on-nan must be"},
+        {"--gelu-fusion yes", "--gelu-fusion must be on or off"},
         {"--arch bert", "--arch must be"},
         {"--model gpt5", "unknown preset 'gpt5'"},
         {"--d-model 30 --n-head 4", "--d-model 30 is not divisible by --n-head 4"},

@@ -177,6 +177,52 @@ static void test_matmul(int N, int IC, int OC, int with_bias) {
     free_all();
 }
 
+// GPT-2's fc -> GELU with GELU in the matmul's epilogue (GELU_AUX(_BIAS): act and the GELU
+// input pre), and the input gradient of the next matmul through GELU (DGELU), against the
+// CPU's matmul and GELU. A shape cuBLASLt cannot fuse is a SKIP line: the trainer then runs
+// the separate GELU kernel (checked by test_gelu).
+static void test_matmul_gelu(int N, int IC, int OC, int with_bias) {
+    char nm[128];
+    float* inp = hrand((size_t)N * IC, 1.0f);
+    float* w = hrand((size_t)OC * IC, 0.5f);
+    float* bias = with_bias ? hrand(OC, 0.5f) : NULL;
+    float *pre = hbuf((size_t)N * OC), *act = hbuf((size_t)N * OC);
+    matmul_forward(pre, inp, w, bias, N, IC, OC);
+    gelu_forward(act, pre, (size_t)N * OC);
+    bf16 *d_inp = to_bf16(inp, (size_t)N * IC), *d_w = to_bf16(w, (size_t)OC * IC), *d_b = bias ? to_bf16(bias, OC) : NULL;
+    bf16 *d_pre = (bf16*)dbuf(2 * (size_t)N * OC), *d_act = (bf16*)dbuf(2 * (size_t)N * OC);
+    snprintf(nm, sizeof(nm), "matmul_gelu_forward N=%d IC=%d OC=%d bias=%d", N, IC, OC, with_bias);
+    if (!matmul_gelu_forward_gpu(d_act, d_pre, d_inp, d_w, d_b, N, IC, OC, st)) {
+        printf("SKIP %s: no fused cuBLASLt algorithm\n", nm);
+    } else {
+        check(nm, from_bf16(d_act, (size_t)N * OC), act, (size_t)N * OC, TOL_BF16);
+        snprintf(nm, sizeof(nm), "matmul_gelu_forward aux (GELU input) N=%d OC=%d", N, OC);
+        check(nm, from_bf16(d_pre, (size_t)N * OC), pre, (size_t)N * OC, TOL_BF16);
+    }
+    // backward: the next layer maps N x IC (= GELU(pre)) to N x OC; dpre = (dout @ w) * GELU'(pre)
+    float* pre_in = hrand((size_t)N * IC, 3.0f);
+    for (size_t i = 0; i < (size_t)N * IC; i++) pre_in[i] = bf16_round(pre_in[i]);  // both sides read the same bf16 values
+    float* dout = hrand((size_t)N * OC, 1.0f);
+    float *dact = hbuf((size_t)N * IC), *dpre = hbuf((size_t)N * IC), *dw = hbuf((size_t)OC * IC);
+    matmul_backward(dact, dw, NULL, dout, inp, w, N, IC, OC);
+    gelu_backward(dpre, pre_in, dact, (size_t)N * IC);
+    bf16 *d_dout = to_bf16(dout, (size_t)N * OC), *d_pre_in = to_bf16(pre_in, (size_t)N * IC);
+    bf16* d_dpre = (bf16*)dbuf(2 * (size_t)N * IC);
+    snprintf(nm, sizeof(nm), "matmul_dgelu_backward N=%d IC=%d OC=%d", N, IC, OC);
+    if (!matmul_dgelu_backward_gpu(d_dpre, d_dout, d_w, d_pre_in, N, IC, OC, st)) printf("SKIP %s: no fused cuBLASLt algorithm\n", nm);
+    else check(nm, from_bf16(d_dpre, (size_t)N * IC), dpre, (size_t)N * IC, TOL_BF16);
+    free_all();
+}
+// A width that is not a multiple of 8 cannot be an aux matrix: both fused matmuls decline
+// (return 0) before calling cuBLASLt, and the trainer falls back to the GELU kernel.
+static void test_matmul_gelu_declines(void) {
+    bf16 *x = (bf16*)dbuf(2 * 16 * 100), *w = (bf16*)dbuf(2 * 100 * 100), *y = (bf16*)dbuf(2 * 16 * 100), *p = (bf16*)dbuf(2 * 16 * 100);
+    int fwd = matmul_gelu_forward_gpu(y, p, x, w, NULL, 16, 100, 100, st), bwd = matmul_dgelu_backward_gpu(y, x, w, p, 16, 100, 100, st);
+    if (fwd || bwd) n_fail++, printf("FAIL matmul_gelu with width 100: fused anyway (forward %d, backward %d)\n", fwd, bwd);
+    else n_pass++, printf("PASS %-44s\n", "matmul_gelu declines a width of 100 (not 8k)");
+    free_all();
+}
+
 // The matmul plans (descriptors and algorithm kept per shape): more shapes than the cache
 // holds, so plans are evicted and made again, and one shape with two different biases
 // (only the bias pointer changes between calls of a plan).
@@ -608,6 +654,26 @@ static void bench_mm_bwd(void* p) {
     BenchArgs* a = (BenchArgs*)p;
     matmul_backward_gpu(a->x, a->dw, NULL, a->y, a->x, a->w, a->N, a->IC, a->OC, 0, st);
 }
+// fc + GELU of the 124M MLP (x N x 768 -> y N x 3072, pre-GELU in out), fused or as matmul + kernel;
+// then the fc projection's input gradient through GELU (dout N x 768 -> N x 3072).
+static void bench_fc_gelu_fused(void* p) {
+    BenchArgs* a = (BenchArgs*)p;
+    if (!matmul_gelu_forward_gpu(a->y, a->out, a->x, a->w, a->b, a->N, a->IC, a->OC, st)) fail("bench: no fused GELU algorithm");
+}
+static void bench_fc_gelu_split(void* p) {
+    BenchArgs* a = (BenchArgs*)p;
+    matmul_forward_gpu(a->out, a->x, a->w, a->b, a->N, a->IC, a->OC, st);
+    gelu_forward_gpu(a->y, a->out, (size_t)a->N * a->OC, st);
+}
+static void bench_dgelu_fused(void* p) {
+    BenchArgs* a = (BenchArgs*)p;
+    if (!matmul_dgelu_backward_gpu(a->y, a->x, a->w, a->out, a->N, a->OC, a->IC, st)) fail("bench: no fused DGELU algorithm");
+}
+static void bench_dgelu_split(void* p) {
+    BenchArgs* a = (BenchArgs*)p;
+    matmul_backward_gpu(a->dout, NULL, NULL, a->x, NULL, a->w, a->N, a->OC, a->IC, 0, st);
+    gelu_backward_gpu(a->y, a->out, a->dout, (size_t)a->N * a->OC, 0, st);
+}
 static void bench_att_fwd(void* p) { BenchArgs* a = (BenchArgs*)p; attention_forward_gpu(a->out, a->lse, a->qkv, a->B, a->T, a->H, a->KV, a->hd, st); }
 static void bench_att_bwd(void* p) {
     BenchArgs* a = (BenchArgs*)p;
@@ -638,6 +704,16 @@ static void bench(void) {
     printf("bench matmul_forward  N=%d IC=%d OC=%d: %8.3f ms  %6.1f TFLOP/s\n", a.N, a.IC, a.OC, t, mm / t / 1e9);
     t = time_ms(bench_mm_bwd, &a, 20);
     printf("bench matmul_backward N=%d IC=%d OC=%d: %8.3f ms  %6.1f TFLOP/s\n", a.N, a.IC, a.OC, t, 2 * mm / t / 1e9);
+    a.out = (bf16*)dbuf(2 * (size_t)a.N * a.OC), a.dout = (bf16*)dbuf(2 * (size_t)a.N * a.OC);
+    if (matmul_gelu_forward_gpu(a.y, a.out, a.x, a.w, a.b, a.N, a.IC, a.OC, st) &&
+        matmul_dgelu_backward_gpu(a.y, a.x, a.w, a.out, a.N, a.OC, a.IC, st)) {
+        float tf = time_ms(bench_fc_gelu_fused, &a, 20), ts = time_ms(bench_fc_gelu_split, &a, 20);
+        printf("bench fc+gelu forward  fused %.3f ms, matmul + kernel %.3f ms: %.2fx\n", tf, ts, ts / tf);
+        tf = time_ms(bench_dgelu_fused, &a, 20), ts = time_ms(bench_dgelu_split, &a, 20);
+        printf("bench dgelu dinp       fused %.3f ms, matmul + kernel %.3f ms: %.2fx\n", tf, ts, ts / tf);
+    } else {
+        printf("bench fc+gelu: no fused cuBLASLt algorithm at N=%d IC=%d OC=%d\n", a.N, a.IC, a.OC);
+    }
     a.B = 8, a.T = 1024, a.H = 12, a.KV = 12, a.hd = 64;
     size_t rows = (size_t)a.B * a.T;
     a.qkv = (bf16*)dbuf(2 * rows * (a.H + 2 * a.KV) * a.hd), a.dqkv = (bf16*)dbuf(2 * rows * (a.H + 2 * a.KV) * a.hd);
@@ -696,6 +772,10 @@ int main(int argc, char** argv) {
     test_matmul(257, 128, 384, 0);
     test_matmul(64, 768, 2304, 1);
     test_matmul_plans();
+    test_matmul_gelu(37, 64, 256, 1);   // the tiny model's fc and fc projection
+    test_matmul_gelu(130, 96, 200, 0);  // no bias
+    test_matmul_gelu(64, 768, 3072, 1); // GPT-2 124M
+    test_matmul_gelu_declines();
     for (int rms = 0; rms <= 1; rms++) {
         test_norm(37, 64, rms);
         test_norm(100, 100, rms);

@@ -189,6 +189,36 @@ static void matmul_forward(Model* m, bf16* out, const bf16* inp, const float* w,
     if (bias && !epilogue) residual_bias_forward_gpu(out, out, NULL, bias, N, OC, m->stream);
 }
 
+// GPT-2's fc -> GELU, and the backward through GELU and the fc projection. With --gelu-fusion
+// on (the default) GELU rides on the matmuls' cuBLASLt epilogues (GELU_AUX_BIAS forward, DGELU
+// backward: kernels_gpu.cuh); where cuBLASLt has no algorithm for a shape, the matmul and the
+// GELU kernel run separately, and rank 0 says so once.
+static int gelu_fused(Model* m, int fused) {
+    static int told;
+    if (!m->args->gelu_unfused && !fused && !told) {
+        told = 1;
+        if (m->L.rank == 0) printf("note: no fused cuBLASLt GELU for this shape: GELU runs as its own kernel\n");
+    }
+    return fused;
+}
+static void fc_gelu_forward(Model* m, LayerActs* a, const LayerW* w, int BT) {
+    if (gelu_fused(m, !m->args->gelu_unfused && matmul_gelu_forward_gpu(a->fch_act, a->fch, a->ln2, bf(m, w->fcw), bf(m, w->fcb),
+                                                                      BT, m->C, m->Fl, m->stream)))
+        return;
+    matmul_forward(m, a->fch, a->ln2, w->fcw, w->fcb, BT, m->C, m->fc_dim);
+    gelu_forward_gpu(a->fch_act, a->fch, (size_t)BT * m->Fl, m->stream);
+}
+// m->dfch = d(fc output) from dy, the gradient of the fc projection's output; g->fcprojw +=.
+static void fcproj_gelu_backward(Model* m, LayerActs* a, const LayerW* w, LayerW* g, const bf16* dy, int BT) {
+    cudaStream_t s = m->stream;
+    if (gelu_fused(m, !m->args->gelu_unfused && matmul_dgelu_backward_gpu(m->dfch, dy, bf(m, w->fcprojw), a->fch, BT, m->Fl, m->C, s))) {
+        matmul_backward_gpu(NULL, g->fcprojw, NULL, dy, a->fch_act, NULL, BT, m->Fl, m->C, 0, s);
+        return;
+    }
+    matmul_backward_gpu(m->dfch_act, g->fcprojw, NULL, dy, a->fch_act, bf(m, w->fcprojw), BT, m->Fl, m->C, 0, s);
+    gelu_backward_gpu(m->dfch, a->fch, m->dfch_act, (size_t)BT * m->Fl, 0, s);
+}
+
 // ----------------------------------------------------------------------------
 // One transformer layer on this rank's heads and MLP columns.
 
@@ -208,9 +238,11 @@ static void layer_forward(Model* m, int l, LayerActs* a, const bf16* x, bf16* ou
     // MLP block: res2 -> norm -> fc (column-parallel) -> GELU / SwiGLU -> proj (row-parallel) -> + res2
     norm_forward(m, my_rows(m, a->ln2, B), a->ln2_mean, a->ln2_rstd, a->res2, w->ln2w, w->ln2b, N);
     sp_gather_rows(m, a->ln2, B);
-    matmul_forward(m, a->fch, a->ln2, w->fcw, w->fcb, BT, C, m->fc_dim);
-    if (m->c.arch == ARCH_GPT2) gelu_forward_gpu(a->fch_act, a->fch, (size_t)BT * m->Fl, s);
-    else swiglu_forward_gpu(a->fch_act, a->fch, BT, m->Fl, s);
+    if (m->c.arch == ARCH_GPT2) fc_gelu_forward(m, a, w, BT);
+    else {
+        matmul_forward(m, a->fch, a->ln2, w->fcw, w->fcb, BT, C, m->fc_dim);
+        swiglu_forward_gpu(a->fch_act, a->fch, BT, m->Fl, s);
+    }
     matmul_forward(m, m->partial, a->fch_act, w->fcprojw, NULL, BT, m->Fl, C);
     y = tp_reduce_rows(m, m->partial, B);
     residual_bias_forward_gpu(out, a->res2, y, bf(m, w->fcprojb), N, C, s);
@@ -227,9 +259,11 @@ static void layer_backward(Model* m, int l, LayerActs* a, const bf16* x, const b
     // MLP block
     if (g->fcprojb) column_sum_gpu(g->fcprojb, dout, N, C, s);
     const bf16* dy = sp_gather_grad(m, dout, B);
-    matmul_backward_gpu(m->dfch_act, g->fcprojw, NULL, dy, a->fch_act, bf(m, w->fcprojw), BT, m->Fl, C, 0, s);
-    if (m->c.arch == ARCH_GPT2) gelu_backward_gpu(m->dfch, a->fch, m->dfch_act, (size_t)BT * m->Fl, 0, s);
-    else swiglu_backward_gpu(m->dfch, a->fch, m->dfch_act, BT, m->Fl, 0, s);
+    if (m->c.arch == ARCH_GPT2) fcproj_gelu_backward(m, a, w, g, dy, BT);
+    else {
+        matmul_backward_gpu(m->dfch_act, g->fcprojw, NULL, dy, a->fch_act, bf(m, w->fcprojw), BT, m->Fl, C, 0, s);
+        swiglu_backward_gpu(m->dfch, a->fch, m->dfch_act, BT, m->Fl, 0, s);
+    }
     matmul_backward_gpu(m->partial, g->fcw, g->fcb, m->dfch, a->ln2, bf(m, w->fcw), BT, C, m->fc_dim, 0, s);
     const bf16* dln = tp_reduce_rows(m, m->partial, B);
     act_copy(m, m->dres2, dout, (size_t)N * C);  // the residual path

@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # dev/bench_gpu.sh: the GPU benchmark (`make bench` on a machine with a GPU; dev/gpu_check.sh).
 # One rank on one GPU, the shapes of issue #4:
-#   gpt2-124m   micro-batch 32, sequence 1024
+#   gpt2-124m   micro-batch 32, sequence 1024, and again with --gelu-fusion off (the GELU
+#               kernel instead of cuBLASLt's epilogue: the ratio of the two says what it pays)
 #   gpt2-1558m  the largest micro-batch that fits, tried 32, 16, 8, 4 (an attempt that runs
 #               out of GPU memory stops at allocation, in seconds)
 # Each row: ms/step, tokens/s, achieved TFLOP/s and MFU averaged over the steps after the
@@ -33,7 +34,7 @@ bench() {
   timeout 300 "$BIN" "$@" --micro-batch "$mb" --global-batch "$mb" $COMMON --log "$json" > "$log" 2>&1
   local rc=$?
   if [ $rc -ne 0 ]; then
-    printf "%-12s %4d  failed (rc %d): %s\n" "$name" "$mb" "$rc" "$(grep -m1 'error' "$log" | cut -c1-100)"
+    printf "%-18s %4d  failed (rc %d): %s\n" "$name" "$mb" "$rc" "$(grep -m1 'error' "$log" | cut -c1-100)"
     return $rc
   fi
   local mem
@@ -41,12 +42,13 @@ bench() {
   sed -n 's/^{"step":\([0-9]*\),"loss":[^,]*,"lr":[^,]*,"ms":\([^,]*\),"tok_s":\([^,]*\),"mfu":\([^,]*\),"hfu":[^,]*,"tflops":\([^,]*\),.*/\1 \2 \3 \4 \5/p' "$json" |
     awk -v name="$name" -v mb="$mb" -v mem="$mem" '
       $1 > 2 { n++; ms += $2; tok += $3; mfu += $4; tf += $5 }
-      END { if (n) printf "%-12s %4d %9.1f %10.0f %8.1f %6.1f%%  %s\n", name, mb, ms / n, tok / n, tf / n, 100 * mfu / n, mem
-            else printf "%-12s %4d  no steps after warm-up\n", name, mb }'
+      END { if (n) printf "%-18s %4d %9.1f %10.0f %8.1f %6.1f%%  %s\n", name, mb, ms / n, tok / n, tf / n, 100 * mfu / n, mem
+            else printf "%-18s %4d  no steps after warm-up\n", name, mb }'
 }
 
-printf "%-12s %4s %9s %10s %8s %7s  %s\n" "model" "mb" "ms/step" "tokens/s" "TFLOP/s" "MFU" "GPU memory"
+printf "%-18s %4s %9s %10s %8s %7s  %s\n" "model" "mb" "ms/step" "tokens/s" "TFLOP/s" "MFU" "GPU memory"
 bench "${SMALL#--model }" "${MBS%% *}" $SMALL
+bench "${SMALL#--model }-gelu-unfused" "${MBS%% *}" $SMALL --gelu-fusion off
 for mb in $MBS; do
   bench "${BIG#--model }" "$mb" $BIG && break
 done

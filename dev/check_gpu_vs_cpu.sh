@@ -9,6 +9,7 @@
 #
 #   loss at every step    relative difference <= 2e-2
 #   grad_norm at step 1   relative difference <= 5e-2
+#   gradients at step 1   per tensor ||g_gpu - g_cpu|| / ||g_cpu|| <= 2e-2 (from the checkpoints)
 #
 # Why these bounds: at step 1 both builds start from bitwise the same fp32 weights
 # (init_params), so every difference comes from the GPU's bf16 activations (8 bits of
@@ -21,6 +22,12 @@
 # noise mostly averages out, and 5e-2 still catches a missing or doubled gradient term
 # (a factor of 2, or sqrt(2) for a dropped half). Later steps' norms are not compared: after
 # clipping and a few updates they depend on the drifted weights.
+# The gradient norm hardly moves when a gradient is wrong by a term of random sign, so the
+# gradients themselves are compared too: after one step AdamW's first moment m is 0.1 times
+# the clipped gradient, and the checkpoint holds it for every tensor in canonical order
+# (ckpt_compare, dev/ckpt_compare.c). bf16 puts 3e-3 to 6e-3 into every tensor; the
+# fc projection's backward reading GELU's output instead of its input (a one-word slip)
+# gives 4e-2 to 1.3e-1.
 #
 # Output: PASS/FAIL/SKIP lines (SKIP: several ranks on a machine without mpirun), then
 # "N passed, N failed, N skipped"; exit 1 on any failure. Logs and JSON go to ${OUT:-dev/out}/gpu_vs_cpu/.
@@ -41,6 +48,7 @@ fail() { echo "FAIL $*"; FAIL=$((FAIL + 1)); }
 
 [ -x ./train_cpu ] || make train_cpu > "$DIR/build_cpu.log" 2>&1 || { echo "error: cannot build train_cpu (see $DIR/build_cpu.log)"; }
 [ -x "$GPU_BIN" ] || make "${GPU_BIN#./}" > "$DIR/build_gpu.log" 2>&1 || { echo "error: cannot build $GPU_BIN (see $DIR/build_gpu.log)"; }
+[ -x ./ckpt_compare ] || make ckpt_compare > "$DIR/build_compare.log" 2>&1 || { echo "error: cannot build ckpt_compare (see $DIR/build_compare.log)"; }
 
 # run NAME BINARY FLAGS...: train with --log DIR/NAME.json; 0 when it exited 0 and logged 10 steps.
 run() {
@@ -85,6 +93,7 @@ done
 # GPU runs: name|reference|flags. Multi-rank runs share the one GPU through --comm mpi.
 CASES=(
   "gpu_gpt2|cpu_gpt2|--model tiny"
+  "gpu_gpt2_gelu_unfused|cpu_gpt2|--model tiny --gelu-fusion off"
   "gpu_gpt2_tp2|cpu_gpt2|--model tiny --tp 2 --comm mpi"
   "gpu_gpt2_pp2|cpu_gpt2|--model tiny --pp 2 --comm mpi"
   "gpu_gpt2_tp2_sp|cpu_gpt2|--model tiny --tp 2 --sp --comm mpi"
@@ -119,6 +128,49 @@ for entry in "${CASES[@]}"; do
   fi
   if [ ! -s "$DIR/$ref.json" ]; then fail "$name: no reference $ref"; continue; fi
   compare "$name" "$ref"
+done
+
+# Gradients at step 1, tensor by tensor: one step with a checkpoint on each side.
+GRAD_RTOL=2e-2
+grad_run() {  # grad_run NAME BINARY FLAGS...: one step, checkpoint in DIR/NAME.ckpt; 0 on success
+  local name=$1 bin=$2; shift 2
+  rm -rf "$DIR/$name.ckpt"
+  timeout 180 "$bin" $BASE "$@" --steps 1 --ckpt-dir "$DIR/$name.ckpt" > "$DIR/$name.log" 2>&1 && [ -s "$DIR/$name.ckpt/ckpt_00000001.bin" ]
+}
+for ref in "grad_cpu_gpt2|--model tiny" "grad_cpu_llama|--model llama-tiny"; do
+  name=${ref%%|*}; flags=${ref#*|}
+  grad_run "$name" ./train_cpu $flags || fail "$name: one-step reference run failed (see $DIR/$name.log)"
+done
+GRAD_CASES=(
+  "grad_gpu_gpt2|grad_cpu_gpt2|--model tiny"
+  "grad_gpu_gpt2_gelu_unfused|grad_cpu_gpt2|--model tiny --gelu-fusion off"
+  "grad_gpu_gpt2_recompute_full|grad_cpu_gpt2|--model tiny --recompute full"
+  "grad_gpu_gpt2_tp2_sp|grad_cpu_gpt2|--model tiny --tp 2 --sp --comm mpi"
+  "grad_gpu_gpt2_pp2_vpp2|grad_cpu_gpt2|--model tiny --pp 2 --vpp 2 --comm mpi"
+  "grad_gpu_llama|grad_cpu_llama|--model llama-tiny"
+  "grad_gpu_llama_tp2_zero2|grad_cpu_llama|--model llama-tiny --tp 2 --dp 2 --zero 2 --comm mpi"
+)
+[ "$GPUS" -ge 4 ] && GRAD_CASES+=(
+  "grad_gpu_gpt2_dp2_pp2_nccl|grad_cpu_gpt2|--model tiny --dp 2 --pp 2 --micro-batch 2"
+  "grad_gpu_llama_tp2_sp_dp2_nccl|grad_cpu_llama|--model llama-tiny --tp 2 --sp --dp 2 --zero 1"
+)
+for entry in "${GRAD_CASES[@]}"; do
+  IFS='|' read -r name ref flags <<< "$entry"
+  if ! command -v mpirun >/dev/null 2>&1 && [[ "$flags" =~ --(tp|pp|dp) ]]; then
+    echo "SKIP $name: several ranks need Open MPI's mpirun, not on this machine"
+    SKIP=$((SKIP + 1))
+    continue
+  fi
+  if ! grad_run "$name" "$GPU_BIN" $flags; then
+    fail "$name: one-step run failed ($flags): $(grep -m1 -E 'error' "$DIR/$name.log" | cut -c1-160)"
+    continue
+  fi
+  ./ckpt_compare --part m --tol "$GRAD_RTOL" "$DIR/$ref.ckpt/ckpt_00000001.bin" "$DIR/$name.ckpt/ckpt_00000001.bin" \
+    > "$DIR/$name.compare" 2>&1
+  rc=$?
+  line=$(tail -1 "$DIR/$name.compare" | sed 's/^[A-Z]* m: //; s/ (.*//')  # "worst tensor rel diff X <= TOL"
+  if [ $rc -eq 0 ]; then pass "$name gradients: $line vs $ref ($flags)"
+  else fail "$name gradients: $line vs $ref ($flags); per tensor in $DIR/$name.compare"; fi
 done
 
 # Resume on the GPU build: a run with evaluation, sampling and a checkpoint every 5 steps,

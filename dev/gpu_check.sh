@@ -42,6 +42,7 @@ if ! command -v make >/dev/null 2>&1; then
       test_gpu) $nv $mpi_c -o test_gpu test_gpu.cu -L"$cuda/lib64" -lcublasLt -lcublas -lnccl -lm $mpi_l ;;
       train_gpu) $nv $mpi_c -o train_gpu train_gpt.cu -L"$cuda/lib64" -lcublasLt -lcublas -lnccl -lm $mpi_l ;;
       train_cpu) gcc -O3 -march=native -fopenmp -std=gnu11 $mpi_c -o train_cpu train_gpt.c $mpi_l -lm ;;
+      ckpt_compare) gcc -O3 -march=native -fopenmp -std=gnu11 -I. $mpi_c -o ckpt_compare dev/ckpt_compare.c $mpi_l -lm ;;
       *) echo "gpu_check: no make, and no rule here for $1"; return 1 ;;
     esac
   }
@@ -50,9 +51,11 @@ fi
 make test_gpu >> "$OUTDIR/build.log" 2>&1 & P1=$!
 make train_gpu >> "$OUTDIR/build.log" 2>&1 & P2=$!
 make train_cpu >> "$OUTDIR/build.log" 2>&1 & P3=$!
+make ckpt_compare >> "$OUTDIR/build.log" 2>&1 & P4=$!
 wait $P1; RC_TB=$?
 wait $P2; RC_TR=$?
 wait $P3
+wait $P4
 note "build: test_gpu rc=$RC_TB, train_gpu rc=$RC_TR ($(elapsed)s)"
 [ $RC_TB -ne 0 ] || [ $RC_TR -ne 0 ] && tail -30 "$OUTDIR/build.log"
 
@@ -61,7 +64,7 @@ RC_TEST=1
 if [ $RC_TB -eq 0 ]; then
   timeout 180 ./test_gpu > "$OUTDIR/test_gpu.log" 2>&1
   RC_TEST=$?
-  grep -E "^(FAIL|bench|error)" "$OUTDIR/test_gpu.log" | tee -a "$SUMMARY"
+  grep -E "^(FAIL|SKIP|bench|error)" "$OUTDIR/test_gpu.log" | tee -a "$SUMMARY"
   note "test_gpu: $(tail -1 "$OUTDIR/test_gpu.log") (rc=$RC_TEST, $(elapsed)s)"
 fi
 

@@ -6,6 +6,9 @@
 //   D (m x n) = alpha * op(A) op(B) + beta * C (+ bias[i] with CUBLASLT_EPILOGUE_BIAS),
 //   column-major, op(A) m x k, op(B) k x n, each matrix described by (type, rows, cols, ld)
 //   of how it is stored (rows x cols before op), ld >= rows; C and D the same layout.
+//   GELU_AUX(_BIAS): aux = that value (bias added), D = GELU(aux), tanh form; DGELU: D =
+//   that value * GELU'(aux). Aux has D's type (the default of EPILOGUE_AUX_DATA_TYPE),
+//   D's shape and its own ld (EPILOGUE_AUX_LD, a multiple of 8, >= m).
 // Supported types: A, B bf16; C, D bf16 or fp32; compute and scale fp32 (the bias is of D's
 // type unless CUBLASLT_MATMUL_DESC_BIAS_DATA_TYPE says otherwise). Products accumulate in
 // fp32 and D is rounded once, as tensor cores do (the summation order differs). The call is
@@ -18,6 +21,8 @@ struct EmuLtDesc {
     uint32_t epilogue;
     const void* bias;
     int32_t bias_type;  // -1: D's type
+    void* aux;
+    int64_t aux_ld;
 };
 struct EmuLtLayout {
     cudaDataType_t type;
@@ -66,6 +71,11 @@ cublasStatus_t cublasLtMatmulDescCreate(cublasLtMatmulDesc_t* d, cublasComputeTy
 }
 cublasStatus_t cublasLtMatmulDescDestroy(cublasLtMatmulDesc_t d) { free(d); return CUBLAS_STATUS_SUCCESS; }
 
+static bool emu_lt_has_bias(uint32_t epi) { return epi == CUBLASLT_EPILOGUE_BIAS || epi == CUBLASLT_EPILOGUE_GELU_AUX_BIAS; }
+static bool emu_lt_has_aux(uint32_t epi) {
+    return epi == CUBLASLT_EPILOGUE_GELU_AUX || epi == CUBLASLT_EPILOGUE_GELU_AUX_BIAS || epi == CUBLASLT_EPILOGUE_DGELU;
+}
+
 #define EMU_LT_SET(field, type) do { \
     if (size != sizeof(type)) return emu_lt_reject(CUBLAS_STATUS_INVALID_VALUE, "attribute %d: %zu bytes, expected %zu", (int)attr, size, sizeof(type)); \
     memcpy(&field, buf, sizeof(type)); } while (0)
@@ -80,11 +90,13 @@ cublasStatus_t cublasLtMatmulDescSetAttribute(cublasLtMatmulDesc_t d, cublasLtMa
     case CUBLASLT_MATMUL_DESC_EPILOGUE: EMU_LT_SET(e->epilogue, uint32_t); break;
     case CUBLASLT_MATMUL_DESC_BIAS_POINTER: EMU_LT_SET(e->bias, const void*); break;
     case CUBLASLT_MATMUL_DESC_BIAS_DATA_TYPE: EMU_LT_SET(e->bias_type, int32_t); break;
+    case CUBLASLT_MATMUL_DESC_EPILOGUE_AUX_POINTER: EMU_LT_SET(e->aux, void*); break;
+    case CUBLASLT_MATMUL_DESC_EPILOGUE_AUX_LD: EMU_LT_SET(e->aux_ld, int64_t); break;
     default: return emu_lt_reject(CUBLAS_STATUS_NOT_SUPPORTED, "matmul attribute %d is not emulated", (int)attr);
     }
     if ((e->transa != CUBLAS_OP_N && e->transa != CUBLAS_OP_T) || (e->transb != CUBLAS_OP_N && e->transb != CUBLAS_OP_T))
         return emu_lt_reject(CUBLAS_STATUS_NOT_SUPPORTED, "only CUBLAS_OP_N and CUBLAS_OP_T are emulated");
-    if (e->epilogue != CUBLASLT_EPILOGUE_DEFAULT && e->epilogue != CUBLASLT_EPILOGUE_BIAS)
+    if (!emu_lt_has_bias(e->epilogue) && !emu_lt_has_aux(e->epilogue) && e->epilogue != CUBLASLT_EPILOGUE_DEFAULT)
         return emu_lt_reject(CUBLAS_STATUS_NOT_SUPPORTED, "epilogue %u is not emulated", e->epilogue);
     return CUBLAS_STATUS_SUCCESS;
 }
@@ -141,9 +153,13 @@ static const char* emu_lt_shape_error(const EmuLtDesc* d, const EmuLtLayout* a, 
     }
     if (a->ld < (int64_t)a->rows || b->ld < (int64_t)b->rows || dl->ld < (int64_t)dl->rows || a->ld < 1 || b->ld < 1 || dl->ld < 1)
         return "a leading dimension is smaller than its matrix's rows";
-    if (d->epilogue == CUBLASLT_EPILOGUE_BIAS && !d->bias) return "CUBLASLT_EPILOGUE_BIAS without a bias pointer";
+    if (emu_lt_has_bias(d->epilogue) && !d->bias) return "a bias epilogue without a bias pointer";
     int bias_type = d->bias_type >= 0 ? d->bias_type : dl->type;
-    if (d->epilogue == CUBLASLT_EPILOGUE_BIAS && bias_type != CUDA_R_16BF && bias_type != CUDA_R_32F) return "bias type not emulated";
+    if (emu_lt_has_bias(d->epilogue) && bias_type != CUDA_R_16BF && bias_type != CUDA_R_32F) return "bias type not emulated";
+    if (emu_lt_has_aux(d->epilogue)) {
+        if (!d->aux) return "a GELU epilogue without CUBLASLT_MATMUL_DESC_EPILOGUE_AUX_POINTER";
+        if (d->aux_ld < (int64_t)dl->rows || d->aux_ld % 8) return "the aux leading dimension must be >= D's rows and a multiple of 8";
+    }
     return NULL;
 }
 
@@ -216,7 +232,18 @@ static void emu_lt_product(const EmuLtDesc* d, const EmuLtLayout* a, const EmuLt
             size_t at = i + j * dd->ld;
             float v = alpha * acc;
             if (beta != 0.0f) v += beta * emu_lt_load(C, dd->type, at);  // beta 0: C is not read (may hold NaN)
-            if (d->epilogue == CUBLASLT_EPILOGUE_BIAS) v += emu_lt_load(d->bias, (cudaDataType)bias_type, i);
+            if (emu_lt_has_bias(d->epilogue)) v += emu_lt_load(d->bias, (cudaDataType)bias_type, i);
+            if (emu_lt_has_aux(d->epilogue)) {  // aux: D's type, its own ld
+                size_t ax = i + j * d->aux_ld;
+                if (d->epilogue == CUBLASLT_EPILOGUE_DGELU) {
+                    float x = emu_lt_load(d->aux, dd->type, ax), th = tanhf(0.7978845608f * (x + 0.044715f * x * x * x));
+                    v *= 0.5f * (1.0f + th) + 0.5f * x * (1.0f - th * th) * 0.7978845608f * (1.0f + 3.0f * 0.044715f * x * x);
+                } else {
+                    if (dd->type == CUDA_R_16BF) ((__nv_bfloat16*)d->aux)[ax] = __float2bfloat16(v);
+                    else ((float*)d->aux)[ax] = v;
+                    v = 0.5f * v * (1.0f + tanhf(0.7978845608f * (v + 0.044715f * v * v * v)));
+                }
+            }
             if (dd->type == CUDA_R_16BF) ((__nv_bfloat16*)D)[at] = __float2bfloat16(v);
             else ((float*)D)[at] = v;
         }

@@ -19,15 +19,17 @@ else
   MPI_LINK = $$(mpicc --showme:link)
   NEED_MPI = mpi
 endif
-# CUDA: nvcc, and NCCL inside the toolkit's own folders.
+# CUDA: nvcc; NCCL in the toolkit's own folders, else PyTorch's nvidia-nccl wheel, else the
+# system's (dev/find_nccl.sh).
 NVCC := $(shell command -v nvcc 2>/dev/null)
 ifneq ($(NVCC),)
   CUDA_ROOT := $(abspath $(dir $(NVCC))/..)
+  NCCL_FLAGS := $(shell dev/find_nccl.sh $(CUDA_ROOT))
 endif
 GPU_USABLE := $(shell nvidia-smi -L >/dev/null 2>&1 && echo 1)
 NVCC_FLAGS = -O3 -std=c++17 -DOMPI_SKIP_MPICXX=1 -gencode arch=compute_90,code=[sm_90,compute_90] -Xcompiler -fopenmp,-Wno-unused-function \
              -I$(CUDA_ROOT)/include -I.
-NVCC_LIBS = -L$(CUDA_ROOT)/lib64 -lcublasLt -lcublas -lnccl -lm
+NVCC_LIBS = -L$(CUDA_ROOT)/lib64 -lcublasLt -lcublas $(NCCL_FLAGS) -lm
 
 HEADERS = common.h config.h args.h params.h schedule.h layout.h data.h ckpt.h metrics.h planner.h runtime.h kernels_cpu.h model_runtime.h
 
@@ -39,7 +41,7 @@ include Makefile.faults
 detect:
 	@echo "build: OpenMP yes (gcc -fopenmp); SIMD $$(echo | $(CC) -march=native -dM -E - | grep -q __AVX512F__ && echo AVX-512 || (echo | $(CC) -march=native -dM -E - | grep -q __AVX2__ && echo AVX2 || echo none))"
 	@echo "build: MPI $(if $(filter none,$(MPI)),none (MPI=none: nompi/mpi.h, one rank only),$(if $(MPICC),yes ($(MPICC)),no))"
-	@echo "build: CUDA $(if $(NVCC),yes ($(CUDA_ROOT)),no); GPU at build time: $(if $(GPU_USABLE),yes,no)"
+	@echo "build: CUDA $(if $(NVCC),yes ($(CUDA_ROOT); NCCL: $(NCCL_FLAGS)),no); GPU at build time: $(if $(GPU_USABLE),yes,no)"
 
 # Open MPI is required (the layout runs over it): install it when missing.
 mpi:
@@ -122,8 +124,8 @@ test_planner: test_planner.c planner.h config.h schedule.h common.h
 # All tests; the last line is the total "N passed, N failed".
 # (fuzzing bounded by FUZZ_SECONDS per harness; clang's libFuzzer is needed for it; the GPU
 # build runs on the CUDA emulator: its kernels against kernels_cpu.h, and the whole trainer
-# against train_cpu in 18 runs (8 emulated GPUs for the NCCL ones), 9 one-step gradient
-# comparisons, evaluation, sampling and resume; again under ASan/UBSan)
+# against train_cpu in 18 runs (8 emulated GPUs for the NCCL ones; losses, and step 1's
+# gradients tensor by tensor), evaluation, sampling and resume; again under ASan/UBSan)
 test: train train_cpu test_gpt test_planner test_layouts test_faults train_asan fuzz_build test_emu test_gpu_emu train_gpu_emu \
       test_gpu_emu_asan train_gpu_emu_asan ckpt_compare
 	@set -o pipefail; rm -f .test.log; status=0; \

@@ -48,7 +48,7 @@ bench() {
 
 printf "%-18s %4s %9s %10s %8s %7s  %s\n" "model" "mb" "ms/step" "tokens/s" "TFLOP/s" "MFU" "GPU memory"
 bench "${SMALL#--model }" "${MBS%% *}" $SMALL
-bench "${SMALL#--model }-gelu-unfused" "${MBS%% *}" $SMALL --gelu-fusion off
+bench "${SMALL#--model }-unfused" "${MBS%% *}" $SMALL --gelu-fusion off
 for mb in $MBS; do
   bench "${BIG#--model }" "$mb" $BIG && break
 done

@@ -193,17 +193,17 @@ static void matmul_forward(Model* m, bf16* out, const bf16* inp, const float* w,
 // on (the default) GELU rides on the matmuls' cuBLASLt epilogues (GELU_AUX_BIAS forward, DGELU
 // backward: kernels_gpu.cuh); where cuBLASLt has no algorithm for a shape, the matmul and the
 // GELU kernel run separately, and rank 0 says so once.
-static int gelu_fused(Model* m, int fused) {
+static int gelu_fused(Model* m, int fused) {  // fused: what the fused matmul returned
     static int told;
-    if (!m->args->gelu_unfused && !fused && !told) {
+    if (!fused && !told) {
         told = 1;
         if (m->L.rank == 0) printf("note: no fused cuBLASLt GELU for this shape: GELU runs as its own kernel\n");
     }
     return fused;
 }
 static void fc_gelu_forward(Model* m, LayerActs* a, const LayerW* w, int BT) {
-    if (gelu_fused(m, !m->args->gelu_unfused && matmul_gelu_forward_gpu(a->fch_act, a->fch, a->ln2, bf(m, w->fcw), bf(m, w->fcb),
-                                                                      BT, m->C, m->Fl, m->stream)))
+    if (!m->args->gelu_unfused &&
+        gelu_fused(m, matmul_gelu_forward_gpu(a->fch_act, a->fch, a->ln2, bf(m, w->fcw), bf(m, w->fcb), BT, m->C, m->Fl, m->stream)))
         return;
     matmul_forward(m, a->fch, a->ln2, w->fcw, w->fcb, BT, m->C, m->fc_dim);
     gelu_forward_gpu(a->fch_act, a->fch, (size_t)BT * m->Fl, m->stream);
@@ -211,7 +211,7 @@ static void fc_gelu_forward(Model* m, LayerActs* a, const LayerW* w, int BT) {
 // m->dfch = d(fc output) from dy, the gradient of the fc projection's output; g->fcprojw +=.
 static void fcproj_gelu_backward(Model* m, LayerActs* a, const LayerW* w, LayerW* g, const bf16* dy, int BT) {
     cudaStream_t s = m->stream;
-    if (gelu_fused(m, !m->args->gelu_unfused && matmul_dgelu_backward_gpu(m->dfch, dy, bf(m, w->fcprojw), a->fch, BT, m->Fl, m->C, s))) {
+    if (!m->args->gelu_unfused && gelu_fused(m, matmul_dgelu_backward_gpu(m->dfch, dy, bf(m, w->fcprojw), a->fch, BT, m->Fl, m->C, s))) {
         matmul_backward_gpu(NULL, g->fcprojw, NULL, dy, a->fch_act, NULL, BT, m->Fl, m->C, 0, s);
         return;
     }

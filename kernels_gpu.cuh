@@ -783,11 +783,13 @@ __device__ __forceinline__ void ldsm_x4_t(uint32_t r[4], const bf16* row) {
 }
 #endif
 
-template <int HD>
+// BC_: rows of the other side per tile; the trainer uses the default (64 up to head size 64),
+// test_gpu also checks and times 32 at head size 64 (gpu_att_tile64 below).
+template <int HD, int BC_ = (HD <= 64 ? 64 : 32)>
 struct AttShape {
     static constexpr int NW = HD <= 64 ? 4 : 2;   // warps per block: 128-wide heads need the registers
     static constexpr int BR = 16 * NW;            // this block's rows
-    static constexpr int BC = HD <= 64 ? 64 : 32; // rows of the other side per tile
+    static constexpr int BC = BC_;                // rows of the other side per tile
     static constexpr int LD = HD + 8;             // bf16 row pitch in shared memory: 16-byte rows, banks skewed
     static constexpr int NT = BC / 8;             // 8-wide column tiles of a score tile
     static constexpr int DT = HD / 8;             // 8-wide column tiles of an output row
@@ -879,11 +881,11 @@ __device__ __forceinline__ void att_write(bf16* dst, size_t pitch, int r0, int T
 // SM) keeps hd-64 registers at 4 forward / 3 backward blocks per SM of 64K registers
 // (without it ptxas took 134 / 165 / 190 registers, 3 / 3 / 2 blocks); ptxas -v shows
 // no spills with it, for every head size.
-template <int HD>
-__global__ void __launch_bounds__(AttShape<HD>::NW * 32, 4)
+template <int HD, int BCK>
+__global__ void __launch_bounds__(AttShape<HD, BCK>::NW * 32, 4)
 attention_forward_kernel(bf16* out, float* lse, const bf16* qkv, int T, int H, int KV) {
-    constexpr int BR = AttShape<HD>::BR, BC = AttShape<HD>::BC, LD = AttShape<HD>::LD;
-    constexpr int NT = AttShape<HD>::NT, DT = AttShape<HD>::DT;
+    constexpr int BR = AttShape<HD, BCK>::BR, BC = AttShape<HD, BCK>::BC, LD = AttShape<HD, BCK>::LD;
+    constexpr int NT = AttShape<HD, BCK>::NT, DT = AttShape<HD, BCK>::DT;
     __shared__ __align__(16) bf16 Qs[BR * LD], Ks[BC * LD], Vs[BC * LD];
     int warp = threadIdx.x / 32, lane = threadIdx.x % 32, g = lane / 4, t = lane % 4;
     int b = blockIdx.z, h = blockIdx.y, q_blk = (gridDim.x - 1 - blockIdx.x) * BR, q0 = q_blk + warp * 16;  // latest (longest) first
@@ -959,12 +961,12 @@ __global__ void attention_dsum_kernel(float* dsum, const bf16* dout, const bf16*
 
 // dq = scale * sum_j dS_ij k_j, dS_ij = P_ij (dout_i . v_j - Dsum_i): one block per
 // (query block, head, batch), walking the key tiles up to the diagonal.
-template <int HD>
-__global__ void __launch_bounds__(AttShape<HD>::NW * 32, 3)
+template <int HD, int BCK>
+__global__ void __launch_bounds__(AttShape<HD, BCK>::NW * 32, 3)
 attention_backward_dq_kernel(bf16* dqkv, const bf16* dout, const bf16* qkv, const float* lse, const float* dsum,
                              int T, int H, int KV) {
-    constexpr int BR = AttShape<HD>::BR, BC = AttShape<HD>::BC, LD = AttShape<HD>::LD;
-    constexpr int NT = AttShape<HD>::NT, DT = AttShape<HD>::DT;
+    constexpr int BR = AttShape<HD, BCK>::BR, BC = AttShape<HD, BCK>::BC, LD = AttShape<HD, BCK>::LD;
+    constexpr int NT = AttShape<HD, BCK>::NT, DT = AttShape<HD, BCK>::DT;
     __shared__ __align__(16) bf16 Qs[BR * LD], dOs[BR * LD], Ks[BC * LD], Vs[BC * LD];
     int warp = threadIdx.x / 32, lane = threadIdx.x % 32, g = lane / 4, t = lane % 4;
     int b = blockIdx.z, h = blockIdx.y, q_blk = (gridDim.x - 1 - blockIdx.x) * BR, q0 = q_blk + warp * 16;  // latest (longest) first
@@ -1009,12 +1011,12 @@ attention_backward_dq_kernel(bf16* dqkv, const bf16* dout, const bf16* qkv, cons
 // dk = scale * sum_i dS_ij q_i and dv = sum_i P_ij dout_i over the H/KV query heads that
 // share kv head kvh and the queries i >= j: one block per (key block, kv head, batch). The
 // score tiles are transposed here (rows: keys, columns: queries).
-template <int HD>
-__global__ void __launch_bounds__(AttShape<HD>::NW * 32, 3)
+template <int HD, int BCK>
+__global__ void __launch_bounds__(AttShape<HD, BCK>::NW * 32, 3)
 attention_backward_dkv_kernel(bf16* dqkv, const bf16* dout, const bf16* qkv, const float* lse, const float* dsum,
                               int T, int H, int KV) {
-    constexpr int BR = AttShape<HD>::BR, BC = AttShape<HD>::BC, LD = AttShape<HD>::LD;
-    constexpr int NT = AttShape<HD>::NT, DT = AttShape<HD>::DT;
+    constexpr int BR = AttShape<HD, BCK>::BR, BC = AttShape<HD, BCK>::BC, LD = AttShape<HD, BCK>::LD;
+    constexpr int NT = AttShape<HD, BCK>::NT, DT = AttShape<HD, BCK>::DT;
     __shared__ __align__(16) bf16 Kb[BR * LD], Vb[BR * LD], Qs[BC * LD], dOs[BC * LD];
     __shared__ float lses[BC], dss[BC];
     int warp = threadIdx.x / 32, lane = threadIdx.x % 32, g = lane / 4, t = lane % 4;
@@ -1060,20 +1062,26 @@ attention_backward_dkv_kernel(bf16* dqkv, const bf16* dout, const bf16* qkv, con
     att_write<DT>(dqkv + (size_t)b * T * stride + (H + KV + kvh) * HD, stride, j0, T, dv, one);
 }
 
-template <int HD>
+template <int HD, int BCK = AttShape<HD>::BC>
 static void attention_forward_launch(bf16* out, float* lse, const bf16* qkv, int B, int T, int H, int KV, cudaStream_t s) {
-    attention_forward_kernel<HD><<<dim3(cdiv(T, AttShape<HD>::BR), H, B), AttShape<HD>::NW * 32, 0, s>>>(out, lse, qkv, T, H, KV);
+    attention_forward_kernel<HD, BCK><<<dim3(cdiv(T, AttShape<HD>::BR), H, B), AttShape<HD>::NW * 32, 0, s>>>(out, lse, qkv, T, H, KV);
     launchCheck();
 }
-template <int HD>
+template <int HD, int BCK = AttShape<HD>::BC>
 static void attention_backward_launch(bf16* dqkv, const bf16* dout, const bf16* qkv, const float* lse, const float* dsum,
                                       int B, int T, int H, int KV, cudaStream_t s) {
     dim3 block(AttShape<HD>::NW * 32);
-    attention_backward_dq_kernel<HD><<<dim3(cdiv(T, AttShape<HD>::BR), H, B), block, 0, s>>>(dqkv, dout, qkv, lse, dsum, T, H, KV);
+    attention_backward_dq_kernel<HD, BCK><<<dim3(cdiv(T, AttShape<HD>::BR), H, B), block, 0, s>>>(dqkv, dout, qkv, lse, dsum, T, H, KV);
     launchCheck();
-    attention_backward_dkv_kernel<HD><<<dim3(cdiv(T, AttShape<HD>::BR), KV, B), block, 0, s>>>(dqkv, dout, qkv, lse, dsum, T, H, KV);
+    attention_backward_dkv_kernel<HD, BCK><<<dim3(cdiv(T, AttShape<HD>::BR), KV, B), block, 0, s>>>(dqkv, dout, qkv, lse, dsum, T, H, KV);
     launchCheck();
 }
+
+// Keys (queries in dk/dv) per tile at head size 64: 64 (the default) or 32. Whether the
+// fewer, larger tiles win over more resident blocks is for a GPU to say: test_gpu checks
+// both and its benchmark times both.
+static int gpu_att_tile64 = 64;
+static int attention_tile(int hd) { return hd == 64 ? gpu_att_tile64 : hd == 128 ? AttShape<128>::BC : AttShape<16>::BC; }
 
 static void attention_check(int H, int KV, int hd) {
     if (KV <= 0 || H % KV) fail("attention: %d query heads do not group over %d kv heads", H, KV);
@@ -1085,6 +1093,7 @@ static void attention_forward_gpu(bf16* out, float* lse, const bf16* qkv, int B,
     attention_check(H, KV, hd);
     if (hd == 16) attention_forward_launch<16>(out, lse, qkv, B, T, H, KV, s);
     else if (hd == 32) attention_forward_launch<32>(out, lse, qkv, B, T, H, KV, s);
+    else if (hd == 64 && gpu_att_tile64 == 32) attention_forward_launch<64, 32>(out, lse, qkv, B, T, H, KV, s);
     else if (hd == 64) attention_forward_launch<64>(out, lse, qkv, B, T, H, KV, s);
     else attention_forward_launch<128>(out, lse, qkv, B, T, H, KV, s);
 }
@@ -1101,6 +1110,7 @@ static void attention_backward_gpu(bf16* dqkv, const bf16* dout, const bf16* qkv
     launchCheck();
     if (hd == 16) attention_backward_launch<16>(dqkv, dout, qkv, lse, dsum, B, T, H, KV, s);
     else if (hd == 32) attention_backward_launch<32>(dqkv, dout, qkv, lse, dsum, B, T, H, KV, s);
+    else if (hd == 64 && gpu_att_tile64 == 32) attention_backward_launch<64, 32>(dqkv, dout, qkv, lse, dsum, B, T, H, KV, s);
     else if (hd == 64) attention_backward_launch<64>(dqkv, dout, qkv, lse, dsum, B, T, H, KV, s);
     else attention_backward_launch<128>(dqkv, dout, qkv, lse, dsum, B, T, H, KV, s);
 }

@@ -433,7 +433,7 @@ static void test_attention(int B, int T, int H, int KV, int hd) {
     bf16* d_out = (bf16*)dbuf(2 * nout);
     float* d_lse = (float*)dbuf(4 * (size_t)B * H * T);
     attention_forward_gpu(d_out, d_lse, d_qkv, B, T, H, KV, hd, st);
-    snprintf(nm, sizeof(nm), "attention_forward B=%d T=%d H=%d KV=%d hd=%d", B, T, H, KV, hd);
+    snprintf(nm, sizeof(nm), "attention_forward B=%d T=%d H=%d KV=%d hd=%d tile=%d", B, T, H, KV, hd, attention_tile(hd));
     check(nm, from_bf16(d_out, nout), out, nout, TOL_BF16);
     // logsumexp from the reference: lse = s_max - log(p_max) for the most likely key
     float* lse = hbuf((size_t)B * H * T);
@@ -450,7 +450,7 @@ static void test_attention(int B, int T, int H, int KV, int hd) {
                 for (int d = 0; d < hd; d++) s += q[d] * k[d];
                 lse[((size_t)b * H + h) * T + t] = s * scale - logf(a[j]);
             }
-    snprintf(nm, sizeof(nm), "attention_forward lse B=%d T=%d H=%d KV=%d hd=%d", B, T, H, KV, hd);
+    snprintf(nm, sizeof(nm), "attention_forward lse B=%d T=%d H=%d KV=%d hd=%d tile=%d", B, T, H, KV, hd, attention_tile(hd));
     check(nm, from_f32(d_lse, (size_t)B * H * T), lse, (size_t)B * H * T, TOL_F32);
 
     float* dout = hrand(nout, 1.0f);
@@ -471,7 +471,7 @@ static void test_attention(int B, int T, int H, int KV, int hd) {
                 gp[(size_t)i * cw[p] + c] = g[(size_t)i * stride + c0[p] + c];
                 cp[(size_t)i * cw[p] + c] = dqkv[(size_t)i * stride + c0[p] + c];
             }
-        snprintf(nm, sizeof(nm), "attention_backward %s B=%d T=%d H=%d KV=%d hd=%d", part[p], B, T, H, KV, hd);
+        snprintf(nm, sizeof(nm), "attention_backward %s B=%d T=%d H=%d KV=%d hd=%d tile=%d", part[p], B, T, H, KV, hd, attention_tile(hd));
         check(nm, gp, cp, m, TOL_ATT_BWD);
     }
     free_all();
@@ -721,10 +721,16 @@ static void bench(void) {
     a.lse = (float*)dbuf(4 * rows * a.H);
     attention_forward_gpu(a.out, a.lse, a.qkv, a.B, a.T, a.H, a.KV, a.hd, st);  // valid lse for the backward
     double att = 2.0 * 2.0 * a.B * a.H * (double)a.T * a.T / 2 * a.hd;  // causal: half of QK^T and PV
-    t = time_ms(bench_att_fwd, &a, 5);
-    printf("bench attention_forward  B=%d T=%d H=%d hd=%d: %8.3f ms  %6.1f TFLOP/s\n", a.B, a.T, a.H, a.hd, t, att / t / 1e9);
-    t = time_ms(bench_att_bwd, &a, 5);
-    printf("bench attention_backward B=%d T=%d H=%d hd=%d: %8.3f ms  %6.1f TFLOP/s\n", a.B, a.T, a.H, a.hd, t, 2.5 * att / t / 1e9);
+    for (int tile = 64; tile >= 32; tile /= 2) {  // keys per tile: the trainer's 64, and 32
+        gpu_att_tile64 = tile;
+        t = time_ms(bench_att_fwd, &a, 5);
+        printf("bench attention_forward  B=%d T=%d H=%d hd=%d tile=%d: %8.3f ms  %6.1f TFLOP/s\n", a.B, a.T, a.H, a.hd, tile, t,
+               att / t / 1e9);
+        t = time_ms(bench_att_bwd, &a, 5);
+        printf("bench attention_backward B=%d T=%d H=%d hd=%d tile=%d: %8.3f ms  %6.1f TFLOP/s\n", a.B, a.T, a.H, a.hd, tile, t,
+               2.5 * att / t / 1e9);
+    }
+    gpu_att_tile64 = 64;
     free_all();
 
     // Memory-bound kernels: GB/s of the bytes each must move at least (reads + writes once).
@@ -793,6 +799,10 @@ int main(int argc, char** argv) {
     test_attention(2, 65, 4, 2, 64);
     test_attention(1, 129, 4, 1, 64);  // multi-query
     test_attention(1, 100, 2, 1, 128);
+    gpu_att_tile64 = 32;  // the hd-64 kernels with 32-key tiles (the benchmark times both)
+    test_attention(2, 65, 4, 2, 64);
+    test_attention(1, 129, 4, 1, 64);
+    gpu_att_tile64 = 64;
     test_embedding(50, 64, 0, 384, 257, 16, 0);
     test_embedding(77, 100, 128, 128, 257, 32, 45);  // vocab shard with padding rows
     test_crossentropy(37, 384, 0, 257);               // whole padded vocabulary on one rank

@@ -63,8 +63,10 @@ run() {
   timeout 180 "$bin" $BASE "$@" --log "$DIR/$name.json" > "$DIR/$name.log" 2>&1 || return 1
   [ "$(steps "$DIR/$name.json" | wc -l)" -eq 10 ]
 }
-# checkpoints every step into DIR/NAME.ckpt (for step 1's gradients), for run's FLAGS.
+# checkpoints every step into DIR/NAME.ckpt (for step 1's gradients), for run's FLAGS;
+# keep_step1 NAME drops all but step 1's.
 ckpt_flags() { echo "--ckpt-dir $DIR/$1.ckpt --ckpt-every 1 --ckpt-keep 10"; }
+keep_step1() { rm -f "$DIR/$1.ckpt"/ckpt_0000000[2-9].bin "$DIR/$1.ckpt"/ckpt_00000010.bin; }
 # skip_without_mpirun NAME FLAGS: true, with a SKIP line, when FLAGS need several ranks and there is no mpirun.
 skip_without_mpirun() {
   command -v mpirun >/dev/null 2>&1 || ! [[ "$2" =~ --(tp|pp|dp) ]] && return 1
@@ -95,7 +97,7 @@ compare() {
     rm -rf "$DIR/$name.ckpt"
   else
     fail "$name gradients: step 1 $(tail -1 "$DIR/$name.compare" | sed 's/^[A-Z]* m: //; s/ (.*//') vs $ref; per tensor in $DIR/$name.compare"
-    rm -f "$DIR/$name.ckpt"/ckpt_0000000[2-9].bin "$DIR/$name.ckpt"/ckpt_00000010.bin
+    keep_step1 "$name"
   fi
   if awk -v w="$worst" -v t="$LOSS_RTOL" 'BEGIN { exit !(w <= t) }'; then
     pass "$name loss: max rel diff $worst (step $at) <= $LOSS_RTOL over 10 steps vs $ref"
@@ -114,8 +116,11 @@ for ref in "cpu_gpt2|--model tiny" "cpu_llama|--model llama-tiny"; do
   name=${ref%%|*}; flags=${ref#*|}
   rm -rf "$DIR/$name.ckpt"
   if run "$name" ./train_cpu $flags $(ckpt_flags "$name"); then
-    rm -f "$DIR/$name.ckpt"/ckpt_0000000[2-9].bin "$DIR/$name.ckpt"/ckpt_00000010.bin  # the GPU runs need step 1's
-    pass "$name: reference run ($flags)"; else fail "$name: reference run failed (see $DIR/$name.log)"; fi
+    keep_step1 "$name"  # what the GPU runs compare with
+    pass "$name: reference run ($flags)"
+  else
+    fail "$name: reference run failed (see $DIR/$name.log)"
+  fi
 done
 
 # GPU runs: name|reference|flags. Multi-rank runs share the one GPU through --comm mpi.

@@ -333,6 +333,10 @@ static uint32_t lt_alignment(const void* p, int ld, int elem) {
     return al;
 }
 
+// Whether a bias can ride on a bias epilogue: we give it one only at 16 bytes of alignment
+// (always so for widths that are multiples of 8); the callers add it separately otherwise.
+static int lt_bias_aligned(const bf16* bias) { return (uintptr_t)bias % 16 == 0; }
+
 static int lt_is_gelu(int epilogue) {
     return epilogue == CUBLASLT_EPILOGUE_GELU_AUX || epilogue == CUBLASLT_EPILOGUE_GELU_AUX_BIAS ||
            epilogue == CUBLASLT_EPILOGUE_DGELU;
@@ -461,7 +465,7 @@ static void matmul_backward_gpu(bf16* dinp, float* dweight, float* dbias, const 
 // act (N x OC) = GELU(pre), pre (N x OC) = inp @ weight^T + bias (bias may be NULL).
 static int matmul_gelu_forward_gpu(bf16* act, bf16* pre, const bf16* inp, const bf16* weight, const bf16* bias, int N,
                                    int IC, int OC, cudaStream_t s) {
-    if (OC % 8 || (bias && (uintptr_t)bias % 16)) return 0;
+    if (OC % 8 || (bias && !lt_bias_aligned(bias))) return 0;
     return lt_matmul(act, CUDA_R_16BF, OC, weight, 1, IC, inp, 0, IC, OC, N, IC, 0.0f,
                      bias ? CUBLASLT_EPILOGUE_GELU_AUX_BIAS : CUBLASLT_EPILOGUE_GELU_AUX, bias, pre, s);
 }

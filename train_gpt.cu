@@ -184,7 +184,7 @@ static void norm_backward(Model* m, bf16* dx, float* dw, float* db, const bf16* 
 // aligned (always so for d_model a multiple of 8, i.e. every preset), else a separate add.
 static void matmul_forward(Model* m, bf16* out, const bf16* inp, const float* w, const float* b, int N, int IC, int OC) {
     const bf16* bias = bf(m, b);
-    int epilogue = bias && (uintptr_t)bias % 16 == 0;
+    int epilogue = bias && lt_bias_aligned(bias);
     matmul_forward_gpu(out, inp, bf(m, w), epilogue ? bias : NULL, N, IC, OC, m->stream);
     if (bias && !epilogue) residual_bias_forward_gpu(out, out, NULL, bias, N, OC, m->stream);
 }

@@ -144,7 +144,11 @@ static void metrics_predict(Metrics* m, const ModelConfig* c, const char* device
     d.peak_flops = peak_flops_per_rank;
     d.shared_cores = shared_cores;
     d.gpus_per_node = c->dp * c->tp * c->pp;
-    plan_predict(c, c->global_batch, d.gpus_per_node, &d, &m->plan);
+    // the CPU build's attention materializes the T x T scores (the planner's "torch" kernel);
+    // the GPU build runs its own flash attention
+    PlanSetup k = plan_setup_default();
+    if (!strcmp(device, "cpu")) k.attention = ATTN_TORCH;
+    plan_predict(c, &k, c->global_batch, d.gpus_per_node, &d, &m->plan);
     if (m->rank != 0) return;
     char a[32], b[32], cc[32], e[32];
     printf("memory per rank (rank 0 buffers): params %s, grads %s, adam %s, activations %s\n", fmt_bytes(m->pred_bytes[0], a),

@@ -1,23 +1,28 @@
 // planner.h: the layout planner. For a model, a number of GPUs and a device profile it
 // enumerates every parallel layout (dp x tp x pp, virtual stages, micro-batch size,
-// recomputation, sequence parallelism, ZeRO stage, schedule), predicts per-GPU memory
-// and step time for each from first principles, and prints them ranked by throughput.
+// recomputation, sequence parallelism, ZeRO stage, schedule) and every attention and
+// norm kernel, predicts per-GPU memory and step time for each from first principles,
+// and prints them ranked by throughput. It also predicts given runs (--runs FILE.csv),
+// which is how it is checked against measured ones (scripts/validate_planner.py).
 //
 //   ./train --plan --model llama-13b --gpus 64 --device a100-80gb --global-batch-tokens 4194304
 //
 // The model, in one paragraph (dev/PLANNER.md has the long form):
 //   memory  = model states (bytes per parameter by ZeRO stage) + activations (Korthikanti
-//             et al. 2022, per layer, times the (micro-batch, chunk) pairs the stage holds
-//             at peak under its schedule: schedule_max_in_flight) + logits + fixed overhead.
+//             et al. 2022, per layer and kernel, times the (micro-batch, chunk) pairs the
+//             stage holds at peak under its schedule: schedule_max_in_flight) + the largest
+//             temporaries (logits and loss, unfused attention's score matrices, the layer
+//             being recomputed) + allocator fragmentation + a fixed reserve.
 //   compute = per op roofline: matmuls max(FLOPs / (peak * eff), bytes / HBM) plus a fixed
-//             latency per kernel, attention at its kernel's efficiency, elementwise ops at
-//             HBM bandwidth. Backward = 2x forward for matmuls; recomputation adds forward work.
-//   comm    = ring collectives 2(n-1)/n * bytes / bw (+ latency per step) for tensor
-//             parallelism (inside the chunk times, not overlapped), pipeline p2p, and the
+//             latency per kernel, attention at its kernel's efficiency plus the passes over
+//             the T x T scores unfused kernels make, elementwise ops at HBM bandwidth.
+//             Backward = 2x forward for matmuls; recomputation adds forward work.
+//   comm    = ring collectives 2(n-1)/n * bytes / bw (+ latency per step) on the link each
+//             group lands on (NVLink inside a node, the node's NICs across nodes, given the
+//             rank order): tensor parallelism inside the chunk times, pipeline p2p, and the
 //             data-parallel gradient reduction (partly hidden under the last backward).
 //   step    = schedule_simulate() of the real schedule (schedule.h) with those per-chunk
 //             times + exposed DP communication + the optimizer step.
-// Rank order follows layout.h: tp ranks adjacent, then pipeline stages, then data-parallel.
 #ifndef PLANNER_H
 #define PLANNER_H
 
@@ -32,13 +37,16 @@ typedef struct {
     // compute
     double peak_flops;       // dense FLOP/s in the training dtype (bf16 tensor cores on GPUs)
     double matmul_eff;       // fraction of peak a large matmul reaches (cuBLAS on big GEMMs)
+    int sms;                 // streaming multiprocessors a matmul's tiles are spread over (0: none)
     double matmul_latency;   // s, fixed cost per matmul (launch, last partial wave): a matmul of F
                              // FLOPs runs at eff(F) = matmul_eff * F / (F + F_half), F_half = peak*matmul_eff*latency
-    double attn_eff_flash;   // fraction of peak of the fused (flash) attention kernels
-    double attn_eff_naive;   // fraction of peak of the batched QK^T / AV matmuls without flash
+    double attn_eff_flash2;  // fraction of peak of FlashAttention-2 forward + backward (causal FLOPs)
+    double attn_eff_flash1;  // the same for FlashAttention 1
+    double bmm_eff;          // fraction of peak of the batched Q K^T and P V matmuls of unfused attention
     // memory
     double mem_bytes;        // device memory
-    double mem_overhead;     // bytes never available: CUDA context, NCCL buffers, allocator fragmentation
+    double mem_overhead;     // bytes never available: CUDA context, cuBLAS workspace, NCCL buffers
+    double mem_frag;         // fraction of activations and temporaries lost to allocator fragmentation
     double hbm_bw;           // bytes/s, peak memory bandwidth
     double hbm_eff;          // fraction of hbm_bw elementwise kernels reach
     double op_latency;       // s per elementwise kernel (launch + tail)
@@ -56,8 +64,6 @@ typedef struct {
     // software
     int dtype_bytes;         // 2: bf16 mixed precision with fp32 master weights; 4: fp32 throughout
     int grad_bytes;          // bytes of an accumulated gradient (2: bf16, 4: fp32)
-    int flash_attn;          // fused attention without the T x T matrices (FlashAttention-2)
-    int fused_norm;          // fused RMSNorm/LayerNorm kernel (one pass in, one out)
     // ranks that time-share cores (the CPU build): 0 for devices of their own, else the
     // number of cores all ranks share; a rank runs at peak_flops when it has a core to itself
     int shared_cores;
@@ -65,38 +71,40 @@ typedef struct {
 
 #define GiB (1024.0 * 1024.0 * 1024.0)
 
-// Built-in profiles. Efficiency factors of the A100 are tuned so that the planner
-// reproduces Hagemann et al. 2023 (dev/PLANNER.md); the others are the same factors
-// on the datasheet numbers. A100 node (DGX A100 / HGX A100 style): 8 GPUs, NVLink3
-// 600 GB/s bidirectional = 300 GB/s each way per GPU, and we ASSUME 8 HDR InfiniBand
-// HCAs of 200 Gb/s per node (one per GPU); H100/H200: NVLink4 900 GB/s bidirectional,
-// 8 NDR 400 Gb/s HCAs per node.
+// Built-in profiles. A100 node (DGX A100 / HGX A100 style): 8 GPUs, NVLink3 600 GB/s
+// bidirectional = 300 GB/s each way per GPU, and we ASSUME 8 HDR InfiniBand HCAs of
+// 200 Gb/s per node (one per GPU); H100/H200: NVLink4 900 GB/s bidirectional, 8 NDR
+// 400 Gb/s HCAs per node. Efficiencies marked "fit" were fitted once to the 334 runs of
+// Hagemann et al. 2023 (dev/PLANNER.md, scripts/validate_planner.py); the others are
+// datasheet values or published kernel figures. The H100/H200 profiles keep the A100's
+// fitted efficiencies except where a published figure says otherwise.
 static void profile_a100(DeviceProfile* d) {
     memset(d, 0, sizeof(*d));
     snprintf(d->name, sizeof(d->name), "a100-80gb");
     d->peak_flops = 312e12;       // dense bf16
-    d->matmul_eff = 0.75;         // large bf16 GEMMs in a training run: ~235 TFLOP/s (power-capped clocks)
+    d->matmul_eff = 0.69;         // fit (large bf16 GEMMs: 215 TFLOP/s in full waves)
     d->matmul_latency = 8e-6;
-    d->attn_eff_flash = 0.55;     // FlashAttention-2 fwd+bwd, causal, head dim 128 (Dao 2023: 50-70%)
-    d->attn_eff_naive = 0.50;     // the bmms are mostly bandwidth-bound anyway (roofline)
+    d->sms = 108;
+    d->attn_eff_flash2 = 0.50;    // FlashAttention-2 fwd+bwd, causal, head dim 128, 2k-8k tokens (Dao 2023: ~150-175 TFLOP/s)
+    d->attn_eff_flash1 = 0.26;    // fit (FlashAttention 1.0.8, head dim 128)
+    d->bmm_eff = 0.34;            // fit (the batched K=128 score matmuls of unfused attention)
     d->mem_bytes = 80 * GiB;
-    d->mem_overhead = 5 * GiB;
+    d->mem_overhead = 1 * GiB;    // CUDA context ~0.5, cuBLAS workspaces
+    d->mem_frag = 0.30;           // fit: allocator fragmentation, communication and pipeline buffers
     d->hbm_bw = 2.039e12;
-    d->hbm_eff = 0.80;
+    d->hbm_eff = 0.49;            // fit: also covers the passes the byte table misses (layout copies, casts)
     d->op_latency = 4e-6;
     d->intra_bw = 300e9;
     d->intra_latency = 5e-6;
     d->nic_bw = 200e9 / 8;        // HDR 200 Gb/s
     d->inter_latency = 10e-6;
-    d->link_eff = 0.75;
+    d->link_eff = 0.58;           // fit: NCCL bus bandwidth over the link, stalls of unoverlapped collectives included
     d->dp_overlap = 0.5;
     d->comm_interference = 0.2;
     d->nics_per_node = 8;
     d->gpus_per_node = 8;
     d->dtype_bytes = 2;
-    d->grad_bytes = 2;            // bf16 gradients: 13B with tp=pp=1 only fits with these (as in the paper)
-    d->flash_attn = 1;
-    d->fused_norm = 1;
+    d->grad_bytes = 2;            // bf16 gradients: 13B with tp=pp=1 only fits with these (as in the study)
 }
 
 static void profile_h100(DeviceProfile* d) {
@@ -104,7 +112,9 @@ static void profile_h100(DeviceProfile* d) {
     snprintf(d->name, sizeof(d->name), "h100-sxm");
     d->peak_flops = 989e12;       // dense bf16 (SXM5)
     d->matmul_eff = 0.70;         // large GEMMs reach ~700 TFLOP/s
-    d->attn_eff_flash = 0.40;     // FlashAttention-2 on Hopper reaches ~35-45% (FA3 more)
+    d->sms = 132;
+    d->attn_eff_flash2 = 0.40;    // FlashAttention-2 on Hopper reaches ~35-45% (FA3 more)
+    d->attn_eff_flash1 = 0.25;
     d->hbm_bw = 3.35e12;
     d->intra_bw = 450e9;          // NVLink4 900 GB/s bidirectional
     d->nic_bw = 400e9 / 8;        // NDR 400 Gb/s
@@ -129,10 +139,12 @@ static void profile_cpu(DeviceProfile* d) {
     d->peak_flops = 157e9;
     d->matmul_eff = 0.19;
     d->matmul_latency = 2e-6;
-    d->attn_eff_flash = 0.30;
-    d->attn_eff_naive = 0.30;
+    d->sms = 0;
+    d->attn_eff_flash2 = d->attn_eff_flash1 = 0.30;
+    d->bmm_eff = 0.30;
     d->mem_bytes = 16 * GiB;
     d->mem_overhead = 0.25 * GiB;
+    d->mem_frag = 0;
     d->hbm_bw = 20e9;
     d->hbm_eff = 0.7;
     d->op_latency = 1e-6;
@@ -146,8 +158,6 @@ static void profile_cpu(DeviceProfile* d) {
     d->gpus_per_node = 0;
     d->dtype_bytes = 4;
     d->grad_bytes = 4;
-    d->flash_attn = 0;
-    d->fused_norm = 1;
     d->shared_cores = 0;          // set to the machine's cores when the ranks share them
 }
 
@@ -177,10 +187,12 @@ static const ProfileKey PROFILE_KEYS[] = {
     PKEY("peak_tflops", peak_flops, 0, 1e12, 1e-9, 1e6, "dense peak TFLOP/s"),
     PKEY("matmul_eff", matmul_eff, 0, 1, 1e-3, 1, "fraction of peak of a large matmul"),
     PKEY("matmul_latency_us", matmul_latency, 0, 1e-6, 0, 1e6, "fixed microseconds per matmul"),
-    PKEY("attn_eff_flash", attn_eff_flash, 0, 1, 1e-3, 1, "fraction of peak of flash attention"),
-    PKEY("attn_eff_naive", attn_eff_naive, 0, 1, 1e-3, 1, "fraction of peak of unfused attention matmuls"),
+    PKEY("attn_eff_flash2", attn_eff_flash2, 0, 1, 1e-3, 1, "fraction of peak of FlashAttention-2"),
+    PKEY("attn_eff_flash1", attn_eff_flash1, 0, 1, 1e-3, 1, "fraction of peak of FlashAttention 1"),
+    PKEY("bmm_eff", bmm_eff, 0, 1, 1e-3, 1, "fraction of peak of unfused attention's batched matmuls"),
     PKEY("mem_gib", mem_bytes, 0, GiB, 1e-6, 1e6, "device memory, GiB"),
     PKEY("mem_overhead_gib", mem_overhead, 0, GiB, 0, 1e6, "unusable memory, GiB"),
+    PKEY("mem_frag", mem_frag, 0, 1, 0, 1, "fraction of activations lost to fragmentation"),
     PKEY("hbm_gbps", hbm_bw, 0, 1e9, 1e-6, 1e6, "memory bandwidth, GB/s"),
     PKEY("hbm_eff", hbm_eff, 0, 1, 1e-3, 1, "fraction of memory bandwidth elementwise ops reach"),
     PKEY("op_latency_us", op_latency, 0, 1e-6, 0, 1e6, "fixed microseconds per elementwise kernel"),
@@ -195,9 +207,8 @@ static const ProfileKey PROFILE_KEYS[] = {
     PKEY("gpus_per_node", gpus_per_node, 1, 1, 0, 1 << 20, "default GPUs per node (0: one node)"),
     PKEY("dtype_bytes", dtype_bytes, 1, 1, 2, 4, "2 (bf16 mixed precision) or 4 (fp32)"),
     PKEY("grad_bytes", grad_bytes, 1, 1, 2, 4, "2 (bf16) or 4 (fp32) gradient bytes"),
-    PKEY("flash_attn", flash_attn, 1, 1, 0, 1, "0 or 1"),
-    PKEY("fused_norm", fused_norm, 1, 1, 0, 1, "0 or 1"),
     PKEY("shared_cores", shared_cores, 1, 1, 0, 1 << 20, "cores the ranks time-share (0: a device per rank)"),
+    PKEY("sms", sms, 1, 1, 0, 1 << 20, "streaming multiprocessors (0: no wave quantization)"),
 };
 #define N_PROFILE_KEYS ((int)(sizeof(PROFILE_KEYS) / sizeof(PROFILE_KEYS[0])))
 
@@ -271,24 +282,102 @@ static int profile_parse_file(const char* path, DeviceProfile* d, char* err, siz
 }
 
 // ----------------------------------------------------------------------------
+// What the training software does beside the layout: its kernels, where its process
+// groups land and how it cuts the pipeline. The defaults describe this trainer.
+
+// Attention kernels (the four the layouts study compared):
+//   torch          Q K^T and P V as batched matmuls, scale, mask and an fp32 softmax as
+//                  separate framework ops: the T x T scores are written and read several times
+//   fused_softmax  the same matmuls, scale + mask + softmax in one kernel (Megatron's)
+//   flash1/flash2  FlashAttention 1 / 2: tiles in on-chip memory, no T x T tensor, causal
+//                  blocks skipped
+enum { ATTN_TORCH, ATTN_FUSED_SOFTMAX, ATTN_FLASH1, ATTN_FLASH2, N_ATTN };
+static const char* const ATTN_NAMES[N_ATTN] = {"torch", "fused_softmax", "flash1", "flash2"};
+// Rank order, fastest-varying first: tp-pp-dp is this trainer's (layout.h); tp-dp-pp is
+// Megatron-LM's and the Scaling codebase's (pipeline stages furthest apart).
+enum { ORDER_TP_PP_DP, ORDER_TP_DP_PP };
+// Pipeline cut: `layers` splits the transformer layers evenly (this trainer, params.h: the
+// first chunks take the remainder; the embedding rides on the first chunk, the head on the
+// last); `params` cuts the list [embedding, layers..., final norm, head] into contiguous
+// chunks of balanced parameter counts (DeepSpeed's default "parameters" partition, Scaling's
+// "balanced"): the embedding and the head each weigh as much as several layers, so the
+// first and last stages get fewer layers, though the embedding costs almost no time.
+enum { SPLIT_LAYERS, SPLIT_PARAMS };
+
+typedef struct {
+    int attention;          // ATTN_*
+    int rms_kernel;         // 1: one fused norm kernel; 0: the norm as separate framework ops
+    int rank_order;         // ORDER_*
+    int pipe_split;         // SPLIT_*
+    int loss_gathered;      // 1: the logits are gathered over tp and every tp rank computes the loss over
+                            // the whole vocabulary; 0: a vocabulary-parallel loss (Megatron, this trainer)
+    int dp_after_backward;  // 1: gradients are reduced after the whole backward (in the optimizer step);
+                            // 0: the reduction overlaps the backward (dp_overlap of the device)
+} PlanSetup;
+
+// The software the planner can model (--software): this trainer, and the Aleph Alpha
+// Scaling codebase the layouts study ran on (Hagemann et al. 2023), read from its source:
+// Topology lays ranks out as (pipe, data, model) with model fastest; the pipeline is cut
+// over [embedding, layers, final norm, head] (its "balanced" method: the study's runs fit
+// it better than the uniform cut, MFU error 2.0 vs 2.2 points); the head is a column-
+// parallel linear with gathered output and the loss is torch's cross_entropy on the full
+// vocabulary; the optimizer all-reduces the gradients in its step, after the backward.
+enum { SOFTWARE_TRAINER, SOFTWARE_SCALING };
+static PlanSetup plan_setup_for(int software) {
+    PlanSetup s = {ATTN_FLASH2, 1, ORDER_TP_PP_DP, SPLIT_LAYERS, 0, 0};
+    if (software == SOFTWARE_SCALING) s.rank_order = ORDER_TP_DP_PP, s.pipe_split = SPLIT_PARAMS, s.loss_gathered = 1, s.dp_after_backward = 1;
+    return s;
+}
+static PlanSetup plan_setup_default(void) { return plan_setup_for(SOFTWARE_TRAINER); }
+
+static int attn_from_name(const char* s) {
+    for (int i = 0; i < N_ATTN; i++)
+        if (!strcmp(s, ATTN_NAMES[i])) return i;
+    return -1;
+}
+
+// Bytes the memory-bound ops move per element they touch, forward and backward (e = bytes
+// of the training dtype; fp32 intermediates 4). Counted from the kernels' reads and writes:
+//   fused norm            fwd read x, write y: 2e            bwd read x, dy, write dx: 3e
+//   unfused RMSNorm       x.float() e+4, pow 8, mean 4, mul by rsqrt 8, to(dtype) 4+e, mul by
+//                         the weight 2e: 4e + 24 fwd; each op's backward reads its saved
+//                         input and the gradient and writes one: about twice that
+//   residual add          read 2, write 1: 3e (the backward sums two gradient streams: 3e)
+//   RoPE (q and k)        read, write: 2e each way
+//   GELU / SwiGLU         read 1 / 2 inputs, write 1: 2e / 3e; backward reads inputs and dy: 3e / 5e
+//   softmax, fused        fwd read scores, write P: 2e         bwd read P, dP, write dS: 3e
+//   softmax, torch        fwd mask 2e, fp32 softmax e+4, to(dtype) 4+e: 4e + 8
+//                         bwd to() e+4, softmax bwd 12, to(dtype) 4+e: 2e + 20
+//   cross-entropy         fwd logits to fp32 e+4, max 4, sum of exp 4, log-softmax 8: e + 20
+//                         bwd softmax - one-hot 8, to(dtype) 4+e: e + 12
+static double norm_bytes(int rms_kernel, double e, int backward) {
+    if (rms_kernel) return backward ? 3 * e : 2 * e;
+    return (backward ? 2 : 1) * (4 * e + 24);
+}
+static double softmax_bytes(int attention, double e, int backward) {
+    if (attention == ATTN_TORCH) return backward ? 2 * e + 20 : 4 * e + 8;
+    return backward ? 3 * e : 2 * e;
+}
+
+// ----------------------------------------------------------------------------
 // Memory: model states and activations
 
 // Parameters one GPU holds for a chunk of n_layers_chunk layers, split over tp: matrices
 // and vocabulary rows are divided by tp, norm weights (and GPT-2's row-parallel biases
-// and position table) are replicated. The first chunk holds the embedding, the last the
-// final norm and the head (GPT-2 ties head and embedding; with pp > 1 the last stage
-// keeps its own copy, as Megatron does).
-static double chunk_params(const ModelConfig* c, int n_layers_chunk, int first, int last, int tp) {
+// and position table) are replicated. has_embed: the chunk holds the embedding; has_head:
+// the final norm and the head (GPT-2 ties head and embedding; when they sit on different
+// chunks the head keeps its own copy, as Megatron does).
+static double chunk_params(const ModelConfig* c, int n_layers_chunk, int has_embed, int has_head, int tp) {
     double C = c->d_model, F = c->d_ff, V = c->vocab_padded, t = tp;
     double kv = c->n_kv_head * (C / c->n_head);
     double layer;
     if (c->arch == ARCH_GPT2) layer = (4 * C * C + 2 * C * F + 3 * C + F) / t + 4 * C + 2 * C;  // split: W, qkv/fc biases; replicated: 2 LN (w,b), 2 row biases
     else layer = (2 * C * C + 2 * C * kv + 3 * C * F) / t + 2 * C;                            // two RMSNorm weights replicated
     double p = n_layers_chunk * layer;
-    if (first) p += V * C / t + (c->arch == ARCH_GPT2 ? c->seq_len * C : 0);
-    if (last) {
+    if (has_embed) p += V * C / t + (c->arch == ARCH_GPT2 ? c->seq_len * C : 0);
+    if (has_head) {
         p += c->arch == ARCH_GPT2 ? 2 * C : C;
-        if (c->arch == ARCH_LLAMA || !first) p += V * C / t;
+        if (c->arch == ARCH_LLAMA || !has_embed) p += V * C / t;
     }
     return p;
 }
@@ -307,24 +396,28 @@ static double chunk_params(const ModelConfig* c, int n_layers_chunk, int first, 
 //     output = out-proj input 2, gate 2f, up 2f, down-proj input 2f   = 4 + 4r + 6f
 //   attention s^2 term: the softmax output 2as/h (no dropout)   -> 8 + 4 + 4r + 6f + 2as/h
 //   (13B: r = 1, f = 2.7: 32.2 + 2as/h, close to GPT's 34 + 5as/h).
-// FlashAttention keeps no s^2 tensor, only the fp32 log-sum-exp per row and head: 4a/h.
-// An unfused norm keeps its fp32 input copy and normalized output as well: 2+4+4 = 10 per norm.
-// Other dtypes scale by dtype_bytes/2.
-static double act_bytes_per_layer(const ModelConfig* c, int b, int tp, int sp, int recompute, int flash, int fused_norm, int dtype_bytes) {
+// By kernel: FlashAttention (1 and 2) keeps no s^2 tensor, only the fp32 log-sum-exp per row
+// and head: 4a/h. Torch attention keeps the fp32 softmax output as well as its bf16 copy:
+// 4as/h more. An unfused norm keeps its normalized bf16 copy (2) and the fp32 product with
+// the fp32 weight (4) as well: 6 more per norm, 12 per layer (the layouts study's out-of-
+// memory boundaries with and without the RMSNorm kernel agree). Other dtypes scale by
+// dtype_bytes/2.
+static double act_bytes_per_layer(const ModelConfig* c, int b, int tp, int sp, int recompute, const PlanSetup* k, int dtype_bytes) {
     double s = c->seq_len, h = c->d_model, a = c->n_head, t = tp;
     double sbh = s * b * h * dtype_bytes / 2.0;
     if (recompute == RECOMPUTE_FULL) return 2 * sbh / (sp ? t : 1);
     double replicated, split, attn;
+    int flash = k->attention == ATTN_FLASH1 || k->attention == ATTN_FLASH2;
     if (c->arch == ARCH_GPT2) {
         replicated = 10, split = 24;
         attn = flash ? 4 * a / h : 5 * a * s / h;
-        if (!fused_norm) replicated += 2 * 8;
     } else {
         double r = (double)c->n_kv_head / c->n_head, f = (double)c->d_ff / h;
         replicated = 8, split = 4 + 4 * r + 6 * f;
         attn = flash ? 4 * a / h : 2 * a * s / h;
-        if (!fused_norm) replicated += 2 * 8;
     }
+    if (k->attention == ATTN_TORCH) attn += 4 * a * s / h;
+    if (!k->rms_kernel) replicated += 2 * 6;
     if (recompute == RECOMPUTE_SELECTIVE) attn = 0;
     return sbh * ((sp ? replicated / t : replicated) + split / t + attn / t);
 }
@@ -347,7 +440,14 @@ static void state_bytes_per_param(const DeviceProfile* d, int zero, int dp, doub
 static double matmul_time(const DeviceProfile* d, double M, double N, double K, double batch) {
     double flops = 2 * M * N * K * batch;
     double bytes = (M * K + K * N + M * N) * batch * d->dtype_bytes;
-    double t_compute = flops / (d->peak_flops * d->matmul_eff), t_memory = bytes / (d->hbm_bw * d->hbm_eff);
+    // Wave quantization: cuBLAS cuts the output into tiles (256 x 128 for large bf16 GEMMs)
+    // and runs them in waves of one tile per SM; a last partial wave leaves SMs idle.
+    double wave = 1;
+    if (d->sms > 0) {
+        double tiles = ceil(M / 256) * ceil(N / 128) * batch;
+        wave = tiles / (ceil(tiles / d->sms) * d->sms);
+    }
+    double t_compute = flops / (d->peak_flops * d->matmul_eff * wave), t_memory = bytes / (d->hbm_bw * d->hbm_eff);
     return (t_compute > t_memory ? t_compute : t_memory) + d->matmul_latency;
 }
 static double elementwise_time(const DeviceProfile* d, double bytes) { return bytes / (d->hbm_bw * d->hbm_eff) + d->op_latency; }
@@ -392,50 +492,99 @@ typedef struct {
     double comm_fwd, comm_bwd;  // tensor-parallel part of fwd / bwd
 } LayerTime;
 
-static LayerTime layer_time(const ModelConfig* c, int b, int tp, int sp, const DeviceProfile* d, Link tp_link) {
+static LayerTime layer_time(const ModelConfig* c, int b, int tp, int sp, const PlanSetup* k, const DeviceProfile* d, Link tp_link) {
     LayerTime lt;
     double s = c->seq_len, h = c->d_model, a = c->n_head, hd = h / a, t = tp, e = d->dtype_bytes;
     double kv = c->n_kv_head * hd, F = c->d_ff, n = b * s;
     double n_el = sp ? n / t : n;  // tokens of the ops outside the tensor-parallel regions
     int llama = c->arch == ARCH_LLAMA;
-    // norms: fused = read + write once; unfused (eager framework) ~ 6 extra fp32 passes
-    double norm = elementwise_time(d, n_el * h * (d->fused_norm ? 2 * e : 2 * e + 24));
+    // memory-bound ops, forward and backward (bytes per element: norm_bytes and the table above)
+    double norm_f = elementwise_time(d, n_el * h * norm_bytes(k->rms_kernel, e, 0));
+    double norm_b = elementwise_time(d, n_el * h * norm_bytes(k->rms_kernel, e, 1));
     double resid = elementwise_time(d, 3 * n_el * h * e);
-    double qkv = matmul_time(d, n, (h + 2 * kv) / t, h, 1);
     double rope = llama ? elementwise_time(d, 2 * n * (h + kv) / t * e) : 0;
+    double act_f = elementwise_time(d, (llama ? 3 : 2) * n * F / t * e);
+    double act_b = elementwise_time(d, (llama ? 5 : 3) * n * F / t * e);
     double attn, attn_bwd;
-    if (d->flash_attn) {
+    if (k->attention == ATTN_FLASH1 || k->attention == ATTN_FLASH2) {
         // QK^T and AV: 4 b s^2 h FLOPs, causal kernels skip half; the backward does 2.5x (5 matmuls vs 2)
         double flops = 4.0 * b * s * s * h / t * 0.5;
-        attn = flops / (d->peak_flops * d->attn_eff_flash) + d->op_latency;
-        attn_bwd = 2.5 * flops / (d->peak_flops * d->attn_eff_flash) + d->op_latency;
+        double eff = k->attention == ATTN_FLASH2 ? d->attn_eff_flash2 : d->attn_eff_flash1;
+        attn = flops / (d->peak_flops * eff) + d->op_latency;
+        attn_bwd = 2.5 * flops / (d->peak_flops * eff) + d->op_latency;
     } else {
-        // two batched matmuls over the full T x T scores, softmax reads and writes them
+        // two batched matmuls over the full T x T scores (no causal saving), then the softmax
+        // passes over them; the backward has four such matmuls
         DeviceProfile dn = *d;
-        dn.matmul_eff = d->attn_eff_naive;
-        double bmm = matmul_time(&dn, s, s, hd, b * a / t), scores = b * a / t * s * s * e;
-        attn = 2 * bmm + elementwise_time(d, 2 * scores);
-        attn_bwd = 4 * bmm + elementwise_time(d, 3 * scores);
+        dn.matmul_eff = d->bmm_eff;
+        double bmm = matmul_time(&dn, s, s, hd, b * a / t), scores = b * a / t * s * s;
+        attn = 2 * bmm + elementwise_time(d, scores * softmax_bytes(k->attention, e, 0));
+        attn_bwd = 4 * bmm + elementwise_time(d, scores * softmax_bytes(k->attention, e, 1));
     }
+    double qkv = matmul_time(d, n, (h + 2 * kv) / t, h, 1);
     double proj = matmul_time(d, n, h, h / t, 1);
     double up = llama ? matmul_time(d, n, 2 * F / t, h, 1) : matmul_time(d, n, F / t, h, 1);
-    double act = elementwise_time(d, (llama ? 3 : 2) * n * F / t * e);
     double down = matmul_time(d, n, h, F / t, 1);
     // Megatron: 2 all-reduces of the (s, b, h) activations forward and 2 backward; with SP
     // an all-gather + reduce-scatter pair instead of each, the same bytes (Korthikanti §4.2.2).
-    // SP keeps only its 1/t slice of the qkv and fc1 inputs, so the backward all-gathers them
-    // again for the weight gradients: 2 more all-gathers, counted as not overlapped.
-    double x_bytes = n * h * e, ag = allgather_time(tp, x_bytes, tp_link.bw, tp_link.lat);
-    double one = sp ? 2 * ag : allreduce_time(tp, x_bytes, tp_link.bw, tp_link.lat);
+    // SP keeps only its 1/t slice of the qkv and fc1 inputs and gathers them again in the
+    // backward for the weight gradients; Megatron overlaps that all-gather with the input-
+    // gradient matmul, so it adds no time here.
+    double x_bytes = n * h * e;
+    double one = sp ? 2 * allgather_time(tp, x_bytes, tp_link.bw, tp_link.lat) : allreduce_time(tp, x_bytes, tp_link.bw, tp_link.lat);
     lt.comm_fwd = 2 * one;
-    lt.comm_bwd = 2 * one + (sp ? 2 * ag : 0);
+    lt.comm_bwd = 2 * one;
     double mm = qkv + proj + up + down;
     lt.attn_fwd = attn;
-    lt.fwd = 2 * norm + 2 * resid + rope + act + mm + attn + lt.comm_fwd;
-    // backward: each matmul twice (input and weight gradients), elementwise ops ~2x bytes
-    double elem = 2 * norm + 2 * resid + rope + act;
-    lt.bwd = 2 * elem + 2 * mm + attn_bwd + lt.comm_bwd;
+    lt.fwd = 2 * norm_f + 2 * resid + rope + act_f + mm + attn + lt.comm_fwd;
+    // backward: each matmul twice (input and weight gradients)
+    lt.bwd = 2 * norm_b + 2 * resid + rope + act_b + 2 * mm + attn_bwd + lt.comm_bwd;
     return lt;
+}
+
+// The pipeline cut: layers, embedding and head of each of the n_chunks global chunks.
+static void chunk_split(const ModelConfig* c, int n_chunks, int split, int* layers, int* has_embed, int* has_head) {
+    int L = c->n_layer;
+    if (split == SPLIT_LAYERS) {
+        for (int g = 0; g < n_chunks; g++) {
+            layers[g] = L / n_chunks + (g < L % n_chunks);  // params.h: the first chunks get the extra layers
+            has_embed[g] = g == 0, has_head[g] = g == n_chunks - 1;
+        }
+        return;
+    }
+    // by parameters: items 0 = embedding, 1..L = layers, L+1 = final norm, L+2 = head,
+    // each weighing its parameter count
+    int items = L + 3;
+    double C = c->d_model, V = c->vocab_padded, layer = chunk_params(c, 1, 0, 0, 1);
+    double* w = (double*)xmalloc(sizeof(double) * items);
+    for (int i = 0; i < items; i++) w[i] = i == 0 || i == L + 2 ? V * C : i == L + 1 ? C : layer;
+    // smallest bottleneck (heaviest chunk) a contiguous cut reaches: bisection, each probe
+    // filling the chunks greedily up to it
+    double lo = 0, hi = 0;
+    for (int i = 0; i < items; i++) hi += w[i];
+    for (int it = 0; it < 100; it++) {
+        double mid = 0.5 * (lo + hi), sum = 0;
+        int parts = 1;
+        for (int i = 0; i < items; i++) {
+            if (w[i] > mid) { parts = n_chunks + 1; break; }
+            if (sum + w[i] > mid) parts++, sum = 0;
+            sum += w[i];
+        }
+        if (parts <= n_chunks) hi = mid; else lo = mid;
+    }
+    int start = 0;
+    for (int g = 0; g < n_chunks; g++) {
+        int end = start;
+        double sum = 0;
+        // fill up to the bottleneck, leaving at least one item for each later chunk
+        while (end < items - (n_chunks - 1 - g) && (end == start || sum + w[end] <= hi * (1 + 1e-12))) sum += w[end++];
+        if (g == n_chunks - 1) end = items;
+        int l0 = start > 1 ? start : 1, l1 = end < L + 1 ? end : L + 1;
+        layers[g] = l1 > l0 ? l1 - l0 : 0;
+        has_embed[g] = start == 0, has_head[g] = end == items;
+        start = end;
+    }
+    free(w);
 }
 
 // ----------------------------------------------------------------------------
@@ -445,11 +594,13 @@ typedef struct {
     const char* invalid;     // why this layout cannot run (points into why[]), NULL when it can
     char why[200];
     int dp, tp, pp, vpp, micro_batch, n_micro, recompute, sp, zero, schedule;
+    PlanSetup setup;         // kernels, rank order, pipeline cut
     int in_flight;           // peak (micro-batch, chunk) activations held, on the worst stage
     int worst_stage;         // stage with the most memory
     // memory per GPU on the worst stage, bytes
     double mem_weights, mem_grads, mem_optim, mem_act, mem_temp, mem_overhead, mem_total;
     int fits;
+    int timed;               // the times below were computed (always, unless the enumeration skipped a layout that does not fit)
     // time, seconds
     double t_layer_fwd, t_layer_bwd;  // one layer, one micro-batch (bwd includes recompute)
     double t_tp_comm;        // tensor-parallel communication per step per GPU (inside the compute)
@@ -473,17 +624,44 @@ static int plan_invalid(PlanResult* r, const char* fmt, ...) {
     return -1;
 }
 
+// Peak (micro-batch, chunk) activations stage st holds under its schedule. The enumeration
+// asks this for the same pipeline shape many times (once per kernel, recomputation, ZeRO
+// and SP choice), so the counts of the last shape are kept.
+static int stage_in_flight(int schedule, int st, int pp, int vpp, int m) {
+    static int key[4] = {-1, -1, -1, -1}, *counts = NULL;
+    if (key[0] != schedule || key[1] != pp || key[2] != vpp || key[3] != m) {
+        PipeOp* ops = (PipeOp*)xmalloc(sizeof(PipeOp) * schedule_max_ops(m, vpp));
+        free(counts);
+        counts = (int*)xmalloc(sizeof(int) * pp);
+        for (int s = 0; s < pp; s++) counts[s] = schedule_max_in_flight(ops, schedule_build(schedule, s, pp, vpp, m, ops));
+        free(ops);
+        key[0] = schedule, key[1] = pp, key[2] = vpp, key[3] = m;
+    }
+    return counts[st];
+}
+
+// What does not fit, for --runs' pred_reason: the components of the worst stage's memory.
+static void plan_memory_reason(const PlanResult* r, double mem_bytes, char* buf, size_t len) {
+    if (r->fits) { buf[0] = 0; return; }
+    snprintf(buf, len, "needs %.1f GiB of %.1f on stage %d: states %.1f, activations %.1f (%d in flight), temporaries %.1f, reserve %.1f",
+             r->mem_total / GiB, mem_bytes / GiB, r->worst_stage, (r->mem_weights + r->mem_grads + r->mem_optim) / GiB,
+             r->mem_act / GiB, r->in_flight, r->mem_temp / GiB, r->mem_overhead / GiB);
+}
+
 // Predict one layout. layout_cfg: a finalized model config whose dp, tp, pp, vpp, sp,
-// zero, schedule, recompute and micro_batch fields give the layout; global_batch in
-// sequences of layout_cfg->seq_len tokens. Returns 0, or -1 with out->invalid saying why
-// the layout cannot run (memory is not a reason: see out->fits).
-static int plan_predict(const ModelConfig* layout_cfg, int global_batch, int gpus_per_node, const DeviceProfile* dev, PlanResult* out) {
+// zero, schedule, recompute and micro_batch fields give the layout; k: the kernels, rank
+// order and pipeline cut; global_batch in sequences of layout_cfg->seq_len tokens.
+// time_oom 0: a layout that does not fit gets its memory only (out->timed = 0), which
+// spares the enumeration most of its pipeline simulations. Returns 0, or -1 with
+// out->invalid saying why the layout cannot run (memory is not a reason: see out->fits).
+static int plan_predict_ex(const ModelConfig* layout_cfg, const PlanSetup* k, int global_batch, int gpus_per_node,
+                           const DeviceProfile* dev, int time_oom, PlanResult* out) {
     const ModelConfig* c = layout_cfg;
     const DeviceProfile* d = dev;
     PlanResult* r = out;
     memset(r, 0, sizeof(*r));
     r->dp = c->dp, r->tp = c->tp, r->pp = c->pp, r->vpp = c->vpp, r->micro_batch = c->micro_batch;
-    r->recompute = c->recompute, r->sp = c->sp, r->zero = c->zero, r->schedule = c->schedule;
+    r->recompute = c->recompute, r->sp = c->sp, r->zero = c->zero, r->schedule = c->schedule, r->setup = *k;
     int dp = c->dp, tp = c->tp, pp = c->pp, vpp = c->vpp, mb = c->micro_batch, L = c->n_layer;
     if (dp < 1 || tp < 1 || pp < 1 || vpp < 1 || mb < 1) return plan_invalid(r, "dp, tp, pp, vpp and micro-batch must be >= 1");
     if (global_batch < 1 || global_batch % (dp * mb)) return plan_invalid(r, "global batch %d is not a multiple of dp*micro_batch = %d", global_batch, dp * mb);
@@ -493,37 +671,44 @@ static int plan_predict(const ModelConfig* layout_cfg, int global_batch, int gpu
     if (c->sp && tp == 1) return plan_invalid(r, "sequence parallelism needs tp > 1");
     if (c->zero < 0 || c->zero > 3) return plan_invalid(r, "zero stage must be 0..3");
     if (c->recompute < RECOMPUTE_NONE || c->recompute > RECOMPUTE_FULL) return plan_invalid(r, "bad recompute mode");
+    if (k->attention < 0 || k->attention >= N_ATTN) return plan_invalid(r, "bad attention kernel");
     int m = global_batch / (dp * mb);
     r->n_micro = m;
     const char* why = schedule_check(c->schedule, pp, vpp, m);
     if (why) return plan_invalid(r, "%s", why);
     if (gpus_per_node < 1) gpus_per_node = dp * tp * pp;
 
-    // links: tp ranks adjacent, then stages, then data-parallel replicas (layout.h)
+    // links: tp ranks are adjacent; then stages and data-parallel replicas in the rank order
+    int pp_stride = k->rank_order == ORDER_TP_PP_DP ? tp : tp * dp;
+    int dp_stride = k->rank_order == ORDER_TP_PP_DP ? tp * pp : tp;
     Link tp_link = group_link(d, tp, 1, gpus_per_node);
-    Link pp_link = group_link(d, pp, tp, gpus_per_node);
-    Link dp_link = group_link(d, dp, tp * pp, gpus_per_node);
-    if (pp > 1 && tp * pp > gpus_per_node) {  // some stage boundary crosses nodes: a p2p uses one GPU's NIC share
+    Link dp_link = group_link(d, dp, dp_stride, gpus_per_node);
+    Link pp_link = group_link(d, pp, pp_stride, gpus_per_node);
+    if (pp > 1 && (long)pp * pp_stride > gpus_per_node) {  // some stage boundary crosses nodes: a p2p uses one GPU's NIC share
         pp_link.bw = d->link_eff * d->nics_per_node * d->nic_bw / gpus_per_node;
         pp_link.lat = d->inter_latency;
     }
 
-    LayerTime lt = layer_time(c, mb, tp, c->sp, d, tp_link);
+    LayerTime lt = layer_time(c, mb, tp, c->sp, k, d, tp_link);
     double recompute_extra = c->recompute == RECOMPUTE_FULL ? lt.fwd : c->recompute == RECOMPUTE_SELECTIVE ? lt.attn_fwd : 0;
     r->t_layer_fwd = lt.fwd, r->t_layer_bwd = lt.bwd + recompute_extra;
 
-    // embedding (chunk 0) and head + loss (last chunk)
+    // embedding and head + loss
     double s = c->seq_len, h = c->d_model, n = (double)mb * s, e = d->dtype_bytes, V = c->vocab_padded, t = tp;
     double n_el = c->sp ? n / t : n, x_bytes = n * h * e;
     double emb_comm = c->sp ? allgather_time(tp, x_bytes, tp_link.bw, tp_link.lat) : allreduce_time(tp, x_bytes, tp_link.bw, tp_link.lat);
     double emb_fwd = elementwise_time(d, 2 * n_el * h * e) + emb_comm;  // vocab-parallel lookup, then reduce over tp
     double emb_bwd = elementwise_time(d, 2 * n * h * e) + elementwise_time(d, 2 * n_el * h * e);
-    double head_norm = elementwise_time(d, n_el * h * (d->fused_norm ? 2 * e : 2 * e + 24));
+    double head_norm_f = elementwise_time(d, n_el * h * norm_bytes(k->rms_kernel, e, 0));
+    double head_norm_b = elementwise_time(d, n_el * h * norm_bytes(k->rms_kernel, e, 1));
     double head_mm = matmul_time(d, n, V / t, h, 1);
-    double loss = elementwise_time(d, n * V / t * (e + 4 * 2));  // read logits, fp32 max/sum-exp passes
     double head_comm = c->sp ? allgather_time(tp, x_bytes, tp_link.bw, tp_link.lat) : allreduce_time(tp, x_bytes, tp_link.bw, tp_link.lat);
-    double head_fwd = head_norm + head_mm + loss + head_comm;
-    double head_bwd = 2 * head_norm + 2 * head_mm + elementwise_time(d, n * V / t * (4 + e)) + head_comm;
+    // the loss runs over V/t logits per rank (vocabulary-parallel), or over all V after an
+    // all-gather of the logits over tp (its backward keeps only the rank's slice: no traffic)
+    double V_loss = k->loss_gathered ? V : V / t;
+    double gather_logits = k->loss_gathered ? allgather_time(tp, n * V * e, tp_link.bw, tp_link.lat) : 0;
+    double head_fwd = head_norm_f + head_mm + gather_logits + elementwise_time(d, n * V_loss * (e + 20)) + head_comm;  // loss: the byte table
+    double head_bwd = head_norm_b + 2 * head_mm + elementwise_time(d, n * V_loss * (e + 12)) + head_comm;
 
     // per global chunk: layers, parameters, times
     int n_chunks = pp * vpp;
@@ -531,49 +716,64 @@ static int plan_predict(const ModelConfig* layout_cfg, int global_batch, int gpu
     double* t_bwd = (double*)xcalloc(n_chunks, sizeof(double));
     double* params = (double*)xcalloc(n_chunks, sizeof(double));
     int* layers = (int*)xcalloc(n_chunks, sizeof(int));
+    int* has_embed = (int*)xcalloc(n_chunks, sizeof(int));
+    int* has_head = (int*)xcalloc(n_chunks, sizeof(int));
+    chunk_split(c, n_chunks, k->pipe_split, layers, has_embed, has_head);
     for (int g = 0; g < n_chunks; g++) {
-        layers[g] = L / n_chunks + (g < L % n_chunks);  // params.h: the first chunks get the extra layers
-        int first = g == 0, last = g == n_chunks - 1;
-        params[g] = chunk_params(c, layers[g], first, last, tp);
-        t_fwd[g] = layers[g] * lt.fwd + (first ? emb_fwd : 0) + (last ? head_fwd : 0);
-        t_bwd[g] = layers[g] * r->t_layer_bwd + (first ? emb_bwd : 0) + (last ? head_bwd : 0);
+        params[g] = chunk_params(c, layers[g], has_embed[g], has_head[g], tp);
+        t_fwd[g] = layers[g] * lt.fwd + (has_embed[g] ? emb_fwd : 0) + (has_head[g] ? head_fwd : 0);
+        t_bwd[g] = layers[g] * r->t_layer_bwd + (has_embed[g] ? emb_bwd : 0) + (has_head[g] ? head_bwd : 0);
     }
     r->t_tp_comm = (double)m * (L * (lt.comm_fwd + lt.comm_bwd + (c->recompute == RECOMPUTE_FULL ? lt.comm_fwd : 0)) + 2 * emb_comm + 2 * head_comm) / pp;
 
     // memory and data-parallel traffic, per stage
     double wb, gb, ob;
     state_bytes_per_param(d, c->zero, dp, &wb, &gb, &ob);
-    double act_layer = act_bytes_per_layer(c, mb, tp, c->sp, c->recompute, d->flash_attn, d->fused_norm, d->dtype_bytes);
-    double act_full_layer = act_bytes_per_layer(c, mb, tp, c->sp, RECOMPUTE_NONE, d->flash_attn, d->fused_norm, d->dtype_bytes);
-    PipeOp* ops = (PipeOp*)xmalloc(sizeof(PipeOp) * schedule_max_ops(m, vpp));
+    double act_layer = act_bytes_per_layer(c, mb, tp, c->sp, c->recompute, k, d->dtype_bytes);
+    double act_full_layer = act_bytes_per_layer(c, mb, tp, c->sp, RECOMPUTE_NONE, k, d->dtype_bytes);
+    // the largest temporaries: at its peak, in the backward, the loss holds the logits, the
+    // fp32 log-softmax it saved, the incoming fp32 gradient and the fp32 exponentials of the
+    // softmax backward (e + 12 bytes per logit) on the last stage; the backward of unfused
+    // attention holds dP and dS over the T x T scores (fp32 and a bf16 copy for torch,
+    // bf16 for the fused softmax) for one layer at a time
+    double logits = n * V_loss * (e + 12);
+    double scores = mb * c->n_head / t * s * s;
+    double attn_work = k->attention == ATTN_TORCH ? scores * (8 + e) : k->attention == ATTN_FUSED_SOFTMAX ? scores * 2 * e : 0;
     double* stage_fwd = (double*)xcalloc(pp, sizeof(double));
     double* stage_bwd = (double*)xcalloc(pp, sizeof(double));
     double* stage_params = (double*)xcalloc(pp, sizeof(double));
     for (int st = 0; st < pp; st++) {
         double p = 0, max_layers = 0;
-        int has_head = 0;
+        int stage_head = 0;
         for (int ch = 0; ch < vpp; ch++) {
             int g = ch * pp + st;
             p += params[g];
             stage_fwd[st] += t_fwd[g], stage_bwd[st] += t_bwd[g];
             if (layers[g] > max_layers) max_layers = layers[g];
-            if (g == n_chunks - 1) has_head = 1;
+            stage_head |= has_head[g];
         }
         stage_params[st] = p;
-        int in_flight = schedule_max_in_flight(ops, schedule_build(c->schedule, st, pp, vpp, m, ops));
+        int in_flight = stage_in_flight(c->schedule, st, pp, vpp, m);
         double act = in_flight * max_layers * act_layer;  // (the embedding output is the first norm's input, counted there)
-        double temp = 0;
-        if (has_head) temp += n * V / t * (e + 4) + n_el * h * e;        // logits + fp32 softmax/grad, final norm input
+        double temp = attn_work;
+        if (stage_head) temp += logits + n_el * h * e;                   // and the final norm's input
         if (c->recompute == RECOMPUTE_FULL) temp += act_full_layer;      // the layer being recomputed
         if (c->zero == 3) temp += 2 * chunk_params(c, 1, 0, 0, tp) * d->dtype_bytes;  // two gathered layers (current + prefetch)
-        double total = p * (wb + gb + ob) + act + temp + d->mem_overhead;
+        double reserve = d->mem_overhead + d->mem_frag * (act + temp);
+        double total = p * (wb + gb + ob) + act + temp + reserve;
         if (total > r->mem_total) {
             r->mem_total = total, r->worst_stage = st, r->in_flight = in_flight;
             r->mem_weights = p * wb, r->mem_grads = p * gb, r->mem_optim = p * ob;
-            r->mem_act = act, r->mem_temp = temp, r->mem_overhead = d->mem_overhead;
+            r->mem_act = act, r->mem_temp = temp, r->mem_overhead = reserve;
         }
     }
     r->fits = r->mem_total <= d->mem_bytes;
+    r->timed = r->fits || time_oom;
+    if (!r->timed) {
+        free(t_fwd); free(t_bwd); free(params); free(layers); free(has_embed); free(has_head);
+        free(stage_fwd); free(stage_bwd); free(stage_params);
+        return 0;
+    }
 
     // Data parallelism. ZeRO-0: all-reduce the gradients once per step; ZeRO-1: reduce-scatter
     // them and all-gather the updated weights; ZeRO-2: reduce-scatter after every micro-batch
@@ -588,7 +788,8 @@ static int plan_predict(const ModelConfig* layout_cfg, int global_batch, int gpu
         for (int ch = 0; ch < vpp; ch++) buckets += layers[ch * pp + st];
         double lat = dp_link.lat * buckets;
         double rs = allgather_time(dp, G, dp_link.bw, lat), ag = allgather_time(dp, W, dp_link.bw, lat);
-        double win_b = d->dp_overlap * stage_bwd[st], win_f = d->dp_overlap * stage_fwd[st];
+        double overlap = k->dp_after_backward ? 0 : d->dp_overlap;
+        double win_b = overlap * stage_bwd[st], win_f = overlap * stage_fwd[st];
         double once_b = 0, once_f = 0, per_mb_f = 0, per_mb_b = 0;
         if (c->zero == 0) once_b = allreduce_time(dp, G, dp_link.bw, lat);
         else if (c->zero == 1) once_b = rs, once_f = ag;
@@ -608,10 +809,12 @@ static int plan_predict(const ModelConfig* layout_cfg, int global_batch, int gpu
     }
     r->t_dp_comm = dp_comm, r->t_dp_exposed = exposed_step;
 
-    // pipeline: play the real schedule
-    r->t_p2p = pp > 1 ? (c->sp || tp > 1 ? x_bytes / t : x_bytes) / pp_link.bw + pp_link.lat : 0;  // scatter-gather: each tp rank sends 1/t
+    // pipeline: play the real schedule. A message is the (s, b, h) activation or its
+    // gradient; with SP each tp rank sends its 1/t slice.
+    r->t_p2p = pp > 1 ? (c->sp ? x_bytes / t : x_bytes) / pp_link.bw + pp_link.lat : 0;
     double* busy = (double*)xcalloc(pp, sizeof(double));
     r->t_pipeline = schedule_simulate(c->schedule, pp, vpp, m, t_fwd, t_bwd, r->t_p2p, busy);
+
     double max_busy = 0, sum_busy = 0;
     for (int st = 0; st < pp; st++) sum_busy += busy[st], max_busy = busy[st] > max_busy ? busy[st] : max_busy;
     if (d->shared_cores > 0) {
@@ -645,26 +848,41 @@ static int plan_predict(const ModelConfig* layout_cfg, int global_batch, int gpu
     r->model_tflops_per_gpu = flops_token * r->tokens_per_s_per_gpu / 1e12;
     r->mfu = flops_token * r->tokens_per_s_per_gpu / d->peak_flops;
     r->hfu = hw_token * r->tokens_per_s_per_gpu / d->peak_flops;
-    free(t_fwd); free(t_bwd); free(params); free(layers); free(ops);
+    free(t_fwd); free(t_bwd); free(params); free(layers); free(has_embed); free(has_head);
     free(stage_fwd); free(stage_bwd); free(stage_params); free(busy);
     return 0;
+}
+
+static int plan_predict(const ModelConfig* layout_cfg, const PlanSetup* k, int global_batch, int gpus_per_node,
+                        const DeviceProfile* dev, PlanResult* out) {
+    return plan_predict_ex(layout_cfg, k, global_batch, gpus_per_node, dev, 1, out);
+}
+
+// MFU as the layouts study defines it (Hagemann et al. 2023): 6N + 12 L h T FLOPs per token,
+// N = every parameter, the input embedding included (config_flops_per_token counts the
+// matmul parameters only, as PaLM does).
+static double study_mfu(const ModelConfig* c, const PlanResult* r, const DeviceProfile* d) {
+    double flops = 6.0 * config_num_params(c) + 12.0 * c->n_layer * c->d_model * (double)c->seq_len;
+    return flops * r->tokens_per_s_per_gpu / d->peak_flops;
 }
 
 // ----------------------------------------------------------------------------
 // Enumeration
 
 typedef struct {
-    int tp, pp, dp, vpp, micro_batch, recompute, sp, zero, schedule;  // -1: any
+    int tp, pp, dp, vpp, micro_batch, recompute, sp, zero, schedule, attention, rms_kernel;  // -1: any
 } PlanFilter;
 
 static int filter_ok(int want, int v) { return want < 0 || want == v; }
 
-// Every valid layout of c on `gpus` GPUs that passes the filter, predicted; returns the
-// count, *out a malloc'ed array the caller frees.
+// Every valid layout and kernel choice of c on `gpus` GPUs that passes the filter, predicted
+// with base's rank order and pipeline cut; returns the count, *out a malloc'ed array the
+// caller frees.
 static int plan_enumerate(const ModelConfig* c, int gpus, int global_batch, int gpus_per_node, const DeviceProfile* d,
-                          const PlanFilter* f, PlanResult** out) {
+                          const PlanSetup* base, const PlanFilter* f, PlanResult** out) {
     int cap = 1024, n = 0;
     PlanResult* res = (PlanResult*)xmalloc(sizeof(PlanResult) * cap);
+    double t_start = now_s(), t_said = t_start;
     for (int tp = 1; tp <= gpus; tp++) {
         if (gpus % tp || !filter_ok(f->tp, tp)) continue;
         if (f->tp < 0 && tp > gpus_per_node) continue;  // tensor parallelism stays inside a node unless asked for
@@ -680,15 +898,24 @@ static int plan_enumerate(const ModelConfig* c, int gpus, int global_batch, int 
                     if (!filter_ok(f->schedule, sched)) continue;
                     for (int rc = RECOMPUTE_NONE; rc <= RECOMPUTE_FULL; rc++)
                         for (int sp = 0; sp <= (tp > 1); sp++)
-                            for (int zero = 0; zero <= 3; zero++) {
-                                if (!filter_ok(f->recompute, rc) || !filter_ok(f->sp, sp) || !filter_ok(f->zero, zero)) continue;
-                                if (zero > 0 && dp == 1) continue;  // nothing to shard
-                                ModelConfig lc = *c;
-                                lc.dp = dp, lc.tp = tp, lc.pp = pp, lc.vpp = vpp, lc.micro_batch = mb;
-                                lc.recompute = rc, lc.sp = sp, lc.zero = zero, lc.schedule = sched;
-                                if (n == cap) { cap *= 2; res = (PlanResult*)realloc(res, sizeof(PlanResult) * cap); if (!res) fail("out of memory"); }
-                                if (plan_predict(&lc, global_batch, gpus_per_node, d, &res[n]) == 0) n++;
-                            }
+                            for (int zero = 0; zero <= 3; zero++)
+                                for (int attn = 0; attn < N_ATTN; attn++)
+                                    for (int rms = 0; rms <= 1; rms++) {
+                                        if (!filter_ok(f->recompute, rc) || !filter_ok(f->sp, sp) || !filter_ok(f->zero, zero) ||
+                                            !filter_ok(f->attention, attn) || !filter_ok(f->rms_kernel, rms)) continue;
+                                        if (zero > 0 && dp == 1) continue;  // nothing to shard
+                                        ModelConfig lc = *c;
+                                        lc.dp = dp, lc.tp = tp, lc.pp = pp, lc.vpp = vpp, lc.micro_batch = mb;
+                                        lc.recompute = rc, lc.sp = sp, lc.zero = zero, lc.schedule = sched;
+                                        PlanSetup k = *base;
+                                        k.attention = attn, k.rms_kernel = rms;
+                                        if (n == cap) { cap *= 2; res = (PlanResult*)realloc(res, sizeof(PlanResult) * cap); if (!res) fail("out of memory"); }
+                                        if (plan_predict_ex(&lc, &k, global_batch, gpus_per_node, d, 0, &res[n]) == 0) n++;
+                                        if (n % 1024 == 0 && now_s() - t_said > 5) {  // big searches say they are alive
+                                            t_said = now_s();
+                                            fprintf(stderr, "plan: %d layouts evaluated in %.0f s (now at tp %d)...\n", n, t_said - t_start, tp);
+                                        }
+                                    }
                 }
             }
         }
@@ -717,217 +944,466 @@ static int plan_best(const PlanResult* r, int n, const PlanFilter* f) {
         if (!p->fits) return -1;
         if (filter_ok(f->tp, p->tp) && filter_ok(f->pp, p->pp) && filter_ok(f->dp, p->dp) && filter_ok(f->vpp, p->vpp) &&
             filter_ok(f->micro_batch, p->micro_batch) && filter_ok(f->recompute, p->recompute) && filter_ok(f->sp, p->sp) &&
-            filter_ok(f->zero, p->zero) && filter_ok(f->schedule, p->schedule)) return i;
+            filter_ok(f->zero, p->zero) && filter_ok(f->schedule, p->schedule) && filter_ok(f->attention, p->setup.attention) &&
+            filter_ok(f->rms_kernel, p->setup.rms_kernel)) return i;
     }
     return -1;
 }
 
-static PlanFilter plan_filter_any(void) { PlanFilter f = {-1, -1, -1, -1, -1, -1, -1, -1, -1}; return f; }
+static PlanFilter plan_filter_any(void) { PlanFilter f = {-1, -1, -1, -1, -1, -1, -1, -1, -1, -1, -1}; return f; }
 
 // ----------------------------------------------------------------------------
 // Output
 
 static void plan_print_table(const PlanResult* r, int n, int top) {
-    printf("%4s %4s %3s %3s %3s %3s %-9s %2s %4s %7s %4s %8s %10s %6s %7s %7s\n", "rank", "dp", "tp", "pp", "vpp", "mb",
-           "recompute", "sp", "zero", "mem GiB", "fits", "step s", "tok/s/GPU", "MFU%", "bubble%", "formula");
+    printf("%4s %4s %3s %3s %3s %3s %-9s %2s %4s %-13s %3s %7s %4s %8s %10s %6s %7s %7s\n", "rank", "dp", "tp", "pp", "vpp", "mb",
+           "recompute", "sp", "zero", "attention", "rms", "mem GiB", "fits", "step s", "tok/s/GPU", "MFU%", "bubble%", "formula");
     for (int i = 0; i < n && i < top; i++) {
         const PlanResult* p = &r[i];
-        printf("%4d %4d %3d %3d %3d %3d %-9s %2d %4d %7.1f %4s %8.3f %10.0f %6.1f %7.2f %7.2f\n", i + 1, p->dp, p->tp, p->pp, p->vpp,
-               p->micro_batch, recompute_name(p->recompute), p->sp, p->zero, p->mem_total / GiB, p->fits ? "yes" : "no", p->t_step,
-               p->tokens_per_s_per_gpu, 100 * p->mfu, 100 * p->bubble, 100 * p->bubble_formula);
+        printf("%4d %4d %3d %3d %3d %3d %-9s %2d %4d %-13s %3d %7.1f %4s %8.3f %10.0f %6.1f %7.2f %7.2f\n", i + 1, p->dp, p->tp, p->pp,
+               p->vpp, p->micro_batch, recompute_name(p->recompute), p->sp, p->zero, ATTN_NAMES[p->setup.attention],
+               p->setup.rms_kernel, p->mem_total / GiB, p->fits ? "yes" : "no", p->t_step, p->tokens_per_s_per_gpu, 100 * p->mfu,
+               100 * p->bubble, 100 * p->bubble_formula);
     }
 }
 
-static void plan_write_csv(const char* path, const PlanResult* r, int n) {
-    FILE* f = fopen(path, "w");
-    if (!f) fail("--plan-csv: cannot write '%s': %s", path, strerror(errno));
-    fprintf(f, "dp,tp,pp,vpp,micro_batch,n_micro,schedule,recompute,sp,zero,in_flight,worst_stage,mem_weights_gib,mem_grads_gib,"
-               "mem_optim_gib,mem_act_gib,mem_temp_gib,mem_overhead_gib,mem_total_gib,fits,t_layer_fwd_s,t_layer_bwd_s,t_tp_comm_s,"
-               "t_p2p_s,t_pipeline_s,t_dp_comm_s,t_dp_exposed_s,t_optim_s,t_step_s,bubble,bubble_formula,tokens_per_s_per_gpu,"
-               "model_tflops_per_gpu,mfu,hfu\n");
+// Write every layout to f (opened before the search, so a bad path fails at once) and close it.
+static void plan_write_csv(FILE* f, const char* path, const ModelConfig* c, const DeviceProfile* d, const PlanResult* r, int n) {
+    fprintf(f, "dp,tp,pp,vpp,micro_batch,n_micro,schedule,recompute,sp,zero,attention,rms_kernel,in_flight,worst_stage,"
+               "mem_weights_gib,mem_grads_gib,mem_optim_gib,mem_act_gib,mem_temp_gib,mem_overhead_gib,mem_total_gib,fits,"
+               "t_layer_fwd_s,t_layer_bwd_s,t_tp_comm_s,t_p2p_s,t_pipeline_s,t_dp_comm_s,t_dp_exposed_s,t_optim_s,t_step_s,"
+               "bubble,bubble_formula,tokens_per_s_per_gpu,model_tflops_per_gpu,mfu,hfu,mfu_study\n");
     for (int i = 0; i < n; i++) {
         const PlanResult* p = &r[i];
-        fprintf(f, "%d,%d,%d,%d,%d,%d,%s,%s,%d,%d,%d,%d,%.4f,%.4f,%.4f,%.4f,%.4f,%.4f,%.4f,%d,%.6g,%.6g,%.6g,%.6g,%.6g,%.6g,%.6g,%.6g,%.6g,"
-                   "%.5f,%.5f,%.2f,%.3f,%.5f,%.5f\n",
-                p->dp, p->tp, p->pp, p->vpp, p->micro_batch, p->n_micro, schedule_name(p->schedule), recompute_name(p->recompute), p->sp,
-                p->zero, p->in_flight, p->worst_stage, p->mem_weights / GiB, p->mem_grads / GiB, p->mem_optim / GiB, p->mem_act / GiB,
-                p->mem_temp / GiB, p->mem_overhead / GiB, p->mem_total / GiB, p->fits, p->t_layer_fwd, p->t_layer_bwd, p->t_tp_comm,
-                p->t_p2p, p->t_pipeline, p->t_dp_comm, p->t_dp_exposed, p->t_optim, p->t_step, p->bubble, p->bubble_formula,
-                p->tokens_per_s_per_gpu, p->model_tflops_per_gpu, p->mfu, p->hfu);
+        fprintf(f, "%d,%d,%d,%d,%d,%d,%s,%s,%d,%d,%s,%d,%d,%d,%.4f,%.4f,%.4f,%.4f,%.4f,%.4f,%.4f,%d,", p->dp, p->tp, p->pp, p->vpp,
+                p->micro_batch, p->n_micro, schedule_name(p->schedule), recompute_name(p->recompute), p->sp, p->zero,
+                ATTN_NAMES[p->setup.attention], p->setup.rms_kernel, p->in_flight, p->worst_stage, p->mem_weights / GiB,
+                p->mem_grads / GiB, p->mem_optim / GiB, p->mem_act / GiB, p->mem_temp / GiB, p->mem_overhead / GiB,
+                p->mem_total / GiB, p->fits);
+        if (!p->timed) { fprintf(f, ",,,,,,,,,,,,,,,\n"); continue; }  // does not fit: not simulated
+        fprintf(f, "%.6g,%.6g,%.6g,%.6g,%.6g,%.6g,%.6g,%.6g,%.6g,%.5f,%.5f,%.2f,%.3f,%.5f,%.5f,%.5f\n", p->t_layer_fwd,
+                p->t_layer_bwd, p->t_tp_comm, p->t_p2p, p->t_pipeline, p->t_dp_comm, p->t_dp_exposed, p->t_optim, p->t_step, p->bubble,
+                p->bubble_formula, p->tokens_per_s_per_gpu, p->model_tflops_per_gpu, p->mfu, p->hfu, study_mfu(c, p, d));
     }
-    fclose(f);
+    if (fclose(f)) fail("--plan-csv: cannot write '%s': %s", path, strerror(errno));
 }
 
-static void plan_print_profile(const DeviceProfile* d, int gpus_per_node) {
-    printf("device %s: %.4g TFLOP/s peak, matmul eff %.2f (+%.0f us), attention eff %.2f (%s), %.0f GiB (%.1f reserved), "
-           "HBM %.0f GB/s x %.2f\n", d->name, d->peak_flops / 1e12, d->matmul_eff, d->matmul_latency * 1e6,
-           d->flash_attn ? d->attn_eff_flash : d->attn_eff_naive, d->flash_attn ? "flash" : "unfused", d->mem_bytes / GiB,
-           d->mem_overhead / GiB, d->hbm_bw / 1e9, d->hbm_eff);
+static void plan_print_profile(const DeviceProfile* d, const PlanSetup* k, int gpus_per_node) {
+    printf("device %s: %.4g TFLOP/s peak, matmul eff %.2f (+%.0f us), attention eff flash2 %.2f flash1 %.2f bmm %.2f, "
+           "%.0f GiB (reserve %.1f + %.0f%% of activations), HBM %.0f GB/s x %.2f\n", d->name, d->peak_flops / 1e12, d->matmul_eff,
+           d->matmul_latency * 1e6, d->attn_eff_flash2, d->attn_eff_flash1, d->bmm_eff, d->mem_bytes / GiB, d->mem_overhead / GiB,
+           100 * d->mem_frag, d->hbm_bw / 1e9, d->hbm_eff);
     printf("links: %d GPUs/node, intra %.0f GB/s/GPU, %d NICs x %.1f GB/s per node, link eff %.2f, DP overlap %.2f; "
-           "%s weights, %d-byte grads, %s norm\n", gpus_per_node, d->intra_bw / 1e9, d->nics_per_node, d->nic_bw / 1e9,
-           d->link_eff, d->dp_overlap, d->dtype_bytes == 2 ? "bf16" : "fp32", d->grad_bytes, d->fused_norm ? "fused" : "unfused");
+           "%s weights, %d-byte grads\n", gpus_per_node, d->intra_bw / 1e9, d->nics_per_node, d->nic_bw / 1e9, d->link_eff,
+           k->dp_after_backward ? 0.0 : d->dp_overlap, d->dtype_bytes == 2 ? "bf16" : "fp32", d->grad_bytes);
+    printf("software: rank order %s, pipeline cut by %s, %s loss, gradients reduced %s\n",
+           k->rank_order == ORDER_TP_PP_DP ? "tp-pp-dp" : "tp-dp-pp", k->pipe_split == SPLIT_LAYERS ? "layers" : "parameters",
+           k->loss_gathered ? "gathered-vocabulary" : "vocabulary-parallel", k->dp_after_backward ? "after the backward" : "during the backward");
 }
 
 // ----------------------------------------------------------------------------
 // Command line: ./train --plan [flags]
 
 static void plan_usage(void) {
-    printf("usage: train --plan [flags]\n"
+    printf("usage: train --plan [flags]              rank every layout and kernel choice\n"
+           "       train --plan --runs FILE.csv [flags]  predict the runs of a file (see dev/PLANNER.md)\n"
            "  --model NAME            preset (default llama-13b); shape: --n-layer --n-head --n-kv-head --d-model --d-ff --vocab --seq-len\n"
+           "                          (with --runs the shape flags override every row's preset)\n"
            "  --gpus N                GPUs in all (default 8)       --gpus-per-node N (default: the device's)\n"
            "  --device NAME           %s (default a100-80gb)\n"
            "  --device-file FILE      'key = value' profile (optional first key 'base = NAME')\n"
            "  --device-set KEY=VALUE  override one profile key (repeatable); --peak-tflops X\n"
            "  --global-batch-tokens N or --global-batch N (sequences; default 4194304 tokens)\n"
-           "  --flash-attn 0|1 --fused-norm 0|1   kernels (default: the device's)\n"
+           "  --attention torch|fused_softmax|flash1|flash2, --rms-kernel on|off   evaluate only these kernels\n"
+           "  --software trainer|scaling   what runs the layout: this trainer (default), or the Aleph Alpha Scaling\n"
+           "                          codebase of the layouts study (its rank order, pipeline cut, loss and DP reduction)\n"
            "  --tp --pp --dp --vpp --micro-batch N, --recompute none|selective|full, --sp 0|1, --zero 0..3,\n"
            "  --schedule 1f1b|interleaved   evaluate only these layouts\n"
-           "  --top N                 rows to print (default 20)    --plan-csv FILE  all layouts, every column\n", PROFILE_NAMES);
+           "  --top N                 rows to print (default 20)    --plan-csv FILE  all layouts (or the runs), every column\n", PROFILE_NAMES);
 }
 
-static int plan_int(const char* v, const char* flag) {
+// The trainer's limits on a model's shape (args.h); the planner refuses the same.
+#define PLAN_SHAPE_FLAGS 7
+static const char* const SHAPE_FLAG[PLAN_SHAPE_FLAGS] = {"--n-layer", "--n-head", "--n-kv-head", "--d-model", "--d-ff", "--vocab", "--seq-len"};
+static const int SHAPE_MIN[PLAN_SHAPE_FLAGS] = {1, 1, 1, 1, 1, 2, 1};
+static const int SHAPE_MAX[PLAN_SHAPE_FLAGS] = {512, 1024, 1024, 65536, 1 << 20, 1 << 20, 1 << 20};
+
+typedef struct {
+    const char* model;
+    int shape[PLAN_SHAPE_FLAGS];  // n_layer n_head n_kv_head d_model d_ff vocab seq_len; -1 = the preset's
+    int gpus, gpus_per_node, top;
+    long global_batch, global_tokens;
+    DeviceProfile dev;
+    PlanSetup setup;              // the software's rank order, pipeline cut, loss, DP reduction (kernels come from the filter or the row)
+    PlanFilter filter;
+    const char *csv, *runs;
+} PlanArgs;
+
+// A model from a preset, the shape overrides and a sequence length (0: the preset's).
+// Returns 0, or -1 with the reason in err.
+static int plan_model(const char* preset, const int* shape, int seq_len, ModelConfig* c, char* err, size_t err_len) {
+    const Preset* p = find_preset(preset);
+    if (!p) { snprintf(err, err_len, "unknown model '%s'", preset); return -1; }
+    memset(c, 0, sizeof(*c));
+    apply_preset(c, p);
+    int* dst[PLAN_SHAPE_FLAGS] = {&c->n_layer, &c->n_head, &c->n_kv_head, &c->d_model, &c->d_ff, &c->vocab, &c->seq_len};
+    for (int k = 0; k < PLAN_SHAPE_FLAGS; k++) if (shape[k] != -1) *dst[k] = shape[k];
+    if (seq_len) c->seq_len = seq_len;
+    if (shape[1] > 0 && shape[2] < 0) c->n_kv_head = c->n_head;  // --n-head alone: plain multi-head attention
+    if (shape[3] > 0 && shape[4] < 0) c->d_ff = 0;             // --d-model alone: the architecture's default d_ff
+    config_finalize(c);
+    int v[PLAN_SHAPE_FLAGS] = {c->n_layer, c->n_head, c->n_kv_head, c->d_model, c->d_ff, c->vocab, c->seq_len};
+    for (int k = 0; k < PLAN_SHAPE_FLAGS; k++)
+        if (v[k] < SHAPE_MIN[k] || v[k] > SHAPE_MAX[k]) {
+            snprintf(err, err_len, "%s %d is out of range (%d .. %d, the trainer's limits)", SHAPE_FLAG[k], v[k], SHAPE_MIN[k], SHAPE_MAX[k]);
+            return -1;
+        }
+    if (c->d_model % c->n_head) { snprintf(err, err_len, "--d-model %d must be a multiple of --n-head %d", c->d_model, c->n_head); return -1; }
+    if (c->n_head % c->n_kv_head) { snprintf(err, err_len, "--n-head %d must be a multiple of --n-kv-head %d", c->n_head, c->n_kv_head); return -1; }
+    c->dp = c->tp = c->pp = c->vpp = c->micro_batch = 1;
+    c->schedule = SCHED_1F1B;
+    return 0;
+}
+
+static int plan_int(const char* v, const char* flag, int hi) {
     long x = parse_long(v, flag);
-    if (x < 0 || x > (1L << 30)) fail("%s: %ld is out of range (0 .. 2^30)", flag, x);
+    if (x < 0 || x > hi) fail("%s: %ld is out of range (0 .. %d)", flag, x, hi);
     return (int)x;
 }
 
-static int plan_main(int argc, char** argv) {
-    ModelConfig c;
-    memset(&c, 0, sizeof(c));
-    apply_preset(&c, find_preset("llama-13b"));
-    int gpus = 8, gpus_per_node = -1, top = 20, flash = -1, fused = -1;
-    long global_batch = 0, global_tokens = 0;
+static void plan_parse_args(int argc, char** argv, PlanArgs* a) {
+    memset(a, 0, sizeof(*a));
+    a->model = "llama-13b";
+    for (int k = 0; k < PLAN_SHAPE_FLAGS; k++) a->shape[k] = -1;
+    a->gpus = 8, a->gpus_per_node = -1, a->top = 20;
+    a->setup = plan_setup_default();
+    a->filter = plan_filter_any();
+    PlanFilter* f = &a->filter;
     double peak_tflops = 0;
-    const char *device = "a100-80gb", *device_file = NULL, *csv = NULL;
+    const char *device = "a100-80gb", *device_file = NULL;
     const char* sets[64];
     int n_sets = 0;
-    int shape[7] = {-1, -1, -1, -1, -1, -1, -1};  // n_layer n_head n_kv_head d_model d_ff vocab seq_len; -1 = preset
-    PlanFilter f = plan_filter_any();
-    const char* model = "llama-13b";
     for (int i = 1; i < argc; i++) {
-        const char* a = argv[i];
-        if (!strcmp(a, "--plan")) continue;
-        if (!strcmp(a, "--help") || !strcmp(a, "-h")) { plan_usage(); return 0; }
-        if (strncmp(a, "--", 2)) fail("--plan: unexpected argument '%s' (flags start with --; see --plan --help)", a);
-        if (i + 1 >= argc) fail("--plan: flag %s needs a value", a);
+        const char* flag = argv[i];
+        if (!strcmp(flag, "--plan")) continue;
+        if (!strcmp(flag, "--help") || !strcmp(flag, "-h")) { plan_usage(); exit(0); }
+        if (strncmp(flag, "--", 2)) fail("--plan: unexpected argument '%s' (flags start with --; see --plan --help)", flag);
+        if (i + 1 >= argc) fail("--plan: flag %s needs a value", flag);
         const char* v = argv[++i];
-        if (!strcmp(a, "--model")) { if (!find_preset(v)) fail("--model: unknown preset '%s'", v); model = v; apply_preset(&c, find_preset(v)); }
-        else if (!strcmp(a, "--n-layer")) shape[0] = plan_int(v, a);
-        else if (!strcmp(a, "--n-head")) shape[1] = plan_int(v, a);
-        else if (!strcmp(a, "--n-kv-head")) shape[2] = plan_int(v, a);
-        else if (!strcmp(a, "--d-model")) shape[3] = plan_int(v, a);
-        else if (!strcmp(a, "--d-ff")) shape[4] = plan_int(v, a);
-        else if (!strcmp(a, "--vocab")) shape[5] = plan_int(v, a);
-        else if (!strcmp(a, "--seq-len")) shape[6] = plan_int(v, a);
-        else if (!strcmp(a, "--gpus")) gpus = plan_int(v, a);
-        else if (!strcmp(a, "--gpus-per-node")) gpus_per_node = plan_int(v, a);
-        else if (!strcmp(a, "--device")) device = v;
-        else if (!strcmp(a, "--device-file")) device_file = v;
-        else if (!strcmp(a, "--device-set")) { if (n_sets == 64) fail("--device-set: at most 64"); sets[n_sets++] = v; }
-        else if (!strcmp(a, "--peak-tflops")) peak_tflops = parse_double(v, a);
-        else if (!strcmp(a, "--global-batch-tokens")) global_tokens = parse_long(v, a);
-        else if (!strcmp(a, "--global-batch")) global_batch = parse_long(v, a);
-        else if (!strcmp(a, "--flash-attn")) flash = plan_int(v, a);
-        else if (!strcmp(a, "--fused-norm")) fused = plan_int(v, a);
-        else if (!strcmp(a, "--top")) top = plan_int(v, a);
-        else if (!strcmp(a, "--plan-csv")) csv = v;
-        else if (!strcmp(a, "--tp")) f.tp = plan_int(v, a);
-        else if (!strcmp(a, "--pp")) f.pp = plan_int(v, a);
-        else if (!strcmp(a, "--dp")) f.dp = plan_int(v, a);
-        else if (!strcmp(a, "--vpp")) f.vpp = plan_int(v, a);
-        else if (!strcmp(a, "--micro-batch")) f.micro_batch = plan_int(v, a);
-        else if (!strcmp(a, "--sp")) f.sp = plan_int(v, a);
-        else if (!strcmp(a, "--zero")) f.zero = plan_int(v, a);
-        else if (!strcmp(a, "--recompute")) {
-            if (!strcmp(v, "none")) f.recompute = RECOMPUTE_NONE;
-            else if (!strcmp(v, "selective")) f.recompute = RECOMPUTE_SELECTIVE;
-            else if (!strcmp(v, "full")) f.recompute = RECOMPUTE_FULL;
+        int shape_k = -1;
+        for (int k = 0; k < PLAN_SHAPE_FLAGS; k++) if (!strcmp(flag, SHAPE_FLAG[k])) shape_k = k;
+        if (shape_k >= 0) {
+            long x = parse_long(v, flag);
+            if (x < SHAPE_MIN[shape_k] || x > SHAPE_MAX[shape_k])
+                fail("%s must be between %d and %d (the trainer's limits), got %ld", flag, SHAPE_MIN[shape_k], SHAPE_MAX[shape_k], x);
+            a->shape[shape_k] = (int)x;
+        } else if (!strcmp(flag, "--model")) { if (!find_preset(v)) fail("--model: unknown preset '%s'", v); a->model = v; }
+        else if (!strcmp(flag, "--gpus")) a->gpus = plan_int(v, flag, 1 << 20);
+        else if (!strcmp(flag, "--gpus-per-node")) a->gpus_per_node = plan_int(v, flag, 1 << 20);
+        else if (!strcmp(flag, "--device")) device = v;
+        else if (!strcmp(flag, "--device-file")) device_file = v;
+        else if (!strcmp(flag, "--device-set")) { if (n_sets == 64) fail("--device-set: at most 64"); sets[n_sets++] = v; }
+        else if (!strcmp(flag, "--peak-tflops")) peak_tflops = parse_double(v, flag);
+        else if (!strcmp(flag, "--global-batch-tokens")) a->global_tokens = parse_long(v, flag);
+        else if (!strcmp(flag, "--global-batch")) a->global_batch = parse_long(v, flag);
+        else if (!strcmp(flag, "--top")) a->top = plan_int(v, flag, 1 << 30);
+        else if (!strcmp(flag, "--plan-csv")) a->csv = v;
+        else if (!strcmp(flag, "--runs")) a->runs = v;
+        else if (!strcmp(flag, "--tp")) f->tp = plan_int(v, flag, 1 << 20);
+        else if (!strcmp(flag, "--pp")) f->pp = plan_int(v, flag, 1 << 20);
+        else if (!strcmp(flag, "--dp")) f->dp = plan_int(v, flag, 1 << 20);
+        else if (!strcmp(flag, "--vpp")) f->vpp = plan_int(v, flag, 1 << 20);
+        else if (!strcmp(flag, "--micro-batch")) f->micro_batch = plan_int(v, flag, 1 << 20);
+        else if (!strcmp(flag, "--sp")) f->sp = plan_int(v, flag, 1);
+        else if (!strcmp(flag, "--zero")) f->zero = plan_int(v, flag, 3);
+        else if (!strcmp(flag, "--attention")) {
+            if ((f->attention = attn_from_name(v)) < 0) fail("--attention: expected torch, fused_softmax, flash1 or flash2, got '%s'", v);
+        } else if (!strcmp(flag, "--rms-kernel")) {
+            if (!strcmp(v, "on") || !strcmp(v, "1")) f->rms_kernel = 1;
+            else if (!strcmp(v, "off") || !strcmp(v, "0")) f->rms_kernel = 0;
+            else fail("--rms-kernel: expected on or off, got '%s'", v);
+        } else if (!strcmp(flag, "--software")) {
+            if (!strcmp(v, "trainer")) a->setup = plan_setup_for(SOFTWARE_TRAINER);
+            else if (!strcmp(v, "scaling")) a->setup = plan_setup_for(SOFTWARE_SCALING);
+            else fail("--software: expected trainer or scaling, got '%s'", v);
+        } else if (!strcmp(flag, "--recompute")) {
+            if (!strcmp(v, "none")) f->recompute = RECOMPUTE_NONE;
+            else if (!strcmp(v, "selective")) f->recompute = RECOMPUTE_SELECTIVE;
+            else if (!strcmp(v, "full")) f->recompute = RECOMPUTE_FULL;
             else fail("--recompute: expected none, selective or full, got '%s'", v);
-        } else if (!strcmp(a, "--schedule")) {
-            if (!strcmp(v, "1f1b")) f.schedule = SCHED_1F1B;
-            else if (!strcmp(v, "interleaved")) f.schedule = SCHED_INTERLEAVED;
+        } else if (!strcmp(flag, "--schedule")) {
+            if (!strcmp(v, "1f1b")) f->schedule = SCHED_1F1B;
+            else if (!strcmp(v, "interleaved")) f->schedule = SCHED_INTERLEAVED;
             else fail("--schedule: expected 1f1b or interleaved, got '%s'", v);
-        } else fail("--plan: unknown flag '%s' (see --plan --help)", a);
+        } else fail("--plan: unknown flag '%s' (see --plan --help)", flag);
     }
-    // validate
-    const char* shape_names[7] = {"--n-layer", "--n-head", "--n-kv-head", "--d-model", "--d-ff", "--vocab", "--seq-len"};
-    int* shape_dst[7] = {&c.n_layer, &c.n_head, &c.n_kv_head, &c.d_model, &c.d_ff, &c.vocab, &c.seq_len};
-    for (int k = 0; k < 7; k++) {
-        if (shape[k] == -1) continue;
-        if (shape[k] < 1 || shape[k] > (1 << 24)) fail("%s must be between 1 and %d, got %d", shape_names[k], 1 << 24, shape[k]);
-        *shape_dst[k] = shape[k];
-    }
-    if (shape[1] > 0 && shape[2] < 0) c.n_kv_head = c.n_head;  // --n-head alone: plain multi-head attention
-    if (shape[3] > 0 && shape[4] < 0) c.d_ff = 0;             // --d-model alone: the architecture's default d_ff
-    config_finalize(&c);
-    if (c.d_model % c.n_head) fail("--d-model %d must be a multiple of --n-head %d", c.d_model, c.n_head);
-    if (c.n_head % c.n_kv_head) fail("--n-head %d must be a multiple of --n-kv-head %d", c.n_head, c.n_kv_head);
-    if (gpus < 1) fail("--gpus must be >= 1, got %d", gpus);
-    if (top < 1) fail("--top must be >= 1, got %d", top);
-    if (flash != -1 && flash != 0 && flash != 1) fail("--flash-attn: expected 0 or 1, got %d", flash);
-    if (fused != -1 && fused != 0 && fused != 1) fail("--fused-norm: expected 0 or 1, got %d", fused);
-    if (f.sp != -1 && f.sp != 0 && f.sp != 1) fail("--sp: expected 0 or 1, got %d", f.sp);
-    if (f.zero != -1 && (f.zero < 0 || f.zero > 3)) fail("--zero: expected 0..3, got %d", f.zero);
-    if ((f.tp != -1 && f.tp < 1) || (f.pp != -1 && f.pp < 1) || (f.dp != -1 && f.dp < 1) || (f.vpp != -1 && f.vpp < 1) ||
-        (f.micro_batch != -1 && f.micro_batch < 1)) fail("--tp, --pp, --dp, --vpp and --micro-batch must be >= 1");
+    if (a->gpus < 1) fail("--gpus must be >= 1, got %d", a->gpus);
+    if (a->top < 1) fail("--top must be >= 1, got %d", a->top);
+    if ((f->tp == 0) || f->pp == 0 || f->dp == 0 || f->vpp == 0 || f->micro_batch == 0)
+        fail("--tp, --pp, --dp, --vpp and --micro-batch must be >= 1");
 
-    DeviceProfile d;
+    DeviceProfile* d = &a->dev;
     char err[512];
-    if (device_file) { if (profile_parse_file(device_file, &d, err, sizeof(err))) fail("--device-file: %s", err); }
-    else if (profile_builtin(device, &d)) fail("--device: unknown device '%s' (known: %s)", device, PROFILE_NAMES);
+    if (device_file) { if (profile_parse_file(device_file, d, err, sizeof(err))) fail("--device-file: %s", err); }
+    else if (profile_builtin(device, d)) fail("--device: unknown device '%s' (known: %s)", device, PROFILE_NAMES);
     for (int k = 0; k < n_sets; k++) {
         char key[64];
         const char* eq = strchr(sets[k], '=');
         if (!eq || eq == sets[k] || (size_t)(eq - sets[k]) >= sizeof(key)) fail("--device-set: expected KEY=VALUE, got '%s'", sets[k]);
         memcpy(key, sets[k], eq - sets[k]);
         key[eq - sets[k]] = 0;
-        if (profile_set(&d, key, eq + 1, err, sizeof(err))) fail("--device-set: %s", err);
+        if (profile_set(d, key, eq + 1, err, sizeof(err))) fail("--device-set: %s", err);
     }
     if (peak_tflops != 0) {
         if (!(peak_tflops > 0)) fail("--peak-tflops must be positive, got %g", peak_tflops);
-        d.peak_flops = peak_tflops * 1e12;
+        d->peak_flops = peak_tflops * 1e12;
     }
-    if (flash >= 0) d.flash_attn = flash;
-    if (fused >= 0) d.fused_norm = fused;
-    if (gpus_per_node == -1) gpus_per_node = d.gpus_per_node > 0 ? d.gpus_per_node : gpus;
-    if (gpus_per_node < 1) fail("--gpus-per-node must be >= 1, got %d", gpus_per_node);
+    if (a->gpus_per_node == -1) a->gpus_per_node = d->gpus_per_node > 0 ? d->gpus_per_node : a->gpus;
+    if (a->gpus_per_node < 1) fail("--gpus-per-node must be >= 1, got %d", a->gpus_per_node);
+    if (a->global_batch && a->global_tokens) fail("give --global-batch or --global-batch-tokens, not both");
+    if (a->global_batch < 0 || a->global_tokens < 0) fail("the global batch must be positive");
+}
 
-    if (global_batch && global_tokens) fail("give --global-batch or --global-batch-tokens, not both");
-    if (global_batch < 0 || global_tokens < 0) fail("the global batch must be positive");
+// ----------------------------------------------------------------------------
+// --runs FILE.csv: predict each run of a file exactly as given.
+
+// The columns a runs file must have (the layouts study's sheets, converted): the setting and
+// the layout of each run. Any other column (sheet, status, step_time_s, mfu_pct, ...) is
+// carried through to the output unchanged; an optional vpp column sets virtual stages.
+enum { RC_MODEL, RC_SEQ_LEN, RC_GPUS, RC_GPUS_PER_NODE, RC_BATCH_TOKENS, RC_SCHEDULE, RC_ZERO, RC_TP, RC_PP, RC_DP,
+       RC_MICRO_BATCH, RC_RECOMPUTE, RC_ATTENTION, RC_RMS_KERNEL, RC_SP, N_RUN_COLS };
+static const char* const RUN_COLS[N_RUN_COLS] = {"model", "seq_len", "gpus", "gpus_per_node", "global_batch_tokens", "schedule",
+    "zero", "tp", "pp", "dp", "micro_batch", "recompute", "attention", "rms_kernel", "sp"};
+// which of them are integers
+static const int RUN_COL_INT[N_RUN_COLS] = {0, 1, 1, 1, 1, 0, 1, 1, 1, 1, 1, 0, 0, 1, 1};
+
+#define CSV_MAX_FIELDS 256
+
+// Split one CSV line in place (RFC 4180: fields may be quoted, "" is a quote inside
+// quotes). Returns the number of fields, or -1 for an unterminated quote or too many fields.
+static int csv_split(char* line, char** fields) {
+    int n = 0;
+    char* p = line;
+    for (;;) {
+        if (n == CSV_MAX_FIELDS) return -1;
+        if (*p == '"') {
+            char *out = ++p, *start = out;
+            for (;;) {
+                if (!*p) return -1;
+                if (*p == '"') {
+                    if (p[1] == '"') { *out++ = '"'; p += 2; continue; }
+                    p++;
+                    break;
+                }
+                *out++ = *p++;
+            }
+            fields[n++] = start;
+            if (*p && *p != ',') return -1;
+            *out = 0;
+        } else {
+            fields[n++] = p;
+            while (*p && *p != ',') p++;
+        }
+        if (!*p) return n;
+        *p++ = 0;
+    }
+}
+
+static void csv_put(FILE* f, const char* s, int last) {
+    if (strpbrk(s, ",\"\n\r")) {
+        fputc('"', f);
+        for (; *s; s++) { if (*s == '"') fputc('"', f); fputc(*s, f); }
+        fputc('"', f);
+    } else fputs(s, f);
+    fputc(last ? '\n' : ',', f);
+}
+
+// Read the next line into *buf (without its end of line); 0 at the end of the file.
+static int read_line(FILE* f, char** buf, size_t* cap) {
+    ssize_t len = getline(buf, cap, f);
+    if (len < 0) return 0;
+    while (len > 0 && ((*buf)[len - 1] == '\n' || (*buf)[len - 1] == '\r')) (*buf)[--len] = 0;
+    return 1;
+}
+
+// Predict one row. Returns 0 with *r filled, or -1 with the reason in err.
+static int plan_run_row(const PlanArgs* a, char** col, int vpp, ModelConfig* c, PlanResult* r, char* err, size_t err_len) {
+    long v[N_RUN_COLS];
+    for (int k = 0; k < N_RUN_COLS; k++) if (RUN_COL_INT[k]) v[k] = strtol(col[k], NULL, 10);
+    if (plan_model(col[RC_MODEL], a->shape, 0, c, err, err_len)) return -1;
+    if (v[RC_SEQ_LEN] < SHAPE_MIN[6] || v[RC_SEQ_LEN] > SHAPE_MAX[6]) { snprintf(err, err_len, "seq_len %ld is out of range", v[RC_SEQ_LEN]); return -1; }
+    c->seq_len = (int)v[RC_SEQ_LEN];
+    if (v[RC_GPUS] < 1 || v[RC_GPUS] > (1 << 20) || v[RC_GPUS_PER_NODE] < 1 || v[RC_GPUS_PER_NODE] > (1 << 20)) {
+        snprintf(err, err_len, "gpus %ld and gpus_per_node %ld must be 1 .. 2^20", v[RC_GPUS], v[RC_GPUS_PER_NODE]);
+        return -1;
+    }
+    if (v[RC_BATCH_TOKENS] < 1 || v[RC_BATCH_TOKENS] % c->seq_len || v[RC_BATCH_TOKENS] / c->seq_len > (1L << 30)) {
+        snprintf(err, err_len, "global_batch_tokens %ld is not a positive multiple of seq_len %d", v[RC_BATCH_TOKENS], c->seq_len);
+        return -1;
+    }
+    int sizes[5] = {RC_TP, RC_PP, RC_DP, RC_MICRO_BATCH, RC_ZERO};
+    for (int k = 0; k < 5; k++)
+        if (v[sizes[k]] < (sizes[k] == RC_ZERO ? 0 : 1) || v[sizes[k]] > (1 << 20)) {
+            snprintf(err, err_len, "%s %ld is out of range", RUN_COLS[sizes[k]], v[sizes[k]]);
+            return -1;
+        }
+    if (v[RC_TP] * v[RC_PP] * v[RC_DP] != v[RC_GPUS]) {
+        snprintf(err, err_len, "tp %ld x pp %ld x dp %ld is not gpus %ld", v[RC_TP], v[RC_PP], v[RC_DP], v[RC_GPUS]);
+        return -1;
+    }
+    c->tp = (int)v[RC_TP], c->pp = (int)v[RC_PP], c->dp = (int)v[RC_DP], c->micro_batch = (int)v[RC_MICRO_BATCH], c->zero = (int)v[RC_ZERO];
+    c->vpp = vpp;
+    if (v[RC_SP] != 0 && v[RC_SP] != 1) { snprintf(err, err_len, "sp must be 0 or 1, got %ld", v[RC_SP]); return -1; }
+    if (v[RC_RMS_KERNEL] != 0 && v[RC_RMS_KERNEL] != 1) { snprintf(err, err_len, "rms_kernel must be 0 or 1, got %ld", v[RC_RMS_KERNEL]); return -1; }
+    c->sp = c->tp > 1 && v[RC_SP];  // with tp 1 sequence parallelism splits nothing (Megatron and Scaling run it as without)
+    const char* s = col[RC_SCHEDULE];
+    c->schedule = !strcmp(s, "1f1b") ? SCHED_1F1B : !strcmp(s, "interleaved") ? SCHED_INTERLEAVED : !strcmp(s, "gpipe") ? SCHED_GPIPE : -1;
+    if (c->schedule < 0) { snprintf(err, err_len, "unknown schedule '%s' (1f1b, interleaved, gpipe)", s); return -1; }
+    s = col[RC_RECOMPUTE];
+    c->recompute = !strcmp(s, "none") ? RECOMPUTE_NONE : !strcmp(s, "selective") ? RECOMPUTE_SELECTIVE : !strcmp(s, "full") ? RECOMPUTE_FULL : -1;
+    if (c->recompute < 0) { snprintf(err, err_len, "unknown recompute '%s' (none, selective, full)", s); return -1; }
+    PlanSetup k = a->setup;
+    if ((k.attention = attn_from_name(col[RC_ATTENTION])) < 0) {
+        snprintf(err, err_len, "unknown attention '%s' (torch, fused_softmax, flash1, flash2)", col[RC_ATTENTION]);
+        return -1;
+    }
+    k.rms_kernel = (int)v[RC_RMS_KERNEL];
+    if (plan_predict(c, &k, (int)(v[RC_BATCH_TOKENS] / c->seq_len), (int)v[RC_GPUS_PER_NODE], &a->dev, r)) {
+        snprintf(err, err_len, "%s", r->invalid);
+        return -1;
+    }
+    return 0;
+}
+
+static void plan_runs(const PlanArgs* a) {
+    const char* path = a->runs;
+    FILE* in = fopen(path, "r");
+    if (!in) fail("--runs: cannot open '%s': %s", path, strerror(errno));
+    FILE* out = stdout;
+    if (a->csv && !(out = fopen(a->csv, "w"))) fail("--plan-csv: cannot write '%s': %s", a->csv, strerror(errno));
+    char *line = NULL, *header = NULL;
+    size_t cap = 0;
+    if (!read_line(in, &line, &cap)) fail("--runs %s: the file is empty (expected a header line and runs)", path);
+    header = strdup(line);
+    char* names[CSV_MAX_FIELDS];
+    int n_cols = csv_split(header, names);
+    if (n_cols < 0) fail("--runs %s: line 1: bad header (an unterminated quote or more than %d columns)", path, CSV_MAX_FIELDS);
+    int idx[N_RUN_COLS];
+    for (int k = 0; k < N_RUN_COLS; k++) {
+        idx[k] = -1;
+        for (int j = 0; j < n_cols; j++) if (!strcmp(names[j], RUN_COLS[k])) idx[k] = j;
+        if (idx[k] < 0) fail("--runs %s: the header has no column '%s' (needed: model, seq_len, gpus, gpus_per_node, "
+                             "global_batch_tokens, schedule, zero, tp, pp, dp, micro_batch, recompute, attention, rms_kernel, sp)", path, RUN_COLS[k]);
+    }
+    int vpp_col = -1;
+    for (int j = 0; j < n_cols; j++) if (!strcmp(names[j], "vpp")) vpp_col = j;
+    // Read every row first, so a malformed file is refused before anything is written.
+    char** rows = NULL;
+    int n_rows = 0, row_cap = 0;
+    for (int line_no = 2; read_line(in, &line, &cap); line_no++) {
+        if (!line[0]) continue;  // a blank line (often the last)
+        if (n_rows == row_cap) { row_cap = row_cap ? 2 * row_cap : 256; rows = (char**)realloc(rows, sizeof(char*) * row_cap); if (!rows) fail("out of memory"); }
+        char* copy = strdup(line);
+        char* col[CSV_MAX_FIELDS];
+        int n = csv_split(copy, col);
+        if (n != n_cols) fail("--runs %s: line %d: %d fields where the header has %d", path, line_no, n < 0 ? 0 : n, n_cols);
+        for (int k = 0; k < N_RUN_COLS; k++) {
+            const char* s = col[idx[k]];
+            char* end;
+            errno = 0;
+            if (RUN_COL_INT[k] && (strtol(s, &end, 10), errno || end == s || *end))
+                fail("--runs %s: line %d: column %s: expected an integer, got '%s'", path, line_no, RUN_COLS[k], s);
+        }
+        if (vpp_col >= 0) {
+            char* end;
+            errno = 0;
+            long x = strtol(col[vpp_col], &end, 10);
+            if (errno || end == col[vpp_col] || *end || x < 1 || x > (1 << 20))
+                fail("--runs %s: line %d: column vpp: expected an integer >= 1, got '%s'", path, line_no, col[vpp_col]);
+        }
+        free(copy);
+        rows[n_rows++] = strdup(line);
+    }
+    if (ferror(in)) fail("--runs %s: read error: %s", path, strerror(errno));
+    fclose(in);
+    if (n_rows == 0) fail("--runs %s: no runs after the header", path);
+
+    for (int j = 0; j < n_cols; j++) csv_put(out, names[j], 0);
+    fprintf(out, "pred_fits,pred_mem_gib,pred_step_s,pred_mfu_pct,pred_reason\n");
+    int n_bad = 0, n_fit = 0;
+    for (int i = 0; i < n_rows; i++) {
+        char* col[CSV_MAX_FIELDS];
+        csv_split(rows[i], col);
+        char* run_col[N_RUN_COLS];
+        for (int k = 0; k < N_RUN_COLS; k++) run_col[k] = col[idx[k]];
+        ModelConfig c;
+        PlanResult r;
+        char reason[512];
+        int rc = plan_run_row(a, run_col, vpp_col >= 0 ? atoi(col[vpp_col]) : 1, &c, &r, reason, sizeof(reason));
+        for (int j = 0; j < n_cols; j++) csv_put(out, col[j], 0);
+        if (rc) {
+            fprintf(stderr, "error: --runs %s: row %d: %s\n", path, i + 1, reason);
+            n_bad++;
+            fprintf(out, "0,,,,");
+        } else {
+            plan_memory_reason(&r, a->dev.mem_bytes, reason, sizeof(reason));
+            n_fit += r.fits;
+            fprintf(out, "%d,%.3f,%.4f,%.3f,", r.fits, r.mem_total / GiB, r.t_step, 100 * study_mfu(&c, &r, &a->dev));
+        }
+        csv_put(out, reason, 1);
+        free(rows[i]);
+    }
+    if (out != stdout && fclose(out)) fail("--plan-csv: cannot write '%s': %s", a->csv, strerror(errno));
+    fprintf(out == stdout ? stderr : stdout, "%d runs predicted on %s (%d fit, %d do not), %d could not be evaluated%s%s\n",
+            n_rows - n_bad, a->dev.name, n_fit, n_rows - n_bad - n_fit, n_bad, a->csv ? "; wrote " : "", a->csv ? a->csv : "");
+    free(rows), free(line), free(header);
+}
+
+static int plan_main(int argc, char** argv) {
+    PlanArgs a;
+    plan_parse_args(argc, argv, &a);
+    if (a.runs) { plan_runs(&a); return 0; }
+    ModelConfig c;
+    char err[512];
+    if (plan_model(a.model, a.shape, 0, &c, err, sizeof(err))) fail("%s", err);
+    long global_batch = a.global_batch;
     if (!global_batch) {
-        if (!global_tokens) global_tokens = 4194304;
-        if (global_tokens % c.seq_len) fail("--global-batch-tokens %ld is not a multiple of the sequence length %d", global_tokens, c.seq_len);
-        global_batch = global_tokens / c.seq_len;
+        long tokens = a.global_tokens ? a.global_tokens : 4194304;
+        if (tokens % c.seq_len) fail("--global-batch-tokens %ld is not a multiple of the sequence length %d", tokens, c.seq_len);
+        global_batch = tokens / c.seq_len;
     }
     if (global_batch > (1L << 30)) fail("the global batch is too large");
+    FILE* csv = a.csv ? fopen(a.csv, "w") : NULL;
+    if (a.csv && !csv) fail("--plan-csv: cannot write '%s': %s", a.csv, strerror(errno));
 
     char b1[32], b2[32];
-    printf("plan: %s (%s, L=%d h=%d heads=%d/%d d_ff=%d vocab=%d), seq %d, %s params, %.4g GFLOP/token (PaLM)\n", model,
+    printf("plan: %s (%s, L=%d h=%d heads=%d/%d d_ff=%d vocab=%d), seq %d, %s params, %.4g GFLOP/token (PaLM)\n", a.model,
            arch_name(c.arch), c.n_layer, c.d_model, c.n_head, c.n_kv_head, c.d_ff, c.vocab, c.seq_len,
            fmt_count(config_num_params(&c), b1), config_flops_per_token(&c, c.seq_len) / 1e9);
-    printf("%d GPUs, global batch %ld sequences = %s tokens\n", gpus, global_batch, fmt_count((double)global_batch * c.seq_len, b2));
-    plan_print_profile(&d, gpus_per_node);
+    printf("%d GPUs, global batch %ld sequences = %s tokens\n", a.gpus, global_batch, fmt_count((double)global_batch * c.seq_len, b2));
+    plan_print_profile(&a.dev, &a.setup, a.gpus_per_node);
 
     PlanResult* res;
-    int n = plan_enumerate(&c, gpus, (int)global_batch, gpus_per_node, &d, &f, &res);
+    int n = plan_enumerate(&c, a.gpus, (int)global_batch, a.gpus_per_node, &a.dev, &a.setup, &a.filter, &res);
     if (n == 0) fail("no valid layout: check --gpus, the global batch and the restrictions (tp must divide the heads, dp*mb the batch)");
     plan_sort(res, n);
     int n_fit = 0;
     for (int i = 0; i < n; i++) n_fit += res[i].fits;
     printf("%d layouts evaluated, %d fit in memory%s\n\n", n, n_fit, n_fit ? "" : " (showing the non-fitting ones)");
-    plan_print_table(res, n_fit ? n_fit : n, top);
-    if (n_fit < n) printf("(%d layouts that do not fit are not shown%s)\n", n - n_fit, csv ? "; they are in the CSV" : "; see --plan-csv");
+    plan_print_table(res, n_fit ? n_fit : n, a.top);
+    if (n_fit < n) printf("(%d layouts that do not fit are not shown%s)\n", n - n_fit, a.csv ? "; they are in the CSV" : "; see --plan-csv");
     PlanFilter any = plan_filter_any();
     int best = plan_best(res, n, &any);
     if (best >= 0) {
         const PlanResult* p = &res[best];
         // as ./train flags (ZeRO-3 is modelled here but the trainer implements stages 0-2)
-        printf("best: --dp %d --tp %d --pp %d --vpp %d --micro-batch %d --recompute %s%s --zero %d --schedule %s"
-               "  (%.1f%% MFU, %.1f%% HFU, %.4g TFLOP/s/GPU, %.1f GiB)%s\n", p->dp, p->tp, p->pp, p->vpp, p->micro_batch,
-               recompute_name(p->recompute), p->sp ? " --sp" : "", p->zero, schedule_name(p->schedule), 100 * p->mfu,
-               100 * p->hfu, p->model_tflops_per_gpu, p->mem_total / GiB, p->zero == 3 ? " [ZeRO-3: planner only]" : "");
+        printf("best: --dp %d --tp %d --pp %d --vpp %d --micro-batch %d --recompute %s%s --zero %d --schedule %s, %s attention, "
+               "rms kernel %s  (%.1f%% MFU, %.1f%% HFU, %.4g TFLOP/s/GPU, %.1f GiB)%s\n", p->dp, p->tp, p->pp, p->vpp, p->micro_batch,
+               recompute_name(p->recompute), p->sp ? " --sp" : "", p->zero, schedule_name(p->schedule), ATTN_NAMES[p->setup.attention],
+               p->setup.rms_kernel ? "on" : "off", 100 * p->mfu, 100 * p->hfu, p->model_tflops_per_gpu, p->mem_total / GiB,
+               p->zero == 3 ? " [ZeRO-3: planner only]" : "");
     }
-    if (csv) { plan_write_csv(csv, res, n); printf("wrote %d layouts to %s\n", n, csv); }
+    if (csv) { plan_write_csv(csv, a.csv, &c, &a.dev, res, n); printf("wrote %d layouts to %s\n", n, a.csv); }
     free(res);
     return 0;
 }

@@ -44,7 +44,8 @@ static void print_help(void) {
         "\n  --arch gpt2|llama     architecture (set by the preset)\n"
         "  --n-layer --n-head --n-kv-head --d-model --d-ff --seq-len --vocab   shape overrides\n"
         "\ndata\n"
-        "  --data PATH           .txt (byte-level) or llm.c .bin shard(s), glob allowed; default: built-in corpus\n"
+        "  --data PATH           a file, or a quoted glob of files: .bin = llm.c shards, any other byte-level\n"
+        "                        text; default: built-in corpus\n"
         "  --val-data PATH       validation data; default: the last 5%% of --data\n"
         "  --eval-every N        validation loss every N steps (default 50, 0: never)\n"
         "  --val-batches N       global batches per validation (default 4)\n"
@@ -59,7 +60,7 @@ static void print_help(void) {
         "  --min-lr-frac X       cosine decays to lr*X (default 0.1)\n"
         "  --warmup N            linear warm-up steps (default 50)\n"
         "  --weight-decay X      AdamW decoupled weight decay on matrices (default 0.1)\n"
-        "  --beta1 --beta2 --eps AdamW (defaults 0.9, 0.95, 1e-8)\n"
+        "  --beta1 --beta2 --eps AdamW (defaults 0.9, 0.95, 1e-8; eps > 0)\n"
         "  --grad-clip X         clip the global gradient norm to X (default 1.0, 0: off)\n"
         "  --seed N              seed for init and sampling (default 1337)\n"
         "\nparallel layout (world = dp * pp * tp; started under mpirun automatically)\n"
@@ -76,7 +77,7 @@ static void print_help(void) {
         "  --trace FILE          Chrome trace-event JSON of the step (open in Perfetto)\n"
         "  --sample-every N      print a sample every N steps (default 0: at the end only)\n"
         "  --sample-len N        bytes/tokens per sample (default 200)\n"
-        "  --ckpt-dir DIR        checkpoint directory (a final checkpoint is written at the end)\n"
+        "  --ckpt-dir DIR        checkpoint directory, created at start (a final checkpoint is written at the end)\n"
         "  --ckpt-every N        also every N steps\n"
         "  --ckpt-keep N         keep the newest N checkpoints (default 3)\n"
         "  --resume FILE|auto    continue from a checkpoint (any layout)\n"
@@ -153,7 +154,7 @@ static void parse_args(Args* a, int argc, char** argv) {
         FLT_FLAG("--weight-decay", c->weight_decay, 0, 10);
         FLT_FLAG("--beta1", c->beta1, 0, 0.999999);
         FLT_FLAG("--beta2", c->beta2, 0, 0.999999);
-        FLT_FLAG("--eps", c->eps, 0, 1);
+        FLT_FLAG("--eps", c->eps, 1e-30, 1);  // 0 divides 0 by 0 for a weight whose gradient is 0
         FLT_FLAG("--grad-clip", c->grad_clip, 0, 1e9);
         if (flag_is(f, "--seed")) { long s = parse_long(v, "--seed"); if (s < 0) fail("--seed must be >= 0"); c->seed = (uint64_t)s; continue; }
         INT_FLAG("--dp", c->dp, 1, 1 << 20);

@@ -7,11 +7,13 @@
 //   adam v: n_full float32, same order
 // The data position and RNG state follow from (step, seed, global_batch): the batch
 // order and the sampler are pure functions of them, so they are all a run needs to
-// continue exactly. Writing: rank 0 writes <file>.tmp, fsyncs, renames it into place,
-// fsyncs the directory, then rewrites the manifest LATEST (same way) last; a run
-// killed at any point leaves the previous checkpoint and manifest intact.
-// Reading: every rank reads the pieces of its own shard, so a checkpoint saved under
-// one layout resumes under any other.
+// continue exactly. Writing: --ckpt-dir is checked at start-up (ckpt_dir_prepare); rank 0
+// checks every value (finite, AdamW v >= 0: a state that is not is never saved), writes
+// <file>.tmp, fsyncs, renames it into place, fsyncs the directory, then rewrites the
+// manifest LATEST (same way) last; a run killed at any point leaves the previous
+// checkpoint and manifest intact. Reading: every rank reads the pieces of its own shard,
+// so a checkpoint saved under one layout resumes under any other; every value is checked
+// again, with an error naming the file and tensor.
 #ifndef CKPT_H
 #define CKPT_H
 
@@ -21,6 +23,7 @@
 #include <sys/stat.h>
 #include <unistd.h>
 #include "args.h"
+#include "files.h"
 #include "layout.h"
 #include "params.h"
 
@@ -101,26 +104,92 @@ static void gather_full_tensor(const Layout* L, const ParamLayout* P, const Tens
     comm_reduce_sum_to_root((Comm*)&L->world_c, buf, ft->size);  // comm: world reduce to rank 0
 }
 
-static void fsync_path(const char* path, int dir) {
-    int fd = open(path, dir ? O_RDONLY | O_DIRECTORY : O_RDONLY);
-    if (fd >= 0) fsync(fd), close(fd);
+// The step of a checkpoint's file name: exactly "ckpt_%08d.bin" (so ckpt_-0000001.bin,
+// ckpt_+0000001.bin or ckpt_1.bin are not ours), or -1.
+static int ckpt_name_step(const char* name) {
+    if (strncmp(name, "ckpt_", 5)) return -1;
+    long long s = 0;
+    const char* p = name + 5;
+    for (; *p >= '0' && *p <= '9' && s <= INT_MAX; p++) s = s * 10 + (*p - '0');
+    char canonical[32];
+    if (s > INT_MAX) return -1;
+    snprintf(canonical, sizeof(canonical), "ckpt_%08d.bin", (int)s);
+    return strcmp(name, canonical) ? -1 : (int)s;
 }
 
-// Write a small file atomically (temp, fsync, rename).
-static void write_atomic_text(const char* dir, const char* name, const char* text) {
-    char tmp[1024], path[1024];
-    snprintf(tmp, sizeof(tmp), "%s/%s.tmp", dir, name);
-    snprintf(path, sizeof(path), "%s/%s", dir, name);
-    FILE* f = fopen(tmp, "w");
-    if (!f) fail("checkpoint: cannot write %s: %s", tmp, strerror(errno));
-    fputs(text, f);
-    if (fflush(f) || fsync(fileno(f)) || fclose(f)) fail("checkpoint: cannot write %s: %s", tmp, strerror(errno));
-    if (rename(tmp, path)) fail("checkpoint: rename %s: %s", tmp, strerror(errno));
-    fsync_path(dir, 1);
+static int step_newer_first(const void* x, const void* y) { return *(const int*)y - *(const int*)x; }
+
+// The steps of the checkpoint files in dir (by name), newest first; *steps is allocated.
+static int ckpt_list(const char* dir, const char* what, int** steps) {
+    DIR* d = opendir(dir);
+    if (!d) fail("%s: cannot open --ckpt-dir %s: %s", what, dir, strerror(errno));
+    int n = 0, cap = 16;
+    *steps = (int*)xmalloc(sizeof(int) * cap);
+    struct dirent* e;
+    while ((e = readdir(d))) {
+        int s = ckpt_name_step(e->d_name);
+        if (s < 0) continue;
+        if (n == cap) {
+            cap *= 2;
+            *steps = (int*)realloc(*steps, sizeof(int) * cap);
+            if (!*steps) fail("out of memory listing %s", dir);
+        }
+        (*steps)[n++] = s;
+    }
+    closedir(d);
+    qsort(*steps, n, sizeof(int), step_newer_first);
+    return n;
+}
+
+// Whether a file name is one --ckpt-dir writes or replaces: ckpt_<step>.bin, LATEST, or their .tmp.
+static int ckpt_dir_owns(const char* name) {
+    char base[256];
+    snprintf(base, sizeof(base), "%s", name);
+    if (has_suffix(base, ".tmp")) base[strlen(base) - 4] = 0;
+    return !strcmp(base, "LATEST") || ckpt_name_step(base) >= 0;
+}
+
+// --ckpt-dir at start-up, on rank 0 (which writes): created if missing (its parent must
+// exist), a directory that takes new files, with nothing but regular files under the names
+// a save writes or replaces (ckpt_<step>.bin, LATEST and their .tmp), and the longest of those
+// paths within PATH_CAP. So a run never finds out after its last step that it cannot save.
+static void ckpt_dir_prepare(const Args* a) {
+    const char* dir = a->ckpt_dir;
+    char path[PATH_CAP];
+    struct stat st;
+    if (mkdir(dir, 0755) && errno != EEXIST) fail("--ckpt-dir %s: cannot create: %s", dir, strerror(errno));
+    if (stat(dir, &st) || !S_ISDIR(st.st_mode)) fail("--ckpt-dir %s exists and is not a directory", dir);
+    path_format(path, "--ckpt-dir", "%s/ckpt_%08d.bin.tmp", dir, a->cfg.steps);  // the longest name a save writes fits
+    output_check(path_format(path, "--ckpt-dir", "%s/LATEST", dir), "--ckpt-dir", 1);
+    DIR* d = opendir(dir);
+    if (!d) fail("--ckpt-dir %s: cannot open: %s", dir, strerror(errno));
+    struct dirent* e;
+    while ((e = readdir(d))) {
+        if (!ckpt_dir_owns(e->d_name)) continue;
+        path_format(path, "--ckpt-dir", "%s/%s", dir, e->d_name);
+        if (lstat(path, &st) == 0 && !S_ISREG(st.st_mode)) {
+            closedir(d);  // e is gone with it; path holds the name
+            fail("--ckpt-dir %s: %s is %s (a save replaces only regular files)", dir, path, file_kind(st.st_mode));
+        }
+    }
+    closedir(d);
+}
+
+// Why x[0, n) cannot be section `section` of a model state (0 params, 1 AdamW m, 2 AdamW
+// v), or NULL: every value must be finite, and v, a mean of squares, >= 0.
+static const char* state_values_check(const float* x, size_t n, int section, const char* tensor, char* why, size_t cap) {
+    static const char* names[3] = {"parameters", "adam m", "adam v"};
+    for (size_t i = 0; i < n; i++) {
+        if (!isfinite(x[i])) { snprintf(why, cap, "%s of tensor %s: non-finite value %g at element %zu", names[section], tensor, x[i], i); return why; }
+        if (section == 2 && x[i] < 0) { snprintf(why, cap, "adam v of tensor %s: negative value %g at element %zu (a mean of squares)", tensor, x[i], i); return why; }
+    }
+    return NULL;
 }
 
 // Sections of the file: 0 params, 1 adam m, 2 adam v. Local buffers: params covers the
 // rank's whole local buffer; m, v cover [opt_lo, opt_hi) (the ZeRO shard or everything).
+// Every value is checked before it is written (state_values_check): a state that is not
+// finite is never saved, and the checkpoints on disk stay as they are.
 static void ckpt_save(const Layout* L, const ParamLayout* P, const ModelConfig* c, const Args* a, const float* params,
                       const float* m_state, const float* v_state, size_t opt_lo, size_t opt_hi, int step) {
     // Local copies of m and v over the whole local buffer (all-gather the ZeRO shards).
@@ -140,96 +209,125 @@ static void ckpt_save(const Layout* L, const ParamLayout* P, const ModelConfig* 
     size_t max_t = 0;
     for (int i = 0; i < full->n; i++) if (full->t[i].size > max_t) max_t = full->t[i].size;
     float* buf = (float*)xmalloc(sizeof(float) * max_t);
-    char path[1024], tmp[1100];
-    FILE* f = NULL;
+    char path[PATH_CAP], why[512];
+    AtomicFile out;
     if (L->rank == 0) {
-        mkdir(a->ckpt_dir, 0755);
-        snprintf(path, sizeof(path), "%s/ckpt_%08d.bin", a->ckpt_dir, step);
-        snprintf(tmp, sizeof(tmp), "%s.tmp", path);
-        f = fopen(tmp, "wb");
-        if (!f) fail("checkpoint: cannot write %s: %s", tmp, strerror(errno));
+        atomic_open(&out, path_format(path, "--ckpt-dir", "%s/ckpt_%08d.bin", a->ckpt_dir, step), "checkpoint");
         int32_t h[256];
         ckpt_header_fill(h, c, step, full->n_full);
-        if (fwrite(h, sizeof(int32_t), 256, f) != 256) fail("checkpoint: write %s failed: %s", tmp, strerror(errno));
+        atomic_write(&out, h, sizeof(h));
     }
     for (int sec = 0; sec < 3; sec++) {
         const float* src = sec == 0 ? params : mv[sec - 1];
         for (int i = 0; i < full->n; i++) {
             const Tensor* ft = &full->t[i];
             gather_full_tensor(L, P, ft, src, buf);
-            if (f && fwrite(buf, sizeof(float), ft->size, f) != ft->size) fail("checkpoint: write %s failed: %s", tmp, strerror(errno));
+            if (L->rank != 0) continue;
+            if (state_values_check(buf, ft->size, sec, ft->name, why, sizeof(why))) {
+                atomic_abandon(&out);
+                fail("checkpoint of step %d not written: %s; the checkpoints on disk are kept", step, why);
+            }
+            atomic_write(&out, buf, sizeof(float) * ft->size);
         }
     }
-    if (f) {
-        if (fflush(f) || fsync(fileno(f)) || fclose(f)) fail("checkpoint: write %s failed: %s", tmp, strerror(errno));
-        if (rename(tmp, path)) fail("checkpoint: rename %s failed: %s", tmp, strerror(errno));
-        fsync_path(a->ckpt_dir, 1);
-        char manifest[1100];
+    if (L->rank == 0) {
+        atomic_commit(&out);
+        char manifest[64];
         snprintf(manifest, sizeof(manifest), "ckpt_%08d.bin\n", step);
-        write_atomic_text(a->ckpt_dir, "LATEST", manifest);  // the manifest, last
-        // rotation: keep the newest ckpt_keep checkpoints
-        int steps[4096], n_found = 0;
-        DIR* d = opendir(a->ckpt_dir);
-        struct dirent* e;
-        while (d && (e = readdir(d)) && n_found < 4096) {
-            int s;
-            if (sscanf(e->d_name, "ckpt_%d.bin", &s) == 1 && strlen(e->d_name) == 17) steps[n_found++] = s;
+        AtomicFile latest;  // the manifest, last
+        atomic_open(&latest, path_format(path, "--ckpt-dir", "%s/LATEST", a->ckpt_dir), "checkpoint manifest");
+        atomic_write(&latest, manifest, strlen(manifest));
+        atomic_commit(&latest);
+        // rotation: keep the newest ckpt_keep checkpoints (regular files of our names only)
+        int* steps;
+        int n = ckpt_list(a->ckpt_dir, "checkpoint rotation", &steps);
+        for (int i = a->ckpt_keep; i < n; i++) {
+            struct stat st;
+            path_format(path, "--ckpt-dir", "%s/ckpt_%08d.bin", a->ckpt_dir, steps[i]);
+            if (lstat(path, &st) == 0 && S_ISREG(st.st_mode)) unlink(path);
         }
-        if (d) closedir(d);
-        for (int i = 0; i < n_found; i++) {
-            int newer = 0;
-            for (int j = 0; j < n_found; j++) newer += steps[j] > steps[i];
-            if (newer >= a->ckpt_keep) {
-                char old[1400];
-                snprintf(old, sizeof(old), "%s/ckpt_%08d.bin", a->ckpt_dir, steps[i]);
-                unlink(old);
-            }
-        }
-        printf("checkpoint: %s (step %d)\n", path, step);
+        free(steps);
+        char shown[4 * PATH_CAP];
+        printf("checkpoint: %s (step %d)\n", printable(out.path, shown, sizeof(shown)), step);
         fflush(stdout);
     }
     free(full); free(buf); free(mv[0]); free(mv[1]);
 }
 
-// The newest complete checkpoint in dir (manifest first, else the highest step that passes
-// the header check), or fail.
-static void ckpt_find_latest(const char* dir, char* out, size_t n) {
-    char path[1024], name[256] = "";
-    snprintf(path, sizeof(path), "%s/LATEST", dir);
-    FILE* f = fopen(path, "r");
-    if (f) {
-        if (fscanf(f, "%255s", name) != 1) name[0] = 0;
-        fclose(f);
+// Why the file is not a complete checkpoint by its own header (unreadable, not a
+// checkpoint, or a size other than the one its parameter count gives), or NULL.
+static const char* ckpt_incomplete(const char* path, char* why, size_t cap) {
+    FILE* f = input_open(path, why, cap, NULL);
+    if (!f) return why;
+    int32_t h[256];
+    struct stat st;
+    int read_ok = fread(h, sizeof(int32_t), 256, f) == 256 && fstat(fileno(f), &st) == 0;
+    fclose(f);
+    if (!read_ok) { snprintf(why, cap, "truncated header"); return why; }
+    if (h[CK_MAGIC] != CKPT_MAGIC || h[CK_VERSION] != CKPT_VERSION) {
+        snprintf(why, cap, "not a checkpoint (magic %d, version %d)", h[CK_MAGIC], h[CK_VERSION]);
+        return why;
     }
-    if (name[0]) { snprintf(out, n, "%s/%s", dir, name); return; }
-    DIR* d = opendir(dir);
-    if (!d) fail("--resume auto: cannot open --ckpt-dir %s: %s", dir, strerror(errno));
-    int best = -1;
-    struct dirent* e;
-    while ((e = readdir(d))) {
-        int s;
-        if (sscanf(e->d_name, "ckpt_%d.bin", &s) == 1 && strlen(e->d_name) == 17 && s > best) best = s;
+    size_t n_full = ckpt_header_n_full(h);
+    if (n_full > ((size_t)st.st_size - 1024) / 12 || (long long)st.st_size != 1024 + 12LL * (long long)n_full) {
+        snprintf(why, cap, "size %lld bytes, not 1024 + 3 x 4 x %zu (truncated)", (long long)st.st_size, n_full);
+        return why;
     }
-    closedir(d);
-    if (best < 0) fail("--resume auto: no checkpoint in %s", dir);
-    snprintf(out, n, "%s/ckpt_%08d.bin", dir, best);
+    return NULL;
 }
 
-// Load a checkpoint into this rank's shard; returns the step to continue from.
+// The checkpoint --resume auto continues from, into out (PATH_CAP bytes): the one the
+// manifest LATEST names; without a manifest, the newest file that is complete by its own
+// header (ckpt_incomplete), past any newer one a crash or a full disk cut short. verbose:
+// say which files were passed over.
+static void ckpt_find_latest(const char* dir, char* out, int verbose) {
+    char path[PATH_CAP], why[256], name[64] = "", shown[4 * PATH_CAP];
+    struct stat st;
+    path_format(path, "--ckpt-dir", "%s/LATEST", dir);
+    if (lstat(path, &st) == 0) {
+        FILE* f = input_open(path, why, sizeof(why), NULL);
+        if (!f) fail("--resume auto: manifest %s: %s", path, why);
+        size_t n = fread(name, 1, sizeof(name) - 1, f);
+        fclose(f);
+        name[n] = 0;
+        size_t len = strcspn(name, "\n");  // the name, then one newline and nothing else
+        int whole = len == n || (len + 1 == n && name[len] == '\n');
+        name[len] = 0;
+        if (n && (!whole || ckpt_name_step(name) < 0))
+            fail("--resume auto: manifest %s does not name a checkpoint (ckpt_<step>.bin): '%s'", path, name);
+        if (n) {
+            path_format(out, "--ckpt-dir", "%s/%s", dir, name);
+            return;
+        }
+    }
+    int* steps;
+    int n = ckpt_list(dir, "--resume auto", &steps);
+    for (int i = 0; i < n; i++) {
+        path_format(out, "--ckpt-dir", "%s/ckpt_%08d.bin", dir, steps[i]);
+        if (!ckpt_incomplete(out, why, sizeof(why))) {
+            free(steps);
+            return;
+        }
+        if (verbose) printf("resume: passing over %s: %s\n", printable(out, shown, sizeof(shown)), why);
+    }
+    free(steps);
+    if (n) fail("--resume auto: no complete checkpoint in %s (%d incomplete)", dir, n);
+    fail("--resume auto: no checkpoint in %s", dir);
+}
+
+// Load the checkpoint a->resume names (a file: run_setup has resolved "auto") into this
+// rank's shard; returns the step to continue from. Every value read is checked
+// (state_values_check) with an error naming the file and tensor.
 static int ckpt_resume(const Layout* L, const ParamLayout* P, const ModelConfig* c, const Args* a, float* params,
                        float* m_state, float* v_state, size_t opt_lo, size_t opt_hi) {
-    char path[1100];
-    if (!strcmp(a->resume, "auto")) {
-        if (!a->ckpt_dir) fail("--resume auto needs --ckpt-dir");
-        ckpt_find_latest(a->ckpt_dir, path, sizeof(path));
-    } else snprintf(path, sizeof(path), "%s", a->resume);
-    FILE* f = fopen(path, "rb");
-    if (!f) fail("--resume %s: cannot open: %s", path, strerror(errno));
+    const char* path = a->resume;
+    char why[512];
+    FILE* f = input_open(path, why, sizeof(why), NULL);
+    if (!f) fail("--resume %s: cannot open: %s", path, why);
     struct stat st;
     fstat(fileno(f), &st);
     int32_t h[256];
     if (fread(h, sizeof(int32_t), 256, f) != 256) fail("checkpoint %s: truncated header", path);
-    char why[512];
     if (ckpt_header_check(h, c, P->n_full, (long long)st.st_size, why)) fail("checkpoint %s: %s", path, why);
     if (h[CK_GLOBAL_BATCH] != c->global_batch)
         fail("checkpoint %s: trained with --global-batch %d; resuming with %d would change the data order", path,
@@ -245,8 +343,7 @@ static int ckpt_resume(const Layout* L, const ParamLayout* P, const ModelConfig*
             long long off = 1024 + 4LL * ((long long)sec * P->n_full + (long long)t->full_offset);
             if (fseeko(f, off, SEEK_SET) || fread(buf, sizeof(float), full_n, f) != full_n)
                 fail("checkpoint %s: read of %s failed", path, t->name);
-            for (size_t k = 0; k < full_n; k++)
-                if (!isfinite(buf[k])) fail("checkpoint %s: tensor %s holds a non-finite value", path, t->name);
+            if (state_values_check(buf, full_n, sec, t->name, why, sizeof(why))) fail("checkpoint %s: %s", path, why);
             CopyCtx cc = {local[sec] + t->offset, buf, 0};
             tensor_runs(t, L->tp, L->tp_rank, copy_run, &cc);
         }
@@ -254,8 +351,9 @@ static int ckpt_resume(const Layout* L, const ParamLayout* P, const ModelConfig*
     memcpy(m_state, local[1] + opt_lo, sizeof(float) * (opt_hi - opt_lo));
     memcpy(v_state, local[2] + opt_lo, sizeof(float) * (opt_hi - opt_lo));
     free(local[1]); free(local[2]); free(buf);
-    if (L->rank == 0) printf("resumed from %s (step %d, saved with dp %d tp %d pp %d vpp %d zero %d)\n", path, h[CK_STEP],
-                             h[CK_DP], h[CK_TP], h[CK_PP], h[CK_VPP], h[CK_ZERO]);
+    char shown[4 * PATH_CAP];
+    if (L->rank == 0) printf("resumed from %s (step %d, saved with dp %d tp %d pp %d vpp %d zero %d)\n", printable(path, shown, sizeof(shown)),
+                             h[CK_STEP], h[CK_DP], h[CK_TP], h[CK_PP], h[CK_VPP], h[CK_ZERO]);
     return h[CK_STEP];
 }
 
@@ -290,12 +388,13 @@ static const char* llmc_check(const ModelConfig* c, char* why) {
     return NULL;
 }
 
-// --import-llmc FILE: load llm.c GPT-2 weights into this rank's shard (the shape must match).
+// --import-llmc FILE: load llm.c GPT-2 weights into this rank's shard (the shape must match,
+// every value must be finite).
 static void llmc_import(const char* path, const Layout* L, const ParamLayout* P, const ModelConfig* c, float* params) {
-    char why[256];
+    char why[512];
     if (llmc_check(c, why)) fail("--import-llmc %s: %s", path, why);
-    FILE* f = fopen(path, "rb");
-    if (!f) fail("--import-llmc %s: cannot open: %s", path, strerror(errno));
+    FILE* f = input_open(path, why, sizeof(why), NULL);
+    if (!f) fail("--import-llmc %s: cannot open: %s", path, why);
     int32_t h[256];
     if (fread(h, 4, 256, f) != 256) fail("--import-llmc %s: truncated header", path);
     if (h[0] != LLMC_MAGIC) fail("--import-llmc %s: bad magic %d (expected %d, an llm.c GPT-2 checkpoint)", path, h[0], LLMC_MAGIC);
@@ -319,18 +418,20 @@ static void llmc_import(const char* path, const Layout* L, const ParamLayout* P,
         size_t n = (size_t)t->rows * t->cols;  // the full tensor: contiguous in llm.c's file too
         if (fseeko(f, 1024 + 4 * (long long)llmc_offset(c, t, 0), SEEK_SET) || fread(buf, 4, n, f) != n)
             fail("--import-llmc %s: read of %s failed", path, t->name);
+        if (state_values_check(buf, n, 0, t->name, why, sizeof(why))) fail("--import-llmc %s: %s", path, why);
         CopyCtx cc = {params + t->offset, buf, 0};
         tensor_runs(t, L->tp, L->tp_rank, copy_run, &cc);
     }
     fclose(f);
     free(buf); free(full);
-    if (L->rank == 0) printf("imported llm.c weights from %s\n", path);
+    char shown[4 * PATH_CAP];
+    if (L->rank == 0) printf("imported llm.c weights from %s\n", printable(path, shown, sizeof(shown)));
 }
 
 // --export-llmc FILE: write the current weights as an llm.c GPT-2 checkpoint (rank 0 writes,
-// atomically; every rank takes part in the gather).
+// atomically, only finite weights; every rank takes part in the gather).
 static void llmc_export(const char* path, const Layout* L, const ParamLayout* P, const ModelConfig* c, const float* params) {
-    char why[256];
+    char why[512];
     if (llmc_check(c, why)) fail("--export-llmc %s: %s", path, why);
     ParamLayout* full = (ParamLayout*)xmalloc(sizeof(ParamLayout));
     param_layout_build(full, c, 1, 0, 1, 1, 0, 1);
@@ -341,18 +442,19 @@ static void llmc_export(const char* path, const Layout* L, const ParamLayout* P,
     for (int i = 0; i < full->n; i++) {
         const Tensor* ft = &full->t[i];
         gather_full_tensor(L, P, ft, params, buf);
-        if (out) memcpy(out + llmc_offset(c, ft, 0), buf, sizeof(float) * ft->size);
+        if (!out) continue;
+        if (state_values_check(buf, ft->size, 0, ft->name, why, sizeof(why))) fail("--export-llmc %s: not written: %s", path, why);
+        memcpy(out + llmc_offset(c, ft, 0), buf, sizeof(float) * ft->size);
     }
     if (out) {
-        char tmp[1100];
-        snprintf(tmp, sizeof(tmp), "%s.tmp", path);
-        FILE* f = fopen(tmp, "wb");
-        if (!f) fail("--export-llmc %s: cannot write: %s", tmp, strerror(errno));
+        AtomicFile f;
         int32_t h[256] = {LLMC_MAGIC, LLMC_VERSION, c->seq_len, c->vocab, c->n_layer, c->n_head, c->d_model, c->vocab_padded};
-        if (fwrite(h, 4, 256, f) != 256 || fwrite(out, 4, full->n_full, f) != full->n_full || fflush(f) || fsync(fileno(f)) || fclose(f))
-            fail("--export-llmc %s: write failed: %s", tmp, strerror(errno));
-        if (rename(tmp, path)) fail("--export-llmc %s: rename failed: %s", path, strerror(errno));
-        printf("exported llm.c weights to %s\n", path);
+        atomic_open(&f, path, "--export-llmc");
+        atomic_write(&f, h, sizeof(h));
+        atomic_write(&f, out, sizeof(float) * full->n_full);
+        atomic_commit(&f);
+        char shown[4 * PATH_CAP];
+        printf("exported llm.c weights to %s\n", printable(path, shown, sizeof(shown)));
         free(out);
     }
     free(buf); free(full);

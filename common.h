@@ -13,22 +13,83 @@
 #include <time.h>
 
 // ----------------------------------------------------------------------------
-// Errors. fail() prints one line "error: ..." and exits non-zero. In a multi-rank
-// run the runtime installs a hook that aborts every rank (MPI_Abort), so no rank is
-// left waiting in a collective for a peer that has gone.
+// Text that reaches a terminal. A sample, a tokenizer piece, a path or a file's contents
+// may hold any bytes; printed raw, an escape sequence (ESC, CSI) drives the terminal and a
+// newline splits an error line in two. escape_text passes printable ASCII and well-formed
+// UTF-8 as they are and writes every other byte as \xNN: control characters (C0, DEL and the
+// C1 range U+0080..U+009F), bytes of ill-formed UTF-8 (stray continuation bytes, overlong
+// forms, surrogates, code points past U+10FFFF, truncated sequences).
+
+// Bytes of the printable character at s[0, n), or 0 if s[0] must be escaped.
+static int utf8_printable_len(const unsigned char* s, size_t n) {
+    unsigned c = s[0], cp;
+    int len;
+    if (c < 0x80) return c >= 0x20 && c != 0x7f;
+    if (c >= 0xc2 && c <= 0xdf) len = 2, cp = c & 0x1f;
+    else if (c >= 0xe0 && c <= 0xef) len = 3, cp = c & 0x0f;
+    else if (c >= 0xf0 && c <= 0xf4) len = 4, cp = c & 0x07;
+    else return 0;
+    if ((size_t)len > n) return 0;
+    for (int k = 1; k < len; k++) {
+        if ((s[k] & 0xc0) != 0x80) return 0;
+        cp = cp << 6 | (s[k] & 0x3f);
+    }
+    if (cp < 0xa0 || (len == 3 && cp < 0x800) || (len == 4 && cp < 0x10000) || cp > 0x10ffff || (cp >= 0xd800 && cp <= 0xdfff))
+        return 0;
+    return len;
+}
+
+// s[0, n) escaped into out (cap bytes, NUL-terminated; 4*n+1 always fits); keep_lines keeps
+// newlines and tabs as they are (samples), else they are escaped too (one-line messages).
+// Returns the length written.
+static size_t escape_text(char* out, size_t cap, const char* s, size_t n, int keep_lines) {
+    const unsigned char* u = (const unsigned char*)s;
+    size_t o = 0;
+    for (size_t i = 0; i < n && o + 5 <= cap;) {
+        int len = utf8_printable_len(u + i, n - i);
+        if (!len && keep_lines && (u[i] == '\n' || u[i] == '\t')) len = 1;
+        if (len) memcpy(out + o, u + i, len), o += len, i += len;
+        else o += snprintf(out + o, cap - o, "\\x%02x", u[i]), i++;
+    }
+    if (cap) out[o] = 0;
+    return o;
+}
+
+// s escaped for one line of output into buf (cap bytes), returned: a path in a progress line.
+static const char* printable(const char* s, char* buf, size_t cap) {
+    escape_text(buf, cap, s, strlen(s), 0);
+    return buf;
+}
+
+// ----------------------------------------------------------------------------
+// Errors. fail() prints one line "error: ..." and exits non-zero; the message is escaped
+// (escape_text), so a path or a file's bytes in it can neither drive the terminal nor break
+// the one line in two. In a multi-rank run the runtime installs a hook that aborts every
+// rank (MPI_Abort), so no rank is left waiting in a collective for a peer that has gone.
 
 static void (*fail_hook)(int code) = NULL;
 static int fail_rank = -1;  // printed in the error line when >= 0 and world > 1
 
-static void fail(const char* fmt, ...) {
-    char msg[1024];
+static void error_vprint(const char* fmt, va_list ap) {
+    char msg[8192], shown[4 * sizeof(msg)];
+    vsnprintf(msg, sizeof(msg), fmt, ap);
+    escape_text(shown, sizeof(shown), msg, strlen(msg), 0);
+    if (fail_rank >= 0) fprintf(stderr, "error: [rank %d] %s\n", fail_rank, shown);
+    else fprintf(stderr, "error: %s\n", shown);
+    fflush(stderr);
+}
+// The error line alone, for a caller that ends the run itself (every rank at once).
+static void print_error(const char* fmt, ...) {
     va_list ap;
     va_start(ap, fmt);
-    vsnprintf(msg, sizeof(msg), fmt, ap);
+    error_vprint(fmt, ap);
     va_end(ap);
-    if (fail_rank >= 0) fprintf(stderr, "error: [rank %d] %s\n", fail_rank, msg);
-    else fprintf(stderr, "error: %s\n", msg);
-    fflush(stderr);
+}
+static void fail(const char* fmt, ...) {
+    va_list ap;
+    va_start(ap, fmt);
+    error_vprint(fmt, ap);
+    va_end(ap);
     if (fail_hook) fail_hook(1);
     exit(1);
 }
@@ -42,6 +103,31 @@ static void* xcalloc(size_t n, size_t size) {
     void* p = calloc(n ? n : 1, size ? size : 1);
     if (!p) fail("out of memory allocating %.1f MiB", (double)n * size / 1048576.0);
     return p;
+}
+
+// A string formatted into a new allocation (for text of any length that lives as long as the run).
+static char* xstrprintf(const char* fmt, ...) {
+    va_list ap;
+    va_start(ap, fmt);
+    int n = vsnprintf(NULL, 0, fmt, ap);
+    va_end(ap);
+    char* s = (char*)xmalloc((size_t)(n > 0 ? n : 0) + 1);
+    va_start(ap, fmt);
+    vsnprintf(s, (size_t)(n > 0 ? n : 0) + 1, fmt, ap);
+    va_end(ap);
+    return s;
+}
+
+// A growing byte buffer (decoded samples).
+typedef struct { char* bytes; size_t n, cap; } Bytes;
+static void bytes_append(Bytes* b, const char* p, size_t n) {
+    if (b->n + n > b->cap) {
+        b->cap = (b->n + n) * 2 + 64;
+        b->bytes = (char*)realloc(b->bytes, b->cap);
+        if (!b->bytes) fail("out of memory growing a buffer to %.1f MiB", b->cap / 1048576.0);
+    }
+    memcpy(b->bytes + b->n, p, n);
+    b->n += n;
 }
 
 static double now_s(void) {
@@ -85,6 +171,11 @@ static double parse_double(const char* s, const char* what) {
     double v = strtod(s, &end);
     if (errno || end == s || *end || v != v) fail("%s: expected a number, got '%s'", what, s);
     return v;
+}
+
+static int has_suffix(const char* s, const char* suf) {
+    size_t n = strlen(s), m = strlen(suf);
+    return n >= m && !strcmp(s + n - m, suf);
 }
 
 static size_t round_up(size_t x, size_t m) { return (x + m - 1) / m * m; }

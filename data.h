@@ -1,5 +1,7 @@
-// data.h: token streams (llm.c .bin shards, byte-level .txt, or a built-in corpus),
-// the batch order, and the llm.c tokenizer file for decoding samples. Shared by both builds.
+// data.h: token streams (llm.c .bin shards, byte-level text, or a built-in corpus), the
+// batch order, and the llm.c tokenizer file for decoding samples. Shared by both builds.
+// Every file is opened through files.h's input_open (a FIFO or device is refused, never
+// read), and every token id that enters the model is checked against the vocabulary.
 //
 // The batch order is a pure function of the step, so any layout reads the same global
 // batch and a resumed run continues exactly: sequence s of the run (s = step *
@@ -11,25 +13,38 @@
 #include <glob.h>
 #include <sys/stat.h>
 #include "config.h"
+#include "files.h"
 
 #define SHARD_MAGIC 20240520
 #define TOKENIZER_MAGIC 20240328
 
 typedef struct {
-    int* tokens;      // the whole stream in memory
-    size_t n_tokens;
-    char source[512];
+    int* tokens;         // the whole stream in memory
+    size_t n_tokens, cap;
+    const char* source;  // what it was read from (a flag's value, or a description), for messages and the table
+    FileId* files;       // the files read, so that no output overwrites one (runtime.h)
+    int n_files;
 } TokenStream;
 
-static int has_suffix(const char* s, const char* suf) {
-    size_t n = strlen(s), m = strlen(suf);
-    return n >= m && !strcmp(s + n - m, suf);
+// Room for n more tokens.
+static void stream_reserve(TokenStream* ts, size_t n, const char* path) {
+    if (ts->n_tokens + n <= ts->cap) return;
+    ts->cap = (ts->n_tokens + n) * 2;
+    ts->tokens = (int*)realloc(ts->tokens, ts->cap * sizeof(int));
+    if (!ts->tokens) fail("out of memory reading %s", path);
+}
+static void stream_add_file(TokenStream* ts, FileId id) {
+    ts->files = (FileId*)realloc(ts->files, (ts->n_files + 1) * sizeof(FileId));
+    if (!ts->files) fail("out of memory");
+    ts->files[ts->n_files++] = id;
 }
 
 // Append one llm.c shard: 256 int32 header (magic 20240520, version 1, token count), then uint16 tokens.
-static void read_shard(TokenStream* ts, size_t* cap, const char* path, int vocab) {
-    FILE* f = fopen(path, "rb");
-    if (!f) fail("cannot open data file %s: %s", path, strerror(errno));
+static void read_shard(TokenStream* ts, const char* path, int vocab, const char* flag) {
+    char why[256];
+    FileId id;
+    FILE* f = input_open(path, why, sizeof(why), &id);
+    if (!f) fail("%s: cannot open data file %s: %s", flag, path, why);
     int32_t header[256];
     if (fread(header, sizeof(int32_t), 256, f) != 256) fail("data file %s: truncated header (need 1024 bytes)", path);
     if (header[0] != SHARD_MAGIC) fail("data file %s: bad magic %d (expected %d, an llm.c token shard)", path, header[0], SHARD_MAGIC);
@@ -40,11 +55,7 @@ static void read_shard(TokenStream* ts, size_t* cap, const char* path, int vocab
     size_t n = (size_t)header[2];
     if ((size_t)st.st_size != 1024 + 2 * n)
         fail("data file %s: header says %zu tokens (%zu bytes) but the file has %lld bytes", path, n, 1024 + 2 * n, (long long)st.st_size);
-    if (ts->n_tokens + n > *cap) {
-        *cap = (ts->n_tokens + n) * 2;
-        ts->tokens = (int*)realloc(ts->tokens, *cap * sizeof(int));
-        if (!ts->tokens) fail("out of memory reading %s", path);
-    }
+    stream_reserve(ts, n, path);
     uint16_t* buf = (uint16_t*)xmalloc(2 * n);
     if (fread(buf, 2, n, f) != n) fail("data file %s: truncated", path);
     fclose(f);
@@ -53,22 +64,27 @@ static void read_shard(TokenStream* ts, size_t* cap, const char* path, int vocab
         ts->tokens[ts->n_tokens + i] = buf[i];
     }
     ts->n_tokens += n;
+    stream_add_file(ts, id);
     free(buf);
 }
 
-static void read_text(TokenStream* ts, const char* path) {
-    FILE* f = fopen(path, "rb");
-    if (!f) fail("cannot open data file %s: %s", path, strerror(errno));
+// Append a text file, byte-level: token = byte.
+static void read_text(TokenStream* ts, const char* path, const char* flag) {
+    char why[256];
+    FileId id;
+    FILE* f = input_open(path, why, sizeof(why), &id);
+    if (!f) fail("%s: cannot open data file %s: %s", flag, path, why);
     struct stat st;
-    if (fstat(fileno(f), &st) || !S_ISREG(st.st_mode)) fail("data file %s is not a regular file", path);
-    long n = (long)st.st_size;
-    if (n <= 0) fail("data file %s is empty", path);
+    fstat(fileno(f), &st);
+    size_t n = (size_t)st.st_size;
+    if (n == 0) fail("data file %s is empty", path);
     unsigned char* buf = (unsigned char*)xmalloc(n);
-    if (fread(buf, 1, n, f) != (size_t)n) fail("data file %s: read error", path);
+    if (fread(buf, 1, n, f) != n) fail("data file %s: read error", path);
     fclose(f);
-    ts->tokens = (int*)xmalloc(sizeof(int) * n);
-    for (long i = 0; i < n; i++) ts->tokens[i] = buf[i];  // byte-level: token = byte
-    ts->n_tokens = n;
+    stream_reserve(ts, n, path);
+    for (size_t i = 0; i < n; i++) ts->tokens[ts->n_tokens + i] = buf[i];
+    ts->n_tokens += n;
+    stream_add_file(ts, id);
     free(buf);
 }
 
@@ -87,8 +103,9 @@ static void make_builtin_corpus(TokenStream* ts, size_t n_bytes, uint64_t seed) 
                                      "the early bird catches the worm. "};
     Rng r;
     rng_seed(&r, seed ^ 0xC0FFEE);
+    memset(ts, 0, sizeof(*ts));
+    ts->source = xstrprintf("built-in corpus (%zu bytes)", n_bytes);
     ts->tokens = (int*)xmalloc(sizeof(int) * n_bytes);
-    ts->n_tokens = 0;
     char s[256];
     while (ts->n_tokens < n_bytes) {
         int kind = rng_u64(&r) % 8;
@@ -103,21 +120,29 @@ static void make_builtin_corpus(TokenStream* ts, size_t n_bytes, uint64_t seed) 
     }
 }
 
-// Open --data / --val-data (`flag` names which, for errors): a .txt file, a .bin shard,
-// or a glob of .bin shards.
+// Open --data / --val-data (`flag` names which, for errors). A path that exists names one
+// file, whatever characters are in its name (notes[1].txt); otherwise a path with glob
+// characters (*?[, quoted so the shell leaves them) names every file it matches, read in
+// name order. A .bin file is an llm.c shard, any other file byte-level text; one glob does
+// not mix the two.
 static void stream_open(TokenStream* ts, const char* spec, int vocab, const char* flag) {
     memset(ts, 0, sizeof(*ts));
-    snprintf(ts->source, sizeof(ts->source), "%s", spec);
-    if (!has_suffix(spec, ".bin") && !strpbrk(spec, "*?[")) {
-        if (vocab < 256) fail("%s %s: a text file is byte-level and needs vocab >= 256 (got %d)", flag, spec, vocab);
-        read_text(ts, spec);
-        return;
-    }
+    ts->source = spec;
+    struct stat st;
     glob_t g;
-    if (glob(spec, 0, NULL, &g) != 0 || g.gl_pathc == 0) fail("%s %s: no file matches", flag, spec);
-    size_t cap = 0;
-    for (size_t i = 0; i < g.gl_pathc; i++) read_shard(ts, &cap, g.gl_pathv[i], vocab);
-    globfree(&g);
+    memset(&g, 0, sizeof(g));
+    int literal = lstat(spec, &st) == 0 || !strpbrk(spec, "*?[");
+    if (!literal && (glob(spec, 0, NULL, &g) != 0 || g.gl_pathc == 0)) fail("%s %s: no file matches", flag, spec);
+    size_t n = literal ? 1 : g.gl_pathc, n_shards = 0;
+    const char* const* paths = literal ? &spec : (const char* const*)g.gl_pathv;
+    for (size_t i = 0; i < n; i++) n_shards += has_suffix(paths[i], ".bin");
+    if (n_shards && n_shards < n) fail("%s %s: matches both .bin shards and text files (%s, %s)", flag, spec, paths[0], paths[n - 1]);
+    if (!n_shards && vocab < 256) fail("%s %s: a text file is byte-level and needs vocab >= 256 (got %d)", flag, spec, vocab);
+    for (size_t i = 0; i < n; i++) {
+        if (n_shards) read_shard(ts, paths[i], vocab, flag);
+        else read_text(ts, paths[i], flag);
+    }
+    if (!literal) globfree(&g);
 }
 
 // Number of whole sequences of T+1 tokens (inputs and shifted targets) in the stream.
@@ -150,7 +175,7 @@ static void stream_split(TokenStream* train, TokenStream* val, double frac) {
     memset(val, 0, sizeof(*val));
     val->tokens = train->tokens + train->n_tokens - n_val;
     val->n_tokens = n_val;
-    snprintf(val->source, sizeof(val->source), "last %.0f%% of %.480s", frac * 100, train->source);
+    val->source = xstrprintf("last %.0f%% of %s", frac * 100, train->source);
     train->n_tokens -= n_val;
 }
 
@@ -160,42 +185,53 @@ static void stream_split(TokenStream* train, TokenStream* val, double frac) {
 
 typedef struct {
     int vocab;
-    char** piece;  // NULL: byte-level decoding
+    char** piece;                // NULL: byte-level decoding
+    unsigned char* piece_len;    // a piece may hold any bytes, NUL too
     int eot;
 } Tokenizer;
 
-static void tokenizer_load(Tokenizer* tk, const char* path) {
+// Load the tokenizer file at path for a model whose vocabulary is `vocab`: first the file
+// itself (header, every piece present and non-empty, eot inside its vocabulary), then that
+// it is this model's tokenizer (the same vocabulary size). No path: byte-level decoding.
+static void tokenizer_load(Tokenizer* tk, const char* path, int vocab) {
     memset(tk, 0, sizeof(*tk));
     tk->eot = EOT_TOKEN;
     if (!path || !*path) return;
-    FILE* f = fopen(path, "rb");
-    if (!f) fail("cannot open tokenizer %s: %s", path, strerror(errno));
+    char why[256];
+    FILE* f = input_open(path, why, sizeof(why), NULL);
+    if (!f) fail("cannot open tokenizer %s: %s", path, why);
     uint32_t h[256];
     if (fread(h, 4, 256, f) != 256) fail("tokenizer %s: truncated header", path);
     if (h[0] != TOKENIZER_MAGIC) fail("tokenizer %s: bad magic %u (expected %d)", path, h[0], TOKENIZER_MAGIC);
     if (h[1] != 1 && h[1] != 2) fail("tokenizer %s: unsupported version %u", path, h[1]);
     if (h[2] == 0 || h[2] > 1000000) fail("tokenizer %s: implausible vocab size %u", path, h[2]);
-    tk->vocab = (int)h[2];
-    tk->eot = h[1] == 2 ? (int)h[3] : 50256;
+    uint32_t eot = h[1] == 2 ? h[3] : 50256;
+    if (eot >= h[2]) fail("tokenizer %s: eot id %u is outside its vocab of %u", path, eot, h[2]);
+    tk->vocab = (int)h[2], tk->eot = (int)eot;
     tk->piece = (char**)xcalloc(tk->vocab, sizeof(char*));
+    tk->piece_len = (unsigned char*)xcalloc(tk->vocab, 1);
     for (int i = 0; i < tk->vocab; i++) {
         unsigned char len;
         if (fread(&len, 1, 1, f) != 1 || len == 0) fail("tokenizer %s: truncated or empty entry %d", path, i);
         tk->piece[i] = (char*)xmalloc(len + 1);
         if (fread(tk->piece[i], 1, len, f) != len) fail("tokenizer %s: truncated entry %d", path, i);
-        tk->piece[i][len] = 0;
+        tk->piece[i][len] = 0, tk->piece_len[i] = len;
     }
     fclose(f);
+    if (tk->vocab != vocab) fail("tokenizer %s: its vocab is %d but the model's is %d (--vocab, --model)", path, tk->vocab, vocab);
 }
 
-// Write token id's text; unprintable bytes as '?'.
-static void tokenizer_print(const Tokenizer* tk, int id, FILE* out) {
+// Append the bytes token id stands for to out: its piece (none for the tokenizer's eot or
+// an id outside its vocabulary), or byte-level the byte itself, and a newline for
+// <|endoftext|>. They are raw bytes: print them through escape_text.
+static void tokenizer_decode(const Tokenizer* tk, int id, Bytes* out) {
     if (tk->piece) {
-        if (id >= 0 && id < tk->vocab && id != tk->eot) fputs(tk->piece[id], out);
+        if (id >= 0 && id < tk->vocab && id != tk->eot) bytes_append(out, tk->piece[id], tk->piece_len[id]);
         return;
     }
-    if (id == EOT_TOKEN) fputs("\n", out);
-    else if (id < 256) fputc((id >= 32 && id < 127) || id == '\n' ? id : '?', out);
+    char byte = (char)id;
+    if (id == EOT_TOKEN) bytes_append(out, "\n", 1);
+    else if (id >= 0 && id < 256) bytes_append(out, &byte, 1);
 }
 
 #endif

@@ -1,7 +1,9 @@
 // metrics.h: what a run reports, for both builds. The start-up table, per-step lines
 // (loss, lr, ms, tokens/s, TFLOP/s, MFU, HFU, bubble, communication time per group),
 // the JSON log (--log, --log-ranks), the Chrome trace (--trace), and predicted vs
-// measured memory per rank.
+// measured memory per rank. The logs are opened at start-up (their paths were checked by
+// runtime.h's outputs_check) and every line is flushed with its errors checked; the trace
+// is replaced atomically (files.h).
 //
 // FLOPs (PaLM, Chowdhery et al. 2022, appendix B): model FLOPs per token =
 // 6*N + 12*L*d*T (config_flops_per_token). MFU = model FLOP/s / peak. HFU adds the
@@ -13,6 +15,7 @@
 #include <sys/resource.h>
 #include "args.h"
 #include "data.h"
+#include "files.h"
 #include "layout.h"
 #include "params.h"
 #include "planner.h"
@@ -30,6 +33,7 @@ typedef struct {
     const char* peak_source;
     FILE* log;                  // rank 0: --log
     FILE* rank_log;             // every rank: --log-ranks
+    char rank_log_path[PATH_CAP];
     double t_step0, t_sched0, compute_s, step_ms;
     double comm_s_prev[5];
     double phase_t0;
@@ -61,16 +65,8 @@ static void metrics_init(Metrics* m, Args* a, int rank, int world, double peak_f
     memset(m, 0, sizeof(*m));
     m->args = a, m->rank = rank, m->world = world;
     m->peak_flops = peak_flops, m->peak_source = peak_source;
-    if (a->log && rank == 0) {
-        m->log = fopen(a->log, "w");
-        if (!m->log) fail("--log %s: cannot open for writing: %s", a->log, strerror(errno));
-    }
-    if (a->log && a->log_ranks) {
-        char path[600];
-        snprintf(path, sizeof(path), "%s.rank%d", a->log, rank);
-        m->rank_log = fopen(path, "w");
-        if (!m->rank_log) fail("--log-ranks %s: cannot open for writing: %s", path, strerror(errno));
-    }
+    if (a->log && rank == 0) m->log = output_open(a->log, "--log");
+    if (a->log && a->log_ranks) m->rank_log = output_open(path_format(m->rank_log_path, "--log-ranks", "%s.rank%d", a->log, rank), "--log-ranks");
     if (a->trace) {
         m->events = (TraceEvent*)xmalloc(sizeof(TraceEvent) * MAX_TRACE_EVENTS);
         trace_target = m;
@@ -90,7 +86,8 @@ static void print_startup(const Layout* L, const ParamLayout* P, const ModelConf
     char b1[32], b2[32], b3[32];
     double tokens_step = (double)c->global_batch * c->seq_len;
     printf("+-----------------------+----------------------------------------------+\n");
-#define ROW(k, ...) do { char v_[640]; snprintf(v_, sizeof(v_), __VA_ARGS__); printf("| %-21s | %-44s |\n", k, v_); } while (0)
+#define ROW(k, ...) do { char v_[640], shown_[4 * sizeof(v_)]; snprintf(v_, sizeof(v_), __VA_ARGS__); \
+        printf("| %-21s | %-44s |\n", k, printable(v_, shown_, sizeof(shown_))); } while (0)
     ROW("model", "%s (%s)", a->model, arch_name(c->arch));
     ROW("n_layer / n_head", "%d / %d (kv %d), head size %d", c->n_layer, c->n_head, c->n_kv_head, c->d_model / c->n_head);
     ROW("d_model / d_ff", "%d / %d", c->d_model, c->d_ff);
@@ -222,15 +219,21 @@ static void metrics_step_end(Metrics* m, const Layout* L, const ModelConfig* c, 
              "\"comm_dp_ms\":%.3f,\"comm_embed_ms\":%.3f,\"comm_world_ms\":%.3f,\"skipped\":%d}\n",
              step + 1, loss, lr, dt * 1e3, m->tok_s, m->mfu, m->hfu, m->tflops, gnorm, m->last_bubble, m->bubble_formula,
              dc[0] * 1e3, dc[1] * 1e3, dc[2] * 1e3, dc[3] * 1e3, dc[4] * 1e3, skipped);
-    if (m->log) fputs(line, m->log), fflush(m->log);
-    if (m->rank_log) fprintf(m->rank_log, "{\"rank\":%d,%s", m->rank, line + 1), fflush(m->rank_log);
+    if (m->log) output_write(m->log, line, "--log", m->args->log);
+    if (m->rank_log) {
+        char rank_line[1100];
+        snprintf(rank_line, sizeof(rank_line), "{\"rank\":%d,%s", m->rank, line + 1);
+        output_write(m->rank_log, rank_line, "--log-ranks", m->rank_log_path);
+    }
 }
 
 static void metrics_eval(Metrics* m, int step, double val_loss) {
     if (m->rank != 0) return;
     printf("step %5d | val loss %.4f\n", step + 1, val_loss);
     fflush(stdout);
-    if (m->log) fprintf(m->log, "{\"step\":%d,\"val_loss\":%.9g}\n", step + 1, val_loss), fflush(m->log);
+    char line[128];
+    snprintf(line, sizeof(line), "{\"step\":%d,\"val_loss\":%.9g}\n", step + 1, val_loss);
+    if (m->log) output_write(m->log, line, "--log", m->args->log);
 }
 
 // Gather every rank's events to rank 0 and write one Chrome trace (one track per rank).
@@ -258,10 +261,9 @@ static void metrics_write_trace(Metrics* m, const Layout* L) {
     float* all = (float*)xmalloc(sizeof(float) * (total ? total : 1));
     MPI_Gatherv(mine, n5, MPI_FLOAT, all, counts, displs, MPI_FLOAT, 0, MPI_COMM_WORLD);
     if (m->rank == 0) {
-        char tmp[600];
-        snprintf(tmp, sizeof(tmp), "%s.tmp", m->args->trace);
-        FILE* f = fopen(tmp, "w");
-        if (!f) fail("--trace %s: cannot open for writing: %s", tmp, strerror(errno));
+        AtomicFile out;  // fprintf's errors are caught by atomic_commit (ferror, fflush, fsync, fclose)
+        atomic_open(&out, m->args->trace, "--trace");
+        FILE* f = out.f;
         fprintf(f, "{\"displayTimeUnit\":\"ms\",\"traceEvents\":[\n");
         int first = 1;
         for (int r = 0; r < L->world; r++) {
@@ -286,9 +288,10 @@ static void metrics_write_trace(Metrics* m, const Layout* L) {
             }
         }
         fprintf(f, "\n]}\n");
-        fclose(f);
-        if (rename(tmp, m->args->trace)) fail("--trace %s: rename failed: %s", m->args->trace, strerror(errno));
-        printf("trace: %s (%d events; open in https://ui.perfetto.dev or chrome://tracing)\n", m->args->trace, total / 5);
+        atomic_commit(&out);
+        char shown[4 * PATH_CAP];
+        printf("trace: %s (%d events; open in https://ui.perfetto.dev or chrome://tracing)\n", printable(out.path, shown, sizeof(shown)),
+               total / 5);
     }
     free(mine); free(counts); free(displs); free(all);
 }
@@ -311,16 +314,17 @@ static void metrics_finish(Metrics* m, const Layout* L, double act_peak_bytes_me
                fmt_bytes(m->plan.mem_act, d), ms, m->plan.t_step * 1e3);
         printf("measured: peak resident memory %s per rank (max over ranks; rank 0's model buffers %s)\n", fmt_bytes(rss, e),
                fmt_bytes(bufs, f));
-        if (m->log)
-            fprintf(m->log, "{\"final\":1,\"act_peak_bytes\":%.0f,\"act_peak_bytes_max\":%.0f,\"act_buffer_bytes\":%.0f,"
-                            "\"param_bytes\":%.0f,\"grad_bytes\":%.0f,\"opt_bytes\":%.0f,\"step_ms_mean\":%.3f,"
-                            "\"plan_step_ms\":%.3f,\"plan_act_bytes\":%.0f,\"plan_weight_bytes\":%.0f,\"rss_peak_bytes_max\":%.0f}\n",
-                    act_peak_bytes_measured, mx, m->pred_bytes[3], m->pred_bytes[0], m->pred_bytes[1], m->pred_bytes[2], ms,
-                    m->plan.t_step * 1e3, m->plan.mem_act, m->plan.mem_weights, rss);
+        char line[1024];
+        snprintf(line, sizeof(line), "{\"final\":1,\"act_peak_bytes\":%.0f,\"act_peak_bytes_max\":%.0f,\"act_buffer_bytes\":%.0f,"
+                 "\"param_bytes\":%.0f,\"grad_bytes\":%.0f,\"opt_bytes\":%.0f,\"step_ms_mean\":%.3f,"
+                 "\"plan_step_ms\":%.3f,\"plan_act_bytes\":%.0f,\"plan_weight_bytes\":%.0f,\"rss_peak_bytes_max\":%.0f}\n",
+                 act_peak_bytes_measured, mx, m->pred_bytes[3], m->pred_bytes[0], m->pred_bytes[1], m->pred_bytes[2], ms,
+                 m->plan.t_step * 1e3, m->plan.mem_act, m->plan.mem_weights, rss);
+        if (m->log) output_write(m->log, line, "--log", m->args->log);
     }
     metrics_write_trace(m, L);
-    if (m->log) fclose(m->log);
-    if (m->rank_log) fclose(m->rank_log);
+    if (m->log) output_close(m->log, "--log", m->args->log);
+    if (m->rank_log) output_close(m->rank_log, "--log-ranks", m->rank_log_path);
 }
 
 #endif

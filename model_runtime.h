@@ -401,7 +401,7 @@ static StepResult train_step(Model* m, const TokenStream* train, int step) {
     r.grad_norm = grad_norm(m, grad);
     r.lr = lr_at(&m->c, step);
     if (!isfinite(r.loss) || !isfinite(r.grad_norm)) {
-        if (!m->args->on_nan_skip) fail("step %d: loss %g, gradient norm %g is not finite (--on-nan stop)", step, r.loss, r.grad_norm);
+        if (!m->args->on_nan_skip) fail("step %d: loss %g, gradient norm %g is not finite (--on-nan stop)", step + 1, r.loss, r.grad_norm);
         r.skipped = 1;
         return r;
     }
@@ -442,6 +442,8 @@ static int sample_draw(float* row, int vocab, Rng* rng) {
     return vocab - 1;
 }
 
+// The sample is decoded into bytes and printed once, escaped (escape_text): a piece may hold
+// any bytes, and a character may span tokens.
 static void sample_text(Model* m, const Tokenizer* tk, int len, uint64_t seed, FILE* out) {
     int T = m->T, B = 1, pp = m->L.pp, last_rank = layout_rank_of(&m->L, 0, pp - 1, 0);
     int* ctx = (int*)xcalloc(T, sizeof(int));
@@ -449,6 +451,7 @@ static void sample_text(Model* m, const Tokenizer* tk, int len, uint64_t seed, F
     float* row = (float*)xmalloc(sizeof(float) * m->c.vocab_padded);
     Rng rng;
     rng_seed(&rng, seed);
+    Bytes text = {NULL, 0, 0};
     int n = 0;
     ctx[n++] = m->c.vocab > EOT_TOKEN ? EOT_TOKEN : 0;  // start from <|endoftext|> (or byte 0)
     size_t nrow = (size_t)row_count(m, B) * m->C;
@@ -483,12 +486,18 @@ static void sample_text(Model* m, const Tokenizer* tk, int len, uint64_t seed, F
         comm_broadcast(&m->L.world_c, &next, sizeof(int), last_rank);  // comm: world broadcast of the token
         ctx[n % T] = next;  // ring buffer of the last T tokens
         n++;
-        if (m->L.rank == 0) tokenizer_print(tk, next, out);
+        if (m->L.rank == 0) tokenizer_decode(tk, next, &text);
     }
-    if (m->L.rank == 0) fputc('\n', out), fflush(out);
+    if (m->L.rank == 0) {
+        char* shown = (char*)xmalloc(4 * text.n + 1);
+        escape_text(shown, 4 * text.n + 1, text.bytes, text.n, 1);
+        fprintf(out, "%s\n", shown);
+        fflush(out);
+        free(shown);
+    }
     for (int c = 0; c < m->L.vpp; c++)  // the last token's sends
         for (int i = 0; i < m->chunks[c].n_slots; i++) pp_send_wait(m, &m->chunks[c].slots[i], 0);
-    free(ctx); free(window); free(row);
+    free(ctx); free(window); free(row); free(text.bytes);
 }
 
 // ----------------------------------------------------------------------------
@@ -507,8 +516,12 @@ static int train_loop(Model* m, Run* run, Metrics* met, int start_step) {
             metrics_eval(met, step, evaluate(m, &run->val, a->val_batches));
         if (a->sample_every && (step + 1) % a->sample_every == 0) sample_text(m, &run->tk, a->sample_len, c->seed + step, stdout);
         int stop = ckpt_stop_requested(&m->L.world_c);
-        if (a->ckpt_dir && ((a->ckpt_every && (step + 1) % a->ckpt_every == 0) || step + 1 == c->steps || stop))
-            save_checkpoint(m, step + 1);
+        if (a->ckpt_dir && ((a->ckpt_every && (step + 1) % a->ckpt_every == 0) || step + 1 == c->steps || stop)) {
+            // a skipped step saves nothing, so a run that skips on and on never rotates the
+            // last checkpoint of an applied update away
+            if (!r.skipped) save_checkpoint(m, step + 1);
+            else if (run->rank == 0) printf("checkpoint: none at step %d, which was skipped (non-finite); the newest on disk is kept\n", step + 1);
+        }
         if (stop) {
             if (run->rank == 0) fprintf(stderr, "stopped by signal after step %d\n", step + 1);
             return 1;

@@ -20,6 +20,11 @@ static const char* layout_check(const ModelConfig* c, int world, char* why) {
     if (c->sp && c->tp == 1) { sprintf(why, "--sp needs --tp > 1"); return why; }
     if (c->sp && (c->micro_batch * c->seq_len) % c->tp) { sprintf(why, "--sp: micro-batch x seq-len %d is not divisible by tp %d", c->micro_batch * c->seq_len, c->tp); return why; }
     if (c->sp && c->seq_len % c->tp) { sprintf(why, "--sp: seq-len %d is not divisible by tp %d", c->seq_len, c->tp); return why; }
+    if ((long long)c->global_batch / c->dp * c->seq_len > INT_MAX) {  // row counts and token indices are int
+        sprintf(why, "--global-batch %d / dp %d x --seq-len %d = %lld tokens per data-parallel rank per step, more than %d", c->global_batch,
+                c->dp, c->seq_len, (long long)c->global_batch / c->dp * c->seq_len, INT_MAX);
+        return why;
+    }
     if (c->global_batch % (c->dp * c->micro_batch)) { sprintf(why, "--global-batch %d is not divisible by dp %d x micro-batch %d", c->global_batch, c->dp, c->micro_batch); return why; }
     if (c->zero && c->dp == 1) { sprintf(why, "--zero %d needs dp > 1 (there is nothing to shard over)", c->zero); return why; }
     const char* s = schedule_check(c->schedule, c->pp, c->vpp, c->global_batch / (c->dp * c->micro_batch));
@@ -100,14 +105,183 @@ static void resolve_batch(Args* a) {
     }
 }
 
-// Everything before the model: flags, self-launch under mpirun, MPI, the layout check
-// (on every rank, before any allocation), data and tokenizer.
+// ----------------------------------------------------------------------------
+// Every rank must run with the same settings. Ranks started with other flags (an MPMD
+// mpirun line, a wrapper script that differs per node) would corrupt memory (another
+// width) or train replicas that silently drift apart (another --lr). Each setting travels
+// as one 64-bit value (integers as they are, numbers by their bits, text by a hash) and one
+// all-gather at start-up, before any other collective, compares them.
+
+#define MAX_SETTINGS 64
+typedef enum { SETTING_INT, SETTING_NUM, SETTING_TEXT } SettingKind;
+typedef struct { const char* flag; SettingKind kind; uint64_t value; const char* text; } Setting;
+typedef struct { Setting s[MAX_SETTINGS]; int n; } Settings;
+
+static void setting_add(Settings* st, const char* flag, SettingKind kind, uint64_t value, const char* text) {
+    if (st->n == MAX_SETTINGS) fail("internal: more than %d settings to compare", MAX_SETTINGS);
+    Setting* s = &st->s[st->n++];
+    s->flag = flag, s->kind = kind, s->value = value, s->text = text;
+}
+static void setting_int(Settings* st, const char* flag, long long x) { setting_add(st, flag, SETTING_INT, (uint64_t)x, NULL); }
+static void setting_num(Settings* st, const char* flag, double x) {
+    uint64_t bits;
+    memcpy(&bits, &x, sizeof(bits));
+    setting_add(st, flag, SETTING_NUM, bits, NULL);
+}
+static void setting_text(Settings* st, const char* flag, const char* text) {
+    uint64_t h = 0;  // FNV-1a; 0 for a flag not given
+    if (text) {
+        h = 1469598103934665603ull;
+        for (const char* p = text; *p; p++) h = (h ^ (unsigned char)*p) * 1099511628211ull;
+    }
+    setting_add(st, flag, SETTING_TEXT, h, text);
+}
+
+// The settings as parsed, in --help order. Left out: what only changes rank 0's printing
+// (--quiet, --log-every, --peak-tflops) and the watchdog's --timeout-s.
+static void settings_of(const Args* a, Settings* st) {
+    const ModelConfig* c = &a->cfg;
+    st->n = 0;
+    setting_text(st, "--model", a->model);
+    setting_int(st, "--arch", c->arch);
+    setting_int(st, "--n-layer", c->n_layer), setting_int(st, "--n-head", c->n_head), setting_int(st, "--n-kv-head", c->n_kv_head);
+    setting_int(st, "--d-model", c->d_model), setting_int(st, "--d-ff", c->d_ff), setting_int(st, "--seq-len", c->seq_len);
+    setting_int(st, "--vocab", c->vocab);
+    setting_text(st, "--data", a->data), setting_text(st, "--val-data", a->val_data);
+    setting_int(st, "--eval-every", a->eval_every), setting_int(st, "--val-batches", a->val_batches);
+    setting_text(st, "--tokenizer", a->tokenizer);
+    setting_int(st, "--steps", c->steps);
+    setting_int(st, "--micro-batch", a->micro_batch_given ? c->micro_batch : 0);  // not given: resolved from the layout
+    setting_int(st, "--global-batch", c->global_batch);
+    setting_num(st, "--lr", c->lr), setting_num(st, "--min-lr-frac", c->min_lr_frac), setting_int(st, "--warmup", c->warmup);
+    setting_num(st, "--weight-decay", c->weight_decay);
+    setting_num(st, "--beta1", c->beta1), setting_num(st, "--beta2", c->beta2), setting_num(st, "--eps", c->eps);
+    setting_num(st, "--grad-clip", c->grad_clip);
+    setting_int(st, "--seed", (long long)c->seed);
+    setting_int(st, "--dp", c->dp), setting_int(st, "--tp", c->tp), setting_int(st, "--pp", c->pp), setting_int(st, "--vpp", c->vpp);
+    setting_int(st, "--schedule", c->schedule), setting_int(st, "--sp", c->sp), setting_int(st, "--zero", c->zero);
+    setting_int(st, "--recompute", c->recompute);
+    setting_text(st, "--log", a->log), setting_int(st, "--log-ranks", a->log_ranks), setting_text(st, "--trace", a->trace);
+    setting_int(st, "--sample-every", a->sample_every), setting_int(st, "--sample-len", a->sample_len);
+    setting_text(st, "--ckpt-dir", a->ckpt_dir), setting_int(st, "--ckpt-every", a->ckpt_every);
+    setting_int(st, "--ckpt-keep", a->ckpt_keep), setting_text(st, "--resume", a->resume);
+    setting_text(st, "--import-llmc", a->import_llmc), setting_text(st, "--export-llmc", a->export_llmc);
+    setting_int(st, "--on-nan", a->on_nan_skip);
+    setting_int(st, "--comm", a->comm_mpi), setting_int(st, "--gelu-fusion", a->gelu_unfused);
+}
+
+// A setting's value as a message shows it; text only this rank holds (another rank's is a hash).
+static void setting_show(const Setting* s, uint64_t value, int own, char* out, size_t cap) {
+    double x;
+    memcpy(&x, &value, sizeof(x));
+    if (s->kind == SETTING_INT) snprintf(out, cap, "%lld", (long long)value);
+    else if (s->kind == SETTING_NUM) snprintf(out, cap, "%g", x);
+    else if (!value) snprintf(out, cap, "none");
+    else if (own) snprintf(out, cap, "'%.400s'", s->text);
+    else snprintf(out, cap, "another value");
+}
+
+// Collective over the world: every rank's settings against rank 0's; at the first that
+// differs, rank 0 says which in one line and every rank exits 1.
+static void settings_agree(const Args* a, int rank, int world) {
+    Settings mine;
+    settings_of(a, &mine);
+    int n = mine.n;
+    uint64_t values[MAX_SETTINGS], *all = (uint64_t*)xmalloc(sizeof(uint64_t) * n * world);
+    for (int i = 0; i < n; i++) values[i] = mine.s[i].value;
+    mpiCheck(MPI_Allgather(values, n, MPI_UINT64_T, all, n, MPI_UINT64_T, MPI_COMM_WORLD));  // comm: world all-gather of the settings
+    for (int i = 0; i < n; i++)
+        for (int r = 1; r < world; r++) {
+            uint64_t theirs = all[(size_t)r * n + i];
+            if (theirs == all[i]) continue;
+            if (rank == 0) {
+                char v0[512], vr[512];
+                setting_show(&mine.s[i], all[i], 1, v0, sizeof(v0));
+                setting_show(&mine.s[i], theirs, 0, vr, sizeof(vr));
+                print_error("ranks disagree on %s: rank 0 has %s, rank %d has %s (every rank must be started with the same settings)",
+                            mine.s[i].flag, v0, r, vr);
+            }
+            MPI_Finalize();
+            exit(1);
+        }
+    free(all);
+}
+
+// ----------------------------------------------------------------------------
+// Everything before the model: flags, self-launch under mpirun, MPI, the ranks' settings
+// and the layout check (on every rank, before any allocation), data, tokenizer, the
+// checkpoint --resume auto continues from, and every output (outputs_check).
 typedef struct {
     Args args;
     TokenStream train, val;
     Tokenizer tk;
+    char resume_path[PATH_CAP];  // the checkpoint --resume auto found; args.resume points here then
     int world, rank;
 } Run;
+
+// One file a run writes: the flag that names it and its path with the directory resolved.
+typedef struct { const char* flag; char* canonical; } OutputName;
+
+static void output_name_add(OutputName* out, int* n, const char* flag, const char* path) {
+    char canonical[PATH_CAP];
+    path_canonical(path, flag, canonical);
+    for (int i = 0; i < *n; i++)
+        if (!strcmp(out[i].canonical, canonical)) fail("%s %s: the same file as %s writes (%s)", flag, path, out[i].flag, canonical);
+    out[*n].flag = flag, out[*n].canonical = xstrprintf("%s", canonical);
+    (*n)++;
+}
+
+static int file_is_one_of(FileId id, const FileId* ids, int n) {
+    for (int i = 0; i < n; i++) if (ids[i].dev == id.dev && ids[i].ino == id.ino) return 1;
+    return 0;
+}
+
+// Every output, at start-up, before any step: rank 0's log, trace, llm.c export and
+// checkpoint directory, and each rank's --log-ranks file. Each path fits, its directory
+// takes a new file, nothing but a regular file sits where it goes (files.h output_check,
+// ckpt.h ckpt_dir_prepare); no two outputs are one file, none is a name the checkpoint
+// directory uses, and none is a file this run reads.
+static void outputs_check(const Run* r) {
+    const Args* a = &r->args;
+    char path[PATH_CAP], why[512];
+    if (a->log && a->log_ranks) output_check(path_format(path, "--log-ranks", "%s.rank%d", a->log, r->rank), "--log-ranks", 0);
+    if (r->rank != 0) return;
+    if (a->export_llmc && llmc_check(&a->cfg, why)) fail("--export-llmc %s: %s", a->export_llmc, why);
+    if (a->ckpt_dir) ckpt_dir_prepare(a);
+    const char* flags[3] = {"--log", "--trace", "--export-llmc"};
+    const char* paths[3] = {a->log, a->trace, a->export_llmc};
+    OutputName* names = (OutputName*)xcalloc(6 + (size_t)r->world, sizeof(OutputName));
+    int n = 0;
+    for (int i = 0; i < 3; i++) {
+        if (!paths[i]) continue;
+        output_check(paths[i], flags[i], i > 0);
+        output_name_add(names, &n, flags[i], paths[i]);
+        if (i > 0) output_name_add(names, &n, flags[i], path_format(path, flags[i], "%s.tmp", paths[i]));  // written through
+    }
+    for (int rank = 0; a->log && a->log_ranks && rank < r->world; rank++)
+        output_name_add(names, &n, "--log-ranks", path_format(path, "--log-ranks", "%s.rank%d", a->log, rank));
+    char ckpt_dir[PATH_MAX] = "";
+    if (a->ckpt_dir && !realpath(a->ckpt_dir, ckpt_dir)) fail("--ckpt-dir %s: cannot resolve: %s", a->ckpt_dir, strerror(errno));
+    // the files this run reads
+    int n_inputs = 0;
+    FileId* inputs = (FileId*)xcalloc(3 + r->train.n_files + r->val.n_files, sizeof(FileId));
+    const char* input_paths[3] = {a->tokenizer, a->resume, a->import_llmc};
+    for (int i = 0; i < 3; i++)
+        if (input_paths[i] && file_id_of(input_paths[i], &inputs[n_inputs])) n_inputs++;
+    for (int i = 0; i < r->train.n_files; i++) inputs[n_inputs++] = r->train.files[i];
+    for (int i = 0; i < r->val.n_files; i++) inputs[n_inputs++] = r->val.files[i];
+    size_t len = strlen(ckpt_dir);
+    for (int i = 0; i < n; i++) {
+        const char* name = names[i].canonical;
+        FileId id;
+        if (a->ckpt_dir && !strncmp(name, ckpt_dir, len) && name[len] == '/' && ckpt_dir_owns(name + len + 1))
+            fail("%s %s: a name --ckpt-dir %s uses for checkpoints", names[i].flag, name, a->ckpt_dir);
+        if (file_id_of(name, &id) && file_is_one_of(id, inputs, n_inputs))
+            fail("%s %s: is a file this run reads; it is not overwritten", names[i].flag, name);
+        free(names[i].canonical);
+    }
+    free(names); free(inputs);
+}
 
 static void run_setup(Run* r, int argc, char** argv) {
     parse_args(&r->args, argc, argv);
@@ -126,11 +300,14 @@ static void run_setup(Run* r, int argc, char** argv) {
     MPI_Init(&argc, &argv);
     MPI_Comm_size(MPI_COMM_WORLD, &r->world);
     MPI_Comm_rank(MPI_COMM_WORLD, &r->rank);
-    if (r->world > 1) fail_rank = r->rank, fail_hook = mpi_fail_hook;
+    if (r->world > 1) {
+        settings_agree(&r->args, r->rank, r->world);
+        fail_rank = r->rank, fail_hook = mpi_fail_hook;
+    }
     if (!c->dp) c->dp = r->world / (c->tp * c->pp) > 0 ? r->world / (c->tp * c->pp) : 1;
     resolve_batch(&r->args);
     if (layout_check(c, r->world, why)) {
-        if (r->rank == 0) fprintf(stderr, "error: layout: %s\n", why);
+        if (r->rank == 0) print_error("layout: %s", why);
         MPI_Finalize();
         exit(1);
     }
@@ -141,28 +318,22 @@ static void run_setup(Run* r, int argc, char** argv) {
     ckpt_install_signals();
     if (r->world > 1) watchdog_start(r->args.timeout_s, r->rank);
     Args* a = &r->args;
-    // outputs that can only fail at the end are checked now, before any training
-    struct stat st;
-    if (a->ckpt_dir && stat(a->ckpt_dir, &st) == 0 && !S_ISDIR(st.st_mode)) fail("--ckpt-dir %s exists and is not a directory", a->ckpt_dir);
-    if (a->export_llmc && llmc_check(c, why)) fail("--export-llmc %s: %s", a->export_llmc, why);
-    const char* outs[2] = {a->trace, a->export_llmc};
-    const char* out_flags[2] = {"--trace", "--export-llmc"};
-    for (int i = 0; i < 2; i++) {
-        if (!outs[i]) continue;
-        char dir[1024];
-        snprintf(dir, sizeof(dir), "%s", outs[i]);
-        char* slash = strrchr(dir, '/');
-        if (slash) *slash = 0;
-        if (slash && *dir && (stat(dir, &st) || !S_ISDIR(st.st_mode)))
-            fail("%s %s: directory %s does not exist", out_flags[i], outs[i], dir);
-    }
     if (a->data) stream_open(&r->train, a->data, c->vocab, "--data");
-    else make_builtin_corpus(&r->train, 2000000, 42), snprintf(r->train.source, sizeof(r->train.source), "built-in corpus (2M bytes)");
+    else {
+        if (c->vocab < 256) fail("the built-in corpus is byte-level text and needs vocab >= 256 (got %d; --data for other tokens)", c->vocab);
+        make_builtin_corpus(&r->train, 2000000, 42);
+    }
     if (a->val_data) stream_open(&r->val, a->val_data, c->vocab, "--val-data");
     else stream_split(&r->train, &r->val, 0.05);
     if (stream_n_seq(&r->train, c->seq_len) < 1) fail("--data %s: fewer than seq-len+1 = %d tokens", r->train.source, c->seq_len + 1);
     if (a->eval_every && stream_n_seq(&r->val, c->seq_len) < 1) fail("validation data %s: fewer than seq-len+1 tokens", r->val.source);
-    tokenizer_load(&r->tk, a->tokenizer);
+    tokenizer_load(&r->tk, a->tokenizer, c->vocab);
+    if (a->resume && !strcmp(a->resume, "auto")) {  // before outputs_check creates --ckpt-dir
+        if (!a->ckpt_dir) fail("--resume auto needs --ckpt-dir");
+        ckpt_find_latest(a->ckpt_dir, r->resume_path, r->rank == 0);
+        a->resume = r->resume_path;
+    }
+    outputs_check(r);
 }
 
 #endif

@@ -1088,7 +1088,87 @@ static void stream_open_child(void* p) {
 }
 static void tokenizer_child(void* p) {
     Tokenizer tk;
-    tokenizer_load(&tk, ((OpenCtx*)p)->path);
+    tokenizer_load(&tk, ((OpenCtx*)p)->path, ((OpenCtx*)p)->vocab);
+}
+
+// The bytes of ids decoded by tk, escaped for printing with newlines kept, into out.
+static void decode_shown(const Tokenizer* tk, const int* ids, int n, char* out, size_t cap) {
+    Bytes text = {NULL, 0, 0};
+    for (int i = 0; i < n; i++) tokenizer_decode(tk, ids[i], &text);
+    escape_text(out, cap, text.bytes, text.n, 1);
+    free(text.bytes);
+}
+
+// escape_text: what a terminal may see as it is, and what becomes \xNN.
+static void test_escape(void) {
+    struct { const char* in; int keep_lines; const char* want; const char* what; } cases[] = {
+        {"plain text, 12 + 7.", 0, "plain text, 12 + 7.", "printable ASCII as it is"},
+        {"red \x1b[31mX\x1b[0m", 1, "red \\x1b[31mX\\x1b[0m", "ESC (an escape sequence) escaped"},
+        {"a\nb\tc\rd", 1, "a\nb\tc\\x0dd", "newline and tab kept in samples, CR escaped"},
+        {"a\nb\tc", 0, "a\\x0ab\\x09c", "newline and tab escaped in one-line messages"},
+        {"caf\xc3\xa9 \xe6\xbc\xa2 \xf0\x9f\x99\x82", 0, "caf\xc3\xa9 \xe6\xbc\xa2 \xf0\x9f\x99\x82", "well-formed UTF-8 (2, 3, 4 bytes) as it is"},
+        {"\xc2\x9b" "2J", 0, "\\xc2\\x9b2J", "C1 control (CSI, U+009B) escaped"},
+        {"\xff\xfe", 0, "\\xff\\xfe", "bytes that are never UTF-8 escaped"},
+        {"\xc0\xaf", 0, "\\xc0\\xaf", "overlong form escaped"},
+        {"\xed\xa0\x80", 0, "\\xed\\xa0\\x80", "surrogate escaped"},
+        {"\x80x", 0, "\\x80x", "stray continuation byte escaped"},
+        {"ok\xe6\xbc", 0, "ok\\xe6\\xbc", "sequence cut at the end escaped"},
+        {"\x7f", 0, "\\x7f", "DEL escaped"},
+    };
+    for (size_t i = 0; i < sizeof(cases) / sizeof(cases[0]); i++) {
+        char out[256], name[160];
+        escape_text(out, sizeof(out), cases[i].in, strlen(cases[i].in), cases[i].keep_lines);
+        snprintf(name, sizeof(name), "escape/%s", cases[i].what);
+        check(!strcmp(out, cases[i].want), name, "got \"%s\"", out);
+    }
+    char small[8];
+    size_t n = escape_text(small, sizeof(small), "\x01\x02\x03", 3, 0);
+    check(n < sizeof(small) && small[n] == 0, "escape/output cut to its buffer, terminated", "%zu bytes", n);
+}
+
+// files.h: inputs only from regular files, outputs never over anything else, paths that
+// do not fit refused.
+typedef struct { const char* path; const char* flag; } OutputCtx;
+static void output_check_child(void* p) { output_check(((OutputCtx*)p)->path, ((OutputCtx*)p)->flag, 1); }
+static void atomic_child(void* p) {
+    AtomicFile f;
+    atomic_open(&f, ((OutputCtx*)p)->path, ((OutputCtx*)p)->flag);
+    atomic_write(&f, "x", 1);
+    atomic_commit(&f);
+}
+static void long_path_child(void* p) {
+    char buf[PATH_CAP], name[PATH_CAP + 10];
+    memset(name, 'a', sizeof(name) - 1), name[sizeof(name) - 1] = 0;
+    path_format(buf, "--ckpt-dir", "%s/LATEST", name);
+}
+
+static void test_files(void) {
+    char fifo[512], dir[512], file[512], why[256];
+    snprintf(fifo, sizeof(fifo), "%s/a_fifo", tmp_dir);
+    snprintf(dir, sizeof(dir), "%s/a_dir", tmp_dir);
+    snprintf(file, sizeof(file), "%s/a_file", tmp_dir);
+    mkfifo(fifo, 0644), mkdir(dir, 0755);
+    write_file(file, "x", 1);
+    FILE* f = input_open(fifo, why, sizeof(why), NULL);
+    check(!f && !strcmp(why, "not a regular file (a FIFO)"), "files/input: a FIFO is refused without blocking", "%s", why);
+    f = input_open(dir, why, sizeof(why), NULL);
+    check(!f && !strcmp(why, "not a regular file (a directory)"), "files/input: a directory is refused", "%s", why);
+    f = input_open("/dev/zero", why, sizeof(why), NULL);
+    check(!f && !strcmp(why, "not a regular file (a character device)"), "files/input: a device is refused", "%s", why);
+    FileId id;
+    f = input_open(file, why, sizeof(why), &id);
+    check(f && fgetc(f) == 'x', "files/input: a regular file opens", NULL);
+    if (f) fclose(f);
+    OutputCtx of = {fifo, "--trace"}, od = {dir, "--log"};
+    check_fails("files/output at a FIFO refused", output_check_child, &of, "--trace");
+    check_fails("files/output at a directory refused", output_check_child, &od, "exists and is a directory");
+    check_fails("files/atomic replacement of a FIFO refused", atomic_child, &of, "exists and is a FIFO");
+    struct stat st;
+    check(stat(fifo, &st) == 0 && S_ISFIFO(st.st_mode), "files/the FIFO is still a FIFO", NULL);
+    OutputCtx ofile = {file, "--export-llmc"};
+    run_child(atomic_child, &ofile, why, sizeof(why));
+    check(stat(file, &st) == 0 && S_ISREG(st.st_mode) && st.st_size == 1, "files/atomic replacement of a regular file", NULL);
+    check_fails("files/a path longer than PATH_CAP refused, not cut", long_path_child, NULL, "--ckpt-dir: path of");
 }
 
 static void test_data_readers(void) {
@@ -1139,7 +1219,33 @@ static void test_data_readers(void) {
     }
     snprintf(path, sizeof(path), "%s/missing.bin", tmp_dir);
     OpenCtx cm = {path, 257};
-    check_fails_in("data/shard missing file rejected", stream_open_child, &cm, path, "no file matches");
+    check_fails_in("data/shard missing file rejected", stream_open_child, &cm, path, "cannot open data file");
+    // a path that exists is one file, glob characters in its name or not; a glob of text
+    // files is read as text; a glob of both kinds, or of nothing, is an error
+    snprintf(path, sizeof(path), "%s/notes[1].txt", tmp_dir);
+    write_file(path, "bracketed", 9);
+    TokenStream tl;
+    stream_open(&tl, path, 257, "--data");
+    check(tl.n_tokens == 9 && tl.tokens[0] == 'b' && tl.n_files == 1, "data/an existing path with [1] in its name is that file", "%zu tokens", tl.n_tokens);
+    snprintf(path, sizeof(path), "%s/notes_a.txt", tmp_dir);
+    write_file(path, "AB", 2);
+    snprintf(path, sizeof(path), "%s/notes_b.txt", tmp_dir);
+    write_file(path, "CD", 2);
+    snprintf(glob_spec, sizeof(glob_spec), "%s/notes_*.txt", tmp_dir);
+    TokenStream tx;
+    stream_open(&tx, glob_spec, 257, "--data");
+    check(tx.n_tokens == 4 && tx.tokens[0] == 'A' && tx.tokens[3] == 'D' && tx.n_files == 2, "data/a glob of text files: text, in name order",
+          "%zu tokens", tx.n_tokens);
+    snprintf(path, sizeof(path), "%s/mixed_a.bin", tmp_dir);
+    write_shard(path, SHARD_MAGIC, 1, 100, tok, 100, 9999);
+    snprintf(path, sizeof(path), "%s/mixed_b.txt", tmp_dir);
+    write_file(path, "text", 4);
+    snprintf(glob_spec, sizeof(glob_spec), "%s/mixed_*", tmp_dir);
+    OpenCtx cmix = {glob_spec, 257};
+    check_fails_in("data/a glob of shards and text rejected", stream_open_child, &cmix, glob_spec, "matches both .bin shards and text files");
+    snprintf(glob_spec, sizeof(glob_spec), "%s/none_*.bin", tmp_dir);
+    OpenCtx cnone = {glob_spec, 257};
+    check_fails_in("data/a glob that matches nothing rejected", stream_open_child, &cnone, glob_spec, "no file matches");
     // text
     snprintf(path, sizeof(path), "%s/text.txt", tmp_dir);
     write_file(path, "hello\n\xff", 7);
@@ -1166,20 +1272,39 @@ static void test_data_readers(void) {
     snprintf(path, sizeof(path), "%s/tok.bin", tmp_dir);
     write_file(path, body, n);
     Tokenizer tk;
-    tokenizer_load(&tk, path);
+    tokenizer_load(&tk, path, 3);
     char out[64] = "";
-    FILE* mem = fmemopen(out, sizeof(out), "w");
-    for (int id = 0; id < 3; id++) tokenizer_print(&tk, id, mem);
-    fclose(mem);
+    int ids[3] = {0, 1, 2};
+    decode_shown(&tk, ids, 3, out, sizeof(out));
     check(tk.vocab == 3 && tk.eot == 2 && !strcmp(tk.piece[1], "bc") && !strcmp(out, "abc"), "tokenizer/v2 good: pieces, eot, decoding skips eot",
           "vocab %d eot %d decoded \"%s\"", tk.vocab, tk.eot, out);
+    OpenCtx cv = {path, 257};
+    check_fails_in("tokenizer/of another vocabulary than the model's rejected", tokenizer_child, &cv, path, "its vocab is 3 but the model's is 257");
     Tokenizer tb;
-    tokenizer_load(&tb, NULL);
+    tokenizer_load(&tb, NULL, 257);
     char out2[16] = "";
-    mem = fmemopen(out2, sizeof(out2), "w");
-    tokenizer_print(&tb, 'h', mem), tokenizer_print(&tb, 7, mem), tokenizer_print(&tb, EOT_TOKEN, mem);
-    fclose(mem);
-    check(!tb.piece && !strcmp(out2, "h?\n"), "tokenizer/none: byte-level decoding ('h', 7 -> '?', eot -> newline)", NULL);
+    int bytes[3] = {'h', 7, EOT_TOKEN};
+    decode_shown(&tb, bytes, 3, out2, sizeof(out2));
+    check(!tb.piece && !strcmp(out2, "h\\x07\n"), "tokenizer/none: byte-level decoding ('h', 7 shown as \\x07, eot as a newline)", "\"%s\"", out2);
+    // a piece that is an escape sequence, and one that is not UTF-8
+    const char* raw[] = {"\x1b[2J", "\xff", "<|eot|>"};
+    n = 1024, h[2] = 3;
+    memcpy(body, h, 1024);
+    for (int i = 0; i < 3; i++) body[n++] = (char)strlen(raw[i]), memcpy(body + n, raw[i], strlen(raw[i])), n += strlen(raw[i]);
+    snprintf(path2, sizeof(path2), "%s/tok_raw.bin", tmp_dir);
+    write_file(path2, body, n);
+    Tokenizer tr;
+    tokenizer_load(&tr, path2, 3);
+    decode_shown(&tr, ids, 3, out, sizeof(out));
+    check(!strcmp(out, "\\x1b[2J\\xff"), "tokenizer/pieces with ESC and invalid UTF-8 printed escaped", "\"%s\"", out);
+    h[3] = 7;  // eot outside the vocabulary
+    memcpy(body, h, 1024);
+    write_file(path2, body, n);
+    OpenCtx ce7 = {path2, 3};
+    check_fails_in("tokenizer/eot outside its vocabulary rejected", tokenizer_child, &ce7, path2, "eot id 7 is outside its vocab of 3");
+    h[3] = 2, n = 1024;
+    memcpy(body, h, 1024);
+    for (int i = 0; i < 3; i++) body[n++] = (char)strlen(pieces[i]), memcpy(body + n, pieces[i], strlen(pieces[i])), n += strlen(pieces[i]);
     struct { const char* file; size_t len; uint32_t magic, version; const char* want; const char* what; } tbad[] = {
         {"tok_magic.bin", n, 1234, 2, "bad magic 1234", "bad magic"},
         {"tok_header.bin", 500, TOKENIZER_MAGIC, 2, "truncated header", "truncated header"},
@@ -1190,7 +1315,7 @@ static void test_data_readers(void) {
         ((uint32_t*)body)[0] = tbad[i].magic, ((uint32_t*)body)[1] = tbad[i].version;
         snprintf(paths[i], sizeof(paths[i]), "%s/%s", tmp_dir, tbad[i].file);
         write_file(paths[i], body, tbad[i].len);
-        OpenCtx c = {paths[i], 0};
+        OpenCtx c = {paths[i], 3};
         snprintf(name, sizeof(name), "tokenizer/%s rejected", tbad[i].what);
         check_fails_in(name, tokenizer_child, &c, paths[i], tbad[i].want);
     }
@@ -1217,6 +1342,16 @@ static int resume_into(Model* m, const char* path) {
 }
 typedef struct { Model* m; const char* path; } ResumeCtx;
 static void resume_child(void* p) { ResumeCtx* c = (ResumeCtx*)p; resume_into(c->m, c->path); }
+typedef struct { Model* m; int step; } SaveCtx;
+static void save_child(void* p) {
+    Model* m = ((SaveCtx*)p)->m;
+    ckpt_save(&m->L, &m->P, &m->c, m->args, m->params, m->m_state, m->v_state, m->opt_lo, m->opt_hi, ((SaveCtx*)p)->step);
+}
+typedef struct { const char* dir; } FindCtx;
+static void find_child(void* p) {
+    char out[PATH_CAP];
+    ckpt_find_latest(((FindCtx*)p)->dir, out, 0);
+}
 
 // Copy src to dst with the int32 at `word` replaced (word < 0: unchanged) and the file cut to `len` (-1: whole).
 static void corrupt_copy(const char* src, const char* dst, int word, int32_t value, long long len, long long float_at, float fvalue) {
@@ -1236,6 +1371,7 @@ static void test_checkpoints(void) {
     snprintf(dir, sizeof(dir), "%s/ckpt", tmp_dir);
     Model* a = new_model(GPT2_TINY);
     a->args->ckpt_dir = dir, a->args->ckpt_keep = 2;
+    ckpt_dir_prepare(a->args);  // at start-up: creates the directory
     randomize_params(a, 11);
     size_t no = a->opt_hi - a->opt_lo;
     for (size_t i = 0; i < no; i++) a->m_state[i] = 0.01f * rng_normal(&test_rng), a->v_state[i] = 1e-4f * fabsf(rng_normal(&test_rng));
@@ -1260,9 +1396,10 @@ static void test_checkpoints(void) {
     check(step == 5 && !memcmp(a->params, b->params, sizeof(float) * a->P.n_local) && !memcmp(a->m_state, b->m_state, sizeof(float) * no) &&
           !memcmp(a->v_state, b->v_state, sizeof(float) * no), "ckpt/resume: step, params, m and v identical", "step %d", step);
     Model* c = new_model(GPT2_TINY);
-    c->args->ckpt_dir = dir;
+    char found[PATH_CAP];
+    ckpt_find_latest(dir, found, 0);
     quiet_begin();
-    step = resume_into(c, "auto");
+    step = resume_into(c, found);
     quiet_end();
     check(step == 5 && !memcmp(a->params, c->params, sizeof(float) * a->P.n_local), "ckpt/resume auto via LATEST", "step %d", step);
     // rotation: keep the newest 2
@@ -1300,6 +1437,40 @@ static void test_checkpoints(void) {
     snprintf(missing, sizeof(missing), "%s/nope.bin", dir);
     ResumeCtx rm = {b, missing};
     check_fails_in("ckpt/missing file rejected", resume_child, &rm, missing, "cannot open");
+    // values: a negative AdamW v is no state (v is a mean of squares); a state that is not
+    // finite is never saved, and the checkpoints on disk stay
+    char bv[600];
+    snprintf(bv, sizeof(bv), "%s/negative_v.bin", tmp_dir);
+    corrupt_copy(p7, bv, -1, 0, -1, 1024 + 4 * (2 * n_full + 5), -1.0f);
+    ResumeCtx rv = {b, bv};
+    check_fails_in("ckpt/negative adam v rejected", resume_child, &rv, bv, "adam v of tensor wte: negative value -1 at element 5");
+    SaveCtx sc = {a, 8};
+    a->params[3] = NAN;
+    check_fails("ckpt/save of a non-finite state refused", save_child, &sc, "checkpoint of step 8 not written: parameters of tensor wte: non-finite");
+    a->params[3] = 0;
+    char p8[600];
+    snprintf(p8, sizeof(p8), "%s/ckpt_00000008.bin", dir);
+    check(!file_exists(p8) && file_exists(p6) && file_exists(p7) && count_tmp_files(dir) == 0,
+          "ckpt/after the refused save: no step-8 file, no .tmp, steps 6 and 7 kept", NULL);
+    // --resume auto without a manifest: past a newer file cut short, to the newest complete one
+    char fb[512], fb_path[600], cut[600];
+    snprintf(fb, sizeof(fb), "%s/fallback", tmp_dir);
+    mkdir(fb, 0755);
+    snprintf(fb_path, sizeof(fb_path), "%s/ckpt_00000007.bin", fb);
+    corrupt_copy(p7, fb_path, -1, 0, -1, -1, 0);
+    snprintf(cut, sizeof(cut), "%s/ckpt_00000009.bin", fb);
+    corrupt_copy(p7, cut, CK_STEP, 9, want_size / 2, -1, 0);
+    quiet_begin();
+    ckpt_find_latest(fb, found, 1);
+    quiet_end();
+    check(!strcmp(found, fb_path), "ckpt/resume auto without LATEST passes over a truncated newer file", "chose %s", found);
+    unlink(fb_path);
+    FindCtx fc = {fb};
+    check_fails("ckpt/resume auto with only a truncated file rejected", find_child, &fc, "no complete checkpoint in");
+    check(ckpt_name_step("ckpt_00000012.bin") == 12 && ckpt_name_step("ckpt_123456789.bin") == 123456789 &&
+          ckpt_name_step("ckpt_-0000001.bin") < 0 && ckpt_name_step("ckpt_+0000001.bin") < 0 && ckpt_name_step("ckpt_1.bin") < 0 &&
+          ckpt_name_step("ckpt_00000001.bin.tmp") < 0 && ckpt_name_step("ckpt_000000001.bin") < 0,
+          "ckpt/file names: exactly ckpt_%08d.bin", NULL);
     check(count_tmp_files(dir) == 0, "ckpt/still no .tmp file after all of it", NULL);
 }
 
@@ -1405,6 +1576,7 @@ static void test_sharding_arch(const char* arch, const char* flags) {
     float* init_full = copy_f(m1->params, m1->P.n_full);
     snprintf(dir, sizeof(dir), "%s/shard_%s", tmp_dir, arch);
     m1->args->ckpt_dir = dir;
+    ckpt_dir_prepare(m1->args);
     randomize_params(m1, 21);
     for (size_t i = 0; i < m1->P.n_local; i++) m1->m_state[i] = 0.01f * rng_normal(&test_rng), m1->v_state[i] = 1e-4f * fabsf(rng_normal(&test_rng));
     quiet_begin();
@@ -1699,6 +1871,8 @@ static void test_layout_check(void) {
         {"--model tiny --pp 2 --vpp 2 --micro-batch 1 --global-batch 3", 2, "multiple of pp"},
         {"--model tiny --zero 1", 1, "needs dp > 1"},
         {"--model tiny --tp 2 --sp --seq-len 33", 2, "not divisible by tp"},
+        {"--model tiny --seq-len 1048576 --micro-batch 2048 --global-batch 2048", 1, "tokens per data-parallel rank per step, more than"},
+        {"--model tiny --dp 2 --seq-len 1048576 --micro-batch 1024 --global-batch 2048", 2, NULL},
     };
     for (size_t i = 0; i < sizeof(cases) / sizeof(cases[0]); i++) {
         Args* a = new_args(cases[i].flags);
@@ -1722,7 +1896,7 @@ int main(int argc, char** argv) {
     int default_threads = omp_get_max_threads();
 #endif
     struct { const char* name; void (*fn)(void); } sections[] = {
-        {"kernels", test_kernels}, {"model", test_model}, {"data readers", test_data_readers}, {"checkpoints", test_checkpoints}, {"sharding", test_sharding}, {"llmc", test_llmc},
+        {"kernels", test_kernels}, {"model", test_model}, {"escape", test_escape}, {"files", test_files}, {"data readers", test_data_readers}, {"checkpoints", test_checkpoints}, {"sharding", test_sharding}, {"llmc", test_llmc},
         {"schedules", test_schedules}, {"adamw", test_adamw}, {"lr", test_lr}, {"flags", test_flags},
         {"layout_check", test_layout_check}, {"training", test_training}, {"non-finite", test_nonfinite}};
     for (size_t i = 0; i < sizeof(sections) / sizeof(sections[0]); i++) {

@@ -8,7 +8,7 @@
 // next 32 bytes), bytes 1025..1026 a size change of the file (-32768..32767 bytes), and
 // the rest is tiled over the three float sections (an empty rest leaves zeros).
 #include "fuzz_common.h"
-#define printf(...) ((void)0)  // ckpt_resume's "resumed from" line
+#define printf(...) (0 ? printf(__VA_ARGS__) : 0)  // ckpt_resume's "resumed from" line: never printed
 #include "../ckpt.h"
 
 static Args args;
@@ -85,12 +85,13 @@ int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
         char why[512];
         const char* bad = ckpt_header_check(h, &args.cfg, P.n_full, fsize, why);
         if (bad && !*bad) abort();
-        args.resume = mode == 0 ? path : "auto";
-        args.ckpt_dir = dir;
+        static char found[PATH_CAP];
+        if (mode) ckpt_find_latest(dir, found, 0);  // --resume auto, as run_setup resolves it
+        args.resume = mode == 0 ? path : found;
         int step = ckpt_resume(&L, &P, &args.cfg, &args, params, m_state, v_state, 0, P.n_local);
         if (bad || step < 0) abort();  // resume must refuse what the header check refuses
         for (size_t i = 0; i < P.n_local; i++)
-            if (!isfinite(params[i]) || !isfinite(m_state[i]) || !isfinite(v_state[i])) abort();
+            if (!isfinite(params[i]) || !isfinite(m_state[i]) || !isfinite(v_state[i]) || v_state[i] < 0) abort();
     }
     fuzz_reset();
     return 0;

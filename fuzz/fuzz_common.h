@@ -8,7 +8,8 @@
 // Leaks. After the jump the reader never reaches its fclose()/free(), and over a million
 // inputs that would run out of file descriptors and memory. So every fopen/fclose and
 // malloc/calloc/realloc/free of the project headers goes through the trackers below
-// (macros defined after the system headers and before the project's), and fuzz_reset()
+// (macros defined after the system headers and before the project's; fdopen too, which
+// files.h's input_open uses), and fuzz_reset()
 // closes and frees whatever an input left behind. An allocation above FUZZ_MAX_ALLOC
 // returns NULL, as a real malloc that runs out would, so the readers' own "out of
 // memory" error path is exercised instead of libFuzzer's malloc limit.
@@ -21,6 +22,7 @@
 #include <fcntl.h>
 #include <float.h>
 #include <glob.h>
+#include <limits.h>
 #include <math.h>
 #include <mpi.h>
 #include <pthread.h>
@@ -79,6 +81,11 @@ static FILE* fz_fopen(const char* path, const char* mode) {
     for (int i = 0; f && i < FZ_MAX_FILES; i++) if (!fz_files[i]) { fz_files[i] = f; break; }
     return f;
 }
+static FILE* fz_fdopen(int fd, const char* mode) {
+    FILE* f = fdopen(fd, mode);
+    for (int i = 0; f && i < FZ_MAX_FILES; i++) if (!fz_files[i]) { fz_files[i] = f; break; }
+    return f;
+}
 static int fz_fclose(FILE* f) {
     for (int i = 0; i < FZ_MAX_FILES; i++) if (fz_files[i] == f) fz_files[i] = NULL;
     return fclose(f);
@@ -105,6 +112,7 @@ static FILE* fz_err_stream(void) {
 #define realloc(p, n) fz_realloc(p, n)
 #define free(p) fz_free(p)
 #define fopen(p, m) fz_fopen(p, m)
+#define fdopen(fd, m) fz_fdopen(fd, m)
 #define fclose(f) fz_fclose(f)
 
 // fail() -> fail_hook -> back to the harness.

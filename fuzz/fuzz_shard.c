@@ -15,10 +15,7 @@ int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
     if (!setjmp(fuzz_jump)) {
         memset(&ts, 0, sizeof(ts));
         if (text) stream_open(&ts, path, vocab, "--data");
-        else {
-            size_t cap = 0;
-            read_shard(&ts, &cap, path, vocab);
-        }
+        else read_shard(&ts, path, vocab, "--data");
         int T = 4, B = 3, inputs[12], targets[12];
         if (stream_n_seq(&ts, T) >= 1) {
             for (size_t s = 0; s < 4; s++) {

@@ -1,5 +1,6 @@
-// fuzz/fuzz_tokenizer.c: tokenizer_load (data.h) on a temp file, then decoding every id
-// (and some outside the vocab) as sampling does.
+// fuzz/fuzz_tokenizer.c: tokenizer_load (data.h) on a temp file for a model of the
+// vocabulary the file's header states (so a well-formed file passes), then decoding every
+// id (and some outside the vocab) as sampling does, and escaping the text for printing.
 #include "fuzz_common.h"
 #include "../data.h"
 
@@ -8,11 +9,16 @@ int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
     const char* path = fuzz_temp_file(data, size, ".tok");
     static Tokenizer tk;
     if (!setjmp(fuzz_jump)) {
-        tokenizer_load(&tk, path);
-        FILE* out = fz_err_stream();
+        uint32_t vocab = 0;
+        if (size >= 12) memcpy(&vocab, data + 8, 4);
+        tokenizer_load(&tk, path, (int)vocab);
         int n = tk.vocab < 4096 ? tk.vocab : 4096;
-        for (int id = -2; id < n + 2; id++) tokenizer_print(&tk, id, out);
-        tokenizer_print(&tk, tk.eot, out);
+        Bytes text = {NULL, 0, 0};
+        for (int id = -2; id < n + 2; id++) tokenizer_decode(&tk, id, &text);
+        tokenizer_decode(&tk, tk.eot, &text);
+        char* shown = (char*)malloc(4 * text.n + 1);
+        escape_text(shown, 4 * text.n + 1, text.bytes, text.n, 1);
+        fputs(shown, fz_err_stream());
     }
     fuzz_reset();
     return 0;

@@ -56,11 +56,12 @@ static void result(int ok, const char* name, const char* fmt, ...) {
 static int exit_code(int status) { return WIFEXITED(status) ? WEXITSTATUS(status) : 128 + WTERMSIG(status); }
 
 static int sh(const char* fmt, ...) {
-    char cmd[8192];
+    static char cmd[65536];
     va_list ap;
     va_start(ap, fmt);
-    vsnprintf(cmd, sizeof(cmd), fmt, ap);
+    int n = vsnprintf(cmd, sizeof(cmd), fmt, ap);
     va_end(ap);
+    if (n < 0 || n >= (int)sizeof(cmd)) fail("test: a command of %d bytes does not fit", n);
     return exit_code(system(cmd));
 }
 
@@ -730,32 +731,85 @@ static void write_ckpt(const char* name, const char* good, int k, int32_t v, lon
     free(b);
 }
 
-typedef struct { const char* name; const char* args; const char* needle; int rc; } BadCase;
+// Copy the good checkpoint with floats [first, first + count) after the header set to value.
+static void write_ckpt_values(const char* name, const char* good, long long first, long long count, float value) {
+    write_ckpt(name, good, -1, 0, -1, -1);
+    char path[600];
+    snprintf(path, sizeof(path), BAD "/%s/ckpt.bin", name);
+    FILE* f = fopen(path, "r+b");
+    if (!f || fseeko(f, 1024 + 4 * first, SEEK_SET)) fail("cannot open %s", path);
+    for (long long i = 0; i < count; i++) fwrite(&value, 4, 1, f);
+    if (fclose(f)) fail("cannot write %s", path);
+}
 
-// One run of a bad input: exit rc, exactly one "error:" line, which names the problem;
-// no signal; nothing from a sanitizer.
-static void bad_case(const char* bin, const BadCase* k) {
-    char cmd[4096], out[512], name[160];
+// One hostile input. rc 1: exit 1 with exactly one "error:" line, naming the problem
+// (needle). rc 0: a run that must succeed: no "error:" line, needle somewhere in the
+// output. Either way: no signal, nothing from a sanitizer, no raw control character or
+// ill-formed UTF-8 in the output (it reaches a terminal), and `check` (a shell command,
+// may be NULL) exits 0 afterwards. `setup` (may be NULL) runs first in the same shell, so a
+// ulimit there applies to the run. args follow the suite's FLAGS, or, where they hold
+// "{train}", are the whole command with the binary and FLAGS put in for each {train}.
+typedef struct { const char* name; const char* args; const char* needle; int rc; } BadCase;
+typedef struct { BadCase k; const char* setup; const char* check; } BadRun;
+
+// Whether a file holds only what a terminal may show: printable UTF-8, newlines and tabs.
+static int output_is_clean(const char* path, long long* at) {
+    FILE* f = fopen(path, "rb");
+    static char buf[1 << 20];
+    size_t n = f ? fread(buf, 1, sizeof(buf), f) : 0;
+    if (f) fclose(f);
+    for (size_t i = 0; i < n;) {
+        int len = buf[i] == '\n' || buf[i] == '\t' ? 1 : utf8_printable_len((const unsigned char*)buf + i, n - i);
+        if (!len) { *at = (long long)i; return 0; }
+        i += len;
+    }
+    return 1;
+}
+
+// s with every "{train}" replaced by `with`, into out.
+static void expand_train(const char* s, const char* with, char* out, size_t cap) {
+    size_t o = 0;
+    while (*s && o + 1 < cap) {
+        if (!strncmp(s, "{train}", 7)) o += snprintf(out + o, cap - o, "%s", with), s += 7;
+        else out[o++] = *s++;
+    }
+    out[o < cap ? o : cap - 1] = 0;
+}
+
+static void bad_run(const char* bin, const BadCase* k, const char* setup, const char* check) {
+    char cmd[32768], run_cmd[16384], out[512], name[160], train[1024];
     snprintf(name, sizeof(name), "%s%s", strstr(bin, "asan") ? "asan_" : "bad_", k->name);
     snprintf(out, sizeof(out), BAD "/out_%s.txt", name);
-    snprintf(cmd, sizeof(cmd), "ASAN_OPTIONS=detect_leaks=0 UBSAN_OPTIONS=print_stacktrace=1 OMP_NUM_THREADS=1 %s %s", bin, k->args);
+    snprintf(train, sizeof(train), "%s %s", bin, strncmp(k->args, "--plan", 6) ? FLAGS : "");
+    if (strstr(k->args, "{train}")) expand_train(k->args, train, run_cmd, sizeof(run_cmd));
+    else snprintf(run_cmd, sizeof(run_cmd), "%s %s", train, k->args);
+    // a hang is a failure, not a stuck suite
+    snprintf(cmd, sizeof(cmd), "{ %s; } >/dev/null 2>&1; ASAN_OPTIONS=detect_leaks=0 UBSAN_OPTIONS=print_stacktrace=1 OMP_NUM_THREADS=1 "
+             "timeout -s KILL 120 %s", setup ? setup : ":", run_cmd);
     int rc = run(cmd, out);
     FILE* f = fopen(out, "r");
     char line[4096], first_error[4096] = "";
-    int n_error = 0, sanitizer = 0;
+    int n_error = 0, sanitizer = 0, found = 0;
     while (f && fgets(line, sizeof(line), f)) {
         if (!strncmp(line, "error:", 6)) {
             if (!n_error++) snprintf(first_error, sizeof(first_error), "%s", line);
         }
         if (strstr(line, "Sanitizer") || strstr(line, "runtime error:")) sanitizer = 1;
+        found |= strstr(line, k->needle) != NULL;
     }
     if (f) fclose(f);
     first_error[strcspn(first_error, "\n")] = 0;
-    int named = strstr(first_error, k->needle) != NULL;
-    int ok = rc == k->rc && n_error == 1 && named && !sanitizer;
-    result(ok, name, "exit %d%s, %d error line%s%s%s%s%s", rc, rc >= 128 ? " (killed by a signal)" : "", n_error, n_error == 1 ? "" : "s",
-           named ? "" : " (expected one naming '", named ? "" : k->needle, named ? "" : "')", sanitizer ? ", SANITIZER REPORT (see output)" : "");
-    if (!ok) printf("     %s\n     -> %s\n", cmd, first_error);
+    long long at = 0;
+    int clean = output_is_clean(out, &at);
+    int named = k->rc ? strstr(first_error, k->needle) != NULL : found;
+    int checked = !check || sh("%s", check) == 0;
+    int ok = rc == k->rc && n_error == (k->rc ? 1 : 0) && named && !sanitizer && clean && checked;
+    char dirt[96] = "";
+    if (!clean) snprintf(dirt, sizeof(dirt), ", a raw control byte or ill-formed UTF-8 at byte %lld of the output", at);
+    result(ok, name, "exit %d%s, %d error line%s%s%s%s%s%s%s", rc, rc >= 128 ? " (killed by a signal)" : "", n_error, n_error == 1 ? "" : "s",
+           named ? "" : k->rc ? " (expected one naming '" : " (expected output with '", named ? "" : k->needle, named ? "" : "')",
+           sanitizer ? ", SANITIZER REPORT (see output)" : "", dirt, checked ? "" : ", check failed");
+    if (!ok) printf("     %s\n     -> %s\n%s%s%s", cmd, first_error, checked ? "" : "     check: ", checked ? "" : check, checked ? "" : "\n");
 }
 
 static double mtime_of(const char* path) {
@@ -838,8 +892,60 @@ static void suite_bad_inputs(void) {
        "/ck_garbage_latest/LATEST", good);
     write_bytes("a_file", "x", 1);
     write_bytes("llmc_garbage.bin", "not a checkpoint at all", 23);
+    // values: AdamW v below 0 (a mean of squares cannot be); layer 0's qkv weights at 1e30,
+    // finite but every step's loss NaN; an llm.c file with a NaN and one with an inf
+    ModelConfig mc;
+    ParamLayout* P = (ParamLayout*)xmalloc(sizeof(ParamLayout));
+    model_of(FLAGS, &mc, P);
+    write_ckpt_values("ck_negative_v", good, 2 * (long long)P->n_full + 7, 1, -1.0f);
+    for (int i = 0; i < P->n; i++)
+        if (P->t[i].kind == P_QKVW && P->t[i].layer == 0) write_ckpt_values("ck_huge_qkvw", good, P->t[i].full_offset, P->t[i].size, 1e30f);
+    free(P);
+    snprintf(cmd, sizeof(cmd), TRAIN "--steps 0 --export-llmc " BAD "/llmc_ok.bin");
+    if (run(cmd, BAD "/llmc_ok_out.txt") != 0) { result(0, "bad_inputs_setup", "the llm.c export run failed"); return; }
+    sh("cp " BAD "/llmc_ok.bin " BAD "/llmc_nan.bin && printf '\\000\\000\\300\\177' | dd of=" BAD "/llmc_nan.bin bs=1 seek=5000 conv=notrunc");
+    sh("cp " BAD "/llmc_ok.bin " BAD "/llmc_inf.bin && printf '\\000\\000\\200\\177' | dd of=" BAD "/llmc_inf.bin bs=1 seek=%lld conv=notrunc",
+       file_size(BAD "/llmc_ok.bin") - 40);
+    // FIFOs where an input is expected: open() of one blocks until a writer comes
+    sh("cd " BAD " && mkfifo fifo.txt fifo.bin fifo_g1.bin fifo.tok fifo.ckpt fifo.llmc && mkdir -p ck_fifo_latest && mkfifo ck_fifo_latest/LATEST");
+    // text to train on, under names with glob characters and as a glob of several files
+    char text[4000];
+    for (size_t i = 0; i < sizeof(text); i++) text[i] = "the quick brown fox jumps over the lazy dog. "[i % 45];
+    write_bytes("text_ok.txt", text, sizeof(text));
+    write_bytes("notes[1].txt", text, sizeof(text));
+    write_bytes("globtext_a.txt", text, 2000), write_bytes("globtext_b.txt", text + 2000, 2000);
+    write_bytes("mixed_a.txt", text, 2000);
+    write_shard("mixed_b.bin", SHARD_MAGIC, 1, 2000, 2000, -1);
+    // tokenizers of the model's vocabulary (257): pieces that are escape sequences and bytes
+    // that are not UTF-8 (eot 256); and the 300-entry one of another model (tok_ok.bin above)
+    {
+        uint8_t b[1024 + 257 * 8];
+        uint32_t h[256] = {TOKENIZER_MAGIC, 2, 257, 256};
+        memcpy(b, h, sizeof(h));
+        size_t k = 1024;
+        for (int i = 0; i < 257; i++) {
+            const char* piece = i % 3 == 0 ? "\x1b[2J" : i % 3 == 1 ? "\x1b]0;pwned\x07" : "\xff\xc2\x9b";
+            b[k++] = (uint8_t)strlen(piece);
+            memcpy(b + k, piece, strlen(piece)), k += strlen(piece);
+        }
+        write_bytes("tok_escapes.bin", b, k);
+    }
+    // long paths: a checkpoint directory of more than 1000 characters, a --log of 599 (so
+    // "<log>.rank0" is 605), and one past PATH_MAX
+    char long_dir[1200], log599[700], too_long[5200];
+    snprintf(long_dir, sizeof(long_dir), BAD "/%0200d/%0200d/%0200d/%0200d/%0200d/ck", 1, 2, 3, 4, 5);
+    snprintf(log599, sizeof(log599), BAD "/%0200d/%0200d/%0*d", 6, 7, 599 - (int)strlen(BAD) - 403, 8);
+    sh("mkdir -p $(dirname %s) $(dirname %s)", long_dir, log599);
+    snprintf(too_long, sizeof(too_long), BAD "/%05000d", 9);
+    char long_ckpt_args[1400], long_ckpt_check[2800], log599_args[800], log599_check[2400], too_long_args[5400];
+    snprintf(long_ckpt_args, sizeof(long_ckpt_args), "--steps 2 --ckpt-dir %s", long_dir);
+    snprintf(long_ckpt_check, sizeof(long_ckpt_check), "test -f %s/ckpt_00000002.bin && grep -qx ckpt_00000002.bin %s/LATEST", long_dir, long_dir);
+    snprintf(log599_args, sizeof(log599_args), "--steps 2 --log %s --log-ranks", log599);
+    snprintf(log599_check, sizeof(log599_check), "grep -q '\"step\":2,' %s && ! grep -q '\"rank\"' %s && grep -q '\"rank\":0' %s.rank0", log599,
+             log599, log599);
+    snprintf(too_long_args, sizeof(too_long_args), "--steps 1000000 --ckpt-dir %s", too_long);
 
-    static const BadCase cases[] = {
+    BadCase cases[] = {
         // data
         {"shard_short_header", "--data " BAD "/shard_short_header.bin", "truncated header", 1},
         {"shard_trunc_body", "--data " BAD "/shard_trunc_body.bin", "header says", 1},
@@ -851,13 +957,13 @@ static void suite_bad_inputs(void) {
         {"shard_token_range", "--data " BAD "/shard_token_range.bin", "token id 300", 1},
         {"shard_too_short", "--data " BAD "/shard_too_short.bin", "fewer than seq-len+1", 1},
         {"shard_glob_no_match", "--data '" BAD "/nothing_*.bin'", "no file matches", 1},
-        {"shard_missing", "--data " BAD "/missing.bin", "no file matches", 1},
+        {"shard_missing", "--data " BAD "/missing.bin", "cannot open data file", 1},
         {"text_missing", "--data " BAD "/missing.txt", "cannot open data file", 1},
         {"text_empty", "--data " BAD "/empty.txt", "is empty", 1},
         {"text_short", "--data " BAD "/short.txt", "fewer than seq-len+1", 1},
         {"text_is_dir", "--data " BAD "/a_dir.txt", "a_dir.txt", 1},
         {"text_small_vocab", "--data " BAD "/short.txt --vocab 100", "needs vocab >= 256", 1},
-        {"val_missing", "--val-data " BAD "/missing.bin", "no file matches", 1},
+        {"val_missing", "--val-data " BAD "/missing.bin", "cannot open data file", 1},
         // flags
         {"flag_steps_abc", "--steps abc", "--steps: expected an integer", 1},
         {"flag_steps_trailing", "--steps 12x", "--steps: expected an integer", 1},
@@ -897,7 +1003,7 @@ static void suite_bad_inputs(void) {
         {"ckpt_auto_empty_dir", "--resume auto --ckpt-dir " BAD "/ck_empty_dir", "no checkpoint", 1},
         {"ckpt_auto_missing_dir", "--resume auto --ckpt-dir " BAD "/no_such_dir", "cannot open --ckpt-dir", 1},
         {"ckpt_auto_dangling_latest", "--resume auto --ckpt-dir " BAD "/ck_dangling", "ckpt_00000099.bin", 1},
-        {"ckpt_auto_garbage_latest", "--resume auto --ckpt-dir " BAD "/ck_garbage_latest", "cannot open", 1},
+        {"ckpt_auto_garbage_latest", "--resume auto --ckpt-dir " BAD "/ck_garbage_latest", "LATEST does not name a checkpoint", 1},
         {"ckpt_dir_is_file", "--steps 1 --ckpt-dir " BAD "/a_file", "--ckpt-dir", 1},
         {"log_unwritable", "--steps 1 --log " BAD "/no_such_dir/log.jsonl", "--log", 1},
         {"export_llmc_llama", "--model llama-tiny --steps 1 --export-llmc " BAD "/llama.bin", "GPT-2", 1},
@@ -922,26 +1028,103 @@ static void suite_bad_inputs(void) {
         {"plan_device_base_unknown", "--plan --device-file " BAD "/dev_base_unknown.txt", "unknown device 'abacus'", 1},
         {"plan_device_missing_value", "--plan --device-file " BAD "/dev_missing_value.txt", "missing value", 1},
         {"plan_device_long_line", "--plan --device-file " BAD "/dev_long_line.txt", "line too long", 1},
+        // inputs that are not regular files: refused at once, never opened in a way that blocks
+        {"fifo_data_text", "--data " BAD "/fifo.txt", "not a regular file (a FIFO)", 1},
+        {"fifo_data_shard", "--data " BAD "/fifo.bin", "not a regular file (a FIFO)", 1},
+        {"fifo_data_glob", "--data '" BAD "/fifo_g*.bin'", "not a regular file (a FIFO)", 1},
+        {"fifo_val_data", "--val-data " BAD "/fifo.bin", "not a regular file (a FIFO)", 1},
+        {"fifo_tokenizer", "--tokenizer " BAD "/fifo.tok", "not a regular file (a FIFO)", 1},
+        {"fifo_resume", "--resume " BAD "/fifo.ckpt", "not a regular file (a FIFO)", 1},
+        {"fifo_latest", "--resume auto --ckpt-dir " BAD "/ck_fifo_latest", "not a regular file (a FIFO)", 1},
+        {"fifo_import_llmc", "--import-llmc " BAD "/fifo.llmc", "not a regular file (a FIFO)", 1},
+        {"dir_resume", "--resume " BAD "/a_dir.txt", "not a regular file (a directory)", 1},
+        {"device_tokenizer", "--tokenizer /dev/zero", "not a regular file (a character device)", 1},
+        // every value that enters the model: token ids against the vocabulary (the built-in
+        // corpus too), llm.c weights and checkpoint state finite, AdamW v >= 0
+        {"vocab_below_builtin_corpus", "--steps 3 --vocab 2", "needs vocab >= 256", 1},
+        {"vocab_below_val_shard", "--val-data " BAD "/shard_token_range.bin", "token id 300", 1},
+        {"import_llmc_nan", "--steps 1 --import-llmc " BAD "/llmc_nan.bin", "llmc_nan.bin: parameters of tensor wte: non-finite", 1},
+        {"import_llmc_inf", "--steps 0 --import-llmc " BAD "/llmc_inf.bin --export-llmc " BAD "/llmc_out.bin", "llmc_inf.bin: parameters", 1},
+        {"ckpt_negative_adam_v", "--resume " BAD "/ck_negative_v/ckpt.bin", "adam v of tensor", 1},
+        {"flag_eps_zero", "--eps 0", "--eps must be in", 1},
+        {"tokens_per_rank_past_int", "--seq-len 1048576 --micro-batch 2048 --global-batch 2048", "tokens per data-parallel rank", 1},
+        {"nan_names_its_step", "--steps 3 --resume " BAD "/ck_huge_qkvw/ckpt.bin", "step 2: loss", 1},
+        // a path past PATH_MAX is refused at start-up, not cut
+        {"ckpt_dir_past_path_max", too_long_args, "--ckpt-dir", 1},
+        // outputs, checked at start-up (--steps 1000000 would run for hours past a late
+        // check), never replacing what is not a regular file, never an input, never each other
+        {"ckpt_dir_missing_parent", "--steps 1000000 --ckpt-dir " BAD "/no/such/parent", "--ckpt-dir", 1},
+        {"trace_in_proc", "--steps 1000000 --trace /proc/self/trace.json", "--trace", 1},
+        {"trace_onto_dir", "--steps 1000000 --trace " BAD "/a_dir.txt", "exists and is a directory", 1},
+        {"log_onto_full_device", "--steps 1000000 --log /dev/full", "exists and is a character device", 1},
+        {"trace_is_the_log", "--steps 1000000 --log " BAD "/same.json --trace " BAD "/same.json", "the same file as --log", 1},
+        {"trace_in_ckpt_dir_names", "--steps 1000000 --ckpt-dir " BAD "/ck_names --trace " BAD "/ck_names/LATEST", "a name --ckpt-dir", 1},
+        // ranks started with other settings (MPMD) refuse at start-up, naming the setting
+        {"ranks_disagree_width", "mpirun --oversubscribe --allow-run-as-root --bind-to none -np 1 {train} --d-model 64 : -np 1 {train} --d-model 128",
+         "ranks disagree on --d-model: rank 0 has 64, rank 1 has 128", 1},
+        {"ranks_disagree_lr", "mpirun --oversubscribe --allow-run-as-root --bind-to none -np 1 {train} --lr 0.01 : -np 1 {train} --lr 0.02",
+         "ranks disagree on --lr: rank 0 has 0.01, rank 1 has 0.02", 1},
+        // an existing path is one file whatever its name holds; a glob of text files is text
+        {"data_name_with_brackets", "--steps 1 --data '" BAD "/notes[1].txt'", "notes[1].txt", 0},
+        {"data_glob_of_text", "--steps 1 --data '" BAD "/globtext_*.txt'", "globtext_*.txt", 0},
+        {"data_glob_of_both_kinds", "--steps 1 --data '" BAD "/mixed_*'", "matches both .bin shards and text files", 1},
+        // the tokenizer against the model's vocabulary; what reaches the terminal is escaped
+        {"tok_other_vocab", "--tokenizer " BAD "/tok_ok.bin", "its vocab is 300 but the model's is 257", 1},
+        {"tok_pieces_escaped", "--steps 1 --sample-len 60 --tokenizer " BAD "/tok_escapes.bin", "\\x1b[2J", 0},
+        {"byte_sample_escaped", "--steps 1 --sample-len 60", "sample:", 0},
+        {"error_line_escaped", "--data \"$(printf '" BAD "/\\033[31mred\\nline.txt')\"", "\\x1b[31mred\\x0aline.txt", 1},
     };
-    int n = sizeof(cases) / sizeof(cases[0]);
+    // cases that need files made first, or a look at them after
+#define FIFO_AT(path) "rm -f " path " && mkfifo " path
+    BadRun runs[] = {
+        // --on-nan skip: a run whose every step is skipped saves nothing, so the good
+        // checkpoint it resumed beside stays (and LATEST names it)
+        {{"on_nan_skip_keeps_good_checkpoint", "--on-nan skip --steps 4 --ckpt-every 1 --ckpt-keep 1 --ckpt-dir " BAD "/skip_dir --resume "
+          BAD "/ck_huge_qkvw/ckpt.bin", "none at step 4, which was skipped", 0},
+         "rm -rf " BAD "/skip_dir && mkdir " BAD "/skip_dir && cp " BAD "/good/ckpt_00000001.bin " BAD "/good/LATEST " BAD "/skip_dir",
+         "test -f " BAD "/skip_dir/ckpt_00000001.bin && grep -qx ckpt_00000001.bin " BAD "/skip_dir/LATEST && ! ls " BAD "/skip_dir/ckpt_0000000[234].bin"},
+        // --resume auto without a manifest: past a newest file cut short, to the newest complete one
+        {{"resume_auto_passes_truncated", "--steps 2 --resume auto --ckpt-dir " BAD "/ck_fallback",
+          "resumed from " BAD "/ck_fallback/ckpt_00000001.bin", 0},
+         "rm -rf " BAD "/ck_fallback && mkdir " BAD "/ck_fallback && cp " BAD "/good/ckpt_00000001.bin " BAD "/ck_fallback && head -c 5000 "
+         BAD "/good/ckpt_00000001.bin > " BAD "/ck_fallback/ckpt_00000002.bin", NULL},
+        // long paths are whole: every file where its name says
+        {{"ckpt_dir_1028_chars", long_ckpt_args, "ckpt_00000002.bin (step 2)", 0}, NULL, long_ckpt_check},
+        {{"log_599_chars_with_rank_logs", log599_args, "measured:", 0}, NULL, log599_check},
+        // outputs at start-up: what is not a regular file is never replaced, an input never overwritten
+        {{"trace_onto_fifo", "--steps 1000000 --trace " BAD "/out_fifo", "exists and is a FIFO", 1}, FIFO_AT(BAD "/out_fifo"), "test -p " BAD "/out_fifo"},
+        {{"export_onto_fifo", "--steps 1000000 --export-llmc " BAD "/out_fifo", "exists and is a FIFO", 1}, FIFO_AT(BAD "/out_fifo"),
+         "test -p " BAD "/out_fifo"},
+        {{"export_onto_symlink", "--steps 1000000 --export-llmc " BAD "/out_link", "exists and is a symbolic link", 1}, "ln -sfn a_file " BAD "/out_link",
+         "test -L " BAD "/out_link"},
+        {{"log_onto_fifo", "--steps 1000000 --log " BAD "/out_fifo", "exists and is a FIFO", 1}, FIFO_AT(BAD "/out_fifo"), "test -p " BAD "/out_fifo"},
+        {{"ckpt_dir_fifo_latest", "--steps 1000000 --ckpt-dir " BAD "/ck_fifo_out", "LATEST: exists and is a FIFO", 1},
+         "mkdir -p " BAD "/ck_fifo_out && " FIFO_AT(BAD "/ck_fifo_out/LATEST"), "test -p " BAD "/ck_fifo_out/LATEST"},
+        {{"ckpt_dir_dir_at_ckpt_name", "--steps 1000000 --ckpt-every 1 --ckpt-dir " BAD "/ck_dir_out", "/ck_dir_out/ckpt_00000001.bin is a directory", 1},
+         "mkdir -p " BAD "/ck_dir_out/ckpt_00000001.bin", "test -d " BAD "/ck_dir_out/ckpt_00000001.bin"},
+        {{"log_is_the_data", "--steps 1000000 --data " BAD "/text_copy.txt --log " BAD "/text_copy.txt", "is a file this run reads", 1},
+         "cp " BAD "/text_ok.txt " BAD "/text_copy.txt", "cmp -s " BAD "/text_ok.txt " BAD "/text_copy.txt"},
+        // every write of a log, trace or checkpoint is checked: a file-size limit makes one
+        // fail mid-run, as a full disk would (PMIx's shared-memory store would not start under
+        // the limit: PMIX_MCA_gds=hash keeps it in memory)
+#define FILE_LIMIT_KB(n) "export PMIX_MCA_gds=hash; trap '' XFSZ; ulimit -f " #n
+        {{"log_write_fails", "--steps 40 --global-batch 8 --log " BAD "/big_log.jsonl", "--log " BAD "/big_log.jsonl: write failed", 1}, FILE_LIMIT_KB(8), NULL},
+        {{"trace_write_fails", "--steps 3 --trace " BAD "/big_trace.json", "--trace: write to " BAD "/big_trace.json.tmp failed", 1},
+         FILE_LIMIT_KB(4), "! test -e " BAD "/big_trace.json"},
+        {{"ckpt_write_fails", "--steps 2 --ckpt-dir " BAD "/ck_small", "checkpoint: write to", 1}, "rm -rf " BAD "/ck_small; " FILE_LIMIT_KB(64),
+         "! ls " BAD "/ck_small/ckpt_*.bin"},
+    };
+#undef FIFO_AT
+#undef FILE_LIMIT_KB
+    int n = sizeof(cases) / sizeof(cases[0]), n_runs = sizeof(runs) / sizeof(runs[0]);
     double t0 = now_s();
-    for (int i = 0; i < n; i++) {
-        BadCase k = cases[i];
-        char args[2048];
-        snprintf(args, sizeof(args), "%s %s", strncmp(k.args, "--plan", 6) ? FLAGS : "", k.args);
-        k.args = args;
-        bad_case("./train", &k);
-    }
-    printf("(bad inputs through ./train: %d cases, %.1f s)\n", n, now_s() - t0);
+    for (int i = 0; i < n; i++) bad_run("./train", &cases[i], NULL, NULL);
+    for (int i = 0; i < n_runs; i++) bad_run("./train", &runs[i].k, runs[i].setup, runs[i].check);
+    printf("(bad inputs through ./train: %d cases, %.1f s)\n", n + n_runs, now_s() - t0);
     if (!build_asan()) { result(0, "asan_build", "mpicc -fsanitize=address,undefined failed (see " ROOT "/asan_build.txt)"); return; }
     t0 = now_s();
-    for (int i = 0; i < n; i++) {
-        BadCase k = cases[i];
-        char args[2048];
-        snprintf(args, sizeof(args), "%s %s", strncmp(k.args, "--plan", 6) ? FLAGS : "", k.args);
-        k.args = args;
-        bad_case("./train_asan", &k);
-    }
+    for (int i = 0; i < n; i++) bad_run("./train_asan", &cases[i], NULL, NULL);
+    for (int i = 0; i < n_runs; i++) bad_run("./train_asan", &runs[i].k, runs[i].setup, runs[i].check);
     // and a clean run under the sanitizers: train a step, checkpoint, resume 1 more
     char out[300];
     snprintf(out, sizeof(out), BAD "/asan_clean.txt");
@@ -951,7 +1134,7 @@ static void suite_bad_inputs(void) {
     rc = run(cmd, out);
     int clean = !file_has(out, "Sanitizer") && !file_has(out, "runtime error:");
     result(rc == 0 && clean, "asan_clean_train_and_resume", "exit %d, %s", rc, clean ? "no sanitizer report" : "SANITIZER REPORT in " BAD "/asan_clean.txt");
-    printf("(bad inputs through ./train_asan: %d cases, %.1f s)\n", n, now_s() - t0);
+    printf("(bad inputs through ./train_asan: %d cases, %.1f s)\n", n + n_runs, now_s() - t0);
 }
 
 // ----------------------------------------------------------------------------

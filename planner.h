@@ -27,6 +27,7 @@
 #define PLANNER_H
 
 #include <stddef.h>
+#include "files.h"
 #include "schedule.h"
 
 // ----------------------------------------------------------------------------
@@ -248,8 +249,9 @@ static int profile_set(DeviceProfile* d, const char* key, const char* value, cha
 // "base = NAME" starts from a built-in profile (else from a100-80gb). Returns 0, or -1
 // with "FILE:LINE: message" in err.
 static int profile_parse_file(const char* path, DeviceProfile* d, char* err, size_t err_len) {
-    FILE* f = fopen(path, "r");
-    if (!f) { snprintf(err, err_len, "cannot open device file '%s': %s", path, strerror(errno)); return -1; }
+    char why[256];
+    FILE* f = input_open(path, why, sizeof(why), NULL);
+    if (!f) { snprintf(err, err_len, "cannot open device file '%s': %s", path, why); return -1; }
     profile_a100(d);
     char line[512], msg[400];
     int line_no = 0, n_keys = 0, rc = 0;
@@ -967,8 +969,10 @@ static void plan_print_table(const PlanResult* r, int n, int top) {
     }
 }
 
-// Write every layout to f (opened before the search, so a bad path fails at once) and close it.
-static void plan_write_csv(FILE* f, const char* path, const ModelConfig* c, const DeviceProfile* d, const PlanResult* r, int n) {
+// Write every layout to the CSV (opened before the search, so a bad path fails at once)
+// and put it in place.
+static void plan_write_csv(AtomicFile* out, const ModelConfig* c, const DeviceProfile* d, const PlanResult* r, int n) {
+    FILE* f = out->f;
     fprintf(f, "dp,tp,pp,vpp,micro_batch,n_micro,schedule,recompute,sp,zero,attention,rms_kernel,in_flight,worst_stage,"
                "mem_weights_gib,mem_grads_gib,mem_optim_gib,mem_act_gib,mem_temp_gib,mem_overhead_gib,mem_total_gib,fits,"
                "t_layer_fwd_s,t_layer_bwd_s,t_tp_comm_s,t_p2p_s,t_pipeline_s,t_dp_comm_s,t_dp_exposed_s,t_optim_s,t_step_s,"
@@ -985,7 +989,7 @@ static void plan_write_csv(FILE* f, const char* path, const ModelConfig* c, cons
                 p->t_layer_bwd, p->t_tp_comm, p->t_p2p, p->t_pipeline, p->t_dp_comm, p->t_dp_exposed, p->t_optim, p->t_step, p->bubble,
                 p->bubble_formula, p->tokens_per_s_per_gpu, p->model_tflops_per_gpu, p->mfu, p->hfu, study_mfu(c, p, d));
     }
-    if (fclose(f)) fail("--plan-csv: cannot write '%s': %s", path, strerror(errno));
+    atomic_commit(out);
 }
 
 static void plan_print_profile(const DeviceProfile* d, const PlanSetup* k, int gpus_per_node) {
@@ -1277,10 +1281,12 @@ static int plan_run_row(const PlanArgs* a, char** col, int vpp, ModelConfig* c, 
 
 static void plan_runs(const PlanArgs* a) {
     const char* path = a->runs;
-    FILE* in = fopen(path, "r");
-    if (!in) fail("--runs: cannot open '%s': %s", path, strerror(errno));
-    FILE* out = stdout;
-    if (a->csv && !(out = fopen(a->csv, "w"))) fail("--plan-csv: cannot write '%s': %s", a->csv, strerror(errno));
+    char why[256];
+    FILE* in = input_open(path, why, sizeof(why), NULL);
+    if (!in) fail("--runs: cannot open '%s': %s", path, why);
+    AtomicFile csv;
+    if (a->csv) output_check(a->csv, "--plan-csv", 1), atomic_open(&csv, a->csv, "--plan-csv");
+    FILE* out = a->csv ? csv.f : stdout;
     char *line = NULL, *header = NULL;
     size_t cap = 0;
     if (!read_line(in, &line, &cap)) fail("--runs %s: the file is empty (expected a header line and runs)", path);
@@ -1353,8 +1359,9 @@ static void plan_runs(const PlanArgs* a) {
         csv_put(out, reason, 1);
         free(rows[i]);
     }
-    if (out != stdout && fclose(out)) fail("--plan-csv: cannot write '%s': %s", a->csv, strerror(errno));
-    fprintf(out == stdout ? stderr : stdout, "%d runs predicted on %s (%d fit, %d do not), %d could not be evaluated%s%s\n",
+    if (a->csv) atomic_commit(&csv);
+    else if (fflush(stdout)) fail("--runs: writing the predictions failed: %s", strerror(errno));
+    fprintf(a->csv ? stdout : stderr, "%d runs predicted on %s (%d fit, %d do not), %d could not be evaluated%s%s\n",
             n_rows - n_bad, a->dev.name, n_fit, n_rows - n_bad - n_fit, n_bad, a->csv ? "; wrote " : "", a->csv ? a->csv : "");
     free(rows), free(line), free(header);
 }
@@ -1373,8 +1380,8 @@ static int plan_main(int argc, char** argv) {
         global_batch = tokens / c.seq_len;
     }
     if (global_batch > (1L << 30)) fail("the global batch is too large");
-    FILE* csv = a.csv ? fopen(a.csv, "w") : NULL;
-    if (a.csv && !csv) fail("--plan-csv: cannot write '%s': %s", a.csv, strerror(errno));
+    AtomicFile csv;
+    if (a.csv) output_check(a.csv, "--plan-csv", 1), atomic_open(&csv, a.csv, "--plan-csv");
 
     char b1[32], b2[32];
     printf("plan: %s (%s, L=%d h=%d heads=%d/%d d_ff=%d vocab=%d), seq %d, %s params, %.4g GFLOP/token (PaLM)\n", a.model,
@@ -1403,7 +1410,7 @@ static int plan_main(int argc, char** argv) {
                p->setup.rms_kernel ? "on" : "off", 100 * p->mfu, 100 * p->hfu, p->model_tflops_per_gpu, p->mem_total / GiB,
                p->zero == 3 ? " [ZeRO-3: planner only]" : "");
     }
-    if (csv) { plan_write_csv(csv, a.csv, &c, &a.dev, res, n); printf("wrote %d layouts to %s\n", n, a.csv); }
+    if (a.csv) { plan_write_csv(&csv, &c, &a.dev, res, n); printf("wrote %d layouts to %s\n", n, a.csv); }
     free(res);
     return 0;
 }

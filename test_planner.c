@@ -6,6 +6,7 @@
 
 // The shared headers define static helpers (RNG, timers) that this program does not call.
 #pragma GCC diagnostic ignored "-Wunused-function"
+#include <sys/stat.h>
 #include <sys/wait.h>
 #include <unistd.h>
 #include "planner.h"
@@ -452,6 +453,7 @@ static int run_plan_capture(const char** args, int n, const char* out_path) {
     fflush(stdout);
     pid_t pid = fork();
     if (pid == 0) {
+        alarm(60);  // a hang (an input that blocks) fails the check instead of the suite
         if (!freopen(out_path, "w", stdout) || dup2(fileno(stdout), 2) < 0) _exit(99);
         char* argv[40];
         argv[0] = (char*)"train";
@@ -552,6 +554,26 @@ static void test_runs(void) {
     const char* a3[] = {"--plan", "--runs", "/nonexistent/runs.csv"};
     rc = run_plan_capture(a3, 3, log);
     check(rc == 1 && strstr(slurp(log), "cannot open"), "runs_rejects_missing_file", "rc %d, '%s'", rc, slurp(log));
+    // a FIFO or a directory as the runs, the device file or the CSV: one line, at once, nothing replaced
+    char fifo[256];
+    snprintf(fifo, sizeof(fifo), "/tmp/test_planner_%d_fifo", (int)getpid());
+    unlink(fifo);
+    if (mkfifo(fifo, 0600)) fail("mkfifo %s", fifo);
+    const char* cases[4][6] = {{"--plan", "--runs", fifo}, {"--plan", "--device-file", fifo}, {"--plan", "--runs", "/tmp"},
+                               {"--plan", "--model", "llama-tiny", "--gpus", "2", "--plan-csv"}};
+    const char* names[4] = {"runs_rejects_fifo", "device_file_rejects_fifo", "runs_rejects_directory", "plan_csv_rejects_fifo"};
+    for (int i = 0; i < 4; i++) {
+        const char* a[8];
+        int n = 0;
+        for (int j = 0; j < 6 && cases[i][j]; j++) a[n++] = cases[i][j];
+        if (i == 3) a[n++] = fifo;
+        double t0 = now_s();
+        rc = run_plan_capture(a, n, log);
+        struct stat st;
+        check(rc == 1 && strstr(slurp(log), "error: ") && now_s() - t0 < 5 && stat(fifo, &st) == 0 && S_ISFIFO(st.st_mode), names[i],
+              "rc %d in %.1f s, '%s'", rc, now_s() - t0, slurp(log));
+    }
+    unlink(fifo);
     unlink(out), unlink(log);
 }
 

@@ -4,6 +4,10 @@
 // argument lists: N rows (tokens), C channels, OC/IC output/input channels, B batch,
 // T sequence, H heads, hd head size. Backward functions accumulate (+=) into their
 // weight gradients and input gradients, as llm.c does. C and C++ compatible.
+//
+// Every kernel is threaded with OpenMP, and no result depends on the thread count: each
+// output element is computed by one thread in an order fixed by the shapes alone (the
+// bitwise resume of a killed run relies on it; test_gpt.c checks 1 against 2 threads).
 #ifndef KERNELS_CPU_H
 #define KERNELS_CPU_H
 
@@ -17,69 +21,162 @@
 #endif
 
 // ----------------------------------------------------------------------------
-// Matmul: a packed, register-blocked GEMM (the BLIS/Goto structure): C (M x N) +=
-// op(A) (M x K) * op(B) (K x N). Blocks of A and B are packed into contiguous panels
-// so the micro-kernel streams them, and the micro-kernel keeps an MR x NR tile of C
-// in vector registers: AVX-512 (16 lanes), AVX2+FMA (8 lanes) or plain C.
+// SIMD: a vector of VLEN floats and the operations the kernels use, chosen at build time
+// from what the compiler targets: AVX-512 (16 lanes), AVX2+FMA (8 lanes) or plain C (one
+// lane: scalar code, left to the compiler). vloadn / vstoren move the first n <= VLEN
+// floats (a row's tail; the other lanes load as 0), vfirst keeps the first n lanes and
+// zeroes the rest, vsum / vmax_all reduce the lanes in a fixed order.
 
 #if defined(__AVX512F__)
 #define VLEN 16
 typedef __m512 vec;
 #define vzero() _mm512_setzero_ps()
+#define vbcast(x) _mm512_set1_ps(x)
 #define vload(p) _mm512_loadu_ps(p)
 #define vstore(p, v) _mm512_storeu_ps(p, v)
-#define vbcast(x) _mm512_set1_ps(x)
-#define vfma(a, b, c) _mm512_fmadd_ps(a, b, c)
+static inline __mmask16 vmask_first(int n) { return (__mmask16)((1u << n) - 1); }
+static inline vec vloadn(const float* p, int n) { return n == VLEN ? vload(p) : _mm512_maskz_loadu_ps(vmask_first(n), p); }
+static inline void vstoren(float* p, vec v, int n) { if (n == VLEN) vstore(p, v); else _mm512_mask_storeu_ps(p, vmask_first(n), v); }
+static inline vec vfirst(vec v, int n) { return _mm512_maskz_mov_ps(vmask_first(n), v); }
 #define vadd(a, b) _mm512_add_ps(a, b)
+#define vsub(a, b) _mm512_sub_ps(a, b)
+#define vmul(a, b) _mm512_mul_ps(a, b)
+#define vdiv(a, b) _mm512_div_ps(a, b)
+#define vfma(a, b, c) _mm512_fmadd_ps(a, b, c)
+#define vmax(a, b) _mm512_max_ps(a, b)
+#define vmin(a, b) _mm512_min_ps(a, b)
+#define vsqrt(a) _mm512_sqrt_ps(a)
+#define vround(a) _mm512_roundscale_ps(a, _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC)
+#define vscale_pow2(a, n) _mm512_castsi512_ps(_mm512_add_epi32(_mm512_castps_si512(a), _mm512_slli_epi32(_mm512_cvtps_epi32(n), 23)))
+static inline float vsum(vec v) { return _mm512_reduce_add_ps(v); }
+static inline float vmax_all(vec v) { return _mm512_reduce_max_ps(v); }
 #elif defined(__AVX2__) && defined(__FMA__)
 #define VLEN 8
 typedef __m256 vec;
 #define vzero() _mm256_setzero_ps()
+#define vbcast(x) _mm256_set1_ps(x)
 #define vload(p) _mm256_loadu_ps(p)
 #define vstore(p, v) _mm256_storeu_ps(p, v)
-#define vbcast(x) _mm256_set1_ps(x)
-#define vfma(a, b, c) _mm256_fmadd_ps(a, b, c)
+static inline __m256i vmask_first(int n) { return _mm256_cmpgt_epi32(_mm256_set1_epi32(n), _mm256_setr_epi32(0, 1, 2, 3, 4, 5, 6, 7)); }
+static inline vec vloadn(const float* p, int n) { return n == VLEN ? vload(p) : _mm256_maskload_ps(p, vmask_first(n)); }
+static inline void vstoren(float* p, vec v, int n) { if (n == VLEN) vstore(p, v); else _mm256_maskstore_ps(p, vmask_first(n), v); }
+static inline vec vfirst(vec v, int n) { return _mm256_and_ps(v, _mm256_castsi256_ps(vmask_first(n))); }
 #define vadd(a, b) _mm256_add_ps(a, b)
+#define vsub(a, b) _mm256_sub_ps(a, b)
+#define vmul(a, b) _mm256_mul_ps(a, b)
+#define vdiv(a, b) _mm256_div_ps(a, b)
+#define vfma(a, b, c) _mm256_fmadd_ps(a, b, c)
+#define vmax(a, b) _mm256_max_ps(a, b)
+#define vmin(a, b) _mm256_min_ps(a, b)
+#define vsqrt(a) _mm256_sqrt_ps(a)
+#define vround(a) _mm256_round_ps(a, _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC)
+#define vscale_pow2(a, n) _mm256_castsi256_ps(_mm256_add_epi32(_mm256_castps_si256(a), _mm256_slli_epi32(_mm256_cvtps_epi32(n), 23)))
+static inline float vsum(vec v) {
+    __m128 s = _mm_add_ps(_mm256_castps256_ps128(v), _mm256_extractf128_ps(v, 1));
+    s = _mm_add_ps(s, _mm_movehl_ps(s, s));
+    return _mm_cvtss_f32(_mm_add_ss(s, _mm_movehdup_ps(s)));
+}
+static inline float vmax_all(vec v) {
+    __m128 s = _mm_max_ps(_mm256_castps256_ps128(v), _mm256_extractf128_ps(v, 1));
+    s = _mm_max_ps(s, _mm_movehl_ps(s, s));
+    return _mm_cvtss_f32(_mm_max_ss(s, _mm_movehdup_ps(s)));
+}
 #else
-#define VLEN 0
+#define VLEN 1
+typedef float vec;
+static inline vec vzero(void) { return 0.0f; }
+static inline vec vbcast(float x) { return x; }
+static inline vec vload(const float* p) { return *p; }
+static inline void vstore(float* p, vec v) { *p = v; }
+static inline vec vloadn(const float* p, int n) { return *p; }
+static inline void vstoren(float* p, vec v, int n) { *p = v; }
+static inline vec vfirst(vec v, int n) { return v; }
+static inline vec vadd(vec a, vec b) { return a + b; }
+static inline vec vsub(vec a, vec b) { return a - b; }
+static inline vec vmul(vec a, vec b) { return a * b; }
+static inline vec vdiv(vec a, vec b) { return a / b; }
+static inline vec vfma(vec a, vec b, vec c) { return a * b + c; }
+static inline vec vmax(vec a, vec b) { return a > b ? a : b; }
+static inline vec vmin(vec a, vec b) { return a < b ? a : b; }
+static inline vec vsqrt(vec a) { return sqrtf(a); }
+static inline vec vround(vec a) { return nearbyintf(a); }
+static inline vec vscale_pow2(vec a, vec n) { return ldexpf(a, (int)n); }
+static inline float vsum(vec v) { return v; }
+static inline float vmax_all(vec v) { return v; }
 #endif
-
-#define GEMM_MR 6
-#define GEMM_NR 16  // two AVX2 vectors, one AVX-512 vector: 12 / 6 accumulators
-#define GEMM_KC 256
-#define GEMM_MC 96
-#define GEMM_NC 2048
-#define GEMM_MAX_THREADS 256
 
 static const char* simd_name(void) { return VLEN == 16 ? "AVX-512" : VLEN == 8 ? "AVX2+FMA" : "plain C"; }
 
+// exp(x), relative error ~2e-7: x = n ln2 + r with |r| <= ln2/2, exp(r) by Cephes' expf
+// polynomial, times 2^n put into the exponent bits. x is clamped to [-86, 88], so
+// exp(-inf) gives ~4e-38 rather than 0.
+static inline vec vexp(vec x) {
+    x = vmin(vmax(x, vbcast(-86.0f)), vbcast(88.0f));
+    vec n = vround(vmul(x, vbcast(1.44269504088896341f)));
+    vec r = vfma(n, vbcast(-0.693359375f), x);  // ln2 in two parts: r = x - n ln2 to ~1e-10
+    r = vfma(n, vbcast(2.12194440e-4f), r);
+    vec p = vbcast(1.9875691500e-4f);
+    p = vfma(p, r, vbcast(1.3981999507e-3f));
+    p = vfma(p, r, vbcast(8.3334519073e-3f));
+    p = vfma(p, r, vbcast(4.1665795894e-2f));
+    p = vfma(p, r, vbcast(1.6666665459e-1f));
+    p = vfma(p, r, vbcast(5.0000001201e-1f));
+    p = vfma(vmul(p, r), r, vadd(r, vbcast(1.0f)));  // 1 + r + r^2 p(r)
+    return vscale_pow2(p, n);
+}
+
+// ----------------------------------------------------------------------------
+// Matmul: a packed, register-blocked GEMM (the BLIS/Goto structure): C (M x N) +=
+// op(A) (M x K) * op(B) (K x N). Blocks of A and B are packed into contiguous panels so
+// the micro-kernel streams them, and the micro-kernel keeps an MR x NR tile of C in
+// vector registers.
+//
+// Blocking, for this project's machine (AMD EPYC Zen 2: 32 KiB L1d and 512 KiB L2 per core,
+// two 256-bit FMA pipes with 5-cycle latency, 2 loads per cycle):
+// - micro-tile MR x NR = 6 x 2 vectors (6 x 16 with AVX2): 12 accumulators, enough to keep
+//   both FMA pipes busy (2 x 5 in flight), in 12 of the 16 vector registers; per k it loads
+//   2 vectors of B and broadcasts 6 values of A for 12 FMAs, within the 2 loads per cycle.
+// - KC = 4096 / NR (256 with AVX2): a packed B micro-panel (KC x NR floats) is 16 KiB and
+//   stays in L1 while the micro-kernel sweeps the A block past it.
+// - MC = 256: a packed A block (MC x KC floats, 256 KiB) stays in the core's L2. The step's
+//   matmuls have M = B*T = 256 rows (forward, input gradient), so the A block is packed
+//   once per KC slice and each B micro-panel serves 256 / 6 micro-tiles.
+// The plain C build uses the same loops with a 6 x 16 tile of scalars.
+#define GEMM_MR 6
+#define GEMM_NR (VLEN > 1 ? 2 * VLEN : 16)
+#define GEMM_KC (4096 / GEMM_NR)
+#define GEMM_MC 256
+
 // c (MR x NR, row stride ldc) (+)= ap (kc x MR panel) * bp (kc x NR panel); only the
-// top-left mr x nr part of the tile is written.
+// top-left mr x nr part of the tile is written. Each element is one chain of FMAs over k.
 static void gemm_micro(int kc, const float* ap, const float* bp, float* c, int ldc, int mr, int nr, int accumulate) {
     float tile[GEMM_MR * GEMM_NR];
-#if VLEN
-    enum { NV = GEMM_NR / VLEN };
-    vec acc[GEMM_MR][NV];
-    for (int i = 0; i < GEMM_MR; i++)
-        for (int j = 0; j < NV; j++) acc[i][j] = vzero();
+#if VLEN > 1
+    vec acc[GEMM_MR][2];
+    for (int i = 0; i < GEMM_MR; i++) {
+        acc[i][0] = acc[i][1] = vzero();
+        // C is read and written after the k loop: start fetching its tile now
+        _mm_prefetch((const char*)(c + (size_t)i * ldc), _MM_HINT_T0);
+        _mm_prefetch((const char*)(c + (size_t)i * ldc + GEMM_NR - 1), _MM_HINT_T0);
+    }
     for (int k = 0; k < kc; k++) {
-        vec b[NV];
-        for (int j = 0; j < NV; j++) b[j] = vload(bp + k * GEMM_NR + j * VLEN);
+        vec b0 = vload(bp + k * GEMM_NR), b1 = vload(bp + k * GEMM_NR + VLEN);
         for (int i = 0; i < GEMM_MR; i++) {
             vec a = vbcast(ap[k * GEMM_MR + i]);
-            for (int j = 0; j < NV; j++) acc[i][j] = vfma(a, b[j], acc[i][j]);
+            acc[i][0] = vfma(a, b0, acc[i][0]);
+            acc[i][1] = vfma(a, b1, acc[i][1]);
         }
     }
-    if (mr == GEMM_MR && nr == GEMM_NR) {  // full tile straight from registers
+    if (mr == GEMM_MR && nr == GEMM_NR) {  // a full tile straight from the registers
         for (int i = 0; i < GEMM_MR; i++)
-            for (int j = 0; j < NV; j++) {
+            for (int j = 0; j < 2; j++) {
                 float* p = c + (size_t)i * ldc + j * VLEN;
                 vstore(p, accumulate ? vadd(vload(p), acc[i][j]) : acc[i][j]);
             }
         return;
     }
     for (int i = 0; i < GEMM_MR; i++)
-        for (int j = 0; j < NV; j++) vstore(tile + i * GEMM_NR + j * VLEN, acc[i][j]);
+        for (int j = 0; j < 2; j++) vstore(tile + i * GEMM_NR + j * VLEN, acc[i][j]);
 #else
     for (int i = 0; i < GEMM_MR * GEMM_NR; i++) tile[i] = 0;
     for (int k = 0; k < kc; k++)
@@ -95,36 +192,108 @@ static void gemm_micro(int kc, const float* ap, const float* bp, float* c, int l
         }
 }
 
-// Pack op(A)[i0:i0+mc, k0:k0+kc] as MR-row panels, k-major, zero padded.
-static void pack_a(float* dst, const float* A, int lda, int transA, int i0, int mc, int k0, int kc) {
-    for (int ip = 0; ip < mc; ip += GEMM_MR)
-        for (int k = 0; k < kc; k++)
-            for (int i = 0; i < GEMM_MR; i++) {
-                int r = i0 + ip + i, col = k0 + k;
-                *dst++ = ip + i < mc ? (transA ? A[(size_t)col * lda + r] : A[(size_t)r * lda + col]) : 0.0f;
-            }
+#if VLEN > 1
+// Transpose the 8 x 8 block of floats in r[0..7] in registers (8 unpacks, 8 shuffles, 8 lane swaps).
+static inline void transpose8(__m256 r[8]) {
+    __m256 t[8], s[8];
+    for (int i = 0; i < 4; i++) {
+        t[2 * i] = _mm256_unpacklo_ps(r[2 * i], r[2 * i + 1]);
+        t[2 * i + 1] = _mm256_unpackhi_ps(r[2 * i], r[2 * i + 1]);
+    }
+    for (int i = 0; i < 2; i++) {
+        s[4 * i + 0] = _mm256_shuffle_ps(t[4 * i], t[4 * i + 2], _MM_SHUFFLE(1, 0, 1, 0));
+        s[4 * i + 1] = _mm256_shuffle_ps(t[4 * i], t[4 * i + 2], _MM_SHUFFLE(3, 2, 3, 2));
+        s[4 * i + 2] = _mm256_shuffle_ps(t[4 * i + 1], t[4 * i + 3], _MM_SHUFFLE(1, 0, 1, 0));
+        s[4 * i + 3] = _mm256_shuffle_ps(t[4 * i + 1], t[4 * i + 3], _MM_SHUFFLE(3, 2, 3, 2));
+    }
+    for (int i = 0; i < 4; i++) {
+        r[i] = _mm256_permute2f128_ps(s[i], s[i + 4], 0x20);
+        r[i + 4] = _mm256_permute2f128_ps(s[i], s[i + 4], 0x31);
+    }
 }
-// Pack one NR-column panel of op(B)[k0:k0+kc, j0:j0+nc] (nc <= NR), k-major, zero padded.
-static void pack_b(float* dst, const float* B, int ldb, int transB, int k0, int kc, int j0, int nc) {
-    for (int k = 0; k < kc; k++)
-        for (int j = 0; j < GEMM_NR; j++) {
-            int col = j0 + j, row = k0 + k;
-            *dst++ = j < nc ? (transB ? B[(size_t)col * ldb + row] : B[(size_t)row * ldb + col]) : 0.0f;
+#endif
+
+// Pack op(A)[i0:i0+mc, k0:k0+kc] as MR-row panels, each k-major (kc x MR), zero padded.
+static void pack_a(float* dst, const float* A, int lda, int transA, int i0, int mc, int k0, int kc) {
+    if (transA) {  // row k of A holds op(A)[.][k]: read it once, scatter MR floats to each panel
+        for (int k = 0; k < kc; k++) {
+            const float* src = A + (size_t)(k0 + k) * lda + i0;
+            for (int ip = 0; ip < mc; ip += GEMM_MR) {
+                float* d = dst + (size_t)ip * kc + k * GEMM_MR;
+                if (mc - ip >= GEMM_MR) memcpy(d, src + ip, sizeof(float) * GEMM_MR);
+                else for (int i = 0; i < GEMM_MR; i++) d[i] = ip + i < mc ? src[ip + i] : 0.0f;
+            }
         }
+        return;
+    }
+    for (int ip = 0; ip < mc; ip += GEMM_MR) {
+        int mr = mc - ip < GEMM_MR ? mc - ip : GEMM_MR, k = 0;
+        const float* src = A + (size_t)(i0 + ip) * lda + k0;
+        float* d = dst + (size_t)ip * kc;
+#if VLEN > 1
+        if (mr == GEMM_MR)  // 8 k at a time: the 6 rows (and 2 zero rows) transposed in registers
+            for (; k + 8 <= kc; k += 8) {
+                __m256 r[8];
+                for (int i = 0; i < 8; i++) r[i] = i < GEMM_MR ? _mm256_loadu_ps(src + (size_t)i * lda + k) : _mm256_setzero_ps();
+                transpose8(r);
+                for (int q = 0; q < 8; q++, d += GEMM_MR) {
+                    _mm_storeu_ps(d, _mm256_castps256_ps128(r[q]));
+                    _mm_storel_pi((__m64*)(d + 4), _mm256_extractf128_ps(r[q], 1));
+                }
+            }
+#endif
+        for (; k < kc; k++, d += GEMM_MR)
+            for (int i = 0; i < GEMM_MR; i++) d[i] = i < mr ? src[(size_t)i * lda + k] : 0.0f;
+    }
 }
 
-// Packing buffers: one shared B block, one A block per thread; allocated once on first
-// use (never inside a step after that).
-static float* gemm_pack_a[GEMM_MAX_THREADS];
-static float* gemm_pack_b;
+// Pack one NR-column panel of op(B)[k0:k0+kc, j0:j0+nr] (nr <= NR), k-major (kc x NR), zero padded.
+static void pack_b(float* dst, const float* B, int ldb, int transB, int k0, int kc, int j0, int nr) {
+    int k = 0;
+    if (!transB) {  // op(B) rows are contiguous: copy NR floats per k
+        for (; k < kc; k++, dst += GEMM_NR) {
+            const float* src = B + (size_t)(k0 + k) * ldb + j0;
+            if (nr == GEMM_NR) memcpy(dst, src, sizeof(float) * GEMM_NR);
+            else for (int j = 0; j < GEMM_NR; j++) dst[j] = j < nr ? src[j] : 0.0f;
+        }
+        return;
+    }
+#if VLEN > 1
+    if (nr == GEMM_NR)  // 8 k x 8 columns at a time, transposed in registers
+        for (; k + 8 <= kc; k += 8, dst += 8 * GEMM_NR)
+            for (int j = 0; j < GEMM_NR; j += 8) {
+                __m256 r[8];
+                for (int q = 0; q < 8; q++) r[q] = _mm256_loadu_ps(B + (size_t)(j0 + j + q) * ldb + k0 + k);
+                transpose8(r);
+                for (int q = 0; q < 8; q++) _mm256_storeu_ps(dst + q * GEMM_NR + j, r[q]);
+            }
+#endif
+    for (; k < kc; k++, dst += GEMM_NR)
+        for (int j = 0; j < GEMM_NR; j++) dst[j] = j < nr ? B[(size_t)(j0 + j) * ldb + k0 + k] : 0.0f;
+}
+
+// The packed A block of the calling thread (thread-local, so gemm may also run inside
+// another parallel region); allocated on its first use, never inside a step after that.
+static __thread float* gemm_packed_a;
 
 // C[M x N] (row stride ldc) = (accumulate ? C : 0) + op(A) op(B), where
 // op(A)[i][k] = transA ? A[k*lda + i] : A[i*lda + k] and likewise for B.
-// Loop order (Goto/BLIS): for each NC-wide column block and KC-deep slice, pack the B
-// block once (threads split its panels), then threads split the rows: each packs its
-// MC x KC block of A and runs the micro-kernel over the tile. Each element of C is
-// summed over K in the same order whatever the thread count, so results are bitwise
-// reproducible.
+//
+// The columns of C are cut into panels of NR starting at C's first 64-byte boundary, so
+// full panels store whole cache lines, and two narrow ones (the columns after the last
+// full panel, and those before the boundary). The work is shared out without barriers,
+// each thread packing its own copies of what it reads:
+// - M >= N (the weight gradients): each thread owns a run of MR-row tiles, all panels;
+// - M < N (forward, input gradient: M = B*T rows): for each block of rows, the
+//   (panel, tile) pairs, panel after panel, are cut into equal runs, one per thread.
+// Either way no cache line of C is written by two cores when ldc keeps the rows aligned
+// alike (the model's widths are multiples of 16; one shared line per row cost 10% of a
+// matmul on 2 cores). For each KC slice of K in order and each block of at most MC rows,
+// a thread packs the A block, then for each of its panels packs the B micro-panel into L1
+// and runs the micro-kernel down its tiles. So each element of C gets one chain of FMAs
+// per KC slice, added to C slice after slice, whichever thread owns it: the result does
+// not depend on the thread count. Called inside a parallel region, it runs on the calling
+// thread alone.
 static void gemm(int M, int N, int K, const float* A, int lda, int transA, const float* B, int ldb, int transB,
                  float* C, int ldc, int accumulate) {
     if (M <= 0 || N <= 0) return;
@@ -132,57 +301,58 @@ static void gemm(int M, int N, int K, const float* A, int lda, int transA, const
         if (!accumulate) for (int i = 0; i < M; i++) memset(C + (size_t)i * ldc, 0, sizeof(float) * N);
         return;
     }
-    if (!gemm_pack_b) gemm_pack_b = (float*)xmalloc(sizeof(float) * GEMM_KC * GEMM_NC);
-    // Row tiles of at most MC rows, but at least 4 per thread so small M still balances.
-    int threads = 1;
+    // column panels: full ones from C's first line boundary, then the narrow tail, then the
+    // lead before the boundary (a row's tail and the next row's lead share a line: one thread
+    // writes both)
+    int lead = (int)((64 - (uintptr_t)C % 64) % 64 / sizeof(float));
+    lead = lead < N ? lead : 0;
+    int n_full = (N - lead) / GEMM_NR, tail = (N - lead) % GEMM_NR;
+    int n_panels = n_full + (tail > 0) + (lead > 0), m_tiles = (M + GEMM_MR - 1) / GEMM_MR;
+#pragma omp parallel if (!omp_in_parallel())
+    {
+        int th = 0, n_th = 1;
 #ifdef _OPENMP
-    threads = omp_get_max_threads();
+        th = omp_get_thread_num(), n_th = omp_get_num_threads();
 #endif
-    int mc_max = (int)round_up((size_t)((M + 4 * threads - 1) / (4 * threads)), GEMM_MR);
-    if (mc_max > GEMM_MC) mc_max = GEMM_MC;
-    int m_tiles = (M + mc_max - 1) / mc_max;
-    for (int j0 = 0; j0 < N; j0 += GEMM_NC) {
-        int nc = N - j0 < GEMM_NC ? N - j0 : GEMM_NC, n_panels = (nc + GEMM_NR - 1) / GEMM_NR;
-        for (int k0 = 0; k0 < K; k0 += GEMM_KC) {
+        int split_rows = M >= N, r_lo = 0, r_hi = M;
+        if (split_rows) {
+            r_lo = (int)((long)m_tiles * th / n_th) * GEMM_MR, r_hi = (int)((long)m_tiles * (th + 1) / n_th) * GEMM_MR;
+            r_hi = r_hi < M ? r_hi : M;
+        }
+        int rows = r_hi - r_lo, m_blocks = (rows + GEMM_MC - 1) / GEMM_MC;  // this thread's rows in equal blocks of <= MC
+        int mc_max = m_blocks ? (int)round_up((size_t)((rows + m_blocks - 1) / m_blocks), GEMM_MR) : 0;
+        if (rows > 0 && !gemm_packed_a) gemm_packed_a = (float*)xmalloc(sizeof(float) * GEMM_MC * GEMM_KC);
+        float bp[GEMM_KC * GEMM_NR] __attribute__((aligned(64)));
+        for (int k0 = 0; k0 < K && rows > 0; k0 += GEMM_KC) {
             int kc = K - k0 < GEMM_KC ? K - k0 : GEMM_KC, acc = accumulate || k0 > 0;
-#pragma omp parallel
-            {
-#pragma omp for schedule(static)
-                for (int p = 0; p < n_panels; p++) {
-                    int jp = p * GEMM_NR;
-                    pack_b(gemm_pack_b + (size_t)jp * kc, B, ldb, transB, k0, kc, j0 + jp, nc - jp < GEMM_NR ? nc - jp : GEMM_NR);
-                }
-                int th = 0;
-#ifdef _OPENMP
-                th = omp_get_thread_num();
-#endif
-                if (th >= GEMM_MAX_THREADS) fail("gemm: more than %d OpenMP threads", GEMM_MAX_THREADS);
-                if (!gemm_pack_a[th]) gemm_pack_a[th] = (float*)xmalloc(sizeof(float) * GEMM_MC * GEMM_KC);
-                float* pa = gemm_pack_a[th];
-#pragma omp for schedule(dynamic, 1)
-                for (int it = 0; it < m_tiles; it++) {
-                    int i0 = it * mc_max, mc = M - i0 < mc_max ? M - i0 : mc_max;
-                    pack_a(pa, A, lda, transA, i0, mc, k0, kc);
-                    for (int jp = 0; jp < nc; jp += GEMM_NR)
-                        for (int ip = 0; ip < mc; ip += GEMM_MR) {
-                            int mr = mc - ip < GEMM_MR ? mc - ip : GEMM_MR, nr = nc - jp < GEMM_NR ? nc - jp : GEMM_NR;
-                            gemm_micro(kc, pa + (size_t)ip * kc, gemm_pack_b + (size_t)jp * kc,
-                                       C + (size_t)(i0 + ip) * ldc + j0 + jp, ldc, mr, nr, acc);
-                        }
+            for (int i0 = r_lo; i0 < r_hi; i0 += mc_max) {
+                int mc = r_hi - i0 < mc_max ? r_hi - i0 : mc_max, tiles = (mc + GEMM_MR - 1) / GEMM_MR;
+                long units = (long)n_panels * tiles;  // (panel, tile) pairs of this block
+                long u_lo = split_rows ? 0 : units * th / n_th, u_hi = split_rows ? units : units * (th + 1) / n_th;
+                if (u_lo == u_hi) continue;
+                pack_a(gemm_packed_a, A, lda, transA, i0, mc, k0, kc);
+                for (long u = u_lo; u < u_hi;) {
+                    int p = (int)(u / tiles), t0 = (int)(u % tiles), t1 = u_hi - u < tiles - t0 ? t0 + (int)(u_hi - u) : tiles;
+                    int is_lead = p == n_full + (tail > 0), jp = is_lead ? 0 : lead + p * GEMM_NR;
+                    int nr = is_lead ? lead : p < n_full ? GEMM_NR : tail;
+                    pack_b(bp, B, ldb, transB, k0, kc, jp, nr);
+                    for (int ip = t0 * GEMM_MR; ip < t1 * GEMM_MR && ip < mc; ip += GEMM_MR)
+                        gemm_micro(kc, gemm_packed_a + (size_t)ip * kc, bp, C + (size_t)(i0 + ip) * ldc + jp, ldc,
+                                   mc - ip < GEMM_MR ? mc - ip : GEMM_MR, nr, acc);
+                    u += t1 - t0;
                 }
             }
         }
     }
 }
 
+static void add_bias(float* out, const float* bias, int N, int C);
+static void column_dot_accumulate(float* acc, const float* a, const float* b, int N, int C);
+
 // out (N x OC) = inp (N x IC) @ weight^T (weight is OC x IC, PyTorch layout) + bias (OC, may be NULL).
 static void matmul_forward(float* out, const float* inp, const float* weight, const float* bias, int N, int IC, int OC) {
     gemm(N, OC, IC, inp, IC, 0, weight, IC, 1, out, OC, 0);
-    if (bias) {
-#pragma omp parallel for
-        for (int i = 0; i < N; i++)
-            for (int o = 0; o < OC; o++) out[(size_t)i * OC + o] += bias[o];
-    }
+    if (bias) add_bias(out, bias, N, OC);
 }
 
 // dinp (N x IC) += dout @ weight; dweight (OC x IC) += dout^T @ inp; dbias (OC) += column sums of dout.
@@ -191,14 +361,7 @@ static void matmul_backward(float* dinp, float* dweight, float* dbias, const flo
                             const float* weight, int N, int IC, int OC) {
     if (dinp) gemm(N, IC, OC, dout, OC, 0, weight, IC, 0, dinp, IC, 1);
     gemm(OC, IC, N, dout, OC, 1, inp, IC, 0, dweight, IC, 1);
-    if (dbias) {
-#pragma omp parallel for
-        for (int o = 0; o < OC; o++) {
-            float s = 0;
-            for (int i = 0; i < N; i++) s += dout[(size_t)i * OC + o];
-            dbias[o] += s;
-        }
-    }
+    if (dbias) column_dot_accumulate(dbias, dout, NULL, N, OC);
 }
 
 // Single-core fp32 peak, measured: independent FMA chains on one thread (as many as
@@ -209,7 +372,7 @@ static double measure_core_peak_flops(void) {
     for (int trial = 0; trial < 8; trial++) {
         long iters = 0;
         double t0 = now_s(), t;
-#if VLEN
+#if VLEN > 1
         enum { CHAINS = 10 };
         vec acc[CHAINS], x = vbcast(1.0000001f), y = vbcast(0.9999999f);
         for (int i = 0; i < CHAINS; i++) acc[i] = vbcast((float)i);
@@ -218,8 +381,8 @@ static double measure_core_peak_flops(void) {
                 for (int i = 0; i < CHAINS; i++) acc[i] = vfma(acc[i], x, y);
             iters += 2000;
         } while ((t = now_s() - t0) < 0.01);
-        float sink[VLEN], total = 0;
-        for (int i = 0; i < CHAINS; i++) { vstore(sink, acc[i]); total += sink[0]; }
+        float total = 0;
+        for (int i = 0; i < CHAINS; i++) total += vsum(acc[i]);
         if (total == 12345.678f) printf(" ");  // keep the chains alive
         double flops = 2.0 * VLEN * CHAINS * iters / t;
 #else
@@ -234,33 +397,49 @@ static double measure_core_peak_flops(void) {
 
 // ----------------------------------------------------------------------------
 // LayerNorm over C channels (GPT-2) with eps 1e-5; mean and rstd are kept for backward.
+// Rows are independent (one thread each); within a row the sums run over VLEN lanes.
+
+// Lanes of row[0, n) in the loops below: full vectors, then a tail of n % VLEN.
+#define ROW_LOOP(c, w, n) for (int c = 0, w = (n) < VLEN ? (n) : VLEN; c < (n); c += VLEN, w = (n) - c < VLEN ? (n) - c : VLEN)
 
 static void layernorm_forward(float* out, float* mean, float* rstd, const float* inp, const float* weight,
                               const float* bias, int N, int C) {
 #pragma omp parallel for
     for (int i = 0; i < N; i++) {
         const float* x = inp + (size_t)i * C;
-        float m = 0, v = 0;
-        for (int c = 0; c < C; c++) m += x[c];
-        m /= C;
-        for (int c = 0; c < C; c++) v += (x[c] - m) * (x[c] - m);
-        float s = 1.0f / sqrtf(v / C + 1e-5f);
         float* o = out + (size_t)i * C;
-        for (int c = 0; c < C; c++) o[c] = (x[c] - m) * s * weight[c] + bias[c];
+        vec sum = vzero(), sq = vzero();
+        ROW_LOOP(c, w, C) sum = vadd(sum, vloadn(x + c, w));
+        float m = vsum(sum) / C;
+        ROW_LOOP(c, w, C) {
+            vec d = vfirst(vsub(vloadn(x + c, w), vbcast(m)), w);
+            sq = vfma(d, d, sq);
+        }
+        float s = 1.0f / sqrtf(vsum(sq) / C + 1e-5f);
+        ROW_LOOP(c, w, C) {
+            vec xh = vmul(vsub(vloadn(x + c, w), vbcast(m)), vbcast(s));
+            vstoren(o + c, vfma(xh, vloadn(weight + c, w), vloadn(bias + c, w)), w);
+        }
         mean[i] = m, rstd[i] = s;
     }
 }
 
-// Column sums sum_i a[i*C+c]*b[i*C+c] (b NULL: sum of a) added into acc. One thread
-// per column block, rows in order, so the sum does not depend on the thread count.
+// Column sums sum_i a[i*C+c]*b[i*C+c] (b NULL: sum of a) added into acc. One thread per
+// block of 2 vectors of columns (a cache line with AVX2), rows in order, so the sum does not
+// depend on the thread count.
 static void column_dot_accumulate(float* acc, const float* a, const float* b, int N, int C) {
 #pragma omp parallel for
-    for (int c0 = 0; c0 < C; c0 += 16) {
-        float s[16] = {0};
-        int cn = C - c0 < 16 ? C - c0 : 16;
-        for (int i = 0; i < N; i++)
-            for (int c = 0; c < cn; c++) s[c] += a[(size_t)i * C + c0 + c] * (b ? b[(size_t)i * C + c0 + c] : 1.0f);
-        for (int c = 0; c < cn; c++) acc[c0 + c] += s[c];
+    for (int c0 = 0; c0 < C; c0 += 2 * VLEN) {
+        int w0 = C - c0 < VLEN ? C - c0 : VLEN, w1 = C - c0 - VLEN < VLEN ? C - c0 - VLEN : VLEN;
+        vec s0 = vzero(), s1 = vzero();
+        for (int i = 0; i < N; i++) {
+            const float* ar = a + (size_t)i * C + c0;
+            const float* br = b ? b + (size_t)i * C + c0 : NULL;
+            s0 = br ? vfma(vloadn(ar, w0), vloadn(br, w0), s0) : vadd(s0, vloadn(ar, w0));
+            if (w1 > 0) s1 = br ? vfma(vloadn(ar + VLEN, w1), vloadn(br + VLEN, w1), s1) : vadd(s1, vloadn(ar + VLEN, w1));
+        }
+        vstoren(acc + c0, vadd(vloadn(acc + c0, w0), s0), w0);
+        if (w1 > 0) vstoren(acc + c0 + VLEN, vadd(vloadn(acc + c0 + VLEN, w1), s1), w1);
     }
 }
 
@@ -272,16 +451,20 @@ static void layernorm_backward(float* dinp, float* dweight, float* dbias, float*
         const float* x = inp + (size_t)i * C;
         const float* d = dout + (size_t)i * C;
         float* xh = scratch + (size_t)i * C;
-        float dnorm_mean = 0, dnorm_norm_mean = 0;
-        for (int c = 0; c < C; c++) {
-            xh[c] = (x[c] - mean[i]) * rstd[i];
-            float dn = weight[c] * d[c];
-            dnorm_mean += dn;
-            dnorm_norm_mean += dn * xh[c];
-        }
-        dnorm_mean /= C, dnorm_norm_mean /= C;
         float* di = dinp + (size_t)i * C;
-        for (int c = 0; c < C; c++) di[c] += (weight[c] * d[c] - dnorm_mean - xh[c] * dnorm_norm_mean) * rstd[i];
+        vec m = vbcast(mean[i]), s = vbcast(rstd[i]), dn_sum = vzero(), dn_xh_sum = vzero();
+        ROW_LOOP(c, w, C) {
+            vec xhat = vmul(vsub(vloadn(x + c, w), m), s), dn = vmul(vloadn(weight + c, w), vloadn(d + c, w));
+            vstoren(xh + c, xhat, w);
+            dn_sum = vadd(dn_sum, dn);
+            dn_xh_sum = vfma(dn, xhat, dn_xh_sum);
+        }
+        vec dnorm_mean = vbcast(vsum(dn_sum) / C), dnorm_norm_mean = vbcast(vsum(dn_xh_sum) / C);
+        ROW_LOOP(c, w, C) {
+            vec dn = vmul(vloadn(weight + c, w), vloadn(d + c, w));
+            vec g = vmul(vsub(vsub(dn, dnorm_mean), vmul(vloadn(xh + c, w), dnorm_norm_mean)), s);
+            vstoren(di + c, vadd(vloadn(di + c, w), g), w);
+        }
     }
     column_dot_accumulate(dweight, dout, scratch, N, C);
     if (dbias) column_dot_accumulate(dbias, dout, NULL, N, C);
@@ -294,10 +477,14 @@ static void rmsnorm_forward(float* out, float* rstd, const float* inp, const flo
 #pragma omp parallel for
     for (int i = 0; i < N; i++) {
         const float* x = inp + (size_t)i * C;
-        float ss = 0;
-        for (int c = 0; c < C; c++) ss += x[c] * x[c];
-        float s = 1.0f / sqrtf(ss / C + 1e-5f);
-        for (int c = 0; c < C; c++) out[(size_t)i * C + c] = x[c] * s * weight[c];
+        float* o = out + (size_t)i * C;
+        vec sq = vzero();
+        ROW_LOOP(c, w, C) {
+            vec xv = vloadn(x + c, w);
+            sq = vfma(xv, xv, sq);
+        }
+        float s = 1.0f / sqrtf(vsum(sq) / C + 1e-5f);
+        ROW_LOOP(c, w, C) vstoren(o + c, vmul(vmul(vloadn(x + c, w), vbcast(s)), vloadn(weight + c, w)), w);
         rstd[i] = s;
     }
 }
@@ -309,13 +496,18 @@ static void rmsnorm_backward(float* dinp, float* dweight, float* scratch, const 
         const float* x = inp + (size_t)i * C;
         const float* d = dout + (size_t)i * C;
         float* xh = scratch + (size_t)i * C;
-        float dot = 0;
-        for (int c = 0; c < C; c++) {
-            xh[c] = x[c] * rstd[i];
-            dot += weight[c] * d[c] * xh[c];
+        float* di = dinp + (size_t)i * C;
+        vec s = vbcast(rstd[i]), dot = vzero();
+        ROW_LOOP(c, w, C) {
+            vec xhat = vmul(vloadn(x + c, w), s);
+            vstoren(xh + c, xhat, w);
+            dot = vfma(vmul(vloadn(weight + c, w), vloadn(d + c, w)), xhat, dot);
         }
-        dot /= C;
-        for (int c = 0; c < C; c++) dinp[(size_t)i * C + c] += (weight[c] * d[c] - xh[c] * dot) * rstd[i];
+        vec dot_mean = vbcast(vsum(dot) / C);
+        ROW_LOOP(c, w, C) {
+            vec g = vmul(vsub(vmul(vloadn(weight + c, w), vloadn(d + c, w)), vmul(vloadn(xh + c, w), dot_mean)), s);
+            vstoren(di + c, vadd(vloadn(di + c, w), g), w);
+        }
     }
     column_dot_accumulate(dweight, dout, scratch, N, C);
 }
@@ -348,77 +540,99 @@ static void rope_apply(float* qkv, int N, int T, int stride, int n_heads, int hd
 // v: KV*hd]; query head h uses kv head h / (H/KV) (grouped-query attention; KV = H is
 // plain multi-head). att (B, H, T, T) keeps the softmax probabilities; out (B*T, H*hd).
 
+// Per head, the scores, the probabilities times V and every gradient are small matrix
+// products, done by gemm() on the calling thread (one head per thread), over blocks of
+// ATT_ROWS queries: a block's keys end where its last query is, so the causal upper
+// triangle is mostly skipped. Every sum runs in the same order whatever the thread count.
+#define ATT_ROWS 32
+
+// a[0, T) = softmax of scale * a[0, n), zero after (row t of a causal softmax, n = t + 1).
+static void causal_softmax_row(float* a, int n, int T, float scale) {
+    vec m = vbcast(-FLT_MAX), sum = vzero();
+    int j = 0;
+    for (; j + VLEN <= n; j += VLEN) m = vmax(m, vload(a + j));
+    float mx = vmax_all(m);
+    for (; j < n; j++) mx = a[j] > mx ? a[j] : mx;
+    vec vscale = vbcast(scale), vmx = vbcast(mx * scale);
+    ROW_LOOP(c, w, n) {
+        vec e = vfirst(vexp(vsub(vmul(vloadn(a + c, w), vscale), vmx)), w);
+        vstoren(a + c, e, w);
+        sum = vadd(sum, e);
+    }
+    vec inv = vbcast(1.0f / vsum(sum));
+    ROW_LOOP(c, w, n) vstoren(a + c, vmul(vloadn(a + c, w), inv), w);
+    for (int c = n; c < T; c++) a[c] = 0.0f;
+}
+
 static void attention_forward(float* out, float* att, const float* qkv, int B, int T, int H, int KV, int hd) {
     int stride = (H + 2 * KV) * hd, group = H / KV;
     float scale = 1.0f / sqrtf((float)hd);
-#pragma omp parallel for collapse(3)
+#pragma omp parallel for collapse(2) schedule(dynamic)
     for (int b = 0; b < B; b++)
-        for (int h = 0; h < H; h++)
-            for (int t = 0; t < T; t++) {
-                const float* q = qkv + ((size_t)b * T + t) * stride + h * hd;
-                float* a = att + (((size_t)b * H + h) * T + t) * T;
-                int kvh = h / group;
-                float maxv = -FLT_MAX;
-                for (int t2 = 0; t2 <= t; t2++) {
-                    const float* k = qkv + ((size_t)b * T + t2) * stride + (H + kvh) * hd;
-                    float s = 0;
-#pragma omp simd reduction(+ : s)
-                    for (int d = 0; d < hd; d++) s += q[d] * k[d];
-                    s *= scale;
-                    a[t2] = s;
-                    if (s > maxv) maxv = s;
-                }
-                float sum = 0;
-                for (int t2 = 0; t2 <= t; t2++) sum += (a[t2] = expf(a[t2] - maxv));
-                float inv = 1.0f / sum;
-                for (int t2 = 0; t2 <= t; t2++) a[t2] *= inv;
-                for (int t2 = t + 1; t2 < T; t2++) a[t2] = 0;
-                float* o = out + ((size_t)b * T + t) * H * hd + h * hd;
-                for (int d = 0; d < hd; d++) o[d] = 0;
-                for (int t2 = 0; t2 <= t; t2++) {
-                    const float* v = qkv + ((size_t)b * T + t2) * stride + (H + KV + kvh) * hd;
-#pragma omp simd
-                    for (int d = 0; d < hd; d++) o[d] += a[t2] * v[d];
-                }
+        for (int h = 0; h < H; h++) {
+            const float* q = qkv + (size_t)b * T * stride + h * hd;
+            const float* k = qkv + (size_t)b * T * stride + (H + h / group) * hd;
+            const float* v = qkv + (size_t)b * T * stride + (H + KV + h / group) * hd;
+            float* a = att + ((size_t)b * H + h) * T * T;
+            float* o = out + (size_t)b * T * H * hd + h * hd;
+            for (int t0 = 0; t0 < T; t0 += ATT_ROWS) {
+                int rows = T - t0 < ATT_ROWS ? T - t0 : ATT_ROWS, keys = t0 + rows;
+                // scores of queries [t0, t0 + rows) against keys [0, keys): q k^T
+                gemm(rows, keys, hd, q + (size_t)t0 * stride, stride, 0, k, stride, 1, a + (size_t)t0 * T, T, 0);
+                for (int t = t0; t < t0 + rows; t++) causal_softmax_row(a + (size_t)t * T, t + 1, T, scale);
+                // out rows = probabilities (rows x keys) @ v (keys x hd)
+                gemm(rows, hd, keys, a + (size_t)t0 * T, T, 0, v, stride, 0, o + (size_t)t0 * H * hd, H * hd, 0);
             }
+        }
 }
 
 // datt: scratch of the shape of att (B, H, T, T).
-// Parallel over (b, kv head) so the query heads that share a kv head never race on dk/dv.
+// Parallel over (b, kv head), so the query heads that share a kv head add into dk and dv
+// one after the other (in order) and never race.
 static void attention_backward(float* dqkv, float* datt, const float* dout, const float* qkv, const float* att,
                                int B, int T, int H, int KV, int hd) {
     int stride = (H + 2 * KV) * hd, group = H / KV;
     float scale = 1.0f / sqrtf((float)hd);
-#pragma omp parallel for collapse(2)
+#pragma omp parallel for collapse(2) schedule(dynamic)
     for (int b = 0; b < B; b++)
-        for (int kvh = 0; kvh < KV; kvh++)
-            for (int h = kvh * group; h < (kvh + 1) * group; h++)
-                for (int t = 0; t < T; t++) {
-                    const float* a = att + (((size_t)b * H + h) * T + t) * T;
-                    float* da = datt + (((size_t)b * H + h) * T + t) * T;
-                    const float* d = dout + ((size_t)b * T + t) * H * hd + h * hd;
-                    const float* q = qkv + ((size_t)b * T + t) * stride + h * hd;
-                    float* dq = dqkv + ((size_t)b * T + t) * stride + h * hd;
-                    // out = att @ v: datt = dout . v, dv += att * dout
-                    for (int t2 = 0; t2 <= t; t2++) {
-                        const float* v = qkv + ((size_t)b * T + t2) * stride + (H + KV + kvh) * hd;
-                        float* dv = dqkv + ((size_t)b * T + t2) * stride + (H + KV + kvh) * hd;
-                        float s = 0;
-#pragma omp simd reduction(+ : s)
-                        for (int dd = 0; dd < hd; dd++) s += v[dd] * d[dd], dv[dd] += a[t2] * d[dd];
-                        da[t2] = s;
+        for (int kvh = 0; kvh < KV; kvh++) {
+            const float* k = qkv + (size_t)b * T * stride + (H + kvh) * hd;
+            const float* v = qkv + (size_t)b * T * stride + (H + KV + kvh) * hd;
+            float* dk = dqkv + (size_t)b * T * stride + (H + kvh) * hd;
+            float* dv = dqkv + (size_t)b * T * stride + (H + KV + kvh) * hd;
+            for (int h = kvh * group; h < (kvh + 1) * group; h++) {
+                const float* q = qkv + (size_t)b * T * stride + h * hd;
+                const float* d = dout + (size_t)b * T * H * hd + h * hd;
+                const float* a = att + ((size_t)b * H + h) * T * T;
+                float* da = datt + ((size_t)b * H + h) * T * T;
+                float* dq = dqkv + (size_t)b * T * stride + h * hd;
+                for (int t0 = 0; t0 < T; t0 += ATT_ROWS) {
+                    int rows = T - t0 < ATT_ROWS ? T - t0 : ATT_ROWS, keys = t0 + rows;
+                    // out = att @ v: datt = dout v^T
+                    gemm(rows, keys, hd, d + (size_t)t0 * H * hd, H * hd, 0, v, stride, 1, da + (size_t)t0 * T, T, 0);
+                    // softmax backward: dpre = att * (datt - sum(att * datt)) * scale, zero after the diagonal
+                    for (int t = t0; t < t0 + rows; t++) {
+                        const float* ar = a + (size_t)t * T;
+                        float* dr = da + (size_t)t * T;
+                        vec dot = vzero();
+                        ROW_LOOP(c, w, t + 1) dot = vfma(vloadn(ar + c, w), vloadn(dr + c, w), dot);
+                        vec vdot = vbcast(vsum(dot)), vscale = vbcast(scale);
+                        ROW_LOOP(c, w, t + 1) vstoren(dr + c, vmul(vmul(vloadn(ar + c, w), vsub(vloadn(dr + c, w), vdot)), vscale), w);
+                        for (int c = t + 1; c < keys; c++) dr[c] = 0.0f;
                     }
-                    // softmax backward: dpre = att * (datt - sum(att * datt))
-                    float dot = 0;
-                    for (int t2 = 0; t2 <= t; t2++) dot += a[t2] * da[t2];
-                    for (int t2 = 0; t2 <= t; t2++) {
-                        float dpre = a[t2] * (da[t2] - dot) * scale;
-                        const float* k = qkv + ((size_t)b * T + t2) * stride + (H + kvh) * hd;
-                        float* dk = dqkv + ((size_t)b * T + t2) * stride + (H + kvh) * hd;
-#pragma omp simd
-                        for (int dd = 0; dd < hd; dd++) dq[dd] += dpre * k[dd], dk[dd] += dpre * q[dd];
-                    }
+                    // scores = q k^T: dq += dpre k
+                    gemm(rows, hd, keys, da + (size_t)t0 * T, T, 0, k, stride, 0, dq + (size_t)t0 * stride, stride, 1);
                 }
+                // dk += dpre^T q and dv += att^T dout, by blocks of keys [s0, s0 + rows): only
+                // queries t >= s0 reach them
+                for (int s0 = 0; s0 < T; s0 += ATT_ROWS) {
+                    int rows = T - s0 < ATT_ROWS ? T - s0 : ATT_ROWS, queries = T - s0;
+                    size_t corner = (size_t)s0 * T + s0;
+                    gemm(rows, hd, queries, da + corner, T, 1, q + (size_t)s0 * stride, stride, 0, dk + (size_t)s0 * stride, stride, 1);
+                    gemm(rows, hd, queries, a + corner, T, 1, d + (size_t)s0 * H * hd, H * hd, 0, dv + (size_t)s0 * stride, stride, 1);
+                }
+            }
+        }
 }
 
 // ----------------------------------------------------------------------------
@@ -426,41 +640,57 @@ static void attention_backward(float* dqkv, float* datt, const float* dout, cons
 // inp rows [gate (F) | up (F)].
 
 #define GELU_SCALE 0.7978845608028654f  // sqrt(2/pi)
-// tanh(u) = 1 - 2 / (exp(2u) + 1): one expf instead of libm's slower tanhf (absolute error ~1e-7).
-static inline float tanh_fast(float u) { return u > 15.0f ? 1.0f : u < -15.0f ? -1.0f : 1.0f - 2.0f / (expf(2.0f * u) + 1.0f); }
+// tanh(sqrt(2/pi) (x + 0.044715 x^3)), as 1 - 2 / (exp(2u) + 1): one exp (absolute error ~1e-7)
+static inline vec gelu_tanh(vec x) {
+    vec u = vmul(vbcast(GELU_SCALE), vfma(vmul(vbcast(0.044715f), x), vmul(x, x), x));
+    return vsub(vbcast(1.0f), vdiv(vbcast(2.0f), vadd(vexp(vadd(u, u)), vbcast(1.0f))));
+}
+// Element-wise loops run over blocks of VLEN elements (the last one partial).
 static void gelu_forward(float* out, const float* inp, size_t n) {
-#pragma omp parallel for simd
-    for (size_t i = 0; i < n; i++) {
-        float x = inp[i];
-        out[i] = 0.5f * x * (1.0f + tanh_fast(GELU_SCALE * (x + 0.044715f * x * x * x)));
+#pragma omp parallel for
+    for (size_t i = 0; i < n; i += VLEN) {
+        int w = n - i < VLEN ? (int)(n - i) : VLEN;
+        vec x = vloadn(inp + i, w);
+        vstoren(out + i, vmul(vmul(vbcast(0.5f), x), vadd(vbcast(1.0f), gelu_tanh(x))), w);
     }
 }
+// d/dx = 0.5 (1 + th) + 0.5 x (1 - th^2) sqrt(2/pi) (1 + 3 * 0.044715 x^2)
 static void gelu_backward(float* dinp, const float* inp, const float* dout, size_t n) {
-#pragma omp parallel for simd
-    for (size_t i = 0; i < n; i++) {
-        float x = inp[i], th = tanh_fast(GELU_SCALE * (x + 0.044715f * x * x * x));
-        float sech2 = 1.0f - th * th;
-        dinp[i] += dout[i] * (0.5f * (1.0f + th) + 0.5f * x * sech2 * GELU_SCALE * (1.0f + 3.0f * 0.044715f * x * x));
+#pragma omp parallel for
+    for (size_t i = 0; i < n; i += VLEN) {
+        int w = n - i < VLEN ? (int)(n - i) : VLEN;
+        vec x = vloadn(inp + i, w), th = gelu_tanh(x), half = vbcast(0.5f), one = vbcast(1.0f);
+        vec sech2 = vsub(one, vmul(th, th));
+        vec inner = vmul(vbcast(GELU_SCALE), vfma(vbcast(3.0f * 0.044715f), vmul(x, x), one));
+        vec grad = vfma(vmul(vmul(half, x), sech2), inner, vmul(half, vadd(one, th)));
+        vstoren(dinp + i, vfma(vloadn(dout + i, w), grad, vloadn(dinp + i, w)), w);
     }
 }
 
+static inline vec sigmoid(vec g) { return vdiv(vbcast(1.0f), vadd(vbcast(1.0f), vexp(vsub(vzero(), g)))); }
 static void swiglu_forward(float* out, const float* inp, int N, int F) {
 #pragma omp parallel for
-    for (int i = 0; i < N; i++)
-        for (int j = 0; j < F; j++) {
-            float g = inp[(size_t)i * 2 * F + j], u = inp[(size_t)i * 2 * F + F + j];
-            out[(size_t)i * F + j] = g / (1.0f + expf(-g)) * u;
+    for (int i = 0; i < N; i++) {
+        const float *gate = inp + (size_t)i * 2 * F, *up = gate + F;
+        ROW_LOOP(j, w, F) {
+            vec g = vloadn(gate + j, w);
+            vstoren(out + (size_t)i * F + j, vmul(vmul(g, sigmoid(g)), vloadn(up + j, w)), w);
         }
+    }
 }
 static void swiglu_backward(float* dinp, const float* inp, const float* dout, int N, int F) {
 #pragma omp parallel for
-    for (int i = 0; i < N; i++)
-        for (int j = 0; j < F; j++) {
-            float g = inp[(size_t)i * 2 * F + j], u = inp[(size_t)i * 2 * F + F + j], d = dout[(size_t)i * F + j];
-            float sig = 1.0f / (1.0f + expf(-g));
-            dinp[(size_t)i * 2 * F + j] += d * u * sig * (1.0f + g * (1.0f - sig));
-            dinp[(size_t)i * 2 * F + F + j] += d * g * sig;
+    for (int i = 0; i < N; i++) {
+        const float *gate = inp + (size_t)i * 2 * F, *up = gate + F, *d = dout + (size_t)i * F;
+        float *dgate = dinp + (size_t)i * 2 * F, *dup = dgate + F;
+        ROW_LOOP(j, w, F) {
+            vec g = vloadn(gate + j, w), u = vloadn(up + j, w), dv = vloadn(d + j, w), sig = sigmoid(g), one = vbcast(1.0f);
+            // d silu(g) / dg = sig (1 + g (1 - sig))
+            vec dsilu = vmul(sig, vfma(g, vsub(one, sig), one));
+            vstoren(dgate + j, vfma(vmul(dv, u), dsilu, vloadn(dgate + j, w)), w);
+            vstoren(dup + j, vfma(vmul(dv, g), sig, vloadn(dup + j, w)), w);
         }
+    }
 }
 
 static void residual_forward(float* out, const float* a, const float* b, size_t n) {
@@ -529,9 +759,13 @@ static void crossentropy_local_max(float* maxes, const float* logits, int N, int
     int vn = vocab - v0 < Vl ? vocab - v0 : Vl;
 #pragma omp parallel for
     for (int i = 0; i < N; i++) {
-        float m = -FLT_MAX;
-        for (int j = 0; j < vn; j++) if (logits[(size_t)i * Vl + j] > m) m = logits[(size_t)i * Vl + j];
-        maxes[i] = m;
+        const float* l = logits + (size_t)i * Vl;
+        vec m = vbcast(-FLT_MAX);
+        int j = 0;
+        for (; j + VLEN <= vn; j += VLEN) m = vmax(m, vload(l + j));
+        float mx = vmax_all(m);
+        for (; j < vn; j++) mx = l[j] > mx ? l[j] : mx;
+        maxes[i] = mx;
     }
 }
 // sums[i] = sum_j exp(l_ij - max_i); sums[N + i] = logit of the target if it is here, else 0.
@@ -540,11 +774,12 @@ static void crossentropy_local_sums(float* sums, const float* logits, const floa
     int vn = vocab - v0 < Vl ? vocab - v0 : Vl;
 #pragma omp parallel for
     for (int i = 0; i < N; i++) {
-        float s = 0;
-        for (int j = 0; j < vn; j++) s += expf(logits[(size_t)i * Vl + j] - maxes[i]);
+        const float* l = logits + (size_t)i * Vl;
+        vec mx = vbcast(maxes[i]), s = vzero();
+        ROW_LOOP(j, w, vn) s = vadd(s, vfirst(vexp(vsub(vloadn(l + j, w), mx)), w));
         int r = targets[i] - v0;
-        sums[i] = s;
-        sums[N + i] = (r >= 0 && r < Vl) ? logits[(size_t)i * Vl + r] : 0.0f;
+        sums[i] = vsum(s);
+        sums[N + i] = (r >= 0 && r < Vl) ? l[r] : 0.0f;
     }
 }
 // losses[i] = log(sum) + max - target logit; if dlogits != NULL, logits are replaced in place
@@ -557,8 +792,9 @@ static void crossentropy_finish(float* losses, float* dlogits, const float* maxe
         losses[i] = logf(sums[i]) + maxes[i] - sums[N + i];
         if (!dlogits) continue;
         float* d = dlogits + (size_t)i * Vl;
-        float inv = 1.0f / sums[i];
-        for (int j = 0; j < Vl; j++) d[j] = j < vn ? expf(d[j] - maxes[i]) * inv * dloss_scale : 0.0f;
+        vec mx = vbcast(maxes[i]), scale = vbcast(1.0f / sums[i] * dloss_scale);
+        ROW_LOOP(j, w, vn) vstoren(d + j, vmul(vexp(vsub(vloadn(d + j, w), mx)), scale), w);
+        for (int j = vn > 0 ? vn : 0; j < Vl; j++) d[j] = 0.0f;
         int r = targets[i] - v0;
         if (r >= 0 && r < Vl) d[r] -= dloss_scale;
     }
@@ -567,19 +803,53 @@ static void crossentropy_finish(float* losses, float* dlogits, const float* maxe
 // ----------------------------------------------------------------------------
 // AdamW (Loshchilov & Hutter) with bias correction; t is the 1-based step. Decoupled
 // weight decay applies where decay != 0 (matrices), as in GPT-2 / llm.c's GPU build.
+// Memory-bound (28 bytes per parameter): one pass, VLEN parameters at a time.
 
 static void adamw_update(float* param, const float* grad, float* m, float* v, size_t n, float lr, float beta1,
                          float beta2, float eps, float weight_decay, int decay, float grad_scale, int t) {
     float c1 = 1.0f - powf(beta1, (float)t), c2 = 1.0f - powf(beta2, (float)t);
-    float wd = decay ? weight_decay : 0.0f;
+    vec b1 = vbcast(beta1), b2 = vbcast(beta2), one_b1 = vbcast(1.0f - beta1), one_b2 = vbcast(1.0f - beta2);
+    vec vc1 = vbcast(c1), vc2 = vbcast(c2), veps = vbcast(eps), wd = vbcast(decay ? weight_decay : 0.0f);
+    vec neg_lr = vbcast(-lr), gs = vbcast(grad_scale);
 #pragma omp parallel for
-    for (size_t i = 0; i < n; i++) {
-        float g = grad[i] * grad_scale;
-        m[i] = beta1 * m[i] + (1.0f - beta1) * g;
-        v[i] = beta2 * v[i] + (1.0f - beta2) * g * g;
-        float mhat = m[i] / c1, vhat = v[i] / c2;
-        param[i] -= lr * (mhat / (sqrtf(vhat) + eps) + wd * param[i]);
+    for (size_t i = 0; i < n; i += VLEN) {
+        int w = n - i < VLEN ? (int)(n - i) : VLEN;
+        vec g = vmul(vloadn(grad + i, w), gs), p = vloadn(param + i, w);
+        vec mi = vfma(b1, vloadn(m + i, w), vmul(one_b1, g));
+        vec vi = vfma(b2, vloadn(v + i, w), vmul(vmul(one_b2, g), g));
+        vec step = vdiv(vdiv(mi, vc1), vadd(vsqrt(vdiv(vi, vc2)), veps));  // mhat / (sqrt(vhat) + eps)
+        vstoren(m + i, mi, w);
+        vstoren(v + i, vi, w);
+        vstoren(param + i, vfma(neg_lr, vfma(wd, p, step), p), w);
     }
+}
+
+// Sum of x[i]^2 in double (the gradient norm). The sum runs over 64 fixed ranges in
+// parallel, each in order over VLEN lanes, and the 64 partial sums are added in order:
+// the same arithmetic whatever the thread count.
+static double sum_squares(const float* x, size_t n) {
+    enum { RANGES = 64 };
+    double partial[RANGES];
+#pragma omp parallel for
+    for (int r = 0; r < RANGES; r++) {
+        size_t lo = n * r / RANGES, hi = n * (r + 1) / RANGES, i = lo;
+        double s = 0;
+        vec acc[4] = {vzero(), vzero(), vzero(), vzero()};  // float lanes over short runs, then double
+        while (i < hi) {
+            size_t run = hi - i < 64 * VLEN ? hi - i : 64 * VLEN;
+            for (size_t j = 0; j < run; j += VLEN) {
+                int w = run - j < VLEN ? (int)(run - j) : VLEN;
+                vec xv = vloadn(x + i + j, w);
+                acc[(j / VLEN) % 4] = vfma(xv, xv, acc[(j / VLEN) % 4]);
+            }
+            for (int a = 0; a < 4; a++) s += vsum(acc[a]), acc[a] = vzero();
+            i += run;
+        }
+        partial[r] = s;
+    }
+    double total = 0;
+    for (int r = 0; r < RANGES; r++) total += partial[r];
+    return total;
 }
 
 #endif

@@ -278,12 +278,8 @@ static const int* batch_targets(Model* m) { return m->targets; }
 static const int* window_tokens(Model* m, const int* window, int T) { return window; }
 static void loss_fetch(Model* m) {}
 
-// One fp64 running sum over every owned element, in order.
-static void sumsq_range(Model* m, int k, const float* x, size_t n, double* ss) {
-    double s = *ss;
-    for (size_t i = 0; i < n; i++) s += (double)x[i] * x[i];
-    *ss = s;
-}
+// fp64 sums of squares, range after range (each summed in a fixed order: kernels_cpu.h).
+static void sumsq_range(Model* m, int k, const float* x, size_t n, double* ss) { *ss += sum_squares(x, n); }
 static void sumsq_finish(Model* m, int n_ranges, double* ss) {}
 static void adamw_range(Model* m, size_t a, size_t b, const float* grad, int decay, float lr, float grad_scale, int t) {
     size_t o = a - m->opt_lo;

@@ -275,9 +275,9 @@ static void test_matmul(int N, int IC, int OC, int with_bias) {
     free(ctx.inp), free(ctx.w), free(ctx.b), free(ctx.R);
 }
 
-// A matmul bigger than one GEMM tile in every dimension (MC 96, KC 256, NC 256), checked
-// against the closed-form gradients in double (finite differences would be too slow):
-// dinp = R W, dW = R^T inp, db = column sums of R. Also: bitwise the same on 1 and 2 threads.
+// A matmul over several GEMM panels and KC slices, checked against the closed-form
+// gradients in double (finite differences would be too slow): dinp = R W, dW = R^T inp,
+// db = column sums of R. Also: bitwise the same on 1 and 2 threads.
 static void test_matmul_large(void) {
     int N = 130, IC = 300, OC = 270;
     size_t ni = (size_t)N * IC, nw = (size_t)OC * IC, no = (size_t)N * OC;
@@ -315,6 +315,72 @@ static void test_matmul_large(void) {
 #endif
     free(inp), free(w), free(b), free(R), free(out), free(di), free(dw_), free(dbias), free(dR), free(ref);
     free(ginp), free(gw), free(gb), free(rinp), free(rw), free(rb);
+}
+
+// --- the GEMM on its own: C = (accumulate ? C : 0) + op(A) op(B) ---
+// Against a double reference, for the four transposes with accumulate on and off, on
+// shapes that are not multiples of the blocking (MR 6, NR 16 or 32, KC 256 or 128, MC
+// 256), one row, one column, K = 1; leading dimensions wider than the matrices, the gaps
+// between rows of C left alone, and pointers off the vector alignment (accumulate on).
+static double gemm_case_err(int M, int N, int K, int ta, int tb, int accumulate, int* gaps_ok) {
+    int off = accumulate;  // floats: 4 bytes off the allocation's alignment
+    int lda = (ta ? M : K) + 3, ldb = (tb ? K : N) + 2, ldc = N + 5;
+    size_t na = (size_t)(ta ? K : M) * lda + off, nb = (size_t)(tb ? N : K) * ldb + off, nc = (size_t)M * ldc + off;
+    float *A = randn_f(na, 1), *B = randn_f(nb, 1), *C = randn_f(nc, 1);
+    float* C0 = copy_f(C, nc);
+    gemm(M, N, K, A + off, lda, ta, B + off, ldb, tb, C + off, ldc, accumulate);
+    double* ref = zeros_d((size_t)M * N);
+    float* got = (float*)xmalloc(sizeof(float) * M * N);
+    for (int i = 0; i < M; i++)
+        for (int j = 0; j < N; j++) {
+            double s = accumulate ? C0[off + (size_t)i * ldc + j] : 0.0;
+            for (int k = 0; k < K; k++)
+                s += (double)A[off + (ta ? (size_t)k * lda + i : (size_t)i * lda + k)] * B[off + (tb ? (size_t)j * ldb + k : (size_t)k * ldb + j)];
+            ref[(size_t)i * N + j] = s, got[(size_t)i * N + j] = C[off + (size_t)i * ldc + j];
+        }
+    for (int i = 0; i < M; i++)
+        *gaps_ok &= !memcmp(C + off + (size_t)i * ldc + N, C0 + off + (size_t)i * ldc + N, sizeof(float) * (i < M - 1 ? ldc - N : 0));
+    double err = rel_err(got, ref, (size_t)M * N);
+    free(A), free(B), free(C), free(C0), free(ref), free(got);
+    return err;
+}
+static void test_gemm(void) {
+    int shapes[][3] = {{1, 1, 1}, {1, 37, 300}, {37, 1, 300}, {7, 19, 1}, {6, GEMM_NR, GEMM_KC}, {13, 70, 2 * GEMM_KC + 1},
+                       {GEMM_MC + 7, 3 * GEMM_NR + 5, GEMM_KC + 9}};
+    for (size_t s = 0; s < sizeof(shapes) / sizeof(shapes[0]); s++) {
+        int M = shapes[s][0], N = shapes[s][1], K = shapes[s][2], gaps_ok = 1;
+        double worst = 0;
+        char which[64] = "", name[160];
+        for (int v = 0; v < 8; v++) {  // transA, transB, accumulate
+            int ta = v & 1, tb = (v >> 1) & 1, acc = v >> 2;
+            double err = gemm_case_err(M, N, K, ta, tb, acc, &gaps_ok);
+            if (!(err <= worst)) worst = err, snprintf(which, sizeof(which), "transA %d transB %d accumulate %d", ta, tb, acc);
+        }
+        snprintf(name, sizeof(name), "gemm %dx%dx%d, 4 transposes x accumulate on/off (worst: %s)", M, N, K, which);
+        check_err(name, worst, TOL_FWD);
+        snprintf(name, sizeof(name), "gemm %dx%dx%d leaves the gaps between rows of C alone", M, N, K);
+        check(gaps_ok, name, NULL);
+    }
+#ifdef _OPENMP
+    // the same bits on 1, 2 and 3 threads: several KC slices, MC blocks and panels per thread
+    int M = GEMM_MC + 40, N = 9 * GEMM_NR + 3, K = 2 * GEMM_KC + 50, nt = omp_get_max_threads(), same = 1;
+    float *A = randn_f((size_t)M * K, 1), *B = randn_f((size_t)K * N, 1), *C0 = randn_f((size_t)M * N, 1), *C[3];
+    for (int v = 0; v < 4; v++) {
+        int ta = v & 1, tb = v >> 1;
+        for (int t = 0; t < 3; t++) {
+            omp_set_num_threads(t + 1);
+            C[t] = copy_f(C0, (size_t)M * N);
+            gemm(M, N, K, A, ta ? M : K, ta, B, tb ? K : N, tb, C[t], N, 1);
+        }
+        same &= !memcmp(C[0], C[1], sizeof(float) * M * N) && !memcmp(C[0], C[2], sizeof(float) * M * N);
+        for (int t = 0; t < 3; t++) free(C[t]);
+    }
+    omp_set_num_threads(nt);
+    char name[160];
+    snprintf(name, sizeof(name), "gemm %dx%dx%d bitwise equal on 1, 2 and 3 threads (4 transposes)", M, N, K);
+    check(same, name, NULL);
+    free(A), free(B), free(C0);
+#endif
 }
 
 // --- layernorm / rmsnorm ---
@@ -372,10 +438,9 @@ static double att_obj(void* p) {
     free(out), free(att);
     return L;
 }
-static void test_attention(int H, int KV, int hd) {
-    int B = 2, T = 5;
-    char name[128], tag[32];
-    snprintf(tag, sizeof(tag), "%s H%d KV%d", KV < H ? "GQA" : "MHA", H, KV);
+static void test_attention(int B, int T, int H, int KV, int hd) {
+    char name[128], tag[48];
+    snprintf(tag, sizeof(tag), "%s H%d KV%d T%d", KV < H ? "GQA" : "MHA", H, KV, T);
     size_t nq = (size_t)B * T * (H + 2 * KV) * hd, no = (size_t)B * T * H * hd, na = (size_t)B * H * T * T;
     float *qkv = randn_f(nq, 1), *R = randn_f(no, 1), *out = filled_f(no, NAN), *att = filled_f(na, NAN);
     attention_forward(out, att, qkv, B, T, H, KV, hd);
@@ -626,12 +691,16 @@ static void test_kernels(void) {
     rng_seed(&test_rng, 12345);
     test_matmul(5, 7, 9, 1);
     test_matmul(4, 6, 3, 0);
+    test_matmul(7, 19, 2 * GEMM_NR + 5, 1);  // past the register tile and one panel
+    test_matmul(1, GEMM_KC + 44, 20, 0);     // one row; the forward over two KC slices
     test_matmul_large();
+    test_gemm();
     test_norm(0);
     test_norm(1);
-    test_attention(4, 2, 3);  // GQA: 2 query heads per kv head
-    test_attention(3, 3, 4);  // plain multi-head
-    test_attention(4, 1, 2);  // multi-query
+    test_attention(2, 5, 4, 2, 3);  // GQA: 2 query heads per kv head
+    test_attention(2, 5, 3, 3, 4);  // plain multi-head
+    test_attention(2, 5, 4, 1, 2);  // multi-query
+    test_attention(1, 2 * ATT_ROWS + 5, 2, 1, 3);  // three blocks of queries, the last partial
     test_rope();
     test_activation(0);
     test_activation(1);
@@ -793,7 +862,7 @@ static void test_model_grads(const char* arch, const char* flags) {
         if (t->size <= 64) for (size_t k = 0; k < t->size; k++) idx[n++] = t->offset + k;
         else {
             for (int k = 0; k < 40; k++) idx[n++] = t->offset + rng_u64(&rs) % t->size;
-            if (t->kind == P_WTE || t->kind == P_HEAD) {
+            if (t->layer < 0 && (t->kind == P_WTE || t->kind == P_HEAD)) {  // not layer kinds of the same number
                 for (int k = 0; k < 8; k++) idx[n++] = t->offset + (size_t)m->inputs[k] * t->cols + k % t->cols;
                 for (int k = 0; k < 4; k++) idx[n++] = t->offset + (size_t)(m->c.vocab + k) * t->cols + k;  // padded rows: 0
             }

@@ -138,9 +138,10 @@ static inline vec vexp(vec x) {
 //   2 vectors of B and broadcasts 6 values of A for 12 FMAs, within the 2 loads per cycle.
 // - KC = 4096 / NR (256 with AVX2): a packed B micro-panel (KC x NR floats) is 16 KiB and
 //   stays in L1 while the micro-kernel sweeps the A block past it.
-// - MC = 256: a packed A block (MC x KC floats, 256 KiB) stays in the core's L2. The step's
-//   matmuls have M = B*T = 256 rows (forward, input gradient), so the A block is packed
-//   once per KC slice and each B micro-panel serves 256 / 6 micro-tiles.
+// - MC = 256: a packed A block (MC x KC floats, 256 KiB; its last panel padded to MR rows)
+//   stays in the core's L2. The step's matmuls have M = B*T = 256 rows (forward, input
+//   gradient), so the A block is packed once per KC slice and each B micro-panel serves
+//   256 / 6 micro-tiles.
 // The plain C build uses the same loops with a 6 x 16 tile of scalars.
 #define GEMM_MR 6
 #define GEMM_NR (VLEN > 1 ? 2 * VLEN : 16)
@@ -321,7 +322,7 @@ static void gemm(int M, int N, int K, const float* A, int lda, int transA, const
         }
         int rows = r_hi - r_lo, m_blocks = (rows + GEMM_MC - 1) / GEMM_MC;  // this thread's rows in equal blocks of <= MC
         int mc_max = m_blocks ? (int)round_up((size_t)((rows + m_blocks - 1) / m_blocks), GEMM_MR) : 0;
-        if (rows > 0 && !gemm_packed_a) gemm_packed_a = (float*)xmalloc(sizeof(float) * GEMM_MC * GEMM_KC);
+        if (rows > 0 && !gemm_packed_a) gemm_packed_a = (float*)xmalloc(sizeof(float) * round_up(GEMM_MC, GEMM_MR) * GEMM_KC);
         float bp[GEMM_KC * GEMM_NR] __attribute__((aligned(64)));
         for (int k0 = 0; k0 < K && rows > 0; k0 += GEMM_KC) {
             int kc = K - k0 < GEMM_KC ? K - k0 : GEMM_KC, acc = accumulate || k0 > 0;

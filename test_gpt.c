@@ -345,8 +345,9 @@ static double gemm_case_err(int M, int N, int K, int ta, int tb, int accumulate,
     return err;
 }
 static void test_gemm(void) {
+    // (MC rows: one block, its last panel padded past MC when MR does not divide it)
     int shapes[][3] = {{1, 1, 1}, {1, 37, 300}, {37, 1, 300}, {7, 19, 1}, {6, GEMM_NR, GEMM_KC}, {13, 70, 2 * GEMM_KC + 1},
-                       {GEMM_MC + 7, 3 * GEMM_NR + 5, GEMM_KC + 9}};
+                       {GEMM_MC, 2 * GEMM_NR + 1, 40}, {GEMM_MC + 7, 3 * GEMM_NR + 5, GEMM_KC + 9}};
     for (size_t s = 0; s < sizeof(shapes) / sizeof(shapes[0]); s++) {
         int M = shapes[s][0], N = shapes[s][1], K = shapes[s][2], gaps_ok = 1;
         double worst = 0;

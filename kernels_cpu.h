@@ -109,9 +109,10 @@ static const char* simd_name(void) { return VLEN == 16 ? "AVX-512" : VLEN == 8 ?
 
 // exp(x), relative error ~2e-7: x = n ln2 + r with |r| <= ln2/2, exp(r) by Cephes' expf
 // polynomial, times 2^n put into the exponent bits. x is clamped to [-86, 88], so
-// exp(-inf) gives ~4e-38 rather than 0.
+// exp(-inf) gives ~4e-38 rather than 0 and exp(inf) 1.7e38; a NaN stays NaN (max/min
+// return their second operand when one is NaN), so a diverged run is still caught.
 static inline vec vexp(vec x) {
-    x = vmin(vmax(x, vbcast(-86.0f)), vbcast(88.0f));
+    x = vmin(vbcast(88.0f), vmax(vbcast(-86.0f), x));
     vec n = vround(vmul(x, vbcast(1.44269504088896341f)));
     vec r = vfma(n, vbcast(-0.693359375f), x);  // ln2 in two parts: r = x - n ln2 to ~1e-10
     r = vfma(n, vbcast(2.12194440e-4f), r);

@@ -31,7 +31,7 @@ NVCC_FLAGS = -O3 -std=c++17 -DOMPI_SKIP_MPICXX=1 -gencode arch=compute_90,code=[
              -I$(CUDA_ROOT)/include -I.
 NVCC_LIBS = -L$(CUDA_ROOT)/lib64 -lcublasLt -lcublas $(NCCL_FLAGS) -lm
 
-HEADERS = common.h config.h args.h params.h schedule.h layout.h files.h data.h ckpt.h metrics.h planner.h runtime.h kernels_cpu.h model_runtime.h
+HEADERS = common.h config.h args.h params.h schedule.h layout.h files.h data.h ckpt.h metrics.h planner.h runtime.h kernels_cpu.h model.h model_runtime.h
 
 .PHONY: all train test bench clean mpi detect
 all: train

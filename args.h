@@ -27,6 +27,7 @@ typedef struct {
     double peak_tflops;       // per device, for MFU; 0: measured (CPU) or by device name (GPU)
     int comm_mpi;             // GPU build: --comm mpi (host-staged) instead of NCCL
     int gelu_unfused;         // GPU build: --gelu-fusion off (GELU as its own kernel, not in the fc matmul)
+    int weight_pass_deferred; // --weight-pass deferred: a chunk's weight gradients after all its input gradients
     int micro_batch_given;    // --micro-batch was on the command line
     int quiet;
     // shape flags given explicitly (override the preset)
@@ -89,6 +90,8 @@ static void print_help(void) {
         "                        H100/H200 989, A100 312)\n"
         "  --comm nccl|mpi       GPU build: NCCL (default) or host-staged MPI (ranks can share a GPU)\n"
         "  --gelu-fusion on|off  GPU build: GELU in the fc matmul's cuBLASLt epilogue (default on) or its own kernel\n"
+        "  --weight-pass immediate|deferred  each layer's weight gradients right after its input gradient\n"
+        "                        (default), or after the whole chunk's input pass (zero-bubble split; more memory)\n"
         "  --quiet               no step lines\n");
 }
 
@@ -203,6 +206,12 @@ static void parse_args(Args* a, int argc, char** argv) {
             else fail("--comm must be nccl or mpi, got '%s'", v);
             continue;
         }
+        if (flag_is(f, "--weight-pass")) {
+            if (!strcmp(v, "immediate")) a->weight_pass_deferred = 0;
+            else if (!strcmp(v, "deferred")) a->weight_pass_deferred = 1;
+            else fail("--weight-pass must be immediate or deferred, got '%s'", v);
+            continue;
+        }
         if (flag_is(f, "--gelu-fusion")) {
             if (!strcmp(v, "on")) a->gelu_unfused = 0;
             else if (!strcmp(v, "off")) a->gelu_unfused = 1;
@@ -232,6 +241,8 @@ static void parse_args(Args* a, int argc, char** argv) {
     if (c->n_head % c->n_kv_head) fail("--n-head %d is not divisible by --n-kv-head %d", c->n_head, c->n_kv_head);
     if (c->arch == ARCH_GPT2 && c->n_kv_head != c->n_head) fail("--n-kv-head: grouped-query attention needs --arch llama");
     if (c->arch == ARCH_LLAMA && (c->d_model / c->n_head) % 2) fail("rotary embeddings need an even head size, got %d", c->d_model / c->n_head);
+    if (a->weight_pass_deferred && c->recompute == RECOMPUTE_FULL)
+        fail("--weight-pass deferred keeps every layer's activations until the chunk's weight passes: not with --recompute full");
     config_finalize(c);
 }
 

@@ -357,13 +357,20 @@ static void matmul_forward(float* out, const float* inp, const float* weight, co
     if (bias) add_bias(out, bias, N, OC);
 }
 
-// dinp (N x IC) += dout @ weight; dweight (OC x IC) += dout^T @ inp; dbias (OC) += column sums of dout.
-// dinp may be NULL (nothing flows further back).
-static void matmul_backward(float* dinp, float* dweight, float* dbias, const float* dout, const float* inp,
-                            const float* weight, int N, int IC, int OC) {
-    if (dinp) gemm(N, IC, OC, dout, OC, 0, weight, IC, 0, dinp, IC, 1);
+// The backward in its two passes. dinp (N x IC) = (accumulate ? dinp : 0) + dout @ weight.
+static void matmul_backward_input(float* dinp, const float* dout, const float* weight, int N, int IC, int OC, int accumulate) {
+    gemm(N, IC, OC, dout, OC, 0, weight, IC, 0, dinp, IC, accumulate);
+}
+// dweight (OC x IC) += dout^T @ inp; dbias (OC, may be NULL) += column sums of dout.
+static void matmul_backward_weight(float* dweight, float* dbias, const float* dout, const float* inp, int N, int IC, int OC) {
     gemm(OC, IC, N, dout, OC, 1, inp, IC, 0, dweight, IC, 1);
     if (dbias) column_dot_accumulate(dbias, dout, NULL, N, OC);
+}
+// Both: dinp (may be NULL: nothing flows further back) +=, dweight +=, dbias +=.
+static void matmul_backward(float* dinp, float* dweight, float* dbias, const float* dout, const float* inp,
+                            const float* weight, int N, int IC, int OC) {
+    if (dinp) matmul_backward_input(dinp, dout, weight, N, IC, OC, 1);
+    matmul_backward_weight(dweight, dbias, dout, inp, N, IC, OC);
 }
 
 // Single-core fp32 peak, measured: independent FMA chains on one thread (as many as

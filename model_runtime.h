@@ -1,34 +1,16 @@
 // model_runtime.h: the rank's orchestration, written once for both builds: chunks, slots,
 // the schedule executor, gradient reduction, the step, evaluation, sampling and the
 // training loop. train_gpt.c (CPU, fp32) and train_gpt.cu (GPU, bf16) include it after
-// their own types and math; everything here reads the same on both.
-//
-// What a build provides before including this header:
-//   - `act_t`: the activation element (float on the CPU, bf16 on the GPU).
-//   - LayerActs, Slot, Chunk, Model with the field names both builds share: Slot's x, acts,
-//     lnf, lnf_mean, lnf_rstd, dout, dinp, req[2], mb; Chunk's n_layers, layer0, n_slots,
-//     slots, slot_bytes; Model's args, c, L, P, shapes, params, grads, grad_shard,
-//     shard_tmp, wte_acc, m_state, v_state, opt_lo, opt_hi, w, g, ops, n_ops, chunks,
-//     slot_of, scratch, x_scratch, dres[2], sp_buf, inputs, targets, loss_sum,
-//     slots_live_bytes, slots_peak_bytes, met.
-//   - The math of one rank: row_count, my_rows, sp_gather_rows, norm_forward,
-//     layer_forward/layer_backward, embed_forward/embed_backward, head_forward/head_backward.
-//   - GRAD_BUCKET_FLOATS: the most floats of one dp all-reduce of the gradient.
-// and, before or after it, the small primitives declared below (each build's own memory
-// and communication: host memcpy and MPI on the CPU, CUDA copies and NCCL on the GPU).
+// model.h (the model's types and math) and their operations; everything here reads the
+// same on both. Besides model.h's contract, a build supplies the small primitives declared
+// below (its own memory and communication: host memcpy and MPI on the CPU, CUDA copies and
+// NCCL on the GPU).
 #pragma once
 
-// The process groups the shared code reduces over (layout.h's Comm on the CPU, comm_nccl.h's
-// GpuGroup on the GPU).
-typedef enum { GROUP_TP, GROUP_DP, GROUP_EMBED } Group;
-
-// Memory: activations (act_t) and fp32 gradient/parameter buffers where this build keeps them.
-static void act_copy(Model* m, act_t* dst, const act_t* src, size_t n);
+// Memory: fp32 gradient/parameter buffers where this build keeps them.
 static void f32_copy(Model* m, float* dst, const float* src, size_t n);
 static void f32_zero(Model* m, float* p, size_t n);
 static void f32_add(Model* m, float* dst, const float* src, size_t n);  // dst += src
-// fp32 collectives over a group (every call site is marked "comm:").
-static void grad_allreduce(Model* m, Group g, float* buf, size_t n);
 // The dp all-reduce of a gradient range that may run beside the rest of the backward (the
 // GPU build: on NCCL's own stream), and the point after which all of them are done.
 static void grad_allreduce_dp_async(Model* m, float* buf, size_t n);
@@ -77,6 +59,44 @@ static void model_shapes(Model* m) {
     m->n_micro = c->global_batch / (c->dp * c->micro_batch);
 }
 
+// The first part of model_init: the flags, the grid and this rank's shapes and parameter layout.
+static void model_init_layout(Model* m, Args* a, Metrics* met) {
+    memset(m, 0, sizeof(*m));
+    m->args = a;
+    m->c = a->cfg;
+    m->met = met;
+    ModelConfig* c = &m->c;
+    layout_init(&m->L, c->dp, c->tp, c->pp, c->vpp);
+    model_shapes(m);
+    param_layout_build(&m->P, c, c->tp, m->L.tp_rank, c->pp, c->vpp, m->L.stage, c->dp);
+    m->defer_weight = a->weight_pass_deferred;
+}
+
+// The fp32 state where the build keeps it (f32_alloc): parameters and gradients, one buffer
+// each with named views into them, initialized (params_initialized: the build puts
+// init_params' weights where its kernels read them); the optimizer state over the whole
+// local buffer, or this rank's 1/dp shard with ZeRO.
+static float* f32_alloc(Model* m, size_t n);  // zeroed
+static void params_init(Model* m);
+static void model_init_params(Model* m) {
+    const ModelConfig* c = &m->c;
+    m->params = f32_alloc(m, m->P.n_padded);
+    m->grads = f32_alloc(m, m->P.n_padded);
+    m->wl = (LayerW*)xcalloc(c->n_layer, sizeof(LayerW));
+    m->gl = (LayerW*)xcalloc(c->n_layer, sizeof(LayerW));
+    bind_weights(&m->P, c, m->params, &m->w, m->wl);
+    bind_weights(&m->P, c, m->grads, &m->g, m->gl);
+    params_init(m);
+    size_t S = shard_floats(&m->P, c->dp);
+    optimizer_range(&m->P, c, m->L.dp_rank, &m->opt_lo, &m->opt_hi);
+    m->m_state = f32_alloc(m, m->opt_hi - m->opt_lo);
+    m->v_state = f32_alloc(m, m->opt_hi - m->opt_lo);
+    if (c->zero) m->grad_shard = f32_alloc(m, S);
+    if (c->zero == 2) m->shard_tmp = f32_alloc(m, S);
+    if (c->zero == 2 && m->L.in_embed && c->arch == ARCH_GPT2) m->wte_acc = f32_alloc(m, (size_t)m->Vl * m->C);
+    if (c->sp) m->sp_buf = f32_alloc(m, m->P.n_local);
+}
+
 // ----------------------------------------------------------------------------
 // A chunk of layers for one micro-batch.
 
@@ -97,9 +117,10 @@ static void chunks_init(Model* m) {
         for (int si = 0; si < ch->n_slots; si++) {
             Slot* s = &ch->slots[si];
             s->mb = -1;
-            s->req[0] = s->req[1] = MPI_REQUEST_NULL;
+            s->sends.req[0] = s->sends.req[1] = MPI_REQUEST_NULL;
             s->x = (act_t**)xcalloc(ch->n_layers + 1, sizeof(act_t*));
             s->acts = (LayerActs*)xcalloc(ch->n_layers, sizeof(LayerActs));
+            if (m->defer_weight) s->wgin = (WeightGradIn*)xcalloc(ch->n_layers, sizeof(WeightGradIn));
         }
     }
 }
@@ -130,7 +151,9 @@ static void chunk_forward(Model* m, int chunk, Slot* s, const int* tokens, const
 static void layer_grads_final(Model* m, int layer);
 
 // grads_final: the step's last backward through this chunk, after which each layer's
-// gradient is complete on this rank as soon as the layer is done.
+// gradient is complete on this rank as soon as its weight pass is done. With deferred
+// weight passes (--weight-pass deferred) all the chunk's input passes run first (the chunk's
+// input gradient is ready for the previous stage sooner), then its weight passes.
 static void chunk_backward(Model* m, int chunk, Slot* s, const int* tokens, int B, int grads_final) {
     Chunk* ch = &m->chunks[chunk];
     size_t n = (size_t)row_count(m, B) * m->C;
@@ -142,12 +165,20 @@ static void chunk_backward(Model* m, int chunk, Slot* s, const int* tokens, int 
         // full recomputation: only the layer input was kept; run the layer again (its tp
         // communication included) to rebuild its activations
         if (m->c.recompute == RECOMPUTE_FULL) layer_forward(m, ch->layer0 + i, a, s->x[i], m->x_scratch, B);
-        layer_backward(m, ch->layer0 + i, a, s->x[i], d, dnext, B);
-        if (grads_final) layer_grads_final(m, ch->layer0 + i);
+        WeightGradIn* wg = m->defer_weight ? &s->wgin[i] : &m->wgin;
+        layer_backward_input(m, ch->layer0 + i, a, wg, s->x[i], d, dnext, B);
+        if (!m->defer_weight) {
+            layer_backward_weight(m, ch->layer0 + i, a, wg, B);
+            if (grads_final) layer_grads_final(m, ch->layer0 + i);
+        }
         act_t* t = d; d = dnext; dnext = t;
     }
     if (is_first_chunk(m, chunk)) embed_backward(m, d, tokens, B);
     else act_copy(m, s->dinp, d, n);
+    for (int i = ch->n_layers - 1; i >= 0 && m->defer_weight; i--) {
+        layer_backward_weight(m, ch->layer0 + i, acts_of(m, s, i), &s->wgin[i], B);
+        if (grads_final) layer_grads_final(m, ch->layer0 + i);
+    }
 }
 
 // ----------------------------------------------------------------------------
@@ -243,7 +274,7 @@ static void run_schedule(Model* m, const PipeOp* ops, int n_ops, int train, floa
 // both copies take the same update (Megatron's embedding group).
 static void embed_group_sync(Model* m, float* wte_grad) {
     if (m->L.in_embed && m->c.arch == ARCH_GPT2)
-        grad_allreduce(m, GROUP_EMBED, wte_grad, (size_t)m->Vl * m->C);  // comm: embed all-reduce
+        f32_allreduce_sum(m, GROUP_EMBED, wte_grad, (size_t)m->Vl * m->C);  // comm: embed all-reduce
 }
 
 // With --sp, norm weights, row-parallel biases and wpe saw only this rank's rows: sum
@@ -264,7 +295,7 @@ static size_t sp_partial_pack(Model* m, float* grad, size_t lo, size_t len, int 
 static void sp_partial_sync(Model* m, float* grad, size_t lo, size_t len) {
     if (!m->c.sp || m->L.tp == 1) return;
     size_t n = sp_partial_pack(m, grad, lo, len, 1);
-    grad_allreduce(m, GROUP_TP, m->sp_buf, n);  // comm: tp all-reduce of sequence-parallel partial gradients
+    f32_allreduce_sum(m, GROUP_TP, m->sp_buf, n);  // comm: tp all-reduce of sequence-parallel partial gradients
     sp_partial_pack(m, grad, lo, len, 0);
 }
 
@@ -331,7 +362,7 @@ static float* reduce_gradients(Model* m) {
         // dp replicas, then add the part of it inside this rank's shard
         size_t wte_n = (size_t)m->Vl * m->C, wte_off = (size_t)(m->g.wte - m->grads);
         embed_group_sync(m, m->wte_acc);
-        grad_allreduce(m, GROUP_DP, m->wte_acc, wte_n);  // comm: dp all-reduce of the tied embedding
+        f32_allreduce_sum(m, GROUP_DP, m->wte_acc, wte_n);  // comm: dp all-reduce of the tied embedding
         size_t lo = m->opt_lo > wte_off ? m->opt_lo : wte_off;
         size_t hi = m->opt_hi < wte_off + wte_n ? m->opt_hi : wte_off + wte_n;
         if (lo < hi) f32_add(m, m->grad_shard + (lo - m->opt_lo), m->wte_acc + (lo - wte_off), hi - lo);
@@ -476,8 +507,7 @@ static void sample_text(Model* m, const Tokenizer* tk, int len, uint64_t seed, F
             } else {
                 // logits of position cur-1 only: final norm of all rows, then one matmul row
                 act_t* x = s->x[ch->n_layers];
-                norm_forward(m, my_rows(m, s->lnf, B), s->lnf_mean, s->lnf_rstd, x, m->w.lnfw, m->w.lnfb, row_count(m, B));
-                sp_gather_rows(m, s->lnf, B);
+                norm_forward(m, s->lnf, s->lnf_mean, s->lnf_rstd, x, m->w.lnfw, m->w.lnfb, B);
                 row_logits(m, s->lnf + (size_t)(cur - 1) * m->C, row);
                 next = sample_draw(row, m->c.vocab, &rng);
             }

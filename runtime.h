@@ -168,6 +168,7 @@ static void settings_of(const Args* a, Settings* st) {
     setting_text(st, "--import-llmc", a->import_llmc), setting_text(st, "--export-llmc", a->export_llmc);
     setting_int(st, "--on-nan", a->on_nan_skip);
     setting_int(st, "--comm", a->comm_mpi), setting_int(st, "--gelu-fusion", a->gelu_unfused);
+    setting_int(st, "--weight-pass", a->weight_pass_deferred);
 }
 
 // A setting's value as a message shows it; text only this rank holds (another rank's is a hash).

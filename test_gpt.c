@@ -1095,6 +1095,32 @@ static void test_training(void) {
     check(last < first - 0.5, "train/loss falls by > 0.5 in 30 steps", "%.4f -> %.4f (%.1f s)", first, last, now_s() - t0);
 }
 
+// The split backward (model.h): each layer's weight pass right after its input pass, or
+// every input pass of a chunk before any weight pass (--weight-pass deferred, the order a
+// zero-bubble schedule needs), give the same gradients and the same update bit for bit:
+// every gradient tensor still takes its one += per micro-batch in the same order.
+static void test_split_backward(void) {
+    const char* cases[] = {GPT2_TINY, LLAMA_TINY, GPT2_TINY " --recompute selective", LLAMA_TINY " --recompute selective"};
+    const char* names[] = {"gpt2", "llama", "gpt2 selective", "llama selective"};
+    TokenStream ts;
+    make_builtin_corpus(&ts, 20000, 3);
+    for (int k = 0; k < 4; k++) {
+        char flags[512];
+        Model* a = new_model(cases[k]);
+        snprintf(flags, sizeof(flags), "%s --weight-pass deferred", cases[k]);
+        Model* b = new_model(flags);
+        randomize_params(a, 7), randomize_params(b, 7);
+        int same = 1;
+        for (int step = 0; step < 2; step++) {
+            train_step(a, &ts, step), train_step(b, &ts, step);
+            for (size_t i = 0; i < a->P.n_local; i++) same &= a->grads[i] == b->grads[i] && a->params[i] == b->params[i];
+        }
+        char name[96];
+        snprintf(name, sizeof(name), "split backward/%s: deferred weight passes = immediate, bitwise", names[k]);
+        check(same && b->defer_weight && b->chunks[0].slots[0].wgin, name, NULL);
+    }
+}
+
 typedef struct { Model* m; TokenStream* ts; } NanCtx;
 static void nan_stop_child(void* p) {
     NanCtx* c = (NanCtx*)p;
@@ -1910,6 +1936,8 @@ static void test_flags(void) {
         {"--recompute some", "--recompute must be"},
         {"--on-nan ignore", "--on-nan must be"},
         {"--gelu-fusion yes", "--gelu-fusion must be on or off"},
+        {"--weight-pass later", "--weight-pass must be immediate or deferred"},
+        {"--weight-pass deferred --recompute full", "not with --recompute full"},
         {"--arch bert", "--arch must be"},
         {"--model gpt5", "unknown preset 'gpt5'"},
         {"--d-model 30 --n-head 4", "--d-model 30 is not divisible by --n-head 4"},
@@ -1968,7 +1996,7 @@ int main(int argc, char** argv) {
     struct { const char* name; void (*fn)(void); } sections[] = {
         {"kernels", test_kernels}, {"model", test_model}, {"escape", test_escape}, {"files", test_files}, {"data readers", test_data_readers}, {"checkpoints", test_checkpoints}, {"sharding", test_sharding}, {"llmc", test_llmc},
         {"schedules", test_schedules}, {"adamw", test_adamw}, {"lr", test_lr}, {"flags", test_flags},
-        {"layout_check", test_layout_check}, {"training", test_training}, {"non-finite", test_nonfinite}};
+        {"layout_check", test_layout_check}, {"training", test_training}, {"split backward", test_split_backward}, {"non-finite", test_nonfinite}};
     for (size_t i = 0; i < sizeof(sections) / sizeof(sections[0]); i++) {
 #ifdef _OPENMP
         // The kernel checks run on all threads (races, thread-count independence); the rest

@@ -136,6 +136,8 @@ CASES=(
   "gpu_llama|cpu_llama|--model llama-tiny"
   "gpu_gpt2_pp2_vpp2|cpu_gpt2|--model tiny --pp 2 --vpp 2 --comm mpi"
   "gpu_llama_tp2|cpu_llama|--model llama-tiny --tp 2 --comm mpi"
+  "gpu_gpt2_weight_deferred|cpu_gpt2|--model tiny --weight-pass deferred"
+  "gpu_llama_tp2_sp_weight_deferred|cpu_llama|--model llama-tiny --tp 2 --sp --weight-pass deferred --comm mpi"
 )
 # NCCL (the default --comm): one GPU per rank.
 [ "$GPUS" -ge 4 ] && CASES+=(
@@ -146,6 +148,7 @@ CASES=(
   "gpu_llama_tp2_sp_dp2_nccl|cpu_llama|--model llama-tiny --tp 2 --sp --dp 2 --zero 2"
   "gpu_gpt2_pp2_vpp2_nccl|cpu_gpt2|--model tiny --pp 2 --vpp 2 --eval-every 5 --val-batches 1 --sample-every 10 --sample-len 4"
   "gpu_llama_tp2_pp2_nccl|cpu_llama|--model llama-tiny --tp 2 --pp 2 --micro-batch 2"
+  "gpu_gpt2_pp2_weight_deferred_nccl|cpu_gpt2|--model tiny --pp 2 --micro-batch 2 --weight-pass deferred"
 )
 echo "GPU build: $GPU_BIN ($GPUS GPUs for the NCCL layouts)"
 for entry in "${CASES[@]}"; do

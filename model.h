@@ -1,0 +1,303 @@
+// model.h: the transformer, written once for both builds: what one (micro-batch, chunk)
+// keeps, one layer's forward and its backward in two passes, the embedding and the head
+// with the loss, and the tensor/sequence-parallel communication points. The math calls
+// operations (op_*) and collectives that each build supplies under the same names,
+// argument order and accumulate rules (the contract below): train_gpt.c on the CPU (fp32,
+// kernels_cpu.h, MPI), train_gpt.cu on the GPU (bf16, kernels_gpu.cuh, cuBLASLt, NCCL).
+//
+// What a build defines before including this header:
+//   act_t         the activation element (float on the CPU, bf16 on the GPU)
+//   SlotSends     what a slot's pipeline sends hold until they are done (MPI requests; on the
+//                 GPU also events and pinned host copies)
+//   ModelBackend  the build's own state (the GPU's stream, communicators, bf16 weights, ...)
+//   GRAD_BUCKET_FLOATS  the most floats of one dp all-reduce of the gradient
+//
+// The backward of a layer is split as in zero-bubble pipelines (Qi et al. 2024):
+//   layer_backward_input   the gradient the layer below needs (critical path): every matmul's
+//                          input gradient, attention, norms (their small weight gradients too)
+//   layer_backward_weight  the matmul weight and bias gradients, deferrable: it reads the
+//                          layer's activations and the output gradients the input pass kept
+//                          in the layer's WeightGradIn
+// Run one after the other they give the gradients of the unsplit backward bit for bit.
+#pragma once
+
+// ----------------------------------------------------------------------------
+// What the model keeps
+
+// Activations one layer keeps for its backward (one micro-batch, this rank's part). N =
+// rows this rank holds in the norm/residual regions (B*T, or B*T/tp with --sp); the matmul
+// regions always see all B*T rows.
+typedef struct {
+    act_t* ln1;                        // B*T x C gathered
+    float *ln1_mean, *ln1_rstd;        // fp32, the N local rows
+    act_t* qkv;                        // B*T x (Hl + 2*KVl)*hd (after RoPE for LLaMA)
+    float* att;                        // the attention's saved state: the B x Hl x T x T softmax (CPU) or the
+                                       // B x Hl x T log-sum-exp (GPU); a shared scratch unless --recompute none
+    act_t* atty;                       // B*T x Hl*hd
+    act_t* res2;                       // N x C residual after attention
+    act_t* ln2;
+    float *ln2_mean, *ln2_rstd;
+    act_t *fch, *fch_act;              // B*T x Fl (GELU) or B*T x 2Fl [gate|up] -> B*T x Fl (SwiGLU)
+} LayerActs;
+
+// What a layer's weight pass needs beyond its activations: the output gradients of its four
+// matmuls. dy_mlp / dy_att are the gradients of the two row-parallel outputs over all B*T
+// rows (gathered with --sp): views of their buffers, or of the gradient the input pass got
+// when that is still there for an immediate weight pass; dfch / dqkv those of the two
+// column-parallel ones.
+typedef struct {
+    const act_t *dy_mlp, *dy_att;      // views
+    act_t *dy_mlp_buf, *dy_att_buf;    // B*T x C each
+    act_t *dfch, *dqkv;                // B*T x fc_dim, B*T x qkv_dim
+} WeightGradIn;
+
+// Everything one (micro-batch, chunk) keeps between its forward and its backward.
+typedef struct {
+    act_t** x;                         // [n_layers+1] layer inputs (N x C); x[n_layers] is the chunk output
+    LayerActs* acts;                   // [n_layers]; unused under --recompute full
+    WeightGradIn* wgin;                // [n_layers] with deferred weight passes, else NULL (the shared one serves)
+    act_t* lnf;                        // last chunk: final norm output (B*T x C)
+    float *lnf_mean, *lnf_rstd;
+    act_t* logits;                     // last chunk: B*T x Vl logits, replaced by dlogits
+    float* losses;                     // last chunk: B*T
+    act_t *dout, *dinp;                // gradient from the next chunk / to the previous chunk (N x C)
+    SlotSends sends;                   // sends still in flight from this slot
+    int mb;                            // micro-batch held, -1 when free
+} Slot;
+
+typedef struct {
+    int n_layers, layer0;              // layers [layer0, layer0 + n_layers)
+    int n_slots;                       // most micro-batches in flight on this chunk (from the schedule)
+    Slot* slots;
+    char* mem;                         // all slot activations of this chunk, one buffer
+    size_t slot_bytes;
+} Chunk;
+
+typedef struct {
+    Args* args;
+    ModelConfig c;
+    Layout L;
+    ParamLayout P;
+    // shapes on this rank
+    int B, T, C, hd, Hl, KVl, qkv_dim, Fl, fc_dim, Vl, v0, n_micro;
+    // fp32 parameters, gradients, AdamW state (this rank's optimizer range [opt_lo, opt_hi))
+    float *params, *grads, *grad_shard, *shard_tmp, *wte_acc, *m_state, *v_state;
+    size_t opt_lo, opt_hi;
+    Weights w, g;                      // views into params and grads
+    LayerW *wl, *gl;
+    // pipeline
+    PipeOp* ops;
+    int n_ops;
+    Chunk* chunks;                     // [vpp]
+    int* slot_of;                      // [vpp * n_micro] slot index of (chunk, mb), -1 none
+    int defer_weight;                  // 1: a layer's weight pass may run after the input passes below it
+    // scratch shared by all layers (one micro-batch)
+    LayerActs scratch;                 // layer activations under --recompute full
+    WeightGradIn wgin;                 // the weight pass's inputs when it follows the input pass at once
+    float *att_scratch, *ce_max, *ce_sums;
+    act_t *x_scratch, *partial, *reduced, *dres[2], *dres2, *datty, *dfch_act;
+    float* sp_buf;                     // packing of the sequence-parallel partial gradients
+    int *inputs, *targets;             // host: [n_micro * B * T] this step's tokens for this dp rank
+    // accounting
+    double loss_sum;                   // sum of token losses of this step on this rank
+    size_t slots_live_bytes, slots_peak_bytes, scratch_bytes;
+    Metrics* met;
+    ModelBackend be;
+} Model;
+
+// ----------------------------------------------------------------------------
+// The contract: what each build supplies. Weights are passed as their fp32 views (m->w,
+// m->wl); the GPU reads its bf16 copy of them. "+=" accumulates, "=" overwrites.
+
+// out (N x C) = norm(x) (LayerNorm for GPT-2, RMSNorm for LLaMA), mean/rstd kept (fp32).
+static void op_norm_forward(Model* m, act_t* out, float* mean, float* rstd, const act_t* x, const float* w, const float* b, int N);
+// dx = (accumulate ? dx : 0) + d norm / dx; dw, db +=.
+static void op_norm_backward(Model* m, act_t* dx, float* dw, float* db, const act_t* dout, const act_t* x, const float* w,
+                             const float* mean, const float* rstd, int N, int accumulate);
+// out (N x OC) = inp (N x IC) @ w^T + b (b may be NULL).
+static void op_matmul_forward(Model* m, act_t* out, const act_t* inp, const float* w, const float* b, int N, int IC, int OC);
+// dinp (N x IC) = dout (N x OC) @ w.
+static void op_matmul_backward_input(Model* m, act_t* dinp, const act_t* dout, const float* w, int N, int IC, int OC);
+// dw (OC x IC) += dout^T @ inp; db (OC, may be NULL) += column sums of dout.
+static void op_matmul_backward_weight(Model* m, float* dw, float* db, const act_t* dout, const act_t* inp, int N, int IC, int OC);
+// The MLP's column-parallel half, a fused pair where the build has one (the GPU's GELU
+// epilogue): fch = inp @ fcw^T + fcb, fch_act = GELU(fch) (GPT-2) or SwiGLU(fch) (LLaMA).
+static void op_fc_act_forward(Model* m, act_t* fch, act_t* fch_act, const act_t* inp, const LayerW* w, int N);
+// The pair's backward through the projection's input: dfch = act'(fch) * (dy @ fcprojw).
+static void op_fcproj_act_backward_input(Model* m, act_t* dfch, const act_t* dy, const LayerW* w, const act_t* fch, int N);
+// RoPE on the q and k heads of qkv rows in place; sign -1: the backward.
+static void op_rope(Model* m, act_t* qkv, int N, float sign);
+// Causal attention of this rank's heads (grouped-query): out (B*T x Hl*hd), att its saved state.
+static void op_attention_forward(Model* m, act_t* out, float* att, const act_t* qkv, int B);
+// dqkv = the attention's input gradient from dout (out and att as the forward left them).
+static void op_attention_backward(Model* m, act_t* dqkv, const act_t* dout, const act_t* qkv, const act_t* out,
+                                  const float* att, int B);
+// out (N x C) = x + y (+ bias, may be NULL).
+static void op_residual(Model* m, act_t* out, const act_t* x, const act_t* y, const float* bias, int N);
+// db (C) += column sums of d (N x C).
+static void op_column_sum(Model* m, float* db, const act_t* d, int N);
+// Embedding rows of this rank's vocabulary [v0, v0 + Vl): out (N x C) = wte[token] or 0.
+static void op_embedding_forward(Model* m, act_t* out, const int* tokens, int N);
+static void op_embedding_backward(Model* m, const int* tokens, const act_t* dout, int N);  // g.wte +=
+// GPT-2's positions: x (N rows from row0) += wpe[position]; and g.wpe += the gradient.
+static void op_position_forward(Model* m, act_t* x, int N, int row0);
+static void op_position_backward(Model* m, const act_t* dx, int N, int row0);
+// Vocabulary-parallel cross-entropy over this rank's Vl columns: the row maxima, the sums of
+// exponentials and the target logits, then the losses (and dloss/dlogits into logits when
+// dlogits is not NULL: scale dloss_scale); the step's loss sum accumulates the losses.
+static void op_ce_local_max(Model* m, float* max, const act_t* logits, int N);
+static void op_ce_local_sums(Model* m, float* sums, const act_t* logits, const float* max, const int* targets, int N);
+static void op_ce_finish(Model* m, float* losses, act_t* dlogits, const float* max, const float* sums, const int* targets, int N,
+                         float dloss_scale);
+static void op_loss_accumulate(Model* m, const float* losses, int N);
+
+// The process groups the shared code communicates over (layout.h's Comm on the CPU,
+// comm_nccl.h's GpuGroup on the GPU).
+typedef enum { GROUP_TP, GROUP_DP, GROUP_EMBED } Group;
+// Collectives of activations (act_t). allgather: send may be recv + rank * n_per_rank.
+static void act_allreduce_sum(Model* m, Group g, act_t* buf, size_t n);
+static void act_reduce_scatter(Model* m, Group g, const act_t* send, act_t* recv, size_t n_per_rank);
+static void act_allgather(Model* m, Group g, const act_t* send, act_t* recv, size_t n_per_rank);
+// fp32 collectives (the loss's maxima and sums, gradients).
+static void f32_allreduce_sum(Model* m, Group g, float* buf, size_t n);
+static void f32_allreduce_max(Model* m, Group g, float* buf, size_t n);
+// Memory: activations where this build keeps them.
+static void act_copy(Model* m, act_t* dst, const act_t* src, size_t n);
+
+// ----------------------------------------------------------------------------
+// Tensor-parallel communication points (Megatron's f/g operators and their sequence-
+// parallel forms). Without --sp: all-reduce; with --sp: reduce-scatter to the N local
+// rows, and all-gather of the N local rows back to B*T.
+
+static int row_count(const Model* m, int B) { return m->c.sp ? B * m->T / m->L.tp : B * m->T; }
+static int row0_of(const Model* m, int B) { return m->c.sp ? m->L.tp_rank * row_count(m, B) : 0; }
+// The rows this rank writes into a B*T x C buffer: its own only.
+static act_t* my_rows(Model* m, act_t* full, int B) { return full + (size_t)row0_of(m, B) * m->C; }
+
+// Row-parallel matmul output: partial sums (B*T x C) -> the reduced rows this rank keeps.
+static act_t* tp_reduce_rows(Model* m, act_t* partial, int B) {
+    int N = row_count(m, B), BT = B * m->T;
+    if (!m->c.sp) {
+        act_allreduce_sum(m, GROUP_TP, partial, (size_t)BT * m->C);  // comm: tp all-reduce
+        return partial;
+    }
+    act_reduce_scatter(m, GROUP_TP, partial, m->reduced, (size_t)N * m->C);  // comm: tp reduce-scatter (sp)
+    return m->reduced;
+}
+// full (B*T x C) holds this rank's N rows at their place; fill in the other ranks' rows.
+static void sp_gather_rows(Model* m, act_t* full, int B) {
+    if (!m->c.sp) return;
+    size_t n = (size_t)row_count(m, B) * m->C;
+    act_allgather(m, GROUP_TP, full + m->L.tp_rank * n, full, n);  // comm: tp all-gather (sp)
+}
+// Gradient rows (N x C) -> all B*T rows, as the backward of a reduce-scatter: gathered into
+// dst with --sp; without it the rows are all there, and are copied to dst only when they
+// must outlive d (keep).
+static const act_t* sp_gather_grad(Model* m, const act_t* d, act_t* dst, int B, int keep) {
+    size_t n = (size_t)row_count(m, B) * m->C;
+    if (m->c.sp) act_allgather(m, GROUP_TP, d, dst, n);  // comm: tp all-gather (sp)
+    else if (keep) act_copy(m, dst, d, n);
+    else return d;
+    return dst;
+}
+
+// ----------------------------------------------------------------------------
+// One transformer layer on this rank's heads and MLP columns.
+
+static void norm_forward(Model* m, act_t* out, float* mean, float* rstd, const act_t* x, const float* w, const float* b, int B) {
+    op_norm_forward(m, my_rows(m, out, B), mean, rstd, x, w, b, row_count(m, B));
+    sp_gather_rows(m, out, B);
+}
+
+static void layer_forward(Model* m, int l, LayerActs* a, const act_t* x, act_t* out, int B) {
+    const LayerW* w = &m->wl[l];
+    int BT = B * m->T, N = row_count(m, B), C = m->C, Cl = m->Hl * m->hd;
+    // attention block: x -> norm -> qkv (column-parallel) -> attention -> proj (row-parallel) -> + x
+    norm_forward(m, a->ln1, a->ln1_mean, a->ln1_rstd, x, w->ln1w, w->ln1b, B);
+    op_matmul_forward(m, a->qkv, a->ln1, w->qkvw, w->qkvb, BT, C, m->qkv_dim);
+    if (m->c.arch == ARCH_LLAMA) op_rope(m, a->qkv, BT, 1.0f);
+    op_attention_forward(m, a->atty, a->att, a->qkv, B);
+    op_matmul_forward(m, m->partial, a->atty, w->attprojw, NULL, BT, Cl, C);
+    op_residual(m, a->res2, x, tp_reduce_rows(m, m->partial, B), w->attprojb, N);
+    // MLP block: res2 -> norm -> fc (column-parallel) -> GELU / SwiGLU -> proj (row-parallel) -> + res2
+    norm_forward(m, a->ln2, a->ln2_mean, a->ln2_rstd, a->res2, w->ln2w, w->ln2b, B);
+    op_fc_act_forward(m, a->fch, a->fch_act, a->ln2, w, BT);
+    op_matmul_forward(m, m->partial, a->fch_act, w->fcprojw, NULL, BT, m->Fl, C);
+    op_residual(m, out, a->res2, tp_reduce_rows(m, m->partial, B), w->fcprojb, N);
+}
+
+// The input pass. dout: gradient of the layer output (N x C); writes the gradient of its
+// input to dx and leaves in wg what the weight pass needs (copies when it runs later).
+static void layer_backward_input(Model* m, int l, LayerActs* a, WeightGradIn* wg, const act_t* x, const act_t* dout, act_t* dx, int B) {
+    const LayerW* w = &m->wl[l];
+    LayerW* g = &m->gl[l];
+    int T = m->T, BT = B * T, N = row_count(m, B), C = m->C, Cl = m->Hl * m->hd, keep = m->defer_weight;
+    // MLP block
+    wg->dy_mlp = sp_gather_grad(m, dout, wg->dy_mlp_buf, B, keep);
+    op_fcproj_act_backward_input(m, wg->dfch, wg->dy_mlp, w, a->fch, BT);
+    op_matmul_backward_input(m, m->partial, wg->dfch, w->fcw, BT, C, m->fc_dim);
+    act_copy(m, m->dres2, dout, (size_t)N * C);  // the residual path
+    op_norm_backward(m, m->dres2, g->ln2w, g->ln2b, tp_reduce_rows(m, m->partial, B), a->res2, w->ln2w, a->ln2_mean, a->ln2_rstd, N, 1);
+    // attention block
+    wg->dy_att = sp_gather_grad(m, m->dres2, wg->dy_att_buf, B, keep);
+    op_matmul_backward_input(m, m->datty, wg->dy_att, w->attprojw, BT, Cl, C);
+    // Selective recomputation (Korthikanti et al. 2022): the attention's saved state was
+    // not kept; run the attention forward again to rebuild it.
+    if (m->c.recompute == RECOMPUTE_SELECTIVE) op_attention_forward(m, a->atty, a->att, a->qkv, B);
+    op_attention_backward(m, wg->dqkv, m->datty, a->qkv, a->atty, a->att, B);
+    if (m->c.arch == ARCH_LLAMA) op_rope(m, wg->dqkv, BT, -1.0f);
+    op_matmul_backward_input(m, m->partial, wg->dqkv, w->qkvw, BT, C, m->qkv_dim);
+    act_copy(m, dx, m->dres2, (size_t)N * C);
+    op_norm_backward(m, dx, g->ln1w, g->ln1b, tp_reduce_rows(m, m->partial, B), x, w->ln1w, a->ln1_mean, a->ln1_rstd, N, 1);
+}
+
+// The weight pass: the four matmuls' weight (and bias) gradients. The row-parallel biases
+// see this rank's N rows only (their --sp partial sums meet in sp_partial_sync).
+static void layer_backward_weight(Model* m, int l, const LayerActs* a, const WeightGradIn* wg, int B) {
+    LayerW* g = &m->gl[l];
+    int BT = B * m->T, N = row_count(m, B), C = m->C, Cl = m->Hl * m->hd;
+    size_t own = (size_t)row0_of(m, B) * C;
+    op_matmul_backward_weight(m, g->fcprojw, NULL, wg->dy_mlp, a->fch_act, BT, m->Fl, C);
+    if (g->fcprojb) op_column_sum(m, g->fcprojb, wg->dy_mlp + own, N);
+    op_matmul_backward_weight(m, g->fcw, g->fcb, wg->dfch, a->ln2, BT, C, m->fc_dim);
+    op_matmul_backward_weight(m, g->attprojw, NULL, wg->dy_att, a->atty, BT, Cl, C);
+    if (g->attprojb) op_column_sum(m, g->attprojb, wg->dy_att + own, N);
+    op_matmul_backward_weight(m, g->qkvw, g->qkvb, wg->dqkv, a->ln1, BT, C, m->qkv_dim);
+}
+
+// ----------------------------------------------------------------------------
+// Embedding (first chunk) and head + loss (last chunk). tokens, targets: where the build's
+// kernels read them (batch_inputs / batch_targets).
+
+static void embed_forward(Model* m, act_t* x0, const int* tokens, int B) {
+    int BT = B * m->T, N = row_count(m, B);
+    op_embedding_forward(m, m->partial, tokens, BT);  // rows of this rank's vocabulary, zeros elsewhere
+    act_copy(m, x0, tp_reduce_rows(m, m->partial, B), (size_t)N * m->C);  // one nonzero term per row: the sum is exact
+    if (m->w.wpe) op_position_forward(m, x0, N, row0_of(m, B));
+}
+static void embed_backward(Model* m, const act_t* dx0, const int* tokens, int B) {
+    if (m->g.wpe) op_position_backward(m, dx0, row_count(m, B), row0_of(m, B));
+    op_embedding_backward(m, tokens, sp_gather_grad(m, dx0, m->partial, B, 0), B * m->T);
+}
+
+// Final norm, logits of this rank's vocabulary columns, vocabulary-parallel cross-entropy.
+// dloss_scale > 0: the logits are replaced by dloss/dlogits for the backward.
+static void head_forward(Model* m, Slot* s, const act_t* x, const int* targets, int B, float dloss_scale) {
+    int BT = B * m->T;
+    norm_forward(m, s->lnf, s->lnf_mean, s->lnf_rstd, x, m->w.lnfw, m->w.lnfb, B);
+    op_matmul_forward(m, s->logits, s->lnf, m->w.head, NULL, BT, m->C, m->Vl);
+    op_ce_local_max(m, m->ce_max, s->logits, BT);
+    f32_allreduce_max(m, GROUP_TP, m->ce_max, BT);  // comm: tp all-reduce (max over vocabulary shards)
+    op_ce_local_sums(m, m->ce_sums, s->logits, m->ce_max, targets, BT);
+    f32_allreduce_sum(m, GROUP_TP, m->ce_sums, 2 * (size_t)BT);  // comm: tp all-reduce (sum exp, target logit)
+    op_ce_finish(m, s->losses, dloss_scale > 0 ? s->logits : NULL, m->ce_max, m->ce_sums, targets, BT, dloss_scale);
+    op_loss_accumulate(m, s->losses, BT);
+}
+// The head's backward, both passes (the head is one matmul; its weight pass is not deferred).
+static void head_backward(Model* m, Slot* s, const act_t* x, act_t* dx, int B) {
+    int BT = B * m->T;
+    op_matmul_backward_input(m, m->partial, s->logits, m->w.head, BT, m->C, m->Vl);
+    op_matmul_backward_weight(m, m->g.head, NULL, s->logits, s->lnf, BT, m->C, m->Vl);
+    op_norm_backward(m, dx, m->g.lnfw, m->g.lnfb, tp_reduce_rows(m, m->partial, B), x, m->w.lnfw, s->lnf_mean, s->lnf_rstd,
+                     row_count(m, B), 0);
+}

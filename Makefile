@@ -3,7 +3,7 @@
 # clean. Every build says what it detected.
 SHELL := /bin/bash
 CC = gcc
-CFLAGS = -O3 -march=native -fopenmp -std=gnu11 -Wall -Wextra -Wno-unused-function -Wno-unused-parameter
+CFLAGS = -O3 -march=native -fopenmp -std=gnu11 -I. -Wall -Wextra -Wno-unused-function -Wno-unused-parameter
 LDLIBS = -lm
 
 # Open MPI: mpicc gives the include and link flags.
@@ -31,7 +31,8 @@ NVCC_FLAGS = -O3 -std=c++17 -DOMPI_SKIP_MPICXX=1 -gencode arch=compute_90,code=[
              -I$(CUDA_ROOT)/include -I.
 NVCC_LIBS = -L$(CUDA_ROOT)/lib64 -lcublasLt -lcublas $(NCCL_FLAGS) -lm
 
-HEADERS = common.h config.h args.h params.h schedule.h layout.h files.h data.h ckpt.h metrics.h planner.h runtime.h kernels_cpu.h model.h model_runtime.h
+HEADERS = $(wildcard runtime/*.h model/*.h parallel/*.h planner/*.h)
+GPU_HEADERS = model/kernels_gpu.cuh
 
 .PHONY: all train test bench clean mpi detect
 all: train
@@ -66,30 +67,30 @@ endif
 train_cpu: train_gpt.c $(HEADERS) | $(NEED_MPI) detect
 	$(CC) $(CFLAGS) $(MPI_COMPILE) -o $@ train_gpt.c $(MPI_LINK) $(LDLIBS)
 
-train_gpu: train_gpt.cu $(HEADERS) kernels_gpu.cuh comm_nccl.h | $(NEED_MPI) detect
+train_gpu: train_gpt.cu $(HEADERS) $(GPU_HEADERS) | $(NEED_MPI) detect
 	$(NVCC) $(NVCC_FLAGS) $(MPI_COMPILE) -o $@ train_gpt.cu $(NVCC_LIBS) $(MPI_LINK)
 
-test_gpu: test_gpu.cu $(HEADERS) kernels_gpu.cuh | $(NEED_MPI) detect
-	$(NVCC) $(NVCC_FLAGS) $(MPI_COMPILE) -o $@ test_gpu.cu $(NVCC_LIBS) $(MPI_LINK)
+test_gpu: tests/test_gpu.cu $(HEADERS) $(GPU_HEADERS) | $(NEED_MPI) detect
+	$(NVCC) $(NVCC_FLAGS) $(MPI_COMPILE) -o $@ tests/test_gpu.cu $(NVCC_LIBS) $(MPI_LINK)
 
 # The CUDA emulator (emu/cuda_emu.h): the GPU sources with their launches rewritten by
 # emu/cu2cpp.pl, compiled by g++ and run on the CPU, one fiber per CUDA thread, with
 # cuBLASLt and NCCL (over MPI) emulated. So the GPU kernels and the whole GPU trainer run,
 # and are tested, where there is no GPU. Needs the CUDA headers (not a GPU, not libcudart).
-EMU_SRC = emu/build/train_gpt.cu emu/build/test_gpu.cu emu/build/kernels_gpu.cuh emu/build/comm_nccl.h
+EMU_SRC = emu/build/train_gpt.cu emu/build/tests/test_gpu.cu emu/build/model/kernels_gpu.cuh emu/build/parallel/comm_nccl.h
 EMU_DEPS = $(HEADERS) $(EMU_SRC) emu/cuda_emu.h emu/cublaslt_emu.h emu/nccl_emu.h
 EMU_CXX = g++ -g -std=c++17 -fopenmp -DOMPI_SKIP_MPICXX=1 -Wall -Wno-unused-function -Wno-unused-parameter -Wno-unknown-pragmas \
           -I$(CUDA_ROOT)/include -Iemu/build -I. -include emu/cuda_emu.h
 
 emu/build/%: % emu/cu2cpp.pl
-	@mkdir -p emu/build
+	@mkdir -p $(dir $@)
 	perl emu/cu2cpp.pl $< > $@.tmp && mv -f $@.tmp $@
 
 train_gpu_emu: $(EMU_DEPS) | $(NEED_MPI) detect
 	$(EMU_CXX) -O2 $(MPI_COMPILE) -x c++ emu/build/train_gpt.cu -o $@ $(MPI_LINK) -lm
 
-test_gpu_emu: $(EMU_DEPS) kernels_cpu.h | $(NEED_MPI) detect
-	$(EMU_CXX) -O2 $(MPI_COMPILE) -x c++ emu/build/test_gpu.cu -o $@ $(MPI_LINK) -lm
+test_gpu_emu: $(EMU_DEPS) | $(NEED_MPI) detect
+	$(EMU_CXX) -O2 $(MPI_COMPILE) -x c++ emu/build/tests/test_gpu.cu -o $@ $(MPI_LINK) -lm
 
 # The emulator's own stream semantics (emu/test_emu.cu; on the emulator only).
 emu/build/test_emu.cu: emu/test_emu.cu emu/cu2cpp.pl
@@ -105,21 +106,21 @@ EMU_ASAN = -O1 -fsanitize=address,undefined -fno-sanitize-recover=all -fno-omit-
 train_gpu_emu_asan: $(EMU_DEPS) | $(NEED_MPI) detect
 	$(EMU_CXX) $(EMU_ASAN) $(MPI_COMPILE) -x c++ emu/build/train_gpt.cu -o $@ $(MPI_LINK) -lm
 
-test_gpu_emu_asan: $(EMU_DEPS) kernels_cpu.h | $(NEED_MPI) detect
-	$(EMU_CXX) $(EMU_ASAN) $(MPI_COMPILE) -x c++ emu/build/test_gpu.cu -o $@ $(MPI_LINK) -lm
+test_gpu_emu_asan: $(EMU_DEPS) | $(NEED_MPI) detect
+	$(EMU_CXX) $(EMU_ASAN) $(MPI_COMPILE) -x c++ emu/build/tests/test_gpu.cu -o $@ $(MPI_LINK) -lm
 
-test_gpt: test_gpt.c train_gpt.c $(HEADERS) | $(NEED_MPI) detect
-	$(CC) $(CFLAGS) -DTESTING $(MPI_COMPILE) -o $@ test_gpt.c $(MPI_LINK) $(LDLIBS)
+test_gpt: tests/test_gpt.c train_gpt.c $(HEADERS) | $(NEED_MPI) detect
+	$(CC) $(CFLAGS) -DTESTING $(MPI_COMPILE) -o $@ tests/test_gpt.c $(MPI_LINK) $(LDLIBS)
 
-test_layouts: test_layouts.c $(HEADERS) | $(NEED_MPI)
-	$(CC) $(CFLAGS) $(MPI_COMPILE) -o $@ test_layouts.c $(MPI_LINK) $(LDLIBS)
+test_layouts: tests/test_layouts.c $(HEADERS) | $(NEED_MPI)
+	$(CC) $(CFLAGS) $(MPI_COMPILE) -o $@ tests/test_layouts.c $(MPI_LINK) $(LDLIBS)
 
 # Two checkpoints tensor by tensor (dev/check_gpu_vs_cpu.sh compares gradients with it).
 ckpt_compare: dev/ckpt_compare.c $(HEADERS) | $(NEED_MPI)
 	$(CC) $(CFLAGS) -I. $(MPI_COMPILE) -o $@ dev/ckpt_compare.c $(MPI_LINK) $(LDLIBS)
 
-test_planner: test_planner.c planner.h config.h schedule.h common.h
-	$(CC) $(CFLAGS) -o $@ test_planner.c $(LDLIBS)
+test_planner: tests/test_planner.c $(HEADERS)
+	$(CC) $(CFLAGS) -o $@ tests/test_planner.c $(LDLIBS)
 
 # The GPU layouts dev/check_gpu_vs_cpu.sh runs under ASan in make test (all 18 run without it).
 ASAN_CASES = ^gpu_(gpt2|gpt2_recompute_full|gpt2_tp2_sp|gpt2_dp2_zero2|llama_tp2|llama_tp2_sp_dp2_nccl|gpt2_pp2_vpp2_nccl|llama_tp2_pp2_nccl)$$

@@ -10,16 +10,16 @@
 // build) -> layer_forward()/layer_backward_input()/layer_backward_weight() (model.h, shared)
 // -> the op_* operations here -> kernels_cpu.h.
 // Every communication point is a comm_* call (layout.h) marked "comm:".
-#include "args.h"
-#include "ckpt.h"
-#include "data.h"
-#include "kernels_cpu.h"
-#include "layout.h"
-#include "metrics.h"
-#include "params.h"
-#include "planner.h"
-#include "runtime.h"
-#include "schedule.h"
+#include "runtime/args.h"
+#include "runtime/ckpt.h"
+#include "runtime/data.h"
+#include "model/kernels_cpu.h"
+#include "parallel/grid.h"
+#include "runtime/metrics.h"
+#include "model/params.h"
+#include "planner/planner.h"
+#include "runtime/run.h"
+#include "parallel/schedule.h"
 
 // The activation element model.h works in, what a slot's pipeline sends hold until done,
 // the build's own state, and the most floats of one dp all-reduce of the gradient
@@ -32,7 +32,7 @@ typedef struct {
 } ModelBackend;
 #define GRAD_BUCKET_FLOATS ((size_t)1 << 20)
 
-#include "model.h"
+#include "model/model.h"
 
 // ----------------------------------------------------------------------------
 // The operations model.h asks for: kernels_cpu.h on host memory. Its activation and
@@ -119,7 +119,7 @@ static void act_copy(Model* m, float* dst, const float* src, size_t n) { memcpy(
 // The rank's orchestration (chunks, slots, the schedule executor, gradient reduction, the
 // step, evaluation, sampling, the training loop) is model_runtime.h, shared with
 // train_gpt.cu. Below it, the primitives it asks of this build: host memory and MPI.
-#include "model_runtime.h"
+#include "runtime/train.h"
 
 static void f32_copy(Model* m, float* dst, const float* src, size_t n) { memcpy(dst, src, sizeof(float) * n); }
 static void f32_zero(Model* m, float* p, size_t n) { memset(p, 0, sizeof(float) * n); }

@@ -33,17 +33,17 @@
 #ifndef OMPI_SKIP_MPICXX
 #define OMPI_SKIP_MPICXX 1  // Open MPI's C++ bindings are unused (and warn under nvcc)
 #endif
-#include "args.h"
-#include "ckpt.h"
-#include "comm_nccl.h"
-#include "data.h"
-#include "kernels_gpu.cuh"
-#include "layout.h"
-#include "metrics.h"
-#include "params.h"
-#include "planner.h"
-#include "runtime.h"
-#include "schedule.h"
+#include "runtime/args.h"
+#include "runtime/ckpt.h"
+#include "parallel/comm_nccl.h"
+#include "runtime/data.h"
+#include "model/kernels_gpu.cuh"
+#include "parallel/grid.h"
+#include "runtime/metrics.h"
+#include "model/params.h"
+#include "planner/planner.h"
+#include "runtime/run.h"
+#include "parallel/schedule.h"
 
 // The activation element model.h works in, what a slot's pipeline sends hold until done,
 // the build's own state, and the most floats of one dp all-reduce of the gradient
@@ -69,7 +69,7 @@ typedef struct {
 } ModelBackend;
 #define GRAD_BUCKET_FLOATS SIZE_MAX
 
-#include "model.h"
+#include "model/model.h"
 
 // ----------------------------------------------------------------------------
 // The operations model.h asks for: kernels_gpu.cuh and cuBLASLt on the compute stream,
@@ -195,7 +195,7 @@ static void act_copy(Model* m, bf16* dst, const bf16* src, size_t n) {
 // step, evaluation, sampling, the training loop) is model_runtime.h, shared with
 // train_gpt.c. Below it, the primitives it asks of this build: device memory on the one
 // compute stream, NCCL (or host-staged MPI) groups and pipeline p2p.
-#include "model_runtime.h"
+#include "runtime/train.h"
 
 static void f32_copy(Model* m, float* dst, const float* src, size_t n) {
     cudaCheck(cudaMemcpyAsync(dst, src, sizeof(float) * n, cudaMemcpyDeviceToDevice, m->be.stream));

@@ -8,7 +8,7 @@
 // first moment is (1 - beta1) times the clipped gradient, so m compares gradients element
 // by element). Prints the worst tensors and one PASS or FAIL line; exits 1 when the worst
 // is above --tol (default 1e-2), 2 on a bad file.
-#include "ckpt.h"
+#include "runtime/ckpt.h"
 
 static float* read_part(const char* path, int part, int32_t* h, size_t* n_full) {
     FILE* f = fopen(path, "rb");

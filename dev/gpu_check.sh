@@ -49,9 +49,9 @@ if ! command -v make >/dev/null 2>&1; then
     cuda=$(dirname "$(dirname "$(command -v nvcc)")")
     local nv="nvcc -O3 -std=c++17 -DOMPI_SKIP_MPICXX=1 -gencode arch=compute_90,code=[sm_90,compute_90] -Xcompiler -fopenmp,-Wno-unused-function -I$cuda/include -I."
     case "$1" in
-      test_gpu) $nv $mpi_c -o test_gpu test_gpu.cu -L"$cuda/lib64" -lcublasLt -lcublas $(dev/find_nccl.sh "$cuda") -lm $mpi_l ;;
+      test_gpu) $nv $mpi_c -o test_gpu tests/test_gpu.cu -L"$cuda/lib64" -lcublasLt -lcublas $(dev/find_nccl.sh "$cuda") -lm $mpi_l ;;
       train_gpu) $nv $mpi_c -o train_gpu train_gpt.cu -L"$cuda/lib64" -lcublasLt -lcublas $(dev/find_nccl.sh "$cuda") -lm $mpi_l ;;
-      train_cpu) gcc -O3 -march=native -fopenmp -std=gnu11 $mpi_c -o train_cpu train_gpt.c $mpi_l -lm ;;
+      train_cpu) gcc -O3 -march=native -fopenmp -std=gnu11 $mpi_c -I. -o train_cpu train_gpt.c $mpi_l -lm ;;
       ckpt_compare) gcc -O3 -march=native -fopenmp -std=gnu11 -I. $mpi_c -o ckpt_compare dev/ckpt_compare.c $mpi_l -lm ;;
       *) echo "gpu_check: no make, and no rule here for $1"; return 1 ;;
     esac

@@ -9,7 +9,7 @@
 // the rest is tiled over the three float sections (an empty rest leaves zeros).
 #include "fuzz_common.h"
 #define printf(...) (0 ? printf(__VA_ARGS__) : 0)  // ckpt_resume's "resumed from" line: never printed
-#include "../ckpt.h"
+#include "runtime/ckpt.h"
 
 static Args args;
 static ParamLayout P;

@@ -2,7 +2,7 @@
 // It reports errors through its return value (it does not call fail()), but the hook is
 // set anyway so a fail() anywhere below is a normal return, not an exit.
 #include "fuzz_common.h"
-#include "../planner.h"
+#include "planner/planner.h"
 
 int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
     fail_hook = fuzz_fail_jump;

@@ -13,13 +13,13 @@
 #define METRICS_H
 
 #include <sys/resource.h>
-#include "args.h"
-#include "data.h"
-#include "files.h"
-#include "layout.h"
-#include "params.h"
-#include "planner.h"
-#include "schedule.h"
+#include "runtime/args.h"
+#include "runtime/data.h"
+#include "runtime/files.h"
+#include "parallel/grid.h"
+#include "model/params.h"
+#include "planner/planner.h"
+#include "parallel/schedule.h"
 
 #define TRACE_STEPS 3       // steps recorded by --trace (the first is warm-up)
 #define MAX_TRACE_EVENTS 200000

@@ -12,8 +12,8 @@
 
 #include <glob.h>
 #include <sys/stat.h>
-#include "config.h"
-#include "files.h"
+#include "model/config.h"
+#include "runtime/files.h"
 
 #define SHARD_MAGIC 20240520
 #define TOKENIZER_MAGIC 20240328

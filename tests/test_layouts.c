@@ -17,8 +17,8 @@
 // says nothing about the layout. With eps 1e-4 real gradients (~1e-3) still get Adam's
 // normalized step and noise stays noise.
 #include <sys/wait.h>
-#include "ckpt.h"
-#include "schedule.h"
+#include "runtime/ckpt.h"
+#include "parallel/schedule.h"
 
 static int n_pass = 0, n_fail = 0;
 #define TOL 1e-5

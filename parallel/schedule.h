@@ -12,7 +12,7 @@
 #ifndef SCHEDULE_H
 #define SCHEDULE_H
 
-#include "config.h"
+#include "model/config.h"
 
 enum { OP_RECV_FWD, OP_FWD, OP_SEND_FWD, OP_RECV_BWD, OP_BWD, OP_SEND_BWD };
 

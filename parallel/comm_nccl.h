@@ -32,8 +32,8 @@
 #define OMPI_SKIP_MPICXX 1  // Open MPI's C++ bindings are unused and warn under nvcc -Wextra
 #endif
 #include <nccl.h>
-#include "layout.h"
-#include "kernels_gpu.cuh"
+#include "parallel/grid.h"
+#include "model/kernels_gpu.cuh"
 
 #define ncclCheck(call) do { ncclResult_t r_ = (call); if (r_ != ncclSuccess) \
     fail("NCCL error at %s:%d: %s (%s)", __FILE__, __LINE__, ncclGetErrorString(r_), #call); } while (0)

@@ -22,10 +22,10 @@
 #include <signal.h>
 #include <sys/stat.h>
 #include <unistd.h>
-#include "args.h"
-#include "files.h"
-#include "layout.h"
-#include "params.h"
+#include "runtime/args.h"
+#include "runtime/files.h"
+#include "parallel/grid.h"
+#include "model/params.h"
 
 #define CKPT_MAGIC 20261202
 #define CKPT_VERSION 1

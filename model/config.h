@@ -4,7 +4,7 @@
 #ifndef CONFIG_H
 #define CONFIG_H
 
-#include "common.h"
+#include "runtime/common.h"
 
 enum { ARCH_GPT2 = 0, ARCH_LLAMA = 1 };
 enum { SCHED_GPIPE = 0, SCHED_1F1B = 1, SCHED_INTERLEAVED = 2 };

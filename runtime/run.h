@@ -5,12 +5,12 @@
 #ifndef RUNTIME_H
 #define RUNTIME_H
 
-#include "args.h"
-#include "ckpt.h"
-#include "data.h"
-#include "layout.h"
-#include "params.h"
-#include "schedule.h"
+#include "runtime/args.h"
+#include "runtime/ckpt.h"
+#include "runtime/data.h"
+#include "parallel/grid.h"
+#include "model/params.h"
+#include "parallel/schedule.h"
 
 // Why the layout cannot run this model, or NULL. Checked on every rank before anything is allocated.
 static const char* layout_check(const ModelConfig* c, int world, char* why) {

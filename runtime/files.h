@@ -19,7 +19,7 @@
 #include <limits.h>
 #include <sys/stat.h>
 #include <unistd.h>
-#include "common.h"
+#include "runtime/common.h"
 
 #define PATH_CAP 4096  // bytes of a path with its NUL (Linux PATH_MAX)
 

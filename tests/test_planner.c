@@ -9,7 +9,7 @@
 #include <sys/stat.h>
 #include <sys/wait.h>
 #include <unistd.h>
-#include "planner.h"
+#include "planner/planner.h"
 
 static int n_pass = 0, n_fail = 0;
 

@@ -4,7 +4,7 @@
 #ifndef ARGS_H
 #define ARGS_H
 
-#include "config.h"
+#include "model/config.h"
 
 typedef struct {
     ModelConfig cfg;

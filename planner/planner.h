@@ -27,8 +27,8 @@
 #define PLANNER_H
 
 #include <stddef.h>
-#include "files.h"
-#include "schedule.h"
+#include "runtime/files.h"
+#include "parallel/schedule.h"
 
 // ----------------------------------------------------------------------------
 // Device profiles

@@ -18,7 +18,7 @@
 #include <pthread.h>
 #include <signal.h>
 #include <unistd.h>
-#include "common.h"
+#include "runtime/common.h"
 
 #define mpiCheck(call) do { int rc_ = (call); if (rc_ != MPI_SUCCESS) { char s_[MPI_MAX_ERROR_STRING]; int l_; \
     MPI_Error_string(rc_, s_, &l_); fail("MPI error at %s:%d: %s", __FILE__, __LINE__, s_); } } while (0)

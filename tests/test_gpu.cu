@@ -22,8 +22,8 @@
 //
 // Build: nvcc -O3 -std=c++17 -gencode arch=compute_90,code=[sm_90,compute_90] -I.
 //   $(mpicc --showme:compile) -o test_gpu test_gpu.cu -lcublasLt -lcublas $(mpicc --showme:link) -lnccl
-#include "kernels_cpu.h"
-#include "kernels_gpu.cuh"
+#include "model/kernels_cpu.h"
+#include "model/kernels_gpu.cuh"
 
 static int n_pass, n_fail;
 static Rng rng;

@@ -29,7 +29,7 @@
 #include <cublasLt.h>
 #include <float.h>
 #include <stdint.h>
-#include "common.h"
+#include "runtime/common.h"
 
 typedef __nv_bfloat16 bf16;
 

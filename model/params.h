@@ -14,7 +14,7 @@
 #ifndef PARAMS_H
 #define PARAMS_H
 
-#include "config.h"
+#include "model/config.h"
 
 enum { SHARD_NONE, SHARD_ROWS, SHARD_COLS };
 

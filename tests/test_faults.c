@@ -27,8 +27,8 @@
 #include <signal.h>
 #include <sys/inotify.h>
 #include <sys/wait.h>
-#include "ckpt.h"
-#include "data.h"
+#include "runtime/ckpt.h"
+#include "runtime/data.h"
 
 #define ROOT "/tmp/test_faults"
 #define TOL 1e-5

@@ -5,11 +5,11 @@
 // head), trained with AdamW on data, tensor, sequence and pipeline parallel layouts.
 // It is the oracle every other path is checked against.
 //
-// Reading order: main() -> model_init() -> train_loop() / train_step() -> run_schedule() ->
-// chunk_forward()/chunk_backward() (those four in model_runtime.h, shared with the GPU
-// build) -> layer_forward()/layer_backward_input()/layer_backward_weight() (model.h, shared)
-// -> the op_* operations here -> kernels_cpu.h.
-// Every communication point is a comm_* call (layout.h) marked "comm:".
+// Reading order: main() -> model_init() -> train_loop() / train_step() (runtime/train.h) ->
+// run_schedule() (parallel/pipeline.h) -> chunk_forward()/chunk_backward() ->
+// layer_forward()/layer_backward_input()/layer_backward_weight() (model/model.h) -> the op_*
+// operations here -> model/kernels_cpu.h. All of that but the operations, memory and main
+// is shared with the GPU build. Every communication point is marked "comm:".
 #include "runtime/args.h"
 #include "runtime/ckpt.h"
 #include "runtime/data.h"
@@ -23,7 +23,7 @@
 
 // The activation element model.h works in, what a slot's pipeline sends hold until done,
 // the build's own state, and the most floats of one dp all-reduce of the gradient
-// (model_runtime.h's reduce_gradients).
+// (parallel/data_parallel.h's reduce_gradients).
 typedef float act_t;
 typedef struct { MPI_Request req[2]; } SlotSends;
 typedef struct {
@@ -103,7 +103,7 @@ static void op_loss_accumulate(Model* m, const float* losses, int N) {
     for (int i = 0; i < N; i++) m->loss_sum += losses[i];
 }
 
-static Comm* comm_of(Model* m, Group g) { return g == GROUP_TP ? &m->L.tp_c : g == GROUP_DP ? &m->L.dp_c : &m->L.embed_c; }
+static Comm* comm_of(Model* m, Group g) { return &m->L.group[g]; }
 static void act_allreduce_sum(Model* m, Group g, float* buf, size_t n) { comm_allreduce_sum(comm_of(m, g), buf, n); }
 static void act_reduce_scatter(Model* m, Group g, const float* send, float* recv, size_t n_per_rank) {
     comm_reduce_scatter(comm_of(m, g), send, recv, n_per_rank);
@@ -116,9 +116,11 @@ static void f32_allreduce_max(Model* m, Group g, float* buf, size_t n) { comm_al
 static void act_copy(Model* m, float* dst, const float* src, size_t n) { memcpy(dst, src, sizeof(float) * n); }
 
 // ----------------------------------------------------------------------------
-// The rank's orchestration (chunks, slots, the schedule executor, gradient reduction, the
-// step, evaluation, sampling, the training loop) is model_runtime.h, shared with
-// train_gpt.cu. Below it, the primitives it asks of this build: host memory and MPI.
+// The rank's orchestration, shared with train_gpt.cu: the pipeline executor, data
+// parallelism and ZeRO, the step, evaluation, sampling, the training loop. Below it, the
+// primitives it asks of this build: host memory and MPI.
+#include "parallel/pipeline.h"
+#include "parallel/data_parallel.h"
 #include "runtime/train.h"
 
 static void f32_copy(Model* m, float* dst, const float* src, size_t n) { memcpy(dst, src, sizeof(float) * n); }
@@ -127,7 +129,7 @@ static void f32_add(Model* m, float* dst, const float* src, size_t n) { add_inpl
 
 // A blocking MPI all-reduce at the point the backward reaches (the CPU has no second stream
 // to overlap it with); the GPU build runs it on NCCL's own stream.
-static void grad_allreduce_dp_async(Model* m, float* buf, size_t n) { comm_allreduce_sum(&m->L.dp_c, buf, n); }
+static void grad_allreduce_dp_async(Model* m, float* buf, size_t n) { comm_allreduce_sum(&m->L.group[GROUP_DP], buf, n); }
 static void grad_allreduce_dp_join(Model* m) {}
 static void grad_reduce_scatter(Model* m, Group g, const float* send, float* recv, size_t n_per_rank) {
     comm_reduce_scatter(comm_of(m, g), send, recv, n_per_rank);
@@ -139,10 +141,10 @@ static void param_allgather(Model* m, Group g, const float* send, float* recv, s
 // Pipeline p2p: MPI_Isend straight from the slot's buffer (untouched until the slot's sends
 // are waited for), blocking receive into the destination.
 static void pp_send(Model* m, Slot* s, int dir, const float* src, size_t n, int peer, int tag) {
-    comm_isend(&m->L.pp_c, src, n, peer, tag, &s->sends.req[dir]);
+    comm_isend(&m->L.group[GROUP_PP], src, n, peer, tag, &s->sends.req[dir]);
 }
-static void pp_send_wait(Model* m, Slot* s, int dir) { comm_wait(&m->L.pp_c, &s->sends.req[dir]); }
-static void pp_recv(Model* m, int dir, float* dst, size_t n, int peer, int tag) { comm_recv(&m->L.pp_c, dst, n, peer, tag); }
+static void pp_send_wait(Model* m, Slot* s, int dir) { comm_wait(&m->L.group[GROUP_PP], &s->sends.req[dir]); }
+static void pp_recv(Model* m, int dir, float* dst, size_t n, int peer, int tag) { comm_recv(&m->L.group[GROUP_PP], dst, n, peer, tag); }
 
 // The kernels read the host token arrays; head_forward adds to m->loss_sum itself.
 static void model_load_batch(Model* m, const TokenStream* ts, size_t index) {
@@ -166,7 +168,7 @@ static void params_gathered(Model* m) {}  // the fp32 weights are the ones the f
 
 static void row_logits(Model* m, const float* lnf_row, float* row) {
     matmul_forward(row + m->v0, lnf_row, m->w.head, NULL, 1, m->C, m->Vl);
-    comm_allgather(&m->L.tp_c, row + m->v0, row, m->Vl);  // comm: tp all-gather of one row of logits
+    comm_allgather(&m->L.group[GROUP_TP], row + m->v0, row, m->Vl);  // comm: tp all-gather of one row of logits
 }
 static void device_sync(Model* m) {}
 
@@ -260,7 +262,7 @@ static float* f32_alloc(Model* m, size_t n) { return (float*)xcalloc(n, sizeof(f
 static void params_init(Model* m) { init_params(&m->P, &m->c, m->c.tp, m->L.tp_rank, m->params); }
 
 static void model_init(Model* m, Args* a, Metrics* met) {
-    model_init_layout(m, a, met);  // model_runtime.h
+    model_init_layout(m, a, met);  // runtime/train.h
     model_init_params(m);
     model_init_schedule(m);        // the op list, then activations sized by it
 }

@@ -1,8 +1,8 @@
 // train_gpt.cu: the GPU trainer. The same models (GPT-2, LLaMA), optimizer, flags, layouts
 // (dp/tp/sp/pp, ZeRO 0/1/2, recomputation), checkpoints and logs as train_gpt.c, the CPU
-// reference, on one CUDA device per rank. The model's math (model.h) and the orchestration
-// (model_runtime.h) are shared; this file holds only what differs: the operations
-// (kernels_gpu.cuh, cuBLASLt), where the bytes live, and main.
+// reference, on one CUDA device per rank. The model's math (model/model.h) and the
+// orchestration (parallel/, runtime/train.h) are shared; this file holds only what differs:
+// the operations (model/kernels_gpu.cuh, cuBLASLt), where the bytes live, and main.
 //
 // Precision and state per rank:
 //   - fp32 master weights `params` (the params.h layout, one buffer) and a bf16 copy
@@ -19,16 +19,16 @@
 // device buffers through NCCL, or with --comm mpi host-staged through MPI (comm_nccl.h;
 // several ranks may then share one GPU). No NCCL call makes the host wait. Without ZeRO,
 // each layer's dp gradient all-reduce starts as soon as the step's last micro-batch has
-// left the layer, on NCCL's own stream beside the rest of the backward (model_runtime.h's
+// left the layer, on NCCL's own stream beside the rest of the backward (parallel/data_parallel.h's
 // layer_grads_final); the optimizer waits for them. Pipeline sends run on streams of their
 // own, so a stage goes on computing while its activations travel. Scalars (loss, gradient
-// norm, sampled token, stop flag) and checkpoints use layout.h's MPI calls on host memory,
+// norm, sampled token, stop flag) and checkpoints use parallel/grid.h's MPI calls on host memory,
 // as the CPU build does.
 //
 // Reading order: main() -> model_init() -> train_step() -> run_schedule() ->
-// chunk_forward()/chunk_backward() (model_runtime.h) -> layer_forward()/layer_backward_input()/
-// layer_backward_weight() (model.h, shared with the CPU build) -> the op_* operations here ->
-// kernels_gpu.cuh.
+// chunk_forward()/chunk_backward() (parallel/pipeline.h) -> layer_forward()/
+// layer_backward_input()/layer_backward_weight() (model/model.h, shared with the CPU build) ->
+// the op_* operations here -> model/kernels_gpu.cuh.
 // Every communication point is marked "comm:" below.
 #ifndef OMPI_SKIP_MPICXX
 #define OMPI_SKIP_MPICXX 1  // Open MPI's C++ bindings are unused (and warn under nvcc)
@@ -47,7 +47,7 @@
 
 // The activation element model.h works in, what a slot's pipeline sends hold until done,
 // the build's own state, and the most floats of one dp all-reduce of the gradient
-// (model_runtime.h's reduce_gradients): one call over the whole buffer, NCCL pipelines it
+// (parallel/data_parallel.h's reduce_gradients): one call over the whole buffer, NCCL pipelines it
 // internally.
 typedef bf16 act_t;
 typedef struct {
@@ -174,7 +174,7 @@ static void op_ce_finish(Model* m, float* losses, bf16* dlogits, const float* ma
 }
 static void op_loss_accumulate(Model* m, const float* losses, int N) { sum_f64_gpu(m->be.loss_acc, losses, N, m->be.stream); }
 
-static GpuGroup* group_of(Model* m, Group g) { return g == GROUP_TP ? &m->be.G.tp : g == GROUP_DP ? &m->be.G.dp : &m->be.G.embed; }
+static GpuGroup* group_of(Model* m, Group g) { return &m->be.G.group[g]; }
 static void act_allreduce_sum(Model* m, Group g, bf16* buf, size_t n) {
     nccl_allreduce_sum_bf16(&m->be.G, group_of(m, g), buf, n, m->be.stream);
 }
@@ -192,9 +192,11 @@ static void act_copy(Model* m, bf16* dst, const bf16* src, size_t n) {
 
 // ----------------------------------------------------------------------------
 // The rank's orchestration (chunks, slots, the schedule executor, gradient reduction, the
-// step, evaluation, sampling, the training loop) is model_runtime.h, shared with
-// train_gpt.c. Below it, the primitives it asks of this build: device memory on the one
+// step, evaluation, sampling, the training loop) is parallel/ and runtime/train.h, shared
+// with train_gpt.c. Below it, the primitives it asks of this build: device memory on the one
 // compute stream, NCCL (or host-staged MPI) groups and pipeline p2p.
+#include "parallel/pipeline.h"
+#include "parallel/data_parallel.h"
 #include "runtime/train.h"
 
 static void f32_copy(Model* m, float* dst, const float* src, size_t n) {
@@ -203,7 +205,7 @@ static void f32_copy(Model* m, float* dst, const float* src, size_t n) {
 static void f32_zero(Model* m, float* p, size_t n) { cudaCheck(cudaMemsetAsync(p, 0, sizeof(float) * n, m->be.stream)); }
 static void f32_add(Model* m, float* dst, const float* src, size_t n) { add_inplace_f32_gpu(dst, src, n, m->be.stream); }
 
-static void grad_allreduce_dp_async(Model* m, float* buf, size_t n) { nccl_allreduce_sum_async(&m->be.G, &m->be.G.dp, buf, n, m->be.stream); }
+static void grad_allreduce_dp_async(Model* m, float* buf, size_t n) { nccl_allreduce_sum_async(&m->be.G, &m->be.G.group[GROUP_DP], buf, n, m->be.stream); }
 static void grad_allreduce_dp_join(Model* m) { nccl_async_join(&m->be.G, m->be.stream); }
 static void grad_reduce_scatter(Model* m, Group g, const float* send, float* recv, size_t n_per_rank) {
     nccl_reduce_scatter(&m->be.G, group_of(m, g), send, recv, n_per_rank, m->be.stream);
@@ -226,18 +228,18 @@ static void pp_send(Model* m, Slot* s, int dir, const bf16* src, size_t n, int p
         return;
     }
     d2h(s->sends.h_send[dir], src, sizeof(bf16) * n, m->be.stream);  // synchronizes: the data is on the host
-    comm_isend(&m->L.pp_c, s->sends.h_send[dir], p2p_floats(n), peer, tag, &s->sends.req[dir]);
+    comm_isend(&m->L.group[GROUP_PP], s->sends.h_send[dir], p2p_floats(n), peer, tag, &s->sends.req[dir]);
 }
 static void pp_send_wait(Model* m, Slot* s, int dir) {
     if (m->be.G.p2p) cudaCheck(cudaStreamWaitEvent(m->be.stream, s->sends.sent[dir], 0));  // the device waits, not the host
-    else comm_wait(&m->L.pp_c, &s->sends.req[dir]);
+    else comm_wait(&m->L.group[GROUP_PP], &s->sends.req[dir]);
 }
 static void pp_recv(Model* m, int dir, bf16* dst, size_t n, int peer, int tag) {
     if (m->be.G.p2p) {
         nccl_pp_recv(&m->be.G, dir, dst, sizeof(bf16) * n, m->be.stream);
         return;
     }
-    comm_recv(&m->L.pp_c, m->be.h_recv, p2p_floats(n), peer, tag);
+    comm_recv(&m->L.group[GROUP_PP], m->be.h_recv, p2p_floats(n), peer, tag);
     h2d(dst, m->be.h_recv, sizeof(bf16) * n, m->be.stream);  // synchronizes: h_recv is free again
 }
 
@@ -278,7 +280,7 @@ static void params_gathered(Model* m) { f32_to_bf16_gpu(m->be.params_bf16, m->pa
 static void row_logits(Model* m, const bf16* lnf_row, float* row) {
     int Vp = m->c.vocab_padded;
     op_matmul_forward(m, m->be.logit_row + m->v0, lnf_row, m->w.head, NULL, 1, m->C, m->Vl);
-    nccl_allgather_bf16(&m->be.G, &m->be.G.tp, m->be.logit_row + m->v0, m->be.logit_row, m->Vl, m->be.stream);  // comm: tp all-gather of one row of logits
+    nccl_allgather_bf16(&m->be.G, &m->be.G.group[GROUP_TP], m->be.logit_row + m->v0, m->be.logit_row, m->Vl, m->be.stream);  // comm: tp all-gather of one row of logits
     bf16* row_bf = (bf16*)xmalloc(sizeof(bf16) * Vp);
     d2h(row_bf, m->be.logit_row, sizeof(bf16) * Vp, m->be.stream);
     for (int v = 0; v < Vp; v++) row[v] = __bfloat162float(row_bf[v]);
@@ -428,7 +430,7 @@ static void params_init(Model* m) {
 }
 
 static void model_init(Model* m, Args* a, Metrics* met) {
-    model_init_layout(m, a, met);  // model_runtime.h
+    model_init_layout(m, a, met);  // runtime/train.h
     gpu_comms_init(&m->be.G, &m->L, a->comm_mpi ? COMM_MPI : COMM_NCCL);
     cudaCheck(cudaStreamCreate(&m->be.stream));
     // the kernels' reduction scratch: attention backward needs B*Hl*T floats; 16M covers the

@@ -248,7 +248,7 @@ static void bench_model(const char* model, int micro_batch, int seq_len, int voc
     double t0 = now_s();
     for (int s = 0; s < steps; s++) train_step(&m, &ts, warm + s);
     double step_s = (now_s() - t0) / steps, others = others_cores(l);
-    // The gradient norm (model_runtime.h's grad_norm over sum_squares) is not among the
+    // The gradient norm (runtime/train.h's grad_norm over sum_squares) is not among the
     // wrapped kernels: time it on its own, as the step calls it.
     double tn = now_s();
     for (int s = 0; s < steps; s++) grad_norm(&m, m.grads);

@@ -151,9 +151,8 @@ static void op_ce_finish(Model* m, float* losses, act_t* dlogits, const float* m
                          float dloss_scale);
 static void op_loss_accumulate(Model* m, const float* losses, int N);
 
-// The process groups the shared code communicates over (layout.h's Comm on the CPU,
-// comm_nccl.h's GpuGroup on the GPU).
-typedef enum { GROUP_TP, GROUP_DP, GROUP_EMBED } Group;
+// Collectives go to a process group by kind (parallel/grid.h's Group: Layout.group on the
+// CPU, GpuComms.group on the GPU).
 // Collectives of activations (act_t). allgather: send may be recv + rank * n_per_rank.
 static void act_allreduce_sum(Model* m, Group g, act_t* buf, size_t n);
 static void act_reduce_scatter(Model* m, Group g, const act_t* send, act_t* recv, size_t n_per_rank);
@@ -161,45 +160,24 @@ static void act_allgather(Model* m, Group g, const act_t* send, act_t* recv, siz
 // fp32 collectives (the loss's maxima and sums, gradients).
 static void f32_allreduce_sum(Model* m, Group g, float* buf, size_t n);
 static void f32_allreduce_max(Model* m, Group g, float* buf, size_t n);
-// Memory: activations where this build keeps them.
+// Memory: activations, and fp32 gradient/parameter buffers, where this build keeps them.
 static void act_copy(Model* m, act_t* dst, const act_t* src, size_t n);
+static void f32_copy(Model* m, float* dst, const float* src, size_t n);
+static void f32_zero(Model* m, float* p, size_t n);
+static void f32_add(Model* m, float* dst, const float* src, size_t n);  // dst += src
+// Tokens: this dp rank's part of global batch `index` where the kernels read it (and the
+// step's loss sum restarted); those arrays; one sampling window (T tokens) put there.
+static void model_load_batch(Model* m, const TokenStream* ts, size_t index);
+static const int* batch_inputs(Model* m);
+static const int* batch_targets(Model* m);
+static const int* window_tokens(Model* m, const int* window, int T);
+static void loss_fetch(Model* m);  // m->loss_sum holds this step's sum of token losses after it
+// Wait for the queued device work (a no-op on the CPU).
+static void device_sync(Model* m);
 
-// ----------------------------------------------------------------------------
-// Tensor-parallel communication points (Megatron's f/g operators and their sequence-
-// parallel forms). Without --sp: all-reduce; with --sp: reduce-scatter to the N local
-// rows, and all-gather of the N local rows back to B*T.
-
-static int row_count(const Model* m, int B) { return m->c.sp ? B * m->T / m->L.tp : B * m->T; }
-static int row0_of(const Model* m, int B) { return m->c.sp ? m->L.tp_rank * row_count(m, B) : 0; }
-// The rows this rank writes into a B*T x C buffer: its own only.
-static act_t* my_rows(Model* m, act_t* full, int B) { return full + (size_t)row0_of(m, B) * m->C; }
-
-// Row-parallel matmul output: partial sums (B*T x C) -> the reduced rows this rank keeps.
-static act_t* tp_reduce_rows(Model* m, act_t* partial, int B) {
-    int N = row_count(m, B), BT = B * m->T;
-    if (!m->c.sp) {
-        act_allreduce_sum(m, GROUP_TP, partial, (size_t)BT * m->C);  // comm: tp all-reduce
-        return partial;
-    }
-    act_reduce_scatter(m, GROUP_TP, partial, m->reduced, (size_t)N * m->C);  // comm: tp reduce-scatter (sp)
-    return m->reduced;
-}
-// full (B*T x C) holds this rank's N rows at their place; fill in the other ranks' rows.
-static void sp_gather_rows(Model* m, act_t* full, int B) {
-    if (!m->c.sp) return;
-    size_t n = (size_t)row_count(m, B) * m->C;
-    act_allgather(m, GROUP_TP, full + m->L.tp_rank * n, full, n);  // comm: tp all-gather (sp)
-}
-// Gradient rows (N x C) -> all B*T rows, as the backward of a reduce-scatter: gathered into
-// dst with --sp; without it the rows are all there, and are copied to dst only when they
-// must outlive d (keep).
-static const act_t* sp_gather_grad(Model* m, const act_t* d, act_t* dst, int B, int keep) {
-    size_t n = (size_t)row_count(m, B) * m->C;
-    if (m->c.sp) act_allgather(m, GROUP_TP, d, dst, n);  // comm: tp all-gather (sp)
-    else if (keep) act_copy(m, dst, d, n);
-    else return d;
-    return dst;
-}
+// The tensor- and sequence-parallel communication points the math below calls
+// (tp_reduce_rows, sp_gather_rows, sp_gather_grad, and the row counts they imply).
+#include "parallel/tensor_parallel.h"
 
 // ----------------------------------------------------------------------------
 // One transformer layer on this rank's heads and MLP columns.

@@ -248,4 +248,11 @@ static void init_params(const ParamLayout* P, const ModelConfig* c, int tp, int 
 }
 
 
+// The part [a, b) of tensor t inside the local-buffer range [lo, hi); 0 if empty.
+static int clip_range(const Tensor* t, size_t lo, size_t hi, size_t* a, size_t* b) {
+    *a = t->offset > lo ? t->offset : lo;
+    *b = t->offset + t->size < hi ? t->offset + t->size : hi;
+    return *a < *b;
+}
+
 #endif

@@ -1,10 +1,10 @@
-// comm_nccl.h: the GPU backend of the communicator interface of layout.h. Each group of
+// parallel/comm_nccl.h: the GPU backend of the communicator interface of parallel/grid.h. Each group of
 // the Layout (tp, pp, dp, embed, world) gets an NCCL communicator, made by broadcasting an
 // ncclUniqueId over the group's MPI sub-communicator. Every call works on device buffers
 // and is stream-ordered on the given stream; none makes the host wait for the device.
 //
 // `--comm mpi` selects a host-staged fallback instead: device -> pinned host, the comm_*
-// MPI call of layout.h, host -> device. Slow, but several ranks can then share one GPU
+// MPI call of parallel/grid.h, host -> device. Slow, but several ranks can then share one GPU
 // (NCCL refuses two ranks of one communicator on the same device), which is how the
 // multi-rank GPU tests run on a single card.
 //
@@ -41,7 +41,7 @@
 enum { COMM_NCCL = 0, COMM_MPI = 1 };
 
 typedef struct {
-    Comm* c;           // the MPI group of layout.h: size, rank, timing, and the fallback
+    Comm* c;           // the MPI group of parallel/grid.h: size, rank, timing, and the fallback
     ncclComm_t nccl;   // NULL for groups of size 1, non-members, and the MPI backend
 } GpuGroup;
 
@@ -57,7 +57,7 @@ typedef struct {
 
 typedef struct {
     int backend;  // COMM_NCCL or COMM_MPI
-    GpuGroup tp, pp, dp, embed, world;
+    GpuGroup group[N_GROUPS];  // over the layout's groups, by kind
     void* host;  // pinned staging buffer of the MPI backend, grown on demand (first step only)
     size_t host_bytes;
     // NCCL backend
@@ -117,10 +117,10 @@ static void gpu_p2p_init(GpuComms* G, Layout* L) {
             ncclUniqueId id;
             if (me == k) {
                 ncclCheck(ncclGetUniqueId(&id));
-                mpiCheck(MPI_Send(&id, sizeof(id), MPI_BYTE, to, 0, L->pp_c.mpi));
+                mpiCheck(MPI_Send(&id, sizeof(id), MPI_BYTE, to, 0, L->group[GROUP_PP].mpi));
                 ncclCheck(ncclCommInitRank(&G->p2p_send[dir], 2, id, 0));
             } else {
-                mpiCheck(MPI_Recv(&id, sizeof(id), MPI_BYTE, k, 0, L->pp_c.mpi, MPI_STATUS_IGNORE));
+                mpiCheck(MPI_Recv(&id, sizeof(id), MPI_BYTE, k, 0, L->group[GROUP_PP].mpi, MPI_STATUS_IGNORE));
                 ncclCheck(ncclCommInitRank(&G->p2p_recv[dir], 2, id, 1));
             }
         }
@@ -137,12 +137,12 @@ static void gpu_comms_init(GpuComms* G, Layout* L, int backend) {
     // Every member of a group reaches its init in the same order (tp, pp, the pipeline's
     // p2p pairs, dp, embed, world), so the blocking ncclCommInitRank calls cannot wait on
     // each other in a cycle.
-    gpu_group_init(&G->tp, &L->tp_c, 1, backend);
-    gpu_group_init(&G->pp, &L->pp_c, 1, backend);
+    gpu_group_init(&G->group[GROUP_TP], &L->group[GROUP_TP], 1, backend);
+    gpu_group_init(&G->group[GROUP_PP], &L->group[GROUP_PP], 1, backend);
     if (backend == COMM_NCCL && L->pp > 1) gpu_p2p_init(G, L);
-    gpu_group_init(&G->dp, &L->dp_c, 1, backend);
-    gpu_group_init(&G->embed, &L->embed_c, L->in_embed, backend);
-    gpu_group_init(&G->world, &L->world_c, 1, backend);
+    gpu_group_init(&G->group[GROUP_DP], &L->group[GROUP_DP], 1, backend);
+    gpu_group_init(&G->group[GROUP_EMBED], &L->group[GROUP_EMBED], L->in_embed, backend);
+    gpu_group_init(&G->group[GROUP_WORLD], &L->group[GROUP_WORLD], 1, backend);
     if (backend == COMM_NCCL) {
         cudaCheck(cudaStreamCreateWithFlags(&G->side, cudaStreamNonBlocking));
         cudaCheck(cudaEventCreateWithFlags(&G->ready, cudaEventDisableTiming));
@@ -156,9 +156,8 @@ static void gpu_comms_init(GpuComms* G, Layout* L, int backend) {
 }
 
 static void gpu_comms_free(GpuComms* G) {
-    GpuGroup* gs[] = {&G->tp, &G->pp, &G->dp, &G->embed, &G->world};
-    for (int i = 0; i < 5; i++)
-        if (gs[i]->nccl) ncclCheck(ncclCommDestroy(gs[i]->nccl));
+    for (int g = 0; g < N_GROUPS; g++)
+        if (G->group[g].nccl) ncclCheck(ncclCommDestroy(G->group[g].nccl));
     if (G->host) cudaCheck(cudaFreeHost(G->host));
     if (G->p2p) {
         for (int dir = 0; dir < 2; dir++) {
@@ -368,7 +367,7 @@ static void nccl_pp_send(GpuComms* G, int dir, const void* buf, size_t bytes, cu
     cudaCheck(cudaStreamWaitEvent(st, G->p2p_ready, 0));
     ncclCheck(ncclSend(buf, bytes, ncclUint8, 1, G->p2p_send[dir], st));
     cudaCheck(cudaEventRecord(sent, st));
-    G->pp.c->bytes += (double)bytes;  // its time is not counted: the stage does not wait for it (the receiver does)
+    G->group[GROUP_PP].c->bytes += (double)bytes;  // its time is not counted: the stage does not wait for it (the receiver does)
 }
 // The next message of direction dir into buf, on compute. Returns when it has arrived, so
 // the wait for the peer stage is this call's time (the pipeline bubble shows where the CPU
@@ -377,7 +376,7 @@ static void nccl_pp_recv(GpuComms* G, int dir, void* buf, size_t bytes, cudaStre
     double t0 = now_s();
     ncclCheck(ncclRecv(buf, bytes, ncclUint8, 0, G->p2p_recv[dir], compute));
     cudaCheck(cudaStreamSynchronize(compute));
-    G->pp.c->seconds += now_s() - t0;
+    G->group[GROUP_PP].c->seconds += now_s() - t0;
     watchdog_kick();
 }
 

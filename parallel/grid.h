@@ -1,24 +1,25 @@
-// layout.h: the grid of ranks, its process groups, the communicator interface and
+// parallel/grid.h: the grid of ranks, its process groups, the communicator interface and
 // the self-launcher. Shared by the CPU and GPU builds.
 //
 // The grid (Megatron-LM's order): rank = (dp_rank * pp + stage) * tp + tp_rank.
 // Tensor-parallel ranks are adjacent (they talk every layer, so they share a node);
 // pipeline stages come next; data-parallel replicas are the outermost, slowest axis.
 //
-// Groups (each a Comm below):
+// Groups (Layout.group[kind], each a Comm below):
 //   tp    : same (dp_rank, stage)      - all-reduce / all-gather / reduce-scatter of activations
 //   pp    : same (dp_rank, tp_rank)    - send/recv of activations and their gradients
 //   dp    : same (stage, tp_rank)      - gradient all-reduce (or reduce-scatter + all-gather with ZeRO)
 //   embed : stages 0 and pp-1 of the same (dp_rank, tp_rank) - the tied embedding's gradient
 //   world : all ranks                  - loss, gradient norm, barriers
-#ifndef LAYOUT_H
-#define LAYOUT_H
+#ifndef GRID_H
+#define GRID_H
 
 #include <mpi.h>
 #include <pthread.h>
 #include <signal.h>
 #include <unistd.h>
-#include "runtime/common.h"
+#include "model/params.h"
+#include "parallel/schedule.h"
 
 #define mpiCheck(call) do { int rc_ = (call); if (rc_ != MPI_SUCCESS) { char s_[MPI_MAX_ERROR_STRING]; int l_; \
     MPI_Error_string(rc_, s_, &l_); fail("MPI error at %s:%d: %s", __FILE__, __LINE__, s_); } } while (0)
@@ -32,11 +33,14 @@ typedef struct {
     double bytes;    // payload bytes sent through it
 } Comm;
 
+// The process groups, one table indexed by kind (a new axis adds a row).
+typedef enum { GROUP_TP, GROUP_PP, GROUP_DP, GROUP_EMBED, GROUP_WORLD, N_GROUPS } Group;
+
 typedef struct {
     int world, rank;
     int dp, tp, pp, vpp;
     int dp_rank, tp_rank, stage;
-    Comm world_c, tp_c, pp_c, dp_c, embed_c;
+    Comm group[N_GROUPS];
     int in_embed;  // this rank holds a copy of the tied embedding that must stay in sync
 } Layout;
 
@@ -62,12 +66,12 @@ static void layout_init(Layout* L, int dp, int tp, int pp, int vpp) {
     L->tp_rank = L->rank % tp;
     L->stage = (L->rank / tp) % pp;
     L->dp_rank = L->rank / (tp * pp);
-    comm_make(&L->world_c, "world", 0, L->rank);
-    comm_make(&L->tp_c, "tp", L->dp_rank * pp + L->stage, L->tp_rank);
-    comm_make(&L->pp_c, "pp", L->dp_rank * tp + L->tp_rank, L->stage);
-    comm_make(&L->dp_c, "dp", L->stage * tp + L->tp_rank, L->dp_rank);
+    comm_make(&L->group[GROUP_WORLD], "world", 0, L->rank);
+    comm_make(&L->group[GROUP_TP], "tp", L->dp_rank * pp + L->stage, L->tp_rank);
+    comm_make(&L->group[GROUP_PP], "pp", L->dp_rank * tp + L->tp_rank, L->stage);
+    comm_make(&L->group[GROUP_DP], "dp", L->stage * tp + L->tp_rank, L->dp_rank);
     L->in_embed = pp > 1 && (L->stage == 0 || L->stage == pp - 1);
-    comm_make(&L->embed_c, "embed", L->in_embed ? L->dp_rank * tp + L->tp_rank : MPI_UNDEFINED, L->stage);
+    comm_make(&L->group[GROUP_EMBED], "embed", L->in_embed ? L->dp_rank * tp + L->tp_rank : MPI_UNDEFINED, L->stage);
 }
 
 // ----------------------------------------------------------------------------
@@ -79,6 +83,26 @@ static void layout_init(Layout* L, int dp, int tp, int pp, int vpp) {
 // progress. If none is seen for the timeout (a peer died, or hangs, and this rank waits
 // in a collective forever), the rank says so and exits non-zero; the launcher (mpirun,
 // srun) then ends the other ranks, so a broken job always ends in bounded time.
+
+// Why the layout cannot run this model, or NULL. Checked on every rank before anything is allocated.
+static const char* layout_check(const ModelConfig* c, int world, char* why) {
+    if (c->dp * c->tp * c->pp != world) { sprintf(why, "dp %d x tp %d x pp %d = %d does not match the world of %d ranks", c->dp, c->tp, c->pp, c->dp * c->tp * c->pp, world); return why; }
+    if (tp_check(c, c->tp, why)) return why;
+    if (c->n_layer < c->pp * c->vpp) { sprintf(why, "n_layer %d < pp %d x vpp %d: every chunk needs a layer", c->n_layer, c->pp, c->vpp); return why; }
+    if (c->sp && c->tp == 1) { sprintf(why, "--sp needs --tp > 1"); return why; }
+    if (c->sp && (c->micro_batch * c->seq_len) % c->tp) { sprintf(why, "--sp: micro-batch x seq-len %d is not divisible by tp %d", c->micro_batch * c->seq_len, c->tp); return why; }
+    if (c->sp && c->seq_len % c->tp) { sprintf(why, "--sp: seq-len %d is not divisible by tp %d", c->seq_len, c->tp); return why; }
+    if ((long long)c->global_batch / c->dp * c->seq_len > INT_MAX) {  // row counts and token indices are int
+        sprintf(why, "--global-batch %d / dp %d x --seq-len %d = %lld tokens per data-parallel rank per step, more than %d", c->global_batch,
+                c->dp, c->seq_len, (long long)c->global_batch / c->dp * c->seq_len, INT_MAX);
+        return why;
+    }
+    if (c->global_batch % (c->dp * c->micro_batch)) { sprintf(why, "--global-batch %d is not divisible by dp %d x micro-batch %d", c->global_batch, c->dp, c->micro_batch); return why; }
+    if (c->zero && c->dp == 1) { sprintf(why, "--zero %d needs dp > 1 (there is nothing to shard over)", c->zero); return why; }
+    const char* s = schedule_check(c->schedule, c->pp, c->vpp, c->global_batch / (c->dp * c->micro_batch));
+    if (s) { sprintf(why, "%s", s); return why; }
+    return NULL;
+}
 
 static volatile double watchdog_last = 0;
 static double watchdog_timeout = 0;

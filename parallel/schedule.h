@@ -107,16 +107,29 @@ static int schedule_build(int kind, int stage, int pp, int vpp, int n_micro, Pip
     return n;
 }
 
-// Largest number of (micro-batch, chunk) activations a stage holds at once: forwards
-// done whose backward has not run. This sizes the activation memory of the stage.
-static int schedule_max_in_flight(const PipeOp* ops, int n_ops) {
+// Largest number of (micro-batch, chunk) activations a stage holds at once: forwards done
+// whose backward has not run; of local chunk `chunk` only, or of all (chunk < 0). This sizes
+// the activation memory of the stage (the planner) and the slots of each chunk (the runtime).
+static int schedule_max_in_flight(const PipeOp* ops, int n_ops, int chunk) {
     int cur = 0, peak = 0;
     for (int i = 0; i < n_ops; i++) {
+        if (chunk >= 0 && ops[i].chunk != chunk) continue;
         if (ops[i].kind == OP_FWD && ++cur > peak) peak = cur;
         if (ops[i].kind == OP_BWD) cur--;
     }
     return peak;
 }
+
+// Forward-only op list for evaluation: each micro-batch through the local chunks in order.
+static int forward_ops(int stage, int pp, int vpp, int n_micro, PipeOp* ops) {
+    int n = 0;
+    for (int mb = 0; mb < n_micro; mb++)
+        for (int c = 0; c < vpp; c++) n = push_compute(ops, n, OP_FWD, mb, c, stage, pp, vpp);
+    return n;
+}
+
+// Tag of the message chunk g sends for micro-batch mb (dir 0: activations, 1: gradients).
+static int p2p_tag(int pp, int vpp, int dir, int mb, int g) { return (mb * pp * vpp + g) * 2 + dir; }
 
 // Play all stages' op lists against each other. Sends never block (the runtime posts
 // them non-blocking); a receive waits until its peer has sent and the message has

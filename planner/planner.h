@@ -295,7 +295,7 @@ static int profile_parse_file(const char* path, DeviceProfile* d, char* err, siz
 //                  blocks skipped
 enum { ATTN_TORCH, ATTN_FUSED_SOFTMAX, ATTN_FLASH1, ATTN_FLASH2, N_ATTN };
 static const char* const ATTN_NAMES[N_ATTN] = {"torch", "fused_softmax", "flash1", "flash2"};
-// Rank order, fastest-varying first: tp-pp-dp is this trainer's (layout.h); tp-dp-pp is
+// Rank order, fastest-varying first: tp-pp-dp is this trainer's (parallel/grid.h); tp-dp-pp is
 // Megatron-LM's and the Scaling codebase's (pipeline stages furthest apart).
 enum { ORDER_TP_PP_DP, ORDER_TP_DP_PP };
 // Pipeline cut: `layers` splits the transformer layers evenly (this trainer, params.h: the
@@ -635,7 +635,7 @@ static int stage_in_flight(int schedule, int st, int pp, int vpp, int m) {
         PipeOp* ops = (PipeOp*)xmalloc(sizeof(PipeOp) * schedule_max_ops(m, vpp));
         free(counts);
         counts = (int*)xmalloc(sizeof(int) * pp);
-        for (int s = 0; s < pp; s++) counts[s] = schedule_max_in_flight(ops, schedule_build(schedule, s, pp, vpp, m, ops));
+        for (int s = 0; s < pp; s++) counts[s] = schedule_max_in_flight(ops, schedule_build(schedule, s, pp, vpp, m, ops), -1);
         free(ops);
         key[0] = schedule, key[1] = pp, key[2] = vpp, key[3] = m;
     }

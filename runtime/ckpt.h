@@ -101,7 +101,7 @@ static void gather_full_tensor(const Layout* L, const ParamLayout* P, const Tens
             tensor_runs(t, L->tp, L->tp_rank, copy_run, &cc);
         }
     }
-    comm_reduce_sum_to_root((Comm*)&L->world_c, buf, ft->size);  // comm: world reduce to rank 0
+    comm_reduce_sum_to_root((Comm*)&L->group[GROUP_WORLD], buf, ft->size);  // comm: world reduce to rank 0
 }
 
 // The step of a checkpoint's file name: exactly "ckpt_%08d.bin" (so ckpt_-0000001.bin,
@@ -200,7 +200,7 @@ static void ckpt_save(const Layout* L, const ParamLayout* P, const ModelConfig* 
         const float* src = k ? v_state : m_state;
         if (c->zero) {
             memcpy(mv[k] + L->dp_rank * S, src, sizeof(float) * (opt_hi - opt_lo));
-            comm_allgather((Comm*)&L->dp_c, mv[k] + L->dp_rank * S, mv[k], S);
+            comm_allgather((Comm*)&L->group[GROUP_DP], mv[k] + L->dp_rank * S, mv[k], S);
         } else memcpy(mv[k], src, sizeof(float) * (opt_hi - opt_lo));
     }
     // The full tensor list in canonical order, from a 1-rank layout.

@@ -22,7 +22,7 @@ typedef struct {
     int* tokens;         // the whole stream in memory
     size_t n_tokens, cap;
     const char* source;  // what it was read from (a flag's value, or a description), for messages and the table
-    FileId* files;       // the files read, so that no output overwrites one (runtime.h)
+    FileId* files;       // the files read, so that no output overwrites one (runtime/run.h)
     int n_files;
 } TokenStream;
 
@@ -232,6 +232,14 @@ static void tokenizer_decode(const Tokenizer* tk, int id, Bytes* out) {
     char byte = (char)id;
     if (id == EOT_TOKEN) bytes_append(out, "\n", 1);
     else if (id >= 0 && id < 256) bytes_append(out, &byte, 1);
+}
+
+// This dp rank's part of global batch `index`: n_micro * micro_batch sequences.
+static void load_batch(const TokenStream* ts, const ModelConfig* c, int dp_rank, int n_micro, size_t index, int* inputs,
+                       int* targets) {
+    size_t per_dp = (size_t)n_micro * c->micro_batch;
+    size_t first = index * c->global_batch + dp_rank * per_dp;
+    stream_batch(ts, c->seq_len, first, (int)per_dp, inputs, targets);
 }
 
 #endif

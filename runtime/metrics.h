@@ -2,7 +2,7 @@
 // (loss, lr, ms, tokens/s, TFLOP/s, MFU, HFU, bubble, communication time per group),
 // the JSON log (--log, --log-ranks), the Chrome trace (--trace), and predicted vs
 // measured memory per rank. The logs are opened at start-up (their paths were checked by
-// runtime.h's outputs_check) and every line is flushed with its errors checked; the trace
+// runtime/run.h's outputs_check) and every line is flushed with its errors checked; the trace
 // is replaced atomically (files.h).
 //
 // FLOPs (PaLM, Chowdhery et al. 2022, appendix B): model FLOPs per token =
@@ -180,7 +180,7 @@ static void metrics_phase(Metrics* m, const char* name) {
 }
 
 static void comm_seconds(const Layout* L, double* s) {
-    s[0] = L->tp_c.seconds, s[1] = L->pp_c.seconds, s[2] = L->dp_c.seconds, s[3] = L->embed_c.seconds, s[4] = L->world_c.seconds;
+    s[0] = L->group[GROUP_TP].seconds, s[1] = L->group[GROUP_PP].seconds, s[2] = L->group[GROUP_DP].seconds, s[3] = L->group[GROUP_EMBED].seconds, s[4] = L->group[GROUP_WORLD].seconds;
 }
 
 // sched_s: wall time of the pipeline schedule; compute_s: time in forward/backward ops.

@@ -29,6 +29,7 @@
 #include <sys/wait.h>
 #include "runtime/ckpt.h"
 #include "runtime/data.h"
+#include "tests/harness.h"
 
 #define ROOT "/tmp/test_faults"
 #define TOL 1e-5
@@ -36,24 +37,9 @@
               "--warmup 20 --lr 2e-2 --eps 1e-4"
 #define TRAIN "OMP_NUM_THREADS=1 ./train " FLAGS " "
 
-static int n_pass = 0, n_fail = 0;
-
-static void result(int ok, const char* name, const char* fmt, ...) {
-    char msg[2048];
-    va_list ap;
-    va_start(ap, fmt);
-    vsnprintf(msg, sizeof(msg), fmt, ap);
-    va_end(ap);
-    printf("%s %s%s%s\n", ok ? "PASS" : "FAIL", name, *msg ? ": " : "", msg);
-    fflush(stdout);
-    ok ? n_pass++ : n_fail++;
-}
-
 // ----------------------------------------------------------------------------
 // Processes
 
-// Exit code of a finished child as a shell reports it: 128 + signal when killed.
-static int exit_code(int status) { return WIFEXITED(status) ? WEXITSTATUS(status) : 128 + WTERMSIG(status); }
 
 static int sh(const char* fmt, ...) {
     static char cmd[65536];
@@ -65,8 +51,6 @@ static int sh(const char* fmt, ...) {
     return exit_code(system(cmd));
 }
 
-// Run `cmd` with stdout and stderr to `out`; returns the exit code.
-static int run(const char* cmd, const char* out) { return sh("(%s) > %s 2>&1", cmd, out); }
 
 // Start `cmd` in the background (sh -c "exec env cmd", so the pid is ./train itself, or the
 // mpirun it turns into); its own process group, so cleanup can end all of it.
@@ -360,11 +344,11 @@ static int reference(const char* tag, const char* model_flags, Log* g) {
     snprintf(cmd, sizeof(cmd), TRAIN "%s --steps %d --ckpt-every 2 --ckpt-keep 100 --log %s --ckpt-dir %s", model_flags,
              REF_STEPS, log, dir);
     double t0 = now_s();
-    int rc = run(cmd, out);
+    int rc = run_to_file(cmd, out);
     int ok = rc == 0 && log_read(log, g) == REF_STEPS;
     double drop = ok ? atof(g->loss[1]) - atof(g->loss[REF_STEPS]) : 0;
     ok = ok && drop > 0.05;  // equal losses prove little unless the model learns
-    result(ok, tag, "exit %d, loss %s -> %s over %d steps (%.1f s)", rc, g->loss[1], g->loss[REF_STEPS], REF_STEPS, now_s() - t0);
+    check(ok, tag, "exit %d, loss %s -> %s over %d steps (%.1f s)", rc, g->loss[1], g->loss[REF_STEPS], REF_STEPS, now_s() - t0);
     return ok;
 }
 
@@ -377,14 +361,14 @@ static void resume_and_compare(const char* tag, const char* dir, int expect_step
     snprintf(out, sizeof(out), "%s/resume_out.txt", dir);
     snprintf(log, sizeof(log), "%s/resume_log.jsonl", dir);
     snprintf(cmd, sizeof(cmd), TRAIN "--steps %d --ckpt-every 2 --log %s --ckpt-dir %s --resume auto %s", REF_STEPS, log, dir, extra);
-    int rc = run(cmd, out);
+    int rc = run_to_file(cmd, out);
     int s = resumed_step(out);
     Log g;
     log_read(log, &g);
     double worst;
     int ok = rc == 0 && s >= 0 && (expect_step < 0 || s == expect_step) && g.first == s + 1 && g.last == REF_STEPS &&
              g.n == REF_STEPS - s && losses_match(&ref, &g, s + 1, REF_STEPS, 1, why, &worst);
-    result(ok, tag, "resume exit %d from step %d%s, steps %d..%d bitwise equal%s%s", rc, s,
+    check(ok, tag, "resume exit %d from step %d%s, steps %d..%d bitwise equal%s%s", rc, s,
            expect_step >= 0 && s != expect_step ? " (expected another)" : "", s + 1, REF_STEPS, *why ? "; " : "", why);
 }
 
@@ -396,7 +380,7 @@ static void resume_more(const char* tag, const char* suffix, const char* dir, co
     snprintf(out, sizeof(out), "%s/resume_out.txt", dir);
     snprintf(log, sizeof(log), "%s/resume_log.jsonl", dir);
     snprintf(cmd, sizeof(cmd), TRAIN "%s --steps %d --log %s --ckpt-dir %s --resume auto", layout, latest + k, log, dir);
-    int rc = run(cmd, out);
+    int rc = run_to_file(cmd, out);
     Log g;
     log_read(log, &g);
     double worst = 0;
@@ -406,10 +390,10 @@ static void resume_more(const char* tag, const char* suffix, const char* dir, co
              (!compared || losses_match(&ref, &g, latest + 1, latest + k, 0, why, &worst));
     snprintf(name, sizeof(name), "%s%s", tag, suffix);
     if (compared)
-        result(ok, name, "exit %d, steps %d..%d loss rel %.1e vs the 1-rank run%s%s", rc, latest + 1, latest + k, worst,
+        check(ok, name, "exit %d, steps %d..%d loss rel %.1e vs the 1-rank run%s%s", rc, latest + 1, latest + k, worst,
                *why ? "; " : "", why);
     else
-        result(ok, name, "exit %d, steps %d..%d, last loss %s (past the %d-step reference: not compared)", rc, latest + 1,
+        check(ok, name, "exit %d, steps %d..%d, last loss %s (past the %d-step reference: not compared)", rc, latest + 1,
                latest + k, g.loss[latest + k], REF_STEPS);
 }
 
@@ -426,7 +410,7 @@ static void kill_after_step(int k) {
     log_read(log, &g);
     int latest = ckpt_dir_check(dir, FLAGS, why);
     int ok = reached && rc == 128 + SIGKILL && latest >= 0 && g.last < REF_STEPS;
-    result(ok, tag, "killed after step %d (exit %d), LATEST step %d, checkpoints complete%s%s", g.last, rc, latest, *why ? "; " : "", why);
+    check(ok, tag, "killed after step %d (exit %d), LATEST step %d, checkpoints complete%s%s", g.last, rc, latest, *why ? "; " : "", why);
     if (ok) resume_and_compare(tag, dir, latest > 0 ? latest : -1, "");
 }
 
@@ -440,7 +424,7 @@ static void kill_during_write(const char* tag, const char* target, long long min
     char apath[512];
     snprintf(apath, sizeof(apath), "%s/%s", dir, after ? after : "");
     int fd = inotify_init1(IN_NONBLOCK);
-    if (fd < 0 || inotify_add_watch(fd, dir, IN_CREATE | IN_MODIFY | IN_MOVED_TO) < 0) { result(0, tag, "inotify: %s", strerror(errno)); return; }
+    if (fd < 0 || inotify_add_watch(fd, dir, IN_CREATE | IN_MODIFY | IN_MOVED_TO) < 0) { check(0, tag, "inotify: %s", strerror(errno)); return; }
     snprintf(cmd, sizeof(cmd), TRAIN "--steps %d --ckpt-every 2 --log %s --ckpt-dir %s", REF_STEPS, log, dir);
     pid_t pid = spawn(cmd, out);
     int hit = 0, n_partial = 0, n_renamed = 0;
@@ -486,7 +470,7 @@ static void kill_during_write(const char* tag, const char* target, long long min
     int latest = ckpt_dir_check(dir, FLAGS, why);
     // the write must still have been under way: the temp file left behind
     int ok = hit && rc == 128 + SIGKILL && size_at_kill >= 0 && latest >= 0 && n_partial == 0;
-    result(ok, tag, "killed while %s was %lld of %lld bytes (exit %d); LATEST step %d; final names complete (%d renames "
+    check(ok, tag, "killed while %s was %lld of %lld bytes (exit %d); LATEST step %d; final names complete (%d renames "
            "seen, %d final names created directly or short)%s%s", target, size_at_kill, full, rc, latest, n_renamed, n_partial, *why ? "; " : "", why);
     if (!ok) return;
     // The directory scan (no manifest) must ignore the .tmp as well: resume a copy without LATEST.
@@ -541,7 +525,7 @@ static void signal_1rank(int sig, const char* name) {
     char said[64];
     snprintf(said, sizeof(said), "stopped by signal after step %d", g.last);
     int ok = reached && rc == 130 && latest == g.last && file_has(out, said);
-    result(ok, tag, "exit %d after step %d, checkpoint step %d, '%s' %s%s%s", rc, g.last, latest, said,
+    check(ok, tag, "exit %d after step %d, checkpoint step %d, '%s' %s%s%s", rc, g.last, latest, said,
            file_has(out, said) ? "printed" : "missing", *why ? "; " : "", why);
     if (ok && latest < REF_STEPS) resume_and_compare(tag, dir, latest, "");
 }
@@ -566,7 +550,7 @@ static void signal_4rank(const char* tag, int to_one_rank) {
     log_read(log, &g);
     int latest = ckpt_dir_check(dir, FLAGS, why);
     int ok = reached && rc > 0 && latest > 0 && latest >= g.last - 1 && file_has(out, "stopped by signal");
-    result(ok, tag, "%s: exit %d in %.1f s after step %d, checkpoint step %d, 'stopped by signal' %s%s%s",
+    check(ok, tag, "%s: exit %d in %.1f s after step %d, checkpoint step %d, 'stopped by signal' %s%s%s",
            to_one_rank ? "SIGTERM to one rank" : "SIGTERM to mpirun", rc, dt, g.last, latest,
            file_has(out, "stopped by signal") ? "printed" : "missing", *why ? "; " : "", why);
     if (latest <= 0) return;
@@ -585,11 +569,11 @@ static void reshard(const char* tag, const char* model_flags, const Log* r, cons
     snprintf(log, sizeof(log), "%s/log1.jsonl", dir);
     snprintf(cmd, sizeof(cmd), TRAIN "%s %s --steps 4 --log %s --ckpt-dir %s", model_flags, from, log, dir);
     double t0 = now_s();
-    int rc1 = run(cmd, out);
+    int rc1 = run_to_file(cmd, out);
     snprintf(out, sizeof(out), "%s/out2.txt", dir);
     snprintf(log, sizeof(log), "%s/log2.jsonl", dir);
     snprintf(cmd, sizeof(cmd), TRAIN "%s %s --steps 8 --log %s --ckpt-dir %s --resume auto", model_flags, to, log, dir);
-    int rc2 = rc1 == 0 ? run(cmd, out) : -1;
+    int rc2 = rc1 == 0 ? run_to_file(cmd, out) : -1;
     Log g;
     log_read(log, &g);
     double worst_loss = 0;
@@ -602,7 +586,7 @@ static void reshard(const char* tag, const char* model_flags, const Log* r, cons
     ok = ok && worst_param <= TOL;
     char name[128];
     snprintf(name, sizeof(name), "reshard_%s", tag);
-    result(ok, name, "[%s] -> [%s]: exits %d %d, steps 5..8 loss rel %.1e, params rel %.1e (%.1f s)%s%s", from, to, rc1, rc2,
+    check(ok, name, "[%s] -> [%s]: exits %d %d, steps 5..8 loss rel %.1e, params rel %.1e (%.1f s)%s%s", from, to, rc1, rc2,
            worst_loss, worst_param, now_s() - t0, *why ? "; " : "", why);
 }
 
@@ -635,7 +619,7 @@ static void rank_killed(void) {
     }
     int latest = ckpt_dir_check(dir, FLAGS, why);
     int ok = reached && nr == 8 && rc > 0 && n_left == 0 && latest > 0;
-    result(ok, tag, "%d ranks, killed pid %d: launcher exit %d, all processes gone after %.1f s (limit %.0f), %d left; LATEST step %d%s%s",
+    check(ok, tag, "%d ranks, killed pid %d: launcher exit %d, all processes gone after %.1f s (limit %.0f), %d left; LATEST step %d%s%s",
            nr, (int)victim, rc, gone, timeout + margin, n_left, latest, *why ? "; " : "", why);
     if (latest <= 0) return;
     // the last complete checkpoint resumes on one rank and trains a step
@@ -669,7 +653,7 @@ static void rank_hung(void) {
     }
     int said = file_has(out, "no progress for");
     int ok = reached && nr == 4 && rc > 0 && n_left == 0 && gone >= timeout - 1 && said;
-    result(ok, tag, "%d ranks, stopped pid %d: launcher exit %d, all processes gone after %.1f s (--timeout-s %.0f, limit %.0f), "
+    check(ok, tag, "%d ranks, stopped pid %d: launcher exit %d, all processes gone after %.1f s (--timeout-s %.0f, limit %.0f), "
            "%d left, watchdog message %s", nr, (int)victim, rc, gone, timeout, timeout + margin, n_left, said ? "printed" : "missing");
 }
 
@@ -776,7 +760,7 @@ static void expand_train(const char* s, const char* with, char* out, size_t cap)
     out[o < cap ? o : cap - 1] = 0;
 }
 
-static void bad_run(const char* bin, const BadCase* k, const char* setup, const char* check) {
+static void bad_run(const char* bin, const BadCase* k, const char* setup, const char* post_check) {
     char cmd[32768], run_cmd[16384], out[512], name[160], train[1024];
     snprintf(name, sizeof(name), "%s%s", strstr(bin, "asan") ? "asan_" : "bad_", k->name);
     snprintf(out, sizeof(out), BAD "/out_%s.txt", name);
@@ -786,7 +770,7 @@ static void bad_run(const char* bin, const BadCase* k, const char* setup, const 
     // a hang is a failure, not a stuck suite
     snprintf(cmd, sizeof(cmd), "{ %s; } >/dev/null 2>&1; ASAN_OPTIONS=detect_leaks=0 UBSAN_OPTIONS=print_stacktrace=1 OMP_NUM_THREADS=1 "
              "timeout -s KILL 120 %s", setup ? setup : ":", run_cmd);
-    int rc = run(cmd, out);
+    int rc = run_to_file(cmd, out);
     FILE* f = fopen(out, "r");
     char line[4096], first_error[4096] = "";
     int n_error = 0, sanitizer = 0, found = 0;
@@ -802,14 +786,14 @@ static void bad_run(const char* bin, const BadCase* k, const char* setup, const 
     long long at = 0;
     int clean = output_is_clean(out, &at);
     int named = k->rc ? strstr(first_error, k->needle) != NULL : found;
-    int checked = !check || sh("%s", check) == 0;
+    int checked = !post_check || sh("%s", post_check) == 0;
     int ok = rc == k->rc && n_error == (k->rc ? 1 : 0) && named && !sanitizer && clean && checked;
     char dirt[96] = "";
     if (!clean) snprintf(dirt, sizeof(dirt), ", a raw control byte or ill-formed UTF-8 at byte %lld of the output", at);
-    result(ok, name, "exit %d%s, %d error line%s%s%s%s%s%s%s", rc, rc >= 128 ? " (killed by a signal)" : "", n_error, n_error == 1 ? "" : "s",
+    check(ok, name, "exit %d%s, %d error line%s%s%s%s%s%s%s", rc, rc >= 128 ? " (killed by a signal)" : "", n_error, n_error == 1 ? "" : "s",
            named ? "" : k->rc ? " (expected one naming '" : " (expected output with '", named ? "" : k->needle, named ? "" : "')",
            sanitizer ? ", SANITIZER REPORT (see output)" : "", dirt, checked ? "" : ", check failed");
-    if (!ok) printf("     %s\n     -> %s\n%s%s%s", cmd, first_error, checked ? "" : "     check: ", checked ? "" : check, checked ? "" : "\n");
+    if (!ok) printf("     %s\n     -> %s\n%s%s%s", cmd, first_error, checked ? "" : "     check: ", checked ? "" : post_check, checked ? "" : "\n");
 }
 
 static double mtime_of(const char* path) {
@@ -828,7 +812,7 @@ static int build_asan(void) {
     if (have > 0 && have >= newest) return 1;
     printf("building train_asan (mpicc -O1 -g -fsanitize=address,undefined) ...\n");
     fflush(stdout);
-    return sh("mpicc -O1 -g -fsanitize=address,undefined -fno-omit-frame-pointer -fopenmp -std=gnu11 -o train_asan train_gpt.c -lm "
+    return sh("mpicc -O1 -g -fsanitize=address,undefined -fno-omit-frame-pointer -fopenmp -std=gnu11 -I. -o train_asan train_gpt.c -lm "
               "> " ROOT "/asan_build.txt 2>&1") == 0;
 }
 
@@ -874,9 +858,9 @@ static void suite_bad_inputs(void) {
     // checkpoints: a good one from a 1-step run, then corruptions of it
     char cmd[2048];
     snprintf(cmd, sizeof(cmd), TRAIN "--steps 1 --ckpt-dir " BAD "/good");
-    int rc = run(cmd, BAD "/good_out.txt");
+    int rc = run_to_file(cmd, BAD "/good_out.txt");
     const char* good = BAD "/good/ckpt_00000001.bin";
-    if (rc != 0 || file_size(good) < 0) { result(0, "bad_inputs_setup", "the good checkpoint run exited %d", rc); return; }
+    if (rc != 0 || file_size(good) < 0) { check(0, "bad_inputs_setup", "the good checkpoint run exited %d", rc); return; }
     long long gsize = file_size(good);
     write_ckpt("ck_truncated", good, -1, 0, gsize / 2, -1);
     write_ckpt("ck_short_header", good, -1, 0, 100, -1);
@@ -902,7 +886,7 @@ static void suite_bad_inputs(void) {
         if (P->t[i].kind == P_QKVW && P->t[i].layer == 0) write_ckpt_values("ck_huge_qkvw", good, P->t[i].full_offset, P->t[i].size, 1e30f);
     free(P);
     snprintf(cmd, sizeof(cmd), TRAIN "--steps 0 --export-llmc " BAD "/llmc_ok.bin");
-    if (run(cmd, BAD "/llmc_ok_out.txt") != 0) { result(0, "bad_inputs_setup", "the llm.c export run failed"); return; }
+    if (run_to_file(cmd, BAD "/llmc_ok_out.txt") != 0) { check(0, "bad_inputs_setup", "the llm.c export run failed"); return; }
     sh("cp " BAD "/llmc_ok.bin " BAD "/llmc_nan.bin && printf '\\000\\000\\300\\177' | dd of=" BAD "/llmc_nan.bin bs=1 seek=5000 conv=notrunc");
     sh("cp " BAD "/llmc_ok.bin " BAD "/llmc_inf.bin && printf '\\000\\000\\200\\177' | dd of=" BAD "/llmc_inf.bin bs=1 seek=%lld conv=notrunc",
        file_size(BAD "/llmc_ok.bin") - 40);
@@ -1121,7 +1105,7 @@ static void suite_bad_inputs(void) {
     for (int i = 0; i < n; i++) bad_run("./train", &cases[i], NULL, NULL);
     for (int i = 0; i < n_runs; i++) bad_run("./train", &runs[i].k, runs[i].setup, runs[i].check);
     printf("(bad inputs through ./train: %d cases, %.1f s)\n", n + n_runs, now_s() - t0);
-    if (!build_asan()) { result(0, "asan_build", "mpicc -fsanitize=address,undefined failed (see " ROOT "/asan_build.txt)"); return; }
+    if (!build_asan()) { check(0, "asan_build", "mpicc -fsanitize=address,undefined failed (see " ROOT "/asan_build.txt)"); return; }
     t0 = now_s();
     for (int i = 0; i < n; i++) bad_run("./train_asan", &cases[i], NULL, NULL);
     for (int i = 0; i < n_runs; i++) bad_run("./train_asan", &runs[i].k, runs[i].setup, runs[i].check);
@@ -1131,9 +1115,9 @@ static void suite_bad_inputs(void) {
     snprintf(cmd, sizeof(cmd), "ASAN_OPTIONS=detect_leaks=0 OMP_NUM_THREADS=1 ./train_asan " FLAGS " --steps 1 --ckpt-dir " BAD
              "/asan_ck && ASAN_OPTIONS=detect_leaks=0 OMP_NUM_THREADS=1 ./train_asan " FLAGS " --steps 2 --ckpt-dir " BAD
              "/asan_ck --resume auto");
-    rc = run(cmd, out);
+    rc = run_to_file(cmd, out);
     int clean = !file_has(out, "Sanitizer") && !file_has(out, "runtime error:");
-    result(rc == 0 && clean, "asan_clean_train_and_resume", "exit %d, %s", rc, clean ? "no sanitizer report" : "SANITIZER REPORT in " BAD "/asan_clean.txt");
+    check(rc == 0 && clean, "asan_clean_train_and_resume", "exit %d, %s", rc, clean ? "no sanitizer report" : "SANITIZER REPORT in " BAD "/asan_clean.txt");
     printf("(bad inputs through ./train_asan: %d cases, %.1f s)\n", n + n_runs, now_s() - t0);
 }
 

@@ -27,26 +27,11 @@
 // checks the exit status (1) and that the message on stderr names the culprit.
 #define _GNU_SOURCE
 #include "train_gpt.c"
-#include <sys/wait.h>
+#include "tests/harness.h"
 
 // ----------------------------------------------------------------------------
 // Bookkeeping.
 
-static int n_pass = 0, n_fail = 0;
-
-// Record one check: ok -> "PASS name[: details]", else "FAIL name: details".
-static void check(int ok, const char* name, const char* fmt, ...) {
-    char details[1024] = "";
-    if (fmt) {
-        va_list ap;
-        va_start(ap, fmt);
-        vsnprintf(details, sizeof(details), fmt, ap);
-        va_end(ap);
-    }
-    if (ok) n_pass++, printf("PASS %s%s%s\n", name, details[0] ? ": " : "", details);
-    else n_fail++, printf("FAIL %s: %s\n", name, details[0] ? details : "failed");
-    fflush(stdout);
-}
 // A measured error against its tolerance (NaN fails).
 static void check_err(const char* name, double err, double tol) {
     check(err <= tol, name, "err %.2e (tol %.0e)", err, tol);
@@ -719,12 +704,7 @@ static void test_kernels(void) {
 // Args as the command line would give them (the strings are kept: Args points into them).
 static Args* new_args(const char* flags) {
     Args* a = (Args*)xcalloc(1, sizeof(Args));
-    char* argv[128];
-    int argc = 0;
-    argv[argc++] = (char*)"test_gpt";
-    char* s = strdup(flags);
-    for (char* t = strtok(s, " "); t && argc < 127; t = strtok(NULL, " ")) argv[argc++] = t;
-    parse_args(a, argc, argv);
+    args_from_flags(a, flags);
     if (!a->cfg.dp) a->cfg.dp = 1;  // as main() does on 1 rank
     if (!a->cfg.global_batch) a->cfg.global_batch = a->cfg.dp * a->cfg.micro_batch;
     a->quiet = 1;
@@ -1823,7 +1803,7 @@ static void test_schedules(void) {
                                 if (fwd[mb][c] != 1 || bwd[mb][c] != 1)
                                     snprintf(bad_once, sizeof(bad_once), "%s stage %d mb %d chunk %d: %d fwd, %d bwd", cfg, s, mb, c, fwd[mb][c], bwd[mb][c]);
                         // activations in flight
-                        int peak = schedule_max_in_flight(ops[s], n_ops[s]), want = -1;
+                        int peak = schedule_max_in_flight(ops[s], n_ops[s], -1), want = -1;
                         if (kind == SCHED_GPIPE) want = m;
                         if (kind == SCHED_1F1B) want = pp - s < m ? pp - s : m;
                         if (kind == SCHED_INTERLEAVED) {
@@ -1870,7 +1850,7 @@ static void test_schedules(void) {
         SCHED_CHECK("bubble (makespan - busy)/busy equals bubble_formula within 1e-9", bad_bubble);
 #undef SCHED_CHECK
     }
-    // the evaluation's forward-only lists (runtime.h forward_ops) match in order too
+    // the evaluation's forward-only lists (parallel/schedule.h forward_ops) match in order too
     char bad_eval[256] = "";
     int n_eval = 0;
     for (int pp = 1; pp <= MAX_PP; pp++)
@@ -2011,7 +1991,7 @@ int main(int argc, char** argv) {
     snprintf(cmd, sizeof(cmd), "rm -rf %s", tmp_dir);
     if (system(cmd)) fprintf(stderr, "warning: could not remove %s\n", tmp_dir);
     fprintf(stderr, "test_gpt: %.1f s\n", now_s() - t0);
-    printf("%d passed, %d failed\n", n_pass, n_fail);
+    int rc = tests_done();
     MPI_Finalize();
-    return n_fail ? 1 : 0;
+    return rc;
 }

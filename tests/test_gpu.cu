@@ -21,7 +21,7 @@
 // exit 1 on any failure, 2 when there is no GPU. SEED=n draws other random inputs.
 //
 // Build: nvcc -O3 -std=c++17 -gencode arch=compute_90,code=[sm_90,compute_90] -I.
-//   $(mpicc --showme:compile) -o test_gpu test_gpu.cu -lcublasLt -lcublas $(mpicc --showme:link) -lnccl
+//   $(mpicc --showme:compile) -o test_gpu tests/test_gpu.cu -lcublasLt -lcublas $(mpicc --showme:link) -lnccl
 #include "model/kernels_cpu.h"
 #include "model/kernels_gpu.cuh"
 

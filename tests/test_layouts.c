@@ -19,18 +19,11 @@
 #include <sys/wait.h>
 #include "runtime/ckpt.h"
 #include "parallel/schedule.h"
+#include "tests/harness.h"
 
-static int n_pass = 0, n_fail = 0;
 #define TOL 1e-5
 
 typedef struct { double loss[64]; int n; float* params; size_t n_full; } RunResult;
-
-static int run_cmd(const char* cmd, const char* out_file) {
-    char full[8192];
-    snprintf(full, sizeof(full), "%s > %s 2>&1", cmd, out_file);
-    int rc = system(full);
-    return WIFEXITED(rc) ? WEXITSTATUS(rc) : 128;
-}
 
 static int read_log(const char* path, RunResult* r) {
     FILE* f = fopen(path, "r");
@@ -75,7 +68,7 @@ static int train_run(const char* tag, const char* flags, RunResult* r) {
              "OMP_NUM_THREADS=1 ./train --steps 5 --warmup 1 --lr 3e-3 --eps 1e-4 --eval-every 0 --sample-len 0 --quiet "
              "--micro-batch 8 --global-batch 32 --log %s --ckpt-dir %s %s",
              log, dir, flags);
-    int rc = run_cmd(cmd, out);
+    int rc = run_to_file(cmd, out);
     if (rc != 0) {
         printf("FAIL %s: ./train exited %d (see %s)\n", tag, rc, out);
         n_fail++;
@@ -98,13 +91,7 @@ static void compare(const char* tag, const char* model_flags, const RunResult* r
     }
     // tensor boundaries from the model's canonical layout
     Args a;
-    char buf[1024];
-    snprintf(buf, sizeof(buf), "%s", model_flags);
-    char* argv[64];
-    int argc = 0;
-    argv[argc++] = (char*)"test";
-    for (char* t = strtok(buf, " "); t && argc < 63; t = strtok(NULL, " ")) argv[argc++] = t;
-    parse_args(&a, argc, argv);
+    args_from_flags(&a, model_flags);
     ParamLayout* P = (ParamLayout*)xmalloc(sizeof(ParamLayout));
     param_layout_build(P, &a.cfg, 1, 0, 1, 1, 0, 1);
     double worst_param = 0;
@@ -153,7 +140,7 @@ static void expect_layout_error(const char* tag, const char* flags, const char* 
     char cmd[2048], out[512];
     snprintf(out, sizeof(out), "/tmp/test_layouts/err_%s.txt", tag);
     snprintf(cmd, sizeof(cmd), "./train --steps 1 --quiet --sample-len 0 %s", flags);
-    int rc = run_cmd(cmd, out);
+    int rc = run_to_file(cmd, out);
     FILE* f = fopen(out, "r");
     char text[8192] = "";
     size_t n = f ? fread(text, 1, sizeof(text) - 1, f) : 0;
@@ -209,17 +196,17 @@ int main(void) {
     suite("llama", "--model llama-tiny", llama_layouts, sizeof(llama_layouts) / sizeof(llama_layouts[0]));
 
     // The defaults alone (no batch flags): `./train --tp 2 --pp 2` must train on the same
-    // batches as `./train` (runtime.h resolve_batch), so the losses agree.
+    // batches as `./train` (runtime/run.h resolve_batch), so the losses agree.
     {
         RunResult a = {0}, b = {0};
         int ok = 0;
         char cmd[1024];
         snprintf(cmd, sizeof(cmd), "OMP_NUM_THREADS=1 ./train --model tiny --steps 5 --eval-every 0 --sample-len 0 --quiet "
                  "--log /tmp/test_layouts/defaults_1rank.jsonl");
-        if (run_cmd(cmd, "/tmp/test_layouts/defaults_1rank.txt") == 0 && read_log("/tmp/test_layouts/defaults_1rank.jsonl", &a) == 5) {
+        if (run_to_file(cmd, "/tmp/test_layouts/defaults_1rank.txt") == 0 && read_log("/tmp/test_layouts/defaults_1rank.jsonl", &a) == 5) {
             snprintf(cmd, sizeof(cmd), "OMP_NUM_THREADS=1 ./train --model tiny --steps 5 --eval-every 0 --sample-len 0 --quiet "
                      "--tp 2 --pp 2 --log /tmp/test_layouts/defaults_tp2pp2.jsonl");
-            if (run_cmd(cmd, "/tmp/test_layouts/defaults_tp2pp2.txt") == 0 && read_log("/tmp/test_layouts/defaults_tp2pp2.jsonl", &b) == 5) {
+            if (run_to_file(cmd, "/tmp/test_layouts/defaults_tp2pp2.txt") == 0 && read_log("/tmp/test_layouts/defaults_tp2pp2.jsonl", &b) == 5) {
                 ok = 1;
                 for (int i = 0; i < 5; i++) ok &= fabs(a.loss[i] - b.loss[i]) <= TOL * fabs(a.loss[i]);
             }
@@ -234,7 +221,7 @@ int main(void) {
         char cmd[1024], text[1 << 16];
         snprintf(cmd, sizeof(cmd), "OMP_NUM_THREADS=1 ./train --model tiny --steps 1 --eval-every 0 --sample-len 0 --quiet "
                  "--tp 2 --pp 2 --micro-batch 8 --global-batch 32 --trace /tmp/test_layouts/trace.json");
-        int rc = run_cmd(cmd, "/tmp/test_layouts/trace.txt");
+        int rc = run_to_file(cmd, "/tmp/test_layouts/trace.txt");
         FILE* f = fopen("/tmp/test_layouts/trace.json", "r");
         size_t n = f ? fread(text, 1, sizeof(text) - 1, f) : 0;
         text[n] = 0;
@@ -262,6 +249,5 @@ int main(void) {
     expect_layout_error("1f1b_few_micro", "--model tiny --pp 2 --micro-batch 8 --global-batch 8", "1F1B needs at least pp micro-batches");
     expect_layout_error("zero_without_dp", "--model tiny --zero 1", "needs dp > 1");
     expect_layout_error("llama_kv_tp4", "--model llama-tiny --tp 4", "n_kv_head 2 is not divisible by tp 4");
-    printf("%d passed, %d failed\n", n_pass, n_fail);
-    return n_fail ? 1 : 0;
+    return tests_done();
 }

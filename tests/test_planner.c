@@ -1,7 +1,7 @@
 // test_planner.c: checks of the layout planner (planner.h) against hand computations,
 // Korthikanti et al. 2022, the published LLaMA sizes, and Hagemann et al. 2023 (the
 // layouts study: its published points, its conclusions, and measured runs of its sheets).
-//   gcc -O2 -Wall -Wextra -o test_planner test_planner.c -lm && ./test_planner
+//   gcc -O2 -I. -Wall -Wextra -o test_planner tests/test_planner.c -lm && ./test_planner   (from the repository root)
 // One line per check, "PASS name" or "FAIL name: details", then "N passed, N failed".
 
 // The shared headers define static helpers (RNG, timers) that this program does not call.
@@ -10,19 +10,7 @@
 #include <sys/wait.h>
 #include <unistd.h>
 #include "planner/planner.h"
-
-static int n_pass = 0, n_fail = 0;
-
-static void check(int ok, const char* name, const char* fmt, ...) {
-    if (ok) { printf("PASS %s\n", name); n_pass++; return; }
-    char msg[512];
-    va_list ap;
-    va_start(ap, fmt);
-    vsnprintf(msg, sizeof(msg), fmt, ap);
-    va_end(ap);
-    printf("FAIL %s: %s\n", name, msg);
-    n_fail++;
-}
+#include "tests/harness.h"
 
 static int close_rel(double a, double b, double tol) { return fabs(a - b) <= tol * fabs(b); }
 
@@ -176,7 +164,7 @@ static void test_bubble(void) {
     // 1F1B: stage 0 holds pp micro-batches at peak; this is what sizes activation memory
     PipeOp ops[6 * 8];
     int n = schedule_build(SCHED_1F1B, 0, p, 1, m, ops);
-    check(schedule_max_in_flight(ops, n) == p, "in_flight_1f1b_stage0", "%d, want %d", schedule_max_in_flight(ops, n), p);
+    check(schedule_max_in_flight(ops, n, -1) == p, "in_flight_1f1b_stage0", "%d, want %d", schedule_max_in_flight(ops, n, -1), p);
     DeviceProfile d;
     profile_builtin("a100-80gb", &d);
     ModelConfig c = model("llama-13b", 0);
@@ -358,13 +346,15 @@ static const char* write_file(char* path, const char* name, const char* text) {
     return path;
 }
 
-// Run plan_main(argv) in a child with its output discarded; returns its exit status.
-static int run_plan_main(const char** args, int n) {
+// Run plan_main(argv) in a child with stdout and stderr going to out_path; returns its
+// exit status.
+static int run_plan_capture(const char** args, int n, const char* out_path) {
     fflush(stdout);
     pid_t pid = fork();
     if (pid == 0) {
-        if (!freopen("/dev/null", "w", stdout) || !freopen("/dev/null", "w", stderr)) _exit(99);
-        char* argv[32];
+        alarm(60);  // a hang (an input that blocks) fails the check instead of the suite
+        if (!freopen(out_path, "w", stdout) || dup2(fileno(stdout), 2) < 0) _exit(99);
+        char* argv[40];
         argv[0] = (char*)"train";
         for (int i = 0; i < n; i++) argv[i + 1] = (char*)args[i];
         argv[n + 1] = NULL;
@@ -374,6 +364,8 @@ static int run_plan_main(const char** args, int n) {
     waitpid(pid, &status, 0);
     return WIFEXITED(status) ? WEXITSTATUS(status) : 128;
 }
+// The same with the output discarded.
+static int run_plan_main(const char** args, int n) { return run_plan_capture(args, n, "/dev/null"); }
 
 static void test_device_files(void) {
     char err[512];
@@ -447,24 +439,6 @@ static void test_device_files(void) {
 // ----------------------------------------------------------------------------
 // --runs FILE.csv
 
-// Run plan_main(argv) in a child with stdout and stderr going to out_path; returns its
-// exit status.
-static int run_plan_capture(const char** args, int n, const char* out_path) {
-    fflush(stdout);
-    pid_t pid = fork();
-    if (pid == 0) {
-        alarm(60);  // a hang (an input that blocks) fails the check instead of the suite
-        if (!freopen(out_path, "w", stdout) || dup2(fileno(stdout), 2) < 0) _exit(99);
-        char* argv[40];
-        argv[0] = (char*)"train";
-        for (int i = 0; i < n; i++) argv[i + 1] = (char*)args[i];
-        argv[n + 1] = NULL;
-        _exit(plan_main(n + 1, argv));
-    }
-    int status;
-    waitpid(pid, &status, 0);
-    return WIFEXITED(status) ? WEXITSTATUS(status) : 128;
-}
 
 static char* slurp(const char* path) {
     static char buf[1 << 16];
@@ -618,6 +592,5 @@ int main(void) {
     test_device_files();
     test_runs();
     test_calibration_runs();
-    printf("%d passed, %d failed\n", n_pass, n_fail);
-    return n_fail ? 1 : 0;
+    return tests_done();
 }

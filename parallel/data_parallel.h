@@ -1,0 +1,124 @@
+// parallel/data_parallel.h: data parallelism and ZeRO, all of it: the optimizer's range
+// (the ZeRO shard), the gradient reduction (bucketed all-reduce overlapped with the backward
+// for ZeRO 0, reduce-scatter for ZeRO 1, a reduce-scatter after every micro-batch for ZeRO
+// 2), the tied embedding's group, and the optimizer step with the ZeRO all-gather of the
+// updated weights. Each dp rank reads its own slice of every global batch
+// (runtime/data.h's load_batch), so any dp gives the same batch.
+#pragma once
+
+// What a build supplies: fp32 collectives over the dp group and the update itself.
+// The dp all-reduce of a gradient range that may run beside the rest of the backward (the
+// GPU build: on NCCL's own stream), and the point after which all of them are done.
+static void grad_allreduce_dp_async(Model* m, float* buf, size_t n);
+static void grad_allreduce_dp_join(Model* m);
+static void grad_reduce_scatter(Model* m, Group g, const float* send, float* recv, size_t n_per_rank);
+static void param_allgather(Model* m, Group g, const float* send, float* recv, size_t n_per_rank);
+// AdamW on the range [a, b) of the local buffer (grad: the optimizer range's gradient), and
+// the build's follow-up once the ZeRO all-gather has brought every fp32 weight.
+static void adamw_range(Model* m, size_t a, size_t b, const float* grad, int decay, float lr, float grad_scale, int t);
+static void params_gathered(Model* m);
+
+// ZeRO shard of the local buffer that this dp rank updates: [lo, hi). Without ZeRO every
+// rank updates its whole buffer (the dp replicas do the same update).
+static size_t shard_floats(const ParamLayout* P, int dp) { return P->n_padded / dp; }
+static void optimizer_range(const ParamLayout* P, const ModelConfig* c, int dp_rank, size_t* lo, size_t* hi) {
+    size_t S = shard_floats(P, c->dp);
+    *lo = c->zero ? dp_rank * S : 0;
+    *hi = c->zero ? *lo + S : P->n_local;
+    if (*hi > P->n_local) *hi = P->n_local;
+    if (*lo > *hi) *lo = *hi;
+}
+
+// The tied embedding: first and last stage each hold wte; their gradients are summed so
+// both copies take the same update (Megatron's embedding group).
+static void embed_group_sync(Model* m, float* wte_grad) {
+    if (m->L.in_embed && m->c.arch == ARCH_GPT2)
+        f32_allreduce_sum(m, GROUP_EMBED, wte_grad, (size_t)m->Vl * m->C);  // comm: embed all-reduce
+}
+
+// ZeRO-2: after each micro-batch, reduce-scatter the gradient into this rank's shard and
+// clear the full buffer (it only ever holds one micro-batch's worth). The tied embedding
+// copy is kept aside in wte_acc and reduced once at the end of the step.
+static void zero2_reduce_gradients(Model* m) {
+    size_t S = shard_floats(&m->P, m->L.dp), wte_n = (size_t)m->Vl * m->C;
+    if (m->wte_acc) {
+        f32_add(m, m->wte_acc, m->g.wte, wte_n);
+        f32_zero(m, m->g.wte, wte_n);
+    }
+    grad_reduce_scatter(m, GROUP_DP, m->grads, m->shard_tmp, S);  // comm: dp reduce-scatter (zero 2)
+    f32_add(m, m->grad_shard, m->shard_tmp, S);
+    f32_zero(m, m->grads, m->P.n_padded);
+}
+
+// Data-parallel reduction overlapped with the backward (ZeRO 0; PyTorch DDP's buckets, a
+// layer each): once the step's last micro-batch has gone back through a layer, that
+// layer's gradient is final on this rank, and its dp all-reduce starts while the layers
+// below are still in their backward. A layer's tensors are contiguous in the buffer.
+static void layer_grads_final(Model* m, int layer) {
+    if (m->c.zero != 0 || m->L.dp == 1) return;
+    size_t lo = SIZE_MAX, hi = 0;
+    for (int i = 0; i < m->P.n; i++) {
+        const Tensor* t = &m->P.t[i];
+        if (t->layer != layer) continue;
+        if (t->offset < lo) lo = t->offset;
+        if (t->offset + t->size > hi) hi = t->offset + t->size;
+    }
+    if (lo < hi) grad_allreduce_dp_async(m, m->grads + lo, hi - lo);  // comm: dp all-reduce of one layer (overlapped)
+}
+
+// After the schedule: reduce gradients over the groups that share parameters. Returns the
+// gradient the optimizer reads for its range [opt_lo, opt_hi).
+static float* reduce_gradients(Model* m) {
+    size_t S = shard_floats(&m->P, m->L.dp);
+    if (m->c.zero == 0) {
+        embed_group_sync(m, m->g.wte);
+        // comm: dp all-reduce of what layer_grads_final left: the runs of model-level tensors
+        // (embeddings at the buffer's start; final norm, head and the tied copy at its end),
+        // back to front, GRAD_BUCKET_FLOATS a call
+        const Tensor* t = m->P.t;
+        for (int i = m->P.n - 1; i >= 0; i--) {
+            if (t[i].layer >= 0) continue;
+            int j = i;
+            while (j > 0 && t[j - 1].layer < 0) j--;
+            for (size_t hi = t[i].offset + t[i].size; hi > t[j].offset;) {
+                size_t lo = hi - t[j].offset > GRAD_BUCKET_FLOATS ? hi - GRAD_BUCKET_FLOATS : t[j].offset;
+                grad_allreduce_dp_async(m, m->grads + lo, hi - lo);
+                hi = lo;
+            }
+            i = j;
+        }
+        grad_allreduce_dp_join(m);
+        sp_partial_sync(m, m->grads, 0, m->P.n_local);
+        return m->grads;
+    }
+    if (m->c.zero == 1) {
+        embed_group_sync(m, m->g.wte);
+        grad_reduce_scatter(m, GROUP_DP, m->grads, m->grad_shard, S);  // comm: dp reduce-scatter (zero 1)
+    } else if (m->wte_acc) {
+        // the tied embedding gradient (kept aside during the step): sum the two copies and the
+        // dp replicas, then add the part of it inside this rank's shard
+        size_t wte_n = (size_t)m->Vl * m->C, wte_off = (size_t)(m->g.wte - m->grads);
+        embed_group_sync(m, m->wte_acc);
+        f32_allreduce_sum(m, GROUP_DP, m->wte_acc, wte_n);  // comm: dp all-reduce of the tied embedding
+        size_t lo = m->opt_lo > wte_off ? m->opt_lo : wte_off;
+        size_t hi = m->opt_hi < wte_off + wte_n ? m->opt_hi : wte_off + wte_n;
+        if (lo < hi) f32_add(m, m->grad_shard + (lo - m->opt_lo), m->wte_acc + (lo - wte_off), hi - lo);
+    }
+    sp_partial_sync(m, m->grad_shard, m->opt_lo, S);
+    return m->grad_shard;
+}
+
+// AdamW on this rank's range. With ZeRO the updated fp32 shards are all-gathered (fp32, so
+// every dp rank holds the exact master weights a checkpoint writes).
+static void optimizer_step(Model* m, const float* grad, float lr, float grad_scale, int t) {
+    for (int i = 0; i < m->P.n; i++) {
+        const Tensor* tn = &m->P.t[i];
+        size_t a, b;
+        if (!clip_range(tn, m->opt_lo, m->opt_hi, &a, &b)) continue;
+        adamw_range(m, a, b, grad, tn->decay, lr, grad_scale, t);
+    }
+    if (m->c.zero > 0) {  // comm: dp all-gather of the updated parameter shards
+        param_allgather(m, GROUP_DP, m->params + m->opt_lo, m->params, shard_floats(&m->P, m->L.dp));
+        params_gathered(m);
+    }
+}

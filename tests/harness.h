@@ -1,0 +1,56 @@
+// tests/harness.h: what every test program shares: one PASS/FAIL line per check and the
+// closing count ("N passed, N failed", which make test sums), running a command with its
+// output to a file, and Args from a line of flags as ./train would parse them.
+#pragma once
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/wait.h>
+
+static int n_pass = 0, n_fail = 0;
+
+// Record one check: ok -> "PASS name[: details]", else "FAIL name: details".
+static void check(int ok, const char* name, const char* fmt, ...) {
+    char details[2048] = "";
+    if (fmt) {
+        va_list ap;
+        va_start(ap, fmt);
+        vsnprintf(details, sizeof(details), fmt, ap);
+        va_end(ap);
+    }
+    if (ok) n_pass++, printf("PASS %s%s%s\n", name, details[0] ? ": " : "", details);
+    else n_fail++, printf("FAIL %s: %s\n", name, details[0] ? details : "failed");
+    fflush(stdout);
+}
+
+// The closing line; the program's exit status.
+static int tests_done(void) {
+    printf("%d passed, %d failed\n", n_pass, n_fail);
+    return n_fail ? 1 : 0;
+}
+
+// Exit code of a finished child as a shell reports it: 128 + signal when killed.
+static int exit_code(int status) { return WIFEXITED(status) ? WEXITSTATUS(status) : 128 + WTERMSIG(status); }
+
+// Run the shell command `cmd` with its stdout and stderr to `out`; returns its exit code.
+static int run_to_file(const char* cmd, const char* out) {
+    size_t n = strlen(cmd) + strlen(out) + 16;
+    char* full = (char*)malloc(n);
+    snprintf(full, n, "(%s) > %s 2>&1", cmd, out);
+    int rc = exit_code(system(full));
+    free(full);
+    return rc;
+}
+
+#ifdef ARGS_H
+// Args from a line of flags separated by spaces, through parse_args as ./train does.
+static void args_from_flags(Args* a, const char* flags) {
+    char* copy = strdup(flags);
+    char* argv[128];
+    int argc = 0;
+    argv[argc++] = (char*)"test";
+    for (char* t = strtok(copy, " "); t && argc < 127; t = strtok(NULL, " ")) argv[argc++] = t;
+    parse_args(a, argc, argv);  // the Args keep pointers into copy: it lives as long as the program
+}
+#endif

@@ -122,6 +122,10 @@ ckpt_compare: dev/ckpt_compare.c $(HEADERS) | $(NEED_MPI)
 test_planner: tests/test_planner.c $(HEADERS)
 	$(CC) $(CFLAGS) -o $@ tests/test_planner.c $(LDLIBS)
 
+# The schedule simulator on the command line (dev/bench_zb.py feeds it measured op times).
+sim_schedule: dev/sim_schedule.c $(HEADERS)
+	$(CC) $(CFLAGS) -o $@ dev/sim_schedule.c $(LDLIBS)
+
 # The GPU layouts dev/check_gpu_vs_cpu.sh runs under ASan in make test (all 18 run without it).
 ASAN_CASES = ^gpu_(gpt2|gpt2_recompute_full|gpt2_tp2_sp|gpt2_dp2_zero2|llama_tp2|llama_tp2_sp_dp2_nccl|gpt2_pp2_vpp2_nccl|llama_tp2_pp2_nccl)$$
 
@@ -161,6 +165,6 @@ bench: dev/bench_cpu.c train_gpt.c $(HEADERS) | $(NEED_MPI) detect
 endif
 
 clean:
-	rm -f train train_cpu train_gpu test_gpt test_gpu test_planner test_layouts test_faults train_asan bench_cpu ckpt_compare .test.log
+	rm -f train train_cpu train_gpu test_gpt test_gpu test_planner test_layouts test_faults train_asan bench_cpu ckpt_compare sim_schedule .test.log
 	rm -rf train_gpu_emu test_gpu_emu train_gpu_emu_asan test_gpu_emu_asan test_emu emu/build
 	$(MAKE) --no-print-directory fuzz_clean

@@ -140,11 +140,11 @@ static void param_allgather(Model* m, Group g, const float* send, float* recv, s
 
 // Pipeline p2p: MPI_Isend straight from the slot's buffer (untouched until the slot's sends
 // are waited for), blocking receive into the destination.
-static void pp_send(Model* m, Slot* s, int dir, const float* src, size_t n, int peer, int tag) {
+static void pp_send(Model* m, Slot* s, int dir, int up, const float* src, size_t n, int peer, int tag) {
     comm_isend(&m->L.group[GROUP_PP], src, n, peer, tag, &s->sends.req[dir]);
 }
 static void pp_send_wait(Model* m, Slot* s, int dir) { comm_wait(&m->L.group[GROUP_PP], &s->sends.req[dir]); }
-static void pp_recv(Model* m, int dir, float* dst, size_t n, int peer, int tag) { comm_recv(&m->L.group[GROUP_PP], dst, n, peer, tag); }
+static void pp_recv(Model* m, int dir, int up, float* dst, size_t n, int peer, int tag) { comm_recv(&m->L.group[GROUP_PP], dst, n, peer, tag); }
 
 // The kernels read the host token arrays; head_forward adds to m->loss_sum itself.
 static void model_load_batch(Model* m, const TokenStream* ts, size_t index) {
@@ -236,7 +236,6 @@ static void alloc_activations(Model* m) {
         Chunk* ch = &m->chunks[c];
         size_t f = (ch->n_layers + 1) * N * C + 2 * N * C;
         if (!full) f += ch->n_layers * layer_act_floats(m, keep_att, m->B);
-        if (m->defer_weight) f += ch->n_layers * wgin_floats(m);
         if (is_last_chunk(m, c)) f += BT * C + 2 * N + BT * m->Vl + BT;
         ch->slot_bytes = sizeof(float) * f;
         ch->mem = (char*)xcalloc(f * ch->n_slots, sizeof(float));
@@ -248,13 +247,14 @@ static void alloc_activations(Model* m) {
             s->dinp = p; p += N * C;
             if (!full)
                 for (int i = 0; i < ch->n_layers; i++) p = carve_acts(m, &s->acts[i], p, keep_att);
-            if (m->defer_weight)
-                for (int i = 0; i < ch->n_layers; i++) p = carve_wgin(m, &s->wgin[i], p);
             if (is_last_chunk(m, c)) {
                 s->lnf = p; p += BT * C; s->lnf_mean = p; p += N; s->lnf_rstd = p; p += N;
                 s->logits = p; p += BT * m->Vl; s->losses = p; p += BT;
             }
         }
+        ch->wg_bytes = sizeof(float) * ch->n_layers * wgin_floats(m);
+        float* p = (float*)xcalloc((size_t)ch->n_wg * ch->n_layers * wgin_floats(m) + 1, sizeof(float));
+        for (int i = 0; i < ch->n_wg * ch->n_layers; i++) p = carve_wgin(m, &ch->wg_sets[i], p);
     }
 }
 
@@ -298,7 +298,7 @@ int main(int argc, char** argv) {
     if (a->resume) start_step = ckpt_resume(&m.L, &m.P, c, a, m.params, m.m_state, m.v_state, m.opt_lo, m.opt_hi);
     if (rank == 0) print_startup(&m.L, &m.P, c, a, &run.train, &run.val, &met, m.n_micro, start_step);
     size_t act_bytes = m.scratch_bytes;
-    for (int ch = 0; ch < m.L.vpp; ch++) act_bytes += m.chunks[ch].slot_bytes * m.chunks[ch].n_slots;
+    for (int ch = 0; ch < m.L.vpp; ch++) act_bytes += m.chunks[ch].slot_bytes * m.chunks[ch].n_slots + m.chunks[ch].wg_bytes * m.chunks[ch].n_wg;
     // the planner's view of this machine: ranks time-share the cores, each with cores/world threads
     metrics_predict(&met, c, "cpu", core * (cores / world > 1 ? cores / world : 1), (int)cores, &m.P, m.opt_hi - m.opt_lo,
                     act_bytes / sizeof(float), 4);

@@ -215,16 +215,16 @@ static void param_allgather(Model* m, Group g, const float* send, float* recv, s
 }
 
 // Pipeline p2p. With NCCL (pp > 1): straight from the slot's device buffer on the
-// direction's send stream (comm_nccl.h: nccl_pp_send), the receive on the compute stream;
+// send stream of its direction and way (comm_nccl.h: nccl_pp_send), the receive on the compute stream;
 // the slot's buffers are rewritten only after the compute stream has waited for the send's
 // `sent` event. Otherwise host-staged: device -> this slot's pinned host buffer, MPI_Isend
 // (comm_isend), and on the other side MPI_Recv (comm_recv) into a pinned buffer, then host
 // -> device. The payload is one bf16 N x C activation or gradient per micro-batch.
 // n: bf16 elements, travelling host-staged as ceil(n/2) floats (the pinned buffers have room).
 static size_t p2p_floats(size_t n) { return (2 * n + 3) / 4; }
-static void pp_send(Model* m, Slot* s, int dir, const bf16* src, size_t n, int peer, int tag) {
+static void pp_send(Model* m, Slot* s, int dir, int up, const bf16* src, size_t n, int peer, int tag) {
     if (m->be.G.p2p) {
-        nccl_pp_send(&m->be.G, dir, src, sizeof(bf16) * n, m->be.stream, s->sends.sent[dir]);
+        nccl_pp_send(&m->be.G, dir, up, src, sizeof(bf16) * n, m->be.stream, s->sends.sent[dir]);
         return;
     }
     d2h(s->sends.h_send[dir], src, sizeof(bf16) * n, m->be.stream);  // synchronizes: the data is on the host
@@ -234,9 +234,9 @@ static void pp_send_wait(Model* m, Slot* s, int dir) {
     if (m->be.G.p2p) cudaCheck(cudaStreamWaitEvent(m->be.stream, s->sends.sent[dir], 0));  // the device waits, not the host
     else comm_wait(&m->L.group[GROUP_PP], &s->sends.req[dir]);
 }
-static void pp_recv(Model* m, int dir, bf16* dst, size_t n, int peer, int tag) {
+static void pp_recv(Model* m, int dir, int up, bf16* dst, size_t n, int peer, int tag) {
     if (m->be.G.p2p) {
-        nccl_pp_recv(&m->be.G, dir, dst, sizeof(bf16) * n, m->be.stream);
+        nccl_pp_recv(&m->be.G, dir, up, dst, sizeof(bf16) * n, m->be.stream);
         return;
     }
     comm_recv(&m->L.group[GROUP_PP], m->be.h_recv, p2p_floats(n), peer, tag);
@@ -350,7 +350,7 @@ static void carve_scratch(Model* m, Carver* k) {
     if (m->c.recompute == RECOMPUTE_FULL) carve_acts(m, &m->scratch, k, 0);
 }
 
-// The device pointers of one slot of chunk c (s->x, s->acts and s->wgin already allocated).
+// The device pointers of one slot of chunk c (s->x and s->acts already allocated).
 static void carve_slot(Model* m, int c, Slot* s, Carver* k) {
     Chunk* ch = &m->chunks[c];
     size_t BT = (size_t)m->B * m->T, N = row_count(m, m->B), C = m->C;
@@ -360,8 +360,6 @@ static void carve_slot(Model* m, int c, Slot* s, Carver* k) {
     s->dinp = TAKE(k, bf16, N * C);
     if (m->c.recompute != RECOMPUTE_FULL)
         for (int i = 0; i < ch->n_layers; i++) carve_acts(m, &s->acts[i], k, keep_lse);
-    if (m->defer_weight)
-        for (int i = 0; i < ch->n_layers; i++) carve_wgin(m, &s->wgin[i], k);
     if (is_last_chunk(m, c)) {
         s->lnf = TAKE(k, bf16, BT * C); s->lnf_mean = TAKE(k, float, N); s->lnf_rstd = TAKE(k, float, N);
         s->logits = TAKE(k, bf16, BT * m->Vl); s->losses = TAKE(k, float, BT);
@@ -390,9 +388,9 @@ static void alloc_activations(Model* m) {
     m->be.scratch_mem = (char*)dev_alloc(k.off);
     k = (Carver){m->be.scratch_mem, 0};
     carve_scratch(m, &k);
-    // chunks exchange activations through NCCL, or host-staged (--comm mpi; and with pp 1,
-    // vpp > 1, where a rank sends to itself)
-    int staged = m->L.pp * m->L.vpp > 1 && !m->be.G.p2p;
+    // stages exchange activations through NCCL, or host-staged (--comm mpi); chunks on one
+    // stage hand over by a copy (parallel/pipeline.h)
+    int staged = m->L.pp > 1 && !m->be.G.p2p;
     if (staged) m->be.h_recv = pinned_floats(p2p_floats(N * C));
     chunks_init(m);
     for (int c = 0; c < m->L.vpp; c++) {
@@ -411,6 +409,16 @@ static void alloc_activations(Model* m) {
         for (int si = 0; si < ch->n_slots; si++) {
             k = (Carver){ch->mem + ch->slot_bytes * si, 0};
             carve_slot(m, c, &ch->slots[si], &k);
+        }
+        // the pool of weight-pass inputs (deferred weight passes)
+        k = (Carver){NULL, 0};
+        WeightGradIn sizing;
+        for (int i = 0; i < ch->n_layers; i++) carve_wgin(m, &sizing, &k);
+        ch->wg_bytes = k.off;
+        char* wg_mem = (char*)dev_alloc(ch->wg_bytes * ch->n_wg);
+        for (int j = 0; j < ch->n_wg; j++) {
+            k = (Carver){wg_mem + ch->wg_bytes * j, 0};
+            for (int i = 0; i < ch->n_layers; i++) carve_wgin(m, &ch->wg_sets[(size_t)j * ch->n_layers + i], &k);
         }
     }
 }
@@ -554,7 +562,7 @@ int main(int argc, char** argv) {
     }
     // metrics_predict counts activations in floats; the bf16 buffers are passed as bytes / 4.
     size_t act_bytes = m.scratch_bytes;
-    for (int ch = 0; ch < m.L.vpp; ch++) act_bytes += m.chunks[ch].slot_bytes * m.chunks[ch].n_slots;
+    for (int ch = 0; ch < m.L.vpp; ch++) act_bytes += m.chunks[ch].slot_bytes * m.chunks[ch].n_slots + m.chunks[ch].wg_bytes * m.chunks[ch].n_wg;
     metrics_predict(&met, c, strstr(prop.name, "H200") ? "h200-sxm" : strstr(prop.name, "A100") ? "a100-80gb" : "h100-sxm",
                     met.peak_flops, 0, &m.P, m.opt_hi - m.opt_lo, act_bytes / 4, 6);  // 6 bytes/param: fp32 master + bf16 copy
 

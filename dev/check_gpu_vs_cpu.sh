@@ -112,7 +112,7 @@ compare() {
 }
 
 # CPU references (1 rank).
-for ref in "cpu_gpt2|--model tiny" "cpu_llama|--model llama-tiny"; do
+for ref in "cpu_gpt2|--model tiny" "cpu_llama|--model llama-tiny" "cpu_gpt2_8l|--model tiny --n-layer 8"; do
   name=${ref%%|*}; flags=${ref#*|}
   rm -rf "$DIR/$name.ckpt"
   if run "$name" ./train_cpu $flags $(ckpt_flags "$name"); then
@@ -138,6 +138,8 @@ CASES=(
   "gpu_llama_tp2|cpu_llama|--model llama-tiny --tp 2 --comm mpi"
   "gpu_gpt2_weight_deferred|cpu_gpt2|--model tiny --weight-pass deferred"
   "gpu_llama_tp2_sp_weight_deferred|cpu_llama|--model llama-tiny --tp 2 --sp --weight-pass deferred --comm mpi"
+  "gpu_gpt2_pp2_zbh1|cpu_gpt2|--model tiny --pp 2 --schedule zb-h1 --comm mpi"
+  "gpu_gpt2_pp2_zbv|cpu_gpt2|--model tiny --pp 2 --schedule zb-v --comm mpi"
 )
 # NCCL (the default --comm): one GPU per rank.
 [ "$GPUS" -ge 4 ] && CASES+=(
@@ -149,6 +151,9 @@ CASES=(
   "gpu_gpt2_pp2_vpp2_nccl|cpu_gpt2|--model tiny --pp 2 --vpp 2 --eval-every 5 --val-batches 1 --sample-every 10 --sample-len 4"
   "gpu_llama_tp2_pp2_nccl|cpu_llama|--model llama-tiny --tp 2 --pp 2 --micro-batch 2"
   "gpu_gpt2_pp2_weight_deferred_nccl|cpu_gpt2|--model tiny --pp 2 --micro-batch 2 --weight-pass deferred"
+  "gpu_gpt2_pp2_zbh1_nccl|cpu_gpt2|--model tiny --pp 2 --micro-batch 2 --schedule zb-h1"
+  "gpu_gpt2_pp2_zbv_nccl|cpu_gpt2|--model tiny --pp 2 --micro-batch 2 --schedule zb-v --eval-every 5 --val-batches 1 --sample-every 10 --sample-len 4"
+  "gpu_gpt2_8l_pp4_zbv_nccl|cpu_gpt2_8l|--model tiny --n-layer 8 --pp 4 --micro-batch 1 --schedule zb-v"
 )
 echo "GPU build: $GPU_BIN ($GPUS GPUs for the NCCL layouts)"
 for entry in "${CASES[@]}"; do

@@ -7,7 +7,7 @@
 #include "runtime/common.h"
 
 enum { ARCH_GPT2 = 0, ARCH_LLAMA = 1 };
-enum { SCHED_GPIPE = 0, SCHED_1F1B = 1, SCHED_INTERLEAVED = 2 };
+enum { SCHED_GPIPE = 0, SCHED_1F1B = 1, SCHED_INTERLEAVED = 2, SCHED_ZBH1 = 3, SCHED_ZBV = 4, N_SCHEDULES };
 enum { RECOMPUTE_NONE = 0, RECOMPUTE_SELECTIVE = 1, RECOMPUTE_FULL = 2 };
 
 typedef struct {
@@ -110,7 +110,17 @@ static double config_flops_per_token(const ModelConfig* c, int T) {
 }
 
 static const char* arch_name(int a) { return a == ARCH_LLAMA ? "llama" : "gpt2"; }
-static const char* schedule_name(int s) { return s == SCHED_GPIPE ? "gpipe" : s == SCHED_1F1B ? "1f1b" : "interleaved"; }
+static const char* schedule_name(int s) {
+    static const char* names[N_SCHEDULES] = {"gpipe", "1f1b", "interleaved", "zb-h1", "zb-v"};
+    return names[s];
+}
+// The zero-bubble schedules split each backward into B and W ops (parallel/schedule.h).
+static int schedule_has_w(int s) { return s == SCHED_ZBH1 || s == SCHED_ZBV; }
+static int schedule_from_name(const char* s) {
+    for (int k = 0; k < N_SCHEDULES; k++)
+        if (!strcmp(s, schedule_name(k))) return k;
+    return -1;
+}
 static const char* recompute_name(int r) { return r == RECOMPUTE_NONE ? "none" : r == RECOMPUTE_SELECTIVE ? "selective" : "full"; }
 
 #endif

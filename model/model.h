@@ -55,7 +55,8 @@ typedef struct {
 typedef struct {
     act_t** x;                         // [n_layers+1] layer inputs (N x C); x[n_layers] is the chunk output
     LayerActs* acts;                   // [n_layers]; unused under --recompute full
-    WeightGradIn* wgin;                // [n_layers] with deferred weight passes, else NULL (the shared one serves)
+    WeightGradIn* wgin;                // [n_layers] with deferred weight passes, from its B to its W: a set
+                                       // of the chunk's pool; else NULL (the shared one serves)
     act_t* lnf;                        // last chunk: final norm output (B*T x C)
     float *lnf_mean, *lnf_rstd;
     act_t* logits;                     // last chunk: B*T x Vl logits, replaced by dlogits
@@ -71,6 +72,12 @@ typedef struct {
     Slot* slots;
     char* mem;                         // all slot activations of this chunk, one buffer
     size_t slot_bytes;
+    // deferred weight passes: a pool of weight-pass inputs, one set ([n_layers]) per W the
+    // chunk can owe at once (the schedule's count; 1 when B and W run in one op)
+    int n_wg;
+    WeightGradIn* wg_sets;             // [n_wg * n_layers]
+    char* wg_used;                     // [n_wg]
+    size_t wg_bytes;                   // one set
 } Chunk;
 
 typedef struct {

@@ -56,13 +56,27 @@ typedef struct {
 
 // Layers split into pp*vpp chunks as evenly as possible (the first chunks get one
 // more layer when it does not divide).
+static int chunk_layer_count(int n_layer, int n_chunks, int g) { return n_layer / n_chunks + (g < n_layer % n_chunks); }
 static void chunk_layers(ParamLayout* P, int n_layer, int n_chunks) {
     P->n_chunks = n_chunks;
     for (int g = 0, l = 0; g <= n_chunks; g++) {
         P->chunk_layer0[g] = l;
-        l += n_layer / n_chunks + (g < n_layer % n_chunks);
+        l += chunk_layer_count(n_layer, n_chunks, g);
     }
 }
+
+// Global index of local chunk c of `stage`. Loop: g = c*pp + stage. V (ZB-V, two chunks):
+// stage s holds chunks s and 2pp-1-s, so the model goes down the stages and back up, and
+// stage 0 holds both the first and the last chunk.
+static int chunk_global(int kind, int pp, int stage, int c) {
+    if (kind == SCHED_ZBV) return c == 0 ? stage : 2 * pp - 1 - stage;
+    return c * pp + stage;
+}
+static int chunk_stage(int kind, int pp, int g) {
+    if (kind == SCHED_ZBV) return g < pp ? g : 2 * pp - 1 - g;
+    return g % pp;
+}
+static int chunk_local(int kind, int pp, int g) { return kind == SCHED_ZBV ? g >= pp : g / pp; }
 
 typedef struct {
     const char* name; int kind, rows, cols, shard, n_blocks, b0, b1, b2, sp_partial, decay;
@@ -142,8 +156,9 @@ static void add_tensor(ParamLayout* P, const TensorSpec* s, int layer, size_t fu
 
 // Build the tensor list of the rank at (stage, tp_rank). Local order: embedding (if
 // chunk 0 is here), the layers of the local chunks in order, final norm and head (if
-// the last chunk is here). GPT-2 ties the head to wte: with pp > 1 the last stage
-// holds a second copy (not an owner), kept equal by summing gradients over `embed`.
+// the last chunk is here). GPT-2 ties the head to wte: when the last chunk sits on another
+// stage than the first, that stage holds a second copy (not an owner), kept equal by
+// summing gradients over `embed`; in ZB-V's V stage 0 holds both ends and one wte serves.
 static void param_layout_build(ParamLayout* P, const ModelConfig* c, int tp, int tp_rank, int pp, int vpp, int stage, int dp) {
     memset(P, 0, sizeof(*P));
     if (c->n_layer > 512) fail("n_layer %d is larger than the 512 this build supports", c->n_layer);
@@ -156,12 +171,12 @@ static void param_layout_build(ParamLayout* P, const ModelConfig* c, int tp, int
     size_t head_full0 = embed_full + (size_t)c->n_layer * layer_full;
     P->n_full = head_full0;
     for (int i = 0; i < nh; i++) P->n_full += spec_size(&hs[i]);
-    P->has_embed = stage == 0;
-    P->has_head = stage == pp - 1;
+    P->has_embed = chunk_stage(c->schedule, pp, 0) == stage;
+    P->has_head = chunk_stage(c->schedule, pp, pp * vpp - 1) == stage;
     if (P->has_embed)
         for (int i = 0, off = 0; i < ne; off += (int)spec_size(&es[i]), i++) add_tensor(P, &es[i], -1, off, tp, tp_rank, 1);
     for (int ch = 0; ch < vpp; ch++) {
-        int g = ch * pp + stage;
+        int g = chunk_global(c->schedule, pp, stage, ch);
         for (int l = P->chunk_layer0[g]; l < P->chunk_layer0[g + 1]; l++) {
             size_t off = embed_full + (size_t)l * layer_full;
             for (int i = 0; i < nl; off += spec_size(&ls[i]), i++) add_tensor(P, &ls[i], l, off, tp, tp_rank, 1);

@@ -66,8 +66,10 @@ typedef struct {
     cudaEvent_t ready, done;              // compute -> side, side -> compute
     int side_pending;                     // collectives queued on side since the last join
     int p2p;                              // pipeline p2p over NCCL (pp > 1)
-    ncclComm_t p2p_send[2], p2p_recv[2];  // [dir: 0 activations, 1 gradients], two ranks, the sender is rank 0
-    cudaStream_t p2p_stream[2];           // the sends of each direction
+    // [dir: 0 activations, 1 gradients][up: 1 to stage+1, 0 to stage-1, mod pp], two ranks, the
+    // sender is rank 0; NULL where the placement sends nothing that way (schedule.h p2p_up)
+    ncclComm_t p2p_send[2][2], p2p_recv[2][2];
+    cudaStream_t p2p_stream[2][2];        // the sends of each direction and way
     cudaEvent_t p2p_ready;                // compute -> a send stream
 } GpuComms;
 
@@ -104,28 +106,33 @@ static void gpu_group_init(GpuGroup* g, Comm* c, int member, int backend) {
     ncclCheck(ncclCommInitRank(&g->nccl, c->size, id, c->rank));
 }
 
-// The pipeline's two-rank communicators: for each direction and each stage k, the one of
-// k's sends (to k+1, or to k-1 for gradients; the ends wrap around, as interleaved chunks
-// do). Every member of the pipeline group walks them in the same order, so the blocking
-// ncclCommInitRank calls pair up without waiting on each other in a cycle.
+// The pipeline's two-rank communicators: for each direction, way and stage k, the one of
+// k's sends (activations to k+1 and gradients to k-1 in the loop placement, the ends wrapping
+// around as interleaved chunks do; in ZB-V's V both directions go both ways). A stream of
+// messages of one direction and way between two stages is received in the order it is sent
+// (tests/test_gpt.c checks every schedule for it), as NCCL matches them. Every member of the
+// pipeline group walks the pairs in the same order, so the blocking ncclCommInitRank calls
+// pair up without waiting on each other in a cycle.
 static void gpu_p2p_init(GpuComms* G, Layout* L) {
     int pp = L->pp, me = L->stage;
-    for (int dir = 0; dir < 2; dir++) {
-        for (int k = 0; k < pp; k++) {
-            int to = dir == 0 ? (k + 1) % pp : (k - 1 + pp) % pp;
-            if (me != k && me != to) continue;
-            ncclUniqueId id;
-            if (me == k) {
-                ncclCheck(ncclGetUniqueId(&id));
-                mpiCheck(MPI_Send(&id, sizeof(id), MPI_BYTE, to, 0, L->group[GROUP_PP].mpi));
-                ncclCheck(ncclCommInitRank(&G->p2p_send[dir], 2, id, 0));
-            } else {
-                mpiCheck(MPI_Recv(&id, sizeof(id), MPI_BYTE, k, 0, L->group[GROUP_PP].mpi, MPI_STATUS_IGNORE));
-                ncclCheck(ncclCommInitRank(&G->p2p_recv[dir], 2, id, 1));
+    for (int dir = 0; dir < 2; dir++)
+        for (int up = 0; up < 2; up++) {
+            if (L->sched != SCHED_ZBV && up != (dir == 0)) continue;
+            for (int k = 0; k < pp; k++) {
+                int to = up ? (k + 1) % pp : (k - 1 + pp) % pp;
+                if (me != k && me != to) continue;
+                ncclUniqueId id;
+                if (me == k) {
+                    ncclCheck(ncclGetUniqueId(&id));
+                    mpiCheck(MPI_Send(&id, sizeof(id), MPI_BYTE, to, 0, L->group[GROUP_PP].mpi));
+                    ncclCheck(ncclCommInitRank(&G->p2p_send[dir][up], 2, id, 0));
+                } else {
+                    mpiCheck(MPI_Recv(&id, sizeof(id), MPI_BYTE, k, 0, L->group[GROUP_PP].mpi, MPI_STATUS_IGNORE));
+                    ncclCheck(ncclCommInitRank(&G->p2p_recv[dir][up], 2, id, 1));
+                }
             }
+            cudaCheck(cudaStreamCreateWithFlags(&G->p2p_stream[dir][up], cudaStreamNonBlocking));
         }
-        cudaCheck(cudaStreamCreateWithFlags(&G->p2p_stream[dir], cudaStreamNonBlocking));
-    }
     cudaCheck(cudaEventCreateWithFlags(&G->p2p_ready, cudaEventDisableTiming));
     G->p2p = 1;
 }
@@ -160,11 +167,12 @@ static void gpu_comms_free(GpuComms* G) {
         if (G->group[g].nccl) ncclCheck(ncclCommDestroy(G->group[g].nccl));
     if (G->host) cudaCheck(cudaFreeHost(G->host));
     if (G->p2p) {
-        for (int dir = 0; dir < 2; dir++) {
-            ncclCheck(ncclCommDestroy(G->p2p_send[dir]));
-            ncclCheck(ncclCommDestroy(G->p2p_recv[dir]));
-            cudaCheck(cudaStreamDestroy(G->p2p_stream[dir]));
-        }
+        for (int dir = 0; dir < 2; dir++)
+            for (int up = 0; up < 2; up++) {
+                if (G->p2p_send[dir][up]) ncclCheck(ncclCommDestroy(G->p2p_send[dir][up]));
+                if (G->p2p_recv[dir][up]) ncclCheck(ncclCommDestroy(G->p2p_recv[dir][up]));
+                if (G->p2p_stream[dir][up]) cudaCheck(cudaStreamDestroy(G->p2p_stream[dir][up]));
+            }
         cudaCheck(cudaEventDestroy(G->p2p_ready));
     }
     if (G->side) {
@@ -358,23 +366,23 @@ static void nccl_allgather(GpuComms* G, GpuGroup* g, const float* send, float* r
 static void nccl_allgather_bf16(GpuComms* G, GpuGroup* g, const bf16* send, bf16* recv, size_t n_per_rank, cudaStream_t s) {
     nccl_allgather_bytes(G, g, send, recv, 2 * n_per_rank, s);
 }
-// Pipeline p2p over NCCL (G->p2p): bytes from buf to the next stage (dir 0, activations)
-// or the previous one (dir 1, gradients), once the work queued on compute so far is done;
-// `sent` is recorded when the send has finished and buf may be written again.
-static void nccl_pp_send(GpuComms* G, int dir, const void* buf, size_t bytes, cudaStream_t compute, cudaEvent_t sent) {
-    cudaStream_t st = G->p2p_stream[dir];
+// Pipeline p2p over NCCL (G->p2p): bytes from buf to the stage up or down the ring (dir 0
+// activations, 1 gradients), once the work queued on compute so far is done; `sent` is
+// recorded when the send has finished and buf may be written again.
+static void nccl_pp_send(GpuComms* G, int dir, int up, const void* buf, size_t bytes, cudaStream_t compute, cudaEvent_t sent) {
+    cudaStream_t st = G->p2p_stream[dir][up];
     cudaCheck(cudaEventRecord(G->p2p_ready, compute));
     cudaCheck(cudaStreamWaitEvent(st, G->p2p_ready, 0));
-    ncclCheck(ncclSend(buf, bytes, ncclUint8, 1, G->p2p_send[dir], st));
+    ncclCheck(ncclSend(buf, bytes, ncclUint8, 1, G->p2p_send[dir][up], st));
     cudaCheck(cudaEventRecord(sent, st));
     G->group[GROUP_PP].c->bytes += (double)bytes;  // its time is not counted: the stage does not wait for it (the receiver does)
 }
-// The next message of direction dir into buf, on compute. Returns when it has arrived, so
+// The next message of direction dir from the stage that sends it this way, into buf, on compute. Returns when it has arrived, so
 // the wait for the peer stage is this call's time (the pipeline bubble shows where the CPU
 // build shows it) and not the next kernel's.
-static void nccl_pp_recv(GpuComms* G, int dir, void* buf, size_t bytes, cudaStream_t compute) {
+static void nccl_pp_recv(GpuComms* G, int dir, int up, void* buf, size_t bytes, cudaStream_t compute) {
     double t0 = now_s();
-    ncclCheck(ncclRecv(buf, bytes, ncclUint8, 0, G->p2p_recv[dir], compute));
+    ncclCheck(ncclRecv(buf, bytes, ncclUint8, 0, G->p2p_recv[dir][up], compute));
     cudaCheck(cudaStreamSynchronize(compute));
     G->group[GROUP_PP].c->seconds += now_s() - t0;
     watchdog_kick();

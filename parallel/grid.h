@@ -39,6 +39,7 @@ typedef enum { GROUP_TP, GROUP_PP, GROUP_DP, GROUP_EMBED, GROUP_WORLD, N_GROUPS 
 typedef struct {
     int world, rank;
     int dp, tp, pp, vpp;
+    int sched;     // the pipeline schedule, which also places the chunks (params.h chunk_global)
     int dp_rank, tp_rank, stage;
     Comm group[N_GROUPS];
     int in_embed;  // this rank holds a copy of the tied embedding that must stay in sync
@@ -59,10 +60,10 @@ static void comm_make(Comm* c, const char* name, int color, int key) {
 static void mpi_fail_hook(int code) { MPI_Abort(MPI_COMM_WORLD, code); }
 
 // Build the grid. The caller has checked dp * pp * tp == world.
-static void layout_init(Layout* L, int dp, int tp, int pp, int vpp) {
+static void layout_init(Layout* L, int dp, int tp, int pp, int vpp, int sched) {
     MPI_Comm_size(MPI_COMM_WORLD, &L->world);
     MPI_Comm_rank(MPI_COMM_WORLD, &L->rank);
-    L->dp = dp, L->tp = tp, L->pp = pp, L->vpp = vpp;
+    L->dp = dp, L->tp = tp, L->pp = pp, L->vpp = vpp, L->sched = sched;
     L->tp_rank = L->rank % tp;
     L->stage = (L->rank / tp) % pp;
     L->dp_rank = L->rank / (tp * pp);
@@ -70,7 +71,9 @@ static void layout_init(Layout* L, int dp, int tp, int pp, int vpp) {
     comm_make(&L->group[GROUP_TP], "tp", L->dp_rank * pp + L->stage, L->tp_rank);
     comm_make(&L->group[GROUP_PP], "pp", L->dp_rank * tp + L->tp_rank, L->stage);
     comm_make(&L->group[GROUP_DP], "dp", L->stage * tp + L->tp_rank, L->dp_rank);
-    L->in_embed = pp > 1 && (L->stage == 0 || L->stage == pp - 1);
+    // the stages of the first and the last chunk, when they differ (not in ZB-V's V)
+    int first = chunk_stage(sched, pp, 0), last = chunk_stage(sched, pp, pp * vpp - 1);
+    L->in_embed = first != last && (L->stage == first || L->stage == last);
     comm_make(&L->group[GROUP_EMBED], "embed", L->in_embed ? L->dp_rank * tp + L->tp_rank : MPI_UNDEFINED, L->stage);
 }
 
@@ -88,7 +91,11 @@ static void layout_init(Layout* L, int dp, int tp, int pp, int vpp) {
 static const char* layout_check(const ModelConfig* c, int world, char* why) {
     if (c->dp * c->tp * c->pp != world) { sprintf(why, "dp %d x tp %d x pp %d = %d does not match the world of %d ranks", c->dp, c->tp, c->pp, c->dp * c->tp * c->pp, world); return why; }
     if (tp_check(c, c->tp, why)) return why;
-    if (c->n_layer < c->pp * c->vpp) { sprintf(why, "n_layer %d < pp %d x vpp %d: every chunk needs a layer", c->n_layer, c->pp, c->vpp); return why; }
+    if (c->n_layer < c->pp * c->vpp) {
+        sprintf(why, "--n-layer %d < --pp %d x --vpp %d chunks%s: every chunk needs a layer", c->n_layer, c->pp, c->vpp,
+                c->schedule == SCHED_ZBV ? " (zb-v: two per stage)" : "");
+        return why;
+    }
     if (c->sp && c->tp == 1) { sprintf(why, "--sp needs --tp > 1"); return why; }
     if (c->sp && (c->micro_batch * c->seq_len) % c->tp) { sprintf(why, "--sp: micro-batch x seq-len %d is not divisible by tp %d", c->micro_batch * c->seq_len, c->tp); return why; }
     if (c->sp && c->seq_len % c->tp) { sprintf(why, "--sp: seq-len %d is not divisible by tp %d", c->seq_len, c->tp); return why; }

@@ -5,12 +5,13 @@
 // stages (each build's pp_send / pp_recv).
 #pragma once
 
-// What a build supplies. Pipeline p2p of n act_t: a send from slot s (dir 0 forward, 1 backward) may still read
-// src until pp_send_wait(m, s, dir), after which the slot's buffers may be written again; a
-// receive returns with the data in dst.
-static void pp_send(Model* m, Slot* s, int dir, const act_t* src, size_t n, int peer, int tag);
+// What a build supplies. Pipeline p2p of n act_t to / from stage `peer`, travelling up the
+// ring of stages or down (schedule.h p2p_up): a send from slot s (dir 0 forward, 1 backward)
+// may still read src until pp_send_wait(m, s, dir), after which the slot's buffers may be
+// written again; a receive returns with the data in dst.
+static void pp_send(Model* m, Slot* s, int dir, int up, const act_t* src, size_t n, int peer, int tag);
 static void pp_send_wait(Model* m, Slot* s, int dir);
-static void pp_recv(Model* m, int dir, act_t* dst, size_t n, int peer, int tag);
+static void pp_recv(Model* m, int dir, int up, act_t* dst, size_t n, int peer, int tag);
 
 // ----------------------------------------------------------------------------
 // A chunk of layers for one micro-batch.
@@ -24,7 +25,7 @@ static void chunks_init(Model* m) {
     for (int i = 0; i < m->L.vpp * m->n_micro; i++) m->slot_of[i] = -1;
     for (int c = 0; c < m->L.vpp; c++) {
         Chunk* ch = &m->chunks[c];
-        int g = c * m->L.pp + m->L.stage;
+        int g = chunk_global(m->L.sched, m->L.pp, m->L.stage, c);
         ch->layer0 = m->P.chunk_layer0[g];
         ch->n_layers = m->P.chunk_layer0[g + 1] - ch->layer0;
         ch->n_slots = schedule_max_in_flight(m->ops, m->n_ops, c);
@@ -36,8 +37,11 @@ static void chunks_init(Model* m) {
             s->sends.req[0] = s->sends.req[1] = MPI_REQUEST_NULL;
             s->x = (act_t**)xcalloc(ch->n_layers + 1, sizeof(act_t*));
             s->acts = (LayerActs*)xcalloc(ch->n_layers, sizeof(LayerActs));
-            if (m->defer_weight) s->wgin = (WeightGradIn*)xcalloc(ch->n_layers, sizeof(WeightGradIn));
         }
+        ch->n_wg = m->defer_weight ? schedule_max_w_owed(m->ops, m->n_ops, c) : 0;
+        if (m->defer_weight && ch->n_wg < 1) ch->n_wg = 1;
+        ch->wg_sets = (WeightGradIn*)xcalloc((size_t)ch->n_wg * ch->n_layers + 1, sizeof(WeightGradIn));
+        ch->wg_used = (char*)xcalloc(ch->n_wg + 1, 1);
     }
 }
 
@@ -46,14 +50,24 @@ static void chunks_init(Model* m) {
 static void alloc_activations(Model* m);
 static void model_init_schedule(Model* m) {
     m->ops = (PipeOp*)xmalloc(sizeof(PipeOp) * schedule_max_ops(m->n_micro, m->c.vpp));
-    m->n_ops = schedule_build(m->c.schedule, m->L.stage, m->c.pp, m->c.vpp, m->n_micro, m->ops);
+    double* t_build = (double*)xmalloc(sizeof(double) * 3 * m->c.pp * m->c.vpp);
+    chunk_op_flops(&m->c, m->c.pp, m->c.vpp, t_build);
+    m->n_ops = schedule_build(m->c.schedule, m->L.stage, m->c.pp, m->c.vpp, m->n_micro, t_build, m->ops);
+    free(t_build);
     alloc_activations(m);
     m->inputs = (int*)xmalloc(sizeof(int) * m->n_micro * m->B * m->T);
     m->targets = (int*)xmalloc(sizeof(int) * m->n_micro * m->B * m->T);
 }
 
-static int is_first_chunk(const Model* m, int chunk) { return chunk * m->L.pp + m->L.stage == 0; }
-static int is_last_chunk(const Model* m, int chunk) { return chunk * m->L.pp + m->L.stage == m->L.pp * m->L.vpp - 1; }
+static int global_chunk(const Model* m, int chunk) { return chunk_global(m->L.sched, m->L.pp, m->L.stage, chunk); }
+static int is_first_chunk(const Model* m, int chunk) { return global_chunk(m, chunk) == 0; }
+static int is_last_chunk(const Model* m, int chunk) { return global_chunk(m, chunk) == m->L.pp * m->L.vpp - 1; }
+// The local chunk of global chunk g when it sits on this stage too (then activations and
+// gradients are handed over by a copy, not a message), else -1.
+static int local_chunk(const Model* m, int g) {
+    if (g < 0 || g >= m->L.pp * m->L.vpp || chunk_stage(m->L.sched, m->L.pp, g) != m->L.stage) return -1;
+    return chunk_local(m->L.sched, m->L.pp, g);
+}
 
 static LayerActs* acts_of(Model* m, Slot* s, int i) { return m->c.recompute == RECOMPUTE_FULL ? &m->scratch : &s->acts[i]; }
 
@@ -66,14 +80,36 @@ static void chunk_forward(Model* m, int chunk, Slot* s, const int* tokens, const
 
 static void layer_grads_final(Model* m, int layer);
 
-// grads_final: the step's last backward through this chunk, after which each layer's
-// gradient is complete on this rank as soon as its weight pass is done. With deferred
-// weight passes (--weight-pass deferred) all the chunk's input passes run first (the chunk's
-// input gradient is ready for the previous stage sooner), then its weight passes.
-static void chunk_backward(Model* m, int chunk, Slot* s, const int* tokens, int B, int grads_final) {
+// A set of weight-pass inputs from the chunk's pool, from a B to its W (counted with the
+// activations: the measured peak).
+static WeightGradIn* wg_take(Model* m, int chunk) {
+    Chunk* ch = &m->chunks[chunk];
+    for (int i = 0; i < ch->n_wg; i++)
+        if (!ch->wg_used[i]) {
+            ch->wg_used[i] = 1;
+            m->slots_live_bytes += ch->wg_bytes;
+            if (m->slots_live_bytes > m->slots_peak_bytes) m->slots_peak_bytes = m->slots_live_bytes;
+            return &ch->wg_sets[(size_t)i * ch->n_layers];
+        }
+    fail("internal: chunk %d owes more weight passes than its %d sets", chunk, ch->n_wg);
+    return NULL;
+}
+static void wg_give(Model* m, int chunk, WeightGradIn* w) {
+    Chunk* ch = &m->chunks[chunk];
+    ch->wg_used[(w - ch->wg_sets) / ch->n_layers] = 0;
+    m->slots_live_bytes -= ch->wg_bytes;
+}
+
+// The chunk's input pass (B): the gradient its input needs, left in s->dinp (or, for the
+// first chunk, the embedding's gradient). With an immediate weight pass each layer's weight
+// gradients follow its input gradient at once (grads_final: the step's last backward through
+// this chunk, after which each layer's gradient is complete on this rank); deferred, they
+// wait in the slot's WeightGradIn for chunk_backward_weight.
+static void chunk_backward_input(Model* m, int chunk, Slot* s, const int* tokens, int B, int grads_final) {
     Chunk* ch = &m->chunks[chunk];
     size_t n = (size_t)row_count(m, B) * m->C;
     act_t *d = m->dres[0], *dnext = m->dres[1];
+    if (m->defer_weight) s->wgin = wg_take(m, chunk);
     if (is_last_chunk(m, chunk)) head_backward(m, s, s->x[ch->n_layers], d, B);
     else act_copy(m, d, s->dout, n);
     for (int i = ch->n_layers - 1; i >= 0; i--) {
@@ -91,10 +127,17 @@ static void chunk_backward(Model* m, int chunk, Slot* s, const int* tokens, int 
     }
     if (is_first_chunk(m, chunk)) embed_backward(m, d, tokens, B);
     else act_copy(m, s->dinp, d, n);
-    for (int i = ch->n_layers - 1; i >= 0 && m->defer_weight; i--) {
+}
+
+// The chunk's weight pass (W), deferred: every layer's matmul weight and bias gradients.
+static void chunk_backward_weight(Model* m, int chunk, Slot* s, int B, int grads_final) {
+    Chunk* ch = &m->chunks[chunk];
+    for (int i = ch->n_layers - 1; i >= 0; i--) {
         layer_backward_weight(m, ch->layer0 + i, acts_of(m, s, i), &s->wgin[i], B);
         if (grads_final) layer_grads_final(m, ch->layer0 + i);
     }
+    wg_give(m, chunk, s->wgin);
+    s->wgin = NULL;
 }
 
 // ----------------------------------------------------------------------------
@@ -127,53 +170,77 @@ static void slot_put(Model* m, int chunk, Slot* s) {
 
 static void zero2_reduce_gradients(Model* m);
 
-// Whether op k is the list's last backward of its chunk.
-static int last_backward_of_chunk(const PipeOp* ops, int n_ops, int k) {
+// Whether op k is the list's last op of kind `kind` among those of its chunk (same_mb 0) or
+// of its (micro-batch, chunk) (same_mb 1), or, kind -1, its last op of any kind there.
+static int last_of(const PipeOp* ops, int n_ops, int k, int kind, int same_mb) {
     for (int j = k + 1; j < n_ops; j++)
-        if (ops[j].kind == OP_BWD && ops[j].chunk == ops[k].chunk) return 0;
+        if ((kind < 0 || ops[j].kind == kind) && ops[j].chunk == ops[k].chunk && (!same_mb || ops[j].mb == ops[k].mb)) return 0;
+    return 1;
+}
+// Whether op k is the last op of its micro-batch on this stage that adds to the gradient.
+static int last_gradient_op_of_mb(const PipeOp* ops, int n_ops, int k) {
+    for (int j = k + 1; j < n_ops; j++)
+        if ((ops[j].kind == OP_BWD || ops[j].kind == OP_W) && ops[j].mb == ops[k].mb) return 0;
     return 1;
 }
 
 // Execute this stage's op list. train: forward with loss gradient, then backward;
-// otherwise forward only (evaluation) with a list built by forward_ops().
+// otherwise forward only (evaluation) with a list built by forward_ops(). A (chunk,
+// micro-batch) holds its slot from its first op to its last. Between two chunks of this
+// stage (the turn of ZB-V's V; interleaving on one stage) there are no messages: the forward
+// copies its input from the previous chunk's slot, the backward its input gradient into it.
 static void run_schedule(Model* m, const PipeOp* ops, int n_ops, int train, float dloss_scale) {
-    int pp = m->L.pp, stage = m->L.stage, B = m->B, T = m->T;
+    int pp = m->L.pp, vpp = m->L.vpp, B = m->B, T = m->T, split = ops_have_w(ops, n_ops);
     size_t n = (size_t)row_count(m, B) * m->C;
     for (int k = 0; k < n_ops; k++) {
         PipeOp op = ops[k];
-        int g = op.chunk * pp + stage;
+        int g = global_chunk(m, op.chunk), prev = local_chunk(m, g - 1), up = 0;
         Slot* s = slot_get(m, op.chunk, op.mb);
         const int* tokens = batch_inputs(m) + (size_t)op.mb * B * T;
         const int* targets = batch_targets(m) + (size_t)op.mb * B * T;
         double t0 = now_s();
         switch (op.kind) {
         case OP_RECV_FWD:  // comm: pp recv of the previous chunk's output
-            pp_recv(m, 0, s->x[0], n, (g - 1) % pp, p2p_tag(m->L.pp, m->L.vpp, 0, op.mb, g - 1));
+            up = p2p_up(m->L.sched, pp, 0, g - 1);
+            pp_recv(m, 0, up, s->x[0], n, chunk_stage(m->L.sched, pp, g - 1), p2p_tag(pp, vpp, 0, op.mb, g - 1));
             break;
         case OP_FWD:
+            if (prev >= 0) {  // the previous chunk is on this stage: its output, from its slot
+                Slot* from = slot_get(m, prev, op.mb);
+                act_copy(m, s->x[0], from->x[m->chunks[prev].n_layers], n);
+                if (!train) slot_put(m, prev, from);
+            }
             chunk_forward(m, op.chunk, s, tokens, targets, B, train ? dloss_scale : 0.0f);
-            if (!train && is_last_chunk(m, op.chunk)) slot_put(m, op.chunk, s);
             break;
         case OP_SEND_FWD:  // comm: pp send to the next chunk
-            pp_send(m, s, 0, s->x[m->chunks[op.chunk].n_layers], n, (g + 1) % pp, p2p_tag(m->L.pp, m->L.vpp, 0, op.mb, g));
-            if (!train) slot_put(m, op.chunk, s);
+            up = p2p_up(m->L.sched, pp, 0, g);
+            pp_send(m, s, 0, up, s->x[m->chunks[op.chunk].n_layers], n, chunk_stage(m->L.sched, pp, g + 1), p2p_tag(pp, vpp, 0, op.mb, g));
             break;
         case OP_RECV_BWD:  // comm: pp recv of the gradient from the next chunk
-            pp_recv(m, 1, s->dout, n, (g + 1) % pp, p2p_tag(m->L.pp, m->L.vpp, 1, op.mb, g + 1));
+            up = p2p_up(m->L.sched, pp, 1, g + 1);
+            pp_recv(m, 1, up, s->dout, n, chunk_stage(m->L.sched, pp, g + 1), p2p_tag(pp, vpp, 1, op.mb, g + 1));
             break;
-        case OP_BWD:
-            chunk_backward(m, op.chunk, s, tokens, B, last_backward_of_chunk(ops, n_ops, k));
-            if (g == 0) slot_put(m, op.chunk, s);
-            if (m->c.zero == 2 && op.chunk == 0) zero2_reduce_gradients(m);  // this micro-batch is done here
+        case OP_BWD:  // the whole backward, or its input pass (B) in a list with W's
+            chunk_backward_input(m, op.chunk, s, tokens, B, !split && last_of(ops, n_ops, k, OP_BWD, 0));
+            if (!split && m->defer_weight) chunk_backward_weight(m, op.chunk, s, B, last_of(ops, n_ops, k, OP_BWD, 0));
+            if (prev >= 0) act_copy(m, slot_get(m, prev, op.mb)->dout, s->dinp, n);  // to the previous chunk, on this stage
             break;
         case OP_SEND_BWD:  // comm: pp send of the input gradient to the previous chunk
-            pp_send(m, s, 1, s->dinp, n, (g - 1) % pp, p2p_tag(m->L.pp, m->L.vpp, 1, op.mb, g));
-            slot_put(m, op.chunk, s);
+            up = p2p_up(m->L.sched, pp, 1, g);
+            pp_send(m, s, 1, up, s->dinp, n, chunk_stage(m->L.sched, pp, g - 1), p2p_tag(pp, vpp, 1, op.mb, g));
+            break;
+        case OP_W:  // the weight pass
+            chunk_backward_weight(m, op.chunk, s, B, last_of(ops, n_ops, k, OP_W, 0));
             break;
         }
+        // ZeRO-2: once a micro-batch's gradient is all in on this stage, reduce-scatter it
+        if (train && m->c.zero == 2 && (op.kind == OP_BWD || op.kind == OP_W) && last_gradient_op_of_mb(ops, n_ops, k)) zero2_reduce_gradients(m);
+        // a forward whose output the next chunk on this stage will copy keeps its slot until then
+        int handed_over = !train && op.kind == OP_FWD && local_chunk(m, g + 1) >= 0;
+        if (last_of(ops, n_ops, k, -1, 1) && !handed_over) slot_put(m, op.chunk, s);
         // Kernels may run asynchronously (GPU): wait for them so the op's time (metrics,
         // --trace, the measured bubble) is device time. Microseconds against a chunk's milliseconds.
-        if (op.kind == OP_FWD || op.kind == OP_BWD) device_sync(m);
+        if (op.kind == OP_FWD || op.kind == OP_BWD || op.kind == OP_W) device_sync(m);
         metrics_op(m->met, op.kind, op.mb, g, t0, now_s());
     }
     for (int c = 0; c < m->L.vpp; c++)  // all sends of the step complete before it ends
@@ -182,4 +249,3 @@ static void run_schedule(Model* m, const PipeOp* ops, int n_ops, int train, floa
             pp_send_wait(m, &m->chunks[c].slots[i], 1);
         }
 }
-

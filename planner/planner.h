@@ -10,19 +10,22 @@
 // The model, in one paragraph (dev/PLANNER.md has the long form):
 //   memory  = model states (bytes per parameter by ZeRO stage) + activations (Korthikanti
 //             et al. 2022, per layer and kernel, times the (micro-batch, chunk) pairs the
-//             stage holds at peak under its schedule: schedule_max_in_flight) + the largest
-//             temporaries (logits and loss, unfused attention's score matrices, the layer
-//             being recomputed) + allocator fragmentation + a fixed reserve.
+//             stage holds at peak under its schedule: schedule_max_in_flight) + under the
+//             zero-bubble schedules the weight pass's inputs of the pairs whose W is still
+//             owed + the largest temporaries (logits and loss, unfused attention's score
+//             matrices, the layer being recomputed) + allocator fragmentation + a fixed reserve.
 //   compute = per op roofline: matmuls max(FLOPs / (peak * eff), bytes / HBM) plus a fixed
 //             latency per kernel, attention at its kernel's efficiency plus the passes over
 //             the T x T scores unfused kernels make, elementwise ops at HBM bandwidth.
-//             Backward = 2x forward for matmuls; recomputation adds forward work.
+//             Backward = 2x forward for matmuls, split into the input pass B (input
+//             gradients, attention, norms) and the weight pass W (weight gradients, the
+//             second half of the matmuls); recomputation adds forward work to B.
 //   comm    = ring collectives 2(n-1)/n * bytes / bw (+ latency per step) on the link each
 //             group lands on (NVLink inside a node, the node's NICs across nodes, given the
 //             rank order): tensor parallelism inside the chunk times, pipeline p2p, and the
 //             data-parallel gradient reduction (partly hidden under the last backward).
 //   step    = schedule_simulate() of the real schedule (schedule.h) with those per-chunk
-//             times + exposed DP communication + the optimizer step.
+//             F, B and W times + exposed DP communication + the optimizer step.
 #ifndef PLANNER_H
 #define PLANNER_H
 
@@ -364,11 +367,12 @@ static double softmax_bytes(int attention, double e, int backward) {
 // ----------------------------------------------------------------------------
 // Memory: model states and activations
 
-// Parameters one GPU holds for a chunk of n_layers_chunk layers, split over tp: matrices
-// and vocabulary rows are divided by tp, norm weights (and GPT-2's row-parallel biases
-// and position table) are replicated. has_embed: the chunk holds the embedding; has_head:
-// the final norm and the head (GPT-2 ties head and embedding; when they sit on different
-// chunks the head keeps its own copy, as Megatron does).
+// Parameters one GPU holds for n_layers_chunk layers (a chunk, or all chunks of a stage),
+// split over tp: matrices and vocabulary rows are divided by tp, norm weights (and GPT-2's
+// row-parallel biases and position table) are replicated. has_embed: they include the
+// embedding; has_head: the final norm and the head (GPT-2 ties head and embedding; when
+// they sit on different stages the head's stage keeps its own copy, as Megatron does and
+// params.h builds it; ZB-V puts both on stage 0, which needs one).
 static double chunk_params(const ModelConfig* c, int n_layers_chunk, int has_embed, int has_head, int tp) {
     double C = c->d_model, F = c->d_ff, V = c->vocab_padded, t = tp;
     double kv = c->n_kv_head * (C / c->n_head);
@@ -422,6 +426,17 @@ static double act_bytes_per_layer(const ModelConfig* c, int b, int tp, int sp, i
     if (!k->rms_kernel) replicated += 2 * 6;
     if (recompute == RECOMPUTE_SELECTIVE) attn = 0;
     return sbh * ((sp ? replicated / t : replicated) + split / t + attn / t);
+}
+
+// Bytes one layer's deferred weight pass keeps beyond the activations, for one micro-batch
+// on one GPU: under the zero-bubble schedules the input pass B leaves the output gradients
+// of the layer's four matmuls for W (model.h's WeightGradIn), over all b*s tokens (gathered
+// with SP): the two row-parallel outputs (attention and MLP projections) h each, the
+// column-parallel fc F/t (SwiGLU's gate|up: 2F/t) and qkv (h + 2kv)/t.
+static double w_inputs_per_layer(const ModelConfig* c, int b, int tp, int dtype_bytes) {
+    double h = c->d_model, kv = c->n_kv_head * (h / c->n_head), t = tp;
+    double fc = (c->arch == ARCH_LLAMA ? 2.0 : 1.0) * c->d_ff / t, qkv = (h + 2 * kv) / t;
+    return (double)b * c->seq_len * (2 * h + fc + qkv) * dtype_bytes;
 }
 
 // Bytes per parameter of the model states, bf16 mixed precision (Rajbhandari et al. 2020):
@@ -490,6 +505,7 @@ static Link group_link(const DeviceProfile* d, int n, int stride, int gpus_per_n
 // Times of one transformer layer for one micro-batch on one GPU.
 typedef struct {
     double fwd, bwd;     // bwd without recomputation
+    double bwd_w;        // of bwd, the weight pass W (the zero-bubble schedules defer it); the rest is the input pass B
     double attn_fwd;     // the core attention forward (what selective recompute redoes)
     double comm_fwd, comm_bwd;  // tensor-parallel part of fwd / bwd
 } LayerTime;
@@ -539,8 +555,11 @@ static LayerTime layer_time(const ModelConfig* c, int b, int tp, int sp, const P
     double mm = qkv + proj + up + down;
     lt.attn_fwd = attn;
     lt.fwd = 2 * norm_f + 2 * resid + rope + act_f + mm + attn + lt.comm_fwd;
-    // backward: each matmul twice (input and weight gradients)
+    // backward: each matmul twice, its input gradient in B and its weight gradient (as many
+    // FLOPs: 2 x the layer's matmul parameters per token) in W; attention, norms, the
+    // elementwise ops and the tensor-parallel reductions of the input gradients are B's
     lt.bwd = 2 * norm_b + 2 * resid + rope + act_b + 2 * mm + attn_bwd + lt.comm_bwd;
+    lt.bwd_w = mm;
     return lt;
 }
 
@@ -598,13 +617,16 @@ typedef struct {
     int dp, tp, pp, vpp, micro_batch, n_micro, recompute, sp, zero, schedule;
     PlanSetup setup;         // kernels, rank order, pipeline cut
     int in_flight;           // peak (micro-batch, chunk) activations held, on the worst stage
+    int w_pending;           // peak (micro-batch, chunk) pairs whose B ran and whose W has not, there (0 without W ops)
     int worst_stage;         // stage with the most memory
     // memory per GPU on the worst stage, bytes
     double mem_weights, mem_grads, mem_optim, mem_act, mem_temp, mem_overhead, mem_total;
+    double mem_w_inputs;     // of mem_act, the weight-pass inputs of the w_pending pairs
     int fits;
     int timed;               // the times below were computed (always, unless the enumeration skipped a layout that does not fit)
     // time, seconds
     double t_layer_fwd, t_layer_bwd;  // one layer, one micro-batch (bwd includes recompute)
+    double t_layer_w;        // of t_layer_bwd, the weight pass W
     double t_tp_comm;        // tensor-parallel communication per step per GPU (inside the compute)
     double t_p2p;            // one pipeline message
     double t_pipeline;       // schedule_simulate() makespan of forward/backward
@@ -613,7 +635,7 @@ typedef struct {
     double t_optim;          // optimizer step
     double t_step;
     double bubble;           // (makespan - busiest stage's compute) / that compute, from the simulation
-    double bubble_formula;   // (p-1)/m or (p-1)/(v m), Narayanan et al. 2021
+    double bubble_formula;   // bubble_formula(): (p-1)/m, (p-1)/(v m) (Narayanan et al. 2021), (p-1)/(3m), 0 (Qi et al. 2024)
     double tokens_per_s_per_gpu, model_tflops_per_gpu, mfu, hfu;
 } PlanResult;
 
@@ -626,28 +648,44 @@ static int plan_invalid(PlanResult* r, const char* fmt, ...) {
     return -1;
 }
 
-// Peak (micro-batch, chunk) activations stage st holds under its schedule. The enumeration
+// Peak (micro-batch, chunk) activations stage st holds under its schedule (*in_flight), and
+// peak W's it owes (*w_pending). The planner adds the memory of both peaks: exact where they
+// coincide, as in ZB-H1 (stage s holds p activations and owes s+1 W's right after a B); in
+// ZB-V an upper bound, by one W's inputs in most shapes (pp 2-16, m pp-256). The enumeration
 // asks this for the same pipeline shape many times (once per kernel, recomputation, ZeRO
 // and SP choice), so the counts of the last shape are kept.
-static int stage_in_flight(int schedule, int st, int pp, int vpp, int m) {
-    static int key[4] = {-1, -1, -1, -1}, *counts = NULL;
-    if (key[0] != schedule || key[1] != pp || key[2] != vpp || key[3] != m) {
+static void stage_pipeline_counts(const ModelConfig* c, int schedule, int st, int pp, int vpp, int m, int* in_flight, int* w_pending) {
+    static int key[4] = {-1, -1, -1, -1}, *counts = NULL;  // counts[2s], counts[2s+1]: stage s's two peaks
+    static double* key_t = NULL;                              // the build times of the kept counts
+    int n_t = 3 * pp * vpp;
+    double* t_build = (double*)xmalloc(sizeof(double) * n_t);
+    chunk_op_flops(c, pp, vpp, t_build);  // the times ZB-V's lists are built for, as in the runtime
+    if (key[0] != schedule || key[1] != pp || key[2] != vpp || key[3] != m || memcmp(key_t, t_build, sizeof(double) * n_t)) {
         PipeOp* ops = (PipeOp*)xmalloc(sizeof(PipeOp) * schedule_max_ops(m, vpp));
         free(counts);
-        counts = (int*)xmalloc(sizeof(int) * pp);
-        for (int s = 0; s < pp; s++) counts[s] = schedule_max_in_flight(ops, schedule_build(schedule, s, pp, vpp, m, ops), -1);
+        counts = (int*)xmalloc(sizeof(int) * 2 * pp);
+        for (int s = 0; s < pp; s++) {
+            int n = schedule_build(schedule, s, pp, vpp, m, t_build, ops);
+            counts[2 * s] = schedule_max_in_flight(ops, n, -1), counts[2 * s + 1] = schedule_max_w_owed(ops, n, -1);
+        }
         free(ops);
         key[0] = schedule, key[1] = pp, key[2] = vpp, key[3] = m;
+        free(key_t);
+        key_t = t_build;
+    } else {
+        free(t_build);
     }
-    return counts[st];
+    *in_flight = counts[2 * st], *w_pending = counts[2 * st + 1];
 }
 
 // What does not fit, for --runs' pred_reason: the components of the worst stage's memory.
 static void plan_memory_reason(const PlanResult* r, double mem_bytes, char* buf, size_t len) {
     if (r->fits) { buf[0] = 0; return; }
-    snprintf(buf, len, "needs %.1f GiB of %.1f on stage %d: states %.1f, activations %.1f (%d in flight), temporaries %.1f, reserve %.1f",
+    char w[64] = "";
+    if (r->w_pending) snprintf(w, sizeof(w), ", W inputs %.1f of them (%d W's owed)", r->mem_w_inputs / GiB, r->w_pending);
+    snprintf(buf, len, "needs %.1f GiB of %.1f on stage %d: states %.1f, activations %.1f (%d in flight%s), temporaries %.1f, reserve %.1f",
              r->mem_total / GiB, mem_bytes / GiB, r->worst_stage, (r->mem_weights + r->mem_grads + r->mem_optim) / GiB,
-             r->mem_act / GiB, r->in_flight, r->mem_temp / GiB, r->mem_overhead / GiB);
+             r->mem_act / GiB, r->in_flight, w, r->mem_temp / GiB, r->mem_overhead / GiB);
 }
 
 // Predict one layout. layout_cfg: a finalized model config whose dp, tp, pp, vpp, sp,
@@ -678,6 +716,9 @@ static int plan_predict_ex(const ModelConfig* layout_cfg, const PlanSetup* k, in
     r->n_micro = m;
     const char* why = schedule_check(c->schedule, pp, vpp, m);
     if (why) return plan_invalid(r, "%s", why);
+    if (schedule_has_w(c->schedule) && c->recompute == RECOMPUTE_FULL)  // as the trainer refuses it (args.h)
+        return plan_invalid(r, "--schedule %s keeps each layer's activations until its weight pass: not with --recompute full",
+                            schedule_name(c->schedule));
     if (gpus_per_node < 1) gpus_per_node = dp * tp * pp;
 
     // links: tp ranks are adjacent; then stages and data-parallel replicas in the rank order
@@ -693,7 +734,7 @@ static int plan_predict_ex(const ModelConfig* layout_cfg, const PlanSetup* k, in
 
     LayerTime lt = layer_time(c, mb, tp, c->sp, k, d, tp_link);
     double recompute_extra = c->recompute == RECOMPUTE_FULL ? lt.fwd : c->recompute == RECOMPUTE_SELECTIVE ? lt.attn_fwd : 0;
-    r->t_layer_fwd = lt.fwd, r->t_layer_bwd = lt.bwd + recompute_extra;
+    r->t_layer_fwd = lt.fwd, r->t_layer_bwd = lt.bwd + recompute_extra, r->t_layer_w = lt.bwd_w;  // recomputation is B's
 
     // embedding and head + loss
     double s = c->seq_len, h = c->d_model, n = (double)mb * s, e = d->dtype_bytes, V = c->vocab_padded, t = tp;
@@ -712,19 +753,21 @@ static int plan_predict_ex(const ModelConfig* layout_cfg, const PlanSetup* k, in
     double head_fwd = head_norm_f + head_mm + gather_logits + elementwise_time(d, n * V_loss * (e + 20)) + head_comm;  // loss: the byte table
     double head_bwd = head_norm_b + 2 * head_mm + elementwise_time(d, n * V_loss * (e + 12)) + head_comm;
 
-    // per global chunk: layers, parameters, times
+    // per global chunk: layers and times of F, B and W (schedule_simulate runs B + W as one
+    // backward under the schedules without W ops). The embedding's and the head's backward
+    // are B's: the trainer does not defer their weight gradients.
     int n_chunks = pp * vpp;
     double* t_fwd = (double*)xcalloc(n_chunks, sizeof(double));
     double* t_bwd = (double*)xcalloc(n_chunks, sizeof(double));
-    double* params = (double*)xcalloc(n_chunks, sizeof(double));
+    double* t_w = (double*)xcalloc(n_chunks, sizeof(double));
     int* layers = (int*)xcalloc(n_chunks, sizeof(int));
     int* has_embed = (int*)xcalloc(n_chunks, sizeof(int));
     int* has_head = (int*)xcalloc(n_chunks, sizeof(int));
     chunk_split(c, n_chunks, k->pipe_split, layers, has_embed, has_head);
     for (int g = 0; g < n_chunks; g++) {
-        params[g] = chunk_params(c, layers[g], has_embed[g], has_head[g], tp);
         t_fwd[g] = layers[g] * lt.fwd + (has_embed[g] ? emb_fwd : 0) + (has_head[g] ? head_fwd : 0);
-        t_bwd[g] = layers[g] * r->t_layer_bwd + (has_embed[g] ? emb_bwd : 0) + (has_head[g] ? head_bwd : 0);
+        t_bwd[g] = layers[g] * (r->t_layer_bwd - r->t_layer_w) + (has_embed[g] ? emb_bwd : 0) + (has_head[g] ? head_bwd : 0);
+        t_w[g] = layers[g] * r->t_layer_w;
     }
     r->t_tp_comm = (double)m * (L * (lt.comm_fwd + lt.comm_bwd + (c->recompute == RECOMPUTE_FULL ? lt.comm_fwd : 0)) + 2 * emb_comm + 2 * head_comm) / pp;
 
@@ -733,6 +776,7 @@ static int plan_predict_ex(const ModelConfig* layout_cfg, const PlanSetup* k, in
     state_bytes_per_param(d, c->zero, dp, &wb, &gb, &ob);
     double act_layer = act_bytes_per_layer(c, mb, tp, c->sp, c->recompute, k, d->dtype_bytes);
     double act_full_layer = act_bytes_per_layer(c, mb, tp, c->sp, RECOMPUTE_NONE, k, d->dtype_bytes);
+    double w_in_layer = w_inputs_per_layer(c, mb, tp, d->dtype_bytes);
     // the largest temporaries: at its peak, in the backward, the loss holds the logits, the
     // fp32 log-softmax it saved, the incoming fp32 gradient and the fp32 exponentials of the
     // softmax backward (e + 12 bytes per logit) on the last stage; the backward of unfused
@@ -742,21 +786,23 @@ static int plan_predict_ex(const ModelConfig* layout_cfg, const PlanSetup* k, in
     double scores = mb * c->n_head / t * s * s;
     double attn_work = k->attention == ATTN_TORCH ? scores * (8 + e) : k->attention == ATTN_FUSED_SOFTMAX ? scores * 2 * e : 0;
     double* stage_fwd = (double*)xcalloc(pp, sizeof(double));
-    double* stage_bwd = (double*)xcalloc(pp, sizeof(double));
+    double* stage_bwd = (double*)xcalloc(pp, sizeof(double));  // B + W
     double* stage_params = (double*)xcalloc(pp, sizeof(double));
     for (int st = 0; st < pp; st++) {
-        double p = 0, max_layers = 0;
-        int stage_head = 0;
+        int stage_layers = 0, max_layers = 0, stage_embed = 0, stage_head = 0;
         for (int ch = 0; ch < vpp; ch++) {
-            int g = ch * pp + st;
-            p += params[g];
-            stage_fwd[st] += t_fwd[g], stage_bwd[st] += t_bwd[g];
+            int g = chunk_global(c->schedule, pp, st, ch);  // ZB-V: stage 0 holds the first and the last chunk
+            stage_layers += layers[g];
+            stage_fwd[st] += t_fwd[g], stage_bwd[st] += t_bwd[g] + t_w[g];
             if (layers[g] > max_layers) max_layers = layers[g];
-            stage_head |= has_head[g];
+            stage_embed |= has_embed[g], stage_head |= has_head[g];
         }
+        double p = chunk_params(c, stage_layers, stage_embed, stage_head, tp);
         stage_params[st] = p;
-        int in_flight = stage_in_flight(c->schedule, st, pp, vpp, m);
-        double act = in_flight * max_layers * act_layer;  // (the embedding output is the first norm's input, counted there)
+        int in_flight, w_pending;
+        stage_pipeline_counts(c, c->schedule, st, pp, vpp, m, &in_flight, &w_pending);
+        double w_in = w_pending * max_layers * w_in_layer;
+        double act = in_flight * max_layers * act_layer + w_in;  // (the embedding output is the first norm's input, counted there)
         double temp = attn_work;
         if (stage_head) temp += logits + n_el * h * e;                   // and the final norm's input
         if (c->recompute == RECOMPUTE_FULL) temp += act_full_layer;      // the layer being recomputed
@@ -764,15 +810,15 @@ static int plan_predict_ex(const ModelConfig* layout_cfg, const PlanSetup* k, in
         double reserve = d->mem_overhead + d->mem_frag * (act + temp);
         double total = p * (wb + gb + ob) + act + temp + reserve;
         if (total > r->mem_total) {
-            r->mem_total = total, r->worst_stage = st, r->in_flight = in_flight;
+            r->mem_total = total, r->worst_stage = st, r->in_flight = in_flight, r->w_pending = w_pending;
             r->mem_weights = p * wb, r->mem_grads = p * gb, r->mem_optim = p * ob;
-            r->mem_act = act, r->mem_temp = temp, r->mem_overhead = reserve;
+            r->mem_act = act, r->mem_w_inputs = w_in, r->mem_temp = temp, r->mem_overhead = reserve;
         }
     }
     r->fits = r->mem_total <= d->mem_bytes;
     r->timed = r->fits || time_oom;
     if (!r->timed) {
-        free(t_fwd); free(t_bwd); free(params); free(layers); free(has_embed); free(has_head);
+        free(t_fwd); free(t_bwd); free(t_w); free(layers); free(has_embed); free(has_head);
         free(stage_fwd); free(stage_bwd); free(stage_params);
         return 0;
     }
@@ -787,7 +833,7 @@ static int plan_predict_ex(const ModelConfig* layout_cfg, const PlanSetup* k, in
     for (int st = 0; st < pp; st++) {
         double G = stage_params[st] * d->grad_bytes, W = stage_params[st] * d->dtype_bytes;
         double buckets = 2;  // one bucket per layer, plus the embedding / head
-        for (int ch = 0; ch < vpp; ch++) buckets += layers[ch * pp + st];
+        for (int ch = 0; ch < vpp; ch++) buckets += layers[chunk_global(c->schedule, pp, st, ch)];
         double lat = dp_link.lat * buckets;
         double rs = allgather_time(dp, G, dp_link.bw, lat), ag = allgather_time(dp, W, dp_link.bw, lat);
         double overlap = k->dp_after_backward ? 0 : d->dp_overlap;
@@ -801,12 +847,14 @@ static int plan_predict_ex(const ModelConfig* layout_cfg, const PlanSetup* k, in
         if (comm > dp_comm) dp_comm = comm;
         double exposed = comm_exposed(once_b, win_b, d->comm_interference) + comm_exposed(once_f, win_f, d->comm_interference);
         if (exposed > exposed_step) exposed_step = exposed;
-        // stretch this stage's chunks by the exposed per-micro-batch part, pro rata
+        // stretch this stage's chunks by the exposed per-micro-batch part, pro rata (the
+        // backward's over B and W alike)
         double sf = comm_exposed(per_mb_f, win_f, d->comm_interference), sb = comm_exposed(per_mb_b, win_b, d->comm_interference);
         for (int ch = 0; ch < vpp && (sf > 0 || sb > 0); ch++) {
-            int g = ch * pp + st;
+            int g = chunk_global(c->schedule, pp, st, ch);
             t_fwd[g] += sf * t_fwd[g] / stage_fwd[st];
             t_bwd[g] += sb * t_bwd[g] / stage_bwd[st];
+            t_w[g] += sb * t_w[g] / stage_bwd[st];
         }
     }
     r->t_dp_comm = dp_comm, r->t_dp_exposed = exposed_step;
@@ -815,7 +863,10 @@ static int plan_predict_ex(const ModelConfig* layout_cfg, const PlanSetup* k, in
     // gradient; with SP each tp rank sends its 1/t slice.
     r->t_p2p = pp > 1 ? (c->sp ? x_bytes / t : x_bytes) / pp_link.bw + pp_link.lat : 0;
     double* busy = (double*)xcalloc(pp, sizeof(double));
-    r->t_pipeline = schedule_simulate(c->schedule, pp, vpp, m, t_fwd, t_bwd, r->t_p2p, busy);
+    double* t_build = (double*)xmalloc(sizeof(double) * 3 * n_chunks);
+    chunk_op_flops(c, pp, vpp, t_build);  // the lists are the runtime's: built for the chunks' FLOPs
+    r->t_pipeline = schedule_simulate(c->schedule, pp, vpp, m, t_build, t_fwd, t_bwd, t_w, r->t_p2p, busy);
+    free(t_build);
 
     double max_busy = 0, sum_busy = 0;
     for (int st = 0; st < pp; st++) sum_busy += busy[st], max_busy = busy[st] > max_busy ? busy[st] : max_busy;
@@ -850,7 +901,7 @@ static int plan_predict_ex(const ModelConfig* layout_cfg, const PlanSetup* k, in
     r->model_tflops_per_gpu = flops_token * r->tokens_per_s_per_gpu / 1e12;
     r->mfu = flops_token * r->tokens_per_s_per_gpu / d->peak_flops;
     r->hfu = hw_token * r->tokens_per_s_per_gpu / d->peak_flops;
-    free(t_fwd); free(t_bwd); free(params); free(layers); free(has_embed); free(has_head);
+    free(t_fwd); free(t_bwd); free(t_w); free(layers); free(has_embed); free(has_head);
     free(stage_fwd); free(stage_bwd); free(stage_params); free(busy);
     return 0;
 }
@@ -877,6 +928,18 @@ typedef struct {
 
 static int filter_ok(int want, int v) { return want < 0 || want == v; }
 
+// Whether the search tries schedule `sched` for pp stages of vpp chunks each: 1F1B with one
+// chunk, interleaved 1F1B with more; on a pipeline also the zero-bubble ones, ZB-H1 with one
+// chunk and ZB-V with two (with one stage they are 1F1B holding more memory). GPipe holds
+// more activations than 1F1B for the same bubble and is not tried.
+static int plan_schedule_tried(int sched, int pp, int vpp) {
+    if (sched == SCHED_1F1B) return vpp == 1;
+    if (sched == SCHED_INTERLEAVED) return vpp > 1;
+    if (sched == SCHED_ZBH1) return vpp == 1 && pp > 1;
+    if (sched == SCHED_ZBV) return vpp == 2 && pp > 1;
+    return 0;
+}
+
 // Every valid layout and kernel choice of c on `gpus` GPUs that passes the filter, predicted
 // with base's rank order and pipeline cut; returns the count, *out a malloc'ed array the
 // caller frees.
@@ -896,28 +959,29 @@ static int plan_enumerate(const ModelConfig* c, int gpus, int global_batch, int 
                 if ((global_batch / dp) % mb || !filter_ok(f->micro_batch, mb)) continue;
                 for (int vpp = 1; vpp * pp <= c->n_layer; vpp++) {
                     if (!filter_ok(f->vpp, vpp) || (vpp > 1 && (pp == 1 || c->n_layer % (pp * vpp)))) continue;
-                    int sched = vpp > 1 ? SCHED_INTERLEAVED : SCHED_1F1B;
-                    if (!filter_ok(f->schedule, sched)) continue;
-                    for (int rc = RECOMPUTE_NONE; rc <= RECOMPUTE_FULL; rc++)
-                        for (int sp = 0; sp <= (tp > 1); sp++)
-                            for (int zero = 0; zero <= 3; zero++)
-                                for (int attn = 0; attn < N_ATTN; attn++)
-                                    for (int rms = 0; rms <= 1; rms++) {
-                                        if (!filter_ok(f->recompute, rc) || !filter_ok(f->sp, sp) || !filter_ok(f->zero, zero) ||
-                                            !filter_ok(f->attention, attn) || !filter_ok(f->rms_kernel, rms)) continue;
-                                        if (zero > 0 && dp == 1) continue;  // nothing to shard
-                                        ModelConfig lc = *c;
-                                        lc.dp = dp, lc.tp = tp, lc.pp = pp, lc.vpp = vpp, lc.micro_batch = mb;
-                                        lc.recompute = rc, lc.sp = sp, lc.zero = zero, lc.schedule = sched;
-                                        PlanSetup k = *base;
-                                        k.attention = attn, k.rms_kernel = rms;
-                                        if (n == cap) { cap *= 2; res = (PlanResult*)realloc(res, sizeof(PlanResult) * cap); if (!res) fail("out of memory"); }
-                                        if (plan_predict_ex(&lc, &k, global_batch, gpus_per_node, d, 0, &res[n]) == 0) n++;
-                                        if (n % 1024 == 0 && now_s() - t_said > 5) {  // big searches say they are alive
-                                            t_said = now_s();
-                                            fprintf(stderr, "plan: %d layouts evaluated in %.0f s (now at tp %d)...\n", n, t_said - t_start, tp);
+                    for (int sched = 0; sched < N_SCHEDULES; sched++) {
+                        if (!plan_schedule_tried(sched, pp, vpp) || !filter_ok(f->schedule, sched)) continue;
+                        for (int rc = RECOMPUTE_NONE; rc <= RECOMPUTE_FULL; rc++)
+                            for (int sp = 0; sp <= (tp > 1); sp++)
+                                for (int zero = 0; zero <= 3; zero++)
+                                    for (int attn = 0; attn < N_ATTN; attn++)
+                                        for (int rms = 0; rms <= 1; rms++) {
+                                            if (!filter_ok(f->recompute, rc) || !filter_ok(f->sp, sp) || !filter_ok(f->zero, zero) ||
+                                                !filter_ok(f->attention, attn) || !filter_ok(f->rms_kernel, rms)) continue;
+                                            if (zero > 0 && dp == 1) continue;  // nothing to shard
+                                            ModelConfig lc = *c;
+                                            lc.dp = dp, lc.tp = tp, lc.pp = pp, lc.vpp = vpp, lc.micro_batch = mb;
+                                            lc.recompute = rc, lc.sp = sp, lc.zero = zero, lc.schedule = sched;
+                                            PlanSetup k = *base;
+                                            k.attention = attn, k.rms_kernel = rms;
+                                            if (n == cap) { cap *= 2; res = (PlanResult*)realloc(res, sizeof(PlanResult) * cap); if (!res) fail("out of memory"); }
+                                            if (plan_predict_ex(&lc, &k, global_batch, gpus_per_node, d, 0, &res[n]) == 0) n++;
+                                            if (n % 1024 == 0 && now_s() - t_said > 5) {  // big searches say they are alive
+                                                t_said = now_s();
+                                                fprintf(stderr, "plan: %d layouts evaluated in %.0f s (now at tp %d)...\n", n, t_said - t_start, tp);
+                                            }
                                         }
-                                    }
+                    }
                 }
             }
         }
@@ -958,12 +1022,12 @@ static PlanFilter plan_filter_any(void) { PlanFilter f = {-1, -1, -1, -1, -1, -1
 // Output
 
 static void plan_print_table(const PlanResult* r, int n, int top) {
-    printf("%4s %4s %3s %3s %3s %3s %-9s %2s %4s %-13s %3s %7s %4s %8s %10s %6s %7s %7s\n", "rank", "dp", "tp", "pp", "vpp", "mb",
-           "recompute", "sp", "zero", "attention", "rms", "mem GiB", "fits", "step s", "tok/s/GPU", "MFU%", "bubble%", "formula");
+    printf("%4s %4s %3s %3s %3s %3s %-11s %-9s %2s %4s %-13s %3s %7s %4s %8s %10s %6s %7s %7s\n", "rank", "dp", "tp", "pp", "vpp", "mb",
+           "schedule", "recompute", "sp", "zero", "attention", "rms", "mem GiB", "fits", "step s", "tok/s/GPU", "MFU%", "bubble%", "formula");
     for (int i = 0; i < n && i < top; i++) {
         const PlanResult* p = &r[i];
-        printf("%4d %4d %3d %3d %3d %3d %-9s %2d %4d %-13s %3d %7.1f %4s %8.3f %10.0f %6.1f %7.2f %7.2f\n", i + 1, p->dp, p->tp, p->pp,
-               p->vpp, p->micro_batch, recompute_name(p->recompute), p->sp, p->zero, ATTN_NAMES[p->setup.attention],
+        printf("%4d %4d %3d %3d %3d %3d %-11s %-9s %2d %4d %-13s %3d %7.1f %4s %8.3f %10.0f %6.1f %7.2f %7.2f\n", i + 1, p->dp, p->tp, p->pp,
+               p->vpp, p->micro_batch, schedule_name(p->schedule), recompute_name(p->recompute), p->sp, p->zero, ATTN_NAMES[p->setup.attention],
                p->setup.rms_kernel, p->mem_total / GiB, p->fits ? "yes" : "no", p->t_step, p->tokens_per_s_per_gpu, 100 * p->mfu,
                100 * p->bubble, 100 * p->bubble_formula);
     }
@@ -973,20 +1037,20 @@ static void plan_print_table(const PlanResult* r, int n, int top) {
 // and put it in place.
 static void plan_write_csv(AtomicFile* out, const ModelConfig* c, const DeviceProfile* d, const PlanResult* r, int n) {
     FILE* f = out->f;
-    fprintf(f, "dp,tp,pp,vpp,micro_batch,n_micro,schedule,recompute,sp,zero,attention,rms_kernel,in_flight,worst_stage,"
-               "mem_weights_gib,mem_grads_gib,mem_optim_gib,mem_act_gib,mem_temp_gib,mem_overhead_gib,mem_total_gib,fits,"
-               "t_layer_fwd_s,t_layer_bwd_s,t_tp_comm_s,t_p2p_s,t_pipeline_s,t_dp_comm_s,t_dp_exposed_s,t_optim_s,t_step_s,"
+    fprintf(f, "dp,tp,pp,vpp,micro_batch,n_micro,schedule,recompute,sp,zero,attention,rms_kernel,in_flight,w_pending,worst_stage,"
+               "mem_weights_gib,mem_grads_gib,mem_optim_gib,mem_act_gib,mem_w_inputs_gib,mem_temp_gib,mem_overhead_gib,mem_total_gib,fits,"
+               "t_layer_fwd_s,t_layer_bwd_s,t_layer_w_s,t_tp_comm_s,t_p2p_s,t_pipeline_s,t_dp_comm_s,t_dp_exposed_s,t_optim_s,t_step_s,"
                "bubble,bubble_formula,tokens_per_s_per_gpu,model_tflops_per_gpu,mfu,hfu,mfu_study\n");
     for (int i = 0; i < n; i++) {
         const PlanResult* p = &r[i];
-        fprintf(f, "%d,%d,%d,%d,%d,%d,%s,%s,%d,%d,%s,%d,%d,%d,%.4f,%.4f,%.4f,%.4f,%.4f,%.4f,%.4f,%d,", p->dp, p->tp, p->pp, p->vpp,
+        fprintf(f, "%d,%d,%d,%d,%d,%d,%s,%s,%d,%d,%s,%d,%d,%d,%d,%.4f,%.4f,%.4f,%.4f,%.4f,%.4f,%.4f,%.4f,%d,", p->dp, p->tp, p->pp, p->vpp,
                 p->micro_batch, p->n_micro, schedule_name(p->schedule), recompute_name(p->recompute), p->sp, p->zero,
-                ATTN_NAMES[p->setup.attention], p->setup.rms_kernel, p->in_flight, p->worst_stage, p->mem_weights / GiB,
-                p->mem_grads / GiB, p->mem_optim / GiB, p->mem_act / GiB, p->mem_temp / GiB, p->mem_overhead / GiB,
+                ATTN_NAMES[p->setup.attention], p->setup.rms_kernel, p->in_flight, p->w_pending, p->worst_stage, p->mem_weights / GiB,
+                p->mem_grads / GiB, p->mem_optim / GiB, p->mem_act / GiB, p->mem_w_inputs / GiB, p->mem_temp / GiB, p->mem_overhead / GiB,
                 p->mem_total / GiB, p->fits);
-        if (!p->timed) { fprintf(f, ",,,,,,,,,,,,,,,\n"); continue; }  // does not fit: not simulated
-        fprintf(f, "%.6g,%.6g,%.6g,%.6g,%.6g,%.6g,%.6g,%.6g,%.6g,%.5f,%.5f,%.2f,%.3f,%.5f,%.5f,%.5f\n", p->t_layer_fwd,
-                p->t_layer_bwd, p->t_tp_comm, p->t_p2p, p->t_pipeline, p->t_dp_comm, p->t_dp_exposed, p->t_optim, p->t_step, p->bubble,
+        if (!p->timed) { fprintf(f, ",,,,,,,,,,,,,,,,\n"); continue; }  // does not fit: not simulated
+        fprintf(f, "%.6g,%.6g,%.6g,%.6g,%.6g,%.6g,%.6g,%.6g,%.6g,%.6g,%.5f,%.5f,%.2f,%.3f,%.5f,%.5f,%.5f\n", p->t_layer_fwd,
+                p->t_layer_bwd, p->t_layer_w, p->t_tp_comm, p->t_p2p, p->t_pipeline, p->t_dp_comm, p->t_dp_exposed, p->t_optim, p->t_step, p->bubble,
                 p->bubble_formula, p->tokens_per_s_per_gpu, p->model_tflops_per_gpu, p->mfu, p->hfu, study_mfu(c, p, d));
     }
     atomic_commit(out);
@@ -1022,7 +1086,7 @@ static void plan_usage(void) {
            "  --software trainer|scaling   what runs the layout: this trainer (default), or the Aleph Alpha Scaling\n"
            "                          codebase of the layouts study (its rank order, pipeline cut, loss and DP reduction)\n"
            "  --tp --pp --dp --vpp --micro-batch N, --recompute none|selective|full, --sp 0|1, --zero 0..3,\n"
-           "  --schedule 1f1b|interleaved   evaluate only these layouts\n"
+           "  --schedule 1f1b|interleaved|zb-h1|zb-v   evaluate only these layouts\n"
            "  --top N                 rows to print (default 20)    --plan-csv FILE  all layouts (or the runs), every column\n", PROFILE_NAMES);
 }
 
@@ -1135,10 +1199,9 @@ static void plan_parse_args(int argc, char** argv, PlanArgs* a) {
             else if (!strcmp(v, "selective")) f->recompute = RECOMPUTE_SELECTIVE;
             else if (!strcmp(v, "full")) f->recompute = RECOMPUTE_FULL;
             else fail("--recompute: expected none, selective or full, got '%s'", v);
-        } else if (!strcmp(flag, "--schedule")) {
-            if (!strcmp(v, "1f1b")) f->schedule = SCHED_1F1B;
-            else if (!strcmp(v, "interleaved")) f->schedule = SCHED_INTERLEAVED;
-            else fail("--schedule: expected 1f1b or interleaved, got '%s'", v);
+        } else if (!strcmp(flag, "--schedule")) {  // the schedules the search tries (plan_schedule_tried)
+            f->schedule = schedule_from_name(v);
+            if (f->schedule < 0 || f->schedule == SCHED_GPIPE) fail("--schedule: expected 1f1b, interleaved, zb-h1 or zb-v, got '%s'", v);
         } else fail("--plan: unknown flag '%s' (see --plan --help)", flag);
     }
     if (a->gpus < 1) fail("--gpus must be >= 1, got %d", a->gpus);
@@ -1230,7 +1293,8 @@ static int read_line(FILE* f, char** buf, size_t* cap) {
     return 1;
 }
 
-// Predict one row. Returns 0 with *r filled, or -1 with the reason in err.
+// Predict one row (vpp: its vpp column, 0 without one). Returns 0 with *r filled, or -1
+// with the reason in err.
 static int plan_run_row(const PlanArgs* a, char** col, int vpp, ModelConfig* c, PlanResult* r, char* err, size_t err_len) {
     long v[N_RUN_COLS];
     for (int k = 0; k < N_RUN_COLS; k++) if (RUN_COL_INT[k]) v[k] = strtol(col[k], NULL, 10);
@@ -1256,13 +1320,12 @@ static int plan_run_row(const PlanArgs* a, char** col, int vpp, ModelConfig* c, 
         return -1;
     }
     c->tp = (int)v[RC_TP], c->pp = (int)v[RC_PP], c->dp = (int)v[RC_DP], c->micro_batch = (int)v[RC_MICRO_BATCH], c->zero = (int)v[RC_ZERO];
-    c->vpp = vpp;
     if (v[RC_SP] != 0 && v[RC_SP] != 1) { snprintf(err, err_len, "sp must be 0 or 1, got %ld", v[RC_SP]); return -1; }
     if (v[RC_RMS_KERNEL] != 0 && v[RC_RMS_KERNEL] != 1) { snprintf(err, err_len, "rms_kernel must be 0 or 1, got %ld", v[RC_RMS_KERNEL]); return -1; }
     c->sp = c->tp > 1 && v[RC_SP];  // with tp 1 sequence parallelism splits nothing (Megatron and Scaling run it as without)
     const char* s = col[RC_SCHEDULE];
-    c->schedule = !strcmp(s, "1f1b") ? SCHED_1F1B : !strcmp(s, "interleaved") ? SCHED_INTERLEAVED : !strcmp(s, "gpipe") ? SCHED_GPIPE : -1;
-    if (c->schedule < 0) { snprintf(err, err_len, "unknown schedule '%s' (1f1b, interleaved, gpipe)", s); return -1; }
+    if ((c->schedule = schedule_from_name(s)) < 0) { snprintf(err, err_len, "unknown schedule '%s' (gpipe, 1f1b, interleaved, zb-h1, zb-v)", s); return -1; }
+    c->vpp = vpp ? vpp : c->schedule == SCHED_ZBV ? 2 : 1;  // without a vpp column: the trainer's default (args.h)
     s = col[RC_RECOMPUTE];
     c->recompute = !strcmp(s, "none") ? RECOMPUTE_NONE : !strcmp(s, "selective") ? RECOMPUTE_SELECTIVE : !strcmp(s, "full") ? RECOMPUTE_FULL : -1;
     if (c->recompute < 0) { snprintf(err, err_len, "unknown recompute '%s' (none, selective, full)", s); return -1; }
@@ -1345,7 +1408,7 @@ static void plan_runs(const PlanArgs* a) {
         ModelConfig c;
         PlanResult r;
         char reason[512];
-        int rc = plan_run_row(a, run_col, vpp_col >= 0 ? atoi(col[vpp_col]) : 1, &c, &r, reason, sizeof(reason));
+        int rc = plan_run_row(a, run_col, vpp_col >= 0 ? atoi(col[vpp_col]) : 0, &c, &r, reason, sizeof(reason));
         for (int j = 0; j < n_cols; j++) csv_put(out, col[j], 0);
         if (rc) {
             fprintf(stderr, "error: --runs %s: row %d: %s\n", path, i + 1, reason);

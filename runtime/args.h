@@ -66,8 +66,9 @@ static void print_help(void) {
         "  --seed N              seed for init and sampling (default 1337)\n"
         "\nparallel layout (world = dp * pp * tp; started under mpirun automatically)\n"
         "  --dp N --tp N --pp N  data / tensor / pipeline parallel sizes (default 1; dp from the world under a launcher)\n"
-        "  --vpp N               virtual stages per pipeline rank (interleaved 1F1B)\n"
-        "  --schedule S          gpipe | 1f1b | interleaved (default 1f1b, interleaved when --vpp > 1)\n"
+        "  --vpp N               model chunks per pipeline rank (interleaved 1F1B; zb-v: 2, the default with it)\n"
+        "  --schedule S          gpipe | 1f1b | interleaved | zb-h1 | zb-v (default 1f1b, interleaved when\n"
+        "                        --vpp > 1); zb-*: zero-bubble, each backward split into B and a deferred W\n"
         "  --sp                  sequence parallelism in the norm/residual regions (needs --tp > 1)\n"
         "  --zero 0|1|2          shard optimizer state (1) and gradients (2) over dp\n"
         "  --recompute R         none | selective (attention core) | full (keep layer inputs only)\n"
@@ -91,7 +92,7 @@ static void print_help(void) {
         "  --comm nccl|mpi       GPU build: NCCL (default) or host-staged MPI (ranks can share a GPU)\n"
         "  --gelu-fusion on|off  GPU build: GELU in the fc matmul's cuBLASLt epilogue (default on) or its own kernel\n"
         "  --weight-pass immediate|deferred  each layer's weight gradients right after its input gradient\n"
-        "                        (default), or after the whole chunk's input pass (zero-bubble split; more memory)\n"
+        "                        (default), or after the whole chunk's input pass (more memory; always so with zb-*)\n"
         "  --quiet               no step lines\n");
 }
 
@@ -102,8 +103,8 @@ static void args_defaults(Args* a) {
     a->cfg.lr = 2e-3f, a->cfg.min_lr_frac = 0.1f, a->cfg.weight_decay = 0.1f;
     a->cfg.beta1 = 0.9f, a->cfg.beta2 = 0.95f, a->cfg.eps = 1e-8f, a->cfg.grad_clip = 1.0f;
     a->cfg.seed = 1337;
-    a->cfg.tp = a->cfg.pp = a->cfg.vpp = 1;
-    a->cfg.schedule = -1;
+    a->cfg.tp = a->cfg.pp = 1;
+    a->cfg.vpp = a->cfg.schedule = a->weight_pass_deferred = -1;  // -1: from the schedule
     a->eval_every = 50, a->val_batches = 4, a->sample_len = 200, a->log_every = 1;
     a->ckpt_keep = 3, a->timeout_s = 600;
     a->arch = -1;
@@ -181,10 +182,7 @@ static void parse_args(Args* a, int argc, char** argv) {
             continue;
         }
         if (flag_is(f, "--schedule")) {
-            if (!strcmp(v, "gpipe")) c->schedule = SCHED_GPIPE;
-            else if (!strcmp(v, "1f1b")) c->schedule = SCHED_1F1B;
-            else if (!strcmp(v, "interleaved")) c->schedule = SCHED_INTERLEAVED;
-            else fail("--schedule must be gpipe, 1f1b or interleaved, got '%s'", v);
+            if ((c->schedule = schedule_from_name(v)) < 0) fail("--schedule must be gpipe, 1f1b, interleaved, zb-h1 or zb-v, got '%s'", v);
             continue;
         }
         if (flag_is(f, "--recompute")) {
@@ -236,7 +234,16 @@ static void parse_args(Args* a, int argc, char** argv) {
     if (a->d_ff) c->d_ff = a->d_ff;
     if (a->seq_len) c->seq_len = a->seq_len;
     if (a->vocab) c->vocab = a->vocab;
+    if (c->vpp < 0) c->vpp = c->schedule == SCHED_ZBV ? 2 : 1;
     if (c->schedule < 0) c->schedule = c->vpp > 1 ? SCHED_INTERLEAVED : SCHED_1F1B;
+    if (c->schedule == SCHED_ZBV && c->vpp != 2) fail("--vpp %d: --schedule zb-v places exactly two chunks per stage (a V); use --vpp 2", c->vpp);
+    if (schedule_has_w(c->schedule)) {
+        if (a->weight_pass_deferred == 0) fail("--weight-pass immediate: --schedule %s runs each weight pass as its own op (W)", schedule_name(c->schedule));
+        if (c->recompute == RECOMPUTE_FULL)
+            fail("--recompute full: --schedule %s keeps each layer's activations until its weight pass (W); use --recompute selective", schedule_name(c->schedule));
+        a->weight_pass_deferred = 1;
+    }
+    if (a->weight_pass_deferred < 0) a->weight_pass_deferred = 0;
     if (c->d_model % c->n_head) fail("--d-model %d is not divisible by --n-head %d", c->d_model, c->n_head);
     if (c->n_head % c->n_kv_head) fail("--n-head %d is not divisible by --n-kv-head %d", c->n_head, c->n_kv_head);
     if (c->arch == ARCH_GPT2 && c->n_kv_head != c->n_head) fail("--n-kv-head: grouped-query attention needs --arch llama");

@@ -4,6 +4,7 @@
 #define COMMON_H
 
 #include <errno.h>
+#include <limits.h>
 #include <math.h>
 #include <stdarg.h>
 #include <stdint.h>

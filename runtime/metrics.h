@@ -101,8 +101,9 @@ static void print_startup(const Layout* L, const ParamLayout* P, const ModelConf
     ROW("batch", "micro %d x %d micro-batches x dp %d = %d seq", c->micro_batch, n_micro, c->dp, c->global_batch);
     ROW("tokens per step", "%.0f", tokens_step);
     ROW("layout", "dp %d x pp %d x tp %d = %d ranks%s", c->dp, c->pp, c->tp, L->world, c->sp ? ", sp" : "");
-    ROW("pipeline", "%s, vpp %d, bubble (p-1)/%s = %.3f", schedule_name(c->schedule), c->vpp,
-        c->schedule == SCHED_INTERLEAVED ? "(v*m)" : "m", c->pp > 1 ? bubble_formula(c->schedule, c->pp, c->vpp, n_micro) : 0.0);
+    static const char* bubble_of[N_SCHEDULES] = {"(p-1)/m", "(p-1)/m", "(p-1)/(v*m)", "(p-1)/(3m) at F=B=W", "0 at F=B=W"};
+    ROW("pipeline", "%s, vpp %d, bubble %s = %.3f", schedule_name(c->schedule), c->vpp, bubble_of[c->schedule],
+        c->pp > 1 ? bubble_formula(c->schedule, c->pp, c->vpp, n_micro) : 0.0);
     ROW("zero / recompute", "%d / %s", c->zero, recompute_name(c->recompute));
     ROW("peak per rank", "%.3f TFLOP/s (%s)", m->peak_flops / 1e12, m->peak_source);
     ROW("seed", "%llu", (unsigned long long)c->seed);
@@ -112,11 +113,11 @@ static void print_startup(const Layout* L, const ParamLayout* P, const ModelConf
     for (int s = 0; s < c->pp; s++) {
         printf("  stage %d: layers", s);
         for (int v = 0; v < c->vpp; v++) {
-            int g = v * c->pp + s;
+            int g = chunk_global(c->schedule, c->pp, s, v);
             printf(" [%d,%d)", P->chunk_layer0[g], P->chunk_layer0[g + 1]);
         }
-        if (s == 0) printf(" +embedding");
-        if (s == c->pp - 1) printf(" +head");
+        if (s == chunk_stage(c->schedule, c->pp, 0)) printf(" +embedding");
+        if (s == chunk_stage(c->schedule, c->pp, c->pp * c->vpp - 1)) printf(" +head");
         printf("  ranks");
         for (int d = 0; d < c->dp; d++) for (int t = 0; t < c->tp; t++) printf(" %d", layout_rank_of(L, d, s, t));
         printf("\n");
@@ -169,9 +170,8 @@ static void metrics_step_begin(Metrics* m, int step) {
 }
 static void metrics_sched_begin(Metrics* m) { m->t_sched0 = now_s(); }
 static void metrics_op(Metrics* m, int kind, int mb, int chunk, double t0, double t1) {
-    if (kind == OP_FWD || kind == OP_BWD) m->compute_s += t1 - t0;
-    static const char* names[] = {"recv_fwd", "fwd", "send_fwd", "recv_bwd", "bwd", "send_bwd"};
-    metrics_add_event(m, names[kind], kind, mb, chunk, t0, t1);
+    if (kind == OP_FWD || kind == OP_BWD || kind == OP_W) m->compute_s += t1 - t0;
+    metrics_add_event(m, op_name(kind), kind, mb, chunk, t0, t1);
 }
 static void metrics_phase(Metrics* m, const char* name) {
     double t = now_s();
@@ -275,14 +275,14 @@ static void metrics_write_trace(Metrics* m, const Layout* L) {
                 char name[64];
                 const char* cat;
                 if (kind >= 0) {
-                    static const char* names[] = {"recv_fwd", "F", "send_fwd", "recv_bwd", "B", "send_bwd"};
+                    static const char* names[] = {"recv_fwd", "F", "send_fwd", "recv_bwd", "B", "send_bwd", "W"};
                     snprintf(name, sizeof(name), "%s mb%d c%d", names[kind], mb, chunk);
-                    cat = (kind == OP_FWD || kind == OP_BWD) ? "compute" : "p2p";
+                    cat = (kind == OP_FWD || kind == OP_BWD || kind == OP_W) ? "compute" : "p2p";
                 } else {
                     snprintf(name, sizeof(name), "%s", extra[mb >= 0 && mb < 8 ? mb : 0]);
                     cat = kind == -1 ? "collective" : "phase";
                 }
-                const char* color = kind == OP_FWD ? ",\"cname\":\"good\"" : kind == OP_BWD ? ",\"cname\":\"bad\"" : "";
+                const char* color = kind == OP_FWD ? ",\"cname\":\"good\"" : kind == OP_BWD ? ",\"cname\":\"bad\"" : kind == OP_W ? ",\"cname\":\"olive\"" : "";
                 fprintf(f, ",\n{\"name\":\"%s\",\"cat\":\"%s\",\"ph\":\"X\",\"pid\":0,\"tid\":%d,\"ts\":%.1f,\"dur\":%.1f%s}", name, cat,
                         r, all[i] * 1e6, (all[i + 1] - all[i]) * 1e6, color);
             }

@@ -36,7 +36,7 @@ static void model_init_layout(Model* m, Args* a, Metrics* met) {
     m->c = a->cfg;
     m->met = met;
     ModelConfig* c = &m->c;
-    layout_init(&m->L, c->dp, c->tp, c->pp, c->vpp);
+    layout_init(&m->L, c->dp, c->tp, c->pp, c->vpp, c->schedule);
     model_shapes(m);
     param_layout_build(&m->P, c, c->tp, m->L.tp_rank, c->pp, c->vpp, m->L.stage, c->dp);
     m->defer_weight = a->weight_pass_deferred;
@@ -95,10 +95,10 @@ static double grad_norm(Model* m, const float* grad) {
 // ----------------------------------------------------------------------------
 // A training step and an evaluation.
 
-// Mean loss over the global batch (last stage, tp rank 0 of each dp replica hold it).
+// Mean loss over the global batch (the last chunk's stage, tp rank 0 of each dp replica hold it).
 static double reduce_loss(Model* m, double n_tokens) {
     loss_fetch(m);
-    double l = (m->L.stage == m->L.pp - 1 && m->L.tp_rank == 0) ? m->loss_sum : 0.0;
+    double l = (m->P.has_head && m->L.tp_rank == 0) ? m->loss_sum : 0.0;
     comm_allreduce_sum_f64(&m->L.group[GROUP_WORLD], &l, 1);  // comm: world all-reduce of the loss
     return l / n_tokens;
 }
@@ -135,7 +135,7 @@ static StepResult train_step(Model* m, const TokenStream* train, int step) {
 
 static double evaluate(Model* m, const TokenStream* val, int n_batches) {
     PipeOp* ops = (PipeOp*)xmalloc(sizeof(PipeOp) * 3 * m->n_micro * m->L.vpp);
-    int n_ops = forward_ops(m->L.stage, m->L.pp, m->L.vpp, m->n_micro, ops);
+    int n_ops = forward_ops(m->L.sched, m->L.stage, m->L.pp, m->L.vpp, m->n_micro, ops);
     double total = 0;
     for (int b = 0; b < n_batches; b++) {
         model_load_batch(m, val, (size_t)b);
@@ -166,7 +166,7 @@ static int sample_draw(float* row, int vocab, Rng* rng) {
 // The sample is decoded into bytes and printed once, escaped (escape_text): a piece may hold
 // any bytes, and a character may span tokens.
 static void sample_text(Model* m, const Tokenizer* tk, int len, uint64_t seed, FILE* out) {
-    int T = m->T, B = 1, pp = m->L.pp, last_rank = layout_rank_of(&m->L, 0, pp - 1, 0);
+    int T = m->T, B = 1, pp = m->L.pp, last_rank = layout_rank_of(&m->L, 0, chunk_stage(m->L.sched, pp, pp * m->L.vpp - 1), 0);
     int* ctx = (int*)xcalloc(T, sizeof(int));
     int* window = (int*)xcalloc(T, sizeof(int));
     float* row = (float*)xmalloc(sizeof(float) * m->c.vocab_padded);
@@ -182,24 +182,31 @@ static void sample_text(Model* m, const Tokenizer* tk, int len, uint64_t seed, F
         for (int i = 0; i < cur; i++) window[i] = ctx[(start + i) % T];
         const int* tokens = window_tokens(m, window, T);
         int next = 0;
+        Slot* prev = NULL;  // the previous chunk's slot when it is on this stage
         for (int c = 0; c < m->L.vpp; c++) {
-            int g = c * pp + m->L.stage;
+            int g = global_chunk(m, c), last = pp * m->L.vpp - 1;
             Slot* s = slot_get(m, c, 0);
-            if (g > 0) pp_recv(m, 0, s->x[0], nrow, (g - 1) % pp, p2p_tag(m->L.pp, m->L.vpp, 0, 0, g - 1));  // comm: pp recv
             Chunk* ch = &m->chunks[c];
             if (g == 0) embed_forward(m, s->x[0], tokens, B);
+            else if (local_chunk(m, g - 1) >= 0) act_copy(m, s->x[0], prev->x[m->chunks[c - 1].n_layers], nrow);
+            else pp_recv(m, 0, p2p_up(m->L.sched, pp, 0, g - 1), s->x[0], nrow, chunk_stage(m->L.sched, pp, g - 1),
+                         p2p_tag(pp, m->L.vpp, 0, 0, g - 1));  // comm: pp recv
+            if (prev) slot_put(m, c - 1, prev);
+            prev = NULL;
             for (int i = 0; i < ch->n_layers; i++) layer_forward(m, ch->layer0 + i, acts_of(m, s, i), s->x[i], s->x[i + 1], B);
-            if (g < pp * m->L.vpp - 1) {
-                // comm: pp send; not waited for here: with pp 1 and vpp > 1 the receiver is this
-                // rank's next chunk, so the send completes at that receive (slot_get waits for it
-                // before the slot is used again)
-                pp_send(m, s, 0, s->x[ch->n_layers], nrow, (g + 1) % pp, p2p_tag(m->L.pp, m->L.vpp, 0, 0, g));
-            } else {
+            if (g == last) {
                 // logits of position cur-1 only: final norm of all rows, then one matmul row
                 act_t* x = s->x[ch->n_layers];
                 norm_forward(m, s->lnf, s->lnf_mean, s->lnf_rstd, x, m->w.lnfw, m->w.lnfb, B);
                 row_logits(m, s->lnf + (size_t)(cur - 1) * m->C, row);
                 next = sample_draw(row, m->c.vocab, &rng);
+            } else if (local_chunk(m, g + 1) >= 0) {
+                prev = s;  // the next chunk, on this stage, copies the output
+                continue;
+            } else {
+                // comm: pp send; not waited for here (slot_get waits for it before the slot is used again)
+                pp_send(m, s, 0, p2p_up(m->L.sched, pp, 0, g), s->x[ch->n_layers], nrow, chunk_stage(m->L.sched, pp, g + 1),
+                        p2p_tag(pp, m->L.vpp, 0, 0, g));
             }
             slot_put(m, c, s);
         }

@@ -1154,6 +1154,9 @@ int main(int argc, char** argv) {
         reshard("tp2pp2_to_1rank", "", &ref, rd, "--tp 2 --pp 2", "");
         reshard("dp2zero1_to_pp2", "", &ref, rd, "--dp 2 --zero 1", "--pp 2");
         reshard("pp2vpp2_to_tp2", "", &ref, rd, "--pp 2 --vpp 2", "--tp 2");
+        // the V placement (stage 0 holds both ends, one wte) to the loop and back
+        reshard("zbv_to_1f1b", "", &ref, rd, "--pp 2 --schedule zb-v", "--pp 2 --schedule 1f1b");
+        reshard("1f1b_to_zbv", "", &ref, rd, "--pp 2 --schedule 1f1b", "--pp 2 --schedule zb-v");
         if (reference("ref_llama_1rank", "--model llama-tiny", &ref_llama))
             reshard("llama_tp2sp_to_pp2vpp2", "--model llama-tiny", &ref_llama, ROOT "/ref_llama_1rank", "--tp 2 --sp", "--pp 2 --vpp 2");
         printf("(reshard: %.1f s)\n", now_s() - t0);

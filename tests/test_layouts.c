@@ -135,6 +135,39 @@ static void suite(const char* model_tag, const char* model_flags, const Layout_*
     free(ref.params);
 }
 
+// Run one step with --trace; the compute events (F, B, W) on track `tid` must come in the
+// order of schedule_build(sched, stage, pp, 1, m).
+static void trace_order(const char* tag, const char* flags, int tid, int sched, int stage, int pp, int m) {
+    char cmd[1024], path[256], out[256], tid_key[32];
+    static char text[1 << 18];
+    snprintf(path, sizeof(path), "/tmp/test_layouts/trace_%s.json", tag);
+    snprintf(out, sizeof(out), "/tmp/test_layouts/trace_%s.txt", tag);
+    snprintf(cmd, sizeof(cmd), "OMP_NUM_THREADS=1 ./train --model tiny --steps 1 --eval-every 0 --sample-len 0 --quiet %s --trace %s", flags, path);
+    int rc = run_to_file(cmd, out);
+    FILE* f = fopen(path, "r");
+    size_t n = f ? fread(text, 1, sizeof(text) - 1, f) : 0;
+    text[n] = 0;
+    if (f) fclose(f);
+    snprintf(tid_key, sizeof(tid_key), "\"tid\":%d,", tid);
+    char got[512] = "", want[512] = "";
+    for (const char* p = text; (p = strstr(p, "{\"name\":\"")); p++) {  // the track's compute events, in order
+        char kind;
+        int mb;
+        const char* t = strstr(p, tid_key);
+        if (sscanf(p, "{\"name\":\"%c mb%d", &kind, &mb) == 2 && (kind == 'F' || kind == 'B' || kind == 'W') && t && t < strchr(p, '}') &&
+            strlen(got) < 480)
+            sprintf(got + strlen(got), "%c%d ", kind, mb);
+    }
+    PipeOp ops[256];
+    int n_ops = schedule_build(sched, stage, pp, 1, m, NULL, ops);
+    for (int i = 0; i < n_ops; i++)
+        if (ops[i].kind == OP_FWD || ops[i].kind == OP_BWD || ops[i].kind == OP_W)
+            sprintf(want + strlen(want), "%c%d ", ops[i].kind == OP_FWD ? 'F' : ops[i].kind == OP_BWD ? 'B' : 'W', ops[i].mb);
+    int ok = rc == 0 && !strncmp(text, "{\"displayTimeUnit\"", 18) && strstr(text, "\n]}") && !strcmp(got, want);
+    printf("%s trace %s: rank %d runs [%s] (schedule_build: [%s])\n", ok ? "PASS" : "FAIL", tag, tid, got, want);
+    ok ? n_pass++ : n_fail++;
+}
+
 // A layout that cannot run must say so in one line and exit non-zero.
 static void expect_layout_error(const char* tag, const char* flags, const char* needle) {
     char cmd[2048], out[512];
@@ -181,10 +214,23 @@ int main(void) {
         // (layer_grads_final): with chunks interleaved, and with sp's partial gradients
         {"dp2_pp2_vpp2", "--dp 2 --pp 2 --vpp 2"},
         {"dp2_tp2_sp", "--dp 2 --tp 2 --sp"},
+        // zero-bubble schedules: W ops, the V placement (stage 0 holds both ends, one wte),
+        // dp reduction after each layer's last W, ZeRO-2 after each micro-batch's last W
+        {"pp2_zbh1", "--pp 2 --schedule zb-h1"},
+        {"pp4_zbh1", "--pp 4 --schedule zb-h1"},
+        {"pp2_zbv", "--pp 2 --schedule zb-v"},
+        {"tp2_pp2_sp_zbv", "--tp 2 --pp 2 --sp --schedule zb-v"},
+        {"tp2_pp2_zbh1_selective", "--tp 2 --pp 2 --schedule zb-h1 --recompute selective"},
+        {"dp2_zero1_pp2_zbh1", "--dp 2 --zero 1 --pp 2 --schedule zb-h1"},
+        {"dp2_zero2_pp2_zbv", "--dp 2 --zero 2 --pp 2 --schedule zb-v"},
+        {"dp2_pp2_zbv", "--dp 2 --pp 2 --schedule zb-v"},
+        {"dp2_zero2_pp2_zbh1", "--dp 2 --zero 2 --pp 2 --schedule zb-h1"},
     };
     suite("gpt2", gpt, gpt_layouts, sizeof(gpt_layouts) / sizeof(gpt_layouts[0]));
     static const Layout_ uneven[] = {{"pp2_uneven_2_1", "--pp 2"}};
     suite("gpt2_3layers", "--model tiny --n-layer 3", uneven, 1);
+    static const Layout_ deep[] = {{"pp4_zbv", "--pp 4 --schedule zb-v"}, {"pp4_zbv_selective", "--pp 4 --schedule zb-v --recompute selective"}};
+    suite("gpt2_8layers", "--model tiny --n-layer 8", deep, 2);
     static const Layout_ llama_layouts[] = {
         {"dp2", "--dp 2"},
         {"tp2", "--tp 2"},
@@ -192,6 +238,8 @@ int main(void) {
         {"pp2_vpp2", "--pp 2 --vpp 2"},
         {"dp2_zero2", "--dp 2 --zero 2"},
         {"dp2_tp2_pp2_full", "--dp 2 --tp 2 --pp 2 --recompute full"},
+        {"pp2_zbv", "--pp 2 --schedule zb-v"},
+        {"tp2_pp2_zbh1", "--tp 2 --pp 2 --schedule zb-h1"},
     };
     suite("llama", "--model llama-tiny", llama_layouts, sizeof(llama_layouts) / sizeof(llama_layouts[0]));
 
@@ -215,36 +263,20 @@ int main(void) {
         ok ? n_pass++ : n_fail++;
     }
 
-    // --trace on tp2 pp2: valid trace-event JSON whose stage-0 track (rank 0) shows the
-    // 1F1B order of schedule_build: forwards and backwards interleaved after the warm-up.
-    {
-        char cmd[1024], text[1 << 16];
-        snprintf(cmd, sizeof(cmd), "OMP_NUM_THREADS=1 ./train --model tiny --steps 1 --eval-every 0 --sample-len 0 --quiet "
-                 "--tp 2 --pp 2 --micro-batch 8 --global-batch 32 --trace /tmp/test_layouts/trace.json");
-        int rc = run_to_file(cmd, "/tmp/test_layouts/trace.txt");
-        FILE* f = fopen("/tmp/test_layouts/trace.json", "r");
-        size_t n = f ? fread(text, 1, sizeof(text) - 1, f) : 0;
-        text[n] = 0;
-        if (f) fclose(f);
-        char got[256] = "", want[256] = "";
-        for (const char* p = text; (p = strstr(p, "{\"name\":\"")); p++) {  // rank 0's compute events, in order
-            char kind;
-            int mb;
-            if (sscanf(p, "{\"name\":\"%c mb%d", &kind, &mb) == 2 && (kind == 'F' || kind == 'B') && strstr(p, "\"tid\":0,") &&
-                strstr(p, "\"tid\":0,") < strchr(p, '}') && strlen(got) < 200)
-                sprintf(got + strlen(got), "%c%d ", kind, mb);
-        }
-        PipeOp ops[64];
-        int n_ops = schedule_build(SCHED_1F1B, 0, 2, 1, 4, ops);
-        for (int i = 0; i < n_ops; i++)
-            if (ops[i].kind == OP_FWD || ops[i].kind == OP_BWD) sprintf(want + strlen(want), "%c%d ", ops[i].kind == OP_FWD ? 'F' : 'B', ops[i].mb);
-        int ok = rc == 0 && !strncmp(text, "{\"displayTimeUnit\"", 18) && strstr(text, "\n]}") && !strcmp(got, want);
-        printf("%s trace tp2 pp2: rank 0 runs [%s] (schedule_build: [%s])\n", ok ? "PASS" : "FAIL", got, want);
-        ok ? n_pass++ : n_fail++;
-    }
+    // --trace: valid trace-event JSON whose track of one stage shows the order of
+    // schedule_build: 1F1B's forwards and backwards interleaved after the warm-up (tp2 pp2,
+    // rank 0), and ZB-H1's last stage (pp 4, rank 3) with the W's it owes filling its cool-down.
+    trace_order("tp2_pp2_1f1b", "--tp 2 --pp 2 --micro-batch 8 --global-batch 32", 0, SCHED_1F1B, 0, 2, 4);
+    trace_order("pp4_zbh1", "--pp 4 --schedule zb-h1 --micro-batch 4 --global-batch 32", 3, SCHED_ZBH1, 3, 4, 8);
 
     expect_layout_error("tp3", "--model tiny --tp 3", "n_head 4 is not divisible by tp 3");
-    expect_layout_error("pp5", "--model tiny --pp 5", "n_layer 4 < pp 5");
+    expect_layout_error("pp5", "--model tiny --pp 5", "--n-layer 4 < --pp 5");
+    expect_layout_error("zbv_pp4_4layers", "--model tiny --pp 4 --schedule zb-v", "--n-layer 4 < --pp 4 x --vpp 2 chunks (zb-v: two per stage)");
+    expect_layout_error("zbv_vpp3", "--model tiny --pp 2 --schedule zb-v --vpp 3", "--vpp 3: --schedule zb-v places exactly two chunks per stage");
+    expect_layout_error("zbh1_vpp2", "--model tiny --pp 2 --schedule zb-h1 --vpp 2", "--vpp > 1 needs --schedule interleaved or zb-v");
+    expect_layout_error("zb_recompute_full", "--model tiny --pp 2 --schedule zb-h1 --recompute full", "--recompute full: --schedule zb-h1 keeps");
+    expect_layout_error("zb_weight_immediate", "--model tiny --pp 2 --schedule zb-v --weight-pass immediate", "--weight-pass immediate: --schedule zb-v");
+    expect_layout_error("zb_few_micro", "--model tiny --pp 4 --schedule zb-h1 --micro-batch 8 --global-batch 16", "zero-bubble schedules need at least pp micro-batches");
     expect_layout_error("sp_without_tp", "--model tiny --sp", "--sp needs --tp > 1");
     expect_layout_error("1f1b_few_micro", "--model tiny --pp 2 --micro-batch 8 --global-batch 8", "1F1B needs at least pp micro-batches");
     expect_layout_error("zero_without_dp", "--model tiny --zero 1", "needs dp > 1");

@@ -152,18 +152,18 @@ static void test_bubble(void) {
     int p = 4, m = 8, v = 2;
     double tf[8], tb[8], busy[4];
     for (int g = 0; g < 8; g++) tf[g] = 1.0, tb[g] = 2.0;
-    double span = schedule_simulate(SCHED_1F1B, p, 1, m, tf, tb, 0, busy);
+    double span = schedule_simulate(SCHED_1F1B, p, 1, m, NULL, tf, tb, NULL, 0, busy);
     double bubble = (span - busy[0]) / busy[0];
     check(fabs(bubble - bubble_formula(SCHED_1F1B, p, 1, m)) < 1e-12, "bubble_1f1b_equals_formula", "simulated %.6f, (p-1)/m = %.6f",
           bubble, bubble_formula(SCHED_1F1B, p, 1, m));
     for (int g = 0; g < 8; g++) tf[g] = 0.5, tb[g] = 1.0;  // a stage's work split in v chunks
-    span = schedule_simulate(SCHED_INTERLEAVED, p, v, m, tf, tb, 0, busy);
+    span = schedule_simulate(SCHED_INTERLEAVED, p, v, m, NULL, tf, tb, NULL, 0, busy);
     bubble = (span - busy[0]) / busy[0];
     check(fabs(bubble - bubble_formula(SCHED_INTERLEAVED, p, v, m)) < 1e-12, "bubble_interleaved_equals_formula",
           "simulated %.6f, (p-1)/(v m) = %.6f", bubble, bubble_formula(SCHED_INTERLEAVED, p, v, m));
     // 1F1B: stage 0 holds pp micro-batches at peak; this is what sizes activation memory
     PipeOp ops[6 * 8];
-    int n = schedule_build(SCHED_1F1B, 0, p, 1, m, ops);
+    int n = schedule_build(SCHED_1F1B, 0, p, 1, m, NULL, ops);
     check(schedule_max_in_flight(ops, n, -1) == p, "in_flight_1f1b_stage0", "%d, want %d", schedule_max_in_flight(ops, n, -1), p);
     DeviceProfile d;
     profile_builtin("a100-80gb", &d);
@@ -173,6 +173,95 @@ static void test_bubble(void) {
     PlanSetup k = plan_setup_default();
     plan_predict(&c, &k, 2048, 8, &d, &r);
     check(r.in_flight == 4 && r.worst_stage == 0, "planner_uses_in_flight", "in flight %d on stage %d", r.in_flight, r.worst_stage);
+}
+
+// The zero-bubble schedules (Qi et al. 2024; parallel/schedule.h): bubbles against the
+// formulas, the weight pass's memory and time, ZB-V's placement (test_cli_schedules: the
+// search and its --schedule filter).
+static double sim_bubble(int kind, int p, int vpp, int m, double t_f, double t_b, double t_w) {
+    double tf[16], tb[16], tw[16], busy[8];
+    for (int g = 0; g < p * vpp; g++) tf[g] = t_f, tb[g] = t_b, tw[g] = t_w;
+    double span = schedule_simulate(kind, p, vpp, m, NULL, tf, tb, tw, 0, busy);
+    return (span - busy[0]) / busy[0];
+}
+
+static void test_zero_bubble_schedules(void) {
+    // F = B = W, no p2p: ZB-H1's bubble is (p-1)/(3m) (p = 4, m = 8: 0.125), a third of 1F1B's;
+    // ZB-V (each stage's work in two chunks of half the time) has less
+    int p = 4, m = 8;
+    double zbh1 = sim_bubble(SCHED_ZBH1, p, 1, m, 1, 1, 1), zbv = sim_bubble(SCHED_ZBV, p, 2, m, 0.5, 0.5, 0.5);
+    double onef1b = sim_bubble(SCHED_1F1B, p, 1, m, 1, 1, 1);
+    check(fabs(zbh1 - bubble_formula(SCHED_ZBH1, p, 1, m)) < 1e-12 && fabs(zbh1 - 0.125) < 1e-12 && fabs(3 * zbh1 - onef1b) < 1e-12,
+          "bubble_zbh1_equals_formula", "simulated %.6f, (p-1)/(3m) = %.6f, 1F1B %.6f", zbh1, bubble_formula(SCHED_ZBH1, p, 1, m), onef1b);
+    check(zbv <= zbh1 && zbv >= 0, "bubble_zbv_at_most_zbh1", "ZB-V %.6f, ZB-H1 %.6f", zbv, zbh1);
+    // what sizes ZB-H1's memory: every stage holds p activations, stage s owes s+1 W's at most
+    PipeOp ops[7 * 8];
+    int ok = 1;
+    char got[128] = "";
+    for (int s = 0; s < p; s++) {
+        int n = schedule_build(SCHED_ZBH1, s, p, 1, m, NULL, ops), held = schedule_max_in_flight(ops, n, -1), owed = schedule_max_w_owed(ops, n, -1);
+        ok &= held == p && owed == s + 1;
+        snprintf(got + strlen(got), sizeof(got) - strlen(got), " stage %d: %d/%d", s, held, owed);
+    }
+    check(ok, "zbh1_in_flight_and_w_owed", "held/owed:%s", got);
+
+    // The planner, llama-13b, tp 1, pp 4 (10 layers a stage), dp 16, mb 1, 128 micro-batches:
+    // ZB-H1 holds the activations 1F1B holds on its stage 0 (4 micro-batches) on every stage, and
+    // on the worst one also the W inputs of the W's it owes: per layer and micro-batch
+    // 2048 tokens x (2 x 5120 + 2 x 13824 + 3 x 5120) x 2 bytes = 218103808 B (w_inputs_per_layer)
+    DeviceProfile d;
+    profile_builtin("a100-80gb", &d);
+    PlanSetup k = plan_setup_default();
+    ModelConfig c = model("llama-13b", 0);
+    c.pp = 4, c.dp = 16;
+    PlanResult r1, rz;
+    int rc1 = plan_predict(&c, &k, 2048, 8, &d, &r1);
+    c.schedule = SCHED_ZBH1;
+    int rcz = plan_predict(&c, &k, 2048, 8, &d, &rz);
+    double w_layer = 2048.0 * (2 * 5120 + 2 * 13824 + 3 * 5120) * 2;
+    check(rc1 == 0 && rcz == 0 && w_inputs_per_layer(&c, 1, 1, 2) == w_layer && rz.w_pending == rz.worst_stage + 1 &&
+          rz.mem_w_inputs == rz.w_pending * 10 * w_layer && rz.in_flight == 4 && rz.mem_act - rz.mem_w_inputs == r1.mem_act &&
+          r1.w_pending == 0 && r1.mem_w_inputs == 0, "zbh1_memory_w_inputs",
+          "ZB-H1 worst stage %d: %d in flight, %d W's owed, W inputs %.0f B (want %d x 10 x %.0f); activations %.0f vs 1F1B %.0f",
+          rz.worst_stage, rz.in_flight, rz.w_pending, rz.mem_w_inputs, rz.worst_stage + 1, w_layer, rz.mem_act - rz.mem_w_inputs, r1.mem_act);
+    check(rz.mem_total > r1.mem_total, "zbh1_memory_above_1f1b", "ZB-H1 %.2f GiB, 1F1B %.2f GiB", rz.mem_total / GiB, r1.mem_total / GiB);
+    // time: the same work (W is the weight-gradient half of the layer's backward matmuls, B the
+    // rest); the W's ZB-H1 owes fill 1F1B's cool-down: it saves more than half of 1F1B's idle
+    // time (makespan - busiest stage's compute)
+    double saved = r1.t_pipeline - rz.t_pipeline, bubble_1f1b = r1.bubble * r1.t_pipeline / (1 + r1.bubble);
+    check(rz.t_layer_w > 0 && rz.t_layer_w < rz.t_layer_bwd - rz.t_layer_w && rz.t_layer_bwd == r1.t_layer_bwd &&
+          rz.t_step < r1.t_step && saved > 0.5 * bubble_1f1b, "zbh1_step_below_1f1b",
+          "step ZB-H1 %.3f s, 1F1B %.3f s: saves %.3f s of 1F1B's %.3f s bubble; layer B %.2f ms, W %.2f ms", rz.t_step, r1.t_step,
+          saved, bubble_1f1b, 1e3 * (rz.t_layer_bwd - rz.t_layer_w), 1e3 * rz.t_layer_w);
+    c.recompute = RECOMPUTE_FULL;
+    rcz = plan_predict(&c, &k, 2048, 8, &d, &rz);
+    check(rcz == -1 && strstr(rz.invalid, "recompute full"), "zbh1_refuses_full_recompute", "%s", rcz ? rz.invalid : "accepted");
+
+    // ZB-V places chunks 0 and 2pp-1 on stage 0: GPT-2 124M (tied head), pp 2, 3 layers a chunk.
+    // Stage 0 holds the embedding, 6 layers, the final norm and the head with one wte, and the
+    // logits; stage 1 (1F1B's head stage) holds 6 layers only. The planner's stage-0 weights are
+    // params.h's stage-0 tensors.
+    c = model("gpt2-124m", 0);
+    c.pp = 2, c.vpp = 2, c.schedule = SCHED_ZBV;
+    PlanResult rv;
+    int rcv = plan_predict(&c, &k, 64, 8, &d, &rv);
+    ParamLayout* P = (ParamLayout*)xmalloc(sizeof(ParamLayout) * 2);
+    param_layout_build(&P[0], &c, 1, 0, 2, 2, 0, 1);
+    param_layout_build(&P[1], &c, 1, 0, 2, 2, 1, 1);
+    double C = c.d_model, n = c.seq_len, logits = n * c.vocab_padded * (2 + 12) + n * C * 2;
+    check(rcv == 0 && rv.worst_stage == 0 && rv.mem_weights == 2.0 * P[0].n_local && P[0].has_embed && P[0].has_head &&
+          !P[1].has_embed && !P[1].has_head && rv.mem_temp == logits, "zbv_embedding_and_head_on_stage0",
+          "worst stage %d: weights %.0f B (params.h stage 0: 2 x %zu, embed %d head %d; stage 1 embed %d head %d), temporaries %.0f (logits %.0f)",
+          rv.worst_stage, rv.mem_weights, P[0].n_local, P[0].has_embed, P[0].has_head, P[1].has_embed, P[1].has_head, rv.mem_temp, logits);
+    // the same layout under 1F1B (one chunk a stage): the head's stage 1 keeps a second wte
+    c.vpp = 1, c.schedule = SCHED_1F1B;
+    PlanResult rl;
+    plan_predict(&c, &k, 64, 8, &d, &rl);
+    param_layout_build(&P[1], &c, 1, 0, 2, 1, 1, 1);
+    check(rl.worst_stage == 1 && rl.mem_weights == 2.0 * P[1].n_local && P[1].has_head && !P[1].has_embed &&
+          P[1].n_local == 6 * (12 * C * C + 13 * C) + 2 * C + c.vocab_padded * C, "1f1b_tied_copy_on_last_stage",
+          "worst stage %d: weights %.0f B, params.h stage 1: 2 x %zu", rl.worst_stage, rl.mem_weights, P[1].n_local);
+    free(P);
 }
 
 static void test_invalid_layouts(void) {
@@ -358,7 +447,9 @@ static int run_plan_capture(const char** args, int n, const char* out_path) {
         argv[0] = (char*)"train";
         for (int i = 0; i < n; i++) argv[i + 1] = (char*)args[i];
         argv[n + 1] = NULL;
-        _exit(plan_main(n + 1, argv));
+        int rc = plan_main(n + 1, argv);
+        fflush(stdout);  // _exit does not flush stdio
+        _exit(rc);
     }
     int status;
     waitpid(pid, &status, 0);
@@ -551,6 +642,74 @@ static void test_runs(void) {
     unlink(out), unlink(log);
 }
 
+// Rows of an enumeration CSV by schedule (counts[kind], SCHED_*), and the rows no schedule
+// filter should let through: zero-bubble ones with full recomputation, one stage, or a
+// number of chunks other than their own (1 for ZB-H1, 2 for ZB-V).
+static int csv_schedules(const char* path, int* counts, int* bad) {
+    FILE* f = fopen(path, "r");
+    char line[4096], *col[CSV_MAX_FIELDS];
+    int i_sched = -1, i_rc = -1, i_pp = -1, i_vpp = -1, rows = 0;
+    for (int k = 0; k < N_SCHEDULES; k++) counts[k] = 0;
+    *bad = 0;
+    for (int r = 0; f && fgets(line, sizeof(line), f); r++) {
+        line[strcspn(line, "\r\n")] = 0;
+        int n = csv_split(line, col);
+        for (int j = 0; r == 0 && j < n; j++) {
+            if (!strcmp(col[j], "schedule")) i_sched = j;
+            if (!strcmp(col[j], "recompute")) i_rc = j;
+            if (!strcmp(col[j], "pp")) i_pp = j;
+            if (!strcmp(col[j], "vpp")) i_vpp = j;
+        }
+        if (r == 0 || i_sched < 0 || i_rc < 0 || i_pp < 0 || i_vpp < 0) continue;
+        int kind = schedule_from_name(col[i_sched]), vpp = atoi(col[i_vpp]);
+        if (kind < 0) { (*bad)++; continue; }
+        counts[kind]++, rows++;
+        if (schedule_has_w(kind) && (!strcmp(col[i_rc], "full") || atoi(col[i_pp]) == 1 || vpp != (kind == SCHED_ZBV ? 2 : 1))) (*bad)++;
+    }
+    if (f) fclose(f);
+    return rows;
+}
+
+// The search tries the zero-bubble schedules, and --schedule keeps only the one asked for.
+static void test_cli_schedules(void) {
+    char csv[256], log[256], in[256];
+    snprintf(csv, sizeof(csv), "/tmp/test_planner_%d_sched.csv", (int)getpid());
+    snprintf(log, sizeof(log), "/tmp/test_planner_%d_sched.log", (int)getpid());
+    int counts[N_SCHEDULES], bad;
+    // llama-tiny (4 layers) on 4 GPUs: ZB-V only as pp 2 x vpp 2
+    const char* a1[] = {"--plan", "--model", "llama-tiny", "--gpus", "4", "--device", "cpu", "--global-batch", "16", "--schedule", "zb-v",
+                        "--top", "1000", "--plan-csv", csv};
+    int rc = run_plan_capture(a1, 15, log);
+    int rows = csv_schedules(csv, counts, &bad);
+    const char* out = slurp(log);
+    check(rc == 0 && rows > 0 && counts[SCHED_ZBV] == rows && !bad && strstr(out, "--schedule zb-v") && !strstr(out, "1f1b") &&
+          !strstr(out, "interleaved") && !strstr(out, "zb-h1"), "cli_schedule_zbv_only",
+          "rc %d: %d rows, %d zb-v, %d bad; output '%.300s'", rc, rows, counts[SCHED_ZBV], bad, out);
+    const char* a2[] = {"--plan", "--model", "llama-tiny", "--gpus", "4", "--device", "cpu", "--global-batch", "16", "--plan-csv", csv};
+    rc = run_plan_capture(a2, 11, log);
+    rows = csv_schedules(csv, counts, &bad);
+    check(rc == 0 && counts[SCHED_1F1B] > 0 && counts[SCHED_INTERLEAVED] > 0 && counts[SCHED_ZBH1] > 0 && counts[SCHED_ZBV] > 0 &&
+          counts[SCHED_GPIPE] == 0 && !bad, "cli_search_tries_zero_bubble", "rc %d: 1f1b %d, interleaved %d, zb-h1 %d, zb-v %d, gpipe %d, bad %d",
+          rc, counts[SCHED_1F1B], counts[SCHED_INTERLEAVED], counts[SCHED_ZBH1], counts[SCHED_ZBV], counts[SCHED_GPIPE], bad);
+    const char* a3[] = {"--plan", "--model", "llama-tiny", "--schedule", "gpipe"};
+    const char* a4[] = {"--plan", "--model", "llama-tiny", "--schedule", "zb-h2"};
+    rc = run_plan_capture(a3, 5, log);
+    int rc4 = run_plan_capture(a4, 5, log);
+    check(rc == 1 && rc4 == 1 && strstr(slurp(log), "expected 1f1b, interleaved, zb-h1 or zb-v"), "cli_schedule_rejects_others",
+          "exit %d and %d, '%s'", rc, rc4, slurp(log));
+    // --runs: a zb-v row without a vpp column runs as the trainer would (vpp 2); zb-h1 refuses full recomputation
+    write_file(in, "zb_runs.csv", RUNS_HEADER
+        "a,llama-13b,2048,64,8,4194304,zb-v,1,2,4,8,1,selective,flash2,1,1,ok,\n"
+        "a,llama-13b,2048,64,8,4194304,zb-h1,1,2,4,8,1,full,flash2,1,1,ok,\n");
+    const char* a5[] = {"--plan", "--runs", in, "--plan-csv", csv};
+    rc = run_plan_capture(a5, 5, log);
+    char fits[16], step[32];
+    csv_field(csv, 1, "pred_fits", fits, sizeof(fits)), csv_field(csv, 1, "pred_step_s", step, sizeof(step));
+    check(rc == 0 && atof(step) > 0 && strstr(slurp(log), "row 2: --schedule zb-h1 keeps each layer's activations"), "runs_zero_bubble_rows",
+          "rc %d, row 1 fits '%s' step '%s'; '%s'", rc, fits, step, slurp(log));
+    unlink(in), unlink(csv), unlink(log);
+}
+
 // The layouts study's calibration runs, when the shared data is here: the planner keeps
 // the accuracy it was fitted to (scripts/validate_planner.py prints the full report).
 static void test_calibration_runs(void) {
@@ -585,12 +744,14 @@ int main(void) {
     test_memory_by_hand();
     test_korthikanti();
     test_bubble();
+    test_zero_bubble_schedules();
     test_invalid_layouts();
     test_paper_points();
     test_conclusions();
     test_recompute_cost();
     test_device_files();
     test_runs();
+    test_cli_schedules();
     test_calibration_runs();
     return tests_done();
 }

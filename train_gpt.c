@@ -236,7 +236,6 @@ static void alloc_activations(Model* m) {
         Chunk* ch = &m->chunks[c];
         size_t f = (ch->n_layers + 1) * N * C + 2 * N * C;
         if (!full) f += ch->n_layers * layer_act_floats(m, keep_att, m->B);
-        if (is_last_chunk(m, c)) f += BT * C + 2 * N + BT * m->Vl + BT;
         ch->slot_bytes = sizeof(float) * f;
         ch->mem = (char*)xcalloc(f * ch->n_slots, sizeof(float));
         for (int si = 0; si < ch->n_slots; si++) {
@@ -247,14 +246,19 @@ static void alloc_activations(Model* m) {
             s->dinp = p; p += N * C;
             if (!full)
                 for (int i = 0; i < ch->n_layers; i++) p = carve_acts(m, &s->acts[i], p, keep_att);
-            if (is_last_chunk(m, c)) {
-                s->lnf = p; p += BT * C; s->lnf_mean = p; p += N; s->lnf_rstd = p; p += N;
-                s->logits = p; p += BT * m->Vl; s->losses = p; p += BT;
-            }
         }
-        ch->wg_bytes = sizeof(float) * ch->n_layers * wgin_floats(m);
-        float* p = (float*)xcalloc((size_t)ch->n_wg * ch->n_layers * wgin_floats(m) + 1, sizeof(float));
-        for (int i = 0; i < ch->n_wg * ch->n_layers; i++) p = carve_wgin(m, &ch->wg_sets[i], p);
+        // the pools: weight-pass inputs, and the last chunk's heads
+        ch->wg.bytes = sizeof(float) * ch->n_layers * wgin_floats(m);
+        float* p = (float*)xcalloc((size_t)ch->wg.n * ch->n_layers * wgin_floats(m) + 1, sizeof(float));
+        for (int i = 0; i < ch->wg.n * ch->n_layers; i++) p = carve_wgin(m, &ch->wg_sets[i], p);
+        size_t head_floats = BT * C + 2 * N + BT * m->Vl + BT;
+        ch->heads.bytes = sizeof(float) * head_floats;
+        p = (float*)xcalloc(head_floats * ch->heads.n + 1, sizeof(float));
+        for (int i = 0; i < ch->heads.n; i++) {
+            HeadActs* h = &ch->head_sets[i];
+            h->lnf = p; p += BT * C; h->lnf_mean = p; p += N; h->lnf_rstd = p; p += N;
+            h->logits = p; p += BT * m->Vl; h->losses = p; p += BT;
+        }
     }
 }
 
@@ -298,7 +302,7 @@ int main(int argc, char** argv) {
     if (a->resume) start_step = ckpt_resume(&m.L, &m.P, c, a, m.params, m.m_state, m.v_state, m.opt_lo, m.opt_hi);
     if (rank == 0) print_startup(&m.L, &m.P, c, a, &run.train, &run.val, &met, m.n_micro, start_step);
     size_t act_bytes = m.scratch_bytes;
-    for (int ch = 0; ch < m.L.vpp; ch++) act_bytes += m.chunks[ch].slot_bytes * m.chunks[ch].n_slots + m.chunks[ch].wg_bytes * m.chunks[ch].n_wg;
+    for (int ch = 0; ch < m.L.vpp; ch++) act_bytes += m.chunks[ch].slot_bytes * m.chunks[ch].n_slots + m.chunks[ch].wg.bytes * m.chunks[ch].wg.n + m.chunks[ch].heads.bytes * m.chunks[ch].heads.n;
     // the planner's view of this machine: ranks time-share the cores, each with cores/world threads
     metrics_predict(&met, c, "cpu", core * (cores / world > 1 ? cores / world : 1), (int)cores, &m.P, m.opt_hi - m.opt_lo,
                     act_bytes / sizeof(float), 4);

@@ -353,17 +353,20 @@ static void carve_scratch(Model* m, Carver* k) {
 // The device pointers of one slot of chunk c (s->x and s->acts already allocated).
 static void carve_slot(Model* m, int c, Slot* s, Carver* k) {
     Chunk* ch = &m->chunks[c];
-    size_t BT = (size_t)m->B * m->T, N = row_count(m, m->B), C = m->C;
+    size_t N = row_count(m, m->B), C = m->C;
     int keep_lse = m->c.recompute == RECOMPUTE_NONE;
     for (int i = 0; i <= ch->n_layers; i++) s->x[i] = TAKE(k, bf16, N * C);
     s->dout = TAKE(k, bf16, N * C);
     s->dinp = TAKE(k, bf16, N * C);
     if (m->c.recompute != RECOMPUTE_FULL)
         for (int i = 0; i < ch->n_layers; i++) carve_acts(m, &s->acts[i], k, keep_lse);
-    if (is_last_chunk(m, c)) {
-        s->lnf = TAKE(k, bf16, BT * C); s->lnf_mean = TAKE(k, float, N); s->lnf_rstd = TAKE(k, float, N);
-        s->logits = TAKE(k, bf16, BT * m->Vl); s->losses = TAKE(k, float, BT);
-    }
+}
+
+// The last chunk's head activations of one micro-batch.
+static void carve_head(Model* m, HeadActs* h, Carver* k) {
+    size_t BT = (size_t)m->B * m->T, N = row_count(m, m->B);
+    h->lnf = TAKE(k, bf16, BT * m->C); h->lnf_mean = TAKE(k, float, N); h->lnf_rstd = TAKE(k, float, N);
+    h->logits = TAKE(k, bf16, BT * m->Vl); h->losses = TAKE(k, float, BT);
 }
 
 static void* dev_alloc(size_t bytes) {
@@ -410,15 +413,24 @@ static void alloc_activations(Model* m) {
             k = (Carver){ch->mem + ch->slot_bytes * si, 0};
             carve_slot(m, c, &ch->slots[si], &k);
         }
-        // the pool of weight-pass inputs (deferred weight passes)
+        // the pools: weight-pass inputs (deferred weight passes), and the last chunk's heads
         k = (Carver){NULL, 0};
-        WeightGradIn sizing;
-        for (int i = 0; i < ch->n_layers; i++) carve_wgin(m, &sizing, &k);
-        ch->wg_bytes = k.off;
-        char* wg_mem = (char*)dev_alloc(ch->wg_bytes * ch->n_wg);
-        for (int j = 0; j < ch->n_wg; j++) {
-            k = (Carver){wg_mem + ch->wg_bytes * j, 0};
+        WeightGradIn wg_sizing;
+        for (int i = 0; i < ch->n_layers; i++) carve_wgin(m, &wg_sizing, &k);
+        ch->wg.bytes = k.off;
+        char* wg_mem = (char*)dev_alloc(ch->wg.bytes * ch->wg.n);
+        for (int j = 0; j < ch->wg.n; j++) {
+            k = (Carver){wg_mem + ch->wg.bytes * j, 0};
             for (int i = 0; i < ch->n_layers; i++) carve_wgin(m, &ch->wg_sets[(size_t)j * ch->n_layers + i], &k);
+        }
+        k = (Carver){NULL, 0};
+        HeadActs head_sizing;
+        carve_head(m, &head_sizing, &k);
+        ch->heads.bytes = k.off;
+        char* head_mem = (char*)dev_alloc(ch->heads.bytes * ch->heads.n);
+        for (int j = 0; j < ch->heads.n; j++) {
+            k = (Carver){head_mem + ch->heads.bytes * j, 0};
+            carve_head(m, &ch->head_sets[j], &k);
         }
     }
 }
@@ -562,7 +574,7 @@ int main(int argc, char** argv) {
     }
     // metrics_predict counts activations in floats; the bf16 buffers are passed as bytes / 4.
     size_t act_bytes = m.scratch_bytes;
-    for (int ch = 0; ch < m.L.vpp; ch++) act_bytes += m.chunks[ch].slot_bytes * m.chunks[ch].n_slots + m.chunks[ch].wg_bytes * m.chunks[ch].n_wg;
+    for (int ch = 0; ch < m.L.vpp; ch++) act_bytes += m.chunks[ch].slot_bytes * m.chunks[ch].n_slots + m.chunks[ch].wg.bytes * m.chunks[ch].wg.n + m.chunks[ch].heads.bytes * m.chunks[ch].heads.n;
     metrics_predict(&met, c, strstr(prop.name, "H200") ? "h200-sxm" : strstr(prop.name, "A100") ? "a100-80gb" : "h100-sxm",
                     met.peak_flops, 0, &m.P, m.opt_hi - m.opt_lo, act_bytes / 4, 6);  // 6 bytes/param: fp32 master + bf16 copy
 

@@ -51,20 +51,34 @@ typedef struct {
     act_t *dfch, *dqkv;                // B*T x fc_dim, B*T x qkv_dim
 } WeightGradIn;
 
+// The last chunk's head of one micro-batch, from its forward to its backward.
+typedef struct {
+    act_t* lnf;                        // final norm output (B*T x C)
+    float *lnf_mean, *lnf_rstd;
+    act_t* logits;                     // B*T x Vl logits, replaced by dlogits
+    float* losses;                     // B*T
+} HeadActs;
+
 // Everything one (micro-batch, chunk) keeps between its forward and its backward.
 typedef struct {
     act_t** x;                         // [n_layers+1] layer inputs (N x C); x[n_layers] is the chunk output
     LayerActs* acts;                   // [n_layers]; unused under --recompute full
     WeightGradIn* wgin;                // [n_layers] with deferred weight passes, from its B to its W: a set
                                        // of the chunk's pool; else NULL (the shared one serves)
-    act_t* lnf;                        // last chunk: final norm output (B*T x C)
-    float *lnf_mean, *lnf_rstd;
-    act_t* logits;                     // last chunk: B*T x Vl logits, replaced by dlogits
-    float* losses;                     // last chunk: B*T
+    HeadActs* head;                    // last chunk, from its forward to its backward: a set of the
+                                       // chunk's pool; else NULL
     act_t *dout, *dinp;                // gradient from the next chunk / to the previous chunk (N x C)
     SlotSends sends;                   // sends still in flight from this slot
     int mb;                            // micro-batch held, -1 when free
 } Slot;
+
+// Buffer sets a (micro-batch, chunk) holds for part of its life only, as many as the
+// schedule ever has held at once (parallel/pipeline.h pool_take / pool_give).
+typedef struct {
+    int n;                             // sets
+    char* used;                        // [n]
+    size_t bytes;                      // one set
+} Pool;
 
 typedef struct {
     int n_layers, layer0;              // layers [layer0, layer0 + n_layers)
@@ -72,12 +86,13 @@ typedef struct {
     Slot* slots;
     char* mem;                         // all slot activations of this chunk, one buffer
     size_t slot_bytes;
-    // deferred weight passes: a pool of weight-pass inputs, one set ([n_layers]) per W the
-    // chunk can owe at once (the schedule's count; 1 when B and W run in one op)
-    int n_wg;
-    WeightGradIn* wg_sets;             // [n_wg * n_layers]
-    char* wg_used;                     // [n_wg]
-    size_t wg_bytes;                   // one set
+    // deferred weight passes: weight-pass inputs from a B to its W, a set ([n_layers]) per
+    // W the chunk can owe at once (1 when B and W run in one op)
+    Pool wg;
+    WeightGradIn* wg_sets;             // [wg.n * n_layers]
+    // the last chunk: the head's activations from a forward to its backward
+    Pool heads;
+    HeadActs* head_sets;               // [heads.n]
 } Chunk;
 
 typedef struct {
@@ -269,20 +284,22 @@ static void embed_backward(Model* m, const act_t* dx0, const int* tokens, int B)
 // dloss_scale > 0: the logits are replaced by dloss/dlogits for the backward.
 static void head_forward(Model* m, Slot* s, const act_t* x, const int* targets, int B, float dloss_scale) {
     int BT = B * m->T;
-    norm_forward(m, s->lnf, s->lnf_mean, s->lnf_rstd, x, m->w.lnfw, m->w.lnfb, B);
-    op_matmul_forward(m, s->logits, s->lnf, m->w.head, NULL, BT, m->C, m->Vl);
-    op_ce_local_max(m, m->ce_max, s->logits, BT);
+    HeadActs* h = s->head;
+    norm_forward(m, h->lnf, h->lnf_mean, h->lnf_rstd, x, m->w.lnfw, m->w.lnfb, B);
+    op_matmul_forward(m, h->logits, h->lnf, m->w.head, NULL, BT, m->C, m->Vl);
+    op_ce_local_max(m, m->ce_max, h->logits, BT);
     f32_allreduce_max(m, GROUP_TP, m->ce_max, BT);  // comm: tp all-reduce (max over vocabulary shards)
-    op_ce_local_sums(m, m->ce_sums, s->logits, m->ce_max, targets, BT);
+    op_ce_local_sums(m, m->ce_sums, h->logits, m->ce_max, targets, BT);
     f32_allreduce_sum(m, GROUP_TP, m->ce_sums, 2 * (size_t)BT);  // comm: tp all-reduce (sum exp, target logit)
-    op_ce_finish(m, s->losses, dloss_scale > 0 ? s->logits : NULL, m->ce_max, m->ce_sums, targets, BT, dloss_scale);
-    op_loss_accumulate(m, s->losses, BT);
+    op_ce_finish(m, h->losses, dloss_scale > 0 ? h->logits : NULL, m->ce_max, m->ce_sums, targets, BT, dloss_scale);
+    op_loss_accumulate(m, h->losses, BT);
 }
 // The head's backward, both passes (the head is one matmul; its weight pass is not deferred).
 static void head_backward(Model* m, Slot* s, const act_t* x, act_t* dx, int B) {
     int BT = B * m->T;
-    op_matmul_backward_input(m, m->partial, s->logits, m->w.head, BT, m->C, m->Vl);
-    op_matmul_backward_weight(m, m->g.head, NULL, s->logits, s->lnf, BT, m->C, m->Vl);
-    op_norm_backward(m, dx, m->g.lnfw, m->g.lnfb, tp_reduce_rows(m, m->partial, B), x, m->w.lnfw, s->lnf_mean, s->lnf_rstd,
+    HeadActs* h = s->head;
+    op_matmul_backward_input(m, m->partial, h->logits, m->w.head, BT, m->C, m->Vl);
+    op_matmul_backward_weight(m, m->g.head, NULL, h->logits, h->lnf, BT, m->C, m->Vl);
+    op_norm_backward(m, dx, m->g.lnfw, m->g.lnfb, tp_reduce_rows(m, m->partial, B), x, m->w.lnfw, h->lnf_mean, h->lnf_rstd,
                      row_count(m, B), 0);
 }

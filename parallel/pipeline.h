@@ -16,6 +16,16 @@ static void pp_recv(Model* m, int dir, int up, act_t* dst, size_t n, int peer, i
 // ----------------------------------------------------------------------------
 // A chunk of layers for one micro-batch.
 
+static int global_chunk(const Model* m, int chunk) { return chunk_global(m->L.sched, m->L.pp, m->L.stage, chunk); }
+static int is_first_chunk(const Model* m, int chunk) { return global_chunk(m, chunk) == 0; }
+static int is_last_chunk(const Model* m, int chunk) { return global_chunk(m, chunk) == m->L.pp * m->L.vpp - 1; }
+// The local chunk of global chunk g when it sits on this stage too (then activations and
+// gradients are handed over by a copy, not a message), else -1.
+static int local_chunk(const Model* m, int g) {
+    if (g < 0 || g >= m->L.pp * m->L.vpp || chunk_stage(m->L.sched, m->L.pp, g) != m->L.stage) return -1;
+    return chunk_local(m->L.sched, m->L.pp, g);
+}
+
 // The local chunks: their layers, and as many activation slots as the schedule ever has
 // in flight on each, empty (mb -1, no sends pending, the layer-input array allocated);
 // the build then gives the slots their buffers.
@@ -38,10 +48,16 @@ static void chunks_init(Model* m) {
             s->x = (act_t**)xcalloc(ch->n_layers + 1, sizeof(act_t*));
             s->acts = (LayerActs*)xcalloc(ch->n_layers, sizeof(LayerActs));
         }
-        ch->n_wg = m->defer_weight ? schedule_max_w_owed(m->ops, m->n_ops, c) : 0;
-        if (m->defer_weight && ch->n_wg < 1) ch->n_wg = 1;
-        ch->wg_sets = (WeightGradIn*)xcalloc((size_t)ch->n_wg * ch->n_layers + 1, sizeof(WeightGradIn));
-        ch->wg_used = (char*)xcalloc(ch->n_wg + 1, 1);
+        // the pools' sizes: W's owed at once (at least 1 when deferred: B and W in one op), and
+        // heads from a forward to its backward (at least 1: sampling and evaluation use one)
+        ch->wg.n = m->defer_weight ? schedule_max_w_owed(m->ops, m->n_ops, c) : 0;
+        if (m->defer_weight && ch->wg.n < 1) ch->wg.n = 1;
+        ch->heads.n = is_last_chunk(m, c) ? schedule_max_between(m->ops, m->n_ops, c, OP_FWD, OP_BWD) : 0;
+        if (is_last_chunk(m, c) && ch->heads.n < 1) ch->heads.n = 1;
+        ch->wg.used = (char*)xcalloc(ch->wg.n + 1, 1);
+        ch->wg_sets = (WeightGradIn*)xcalloc((size_t)ch->wg.n * ch->n_layers + 1, sizeof(WeightGradIn));
+        ch->heads.used = (char*)xcalloc(ch->heads.n + 1, 1);
+        ch->head_sets = (HeadActs*)xcalloc(ch->heads.n + 1, sizeof(HeadActs));
     }
 }
 
@@ -59,14 +75,30 @@ static void model_init_schedule(Model* m) {
     m->targets = (int*)xmalloc(sizeof(int) * m->n_micro * m->B * m->T);
 }
 
-static int global_chunk(const Model* m, int chunk) { return chunk_global(m->L.sched, m->L.pp, m->L.stage, chunk); }
-static int is_first_chunk(const Model* m, int chunk) { return global_chunk(m, chunk) == 0; }
-static int is_last_chunk(const Model* m, int chunk) { return global_chunk(m, chunk) == m->L.pp * m->L.vpp - 1; }
-// The local chunk of global chunk g when it sits on this stage too (then activations and
-// gradients are handed over by a copy, not a message), else -1.
-static int local_chunk(const Model* m, int g) {
-    if (g < 0 || g >= m->L.pp * m->L.vpp || chunk_stage(m->L.sched, m->L.pp, g) != m->L.stage) return -1;
-    return chunk_local(m->L.sched, m->L.pp, g);
+// A free set of a pool (counted with the activations: the measured peak), and back.
+static int pool_take(Model* m, Pool* p, const char* what) {
+    for (int i = 0; i < p->n; i++)
+        if (!p->used[i]) {
+            p->used[i] = 1;
+            m->slots_live_bytes += p->bytes;
+            if (m->slots_live_bytes > m->slots_peak_bytes) m->slots_peak_bytes = m->slots_live_bytes;
+            return i;
+        }
+    fail("internal: more %s at once than the schedule's %d", what, p->n);
+    return -1;
+}
+static void pool_give(Model* m, Pool* p, int i) {
+    p->used[i] = 0;
+    m->slots_live_bytes -= p->bytes;
+}
+static void head_take(Model* m, int chunk, Slot* s) {
+    Chunk* ch = &m->chunks[chunk];
+    s->head = &ch->head_sets[pool_take(m, &ch->heads, "heads")];
+}
+static void head_give(Model* m, int chunk, Slot* s) {
+    Chunk* ch = &m->chunks[chunk];
+    pool_give(m, &ch->heads, (int)(s->head - ch->head_sets));
+    s->head = NULL;
 }
 
 static LayerActs* acts_of(Model* m, Slot* s, int i) { return m->c.recompute == RECOMPUTE_FULL ? &m->scratch : &s->acts[i]; }
@@ -75,30 +107,14 @@ static void chunk_forward(Model* m, int chunk, Slot* s, const int* tokens, const
     Chunk* ch = &m->chunks[chunk];
     if (is_first_chunk(m, chunk)) embed_forward(m, s->x[0], tokens, B);
     for (int i = 0; i < ch->n_layers; i++) layer_forward(m, ch->layer0 + i, acts_of(m, s, i), s->x[i], s->x[i + 1], B);
-    if (is_last_chunk(m, chunk)) head_forward(m, s, s->x[ch->n_layers], targets, B, dloss_scale);
+    if (is_last_chunk(m, chunk)) {
+        head_take(m, chunk, s);
+        head_forward(m, s, s->x[ch->n_layers], targets, B, dloss_scale);
+        if (dloss_scale <= 0) head_give(m, chunk, s);  // forward only: the losses are summed
+    }
 }
 
 static void layer_grads_final(Model* m, int layer);
-
-// A set of weight-pass inputs from the chunk's pool, from a B to its W (counted with the
-// activations: the measured peak).
-static WeightGradIn* wg_take(Model* m, int chunk) {
-    Chunk* ch = &m->chunks[chunk];
-    for (int i = 0; i < ch->n_wg; i++)
-        if (!ch->wg_used[i]) {
-            ch->wg_used[i] = 1;
-            m->slots_live_bytes += ch->wg_bytes;
-            if (m->slots_live_bytes > m->slots_peak_bytes) m->slots_peak_bytes = m->slots_live_bytes;
-            return &ch->wg_sets[(size_t)i * ch->n_layers];
-        }
-    fail("internal: chunk %d owes more weight passes than its %d sets", chunk, ch->n_wg);
-    return NULL;
-}
-static void wg_give(Model* m, int chunk, WeightGradIn* w) {
-    Chunk* ch = &m->chunks[chunk];
-    ch->wg_used[(w - ch->wg_sets) / ch->n_layers] = 0;
-    m->slots_live_bytes -= ch->wg_bytes;
-}
 
 // The chunk's input pass (B): the gradient its input needs, left in s->dinp (or, for the
 // first chunk, the embedding's gradient). With an immediate weight pass each layer's weight
@@ -109,9 +125,13 @@ static void chunk_backward_input(Model* m, int chunk, Slot* s, const int* tokens
     Chunk* ch = &m->chunks[chunk];
     size_t n = (size_t)row_count(m, B) * m->C;
     act_t *d = m->dres[0], *dnext = m->dres[1];
-    if (m->defer_weight) s->wgin = wg_take(m, chunk);
-    if (is_last_chunk(m, chunk)) head_backward(m, s, s->x[ch->n_layers], d, B);
-    else act_copy(m, d, s->dout, n);
+    if (m->defer_weight) s->wgin = &ch->wg_sets[(size_t)pool_take(m, &ch->wg, "weight passes owed") * ch->n_layers];
+    if (is_last_chunk(m, chunk)) {
+        head_backward(m, s, s->x[ch->n_layers], d, B);
+        head_give(m, chunk, s);
+    } else {
+        act_copy(m, d, s->dout, n);
+    }
     for (int i = ch->n_layers - 1; i >= 0; i--) {
         LayerActs* a = acts_of(m, s, i);
         // full recomputation: only the layer input was kept; run the layer again (its tp
@@ -136,7 +156,7 @@ static void chunk_backward_weight(Model* m, int chunk, Slot* s, int B, int grads
         layer_backward_weight(m, ch->layer0 + i, acts_of(m, s, i), &s->wgin[i], B);
         if (grads_final) layer_grads_final(m, ch->layer0 + i);
     }
-    wg_give(m, chunk, s->wgin);
+    pool_give(m, &ch->wg, (int)((s->wgin - ch->wg_sets) / ch->n_layers));
     s->wgin = NULL;
 }
 

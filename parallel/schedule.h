@@ -1,7 +1,7 @@
 // schedule.h: pipeline schedules as pure functions, and a simulator over them.
 //
 // One schedule, two uses: schedule_build() gives the ordered list of operations one
-// pipeline stage performs in a step. The runtime (train_gpt.c / .cu) executes that
+// pipeline stage performs in a step. The runtime (parallel/pipeline.h) executes that
 // list; schedule_simulate() plays the lists of all stages against each other with
 // per-op durations, which is how the planner predicts step time and bubble.
 //
@@ -273,32 +273,30 @@ static int ops_have_w(const PipeOp* ops, int n_ops) {
     return 0;
 }
 
-// Largest number of (micro-batch, chunk) activations a stage holds at once: forwards done
-// whose backward (its W, in a list with W's) has not run; of local chunk `chunk` only, or of
-// all (chunk < 0). This sizes the activation memory of the stage (the planner) and the slots
-// of each chunk (the runtime).
-static int schedule_max_in_flight(const PipeOp* ops, int n_ops, int chunk) {
-    int cur = 0, peak = 0, release = ops_have_w(ops, n_ops) ? OP_W : OP_BWD;
+// Largest number of (micro-batch, chunk) pairs of a stage between an op of kind `from` and
+// their op of kind `to`, of local chunk `chunk` only or of all (chunk < 0).
+static int schedule_max_between(const PipeOp* ops, int n_ops, int chunk, int from, int to) {
+    int cur = 0, peak = 0;
     for (int i = 0; i < n_ops; i++) {
         if (chunk >= 0 && ops[i].chunk != chunk) continue;
-        if (ops[i].kind == OP_FWD && ++cur > peak) peak = cur;
-        if (ops[i].kind == release) cur--;
+        if (ops[i].kind == from && ++cur > peak) peak = cur;
+        if (ops[i].kind == to) cur--;
     }
     return peak;
+}
+
+// Largest number of (micro-batch, chunk) activations a stage holds at once: forwards done
+// whose backward (its W, in a list with W's) has not run. This sizes the activation memory of
+// the stage (the planner) and the slots of each chunk (the runtime).
+static int schedule_max_in_flight(const PipeOp* ops, int n_ops, int chunk) {
+    return schedule_max_between(ops, n_ops, chunk, OP_FWD, ops_have_w(ops, n_ops) ? OP_W : OP_BWD);
 }
 
 // Largest number of W's a stage owes at once (its B has run, its W not yet), of local chunk
 // `chunk` only or of all (chunk < 0): each keeps its layers' weight-pass inputs (model.h's
 // WeightGradIn). 0 for a list without W ops (its backward runs both passes at once).
 static int schedule_max_w_owed(const PipeOp* ops, int n_ops, int chunk) {
-    int cur = 0, peak = 0;
-    if (!ops_have_w(ops, n_ops)) return 0;
-    for (int i = 0; i < n_ops; i++) {
-        if (chunk >= 0 && ops[i].chunk != chunk) continue;
-        if (ops[i].kind == OP_BWD && ++cur > peak) peak = cur;
-        if (ops[i].kind == OP_W) cur--;
-    }
-    return peak;
+    return ops_have_w(ops, n_ops) ? schedule_max_between(ops, n_ops, chunk, OP_BWD, OP_W) : 0;
 }
 
 // Forward-only op list for evaluation: each micro-batch through the local chunks in order

@@ -197,8 +197,10 @@ static void sample_text(Model* m, const Tokenizer* tk, int len, uint64_t seed, F
             if (g == last) {
                 // logits of position cur-1 only: final norm of all rows, then one matmul row
                 act_t* x = s->x[ch->n_layers];
-                norm_forward(m, s->lnf, s->lnf_mean, s->lnf_rstd, x, m->w.lnfw, m->w.lnfb, B);
-                row_logits(m, s->lnf + (size_t)(cur - 1) * m->C, row);
+                head_take(m, c, s);
+                norm_forward(m, s->head->lnf, s->head->lnf_mean, s->head->lnf_rstd, x, m->w.lnfw, m->w.lnfb, B);
+                row_logits(m, s->head->lnf + (size_t)(cur - 1) * m->C, row);
+                head_give(m, c, s);
                 next = sample_draw(row, m->c.vocab, &rng);
             } else if (local_chunk(m, g + 1) >= 0) {
                 prev = s;  // the next chunk, on this stage, copies the output

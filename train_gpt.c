@@ -27,8 +27,8 @@
 typedef float act_t;
 typedef struct { MPI_Request req[2]; } SlotSends;
 typedef struct {
-    float* datt;                       // the attention backward's T x T scratch
     float* norm_scratch;               // the norm backward's N x C scratch
+    RingXfer ring;                     // the context-parallel ring's exchange in flight
 } ModelBackend;
 #define GRAD_BUCKET_FLOATS ((size_t)1 << 20)
 
@@ -68,14 +68,28 @@ static void op_fcproj_act_backward_input(Model* m, float* dfch, const float* dy,
     if (m->c.arch == ARCH_GPT2) gelu_backward(dfch, fch, m->dfch_act, (size_t)N * m->Fl);
     else swiglu_backward(dfch, fch, m->dfch_act, N, m->Fl);
 }
-static void op_rope(Model* m, float* qkv, int N, float sign) { rope_apply(qkv, N, m->T, m->qkv_dim, m->Hl + m->KVl, m->hd, sign); }
+static void op_rope(Model* m, float* qkv, int N, float sign) { rope_apply(qkv, N, m->pos, m->T, m->qkv_dim, m->Hl + m->KVl, m->hd, sign); }
 static void op_attention_forward(Model* m, float* out, float* att, const float* qkv, int B) {
     attention_forward(out, att, qkv, B, m->T, m->Hl, m->KVl, m->hd);
 }
 static void op_attention_backward(Model* m, float* dqkv, const float* dout, const float* qkv, const float* out, const float* att, int B) {
-    memset(dqkv, 0, sizeof(float) * B * m->T * m->qkv_dim);
-    attention_backward(dqkv, m->be.datt, dout, qkv, att, B, m->T, m->Hl, m->KVl, m->hd);
+    attention_backward(dqkv, dout, qkv, out, att, B, m->T, m->Hl, m->KVl, m->hd);
 }
+static void op_attention_block_forward(Model* m, float* o, float* lse, const float* q, const float* kv, const AttnBlock* a) {
+    attention_block_forward(o, a->Ha * a->hd, lse, q, kv, a);
+}
+static void op_attention_block_backward(Model* m, float* dq, float* dkv, const float* q, const float* kv, const float* dout,
+                                        const float* out, const float* lse, const AttnBlock* a) {
+    attention_block_backward(dq, a->Ha * a->hd, dkv, 2 * a->KVa * a->hd, q, kv, dout, out, a->Ha * a->hd, lse, a);
+}
+static void op_attention_grad_pack(Model* m, float* dqkv, const float* dq, const float* dkv, size_t rows, int Ha, int KVa) {
+    size_t nq = (size_t)Ha * m->hd, nkv = (size_t)2 * KVa * m->hd;
+    for (size_t i = 0; i < rows; i++) {
+        memcpy(dqkv + i * (nq + nkv), dq + i * nq, sizeof(float) * nq);
+        memcpy(dqkv + i * (nq + nkv) + nq, dkv + i * nkv, sizeof(float) * nkv);
+    }
+}
+static void op_f32_to_act(Model* m, float* dst, const float* src, size_t n) { memcpy(dst, src, sizeof(float) * n); }
 static void op_residual(Model* m, float* out, const float* x, const float* y, const float* bias, int N) {
     residual_forward(out, x, y, (size_t)N * m->C);
     if (bias) add_bias(out, bias, N, m->C);
@@ -87,8 +101,10 @@ static void op_embedding_forward(Model* m, float* out, const int* tokens, int N)
 static void op_embedding_backward(Model* m, const int* tokens, const float* dout, int N) {
     embedding_backward(m->g.wte, tokens, dout, N, m->C, m->v0, m->Vl);
 }
-static void op_position_forward(Model* m, float* x, int N, int row0) { position_forward(x, m->w.wpe, N, row0, m->T, m->C); }
-static void op_position_backward(Model* m, const float* dx, int N, int row0) { position_backward(m->g.wpe, dx, N, row0, m->T, m->C); }
+static void op_position_forward(Model* m, float* x, int N, int row0) { position_forward(x, m->w.wpe, N, row0, m->pos, m->T, m->C); }
+static void op_position_backward(Model* m, const float* dx, int N, int row0) {
+    position_backward(m->g.wpe, dx, N, row0, m->pos, m->T, m->C);
+}
 static void op_ce_local_max(Model* m, float* max, const float* logits, int N) {
     crossentropy_local_max(max, logits, N, m->Vl, m->v0, m->c.vocab);
 }
@@ -114,6 +130,19 @@ static void act_allgather(Model* m, Group g, const float* send, float* recv, siz
 static void f32_allreduce_sum(Model* m, Group g, float* buf, size_t n) { comm_allreduce_sum(comm_of(m, g), buf, n); }
 static void f32_allreduce_max(Model* m, Group g, float* buf, size_t n) { comm_allreduce_max(comm_of(m, g), buf, n); }
 static void act_copy(Model* m, float* dst, const float* src, size_t n) { memcpy(dst, src, sizeof(float) * n); }
+static void act_copy_2d(Model* m, float* dst, size_t dst_ld, const float* src, size_t src_ld, size_t rows, size_t cols) {
+    for (size_t i = 0; i < rows; i++) memcpy(dst + i * dst_ld, src + i * src_ld, sizeof(float) * cols);
+}
+static void act_alltoall(Model* m, Group g, const float* send, float* recv, size_t n_per_rank) {
+    comm_alltoall(comm_of(m, g), send, recv, n_per_rank);
+}
+static void ring_start(Model* m, const void* send, void* recv, size_t bytes, int step) {
+    comm_ring_start(&m->L.group[GROUP_CP_RING], send, recv, bytes, &m->be.ring);
+}
+static void ring_wait(Model* m, int step) {
+    comm_ring_wait(&m->L.group[GROUP_CP_RING], &m->be.ring);
+    metrics_ring_event(m->met, step >= 0 ? 1 : 2, step >= 0 ? step : -1 - step, m->be.ring.t0, now_s());
+}
 
 // ----------------------------------------------------------------------------
 // The rank's orchestration, shared with train_gpt.cu: the pipeline executor, data
@@ -148,7 +177,7 @@ static void pp_recv(Model* m, int dir, int up, float* dst, size_t n, int peer, i
 
 // The kernels read the host token arrays; head_forward adds to m->loss_sum itself.
 static void model_load_batch(Model* m, const TokenStream* ts, size_t index) {
-    load_batch(ts, &m->c, m->L.dp_rank, m->n_micro, index, m->inputs, m->targets);
+    load_batch(ts, &m->c, m->L.dp_rank, m->n_micro, index, m->pos, m->T, m->inputs, m->targets);
     m->loss_sum = 0;
 }
 static const int* batch_inputs(Model* m) { return m->inputs; }
@@ -178,7 +207,7 @@ static void device_sync(Model* m) {}
 static size_t layer_act_floats(const Model* m, int with_att, int B) {
     size_t BT = (size_t)B * m->T, N = row_count(m, B), C = m->C;
     size_t n = 2 * (BT * C + 2 * N) + BT * m->qkv_dim + BT * m->Hl * m->hd + N * C + BT * m->fc_dim + BT * m->Fl;
-    if (with_att) n += (size_t)B * m->Hl * m->T * m->T;
+    if (with_att) n += (size_t)B * m->Hl * m->T;
     return n;
 }
 
@@ -187,7 +216,7 @@ static float* carve_acts(Model* m, LayerActs* a, float* p, int with_att) {
     size_t BT = (size_t)m->B * m->T, N = row_count(m, m->B), C = m->C;
     a->ln1 = p; p += BT * C; a->ln1_mean = p; p += N; a->ln1_rstd = p; p += N;
     a->qkv = p; p += BT * m->qkv_dim;
-    if (with_att) { a->att = p; p += (size_t)m->B * m->Hl * m->T * m->T; } else a->att = m->att_scratch;
+    if (with_att) { a->att = p; p += (size_t)m->B * m->Hl * m->T; } else a->att = m->att_scratch;
     a->atty = p; p += BT * m->Hl * m->hd;
     a->res2 = p; p += N * C;
     a->ln2 = p; p += BT * C; a->ln2_mean = p; p += N; a->ln2_rstd = p; p += N;
@@ -210,9 +239,8 @@ static void alloc_activations(Model* m) {
     size_t BT = (size_t)m->B * m->T, N = row_count(m, m->B), C = m->C;
     int keep_att = m->c.recompute == RECOMPUTE_NONE, full = m->c.recompute == RECOMPUTE_FULL;
     // Scratch for one micro-batch, shared by all layers.
-    size_t att_n = (size_t)m->B * m->Hl * m->T * m->T;
+    size_t att_n = (size_t)m->B * m->Hl * m->T;  // the log-sum-exp
     m->att_scratch = (float*)xcalloc(att_n, sizeof(float));
-    m->be.datt = (float*)xcalloc(att_n, sizeof(float));
     m->x_scratch = (float*)xcalloc(N * C, sizeof(float));
     m->partial = (float*)xcalloc(BT * C, sizeof(float));
     m->reduced = (float*)xcalloc(N * C, sizeof(float));
@@ -225,12 +253,13 @@ static void alloc_activations(Model* m) {
     m->ce_max = (float*)xcalloc(BT, sizeof(float));
     m->ce_sums = (float*)xcalloc(2 * BT, sizeof(float));
     carve_wgin(m, &m->wgin, (float*)xcalloc(wgin_floats(m), sizeof(float)));
-    m->scratch_bytes = sizeof(float) * (2 * att_n + N * C * 6 + BT * C + BT * (m->Hl * m->hd + m->Fl) + 3 * BT + wgin_floats(m));
+    m->scratch_bytes = sizeof(float) * (att_n + N * C * 6 + BT * C + BT * (m->Hl * m->hd + m->Fl) + 3 * BT + wgin_floats(m));
     if (full) {
         float* p = (float*)xcalloc(layer_act_floats(m, 0, m->B), sizeof(float));
         carve_acts(m, &m->scratch, p, 0);
         m->scratch_bytes += sizeof(float) * layer_act_floats(m, 0, m->B);
     }
+    cp_alloc(m);
     chunks_init(m);
     for (int c = 0; c < m->L.vpp; c++) {
         Chunk* ch = &m->chunks[c];
@@ -263,6 +292,7 @@ static void alloc_activations(Model* m) {
 }
 
 static float* f32_alloc(Model* m, size_t n) { return (float*)xcalloc(n, sizeof(float)); }
+static float* act_alloc(Model* m, size_t n) { return (float*)xcalloc(n, sizeof(float)); }
 static void params_init(Model* m) { init_params(&m->P, &m->c, m->c.tp, m->L.tp_rank, m->params); }
 
 static void model_init(Model* m, Args* a, Metrics* met) {

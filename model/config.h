@@ -9,6 +9,7 @@
 enum { ARCH_GPT2 = 0, ARCH_LLAMA = 1 };
 enum { SCHED_GPIPE = 0, SCHED_1F1B = 1, SCHED_INTERLEAVED = 2, SCHED_ZBH1 = 3, SCHED_ZBV = 4, N_SCHEDULES };
 enum { RECOMPUTE_NONE = 0, RECOMPUTE_SELECTIVE = 1, RECOMPUTE_FULL = 2 };
+enum { CP_RING = 0, CP_ULYSSES = 1, CP_2D = 2 };
 
 typedef struct {
     // model shape
@@ -23,7 +24,21 @@ typedef struct {
     uint64_t seed;
     // parallel layout
     int dp, tp, pp, vpp, sp, zero, schedule, recompute;
+    int cp, cp_ulysses;  // context parallelism: cp ranks per sequence, the Ulysses degree U among them (ring R = cp / U)
 } ModelConfig;
+
+// One block of causal attention: the query rows of one sequence segment against the key
+// rows of another (context parallelism's ring, parallel/context_parallel.h; the whole
+// sequence is one block). Buffers hold B sequences of Ts rows each; a key attends a query
+// iff its position is <= the query's.
+typedef struct {
+    int B, Ts;             // sequences, rows per sequence in q and kv
+    int Ha, KVa, hd;       // query and kv heads of this attention, head size
+    int q_ld, kv_ld;       // row strides (elements) of q (query heads from column 0) and kv (k heads, then v heads)
+    int q_row, nq, q_pos;  // query rows [q_row, q_row + nq) of each sequence, the first at position q_pos
+    int k_row, nk, k_pos;  // key rows likewise
+    int init;              // 1: the first block of these query rows (the running output starts here)
+} AttnBlock;
 
 typedef struct {
     const char* name;

@@ -31,8 +31,8 @@ typedef struct {
     act_t* ln1;                        // B*T x C gathered
     float *ln1_mean, *ln1_rstd;        // fp32, the N local rows
     act_t* qkv;                        // B*T x (Hl + 2*KVl)*hd (after RoPE for LLaMA)
-    float* att;                        // the attention's saved state: the B x Hl x T x T softmax (CPU) or the
-                                       // B x Hl x T log-sum-exp (GPU); a shared scratch unless --recompute none
+    float* att;                        // the attention's saved state: its B x Hl x T log-sum-exp (with cp, as
+                                       // context_parallel.h splits it); a shared scratch unless --recompute none
     act_t* atty;                       // B*T x Hl*hd
     act_t* res2;                       // N x C residual after attention
     act_t* ln2;
@@ -119,6 +119,11 @@ typedef struct {
     float *att_scratch, *ce_max, *ce_sums;
     act_t *x_scratch, *partial, *reduced, *dres[2], *dres2, *datty, *dfch_act;
     float* sp_buf;                     // packing of the sequence-parallel partial gradients
+    // context parallelism (parallel/context_parallel.h): positions of this rank's T rows (host),
+    // one layer's ring and all-to-all buffers
+    int* pos;
+    float *cp_o, *cp_dkv[2];
+    act_t *cp_kv[2], *cp_qkv, *cp_out, *cp_dout, *cp_send, *cp_recv;
     int *inputs, *targets;             // host: [n_micro * B * T] this step's tokens for this dp rank
     // accounting
     double loss_sum;                   // sum of token losses of this step on this rank
@@ -147,13 +152,26 @@ static void op_matmul_backward_weight(Model* m, float* dw, float* db, const act_
 static void op_fc_act_forward(Model* m, act_t* fch, act_t* fch_act, const act_t* inp, const LayerW* w, int N);
 // The pair's backward through the projection's input: dfch = act'(fch) * (dy @ fcprojw).
 static void op_fcproj_act_backward_input(Model* m, act_t* dfch, const act_t* dy, const LayerW* w, const act_t* fch, int N);
-// RoPE on the q and k heads of qkv rows in place; sign -1: the backward.
+// RoPE on the q and k heads of qkv rows in place (row i at position m->pos[i % T]); sign -1: the backward.
 static void op_rope(Model* m, act_t* qkv, int N, float sign);
-// Causal attention of this rank's heads (grouped-query): out (B*T x Hl*hd), att its saved state.
+// Causal attention of this rank's heads (grouped-query) over whole sequences (no cp): out
+// (B*T x Hl*hd), att its saved state (the log-sum-exp, B x Hl x T).
 static void op_attention_forward(Model* m, act_t* out, float* att, const act_t* qkv, int B);
 // dqkv = the attention's input gradient from dout (out and att as the forward left them).
 static void op_attention_backward(Model* m, act_t* dqkv, const act_t* dout, const act_t* qkv, const act_t* out,
                                   const float* att, int B);
+// One block of attention (model/config.h AttnBlock; context_parallel.h's ring): merged into
+// the running fp32 output o (B*Ts x Ha*hd) and log-sum-exp lse (B x Ha x Ts) by log-sum-exp
+// (a->init: these query rows start here). q: query heads at column 0 (stride a->q_ld); kv: k
+// heads then v heads (stride a->kv_ld).
+static void op_attention_block_forward(Model* m, float* o, float* lse, const act_t* q, const act_t* kv, const AttnBlock* a);
+// The block's gradient: dq (B*Ts x Ha*hd) +=, dkv (B*Ts x 2*KVa*hd, dk then dv) +=, from the
+// final lse and the output out and its gradient dout (B*Ts x Ha*hd).
+static void op_attention_block_backward(Model* m, float* dq, float* dkv, const act_t* q, const act_t* kv, const act_t* dout,
+                                        const act_t* out, const float* lse, const AttnBlock* a);
+// dqkv (rows x (Ha + 2 KVa)*hd) = [dq | dkv] rounded to act_t.
+static void op_attention_grad_pack(Model* m, act_t* dqkv, const float* dq, const float* dkv, size_t rows, int Ha, int KVa);
+static void op_f32_to_act(Model* m, act_t* dst, const float* src, size_t n);
 // out (N x C) = x + y (+ bias, may be NULL).
 static void op_residual(Model* m, act_t* out, const act_t* x, const act_t* y, const float* bias, int N);
 // db (C) += column sums of d (N x C).
@@ -161,7 +179,7 @@ static void op_column_sum(Model* m, float* db, const act_t* d, int N);
 // Embedding rows of this rank's vocabulary [v0, v0 + Vl): out (N x C) = wte[token] or 0.
 static void op_embedding_forward(Model* m, act_t* out, const int* tokens, int N);
 static void op_embedding_backward(Model* m, const int* tokens, const act_t* dout, int N);  // g.wte +=
-// GPT-2's positions: x (N rows from row0) += wpe[position]; and g.wpe += the gradient.
+// GPT-2's positions: x (N rows from row0; row i at position m->pos[i % T]) += wpe[position]; and g.wpe += the gradient.
 static void op_position_forward(Model* m, act_t* x, int N, int row0);
 static void op_position_backward(Model* m, const act_t* dx, int N, int row0);
 // Vocabulary-parallel cross-entropy over this rank's Vl columns: the row maxima, the sums of
@@ -179,11 +197,23 @@ static void op_loss_accumulate(Model* m, const float* losses, int N);
 static void act_allreduce_sum(Model* m, Group g, act_t* buf, size_t n);
 static void act_reduce_scatter(Model* m, Group g, const act_t* send, act_t* recv, size_t n_per_rank);
 static void act_allgather(Model* m, Group g, const act_t* send, act_t* recv, size_t n_per_rank);
+// Block r of send to rank r; recv block r from rank r (n_per_rank each).
+static void act_alltoall(Model* m, Group g, const act_t* send, act_t* recv, size_t n_per_rank);
+// The cp ring (GROUP_CP_RING): bytes to the next rank and as many from the previous, started
+// here and finished by ring_wait, so the block computed between them overlaps the transfer.
+// One exchange at a time; step names it in the trace (>= 0: K,V before ring step `step`;
+// < 0: dK,dV after ring step -1-step).
+static void ring_start(Model* m, const void* send, void* recv, size_t bytes, int step);
+static void ring_wait(Model* m, int step);
 // fp32 collectives (the loss's maxima and sums, gradients).
 static void f32_allreduce_sum(Model* m, Group g, float* buf, size_t n);
 static void f32_allreduce_max(Model* m, Group g, float* buf, size_t n);
 // Memory: activations, and fp32 gradient/parameter buffers, where this build keeps them.
 static void act_copy(Model* m, act_t* dst, const act_t* src, size_t n);
+// rows x cols elements from src (row stride src_ld) to dst (row stride dst_ld).
+static void act_copy_2d(Model* m, act_t* dst, size_t dst_ld, const act_t* src, size_t src_ld, size_t rows, size_t cols);
+static act_t* act_alloc(Model* m, size_t n);  // zeroed
+static float* f32_alloc(Model* m, size_t n);  // zeroed
 static void f32_copy(Model* m, float* dst, const float* src, size_t n);
 static void f32_zero(Model* m, float* p, size_t n);
 static void f32_add(Model* m, float* dst, const float* src, size_t n);  // dst += src
@@ -200,6 +230,8 @@ static void device_sync(Model* m);
 // The tensor- and sequence-parallel communication points the math below calls
 // (tp_reduce_rows, sp_gather_rows, sp_gather_grad, and the row counts they imply).
 #include "parallel/tensor_parallel.h"
+// Context parallelism's attention (cp_attention_forward / _backward): the ring and the all-to-all.
+#include "parallel/context_parallel.h"
 
 // ----------------------------------------------------------------------------
 // One transformer layer on this rank's heads and MLP columns.
@@ -216,7 +248,7 @@ static void layer_forward(Model* m, int l, LayerActs* a, const act_t* x, act_t* 
     norm_forward(m, a->ln1, a->ln1_mean, a->ln1_rstd, x, w->ln1w, w->ln1b, B);
     op_matmul_forward(m, a->qkv, a->ln1, w->qkvw, w->qkvb, BT, C, m->qkv_dim);
     if (m->c.arch == ARCH_LLAMA) op_rope(m, a->qkv, BT, 1.0f);
-    op_attention_forward(m, a->atty, a->att, a->qkv, B);
+    cp_attention_forward(m, a->atty, a->att, a->qkv, B);
     op_matmul_forward(m, m->partial, a->atty, w->attprojw, NULL, BT, Cl, C);
     op_residual(m, a->res2, x, tp_reduce_rows(m, m->partial, B), w->attprojb, N);
     // MLP block: res2 -> norm -> fc (column-parallel) -> GELU / SwiGLU -> proj (row-parallel) -> + res2
@@ -243,8 +275,8 @@ static void layer_backward_input(Model* m, int l, LayerActs* a, WeightGradIn* wg
     op_matmul_backward_input(m, m->datty, wg->dy_att, w->attprojw, BT, Cl, C);
     // Selective recomputation (Korthikanti et al. 2022): the attention's saved state was
     // not kept; run the attention forward again to rebuild it.
-    if (m->c.recompute == RECOMPUTE_SELECTIVE) op_attention_forward(m, a->atty, a->att, a->qkv, B);
-    op_attention_backward(m, wg->dqkv, m->datty, a->qkv, a->atty, a->att, B);
+    if (m->c.recompute == RECOMPUTE_SELECTIVE) cp_attention_forward(m, a->atty, a->att, a->qkv, B);
+    cp_attention_backward(m, wg->dqkv, m->datty, a->qkv, a->atty, a->att, B);
     if (m->c.arch == ARCH_LLAMA) op_rope(m, wg->dqkv, BT, -1.0f);
     op_matmul_backward_input(m, m->partial, wg->dqkv, w->qkvw, BT, C, m->qkv_dim);
     act_copy(m, dx, m->dres2, (size_t)N * C);

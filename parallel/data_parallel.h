@@ -18,12 +18,12 @@ static void param_allgather(Model* m, Group g, const float* send, float* recv, s
 static void adamw_range(Model* m, size_t a, size_t b, const float* grad, int decay, float lr, float grad_scale, int t);
 static void params_gathered(Model* m);
 
-// ZeRO shard of the local buffer that this dp rank updates: [lo, hi). Without ZeRO every
-// rank updates its whole buffer (the dp replicas do the same update).
-static size_t shard_floats(const ParamLayout* P, int dp) { return P->n_padded / dp; }
-static void optimizer_range(const ParamLayout* P, const ModelConfig* c, int dp_rank, size_t* lo, size_t* hi) {
-    size_t S = shard_floats(P, c->dp);
-    *lo = c->zero ? dp_rank * S : 0;
+// ZeRO shard of the local buffer that this replica (of dp x cp, grid.h) updates: [lo, hi).
+// Without ZeRO every rank updates its whole buffer (the replicas do the same update).
+static size_t shard_floats(const ParamLayout* P, int replicas) { return P->n_padded / replicas; }
+static void optimizer_range(const ParamLayout* P, const ModelConfig* c, int replica, size_t* lo, size_t* hi) {
+    size_t S = shard_floats(P, c->dp * c->cp);
+    *lo = c->zero ? replica * S : 0;
     *hi = c->zero ? *lo + S : P->n_local;
     if (*hi > P->n_local) *hi = P->n_local;
     if (*lo > *hi) *lo = *hi;
@@ -40,7 +40,7 @@ static void embed_group_sync(Model* m, float* wte_grad) {
 // clear the full buffer (it only ever holds one micro-batch's worth). The tied embedding
 // copy is kept aside in wte_acc and reduced once at the end of the step.
 static void zero2_reduce_gradients(Model* m) {
-    size_t S = shard_floats(&m->P, m->L.dp), wte_n = (size_t)m->Vl * m->C;
+    size_t S = shard_floats(&m->P, m->L.replicas), wte_n = (size_t)m->Vl * m->C;
     if (m->wte_acc) {
         f32_add(m, m->wte_acc, m->g.wte, wte_n);
         f32_zero(m, m->g.wte, wte_n);
@@ -55,7 +55,7 @@ static void zero2_reduce_gradients(Model* m) {
 // layer's gradient is final on this rank, and its dp all-reduce starts while the layers
 // below are still in their backward. A layer's tensors are contiguous in the buffer.
 static void layer_grads_final(Model* m, int layer) {
-    if (m->c.zero != 0 || m->L.dp == 1) return;
+    if (m->c.zero != 0 || m->L.replicas == 1) return;
     size_t lo = SIZE_MAX, hi = 0;
     for (int i = 0; i < m->P.n; i++) {
         const Tensor* t = &m->P.t[i];
@@ -69,7 +69,7 @@ static void layer_grads_final(Model* m, int layer) {
 // After the schedule: reduce gradients over the groups that share parameters. Returns the
 // gradient the optimizer reads for its range [opt_lo, opt_hi).
 static float* reduce_gradients(Model* m) {
-    size_t S = shard_floats(&m->P, m->L.dp);
+    size_t S = shard_floats(&m->P, m->L.replicas);
     if (m->c.zero == 0) {
         embed_group_sync(m, m->g.wte);
         // comm: dp all-reduce of what layer_grads_final left: the runs of model-level tensors
@@ -118,7 +118,7 @@ static void optimizer_step(Model* m, const float* grad, float lr, float grad_sca
         adamw_range(m, a, b, grad, tn->decay, lr, grad_scale, t);
     }
     if (m->c.zero > 0) {  // comm: dp all-gather of the updated parameter shards
-        param_allgather(m, GROUP_DP, m->params + m->opt_lo, m->params, shard_floats(&m->P, m->L.dp));
+        param_allgather(m, GROUP_DP, m->params + m->opt_lo, m->params, shard_floats(&m->P, m->L.replicas));
         params_gathered(m);
     }
 }

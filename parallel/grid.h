@@ -1,16 +1,21 @@
 // parallel/grid.h: the grid of ranks, its process groups, the communicator interface and
 // the self-launcher. Shared by the CPU and GPU builds.
 //
-// The grid (Megatron-LM's order): rank = (dp_rank * pp + stage) * tp + tp_rank.
+// The grid (Megatron-LM's order): rank = ((dp_rank * pp + stage) * cp + cp_rank) * tp + tp_rank.
 // Tensor-parallel ranks are adjacent (they talk every layer, so they share a node);
-// pipeline stages come next; data-parallel replicas are the outermost, slowest axis.
+// context-parallel ranks next (every layer's attention, a ring or all-to-all: in the node
+// when tp * cp fits in it); pipeline stages next; data-parallel replicas are the
+// outermost, slowest axis. cp_rank = ring_rank * U + ulysses_rank (context_parallel.h).
 //
 // Groups (Layout.group[kind], each a Comm below):
-//   tp    : same (dp_rank, stage)      - all-reduce / all-gather / reduce-scatter of activations
-//   pp    : same (dp_rank, tp_rank)    - send/recv of activations and their gradients
-//   dp    : same (stage, tp_rank)      - gradient all-reduce (or reduce-scatter + all-gather with ZeRO)
-//   embed : stages 0 and pp-1 of the same (dp_rank, tp_rank) - the tied embedding's gradient
-//   world : all ranks                  - loss, gradient norm, barriers
+//   tp      : same (dp_rank, stage, cp_rank)  - all-reduce / all-gather / reduce-scatter of activations
+//   pp      : same (dp_rank, cp_rank, tp_rank) - send/recv of activations and their gradients
+//   dp      : same (stage, tp_rank), every dp_rank and cp_rank - the ranks holding the same
+//             weights: gradient all-reduce (or reduce-scatter + all-gather with ZeRO)
+//   embed   : stages 0 and pp-1 of the same (dp_rank, cp_rank, tp_rank) - the tied embedding's gradient
+//   world   : all ranks                       - loss, gradient norm, barriers
+//   ulysses : same ring rank of one (dp_rank, stage, tp_rank) - cp all-to-all
+//   ring    : same ulysses rank of one (dp_rank, stage, tp_rank) - cp ring send/recv
 #ifndef GRID_H
 #define GRID_H
 
@@ -34,19 +39,20 @@ typedef struct {
 } Comm;
 
 // The process groups, one table indexed by kind (a new axis adds a row).
-typedef enum { GROUP_TP, GROUP_PP, GROUP_DP, GROUP_EMBED, GROUP_WORLD, N_GROUPS } Group;
+typedef enum { GROUP_TP, GROUP_PP, GROUP_DP, GROUP_EMBED, GROUP_WORLD, GROUP_CP_ULYSSES, GROUP_CP_RING, N_GROUPS } Group;
 
 typedef struct {
     int world, rank;
-    int dp, tp, pp, vpp;
+    int dp, tp, pp, vpp, cp;
     int sched;     // the pipeline schedule, which also places the chunks (params.h chunk_global)
-    int dp_rank, tp_rank, stage;
+    int dp_rank, tp_rank, stage, cp_rank;
+    int replicas, replica;  // dp x cp ranks hold the same weights: how many, and which one is this (ZeRO's shard)
     Comm group[N_GROUPS];
     int in_embed;  // this rank holds a copy of the tied embedding that must stay in sync
 } Layout;
 
-static int layout_rank_of(const Layout* L, int dp_rank, int stage, int tp_rank) {
-    return (dp_rank * L->pp + stage) * L->tp + tp_rank;
+static int layout_rank_of(const Layout* L, int dp_rank, int stage, int cp_rank, int tp_rank) {
+    return ((dp_rank * L->pp + stage) * L->cp + cp_rank) * L->tp + tp_rank;
 }
 
 static void comm_make(Comm* c, const char* name, int color, int key) {
@@ -59,22 +65,28 @@ static void comm_make(Comm* c, const char* name, int color, int key) {
 
 static void mpi_fail_hook(int code) { MPI_Abort(MPI_COMM_WORLD, code); }
 
-// Build the grid. The caller has checked dp * pp * tp == world.
-static void layout_init(Layout* L, int dp, int tp, int pp, int vpp, int sched) {
+// Build the grid. The caller has checked dp * pp * cp * tp == world.
+static void layout_init(Layout* L, int dp, int tp, int pp, int vpp, int cp, int cp_ulysses, int sched) {
     MPI_Comm_size(MPI_COMM_WORLD, &L->world);
     MPI_Comm_rank(MPI_COMM_WORLD, &L->rank);
-    L->dp = dp, L->tp = tp, L->pp = pp, L->vpp = vpp, L->sched = sched;
+    L->dp = dp, L->tp = tp, L->pp = pp, L->vpp = vpp, L->cp = cp, L->sched = sched;
     L->tp_rank = L->rank % tp;
-    L->stage = (L->rank / tp) % pp;
-    L->dp_rank = L->rank / (tp * pp);
+    L->cp_rank = (L->rank / tp) % cp;
+    L->stage = (L->rank / (tp * cp)) % pp;
+    L->dp_rank = L->rank / (tp * cp * pp);
+    L->replicas = dp * cp, L->replica = L->dp_rank * cp + L->cp_rank;
+    int U = cp_ulysses, ring_rank = L->cp_rank / U, ulysses_rank = L->cp_rank % U;
+    int tp_line = (L->dp_rank * pp + L->stage) * tp + L->tp_rank;  // one (dp_rank, stage, tp_rank): its cp ranks
     comm_make(&L->group[GROUP_WORLD], "world", 0, L->rank);
-    comm_make(&L->group[GROUP_TP], "tp", L->dp_rank * pp + L->stage, L->tp_rank);
-    comm_make(&L->group[GROUP_PP], "pp", L->dp_rank * tp + L->tp_rank, L->stage);
-    comm_make(&L->group[GROUP_DP], "dp", L->stage * tp + L->tp_rank, L->dp_rank);
+    comm_make(&L->group[GROUP_TP], "tp", (L->dp_rank * pp + L->stage) * cp + L->cp_rank, L->tp_rank);
+    comm_make(&L->group[GROUP_PP], "pp", (L->dp_rank * cp + L->cp_rank) * tp + L->tp_rank, L->stage);
+    comm_make(&L->group[GROUP_DP], "dp", L->stage * tp + L->tp_rank, L->replica);
+    comm_make(&L->group[GROUP_CP_ULYSSES], "ulysses", tp_line * (cp / U) + ring_rank, ulysses_rank);
+    comm_make(&L->group[GROUP_CP_RING], "ring", tp_line * U + ulysses_rank, ring_rank);
     // the stages of the first and the last chunk, when they differ (not in ZB-V's V)
     int first = chunk_stage(sched, pp, 0), last = chunk_stage(sched, pp, pp * vpp - 1);
     L->in_embed = first != last && (L->stage == first || L->stage == last);
-    comm_make(&L->group[GROUP_EMBED], "embed", L->in_embed ? L->dp_rank * tp + L->tp_rank : MPI_UNDEFINED, L->stage);
+    comm_make(&L->group[GROUP_EMBED], "embed", L->in_embed ? (L->dp_rank * cp + L->cp_rank) * tp + L->tp_rank : MPI_UNDEFINED, L->stage);
 }
 
 // ----------------------------------------------------------------------------
@@ -87,9 +99,35 @@ static void layout_init(Layout* L, int dp, int tp, int pp, int vpp, int sched) {
 // in a collective forever), the rank says so and exits non-zero; the launcher (mpirun,
 // srun) then ends the other ranks, so a broken job always ends in bounded time.
 
+// Why context parallelism cannot split this model, or NULL (U: the Ulysses degree).
+static const char* cp_check(const ModelConfig* c, char* why) {
+    int cp = c->cp, U = c->cp_ulysses, Hl = c->n_head / c->tp, KVl = c->n_kv_head / c->tp;
+    if (cp == 1) return NULL;
+    const char* flag = U == cp ? "--cp-kind ulysses" : "--cp-ulysses";
+    if (c->seq_len % (2 * cp)) {
+        sprintf(why, "--cp %d: --seq-len %d does not split into 2 x cp = %d equal chunks (the zig-zag split)", cp, c->seq_len, 2 * cp);
+        return why;
+    }
+    if (U > KVl) { sprintf(why, "%s: Ulysses degree %d is more than the %d KV heads per tensor-parallel rank", flag, U, KVl); return why; }
+    if (Hl % U || KVl % U) {
+        sprintf(why, "%s: Ulysses degree %d does not divide the %d heads and %d KV heads per tensor-parallel rank", flag, U, Hl, KVl);
+        return why;
+    }
+    if (c->sp && (c->seq_len / cp) % c->tp) {
+        sprintf(why, "--sp with --cp %d: the %d rows of a sequence per cp rank do not split over tp %d", cp, c->seq_len / cp, c->tp);
+        return why;
+    }
+    return NULL;
+}
+
 // Why the layout cannot run this model, or NULL. Checked on every rank before anything is allocated.
 static const char* layout_check(const ModelConfig* c, int world, char* why) {
-    if (c->dp * c->tp * c->pp != world) { sprintf(why, "dp %d x tp %d x pp %d = %d does not match the world of %d ranks", c->dp, c->tp, c->pp, c->dp * c->tp * c->pp, world); return why; }
+    if (c->dp * c->tp * c->pp * c->cp != world) {
+        sprintf(why, "dp %d x tp %d x pp %d x cp %d = %d does not match the world of %d ranks", c->dp, c->tp, c->pp, c->cp,
+                c->dp * c->tp * c->pp * c->cp, world);
+        return why;
+    }
+    if (cp_check(c, why)) return why;
     if (tp_check(c, c->tp, why)) return why;
     if (c->n_layer < c->pp * c->vpp) {
         sprintf(why, "--n-layer %d < --pp %d x --vpp %d chunks%s: every chunk needs a layer", c->n_layer, c->pp, c->vpp,
@@ -105,7 +143,7 @@ static const char* layout_check(const ModelConfig* c, int world, char* why) {
         return why;
     }
     if (c->global_batch % (c->dp * c->micro_batch)) { sprintf(why, "--global-batch %d is not divisible by dp %d x micro-batch %d", c->global_batch, c->dp, c->micro_batch); return why; }
-    if (c->zero && c->dp == 1) { sprintf(why, "--zero %d needs dp > 1 (there is nothing to shard over)", c->zero); return why; }
+    if (c->zero && c->dp * c->cp == 1) { sprintf(why, "--zero %d needs dp x cp > 1 (there is nothing to shard over)", c->zero); return why; }
     const char* s = schedule_check(c->schedule, c->pp, c->vpp, c->global_batch / (c->dp * c->micro_batch));
     if (s) { sprintf(why, "%s", s); return why; }
     return NULL;
@@ -190,6 +228,28 @@ static void comm_wait(Comm* c, MPI_Request* req) {
     double t0 = now_s();
     mpiCheck(MPI_Wait(req, MPI_STATUS_IGNORE));
     c->seconds += now_s() - t0;
+}
+// Block r of send to rank r, block r of recv from rank r.
+static void comm_alltoall(Comm* c, const float* send, float* recv, size_t n_per_rank) {
+    if (c->size == 1) { if (recv != send) memcpy(recv, send, 4 * n_per_rank); return; }
+    COMM_TIMED(c, 4.0 * n_per_rank * (c->size - 1), MPI_Alltoall(send, (int)n_per_rank, MPI_FLOAT, recv, (int)n_per_rank, MPI_FLOAT, c->mpi));
+}
+// The context-parallel ring: send to the next rank of the group, receive from the
+// previous, one exchange in flight at a time. t0: when it started (for the trace).
+typedef struct { MPI_Request req[2]; double t0; } RingXfer;
+static void comm_ring_start(Comm* c, const void* send, void* recv, size_t bytes, RingXfer* x) {
+    if (bytes > INT_MAX) fail("context parallelism: a ring transfer of %zu bytes is more than MPI's %d", bytes, INT_MAX);
+    int next = (c->rank + 1) % c->size, prev = (c->rank + c->size - 1) % c->size;
+    x->t0 = now_s();
+    mpiCheck(MPI_Irecv(recv, (int)bytes, MPI_BYTE, prev, 0, c->mpi, &x->req[0]));
+    mpiCheck(MPI_Isend(send, (int)bytes, MPI_BYTE, next, 0, c->mpi, &x->req[1]));
+    c->bytes += (double)bytes;
+}
+static void comm_ring_wait(Comm* c, RingXfer* x) {
+    double t0 = now_s();
+    mpiCheck(MPI_Waitall(2, x->req, MPI_STATUSES_IGNORE));
+    c->seconds += now_s() - t0;  // the part the block's compute did not hide
+    watchdog_kick();
 }
 static void comm_barrier(Comm* c) { COMM_TIMED(c, 0.0, MPI_Barrier(c->mpi)); }
 

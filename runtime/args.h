@@ -28,6 +28,7 @@ typedef struct {
     int comm_mpi;             // GPU build: --comm mpi (host-staged) instead of NCCL
     int gelu_unfused;         // GPU build: --gelu-fusion off (GELU as its own kernel, not in the fc matmul)
     int weight_pass_deferred; // --weight-pass deferred: a chunk's weight gradients after all its input gradients
+    int cp_kind, cp_ulysses;  // --cp-kind (CP_RING, CP_ULYSSES, CP_2D), --cp-ulysses (0: not given)
     int micro_batch_given;    // --micro-batch was on the command line
     int quiet;
     // shape flags given explicitly (override the preset)
@@ -70,6 +71,10 @@ static void print_help(void) {
         "  --schedule S          gpipe | 1f1b | interleaved | zb-h1 | zb-v (default 1f1b, interleaved when\n"
         "                        --vpp > 1); zb-*: zero-bubble, each backward split into B and a deferred W\n"
         "  --sp                  sequence parallelism in the norm/residual regions (needs --tp > 1)\n"
+        "  --cp N                context parallelism: each sequence split over N ranks (default 1)\n"
+        "  --cp-kind K           ring (zig-zag ring attention, the default) | ulysses (all-to-all to a head\n"
+        "                        split; N <= KV heads per tp rank) | 2d (Ulysses inside --cp-ulysses U ranks, ring across)\n"
+        "  --cp-ulysses U        the Ulysses degree of --cp-kind 2d (divides N)\n"
         "  --zero 0|1|2          shard optimizer state (1) and gradients (2) over dp\n"
         "  --recompute R         none | selective (attention core) | full (keep layer inputs only)\n"
         "\nlogging and checkpoints\n"
@@ -103,7 +108,7 @@ static void args_defaults(Args* a) {
     a->cfg.lr = 2e-3f, a->cfg.min_lr_frac = 0.1f, a->cfg.weight_decay = 0.1f;
     a->cfg.beta1 = 0.9f, a->cfg.beta2 = 0.95f, a->cfg.eps = 1e-8f, a->cfg.grad_clip = 1.0f;
     a->cfg.seed = 1337;
-    a->cfg.tp = a->cfg.pp = 1;
+    a->cfg.tp = a->cfg.pp = a->cfg.cp = 1;
     a->cfg.vpp = a->cfg.schedule = a->weight_pass_deferred = -1;  // -1: from the schedule
     a->eval_every = 50, a->val_batches = 4, a->sample_len = 200, a->log_every = 1;
     a->ckpt_keep = 3, a->timeout_s = 600;
@@ -166,6 +171,15 @@ static void parse_args(Args* a, int argc, char** argv) {
         INT_FLAG("--pp", c->pp, 1, 1024);
         INT_FLAG("--vpp", c->vpp, 1, 64);
         INT_FLAG("--zero", c->zero, 0, 2);
+        INT_FLAG("--cp", c->cp, 1, 1 << 16);
+        INT_FLAG("--cp-ulysses", a->cp_ulysses, 1, 1 << 16);
+        if (flag_is(f, "--cp-kind")) {
+            if (!strcmp(v, "ring")) a->cp_kind = CP_RING;
+            else if (!strcmp(v, "ulysses")) a->cp_kind = CP_ULYSSES;
+            else if (!strcmp(v, "2d")) a->cp_kind = CP_2D;
+            else fail("--cp-kind must be ring, ulysses or 2d, got '%s'", v);
+            continue;
+        }
         INT_FLAG("--eval-every", a->eval_every, 0, 1 << 30);
         INT_FLAG("--val-batches", a->val_batches, 1, 1 << 20);
         INT_FLAG("--sample-every", a->sample_every, 0, 1 << 30);
@@ -235,6 +249,10 @@ static void parse_args(Args* a, int argc, char** argv) {
     if (a->seq_len) c->seq_len = a->seq_len;
     if (a->vocab) c->vocab = a->vocab;
     if (c->vpp < 0) c->vpp = c->schedule == SCHED_ZBV ? 2 : 1;
+    if (a->cp_ulysses && a->cp_kind != CP_2D) fail("--cp-ulysses %d: only with --cp-kind 2d", a->cp_ulysses);
+    if (a->cp_kind == CP_2D && !a->cp_ulysses) fail("--cp-kind 2d needs --cp-ulysses U (the all-to-all degree; the ring is cp / U)");
+    if (a->cp_kind == CP_2D && c->cp % a->cp_ulysses) fail("--cp-ulysses %d does not divide --cp %d", a->cp_ulysses, c->cp);
+    c->cp_ulysses = a->cp_kind == CP_RING ? 1 : a->cp_kind == CP_ULYSSES ? c->cp : a->cp_ulysses;
     if (c->schedule < 0) c->schedule = c->vpp > 1 ? SCHED_INTERLEAVED : SCHED_1F1B;
     if (c->schedule == SCHED_ZBV && c->vpp != 2) fail("--vpp %d: --schedule zb-v places exactly two chunks per stage (a V); use --vpp 2", c->vpp);
     if (schedule_has_w(c->schedule)) {

@@ -96,7 +96,7 @@ static void gather_full_tensor(const Layout* L, const ParamLayout* P, const Tens
     memset(buf, 0, sizeof(float) * ft->size);
     for (int j = 0; j < P->n; j++) {
         const Tensor* t = &P->t[j];
-        if (t->full_offset == ft->full_offset && t->owner && L->dp_rank == 0) {
+        if (t->full_offset == ft->full_offset && t->owner && L->replica == 0) {
             CopyCtx cc = {(float*)src + t->offset, buf, 1};
             tensor_runs(t, L->tp, L->tp_rank, copy_run, &cc);
         }
@@ -193,14 +193,14 @@ static const char* state_values_check(const float* x, size_t n, int section, con
 static void ckpt_save(const Layout* L, const ParamLayout* P, const ModelConfig* c, const Args* a, const float* params,
                       const float* m_state, const float* v_state, size_t opt_lo, size_t opt_hi, int step) {
     // Local copies of m and v over the whole local buffer (all-gather the ZeRO shards).
-    size_t S = P->n_padded / L->dp;
+    size_t S = P->n_padded / L->replicas;
     float* mv[2];
     for (int k = 0; k < 2; k++) {
         mv[k] = (float*)xcalloc(P->n_padded, sizeof(float));
         const float* src = k ? v_state : m_state;
         if (c->zero) {
-            memcpy(mv[k] + L->dp_rank * S, src, sizeof(float) * (opt_hi - opt_lo));
-            comm_allgather((Comm*)&L->group[GROUP_DP], mv[k] + L->dp_rank * S, mv[k], S);
+            memcpy(mv[k] + L->replica * S, src, sizeof(float) * (opt_hi - opt_lo));
+            comm_allgather((Comm*)&L->group[GROUP_DP], mv[k] + L->replica * S, mv[k], S);
         } else memcpy(mv[k], src, sizeof(float) * (opt_hi - opt_lo));
     }
     // The full tensor list in canonical order, from a 1-rank layout.

@@ -234,12 +234,21 @@ static void tokenizer_decode(const Tokenizer* tk, int id, Bytes* out) {
     else if (id >= 0 && id < 256) bytes_append(out, &byte, 1);
 }
 
-// This dp rank's part of global batch `index`: n_micro * micro_batch sequences.
-static void load_batch(const TokenStream* ts, const ModelConfig* c, int dp_rank, int n_micro, size_t index, int* inputs,
-                       int* targets) {
-    size_t per_dp = (size_t)n_micro * c->micro_batch;
+// This dp rank's part of global batch `index`: n_micro * micro_batch sequences, of each
+// the Tl positions pos[] this rank holds (context parallelism; all T in order without it).
+static void load_batch(const TokenStream* ts, const ModelConfig* c, int dp_rank, int n_micro, size_t index, const int* pos,
+                       int Tl, int* inputs, int* targets) {
+    size_t per_dp = (size_t)n_micro * c->micro_batch, T = c->seq_len;
     size_t first = index * c->global_batch + dp_rank * per_dp;
-    stream_batch(ts, c->seq_len, first, (int)per_dp, inputs, targets);
+    if (Tl == c->seq_len) { stream_batch(ts, c->seq_len, first, (int)per_dp, inputs, targets); return; }
+    int* all = (int*)xmalloc(sizeof(int) * 2 * per_dp * T);
+    stream_batch(ts, c->seq_len, first, (int)per_dp, all, all + per_dp * T);
+    for (size_t s = 0; s < per_dp; s++)
+        for (int j = 0; j < Tl; j++) {
+            inputs[s * Tl + j] = all[s * T + pos[j]];
+            targets[s * Tl + j] = all[per_dp * T + s * T + pos[j]];
+        }
+    free(all);
 }
 
 #endif

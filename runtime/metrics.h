@@ -35,7 +35,7 @@ typedef struct {
     FILE* rank_log;             // every rank: --log-ranks
     char rank_log_path[PATH_CAP];
     double t_step0, t_sched0, compute_s, step_ms;
-    double comm_s_prev[5];
+    double comm_s_prev[N_GROUPS];
     double phase_t0;
     const char* phase;
     TraceEvent* events;         // --trace: this rank's events
@@ -60,6 +60,12 @@ static void metrics_add_event(Metrics* m, const char* name, int kind, int mb, in
     e->kind = kind, e->mb = mb, e->chunk = chunk, e->name = name;
 }
 static void trace_collective(const char* group, double t0, double t1) { metrics_add_event(trace_target, group, -1, -1, -1, t0, t1); }
+// Context parallelism's ring (parallel/context_parallel.h): what 0 = a ring step's blocks of
+// attention, 1 = the K,V transfer that step overlaps, 2 = the dK,dV transfer after it.
+#define TRACE_RING (-3)
+static void metrics_ring_event(Metrics* m, int what, int step, double t0, double t1) {
+    metrics_add_event(m, "ring", TRACE_RING - what, step, -1, t0, t1);
+}
 
 static void metrics_init(Metrics* m, Args* a, int rank, int world, double peak_flops, const char* peak_source) {
     memset(m, 0, sizeof(*m));
@@ -100,7 +106,13 @@ static void print_startup(const Layout* L, const ParamLayout* P, const ModelConf
     ROW("lr", "%g -> %g cosine, wd %g, clip %g", c->lr, c->lr * c->min_lr_frac, c->weight_decay, c->grad_clip);
     ROW("batch", "micro %d x %d micro-batches x dp %d = %d seq", c->micro_batch, n_micro, c->dp, c->global_batch);
     ROW("tokens per step", "%.0f", tokens_step);
-    ROW("layout", "dp %d x pp %d x tp %d = %d ranks%s", c->dp, c->pp, c->tp, L->world, c->sp ? ", sp" : "");
+    ROW("layout", "dp %d x pp %d x cp %d x tp %d = %d ranks%s", c->dp, c->pp, c->cp, c->tp, L->world, c->sp ? ", sp" : "");
+    if (c->cp > 1) {
+        static const char* kind[] = {"ring (zig-zag)", "Ulysses", "2D"};
+        int U = c->cp_ulysses;
+        ROW("context parallel", "%s: ulysses %d x ring %d, %d rows/seq/rank", kind[U == 1 ? 0 : U == c->cp ? 1 : 2], U, c->cp / U,
+            c->seq_len / c->cp);
+    }
     static const char* bubble_of[N_SCHEDULES] = {"(p-1)/m", "(p-1)/m", "(p-1)/(v*m)", "(p-1)/(3m) at F=B=W", "0 at F=B=W"};
     ROW("pipeline", "%s, vpp %d, bubble %s = %.3f", schedule_name(c->schedule), c->vpp, bubble_of[c->schedule],
         c->pp > 1 ? bubble_formula(c->schedule, c->pp, c->vpp, n_micro) : 0.0);
@@ -109,7 +121,7 @@ static void print_startup(const Layout* L, const ParamLayout* P, const ModelConf
     ROW("seed", "%llu", (unsigned long long)c->seed);
     printf("+-----------------------+----------------------------------------------+\n");
     // The grid: which rank holds which coordinates, and the layers of each stage.
-    printf("grid (rank = (dp_rank * pp + stage) * tp + tp_rank):\n");
+    printf("grid (rank = ((dp_rank * pp + stage) * cp + cp_rank) * tp + tp_rank):\n");
     for (int s = 0; s < c->pp; s++) {
         printf("  stage %d: layers", s);
         for (int v = 0; v < c->vpp; v++) {
@@ -119,7 +131,9 @@ static void print_startup(const Layout* L, const ParamLayout* P, const ModelConf
         if (s == chunk_stage(c->schedule, c->pp, 0)) printf(" +embedding");
         if (s == chunk_stage(c->schedule, c->pp, c->pp * c->vpp - 1)) printf(" +head");
         printf("  ranks");
-        for (int d = 0; d < c->dp; d++) for (int t = 0; t < c->tp; t++) printf(" %d", layout_rank_of(L, d, s, t));
+        for (int d = 0; d < c->dp; d++)
+            for (int k = 0; k < c->cp; k++)
+                for (int t = 0; t < c->tp; t++) printf(" %d", layout_rank_of(L, d, s, k, t));
         printf("\n");
     }
     (void)b3;
@@ -180,7 +194,7 @@ static void metrics_phase(Metrics* m, const char* name) {
 }
 
 static void comm_seconds(const Layout* L, double* s) {
-    s[0] = L->group[GROUP_TP].seconds, s[1] = L->group[GROUP_PP].seconds, s[2] = L->group[GROUP_DP].seconds, s[3] = L->group[GROUP_EMBED].seconds, s[4] = L->group[GROUP_WORLD].seconds;
+    for (int g = 0; g < N_GROUPS; g++) s[g] = L->group[g].seconds;
 }
 
 // sched_s: wall time of the pipeline schedule; compute_s: time in forward/backward ops.
@@ -196,9 +210,9 @@ static void metrics_step_end(Metrics* m, const Layout* L, const ModelConfig* c, 
     m->last_bubble = m->compute_s > 0 ? (sched_s - m->compute_s) / m->compute_s : 0;
     if (m->last_bubble < 0) m->last_bubble = 0;
     m->bubble_formula = c->pp > 1 ? bubble_formula(c->schedule, c->pp, c->vpp, n_micro) : 0;
-    double cs[5], dc[5];
+    double cs[N_GROUPS], dc[N_GROUPS];
     comm_seconds(L, cs);
-    for (int i = 0; i < 5; i++) dc[i] = cs[i] - m->comm_s_prev[i], m->comm_s_prev[i] = cs[i];
+    for (int i = 0; i < N_GROUPS; i++) dc[i] = cs[i] - m->comm_s_prev[i], m->comm_s_prev[i] = cs[i];
     m->step_ms = dt * 1e3;
     int done = step + 1 - start_step;
     if (done > 1) m->ms_sum += dt * 1e3, m->ms_n++;
@@ -208,7 +222,8 @@ static void metrics_step_end(Metrics* m, const Layout* L, const ModelConfig* c, 
         printf("step %5d/%d | loss %.4f | lr %.2e | norm %.3f | %7.1f ms | %8.0f tok/s | %.3f TFLOP/s | MFU %5.1f%% | HFU %5.1f%%",
                step + 1, c->steps, loss, lr, gnorm, dt * 1e3, m->tok_s, m->tflops, 100 * m->mfu, 100 * m->hfu);
         if (c->pp > 1) printf(" | bubble %.2f (formula %.2f)", m->last_bubble, m->bubble_formula);
-        if (L->world > 1) printf(" | comm tp %.0f pp %.0f dp %.0f ms", dc[0] * 1e3, dc[1] * 1e3, dc[2] * 1e3);
+        if (L->world > 1) printf(" | comm tp %.0f pp %.0f dp %.0f ms", dc[GROUP_TP] * 1e3, dc[GROUP_PP] * 1e3, dc[GROUP_DP] * 1e3);
+        if (L->cp > 1) printf(" | cp a2a %.0f ring %.0f ms", dc[GROUP_CP_ULYSSES] * 1e3, dc[GROUP_CP_RING] * 1e3);
         printf(" | ETA %dm%02ds%s\n", (int)eta / 60, (int)eta % 60, skipped ? " | SKIPPED (non-finite)" : "");
         fflush(stdout);
     }
@@ -216,9 +231,11 @@ static void metrics_step_end(Metrics* m, const Layout* L, const ModelConfig* c, 
     snprintf(line, sizeof(line),
              "{\"step\":%d,\"loss\":%.9g,\"lr\":%.6g,\"ms\":%.3f,\"tok_s\":%.1f,\"mfu\":%.6f,\"hfu\":%.6f,\"tflops\":%.6f,"
              "\"grad_norm\":%.9g,\"bubble\":%.4f,\"bubble_formula\":%.4f,\"comm_tp_ms\":%.3f,\"comm_pp_ms\":%.3f,"
-             "\"comm_dp_ms\":%.3f,\"comm_embed_ms\":%.3f,\"comm_world_ms\":%.3f,\"skipped\":%d}\n",
+             "\"comm_dp_ms\":%.3f,\"comm_embed_ms\":%.3f,\"comm_world_ms\":%.3f,\"comm_cp_a2a_ms\":%.3f,\"comm_cp_ring_ms\":%.3f,"
+             "\"skipped\":%d}\n",
              step + 1, loss, lr, dt * 1e3, m->tok_s, m->mfu, m->hfu, m->tflops, gnorm, m->last_bubble, m->bubble_formula,
-             dc[0] * 1e3, dc[1] * 1e3, dc[2] * 1e3, dc[3] * 1e3, dc[4] * 1e3, skipped);
+             dc[GROUP_TP] * 1e3, dc[GROUP_PP] * 1e3, dc[GROUP_DP] * 1e3, dc[GROUP_EMBED] * 1e3, dc[GROUP_WORLD] * 1e3,
+             dc[GROUP_CP_ULYSSES] * 1e3, dc[GROUP_CP_RING] * 1e3, skipped);
     if (m->log) output_write(m->log, line, "--log", m->args->log);
     if (m->rank_log) {
         char rank_line[1100];
@@ -247,10 +264,10 @@ static void metrics_write_trace(Metrics* m, const Layout* L) {
         mine[5 * i + 4] = (float)e->chunk;
     }
     // names of collectives/phases travel as an index into a small table
-    static const char* extra[] = {"tp", "pp", "dp", "embed", "world", "schedule", "grad_sync", "optimizer"};
+    static const char* extra[] = {"tp", "pp", "dp", "embed", "world", "schedule", "grad_sync", "optimizer", "ulysses", "ring"};
     for (int i = 0; i < n; i++)
-        if (m->events[i].kind < 0)
-            for (int k = 0; k < 8; k++)
+        if (m->events[i].kind < 0 && m->events[i].kind > TRACE_RING)
+            for (int k = 0; k < 10; k++)
                 if (!strcmp(m->events[i].name, extra[k])) mine[5 * i + 3] = (float)k;
     int* counts = (int*)xcalloc(L->world, sizeof(int));
     int* displs = (int*)xcalloc(L->world, sizeof(int));
@@ -267,8 +284,8 @@ static void metrics_write_trace(Metrics* m, const Layout* L) {
         fprintf(f, "{\"displayTimeUnit\":\"ms\",\"traceEvents\":[\n");
         int first = 1;
         for (int r = 0; r < L->world; r++) {
-            fprintf(f, "%s{\"name\":\"thread_name\",\"ph\":\"M\",\"pid\":0,\"tid\":%d,\"args\":{\"name\":\"rank %d (dp %d, stage %d, tp %d)\"}}",
-                    first ? "" : ",\n", r, r, r / (L->tp * L->pp), (r / L->tp) % L->pp, r % L->tp);
+            fprintf(f, "%s{\"name\":\"thread_name\",\"ph\":\"M\",\"pid\":0,\"tid\":%d,\"args\":{\"name\":\"rank %d (dp %d, stage %d, cp %d, tp %d)\"}}",
+                    first ? "" : ",\n", r, r, r / (L->tp * L->cp * L->pp), (r / (L->tp * L->cp)) % L->pp, (r / L->tp) % L->cp, r % L->tp);
             first = 0;
             for (int i = displs[r]; i < displs[r] + counts[r]; i += 5) {
                 int kind = (int)all[i + 2], mb = (int)all[i + 3], chunk = (int)all[i + 4];
@@ -278,8 +295,12 @@ static void metrics_write_trace(Metrics* m, const Layout* L) {
                     static const char* names[] = {"recv_fwd", "F", "send_fwd", "recv_bwd", "B", "send_bwd", "W"};
                     snprintf(name, sizeof(name), "%s mb%d c%d", names[kind], mb, chunk);
                     cat = (kind == OP_FWD || kind == OP_BWD || kind == OP_W) ? "compute" : "p2p";
+                } else if (kind <= TRACE_RING) {
+                    static const char* ring[] = {"attention ring step %d", "K,V for ring step %d", "dK,dV after ring step %d"};
+                    snprintf(name, sizeof(name), ring[TRACE_RING - kind], mb);
+                    cat = kind == TRACE_RING ? "compute" : "cp ring";
                 } else {
-                    snprintf(name, sizeof(name), "%s", extra[mb >= 0 && mb < 8 ? mb : 0]);
+                    snprintf(name, sizeof(name), "%s", extra[mb >= 0 && mb < 10 ? mb : 0]);
                     cat = kind == -1 ? "collective" : "phase";
                 }
                 const char* color = kind == OP_FWD ? ",\"cname\":\"good\"" : kind == OP_BWD ? ",\"cname\":\"bad\"" : kind == OP_W ? ",\"cname\":\"olive\"" : "";

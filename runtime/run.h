@@ -82,6 +82,7 @@ static void settings_of(const Args* a, Settings* st) {
     setting_int(st, "--dp", c->dp), setting_int(st, "--tp", c->tp), setting_int(st, "--pp", c->pp), setting_int(st, "--vpp", c->vpp);
     setting_int(st, "--schedule", c->schedule), setting_int(st, "--sp", c->sp), setting_int(st, "--zero", c->zero);
     setting_int(st, "--recompute", c->recompute);
+    setting_int(st, "--cp", c->cp), setting_int(st, "--cp-ulysses", c->cp_ulysses);
     setting_text(st, "--log", a->log), setting_int(st, "--log-ranks", a->log_ranks), setting_text(st, "--trace", a->trace);
     setting_int(st, "--sample-every", a->sample_every), setting_int(st, "--sample-len", a->sample_len);
     setting_text(st, "--ckpt-dir", a->ckpt_dir), setting_int(st, "--ckpt-every", a->ckpt_every);
@@ -213,7 +214,7 @@ static void run_setup(Run* r, int argc, char** argv) {
     if (!launched) {
         // Started by hand: the world is the layout. Check it here, once, then start the
         // ranks under mpirun if there is more than one.
-        int need = (c->dp ? c->dp : 1) * c->tp * c->pp;
+        int need = (c->dp ? c->dp : 1) * c->tp * c->pp * c->cp;
         if (!c->dp) c->dp = 1;
         resolve_batch(&r->args);
         if (layout_check(c, need, why)) fail("layout: %s", why);
@@ -226,7 +227,8 @@ static void run_setup(Run* r, int argc, char** argv) {
         settings_agree(&r->args, r->rank, r->world);
         fail_rank = r->rank, fail_hook = mpi_fail_hook;
     }
-    if (!c->dp) c->dp = r->world / (c->tp * c->pp) > 0 ? r->world / (c->tp * c->pp) : 1;
+    int per_replica = c->tp * c->pp * c->cp;
+    if (!c->dp) c->dp = r->world / per_replica > 0 ? r->world / per_replica : 1;
     resolve_batch(&r->args);
     if (layout_check(c, r->world, why)) {
         if (r->rank == 0) print_error("layout: %s", why);

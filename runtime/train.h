@@ -20,7 +20,8 @@ static void save_checkpoint(Model* m, int step);
 
 static void model_shapes(Model* m) {
     const ModelConfig* c = &m->c;
-    m->B = c->micro_batch, m->T = c->seq_len, m->C = c->d_model, m->hd = c->d_model / c->n_head;
+    // T: the rows of a sequence this rank holds (all of it, or its 1/cp under context parallelism)
+    m->B = c->micro_batch, m->T = c->seq_len / c->cp, m->C = c->d_model, m->hd = c->d_model / c->n_head;
     m->Hl = c->n_head / c->tp, m->KVl = c->n_kv_head / c->tp;
     m->qkv_dim = (m->Hl + 2 * m->KVl) * m->hd;
     m->Fl = c->d_ff / c->tp;
@@ -36,9 +37,11 @@ static void model_init_layout(Model* m, Args* a, Metrics* met) {
     m->c = a->cfg;
     m->met = met;
     ModelConfig* c = &m->c;
-    layout_init(&m->L, c->dp, c->tp, c->pp, c->vpp, c->schedule);
+    layout_init(&m->L, c->dp, c->tp, c->pp, c->vpp, c->cp, c->cp_ulysses, c->schedule);
     model_shapes(m);
-    param_layout_build(&m->P, c, c->tp, m->L.tp_rank, c->pp, c->vpp, m->L.stage, c->dp);
+    m->pos = (int*)xmalloc(sizeof(int) * m->T);  // the sequence position of each row this rank holds
+    cp_positions(m->pos, c->seq_len, c->cp, c->cp_ulysses, m->L.cp_rank);
+    param_layout_build(&m->P, c, c->tp, m->L.tp_rank, c->pp, c->vpp, m->L.stage, m->L.replicas);
     m->defer_weight = a->weight_pass_deferred;
 }
 
@@ -46,7 +49,6 @@ static void model_init_layout(Model* m, Args* a, Metrics* met) {
 // each with named views into them, initialized (params_initialized: the build puts
 // init_params' weights where its kernels read them); the optimizer state over the whole
 // local buffer, or this rank's 1/dp shard with ZeRO.
-static float* f32_alloc(Model* m, size_t n);  // zeroed
 static void params_init(Model* m);
 static void model_init_params(Model* m) {
     const ModelConfig* c = &m->c;
@@ -57,8 +59,8 @@ static void model_init_params(Model* m) {
     bind_weights(&m->P, c, m->params, &m->w, m->wl);
     bind_weights(&m->P, c, m->grads, &m->g, m->gl);
     params_init(m);
-    size_t S = shard_floats(&m->P, c->dp);
-    optimizer_range(&m->P, c, m->L.dp_rank, &m->opt_lo, &m->opt_hi);
+    size_t S = shard_floats(&m->P, m->L.replicas);
+    optimizer_range(&m->P, c, m->L.replica, &m->opt_lo, &m->opt_hi);
     m->m_state = f32_alloc(m, m->opt_hi - m->opt_lo);
     m->v_state = f32_alloc(m, m->opt_hi - m->opt_lo);
     if (c->zero) m->grad_shard = f32_alloc(m, S);
@@ -77,10 +79,10 @@ static float lr_at(const ModelConfig* c, int step) {
 }
 
 // Global L2 norm of the gradient over the whole model: each element counted once (tp
-// replicas and the tied copy only by their owner, dp replicas once without ZeRO).
+// replicas and the tied copy only by their owner, dp x cp replicas once without ZeRO).
 static double grad_norm(Model* m, const float* grad) {
     double ss = 0;
-    int count_dp = m->c.zero > 0 || m->L.dp_rank == 0, k = 0;
+    int count_dp = m->c.zero > 0 || m->L.replica == 0, k = 0;
     for (int i = 0; i < m->P.n && count_dp; i++) {
         const Tensor* t = &m->P.t[i];
         size_t a, b;
@@ -107,10 +109,10 @@ typedef struct { double loss, grad_norm, sched_s; float lr; int skipped; } StepR
 
 static StepResult train_step(Model* m, const TokenStream* train, int step) {
     StepResult r = {0, 0, 0, 0, 0};
-    double n_tokens = (double)m->c.global_batch * m->T;
+    double n_tokens = (double)m->c.global_batch * m->c.seq_len;
     model_load_batch(m, train, (size_t)step);
     f32_zero(m, m->grads, m->P.n_padded);
-    if (m->grad_shard) f32_zero(m, m->grad_shard, shard_floats(&m->P, m->L.dp));
+    if (m->grad_shard) f32_zero(m, m->grad_shard, shard_floats(&m->P, m->L.replicas));
     if (m->wte_acc) f32_zero(m, m->wte_acc, (size_t)m->Vl * m->C);
     metrics_phase(m->met, "schedule");
     double t0 = now_s();
@@ -140,7 +142,7 @@ static double evaluate(Model* m, const TokenStream* val, int n_batches) {
     for (int b = 0; b < n_batches; b++) {
         model_load_batch(m, val, (size_t)b);
         run_schedule(m, ops, n_ops, 0, 0.0f);
-        total += reduce_loss(m, (double)m->c.global_batch * m->T);
+        total += reduce_loss(m, (double)m->c.global_batch * m->c.seq_len);
     }
     free(ops);
     return total / n_batches;
@@ -148,16 +150,17 @@ static double evaluate(Model* m, const TokenStream* val, int n_batches) {
 
 // ----------------------------------------------------------------------------
 // Sampling: one sequence (batch 1) through the pipeline per generated token. The last
-// stage gathers the one row of logits it needs over tp and draws the token on the host;
-// every rank then learns it by broadcast.
+// stage gathers the one row of logits it needs over tp and draws the token on the host
+// (with cp, the cp rank that holds the row's position); every rank then learns it by
+// broadcast.
 
-// Softmax over row[0, vocab) in place, then the inverse-CDF draw (one arithmetic for both
-// builds, so they draw alike from close logits).
-static int sample_draw(float* row, int vocab, Rng* rng) {
+// Softmax over row[0, vocab) in place, then the inverse-CDF draw at uniform u (one
+// arithmetic for both builds, so they draw alike from close logits).
+static int sample_draw(float* row, int vocab, float uniform) {
     float maxv = -FLT_MAX, sum = 0;
     for (int v = 0; v < vocab; v++) maxv = row[v] > maxv ? row[v] : maxv;
     for (int v = 0; v < vocab; v++) sum += (row[v] = expf(row[v] - maxv));
-    float u = rng_uniform(rng) * sum, acc = 0;
+    float u = uniform * sum, acc = 0;
     for (int v = 0; v < vocab; v++)
         if ((acc += row[v]) > u) return v;
     return vocab - 1;
@@ -166,9 +169,10 @@ static int sample_draw(float* row, int vocab, Rng* rng) {
 // The sample is decoded into bytes and printed once, escaped (escape_text): a piece may hold
 // any bytes, and a character may span tokens.
 static void sample_text(Model* m, const Tokenizer* tk, int len, uint64_t seed, FILE* out) {
-    int T = m->T, B = 1, pp = m->L.pp, last_rank = layout_rank_of(&m->L, 0, chunk_stage(m->L.sched, pp, pp * m->L.vpp - 1), 0);
+    int T = m->c.seq_len, B = 1, pp = m->L.pp, last_stage = chunk_stage(m->L.sched, pp, pp * m->L.vpp - 1);
     int* ctx = (int*)xcalloc(T, sizeof(int));
     int* window = (int*)xcalloc(T, sizeof(int));
+    int* mine = (int*)xcalloc(m->T, sizeof(int));  // the window's tokens at this rank's positions
     float* row = (float*)xmalloc(sizeof(float) * m->c.vocab_padded);
     Rng rng;
     rng_seed(&rng, seed);
@@ -180,8 +184,10 @@ static void sample_text(Model* m, const Tokenizer* tk, int len, uint64_t seed, F
         int start = n > T ? n - T : 0, cur = n - start;  // window of the last T tokens
         memset(window, 0, sizeof(int) * T);
         for (int i = 0; i < cur; i++) window[i] = ctx[(start + i) % T];
-        const int* tokens = window_tokens(m, window, T);
-        int next = 0;
+        for (int j = 0; j < m->T; j++) mine[j] = window[m->pos[j]];
+        const int* tokens = window_tokens(m, mine, m->T);
+        int next = 0, last_row, holder = cp_rank_of_position(m, cur - 1, &last_row);
+        float uniform = rng_uniform(&rng);  // drawn on every rank, so all stay in step
         Slot* prev = NULL;  // the previous chunk's slot when it is on this stage
         for (int c = 0; c < m->L.vpp; c++) {
             int g = global_chunk(m, c), last = pp * m->L.vpp - 1;
@@ -199,9 +205,11 @@ static void sample_text(Model* m, const Tokenizer* tk, int len, uint64_t seed, F
                 act_t* x = s->x[ch->n_layers];
                 head_take(m, c, s);
                 norm_forward(m, s->head->lnf, s->head->lnf_mean, s->head->lnf_rstd, x, m->w.lnfw, m->w.lnfb, B);
-                row_logits(m, s->head->lnf + (size_t)(cur - 1) * m->C, row);
+                if (m->L.cp_rank == holder) {
+                    row_logits(m, s->head->lnf + (size_t)last_row * m->C, row);
+                    next = sample_draw(row, m->c.vocab, uniform);
+                }
                 head_give(m, c, s);
-                next = sample_draw(row, m->c.vocab, &rng);
             } else if (local_chunk(m, g + 1) >= 0) {
                 prev = s;  // the next chunk, on this stage, copies the output
                 continue;
@@ -212,7 +220,8 @@ static void sample_text(Model* m, const Tokenizer* tk, int len, uint64_t seed, F
             }
             slot_put(m, c, s);
         }
-        comm_broadcast(&m->L.group[GROUP_WORLD], &next, sizeof(int), last_rank);  // comm: world broadcast of the token
+        // comm: world broadcast of the token
+        comm_broadcast(&m->L.group[GROUP_WORLD], &next, sizeof(int), layout_rank_of(&m->L, 0, last_stage, holder, 0));
         ctx[n % T] = next;  // ring buffer of the last T tokens
         n++;
         if (m->L.rank == 0) tokenizer_decode(tk, next, &text);
@@ -226,7 +235,7 @@ static void sample_text(Model* m, const Tokenizer* tk, int len, uint64_t seed, F
     }
     for (int c = 0; c < m->L.vpp; c++)  // the last token's sends
         for (int i = 0; i < m->chunks[c].n_slots; i++) pp_send_wait(m, &m->chunks[c].slots[i], 0);
-    free(ctx); free(window); free(row); free(text.bytes);
+    free(ctx); free(window); free(mine); free(row); free(text.bytes);
 }
 
 // ----------------------------------------------------------------------------

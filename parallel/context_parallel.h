@@ -1,0 +1,222 @@
+// parallel/context_parallel.h: context parallelism, each sequence split over cp ranks.
+// Everything outside the attention works on this rank's T/cp rows of every sequence as if
+// they were the sequence (Model.T is T/cp); the attention needs every earlier token, so it
+// communicates here. cp = U x R (USP, Fang and Zhao 2024; LoongTrain):
+//
+//   Ulysses (Jacobs et al. 2023), degree U: an all-to-all inside U adjacent ranks turns
+//     the sequence split into a head split (each of the U ranks then holds 1/U of the heads
+//     for the U ranks' rows), and back after the attention. U divides the heads and the KV
+//     heads of this tp rank.
+//   Ring (Liu et al. 2023), degree R: K and V of the R ranks' rows travel around the ring;
+//     each rank merges the block it holds into its output by log-sum-exp (kernels'
+//     AttnBlock) while the next block is in flight. The backward sends K and V the same way
+//     and dK, dV (fp32) one step behind them, back to their owner after R steps.
+//
+// Zig-zag split (Megatron-LM's context parallelism, ring-flash-attention): causal masking
+// gives late rows more keys, so a contiguous split would leave the first ring rank idle.
+// The sequence is cut into 2R chunks of c = T/(2R) rows; ring rank r holds chunks r and
+// 2R-1-r (its Ts = 2c rows, in that order), the U Ulysses ranks of it T/cp rows each of
+// those. With R = 1 the rows are the sequence in order (one segment).
+//
+// Rank order (grid.h): cp_rank = ring_rank * U + ulysses_rank, next to tp, so the all-to-
+// all stays among the closest ranks. Weights are replicated over cp: their gradients are
+// reduced over dp x cp (grid.h's dp group holds both), and ZeRO shards over dp x cp.
+#pragma once
+
+// The position in the sequence of row i (of Ts) of ring rank r's rows.
+static int cp_ring_position(int i, int r, int R, int T) {
+    if (R == 1) return i;
+    int c = T / (2 * R);
+    return i < c ? r * c + i : (2 * R - 1 - r) * c + (i - c);
+}
+// The positions of this rank's T/cp rows (cp ranks of (ring r, ulysses u)).
+static void cp_positions(int* pos, int T, int cp, int U, int cp_rank) {
+    int R = cp / U, r = cp_rank / U, u = cp_rank % U, Tl = T / cp;
+    for (int j = 0; j < Tl; j++) pos[j] = cp_ring_position(u * Tl + j, r, R, T);
+}
+
+// The cp rank that holds sequence position p, and its row there.
+static int cp_rank_of_position(const Model* m, int p, int* row) {
+    int T = m->c.seq_len, U = m->c.cp_ulysses, R = m->c.cp / U, c = T / (2 * R), i = p, r = 0;
+    if (R > 1) {
+        int k = p / c;  // the zig-zag chunk
+        r = k < R ? k : 2 * R - 1 - k;
+        i = k < R ? p - r * c : c + p - (2 * R - 1 - r) * c;
+    }
+    *row = i % m->T;
+    return r * U + i / m->T;
+}
+
+// Segments of contiguous positions among a ring rank's Ts rows: two chunks, or one.
+typedef struct { int row, n, pos; } CpSegment;
+static int cp_segments(int r, int R, int T, CpSegment* seg) {
+    if (R == 1) { seg[0] = (CpSegment){0, T, 0}; return 1; }
+    int c = T / (2 * R);
+    seg[0] = (CpSegment){0, c, r * c};
+    seg[1] = (CpSegment){c, c, (2 * R - 1 - r) * c};
+    return 2;
+}
+
+// The shapes of this rank's attention after the Ulysses all-to-all.
+typedef struct { int U, R, ring_rank, Ha, KVa, Ts, qa_dim; } CpShape;
+static CpShape cp_shape(const Model* m) {
+    CpShape s;
+    s.U = m->c.cp_ulysses, s.R = m->c.cp / s.U, s.ring_rank = m->L.cp_rank / s.U;
+    s.Ha = m->Hl / s.U, s.KVa = m->KVl / s.U, s.Ts = m->T * s.U;
+    s.qa_dim = (s.Ha + 2 * s.KVa) * m->hd;
+    return s;
+}
+
+// Buffers of one layer's attention (shared by all layers): sizes in elements.
+static void cp_alloc(Model* m) {
+    if (m->c.cp == 1) return;
+    CpShape s = cp_shape(m);
+    size_t rows = (size_t)m->B * s.Ts, kv = rows * 2 * s.KVa * m->hd, o = rows * s.Ha * m->hd;
+    m->cp_o = f32_alloc(m, o);
+    for (int i = 0; i < 2; i++) m->cp_kv[i] = act_alloc(m, kv), m->cp_dkv[i] = f32_alloc(m, kv);
+    size_t bytes = sizeof(float) * (o + 2 * kv) + sizeof(act_t) * 2 * kv;
+    if (s.U > 1) {
+        m->cp_qkv = act_alloc(m, rows * s.qa_dim);
+        m->cp_out = act_alloc(m, o), m->cp_dout = act_alloc(m, o);
+        m->cp_send = act_alloc(m, rows * s.qa_dim), m->cp_recv = act_alloc(m, rows * s.qa_dim);
+        bytes += sizeof(act_t) * (3 * rows * s.qa_dim + 2 * o);
+    }
+    m->scratch_bytes += bytes;
+}
+
+// ----------------------------------------------------------------------------
+// Ulysses: sequence split <-> head split. A row of x holds pieces of heads (q, k, v for
+// qkv; the heads for the attention's output); each piece splits into U equal parts, part u
+// for Ulysses rank u. The head-split buffer holds the U ranks' rows in their order (rank u's
+// T/cp rows of sequence b at rows b*Ts + u*T/cp), each row the parts of every piece.
+
+typedef struct { int col, heads; } HeadPiece;
+
+static void ulysses_to_heads(Model* m, act_t* xa, const act_t* x, int ld, const HeadPiece* piece, int n_piece, int B) {
+    CpShape s = cp_shape(m);
+    int hd = m->hd, Tl = m->T, lda = 0;
+    for (int p = 0; p < n_piece; p++) lda += piece[p].heads / s.U * hd;
+    size_t rows = (size_t)B * Tl, blk = rows * lda;
+    for (int u = 0; u < s.U; u++)
+        for (int p = 0, col = 0; p < n_piece; col += piece[p].heads / s.U * hd, p++)
+            act_copy_2d(m, m->cp_send + u * blk + col, lda, x + piece[p].col + u * (piece[p].heads / s.U) * hd, ld, rows,
+                        piece[p].heads / s.U * hd);
+    act_alltoall(m, GROUP_CP_ULYSSES, m->cp_send, m->cp_recv, blk);  // comm: cp all-to-all (Ulysses), to heads
+    for (int u = 0; u < s.U; u++)
+        for (int b = 0; b < B; b++)
+            act_copy(m, xa + ((size_t)b * s.Ts + u * Tl) * lda, m->cp_recv + u * blk + (size_t)b * Tl * lda, (size_t)Tl * lda);
+}
+
+static void ulysses_to_rows(Model* m, act_t* x, int ld, const act_t* xa, const HeadPiece* piece, int n_piece, int B) {
+    CpShape s = cp_shape(m);
+    int hd = m->hd, Tl = m->T, lda = 0;
+    for (int p = 0; p < n_piece; p++) lda += piece[p].heads / s.U * hd;
+    size_t rows = (size_t)B * Tl, blk = rows * lda;
+    for (int u = 0; u < s.U; u++)
+        for (int b = 0; b < B; b++)
+            act_copy(m, m->cp_send + u * blk + (size_t)b * Tl * lda, xa + ((size_t)b * s.Ts + u * Tl) * lda, (size_t)Tl * lda);
+    act_alltoall(m, GROUP_CP_ULYSSES, m->cp_send, m->cp_recv, blk);  // comm: cp all-to-all (Ulysses), to rows
+    for (int u = 0; u < s.U; u++)
+        for (int p = 0, col = 0; p < n_piece; col += piece[p].heads / s.U * hd, p++)
+            act_copy_2d(m, x + piece[p].col + u * (piece[p].heads / s.U) * hd, ld, m->cp_recv + u * blk + col, lda, rows,
+                        piece[p].heads / s.U * hd);
+}
+
+static int qkv_pieces(const Model* m, HeadPiece* piece) {
+    piece[0] = (HeadPiece){0, m->Hl};
+    piece[1] = (HeadPiece){m->Hl * m->hd, m->KVl};
+    piece[2] = (HeadPiece){(m->Hl + m->KVl) * m->hd, m->KVl};
+    return 3;
+}
+
+// ----------------------------------------------------------------------------
+// Ring attention over the R ring ranks.
+
+// The blocks of (this rank's query segments) x (the key segments of ring rank src).
+static int cp_blocks(const Model* m, const CpShape* s, int src, int B, int q_ld, int kv_ld, AttnBlock* blk) {
+    CpSegment qs[2], ks[2];
+    int nq = cp_segments(s->ring_rank, s->R, m->c.seq_len, qs), nk = cp_segments(src, s->R, m->c.seq_len, ks), n = 0;
+    for (int i = 0; i < nq; i++)
+        for (int j = 0; j < nk; j++) {
+            if (ks[j].pos > qs[i].pos + qs[i].n - 1) continue;  // every key after every query: masked
+            AttnBlock a = {B, s->Ts, s->Ha, s->KVa, m->hd, q_ld, kv_ld, qs[i].row, qs[i].n, qs[i].pos, ks[j].row, ks[j].n, ks[j].pos,
+                           src == s->ring_rank && i == j};  // its own chunk comes first: every query sees its own key
+            blk[n++] = a;
+        }
+    // the diagonal blocks (init) before the others of the same query rows
+    for (int i = 1; i < n; i++)
+        if (blk[i].init) { AttnBlock t = blk[i]; memmove(blk + 1, blk, sizeof(AttnBlock) * i); blk[0] = t; }
+    return n;
+}
+
+// Causal attention of qkv (this rank's rows, B x T/cp) into out; lse (B x Ha x Ts) kept
+// for the backward.
+static void cp_attention_forward(Model* m, act_t* out, float* lse, const act_t* qkv, int B) {
+    if (m->c.cp == 1) { op_attention_forward(m, out, lse, qkv, B); return; }
+    CpShape s = cp_shape(m);
+    HeadPiece piece[3];
+    int n_piece = qkv_pieces(m, piece), hd = m->hd, kv_ld = 2 * s.KVa * hd;
+    const act_t* qa = qkv;
+    if (s.U > 1) ulysses_to_heads(m, m->cp_qkv, qkv, m->qkv_dim, piece, n_piece, B), qa = m->cp_qkv;
+    size_t rows = (size_t)B * s.Ts;
+    if (s.R > 1) act_copy_2d(m, m->cp_kv[0], kv_ld, qa + s.Ha * hd, s.qa_dim, rows, kv_ld);  // own K, V to send
+    AttnBlock blk[4];
+    for (int step = 0; step < s.R; step++) {
+        int src = (s.ring_rank - step + s.R) % s.R, cur = step & 1;
+        // comm: cp ring (K, V to the next ring rank, from the previous), overlapped with this block
+        if (step + 1 < s.R) ring_start(m, m->cp_kv[cur], m->cp_kv[cur ^ 1], sizeof(act_t) * rows * kv_ld, step);
+        const act_t* kv = step == 0 ? qa + s.Ha * hd : m->cp_kv[cur];
+        int n = cp_blocks(m, &s, src, B, s.qa_dim, step == 0 ? s.qa_dim : kv_ld, blk);
+        for (int i = 0; i < n; i++) op_attention_block_forward(m, m->cp_o, lse, qa, kv, &blk[i]);
+        if (step + 1 < s.R) ring_wait(m, step);
+    }
+    if (s.U == 1) op_f32_to_act(m, out, m->cp_o, rows * s.Ha * hd);
+    else {
+        op_f32_to_act(m, m->cp_out, m->cp_o, rows * s.Ha * hd);
+        HeadPiece heads = {0, m->Hl};
+        ulysses_to_rows(m, out, m->Hl * hd, m->cp_out, &heads, 1, B);
+    }
+}
+
+// dqkv (this rank's rows) from dout; out and lse as the forward left them. With Ulysses
+// the head-split qkv, output and output gradient are made again by all-to-alls (only
+// this rank's rows of each are kept between forward and backward).
+static void cp_attention_backward(Model* m, act_t* dqkv, const act_t* dout, const act_t* qkv, const act_t* out, const float* lse,
+                                  int B) {
+    if (m->c.cp == 1) { op_attention_backward(m, dqkv, dout, qkv, out, lse, B); return; }
+    CpShape s = cp_shape(m);
+    HeadPiece piece[3], heads = {0, m->Hl};
+    int n_piece = qkv_pieces(m, piece), hd = m->hd, kv_ld = 2 * s.KVa * hd;
+    const act_t *qa = qkv, *oa = out, *doa = dout;
+    if (s.U > 1) {
+        ulysses_to_heads(m, m->cp_qkv, qkv, m->qkv_dim, piece, n_piece, B), qa = m->cp_qkv;
+        ulysses_to_heads(m, m->cp_out, out, m->Hl * hd, &heads, 1, B), oa = m->cp_out;
+        ulysses_to_heads(m, m->cp_dout, dout, m->Hl * hd, &heads, 1, B), doa = m->cp_dout;
+    }
+    size_t rows = (size_t)B * s.Ts, nkv = rows * kv_ld;
+    float* dq = m->cp_o;
+    f32_zero(m, dq, rows * s.Ha * hd);
+    f32_zero(m, m->cp_dkv[0], nkv);
+    if (s.R > 1) act_copy_2d(m, m->cp_kv[0], kv_ld, qa + s.Ha * hd, s.qa_dim, rows, kv_ld);
+    AttnBlock blk[4];
+    for (int step = 0; step < s.R; step++) {
+        int src = (s.ring_rank - step + s.R) % s.R, cur = step & 1;
+        // comm: cp ring (K, V onward), overlapped with this block's gradient
+        if (step + 1 < s.R) ring_start(m, m->cp_kv[cur], m->cp_kv[cur ^ 1], sizeof(act_t) * nkv, step);
+        const act_t* kv = step == 0 ? qa + s.Ha * hd : m->cp_kv[cur];
+        int n = cp_blocks(m, &s, src, B, s.qa_dim, step == 0 ? s.qa_dim : kv_ld, blk);
+        for (int i = 0; i < n; i++) op_attention_block_backward(m, dq, m->cp_dkv[cur], qa, kv, doa, oa, lse, &blk[i]);
+        if (step + 1 < s.R) ring_wait(m, step);
+        if (s.R > 1) {
+            // comm: cp ring (dK, dV of src's rows, with this rank's part added, onward; after
+            // the last step they reach src, so this rank receives its own)
+            ring_start(m, m->cp_dkv[cur], m->cp_dkv[cur ^ 1], sizeof(float) * nkv, -1 - step);
+            ring_wait(m, -1 - step);
+        }
+    }
+    // after R steps (R exchanges) this rank's complete dK, dV are in cp_dkv[R & 1]
+    float* dkv = m->cp_dkv[s.R > 1 ? s.R & 1 : 0];
+    act_t* dqkv_a = s.U > 1 ? m->cp_qkv : dqkv;
+    op_attention_grad_pack(m, dqkv_a, dq, dkv, rows, s.Ha, s.KVa);
+    if (s.U > 1) ulysses_to_rows(m, dqkv, m->qkv_dim, dqkv_a, piece, n_piece, B);
+}

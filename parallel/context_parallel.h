@@ -167,7 +167,9 @@ static void cp_attention_forward(Model* m, act_t* out, float* lse, const act_t* 
         if (step + 1 < s.R) ring_start(m, m->cp_kv[cur], m->cp_kv[cur ^ 1], sizeof(act_t) * rows * kv_ld, step);
         const act_t* kv = step == 0 ? qa + s.Ha * hd : m->cp_kv[cur];
         int n = cp_blocks(m, &s, src, B, s.qa_dim, step == 0 ? s.qa_dim : kv_ld, blk);
+        double t0 = now_s();
         for (int i = 0; i < n; i++) op_attention_block_forward(m, m->cp_o, lse, qa, kv, &blk[i]);
+        metrics_ring_event(m->met, 0, step, t0, now_s());
         if (step + 1 < s.R) ring_wait(m, step);
     }
     if (s.U == 1) op_f32_to_act(m, out, m->cp_o, rows * s.Ha * hd);
@@ -205,7 +207,9 @@ static void cp_attention_backward(Model* m, act_t* dqkv, const act_t* dout, cons
         if (step + 1 < s.R) ring_start(m, m->cp_kv[cur], m->cp_kv[cur ^ 1], sizeof(act_t) * nkv, step);
         const act_t* kv = step == 0 ? qa + s.Ha * hd : m->cp_kv[cur];
         int n = cp_blocks(m, &s, src, B, s.qa_dim, step == 0 ? s.qa_dim : kv_ld, blk);
+        double t0 = now_s();
         for (int i = 0; i < n; i++) op_attention_block_backward(m, dq, m->cp_dkv[cur], qa, kv, doa, oa, lse, &blk[i]);
+        metrics_ring_event(m->met, 0, step, t0, now_s());
         if (step + 1 < s.R) ring_wait(m, step);
         if (s.R > 1) {
             // comm: cp ring (dK, dV of src's rows, with this rank's part added, onward; after

@@ -151,21 +151,23 @@ static void ref_rmsnorm(double* out, double* rstd, const double* x, const double
         if (rstd) rstd[i] = s;
     }
 }
-// Rotate pairs (2j, 2j+1) of the first n_heads heads of each row by pos * 10000^(-2j/hd).
-static void ref_rope(double* qkv, int N, int T, int stride, int n_heads, int hd) {
+// Rotate pairs (2j, 2j+1) of the first n_heads heads of each row by pos * 10000^(-2j/hd),
+// pos = pos[i % T] (i % T when pos is NULL).
+static void ref_rope(double* qkv, int N, const int* pos, int T, int stride, int n_heads, int hd) {
     for (int i = 0; i < N; i++)
         for (int h = 0; h < n_heads; h++) {
             double* x = qkv + (size_t)i * stride + h * hd;
             for (int j = 0; j < hd / 2; j++) {
-                double ang = (i % T) * pow(10000.0, -2.0 * j / hd), c = cos(ang), s = sin(ang);
+                double ang = (pos ? pos[i % T] : i % T) * pow(10000.0, -2.0 * j / hd), c = cos(ang), s = sin(ang);
                 double a = x[2 * j], b = x[2 * j + 1];
                 x[2 * j] = a * c - b * s;
                 x[2 * j + 1] = a * s + b * c;
             }
         }
 }
-// Causal softmax attention; query head h reads kv head h / (H / KV).
-static void ref_attention(double* out, double* att, const double* qkv, int B, int T, int H, int KV, int hd) {
+// Causal softmax attention; query head h reads kv head h / (H / KV). lse (B x H x T, may be
+// NULL): the log-sum-exp of each row's scores.
+static void ref_attention(double* out, double* att, double* lse, const double* qkv, int B, int T, int H, int KV, int hd) {
     int stride = (H + 2 * KV) * hd, group = H / KV;
     for (int b = 0; b < B; b++)
         for (int h = 0; h < H; h++)
@@ -180,6 +182,7 @@ static void ref_attention(double* out, double* att, const double* qkv, int B, in
                     if (a[t2] > mx) mx = a[t2];
                 }
                 for (int t2 = 0; t2 <= t; t2++) sum += (a[t2] = exp(a[t2] - mx));
+                if (lse) lse[((size_t)b * H + h) * T + t] = mx + log(sum);
                 for (int t2 = 0; t2 < T; t2++) a[t2] = t2 <= t ? a[t2] / sum : 0.0;
                 double* o = out + ((size_t)b * T + t) * H * hd + h * hd;
                 for (int d = 0; d < hd; d++) {
@@ -419,7 +422,7 @@ static double att_obj(void* p) {
     AttCtx* c = (AttCtx*)p;
     size_t no = (size_t)c->B * c->T * c->H * c->hd;
     double *out = zeros_d(no), *att = zeros_d((size_t)c->B * c->H * c->T * c->T);
-    ref_attention(out, att, c->qkv, c->B, c->T, c->H, c->KV, c->hd);
+    ref_attention(out, att, NULL, c->qkv, c->B, c->T, c->H, c->KV, c->hd);
     double L = dot_d(out, c->R, no);
     free(out), free(att);
     return L;
@@ -427,52 +430,153 @@ static double att_obj(void* p) {
 static void test_attention(int B, int T, int H, int KV, int hd) {
     char name[128], tag[48];
     snprintf(tag, sizeof(tag), "%s H%d KV%d T%d", KV < H ? "GQA" : "MHA", H, KV, T);
-    size_t nq = (size_t)B * T * (H + 2 * KV) * hd, no = (size_t)B * T * H * hd, na = (size_t)B * H * T * T;
-    float *qkv = randn_f(nq, 1), *R = randn_f(no, 1), *out = filled_f(no, NAN), *att = filled_f(na, NAN);
-    attention_forward(out, att, qkv, B, T, H, KV, hd);
+    size_t nq = (size_t)B * T * (H + 2 * KV) * hd, no = (size_t)B * T * H * hd, na = (size_t)B * H * T * T, nl = (size_t)B * H * T;
+    float *qkv = randn_f(nq, 1), *R = randn_f(no, 1), *out = filled_f(no, NAN), *lse = filled_f(nl, NAN);
+    attention_forward(out, lse, qkv, B, T, H, KV, hd);
     AttCtx ctx = {B, T, H, KV, hd, to_double(qkv, nq), to_double(R, no)};
-    double *ref = zeros_d(no), *ratt = zeros_d(na);
-    ref_attention(ref, ratt, ctx.qkv, B, T, H, KV, hd);
+    double *ref = zeros_d(no), *ratt = zeros_d(na), *rlse = zeros_d(nl);
+    ref_attention(ref, ratt, rlse, ctx.qkv, B, T, H, KV, hd);
     snprintf(name, sizeof(name), "fwd/attention %s", tag);
     check_err(name, rel_err(out, ref, no), TOL_FWD);
-    snprintf(name, sizeof(name), "fwd/attention %s/probabilities (causal zeros)", tag);
-    check_err(name, rel_err(att, ratt, na), TOL_FWD);
-    float *dqkv = prefilled(nq), *datt = filled_f(na, NAN);  // datt is scratch: its contents must not matter
-    attention_backward(dqkv, datt, R, qkv, att, B, T, H, KV, hd);
-    unprefill(dqkv, nq);
+    snprintf(name, sizeof(name), "fwd/attention %s/log-sum-exp", tag);
+    check_err(name, rel_err(lse, rlse, nl), TOL_FWD);
+    float* dqkv = filled_f(nq, NAN);  // overwritten
+    attention_backward(dqkv, R, qkv, out, lse, B, T, H, KV, hd);
     snprintf(name, sizeof(name), "fd/attention %s/qkv", tag);
     check_err(name, fd_err(att_obj, &ctx, ctx.qkv, nq, dqkv), TOL_GRAD);
-    free(qkv), free(R), free(out), free(att), free(dqkv), free(datt), free(ctx.qkv), free(ctx.R), free(ref), free(ratt);
+    free(qkv), free(R), free(out), free(lse), free(dqkv), free(ctx.qkv), free(ctx.R), free(ref), free(ratt), free(rlse);
+}
+
+// --- attention by blocks, as context parallelism's ring computes it: each ring rank's
+// zig-zag rows against every rank's keys (context_parallel.h cp_blocks, in ring order),
+// merged by log-sum-exp, against the whole-sequence attention; the backward's dq of each
+// rank and dk, dv summed over the ranks that saw each key, against the whole backward. ---
+static void test_attention_ring(int B, int T, int H, int KV, int hd, int R) {
+    char name[160];
+    int stride = (H + 2 * KV) * hd, Ts = T / R, kv_ld = 2 * KV * hd;
+    size_t nq = (size_t)B * T * stride, no = (size_t)B * T * H * hd;
+    float *qkv = randn_f(nq, 1), *dout = randn_f(no, 1), *out = filled_f(no, NAN), *lse = filled_f((size_t)B * H * T, NAN);
+    float* dqkv = filled_f(nq, NAN);
+    attention_forward(out, lse, qkv, B, T, H, KV, hd);
+    attention_backward(dqkv, dout, qkv, out, lse, B, T, H, KV, hd);
+    // each ring rank's rows (B x Ts), gathered by position
+    size_t lq = (size_t)B * Ts * stride, lo = (size_t)B * Ts * H * hd, lk = (size_t)B * Ts * kv_ld;
+    float *q_r = (float*)xmalloc(sizeof(float) * R * lq), *kv_r = (float*)xmalloc(sizeof(float) * R * lk);
+    float *do_r = (float*)xmalloc(sizeof(float) * R * lo), *o_r = filled_f(R * lo, NAN), *l_r = filled_f((size_t)R * B * H * Ts, NAN);
+    float *dq_r = filled_f(R * lo, 0.0f), *dkv_r = filled_f(R * lk, 0.0f);
+    for (int r = 0; r < R; r++)
+        for (int b = 0; b < B; b++)
+            for (int i = 0; i < Ts; i++) {
+                size_t full = (size_t)b * T + cp_ring_position(i, r, R, T), row = (size_t)b * Ts + i;
+                memcpy(q_r + r * lq + row * stride, qkv + full * stride, sizeof(float) * stride);
+                memcpy(kv_r + r * lk + row * kv_ld, qkv + full * stride + H * hd, sizeof(float) * kv_ld);  // as the ring sends it
+                memcpy(do_r + r * lo + row * H * hd, dout + full * H * hd, sizeof(float) * H * hd);
+            }
+    Model m;
+    memset(&m, 0, sizeof(m));
+    m.c.seq_len = T, m.c.cp = R, m.c.cp_ulysses = 1, m.Hl = H, m.KVl = KV, m.hd = hd, m.T = Ts;
+    AttnBlock blk[4];
+    for (int pass = 0; pass < 2; pass++)
+        for (int r = 0; r < R; r++) {
+            m.L.cp_rank = r;
+            CpShape s = cp_shape(&m);
+            for (int step = 0; step < R; step++) {
+                int src = (r - step + R) % R, n = cp_blocks(&m, &s, src, B, stride, kv_ld, blk);
+                for (int i = 0; i < n; i++) {
+                    if (pass == 0) attention_block_forward(o_r + r * lo, H * hd, l_r + (size_t)r * B * H * Ts, q_r + r * lq, kv_r + src * lk, &blk[i]);
+                    else attention_block_backward(dq_r + r * lo, H * hd, dkv_r + src * lk, kv_ld, q_r + r * lq, kv_r + src * lk, do_r + r * lo,
+                                                  o_r + r * lo, H * hd, l_r + (size_t)r * B * H * Ts, &blk[i]);
+                }
+            }
+        }
+    // the whole-sequence results at each rank's positions
+    double *eo = zeros_d(R * lo), *el = zeros_d((size_t)R * B * H * Ts), *edq = zeros_d(R * lo), *edkv = zeros_d(R * lk);
+    for (int r = 0; r < R; r++)
+        for (int b = 0; b < B; b++)
+            for (int i = 0; i < Ts; i++) {
+                size_t full = (size_t)b * T + cp_ring_position(i, r, R, T), row = (size_t)b * Ts + i;
+                for (int k = 0; k < H * hd; k++) {
+                    eo[r * lo + row * H * hd + k] = out[full * H * hd + k];
+                    edq[r * lo + row * H * hd + k] = dqkv[full * stride + k];
+                }
+                for (int k = 0; k < kv_ld; k++) edkv[r * lk + row * kv_ld + k] = dqkv[full * stride + H * hd + k];
+                for (int h = 0; h < H; h++)
+                    el[(size_t)r * B * H * Ts + ((size_t)b * H + h) * Ts + i] = lse[((size_t)b * H + h) * T + full - (size_t)b * T];
+            }
+    const char* tag = KV < H ? "GQA" : "MHA";
+    snprintf(name, sizeof(name), "fwd/attention ring R=%d zig-zag blocks merged = whole sequence (%s T%d)", R, tag, T);
+    check_err(name, rel_err(o_r, eo, R * lo), TOL_FWD);
+    snprintf(name, sizeof(name), "fwd/attention ring R=%d log-sum-exp = whole sequence", R);
+    check_err(name, rel_err(l_r, el, (size_t)R * B * H * Ts), TOL_FWD);
+    snprintf(name, sizeof(name), "bwd/attention ring R=%d dq = whole sequence", R);
+    check_err(name, rel_err(dq_r, edq, R * lo), TOL_FWD);
+    snprintf(name, sizeof(name), "bwd/attention ring R=%d dk, dv summed over the ring = whole sequence", R);
+    check_err(name, rel_err(dkv_r, edkv, R * lk), TOL_FWD);
+    free(qkv), free(dout), free(out), free(lse), free(dqkv), free(q_r), free(kv_r), free(do_r), free(o_r), free(l_r);
+    free(dq_r), free(dkv_r), free(eo), free(el), free(edq), free(edkv);
+}
+
+// The zig-zag split: ring rank r holds chunks r and 2R-1-r, so every rank's causal work
+// (the (query, key) pairs it computes) is the same; positions are a permutation.
+static void test_zigzag(int T, int cp, int U) {
+    char name[128];
+    int R = cp / U, Tl = T / cp, *seen = (int*)xcalloc(T, sizeof(int)), *pos = (int*)xmalloc(sizeof(int) * Tl), ok = 1;
+    long long work0 = -1, work_max = 0, work_min = LLONG_MAX;
+    for (int r = 0; r < cp; r++) {
+        cp_positions(pos, T, cp, U, r);
+        long long work = 0;
+        for (int j = 0; j < Tl; j++) seen[pos[j]]++, work += pos[j] + 1;
+        work_max = work > work_max ? work : work_max, work_min = work < work_min ? work : work_min;
+        if (work0 < 0) work0 = work;
+        Model m;
+        memset(&m, 0, sizeof(m));
+        m.c.seq_len = T, m.c.cp = cp, m.c.cp_ulysses = U, m.T = Tl;
+        for (int j = 0; j < Tl; j++) {
+            int row, holder = cp_rank_of_position(&m, pos[j], &row);
+            ok &= holder == r && row == j;
+        }
+    }
+    for (int p = 0; p < T; p++) ok &= seen[p] == 1;
+    snprintf(name, sizeof(name), "cp zig-zag T=%d cp=%d U=%d: every position on one rank, cp_rank_of_position inverts it", T, cp, U);
+    check(ok, name, NULL);
+    if (U == 1) {  // the ring's ranks (Ulysses ranks split a ring rank's rows unevenly, but they attend as one)
+        snprintf(name, sizeof(name), "cp zig-zag T=%d ring %d: causal work per rank equal (%lld..%lld)", T, R, work_min, work_max);
+        check(work_min == work_max, name, NULL);
+    }
+    free(seen), free(pos);
 }
 
 // --- rope: in place on the first n_heads heads of each row; the rest (v) untouched ---
-typedef struct { int N, T, stride, n_heads, hd; double *x, *R; } RopeCtx;
+typedef struct { int N, T, stride, n_heads, hd; const int* pos; double *x, *R; } RopeCtx;
 static double rope_obj(void* p) {
     RopeCtx* c = (RopeCtx*)p;
     size_t n = (size_t)c->N * c->stride;
     double* y = zeros_d(n);
     memcpy(y, c->x, sizeof(double) * n);
-    ref_rope(y, c->N, c->T, c->stride, c->n_heads, c->hd);
+    ref_rope(y, c->N, c->pos, c->T, c->stride, c->n_heads, c->hd);
     double L = dot_d(y, c->R, n);
     free(y);
     return L;
 }
-static void test_rope(void) {
+// pos: the rows' positions (context parallelism's zig-zag rows), or in order.
+static void test_rope(int zigzag) {
     int B = 2, T = 6, hd = 4, n_heads = 3, stride = 4 * hd, N = B * T;  // 3 rotated heads + 1 left alone
+    int pos[6] = {0, 1, 2, 3, 4, 5};
+    if (zigzag) cp_positions(pos, 12, 2, 1, 1);  // ring rank 1 of 2 over 12 positions: 3 4 5 6 7 8
     size_t n = (size_t)N * stride;
     float *x = randn_f(n, 1), *R = randn_f(n, 1);
     float* y = copy_f(x, n);
-    rope_apply(y, N, T, stride, n_heads, hd, 1.0f);
-    RopeCtx ctx = {N, T, stride, n_heads, hd, to_double(x, n), to_double(R, n)};
+    rope_apply(y, N, pos, T, stride, n_heads, hd, 1.0f);
+    RopeCtx ctx = {N, T, stride, n_heads, hd, pos, to_double(x, n), to_double(R, n)};
     double* ref = to_double(x, n);
-    ref_rope(ref, N, T, stride, n_heads, hd);
-    check_err("fwd/rope", rel_err(y, ref, n), TOL_FWD);
+    ref_rope(ref, N, pos, T, stride, n_heads, hd);
+    check_err(zigzag ? "fwd/rope at positions 3..8" : "fwd/rope", rel_err(y, ref, n), TOL_FWD);
     int v_same = 1;
     for (int i = 0; i < N; i++) v_same &= !memcmp(y + (size_t)i * stride + n_heads * hd, x + (size_t)i * stride + n_heads * hd, sizeof(float) * hd);
     check(v_same, "fwd/rope leaves the heads past n_heads alone", NULL);
     // backward: the transpose of the rotation is the rotation by -angle
     float* g = copy_f(R, n);
-    rope_apply(g, N, T, stride, n_heads, hd, -1.0f);
+    rope_apply(g, N, pos, T, stride, n_heads, hd, -1.0f);
     check_err("fd/rope/inp (sign -1 is the backward)", fd_err(rope_obj, &ctx, ctx.x, n, g), TOL_GRAD);
     free(x), free(R), free(y), free(g), free(ctx.x), free(ctx.R), free(ref);
 }
@@ -565,7 +669,7 @@ static double pos_obj(void* p) {
     double L = 0;
     for (int i = 0; i < c->N; i++)
         for (int k = 0; k < c->C; k++)
-            L += (c->x[(size_t)i * c->C + k] + c->wpe[(size_t)((c->row0 + i) % c->T) * c->C + k]) * c->R[(size_t)i * c->C + k];
+            L += (c->x[(size_t)i * c->C + k] + c->wpe[(size_t)c->tok[(c->row0 + i) % c->T] * c->C + k]) * c->R[(size_t)i * c->C + k];
     return L;
 }
 static void test_embedding(void) {
@@ -582,18 +686,19 @@ static void test_embedding(void) {
     embedding_backward(dwte, tok, R, N, C, v0, Vl);
     unprefill(dwte, nw);
     check_err("fd/embedding/wte (repeats, tokens outside range)", fd_err(emb_obj, &ctx, ctx.wte, nw, dwte), TOL_GRAD);
-    // position embedding of rows [row0, row0+N) of a batch with T positions: wraps around
-    int T = 4, row0 = 5, Np = 7;
+    // position embedding of rows [row0, row0+N) of a batch with T rows a sequence (wraps
+    // around), row i at position pos[i % T] (context parallelism holds rows out of order)
+    int T = 4, row0 = 5, Np = 7, pos[4] = {2, 0, 3, 1};
     size_t np = (size_t)Np * C;
     float *x = randn_f(np, 1), *wpe = randn_f((size_t)T * C, 1), *Rp = randn_f(np, 1);
     float* y = copy_f(x, np);
-    position_forward(y, wpe, Np, row0, T, C);
-    EmbCtx pc = {Np, C, 0, 0, T, row0, NULL, NULL, to_double(x, np), to_double(wpe, (size_t)T * C), to_double(Rp, np)};
+    position_forward(y, wpe, Np, row0, pos, T, C);
+    EmbCtx pc = {Np, C, 0, 0, T, row0, pos, NULL, to_double(x, np), to_double(wpe, (size_t)T * C), to_double(Rp, np)};
     double* pref = zeros_d(np);
-    for (int i = 0; i < Np; i++) for (int k = 0; k < C; k++) pref[i * C + k] = pc.x[i * C + k] + pc.wpe[((row0 + i) % T) * C + k];
-    check_err("fwd/position (row0 5, T 4: wraps)", rel_err(y, pref, np), TOL_FWD);
+    for (int i = 0; i < Np; i++) for (int k = 0; k < C; k++) pref[i * C + k] = pc.x[i * C + k] + pc.wpe[pos[(row0 + i) % T] * C + k];
+    check_err("fwd/position (row0 5, T 4: wraps; positions permuted)", rel_err(y, pref, np), TOL_FWD);
     float* dwpe = prefilled((size_t)T * C);
-    position_backward(dwpe, Rp, Np, row0, T, C);
+    position_backward(dwpe, Rp, Np, row0, pos, T, C);
     unprefill(dwpe, (size_t)T * C);
     check_err("fd/position/wpe", fd_err(pos_obj, &pc, pc.wpe, (size_t)T * C, dwpe), TOL_GRAD);
     check_err("fd/position/inp (identity)", fd_err(pos_obj, &pc, pc.x, np, Rp), TOL_GRAD);
@@ -687,7 +792,16 @@ static void test_kernels(void) {
     test_attention(2, 5, 3, 3, 4);  // plain multi-head
     test_attention(2, 5, 4, 1, 2);  // multi-query
     test_attention(1, 2 * ATT_ROWS + 5, 2, 1, 3);  // three blocks of queries, the last partial
-    test_rope();
+    test_rope(0);
+    test_rope(1);
+    test_attention_ring(2, 16, 4, 2, 8, 2);  // GQA, 2 ring ranks: 4 chunks of 4
+    test_attention_ring(1, 16, 2, 2, 4, 4);  // 4 ring ranks: 8 chunks of 2
+    test_attention_ring(1, 2 * ATT_ROWS + 6, 2, 1, 3, 1);  // one rank: one segment, tiles past ATT_ROWS
+    test_attention_ring(1, 4 * ATT_ROWS + 8, 1, 1, 4, 2);  // chunks of more than one tile
+    test_zigzag(16, 2, 1);
+    test_zigzag(48, 4, 1);
+    test_zigzag(32, 4, 2);
+    test_zigzag(32, 4, 4);
     test_activation(0);
     test_activation(1);
     test_residual();
@@ -796,8 +910,8 @@ static double ref_model_loss(void* ctx) {
         const LayerW* w = &m->wl[l];
         ref_norm(m, h, x, dview(r, w->ln1w), dview(r, w->ln1b), BT);
         ref_matmul(qkv, h, dview(r, w->qkvw), dview(r, w->qkvb), BT, C, qkv_dim);
-        if (llama) ref_rope(qkv, BT, T, qkv_dim, H + KV, hd);  // q and k heads
-        ref_attention(atty, att, qkv, n_seq, T, H, KV, hd);
+        if (llama) ref_rope(qkv, BT, NULL, T, qkv_dim, H + KV, hd);  // q and k heads
+        ref_attention(atty, att, NULL, qkv, n_seq, T, H, KV, hd);
         ref_matmul(y, atty, dview(r, w->attprojw), dview(r, w->attprojb), BT, C, C);
         for (size_t i = 0; i < (size_t)BT * C; i++) x[i] += y[i];
         ref_norm(m, h, x, dview(r, w->ln2w), dview(r, w->ln2b), BT);
@@ -913,7 +1027,7 @@ static void test_model_variants(const char* arch, const char* base) {
     ts.n_tokens = (size_t)4 * m->T + 1;
     ts.tokens = (int*)xmalloc(sizeof(int) * ts.n_tokens);
     for (size_t i = 0; i < ts.n_tokens; i++) ts.tokens[i] = (int)((i * 7919) % m->c.vocab);
-    load_batch(&ts, &m->c, m->L.dp_rank, m->n_micro, 0, m->inputs, m->targets);
+    load_batch(&ts, &m->c, m->L.dp_rank, m->n_micro, 0, m->pos, m->T, m->inputs, m->targets);
     double train_loss = model_loss_and_grads(m);
     double eval_loss = evaluate(m, &ts, 1);
     snprintf(name, sizeof(name), "model/%s/evaluate() loss equals the training forward loss", arch);
@@ -2007,7 +2121,7 @@ static void test_layout_check(void) {
         {"--model tiny --dp 2 --micro-batch 4 --global-batch 12", 2, "not divisible by dp 2 x micro-batch 4"},
         {"--model tiny --pp 4 --micro-batch 4 --global-batch 8", 4, "1F1B needs at least pp micro-batches"},
         {"--model tiny --pp 2 --vpp 2 --micro-batch 1 --global-batch 3", 2, "multiple of pp"},
-        {"--model tiny --zero 1", 1, "needs dp > 1"},
+        {"--model tiny --zero 1", 1, "needs dp x cp > 1"},
         {"--model tiny --tp 2 --sp --seq-len 33", 2, "not divisible by tp"},
         {"--model tiny --seq-len 1048576 --micro-batch 2048 --global-batch 2048", 1, "tokens per data-parallel rank per step, more than"},
         {"--model tiny --dp 2 --seq-len 1048576 --micro-batch 1024 --global-batch 2048", 2, NULL},

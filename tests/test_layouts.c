@@ -168,6 +168,43 @@ static void trace_order(const char* tag, const char* flags, int tid, int sched, 
     ok ? n_pass++ : n_fail++;
 }
 
+// --trace with cp R (ring): every rank's track shows each ring step's attention (R per
+// layer and pass), the K,V transfers it overlaps (R-1) and the dK,dV transfers (R).
+static void trace_ring(int R, int n_layer) {
+    char cmd[1024], path[256], out[256], name[64];
+    static char text[1 << 20];
+    snprintf(path, sizeof(path), "/tmp/test_layouts/trace_cp%d.json", R);
+    snprintf(out, sizeof(out), "/tmp/test_layouts/trace_cp%d.txt", R);
+    snprintf(cmd, sizeof(cmd), "OMP_NUM_THREADS=1 ./train --model tiny --steps 1 --eval-every 0 --sample-len 0 --quiet --cp %d --trace %s", R, path);
+    int rc = run_to_file(cmd, out);
+    FILE* f = fopen(path, "r");
+    size_t n = f ? fread(text, 1, sizeof(text) - 1, f) : 0;
+    text[n] = 0;
+    if (f) fclose(f);
+    int ok = rc == 0 && n < sizeof(text) - 1, bad_rank = -1, count[3] = {0, 0, 0};
+    for (int rank = 0; rank < R && ok; rank++) {
+        char tid_key[32];
+        snprintf(tid_key, sizeof(tid_key), "\"tid\":%d,", rank);
+        count[0] = count[1] = count[2] = 0;
+        for (const char* p = text; (p = strstr(p, "{\"name\":\"")); p++) {
+            const char* t = strstr(p, tid_key);
+            if (!t || t > strchr(p, '}')) continue;
+            for (int s = 0; s < R; s++) {
+                snprintf(name, sizeof(name), "{\"name\":\"attention ring step %d\"", s), count[0] += !strncmp(p, name, strlen(name));
+                snprintf(name, sizeof(name), "{\"name\":\"K,V for ring step %d\"", s), count[1] += !strncmp(p, name, strlen(name));
+                snprintf(name, sizeof(name), "{\"name\":\"dK,dV after ring step %d\"", s), count[2] += !strncmp(p, name, strlen(name));
+            }
+        }
+        // one micro-batch: per layer R ring steps in the forward and R in the backward
+        if (count[0] != 2 * R * n_layer || count[1] != 2 * (R - 1) * n_layer || count[2] != R * n_layer) ok = 0, bad_rank = rank;
+    }
+    printf("%s trace cp%d: each rank shows %d ring-step attentions, %d K,V and %d dK,dV transfers", ok ? "PASS" : "FAIL", R,
+           2 * R * n_layer, 2 * (R - 1) * n_layer, R * n_layer);
+    if (bad_rank >= 0) printf(" (rank %d: %d, %d, %d in %s)", bad_rank, count[0], count[1], count[2], path);
+    printf("\n");
+    ok ? n_pass++ : n_fail++;
+}
+
 // A layout that cannot run must say so in one line and exit non-zero.
 static void expect_layout_error(const char* tag, const char* flags, const char* needle) {
     char cmd[2048], out[512];
@@ -225,6 +262,21 @@ int main(void) {
         {"dp2_zero2_pp2_zbv", "--dp 2 --zero 2 --pp 2 --schedule zb-v"},
         {"dp2_pp2_zbv", "--dp 2 --pp 2 --schedule zb-v"},
         {"dp2_zero2_pp2_zbh1", "--dp 2 --zero 2 --pp 2 --schedule zb-h1"},
+        // context parallelism: the zig-zag ring, Ulysses' all-to-all, both (2D); weights
+        // reduced and ZeRO-sharded over dp x cp; positions per row for wpe
+        {"cp2_ring", "--cp 2"},
+        {"cp4_ring", "--cp 4"},
+        {"cp2_ulysses", "--cp 2 --cp-kind ulysses"},
+        {"cp4_ulysses", "--cp 4 --cp-kind ulysses"},
+        {"cp4_2d_u2", "--cp 4 --cp-kind 2d --cp-ulysses 2"},
+        {"cp2_tp2_sp", "--cp 2 --tp 2 --sp"},
+        {"cp2_ulysses_tp2_sp", "--cp 2 --cp-kind ulysses --tp 2 --sp"},
+        {"cp2_pp2", "--cp 2 --pp 2"},
+        {"cp2_pp2_zbv", "--cp 2 --pp 2 --schedule zb-v"},
+        {"dp2_cp2_zero1", "--dp 2 --cp 2 --zero 1"},
+        {"cp2_zero2", "--cp 2 --zero 2"},
+        {"cp2_selective", "--cp 2 --recompute selective"},
+        {"cp2_ulysses_full", "--cp 2 --cp-kind ulysses --recompute full"},
     };
     suite("gpt2", gpt, gpt_layouts, sizeof(gpt_layouts) / sizeof(gpt_layouts[0]));
     static const Layout_ uneven[] = {{"pp2_uneven_2_1", "--pp 2"}};
@@ -240,6 +292,12 @@ int main(void) {
         {"dp2_tp2_pp2_full", "--dp 2 --tp 2 --pp 2 --recompute full"},
         {"pp2_zbv", "--pp 2 --schedule zb-v"},
         {"tp2_pp2_zbh1", "--tp 2 --pp 2 --schedule zb-h1"},
+        // grouped-query attention under cp: the ring sends the 2 KV heads; Ulysses gives each
+        // rank 2 query heads and their KV head
+        {"cp2_ring", "--cp 2"},
+        {"cp2_ulysses", "--cp 2 --cp-kind ulysses"},
+        {"cp4_2d_u2", "--cp 4 --cp-kind 2d --cp-ulysses 2"},
+        {"cp2_tp2", "--cp 2 --tp 2"},
     };
     suite("llama", "--model llama-tiny", llama_layouts, sizeof(llama_layouts) / sizeof(llama_layouts[0]));
 
@@ -268,6 +326,7 @@ int main(void) {
     // rank 0), and ZB-H1's last stage (pp 4, rank 3) with the W's it owes filling its cool-down.
     trace_order("tp2_pp2_1f1b", "--tp 2 --pp 2 --micro-batch 8 --global-batch 32", 0, SCHED_1F1B, 0, 2, 4);
     trace_order("pp4_zbh1", "--pp 4 --schedule zb-h1 --micro-batch 4 --global-batch 32", 3, SCHED_ZBH1, 3, 4, 8);
+    trace_ring(4, 4);
 
     expect_layout_error("tp3", "--model tiny --tp 3", "n_head 4 is not divisible by tp 3");
     expect_layout_error("pp5", "--model tiny --pp 5", "--n-layer 4 < --pp 5");
@@ -279,7 +338,16 @@ int main(void) {
     expect_layout_error("zb_few_micro", "--model tiny --pp 4 --schedule zb-h1 --micro-batch 8 --global-batch 16", "zero-bubble schedules need at least pp micro-batches");
     expect_layout_error("sp_without_tp", "--model tiny --sp", "--sp needs --tp > 1");
     expect_layout_error("1f1b_few_micro", "--model tiny --pp 2 --micro-batch 8 --global-batch 8", "1F1B needs at least pp micro-batches");
-    expect_layout_error("zero_without_dp", "--model tiny --zero 1", "needs dp > 1");
+    expect_layout_error("zero_without_dp", "--model tiny --zero 1", "needs dp x cp > 1");
     expect_layout_error("llama_kv_tp4", "--model llama-tiny --tp 4", "n_kv_head 2 is not divisible by tp 4");
+    expect_layout_error("cp3_chunks", "--model tiny --cp 3", "--cp 3: --seq-len 32 does not split into 2 x cp = 6 equal chunks");
+    expect_layout_error("cp_ulysses_kv", "--model llama-tiny --cp 4 --cp-kind ulysses", "--cp-kind ulysses: Ulysses degree 4 is more than the 2 KV heads");
+    expect_layout_error("cp_ulysses_tp_kv", "--model llama-tiny --cp 2 --tp 2 --cp-kind ulysses", "Ulysses degree 2 is more than the 1 KV heads");
+    expect_layout_error("cp_2d_kv", "--model llama-tiny --cp 8 --cp-kind 2d --cp-ulysses 4", "--cp-ulysses: Ulysses degree 4 is more than the 2 KV heads");
+    expect_layout_error("cp_ulysses_divides", "--model tiny --cp 4 --cp-kind 2d --cp-ulysses 3", "--cp-ulysses 3 does not divide --cp 4");
+    expect_layout_error("cp_ulysses_no_2d", "--model tiny --cp 4 --cp-ulysses 2", "--cp-ulysses 2: only with --cp-kind 2d");
+    expect_layout_error("cp_2d_no_u", "--model tiny --cp 4 --cp-kind 2d", "--cp-kind 2d needs --cp-ulysses");
+    expect_layout_error("cp_kind", "--model tiny --cp 2 --cp-kind zigzag", "--cp-kind must be ring, ulysses or 2d");
+    expect_layout_error("cp_sp_rows", "--model tiny --cp 4 --tp 4 --sp --seq-len 24", "--sp with --cp 4: the 6 rows of a sequence per cp rank do not split over tp 4");
     return tests_done();
 }

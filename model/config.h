@@ -25,6 +25,7 @@ typedef struct {
     // parallel layout
     int dp, tp, pp, vpp, sp, zero, schedule, recompute;
     int cp, cp_ulysses;  // context parallelism: cp ranks per sequence, the Ulysses degree U among them (ring R = cp / U)
+    int cp_contiguous;   // 1: each ring rank holds one contiguous piece of the sequence (unbalanced; to measure), 0: zig-zag
 } ModelConfig;
 
 // One block of causal attention: the query rows of one sequence segment against the key

@@ -16,7 +16,8 @@
 // gives late rows more keys, so a contiguous split would leave the first ring rank idle.
 // The sequence is cut into 2R chunks of c = T/(2R) rows; ring rank r holds chunks r and
 // 2R-1-r (its Ts = 2c rows, in that order), the U Ulysses ranks of it T/cp rows each of
-// those. With R = 1 the rows are the sequence in order (one segment).
+// those. With R = 1 the rows are the sequence in order (one segment). --cp-split
+// contiguous gives ring rank r rows [r*Ts, (r+1)*Ts) instead, to measure the imbalance.
 //
 // Rank order (grid.h): cp_rank = ring_rank * U + ulysses_rank, next to tp, so the all-to-
 // all stays among the closest ranks. Weights are replicated over cp: their gradients are
@@ -24,21 +25,22 @@
 #pragma once
 
 // The position in the sequence of row i (of Ts) of ring rank r's rows.
-static int cp_ring_position(int i, int r, int R, int T) {
-    if (R == 1) return i;
+static int cp_ring_position(int i, int r, int R, int T, int contiguous) {
+    if (contiguous) return r * (T / R) + i;
     int c = T / (2 * R);
     return i < c ? r * c + i : (2 * R - 1 - r) * c + (i - c);
 }
 // The positions of this rank's T/cp rows (cp ranks of (ring r, ulysses u)).
-static void cp_positions(int* pos, int T, int cp, int U, int cp_rank) {
+static void cp_positions(int* pos, int T, int cp, int U, int cp_rank, int contiguous) {
     int R = cp / U, r = cp_rank / U, u = cp_rank % U, Tl = T / cp;
-    for (int j = 0; j < Tl; j++) pos[j] = cp_ring_position(u * Tl + j, r, R, T);
+    for (int j = 0; j < Tl; j++) pos[j] = cp_ring_position(u * Tl + j, r, R, T, contiguous);
 }
 
 // The cp rank that holds sequence position p, and its row there.
 static int cp_rank_of_position(const Model* m, int p, int* row) {
     int T = m->c.seq_len, U = m->c.cp_ulysses, R = m->c.cp / U, c = T / (2 * R), i = p, r = 0;
-    if (R > 1) {
+    if (m->c.cp_contiguous) r = p / (T / R), i = p % (T / R);
+    else if (R > 1) {
         int k = p / c;  // the zig-zag chunk
         r = k < R ? k : 2 * R - 1 - k;
         i = k < R ? p - r * c : c + p - (2 * R - 1 - r) * c;
@@ -49,8 +51,8 @@ static int cp_rank_of_position(const Model* m, int p, int* row) {
 
 // Segments of contiguous positions among a ring rank's Ts rows: two chunks, or one.
 typedef struct { int row, n, pos; } CpSegment;
-static int cp_segments(int r, int R, int T, CpSegment* seg) {
-    if (R == 1) { seg[0] = (CpSegment){0, T, 0}; return 1; }
+static int cp_segments(int r, int R, int T, int contiguous, CpSegment* seg) {
+    if (R == 1 || contiguous) { seg[0] = (CpSegment){0, T / R, r * (T / R)}; return 1; }
     int c = T / (2 * R);
     seg[0] = (CpSegment){0, c, r * c};
     seg[1] = (CpSegment){c, c, (2 * R - 1 - r) * c};
@@ -135,7 +137,8 @@ static int qkv_pieces(const Model* m, HeadPiece* piece) {
 // The blocks of (this rank's query segments) x (the key segments of ring rank src).
 static int cp_blocks(const Model* m, const CpShape* s, int src, int B, int q_ld, int kv_ld, AttnBlock* blk) {
     CpSegment qs[2], ks[2];
-    int nq = cp_segments(s->ring_rank, s->R, m->c.seq_len, qs), nk = cp_segments(src, s->R, m->c.seq_len, ks), n = 0;
+    int split = m->c.cp_contiguous, nq = cp_segments(s->ring_rank, s->R, m->c.seq_len, split, qs);
+    int nk = cp_segments(src, s->R, m->c.seq_len, split, ks), n = 0;
     for (int i = 0; i < nq; i++)
         for (int j = 0; j < nk; j++) {
             if (ks[j].pos > qs[i].pos + qs[i].n - 1) continue;  // every key after every query: masked

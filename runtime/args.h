@@ -75,6 +75,8 @@ static void print_help(void) {
         "  --cp-kind K           ring (zig-zag ring attention, the default) | ulysses (all-to-all to a head\n"
         "                        split; N <= KV heads per tp rank) | 2d (Ulysses inside --cp-ulysses U ranks, ring across)\n"
         "  --cp-ulysses U        the Ulysses degree of --cp-kind 2d (divides N)\n"
+        "  --cp-split S          zigzag (default: ring rank r holds chunks r and 2R-1-r of 2R, balanced) |\n"
+        "                        contiguous (one piece each: the causal mask leaves early ranks idle; to measure)\n"
         "  --zero 0|1|2          shard optimizer state (1) and gradients (2) over dp\n"
         "  --recompute R         none | selective (attention core) | full (keep layer inputs only)\n"
         "\nlogging and checkpoints\n"
@@ -173,6 +175,12 @@ static void parse_args(Args* a, int argc, char** argv) {
         INT_FLAG("--zero", c->zero, 0, 2);
         INT_FLAG("--cp", c->cp, 1, 1 << 16);
         INT_FLAG("--cp-ulysses", a->cp_ulysses, 1, 1 << 16);
+        if (flag_is(f, "--cp-split")) {
+            if (!strcmp(v, "zigzag")) c->cp_contiguous = 0;
+            else if (!strcmp(v, "contiguous")) c->cp_contiguous = 1;
+            else fail("--cp-split must be zigzag or contiguous, got '%s'", v);
+            continue;
+        }
         if (flag_is(f, "--cp-kind")) {
             if (!strcmp(v, "ring")) a->cp_kind = CP_RING;
             else if (!strcmp(v, "ulysses")) a->cp_kind = CP_ULYSSES;

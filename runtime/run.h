@@ -82,7 +82,7 @@ static void settings_of(const Args* a, Settings* st) {
     setting_int(st, "--dp", c->dp), setting_int(st, "--tp", c->tp), setting_int(st, "--pp", c->pp), setting_int(st, "--vpp", c->vpp);
     setting_int(st, "--schedule", c->schedule), setting_int(st, "--sp", c->sp), setting_int(st, "--zero", c->zero);
     setting_int(st, "--recompute", c->recompute);
-    setting_int(st, "--cp", c->cp), setting_int(st, "--cp-ulysses", c->cp_ulysses);
+    setting_int(st, "--cp", c->cp), setting_int(st, "--cp-ulysses", c->cp_ulysses), setting_int(st, "--cp-split", c->cp_contiguous);
     setting_text(st, "--log", a->log), setting_int(st, "--log-ranks", a->log_ranks), setting_text(st, "--trace", a->trace);
     setting_int(st, "--sample-every", a->sample_every), setting_int(st, "--sample-len", a->sample_len);
     setting_text(st, "--ckpt-dir", a->ckpt_dir), setting_int(st, "--ckpt-every", a->ckpt_every);

@@ -40,7 +40,7 @@ static void model_init_layout(Model* m, Args* a, Metrics* met) {
     layout_init(&m->L, c->dp, c->tp, c->pp, c->vpp, c->cp, c->cp_ulysses, c->schedule);
     model_shapes(m);
     m->pos = (int*)xmalloc(sizeof(int) * m->T);  // the sequence position of each row this rank holds
-    cp_positions(m->pos, c->seq_len, c->cp, c->cp_ulysses, m->L.cp_rank);
+    cp_positions(m->pos, c->seq_len, c->cp, c->cp_ulysses, m->L.cp_rank, c->cp_contiguous);
     param_layout_build(&m->P, c, c->tp, m->L.tp_rank, c->pp, c->vpp, m->L.stage, m->L.replicas);
     m->defer_weight = a->weight_pass_deferred;
 }

@@ -451,7 +451,7 @@ static void test_attention(int B, int T, int H, int KV, int hd) {
 // zig-zag rows against every rank's keys (context_parallel.h cp_blocks, in ring order),
 // merged by log-sum-exp, against the whole-sequence attention; the backward's dq of each
 // rank and dk, dv summed over the ranks that saw each key, against the whole backward. ---
-static void test_attention_ring(int B, int T, int H, int KV, int hd, int R) {
+static void test_attention_ring(int B, int T, int H, int KV, int hd, int R, int contiguous) {
     char name[160];
     int stride = (H + 2 * KV) * hd, Ts = T / R, kv_ld = 2 * KV * hd;
     size_t nq = (size_t)B * T * stride, no = (size_t)B * T * H * hd;
@@ -467,14 +467,14 @@ static void test_attention_ring(int B, int T, int H, int KV, int hd, int R) {
     for (int r = 0; r < R; r++)
         for (int b = 0; b < B; b++)
             for (int i = 0; i < Ts; i++) {
-                size_t full = (size_t)b * T + cp_ring_position(i, r, R, T), row = (size_t)b * Ts + i;
+                size_t full = (size_t)b * T + cp_ring_position(i, r, R, T, contiguous), row = (size_t)b * Ts + i;
                 memcpy(q_r + r * lq + row * stride, qkv + full * stride, sizeof(float) * stride);
                 memcpy(kv_r + r * lk + row * kv_ld, qkv + full * stride + H * hd, sizeof(float) * kv_ld);  // as the ring sends it
                 memcpy(do_r + r * lo + row * H * hd, dout + full * H * hd, sizeof(float) * H * hd);
             }
     Model m;
     memset(&m, 0, sizeof(m));
-    m.c.seq_len = T, m.c.cp = R, m.c.cp_ulysses = 1, m.Hl = H, m.KVl = KV, m.hd = hd, m.T = Ts;
+    m.c.seq_len = T, m.c.cp = R, m.c.cp_ulysses = 1, m.c.cp_contiguous = contiguous, m.Hl = H, m.KVl = KV, m.hd = hd, m.T = Ts;
     AttnBlock blk[4];
     for (int pass = 0; pass < 2; pass++)
         for (int r = 0; r < R; r++) {
@@ -494,7 +494,7 @@ static void test_attention_ring(int B, int T, int H, int KV, int hd, int R) {
     for (int r = 0; r < R; r++)
         for (int b = 0; b < B; b++)
             for (int i = 0; i < Ts; i++) {
-                size_t full = (size_t)b * T + cp_ring_position(i, r, R, T), row = (size_t)b * Ts + i;
+                size_t full = (size_t)b * T + cp_ring_position(i, r, R, T, contiguous), row = (size_t)b * Ts + i;
                 for (int k = 0; k < H * hd; k++) {
                     eo[r * lo + row * H * hd + k] = out[full * H * hd + k];
                     edq[r * lo + row * H * hd + k] = dqkv[full * stride + k];
@@ -504,7 +504,7 @@ static void test_attention_ring(int B, int T, int H, int KV, int hd, int R) {
                     el[(size_t)r * B * H * Ts + ((size_t)b * H + h) * Ts + i] = lse[((size_t)b * H + h) * T + full - (size_t)b * T];
             }
     const char* tag = KV < H ? "GQA" : "MHA";
-    snprintf(name, sizeof(name), "fwd/attention ring R=%d zig-zag blocks merged = whole sequence (%s T%d)", R, tag, T);
+    snprintf(name, sizeof(name), "fwd/attention ring R=%d %s blocks merged = whole sequence (%s T%d)", R, contiguous ? "contiguous" : "zig-zag", tag, T);
     check_err(name, rel_err(o_r, eo, R * lo), TOL_FWD);
     snprintf(name, sizeof(name), "fwd/attention ring R=%d log-sum-exp = whole sequence", R);
     check_err(name, rel_err(l_r, el, (size_t)R * B * H * Ts), TOL_FWD);
@@ -518,30 +518,32 @@ static void test_attention_ring(int B, int T, int H, int KV, int hd, int R) {
 
 // The zig-zag split: ring rank r holds chunks r and 2R-1-r, so every rank's causal work
 // (the (query, key) pairs it computes) is the same; positions are a permutation.
-static void test_zigzag(int T, int cp, int U) {
+static void test_zigzag(int T, int cp, int U, int contiguous) {
     char name[128];
     int R = cp / U, Tl = T / cp, *seen = (int*)xcalloc(T, sizeof(int)), *pos = (int*)xmalloc(sizeof(int) * Tl), ok = 1;
     long long work0 = -1, work_max = 0, work_min = LLONG_MAX;
     for (int r = 0; r < cp; r++) {
-        cp_positions(pos, T, cp, U, r);
+        cp_positions(pos, T, cp, U, r, contiguous);
         long long work = 0;
         for (int j = 0; j < Tl; j++) seen[pos[j]]++, work += pos[j] + 1;
         work_max = work > work_max ? work : work_max, work_min = work < work_min ? work : work_min;
         if (work0 < 0) work0 = work;
         Model m;
         memset(&m, 0, sizeof(m));
-        m.c.seq_len = T, m.c.cp = cp, m.c.cp_ulysses = U, m.T = Tl;
+        m.c.seq_len = T, m.c.cp = cp, m.c.cp_ulysses = U, m.c.cp_contiguous = contiguous, m.T = Tl;
         for (int j = 0; j < Tl; j++) {
             int row, holder = cp_rank_of_position(&m, pos[j], &row);
             ok &= holder == r && row == j;
         }
     }
     for (int p = 0; p < T; p++) ok &= seen[p] == 1;
-    snprintf(name, sizeof(name), "cp zig-zag T=%d cp=%d U=%d: every position on one rank, cp_rank_of_position inverts it", T, cp, U);
+    const char* split = contiguous ? "contiguous" : "zig-zag";
+    snprintf(name, sizeof(name), "cp %s T=%d cp=%d U=%d: every position on one rank, cp_rank_of_position inverts it", split, T, cp, U);
     check(ok, name, NULL);
     if (U == 1) {  // the ring's ranks (Ulysses ranks split a ring rank's rows unevenly, but they attend as one)
-        snprintf(name, sizeof(name), "cp zig-zag T=%d ring %d: causal work per rank equal (%lld..%lld)", T, R, work_min, work_max);
-        check(work_min == work_max, name, NULL);
+        snprintf(name, sizeof(name), "cp %s T=%d ring %d: causal work per rank %s (%lld..%lld)", split, T, R, contiguous ? "unequal" : "equal",
+                 work_min, work_max);
+        check(contiguous ? work_max > 2 * work_min : work_min == work_max, name, NULL);
     }
     free(seen), free(pos);
 }
@@ -562,7 +564,7 @@ static double rope_obj(void* p) {
 static void test_rope(int zigzag) {
     int B = 2, T = 6, hd = 4, n_heads = 3, stride = 4 * hd, N = B * T;  // 3 rotated heads + 1 left alone
     int pos[6] = {0, 1, 2, 3, 4, 5};
-    if (zigzag) cp_positions(pos, 12, 2, 1, 1);  // ring rank 1 of 2 over 12 positions: 3 4 5 6 7 8
+    if (zigzag) cp_positions(pos, 12, 2, 1, 1, 0);  // ring rank 1 of 2 over 12 positions: 3 4 5 6 7 8
     size_t n = (size_t)N * stride;
     float *x = randn_f(n, 1), *R = randn_f(n, 1);
     float* y = copy_f(x, n);
@@ -794,14 +796,16 @@ static void test_kernels(void) {
     test_attention(1, 2 * ATT_ROWS + 5, 2, 1, 3);  // three blocks of queries, the last partial
     test_rope(0);
     test_rope(1);
-    test_attention_ring(2, 16, 4, 2, 8, 2);  // GQA, 2 ring ranks: 4 chunks of 4
-    test_attention_ring(1, 16, 2, 2, 4, 4);  // 4 ring ranks: 8 chunks of 2
-    test_attention_ring(1, 2 * ATT_ROWS + 6, 2, 1, 3, 1);  // one rank: one segment, tiles past ATT_ROWS
-    test_attention_ring(1, 4 * ATT_ROWS + 8, 1, 1, 4, 2);  // chunks of more than one tile
-    test_zigzag(16, 2, 1);
-    test_zigzag(48, 4, 1);
-    test_zigzag(32, 4, 2);
-    test_zigzag(32, 4, 4);
+    test_attention_ring(2, 16, 4, 2, 8, 2, 0);  // GQA, 2 ring ranks: 4 chunks of 4
+    test_attention_ring(1, 16, 2, 2, 4, 4, 0);  // 4 ring ranks: 8 chunks of 2
+    test_attention_ring(1, 2 * ATT_ROWS + 6, 2, 1, 3, 1, 0);  // one rank: one segment, tiles past ATT_ROWS
+    test_attention_ring(1, 4 * ATT_ROWS + 8, 1, 1, 4, 2, 0);  // chunks of more than one tile
+    test_attention_ring(1, 16, 2, 1, 4, 4, 1);  // the contiguous split: later ranks' blocks skipped
+    test_zigzag(16, 2, 1, 0);
+    test_zigzag(48, 4, 1, 0);
+    test_zigzag(32, 4, 2, 0);
+    test_zigzag(32, 4, 4, 0);
+    test_zigzag(32, 4, 1, 1);
     test_activation(0);
     test_activation(1);
     test_residual();

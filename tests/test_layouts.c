@@ -269,6 +269,7 @@ int main(void) {
         {"cp2_ulysses", "--cp 2 --cp-kind ulysses"},
         {"cp4_ulysses", "--cp 4 --cp-kind ulysses"},
         {"cp4_2d_u2", "--cp 4 --cp-kind 2d --cp-ulysses 2"},
+        {"cp4_contiguous", "--cp 4 --cp-split contiguous"},
         {"cp2_tp2_sp", "--cp 2 --tp 2 --sp"},
         {"cp2_ulysses_tp2_sp", "--cp 2 --cp-kind ulysses --tp 2 --sp"},
         {"cp2_pp2", "--cp 2 --pp 2"},

@@ -1157,8 +1157,14 @@ int main(int argc, char** argv) {
         // the V placement (stage 0 holds both ends, one wte) to the loop and back
         reshard("zbv_to_1f1b", "", &ref, rd, "--pp 2 --schedule zb-v", "--pp 2 --schedule 1f1b");
         reshard("1f1b_to_zbv", "", &ref, rd, "--pp 2 --schedule 1f1b", "--pp 2 --schedule zb-v");
-        if (reference("ref_llama_1rank", "--model llama-tiny", &ref_llama))
+        // context parallelism: a checkpoint holds whole tensors, whatever split the sequence had
+        reshard("cp2_to_1rank", "", &ref, rd, "--cp 2", "");
+        reshard("dp2zero1_to_cp4_2d", "", &ref, rd, "--dp 2 --zero 1", "--cp 4 --cp-kind 2d --cp-ulysses 2");
+        if (reference("ref_llama_1rank", "--model llama-tiny", &ref_llama)) {
             reshard("llama_tp2sp_to_pp2vpp2", "--model llama-tiny", &ref_llama, ROOT "/ref_llama_1rank", "--tp 2 --sp", "--pp 2 --vpp 2");
+            reshard("llama_cp2ulysses_zero1_to_tp2", "--model llama-tiny", &ref_llama, ROOT "/ref_llama_1rank", "--cp 2 --cp-kind ulysses --zero 1",
+                    "--tp 2");
+        }
         printf("(reshard: %.1f s)\n", now_s() - t0);
     }
     if (want[3] && ref.n) {

@@ -298,7 +298,7 @@ static void metrics_write_trace(Metrics* m, const Layout* L) {
                 } else if (kind <= TRACE_RING) {
                     static const char* ring[] = {"attention ring step %d", "K,V for ring step %d", "dK,dV after ring step %d"};
                     snprintf(name, sizeof(name), ring[TRACE_RING - kind], mb);
-                    cat = kind == TRACE_RING ? "compute" : "cp ring";
+                    cat = kind == TRACE_RING ? "cp attention" : "cp ring";
                 } else {
                     snprintf(name, sizeof(name), "%s", extra[mb >= 0 && mb < 10 ? mb : 0]);
                     cat = kind == -1 ? "collective" : "phase";

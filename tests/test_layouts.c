@@ -205,6 +205,35 @@ static void trace_ring(int R, int n_layer) {
     ok ? n_pass++ : n_fail++;
 }
 
+// Sampling under a layout draws the same text as one rank (the same weights after the same
+// steps, the same uniform per token on every rank): with cp the token's row is on the rank
+// that holds its position, and the window slides past T.
+static void sample_matches(const char* tag, const char* flags) {
+    char cmd[1024], out[256], ref_out[256];
+    static char text[2][1 << 14];
+    snprintf(ref_out, sizeof(ref_out), "/tmp/test_layouts/sample_1rank.txt");
+    snprintf(out, sizeof(out), "/tmp/test_layouts/sample_%s.txt", tag);
+    const char* common = "OMP_NUM_THREADS=1 ./train --model tiny --steps 10 --eval-every 0 --sample-len 80 --quiet";
+    snprintf(cmd, sizeof(cmd), "%s", common);
+    int rc0 = run_to_file(cmd, ref_out);
+    snprintf(cmd, sizeof(cmd), "%s %s", common, flags);
+    int rc1 = run_to_file(cmd, out);
+    for (int k = 0; k < 2; k++) {
+        FILE* f = fopen(k ? out : ref_out, "r");
+        size_t n = f ? fread(text[k], 1, sizeof(text[k]) - 1, f) : 0;
+        text[k][n] = 0;
+        if (f) fclose(f);
+    }
+    char *a = strstr(text[0], "sample:\n"), *b = strstr(text[1], "sample:\n");
+    for (int k = 0; k < 2; k++) {  // the sample's line only (the memory report after it differs by layout)
+        char* s = k ? b : a;
+        if (s && strchr(s + 8, '\n')) *strchr(s + 8, '\n') = 0;
+    }
+    int ok = rc0 == 0 && rc1 == 0 && a && b && strlen(a) > 60 && !strcmp(a, b);
+    printf("%s sample %s draws the 1-rank text (80 tokens, window of 32)\n", ok ? "PASS" : "FAIL", tag);
+    ok ? n_pass++ : n_fail++;
+}
+
 // A layout that cannot run must say so in one line and exit non-zero.
 static void expect_layout_error(const char* tag, const char* flags, const char* needle) {
     char cmd[2048], out[512];
@@ -328,6 +357,9 @@ int main(void) {
     trace_order("tp2_pp2_1f1b", "--tp 2 --pp 2 --micro-batch 8 --global-batch 32", 0, SCHED_1F1B, 0, 2, 4);
     trace_order("pp4_zbh1", "--pp 4 --schedule zb-h1 --micro-batch 4 --global-batch 32", 3, SCHED_ZBH1, 3, 4, 8);
     trace_ring(4, 4);
+    sample_matches("cp2", "--cp 2");
+    sample_matches("cp4_2d", "--cp 4 --cp-kind 2d --cp-ulysses 2");
+    sample_matches("cp2_tp2_pp2", "--cp 2 --tp 2 --pp 2");
 
     expect_layout_error("tp3", "--model tiny --tp 3", "n_head 4 is not divisible by tp 3");
     expect_layout_error("pp5", "--model tiny --pp 5", "--n-layer 4 < --pp 5");

@@ -45,12 +45,12 @@ static void timed_matmul_backward(float* dinp, float* dweight, float* dbias, con
 }
 // Attention FLOPs as the PaLM count: QK^T and AV over the full T x T, 2 * 2 * B*T*T*H*hd
 // forward, twice that backward.
-static void timed_attention_forward(float* out, float* att, const float* qkv, int B, int T, int H, int KV, int hd) {
-    TIMED(OP_ATTENTION, 4.0 * B * T * T * H * hd, attention_forward(out, att, qkv, B, T, H, KV, hd));
+static void timed_attention_forward(float* out, float* lse, const float* qkv, int B, int T, int H, int KV, int hd) {
+    TIMED(OP_ATTENTION, 4.0 * B * T * T * H * hd, attention_forward(out, lse, qkv, B, T, H, KV, hd));
 }
-static void timed_attention_backward(float* dqkv, float* datt, const float* dout, const float* qkv, const float* att,
+static void timed_attention_backward(float* dqkv, const float* dout, const float* qkv, const float* out, const float* lse,
                                      int B, int T, int H, int KV, int hd) {
-    TIMED(OP_ATTENTION, 8.0 * B * T * T * H * hd, attention_backward(dqkv, datt, dout, qkv, att, B, T, H, KV, hd));
+    TIMED(OP_ATTENTION, 8.0 * B * T * T * H * hd, attention_backward(dqkv, dout, qkv, out, lse, B, T, H, KV, hd));
 }
 // Bytes: each array read once and each output written once (4 bytes a float).
 static void timed_layernorm_forward(float* out, float* mean, float* rstd, const float* inp, const float* weight,
@@ -86,8 +86,8 @@ static void timed_add_bias(float* out, const float* bias, int N, int C) { TIMED(
 static void timed_column_dot_accumulate(float* acc, const float* a, const float* b, int N, int C) {
     TIMED(OP_ELEMENTWISE, (b ? 8.0 : 4.0) * N * C, column_dot_accumulate(acc, a, b, N, C));
 }
-static void timed_rope_apply(float* qkv, int N, int T, int stride, int n_heads, int hd, float sign) {
-    TIMED(OP_ELEMENTWISE, 8.0 * N * n_heads * hd, rope_apply(qkv, N, T, stride, n_heads, hd, sign));
+static void timed_rope_apply(float* qkv, int N, const int* pos, int T, int stride, int n_heads, int hd, float sign) {
+    TIMED(OP_ELEMENTWISE, 8.0 * N * n_heads * hd, rope_apply(qkv, N, pos, T, stride, n_heads, hd, sign));
 }
 static void timed_embedding_forward(float* out, const int* tokens, const float* wte, int N, int C, int v0, int Vl) {
     TIMED(OP_ELEMENTWISE, 8.0 * N * C, embedding_forward(out, tokens, wte, N, C, v0, Vl));
@@ -95,11 +95,11 @@ static void timed_embedding_forward(float* out, const int* tokens, const float* 
 static void timed_embedding_backward(float* dwte, const int* tokens, const float* dout, int N, int C, int v0, int Vl) {
     TIMED(OP_ELEMENTWISE, 12.0 * N * C, embedding_backward(dwte, tokens, dout, N, C, v0, Vl));
 }
-static void timed_position_forward(float* out, const float* wpe, int N, int row0, int T, int C) {
-    TIMED(OP_ELEMENTWISE, 12.0 * N * C, position_forward(out, wpe, N, row0, T, C));
+static void timed_position_forward(float* out, const float* wpe, int N, int row0, const int* pos, int T, int C) {
+    TIMED(OP_ELEMENTWISE, 12.0 * N * C, position_forward(out, wpe, N, row0, pos, T, C));
 }
-static void timed_position_backward(float* dwpe, const float* dout, int N, int row0, int T, int C) {
-    TIMED(OP_ELEMENTWISE, 12.0 * N * C, position_backward(dwpe, dout, N, row0, T, C));
+static void timed_position_backward(float* dwpe, const float* dout, int N, int row0, const int* pos, int T, int C) {
+    TIMED(OP_ELEMENTWISE, 12.0 * N * C, position_backward(dwpe, dout, N, row0, pos, T, C));
 }
 static void timed_crossentropy_local_max(float* maxes, const float* logits, int N, int Vl, int v0, int vocab) {
     TIMED(OP_CROSSENTROPY, 4.0 * N * Vl, crossentropy_local_max(maxes, logits, N, Vl, v0, vocab));

@@ -12,7 +12,7 @@
 #define KERNELS_CPU_H
 
 #include <float.h>
-#include "runtime/common.h"
+#include "model/config.h"  // AttnBlock (and runtime/common.h)
 #ifdef _OPENMP
 #include <omp.h>
 #endif

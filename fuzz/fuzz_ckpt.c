@@ -27,7 +27,7 @@ static void setup(void) {
     args.cfg.dp = 1;
     param_layout_build(&P, &args.cfg, 1, 0, 1, 1, 0, 1);
     memset(&L, 0, sizeof(L));
-    L.world = 1, L.dp = L.tp = L.pp = L.vpp = 1;
+    L.world = 1, L.dp = L.tp = L.pp = L.vpp = L.cp = L.replicas = 1;
     params = (float*)calloc(P.n_padded, sizeof(float));
     m_state = (float*)calloc(P.n_padded, sizeof(float));
     v_state = (float*)calloc(P.n_padded, sizeof(float));

@@ -1,5 +1,5 @@
 // train_gpt.cu: the GPU trainer. The same models (GPT-2, LLaMA), optimizer, flags, layouts
-// (dp/tp/sp/pp, ZeRO 0/1/2, recomputation), checkpoints and logs as train_gpt.c, the CPU
+// (dp/tp/sp/pp/cp, ZeRO 0/1/2, recomputation), checkpoints and logs as train_gpt.c, the CPU
 // reference, on one CUDA device per rank. The model's math (model/model.h) and the
 // orchestration (parallel/, runtime/train.h) are shared; this file holds only what differs:
 // the operations (model/kernels_gpu.cuh, cuBLASLt), where the bytes live, and main.
@@ -21,7 +21,8 @@
 // each layer's dp gradient all-reduce starts as soon as the step's last micro-batch has
 // left the layer, on NCCL's own stream beside the rest of the backward (parallel/data_parallel.h's
 // layer_grads_final); the optimizer waits for them. Pipeline sends run on streams of their
-// own, so a stage goes on computing while its activations travel. Scalars (loss, gradient
+// own, so a stage goes on computing while its activations travel; so do context
+// parallelism's ring exchanges, beside the attention block they overlap. Scalars (loss, gradient
 // norm, sampled token, stop flag) and checkpoints use parallel/grid.h's MPI calls on host memory,
 // as the CPU build does.
 //
@@ -66,6 +67,8 @@ typedef struct {
     float *norm_parts, *h_norm_parts;  // one sum of squares per tensor (grad_norm), device and host
     double* loss_acc;                  // device: sum of token losses of this step on this rank
     int *d_inputs, *d_targets;         // device copies of the step's tokens
+    int* d_pos;                        // device copy of m->pos: the sequence position of each of this rank's T rows
+    double ring_t0;                    // host time the context-parallel ring's exchange in flight started (--trace)
 } ModelBackend;
 #define GRAD_BUCKET_FLOATS SIZE_MAX
 
@@ -135,7 +138,7 @@ static void op_fcproj_act_backward_input(Model* m, bf16* dfch, const bf16* dy, c
     else swiglu_backward_gpu(dfch, fch, m->dfch_act, N, m->Fl, 0, s);
 }
 static void op_rope(Model* m, bf16* qkv, int N, float sign) {
-    rope_apply_gpu(qkv, N, m->T, m->qkv_dim, m->Hl + m->KVl, m->hd, sign, m->be.stream);
+    rope_apply_gpu(qkv, N, m->be.d_pos, m->T, m->qkv_dim, m->Hl + m->KVl, m->hd, sign, m->be.stream);
 }
 // Flash attention keeps the fp32 log-sum-exp of the scores (B x Hl x T) as its saved state.
 // Selective recomputation saves little here (it drops only that), and is kept so the flag
@@ -146,6 +149,19 @@ static void op_attention_forward(Model* m, bf16* out, float* att, const bf16* qk
 static void op_attention_backward(Model* m, bf16* dqkv, const bf16* dout, const bf16* qkv, const bf16* out, const float* att, int B) {
     attention_backward_gpu(dqkv, dout, qkv, out, att, B, m->T, m->Hl, m->KVl, m->hd, m->be.stream);
 }
+// Context parallelism's blocks (parallel/context_parallel.h): the same flash kernels in their
+// block mode, fp32 running output and gradients.
+static void op_attention_block_forward(Model* m, float* o, float* lse, const bf16* q, const bf16* kv, const AttnBlock* a) {
+    attention_block_forward_gpu(o, lse, q, kv, a, m->be.stream);
+}
+static void op_attention_block_backward(Model* m, float* dq, float* dkv, const bf16* q, const bf16* kv, const bf16* dout,
+                                        const bf16* out, const float* lse, const AttnBlock* a) {
+    attention_block_backward_gpu(dq, dkv, q, kv, dout, out, lse, a, m->be.stream);
+}
+static void op_attention_grad_pack(Model* m, bf16* dqkv, const float* dq, const float* dkv, size_t rows, int Ha, int KVa) {
+    attention_grad_pack_gpu(dqkv, dq, dkv, rows, Ha, KVa, m->hd, m->be.stream);
+}
+static void op_f32_to_act(Model* m, bf16* dst, const float* src, size_t n) { f32_to_bf16_gpu(dst, src, n, m->be.stream); }
 static void op_residual(Model* m, bf16* out, const bf16* x, const bf16* y, const float* bias, int N) {
     residual_bias_forward_gpu(out, x, y, bf(m, bias), N, m->C, m->be.stream);
 }
@@ -157,10 +173,10 @@ static void op_embedding_backward(Model* m, const int* tokens, const bf16* dout,
     embedding_backward_gpu(m->g.wte, tokens, dout, N, m->C, m->v0, m->Vl, m->be.stream);
 }
 static void op_position_forward(Model* m, bf16* x, int N, int row0) {
-    position_forward_gpu(x, bf(m, m->w.wpe), N, row0, m->T, m->C, m->be.stream);
+    position_forward_gpu(x, bf(m, m->w.wpe), N, row0, m->be.d_pos, m->T, m->C, m->be.stream);
 }
 static void op_position_backward(Model* m, const bf16* dx, int N, int row0) {
-    position_backward_gpu(m->g.wpe, dx, N, row0, m->T, m->C, m->be.stream);
+    position_backward_gpu(m->g.wpe, dx, N, row0, m->be.d_pos, m->T, m->C, m->be.stream);
 }
 static void op_ce_local_max(Model* m, float* max, const bf16* logits, int N) {
     crossentropy_local_max_gpu(max, logits, N, m->Vl, m->v0, m->c.vocab, m->be.stream);
@@ -188,6 +204,24 @@ static void f32_allreduce_sum(Model* m, Group g, float* buf, size_t n) { nccl_al
 static void f32_allreduce_max(Model* m, Group g, float* buf, size_t n) { nccl_allreduce_max(&m->be.G, group_of(m, g), buf, n, m->be.stream); }
 static void act_copy(Model* m, bf16* dst, const bf16* src, size_t n) {
     cudaCheck(cudaMemcpyAsync(dst, src, sizeof(bf16) * n, cudaMemcpyDeviceToDevice, m->be.stream));
+}
+static void act_copy_2d(Model* m, bf16* dst, size_t dst_ld, const bf16* src, size_t src_ld, size_t rows, size_t cols) {
+    if (!rows || !cols) return;
+    cudaCheck(cudaMemcpy2DAsync(dst, sizeof(bf16) * dst_ld, src, sizeof(bf16) * src_ld, sizeof(bf16) * cols, rows,
+                                cudaMemcpyDeviceToDevice, m->be.stream));
+}
+static void act_alltoall(Model* m, Group g, const bf16* send, bf16* recv, size_t n_per_rank) {
+    nccl_alltoall_bf16(&m->be.G, group_of(m, g), send, recv, n_per_rank, m->be.stream);
+}
+// The ring's exchange on its own stream (comm_nccl.h). The trace gets host times: from the
+// start to the end of the transfer, the host waiting for it at ring_wait while tracing.
+static void ring_start(Model* m, const void* send, void* recv, size_t bytes, int step) {
+    m->be.ring_t0 = now_s();
+    nccl_ring_start(&m->be.G, group_of(m, GROUP_CP_RING), send, recv, bytes, m->be.stream);
+}
+static void ring_wait(Model* m, int step) {
+    nccl_ring_wait(&m->be.G, group_of(m, GROUP_CP_RING), m->be.stream, m->met && m->met->tracing);
+    metrics_ring_event(m->met, step >= 0 ? 1 : 2, step >= 0 ? step : -1 - step, m->be.ring_t0, now_s());
 }
 
 // ----------------------------------------------------------------------------
@@ -246,7 +280,7 @@ static void pp_recv(Model* m, int dir, int up, bf16* dst, size_t n, int peer, in
 // This dp rank's part of global batch `index`, on the host and the device; the device sum
 // of token losses restarts.
 static void model_load_batch(Model* m, const TokenStream* ts, size_t index) {
-    load_batch(ts, &m->c, m->L.dp_rank, m->n_micro, index, m->inputs, m->targets);
+    load_batch(ts, &m->c, m->L.dp_rank, m->n_micro, index, m->pos, m->T, m->inputs, m->targets);
     size_t bytes = sizeof(int) * m->n_micro * m->B * m->T;
     h2d(m->be.d_inputs, m->inputs, bytes, m->be.stream);
     h2d(m->be.d_targets, m->targets, bytes, m->be.stream);
@@ -395,6 +429,7 @@ static void alloc_activations(Model* m) {
     // stage hand over by a copy (parallel/pipeline.h)
     int staged = m->L.pp > 1 && !m->be.G.p2p;
     if (staged) m->be.h_recv = pinned_floats(p2p_floats(N * C));
+    cp_alloc(m);  // context parallelism's buffers (parallel/context_parallel.h)
     chunks_init(m);
     for (int c = 0; c < m->L.vpp; c++) {
         Chunk* ch = &m->chunks[c];
@@ -442,6 +477,7 @@ static void upload_params(Model* m) {
 }
 
 static float* f32_alloc(Model* m, size_t n) { return (float*)dev_alloc(sizeof(float) * n); }
+static bf16* act_alloc(Model* m, size_t n) { return (bf16*)dev_alloc(sizeof(bf16) * n); }
 // init_params on the host (the CPU build's weights, bit for bit), then up to the device.
 static void params_init(Model* m) {
     m->be.h_params = (float*)xcalloc(m->P.n_padded, sizeof(float));
@@ -453,8 +489,10 @@ static void model_init(Model* m, Args* a, Metrics* met) {
     model_init_layout(m, a, met);  // runtime/train.h
     gpu_comms_init(&m->be.G, &m->L, a->comm_mpi ? COMM_MPI : COMM_NCCL);
     cudaCheck(cudaStreamCreate(&m->be.stream));
-    // the kernels' reduction scratch: attention backward needs B*Hl*T floats; 16M covers the
-    // column sums of any width in few chunks
+    m->be.d_pos = (int*)dev_alloc(sizeof(int) * m->T);
+    h2d(m->be.d_pos, m->pos, sizeof(int) * m->T, m->be.stream);
+    // the kernels' reduction scratch: attention backward needs B*Hl*T floats (with cp, a
+    // block's B*Ha*Ts: as many); 16M covers the column sums of any width in few chunks
     size_t red = (size_t)m->B * m->T * m->Hl;
     gpu_kernels_init(red > (16u << 20) ? red : (16u << 20));
     m->be.params_bf16 = (bf16*)dev_alloc(sizeof(bf16) * m->P.n_padded);
@@ -515,7 +553,7 @@ static void gpu_probe(const Args* a) {
              prop.minor, cudaGetErrorString(e));
     // A hand-started run puts all its ranks on this machine: NCCL needs a GPU for each.
     const ModelConfig* c = &a->cfg;
-    int need = (c->dp ? c->dp : 1) * c->tp * c->pp;
+    int need = (c->dp ? c->dp : 1) * c->tp * c->pp * c->cp;
     if (!under_launcher() && !a->comm_mpi && need > n_dev)
         fail("%d ranks but %d GPU(s) here: NCCL needs one GPU per rank (use --comm mpi to share a GPU)", need, n_dev);
 }

@@ -654,6 +654,16 @@ cudaError_t cudaMemcpyAsync(void* dst, const void* src, size_t bytes, cudaMemcpy
     emu_enqueue(s, [=] { emu_copy(dst, src, bytes); });
     return cudaSuccess;
 }
+// height rows of width bytes, dpitch / spitch bytes apart (the rows must not overlap).
+cudaError_t cudaMemcpy2DAsync(void* dst, size_t dpitch, const void* src, size_t spitch, size_t width, size_t height,
+                              cudaMemcpyKind kind, cudaStream_t s) {
+    if (!width || !height) return cudaSuccess;
+    if (!dst || !src || width > dpitch || width > spitch) return cudaErrorInvalidValue;
+    emu_enqueue(s, [=] {
+        for (size_t r = 0; r < height; r++) emu_copy((char*)dst + r * dpitch, (const char*)src + r * spitch, width);
+    });
+    return cudaSuccess;
+}
 cudaError_t cudaMemsetAsync(void* p, int value, size_t bytes, cudaStream_t s) {
     if (bytes && !p) return cudaErrorInvalidValue;
     emu_enqueue(s, [=] { memset(p, value, bytes); });
@@ -798,6 +808,17 @@ static int emu_MPI_Recv(void* b, int n, MPI_Datatype t, int src, int tag, MPI_Co
     MPI_Request q;
     return emu_mpi_done(MPI_Irecv(b, n, t, src, tag, c, &q), &q, status);
 }
+static int emu_MPI_Alltoall(const void* s, int sn, MPI_Datatype st, void* r, int rn, MPI_Datatype rt, MPI_Comm c) {
+    MPI_Request q;
+    return emu_mpi_done(MPI_Ialltoall(s, sn, st, r, rn, rt, c, &q), &q);
+}
+static int emu_MPI_Waitall(int n, MPI_Request* r, MPI_Status* statuses) {
+    for (int i = 0; i < n; i++) {
+        int rc = emu_mpi_wait(&r[i], statuses == MPI_STATUSES_IGNORE ? MPI_STATUS_IGNORE : &statuses[i]);
+        if (rc != MPI_SUCCESS) return rc;
+    }
+    return MPI_SUCCESS;
+}
 #define MPI_Allreduce(...) emu_MPI_Allreduce(__VA_ARGS__)
 #define MPI_Bcast(...) emu_MPI_Bcast(__VA_ARGS__)
 #define MPI_Allgather(...) emu_MPI_Allgather(__VA_ARGS__)
@@ -808,6 +829,8 @@ static int emu_MPI_Recv(void* b, int n, MPI_Datatype t, int src, int tag, MPI_Co
 #define MPI_Barrier(...) emu_MPI_Barrier(__VA_ARGS__)
 #define MPI_Send(...) emu_MPI_Send(__VA_ARGS__)
 #define MPI_Recv(...) emu_MPI_Recv(__VA_ARGS__)
+#define MPI_Alltoall(...) emu_MPI_Alltoall(__VA_ARGS__)
+#define MPI_Waitall(...) emu_MPI_Waitall(__VA_ARGS__)
 #define MPI_Wait(...) emu_mpi_wait(__VA_ARGS__)
 
 #endif

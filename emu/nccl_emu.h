@@ -8,7 +8,10 @@
 // reads stale data, as on a GPU. The operations of one communicator run one at a time in
 // the order they were issued, whatever their streams (NCCL's own rule, and why a send that
 // waits for its receiver blocks whatever was issued after it on that communicator); a send
-// completes when its receive has started (MPI_Issend), as NCCL's does.
+// completes when its receive has started (MPI_Issend), as NCCL's does. The sends and
+// receives between ncclGroupStart and ncclGroupEnd are one operation of their communicator
+// (NCCL fuses a group, so a send and a receive between the same two ranks do not wait for
+// each other); only they are emulated inside a group.
 //
 // ncclCommInitRank has no MPI communicator to start from, only the ncclUniqueId, so the id
 // carries the world rank that made it: every member sends that rank its (rank, world rank),
@@ -118,7 +121,9 @@ static MPI_Op emu_nccl_op(ncclRedOp_t op) {
 // earlier operations have finished, start() posts its MPI requests; it is done when they
 // are, and then finish() runs (copies results out).
 typedef std::vector<MPI_Request> EmuReqs;
+static int emu_nccl_group_depth;  // open ncclGroupStart calls
 static void emu_nccl_enqueue(cudaStream_t s, ncclComm* c, std::function<void(EmuReqs*)> start, std::function<void()> finish) {
+    if (emu_nccl_group_depth) emu_fail("only ncclSend and ncclRecv are emulated inside an NCCL group");
     long seq = c->issued++;
     auto reqs = std::make_shared<EmuReqs>();
     auto started = std::make_shared<bool>(false);
@@ -175,15 +180,48 @@ ncclResult_t ncclAllGather(const void* send, void* recv, size_t sendcount, ncclD
     }, nullptr);
     return ncclSuccess;
 }
-// Point-to-point: each send or receive is an operation of its communicator; a send
-// finishes when its receive has started.
+// Point-to-point: each send or receive is an operation of its communicator (inside a group,
+// part of the group's operation); a send finishes when its receive has started.
+struct EmuP2p { int send; void* buf; int bytes, peer; };
+struct EmuGroupPart { ncclComm* c; cudaStream_t s; std::vector<EmuP2p> ops; };  // a group's calls on one communicator
+static std::vector<EmuGroupPart> emu_nccl_group;
+static void emu_nccl_post(ncclComm* c, const EmuP2p& p, EmuReqs* r) {
+    if (p.send) MPI_Issend(p.buf, p.bytes, MPI_BYTE, p.peer, 0, c->comm, emu_req(r));
+    else MPI_Irecv(p.buf, p.bytes, MPI_BYTE, p.peer, 0, c->comm, emu_req(r));
+}
 static ncclResult_t emu_nccl_p2p(int send, void* buf, size_t count, ncclDataType_t t, int peer, ncclComm_t c, cudaStream_t s) {
     if (peer < 0 || peer >= c->size) return ncclInvalidArgument;
-    int bytes = emu_nccl_count(count * emu_nccl_type_bytes(t));
-    emu_nccl_enqueue(s, c, [=](EmuReqs* r) {
-        if (send) MPI_Issend(buf, bytes, MPI_BYTE, peer, 0, c->comm, emu_req(r));
-        else MPI_Irecv(buf, bytes, MPI_BYTE, peer, 0, c->comm, emu_req(r));
-    }, nullptr);
+    EmuP2p p = {send, buf, emu_nccl_count(count * emu_nccl_type_bytes(t)), peer};
+    if (emu_nccl_group_depth) {
+        for (EmuGroupPart& g : emu_nccl_group)
+            if (g.c == c) {
+                if (g.s != s) emu_fail("an NCCL group's calls on one communicator on two streams");
+                g.ops.push_back(p);
+                return ncclSuccess;
+            }
+        emu_nccl_group.push_back(EmuGroupPart{c, s, {p}});
+        return ncclSuccess;
+    }
+    emu_nccl_enqueue(s, c, [=](EmuReqs* r) { emu_nccl_post(c, p, r); }, nullptr);
+    return ncclSuccess;
+}
+ncclResult_t ncclGroupStart() {
+    emu_nccl_group_depth++;
+    return ncclSuccess;
+}
+// The outermost end: each communicator's calls of the group become one operation, their
+// receives and sends all posted when its stream gets to it.
+ncclResult_t ncclGroupEnd() {
+    if (emu_nccl_group_depth <= 0) return ncclInvalidUsage;
+    if (--emu_nccl_group_depth) return ncclSuccess;
+    for (const EmuGroupPart& g : emu_nccl_group) {
+        ncclComm* c = g.c;
+        std::vector<EmuP2p> ops = g.ops;
+        emu_nccl_enqueue(g.s, c, [=](EmuReqs* r) {
+            for (const EmuP2p& p : ops) emu_nccl_post(c, p, r);
+        }, nullptr);
+    }
+    emu_nccl_group.clear();
     return ncclSuccess;
 }
 ncclResult_t ncclSend(const void* send, size_t count, ncclDataType_t t, int peer, ncclComm_t c, cudaStream_t s) {

@@ -1,7 +1,8 @@
 // parallel/comm_nccl.h: the GPU backend of the communicator interface of parallel/grid.h. Each group of
-// the Layout (tp, pp, dp, embed, world) gets an NCCL communicator, made by broadcasting an
-// ncclUniqueId over the group's MPI sub-communicator. Every call works on device buffers
-// and is stream-ordered on the given stream; none makes the host wait for the device.
+// the Layout (tp, pp, dp, embed, world, and context parallelism's ulysses and ring) gets an
+// NCCL communicator, made by broadcasting an ncclUniqueId over the group's MPI
+// sub-communicator. Every call works on device buffers and is stream-ordered on the given
+// stream; none makes the host wait for the device.
 //
 // `--comm mpi` selects a host-staged fallback instead: device -> pinned host, the comm_*
 // MPI call of parallel/grid.h, host -> device. Slow, but several ranks can then share one GPU
@@ -25,6 +26,14 @@
 // messages in the same order at both ends (test_gpt checks it), so no tags are needed and
 // no send waits behind a receive. Receives run on the compute stream, before the kernels
 // that read them.
+//
+// Context parallelism (parallel/context_parallel.h): the Ulysses all-to-all is grouped sends
+// and receives (NCCL has no all-to-all call) on the compute stream, which needs its result at
+// once; the ring's exchange (a send to the next rank and a receive from the previous, grouped)
+// runs on a stream of its own, after an event on the compute stream, so the attention block
+// computed meanwhile overlaps it; at the ring's wait the compute stream waits for an event
+// recorded after it. Its time is the transfer's device time, hidden or not. Host-staged, the
+// exchange is MPI_Isend / MPI_Irecv of pinned copies, in flight while the device computes.
 #ifndef COMM_NCCL_H
 #define COMM_NCCL_H
 
@@ -47,7 +56,7 @@ typedef struct {
 
 // Every NCCL call's pair of timing events waits in a ring of its stream's lane until its
 // time is collected.
-enum { LANE_COMPUTE, LANE_SIDE, N_LANES };
+enum { LANE_COMPUTE, LANE_SIDE, LANE_RING, N_LANES };
 #define GPU_TIMED_MAX 1024
 typedef struct {
     cudaEvent_t t0[GPU_TIMED_MAX], t1[GPU_TIMED_MAX];
@@ -71,6 +80,15 @@ typedef struct {
     ncclComm_t p2p_send[2][2], p2p_recv[2][2];
     cudaStream_t p2p_stream[2][2];        // the sends of each direction and way
     cudaEvent_t p2p_ready;                // compute -> a send stream
+    cudaStream_t ring;                    // the context-parallel ring's exchanges
+    cudaEvent_t ring_ready, ring_done;    // compute -> ring, ring -> compute
+    // the host-staged ring: pinned copies of what is sent [0] and received [1], the exchange in
+    // flight, and where its receive goes on the device
+    void* ring_host[2];
+    size_t ring_host_bytes;
+    RingXfer ring_xfer;
+    void* ring_recv;
+    size_t ring_bytes;
 } GpuComms;
 
 // One device per local rank: OMPI_COMM_WORLD_LOCAL_RANK (else the rank within this node's
@@ -141,10 +159,12 @@ static void gpu_p2p_init(GpuComms* G, Layout* L) {
 static void gpu_comms_init(GpuComms* G, Layout* L, int backend) {
     memset(G, 0, sizeof(*G));
     G->backend = backend;
-    // Every member of a group reaches its init in the same order (tp, pp, the pipeline's
-    // p2p pairs, dp, embed, world), so the blocking ncclCommInitRank calls cannot wait on
-    // each other in a cycle.
+    // Every member of a group reaches its init in the same order (tp, ulysses, ring, pp, the
+    // pipeline's p2p pairs, dp, embed, world), so the blocking ncclCommInitRank calls cannot
+    // wait on each other in a cycle.
     gpu_group_init(&G->group[GROUP_TP], &L->group[GROUP_TP], 1, backend);
+    gpu_group_init(&G->group[GROUP_CP_ULYSSES], &L->group[GROUP_CP_ULYSSES], 1, backend);
+    gpu_group_init(&G->group[GROUP_CP_RING], &L->group[GROUP_CP_RING], 1, backend);
     gpu_group_init(&G->group[GROUP_PP], &L->group[GROUP_PP], 1, backend);
     if (backend == COMM_NCCL && L->pp > 1) gpu_p2p_init(G, L);
     gpu_group_init(&G->group[GROUP_DP], &L->group[GROUP_DP], 1, backend);
@@ -154,6 +174,9 @@ static void gpu_comms_init(GpuComms* G, Layout* L, int backend) {
         cudaCheck(cudaStreamCreateWithFlags(&G->side, cudaStreamNonBlocking));
         cudaCheck(cudaEventCreateWithFlags(&G->ready, cudaEventDisableTiming));
         cudaCheck(cudaEventCreateWithFlags(&G->done, cudaEventDisableTiming));
+        cudaCheck(cudaStreamCreateWithFlags(&G->ring, cudaStreamNonBlocking));
+        cudaCheck(cudaEventCreateWithFlags(&G->ring_ready, cudaEventDisableTiming));
+        cudaCheck(cudaEventCreateWithFlags(&G->ring_done, cudaEventDisableTiming));
         for (int l = 0; l < N_LANES; l++)
             for (int i = 0; i < GPU_TIMED_MAX; i++) {
                 cudaCheck(cudaEventCreate(&G->lanes[l].t0[i]));
@@ -166,6 +189,8 @@ static void gpu_comms_free(GpuComms* G) {
     for (int g = 0; g < N_GROUPS; g++)
         if (G->group[g].nccl) ncclCheck(ncclCommDestroy(G->group[g].nccl));
     if (G->host) cudaCheck(cudaFreeHost(G->host));
+    for (int i = 0; i < 2; i++)
+        if (G->ring_host[i]) cudaCheck(cudaFreeHost(G->ring_host[i]));
     if (G->p2p) {
         for (int dir = 0; dir < 2; dir++)
             for (int up = 0; up < 2; up++) {
@@ -184,6 +209,9 @@ static void gpu_comms_free(GpuComms* G) {
         cudaCheck(cudaEventDestroy(G->ready));
         cudaCheck(cudaEventDestroy(G->done));
         cudaCheck(cudaStreamDestroy(G->side));
+        cudaCheck(cudaEventDestroy(G->ring_ready));
+        cudaCheck(cudaEventDestroy(G->ring_done));
+        cudaCheck(cudaStreamDestroy(G->ring));
     }
     memset(G, 0, sizeof(*G));
 }
@@ -366,6 +394,82 @@ static void nccl_allgather(GpuComms* G, GpuGroup* g, const float* send, float* r
 static void nccl_allgather_bf16(GpuComms* G, GpuGroup* g, const bf16* send, bf16* recv, size_t n_per_rank, cudaStream_t s) {
     nccl_allgather_bytes(G, g, send, recv, 2 * n_per_rank, s);
 }
+// Block r of send (bytes_per_rank each) to rank r of the group, block r of recv from rank r.
+// send and recv do not overlap. Any element type.
+static ncclResult_t nccl_alltoall_group(const void* send, void* recv, size_t bytes_per_rank, int size, ncclComm_t comm,
+                                        cudaStream_t s) {
+    ncclCheck(ncclGroupStart());
+    for (int r = 0; r < size; r++) {
+        ncclCheck(ncclSend((const char*)send + r * bytes_per_rank, bytes_per_rank, ncclUint8, r, comm, s));
+        ncclCheck(ncclRecv((char*)recv + r * bytes_per_rank, bytes_per_rank, ncclUint8, r, comm, s));
+    }
+    return ncclGroupEnd();
+}
+static void nccl_alltoall_bytes(GpuComms* G, GpuGroup* g, const void* send, void* recv, size_t bytes_per_rank, cudaStream_t s) {
+    Comm* c = g->c;
+    size_t all = bytes_per_rank * c->size;
+    if (c->size <= 1) {
+        if (recv != send) cudaCheck(cudaMemcpyAsync(recv, send, bytes_per_rank, cudaMemcpyDeviceToDevice, s));
+        return;
+    }
+    if (G->backend == COMM_NCCL) {
+        NCCL_TIMED(G, LANE_COMPUTE, c, s, (double)bytes_per_rank * (c->size - 1),
+                   nccl_alltoall_group(send, recv, bytes_per_rank, c->size, g->nccl, s));
+        return;
+    }
+    if (bytes_per_rank > INT_MAX) fail("all-to-all of %zu bytes per rank is more than MPI's %d", bytes_per_rank, INT_MAX);
+    char* h = (char*)host_stage(G, 2 * all);
+    d2h(h, send, all, s);
+    COMM_TIMED(c, (double)bytes_per_rank * (c->size - 1),
+               MPI_Alltoall(h, (int)bytes_per_rank, MPI_BYTE, h + all, (int)bytes_per_rank, MPI_BYTE, c->mpi));
+    h2d(recv, h + all, all, s);
+}
+static void nccl_alltoall_bf16(GpuComms* G, GpuGroup* g, const bf16* send, bf16* recv, size_t n_per_rank, cudaStream_t s) {
+    nccl_alltoall_bytes(G, g, send, recv, 2 * n_per_rank, s);
+}
+
+// The context-parallel ring on group g: bytes from send to the next rank, as many from the
+// previous into recv, overlapping what compute runs until nccl_ring_wait; one exchange at a
+// time. send and recv are not touched on compute in between.
+static ncclResult_t nccl_ring_exchange(const void* send, void* recv, size_t bytes, int next, int prev, ncclComm_t comm,
+                                       cudaStream_t s) {
+    ncclCheck(ncclGroupStart());
+    ncclCheck(ncclSend(send, bytes, ncclUint8, next, comm, s));
+    ncclCheck(ncclRecv(recv, bytes, ncclUint8, prev, comm, s));
+    return ncclGroupEnd();
+}
+static void nccl_ring_start(GpuComms* G, GpuGroup* g, const void* send, void* recv, size_t bytes, cudaStream_t compute) {
+    Comm* c = g->c;
+    if (G->backend == COMM_NCCL) {
+        int next = (c->rank + 1) % c->size, prev = (c->rank + c->size - 1) % c->size;
+        cudaCheck(cudaEventRecord(G->ring_ready, compute));
+        cudaCheck(cudaStreamWaitEvent(G->ring, G->ring_ready, 0));
+        NCCL_TIMED(G, LANE_RING, c, G->ring, (double)bytes, nccl_ring_exchange(send, recv, bytes, next, prev, g->nccl, G->ring));
+        cudaCheck(cudaEventRecord(G->ring_done, G->ring));
+        return;
+    }
+    if (bytes > G->ring_host_bytes) {  // grown on the first step only
+        G->ring_host_bytes = round_up(bytes, 1 << 20);
+        for (int i = 0; i < 2; i++) {
+            if (G->ring_host[i]) cudaCheck(cudaFreeHost(G->ring_host[i]));
+            cudaCheck(cudaMallocHost(&G->ring_host[i], G->ring_host_bytes));
+        }
+    }
+    d2h(G->ring_host[0], send, bytes, compute);  // synchronizes: what the compute stream wrote is there
+    comm_ring_start(c, G->ring_host[0], G->ring_host[1], bytes, &G->ring_xfer);
+    G->ring_recv = recv, G->ring_bytes = bytes;
+}
+// What compute runs next waits for the exchange; host_waits: the host too (for a trace).
+static void nccl_ring_wait(GpuComms* G, GpuGroup* g, cudaStream_t compute, int host_waits) {
+    if (G->backend == COMM_NCCL) {
+        cudaCheck(cudaStreamWaitEvent(compute, G->ring_done, 0));
+        if (host_waits) cudaCheck(cudaEventSynchronize(G->ring_done));
+        return;
+    }
+    comm_ring_wait(g->c, &G->ring_xfer);
+    h2d(G->ring_recv, G->ring_host[1], G->ring_bytes, compute);
+}
+
 // Pipeline p2p over NCCL (G->p2p): bytes from buf to the stage up or down the ring (dir 0
 // activations, 1 gradients), once the work queued on compute so far is done; `sent` is
 // recorded when the send has finished and buf may be written again.

@@ -22,6 +22,7 @@
 //
 // Build: nvcc -O3 -std=c++17 -gencode arch=compute_90,code=[sm_90,compute_90] -I.
 //   $(mpicc --showme:compile) -o test_gpu tests/test_gpu.cu -lcublasLt -lcublas $(mpicc --showme:link) -lnccl
+#include "model/config.h"  // AttnBlock, which kernels_cpu.h uses without including it
 #include "model/kernels_cpu.h"
 #include "model/kernels_gpu.cuh"
 
@@ -111,16 +112,21 @@ static float* from_f32(const float* d, size_t n) {
 
 static void check(const char* name, const float* gpu, const float* cpu, size_t n, float rtol, float atol_rel) {
     double ss = 0;
-    for (size_t i = 0; i < n; i++) ss += (double)cpu[i] * cpu[i];
-    double rms = n ? sqrt(ss / n) : 0.0;
+    size_t n_finite = 0;
+    for (size_t i = 0; i < n; i++)
+        if (isfinite(cpu[i])) ss += (double)cpu[i] * cpu[i], n_finite++;  // -inf: a log-sum-exp over no key
+    double rms = n_finite ? sqrt(ss / n_finite) : 0.0;
     double atol = atol_rel * (rms > 0 ? rms : 1.0);
     double worst = 0, max_err = 0;
     size_t wi = 0;
     int bad = 0;
     for (size_t i = 0; i < n; i++) {
+        if (isinf(cpu[i]) || isinf(gpu[i])) {  // only the same infinity matches one
+            if (gpu[i] != cpu[i]) { bad = 1, wi = i; break; }
+            continue;
+        }
         double err = fabs((double)gpu[i] - cpu[i]);
-        if (!(err == err) || isinf(gpu[i]) != isinf(cpu[i])) { bad = 1, wi = i; break; }  // NaN or inf mismatch
-        if (isinf(cpu[i])) continue;
+        if (!(err == err)) { bad = 1, wi = i; break; }  // NaN
         double ratio = err / (atol + rtol * fabs(cpu[i]) + 1e-30);
         if (err > max_err) max_err = err;
         if (ratio > worst) worst = ratio, wi = i;
@@ -357,23 +363,35 @@ static void test_swiglu(int N, int F) {
     free_all();
 }
 
+// The positions of a sequence's T rows on one rank of a zig-zag context-parallel split
+// (parallel/context_parallel.h; ring rank 0 of 2): rows [0, T/2) at positions [0, T/2), the
+// rest jumping to [3T/2, 2T) of a 2T-long sequence. Not the identity, so a kernel that takes
+// row % T for the position fails.
+static int* zigzag_positions(int T) {
+    int* pos = (int*)hbuf(T);
+    for (int j = 0; j < T; j++) pos[j] = j < T / 2 ? j : T + j;
+    return pos;
+}
+
 static void test_rope(int B, int T, int H, int KV, int hd) {
     char nm[128];
     int stride = (H + 2 * KV) * hd, N = B * T;
     size_t n = (size_t)N * stride;
+    int* pos = zigzag_positions(T);
+    int* d_pos = to_i32(pos, T);
     float* x = hrand(n, 1.0f);
     float* ref = hcopy(x, n);
-    rope_apply(ref, N, T, stride, H + KV, hd, 1.0f);
+    rope_apply(ref, N, pos, T, stride, H + KV, hd, 1.0f);
     bf16* d_x = to_bf16(x, n);
-    rope_apply_gpu(d_x, N, T, stride, H + KV, hd, 1.0f, st);
-    snprintf(nm, sizeof(nm), "rope_forward B=%d T=%d H=%d KV=%d hd=%d", B, T, H, KV, hd);
+    rope_apply_gpu(d_x, N, d_pos, T, stride, H + KV, hd, 1.0f, st);
+    snprintf(nm, sizeof(nm), "rope_forward B=%d T=%d H=%d KV=%d hd=%d (zig-zag positions)", B, T, H, KV, hd);
     check(nm, from_bf16(d_x, n), ref, n, TOL_BF16);
     float* g = hrand(n, 1.0f);
     float* gref = hcopy(g, n);
-    rope_apply(gref, N, T, stride, H + KV, hd, -1.0f);
+    rope_apply(gref, N, pos, T, stride, H + KV, hd, -1.0f);
     bf16* d_g = to_bf16(g, n);
-    rope_apply_gpu(d_g, N, T, stride, H + KV, hd, -1.0f, st);
-    snprintf(nm, sizeof(nm), "rope_backward B=%d T=%d H=%d KV=%d hd=%d", B, T, H, KV, hd);
+    rope_apply_gpu(d_g, N, d_pos, T, stride, H + KV, hd, -1.0f, st);
+    snprintf(nm, sizeof(nm), "rope_backward B=%d T=%d H=%d KV=%d hd=%d (zig-zag positions)", B, T, H, KV, hd);
     check(nm, from_bf16(d_g, n), gref, n, TOL_BF16);
     free_all();
 }
@@ -425,37 +443,22 @@ static void test_mma_layout(void) {
 static void test_attention(int B, int T, int H, int KV, int hd) {
     char nm[128];
     int stride = (H + 2 * KV) * hd, N = B * T;
-    size_t nqkv = (size_t)N * stride, nout = (size_t)N * H * hd, natt = (size_t)B * H * T * T;
+    size_t nqkv = (size_t)N * stride, nout = (size_t)N * H * hd, nlse = (size_t)B * H * T;
     float* qkv = hrand(nqkv, 2.0f);  // sharp enough softmax to make the probabilities matter
-    float *out = hbuf(nout), *att = hbuf(natt);
-    attention_forward(out, att, qkv, B, T, H, KV, hd);
+    float *out = hbuf(nout), *lse = hbuf(nlse);
+    attention_forward(out, lse, qkv, B, T, H, KV, hd);
     bf16* d_qkv = to_bf16(qkv, nqkv);
     bf16* d_out = (bf16*)dbuf(2 * nout);
-    float* d_lse = (float*)dbuf(4 * (size_t)B * H * T);
+    float* d_lse = (float*)dbuf(4 * nlse);
     attention_forward_gpu(d_out, d_lse, d_qkv, B, T, H, KV, hd, st);
     snprintf(nm, sizeof(nm), "attention_forward B=%d T=%d H=%d KV=%d hd=%d tile=%d", B, T, H, KV, hd, attention_tile(hd));
     check(nm, from_bf16(d_out, nout), out, nout, TOL_BF16);
-    // logsumexp from the reference: lse = s_max - log(p_max) for the most likely key
-    float* lse = hbuf((size_t)B * H * T);
-    float scale = 1.0f / sqrtf((float)hd);
-    for (int b = 0; b < B; b++)
-        for (int h = 0; h < H; h++)
-            for (int t = 0; t < T; t++) {
-                const float* a = att + (((size_t)b * H + h) * T + t) * T;
-                int j = 0;
-                for (int t2 = 1; t2 <= t; t2++) if (a[t2] > a[j]) j = t2;
-                const float* q = qkv + ((size_t)b * T + t) * stride + h * hd;
-                const float* k = qkv + ((size_t)b * T + j) * stride + (H + h / (H / KV)) * hd;
-                float s = 0;
-                for (int d = 0; d < hd; d++) s += q[d] * k[d];
-                lse[((size_t)b * H + h) * T + t] = s * scale - logf(a[j]);
-            }
     snprintf(nm, sizeof(nm), "attention_forward lse B=%d T=%d H=%d KV=%d hd=%d tile=%d", B, T, H, KV, hd, attention_tile(hd));
-    check(nm, from_f32(d_lse, (size_t)B * H * T), lse, (size_t)B * H * T, TOL_F32);
+    check(nm, from_f32(d_lse, nlse), lse, nlse, TOL_F32);
 
     float* dout = hrand(nout, 1.0f);
-    float *dqkv = hbuf(nqkv), *datt = hbuf(natt);
-    attention_backward(dqkv, datt, dout, qkv, att, B, T, H, KV, hd);
+    float* dqkv = hbuf(nqkv);
+    attention_backward(dqkv, dout, qkv, out, lse, B, T, H, KV, hd);
     bf16* d_dout = to_bf16(dout, nout);
     bf16* d_dqkv = (bf16*)dbuf(2 * nqkv);
     attention_backward_gpu(d_dqkv, d_dout, d_qkv, d_out, d_lse, B, T, H, KV, hd, st);
@@ -474,6 +477,121 @@ static void test_attention(int B, int T, int H, int KV, int hd) {
         snprintf(nm, sizeof(nm), "attention_backward %s B=%d T=%d H=%d KV=%d hd=%d tile=%d", part[p], B, T, H, KV, hd, attention_tile(hd));
         check(nm, gp, cp, m, TOL_ATT_BWD);
     }
+    free_all();
+}
+
+// Context parallelism's blocks (model/config.h AttnBlock) on the GPU and the CPU, in the
+// order a ring rank runs them: the forward merges each into the running fp32 output and
+// log-sum-exp (checked after the first block, which starts them, and after the last), the
+// backward adds each block's dq, dk, dv into fp32 buffers that start nonzero (+=). The
+// queries and this rank's own K, V are one qkv buffer [q Ha*hd | k KVa*hd | v KVa*hd], as at
+// ring step 0; a block with src[i] = s > 0 reads the separate K, V buffer s (a neighbour's,
+// rows 2*KVa*hd) and adds its dk, dv to that buffer's gradient. The backward reads the same
+// out (the CPU's, rounded to bf16) and lse on both sides, so it is checked on its own.
+static void run_blocks(const char* what, int B, int Ts, int Ha, int KVa, int hd, AttnBlock* blk, const int* src, int n, int n_src) {
+    char nm[192];
+    int q_ld = (Ha + 2 * KVa) * hd, kv_ld = 2 * KVa * hd, o_ld = Ha * hd;
+    size_t rows = (size_t)B * Ts, no = rows * o_ld, nl = (size_t)B * Ha * Ts, nkv = rows * kv_ld;
+    float* q = hrand(rows * q_ld, 2.0f);
+    bf16* d_q = to_bf16(q, rows * q_ld);
+    const float* kv[4];
+    const bf16* d_kv[4];
+    kv[0] = q + Ha * hd, d_kv[0] = d_q + Ha * hd;
+    for (int s = 1; s < n_src; s++) kv[s] = hrand(nkv, 2.0f), d_kv[s] = to_bf16(kv[s], nkv);
+    float *o = hbuf(no), *lse = hbuf(nl);
+    float *d_o = (float*)dbuf(4 * no), *d_lse = (float*)dbuf(4 * nl);
+    for (int i = 0; i < n; i++) {
+        blk[i].B = B, blk[i].Ts = Ts, blk[i].Ha = Ha, blk[i].KVa = KVa, blk[i].hd = hd;
+        blk[i].q_ld = q_ld, blk[i].kv_ld = src[i] ? kv_ld : q_ld;
+        attention_block_forward(o, o_ld, lse, q, kv[src[i]], &blk[i]);
+        attention_block_forward_gpu(d_o, d_lse, d_q, d_kv[src[i]], &blk[i], st);
+        if (i == 0 || i == n - 1) {
+            const char* when = i == 0 ? "first block" : "all blocks";
+            snprintf(nm, sizeof(nm), "attention_block_forward o %s, %s hd=%d", what, when, hd);
+            check(nm, from_f32(d_o, no), o, no, TOL_BF16);
+            snprintf(nm, sizeof(nm), "attention_block_forward lse %s, %s hd=%d", what, when, hd);
+            check(nm, from_f32(d_lse, nl), lse, nl, TOL_F32);
+        }
+    }
+    float* out = hbuf(no);
+    for (size_t i = 0; i < no; i++) out[i] = bf16_round(o[i]);
+    float* dout = hrand(no, 1.0f);
+    float* dq = hrand(no, 1.0f);
+    float* dkv[4];
+    float* d_dkv[4];
+    for (int s = 0; s < n_src; s++) dkv[s] = hrand(nkv, 1.0f), d_dkv[s] = to_f32(dkv[s], nkv);
+    bf16 *d_out = to_bf16(out, no), *d_dout = to_bf16(dout, no);
+    float *d_dq = to_f32(dq, no), *d_lse_cpu = to_f32(lse, nl);
+    for (int i = 0; i < n; i++) {
+        attention_block_backward(dq, o_ld, dkv[src[i]], kv_ld, q, kv[src[i]], dout, out, o_ld, lse, &blk[i]);
+        attention_block_backward_gpu(d_dq, d_dkv[src[i]], d_q, d_kv[src[i]], d_dout, d_out, d_lse_cpu, &blk[i], st);
+    }
+    snprintf(nm, sizeof(nm), "attention_block_backward dq(+=) %s hd=%d", what, hd);
+    check(nm, from_f32(d_dq, no), dq, no, TOL_ATT_BWD);
+    for (int s = 0; s < n_src; s++) {
+        snprintf(nm, sizeof(nm), "attention_block_backward dkv(+=) of %s %s hd=%d", s ? "a neighbour" : "its own rows", what, hd);
+        check(nm, from_f32(d_dkv[s], nkv), dkv[s], nkv, TOL_ATT_BWD);
+    }
+    free_all();
+}
+
+// Ring rank r of R with chunks of c rows (Ts = 2c; R = 1: one segment of Ts rows): its
+// blocks over the R ring steps as parallel/context_parallel.h makes them (a pair of segments
+// unless every key is after every query; the diagonal block first).
+static void test_attention_zigzag(int B, int R, int r, int c, int Ha, int KVa, int hd) {
+    int Ts = R == 1 ? c : 2 * c, n = 0, src[16];
+    AttnBlock blk[16];
+    for (int step = 0; step < R; step++) {
+        int from = (r - step + R) % R, first = n;
+        int qs[2][3], ks[2][3], nseg = R == 1 ? 1 : 2;  // {row, rows, position}
+        for (int i = 0; i < nseg; i++) {
+            qs[i][0] = ks[i][0] = i * c, qs[i][1] = ks[i][1] = R == 1 ? Ts : c;
+            qs[i][2] = R == 1 ? 0 : i ? (2 * R - 1 - r) * c : r * c;
+            ks[i][2] = R == 1 ? 0 : i ? (2 * R - 1 - from) * c : from * c;
+        }
+        for (int i = 0; i < nseg; i++)
+            for (int j = 0; j < nseg; j++) {
+                if (ks[j][2] > qs[i][2] + qs[i][1] - 1) continue;
+                AttnBlock a = {0};
+                a.q_row = qs[i][0], a.nq = qs[i][1], a.q_pos = qs[i][2];
+                a.k_row = ks[j][0], a.nk = ks[j][1], a.k_pos = ks[j][2];
+                a.init = from == r && i == j;
+                if (a.init) memmove(blk + first + 1, blk + first, sizeof(AttnBlock) * (n - first)), blk[first] = a;
+                else blk[n] = a;
+                src[n++] = step == 0 ? 0 : 1 + (step - 1) % 3;
+            }
+    }
+    char what[96];
+    snprintf(what, sizeof(what), "zig-zag R=%d rank %d c=%d B=%d Ha=%d KVa=%d (%d blocks)", R, r, c, B, Ha, KVa, n);
+    run_blocks(what, B, Ts, Ha, KVa, hd, blk, src, n, R < 4 ? R : 4);
+}
+
+// Blocks no zig-zag split makes: query and key segments of different lengths, a diagonal
+// that cuts the tiles anywhere, and an init block whose first queries see none of its keys
+// (o = 0, lse = -inf until the next block reaches them).
+static void test_attention_blocks_odd(int hd) {
+    AttnBlock blk[3] = {{0}};
+    int src[3] = {0, 1, 0};
+    blk[0].q_row = 0, blk[0].nq = 50, blk[0].q_pos = 100, blk[0].k_row = 20, blk[0].nk = 70, blk[0].k_pos = 110, blk[0].init = 1;
+    blk[1].q_row = 0, blk[1].nq = 50, blk[1].q_pos = 100, blk[1].k_row = 0, blk[1].nk = 90, blk[1].k_pos = 23;
+    blk[2].q_row = 10, blk[2].nq = 37, blk[2].q_pos = 110, blk[2].k_row = 60, blk[2].nk = 30, blk[2].k_pos = 0;
+    run_blocks("odd blocks nq 50/37 vs nk 70/90/30, diag -10/77/110, B=2 Ha=4 KVa=2", 2, 90, 4, 2, hd, blk, src, 3, 2);
+}
+
+// dqkv = [dq | dk dv] rounded to bf16, row by row.
+static void test_attention_grad_pack(size_t rows, int Ha, int KVa, int hd) {
+    char nm[128];
+    int wq = Ha * hd, wkv = 2 * KVa * hd, w = wq + wkv;
+    float* dq = hrand(rows * wq, 1.0f);
+    float* dkv = hrand(rows * wkv, 1.0f);
+    for (size_t i = 0; i < rows * wq; i++) dq[i] += 1e-3f * rng_uniform(&rng);  // bits below bf16's
+    float* ref = hbuf(rows * w);
+    for (size_t i = 0; i < rows; i++)
+        for (int c = 0; c < w; c++) ref[i * w + c] = bf16_round(c < wq ? dq[i * wq + c] : dkv[i * wkv + c - wq]);
+    bf16* d_dqkv = (bf16*)dbuf(2 * rows * w);
+    attention_grad_pack_gpu(d_dqkv, to_f32(dq, rows * wq), to_f32(dkv, rows * wkv), rows, Ha, KVa, hd, st);
+    snprintf(nm, sizeof(nm), "attention_grad_pack rows=%zu Ha=%d KVa=%d hd=%d", rows, Ha, KVa, hd);
+    check(nm, from_bf16(d_dqkv, rows * w), ref, rows * w, TOL_EXACT);
     free_all();
 }
 
@@ -500,21 +618,24 @@ static void test_embedding(int N, int C, int v0, int Vl, int vocab, int T, int r
     snprintf(nm, sizeof(nm), "embedding_backward N=%d C=%d v0=%d Vl=%d", N, C, v0, Vl);
     check(nm, from_f32(d_dwte, (size_t)Vl * C), dwte, (size_t)Vl * C, TOL_F32);
 
-    // position embedding of rows [row0, row0+N) of a batch with sequence length T
-    float* wpe = hrand((size_t)T * C, 1.0f);
+    // position embedding of rows [row0, row0+N) of a batch of T rows per sequence, at the
+    // zig-zag positions of a 2T-long sequence (wpe: 2T rows)
+    int* pos = zigzag_positions(T);
+    int* d_pos = to_i32(pos, T);
+    float* wpe = hrand((size_t)2 * T * C, 1.0f);
     float* x = hrand((size_t)N * C, 1.0f);
     bf16* d_x = to_bf16(x, (size_t)N * C);
-    bf16* d_wpe = to_bf16(wpe, (size_t)T * C);
-    position_forward(x, wpe, N, row0, T, C);
-    position_forward_gpu(d_x, d_wpe, N, row0, T, C, st);
-    snprintf(nm, sizeof(nm), "position_forward N=%d row0=%d T=%d C=%d", N, row0, T, C);
+    bf16* d_wpe = to_bf16(wpe, (size_t)2 * T * C);
+    position_forward(x, wpe, N, row0, pos, T, C);
+    position_forward_gpu(d_x, d_wpe, N, row0, d_pos, T, C, st);
+    snprintf(nm, sizeof(nm), "position_forward N=%d row0=%d T=%d C=%d (zig-zag positions)", N, row0, T, C);
     check(nm, from_bf16(d_x, (size_t)N * C), x, (size_t)N * C, TOL_BF16);
-    float* dwpe = hrand((size_t)T * C, 1.0f);
-    float* d_dwpe = to_f32(dwpe, (size_t)T * C);
-    position_backward(dwpe, dout, N, row0, T, C);
-    position_backward_gpu(d_dwpe, d_dout, N, row0, T, C, st);
-    snprintf(nm, sizeof(nm), "position_backward N=%d row0=%d T=%d C=%d", N, row0, T, C);
-    check(nm, from_f32(d_dwpe, (size_t)T * C), dwpe, (size_t)T * C, TOL_F32);
+    float* dwpe = hrand((size_t)2 * T * C, 1.0f);
+    float* d_dwpe = to_f32(dwpe, (size_t)2 * T * C);
+    position_backward(dwpe, dout, N, row0, pos, T, C);
+    position_backward_gpu(d_dwpe, d_dout, N, row0, d_pos, T, C, st);
+    snprintf(nm, sizeof(nm), "position_backward N=%d row0=%d T=%d C=%d (zig-zag positions)", N, row0, T, C);
+    check(nm, from_f32(d_dwpe, (size_t)2 * T * C), dwpe, (size_t)2 * T * C, TOL_F32);
     free_all();
 }
 
@@ -803,6 +924,16 @@ int main(int argc, char** argv) {
     test_attention(2, 65, 4, 2, 64);
     test_attention(1, 129, 4, 1, 64);
     gpu_att_tile64 = 64;
+    // context parallelism's blocks: zig-zag cp2 (both ranks), cp4, Ulysses alone (R = 1), odd shapes
+    test_attention_zigzag(2, 2, 0, 40, 4, 2, 16);  // GQA 4q/2kv
+    test_attention_zigzag(2, 2, 1, 40, 4, 2, 16);
+    test_attention_zigzag(1, 4, 1, 24, 4, 4, 32);
+    test_attention_zigzag(1, 4, 3, 33, 2, 1, 64);
+    test_attention_zigzag(1, 1, 0, 70, 2, 2, 64);
+    test_attention_blocks_odd(32);
+    test_attention_blocks_odd(128);
+    test_attention_grad_pack(37, 4, 2, 16);
+    test_attention_grad_pack(20, 2, 1, 64);
     test_embedding(50, 64, 0, 384, 257, 16, 0);
     test_embedding(77, 100, 128, 128, 257, 32, 45);  // vocab shard with padding rows
     test_crossentropy(37, 384, 0, 257);               // whole padded vocabulary on one rank

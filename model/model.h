@@ -122,7 +122,7 @@ typedef struct {
     // context parallelism (parallel/context_parallel.h): positions of this rank's T rows (host),
     // one layer's ring and all-to-all buffers
     int* pos;
-    float *cp_o, *cp_dkv[2];
+    float *cp_o, *cp_dkv;
     act_t *cp_kv[2], *cp_qkv, *cp_out, *cp_dout, *cp_send, *cp_recv;
     int *inputs, *targets;             // host: [n_micro * B * T] this step's tokens for this dp rank
     // accounting
@@ -201,8 +201,8 @@ static void act_allgather(Model* m, Group g, const act_t* send, act_t* recv, siz
 static void act_alltoall(Model* m, Group g, const act_t* send, act_t* recv, size_t n_per_rank);
 // The cp ring (GROUP_CP_RING): bytes to the next rank and as many from the previous, started
 // here and finished by ring_wait, so the block computed between them overlaps the transfer.
-// One exchange at a time; step names it in the trace (>= 0: K,V before ring step `step`;
-// < 0: dK,dV after ring step -1-step).
+// One exchange at a time; step names it in the trace (>= 0: the exchange ring step `step`
+// overlaps; < 0: the last dK,dV going home after ring step -1-step).
 static void ring_start(Model* m, const void* send, void* recv, size_t bytes, int step);
 static void ring_wait(Model* m, int step);
 // fp32 collectives (the loss's maxima and sums, gradients).

@@ -69,14 +69,24 @@ static CpShape cp_shape(const Model* m) {
     return s;
 }
 
-// Buffers of one layer's attention (shared by all layers): sizes in elements.
+// The ring's two transfer buffers hold [K,V (act_t) | dK,dV (fp32)] of one ring rank's rows,
+// so one exchange moves both; the dK,dV part starts at cp_kv_bytes (256-byte aligned).
+static size_t cp_kv_bytes(const Model* m) {
+    CpShape s = cp_shape(m);
+    return ((sizeof(act_t) * m->B * s.Ts * 2 * s.KVa * m->hd + 255) / 256) * 256;
+}
+static float* cp_dkv_of(Model* m, int i) { return (float*)((char*)m->cp_kv[i] + cp_kv_bytes(m)); }
+
+// Buffers of one layer's attention (shared by all layers).
 static void cp_alloc(Model* m) {
     if (m->c.cp == 1) return;
     CpShape s = cp_shape(m);
     size_t rows = (size_t)m->B * s.Ts, kv = rows * 2 * s.KVa * m->hd, o = rows * s.Ha * m->hd;
+    size_t ring_bytes = cp_kv_bytes(m) + sizeof(float) * kv;
     m->cp_o = f32_alloc(m, o);
-    for (int i = 0; i < 2; i++) m->cp_kv[i] = act_alloc(m, kv), m->cp_dkv[i] = f32_alloc(m, kv);
-    size_t bytes = sizeof(float) * (o + 2 * kv) + sizeof(act_t) * 2 * kv;
+    m->cp_dkv = f32_alloc(m, kv);  // this rank's part of a step's dK,dV
+    for (int i = 0; i < 2; i++) m->cp_kv[i] = act_alloc(m, (ring_bytes + sizeof(act_t) - 1) / sizeof(act_t));
+    size_t bytes = sizeof(float) * (o + kv) + 2 * ring_bytes;
     if (s.U > 1) {
         m->cp_qkv = act_alloc(m, rows * s.qa_dim);
         m->cp_out = act_alloc(m, o), m->cp_dout = act_alloc(m, o);
@@ -152,6 +162,16 @@ static int cp_blocks(const Model* m, const CpShape* s, int src, int B, int q_ld,
     return n;
 }
 
+// The gradient of the blocks of one ring step (keys of ring rank src in kv): dq +=, dkv +=.
+static void cp_blocks_backward(Model* m, const CpShape* s, int src, int B, const act_t* qa, const act_t* kv, int kv_ld, const act_t* doa,
+                               const act_t* oa, const float* lse, float* dq, float* dkv) {
+    AttnBlock blk[4];
+    int n = cp_blocks(m, s, src, B, s->qa_dim, kv_ld, blk);
+    double t0 = now_s();
+    for (int i = 0; i < n; i++) op_attention_block_backward(m, dq, dkv, qa, kv, doa, oa, lse, &blk[i]);
+    metrics_ring_event(m->met, 0, (s->ring_rank - src + s->R) % s->R, t0, now_s());
+}
+
 // Causal attention of qkv (this rank's rows, B x T/cp) into out; lse (B x Ha x Ts) kept
 // for the backward.
 static void cp_attention_forward(Model* m, act_t* out, float* lse, const act_t* qkv, int B) {
@@ -198,31 +218,40 @@ static void cp_attention_backward(Model* m, act_t* dqkv, const act_t* dout, cons
         ulysses_to_heads(m, m->cp_out, out, m->Hl * hd, &heads, 1, B), oa = m->cp_out;
         ulysses_to_heads(m, m->cp_dout, dout, m->Hl * hd, &heads, 1, B), doa = m->cp_dout;
     }
-    size_t rows = (size_t)B * s.Ts, nkv = rows * kv_ld;
+    size_t rows = (size_t)B * s.Ts, nkv = rows * kv_ld, kv_bytes = cp_kv_bytes(m), dkv_bytes = sizeof(float) * nkv;
     float* dq = m->cp_o;
     f32_zero(m, dq, rows * s.Ha * hd);
-    f32_zero(m, m->cp_dkv[0], nkv);
-    if (s.R > 1) act_copy_2d(m, m->cp_kv[0], kv_ld, qa + s.Ha * hd, s.qa_dim, rows, kv_ld);
-    AttnBlock blk[4];
-    for (int step = 0; step < s.R; step++) {
-        int src = (s.ring_rank - step + s.R) % s.R, cur = step & 1;
-        // comm: cp ring (K, V onward), overlapped with this block's gradient
-        if (step + 1 < s.R) ring_start(m, m->cp_kv[cur], m->cp_kv[cur ^ 1], sizeof(act_t) * nkv, step);
-        const act_t* kv = step == 0 ? qa + s.Ha * hd : m->cp_kv[cur];
-        int n = cp_blocks(m, &s, src, B, s.qa_dim, step == 0 ? s.qa_dim : kv_ld, blk);
-        double t0 = now_s();
-        for (int i = 0; i < n; i++) op_attention_block_backward(m, dq, m->cp_dkv[cur], qa, kv, doa, oa, lse, &blk[i]);
-        metrics_ring_event(m->met, 0, step, t0, now_s());
-        if (step + 1 < s.R) ring_wait(m, step);
-        if (s.R > 1) {
-            // comm: cp ring (dK, dV of src's rows, with this rank's part added, onward; after
-            // the last step they reach src, so this rank receives its own)
-            ring_start(m, m->cp_dkv[cur], m->cp_dkv[cur ^ 1], sizeof(float) * nkv, -1 - step);
-            ring_wait(m, -1 - step);
+    if (s.R == 1) {  // Ulysses only: every key is here
+        f32_zero(m, m->cp_dkv, nkv);
+        cp_blocks_backward(m, &s, 0, B, qa, qa + s.Ha * hd, s.qa_dim, doa, oa, lse, dq, m->cp_dkv);
+    } else {
+        // The ring, one exchange per step, overlapped with the step's blocks: exchange `step`
+        // sends [K,V this step uses | dK,dV of the previous step's source, this rank's part
+        // added] and receives [K,V for the next step | dK,dV of this step's source so far];
+        // this step's part accumulates apart (cp_dkv) and is added once both are here. The
+        // first exchange carries no dK,dV, the last no K,V; after the last step one more
+        // brings this rank's own dK,dV home (the one transfer not hidden).
+        act_copy_2d(m, m->cp_kv[0], kv_ld, qa + s.Ha * hd, s.qa_dim, rows, kv_ld);
+        for (int step = 0; step < s.R; step++) {
+            int src = (s.ring_rank - step + s.R) % s.R, cur = step & 1, last = step == s.R - 1;
+            char *send = (char*)m->cp_kv[cur], *recv = (char*)m->cp_kv[cur ^ 1];
+            // step 0's part starts the dK,dV of its source (this rank) right where it is sent from
+            float* part = step == 0 ? cp_dkv_of(m, cur ^ 1) : m->cp_dkv;
+            // comm: cp ring (K,V onward and/or dK,dV onward), overlapped with this step's blocks
+            ring_start(m, send + (step ? (last ? kv_bytes : 0) : 0) , recv + (step && last ? kv_bytes : 0),
+                       (last ? 0 : kv_bytes) + (step ? dkv_bytes : 0), step);
+            f32_zero(m, part, nkv);
+            const act_t* kv = step == 0 ? qa + s.Ha * hd : m->cp_kv[cur];
+            cp_blocks_backward(m, &s, src, B, qa, kv, step == 0 ? s.qa_dim : kv_ld, doa, oa, lse, dq, part);
+            ring_wait(m, step);
+            if (step) f32_add(m, cp_dkv_of(m, cur ^ 1), part, nkv);  // the source's dK,dV so far + this rank's part
         }
+        int fin = (s.R - 1) & 1;
+        // comm: cp ring (the last step's dK,dV to their owner: this rank receives its own)
+        ring_start(m, cp_dkv_of(m, fin ^ 1), cp_dkv_of(m, fin), dkv_bytes, -s.R);
+        ring_wait(m, -s.R);
     }
-    // after R steps (R exchanges) this rank's complete dK, dV are in cp_dkv[R & 1]
-    float* dkv = m->cp_dkv[s.R > 1 ? s.R & 1 : 0];
+    float* dkv = s.R == 1 ? m->cp_dkv : cp_dkv_of(m, (s.R - 1) & 1);
     act_t* dqkv_a = s.U > 1 ? m->cp_qkv : dqkv;
     op_attention_grad_pack(m, dqkv_a, dq, dkv, rows, s.Ha, s.KVa);
     if (s.U > 1) ulysses_to_rows(m, dqkv, m->qkv_dim, dqkv_a, piece, n_piece, B);

@@ -61,7 +61,8 @@ static void metrics_add_event(Metrics* m, const char* name, int kind, int mb, in
 }
 static void trace_collective(const char* group, double t0, double t1) { metrics_add_event(trace_target, group, -1, -1, -1, t0, t1); }
 // Context parallelism's ring (parallel/context_parallel.h): what 0 = a ring step's blocks of
-// attention, 1 = the K,V transfer that step overlaps, 2 = the dK,dV transfer after it.
+// attention, 1 = the transfer that step overlaps (K,V; in the backward also dK,dV), 2 = the
+// last dK,dV going home after the last step.
 #define TRACE_RING (-3)
 static void metrics_ring_event(Metrics* m, int what, int step, double t0, double t1) {
     metrics_add_event(m, "ring", TRACE_RING - what, step, -1, t0, t1);
@@ -296,7 +297,7 @@ static void metrics_write_trace(Metrics* m, const Layout* L) {
                     snprintf(name, sizeof(name), "%s mb%d c%d", names[kind], mb, chunk);
                     cat = (kind == OP_FWD || kind == OP_BWD || kind == OP_W) ? "compute" : "p2p";
                 } else if (kind <= TRACE_RING) {
-                    static const char* ring[] = {"attention ring step %d", "K,V for ring step %d", "dK,dV after ring step %d"};
+                    static const char* ring[] = {"attention ring step %d", "ring transfer during step %d", "dK,dV home after step %d"};
                     snprintf(name, sizeof(name), ring[TRACE_RING - kind], mb);
                     cat = kind == TRACE_RING ? "cp attention" : "cp ring";
                 } else {

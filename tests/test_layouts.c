@@ -169,7 +169,8 @@ static void trace_order(const char* tag, const char* flags, int tid, int sched, 
 }
 
 // --trace with cp R (ring): every rank's track shows each ring step's attention (R per
-// layer and pass), the K,V transfers it overlaps and the dK,dV transfers (R).
+// layer and pass), the transfers they overlap (R-1 forward, R backward) and the one
+// dK,dV transfer home after the backward's last step.
 static void trace_ring(int R, int n_layer) {
     char cmd[1024], path[256], out[256], name[64];
     static char text[1 << 20];
@@ -191,15 +192,15 @@ static void trace_ring(int R, int n_layer) {
             if (!t || t > strchr(p, '}')) continue;
             for (int s = 0; s < R; s++) {
                 snprintf(name, sizeof(name), "{\"name\":\"attention ring step %d\"", s), count[0] += !strncmp(p, name, strlen(name));
-                snprintf(name, sizeof(name), "{\"name\":\"K,V for ring step %d\"", s), count[1] += !strncmp(p, name, strlen(name));
-                snprintf(name, sizeof(name), "{\"name\":\"dK,dV after ring step %d\"", s), count[2] += !strncmp(p, name, strlen(name));
+                snprintf(name, sizeof(name), "{\"name\":\"ring transfer during step %d\"", s), count[1] += !strncmp(p, name, strlen(name));
+                snprintf(name, sizeof(name), "{\"name\":\"dK,dV home after step %d\"", s), count[2] += !strncmp(p, name, strlen(name));
             }
         }
         // one micro-batch: per layer R ring steps in the forward and R in the backward
-        if (count[0] != 2 * R * n_layer || count[1] != 2 * (R - 1) * n_layer || count[2] != R * n_layer) ok = 0, bad_rank = rank;
+        if (count[0] != 2 * R * n_layer || count[1] != (2 * R - 1) * n_layer || count[2] != n_layer) ok = 0, bad_rank = rank;
     }
-    printf("%s trace cp%d: each rank shows %d ring-step attentions, %d K,V and %d dK,dV transfers", ok ? "PASS" : "FAIL", R,
-           2 * R * n_layer, 2 * (R - 1) * n_layer, R * n_layer);
+    printf("%s trace cp%d: each rank shows %d ring-step attentions, %d overlapped transfers and %d dK,dV home", ok ? "PASS" : "FAIL", R,
+           2 * R * n_layer, (2 * R - 1) * n_layer, n_layer);
     if (bad_rank >= 0) printf(" (rank %d: %d, %d, %d in %s)", bad_rank, count[0], count[1], count[2], path);
     printf("\n");
     ok ? n_pass++ : n_fail++;

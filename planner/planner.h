@@ -1,19 +1,21 @@
 // planner.h: the layout planner. For a model, a number of GPUs and a device profile it
-// enumerates every parallel layout (dp x tp x pp, virtual stages, micro-batch size,
-// recomputation, sequence parallelism, ZeRO stage, schedule) and every attention and
-// norm kernel, predicts per-GPU memory and step time for each from first principles,
-// and prints them ranked by throughput. It also predicts given runs (--runs FILE.csv),
-// which is how it is checked against measured ones (scripts/validate_planner.py).
+// enumerates every parallel layout (dp x cp x tp x pp, context-parallel kind, virtual
+// stages, micro-batch size, recomputation, sequence parallelism, ZeRO stage, schedule) and
+// every attention and norm kernel, predicts per-GPU memory and step time for each from
+// first principles, and prints them ranked by throughput. It also predicts given runs
+// (--runs FILE.csv), which is how it is checked against measured ones
+// (scripts/validate_planner.py).
 //
 //   ./train --plan --model llama-13b --gpus 64 --device a100-80gb --global-batch-tokens 4194304
 //
 // The model, in one paragraph (dev/PLANNER.md has the long form):
 //   memory  = model states (bytes per parameter by ZeRO stage) + activations (Korthikanti
-//             et al. 2022, per layer and kernel, times the (micro-batch, chunk) pairs the
-//             stage holds at peak under its schedule: schedule_max_in_flight) + under the
-//             zero-bubble schedules the weight pass's inputs of the pairs whose W is still
-//             owed + the largest temporaries (logits and loss, unfused attention's score
-//             matrices, the layer being recomputed) + allocator fragmentation + a fixed reserve.
+//             et al. 2022, per layer and kernel, of the T/cp tokens a rank holds, times the
+//             (micro-batch, chunk) pairs the stage holds at peak under its schedule:
+//             schedule_max_in_flight) + under the zero-bubble schedules the weight pass's
+//             inputs of the pairs whose W is still owed + the largest temporaries (logits and
+//             loss, unfused attention's score matrices, the layer being recomputed, context
+//             parallelism's buffers) + allocator fragmentation + a fixed reserve.
 //   compute = per op roofline: matmuls max(FLOPs / (peak * eff), bytes / HBM) plus a fixed
 //             latency per kernel, attention at its kernel's efficiency plus the passes over
 //             the T x T scores unfused kernels make, elementwise ops at HBM bandwidth.
@@ -23,7 +25,8 @@
 //   comm    = ring collectives 2(n-1)/n * bytes / bw (+ latency per step) on the link each
 //             group lands on (NVLink inside a node, the node's NICs across nodes, given the
 //             rank order): tensor parallelism inside the chunk times, pipeline p2p, and the
-//             data-parallel gradient reduction (partly hidden under the last backward).
+//             data-parallel gradient reduction (partly hidden under the last backward);
+//             context parallelism's ring (overlapped with the attention) and all-to-alls.
 //   step    = schedule_simulate() of the real schedule (schedule.h) with those per-chunk
 //             F, B and W times + exposed DP communication + the optimizer step.
 #ifndef PLANNER_H
@@ -318,6 +321,7 @@ typedef struct {
                             // the whole vocabulary; 0: a vocabulary-parallel loss (Megatron, this trainer)
     int dp_after_backward;  // 1: gradients are reduced after the whole backward (in the optimizer step);
                             // 0: the reduction overlaps the backward (dp_overlap of the device)
+    int context_parallel;   // 1: it can split sequences over cp ranks (this trainer); 0: cp 1 only
 } PlanSetup;
 
 // The software the planner can model (--software): this trainer, and the Aleph Alpha
@@ -326,11 +330,13 @@ typedef struct {
 // over [embedding, layers, final norm, head] (its "balanced" method: the study's runs fit
 // it better than the uniform cut, MFU error 2.0 vs 2.2 points); the head is a column-
 // parallel linear with gathered output and the loss is torch's cross_entropy on the full
-// vocabulary; the optimizer all-reduces the gradients in its step, after the backward.
+// vocabulary; the optimizer all-reduces the gradients in its step, after the backward. It
+// has no context parallelism.
 enum { SOFTWARE_TRAINER, SOFTWARE_SCALING };
 static PlanSetup plan_setup_for(int software) {
-    PlanSetup s = {ATTN_FLASH2, 1, ORDER_TP_PP_DP, SPLIT_LAYERS, 0, 0};
-    if (software == SOFTWARE_SCALING) s.rank_order = ORDER_TP_DP_PP, s.pipe_split = SPLIT_PARAMS, s.loss_gathered = 1, s.dp_after_backward = 1;
+    PlanSetup s = {ATTN_FLASH2, 1, ORDER_TP_PP_DP, SPLIT_LAYERS, 0, 0, 1};
+    if (software == SOFTWARE_SCALING)
+        s.rank_order = ORDER_TP_DP_PP, s.pipe_split = SPLIT_PARAMS, s.loss_gathered = 1, s.dp_after_backward = 1, s.context_parallel = 0;
     return s;
 }
 static PlanSetup plan_setup_default(void) { return plan_setup_for(SOFTWARE_TRAINER); }
@@ -407,22 +413,24 @@ static double chunk_params(const ModelConfig* c, int n_layers_chunk, int has_emb
 // 4as/h more. An unfused norm keeps its normalized bf16 copy (2) and the fp32 product with
 // the fp32 weight (4) as well: 6 more per norm, 12 per layer (the layouts study's out-of-
 // memory boundaries with and without the RMSNorm kernel agree). Other dtypes scale by
-// dtype_bytes/2.
-static double act_bytes_per_layer(const ModelConfig* c, int b, int tp, int sp, int recompute, const PlanSetup* k, int dtype_bytes) {
-    double s = c->seq_len, h = c->d_model, a = c->n_head, t = tp;
+// dtype_bytes/2. With context parallelism (cp > 1) a rank holds s = T/cp tokens, and its
+// attention runs block by block whatever the kernel, keeping only the log-sum-exp
+// (context_parallel.h): 4a/h.
+static double act_bytes_per_layer(const ModelConfig* c, int b, int tp, int cp, int sp, int recompute, const PlanSetup* k, int dtype_bytes) {
+    double s = (double)c->seq_len / cp, h = c->d_model, a = c->n_head, t = tp;
     double sbh = s * b * h * dtype_bytes / 2.0;
     if (recompute == RECOMPUTE_FULL) return 2 * sbh / (sp ? t : 1);
     double replicated, split, attn;
-    int flash = k->attention == ATTN_FLASH1 || k->attention == ATTN_FLASH2;
+    int lse_only = k->attention == ATTN_FLASH1 || k->attention == ATTN_FLASH2 || cp > 1;
     if (c->arch == ARCH_GPT2) {
         replicated = 10, split = 24;
-        attn = flash ? 4 * a / h : 5 * a * s / h;
+        attn = lse_only ? 4 * a / h : 5 * a * s / h;
     } else {
         double r = (double)c->n_kv_head / c->n_head, f = (double)c->d_ff / h;
         replicated = 8, split = 4 + 4 * r + 6 * f;
-        attn = flash ? 4 * a / h : 2 * a * s / h;
+        attn = lse_only ? 4 * a / h : 2 * a * s / h;
     }
-    if (k->attention == ATTN_TORCH) attn += 4 * a * s / h;
+    if (k->attention == ATTN_TORCH && !lse_only) attn += 4 * a * s / h;
     if (!k->rms_kernel) replicated += 2 * 6;
     if (recompute == RECOMPUTE_SELECTIVE) attn = 0;
     return sbh * ((sp ? replicated / t : replicated) + split / t + attn / t);
@@ -431,12 +439,12 @@ static double act_bytes_per_layer(const ModelConfig* c, int b, int tp, int sp, i
 // Bytes one layer's deferred weight pass keeps beyond the activations, for one micro-batch
 // on one GPU: under the zero-bubble schedules the input pass B leaves the output gradients
 // of the layer's four matmuls for W (model.h's WeightGradIn), over all b*s tokens (gathered
-// with SP): the two row-parallel outputs (attention and MLP projections) h each, the
-// column-parallel fc F/t (SwiGLU's gate|up: 2F/t) and qkv (h + 2kv)/t.
-static double w_inputs_per_layer(const ModelConfig* c, int b, int tp, int dtype_bytes) {
+// with SP; T/cp tokens with context parallelism): the two row-parallel outputs (attention and
+// MLP projections) h each, the column-parallel fc F/t (SwiGLU's gate|up: 2F/t) and qkv (h + 2kv)/t.
+static double w_inputs_per_layer(const ModelConfig* c, int b, int tp, int cp, int dtype_bytes) {
     double h = c->d_model, kv = c->n_kv_head * (h / c->n_head), t = tp;
     double fc = (c->arch == ARCH_LLAMA ? 2.0 : 1.0) * c->d_ff / t, qkv = (h + 2 * kv) / t;
-    return (double)b * c->seq_len * (2 * h + fc + qkv) * dtype_bytes;
+    return (double)b * c->seq_len / cp * (2 * h + fc + qkv) * dtype_bytes;
 }
 
 // Bytes per parameter of the model states, bf16 mixed precision (Rajbhandari et al. 2020):
@@ -485,35 +493,147 @@ static double comm_exposed(double comm, double window, double interference) {
     return (comm - hidden) + interference * hidden;
 }
 
-// Bandwidth a group of n ranks, spaced `stride` ranks apart, gets per rank. Inside a node:
-// NVLink. Across nodes, ring collectives move the same bytes through every rank, so each
-// node pushes them through its NICs; all groups of the node communicate at once (they are
-// in lock-step), so a group with k members on a node gets k GPUs' share of the NICs.
-static Link group_link(const DeviceProfile* d, int n, int stride, int gpus_per_node) {
+// Bandwidth a group of ranks gets per rank: n_in ranks stride_in apart, repeated n_out times
+// stride_out apart (stride_out >= n_in * stride_in; the dp x cp ranks holding the same
+// weights; n_out = 1 for the other groups). Inside a node: NVLink. Across nodes, ring
+// collectives move the same bytes through every rank, so each node pushes them through its
+// NICs; all groups of the node communicate at once (they are in lock-step), so a group with
+// k members on a node gets k GPUs' share of the NICs.
+static Link group_link_nested(const DeviceProfile* d, int n_in, int stride_in, int n_out, int stride_out, int gpus_per_node) {
     Link l;
-    if ((long)n * stride <= gpus_per_node) { l.bw = d->intra_bw * d->link_eff; l.lat = d->intra_latency; return l; }
-    int k = gpus_per_node / stride;
-    if (k < 1) k = 1;
+    int k_in = gpus_per_node / stride_in, k_out = stride_out >= gpus_per_node ? 1 : gpus_per_node / stride_out;
+    k_in = k_in < 1 ? 1 : k_in > n_in ? n_in : k_in;
+    k_out = k_out > n_out ? n_out : k_out;
+    if ((long)k_in * k_out == (long)n_in * n_out) { l.bw = d->intra_bw * d->link_eff; l.lat = d->intra_latency; return l; }
     double nic_share = (double)d->nics_per_node * d->nic_bw / gpus_per_node;  // per GPU
-    l.bw = k * nic_share;
+    l.bw = (double)k_in * k_out * nic_share;
     if (l.bw > d->intra_bw) l.bw = d->intra_bw;
     l.bw *= d->link_eff;
     l.lat = d->inter_latency;
     return l;
+}
+static Link group_link(const DeviceProfile* d, int n, int stride, int gpus_per_node) {
+    return group_link_nested(d, n, stride, 1, n * stride, gpus_per_node);
+}
+
+// One GPU's share of its node's NICs: what a point-to-point message leaving the node gets
+// (NCCL sends it through the NIC next to the GPU).
+static Link nic_link(const DeviceProfile* d, int gpus_per_node) {
+    Link l = {d->link_eff * d->nics_per_node * d->nic_bw / gpus_per_node, d->inter_latency};
+    return l;
+}
+
+// ----------------------------------------------------------------------------
+// Context parallelism (parallel/context_parallel.h): each sequence split over cp = U x R
+// ranks. A rank holds T/cp tokens of every sequence, so all outside the attention (matmuls,
+// norms, activations, logits, tp and pp messages) shrinks by cp; the weights are replicated
+// over cp, their gradients reduced and ZeRO-sharded over dp x cp. The attention needs every
+// earlier token:
+//   Ulysses (degree U; Jacobs et al. 2023): an all-to-all among U adjacent ranks turns the
+//     sequence split into a head split before the attention (q, k, v) and back after it (the
+//     output), each rank sending (U-1)/U of the tensor. The backward makes the head-split q,
+//     k, v, output and output gradient again and sends dq, dk, dv back: twice the forward's
+//     volume. Nothing overlaps them. U divides the KV heads of a tp rank.
+//   Ring (degree R = cp/U; Liu et al. 2023, zig-zag split: chunks r and 2R-1-r of 2R, so
+//     every rank has the same causal work): R-1 steps per layer forward, each sending this
+//     rank's K and V on while the attention of the block in hand runs (cost per step: what
+//     the block's compute does not hide). The backward makes R exchanges, each hidden the
+//     same way by its step's blocks: the first K, V, the middle ones K, V and the dK, dV
+//     (fp32) gathered so far, the last dK, dV; one more brings the last dK, dV home, with
+//     nothing to hide it.
+//   2D (USP, Fang and Zhao 2024; LoongTrain): both, the all-to-all among U adjacent ranks,
+//     the ring across R of those groups. U = 1 is the ring, R = 1 Ulysses.
+// Rank order (grid.h): cp next to tp, cp_rank = ring_rank * U + ulysses_rank, so the all-to-
+// all stays in a node while tp*U ranks fit in it, the ring while tp*cp do.
+
+// A layout's cp and U are ModelConfig's cp and cp_ulysses (1 and 1 without context parallelism).
+enum { CPK_NONE, CPK_RING, CPK_ULYSSES, CPK_2D, N_CPK };
+static const char* const CPK_NAMES[N_CPK] = {"none", "ring", "ulysses", "2d"};
+static int cp_kind_of(int cp, int U) { return cp == 1 ? CPK_NONE : U == 1 ? CPK_RING : U == cp ? CPK_ULYSSES : CPK_2D; }
+
+// Elements of K and V of one rank's tokens (b sequences of T/cp) on one tp rank: what a
+// ring step moves (in 2D a rank holds T/R tokens of kv/(t U) heads after the all-to-all:
+// as many).
+static double cp_kv_elems(const ModelConfig* c, int b, int tp, int cp) {
+    return (double)b * c->seq_len / cp * 2 * c->n_kv_head / tp * ((double)c->d_model / c->n_head);
+}
+
+// Bytes one rank sends in one layer's two forward all-to-alls: q, k, v (h + 2kv per token on
+// a tp rank's heads) and the output (h), (U-1)/U of each.
+static double cp_alltoall_bytes(const ModelConfig* c, int b, int tp, int cp, int U, int dtype_bytes) {
+    double h = c->d_model, kv = c->n_kv_head * (h / c->n_head);
+    return (double)b * c->seq_len / cp * (2 * h + 2 * kv) / tp * dtype_bytes * (U - 1) / U;
+}
+
+// The ring's link: its R ranks are tp*U apart, so it stays in the node iff tp*cp ranks fit
+// in one; otherwise its slowest hop leaves the node.
+static Link cp_ring_link(const DeviceProfile* d, int tp, int cp, int gpus_per_node) {
+    if (tp * cp <= gpus_per_node) { Link l = {d->intra_bw * d->link_eff, d->intra_latency}; return l; }
+    return nic_link(d, gpus_per_node);
+}
+
+// The all-to-all's: U ranks tp apart. Across nodes, what a rank sends to the U - k ranks off
+// its node (k of the group on each node) goes through its share of the NICs, every GPU of
+// the node sending at once; given as the bandwidth at which all it sends, (U-1)/U of the
+// tensor, takes that time.
+static Link cp_alltoall_link(const DeviceProfile* d, int tp, int U, int gpus_per_node) {
+    if (tp * U <= gpus_per_node) { Link l = {d->intra_bw * d->link_eff, d->intra_latency}; return l; }
+    int k = gpus_per_node / tp;
+    if (k < 1) k = 1;
+    Link l = nic_link(d, gpus_per_node);
+    l.bw *= (double)(U - 1) / (U - k);
+    return l;
+}
+
+// Context parallelism's part of one layer (one micro-batch, one GPU). attn_f, attn_b: this
+// rank's attention compute forward and backward (all its ring blocks), what the ring's K, V
+// steps overlap.
+typedef struct {
+    double fwd, bwd;              // time it adds to the layer's forward and backward
+    double comm_fwd, comm_bwd;    // its communication's own time (before overlap)
+    double bytes_fwd, bytes_bwd;  // bytes one rank sends
+} CpTime;
+
+static CpTime cp_layer_time(const ModelConfig* c, int b, int tp, int cp, int U, const DeviceProfile* d, double attn_f, double attn_b,
+                            Link ring, Link a2a) {
+    CpTime t;
+    memset(&t, 0, sizeof(t));
+    int R = cp / U;
+    if (U > 1) {  // forward: q, k, v and the output; backward: q, k, v, output, its gradient and dq, dk, dv
+        double v = cp_alltoall_bytes(c, b, tp, cp, U, d->dtype_bytes), two = v / a2a.bw + 2 * a2a.lat;
+        t.bytes_fwd += v, t.bytes_bwd += 2 * v;
+        t.comm_fwd += two, t.comm_bwd += 2 * two;
+        t.fwd += two, t.bwd += 2 * two;
+    }
+    if (R > 1) {
+        double kv = cp_kv_elems(c, b, tp, cp), ci = d->comm_interference, block_b = attn_b / R;
+        double step_kv = kv * d->dtype_bytes / ring.bw + ring.lat, step_dkv = kv * 4 / ring.bw + ring.lat;
+        double step_both = kv * (d->dtype_bytes + 4) / ring.bw + ring.lat;
+        t.bytes_fwd += (R - 1) * kv * d->dtype_bytes, t.bytes_bwd += (R - 1) * kv * d->dtype_bytes + R * kv * 4;
+        t.comm_fwd += (R - 1) * step_kv, t.comm_bwd += step_kv + (R - 2) * step_both + 2 * step_dkv;
+        t.fwd += (R - 1) * comm_exposed(step_kv, attn_f / R, ci);
+        t.bwd += comm_exposed(step_kv, block_b, ci) + (R - 2) * comm_exposed(step_both, block_b, ci) + comm_exposed(step_dkv, block_b, ci) +
+                 step_dkv;
+    }
+    return t;
 }
 
 // Times of one transformer layer for one micro-batch on one GPU.
 typedef struct {
     double fwd, bwd;     // bwd without recomputation
     double bwd_w;        // of bwd, the weight pass W (the zero-bubble schedules defer it); the rest is the input pass B
-    double attn_fwd;     // the core attention forward (what selective recompute redoes)
+    double attn_fwd;     // the core attention forward with its cp communication (what selective recompute redoes)
     double comm_fwd, comm_bwd;  // tensor-parallel part of fwd / bwd
+    CpTime cp;           // context parallelism's part of fwd / bwd (in them)
 } LayerTime;
 
-static LayerTime layer_time(const ModelConfig* c, int b, int tp, int sp, const PlanSetup* k, const DeviceProfile* d, Link tp_link) {
+// cp, U: context parallelism; ring, a2a: its links (unused at cp 1).
+static LayerTime layer_time(const ModelConfig* c, int b, int tp, int sp, int cp, int U, const PlanSetup* k, const DeviceProfile* d,
+                            Link tp_link, Link ring, Link a2a) {
     LayerTime lt;
-    double s = c->seq_len, h = c->d_model, a = c->n_head, hd = h / a, t = tp, e = d->dtype_bytes;
-    double kv = c->n_kv_head * hd, F = c->d_ff, n = b * s;
+    int R = cp / U;
+    double T = c->seq_len, s = T / cp, h = c->d_model, a = c->n_head, hd = h / a, t = tp, e = d->dtype_bytes;
+    double kv = c->n_kv_head * hd, F = c->d_ff, n = b * s;  // s: the tokens of a sequence this rank holds
     double n_el = sp ? n / t : n;  // tokens of the ops outside the tensor-parallel regions
     int llama = c->arch == ARCH_LLAMA;
     // memory-bound ops, forward and backward (bytes per element: norm_bytes and the table above)
@@ -524,21 +644,28 @@ static LayerTime layer_time(const ModelConfig* c, int b, int tp, int sp, const P
     double act_f = elementwise_time(d, (llama ? 3 : 2) * n * F / t * e);
     double act_b = elementwise_time(d, (llama ? 5 : 3) * n * F / t * e);
     double attn, attn_bwd;
+    // With context parallelism each rank does 1/cp of the attention (the zig-zag split
+    // balances the causal work), as R ring blocks: T/R tokens of a/(t U) heads each. With
+    // --cp-split contiguous ring rank r holds piece r: every ring step waits for a rank with
+    // a whole block (the last has R - 1/2 blocks, the first 1/2), so kernels that skip the
+    // masked work take (2R-1)/R of the balanced time.
+    double imbalance = c->cp_contiguous && R > 1 ? (2.0 * R - 1) / R : 1;
     if (k->attention == ATTN_FLASH1 || k->attention == ATTN_FLASH2) {
-        // QK^T and AV: 4 b s^2 h FLOPs, causal kernels skip half; the backward does 2.5x (5 matmuls vs 2)
-        double flops = 4.0 * b * s * s * h / t * 0.5;
+        // QK^T and AV: 4 b T^2 h FLOPs, causal kernels skip half; the backward does 2.5x (5 matmuls vs 2)
+        double flops = 4.0 * b * T * T * h / (t * cp) * 0.5 * imbalance;
         double eff = k->attention == ATTN_FLASH2 ? d->attn_eff_flash2 : d->attn_eff_flash1;
-        attn = flops / (d->peak_flops * eff) + d->op_latency;
-        attn_bwd = 2.5 * flops / (d->peak_flops * eff) + d->op_latency;
+        attn = flops / (d->peak_flops * eff) + R * d->op_latency;
+        attn_bwd = 2.5 * flops / (d->peak_flops * eff) + R * d->op_latency;
     } else {
-        // two batched matmuls over the full T x T scores (no causal saving), then the softmax
-        // passes over them; the backward has four such matmuls
+        // per block two batched matmuls over the full scores (no causal saving), then the
+        // softmax passes over them; the backward has four such matmuls
         DeviceProfile dn = *d;
         dn.matmul_eff = d->bmm_eff;
-        double bmm = matmul_time(&dn, s, s, hd, b * a / t), scores = b * a / t * s * s;
-        attn = 2 * bmm + elementwise_time(d, scores * softmax_bytes(k->attention, e, 0));
-        attn_bwd = 4 * bmm + elementwise_time(d, scores * softmax_bytes(k->attention, e, 1));
+        double Tb = T / R, bmm = matmul_time(&dn, Tb, Tb, hd, b * a / (t * U)), scores = b * a / (t * U) * Tb * Tb;
+        attn = R * (2 * bmm + elementwise_time(d, scores * softmax_bytes(k->attention, e, 0)));
+        attn_bwd = R * (4 * bmm + elementwise_time(d, scores * softmax_bytes(k->attention, e, 1)));
     }
+    lt.cp = cp_layer_time(c, b, tp, cp, U, d, attn, attn_bwd, ring, a2a);
     double qkv = matmul_time(d, n, (h + 2 * kv) / t, h, 1);
     double proj = matmul_time(d, n, h, h / t, 1);
     double up = llama ? matmul_time(d, n, 2 * F / t, h, 1) : matmul_time(d, n, F / t, h, 1);
@@ -553,12 +680,13 @@ static LayerTime layer_time(const ModelConfig* c, int b, int tp, int sp, const P
     lt.comm_fwd = 2 * one;
     lt.comm_bwd = 2 * one;
     double mm = qkv + proj + up + down;
-    lt.attn_fwd = attn;
-    lt.fwd = 2 * norm_f + 2 * resid + rope + act_f + mm + attn + lt.comm_fwd;
+    lt.attn_fwd = attn + lt.cp.fwd;
+    lt.fwd = 2 * norm_f + 2 * resid + rope + act_f + mm + attn + lt.comm_fwd + lt.cp.fwd;
     // backward: each matmul twice, its input gradient in B and its weight gradient (as many
     // FLOPs: 2 x the layer's matmul parameters per token) in W; attention, norms, the
-    // elementwise ops and the tensor-parallel reductions of the input gradients are B's
-    lt.bwd = 2 * norm_b + 2 * resid + rope + act_b + 2 * mm + attn_bwd + lt.comm_bwd;
+    // elementwise ops and the tensor-parallel and context-parallel communication of the
+    // input gradients are B's
+    lt.bwd = 2 * norm_b + 2 * resid + rope + act_b + 2 * mm + attn_bwd + lt.comm_bwd + lt.cp.bwd;
     lt.bwd_w = mm;
     return lt;
 }
@@ -615,6 +743,7 @@ typedef struct {
     const char* invalid;     // why this layout cannot run (points into why[]), NULL when it can
     char why[200];
     int dp, tp, pp, vpp, micro_batch, n_micro, recompute, sp, zero, schedule;
+    int cp, cp_ulysses;      // context parallelism: ranks per sequence, the Ulysses degree U among them
     PlanSetup setup;         // kernels, rank order, pipeline cut
     int in_flight;           // peak (micro-batch, chunk) activations held, on the worst stage
     int w_pending;           // peak (micro-batch, chunk) pairs whose B ran and whose W has not, there (0 without W ops)
@@ -628,6 +757,10 @@ typedef struct {
     double t_layer_fwd, t_layer_bwd;  // one layer, one micro-batch (bwd includes recompute)
     double t_layer_w;        // of t_layer_bwd, the weight pass W
     double t_tp_comm;        // tensor-parallel communication per step per GPU (inside the compute)
+    double t_cp_comm;        // context-parallel communication per step per GPU (before overlap)
+    double t_cp_exposed;     // the part of it the compute does not hide (inside the compute)
+    double cp_bytes;         // bytes one GPU sends for context parallelism per step
+    int cp_off_node;         // some of it leaves the node (the ring when tp*cp > GPUs per node, the all-to-all when tp*U >)
     double t_p2p;            // one pipeline message
     double t_pipeline;       // schedule_simulate() makespan of forward/backward
     double t_dp_comm;        // data-parallel communication per step (before overlap)
@@ -688,9 +821,10 @@ static void plan_memory_reason(const PlanResult* r, double mem_bytes, char* buf,
              r->mem_act / GiB, r->in_flight, w, r->mem_temp / GiB, r->mem_overhead / GiB);
 }
 
-// Predict one layout. layout_cfg: a finalized model config whose dp, tp, pp, vpp, sp,
-// zero, schedule, recompute and micro_batch fields give the layout; k: the kernels, rank
-// order and pipeline cut; global_batch in sequences of layout_cfg->seq_len tokens.
+// Predict one layout. layout_cfg: a finalized model config whose dp, tp, pp, cp, cp_ulysses,
+// vpp, sp, zero, schedule, recompute and micro_batch fields give the layout (dp x cp x tp x
+// pp GPUs); k: the kernels, rank order and pipeline cut; global_batch in sequences of
+// layout_cfg->seq_len tokens.
 // time_oom 0: a layout that does not fit gets its memory only (out->timed = 0), which
 // spares the enumeration most of its pipeline simulations. Returns 0, or -1 with
 // out->invalid saying why the layout cannot run (memory is not a reason: see out->fits).
@@ -702,11 +836,18 @@ static int plan_predict_ex(const ModelConfig* layout_cfg, const PlanSetup* k, in
     memset(r, 0, sizeof(*r));
     r->dp = c->dp, r->tp = c->tp, r->pp = c->pp, r->vpp = c->vpp, r->micro_batch = c->micro_batch;
     r->recompute = c->recompute, r->sp = c->sp, r->zero = c->zero, r->schedule = c->schedule, r->setup = *k;
-    int dp = c->dp, tp = c->tp, pp = c->pp, vpp = c->vpp, mb = c->micro_batch, L = c->n_layer;
+    r->cp = c->cp, r->cp_ulysses = c->cp_ulysses;
+    int dp = c->dp, tp = c->tp, pp = c->pp, vpp = c->vpp, mb = c->micro_batch, L = c->n_layer, cp = c->cp, U = c->cp_ulysses;
     if (dp < 1 || tp < 1 || pp < 1 || vpp < 1 || mb < 1) return plan_invalid(r, "dp, tp, pp, vpp and micro-batch must be >= 1");
     if (global_batch < 1 || global_batch % (dp * mb)) return plan_invalid(r, "global batch %d is not a multiple of dp*micro_batch = %d", global_batch, dp * mb);
     if (c->n_head % tp || c->n_kv_head % tp) return plan_invalid(r, "tp %d does not divide n_head %d and n_kv_head %d (no kv-head replication)", tp, c->n_head, c->n_kv_head);
     if (c->d_ff % tp || c->vocab_padded % tp) return plan_invalid(r, "tp %d does not divide d_ff %d and the padded vocabulary %d", tp, c->d_ff, c->vocab_padded);
+    if (cp < 1 || U < 1 || cp % U) return plan_invalid(r, "cp %d: its Ulysses degree %d must be >= 1 and divide it", cp, U);
+    if (cp > 1 && !k->context_parallel) return plan_invalid(r, "this software has no context parallelism (cp %d)", cp);
+    if ((c->n_kv_head / tp) % U)
+        return plan_invalid(r, "Ulysses degree %d does not divide the %d KV heads of a tp rank", U, c->n_kv_head / tp);
+    int chunks = cp / U > 1 ? 2 * cp : cp;  // the zig-zag ring cuts a sequence into 2R chunks, each split over U ranks
+    if (c->seq_len % chunks) return plan_invalid(r, "seq_len %d is not a multiple of %d (cp %d, Ulysses %d)", c->seq_len, chunks, cp, U);
     if (pp * vpp > L) return plan_invalid(r, "pp*vpp = %d exceeds n_layer %d", pp * vpp, L);
     if (c->sp && tp == 1) return plan_invalid(r, "sequence parallelism needs tp > 1");
     if (c->zero < 0 || c->zero > 3) return plan_invalid(r, "zero stage must be 0..3");
@@ -719,25 +860,26 @@ static int plan_predict_ex(const ModelConfig* layout_cfg, const PlanSetup* k, in
     if (schedule_has_w(c->schedule) && c->recompute == RECOMPUTE_FULL)  // as the trainer refuses it (args.h)
         return plan_invalid(r, "--schedule %s keeps each layer's activations until its weight pass: not with --recompute full",
                             schedule_name(c->schedule));
-    if (gpus_per_node < 1) gpus_per_node = dp * tp * pp;
+    if (gpus_per_node < 1) gpus_per_node = dp * cp * tp * pp;
 
-    // links: tp ranks are adjacent; then stages and data-parallel replicas in the rank order
-    int pp_stride = k->rank_order == ORDER_TP_PP_DP ? tp : tp * dp;
-    int dp_stride = k->rank_order == ORDER_TP_PP_DP ? tp * pp : tp;
+    // links: tp ranks are adjacent, cp ranks next (the Ulysses groups inside the ring's);
+    // then stages and data-parallel replicas in the rank order. The gradients are reduced
+    // over the dp x cp ranks holding the same weights.
+    int pp_stride = k->rank_order == ORDER_TP_PP_DP ? tp * cp : tp * cp * dp;
+    int dp_stride = k->rank_order == ORDER_TP_PP_DP ? tp * cp * pp : tp * cp;
     Link tp_link = group_link(d, tp, 1, gpus_per_node);
-    Link dp_link = group_link(d, dp, dp_stride, gpus_per_node);
+    Link dp_link = group_link_nested(d, cp, tp, dp, dp_stride, gpus_per_node);
     Link pp_link = group_link(d, pp, pp_stride, gpus_per_node);
-    if (pp > 1 && (long)pp * pp_stride > gpus_per_node) {  // some stage boundary crosses nodes: a p2p uses one GPU's NIC share
-        pp_link.bw = d->link_eff * d->nics_per_node * d->nic_bw / gpus_per_node;
-        pp_link.lat = d->inter_latency;
-    }
+    if (pp > 1 && (long)pp * pp_stride > gpus_per_node) pp_link = nic_link(d, gpus_per_node);  // some stage boundary crosses nodes
+    Link ring = cp_ring_link(d, tp, cp, gpus_per_node), a2a = cp_alltoall_link(d, tp, U, gpus_per_node);
+    r->cp_off_node = (cp / U > 1 && tp * cp > gpus_per_node) || (U > 1 && tp * U > gpus_per_node);
 
-    LayerTime lt = layer_time(c, mb, tp, c->sp, k, d, tp_link);
+    LayerTime lt = layer_time(c, mb, tp, c->sp, cp, U, k, d, tp_link, ring, a2a);
     double recompute_extra = c->recompute == RECOMPUTE_FULL ? lt.fwd : c->recompute == RECOMPUTE_SELECTIVE ? lt.attn_fwd : 0;
     r->t_layer_fwd = lt.fwd, r->t_layer_bwd = lt.bwd + recompute_extra, r->t_layer_w = lt.bwd_w;  // recomputation is B's
 
-    // embedding and head + loss
-    double s = c->seq_len, h = c->d_model, n = (double)mb * s, e = d->dtype_bytes, V = c->vocab_padded, t = tp;
+    // embedding and head + loss, over the T/cp tokens of a sequence this rank holds
+    double s = c->seq_len, h = c->d_model, n = (double)mb * s / cp, e = d->dtype_bytes, V = c->vocab_padded, t = tp;
     double n_el = c->sp ? n / t : n, x_bytes = n * h * e;
     double emb_comm = c->sp ? allgather_time(tp, x_bytes, tp_link.bw, tp_link.lat) : allreduce_time(tp, x_bytes, tp_link.bw, tp_link.lat);
     double emb_fwd = elementwise_time(d, 2 * n_el * h * e) + emb_comm;  // vocab-parallel lookup, then reduce over tp
@@ -770,21 +912,31 @@ static int plan_predict_ex(const ModelConfig* layout_cfg, const PlanSetup* k, in
         t_w[g] = layers[g] * r->t_layer_w;
     }
     r->t_tp_comm = (double)m * (L * (lt.comm_fwd + lt.comm_bwd + (c->recompute == RECOMPUTE_FULL ? lt.comm_fwd : 0)) + 2 * emb_comm + 2 * head_comm) / pp;
+    int again = c->recompute != RECOMPUTE_NONE;  // both recomputations run the attention's forward again, its cp communication too
+    r->t_cp_comm = (double)m * L * (lt.cp.comm_fwd * (1 + again) + lt.cp.comm_bwd) / pp;
+    r->t_cp_exposed = (double)m * L * (lt.cp.fwd * (1 + again) + lt.cp.bwd) / pp;
+    r->cp_bytes = (double)m * L * (lt.cp.bytes_fwd * (1 + again) + lt.cp.bytes_bwd) / pp;
 
     // memory and data-parallel traffic, per stage
     double wb, gb, ob;
-    state_bytes_per_param(d, c->zero, dp, &wb, &gb, &ob);
-    double act_layer = act_bytes_per_layer(c, mb, tp, c->sp, c->recompute, k, d->dtype_bytes);
-    double act_full_layer = act_bytes_per_layer(c, mb, tp, c->sp, RECOMPUTE_NONE, k, d->dtype_bytes);
-    double w_in_layer = w_inputs_per_layer(c, mb, tp, d->dtype_bytes);
+    state_bytes_per_param(d, c->zero, dp * cp, &wb, &gb, &ob);
+    double act_layer = act_bytes_per_layer(c, mb, tp, cp, c->sp, c->recompute, k, d->dtype_bytes);
+    double act_full_layer = act_bytes_per_layer(c, mb, tp, cp, c->sp, RECOMPUTE_NONE, k, d->dtype_bytes);
+    double w_in_layer = w_inputs_per_layer(c, mb, tp, cp, d->dtype_bytes);
     // the largest temporaries: at its peak, in the backward, the loss holds the logits, the
     // fp32 log-softmax it saved, the incoming fp32 gradient and the fp32 exponentials of the
     // softmax backward (e + 12 bytes per logit) on the last stage; the backward of unfused
     // attention holds dP and dS over the T x T scores (fp32 and a bf16 copy for torch,
-    // bf16 for the fused softmax) for one layer at a time
+    // bf16 for the fused softmax) for one layer at a time (with cp one ring block's, of
+    // a/(t U) heads); context parallelism's buffers, shared by the layers (context_parallel.h
+    // cp_alloc): the fp32 output (then dq) and a step's own dK, dV, two ring buffers of K, V
+    // and fp32 dK, dV, with Ulysses the head-split q, k, v, output and output gradient and
+    // the all-to-all's send and receive buffers
     double logits = n * V_loss * (e + 12);
-    double scores = mb * c->n_head / t * s * s;
+    double Tb = s / (cp / U), scores = mb * c->n_head / (t * U) * Tb * Tb;
     double attn_work = k->attention == ATTN_TORCH ? scores * (8 + e) : k->attention == ATTN_FUSED_SOFTMAX ? scores * 2 * e : 0;
+    double cp_kv = cp_kv_elems(c, mb, tp, cp), cp_o = n * h / t, qkv_width = h + 2 * c->n_kv_head * (h / c->n_head);
+    double cp_buf = cp == 1 ? 0 : 4 * (cp_o + cp_kv) + 2 * (e + 4) * cp_kv + (U > 1 ? e * (3 * n * qkv_width / t + 2 * cp_o) : 0);
     double* stage_fwd = (double*)xcalloc(pp, sizeof(double));
     double* stage_bwd = (double*)xcalloc(pp, sizeof(double));  // B + W
     double* stage_params = (double*)xcalloc(pp, sizeof(double));
@@ -803,7 +955,7 @@ static int plan_predict_ex(const ModelConfig* layout_cfg, const PlanSetup* k, in
         stage_pipeline_counts(c, c->schedule, st, pp, vpp, m, &in_flight, &w_pending);
         double w_in = w_pending * max_layers * w_in_layer;
         double act = in_flight * max_layers * act_layer + w_in;  // (the embedding output is the first norm's input, counted there)
-        double temp = attn_work;
+        double temp = attn_work + cp_buf;
         if (stage_head) temp += logits + n_el * h * e;                   // and the final norm's input
         if (c->recompute == RECOMPUTE_FULL) temp += act_full_layer;      // the layer being recomputed
         if (c->zero == 3) temp += 2 * chunk_params(c, 1, 0, 0, tp) * d->dtype_bytes;  // two gathered layers (current + prefetch)
@@ -828,18 +980,20 @@ static int plan_predict_ex(const ModelConfig* layout_cfg, const PlanSetup* k, in
     // (gradients are kept sharded); ZeRO-3: also all-gather the weights before each micro-batch's
     // forward and backward. Once-per-step traffic hides under dp_overlap of one micro-batch's
     // backward (gradients) / forward (weights); per-micro-batch traffic likewise, and what is not
-    // hidden stretches that micro-batch's compute (so the pipeline simulation sees it).
+    // hidden stretches that micro-batch's compute (so the pipeline simulation sees it). The
+    // group is the dp x cp ranks that hold the same weights.
     double exposed_step = 0, dp_comm = 0;
+    int replicas = dp * cp;
     for (int st = 0; st < pp; st++) {
         double G = stage_params[st] * d->grad_bytes, W = stage_params[st] * d->dtype_bytes;
         double buckets = 2;  // one bucket per layer, plus the embedding / head
         for (int ch = 0; ch < vpp; ch++) buckets += layers[chunk_global(c->schedule, pp, st, ch)];
         double lat = dp_link.lat * buckets;
-        double rs = allgather_time(dp, G, dp_link.bw, lat), ag = allgather_time(dp, W, dp_link.bw, lat);
+        double rs = allgather_time(replicas, G, dp_link.bw, lat), ag = allgather_time(replicas, W, dp_link.bw, lat);
         double overlap = k->dp_after_backward ? 0 : d->dp_overlap;
         double win_b = overlap * stage_bwd[st], win_f = overlap * stage_fwd[st];
         double once_b = 0, once_f = 0, per_mb_f = 0, per_mb_b = 0;
-        if (c->zero == 0) once_b = allreduce_time(dp, G, dp_link.bw, lat);
+        if (c->zero == 0) once_b = allreduce_time(replicas, G, dp_link.bw, lat);
         else if (c->zero == 1) once_b = rs, once_f = ag;
         else if (c->zero == 2) once_f = ag, per_mb_b = rs;
         else per_mb_f = ag, per_mb_b = ag + rs;
@@ -874,8 +1028,8 @@ static int plan_predict_ex(const ModelConfig* layout_cfg, const PlanSetup* k, in
         // Ranks time-sharing K cores: a rank idle in the bubble gives its core to the others,
         // so the step is the longer of the schedule's critical path and the total work of all
         // ranks spread over the K cores (each rank uses max(1, K/world) of them while busy).
-        double world = (double)dp * tp * pp, K = d->shared_cores, threads = K / world > 1 ? K / world : 1;
-        double spread = dp * tp * sum_busy * threads / K;
+        double world = (double)dp * cp * tp * pp, K = d->shared_cores, threads = K / world > 1 ? K / world : 1;
+        double spread = (double)dp * cp * tp * sum_busy * threads / K;
         if (spread > r->t_pipeline) r->t_pipeline = spread;
     }
     r->bubble = max_busy > 0 ? (r->t_pipeline - max_busy) / max_busy : 0;
@@ -885,13 +1039,13 @@ static int plan_predict_ex(const ModelConfig* layout_cfg, const PlanSetup* k, in
     // write master, m, v, weight (+ one read of the gradients for the norm)
     double opt_params = 0;
     for (int st = 0; st < pp; st++) if (stage_params[st] > opt_params) opt_params = stage_params[st];
-    if (c->zero >= 1) opt_params /= dp;
+    if (c->zero >= 1) opt_params /= replicas;
     double master = d->dtype_bytes < 4 ? 4 : 0;
     double opt_bytes = opt_params * ((master + 8 + 2.0 * d->grad_bytes) + (master + 8 + d->dtype_bytes));
     r->t_optim = elementwise_time(d, opt_bytes) + 10 * d->op_latency;
 
     r->t_step = r->t_pipeline + r->t_dp_exposed + r->t_optim;
-    double gpus = (double)dp * tp * pp, tokens = (double)global_batch * s;
+    double gpus = (double)dp * cp * tp * pp, tokens = (double)global_batch * s;
     r->tokens_per_s_per_gpu = tokens / r->t_step / gpus;
     double flops_token = config_flops_per_token(c, c->seq_len);
     // HFU adds the recomputed forward FLOPs: full = a layer's forward (2 x its matmul params + 4 h T
@@ -924,9 +1078,13 @@ static double study_mfu(const ModelConfig* c, const PlanResult* r, const DeviceP
 
 typedef struct {
     int tp, pp, dp, vpp, micro_batch, recompute, sp, zero, schedule, attention, rms_kernel;  // -1: any
+    int cp, cp_ulysses, cp_kind;  // cp_kind: CPK_*
 } PlanFilter;
 
 static int filter_ok(int want, int v) { return want < 0 || want == v; }
+static int filter_cp_ok(const PlanFilter* f, int cp, int U) {
+    return filter_ok(f->cp, cp) && filter_ok(f->cp_ulysses, U) && filter_ok(f->cp_kind, cp_kind_of(cp, U));
+}
 
 // Whether the search tries schedule `sched` for pp stages of vpp chunks each: 1F1B with one
 // chunk, interleaved 1F1B with more; on a pipeline also the zero-bubble ones, ZB-H1 with one
@@ -940,54 +1098,75 @@ static int plan_schedule_tried(int sched, int pp, int vpp) {
     return 0;
 }
 
+// A growing array of predicted layouts.
+typedef struct { PlanResult* r; int n, cap; } PlanList;
+
+// Predict layout lc0 (its grid, pipeline and micro-batch set) under every recomputation, SP,
+// ZeRO and kernel choice the filter lets through; keep the valid ones.
+static void plan_enumerate_settings(const ModelConfig* lc0, int global_batch, int gpus_per_node, const DeviceProfile* d,
+                                    const PlanSetup* base, const PlanFilter* f, PlanList* out) {
+    for (int rc = RECOMPUTE_NONE; rc <= RECOMPUTE_FULL; rc++)
+        for (int sp = 0; sp <= (lc0->tp > 1); sp++)
+            for (int zero = 0; zero <= 3; zero++)
+                for (int attn = 0; attn < N_ATTN; attn++)
+                    for (int rms = 0; rms <= 1; rms++) {
+                        if (!filter_ok(f->recompute, rc) || !filter_ok(f->sp, sp) || !filter_ok(f->zero, zero) ||
+                            !filter_ok(f->attention, attn) || !filter_ok(f->rms_kernel, rms)) continue;
+                        if (zero > 0 && lc0->dp * lc0->cp == 1) continue;  // nothing to shard
+                        ModelConfig lc = *lc0;
+                        lc.recompute = rc, lc.sp = sp, lc.zero = zero;
+                        PlanSetup k = *base;
+                        k.attention = attn, k.rms_kernel = rms;
+                        if (out->n == out->cap) {
+                            out->cap *= 2;
+                            out->r = (PlanResult*)realloc(out->r, sizeof(PlanResult) * out->cap);
+                            if (!out->r) fail("out of memory");
+                        }
+                        if (plan_predict_ex(&lc, &k, global_batch, gpus_per_node, d, 0, &out->r[out->n]) == 0) out->n++;
+                    }
+}
+
 // Every valid layout and kernel choice of c on `gpus` GPUs that passes the filter, predicted
 // with base's rank order and pipeline cut; returns the count, *out a malloc'ed array the
-// caller frees.
+// caller frees. Context parallelism: cp a power of two, with each power-of-two Ulysses
+// degree U <= cp (U = 1: ring, U = cp: Ulysses, between: 2D).
 static int plan_enumerate(const ModelConfig* c, int gpus, int global_batch, int gpus_per_node, const DeviceProfile* d,
                           const PlanSetup* base, const PlanFilter* f, PlanResult** out) {
-    int cap = 1024, n = 0;
-    PlanResult* res = (PlanResult*)xmalloc(sizeof(PlanResult) * cap);
+    PlanList list = {(PlanResult*)xmalloc(sizeof(PlanResult) * 1024), 0, 1024};
     double t_start = now_s(), t_said = t_start;
     for (int tp = 1; tp <= gpus; tp++) {
         if (gpus % tp || !filter_ok(f->tp, tp)) continue;
         if (f->tp < 0 && tp > gpus_per_node) continue;  // tensor parallelism stays inside a node unless asked for
-        for (int pp = 1; pp <= gpus / tp; pp++) {
-            if ((gpus / tp) % pp || !filter_ok(f->pp, pp) || pp > c->n_layer) continue;
-            int dp = gpus / (tp * pp);
-            if (!filter_ok(f->dp, dp) || global_batch % dp) continue;
-            for (int mb = 1; mb <= global_batch / dp; mb *= 2) {
-                if ((global_batch / dp) % mb || !filter_ok(f->micro_batch, mb)) continue;
-                for (int vpp = 1; vpp * pp <= c->n_layer; vpp++) {
-                    if (!filter_ok(f->vpp, vpp) || (vpp > 1 && (pp == 1 || c->n_layer % (pp * vpp)))) continue;
-                    for (int sched = 0; sched < N_SCHEDULES; sched++) {
-                        if (!plan_schedule_tried(sched, pp, vpp) || !filter_ok(f->schedule, sched)) continue;
-                        for (int rc = RECOMPUTE_NONE; rc <= RECOMPUTE_FULL; rc++)
-                            for (int sp = 0; sp <= (tp > 1); sp++)
-                                for (int zero = 0; zero <= 3; zero++)
-                                    for (int attn = 0; attn < N_ATTN; attn++)
-                                        for (int rms = 0; rms <= 1; rms++) {
-                                            if (!filter_ok(f->recompute, rc) || !filter_ok(f->sp, sp) || !filter_ok(f->zero, zero) ||
-                                                !filter_ok(f->attention, attn) || !filter_ok(f->rms_kernel, rms)) continue;
-                                            if (zero > 0 && dp == 1) continue;  // nothing to shard
-                                            ModelConfig lc = *c;
-                                            lc.dp = dp, lc.tp = tp, lc.pp = pp, lc.vpp = vpp, lc.micro_batch = mb;
-                                            lc.recompute = rc, lc.sp = sp, lc.zero = zero, lc.schedule = sched;
-                                            PlanSetup k = *base;
-                                            k.attention = attn, k.rms_kernel = rms;
-                                            if (n == cap) { cap *= 2; res = (PlanResult*)realloc(res, sizeof(PlanResult) * cap); if (!res) fail("out of memory"); }
-                                            if (plan_predict_ex(&lc, &k, global_batch, gpus_per_node, d, 0, &res[n]) == 0) n++;
-                                            if (n % 1024 == 0 && now_s() - t_said > 5) {  // big searches say they are alive
-                                                t_said = now_s();
-                                                fprintf(stderr, "plan: %d layouts evaluated in %.0f s (now at tp %d)...\n", n, t_said - t_start, tp);
-                                            }
-                                        }
+        for (int cp = 1; cp <= gpus / tp && (cp == 1 || base->context_parallel); cp *= 2)
+            for (int U = 1; U <= cp; U *= 2) {
+                if ((gpus / tp) % cp || !filter_cp_ok(f, cp, U)) continue;
+                for (int pp = 1; pp <= gpus / (tp * cp); pp++) {
+                    if ((gpus / (tp * cp)) % pp || !filter_ok(f->pp, pp) || pp > c->n_layer) continue;
+                    int dp = gpus / (tp * cp * pp);
+                    if (!filter_ok(f->dp, dp) || global_batch % dp) continue;
+                    for (int mb = 1; mb <= global_batch / dp; mb *= 2) {
+                        if ((global_batch / dp) % mb || !filter_ok(f->micro_batch, mb)) continue;
+                        for (int vpp = 1; vpp * pp <= c->n_layer; vpp++) {
+                            if (!filter_ok(f->vpp, vpp) || (vpp > 1 && (pp == 1 || c->n_layer % (pp * vpp)))) continue;
+                            for (int sched = 0; sched < N_SCHEDULES; sched++) {
+                                if (!plan_schedule_tried(sched, pp, vpp) || !filter_ok(f->schedule, sched)) continue;
+                                ModelConfig lc = *c;
+                                lc.dp = dp, lc.tp = tp, lc.pp = pp, lc.vpp = vpp, lc.micro_batch = mb, lc.schedule = sched;
+                                lc.cp = cp, lc.cp_ulysses = U;
+                                plan_enumerate_settings(&lc, global_batch, gpus_per_node, d, base, f, &list);
+                                if (now_s() - t_said > 5) {  // big searches say they are alive
+                                    t_said = now_s();
+                                    fprintf(stderr, "plan: %d layouts evaluated in %.0f s (now at tp %d, cp %d)...\n", list.n,
+                                            t_said - t_start, tp, cp);
+                                }
+                            }
+                        }
                     }
                 }
             }
-        }
     }
-    *out = res;
-    return n;
+    *out = list.r;
+    return list.n;
 }
 
 // Fitting layouts first, then by throughput; ties go to the simpler layout.
@@ -1011,25 +1190,36 @@ static int plan_best(const PlanResult* r, int n, const PlanFilter* f) {
         if (filter_ok(f->tp, p->tp) && filter_ok(f->pp, p->pp) && filter_ok(f->dp, p->dp) && filter_ok(f->vpp, p->vpp) &&
             filter_ok(f->micro_batch, p->micro_batch) && filter_ok(f->recompute, p->recompute) && filter_ok(f->sp, p->sp) &&
             filter_ok(f->zero, p->zero) && filter_ok(f->schedule, p->schedule) && filter_ok(f->attention, p->setup.attention) &&
-            filter_ok(f->rms_kernel, p->setup.rms_kernel)) return i;
+            filter_ok(f->rms_kernel, p->setup.rms_kernel) && filter_cp_ok(f, p->cp, p->cp_ulysses)) return i;
     }
     return -1;
 }
 
-static PlanFilter plan_filter_any(void) { PlanFilter f = {-1, -1, -1, -1, -1, -1, -1, -1, -1, -1, -1}; return f; }
+static PlanFilter plan_filter_any(void) { PlanFilter f = {-1, -1, -1, -1, -1, -1, -1, -1, -1, -1, -1, -1, -1, -1}; return f; }
+
+// "ring", "ulysses", "2d" with its Ulysses degree ("2d u2"), or "-" without context parallelism.
+static const char* cp_kind_str(const PlanResult* p, char* buf, size_t len) {
+    int kind = cp_kind_of(p->cp, p->cp_ulysses);
+    if (kind == CPK_2D) snprintf(buf, len, "2d u%d", p->cp_ulysses);
+    else snprintf(buf, len, "%s", kind == CPK_NONE ? "-" : CPK_NAMES[kind]);
+    return buf;
+}
 
 // ----------------------------------------------------------------------------
 // Output
 
 static void plan_print_table(const PlanResult* r, int n, int top) {
-    printf("%4s %4s %3s %3s %3s %3s %-11s %-9s %2s %4s %-13s %3s %7s %4s %8s %10s %6s %7s %7s\n", "rank", "dp", "tp", "pp", "vpp", "mb",
-           "schedule", "recompute", "sp", "zero", "attention", "rms", "mem GiB", "fits", "step s", "tok/s/GPU", "MFU%", "bubble%", "formula");
+    printf("%4s %4s %3s %3s %-8s %3s %3s %3s %-11s %-9s %2s %4s %-13s %3s %7s %4s %8s %10s %6s %7s %7s %6s\n", "rank", "dp", "tp", "cp",
+           "cp kind", "pp", "vpp", "mb", "schedule", "recompute", "sp", "zero", "attention", "rms", "mem GiB", "fits", "step s", "tok/s/GPU",
+           "MFU%", "bubble%", "formula", "cp%");
     for (int i = 0; i < n && i < top; i++) {
         const PlanResult* p = &r[i];
-        printf("%4d %4d %3d %3d %3d %3d %-11s %-9s %2d %4d %-13s %3d %7.1f %4s %8.3f %10.0f %6.1f %7.2f %7.2f\n", i + 1, p->dp, p->tp, p->pp,
-               p->vpp, p->micro_batch, schedule_name(p->schedule), recompute_name(p->recompute), p->sp, p->zero, ATTN_NAMES[p->setup.attention],
-               p->setup.rms_kernel, p->mem_total / GiB, p->fits ? "yes" : "no", p->t_step, p->tokens_per_s_per_gpu, 100 * p->mfu,
-               100 * p->bubble, 100 * p->bubble_formula);
+        char kind[16];
+        printf("%4d %4d %3d %3d %-8s %3d %3d %3d %-11s %-9s %2d %4d %-13s %3d %7.1f %4s %8.3f %10.0f %6.1f %7.2f %7.2f %6.1f\n", i + 1, p->dp,
+               p->tp, p->cp, cp_kind_str(p, kind, sizeof(kind)), p->pp, p->vpp, p->micro_batch, schedule_name(p->schedule),
+               recompute_name(p->recompute), p->sp, p->zero, ATTN_NAMES[p->setup.attention], p->setup.rms_kernel, p->mem_total / GiB,
+               p->fits ? "yes" : "no", p->t_step, p->tokens_per_s_per_gpu, 100 * p->mfu, 100 * p->bubble, 100 * p->bubble_formula,
+               p->timed ? 100 * p->t_cp_exposed / p->t_step : 0);
     }
 }
 
@@ -1037,21 +1227,24 @@ static void plan_print_table(const PlanResult* r, int n, int top) {
 // and put it in place.
 static void plan_write_csv(AtomicFile* out, const ModelConfig* c, const DeviceProfile* d, const PlanResult* r, int n) {
     FILE* f = out->f;
-    fprintf(f, "dp,tp,pp,vpp,micro_batch,n_micro,schedule,recompute,sp,zero,attention,rms_kernel,in_flight,w_pending,worst_stage,"
-               "mem_weights_gib,mem_grads_gib,mem_optim_gib,mem_act_gib,mem_w_inputs_gib,mem_temp_gib,mem_overhead_gib,mem_total_gib,fits,"
-               "t_layer_fwd_s,t_layer_bwd_s,t_layer_w_s,t_tp_comm_s,t_p2p_s,t_pipeline_s,t_dp_comm_s,t_dp_exposed_s,t_optim_s,t_step_s,"
-               "bubble,bubble_formula,tokens_per_s_per_gpu,model_tflops_per_gpu,mfu,hfu,mfu_study\n");
+    fprintf(f, "dp,tp,pp,cp,cp_ulysses,cp_kind,cp_off_node,vpp,micro_batch,n_micro,schedule,recompute,sp,zero,attention,rms_kernel,"
+               "in_flight,w_pending,worst_stage,mem_weights_gib,mem_grads_gib,mem_optim_gib,mem_act_gib,mem_w_inputs_gib,mem_temp_gib,"
+               "mem_overhead_gib,mem_total_gib,fits,t_layer_fwd_s,t_layer_bwd_s,t_layer_w_s,t_tp_comm_s,t_cp_comm_s,t_cp_exposed_s,cp_gib,"
+               "t_p2p_s,t_pipeline_s,t_dp_comm_s,t_dp_exposed_s,t_optim_s,t_step_s,bubble,bubble_formula,tokens_per_s_per_gpu,"
+               "model_tflops_per_gpu,mfu,hfu,mfu_study\n");
     for (int i = 0; i < n; i++) {
         const PlanResult* p = &r[i];
-        fprintf(f, "%d,%d,%d,%d,%d,%d,%s,%s,%d,%d,%s,%d,%d,%d,%d,%.4f,%.4f,%.4f,%.4f,%.4f,%.4f,%.4f,%.4f,%d,", p->dp, p->tp, p->pp, p->vpp,
+        fprintf(f, "%d,%d,%d,%d,%d,%s,%d,%d,%d,%d,%s,%s,%d,%d,%s,%d,%d,%d,%d,%.4f,%.4f,%.4f,%.4f,%.4f,%.4f,%.4f,%.4f,%d,", p->dp, p->tp,
+                p->pp, p->cp, p->cp_ulysses, CPK_NAMES[cp_kind_of(p->cp, p->cp_ulysses)], p->cp_off_node, p->vpp,
                 p->micro_batch, p->n_micro, schedule_name(p->schedule), recompute_name(p->recompute), p->sp, p->zero,
                 ATTN_NAMES[p->setup.attention], p->setup.rms_kernel, p->in_flight, p->w_pending, p->worst_stage, p->mem_weights / GiB,
                 p->mem_grads / GiB, p->mem_optim / GiB, p->mem_act / GiB, p->mem_w_inputs / GiB, p->mem_temp / GiB, p->mem_overhead / GiB,
                 p->mem_total / GiB, p->fits);
-        if (!p->timed) { fprintf(f, ",,,,,,,,,,,,,,,,\n"); continue; }  // does not fit: not simulated
-        fprintf(f, "%.6g,%.6g,%.6g,%.6g,%.6g,%.6g,%.6g,%.6g,%.6g,%.6g,%.5f,%.5f,%.2f,%.3f,%.5f,%.5f,%.5f\n", p->t_layer_fwd,
-                p->t_layer_bwd, p->t_layer_w, p->t_tp_comm, p->t_p2p, p->t_pipeline, p->t_dp_comm, p->t_dp_exposed, p->t_optim, p->t_step, p->bubble,
-                p->bubble_formula, p->tokens_per_s_per_gpu, p->model_tflops_per_gpu, p->mfu, p->hfu, study_mfu(c, p, d));
+        if (!p->timed) { fprintf(f, ",,,,,,,,,,,,,,,,,,,\n"); continue; }  // does not fit: not simulated
+        fprintf(f, "%.6g,%.6g,%.6g,%.6g,%.6g,%.6g,%.4f,%.6g,%.6g,%.6g,%.6g,%.6g,%.6g,%.5f,%.5f,%.2f,%.3f,%.5f,%.5f,%.5f\n", p->t_layer_fwd,
+                p->t_layer_bwd, p->t_layer_w, p->t_tp_comm, p->t_cp_comm, p->t_cp_exposed, p->cp_bytes / GiB, p->t_p2p, p->t_pipeline,
+                p->t_dp_comm, p->t_dp_exposed, p->t_optim, p->t_step, p->bubble, p->bubble_formula, p->tokens_per_s_per_gpu,
+                p->model_tflops_per_gpu, p->mfu, p->hfu, study_mfu(c, p, d));
     }
     atomic_commit(out);
 }
@@ -1064,9 +1257,10 @@ static void plan_print_profile(const DeviceProfile* d, const PlanSetup* k, int g
     printf("links: %d GPUs/node, intra %.0f GB/s/GPU, %d NICs x %.1f GB/s per node, link eff %.2f, DP overlap %.2f; "
            "%s weights, %d-byte grads\n", gpus_per_node, d->intra_bw / 1e9, d->nics_per_node, d->nic_bw / 1e9, d->link_eff,
            k->dp_after_backward ? 0.0 : d->dp_overlap, d->dtype_bytes == 2 ? "bf16" : "fp32", d->grad_bytes);
-    printf("software: rank order %s, pipeline cut by %s, %s loss, gradients reduced %s\n",
-           k->rank_order == ORDER_TP_PP_DP ? "tp-pp-dp" : "tp-dp-pp", k->pipe_split == SPLIT_LAYERS ? "layers" : "parameters",
-           k->loss_gathered ? "gathered-vocabulary" : "vocabulary-parallel", k->dp_after_backward ? "after the backward" : "during the backward");
+    printf("software: rank order %s, pipeline cut by %s, %s loss, gradients reduced %s, %s\n",
+           k->rank_order == ORDER_TP_PP_DP ? "tp-cp-pp-dp" : "tp-dp-pp", k->pipe_split == SPLIT_LAYERS ? "layers" : "parameters",
+           k->loss_gathered ? "gathered-vocabulary" : "vocabulary-parallel", k->dp_after_backward ? "after the backward" : "during the backward",
+           k->context_parallel ? "context parallelism ring | ulysses | 2d" : "no context parallelism");
 }
 
 // ----------------------------------------------------------------------------
@@ -1086,7 +1280,9 @@ static void plan_usage(void) {
            "  --software trainer|scaling   what runs the layout: this trainer (default), or the Aleph Alpha Scaling\n"
            "                          codebase of the layouts study (its rank order, pipeline cut, loss and DP reduction)\n"
            "  --tp --pp --dp --vpp --micro-batch N, --recompute none|selective|full, --sp 0|1, --zero 0..3,\n"
-           "  --schedule 1f1b|interleaved|zb-h1|zb-v   evaluate only these layouts\n"
+           "  --schedule 1f1b|interleaved|zb-h1|zb-v,\n"
+           "  --cp N (ranks per sequence: 1 = no context parallelism; powers of two), --cp-kind ring|ulysses|2d,\n"
+           "  --cp-ulysses U (the all-to-all degree inside cp; 2d: the ring is cp / U)   evaluate only these layouts\n"
            "  --top N                 rows to print (default 20)    --plan-csv FILE  all layouts (or the runs), every column\n", PROFILE_NAMES);
 }
 
@@ -1128,7 +1324,7 @@ static int plan_model(const char* preset, const int* shape, int seq_len, ModelCo
         }
     if (c->d_model % c->n_head) { snprintf(err, err_len, "--d-model %d must be a multiple of --n-head %d", c->d_model, c->n_head); return -1; }
     if (c->n_head % c->n_kv_head) { snprintf(err, err_len, "--n-head %d must be a multiple of --n-kv-head %d", c->n_head, c->n_kv_head); return -1; }
-    c->dp = c->tp = c->pp = c->vpp = c->micro_batch = 1;
+    c->dp = c->tp = c->pp = c->vpp = c->micro_batch = c->cp = c->cp_ulysses = 1;
     c->schedule = SCHED_1F1B;
     return 0;
 }
@@ -1202,8 +1398,18 @@ static void plan_parse_args(int argc, char** argv, PlanArgs* a) {
         } else if (!strcmp(flag, "--schedule")) {  // the schedules the search tries (plan_schedule_tried)
             f->schedule = schedule_from_name(v);
             if (f->schedule < 0 || f->schedule == SCHED_GPIPE) fail("--schedule: expected 1f1b, interleaved, zb-h1 or zb-v, got '%s'", v);
+        } else if (!strcmp(flag, "--cp")) f->cp = plan_int(v, flag, 1 << 20);
+        else if (!strcmp(flag, "--cp-ulysses")) f->cp_ulysses = plan_int(v, flag, 1 << 20);
+        else if (!strcmp(flag, "--cp-kind")) {
+            if (!strcmp(v, "ring")) f->cp_kind = CPK_RING;
+            else if (!strcmp(v, "ulysses")) f->cp_kind = CPK_ULYSSES;
+            else if (!strcmp(v, "2d")) f->cp_kind = CPK_2D;
+            else fail("--cp-kind: expected ring, ulysses or 2d, got '%s'", v);
         } else fail("--plan: unknown flag '%s' (see --plan --help)", flag);
     }
+    if ((f->cp >= 0 && (f->cp < 1 || (f->cp & (f->cp - 1)))) || (f->cp_ulysses >= 0 && (f->cp_ulysses < 1 || (f->cp_ulysses & (f->cp_ulysses - 1)))))
+        fail("--cp and --cp-ulysses must be powers of two (1, 2, 4, ...)");
+    if (f->cp > 0 && f->cp_ulysses > f->cp) fail("--cp-ulysses %d does not divide --cp %d", f->cp_ulysses, f->cp);
     if (a->gpus < 1) fail("--gpus must be >= 1, got %d", a->gpus);
     if (a->top < 1) fail("--top must be >= 1, got %d", a->top);
     if ((f->tp == 0) || f->pp == 0 || f->dp == 0 || f->vpp == 0 || f->micro_batch == 0)
@@ -1455,7 +1661,9 @@ static int plan_main(int argc, char** argv) {
 
     PlanResult* res;
     int n = plan_enumerate(&c, a.gpus, (int)global_batch, a.gpus_per_node, &a.dev, &a.setup, &a.filter, &res);
-    if (n == 0) fail("no valid layout: check --gpus, the global batch and the restrictions (tp must divide the heads, dp*mb the batch)");
+    if (n == 0)
+        fail("no valid layout: check --gpus, the global batch and the restrictions (tp must divide the heads, dp*mb the batch, "
+             "tp*U the KV heads; 2D needs cp >= 4; --software scaling has no cp)");
     plan_sort(res, n);
     int n_fit = 0;
     for (int i = 0; i < n; i++) n_fit += res[i].fits;
@@ -1467,11 +1675,15 @@ static int plan_main(int argc, char** argv) {
     if (best >= 0) {
         const PlanResult* p = &res[best];
         // as ./train flags (ZeRO-3 is modelled here but the trainer implements stages 0-2)
-        printf("best: --dp %d --tp %d --pp %d --vpp %d --micro-batch %d --recompute %s%s --zero %d --schedule %s, %s attention, "
-               "rms kernel %s  (%.1f%% MFU, %.1f%% HFU, %.4g TFLOP/s/GPU, %.1f GiB)%s\n", p->dp, p->tp, p->pp, p->vpp, p->micro_batch,
-               recompute_name(p->recompute), p->sp ? " --sp" : "", p->zero, schedule_name(p->schedule), ATTN_NAMES[p->setup.attention],
-               p->setup.rms_kernel ? "on" : "off", 100 * p->mfu, 100 * p->hfu, p->model_tflops_per_gpu, p->mem_total / GiB,
-               p->zero == 3 ? " [ZeRO-3: planner only]" : "");
+        int kind = cp_kind_of(p->cp, p->cp_ulysses);
+        char cp_flags[64] = "";
+        if (kind == CPK_2D) snprintf(cp_flags, sizeof(cp_flags), " --cp %d --cp-kind 2d --cp-ulysses %d", p->cp, p->cp_ulysses);
+        else if (kind != CPK_NONE) snprintf(cp_flags, sizeof(cp_flags), " --cp %d --cp-kind %s", p->cp, CPK_NAMES[kind]);
+        printf("best: --dp %d --tp %d%s --pp %d --vpp %d --micro-batch %d --recompute %s%s --zero %d --schedule %s, %s attention, "
+               "rms kernel %s  (%.1f%% MFU, %.1f%% HFU, %.4g TFLOP/s/GPU, %.1f GiB)%s\n", p->dp, p->tp, cp_flags, p->pp, p->vpp,
+               p->micro_batch, recompute_name(p->recompute), p->sp ? " --sp" : "", p->zero, schedule_name(p->schedule),
+               ATTN_NAMES[p->setup.attention], p->setup.rms_kernel ? "on" : "off", 100 * p->mfu, 100 * p->hfu, p->model_tflops_per_gpu,
+               p->mem_total / GiB, p->zero == 3 ? " [ZeRO-3: planner only]" : "");
     }
     if (a.csv) { plan_write_csv(&csv, &c, &a.dev, res, n); printf("wrote %d layouts to %s\n", n, a.csv); }
     free(res);

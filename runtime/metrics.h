@@ -156,7 +156,7 @@ static void metrics_predict(Metrics* m, const ModelConfig* c, const char* device
     profile_builtin(device, &d);
     d.peak_flops = peak_flops_per_rank;
     d.shared_cores = shared_cores;
-    d.gpus_per_node = c->dp * c->tp * c->pp;
+    d.gpus_per_node = c->dp * c->tp * c->pp * c->cp;
     // the CPU build's attention materializes the T x T scores (the planner's "torch" kernel);
     // the GPU build runs its own flash attention
     PlanSetup k = plan_setup_default();

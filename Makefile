@@ -126,8 +126,8 @@ test_planner: tests/test_planner.c $(HEADERS)
 sim_schedule: dev/sim_schedule.c $(HEADERS)
 	$(CC) $(CFLAGS) -o $@ dev/sim_schedule.c $(LDLIBS)
 
-# The GPU layouts dev/check_gpu_vs_cpu.sh runs under ASan in make test (all 18 run without it).
-ASAN_CASES = ^gpu_(gpt2|gpt2_recompute_full|gpt2_tp2_sp|gpt2_dp2_zero2|llama_tp2|llama_tp2_sp_dp2_nccl|gpt2_pp2_vpp2_nccl|llama_tp2_pp2_nccl)$$
+# The GPU layouts dev/check_gpu_vs_cpu.sh runs under ASan in make test (all 31 run without it).
+ASAN_CASES = ^gpu_(gpt2|gpt2_recompute_full|gpt2_tp2_sp|gpt2_dp2_zero2|llama_tp2|llama_tp2_sp_dp2_nccl|gpt2_pp2_vpp2_nccl|llama_tp2_pp2_nccl|gpt2_cp2_ulysses|llama_cp2_ring_nccl)$$
 
 # All tests; the last line is the total "N passed, N failed".
 # (fuzzing bounded by FUZZ_SECONDS per harness; clang's libFuzzer is needed for it; the GPU

@@ -1,9 +1,10 @@
 #!/usr/bin/env bash
 # dev/check_gpu_vs_cpu.sh: the whole model on the GPU against the CPU reference. Trains the
 # same tiny models with the same flags and seed for 10 steps with ./train_cpu (1 rank, the
-# oracle) and ./train_gpu (1 rank, and tp / pp / vpp / sp / ZeRO / recompute layouts on one
-# GPU through --comm mpi; with GPUS >= 4 also layouts over NCCL, one GPU per rank, the
-# pipeline's p2p included; the interleaved one with evaluation and sampling between), and
+# oracle) and ./train_gpu (1 rank, and tp / pp / vpp / sp / ZeRO / recompute / context-
+# parallel layouts on one GPU through --comm mpi; with GPUS >= 4 also layouts over NCCL, one
+# GPU per rank, the pipeline's p2p and the cp ring and all-to-all included; the interleaved
+# one with evaluation and sampling between), and
 # compares the JSON logs (--log); then checks the GPU build's evaluation, sampling and
 # checkpoint resume (bounds below, where they run):
 #
@@ -69,7 +70,7 @@ ckpt_flags() { echo "--ckpt-dir $DIR/$1.ckpt --ckpt-every 1 --ckpt-keep 10"; }
 keep_step1() { rm -f "$DIR/$1.ckpt"/ckpt_0000000[2-9].bin "$DIR/$1.ckpt"/ckpt_00000010.bin; }
 # skip_without_mpirun NAME FLAGS: true, with a SKIP line, when FLAGS need several ranks and there is no mpirun.
 skip_without_mpirun() {
-  command -v mpirun >/dev/null 2>&1 || ! [[ "$2" =~ --(tp|pp|dp) ]] && return 1
+  command -v mpirun >/dev/null 2>&1 || ! [[ "$2" =~ --(tp|pp|dp|cp) ]] && return 1
   echo "SKIP $1: several ranks need Open MPI's mpirun, not on this machine"
   SKIP=$((SKIP + 1))
 }
@@ -140,6 +141,8 @@ CASES=(
   "gpu_llama_tp2_sp_weight_deferred|cpu_llama|--model llama-tiny --tp 2 --sp --weight-pass deferred --comm mpi"
   "gpu_gpt2_pp2_zbh1|cpu_gpt2|--model tiny --pp 2 --schedule zb-h1 --comm mpi"
   "gpu_gpt2_pp2_zbv|cpu_gpt2|--model tiny --pp 2 --schedule zb-v --comm mpi"
+  "gpu_gpt2_cp2_ring|cpu_gpt2|--model tiny --cp 2 --comm mpi"
+  "gpu_gpt2_cp2_ulysses|cpu_gpt2|--model tiny --cp 2 --cp-kind ulysses --comm mpi"
 )
 # NCCL (the default --comm): one GPU per rank.
 [ "$GPUS" -ge 4 ] && CASES+=(
@@ -154,6 +157,9 @@ CASES=(
   "gpu_gpt2_pp2_zbh1_nccl|cpu_gpt2|--model tiny --pp 2 --micro-batch 2 --schedule zb-h1"
   "gpu_gpt2_pp2_zbv_nccl|cpu_gpt2|--model tiny --pp 2 --micro-batch 2 --schedule zb-v --eval-every 5 --val-batches 1 --sample-every 10 --sample-len 4"
   "gpu_gpt2_8l_pp4_zbv_nccl|cpu_gpt2_8l|--model tiny --n-layer 8 --pp 4 --micro-batch 1 --schedule zb-v"
+  "gpu_gpt2_cp2_ring_nccl|cpu_gpt2|--model tiny --cp 2"
+  "gpu_gpt2_cp2_ulysses_nccl|cpu_gpt2|--model tiny --cp 2 --cp-kind ulysses"
+  "gpu_llama_cp2_ring_nccl|cpu_llama|--model llama-tiny --cp 2"
 )
 echo "GPU build: $GPU_BIN ($GPUS GPUs for the NCCL layouts)"
 for entry in "${CASES[@]}"; do

@@ -535,35 +535,43 @@ static void run_blocks(const char* what, int B, int Ts, int Ha, int KVa, int hd,
     free_all();
 }
 
-// Ring rank r of R with chunks of c rows (Ts = 2c; R = 1: one segment of Ts rows): its
-// blocks over the R ring steps as parallel/context_parallel.h makes them (a pair of segments
-// unless every key is after every query; the diagonal block first).
+// Ring rank r's blocks at ring step `step` (R ranks, chunks of c rows: Ts = 2c; R = 1: one
+// segment of c rows), as parallel/context_parallel.h makes them: a pair of segments unless
+// every key is after every query, the diagonal block first. Returns how many (at most 4).
+static int zigzag_step_blocks(int R, int r, int c, int step, AttnBlock* blk) {
+    int from = (r - step + R) % R, n = 0, nseg = R == 1 ? 1 : 2;
+    int qs[2][3], ks[2][3];  // {row, rows, position} of the query and key segments
+    for (int i = 0; i < nseg; i++) {
+        qs[i][0] = ks[i][0] = i * c, qs[i][1] = ks[i][1] = c;
+        qs[i][2] = R == 1 ? 0 : i ? (2 * R - 1 - r) * c : r * c;
+        ks[i][2] = R == 1 ? 0 : i ? (2 * R - 1 - from) * c : from * c;
+    }
+    for (int i = 0; i < nseg; i++)
+        for (int j = 0; j < nseg; j++) {
+            if (ks[j][2] > qs[i][2] + qs[i][1] - 1) continue;
+            AttnBlock a = {0};
+            a.q_row = qs[i][0], a.nq = qs[i][1], a.q_pos = qs[i][2];
+            a.k_row = ks[j][0], a.nk = ks[j][1], a.k_pos = ks[j][2];
+            a.init = from == r && i == j;
+            if (a.init) memmove(blk + 1, blk, sizeof(AttnBlock) * n), blk[0] = a;
+            else blk[n] = a;
+            n++;
+        }
+    return n;
+}
+
+// Ring rank r of R: its blocks over the R ring steps (step 0 on its own K, V; each later step
+// on a neighbour's buffer).
 static void test_attention_zigzag(int B, int R, int r, int c, int Ha, int KVa, int hd) {
-    int Ts = R == 1 ? c : 2 * c, n = 0, src[16];
+    int n = 0, src[16];
     AttnBlock blk[16];
     for (int step = 0; step < R; step++) {
-        int from = (r - step + R) % R, first = n;
-        int qs[2][3], ks[2][3], nseg = R == 1 ? 1 : 2;  // {row, rows, position}
-        for (int i = 0; i < nseg; i++) {
-            qs[i][0] = ks[i][0] = i * c, qs[i][1] = ks[i][1] = R == 1 ? Ts : c;
-            qs[i][2] = R == 1 ? 0 : i ? (2 * R - 1 - r) * c : r * c;
-            ks[i][2] = R == 1 ? 0 : i ? (2 * R - 1 - from) * c : from * c;
-        }
-        for (int i = 0; i < nseg; i++)
-            for (int j = 0; j < nseg; j++) {
-                if (ks[j][2] > qs[i][2] + qs[i][1] - 1) continue;
-                AttnBlock a = {0};
-                a.q_row = qs[i][0], a.nq = qs[i][1], a.q_pos = qs[i][2];
-                a.k_row = ks[j][0], a.nk = ks[j][1], a.k_pos = ks[j][2];
-                a.init = from == r && i == j;
-                if (a.init) memmove(blk + first + 1, blk + first, sizeof(AttnBlock) * (n - first)), blk[first] = a;
-                else blk[n] = a;
-                src[n++] = step == 0 ? 0 : 1 + (step - 1) % 3;
-            }
+        int k = zigzag_step_blocks(R, r, c, step, blk + n);
+        for (int i = 0; i < k; i++) src[n++] = step == 0 ? 0 : 1 + (step - 1) % 3;
     }
     char what[96];
     snprintf(what, sizeof(what), "zig-zag R=%d rank %d c=%d B=%d Ha=%d KVa=%d (%d blocks)", R, r, c, B, Ha, KVa, n);
-    run_blocks(what, B, Ts, Ha, KVa, hd, blk, src, n, R < 4 ? R : 4);
+    run_blocks(what, B, R == 1 ? c : 2 * c, Ha, KVa, hd, blk, src, n, R < 4 ? R : 4);
 }
 
 // Blocks no zig-zag split makes: query and key segments of different lengths, a diagonal
@@ -814,6 +822,71 @@ static void bench_ce(void* p) {  // the three passes of a tp-1 cross-entropy, lo
     crossentropy_finish_gpu(a->losses, a->logits, a->maxes, a->sums, a->targets, a->N, a->V, 0, a->V, 1.0f, st);
 }
 
+// Context parallelism's blocks (ring rank 0 of a zig-zag cp 4 split of one T = 8192
+// sequence, 12 heads of 64: 2048 query rows) step by step, against the whole-sequence
+// kernels on the sequence (the same work as the 4 ranks' blocks together). FLOPs count the
+// visible (query, key) pairs only: 4 hd per pair and head forward, 2.5 times that backward.
+typedef struct {
+    AttnBlock blk[4];
+    int n;
+    const bf16 *q, *kv, *out, *dout;
+    float *o, *lse, *dq, *dkv;
+} BlockBench;
+static void bench_blocks_fwd(void* p) {
+    BlockBench* b = (BlockBench*)p;
+    for (int i = 0; i < b->n; i++) attention_block_forward_gpu(b->o, b->lse, b->q, b->kv, &b->blk[i], st);
+}
+static void bench_blocks_bwd(void* p) {
+    BlockBench* b = (BlockBench*)p;
+    for (int i = 0; i < b->n; i++) attention_block_backward_gpu(b->dq, b->dkv, b->q, b->kv, b->dout, b->out, b->lse, &b->blk[i], st);
+}
+static double block_pairs(const AttnBlock* a) {  // (query, key) pairs where the key is seen
+    double n = 0;
+    for (int i = 0; i < a->nq; i++) {
+        int k = a->q_pos + i - a->k_pos + 1;
+        n += k < 0 ? 0 : k > a->nk ? a->nk : k;
+    }
+    return n;
+}
+static void bench_blocks(void) {
+    int T = 8192, R = 4, H = 12, hd = 64, c = T / (2 * R), Ts = 2 * c, q_ld = 3 * H * hd, kv_ld = 2 * H * hd;
+    BlockBench b;
+    bf16* q = (bf16*)dbuf(2 * (size_t)Ts * q_ld);
+    bf16* kv = (bf16*)dbuf(2 * (size_t)Ts * kv_ld);
+    b.q = q, b.out = (bf16*)dbuf(2 * (size_t)Ts * H * hd), b.dout = (bf16*)dbuf(2 * (size_t)Ts * H * hd);
+    b.o = (float*)dbuf(4 * (size_t)Ts * H * hd), b.lse = (float*)dbuf(4 * (size_t)Ts * H);
+    b.dq = (float*)dbuf(4 * (size_t)Ts * H * hd), b.dkv = (float*)dbuf(4 * (size_t)Ts * kv_ld);
+    double ms_f = 0, ms_b = 0, all_pairs = 0;
+    for (int step = 0; step < R; step++) {
+        b.n = zigzag_step_blocks(R, 0, c, step, b.blk);
+        b.kv = step == 0 ? q + H * hd : kv;
+        double pairs = 0;
+        for (int i = 0; i < b.n; i++) {
+            AttnBlock* a = &b.blk[i];
+            a->B = 1, a->Ts = Ts, a->Ha = H, a->KVa = H, a->hd = hd, a->q_ld = q_ld, a->kv_ld = step == 0 ? q_ld : kv_ld;
+            pairs += block_pairs(a);
+        }
+        double fl = 4.0 * hd * H * pairs;
+        float tf = time_ms(bench_blocks_fwd, &b, 10), tb = time_ms(bench_blocks_bwd, &b, 10);
+        printf("bench attention blocks cp=4 zig-zag T=%d H=%d hd=%d, ring rank 0 step %d (%d blocks): forward %7.3f ms %6.1f TFLOP/s, "
+               "backward %7.3f ms %6.1f TFLOP/s\n", T, H, hd, step, b.n, tf, fl / tf / 1e9, tb, 2.5 * fl / tb / 1e9);
+        ms_f += tf, ms_b += tb, all_pairs += pairs;
+    }
+    BenchArgs w;
+    memset(&w, 0, sizeof(w));
+    w.B = 1, w.T = T, w.H = H, w.KV = H, w.hd = hd;
+    w.qkv = (bf16*)dbuf(2 * (size_t)T * q_ld), w.dqkv = (bf16*)dbuf(2 * (size_t)T * q_ld);
+    w.out = (bf16*)dbuf(2 * (size_t)T * H * hd), w.dout = (bf16*)dbuf(2 * (size_t)T * H * hd), w.lse = (float*)dbuf(4 * (size_t)T * H);
+    attention_forward_gpu(w.out, w.lse, w.qkv, 1, T, H, H, hd, st);  // valid lse for the backward
+    double fl = 4.0 * hd * H * (double)T * (T + 1) / 2, fl_rank = 4.0 * hd * H * all_pairs;
+    float tf = time_ms(bench_att_fwd, &w, 10), tb = time_ms(bench_att_bwd, &w, 10);
+    printf("bench attention blocks cp=4 ring rank 0, its 4 steps: forward %7.3f ms %6.1f TFLOP/s, backward %7.3f ms %6.1f TFLOP/s "
+           "(%.3f of the sequence's work)\n", ms_f, fl_rank / ms_f / 1e9, ms_b, 2.5 * fl_rank / ms_b / 1e9, fl_rank / fl);
+    printf("bench attention whole sequence T=%d H=%d hd=%d (cp=1):   forward %7.3f ms %6.1f TFLOP/s, backward %7.3f ms %6.1f TFLOP/s\n",
+           T, H, hd, tf, fl / tf / 1e9, tb, 2.5 * fl / tb / 1e9);
+    free_all();
+}
+
 static void bench(void) {
     BenchArgs a;
     memset(&a, 0, sizeof(a));
@@ -853,6 +926,7 @@ static void bench(void) {
     }
     gpu_att_tile64 = 64;
     free_all();
+    bench_blocks();
 
     // Memory-bound kernels: GB/s of the bytes each must move at least (reads + writes once).
     memset(&a, 0, sizeof(a));

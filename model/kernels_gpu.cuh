@@ -770,18 +770,9 @@ static void rope_apply_gpu(bf16* qkv, int N, const int* positions, int T, int st
 // start first (the last query blocks; in dk/dv the first key blocks), so short ones fill
 // the tail of the grid. The dq and dk/dv kernels are separate, so every gradient is
 // written by one warp in a fixed order (deterministic, no atomics); the price is
-// recomputing the scores in both. Head sizes 16, 32, 64, 128.
-//
-// One set of kernels serves two callers (AttArgs below, a template flag BLK):
-//   the whole causal sequence (op_attention_forward/backward, no context parallelism): qkv
-//     rows [q H*hd | k KV*hd | v KV*hd], out / dout rows H*hd; bf16 outputs, overwritten.
-//   one block of context parallelism's ring (model/config.h AttnBlock): queries of one
-//     segment against the keys of another, key j seen by query i iff its position is not
-//     after the query's (j <= i + diag, diag = q_pos - k_pos: the diagonal block, a block
-//     seen whole, or none of it); fp32 outputs merged into the running output and lse by
-//     log-sum-exp (forward) or added (dq, dk, dv), as kernels_cpu.h attention_block_*.
-// The second mode adds only what the first cannot meet: a tile where a row sees no key
-// yet (its running max is still -inf), and the merge at the end.
+// recomputing the scores in both. qkv row stride is (H + 2*KV) * hd; out / dout rows are
+// H * hd. Head sizes 16, 32, 64, 128. Context parallelism's blocks (below these) are the
+// same kernels over two segments of a sequence.
 
 #ifndef CUDA_EMU_H  // the emulator runs these three as warp exchanges (emu/cuda_emu.h)
 __device__ __forceinline__ void mma_16816(float d[4], const uint32_t a[4], const uint32_t b[2]) {
@@ -895,23 +886,267 @@ __device__ __forceinline__ void att_write(bf16* dst, size_t pitch, int r0, int T
     }
 }
 
-// One attention call, in either mode. B sequences (blockIdx.z); in sequence b, the query
-// rows [0, nq) start at q + b * q_seq (row stride q_ld, query head h at column h * HD) and
-// the key rows [0, nk) at k and v + b * kv_seq (stride kv_ld, kv head c at column c * HD);
-// query head h reads kv head h / (H / KV); key j is seen by query i iff j <= i + diag. The
-// output o and its gradient dout have rows o_ld apart, o_seq per sequence; dq rows dq_ld
-// (dq_seq), dk and dv rows dkv_ld (dkv_seq), at the same columns as q, k, v; the lse and
-// Dsum of query i of head h are at (b * H + h) * l_ld + i. o, dq, dk, dv: bf16 for the whole
-// sequence, fp32 for a block.
-struct AttArgs {
+// Forward: one block per (query block, head, batch). The second launch bound (blocks per
+// SM) keeps hd-64 registers at 4 forward / 3 backward blocks per SM of 64K registers
+// (without it ptxas took 134 / 165 / 190 registers, 3 / 3 / 2 blocks); ptxas -v shows
+// no spills with it, for every head size.
+template <int HD, int BCK>
+__global__ void __launch_bounds__(AttShape<HD, BCK>::NW * 32, 4)
+attention_forward_kernel(bf16* out, float* lse, const bf16* qkv, int T, int H, int KV) {
+    constexpr int BR = AttShape<HD, BCK>::BR, BC = AttShape<HD, BCK>::BC, LD = AttShape<HD, BCK>::LD;
+    constexpr int NT = AttShape<HD, BCK>::NT, DT = AttShape<HD, BCK>::DT;
+    __shared__ __align__(16) bf16 Qs[BR * LD], Ks[BC * LD], Vs[BC * LD];
+    int warp = threadIdx.x / 32, lane = threadIdx.x % 32, g = lane / 4, t = lane % 4;
+    int b = blockIdx.z, h = blockIdx.y, q_blk = (gridDim.x - 1 - blockIdx.x) * BR, q0 = q_blk + warp * 16;  // latest (longest) first
+    int stride = (H + 2 * KV) * HD, kvh = h / (H / KV);
+    const bf16* base = qkv + (size_t)b * T * stride;
+    const float sl2 = ATT_LOG2E / sqrtf((float)HD);  // scores in log2 units
+
+    att_stage<HD, BR>(Qs, base + h * HD, stride, NULL, NULL, 0, q_blk, T);
+    float o[DT][4] = {}, m[2] = {-INFINITY, -INFINITY}, l[2] = {0.0f, 0.0f};  // rows q0 + g, q0 + g + 8
+    int k_end = min(q_blk + BR, T);  // keys [0, k_end) matter to this block
+    for (int kt = 0; kt < k_end; kt += BC) {
+        __syncthreads();  // everyone is done with the previous tiles
+        att_stage<HD, BC>(Ks, base + (H + kvh) * HD, stride, Vs, base + (H + KV + kvh) * HD, stride, kt, T);
+        __syncthreads();
+        if (kt > q0 + 15) continue;  // warp-uniform: the whole tile is after this warp's queries
+        float s[NT][4] = {};
+        att_abT<HD, LD, NT>(s, Qs + warp * 16 * LD, Ks);
+        float mx[2] = {m[0], m[1]};
+        #pragma unroll
+        for (int n = 0; n < NT; n++)
+            #pragma unroll
+            for (int i = 0; i < 4; i++) {
+                int j = kt + n * 8 + 2 * t + i % 2, q = q0 + g + 8 * (i / 2);
+                s[n][i] = j <= q ? s[n][i] * sl2 : -INFINITY;  // causal (keys >= T are after every q < T)
+                mx[i / 2] = fmaxf(mx[i / 2], s[n][i]);
+            }
+        float corr[2];
+        #pragma unroll
+        for (int r = 0; r < 2; r++) {
+            mx[r] = fmaxf(mx[r], __shfl_xor_sync(0xffffffffu, mx[r], 1));
+            mx[r] = fmaxf(mx[r], __shfl_xor_sync(0xffffffffu, mx[r], 2));  // finite: key 0 is in every row's first tile
+            corr[r] = exp2f(m[r] - mx[r]);  // 0 on the first tile (m = -inf)
+            m[r] = mx[r], l[r] *= corr[r];  // l: this lane's part of the row sum
+        }
+        #pragma unroll
+        for (int n = 0; n < NT; n++)
+            #pragma unroll
+            for (int i = 0; i < 4; i++) s[n][i] = exp2f(s[n][i] - m[i / 2]), l[i / 2] += s[n][i];
+        #pragma unroll
+        for (int d = 0; d < DT; d++)
+            #pragma unroll
+            for (int i = 0; i < 4; i++) o[d][i] *= corr[i / 2];
+        uint32_t p[NT / 2][4];
+        att_to_a<NT>(p, s);
+        att_pv<HD, LD, BC>(o, p, Vs);
+    }
+    float inv[2];
+    #pragma unroll
+    for (int r = 0; r < 2; r++) {
+        l[r] += __shfl_xor_sync(0xffffffffu, l[r], 1);
+        l[r] += __shfl_xor_sync(0xffffffffu, l[r], 2);
+        inv[r] = 1.0f / l[r];
+        int q = q0 + g + 8 * r;
+        if (t == 0 && q < T) lse[((size_t)b * H + h) * T + q] = (m[r] + log2f(l[r])) / ATT_LOG2E;  // natural log
+    }
+    att_write<DT>(out + (size_t)b * T * H * HD + h * HD, (size_t)H * HD, q0, T, o, inv);
+}
+
+// Dsum[b,h,t] = sum_d dout * out: the softmax-backward term sum_j P_ij dP_ij (FlashAttention-2).
+__global__ void attention_dsum_kernel(float* dsum, const bf16* dout, const bf16* out, int B, int T, int H, int hd) {
+    int lane = threadIdx.x % 32;
+    size_t row = (size_t)blockIdx.x * (blockDim.x / 32) + threadIdx.x / 32;  // (b, t, h) in out's order
+    if (row >= (size_t)B * T * H) return;
+    size_t bt = row / H;
+    int h = (int)(row % H), b = (int)(bt / T), t = (int)(bt % T);
+    const bf16* d = dout + row * hd;
+    const bf16* o = out + row * hd;
+    float s = 0.0f;
+    for (int k = lane; k < hd; k += 32) s += bf2f(d[k]) * bf2f(o[k]);
+    s = warp_sum(s);
+    if (lane == 0) dsum[((size_t)b * H + h) * T + t] = s;
+}
+
+// dq = scale * sum_j dS_ij k_j, dS_ij = P_ij (dout_i . v_j - Dsum_i): one block per
+// (query block, head, batch), walking the key tiles up to the diagonal.
+template <int HD, int BCK>
+__global__ void __launch_bounds__(AttShape<HD, BCK>::NW * 32, 3)
+attention_backward_dq_kernel(bf16* dqkv, const bf16* dout, const bf16* qkv, const float* lse, const float* dsum,
+                             int T, int H, int KV) {
+    constexpr int BR = AttShape<HD, BCK>::BR, BC = AttShape<HD, BCK>::BC, LD = AttShape<HD, BCK>::LD;
+    constexpr int NT = AttShape<HD, BCK>::NT, DT = AttShape<HD, BCK>::DT;
+    __shared__ __align__(16) bf16 Qs[BR * LD], dOs[BR * LD], Ks[BC * LD], Vs[BC * LD];
+    int warp = threadIdx.x / 32, lane = threadIdx.x % 32, g = lane / 4, t = lane % 4;
+    int b = blockIdx.z, h = blockIdx.y, q_blk = (gridDim.x - 1 - blockIdx.x) * BR, q0 = q_blk + warp * 16;  // latest (longest) first
+    int stride = (H + 2 * KV) * HD, kvh = h / (H / KV);
+    const bf16* base = qkv + (size_t)b * T * stride;
+    const float sl2 = ATT_LOG2E / sqrtf((float)HD), scale = 1.0f / sqrtf((float)HD);  // sl2 as in the forward
+
+    att_stage<HD, BR>(Qs, base + h * HD, stride, dOs, dout + (size_t)b * T * H * HD + h * HD, H * HD, q_blk, T);
+    float lse2[2], ds[2];  // rows q0 + g, q0 + g + 8; rows >= T get 0 (their dO is 0, so is their dS)
+    #pragma unroll
+    for (int r = 0; r < 2; r++) {
+        int q = q0 + g + 8 * r;
+        lse2[r] = q < T ? lse[((size_t)b * H + h) * T + q] * ATT_LOG2E : 0.0f;
+        ds[r] = q < T ? dsum[((size_t)b * H + h) * T + q] : 0.0f;
+    }
+    float dq[DT][4] = {};
+    int k_end = min(q_blk + BR, T);
+    for (int kt = 0; kt < k_end; kt += BC) {
+        __syncthreads();  // Qs, dOs are staged / the previous tiles are used
+        att_stage<HD, BC>(Ks, base + (H + kvh) * HD, stride, Vs, base + (H + KV + kvh) * HD, stride, kt, T);
+        __syncthreads();
+        if (kt > q0 + 15) continue;
+        float s[NT][4] = {}, dp[NT][4] = {};
+        att_abT<HD, LD, NT>(s, Qs + warp * 16 * LD, Ks);
+        att_abT<HD, LD, NT>(dp, dOs + warp * 16 * LD, Vs);
+        #pragma unroll
+        for (int n = 0; n < NT; n++)
+            #pragma unroll
+            for (int i = 0; i < 4; i++) {
+                int j = kt + n * 8 + 2 * t + i % 2, q = q0 + g + 8 * (i / 2);
+                float p = j <= q ? exp2f(s[n][i] * sl2 - lse2[i / 2]) : 0.0f;
+                s[n][i] = p * (dp[n][i] - ds[i / 2]);  // dS
+            }
+        uint32_t dsa[NT / 2][4];
+        att_to_a<NT>(dsa, s);
+        att_pv<HD, LD, BC>(dq, dsa, Ks);
+    }
+    const float scales[2] = {scale, scale};
+    att_write<DT>(dqkv + (size_t)b * T * stride + h * HD, stride, q0, T, dq, scales);
+}
+
+// dk = scale * sum_i dS_ij q_i and dv = sum_i P_ij dout_i over the H/KV query heads that
+// share kv head kvh and the queries i >= j: one block per (key block, kv head, batch). The
+// score tiles are transposed here (rows: keys, columns: queries).
+template <int HD, int BCK>
+__global__ void __launch_bounds__(AttShape<HD, BCK>::NW * 32, 3)
+attention_backward_dkv_kernel(bf16* dqkv, const bf16* dout, const bf16* qkv, const float* lse, const float* dsum,
+                              int T, int H, int KV) {
+    constexpr int BR = AttShape<HD, BCK>::BR, BC = AttShape<HD, BCK>::BC, LD = AttShape<HD, BCK>::LD;
+    constexpr int NT = AttShape<HD, BCK>::NT, DT = AttShape<HD, BCK>::DT;
+    __shared__ __align__(16) bf16 Kb[BR * LD], Vb[BR * LD], Qs[BC * LD], dOs[BC * LD];
+    __shared__ float lses[BC], dss[BC];
+    int warp = threadIdx.x / 32, lane = threadIdx.x % 32, g = lane / 4, t = lane % 4;
+    int b = blockIdx.z, kvh = blockIdx.y, j_blk = blockIdx.x * BR, j0 = j_blk + warp * 16;
+    int stride = (H + 2 * KV) * HD, group = H / KV;
+    const bf16* base = qkv + (size_t)b * T * stride;
+    const bf16* dout_b = dout + (size_t)b * T * H * HD;
+    const float sl2 = ATT_LOG2E / sqrtf((float)HD), scale = 1.0f / sqrtf((float)HD);  // sl2 as in the forward
+
+    att_stage<HD, BR>(Kb, base + (H + kvh) * HD, stride, Vb, base + (H + KV + kvh) * HD, stride, j_blk, T);
+    float dk[DT][4] = {}, dv[DT][4] = {};
+    for (int h = kvh * group; h < (kvh + 1) * group; h++)
+        for (int qt = j_blk; qt < T; qt += BC) {  // queries before j_blk see none of these keys
+            __syncthreads();  // Kb, Vb are staged / the previous tiles are used
+            att_stage<HD, BC>(Qs, base + h * HD, stride, dOs, dout_b + h * HD, H * HD, qt, T);
+            for (int i = threadIdx.x; i < BC; i += blockDim.x) {
+                int q = qt + i;
+                lses[i] = q < T ? lse[((size_t)b * H + h) * T + q] * ATT_LOG2E : 0.0f;
+                dss[i] = q < T ? dsum[((size_t)b * H + h) * T + q] : 0.0f;
+            }
+            __syncthreads();
+            if (qt + BC - 1 < j0) continue;  // warp-uniform: the whole tile is before this warp's keys
+            float st[NT][4] = {}, dpt[NT][4] = {};
+            att_abT<HD, LD, NT>(st, Kb + warp * 16 * LD, Qs);
+            att_abT<HD, LD, NT>(dpt, Vb + warp * 16 * LD, dOs);
+            #pragma unroll
+            for (int n = 0; n < NT; n++)
+                #pragma unroll
+                for (int i = 0; i < 4; i++) {
+                    int c = n * 8 + 2 * t + i % 2, q = qt + c, j = j0 + g + 8 * (i / 2);
+                    float p = q >= j && q < T ? exp2f(st[n][i] * sl2 - lses[c]) : 0.0f;
+                    st[n][i] = p;                        // P^T
+                    dpt[n][i] = p * (dpt[n][i] - dss[c]);  // dS^T
+                }
+            uint32_t pa[NT / 2][4], dsa[NT / 2][4];
+            att_to_a<NT>(pa, st);
+            att_to_a<NT>(dsa, dpt);
+            att_pv<HD, LD, BC>(dv, pa, dOs);
+            att_pv<HD, LD, BC>(dk, dsa, Qs);
+        }
+    const float scales[2] = {scale, scale}, one[2] = {1.0f, 1.0f};
+    att_write<DT>(dqkv + (size_t)b * T * stride + (H + kvh) * HD, stride, j0, T, dk, scales);
+    att_write<DT>(dqkv + (size_t)b * T * stride + (H + KV + kvh) * HD, stride, j0, T, dv, one);
+}
+
+template <int HD, int BCK = AttShape<HD>::BC>
+static void attention_forward_launch(bf16* out, float* lse, const bf16* qkv, int B, int T, int H, int KV, cudaStream_t s) {
+    attention_forward_kernel<HD, BCK><<<dim3(cdiv(T, AttShape<HD>::BR), H, B), AttShape<HD>::NW * 32, 0, s>>>(out, lse, qkv, T, H, KV);
+    launchCheck();
+}
+template <int HD, int BCK = AttShape<HD>::BC>
+static void attention_backward_launch(bf16* dqkv, const bf16* dout, const bf16* qkv, const float* lse, const float* dsum,
+                                      int B, int T, int H, int KV, cudaStream_t s) {
+    dim3 block(AttShape<HD>::NW * 32);
+    attention_backward_dq_kernel<HD, BCK><<<dim3(cdiv(T, AttShape<HD>::BR), H, B), block, 0, s>>>(dqkv, dout, qkv, lse, dsum, T, H, KV);
+    launchCheck();
+    attention_backward_dkv_kernel<HD, BCK><<<dim3(cdiv(T, AttShape<HD>::BR), KV, B), block, 0, s>>>(dqkv, dout, qkv, lse, dsum, T, H, KV);
+    launchCheck();
+}
+
+// Keys (queries in dk/dv) per tile at head size 64: 64 (the default) or 32. Whether the
+// fewer, larger tiles win over more resident blocks is for a GPU to say: test_gpu checks
+// both and its benchmark times both.
+static int gpu_att_tile64 = 64;
+static int attention_tile(int hd) { return hd == 64 ? gpu_att_tile64 : hd == 128 ? AttShape<128>::BC : AttShape<16>::BC; }
+
+static void attention_check(int H, int KV, int hd) {
+    if (KV <= 0 || H % KV) fail("attention: %d query heads do not group over %d kv heads", H, KV);
+    if (hd != 16 && hd != 32 && hd != 64 && hd != 128) fail("attention: head size %d not supported (16, 32, 64, 128)", hd);
+}
+
+// out (B*T, H*hd) bf16, lse (B, H, T) fp32 (logsumexp of the scaled scores, for backward).
+static void attention_forward_gpu(bf16* out, float* lse, const bf16* qkv, int B, int T, int H, int KV, int hd, cudaStream_t s) {
+    attention_check(H, KV, hd);
+    if (hd == 16) attention_forward_launch<16>(out, lse, qkv, B, T, H, KV, s);
+    else if (hd == 32) attention_forward_launch<32>(out, lse, qkv, B, T, H, KV, s);
+    else if (hd == 64 && gpu_att_tile64 == 32) attention_forward_launch<64, 32>(out, lse, qkv, B, T, H, KV, s);
+    else if (hd == 64) attention_forward_launch<64>(out, lse, qkv, B, T, H, KV, s);
+    else attention_forward_launch<128>(out, lse, qkv, B, T, H, KV, s);
+}
+
+// dqkv (B*T, (H+2KV)*hd) bf16 is overwritten: dq, dk, dv of every row. out and lse are the
+// forward's. Uses B*H*T floats of the reduction scratch for Dsum.
+static void attention_backward_gpu(bf16* dqkv, const bf16* dout, const bf16* qkv, const bf16* out, const float* lse,
+                                   int B, int T, int H, int KV, int hd, cudaStream_t s) {
+    attention_check(H, KV, hd);
+    size_t rows = (size_t)B * T * H;
+    if (rows > gpu_scratch_n) fail("attention backward: reduction scratch (%zu floats) < B*H*T = %zu", gpu_scratch_n, rows);
+    float* dsum = gpu_scratch;
+    attention_dsum_kernel<<<cdiv(rows, 8), 256, 0, s>>>(dsum, dout, out, B, T, H, hd);
+    launchCheck();
+    if (hd == 16) attention_backward_launch<16>(dqkv, dout, qkv, lse, dsum, B, T, H, KV, s);
+    else if (hd == 32) attention_backward_launch<32>(dqkv, dout, qkv, lse, dsum, B, T, H, KV, s);
+    else if (hd == 64 && gpu_att_tile64 == 32) attention_backward_launch<64, 32>(dqkv, dout, qkv, lse, dsum, B, T, H, KV, s);
+    else if (hd == 64) attention_backward_launch<64>(dqkv, dout, qkv, lse, dsum, B, T, H, KV, s);
+    else attention_backward_launch<128>(dqkv, dout, qkv, lse, dsum, B, T, H, KV, s);
+}
+
+// ----------------------------------------------------------------------------
+// Context parallelism's blocks (model/config.h AttnBlock): the kernels above with the
+// queries of one segment against the keys of another, key j (of the block) seen by query i
+// iff j <= i + diag (diag = q_pos - k_pos: the diagonal block, a block seen whole, or part
+// of one), fp32 outputs merged into the running output and lse by log-sum-exp (forward) or
+// added (dq, dk, dv), as kernels_cpu.h attention_block_forward / _backward do. Kernels of
+// their own: the whole-sequence ones templated on this mode ran 4-7% slower at head size 128
+// on an H200 (test_gpu's shapes; the extra geometry pushed the register allocation over).
+//
+// B sequences (blockIdx.z); in sequence b the query rows [0, nq) start at q + b * q_seq
+// (row stride q_ld, query head h at column h * HD), the key rows [0, nk) at k and v + b *
+// kv_seq (stride kv_ld, kv head c at column c * HD). o, dq and dout have rows o_ld apart,
+// o_seq per sequence; dk, dv rows dkv_ld apart, dkv_seq per sequence; the lse and Dsum of
+// query i of head h are at (b * H + h) * l_ld + i.
+struct AttBlockArgs {
     const bf16 *q, *k, *v, *dout;
-    void *o, *dq, *dk, *dv;
-    float* lse;                        // written by the forward, read by the backward
+    float *o, *dq, *dk, *dv;
+    float* lse;                        // merged by the forward, read by the backward
     const float* dsum;
-    size_t q_seq, kv_seq, o_seq, dq_seq, dkv_seq;
-    int q_ld, kv_ld, o_ld, dq_ld, dkv_ld, l_ld;
+    size_t q_seq, kv_seq, o_seq, dkv_seq;
+    int q_ld, kv_ld, o_ld, dkv_ld, l_ld;
     int nq, nk, diag, H, KV;
-    int init;                          // a block: the first of its query rows (their running output starts here)
+    int init;                          // the first block of its query rows: their running output starts here
 };
 
 // The last key each of this thread's rows q0 + g, q0 + g + 8 sees (< 0: none).
@@ -935,13 +1170,13 @@ __device__ __forceinline__ void att_add(float* dst, size_t pitch, int r0, int n,
     }
 }
 
-// A block's forward merged into the running fp32 output a.o and log-sum-exp a.lse of this
+// The block's forward merged into the running output a.o and log-sum-exp a.lse of this
 // thread's rows q0 + g, q0 + g + 8 (kernels_cpu.h attention_block_forward's formula): with
 // the block's row max m and sum l (log2 units) and its unnormalized output acc,
 //     lse' = log(e^lse + e^(m/log2e) l),  o' = o e^(lse - lse') + acc e^(m/log2e - lse').
 // A row that saw no key of the block is left alone (a.init: it becomes o = 0, lse = -inf).
 template <int DT>
-__device__ void att_merge(const AttArgs& a, int b, int h, int q0, const float (*acc)[4], const float m[2], const float l[2]) {
+__device__ void att_merge(const AttBlockArgs& a, int b, int h, int q0, const float (*acc)[4], const float m[2], const float l[2]) {
     int g = threadIdx.x % 32 / 4, t = threadIdx.x % 4, HD = DT * 8;
     float keep[2], add[2], merged[2];
     #pragma unroll
@@ -961,7 +1196,7 @@ __device__ void att_merge(const AttArgs& a, int b, int h, int q0, const float (*
         int i = q0 + g + 8 * r;
         if (i >= a.nq || (m[r] == -INFINITY && !a.init)) continue;
         if (t == 0) a.lse[((size_t)b * a.H + h) * a.l_ld + i] = merged[r];
-        float* o = (float*)a.o + b * a.o_seq + (size_t)i * a.o_ld + h * HD + 2 * t;
+        float* o = a.o + b * a.o_seq + (size_t)i * a.o_ld + h * HD + 2 * t;
         #pragma unroll
         for (int c = 0; c < DT; c++)
             #pragma unroll
@@ -972,34 +1207,30 @@ __device__ void att_merge(const AttArgs& a, int b, int h, int q0, const float (*
     }
 }
 
-// Forward: one block per (query block, head, batch). The second launch bound (blocks per
-// SM) keeps hd-64 registers at 4 forward / 3 backward blocks per SM of 64K registers
-// (without it ptxas took 134 / 165 / 190 registers, 3 / 3 / 2 blocks); ptxas -v shows
-// no spills with it, for every head size.
-template <int HD, int BCK, bool BLK>
+// As attention_forward_kernel, over the keys the block's queries see, then merged.
+template <int HD, int BCK>
 __global__ void __launch_bounds__(AttShape<HD, BCK>::NW * 32, 4)
-attention_forward_kernel(AttArgs a) {
+attention_block_forward_kernel(AttBlockArgs a) {
     constexpr int BR = AttShape<HD, BCK>::BR, BC = AttShape<HD, BCK>::BC, LD = AttShape<HD, BCK>::LD;
     constexpr int NT = AttShape<HD, BCK>::NT, DT = AttShape<HD, BCK>::DT;
     __shared__ __align__(16) bf16 Qs[BR * LD], Ks[BC * LD], Vs[BC * LD];
-    int warp = threadIdx.x / 32, lane = threadIdx.x % 32, g = lane / 4, t = lane % 4;
+    int warp = threadIdx.x / 32, lane = threadIdx.x % 32, t = lane % 4;
     int b = blockIdx.z, h = blockIdx.y, q_blk = (gridDim.x - 1 - blockIdx.x) * BR, q0 = q_blk + warp * 16;  // latest (longest) first
     int kvh = h / (a.H / a.KV);
     const bf16* k = a.k + b * a.kv_seq + kvh * HD;
     const bf16* v = a.v + b * a.kv_seq + kvh * HD;
     const float sl2 = ATT_LOG2E / sqrtf((float)HD);  // scores in log2 units
-    const int diag = BLK ? a.diag : 0;  // a constant for the whole sequence
 
     att_stage<HD, BR>(Qs, a.q + b * a.q_seq + h * HD, a.q_ld, NULL, NULL, 0, q_blk, a.nq);
     float o[DT][4] = {}, m[2] = {-INFINITY, -INFINITY}, l[2] = {0.0f, 0.0f};  // rows q0 + g, q0 + g + 8
     int last[2];
-    att_last_keys(last, q0, diag, a.nk);
-    int k_end = min(q_blk + BR + diag, a.nk);  // keys [0, k_end) matter to this block
+    att_last_keys(last, q0, a.diag, a.nk);
+    int k_end = min(q_blk + BR + a.diag, a.nk);  // keys [0, k_end) matter to this block
     for (int kt = 0; kt < k_end; kt += BC) {
         __syncthreads();  // everyone is done with the previous tiles
         att_stage<HD, BC>(Ks, k, a.kv_ld, Vs, v, a.kv_ld, kt, a.nk);
         __syncthreads();
-        if (kt > q0 + 15 + diag) continue;  // warp-uniform: the whole tile is after this warp's queries
+        if (kt > q0 + 15 + a.diag) continue;  // warp-uniform: the whole tile is after this warp's queries
         float s[NT][4] = {};
         att_abT<HD, LD, NT>(s, Qs + warp * 16 * LD, Ks);
         float mx[2] = {m[0], m[1]};
@@ -1016,10 +1247,8 @@ attention_forward_kernel(AttArgs a) {
         for (int r = 0; r < 2; r++) {
             mx[r] = fmaxf(mx[r], __shfl_xor_sync(0xffffffffu, mx[r], 1));
             mx[r] = fmaxf(mx[r], __shfl_xor_sync(0xffffffffu, mx[r], 2));
-            // the whole sequence: finite (key 0 is in every row's first tile); in a block a
-            // row may have seen no key yet, and then nothing may move (exp2(-inf - 0) = 0)
-            shift[r] = BLK && mx[r] == -INFINITY ? 0.0f : mx[r];
-            corr[r] = exp2f(m[r] - shift[r]);  // 0 on the first tile (m = -inf)
+            shift[r] = mx[r] == -INFINITY ? 0.0f : mx[r];  // a row that has seen no key yet: nothing moves (exp2(-inf) = 0)
+            corr[r] = exp2f(m[r] - shift[r]);  // 0 on the row's first tile with a key (m = -inf)
             m[r] = mx[r], l[r] *= corr[r];  // l: this lane's part of the row sum
         }
         #pragma unroll
@@ -1039,43 +1268,13 @@ attention_forward_kernel(AttArgs a) {
         l[r] += __shfl_xor_sync(0xffffffffu, l[r], 1);
         l[r] += __shfl_xor_sync(0xffffffffu, l[r], 2);
     }
-    if constexpr (BLK) {
-        att_merge<DT>(a, b, h, q0, o, m, l);
-    } else {
-        float inv[2];
-        #pragma unroll
-        for (int r = 0; r < 2; r++) {
-            inv[r] = 1.0f / l[r];
-            int q = q0 + g + 8 * r;
-            if (t == 0 && q < a.nq) a.lse[((size_t)b * a.H + h) * a.l_ld + q] = (m[r] + log2f(l[r])) / ATT_LOG2E;  // natural log
-        }
-        att_write<DT>((bf16*)a.o + b * a.o_seq + h * HD, a.o_ld, q0, a.nq, o, inv);
-    }
+    att_merge<DT>(a, b, h, q0, o, m, l);
 }
 
-// Dsum of query i of head h = sum_d dout * out: the softmax-backward term sum_j P_ij dP_ij
-// (FlashAttention-2), one warp per (b, i, h), at dsum[(b * H + h) * l_ld + i].
-__global__ void attention_dsum_kernel(float* dsum, const bf16* dout, const bf16* out, int B, int n, int H, int hd,
-                                      size_t o_seq, int o_ld, int l_ld) {
-    int lane = threadIdx.x % 32;
-    size_t row = (size_t)blockIdx.x * (blockDim.x / 32) + threadIdx.x / 32;  // (b, i, h) in out's order
-    if (row >= (size_t)B * n * H) return;
-    size_t bi = row / H;
-    int h = (int)(row % H), b = (int)(bi / n), i = (int)(bi % n);
-    size_t off = b * o_seq + (size_t)i * o_ld + (size_t)h * hd;
-    const bf16* d = dout + off;
-    const bf16* o = out + off;
-    float s = 0.0f;
-    for (int k = lane; k < hd; k += 32) s += bf2f(d[k]) * bf2f(o[k]);
-    s = warp_sum(s);
-    if (lane == 0) dsum[((size_t)b * H + h) * l_ld + i] = s;
-}
-
-// dq = scale * sum_j dS_ij k_j, dS_ij = P_ij (dout_i . v_j - Dsum_i): one block per
-// (query block, head, batch), walking the key tiles up to the diagonal.
-template <int HD, int BCK, bool BLK>
+// As attention_backward_dq_kernel: dq (fp32) += the block's.
+template <int HD, int BCK>
 __global__ void __launch_bounds__(AttShape<HD, BCK>::NW * 32, 3)
-attention_backward_dq_kernel(AttArgs a) {
+attention_block_dq_kernel(AttBlockArgs a) {
     constexpr int BR = AttShape<HD, BCK>::BR, BC = AttShape<HD, BCK>::BC, LD = AttShape<HD, BCK>::LD;
     constexpr int NT = AttShape<HD, BCK>::NT, DT = AttShape<HD, BCK>::DT;
     __shared__ __align__(16) bf16 Qs[BR * LD], dOs[BR * LD], Ks[BC * LD], Vs[BC * LD];
@@ -1085,7 +1284,6 @@ attention_backward_dq_kernel(AttArgs a) {
     const bf16* k = a.k + b * a.kv_seq + kvh * HD;
     const bf16* v = a.v + b * a.kv_seq + kvh * HD;
     const float sl2 = ATT_LOG2E / sqrtf((float)HD), scale = 1.0f / sqrtf((float)HD);  // sl2 as in the forward
-    const int diag = BLK ? a.diag : 0;
 
     att_stage<HD, BR>(Qs, a.q + b * a.q_seq + h * HD, a.q_ld, dOs, a.dout + b * a.o_seq + h * HD, a.o_ld, q_blk, a.nq);
     float lse2[2], ds[2];  // rows q0 + g, q0 + g + 8; rows >= nq get 0 (their dO is 0, so is their dS)
@@ -1096,14 +1294,14 @@ attention_backward_dq_kernel(AttArgs a) {
         ds[r] = q < a.nq ? a.dsum[((size_t)b * a.H + h) * a.l_ld + q] : 0.0f;
     }
     int last[2];
-    att_last_keys(last, q0, diag, a.nk);
+    att_last_keys(last, q0, a.diag, a.nk);
     float dq[DT][4] = {};
-    int k_end = min(q_blk + BR + diag, a.nk);
+    int k_end = min(q_blk + BR + a.diag, a.nk);
     for (int kt = 0; kt < k_end; kt += BC) {
         __syncthreads();  // Qs, dOs are staged / the previous tiles are used
         att_stage<HD, BC>(Ks, k, a.kv_ld, Vs, v, a.kv_ld, kt, a.nk);
         __syncthreads();
-        if (kt > q0 + 15 + diag) continue;
+        if (kt > q0 + 15 + a.diag) continue;
         float s[NT][4] = {}, dp[NT][4] = {};
         att_abT<HD, LD, NT>(s, Qs + warp * 16 * LD, Ks);
         att_abT<HD, LD, NT>(dp, dOs + warp * 16 * LD, Vs);
@@ -1119,20 +1317,14 @@ attention_backward_dq_kernel(AttArgs a) {
         att_to_a<NT>(dsa, s);
         att_pv<HD, LD, BC>(dq, dsa, Ks);
     }
-    if constexpr (BLK) {
-        att_add<DT>((float*)a.dq + b * a.dq_seq + h * HD, a.dq_ld, q0, a.nq, dq, scale);
-    } else {
-        const float scales[2] = {scale, scale};
-        att_write<DT>((bf16*)a.dq + b * a.dq_seq + h * HD, a.dq_ld, q0, a.nq, dq, scales);
-    }
+    att_add<DT>(a.dq + b * a.o_seq + h * HD, a.o_ld, q0, a.nq, dq, scale);
 }
 
-// dk = scale * sum_i dS_ij q_i and dv = sum_i P_ij dout_i over the H/KV query heads that
-// share kv head kvh and the queries that see key j: one block per (key block, kv head,
-// batch). The score tiles are transposed here (rows: keys, columns: queries).
-template <int HD, int BCK, bool BLK>
+// As attention_backward_dkv_kernel: dk, dv (fp32) += the block's, over the queries that see
+// each key.
+template <int HD, int BCK>
 __global__ void __launch_bounds__(AttShape<HD, BCK>::NW * 32, 3)
-attention_backward_dkv_kernel(AttArgs a) {
+attention_block_dkv_kernel(AttBlockArgs a) {
     constexpr int BR = AttShape<HD, BCK>::BR, BC = AttShape<HD, BCK>::BC, LD = AttShape<HD, BCK>::LD;
     constexpr int NT = AttShape<HD, BCK>::NT, DT = AttShape<HD, BCK>::DT;
     __shared__ __align__(16) bf16 Kb[BR * LD], Vb[BR * LD], Qs[BC * LD], dOs[BC * LD];
@@ -1140,12 +1332,11 @@ attention_backward_dkv_kernel(AttArgs a) {
     int warp = threadIdx.x / 32, lane = threadIdx.x % 32, g = lane / 4, t = lane % 4;
     int b = blockIdx.z, kvh = blockIdx.y, j_blk = blockIdx.x * BR, j0 = j_blk + warp * 16, group = a.H / a.KV;
     const float sl2 = ATT_LOG2E / sqrtf((float)HD), scale = 1.0f / sqrtf((float)HD);  // sl2 as in the forward
-    const int diag = BLK ? a.diag : 0;
 
     att_stage<HD, BR>(Kb, a.k + b * a.kv_seq + kvh * HD, a.kv_ld, Vb, a.v + b * a.kv_seq + kvh * HD, a.kv_ld, j_blk, a.nk);
     float dk[DT][4] = {}, dv[DT][4] = {};
     for (int h = kvh * group; h < (kvh + 1) * group; h++)
-        for (int qt = max(j_blk - diag, 0); qt < a.nq; qt += BC) {  // queries before j_blk - diag see none of these keys
+        for (int qt = max(j_blk - a.diag, 0); qt < a.nq; qt += BC) {  // queries before j_blk - diag see none of these keys
             __syncthreads();  // Kb, Vb are staged / the previous tiles are used
             att_stage<HD, BC>(Qs, a.q + b * a.q_seq + h * HD, a.q_ld, dOs, a.dout + b * a.o_seq + h * HD, a.o_ld, qt, a.nq);
             for (int i = threadIdx.x; i < BC; i += blockDim.x) {
@@ -1154,7 +1345,7 @@ attention_backward_dkv_kernel(AttArgs a) {
                 dss[i] = qi < a.nq ? a.dsum[((size_t)b * a.H + h) * a.l_ld + qi] : 0.0f;
             }
             __syncthreads();
-            if (qt + BC - 1 + diag < j0) continue;  // warp-uniform: the whole tile is before this warp's keys
+            if (qt + BC - 1 + a.diag < j0) continue;  // warp-uniform: the whole tile is before this warp's keys
             float st[NT][4] = {}, dpt[NT][4] = {};
             att_abT<HD, LD, NT>(st, Kb + warp * 16 * LD, Qs);
             att_abT<HD, LD, NT>(dpt, Vb + warp * 16 * LD, dOs);
@@ -1163,7 +1354,7 @@ attention_backward_dkv_kernel(AttArgs a) {
                 #pragma unroll
                 for (int i = 0; i < 4; i++) {
                     int c = n * 8 + 2 * t + i % 2, qi = qt + c, j = j0 + g + 8 * (i / 2);
-                    float p = qi + diag >= j && qi < a.nq ? exp2f(st[n][i] * sl2 - lses[c]) : 0.0f;
+                    float p = qi + a.diag >= j && qi < a.nq ? exp2f(st[n][i] * sl2 - lses[c]) : 0.0f;
                     st[n][i] = p;                        // P^T
                     dpt[n][i] = p * (dpt[n][i] - dss[c]);  // dS^T
                 }
@@ -1173,134 +1364,67 @@ attention_backward_dkv_kernel(AttArgs a) {
             att_pv<HD, LD, BC>(dv, pa, dOs);
             att_pv<HD, LD, BC>(dk, dsa, Qs);
         }
-    if constexpr (BLK) {
-        att_add<DT>((float*)a.dk + b * a.dkv_seq + kvh * HD, a.dkv_ld, j0, a.nk, dk, scale);
-        att_add<DT>((float*)a.dv + b * a.dkv_seq + kvh * HD, a.dkv_ld, j0, a.nk, dv, 1.0f);
-    } else {
-        const float scales[2] = {scale, scale}, one[2] = {1.0f, 1.0f};
-        att_write<DT>((bf16*)a.dk + b * a.dkv_seq + kvh * HD, a.dkv_ld, j0, a.nk, dk, scales);
-        att_write<DT>((bf16*)a.dv + b * a.dkv_seq + kvh * HD, a.dkv_ld, j0, a.nk, dv, one);
+    att_add<DT>(a.dk + b * a.dkv_seq + kvh * HD, a.dkv_ld, j0, a.nk, dk, scale);
+    att_add<DT>(a.dv + b * a.dkv_seq + kvh * HD, a.dkv_ld, j0, a.nk, dv, 1.0f);
+}
+
+template <int HD, int BCK>
+static void attention_block_launch(int fwd, const AttBlockArgs& a, int B, cudaStream_t s) {
+    dim3 block(AttShape<HD>::NW * 32), q_grid(cdiv(a.nq, AttShape<HD>::BR), a.H, B);
+    if (fwd) {
+        attention_block_forward_kernel<HD, BCK><<<q_grid, block, 0, s>>>(a);
+        launchCheck();
+        return;
     }
-}
-
-template <int HD, int BCK, bool BLK>
-static void attention_forward_launch(const AttArgs& a, int B, cudaStream_t s) {
-    attention_forward_kernel<HD, BCK, BLK><<<dim3(cdiv(a.nq, AttShape<HD>::BR), a.H, B), AttShape<HD>::NW * 32, 0, s>>>(a);
+    attention_block_dq_kernel<HD, BCK><<<q_grid, block, 0, s>>>(a);
+    launchCheck();
+    attention_block_dkv_kernel<HD, BCK><<<dim3(cdiv(a.nk, AttShape<HD>::BR), a.KV, B), block, 0, s>>>(a);
     launchCheck();
 }
-template <int HD, int BCK, bool BLK>
-static void attention_backward_launch(const AttArgs& a, int B, cudaStream_t s) {
-    dim3 block(AttShape<HD>::NW * 32);
-    attention_backward_dq_kernel<HD, BCK, BLK><<<dim3(cdiv(a.nq, AttShape<HD>::BR), a.H, B), block, 0, s>>>(a);
-    launchCheck();
-    attention_backward_dkv_kernel<HD, BCK, BLK><<<dim3(cdiv(a.nk, AttShape<HD>::BR), a.KV, B), block, 0, s>>>(a);
-    launchCheck();
+// The kernels of head size hd (and the hd-64 tile); fwd: the forward, else the backward.
+static void attention_block_run(int fwd, const AttBlockArgs& a, int B, int hd, cudaStream_t s) {
+    if (hd == 16) attention_block_launch<16, AttShape<16>::BC>(fwd, a, B, s);
+    else if (hd == 32) attention_block_launch<32, AttShape<32>::BC>(fwd, a, B, s);
+    else if (hd == 64 && gpu_att_tile64 == 32) attention_block_launch<64, 32>(fwd, a, B, s);
+    else if (hd == 64) attention_block_launch<64, 64>(fwd, a, B, s);
+    else attention_block_launch<128, AttShape<128>::BC>(fwd, a, B, s);
 }
 
-// Keys (queries in dk/dv) per tile at head size 64: 64 (the default) or 32. Whether the
-// fewer, larger tiles win over more resident blocks is for a GPU to say: test_gpu checks
-// both and its benchmark times both.
-static int gpu_att_tile64 = 64;
-static int attention_tile(int hd) { return hd == 64 ? gpu_att_tile64 : hd == 128 ? AttShape<128>::BC : AttShape<16>::BC; }
-
-static void attention_check(int H, int KV, int hd) {
-    if (KV <= 0 || H % KV) fail("attention: %d query heads do not group over %d kv heads", H, KV);
-    if (hd != 16 && hd != 32 && hd != 64 && hd != 128) fail("attention: head size %d not supported (16, 32, 64, 128)", hd);
-}
-
-// The kernels of head size hd (and the hd-64 tile).
-template <bool BLK>
-static void attention_forward_run(const AttArgs& a, int B, int hd, cudaStream_t s) {
-    if (hd == 16) attention_forward_launch<16, AttShape<16>::BC, BLK>(a, B, s);
-    else if (hd == 32) attention_forward_launch<32, AttShape<32>::BC, BLK>(a, B, s);
-    else if (hd == 64 && gpu_att_tile64 == 32) attention_forward_launch<64, 32, BLK>(a, B, s);
-    else if (hd == 64) attention_forward_launch<64, 64, BLK>(a, B, s);
-    else attention_forward_launch<128, AttShape<128>::BC, BLK>(a, B, s);
-}
-template <bool BLK>
-static void attention_backward_run(const AttArgs& a, int B, int hd, cudaStream_t s) {
-    if (hd == 16) attention_backward_launch<16, AttShape<16>::BC, BLK>(a, B, s);
-    else if (hd == 32) attention_backward_launch<32, AttShape<32>::BC, BLK>(a, B, s);
-    else if (hd == 64 && gpu_att_tile64 == 32) attention_backward_launch<64, 32, BLK>(a, B, s);
-    else if (hd == 64) attention_backward_launch<64, 64, BLK>(a, B, s);
-    else attention_backward_launch<128, AttShape<128>::BC, BLK>(a, B, s);
-}
-
-// Dsum of a's query rows (a.dout, and out laid out as it) into the reduction scratch, laid
-// out as the lse with its first row at row0 (B x H x l_ld floats).
-static const float* attention_dsum(const AttArgs& a, const bf16* out, int B, int hd, int row0, cudaStream_t s) {
-    size_t need = (size_t)B * a.H * a.l_ld, rows = (size_t)B * a.nq * a.H;
-    if (need > gpu_scratch_n) fail("attention backward: reduction scratch (%zu floats) < B*H*T = %zu", gpu_scratch_n, need);
-    attention_dsum_kernel<<<cdiv(rows, 8), 256, 0, s>>>(gpu_scratch + row0, a.dout, out, B, a.nq, a.H, hd, a.o_seq, a.o_ld, a.l_ld);
-    launchCheck();
-    return gpu_scratch + row0;
-}
-
-// The whole causal sequence of qkv rows (B x T) [q H*hd | k KV*hd | v KV*hd]; out, dout: B*T x H*hd.
-static AttArgs att_whole(const bf16* qkv, int B, int T, int H, int KV, int hd) {
-    AttArgs a = {};
-    int stride = (H + 2 * KV) * hd;
-    a.q = qkv, a.k = qkv + H * hd, a.v = qkv + (H + KV) * hd;
-    a.q_seq = a.kv_seq = a.dq_seq = a.dkv_seq = (size_t)T * stride, a.q_ld = a.kv_ld = a.dq_ld = a.dkv_ld = stride;
-    a.o_seq = (size_t)T * H * hd, a.o_ld = H * hd, a.l_ld = T;
-    a.nq = a.nk = T, a.diag = 0, a.H = H, a.KV = KV;
-    return a;
-}
-
-// out (B*T, H*hd) bf16, lse (B, H, T) fp32 (logsumexp of the scaled scores, for backward).
-static void attention_forward_gpu(bf16* out, float* lse, const bf16* qkv, int B, int T, int H, int KV, int hd, cudaStream_t s) {
-    attention_check(H, KV, hd);
-    AttArgs a = att_whole(qkv, B, T, H, KV, hd);
-    a.o = out, a.lse = lse;
-    attention_forward_run<false>(a, B, hd, s);
-}
-
-// dqkv (B*T, (H+2KV)*hd) bf16 is overwritten: dq, dk, dv of every row. out and lse are the
-// forward's. Uses B*H*T floats of the reduction scratch for Dsum.
-static void attention_backward_gpu(bf16* dqkv, const bf16* dout, const bf16* qkv, const bf16* out, const float* lse,
-                                   int B, int T, int H, int KV, int hd, cudaStream_t s) {
-    attention_check(H, KV, hd);
-    AttArgs a = att_whole(qkv, B, T, H, KV, hd);
-    a.dout = dout, a.lse = (float*)lse;
-    a.dq = dqkv, a.dk = dqkv + H * hd, a.dv = dqkv + (H + KV) * hd;
-    a.dsum = attention_dsum(a, out, B, hd, 0, s);
-    attention_backward_run<false>(a, B, hd, s);
-}
-
-// One block of causal attention (model/config.h AttnBlock: context parallelism's ring): q
-// rows hold the query heads from column 0 (stride blk->q_ld), kv rows the k heads then the
-// v heads (stride blk->kv_ld). The running output o, the gradients dq and dout, out are
-// B*Ts x Ha*hd, dkv B*Ts x 2*KVa*hd (dk then dv), lse B x Ha x Ts.
-static AttArgs att_block(const AttnBlock* blk, const bf16* q, const bf16* kv) {
-    AttArgs a = {};
+// The block's operands: q rows hold the query heads from column 0 (stride blk->q_ld), kv
+// rows the k heads then the v heads (stride blk->kv_ld); the running output o, dq, dout and
+// out are B*Ts x Ha*hd, dkv B*Ts x 2*KVa*hd (dk then dv), lse B x Ha x Ts.
+static AttBlockArgs att_block(const AttnBlock* blk, const bf16* q, const bf16* kv) {
+    attention_check(blk->Ha, blk->KVa, blk->hd);
+    AttBlockArgs a = {};
     int hd = blk->hd;
     a.q = q + (size_t)blk->q_row * blk->q_ld;
     a.k = kv + (size_t)blk->k_row * blk->kv_ld, a.v = a.k + blk->KVa * hd;
     a.q_seq = (size_t)blk->Ts * blk->q_ld, a.kv_seq = (size_t)blk->Ts * blk->kv_ld, a.q_ld = blk->q_ld, a.kv_ld = blk->kv_ld;
-    a.o_ld = a.dq_ld = blk->Ha * hd, a.o_seq = a.dq_seq = (size_t)blk->Ts * a.o_ld;
+    a.o_ld = blk->Ha * hd, a.o_seq = (size_t)blk->Ts * a.o_ld;
     a.dkv_ld = 2 * blk->KVa * hd, a.dkv_seq = (size_t)blk->Ts * a.dkv_ld;
     a.l_ld = blk->Ts;
     a.nq = blk->nq, a.nk = blk->nk, a.diag = blk->q_pos - blk->k_pos, a.H = blk->Ha, a.KV = blk->KVa, a.init = blk->init;
     return a;
 }
-// o, lse: the block merged in by log-sum-exp (blk->init: its query rows start here).
+// o, lse (fp32): the block merged in by log-sum-exp (blk->init: its query rows start here).
 static void attention_block_forward_gpu(float* o, float* lse, const bf16* q, const bf16* kv, const AttnBlock* blk, cudaStream_t s) {
-    attention_check(blk->Ha, blk->KVa, blk->hd);
-    AttArgs a = att_block(blk, q, kv);
+    AttBlockArgs a = att_block(blk, q, kv);
     a.o = o + (size_t)blk->q_row * a.o_ld, a.lse = lse + blk->q_row;
-    attention_forward_run<true>(a, blk->B, blk->hd, s);
+    attention_block_run(1, a, blk->B, blk->hd, s);
 }
-// dq, dkv (fp32) += the block's gradients, from the final lse and out. Uses B*Ha*Ts floats
-// of the reduction scratch for Dsum.
+// dq, dkv (fp32) += the block's gradients, from the final lse and out. Dsum goes to the
+// reduction scratch, for all B*Ha*Ts rows (the whole-sequence kernel's, on Ts rows: a pass
+// over out and dout, small beside the block).
 static void attention_block_backward_gpu(float* dq, float* dkv, const bf16* q, const bf16* kv, const bf16* dout,
                                          const bf16* out, const float* lse, const AttnBlock* blk, cudaStream_t s) {
-    attention_check(blk->Ha, blk->KVa, blk->hd);
-    AttArgs a = att_block(blk, q, kv);
-    size_t q_off = (size_t)blk->q_row * a.o_ld, k_off = (size_t)blk->k_row * a.dkv_ld;
-    a.dout = dout + q_off, a.lse = (float*)lse + blk->q_row;
+    AttBlockArgs a = att_block(blk, q, kv);
+    size_t rows = (size_t)blk->B * blk->Ts * blk->Ha, q_off = (size_t)blk->q_row * a.o_ld, k_off = (size_t)blk->k_row * a.dkv_ld;
+    if (rows > gpu_scratch_n) fail("attention backward: reduction scratch (%zu floats) < B*Ha*Ts = %zu", gpu_scratch_n, rows);
+    attention_dsum_kernel<<<cdiv(rows, 8), 256, 0, s>>>(gpu_scratch, dout, out, blk->B, blk->Ts, blk->Ha, blk->hd);
+    launchCheck();
+    a.dout = dout + q_off, a.lse = (float*)lse + blk->q_row, a.dsum = gpu_scratch + blk->q_row;
     a.dq = dq + q_off, a.dk = dkv + k_off, a.dv = dkv + k_off + blk->KVa * blk->hd;
-    a.dsum = attention_dsum(a, out + q_off, blk->B, blk->hd, blk->q_row, s);
-    attention_backward_run<true>(a, blk->B, blk->hd, s);
+    attention_block_run(0, a, blk->B, blk->hd, s);
 }
 
 // dqkv (rows x (Ha + 2*KVa)*hd, bf16) = [dq (Ha*hd) | dkv (2*KVa*hd)] rounded: the ring's

@@ -149,8 +149,8 @@ static void op_attention_forward(Model* m, bf16* out, float* att, const bf16* qk
 static void op_attention_backward(Model* m, bf16* dqkv, const bf16* dout, const bf16* qkv, const bf16* out, const float* att, int B) {
     attention_backward_gpu(dqkv, dout, qkv, out, att, B, m->T, m->Hl, m->KVl, m->hd, m->be.stream);
 }
-// Context parallelism's blocks (parallel/context_parallel.h): the same flash kernels in their
-// block mode, fp32 running output and gradients.
+// Context parallelism's blocks (parallel/context_parallel.h): kernels_gpu.cuh's flash
+// kernels over two segments of a sequence, with an fp32 running output and fp32 gradients.
 static void op_attention_block_forward(Model* m, float* o, float* lse, const bf16* q, const bf16* kv, const AttnBlock* a) {
     attention_block_forward_gpu(o, lse, q, kv, a, m->be.stream);
 }

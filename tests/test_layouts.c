@@ -135,19 +135,34 @@ static void suite(const char* model_tag, const char* model_flags, const Layout_*
     free(ref.params);
 }
 
-// Run one step with --trace; the compute events (F, B, W) on track `tid` must come in the
-// order of schedule_build(sched, stage, pp, 1, m).
-static void trace_order(const char* tag, const char* flags, int tid, int sched, int stage, int pp, int m) {
-    char cmd[1024], path[256], out[256], tid_key[32];
-    static char text[1 << 18];
+// A file's text into buf (cap bytes, NUL-terminated; empty when unreadable); its length.
+static size_t read_text(const char* path, char* buf, size_t cap) {
+    FILE* f = fopen(path, "r");
+    size_t n = f ? fread(buf, 1, cap - 1, f) : 0;
+    buf[n] = 0;
+    if (f) fclose(f);
+    return n;
+}
+
+// One step of the tiny model with --trace (its file /tmp/test_layouts/trace_TAG.json read
+// into text, its length into *n unless NULL); ./train's exit status.
+static int run_trace(const char* tag, const char* flags, char* text, size_t cap, size_t* n) {
+    char cmd[1024], path[256], out[256];
     snprintf(path, sizeof(path), "/tmp/test_layouts/trace_%s.json", tag);
     snprintf(out, sizeof(out), "/tmp/test_layouts/trace_%s.txt", tag);
     snprintf(cmd, sizeof(cmd), "OMP_NUM_THREADS=1 ./train --model tiny --steps 1 --eval-every 0 --sample-len 0 --quiet %s --trace %s", flags, path);
     int rc = run_to_file(cmd, out);
-    FILE* f = fopen(path, "r");
-    size_t n = f ? fread(text, 1, sizeof(text) - 1, f) : 0;
-    text[n] = 0;
-    if (f) fclose(f);
+    size_t len = read_text(path, text, cap);
+    if (n) *n = len;
+    return rc;
+}
+
+// Run one step with --trace; the compute events (F, B, W) on track `tid` must come in the
+// order of schedule_build(sched, stage, pp, 1, m).
+static void trace_order(const char* tag, const char* flags, int tid, int sched, int stage, int pp, int m) {
+    char tid_key[32];
+    static char text[1 << 18];
+    int rc = run_trace(tag, flags, text, sizeof(text), NULL);
     snprintf(tid_key, sizeof(tid_key), "\"tid\":%d,", tid);
     char got[512] = "", want[512] = "";
     for (const char* p = text; (p = strstr(p, "{\"name\":\"")); p++) {  // the track's compute events, in order
@@ -172,16 +187,12 @@ static void trace_order(const char* tag, const char* flags, int tid, int sched, 
 // layer and pass), the transfers they overlap (R-1 forward, R backward) and the one
 // dK,dV transfer home after the backward's last step.
 static void trace_ring(int R, int n_layer) {
-    char cmd[1024], path[256], out[256], name[64];
+    char tag[16], flags[32], name[64];
     static char text[1 << 20];
-    snprintf(path, sizeof(path), "/tmp/test_layouts/trace_cp%d.json", R);
-    snprintf(out, sizeof(out), "/tmp/test_layouts/trace_cp%d.txt", R);
-    snprintf(cmd, sizeof(cmd), "OMP_NUM_THREADS=1 ./train --model tiny --steps 1 --eval-every 0 --sample-len 0 --quiet --cp %d --trace %s", R, path);
-    int rc = run_to_file(cmd, out);
-    FILE* f = fopen(path, "r");
-    size_t n = f ? fread(text, 1, sizeof(text) - 1, f) : 0;
-    text[n] = 0;
-    if (f) fclose(f);
+    size_t n;
+    snprintf(tag, sizeof(tag), "cp%d", R);
+    snprintf(flags, sizeof(flags), "--cp %d", R);
+    int rc = run_trace(tag, flags, text, sizeof(text), &n);
     int ok = rc == 0 && n < sizeof(text) - 1, bad_rank = -1, count[3] = {0, 0, 0};
     for (int rank = 0; rank < R && ok; rank++) {
         char tid_key[32];
@@ -201,7 +212,7 @@ static void trace_ring(int R, int n_layer) {
     }
     printf("%s trace cp%d: each rank shows %d ring-step attentions, %d overlapped transfers and %d dK,dV home", ok ? "PASS" : "FAIL", R,
            2 * R * n_layer, (2 * R - 1) * n_layer, n_layer);
-    if (bad_rank >= 0) printf(" (rank %d: %d, %d, %d in %s)", bad_rank, count[0], count[1], count[2], path);
+    if (bad_rank >= 0) printf(" (rank %d: %d, %d, %d in /tmp/test_layouts/trace_%s.json)", bad_rank, count[0], count[1], count[2], tag);
     printf("\n");
     ok ? n_pass++ : n_fail++;
 }
@@ -219,12 +230,7 @@ static void sample_matches(const char* tag, const char* flags) {
     int rc0 = run_to_file(cmd, ref_out);
     snprintf(cmd, sizeof(cmd), "%s %s", common, flags);
     int rc1 = run_to_file(cmd, out);
-    for (int k = 0; k < 2; k++) {
-        FILE* f = fopen(k ? out : ref_out, "r");
-        size_t n = f ? fread(text[k], 1, sizeof(text[k]) - 1, f) : 0;
-        text[k][n] = 0;
-        if (f) fclose(f);
-    }
+    for (int k = 0; k < 2; k++) read_text(k ? out : ref_out, text[k], sizeof(text[k]));
     char *a = strstr(text[0], "sample:\n"), *b = strstr(text[1], "sample:\n");
     for (int k = 0; k < 2; k++) {  // the sample's line only (the memory report after it differs by layout)
         char* s = k ? b : a;
@@ -241,11 +247,8 @@ static void expect_layout_error(const char* tag, const char* flags, const char* 
     snprintf(out, sizeof(out), "/tmp/test_layouts/err_%s.txt", tag);
     snprintf(cmd, sizeof(cmd), "./train --steps 1 --quiet --sample-len 0 %s", flags);
     int rc = run_to_file(cmd, out);
-    FILE* f = fopen(out, "r");
-    char text[8192] = "";
-    size_t n = f ? fread(text, 1, sizeof(text) - 1, f) : 0;
-    text[n] = 0;
-    if (f) fclose(f);
+    char text[8192];
+    read_text(out, text, sizeof(text));
     int ok = rc != 0 && strstr(text, needle) != NULL;
     printf("%s layout error %-28s exit %d, message has '%s'\n", ok ? "PASS" : "FAIL", tag, rc, needle);
     ok ? n_pass++ : n_fail++;

@@ -1,5 +1,6 @@
-// parallel/grid.h: the grid of ranks, its process groups, the communicator interface and
-// the self-launcher. Shared by the CPU and GPU builds.
+// parallel/grid.h: the grid of ranks, its process groups, the checks that a layout can run
+// a model, and the communicator interface over MPI. Shared by the CPU and GPU builds.
+// (The self-launcher under mpirun: parallel/launcher.h; the watchdog: parallel/watchdog.h.)
 //
 // The grid (Megatron-LM's order): rank = ((dp_rank * pp + stage) * cp + cp_rank) * tp + tp_rank.
 // Tensor-parallel ranks are adjacent (they talk every layer, so they share a node);
@@ -20,11 +21,9 @@
 #define GRID_H
 
 #include <mpi.h>
-#include <pthread.h>
-#include <signal.h>
-#include <unistd.h>
 #include "model/params.h"
 #include "parallel/schedule.h"
+#include "parallel/watchdog.h"
 
 #define mpiCheck(call) do { int rc_ = (call); if (rc_ != MPI_SUCCESS) { char s_[MPI_MAX_ERROR_STRING]; int l_; \
     MPI_Error_string(rc_, s_, &l_); fail("MPI error at %s:%d: %s", __FILE__, __LINE__, s_); } } while (0)
@@ -89,16 +88,6 @@ static void layout_init(Layout* L, int dp, int tp, int pp, int vpp, int cp, int 
     comm_make(&L->group[GROUP_EMBED], "embed", L->in_embed ? (L->dp_rank * cp + L->cp_rank) * tp + L->tp_rank : MPI_UNDEFINED, L->stage);
 }
 
-// ----------------------------------------------------------------------------
-// The communicator interface. Every communication point of the model is one of
-// these calls, so `grep comm_` lists them. A group of size 1 costs nothing.
-
-// ----------------------------------------------------------------------------
-// Watchdog (--timeout-s): every communication that completes, and every step, marks
-// progress. If none is seen for the timeout (a peer died, or hangs, and this rank waits
-// in a collective forever), the rank says so and exits non-zero; the launcher (mpirun,
-// srun) then ends the other ranks, so a broken job always ends in bounded time.
-
 // Why context parallelism cannot split this model, or NULL (U: the Ulysses degree).
 static const char* cp_check(const ModelConfig* c, char* why) {
     int cp = c->cp, U = c->cp_ulysses, Hl = c->n_head / c->tp, KVl = c->n_kv_head / c->tp;
@@ -149,31 +138,9 @@ static const char* layout_check(const ModelConfig* c, int world, char* why) {
     return NULL;
 }
 
-static volatile double watchdog_last = 0;
-static double watchdog_timeout = 0;
-static void watchdog_kick(void) { watchdog_last = now_s(); }
-static void* watchdog_main(void* arg) {
-    int rank = *(int*)arg;
-    for (;;) {
-        sleep(1);
-        double idle = now_s() - watchdog_last;
-        if (idle > watchdog_timeout) {
-            fprintf(stderr, "error: [rank %d] no progress for %.0f s (--timeout-s %.0f): a peer rank died or hangs; exiting\n",
-                    rank, idle, watchdog_timeout);
-            fflush(stderr);
-            _exit(3);
-        }
-    }
-    return NULL;
-}
-static void watchdog_start(double timeout_s, int rank) {
-    static int r;
-    r = rank;
-    watchdog_timeout = timeout_s;
-    watchdog_kick();
-    pthread_t th;
-    if (pthread_create(&th, NULL, watchdog_main, &r) == 0) pthread_detach(th);
-}
+// ----------------------------------------------------------------------------
+// The communicator interface. Every communication point of the model is one of
+// these calls, so `grep comm_` lists them. A group of size 1 costs nothing.
 
 // Called after every collective when a trace is being recorded (metrics.h sets it).
 static void (*comm_trace_hook)(const char* group, double t0, double t1) = NULL;
@@ -252,40 +219,5 @@ static void comm_ring_wait(Comm* c, RingXfer* x) {
     watchdog_kick();
 }
 static void comm_barrier(Comm* c) { COMM_TIMED(c, 0.0, MPI_Barrier(c->mpi)); }
-
-// ----------------------------------------------------------------------------
-// Self-launch: `./train --tp 4 --pp 2` run by hand re-executes itself under Open MPI's
-// mpirun with the right number of ranks. Under mpirun/srun the given world is used.
-
-static int under_launcher(void) {
-    return getenv("OMPI_COMM_WORLD_SIZE") || getenv("PMI_SIZE") || getenv("PMIX_RANK") || getenv("SLURM_PROCID") ||
-           getenv("TRAIN_LAUNCHED");
-}
-
-static void relaunch_under_mpirun(int world, int argc, char** argv) {
-    char np[24], threads[24];
-    snprintf(np, sizeof(np), "%d", world);
-    long cores = sysconf(_SC_NPROCESSORS_ONLN);
-    snprintf(threads, sizeof(threads), "%ld", cores / world > 1 ? cores / world : 1);
-    // share the cores among the ranks unless told otherwise; threads that wait for a busy
-    // core should sleep, not spin
-    if (!getenv("OMP_NUM_THREADS") || !*getenv("OMP_NUM_THREADS")) setenv("OMP_NUM_THREADS", threads, 1);
-    if (!getenv("OMP_WAIT_POLICY")) setenv("OMP_WAIT_POLICY", "passive", 1);
-    setenv("TRAIN_LAUNCHED", "1", 1);
-    char** args = (char**)xcalloc(argc + 20, sizeof(char*));
-    int n = 0;
-    args[n++] = (char*)"mpirun";
-    args[n++] = (char*)"-np"; args[n++] = np;
-    args[n++] = (char*)"--oversubscribe";
-    args[n++] = (char*)"--bind-to"; args[n++] = (char*)"none";
-    if (geteuid() == 0) args[n++] = (char*)"--allow-run-as-root";
-    args[n++] = (char*)"-x"; args[n++] = (char*)"OMP_NUM_THREADS";
-    args[n++] = (char*)"-x"; args[n++] = (char*)"OMP_WAIT_POLICY";
-    args[n++] = (char*)"-x"; args[n++] = (char*)"TRAIN_LAUNCHED";
-    for (int i = 0; i < argc; i++) args[n++] = argv[i];
-    fflush(stdout);
-    execvp("mpirun", args);
-    fail("world of %d ranks needs Open MPI's mpirun, which was not found on PATH (install: apt-get install openmpi-bin libopenmpi-dev)", world);
-}
 
 #endif

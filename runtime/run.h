@@ -7,7 +7,9 @@
 #include "runtime/args.h"
 #include "runtime/ckpt.h"
 #include "runtime/data.h"
+#include "runtime/export_hf.h"
 #include "parallel/grid.h"
+#include "parallel/launcher.h"
 #include "model/params.h"
 #include "parallel/schedule.h"
 
@@ -88,6 +90,7 @@ static void settings_of(const Args* a, Settings* st) {
     setting_text(st, "--ckpt-dir", a->ckpt_dir), setting_int(st, "--ckpt-every", a->ckpt_every);
     setting_int(st, "--ckpt-keep", a->ckpt_keep), setting_text(st, "--resume", a->resume);
     setting_text(st, "--import-llmc", a->import_llmc), setting_text(st, "--export-llmc", a->export_llmc);
+    setting_text(st, "--export-hf", a->export_hf);
     setting_int(st, "--on-nan", a->on_nan_skip);
     setting_int(st, "--comm", a->comm_mpi), setting_int(st, "--gelu-fusion", a->gelu_unfused);
     setting_int(st, "--weight-pass", a->weight_pass_deferred);
@@ -170,6 +173,7 @@ static void outputs_check(const Run* r) {
     if (a->log && a->log_ranks) output_check(path_format(path, "--log-ranks", "%s.rank%d", a->log, r->rank), "--log-ranks", 0);
     if (r->rank != 0) return;
     if (a->export_llmc && llmc_check(&a->cfg, why)) fail("--export-llmc %s: %s", a->export_llmc, why);
+    if (a->export_hf) hf_export_prepare(a->export_hf);
     if (a->ckpt_dir) ckpt_dir_prepare(a);
     const char* flags[3] = {"--log", "--trace", "--export-llmc"};
     const char* paths[3] = {a->log, a->trace, a->export_llmc};

@@ -61,7 +61,8 @@ int main(int argc, char** argv) {
         snprintf(name, sizeof(name), "%d", i);
         put(dir, "device", name, dev[i], strlen(dev[i]));
     }
-    // ckpt: the input is XORed onto a valid header, so zeros are the valid template
+    // ckpt (format version 2): the input is XORed onto a valid header, so zeros are the
+    // valid template; the harness writes the true index and header checksum
     memset(b, 0, sizeof(b));
     put(dir, "ckpt", "template", b, 0);
     put(dir, "ckpt", "file", b, 1027);
@@ -72,8 +73,14 @@ int main(int argc, char** argv) {
     memset(b + 1027 + 32, 0, 4); memcpy(b + 1027 + 32, "\x00\x00\x80\x3f", 4); put(dir, "ckpt", "ones_body", b, 1027 + 36);
     memset(b, 0, 1027 + 64);
     b[0] = 1; put(dir, "ckpt", "magic", b, 4);
-    b[0] = 0, b[4] = 3; put(dir, "ckpt", "version", b, 8);
+    b[0] = 0, b[4] = 3; put(dir, "ckpt", "version", b, 8);  // 2 ^ 3: a version-1 file
     b[4] = 0, b[4 * 11 + 3] = 0x80; put(dir, "ckpt", "negative_step", b, 48);
     b[4 * 11 + 3] = 0, b[4 * 21 + 3] = 0x7f; put(dir, "ckpt", "n_full_huge", b, 88);
+    // byte 1024 = 3: the header's checksum is computed after the change (the checks behind it)
+    memset(b, 0, 1027 + 64);
+    b[4 * 11] = 16, b[1024] = 3; put(dir, "ckpt", "signed_step_19", b, 1027);  // step 3 ^ 16 = 19
+    b[4 * 11] = 0, b[4 * 11 + 3] = 0x80; put(dir, "ckpt", "signed_negative_step", b, 1027);
+    b[4 * 11 + 3] = 0, b[4 * 27] = 1; put(dir, "ckpt", "signed_n_tensors", b, 1027);
+    b[4 * 27] = 0, b[4 * 28] = 1; put(dir, "ckpt", "checksum_bit", b, 1027);
     return 0;
 }

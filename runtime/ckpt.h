@@ -1,25 +1,36 @@
-// ckpt.h: checkpoints in a layout-independent form, written atomically. Shared by both builds.
+// ckpt.h: checkpoints in a layout-independent form, written atomically and checksummed.
+// Shared by both builds.
 //
-// File ckpt_<step>.bin (all little-endian):
-//   header: 256 int32 (see CK_* below; magic 20261202, version 1)
+// File ckpt_<step>.bin (all little-endian), format version 2:
+//   header: 256 int32 (see CK_* below; magic 20261202, version 2)
 //   params: n_full float32, the full unsharded model in canonical order (params.h)
 //   adam m: n_full float32, same order
 //   adam v: n_full float32, same order
+//   index:  n_tensors uint64, the length in floats of each tensor in canonical order; then
+//           3 x n_tensors uint64, the checksum of each tensor's bytes in params, m and v
+//   The header's CK_SUM_LO/HI hold the checksum of the header (with those two fields 0) and
+//   the index, so a changed header field, index entry or tensor byte is found on loading.
+// Version 1 files (no index, no checksums) are refused with a line that says so: a state
+// that cannot be verified is not resumed.
 // The data position and RNG state follow from (step, seed, global_batch): the batch
 // order and the sampler are pure functions of them, so they are all a run needs to
-// continue exactly. Writing: --ckpt-dir is checked at start-up (ckpt_dir_prepare); rank 0
-// checks every value (finite, AdamW v >= 0: a state that is not is never saved), writes
-// <file>.tmp, fsyncs, renames it into place, fsyncs the directory, then rewrites the
-// manifest LATEST (same way) last; a run killed at any point leaves the previous
-// checkpoint and manifest intact. Reading: every rank reads the pieces of its own shard,
-// so a checkpoint saved under one layout resumes under any other; every value is checked
-// again, with an error naming the file and tensor.
+// continue exactly. Writing: --ckpt-dir is checked and locked at start-up (ckpt_dir_lock,
+// ckpt_dir_prepare); rank 0 checks every value (finite, AdamW v >= 0: a state that is not is
+// never saved), writes a temporary file of a name unique to the process, fsyncs, renames it
+// into place, fsyncs the directory, reads it back against its checksums, then rewrites the
+// manifest LATEST (same way) last; a run killed at any point leaves the previous checkpoint
+// and manifest intact. Rotation (--ckpt-keep) deletes only checkpoints this run wrote.
+// Reading: every rank reads the tensors of its own shard and checks each against its
+// checksum and its values (finite, v >= 0), so a checkpoint saved under one layout resumes
+// under any other, and every byte of it is verified by the rank that uses it; an error
+// names the file and the tensor.
 #ifndef CKPT_H
 #define CKPT_H
 
 #include <dirent.h>
 #include <fcntl.h>
 #include <signal.h>
+#include <sys/file.h>
 #include <sys/stat.h>
 #include <unistd.h>
 #include "runtime/args.h"
@@ -28,30 +39,87 @@
 #include "model/params.h"
 
 #define CKPT_MAGIC 20261202
-#define CKPT_VERSION 1
+#define CKPT_VERSION 2
 enum { CK_MAGIC, CK_VERSION, CK_ARCH, CK_N_LAYER, CK_N_HEAD, CK_N_KV_HEAD, CK_D_MODEL, CK_D_FF, CK_SEQ_LEN, CK_VOCAB,
        CK_VOCAB_PADDED, CK_STEP, CK_SEED_LO, CK_SEED_HI, CK_DP, CK_TP, CK_PP, CK_VPP, CK_ZERO, CK_SP, CK_N_FULL_LO,
-       CK_N_FULL_HI, CK_GLOBAL_BATCH, CK_MICRO_BATCH, CK_SCHEDULE, CK_RECOMPUTE, CK_STEPS };
+       CK_N_FULL_HI, CK_GLOBAL_BATCH, CK_MICRO_BATCH, CK_SCHEDULE, CK_RECOMPUTE, CK_STEPS, CK_N_TENSORS, CK_SUM_LO, CK_SUM_HI };
+#define CKPT_MAX_TENSORS ((int)(sizeof(((ParamLayout*)0)->t) / sizeof(Tensor)))
 
 // ----------------------------------------------------------------------------
-// SIGTERM / SIGINT: finish the step, save, exit.
+// SIGTERM / SIGINT: finish the step, save, exit 128 + the signal.
 
-static volatile sig_atomic_t ckpt_signal = 0;
-static void ckpt_on_signal(int sig) { ckpt_signal = sig; }
+static void ckpt_on_signal(int sig) { stop_signal = sig; }
 static void ckpt_install_signals(void) {
     signal(SIGTERM, ckpt_on_signal);
     signal(SIGINT, ckpt_on_signal);
 }
-// Collective: true on every rank once any rank got a signal.
+// Collective: the signal any rank got (the largest number when ranks got different ones),
+// the same on every rank, or 0.
 static int ckpt_stop_requested(Comm* world) {
-    int s = ckpt_signal != 0;
+    int s = stop_signal;
     if (world->size > 1) mpiCheck(MPI_Allreduce(MPI_IN_PLACE, &s, 1, MPI_INT, MPI_MAX, world->mpi));
     return s;
 }
 
 // ----------------------------------------------------------------------------
+// Checksums: a 64-bit hash of a byte stream, 8 bytes per step with xxHash64's round
+// (Y. Collet): h = rotl(h + w * P2, 31) * P1 for each little-endian 8-byte word w (the last
+// one zero-padded), then the length and a xor-shift-multiply avalanche. For a fixed word
+// each step is a bijection of h, and for a fixed h a bijection of the word, so a change
+// confined to one 8-byte word (a flipped bit, a changed header field) always changes the
+// hash; any other change goes unseen with a chance of about 2^-64. Chosen over CRC-32C for
+// its 64 bits and because it needs no table and no CPU instruction: the same plain code in
+// gcc and nvcc's host compiler, at several GB/s (a multiply chain per 8 bytes).
 
-static void ckpt_header_fill(int32_t* h, const ModelConfig* c, int step, size_t n_full) {
+typedef struct { uint64_t h, len; unsigned char tail[8]; int n_tail; } Hash64;
+#define HASH_P1 0x9E3779B185EBCA87ull
+#define HASH_P2 0xC2B2AE3D27D4EB4Full
+
+static void hash_init(Hash64* s) { memset(s, 0, sizeof(*s)), s->h = HASH_P1 ^ 0x27D4EB2F165667C5ull; }
+static void hash_word(Hash64* s, uint64_t w) {
+    uint64_t x = s->h + w * HASH_P2;
+    s->h = ((x << 31) | (x >> 33)) * HASH_P1;
+}
+static void hash_update(Hash64* s, const void* p, size_t n) {
+    const unsigned char* b = (const unsigned char*)p;
+    s->len += n;
+    while (n && s->n_tail) {  // complete a word left over from the last call
+        s->tail[s->n_tail++] = *b++, n--;
+        if (s->n_tail == 8) {
+            uint64_t w;
+            memcpy(&w, s->tail, 8);
+            hash_word(s, w), s->n_tail = 0;
+        }
+    }
+    for (; n >= 8; b += 8, n -= 8) {
+        uint64_t w;
+        memcpy(&w, b, 8);
+        hash_word(s, w);
+    }
+    memcpy(s->tail, b, n), s->n_tail = (int)n;
+}
+static uint64_t hash_final(Hash64* s) {
+    if (s->n_tail) {
+        uint64_t w = 0;
+        memcpy(&w, s->tail, (size_t)s->n_tail);
+        hash_word(s, w);
+    }
+    uint64_t h = s->h ^ s->len;
+    h = (h ^ (h >> 33)) * HASH_P2;
+    h = (h ^ (h >> 29)) * HASH_P1;
+    return h ^ (h >> 32);
+}
+static uint64_t hash_bytes(const void* p, size_t n) {
+    Hash64 s;
+    hash_init(&s);
+    hash_update(&s, p, n);
+    return hash_final(&s);
+}
+
+// ----------------------------------------------------------------------------
+// The header and the index
+
+static void ckpt_header_fill(int32_t* h, const ModelConfig* c, int step, size_t n_full, int n_tensors) {
     memset(h, 0, 256 * sizeof(int32_t));
     h[CK_MAGIC] = CKPT_MAGIC, h[CK_VERSION] = CKPT_VERSION, h[CK_ARCH] = c->arch;
     h[CK_N_LAYER] = c->n_layer, h[CK_N_HEAD] = c->n_head, h[CK_N_KV_HEAD] = c->n_kv_head, h[CK_D_MODEL] = c->d_model;
@@ -60,15 +128,51 @@ static void ckpt_header_fill(int32_t* h, const ModelConfig* c, int step, size_t 
     h[CK_DP] = c->dp, h[CK_TP] = c->tp, h[CK_PP] = c->pp, h[CK_VPP] = c->vpp, h[CK_ZERO] = c->zero, h[CK_SP] = c->sp;
     h[CK_N_FULL_LO] = (int32_t)(n_full & 0xffffffffu), h[CK_N_FULL_HI] = (int32_t)(n_full >> 32);
     h[CK_GLOBAL_BATCH] = c->global_batch, h[CK_MICRO_BATCH] = c->micro_batch;
-    h[CK_SCHEDULE] = c->schedule, h[CK_RECOMPUTE] = c->recompute, h[CK_STEPS] = c->steps;
+    h[CK_SCHEDULE] = c->schedule, h[CK_RECOMPUTE] = c->recompute, h[CK_STEPS] = c->steps, h[CK_N_TENSORS] = n_tensors;
 }
 
 static size_t ckpt_header_n_full(const int32_t* h) { return (size_t)(uint32_t)h[CK_N_FULL_LO] | ((size_t)(uint32_t)h[CK_N_FULL_HI] << 32); }
 
-// Check a header against the model being trained; NULL if it fits, else why not.
+// Bytes of a version-2 file of n_full floats in n_tensors tensors; -1 past any real file.
+static long long ckpt_file_bytes(size_t n_full, long long n_tensors) {
+    if (n_full > ((size_t)1 << 58) || n_tensors < 0 || n_tensors > CKPT_MAX_TENSORS) return -1;
+    return 1024 + 12LL * (long long)n_full + 32 * n_tensors;
+}
+
+// The checksum of the header (its CK_SUM fields taken as 0) and the index (lens, then sums).
+static uint64_t ckpt_header_checksum(const int32_t* h, const uint64_t* lens, const uint64_t* sums, int n_tensors) {
+    int32_t hz[256];
+    memcpy(hz, h, sizeof(hz));
+    hz[CK_SUM_LO] = hz[CK_SUM_HI] = 0;
+    Hash64 s;
+    hash_init(&s);
+    hash_update(&s, hz, sizeof(hz));
+    hash_update(&s, lens, sizeof(uint64_t) * (size_t)n_tensors);
+    hash_update(&s, sums, sizeof(uint64_t) * 3 * (size_t)n_tensors);
+    return hash_final(&s);
+}
+static uint64_t ckpt_header_sum(const int32_t* h) { return (uint64_t)(uint32_t)h[CK_SUM_LO] | (uint64_t)(uint32_t)h[CK_SUM_HI] << 32; }
+
+// Why a header cannot be this model's checkpoint (magic, version, shape, step, the size its
+// counts give against file_size), or NULL. The header's own checksum is ckpt_index_read's.
 static const char* ckpt_header_check(const int32_t* h, const ModelConfig* c, size_t n_full, long long file_size, char* why) {
     if (h[CK_MAGIC] != CKPT_MAGIC) { sprintf(why, "bad magic %d (expected %d)", h[CK_MAGIC], CKPT_MAGIC); return why; }
+    if (h[CK_VERSION] == 1) {
+        sprintf(why, "format version 1 has no checksums and is not read any more (this build reads version %d): "
+                "resume it with the build that wrote it, or start over", CKPT_VERSION);
+        return why;
+    }
     if (h[CK_VERSION] != CKPT_VERSION) { sprintf(why, "unsupported version %d (expected %d)", h[CK_VERSION], CKPT_VERSION); return why; }
+    long long want = ckpt_file_bytes(ckpt_header_n_full(h), h[CK_N_TENSORS]);
+    if (want < 0) {
+        sprintf(why, "its header's counts (%zu parameters in %d tensors) are past any model (corrupt)", ckpt_header_n_full(h), h[CK_N_TENSORS]);
+        return why;
+    }
+    if (file_size != want) {
+        sprintf(why, "size %lld bytes, but its header's %zu parameters in %d tensors need %lld (truncated or corrupt)", file_size,
+                ckpt_header_n_full(h), h[CK_N_TENSORS], want);
+        return why;
+    }
     struct { int k; int want; const char* name; } f[] = {
         {CK_ARCH, c->arch, "arch"}, {CK_N_LAYER, c->n_layer, "n_layer"}, {CK_N_HEAD, c->n_head, "n_head"},
         {CK_N_KV_HEAD, c->n_kv_head, "n_kv_head"}, {CK_D_MODEL, c->d_model, "d_model"}, {CK_D_FF, c->d_ff, "d_ff"},
@@ -77,11 +181,90 @@ static const char* ckpt_header_check(const int32_t* h, const ModelConfig* c, siz
         if (h[f[i].k] != f[i].want) { sprintf(why, "model %s is %d in the checkpoint but %d here", f[i].name, h[f[i].k], f[i].want); return why; }
     if (ckpt_header_n_full(h) != n_full) { sprintf(why, "holds %zu parameters, this model has %zu", ckpt_header_n_full(h), n_full); return why; }
     if (h[CK_STEP] < 0) { sprintf(why, "negative step %d", h[CK_STEP]); return why; }
-    long long want = 1024 + 3LL * 4 * (long long)n_full;
-    if (file_size != want) { sprintf(why, "size %lld bytes, expected %lld (truncated or corrupt)", file_size, want); return why; }
     return NULL;
 }
 
+// A checkpoint's header and index, read from an open file and checked against each other.
+typedef struct {
+    int32_t h[256];
+    int n_tensors;
+    uint64_t *lens, *sums;  // n_tensors lengths in floats; 3 x n_tensors checksums (params, m, v)
+} CkptIndex;
+
+static void ckpt_index_free(CkptIndex* ix) { free(ix->lens), free(ix->sums), ix->lens = ix->sums = NULL; }
+
+// Read f's header and index: NULL if they are whole (magic, version, a size that fits the
+// counts) and match the header's checksum, and the lengths add up to n_full; else why not.
+// Allocates ix->lens and ix->sums on success only.
+static const char* ckpt_index_read(FILE* f, CkptIndex* ix, char* why, size_t cap) {
+    struct stat st;
+    memset(ix, 0, sizeof(*ix));
+    if (fstat(fileno(f), &st) || fseeko(f, 0, SEEK_SET) || fread(ix->h, sizeof(int32_t), 256, f) != 256) {
+        snprintf(why, cap, "truncated header");
+        return why;
+    }
+    const int32_t* h = ix->h;
+    if (h[CK_MAGIC] != CKPT_MAGIC || h[CK_VERSION] != CKPT_VERSION || ckpt_file_bytes(ckpt_header_n_full(h), h[CK_N_TENSORS]) != st.st_size) {
+        char w[512];
+        ModelConfig none;
+        memset(&none, 0, sizeof(none));
+        ckpt_header_check(h, &none, 0, (long long)st.st_size, w);  // says which
+        snprintf(why, cap, "%s", w);
+        return why;
+    }
+    int n = ix->n_tensors = h[CK_N_TENSORS];
+    uint64_t* lens = (uint64_t*)xmalloc(sizeof(uint64_t) * (n ? n : 1));
+    uint64_t* sums = (uint64_t*)xmalloc(sizeof(uint64_t) * 3 * (n ? n : 1));
+    long long at = 1024 + 12LL * (long long)ckpt_header_n_full(h);
+    int whole = fseeko(f, at, SEEK_SET) == 0 && fread(lens, sizeof(uint64_t), n, f) == (size_t)n &&
+                fread(sums, sizeof(uint64_t), 3 * (size_t)n, f) == 3 * (size_t)n;
+    uint64_t total = 0, n_full = ckpt_header_n_full(h);  // (stops past n_full: no overflow)
+    for (int i = 0; whole && i < n && total <= n_full; i++) total += lens[i] <= n_full ? lens[i] : n_full + 1;
+    if (!whole) snprintf(why, cap, "truncated index");
+    else if (ckpt_header_checksum(h, lens, sums, n) != ckpt_header_sum(h))
+        snprintf(why, cap, "the header or the index does not match its checksum (the file is corrupt)");
+    else if (total != ckpt_header_n_full(h))
+        snprintf(why, cap, "its index's tensor lengths do not add up to its %zu parameters", ckpt_header_n_full(h));
+    else {
+        ix->lens = lens, ix->sums = sums;
+        return NULL;
+    }
+    free(lens), free(sums);
+    return why;
+}
+
+// Read every tensor of the checkpoint at path against its checksum: NULL if all match (and
+// the header and index do), else why not. Reads the whole file, 4 MiB at a time.
+static const char* ckpt_verify_file(const char* path, char* why, size_t cap) {
+    FILE* f = input_open(path, why, cap, NULL);
+    if (!f) return why;
+    CkptIndex ix;
+    if (ckpt_index_read(f, &ix, why, cap)) { fclose(f); return why; }
+    const size_t chunk = 1 << 20;
+    float* buf = (float*)xmalloc(sizeof(float) * chunk);
+    const char* bad = NULL;
+    static const char* names[3] = {"parameters", "adam m", "adam v"};
+    fseeko(f, 1024, SEEK_SET);
+    for (int sec = 0; sec < 3 && !bad; sec++)
+        for (int i = 0; i < ix.n_tensors && !bad; i++) {
+            Hash64 s;
+            hash_init(&s);
+            for (uint64_t done = 0; done < ix.lens[i] && !bad;) {
+                size_t n = ix.lens[i] - done < chunk ? (size_t)(ix.lens[i] - done) : chunk;
+                if (fread(buf, sizeof(float), n, f) != n) snprintf(why, cap, "read failed"), bad = why;
+                hash_update(&s, buf, sizeof(float) * n);
+                done += n;
+            }
+            if (!bad && hash_final(&s) != ix.sums[(size_t)sec * ix.n_tensors + i])
+                snprintf(why, cap, "%s of tensor %d does not match its checksum (the file is corrupt)", names[sec], i), bad = why;
+        }
+    free(buf);
+    ckpt_index_free(&ix);
+    fclose(f);
+    return bad;
+}
+
+// ----------------------------------------------------------------------------
 // Copy the local pieces of tensor t between a local buffer and a full-tensor buffer.
 typedef struct { float* local; float* full; int to_full; } CopyCtx;
 static void copy_run(size_t local, size_t full, size_t len, void* vctx) {
@@ -141,36 +324,75 @@ static int ckpt_list(const char* dir, const char* what, int** steps) {
     return n;
 }
 
-// Whether a file name is one --ckpt-dir writes or replaces: ckpt_<step>.bin, LATEST, or their .tmp.
+// The length of name without a temporary suffix ".tmp.XXXXXX" (files.h atomic_open).
+static size_t name_without_tmp(const char* name) {
+    size_t n = strlen(name);
+    return n > 11 && !strncmp(name + n - 11, ".tmp.", 5) ? n - 11 : n;
+}
+
+// Whether a file name is one --ckpt-dir writes or replaces: ckpt_<step>.bin, LATEST, their
+// temporary files, or the lock LOCK.
 static int ckpt_dir_owns(const char* name) {
     char base[256];
-    snprintf(base, sizeof(base), "%s", name);
-    if (has_suffix(base, ".tmp")) base[strlen(base) - 4] = 0;
-    return !strcmp(base, "LATEST") || ckpt_name_step(base) >= 0;
+    snprintf(base, sizeof(base), "%.*s", (int)name_without_tmp(name), name);
+    return !strcmp(base, "LATEST") || !strcmp(name, "LOCK") || ckpt_name_step(base) >= 0;
+}
+
+// --ckpt-dir's lock: rank 0 holds an advisory lock (flock) on <dir>/LOCK for the whole run,
+// so a second run on the directory is refused at start-up instead of mixing its
+// checkpoints with this one's. The kernel drops the lock when the process ends, however it
+// ends (kill -9 too), so a dead run never blocks the next one. The file holds the holder's
+// pid, for the message. Nothing is done for a directory that does not exist yet
+// (ckpt_dir_prepare creates it, then locks it).
+static int ckpt_lock_fd = -1;
+static void ckpt_dir_lock(const char* dir) {
+    struct stat st;
+    if (ckpt_lock_fd >= 0 || stat(dir, &st) || !S_ISDIR(st.st_mode)) return;
+    char path[PATH_CAP], holder[32] = "";
+    path_format(path, "--ckpt-dir", "%s/LOCK", dir);
+    int fd = open(path, O_RDWR | O_CREAT | O_NOFOLLOW | O_NONBLOCK | O_CLOEXEC, 0644);
+    if (fd < 0) fail("--ckpt-dir %s: cannot open its lock file %s: %s", dir, path, strerror(errno));
+    if (fstat(fd, &st) || !S_ISREG(st.st_mode)) fail("--ckpt-dir %s: %s is %s, not a lock file", dir, path, file_kind(st.st_mode));
+    if (flock(fd, LOCK_EX | LOCK_NB)) {
+        int e = errno;
+        ssize_t n = pread(fd, holder, sizeof(holder) - 1, 0);
+        holder[n > 0 ? strcspn(holder, "\n") : 0] = 0;
+        if (e == EWOULDBLOCK)
+            fail("--ckpt-dir %s is in use by another run (pid %s holds %s); two runs in one directory would mix their checkpoints",
+                 dir, *holder ? holder : "unknown", path);
+        fail("--ckpt-dir %s: cannot lock %s: %s", dir, path, strerror(e));
+    }
+    int n = snprintf(holder, sizeof(holder), "%d\n", (int)getpid());
+    if (ftruncate(fd, 0) || pwrite(fd, holder, (size_t)n, 0) != n) fail("--ckpt-dir %s: cannot write %s: %s", dir, path, strerror(errno));
+    ckpt_lock_fd = fd;
 }
 
 // --ckpt-dir at start-up, on rank 0 (which writes): created if missing (its parent must
-// exist), a directory that takes new files, with nothing but regular files under the names
-// a save writes or replaces (ckpt_<step>.bin, LATEST and their .tmp), and the longest of those
-// paths within PATH_CAP. So a run never finds out after its last step that it cannot save.
+// exist), locked (ckpt_dir_lock), a directory that takes new files, with nothing but
+// regular files under the names a save replaces (ckpt_<step>.bin, LATEST), and the longest
+// path a save writes within PATH_CAP. So a run never finds out after its last step that it
+// cannot save. Temporary files that killed runs left behind are removed (the lock says no
+// run is writing them now).
 static void ckpt_dir_prepare(const Args* a) {
     const char* dir = a->ckpt_dir;
     char path[PATH_CAP];
     struct stat st;
     if (mkdir(dir, 0755) && errno != EEXIST) fail("--ckpt-dir %s: cannot create: %s", dir, strerror(errno));
     if (stat(dir, &st) || !S_ISDIR(st.st_mode)) fail("--ckpt-dir %s exists and is not a directory", dir);
-    path_format(path, "--ckpt-dir", "%s/ckpt_%08d.bin.tmp", dir, a->cfg.steps);  // the longest name a save writes fits
-    output_check(path_format(path, "--ckpt-dir", "%s/LATEST", dir), "--ckpt-dir", 1);
+    ckpt_dir_lock(dir);
+    path_format(path, "--ckpt-dir", "%s/ckpt_%08d.bin.tmp.XXXXXX", dir, a->cfg.steps);  // the longest name a save writes fits
+    output_check(path_format(path, "--ckpt-dir", "%s/LATEST", dir), "--ckpt-dir", 0);
     DIR* d = opendir(dir);
     if (!d) fail("--ckpt-dir %s: cannot open: %s", dir, strerror(errno));
     struct dirent* e;
     while ((e = readdir(d))) {
-        if (!ckpt_dir_owns(e->d_name)) continue;
+        if (!ckpt_dir_owns(e->d_name) || !strcmp(e->d_name, "LOCK")) continue;
         path_format(path, "--ckpt-dir", "%s/%s", dir, e->d_name);
         if (lstat(path, &st) == 0 && !S_ISREG(st.st_mode)) {
             closedir(d);  // e is gone with it; path holds the name
             fail("--ckpt-dir %s: %s is %s (a save replaces only regular files)", dir, path, file_kind(st.st_mode));
         }
+        if (name_without_tmp(e->d_name) < strlen(e->d_name)) unlink(path);  // a killed run's temporary file
     }
     closedir(d);
 }
@@ -184,6 +406,28 @@ static const char* state_values_check(const float* x, size_t n, int section, con
         if (section == 2 && x[i] < 0) { snprintf(why, cap, "adam v of tensor %s: negative value %g at element %zu (a mean of squares)", tensor, x[i], i); return why; }
     }
     return NULL;
+}
+
+// The checkpoints this run wrote, oldest first: the only ones rotation deletes. A file this
+// run resumed from, files of earlier runs and any other file of a checkpoint's name (a
+// newer step of another history, junk) are never touched.
+static int* ckpt_written = NULL;
+static int ckpt_n_written = 0;
+
+// After step `step`'s checkpoint and the manifest naming it are in place: keep the newest
+// ckpt_keep of this run's own checkpoints, deleting the older ones (the newest is never
+// deleted: ckpt_keep >= 1).
+static void ckpt_rotate(const char* dir, int step, int keep) {
+    ckpt_written = (int*)realloc(ckpt_written, sizeof(int) * (ckpt_n_written + 1));
+    if (!ckpt_written) fail("out of memory");
+    ckpt_written[ckpt_n_written++] = step;
+    char path[PATH_CAP];
+    struct stat st;
+    while (ckpt_n_written > keep) {
+        path_format(path, "--ckpt-dir", "%s/ckpt_%08d.bin", dir, ckpt_written[0]);
+        if (lstat(path, &st) == 0 && S_ISREG(st.st_mode)) unlink(path);
+        memmove(ckpt_written, ckpt_written + 1, sizeof(int) * --ckpt_n_written);
+    }
 }
 
 // Sections of the file: 0 params, 1 adam m, 2 adam v. Local buffers: params covers the
@@ -206,20 +450,23 @@ static void ckpt_save(const Layout* L, const ParamLayout* P, const ModelConfig* 
     // The full tensor list in canonical order, from a 1-rank layout.
     ParamLayout* full = (ParamLayout*)xmalloc(sizeof(ParamLayout));
     param_layout_build(full, c, 1, 0, 1, 1, 0, 1);
+    int n_t = full->n;
     size_t max_t = 0;
-    for (int i = 0; i < full->n; i++) if (full->t[i].size > max_t) max_t = full->t[i].size;
+    for (int i = 0; i < n_t; i++) if (full->t[i].size > max_t) max_t = full->t[i].size;
     float* buf = (float*)xmalloc(sizeof(float) * max_t);
+    uint64_t* lens = (uint64_t*)xmalloc(sizeof(uint64_t) * n_t);
+    uint64_t* sums = (uint64_t*)xmalloc(sizeof(uint64_t) * 3 * n_t);
     char path[PATH_CAP], why[512];
+    int32_t h[256];
     AtomicFile out;
     if (L->rank == 0) {
         atomic_open(&out, path_format(path, "--ckpt-dir", "%s/ckpt_%08d.bin", a->ckpt_dir, step), "checkpoint");
-        int32_t h[256];
-        ckpt_header_fill(h, c, step, full->n_full);
-        atomic_write(&out, h, sizeof(h));
+        ckpt_header_fill(h, c, step, full->n_full, n_t);
+        atomic_write(&out, h, sizeof(h));  // its checksum is written over it at the end
     }
     for (int sec = 0; sec < 3; sec++) {
         const float* src = sec == 0 ? params : mv[sec - 1];
-        for (int i = 0; i < full->n; i++) {
+        for (int i = 0; i < n_t; i++) {
             const Tensor* ft = &full->t[i];
             gather_full_tensor(L, P, ft, src, buf);
             if (L->rank != 0) continue;
@@ -228,58 +475,37 @@ static void ckpt_save(const Layout* L, const ParamLayout* P, const ModelConfig* 
                 fail("checkpoint of step %d not written: %s; the checkpoints on disk are kept", step, why);
             }
             atomic_write(&out, buf, sizeof(float) * ft->size);
+            lens[i] = ft->size, sums[(size_t)sec * n_t + i] = hash_bytes(buf, sizeof(float) * ft->size);
         }
     }
     if (L->rank == 0) {
+        atomic_write(&out, lens, sizeof(uint64_t) * n_t);
+        atomic_write(&out, sums, sizeof(uint64_t) * 3 * n_t);
+        uint64_t sum = ckpt_header_checksum(h, lens, sums, n_t);
+        h[CK_SUM_LO] = (int32_t)(uint32_t)sum, h[CK_SUM_HI] = (int32_t)(uint32_t)(sum >> 32);
+        if (fseeko(out.f, 0, SEEK_SET)) fail("checkpoint: seek in %s failed: %s", out.tmp, strerror(errno));
+        atomic_write(&out, h, sizeof(h));
         atomic_commit(&out);
+        // the manifest names only a file read back whole against its checksums
+        if (ckpt_verify_file(out.path, why, sizeof(why))) fail("checkpoint %s: reading it back: %s", out.path, why);
         char manifest[64];
         snprintf(manifest, sizeof(manifest), "ckpt_%08d.bin\n", step);
         AtomicFile latest;  // the manifest, last
         atomic_open(&latest, path_format(path, "--ckpt-dir", "%s/LATEST", a->ckpt_dir), "checkpoint manifest");
         atomic_write(&latest, manifest, strlen(manifest));
         atomic_commit(&latest);
-        // rotation: keep the newest ckpt_keep checkpoints (regular files of our names only)
-        int* steps;
-        int n = ckpt_list(a->ckpt_dir, "checkpoint rotation", &steps);
-        for (int i = a->ckpt_keep; i < n; i++) {
-            struct stat st;
-            path_format(path, "--ckpt-dir", "%s/ckpt_%08d.bin", a->ckpt_dir, steps[i]);
-            if (lstat(path, &st) == 0 && S_ISREG(st.st_mode)) unlink(path);
-        }
-        free(steps);
+        ckpt_rotate(a->ckpt_dir, step, a->ckpt_keep);
         char shown[4 * PATH_CAP];
         printf("checkpoint: %s (step %d)\n", printable(out.path, shown, sizeof(shown)), step);
         fflush(stdout);
     }
-    free(full); free(buf); free(mv[0]); free(mv[1]);
-}
-
-// Why the file is not a complete checkpoint by its own header (unreadable, not a
-// checkpoint, or a size other than the one its parameter count gives), or NULL.
-static const char* ckpt_incomplete(const char* path, char* why, size_t cap) {
-    FILE* f = input_open(path, why, cap, NULL);
-    if (!f) return why;
-    int32_t h[256];
-    struct stat st;
-    int read_ok = fread(h, sizeof(int32_t), 256, f) == 256 && fstat(fileno(f), &st) == 0;
-    fclose(f);
-    if (!read_ok) { snprintf(why, cap, "truncated header"); return why; }
-    if (h[CK_MAGIC] != CKPT_MAGIC || h[CK_VERSION] != CKPT_VERSION) {
-        snprintf(why, cap, "not a checkpoint (magic %d, version %d)", h[CK_MAGIC], h[CK_VERSION]);
-        return why;
-    }
-    size_t n_full = ckpt_header_n_full(h);
-    if (n_full > ((size_t)st.st_size - 1024) / 12 || (long long)st.st_size != 1024 + 12LL * (long long)n_full) {
-        snprintf(why, cap, "size %lld bytes, not 1024 + 3 x 4 x %zu (truncated)", (long long)st.st_size, n_full);
-        return why;
-    }
-    return NULL;
+    free(full); free(buf); free(lens); free(sums); free(mv[0]); free(mv[1]);
 }
 
 // The checkpoint --resume auto continues from, into out (PATH_CAP bytes): the one the
-// manifest LATEST names; without a manifest, the newest file that is complete by its own
-// header (ckpt_incomplete), past any newer one a crash or a full disk cut short. verbose:
-// say which files were passed over.
+// manifest LATEST names; without a manifest, the newest file whose every tensor matches
+// its checksum (ckpt_verify_file), past any newer one a crash, a full disk or anything else
+// left incomplete or damaged. verbose: say which files were passed over.
 static void ckpt_find_latest(const char* dir, char* out, int verbose) {
     char path[PATH_CAP], why[256], name[64] = "", shown[4 * PATH_CAP];
     struct stat st;
@@ -304,20 +530,21 @@ static void ckpt_find_latest(const char* dir, char* out, int verbose) {
     int n = ckpt_list(dir, "--resume auto", &steps);
     for (int i = 0; i < n; i++) {
         path_format(out, "--ckpt-dir", "%s/ckpt_%08d.bin", dir, steps[i]);
-        if (!ckpt_incomplete(out, why, sizeof(why))) {
+        if (!ckpt_verify_file(out, why, sizeof(why))) {
             free(steps);
             return;
         }
         if (verbose) printf("resume: passing over %s: %s\n", printable(out, shown, sizeof(shown)), why);
     }
     free(steps);
-    if (n) fail("--resume auto: no complete checkpoint in %s (%d incomplete)", dir, n);
+    if (n) fail("--resume auto: no complete checkpoint in %s (%d incomplete or damaged)", dir, n);
     fail("--resume auto: no checkpoint in %s", dir);
 }
 
 // Load the checkpoint a->resume names (a file: run_setup has resolved "auto") into this
-// rank's shard; returns the step to continue from. Every value read is checked
-// (state_values_check) with an error naming the file and tensor.
+// rank's shard; returns the step to continue from. The header and index must match their
+// checksum, and every tensor this rank reads its own checksum, before its values are
+// checked (state_values_check); an error names the file and the tensor.
 static int ckpt_resume(const Layout* L, const ParamLayout* P, const ModelConfig* c, const Args* a, float* params,
                        float* m_state, float* v_state, size_t opt_lo, size_t opt_hi) {
     const char* path = a->resume;
@@ -326,8 +553,9 @@ static int ckpt_resume(const Layout* L, const ParamLayout* P, const ModelConfig*
     if (!f) fail("--resume %s: cannot open: %s", path, why);
     struct stat st;
     fstat(fileno(f), &st);
-    int32_t h[256];
-    if (fread(h, sizeof(int32_t), 256, f) != 256) fail("checkpoint %s: truncated header", path);
+    CkptIndex ix;
+    if (ckpt_index_read(f, &ix, why, sizeof(why))) fail("checkpoint %s: %s", path, why);
+    const int32_t* h = ix.h;
     if (ckpt_header_check(h, c, P->n_full, (long long)st.st_size, why)) fail("checkpoint %s: %s", path, why);
     if (h[CK_GLOBAL_BATCH] != c->global_batch)
         fail("checkpoint %s: trained with --global-batch %d; resuming with %d would change the data order", path,
@@ -336,17 +564,26 @@ static int ckpt_resume(const Layout* L, const ParamLayout* P, const ModelConfig*
     for (int i = 0; i < P->n; i++) if (P->t[i].rows * (size_t)P->t[i].cols > max_t) max_t = (size_t)P->t[i].rows * P->t[i].cols;
     float* buf = (float*)xmalloc(sizeof(float) * (max_t ? max_t : 1));
     float* local[3] = {params, (float*)xcalloc(P->n_padded, sizeof(float)), (float*)xcalloc(P->n_padded, sizeof(float))};
-    for (int sec = 0; sec < 3; sec++)
-        for (int i = 0; i < P->n; i++) {
-            const Tensor* t = &P->t[i];
-            size_t full_n = (size_t)t->rows * t->cols;
+    static const char* names[3] = {"parameters", "adam m", "adam v"};
+    for (int i = 0; i < P->n; i++) {
+        const Tensor* t = &P->t[i];
+        size_t full_n = (size_t)t->rows * t->cols;
+        int k = 0;  // its entry in the index: the tensor that starts at its offset, of its length
+        uint64_t at = 0;
+        while (k < ix.n_tensors && at < t->full_offset) at += ix.lens[k++];
+        if (k == ix.n_tensors || at != t->full_offset || ix.lens[k] != full_n)
+            fail("checkpoint %s: tensor %s is not in its index (a checkpoint of another model)", path, t->name);
+        for (int sec = 0; sec < 3; sec++) {
             long long off = 1024 + 4LL * ((long long)sec * P->n_full + (long long)t->full_offset);
             if (fseeko(f, off, SEEK_SET) || fread(buf, sizeof(float), full_n, f) != full_n)
                 fail("checkpoint %s: read of %s failed", path, t->name);
+            if (hash_bytes(buf, sizeof(float) * full_n) != ix.sums[(size_t)sec * ix.n_tensors + k])
+                fail("checkpoint %s: %s of tensor %s do not match their checksum (the file is corrupt)", path, names[sec], t->name);
             if (state_values_check(buf, full_n, sec, t->name, why, sizeof(why))) fail("checkpoint %s: %s", path, why);
             CopyCtx cc = {local[sec] + t->offset, buf, 0};
             tensor_runs(t, L->tp, L->tp_rank, copy_run, &cc);
         }
+    }
     fclose(f);
     memcpy(m_state, local[1] + opt_lo, sizeof(float) * (opt_hi - opt_lo));
     memcpy(v_state, local[2] + opt_lo, sizeof(float) * (opt_hi - opt_lo));
@@ -354,7 +591,9 @@ static int ckpt_resume(const Layout* L, const ParamLayout* P, const ModelConfig*
     char shown[4 * PATH_CAP];
     if (L->rank == 0) printf("resumed from %s (step %d, saved with dp %d tp %d pp %d vpp %d zero %d)\n", printable(path, shown, sizeof(shown)),
                              h[CK_STEP], h[CK_DP], h[CK_TP], h[CK_PP], h[CK_VPP], h[CK_ZERO]);
-    return h[CK_STEP];
+    int step = h[CK_STEP];
+    ckpt_index_free(&ix);
+    return step;
 }
 
 // ----------------------------------------------------------------------------

@@ -6,6 +6,7 @@
 #include <errno.h>
 #include <limits.h>
 #include <math.h>
+#include <signal.h>
 #include <stdarg.h>
 #include <stdint.h>
 #include <stdio.h>
@@ -93,6 +94,20 @@ static void fail(const char* fmt, ...) {
     va_end(ap);
     if (fail_hook) fail_hook(1);
     exit(1);
+}
+
+// Stop signals (SIGINT, SIGTERM). The handler (ckpt.h) only records which one came; every
+// long loop (steps, evaluation, sampling, reading data) looks at stop_signal and ends
+// cleanly, and the run exits 128 + the signal: 130 for SIGINT, 143 for SIGTERM, as a shell
+// reports a process the signal killed.
+static volatile sig_atomic_t stop_signal = 0;
+
+// Where no other rank waits on this one (reading the data at start-up): say so and exit now.
+static void stop_if_signalled(const char* during) {
+    if (!stop_signal) return;
+    fprintf(stderr, "stopped by signal %d while %s\n", (int)stop_signal, during);
+    fflush(stderr);
+    exit(128 + stop_signal);
 }
 
 static void* xmalloc(size_t n) {

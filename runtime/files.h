@@ -6,9 +6,10 @@
 // read only when fstat says they are regular files, then made blocking again.
 // Outputs are checked at start-up, before any step (output_check), and written so that
 // nothing but a regular file is ever replaced: logs are opened in place (output_open),
-// checkpoints, the manifest, the trace and the llm.c export are written to <path>.tmp and
-// renamed over the target (AtomicFile). A directory, device, FIFO, socket or symbolic link
-// at an output's path is an error, never overwritten.
+// checkpoints, the manifest, the trace and the llm.c export are written to a new temporary
+// file <path>.tmp.XXXXXX (a name no other process or rank can have) and renamed over the
+// target (AtomicFile). A directory, device, FIFO, socket or symbolic link at an output's
+// path is an error, never overwritten.
 // Every path built from a flag goes through path_format, which refuses a path that does not
 // fit instead of cutting it. Every write, flush, fsync and close of an output is checked;
 // a failure is one error line naming the file.
@@ -149,9 +150,11 @@ static void dir_sync(const char* path_in_dir, const char* what) {
     close(fd);
 }
 
-// An output replaced atomically: written to <path>.tmp, fsynced, renamed over path (only
-// if path is absent or a regular file), the directory fsynced. A run killed at any moment
-// leaves the old file or the new one, never a part.
+// An output replaced atomically: written to a temporary file of its own, fsynced, renamed
+// over path (only if path is absent or a regular file), the directory fsynced. A run
+// killed at any moment leaves the old file or the new one, never a part. The temporary
+// name is made by mkstemp (<path>.tmp. and 6 characters, created exclusively), so two
+// processes writing one output (two runs, two ranks) never write into each other's file.
 typedef struct {
     FILE* f;
     const char* what;  // the flag or the kind of file, for errors
@@ -159,19 +162,16 @@ typedef struct {
 } AtomicFile;
 
 static void atomic_open(AtomicFile* a, const char* path, const char* what) {
-    struct stat st;
     a->what = what;
     path_format(a->path, what, "%s", path);
-    path_format(a->tmp, what, "%s.tmp", path);
-    if (lstat(a->tmp, &st) == 0 && !S_ISREG(st.st_mode)) fail("%s: %s exists and is %s", what, a->tmp, file_kind(st.st_mode));
-    int fd = open(a->tmp, O_WRONLY | O_CREAT | O_TRUNC | O_NOFOLLOW | O_NONBLOCK | O_CLOEXEC, 0644);
+    path_format(a->tmp, what, "%s.tmp.XXXXXX", path);
+    int fd = mkstemp(a->tmp);
     if (fd < 0) fail("%s: cannot write %s: %s", what, a->tmp, strerror(errno));
-    memset(&st, 0, sizeof(st));
-    if (fstat(fd, &st) || !S_ISREG(st.st_mode) || !fd_make_blocking(fd)) {
-        close(fd);
-        fail("%s: cannot write %s: is %s, not a regular file", what, a->tmp, file_kind(st.st_mode));
+    if (fcntl(fd, F_SETFD, FD_CLOEXEC) || fchmod(fd, 0644) || !(a->f = fdopen(fd, "wb"))) {
+        int e = errno;
+        close(fd), unlink(a->tmp);
+        fail("%s: cannot write %s: %s", what, a->tmp, strerror(e));
     }
-    if (!(a->f = fdopen(fd, "wb"))) fail("%s: cannot write %s: %s", what, a->tmp, strerror(errno));
 }
 
 static void atomic_write(AtomicFile* a, const void* p, size_t n) {

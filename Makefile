@@ -115,6 +115,10 @@ test_gpt: tests/test_gpt.c train_gpt.c $(HEADERS) | $(NEED_MPI) detect
 test_layouts: tests/test_layouts.c $(HEADERS) | $(NEED_MPI)
 	$(CC) $(CFLAGS) $(MPI_COMPILE) -o $@ tests/test_layouts.c $(MPI_LINK) $(LDLIBS)
 
+# Our logits of a checkpoint on given tokens (tests/test_export_hf.py compares --export-hf with them).
+hf_logits: tests/hf_logits.c train_gpt.c $(HEADERS) | $(NEED_MPI)
+	$(CC) $(CFLAGS) $(MPI_COMPILE) -o $@ tests/hf_logits.c $(MPI_LINK) $(LDLIBS)
+
 # Two checkpoints tensor by tensor (dev/check_gpu_vs_cpu.sh compares gradients with it).
 ckpt_compare: dev/ckpt_compare.c $(HEADERS) | $(NEED_MPI)
 	$(CC) $(CFLAGS) -I. $(MPI_COMPILE) -o $@ dev/ckpt_compare.c $(MPI_LINK) $(LDLIBS)
@@ -135,11 +139,12 @@ ASAN_CASES = ^gpu_(gpt2|gpt2_recompute_full|gpt2_tp2_sp|gpt2_dp2_zero2|llama_tp2
 # against train_cpu in 18 runs (8 emulated GPUs for the NCCL ones; losses, and step 1's
 # gradients tensor by tensor), evaluation, sampling and resume; again under ASan/UBSan)
 test: train train_cpu test_gpt test_planner test_layouts test_faults train_asan fuzz_build test_emu test_gpu_emu train_gpu_emu \
-      test_gpu_emu_asan train_gpu_emu_asan ckpt_compare
+      test_gpu_emu_asan train_gpu_emu_asan ckpt_compare hf_logits
 	@set -o pipefail; rm -f .test.log; status=0; \
 	./test_planner 2>&1 | tee -a .test.log || status=1; \
 	./test_gpt 2>&1 | tee -a .test.log || status=1; \
 	./test_layouts 2>&1 | tee -a .test.log || status=1; \
+	python3 tests/test_export_hf.py 2>&1 | tee -a .test.log || status=1; \
 	./test_faults 2>&1 | tee -a .test.log || status=1; \
 	./test_emu 2>&1 | tee -a .test.log || status=1; \
 	EMU_STREAMS=compute ./test_emu 2>&1 | tee -a .test.log || status=1; \
@@ -166,5 +171,6 @@ endif
 
 clean:
 	rm -f train train_cpu train_gpu test_gpt test_gpu test_planner test_layouts test_faults train_asan bench_cpu ckpt_compare sim_schedule .test.log
+	rm -f hf_logits
 	rm -rf train_gpu_emu test_gpu_emu train_gpu_emu_asan test_gpu_emu_asan test_emu emu/build
 	$(MAKE) --no-print-directory fuzz_clean

@@ -18,6 +18,7 @@ typedef struct {
     const char* resume;       // checkpoint file, or "auto": newest complete one in ckpt_dir
     const char* import_llmc;  // llm.c GPT-2 weights to start from
     const char* export_llmc;  // write the final weights in llm.c's format
+    const char* export_hf;    // write the final weights as a Hugging Face transformers model directory
     int ckpt_every, ckpt_keep;
     int eval_every, val_batches;
     int sample_every, sample_len;
@@ -51,7 +52,8 @@ static void print_help(void) {
         "  --val-data PATH       validation data; default: the last 5%% of --data\n"
         "  --eval-every N        validation loss every N steps (default 50, 0: never)\n"
         "  --val-batches N       global batches per validation (default 4)\n"
-        "  --tokenizer FILE      llm.c tokenizer file for decoding samples (default: bytes)\n"
+        "  --tokenizer FILE      llm.c tokenizer file for decoding samples (default: bytes; other vocabularies\n"
+        "                        print token ids); data/prepare.py writes one beside its shards\n"
         "\ntraining\n"
         "  --steps N             optimizer steps (default 1500)\n"
         "  --micro-batch B       sequences per micro-batch per rank (default: the largest <= 16 that gives\n"
@@ -65,7 +67,7 @@ static void print_help(void) {
         "  --beta1 --beta2 --eps AdamW (defaults 0.9, 0.95, 1e-8; eps > 0)\n"
         "  --grad-clip X         clip the global gradient norm to X (default 1.0, 0: off)\n"
         "  --seed N              seed for init and sampling (default 1337)\n"
-        "\nparallel layout (world = dp * pp * tp; started under mpirun automatically)\n"
+        "\nparallel layout (world = dp * pp * cp * tp; started under mpirun automatically)\n"
         "  --dp N --tp N --pp N  data / tensor / pipeline parallel sizes (default 1; dp from the world under a launcher)\n"
         "  --vpp N               model chunks per pipeline rank (interleaved 1F1B; zb-v: 2, the default with it)\n"
         "  --schedule S          gpipe | 1f1b | interleaved | zb-h1 | zb-v (default 1f1b, interleaved when\n"
@@ -92,6 +94,8 @@ static void print_help(void) {
         "  --resume FILE|auto    continue from a checkpoint (any layout)\n"
         "  --import-llmc FILE    start from llm.c GPT-2 weights (gpt2_124M.bin, version 3)\n"
         "  --export-llmc FILE    write the final weights in llm.c's format\n"
+        "  --export-hf DIR       write the final weights as a Hugging Face transformers model (safetensors +\n"
+        "                        config.json; GPT2LMHeadModel or LlamaForCausalLM), DIR created at start\n"
         "  --on-nan skip|stop    non-finite loss or gradient: skip the step or stop (default stop)\n"
         "  --timeout-s X         exit if no communication completes for X s: a peer died or hangs (default 600)\n"
         "  --peak-tflops X       device peak for MFU (default: CPU measured FMA peak; GPU by name:\n"
@@ -148,6 +152,7 @@ static void parse_args(Args* a, int argc, char** argv) {
         STR_FLAG("--resume", a->resume);
         STR_FLAG("--import-llmc", a->import_llmc);
         STR_FLAG("--export-llmc", a->export_llmc);
+        STR_FLAG("--export-hf", a->export_hf);
         INT_FLAG("--n-layer", a->n_layer, 1, 512);
         INT_FLAG("--n-head", a->n_head, 1, 1024);
         INT_FLAG("--n-kv-head", a->n_kv_head, 1, 1024);

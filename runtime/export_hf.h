@@ -1,0 +1,221 @@
+// export_hf.h: --export-hf DIR, the final weights as a Hugging Face transformers model:
+// DIR/model.safetensors, DIR/config.json and DIR/generation_config.json, which
+// AutoModelForCausalLM.from_pretrained(DIR) loads as GPT2LMHeadModel or LlamaForCausalLM
+// with no conversion (tests/test_export_hf.py compares its logits with ours).
+//
+// What differs between our tensors and theirs:
+//   - GPT-2's matrices are Conv1D there, stored [in, out]: ours are [out, in], so transposed.
+//     The head is tied to wte (tie_word_embeddings) and not stored.
+//   - LLaMA's Linear layers are [out, in] like ours; qkvw is split into q_proj, k_proj,
+//     v_proj and fcw [gate | up] into gate_proj, up_proj.
+//   - RoPE: we rotate the pairs (2j, 2j+1) of a head (model/kernels_cpu.h rope_apply),
+//     transformers the pairs (j, j + hd/2) (rotate_half), both by pos * 10000^(-2j/hd). The
+//     rows of each q and k head are permuted so that their row j is our row 2j and their row
+//     j + hd/2 our row 2j+1: q.k sums over the same products, and their rotation is ours.
+//   - The vocabulary is the real one: the padded rows of wte / lm_head are left out.
+//
+// safetensors (the format's spec): an 8-byte little-endian header length N, N bytes of JSON
+// {"name": {"dtype": "F32", "shape": [...], "data_offsets": [begin, end]}, ...} (offsets
+// into the data that follows, in order and without gaps), then the raw little-endian data.
+// Rank 0 writes each tensor as its gather arrives (one full tensor in memory at a time),
+// through a temp file renamed into place, and only finite weights.
+#ifndef EXPORT_HF_H
+#define EXPORT_HF_H
+
+#include <sys/stat.h>
+#include "runtime/args.h"
+#include "runtime/ckpt.h"
+#include "runtime/files.h"
+#include "model/params.h"
+
+#if __BYTE_ORDER__ != __ORDER_LITTLE_ENDIAN__
+#error "export_hf.h writes the host's floats as they are: safetensors needs a little-endian host"
+#endif
+
+enum { HF_AS_IS, HF_TRANSPOSE, HF_ROPE_ROWS };
+
+// One tensor of the export: rows [row0, row0 + rows) of our full tensor `src` (index in
+// the 1-rank layout), all its columns, stored as they are, transposed, or with each head's
+// rows in RoPE's half-split order (heads of `hd` rows).
+typedef struct {
+    char name[64];
+    int src, row0, rows, cols, how;
+    size_t offset;  // in the data section, bytes
+} HfTensor;
+
+static void hf_add(HfTensor* out, int* n, const Tensor* t, int src, int row0, int rows, int how, const char* fmt, int layer) {
+    HfTensor* h = &out[(*n)++];
+    snprintf(h->name, sizeof(h->name), fmt, layer);
+    h->src = src, h->row0 = row0, h->rows = rows, h->cols = t->cols, h->how = how;
+}
+
+// The export's tensors in file order (our canonical order), named as transformers' state dict.
+static int hf_tensors(const ModelConfig* c, const ParamLayout* full, HfTensor* out) {
+    int n = 0, C = c->d_model, F = c->d_ff, K = c->n_kv_head * (c->d_model / c->n_head), gpt2 = c->arch == ARCH_GPT2;
+    for (int i = 0; i < full->n; i++) {
+        const Tensor* t = &full->t[i];
+        int l = t->layer;
+        if (l < 0) {
+            if (t->kind == P_WTE) hf_add(out, &n, t, i, 0, c->vocab, HF_AS_IS, gpt2 ? "transformer.wte.weight" : "model.embed_tokens.weight", 0);
+            if (t->kind == P_WPE) hf_add(out, &n, t, i, 0, t->rows, HF_AS_IS, "transformer.wpe.weight", 0);
+            if (t->kind == P_LNFW) hf_add(out, &n, t, i, 0, t->rows, HF_AS_IS, gpt2 ? "transformer.ln_f.weight" : "model.norm.weight", 0);
+            if (t->kind == P_LNFB) hf_add(out, &n, t, i, 0, t->rows, HF_AS_IS, "transformer.ln_f.bias", 0);
+            if (t->kind == P_HEAD) hf_add(out, &n, t, i, 0, c->vocab, HF_AS_IS, "lm_head.weight", 0);
+            continue;
+        }
+        if (gpt2) {
+            static const char* names[N_LAYER_KINDS] = {
+                "transformer.h.%d.ln_1.weight", "transformer.h.%d.ln_1.bias", "transformer.h.%d.attn.c_attn.weight",
+                "transformer.h.%d.attn.c_attn.bias", "transformer.h.%d.attn.c_proj.weight", "transformer.h.%d.attn.c_proj.bias",
+                "transformer.h.%d.ln_2.weight", "transformer.h.%d.ln_2.bias", "transformer.h.%d.mlp.c_fc.weight",
+                "transformer.h.%d.mlp.c_fc.bias", "transformer.h.%d.mlp.c_proj.weight", "transformer.h.%d.mlp.c_proj.bias"};
+            hf_add(out, &n, t, i, 0, t->rows, t->cols > 1 ? HF_TRANSPOSE : HF_AS_IS, names[t->kind], l);
+        } else if (t->kind == P_QKVW) {
+            hf_add(out, &n, t, i, 0, C, HF_ROPE_ROWS, "model.layers.%d.self_attn.q_proj.weight", l);
+            hf_add(out, &n, t, i, C, K, HF_ROPE_ROWS, "model.layers.%d.self_attn.k_proj.weight", l);
+            hf_add(out, &n, t, i, C + K, K, HF_AS_IS, "model.layers.%d.self_attn.v_proj.weight", l);
+        } else if (t->kind == P_FCW) {
+            hf_add(out, &n, t, i, 0, F, HF_AS_IS, "model.layers.%d.mlp.gate_proj.weight", l);
+            hf_add(out, &n, t, i, F, F, HF_AS_IS, "model.layers.%d.mlp.up_proj.weight", l);
+        } else {
+            const char* name = t->kind == P_LN1W ? "model.layers.%d.input_layernorm.weight"
+                             : t->kind == P_LN2W ? "model.layers.%d.post_attention_layernorm.weight"
+                             : t->kind == P_ATTPROJW ? "model.layers.%d.self_attn.o_proj.weight" : "model.layers.%d.mlp.down_proj.weight";
+            hf_add(out, &n, t, i, 0, t->rows, HF_AS_IS, name, l);
+        }
+    }
+    return n;
+}
+
+// The safetensors JSON header, padded with spaces to a multiple of 8 bytes (the data then
+// starts aligned); fills each tensor's offset.
+static void hf_header(HfTensor* ts, int n, Bytes* json) {
+    size_t offset = 0;
+    char entry[256];
+    bytes_append(json, "{", 1);
+    for (int i = 0; i < n; i++) {
+        HfTensor* h = &ts[i];
+        size_t bytes = sizeof(float) * (size_t)h->rows * h->cols;
+        int transposed = h->how == HF_TRANSPOSE, vector = h->cols == 1;
+        int d0 = transposed ? h->cols : h->rows, d1 = transposed ? h->rows : h->cols;
+        int len = vector ? snprintf(entry, sizeof(entry), "\"%s\":{\"dtype\":\"F32\",\"shape\":[%d],\"data_offsets\":[%zu,%zu]},",
+                                    h->name, h->rows, offset, offset + bytes)
+                         : snprintf(entry, sizeof(entry), "\"%s\":{\"dtype\":\"F32\",\"shape\":[%d,%d],\"data_offsets\":[%zu,%zu]},",
+                                    h->name, d0, d1, offset, offset + bytes);
+        bytes_append(json, entry, (size_t)len);
+        h->offset = offset;
+        offset += bytes;
+    }
+    const char* meta = "\"__metadata__\":{\"format\":\"pt\"}}";
+    bytes_append(json, meta, strlen(meta));
+    while (json->n % 8) bytes_append(json, " ", 1);
+}
+
+// One export tensor out of its full tensor `src` (rows x cols, ours), into out.
+static void hf_transform(const HfTensor* h, const float* src, int hd, float* out) {
+    size_t cols = h->cols;
+    const float* s = src + (size_t)h->row0 * cols;
+    for (int r = 0; r < h->rows; r++) {
+        int from = r;  // HF_ROPE_ROWS: row j of a head is our 2j, row j + hd/2 our 2j+1
+        if (h->how == HF_ROPE_ROWS) {
+            int head = r / hd, j = r % hd;
+            from = head * hd + (j < hd / 2 ? 2 * j : 2 * (j - hd / 2) + 1);
+        }
+        for (size_t k = 0; k < cols; k++) {
+            if (h->how == HF_TRANSPOSE) out[k * h->rows + r] = s[(size_t)r * cols + k];
+            else out[(size_t)r * cols + k] = s[(size_t)from * cols + k];
+        }
+    }
+}
+
+static void hf_write_text(const char* dir, const char* file, const char* text) {
+    char path[PATH_CAP];
+    AtomicFile f;
+    atomic_open(&f, path_format(path, "--export-hf", "%s/%s", dir, file), "--export-hf");
+    atomic_write(&f, text, strlen(text));
+    atomic_commit(&f);
+}
+
+// config.json: the shape in transformers' names; eot (the tokenizer's end-of-text) is
+// GPT-2's bos and eos. Dropout 0: the export is for evaluation and generation.
+static void hf_write_config(const char* dir, const ModelConfig* c, int eot) {
+    char* cfg;
+    if (c->arch == ARCH_GPT2)
+        cfg = xstrprintf("{\n  \"architectures\": [\"GPT2LMHeadModel\"],\n  \"model_type\": \"gpt2\",\n  \"vocab_size\": %d,\n"
+                         "  \"n_positions\": %d,\n  \"n_embd\": %d,\n  \"n_layer\": %d,\n  \"n_head\": %d,\n  \"n_inner\": %d,\n"
+                         "  \"activation_function\": \"gelu_new\",\n  \"layer_norm_epsilon\": 1e-05,\n"
+                         "  \"resid_pdrop\": 0.0,\n  \"embd_pdrop\": 0.0,\n  \"attn_pdrop\": 0.0,\n"
+                         "  \"bos_token_id\": %d,\n  \"eos_token_id\": %d,\n  \"tie_word_embeddings\": true,\n"
+                         "  \"torch_dtype\": \"float32\"\n}\n",
+                         c->vocab, c->seq_len, c->d_model, c->n_layer, c->n_head, c->d_ff, eot, eot);
+    else
+        cfg = xstrprintf("{\n  \"architectures\": [\"LlamaForCausalLM\"],\n  \"model_type\": \"llama\",\n  \"vocab_size\": %d,\n"
+                         "  \"hidden_size\": %d,\n  \"intermediate_size\": %d,\n  \"num_hidden_layers\": %d,\n"
+                         "  \"num_attention_heads\": %d,\n  \"num_key_value_heads\": %d,\n  \"head_dim\": %d,\n"
+                         "  \"max_position_embeddings\": %d,\n  \"hidden_act\": \"silu\",\n  \"rms_norm_eps\": 1e-05,\n"
+                         "  \"rope_theta\": 10000.0,\n  \"rope_scaling\": null,\n  \"attention_bias\": false,\n"
+                         "  \"mlp_bias\": false,\n  \"bos_token_id\": %d,\n  \"eos_token_id\": %d,\n"
+                         "  \"tie_word_embeddings\": false,\n  \"torch_dtype\": \"float32\"\n}\n",
+                         c->vocab, c->d_model, c->d_ff, c->n_layer, c->n_head, c->n_kv_head, c->d_model / c->n_head,
+                         c->seq_len, eot, eot);
+    hf_write_text(dir, "config.json", cfg);
+    free(cfg);
+    cfg = xstrprintf("{\n  \"bos_token_id\": %d,\n  \"eos_token_id\": %d\n}\n", eot, eot);
+    hf_write_text(dir, "generation_config.json", cfg);
+    free(cfg);
+}
+
+// At start-up (rank 0, outputs_check): create DIR and check that each file can be written.
+static void hf_export_prepare(const char* dir) {
+    static const char* files[] = {"model.safetensors", "config.json", "generation_config.json"};
+    char path[PATH_CAP];
+    struct stat st;
+    if (mkdir(dir, 0755) && errno != EEXIST) fail("--export-hf %s: cannot create: %s", dir, strerror(errno));
+    if (stat(dir, &st) || !S_ISDIR(st.st_mode)) fail("--export-hf %s exists and is not a directory", dir);
+    for (int i = 0; i < 3; i++) output_check(path_format(path, "--export-hf", "%s/%s", dir, files[i]), "--export-hf", 1);
+}
+
+// --export-hf DIR at the end of the run: every rank takes part in the gathers, rank 0 writes.
+static void hf_export(const char* dir, const Layout* L, const ParamLayout* P, const ModelConfig* c, const float* params, int eot) {
+    ParamLayout* full = (ParamLayout*)xmalloc(sizeof(ParamLayout));
+    param_layout_build(full, c, 1, 0, 1, 1, 0, 1);
+    HfTensor* ts = (HfTensor*)xcalloc(3 * (size_t)full->n, sizeof(HfTensor));
+    int n = hf_tensors(c, full, ts), hd = c->d_model / c->n_head;
+    Bytes json = {NULL, 0, 0};
+    hf_header(ts, n, &json);
+    size_t max_t = 0;
+    for (int i = 0; i < full->n; i++) if (full->t[i].size > max_t) max_t = full->t[i].size;
+    float* buf = (float*)xmalloc(sizeof(float) * max_t);
+    float* out = (float*)xmalloc(sizeof(float) * max_t);
+    AtomicFile f;
+    char path[PATH_CAP], why[512];
+    if (L->rank == 0) {
+        uint64_t len = json.n;  // written as the host holds it: little-endian (checked above)
+        atomic_open(&f, path_format(path, "--export-hf", "%s/model.safetensors", dir), "--export-hf");
+        atomic_write(&f, &len, sizeof(len));
+        atomic_write(&f, json.bytes, json.n);
+    }
+    for (int i = 0, k = 0; i < full->n; i++) {
+        const Tensor* ft = &full->t[i];
+        gather_full_tensor(L, P, ft, params, buf);
+        if (L->rank != 0) continue;
+        if (state_values_check(buf, ft->size, 0, ft->name, why, sizeof(why))) {
+            atomic_abandon(&f);
+            fail("--export-hf %s: not written: %s", dir, why);
+        }
+        for (; k < n && ts[k].src == i; k++) {
+            hf_transform(&ts[k], buf, hd, out);
+            atomic_write(&f, out, sizeof(float) * (size_t)ts[k].rows * ts[k].cols);
+        }
+    }
+    if (L->rank == 0) {
+        atomic_commit(&f);
+        hf_write_config(dir, c, eot);
+        char shown[4 * PATH_CAP];
+        printf("exported a Hugging Face %s model to %s (model.safetensors, config.json)\n",
+               c->arch == ARCH_GPT2 ? "GPT2LMHeadModel" : "LlamaForCausalLM", printable(dir, shown, sizeof(shown)));
+    }
+    free(json.bytes); free(buf); free(out); free(ts); free(full);
+}
+
+#endif

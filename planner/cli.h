@@ -1,0 +1,261 @@
+// planner/cli.h: the command line, ./train --plan [flags]: usage, flags, the printed table,
+// the profile lines and the CSV of every layout, and plan_main.
+#ifndef PLANNER_CLI_H
+#define PLANNER_CLI_H
+
+#include "planner/runs.h"
+
+static void plan_usage(void) {
+    printf("usage: train --plan [flags]              rank every layout and kernel choice\n"
+           "       train --plan --runs FILE.csv [flags]  predict the runs of a file (see dev/PLANNER.md)\n"
+           "  --model NAME            preset (default llama-13b); shape: --n-layer --n-head --n-kv-head --d-model --d-ff --vocab --seq-len\n"
+           "                          (with --runs the shape flags override every row's preset)\n"
+           "  --gpus N                GPUs in all (default 8)       --gpus-per-node N (default: the device's)\n"
+           "  --device NAME           %s (default a100-80gb)\n"
+           "  --device-file FILE      'key = value' profile (optional first key 'base = NAME')\n"
+           "  --device-set KEY=VALUE  override one profile key (repeatable); --peak-tflops X\n"
+           "  --global-batch-tokens N or --global-batch N (sequences; default 4194304 tokens)\n"
+           "  --attention torch|fused_softmax|flash1|flash2, --rms-kernel on|off   evaluate only these kernels\n"
+           "  --software trainer|scaling   what runs the layout: this trainer (default), or the Aleph Alpha Scaling\n"
+           "                          codebase of the layouts study (its rank order, pipeline cut, loss and DP reduction)\n"
+           "  --tp --pp --dp --vpp --micro-batch N, --recompute none|selective|full, --sp 0|1, --zero 0..3,\n"
+           "  --schedule 1f1b|interleaved|zb-h1|zb-v,\n"
+           "  --cp N (ranks per sequence: 1 = no context parallelism; powers of two), --cp-kind ring|ulysses|2d,\n"
+           "  --cp-ulysses U (the all-to-all degree inside cp; 2d: the ring is cp / U)   evaluate only these layouts\n"
+           "  --top N                 rows to print (default 20)    --plan-csv FILE  all layouts (or the runs), every column\n", PROFILE_NAMES);
+}
+
+
+typedef struct {
+    const char* model;
+    int shape[PLAN_SHAPE_FLAGS];  // n_layer n_head n_kv_head d_model d_ff vocab seq_len; -1 = the preset's
+    int gpus, gpus_per_node, top;
+    long global_batch, global_tokens;
+    DeviceProfile dev;
+    PlanSetup setup;              // the software's rank order, pipeline cut, loss, DP reduction (kernels come from the filter or the row)
+    PlanFilter filter;
+    const char *csv, *runs;
+} PlanArgs;
+
+static int plan_int(const char* v, const char* flag, int hi) {
+    long x = parse_long(v, flag);
+    if (x < 0 || x > hi) fail("%s: %ld is out of range (0 .. %d)", flag, x, hi);
+    return (int)x;
+}
+
+static void plan_parse_args(int argc, char** argv, PlanArgs* a) {
+    memset(a, 0, sizeof(*a));
+    a->model = "llama-13b";
+    for (int k = 0; k < PLAN_SHAPE_FLAGS; k++) a->shape[k] = -1;
+    a->gpus = 8, a->gpus_per_node = -1, a->top = 20;
+    a->setup = plan_setup_default();
+    a->filter = plan_filter_any();
+    PlanFilter* f = &a->filter;
+    double peak_tflops = 0;
+    const char *device = "a100-80gb", *device_file = NULL;
+    const char* sets[64];
+    int n_sets = 0;
+    for (int i = 1; i < argc; i++) {
+        const char* flag = argv[i];
+        if (!strcmp(flag, "--plan")) continue;
+        if (!strcmp(flag, "--help") || !strcmp(flag, "-h")) { plan_usage(); exit(0); }
+        if (strncmp(flag, "--", 2)) fail("--plan: unexpected argument '%s' (flags start with --; see --plan --help)", flag);
+        if (i + 1 >= argc) fail("--plan: flag %s needs a value", flag);
+        const char* v = argv[++i];
+        int shape_k = -1;
+        for (int k = 0; k < PLAN_SHAPE_FLAGS; k++) if (!strcmp(flag, SHAPE_FLAG[k])) shape_k = k;
+        if (shape_k >= 0) {
+            long x = parse_long(v, flag);
+            if (x < SHAPE_MIN[shape_k] || x > SHAPE_MAX[shape_k])
+                fail("%s must be between %d and %d (the trainer's limits), got %ld", flag, SHAPE_MIN[shape_k], SHAPE_MAX[shape_k], x);
+            a->shape[shape_k] = (int)x;
+        } else if (!strcmp(flag, "--model")) { if (!find_preset(v)) fail("--model: unknown preset '%s'", v); a->model = v; }
+        else if (!strcmp(flag, "--gpus")) a->gpus = plan_int(v, flag, 1 << 20);
+        else if (!strcmp(flag, "--gpus-per-node")) a->gpus_per_node = plan_int(v, flag, 1 << 20);
+        else if (!strcmp(flag, "--device")) device = v;
+        else if (!strcmp(flag, "--device-file")) device_file = v;
+        else if (!strcmp(flag, "--device-set")) { if (n_sets == 64) fail("--device-set: at most 64"); sets[n_sets++] = v; }
+        else if (!strcmp(flag, "--peak-tflops")) peak_tflops = parse_double(v, flag);
+        else if (!strcmp(flag, "--global-batch-tokens")) a->global_tokens = parse_long(v, flag);
+        else if (!strcmp(flag, "--global-batch")) a->global_batch = parse_long(v, flag);
+        else if (!strcmp(flag, "--top")) a->top = plan_int(v, flag, 1 << 30);
+        else if (!strcmp(flag, "--plan-csv")) a->csv = v;
+        else if (!strcmp(flag, "--runs")) a->runs = v;
+        else if (!strcmp(flag, "--tp")) f->tp = plan_int(v, flag, 1 << 20);
+        else if (!strcmp(flag, "--pp")) f->pp = plan_int(v, flag, 1 << 20);
+        else if (!strcmp(flag, "--dp")) f->dp = plan_int(v, flag, 1 << 20);
+        else if (!strcmp(flag, "--vpp")) f->vpp = plan_int(v, flag, 1 << 20);
+        else if (!strcmp(flag, "--micro-batch")) f->micro_batch = plan_int(v, flag, 1 << 20);
+        else if (!strcmp(flag, "--sp")) f->sp = plan_int(v, flag, 1);
+        else if (!strcmp(flag, "--zero")) f->zero = plan_int(v, flag, 3);
+        else if (!strcmp(flag, "--attention")) {
+            if ((f->attention = attn_from_name(v)) < 0) fail("--attention: expected torch, fused_softmax, flash1 or flash2, got '%s'", v);
+        } else if (!strcmp(flag, "--rms-kernel")) {
+            if (!strcmp(v, "on") || !strcmp(v, "1")) f->rms_kernel = 1;
+            else if (!strcmp(v, "off") || !strcmp(v, "0")) f->rms_kernel = 0;
+            else fail("--rms-kernel: expected on or off, got '%s'", v);
+        } else if (!strcmp(flag, "--software")) {
+            if (!strcmp(v, "trainer")) a->setup = plan_setup_for(SOFTWARE_TRAINER);
+            else if (!strcmp(v, "scaling")) a->setup = plan_setup_for(SOFTWARE_SCALING);
+            else fail("--software: expected trainer or scaling, got '%s'", v);
+        } else if (!strcmp(flag, "--recompute")) {
+            if (!strcmp(v, "none")) f->recompute = RECOMPUTE_NONE;
+            else if (!strcmp(v, "selective")) f->recompute = RECOMPUTE_SELECTIVE;
+            else if (!strcmp(v, "full")) f->recompute = RECOMPUTE_FULL;
+            else fail("--recompute: expected none, selective or full, got '%s'", v);
+        } else if (!strcmp(flag, "--schedule")) {  // the schedules the search tries (plan_schedule_tried)
+            f->schedule = schedule_from_name(v);
+            if (f->schedule < 0 || f->schedule == SCHED_GPIPE) fail("--schedule: expected 1f1b, interleaved, zb-h1 or zb-v, got '%s'", v);
+        } else if (!strcmp(flag, "--cp")) f->cp = plan_int(v, flag, 1 << 20);
+        else if (!strcmp(flag, "--cp-ulysses")) f->cp_ulysses = plan_int(v, flag, 1 << 20);
+        else if (!strcmp(flag, "--cp-kind")) {
+            if (!strcmp(v, "ring")) f->cp_kind = CPK_RING;
+            else if (!strcmp(v, "ulysses")) f->cp_kind = CPK_ULYSSES;
+            else if (!strcmp(v, "2d")) f->cp_kind = CPK_2D;
+            else fail("--cp-kind: expected ring, ulysses or 2d, got '%s'", v);
+        } else fail("--plan: unknown flag '%s' (see --plan --help)", flag);
+    }
+    if ((f->cp >= 0 && (f->cp < 1 || (f->cp & (f->cp - 1)))) || (f->cp_ulysses >= 0 && (f->cp_ulysses < 1 || (f->cp_ulysses & (f->cp_ulysses - 1)))))
+        fail("--cp and --cp-ulysses must be powers of two (1, 2, 4, ...)");
+    if (f->cp > 0 && f->cp_ulysses > f->cp) fail("--cp-ulysses %d does not divide --cp %d", f->cp_ulysses, f->cp);
+    if (a->gpus < 1) fail("--gpus must be >= 1, got %d", a->gpus);
+    if (a->top < 1) fail("--top must be >= 1, got %d", a->top);
+    if ((f->tp == 0) || f->pp == 0 || f->dp == 0 || f->vpp == 0 || f->micro_batch == 0)
+        fail("--tp, --pp, --dp, --vpp and --micro-batch must be >= 1");
+
+    DeviceProfile* d = &a->dev;
+    char err[512];
+    if (device_file) { if (profile_parse_file(device_file, d, err, sizeof(err))) fail("--device-file: %s", err); }
+    else if (profile_builtin(device, d)) fail("--device: unknown device '%s' (known: %s)", device, PROFILE_NAMES);
+    for (int k = 0; k < n_sets; k++) {
+        char key[64];
+        const char* eq = strchr(sets[k], '=');
+        if (!eq || eq == sets[k] || (size_t)(eq - sets[k]) >= sizeof(key)) fail("--device-set: expected KEY=VALUE, got '%s'", sets[k]);
+        memcpy(key, sets[k], eq - sets[k]);
+        key[eq - sets[k]] = 0;
+        if (profile_set(d, key, eq + 1, err, sizeof(err))) fail("--device-set: %s", err);
+    }
+    if (peak_tflops != 0) {
+        if (!(peak_tflops > 0)) fail("--peak-tflops must be positive, got %g", peak_tflops);
+        d->peak_flops = peak_tflops * 1e12;
+    }
+    if (a->gpus_per_node == -1) a->gpus_per_node = d->gpus_per_node > 0 ? d->gpus_per_node : a->gpus;
+    if (a->gpus_per_node < 1) fail("--gpus-per-node must be >= 1, got %d", a->gpus_per_node);
+    if (a->global_batch && a->global_tokens) fail("give --global-batch or --global-batch-tokens, not both");
+    if (a->global_batch < 0 || a->global_tokens < 0) fail("the global batch must be positive");
+}
+
+// ----------------------------------------------------------------------------
+// Output
+
+static void plan_print_table(const PlanResult* r, int n, int top) {
+    printf("%4s %4s %3s %3s %-8s %3s %3s %3s %-11s %-9s %2s %4s %-13s %3s %7s %4s %8s %10s %6s %7s %7s %6s\n", "rank", "dp", "tp", "cp",
+           "cp kind", "pp", "vpp", "mb", "schedule", "recompute", "sp", "zero", "attention", "rms", "mem GiB", "fits", "step s", "tok/s/GPU",
+           "MFU%", "bubble%", "formula", "cp%");
+    for (int i = 0; i < n && i < top; i++) {
+        const PlanResult* p = &r[i];
+        char kind[16];
+        printf("%4d %4d %3d %3d %-8s %3d %3d %3d %-11s %-9s %2d %4d %-13s %3d %7.1f %4s %8.3f %10.0f %6.1f %7.2f %7.2f %6.1f\n", i + 1, p->dp,
+               p->tp, p->cp, cp_kind_str(p, kind, sizeof(kind)), p->pp, p->vpp, p->micro_batch, schedule_name(p->schedule),
+               recompute_name(p->recompute), p->sp, p->zero, ATTN_NAMES[p->setup.attention], p->setup.rms_kernel, p->mem_total / GiB,
+               p->fits ? "yes" : "no", p->t_step, p->tokens_per_s_per_gpu, 100 * p->mfu, 100 * p->bubble, 100 * p->bubble_formula,
+               p->timed ? 100 * p->t_cp_exposed / p->t_step : 0);
+    }
+}
+
+// Write every layout to the CSV (opened before the search, so a bad path fails at once)
+// and put it in place.
+static void plan_write_csv(AtomicFile* out, const ModelConfig* c, const DeviceProfile* d, const PlanResult* r, int n) {
+    FILE* f = out->f;
+    fprintf(f, "dp,tp,pp,cp,cp_ulysses,cp_kind,cp_off_node,vpp,micro_batch,n_micro,schedule,recompute,sp,zero,attention,rms_kernel,"
+               "in_flight,w_pending,worst_stage,mem_weights_gib,mem_grads_gib,mem_optim_gib,mem_act_gib,mem_w_inputs_gib,mem_temp_gib,"
+               "mem_overhead_gib,mem_total_gib,fits,t_layer_fwd_s,t_layer_bwd_s,t_layer_w_s,t_tp_comm_s,t_cp_comm_s,t_cp_exposed_s,cp_gib,"
+               "t_p2p_s,t_pipeline_s,t_dp_comm_s,t_dp_exposed_s,t_optim_s,t_step_s,bubble,bubble_formula,tokens_per_s_per_gpu,"
+               "model_tflops_per_gpu,mfu,hfu,mfu_study\n");
+    for (int i = 0; i < n; i++) {
+        const PlanResult* p = &r[i];
+        fprintf(f, "%d,%d,%d,%d,%d,%s,%d,%d,%d,%d,%s,%s,%d,%d,%s,%d,%d,%d,%d,%.4f,%.4f,%.4f,%.4f,%.4f,%.4f,%.4f,%.4f,%d,", p->dp, p->tp,
+                p->pp, p->cp, p->cp_ulysses, CPK_NAMES[cp_kind_of(p->cp, p->cp_ulysses)], p->cp_off_node, p->vpp,
+                p->micro_batch, p->n_micro, schedule_name(p->schedule), recompute_name(p->recompute), p->sp, p->zero,
+                ATTN_NAMES[p->setup.attention], p->setup.rms_kernel, p->in_flight, p->w_pending, p->worst_stage, p->mem_weights / GiB,
+                p->mem_grads / GiB, p->mem_optim / GiB, p->mem_act / GiB, p->mem_w_inputs / GiB, p->mem_temp / GiB, p->mem_overhead / GiB,
+                p->mem_total / GiB, p->fits);
+        if (!p->timed) { fprintf(f, ",,,,,,,,,,,,,,,,,,,\n"); continue; }  // does not fit: not simulated
+        fprintf(f, "%.6g,%.6g,%.6g,%.6g,%.6g,%.6g,%.4f,%.6g,%.6g,%.6g,%.6g,%.6g,%.6g,%.5f,%.5f,%.2f,%.3f,%.5f,%.5f,%.5f\n", p->t_layer_fwd,
+                p->t_layer_bwd, p->t_layer_w, p->t_tp_comm, p->t_cp_comm, p->t_cp_exposed, p->cp_bytes / GiB, p->t_p2p, p->t_pipeline,
+                p->t_dp_comm, p->t_dp_exposed, p->t_optim, p->t_step, p->bubble, p->bubble_formula, p->tokens_per_s_per_gpu,
+                p->model_tflops_per_gpu, p->mfu, p->hfu, study_mfu(c, p, d));
+    }
+    atomic_commit(out);
+}
+
+static void plan_print_profile(const DeviceProfile* d, const PlanSetup* k, int gpus_per_node) {
+    printf("device %s: %.4g TFLOP/s peak, matmul eff %.2f (+%.0f us), attention eff flash2 %.2f flash1 %.2f bmm %.2f, "
+           "%.0f GiB (reserve %.1f + %.0f%% of activations), HBM %.0f GB/s x %.2f\n", d->name, d->peak_flops / 1e12, d->matmul_eff,
+           d->matmul_latency * 1e6, d->attn_eff_flash2, d->attn_eff_flash1, d->bmm_eff, d->mem_bytes / GiB, d->mem_overhead / GiB,
+           100 * d->mem_frag, d->hbm_bw / 1e9, d->hbm_eff);
+    printf("links: %d GPUs/node, intra %.0f GB/s/GPU, %d NICs x %.1f GB/s per node, link eff %.2f, DP overlap %.2f; "
+           "%s weights, %d-byte grads\n", gpus_per_node, d->intra_bw / 1e9, d->nics_per_node, d->nic_bw / 1e9, d->link_eff,
+           k->dp_after_backward ? 0.0 : d->dp_overlap, d->dtype_bytes == 2 ? "bf16" : "fp32", d->grad_bytes);
+    printf("software: rank order %s, pipeline cut by %s, %s loss, gradients reduced %s, %s\n",
+           k->rank_order == ORDER_TP_PP_DP ? "tp-cp-pp-dp" : "tp-dp-pp", k->pipe_split == SPLIT_LAYERS ? "layers" : "parameters",
+           k->loss_gathered ? "gathered-vocabulary" : "vocabulary-parallel", k->dp_after_backward ? "after the backward" : "during the backward",
+           k->context_parallel ? "context parallelism ring | ulysses | 2d" : "no context parallelism");
+}
+
+static int plan_main(int argc, char** argv) {
+    PlanArgs a;
+    plan_parse_args(argc, argv, &a);
+    if (a.runs) { plan_runs(a.runs, a.csv, a.shape, &a.setup, &a.dev); return 0; }
+    ModelConfig c;
+    char err[512];
+    if (plan_model(a.model, a.shape, 0, &c, err, sizeof(err))) fail("%s", err);
+    long global_batch = a.global_batch;
+    if (!global_batch) {
+        long tokens = a.global_tokens ? a.global_tokens : 4194304;
+        if (tokens % c.seq_len) fail("--global-batch-tokens %ld is not a multiple of the sequence length %d", tokens, c.seq_len);
+        global_batch = tokens / c.seq_len;
+    }
+    if (global_batch > (1L << 30)) fail("the global batch is too large");
+    AtomicFile csv;
+    if (a.csv) output_check(a.csv, "--plan-csv", 1), atomic_open(&csv, a.csv, "--plan-csv");
+
+    char b1[32], b2[32];
+    printf("plan: %s (%s, L=%d h=%d heads=%d/%d d_ff=%d vocab=%d), seq %d, %s params, %.4g GFLOP/token (PaLM)\n", a.model,
+           arch_name(c.arch), c.n_layer, c.d_model, c.n_head, c.n_kv_head, c.d_ff, c.vocab, c.seq_len,
+           fmt_count(config_num_params(&c), b1), config_flops_per_token(&c, c.seq_len) / 1e9);
+    printf("%d GPUs, global batch %ld sequences = %s tokens\n", a.gpus, global_batch, fmt_count((double)global_batch * c.seq_len, b2));
+    plan_print_profile(&a.dev, &a.setup, a.gpus_per_node);
+
+    PlanResult* res;
+    int n = plan_enumerate(&c, a.gpus, (int)global_batch, a.gpus_per_node, &a.dev, &a.setup, &a.filter, &res);
+    if (n == 0)
+        fail("no valid layout: check --gpus, the global batch and the restrictions (tp must divide the heads, dp*mb the batch, "
+             "tp*U the KV heads; 2D needs cp >= 4; --software scaling has no cp)");
+    plan_sort(res, n);
+    int n_fit = 0;
+    for (int i = 0; i < n; i++) n_fit += res[i].fits;
+    printf("%d layouts evaluated, %d fit in memory%s\n\n", n, n_fit, n_fit ? "" : " (showing the non-fitting ones)");
+    plan_print_table(res, n_fit ? n_fit : n, a.top);
+    if (n_fit < n) printf("(%d layouts that do not fit are not shown%s)\n", n - n_fit, a.csv ? "; they are in the CSV" : "; see --plan-csv");
+    PlanFilter any = plan_filter_any();
+    int best = plan_best(res, n, &any);
+    if (best >= 0) {
+        const PlanResult* p = &res[best];
+        // as ./train flags (ZeRO-3 is modelled here but the trainer implements stages 0-2)
+        int kind = cp_kind_of(p->cp, p->cp_ulysses);
+        char cp_flags[64] = "";
+        if (kind == CPK_2D) snprintf(cp_flags, sizeof(cp_flags), " --cp %d --cp-kind 2d --cp-ulysses %d", p->cp, p->cp_ulysses);
+        else if (kind != CPK_NONE) snprintf(cp_flags, sizeof(cp_flags), " --cp %d --cp-kind %s", p->cp, CPK_NAMES[kind]);
+        printf("best: --dp %d --tp %d%s --pp %d --vpp %d --micro-batch %d --recompute %s%s --zero %d --schedule %s, %s attention, "
+               "rms kernel %s  (%.1f%% MFU, %.1f%% HFU, %.4g TFLOP/s/GPU, %.1f GiB)%s\n", p->dp, p->tp, cp_flags, p->pp, p->vpp,
+               p->micro_batch, recompute_name(p->recompute), p->sp ? " --sp" : "", p->zero, schedule_name(p->schedule),
+               ATTN_NAMES[p->setup.attention], p->setup.rms_kernel ? "on" : "off", 100 * p->mfu, 100 * p->hfu, p->model_tflops_per_gpu,
+               p->mem_total / GiB, p->zero == 3 ? " [ZeRO-3: planner only]" : "");
+    }
+    if (a.csv) { plan_write_csv(&csv, &c, &a.dev, res, n); printf("wrote %d layouts to %s\n", n, a.csv); }
+    free(res);
+    return 0;
+}
+
+#endif

@@ -1,0 +1,260 @@
+// planner/device.h: device profiles. What one GPU (or the CPU) of a cluster can do: peak
+// FLOP/s and the fractions of it kernels reach, memory and its bandwidth, the links inside
+// and across nodes. Built-in profiles (a100-80gb, h100-sxm, h200-sxm, cpu), the keys of a
+// device file and of --device-set, and the device-file reader.
+#ifndef PLANNER_DEVICE_H
+#define PLANNER_DEVICE_H
+
+#include "runtime/files.h"
+
+typedef struct {
+    char name[32];
+    // compute
+    double peak_flops;       // dense FLOP/s in the training dtype (bf16 tensor cores on GPUs)
+    double matmul_eff;       // fraction of peak a large matmul reaches (cuBLAS on big GEMMs)
+    int sms;                 // streaming multiprocessors a matmul's tiles are spread over (0: none)
+    double matmul_latency;   // s, fixed cost per matmul (launch, last partial wave): a matmul of F
+                             // FLOPs runs at eff(F) = matmul_eff * F / (F + F_half), F_half = peak*matmul_eff*latency
+    double attn_eff_flash2;  // fraction of peak of FlashAttention-2 forward + backward (causal FLOPs)
+    double attn_eff_flash1;  // the same for FlashAttention 1
+    double bmm_eff;          // fraction of peak of the batched Q K^T and P V matmuls of unfused attention
+    // memory
+    double mem_bytes;        // device memory
+    double mem_overhead;     // bytes never available: CUDA context, cuBLAS workspace, NCCL buffers
+    double mem_frag;         // fraction of activations and temporaries lost to allocator fragmentation
+    double hbm_bw;           // bytes/s, peak memory bandwidth
+    double hbm_eff;          // fraction of hbm_bw elementwise kernels reach
+    double op_latency;       // s per elementwise kernel (launch + tail)
+    // links
+    double intra_bw;         // bytes/s per GPU, one direction, inside a node (NVLink; shared memory on CPU)
+    double intra_latency;    // s per step of a collective inside a node
+    double nic_bw;           // bytes/s per NIC, one direction (InfiniBand HCA)
+    double inter_latency;    // s per step of a collective across nodes
+    double link_eff;         // fraction of link bandwidth collectives reach (NCCL bus bandwidth / link)
+    double dp_overlap;       // fraction of one micro-batch's backward (forward) under which the DP
+                             // gradient reduce (parameter all-gather) hides
+    double comm_interference;  // slowdown of compute per second of communication it overlaps
+    int nics_per_node;       // NICs in a node, shared by its GPUs
+    int gpus_per_node;       // default for --gpus-per-node (0: all GPUs in one node)
+    // software
+    int dtype_bytes;         // 2: bf16 mixed precision with fp32 master weights; 4: fp32 throughout
+    int grad_bytes;          // bytes of an accumulated gradient (2: bf16, 4: fp32)
+    // ranks that time-share cores (the CPU build): 0 for devices of their own, else the
+    // number of cores all ranks share; a rank runs at peak_flops when it has a core to itself
+    int shared_cores;
+} DeviceProfile;
+
+#define GiB (1024.0 * 1024.0 * 1024.0)
+
+// Built-in profiles. A100 node (DGX A100 / HGX A100 style): 8 GPUs, NVLink3 600 GB/s
+// bidirectional = 300 GB/s each way per GPU, and we ASSUME 8 HDR InfiniBand HCAs of
+// 200 Gb/s per node (one per GPU); H100/H200: NVLink4 900 GB/s bidirectional, 8 NDR
+// 400 Gb/s HCAs per node. Efficiencies marked "fit" were fitted once to the 334 runs of
+// Hagemann et al. 2023 (dev/PLANNER.md, scripts/validate_planner.py); the others are
+// datasheet values or published kernel figures. The H100/H200 profiles keep the A100's
+// fitted efficiencies except where a published figure says otherwise.
+static void profile_a100(DeviceProfile* d) {
+    memset(d, 0, sizeof(*d));
+    snprintf(d->name, sizeof(d->name), "a100-80gb");
+    d->peak_flops = 312e12;       // dense bf16
+    d->matmul_eff = 0.69;         // fit (large bf16 GEMMs: 215 TFLOP/s in full waves)
+    d->matmul_latency = 8e-6;
+    d->sms = 108;
+    d->attn_eff_flash2 = 0.50;    // FlashAttention-2 fwd+bwd, causal, head dim 128, 2k-8k tokens (Dao 2023: ~150-175 TFLOP/s)
+    d->attn_eff_flash1 = 0.26;    // fit (FlashAttention 1.0.8, head dim 128)
+    d->bmm_eff = 0.34;            // fit (the batched K=128 score matmuls of unfused attention)
+    d->mem_bytes = 80 * GiB;
+    d->mem_overhead = 1 * GiB;    // CUDA context ~0.5, cuBLAS workspaces
+    d->mem_frag = 0.30;           // fit: allocator fragmentation, communication and pipeline buffers
+    d->hbm_bw = 2.039e12;
+    d->hbm_eff = 0.49;            // fit: also covers the passes the byte table misses (layout copies, casts)
+    d->op_latency = 4e-6;
+    d->intra_bw = 300e9;
+    d->intra_latency = 5e-6;
+    d->nic_bw = 200e9 / 8;        // HDR 200 Gb/s
+    d->inter_latency = 10e-6;
+    d->link_eff = 0.58;           // fit: NCCL bus bandwidth over the link, stalls of unoverlapped collectives included
+    d->dp_overlap = 0.5;
+    d->comm_interference = 0.2;
+    d->nics_per_node = 8;
+    d->gpus_per_node = 8;
+    d->dtype_bytes = 2;
+    d->grad_bytes = 2;            // bf16 gradients: 13B with tp=pp=1 only fits with these (as in the study)
+}
+
+static void profile_h100(DeviceProfile* d) {
+    profile_a100(d);
+    snprintf(d->name, sizeof(d->name), "h100-sxm");
+    d->peak_flops = 989e12;       // dense bf16 (SXM5)
+    d->matmul_eff = 0.70;         // large GEMMs reach ~700 TFLOP/s
+    d->sms = 132;
+    d->attn_eff_flash2 = 0.40;    // FlashAttention-2 on Hopper reaches ~35-45% (FA3 more)
+    d->attn_eff_flash1 = 0.25;
+    d->hbm_bw = 3.35e12;
+    d->intra_bw = 450e9;          // NVLink4 900 GB/s bidirectional
+    d->nic_bw = 400e9 / 8;        // NDR 400 Gb/s
+}
+
+static void profile_h200(DeviceProfile* d) {
+    profile_h100(d);
+    snprintf(d->name, sizeof(d->name), "h200-sxm");
+    d->mem_bytes = 141e9;
+    d->hbm_bw = 4.8e12;
+}
+
+// This machine class: ranks are processes on one host, fp32 throughout, the trainer's
+// own C kernels (attention materializes the T x T matrix), MPI through shared memory.
+// Peak: 2 Zen3 cores, AVX2 FMA at ~2.45 GHz: 2 x 2 x 8 x 2 x 2.45 = 157 GFLOP/s (the
+// trainer passes its measured peak instead). matmul_eff and intra_latency are what
+// scripts/sweep.py's calibration found on 2026-12-02 for the tiny model on 2 cores (0.19,
+// 20 us); recalibrate with it, or set them with --device-file / --device-set.
+static void profile_cpu(DeviceProfile* d) {
+    profile_a100(d);
+    snprintf(d->name, sizeof(d->name), "cpu");
+    d->peak_flops = 157e9;
+    d->matmul_eff = 0.19;
+    d->matmul_latency = 2e-6;
+    d->sms = 0;
+    d->attn_eff_flash2 = d->attn_eff_flash1 = 0.30;
+    d->bmm_eff = 0.30;
+    d->mem_bytes = 16 * GiB;
+    d->mem_overhead = 0.25 * GiB;
+    d->mem_frag = 0;
+    d->hbm_bw = 20e9;
+    d->hbm_eff = 0.7;
+    d->op_latency = 1e-6;
+    d->intra_bw = 5e9;            // MPI p2p through shared memory
+    d->intra_latency = 20e-6;     // one collective step between ranks that time-share cores
+    d->nic_bw = 10e9 / 8;         // 10 GbE, only used if a run spans hosts
+    d->inter_latency = 30e-6;
+    d->link_eff = 1.0;
+    d->dp_overlap = 0.0;          // the CPU trainer reduces gradients with blocking MPI calls
+    d->nics_per_node = 1;
+    d->gpus_per_node = 0;
+    d->dtype_bytes = 4;
+    d->grad_bytes = 4;
+    d->shared_cores = 0;          // set to the machine's cores when the ranks share them
+}
+
+static const char* PROFILE_NAMES = "a100-80gb, h100-sxm, h200-sxm, cpu";
+
+// Fill *d with the built-in profile `name`; -1 if there is none.
+static int profile_builtin(const char* name, DeviceProfile* d) {
+    if (!strcmp(name, "a100-80gb")) profile_a100(d);
+    else if (!strcmp(name, "h100-sxm")) profile_h100(d);
+    else if (!strcmp(name, "h200-sxm")) profile_h200(d);
+    else if (!strcmp(name, "cpu")) profile_cpu(d);
+    else return -1;
+    return 0;
+}
+
+// The keys of a device file (and of --device-set KEY=VALUE), with units and bounds.
+typedef struct {
+    const char* key;
+    size_t offset;
+    int is_int;
+    double scale, lo, hi;  // value in the file times scale is stored; lo <= value <= hi
+    const char* what;
+} ProfileKey;
+
+#define PKEY(k, field, is_int, scale, lo, hi, what) {k, offsetof(DeviceProfile, field), is_int, scale, lo, hi, what}
+static const ProfileKey PROFILE_KEYS[] = {
+    PKEY("peak_tflops", peak_flops, 0, 1e12, 1e-9, 1e6, "dense peak TFLOP/s"),
+    PKEY("matmul_eff", matmul_eff, 0, 1, 1e-3, 1, "fraction of peak of a large matmul"),
+    PKEY("matmul_latency_us", matmul_latency, 0, 1e-6, 0, 1e6, "fixed microseconds per matmul"),
+    PKEY("attn_eff_flash2", attn_eff_flash2, 0, 1, 1e-3, 1, "fraction of peak of FlashAttention-2"),
+    PKEY("attn_eff_flash1", attn_eff_flash1, 0, 1, 1e-3, 1, "fraction of peak of FlashAttention 1"),
+    PKEY("bmm_eff", bmm_eff, 0, 1, 1e-3, 1, "fraction of peak of unfused attention's batched matmuls"),
+    PKEY("mem_gib", mem_bytes, 0, GiB, 1e-6, 1e6, "device memory, GiB"),
+    PKEY("mem_overhead_gib", mem_overhead, 0, GiB, 0, 1e6, "unusable memory, GiB"),
+    PKEY("mem_frag", mem_frag, 0, 1, 0, 1, "fraction of activations lost to fragmentation"),
+    PKEY("hbm_gbps", hbm_bw, 0, 1e9, 1e-6, 1e6, "memory bandwidth, GB/s"),
+    PKEY("hbm_eff", hbm_eff, 0, 1, 1e-3, 1, "fraction of memory bandwidth elementwise ops reach"),
+    PKEY("op_latency_us", op_latency, 0, 1e-6, 0, 1e6, "fixed microseconds per elementwise kernel"),
+    PKEY("intra_gbps", intra_bw, 0, 1e9, 1e-6, 1e6, "intra-node GB/s per GPU, one direction"),
+    PKEY("intra_latency_us", intra_latency, 0, 1e-6, 0, 1e6, "intra-node latency, microseconds"),
+    PKEY("nic_gbits", nic_bw, 0, 1e9 / 8, 1e-6, 1e6, "Gb/s per NIC, one direction"),
+    PKEY("nics_per_node", nics_per_node, 1, 1, 1, 1024, "NICs per node"),
+    PKEY("inter_latency_us", inter_latency, 0, 1e-6, 0, 1e6, "inter-node latency, microseconds"),
+    PKEY("link_eff", link_eff, 0, 1, 1e-3, 1, "fraction of link bandwidth collectives reach"),
+    PKEY("dp_overlap", dp_overlap, 0, 1, 0, 1, "fraction of a backward that hides the DP reduction"),
+    PKEY("comm_interference", comm_interference, 0, 1, 0, 1, "compute slowdown per second of overlapped communication"),
+    PKEY("gpus_per_node", gpus_per_node, 1, 1, 0, 1 << 20, "default GPUs per node (0: one node)"),
+    PKEY("dtype_bytes", dtype_bytes, 1, 1, 2, 4, "2 (bf16 mixed precision) or 4 (fp32)"),
+    PKEY("grad_bytes", grad_bytes, 1, 1, 2, 4, "2 (bf16) or 4 (fp32) gradient bytes"),
+    PKEY("shared_cores", shared_cores, 1, 1, 0, 1 << 20, "cores the ranks time-share (0: a device per rank)"),
+    PKEY("sms", sms, 1, 1, 0, 1 << 20, "streaming multiprocessors (0: no wave quantization)"),
+};
+#define N_PROFILE_KEYS ((int)(sizeof(PROFILE_KEYS) / sizeof(PROFILE_KEYS[0])))
+
+// Set one key from its text value. Returns 0, or -1 with a message in err.
+static int profile_set(DeviceProfile* d, const char* key, const char* value, char* err, size_t err_len) {
+    if (!strcmp(key, "name")) {
+        if (!*value || strlen(value) >= sizeof(d->name)) { snprintf(err, err_len, "name: expected 1-%d characters", (int)sizeof(d->name) - 1); return -1; }
+        snprintf(d->name, sizeof(d->name), "%s", value);
+        return 0;
+    }
+    for (int i = 0; i < N_PROFILE_KEYS; i++) {
+        const ProfileKey* k = &PROFILE_KEYS[i];
+        if (strcmp(key, k->key)) continue;
+        char* end;
+        errno = 0;
+        double v = k->is_int ? (double)strtol(value, &end, 10) : strtod(value, &end);
+        if (errno || end == value || *end || v != v) {
+            snprintf(err, err_len, "%s: expected %s, got '%s'", key, k->is_int ? "an integer" : "a number", value);
+            return -1;
+        }
+        if (v < k->lo || v > k->hi || (k->is_int && (!strcmp(key, "dtype_bytes") || !strcmp(key, "grad_bytes")) && v == 3)) {
+            snprintf(err, err_len, "%s = %s is out of range (%s; allowed %g .. %g)", key, value, k->what, k->lo, k->hi);
+            return -1;
+        }
+        if (k->is_int) *(int*)((char*)d + k->offset) = (int)v;
+        else *(double*)((char*)d + k->offset) = v * k->scale;
+        return 0;
+    }
+    int n = snprintf(err, err_len, "unknown key '%s' (known: name, base", key);
+    for (int i = 0; i < N_PROFILE_KEYS && n > 0 && (size_t)n < err_len; i++)
+        n += snprintf(err + n, err_len - n, ", %s", PROFILE_KEYS[i].key);
+    if (n > 0 && (size_t)n < err_len) snprintf(err + n, err_len - n, ")");
+    return -1;
+}
+
+// Read a device file: lines "key = value", '#' starts a comment. An optional first key
+// "base = NAME" starts from a built-in profile (else from a100-80gb). Returns 0, or -1
+// with "FILE:LINE: message" in err.
+static int profile_parse_file(const char* path, DeviceProfile* d, char* err, size_t err_len) {
+    char why[256];
+    FILE* f = input_open(path, why, sizeof(why), NULL);
+    if (!f) { snprintf(err, err_len, "cannot open device file '%s': %s", path, why); return -1; }
+    profile_a100(d);
+    char line[512], msg[400];
+    int line_no = 0, n_keys = 0, rc = 0;
+    while (fgets(line, sizeof(line), f)) {
+        line_no++;
+        if (!strchr(line, '\n') && !feof(f)) { snprintf(err, err_len, "%s:%d: line too long", path, line_no); rc = -1; break; }
+        char* hash = strchr(line, '#');
+        if (hash) *hash = 0;
+        char* eq = strchr(line, '=');
+        char *key = line, *val = eq ? eq + 1 : NULL;
+        if (eq) *eq = 0;
+        // trim both
+        while (*key == ' ' || *key == '\t') key++;
+        for (char* e = key + strlen(key); e > key && strchr(" \t\r\n", e[-1]); ) *--e = 0;
+        if (!eq && !*key) continue;  // blank or comment line
+        if (!eq || !*key) { snprintf(err, err_len, "%s:%d: expected 'key = value'", path, line_no); rc = -1; break; }
+        while (*val == ' ' || *val == '\t') val++;
+        for (char* e = val + strlen(val); e > val && strchr(" \t\r\n", e[-1]); ) *--e = 0;
+        if (!*val) { snprintf(err, err_len, "%s:%d: %.64s: missing value", path, line_no, key); rc = -1; break; }
+        if (!strcmp(key, "base")) {
+            if (n_keys > 0) { snprintf(err, err_len, "%s:%d: 'base' must be the first key", path, line_no); rc = -1; break; }
+            if (profile_builtin(val, d)) { snprintf(err, err_len, "%s:%d: base: unknown device '%s' (known: %s)", path, line_no, val, PROFILE_NAMES); rc = -1; break; }
+        } else if (profile_set(d, key, val, msg, sizeof(msg))) {
+            snprintf(err, err_len, "%s:%d: %s", path, line_no, msg); rc = -1; break;
+        }
+        n_keys++;
+    }
+    fclose(f);
+    return rc;
+}
+
+#endif

@@ -1,0 +1,97 @@
+// planner/memory.h: memory per GPU: parameters of a pipeline chunk, activations per layer
+// by kernel and recomputation (Korthikanti et al. 2022), the zero-bubble weight pass's
+// inputs, and the model states by ZeRO stage.
+#ifndef PLANNER_MEMORY_H
+#define PLANNER_MEMORY_H
+
+#include "model/params.h"
+#include "planner/device.h"
+#include "planner/software.h"
+
+// Parameters one GPU holds for n_layers_chunk layers (a chunk, or all chunks of a stage),
+// split over tp: matrices and vocabulary rows are divided by tp, norm weights (and GPT-2's
+// row-parallel biases and position table) are replicated. has_embed: they include the
+// embedding; has_head: the final norm and the head (GPT-2 ties head and embedding; when
+// they sit on different stages the head's stage keeps its own copy, as Megatron does and
+// params.h builds it; ZB-V puts both on stage 0, which needs one).
+static double chunk_params(const ModelConfig* c, int n_layers_chunk, int has_embed, int has_head, int tp) {
+    double C = c->d_model, F = c->d_ff, V = c->vocab_padded, t = tp;
+    double kv = c->n_kv_head * (C / c->n_head);
+    double layer;
+    if (c->arch == ARCH_GPT2) layer = (4 * C * C + 2 * C * F + 3 * C + F) / t + 4 * C + 2 * C;  // split: W, qkv/fc biases; replicated: 2 LN (w,b), 2 row biases
+    else layer = (2 * C * C + 2 * C * kv + 3 * C * F) / t + 2 * C;                            // two RMSNorm weights replicated
+    double p = n_layers_chunk * layer;
+    if (has_embed) p += V * C / t + (c->arch == ARCH_GPT2 ? c->seq_len * C : 0);
+    if (has_head) {
+        p += c->arch == ARCH_GPT2 ? 2 * C : C;
+        if (c->arch == ARCH_LLAMA || !has_embed) p += V * C / t;
+    }
+    return p;
+}
+
+// Activation bytes one transformer layer keeps for its backward, for one micro-batch
+// of b sequences of s tokens, on one GPU of a tp group. Korthikanti et al. 2022, Table 2,
+// in units of s*b*h bytes (bf16 = 2 bytes per value, 1-byte dropout masks):
+//   GPT:   no parallelism       34 + 5as/h
+//          tensor parallel      10 + 24/t + 5as/(ht)    (10 = LN inputs 4, qkv/fc1 inputs 4, dropout masks 2)
+//          tp + sequence par.   34/t + 5as/(ht)
+//          selective recompute  drops the 5as/h term (softmax 2, its dropout mask 1 and output 2)
+//          full recompute       2 (the layer input only)
+// LLaMA, derived the same way (no dropout, RMSNorm, RoPE, SwiGLU, GQA with r = kv/h, f = d_ff/h):
+//   replicated (not split by tp without SP): 2 norm inputs 2+2, qkv input 2, gate/up input 2 = 8
+//   split by tp: q 2, k 2r, v 2r (post-RoPE, RoPE's backward needs no activations), attention
+//     output = out-proj input 2, gate 2f, up 2f, down-proj input 2f   = 4 + 4r + 6f
+//   attention s^2 term: the softmax output 2as/h (no dropout)   -> 8 + 4 + 4r + 6f + 2as/h
+//   (13B: r = 1, f = 2.7: 32.2 + 2as/h, close to GPT's 34 + 5as/h).
+// By kernel: FlashAttention (1 and 2) keeps no s^2 tensor, only the fp32 log-sum-exp per row
+// and head: 4a/h. Torch attention keeps the fp32 softmax output as well as its bf16 copy:
+// 4as/h more. An unfused norm keeps its normalized bf16 copy (2) and the fp32 product with
+// the fp32 weight (4) as well: 6 more per norm, 12 per layer (the layouts study's out-of-
+// memory boundaries with and without the RMSNorm kernel agree). Other dtypes scale by
+// dtype_bytes/2. With context parallelism (cp > 1) a rank holds s = T/cp tokens, and its
+// attention runs block by block whatever the kernel, keeping only the log-sum-exp
+// (context_parallel.h): 4a/h.
+static double act_bytes_per_layer(const ModelConfig* c, int b, int tp, int cp, int sp, int recompute, const PlanSetup* k, int dtype_bytes) {
+    double s = (double)c->seq_len / cp, h = c->d_model, a = c->n_head, t = tp;
+    double sbh = s * b * h * dtype_bytes / 2.0;
+    if (recompute == RECOMPUTE_FULL) return 2 * sbh / (sp ? t : 1);
+    double replicated, split, attn;
+    int lse_only = k->attention == ATTN_FLASH1 || k->attention == ATTN_FLASH2 || cp > 1;
+    if (c->arch == ARCH_GPT2) {
+        replicated = 10, split = 24;
+        attn = lse_only ? 4 * a / h : 5 * a * s / h;
+    } else {
+        double r = (double)c->n_kv_head / c->n_head, f = (double)c->d_ff / h;
+        replicated = 8, split = 4 + 4 * r + 6 * f;
+        attn = lse_only ? 4 * a / h : 2 * a * s / h;
+    }
+    if (k->attention == ATTN_TORCH && !lse_only) attn += 4 * a * s / h;
+    if (!k->rms_kernel) replicated += 2 * 6;
+    if (recompute == RECOMPUTE_SELECTIVE) attn = 0;
+    return sbh * ((sp ? replicated / t : replicated) + split / t + attn / t);
+}
+
+// Bytes one layer's deferred weight pass keeps beyond the activations, for one micro-batch
+// on one GPU: under the zero-bubble schedules the input pass B leaves the output gradients
+// of the layer's four matmuls for W (model.h's WeightGradIn), over all b*s tokens (gathered
+// with SP; T/cp tokens with context parallelism): the two row-parallel outputs (attention and
+// MLP projections) h each, the column-parallel fc F/t (SwiGLU's gate|up: 2F/t) and qkv (h + 2kv)/t.
+static double w_inputs_per_layer(const ModelConfig* c, int b, int tp, int cp, int dtype_bytes) {
+    double h = c->d_model, kv = c->n_kv_head * (h / c->n_head), t = tp;
+    double fc = (c->arch == ARCH_LLAMA ? 2.0 : 1.0) * c->d_ff / t, qkv = (h + 2 * kv) / t;
+    return (double)b * c->seq_len / cp * (2 * h + fc + qkv) * dtype_bytes;
+}
+
+// Bytes per parameter of the model states, bf16 mixed precision (Rajbhandari et al. 2020):
+// weight dtype_bytes (2) + gradient grad_bytes (2 or 4) + optimizer 12 (fp32 master 4,
+// Adam m 4, v 4); fp32 training has no master copy (4 + 4 + 8). ZeRO-1 divides the
+// optimizer states by dp, ZeRO-2 also the gradients, ZeRO-3 also the weights.
+static void state_bytes_per_param(const DeviceProfile* d, int zero, int dp, double* w, double* g, double* o) {
+    double opt = (d->dtype_bytes < 4 ? 4 : 0) + 8;
+    *w = d->dtype_bytes, *g = d->grad_bytes, *o = opt;
+    if (zero >= 1) *o /= dp;
+    if (zero >= 2) *g /= dp;
+    if (zero >= 3) *w /= dp;
+}
+
+#endif

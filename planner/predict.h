@@ -1,0 +1,413 @@
+// planner/predict.h: one layout's prediction. Checks that the layout can run, finds the
+// links its groups land on, times its chunks, sums each stage's memory, then times the
+// data-parallel reduction, plays the pipeline schedule and computes MFU (plan_predict_ex).
+#ifndef PLANNER_PREDICT_H
+#define PLANNER_PREDICT_H
+
+#include "planner/time.h"
+
+typedef struct {
+    const char* invalid;     // why this layout cannot run (points into why[]), NULL when it can
+    char why[200];
+    int dp, tp, pp, vpp, micro_batch, n_micro, recompute, sp, zero, schedule;
+    int cp, cp_ulysses;      // context parallelism: ranks per sequence, the Ulysses degree U among them
+    PlanSetup setup;         // kernels, rank order, pipeline cut
+    int in_flight;           // peak (micro-batch, chunk) activations held, on the worst stage
+    int w_pending;           // peak (micro-batch, chunk) pairs whose B ran and whose W has not, there (0 without W ops)
+    int worst_stage;         // stage with the most memory
+    // memory per GPU on the worst stage, bytes
+    double mem_weights, mem_grads, mem_optim, mem_act, mem_temp, mem_overhead, mem_total;
+    double mem_w_inputs;     // of mem_act, the weight-pass inputs of the w_pending pairs
+    int fits;
+    int timed;               // the times below were computed (always, unless the enumeration skipped a layout that does not fit)
+    // time, seconds
+    double t_layer_fwd, t_layer_bwd;  // one layer, one micro-batch (bwd includes recompute)
+    double t_layer_w;        // of t_layer_bwd, the weight pass W
+    double t_tp_comm;        // tensor-parallel communication per step per GPU (inside the compute)
+    double t_cp_comm;        // context-parallel communication per step per GPU (before overlap)
+    double t_cp_exposed;     // the part of it the compute does not hide (inside the compute)
+    double cp_bytes;         // bytes one GPU sends for context parallelism per step
+    int cp_off_node;         // some of it leaves the node (the ring when tp*cp > GPUs per node, the all-to-all when tp*U >)
+    double t_p2p;            // one pipeline message
+    double t_pipeline;       // schedule_simulate() makespan of forward/backward
+    double t_dp_comm;        // data-parallel communication per step (before overlap)
+    double t_dp_exposed;     // the part of it not hidden
+    double t_optim;          // optimizer step
+    double t_step;
+    double bubble;           // (makespan - busiest stage's compute) / that compute, from the simulation
+    double bubble_formula;   // bubble_formula(): (p-1)/m, (p-1)/(v m) (Narayanan et al. 2021), (p-1)/(3m), 0 (Qi et al. 2024)
+    double tokens_per_s_per_gpu, model_tflops_per_gpu, mfu, hfu;
+} PlanResult;
+
+static int plan_invalid(PlanResult* r, const char* fmt, ...) {
+    va_list ap;
+    va_start(ap, fmt);
+    vsnprintf(r->why, sizeof(r->why), fmt, ap);
+    va_end(ap);
+    r->invalid = r->why;
+    return -1;
+}
+
+// Peak (micro-batch, chunk) activations stage st holds under its schedule (*in_flight), and
+// peak W's it owes (*w_pending). The planner adds the memory of both peaks: exact where they
+// coincide, as in ZB-H1 (stage s holds p activations and owes s+1 W's right after a B); in
+// ZB-V an upper bound, by one W's inputs in most shapes (pp 2-16, m pp-256). The enumeration
+// asks this for the same pipeline shape many times (once per kernel, recomputation, ZeRO
+// and SP choice), so the counts of the last shape are kept.
+static void stage_pipeline_counts(const ModelConfig* c, int schedule, int st, int pp, int vpp, int m, int* in_flight, int* w_pending) {
+    static int key[4] = {-1, -1, -1, -1}, *counts = NULL;  // counts[2s], counts[2s+1]: stage s's two peaks
+    static double* key_t = NULL;                              // the build times of the kept counts
+    int n_t = 3 * pp * vpp;
+    double* t_build = (double*)xmalloc(sizeof(double) * n_t);
+    chunk_op_flops(c, pp, vpp, t_build);  // the times ZB-V's lists are built for, as in the runtime
+    if (key[0] != schedule || key[1] != pp || key[2] != vpp || key[3] != m || memcmp(key_t, t_build, sizeof(double) * n_t)) {
+        PipeOp* ops = (PipeOp*)xmalloc(sizeof(PipeOp) * schedule_max_ops(m, vpp));
+        free(counts);
+        counts = (int*)xmalloc(sizeof(int) * 2 * pp);
+        for (int s = 0; s < pp; s++) {
+            int n = schedule_build(schedule, s, pp, vpp, m, t_build, ops);
+            counts[2 * s] = schedule_max_in_flight(ops, n, -1), counts[2 * s + 1] = schedule_max_w_owed(ops, n, -1);
+        }
+        free(ops);
+        key[0] = schedule, key[1] = pp, key[2] = vpp, key[3] = m;
+        free(key_t);
+        key_t = t_build;
+    } else {
+        free(t_build);
+    }
+    *in_flight = counts[2 * st], *w_pending = counts[2 * st + 1];
+}
+
+// What does not fit, for --runs' pred_reason: the components of the worst stage's memory.
+static void plan_memory_reason(const PlanResult* r, double mem_bytes, char* buf, size_t len) {
+    if (r->fits) { buf[0] = 0; return; }
+    char w[64] = "";
+    if (r->w_pending) snprintf(w, sizeof(w), ", W inputs %.1f of them (%d W's owed)", r->mem_w_inputs / GiB, r->w_pending);
+    snprintf(buf, len, "needs %.1f GiB of %.1f on stage %d: states %.1f, activations %.1f (%d in flight%s), temporaries %.1f, reserve %.1f",
+             r->mem_total / GiB, mem_bytes / GiB, r->worst_stage, (r->mem_weights + r->mem_grads + r->mem_optim) / GiB,
+             r->mem_act / GiB, r->in_flight, w, r->mem_temp / GiB, r->mem_overhead / GiB);
+}
+
+
+// Whether layout c (dp x cp x tp x pp GPUs) can run global_batch sequences at all; sets
+// r->n_micro. Returns 0, or -1 with r->invalid saying why.
+static int plan_check_layout(const ModelConfig* c, const PlanSetup* k, int global_batch, PlanResult* r) {
+    int dp = c->dp, tp = c->tp, pp = c->pp, vpp = c->vpp, mb = c->micro_batch, L = c->n_layer, cp = c->cp, U = c->cp_ulysses;
+    if (dp < 1 || tp < 1 || pp < 1 || vpp < 1 || mb < 1) return plan_invalid(r, "dp, tp, pp, vpp and micro-batch must be >= 1");
+    if (global_batch < 1 || global_batch % (dp * mb)) return plan_invalid(r, "global batch %d is not a multiple of dp*micro_batch = %d", global_batch, dp * mb);
+    if (c->n_head % tp || c->n_kv_head % tp) return plan_invalid(r, "tp %d does not divide n_head %d and n_kv_head %d (no kv-head replication)", tp, c->n_head, c->n_kv_head);
+    if (c->d_ff % tp || c->vocab_padded % tp) return plan_invalid(r, "tp %d does not divide d_ff %d and the padded vocabulary %d", tp, c->d_ff, c->vocab_padded);
+    if (cp < 1 || U < 1 || cp % U) return plan_invalid(r, "cp %d: its Ulysses degree %d must be >= 1 and divide it", cp, U);
+    if (cp > 1 && !k->context_parallel) return plan_invalid(r, "this software has no context parallelism (cp %d)", cp);
+    if ((c->n_kv_head / tp) % U)
+        return plan_invalid(r, "Ulysses degree %d does not divide the %d KV heads of a tp rank", U, c->n_kv_head / tp);
+    int chunks = cp / U > 1 ? 2 * cp : cp;  // the zig-zag ring cuts a sequence into 2R chunks, each split over U ranks
+    if (c->seq_len % chunks) return plan_invalid(r, "seq_len %d is not a multiple of %d (cp %d, Ulysses %d)", c->seq_len, chunks, cp, U);
+    if (pp * vpp > L) return plan_invalid(r, "pp*vpp = %d exceeds n_layer %d", pp * vpp, L);
+    if (c->sp && tp == 1) return plan_invalid(r, "sequence parallelism needs tp > 1");
+    if (c->zero < 0 || c->zero > 3) return plan_invalid(r, "zero stage must be 0..3");
+    if (c->recompute < RECOMPUTE_NONE || c->recompute > RECOMPUTE_FULL) return plan_invalid(r, "bad recompute mode");
+    if (k->attention < 0 || k->attention >= N_ATTN) return plan_invalid(r, "bad attention kernel");
+    int m = global_batch / (dp * mb);
+    r->n_micro = m;
+    const char* why = schedule_check(c->schedule, pp, vpp, m);
+    if (why) return plan_invalid(r, "%s", why);
+    if (schedule_has_w(c->schedule) && c->recompute == RECOMPUTE_FULL)  // as the trainer refuses it (args.h)
+        return plan_invalid(r, "--schedule %s keeps each layer's activations until its weight pass: not with --recompute full",
+                            schedule_name(c->schedule));
+    return 0;
+}
+
+// The links each group of a layout lands on.
+typedef struct { Link tp, dp, pp, ring, a2a; } PlanLinks;
+
+// tp ranks are adjacent, cp ranks next (the Ulysses groups inside the ring's); then stages
+// and data-parallel replicas in the rank order. The gradients are reduced over the dp x cp
+// ranks holding the same weights. Sets r->cp_off_node.
+static PlanLinks plan_links(const ModelConfig* c, const PlanSetup* k, const DeviceProfile* d, int gpus_per_node, PlanResult* r) {
+    int dp = c->dp, tp = c->tp, pp = c->pp, cp = c->cp, U = c->cp_ulysses;
+    PlanLinks l;
+    int pp_stride = k->rank_order == ORDER_TP_PP_DP ? tp * cp : tp * cp * dp;
+    int dp_stride = k->rank_order == ORDER_TP_PP_DP ? tp * cp * pp : tp * cp;
+    l.tp = group_link(d, tp, 1, gpus_per_node);
+    l.dp = group_link_nested(d, cp, tp, dp, dp_stride, gpus_per_node);
+    l.pp = group_link(d, pp, pp_stride, gpus_per_node);
+    if (pp > 1 && (long)pp * pp_stride > gpus_per_node) l.pp = nic_link(d, gpus_per_node);  // some stage boundary crosses nodes
+    l.ring = cp_ring_link(d, tp, cp, gpus_per_node), l.a2a = cp_alltoall_link(d, tp, U, gpus_per_node);
+    r->cp_off_node = (cp / U > 1 && tp * cp > gpus_per_node) || (U > 1 && tp * U > gpus_per_node);
+    return l;
+}
+
+// Times of the embedding and of the head + loss for one micro-batch, over the T/cp tokens
+// of a sequence this rank holds.
+typedef struct { double emb_fwd, emb_bwd, emb_comm, head_fwd, head_bwd, head_comm; } EdgeTimes;
+
+static EdgeTimes edge_times(const ModelConfig* c, const PlanSetup* k, const DeviceProfile* d, Link tp_link) {
+    EdgeTimes et;
+    int tp = c->tp;
+    double s = c->seq_len, h = c->d_model, n = (double)c->micro_batch * s / c->cp, e = d->dtype_bytes, V = c->vocab_padded, t = tp;
+    double n_el = c->sp ? n / t : n, x_bytes = n * h * e;
+    et.emb_comm = c->sp ? allgather_time(tp, x_bytes, tp_link.bw, tp_link.lat) : allreduce_time(tp, x_bytes, tp_link.bw, tp_link.lat);
+    et.emb_fwd = elementwise_time(d, 2 * n_el * h * e) + et.emb_comm;  // vocab-parallel lookup, then reduce over tp
+    et.emb_bwd = elementwise_time(d, 2 * n * h * e) + elementwise_time(d, 2 * n_el * h * e);
+    double head_norm_f = elementwise_time(d, n_el * h * norm_bytes(k->rms_kernel, e, 0));
+    double head_norm_b = elementwise_time(d, n_el * h * norm_bytes(k->rms_kernel, e, 1));
+    double head_mm = matmul_time(d, n, V / t, h, 1);
+    et.head_comm = c->sp ? allgather_time(tp, x_bytes, tp_link.bw, tp_link.lat) : allreduce_time(tp, x_bytes, tp_link.bw, tp_link.lat);
+    // the loss runs over V/t logits per rank (vocabulary-parallel), or over all V after an
+    // all-gather of the logits over tp (its backward keeps only the rank's slice: no traffic)
+    double V_loss = k->loss_gathered ? V : V / t;
+    double gather_logits = k->loss_gathered ? allgather_time(tp, n * V * e, tp_link.bw, tp_link.lat) : 0;
+    et.head_fwd = head_norm_f + head_mm + gather_logits + elementwise_time(d, n * V_loss * (e + 20)) + et.head_comm;  // loss: the byte table
+    et.head_bwd = head_norm_b + 2 * head_mm + elementwise_time(d, n * V_loss * (e + 12)) + et.head_comm;
+    return et;
+}
+
+// The pipeline's global chunks and their stages: what each chunk holds, the times of its F,
+// B and W for one micro-batch (schedule_simulate runs B + W as one backward under the
+// schedules without W ops), and the sums and parameters of each stage.
+typedef struct {
+    int n;                                // pp * vpp chunks
+    int *layers, *has_embed, *has_head;   // per chunk
+    double *t_fwd, *t_bwd, *t_w;          // per chunk
+    double *stage_fwd, *stage_bwd;        // per stage, the backward B + W
+    double* stage_params;                 // per stage, on one GPU
+} PlanChunks;
+
+static void plan_chunks_free(PlanChunks* ch) {
+    free(ch->layers), free(ch->has_embed), free(ch->has_head), free(ch->t_fwd), free(ch->t_bwd), free(ch->t_w);
+    free(ch->stage_fwd), free(ch->stage_bwd), free(ch->stage_params);
+}
+
+// The chunks of layout c with their times. The embedding's and the head's backward are B's:
+// the trainer does not defer their weight gradients. Also sets the layout's tp and cp
+// communication totals in r.
+static PlanChunks plan_chunks(const ModelConfig* c, const PlanSetup* k, const LayerTime* lt, const EdgeTimes* et, PlanResult* r) {
+    int pp = c->pp, vpp = c->vpp, L = c->n_layer, m = r->n_micro;
+    PlanChunks ch;
+    ch.n = pp * vpp;
+    ch.t_fwd = (double*)xcalloc(ch.n, sizeof(double));
+    ch.t_bwd = (double*)xcalloc(ch.n, sizeof(double));
+    ch.t_w = (double*)xcalloc(ch.n, sizeof(double));
+    ch.layers = (int*)xcalloc(ch.n, sizeof(int));
+    ch.has_embed = (int*)xcalloc(ch.n, sizeof(int));
+    ch.has_head = (int*)xcalloc(ch.n, sizeof(int));
+    ch.stage_fwd = (double*)xcalloc(pp, sizeof(double));
+    ch.stage_bwd = (double*)xcalloc(pp, sizeof(double));
+    ch.stage_params = (double*)xcalloc(pp, sizeof(double));
+    chunk_split(c, ch.n, k->pipe_split, ch.layers, ch.has_embed, ch.has_head);
+    for (int g = 0; g < ch.n; g++) {
+        ch.t_fwd[g] = ch.layers[g] * lt->fwd + (ch.has_embed[g] ? et->emb_fwd : 0) + (ch.has_head[g] ? et->head_fwd : 0);
+        ch.t_bwd[g] = ch.layers[g] * (r->t_layer_bwd - r->t_layer_w) + (ch.has_embed[g] ? et->emb_bwd : 0) +
+                      (ch.has_head[g] ? et->head_bwd : 0);
+        ch.t_w[g] = ch.layers[g] * r->t_layer_w;
+    }
+    r->t_tp_comm = (double)m * (L * (lt->comm_fwd + lt->comm_bwd + (c->recompute == RECOMPUTE_FULL ? lt->comm_fwd : 0)) +
+                                2 * et->emb_comm + 2 * et->head_comm) / pp;
+    int again = c->recompute != RECOMPUTE_NONE;  // both recomputations run the attention's forward again, its cp communication too
+    r->t_cp_comm = (double)m * L * (lt->cp.comm_fwd * (1 + again) + lt->cp.comm_bwd) / pp;
+    r->t_cp_exposed = (double)m * L * (lt->cp.fwd * (1 + again) + lt->cp.bwd) / pp;
+    r->cp_bytes = (double)m * L * (lt->cp.bytes_fwd * (1 + again) + lt->cp.bytes_bwd) / pp;
+    return ch;
+}
+
+// Memory per GPU of every stage; the worst one's goes into r (and r->fits). Also fills the
+// stages' times and parameters in ch.
+static void plan_memory(const ModelConfig* c, const PlanSetup* k, const DeviceProfile* d, PlanChunks* ch, PlanResult* r) {
+    int dp = c->dp, tp = c->tp, pp = c->pp, vpp = c->vpp, mb = c->micro_batch, cp = c->cp, U = c->cp_ulysses, m = r->n_micro;
+    double s = c->seq_len, h = c->d_model, n = (double)mb * s / cp, e = d->dtype_bytes, V = c->vocab_padded, t = tp;
+    double n_el = c->sp ? n / t : n, V_loss = k->loss_gathered ? V : V / t;
+    double wb, gb, ob;
+    state_bytes_per_param(d, c->zero, dp * cp, &wb, &gb, &ob);
+    double act_layer = act_bytes_per_layer(c, mb, tp, cp, c->sp, c->recompute, k, d->dtype_bytes);
+    double act_full_layer = act_bytes_per_layer(c, mb, tp, cp, c->sp, RECOMPUTE_NONE, k, d->dtype_bytes);
+    double w_in_layer = w_inputs_per_layer(c, mb, tp, cp, d->dtype_bytes);
+    // the largest temporaries: at its peak, in the backward, the loss holds the logits, the
+    // fp32 log-softmax it saved, the incoming fp32 gradient and the fp32 exponentials of the
+    // softmax backward (e + 12 bytes per logit) on the last stage; the backward of unfused
+    // attention holds dP and dS over the T x T scores (fp32 and a bf16 copy for torch,
+    // bf16 for the fused softmax) for one layer at a time (with cp one ring block's, of
+    // a/(t U) heads); context parallelism's buffers, shared by the layers (context_parallel.h
+    // cp_alloc): the fp32 output (then dq) and a step's own dK, dV, two ring buffers of K, V
+    // and fp32 dK, dV, with Ulysses the head-split q, k, v, output and output gradient and
+    // the all-to-all's send and receive buffers
+    double logits = n * V_loss * (e + 12);
+    double Tb = s / (cp / U), scores = mb * c->n_head / (t * U) * Tb * Tb;
+    double attn_work = k->attention == ATTN_TORCH ? scores * (8 + e) : k->attention == ATTN_FUSED_SOFTMAX ? scores * 2 * e : 0;
+    double cp_kv = cp_kv_elems(c, mb, tp, cp), cp_o = n * h / t, qkv_width = h + 2 * c->n_kv_head * (h / c->n_head);
+    double cp_buf = cp == 1 ? 0 : 4 * (cp_o + cp_kv) + 2 * (e + 4) * cp_kv + (U > 1 ? e * (3 * n * qkv_width / t + 2 * cp_o) : 0);
+    for (int st = 0; st < pp; st++) {
+        int stage_layers = 0, max_layers = 0, stage_embed = 0, stage_head = 0;
+        for (int j = 0; j < vpp; j++) {
+            int g = chunk_global(c->schedule, pp, st, j);  // ZB-V: stage 0 holds the first and the last chunk
+            stage_layers += ch->layers[g];
+            ch->stage_fwd[st] += ch->t_fwd[g], ch->stage_bwd[st] += ch->t_bwd[g] + ch->t_w[g];
+            if (ch->layers[g] > max_layers) max_layers = ch->layers[g];
+            stage_embed |= ch->has_embed[g], stage_head |= ch->has_head[g];
+        }
+        double p = chunk_params(c, stage_layers, stage_embed, stage_head, tp);
+        ch->stage_params[st] = p;
+        int in_flight, w_pending;
+        stage_pipeline_counts(c, c->schedule, st, pp, vpp, m, &in_flight, &w_pending);
+        double w_in = w_pending * max_layers * w_in_layer;
+        double act = in_flight * max_layers * act_layer + w_in;  // (the embedding output is the first norm's input, counted there)
+        double temp = attn_work + cp_buf;
+        if (stage_head) temp += logits + n_el * h * e;                   // and the final norm's input
+        if (c->recompute == RECOMPUTE_FULL) temp += act_full_layer;      // the layer being recomputed
+        if (c->zero == 3) temp += 2 * chunk_params(c, 1, 0, 0, tp) * d->dtype_bytes;  // two gathered layers (current + prefetch)
+        double reserve = d->mem_overhead + d->mem_frag * (act + temp);
+        double total = p * (wb + gb + ob) + act + temp + reserve;
+        if (total > r->mem_total) {
+            r->mem_total = total, r->worst_stage = st, r->in_flight = in_flight, r->w_pending = w_pending;
+            r->mem_weights = p * wb, r->mem_grads = p * gb, r->mem_optim = p * ob;
+            r->mem_act = act, r->mem_w_inputs = w_in, r->mem_temp = temp, r->mem_overhead = reserve;
+        }
+    }
+    r->fits = r->mem_total <= d->mem_bytes;
+}
+
+// Data parallelism. ZeRO-0: all-reduce the gradients once per step; ZeRO-1: reduce-scatter
+// them and all-gather the updated weights; ZeRO-2: reduce-scatter after every micro-batch
+// (gradients are kept sharded); ZeRO-3: also all-gather the weights before each micro-batch's
+// forward and backward. Once-per-step traffic hides under dp_overlap of one micro-batch's
+// backward (gradients) / forward (weights); per-micro-batch traffic likewise, and what is not
+// hidden stretches that micro-batch's compute (so the pipeline simulation sees it). The
+// group is the dp x cp ranks that hold the same weights. Sets r->t_dp_comm, r->t_dp_exposed.
+static void plan_dp_time(const ModelConfig* c, const PlanSetup* k, const DeviceProfile* d, Link dp_link, PlanChunks* ch, PlanResult* r) {
+    int pp = c->pp, vpp = c->vpp, m = r->n_micro;
+    double exposed_step = 0, dp_comm = 0;
+    int replicas = c->dp * c->cp;
+    for (int st = 0; st < pp; st++) {
+        double G = ch->stage_params[st] * d->grad_bytes, W = ch->stage_params[st] * d->dtype_bytes;
+        double buckets = 2;  // one bucket per layer, plus the embedding / head
+        for (int j = 0; j < vpp; j++) buckets += ch->layers[chunk_global(c->schedule, pp, st, j)];
+        double lat = dp_link.lat * buckets;
+        double rs = allgather_time(replicas, G, dp_link.bw, lat), ag = allgather_time(replicas, W, dp_link.bw, lat);
+        double overlap = k->dp_after_backward ? 0 : d->dp_overlap;
+        double win_b = overlap * ch->stage_bwd[st], win_f = overlap * ch->stage_fwd[st];
+        double once_b = 0, once_f = 0, per_mb_f = 0, per_mb_b = 0;
+        if (c->zero == 0) once_b = allreduce_time(replicas, G, dp_link.bw, lat);
+        else if (c->zero == 1) once_b = rs, once_f = ag;
+        else if (c->zero == 2) once_f = ag, per_mb_b = rs;
+        else per_mb_f = ag, per_mb_b = ag + rs;
+        double comm = once_b + once_f + m * (per_mb_f + per_mb_b);
+        if (comm > dp_comm) dp_comm = comm;
+        double exposed = comm_exposed(once_b, win_b, d->comm_interference) + comm_exposed(once_f, win_f, d->comm_interference);
+        if (exposed > exposed_step) exposed_step = exposed;
+        // stretch this stage's chunks by the exposed per-micro-batch part, pro rata (the
+        // backward's over B and W alike)
+        double sf = comm_exposed(per_mb_f, win_f, d->comm_interference), sb = comm_exposed(per_mb_b, win_b, d->comm_interference);
+        for (int j = 0; j < vpp && (sf > 0 || sb > 0); j++) {
+            int g = chunk_global(c->schedule, pp, st, j);
+            ch->t_fwd[g] += sf * ch->t_fwd[g] / ch->stage_fwd[st];
+            ch->t_bwd[g] += sb * ch->t_bwd[g] / ch->stage_bwd[st];
+            ch->t_w[g] += sb * ch->t_w[g] / ch->stage_bwd[st];
+        }
+    }
+    r->t_dp_comm = dp_comm, r->t_dp_exposed = exposed_step;
+}
+
+// The pipeline: play the real schedule. A message is the (s, b, h) activation or its
+// gradient; with SP each tp rank sends its 1/t slice. Sets r->t_p2p, r->t_pipeline and the
+// bubble.
+static void plan_pipeline_time(const ModelConfig* c, const DeviceProfile* d, Link pp_link, const PlanChunks* ch, PlanResult* r) {
+    int dp = c->dp, tp = c->tp, pp = c->pp, vpp = c->vpp, cp = c->cp, m = r->n_micro;
+    double x_bytes = (double)c->micro_batch * c->seq_len / cp * c->d_model * d->dtype_bytes;
+    r->t_p2p = pp > 1 ? (c->sp ? x_bytes / tp : x_bytes) / pp_link.bw + pp_link.lat : 0;
+    double* busy = (double*)xcalloc(pp, sizeof(double));
+    double* t_build = (double*)xmalloc(sizeof(double) * 3 * ch->n);
+    chunk_op_flops(c, pp, vpp, t_build);  // the lists are the runtime's: built for the chunks' FLOPs
+    r->t_pipeline = schedule_simulate(c->schedule, pp, vpp, m, t_build, ch->t_fwd, ch->t_bwd, ch->t_w, r->t_p2p, busy);
+    free(t_build);
+
+    double max_busy = 0, sum_busy = 0;
+    for (int st = 0; st < pp; st++) sum_busy += busy[st], max_busy = busy[st] > max_busy ? busy[st] : max_busy;
+    if (d->shared_cores > 0) {
+        // Ranks time-sharing K cores: a rank idle in the bubble gives its core to the others,
+        // so the step is the longer of the schedule's critical path and the total work of all
+        // ranks spread over the K cores (each rank uses max(1, K/world) of them while busy).
+        double world = (double)dp * cp * tp * pp, K = d->shared_cores, threads = K / world > 1 ? K / world : 1;
+        double spread = (double)dp * cp * tp * sum_busy * threads / K;
+        if (spread > r->t_pipeline) r->t_pipeline = spread;
+    }
+    r->bubble = max_busy > 0 ? (r->t_pipeline - max_busy) / max_busy : 0;
+    r->bubble_formula = bubble_formula(c->schedule, pp, vpp, m);
+    free(busy);
+}
+
+// The optimizer step and the step's totals: throughput, MFU and HFU.
+static void plan_throughput(const ModelConfig* c, const DeviceProfile* d, int global_batch, const PlanChunks* ch, PlanResult* r) {
+    // optimizer: AdamW over the local shard, bandwidth-bound: read master, m, v, grad;
+    // write master, m, v, weight (+ one read of the gradients for the norm)
+    double opt_params = 0;
+    for (int st = 0; st < c->pp; st++) if (ch->stage_params[st] > opt_params) opt_params = ch->stage_params[st];
+    if (c->zero >= 1) opt_params /= c->dp * c->cp;
+    double master = d->dtype_bytes < 4 ? 4 : 0;
+    double opt_bytes = opt_params * ((master + 8 + 2.0 * d->grad_bytes) + (master + 8 + d->dtype_bytes));
+    r->t_optim = elementwise_time(d, opt_bytes) + 10 * d->op_latency;
+
+    r->t_step = r->t_pipeline + r->t_dp_exposed + r->t_optim;
+    double s = c->seq_len, h = c->d_model, L = c->n_layer;
+    double gpus = (double)c->dp * c->cp * c->tp * c->pp, tokens = (double)global_batch * s;
+    r->tokens_per_s_per_gpu = tokens / r->t_step / gpus;
+    double flops_token = config_flops_per_token(c, c->seq_len);
+    // HFU adds the recomputed forward FLOPs: full = a layer's forward (2 x its matmul params + 4 h T
+    // for attention, per token); selective = the attention part only
+    double layer_mm = (config_matmul_params(c) - (double)c->vocab * h) / L;
+    double hw_token = flops_token + (c->recompute == RECOMPUTE_FULL ? L * (2 * layer_mm + 4 * h * s) : c->recompute == RECOMPUTE_SELECTIVE ? L * 4 * h * s : 0);
+    r->model_tflops_per_gpu = flops_token * r->tokens_per_s_per_gpu / 1e12;
+    r->mfu = flops_token * r->tokens_per_s_per_gpu / d->peak_flops;
+    r->hfu = hw_token * r->tokens_per_s_per_gpu / d->peak_flops;
+}
+
+// Predict one layout. layout_cfg: a finalized model config whose dp, tp, pp, cp, cp_ulysses,
+// vpp, sp, zero, schedule, recompute and micro_batch fields give the layout (dp x cp x tp x
+// pp GPUs); k: the kernels, rank order and pipeline cut; global_batch in sequences of
+// layout_cfg->seq_len tokens.
+// time_oom 0: a layout that does not fit gets its memory only (out->timed = 0), which
+// spares the enumeration most of its pipeline simulations. Returns 0, or -1 with
+// out->invalid saying why the layout cannot run (memory is not a reason: see out->fits).
+static int plan_predict_ex(const ModelConfig* layout_cfg, const PlanSetup* k, int global_batch, int gpus_per_node,
+                           const DeviceProfile* dev, int time_oom, PlanResult* out) {
+    const ModelConfig* c = layout_cfg;
+    const DeviceProfile* d = dev;
+    PlanResult* r = out;
+    memset(r, 0, sizeof(*r));
+    r->dp = c->dp, r->tp = c->tp, r->pp = c->pp, r->vpp = c->vpp, r->micro_batch = c->micro_batch;
+    r->recompute = c->recompute, r->sp = c->sp, r->zero = c->zero, r->schedule = c->schedule, r->setup = *k;
+    r->cp = c->cp, r->cp_ulysses = c->cp_ulysses;
+    if (plan_check_layout(c, k, global_batch, r)) return -1;
+    if (gpus_per_node < 1) gpus_per_node = c->dp * c->cp * c->tp * c->pp;
+    PlanLinks links = plan_links(c, k, d, gpus_per_node, r);
+
+    LayerTime lt = layer_time(c, c->micro_batch, c->tp, c->sp, c->cp, c->cp_ulysses, k, d, links.tp, links.ring, links.a2a);
+    double recompute_extra = c->recompute == RECOMPUTE_FULL ? lt.fwd : c->recompute == RECOMPUTE_SELECTIVE ? lt.attn_fwd : 0;
+    r->t_layer_fwd = lt.fwd, r->t_layer_bwd = lt.bwd + recompute_extra, r->t_layer_w = lt.bwd_w;  // recomputation is B's
+    EdgeTimes et = edge_times(c, k, d, links.tp);
+    PlanChunks ch = plan_chunks(c, k, &lt, &et, r);
+
+    plan_memory(c, k, d, &ch, r);
+    r->timed = r->fits || time_oom;
+    if (r->timed) {
+        plan_dp_time(c, k, d, links.dp, &ch, r);
+        plan_pipeline_time(c, d, links.pp, &ch, r);
+        plan_throughput(c, d, global_batch, &ch, r);
+    }
+    plan_chunks_free(&ch);
+    return 0;
+}
+
+static int plan_predict(const ModelConfig* layout_cfg, const PlanSetup* k, int global_batch, int gpus_per_node,
+                        const DeviceProfile* dev, PlanResult* out) {
+    return plan_predict_ex(layout_cfg, k, global_batch, gpus_per_node, dev, 1, out);
+}
+
+// MFU as the layouts study defines it (Hagemann et al. 2023): 6N + 12 L h T FLOPs per token,
+// N = every parameter, the input embedding included (config_flops_per_token counts the
+// matmul parameters only, as PaLM does).
+static double study_mfu(const ModelConfig* c, const PlanResult* r, const DeviceProfile* d) {
+    double flops = 6.0 * config_num_params(c) + 12.0 * c->n_layer * c->d_model * (double)c->seq_len;
+    return flops * r->tokens_per_s_per_gpu / d->peak_flops;
+}
+
+#endif

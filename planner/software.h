@@ -1,0 +1,84 @@
+// planner/software.h: what the training software does beside the layout: its attention and
+// norm kernels (and the bytes they move), where its process groups land and how it cuts the
+// pipeline (--software trainer | scaling).
+#ifndef PLANNER_SOFTWARE_H
+#define PLANNER_SOFTWARE_H
+
+// Attention kernels (the four the layouts study compared):
+//   torch          Q K^T and P V as batched matmuls, scale, mask and an fp32 softmax as
+//                  separate framework ops: the T x T scores are written and read several times
+//   fused_softmax  the same matmuls, scale + mask + softmax in one kernel (Megatron's)
+//   flash1/flash2  FlashAttention 1 / 2: tiles in on-chip memory, no T x T tensor, causal
+//                  blocks skipped
+enum { ATTN_TORCH, ATTN_FUSED_SOFTMAX, ATTN_FLASH1, ATTN_FLASH2, N_ATTN };
+static const char* const ATTN_NAMES[N_ATTN] = {"torch", "fused_softmax", "flash1", "flash2"};
+// Rank order, fastest-varying first: tp-pp-dp is this trainer's (parallel/grid.h); tp-dp-pp is
+// Megatron-LM's and the Scaling codebase's (pipeline stages furthest apart).
+enum { ORDER_TP_PP_DP, ORDER_TP_DP_PP };
+// Pipeline cut: `layers` splits the transformer layers evenly (this trainer, params.h: the
+// first chunks take the remainder; the embedding rides on the first chunk, the head on the
+// last); `params` cuts the list [embedding, layers..., final norm, head] into contiguous
+// chunks of balanced parameter counts (DeepSpeed's default "parameters" partition, Scaling's
+// "balanced"): the embedding and the head each weigh as much as several layers, so the
+// first and last stages get fewer layers, though the embedding costs almost no time.
+enum { SPLIT_LAYERS, SPLIT_PARAMS };
+
+typedef struct {
+    int attention;          // ATTN_*
+    int rms_kernel;         // 1: one fused norm kernel; 0: the norm as separate framework ops
+    int rank_order;         // ORDER_*
+    int pipe_split;         // SPLIT_*
+    int loss_gathered;      // 1: the logits are gathered over tp and every tp rank computes the loss over
+                            // the whole vocabulary; 0: a vocabulary-parallel loss (Megatron, this trainer)
+    int dp_after_backward;  // 1: gradients are reduced after the whole backward (in the optimizer step);
+                            // 0: the reduction overlaps the backward (dp_overlap of the device)
+    int context_parallel;   // 1: it can split sequences over cp ranks (this trainer); 0: cp 1 only
+} PlanSetup;
+
+// The software the planner can model (--software): this trainer, and the Aleph Alpha
+// Scaling codebase the layouts study ran on (Hagemann et al. 2023), read from its source:
+// Topology lays ranks out as (pipe, data, model) with model fastest; the pipeline is cut
+// over [embedding, layers, final norm, head] (its "balanced" method: the study's runs fit
+// it better than the uniform cut, MFU error 2.0 vs 2.2 points); the head is a column-
+// parallel linear with gathered output and the loss is torch's cross_entropy on the full
+// vocabulary; the optimizer all-reduces the gradients in its step, after the backward. It
+// has no context parallelism.
+enum { SOFTWARE_TRAINER, SOFTWARE_SCALING };
+static PlanSetup plan_setup_for(int software) {
+    PlanSetup s = {ATTN_FLASH2, 1, ORDER_TP_PP_DP, SPLIT_LAYERS, 0, 0, 1};
+    if (software == SOFTWARE_SCALING)
+        s.rank_order = ORDER_TP_DP_PP, s.pipe_split = SPLIT_PARAMS, s.loss_gathered = 1, s.dp_after_backward = 1, s.context_parallel = 0;
+    return s;
+}
+static PlanSetup plan_setup_default(void) { return plan_setup_for(SOFTWARE_TRAINER); }
+
+static int attn_from_name(const char* s) {
+    for (int i = 0; i < N_ATTN; i++)
+        if (!strcmp(s, ATTN_NAMES[i])) return i;
+    return -1;
+}
+
+// Bytes the memory-bound ops move per element they touch, forward and backward (e = bytes
+// of the training dtype; fp32 intermediates 4). Counted from the kernels' reads and writes:
+//   fused norm            fwd read x, write y: 2e            bwd read x, dy, write dx: 3e
+//   unfused RMSNorm       x.float() e+4, pow 8, mean 4, mul by rsqrt 8, to(dtype) 4+e, mul by
+//                         the weight 2e: 4e + 24 fwd; each op's backward reads its saved
+//                         input and the gradient and writes one: about twice that
+//   residual add          read 2, write 1: 3e (the backward sums two gradient streams: 3e)
+//   RoPE (q and k)        read, write: 2e each way
+//   GELU / SwiGLU         read 1 / 2 inputs, write 1: 2e / 3e; backward reads inputs and dy: 3e / 5e
+//   softmax, fused        fwd read scores, write P: 2e         bwd read P, dP, write dS: 3e
+//   softmax, torch        fwd mask 2e, fp32 softmax e+4, to(dtype) 4+e: 4e + 8
+//                         bwd to() e+4, softmax bwd 12, to(dtype) 4+e: 2e + 20
+//   cross-entropy         fwd logits to fp32 e+4, max 4, sum of exp 4, log-softmax 8: e + 20
+//                         bwd softmax - one-hot 8, to(dtype) 4+e: e + 12
+static double norm_bytes(int rms_kernel, double e, int backward) {
+    if (rms_kernel) return backward ? 3 * e : 2 * e;
+    return (backward ? 2 : 1) * (4 * e + 24);
+}
+static double softmax_bytes(int attention, double e, int backward) {
+    if (attention == ATTN_TORCH) return backward ? 2 * e + 20 : 4 * e + 8;
+    return backward ? 3 * e : 2 * e;
+}
+
+#endif

@@ -1,0 +1,284 @@
+// planner/time.h: time per op, roofline style: matmuls (with wave quantization), elementwise
+// ops at HBM bandwidth, ring collectives on the link a group lands on, context parallelism's
+// all-to-alls and ring, one transformer layer forward and backward, and the pipeline cut.
+#ifndef PLANNER_TIME_H
+#define PLANNER_TIME_H
+
+#include "parallel/schedule.h"
+#include "planner/memory.h"
+
+static double matmul_time(const DeviceProfile* d, double M, double N, double K, double batch) {
+    double flops = 2 * M * N * K * batch;
+    double bytes = (M * K + K * N + M * N) * batch * d->dtype_bytes;
+    // Wave quantization: cuBLAS cuts the output into tiles (256 x 128 for large bf16 GEMMs)
+    // and runs them in waves of one tile per SM; a last partial wave leaves SMs idle.
+    double wave = 1;
+    if (d->sms > 0) {
+        double tiles = ceil(M / 256) * ceil(N / 128) * batch;
+        wave = tiles / (ceil(tiles / d->sms) * d->sms);
+    }
+    double t_compute = flops / (d->peak_flops * d->matmul_eff * wave), t_memory = bytes / (d->hbm_bw * d->hbm_eff);
+    return (t_compute > t_memory ? t_compute : t_memory) + d->matmul_latency;
+}
+static double elementwise_time(const DeviceProfile* d, double bytes) { return bytes / (d->hbm_bw * d->hbm_eff) + d->op_latency; }
+
+// Ring collectives over n ranks (Patarasuk & Yuan 2009): an all-reduce moves 2(n-1)/n of
+// the buffer through every rank's link in 2(n-1) steps; all-gather and reduce-scatter
+// half of that. bw is the achievable bandwidth per rank, one direction.
+static double allreduce_time(int n, double bytes, double bw, double lat) { return n <= 1 ? 0 : 2.0 * (n - 1) / n * bytes / bw + 2.0 * (n - 1) * lat; }
+static double allgather_time(int n, double bytes, double bw, double lat) { return n <= 1 ? 0 : (double)(n - 1) / n * bytes / bw + (n - 1) * lat; }
+
+typedef struct { double bw, lat; } Link;
+
+// Time a communication of duration comm adds when it may overlap a compute window: the
+// part beyond the window, plus `interference` of the overlapped part (NCCL kernels take
+// SMs and HBM bandwidth from the compute they overlap).
+static double comm_exposed(double comm, double window, double interference) {
+    double hidden = comm < window ? comm : window;
+    return (comm - hidden) + interference * hidden;
+}
+
+// Bandwidth a group of ranks gets per rank: n_in ranks stride_in apart, repeated n_out times
+// stride_out apart (stride_out >= n_in * stride_in; the dp x cp ranks holding the same
+// weights; n_out = 1 for the other groups). Inside a node: NVLink. Across nodes, ring
+// collectives move the same bytes through every rank, so each node pushes them through its
+// NICs; all groups of the node communicate at once (they are in lock-step), so a group with
+// k members on a node gets k GPUs' share of the NICs.
+static Link group_link_nested(const DeviceProfile* d, int n_in, int stride_in, int n_out, int stride_out, int gpus_per_node) {
+    Link l;
+    int k_in = gpus_per_node / stride_in, k_out = stride_out >= gpus_per_node ? 1 : gpus_per_node / stride_out;
+    k_in = k_in < 1 ? 1 : k_in > n_in ? n_in : k_in;
+    k_out = k_out > n_out ? n_out : k_out;
+    if ((long)k_in * k_out == (long)n_in * n_out) { l.bw = d->intra_bw * d->link_eff; l.lat = d->intra_latency; return l; }
+    double nic_share = (double)d->nics_per_node * d->nic_bw / gpus_per_node;  // per GPU
+    l.bw = (double)k_in * k_out * nic_share;
+    if (l.bw > d->intra_bw) l.bw = d->intra_bw;
+    l.bw *= d->link_eff;
+    l.lat = d->inter_latency;
+    return l;
+}
+static Link group_link(const DeviceProfile* d, int n, int stride, int gpus_per_node) {
+    return group_link_nested(d, n, stride, 1, n * stride, gpus_per_node);
+}
+
+// One GPU's share of its node's NICs: what a point-to-point message leaving the node gets
+// (NCCL sends it through the NIC next to the GPU).
+static Link nic_link(const DeviceProfile* d, int gpus_per_node) {
+    Link l = {d->link_eff * d->nics_per_node * d->nic_bw / gpus_per_node, d->inter_latency};
+    return l;
+}
+
+// ----------------------------------------------------------------------------
+// Context parallelism (parallel/context_parallel.h): each sequence split over cp = U x R
+// ranks. A rank holds T/cp tokens of every sequence, so all outside the attention (matmuls,
+// norms, activations, logits, tp and pp messages) shrinks by cp; the weights are replicated
+// over cp, their gradients reduced and ZeRO-sharded over dp x cp. The attention needs every
+// earlier token:
+//   Ulysses (degree U; Jacobs et al. 2023): an all-to-all among U adjacent ranks turns the
+//     sequence split into a head split before the attention (q, k, v) and back after it (the
+//     output), each rank sending (U-1)/U of the tensor. The backward makes the head-split q,
+//     k, v, output and output gradient again and sends dq, dk, dv back: twice the forward's
+//     volume. Nothing overlaps them. U divides the KV heads of a tp rank.
+//   Ring (degree R = cp/U; Liu et al. 2023, zig-zag split: chunks r and 2R-1-r of 2R, so
+//     every rank has the same causal work): R-1 steps per layer forward, each sending this
+//     rank's K and V on while the attention of the block in hand runs (cost per step: what
+//     the block's compute does not hide). The backward makes R exchanges, each hidden the
+//     same way by its step's blocks: the first K, V, the middle ones K, V and the dK, dV
+//     (fp32) gathered so far, the last dK, dV; one more brings the last dK, dV home, with
+//     nothing to hide it.
+//   2D (USP, Fang and Zhao 2024; LoongTrain): both, the all-to-all among U adjacent ranks,
+//     the ring across R of those groups. U = 1 is the ring, R = 1 Ulysses.
+// Rank order (grid.h): cp next to tp, cp_rank = ring_rank * U + ulysses_rank, so the all-to-
+// all stays in a node while tp*U ranks fit in it, the ring while tp*cp do.
+
+// A layout's cp and U are ModelConfig's cp and cp_ulysses (1 and 1 without context parallelism).
+enum { CPK_NONE, CPK_RING, CPK_ULYSSES, CPK_2D, N_CPK };
+static const char* const CPK_NAMES[N_CPK] = {"none", "ring", "ulysses", "2d"};
+static int cp_kind_of(int cp, int U) { return cp == 1 ? CPK_NONE : U == 1 ? CPK_RING : U == cp ? CPK_ULYSSES : CPK_2D; }
+
+// Elements of K and V of one rank's tokens (b sequences of T/cp) on one tp rank: what a
+// ring step moves (in 2D a rank holds T/R tokens of kv/(t U) heads after the all-to-all:
+// as many).
+static double cp_kv_elems(const ModelConfig* c, int b, int tp, int cp) {
+    return (double)b * c->seq_len / cp * 2 * c->n_kv_head / tp * ((double)c->d_model / c->n_head);
+}
+
+// Bytes one rank sends in one layer's two forward all-to-alls: q, k, v (h + 2kv per token on
+// a tp rank's heads) and the output (h), (U-1)/U of each.
+static double cp_alltoall_bytes(const ModelConfig* c, int b, int tp, int cp, int U, int dtype_bytes) {
+    double h = c->d_model, kv = c->n_kv_head * (h / c->n_head);
+    return (double)b * c->seq_len / cp * (2 * h + 2 * kv) / tp * dtype_bytes * (U - 1) / U;
+}
+
+// The ring's link: its R ranks are tp*U apart, so it stays in the node iff tp*cp ranks fit
+// in one; otherwise its slowest hop leaves the node.
+static Link cp_ring_link(const DeviceProfile* d, int tp, int cp, int gpus_per_node) {
+    if (tp * cp <= gpus_per_node) { Link l = {d->intra_bw * d->link_eff, d->intra_latency}; return l; }
+    return nic_link(d, gpus_per_node);
+}
+
+// The all-to-all's: U ranks tp apart. Across nodes, what a rank sends to the U - k ranks off
+// its node (k of the group on each node) goes through its share of the NICs, every GPU of
+// the node sending at once; given as the bandwidth at which all it sends, (U-1)/U of the
+// tensor, takes that time.
+static Link cp_alltoall_link(const DeviceProfile* d, int tp, int U, int gpus_per_node) {
+    if (tp * U <= gpus_per_node) { Link l = {d->intra_bw * d->link_eff, d->intra_latency}; return l; }
+    int k = gpus_per_node / tp;
+    if (k < 1) k = 1;
+    Link l = nic_link(d, gpus_per_node);
+    l.bw *= (double)(U - 1) / (U - k);
+    return l;
+}
+
+// Context parallelism's part of one layer (one micro-batch, one GPU). attn_f, attn_b: this
+// rank's attention compute forward and backward (all its ring blocks), what the ring's K, V
+// steps overlap.
+typedef struct {
+    double fwd, bwd;              // time it adds to the layer's forward and backward
+    double comm_fwd, comm_bwd;    // its communication's own time (before overlap)
+    double bytes_fwd, bytes_bwd;  // bytes one rank sends
+} CpTime;
+
+static CpTime cp_layer_time(const ModelConfig* c, int b, int tp, int cp, int U, const DeviceProfile* d, double attn_f, double attn_b,
+                            Link ring, Link a2a) {
+    CpTime t;
+    memset(&t, 0, sizeof(t));
+    int R = cp / U;
+    if (U > 1) {  // forward: q, k, v and the output; backward: q, k, v, output, its gradient and dq, dk, dv
+        double v = cp_alltoall_bytes(c, b, tp, cp, U, d->dtype_bytes), two = v / a2a.bw + 2 * a2a.lat;
+        t.bytes_fwd += v, t.bytes_bwd += 2 * v;
+        t.comm_fwd += two, t.comm_bwd += 2 * two;
+        t.fwd += two, t.bwd += 2 * two;
+    }
+    if (R > 1) {
+        double kv = cp_kv_elems(c, b, tp, cp), ci = d->comm_interference, block_b = attn_b / R;
+        double step_kv = kv * d->dtype_bytes / ring.bw + ring.lat, step_dkv = kv * 4 / ring.bw + ring.lat;
+        double step_both = kv * (d->dtype_bytes + 4) / ring.bw + ring.lat;
+        t.bytes_fwd += (R - 1) * kv * d->dtype_bytes, t.bytes_bwd += (R - 1) * kv * d->dtype_bytes + R * kv * 4;
+        t.comm_fwd += (R - 1) * step_kv, t.comm_bwd += step_kv + (R - 2) * step_both + 2 * step_dkv;
+        t.fwd += (R - 1) * comm_exposed(step_kv, attn_f / R, ci);
+        t.bwd += comm_exposed(step_kv, block_b, ci) + (R - 2) * comm_exposed(step_both, block_b, ci) + comm_exposed(step_dkv, block_b, ci) +
+                 step_dkv;
+    }
+    return t;
+}
+
+// Times of one transformer layer for one micro-batch on one GPU.
+typedef struct {
+    double fwd, bwd;     // bwd without recomputation
+    double bwd_w;        // of bwd, the weight pass W (the zero-bubble schedules defer it); the rest is the input pass B
+    double attn_fwd;     // the core attention forward with its cp communication (what selective recompute redoes)
+    double comm_fwd, comm_bwd;  // tensor-parallel part of fwd / bwd
+    CpTime cp;           // context parallelism's part of fwd / bwd (in them)
+} LayerTime;
+
+// cp, U: context parallelism; ring, a2a: its links (unused at cp 1).
+static LayerTime layer_time(const ModelConfig* c, int b, int tp, int sp, int cp, int U, const PlanSetup* k, const DeviceProfile* d,
+                            Link tp_link, Link ring, Link a2a) {
+    LayerTime lt;
+    int R = cp / U;
+    double T = c->seq_len, s = T / cp, h = c->d_model, a = c->n_head, hd = h / a, t = tp, e = d->dtype_bytes;
+    double kv = c->n_kv_head * hd, F = c->d_ff, n = b * s;  // s: the tokens of a sequence this rank holds
+    double n_el = sp ? n / t : n;  // tokens of the ops outside the tensor-parallel regions
+    int llama = c->arch == ARCH_LLAMA;
+    // memory-bound ops, forward and backward (bytes per element: norm_bytes and the table above)
+    double norm_f = elementwise_time(d, n_el * h * norm_bytes(k->rms_kernel, e, 0));
+    double norm_b = elementwise_time(d, n_el * h * norm_bytes(k->rms_kernel, e, 1));
+    double resid = elementwise_time(d, 3 * n_el * h * e);
+    double rope = llama ? elementwise_time(d, 2 * n * (h + kv) / t * e) : 0;
+    double act_f = elementwise_time(d, (llama ? 3 : 2) * n * F / t * e);
+    double act_b = elementwise_time(d, (llama ? 5 : 3) * n * F / t * e);
+    double attn, attn_bwd;
+    // With context parallelism each rank does 1/cp of the attention (the zig-zag split
+    // balances the causal work), as R ring blocks: T/R tokens of a/(t U) heads each. With
+    // --cp-split contiguous ring rank r holds piece r: every ring step waits for a rank with
+    // a whole block (the last has R - 1/2 blocks, the first 1/2), so kernels that skip the
+    // masked work take (2R-1)/R of the balanced time.
+    double imbalance = c->cp_contiguous && R > 1 ? (2.0 * R - 1) / R : 1;
+    if (k->attention == ATTN_FLASH1 || k->attention == ATTN_FLASH2) {
+        // QK^T and AV: 4 b T^2 h FLOPs, causal kernels skip half; the backward does 2.5x (5 matmuls vs 2)
+        double flops = 4.0 * b * T * T * h / (t * cp) * 0.5 * imbalance;
+        double eff = k->attention == ATTN_FLASH2 ? d->attn_eff_flash2 : d->attn_eff_flash1;
+        attn = flops / (d->peak_flops * eff) + R * d->op_latency;
+        attn_bwd = 2.5 * flops / (d->peak_flops * eff) + R * d->op_latency;
+    } else {
+        // per block two batched matmuls over the full scores (no causal saving), then the
+        // softmax passes over them; the backward has four such matmuls
+        DeviceProfile dn = *d;
+        dn.matmul_eff = d->bmm_eff;
+        double Tb = T / R, bmm = matmul_time(&dn, Tb, Tb, hd, b * a / (t * U)), scores = b * a / (t * U) * Tb * Tb;
+        attn = R * (2 * bmm + elementwise_time(d, scores * softmax_bytes(k->attention, e, 0)));
+        attn_bwd = R * (4 * bmm + elementwise_time(d, scores * softmax_bytes(k->attention, e, 1)));
+    }
+    lt.cp = cp_layer_time(c, b, tp, cp, U, d, attn, attn_bwd, ring, a2a);
+    double qkv = matmul_time(d, n, (h + 2 * kv) / t, h, 1);
+    double proj = matmul_time(d, n, h, h / t, 1);
+    double up = llama ? matmul_time(d, n, 2 * F / t, h, 1) : matmul_time(d, n, F / t, h, 1);
+    double down = matmul_time(d, n, h, F / t, 1);
+    // Megatron: 2 all-reduces of the (s, b, h) activations forward and 2 backward; with SP
+    // an all-gather + reduce-scatter pair instead of each, the same bytes (Korthikanti §4.2.2).
+    // SP keeps only its 1/t slice of the qkv and fc1 inputs and gathers them again in the
+    // backward for the weight gradients; Megatron overlaps that all-gather with the input-
+    // gradient matmul, so it adds no time here.
+    double x_bytes = n * h * e;
+    double one = sp ? 2 * allgather_time(tp, x_bytes, tp_link.bw, tp_link.lat) : allreduce_time(tp, x_bytes, tp_link.bw, tp_link.lat);
+    lt.comm_fwd = 2 * one;
+    lt.comm_bwd = 2 * one;
+    double mm = qkv + proj + up + down;
+    lt.attn_fwd = attn + lt.cp.fwd;
+    lt.fwd = 2 * norm_f + 2 * resid + rope + act_f + mm + attn + lt.comm_fwd + lt.cp.fwd;
+    // backward: each matmul twice, its input gradient in B and its weight gradient (as many
+    // FLOPs: 2 x the layer's matmul parameters per token) in W; attention, norms, the
+    // elementwise ops and the tensor-parallel and context-parallel communication of the
+    // input gradients are B's
+    lt.bwd = 2 * norm_b + 2 * resid + rope + act_b + 2 * mm + attn_bwd + lt.comm_bwd + lt.cp.bwd;
+    lt.bwd_w = mm;
+    return lt;
+}
+
+// The pipeline cut: layers, embedding and head of each of the n_chunks global chunks.
+static void chunk_split(const ModelConfig* c, int n_chunks, int split, int* layers, int* has_embed, int* has_head) {
+    int L = c->n_layer;
+    if (split == SPLIT_LAYERS) {
+        for (int g = 0; g < n_chunks; g++) {
+            layers[g] = L / n_chunks + (g < L % n_chunks);  // params.h: the first chunks get the extra layers
+            has_embed[g] = g == 0, has_head[g] = g == n_chunks - 1;
+        }
+        return;
+    }
+    // by parameters: items 0 = embedding, 1..L = layers, L+1 = final norm, L+2 = head,
+    // each weighing its parameter count
+    int items = L + 3;
+    double C = c->d_model, V = c->vocab_padded, layer = chunk_params(c, 1, 0, 0, 1);
+    double* w = (double*)xmalloc(sizeof(double) * items);
+    for (int i = 0; i < items; i++) w[i] = i == 0 || i == L + 2 ? V * C : i == L + 1 ? C : layer;
+    // smallest bottleneck (heaviest chunk) a contiguous cut reaches: bisection, each probe
+    // filling the chunks greedily up to it
+    double lo = 0, hi = 0;
+    for (int i = 0; i < items; i++) hi += w[i];
+    for (int it = 0; it < 100; it++) {
+        double mid = 0.5 * (lo + hi), sum = 0;
+        int parts = 1;
+        for (int i = 0; i < items; i++) {
+            if (w[i] > mid) { parts = n_chunks + 1; break; }
+            if (sum + w[i] > mid) parts++, sum = 0;
+            sum += w[i];
+        }
+        if (parts <= n_chunks) hi = mid; else lo = mid;
+    }
+    int start = 0;
+    for (int g = 0; g < n_chunks; g++) {
+        int end = start;
+        double sum = 0;
+        // fill up to the bottleneck, leaving at least one item for each later chunk
+        while (end < items - (n_chunks - 1 - g) && (end == start || sum + w[end] <= hi * (1 + 1e-12))) sum += w[end++];
+        if (g == n_chunks - 1) end = items;
+        int l0 = start > 1 ? start : 1, l1 = end < L + 1 ? end : L + 1;
+        layers[g] = l1 > l0 ? l1 - l0 : 0;
+        has_embed[g] = start == 0, has_head[g] = end == items;
+        start = end;
+    }
+    free(w);
+}
+
+#endif

@@ -6,8 +6,8 @@ CC = gcc
 CFLAGS = -O3 -march=native -fopenmp -std=gnu11 -I. -Wall -Wextra -Wno-unused-function -Wno-unused-parameter
 LDLIBS = -lm
 
-# Open MPI: mpicc gives the include and link flags.
-MPICC := $(shell command -v mpicc 2>/dev/null)
+# Open MPI: mpicc gives the include and link flags (looked up when a recipe runs: the mpi target may
+# have just installed it).
 # MPI=none: build against nompi/mpi.h, a one-process stand-in, instead of Open MPI: single-
 # rank runs only, for a machine that can install nothing (the lent GPU machine).
 ifeq ($(MPI),none)
@@ -41,7 +41,7 @@ include Makefile.faults
 
 detect:
 	@echo "build: OpenMP yes (gcc -fopenmp); SIMD $$(echo | $(CC) -march=native -dM -E - | grep -q __AVX512F__ && echo AVX-512 || (echo | $(CC) -march=native -dM -E - | grep -q __AVX2__ && echo AVX2 || echo none))"
-	@echo "build: MPI $(if $(filter none,$(MPI)),none (MPI=none: nompi/mpi.h, one rank only),$(if $(MPICC),yes ($(MPICC)),no))"
+	@echo "build: MPI $(if $(filter none,$(MPI)),none (MPI=none: nompi/mpi.h, one rank only),$$(command -v mpicc >/dev/null && echo "yes ($$(command -v mpicc))" || echo no))"
 	@echo "build: CUDA $(if $(NVCC),yes ($(CUDA_ROOT); NCCL: $(NCCL_FLAGS)),no); GPU at build time: $(if $(GPU_USABLE),yes,no)"
 
 # Open MPI is required (the layout runs over it): install it when missing.
@@ -145,6 +145,7 @@ test: train train_cpu test_gpt test_planner test_layouts test_faults train_asan 
 	./test_gpt 2>&1 | tee -a .test.log || status=1; \
 	./test_layouts 2>&1 | tee -a .test.log || status=1; \
 	python3 tests/test_export_hf.py 2>&1 | tee -a .test.log || status=1; \
+	python3 tests/test_gpt2_data.py 2>&1 | tee -a .test.log || status=1; \
 	./test_faults 2>&1 | tee -a .test.log || status=1; \
 	./test_emu 2>&1 | tee -a .test.log || status=1; \
 	EMU_STREAMS=compute ./test_emu 2>&1 | tee -a .test.log || status=1; \

@@ -17,6 +17,7 @@
 
 #define SHARD_MAGIC 20240520
 #define TOKENIZER_MAGIC 20240328
+#define GPT2_VOCAB 50257  // GPT-2's byte-level BPE; its <|endoftext|> is the last id, 50256
 
 typedef struct {
     int* tokens;         // the whole stream in memory
@@ -37,6 +38,28 @@ static void stream_add_file(TokenStream* ts, FileId id) {
     ts->files = (FileId*)realloc(ts->files, (ts->n_files + 1) * sizeof(FileId));
     if (!ts->files) fail("out of memory");
     ts->files[ts->n_files++] = id;
+}
+
+// A shard's ids past the model's vocabulary: the error says which vocabulary its largest id needs.
+static void shard_vocab_fail(const char* path, const uint16_t* ids, size_t n, size_t at, int vocab) {
+    int top = 0;
+    for (size_t i = 0; i < n; i++) top = ids[i] > top ? ids[i] : top;
+    const char* gpt2 = top < GPT2_VOCAB ? " (GPT-2 shards of data/prepare.py --tokenizer gpt2: --model gpt2-124m, or --vocab 50257)" : "";
+    fail("data file %s: token id %d at position %zu is >= vocab %d; its largest id is %d: use --vocab %d or more%s", path, ids[at],
+         at, vocab, top, top + 1, gpt2);
+}
+
+// fread of n items of `size` bytes in pieces of 64 MiB, with a look for a stop signal after
+// each (a file of GBs takes seconds to read); whether all n came.
+static int read_in_pieces(FILE* f, void* buf, size_t size, size_t n) {
+    size_t piece = ((size_t)64 << 20) / size;
+    for (size_t done = 0; done < n;) {
+        size_t k = n - done < piece ? n - done : piece;
+        if (fread((char*)buf + done * size, size, k, f) != k) return 0;
+        done += k;
+        stop_if_signalled("reading the data");
+    }
+    return 1;
 }
 
 // Append one llm.c shard: 256 int32 header (magic 20240520, version 1, token count), then uint16 tokens.
@@ -60,7 +83,7 @@ static void read_shard(TokenStream* ts, const char* path, int vocab, const char*
     if (fread(buf, 2, n, f) != n) fail("data file %s: truncated", path);
     fclose(f);
     for (size_t i = 0; i < n; i++) {
-        if (buf[i] >= vocab) fail("data file %s: token id %d at position %zu is >= vocab %d", path, buf[i], i, vocab);
+        if (buf[i] >= vocab) shard_vocab_fail(path, buf, n, i, vocab);
         ts->tokens[ts->n_tokens + i] = buf[i];
     }
     ts->n_tokens += n;
@@ -185,17 +208,20 @@ static void stream_split(TokenStream* train, TokenStream* val, double frac) {
 
 typedef struct {
     int vocab;
-    char** piece;                // NULL: byte-level decoding
+    char** piece;                // NULL: no tokenizer file (bytes, or ids for a larger vocabulary)
     unsigned char* piece_len;    // a piece may hold any bytes, NUL too
-    int eot;
+    int eot;                     // <|endoftext|>: where samples start
 } Tokenizer;
 
 // Load the tokenizer file at path for a model whose vocabulary is `vocab`: first the file
 // itself (header, every piece present and non-empty, eot inside its vocabulary), then that
-// it is this model's tokenizer (the same vocabulary size). No path: byte-level decoding.
+// it is this model's tokenizer (the same vocabulary size). No path: byte-level decoding for
+// the byte-level vocabulary (eot 256), token ids for any larger one (eot GPT-2's 50256 for
+// its vocabulary, else 256); a vocabulary below 257 has no eot and starts samples at id 0.
 static void tokenizer_load(Tokenizer* tk, const char* path, int vocab) {
     memset(tk, 0, sizeof(*tk));
-    tk->eot = EOT_TOKEN;
+    tk->vocab = vocab;
+    tk->eot = vocab == GPT2_VOCAB ? GPT2_VOCAB - 1 : vocab > EOT_TOKEN ? EOT_TOKEN : 0;
     if (!path || !*path) return;
     char why[256];
     FILE* f = input_open(path, why, sizeof(why), NULL);
@@ -222,11 +248,17 @@ static void tokenizer_load(Tokenizer* tk, const char* path, int vocab) {
 }
 
 // Append the bytes token id stands for to out: its piece (none for the tokenizer's eot or
-// an id outside its vocabulary), or byte-level the byte itself, and a newline for
-// <|endoftext|>. They are raw bytes: print them through escape_text.
+// an id outside its vocabulary); without a tokenizer file the id in brackets for a vocabulary
+// larger than bytes, or byte-level the byte itself and a newline for <|endoftext|>. They are
+// raw bytes: print them through escape_text.
 static void tokenizer_decode(const Tokenizer* tk, int id, Bytes* out) {
     if (tk->piece) {
         if (id >= 0 && id < tk->vocab && id != tk->eot) bytes_append(out, tk->piece[id], tk->piece_len[id]);
+        return;
+    }
+    if (tk->vocab > BYTE_VOCAB) {
+        char shown[16];
+        bytes_append(out, shown, (size_t)snprintf(shown, sizeof(shown), "[%d]", id));
         return;
     }
     char byte = (char)id;

@@ -25,6 +25,7 @@
 #define MAX_TRACE_EVENTS 200000
 
 typedef struct { float t0, t1; int kind, mb, chunk; const char* name; } TraceEvent;
+#define HOST_CHARS 64
 
 typedef struct {
     Args* args;
@@ -49,6 +50,7 @@ typedef struct {
     double ema_ms;              // for the ETA
     double last_bubble, bubble_formula;
     double tok_s, mfu, hfu, tflops;
+    char (*hosts)[HOST_CHARS];  // rank 0: each rank's host name (for the grid at start-up)
 } Metrics;
 
 static Metrics* trace_target = NULL;  // the Metrics the communicator reports collectives to
@@ -79,6 +81,26 @@ static void metrics_init(Metrics* m, Args* a, int rank, int world, double peak_f
         trace_target = m;
         comm_trace_hook = trace_collective;
     }
+    // which host each rank runs on, for the grid print: a multi-node run shows its placement
+    char host[HOST_CHARS] = "";
+    gethostname(host, sizeof(host) - 1);
+    if (rank == 0) m->hosts = (char(*)[HOST_CHARS])xcalloc(world, HOST_CHARS);
+    if (world == 1) memcpy(m->hosts[0], host, HOST_CHARS);
+    else  // comm: world gather of the host names
+        mpiCheck(MPI_Gather(host, HOST_CHARS, MPI_BYTE, rank == 0 ? m->hosts : NULL, HOST_CHARS, MPI_BYTE, 0, MPI_COMM_WORLD));
+}
+
+// The host of each run of consecutive ranks: "hosts: ranks 0-7 on node-a, 8-15 on node-b".
+static void print_hosts(const Metrics* m) {
+    printf("hosts: ranks");
+    for (int r = 0, end; r < m->world; r = end + 1) {
+        for (end = r; end + 1 < m->world && !strcmp(m->hosts[end + 1], m->hosts[r]); end++) {}
+        char shown[4 * HOST_CHARS];
+        printf(r ? ", %d" : " %d", r);
+        if (end > r) printf("-%d", end);
+        printf(" on %s", printable(m->hosts[r], shown, sizeof(shown)));
+    }
+    printf("\n");
 }
 
 static double hfu_flops_per_token(const ModelConfig* c) {
@@ -92,9 +114,14 @@ static void print_startup(const Layout* L, const ParamLayout* P, const ModelConf
                           const TokenStream* va, const Metrics* m, int n_micro, int start_step) {
     char b1[32], b2[32], b3[32];
     double tokens_step = (double)c->global_batch * c->seq_len;
-    printf("+-----------------------+----------------------------------------------+\n");
-#define ROW(k, ...) do { char v_[640], shown_[4 * sizeof(v_)]; snprintf(v_, sizeof(v_), __VA_ARGS__); \
-        printf("| %-21s | %-44s |\n", k, printable(v_, shown_, sizeof(shown_))); } while (0)
+    // the rows first, then the box as wide as its widest value
+    enum { MAX_ROWS = 32, VALUE_CHARS = 4 * 640 };
+    const char* keys[MAX_ROWS];
+    char(*values)[VALUE_CHARS] = (char(*)[VALUE_CHARS])xcalloc(MAX_ROWS, VALUE_CHARS);
+    int n_rows = 0, width = 44;
+#define ROW(k, ...) do { char v_[640]; snprintf(v_, sizeof(v_), __VA_ARGS__); keys[n_rows] = k; \
+        printable(v_, values[n_rows], VALUE_CHARS); \
+        width = (int)strlen(values[n_rows]) > width ? (int)strlen(values[n_rows]) : width; n_rows++; } while (0)
     ROW("model", "%s (%s)", a->model, arch_name(c->arch));
     ROW("n_layer / n_head", "%d / %d (kv %d), head size %d", c->n_layer, c->n_head, c->n_kv_head, c->d_model / c->n_head);
     ROW("d_model / d_ff", "%d / %d", c->d_model, c->d_ff);
@@ -120,7 +147,15 @@ static void print_startup(const Layout* L, const ParamLayout* P, const ModelConf
     ROW("zero / recompute", "%d / %s", c->zero, recompute_name(c->recompute));
     ROW("peak per rank", "%.3f TFLOP/s (%s)", m->peak_flops / 1e12, m->peak_source);
     ROW("seed", "%llu", (unsigned long long)c->seed);
-    printf("+-----------------------+----------------------------------------------+\n");
+    ROW("samples", "%s", a->tokenizer ? "text (--tokenizer)" : c->vocab <= BYTE_VOCAB ? "bytes"
+        : "token ids [n]: no --tokenizer (data/prepare.py writes PREFIX_tokenizer.bin)");
+    char dashes[VALUE_CHARS + 3];
+    memset(dashes, '-', (size_t)width + 2);
+    dashes[width + 2] = 0;
+    printf("+-----------------------+%s+\n", dashes);
+    for (int i = 0; i < n_rows; i++) printf("| %-21s | %-*s |\n", keys[i], width, values[i]);
+    printf("+-----------------------+%s+\n", dashes);
+    free(values);
     // The grid: which rank holds which coordinates, and the layers of each stage.
     printf("grid (rank = ((dp_rank * pp + stage) * cp + cp_rank) * tp + tp_rank):\n");
     for (int s = 0; s < c->pp; s++) {
@@ -137,6 +172,7 @@ static void print_startup(const Layout* L, const ParamLayout* P, const ModelConf
                 for (int t = 0; t < c->tp; t++) printf(" %d", layout_rank_of(L, d, s, k, t));
         printf("\n");
     }
+    print_hosts(m);
     (void)b3;
     fflush(stdout);
 #undef ROW

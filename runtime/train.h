@@ -178,7 +178,7 @@ static void sample_text(Model* m, const Tokenizer* tk, int len, uint64_t seed, F
     rng_seed(&rng, seed);
     Bytes text = {NULL, 0, 0};
     int n = 0;
-    ctx[n++] = m->c.vocab > EOT_TOKEN ? EOT_TOKEN : 0;  // start from <|endoftext|> (or byte 0)
+    ctx[n++] = tk->eot;  // start from <|endoftext|> (tokenizer_load: 256 for bytes, GPT-2's 50256; 0 below 257)
     size_t nrow = (size_t)row_count(m, B) * m->C;
     for (int step = 0; step < len; step++) {
         int start = n > T ? n - T : 0, cur = n - start;  // window of the last T tokens

@@ -18,6 +18,11 @@ ranks that time-share the cores. Every other prediction comes from the model
   python3 scripts/sweep.py                      # tiny model, 4 ranks, ~10 minutes
   python3 scripts/sweep.py --quick              # a handful of layouts
   python3 scripts/sweep.py --model small --world 2 --steps 6
+
+It writes sweep.csv, sweep.png and the runs' logs into --out (default dev/out/sweep, which
+git ignores); it refuses a folder whose sweep.csv or sweep.png git tracks (dev/sweep holds
+the README's calibration of 2026-12-02). The figure needs matplotlib (pip install -r
+requirements.txt), or --no-plot.
 """
 import argparse, csv, itertools, json, os, re, subprocess, sys, time
 
@@ -162,16 +167,9 @@ def name(l):
 
 
 def plot(rows, path):
-    try:
-        import matplotlib
-        matplotlib.use("Agg")
-        import matplotlib.pyplot as plt
-    except ImportError:
-        print("sweep: matplotlib missing; installing it with pip")
-        subprocess.run([sys.executable, "-m", "pip", "install", "-q", "matplotlib"], check=False)
-        import matplotlib
-        matplotlib.use("Agg")
-        import matplotlib.pyplot as plt
+    import matplotlib
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
     rows = sorted(rows, key=lambda r: -r["tok_s"])
     labels = [r["layout"] for r in rows]
     fig, ax = plt.subplots(3, 1, figsize=(max(10, 0.22 * len(rows)), 11), sharex=True)
@@ -199,12 +197,25 @@ def main():
     ap.add_argument("--global-batch", type=int, default=16)
     ap.add_argument("--micro-batches", type=lambda s: [int(x) for x in s.split(",")], default=[2, 4])
     ap.add_argument("--steps", type=int, default=4)
-    ap.add_argument("--out", default=os.path.join(ROOT, "dev", "sweep"))
+    ap.add_argument("--out", default=os.path.join(ROOT, "dev", "out", "sweep"), help="output folder (default dev/out/sweep)")
     ap.add_argument("--quick", action="store_true")
+    ap.add_argument("--no-plot", action="store_true", help="no sweep.png (no matplotlib needed)")
     a = ap.parse_args()
-    os.makedirs(os.path.join(a.out, "logs"), exist_ok=True)
     if not os.path.exists(TRAIN):
         sys.exit("sweep: build ./train first (make train)")
+    if not a.no_plot:
+        try:
+            import matplotlib  # noqa: F401
+        except ImportError:
+            print("sweep: the figure needs matplotlib (pip install -r requirements.txt), or pass --no-plot", file=sys.stderr)
+            sys.exit(2)
+    for f in ("sweep.csv", "sweep.png"):
+        path = os.path.join(a.out, f)
+        tracked = subprocess.run(["git", "-C", ROOT, "ls-files", "--error-unmatch", os.path.abspath(path)],
+                                 stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL).returncode == 0
+        if tracked:
+            sys.exit("sweep: %s is a tracked file; pass another --out (default dev/out/sweep)" % path)
+    os.makedirs(os.path.join(a.out, "logs"), exist_ok=True)
     t0 = time.time()
     core = measured_peak_tflops() / os.cpu_count()  # a 1-rank run's peak is the whole machine's
     cal = calibrate(a, core)
@@ -239,7 +250,7 @@ def main():
     if errs:
         print("planner vs measured step time: %d of %d within 25%%, median |error| %.0f%%"
               % (within, len(errs), 100 * sorted(errs)[len(errs) // 2]))
-    if rows:
+    if rows and not a.no_plot:
         plot(rows, os.path.join(a.out, "sweep.png"))
         print("wrote " + os.path.join(a.out, "sweep.png"))
 

@@ -124,6 +124,12 @@ def main():
     a.extra = [x for x in extra if x != "--"]
     if not os.path.exists(a.train):
         sys.exit("error: %s not found: run make train first (or give --train)" % a.train)
+    if a.plot:
+        try:
+            import matplotlib  # noqa: F401
+        except ImportError:
+            print("error: the figure needs matplotlib (pip install -r requirements.txt), or pass --plot ''", file=sys.stderr)
+            sys.exit(2)
     out = a.out or tempfile.NamedTemporaryFile(suffix=".csv", delete=False).name
     cmd = [a.train, "--plan", "--runs", a.runs] + STUDY_FLAGS + a.extra + ["--plan-csv", out]
     p = subprocess.run(cmd, capture_output=True, text=True)

@@ -1,0 +1,137 @@
+#!/usr/bin/env python3
+"""BPE data end to end, offline: data/prepare.py --tokenizer gpt2 with a small BPE made here
+(--bpe-file: tiktoken's format, 256 bytes and a few merges, the GPT-2 split pattern), its
+shards and tokenizer file read by ./train, samples decoded to text from <|endoftext|>, and
+the errors and notes a GPT-2 vocabulary gets.
+
+  make train && python3 tests/test_gpt2_data.py
+
+One line per check, "N passed, N failed" last. Without tiktoken the prepare.py checks are
+skipped (said, and counted) and the trainer's checks use a tokenizer file written here.
+"""
+import base64, os, re, struct, subprocess, sys, tempfile
+
+HERE = os.path.dirname(os.path.abspath(__file__))
+ROOT = os.path.dirname(HERE)
+MERGES = [b"th", b"he", b"the", b" the", b"on", b"ce", b" u", b"up", b" up", b"on", b"ti", b"me", b" a", b"in", b"an"]
+results = []
+
+
+def check(ok, name, detail=""):
+    results.append(bool(ok))
+    print("%s gpt2_data/%s%s" % ("PASS" if ok else "FAIL", name, ": " + detail if detail else ""))
+
+
+def train(*flags):
+    p = subprocess.run(["./train", "--model", "tiny", "--eval-every", "0", "--quiet"] + list(flags), cwd=ROOT,
+                       stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, errors="replace", timeout=300)
+    return p.returncode, p.stdout, p.stderr
+
+
+def write_shard(path, ids):
+    with open(path, "wb") as f:
+        f.write(struct.pack("<256i", 20240520, 1, len(ids), *([0] * 253)) + struct.pack("<%dH" % len(ids), *ids))
+
+
+def read_shard(path):
+    raw = open(path, "rb").read()
+    h = struct.unpack("<3i", raw[:12])
+    return h, list(struct.unpack("<%dH" % h[2], raw[1024:]))
+
+
+def read_tokenizer(path):
+    raw = open(path, "rb").read()
+    magic, version, vocab, eot = struct.unpack("<4I", raw[:16])
+    pieces, at = [], 1024
+    for _ in range(vocab):
+        pieces.append(raw[at + 1:at + 1 + raw[at]])
+        at += 1 + raw[at]
+    return (magic, version, vocab, eot), pieces, at == len(raw)
+
+
+def sample_of(stdout):
+    return stdout.split("sample:\n", 1)[1].split("\nmeasured:")[0].rstrip("\n") if "sample:\n" in stdout else None
+
+
+def main():
+    stories = "\n\n".join("once upon a time %s the %s sat on the %s." % (w, x, y) for w, x, y in
+                          [("in the north", "cat", "mat"), ("there", "dog", "log"), ("in the south", "bird", "tree"),
+                           ("long ago", "frog", "stone"), ("at dawn", "fox", "hill")] * 60)
+    with tempfile.TemporaryDirectory(prefix="test_gpt2_data_") as tmp:
+        text_path = os.path.join(tmp, "stories.txt")
+        open(text_path, "w").write(stories)
+        prefix = os.path.join(tmp, "stories")
+        try:
+            import tiktoken  # noqa: F401
+            have_tiktoken = True
+        except ImportError:
+            have_tiktoken = False
+            print("SKIP gpt2_data/prepare: tiktoken is not installed (pip install -r requirements.txt); "
+                  "the trainer's checks use a tokenizer file written here")
+        merges = list(dict.fromkeys(MERGES))  # in rank order, each once
+        vocab = 256 + len(merges) + 1
+        eot = vocab - 1
+        if have_tiktoken:
+            bpe = os.path.join(tmp, "small.tiktoken")
+            with open(bpe, "w") as f:
+                for rank, tok in enumerate([bytes([b]) for b in range(256)] + merges):
+                    f.write("%s %d\n" % (base64.b64encode(tok).decode(), rank))
+            p = subprocess.run([sys.executable, "data/prepare.py", "--tokenizer", "gpt2", "--bpe-file", bpe, text_path, prefix],
+                               cwd=ROOT, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True, timeout=120)
+            check(p.returncode == 0 and "--vocab %d" % vocab in p.stdout, "prepare: shards, tokenizer and the train command",
+                  p.stdout.strip().splitlines()[-1] if p.stdout.strip() else "exit %d" % p.returncode)
+            (magic, version, n, tok_eot), pieces, whole = read_tokenizer(prefix + "_tokenizer.bin")
+            check((magic, version, n, tok_eot) == (20240328, 2, vocab, eot) and whole and pieces[eot] == b"<|endoftext|>",
+                  "prepare: llm.c tokenizer file v2", "vocab %d, eot %d" % (n, tok_eot))
+            hv, val = read_shard(prefix + "_val_000.bin")
+            ht, tr = read_shard(prefix + "_train_000.bin")
+            ids = val + tr
+            decoded = b"".join(b"\n\n" if i == eot else pieces[i] for i in ids)[2:].decode()
+            check(hv[:2] == (20240520, 1) and decoded == stories and ids[0] == eot and ids.count(eot) == 300,
+                  "prepare: shards decode to the text, <|endoftext|> before each of 300 documents",
+                  "%d tokens for %d bytes" % (len(ids), len(stories)))
+            p = subprocess.run([sys.executable, "data/prepare.py", "--tokenizer", "gpt2", "--bpe-file", text_path, text_path,
+                                prefix + "_bad"], cwd=ROOT, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
+            check(p.returncode != 0 and "not a tiktoken ranks file" in p.stdout and "Traceback" not in p.stdout,
+                  "prepare: a --bpe-file that is not one is one line", p.stdout.strip())
+        else:  # the same files, from a tokenizer written here: bytes and the merges
+            pieces = [bytes([b]) for b in range(256)] + merges + [b"<|endoftext|>"]
+            with open(prefix + "_tokenizer.bin", "wb") as f:
+                f.write(struct.pack("<256I", 20240328, 2, vocab, eot, *([0] * 252)))
+                f.write(b"".join(bytes([len(p)]) + p for p in pieces))
+            ids = []
+            for doc in stories.split("\n\n"):
+                ids += [eot] + list(doc.encode())
+            write_shard(prefix + "_val_000.bin", ids[:len(ids) // 10])
+            write_shard(prefix + "_train_000.bin", ids[len(ids) // 10:])
+        data = ["--data", prefix + "_train_*.bin", "--val-data", prefix + "_val_000.bin"]
+
+        # a shard of ids past the byte-level vocabulary: the error names the vocabulary it needs
+        rc, out, err = train(*data, "--steps", "1")
+        check(rc == 1 and "its largest id is %d" % (vocab - 1) in err and "--vocab" in err, "train: ids >= vocab 257 get a hint",
+              err.strip())
+        gpt2_like = os.path.join(tmp, "gpt2ids.bin")
+        write_shard(gpt2_like, [50256, 15496, 11, 995, 25247, 13] * 20)
+        rc, out, err = train("--data", gpt2_like, "--steps", "1")
+        check(rc == 1 and "--model gpt2-124m" in err and "--vocab 50257" in err, "train: GPT-2 ids suggest --model gpt2-124m",
+              err.strip())
+
+        # trained with the tokenizer: samples are text, from <|endoftext|> (every document starts "once upon a time")
+        rc, out, err = train(*data, "--vocab", str(vocab), "--tokenizer", prefix + "_tokenizer.bin", "--steps", "150",
+                             "--lr", "1e-2", "--sample-len", "24")
+        s = sample_of(out)
+        check(rc == 0 and s is not None and s.startswith("once upon a time"), "train: the sample is text, from <|endoftext|>",
+              repr(s) if s is not None else err.strip()[-300:])
+        check("| samples" in out and "text (--tokenizer" in out, "train: the start-up table says how samples print")
+
+        # no --tokenizer with a vocabulary larger than bytes: samples print ids, and the table says so
+        rc, out, err = train(*data, "--vocab", str(vocab), "--steps", "2", "--sample-len", "5")
+        s = sample_of(out)
+        check(rc == 0 and s is not None and re.fullmatch(r"(\[\d+\]){5}", s) is not None and "token ids" in out,
+              "train: no --tokenizer: samples print token ids, the table says so", repr(s))
+    print("%d passed, %d failed" % (sum(results), len(results) - sum(results)))
+    return 0 if all(results) else 1
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -31,8 +31,8 @@ NVCC_FLAGS = -O3 -std=c++17 -DOMPI_SKIP_MPICXX=1 -gencode arch=compute_90,code=[
              -I$(CUDA_ROOT)/include -I.
 NVCC_LIBS = -L$(CUDA_ROOT)/lib64 -lcublasLt -lcublas $(NCCL_FLAGS) -lm
 
-HEADERS = $(wildcard runtime/*.h model/*.h parallel/*.h planner/*.h)
-GPU_HEADERS = model/kernels_gpu.cuh
+HEADERS = $(wildcard runtime/*.h model/*.h model/cpu/*.h parallel/*.h planner/*.h)
+GPU_HEADERS = model/kernels_gpu.cuh $(wildcard model/gpu/*.cuh)
 
 .PHONY: all train test bench clean mpi detect
 all: train
@@ -77,7 +77,9 @@ test_gpu: tests/test_gpu.cu $(HEADERS) $(GPU_HEADERS) | $(NEED_MPI) detect
 # emu/cu2cpp.pl, compiled by g++ and run on the CPU, one fiber per CUDA thread, with
 # cuBLASLt and NCCL (over MPI) emulated. So the GPU kernels and the whole GPU trainer run,
 # and are tested, where there is no GPU. Needs the CUDA headers (not a GPU, not libcudart).
-EMU_SRC = emu/build/train_gpt.cu emu/build/tests/test_gpu.cu emu/build/model/kernels_gpu.cuh emu/build/parallel/comm_nccl.h
+# (cu2cpp.pl does not follow includes: every GPU source is listed, each translated file found
+# first on the include path -Iemu/build.)
+EMU_SRC = emu/build/train_gpt.cu emu/build/tests/test_gpu.cu emu/build/parallel/comm_nccl.h $(addprefix emu/build/,$(GPU_HEADERS))
 EMU_DEPS = $(HEADERS) $(EMU_SRC) emu/cuda_emu.h emu/cublaslt_emu.h emu/nccl_emu.h
 EMU_CXX = g++ -g -std=c++17 -fopenmp -DOMPI_SKIP_MPICXX=1 -Wall -Wno-unused-function -Wno-unused-parameter -Wno-unknown-pragmas \
           -I$(CUDA_ROOT)/include -Iemu/build -I. -include emu/cuda_emu.h

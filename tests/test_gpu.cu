@@ -26,7 +26,6 @@
 //
 // Build: nvcc -O3 -std=c++17 -gencode arch=compute_90,code=[sm_90,compute_90] -I.
 //   $(mpicc --showme:compile) -o test_gpu tests/test_gpu.cu -lcublasLt -lcublas $(mpicc --showme:link) -lnccl
-#include "model/config.h"  // AttnBlock, which kernels_cpu.h uses without including it
 #include "model/kernels_cpu.h"
 #include "model/kernels_gpu.cuh"
 

@@ -1,0 +1,179 @@
+// model/cpu/attention.h: RoPE in place on the q and k heads of qkv rows, and causal
+// attention with grouped-query heads by blocks (FlashAttention's algorithm): a block of
+// query rows against a block of key rows (model/config.h AttnBlock), merged into a running
+// output o (B*Ts x Ha*hd) and log-sum-exp lse (B x Ha x Ts); the whole sequence is one
+// block (attention_forward: qkv B*T x (H + 2 KV)*hd -> out B*T x H*hd, lse B x H x T).
+#ifndef CPU_ATTENTION_H
+#define CPU_ATTENTION_H
+
+#include "model/config.h"  // AttnBlock
+#include "model/cpu/simd.h"
+#include "model/cpu/gemm.h"
+
+// Rotary position embeddings (Su et al. 2021), applied in place to the q and k heads of
+// qkv rows (N = B*T rows, row stride `stride`, position of row i is pos[i % T]). Pairs are
+// (2j, 2j+1) within a head, angle pos * theta^(-2j/hd), theta = 10000.
+// The backward is the rotation by the opposite angle (sign = -1).
+
+static void rope_apply(float* qkv, int N, const int* positions, int T, int stride, int n_heads, int hd, float sign) {
+#pragma omp parallel for
+    for (int i = 0; i < N; i++) {
+        int pos = positions[i % T];
+        for (int h = 0; h < n_heads; h++) {
+            float* x = qkv + (size_t)i * stride + h * hd;
+            for (int j = 0; j < hd / 2; j++) {
+                float ang = pos * powf(10000.0f, -2.0f * j / hd);
+                float c = cosf(ang), s = sign * sinf(ang);
+                float a = x[2 * j], b = x[2 * j + 1];
+                x[2 * j] = a * c - b * s;
+                x[2 * j + 1] = a * s + b * c;
+            }
+        }
+    }
+}
+
+// ----------------------------------------------------------------------------
+// Causal attention by blocks (FlashAttention's algorithm, Dao et al. 2022): the queries of
+// one block of rows against the keys of another (model/config.h AttnBlock), never a T x T
+// matrix. The forward merges each block into a running output o (B*Ts rows x Ha*hd,
+// normalized) and its log-sum-exp lse (B x Ha x Ts): for a block with row maximum mx, sum
+// of exponentials l and unnormalized output y,
+//     lse' = log(e^lse + e^(mx + log l)),  o' = o e^(lse - lse') + y e^(mx - lse'),
+// so the blocks may come in any order (context parallelism's ring). The backward of a
+// block needs only the final lse: P = exp(scale q k^T - lse), D = rowsum(dout * out),
+//     dv += P^T dout,  dS = P (dout v^T - D) scale,  dq += dS k,  dk += dS^T q.
+// Query head h uses kv head h / (Ha/KVa) (grouped-query attention). The products are
+// gemm() calls on the calling thread (one head per thread), over tiles of ATT_ROWS queries
+// whose keys end where the tile's last query is; every sum runs in the same order whatever
+// the thread count.
+#define ATT_ROWS 32
+
+// The keys of the block that query row t (of the block) may see: [0, n).
+static int att_keys_seen(const AttnBlock* a, int t) {
+    int n = a->q_pos + t - a->k_pos + 1;
+    return n < 0 ? 0 : n > a->nk ? a->nk : n;
+}
+
+// s[0, n) = exp(scale * s - shift), zero in [n, keys); returns the sum over [0, n).
+static float att_exp_row(float* s, int n, int keys, float scale, float shift) {
+    vec vscale = vbcast(scale), vshift = vbcast(shift), sum = vzero();
+    ROW_LOOP(c, w, n) {
+        vec e = vfirst(vexp(vsub(vmul(vloadn(s + c, w), vscale), vshift)), w);
+        vstoren(s + c, e, w);
+        sum = vadd(sum, e);
+    }
+    for (int c = n; c < keys; c++) s[c] = 0.0f;
+    return vsum(sum);
+}
+
+static void attention_block_forward(float* o, int o_ld, float* lse, const float* q, const float* kv, const AttnBlock* a) {
+    int Ha = a->Ha, hd = a->hd, group = Ha / a->KVa;
+    float scale = 1.0f / sqrtf((float)hd);
+#pragma omp parallel for collapse(2) schedule(dynamic)
+    for (int b = 0; b < a->B; b++)
+        for (int h = 0; h < Ha; h++) {
+            size_t q0 = (size_t)b * a->Ts + a->q_row, k0 = (size_t)b * a->Ts + a->k_row;
+            const float* qh = q + q0 * a->q_ld + h * hd;
+            const float* k = kv + k0 * a->kv_ld + (h / group) * hd;
+            const float* v = kv + k0 * a->kv_ld + (a->KVa + h / group) * hd;
+            float* oh = o + q0 * o_ld + h * hd;
+            float* lh = lse + ((size_t)b * Ha + h) * a->Ts + a->q_row;
+            float* S = (float*)xmalloc(sizeof(float) * ATT_ROWS * (a->nk + hd));
+            float* Y = S + (size_t)ATT_ROWS * a->nk;
+            for (int t0 = 0; t0 < a->nq; t0 += ATT_ROWS) {
+                int rows = a->nq - t0 < ATT_ROWS ? a->nq - t0 : ATT_ROWS, keys = att_keys_seen(a, t0 + rows - 1);
+                gemm(rows, keys, hd, qh + (size_t)t0 * a->q_ld, a->q_ld, 0, k, a->kv_ld, 1, S, keys, 0);
+                float mx[ATT_ROWS], l[ATT_ROWS];
+                for (int t = 0; t < rows; t++) {
+                    int n = att_keys_seen(a, t0 + t);
+                    float* s = S + (size_t)t * keys;
+                    mx[t] = -INFINITY;
+                    for (int j = 0; j < n; j++) mx[t] = s[j] > mx[t] ? s[j] : mx[t];
+                    mx[t] *= scale;
+                    l[t] = n ? att_exp_row(s, n, keys, scale, mx[t]) : (att_exp_row(s, 0, keys, scale, 0), 0.0f);
+                }
+                gemm(rows, hd, keys, S, keys, 0, v, a->kv_ld, 0, Y, hd, 0);  // y = exp(..) v
+                for (int t = 0; t < rows; t++) {
+                    float* ot = oh + (size_t)(t0 + t) * o_ld;
+                    float* yt = Y + (size_t)t * hd;
+                    float old = a->init ? -INFINITY : lh[t0 + t];
+                    if (l[t] == 0.0f) {  // no key of this block is visible
+                        if (a->init) { for (int d = 0; d < hd; d++) ot[d] = 0.0f; lh[t0 + t] = -INFINITY; }
+                        continue;
+                    }
+                    float blk = mx[t] + logf(l[t]);
+                    float top = old > blk ? old : blk, merged = top + logf(expf(old - top) + expf(blk - top));
+                    float keep = old == -INFINITY ? 0.0f : expf(old - merged), add = expf(mx[t] - merged);
+                    for (int d = 0; d < hd; d++) ot[d] = (keep ? ot[d] * keep : 0.0f) + yt[d] * add;
+                    lh[t0 + t] = merged;
+                }
+            }
+            free(S);
+        }
+}
+
+// Parallel over (b, kv head), so the query heads that share a kv head add into dk and dv
+// one after the other (in order) and never race. dq, dkv accumulate (+=); dkv rows hold
+// dk (KVa heads) then dv, like kv.
+static void attention_block_backward(float* dq, int dq_ld, float* dkv, int dkv_ld, const float* q, const float* kv,
+                                     const float* dout, const float* out, int o_ld, const float* lse, const AttnBlock* a) {
+    int Ha = a->Ha, KVa = a->KVa, hd = a->hd, group = Ha / KVa;
+    float scale = 1.0f / sqrtf((float)hd);
+#pragma omp parallel for collapse(2) schedule(dynamic)
+    for (int b = 0; b < a->B; b++)
+        for (int kvh = 0; kvh < KVa; kvh++) {
+            size_t q0 = (size_t)b * a->Ts + a->q_row, k0 = (size_t)b * a->Ts + a->k_row;
+            const float* k = kv + k0 * a->kv_ld + kvh * hd;
+            const float* v = kv + k0 * a->kv_ld + (KVa + kvh) * hd;
+            float* dk = dkv + k0 * dkv_ld + kvh * hd;
+            float* dv = dkv + k0 * dkv_ld + (KVa + kvh) * hd;
+            float* P = (float*)xmalloc(sizeof(float) * 2 * ATT_ROWS * a->nk);
+            float* dS = P + (size_t)ATT_ROWS * a->nk;
+            for (int h = kvh * group; h < (kvh + 1) * group; h++) {
+                const float* qh = q + q0 * a->q_ld + h * hd;
+                const float* doh = dout + q0 * o_ld + h * hd;
+                const float* oh = out + q0 * o_ld + h * hd;
+                const float* lh = lse + ((size_t)b * Ha + h) * a->Ts + a->q_row;
+                float* dqh = dq + q0 * dq_ld + h * hd;
+                for (int t0 = 0; t0 < a->nq; t0 += ATT_ROWS) {
+                    int rows = a->nq - t0 < ATT_ROWS ? a->nq - t0 : ATT_ROWS, keys = att_keys_seen(a, t0 + rows - 1);
+                    if (keys == 0) continue;
+                    gemm(rows, keys, hd, qh + (size_t)t0 * a->q_ld, a->q_ld, 0, k, a->kv_ld, 1, P, keys, 0);
+                    gemm(rows, keys, hd, doh + (size_t)t0 * o_ld, o_ld, 0, v, a->kv_ld, 1, dS, keys, 0);  // dout v^T
+                    for (int t = 0; t < rows; t++) {
+                        float* p = P + (size_t)t * keys;
+                        float* ds = dS + (size_t)t * keys;
+                        const float *dot = doh + (size_t)(t0 + t) * o_ld, *ot = oh + (size_t)(t0 + t) * o_ld;
+                        float D = 0.0f;
+                        for (int d = 0; d < hd; d++) D += dot[d] * ot[d];
+                        att_exp_row(p, att_keys_seen(a, t0 + t), keys, scale, lh[t0 + t]);
+                        vec vD = vbcast(D), vscale = vbcast(scale);
+                        ROW_LOOP(c, w, keys) vstoren(ds + c, vmul(vmul(vloadn(p + c, w), vsub(vloadn(ds + c, w), vD)), vscale), w);
+                    }
+                    gemm(rows, hd, keys, dS, keys, 0, k, a->kv_ld, 0, dqh + (size_t)t0 * dq_ld, dq_ld, 1);
+                    gemm(keys, hd, rows, dS, keys, 1, qh + (size_t)t0 * a->q_ld, a->q_ld, 0, dk, dkv_ld, 1);
+                    gemm(keys, hd, rows, P, keys, 1, doh + (size_t)t0 * o_ld, o_ld, 0, dv, dkv_ld, 1);
+                }
+            }
+            free(P);
+        }
+}
+
+// The whole causal sequence as one block: qkv rows (B*T) hold [q: H*hd | k: KV*hd | v: KV*hd];
+// out (B*T x H*hd), lse (B x H x T); dqkv is overwritten.
+static AttnBlock attention_whole(int B, int T, int H, int KV, int hd) {
+    AttnBlock a = {B, T, H, KV, hd, (H + 2 * KV) * hd, (H + 2 * KV) * hd, 0, T, 0, 0, T, 0, 1};
+    return a;
+}
+static void attention_forward(float* out, float* lse, const float* qkv, int B, int T, int H, int KV, int hd) {
+    AttnBlock a = attention_whole(B, T, H, KV, hd);
+    attention_block_forward(out, H * hd, lse, qkv, qkv + H * hd, &a);
+}
+static void attention_backward(float* dqkv, const float* dout, const float* qkv, const float* out, const float* lse,
+                               int B, int T, int H, int KV, int hd) {
+    AttnBlock a = attention_whole(B, T, H, KV, hd);
+    memset(dqkv, 0, sizeof(float) * B * T * a.q_ld);
+    attention_block_backward(dqkv, a.q_ld, dqkv + H * hd, a.q_ld, qkv, qkv + H * hd, dout, out, H * hd, lse, &a);
+}
+
+#endif

@@ -4,10 +4,12 @@
 //     MFU) and the fraction of this machine's fp32 peak, measured with an FMA loop in the
 //     same run;
 //   - where the step's time goes: every kernel the step calls is timed (the wrappers
-//     below replace them in train_gpt.c), grouped as matmul forward, matmul backward,
-//     attention, norms, element-wise, cross-entropy and optimizer, each with its share of
-//     the step and its GFLOP/s (compute-bound kernels) or GB/s (memory-bound ones: the
-//     bytes each must read and write once);
+//     below replace them in train_gpt.c), grouped as matmul forward, matmul input gradient,
+//     matmul weight gradient, attention, norms, element-wise, cross-entropy and optimizer
+//     (with the gradient norm's sum of squares), each with its share of the step and its
+//     GFLOP/s (compute-bound kernels) or GB/s (memory-bound ones: the bytes each must read
+//     and write once); "other" is what no kernel accounts for (zeroing the gradients,
+//     copies, the schedule's bookkeeping);
 //   - the matmuls alone at the step's shapes (forward, input gradient, weight gradient of
 //     every layer matmul and the head) as a fraction of the peak.
 // The machine may be shared: the CPU time other processes used during each measurement
@@ -21,10 +23,11 @@
 // Per-operation timers: wrappers around the kernels, swapped in for train_gpt.c's calls by
 // the #defines below (train_gpt.c's own #include of kernels_cpu.h is then a no-op).
 
-enum { OP_MATMUL_FWD, OP_MATMUL_BWD, OP_ATTENTION, OP_NORMS, OP_ELEMENTWISE, OP_CROSSENTROPY, OP_OPTIMIZER, N_OPS };
-static const char* op_names[N_OPS] = {"matmul forward", "matmul backward", "attention", "norms", "element-wise",
-                                      "cross-entropy", "optimizer (AdamW)"};
-static const int op_is_flops[N_OPS] = {1, 1, 1, 0, 0, 0, 0};  // else the work counted is bytes
+enum { OP_MATMUL_FWD, OP_MATMUL_BWD_INPUT, OP_MATMUL_BWD_WEIGHT, OP_ATTENTION, OP_NORMS, OP_ELEMENTWISE, OP_CROSSENTROPY,
+       OP_OPTIMIZER, N_OPS };
+static const char* op_names[N_OPS] = {"matmul forward", "matmul input gradient", "matmul weight gradient", "attention",
+                                      "norms", "element-wise", "cross-entropy", "optimizer (AdamW) + gradient norm"};
+static const int op_is_flops[N_OPS] = {1, 1, 1, 1, 0, 0, 0, 0};  // else the work counted is bytes
 typedef struct { double seconds, work; } OpTotal;
 static OpTotal op_totals[N_OPS];
 
@@ -39,9 +42,11 @@ static OpTotal op_totals[N_OPS];
 static void timed_matmul_forward(float* out, const float* inp, const float* weight, const float* bias, int N, int IC, int OC) {
     TIMED(OP_MATMUL_FWD, 2.0 * N * IC * OC, matmul_forward(out, inp, weight, bias, N, IC, OC));
 }
-static void timed_matmul_backward(float* dinp, float* dweight, float* dbias, const float* dout, const float* inp,
-                                  const float* weight, int N, int IC, int OC) {
-    TIMED(OP_MATMUL_BWD, (dinp ? 4.0 : 2.0) * N * IC * OC, matmul_backward(dinp, dweight, dbias, dout, inp, weight, N, IC, OC));
+static void timed_matmul_backward_input(float* dinp, const float* dout, const float* weight, int N, int IC, int OC, int acc) {
+    TIMED(OP_MATMUL_BWD_INPUT, 2.0 * N * IC * OC, matmul_backward_input(dinp, dout, weight, N, IC, OC, acc));
+}
+static void timed_matmul_backward_weight(float* dweight, float* dbias, const float* dout, const float* inp, int N, int IC, int OC) {
+    TIMED(OP_MATMUL_BWD_WEIGHT, 2.0 * N * IC * OC, matmul_backward_weight(dweight, dbias, dout, inp, N, IC, OC));
 }
 // Attention FLOPs as the PaLM count: QK^T and AV over the full T x T, 2 * 2 * B*T*T*H*hd
 // forward, twice that backward.
@@ -51,6 +56,15 @@ static void timed_attention_forward(float* out, float* lse, const float* qkv, in
 static void timed_attention_backward(float* dqkv, const float* dout, const float* qkv, const float* out, const float* lse,
                                      int B, int T, int H, int KV, int hd) {
     TIMED(OP_ATTENTION, 8.0 * B * T * T * H * hd, attention_backward(dqkv, dout, qkv, out, lse, B, T, H, KV, hd));
+}
+// Blocks (context parallelism's ring, cp > 1): the pairs a block's queries see, counted alike.
+static void timed_attention_block_forward(float* o, int o_ld, float* lse, const float* q, const float* kv, const AttnBlock* a) {
+    TIMED(OP_ATTENTION, 4.0 * a->B * a->nq * a->nk * a->Ha * a->hd, attention_block_forward(o, o_ld, lse, q, kv, a));
+}
+static void timed_attention_block_backward(float* dq, int dq_ld, float* dkv, int dkv_ld, const float* q, const float* kv,
+                                           const float* dout, const float* out, int o_ld, const float* lse, const AttnBlock* a) {
+    TIMED(OP_ATTENTION, 8.0 * a->B * a->nq * a->nk * a->Ha * a->hd,
+          attention_block_backward(dq, dq_ld, dkv, dkv_ld, q, kv, dout, out, o_ld, lse, a));
 }
 // Bytes: each array read once and each output written once (4 bytes a float).
 static void timed_layernorm_forward(float* out, float* mean, float* rstd, const float* inp, const float* weight,
@@ -117,10 +131,20 @@ static void timed_adamw_update(float* param, const float* grad, float* m, float*
                                float beta2, float eps, float weight_decay, int decay, float grad_scale, int t) {
     TIMED(OP_OPTIMIZER, 28.0 * n, adamw_update(param, grad, m, v, n, lr, beta1, beta2, eps, weight_decay, decay, grad_scale, t));
 }
+// the gradient norm (runtime/train.h grad_norm): reads the gradient once
+static double timed_sum_squares(const float* x, size_t n) {
+    double ss = 0;
+    TIMED(OP_OPTIMIZER, 4.0 * n, ss = sum_squares(x, n));
+    return ss;
+}
 #define matmul_forward timed_matmul_forward
-#define matmul_backward timed_matmul_backward
+#define matmul_backward_input timed_matmul_backward_input
+#define matmul_backward_weight timed_matmul_backward_weight
 #define attention_forward timed_attention_forward
 #define attention_backward timed_attention_backward
+#define attention_block_forward timed_attention_block_forward
+#define attention_block_backward timed_attention_block_backward
+#define sum_squares timed_sum_squares
 #define layernorm_forward timed_layernorm_forward
 #define layernorm_backward timed_layernorm_backward
 #define rmsnorm_forward timed_rmsnorm_forward
@@ -248,11 +272,6 @@ static void bench_model(const char* model, int micro_batch, int seq_len, int voc
     double t0 = now_s();
     for (int s = 0; s < steps; s++) train_step(&m, &ts, warm + s);
     double step_s = (now_s() - t0) / steps, others = others_cores(l);
-    // The gradient norm (runtime/train.h's grad_norm over sum_squares) is not among the
-    // wrapped kernels: time it on its own, as the step calls it.
-    double tn = now_s();
-    for (int s = 0; s < steps; s++) grad_norm(&m, m.grads);
-    double norm_s = (now_s() - tn) / steps;
     int N = m.B * m.T;
     double flops = config_flops_per_token(c, c->seq_len) * N;
     printf("\n## %s: L %d, d %d, heads %d, vocab %d padded, micro-batch %d, seq %d, 1 rank\n\n", model, c->n_layer,
@@ -267,11 +286,9 @@ static void bench_model(const char* model, int micro_batch, int seq_len, int voc
     double accounted = 0;
     for (int op = 0; op < N_OPS; op++) {
         double s = op_totals[op].seconds / steps, work = op_totals[op].work / steps;
-        if (op == OP_OPTIMIZER) s += norm_s, work += 4.0 * m.P.n_local;  // + the norm: reads the gradient once
         accounted += s;
         if (op_is_flops[op]) printf("| %s | %.1f | %.1f%% | %.1f GFLOP/s |\n", op_names[op], s * 1e3, 100 * s / step_s, work / s / 1e9);
-        else printf("| %s%s | %.1f | %.1f%% | %.1f GB/s |\n", op_names[op], op == OP_OPTIMIZER ? " + gradient norm" : "", s * 1e3,
-                    100 * s / step_s, work / s / 1e9);
+        else printf("| %s | %.1f | %.1f%% | %.1f GB/s |\n", op_names[op], s * 1e3, 100 * s / step_s, work / s / 1e9);
     }
     printf("| other (zeroing, copies, schedule) | %.1f | %.1f%% | |\n", (step_s - accounted) * 1e3, 100 * (step_s - accounted) / step_s);
     bench_matmuls(&m, peak);

@@ -70,6 +70,14 @@ train_cpu: train_gpt.c $(HEADERS) | $(NEED_MPI) detect
 train_gpu: train_gpt.cu $(HEADERS) $(GPU_HEADERS) | $(NEED_MPI) detect
 	$(NVCC) $(NVCC_FLAGS) $(MPI_COMPILE) -o $@ train_gpt.cu $(NVCC_LIBS) $(MPI_LINK)
 
+# The one-process builds (nompi/mpi.h, as MPI=none builds train_cpu / train_gpu) under names
+# of their own, so CI builds them beside the MPI ones.
+train_cpu_nompi: train_gpt.c $(HEADERS) nompi/mpi.h | detect
+	$(CC) $(CFLAGS) -Inompi -o $@ train_gpt.c $(LDLIBS)
+
+train_gpu_nompi: train_gpt.cu $(HEADERS) $(GPU_HEADERS) nompi/mpi.h | detect
+	$(NVCC) $(NVCC_FLAGS) -Inompi -o $@ train_gpt.cu $(NVCC_LIBS)
+
 test_gpu: tests/test_gpu.cu $(HEADERS) $(GPU_HEADERS) | $(NEED_MPI) detect
 	$(NVCC) $(NVCC_FLAGS) $(MPI_COMPILE) -o $@ tests/test_gpu.cu $(NVCC_LIBS) $(MPI_LINK)
 
@@ -173,7 +181,10 @@ bench: dev/bench_cpu.c train_gpt.c $(HEADERS) | $(NEED_MPI) detect
 endif
 
 clean:
-	rm -f train train_cpu train_gpu test_gpt test_gpu test_planner test_layouts test_faults train_asan bench_cpu ckpt_compare sim_schedule .test.log
+	rm -f train train_cpu train_gpu train_cpu_nompi train_gpu_nompi test_gpt test_gpu test_planner test_layouts test_faults train_asan bench_cpu \
+	  ckpt_compare sim_schedule .test.log
+	rm -f hf_logits
+
 	rm -f hf_logits
 	rm -rf train_gpu_emu test_gpu_emu train_gpu_emu_asan test_gpu_emu_asan test_emu emu/build
 	$(MAKE) --no-print-directory fuzz_clean

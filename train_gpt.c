@@ -337,9 +337,10 @@ int main(int argc, char** argv) {
     metrics_predict(&met, c, "cpu", core * (cores / world > 1 ? cores / world : 1), (int)cores, &m.P, m.opt_hi - m.opt_lo,
                     act_bytes / sizeof(float), 4);
 
-    if (train_loop(&m, &run, &met, start_step)) {
+    int code = train_loop(&m, &run, &met, start_step);  // 0, or 128 + a stop signal, or 1: every step skipped
+    if (code) {
         MPI_Finalize();
-        return 130;
+        return code;
     }
     if (a->export_llmc) llmc_export(a->export_llmc, &m.L, &m.P, c, m.params);
     if (a->export_hf) hf_export(a->export_hf, &m.L, &m.P, c, m.params, run.tk.eot);

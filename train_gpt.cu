@@ -616,9 +616,10 @@ int main(int argc, char** argv) {
     metrics_predict(&met, c, strstr(prop.name, "H200") ? "h200-sxm" : strstr(prop.name, "A100") ? "a100-80gb" : "h100-sxm",
                     met.peak_flops, 0, &m.P, m.opt_hi - m.opt_lo, act_bytes / 4, 6);  // 6 bytes/param: fp32 master + bf16 copy
 
-    if (train_loop(&m, &run, &met, start_step)) {
+    int code = train_loop(&m, &run, &met, start_step);  // 0, or 128 + a stop signal, or 1: every step skipped
+    if (code) {
         MPI_Finalize();
-        return 130;
+        return code;
     }
     if (a->export_llmc || a->export_hf) {
         d2h(m.be.h_params, m.params, sizeof(float) * m.P.n_padded, m.be.stream);

@@ -27,8 +27,10 @@ typedef struct { int MPI_SOURCE, MPI_TAG, MPI_ERROR; } MPI_Status;
 #define MPI_INT 4
 #define MPI_FLOAT 4
 #define MPI_DOUBLE 8
+#define MPI_UINT64_T 8
 #define MPI_SUM 1
 #define MPI_MAX 2
+#define MPI_MIN 3
 #define MPI_INFO_NULL 0
 #define MPI_REQUEST_NULL 0
 #define MPI_UNDEFINED (-32766)
@@ -37,6 +39,7 @@ typedef struct { int MPI_SOURCE, MPI_TAG, MPI_ERROR; } MPI_Status;
 #define MPI_MAX_ERROR_STRING 64
 #define MPI_BSEND_OVERHEAD 0
 #define MPI_STATUS_IGNORE ((MPI_Status*)0)
+#define MPI_STATUSES_IGNORE ((MPI_Status*)0)
 #define MPI_IN_PLACE ((void*)1)
 
 static void nompi_fail(const char* what, int tag) {
@@ -81,6 +84,9 @@ static int MPI_Allgather(const void* s, int sn, MPI_Datatype st, void* r, int rn
 static int MPI_Gather(const void* s, int sn, MPI_Datatype st, void* r, int rn, MPI_Datatype rt, int root, MPI_Comm c) {
     return nompi_copy(s, r, sn, st);
 }
+static int MPI_Alltoall(const void* s, int sn, MPI_Datatype st, void* r, int rn, MPI_Datatype rt, MPI_Comm c) {
+    return nompi_copy(s, r, sn, st);
+}
 static int MPI_Gatherv(const void* s, int sn, MPI_Datatype st, void* r, const int* counts, const int* displs, MPI_Datatype rt,
                        int root, MPI_Comm c) {
     return nompi_copy(s, (char*)r + (size_t)displs[0] * rt, sn, st);
@@ -118,7 +124,37 @@ static int MPI_Recv(void* buf, int n, MPI_Datatype t, int src, int tag, MPI_Comm
     nompi_fail("receive with no matching send (it would wait forever)", tag);
     return 1;
 }
-static int MPI_Wait(MPI_Request* req, MPI_Status* st) { *req = MPI_REQUEST_NULL; return MPI_SUCCESS; }
+// A receive posted before its send (MPI_Irecv): kept under its request, and taken from the
+// queue by MPI_Wait, when the send (an MPI_Isend to this rank, which completes at once) is
+// there. Sends need no request: their data is copied.
+typedef struct { int posted; void* buf; int n; MPI_Datatype type; int tag; MPI_Comm comm; } NompiRecv;
+#define NOMPI_MAX_RECVS 64
+static NompiRecv nompi_recvs[NOMPI_MAX_RECVS + 1];  // by request; 0 is MPI_REQUEST_NULL
+static int MPI_Irecv(void* buf, int n, MPI_Datatype t, int src, int tag, MPI_Comm c, MPI_Request* req) {
+    if (src != 0) nompi_fail("receive from a rank other than 0", tag);
+    for (int i = 1; i <= NOMPI_MAX_RECVS; i++) {
+        if (nompi_recvs[i].posted) continue;
+        NompiRecv* r = &nompi_recvs[i];
+        r->posted = 1, r->buf = buf, r->n = n, r->type = t, r->tag = tag, r->comm = c;
+        *req = i;
+        return MPI_SUCCESS;
+    }
+    nompi_fail("more receives in flight than the stand-in keeps", tag);
+    return 1;
+}
+static int MPI_Wait(MPI_Request* req, MPI_Status* st) {
+    if (*req != MPI_REQUEST_NULL) {
+        NompiRecv* r = &nompi_recvs[*req];
+        r->posted = 0;
+        MPI_Recv(r->buf, r->n, r->type, 0, r->tag, r->comm, st);
+    }
+    *req = MPI_REQUEST_NULL;
+    return MPI_SUCCESS;
+}
+static int MPI_Waitall(int n, MPI_Request* reqs, MPI_Status* sts) {
+    for (int i = 0; i < n; i++) MPI_Wait(&reqs[i], MPI_STATUS_IGNORE);
+    return MPI_SUCCESS;
+}
 static int MPI_Buffer_attach(void* buf, int size) { return MPI_SUCCESS; }
 static int MPI_Buffer_detach(void* buf, int* size) { *size = 0; return MPI_SUCCESS; }
 

@@ -93,7 +93,11 @@ static const char* cp_check(const ModelConfig* c, char* why) {
     int cp = c->cp, U = c->cp_ulysses, Hl = c->n_head / c->tp, KVl = c->n_kv_head / c->tp;
     if (cp == 1) return NULL;
     const char* flag = U == cp ? "--cp-kind ulysses" : "--cp-ulysses";
-    if (c->seq_len % (2 * cp)) {
+    if (c->cp_contiguous && c->seq_len % cp) {
+        sprintf(why, "--cp %d: --seq-len %d does not split into cp = %d equal pieces (the contiguous split)", cp, c->seq_len, cp);
+        return why;
+    }
+    if (!c->cp_contiguous && c->seq_len % (2 * cp)) {
         sprintf(why, "--cp %d: --seq-len %d does not split into 2 x cp = %d equal chunks (the zig-zag split)", cp, c->seq_len, 2 * cp);
         return why;
     }
@@ -109,11 +113,22 @@ static const char* cp_check(const ModelConfig* c, char* why) {
     return NULL;
 }
 
-// Why the layout cannot run this model, or NULL. Checked on every rank before anything is allocated.
+// The most ranks a run may have: rank numbers are int in MPI, and the settings check, the
+// start-up table and per-rank arrays grow with the world.
+#define MAX_WORLD (1 << 20)
+
+// Why the layout cannot run this model, or NULL. Checked on every rank before anything is
+// allocated; products of flags in 64 bits.
 static const char* layout_check(const ModelConfig* c, int world, char* why) {
-    if (c->dp * c->tp * c->pp * c->cp != world) {
-        sprintf(why, "dp %d x tp %d x pp %d x cp %d = %d does not match the world of %d ranks", c->dp, c->tp, c->pp, c->cp,
-                c->dp * c->tp * c->pp * c->cp, world);
+    long long ranks = (long long)c->dp * c->tp * c->pp * c->cp;
+    if (ranks > MAX_WORLD) {
+        sprintf(why, "dp %d x tp %d x pp %d x cp %d = %lld ranks, more than the %d a run may have", c->dp, c->tp, c->pp, c->cp, ranks,
+                MAX_WORLD);
+        return why;
+    }
+    if (ranks != world) {
+        sprintf(why, "dp %d x tp %d x pp %d x cp %d = %lld does not match the world of %d ranks", c->dp, c->tp, c->pp, c->cp, ranks,
+                world);
         return why;
     }
     if (cp_check(c, why)) return why;
@@ -124,16 +139,20 @@ static const char* layout_check(const ModelConfig* c, int world, char* why) {
         return why;
     }
     if (c->sp && c->tp == 1) { sprintf(why, "--sp needs --tp > 1"); return why; }
-    if (c->sp && (c->micro_batch * c->seq_len) % c->tp) { sprintf(why, "--sp: micro-batch x seq-len %d is not divisible by tp %d", c->micro_batch * c->seq_len, c->tp); return why; }
+    if (c->sp && ((long long)c->micro_batch * c->seq_len) % c->tp) {
+        sprintf(why, "--sp: micro-batch x seq-len %lld is not divisible by tp %d", (long long)c->micro_batch * c->seq_len, c->tp);
+        return why;
+    }
     if (c->sp && c->seq_len % c->tp) { sprintf(why, "--sp: seq-len %d is not divisible by tp %d", c->seq_len, c->tp); return why; }
     if ((long long)c->global_batch / c->dp * c->seq_len > INT_MAX) {  // row counts and token indices are int
         sprintf(why, "--global-batch %d / dp %d x --seq-len %d = %lld tokens per data-parallel rank per step, more than %d", c->global_batch,
                 c->dp, c->seq_len, (long long)c->global_batch / c->dp * c->seq_len, INT_MAX);
         return why;
     }
-    if (c->global_batch % (c->dp * c->micro_batch)) { sprintf(why, "--global-batch %d is not divisible by dp %d x micro-batch %d", c->global_batch, c->dp, c->micro_batch); return why; }
+    long long per_micro = (long long)c->dp * c->micro_batch;  // sequences per micro-batch over the dp ranks
+    if (c->global_batch % per_micro) { sprintf(why, "--global-batch %d is not divisible by dp %d x micro-batch %d", c->global_batch, c->dp, c->micro_batch); return why; }
     if (c->zero && c->dp * c->cp == 1) { sprintf(why, "--zero %d needs dp x cp > 1 (there is nothing to shard over)", c->zero); return why; }
-    const char* s = schedule_check(c->schedule, c->pp, c->vpp, c->global_batch / (c->dp * c->micro_batch));
+    const char* s = schedule_check(c->schedule, c->pp, c->vpp, (int)(c->global_batch / per_micro));
     if (s) { sprintf(why, "%s", s); return why; }
     return NULL;
 }
@@ -218,6 +237,5 @@ static void comm_ring_wait(Comm* c, RingXfer* x) {
     c->seconds += now_s() - t0;  // the part the block's compute did not hide
     watchdog_kick();
 }
-static void comm_barrier(Comm* c) { COMM_TIMED(c, 0.0, MPI_Barrier(c->mpi)); }
 
 #endif

@@ -2,12 +2,33 @@
 //
 // `./train --tp 4 --pp 2` run by hand re-executes itself under Open MPI's mpirun with the
 // right number of ranks. Under mpirun/srun the given world is used.
+//
+// Stopping (Ctrl-C, SIGTERM from a scheduler): the launcher stays mpirun's parent, and mpirun
+// runs in a process group of its own, so the terminal's Ctrl-C reaches the launcher alone. A
+// SIGINT or SIGTERM that reached mpirun itself would abort the job and kill the ranks mid-step;
+// instead the launcher passes the stop on as SIGUSR1 (for SIGINT) or SIGUSR2 (for SIGTERM),
+// which mpirun forwards to every rank, and the ranks take them as the signals they stand for
+// (ckpt.h): finish the step, save, exit 130 / 143. The launcher then says so and exits with
+// the same code, as a one-rank run does. A second signal aborts the job (SIGTERM to mpirun).
+// mpirun reads no input (--stdin none: a background process group must not read the
+// terminal), and ends its job when the launcher dies (PR_SET_PDEATHSIG), kill -9 included.
 #ifndef LAUNCHER_H
 #define LAUNCHER_H
 
+#include <signal.h>
 #include <stdlib.h>
+#include <sys/prctl.h>
+#include <sys/wait.h>
 #include <unistd.h>
 #include "runtime/common.h"
+
+static volatile sig_atomic_t launcher_signal = 0;
+static pid_t launcher_mpirun = 0;
+static void launcher_pass_on(int sig) {
+    if (launcher_signal) kill(launcher_mpirun, SIGTERM);  // the second: abort
+    else kill(launcher_mpirun, sig == SIGINT ? SIGUSR1 : SIGUSR2);
+    launcher_signal = sig;
+}
 
 static int under_launcher(void) {
     return getenv("OMPI_COMM_WORLD_SIZE") || getenv("PMI_SIZE") || getenv("PMIX_RANK") || getenv("SLURM_PROCID") ||
@@ -34,10 +55,34 @@ static void relaunch_under_mpirun(int world, int argc, char** argv) {
     args[n++] = (char*)"-x"; args[n++] = (char*)"OMP_NUM_THREADS";
     args[n++] = (char*)"-x"; args[n++] = (char*)"OMP_WAIT_POLICY";
     args[n++] = (char*)"-x"; args[n++] = (char*)"TRAIN_LAUNCHED";
+    args[n++] = (char*)"--stdin"; args[n++] = (char*)"none";
     for (int i = 0; i < argc; i++) args[n++] = argv[i];
     fflush(stdout);
-    execvp("mpirun", args);
-    fail("world of %d ranks needs Open MPI's mpirun, which was not found on PATH (install: apt-get install openmpi-bin libopenmpi-dev)", world);
+    fflush(stderr);
+    pid_t launcher = getpid();
+    launcher_mpirun = fork();
+    if (launcher_mpirun < 0) fail("cannot start mpirun: fork: %s", strerror(errno));
+    if (launcher_mpirun == 0) {
+        setpgid(0, 0);
+        prctl(PR_SET_PDEATHSIG, SIGTERM);
+        if (getppid() != launcher) _exit(1);  // the launcher died before prctl
+        execvp("mpirun", args);
+        print_error("world of %d ranks needs Open MPI's mpirun, which was not found on PATH (install: apt-get install openmpi-bin "
+                    "libopenmpi-dev)", world);
+        _exit(1);
+    }
+    setpgid(launcher_mpirun, launcher_mpirun);  // (the child does it too: whichever runs first)
+    signal(SIGINT, launcher_pass_on);
+    signal(SIGTERM, launcher_pass_on);
+    int status = 0;
+    while (waitpid(launcher_mpirun, &status, 0) < 0)
+        if (errno != EINTR) fail("waiting for mpirun: %s", strerror(errno));
+    int code = WIFEXITED(status) ? WEXITSTATUS(status) : 128 + WTERMSIG(status);
+    if (launcher_signal) {
+        fprintf(stderr, "stopped by signal %d: passed on to the %d ranks (mpirun exit %d)\n", (int)launcher_signal, world, code);
+        code = 128 + launcher_signal;
+    }
+    exit(code);
 }
 
 #endif

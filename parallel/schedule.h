@@ -30,6 +30,12 @@ static const char* op_name(int k) {
     return names[k];
 }
 
+// The most (micro-batch, chunk) pairs one step may have (n_micro x pp x vpp): the op lists
+// (up to 7 ops per pair of a stage), the message tags (2 per pair) and the simulator's
+// arrays grow with it. schedule_check refuses more, so what is sized by it fits an int and
+// stays within a few hundred MB.
+#define SCHEDULE_MAX_PAIRS (1 << 22)
+
 // Upper bound on the number of ops one stage performs in a step.
 static int schedule_max_ops(int n_micro, int vpp) { return 7 * n_micro * vpp; }
 
@@ -46,6 +52,8 @@ static int p2p_up(int kind, int pp, int dir, int g) {
 // Why a schedule cannot run with these sizes, or NULL when it can.
 static const char* schedule_check(int kind, int pp, int vpp, int n_micro) {
     if (pp < 1 || vpp < 1 || n_micro < 1) return "pp, vpp and the number of micro-batches must be >= 1";
+    if ((long long)n_micro * pp * vpp > SCHEDULE_MAX_PAIRS)
+        return "micro-batches x pp x vpp is more than 2^22 (micro-batch, chunk) pairs per step: lower --global-batch or raise --micro-batch";
     if (kind == SCHED_ZBV && vpp != 2) return "--schedule zb-v places two chunks per stage in a V: it needs --vpp 2";
     if (kind != SCHED_INTERLEAVED && kind != SCHED_ZBV && vpp != 1) return "--vpp > 1 needs --schedule interleaved or zb-v";
     if (kind == SCHED_INTERLEAVED && n_micro % pp) return "interleaved 1F1B needs the number of micro-batches to be a multiple of pp";
@@ -126,8 +134,8 @@ static int zbv_build(int stage, int pp, int n_micro, const double* t_build, Pipe
     // per stage: when it is free, activations held, and the W's waiting (FIFO of (mb, local chunk), in B order)
     double* free_at = (double*)xcalloc(pp, sizeof(double));
     int* held = (int*)xcalloc(pp, sizeof(int));
-    int* w_mb = (int*)xmalloc(sizeof(int) * pp * n_chunks * n_micro);
-    int* w_chunk = (int*)xmalloc(sizeof(int) * pp * n_chunks * n_micro);
+    int* w_mb = (int*)xmalloc(sizeof(int) * pp * vpp * n_micro);  // stage s's FIFO: its vpp x n_micro B's, from s * vpp * n_micro
+    int* w_chunk = (int*)xmalloc(sizeof(int) * pp * vpp * n_micro);
     int* w_head = (int*)xcalloc(pp, sizeof(int));
     int* w_tail = (int*)xcalloc(pp, sizeof(int));
     int n = 0, left = 3 * n_chunks * n_micro;
@@ -156,7 +164,7 @@ static int zbv_build(int stage, int pp, int n_micro, const double* t_build, Pipe
             else if (ready < next) next = ready;
         }
         if (op < 0 && w_head[s] < w_tail[s]) {  // 3. W, oldest first
-            int i = s * n_chunks * n_micro + w_head[s]++;
+            int i = s * vpp * n_micro + w_head[s]++;
             op = OP_W, mb = w_mb[i], c = w_chunk[i];
         }
         if (op < 0) {  // idle: until an input arrives or another stage finishes an op (or, when the
@@ -176,7 +184,7 @@ static int zbv_build(int stage, int pp, int n_micro, const double* t_build, Pipe
         if (op == OP_FWD) F_END(mb, g) = free_at[s], next_f[g]++, held[s]++;
         if (op == OP_BWD) {
             B_END(mb, g) = free_at[s], next_b[g]++;
-            int i = s * n_chunks * n_micro + w_tail[s]++;
+            int i = s * vpp * n_micro + w_tail[s]++;
             w_mb[i] = mb, w_chunk[i] = c;
         }
         if (op == OP_W) held[s]--;

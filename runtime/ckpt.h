@@ -46,12 +46,16 @@ enum { CK_MAGIC, CK_VERSION, CK_ARCH, CK_N_LAYER, CK_N_HEAD, CK_N_KV_HEAD, CK_D_
 #define CKPT_MAX_TENSORS ((int)(sizeof(((ParamLayout*)0)->t) / sizeof(Tensor)))
 
 // ----------------------------------------------------------------------------
-// SIGTERM / SIGINT: finish the step, save, exit 128 + the signal.
+// SIGTERM / SIGINT: finish the step, save, exit 128 + the signal. SIGUSR1 and SIGUSR2 stand
+// for SIGINT and SIGTERM: the self-launcher passes a stop on to the ranks as those, which
+// mpirun forwards (parallel/launcher.h).
 
-static void ckpt_on_signal(int sig) { stop_signal = sig; }
+static void ckpt_on_signal(int sig) { stop_signal = sig == SIGUSR1 ? SIGINT : sig == SIGUSR2 ? SIGTERM : sig; }
 static void ckpt_install_signals(void) {
     signal(SIGTERM, ckpt_on_signal);
     signal(SIGINT, ckpt_on_signal);
+    signal(SIGUSR1, ckpt_on_signal);
+    signal(SIGUSR2, ckpt_on_signal);
 }
 // Collective: the signal any rank got (the largest number when ranks got different ones),
 // the same on every rank, or 0.
@@ -541,59 +545,88 @@ static void ckpt_find_latest(const char* dir, char* out, int verbose) {
     fail("--resume auto: no checkpoint in %s", dir);
 }
 
-// Load the checkpoint a->resume names (a file: run_setup has resolved "auto") into this
-// rank's shard; returns the step to continue from. The header and index must match their
-// checksum, and every tensor this rank reads its own checksum, before its values are
-// checked (state_values_check); an error names the file and the tensor.
-static int ckpt_resume(const Layout* L, const ParamLayout* P, const ModelConfig* c, const Args* a, float* params,
-                       float* m_state, float* v_state, size_t opt_lo, size_t opt_hi) {
-    const char* path = a->resume;
+// Read this rank's shard of the checkpoint at path into local[3] (params, m, v over the
+// local buffer) and *step: NULL, or the error (msg, cap bytes). The header and index must
+// match their checksum, and every tensor this rank reads its own checksum, before its values
+// are checked (state_values_check).
+static const char* ckpt_read_shard(const Layout* L, const ParamLayout* P, const ModelConfig* c, const char* path, float** local,
+                                   int32_t* h, char* msg, size_t cap) {
     char why[512];
     FILE* f = input_open(path, why, sizeof(why), NULL);
-    if (!f) fail("--resume %s: cannot open: %s", path, why);
+    if (!f) { snprintf(msg, cap, "--resume %s: cannot open: %s", path, why); return msg; }
     struct stat st;
     fstat(fileno(f), &st);
     CkptIndex ix;
-    if (ckpt_index_read(f, &ix, why, sizeof(why))) fail("checkpoint %s: %s", path, why);
-    const int32_t* h = ix.h;
-    if (ckpt_header_check(h, c, P->n_full, (long long)st.st_size, why)) fail("checkpoint %s: %s", path, why);
-    if (h[CK_GLOBAL_BATCH] != c->global_batch)
-        fail("checkpoint %s: trained with --global-batch %d; resuming with %d would change the data order", path,
-             h[CK_GLOBAL_BATCH], c->global_batch);
-    size_t max_t = 0;
+    if (ckpt_index_read(f, &ix, why, sizeof(why))) {
+        fclose(f);
+        snprintf(msg, cap, "checkpoint %s: %s", path, why);
+        return msg;
+    }
+    memcpy(h, ix.h, sizeof(ix.h));
+    *msg = 0;
+    if (ckpt_header_check(h, c, P->n_full, (long long)st.st_size, why)) snprintf(msg, cap, "checkpoint %s: %s", path, why);
+    else if (h[CK_GLOBAL_BATCH] != c->global_batch)
+        snprintf(msg, cap, "checkpoint %s: trained with --global-batch %d; resuming with %d would change the data order", path,
+                 h[CK_GLOBAL_BATCH], c->global_batch);
+    size_t max_t = 1;
     for (int i = 0; i < P->n; i++) if (P->t[i].rows * (size_t)P->t[i].cols > max_t) max_t = (size_t)P->t[i].rows * P->t[i].cols;
-    float* buf = (float*)xmalloc(sizeof(float) * (max_t ? max_t : 1));
-    float* local[3] = {params, (float*)xcalloc(P->n_padded, sizeof(float)), (float*)xcalloc(P->n_padded, sizeof(float))};
+    float* buf = (float*)xmalloc(sizeof(float) * max_t);
     static const char* names[3] = {"parameters", "adam m", "adam v"};
-    for (int i = 0; i < P->n; i++) {
+    for (int i = 0; i < P->n && !*msg; i++) {
         const Tensor* t = &P->t[i];
         size_t full_n = (size_t)t->rows * t->cols;
         int k = 0;  // its entry in the index: the tensor that starts at its offset, of its length
         uint64_t at = 0;
         while (k < ix.n_tensors && at < t->full_offset) at += ix.lens[k++];
         if (k == ix.n_tensors || at != t->full_offset || ix.lens[k] != full_n)
-            fail("checkpoint %s: tensor %s is not in its index (a checkpoint of another model)", path, t->name);
-        for (int sec = 0; sec < 3; sec++) {
+            snprintf(msg, cap, "checkpoint %s: tensor %s is not in its index (a checkpoint of another model)", path, t->name);
+        for (int sec = 0; sec < 3 && !*msg; sec++) {
             long long off = 1024 + 4LL * ((long long)sec * P->n_full + (long long)t->full_offset);
             if (fseeko(f, off, SEEK_SET) || fread(buf, sizeof(float), full_n, f) != full_n)
-                fail("checkpoint %s: read of %s failed", path, t->name);
-            if (hash_bytes(buf, sizeof(float) * full_n) != ix.sums[(size_t)sec * ix.n_tensors + k])
-                fail("checkpoint %s: %s of tensor %s do not match their checksum (the file is corrupt)", path, names[sec], t->name);
-            if (state_values_check(buf, full_n, sec, t->name, why, sizeof(why))) fail("checkpoint %s: %s", path, why);
+                snprintf(msg, cap, "checkpoint %s: read of %s failed", path, t->name);
+            else if (hash_bytes(buf, sizeof(float) * full_n) != ix.sums[(size_t)sec * ix.n_tensors + k])
+                snprintf(msg, cap, "checkpoint %s: %s of tensor %s do not match their checksum (the file is corrupt)", path, names[sec],
+                         t->name);
+            else if (state_values_check(buf, full_n, sec, t->name, why, sizeof(why))) snprintf(msg, cap, "checkpoint %s: %s", path, why);
             CopyCtx cc = {local[sec] + t->offset, buf, 0};
-            tensor_runs(t, L->tp, L->tp_rank, copy_run, &cc);
+            if (!*msg) tensor_runs(t, L->tp, L->tp_rank, copy_run, &cc);
         }
+        stop_if_signalled("reading the checkpoint");
     }
     fclose(f);
+    free(buf);
+    ckpt_index_free(&ix);
+    return *msg ? msg : NULL;
+}
+
+// Load the checkpoint a->resume names (a file: run_setup has resolved "auto") into this
+// rank's shard; returns the step to continue from. Collective: a problem any rank finds is
+// one error line, from the lowest such rank, and every rank exits 1.
+static int ckpt_resume(const Layout* L, const ParamLayout* P, const ModelConfig* c, const Args* a, float* params,
+                       float* m_state, float* v_state, size_t opt_lo, size_t opt_hi) {
+    const char* path = a->resume;
+    char msg[1024];
+    int32_t h[256];
+    float* local[3] = {params, (float*)xcalloc(P->n_padded, sizeof(float)), (float*)xcalloc(P->n_padded, sizeof(float))};
+    const char* bad = ckpt_read_shard(L, P, c, path, local, h, msg, sizeof(msg));
+    Comm* world = (Comm*)&L->group[GROUP_WORLD];
+    if (world->size == 1 && bad) fail("%s", bad);
+    if (world->size > 1) {
+        int first_bad = bad ? L->rank : INT_MAX;
+        mpiCheck(MPI_Allreduce(MPI_IN_PLACE, &first_bad, 1, MPI_INT, MPI_MIN, world->mpi));  // comm: world, once
+        if (first_bad != INT_MAX) {
+            if (L->rank == first_bad) print_error("%s", bad);
+            MPI_Finalize();
+            exit(1);
+        }
+    }
     memcpy(m_state, local[1] + opt_lo, sizeof(float) * (opt_hi - opt_lo));
     memcpy(v_state, local[2] + opt_lo, sizeof(float) * (opt_hi - opt_lo));
-    free(local[1]); free(local[2]); free(buf);
+    free(local[1]); free(local[2]);
     char shown[4 * PATH_CAP];
     if (L->rank == 0) printf("resumed from %s (step %d, saved with dp %d tp %d pp %d vpp %d zero %d)\n", printable(path, shown, sizeof(shown)),
                              h[CK_STEP], h[CK_DP], h[CK_TP], h[CK_PP], h[CK_VPP], h[CK_ZERO]);
-    int step = h[CK_STEP];
-    ckpt_index_free(&ix);
-    return step;
+    return h[CK_STEP];
 }
 
 // ----------------------------------------------------------------------------

@@ -80,7 +80,7 @@ static void read_shard(TokenStream* ts, const char* path, int vocab, const char*
         fail("data file %s: header says %zu tokens (%zu bytes) but the file has %lld bytes", path, n, 1024 + 2 * n, (long long)st.st_size);
     stream_reserve(ts, n, path);
     uint16_t* buf = (uint16_t*)xmalloc(2 * n);
-    if (fread(buf, 2, n, f) != n) fail("data file %s: truncated", path);
+    if (!read_in_pieces(f, buf, 2, n)) fail("data file %s: truncated", path);
     fclose(f);
     for (size_t i = 0; i < n; i++) {
         if (buf[i] >= vocab) shard_vocab_fail(path, buf, n, i, vocab);
@@ -102,7 +102,7 @@ static void read_text(TokenStream* ts, const char* path, const char* flag) {
     size_t n = (size_t)st.st_size;
     if (n == 0) fail("data file %s is empty", path);
     unsigned char* buf = (unsigned char*)xmalloc(n);
-    if (fread(buf, 1, n, f) != n) fail("data file %s: read error", path);
+    if (!read_in_pieces(f, buf, 1, n)) fail("data file %s: read error", path);
     fclose(f);
     stream_reserve(ts, n, path);
     for (size_t i = 0; i < n; i++) ts->tokens[ts->n_tokens + i] = buf[i];

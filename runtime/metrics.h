@@ -167,9 +167,9 @@ static void print_startup(const Layout* L, const ParamLayout* P, const ModelConf
         if (s == chunk_stage(c->schedule, c->pp, 0)) printf(" +embedding");
         if (s == chunk_stage(c->schedule, c->pp, c->pp * c->vpp - 1)) printf(" +head");
         printf("  ranks");
-        for (int d = 0; d < c->dp; d++)
-            for (int k = 0; k < c->cp; k++)
-                for (int t = 0; t < c->tp; t++) printf(" %d", layout_rank_of(L, d, s, k, t));
+        int per_stage = c->dp * c->cp * c->tp, shown = per_stage < 16 ? per_stage : 16;  // (dp, cp, tp) in rank order, 16 at most
+        for (int i = 0; i < shown; i++) printf(" %d", layout_rank_of(L, i / (c->cp * c->tp), s, i / c->tp % c->cp, i % c->tp));
+        if (shown < per_stage) printf(" ... (%d in all)", per_stage);
         printf("\n");
     }
     print_hosts(m);
@@ -234,6 +234,18 @@ static void comm_seconds(const Layout* L, double* s) {
     for (int g = 0; g < N_GROUPS; g++) s[g] = L->group[g].seconds;
 }
 
+// A line of the JSON log as JSON: printf writes a value that is not finite as nan, -nan,
+// inf or -inf, which JSON has no word for; each becomes null, in place (line: cap bytes).
+static void json_nonfinite_to_null(char* line, size_t cap) {
+    for (char* p = strchr(line, ':'); p; p = strchr(p + 1, ':')) {
+        char *v = p + 1, *w = v + (*v == '-' || *v == '+');
+        size_t len = strcspn(v, ",}"), rest = strlen(v + len);
+        if ((strncmp(w, "nan", 3) && strncmp(w, "inf", 3)) || (size_t)(v - line) + 4 + rest + 1 > cap) continue;
+        memmove(v + 4, v + len, rest + 1);
+        memcpy(v, "null", 4);
+    }
+}
+
 // sched_s: wall time of the pipeline schedule; compute_s: time in forward/backward ops.
 static void metrics_step_end(Metrics* m, const Layout* L, const ModelConfig* c, int step, int start_step, int n_micro,
                              double loss, float lr, double gnorm, int skipped, double sched_s) {
@@ -273,6 +285,7 @@ static void metrics_step_end(Metrics* m, const Layout* L, const ModelConfig* c, 
              step + 1, loss, lr, dt * 1e3, m->tok_s, m->mfu, m->hfu, m->tflops, gnorm, m->last_bubble, m->bubble_formula,
              dc[GROUP_TP] * 1e3, dc[GROUP_PP] * 1e3, dc[GROUP_DP] * 1e3, dc[GROUP_EMBED] * 1e3, dc[GROUP_WORLD] * 1e3,
              dc[GROUP_CP_ULYSSES] * 1e3, dc[GROUP_CP_RING] * 1e3, skipped);
+    json_nonfinite_to_null(line, sizeof(line));
     if (m->log) output_write(m->log, line, "--log", m->args->log);
     if (m->rank_log) {
         char rank_line[1100];
@@ -287,6 +300,7 @@ static void metrics_eval(Metrics* m, int step, double val_loss) {
     fflush(stdout);
     char line[128];
     snprintf(line, sizeof(line), "{\"step\":%d,\"val_loss\":%.9g}\n", step + 1, val_loss);
+    json_nonfinite_to_null(line, sizeof(line));
     if (m->log) output_write(m->log, line, "--log", m->args->log);
 }
 
@@ -378,6 +392,7 @@ static void metrics_finish(Metrics* m, const Layout* L, double act_peak_bytes_me
                  "\"plan_step_ms\":%.3f,\"plan_act_bytes\":%.0f,\"plan_weight_bytes\":%.0f,\"rss_peak_bytes_max\":%.0f}\n",
                  act_peak_bytes_measured, mx, m->pred_bytes[3], m->pred_bytes[0], m->pred_bytes[1], m->pred_bytes[2], ms,
                  m->plan.t_step * 1e3, m->plan.mem_act, m->plan.mem_weights, rss);
+        json_nonfinite_to_null(line, sizeof(line));
         if (m->log) output_write(m->log, line, "--log", m->args->log);
     }
     metrics_write_trace(m, L);

@@ -21,7 +21,11 @@
 static void resolve_batch(Args* a) {
     ModelConfig* c = &a->cfg;
     int m_min = c->pp > 1 ? c->pp : 1;
-    if (!c->global_batch) c->global_batch = a->micro_batch_given ? c->dp * m_min * c->micro_batch : 16;
+    long long derived = (long long)c->dp * m_min * c->micro_batch;  // --micro-batch alone: dp*pp*micro-batch
+    if (!c->global_batch && a->micro_batch_given && derived > (1 << 30))
+        fail("--micro-batch %d x dp %d x pp %d = %lld sequences per step, more than 2^30 (give --global-batch)", c->micro_batch, c->dp,
+             m_min, derived);
+    if (!c->global_batch) c->global_batch = a->micro_batch_given ? (int)derived : 16;
     if (!a->micro_batch_given) {
         int mb = c->global_batch / (c->dp * m_min);
         c->micro_batch = mb < 1 ? 1 : mb > 16 ? 16 : mb;
@@ -218,12 +222,13 @@ static void run_setup(Run* r, int argc, char** argv) {
     if (!launched) {
         // Started by hand: the world is the layout. Check it here, once, then start the
         // ranks under mpirun if there is more than one.
-        int need = (c->dp ? c->dp : 1) * c->tp * c->pp * c->cp;
+        long long need = (long long)(c->dp ? c->dp : 1) * c->tp * c->pp * c->cp;  // layout_check caps it
         if (!c->dp) c->dp = 1;
         resolve_batch(&r->args);
-        if (layout_check(c, need, why)) fail("layout: %s", why);
-        if (need > 1) relaunch_under_mpirun(need, argc, argv);
+        if (layout_check(c, need > INT_MAX ? INT_MAX : (int)need, why)) fail("layout: %s", why);
+        if (need > 1) relaunch_under_mpirun((int)need, argc, argv);
     }
+    ckpt_install_signals();  // from here a stop signal ends the run cleanly (exit 128 + the signal)
     MPI_Init(&argc, &argv);
     MPI_Comm_size(MPI_COMM_WORLD, &r->world);
     MPI_Comm_rank(MPI_COMM_WORLD, &r->rank);
@@ -241,11 +246,12 @@ static void run_setup(Run* r, int argc, char** argv) {
     }
     int *tag_ub, flag, n_micro = c->global_batch / (c->dp * c->micro_batch);
     MPI_Comm_get_attr(MPI_COMM_WORLD, MPI_TAG_UB, &tag_ub, &flag);
-    if (flag && p2p_tag(c->pp, c->vpp, 1, n_micro, 0) > *tag_ub)
-        fail("layout: %d micro-batches x %d chunks exceed the MPI tag range; lower --global-batch", n_micro, c->pp * c->vpp);
-    ckpt_install_signals();
-    if (r->world > 1) watchdog_start(r->args.timeout_s, r->rank);
+    long long max_tag = 2LL * n_micro * c->pp * c->vpp - 1;  // p2p_tag of the last micro-batch's last chunk
+    if (flag && max_tag > *tag_ub)
+        fail("layout: %d micro-batches x %d chunks need message tags up to %lld, past MPI's %d; lower --global-batch", n_micro,
+             c->pp * c->vpp, max_tag, *tag_ub);
     Args* a = &r->args;
+    if (r->rank == 0 && a->ckpt_dir) ckpt_dir_lock(a->ckpt_dir);  // another run's directory: refused before reading anything
     if (a->data) stream_open(&r->train, a->data, c->vocab, "--data");
     else {
         if (c->vocab < 256) fail("the built-in corpus is byte-level text and needs vocab >= 256 (got %d; --data for other tokens)", c->vocab);

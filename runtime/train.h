@@ -135,17 +135,21 @@ static StepResult train_step(Model* m, const TokenStream* train, int step) {
     return r;
 }
 
-static double evaluate(Model* m, const TokenStream* val, int n_batches) {
+// The mean validation loss over n_batches into *loss; 0 when a stop signal came first (every
+// rank looks before each batch, collectively, so all stop at the same one).
+static int evaluate(Model* m, const TokenStream* val, int n_batches, double* loss) {
     PipeOp* ops = (PipeOp*)xmalloc(sizeof(PipeOp) * 3 * m->n_micro * m->L.vpp);
     int n_ops = forward_ops(m->L.sched, m->L.stage, m->L.pp, m->L.vpp, m->n_micro, ops);
     double total = 0;
-    for (int b = 0; b < n_batches; b++) {
+    int b = 0;
+    for (; b < n_batches && !ckpt_stop_requested(&m->L.group[GROUP_WORLD]); b++) {
         model_load_batch(m, val, (size_t)b);
         run_schedule(m, ops, n_ops, 0, 0.0f);
         total += reduce_loss(m, (double)m->c.global_batch * m->c.seq_len);
     }
     free(ops);
-    return total / n_batches;
+    *loss = total / n_batches;
+    return b == n_batches;
 }
 
 // ----------------------------------------------------------------------------
@@ -167,7 +171,8 @@ static int sample_draw(float* row, int vocab, float uniform) {
 }
 
 // The sample is decoded into bytes and printed once, escaped (escape_text): a piece may hold
-// any bytes, and a character may span tokens.
+// any bytes, and a character may span tokens. A stop signal ends it early (every rank looks
+// before each token, collectively); what was drawn is printed.
 static void sample_text(Model* m, const Tokenizer* tk, int len, uint64_t seed, FILE* out) {
     int T = m->c.seq_len, B = 1, pp = m->L.pp, last_stage = chunk_stage(m->L.sched, pp, pp * m->L.vpp - 1);
     int* ctx = (int*)xcalloc(T, sizeof(int));
@@ -180,7 +185,7 @@ static void sample_text(Model* m, const Tokenizer* tk, int len, uint64_t seed, F
     int n = 0;
     ctx[n++] = tk->eot;  // start from <|endoftext|> (tokenizer_load: 256 for bytes, GPT-2's 50256; 0 below 257)
     size_t nrow = (size_t)row_count(m, B) * m->C;
-    for (int step = 0; step < len; step++) {
+    for (int step = 0; step < len && !ckpt_stop_requested(&m->L.group[GROUP_WORLD]); step++) {
         int start = n > T ? n - T : 0, cur = n - start;  // window of the last T tokens
         memset(window, 0, sizeof(int) * T);
         for (int i = 0; i < cur; i++) window[i] = ctx[(start + i) % T];
@@ -240,34 +245,51 @@ static void sample_text(Model* m, const Tokenizer* tk, int len, uint64_t seed, F
 
 // ----------------------------------------------------------------------------
 // main()'s training loop: steps, evaluation, samples and checkpoints, until --steps or a
-// stop signal. Returns 1 when stopped by a signal (main then exits 130), else 0.
+// stop signal. Returns main()'s exit code: 0; 128 + the signal when stopped by one (130
+// SIGINT, 143 SIGTERM, the same from one rank or many); 1 when --on-nan skip skipped every
+// step of the run (nothing was trained: a run that goes on must not look like one that
+// learned). A run that skipped some steps says how many at the end.
 
 static int train_loop(Model* m, Run* run, Metrics* met, int start_step) {
     Args* a = &run->args;
     ModelConfig* c = &a->cfg;
-    for (int step = start_step; step < c->steps; step++) {
+    int n_skipped = 0, first_skipped = 0, last_applied = start_step, stop = 0;
+    if (run->world > 1) watchdog_start(a->timeout_s, run->rank);  // armed now: start-up (data, resume) may take long
+    for (int step = start_step; step < c->steps && !stop; step++) {
         watchdog_kick();
         metrics_step_begin(met, step);
         StepResult r = train_step(m, &run->train, step);
         metrics_step_end(met, &m->L, c, step, start_step, m->n_micro, r.loss, r.lr, r.grad_norm, r.skipped, r.sched_s);
-        if (a->eval_every && ((step + 1) % a->eval_every == 0 || step + 1 == c->steps))
-            metrics_eval(met, step, evaluate(m, &run->val, a->val_batches));
+        if (r.skipped && !n_skipped++) first_skipped = step + 1;
+        if (!r.skipped) last_applied = step + 1;
+        double val_loss;
+        if (a->eval_every && ((step + 1) % a->eval_every == 0 || step + 1 == c->steps) && evaluate(m, &run->val, a->val_batches, &val_loss))
+            metrics_eval(met, step, val_loss);
         if (a->sample_every && (step + 1) % a->sample_every == 0) sample_text(m, &run->tk, a->sample_len, c->seed + step, stdout);
-        int stop = ckpt_stop_requested(&m->L.group[GROUP_WORLD]);
+        stop = ckpt_stop_requested(&m->L.group[GROUP_WORLD]);
         if (a->ckpt_dir && ((a->ckpt_every && (step + 1) % a->ckpt_every == 0) || step + 1 == c->steps || stop)) {
             // a skipped step saves nothing, so a run that skips on and on never rotates the
             // last checkpoint of an applied update away
             if (!r.skipped) save_checkpoint(m, step + 1);
             else if (run->rank == 0) printf("checkpoint: none at step %d, which was skipped (non-finite); the newest on disk is kept\n", step + 1);
         }
-        if (stop) {
-            if (run->rank == 0) fprintf(stderr, "stopped by signal after step %d\n", step + 1);
-            return 1;
-        }
+        if (stop && run->rank == 0) fprintf(stderr, "stopped by signal after step %d\n", step + 1);
     }
-    if (!a->sample_every && a->sample_len) {
-        if (run->rank == 0) printf("sample:\n");
+    if (!stop && !a->sample_every && a->sample_len) {
+        if (run->rank == 0) printf("sample:\n"), fflush(stdout);
         sample_text(m, &run->tk, a->sample_len, c->seed, stdout);
+        if ((stop = ckpt_stop_requested(&m->L.group[GROUP_WORLD])) && run->rank == 0)
+            fprintf(stderr, "stopped by signal during the sample after step %d\n", c->steps);
+    }
+    if (stop) return 128 + stop;
+    int ran = c->steps - start_step;
+    if (n_skipped && run->rank == 0)
+        printf("skipped: %d of %d steps (non-finite loss or gradient norm), the first at step %d; the last update applied: %s%d\n",
+               n_skipped, ran, first_skipped, last_applied == start_step ? "none since step " : "step ", last_applied);
+    if (ran > 0 && n_skipped == ran) {
+        if (run->rank == 0) print_error("--on-nan skip: every one of the %d steps was skipped (non-finite); nothing was trained", ran);
+        return 1;
     }
     return 0;
 }
+

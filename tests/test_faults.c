@@ -5,8 +5,11 @@
 //      the resume point must print the same loss, bit for bit ("%.9g" strings of the
 //      JSON log), as the uninterrupted run; no checkpoint under its final name is ever
 //      partial, and the one LATEST names always loads.
-//   2. SIGTERM / SIGINT: the run saves, says "stopped by signal", exits 130, and resumes
-//      with the same losses (1 rank: bitwise; tp2 x pp2: checkpoint written and resumable).
+//   2. SIGTERM / SIGINT: the run saves, says "stopped by signal", exits 143 / 130 (the same
+//      from one rank, from the self-launcher of many, or from one rank of many), and resumes
+//      with the same losses (1 rank: bitwise; tp2 x pp2: checkpoint written and resumable);
+//      a stop during the end-of-run sample, an evaluation or the reading of the data ends
+//      the run at once with the same codes; the watchdog is not armed during start-up.
 //   3. Resharding: save under one layout, resume under another; losses within 1e-5
 //      relative of the 1-rank run (the layout suite's tolerance), final parameters too.
 //   4. A rank of a dp2 x tp2 x pp2 run killed with SIGKILL: the whole job is gone within
@@ -16,7 +19,11 @@
 //   5. Bad inputs (data, flags, checkpoints, tokenizer, device file): exit 1 with exactly
 //      one "error:" line naming the problem, never a signal; the same corpus through
 //      ./train_asan (ASan + UBSan) must produce no sanitizer report. ./train_asan is built
-//      here with mpicc when missing (or by `make train_asan`, Makefile.faults).
+//      here with mpicc when missing (or by `make train_asan`, Makefile.faults). Among them:
+//      checksums (a zeroed body, one flipped bit of Adam's v, a changed step field), rotation
+//      (only this run's checkpoints go; the resumed one, older runs' and junk stay), the
+//      --ckpt-dir lock, sizes past the caps (world, schedule pairs, batch), the JSON log with
+//      non-finite values, and the one-process build (nompi/mpi.h) compiling and training.
 //
 // All runs train the tiny model with the suite's flags below: --warmup 20 keeps every step
 // here inside the linear warm-up, where the learning rate of a step does not depend on
@@ -115,7 +122,23 @@ static int pids_matching(const char* needle, pid_t* out, int max) {
     return n;
 }
 
-// Children of `parent` whose command is ./train (the ranks under mpirun).
+// The parent of pid (0 if unknown).
+static pid_t parent_of(pid_t pid) {
+    char path[64], buf[512];
+    snprintf(path, sizeof(path), "/proc/%d/stat", (int)pid);
+    FILE* f = fopen(path, "r");
+    if (!f) return 0;
+    size_t len = fread(buf, 1, sizeof(buf) - 1, f);
+    fclose(f);
+    buf[len] = 0;
+    char* rp = strrchr(buf, ')');
+    int ppid = 0;
+    char state;
+    return rp && sscanf(rp + 1, " %c %d", &state, &ppid) == 2 ? ppid : 0;
+}
+
+// Processes whose command is ./train under the launcher `parent`: the ranks, children of the
+// mpirun it started (parallel/launcher.h).
 static int rank_pids(pid_t parent, pid_t* out, int max) {
     DIR* d = opendir("/proc");
     struct dirent* e;
@@ -133,7 +156,7 @@ static int rank_pids(pid_t parent, pid_t* out, int max) {
         char* rp = strrchr(buf, ')');  // "pid (comm) state ppid ..."
         int ppid = 0;
         char state = 0;
-        if (rp && sscanf(rp + 1, " %c %d", &state, &ppid) == 2 && ppid == parent && strstr(buf, "(train)") && n < max)
+        if (rp && sscanf(rp + 1, " %c %d", &state, &ppid) == 2 && parent_of(ppid) == parent && strstr(buf, "(train)") && n < max)
             out[n++] = pid;
     }
     if (d) closedir(d);
@@ -414,9 +437,9 @@ static void kill_after_step(int k) {
     if (ok) resume_and_compare(tag, dir, latest > 0 ? latest : -1, "");
 }
 
-// Kill the run the moment file `target` (in dir) has grown past min_bytes while being
-// written (inotify), once file `after` (in dir, NULL: none) exists: in the middle of a
-// checkpoint or manifest write.
+// Kill the run the moment a file named `target` and 7 more characters (mkstemp's ".XXXXXX",
+// files.h atomic_open) in dir has grown past min_bytes while being written (inotify), once file
+// `after` (in dir, NULL: none) exists: in the middle of a checkpoint or manifest write.
 static void kill_during_write(const char* tag, const char* target, long long min_bytes, const char* after, long long full) {
     char dir[256], cmd[4096], out[300], log[300], why[512] = "", tpath[512];
     run_dir(tag, dir, out, log);
@@ -431,7 +454,7 @@ static void kill_during_write(const char* tag, const char* target, long long min
     ModelConfig mc;
     ParamLayout* P = (ParamLayout*)xmalloc(sizeof(ParamLayout));
     model_of(FLAGS, &mc, P);
-    long long ckpt_full = 1024 + 12LL * P->n_full;
+    long long ckpt_full = ckpt_file_bytes(P->n_full, P->n);
     free(P);
     long long size_at_kill = -1;
     double t0 = now_s();
@@ -456,7 +479,9 @@ static void kill_during_write(const char* tag, const char* target, long long min
                     n_renamed++;
                 }
             }
-            if (ev->len && !strcmp(ev->name, target) && file_size(tpath) >= min_bytes && (!after || file_size(apath) >= 0)) {
+            int is_target = ev->len && !strncmp(ev->name, target, strlen(target)) && strlen(ev->name) == strlen(target) + 7;
+            if (is_target) snprintf(tpath, sizeof(tpath), "%s/%s", dir, ev->name);
+            if (is_target && file_size(tpath) >= min_bytes && (!after || file_size(apath) >= 0)) {
                 kill(pid, SIGKILL);
                 hit = 1;
             }
@@ -495,11 +520,11 @@ static void suite_sigkill(void) {
     if (!reference("ref_gpt2_1rank", "", &ref)) return;
     kill_after_step(3);
     kill_after_step(7);
-    // checkpoint 6 half written: 1024 + 12 * n_full bytes in all
+    // checkpoint 6 half written (ckpt_file_bytes in all)
     ModelConfig c;
     ParamLayout* P = (ParamLayout*)xmalloc(sizeof(ParamLayout));
     model_of(FLAGS, &c, P);
-    long long full = 1024 + 12LL * P->n_full;
+    long long full = ckpt_file_bytes(P->n_full, P->n);
     free(P);
     kill_during_write("sigkill_mid_checkpoint_write", "ckpt_00000006.bin.tmp", 1, NULL, full);
     kill_during_write("sigkill_mid_manifest_write", "LATEST.tmp", 0, "ckpt_00000004.bin", 18);  // 4 renamed, LATEST still 2
@@ -524,24 +549,26 @@ static void signal_1rank(int sig, const char* name) {
     int latest = ckpt_dir_check(dir, FLAGS, why);
     char said[64];
     snprintf(said, sizeof(said), "stopped by signal after step %d", g.last);
-    int ok = reached && rc == 130 && latest == g.last && file_has(out, said);
+    int ok = reached && rc == 128 + sig && latest == g.last && file_has(out, said);
     check(ok, tag, "exit %d after step %d, checkpoint step %d, '%s' %s%s%s", rc, g.last, latest, said,
            file_has(out, said) ? "printed" : "missing", *why ? "; " : "", why);
     if (ok && latest < REF_STEPS) resume_and_compare(tag, dir, latest, "");
 }
 
-// tp2 x pp2: SIGTERM to mpirun (Open MPI forwards it to the ranks), then to one rank only
-// (ckpt_stop_requested is a MAX over the world, so one rank's signal stops all).
-static void signal_4rank(const char* tag, int to_one_rank) {
+// A multi-rank run stopped: `sig` to the self-launcher's process group (as a terminal's
+// Ctrl-C or a scheduler reaches it; the launcher passes it on through mpirun), or to one rank
+// only (ckpt_stop_requested is a MAX over the world, so one rank's signal stops all). Every
+// way the job exits 128 + sig with a checkpoint and "stopped by signal".
+static void signal_ranks(const char* tag, const char* layout, int sig, int to_one_rank) {
     char dir[256], cmd[4096], out[300], log[300], why[512] = "";
     run_dir(tag, dir, out, log);
-    snprintf(cmd, sizeof(cmd), TRAIN "--tp 2 --pp 2 --steps 200 --log %s --ckpt-dir %s", log, dir);
+    snprintf(cmd, sizeof(cmd), TRAIN "%s --steps 200 --log %s --ckpt-dir %s", layout, log, dir);
     pid_t pid = spawn(cmd, out);
     int reached = wait_log(log, 2, pid, 90);
     pid_t ranks[16];
     int nr = rank_pids(pid, ranks, 16);
-    if (to_one_rank && nr > 0) kill(ranks[nr - 1], SIGTERM);
-    else kill(pid, SIGTERM);
+    if (to_one_rank && nr > 0) kill(ranks[nr - 1], sig);
+    else kill(-pid, sig);
     double t0 = now_s();
     int rc = wait_for(pid, 60);
     double dt = now_s() - t0;
@@ -549,13 +576,51 @@ static void signal_4rank(const char* tag, int to_one_rank) {
     Log g;
     log_read(log, &g);
     int latest = ckpt_dir_check(dir, FLAGS, why);
-    int ok = reached && rc > 0 && latest > 0 && latest >= g.last - 1 && file_has(out, "stopped by signal");
-    check(ok, tag, "%s: exit %d in %.1f s after step %d, checkpoint step %d, 'stopped by signal' %s%s%s",
-           to_one_rank ? "SIGTERM to one rank" : "SIGTERM to mpirun", rc, dt, g.last, latest,
-           file_has(out, "stopped by signal") ? "printed" : "missing", *why ? "; " : "", why);
-    if (latest <= 0) return;
+    int ok = reached && rc == 128 + sig && latest > 0 && latest >= g.last - 1 && file_has(out, "stopped by signal");
+    check(ok, tag, "signal %d to %s: exit %d in %.1f s after step %d, checkpoint step %d, 'stopped by signal' %s%s%s", sig,
+          to_one_rank ? "one rank" : "the launcher", rc, dt, g.last, latest, file_has(out, "stopped by signal") ? "printed" : "missing",
+          *why ? "; " : "", why);
+    if (latest <= 0 || strcmp(layout, "--tp 2 --pp 2")) return;
     // resumable: 2 more steps under the same layout
-    resume_more(tag, "_resume", dir, "--tp 2 --pp 2", latest, 2);
+    resume_more(tag, "_resume", dir, layout, latest, 2);
+}
+
+// A stop that comes during a long loop other than the steps: the end-of-run sample, an
+// evaluation, the reading of the data. The run must end within a few seconds with 128 +
+// sig and say so. wait_text: what the output or the log shows once the loop has begun (NULL:
+// wait `wait_s` seconds instead).
+static void stop_in_loop(const char* tag, const char* args, const char* wait_text, double wait_s, int sig, const char* said) {
+    char dir[256], cmd[4096], out[300], log[300];
+    run_dir(tag, dir, out, log);
+    snprintf(cmd, sizeof(cmd), TRAIN "%s --log %s", args, log);
+    pid_t pid = spawn(cmd, out);
+    double t0 = now_s();
+    int reached = 0;
+    while (!reached && now_s() - t0 < 60 && still_running(pid)) {
+        usleep(10000);
+        reached = wait_text ? file_has(out, wait_text) || file_has(log, wait_text) : now_s() - t0 >= wait_s;
+    }
+    kill(pid, sig);
+    double t1 = now_s();
+    int rc = wait_for(pid, 30);
+    double dt = now_s() - t1;
+    if (rc < 0) kill_group(pid);
+    int ok = reached && rc == 128 + sig && dt < 10 && file_has(out, said);
+    check(ok, tag, "signal %d once '%s' showed: exit %d after %.1f s, '%s' %s", sig, wait_text ? wait_text : "(start-up)", rc, dt, said,
+          file_has(out, said) ? "printed" : "missing");
+}
+
+// --timeout-s counts from the first step, not during start-up: two ranks reading a large
+// file (seconds) with --timeout-s 1 train, and no watchdog fires.
+static void watchdog_not_in_startup(const char* big) {
+    const char* tag = "watchdog_armed_at_first_step_tp2";
+    char dir[256], cmd[4096], out[300], log[300];
+    run_dir(tag, dir, out, log);
+    snprintf(cmd, sizeof(cmd), TRAIN "--tp 2 --timeout-s 1 --steps 2 --data %s --log %s", big, log);
+    double t0 = now_s();
+    int rc = run_to_file(cmd, out);
+    int fired = file_has(out, "no progress for");
+    check(rc == 0 && !fired, tag, "exit %d after %.1f s of start-up and 2 steps, watchdog %s", rc, now_s() - t0, fired ? "FIRED" : "quiet");
 }
 
 // ----------------------------------------------------------------------------
@@ -695,9 +760,35 @@ static void write_tokenizer(const char* name, uint32_t magic, uint32_t version, 
     free(b);
 }
 
+// Recompute a checkpoint's checksums in memory (each tensor's in the index, then the
+// header's), as a writer that saved these bytes would: the checks behind the checksums (the
+// values, the header's fields) then see a change. A file whose counts do not give its size
+// is left as it is.
+static void ckpt_resign(uint8_t* b, long long n) {
+    int32_t* h = (int32_t*)b;
+    size_t n_full = ckpt_header_n_full(h);
+    int nt = h[CK_N_TENSORS];
+    if (ckpt_file_bytes(n_full, nt) != n) return;
+    uint8_t* index = b + 1024 + 12 * n_full;
+    uint64_t* lens = (uint64_t*)xmalloc(sizeof(uint64_t) * nt);
+    uint64_t* sums = (uint64_t*)xmalloc(sizeof(uint64_t) * 3 * nt);
+    memcpy(lens, index, sizeof(uint64_t) * nt);
+    for (int sec = 0; sec < 3; sec++) {
+        size_t at = 0;
+        for (int i = 0; i < nt; i++, at += lens[i - 1])
+            sums[sec * nt + i] = hash_bytes(b + 1024 + 4 * (sec * n_full + at), 4 * lens[i]);
+    }
+    memcpy(index + sizeof(uint64_t) * nt, sums, sizeof(uint64_t) * 3 * nt);
+    uint64_t sum = ckpt_header_checksum(h, lens, sums, nt);
+    h[CK_SUM_LO] = (int32_t)(uint32_t)sum, h[CK_SUM_HI] = (int32_t)(uint32_t)(sum >> 32);
+    free(lens);
+    free(sums);
+}
+
 // Copy the good checkpoint with one header int (index k) set to v (k < 0: unchanged),
-// truncated to `size` bytes (< 0: whole), and a NaN at float `nan_at` of the params (< 0: none).
-static void write_ckpt(const char* name, const char* good, int k, int32_t v, long long size, long long nan_at) {
+// truncated to `size` bytes (< 0: whole), and a NaN at float `nan_at` of the params (< 0:
+// none); resign: with its checksums recomputed after the change (ckpt_resign).
+static void write_ckpt(const char* name, const char* good, int k, int32_t v, long long size, long long nan_at, int resign) {
     FILE* f = fopen(good, "rb");
     long long n = file_size(good);
     if (!f || n < 1024) fail("no good checkpoint %s", good);
@@ -706,6 +797,7 @@ static void write_ckpt(const char* name, const char* good, int k, int32_t v, lon
     fclose(f);
     if (k >= 0) ((int32_t*)b)[k] = v;
     if (nan_at >= 0) { float x = NAN; memcpy(b + 1024 + 4 * nan_at, &x, 4); }
+    if (resign) ckpt_resign(b, n);
     char dirname[512];
     snprintf(dirname, sizeof(dirname), BAD "/%s", name);
     sh("mkdir -p %s", dirname);
@@ -715,15 +807,26 @@ static void write_ckpt(const char* name, const char* good, int k, int32_t v, lon
     free(b);
 }
 
-// Copy the good checkpoint with floats [first, first + count) after the header set to value.
-static void write_ckpt_values(const char* name, const char* good, long long first, long long count, float value) {
-    write_ckpt(name, good, -1, 0, -1, -1);
+// Copy the good checkpoint with floats [first, first + count) after the header set to
+// value (resign: and its checksums recomputed), or with one bit of float `first` flipped
+// (count 0; `value`'s bits give the mask).
+static void write_ckpt_values(const char* name, const char* good, long long first, long long count, float value, int resign) {
+    FILE* f = fopen(good, "rb");
+    long long n = file_size(good);
+    uint8_t* b = (uint8_t*)xmalloc(n);
+    if (!f || fread(b, 1, n, f) != (size_t)n) fail("cannot read %s", good);
+    fclose(f);
+    float* x = (float*)(b + 1024) + first;
+    for (long long i = 0; i < count; i++) x[i] = value;
+    uint32_t bits, mask;
+    memcpy(&mask, &value, 4), memcpy(&bits, x, 4);
+    if (!count) bits ^= mask, memcpy(x, &bits, 4);
+    if (resign) ckpt_resign(b, n);
     char path[600];
-    snprintf(path, sizeof(path), BAD "/%s/ckpt.bin", name);
-    FILE* f = fopen(path, "r+b");
-    if (!f || fseeko(f, 1024 + 4 * first, SEEK_SET)) fail("cannot open %s", path);
-    for (long long i = 0; i < count; i++) fwrite(&value, 4, 1, f);
-    if (fclose(f)) fail("cannot write %s", path);
+    sh("mkdir -p " BAD "/%s", name);
+    snprintf(path, sizeof(path), "%s/ckpt.bin", name);
+    write_bytes(path, b, n);
+    free(b);
 }
 
 // One hostile input. rc 1: exit 1 with exactly one "error:" line, naming the problem
@@ -796,6 +899,42 @@ static void bad_run(const char* bin, const BadCase* k, const char* setup, const 
     if (!ok) printf("     %s\n     -> %s\n%s%s%s", cmd, first_error, checked ? "" : "     check: ", checked ? "" : post_check, checked ? "" : "\n");
 }
 
+// A second run on a --ckpt-dir in use is refused at once (rank 0's flock of <dir>/LOCK); once
+// the first has gone, even by kill -9, the directory is free again, and temporary files a
+// killed run left are removed by the next run.
+static void ckpt_dir_lock_test(const char* bin) {
+    char tag[64], dir[256], out[300], log[300], cmd[4096], out2[300], out3[300];
+    snprintf(tag, sizeof(tag), "%sckpt_dir_in_use", strstr(bin, "asan") ? "asan_" : "bad_");
+    run_dir(tag, dir, out, log);
+    snprintf(cmd, sizeof(cmd), TRAIN "--steps 100000 --ckpt-every 1 --log %s --ckpt-dir %s", log, dir);
+    pid_t pid = spawn(cmd, out);
+    int reached = wait_log(log, 1, pid, 60);
+    snprintf(out2, sizeof(out2), "%s/second.txt", dir);
+    snprintf(cmd, sizeof(cmd), "ASAN_OPTIONS=detect_leaks=0 OMP_NUM_THREADS=1 %s " FLAGS " --steps 1 --ckpt-dir %s", bin, dir);
+    double t0 = now_s();
+    int rc2 = run_to_file(cmd, out2);
+    double dt = now_s() - t0;
+    int refused = rc2 == 1 && file_has(out2, "is in use by another run");
+    kill(pid, SIGKILL);
+    wait_for(pid, 10);
+    sh("touch %s/ckpt_00000009.bin.tmp.Ab12Cd %s/LATEST.tmp.Ef34Gh", dir, dir);  // as a killed run leaves them
+    snprintf(out3, sizeof(out3), "%s/third.txt", dir);
+    int rc3 = run_to_file(cmd, out3);
+    int tmp_left = sh("ls %s/*.tmp.* > /dev/null 2>&1", dir) == 0;
+    check(reached && refused && dt < 5 && rc3 == 0 && !tmp_left, tag, "second run: exit %d in %.1f s, %s; after kill -9 of the first: "
+          "exit %d, temporary files %s", rc2, dt, refused ? "refused" : "NOT refused", rc3, tmp_left ? "LEFT" : "removed");
+}
+
+// The one-process build (make MPI=none: nompi/mpi.h in place of Open MPI) compiles and
+// trains, with two chunks on its one stage (messages to itself) and a sample.
+static void nompi_build(void) {
+    double t0 = now_s();
+    int rc_build = sh("gcc -O1 -fopenmp -std=gnu11 -I. -Inompi -o " ROOT "/train_nompi train_gpt.c -lm > " ROOT "/nompi_build.txt 2>&1");
+    int rc = rc_build ? -1 : run_to_file("OMP_NUM_THREADS=1 " ROOT "/train_nompi " FLAGS " --steps 2 --vpp 2 --sample-len 8", ROOT "/nompi.txt");
+    check(rc_build == 0 && rc == 0, "nompi_build_trains", "build exit %d (" ROOT "/nompi_build.txt), 2 steps of pp 1 vpp 2: exit %d (%.1f s)",
+          rc_build, rc, now_s() - t0);
+}
+
 static double mtime_of(const char* path) {
     struct stat st;
     return stat(path, &st) ? -1 : st.st_mtim.tv_sec + 1e-9 * st.st_mtim.tv_nsec;
@@ -862,14 +1001,18 @@ static void suite_bad_inputs(void) {
     const char* good = BAD "/good/ckpt_00000001.bin";
     if (rc != 0 || file_size(good) < 0) { check(0, "bad_inputs_setup", "the good checkpoint run exited %d", rc); return; }
     long long gsize = file_size(good);
-    write_ckpt("ck_truncated", good, -1, 0, gsize / 2, -1);
-    write_ckpt("ck_short_header", good, -1, 0, 100, -1);
-    write_ckpt("ck_magic", good, CK_MAGIC, 1234, -1, -1);
-    write_ckpt("ck_version", good, CK_VERSION, 9, -1, -1);
-    write_ckpt("ck_n_full_huge", good, CK_N_FULL_HI, 0x7fffffff, -1, -1);
-    write_ckpt("ck_negative_step", good, CK_STEP, -7, -1, -1);
-    write_ckpt("ck_nan", good, -1, 0, -1, 1000);
-    write_ckpt("ck_grown", good, -1, 0, -1, -1);
+    write_ckpt("ck_truncated", good, -1, 0, gsize / 2, -1, 0);
+    write_ckpt("ck_short_header", good, -1, 0, 100, -1, 0);
+    write_ckpt("ck_magic", good, CK_MAGIC, 1234, -1, -1, 0);
+    write_ckpt("ck_version", good, CK_VERSION, 9, -1, -1, 0);
+    write_ckpt("ck_version1", good, CK_VERSION, 1, -1, -1, 0);
+    write_ckpt("ck_n_full_huge", good, CK_N_FULL_HI, 0x7fffffff, -1, -1, 0);
+    write_ckpt("ck_negative_step", good, CK_STEP, -7, -1, -1, 1);
+    write_ckpt("ck_nan", good, -1, 0, -1, 1000, 1);
+    write_ckpt("ck_grown", good, -1, 0, -1, -1, 0);
+    // damage behind the checksums: a changed step field, a zeroed body, one flipped bit
+    write_ckpt("ck_step_19", good, CK_STEP, 19, -1, -1, 0);
+    write_ckpt("ck_n_tensors", good, CK_N_TENSORS, 27, -1, -1, 0);
     sh("head -c 4 /dev/zero >> " BAD "/ck_grown/ckpt.bin");
     sh("mkdir -p " BAD "/ck_empty_dir " BAD "/ck_dangling && echo ckpt_00000099.bin > " BAD "/ck_dangling/LATEST");
     sh("mkdir -p " BAD "/ck_garbage_latest && cp %s " BAD "/ck_garbage_latest/ckpt_00000001.bin && printf '\\001\\002' > " BAD
@@ -881,9 +1024,14 @@ static void suite_bad_inputs(void) {
     ModelConfig mc;
     ParamLayout* P = (ParamLayout*)xmalloc(sizeof(ParamLayout));
     model_of(FLAGS, &mc, P);
-    write_ckpt_values("ck_negative_v", good, 2 * (long long)P->n_full + 7, 1, -1.0f);
+    write_ckpt_values("ck_negative_v", good, 2 * (long long)P->n_full + 7, 1, -1.0f, 1);
     for (int i = 0; i < P->n; i++)
-        if (P->t[i].kind == P_QKVW && P->t[i].layer == 0) write_ckpt_values("ck_huge_qkvw", good, P->t[i].full_offset, P->t[i].size, 1e30f);
+        if (P->t[i].kind == P_QKVW && P->t[i].layer == 0) write_ckpt_values("ck_huge_qkvw", good, P->t[i].full_offset, P->t[i].size, 1e30f, 1);
+    write_ckpt_values("ck_zeroed_body", good, 0, 3 * (long long)P->n_full, 0.0f, 0);
+    float lowest_bit;  // the lowest mantissa bit of one float of Adam's v
+    uint32_t one = 1;
+    memcpy(&lowest_bit, &one, 4);
+    write_ckpt_values("ck_v_bit", good, 2 * (long long)P->n_full + 123, 0, lowest_bit, 0);
     free(P);
     snprintf(cmd, sizeof(cmd), TRAIN "--steps 0 --export-llmc " BAD "/llmc_ok.bin");
     if (run_to_file(cmd, BAD "/llmc_ok_out.txt") != 0) { check(0, "bad_inputs_setup", "the llm.c export run failed"); return; }
@@ -978,6 +1126,19 @@ static void suite_bad_inputs(void) {
         {"ckpt_n_full_huge", "--resume " BAD "/ck_n_full_huge/ckpt.bin", "parameters", 1},
         {"ckpt_negative_step", "--resume " BAD "/ck_negative_step/ckpt.bin", "negative step", 1},
         {"ckpt_nan", "--resume " BAD "/ck_nan/ckpt.bin", "non-finite", 1},
+        // checksums: every byte of a checkpoint is verified by the rank that reads it
+        {"ckpt_version1", "--resume " BAD "/ck_version1/ckpt.bin", "format version 1 has no checksums", 1},
+        {"ckpt_step_changed", "--resume " BAD "/ck_step_19/ckpt.bin", "the header or the index does not match its checksum", 1},
+        {"ckpt_n_tensors_changed", "--resume " BAD "/ck_n_tensors/ckpt.bin", "truncated or corrupt", 1},
+        {"ckpt_zeroed_body", "--resume " BAD "/ck_zeroed_body/ckpt.bin", "parameters of tensor wte do not match their checksum", 1},
+        {"ckpt_zeroed_body_tp2_pp2", "--tp 2 --pp 2 --resume " BAD "/ck_zeroed_body/ckpt.bin", "do not match their checksum", 1},
+        {"ckpt_adam_v_bit_flipped", "--resume " BAD "/ck_v_bit/ckpt.bin", "adam v of tensor wte do not match their checksum", 1},
+        // sizes from flags past their caps, computed in 64 bits before anything is allocated
+        {"schedule_pairs_overflow", "--seq-len 1 --micro-batch 1 --n-layer 64 --vpp 64 --global-batch 9586981", "(micro-batch, chunk) pairs", 1},
+        {"schedule_pairs_past_cap", "--pp 2 --vpp 2 --micro-batch 1 --global-batch 1048578", "(micro-batch, chunk) pairs", 1},
+        {"world_wraps_to_one", "--dp 411849 --cp 20857 --seq-len 41714 --global-batch 411849 --micro-batch 1", "ranks, more than the 1048576", 1},
+        {"world_wraps_to_zero", "--dp 65536 --tp 512 --pp 128", "ranks, more than the 1048576", 1},
+        {"cp_contiguous_names_its_split", "--cp 3 --cp-split contiguous --seq-len 46", "(the contiguous split)", 1},
         {"ckpt_other_shape_layers", "--n-layer 3 --resume " BAD "/good/ckpt_00000001.bin", "n_layer is 4 in the checkpoint but 3", 1},
         {"ckpt_other_shape_width", "--d-model 32 --resume " BAD "/good/ckpt_00000001.bin", "d_model", 1},
         {"ckpt_other_arch", "--model llama-tiny --resume " BAD "/good/ckpt_00000001.bin", "arch", 1},
@@ -1062,9 +1223,9 @@ static void suite_bad_inputs(void) {
 #define FIFO_AT(path) "rm -f " path " && mkfifo " path
     BadRun runs[] = {
         // --on-nan skip: a run whose every step is skipped saves nothing, so the good
-        // checkpoint it resumed beside stays (and LATEST names it)
+        // checkpoint it resumed beside stays (and LATEST names it), and it exits 1: nothing trained
         {{"on_nan_skip_keeps_good_checkpoint", "--on-nan skip --steps 4 --ckpt-every 1 --ckpt-keep 1 --ckpt-dir " BAD "/skip_dir --resume "
-          BAD "/ck_huge_qkvw/ckpt.bin", "none at step 4, which was skipped", 0},
+          BAD "/ck_huge_qkvw/ckpt.bin", "every one of the 3 steps was skipped", 1},
          "rm -rf " BAD "/skip_dir && mkdir " BAD "/skip_dir && cp " BAD "/good/ckpt_00000001.bin " BAD "/good/LATEST " BAD "/skip_dir",
          "test -f " BAD "/skip_dir/ckpt_00000001.bin && grep -qx ckpt_00000001.bin " BAD "/skip_dir/LATEST && ! ls " BAD "/skip_dir/ckpt_0000000[234].bin"},
         // --resume auto without a manifest: past a newest file cut short, to the newest complete one
@@ -1072,6 +1233,26 @@ static void suite_bad_inputs(void) {
           "resumed from " BAD "/ck_fallback/ckpt_00000001.bin", 0},
          "rm -rf " BAD "/ck_fallback && mkdir " BAD "/ck_fallback && cp " BAD "/good/ckpt_00000001.bin " BAD "/ck_fallback && head -c 5000 "
          BAD "/good/ckpt_00000001.bin > " BAD "/ck_fallback/ckpt_00000002.bin", NULL},
+        // rotation deletes only what this run wrote: resumed from 2 of an older run's 1..6 with
+        // --ckpt-keep 2, its own 3 and 4 stay (and the older 5, 6), LATEST names 4, auto resumes it
+        {{"rotation_keeps_this_runs_newest", "--steps 4 --lr 1e-3 --ckpt-every 1 --ckpt-keep 2 --ckpt-dir " BAD "/rot --resume " BAD
+          "/rot/ckpt_00000002.bin", "ckpt_00000004.bin (step 4)", 0},
+         "rm -rf " BAD "/rot && OMP_NUM_THREADS=1 ./train " FLAGS " --steps 6 --ckpt-every 1 --ckpt-keep 10 --ckpt-dir " BAD "/rot",
+         "(cd " BAD "/rot && ls ckpt_0000000[2-6].bin && grep -qx ckpt_00000004.bin LATEST) && OMP_NUM_THREADS=1 ./train " FLAGS
+         " --steps 5 --ckpt-dir " BAD "/rot --resume auto | grep -q 'resumed from " BAD "/rot/ckpt_00000004.bin'"},
+        // ... and never the checkpoint it resumed from or junk of higher steps (garbage, a damaged
+        // copy); without LATEST, --resume auto passes over both to this run's newest
+        {{"rotation_spares_resumed_and_junk", "--steps 4 --ckpt-every 1 --ckpt-keep 1 --ckpt-dir " BAD "/rot_junk --resume " BAD
+          "/rot_junk/ckpt_00000001.bin", "ckpt_00000004.bin (step 4)", 0},
+         "rm -rf " BAD "/rot_junk && mkdir " BAD "/rot_junk && (cd " BAD "/rot_junk && cp ../good/ckpt_00000001.bin . && head -c 5000 "
+         "/dev/urandom > ckpt_00000099.bin && cp ckpt_00000001.bin ckpt_00000050.bin && printf x | dd of=ckpt_00000050.bin bs=1 seek=2000 "
+         "conv=notrunc)",
+         "(cd " BAD "/rot_junk && ls ckpt_00000001.bin ckpt_00000004.bin ckpt_00000050.bin ckpt_00000099.bin && ! ls ckpt_0000000[23].bin && "
+         "grep -qx ckpt_00000004.bin LATEST && rm LATEST) && OMP_NUM_THREADS=1 ./train " FLAGS " --steps 5 --ckpt-dir " BAD
+         "/rot_junk --resume auto | grep -q 'resumed from " BAD "/rot_junk/ckpt_00000004.bin'"},
+        // the JSON log is JSON when a value is not finite: null, never nan or inf
+        {{"json_log_nonfinite_as_null", "--on-nan skip --lr 10 --warmup 1 --grad-clip 0 --beta2 0 --steps 8 --log " BAD "/nan_log.jsonl",
+          "skipped:", 0}, NULL, "grep -q null " BAD "/nan_log.jsonl && ! grep -Eq ':[-+]?(nan|inf)' " BAD "/nan_log.jsonl"},
         // long paths are whole: every file where its name says
         {{"ckpt_dir_1028_chars", long_ckpt_args, "ckpt_00000002.bin (step 2)", 0}, NULL, long_ckpt_check},
         {{"log_599_chars_with_rank_logs", log599_args, "measured:", 0}, NULL, log599_check},
@@ -1090,11 +1271,12 @@ static void suite_bad_inputs(void) {
          "cp " BAD "/text_ok.txt " BAD "/text_copy.txt", "cmp -s " BAD "/text_ok.txt " BAD "/text_copy.txt"},
         // every write of a log, trace or checkpoint is checked: a file-size limit makes one
         // fail mid-run, as a full disk would (PMIx's shared-memory store would not start under
-        // the limit: PMIX_MCA_gds=hash keeps it in memory)
+        // the limit: PMIX_MCA_gds=hash keeps it in memory; sh's ulimit -f counts 512-byte
+        // blocks, and the run's own output must fit under it)
 #define FILE_LIMIT_KB(n) "export PMIX_MCA_gds=hash; trap '' XFSZ; ulimit -f " #n
         {{"log_write_fails", "--steps 40 --global-batch 8 --log " BAD "/big_log.jsonl", "--log " BAD "/big_log.jsonl: write failed", 1}, FILE_LIMIT_KB(8), NULL},
-        {{"trace_write_fails", "--steps 3 --trace " BAD "/big_trace.json", "--trace: write to " BAD "/big_trace.json.tmp failed", 1},
-         FILE_LIMIT_KB(4), "! test -e " BAD "/big_trace.json"},
+        {{"trace_write_fails", "--steps 3 --micro-batch 1 --trace " BAD "/big_trace.json", "--trace: write to " BAD "/big_trace.json.tmp.", 1},
+         FILE_LIMIT_KB(8), "! test -e " BAD "/big_trace.json"},
         {{"ckpt_write_fails", "--steps 2 --ckpt-dir " BAD "/ck_small", "checkpoint: write to", 1}, "rm -rf " BAD "/ck_small; " FILE_LIMIT_KB(64),
          "! ls " BAD "/ck_small/ckpt_*.bin"},
     };
@@ -1104,11 +1286,14 @@ static void suite_bad_inputs(void) {
     double t0 = now_s();
     for (int i = 0; i < n; i++) bad_run("./train", &cases[i], NULL, NULL);
     for (int i = 0; i < n_runs; i++) bad_run("./train", &runs[i].k, runs[i].setup, runs[i].check);
-    printf("(bad inputs through ./train: %d cases, %.1f s)\n", n + n_runs, now_s() - t0);
+    ckpt_dir_lock_test("./train");
+    nompi_build();
+    printf("(bad inputs through ./train: %d cases, %.1f s)\n", n + n_runs + 2, now_s() - t0);
     if (!build_asan()) { check(0, "asan_build", "mpicc -fsanitize=address,undefined failed (see " ROOT "/asan_build.txt)"); return; }
     t0 = now_s();
     for (int i = 0; i < n; i++) bad_run("./train_asan", &cases[i], NULL, NULL);
     for (int i = 0; i < n_runs; i++) bad_run("./train_asan", &runs[i].k, runs[i].setup, runs[i].check);
+    ckpt_dir_lock_test("./train_asan");
     // and a clean run under the sanitizers: train a step, checkpoint, resume 1 more
     char out[300];
     snprintf(out, sizeof(out), BAD "/asan_clean.txt");
@@ -1144,8 +1329,19 @@ int main(int argc, char** argv) {
         t0 = now_s();
         signal_1rank(SIGTERM, "sigterm");
         signal_1rank(SIGINT, "sigint");
-        signal_4rank("sigterm_mpirun_tp2_pp2", 0);
-        signal_4rank("sigterm_one_rank_tp2_pp2", 1);
+        signal_ranks("sigterm_launcher_tp2_pp2", "--tp 2 --pp 2", SIGTERM, 0);
+        signal_ranks("sigterm_one_rank_tp2_pp2", "--tp 2 --pp 2", SIGTERM, 1);
+        signal_ranks("sigint_launcher_tp2", "--tp 2", SIGINT, 0);
+        stop_in_loop("sigterm_in_final_sample", "--steps 1 --sample-len 1000000", "sample:", 0, SIGTERM, "stopped by signal during the sample");
+        stop_in_loop("sigint_in_evaluation", "--steps 3 --eval-every 1 --val-batches 1000000 --ckpt-dir " ROOT "/sigint_in_evaluation",
+                     "\"step\":1,", 0, SIGINT, "stopped by signal after step 1");
+        // a text file of 192 MiB: a second or more to read (and 768 MiB of tokens per rank)
+        const char* big = ROOT "/big.txt";
+        sh("test -s %s || head -c 201326592 /dev/zero | tr '\\000' 'a' > %s", big, big);
+        char args[512];
+        snprintf(args, sizeof(args), "--steps 1000 --data %s", big);
+        stop_in_loop("sigterm_while_reading_data", args, NULL, 0.3, SIGTERM, "stopped by signal");
+        watchdog_not_in_startup(big);
         printf("(signal: %.1f s)\n", now_s() - t0);
     }
     if (want[2] && ref.n) {

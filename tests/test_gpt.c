@@ -1033,7 +1033,8 @@ static void test_model_variants(const char* arch, const char* base) {
     for (size_t i = 0; i < ts.n_tokens; i++) ts.tokens[i] = (int)((i * 7919) % m->c.vocab);
     load_batch(&ts, &m->c, m->L.dp_rank, m->n_micro, 0, m->pos, m->T, m->inputs, m->targets);
     double train_loss = model_loss_and_grads(m);
-    double eval_loss = evaluate(m, &ts, 1);
+    double eval_loss = 0;
+    evaluate(m, &ts, 1, &eval_loss);
     snprintf(name, sizeof(name), "model/%s/evaluate() loss equals the training forward loss", arch);
     check(eval_loss == train_loss, name, "%.9g vs %.9g", eval_loss, train_loss);
     free(ts.tokens);
@@ -2114,6 +2115,7 @@ static void test_flags(void) {
     }
 }
 
+static void resolve_batch_child(void* a) { resolve_batch((Args*)a); }
 static void test_layout_check(void) {
     struct { const char* flags; int world; const char* want; } cases[] = {  // want NULL: accepted
         {"--model tiny", 1, NULL},
@@ -2141,7 +2143,9 @@ static void test_layout_check(void) {
                  cases[i].want ? "rejected" : "accepted");
         if (cases[i].want) check(r && strstr(r, cases[i].want), name, "got \"%s\", want \"%s\"", r ? r : "(accepted)", cases[i].want);
         else check(!r, name, "got \"%s\"", r ? r : "");
-    }
+    }    // --micro-batch alone sets the global batch to dp x pp x micro-batch: in 64 bits, capped
+    Args* big = new_args("--model tiny --dp 4096 --micro-batch 1048576");
+    check_fails("layout_check/--micro-batch 2^20 x dp 4096 as the global batch refused", resolve_batch_child, big, "more than 2^30");
 }
 
 // ----------------------------------------------------------------------------

@@ -343,7 +343,7 @@ int main(int argc, char** argv) {
         return code;
     }
     if (a->export_llmc) llmc_export(a->export_llmc, &m.L, &m.P, c, m.params);
-    if (a->export_hf) hf_export(a->export_hf, &m.L, &m.P, c, m.params, run.tk.eot);
+    if (a->export_hf) hf_export(a->export_hf, &m.L, &m.P, c, m.params, run.tk.eot, a->tokenizer);
     metrics_finish(&met, &m.L, (double)(m.slots_peak_bytes + m.scratch_bytes));
     MPI_Finalize();
     return 0;

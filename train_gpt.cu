@@ -624,7 +624,7 @@ int main(int argc, char** argv) {
     if (a->export_llmc || a->export_hf) {
         d2h(m.be.h_params, m.params, sizeof(float) * m.P.n_padded, m.be.stream);
         if (a->export_llmc) llmc_export(a->export_llmc, &m.L, &m.P, c, m.be.h_params);
-        if (a->export_hf) hf_export(a->export_hf, &m.L, &m.P, c, m.be.h_params, run.tk.eot);
+        if (a->export_hf) hf_export(a->export_hf, &m.L, &m.P, c, m.be.h_params, run.tk.eot, a->tokenizer);
     }
     size_t free_b = 0, total_b = 0;
     cudaCheck(cudaMemGetInfo(&free_b, &total_b));

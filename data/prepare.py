@@ -12,9 +12,10 @@ vocabulary is 257 with <|endoftext|> = 256), for the default models:
   ./train --data 'data/shakespeare_train_*.bin' --val-data data/shakespeare_val_000.bin
 
 --tokenizer gpt2: GPT-2's byte-level BPE (tiktoken; 50257 ids, <|endoftext|> = 50256). The
-text is cut into documents at blank lines and each starts with <|endoftext|> (as llm.c's
-tinyshakespeare). It also writes PREFIX_tokenizer.bin, llm.c's tokenizer file, so that
-samples print as text:
+text is cut into documents after each blank line and each starts with <|endoftext|> (as llm.c's
+tinyshakespeare: 338,028 tokens). It also writes PREFIX_tokenizer.bin, llm.c's tokenizer file, so that
+samples print as text, and PREFIX_tokenizer_hf/ (vocab.json, merges.txt: the same BPE for
+Hugging Face transformers), which ./train --export-hf copies beside the exported model:
 
   python3 data/prepare.py --tokenizer gpt2 ../shared/data/tinyshakespeare.txt data/shakespeare_gpt2
   ./train --model gpt2-124m --data 'data/shakespeare_gpt2_train_*.bin' \\
@@ -58,6 +59,49 @@ def write_tokenizer(path, pieces, eot):
     print("wrote %s (%d tokens, <|endoftext|> = %d)" % (path, len(pieces), eot))
 
 
+def byte_to_unicode():
+    """GPT-2's printable stand-in for each byte in vocab.json and merges.txt: the printable
+    Latin-1 bytes stand for themselves, the others (controls, space, ...) for 256, 257, ..."""
+    keep = [b for b in range(256) if ord("!") <= b <= ord("~") or ord("\xa1") <= b <= ord("\xac") or ord("\xae") <= b]
+    shifted = [b for b in range(256) if b not in keep]
+    table = {b: chr(b) for b in keep}
+    table.update({b: chr(256 + i) for i, b in enumerate(shifted)})
+    return table
+
+
+def write_hf_tokenizer(folder, ranks, eot):
+    """vocab.json and merges.txt for transformers' GPT2Tokenizer. The merges come from the
+    ranks: the token of rank r was made by merging the two parts BPE cuts its bytes into when
+    only the ranks below r may merge."""
+    import json
+    shown = byte_to_unicode()
+    text = lambda token: "".join(shown[b] for b in token)
+    merges = []
+    for token, rank in sorted(ranks.items(), key=lambda kv: kv[1]):
+        parts = [bytes([b]) for b in token]
+        while len(parts) > 2:
+            pairs = [(ranks.get(parts[i] + parts[i + 1], rank), i) for i in range(len(parts) - 1)]
+            best, i = min(pairs)
+            if best >= rank:
+                break
+            parts[i:i + 2] = [parts[i] + parts[i + 1]]
+        if len(parts) == 2:
+            merges.append("%s %s" % (text(parts[0]), text(parts[1])))
+        elif len(parts) > 2:
+            sys.exit("prepare: token of rank %d is not a merge of lower ranks: not a BPE vocabulary" % rank)
+    os.makedirs(folder, exist_ok=True)
+    vocab = {text(t): r for t, r in ranks.items()}
+    vocab["<|endoftext|>"] = eot
+    files = {"vocab.json": json.dumps(vocab, ensure_ascii=False),
+             "merges.txt": "#version: 0.2\n" + "\n".join(merges) + "\n",
+             "tokenizer_config.json": json.dumps({"tokenizer_class": "GPT2Tokenizer", "bos_token": "<|endoftext|>",
+                                                  "eos_token": "<|endoftext|>", "unk_token": "<|endoftext|>"})}
+    for name, content in files.items():
+        with open(os.path.join(folder, name), "w", encoding="utf-8") as f:
+            f.write(content)
+    print("wrote %s/ (vocab.json, merges.txt: %d merges, tokenizer_config.json)" % (folder, len(merges)))
+
+
 def gpt2_encoding(bpe_file):
     try:
         import tiktoken
@@ -82,7 +126,8 @@ def main():
     default = os.path.join(here, "..", "..", "shared", "data", "tinyshakespeare.txt")
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("text", nargs="?", default=default)
-    ap.add_argument("prefix", nargs="?", default=None, help="output prefix (default data/shakespeare or data/shakespeare_gpt2)")
+    ap.add_argument("prefix", nargs="?", default=None,
+                    help="output prefix (default data/shakespeare or data/shakespeare_gpt2)")
     ap.add_argument("--tokenizer", choices=["bytes", "gpt2"], default="bytes")
     ap.add_argument("--bpe-file", help="GPT-2's merge ranks in tiktoken's format, read instead of downloaded")
     ap.add_argument("--val-frac", type=float, default=0.1)
@@ -95,6 +140,7 @@ def main():
     prefix = a.prefix or os.path.join(here, "shakespeare" if a.tokenizer == "bytes" else "shakespeare_gpt2")
     if not os.path.isfile(a.text):
         sys.exit("prepare: %s not found (pass a text file)" % a.text)
+    os.makedirs(os.path.dirname(os.path.abspath(prefix)), exist_ok=True)
     data = open(a.text, "rb").read()
     if not data:
         sys.exit("prepare: %s is empty" % a.text)
@@ -106,11 +152,13 @@ def main():
         eot = enc.eot_token
         text = data.decode("utf-8", errors="replace")
         tokens = []
-        for doc in text.split("\n\n"):
+        docs = text.split("\n\n")
+        for i, doc in enumerate(docs):  # each keeps its blank line: the text is the shards' pieces joined
             tokens.append(eot)
-            tokens.extend(enc.encode_ordinary(doc))
+            tokens.extend(enc.encode_ordinary(doc + ("\n\n" if i + 1 < len(docs) else "")))
         pieces = [enc.decode_single_token_bytes(i) for i in range(enc.n_vocab)]
         write_tokenizer(prefix + "_tokenizer.bin", pieces, eot)
+        write_hf_tokenizer(prefix + "_tokenizer_hf", enc._mergeable_ranks, eot)
         vocab_flags = " --model gpt2-124m" if enc.n_vocab == 50257 else " --vocab %d" % enc.n_vocab
         vocab_flags += " --tokenizer %s_tokenizer.bin" % prefix
     n_val = int(len(tokens) * a.val_frac)

@@ -23,8 +23,8 @@
 // Per-operation timers: wrappers around the kernels, swapped in for train_gpt.c's calls by
 // the #defines below (train_gpt.c's own #include of kernels_cpu.h is then a no-op).
 
-enum { OP_MATMUL_FWD, OP_MATMUL_BWD_INPUT, OP_MATMUL_BWD_WEIGHT, OP_ATTENTION, OP_NORMS, OP_ELEMENTWISE, OP_CROSSENTROPY,
-       OP_OPTIMIZER, N_OPS };
+enum { OP_MATMUL_FWD, OP_MATMUL_BWD_INPUT, OP_MATMUL_BWD_WEIGHT, OP_ATTENTION, OP_NORMS, OP_ELEMENTWISE,
+       OP_CROSSENTROPY, OP_OPTIMIZER, N_OPS };
 static const char* op_names[N_OPS] = {"matmul forward", "matmul input gradient", "matmul weight gradient", "attention",
                                       "norms", "element-wise", "cross-entropy", "optimizer (AdamW) + gradient norm"};
 static const int op_is_flops[N_OPS] = {1, 1, 1, 1, 0, 0, 0, 0};  // else the work counted is bytes
@@ -42,10 +42,12 @@ static OpTotal op_totals[N_OPS];
 static void timed_matmul_forward(float* out, const float* inp, const float* weight, const float* bias, int N, int IC, int OC) {
     TIMED(OP_MATMUL_FWD, 2.0 * N * IC * OC, matmul_forward(out, inp, weight, bias, N, IC, OC));
 }
-static void timed_matmul_backward_input(float* dinp, const float* dout, const float* weight, int N, int IC, int OC, int acc) {
+static void timed_matmul_backward_input(float* dinp, const float* dout, const float* weight, int N, int IC, int OC,
+                                        int acc) {
     TIMED(OP_MATMUL_BWD_INPUT, 2.0 * N * IC * OC, matmul_backward_input(dinp, dout, weight, N, IC, OC, acc));
 }
-static void timed_matmul_backward_weight(float* dweight, float* dbias, const float* dout, const float* inp, int N, int IC, int OC) {
+static void timed_matmul_backward_weight(float* dweight, float* dbias, const float* dout, const float* inp, int N,
+                                         int IC, int OC) {
     TIMED(OP_MATMUL_BWD_WEIGHT, 2.0 * N * IC * OC, matmul_backward_weight(dweight, dbias, dout, inp, N, IC, OC));
 }
 // Attention FLOPs as the PaLM count: QK^T and AV over the full T x T, 2 * 2 * B*T*T*H*hd
@@ -58,11 +60,13 @@ static void timed_attention_backward(float* dqkv, const float* dout, const float
     TIMED(OP_ATTENTION, 8.0 * B * T * T * H * hd, attention_backward(dqkv, dout, qkv, out, lse, B, T, H, KV, hd));
 }
 // Blocks (context parallelism's ring, cp > 1): the pairs a block's queries see, counted alike.
-static void timed_attention_block_forward(float* o, int o_ld, float* lse, const float* q, const float* kv, const AttnBlock* a) {
+static void timed_attention_block_forward(float* o, int o_ld, float* lse, const float* q, const float* kv,
+                                          const AttnBlock* a) {
     TIMED(OP_ATTENTION, 4.0 * a->B * a->nq * a->nk * a->Ha * a->hd, attention_block_forward(o, o_ld, lse, q, kv, a));
 }
-static void timed_attention_block_backward(float* dq, int dq_ld, float* dkv, int dkv_ld, const float* q, const float* kv,
-                                           const float* dout, const float* out, int o_ld, const float* lse, const AttnBlock* a) {
+static void timed_attention_block_backward(float* dq, int dq_ld, float* dkv, int dkv_ld, const float* q,
+                                           const float* kv, const float* dout, const float* out, int o_ld,
+                                           const float* lse, const AttnBlock* a) {
     TIMED(OP_ATTENTION, 8.0 * a->B * a->nq * a->nk * a->Ha * a->hd,
           attention_block_backward(dq, dq_ld, dkv, dkv_ld, q, kv, dout, out, o_ld, lse, a));
 }

@@ -44,9 +44,11 @@ static void stream_add_file(TokenStream* ts, FileId id) {
 static void shard_vocab_fail(const char* path, const uint16_t* ids, size_t n, size_t at, int vocab) {
     int top = 0;
     for (size_t i = 0; i < n; i++) top = ids[i] > top ? ids[i] : top;
-    const char* gpt2 = top < GPT2_VOCAB ? " (GPT-2 shards of data/prepare.py --tokenizer gpt2: --model gpt2-124m, or --vocab 50257)" : "";
-    fail("data file %s: token id %d at position %zu is >= vocab %d; its largest id is %d: use --vocab %d or more%s", path, ids[at],
-         at, vocab, top, top + 1, gpt2);
+    const char* gpt2 = top < GPT2_VOCAB
+                           ? " (GPT-2 shards of data/prepare.py --tokenizer gpt2: --model gpt2-124m, or --vocab 50257)"
+                           : "";
+    fail("data file %s: token id %d at position %zu is >= vocab %d; its largest id is %d: use --vocab %d or more%s",
+         path, ids[at], at, vocab, top, top + 1, gpt2);
 }
 
 // fread of n items of `size` bytes in pieces of 64 MiB, with a look for a stop signal after

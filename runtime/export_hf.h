@@ -1,7 +1,9 @@
 // export_hf.h: --export-hf DIR, the final weights as a Hugging Face transformers model:
 // DIR/model.safetensors, DIR/config.json and DIR/generation_config.json, which
 // AutoModelForCausalLM.from_pretrained(DIR) loads as GPT2LMHeadModel or LlamaForCausalLM
-// with no conversion (tests/test_export_hf.py compares its logits with ours).
+// with no conversion (tests/test_export_hf.py compares its logits with ours). With
+// --tokenizer X.bin, the transformers tokenizer data/prepare.py wrote beside it (X_hf/:
+// vocab.json, merges.txt, tokenizer_config.json) is copied in too, so AutoTokenizer loads DIR.
 //
 // What differs between our tensors and theirs:
 //   - GPT-2's matrices are Conv1D there, stored [in, out]: ours are [out, in], so transposed.
@@ -43,7 +45,8 @@ typedef struct {
     size_t offset;  // in the data section, bytes
 } HfTensor;
 
-static void hf_add(HfTensor* out, int* n, const Tensor* t, int src, int row0, int rows, int how, const char* fmt, int layer) {
+static void hf_add(HfTensor* out, int* n, const Tensor* t, int src, int row0, int rows, int how, const char* fmt,
+                   int layer) {
     HfTensor* h = &out[(*n)++];
     snprintf(h->name, sizeof(h->name), fmt, layer);
     h->src = src, h->row0 = row0, h->rows = rows, h->cols = t->cols, h->how = how;
@@ -56,19 +59,24 @@ static int hf_tensors(const ModelConfig* c, const ParamLayout* full, HfTensor* o
         const Tensor* t = &full->t[i];
         int l = t->layer;
         if (l < 0) {
-            if (t->kind == P_WTE) hf_add(out, &n, t, i, 0, c->vocab, HF_AS_IS, gpt2 ? "transformer.wte.weight" : "model.embed_tokens.weight", 0);
+            if (t->kind == P_WTE)
+                hf_add(out, &n, t, i, 0, c->vocab, HF_AS_IS,
+                       gpt2 ? "transformer.wte.weight" : "model.embed_tokens.weight", 0);
             if (t->kind == P_WPE) hf_add(out, &n, t, i, 0, t->rows, HF_AS_IS, "transformer.wpe.weight", 0);
-            if (t->kind == P_LNFW) hf_add(out, &n, t, i, 0, t->rows, HF_AS_IS, gpt2 ? "transformer.ln_f.weight" : "model.norm.weight", 0);
+            if (t->kind == P_LNFW)
+                hf_add(out, &n, t, i, 0, t->rows, HF_AS_IS, gpt2 ? "transformer.ln_f.weight" : "model.norm.weight", 0);
             if (t->kind == P_LNFB) hf_add(out, &n, t, i, 0, t->rows, HF_AS_IS, "transformer.ln_f.bias", 0);
             if (t->kind == P_HEAD) hf_add(out, &n, t, i, 0, c->vocab, HF_AS_IS, "lm_head.weight", 0);
             continue;
         }
         if (gpt2) {
             static const char* names[N_LAYER_KINDS] = {
-                "transformer.h.%d.ln_1.weight", "transformer.h.%d.ln_1.bias", "transformer.h.%d.attn.c_attn.weight",
-                "transformer.h.%d.attn.c_attn.bias", "transformer.h.%d.attn.c_proj.weight", "transformer.h.%d.attn.c_proj.bias",
-                "transformer.h.%d.ln_2.weight", "transformer.h.%d.ln_2.bias", "transformer.h.%d.mlp.c_fc.weight",
-                "transformer.h.%d.mlp.c_fc.bias", "transformer.h.%d.mlp.c_proj.weight", "transformer.h.%d.mlp.c_proj.bias"};
+                "transformer.h.%d.ln_1.weight",        "transformer.h.%d.ln_1.bias",
+                "transformer.h.%d.attn.c_attn.weight", "transformer.h.%d.attn.c_attn.bias",
+                "transformer.h.%d.attn.c_proj.weight", "transformer.h.%d.attn.c_proj.bias",
+                "transformer.h.%d.ln_2.weight",        "transformer.h.%d.ln_2.bias",
+                "transformer.h.%d.mlp.c_fc.weight",    "transformer.h.%d.mlp.c_fc.bias",
+                "transformer.h.%d.mlp.c_proj.weight",  "transformer.h.%d.mlp.c_proj.bias"};
             hf_add(out, &n, t, i, 0, t->rows, t->cols > 1 ? HF_TRANSPOSE : HF_AS_IS, names[t->kind], l);
         } else if (t->kind == P_QKVW) {
             hf_add(out, &n, t, i, 0, C, HF_ROPE_ROWS, "model.layers.%d.self_attn.q_proj.weight", l);
@@ -78,9 +86,10 @@ static int hf_tensors(const ModelConfig* c, const ParamLayout* full, HfTensor* o
             hf_add(out, &n, t, i, 0, F, HF_AS_IS, "model.layers.%d.mlp.gate_proj.weight", l);
             hf_add(out, &n, t, i, F, F, HF_AS_IS, "model.layers.%d.mlp.up_proj.weight", l);
         } else {
-            const char* name = t->kind == P_LN1W ? "model.layers.%d.input_layernorm.weight"
-                             : t->kind == P_LN2W ? "model.layers.%d.post_attention_layernorm.weight"
-                             : t->kind == P_ATTPROJW ? "model.layers.%d.self_attn.o_proj.weight" : "model.layers.%d.mlp.down_proj.weight";
+            const char* name = t->kind == P_LN1W       ? "model.layers.%d.input_layernorm.weight"
+                               : t->kind == P_LN2W     ? "model.layers.%d.post_attention_layernorm.weight"
+                               : t->kind == P_ATTPROJW ? "model.layers.%d.self_attn.o_proj.weight"
+                                                       : "model.layers.%d.mlp.down_proj.weight";
             hf_add(out, &n, t, i, 0, t->rows, HF_AS_IS, name, l);
         }
     }
@@ -98,10 +107,12 @@ static void hf_header(HfTensor* ts, int n, Bytes* json) {
         size_t bytes = sizeof(float) * (size_t)h->rows * h->cols;
         int transposed = h->how == HF_TRANSPOSE, vector = h->cols == 1;
         int d0 = transposed ? h->cols : h->rows, d1 = transposed ? h->rows : h->cols;
-        int len = vector ? snprintf(entry, sizeof(entry), "\"%s\":{\"dtype\":\"F32\",\"shape\":[%d],\"data_offsets\":[%zu,%zu]},",
-                                    h->name, h->rows, offset, offset + bytes)
-                         : snprintf(entry, sizeof(entry), "\"%s\":{\"dtype\":\"F32\",\"shape\":[%d,%d],\"data_offsets\":[%zu,%zu]},",
-                                    h->name, d0, d1, offset, offset + bytes);
+        int len = vector ? snprintf(entry, sizeof(entry),
+                                    "\"%s\":{\"dtype\":\"F32\",\"shape\":[%d],\"data_offsets\":[%zu,%zu]},", h->name,
+                                    h->rows, offset, offset + bytes)
+                         : snprintf(entry, sizeof(entry),
+                                    "\"%s\":{\"dtype\":\"F32\",\"shape\":[%d,%d],\"data_offsets\":[%zu,%zu]},", h->name,
+                                    d0, d1, offset, offset + bytes);
         bytes_append(json, entry, (size_t)len);
         h->offset = offset;
         offset += bytes;
@@ -122,8 +133,10 @@ static void hf_transform(const HfTensor* h, const float* src, int hd, float* out
             from = head * hd + (j < hd / 2 ? 2 * j : 2 * (j - hd / 2) + 1);
         }
         for (size_t k = 0; k < cols; k++) {
-            if (h->how == HF_TRANSPOSE) out[k * h->rows + r] = s[(size_t)r * cols + k];
-            else out[(size_t)r * cols + k] = s[(size_t)from * cols + k];
+            if (h->how == HF_TRANSPOSE)
+                out[k * h->rows + r] = s[(size_t)r * cols + k];
+            else
+                out[(size_t)r * cols + k] = s[(size_t)from * cols + k];
         }
     }
 }
@@ -141,23 +154,25 @@ static void hf_write_text(const char* dir, const char* file, const char* text) {
 static void hf_write_config(const char* dir, const ModelConfig* c, int eot) {
     char* cfg;
     if (c->arch == ARCH_GPT2)
-        cfg = xstrprintf("{\n  \"architectures\": [\"GPT2LMHeadModel\"],\n  \"model_type\": \"gpt2\",\n  \"vocab_size\": %d,\n"
-                         "  \"n_positions\": %d,\n  \"n_embd\": %d,\n  \"n_layer\": %d,\n  \"n_head\": %d,\n  \"n_inner\": %d,\n"
-                         "  \"activation_function\": \"gelu_new\",\n  \"layer_norm_epsilon\": 1e-05,\n"
-                         "  \"resid_pdrop\": 0.0,\n  \"embd_pdrop\": 0.0,\n  \"attn_pdrop\": 0.0,\n"
-                         "  \"bos_token_id\": %d,\n  \"eos_token_id\": %d,\n  \"tie_word_embeddings\": true,\n"
-                         "  \"torch_dtype\": \"float32\"\n}\n",
-                         c->vocab, c->seq_len, c->d_model, c->n_layer, c->n_head, c->d_ff, eot, eot);
+        cfg = xstrprintf(
+            "{\n  \"architectures\": [\"GPT2LMHeadModel\"],\n  \"model_type\": \"gpt2\",\n  \"vocab_size\": %d,\n"
+            "  \"n_positions\": %d,\n  \"n_embd\": %d,\n  \"n_layer\": %d,\n  \"n_head\": %d,\n  \"n_inner\": %d,\n"
+            "  \"activation_function\": \"gelu_new\",\n  \"layer_norm_epsilon\": 1e-05,\n"
+            "  \"resid_pdrop\": 0.0,\n  \"embd_pdrop\": 0.0,\n  \"attn_pdrop\": 0.0,\n"
+            "  \"bos_token_id\": %d,\n  \"eos_token_id\": %d,\n  \"tie_word_embeddings\": true,\n"
+            "  \"torch_dtype\": \"float32\"\n}\n",
+            c->vocab, c->seq_len, c->d_model, c->n_layer, c->n_head, c->d_ff, eot, eot);
     else
-        cfg = xstrprintf("{\n  \"architectures\": [\"LlamaForCausalLM\"],\n  \"model_type\": \"llama\",\n  \"vocab_size\": %d,\n"
-                         "  \"hidden_size\": %d,\n  \"intermediate_size\": %d,\n  \"num_hidden_layers\": %d,\n"
-                         "  \"num_attention_heads\": %d,\n  \"num_key_value_heads\": %d,\n  \"head_dim\": %d,\n"
-                         "  \"max_position_embeddings\": %d,\n  \"hidden_act\": \"silu\",\n  \"rms_norm_eps\": 1e-05,\n"
-                         "  \"rope_theta\": 10000.0,\n  \"rope_scaling\": null,\n  \"attention_bias\": false,\n"
-                         "  \"mlp_bias\": false,\n  \"bos_token_id\": %d,\n  \"eos_token_id\": %d,\n"
-                         "  \"tie_word_embeddings\": false,\n  \"torch_dtype\": \"float32\"\n}\n",
-                         c->vocab, c->d_model, c->d_ff, c->n_layer, c->n_head, c->n_kv_head, c->d_model / c->n_head,
-                         c->seq_len, eot, eot);
+        cfg = xstrprintf(
+            "{\n  \"architectures\": [\"LlamaForCausalLM\"],\n  \"model_type\": \"llama\",\n  \"vocab_size\": %d,\n"
+            "  \"hidden_size\": %d,\n  \"intermediate_size\": %d,\n  \"num_hidden_layers\": %d,\n"
+            "  \"num_attention_heads\": %d,\n  \"num_key_value_heads\": %d,\n  \"head_dim\": %d,\n"
+            "  \"max_position_embeddings\": %d,\n  \"hidden_act\": \"silu\",\n  \"rms_norm_eps\": 1e-05,\n"
+            "  \"rope_theta\": 10000.0,\n  \"rope_scaling\": null,\n  \"attention_bias\": false,\n"
+            "  \"mlp_bias\": false,\n  \"bos_token_id\": %d,\n  \"eos_token_id\": %d,\n"
+            "  \"tie_word_embeddings\": false,\n  \"torch_dtype\": \"float32\"\n}\n",
+            c->vocab, c->d_model, c->d_ff, c->n_layer, c->n_head, c->n_kv_head, c->d_model / c->n_head, c->seq_len, eot,
+            eot);
     hf_write_text(dir, "config.json", cfg);
     free(cfg);
     cfg = xstrprintf("{\n  \"bos_token_id\": %d,\n  \"eos_token_id\": %d\n}\n", eot, eot);
@@ -166,17 +181,48 @@ static void hf_write_config(const char* dir, const ModelConfig* c, int eot) {
 }
 
 // At start-up (rank 0, outputs_check): create DIR and check that each file can be written.
+static const char* HF_TOKENIZER_FILES[3] = {"vocab.json", "merges.txt", "tokenizer_config.json"};
 static void hf_export_prepare(const char* dir) {
     static const char* files[] = {"model.safetensors", "config.json", "generation_config.json"};
     char path[PATH_CAP];
     struct stat st;
     if (mkdir(dir, 0755) && errno != EEXIST) fail("--export-hf %s: cannot create: %s", dir, strerror(errno));
     if (stat(dir, &st) || !S_ISDIR(st.st_mode)) fail("--export-hf %s exists and is not a directory", dir);
-    for (int i = 0; i < 3; i++) output_check(path_format(path, "--export-hf", "%s/%s", dir, files[i]), "--export-hf", 1);
+    for (int i = 0; i < 3; i++)
+        output_check(path_format(path, "--export-hf", "%s/%s", dir, files[i]), "--export-hf", 1);
+    for (int i = 0; i < 3; i++)
+        output_check(path_format(path, "--export-hf", "%s/%s", dir, HF_TOKENIZER_FILES[i]), "--export-hf", 1);
+}
+
+// The tokenizer's transformers files, when data/prepare.py wrote them beside the --tokenizer
+// file (X.bin -> X_hf/): copied into dir. Returns how many (0: none there).
+static int hf_copy_tokenizer(const char* dir, const char* tokenizer) {
+    char from[PATH_CAP], to[PATH_CAP], why[512];
+    struct stat st;
+    size_t len = strlen(tokenizer) - (has_suffix(tokenizer, ".bin") ? 4 : 0);
+    path_format(from, "--tokenizer", "%.*s_hf", (int)len, tokenizer);
+    if (stat(from, &st) || !S_ISDIR(st.st_mode)) return 0;
+    for (int i = 0; i < 3; i++) {
+        FILE* f = input_open(path_format(from, "--tokenizer", "%.*s_hf/%s", (int)len, tokenizer, HF_TOKENIZER_FILES[i]),
+                             why, sizeof(why), NULL);
+        if (!f) fail("--export-hf: cannot read %s: %s", from, why);
+        fstat(fileno(f), &st);
+        if (st.st_size > (64 << 20)) fail("--export-hf: %s is larger than 64 MiB: not a tokenizer file", from);
+        char* text = (char*)xmalloc((size_t)st.st_size + 1);
+        if (fread(text, 1, (size_t)st.st_size, f) != (size_t)st.st_size) fail("--export-hf: read of %s failed", from);
+        fclose(f);
+        AtomicFile out;
+        atomic_open(&out, path_format(to, "--export-hf", "%s/%s", dir, HF_TOKENIZER_FILES[i]), "--export-hf");
+        atomic_write(&out, text, (size_t)st.st_size);
+        atomic_commit(&out);
+        free(text);
+    }
+    return 3;
 }
 
 // --export-hf DIR at the end of the run: every rank takes part in the gathers, rank 0 writes.
-static void hf_export(const char* dir, const Layout* L, const ParamLayout* P, const ModelConfig* c, const float* params, int eot) {
+static void hf_export(const char* dir, const Layout* L, const ParamLayout* P, const ModelConfig* c, const float* params,
+                      int eot, const char* tokenizer) {
     ParamLayout* full = (ParamLayout*)xmalloc(sizeof(ParamLayout));
     param_layout_build(full, c, 1, 0, 1, 1, 0, 1);
     HfTensor* ts = (HfTensor*)xcalloc(3 * (size_t)full->n, sizeof(HfTensor));
@@ -184,7 +230,8 @@ static void hf_export(const char* dir, const Layout* L, const ParamLayout* P, co
     Bytes json = {NULL, 0, 0};
     hf_header(ts, n, &json);
     size_t max_t = 0;
-    for (int i = 0; i < full->n; i++) if (full->t[i].size > max_t) max_t = full->t[i].size;
+    for (int i = 0; i < full->n; i++)
+        if (full->t[i].size > max_t) max_t = full->t[i].size;
     float* buf = (float*)xmalloc(sizeof(float) * max_t);
     float* out = (float*)xmalloc(sizeof(float) * max_t);
     AtomicFile f;
@@ -211,11 +258,17 @@ static void hf_export(const char* dir, const Layout* L, const ParamLayout* P, co
     if (L->rank == 0) {
         atomic_commit(&f);
         hf_write_config(dir, c, eot);
+        int tokenizer_files = tokenizer ? hf_copy_tokenizer(dir, tokenizer) : 0;
         char shown[4 * PATH_CAP];
-        printf("exported a Hugging Face %s model to %s (model.safetensors, config.json)\n",
-               c->arch == ARCH_GPT2 ? "GPT2LMHeadModel" : "LlamaForCausalLM", printable(dir, shown, sizeof(shown)));
+        printf("exported a Hugging Face %s model to %s (model.safetensors, config.json%s)\n",
+               c->arch == ARCH_GPT2 ? "GPT2LMHeadModel" : "LlamaForCausalLM", printable(dir, shown, sizeof(shown)),
+               tokenizer_files ? ", the tokenizer's vocab.json and merges.txt" : "");
     }
-    free(json.bytes); free(buf); free(out); free(ts); free(full);
+    free(json.bytes);
+    free(buf);
+    free(out);
+    free(ts);
+    free(full);
 }
 
 #endif

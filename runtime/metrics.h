@@ -87,7 +87,8 @@ static void metrics_init(Metrics* m, Args* a, int rank, int world, double peak_f
     if (rank == 0) m->hosts = (char(*)[HOST_CHARS])xcalloc(world, HOST_CHARS);
     if (world == 1) memcpy(m->hosts[0], host, HOST_CHARS);
     else  // comm: world gather of the host names
-        mpiCheck(MPI_Gather(host, HOST_CHARS, MPI_BYTE, rank == 0 ? m->hosts : NULL, HOST_CHARS, MPI_BYTE, 0, MPI_COMM_WORLD));
+        mpiCheck(MPI_Gather(host, HOST_CHARS, MPI_BYTE, rank == 0 ? m->hosts : NULL, HOST_CHARS, MPI_BYTE, 0,
+                            MPI_COMM_WORLD));
 }
 
 // The host of each run of consecutive ranks: "hosts: ranks 0-7 on node-a, 8-15 on node-b".

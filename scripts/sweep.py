@@ -197,7 +197,8 @@ def main():
     ap.add_argument("--global-batch", type=int, default=16)
     ap.add_argument("--micro-batches", type=lambda s: [int(x) for x in s.split(",")], default=[2, 4])
     ap.add_argument("--steps", type=int, default=4)
-    ap.add_argument("--out", default=os.path.join(ROOT, "dev", "out", "sweep"), help="output folder (default dev/out/sweep)")
+    ap.add_argument("--out", default=os.path.join(ROOT, "dev", "out", "sweep"),
+                    help="output folder (default dev/out/sweep)")
     ap.add_argument("--quick", action="store_true")
     ap.add_argument("--no-plot", action="store_true", help="no sweep.png (no matplotlib needed)")
     a = ap.parse_args()
@@ -207,7 +208,8 @@ def main():
         try:
             import matplotlib  # noqa: F401
         except ImportError:
-            print("sweep: the figure needs matplotlib (pip install -r requirements.txt), or pass --no-plot", file=sys.stderr)
+            print("sweep: the figure needs matplotlib (pip install -r requirements.txt), or pass --no-plot",
+                  file=sys.stderr)
             sys.exit(2)
     for f in ("sweep.csv", "sweep.png"):
         path = os.path.join(a.out, f)

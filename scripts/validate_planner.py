@@ -128,7 +128,8 @@ def main():
         try:
             import matplotlib  # noqa: F401
         except ImportError:
-            print("error: the figure needs matplotlib (pip install -r requirements.txt), or pass --plot ''", file=sys.stderr)
+            print("error: the figure needs matplotlib (pip install -r requirements.txt), or pass --plot ''",
+                  file=sys.stderr)
             sys.exit(2)
     out = a.out or tempfile.NamedTemporaryFile(suffix=".csv", delete=False).name
     cmd = [a.train, "--plan", "--runs", a.runs] + STUDY_FLAGS + a.extra + ["--plan-csv", out]

@@ -22,7 +22,7 @@ int main(int argc, char** argv) {
     a.quiet = 1;
     char why[512];
     if (layout_check(c, 1, why)) fail("layout: %s", why);
-    int* tokens = (int*)xcalloc(c->seq_len, sizeof(int)), n = 0;
+    int *tokens = (int*)xcalloc(c->seq_len, sizeof(int)), n = 0;
     for (char* t = strtok(xstrprintf("%s", list), ","); t; t = strtok(NULL, ",")) {
         if (n == c->seq_len) fail("more than seq-len %d tokens", c->seq_len);
         long id = parse_long(t, "token");
@@ -39,7 +39,8 @@ int main(int argc, char** argv) {
     Slot* s = slot_get(&m, 0, 0);
     Chunk* ch = &m.chunks[0];
     embed_forward(&m, s->x[0], window_tokens(&m, tokens, m.T), 1);
-    for (int i = 0; i < ch->n_layers; i++) layer_forward(&m, ch->layer0 + i, acts_of(&m, s, i), s->x[i], s->x[i + 1], 1);
+    for (int i = 0; i < ch->n_layers; i++)
+        layer_forward(&m, ch->layer0 + i, acts_of(&m, s, i), s->x[i], s->x[i + 1], 1);
     head_take(&m, 0, s);
     norm_forward(&m, s->head->lnf, s->head->lnf_mean, s->head->lnf_rstd, s->x[ch->n_layers], m.w.lnfw, m.w.lnfb, 1);
     float* row = (float*)xmalloc(sizeof(float) * c->vocab_padded);

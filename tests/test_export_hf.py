@@ -6,8 +6,9 @@ the final checkpoint: the sampler's forward).
 
   make train hf_logits && python3 tests/test_export_hf.py
 
-Tolerance: max |ours - theirs| <= 1e-4 * max |ours| per model (fp32 sums in another order
-measured 2.6e-7 to 3.4e-7; q and k without RoPE's row permutation give 7.2e-2). Prints one line per check and "N passed, N failed" last; without
+Tolerance: max |ours - theirs| <= 1e-4 * max |ours| per model (fp32 sums in another order:
+measured 2.6e-7 to 3.4e-7; q and k without RoPE's row permutation give 7.2e-2). Prints one
+line per check and "N passed, N failed" last; without
 torch or transformers it says so and counts one skipped.
 """
 import os, subprocess, sys, tempfile

@@ -50,7 +50,9 @@ def read_tokenizer(path):
 
 
 def sample_of(stdout):
-    return stdout.split("sample:\n", 1)[1].split("\nmeasured:")[0].rstrip("\n") if "sample:\n" in stdout else None
+    if "sample:\n" not in stdout:
+        return None
+    return re.split(r"\n(?:exported|measured:)", stdout.split("sample:\n", 1)[1])[0].rstrip("\n")
 
 
 def main():
@@ -61,6 +63,11 @@ def main():
         text_path = os.path.join(tmp, "stories.txt")
         open(text_path, "w").write(stories)
         prefix = os.path.join(tmp, "stories")
+        try:
+            import transformers
+            transformers.logging.set_verbosity_error()
+        except ImportError:
+            transformers = None
         try:
             import tiktoken  # noqa: F401
             have_tiktoken = True
@@ -76,22 +83,36 @@ def main():
             with open(bpe, "w") as f:
                 for rank, tok in enumerate([bytes([b]) for b in range(256)] + merges):
                     f.write("%s %d\n" % (base64.b64encode(tok).decode(), rank))
-            p = subprocess.run([sys.executable, "data/prepare.py", "--tokenizer", "gpt2", "--bpe-file", bpe, text_path, prefix],
-                               cwd=ROOT, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True, timeout=120)
-            check(p.returncode == 0 and "--vocab %d" % vocab in p.stdout, "prepare: shards, tokenizer and the train command",
+            p = subprocess.run([sys.executable, "data/prepare.py", "--tokenizer", "gpt2", "--bpe-file", bpe, text_path,
+                                prefix], cwd=ROOT, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True, timeout=120)
+            check(p.returncode == 0 and "--vocab %d" % vocab in p.stdout,
+                  "prepare: shards, tokenizer and the train command",
                   p.stdout.strip().splitlines()[-1] if p.stdout.strip() else "exit %d" % p.returncode)
             (magic, version, n, tok_eot), pieces, whole = read_tokenizer(prefix + "_tokenizer.bin")
-            check((magic, version, n, tok_eot) == (20240328, 2, vocab, eot) and whole and pieces[eot] == b"<|endoftext|>",
+            good = (magic, version, n, tok_eot) == (20240328, 2, vocab, eot)
+            check(good and whole and pieces[eot] == b"<|endoftext|>",
                   "prepare: llm.c tokenizer file v2", "vocab %d, eot %d" % (n, tok_eot))
             hv, val = read_shard(prefix + "_val_000.bin")
             ht, tr = read_shard(prefix + "_train_000.bin")
             ids = val + tr
-            decoded = b"".join(b"\n\n" if i == eot else pieces[i] for i in ids)[2:].decode()
+            decoded = b"".join(b"" if i == eot else pieces[i] for i in ids).decode()
             check(hv[:2] == (20240520, 1) and decoded == stories and ids[0] == eot and ids.count(eot) == 300,
                   "prepare: shards decode to the text, <|endoftext|> before each of 300 documents",
                   "%d tokens for %d bytes" % (len(ids), len(stories)))
-            p = subprocess.run([sys.executable, "data/prepare.py", "--tokenizer", "gpt2", "--bpe-file", text_path, text_path,
-                                prefix + "_bad"], cwd=ROOT, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
+            hf_tok = prefix + "_tokenizer_hf"
+            merges_txt = open(os.path.join(hf_tok, "merges.txt")).read().split("\n")
+            check(merges_txt[1:-1] == [" ".join(m.decode().replace(" ", "\u0120") for m in pair) for pair in
+                                       [(b"t", b"h"), (b"h", b"e"), (b"th", b"e"), (b" ", b"the"), (b"o", b"n")]]
+                  + merges_txt[6:-1] and len(merges_txt) == len(merges) + 2,
+                  "prepare: merges.txt from the ranks (GPT-2's byte symbols)", " | ".join(merges_txt[1:6]))
+            if transformers:
+                tok = transformers.AutoTokenizer.from_pretrained(hf_tok)
+                first = ids[1:ids.index(eot, 1)]
+                check(tok.encode(stories.split("\n\n")[0] + "\n\n") == first and tok.eos_token_id == eot,
+                      "prepare: transformers' GPT2Tokenizer from vocab.json and merges.txt gives the shards' ids",
+                      "%d ids" % len(first))
+            p = subprocess.run([sys.executable, "data/prepare.py", "--tokenizer", "gpt2", "--bpe-file", text_path,
+                                text_path, prefix + "_bad"], cwd=ROOT, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
             check(p.returncode != 0 and "not a tiktoken ranks file" in p.stdout and "Traceback" not in p.stdout,
                   "prepare: a --bpe-file that is not one is one line", p.stdout.strip())
         else:  # the same files, from a tokenizer written here: bytes and the merges
@@ -101,28 +122,35 @@ def main():
                 f.write(b"".join(bytes([len(p)]) + p for p in pieces))
             ids = []
             for doc in stories.split("\n\n"):
-                ids += [eot] + list(doc.encode())
+                ids += [eot] + list(doc.encode()) + [10, 10]
             write_shard(prefix + "_val_000.bin", ids[:len(ids) // 10])
             write_shard(prefix + "_train_000.bin", ids[len(ids) // 10:])
         data = ["--data", prefix + "_train_*.bin", "--val-data", prefix + "_val_000.bin"]
 
         # a shard of ids past the byte-level vocabulary: the error names the vocabulary it needs
         rc, out, err = train(*data, "--steps", "1")
-        check(rc == 1 and "its largest id is %d" % (vocab - 1) in err and "--vocab" in err, "train: ids >= vocab 257 get a hint",
+        check(rc == 1 and "its largest id is %d" % (vocab - 1) in err and "--vocab" in err,
+              "train: ids >= vocab 257 get a hint",
               err.strip())
         gpt2_like = os.path.join(tmp, "gpt2ids.bin")
         write_shard(gpt2_like, [50256, 15496, 11, 995, 25247, 13] * 20)
         rc, out, err = train("--data", gpt2_like, "--steps", "1")
-        check(rc == 1 and "--model gpt2-124m" in err and "--vocab 50257" in err, "train: GPT-2 ids suggest --model gpt2-124m",
+        check(rc == 1 and "--model gpt2-124m" in err and "--vocab 50257" in err,
+              "train: GPT-2 ids suggest --model gpt2-124m",
               err.strip())
 
         # trained with the tokenizer: samples are text, from <|endoftext|> (every document starts "once upon a time")
+        export = os.path.join(tmp, "hf")
         rc, out, err = train(*data, "--vocab", str(vocab), "--tokenizer", prefix + "_tokenizer.bin", "--steps", "150",
-                             "--lr", "1e-2", "--sample-len", "24")
+                             "--lr", "1e-2", "--sample-len", "24", "--export-hf", export)
         s = sample_of(out)
-        check(rc == 0 and s is not None and s.startswith("once upon a time"), "train: the sample is text, from <|endoftext|>",
+        check(rc == 0 and s is not None and s.startswith("once upon a time"),
+              "train: the sample is text, from <|endoftext|>",
               repr(s) if s is not None else err.strip()[-300:])
         check("| samples" in out and "text (--tokenizer" in out, "train: the start-up table says how samples print")
+        copied = all(os.path.isfile(os.path.join(export, f)) for f in ("vocab.json", "merges.txt", "tokenizer_config.json"))
+        check(copied == have_tiktoken, "train: --export-hf copies the tokenizer data/prepare.py wrote beside --tokenizer",
+              "copied" if copied else "none (none written)")
 
         # no --tokenizer with a vocabulary larger than bytes: samples print ids, and the table says so
         rc, out, err = train(*data, "--vocab", str(vocab), "--steps", "2", "--sample-len", "5")

@@ -64,10 +64,14 @@ def main():
         import numpy as np
         import torch
         import transformers
-    except ImportError as e:
+    except ModuleNotFoundError as e:  # missing; a package that is there but fails to load is a failure
         print("SKIP test_export_hf: %s (pip install -r requirements.txt)" % e)
         print("0 passed, 0 failed, 1 skipped")
         return 0
+    except Exception as e:
+        print("FAIL export_hf/import: %s: %s" % (type(e).__name__, e))
+        print("0 passed, 1 failed")
+        return 1
     transformers.logging.set_verbosity_error()
     transformers.logging.disable_progress_bar()
     torch.set_num_threads(2)

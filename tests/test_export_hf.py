@@ -17,12 +17,14 @@ HERE = os.path.dirname(os.path.abspath(__file__))
 ROOT = os.path.dirname(HERE)
 TOL = 1e-4
 
-# (name, train flags): GPT-2 (Conv1D transposes, tied head, biases), LLaMA with grouped-query
-# attention (RoPE's row order, untied head), and LLaMA trained over tp 2 (the export gathers shards).
+# (name, model, layout flags): GPT-2 (Conv1D transposes, tied head, biases), LLaMA with
+# grouped-query attention (RoPE's row order, untied head), and both trained over several ranks
+# (the export gathers the shards; GPT-2's pp2 holds wte on both stages).
 CASES = [
-    ("gpt2", "--model tiny"),
-    ("llama_gqa", "--model llama-tiny"),
-    ("llama_gqa_tp2", "--model llama-tiny --tp 2"),
+    ("gpt2", "tiny", ""),
+    ("llama_gqa", "llama-tiny", ""),
+    ("llama_gqa_tp2", "llama-tiny", "--tp 2"),
+    ("gpt2_tp2_pp2", "tiny", "--tp 2 --pp 2"),
 ]
 STEPS = 30  # at lr 1e-2 the weights move well away from the init (norms, biases too)
 
@@ -34,17 +36,16 @@ def run(cmd):
     return p.stdout
 
 
-def check_case(name, flags, tmp, torch, transformers, np):
+def check_case(name, model_name, layout, tmp, torch, transformers, np):
     d = os.path.join(tmp, name)
     hf, ck = os.path.join(d, "hf"), os.path.join(d, "ck")
     os.makedirs(d)
-    run(["./train"] + flags.split() + ["--steps", str(STEPS), "--lr", "1e-2", "--eval-every", "0", "--sample-len", "0",
+    run(["./train", "--model", model_name] + layout.split() + ["--steps", str(STEPS), "--lr", "1e-2", "--eval-every", "0", "--sample-len", "0",
                                         "--quiet", "--ckpt-dir", ck, "--export-hf", hf])
     text = b"alice paints the red boat by the sea."
     tokens = [256] + list(text[:30])  # <|endoftext|>, then bytes: 31 of the tiny models' 32 positions
     ours_path = os.path.join(d, "ours.f32")
-    base = [f for f in flags.split() if f not in ("--tp", "2")]
-    run(["./hf_logits", ours_path, ",".join(map(str, tokens))] + base +
+    run(["./hf_logits", ours_path, ",".join(map(str, tokens)), "--model", model_name] +
         ["--resume", os.path.join(ck, "ckpt_%08d.bin" % STEPS)])
     model = transformers.AutoModelForCausalLM.from_pretrained(hf, torch_dtype=torch.float32)
     model.eval()
@@ -77,9 +78,9 @@ def main():
     torch.set_num_threads(2)
     passed = failed = 0
     with tempfile.TemporaryDirectory(prefix="test_export_hf_") as tmp:
-        for name, flags in CASES:
+        for name, model_name, layout in CASES:
             try:
-                ok, msg = check_case(name, flags, tmp, torch, transformers, np)
+                ok, msg = check_case(name, model_name, layout, tmp, torch, transformers, np)
             except Exception as e:  # a failed run or load is a failed check, with its reason
                 ok, msg = False, "%s: %s" % (type(e).__name__, e)
             print("%s export_hf/%s: %s" % ("PASS" if ok else "FAIL", name, msg))

@@ -143,11 +143,14 @@ static void ring_wait(Model* m, int step) {
     comm_ring_wait(&m->L.group[GROUP_CP_RING], &m->be.ring);
     metrics_ring_event(m->met, step >= 0 ? 1 : 2, step >= 0 ? step : -1 - step, m->be.ring.t0, now_s());
 }
+static void trace_ring_blocks(Model* m, int step, double t0) { metrics_ring_event(m->met, 0, step, t0, now_s()); }
 
 // ----------------------------------------------------------------------------
 // The rank's orchestration, shared with train_gpt.cu: the pipeline executor, data
 // parallelism and ZeRO, the step, evaluation, sampling, the training loop. Below it, the
 // primitives it asks of this build: host memory and MPI.
+#include "parallel/tensor_parallel.h"
+#include "parallel/context_parallel.h"
 #include "parallel/pipeline.h"
 #include "parallel/data_parallel.h"
 #include "runtime/train.h"

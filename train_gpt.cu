@@ -223,12 +223,15 @@ static void ring_wait(Model* m, int step) {
     nccl_ring_wait(&m->be.G, group_of(m, GROUP_CP_RING), m->be.stream, m->met && m->met->tracing);
     metrics_ring_event(m->met, step >= 0 ? 1 : 2, step >= 0 ? step : -1 - step, m->be.ring_t0, now_s());
 }
+static void trace_ring_blocks(Model* m, int step, double t0) { metrics_ring_event(m->met, 0, step, t0, now_s()); }
 
 // ----------------------------------------------------------------------------
 // The rank's orchestration (chunks, slots, the schedule executor, gradient reduction, the
 // step, evaluation, sampling, the training loop) is parallel/ and runtime/train.h, shared
 // with train_gpt.c. Below it, the primitives it asks of this build: device memory on the one
 // compute stream, NCCL (or host-staged MPI) groups and pipeline p2p.
+#include "parallel/tensor_parallel.h"
+#include "parallel/context_parallel.h"
 #include "parallel/pipeline.h"
 #include "parallel/data_parallel.h"
 #include "runtime/train.h"

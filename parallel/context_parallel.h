@@ -8,8 +8,8 @@
 //     for the U ranks' rows), and back after the attention. U divides the heads and the KV
 //     heads of this tp rank.
 //   Ring (Liu et al. 2023), degree R: K and V of the R ranks' rows travel around the ring;
-//     each rank merges the block it holds into its output by log-sum-exp (kernels'
-//     AttnBlock) while the next block is in flight. The backward sends K and V the same way
+//     each rank merges the block it holds into its output by log-sum-exp (below: the ring's
+//     merge) while the next block is in flight. The backward sends K and V the same way
 //     and dK, dV (fp32) one step behind them, back to their owner after R steps.
 //
 // Zig-zag split (Megatron-LM's context parallelism, ring-flash-attention): causal masking
@@ -22,7 +22,9 @@
 // Rank order (grid.h): cp_rank = ring_rank * U + ulysses_rank, next to tp, so the all-to-
 // all stays among the closest ranks. Weights are replicated over cp: their gradients are
 // reduced over dp x cp (grid.h's dp group holds both), and ZeRO shards over dp x cp.
-#pragma once
+// Included after model/model.h (model/backend.h: the include order).
+#ifndef CONTEXT_PARALLEL_H
+#define CONTEXT_PARALLEL_H
 
 // The position in the sequence of row i (of Ts) of ring rank r's rows.
 static int cp_ring_position(int i, int r, int R, int T, int contiguous) {
@@ -111,12 +113,13 @@ static void ulysses_to_heads(Model* m, act_t* xa, const act_t* x, int ld, const 
     size_t rows = (size_t)B * Tl, blk = rows * lda;
     for (int u = 0; u < s.U; u++)
         for (int p = 0, col = 0; p < n_piece; col += piece[p].heads / s.U * hd, p++)
-            act_copy_2d(m, m->cp_send + u * blk + col, lda, x + piece[p].col + u * (piece[p].heads / s.U) * hd, ld, rows,
-                        piece[p].heads / s.U * hd);
+            act_copy_2d(m, m->cp_send + u * blk + col, lda, x + piece[p].col + u * (piece[p].heads / s.U) * hd, ld,
+                        rows, piece[p].heads / s.U * hd);
     act_alltoall(m, GROUP_CP_ULYSSES, m->cp_send, m->cp_recv, blk);  // comm: cp all-to-all (Ulysses), to heads
     for (int u = 0; u < s.U; u++)
         for (int b = 0; b < B; b++)
-            act_copy(m, xa + ((size_t)b * s.Ts + u * Tl) * lda, m->cp_recv + u * blk + (size_t)b * Tl * lda, (size_t)Tl * lda);
+            act_copy(m, xa + ((size_t)b * s.Ts + u * Tl) * lda, m->cp_recv + u * blk + (size_t)b * Tl * lda,
+                     (size_t)Tl * lda);
 }
 
 static void ulysses_to_rows(Model* m, act_t* x, int ld, const act_t* xa, const HeadPiece* piece, int n_piece, int B) {
@@ -126,12 +129,13 @@ static void ulysses_to_rows(Model* m, act_t* x, int ld, const act_t* xa, const H
     size_t rows = (size_t)B * Tl, blk = rows * lda;
     for (int u = 0; u < s.U; u++)
         for (int b = 0; b < B; b++)
-            act_copy(m, m->cp_send + u * blk + (size_t)b * Tl * lda, xa + ((size_t)b * s.Ts + u * Tl) * lda, (size_t)Tl * lda);
+            act_copy(m, m->cp_send + u * blk + (size_t)b * Tl * lda, xa + ((size_t)b * s.Ts + u * Tl) * lda,
+                     (size_t)Tl * lda);
     act_alltoall(m, GROUP_CP_ULYSSES, m->cp_send, m->cp_recv, blk);  // comm: cp all-to-all (Ulysses), to rows
     for (int u = 0; u < s.U; u++)
         for (int p = 0, col = 0; p < n_piece; col += piece[p].heads / s.U * hd, p++)
-            act_copy_2d(m, x + piece[p].col + u * (piece[p].heads / s.U) * hd, ld, m->cp_recv + u * blk + col, lda, rows,
-                        piece[p].heads / s.U * hd);
+            act_copy_2d(m, x + piece[p].col + u * (piece[p].heads / s.U) * hd, ld, m->cp_recv + u * blk + col, lda,
+                        rows, piece[p].heads / s.U * hd);
 }
 
 static int qkv_pieces(const Model* m, HeadPiece* piece) {
@@ -143,6 +147,16 @@ static int qkv_pieces(const Model* m, HeadPiece* piece) {
 
 // ----------------------------------------------------------------------------
 // Ring attention over the R ring ranks.
+//
+// The ring's merge. Each ring step brings the keys of one more segment; the attention of a
+// query row over a block of keys (max score mx, sum of exponentials l, unnormalized output
+// y = sum_j e^(s_j - mx) v_j) is merged into the row's running output o and log-sum-exp lse:
+//     blk = mx + log l,  lse' = log(e^lse + e^blk),  o' = o e^(lse - lse') + y e^(mx - lse'),
+// so the blocks may come in any order and o is normalized after each. A row's first block
+// (AttnBlock.init, the diagonal) starts o and lse; a row that sees no key of a block keeps
+// them. The merge runs inside the block kernels, on each row as its block finishes: the
+// CPU's lse_merge_row (model/cpu/attention.h), the GPU's att_merge in registers
+// (model/gpu/attention_block.cuh, kept there: no GPU here to measure a change).
 
 // The blocks of (this rank's query segments) x (the key segments of ring rank src).
 static int cp_blocks(const Model* m, const CpShape* s, int src, int B, int q_ld, int kv_ld, AttnBlock* blk) {
@@ -152,8 +166,9 @@ static int cp_blocks(const Model* m, const CpShape* s, int src, int B, int q_ld,
     for (int i = 0; i < nq; i++)
         for (int j = 0; j < nk; j++) {
             if (ks[j].pos > qs[i].pos + qs[i].n - 1) continue;  // every key after every query: masked
-            AttnBlock a = {B, s->Ts, s->Ha, s->KVa, m->hd, q_ld, kv_ld, qs[i].row, qs[i].n, qs[i].pos, ks[j].row, ks[j].n, ks[j].pos,
-                           src == s->ring_rank && i == j};  // its own chunk comes first: every query sees its own key
+            // init: its own chunk comes first, every query sees its own key
+            AttnBlock a = {B, s->Ts, s->Ha, s->KVa, m->hd, q_ld, kv_ld, qs[i].row, qs[i].n, qs[i].pos,
+                           ks[j].row, ks[j].n, ks[j].pos, src == s->ring_rank && i == j};
             blk[n++] = a;
         }
     // the diagonal blocks (init) before the others of the same query rows
@@ -163,13 +178,13 @@ static int cp_blocks(const Model* m, const CpShape* s, int src, int B, int q_ld,
 }
 
 // The gradient of the blocks of one ring step (keys of ring rank src in kv): dq +=, dkv +=.
-static void cp_blocks_backward(Model* m, const CpShape* s, int src, int B, const act_t* qa, const act_t* kv, int kv_ld, const act_t* doa,
-                               const act_t* oa, const float* lse, float* dq, float* dkv) {
+static void cp_blocks_backward(Model* m, const CpShape* s, int src, int B, const act_t* qa, const act_t* kv, int kv_ld,
+                               const act_t* doa, const act_t* oa, const float* lse, float* dq, float* dkv) {
     AttnBlock blk[4];
     int n = cp_blocks(m, s, src, B, s->qa_dim, kv_ld, blk);
     double t0 = now_s();
     for (int i = 0; i < n; i++) op_attention_block_backward(m, dq, dkv, qa, kv, doa, oa, lse, &blk[i]);
-    metrics_ring_event(m->met, 0, (s->ring_rank - src + s->R) % s->R, t0, now_s());
+    trace_ring_blocks(m, (s->ring_rank - src + s->R) % s->R, t0);
 }
 
 // Causal attention of qkv (this rank's rows, B x T/cp) into out; lse (B x Ha x Ts) kept
@@ -192,7 +207,7 @@ static void cp_attention_forward(Model* m, act_t* out, float* lse, const act_t* 
         int n = cp_blocks(m, &s, src, B, s.qa_dim, step == 0 ? s.qa_dim : kv_ld, blk);
         double t0 = now_s();
         for (int i = 0; i < n; i++) op_attention_block_forward(m, m->cp_o, lse, qa, kv, &blk[i]);
-        metrics_ring_event(m->met, 0, step, t0, now_s());
+        trace_ring_blocks(m, step, t0);
         if (step + 1 < s.R) ring_wait(m, step);
     }
     if (s.U == 1) op_f32_to_act(m, out, m->cp_o, rows * s.Ha * hd);
@@ -206,8 +221,8 @@ static void cp_attention_forward(Model* m, act_t* out, float* lse, const act_t* 
 // dqkv (this rank's rows) from dout; out and lse as the forward left them. With Ulysses
 // the head-split qkv, output and output gradient are made again by all-to-alls (only
 // this rank's rows of each are kept between forward and backward).
-static void cp_attention_backward(Model* m, act_t* dqkv, const act_t* dout, const act_t* qkv, const act_t* out, const float* lse,
-                                  int B) {
+static void cp_attention_backward(Model* m, act_t* dqkv, const act_t* dout, const act_t* qkv, const act_t* out,
+                                  const float* lse, int B) {
     if (m->c.cp == 1) { op_attention_backward(m, dqkv, dout, qkv, out, lse, B); return; }
     CpShape s = cp_shape(m);
     HeadPiece piece[3], heads = {0, m->Hl};
@@ -256,3 +271,5 @@ static void cp_attention_backward(Model* m, act_t* dqkv, const act_t* dout, cons
     op_attention_grad_pack(m, dqkv_a, dq, dkv, rows, s.Ha, s.KVa);
     if (s.U > 1) ulysses_to_rows(m, dqkv, m->qkv_dim, dqkv_a, piece, n_piece, B);
 }
+
+#endif

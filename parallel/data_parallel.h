@@ -4,19 +4,10 @@
 // 2), the tied embedding's group, and the optimizer step with the ZeRO all-gather of the
 // updated weights. Each dp rank reads its own slice of every global batch
 // (runtime/data.h's load_batch), so any dp gives the same batch.
-#pragma once
-
-// What a build supplies: fp32 collectives over the dp group and the update itself.
-// The dp all-reduce of a gradient range that may run beside the rest of the backward (the
-// GPU build: on NCCL's own stream), and the point after which all of them are done.
-static void grad_allreduce_dp_async(Model* m, float* buf, size_t n);
-static void grad_allreduce_dp_join(Model* m);
-static void grad_reduce_scatter(Model* m, Group g, const float* send, float* recv, size_t n_per_rank);
-static void param_allgather(Model* m, Group g, const float* send, float* recv, size_t n_per_rank);
-// AdamW on the range [a, b) of the local buffer (grad: the optimizer range's gradient), and
-// the build's follow-up once the ZeRO all-gather has brought every fp32 weight.
-static void adamw_range(Model* m, size_t a, size_t b, const float* grad, int decay, float lr, float grad_scale, int t);
-static void params_gathered(Model* m);
+// What a build supplies for it (the dp collectives, adamw_range, params_gathered):
+// model/backend.h. Included after model/model.h (backend.h: the include order).
+#ifndef DATA_PARALLEL_H
+#define DATA_PARALLEL_H
 
 // ZeRO shard of the local buffer that this replica (of dp x cp, grid.h) updates: [lo, hi).
 // Without ZeRO every rank updates its whole buffer (the replicas do the same update).
@@ -122,3 +113,5 @@ static void optimizer_step(Model* m, const float* grad, float lr, float grad_sca
         params_gathered(m);
     }
 }
+
+#endif

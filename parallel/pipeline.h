@@ -3,15 +3,10 @@
 // stage executes its op list: activation slots per (chunk, micro-batch) sized by the list,
 // a chunk's forward and backward through its layers, and the sends and receives between
 // stages (each build's pp_send / pp_recv).
-#pragma once
-
-// What a build supplies. Pipeline p2p of n act_t to / from stage `peer`, travelling up the
-// ring of stages or down (schedule.h p2p_up): a send from slot s (dir 0 forward, 1 backward)
-// may still read src until pp_send_wait(m, s, dir), after which the slot's buffers may be
-// written again; a receive returns with the data in dst.
-static void pp_send(Model* m, Slot* s, int dir, int up, const act_t* src, size_t n, int peer, int tag);
-static void pp_send_wait(Model* m, Slot* s, int dir);
-static void pp_recv(Model* m, int dir, int up, act_t* dst, size_t n, int peer, int tag);
+// What a build supplies for it (pp_send, pp_send_wait, pp_recv, alloc_activations):
+// model/backend.h. Included after model/model.h (backend.h: the include order).
+#ifndef PIPELINE_H
+#define PIPELINE_H
 
 // ----------------------------------------------------------------------------
 // A chunk of layers for one micro-batch.
@@ -63,7 +58,6 @@ static void chunks_init(Model* m) {
 
 // The stage's op list (schedule.h), then the build's activation slots sized by it, and
 // the token buffers of one step.
-static void alloc_activations(Model* m);
 static void model_init_schedule(Model* m) {
     m->ops = (PipeOp*)xmalloc(sizeof(PipeOp) * schedule_max_ops(m->n_micro, m->c.vpp));
     double* t_build = (double*)xmalloc(sizeof(double) * 3 * m->c.pp * m->c.vpp);
@@ -269,3 +263,5 @@ static void run_schedule(Model* m, const PipeOp* ops, int n_ops, int train, floa
             pp_send_wait(m, &m->chunks[c].slots[i], 1);
         }
 }
+
+#endif

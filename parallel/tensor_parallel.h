@@ -7,7 +7,9 @@
 // parallel matmuls; norm weights, row-parallel biases and wpe then see only their rows, so
 // their gradients are summed over tp (sp_partial_sync). model/model.h's layer math calls
 // these; each build's act_* collectives carry them.
-#pragma once
+// Included after model/model.h (model/backend.h: the include order).
+#ifndef TENSOR_PARALLEL_H
+#define TENSOR_PARALLEL_H
 
 static int row_count(const Model* m, int B) { return m->c.sp ? B * m->T / m->L.tp : B * m->T; }
 static int row0_of(const Model* m, int B) { return m->c.sp ? m->L.tp_rank * row_count(m, B) : 0; }
@@ -62,3 +64,5 @@ static void sp_partial_sync(Model* m, float* grad, size_t lo, size_t len) {
     f32_allreduce_sum(m, GROUP_TP, m->sp_buf, n);  // comm: tp all-reduce of sequence-parallel partial gradients
     sp_partial_pack(m, grad, lo, len, 0);
 }
+
+#endif

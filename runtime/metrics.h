@@ -35,7 +35,7 @@ typedef struct {
     FILE* log;                  // rank 0: --log
     FILE* rank_log;             // every rank: --log-ranks
     char rank_log_path[PATH_CAP];
-    double t_step0, t_sched0, compute_s, step_ms;
+    double t_step0, compute_s, step_ms;
     double comm_s_prev[N_GROUPS];
     double phase_t0;
     const char* phase;
@@ -220,7 +220,6 @@ static void metrics_step_begin(Metrics* m, int step) {
     m->tracing = m->events && step < TRACE_STEPS;
     if (m->tracing && step == 0) m->trace_t0 = m->t_step0;
 }
-static void metrics_sched_begin(Metrics* m) { m->t_sched0 = now_s(); }
 static void metrics_op(Metrics* m, int kind, int mb, int chunk, double t0, double t1) {
     if (kind == OP_FWD || kind == OP_BWD || kind == OP_W) m->compute_s += t1 - t0;
     metrics_add_event(m, op_name(kind), kind, mb, chunk, t0, t1);

@@ -1,18 +1,11 @@
 // runtime/train.h: the training run, written once for both builds: the model's state on
 // this rank, the step (the schedule, the gradient reduction, the norm, the update),
 // evaluation, sampling and the training loop. train_gpt.c (CPU, fp32) and train_gpt.cu
-// (GPU, bf16) include it last, after model/model.h and the parallel/ headers; besides
-// their contracts a build supplies the few primitives declared below.
-#pragma once
-
-// The gradient norm: sum of squares of the k-th owned range of the gradient, added into *ss
-// by sumsq_finish(m, k_total, ss) at the latest.
-static void sumsq_range(Model* m, int k, const float* x, size_t n, double* ss);
-static void sumsq_finish(Model* m, int n_ranges, double* ss);
-// The last chunk's logits of one row (lnf_row, C act_t) over the padded vocabulary, fp32 on
-// the host on every tp rank.
-static void row_logits(Model* m, const act_t* lnf_row, float* row);
-static void save_checkpoint(Model* m, int step);
+// (GPU, bf16) include it last, after model/model.h and the parallel/ headers; what a build
+// supplies for it (sumsq_range, row_logits, save_checkpoint, params_init, ...) is in
+// model/backend.h, with the include order.
+#ifndef TRAIN_H
+#define TRAIN_H
 
 // ----------------------------------------------------------------------------
 // The shapes of this rank's part of the model, from the config and the layout (model_init
@@ -46,10 +39,9 @@ static void model_init_layout(Model* m, Args* a, Metrics* met) {
 }
 
 // The fp32 state where the build keeps it (f32_alloc): parameters and gradients, one buffer
-// each with named views into them, initialized (params_initialized: the build puts
-// init_params' weights where its kernels read them); the optimizer state over the whole
-// local buffer, or this rank's 1/dp shard with ZeRO.
-static void params_init(Model* m);
+// each with named views into them, initialized (params_init: the build puts init_params'
+// weights where its kernels read them); the optimizer state over the whole local buffer, or
+// this rank's 1/dp shard with ZeRO.
 static void model_init_params(Model* m) {
     const ModelConfig* c = &m->c;
     m->params = f32_alloc(m, m->P.n_padded);
@@ -293,3 +285,4 @@ static int train_loop(Model* m, Run* run, Metrics* met, int start_step) {
     return 0;
 }
 
+#endif

@@ -36,10 +36,8 @@ static void rope_apply(float* qkv, int N, const int* positions, int T, int strid
 // Causal attention by blocks (FlashAttention's algorithm, Dao et al. 2022): the queries of
 // one block of rows against the keys of another (model/config.h AttnBlock), never a T x T
 // matrix. The forward merges each block into a running output o (B*Ts rows x Ha*hd,
-// normalized) and its log-sum-exp lse (B x Ha x Ts): for a block with row maximum mx, sum
-// of exponentials l and unnormalized output y,
-//     lse' = log(e^lse + e^(mx + log l)),  o' = o e^(lse - lse') + y e^(mx - lse'),
-// so the blocks may come in any order (context parallelism's ring). The backward of a
+// normalized) and its log-sum-exp lse (B x Ha x Ts) by lse_merge_row (the ring's merge,
+// parallel/context_parallel.h), so the blocks may come in any order. The backward of a
 // block needs only the final lse: P = exp(scale q k^T - lse), D = rowsum(dout * out),
 //     dv += P^T dout,  dS = P (dout v^T - D) scale,  dq += dS k,  dk += dS^T q.
 // Query head h uses kv head h / (Ha/KVa) (grouped-query attention). The products are
@@ -66,7 +64,24 @@ static float att_exp_row(float* s, int n, int keys, float scale, float shift) {
     return vsum(sum);
 }
 
-static void attention_block_forward(float* o, int o_ld, float* lse, const float* q, const float* kv, const AttnBlock* a) {
+// The ring's merge (parallel/context_parallel.h states it) of one query row: the block's
+// unnormalized output y (hd), its row maximum mx and sum of exponentials l, into the row's
+// running output o (hd) and log-sum-exp *lse; init: the row's first block (o, *lse unread).
+static void lse_merge_row(float* o, float* lse, const float* y, float mx, float l, int hd, int init) {
+    float old = init ? -INFINITY : *lse;
+    if (l == 0.0f) {  // no key of this block is visible
+        if (init) { for (int d = 0; d < hd; d++) o[d] = 0.0f; *lse = -INFINITY; }
+        return;
+    }
+    float blk = mx + logf(l);
+    float top = old > blk ? old : blk, merged = top + logf(expf(old - top) + expf(blk - top));
+    float keep = old == -INFINITY ? 0.0f : expf(old - merged), add = expf(mx - merged);
+    for (int d = 0; d < hd; d++) o[d] = (keep ? o[d] * keep : 0.0f) + y[d] * add;
+    *lse = merged;
+}
+
+static void attention_block_forward(float* o, int o_ld, float* lse, const float* q, const float* kv,
+                                    const AttnBlock* a) {
     int Ha = a->Ha, hd = a->hd, group = Ha / a->KVa;
     float scale = 1.0f / sqrtf((float)hd);
 #pragma omp parallel for collapse(2) schedule(dynamic)
@@ -93,20 +108,9 @@ static void attention_block_forward(float* o, int o_ld, float* lse, const float*
                     l[t] = n ? att_exp_row(s, n, keys, scale, mx[t]) : (att_exp_row(s, 0, keys, scale, 0), 0.0f);
                 }
                 gemm(rows, hd, keys, S, keys, 0, v, a->kv_ld, 0, Y, hd, 0);  // y = exp(..) v
-                for (int t = 0; t < rows; t++) {
-                    float* ot = oh + (size_t)(t0 + t) * o_ld;
-                    float* yt = Y + (size_t)t * hd;
-                    float old = a->init ? -INFINITY : lh[t0 + t];
-                    if (l[t] == 0.0f) {  // no key of this block is visible
-                        if (a->init) { for (int d = 0; d < hd; d++) ot[d] = 0.0f; lh[t0 + t] = -INFINITY; }
-                        continue;
-                    }
-                    float blk = mx[t] + logf(l[t]);
-                    float top = old > blk ? old : blk, merged = top + logf(expf(old - top) + expf(blk - top));
-                    float keep = old == -INFINITY ? 0.0f : expf(old - merged), add = expf(mx[t] - merged);
-                    for (int d = 0; d < hd; d++) ot[d] = (keep ? ot[d] * keep : 0.0f) + yt[d] * add;
-                    lh[t0 + t] = merged;
-                }
+                for (int t = 0; t < rows; t++)
+                    lse_merge_row(oh + (size_t)(t0 + t) * o_ld, lh + t0 + t, Y + (size_t)t * hd, mx[t], l[t], hd,
+                                  a->init);
             }
             free(S);
         }
@@ -116,7 +120,8 @@ static void attention_block_forward(float* o, int o_ld, float* lse, const float*
 // one after the other (in order) and never race. dq, dkv accumulate (+=); dkv rows hold
 // dk (KVa heads) then dv, like kv.
 static void attention_block_backward(float* dq, int dq_ld, float* dkv, int dkv_ld, const float* q, const float* kv,
-                                     const float* dout, const float* out, int o_ld, const float* lse, const AttnBlock* a) {
+                                     const float* dout, const float* out, int o_ld, const float* lse,
+                                     const AttnBlock* a) {
     int Ha = a->Ha, KVa = a->KVa, hd = a->hd, group = Ha / KVa;
     float scale = 1.0f / sqrtf((float)hd);
 #pragma omp parallel for collapse(2) schedule(dynamic)
@@ -148,7 +153,8 @@ static void attention_block_backward(float* dq, int dq_ld, float* dkv, int dkv_l
                         for (int d = 0; d < hd; d++) D += dot[d] * ot[d];
                         att_exp_row(p, att_keys_seen(a, t0 + t), keys, scale, lh[t0 + t]);
                         vec vD = vbcast(D), vscale = vbcast(scale);
-                        ROW_LOOP(c, w, keys) vstoren(ds + c, vmul(vmul(vloadn(p + c, w), vsub(vloadn(ds + c, w), vD)), vscale), w);
+                        ROW_LOOP(c, w, keys)
+                            vstoren(ds + c, vmul(vmul(vloadn(p + c, w), vsub(vloadn(ds + c, w), vD)), vscale), w);
                     }
                     gemm(rows, hd, keys, dS, keys, 0, k, a->kv_ld, 0, dqh + (size_t)t0 * dq_ld, dq_ld, 1);
                     gemm(keys, hd, rows, dS, keys, 1, qh + (size_t)t0 * a->q_ld, a->q_ld, 0, dk, dkv_ld, 1);

@@ -35,7 +35,8 @@ static void column_dot_accumulate(float* acc, const float* a, const float* b, in
             const float* ar = a + (size_t)i * C + c0;
             const float* br = b ? b + (size_t)i * C + c0 : NULL;
             s0 = br ? vfma(vloadn(ar, w0), vloadn(br, w0), s0) : vadd(s0, vloadn(ar, w0));
-            if (w1 > 0) s1 = br ? vfma(vloadn(ar + VLEN, w1), vloadn(br + VLEN, w1), s1) : vadd(s1, vloadn(ar + VLEN, w1));
+            if (w1 > 0)
+                s1 = br ? vfma(vloadn(ar + VLEN, w1), vloadn(br + VLEN, w1), s1) : vadd(s1, vloadn(ar + VLEN, w1));
         }
         vstoren(acc + c0, vadd(vloadn(acc + c0, w0), s0), w0);
         if (w1 > 0) vstoren(acc + c0 + VLEN, vadd(vloadn(acc + c0 + VLEN, w1), s1), w1);
@@ -91,7 +92,8 @@ static void swiglu_backward(float* dinp, const float* inp, const float* dout, in
         const float *gate = inp + (size_t)i * 2 * F, *up = gate + F, *d = dout + (size_t)i * F;
         float *dgate = dinp + (size_t)i * 2 * F, *dup = dgate + F;
         ROW_LOOP(j, w, F) {
-            vec g = vloadn(gate + j, w), u = vloadn(up + j, w), dv = vloadn(d + j, w), sig = sigmoid(g), one = vbcast(1.0f);
+            vec g = vloadn(gate + j, w), u = vloadn(up + j, w), dv = vloadn(d + j, w), sig = sigmoid(g),
+                one = vbcast(1.0f);
             // d silu(g) / dg = sig (1 + g (1 - sig))
             vec dsilu = vmul(sig, vfma(g, vsub(one, sig), one));
             vstoren(dgate + j, vfma(vmul(dv, u), dsilu, vloadn(dgate + j, w)), w);

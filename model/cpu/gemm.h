@@ -117,7 +117,8 @@ static void pack_a(float* dst, const float* A, int lda, int transA, int i0, int 
         if (mr == GEMM_MR)  // 8 k at a time: the 6 rows (and 2 zero rows) transposed in registers
             for (; k + 8 <= kc; k += 8) {
                 __m256 r[8];
-                for (int i = 0; i < 8; i++) r[i] = i < GEMM_MR ? _mm256_loadu_ps(src + (size_t)i * lda + k) : _mm256_setzero_ps();
+                for (int i = 0; i < 8; i++)
+                    r[i] = i < GEMM_MR ? _mm256_loadu_ps(src + (size_t)i * lda + k) : _mm256_setzero_ps();
                 transpose8(r);
                 for (int q = 0; q < 8; q++, d += GEMM_MR) {
                     _mm_storeu_ps(d, _mm256_castps256_ps128(r[q]));
@@ -202,9 +203,11 @@ static void gemm(int M, int N, int K, const float* A, int lda, int transA, const
             r_lo = (int)((long)m_tiles * th / n_th) * GEMM_MR, r_hi = (int)((long)m_tiles * (th + 1) / n_th) * GEMM_MR;
             r_hi = r_hi < M ? r_hi : M;
         }
-        int rows = r_hi - r_lo, m_blocks = (rows + GEMM_MC - 1) / GEMM_MC;  // this thread's rows in equal blocks of <= MC
+        // this thread's rows in equal blocks of <= MC
+        int rows = r_hi - r_lo, m_blocks = (rows + GEMM_MC - 1) / GEMM_MC;
         int mc_max = m_blocks ? (int)round_up((size_t)((rows + m_blocks - 1) / m_blocks), GEMM_MR) : 0;
-        if (rows > 0 && !gemm_packed_a) gemm_packed_a = (float*)xmalloc(sizeof(float) * round_up(GEMM_MC, GEMM_MR) * GEMM_KC);
+        if (rows > 0 && !gemm_packed_a)
+            gemm_packed_a = (float*)xmalloc(sizeof(float) * round_up(GEMM_MC, GEMM_MR) * GEMM_KC);
         float bp[GEMM_KC * GEMM_NR] __attribute__((aligned(64)));
         for (int k0 = 0; k0 < K && rows > 0; k0 += GEMM_KC) {
             int kc = K - k0 < GEMM_KC ? K - k0 : GEMM_KC, acc = accumulate || k0 > 0;
@@ -215,7 +218,8 @@ static void gemm(int M, int N, int K, const float* A, int lda, int transA, const
                 if (u_lo == u_hi) continue;
                 pack_a(gemm_packed_a, A, lda, transA, i0, mc, k0, kc);
                 for (long u = u_lo; u < u_hi;) {
-                    int p = (int)(u / tiles), t0 = (int)(u % tiles), t1 = u_hi - u < tiles - t0 ? t0 + (int)(u_hi - u) : tiles;
+                    int p = (int)(u / tiles), t0 = (int)(u % tiles),
+                        t1 = u_hi - u < tiles - t0 ? t0 + (int)(u_hi - u) : tiles;
                     int is_lead = p == n_full + (tail > 0), jp = is_lead ? 0 : lead + p * GEMM_NR;
                     int nr = is_lead ? lead : p < n_full ? GEMM_NR : tail;
                     pack_b(bp, B, ldb, transB, k0, kc, jp, nr);
@@ -230,23 +234,27 @@ static void gemm(int M, int N, int K, const float* A, int lda, int transA, const
 }
 
 // out (N x OC) = inp (N x IC) @ weight^T (weight is OC x IC, PyTorch layout) + bias (OC, may be NULL).
-static void matmul_forward(float* out, const float* inp, const float* weight, const float* bias, int N, int IC, int OC) {
+static void matmul_forward(float* out, const float* inp, const float* weight, const float* bias, int N, int IC,
+                           int OC) {
     gemm(N, OC, IC, inp, IC, 0, weight, IC, 1, out, OC, 0);
     if (bias) add_bias(out, bias, N, OC);
 }
 
 // The backward in its two passes. dinp (N x IC) = (accumulate ? dinp : 0) + dout @ weight.
-static void matmul_backward_input(float* dinp, const float* dout, const float* weight, int N, int IC, int OC, int accumulate) {
+static void matmul_backward_input(float* dinp, const float* dout, const float* weight, int N, int IC, int OC,
+                                  int accumulate) {
     gemm(N, IC, OC, dout, OC, 0, weight, IC, 0, dinp, IC, accumulate);
 }
 // dweight (OC x IC) += dout^T @ inp; dbias (OC, may be NULL) += column sums of dout.
-static void matmul_backward_weight(float* dweight, float* dbias, const float* dout, const float* inp, int N, int IC, int OC) {
+static void matmul_backward_weight(float* dweight, float* dbias, const float* dout, const float* inp, int N, int IC,
+                                   int OC) {
     gemm(OC, IC, N, dout, OC, 1, inp, IC, 0, dweight, IC, 1);
     if (dbias) column_dot_accumulate(dbias, dout, NULL, N, OC);
 }
-// Both: dinp (may be NULL: nothing flows further back) +=, dweight +=, dbias +=.
-static void matmul_backward(float* dinp, float* dweight, float* dbias, const float* dout, const float* inp,
-                            const float* weight, int N, int IC, int OC) {
+// Both: dinp (may be NULL: nothing flows further back) +=, dweight +=, dbias +=. For the
+// tests and the benchmark (inline: the trainer runs the two passes apart, so it does not use it).
+static inline void matmul_backward(float* dinp, float* dweight, float* dbias, const float* dout, const float* inp,
+                                   const float* weight, int N, int IC, int OC) {
     if (dinp) matmul_backward_input(dinp, dout, weight, N, IC, OC, 1);
     matmul_backward_weight(dweight, dbias, dout, inp, N, IC, OC);
 }
@@ -274,7 +282,10 @@ static double measure_core_peak_flops(void) {
         double flops = 2.0 * VLEN * CHAINS * iters / t;
 #else
         volatile float a = 1.0f;
-        do { for (int r = 0; r < 100000; r++) a = a * 1.0000001f + 0.0000001f; iters += 100000; } while ((t = now_s() - t0) < 0.01);
+        do {
+            for (int r = 0; r < 100000; r++) a = a * 1.0000001f + 0.0000001f;
+            iters += 100000;
+        } while ((t = now_s() - t0) < 0.01);
         double flops = 2.0 * iters / t;
 #endif
         if (flops > best) best = flops;

@@ -34,7 +34,8 @@ static void layernorm_forward(float* out, float* mean, float* rstd, const float*
 
 // xhat[i][c] = (inp - mean) * rstd, written to scratch (N x C), for the weight gradient.
 static void layernorm_backward(float* dinp, float* dweight, float* dbias, float* scratch, const float* dout,
-                               const float* inp, const float* weight, const float* mean, const float* rstd, int N, int C) {
+                               const float* inp, const float* weight, const float* mean, const float* rstd, int N,
+                               int C) {
 #pragma omp parallel for
     for (int i = 0; i < N; i++) {
         const float* x = inp + (size_t)i * C;

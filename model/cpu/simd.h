@@ -27,8 +27,15 @@ typedef __m512 vec;
 #define vload(p) _mm512_loadu_ps(p)
 #define vstore(p, v) _mm512_storeu_ps(p, v)
 static inline __mmask16 vmask_first(int n) { return (__mmask16)((1u << n) - 1); }
-static inline vec vloadn(const float* p, int n) { return n == VLEN ? vload(p) : _mm512_maskz_loadu_ps(vmask_first(n), p); }
-static inline void vstoren(float* p, vec v, int n) { if (n == VLEN) vstore(p, v); else _mm512_mask_storeu_ps(p, vmask_first(n), v); }
+static inline vec vloadn(const float* p, int n) {
+    return n == VLEN ? vload(p) : _mm512_maskz_loadu_ps(vmask_first(n), p);
+}
+static inline void vstoren(float* p, vec v, int n) {
+    if (n == VLEN)
+        vstore(p, v);
+    else
+        _mm512_mask_storeu_ps(p, vmask_first(n), v);
+}
 static inline vec vfirst(vec v, int n) { return _mm512_maskz_mov_ps(vmask_first(n), v); }
 #define vadd(a, b) _mm512_add_ps(a, b)
 #define vsub(a, b) _mm512_sub_ps(a, b)
@@ -39,7 +46,8 @@ static inline vec vfirst(vec v, int n) { return _mm512_maskz_mov_ps(vmask_first(
 #define vmin(a, b) _mm512_min_ps(a, b)
 #define vsqrt(a) _mm512_sqrt_ps(a)
 #define vround(a) _mm512_roundscale_ps(a, _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC)
-#define vscale_pow2(a, n) _mm512_castsi512_ps(_mm512_add_epi32(_mm512_castps_si512(a), _mm512_slli_epi32(_mm512_cvtps_epi32(n), 23)))
+#define vscale_pow2(a, n) \
+    _mm512_castsi512_ps(_mm512_add_epi32(_mm512_castps_si512(a), _mm512_slli_epi32(_mm512_cvtps_epi32(n), 23)))
 static inline float vsum(vec v) { return _mm512_reduce_add_ps(v); }
 static inline float vmax_all(vec v) { return _mm512_reduce_max_ps(v); }
 #elif defined(__AVX2__) && defined(__FMA__)
@@ -49,9 +57,16 @@ typedef __m256 vec;
 #define vbcast(x) _mm256_set1_ps(x)
 #define vload(p) _mm256_loadu_ps(p)
 #define vstore(p, v) _mm256_storeu_ps(p, v)
-static inline __m256i vmask_first(int n) { return _mm256_cmpgt_epi32(_mm256_set1_epi32(n), _mm256_setr_epi32(0, 1, 2, 3, 4, 5, 6, 7)); }
+static inline __m256i vmask_first(int n) {
+    return _mm256_cmpgt_epi32(_mm256_set1_epi32(n), _mm256_setr_epi32(0, 1, 2, 3, 4, 5, 6, 7));
+}
 static inline vec vloadn(const float* p, int n) { return n == VLEN ? vload(p) : _mm256_maskload_ps(p, vmask_first(n)); }
-static inline void vstoren(float* p, vec v, int n) { if (n == VLEN) vstore(p, v); else _mm256_maskstore_ps(p, vmask_first(n), v); }
+static inline void vstoren(float* p, vec v, int n) {
+    if (n == VLEN)
+        vstore(p, v);
+    else
+        _mm256_maskstore_ps(p, vmask_first(n), v);
+}
 static inline vec vfirst(vec v, int n) { return _mm256_and_ps(v, _mm256_castsi256_ps(vmask_first(n))); }
 #define vadd(a, b) _mm256_add_ps(a, b)
 #define vsub(a, b) _mm256_sub_ps(a, b)
@@ -62,7 +77,8 @@ static inline vec vfirst(vec v, int n) { return _mm256_and_ps(v, _mm256_castsi25
 #define vmin(a, b) _mm256_min_ps(a, b)
 #define vsqrt(a) _mm256_sqrt_ps(a)
 #define vround(a) _mm256_round_ps(a, _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC)
-#define vscale_pow2(a, n) _mm256_castsi256_ps(_mm256_add_epi32(_mm256_castps_si256(a), _mm256_slli_epi32(_mm256_cvtps_epi32(n), 23)))
+#define vscale_pow2(a, n) \
+    _mm256_castsi256_ps(_mm256_add_epi32(_mm256_castps_si256(a), _mm256_slli_epi32(_mm256_cvtps_epi32(n), 23)))
 static inline float vsum(vec v) {
     __m128 s = _mm_add_ps(_mm256_castps256_ps128(v), _mm256_extractf128_ps(v, 1));
     s = _mm_add_ps(s, _mm_movehl_ps(s, s));
@@ -97,7 +113,8 @@ static inline float vsum(vec v) { return v; }
 static inline float vmax_all(vec v) { return v; }
 #endif
 
-static const char* simd_name(void) { return VLEN == 16 ? "AVX-512" : VLEN == 8 ? "AVX2+FMA" : "plain C"; }
+// The benchmark prints it (inline: the trainers do not use it, so no unused-function warning).
+static inline const char* simd_name(void) { return VLEN == 16 ? "AVX-512" : VLEN == 8 ? "AVX2+FMA" : "plain C"; }
 
 // exp(x), relative error ~2e-7: x = n ln2 + r with |r| <= ln2/2, exp(r) by Cephes' expf
 // polynomial, times 2^n put into the exponent bits. x is clamped to [-86, 88], so
@@ -119,6 +136,7 @@ static inline vec vexp(vec x) {
 }
 
 // Lanes of row[0, n) in the loops below: full vectors, then a tail of n % VLEN.
-#define ROW_LOOP(c, w, n) for (int c = 0, w = (n) < VLEN ? (n) : VLEN; c < (n); c += VLEN, w = (n) - c < VLEN ? (n) - c : VLEN)
+#define ROW_LOOP(c, w, n) \
+    for (int c = 0, w = (n) < VLEN ? (n) : VLEN; c < (n); c += VLEN, w = (n) - c < VLEN ? (n) - c : VLEN)
 
 #endif

@@ -25,7 +25,8 @@ __global__ void sum_partials_kernel(float* out, const float* partial, int n) {
 }
 static void sumsq_gpu(float* out, const float* x, size_t n, cudaStream_t s) {
     if (gpu_scratch_n < SUMSQ_BLOCKS) fail("sumsq_gpu: reduction scratch too small");
-    int blocks = n >= (size_t)SUMSQ_BLOCKS * 256 ? SUMSQ_BLOCKS : (int)cdiv(n ? n : 1, 256);  // small tensors: few blocks
+    // small tensors: few blocks
+    int blocks = n >= (size_t)SUMSQ_BLOCKS * 256 ? SUMSQ_BLOCKS : (int)cdiv(n ? n : 1, 256);
     sumsq_partial_kernel<<<blocks, 256, 0, s>>>(gpu_scratch, x, n);
     launchCheck();
     sum_partials_kernel<<<1, 1024, 0, s>>>(out, gpu_scratch, blocks);
@@ -59,8 +60,8 @@ __global__ void adamw_kernel(float* param, bf16* param_bf16, const float* grad, 
     if (param_bf16) store8(param_bf16 + i, p, n - i);
 }
 static void adamw_update_gpu(float* param, bf16* param_bf16, const float* grad, float* m, float* v, size_t n, float lr,
-                             float beta1, float beta2, float eps, float weight_decay, int decay, float grad_scale, int t,
-                             cudaStream_t s) {
+                             float beta1, float beta2, float eps, float weight_decay, int decay, float grad_scale,
+                             int t, cudaStream_t s) {
     if (!n) return;
     float c1 = 1.0f - powf(beta1, (float)t), c2 = 1.0f - powf(beta2, (float)t);
     adamw_kernel<<<grid8(n), 256, 0, s>>>(param, param_bf16, grad, m, v, n, lr, beta1, beta2, eps,

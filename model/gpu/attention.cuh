@@ -66,9 +66,10 @@ static void rope_apply_gpu(bf16* qkv, int N, const int* positions, int T, int st
 
 #ifndef CUDA_EMU_H  // the emulator runs these three as warp exchanges (emu/cuda_emu.h)
 __device__ __forceinline__ void mma_16816(float d[4], const uint32_t a[4], const uint32_t b[2]) {
-    asm volatile("mma.sync.aligned.m16n8k16.row.col.f32.bf16.bf16.f32 {%0,%1,%2,%3}, {%4,%5,%6,%7}, {%8,%9}, {%0,%1,%2,%3};"
-                 : "+f"(d[0]), "+f"(d[1]), "+f"(d[2]), "+f"(d[3])
-                 : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "r"(b[0]), "r"(b[1]));
+    asm volatile(
+        "mma.sync.aligned.m16n8k16.row.col.f32.bf16.bf16.f32 {%0,%1,%2,%3}, {%4,%5,%6,%7}, {%8,%9}, {%0,%1,%2,%3};"
+        : "+f"(d[0]), "+f"(d[1]), "+f"(d[2]), "+f"(d[3])
+        : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "r"(b[0]), "r"(b[1]));
 }
 __device__ __forceinline__ void ldsm_x4(uint32_t r[4], const bf16* row) {
     unsigned a = (unsigned)__cvta_generic_to_shared(row);
@@ -100,7 +101,8 @@ static const float ATT_LOG2E = 1.4426950408889634f;
 // become zeros. 16 bytes per access, every thread of the block (NW warps) takes part, and
 // all its loads are issued before its first store, so they are in flight together.
 template <int HD, int N>
-__device__ __forceinline__ void att_stage(bf16* da, const bf16* a, int sa, bf16* db, const bf16* b, int sb, int r0, int T) {
+__device__ __forceinline__ void att_stage(bf16* da, const bf16* a, int sa, bf16* db, const bf16* b, int sb, int r0,
+                                          int T) {
     constexpr int THREADS = AttShape<HD>::NW * 32, LD = AttShape<HD>::LD, PER = N * HD / 8 / THREADS;
     static_assert(PER * THREADS == N * HD / 8, "attention: a staged tile is not a whole number of accesses per thread");
     uint4 va[PER], vb[PER];
@@ -164,7 +166,8 @@ __device__ __forceinline__ void att_to_a(uint32_t (*p)[4], const float (*s)[4]) 
 }
 // Rows r0 + g and r0 + g + 8 (those < T) of dst (pitch `pitch`) = acc * scale[0 | 1] as bf16.
 template <int DT>
-__device__ __forceinline__ void att_write(bf16* dst, size_t pitch, int r0, int T, const float (*acc)[4], const float scale[2]) {
+__device__ __forceinline__ void att_write(bf16* dst, size_t pitch, int r0, int T, const float (*acc)[4],
+                                          const float scale[2]) {
     int g = threadIdx.x % 32 / 4, t = threadIdx.x % 4;
     #pragma unroll
     for (int h = 0; h < 2; h++) {
@@ -187,7 +190,8 @@ attention_forward_kernel(bf16* out, float* lse, const bf16* qkv, int T, int H, i
     constexpr int NT = AttShape<HD, BCK>::NT, DT = AttShape<HD, BCK>::DT;
     __shared__ __align__(16) bf16 Qs[BR * LD], Ks[BC * LD], Vs[BC * LD];
     int warp = threadIdx.x / 32, lane = threadIdx.x % 32, g = lane / 4, t = lane % 4;
-    int b = blockIdx.z, h = blockIdx.y, q_blk = (gridDim.x - 1 - blockIdx.x) * BR, q0 = q_blk + warp * 16;  // latest (longest) first
+    // latest (longest) first
+    int b = blockIdx.z, h = blockIdx.y, q_blk = (gridDim.x - 1 - blockIdx.x) * BR, q0 = q_blk + warp * 16;
     int stride = (H + 2 * KV) * HD, kvh = h / (H / KV);
     const bf16* base = qkv + (size_t)b * T * stride;
     const float sl2 = ATT_LOG2E / sqrtf((float)HD);  // scores in log2 units
@@ -268,7 +272,8 @@ attention_backward_dq_kernel(bf16* dqkv, const bf16* dout, const bf16* qkv, cons
     constexpr int NT = AttShape<HD, BCK>::NT, DT = AttShape<HD, BCK>::DT;
     __shared__ __align__(16) bf16 Qs[BR * LD], dOs[BR * LD], Ks[BC * LD], Vs[BC * LD];
     int warp = threadIdx.x / 32, lane = threadIdx.x % 32, g = lane / 4, t = lane % 4;
-    int b = blockIdx.z, h = blockIdx.y, q_blk = (gridDim.x - 1 - blockIdx.x) * BR, q0 = q_blk + warp * 16;  // latest (longest) first
+    // latest (longest) first
+    int b = blockIdx.z, h = blockIdx.y, q_blk = (gridDim.x - 1 - blockIdx.x) * BR, q0 = q_blk + warp * 16;
     int stride = (H + 2 * KV) * HD, kvh = h / (H / KV);
     const bf16* base = qkv + (size_t)b * T * stride;
     const float sl2 = ATT_LOG2E / sqrtf((float)HD), scale = 1.0f / sqrtf((float)HD);  // sl2 as in the forward
@@ -362,17 +367,21 @@ attention_backward_dkv_kernel(bf16* dqkv, const bf16* dout, const bf16* qkv, con
 }
 
 template <int HD, int BCK = AttShape<HD>::BC>
-static void attention_forward_launch(bf16* out, float* lse, const bf16* qkv, int B, int T, int H, int KV, cudaStream_t s) {
-    attention_forward_kernel<HD, BCK><<<dim3(cdiv(T, AttShape<HD>::BR), H, B), AttShape<HD>::NW * 32, 0, s>>>(out, lse, qkv, T, H, KV);
+static void attention_forward_launch(bf16* out, float* lse, const bf16* qkv, int B, int T, int H, int KV,
+                                     cudaStream_t s) {
+    attention_forward_kernel<HD, BCK>
+        <<<dim3(cdiv(T, AttShape<HD>::BR), H, B), AttShape<HD>::NW * 32, 0, s>>>(out, lse, qkv, T, H, KV);
     launchCheck();
 }
 template <int HD, int BCK = AttShape<HD>::BC>
-static void attention_backward_launch(bf16* dqkv, const bf16* dout, const bf16* qkv, const float* lse, const float* dsum,
-                                      int B, int T, int H, int KV, cudaStream_t s) {
+static void attention_backward_launch(bf16* dqkv, const bf16* dout, const bf16* qkv, const float* lse,
+                                      const float* dsum, int B, int T, int H, int KV, cudaStream_t s) {
     dim3 block(AttShape<HD>::NW * 32);
-    attention_backward_dq_kernel<HD, BCK><<<dim3(cdiv(T, AttShape<HD>::BR), H, B), block, 0, s>>>(dqkv, dout, qkv, lse, dsum, T, H, KV);
+    attention_backward_dq_kernel<HD, BCK>
+        <<<dim3(cdiv(T, AttShape<HD>::BR), H, B), block, 0, s>>>(dqkv, dout, qkv, lse, dsum, T, H, KV);
     launchCheck();
-    attention_backward_dkv_kernel<HD, BCK><<<dim3(cdiv(T, AttShape<HD>::BR), KV, B), block, 0, s>>>(dqkv, dout, qkv, lse, dsum, T, H, KV);
+    attention_backward_dkv_kernel<HD, BCK>
+        <<<dim3(cdiv(T, AttShape<HD>::BR), KV, B), block, 0, s>>>(dqkv, dout, qkv, lse, dsum, T, H, KV);
     launchCheck();
 }
 
@@ -380,15 +389,19 @@ static void attention_backward_launch(bf16* dqkv, const bf16* dout, const bf16* 
 // fewer, larger tiles win over more resident blocks is for a GPU to say: test_gpu checks
 // both and its benchmark times both.
 static int gpu_att_tile64 = 64;
-static int attention_tile(int hd) { return hd == 64 ? gpu_att_tile64 : hd == 128 ? AttShape<128>::BC : AttShape<16>::BC; }
+static int attention_tile(int hd) {
+    return hd == 64 ? gpu_att_tile64 : hd == 128 ? AttShape<128>::BC : AttShape<16>::BC;
+}
 
 static void attention_check(int H, int KV, int hd) {
     if (KV <= 0 || H % KV) fail("attention: %d query heads do not group over %d kv heads", H, KV);
-    if (hd != 16 && hd != 32 && hd != 64 && hd != 128) fail("attention: head size %d not supported (16, 32, 64, 128)", hd);
+    if (hd != 16 && hd != 32 && hd != 64 && hd != 128)
+        fail("attention: head size %d not supported (16, 32, 64, 128)", hd);
 }
 
 // out (B*T, H*hd) bf16, lse (B, H, T) fp32 (logsumexp of the scaled scores, for backward).
-static void attention_forward_gpu(bf16* out, float* lse, const bf16* qkv, int B, int T, int H, int KV, int hd, cudaStream_t s) {
+static void attention_forward_gpu(bf16* out, float* lse, const bf16* qkv, int B, int T, int H, int KV, int hd,
+                                  cudaStream_t s) {
     attention_check(H, KV, hd);
     if (hd == 16) attention_forward_launch<16>(out, lse, qkv, B, T, H, KV, s);
     else if (hd == 32) attention_forward_launch<32>(out, lse, qkv, B, T, H, KV, s);
@@ -403,13 +416,15 @@ static void attention_backward_gpu(bf16* dqkv, const bf16* dout, const bf16* qkv
                                    int B, int T, int H, int KV, int hd, cudaStream_t s) {
     attention_check(H, KV, hd);
     size_t rows = (size_t)B * T * H;
-    if (rows > gpu_scratch_n) fail("attention backward: reduction scratch (%zu floats) < B*H*T = %zu", gpu_scratch_n, rows);
+    if (rows > gpu_scratch_n)
+        fail("attention backward: reduction scratch (%zu floats) < B*H*T = %zu", gpu_scratch_n, rows);
     float* dsum = gpu_scratch;
     attention_dsum_kernel<<<cdiv(rows, 8), 256, 0, s>>>(dsum, dout, out, B, T, H, hd);
     launchCheck();
     if (hd == 16) attention_backward_launch<16>(dqkv, dout, qkv, lse, dsum, B, T, H, KV, s);
     else if (hd == 32) attention_backward_launch<32>(dqkv, dout, qkv, lse, dsum, B, T, H, KV, s);
-    else if (hd == 64 && gpu_att_tile64 == 32) attention_backward_launch<64, 32>(dqkv, dout, qkv, lse, dsum, B, T, H, KV, s);
+    else if (hd == 64 && gpu_att_tile64 == 32)
+        attention_backward_launch<64, 32>(dqkv, dout, qkv, lse, dsum, B, T, H, KV, s);
     else if (hd == 64) attention_backward_launch<64>(dqkv, dout, qkv, lse, dsum, B, T, H, KV, s);
     else attention_backward_launch<128>(dqkv, dout, qkv, lse, dsum, B, T, H, KV, s);
 }

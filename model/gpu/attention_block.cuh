@@ -56,12 +56,13 @@ __device__ __forceinline__ void att_add(float* dst, size_t pitch, int r0, int n,
 }
 
 // The block's forward merged into the running output a.o and log-sum-exp a.lse of this
-// thread's rows q0 + g, q0 + g + 8 (kernels_cpu.h attention_block_forward's formula): with
+// thread's rows q0 + g, q0 + g + 8: the ring's merge (parallel/context_parallel.h; the CPU's lse_merge_row): with
 // the block's row max m and sum l (log2 units) and its unnormalized output acc,
 //     lse' = log(e^lse + e^(m/log2e) l),  o' = o e^(lse - lse') + acc e^(m/log2e - lse').
 // A row that saw no key of the block is left alone (a.init: it becomes o = 0, lse = -inf).
 template <int DT>
-__device__ void att_merge(const AttBlockArgs& a, int b, int h, int q0, const float (*acc)[4], const float m[2], const float l[2]) {
+__device__ void att_merge(const AttBlockArgs& a, int b, int h, int q0, const float (*acc)[4], const float m[2],
+                          const float l[2]) {
     int g = threadIdx.x % 32 / 4, t = threadIdx.x % 4, HD = DT * 8;
     float keep[2], add[2], merged[2];
     #pragma unroll
@@ -100,7 +101,8 @@ attention_block_forward_kernel(AttBlockArgs a) {
     constexpr int NT = AttShape<HD, BCK>::NT, DT = AttShape<HD, BCK>::DT;
     __shared__ __align__(16) bf16 Qs[BR * LD], Ks[BC * LD], Vs[BC * LD];
     int warp = threadIdx.x / 32, lane = threadIdx.x % 32, t = lane % 4;
-    int b = blockIdx.z, h = blockIdx.y, q_blk = (gridDim.x - 1 - blockIdx.x) * BR, q0 = q_blk + warp * 16;  // latest (longest) first
+    // latest (longest) first
+    int b = blockIdx.z, h = blockIdx.y, q_blk = (gridDim.x - 1 - blockIdx.x) * BR, q0 = q_blk + warp * 16;
     int kvh = h / (a.H / a.KV);
     const bf16* k = a.k + b * a.kv_seq + kvh * HD;
     const bf16* v = a.v + b * a.kv_seq + kvh * HD;
@@ -132,7 +134,8 @@ attention_block_forward_kernel(AttBlockArgs a) {
         for (int r = 0; r < 2; r++) {
             mx[r] = fmaxf(mx[r], __shfl_xor_sync(0xffffffffu, mx[r], 1));
             mx[r] = fmaxf(mx[r], __shfl_xor_sync(0xffffffffu, mx[r], 2));
-            shift[r] = mx[r] == -INFINITY ? 0.0f : mx[r];  // a row that has seen no key yet: nothing moves (exp2(-inf) = 0)
+            // a row that has seen no key yet: nothing moves (exp2(-inf) = 0)
+            shift[r] = mx[r] == -INFINITY ? 0.0f : mx[r];
             corr[r] = exp2f(m[r] - shift[r]);  // 0 on the row's first tile with a key (m = -inf)
             m[r] = mx[r], l[r] *= corr[r];  // l: this lane's part of the row sum
         }
@@ -164,7 +167,8 @@ attention_block_dq_kernel(AttBlockArgs a) {
     constexpr int NT = AttShape<HD, BCK>::NT, DT = AttShape<HD, BCK>::DT;
     __shared__ __align__(16) bf16 Qs[BR * LD], dOs[BR * LD], Ks[BC * LD], Vs[BC * LD];
     int warp = threadIdx.x / 32, lane = threadIdx.x % 32, g = lane / 4, t = lane % 4;
-    int b = blockIdx.z, h = blockIdx.y, q_blk = (gridDim.x - 1 - blockIdx.x) * BR, q0 = q_blk + warp * 16;  // latest (longest) first
+    // latest (longest) first
+    int b = blockIdx.z, h = blockIdx.y, q_blk = (gridDim.x - 1 - blockIdx.x) * BR, q0 = q_blk + warp * 16;
     int kvh = h / (a.H / a.KV);
     const bf16* k = a.k + b * a.kv_seq + kvh * HD;
     const bf16* v = a.v + b * a.kv_seq + kvh * HD;
@@ -218,12 +222,15 @@ attention_block_dkv_kernel(AttBlockArgs a) {
     int b = blockIdx.z, kvh = blockIdx.y, j_blk = blockIdx.x * BR, j0 = j_blk + warp * 16, group = a.H / a.KV;
     const float sl2 = ATT_LOG2E / sqrtf((float)HD), scale = 1.0f / sqrtf((float)HD);  // sl2 as in the forward
 
-    att_stage<HD, BR>(Kb, a.k + b * a.kv_seq + kvh * HD, a.kv_ld, Vb, a.v + b * a.kv_seq + kvh * HD, a.kv_ld, j_blk, a.nk);
+    att_stage<HD, BR>(Kb, a.k + b * a.kv_seq + kvh * HD, a.kv_ld, Vb, a.v + b * a.kv_seq + kvh * HD, a.kv_ld, j_blk,
+                      a.nk);
     float dk[DT][4] = {}, dv[DT][4] = {};
     for (int h = kvh * group; h < (kvh + 1) * group; h++)
-        for (int qt = max(j_blk - a.diag, 0); qt < a.nq; qt += BC) {  // queries before j_blk - diag see none of these keys
+        // queries before j_blk - diag see none of these keys
+        for (int qt = max(j_blk - a.diag, 0); qt < a.nq; qt += BC) {
             __syncthreads();  // Kb, Vb are staged / the previous tiles are used
-            att_stage<HD, BC>(Qs, a.q + b * a.q_seq + h * HD, a.q_ld, dOs, a.dout + b * a.o_seq + h * HD, a.o_ld, qt, a.nq);
+            att_stage<HD, BC>(Qs, a.q + b * a.q_seq + h * HD, a.q_ld, dOs, a.dout + b * a.o_seq + h * HD, a.o_ld, qt,
+                              a.nq);
             for (int i = threadIdx.x; i < BC; i += blockDim.x) {
                 int qi = qt + i;
                 lses[i] = qi < a.nq ? a.lse[((size_t)b * a.H + h) * a.l_ld + qi] * ATT_LOG2E : 0.0f;
@@ -284,15 +291,18 @@ static AttBlockArgs att_block(const AttnBlock* blk, const bf16* q, const bf16* k
     int hd = blk->hd;
     a.q = q + (size_t)blk->q_row * blk->q_ld;
     a.k = kv + (size_t)blk->k_row * blk->kv_ld, a.v = a.k + blk->KVa * hd;
-    a.q_seq = (size_t)blk->Ts * blk->q_ld, a.kv_seq = (size_t)blk->Ts * blk->kv_ld, a.q_ld = blk->q_ld, a.kv_ld = blk->kv_ld;
+    a.q_seq = (size_t)blk->Ts * blk->q_ld, a.kv_seq = (size_t)blk->Ts * blk->kv_ld;
+    a.q_ld = blk->q_ld, a.kv_ld = blk->kv_ld;
     a.o_ld = blk->Ha * hd, a.o_seq = (size_t)blk->Ts * a.o_ld;
     a.dkv_ld = 2 * blk->KVa * hd, a.dkv_seq = (size_t)blk->Ts * a.dkv_ld;
     a.l_ld = blk->Ts;
-    a.nq = blk->nq, a.nk = blk->nk, a.diag = blk->q_pos - blk->k_pos, a.H = blk->Ha, a.KV = blk->KVa, a.init = blk->init;
+    a.nq = blk->nq, a.nk = blk->nk, a.diag = blk->q_pos - blk->k_pos;
+    a.H = blk->Ha, a.KV = blk->KVa, a.init = blk->init;
     return a;
 }
 // o, lse (fp32): the block merged in by log-sum-exp (blk->init: its query rows start here).
-static void attention_block_forward_gpu(float* o, float* lse, const bf16* q, const bf16* kv, const AttnBlock* blk, cudaStream_t s) {
+static void attention_block_forward_gpu(float* o, float* lse, const bf16* q, const bf16* kv, const AttnBlock* blk,
+                                        cudaStream_t s) {
     AttBlockArgs a = att_block(blk, q, kv);
     a.o = o + (size_t)blk->q_row * a.o_ld, a.lse = lse + blk->q_row;
     attention_block_run(1, a, blk->B, blk->hd, s);
@@ -303,8 +313,10 @@ static void attention_block_forward_gpu(float* o, float* lse, const bf16* q, con
 static void attention_block_backward_gpu(float* dq, float* dkv, const bf16* q, const bf16* kv, const bf16* dout,
                                          const bf16* out, const float* lse, const AttnBlock* blk, cudaStream_t s) {
     AttBlockArgs a = att_block(blk, q, kv);
-    size_t rows = (size_t)blk->B * blk->Ts * blk->Ha, q_off = (size_t)blk->q_row * a.o_ld, k_off = (size_t)blk->k_row * a.dkv_ld;
-    if (rows > gpu_scratch_n) fail("attention backward: reduction scratch (%zu floats) < B*Ha*Ts = %zu", gpu_scratch_n, rows);
+    size_t rows = (size_t)blk->B * blk->Ts * blk->Ha, q_off = (size_t)blk->q_row * a.o_ld,
+           k_off = (size_t)blk->k_row * a.dkv_ld;
+    if (rows > gpu_scratch_n)
+        fail("attention backward: reduction scratch (%zu floats) < B*Ha*Ts = %zu", gpu_scratch_n, rows);
     attention_dsum_kernel<<<cdiv(rows, 8), 256, 0, s>>>(gpu_scratch, dout, out, blk->B, blk->Ts, blk->Ha, blk->hd);
     launchCheck();
     a.dout = dout + q_off, a.lse = (float*)lse + blk->q_row, a.dsum = gpu_scratch + blk->q_row;
@@ -314,7 +326,8 @@ static void attention_block_backward_gpu(float* dq, float* dkv, const bf16* q, c
 
 // dqkv (rows x (Ha + 2*KVa)*hd, bf16) = [dq (Ha*hd) | dkv (2*KVa*hd)] rounded: the ring's
 // fp32 gradients packed as the qkv rows they belong to.
-__global__ void attention_grad_pack_kernel(bf16* dqkv, const float* dq, const float* dkv, size_t rows, int nq, int nkv) {
+__global__ void attention_grad_pack_kernel(bf16* dqkv, const float* dq, const float* dkv, size_t rows, int nq,
+                                           int nkv) {
     size_t idx = (size_t)blockIdx.x * blockDim.x + threadIdx.x, w = (size_t)nq + nkv;
     if (idx >= rows * w) return;
     size_t i = idx / w;

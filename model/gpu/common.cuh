@@ -83,7 +83,9 @@ static void gpu_kernels_free(void) {
 __device__ __forceinline__ uint32_t pack_bf16x2(float lo, float hi) {
     return (uint32_t)__bfloat16_as_ushort(f2bf(lo)) | (uint32_t)__bfloat16_as_ushort(f2bf(hi)) << 16;
 }
-__device__ __forceinline__ float bf16x2_lo(uint32_t w) { return bf2f(__ushort_as_bfloat16((unsigned short)(w & 0xffffu))); }
+__device__ __forceinline__ float bf16x2_lo(uint32_t w) {
+    return bf2f(__ushort_as_bfloat16((unsigned short)(w & 0xffffu)));
+}
 __device__ __forceinline__ float bf16x2_hi(uint32_t w) { return bf2f(__ushort_as_bfloat16((unsigned short)(w >> 16))); }
 
 __device__ __forceinline__ void load8(float f[8], const bf16* p, size_t rem) {
@@ -99,7 +101,8 @@ __device__ __forceinline__ void load8(float f[8], const bf16* p, size_t rem) {
 }
 __device__ __forceinline__ void store8(bf16* p, const float f[8], size_t rem) {
     if (rem >= 8 && (uintptr_t)p % 16 == 0) {
-        *(uint4*)p = make_uint4(pack_bf16x2(f[0], f[1]), pack_bf16x2(f[2], f[3]), pack_bf16x2(f[4], f[5]), pack_bf16x2(f[6], f[7]));
+        *(uint4*)p = make_uint4(pack_bf16x2(f[0], f[1]), pack_bf16x2(f[2], f[3]), pack_bf16x2(f[4], f[5]),
+                                pack_bf16x2(f[6], f[7]));
     } else {
         #pragma unroll
         for (int k = 0; k < 8; k++)

@@ -64,7 +64,8 @@ __global__ void residual_bias_forward_kernel(bf16* out, const bf16* a, const bf1
             if (i + k < n) x[k] += bf2f(bias[(i + k) % C]);
     store8(out + i, x, n - i);
 }
-static void residual_bias_forward_gpu(bf16* out, const bf16* a, const bf16* b, const bf16* bias, int N, int C, cudaStream_t s) {
+static void residual_bias_forward_gpu(bf16* out, const bf16* a, const bf16* b, const bf16* bias, int N, int C,
+                                      cudaStream_t s) {
     if ((size_t)N * C == 0) return;
     residual_bias_forward_kernel<<<grid8((size_t)N * C), 256, 0, s>>>(out, a, b, bias, N, C);
     launchCheck();
@@ -165,7 +166,8 @@ __global__ void gelu_backward_kernel(bf16* dinp, const bf16* inp, const bf16* do
     #pragma unroll
     for (int k = 0; k < 8; k++) {
         float th = tanhf(gelu_tanh_arg(x[k]));
-        float grad = 0.5f * (1.0f + th) + 0.5f * x[k] * (1.0f - th * th) * GELU_K * (1.0f + 3.0f * 0.044715f * x[k] * x[k]);
+        float grad =
+            0.5f * (1.0f + th) + 0.5f * x[k] * (1.0f - th * th) * GELU_K * (1.0f + 3.0f * 0.044715f * x[k] * x[k]);
         d[k] *= grad;
         if (accumulate) d[k] += acc[k];
     }
@@ -207,7 +209,8 @@ static void swiglu_forward_gpu(bf16* out, const bf16* inp, int N, int F, cudaStr
     swiglu_forward_kernel<<<cdiv((size_t)N * F, 256), 256, 0, s>>>(out, inp, N, F);
     launchCheck();
 }
-static void swiglu_backward_gpu(bf16* dinp, const bf16* inp, const bf16* dout, int N, int F, int accumulate, cudaStream_t s) {
+static void swiglu_backward_gpu(bf16* dinp, const bf16* inp, const bf16* dout, int N, int F, int accumulate,
+                                cudaStream_t s) {
     if ((size_t)N * F == 0) return;
     swiglu_backward_kernel<<<cdiv((size_t)N * F, 256), 256, 0, s>>>(dinp, inp, dout, N, F, accumulate);
     launchCheck();

@@ -17,7 +17,8 @@ __global__ void embedding_forward_kernel(bf16* out, const int* tokens, const bf1
     out[idx] = (r >= 0 && r < Vl) ? wte[(size_t)r * C + c] : f2bf(0.0f);
 }
 // dwte (Vl x C, fp32) += dout rows of the tokens in range; fp32 atomics (order-dependent in the last bits).
-__global__ void embedding_backward_kernel(float* dwte, const int* tokens, const bf16* dout, int N, int C, int v0, int Vl) {
+__global__ void embedding_backward_kernel(float* dwte, const int* tokens, const bf16* dout, int N, int C, int v0,
+                                          int Vl) {
     size_t idx = (size_t)blockIdx.x * blockDim.x + threadIdx.x;
     if (idx >= (size_t)N * C) return;
     size_t i = idx / C, c = idx % C;
@@ -25,12 +26,14 @@ __global__ void embedding_backward_kernel(float* dwte, const int* tokens, const 
     if (r >= 0 && r < Vl) atomicAdd(&dwte[(size_t)r * C + c], bf2f(dout[idx]));
 }
 // tokens: device ints (N).
-static void embedding_forward_gpu(bf16* out, const int* tokens, const bf16* wte, int N, int C, int v0, int Vl, cudaStream_t s) {
+static void embedding_forward_gpu(bf16* out, const int* tokens, const bf16* wte, int N, int C, int v0, int Vl,
+                                  cudaStream_t s) {
     if ((size_t)N * C == 0) return;
     embedding_forward_kernel<<<cdiv((size_t)N * C, 256), 256, 0, s>>>(out, tokens, wte, N, C, v0, Vl);
     launchCheck();
 }
-static void embedding_backward_gpu(float* dwte, const int* tokens, const bf16* dout, int N, int C, int v0, int Vl, cudaStream_t s) {
+static void embedding_backward_gpu(float* dwte, const int* tokens, const bf16* dout, int N, int C, int v0, int Vl,
+                                   cudaStream_t s) {
     if ((size_t)N * C == 0) return;
     embedding_backward_kernel<<<cdiv((size_t)N * C, 256), 256, 0, s>>>(dwte, tokens, dout, N, C, v0, Vl);
     launchCheck();
@@ -38,7 +41,8 @@ static void embedding_backward_gpu(float* dwte, const int* tokens, const bf16* d
 
 // Rows [row0, row0+N) of a (B*T)-row batch: out += wpe[positions[row % T]] (positions:
 // device ints, the sequence position of each of a sequence's T rows on this rank).
-__global__ void position_forward_kernel(bf16* out, const bf16* wpe, int N, int row0, const int* positions, int T, int C) {
+__global__ void position_forward_kernel(bf16* out, const bf16* wpe, int N, int row0, const int* positions, int T,
+                                        int C) {
     size_t idx = (size_t)blockIdx.x * blockDim.x + threadIdx.x;
     if (idx >= (size_t)N * C) return;
     size_t i = idx / C, c = idx % C;
@@ -47,7 +51,8 @@ __global__ void position_forward_kernel(bf16* out, const bf16* wpe, int N, int r
 // dwpe (fp32, a row per sequence position) += the sum over the rows at each position, in row
 // order (deterministic): one thread per (row t of a sequence, column); the T positions of
 // one rank are distinct, so no two threads write one element.
-__global__ void position_backward_kernel(float* dwpe, const bf16* dout, int N, int row0, const int* positions, int T, int C) {
+__global__ void position_backward_kernel(float* dwpe, const bf16* dout, int N, int row0, const int* positions, int T,
+                                         int C) {
     size_t idx = (size_t)blockIdx.x * blockDim.x + threadIdx.x;
     if (idx >= (size_t)T * C) return;
     int t = (int)(idx / C), c = (int)(idx % C);
@@ -56,7 +61,8 @@ __global__ void position_backward_kernel(float* dwpe, const bf16* dout, int N, i
     for (int i = i0; i < N; i += T) s += bf2f(dout[(size_t)i * C + c]);
     dwpe[(size_t)positions[t] * C + c] += s;
 }
-static void position_forward_gpu(bf16* out, const bf16* wpe, int N, int row0, const int* positions, int T, int C, cudaStream_t s) {
+static void position_forward_gpu(bf16* out, const bf16* wpe, int N, int row0, const int* positions, int T, int C,
+                                 cudaStream_t s) {
     if ((size_t)N * C == 0) return;
     position_forward_kernel<<<cdiv((size_t)N * C, 256), 256, 0, s>>>(out, wpe, N, row0, positions, T, C);
     launchCheck();
@@ -107,8 +113,8 @@ __global__ void ce_local_sums_kernel(float* sums, const bf16* logits, const floa
         sums[N + i] = (r >= 0 && r < Vl) ? bf2f(l[r]) : 0.0f;
     }
 }
-__global__ void ce_finish_kernel(float* losses, bf16* dlogits, const float* maxes, const float* sums, const int* targets,
-                                 int N, int Vl, int v0, int vn, float dloss_scale) {
+__global__ void ce_finish_kernel(float* losses, bf16* dlogits, const float* maxes, const float* sums,
+                                 const int* targets, int N, int Vl, int v0, int vn, float dloss_scale) {
     int i = blockIdx.x;
     float m = maxes[i], inv = 1.0f / sums[i], x[8];
     if (threadIdx.x == 0) losses[i] = logf(sums[i]) + m - sums[N + i];
@@ -126,7 +132,8 @@ __global__ void ce_finish_kernel(float* losses, bf16* dlogits, const float* maxe
     }
 }
 static int ce_valid_cols(int Vl, int v0, int vocab) { return vocab - v0 < Vl ? vocab - v0 : Vl; }
-static void crossentropy_local_max_gpu(float* maxes, const bf16* logits, int N, int Vl, int v0, int vocab, cudaStream_t s) {
+static void crossentropy_local_max_gpu(float* maxes, const bf16* logits, int N, int Vl, int v0, int vocab,
+                                       cudaStream_t s) {
     if (N <= 0) return;
     ce_local_max_kernel<<<N, CE_THREADS, 0, s>>>(maxes, logits, Vl, ce_valid_cols(Vl, v0, vocab));
     launchCheck();
@@ -135,12 +142,14 @@ static void crossentropy_local_max_gpu(float* maxes, const bf16* logits, int N, 
 static void crossentropy_local_sums_gpu(float* sums, const bf16* logits, const float* maxes, const int* targets, int N,
                                         int Vl, int v0, int vocab, cudaStream_t s) {
     if (N <= 0) return;
-    ce_local_sums_kernel<<<N, CE_THREADS, 0, s>>>(sums, logits, maxes, targets, N, Vl, v0, ce_valid_cols(Vl, v0, vocab));
+    ce_local_sums_kernel<<<N, CE_THREADS, 0, s>>>(sums, logits, maxes, targets, N, Vl, v0,
+                                                  ce_valid_cols(Vl, v0, vocab));
     launchCheck();
 }
 // losses (N); dlogits (the logits, replaced in place by (softmax - onehot) * dloss_scale) or NULL.
-static void crossentropy_finish_gpu(float* losses, bf16* dlogits, const float* maxes, const float* sums, const int* targets,
-                                    int N, int Vl, int v0, int vocab, float dloss_scale, cudaStream_t s) {
+static void crossentropy_finish_gpu(float* losses, bf16* dlogits, const float* maxes, const float* sums,
+                                    const int* targets, int N, int Vl, int v0, int vocab, float dloss_scale,
+                                    cudaStream_t s) {
     if (N <= 0) return;
     ce_finish_kernel<<<N, CE_THREADS, 0, s>>>(losses, dlogits, maxes, sums, targets, N, Vl, v0,
                                               ce_valid_cols(Vl, v0, vocab), dloss_scale);

@@ -67,16 +67,23 @@ static void lt_plans_free(void) {
 // Set the per-call pointers of a plan's descriptor (the heuristic reads their alignment,
 // which is part of the key, not their data).
 static void lt_set_pointers(LtPlan* p, const bf16* bias, const void* aux) {
-    if (bias) cublasCheck(cublasLtMatmulDescSetAttribute(p->op, CUBLASLT_MATMUL_DESC_BIAS_POINTER, &bias, sizeof(bias)));
-    if (aux) cublasCheck(cublasLtMatmulDescSetAttribute(p->op, CUBLASLT_MATMUL_DESC_EPILOGUE_AUX_POINTER, &aux, sizeof(aux)));
+    if (bias)
+        cublasCheck(cublasLtMatmulDescSetAttribute(p->op, CUBLASLT_MATMUL_DESC_BIAS_POINTER, &bias, sizeof(bias)));
+    if (aux)
+        cublasCheck(
+            cublasLtMatmulDescSetAttribute(p->op, CUBLASLT_MATMUL_DESC_EPILOGUE_AUX_POINTER, &aux, sizeof(aux)));
 }
 
 static LtPlan* lt_plan(const int key[15], const bf16* bias, const void* aux) {
     for (int i = 0; i < gpu_lt_n_plans; i++)
         if (!memcmp(gpu_lt_plans[i].key, key, sizeof(gpu_lt_plans[i].key))) return &gpu_lt_plans[i];
     LtPlan* p;
-    if (gpu_lt_n_plans < LT_PLANS) p = &gpu_lt_plans[gpu_lt_n_plans++];
-    else p = &gpu_lt_plans[gpu_lt_next_evict], gpu_lt_next_evict = (gpu_lt_next_evict + 1) % LT_PLANS, lt_plan_destroy(p);
+    if (gpu_lt_n_plans < LT_PLANS) {
+        p = &gpu_lt_plans[gpu_lt_n_plans++];
+    } else {
+        p = &gpu_lt_plans[gpu_lt_next_evict], gpu_lt_next_evict = (gpu_lt_next_evict + 1) % LT_PLANS;
+        lt_plan_destroy(p);
+    }
     memcpy(p->key, key, sizeof(p->key));
     int m = key[0], n = key[1], k = key[2], transa = key[3], transb = key[4], lda = key[5], ldb = key[6], ldd = key[7];
     cudaDataType_t dtype = (cudaDataType_t)key[8];
@@ -90,7 +97,8 @@ static LtPlan* lt_plan(const int key[15], const bf16* bias, const void* aux) {
         cublasCheck(cublasLtMatmulDescSetAttribute(p->op, CUBLASLT_MATMUL_DESC_EPILOGUE, &epi, sizeof(epi)));
     if (aux) {
         int64_t aux_ld = ldd;  // aux is laid out as D
-        cublasCheck(cublasLtMatmulDescSetAttribute(p->op, CUBLASLT_MATMUL_DESC_EPILOGUE_AUX_LD, &aux_ld, sizeof(aux_ld)));
+        cublasCheck(
+            cublasLtMatmulDescSetAttribute(p->op, CUBLASLT_MATMUL_DESC_EPILOGUE_AUX_LD, &aux_ld, sizeof(aux_ld)));
     }
     lt_set_pointers(p, bias, aux);
     // Stored shapes: op N means A is m x k, op T means it is stored k x m.
@@ -101,21 +109,27 @@ static LtPlan* lt_plan(const int key[15], const bf16* bias, const void* aux) {
     uint64_t ws = GPU_LT_WORKSPACE;
     cublasCheck(cublasLtMatmulPreferenceCreate(&pref));
     cublasCheck(cublasLtMatmulPreferenceSetAttribute(pref, CUBLASLT_MATMUL_PREF_MAX_WORKSPACE_BYTES, &ws, sizeof(ws)));
-    cublasCheck(cublasLtMatmulPreferenceSetAttribute(pref, CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_A_BYTES, &a_al, sizeof(a_al)));
-    cublasCheck(cublasLtMatmulPreferenceSetAttribute(pref, CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_B_BYTES, &b_al, sizeof(b_al)));
-    cublasCheck(cublasLtMatmulPreferenceSetAttribute(pref, CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_C_BYTES, &d_al, sizeof(d_al)));
-    cublasCheck(cublasLtMatmulPreferenceSetAttribute(pref, CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_D_BYTES, &d_al, sizeof(d_al)));
+    cublasCheck(
+        cublasLtMatmulPreferenceSetAttribute(pref, CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_A_BYTES, &a_al, sizeof(a_al)));
+    cublasCheck(
+        cublasLtMatmulPreferenceSetAttribute(pref, CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_B_BYTES, &b_al, sizeof(b_al)));
+    cublasCheck(
+        cublasLtMatmulPreferenceSetAttribute(pref, CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_C_BYTES, &d_al, sizeof(d_al)));
+    cublasCheck(
+        cublasLtMatmulPreferenceSetAttribute(pref, CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_D_BYTES, &d_al, sizeof(d_al)));
     cublasLtMatmulHeuristicResult_t heur;
     p->found = 0;
-    cublasStatus_t st = cublasLtMatmulAlgoGetHeuristic(gpu_lt, p->op, p->a, p->b, p->d, p->d, pref, 1, &heur, &p->found);
+    cublasStatus_t st =
+        cublasLtMatmulAlgoGetHeuristic(gpu_lt, p->op, p->a, p->b, p->d, p->d, pref, 1, &heur, &p->found);
     cublasCheck(cublasLtMatmulPreferenceDestroy(pref));
     if (lt_is_gelu(epi) && (st != CUBLAS_STATUS_SUCCESS || !p->found)) {  // the caller runs the GELU kernel instead
         p->found = 0;
         return p;
     }
     cublasCheck(st);
-    if (!p->found) fail("cuBLASLt has no algorithm for m=%d n=%d k=%d transa=%d transb=%d (epilogue %d, D %s)", m, n, k, transa,
-                        transb, (int)epi, dtype == CUDA_R_32F ? "fp32" : "bf16");
+    if (!p->found)
+        fail("cuBLASLt has no algorithm for m=%d n=%d k=%d transa=%d transb=%d (epilogue %d, D %s)", m, n, k, transa,
+             transb, (int)epi, dtype == CUDA_R_32F ? "fp32" : "bf16");
     p->algo = heur.algo;
     return p;
 }
@@ -123,20 +137,20 @@ static LtPlan* lt_plan(const int key[15], const bf16* bias, const void* aux) {
 // D (m x n, column-major, ld ldd, type dtype) = op(A) op(B) + beta * D, then the epilogue
 // (bias over rows m; aux: m x n with ld ldd). Returns 0, having done nothing, when a GELU
 // epilogue has no algorithm for this shape; 1 when the matmul is queued.
-static int lt_matmul(void* D, cudaDataType_t dtype, int ldd, const bf16* A, int transa, int lda, const bf16* B, int transb,
-                     int ldb, int m, int n, int k, float beta, cublasLtEpilogue_t epilogue, const bf16* bias, const void* aux,
-                     cudaStream_t stream) {
+static int lt_matmul(void* D, cudaDataType_t dtype, int ldd, const bf16* A, int transa, int lda, const bf16* B,
+                     int transb, int ldb, int m, int n, int k, float beta, cublasLtEpilogue_t epilogue,
+                     const bf16* bias, const void* aux, cudaStream_t stream) {
     if (m <= 0 || n <= 0) return 1;
     int delem = dtype == CUDA_R_32F ? 4 : 2;
     int key[15] = {m, n, k, transa, transb, lda, ldb, ldd, (int)dtype, (int)epilogue, (int)lt_alignment(A, lda, 2),
-                   (int)lt_alignment(B, ldb, 2), (int)lt_alignment(D, ldd, delem), bias ? (int)lt_alignment(bias, 0, 2) : 0,
-                   aux ? (int)lt_alignment(aux, ldd, delem) : 0};
+                   (int)lt_alignment(B, ldb, 2), (int)lt_alignment(D, ldd, delem),
+                   bias ? (int)lt_alignment(bias, 0, 2) : 0, aux ? (int)lt_alignment(aux, ldd, delem) : 0};
     LtPlan* p = lt_plan(key, bias, aux);
     if (!p->found) return 0;
     lt_set_pointers(p, bias, aux);
     float alpha = 1.0f;
-    cublasCheck(cublasLtMatmul(gpu_lt, p->op, &alpha, A, p->a, B, p->b, &beta, D, p->d, D, p->d, &p->algo, gpu_lt_workspace,
-                               GPU_LT_WORKSPACE, stream));
+    cublasCheck(cublasLtMatmul(gpu_lt, p->op, &alpha, A, p->a, B, p->b, &beta, D, p->d, D, p->d, &p->algo,
+                               gpu_lt_workspace, GPU_LT_WORKSPACE, stream));
     return 1;
 }
 
@@ -153,7 +167,9 @@ static void matmul_backward_gpu(bf16* dinp, float* dweight, float* dbias, const 
                                 const bf16* weight, int N, int IC, int OC, int accumulate_dinp, cudaStream_t s) {
     if (dinp) lt_matmul(dinp, CUDA_R_16BF, IC, weight, 0, IC, dout, 0, OC, IC, N, OC, accumulate_dinp ? 1.0f : 0.0f,
                         CUBLASLT_EPILOGUE_DEFAULT, NULL, NULL, s);
-    if (dweight) lt_matmul(dweight, CUDA_R_32F, IC, inp, 0, IC, dout, 1, OC, IC, OC, N, 1.0f, CUBLASLT_EPILOGUE_DEFAULT, NULL, NULL, s);
+    if (dweight)
+        lt_matmul(dweight, CUDA_R_32F, IC, inp, 0, IC, dout, 1, OC, IC, OC, N, 1.0f, CUBLASLT_EPILOGUE_DEFAULT, NULL,
+                  NULL, s);
     if (dbias) column_sum_gpu(dbias, dout, N, OC, s);
 }
 
@@ -172,7 +188,8 @@ static int matmul_gelu_forward_gpu(bf16* act, bf16* pre, const bf16* inp, const 
 static int matmul_dgelu_backward_gpu(bf16* dpre, const bf16* dout, const bf16* weight, const bf16* pre, int N, int IC,
                                      int OC, cudaStream_t s) {
     if (IC % 8) return 0;
-    return lt_matmul(dpre, CUDA_R_16BF, IC, weight, 0, IC, dout, 0, OC, IC, N, OC, 0.0f, CUBLASLT_EPILOGUE_DGELU, NULL, pre, s);
+    return lt_matmul(dpre, CUDA_R_16BF, IC, weight, 0, IC, dout, 0, OC, IC, N, OC, 0.0f, CUBLASLT_EPILOGUE_DGELU, NULL,
+                     pre, s);
 }
 
 #endif

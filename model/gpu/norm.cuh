@@ -17,7 +17,8 @@
 
 #define NORM_ROWS_PER_BLOCK 8
 __global__ void residual_norm_forward_kernel(bf16* resid, bf16* out, float* mean, float* rstd, const bf16* a,
-                                             const bf16* b, const bf16* weight, const bf16* bias, int N, int C, int rms) {
+                                             const bf16* b, const bf16* weight, const bf16* bias, int N, int C,
+                                             int rms) {
     int lane = threadIdx.x % 32, row = blockIdx.x * NORM_ROWS_PER_BLOCK + threadIdx.x / 32;
     if (row >= N) return;
     const bf16* ar = a + (size_t)row * C;
@@ -83,7 +84,8 @@ static void residual_rmsnorm_forward_gpu(bf16* resid, bf16* out, float* rstd, co
         resid, out, NULL, rstd, a, b, weight, NULL, N, C, 1);
     launchCheck();
 }
-static void rmsnorm_forward_gpu(bf16* out, float* rstd, const bf16* inp, const bf16* weight, int N, int C, cudaStream_t s) {
+static void rmsnorm_forward_gpu(bf16* out, float* rstd, const bf16* inp, const bf16* weight, int N, int C,
+                                cudaStream_t s) {
     residual_rmsnorm_forward_gpu(NULL, out, rstd, inp, NULL, weight, N, C, s);
 }
 
@@ -163,8 +165,8 @@ static void norm_backward_gpu(bf16* dinp, float* dweight, float* dbias, const bf
 }
 // dinp (bf16) (+)= LayerNorm input gradient; dweight, dbias (fp32) +=.
 static void layernorm_backward_gpu(bf16* dinp, float* dweight, float* dbias, const bf16* dout, const bf16* inp,
-                                   const bf16* weight, const float* mean, const float* rstd, int N, int C, int accumulate,
-                                   cudaStream_t s) {
+                                   const bf16* weight, const float* mean, const float* rstd, int N, int C,
+                                   int accumulate, cudaStream_t s) {
     norm_backward_gpu(dinp, dweight, dbias, dout, inp, weight, mean, rstd, N, C, accumulate, s);
 }
 static void rmsnorm_backward_gpu(bf16* dinp, float* dweight, const bf16* dout, const bf16* inp, const bf16* weight,

@@ -10,11 +10,11 @@
 #include "model/gpu/common.cuh"
 #include "model/gpu/attention.cuh"  // AttShape, att_stage, att_abT, att_pv, ...
 
-// Context parallelism's blocks (model/config.h AttnBlock): the kernels above with the
+// Context parallelism's blocks (model/config.h AttnBlock): attention.cuh's kernels with the
 // queries of one segment against the keys of another, key j (of the block) seen by query i
 // iff j <= i + diag (diag = q_pos - k_pos: the diagonal block, a block seen whole, or part
 // of one), fp32 outputs merged into the running output and lse by log-sum-exp (forward) or
-// added (dq, dk, dv), as kernels_cpu.h attention_block_forward / _backward do. Kernels of
+// added (dq, dk, dv), as model/cpu/attention.h's attention_block_forward / _backward do. Kernels of
 // their own: the whole-sequence ones templated on this mode ran 4-7% slower at head size 128
 // on an H200 (test_gpu's shapes; the extra geometry pushed the register allocation over).
 //

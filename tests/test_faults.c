@@ -926,13 +926,17 @@ static void ckpt_dir_lock_test(const char* bin) {
 }
 
 // The one-process build (make MPI=none: nompi/mpi.h in place of Open MPI) compiles and
-// trains, with two chunks on its one stage (messages to itself) and a sample.
+// trains, with two chunks on its one stage (messages to itself) and a sample; and its tag
+// range, the least MPI promises (32767), refuses a step whose pipeline messages need more.
 static void nompi_build(void) {
     double t0 = now_s();
     int rc_build = sh("gcc -O1 -fopenmp -std=gnu11 -I. -Inompi -o " ROOT "/train_nompi train_gpt.c -lm > " ROOT "/nompi_build.txt 2>&1");
     int rc = rc_build ? -1 : run_to_file("OMP_NUM_THREADS=1 " ROOT "/train_nompi " FLAGS " --steps 2 --vpp 2 --sample-len 8", ROOT "/nompi.txt");
     check(rc_build == 0 && rc == 0, "nompi_build_trains", "build exit %d (" ROOT "/nompi_build.txt), 2 steps of pp 1 vpp 2: exit %d (%.1f s)",
           rc_build, rc, now_s() - t0);
+    rc = rc_build ? -1 : run_to_file(ROOT "/train_nompi " FLAGS " --n-layer 64 --vpp 64 --micro-batch 1 --global-batch 512", ROOT "/nompi_tags.txt");
+    check(rc == 1 && file_has(ROOT "/nompi_tags.txt", "past MPI's 32767"), "nompi_tag_range", "512 micro-batches x 64 chunks: exit %d, %s",
+          rc, file_has(ROOT "/nompi_tags.txt", "past MPI's 32767") ? "refused by the tag range" : "NOT refused by the tag range");
 }
 
 static double mtime_of(const char* path) {
@@ -1303,7 +1307,7 @@ static void suite_bad_inputs(void) {
     rc = run_to_file(cmd, out);
     int clean = !file_has(out, "Sanitizer") && !file_has(out, "runtime error:");
     check(rc == 0 && clean, "asan_clean_train_and_resume", "exit %d, %s", rc, clean ? "no sanitizer report" : "SANITIZER REPORT in " BAD "/asan_clean.txt");
-    printf("(bad inputs through ./train_asan: %d cases, %.1f s)\n", n + n_runs, now_s() - t0);
+    printf("(bad inputs through ./train_asan: %d cases, %.1f s)\n", n + n_runs + 1, now_s() - t0);
 }
 
 // ----------------------------------------------------------------------------

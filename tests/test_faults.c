@@ -610,17 +610,40 @@ static void stop_in_loop(const char* tag, const char* args, const char* wait_tex
           file_has(out, said) ? "printed" : "missing");
 }
 
-// --timeout-s counts from the first step, not during start-up: two ranks reading a large
-// file (seconds) with --timeout-s 1 train, and no watchdog fires.
+// Bytes pid has read through read() so far (/proc/PID/io's rchar), or -1.
+static long long bytes_read_by(pid_t pid) {
+    char path[64], line[256];
+    snprintf(path, sizeof(path), "/proc/%d/io", (int)pid);
+    FILE* f = fopen(path, "r");
+    long long n = -1;
+    while (f && fgets(line, sizeof(line), f))
+        if (!strncmp(line, "rchar:", 6)) n = atoll(line + 6);
+    if (f) fclose(f);
+    return n;
+}
+
+// --timeout-s counts from the first step, not during start-up: of two ranks reading a large
+// file, one is stopped (SIGSTOP) for 2.5 s once it has read 64 MiB of it, so the other waits
+// for it at start-up far past --timeout-s 1; then both train, and no watchdog fires.
 static void watchdog_not_in_startup(const char* big) {
     const char* tag = "watchdog_armed_at_first_step_tp2";
     char dir[256], cmd[4096], out[300], log[300];
     run_dir(tag, dir, out, log);
     snprintf(cmd, sizeof(cmd), TRAIN "--tp 2 --timeout-s 1 --steps 2 --data %s --log %s", big, log);
+    pid_t pid = spawn(cmd, out), ranks[16];
     double t0 = now_s();
-    int rc = run_to_file(cmd, out);
+    int nr = 0, stopped = 0;
+    while (now_s() - t0 < 60 && still_running(pid) && !stopped) {
+        usleep(1000);
+        nr = rank_pids(pid, ranks, 16);
+        if (nr == 2 && bytes_read_by(ranks[1]) >= (64LL << 20)) stopped = kill(ranks[1], SIGSTOP) == 0;
+    }
+    if (stopped) usleep(2500000), kill(ranks[1], SIGCONT);
+    int rc = wait_for(pid, 60);
+    if (rc < 0) kill_group(pid);
     int fired = file_has(out, "no progress for");
-    check(rc == 0 && !fired, tag, "exit %d after %.1f s of start-up and 2 steps, watchdog %s", rc, now_s() - t0, fired ? "FIRED" : "quiet");
+    check(stopped && rc == 0 && !fired, tag, "rank 1 %s for 2.5 s while reading the data; exit %d, watchdog %s",
+          stopped ? "stopped" : "NOT stopped", rc, fired ? "FIRED" : "quiet");
 }
 
 // ----------------------------------------------------------------------------
@@ -1336,6 +1359,8 @@ int main(int argc, char** argv) {
         signal_ranks("sigterm_launcher_tp2_pp2", "--tp 2 --pp 2", SIGTERM, 0);
         signal_ranks("sigterm_one_rank_tp2_pp2", "--tp 2 --pp 2", SIGTERM, 1);
         signal_ranks("sigint_launcher_tp2", "--tp 2", SIGINT, 0);
+        // at start-up, before mpirun has started the ranks: the launcher passes the stop on again until it ends
+        stop_in_loop("sigterm_launcher_at_startup_tp2", "--tp 2 --steps 1000", NULL, 0.2, SIGTERM, "stopped by signal 15");
         stop_in_loop("sigterm_in_final_sample", "--steps 1 --sample-len 1000000", "sample:", 0, SIGTERM, "stopped by signal during the sample");
         stop_in_loop("sigint_in_evaluation", "--steps 3 --eval-every 1 --val-batches 1000000 --ckpt-dir " ROOT "/sigint_in_evaluation",
                      "\"step\":1,", 0, SIGINT, "stopped by signal after step 1");

@@ -332,6 +332,7 @@ int main(int argc, char** argv) {
     model_init(&m, a, &met);
     int start_step = 0;
     if (a->import_llmc) llmc_import(a->import_llmc, &m.L, &m.P, c, m.params);
+    if (a->import_hf) hf_import(a->import_hf, &m.L, &m.P, c, m.params);
     if (a->resume) start_step = ckpt_resume(&m.L, &m.P, c, a, m.params, m.m_state, m.v_state, m.opt_lo, m.opt_hi);
     if (rank == 0) print_startup(&m.L, &m.P, c, a, &run.train, &run.val, &met, m.n_micro, start_step);
     size_t act_bytes = m.scratch_bytes;

@@ -601,8 +601,9 @@ int main(int argc, char** argv) {
     Model m;
     model_init(&m, a, &met);
     int start_step = 0;
-    if (a->import_llmc) {  // into the host copy, then up to the device
-        llmc_import(a->import_llmc, &m.L, &m.P, c, m.be.h_params);
+    if (a->import_llmc || a->import_hf) {  // into the host copy, then up to the device
+        if (a->import_llmc) llmc_import(a->import_llmc, &m.L, &m.P, c, m.be.h_params);
+        if (a->import_hf) hf_import(a->import_hf, &m.L, &m.P, c, m.be.h_params);
         upload_params(&m);
     }
     if (a->resume) start_step = resume_checkpoint(&m);

@@ -19,6 +19,7 @@ typedef struct {
     const char* import_llmc;  // llm.c GPT-2 weights to start from
     const char* export_llmc;  // write the final weights in llm.c's format
     const char* export_hf;    // write the final weights as a Hugging Face transformers model directory
+    const char* import_hf;    // start from such a directory's model.safetensors
     int ckpt_every, ckpt_keep;
     int eval_every, val_batches;
     int sample_every, sample_len;
@@ -96,6 +97,7 @@ static void print_help(void) {
         "  --export-llmc FILE    write the final weights in llm.c's format\n"
         "  --export-hf DIR       write the final weights as a Hugging Face transformers model (safetensors +\n"
         "                        config.json; GPT2LMHeadModel or LlamaForCausalLM), DIR created at start\n"
+        "  --import-hf DIR       start from DIR/model.safetensors (fp32, this model's shape: an --export-hf)\n"
         "  --on-nan skip|stop    non-finite loss or gradient: skip the step or stop (default stop)\n"
         "  --timeout-s X         exit if no communication completes for X s: a peer died or hangs (default 600)\n"
         "  --peak-tflops X       device peak for MFU (default: CPU measured FMA peak; GPU by name:\n"
@@ -153,6 +155,7 @@ static void parse_args(Args* a, int argc, char** argv) {
         STR_FLAG("--import-llmc", a->import_llmc);
         STR_FLAG("--export-llmc", a->export_llmc);
         STR_FLAG("--export-hf", a->export_hf);
+        STR_FLAG("--import-hf", a->import_hf);
         INT_FLAG("--n-layer", a->n_layer, 1, 512);
         INT_FLAG("--n-head", a->n_head, 1, 1024);
         INT_FLAG("--n-kv-head", a->n_kv_head, 1, 1024);

@@ -271,4 +271,130 @@ static void hf_export(const char* dir, const Layout* L, const ParamLayout* P, co
     free(full);
 }
 
+// ----------------------------------------------------------------------------
+// --import-hf DIR: start from DIR/model.safetensors, an export of this model's shape (ours, or
+// transformers' own file of the same model: GPT-2's names may also lack "transformer.").
+// Every rank reads its own shard: each tensor is found by name in the header, its dtype (F32),
+// shape and data offsets checked against this model and the file, read, turned back into our
+// layout (hf_transform's inverse) and every value checked finite.
+
+// The value after "key": inside one header entry [e, end) (no nesting: the entry is flat).
+static const char* hf_field(const char* e, const char* end, const char* key) {
+    size_t n = strlen(key);
+    for (const char* p = e; p + n + 3 < end; p++)
+        if (p[0] == '"' && !strncmp(p + 1, key, n) && p[n + 1] == '"' && p[n + 2] == ':') return p + n + 3;
+    return NULL;
+}
+
+// The numbers of a JSON list "[a,b,...]" at p (at most max); how many, or -1.
+static int hf_numbers(const char* p, const char* end, long long* out, int max) {
+    if (!p || *p != '[') return -1;
+    int n = 0;
+    for (p++; p < end && *p != ']'; p++) {
+        if (*p == ',' || *p == ' ') continue;
+        char* after;
+        long long x = strtoll(p, &after, 10);
+        if (after == p || n == max || x < 0) return -1;
+        out[n++] = x, p = after - 1;
+    }
+    return p < end ? n : -1;
+}
+
+// Find tensor h in the header json (len bytes) and read it into out (h's own layout, as
+// exported); the data section starts at data0 and holds data_bytes.
+static void hf_read_tensor(FILE* f, const char* path, const char* json, size_t len, long long data0,
+                           long long data_bytes, const HfTensor* h, float* out) {
+    char key[80];
+    const char* e = NULL;
+    const char* names[2] = {h->name, strncmp(h->name, "transformer.", 12) ? NULL : h->name + 12};
+    for (int i = 0; i < 2 && !e && names[i]; i++) {
+        snprintf(key, sizeof(key), "\"%s\":{", names[i]);
+        e = strstr(json, key);
+    }
+    if (!e) fail("--import-hf %s: no tensor %s", path, h->name);
+    const char* end = memchr(e, '}', json + len - e);
+    if (!end) fail("--import-hf %s: %s: malformed header", path, h->name);
+    const char* dtype = hf_field(e, end, "dtype");
+    if (!dtype || strncmp(dtype, "\"F32\"", 5))
+        fail("--import-hf %s: %s is not F32 (only fp32 files are read)", path, h->name);
+    long long shape[3], off[3];
+    int transposed = h->how == HF_TRANSPOSE, dims = hf_numbers(hf_field(e, end, "shape"), end, shape, 3);
+    long long want0 = transposed ? h->cols : h->rows, want1 = transposed ? h->rows : h->cols;
+    int match = h->cols == 1 ? dims == 1 && shape[0] == h->rows : dims == 2 && shape[0] == want0 && shape[1] == want1;
+    if (!match)
+        fail("--import-hf %s: %s has another shape than this model's [%lld, %lld]", path, h->name, want0, want1);
+    size_t bytes = sizeof(float) * (size_t)h->rows * h->cols;
+    if (hf_numbers(hf_field(e, end, "data_offsets"), end, off, 3) != 2 || off[1] - off[0] != (long long)bytes ||
+        off[1] > data_bytes)
+        fail("--import-hf %s: %s: data offsets outside the file or of another size", path, h->name);
+    if (fseeko(f, data0 + off[0], SEEK_SET) || fread(out, 1, bytes, f) != bytes)
+        fail("--import-hf %s: read of %s failed", path, h->name);
+}
+
+// The inverse of hf_transform: export tensor h (in) back into its rows of our full tensor.
+static void hf_untransform(const HfTensor* h, const float* in, int hd, float* full) {
+    size_t cols = h->cols;
+    float* d = full + (size_t)h->row0 * cols;
+    for (int r = 0; r < h->rows; r++) {
+        int to = r;
+        if (h->how == HF_ROPE_ROWS) {
+            int head = r / hd, j = r % hd;
+            to = head * hd + (j < hd / 2 ? 2 * j : 2 * (j - hd / 2) + 1);
+        }
+        for (size_t k = 0; k < cols; k++) {
+            if (h->how == HF_TRANSPOSE)
+                d[(size_t)r * cols + k] = in[k * h->rows + r];
+            else
+                d[(size_t)to * cols + k] = in[(size_t)r * cols + k];
+        }
+    }
+}
+
+static void hf_import(const char* dir, const Layout* L, const ParamLayout* P, const ModelConfig* c, float* params) {
+    char path[PATH_CAP], why[512];
+    path_format(path, "--import-hf", "%s/model.safetensors", dir);
+    FILE* f = input_open(path, why, sizeof(why), NULL);
+    if (!f) fail("--import-hf %s: cannot open: %s", path, why);
+    struct stat st;
+    fstat(fileno(f), &st);
+    uint64_t len = 0;
+    if (fread(&len, 8, 1, f) != 1 || len > (100u << 20) || (long long)len + 8 > (long long)st.st_size)
+        fail("--import-hf %s: not a safetensors file (header length %llu of a %lld-byte file)", path,
+             (unsigned long long)len, (long long)st.st_size);
+    char* json = (char*)xmalloc(len + 1);
+    if (fread(json, 1, len, f) != len) fail("--import-hf %s: truncated header", path);
+    json[len] = 0;
+    ParamLayout* full = (ParamLayout*)xmalloc(sizeof(ParamLayout));
+    param_layout_build(full, c, 1, 0, 1, 1, 0, 1);
+    HfTensor* ts = (HfTensor*)xcalloc(3 * (size_t)full->n, sizeof(HfTensor));
+    int n = hf_tensors(c, full, ts), hd = c->d_model / c->n_head;
+    size_t max_t = 0;
+    for (int i = 0; i < full->n; i++) max_t = full->t[i].size > max_t ? full->t[i].size : max_t;
+    float* in = (float*)xmalloc(sizeof(float) * max_t);
+    float* buf = (float*)xmalloc(sizeof(float) * max_t);
+    for (int i = 0; i < P->n; i++) {
+        const Tensor* t = &P->t[i];
+        int k = 0;
+        while (k < n && full->t[ts[k].src].full_offset != t->full_offset) k++;
+        memset(buf, 0, sizeof(float) * (size_t)t->rows * t->cols);  // the padded vocabulary rows stay 0
+        for (; k < n && full->t[ts[k].src].full_offset == t->full_offset; k++) {
+            hf_read_tensor(f, path, json, len, 8 + (long long)len, (long long)st.st_size - 8 - (long long)len, &ts[k],
+                           in);
+            hf_untransform(&ts[k], in, hd, buf);
+        }
+        if (state_values_check(buf, (size_t)t->rows * t->cols, 0, t->name, why, sizeof(why)))
+            fail("--import-hf %s: %s", path, why);
+        CopyCtx cc = {params + t->offset, buf, 0};
+        tensor_runs(t, L->tp, L->tp_rank, copy_run, &cc);
+    }
+    fclose(f);
+    free(json);
+    free(full);
+    free(ts);
+    free(in);
+    free(buf);
+    char shown[4 * PATH_CAP];
+    if (L->rank == 0) printf("imported Hugging Face weights from %s\n", printable(path, shown, sizeof(shown)));
+}
+
 #endif

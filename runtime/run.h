@@ -94,7 +94,7 @@ static void settings_of(const Args* a, Settings* st) {
     setting_text(st, "--ckpt-dir", a->ckpt_dir), setting_int(st, "--ckpt-every", a->ckpt_every);
     setting_int(st, "--ckpt-keep", a->ckpt_keep), setting_text(st, "--resume", a->resume);
     setting_text(st, "--import-llmc", a->import_llmc), setting_text(st, "--export-llmc", a->export_llmc);
-    setting_text(st, "--export-hf", a->export_hf);
+    setting_text(st, "--export-hf", a->export_hf), setting_text(st, "--import-hf", a->import_hf);
     setting_int(st, "--on-nan", a->on_nan_skip);
     setting_int(st, "--comm", a->comm_mpi), setting_int(st, "--gelu-fusion", a->gelu_unfused);
     setting_int(st, "--weight-pass", a->weight_pass_deferred);

@@ -34,6 +34,7 @@ int main(int argc, char** argv) {
     metrics_init(&met, &a, 0, 1, 1e12, "hf_logits");
     static Model m;
     model_init(&m, &a, &met);
+    if (a.import_hf) hf_import(a.import_hf, &m.L, &m.P, c, m.params);
     if (a.resume) ckpt_resume(&m.L, &m.P, c, &a, m.params, m.m_state, m.v_state, m.opt_lo, m.opt_hi);
 
     Slot* s = slot_get(&m, 0, 0);

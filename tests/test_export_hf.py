@@ -2,7 +2,8 @@
 """--export-hf against Hugging Face transformers: train a tiny model a few steps with
 ./train --export-hf DIR --ckpt-dir CK, load DIR with AutoModelForCausalLM.from_pretrained
 (no conversion), and compare its fp32 logits on the same tokens with ours (./hf_logits on
-the final checkpoint: the sampler's forward).
+the final checkpoint: the sampler's forward); then --import-hf of the export, which must give
+the checkpoint's logits bit for bit.
 
   make train hf_logits && python3 tests/test_export_hf.py
 
@@ -40,8 +41,9 @@ def check_case(name, model_name, layout, tmp, torch, transformers, np):
     d = os.path.join(tmp, name)
     hf, ck = os.path.join(d, "hf"), os.path.join(d, "ck")
     os.makedirs(d)
-    run(["./train", "--model", model_name] + layout.split() + ["--steps", str(STEPS), "--lr", "1e-2", "--eval-every", "0", "--sample-len", "0",
-                                        "--quiet", "--ckpt-dir", ck, "--export-hf", hf])
+    run(["./train", "--model", model_name] + layout.split() +
+        ["--steps", str(STEPS), "--lr", "1e-2", "--eval-every", "0", "--sample-len", "0", "--quiet", "--ckpt-dir", ck,
+         "--export-hf", hf])
     text = b"alice paints the red boat by the sea."
     tokens = [256] + list(text[:30])  # <|endoftext|>, then bytes: 31 of the tiny models' 32 positions
     ours_path = os.path.join(d, "ours.f32")
@@ -55,9 +57,15 @@ def check_case(name, model_name, layout, tmp, torch, transformers, np):
     if ours.shape != theirs.shape:
         return False, "shape ours %s, transformers %s" % (ours.shape, theirs.shape)
     err = float(np.abs(ours - theirs).max()) / float(np.abs(ours).max())
+    # --import-hf of the export gives back the checkpoint's weights: the same logits, bit for bit
+    back_path = os.path.join(d, "imported.f32")
+    run(["./hf_logits", back_path, ",".join(map(str, tokens)), "--model", model_name, "--import-hf", hf])
+    back = np.fromfile(back_path, dtype=np.float32).reshape(len(tokens), -1)
+    same = bool((back == ours).all())
     kind = type(model).__name__
-    return err <= TOL, "%s, %d tokens x %d logits: max |diff| / max |logit| = %.2e (tol %.0e)" % (
-        kind, len(tokens), ours.shape[1], err, TOL)
+    imported = "--import-hf: the same logits" if same else "--import-hf: OTHER logits"
+    return err <= TOL and same, "%s, %d tokens x %d logits: max |diff| / max |logit| = %.2e (tol %.0e); %s" % (
+        kind, len(tokens), ours.shape[1], err, TOL, imported)
 
 
 def main():

@@ -71,17 +71,24 @@ cublasStatus_t cublasLtMatmulDescCreate(cublasLtMatmulDesc_t* d, cublasComputeTy
 }
 cublasStatus_t cublasLtMatmulDescDestroy(cublasLtMatmulDesc_t d) { free(d); return CUBLAS_STATUS_SUCCESS; }
 
-static bool emu_lt_has_bias(uint32_t epi) { return epi == CUBLASLT_EPILOGUE_BIAS || epi == CUBLASLT_EPILOGUE_GELU_AUX_BIAS; }
+static bool emu_lt_has_bias(uint32_t epi) {
+    return epi == CUBLASLT_EPILOGUE_BIAS || epi == CUBLASLT_EPILOGUE_GELU_AUX_BIAS;
+}
 static bool emu_lt_has_aux(uint32_t epi) {
-    return epi == CUBLASLT_EPILOGUE_GELU_AUX || epi == CUBLASLT_EPILOGUE_GELU_AUX_BIAS || epi == CUBLASLT_EPILOGUE_DGELU;
+    return epi == CUBLASLT_EPILOGUE_GELU_AUX || epi == CUBLASLT_EPILOGUE_GELU_AUX_BIAS ||
+           epi == CUBLASLT_EPILOGUE_DGELU;
 }
 
-#define EMU_LT_SET(field, type) do { \
-    if (size != sizeof(type)) return emu_lt_reject(CUBLAS_STATUS_INVALID_VALUE, "attribute %d: %zu bytes, expected %zu", (int)attr, size, sizeof(type)); \
-    memcpy(&field, buf, sizeof(type)); } while (0)
+#define EMU_LT_SET(field, type)                                                                                   \
+    do {                                                                                                          \
+        if (size != sizeof(type))                                                                                 \
+            return emu_lt_reject(CUBLAS_STATUS_INVALID_VALUE, "attribute %d: %zu bytes, expected %zu", (int)attr, \
+                                 size, sizeof(type));                                                             \
+        memcpy(&field, buf, sizeof(type));                                                                        \
+    } while (0)
 
-cublasStatus_t cublasLtMatmulDescSetAttribute(cublasLtMatmulDesc_t d, cublasLtMatmulDescAttributes_t attr, const void* buf,
-                                              size_t size) {
+cublasStatus_t cublasLtMatmulDescSetAttribute(cublasLtMatmulDesc_t d, cublasLtMatmulDescAttributes_t attr,
+                                              const void* buf, size_t size) {
     EmuLtDesc* e = (EmuLtDesc*)d;
     if (!buf) return CUBLAS_STATUS_INVALID_VALUE;
     switch (attr) {
@@ -94,14 +101,16 @@ cublasStatus_t cublasLtMatmulDescSetAttribute(cublasLtMatmulDesc_t d, cublasLtMa
     case CUBLASLT_MATMUL_DESC_EPILOGUE_AUX_LD: EMU_LT_SET(e->aux_ld, int64_t); break;
     default: return emu_lt_reject(CUBLAS_STATUS_NOT_SUPPORTED, "matmul attribute %d is not emulated", (int)attr);
     }
-    if ((e->transa != CUBLAS_OP_N && e->transa != CUBLAS_OP_T) || (e->transb != CUBLAS_OP_N && e->transb != CUBLAS_OP_T))
+    if ((e->transa != CUBLAS_OP_N && e->transa != CUBLAS_OP_T) ||
+        (e->transb != CUBLAS_OP_N && e->transb != CUBLAS_OP_T))
         return emu_lt_reject(CUBLAS_STATUS_NOT_SUPPORTED, "only CUBLAS_OP_N and CUBLAS_OP_T are emulated");
     if (!emu_lt_has_bias(e->epilogue) && !emu_lt_has_aux(e->epilogue) && e->epilogue != CUBLASLT_EPILOGUE_DEFAULT)
         return emu_lt_reject(CUBLAS_STATUS_NOT_SUPPORTED, "epilogue %u is not emulated", e->epilogue);
     return CUBLAS_STATUS_SUCCESS;
 }
 
-cublasStatus_t cublasLtMatrixLayoutCreate(cublasLtMatrixLayout_t* l, cudaDataType type, uint64_t rows, uint64_t cols, int64_t ld) {
+cublasStatus_t cublasLtMatrixLayoutCreate(cublasLtMatrixLayout_t* l, cudaDataType type, uint64_t rows, uint64_t cols,
+                                          int64_t ld) {
     EmuLtLayout* e = (EmuLtLayout*)calloc(1, sizeof(EmuLtLayout));
     if (!e) return CUBLAS_STATUS_ALLOC_FAILED;
     *e = EmuLtLayout{type, rows, cols, ld};
@@ -118,8 +127,9 @@ cublasStatus_t cublasLtMatmulPreferenceCreate(cublasLtMatmulPreference_t* p) {
     return CUBLAS_STATUS_SUCCESS;
 }
 cublasStatus_t cublasLtMatmulPreferenceDestroy(cublasLtMatmulPreference_t p) { free(p); return CUBLAS_STATUS_SUCCESS; }
-cublasStatus_t cublasLtMatmulPreferenceSetAttribute(cublasLtMatmulPreference_t p, cublasLtMatmulPreferenceAttributes_t attr,
-                                                    const void* buf, size_t size) {
+cublasStatus_t cublasLtMatmulPreferenceSetAttribute(cublasLtMatmulPreference_t p,
+                                                    cublasLtMatmulPreferenceAttributes_t attr, const void* buf,
+                                                    size_t size) {
     EmuLtPref* e = (EmuLtPref*)p;
     if (!buf) return CUBLAS_STATUS_INVALID_VALUE;
     switch (attr) {
@@ -134,8 +144,9 @@ cublasStatus_t cublasLtMatmulPreferenceSetAttribute(cublasLtMatmulPreference_t p
 }
 
 // The shape rules of one call; NULL when they hold, else what is wrong.
-static const char* emu_lt_shape_error(const EmuLtDesc* d, const EmuLtLayout* a, const EmuLtLayout* b, const EmuLtLayout* c,
-                                      const EmuLtLayout* dl, uint64_t* m, uint64_t* n, uint64_t* k) {
+static const char* emu_lt_shape_error(const EmuLtDesc* d, const EmuLtLayout* a, const EmuLtLayout* b,
+                                      const EmuLtLayout* c, const EmuLtLayout* dl, uint64_t* m, uint64_t* n,
+                                      uint64_t* k) {
     static thread_local char why[256];
     *m = dl->rows, *n = dl->cols;
     *k = d->transa == CUBLAS_OP_N ? a->cols : a->rows;
@@ -144,32 +155,37 @@ static const char* emu_lt_shape_error(const EmuLtDesc* d, const EmuLtLayout* a, 
     if (d->compute != CUBLAS_COMPUTE_32F || d->scale != CUDA_R_32F) return "only fp32 compute and scale are emulated";
     if (a->type != CUDA_R_16BF || b->type != CUDA_R_16BF) return "A and B must be bf16";
     if (dl->type != CUDA_R_16BF && dl->type != CUDA_R_32F) return "D must be bf16 or fp32";
-    if (c->type != dl->type || c->rows != dl->rows || c->cols != dl->cols || c->ld != dl->ld) return "C's layout differs from D's";
+    if (c->type != dl->type || c->rows != dl->rows || c->cols != dl->cols || c->ld != dl->ld)
+        return "C's layout differs from D's";
     if (am != *m || bn != *n || bk != *k) {
         snprintf(why, sizeof(why), "op(A) is %llu x %llu, op(B) %llu x %llu, D %llu x %llu: the shapes do not chain",
                  (unsigned long long)am, (unsigned long long)*k, (unsigned long long)bk, (unsigned long long)bn,
                  (unsigned long long)*m, (unsigned long long)*n);
         return why;
     }
-    if (a->ld < (int64_t)a->rows || b->ld < (int64_t)b->rows || dl->ld < (int64_t)dl->rows || a->ld < 1 || b->ld < 1 || dl->ld < 1)
+    if (a->ld < (int64_t)a->rows || b->ld < (int64_t)b->rows || dl->ld < (int64_t)dl->rows || a->ld < 1 || b->ld < 1 ||
+        dl->ld < 1)
         return "a leading dimension is smaller than its matrix's rows";
     if (emu_lt_has_bias(d->epilogue) && !d->bias) return "a bias epilogue without a bias pointer";
     int bias_type = d->bias_type >= 0 ? d->bias_type : dl->type;
-    if (emu_lt_has_bias(d->epilogue) && bias_type != CUDA_R_16BF && bias_type != CUDA_R_32F) return "bias type not emulated";
+    if (emu_lt_has_bias(d->epilogue) && bias_type != CUDA_R_16BF && bias_type != CUDA_R_32F)
+        return "bias type not emulated";
     if (emu_lt_has_aux(d->epilogue)) {
         if (!d->aux) return "a GELU epilogue without CUBLASLT_MATMUL_DESC_EPILOGUE_AUX_POINTER";
-        if (d->aux_ld < (int64_t)dl->rows || d->aux_ld % 8) return "the aux leading dimension must be >= D's rows and a multiple of 8";
+        if (d->aux_ld < (int64_t)dl->rows || d->aux_ld % 8)
+            return "the aux leading dimension must be >= D's rows and a multiple of 8";
     }
     return NULL;
 }
 
 cublasStatus_t cublasLtMatmulAlgoGetHeuristic(cublasLtHandle_t h, cublasLtMatmulDesc_t op, cublasLtMatrixLayout_t a,
-                                              cublasLtMatrixLayout_t b, cublasLtMatrixLayout_t c, cublasLtMatrixLayout_t d,
-                                              cublasLtMatmulPreference_t pref, int requested, cublasLtMatmulHeuristicResult_t* res,
-                                              int* found) {
+                                              cublasLtMatrixLayout_t b, cublasLtMatrixLayout_t c,
+                                              cublasLtMatrixLayout_t d, cublasLtMatmulPreference_t pref, int requested,
+                                              cublasLtMatmulHeuristicResult_t* res, int* found) {
     uint64_t m, n, k;
     *found = 0;
-    const char* why = emu_lt_shape_error((EmuLtDesc*)op, (EmuLtLayout*)a, (EmuLtLayout*)b, (EmuLtLayout*)c, (EmuLtLayout*)d, &m, &n, &k);
+    const char* why = emu_lt_shape_error((EmuLtDesc*)op, (EmuLtLayout*)a, (EmuLtLayout*)b, (EmuLtLayout*)c,
+                                         (EmuLtLayout*)d, &m, &n, &k);
     if (why) return emu_lt_reject(CUBLAS_STATUS_NOT_SUPPORTED, "%s", why);
     if (requested < 1) return CUBLAS_STATUS_INVALID_VALUE;
     memset(&res[0], 0, sizeof(res[0]));
@@ -184,13 +200,15 @@ static float emu_lt_load(const void* p, cudaDataType t, size_t i) {
     return t == CUDA_R_16BF ? __bfloat162float(((const __nv_bfloat16*)p)[i]) : ((const float*)p)[i];
 }
 
-static void emu_lt_product(const EmuLtDesc* d, const EmuLtLayout* a, const EmuLtLayout* b, const EmuLtLayout* dd, uint64_t m,
-                           uint64_t n, uint64_t k, float alpha, float beta, const void* A, const void* B, const void* C, void* D);
+static void emu_lt_product(const EmuLtDesc* d, const EmuLtLayout* a, const EmuLtLayout* b, const EmuLtLayout* dd,
+                           uint64_t m, uint64_t n, uint64_t k, float alpha, float beta, const void* A, const void* B,
+                           const void* C, void* D);
 
 cublasStatus_t cublasLtMatmul(cublasLtHandle_t h, cublasLtMatmulDesc_t op, const void* alpha_p, const void* A,
                               cublasLtMatrixLayout_t al, const void* B, cublasLtMatrixLayout_t bl, const void* beta_p,
                               const void* C, cublasLtMatrixLayout_t cl, void* D, cublasLtMatrixLayout_t dl,
-                              const cublasLtMatmulAlgo_t* algo, void* workspace, size_t workspace_bytes, cudaStream_t s) {
+                              const cublasLtMatmulAlgo_t* algo, void* workspace, size_t workspace_bytes,
+                              cudaStream_t s) {
     const EmuLtDesc* d = (const EmuLtDesc*)op;
     const EmuLtLayout *a = (const EmuLtLayout*)al, *b = (const EmuLtLayout*)bl, *dd = (const EmuLtLayout*)dl;
     uint64_t m, n, k;
@@ -202,21 +220,27 @@ cublasStatus_t cublasLtMatmul(cublasLtHandle_t h, cublasLtMatmulDesc_t op, const
     const void* ptrs[4] = {A, B, C, D};
     for (int i = 0; i < 4; i++)
         if ((uintptr_t)ptrs[i] % pref.align[i])
-            return emu_lt_reject(CUBLAS_STATUS_INVALID_VALUE, "matrix %c at %p is less aligned than the %u bytes promised to the heuristic",
+            return emu_lt_reject(CUBLAS_STATUS_INVALID_VALUE,
+                                 "matrix %c at %p is less aligned than the %u bytes promised to the heuristic",
                                  "ABCD"[i], ptrs[i], pref.align[i]);
     float alpha = *(const float*)alpha_p, beta = *(const float*)beta_p;  // host pointers, read at the call
     // the product runs when the stream gets to it, with the descriptors as they are now
-    emu_enqueue(s, [=, desc = *d, la = *a, lb = *b, ld = *dd] { emu_lt_product(&desc, &la, &lb, &ld, m, n, k, alpha, beta, A, B, C, D); });
+    emu_enqueue(s, [=, desc = *d, la = *a, lb = *b, ld = *dd] {
+        emu_lt_product(&desc, &la, &lb, &ld, m, n, k, alpha, beta, A, B, C, D);
+    });
     return CUBLAS_STATUS_SUCCESS;
 }
 
 // D = alpha op(A) op(B) + beta C (+ bias), in fp32, rounded once to D's type.
-static void emu_lt_product(const EmuLtDesc* d, const EmuLtLayout* a, const EmuLtLayout* b, const EmuLtLayout* dd, uint64_t m,
-                           uint64_t n, uint64_t k, float alpha, float beta, const void* A, const void* B, const void* C, void* D) {
+static void emu_lt_product(const EmuLtDesc* d, const EmuLtLayout* a, const EmuLtLayout* b, const EmuLtLayout* dd,
+                           uint64_t m, uint64_t n, uint64_t k, float alpha, float beta, const void* A, const void* B,
+                           const void* C, void* D) {
     int bias_type = d->bias_type >= 0 ? d->bias_type : dd->type;
     // op(A) as m rows of k, op(B)^T as n rows of k, in fp32: every D element is a dot product
     float* af = (float*)malloc(sizeof(float) * (m * k + n * k + 1));
-    if (!af) emu_fail("cuBLASLt: out of memory for a %llu x %llu x %llu product", (unsigned long long)m, (unsigned long long)n, (unsigned long long)k);
+    if (!af)
+        emu_fail("cuBLASLt: out of memory for a %llu x %llu x %llu product", (unsigned long long)m,
+                 (unsigned long long)n, (unsigned long long)k);
     float* bf = af + m * k;
     for (uint64_t i = 0; i < m; i++)
         for (uint64_t p = 0; p < k; p++)
@@ -236,8 +260,10 @@ static void emu_lt_product(const EmuLtDesc* d, const EmuLtLayout* a, const EmuLt
             if (emu_lt_has_aux(d->epilogue)) {  // aux: D's type, its own ld
                 size_t ax = i + j * d->aux_ld;
                 if (d->epilogue == CUBLASLT_EPILOGUE_DGELU) {
-                    float x = emu_lt_load(d->aux, dd->type, ax), th = tanhf(0.7978845608f * (x + 0.044715f * x * x * x));
-                    v *= 0.5f * (1.0f + th) + 0.5f * x * (1.0f - th * th) * 0.7978845608f * (1.0f + 3.0f * 0.044715f * x * x);
+                    float x = emu_lt_load(d->aux, dd->type, ax),
+                          th = tanhf(0.7978845608f * (x + 0.044715f * x * x * x));
+                    v *= 0.5f * (1.0f + th) +
+                         0.5f * x * (1.0f - th * th) * 0.7978845608f * (1.0f + 3.0f * 0.044715f * x * x);
                 } else {
                     if (dd->type == CUDA_R_16BF) ((__nv_bfloat16*)d->aux)[ax] = __float2bfloat16(v);
                     else ((float*)d->aux)[ax] = v;

@@ -209,7 +209,8 @@ static void emu_thread_exit(void) {
     emu_self->state = EMU_DONE;
     b->live--, w->live--;
     if (w->arrived)
-        emu_fail("%s: thread %u exited while %d lanes of its warp wait in a shuffle", b->kernel, emu_self->idx.x, w->arrived);
+        emu_fail("%s: thread %u exited while %d lanes of its warp wait in a shuffle", b->kernel, emu_self->idx.x,
+                 w->arrived);
     if (b->arrived && b->arrived == b->live) {  // the exited thread no longer holds the barrier
         b->arrived = 0;
         emu_release(EMU_WAIT_BLOCK);
@@ -258,9 +259,10 @@ static void emu_run_block(const char* kernel, void (*body)(void*), void* arg) {
         }
         if (!ran) {
             int at_block = 0, at_warp = 0;
-            for (int i = 0; i < n; i++) at_block += b->threads[i].state == EMU_WAIT_BLOCK, at_warp += b->threads[i].state == EMU_WAIT_WARP;
-            emu_fail("%s: block (%u,%u,%u) deadlocks: %d threads wait in __syncthreads, %d in warp shuffles, %d exited", kernel,
-                     emu_block_idx.x, emu_block_idx.y, emu_block_idx.z, at_block, at_warp, n - b->live);
+            for (int i = 0; i < n; i++)
+                at_block += b->threads[i].state == EMU_WAIT_BLOCK, at_warp += b->threads[i].state == EMU_WAIT_WARP;
+            emu_fail("%s: block (%u,%u,%u) deadlocks: %d threads wait in __syncthreads, %d in warp shuffles, %d exited",
+                     kernel, emu_block_idx.x, emu_block_idx.y, emu_block_idx.z, at_block, at_warp, n - b->live);
         }
     }
     emu_self = NULL;
@@ -305,7 +307,9 @@ static void emu_enqueue_op(cudaStream_t s, std::function<bool()> run, EmuEvent* 
 static void emu_enqueue(cudaStream_t s, std::function<void()> run) {
     emu_enqueue_op(s, [run] { run(); return true; }, NULL, 0);
 }
-static void emu_enqueue_poll(cudaStream_t s, std::function<bool()> poll) { emu_enqueue_op(s, std::move(poll), NULL, 0); }
+static void emu_enqueue_poll(cudaStream_t s, std::function<bool()> poll) {
+    emu_enqueue_op(s, std::move(poll), NULL, 0);
+}
 
 // Whether the op at the front of st may run: its event wait is satisfied, and CUDA's legacy
 // default stream (stream 0) is ordered with the blocking streams both ways: its work waits
@@ -359,7 +363,8 @@ static void emu_run_until(const std::function<bool()>& done) {
         clock_gettime(CLOCK_MONOTONIC, &ts);
         double t = ts.tv_sec + 1e-9 * ts.tv_nsec, limit = getenv("EMU_STALL_S") ? atof(getenv("EMU_STALL_S")) : 120;
         if (!stalled_since) stalled_since = t;
-        else if (t - stalled_since > limit) emu_fail("NCCL transfers made no progress for %.0f s: a peer never issued its side", limit);
+        else if (t - stalled_since > limit)
+            emu_fail("NCCL transfers made no progress for %.0f s: a peer never issued its side", limit);
         usleep(50);
     }
 }
@@ -379,7 +384,9 @@ struct EmuCfg {
     size_t smem;
     cudaStream_t stream;
 };
-static EmuCfg emu_cfg(dim3 grid, dim3 block, size_t smem = 0, cudaStream_t stream = 0) { return EmuCfg{grid, block, smem, stream}; }
+static EmuCfg emu_cfg(dim3 grid, dim3 block, size_t smem = 0, cudaStream_t stream = 0) {
+    return EmuCfg{grid, block, smem, stream};
+}
 
 // EMU_PROFILE=1: seconds and CUDA threads per kernel, printed at exit (where the emulator's
 // time goes; says nothing of the kernel's speed on a GPU).
@@ -388,7 +395,8 @@ static std::unordered_map<std::string, EmuProfile>* emu_profile;
 static void emu_profile_print(void) {
     fprintf(stderr, "cuda emulator profile: %-36s %9s %8s %12s\n", "kernel", "seconds", "launches", "threads");
     for (auto& k : *emu_profile)
-        fprintf(stderr, "cuda emulator profile: %-36s %9.3f %8ld %12.0f\n", k.first.c_str(), k.second.seconds, k.second.launches, k.second.threads);
+        fprintf(stderr, "cuda emulator profile: %-36s %9.3f %8ld %12.0f\n", k.first.c_str(), k.second.seconds,
+                k.second.launches, k.second.threads);
 }
 
 // CUDA's limits (compute capability 9.0); a launch outside them fails as on a GPU.
@@ -402,7 +410,8 @@ static void emu_grid(const char* kernel, EmuCfg cfg, void (*body)(void*), void* 
     if (emu_reverse < 0) {
         const char* o = getenv("EMU_ORDER");
         emu_reverse = o && !strcmp(o, "reverse");
-        if (getenv("EMU_PROFILE")) emu_profile = new std::unordered_map<std::string, EmuProfile>, atexit(emu_profile_print);
+        if (getenv("EMU_PROFILE"))
+            emu_profile = new std::unordered_map<std::string, EmuProfile>, atexit(emu_profile_print);
     }
     double t0 = emu_profile ? omp_get_wtime() : 0;
     dim3 g = cfg.grid, bd = cfg.block;
@@ -454,7 +463,8 @@ static void emu_warp_sync(unsigned mask) {
     unsigned full = w->size == 32 ? 0xffffffffu : (1u << w->size) - 1;
     if (mask != full) emu_fail("%s: warp shuffle with mask %08x, the warp's lanes are %08x", b->kernel, mask, full);
     if (w->live != w->size)
-        emu_fail("%s: warp shuffle in warp %d after %d of its lanes exited", b->kernel, emu_self->warp, w->size - w->live);
+        emu_fail("%s: warp shuffle in warp %d after %d of its lanes exited", b->kernel, emu_self->warp,
+                 w->size - w->live);
     if (++w->arrived == w->size) {
         w->arrived = 0;
         emu_release(EMU_WAIT_WARP);
@@ -469,7 +479,8 @@ static T emu_shfl(unsigned mask, T v, int src) {
     EmuWarp* w = &emu_blk->warps[emu_self->warp];
     memcpy(&w->vals[emu_self->lane], &v, sizeof(T));
     emu_warp_sync(mask);
-    if (src < 0 || src >= w->size) emu_fail("%s: shuffle reads lane %d of a %d-lane warp", emu_blk->kernel, src, w->size);
+    if (src < 0 || src >= w->size)
+        emu_fail("%s: shuffle reads lane %d of a %d-lane warp", emu_blk->kernel, src, w->size);
     T r;
     memcpy(&r, &w->vals[src], sizeof(T));
     emu_warp_sync(mask);  // nobody overwrites vals before every lane has read
@@ -787,12 +798,13 @@ static int emu_MPI_Reduce(const void* s, void* r, int n, MPI_Datatype t, MPI_Op 
     MPI_Request q;
     return emu_mpi_done(MPI_Ireduce(s, r, n, t, op, root, c, &q), &q);
 }
-static int emu_MPI_Gather(const void* s, int sn, MPI_Datatype st, void* r, int rn, MPI_Datatype rt, int root, MPI_Comm c) {
+static int emu_MPI_Gather(const void* s, int sn, MPI_Datatype st, void* r, int rn, MPI_Datatype rt, int root,
+                          MPI_Comm c) {
     MPI_Request q;
     return emu_mpi_done(MPI_Igather(s, sn, st, r, rn, rt, root, c, &q), &q);
 }
-static int emu_MPI_Gatherv(const void* s, int sn, MPI_Datatype st, void* r, const int* rn, const int* displs, MPI_Datatype rt,
-                           int root, MPI_Comm c) {
+static int emu_MPI_Gatherv(const void* s, int sn, MPI_Datatype st, void* r, const int* rn, const int* displs,
+                           MPI_Datatype rt, int root, MPI_Comm c) {
     MPI_Request q;
     return emu_mpi_done(MPI_Igatherv(s, sn, st, r, rn, displs, rt, root, c, &q), &q);
 }

@@ -122,7 +122,8 @@ static MPI_Op emu_nccl_op(ncclRedOp_t op) {
 // are, and then finish() runs (copies results out).
 typedef std::vector<MPI_Request> EmuReqs;
 static int emu_nccl_group_depth;  // open ncclGroupStart calls
-static void emu_nccl_enqueue(cudaStream_t s, ncclComm* c, std::function<void(EmuReqs*)> start, std::function<void()> finish) {
+static void emu_nccl_enqueue(cudaStream_t s, ncclComm* c, std::function<void(EmuReqs*)> start,
+                             std::function<void()> finish) {
     if (emu_nccl_group_depth) emu_fail("only ncclSend and ncclRecv are emulated inside an NCCL group");
     long seq = c->issued++;
     auto reqs = std::make_shared<EmuReqs>();
@@ -170,7 +171,8 @@ ncclResult_t ncclReduceScatter(const void* send, void* recv, size_t recvcount, n
     return ncclSuccess;
 }
 // recv: the size blocks of sendcount elements in rank order; send may be recv's own block.
-ncclResult_t ncclAllGather(const void* send, void* recv, size_t sendcount, ncclDataType_t t, ncclComm_t c, cudaStream_t s) {
+ncclResult_t ncclAllGather(const void* send, void* recv, size_t sendcount, ncclDataType_t t, ncclComm_t c,
+                           cudaStream_t s) {
     size_t bytes = sendcount * emu_nccl_type_bytes(t);
     int n = emu_nccl_count(bytes);
     auto mine = std::make_shared<std::vector<char>>();
@@ -189,7 +191,8 @@ static void emu_nccl_post(ncclComm* c, const EmuP2p& p, EmuReqs* r) {
     if (p.send) MPI_Issend(p.buf, p.bytes, MPI_BYTE, p.peer, 0, c->comm, emu_req(r));
     else MPI_Irecv(p.buf, p.bytes, MPI_BYTE, p.peer, 0, c->comm, emu_req(r));
 }
-static ncclResult_t emu_nccl_p2p(int send, void* buf, size_t count, ncclDataType_t t, int peer, ncclComm_t c, cudaStream_t s) {
+static ncclResult_t emu_nccl_p2p(int send, void* buf, size_t count, ncclDataType_t t, int peer, ncclComm_t c,
+                                 cudaStream_t s) {
     if (peer < 0 || peer >= c->size) return ncclInvalidArgument;
     EmuP2p p = {send, buf, emu_nccl_count(count * emu_nccl_type_bytes(t)), peer};
     if (emu_nccl_group_depth) {

@@ -47,8 +47,9 @@ int main(void) {
     fill_kernel<<<4, 256, 0, compute>>>(x, n, 2.0f);
     CK(cudaMemcpyAsync(&h, x + n - 1, sizeof(float), cudaMemcpyDeviceToHost, side));
     CK(cudaDeviceSynchronize());
-    check(h == (compute_first ? 2.0f : 1.0f), "without the event the side stream's copy runs before the kernel (after it with EMU_STREAMS=compute)",
-          h, compute_first ? 2.0f : 1.0f);
+    check(h == (compute_first ? 2.0f : 1.0f),
+          "without the event the side stream's copy runs before the kernel (after it with EMU_STREAMS=compute)", h,
+          compute_first ? 2.0f : 1.0f);
 
     // the legacy default stream waits for the blocking streams' earlier work...
     fill_kernel<<<4, 256, 0, compute>>>(x, n, 3.0f);
@@ -72,7 +73,8 @@ int main(void) {
     CK(cudaEventRecord(t1, compute));
     float ms = -1;
     cudaError_t e = cudaEventElapsedTime(&ms, t0, t1);
-    check(e == cudaErrorNotReady, "cudaEventElapsedTime before the events ran is cudaErrorNotReady", (float)e, (float)cudaErrorNotReady);
+    check(e == cudaErrorNotReady, "cudaEventElapsedTime before the events ran is cudaErrorNotReady", (float)e,
+          (float)cudaErrorNotReady);
     CK(cudaEventSynchronize(t1));
     e = cudaEventElapsedTime(&ms, t0, t1);
     check(e == cudaSuccess && ms >= 0, "cudaEventElapsedTime after cudaEventSynchronize", ms, 0.0f);

@@ -38,7 +38,16 @@ typedef struct {
 } Comm;
 
 // The process groups, one table indexed by kind (a new axis adds a row).
-typedef enum { GROUP_TP, GROUP_PP, GROUP_DP, GROUP_EMBED, GROUP_WORLD, GROUP_CP_ULYSSES, GROUP_CP_RING, N_GROUPS } Group;
+typedef enum {
+    GROUP_TP,
+    GROUP_PP,
+    GROUP_DP,
+    GROUP_EMBED,
+    GROUP_WORLD,
+    GROUP_CP_ULYSSES,
+    GROUP_CP_RING,
+    N_GROUPS
+} Group;
 
 typedef struct {
     int world, rank;
@@ -85,7 +94,8 @@ static void layout_init(Layout* L, int dp, int tp, int pp, int vpp, int cp, int 
     // the stages of the first and the last chunk, when they differ (not in ZB-V's V)
     int first = chunk_stage(sched, pp, 0), last = chunk_stage(sched, pp, pp * vpp - 1);
     L->in_embed = first != last && (L->stage == first || L->stage == last);
-    comm_make(&L->group[GROUP_EMBED], "embed", L->in_embed ? (L->dp_rank * cp + L->cp_rank) * tp + L->tp_rank : MPI_UNDEFINED, L->stage);
+    comm_make(&L->group[GROUP_EMBED], "embed",
+              L->in_embed ? (L->dp_rank * cp + L->cp_rank) * tp + L->tp_rank : MPI_UNDEFINED, L->stage);
 }
 
 // Why context parallelism cannot split this model, or NULL (U: the Ulysses degree).
@@ -94,20 +104,27 @@ static const char* cp_check(const ModelConfig* c, char* why) {
     if (cp == 1) return NULL;
     const char* flag = U == cp ? "--cp-kind ulysses" : "--cp-ulysses";
     if (c->cp_contiguous && c->seq_len % cp) {
-        sprintf(why, "--cp %d: --seq-len %d does not split into cp = %d equal pieces (the contiguous split)", cp, c->seq_len, cp);
+        sprintf(why, "--cp %d: --seq-len %d does not split into cp = %d equal pieces (the contiguous split)", cp,
+                c->seq_len, cp);
         return why;
     }
     if (!c->cp_contiguous && c->seq_len % (2 * cp)) {
-        sprintf(why, "--cp %d: --seq-len %d does not split into 2 x cp = %d equal chunks (the zig-zag split)", cp, c->seq_len, 2 * cp);
+        sprintf(why, "--cp %d: --seq-len %d does not split into 2 x cp = %d equal chunks (the zig-zag split)", cp,
+                c->seq_len, 2 * cp);
         return why;
     }
-    if (U > KVl) { sprintf(why, "%s: Ulysses degree %d is more than the %d KV heads per tensor-parallel rank", flag, U, KVl); return why; }
+    if (U > KVl) {
+        sprintf(why, "%s: Ulysses degree %d is more than the %d KV heads per tensor-parallel rank", flag, U, KVl);
+        return why;
+    }
     if (Hl % U || KVl % U) {
-        sprintf(why, "%s: Ulysses degree %d does not divide the %d heads and %d KV heads per tensor-parallel rank", flag, U, Hl, KVl);
+        sprintf(why, "%s: Ulysses degree %d does not divide the %d heads and %d KV heads per tensor-parallel rank",
+                flag, U, Hl, KVl);
         return why;
     }
     if (c->sp && (c->seq_len / cp) % c->tp) {
-        sprintf(why, "--sp with --cp %d: the %d rows of a sequence per cp rank do not split over tp %d", cp, c->seq_len / cp, c->tp);
+        sprintf(why, "--sp with --cp %d: the %d rows of a sequence per cp rank do not split over tp %d", cp,
+                c->seq_len / cp, c->tp);
         return why;
     }
     return NULL;
@@ -122,13 +139,13 @@ static const char* cp_check(const ModelConfig* c, char* why) {
 static const char* layout_check(const ModelConfig* c, int world, char* why) {
     long long ranks = (long long)c->dp * c->tp * c->pp * c->cp;
     if (ranks > MAX_WORLD) {
-        sprintf(why, "dp %d x tp %d x pp %d x cp %d = %lld ranks, more than the %d a run may have", c->dp, c->tp, c->pp, c->cp, ranks,
-                MAX_WORLD);
+        sprintf(why, "dp %d x tp %d x pp %d x cp %d = %lld ranks, more than the %d a run may have", c->dp, c->tp, c->pp,
+                c->cp, ranks, MAX_WORLD);
         return why;
     }
     if (ranks != world) {
-        sprintf(why, "dp %d x tp %d x pp %d x cp %d = %lld does not match the world of %d ranks", c->dp, c->tp, c->pp, c->cp, ranks,
-                world);
+        sprintf(why, "dp %d x tp %d x pp %d x cp %d = %lld does not match the world of %d ranks", c->dp, c->tp, c->pp,
+                c->cp, ranks, world);
         return why;
     }
     if (cp_check(c, why)) return why;
@@ -140,18 +157,30 @@ static const char* layout_check(const ModelConfig* c, int world, char* why) {
     }
     if (c->sp && c->tp == 1) { sprintf(why, "--sp needs --tp > 1"); return why; }
     if (c->sp && ((long long)c->micro_batch * c->seq_len) % c->tp) {
-        sprintf(why, "--sp: micro-batch x seq-len %lld is not divisible by tp %d", (long long)c->micro_batch * c->seq_len, c->tp);
+        sprintf(why, "--sp: micro-batch x seq-len %lld is not divisible by tp %d",
+                (long long)c->micro_batch * c->seq_len, c->tp);
         return why;
     }
-    if (c->sp && c->seq_len % c->tp) { sprintf(why, "--sp: seq-len %d is not divisible by tp %d", c->seq_len, c->tp); return why; }
+    if (c->sp && c->seq_len % c->tp) {
+        sprintf(why, "--sp: seq-len %d is not divisible by tp %d", c->seq_len, c->tp);
+        return why;
+    }
     if ((long long)c->global_batch / c->dp * c->seq_len > INT_MAX) {  // row counts and token indices are int
-        sprintf(why, "--global-batch %d / dp %d x --seq-len %d = %lld tokens per data-parallel rank per step, more than %d", c->global_batch,
-                c->dp, c->seq_len, (long long)c->global_batch / c->dp * c->seq_len, INT_MAX);
+        sprintf(why,
+                "--global-batch %d / dp %d x --seq-len %d = %lld tokens per data-parallel rank per step, more than %d",
+                c->global_batch, c->dp, c->seq_len, (long long)c->global_batch / c->dp * c->seq_len, INT_MAX);
         return why;
     }
     long long per_micro = (long long)c->dp * c->micro_batch;  // sequences per micro-batch over the dp ranks
-    if (c->global_batch % per_micro) { sprintf(why, "--global-batch %d is not divisible by dp %d x micro-batch %d", c->global_batch, c->dp, c->micro_batch); return why; }
-    if (c->zero && c->dp * c->cp == 1) { sprintf(why, "--zero %d needs dp x cp > 1 (there is nothing to shard over)", c->zero); return why; }
+    if (c->global_batch % per_micro) {
+        sprintf(why, "--global-batch %d is not divisible by dp %d x micro-batch %d", c->global_batch, c->dp,
+                c->micro_batch);
+        return why;
+    }
+    if (c->zero && c->dp * c->cp == 1) {
+        sprintf(why, "--zero %d needs dp x cp > 1 (there is nothing to shard over)", c->zero);
+        return why;
+    }
     const char* s = schedule_check(c->schedule, c->pp, c->vpp, (int)(c->global_batch / per_micro));
     if (s) { sprintf(why, "%s", s); return why; }
     return NULL;
@@ -164,9 +193,18 @@ static const char* layout_check(const ModelConfig* c, int world, char* why) {
 // Called after every collective when a trace is being recorded (metrics.h sets it).
 static void (*comm_trace_hook)(const char* group, double t0, double t1) = NULL;
 
-#define COMM_TIMED(c, nbytes, call) do { if ((c)->size > 1) { double t0_ = now_s(); mpiCheck(call); double t1_ = now_s(); \
-    (c)->seconds += t1_ - t0_; (c)->bytes += (nbytes); watchdog_kick(); \
-    if (comm_trace_hook) comm_trace_hook((c)->name, t0_, t1_); } } while (0)
+#define COMM_TIMED(c, nbytes, call)                                    \
+    do {                                                               \
+        if ((c)->size > 1) {                                           \
+            double t0_ = now_s();                                      \
+            mpiCheck(call);                                            \
+            double t1_ = now_s();                                      \
+            (c)->seconds += t1_ - t0_;                                 \
+            (c)->bytes += (nbytes);                                    \
+            watchdog_kick();                                           \
+            if (comm_trace_hook) comm_trace_hook((c)->name, t0_, t1_); \
+        }                                                              \
+    } while (0)
 
 static void comm_allreduce_sum(Comm* c, float* buf, size_t n) {
     COMM_TIMED(c, 4.0 * n, MPI_Allreduce(MPI_IN_PLACE, buf, (int)n, MPI_FLOAT, MPI_SUM, c->mpi));
@@ -180,13 +218,15 @@ static void comm_allreduce_max(Comm* c, float* buf, size_t n) {
 // send holds size * n_per_rank floats; rank r receives the sum of block r.
 static void comm_reduce_scatter(Comm* c, const float* send, float* recv, size_t n_per_rank) {
     if (c->size == 1) { if (recv != send) memcpy(recv, send, 4 * n_per_rank); return; }
-    COMM_TIMED(c, 4.0 * n_per_rank * c->size, MPI_Reduce_scatter_block(send, recv, (int)n_per_rank, MPI_FLOAT, MPI_SUM, c->mpi));
+    COMM_TIMED(c, 4.0 * n_per_rank * c->size,
+               MPI_Reduce_scatter_block(send, recv, (int)n_per_rank, MPI_FLOAT, MPI_SUM, c->mpi));
 }
 // Every rank contributes n_per_rank floats; recv holds the blocks in rank order.
 static void comm_allgather(Comm* c, const float* send, float* recv, size_t n_per_rank) {
     if (c->size == 1) { if (recv != send) memcpy(recv, send, 4 * n_per_rank); return; }
     const void* s = (send == recv + (size_t)c->rank * n_per_rank) ? MPI_IN_PLACE : send;
-    COMM_TIMED(c, 4.0 * n_per_rank * c->size, MPI_Allgather(s, (int)n_per_rank, MPI_FLOAT, recv, (int)n_per_rank, MPI_FLOAT, c->mpi));
+    COMM_TIMED(c, 4.0 * n_per_rank * c->size,
+               MPI_Allgather(s, (int)n_per_rank, MPI_FLOAT, recv, (int)n_per_rank, MPI_FLOAT, c->mpi));
 }
 static void comm_broadcast(Comm* c, void* buf, size_t bytes, int root) {
     COMM_TIMED(c, (double)bytes, MPI_Bcast(buf, (int)bytes, MPI_BYTE, root, c->mpi));
@@ -218,13 +258,15 @@ static void comm_wait(Comm* c, MPI_Request* req) {
 // Block r of send to rank r, block r of recv from rank r.
 static void comm_alltoall(Comm* c, const float* send, float* recv, size_t n_per_rank) {
     if (c->size == 1) { if (recv != send) memcpy(recv, send, 4 * n_per_rank); return; }
-    COMM_TIMED(c, 4.0 * n_per_rank * (c->size - 1), MPI_Alltoall(send, (int)n_per_rank, MPI_FLOAT, recv, (int)n_per_rank, MPI_FLOAT, c->mpi));
+    COMM_TIMED(c, 4.0 * n_per_rank * (c->size - 1),
+               MPI_Alltoall(send, (int)n_per_rank, MPI_FLOAT, recv, (int)n_per_rank, MPI_FLOAT, c->mpi));
 }
 // The context-parallel ring: send to the next rank of the group, receive from the
 // previous, one exchange in flight at a time. t0: when it started (for the trace).
 typedef struct { MPI_Request req[2]; double t0; } RingXfer;
 static void comm_ring_start(Comm* c, const void* send, void* recv, size_t bytes, RingXfer* x) {
-    if (bytes > INT_MAX) fail("context parallelism: a ring transfer of %zu bytes is more than MPI's %d", bytes, INT_MAX);
+    if (bytes > INT_MAX)
+        fail("context parallelism: a ring transfer of %zu bytes is more than MPI's %d", bytes, INT_MAX);
     int next = (c->rank + 1) % c->size, prev = (c->rank + c->size - 1) % c->size;
     x->t0 = now_s();
     mpiCheck(MPI_Irecv(recv, (int)bytes, MPI_BYTE, prev, 0, c->mpi, &x->req[0]));

@@ -20,7 +20,8 @@ static void* watchdog_main(void* arg) {
         sleep(1);
         double idle = now_s() - watchdog_last;
         if (idle > watchdog_timeout) {
-            fprintf(stderr, "error: [rank %d] no progress for %.0f s (--timeout-s %.0f): a peer rank died or hangs; exiting\n",
+            fprintf(stderr,
+                    "error: [rank %d] no progress for %.0f s (--timeout-s %.0f): a peer rank died or hangs; exiting\n",
                     rank, idle, watchdog_timeout);
             fflush(stderr);
             _exit(3);

@@ -67,19 +67,25 @@ static void relaunch_under_mpirun(int world, int argc, char** argv) {
         prctl(PR_SET_PDEATHSIG, SIGTERM);
         if (getppid() != launcher) _exit(1);  // the launcher died before prctl
         execvp("mpirun", args);
-        print_error(
-            "world of %d ranks needs Open MPI's mpirun, which was not found on PATH (install: apt-get install "
-            "openmpi-bin "
-            "libopenmpi-dev)",
-            world);
+        print_error("world of %d ranks needs Open MPI's mpirun, which was not found on PATH (install: apt-get install "
+                    "openmpi-bin libopenmpi-dev)", world);
         _exit(1);
     }
     setpgid(launcher_mpirun, launcher_mpirun);  // (the child does it too: whichever runs first)
     signal(SIGINT, launcher_pass_on);
     signal(SIGTERM, launcher_pass_on);
+    // after a stop, passed on again each second until mpirun ends: ranks it had not started
+    // yet when the first came get it too
     int status = 0;
-    while (waitpid(launcher_mpirun, &status, 0) < 0)
-        if (errno != EINTR) fail("waiting for mpirun: %s", strerror(errno));
+    for (;;) {
+        pid_t w = waitpid(launcher_mpirun, &status, launcher_signal ? WNOHANG : 0);
+        if (w == launcher_mpirun) break;
+        if (w < 0 && errno != EINTR) fail("waiting for mpirun: %s", strerror(errno));
+        if (w == 0) {  // stopping, mpirun still running (a zombie at worst: the kill is harmless)
+            sleep(1);
+            kill(launcher_mpirun, launcher_signal == SIGINT ? SIGUSR1 : SIGUSR2);
+        }
+    }
     int code = WIFEXITED(status) ? WEXITSTATUS(status) : 128 + WTERMSIG(status);
     if (launcher_signal) {
         fprintf(stderr, "stopped by signal %d: passed on to the %d ranks (mpirun exit %d)\n", (int)launcher_signal,

@@ -312,7 +312,7 @@ static void hf_read_tensor(FILE* f, const char* path, const char* json, size_t l
         e = strstr(json, key);
     }
     if (!e) fail("--import-hf %s: no tensor %s", path, h->name);
-    const char* end = memchr(e, '}', json + len - e);
+    const char* end = (const char*)memchr(e, '}', json + len - e);
     if (!end) fail("--import-hf %s: %s: malformed header", path, h->name);
     const char* dtype = hf_field(e, end, "dtype");
     if (!dtype || strncmp(dtype, "\"F32\"", 5))

@@ -227,19 +227,24 @@ static int plan_main(int argc, char** argv) {
     printf("%d GPUs, global batch %ld sequences = %s tokens\n", a.gpus, global_batch, fmt_count((double)global_batch * c.seq_len, b2));
     plan_print_profile(&a.dev, &a.setup, a.gpus_per_node);
 
+    // the CSV holds every layout: the exhaustive search; the table needs only its first rows
     PlanResult* res;
-    int n = plan_enumerate(&c, a.gpus, (int)global_batch, a.gpus_per_node, &a.dev, &a.setup, &a.filter, &res);
+    int n, n_rows, n_fit = 0;
+    if (a.csv) {
+        n = n_rows = plan_enumerate(&c, a.gpus, (int)global_batch, a.gpus_per_node, &a.dev, &a.setup, &a.filter, &res);
+        plan_sort(res, n);
+        for (int i = 0; i < n; i++) n_fit += res[i].fits;
+    } else {
+        n_rows = plan_search(&c, a.gpus, (int)global_batch, a.gpus_per_node, &a.dev, &a.setup, &a.filter, a.top, &res, &n, &n_fit);
+    }
     if (n == 0)
         fail("no valid layout: check --gpus, the global batch and the restrictions (tp must divide the heads, dp*mb the batch, "
              "tp*U the KV heads; 2D needs cp >= 4; --software scaling has no cp)");
-    plan_sort(res, n);
-    int n_fit = 0;
-    for (int i = 0; i < n; i++) n_fit += res[i].fits;
     printf("%d layouts evaluated, %d fit in memory%s\n\n", n, n_fit, n_fit ? "" : " (showing the non-fitting ones)");
-    plan_print_table(res, n_fit ? n_fit : n, a.top);
+    plan_print_table(res, n_fit ? (n_rows < n_fit ? n_rows : n_fit) : n_rows, a.top);
     if (n_fit < n) printf("(%d layouts that do not fit are not shown%s)\n", n - n_fit, a.csv ? "; they are in the CSV" : "; see --plan-csv");
     PlanFilter any = plan_filter_any();
-    int best = plan_best(res, n, &any);
+    int best = plan_best(res, n_rows, &any);
     if (best >= 0) {
         const PlanResult* p = &res[best];
         // as ./train flags (ZeRO-3 is modelled here but the trainer implements stages 0-2)

@@ -8,6 +8,14 @@
 #include "planner/device.h"
 #include "planner/software.h"
 
+// How far the memory model of another framework's peak (Korthikanti's activations, the
+// temporaries, mem_frag's allocator share) may fall short, as a fraction of the device's
+// memory: on the layouts study's 964 runs with a known outcome (dev/PLANNER.md, "Memory"),
+// the runs that went out of memory but were predicted to fit were predicted at most this
+// far below the device's memory. The search ranks first the layouts that fit with this much
+// room. This trainer's own buffers are counted exactly (0 uncertainty beyond mem_overhead).
+#define PLAN_MEM_UNCERTAINTY 0.08
+
 // Parameters one GPU holds for n_layers_chunk layers (a chunk, or all chunks of a stage),
 // split over tp: matrices and vocabulary rows are divided by tp, norm weights (and GPT-2's
 // row-parallel biases and position table) are replicated. has_embed: they include the

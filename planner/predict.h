@@ -19,6 +19,7 @@ typedef struct {
     double mem_weights, mem_grads, mem_optim, mem_act, mem_temp, mem_overhead, mem_total;
     double mem_w_inputs;     // of mem_act, the weight-pass inputs of the w_pending pairs
     int fits;
+    double mem_margin;       // device memory left after the predicted peak, bytes (negative: does not fit)
     int timed;               // the times below were computed (always, unless the enumeration skipped a layout that does not fit)
     // time, seconds
     double t_layer_fwd, t_layer_bwd;  // one layer, one micro-batch (bwd includes recompute)
@@ -51,31 +52,47 @@ static int plan_invalid(PlanResult* r, const char* fmt, ...) {
 // Peak (micro-batch, chunk) activations stage st holds under its schedule (*in_flight), and
 // peak W's it owes (*w_pending). The planner adds the memory of both peaks: exact where they
 // coincide, as in ZB-H1 (stage s holds p activations and owes s+1 W's right after a B); in
-// ZB-V an upper bound, by one W's inputs in most shapes (pp 2-16, m pp-256). The enumeration
-// asks this for the same pipeline shape many times (once per kernel, recomputation, ZeRO
-// and SP choice), so the counts of the last shape are kept.
+// ZB-V an upper bound, by one W's inputs in most shapes (pp 2-16, m pp-256). A search asks
+// this for the same pipeline shape many times (once per kernel, recomputation, ZeRO and SP
+// choice, and again for every tp and cp that leave the same pp and m), so each thread keeps
+// the counts of the last STAGE_COUNTS_KEPT shapes: each schedule is built about once.
+#define STAGE_COUNTS_KEPT 1024
+typedef struct {
+    int schedule, pp, vpp, m;  // the shape (pp 0: an empty entry)
+    double* t_build;           // the times its lists were built for (chunk_op_flops)
+    int* counts;               // counts[2s], counts[2s+1]: stage s's two peaks
+} StageCounts;
+static __thread StageCounts stage_counts_kept[STAGE_COUNTS_KEPT];  // per thread: a search predicts on all cores
+
 static void stage_pipeline_counts(const ModelConfig* c, int schedule, int st, int pp, int vpp, int m, int* in_flight, int* w_pending) {
-    static int key[4] = {-1, -1, -1, -1}, *counts = NULL;  // counts[2s], counts[2s+1]: stage s's two peaks
-    static double* key_t = NULL;                              // the build times of the kept counts
     int n_t = 3 * pp * vpp;
     double* t_build = (double*)xmalloc(sizeof(double) * n_t);
     chunk_op_flops(c, pp, vpp, t_build);  // the times ZB-V's lists are built for, as in the runtime
-    if (key[0] != schedule || key[1] != pp || key[2] != vpp || key[3] != m || memcmp(key_t, t_build, sizeof(double) * n_t)) {
+    unsigned slot = (unsigned)schedule * 2654435761u ^ (unsigned)pp * 40503u ^ (unsigned)vpp * 977u ^ (unsigned)m * 2246822519u;
+    StageCounts* e = &stage_counts_kept[slot % STAGE_COUNTS_KEPT];
+    if (e->schedule != schedule || e->pp != pp || e->vpp != vpp || e->m != m || memcmp(e->t_build, t_build, sizeof(double) * n_t)) {
         PipeOp* ops = (PipeOp*)xmalloc(sizeof(PipeOp) * schedule_max_ops(m, vpp));
-        free(counts);
-        counts = (int*)xmalloc(sizeof(int) * 2 * pp);
+        free(e->counts), free(e->t_build);
+        e->counts = (int*)xmalloc(sizeof(int) * 2 * pp);
         for (int s = 0; s < pp; s++) {
             int n = schedule_build(schedule, s, pp, vpp, m, t_build, ops);
-            counts[2 * s] = schedule_max_in_flight(ops, n, -1), counts[2 * s + 1] = schedule_max_w_owed(ops, n, -1);
+            e->counts[2 * s] = schedule_max_in_flight(ops, n, -1), e->counts[2 * s + 1] = schedule_max_w_owed(ops, n, -1);
         }
         free(ops);
-        key[0] = schedule, key[1] = pp, key[2] = vpp, key[3] = m;
-        free(key_t);
-        key_t = t_build;
+        e->schedule = schedule, e->pp = pp, e->vpp = vpp, e->m = m, e->t_build = t_build;
     } else {
         free(t_build);
     }
-    *in_flight = counts[2 * st], *w_pending = counts[2 * st + 1];
+    *in_flight = e->counts[2 * st], *w_pending = e->counts[2 * st + 1];
+}
+
+// Free this thread's kept counts (a search's threads do before they end).
+static void stage_pipeline_counts_release(void) {
+    for (int i = 0; i < STAGE_COUNTS_KEPT; i++) {
+        StageCounts* e = &stage_counts_kept[i];
+        free(e->counts), free(e->t_build);
+        memset(e, 0, sizeof(*e));
+    }
 }
 
 // What does not fit, for --runs' pred_reason: the components of the worst stage's memory.
@@ -335,6 +352,30 @@ static void plan_pipeline_time(const ModelConfig* c, const DeviceProfile* d, Lin
     free(busy);
 }
 
+enum { PLAN_TIME_FITTING, PLAN_TIME_ALL, PLAN_TIME_BOUND };
+
+// A lower bound on the makespan plan_pipeline_time finds, without playing the schedule: no
+// stage finishes before it has computed all its ops (and ranks time-sharing cores no sooner
+// than their work spread over the cores). Sets r->t_pipeline to it.
+static void plan_pipeline_bound(const ModelConfig* c, const DeviceProfile* d, const PlanChunks* ch, PlanResult* r) {
+    int pp = c->pp, m = r->n_micro;
+    double max_busy = 0, sum_busy = 0;
+    for (int st = 0; st < pp; st++) {
+        double busy = 0;
+        for (int j = 0; j < c->vpp; j++) {
+            int g = chunk_global(c->schedule, pp, st, j);
+            busy += m * (ch->t_fwd[g] + ch->t_bwd[g] + ch->t_w[g]);
+        }
+        sum_busy += busy, max_busy = busy > max_busy ? busy : max_busy;
+    }
+    r->t_pipeline = max_busy;
+    if (d->shared_cores > 0) {  // as plan_pipeline_time
+        double world = (double)c->dp * c->cp * c->tp * pp, K = d->shared_cores, threads = K / world > 1 ? K / world : 1;
+        double spread = (double)c->dp * c->cp * c->tp * sum_busy * threads / K;
+        if (spread > r->t_pipeline) r->t_pipeline = spread;
+    }
+}
+
 // The optimizer step and the step's totals: throughput, MFU and HFU.
 static void plan_throughput(const ModelConfig* c, const DeviceProfile* d, int global_batch, const PlanChunks* ch, PlanResult* r) {
     // optimizer: AdamW over the local shard, bandwidth-bound: read master, m, v, grad;
@@ -364,9 +405,12 @@ static void plan_throughput(const ModelConfig* c, const DeviceProfile* d, int gl
 // vpp, sp, zero, schedule, recompute and micro_batch fields give the layout (dp x cp x tp x
 // pp GPUs); k: the kernels, rank order and pipeline cut; global_batch in sequences of
 // layout_cfg->seq_len tokens.
-// time_oom 0: a layout that does not fit gets its memory only (out->timed = 0), which
-// spares the enumeration most of its pipeline simulations. Returns 0, or -1 with
-// out->invalid saying why the layout cannot run (memory is not a reason: see out->fits).
+// time_oom PLAN_TIME_FITTING (0): a layout that does not fit gets its memory only (out->timed
+// = 0), which spares the enumeration most of its pipeline simulations; PLAN_TIME_ALL (1):
+// every layout is timed; PLAN_TIME_BOUND: no simulation, a fitting layout gets a lower bound
+// on its step instead (plan_pipeline_bound; out->timed = 0), what the search prunes with.
+// Returns 0, or -1 with out->invalid saying why the layout cannot run (memory is not a
+// reason: see out->fits).
 static int plan_predict_ex(const ModelConfig* layout_cfg, const PlanSetup* k, int global_batch, int gpus_per_node,
                            const DeviceProfile* dev, int time_oom, PlanResult* out) {
     const ModelConfig* c = layout_cfg;
@@ -387,10 +431,12 @@ static int plan_predict_ex(const ModelConfig* layout_cfg, const PlanSetup* k, in
     PlanChunks ch = plan_chunks(c, k, &lt, &et, r);
 
     plan_memory(c, k, d, &ch, r);
-    r->timed = r->fits || time_oom;
-    if (r->timed) {
+    r->mem_margin = d->mem_bytes - r->mem_total;
+    r->timed = time_oom == PLAN_TIME_ALL || (r->fits && time_oom == PLAN_TIME_FITTING);
+    if (r->timed || (r->fits && time_oom == PLAN_TIME_BOUND)) {
         plan_dp_time(c, k, d, links.dp, &ch, r);
-        plan_pipeline_time(c, d, links.pp, &ch, r);
+        if (r->timed) plan_pipeline_time(c, d, links.pp, &ch, r);
+        else plan_pipeline_bound(c, d, &ch, r);
         plan_throughput(c, d, global_batch, &ch, r);
     }
     plan_chunks_free(&ch);

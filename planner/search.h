@@ -3,6 +3,7 @@
 #ifndef PLANNER_SEARCH_H
 #define PLANNER_SEARCH_H
 
+#include <pthread.h>
 #include "planner/predict.h"
 
 // The trainer's limits on a model's shape (args.h); the planner refuses the same.
@@ -59,42 +60,52 @@ static int plan_schedule_tried(int sched, int pp, int vpp) {
     return 0;
 }
 
-// A growing array of predicted layouts.
-typedef struct { PlanResult* r; int n, cap; } PlanList;
+// One layout of a search: its grid, pipeline, micro-batch, settings and kernels.
+typedef struct {
+    int dp, tp, cp, U, pp, mb;
+    short vpp;
+    signed char sched, recompute, sp, zero, attention, rms_kernel;
+} PlanKey;
 
-// Predict layout lc0 (its grid, pipeline and micro-batch set) under every recomputation, SP,
-// ZeRO and kernel choice the filter lets through; keep the valid ones.
-static void plan_enumerate_settings(const ModelConfig* lc0, int global_batch, int gpus_per_node, const DeviceProfile* d,
-                                    const PlanSetup* base, const PlanFilter* f, PlanList* out) {
+// The most layouts one search enumerates (each key is 32 bytes; the exhaustive search keeps
+// a PlanResult for each): past it the search asks for filters.
+#define PLAN_MAX_LAYOUTS (1 << 23)
+
+typedef struct { PlanKey* k; int n, cap; } PlanKeys;
+
+static void plan_keys_push(PlanKeys* keys, PlanKey key) {
+    if (keys->n == PLAN_MAX_LAYOUTS)
+        fail("the search has more than %d layouts: narrow it with filters (--tp, --pp, --micro-batch, --cp, ...)", PLAN_MAX_LAYOUTS);
+    if (keys->n == keys->cap) {
+        keys->cap = keys->cap ? 2 * keys->cap : 4096;
+        keys->k = (PlanKey*)realloc(keys->k, sizeof(PlanKey) * keys->cap);
+        if (!keys->k) fail("out of memory");
+    }
+    keys->k[keys->n++] = key;
+}
+
+// Every recomputation, SP, ZeRO and kernel choice of one grid and pipeline (key's other
+// fields) that the filter lets through.
+static void plan_keys_settings(PlanKey key, const PlanFilter* f, PlanKeys* keys) {
     for (int rc = RECOMPUTE_NONE; rc <= RECOMPUTE_FULL; rc++)
-        for (int sp = 0; sp <= (lc0->tp > 1); sp++)
+        for (int sp = 0; sp <= (key.tp > 1); sp++)
             for (int zero = 0; zero <= 3; zero++)
                 for (int attn = 0; attn < N_ATTN; attn++)
                     for (int rms = 0; rms <= 1; rms++) {
                         if (!filter_ok(f->recompute, rc) || !filter_ok(f->sp, sp) || !filter_ok(f->zero, zero) ||
                             !filter_ok(f->attention, attn) || !filter_ok(f->rms_kernel, rms)) continue;
-                        if (zero > 0 && lc0->dp * lc0->cp == 1) continue;  // nothing to shard
-                        ModelConfig lc = *lc0;
-                        lc.recompute = rc, lc.sp = sp, lc.zero = zero;
-                        PlanSetup k = *base;
-                        k.attention = attn, k.rms_kernel = rms;
-                        if (out->n == out->cap) {
-                            out->cap *= 2;
-                            out->r = (PlanResult*)realloc(out->r, sizeof(PlanResult) * out->cap);
-                            if (!out->r) fail("out of memory");
-                        }
-                        if (plan_predict_ex(&lc, &k, global_batch, gpus_per_node, d, 0, &out->r[out->n]) == 0) out->n++;
+                        if (zero > 0 && key.dp * key.cp == 1) continue;  // nothing to shard
+                        key.recompute = rc, key.sp = sp, key.zero = zero, key.attention = attn, key.rms_kernel = rms;
+                        plan_keys_push(keys, key);
                     }
 }
 
-// Every valid layout and kernel choice of c on `gpus` GPUs that passes the filter, predicted
-// with base's rank order and pipeline cut; returns the count, *out a malloc'ed array the
-// caller frees. Context parallelism: cp a power of two, with each power-of-two Ulysses
-// degree U <= cp (U = 1: ring, U = cp: Ulysses, between: 2D).
-static int plan_enumerate(const ModelConfig* c, int gpus, int global_batch, int gpus_per_node, const DeviceProfile* d,
-                          const PlanSetup* base, const PlanFilter* f, PlanResult** out) {
-    PlanList list = {(PlanResult*)xmalloc(sizeof(PlanResult) * 1024), 0, 1024};
-    double t_start = now_s(), t_said = t_start;
+// Every layout and kernel choice of c on `gpus` GPUs that passes the filter, in the order
+// the search has always listed them. Context parallelism: cp a power of two, with each
+// power-of-two Ulysses degree U <= cp (U = 1: ring, U = cp: Ulysses, between: 2D).
+static PlanKeys plan_keys(const ModelConfig* c, int gpus, int global_batch, int gpus_per_node, const PlanSetup* base,
+                          const PlanFilter* f) {
+    PlanKeys keys = {NULL, 0, 0};
     for (int tp = 1; tp <= gpus; tp++) {
         if (gpus % tp || !filter_ok(f->tp, tp)) continue;
         if (f->tp < 0 && tp > gpus_per_node) continue;  // tensor parallelism stays inside a node unless asked for
@@ -111,37 +122,207 @@ static int plan_enumerate(const ModelConfig* c, int gpus, int global_batch, int 
                             if (!filter_ok(f->vpp, vpp) || (vpp > 1 && (pp == 1 || c->n_layer % (pp * vpp)))) continue;
                             for (int sched = 0; sched < N_SCHEDULES; sched++) {
                                 if (!plan_schedule_tried(sched, pp, vpp) || !filter_ok(f->schedule, sched)) continue;
-                                ModelConfig lc = *c;
-                                lc.dp = dp, lc.tp = tp, lc.pp = pp, lc.vpp = vpp, lc.micro_batch = mb, lc.schedule = sched;
-                                lc.cp = cp, lc.cp_ulysses = U;
-                                plan_enumerate_settings(&lc, global_batch, gpus_per_node, d, base, f, &list);
-                                if (now_s() - t_said > 5) {  // big searches say they are alive
-                                    t_said = now_s();
-                                    fprintf(stderr, "plan: %d layouts evaluated in %.0f s (now at tp %d, cp %d)...\n", list.n,
-                                            t_said - t_start, tp, cp);
-                                }
+                                PlanKey key = {dp, tp, cp, U, pp, mb, (short)vpp, (signed char)sched, 0, 0, 0, 0, 0};
+                                plan_keys_settings(key, f, &keys);
                             }
                         }
                     }
                 }
             }
     }
-    *out = list.r;
-    return list.n;
+    return keys;
 }
 
-// Fitting layouts first, then by throughput; ties go to the simpler layout.
+// Run body(i, arg) for every i in [0, n) on all cores: threads of its own (joined before it
+// returns, so a process may fork after a search) take blocks of `block` indices in turn.
+typedef struct {
+    void (*body)(int i, void* arg);
+    void* arg;
+    int n, block, next;
+} PlanWork;
+
+static void* plan_worker(void* p) {
+    PlanWork* w = (PlanWork*)p;
+    for (int start; (start = __atomic_fetch_add(&w->next, w->block, __ATOMIC_RELAXED)) < w->n;)
+        for (int i = start; i < w->n && i < start + w->block; i++) w->body(i, w->arg);
+    stage_pipeline_counts_release();
+    return NULL;
+}
+
+static void plan_parallel_for(int n, int block, void (*body)(int i, void* arg), void* arg) {
+    PlanWork w = {body, arg, n, block, 0};
+    long cores = sysconf(_SC_NPROCESSORS_ONLN);
+    int n_threads = cores < 1 ? 1 : cores > 64 ? 64 : (int)cores;
+    if ((long)n_threads * block > n) n_threads = (n + block - 1) / block;
+    pthread_t threads[64];
+    int started = 0;
+    for (; started < n_threads - 1; started++)
+        if (pthread_create(&threads[started], NULL, plan_worker, &w)) break;  // fewer threads: the work still gets done
+    plan_worker(&w);
+    for (int t = 0; t < started; t++) pthread_join(threads[t], NULL);
+}
+
+// Predict the layout `key` of c (timing: PLAN_TIME_*, predict.h). Returns plan_predict_ex's.
+static int plan_predict_key(const ModelConfig* c, const PlanKey* key, int global_batch, int gpus_per_node, const DeviceProfile* d,
+                            const PlanSetup* base, int timing, PlanResult* r) {
+    ModelConfig lc = *c;
+    lc.dp = key->dp, lc.tp = key->tp, lc.cp = key->cp, lc.cp_ulysses = key->U, lc.pp = key->pp, lc.vpp = key->vpp;
+    lc.micro_batch = key->mb, lc.schedule = key->sched, lc.recompute = key->recompute, lc.sp = key->sp, lc.zero = key->zero;
+    PlanSetup k = *base;
+    k.attention = key->attention, k.rms_kernel = key->rms_kernel;
+    return plan_predict_ex(&lc, &k, global_batch, gpus_per_node, d, timing, r);
+}
+
+// What a parallel pass over a search's layouts needs: the search, and where each result goes.
+typedef struct {
+    const ModelConfig* c;
+    const PlanKeys* keys;
+    const int* order;  // the layouts to predict, as indices into keys (NULL: all, in order)
+    int global_batch, gpus_per_node, timing;
+    const DeviceProfile* d;
+    const PlanSetup* base;
+    PlanResult* results;  // one per index i of the pass
+    char* valid;          // the same; NULL: not wanted
+} PlanPass;
+
+static void plan_pass_body(int i, void* arg) {
+    PlanPass* p = (PlanPass*)arg;
+    const PlanKey* key = &p->keys->k[p->order ? p->order[i] : i];
+    int rc = plan_predict_key(p->c, key, p->global_batch, p->gpus_per_node, p->d, p->base, p->timing, &p->results[i]);
+    if (p->valid) p->valid[i] = rc == 0;
+}
+
+// Every valid layout and kernel choice of c on `gpus` GPUs that passes the filter, predicted
+// with base's rank order and pipeline cut (the ones that fit timed); returns the count, *out
+// a malloc'ed array the caller frees. All cores predict.
+static int plan_enumerate(const ModelConfig* c, int gpus, int global_batch, int gpus_per_node, const DeviceProfile* d,
+                          const PlanSetup* base, const PlanFilter* f, PlanResult** out) {
+    PlanKeys keys = plan_keys(c, gpus, global_batch, gpus_per_node, base, f);
+    PlanResult* all = (PlanResult*)xmalloc(sizeof(PlanResult) * (keys.n ? keys.n : 1));
+    char* valid = (char*)xmalloc(keys.n ? keys.n : 1);
+    PlanPass pass = {c, &keys, NULL, global_batch, gpus_per_node, PLAN_TIME_FITTING, d, base, all, valid};
+    plan_parallel_for(keys.n, 64, plan_pass_body, &pass);
+    int n = 0;
+    for (int i = 0; i < keys.n; i++) if (valid[i]) all[n++] = all[i];
+    free(valid), free(keys.k);
+    *out = all;
+    return n;
+}
+
+// Rank class of a layout: 0 fits with room, 1 fits but its predicted peak is within the memory
+// model's uncertainty of the device's memory (PLAN_MEM_UNCERTAINTY, memory.h; this trainer's
+// own buffers are counted exactly), 2 does not fit.
+static int plan_tier(const PlanResult* r) {
+    if (!r->fits) return 2;
+    return r->mem_margin < PLAN_MEM_UNCERTAINTY * (r->mem_total + r->mem_margin) ? 1 : 0;
+}
+
+// The order of the table: layouts that fit with room, then those that fit within the memory
+// uncertainty, then the rest; in each by throughput, ties to the simpler layout, then to the
+// smaller memory, then by the layout itself (so the order is total: the same rows whatever
+// the order they were predicted in).
 static int plan_compare(const void* pa, const void* pb) {
     const PlanResult *a = (const PlanResult*)pa, *b = (const PlanResult*)pb;
-    if (a->fits != b->fits) return b->fits - a->fits;
+    int ta = plan_tier(a), tb = plan_tier(b);
+    if (ta != tb) return ta - tb;
     double ra = a->tokens_per_s_per_gpu, rb = b->tokens_per_s_per_gpu;
     if (fabs(ra - rb) > 1e-9 * (ra + rb)) return ra < rb ? 1 : -1;
     int ka = a->zero + 4 * a->recompute + 16 * a->sp, kb = b->zero + 4 * b->recompute + 16 * b->sp;
     if (ka != kb) return ka - kb;
-    return a->mem_total < b->mem_total ? -1 : a->mem_total > b->mem_total;
+    if (a->mem_total != b->mem_total) return a->mem_total < b->mem_total ? -1 : 1;
+    int la[] = {a->tp, a->cp, a->cp_ulysses, a->pp, a->dp, a->micro_batch, a->vpp, a->schedule, a->setup.attention, a->setup.rms_kernel};
+    int lb[] = {b->tp, b->cp, b->cp_ulysses, b->pp, b->dp, b->micro_batch, b->vpp, b->schedule, b->setup.attention, b->setup.rms_kernel};
+    for (int i = 0; i < (int)(sizeof(la) / sizeof(la[0])); i++) if (la[i] != lb[i]) return la[i] - lb[i];
+    return 0;
 }
 
 static void plan_sort(PlanResult* r, int n) { qsort(r, n, sizeof(PlanResult), plan_compare); }
+
+// A layout of the fast search's first pass: its rank class and the most throughput it can
+// reach (plan_pipeline_bound).
+typedef struct { int key, tier; double bound; } PlanCandidate;
+
+static int candidate_compare(const void* pa, const void* pb) {
+    const PlanCandidate *a = (const PlanCandidate*)pa, *b = (const PlanCandidate*)pb;
+    if (a->tier != b->tier) return a->tier - b->tier;
+    if (a->bound != b->bound) return a->bound < b->bound ? 1 : -1;
+    return a->key - b->key;
+}
+// The search's first pass: each layout's rank class (-1: it cannot run) and throughput bound.
+typedef struct { PlanPass pass; PlanCandidate* cand; } PlanBoundPass;
+
+static void plan_bound_body(int i, void* arg) {
+    PlanBoundPass* b = (PlanBoundPass*)arg;
+    const PlanPass* p = &b->pass;
+    PlanResult r;
+    int ok = plan_predict_key(p->c, &p->keys->k[i], p->global_batch, p->gpus_per_node, p->d, p->base, p->timing, &r) == 0;
+    b->cand[i].key = i, b->cand[i].tier = ok ? plan_tier(&r) : -1, b->cand[i].bound = ok && r.fits ? r.tokens_per_s_per_gpu : 0;
+}
+
+// Keep the `cap` largest values pushed: a min-heap in h[0..*n).
+static void heap_keep_largest(double* h, int* n, int cap, double v) {
+    if (*n == cap && v <= h[0]) return;
+    int i;
+    if (*n < cap) {  // sift up from the end
+        for (i = (*n)++; i > 0 && h[(i - 1) / 2] > v; i = (i - 1) / 2) h[i] = h[(i - 1) / 2];
+    } else {         // replace the smallest, sift down
+        for (i = 0;;) {
+            int l = 2 * i + 1, r = l + 1, m = l < *n && h[l] < v ? l : i;
+            if (r < *n && h[r] < (m == i ? v : h[m])) m = r;
+            if (m == i) break;
+            h[i] = h[m], i = m;
+        }
+    }
+    h[i] = v;
+}
+
+// The first `top` rows of the exhaustive search (plan_enumerate, plan_sort), sorted, in *out
+// (malloc'ed; returns their count, which may be more than top), and *n_valid, *n_fit as the
+// exhaustive search counts them. Without playing every schedule: a first pass predicts every
+// layout's memory and an upper bound on its throughput (plan_pipeline_bound: its busiest
+// stage never waits); the second plays the schedules of the fitting ones, best bound first
+// in each rank class, until no layout left can reach the table: `top` layouts of a better
+// class, or that many of its own class faster than the best bound left (by more than
+// plan_compare's ties). All cores predict.
+static int plan_search(const ModelConfig* c, int gpus, int global_batch, int gpus_per_node, const DeviceProfile* d,
+                       const PlanSetup* base, const PlanFilter* f, int top, PlanResult** out, int* n_valid, int* n_fit) {
+    PlanKeys keys = plan_keys(c, gpus, global_batch, gpus_per_node, base, f);
+    PlanCandidate* cand = (PlanCandidate*)xmalloc(sizeof(PlanCandidate) * (keys.n ? keys.n : 1));
+    PlanBoundPass bounds = {{c, &keys, NULL, global_batch, gpus_per_node, PLAN_TIME_BOUND, d, base, NULL, NULL}, cand};
+    plan_parallel_for(keys.n, 64, plan_bound_body, &bounds);
+    int valid = 0, fit = 0;
+    for (int i = 0; i < keys.n; i++) {
+        valid += cand[i].tier >= 0;
+        if (cand[i].tier == 0 || cand[i].tier == 1) cand[fit++] = cand[i];
+    }
+    *n_valid = valid, *n_fit = fit;
+    if (fit == 0) {  // the table shows the layouts that do not fit, untimed: the exhaustive search's
+        free(cand), free(keys.k);
+        int n = plan_enumerate(c, gpus, global_batch, gpus_per_node, d, base, f, out);
+        plan_sort(*out, n);
+        return n;
+    }
+    qsort(cand, fit, sizeof(PlanCandidate), candidate_compare);
+    PlanResult* rows = (PlanResult*)xmalloc(sizeof(PlanResult) * fit);
+    int cap = top < fit ? top : fit;
+    double* heap = (double*)xmalloc(sizeof(double) * cap);  // the best throughputs of this class's rows
+    int n = 0, above = 0, n_heap = 0, tier = cand[0].tier, order[16];  // above: candidates of better classes
+    while (n < fit) {
+        if (cand[n].tier != tier) above = n, n_heap = 0, tier = cand[n].tier;  // all of the better class are rows
+        if (above >= top) break;
+        if (n_heap == top - above && heap[0] * (1 - 1e-6) > cand[n].bound) break;
+        int end = n;
+        while (end < fit && end < n + 16 && cand[end].tier == tier) end++;
+        for (int j = n; j < end; j++) order[j - n] = cand[j].key;
+        PlanPass pass = {c, &keys, order, global_batch, gpus_per_node, PLAN_TIME_ALL, d, base, rows + n, NULL};
+        plan_parallel_for(end - n, 1, plan_pass_body, &pass);
+        for (; n < end; n++) heap_keep_largest(heap, &n_heap, top - above, rows[n].tokens_per_s_per_gpu);
+    }
+    free(heap), free(cand), free(keys.k);
+    plan_sort(rows, n);
+    *out = rows;
+    return n;
+}
 
 // Index of the best fitting layout satisfying the filter in a sorted array, or -1.
 static int plan_best(const PlanResult* r, int n, const PlanFilter* f) {

@@ -33,6 +33,7 @@ typedef struct {
 #define GRAD_BUCKET_FLOATS ((size_t)1 << 20)
 
 #include "model/model.h"
+#include "model/activations.h"
 
 // ----------------------------------------------------------------------------
 // The operations model.h asks for: kernels_cpu.h on host memory. Its activation and
@@ -207,90 +208,95 @@ static void device_sync(Model* m) {}
 // ----------------------------------------------------------------------------
 // Set-up.
 
-static size_t layer_act_floats(const Model* m, int with_att, int B) {
-    size_t BT = (size_t)B * m->T, N = row_count(m, B), C = m->C;
-    size_t n = 2 * (BT * C + 2 * N) + BT * m->qkv_dim + BT * m->Hl * m->hd + N * C + BT * m->fc_dim + BT * m->Fl;
-    if (with_att) n += (size_t)B * m->Hl * m->T;
-    return n;
+// Buffers from model/activations.h's lists, carved in order out of p: at[i] starts b[i] (NULL
+// when empty). Returns the end.
+static float* carve_list(float* p, const ActBuf* b, int n, float** at) {
+    for (int i = 0; i < n; i++) at[i] = b[i].n ? p : NULL, p += b[i].n;
+    return p;
 }
 
-// Carve a LayerActs out of a buffer; att from the buffer (with_att) or the shared scratch.
-static float* carve_acts(Model* m, LayerActs* a, float* p, int with_att) {
-    size_t BT = (size_t)m->B * m->T, N = row_count(m, m->B), C = m->C;
-    a->ln1 = p; p += BT * C; a->ln1_mean = p; p += N; a->ln1_rstd = p; p += N;
-    a->qkv = p; p += BT * m->qkv_dim;
-    if (with_att) { a->att = p; p += (size_t)m->B * m->Hl * m->T; } else a->att = m->att_scratch;
-    a->atty = p; p += BT * m->Hl * m->hd;
-    a->res2 = p; p += N * C;
-    a->ln2 = p; p += BT * C; a->ln2_mean = p; p += N; a->ln2_rstd = p; p += N;
-    a->fch = p; p += BT * m->fc_dim; a->fch_act = p; p += BT * m->Fl;
+// Carve a LayerActs out of p; its att (the log-sum-exp) from p (keep_lse) or the shared scratch.
+static float* carve_acts(Model* m, LayerActs* a, float* p, int keep_lse) {
+    ActShape s = act_shape(&m->c, m->B);
+    ActBuf b[N_LA];
+    float* at[N_LA];
+    layer_act_bufs(&s, keep_lse, b);
+    p = carve_list(p, b, N_LA, at);
+    a->ln1 = at[LA_LN1], a->ln1_mean = at[LA_LN1_MEAN], a->ln1_rstd = at[LA_LN1_RSTD];
+    a->qkv = at[LA_QKV];
+    a->att = keep_lse ? at[LA_LSE] : m->att_scratch;
+    a->atty = at[LA_ATTY];
+    a->res2 = at[LA_RES2];
+    a->ln2 = at[LA_LN2], a->ln2_mean = at[LA_LN2_MEAN], a->ln2_rstd = at[LA_LN2_RSTD];
+    a->fch = at[LA_FCH], a->fch_act = at[LA_FCH_ACT];
     return p;
 }
 
 // The weight pass's inputs of one layer (model.h's WeightGradIn).
-static size_t wgin_floats(const Model* m) { return (size_t)m->B * m->T * (2 * m->C + m->fc_dim + m->qkv_dim); }
 static float* carve_wgin(Model* m, WeightGradIn* g, float* p) {
-    size_t BT = (size_t)m->B * m->T;
-    g->dy_mlp_buf = p; p += BT * m->C;
-    g->dy_att_buf = p; p += BT * m->C;
-    g->dfch = p; p += BT * m->fc_dim;
-    g->dqkv = p; p += BT * m->qkv_dim;
+    ActShape s = act_shape(&m->c, m->B);
+    ActBuf b[N_WG];
+    float* at[N_WG];
+    wgin_bufs(&s, b);
+    p = carve_list(p, b, N_WG, at);
+    g->dy_mlp_buf = at[WG_DY_MLP], g->dy_att_buf = at[WG_DY_ATT], g->dfch = at[WG_DFCH], g->dqkv = at[WG_DQKV];
     return p;
 }
 
+static float* carve_head(Model* m, HeadActs* h, float* p) {
+    ActShape s = act_shape(&m->c, m->B);
+    ActBuf b[N_HD];
+    float* at[N_HD];
+    head_bufs(&s, b);
+    p = carve_list(p, b, N_HD, at);
+    h->lnf = at[HD_LNF], h->lnf_mean = at[HD_LNF_MEAN], h->lnf_rstd = at[HD_LNF_RSTD];
+    h->logits = at[HD_LOGITS], h->losses = at[HD_LOSSES];
+    return p;
+}
+
+// A zeroed buffer of `bytes` (a multiple of 4) as floats.
+static float* floats_of_bytes(double bytes) { return (float*)xcalloc((size_t)(bytes / sizeof(float)) + 1, sizeof(float)); }
+
+// Every activation buffer, sized by model/activations.h (the planner counts the same lists);
+// scratch_bytes and each chunk's slot_bytes, wg.bytes and heads.bytes record what was taken.
 static void alloc_activations(Model* m) {
-    size_t BT = (size_t)m->B * m->T, N = row_count(m, m->B), C = m->C;
-    int keep_att = m->c.recompute == RECOMPUTE_NONE, full = m->c.recompute == RECOMPUTE_FULL;
-    // Scratch for one micro-batch, shared by all layers.
-    size_t att_n = (size_t)m->B * m->Hl * m->T;  // the log-sum-exp
-    m->att_scratch = (float*)xcalloc(att_n, sizeof(float));
-    m->x_scratch = (float*)xcalloc(N * C, sizeof(float));
-    m->partial = (float*)xcalloc(BT * C, sizeof(float));
-    m->reduced = (float*)xcalloc(N * C, sizeof(float));
-    m->be.norm_scratch = (float*)xcalloc(N * C, sizeof(float));
-    m->dres[0] = (float*)xcalloc(N * C, sizeof(float));
-    m->dres[1] = (float*)xcalloc(N * C, sizeof(float));
-    m->dres2 = (float*)xcalloc(N * C, sizeof(float));
-    m->datty = (float*)xcalloc(BT * m->Hl * m->hd, sizeof(float));
-    m->dfch_act = (float*)xcalloc(BT * m->Fl, sizeof(float));
-    m->ce_max = (float*)xcalloc(BT, sizeof(float));
-    m->ce_sums = (float*)xcalloc(2 * BT, sizeof(float));
-    carve_wgin(m, &m->wgin, (float*)xcalloc(wgin_floats(m), sizeof(float)));
-    m->scratch_bytes = sizeof(float) * (att_n + N * C * 6 + BT * C + BT * (m->Hl * m->hd + m->Fl) + 3 * BT + wgin_floats(m));
-    if (full) {
-        float* p = (float*)xcalloc(layer_act_floats(m, 0, m->B), sizeof(float));
-        carve_acts(m, &m->scratch, p, 0);
-        m->scratch_bytes += sizeof(float) * layer_act_floats(m, 0, m->B);
-    }
+    ActShape s = act_shape(&m->c, m->B);
+    int rc = m->c.recompute, e = sizeof(float);
+    // scratch for one micro-batch, shared by all layers
+    ActBuf b[N_SC];
+    float* at[N_SC];
+    scratch_bufs(&s, 1, b);
+    carve_list(floats_of_bytes(act_bufs_bytes(b, N_SC, e, 1)), b, N_SC, at);
+    m->att_scratch = at[SC_LSE], m->x_scratch = at[SC_X], m->partial = at[SC_PARTIAL], m->reduced = at[SC_REDUCED];
+    m->dres[0] = at[SC_DRES0], m->dres[1] = at[SC_DRES1], m->dres2 = at[SC_DRES2];
+    m->datty = at[SC_DATTY], m->dfch_act = at[SC_DFCH_ACT], m->ce_max = at[SC_CE_MAX], m->ce_sums = at[SC_CE_SUMS];
+    m->be.norm_scratch = at[SC_NORM];
+    carve_wgin(m, &m->wgin, floats_of_bytes(act_wgin_bytes(&s, e, 1)));
+    if (rc == RECOMPUTE_FULL) carve_acts(m, &m->scratch, floats_of_bytes(act_layer_bytes(&s, 0, e, 1)), 0);
+    m->scratch_bytes = (size_t)act_scratch_bytes(&s, rc, 1, e, 1);
     cp_alloc(m);
     chunks_init(m);
     for (int c = 0; c < m->L.vpp; c++) {
         Chunk* ch = &m->chunks[c];
-        size_t f = (ch->n_layers + 1) * N * C + 2 * N * C;
-        if (!full) f += ch->n_layers * layer_act_floats(m, keep_att, m->B);
-        ch->slot_bytes = sizeof(float) * f;
-        ch->mem = (char*)xcalloc(f * ch->n_slots, sizeof(float));
+        size_t NC = s.N * s.C;
+        ch->slot_bytes = (size_t)act_slot_bytes(&s, ch->n_layers, rc, e, 1);
+        ch->mem = (char*)floats_of_bytes((double)ch->slot_bytes * ch->n_slots);
         for (int si = 0; si < ch->n_slots; si++) {
-            Slot* s = &ch->slots[si];
-            float* p = (float*)ch->mem + f * si;
-            for (int i = 0; i <= ch->n_layers; i++) s->x[i] = p, p += N * C;
-            s->dout = p; p += N * C;
-            s->dinp = p; p += N * C;
-            if (!full)
-                for (int i = 0; i < ch->n_layers; i++) p = carve_acts(m, &s->acts[i], p, keep_att);
+            Slot* sl = &ch->slots[si];
+            float* p = (float*)(ch->mem + ch->slot_bytes * si);
+            for (int i = 0; i <= ch->n_layers; i++) sl->x[i] = p, p += NC;
+            sl->dout = p; p += NC;
+            sl->dinp = p; p += NC;
+            if (rc != RECOMPUTE_FULL)
+                for (int i = 0; i < ch->n_layers; i++) p = carve_acts(m, &sl->acts[i], p, rc == RECOMPUTE_NONE);
         }
         // the pools: weight-pass inputs, and the last chunk's heads
-        ch->wg.bytes = sizeof(float) * ch->n_layers * wgin_floats(m);
-        float* p = (float*)xcalloc((size_t)ch->wg.n * ch->n_layers * wgin_floats(m) + 1, sizeof(float));
+        ch->wg.bytes = (size_t)(ch->n_layers * act_wgin_bytes(&s, e, 1));
+        float* p = floats_of_bytes((double)ch->wg.bytes * ch->wg.n);
         for (int i = 0; i < ch->wg.n * ch->n_layers; i++) p = carve_wgin(m, &ch->wg_sets[i], p);
-        size_t head_floats = BT * C + 2 * N + BT * m->Vl + BT;
-        ch->heads.bytes = sizeof(float) * head_floats;
-        p = (float*)xcalloc(head_floats * ch->heads.n + 1, sizeof(float));
-        for (int i = 0; i < ch->heads.n; i++) {
-            HeadActs* h = &ch->head_sets[i];
-            h->lnf = p; p += BT * C; h->lnf_mean = p; p += N; h->lnf_rstd = p; p += N;
-            h->logits = p; p += BT * m->Vl; h->losses = p; p += BT;
-        }
+        ch->heads.bytes = (size_t)act_head_bytes(&s, e, 1);
+        p = floats_of_bytes((double)ch->heads.bytes * ch->heads.n);
+        for (int i = 0; i < ch->heads.n; i++) p = carve_head(m, &ch->head_sets[i], p);
     }
 }
 

@@ -73,6 +73,7 @@ typedef struct {
 #define GRAD_BUCKET_FLOATS SIZE_MAX
 
 #include "model/model.h"
+#include "model/activations.h"
 
 // ----------------------------------------------------------------------------
 // The operations model.h asks for: kernels_gpu.cuh and cuBLASLt on the compute stream,
@@ -343,48 +344,59 @@ static void* take(Carver* k, size_t bytes) {
 }
 #define TAKE(k, type, n) ((type*)take((k), sizeof(type) * (size_t)(n)))
 
+// Buffers from model/activations.h's lists, in order: at[i] gets b[i] (NULL when empty).
+static void carve_list(Carver* k, const ActBuf* b, int n, void** at) {
+    for (int i = 0; i < n; i++) at[i] = b[i].n ? take(k, b[i].n * (b[i].f32 ? sizeof(float) : sizeof(bf16))) : NULL;
+}
+
 // Carve a LayerActs; its att (the log-sum-exp) from the buffer (keep_lse) or the shared scratch.
 static void carve_acts(Model* m, LayerActs* a, Carver* k, int keep_lse) {
-    size_t BT = (size_t)m->B * m->T, N = row_count(m, m->B), C = m->C;
-    a->ln1 = TAKE(k, bf16, BT * C); a->ln1_mean = TAKE(k, float, N); a->ln1_rstd = TAKE(k, float, N);
-    a->qkv = TAKE(k, bf16, BT * m->qkv_dim);
-    a->att = keep_lse ? TAKE(k, float, BT * m->Hl) : m->att_scratch;
-    a->atty = TAKE(k, bf16, BT * m->Hl * m->hd);
-    a->res2 = TAKE(k, bf16, N * C);
-    a->ln2 = TAKE(k, bf16, BT * C); a->ln2_mean = TAKE(k, float, N); a->ln2_rstd = TAKE(k, float, N);
-    a->fch = TAKE(k, bf16, BT * m->fc_dim); a->fch_act = TAKE(k, bf16, BT * m->Fl);
+    ActShape s = act_shape(&m->c, m->B);
+    ActBuf b[N_LA];
+    void* at[N_LA];
+    layer_act_bufs(&s, keep_lse, b);
+    carve_list(k, b, N_LA, at);
+    a->ln1 = (bf16*)at[LA_LN1]; a->ln1_mean = (float*)at[LA_LN1_MEAN]; a->ln1_rstd = (float*)at[LA_LN1_RSTD];
+    a->qkv = (bf16*)at[LA_QKV];
+    a->att = keep_lse ? (float*)at[LA_LSE] : m->att_scratch;
+    a->atty = (bf16*)at[LA_ATTY];
+    a->res2 = (bf16*)at[LA_RES2];
+    a->ln2 = (bf16*)at[LA_LN2]; a->ln2_mean = (float*)at[LA_LN2_MEAN]; a->ln2_rstd = (float*)at[LA_LN2_RSTD];
+    a->fch = (bf16*)at[LA_FCH]; a->fch_act = (bf16*)at[LA_FCH_ACT];
 }
 
 // The weight pass's inputs of one layer (model.h's WeightGradIn).
 static void carve_wgin(Model* m, WeightGradIn* g, Carver* k) {
-    size_t BT = (size_t)m->B * m->T;
-    g->dy_mlp_buf = TAKE(k, bf16, BT * m->C);
-    g->dy_att_buf = TAKE(k, bf16, BT * m->C);
-    g->dfch = TAKE(k, bf16, BT * m->fc_dim);
-    g->dqkv = TAKE(k, bf16, BT * m->qkv_dim);
+    ActShape s = act_shape(&m->c, m->B);
+    ActBuf b[N_WG];
+    void* at[N_WG];
+    wgin_bufs(&s, b);
+    carve_list(k, b, N_WG, at);
+    g->dy_mlp_buf = (bf16*)at[WG_DY_MLP]; g->dy_att_buf = (bf16*)at[WG_DY_ATT];
+    g->dfch = (bf16*)at[WG_DFCH]; g->dqkv = (bf16*)at[WG_DQKV];
 }
 
-// Scratch for one micro-batch, shared by all layers.
+// Scratch for one micro-batch, shared by all layers: activations.h's list, then this build's
+// own (a row of logits for sampling, the gradient norm's partial sums, the loss accumulator,
+// the step's tokens on the device).
 static void carve_scratch(Model* m, Carver* k) {
-    size_t BT = (size_t)m->B * m->T, N = row_count(m, m->B), C = m->C;
-    m->att_scratch = TAKE(k, float, BT * m->Hl);
-    m->x_scratch = TAKE(k, bf16, N * C);
-    m->partial = TAKE(k, bf16, BT * C);
-    m->reduced = TAKE(k, bf16, N * C);
-    m->dres[0] = TAKE(k, bf16, N * C);
-    m->dres[1] = TAKE(k, bf16, N * C);
-    m->dres2 = TAKE(k, bf16, N * C);
-    m->datty = TAKE(k, bf16, BT * m->Hl * m->hd);
-    m->dfch_act = TAKE(k, bf16, BT * m->Fl);
-    m->ce_max = TAKE(k, float, BT);
-    m->ce_sums = TAKE(k, float, 2 * BT);
+    ActShape s = act_shape(&m->c, m->B);
+    ActBuf b[N_SC];
+    void* at[N_SC];
+    scratch_bufs(&s, 0, b);
+    carve_list(k, b, N_SC, at);
+    m->att_scratch = (float*)at[SC_LSE]; m->x_scratch = (bf16*)at[SC_X];
+    m->partial = (bf16*)at[SC_PARTIAL]; m->reduced = (bf16*)at[SC_REDUCED];
+    m->dres[0] = (bf16*)at[SC_DRES0]; m->dres[1] = (bf16*)at[SC_DRES1]; m->dres2 = (bf16*)at[SC_DRES2];
+    m->datty = (bf16*)at[SC_DATTY]; m->dfch_act = (bf16*)at[SC_DFCH_ACT];
+    m->ce_max = (float*)at[SC_CE_MAX]; m->ce_sums = (float*)at[SC_CE_SUMS];
+    carve_wgin(m, &m->wgin, k);
+    if (m->c.recompute == RECOMPUTE_FULL) carve_acts(m, &m->scratch, k, 0);
     m->be.logit_row = TAKE(k, bf16, m->c.vocab_padded);
     m->be.norm_parts = TAKE(k, float, m->P.n);
     m->be.loss_acc = TAKE(k, double, 1);
-    m->be.d_inputs = TAKE(k, int, (size_t)m->n_micro * BT);
-    m->be.d_targets = TAKE(k, int, (size_t)m->n_micro * BT);
-    carve_wgin(m, &m->wgin, k);
-    if (m->c.recompute == RECOMPUTE_FULL) carve_acts(m, &m->scratch, k, 0);
+    m->be.d_inputs = TAKE(k, int, (size_t)m->n_micro * s.BT);
+    m->be.d_targets = TAKE(k, int, (size_t)m->n_micro * s.BT);
 }
 
 // The device pointers of one slot of chunk c (s->x and s->acts already allocated).
@@ -401,9 +413,13 @@ static void carve_slot(Model* m, int c, Slot* s, Carver* k) {
 
 // The last chunk's head activations of one micro-batch.
 static void carve_head(Model* m, HeadActs* h, Carver* k) {
-    size_t BT = (size_t)m->B * m->T, N = row_count(m, m->B);
-    h->lnf = TAKE(k, bf16, BT * m->C); h->lnf_mean = TAKE(k, float, N); h->lnf_rstd = TAKE(k, float, N);
-    h->logits = TAKE(k, bf16, BT * m->Vl); h->losses = TAKE(k, float, BT);
+    ActShape s = act_shape(&m->c, m->B);
+    ActBuf b[N_HD];
+    void* at[N_HD];
+    head_bufs(&s, b);
+    carve_list(k, b, N_HD, at);
+    h->lnf = (bf16*)at[HD_LNF]; h->lnf_mean = (float*)at[HD_LNF_MEAN]; h->lnf_rstd = (float*)at[HD_LNF_RSTD];
+    h->logits = (bf16*)at[HD_LOGITS]; h->losses = (float*)at[HD_LOSSES];
 }
 
 static void* dev_alloc(size_t bytes) {

@@ -151,14 +151,14 @@ static void plan_parse_args(int argc, char** argv, PlanArgs* a) {
 static void plan_print_table(const PlanResult* r, int n, int top) {
     printf("%4s %4s %3s %3s %-8s %3s %3s %3s %-11s %-9s %2s %4s %-13s %3s %7s %4s %8s %10s %6s %7s %7s %6s\n", "rank", "dp", "tp", "cp",
            "cp kind", "pp", "vpp", "mb", "schedule", "recompute", "sp", "zero", "attention", "rms", "mem GiB", "fits", "step s", "tok/s/GPU",
-           "MFU%", "bubble%", "formula", "cp%");
+           "MFU%", "idle%", "formula", "cp%");
     for (int i = 0; i < n && i < top; i++) {
         const PlanResult* p = &r[i];
         char kind[16];
         printf("%4d %4d %3d %3d %-8s %3d %3d %3d %-11s %-9s %2d %4d %-13s %3d %7.1f %4s %8.3f %10.0f %6.1f %7.2f %7.2f %6.1f\n", i + 1, p->dp,
                p->tp, p->cp, cp_kind_str(p, kind, sizeof(kind)), p->pp, p->vpp, p->micro_batch, schedule_name(p->schedule),
                recompute_name(p->recompute), p->sp, p->zero, ATTN_NAMES[p->setup.attention], p->setup.rms_kernel, p->mem_total / GiB,
-               p->fits ? "yes" : "no", p->t_step, p->tokens_per_s_per_gpu, 100 * p->mfu, 100 * p->bubble, 100 * p->bubble_formula,
+               p->fits ? "yes" : "no", p->t_step, p->tokens_per_s_per_gpu, 100 * p->mfu, 100 * p->idle_frac, 100 * p->bubble_formula,
                p->timed ? 100 * p->t_cp_exposed / p->t_step : 0);
     }
 }
@@ -170,7 +170,7 @@ static void plan_write_csv(AtomicFile* out, const ModelConfig* c, const DevicePr
     fprintf(f, "dp,tp,pp,cp,cp_ulysses,cp_kind,cp_off_node,vpp,micro_batch,n_micro,schedule,recompute,sp,zero,attention,rms_kernel,"
                "in_flight,w_pending,worst_stage,mem_weights_gib,mem_grads_gib,mem_optim_gib,mem_act_gib,mem_w_inputs_gib,mem_temp_gib,"
                "mem_overhead_gib,mem_total_gib,fits,t_layer_fwd_s,t_layer_bwd_s,t_layer_w_s,t_tp_comm_s,t_cp_comm_s,t_cp_exposed_s,cp_gib,"
-               "t_p2p_s,t_pipeline_s,t_dp_comm_s,t_dp_exposed_s,t_optim_s,t_step_s,bubble,bubble_formula,tokens_per_s_per_gpu,"
+               "t_p2p_s,t_pipeline_s,t_dp_comm_s,t_dp_exposed_s,t_optim_s,t_step_s,idle_frac,bubble_formula,tokens_per_s_per_gpu,"
                "model_tflops_per_gpu,mfu,hfu,mfu_study\n");
     for (int i = 0; i < n; i++) {
         const PlanResult* p = &r[i];
@@ -183,7 +183,7 @@ static void plan_write_csv(AtomicFile* out, const ModelConfig* c, const DevicePr
         if (!p->timed) { fprintf(f, ",,,,,,,,,,,,,,,,,,,\n"); continue; }  // does not fit: not simulated
         fprintf(f, "%.6g,%.6g,%.6g,%.6g,%.6g,%.6g,%.4f,%.6g,%.6g,%.6g,%.6g,%.6g,%.6g,%.5f,%.5f,%.2f,%.3f,%.5f,%.5f,%.5f\n", p->t_layer_fwd,
                 p->t_layer_bwd, p->t_layer_w, p->t_tp_comm, p->t_cp_comm, p->t_cp_exposed, p->cp_bytes / GiB, p->t_p2p, p->t_pipeline,
-                p->t_dp_comm, p->t_dp_exposed, p->t_optim, p->t_step, p->bubble, p->bubble_formula, p->tokens_per_s_per_gpu,
+                p->t_dp_comm, p->t_dp_exposed, p->t_optim, p->t_step, p->idle_frac, p->bubble_formula, p->tokens_per_s_per_gpu,
                 p->model_tflops_per_gpu, p->mfu, p->hfu, study_mfu(c, p, d));
     }
     atomic_commit(out);

@@ -64,8 +64,9 @@ static void profile_a100(DeviceProfile* d) {
     d->attn_eff_flash1 = 0.26;    // fit (FlashAttention 1.0.8, head dim 128)
     d->bmm_eff = 0.34;            // fit (the batched K=128 score matmuls of unfused attention)
     d->mem_bytes = 80 * GiB;
-    d->mem_overhead = 1 * GiB;    // CUDA context ~0.5, cuBLAS workspaces
-    d->mem_frag = 0.30;           // fit: allocator fragmentation, communication and pipeline buffers
+    d->mem_overhead = 0.5 * GiB;  // fit (0.5 in every leave-one-sheet-out fit): CUDA context and cuBLAS/NCCL workspaces
+    d->mem_frag = 0.30;           // fit (study's out-of-memory boundaries): what a framework holds beyond the counted
+                                  // activations and temporaries: allocator fragmentation, autograd's copies and views
     d->hbm_bw = 2.039e12;
     d->hbm_eff = 0.49;            // fit: also covers the passes the byte table misses (layout copies, casts)
     d->op_latency = 4e-6;
@@ -98,7 +99,7 @@ static void profile_h100(DeviceProfile* d) {
 static void profile_h200(DeviceProfile* d) {
     profile_h100(d);
     snprintf(d->name, sizeof(d->name), "h200-sxm");
-    d->mem_bytes = 141e9;
+    d->mem_bytes = 143771.0 * 1024 * 1024;  // nvidia-smi's total (141 GB of HBM3e)
     d->hbm_bw = 4.8e12;
 }
 

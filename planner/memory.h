@@ -1,10 +1,12 @@
 // planner/memory.h: memory per GPU: parameters of a pipeline chunk, activations per layer
 // by kernel and recomputation (Korthikanti et al. 2022), the zero-bubble weight pass's
-// inputs, and the model states by ZeRO stage.
+// inputs, the loss's temporaries, the model states by ZeRO stage, and for this trainer its
+// own activation buffers (model/activations.h, the lists it allocates from).
 #ifndef PLANNER_MEMORY_H
 #define PLANNER_MEMORY_H
 
 #include "model/params.h"
+#include "model/activations.h"
 #include "planner/device.h"
 #include "planner/software.h"
 
@@ -48,9 +50,12 @@ static double chunk_params(const ModelConfig* c, int n_layers_chunk, int has_emb
 // LLaMA, derived the same way (no dropout, RMSNorm, RoPE, SwiGLU, GQA with r = kv/h, f = d_ff/h):
 //   replicated (not split by tp without SP): 2 norm inputs 2+2, qkv input 2, gate/up input 2 = 8
 //   split by tp: q 2, k 2r, v 2r (post-RoPE, RoPE's backward needs no activations), attention
-//     output = out-proj input 2, gate 2f, up 2f, down-proj input 2f   = 4 + 4r + 6f
-//   attention s^2 term: the softmax output 2as/h (no dropout)   -> 8 + 4 + 4r + 6f + 2as/h
-//   (13B: r = 1, f = 2.7: 32.2 + 2as/h, close to GPT's 34 + 5as/h).
+//     output = out-proj input 2, and SwiGLU's silu(gate) * up as framework ops: gate 2f (silu's
+//     input), silu(gate) 2f and up 2f (the product's operands), the product 2f (the down-
+//     projection's input)   = 4 + 4r + 8f
+//   attention s^2 term: the softmax output 2as/h (no dropout)   -> 8 + 4 + 4r + 8f + 2as/h
+//   (13B: r = 1, f = 2.7: 37.6 + 2as/h, GPT's is 34 + 5as/h; counting SwiGLU's product as
+//   the only saved value, 6f, predicts fit for 4 more of the study's out-of-memory runs).
 // By kernel: FlashAttention (1 and 2) keeps no s^2 tensor, only the fp32 log-sum-exp per row
 // and head: 4a/h. Torch attention keeps the fp32 softmax output as well as its bf16 copy:
 // 4as/h more. An unfused norm keeps its normalized bf16 copy (2) and the fp32 product with
@@ -70,7 +75,7 @@ static double act_bytes_per_layer(const ModelConfig* c, int b, int tp, int cp, i
         attn = lse_only ? 4 * a / h : 5 * a * s / h;
     } else {
         double r = (double)c->n_kv_head / c->n_head, f = (double)c->d_ff / h;
-        replicated = 8, split = 4 + 4 * r + 6 * f;
+        replicated = 8, split = 4 + 4 * r + 8 * f;
         attn = lse_only ? 4 * a / h : 2 * a * s / h;
     }
     if (k->attention == ATTN_TORCH && !lse_only) attn += 4 * a * s / h;
@@ -78,6 +83,14 @@ static double act_bytes_per_layer(const ModelConfig* c, int b, int tp, int cp, i
     if (recompute == RECOMPUTE_SELECTIVE) attn = 0;
     return sbh * ((sp ? replicated / t : replicated) + split / t + attn / t);
 }
+
+// Bytes per logit the loss holds at its peak (the start of its backward) in a framework that
+// computes it from the bf16 logits in fp32 ops (torch's cross_entropy over the vocabulary,
+// Megatron's vocabulary-parallel one): the bf16 logits e, their fp32 copy 4, the saved fp32
+// log-softmax (or softmax) 4, the incoming fp32 gradient 4 and its exponentials 4, before the
+// gradient goes back to bf16: e + 16. At 8k tokens and a 128k vocabulary that is 36 GiB for a
+// micro-batch of 2 on the last stage: the term that decides out-of-memory there.
+static double loss_bytes_per_logit(int dtype_bytes) { return dtype_bytes + 16; }
 
 // Bytes one layer's deferred weight pass keeps beyond the activations, for one micro-batch
 // on one GPU: under the zero-bubble schedules the input pass B leaves the output gradients
@@ -100,6 +113,71 @@ static void state_bytes_per_param(const DeviceProfile* d, int zero, int dp, doub
     if (zero >= 1) *o /= dp;
     if (zero >= 2) *g /= dp;
     if (zero >= 3) *w /= dp;
+}
+
+// This trainer's model states per parameter (runtime/train.h allocates them; metrics_predict
+// shows them at start-up): the fp32 weights (4), with a bf16 copy on the GPU (dtype_bytes 2);
+// the fp32 gradients (4), with ZeRO-1 also their reduced shard and with ZeRO-2 a second
+// shard-sized buffer (4/R each, R = dp x cp replicas); Adam's m and v in fp32 over the rank's
+// optimizer range (8, or 8/R with ZeRO). It shards up to ZeRO-2.
+static void trainer_state_bytes_per_param(int dtype_bytes, int zero, int replicas, double* w, double* g, double* o) {
+    double R = replicas;
+    *w = 4 + (dtype_bytes < 4 ? dtype_bytes : 0);
+    *g = 4 + (zero >= 1 ? 4 / R : 0) + (zero == 2 ? 4 / R : 0);
+    *o = zero >= 1 ? 8 / R : 8;
+}
+
+// The counts act_chunk_counts gives each local chunk of stage st under the layout's
+// schedule with m micro-batches: out[j] for local chunk j (the weight passes are deferred
+// when the list has W ops, as the trainer defers them by default). A search asks for the
+// same pipeline shapes many times, so each thread keeps the counts of the last
+// TRAINER_COUNTS_KEPT shapes (as predict.h's stage_pipeline_counts keeps its peaks).
+#define TRAINER_COUNTS_KEPT 256
+typedef struct {
+    int schedule, pp, vpp, m;  // the shape (pp 0: an empty entry)
+    double* t_build;           // the times its lists were built for (chunk_op_flops)
+    ActCounts* counts;         // [pp * vpp]: stage s, local chunk j at s * vpp + j
+} TrainerCounts;
+
+static void trainer_chunk_counts(const ModelConfig* c, int st, int m, ActCounts* out) {
+    static __thread TrainerCounts kept[TRAINER_COUNTS_KEPT];  // per thread: the search predicts on both cores
+    int schedule = c->schedule, pp = c->pp, vpp = c->vpp, n_t = 3 * pp * vpp;
+    double* t_build = (double*)xmalloc(sizeof(double) * n_t);
+    chunk_op_flops(c, pp, vpp, t_build);  // the times ZB-V's lists are built for, as in the runtime
+    unsigned slot = ((unsigned)schedule * 2654435761u ^ (unsigned)pp * 40503u ^ (unsigned)vpp * 977u ^ (unsigned)m * 2246822519u);
+    TrainerCounts* e = &kept[slot % TRAINER_COUNTS_KEPT];
+    if (e->schedule != schedule || e->pp != pp || e->vpp != vpp || e->m != m || memcmp(e->t_build, t_build, sizeof(double) * n_t)) {
+        PipeOp* ops = (PipeOp*)xmalloc(sizeof(PipeOp) * schedule_max_ops(m, vpp));
+        free(e->counts), free(e->t_build);
+        e->counts = (ActCounts*)xmalloc(sizeof(ActCounts) * pp * vpp);
+        for (int s = 0; s < pp; s++) {
+            int n_ops = schedule_build(schedule, s, pp, vpp, m, t_build, ops);
+            for (int j = 0; j < vpp; j++)
+                e->counts[s * vpp + j] = act_chunk_counts(ops, n_ops, j, chunk_global(schedule, pp, s, j) == pp * vpp - 1,
+                                                          ops_have_w(ops, n_ops));
+        }
+        free(ops);
+        e->schedule = schedule, e->pp = pp, e->vpp = vpp, e->m = m, e->t_build = t_build;
+    } else {
+        free(t_build);
+    }
+    for (int j = 0; j < vpp; j++) out[j] = e->counts[st * vpp + j];
+}
+
+// This trainer's activation memory on stage st: the buffers its build allocates, from the
+// same lists (model/activations.h): the shared scratch (with the CPU build's norm scratch;
+// the GPU build carves every buffer on 256 bytes), and for each local chunk its slots,
+// weight-pass sets and heads (trainer_chunk_counts). layers[g]: layers of global chunk g.
+static double trainer_stage_act_bytes(const ModelConfig* c, int dtype_bytes, int st, int m, const int* layers) {
+    ActShape s = act_shape(c, c->micro_batch);
+    int host = dtype_bytes == 4, align = host ? 1 : 256;
+    ActCounts* k = (ActCounts*)xmalloc(sizeof(ActCounts) * c->vpp);
+    trainer_chunk_counts(c, st, m, k);
+    double bytes = act_scratch_bytes(&s, c->recompute, host, dtype_bytes, align);
+    for (int j = 0; j < c->vpp; j++)
+        bytes += act_chunk_bytes(&s, layers[chunk_global(c->schedule, c->pp, st, j)], c->recompute, k[j], dtype_bytes, align);
+    free(k);
+    return bytes;
 }
 
 #endif

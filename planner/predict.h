@@ -35,7 +35,8 @@ typedef struct {
     double t_dp_exposed;     // the part of it not hidden
     double t_optim;          // optimizer step
     double t_step;
-    double bubble;           // (makespan - busiest stage's compute) / that compute, from the simulation
+    double idle_frac;        // share of the schedule's makespan the busiest stage waits: (makespan - its compute) /
+                             // makespan, in [0, 1) (time-shared cores are not idle time: see plan_pipeline_time)
     double bubble_formula;   // bubble_formula(): (p-1)/m, (p-1)/(v m) (Narayanan et al. 2021), (p-1)/(3m), 0 (Qi et al. 2024)
     double tokens_per_s_per_gpu, model_tflops_per_gpu, mfu, hfu;
 } PlanResult;
@@ -123,6 +124,7 @@ static int plan_check_layout(const ModelConfig* c, const PlanSetup* k, int globa
     if (pp * vpp > L) return plan_invalid(r, "pp*vpp = %d exceeds n_layer %d", pp * vpp, L);
     if (c->sp && tp == 1) return plan_invalid(r, "sequence parallelism needs tp > 1");
     if (c->zero < 0 || c->zero > 3) return plan_invalid(r, "zero stage must be 0..3");
+    if (k->own_buffers && c->zero == 3) return plan_invalid(r, "this trainer shards up to ZeRO-2 (zero 3)");
     if (c->recompute < RECOMPUTE_NONE || c->recompute > RECOMPUTE_FULL) return plan_invalid(r, "bad recompute mode");
     if (k->attention < 0 || k->attention >= N_ATTN) return plan_invalid(r, "bad attention kernel");
     int m = global_batch / (dp * mb);
@@ -235,24 +237,29 @@ static void plan_memory(const ModelConfig* c, const PlanSetup* k, const DevicePr
     double s = c->seq_len, h = c->d_model, n = (double)mb * s / cp, e = d->dtype_bytes, V = c->vocab_padded, t = tp;
     double n_el = c->sp ? n / t : n, V_loss = k->loss_gathered ? V : V / t;
     double wb, gb, ob;
-    state_bytes_per_param(d, c->zero, dp * cp, &wb, &gb, &ob);
+    if (k->own_buffers) trainer_state_bytes_per_param(d->dtype_bytes, c->zero, dp * cp, &wb, &gb, &ob);
+    else state_bytes_per_param(d, c->zero, dp * cp, &wb, &gb, &ob);
     double act_layer = act_bytes_per_layer(c, mb, tp, cp, c->sp, c->recompute, k, d->dtype_bytes);
     double act_full_layer = act_bytes_per_layer(c, mb, tp, cp, c->sp, RECOMPUTE_NONE, k, d->dtype_bytes);
     double w_in_layer = w_inputs_per_layer(c, mb, tp, cp, d->dtype_bytes);
-    // the largest temporaries: at its peak, in the backward, the loss holds the logits, the
-    // fp32 log-softmax it saved, the incoming fp32 gradient and the fp32 exponentials of the
-    // softmax backward (e + 12 bytes per logit) on the last stage; the backward of unfused
-    // attention holds dP and dS over the T x T scores (fp32 and a bf16 copy for torch,
+    // The temporaries, which come and go at different moments of the step (the peak holds the
+    // larger of them): the loss's at the start of its backward on the last stage (e + 16 bytes
+    // per logit: loss_bytes_per_logit) with the final norm's input; a layer's backward under
+    // unfused attention, dP and dS over the T x T scores (fp32 and a bf16 copy for torch,
     // bf16 for the fused softmax) for one layer at a time (with cp one ring block's, of
-    // a/(t U) heads); context parallelism's buffers, shared by the layers (context_parallel.h
-    // cp_alloc): the fp32 output (then dq) and a step's own dK, dV, two ring buffers of K, V
-    // and fp32 dK, dV, with Ulysses the head-split q, k, v, output and output gradient and
-    // the all-to-all's send and receive buffers
-    double logits = n * V_loss * (e + 12);
+    // a/(t U) heads), with the layer's activations being rebuilt under full recomputation.
+    // Besides them, all the time: context parallelism's buffers, shared by the layers
+    // (context_parallel.h cp_alloc): the fp32 output (then dq) and a step's own dK, dV, two
+    // ring buffers of K, V and fp32 dK, dV, with Ulysses the head-split q, k, v, output and
+    // output gradient and the all-to-all's send and receive buffers; under ZeRO-3 two
+    // gathered layers (the current one and the prefetched next).
+    double loss_temp = n * V_loss * loss_bytes_per_logit(d->dtype_bytes) + n_el * h * e;
     double Tb = s / (cp / U), scores = mb * c->n_head / (t * U) * Tb * Tb;
     double attn_work = k->attention == ATTN_TORCH ? scores * (8 + e) : k->attention == ATTN_FUSED_SOFTMAX ? scores * 2 * e : 0;
+    double layer_temp = attn_work + (c->recompute == RECOMPUTE_FULL ? act_full_layer : 0);
     double cp_kv = cp_kv_elems(c, mb, tp, cp), cp_o = n * h / t, qkv_width = h + 2 * c->n_kv_head * (h / c->n_head);
     double cp_buf = cp == 1 ? 0 : 4 * (cp_o + cp_kv) + 2 * (e + 4) * cp_kv + (U > 1 ? e * (3 * n * qkv_width / t + 2 * cp_o) : 0);
+    double zero3_buf = c->zero == 3 ? 2 * chunk_params(c, 1, 0, 0, tp) * d->dtype_bytes : 0;
     for (int st = 0; st < pp; st++) {
         int stage_layers = 0, max_layers = 0, stage_embed = 0, stage_head = 0;
         for (int j = 0; j < vpp; j++) {
@@ -266,13 +273,22 @@ static void plan_memory(const ModelConfig* c, const PlanSetup* k, const DevicePr
         ch->stage_params[st] = p;
         int in_flight, w_pending;
         stage_pipeline_counts(c, c->schedule, st, pp, vpp, m, &in_flight, &w_pending);
-        double w_in = w_pending * max_layers * w_in_layer;
-        double act = in_flight * max_layers * act_layer + w_in;  // (the embedding output is the first norm's input, counted there)
-        double temp = attn_work + cp_buf;
-        if (stage_head) temp += logits + n_el * h * e;                   // and the final norm's input
-        if (c->recompute == RECOMPUTE_FULL) temp += act_full_layer;      // the layer being recomputed
-        if (c->zero == 3) temp += 2 * chunk_params(c, 1, 0, 0, tp) * d->dtype_bytes;  // two gathered layers (current + prefetch)
-        double reserve = d->mem_overhead + d->mem_frag * (act + temp);
+        double w_in, act, temp, reserve;
+        if (k->own_buffers) {
+            // this trainer: its buffers as allocated (its logits are the head's buffers, its
+            // attention keeps no T x T scores), cp's with them; once allocated they stay:
+            // no allocator share
+            w_in = 0;
+            act = trainer_stage_act_bytes(c, d->dtype_bytes, st, m, ch->layers) + cp_buf;
+            temp = zero3_buf;
+            reserve = d->mem_overhead;
+        } else {
+            w_in = w_pending * max_layers * w_in_layer;
+            act = in_flight * max_layers * act_layer + w_in;  // (the embedding output is the first norm's input, counted there)
+            double peak_temp = stage_head && loss_temp > layer_temp ? loss_temp : layer_temp;
+            temp = peak_temp + cp_buf + zero3_buf;
+            reserve = d->mem_overhead + d->mem_frag * (act + temp);
+        }
         double total = p * (wb + gb + ob) + act + temp + reserve;
         if (total > r->mem_total) {
             r->mem_total = total, r->worst_stage = st, r->in_flight = in_flight, r->w_pending = w_pending;
@@ -326,7 +342,7 @@ static void plan_dp_time(const ModelConfig* c, const PlanSetup* k, const DeviceP
 
 // The pipeline: play the real schedule. A message is the (s, b, h) activation or its
 // gradient; with SP each tp rank sends its 1/t slice. Sets r->t_p2p, r->t_pipeline and the
-// bubble.
+// busiest stage's idle share of the schedule.
 static void plan_pipeline_time(const ModelConfig* c, const DeviceProfile* d, Link pp_link, const PlanChunks* ch, PlanResult* r) {
     int dp = c->dp, tp = c->tp, pp = c->pp, vpp = c->vpp, cp = c->cp, m = r->n_micro;
     double x_bytes = (double)c->micro_batch * c->seq_len / cp * c->d_model * d->dtype_bytes;
@@ -339,6 +355,7 @@ static void plan_pipeline_time(const ModelConfig* c, const DeviceProfile* d, Lin
 
     double max_busy = 0, sum_busy = 0;
     for (int st = 0; st < pp; st++) sum_busy += busy[st], max_busy = busy[st] > max_busy ? busy[st] : max_busy;
+    r->idle_frac = r->t_pipeline > 0 ? (r->t_pipeline - max_busy) / r->t_pipeline : 0;
     if (d->shared_cores > 0) {
         // Ranks time-sharing K cores: a rank idle in the bubble gives its core to the others,
         // so the step is the longer of the schedule's critical path and the total work of all
@@ -347,7 +364,6 @@ static void plan_pipeline_time(const ModelConfig* c, const DeviceProfile* d, Lin
         double spread = (double)dp * cp * tp * sum_busy * threads / K;
         if (spread > r->t_pipeline) r->t_pipeline = spread;
     }
-    r->bubble = max_busy > 0 ? (r->t_pipeline - max_busy) / max_busy : 0;
     r->bubble_formula = bubble_formula(c->schedule, pp, vpp, m);
     free(busy);
 }

@@ -33,6 +33,8 @@ typedef struct {
     int dp_after_backward;  // 1: gradients are reduced after the whole backward (in the optimizer step);
                             // 0: the reduction overlaps the backward (dp_overlap of the device)
     int context_parallel;   // 1: it can split sequences over cp ranks (this trainer); 0: cp 1 only
+    int own_buffers;        // 1: activations are this trainer's own buffers (model/activations.h), allocated
+                            // once: counted exactly, no allocator share; 0: a framework's (Korthikanti et al.)
 } PlanSetup;
 
 // The software the planner can model (--software): this trainer, and the Aleph Alpha
@@ -45,9 +47,10 @@ typedef struct {
 // has no context parallelism.
 enum { SOFTWARE_TRAINER, SOFTWARE_SCALING };
 static PlanSetup plan_setup_for(int software) {
-    PlanSetup s = {ATTN_FLASH2, 1, ORDER_TP_PP_DP, SPLIT_LAYERS, 0, 0, 1};
+    PlanSetup s = {ATTN_FLASH2, 1, ORDER_TP_PP_DP, SPLIT_LAYERS, 0, 0, 1, 1};
     if (software == SOFTWARE_SCALING)
-        s.rank_order = ORDER_TP_DP_PP, s.pipe_split = SPLIT_PARAMS, s.loss_gathered = 1, s.dp_after_backward = 1, s.context_parallel = 0;
+        s.rank_order = ORDER_TP_DP_PP, s.pipe_split = SPLIT_PARAMS, s.loss_gathered = 1, s.dp_after_backward = 1, s.context_parallel = 0,
+        s.own_buffers = 0;
     return s;
 }
 static PlanSetup plan_setup_default(void) { return plan_setup_for(SOFTWARE_TRAINER); }

@@ -194,10 +194,9 @@ static void metrics_predict(Metrics* m, const ModelConfig* c, const char* device
     d.peak_flops = peak_flops_per_rank;
     d.shared_cores = shared_cores;
     d.gpus_per_node = c->dp * c->tp * c->pp * c->cp;
-    // the CPU build's attention materializes the T x T scores (the planner's "torch" kernel);
-    // the GPU build runs its own flash attention
+    // this trainer (its own activation buffers, model/activations.h); both builds' attention
+    // keeps only the log-sum-exp (flash on the GPU, blockwise on the CPU)
     PlanSetup k = plan_setup_default();
-    if (!strcmp(device, "cpu")) k.attention = ATTN_TORCH;
     plan_predict(c, &k, c->global_batch, d.gpus_per_node, &d, &m->plan);
     if (m->rank != 0) return;
     char a[32], b[32], cc[32], e[32];
@@ -207,8 +206,8 @@ static void metrics_predict(Metrics* m, const ModelConfig* c, const char* device
         printf("planner: cannot model this layout (%s)\n", m->plan.invalid);
         return;
     }
-    printf("planner (%s profile): step %.1f ms, MFU %.1f%%, bubble %.3f; worst stage: weights %s, grads %s, "
-           "optimizer %s, activations %s\n", device, m->plan.t_step * 1e3, 100 * m->plan.mfu, m->plan.bubble,
+    printf("planner (%s profile): step %.1f ms, MFU %.1f%%, pipeline idle %.1f%% of its schedule; worst stage: weights %s, "
+           "grads %s, optimizer %s, activations %s\n", device, m->plan.t_step * 1e3, 100 * m->plan.mfu, 100 * m->plan.idle_frac,
            fmt_bytes(m->plan.mem_weights, a), fmt_bytes(m->plan.mem_grads, b), fmt_bytes(m->plan.mem_optim, cc),
            fmt_bytes(m->plan.mem_act, e));
     fflush(stdout);
@@ -370,9 +369,12 @@ static void metrics_write_trace(Metrics* m, const Layout* L) {
 
 // Measured at the end, beside the predictions: activation peak (live slots + scratch, max
 // over ranks), the mean step time, and the planner's figures for the same layout.
+// The activation buffers (allocated at start-up, held for the whole run) are what the
+// planner predicts; the live peak says how much of them the schedule used at once.
 static void metrics_finish(Metrics* m, const Layout* L, double act_peak_bytes_measured) {
-    double mx = act_peak_bytes_measured;
+    double mx = act_peak_bytes_measured, buf_mx = m->pred_bytes[3];
     MPI_Allreduce(MPI_IN_PLACE, &mx, 1, MPI_DOUBLE, MPI_MAX, MPI_COMM_WORLD);
+    MPI_Allreduce(MPI_IN_PLACE, &buf_mx, 1, MPI_DOUBLE, MPI_MAX, MPI_COMM_WORLD);
     struct rusage ru;  // the whole process's peak resident memory, as the OS saw it
     getrusage(RUSAGE_SELF, &ru);
     double rss = 1024.0 * ru.ru_maxrss;
@@ -381,16 +383,17 @@ static void metrics_finish(Metrics* m, const Layout* L, double act_peak_bytes_me
         char a[32], b[32], c[32], d[32], e[32], f[32];
         double ms = m->ms_n ? m->ms_sum / m->ms_n : m->step_ms;
         double bufs = m->pred_bytes[0] + m->pred_bytes[1] + m->pred_bytes[2] + m->pred_bytes[3];
-        printf("measured: activations peak %s on rank 0 (buffers %s), max over ranks %s (planner %s); step %.1f ms mean "
-               "(planner %.1f ms)\n", fmt_bytes(act_peak_bytes_measured, a), fmt_bytes(m->pred_bytes[3], b), fmt_bytes(mx, c),
-               fmt_bytes(m->plan.mem_act, d), ms, m->plan.t_step * 1e3);
+        double off = m->plan.mem_act > 0 ? 100 * (buf_mx / m->plan.mem_act - 1) : 0;
+        printf("measured: activation buffers %s, max over ranks (planner %s, %+.1f%%; live peak %s, rank 0 %s); step %.1f ms "
+               "mean (planner %.1f ms)\n", fmt_bytes(buf_mx, b), fmt_bytes(m->plan.mem_act, d), off, fmt_bytes(mx, c),
+               fmt_bytes(act_peak_bytes_measured, a), ms, m->plan.t_step * 1e3);
         printf("measured: peak resident memory %s per rank (max over ranks; rank 0's model buffers %s)\n", fmt_bytes(rss, e),
                fmt_bytes(bufs, f));
         char line[1024];
         snprintf(line, sizeof(line), "{\"final\":1,\"act_peak_bytes\":%.0f,\"act_peak_bytes_max\":%.0f,\"act_buffer_bytes\":%.0f,"
-                 "\"param_bytes\":%.0f,\"grad_bytes\":%.0f,\"opt_bytes\":%.0f,\"step_ms_mean\":%.3f,"
+                 "\"act_buffer_bytes_max\":%.0f,\"param_bytes\":%.0f,\"grad_bytes\":%.0f,\"opt_bytes\":%.0f,\"step_ms_mean\":%.3f,"
                  "\"plan_step_ms\":%.3f,\"plan_act_bytes\":%.0f,\"plan_weight_bytes\":%.0f,\"rss_peak_bytes_max\":%.0f}\n",
-                 act_peak_bytes_measured, mx, m->pred_bytes[3], m->pred_bytes[0], m->pred_bytes[1], m->pred_bytes[2], ms,
+                 act_peak_bytes_measured, mx, m->pred_bytes[3], buf_mx, m->pred_bytes[0], m->pred_bytes[1], m->pred_bytes[2], ms,
                  m->plan.t_step * 1e3, m->plan.mem_act, m->plan.mem_weights, rss);
         json_nonfinite_to_null(line, sizeof(line));
         if (m->log) output_write(m->log, line, "--log", m->args->log);

@@ -56,6 +56,22 @@ static int read_ckpt_params(const char* dir, RunResult* r) {
     return got == r->n_full;
 }
 
+// The run's own planner line against what it allocated: the final log line's activation
+// buffers (max over ranks) and the planner's activations for the layout (its worst stage),
+// which count the same lists (model/activations.h): within 2%.
+static void check_planner_memory(const char* tag, const char* log) {
+    FILE* f = fopen(log, "r");
+    char line[4096], last[4096] = "";
+    while (f && fgets(line, sizeof(line), f))
+        if (strstr(line, "\"final\"")) snprintf(last, sizeof(last), "%s", line);
+    if (f) fclose(f);
+    const char *pb = strstr(last, "\"act_buffer_bytes_max\":"), *pp = strstr(last, "\"plan_act_bytes\":");
+    double measured = pb ? atof(pb + 23) : 0, planned = pp ? atof(pp + 17) : 0;
+    char name[300];
+    snprintf(name, sizeof(name), "planner memory %s", tag);
+    check(measured > 0 && fabs(planned / measured - 1) <= 0.02, name, "activation buffers %.0f B, planner %.0f B", measured, planned);
+}
+
 // Train with `flags` in a fresh directory; returns 1 on success.
 static int train_run(const char* tag, const char* flags, RunResult* r) {
     char dir[512], cmd[4096], out[600], log[600];
@@ -79,6 +95,7 @@ static int train_run(const char* tag, const char* flags, RunResult* r) {
         n_fail++;
         return 0;
     }
+    check_planner_memory(tag, log);
     return 1;
 }
 

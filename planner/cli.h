@@ -97,7 +97,8 @@ static void plan_parse_args(int argc, char** argv, PlanArgs* a) {
         } else if (!strcmp(flag, "--software")) {
             if (!strcmp(v, "trainer")) a->setup = plan_setup_for(SOFTWARE_TRAINER);
             else if (!strcmp(v, "scaling")) a->setup = plan_setup_for(SOFTWARE_SCALING);
-            else fail("--software: expected trainer or scaling, got '%s'", v);
+            else if (!strcmp(v, "framework")) a->setup = plan_setup_for(SOFTWARE_FRAMEWORK);
+            else fail("--software: expected trainer, scaling or framework, got '%s'", v);
         } else if (!strcmp(flag, "--recompute")) {
             if (!strcmp(v, "none")) f->recompute = RECOMPUTE_NONE;
             else if (!strcmp(v, "selective")) f->recompute = RECOMPUTE_SELECTIVE;

@@ -44,13 +44,17 @@ typedef struct {
 // it better than the uniform cut, MFU error 2.0 vs 2.2 points); the head is a column-
 // parallel linear with gathered output and the loss is torch's cross_entropy on the full
 // vocabulary; the optimizer all-reduces the gradients in its step, after the backward. It
-// has no context parallelism.
-enum { SOFTWARE_TRAINER, SOFTWARE_SCALING };
+// has no context parallelism. `framework`: a PyTorch framework with this trainer's layout
+// rules (Megatron-LM's or FSDP's kind): its activations as autograd keeps them (Korthikanti et
+// al.), the allocator's share, ZeRO-3; the vocabulary-parallel loss and the gradient
+// reduction overlapping the backward, as Megatron-LM and FSDP run them.
+enum { SOFTWARE_TRAINER, SOFTWARE_SCALING, SOFTWARE_FRAMEWORK };
 static PlanSetup plan_setup_for(int software) {
     PlanSetup s = {ATTN_FLASH2, 1, ORDER_TP_PP_DP, SPLIT_LAYERS, 0, 0, 1, 1};
     if (software == SOFTWARE_SCALING)
         s.rank_order = ORDER_TP_DP_PP, s.pipe_split = SPLIT_PARAMS, s.loss_gathered = 1, s.dp_after_backward = 1, s.context_parallel = 0,
         s.own_buffers = 0;
+    if (software == SOFTWARE_FRAMEWORK) s.own_buffers = 0;
     return s;
 }
 static PlanSetup plan_setup_default(void) { return plan_setup_for(SOFTWARE_TRAINER); }

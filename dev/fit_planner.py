@@ -2,6 +2,7 @@
 """How the a100-80gb profile's fitted efficiencies were found (dev/PLANNER.md, "Fitted").
 
     python3 dev/fit_planner.py ../shared/data/layouts_study/calibration.csv [--train ./train]
+    python3 dev/fit_planner.py --memory RUNS.csv [--train ./train]
 
 Minimizes the MFU mean absolute error of ./train --plan --runs (the same flags as
 scripts/validate_planner.py) over the runs that ran, by a coordinate search on the device
@@ -10,6 +11,12 @@ FlashAttention-2 figure (Dao 2023: ~50% of the A100's peak, causal, head dim 128
 tokens) and the memory keys are not searched here: they were set from the out-of-memory
 boundaries (dev/PLANNER.md). Prints the error at each improvement and the result as
 --device-set flags; copy the values into profile_a100() by hand.
+
+--memory: the memory reserve (mem_frag, mem_overhead_gib) from the out-of-memory boundaries,
+leave-one-sheet-out: for every sheet of RUNS.csv, the grid point that misjudges the fewest
+runs of the other sheets (OOM_WEIGHT: how much more an out-of-memory run predicted to fit
+counts, the error that costs a user a failed launch) is scored on the held-out sheet. Prints each fold's choice
+and errors and the pooled leave-one-sheet-out accuracy; the fit on all sheets last.
 """
 import argparse
 import csv
@@ -41,11 +48,57 @@ def mae(train, runs, values, out):
     return sum(err) / len(err)
 
 
+MEM_FRAG = [0.20 + 0.02 * i for i in range(14)]
+OOM_WEIGHT = 1  # what an out-of-memory run predicted to fit costs against a run that fits predicted not to
+MEM_OVERHEAD_GIB = [0.0, 0.5, 1.0, 1.5, 2.0, 3.0]
+
+
+def memory_loso(train, runs):
+    out = tempfile.NamedTemporaryFile(suffix=".csv", delete=False).name
+    fits = {}  # (frag, overhead) -> [(sheet, status, predicted fit)]
+    for frag in MEM_FRAG:
+        for ovh in MEM_OVERHEAD_GIB:
+            cmd = [train, "--plan", "--runs", runs] + STUDY_FLAGS + ["--device-set", "mem_frag=%.3f" % frag,
+                                                                 "--device-set", "mem_overhead_gib=%.2f" % ovh]
+            subprocess.run(cmd + ["--plan-csv", out], capture_output=True, check=True)
+            with open(out) as f:
+                fits[frag, ovh] = [(r["sheet"], r["status"], r["pred_fits"] == "1") for r in csv.DictReader(f)
+                                   if r["status"] in ("ok", "oom")]
+    os.unlink(out)
+
+    def errors(rows):
+        oom_fit = sum(1 for _, st, fit in rows if st == "oom" and fit)
+        ok_nofit = sum(1 for _, st, fit in rows if st == "ok" and not fit)
+        return oom_fit, ok_nofit
+
+    def best(exclude):
+        return min(fits, key=lambda k: (OOM_WEIGHT * errors([x for x in fits[k] if x[0] != exclude])[0] +
+                                        errors([x for x in fits[k] if x[0] != exclude])[1], k[1], k[0]))
+
+    sheets = list(dict.fromkeys(x[0] for x in next(iter(fits.values()))))
+    wrong = total = 0
+    for s in sheets:
+        k = best(s)
+        held = [x for x in fits[k] if x[0] == s]
+        e = errors(held)
+        wrong, total = wrong + sum(e), total + len(held)
+        print("held out %-62s mem_frag %.2f mem_overhead_gib %.1f: %d runs, %d out of memory predicted to fit, "
+              "%d ran predicted not to" % (s[:62], k[0], k[1], len(held), e[0], e[1]))
+    k = best(None)
+    e = errors(fits[k])
+    print("leave-one-sheet-out accuracy %.3f over %d runs; on all sheets: mem_frag %.2f mem_overhead_gib %.1f "
+          "(%d out of memory predicted to fit, %d ran predicted not to)" % (1 - wrong / total, total, k[0], k[1], e[0], e[1]))
+
+
 def main():
     ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     ap.add_argument("runs")
     ap.add_argument("--train", default=os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "train"))
+    ap.add_argument("--memory", action="store_true", help="fit the memory reserve, leave-one-sheet-out")
     a = ap.parse_args()
+    if a.memory:
+        memory_loso(a.train, a.runs)
+        return
     out = tempfile.NamedTemporaryFile(suffix=".csv", delete=False).name
     x = {k: v[0] for k, v in KEYS.items()}
     best = mae(a.train, a.runs, x, out)

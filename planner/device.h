@@ -104,7 +104,7 @@ static void profile_h200(DeviceProfile* d) {
 }
 
 // This machine class: ranks are processes on one host, fp32 throughout, the trainer's
-// own C kernels (attention materializes the T x T matrix), MPI through shared memory.
+// own C kernels (blockwise attention: no T x T matrix), MPI through shared memory.
 // Peak: 2 Zen3 cores, AVX2 FMA at ~2.45 GHz: 2 x 2 x 8 x 2 x 2.45 = 157 GFLOP/s (the
 // trainer passes its measured peak instead). matmul_eff and intra_latency are what
 // scripts/sweep.py's calibration found on 2026-12-02 for the tiny model on 2 cores (0.19,

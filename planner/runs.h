@@ -16,34 +16,92 @@ static const char* const RUN_COLS[N_RUN_COLS] = {"model", "seq_len", "gpus", "gp
 static const int RUN_COL_INT[N_RUN_COLS] = {0, 1, 1, 1, 1, 0, 1, 1, 1, 1, 1, 0, 0, 1, 1};
 
 #define CSV_MAX_FIELDS 256
+#define CSV_MAX_BYTES (64 << 20)
 
-// Split one CSV line in place (RFC 4180: fields may be quoted, "" is a quote inside
-// quotes). Returns the number of fields, or -1 for an unterminated quote or too many fields.
-static int csv_split(char* line, char** fields) {
-    int n = 0;
-    char* p = line;
-    for (;;) {
-        if (n == CSV_MAX_FIELDS) return -1;
-        if (*p == '"') {
-            char *out = ++p, *start = out;
-            for (;;) {
-                if (!*p) return -1;
-                if (*p == '"') {
-                    if (p[1] == '"') { *out++ = '"'; p += 2; continue; }
-                    p++;
-                    break;
-                }
-                *out++ = *p++;
-            }
-            fields[n++] = start;
-            if (*p && *p != ',') return -1;
-            *out = 0;
-        } else {
-            fields[n++] = p;
-            while (*p && *p != ',') p++;
+// A CSV file read whole (RFC 4180): fields separated by commas, records by LF or CRLF; a field
+// in double quotes may hold commas, line breaks and "" for a quote. A UTF-8 byte-order mark
+// before the first record is skipped. Refused, with the line and column: a NUL byte, text
+// after a closing quote ("x"y), a quote that is never closed, more than CSV_MAX_FIELDS fields.
+typedef struct {
+    char* text;       // the file, NUL-terminated; fields are unquoted in place
+    size_t len, pos;  // its length; where the next record starts
+    int line;         // the line the next record starts on (1-based)
+} CsvReader;
+
+// Read path whole into *r. Returns 0, or -1 with the reason in err.
+static int csv_open(CsvReader* r, const char* path, char* err, size_t err_len) {
+    char why[256];
+    FILE* f = input_open(path, why, sizeof(why), NULL);
+    if (!f) { snprintf(err, err_len, "cannot open '%s': %s", path, why); return -1; }
+    memset(r, 0, sizeof(*r));
+    r->text = (char*)xmalloc(CSV_MAX_BYTES + 1);
+    r->len = fread(r->text, 1, CSV_MAX_BYTES + 1, f);
+    int bad = ferror(f);
+    fclose(f);
+    if (bad || r->len > CSV_MAX_BYTES) {
+        snprintf(err, err_len, "%s", bad ? "read error" : "larger than 64 MiB");
+        free(r->text), r->text = NULL;
+        return -1;
+    }
+    r->text[r->len] = 0;
+    if (r->len >= 3 && !memcmp(r->text, "\xef\xbb\xbf", 3)) r->pos = 3;  // a UTF-8 byte-order mark
+    r->line = 1;
+    return 0;
+}
+
+// The next record: *n fields (pointers into r->text). Returns 1, 0 at the end of the file,
+// or -1 with "line L, column C: ..." in err.
+static int csv_next(CsvReader* r, char** fields, int* n, char* err, size_t err_len) {
+    if (r->pos >= r->len) return 0;
+    char* t = r->text;
+    size_t p = r->pos, line_start = p;
+    int line = r->line;
+    *n = 0;
+    for (;;) {  // one field per turn
+        if (*n == CSV_MAX_FIELDS) {
+            snprintf(err, err_len, "line %d: more than %d fields", line, CSV_MAX_FIELDS);
+            return -1;
         }
-        if (!*p) return n;
-        *p++ = 0;
+        char *out = t + p, *start = out;
+        fields[(*n)++] = start;
+        if (t[p] == '"') {
+            size_t open = p++;
+            int open_line = line;
+            size_t open_col = open - line_start + 1;
+            for (;;) {
+                if (p >= r->len) {
+                    snprintf(err, err_len, "line %d, column %zu: the quote opened here is never closed", open_line, open_col);
+                    return -1;
+                }
+                if (t[p] == '"' && t[p + 1] == '"') { *out++ = '"', p += 2; continue; }
+                if (t[p] == '"') { p++; break; }
+                if (t[p] == '\n') line++, line_start = p + 1;
+                if (!t[p]) break;  // a NUL byte: refused below
+                *out++ = t[p++];
+            }
+            if (p < r->len && t[p] && t[p] != ',' && t[p] != '\n' && !(t[p] == '\r' && t[p + 1] == '\n')) {
+                snprintf(err, err_len, "line %d, column %zu: text after the closing quote of a field", line, p - line_start + 1);
+                return -1;
+            }
+        } else {
+            while (p < r->len && t[p] && t[p] != ',' && t[p] != '\n' && !(t[p] == '\r' && t[p + 1] == '\n')) {
+                if (t[p] == '"') {
+                    snprintf(err, err_len, "line %d, column %zu: a quote inside an unquoted field", line, p - line_start + 1);
+                    return -1;
+                }
+                *out++ = t[p++];
+            }
+        }
+        if (p < r->len && !t[p]) {
+            snprintf(err, err_len, "line %d, column %zu: a NUL byte", line, p - line_start + 1);
+            return -1;
+        }
+        char sep = p < r->len ? t[p] : '\n';
+        *out = 0;  // out <= t + p: the field is cut in place after its separator was read
+        if (sep == ',') { p++; continue; }
+        p += sep == '\r' ? 2 : 1;  // the record's end (or the file's)
+        r->pos = p, r->line = line + 1;
+        return 1;
     }
 }
 
@@ -56,48 +114,52 @@ static void csv_put(FILE* f, const char* s, int last) {
     fputc(last ? '\n' : ',', f);
 }
 
-// Read the next line into *buf (without its end of line); 0 at the end of the file.
-static int read_line(FILE* f, char** buf, size_t* cap) {
-    ssize_t len = getline(buf, cap, f);
-    if (len < 0) return 0;
-    while (len > 0 && ((*buf)[len - 1] == '\n' || (*buf)[len - 1] == '\r')) (*buf)[--len] = 0;
-    return 1;
+// A value of an integer column in [lo, hi]: 0, or -1 with the reason in err.
+static int run_int(const char* s, const char* col, long lo, long hi, long* v, char* err, size_t err_len) {
+    char* end;
+    errno = 0;
+    *v = strtol(s, &end, 10);
+    if (errno || end == s || *end || *v < lo || *v > hi) {
+        snprintf(err, err_len, "column %s: expected an integer in [%ld, %ld], got '%s'", col, lo, hi, s);
+        return -1;
+    }
+    return 0;
 }
 
 // Predict one row (vpp: its vpp column, 0 without one). Returns 0 with *r filled, or -1
-// with the reason in err.
+// with the reason in err. Every number is range-checked (the trainer's ranges, args.h) and
+// every product computed in 64 bits before the schedule code sees it.
 static int plan_run_row(const int* shape, const PlanSetup* setup, const DeviceProfile* dev, char** col, int vpp, ModelConfig* c,
                         PlanResult* r, char* err, size_t err_len) {
     long v[N_RUN_COLS];
-    for (int k = 0; k < N_RUN_COLS; k++) if (RUN_COL_INT[k]) v[k] = strtol(col[k], NULL, 10);
+    const SizeFlag* size = SIZE_FLAGS;
+    long lo[N_RUN_COLS] = {0, size[SIZE_SEQ_LEN].lo, 1, 1, 1, 0, 0, size[SIZE_TP].lo, size[SIZE_PP].lo, size[SIZE_DP].lo,
+                           size[SIZE_MICRO_BATCH].lo, 0, 0, 0, 0};
+    long hi[N_RUN_COLS] = {0, size[SIZE_SEQ_LEN].hi, PLAN_MAX_GPUS, PLAN_MAX_GPUS, PLAN_MAX_TOKENS, 0, 3, size[SIZE_TP].hi,
+                           size[SIZE_PP].hi, size[SIZE_DP].hi, size[SIZE_MICRO_BATCH].hi, 0, 0, 1, 1};
+    for (int k = 0; k < N_RUN_COLS; k++)
+        if (RUN_COL_INT[k] && run_int(col[k], RUN_COLS[k], lo[k], hi[k], &v[k], err, err_len)) return -1;
     if (plan_model(col[RC_MODEL], shape, 0, c, err, err_len)) return -1;
-    if (v[RC_SEQ_LEN] < SHAPE_MIN[6] || v[RC_SEQ_LEN] > SHAPE_MAX[6]) { snprintf(err, err_len, "seq_len %ld is out of range", v[RC_SEQ_LEN]); return -1; }
     c->seq_len = (int)v[RC_SEQ_LEN];
-    if (v[RC_GPUS] < 1 || v[RC_GPUS] > (1 << 20) || v[RC_GPUS_PER_NODE] < 1 || v[RC_GPUS_PER_NODE] > (1 << 20)) {
-        snprintf(err, err_len, "gpus %ld and gpus_per_node %ld must be 1 .. 2^20", v[RC_GPUS], v[RC_GPUS_PER_NODE]);
+    if (v[RC_BATCH_TOKENS] % c->seq_len || v[RC_BATCH_TOKENS] / c->seq_len > size[SIZE_GLOBAL_BATCH].hi) {
+        snprintf(err, err_len, "global_batch_tokens %ld is not a multiple of seq_len %d of at most %ld sequences", v[RC_BATCH_TOKENS],
+                 c->seq_len, size[SIZE_GLOBAL_BATCH].hi);
         return -1;
     }
-    if (v[RC_BATCH_TOKENS] < 1 || v[RC_BATCH_TOKENS] % c->seq_len || v[RC_BATCH_TOKENS] / c->seq_len > (1L << 30)) {
-        snprintf(err, err_len, "global_batch_tokens %ld is not a positive multiple of seq_len %d", v[RC_BATCH_TOKENS], c->seq_len);
-        return -1;
-    }
-    int sizes[5] = {RC_TP, RC_PP, RC_DP, RC_MICRO_BATCH, RC_ZERO};
-    for (int k = 0; k < 5; k++)
-        if (v[sizes[k]] < (sizes[k] == RC_ZERO ? 0 : 1) || v[sizes[k]] > (1 << 20)) {
-            snprintf(err, err_len, "%s %ld is out of range", RUN_COLS[sizes[k]], v[sizes[k]]);
-            return -1;
-        }
     if (v[RC_TP] * v[RC_PP] * v[RC_DP] != v[RC_GPUS]) {
         snprintf(err, err_len, "tp %ld x pp %ld x dp %ld is not gpus %ld", v[RC_TP], v[RC_PP], v[RC_DP], v[RC_GPUS]);
         return -1;
     }
     c->tp = (int)v[RC_TP], c->pp = (int)v[RC_PP], c->dp = (int)v[RC_DP], c->micro_batch = (int)v[RC_MICRO_BATCH], c->zero = (int)v[RC_ZERO];
-    if (v[RC_SP] != 0 && v[RC_SP] != 1) { snprintf(err, err_len, "sp must be 0 or 1, got %ld", v[RC_SP]); return -1; }
-    if (v[RC_RMS_KERNEL] != 0 && v[RC_RMS_KERNEL] != 1) { snprintf(err, err_len, "rms_kernel must be 0 or 1, got %ld", v[RC_RMS_KERNEL]); return -1; }
     c->sp = c->tp > 1 && v[RC_SP];  // with tp 1 sequence parallelism splits nothing (Megatron and Scaling run it as without)
     const char* s = col[RC_SCHEDULE];
     if ((c->schedule = schedule_from_name(s)) < 0) { snprintf(err, err_len, "unknown schedule '%s' (gpipe, 1f1b, interleaved, zb-h1, zb-v)", s); return -1; }
     c->vpp = vpp ? vpp : c->schedule == SCHED_ZBV ? 2 : 1;  // without a vpp column: the trainer's default (args.h)
+    long long global_batch = v[RC_BATCH_TOKENS] / c->seq_len, pairs = global_batch / (v[RC_DP] * v[RC_MICRO_BATCH]) * c->pp * c->vpp;
+    if (pairs > PLAN_MAX_PAIRS) {
+        snprintf(err, err_len, "%lld (micro-batch, chunk) pairs per step: the planner plays at most %d", pairs, PLAN_MAX_PAIRS);
+        return -1;
+    }
     s = col[RC_RECOMPUTE];
     c->recompute = !strcmp(s, "none") ? RECOMPUTE_NONE : !strcmp(s, "selective") ? RECOMPUTE_SELECTIVE : !strcmp(s, "full") ? RECOMPUTE_FULL : -1;
     if (c->recompute < 0) { snprintf(err, err_len, "unknown recompute '%s' (none, selective, full)", s); return -1; }
@@ -107,7 +169,7 @@ static int plan_run_row(const int* shape, const PlanSetup* setup, const DevicePr
         return -1;
     }
     k.rms_kernel = (int)v[RC_RMS_KERNEL];
-    if (plan_predict(c, &k, (int)(v[RC_BATCH_TOKENS] / c->seq_len), (int)v[RC_GPUS_PER_NODE], dev, r)) {
+    if (plan_predict(c, &k, (int)global_batch, (int)v[RC_GPUS_PER_NODE], dev, r)) {
         snprintf(err, err_len, "%s", r->invalid);
         return -1;
     }
@@ -115,21 +177,19 @@ static int plan_run_row(const int* shape, const PlanSetup* setup, const DevicePr
 }
 
 // Predict every run of the file at path (the shape flags override every row's preset), to
-// the CSV csv_path or, without one, to stdout.
+// the CSV csv_path or, without one, to stdout. The whole file is read and checked first, so
+// a malformed one is refused before anything is written.
 static void plan_runs(const char* path, const char* csv_path, const int* shape, const PlanSetup* setup, const DeviceProfile* dev) {
-    char why[256];
-    FILE* in = input_open(path, why, sizeof(why), NULL);
-    if (!in) fail("--runs: cannot open '%s': %s", path, why);
+    char err[512], shown[4 * 256];
+    CsvReader in;
+    if (csv_open(&in, path, err, sizeof(err))) fail("--runs: %s", err);
     AtomicFile csv;
     if (csv_path) output_check(csv_path, "--plan-csv", 1), atomic_open(&csv, csv_path, "--plan-csv");
     FILE* out = csv_path ? csv.f : stdout;
-    char *line = NULL, *header = NULL;
-    size_t cap = 0;
-    if (!read_line(in, &line, &cap)) fail("--runs %s: the file is empty (expected a header line and runs)", path);
-    header = strdup(line);
     char* names[CSV_MAX_FIELDS];
-    int n_cols = csv_split(header, names);
-    if (n_cols < 0) fail("--runs %s: line 1: bad header (an unterminated quote or more than %d columns)", path, CSV_MAX_FIELDS);
+    int n_cols, rc = csv_next(&in, names, &n_cols, err, sizeof(err));
+    if (rc < 0) fail("--runs %s: %s", path, err);
+    if (rc == 0) fail("--runs %s: the file is empty (expected a header line and runs)", path);
     int idx[N_RUN_COLS];
     for (int k = 0; k < N_RUN_COLS; k++) {
         idx[k] = -1;
@@ -139,52 +199,43 @@ static void plan_runs(const char* path, const char* csv_path, const int* shape, 
     }
     int vpp_col = -1;
     for (int j = 0; j < n_cols; j++) if (!strcmp(names[j], "vpp")) vpp_col = j;
-    // Read every row first, so a malformed file is refused before anything is written.
-    char** rows = NULL;
-    int n_rows = 0, row_cap = 0;
-    for (int line_no = 2; read_line(in, &line, &cap); line_no++) {
-        if (!line[0]) continue;  // a blank line (often the last)
-        if (n_rows == row_cap) { row_cap = row_cap ? 2 * row_cap : 256; rows = (char**)realloc(rows, sizeof(char*) * row_cap); if (!rows) fail("out of memory"); }
-        char* copy = strdup(line);
-        char* col[CSV_MAX_FIELDS];
-        int n = csv_split(copy, col);
-        if (n != n_cols) fail("--runs %s: line %d: %d fields where the header has %d", path, line_no, n < 0 ? 0 : n, n_cols);
-        for (int k = 0; k < N_RUN_COLS; k++) {
-            const char* s = col[idx[k]];
-            char* end;
-            errno = 0;
-            if (RUN_COL_INT[k] && (strtol(s, &end, 10), errno || end == s || *end))
-                fail("--runs %s: line %d: column %s: expected an integer, got '%s'", path, line_no, RUN_COLS[k], s);
+    char*** rows = NULL;  // rows[i][j]: field j of run i, in in.text
+    int n_rows = 0, row_cap = 0, n;
+    char* col[CSV_MAX_FIELDS];
+    for (int line_no = in.line; (rc = csv_next(&in, col, &n, err, sizeof(err))) > 0; line_no = in.line) {
+        if (n == 1 && !col[0][0]) continue;  // a blank line (often the last)
+        if (n != n_cols) fail("--runs %s: line %d: %d fields where the header has %d", path, line_no, n, n_cols);
+        long x;
+        for (int k = 0; k < N_RUN_COLS; k++)
+            if (RUN_COL_INT[k] && run_int(col[idx[k]], RUN_COLS[k], LONG_MIN, LONG_MAX, &x, err, sizeof(err)))
+                fail("--runs %s: line %d: column %s: expected an integer, got '%s'", path, line_no, RUN_COLS[k], col[idx[k]]);
+        if (vpp_col >= 0 && run_int(col[vpp_col], "vpp", SIZE_FLAGS[SIZE_VPP].lo, SIZE_FLAGS[SIZE_VPP].hi, &x, err, sizeof(err)))
+            fail("--runs %s: line %d: %s", path, line_no, err);
+        if (n_rows == row_cap) {
+            row_cap = row_cap ? 2 * row_cap : 256;
+            rows = (char***)realloc(rows, sizeof(char**) * row_cap);
+            if (!rows) fail("out of memory");
         }
-        if (vpp_col >= 0) {
-            char* end;
-            errno = 0;
-            long x = strtol(col[vpp_col], &end, 10);
-            if (errno || end == col[vpp_col] || *end || x < 1 || x > (1 << 20))
-                fail("--runs %s: line %d: column vpp: expected an integer >= 1, got '%s'", path, line_no, col[vpp_col]);
-        }
-        free(copy);
-        rows[n_rows++] = strdup(line);
+        rows[n_rows] = (char**)xmalloc(sizeof(char*) * n_cols);
+        memcpy(rows[n_rows++], col, sizeof(char*) * n_cols);
     }
-    if (ferror(in)) fail("--runs %s: read error: %s", path, strerror(errno));
-    fclose(in);
+    if (rc < 0) fail("--runs %s: %s", path, err);
     if (n_rows == 0) fail("--runs %s: no runs after the header", path);
 
     for (int j = 0; j < n_cols; j++) csv_put(out, names[j], 0);
     fprintf(out, "pred_fits,pred_mem_gib,pred_step_s,pred_mfu_pct,pred_reason\n");
     int n_bad = 0, n_fit = 0;
     for (int i = 0; i < n_rows; i++) {
-        char* col[CSV_MAX_FIELDS];
-        csv_split(rows[i], col);
         char* run_col[N_RUN_COLS];
-        for (int k = 0; k < N_RUN_COLS; k++) run_col[k] = col[idx[k]];
+        for (int k = 0; k < N_RUN_COLS; k++) run_col[k] = rows[i][idx[k]];
         ModelConfig c;
         PlanResult r;
         char reason[512];
-        int rc = plan_run_row(shape, setup, dev, run_col, vpp_col >= 0 ? atoi(col[vpp_col]) : 0, &c, &r, reason, sizeof(reason));
-        for (int j = 0; j < n_cols; j++) csv_put(out, col[j], 0);
-        if (rc) {
-            fprintf(stderr, "error: --runs %s: row %d: %s\n", path, i + 1, reason);
+        int row_rc = plan_run_row(shape, setup, dev, run_col, vpp_col >= 0 ? atoi(rows[i][vpp_col]) : 0, &c, &r, reason, sizeof(reason));
+        for (int j = 0; j < n_cols; j++) csv_put(out, rows[i][j], 0);
+        if (row_rc) {
+            fprintf(stderr, "error: --runs %s: row %d: %s\n", printable(path, shown, sizeof(shown)), i + 1,
+                    printable(reason, shown + sizeof(shown) / 2, sizeof(shown) / 2));
             n_bad++;
             fprintf(out, "0,,,,");
         } else {
@@ -198,8 +249,9 @@ static void plan_runs(const char* path, const char* csv_path, const int* shape, 
     if (csv_path) atomic_commit(&csv);
     else if (fflush(stdout)) fail("--runs: writing the predictions failed: %s", strerror(errno));
     fprintf(csv_path ? stdout : stderr, "%d runs predicted on %s (%d fit, %d do not), %d could not be evaluated%s%s\n",
-            n_rows - n_bad, dev->name, n_fit, n_rows - n_bad - n_fit, n_bad, csv_path ? "; wrote " : "", csv_path ? csv_path : "");
-    free(rows), free(line), free(header);
+            n_rows - n_bad, printable(dev->name, shown, sizeof(shown)), n_fit, n_rows - n_bad - n_fit, n_bad,
+            csv_path ? "; wrote " : "", csv_path ? printable(csv_path, shown + sizeof(shown) / 2, sizeof(shown) / 2) : "");
+    free(rows), free(in.text);
 }
 
 #endif

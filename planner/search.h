@@ -5,12 +5,16 @@
 
 #include <pthread.h>
 #include "planner/predict.h"
+#include "runtime/args.h"
 
-// The trainer's limits on a model's shape (args.h); the planner refuses the same.
-#define PLAN_SHAPE_FLAGS 7
-static const char* const SHAPE_FLAG[PLAN_SHAPE_FLAGS] = {"--n-layer", "--n-head", "--n-kv-head", "--d-model", "--d-ff", "--vocab", "--seq-len"};
-static const int SHAPE_MIN[PLAN_SHAPE_FLAGS] = {1, 1, 1, 1, 1, 2, 1};
-static const int SHAPE_MAX[PLAN_SHAPE_FLAGS] = {512, 1024, 1024, 65536, 1 << 20, 1 << 20, 1 << 20};
+// The trainer's limits on a model's shape and a layout (args.h SIZE_FLAGS, the shape first:
+// n_layer n_head n_kv_head d_model d_ff vocab seq_len); the planner refuses the same.
+#define PLAN_SHAPE_FLAGS (SIZE_SEQ_LEN + 1)
+#define PLAN_MAX_GPUS SIZE_FLAGS[SIZE_DP].hi  // the trainer's most ranks (grid.h MAX_WORLD)
+#define PLAN_MAX_TOKENS ((long long)SIZE_FLAGS[SIZE_GLOBAL_BATCH].hi * SIZE_FLAGS[SIZE_SEQ_LEN].hi)
+// The most (micro-batch, chunk) pairs the planner plays in one step (m x pp x vpp): the work
+// of one layout's schedule lists, capped (a search skips the layouts past it).
+#define PLAN_MAX_PAIRS (1 << 18)
 
 // A model from a preset, the shape overrides and a sequence length (0: the preset's).
 // Returns 0, or -1 with the reason in err.
@@ -27,8 +31,9 @@ static int plan_model(const char* preset, const int* shape, int seq_len, ModelCo
     config_finalize(c);
     int v[PLAN_SHAPE_FLAGS] = {c->n_layer, c->n_head, c->n_kv_head, c->d_model, c->d_ff, c->vocab, c->seq_len};
     for (int k = 0; k < PLAN_SHAPE_FLAGS; k++)
-        if (v[k] < SHAPE_MIN[k] || v[k] > SHAPE_MAX[k]) {
-            snprintf(err, err_len, "%s %d is out of range (%d .. %d, the trainer's limits)", SHAPE_FLAG[k], v[k], SHAPE_MIN[k], SHAPE_MAX[k]);
+        if (v[k] < SIZE_FLAGS[k].lo || v[k] > SIZE_FLAGS[k].hi) {
+            snprintf(err, err_len, "%s %d is out of range (%ld .. %ld, the trainer's limits)", SIZE_FLAGS[k].flag, v[k], SIZE_FLAGS[k].lo,
+                     SIZE_FLAGS[k].hi);
             return -1;
         }
     if (c->d_model % c->n_head) { snprintf(err, err_len, "--d-model %d must be a multiple of --n-head %d", c->d_model, c->n_head); return -1; }
@@ -120,6 +125,7 @@ static PlanKeys plan_keys(const ModelConfig* c, int gpus, int global_batch, int 
                         if ((global_batch / dp) % mb || !filter_ok(f->micro_batch, mb)) continue;
                         for (int vpp = 1; vpp * pp <= c->n_layer; vpp++) {
                             if (!filter_ok(f->vpp, vpp) || (vpp > 1 && (pp == 1 || c->n_layer % (pp * vpp)))) continue;
+                            if (vpp > SIZE_FLAGS[SIZE_VPP].hi || (long long)global_batch / dp / mb * pp * vpp > PLAN_MAX_PAIRS) break;
                             for (int sched = 0; sched < N_SCHEDULES; sched++) {
                                 if (!plan_schedule_tried(sched, pp, vpp) || !filter_ok(f->schedule, sched)) continue;
                                 PlanKey key = {dp, tp, cp, U, pp, mb, (short)vpp, (signed char)sched, 0, 0, 0, 0, 0};
@@ -214,7 +220,7 @@ static int plan_enumerate(const ModelConfig* c, int gpus, int global_batch, int 
 // own buffers are counted exactly), 2 does not fit.
 static int plan_tier(const PlanResult* r) {
     if (!r->fits) return 2;
-    return r->mem_margin < PLAN_MEM_UNCERTAINTY * (r->mem_total + r->mem_margin) ? 1 : 0;
+    return !r->setup.own_buffers && r->mem_margin < PLAN_MEM_UNCERTAINTY * (r->mem_total + r->mem_margin) ? 1 : 0;
 }
 
 // The order of the table: layouts that fit with room, then those that fit within the memory

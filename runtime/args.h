@@ -37,6 +37,16 @@ typedef struct {
     int n_layer, n_head, n_kv_head, d_model, d_ff, seq_len, vocab, arch;
 } Args;
 
+// The ranges of the flags that size a model and a layout, one table for the trainer (parse_args)
+// and the planner (planner/cli.h, planner/runs.h).
+typedef struct { const char* flag; long lo, hi; } SizeFlag;
+enum { SIZE_N_LAYER, SIZE_N_HEAD, SIZE_N_KV_HEAD, SIZE_D_MODEL, SIZE_D_FF, SIZE_VOCAB, SIZE_SEQ_LEN,  // the shape
+       SIZE_MICRO_BATCH, SIZE_GLOBAL_BATCH, SIZE_DP, SIZE_TP, SIZE_PP, SIZE_VPP, SIZE_CP, SIZE_CP_ULYSSES, N_SIZE_FLAGS };
+static const SizeFlag SIZE_FLAGS[N_SIZE_FLAGS] = {
+    {"--n-layer", 1, 512}, {"--n-head", 1, 1024}, {"--n-kv-head", 1, 1024}, {"--d-model", 1, 65536}, {"--d-ff", 1, 1 << 20},
+    {"--vocab", 2, 1 << 20}, {"--seq-len", 1, 1 << 20}, {"--micro-batch", 1, 1 << 20}, {"--global-batch", 1, 1 << 30},
+    {"--dp", 1, 1 << 20}, {"--tp", 1, 1024}, {"--pp", 1, 1024}, {"--vpp", 1, 64}, {"--cp", 1, 1 << 16}, {"--cp-ulysses", 1, 1 << 16}};
+
 static void print_help(void) {
     printf(
         "usage: ./train [flags]          (train)\n"
@@ -144,6 +154,7 @@ static void parse_args(Args* a, int argc, char** argv) {
         if (x_ < (lo) || x_ > (hi)) { fail("%s must be in [%g, %g], got %g", name, (double)(lo), (double)(hi), x_); } \
         dst = x_; continue; }
 #define STR_FLAG(name, dst) if (flag_is(f, name)) { dst = v; continue; }
+#define SIZE_FLAG(k, dst) INT_FLAG(SIZE_FLAGS[k].flag, dst, SIZE_FLAGS[k].lo, SIZE_FLAGS[k].hi)
         STR_FLAG("--model", a->model);
         STR_FLAG("--data", a->data);
         STR_FLAG("--val-data", a->val_data);
@@ -156,18 +167,18 @@ static void parse_args(Args* a, int argc, char** argv) {
         STR_FLAG("--export-llmc", a->export_llmc);
         STR_FLAG("--export-hf", a->export_hf);
         STR_FLAG("--import-hf", a->import_hf);
-        INT_FLAG("--n-layer", a->n_layer, 1, 512);
-        INT_FLAG("--n-head", a->n_head, 1, 1024);
-        INT_FLAG("--n-kv-head", a->n_kv_head, 1, 1024);
-        INT_FLAG("--d-model", a->d_model, 1, 65536);
-        INT_FLAG("--d-ff", a->d_ff, 1, 1 << 20);
-        INT_FLAG("--seq-len", a->seq_len, 1, 1 << 20);
-        INT_FLAG("--vocab", a->vocab, 2, 1 << 20);
+        SIZE_FLAG(SIZE_N_LAYER, a->n_layer);
+        SIZE_FLAG(SIZE_N_HEAD, a->n_head);
+        SIZE_FLAG(SIZE_N_KV_HEAD, a->n_kv_head);
+        SIZE_FLAG(SIZE_D_MODEL, a->d_model);
+        SIZE_FLAG(SIZE_D_FF, a->d_ff);
+        SIZE_FLAG(SIZE_SEQ_LEN, a->seq_len);
+        SIZE_FLAG(SIZE_VOCAB, a->vocab);
         INT_FLAG("--steps", c->steps, 0, 1 << 30);
         INT_FLAG("--warmup", c->warmup, 0, 1 << 30);
         if (flag_is(f, "--micro-batch")) a->micro_batch_given = 1;
-        INT_FLAG("--micro-batch", c->micro_batch, 1, 1 << 20);
-        INT_FLAG("--global-batch", c->global_batch, 1, 1 << 30);
+        SIZE_FLAG(SIZE_MICRO_BATCH, c->micro_batch);
+        SIZE_FLAG(SIZE_GLOBAL_BATCH, c->global_batch);
         FLT_FLAG("--lr", c->lr, 0, 10);
         FLT_FLAG("--min-lr-frac", c->min_lr_frac, 0, 1);
         FLT_FLAG("--weight-decay", c->weight_decay, 0, 10);
@@ -176,13 +187,13 @@ static void parse_args(Args* a, int argc, char** argv) {
         FLT_FLAG("--eps", c->eps, 1e-30, 1);  // 0 divides 0 by 0 for a weight whose gradient is 0
         FLT_FLAG("--grad-clip", c->grad_clip, 0, 1e9);
         if (flag_is(f, "--seed")) { long s = parse_long(v, "--seed"); if (s < 0) fail("--seed must be >= 0"); c->seed = (uint64_t)s; continue; }
-        INT_FLAG("--dp", c->dp, 1, 1 << 20);
-        INT_FLAG("--tp", c->tp, 1, 1024);
-        INT_FLAG("--pp", c->pp, 1, 1024);
-        INT_FLAG("--vpp", c->vpp, 1, 64);
+        SIZE_FLAG(SIZE_DP, c->dp);
+        SIZE_FLAG(SIZE_TP, c->tp);
+        SIZE_FLAG(SIZE_PP, c->pp);
+        SIZE_FLAG(SIZE_VPP, c->vpp);
         INT_FLAG("--zero", c->zero, 0, 2);
-        INT_FLAG("--cp", c->cp, 1, 1 << 16);
-        INT_FLAG("--cp-ulysses", a->cp_ulysses, 1, 1 << 16);
+        SIZE_FLAG(SIZE_CP, c->cp);
+        SIZE_FLAG(SIZE_CP_ULYSSES, a->cp_ulysses);
         if (flag_is(f, "--cp-split")) {
             if (!strcmp(v, "zigzag")) c->cp_contiguous = 0;
             else if (!strcmp(v, "contiguous")) c->cp_contiguous = 1;
@@ -249,6 +260,7 @@ static void parse_args(Args* a, int argc, char** argv) {
 #undef INT_FLAG
 #undef FLT_FLAG
 #undef STR_FLAG
+#undef SIZE_FLAG
         fail("unknown flag %s (see --help)", f);
     }
     // A llama-style arch given without a preset picks the llama default.

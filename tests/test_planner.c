@@ -762,6 +762,15 @@ static void test_device_files(void) {
 // --runs FILE.csv
 
 
+// Split one line of the planner's CSV output in place (csv_next over the line): its field
+// count, or -1.
+static int csv_split(char* line, char** fields) {
+    CsvReader r = {line, strlen(line), 0, 1};
+    char err[256];
+    int n;
+    return csv_next(&r, fields, &n, err, sizeof(err)) > 0 ? n : -1;
+}
+
 static char* slurp(const char* path) {
     static char buf[1 << 20];
     FILE* f = fopen(path, "r");
@@ -1060,6 +1069,96 @@ static void test_calibration_runs(void) {
 }
 
 // ----------------------------------------------------------------------------
+// Hostile inputs to the planner (#25): its outputs over its inputs, control bytes, values out
+// of range, CSV syntax, sizes that overflow the schedule code
+
+#define GOOD_RUN "a,llama-13b,2048,64,8,4194304,1f1b,1,1,1,64,1,none,flash2,1,0,ok,"
+
+static void test_hostile_inputs(void) {
+    char runs[256], dev[256], link_path[300], log[256], out[256];
+    snprintf(log, sizeof(log), "/tmp/test_planner_%d_hostile.log", (int)getpid());
+    snprintf(out, sizeof(out), "/tmp/test_planner_%d_hostile_out.csv", (int)getpid());
+    // the CSV written over the file the planner reads: by the same name, through a symbolic link
+    write_file(runs, "hostile_runs.csv", RUNS_HEADER GOOD_RUN "\n");
+    const char* a1[] = {"--plan", "--runs", runs, "--plan-csv", runs};
+    int rc = run_plan_capture(a1, 5, log);
+    check(rc == 1 && strstr(slurp(log), "it is not overwritten") && strstr(slurp(runs), "sheet,model"), "plan_csv_over_runs_refused",
+          "rc %d, '%s'", rc, slurp(log));
+    write_file(dev, "hostile_dev.txt", "base = a100-80gb\n");
+    snprintf(link_path, sizeof(link_path), "%s.link", dev);
+    unlink(link_path);
+    check(symlink(dev, link_path) == 0, "plan_csv_symlink_made", "errno %d", errno);
+    const char* a2[] = {"--plan", "--model", "llama-tiny", "--gpus", "2", "--device-file", dev, "--plan-csv", link_path};
+    rc = run_plan_capture(a2, 9, log);
+    check(rc == 1 && strstr(slurp(log), "it is not overwritten") && strstr(slurp(dev), "base = a100"), "plan_csv_over_device_file_refused",
+          "rc %d, '%s'", rc, slurp(log));
+    unlink(link_path);
+    // control bytes in a device name, from --device-set and from a device file: escaped
+    const char* a3[] = {"--plan", "--model", "llama-tiny", "--gpus", "2", "--top", "1", "--device-set", "name=a\x1b[31mb\nc"};
+    rc = run_plan_capture(a3, 9, log);
+    const char* text = slurp(log);
+    check(rc == 0 && !strchr(text, '\x1b') && strstr(text, "a\\x1b[31mb\\x0ac"), "device_set_name_escaped", "rc %d, '%.300s'", rc, text);
+    write_file(dev, "hostile_dev.txt", "name = x\x1b]0;title\x07y\n");
+    const char* a4[] = {"--plan", "--model", "llama-tiny", "--gpus", "2", "--top", "1", "--device-file", dev};
+    rc = run_plan_capture(a4, 9, log);
+    text = slurp(log);
+    check(rc == 0 && !strchr(text, '\x1b') && !strchr(text, '\x07') && strstr(text, "x\\x1b]0;title\\x07y"), "device_file_name_escaped",
+          "rc %d, '%.300s'", rc, text);
+    // values out of range: one error line, exit 1, at once
+    const char* bad_values[][2] = {{"--peak-tflops", "inf"}, {"--peak-tflops", "1e30"}, {"--peak-tflops", "9223372036854775808"},
+                                   {"--global-batch", "0"}, {"--global-batch-tokens", "0"}, {"--global-batch-tokens", "-4096"},
+                                   {"--gpus", "0"}, {"--gpus", "2097152"}, {"--tp", "2048"}, {"--vpp", "65"}, {"--micro-batch", "0"},
+                                   {"--cp", "131072"}, {"--top", "0"}, {"--zero", "4"}};
+    for (int i = 0; i < (int)(sizeof(bad_values) / sizeof(bad_values[0])); i++) {
+        const char* a[] = {"--plan", "--model", "llama-tiny", "--gpus", "2", bad_values[i][0], bad_values[i][1]};
+        rc = run_plan_capture(a, 7, log);
+        char name[96];
+        snprintf(name, sizeof(name), "cli_refuses_%s_%s", bad_values[i][0] + 2, bad_values[i][1]);
+        text = slurp(log);
+        check(rc == 1 && !strncmp(text, "error: ", 7) && !strchr(text, '\n')[1], name, "rc %d, '%.200s'", rc, text);
+    }
+    // work capped: 2^31 tokens a step of llama-tiny on 2 GPUs, and the op list that overflowed int
+    double t0 = now_s();
+    const char* a5[] = {"--plan", "--model", "llama-tiny", "--gpus", "2", "--global-batch-tokens", "2147483648"};
+    rc = run_plan_capture(a5, 7, log);
+    check(rc == 0 && now_s() - t0 < 20, "cli_huge_batch_capped", "rc %d in %.1f s", rc, now_s() - t0);
+    const char* a6[] = {"--plan", "--model", "llama-13b", "--seq-len", "1", "--gpus", "2", "--tp", "1", "--pp", "2", "--vpp", "20",
+                        "--micro-batch", "1", "--global-batch", "30678338", "--schedule", "interleaved"};
+    rc = run_plan_capture(a6, 19, log);
+    check(rc == 1 && strstr(slurp(log), "error: no valid layout"), "cli_op_list_overflow_refused", "rc %d, '%.300s'", rc, slurp(log));
+    write_file(runs, "hostile_runs.csv", "model,seq_len,gpus,gpus_per_node,global_batch_tokens,schedule,zero,tp,pp,dp,micro_batch,"
+               "recompute,attention,rms_kernel,sp,vpp\nllama-13b,1,2,8,30678338,interleaved,0,1,2,1,1,none,flash2,1,0,20\n");
+    const char* a7[] = {"--plan", "--runs", runs, "--plan-csv", out};
+    rc = run_plan_capture(a7, 5, log);
+    check(rc == 0 && strstr(slurp(log), "row 1: ") && strstr(slurp(out), "pairs per step"), "runs_op_list_overflow_refused",
+          "rc %d, '%.300s'", rc, slurp(log));
+    // CSV syntax: a byte-order mark, CRLF and a quoted line break are read; the rest is refused at its line and column
+    write_file(runs, "hostile_runs.csv", "\xef\xbb\xbfsheet,model,seq_len,gpus,gpus_per_node,global_batch_tokens,schedule,zero,tp,pp,dp,"
+               "micro_batch,recompute,attention,rms_kernel,sp,status,note\r\n" GOOD_RUN "\"two\r\nlines\"\r\n");
+    rc = run_plan_capture(a7, 5, log);
+    check(rc == 0 && strstr(slurp(log), "1 runs predicted") && strstr(slurp(log), "0 could not be evaluated") &&
+          strstr(slurp(out), "\"two\r\nlines\","),
+          "runs_bom_crlf_quoted_newline", "rc %d, '%.300s'", rc, slurp(log));
+    struct { const char* name; const char* text; const char* want; } bad[] = {
+        {"text_after_quote", RUNS_HEADER GOOD_RUN "\"x\"y\n", "line 2, column 69: text after the closing quote"},
+        {"unclosed_quote", RUNS_HEADER GOOD_RUN "\n" GOOD_RUN "\"open\n", "line 3, column 66: the quote opened here is never closed"},
+        {"quote_in_field", RUNS_HEADER GOOD_RUN "a\"b\n", "line 2, column 67: a quote inside an unquoted field"},
+    };
+    for (int i = 0; i < 3; i++) {
+        write_file(runs, "hostile_runs.csv", bad[i].text);
+        rc = run_plan_capture(a7, 5, log);
+        char name[64];
+        snprintf(name, sizeof(name), "runs_refuses_%s", bad[i].name);
+        check(rc == 1 && strstr(slurp(log), bad[i].want), name, "rc %d, '%.300s'", rc, slurp(log));
+    }
+    FILE* f = fopen(runs, "wb");  // a NUL byte inside a field
+    fputs(RUNS_HEADER, f), fwrite("a,llama-13b\0x,2048\n", 1, 19, f), fclose(f);
+    rc = run_plan_capture(a7, 5, log);
+    check(rc == 1 && strstr(slurp(log), "line 2, column 12: a NUL byte"), "runs_refuses_nul_byte", "rc %d, '%.300s'", rc, slurp(log));
+    unlink(runs), unlink(dev), unlink(log), unlink(out);
+}
+
+// ----------------------------------------------------------------------------
 // The fast search (plan_search: bounds, pruning, both cores) against the exhaustive one
 
 // plan_search's rows against plan_enumerate + plan_sort's: the first `top` the same, byte
@@ -1076,7 +1175,8 @@ static void check_search_same(const char* name, const ModelConfig* c, int gpus, 
     int rows = plan_search(c, gpus, global_batch, 8, d, k, &f, top, &fast, &n_valid, &n_fit);
     double t2 = now_s();
     for (int i = 0; i < n; i++) n_fit_all += all[i].fits;
-    int want = n < top ? n : top, same = rows >= want, first_diff = -1;
+    int shown = n_fit_all ? n_fit_all : n;  // the table shows the fitting layouts, or else those that do not fit
+    int want = shown < top ? shown : top, same = rows >= want, first_diff = -1;
     for (int i = 0; i < want && same; i++)
         if (memcmp(&all[i], &fast[i], sizeof(PlanResult))) same = 0, first_diff = i;
     int band = 0;
@@ -1108,7 +1208,7 @@ static void test_search_pruning(void) {
     small.mem_bytes = least / (1 - PLAN_MEM_UNCERTAINTY) * 1.001;
     check_search_same("search_pruned_equals_exhaustive_uncertainty_band", &study13, 16, 512, &small, &scaling, 20);
     // nothing fits: the table shows the layouts that do not, as the exhaustive search orders them
-    small.mem_bytes = 1 * GiB;
+    small.mem_bytes = 0.25 * GiB;
     check_search_same("search_pruned_equals_exhaustive_nothing_fits", &gpt2, 8, 64, &small, &trainer, 20);
 }
 
@@ -1130,5 +1230,6 @@ int main(void) {
     test_cli_context_parallel();
     test_calibration_runs();
     test_search_pruning();
+    test_hostile_inputs();
     return tests_done();
 }

@@ -3,6 +3,7 @@
 
     python3 dev/fit_planner.py ../shared/data/layouts_study/calibration.csv [--train ./train]
     python3 dev/fit_planner.py --memory RUNS.csv [--train ./train]
+    python3 dev/fit_planner.py --loso RUNS.csv [--train ./train]
 
 Minimizes the MFU mean absolute error of ./train --plan --runs (the same flags as
 scripts/validate_planner.py) over the runs that ran, by a coordinate search on the device
@@ -17,6 +18,9 @@ leave-one-sheet-out: for every sheet of RUNS.csv, the grid point that misjudges 
 runs of the other sheets (OOM_WEIGHT: how much more an out-of-memory run predicted to fit
 counts, the error that costs a user a failed launch) is scored on the held-out sheet. Prints each fold's choice
 and errors and the pooled leave-one-sheet-out accuracy; the fit on all sheets last.
+
+--loso: the time keys fitted on all sheets but one and scored on that one, for each sheet: a
+held-out MAE near the fitted one says the keys describe the hardware, not the sheets' rows.
 """
 import argparse
 import csv
@@ -37,15 +41,41 @@ KEYS = {  # key: (start, lower, upper)
 }
 
 
-def mae(train, runs, values, out):
+def mae(train, runs, values, out, keep=lambda sheet: True):
+    """MFU mean absolute error of the runs that ran and are predicted to fit, of the sheets `keep` accepts."""
     cmd = [train, "--plan", "--runs", runs] + STUDY_FLAGS
     for k, v in values.items():
         cmd += ["--device-set", "%s=%.5f" % (k, v)]
     subprocess.run(cmd + ["--plan-csv", out], capture_output=True, check=True)
     with open(out) as f:
         err = [abs(float(r["pred_mfu_pct"]) - float(r["mfu_pct"])) for r in csv.DictReader(f)
-               if r["status"] == "ok" and r["pred_mfu_pct"] != "" and r["pred_fits"] == "1"]
+               if r["status"] == "ok" and r["pred_mfu_pct"] != "" and r["pred_fits"] == "1" and keep(r["sheet"])]
     return sum(err) / len(err)
+
+
+def coordinate_search(train, runs, out, keep, verbose):
+    """The KEYS minimizing mae() over the sheets `keep` accepts; returns (values, MAE)."""
+    x = {k: v[0] for k, v in KEYS.items()}
+    best = mae(train, runs, x, out, keep)
+    if verbose:
+        print("start: MAE %.3f" % best)
+    step = 0.1
+    while step > 0.002:
+        improved = False
+        for k, (_, lo, hi) in KEYS.items():
+            for sign in (1, -1):
+                while True:
+                    y = dict(x)
+                    y[k] = min(hi, max(lo, x[k] * (1 + sign * step)))
+                    e = mae(train, runs, y, out, keep)
+                    if e >= best - 1e-6:
+                        break
+                    x, best, improved = y, e, True
+                    if verbose:
+                        print("MAE %.3f  %s" % (best, " ".join("%s=%.4f" % kv for kv in x.items())))
+        if not improved:
+            step /= 2
+    return x, best
 
 
 MEM_FRAG = [0.20 + 0.02 * i for i in range(14)]
@@ -95,32 +125,24 @@ def main():
     ap.add_argument("runs")
     ap.add_argument("--train", default=os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "train"))
     ap.add_argument("--memory", action="store_true", help="fit the memory reserve, leave-one-sheet-out")
+    ap.add_argument("--loso", action="store_true", help="fit the time keys on all sheets but one, score that one, for each")
     a = ap.parse_args()
     if a.memory:
         memory_loso(a.train, a.runs)
         return
     out = tempfile.NamedTemporaryFile(suffix=".csv", delete=False).name
-    x = {k: v[0] for k, v in KEYS.items()}
-    best = mae(a.train, a.runs, x, out)
-    print("start: MAE %.3f" % best)
-    step = 0.1
-    while step > 0.002:
-        improved = False
-        for k, (_, lo, hi) in KEYS.items():
-            for sign in (1, -1):
-                while True:
-                    y = dict(x)
-                    y[k] = min(hi, max(lo, x[k] * (1 + sign * step)))
-                    e = mae(a.train, a.runs, y, out)
-                    if e >= best - 1e-6:
-                        break
-                    x, best, improved = y, e, True
-                    print("MAE %.3f  %s" % (best, " ".join("%s=%.4f" % kv for kv in x.items())))
-        if not improved:
-            step /= 2
+    if a.loso:
+        with open(a.runs) as f:
+            sheets = list(dict.fromkeys(r["sheet"] for r in csv.DictReader(f)))
+        for held in sheets:
+            x, fitted = coordinate_search(a.train, a.runs, out, lambda s: s != held, False)
+            print("held out %-62s MAE %.2f (fitted on the others: %.2f)  %s" % (held[:62], mae(a.train, a.runs, x, out, lambda s: s == held),
+                  fitted, " ".join("%s=%.3f" % kv for kv in x.items())))
+        os.unlink(out)
+        return
+    x, best = coordinate_search(a.train, a.runs, out, lambda s: True, True)
     os.unlink(out)
     print("result: MAE %.3f\n%s" % (best, " ".join("--device-set %s=%.4f" % kv for kv in x.items())))
-
 
 if __name__ == "__main__":
     main()

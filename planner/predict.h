@@ -4,6 +4,7 @@
 #ifndef PLANNER_PREDICT_H
 #define PLANNER_PREDICT_H
 
+#include "parallel/layout_check.h"
 #include "planner/time.h"
 
 typedef struct {
@@ -110,27 +111,25 @@ static void plan_memory_reason(const PlanResult* r, double mem_bytes, char* buf,
 // Whether layout c (dp x cp x tp x pp GPUs) can run global_batch sequences at all; sets
 // r->n_micro. Returns 0, or -1 with r->invalid saying why.
 static int plan_check_layout(const ModelConfig* c, const PlanSetup* k, int global_batch, PlanResult* r) {
-    int dp = c->dp, tp = c->tp, pp = c->pp, vpp = c->vpp, mb = c->micro_batch, L = c->n_layer, cp = c->cp, U = c->cp_ulysses;
+    int dp = c->dp, tp = c->tp, pp = c->pp, vpp = c->vpp, mb = c->micro_batch, cp = c->cp, U = c->cp_ulysses;
     if (dp < 1 || tp < 1 || pp < 1 || vpp < 1 || mb < 1) return plan_invalid(r, "dp, tp, pp, vpp and micro-batch must be >= 1");
-    if (global_batch < 1 || global_batch % (dp * mb)) return plan_invalid(r, "global batch %d is not a multiple of dp*micro_batch = %d", global_batch, dp * mb);
-    if (c->n_head % tp || c->n_kv_head % tp) return plan_invalid(r, "tp %d does not divide n_head %d and n_kv_head %d (no kv-head replication)", tp, c->n_head, c->n_kv_head);
-    if (c->d_ff % tp || c->vocab_padded % tp) return plan_invalid(r, "tp %d does not divide d_ff %d and the padded vocabulary %d", tp, c->d_ff, c->vocab_padded);
+    if (global_batch < 1) return plan_invalid(r, "the global batch must be >= 1 sequence");
     if (cp < 1 || U < 1 || cp % U) return plan_invalid(r, "cp %d: its Ulysses degree %d must be >= 1 and divide it", cp, U);
     if (cp > 1 && !k->context_parallel) return plan_invalid(r, "this software has no context parallelism (cp %d)", cp);
-    if ((c->n_kv_head / tp) % U)
-        return plan_invalid(r, "Ulysses degree %d does not divide the %d KV heads of a tp rank", U, c->n_kv_head / tp);
-    int chunks = cp / U > 1 ? 2 * cp : cp;  // the zig-zag ring cuts a sequence into 2R chunks, each split over U ranks
-    if (c->seq_len % chunks) return plan_invalid(r, "seq_len %d is not a multiple of %d (cp %d, Ulysses %d)", c->seq_len, chunks, cp, U);
-    if (pp * vpp > L) return plan_invalid(r, "pp*vpp = %d exceeds n_layer %d", pp * vpp, L);
-    if (c->sp && tp == 1) return plan_invalid(r, "sequence parallelism needs tp > 1");
+    // the trainer's own rules (parallel/layout_check.h): tp splits every tensor, cp the sequence
+    // and the heads, pp*vpp chunks the layers, dp*micro-batch the batch, the schedule its
+    // micro-batches; ZeRO over one replica shards nothing (the planner predicts it as none)
+    ModelConfig t = *c;
+    t.global_batch = global_batch;
+    if ((long long)dp * cp == 1) t.zero = 0;
+    long long ranks = (long long)dp * tp * pp * cp;
+    char why_trainer[512];
+    if (layout_check(&t, ranks > INT_MAX ? INT_MAX : (int)ranks, why_trainer)) return plan_invalid(r, "%s", why_trainer);
     if (c->zero < 0 || c->zero > 3) return plan_invalid(r, "zero stage must be 0..3");
     if (k->own_buffers && c->zero == 3) return plan_invalid(r, "this trainer shards up to ZeRO-2 (zero 3)");
     if (c->recompute < RECOMPUTE_NONE || c->recompute > RECOMPUTE_FULL) return plan_invalid(r, "bad recompute mode");
     if (k->attention < 0 || k->attention >= N_ATTN) return plan_invalid(r, "bad attention kernel");
-    int m = global_batch / (dp * mb);
-    r->n_micro = m;
-    const char* why = schedule_check(c->schedule, pp, vpp, m);
-    if (why) return plan_invalid(r, "%s", why);
+    r->n_micro = (int)(global_batch / ((long long)dp * mb));  // layout_check: a whole number
     if (schedule_has_w(c->schedule) && c->recompute == RECOMPUTE_FULL)  // as the trainer refuses it (args.h)
         return plan_invalid(r, "--schedule %s keeps each layer's activations until its weight pass: not with --recompute full",
                             schedule_name(c->schedule));

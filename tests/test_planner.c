@@ -420,7 +420,7 @@ static void test_context_parallel(void) {
     q.dp = 8, q.cp = q.cp_ulysses = 8;
     int ok8 = plan_predict(&q, &k, 128, 8, &d, &rq) == 0;
     q.dp = 4, q.cp = q.cp_ulysses = 16;
-    int no16 = plan_predict(&q, &k, 128, 8, &d, &rq) == -1 && strstr(rq.invalid, "does not divide the 8 KV heads");
+    int no16 = plan_predict(&q, &k, 128, 8, &d, &rq) == -1 && strstr(rq.invalid, "the 8 KV heads");
     q.tp = 2, q.cp = q.cp_ulysses = 8;
     int no_tp2 = plan_predict(&q, &k, 128, 8, &d, &rq) == -1 && strstr(rq.invalid, "the 4 KV heads");
     q.cp_ulysses = 4;
@@ -466,7 +466,7 @@ static void test_context_parallel(void) {
     plan_predict(&c, &k, 16, 8, &d, &dpcp);
     c.cp = 32, c.zero = 0, c.seq_len = 96;
     PlanResult z;
-    int short_seq = plan_predict(&c, &k, 16, 8, &d, &z) == -1 && strstr(z.invalid, "not a multiple of 64");
+    int short_seq = plan_predict(&c, &k, 16, 8, &d, &z) == -1 && strstr(z.invalid, "2 x cp = 64 equal chunks");
     c.cp = 16;
     int ok_seq = plan_predict(&c, &k, 16, 8, &d, &z) == 0;
     c = model("llama-7b", 32768);

@@ -132,15 +132,25 @@ static void trainer_state_bytes_per_param(int dtype_bytes, int zero, int replica
 // when the list has W ops, as the trainer defers them by default). A search asks for the
 // same pipeline shapes many times, so each thread keeps the counts of the last
 // TRAINER_COUNTS_KEPT shapes (as predict.h's stage_pipeline_counts keeps its peaks).
-#define TRAINER_COUNTS_KEPT 256
+#define TRAINER_COUNTS_KEPT 8192
 typedef struct {
     int schedule, pp, vpp, m;  // the shape (pp 0: an empty entry)
     double* t_build;           // the times its lists were built for (chunk_op_flops)
     ActCounts* counts;         // [pp * vpp]: stage s, local chunk j at s * vpp + j
 } TrainerCounts;
 
+static __thread TrainerCounts trainer_counts_kept[TRAINER_COUNTS_KEPT];  // per thread: a search predicts on all cores
+
+// Free this thread's kept counts (a search's threads do before they end).
+static void trainer_chunk_counts_release(void) {
+    for (int i = 0; i < TRAINER_COUNTS_KEPT; i++) {
+        free(trainer_counts_kept[i].counts), free(trainer_counts_kept[i].t_build);
+        memset(&trainer_counts_kept[i], 0, sizeof(TrainerCounts));
+    }
+}
+
 static void trainer_chunk_counts(const ModelConfig* c, int st, int m, ActCounts* out) {
-    static __thread TrainerCounts kept[TRAINER_COUNTS_KEPT];  // per thread: the search predicts on both cores
+    TrainerCounts* kept = trainer_counts_kept;
     int schedule = c->schedule, pp = c->pp, vpp = c->vpp, n_t = 3 * pp * vpp;
     double* t_build = (double*)xmalloc(sizeof(double) * n_t);
     chunk_op_flops(c, pp, vpp, t_build);  // the times ZB-V's lists are built for, as in the runtime

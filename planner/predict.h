@@ -58,7 +58,7 @@ static int plan_invalid(PlanResult* r, const char* fmt, ...) {
 // this for the same pipeline shape many times (once per kernel, recomputation, ZeRO and SP
 // choice, and again for every tp and cp that leave the same pp and m), so each thread keeps
 // the counts of the last STAGE_COUNTS_KEPT shapes: each schedule is built about once.
-#define STAGE_COUNTS_KEPT 1024
+#define STAGE_COUNTS_KEPT 8192
 typedef struct {
     int schedule, pp, vpp, m;  // the shape (pp 0: an empty entry)
     double* t_build;           // the times its lists were built for (chunk_op_flops)

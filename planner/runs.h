@@ -34,8 +34,15 @@ static int csv_open(CsvReader* r, const char* path, char* err, size_t err_len) {
     FILE* f = input_open(path, why, sizeof(why), NULL);
     if (!f) { snprintf(err, err_len, "cannot open '%s': %s", path, why); return -1; }
     memset(r, 0, sizeof(*r));
-    r->text = (char*)xmalloc(CSV_MAX_BYTES + 1);
-    r->len = fread(r->text, 1, CSV_MAX_BYTES + 1, f);
+    size_t cap = 1 << 16;
+    r->text = (char*)xmalloc(cap + 1);
+    for (;;) {  // read until the end, growing the buffer to one byte past the cap at most
+        r->len += fread(r->text + r->len, 1, cap - r->len, f);
+        if (r->len < cap || cap > CSV_MAX_BYTES) break;
+        cap = 2 * cap < CSV_MAX_BYTES + 1 ? 2 * cap : CSV_MAX_BYTES + 1;
+        r->text = (char*)realloc(r->text, cap + 1);
+        if (!r->text) fail("out of memory");
+    }
     int bad = ferror(f);
     fclose(f);
     if (bad || r->len > CSV_MAX_BYTES) {

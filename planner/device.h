@@ -65,8 +65,9 @@ static void profile_a100(DeviceProfile* d) {
     d->bmm_eff = 0.34;            // fit (the batched K=128 score matmuls of unfused attention)
     d->mem_bytes = 80 * GiB;
     d->mem_overhead = 0.5 * GiB;  // fit (0.5 in every leave-one-sheet-out fit): CUDA context and cuBLAS/NCCL workspaces
-    d->mem_frag = 0.30;           // fit (study's out-of-memory boundaries): what a framework holds beyond the counted
-                                  // activations and temporaries: allocator fragmentation, autograd's copies and views
+    d->mem_frag = 0.22;           // fit (study's out-of-memory boundaries): what a framework holds beyond the counted
+                                  // activations: allocator fragmentation, autograd's copies and views (not of the loss's
+                                  // and attention's temporaries: blocks of a few GiB, each its own exact-size segment)
     d->hbm_bw = 2.039e12;
     d->hbm_eff = 0.49;            // fit: also covers the passes the byte table misses (layout copies, casts)
     d->op_latency = 4e-6;

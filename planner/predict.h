@@ -286,7 +286,7 @@ static void plan_memory(const ModelConfig* c, const PlanSetup* k, const DevicePr
             act = in_flight * max_layers * act_layer + w_in;  // (the embedding output is the first norm's input, counted there)
             double peak_temp = stage_head && loss_temp > layer_temp ? loss_temp : layer_temp;
             temp = peak_temp + cp_buf + zero3_buf;
-            reserve = d->mem_overhead + d->mem_frag * (act + temp);
+            reserve = d->mem_overhead + d->mem_frag * act;
         }
         double total = p * (wb + gb + ob) + act + temp + reserve;
         if (total > r->mem_total) {

@@ -144,7 +144,8 @@ static void test_memory_by_hand(void) {
 //           8 + (4 + 4*0.5 + 8*3) + 4a/h (0.25) = 38.25 -> 156672 B; 4 layers = 626688 B
 //   temporaries: the loss's 64 * 384 logits * (2 + 16) = 442368 + the final norm's input
 //           8192 = 450560 B (flash attention: no layer temporaries, the loss's are the peak)
-//   reserve: 0.5 GiB + 30% of (activations + temporaries) = 0.5 GiB + 323174.4 B
+//   reserve: 0.5 GiB + 22% of the activations (the allocator fragments them, not the loss's
+//           exact-size blocks) = 0.5 GiB + 137871.36 B
 static void test_memory_framework_by_hand(void) {
     DeviceProfile d;
     profile_builtin("a100-80gb", &d);
@@ -157,7 +158,7 @@ static void test_memory_framework_by_hand(void) {
           r.mem_weights + r.mem_grads + r.mem_optim);
     check(r.mem_act == 626688, "framework_memory_activations_hand", "%.0f B, want 626688", r.mem_act);
     check(r.mem_temp == 450560, "framework_memory_loss_hand", "%.0f B, want 450560", r.mem_temp);
-    check(fabs(r.mem_total - (3941376 + 626688 + 450560 + 0.5 * GiB + 323174.4)) < 1e-3, "framework_memory_total_hand", "%.0f B",
+    check(fabs(r.mem_total - (3941376 + 626688 + 450560 + 0.5 * GiB + 137871.36)) < 1e-3, "framework_memory_total_hand", "%.0f B",
           r.mem_total);
     // unfused attention: a layer's backward holds dP and dS (torch: fp32 and bf16, 10 B per score)
     // at another moment than the loss: the peak holds the larger. At 32 tokens the scores are
@@ -1061,10 +1062,10 @@ static void test_calibration_runs(void) {
     double acc = judged ? (double)right / judged : 0, mae = n_err ? err / n_err : 99;
     check(rc == 0 && judged > 300 && acc >= 0.92 && mae <= 4, "calibration_runs_fit_and_mfu", "fit accuracy %.3f over %d runs, MFU MAE %.2f over %d",
           acc, judged, mae, n_err);
-    // the numbers the README publishes (fit accuracy 0.931, MAE 1.87, since the memory model counts
-    // SwiGLU's silu(gate), the loss's fp32 temporaries and the larger of the temporaries)
-    check(fabs(acc - 0.931) < 0.0005 && fabs(mae - 1.87) < 0.005, "calibration_runs_as_published",
-          "fit accuracy %.4f (README 0.931), MFU MAE %.3f (README 1.87)", acc, mae);
+    // the numbers the README publishes (fit accuracy 0.928, MAE 1.90, since the fragmentation
+    // reserve covers the activations only, not the loss's exact-size temporaries)
+    check(fabs(acc - 0.928) < 0.0005 && fabs(mae - 1.90) < 0.005, "calibration_runs_as_published",
+          "fit accuracy %.4f (README 0.928), MFU MAE %.3f (README 1.90)", acc, mae);
     unlink(out), unlink(log);
 }
 

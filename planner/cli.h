@@ -6,29 +6,34 @@
 #include "planner/runs.h"
 
 static void plan_usage(void) {
-    printf("usage: train --plan [flags]              rank every layout and kernel choice\n"
-           "       train --plan --runs FILE.csv [flags]  predict the runs of a file (see dev/PLANNER.md)\n"
-           "  --model NAME            preset (default llama-13b); shape: --n-layer --n-head --n-kv-head --d-model --d-ff --vocab --seq-len\n"
-           "                          (with --runs the shape flags override every row's preset)\n"
-           "  --gpus N                GPUs in all (default 8)       --gpus-per-node N (default: the device's)\n"
-           "  --device NAME           %s (default a100-80gb)\n"
-           "  --device-file FILE      'key = value' profile (optional first key 'base = NAME')\n"
-           "  --device-set KEY=VALUE  override one profile key (repeatable); --peak-tflops X\n"
-           "  --global-batch-tokens N or --global-batch N (sequences; default 4194304 tokens)\n"
-           "  --attention torch|fused_softmax|flash1|flash2, --rms-kernel on|off   evaluate only these kernels\n"
-           "  --software trainer|scaling|framework   what runs the layout: this trainer (default, its own buffers), the\n"
-           "                          Aleph Alpha Scaling codebase of the layouts study (its rank order, pipeline cut, loss\n"
-           "                          and DP reduction), or a PyTorch framework (Megatron-LM, FSDP: autograd's activations)\n"
-           "  --tp --pp --dp --vpp --micro-batch N, --recompute none|selective|full, --sp 0|1, --zero 0..3,\n"
-           "  --schedule 1f1b|interleaved|zb-h1|zb-v,\n"
-           "  --cp N (ranks per sequence: 1 = no context parallelism; powers of two), --cp-kind ring|ulysses|2d,\n"
-           "  --cp-ulysses U (the all-to-all degree inside cp; 2d: the ring is cp / U)   evaluate only these layouts\n"
-           "  --top N                 rows to print (default 20)    --plan-csv FILE  all layouts (or the runs), every column\n"
-           "The table ranks the layouts that fit with room first: a layout whose predicted peak is within %.0f%% of the\n"
-           "device's memory (the memory model's uncertainty for another framework's peak; this trainer's own buffers are\n"
-           "counted exactly) ranks below every layout with more room, whatever its speed; 'free GiB' is the memory left\n"
-           "after the predicted peak. Then by throughput.\n",
-           PROFILE_NAMES, 100 * PLAN_MEM_UNCERTAINTY);
+    printf(
+        "usage: train --plan [flags]              rank every layout and kernel choice\n"
+        "       train --plan --runs FILE.csv [flags]  predict the runs of a file (see dev/PLANNER.md)\n"
+        "  --model NAME            preset (default llama-13b); shape: --n-layer --n-head --n-kv-head --d-model --d-ff "
+        "--vocab --seq-len\n"
+        "                          (with --runs the shape flags override every row's preset)\n"
+        "  --gpus N                GPUs in all (default 8)       --gpus-per-node N (default: the device's)\n"
+        "  --device NAME           %s (default a100-80gb)\n"
+        "  --device-file FILE      'key = value' profile (optional first key 'base = NAME')\n"
+        "  --device-set KEY=VALUE  override one profile key (repeatable); --peak-tflops X\n"
+        "  --global-batch-tokens N or --global-batch N (sequences; default 4194304 tokens)\n"
+        "  --attention torch|fused_softmax|flash1|flash2, --rms-kernel on|off   evaluate only these kernels\n"
+        "  --software trainer|scaling|framework   what runs the layout: this trainer (default, its own buffers), the\n"
+        "                          Aleph Alpha Scaling codebase of the layouts study (its rank order, pipeline cut, "
+        "loss\n"
+        "                          and DP reduction), or a PyTorch framework (Megatron-LM, FSDP: autograd's "
+        "activations)\n"
+        "  --tp --pp --dp --vpp --micro-batch N, --recompute none|selective|full, --sp 0|1, --zero 0..3,\n"
+        "  --schedule 1f1b|interleaved|zb-h1|zb-v,\n"
+        "  --cp N (ranks per sequence: 1 = no context parallelism; powers of two), --cp-kind ring|ulysses|2d,\n"
+        "  --cp-ulysses U (the all-to-all degree inside cp; 2d: the ring is cp / U)   evaluate only these layouts\n"
+        "  --top N                 rows to print (default 20)    --plan-csv FILE  all layouts (or the runs), every "
+        "column\n"
+        "The table ranks the layouts that fit with room first: a layout whose predicted peak is within %.0f%% of the\n"
+        "device's memory (the memory model's uncertainty for another framework's peak; this trainer's own buffers are\n"
+        "counted exactly) ranks below every layout with more room, whatever its speed; 'free GiB' is the memory left\n"
+        "after the predicted peak. Then by throughput.\n",
+        PROFILE_NAMES, 100 * PLAN_MEM_UNCERTAINTY);
 }
 
 
@@ -49,7 +54,9 @@ static int plan_int(const char* v, const char* flag, long lo, long hi) {
     return (int)x;
 }
 // A layout filter whose range is the trainer's (args.h SIZE_FLAGS).
-static int plan_size_flag(const char* v, int k) { return plan_int(v, SIZE_FLAGS[k].flag, SIZE_FLAGS[k].lo, SIZE_FLAGS[k].hi); }
+static int plan_size_flag(const char* v, int k) {
+    return plan_int(v, SIZE_FLAGS[k].flag, SIZE_FLAGS[k].lo, SIZE_FLAGS[k].hi);
+}
 
 // The CSV is written over no file the planner reads (--runs, --device-file), whatever the
 // paths say: compared by file identity (device and inode), as the trainer compares its outputs.
@@ -59,8 +66,10 @@ static void plan_outputs_check(const PlanArgs* a, const char* device_file) {
     const char* inputs[2] = {a->runs, device_file};
     const char* flags[2] = {"--runs", "--device-file"};
     for (int i = 0; i < 2; i++)
-        if (inputs[i] && file_id_of(a->csv, &out) && file_id_of(inputs[i], &in) && out.dev == in.dev && out.ino == in.ino)
-            fail("--plan-csv %s: is the file %s %s that the planner reads; it is not overwritten", a->csv, flags[i], inputs[i]);
+        if (inputs[i] && file_id_of(a->csv, &out) && file_id_of(inputs[i], &in) && out.dev == in.dev &&
+            out.ino == in.ino)
+            fail("--plan-csv %s: is the file %s %s that the planner reads; it is not overwritten", a->csv, flags[i],
+                 inputs[i]);
 }
 
 static void plan_parse_args(int argc, char** argv, PlanArgs* a) {
@@ -83,31 +92,46 @@ static void plan_parse_args(int argc, char** argv, PlanArgs* a) {
         if (i + 1 >= argc) fail("--plan: flag %s needs a value", flag);
         const char* v = argv[++i];
         int shape_k = -1;
-        for (int k = 0; k < PLAN_SHAPE_FLAGS; k++) if (!strcmp(flag, SIZE_FLAGS[k].flag)) shape_k = k;
-        if (shape_k >= 0) a->shape[shape_k] = plan_size_flag(v, shape_k);
-        else if (!strcmp(flag, "--model")) { if (!find_preset(v)) fail("--model: unknown preset '%s'", v); a->model = v; }
-        else if (!strcmp(flag, "--gpus")) a->gpus = plan_int(v, flag, 1, PLAN_MAX_GPUS);
-        else if (!strcmp(flag, "--gpus-per-node")) a->gpus_per_node = plan_int(v, flag, 1, PLAN_MAX_GPUS);
+        for (int k = 0; k < PLAN_SHAPE_FLAGS; k++)
+            if (!strcmp(flag, SIZE_FLAGS[k].flag)) shape_k = k;
+        if (shape_k >= 0)
+            a->shape[shape_k] = plan_size_flag(v, shape_k);
+        else if (!strcmp(flag, "--model")) {
+            if (!find_preset(v)) fail("--model: unknown preset '%s'", v);
+            a->model = v;
+        } else if (!strcmp(flag, "--gpus"))
+            a->gpus = plan_int(v, flag, 1, PLAN_MAX_GPUS);
+        else if (!strcmp(flag, "--gpus-per-node"))
+            a->gpus_per_node = plan_int(v, flag, 1, PLAN_MAX_GPUS);
         else if (!strcmp(flag, "--device")) device = v;
         else if (!strcmp(flag, "--device-file")) device_file = v;
-        else if (!strcmp(flag, "--device-set")) { if (n_sets == 64) fail("--device-set: at most 64"); sets[n_sets++] = v; }
-        else if (!strcmp(flag, "--peak-tflops")) peak_tflops = v;  // the device key peak_tflops, its range
+        else if (!strcmp(flag, "--device-set")) { if (n_sets == 64) fail("--device-set: at most 64"); sets[n_sets++] = v;
+        } else if (!strcmp(flag, "--peak-tflops"))
+            peak_tflops = v;  // the device key peak_tflops, its range
         else if (!strcmp(flag, "--global-batch-tokens")) {
             a->global_tokens = parse_long(v, flag);
             if (a->global_tokens < 1 || a->global_tokens > PLAN_MAX_TOKENS)
                 fail("--global-batch-tokens must be in [1, %lld], got %ld", PLAN_MAX_TOKENS, a->global_tokens);
-        }
-        else if (!strcmp(flag, "--global-batch")) a->global_batch = plan_size_flag(v, SIZE_GLOBAL_BATCH);
-        else if (!strcmp(flag, "--top")) a->top = plan_int(v, flag, 1, 1 << 30);
+        } else if (!strcmp(flag, "--global-batch"))
+            a->global_batch = plan_size_flag(v, SIZE_GLOBAL_BATCH);
+        else if (!strcmp(flag, "--top"))
+            a->top = plan_int(v, flag, 1, 1 << 30);
         else if (!strcmp(flag, "--plan-csv")) a->csv = v;
         else if (!strcmp(flag, "--runs")) a->runs = v;
-        else if (!strcmp(flag, "--tp")) f->tp = plan_size_flag(v, SIZE_TP);
-        else if (!strcmp(flag, "--pp")) f->pp = plan_size_flag(v, SIZE_PP);
-        else if (!strcmp(flag, "--dp")) f->dp = plan_size_flag(v, SIZE_DP);
-        else if (!strcmp(flag, "--vpp")) f->vpp = plan_size_flag(v, SIZE_VPP);
-        else if (!strcmp(flag, "--micro-batch")) f->micro_batch = plan_size_flag(v, SIZE_MICRO_BATCH);
-        else if (!strcmp(flag, "--sp")) f->sp = plan_int(v, flag, 0, 1);
-        else if (!strcmp(flag, "--zero")) f->zero = plan_int(v, flag, 0, 3);  // ZeRO-3 is modelled, not in the trainer
+        else if (!strcmp(flag, "--tp"))
+            f->tp = plan_size_flag(v, SIZE_TP);
+        else if (!strcmp(flag, "--pp"))
+            f->pp = plan_size_flag(v, SIZE_PP);
+        else if (!strcmp(flag, "--dp"))
+            f->dp = plan_size_flag(v, SIZE_DP);
+        else if (!strcmp(flag, "--vpp"))
+            f->vpp = plan_size_flag(v, SIZE_VPP);
+        else if (!strcmp(flag, "--micro-batch"))
+            f->micro_batch = plan_size_flag(v, SIZE_MICRO_BATCH);
+        else if (!strcmp(flag, "--sp"))
+            f->sp = plan_int(v, flag, 0, 1);
+        else if (!strcmp(flag, "--zero"))
+            f->zero = plan_int(v, flag, 0, 3);  // ZeRO-3 is modelled, not in the trainer
         else if (!strcmp(flag, "--attention")) {
             if ((f->attention = attn_from_name(v)) < 0) fail("--attention: expected torch, fused_softmax, flash1 or flash2, got '%s'", v);
         } else if (!strcmp(flag, "--rms-kernel")) {
@@ -117,8 +141,10 @@ static void plan_parse_args(int argc, char** argv, PlanArgs* a) {
         } else if (!strcmp(flag, "--software")) {
             if (!strcmp(v, "trainer")) a->setup = plan_setup_for(SOFTWARE_TRAINER);
             else if (!strcmp(v, "scaling")) a->setup = plan_setup_for(SOFTWARE_SCALING);
-            else if (!strcmp(v, "framework")) a->setup = plan_setup_for(SOFTWARE_FRAMEWORK);
-            else fail("--software: expected trainer, scaling or framework, got '%s'", v);
+            else if (!strcmp(v, "framework"))
+                a->setup = plan_setup_for(SOFTWARE_FRAMEWORK);
+            else
+                fail("--software: expected trainer, scaling or framework, got '%s'", v);
         } else if (!strcmp(flag, "--recompute")) {
             if (!strcmp(v, "none")) f->recompute = RECOMPUTE_NONE;
             else if (!strcmp(v, "selective")) f->recompute = RECOMPUTE_SELECTIVE;
@@ -127,8 +153,10 @@ static void plan_parse_args(int argc, char** argv, PlanArgs* a) {
         } else if (!strcmp(flag, "--schedule")) {  // the schedules the search tries (plan_schedule_tried)
             f->schedule = schedule_from_name(v);
             if (f->schedule < 0 || f->schedule == SCHED_GPIPE) fail("--schedule: expected 1f1b, interleaved, zb-h1 or zb-v, got '%s'", v);
-        } else if (!strcmp(flag, "--cp")) f->cp = plan_size_flag(v, SIZE_CP);
-        else if (!strcmp(flag, "--cp-ulysses")) f->cp_ulysses = plan_size_flag(v, SIZE_CP_ULYSSES);
+        } else if (!strcmp(flag, "--cp"))
+            f->cp = plan_size_flag(v, SIZE_CP);
+        else if (!strcmp(flag, "--cp-ulysses"))
+            f->cp_ulysses = plan_size_flag(v, SIZE_CP_ULYSSES);
         else if (!strcmp(flag, "--cp-kind")) {
             if (!strcmp(v, "ring")) f->cp_kind = CPK_RING;
             else if (!strcmp(v, "ulysses")) f->cp_kind = CPK_ULYSSES;
@@ -163,17 +191,20 @@ static void plan_parse_args(int argc, char** argv, PlanArgs* a) {
 // Output
 
 static void plan_print_table(const PlanResult* r, int n, int top) {
-    printf("%4s %4s %3s %3s %-8s %3s %3s %3s %-11s %-9s %2s %4s %-13s %3s %7s %8s %4s %8s %10s %6s %7s %7s %6s\n", "rank", "dp", "tp", "cp",
-           "cp kind", "pp", "vpp", "mb", "schedule", "recompute", "sp", "zero", "attention", "rms", "mem GiB", "free GiB", "fits", "step s", "tok/s/GPU",
-           "MFU%", "idle%", "formula", "cp%");
+    printf("%4s %4s %3s %3s %-8s %3s %3s %3s %-11s %-9s %2s %4s %-13s %3s %7s %8s %4s %8s %10s %6s %7s %7s %6s\n",
+           "rank", "dp", "tp", "cp", "cp kind", "pp", "vpp", "mb", "schedule", "recompute", "sp", "zero", "attention",
+           "rms", "mem GiB", "free GiB", "fits", "step s", "tok/s/GPU", "MFU%", "idle%", "formula", "cp%");
     for (int i = 0; i < n && i < top; i++) {
         const PlanResult* p = &r[i];
         char kind[16];
-        printf("%4d %4d %3d %3d %-8s %3d %3d %3d %-11s %-9s %2d %4d %-13s %3d %7.1f %8.1f %4s %8.3f %10.0f %6.1f %7.2f %7.2f %6.1f\n", i + 1, p->dp,
-               p->tp, p->cp, cp_kind_str(p, kind, sizeof(kind)), p->pp, p->vpp, p->micro_batch, schedule_name(p->schedule),
-               recompute_name(p->recompute), p->sp, p->zero, ATTN_NAMES[p->setup.attention], p->setup.rms_kernel, p->mem_total / GiB,
-               p->mem_margin / GiB, p->fits ? "yes" : "no", p->t_step, p->tokens_per_s_per_gpu, 100 * p->mfu, 100 * p->idle_frac, 100 * p->bubble_formula,
-               p->timed ? 100 * p->t_cp_exposed / p->t_step : 0);
+        printf(
+            "%4d %4d %3d %3d %-8s %3d %3d %3d %-11s %-9s %2d %4d %-13s %3d %7.1f %8.1f %4s %8.3f %10.0f %6.1f %7.2f "
+            "%7.2f %6.1f\n",
+            i + 1, p->dp, p->tp, p->cp, cp_kind_str(p, kind, sizeof(kind)), p->pp, p->vpp, p->micro_batch,
+            schedule_name(p->schedule), recompute_name(p->recompute), p->sp, p->zero, ATTN_NAMES[p->setup.attention],
+            p->setup.rms_kernel, p->mem_total / GiB, p->mem_margin / GiB, p->fits ? "yes" : "no", p->t_step,
+            p->tokens_per_s_per_gpu, 100 * p->mfu, 100 * p->idle_frac, 100 * p->bubble_formula,
+            p->timed ? 100 * p->t_cp_exposed / p->t_step : 0);
     }
 }
 
@@ -181,34 +212,45 @@ static void plan_print_table(const PlanResult* r, int n, int top) {
 // and put it in place.
 static void plan_write_csv(AtomicFile* out, const ModelConfig* c, const DeviceProfile* d, const PlanResult* r, int n) {
     FILE* f = out->f;
-    fprintf(f, "dp,tp,pp,cp,cp_ulysses,cp_kind,cp_off_node,vpp,micro_batch,n_micro,schedule,recompute,sp,zero,attention,rms_kernel,"
-               "in_flight,w_pending,worst_stage,mem_weights_gib,mem_grads_gib,mem_optim_gib,mem_act_gib,mem_w_inputs_gib,mem_temp_gib,"
-               "mem_overhead_gib,mem_total_gib,mem_margin_gib,fits,t_layer_fwd_s,t_layer_bwd_s,t_layer_w_s,t_tp_comm_s,t_cp_comm_s,t_cp_exposed_s,cp_gib,"
-               "t_p2p_s,t_pipeline_s,t_dp_comm_s,t_dp_exposed_s,t_optim_s,t_step_s,idle_frac,bubble_formula,tokens_per_s_per_gpu,"
-               "model_tflops_per_gpu,mfu,hfu,mfu_study\n");
+    fprintf(f,
+            "dp,tp,pp,cp,cp_ulysses,cp_kind,cp_off_node,vpp,micro_batch,n_micro,schedule,recompute,sp,zero,attention,"
+            "rms_kernel,"
+            "in_flight,w_pending,worst_stage,mem_weights_gib,mem_grads_gib,mem_optim_gib,mem_act_gib,mem_w_inputs_gib,"
+            "mem_temp_gib,"
+            "mem_overhead_gib,mem_total_gib,mem_margin_gib,fits,t_layer_fwd_s,t_layer_bwd_s,t_layer_w_s,t_tp_comm_s,t_"
+            "cp_comm_s,t_cp_exposed_s,cp_gib,"
+            "t_p2p_s,t_pipeline_s,t_dp_comm_s,t_dp_exposed_s,t_optim_s,t_step_s,idle_frac,bubble_formula,tokens_per_s_"
+            "per_gpu,"
+            "model_tflops_per_gpu,mfu,hfu,mfu_study\n");
     for (int i = 0; i < n; i++) {
         const PlanResult* p = &r[i];
-        fprintf(f, "%d,%d,%d,%d,%d,%s,%d,%d,%d,%d,%s,%s,%d,%d,%s,%d,%d,%d,%d,%.4f,%.4f,%.4f,%.4f,%.4f,%.4f,%.4f,%.4f,%.4f,%d,", p->dp, p->tp,
-                p->pp, p->cp, p->cp_ulysses, CPK_NAMES[cp_kind_of(p->cp, p->cp_ulysses)], p->cp_off_node, p->vpp,
-                p->micro_batch, p->n_micro, schedule_name(p->schedule), recompute_name(p->recompute), p->sp, p->zero,
-                ATTN_NAMES[p->setup.attention], p->setup.rms_kernel, p->in_flight, p->w_pending, p->worst_stage, p->mem_weights / GiB,
-                p->mem_grads / GiB, p->mem_optim / GiB, p->mem_act / GiB, p->mem_w_inputs / GiB, p->mem_temp / GiB, p->mem_overhead / GiB,
-                p->mem_total / GiB, p->mem_margin / GiB, p->fits);
+        fprintf(
+            f,
+            "%d,%d,%d,%d,%d,%s,%d,%d,%d,%d,%s,%s,%d,%d,%s,%d,%d,%d,%d,%.4f,%.4f,%.4f,%.4f,%.4f,%.4f,%.4f,%.4f,%.4f,%d,",
+            p->dp, p->tp, p->pp, p->cp, p->cp_ulysses, CPK_NAMES[cp_kind_of(p->cp, p->cp_ulysses)], p->cp_off_node,
+            p->vpp, p->micro_batch, p->n_micro, schedule_name(p->schedule), recompute_name(p->recompute), p->sp,
+            p->zero, ATTN_NAMES[p->setup.attention], p->setup.rms_kernel, p->in_flight, p->w_pending, p->worst_stage,
+            p->mem_weights / GiB, p->mem_grads / GiB, p->mem_optim / GiB, p->mem_act / GiB, p->mem_w_inputs / GiB,
+            p->mem_temp / GiB, p->mem_overhead / GiB, p->mem_total / GiB, p->mem_margin / GiB, p->fits);
         if (!p->timed) { fprintf(f, ",,,,,,,,,,,,,,,,,,,\n"); continue; }  // does not fit: not simulated
-        fprintf(f, "%.6g,%.6g,%.6g,%.6g,%.6g,%.6g,%.4f,%.6g,%.6g,%.6g,%.6g,%.6g,%.6g,%.5f,%.5f,%.2f,%.3f,%.5f,%.5f,%.5f\n", p->t_layer_fwd,
-                p->t_layer_bwd, p->t_layer_w, p->t_tp_comm, p->t_cp_comm, p->t_cp_exposed, p->cp_bytes / GiB, p->t_p2p, p->t_pipeline,
-                p->t_dp_comm, p->t_dp_exposed, p->t_optim, p->t_step, p->idle_frac, p->bubble_formula, p->tokens_per_s_per_gpu,
-                p->model_tflops_per_gpu, p->mfu, p->hfu, study_mfu(c, p, d));
+        fprintf(f,
+                "%.6g,%.6g,%.6g,%.6g,%.6g,%.6g,%.4f,%.6g,%.6g,%.6g,%.6g,%.6g,%.6g,%.5f,%.5f,%.2f,%.3f,%.5f,%.5f,%.5f\n",
+                p->t_layer_fwd, p->t_layer_bwd, p->t_layer_w, p->t_tp_comm, p->t_cp_comm, p->t_cp_exposed,
+                p->cp_bytes / GiB, p->t_p2p, p->t_pipeline, p->t_dp_comm, p->t_dp_exposed, p->t_optim, p->t_step,
+                p->idle_frac, p->bubble_formula, p->tokens_per_s_per_gpu, p->model_tflops_per_gpu, p->mfu, p->hfu,
+                study_mfu(c, p, d));
     }
     atomic_commit(out);
 }
 
 static void plan_print_profile(const DeviceProfile* d, const PlanSetup* k, int gpus_per_node) {
     char name[4 * sizeof(d->name)];
-    printf("device %s: %.4g TFLOP/s peak, matmul eff %.2f (+%.0f us), attention eff flash2 %.2f flash1 %.2f bmm %.2f, "
-           "%.0f GiB (reserve %.1f + %.0f%% of activations), HBM %.0f GB/s x %.2f\n", printable(d->name, name, sizeof(name)), d->peak_flops / 1e12, d->matmul_eff,
-           d->matmul_latency * 1e6, d->attn_eff_flash2, d->attn_eff_flash1, d->bmm_eff, d->mem_bytes / GiB, d->mem_overhead / GiB,
-           100 * d->mem_frag, d->hbm_bw / 1e9, d->hbm_eff);
+    printf(
+        "device %s: %.4g TFLOP/s peak, matmul eff %.2f (+%.0f us), attention eff flash2 %.2f flash1 %.2f bmm %.2f, "
+        "%.0f GiB (reserve %.1f + %.0f%% of activations), HBM %.0f GB/s x %.2f\n",
+        printable(d->name, name, sizeof(name)), d->peak_flops / 1e12, d->matmul_eff, d->matmul_latency * 1e6,
+        d->attn_eff_flash2, d->attn_eff_flash1, d->bmm_eff, d->mem_bytes / GiB, d->mem_overhead / GiB,
+        100 * d->mem_frag, d->hbm_bw / 1e9, d->hbm_eff);
     printf("links: %d GPUs/node, intra %.0f GB/s/GPU, %d NICs x %.1f GB/s per node, link eff %.2f, DP overlap %.2f; "
            "%s weights, %d-byte grads\n", gpus_per_node, d->intra_bw / 1e9, d->nics_per_node, d->nic_bw / 1e9, d->link_eff,
            k->dp_after_backward ? 0.0 : d->dp_overlap, d->dtype_bytes == 2 ? "bf16" : "fp32", d->grad_bytes);
@@ -250,11 +292,14 @@ static int plan_main(int argc, char** argv) {
         plan_sort(res, n);
         for (int i = 0; i < n; i++) n_fit += res[i].fits;
     } else {
-        n_rows = plan_search(&c, a.gpus, (int)global_batch, a.gpus_per_node, &a.dev, &a.setup, &a.filter, a.top, &res, &n, &n_fit);
+        n_rows = plan_search(&c, a.gpus, (int)global_batch, a.gpus_per_node, &a.dev, &a.setup, &a.filter, a.top, &res,
+                             &n, &n_fit);
     }
     if (n == 0)
-        fail("no valid layout: check --gpus, the global batch and the restrictions (tp must divide the heads, dp*mb the batch, "
-             "tp*U the KV heads; 2D needs cp >= 4; --software scaling has no cp)");
+        fail(
+            "no valid layout: check --gpus, the global batch and the restrictions (tp must divide the heads, dp*mb the "
+            "batch, "
+            "tp*U the KV heads; 2D needs cp >= 4; --software scaling has no cp)");
     printf("%d layouts evaluated, %d fit in memory%s\n\n", n, n_fit, n_fit ? "" : " (showing the non-fitting ones)");
     plan_print_table(res, n_fit ? (n_rows < n_fit ? n_rows : n_fit) : n_rows, a.top);
     if (n_fit < n) printf("(%d layouts that do not fit are not shown%s)\n", n - n_fit, a.csv ? "; they are in the CSV" : "; see --plan-csv");

@@ -23,16 +23,19 @@ static const int RUN_COL_INT[N_RUN_COLS] = {0, 1, 1, 1, 1, 0, 1, 1, 1, 1, 1, 0, 
 // before the first record is skipped. Refused, with the line and column: a NUL byte, text
 // after a closing quote ("x"y), a quote that is never closed, more than CSV_MAX_FIELDS fields.
 typedef struct {
-    char* text;       // the file, NUL-terminated; fields are unquoted in place
+    char* text;  // the file, NUL-terminated; fields are unquoted in place
     size_t len, pos;  // its length; where the next record starts
-    int line;         // the line the next record starts on (1-based)
+    int line;  // the line the next record starts on (1-based)
 } CsvReader;
 
 // Read path whole into *r. Returns 0, or -1 with the reason in err.
 static int csv_open(CsvReader* r, const char* path, char* err, size_t err_len) {
     char why[256];
     FILE* f = input_open(path, why, sizeof(why), NULL);
-    if (!f) { snprintf(err, err_len, "cannot open '%s': %s", path, why); return -1; }
+    if (!f) {
+        snprintf(err, err_len, "cannot open '%s': %s", path, why);
+        return -1;
+    }
     memset(r, 0, sizeof(*r));
     size_t cap = 1 << 16;
     r->text = (char*)xmalloc(cap + 1);
@@ -77,23 +80,32 @@ static int csv_next(CsvReader* r, char** fields, int* n, char* err, size_t err_l
             size_t open_col = open - line_start + 1;
             for (;;) {
                 if (p >= r->len) {
-                    snprintf(err, err_len, "line %d, column %zu: the quote opened here is never closed", open_line, open_col);
+                    snprintf(err, err_len, "line %d, column %zu: the quote opened here is never closed", open_line,
+                             open_col);
                     return -1;
                 }
-                if (t[p] == '"' && t[p + 1] == '"') { *out++ = '"', p += 2; continue; }
-                if (t[p] == '"') { p++; break; }
+                if (t[p] == '"' && t[p + 1] == '"') {
+                    *out++ = '"', p += 2;
+                    continue;
+                }
+                if (t[p] == '"') {
+                    p++;
+                    break;
+                }
                 if (t[p] == '\n') line++, line_start = p + 1;
                 if (!t[p]) break;  // a NUL byte: refused below
                 *out++ = t[p++];
             }
             if (p < r->len && t[p] && t[p] != ',' && t[p] != '\n' && !(t[p] == '\r' && t[p + 1] == '\n')) {
-                snprintf(err, err_len, "line %d, column %zu: text after the closing quote of a field", line, p - line_start + 1);
+                snprintf(err, err_len, "line %d, column %zu: text after the closing quote of a field", line,
+                         p - line_start + 1);
                 return -1;
             }
         } else {
             while (p < r->len && t[p] && t[p] != ',' && t[p] != '\n' && !(t[p] == '\r' && t[p + 1] == '\n')) {
                 if (t[p] == '"') {
-                    snprintf(err, err_len, "line %d, column %zu: a quote inside an unquoted field", line, p - line_start + 1);
+                    snprintf(err, err_len, "line %d, column %zu: a quote inside an unquoted field", line,
+                             p - line_start + 1);
                     return -1;
                 }
                 *out++ = t[p++];
@@ -105,7 +117,10 @@ static int csv_next(CsvReader* r, char** fields, int* n, char* err, size_t err_l
         }
         char sep = p < r->len ? t[p] : '\n';
         *out = 0;  // out <= t + p: the field is cut in place after its separator was read
-        if (sep == ',') { p++; continue; }
+        if (sep == ',') {
+            p++;
+            continue;
+        }
         p += sep == '\r' ? 2 : 1;  // the record's end (or the file's)
         r->pos = p, r->line = line + 1;
         return 1;
@@ -140,31 +155,60 @@ static int plan_run_row(const int* shape, const PlanSetup* setup, const DevicePr
                         PlanResult* r, char* err, size_t err_len) {
     long v[N_RUN_COLS];
     const SizeFlag* size = SIZE_FLAGS;
-    long lo[N_RUN_COLS] = {0, size[SIZE_SEQ_LEN].lo, 1, 1, 1, 0, 0, size[SIZE_TP].lo, size[SIZE_PP].lo, size[SIZE_DP].lo,
-                           size[SIZE_MICRO_BATCH].lo, 0, 0, 0, 0};
-    long hi[N_RUN_COLS] = {0, size[SIZE_SEQ_LEN].hi, PLAN_MAX_GPUS, PLAN_MAX_GPUS, PLAN_MAX_TOKENS, 0, 3, size[SIZE_TP].hi,
-                           size[SIZE_PP].hi, size[SIZE_DP].hi, size[SIZE_MICRO_BATCH].hi, 0, 0, 1, 1};
+    long lo[N_RUN_COLS] = {0,
+                           size[SIZE_SEQ_LEN].lo,
+                           1,
+                           1,
+                           1,
+                           0,
+                           0,
+                           size[SIZE_TP].lo,
+                           size[SIZE_PP].lo,
+                           size[SIZE_DP].lo,
+                           size[SIZE_MICRO_BATCH].lo,
+                           0,
+                           0,
+                           0,
+                           0};
+    long hi[N_RUN_COLS] = {0,
+                           size[SIZE_SEQ_LEN].hi,
+                           PLAN_MAX_GPUS,
+                           PLAN_MAX_GPUS,
+                           PLAN_MAX_TOKENS,
+                           0,
+                           3,
+                           size[SIZE_TP].hi,
+                           size[SIZE_PP].hi,
+                           size[SIZE_DP].hi,
+                           size[SIZE_MICRO_BATCH].hi,
+                           0,
+                           0,
+                           1,
+                           1};
     for (int k = 0; k < N_RUN_COLS; k++)
         if (RUN_COL_INT[k] && run_int(col[k], RUN_COLS[k], lo[k], hi[k], &v[k], err, err_len)) return -1;
     if (plan_model(col[RC_MODEL], shape, 0, c, err, err_len)) return -1;
     c->seq_len = (int)v[RC_SEQ_LEN];
     if (v[RC_BATCH_TOKENS] % c->seq_len || v[RC_BATCH_TOKENS] / c->seq_len > size[SIZE_GLOBAL_BATCH].hi) {
-        snprintf(err, err_len, "global_batch_tokens %ld is not a multiple of seq_len %d of at most %ld sequences", v[RC_BATCH_TOKENS],
-                 c->seq_len, size[SIZE_GLOBAL_BATCH].hi);
+        snprintf(err, err_len, "global_batch_tokens %ld is not a multiple of seq_len %d of at most %ld sequences",
+                 v[RC_BATCH_TOKENS], c->seq_len, size[SIZE_GLOBAL_BATCH].hi);
         return -1;
     }
     if (v[RC_TP] * v[RC_PP] * v[RC_DP] != v[RC_GPUS]) {
         snprintf(err, err_len, "tp %ld x pp %ld x dp %ld is not gpus %ld", v[RC_TP], v[RC_PP], v[RC_DP], v[RC_GPUS]);
         return -1;
     }
-    c->tp = (int)v[RC_TP], c->pp = (int)v[RC_PP], c->dp = (int)v[RC_DP], c->micro_batch = (int)v[RC_MICRO_BATCH], c->zero = (int)v[RC_ZERO];
+    c->tp = (int)v[RC_TP], c->pp = (int)v[RC_PP], c->dp = (int)v[RC_DP], c->micro_batch = (int)v[RC_MICRO_BATCH],
+    c->zero = (int)v[RC_ZERO];
     c->sp = c->tp > 1 && v[RC_SP];  // with tp 1 sequence parallelism splits nothing (Megatron and Scaling run it as without)
     const char* s = col[RC_SCHEDULE];
     if ((c->schedule = schedule_from_name(s)) < 0) { snprintf(err, err_len, "unknown schedule '%s' (gpipe, 1f1b, interleaved, zb-h1, zb-v)", s); return -1; }
     c->vpp = vpp ? vpp : c->schedule == SCHED_ZBV ? 2 : 1;  // without a vpp column: the trainer's default (args.h)
-    long long global_batch = v[RC_BATCH_TOKENS] / c->seq_len, pairs = global_batch / (v[RC_DP] * v[RC_MICRO_BATCH]) * c->pp * c->vpp;
+    long long global_batch = v[RC_BATCH_TOKENS] / c->seq_len,
+              pairs = global_batch / (v[RC_DP] * v[RC_MICRO_BATCH]) * c->pp * c->vpp;
     if (pairs > PLAN_MAX_PAIRS) {
-        snprintf(err, err_len, "%lld (micro-batch, chunk) pairs per step: the planner plays at most %d", pairs, PLAN_MAX_PAIRS);
+        snprintf(err, err_len, "%lld (micro-batch, chunk) pairs per step: the planner plays at most %d", pairs,
+                 PLAN_MAX_PAIRS);
         return -1;
     }
     s = col[RC_RECOMPUTE];
@@ -215,8 +259,10 @@ static void plan_runs(const char* path, const char* csv_path, const int* shape, 
         long x;
         for (int k = 0; k < N_RUN_COLS; k++)
             if (RUN_COL_INT[k] && run_int(col[idx[k]], RUN_COLS[k], LONG_MIN, LONG_MAX, &x, err, sizeof(err)))
-                fail("--runs %s: line %d: column %s: expected an integer, got '%s'", path, line_no, RUN_COLS[k], col[idx[k]]);
-        if (vpp_col >= 0 && run_int(col[vpp_col], "vpp", SIZE_FLAGS[SIZE_VPP].lo, SIZE_FLAGS[SIZE_VPP].hi, &x, err, sizeof(err)))
+                fail("--runs %s: line %d: column %s: expected an integer, got '%s'", path, line_no, RUN_COLS[k],
+                     col[idx[k]]);
+        if (vpp_col >= 0 &&
+            run_int(col[vpp_col], "vpp", SIZE_FLAGS[SIZE_VPP].lo, SIZE_FLAGS[SIZE_VPP].hi, &x, err, sizeof(err)))
             fail("--runs %s: line %d: %s", path, line_no, err);
         if (n_rows == row_cap) {
             row_cap = row_cap ? 2 * row_cap : 256;
@@ -238,7 +284,8 @@ static void plan_runs(const char* path, const char* csv_path, const int* shape, 
         ModelConfig c;
         PlanResult r;
         char reason[512];
-        int row_rc = plan_run_row(shape, setup, dev, run_col, vpp_col >= 0 ? atoi(rows[i][vpp_col]) : 0, &c, &r, reason, sizeof(reason));
+        int row_rc = plan_run_row(shape, setup, dev, run_col, vpp_col >= 0 ? atoi(rows[i][vpp_col]) : 0, &c, &r, reason,
+                                  sizeof(reason));
         for (int j = 0; j < n_cols; j++) csv_put(out, rows[i][j], 0);
         if (row_rc) {
             fprintf(stderr, "error: --runs %s: row %d: %s\n", printable(path, shown, sizeof(shown)), i + 1,
@@ -257,7 +304,8 @@ static void plan_runs(const char* path, const char* csv_path, const int* shape, 
     else if (fflush(stdout)) fail("--runs: writing the predictions failed: %s", strerror(errno));
     fprintf(csv_path ? stdout : stderr, "%d runs predicted on %s (%d fit, %d do not), %d could not be evaluated%s%s\n",
             n_rows - n_bad, printable(dev->name, shown, sizeof(shown)), n_fit, n_rows - n_bad - n_fit, n_bad,
-            csv_path ? "; wrote " : "", csv_path ? printable(csv_path, shown + sizeof(shown) / 2, sizeof(shown) / 2) : "");
+            csv_path ? "; wrote " : "",
+            csv_path ? printable(csv_path, shown + sizeof(shown) / 2, sizeof(shown) / 2) : "");
     free(rows), free(in.text);
 }
 

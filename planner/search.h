@@ -32,8 +32,8 @@ static int plan_model(const char* preset, const int* shape, int seq_len, ModelCo
     int v[PLAN_SHAPE_FLAGS] = {c->n_layer, c->n_head, c->n_kv_head, c->d_model, c->d_ff, c->vocab, c->seq_len};
     for (int k = 0; k < PLAN_SHAPE_FLAGS; k++)
         if (v[k] < SIZE_FLAGS[k].lo || v[k] > SIZE_FLAGS[k].hi) {
-            snprintf(err, err_len, "%s %d is out of range (%ld .. %ld, the trainer's limits)", SIZE_FLAGS[k].flag, v[k], SIZE_FLAGS[k].lo,
-                     SIZE_FLAGS[k].hi);
+            snprintf(err, err_len, "%s %d is out of range (%ld .. %ld, the trainer's limits)", SIZE_FLAGS[k].flag, v[k],
+                     SIZE_FLAGS[k].lo, SIZE_FLAGS[k].hi);
             return -1;
         }
     if (c->d_model % c->n_head) { snprintf(err, err_len, "--d-model %d must be a multiple of --n-head %d", c->d_model, c->n_head); return -1; }
@@ -76,11 +76,15 @@ typedef struct {
 // a PlanResult for each): past it the search asks for filters.
 #define PLAN_MAX_LAYOUTS (1 << 23)
 
-typedef struct { PlanKey* k; int n, cap; } PlanKeys;
+typedef struct {
+    PlanKey* k;
+    int n, cap;
+} PlanKeys;
 
 static void plan_keys_push(PlanKeys* keys, PlanKey key) {
     if (keys->n == PLAN_MAX_LAYOUTS)
-        fail("the search has more than %d layouts: narrow it with filters (--tp, --pp, --micro-batch, --cp, ...)", PLAN_MAX_LAYOUTS);
+        fail("the search has more than %d layouts: narrow it with filters (--tp, --pp, --micro-batch, --cp, ...)",
+             PLAN_MAX_LAYOUTS);
     if (keys->n == keys->cap) {
         keys->cap = keys->cap ? 2 * keys->cap : 4096;
         keys->k = (PlanKey*)realloc(keys->k, sizeof(PlanKey) * keys->cap);
@@ -125,7 +129,9 @@ static PlanKeys plan_keys(const ModelConfig* c, int gpus, int global_batch, int 
                         if ((global_batch / dp) % mb || !filter_ok(f->micro_batch, mb)) continue;
                         for (int vpp = 1; vpp * pp <= c->n_layer; vpp++) {
                             if (!filter_ok(f->vpp, vpp) || (vpp > 1 && (pp == 1 || c->n_layer % (pp * vpp)))) continue;
-                            if (vpp > SIZE_FLAGS[SIZE_VPP].hi || (long long)global_batch / dp / mb * pp * vpp > PLAN_MAX_PAIRS) break;
+                            if (vpp > SIZE_FLAGS[SIZE_VPP].hi ||
+                                (long long)global_batch / dp / mb * pp * vpp > PLAN_MAX_PAIRS)
+                                break;
                             for (int sched = 0; sched < N_SCHEDULES; sched++) {
                                 if (!plan_schedule_tried(sched, pp, vpp) || !filter_ok(f->schedule, sched)) continue;
                                 PlanKey key = {dp, tp, cp, U, pp, mb, (short)vpp, (signed char)sched, 0, 0, 0, 0, 0};
@@ -170,11 +176,12 @@ static void plan_parallel_for(int n, int block, void (*body)(int i, void* arg), 
 }
 
 // Predict the layout `key` of c (timing: PLAN_TIME_*, predict.h). Returns plan_predict_ex's.
-static int plan_predict_key(const ModelConfig* c, const PlanKey* key, int global_batch, int gpus_per_node, const DeviceProfile* d,
-                            const PlanSetup* base, int timing, PlanResult* r) {
+static int plan_predict_key(const ModelConfig* c, const PlanKey* key, int global_batch, int gpus_per_node,
+                            const DeviceProfile* d, const PlanSetup* base, int timing, PlanResult* r) {
     ModelConfig lc = *c;
     lc.dp = key->dp, lc.tp = key->tp, lc.cp = key->cp, lc.cp_ulysses = key->U, lc.pp = key->pp, lc.vpp = key->vpp;
-    lc.micro_batch = key->mb, lc.schedule = key->sched, lc.recompute = key->recompute, lc.sp = key->sp, lc.zero = key->zero;
+    lc.micro_batch = key->mb, lc.schedule = key->sched, lc.recompute = key->recompute, lc.sp = key->sp,
+    lc.zero = key->zero;
     PlanSetup k = *base;
     k.attention = key->attention, k.rms_kernel = key->rms_kernel;
     return plan_predict_ex(&lc, &k, global_batch, gpus_per_node, d, timing, r);
@@ -189,7 +196,7 @@ typedef struct {
     const DeviceProfile* d;
     const PlanSetup* base;
     PlanResult* results;  // one per index i of the pass
-    char* valid;          // the same; NULL: not wanted
+    char* valid;  // the same; NULL: not wanted
 } PlanPass;
 
 static void plan_pass_body(int i, void* arg) {
@@ -210,7 +217,8 @@ static int plan_enumerate(const ModelConfig* c, int gpus, int global_batch, int 
     PlanPass pass = {c, &keys, NULL, global_batch, gpus_per_node, PLAN_TIME_FITTING, d, base, all, valid};
     plan_parallel_for(keys.n, 64, plan_pass_body, &pass);
     int n = 0;
-    for (int i = 0; i < keys.n; i++) if (valid[i]) all[n++] = all[i];
+    for (int i = 0; i < keys.n; i++)
+        if (valid[i]) all[n++] = all[i];
     free(valid), free(keys.k);
     *out = all;
     return n;
@@ -237,9 +245,28 @@ static int plan_compare(const void* pa, const void* pb) {
     int ka = a->zero + 4 * a->recompute + 16 * a->sp, kb = b->zero + 4 * b->recompute + 16 * b->sp;
     if (ka != kb) return ka - kb;
     if (a->mem_total != b->mem_total) return a->mem_total < b->mem_total ? -1 : 1;
-    int la[] = {a->tp, a->cp, a->cp_ulysses, a->pp, a->dp, a->micro_batch, a->vpp, a->schedule, a->setup.attention, a->setup.rms_kernel};
-    int lb[] = {b->tp, b->cp, b->cp_ulysses, b->pp, b->dp, b->micro_batch, b->vpp, b->schedule, b->setup.attention, b->setup.rms_kernel};
-    for (int i = 0; i < (int)(sizeof(la) / sizeof(la[0])); i++) if (la[i] != lb[i]) return la[i] - lb[i];
+    int la[] = {a->tp,
+                a->cp,
+                a->cp_ulysses,
+                a->pp,
+                a->dp,
+                a->micro_batch,
+                a->vpp,
+                a->schedule,
+                a->setup.attention,
+                a->setup.rms_kernel};
+    int lb[] = {b->tp,
+                b->cp,
+                b->cp_ulysses,
+                b->pp,
+                b->dp,
+                b->micro_batch,
+                b->vpp,
+                b->schedule,
+                b->setup.attention,
+                b->setup.rms_kernel};
+    for (int i = 0; i < (int)(sizeof(la) / sizeof(la[0])); i++)
+        if (la[i] != lb[i]) return la[i] - lb[i];
     return 0;
 }
 
@@ -247,7 +274,10 @@ static void plan_sort(PlanResult* r, int n) { qsort(r, n, sizeof(PlanResult), pl
 
 // A layout of the fast search's first pass: its rank class and the most throughput it can
 // reach (plan_pipeline_bound).
-typedef struct { int key, tier; double bound; } PlanCandidate;
+typedef struct {
+    int key, tier;
+    double bound;
+} PlanCandidate;
 
 static int candidate_compare(const void* pa, const void* pb) {
     const PlanCandidate *a = (const PlanCandidate*)pa, *b = (const PlanCandidate*)pb;
@@ -256,14 +286,19 @@ static int candidate_compare(const void* pa, const void* pb) {
     return a->key - b->key;
 }
 // The search's first pass: each layout's rank class (-1: it cannot run) and throughput bound.
-typedef struct { PlanPass pass; PlanCandidate* cand; } PlanBoundPass;
+typedef struct {
+    PlanPass pass;
+    PlanCandidate* cand;
+} PlanBoundPass;
 
 static void plan_bound_body(int i, void* arg) {
     PlanBoundPass* b = (PlanBoundPass*)arg;
     const PlanPass* p = &b->pass;
     PlanResult r;
-    int ok = plan_predict_key(p->c, &p->keys->k[i], p->global_batch, p->gpus_per_node, p->d, p->base, p->timing, &r) == 0;
-    b->cand[i].key = i, b->cand[i].tier = ok ? plan_tier(&r) : -1, b->cand[i].bound = ok && r.fits ? r.tokens_per_s_per_gpu : 0;
+    int ok =
+        plan_predict_key(p->c, &p->keys->k[i], p->global_batch, p->gpus_per_node, p->d, p->base, p->timing, &r) == 0;
+    b->cand[i].key = i, b->cand[i].tier = ok ? plan_tier(&r) : -1,
+    b->cand[i].bound = ok && r.fits ? r.tokens_per_s_per_gpu : 0;
 }
 
 // Keep the `cap` largest values pushed: a min-heap in h[0..*n).
@@ -272,7 +307,7 @@ static void heap_keep_largest(double* h, int* n, int cap, double v) {
     int i;
     if (*n < cap) {  // sift up from the end
         for (i = (*n)++; i > 0 && h[(i - 1) / 2] > v; i = (i - 1) / 2) h[i] = h[(i - 1) / 2];
-    } else {         // replace the smallest, sift down
+    } else {  // replace the smallest, sift down
         for (i = 0;;) {
             int l = 2 * i + 1, r = l + 1, m = l < *n && h[l] < v ? l : i;
             if (r < *n && h[r] < (m == i ? v : h[m])) m = r;
@@ -292,7 +327,8 @@ static void heap_keep_largest(double* h, int* n, int cap, double v) {
 // class, or that many of its own class faster than the best bound left (by more than
 // plan_compare's ties). All cores predict.
 static int plan_search(const ModelConfig* c, int gpus, int global_batch, int gpus_per_node, const DeviceProfile* d,
-                       const PlanSetup* base, const PlanFilter* f, int top, PlanResult** out, int* n_valid, int* n_fit) {
+                       const PlanSetup* base, const PlanFilter* f, int top, PlanResult** out, int* n_valid,
+                       int* n_fit) {
     PlanKeys keys = plan_keys(c, gpus, global_batch, gpus_per_node, base, f);
     PlanCandidate* cand = (PlanCandidate*)xmalloc(sizeof(PlanCandidate) * (keys.n ? keys.n : 1));
     PlanBoundPass bounds = {{c, &keys, NULL, global_batch, gpus_per_node, PLAN_TIME_BOUND, d, base, NULL, NULL}, cand};

@@ -1083,33 +1083,46 @@ static void test_hostile_inputs(void) {
     write_file(runs, "hostile_runs.csv", RUNS_HEADER GOOD_RUN "\n");
     const char* a1[] = {"--plan", "--runs", runs, "--plan-csv", runs};
     int rc = run_plan_capture(a1, 5, log);
-    check(rc == 1 && strstr(slurp(log), "it is not overwritten") && strstr(slurp(runs), "sheet,model"), "plan_csv_over_runs_refused",
-          "rc %d, '%s'", rc, slurp(log));
+    check(rc == 1 && strstr(slurp(log), "it is not overwritten") && strstr(slurp(runs), "sheet,model"),
+          "plan_csv_over_runs_refused", "rc %d, '%s'", rc, slurp(log));
     write_file(dev, "hostile_dev.txt", "base = a100-80gb\n");
     snprintf(link_path, sizeof(link_path), "%s.link", dev);
     unlink(link_path);
     check(symlink(dev, link_path) == 0, "plan_csv_symlink_made", "errno %d", errno);
-    const char* a2[] = {"--plan", "--model", "llama-tiny", "--gpus", "2", "--device-file", dev, "--plan-csv", link_path};
+    const char* a2[] = {"--plan",        "--model", "llama-tiny", "--gpus", "2",
+                        "--device-file", dev,       "--plan-csv", link_path};
     rc = run_plan_capture(a2, 9, log);
-    check(rc == 1 && strstr(slurp(log), "it is not overwritten") && strstr(slurp(dev), "base = a100"), "plan_csv_over_device_file_refused",
-          "rc %d, '%s'", rc, slurp(log));
+    check(rc == 1 && strstr(slurp(log), "it is not overwritten") && strstr(slurp(dev), "base = a100"),
+          "plan_csv_over_device_file_refused", "rc %d, '%s'", rc, slurp(log));
     unlink(link_path);
     // control bytes in a device name, from --device-set and from a device file: escaped
-    const char* a3[] = {"--plan", "--model", "llama-tiny", "--gpus", "2", "--top", "1", "--device-set", "name=a\x1b[31mb\nc"};
+    const char* a3[] = {"--plan", "--model",      "llama-tiny",        "--gpus", "2", "--top",
+                        "1",      "--device-set", "name=a\x1b[31mb\nc"};
     rc = run_plan_capture(a3, 9, log);
     const char* text = slurp(log);
-    check(rc == 0 && !strchr(text, '\x1b') && strstr(text, "a\\x1b[31mb\\x0ac"), "device_set_name_escaped", "rc %d, '%.300s'", rc, text);
+    check(rc == 0 && !strchr(text, '\x1b') && strstr(text, "a\\x1b[31mb\\x0ac"), "device_set_name_escaped",
+          "rc %d, '%.300s'", rc, text);
     write_file(dev, "hostile_dev.txt", "name = x\x1b]0;title\x07y\n");
     const char* a4[] = {"--plan", "--model", "llama-tiny", "--gpus", "2", "--top", "1", "--device-file", dev};
     rc = run_plan_capture(a4, 9, log);
     text = slurp(log);
-    check(rc == 0 && !strchr(text, '\x1b') && !strchr(text, '\x07') && strstr(text, "x\\x1b]0;title\\x07y"), "device_file_name_escaped",
-          "rc %d, '%.300s'", rc, text);
+    check(rc == 0 && !strchr(text, '\x1b') && !strchr(text, '\x07') && strstr(text, "x\\x1b]0;title\\x07y"),
+          "device_file_name_escaped", "rc %d, '%.300s'", rc, text);
     // values out of range: one error line, exit 1, at once
-    const char* bad_values[][2] = {{"--peak-tflops", "inf"}, {"--peak-tflops", "1e30"}, {"--peak-tflops", "9223372036854775808"},
-                                   {"--global-batch", "0"}, {"--global-batch-tokens", "0"}, {"--global-batch-tokens", "-4096"},
-                                   {"--gpus", "0"}, {"--gpus", "2097152"}, {"--tp", "2048"}, {"--vpp", "65"}, {"--micro-batch", "0"},
-                                   {"--cp", "131072"}, {"--top", "0"}, {"--zero", "4"}};
+    const char* bad_values[][2] = {{"--peak-tflops", "inf"},
+                                   {"--peak-tflops", "1e30"},
+                                   {"--peak-tflops", "9223372036854775808"},
+                                   {"--global-batch", "0"},
+                                   {"--global-batch-tokens", "0"},
+                                   {"--global-batch-tokens", "-4096"},
+                                   {"--gpus", "0"},
+                                   {"--gpus", "2097152"},
+                                   {"--tp", "2048"},
+                                   {"--vpp", "65"},
+                                   {"--micro-batch", "0"},
+                                   {"--cp", "131072"},
+                                   {"--top", "0"},
+                                   {"--zero", "4"}};
     for (int i = 0; i < (int)(sizeof(bad_values) / sizeof(bad_values[0])); i++) {
         const char* a[] = {"--plan", "--model", "llama-tiny", "--gpus", "2", bad_values[i][0], bad_values[i][1]};
         rc = run_plan_capture(a, 7, log);
@@ -1123,26 +1136,37 @@ static void test_hostile_inputs(void) {
     const char* a5[] = {"--plan", "--model", "llama-tiny", "--gpus", "2", "--global-batch-tokens", "2147483648"};
     rc = run_plan_capture(a5, 7, log);
     check(rc == 0 && now_s() - t0 < 20, "cli_huge_batch_capped", "rc %d in %.1f s", rc, now_s() - t0);
-    const char* a6[] = {"--plan", "--model", "llama-13b", "--seq-len", "1", "--gpus", "2", "--tp", "1", "--pp", "2", "--vpp", "20",
-                        "--micro-batch", "1", "--global-batch", "30678338", "--schedule", "interleaved"};
+    const char* a6[] = {"--plan",     "--model",       "llama-13b", "--seq-len",      "1",        "--gpus",
+                        "2",          "--tp",          "1",         "--pp",           "2",        "--vpp",
+                        "20",         "--micro-batch", "1",         "--global-batch", "30678338", "--schedule",
+                        "interleaved"};
     rc = run_plan_capture(a6, 19, log);
-    check(rc == 1 && strstr(slurp(log), "error: no valid layout"), "cli_op_list_overflow_refused", "rc %d, '%.300s'", rc, slurp(log));
-    write_file(runs, "hostile_runs.csv", "model,seq_len,gpus,gpus_per_node,global_batch_tokens,schedule,zero,tp,pp,dp,micro_batch,"
-               "recompute,attention,rms_kernel,sp,vpp\nllama-13b,1,2,8,30678338,interleaved,0,1,2,1,1,none,flash2,1,0,20\n");
+    check(rc == 1 && strstr(slurp(log), "error: no valid layout"), "cli_op_list_overflow_refused", "rc %d, '%.300s'",
+          rc, slurp(log));
+    write_file(
+        runs, "hostile_runs.csv",
+        "model,seq_len,gpus,gpus_per_node,global_batch_tokens,schedule,zero,tp,pp,dp,micro_batch,"
+        "recompute,attention,rms_kernel,sp,vpp\nllama-13b,1,2,8,30678338,interleaved,0,1,2,1,1,none,flash2,1,0,20\n");
     const char* a7[] = {"--plan", "--runs", runs, "--plan-csv", out};
     rc = run_plan_capture(a7, 5, log);
-    check(rc == 0 && strstr(slurp(log), "row 1: ") && strstr(slurp(out), "pairs per step"), "runs_op_list_overflow_refused",
-          "rc %d, '%.300s'", rc, slurp(log));
+    check(rc == 0 && strstr(slurp(log), "row 1: ") && strstr(slurp(out), "pairs per step"),
+          "runs_op_list_overflow_refused", "rc %d, '%.300s'", rc, slurp(log));
     // CSV syntax: a byte-order mark, CRLF and a quoted line break are read; the rest is refused at its line and column
-    write_file(runs, "hostile_runs.csv", "\xef\xbb\xbfsheet,model,seq_len,gpus,gpus_per_node,global_batch_tokens,schedule,zero,tp,pp,dp,"
+    write_file(runs, "hostile_runs.csv",
+               "\xef\xbb\xbfsheet,model,seq_len,gpus,gpus_per_node,global_batch_tokens,schedule,zero,tp,pp,dp,"
                "micro_batch,recompute,attention,rms_kernel,sp,status,note\r\n" GOOD_RUN "\"two\r\nlines\"\r\n");
     rc = run_plan_capture(a7, 5, log);
     check(rc == 0 && strstr(slurp(log), "1 runs predicted") && strstr(slurp(log), "0 could not be evaluated") &&
-          strstr(slurp(out), "\"two\r\nlines\","),
+              strstr(slurp(out), "\"two\r\nlines\","),
           "runs_bom_crlf_quoted_newline", "rc %d, '%.300s'", rc, slurp(log));
-    struct { const char* name; const char* text; const char* want; } bad[] = {
+    struct {
+        const char* name;
+        const char* text;
+        const char* want;
+    } bad[] = {
         {"text_after_quote", RUNS_HEADER GOOD_RUN "\"x\"y\n", "line 2, column 69: text after the closing quote"},
-        {"unclosed_quote", RUNS_HEADER GOOD_RUN "\n" GOOD_RUN "\"open\n", "line 3, column 66: the quote opened here is never closed"},
+        {"unclosed_quote", RUNS_HEADER GOOD_RUN "\n" GOOD_RUN "\"open\n",
+         "line 3, column 66: the quote opened here is never closed"},
         {"quote_in_field", RUNS_HEADER GOOD_RUN "a\"b\n", "line 2, column 67: a quote inside an unquoted field"},
     };
     for (int i = 0; i < 3; i++) {
@@ -1155,7 +1179,8 @@ static void test_hostile_inputs(void) {
     FILE* f = fopen(runs, "wb");  // a NUL byte inside a field
     fputs(RUNS_HEADER, f), fwrite("a,llama-13b\0x,2048\n", 1, 19, f), fclose(f);
     rc = run_plan_capture(a7, 5, log);
-    check(rc == 1 && strstr(slurp(log), "line 2, column 12: a NUL byte"), "runs_refuses_nul_byte", "rc %d, '%.300s'", rc, slurp(log));
+    check(rc == 1 && strstr(slurp(log), "line 2, column 12: a NUL byte"), "runs_refuses_nul_byte", "rc %d, '%.300s'",
+          rc, slurp(log));
     unlink(runs), unlink(dev), unlink(log), unlink(out);
 }
 
@@ -1164,8 +1189,8 @@ static void test_hostile_inputs(void) {
 
 // plan_search's rows against plan_enumerate + plan_sort's: the first `top` the same, byte
 // for byte, and the same counts.
-static void check_search_same(const char* name, const ModelConfig* c, int gpus, int global_batch, const DeviceProfile* d,
-                              const PlanSetup* k, int top) {
+static void check_search_same(const char* name, const ModelConfig* c, int gpus, int global_batch,
+                              const DeviceProfile* d, const PlanSetup* k, int top) {
     PlanFilter f = plan_filter_any();
     PlanResult *all, *fast;
     double t0 = now_s();
@@ -1184,8 +1209,8 @@ static void check_search_same(const char* name, const ModelConfig* c, int gpus, 
     for (int i = 0; i < want; i++) band += plan_tier(&all[i]) == 1;
     check(same && n_valid == n && n_fit == n_fit_all, name,
           "%d of %d rows the same (first difference at %d); %d/%d layouts, %d/%d fit; top %d has %d within the memory "
-          "uncertainty; exhaustive %.2f s, fast %.2f s", same ? want : first_diff, want, first_diff, n_valid, n, n_fit, n_fit_all,
-          want, band, t1 - t0, t2 - t1);
+          "uncertainty; exhaustive %.2f s, fast %.2f s",
+          same ? want : first_diff, want, first_diff, n_valid, n, n_fit, n_fit_all, want, band, t1 - t0, t2 - t1);
     free(all), free(fast);
 }
 
@@ -1203,7 +1228,8 @@ static void test_search_pruning(void) {
     PlanResult* all;
     int n = plan_enumerate(&study13, 16, 512, 8, &a100, &scaling, &any, &all);
     double least = all[0].mem_total;
-    for (int i = 1; i < n; i++) if (all[i].mem_total < least) least = all[i].mem_total;
+    for (int i = 1; i < n; i++)
+        if (all[i].mem_total < least) least = all[i].mem_total;
     free(all);
     DeviceProfile small = a100;
     small.mem_bytes = least / (1 - PLAN_MEM_UNCERTAINTY) * 1.001;

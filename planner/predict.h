@@ -61,24 +61,28 @@ static int plan_invalid(PlanResult* r, const char* fmt, ...) {
 #define STAGE_COUNTS_KEPT 8192
 typedef struct {
     int schedule, pp, vpp, m;  // the shape (pp 0: an empty entry)
-    double* t_build;           // the times its lists were built for (chunk_op_flops)
-    int* counts;               // counts[2s], counts[2s+1]: stage s's two peaks
+    double* t_build;  // the times its lists were built for (chunk_op_flops)
+    int* counts;  // counts[2s], counts[2s+1]: stage s's two peaks
 } StageCounts;
 static __thread StageCounts stage_counts_kept[STAGE_COUNTS_KEPT];  // per thread: a search predicts on all cores
 
-static void stage_pipeline_counts(const ModelConfig* c, int schedule, int st, int pp, int vpp, int m, int* in_flight, int* w_pending) {
+static void stage_pipeline_counts(const ModelConfig* c, int schedule, int st, int pp, int vpp, int m, int* in_flight,
+                                  int* w_pending) {
     int n_t = 3 * pp * vpp;
     double* t_build = (double*)xmalloc(sizeof(double) * n_t);
     chunk_op_flops(c, pp, vpp, t_build);  // the times ZB-V's lists are built for, as in the runtime
-    unsigned slot = (unsigned)schedule * 2654435761u ^ (unsigned)pp * 40503u ^ (unsigned)vpp * 977u ^ (unsigned)m * 2246822519u;
+    unsigned slot =
+        (unsigned)schedule * 2654435761u ^ (unsigned)pp * 40503u ^ (unsigned)vpp * 977u ^ (unsigned)m * 2246822519u;
     StageCounts* e = &stage_counts_kept[slot % STAGE_COUNTS_KEPT];
-    if (e->schedule != schedule || e->pp != pp || e->vpp != vpp || e->m != m || memcmp(e->t_build, t_build, sizeof(double) * n_t)) {
+    if (e->schedule != schedule || e->pp != pp || e->vpp != vpp || e->m != m ||
+        memcmp(e->t_build, t_build, sizeof(double) * n_t)) {
         PipeOp* ops = (PipeOp*)xmalloc(sizeof(PipeOp) * schedule_max_ops(m, vpp));
         free(e->counts), free(e->t_build);
         e->counts = (int*)xmalloc(sizeof(int) * 2 * pp);
         for (int s = 0; s < pp; s++) {
             int n = schedule_build(schedule, s, pp, vpp, m, t_build, ops);
-            e->counts[2 * s] = schedule_max_in_flight(ops, n, -1), e->counts[2 * s + 1] = schedule_max_w_owed(ops, n, -1);
+            e->counts[2 * s] = schedule_max_in_flight(ops, n, -1),
+                          e->counts[2 * s + 1] = schedule_max_w_owed(ops, n, -1);
         }
         free(ops);
         e->schedule = schedule, e->pp = pp, e->vpp = vpp, e->m = m, e->t_build = t_build;
@@ -124,7 +128,8 @@ static int plan_check_layout(const ModelConfig* c, const PlanSetup* k, int globa
     if ((long long)dp * cp == 1) t.zero = 0;
     long long ranks = (long long)dp * tp * pp * cp;
     char why_trainer[512];
-    if (layout_check(&t, ranks > INT_MAX ? INT_MAX : (int)ranks, why_trainer)) return plan_invalid(r, "%s", why_trainer);
+    if (layout_check(&t, ranks > INT_MAX ? INT_MAX : (int)ranks, why_trainer))
+        return plan_invalid(r, "%s", why_trainer);
     if (c->zero < 0 || c->zero > 3) return plan_invalid(r, "zero stage must be 0..3");
     if (k->own_buffers && c->zero == 3) return plan_invalid(r, "this trainer shards up to ZeRO-2 (zero 3)");
     if (c->recompute < RECOMPUTE_NONE || c->recompute > RECOMPUTE_FULL) return plan_invalid(r, "bad recompute mode");
@@ -137,12 +142,15 @@ static int plan_check_layout(const ModelConfig* c, const PlanSetup* k, int globa
 }
 
 // The links each group of a layout lands on.
-typedef struct { Link tp, dp, pp, ring, a2a; } PlanLinks;
+typedef struct {
+    Link tp, dp, pp, ring, a2a;
+} PlanLinks;
 
 // tp ranks are adjacent, cp ranks next (the Ulysses groups inside the ring's); then stages
 // and data-parallel replicas in the rank order. The gradients are reduced over the dp x cp
 // ranks holding the same weights. Sets r->cp_off_node.
-static PlanLinks plan_links(const ModelConfig* c, const PlanSetup* k, const DeviceProfile* d, int gpus_per_node, PlanResult* r) {
+static PlanLinks plan_links(const ModelConfig* c, const PlanSetup* k, const DeviceProfile* d, int gpus_per_node,
+                            PlanResult* r) {
     int dp = c->dp, tp = c->tp, pp = c->pp, cp = c->cp, U = c->cp_ulysses;
     PlanLinks l;
     int pp_stride = k->rank_order == ORDER_TP_PP_DP ? tp * cp : tp * cp * dp;
@@ -150,7 +158,8 @@ static PlanLinks plan_links(const ModelConfig* c, const PlanSetup* k, const Devi
     l.tp = group_link(d, tp, 1, gpus_per_node);
     l.dp = group_link_nested(d, cp, tp, dp, dp_stride, gpus_per_node);
     l.pp = group_link(d, pp, pp_stride, gpus_per_node);
-    if (pp > 1 && (long)pp * pp_stride > gpus_per_node) l.pp = nic_link(d, gpus_per_node);  // some stage boundary crosses nodes
+    if (pp > 1 && (long)pp * pp_stride > gpus_per_node)
+        l.pp = nic_link(d, gpus_per_node);  // some stage boundary crosses nodes
     l.ring = cp_ring_link(d, tp, cp, gpus_per_node), l.a2a = cp_alltoall_link(d, tp, U, gpus_per_node);
     r->cp_off_node = (cp / U > 1 && tp * cp > gpus_per_node) || (U > 1 && tp * U > gpus_per_node);
     return l;
@@ -158,25 +167,31 @@ static PlanLinks plan_links(const ModelConfig* c, const PlanSetup* k, const Devi
 
 // Times of the embedding and of the head + loss for one micro-batch, over the T/cp tokens
 // of a sequence this rank holds.
-typedef struct { double emb_fwd, emb_bwd, emb_comm, head_fwd, head_bwd, head_comm; } EdgeTimes;
+typedef struct {
+    double emb_fwd, emb_bwd, emb_comm, head_fwd, head_bwd, head_comm;
+} EdgeTimes;
 
 static EdgeTimes edge_times(const ModelConfig* c, const PlanSetup* k, const DeviceProfile* d, Link tp_link) {
     EdgeTimes et;
     int tp = c->tp;
-    double s = c->seq_len, h = c->d_model, n = (double)c->micro_batch * s / c->cp, e = d->dtype_bytes, V = c->vocab_padded, t = tp;
+    double s = c->seq_len, h = c->d_model, n = (double)c->micro_batch * s / c->cp, e = d->dtype_bytes,
+           V = c->vocab_padded, t = tp;
     double n_el = c->sp ? n / t : n, x_bytes = n * h * e;
-    et.emb_comm = c->sp ? allgather_time(tp, x_bytes, tp_link.bw, tp_link.lat) : allreduce_time(tp, x_bytes, tp_link.bw, tp_link.lat);
+    et.emb_comm = c->sp ? allgather_time(tp, x_bytes, tp_link.bw, tp_link.lat)
+                        : allreduce_time(tp, x_bytes, tp_link.bw, tp_link.lat);
     et.emb_fwd = elementwise_time(d, 2 * n_el * h * e) + et.emb_comm;  // vocab-parallel lookup, then reduce over tp
     et.emb_bwd = elementwise_time(d, 2 * n * h * e) + elementwise_time(d, 2 * n_el * h * e);
     double head_norm_f = elementwise_time(d, n_el * h * norm_bytes(k->rms_kernel, e, 0));
     double head_norm_b = elementwise_time(d, n_el * h * norm_bytes(k->rms_kernel, e, 1));
     double head_mm = matmul_time(d, n, V / t, h, 1);
-    et.head_comm = c->sp ? allgather_time(tp, x_bytes, tp_link.bw, tp_link.lat) : allreduce_time(tp, x_bytes, tp_link.bw, tp_link.lat);
+    et.head_comm = c->sp ? allgather_time(tp, x_bytes, tp_link.bw, tp_link.lat)
+                         : allreduce_time(tp, x_bytes, tp_link.bw, tp_link.lat);
     // the loss runs over V/t logits per rank (vocabulary-parallel), or over all V after an
     // all-gather of the logits over tp (its backward keeps only the rank's slice: no traffic)
     double V_loss = k->loss_gathered ? V : V / t;
     double gather_logits = k->loss_gathered ? allgather_time(tp, n * V * e, tp_link.bw, tp_link.lat) : 0;
-    et.head_fwd = head_norm_f + head_mm + gather_logits + elementwise_time(d, n * V_loss * (e + 20)) + et.head_comm;  // loss: the byte table
+    et.head_fwd = head_norm_f + head_mm + gather_logits + elementwise_time(d, n * V_loss * (e + 20)) +
+                  et.head_comm;  // loss: the byte table
     et.head_bwd = head_norm_b + 2 * head_mm + elementwise_time(d, n * V_loss * (e + 12)) + et.head_comm;
     return et;
 }
@@ -185,11 +200,11 @@ static EdgeTimes edge_times(const ModelConfig* c, const PlanSetup* k, const Devi
 // B and W for one micro-batch (schedule_simulate runs B + W as one backward under the
 // schedules without W ops), and the sums and parameters of each stage.
 typedef struct {
-    int n;                                // pp * vpp chunks
-    int *layers, *has_embed, *has_head;   // per chunk
-    double *t_fwd, *t_bwd, *t_w;          // per chunk
-    double *stage_fwd, *stage_bwd;        // per stage, the backward B + W
-    double* stage_params;                 // per stage, on one GPU
+    int n;  // pp * vpp chunks
+    int *layers, *has_embed, *has_head;  // per chunk
+    double *t_fwd, *t_bwd, *t_w;  // per chunk
+    double *stage_fwd, *stage_bwd;  // per stage, the backward B + W
+    double* stage_params;  // per stage, on one GPU
 } PlanChunks;
 
 static void plan_chunks_free(PlanChunks* ch) {
@@ -200,7 +215,8 @@ static void plan_chunks_free(PlanChunks* ch) {
 // The chunks of layout c with their times. The embedding's and the head's backward are B's:
 // the trainer does not defer their weight gradients. Also sets the layout's tp and cp
 // communication totals in r.
-static PlanChunks plan_chunks(const ModelConfig* c, const PlanSetup* k, const LayerTime* lt, const EdgeTimes* et, PlanResult* r) {
+static PlanChunks plan_chunks(const ModelConfig* c, const PlanSetup* k, const LayerTime* lt, const EdgeTimes* et,
+                              PlanResult* r) {
     int pp = c->pp, vpp = c->vpp, L = c->n_layer, m = r->n_micro;
     PlanChunks ch;
     ch.n = pp * vpp;
@@ -215,14 +231,18 @@ static PlanChunks plan_chunks(const ModelConfig* c, const PlanSetup* k, const La
     ch.stage_params = (double*)xcalloc(pp, sizeof(double));
     chunk_split(c, ch.n, k->pipe_split, ch.layers, ch.has_embed, ch.has_head);
     for (int g = 0; g < ch.n; g++) {
-        ch.t_fwd[g] = ch.layers[g] * lt->fwd + (ch.has_embed[g] ? et->emb_fwd : 0) + (ch.has_head[g] ? et->head_fwd : 0);
+        ch.t_fwd[g] =
+            ch.layers[g] * lt->fwd + (ch.has_embed[g] ? et->emb_fwd : 0) + (ch.has_head[g] ? et->head_fwd : 0);
         ch.t_bwd[g] = ch.layers[g] * (r->t_layer_bwd - r->t_layer_w) + (ch.has_embed[g] ? et->emb_bwd : 0) +
                       (ch.has_head[g] ? et->head_bwd : 0);
         ch.t_w[g] = ch.layers[g] * r->t_layer_w;
     }
-    r->t_tp_comm = (double)m * (L * (lt->comm_fwd + lt->comm_bwd + (c->recompute == RECOMPUTE_FULL ? lt->comm_fwd : 0)) +
-                                2 * et->emb_comm + 2 * et->head_comm) / pp;
-    int again = c->recompute != RECOMPUTE_NONE;  // both recomputations run the attention's forward again, its cp communication too
+    r->t_tp_comm = (double)m *
+                   (L * (lt->comm_fwd + lt->comm_bwd + (c->recompute == RECOMPUTE_FULL ? lt->comm_fwd : 0)) +
+                    2 * et->emb_comm + 2 * et->head_comm) /
+                   pp;
+    int again = c->recompute !=
+                RECOMPUTE_NONE;  // both recomputations run the attention's forward again, its cp communication too
     r->t_cp_comm = (double)m * L * (lt->cp.comm_fwd * (1 + again) + lt->cp.comm_bwd) / pp;
     r->t_cp_exposed = (double)m * L * (lt->cp.fwd * (1 + again) + lt->cp.bwd) / pp;
     r->cp_bytes = (double)m * L * (lt->cp.bytes_fwd * (1 + again) + lt->cp.bytes_bwd) / pp;

@@ -1,10 +1,15 @@
-// args.h: the command line of ./train (both builds): defaults, parsing, --help.
-// Every flag has a long name; a preset (--model) sets the shape and shape flags
-// override it. Bad values are one-line errors naming the flag.
+// args.h: the command line of ./train (both builds). One table, FLAGS, has a row per flag
+// (name, type, range, default, help, group, whether the ranks must agree, whether the
+// planner reads it); --help, parsing, the defaults, the ranks' agreement check (run.h
+// settings_of) and the planner's bounds (SIZE_FLAGS) are all read from it. A preset (--model)
+// sets the shape and shape flags override it. Bad values are one-line errors naming the flag.
 #ifndef ARGS_H
 #define ARGS_H
 
+#include <stddef.h>
 #include "model/config.h"
+
+#define MAX_FLAGS 80
 
 typedef struct {
     ModelConfig cfg;
@@ -24,279 +29,368 @@ typedef struct {
     int eval_every, val_batches;
     int sample_every, sample_len;
     int log_every, log_ranks;
-    int on_nan_skip;          // --on-nan skip|stop
-    double timeout_s;         // watchdog for a hung collective
-    double peak_tflops;       // per device, for MFU; 0: measured (CPU) or by device name (GPU)
-    int comm_mpi;             // GPU build: --comm mpi (host-staged) instead of NCCL
-    int gelu_unfused;         // GPU build: --gelu-fusion off (GELU as its own kernel, not in the fc matmul)
-    int weight_pass_deferred; // --weight-pass deferred: a chunk's weight gradients after all its input gradients
-    int cp_kind, cp_ulysses;  // --cp-kind (CP_RING, CP_ULYSSES, CP_2D), --cp-ulysses (0: not given)
-    int micro_batch_given;    // --micro-batch was on the command line
+    int on_nan_skip;           // --on-nan skip|stop
+    double timeout_s;          // watchdog for a hung collective
+    double peak_tflops;        // per device, for MFU; 0: measured (CPU) or by device name (GPU)
+    int comm_mpi;              // GPU build: --comm mpi (host-staged) instead of NCCL
+    int gelu_unfused;          // GPU build: --gelu-fusion off (GELU as its own kernel, not in the fc matmul)
+    int weight_pass_deferred;  // --weight-pass deferred: a chunk's weight gradients after all its input gradients
+    int cp_kind;               // --cp-kind: CP_RING, CP_ULYSSES, CP_2D
     int quiet;
-    // shape flags given explicitly (override the preset)
-    int n_layer, n_head, n_kv_head, d_model, d_ff, seq_len, vocab, arch;
+    unsigned char given[MAX_FLAGS];  // given[i]: FLAGS[i] was on the command line
 } Args;
 
-// The ranges of the flags that size a model and a layout, one table for the trainer (parse_args)
-// and the planner (planner/cli.h, planner/runs.h).
-typedef struct { const char* flag; long lo, hi; } SizeFlag;
+// ----------------------------------------------------------------------------
+// The table. A flag's value goes straight to its place in Args (an int, float, double,
+// uint64_t or text, by the size of that place); a choice's names a|b|c are stored as 0, 1, 2.
+
+typedef enum { FLAG_SWITCH, FLAG_INT, FLAG_NUM, FLAG_TEXT, FLAG_CHOICE } FlagType;
+enum { HELP_MODEL, HELP_DATA, HELP_TRAINING, HELP_LAYOUT, HELP_OUTPUT, N_HELP_GROUPS };
+static const char* const HELP_TITLES[N_HELP_GROUPS] = {
+    "model", "data", "training", "parallel layout (world = dp * pp * cp * tp; started under mpirun automatically)",
+    "logging and checkpoints"};
+// agree: the ranks compare the parsed value at start-up (run.h settings_agree); AGREE_GIVEN:
+// the value if given, else 0 (a default resolved from the layout after the check).
+// Not compared: what changes only rank 0's printing and the watchdog's --timeout-s.
+enum { AGREE_NO, AGREE, AGREE_GIVEN };
+
+typedef struct {
+    const char* flag;   // its name on the command line
+    FlagType type;
+    const char* value;  // how --help shows the value (a choice: its names, a|b|c)
+    long lo, hi;        // FLAG_INT: the accepted range (hi LONG_MAX: none above)
+    double min, max;    // FLAG_NUM: the accepted range
+    const char* def;    // the value before parsing, read as the flag's own value is; NULL: 0. --help shows
+                        // "(default DEF)" unless its help says how the default is chosen
+    int group;          // the --help section
+    int agree;          // AGREE_*
+    int planner;        // 1: the planner checks a model or layout against this row's range (SIZE_FLAGS)
+    size_t at, size;    // where its value lives in Args
+    const char* help;
+} Flag;
+
+#define IN_ARGS(field) offsetof(Args, field), sizeof(((Args*)0)->field)
+#define IN_CFG(field) IN_ARGS(cfg.field)
+#define NO_RANGE 0, 0, 0, 0
+
+// The rows from --n-layer to --cp-ulysses are the planner's, in the order of the SIZE_*
+// indices below (planner/cli.h, runs.h, search.h read SIZE_FLAGS[SIZE_*]).
+static const Flag FLAGS[] = {
+    // model
+    {"--model", FLAG_TEXT, "NAME", NO_RANGE, "small", HELP_MODEL, AGREE, 0, IN_ARGS(model),
+     "preset (default small), one of:"},
+    {"--arch", FLAG_CHOICE, "gpt2|llama", NO_RANGE, NULL, HELP_MODEL, AGREE, 0, IN_CFG(arch),
+     "architecture (default: the preset's; llama alone picks llama-small)"},
+    {"--n-layer", FLAG_INT, "N", 1, 512, 0, 0, NULL, HELP_MODEL, AGREE, 1, IN_CFG(n_layer), "layers (default: the preset's)"},
+    {"--n-head", FLAG_INT, "N", 1, 1024, 0, 0, NULL, HELP_MODEL, AGREE, 1, IN_CFG(n_head),
+     "query heads (default: the preset's; --n-kv-head follows unless given)"},
+    {"--n-kv-head", FLAG_INT, "N", 1, 1024, 0, 0, NULL, HELP_MODEL, AGREE, 1, IN_CFG(n_kv_head),
+     "key/value heads: fewer than --n-head is grouped-query attention (llama)"},
+    {"--d-model", FLAG_INT, "N", 1, 65536, 0, 0, NULL, HELP_MODEL, AGREE, 1, IN_CFG(d_model),
+     "width (default: the preset's; --d-ff follows unless given)"},
+    {"--d-ff", FLAG_INT, "N", 1, 1 << 20, 0, 0, NULL, HELP_MODEL, AGREE, 1, IN_CFG(d_ff),
+     "MLP hidden size (default: the preset's, or 4 x d-model for gpt2, SwiGLU's 2/3 x 4 x d-model to 256 for llama)"},
+    {"--vocab", FLAG_INT, "N", 2, 1 << 20, 0, 0, NULL, HELP_MODEL, AGREE, 1, IN_CFG(vocab),
+     "vocabulary (default: the preset's; padded to a multiple of 128)"},
+    {"--seq-len", FLAG_INT, "N", 1, 1 << 20, 0, 0, NULL, HELP_MODEL, AGREE, 1, IN_CFG(seq_len),
+     "context length (default: the preset's)"},
+    // training: the batch
+    {"--micro-batch", FLAG_INT, "B", 1, 1 << 20, 0, 0, "16", HELP_TRAINING, AGREE_GIVEN, 1, IN_CFG(micro_batch),
+     "sequences per micro-batch per rank (default: the largest <= 16 that gives every pipeline stage pp "
+     "micro-batches of the global batch)"},
+    {"--global-batch", FLAG_INT, "G", 1, 1 << 30, 0, 0, NULL, HELP_TRAINING, AGREE, 1, IN_CFG(global_batch),
+     "sequences per optimizer step over all dp ranks (default 16, or dp*pp*micro-batch when --micro-batch is given)"},
+    // parallel layout: the sizes
+    {"--dp", FLAG_INT, "N", 1, 1 << 20, 0, 0, NULL, HELP_LAYOUT, AGREE, 1, IN_CFG(dp),
+     "data parallel size (default 1; from the world under a launcher)"},
+    {"--tp", FLAG_INT, "N", 1, 1024, 0, 0, "1", HELP_LAYOUT, AGREE, 1, IN_CFG(tp), "tensor parallel size"},
+    {"--pp", FLAG_INT, "N", 1, 1024, 0, 0, "1", HELP_LAYOUT, AGREE, 1, IN_CFG(pp), "pipeline parallel size"},
+    {"--vpp", FLAG_INT, "N", 1, 64, 0, 0, NULL, HELP_LAYOUT, AGREE, 1, IN_CFG(vpp),
+     "model chunks per pipeline rank (interleaved 1F1B; default 1, with zb-v 2)"},
+    {"--cp", FLAG_INT, "N", 1, 1 << 16, 0, 0, "1", HELP_LAYOUT, AGREE, 1, IN_CFG(cp),
+     "context parallelism: each sequence split over N ranks"},
+    {"--cp-ulysses", FLAG_INT, "U", 1, 1 << 16, 0, 0, NULL, HELP_LAYOUT, AGREE, 1, IN_CFG(cp_ulysses),
+     "the Ulysses degree of --cp-kind 2d (divides N)"},
+    // parallel layout: the rest
+    {"--cp-kind", FLAG_CHOICE, "ring|ulysses|2d", NO_RANGE, "ring", HELP_LAYOUT, AGREE, 0, IN_ARGS(cp_kind),
+     "ring: zig-zag ring attention; ulysses: all-to-all to a head split (N <= KV heads per tp rank); "
+     "2d: Ulysses inside --cp-ulysses U ranks, ring across"},
+    {"--cp-split", FLAG_CHOICE, "zigzag|contiguous", NO_RANGE, "zigzag", HELP_LAYOUT, AGREE, 0, IN_CFG(cp_contiguous),
+     "zigzag: ring rank r holds chunks r and 2R-1-r of 2R, balanced; contiguous: one piece each (the causal mask "
+     "leaves early ranks idle; to measure)"},
+    {"--schedule", FLAG_CHOICE, "gpipe|1f1b|interleaved|zb-h1|zb-v", NO_RANGE, NULL, HELP_LAYOUT, AGREE, 0,
+     IN_CFG(schedule),
+     "pipeline schedule (default 1f1b, interleaved when --vpp > 1); zb-*: zero-bubble, each backward split into B "
+     "and a deferred W"},
+    {"--sp", FLAG_SWITCH, "", NO_RANGE, NULL, HELP_LAYOUT, AGREE, 0, IN_CFG(sp),
+     "sequence parallelism in the norm/residual regions (needs --tp > 1)"},
+    {"--zero", FLAG_INT, "0|1|2", 0, 2, 0, 0, "0", HELP_LAYOUT, AGREE, 0, IN_CFG(zero),
+     "shard optimizer state (1) and gradients (2) over dp"},
+    {"--recompute", FLAG_CHOICE, "none|selective|full", NO_RANGE, "none", HELP_LAYOUT, AGREE, 0, IN_CFG(recompute),
+     "selective: the attention core; full: keep layer inputs only"},
+    // data
+    {"--data", FLAG_TEXT, "PATH", NO_RANGE, NULL, HELP_DATA, AGREE, 0, IN_ARGS(data),
+     "a file, or a quoted glob of files: .bin = llm.c shards, any other byte-level text; default: built-in corpus"},
+    {"--val-data", FLAG_TEXT, "PATH", NO_RANGE, NULL, HELP_DATA, AGREE, 0, IN_ARGS(val_data),
+     "validation data; default: the last 5% of --data"},
+    {"--eval-every", FLAG_INT, "N", 0, 1 << 30, 0, 0, "50", HELP_DATA, AGREE, 0, IN_ARGS(eval_every),
+     "validation loss every N steps (0: never)"},
+    {"--val-batches", FLAG_INT, "N", 1, 1 << 20, 0, 0, "4", HELP_DATA, AGREE, 0, IN_ARGS(val_batches),
+     "global batches per validation"},
+    {"--tokenizer", FLAG_TEXT, "FILE", NO_RANGE, NULL, HELP_DATA, AGREE, 0, IN_ARGS(tokenizer),
+     "llm.c tokenizer file for decoding samples (default: bytes; other vocabularies print token ids); "
+     "data/prepare.py writes one beside its shards"},
+    // training: the rest
+    {"--steps", FLAG_INT, "N", 0, 1 << 30, 0, 0, "1500", HELP_TRAINING, AGREE, 0, IN_CFG(steps), "optimizer steps"},
+    {"--lr", FLAG_NUM, "X", 0, 0, 0, 10, "2e-3", HELP_TRAINING, AGREE, 0, IN_CFG(lr), "peak learning rate"},
+    {"--min-lr-frac", FLAG_NUM, "X", 0, 0, 0, 1, "0.1", HELP_TRAINING, AGREE, 0, IN_CFG(min_lr_frac),
+     "cosine decays to lr*X"},
+    {"--warmup", FLAG_INT, "N", 0, 1 << 30, 0, 0, "50", HELP_TRAINING, AGREE, 0, IN_CFG(warmup), "linear warm-up steps"},
+    {"--weight-decay", FLAG_NUM, "X", 0, 0, 0, 10, "0.1", HELP_TRAINING, AGREE, 0, IN_CFG(weight_decay),
+     "AdamW decoupled weight decay on matrices"},
+    {"--beta1", FLAG_NUM, "X", 0, 0, 0, 0.999999, "0.9", HELP_TRAINING, AGREE, 0, IN_CFG(beta1), "AdamW beta1"},
+    {"--beta2", FLAG_NUM, "X", 0, 0, 0, 0.999999, "0.95", HELP_TRAINING, AGREE, 0, IN_CFG(beta2), "AdamW beta2"},
+    // eps 0 divides 0 by 0 for a weight whose gradient is 0
+    {"--eps", FLAG_NUM, "X", 0, 0, 1e-30, 1, "1e-8", HELP_TRAINING, AGREE, 0, IN_CFG(eps), "AdamW epsilon (> 0)"},
+    {"--grad-clip", FLAG_NUM, "X", 0, 0, 0, 1e9, "1.0", HELP_TRAINING, AGREE, 0, IN_CFG(grad_clip),
+     "clip the global gradient norm to X (0: off)"},
+    {"--seed", FLAG_INT, "N", 0, LONG_MAX, 0, 0, "1337", HELP_TRAINING, AGREE, 0, IN_CFG(seed),
+     "seed for init and sampling"},
+    // logging and checkpoints
+    {"--log", FLAG_TEXT, "FILE", NO_RANGE, NULL, HELP_OUTPUT, AGREE, 0, IN_ARGS(log),
+     "JSON lines: per step and per evaluation"},
+    {"--log-ranks", FLAG_SWITCH, "", NO_RANGE, NULL, HELP_OUTPUT, AGREE, 0, IN_ARGS(log_ranks),
+     "also write FILE.rankN with each rank's timings"},
+    {"--log-every", FLAG_INT, "N", 1, 1 << 30, 0, 0, "1", HELP_OUTPUT, AGREE_NO, 0, IN_ARGS(log_every),
+     "print every N steps"},
+    {"--trace", FLAG_TEXT, "FILE", NO_RANGE, NULL, HELP_OUTPUT, AGREE, 0, IN_ARGS(trace),
+     "Chrome trace-event JSON of the step (open in Perfetto)"},
+    {"--sample-every", FLAG_INT, "N", 0, 1 << 30, 0, 0, "0", HELP_OUTPUT, AGREE, 0, IN_ARGS(sample_every),
+     "print a sample every N steps (0: at the end only)"},
+    {"--sample-len", FLAG_INT, "N", 0, 1 << 20, 0, 0, "200", HELP_OUTPUT, AGREE, 0, IN_ARGS(sample_len),
+     "bytes/tokens per sample"},
+    {"--ckpt-dir", FLAG_TEXT, "DIR", NO_RANGE, NULL, HELP_OUTPUT, AGREE, 0, IN_ARGS(ckpt_dir),
+     "checkpoint directory, created at start (a final checkpoint is written at the end)"},
+    {"--ckpt-every", FLAG_INT, "N", 0, 1 << 30, 0, 0, NULL, HELP_OUTPUT, AGREE, 0, IN_ARGS(ckpt_every),
+     "also every N steps"},
+    {"--ckpt-keep", FLAG_INT, "N", 1, 1 << 20, 0, 0, "3", HELP_OUTPUT, AGREE, 0, IN_ARGS(ckpt_keep),
+     "keep the newest N checkpoints"},
+    {"--resume", FLAG_TEXT, "FILE|auto", NO_RANGE, NULL, HELP_OUTPUT, AGREE, 0, IN_ARGS(resume),
+     "continue from a checkpoint (any layout)"},
+    {"--import-llmc", FLAG_TEXT, "FILE", NO_RANGE, NULL, HELP_OUTPUT, AGREE, 0, IN_ARGS(import_llmc),
+     "start from llm.c GPT-2 weights (gpt2_124M.bin, version 3)"},
+    {"--export-llmc", FLAG_TEXT, "FILE", NO_RANGE, NULL, HELP_OUTPUT, AGREE, 0, IN_ARGS(export_llmc),
+     "write the final weights in llm.c's format"},
+    {"--export-hf", FLAG_TEXT, "DIR", NO_RANGE, NULL, HELP_OUTPUT, AGREE, 0, IN_ARGS(export_hf),
+     "write the final weights as a Hugging Face transformers model (safetensors + config.json; GPT2LMHeadModel or "
+     "LlamaForCausalLM), DIR created at start"},
+    {"--import-hf", FLAG_TEXT, "DIR", NO_RANGE, NULL, HELP_OUTPUT, AGREE, 0, IN_ARGS(import_hf),
+     "start from DIR/model.safetensors (fp32, this model's shape: an --export-hf)"},
+    {"--on-nan", FLAG_CHOICE, "stop|skip", NO_RANGE, "stop", HELP_OUTPUT, AGREE, 0, IN_ARGS(on_nan_skip),
+     "non-finite loss or gradient: stop, or skip the step"},
+    {"--timeout-s", FLAG_NUM, "X", 0, 0, 1, 1e7, "600", HELP_OUTPUT, AGREE_NO, 0, IN_ARGS(timeout_s),
+     "exit if no communication completes for X s: a peer died or hangs"},
+    {"--peak-tflops", FLAG_NUM, "X", 0, 0, 1e-6, 1e6, NULL, HELP_OUTPUT, AGREE_NO, 0, IN_ARGS(peak_tflops),
+     "device peak for MFU (default: CPU measured FMA peak; GPU by name: H100/H200 989, A100 312)"},
+    {"--comm", FLAG_CHOICE, "nccl|mpi", NO_RANGE, "nccl", HELP_OUTPUT, AGREE, 0, IN_ARGS(comm_mpi),
+     "GPU build: NCCL or host-staged MPI (ranks can share a GPU)"},
+    {"--gelu-fusion", FLAG_CHOICE, "on|off", NO_RANGE, "on", HELP_OUTPUT, AGREE, 0, IN_ARGS(gelu_unfused),
+     "GPU build: GELU in the fc matmul's cuBLASLt epilogue, or its own kernel"},
+    {"--weight-pass", FLAG_CHOICE, "immediate|deferred", NO_RANGE, NULL, HELP_OUTPUT, AGREE, 0,
+     IN_ARGS(weight_pass_deferred),
+     "each layer's weight gradients right after its input gradient (default), or after the whole chunk's input "
+     "pass (more memory; always so with zb-*)"},
+    {"--quiet", FLAG_SWITCH, "", NO_RANGE, NULL, HELP_OUTPUT, AGREE_NO, 0, IN_ARGS(quiet), "no step lines"},
+};
+#define N_FLAGS ((int)(sizeof(FLAGS) / sizeof(FLAGS[0])))
+typedef char flags_fit_in_args[N_FLAGS <= MAX_FLAGS ? 1 : -1];
+
+// The planner's rows (planner=1), in this order from FLAGS' --n-layer on.
+typedef Flag SizeFlag;
 enum { SIZE_N_LAYER, SIZE_N_HEAD, SIZE_N_KV_HEAD, SIZE_D_MODEL, SIZE_D_FF, SIZE_VOCAB, SIZE_SEQ_LEN,  // the shape
        SIZE_MICRO_BATCH, SIZE_GLOBAL_BATCH, SIZE_DP, SIZE_TP, SIZE_PP, SIZE_VPP, SIZE_CP, SIZE_CP_ULYSSES, N_SIZE_FLAGS };
-static const SizeFlag SIZE_FLAGS[N_SIZE_FLAGS] = {
-    {"--n-layer", 1, 512}, {"--n-head", 1, 1024}, {"--n-kv-head", 1, 1024}, {"--d-model", 1, 65536}, {"--d-ff", 1, 1 << 20},
-    {"--vocab", 2, 1 << 20}, {"--seq-len", 1, 1 << 20}, {"--micro-batch", 1, 1 << 20}, {"--global-batch", 1, 1 << 30},
-    {"--dp", 1, 1 << 20}, {"--tp", 1, 1024}, {"--pp", 1, 1024}, {"--vpp", 1, 64}, {"--cp", 1, 1 << 16}, {"--cp-ulysses", 1, 1 << 16}};
+static const Flag* const SIZE_FLAGS = FLAGS + 2;
+
+#undef IN_ARGS
+#undef IN_CFG
+#undef NO_RANGE
+
+// ----------------------------------------------------------------------------
+// --help
+
+// text from column col on, wrapped at 116 columns, continued at column 24.
+static void help_wrap(int col, const char* text) {
+    const char* p = text;
+    while (*p) {
+        int n = (int)strlen(p), room = 116 - col;
+        if (n > room) {  // break at the last space that fits
+            n = room;
+            while (n > 0 && p[n] != ' ') n--;
+            if (n == 0) n = room;
+        }
+        printf("%.*s\n", n, p);
+        p += n;
+        while (*p == ' ') p++;
+        if (*p) col = printf("%24s", "");
+    }
+}
+
+// "  --name VALUE        help (default DEF)"; a long name and value on a line of their own.
+static void help_row(const Flag* f) {
+    char left[64], text[512];
+    snprintf(left, sizeof(left), "%s%s%s", f->flag, f->value[0] ? " " : "", f->value);
+    if (!f->def || strstr(f->help, "default")) snprintf(text, sizeof(text), "%s", f->help);
+    else snprintf(text, sizeof(text), "%s (default %s)", f->help, f->def);
+    if (strlen(left) > 21) printf("  %s\n%24s", left, "");
+    else printf("  %-21s ", left);
+    help_wrap(24, text);
+}
 
 static void print_help(void) {
-    printf(
-        "usage: ./train [flags]          (train)\n"
-        "       ./train --plan [flags]   (predict memory and speed of layouts; see --plan --help)\n"
-        "\nmodel\n"
-        "  --model NAME          preset (default small):");
-    for (int i = 0; i < N_PRESETS; i++) printf("%s%s", i ? ", " : " ", PRESETS[i].name);
-    printf(
-        "\n  --arch gpt2|llama     architecture (set by the preset)\n"
-        "  --n-layer --n-head --n-kv-head --d-model --d-ff --seq-len --vocab   shape overrides\n"
-        "\ndata\n"
-        "  --data PATH           a file, or a quoted glob of files: .bin = llm.c shards, any other byte-level\n"
-        "                        text; default: built-in corpus\n"
-        "  --val-data PATH       validation data; default: the last 5%% of --data\n"
-        "  --eval-every N        validation loss every N steps (default 50, 0: never)\n"
-        "  --val-batches N       global batches per validation (default 4)\n"
-        "  --tokenizer FILE      llm.c tokenizer file for decoding samples (default: bytes; other vocabularies\n"
-        "                        print token ids); data/prepare.py writes one beside its shards\n"
-        "\ntraining\n"
-        "  --steps N             optimizer steps (default 1500)\n"
-        "  --micro-batch B       sequences per micro-batch per rank (default: the largest <= 16 that gives\n"
-        "                        every pipeline stage pp micro-batches of the global batch)\n"
-        "  --global-batch G      sequences per optimizer step over all dp ranks (default 16, or\n"
-        "                        dp*pp*micro-batch when --micro-batch is given)\n"
-        "  --lr X                peak learning rate (default 2e-3)\n"
-        "  --min-lr-frac X       cosine decays to lr*X (default 0.1)\n"
-        "  --warmup N            linear warm-up steps (default 50)\n"
-        "  --weight-decay X      AdamW decoupled weight decay on matrices (default 0.1)\n"
-        "  --beta1 --beta2 --eps AdamW (defaults 0.9, 0.95, 1e-8; eps > 0)\n"
-        "  --grad-clip X         clip the global gradient norm to X (default 1.0, 0: off)\n"
-        "  --seed N              seed for init and sampling (default 1337)\n"
-        "\nparallel layout (world = dp * pp * cp * tp; started under mpirun automatically)\n"
-        "  --dp N --tp N --pp N  data / tensor / pipeline parallel sizes (default 1; dp from the world under a launcher)\n"
-        "  --vpp N               model chunks per pipeline rank (interleaved 1F1B; zb-v: 2, the default with it)\n"
-        "  --schedule S          gpipe | 1f1b | interleaved | zb-h1 | zb-v (default 1f1b, interleaved when\n"
-        "                        --vpp > 1); zb-*: zero-bubble, each backward split into B and a deferred W\n"
-        "  --sp                  sequence parallelism in the norm/residual regions (needs --tp > 1)\n"
-        "  --cp N                context parallelism: each sequence split over N ranks (default 1)\n"
-        "  --cp-kind K           ring (zig-zag ring attention, the default) | ulysses (all-to-all to a head\n"
-        "                        split; N <= KV heads per tp rank) | 2d (Ulysses inside --cp-ulysses U ranks, ring across)\n"
-        "  --cp-ulysses U        the Ulysses degree of --cp-kind 2d (divides N)\n"
-        "  --cp-split S          zigzag (default: ring rank r holds chunks r and 2R-1-r of 2R, balanced) |\n"
-        "                        contiguous (one piece each: the causal mask leaves early ranks idle; to measure)\n"
-        "  --zero 0|1|2          shard optimizer state (1) and gradients (2) over dp\n"
-        "  --recompute R         none | selective (attention core) | full (keep layer inputs only)\n"
-        "\nlogging and checkpoints\n"
-        "  --log FILE            JSON lines: per step and per evaluation\n"
-        "  --log-ranks           also write FILE.rankN with each rank's timings\n"
-        "  --log-every N         print every N steps (default 1)\n"
-        "  --trace FILE          Chrome trace-event JSON of the step (open in Perfetto)\n"
-        "  --sample-every N      print a sample every N steps (default 0: at the end only)\n"
-        "  --sample-len N        bytes/tokens per sample (default 200)\n"
-        "  --ckpt-dir DIR        checkpoint directory, created at start (a final checkpoint is written at the end)\n"
-        "  --ckpt-every N        also every N steps\n"
-        "  --ckpt-keep N         keep the newest N checkpoints (default 3)\n"
-        "  --resume FILE|auto    continue from a checkpoint (any layout)\n"
-        "  --import-llmc FILE    start from llm.c GPT-2 weights (gpt2_124M.bin, version 3)\n"
-        "  --export-llmc FILE    write the final weights in llm.c's format\n"
-        "  --export-hf DIR       write the final weights as a Hugging Face transformers model (safetensors +\n"
-        "                        config.json; GPT2LMHeadModel or LlamaForCausalLM), DIR created at start\n"
-        "  --import-hf DIR       start from DIR/model.safetensors (fp32, this model's shape: an --export-hf)\n"
-        "  --on-nan skip|stop    non-finite loss or gradient: skip the step or stop (default stop)\n"
-        "  --timeout-s X         exit if no communication completes for X s: a peer died or hangs (default 600)\n"
-        "  --peak-tflops X       device peak for MFU (default: CPU measured FMA peak; GPU by name:\n"
-        "                        H100/H200 989, A100 312)\n"
-        "  --comm nccl|mpi       GPU build: NCCL (default) or host-staged MPI (ranks can share a GPU)\n"
-        "  --gelu-fusion on|off  GPU build: GELU in the fc matmul's cuBLASLt epilogue (default on) or its own kernel\n"
-        "  --weight-pass immediate|deferred  each layer's weight gradients right after its input gradient\n"
-        "                        (default), or after the whole chunk's input pass (more memory; always so with zb-*)\n"
-        "  --quiet               no step lines\n");
+    printf("usage: ./train [flags]          (train)\n"
+           "       ./train --plan [flags]   (predict memory and speed of layouts; see --plan --help)\n");
+    char presets[512] = "";
+    for (int i = 0; i < N_PRESETS; i++)
+        snprintf(presets + strlen(presets), sizeof(presets) - strlen(presets), "%s%s", i ? ", " : "", PRESETS[i].name);
+    for (int g = 0; g < N_HELP_GROUPS; g++) {
+        printf("\n%s\n", HELP_TITLES[g]);
+        for (const Flag* f = FLAGS; f < FLAGS + N_FLAGS; f++) {
+            if (f->group != g) continue;
+            help_row(f);
+            if (!strcmp(f->flag, "--model")) printf("%24s", ""), help_wrap(24, presets);
+        }
+    }
+}
+
+// ----------------------------------------------------------------------------
+// Parsing
+
+static const Flag* find_flag(const char* name) {
+    for (const Flag* f = FLAGS; f < FLAGS + N_FLAGS; f++)
+        if (!strcmp(f->flag, name)) return f;
+    return NULL;
+}
+
+static int flag_given(const Args* a, const char* name) {
+    const Flag* f = find_flag(name);
+    if (!f) fail("internal: no flag %s", name);
+    return a->given[f - FLAGS];
+}
+
+// The choice v among "a|b|c": its index, or -1.
+static int choice_index(const char* choices, const char* v) {
+    size_t n = strlen(v);
+    int k = 0;
+    for (const char* p = choices;; k++) {
+        const char* bar = strchr(p, '|');
+        size_t len = bar ? (size_t)(bar - p) : strlen(p);
+        if (len == n && !strncmp(p, v, n)) return k;
+        if (!bar) return -1;
+        p = bar + 1;
+    }
+}
+
+// "--name must be a, b or c, got 'v'".
+static void choice_fail(const Flag* f, const char* v) {
+    char names[256] = "";
+    const char* p = f->value;
+    while (*p) {
+        const char* bar = strchr(p, '|');
+        size_t len = bar ? (size_t)(bar - p) : strlen(p);
+        snprintf(names + strlen(names), sizeof(names) - strlen(names), "%s%.*s", names[0] ? (bar ? ", " : " or ") : "",
+                 (int)len, p);
+        p += len + (bar != NULL);
+    }
+    fail("%s must be %s, got '%s'", f->flag, names, v);
+}
+
+// Store the value v (text as on the command line; NULL for a switch) of flag f in a.
+static void flag_set(Args* a, const Flag* f, const char* v) {
+    void* at = (char*)a + f->at;
+    if (f->type == FLAG_SWITCH) *(int*)at = 1;
+    else if (f->type == FLAG_TEXT) *(const char**)at = v;
+    else if (f->type == FLAG_CHOICE) {
+        int k = choice_index(f->value, v);
+        if (k < 0) choice_fail(f, v);
+        *(int*)at = k;
+    } else if (f->type == FLAG_INT) {
+        long x = parse_long(v, f->flag);
+        if (f->hi == LONG_MAX && x < f->lo) fail("%s must be >= %ld", f->flag, f->lo);
+        if (x < f->lo || x > f->hi) fail("%s must be in [%ld, %ld], got %ld", f->flag, f->lo, f->hi, x);
+        if (f->size == sizeof(uint64_t)) *(uint64_t*)at = (uint64_t)x;
+        else *(int*)at = (int)x;
+    } else {
+        double x = parse_double(v, f->flag);
+        if (x < f->min || x > f->max) fail("%s must be in [%g, %g], got %g", f->flag, f->min, f->max, x);
+        if (f->size == sizeof(float)) *(float*)at = (float)x;
+        else *(double*)at = x;
+    }
 }
 
 static void args_defaults(Args* a) {
     memset(a, 0, sizeof(*a));
-    a->model = "small";
-    a->cfg.steps = 1500, a->cfg.warmup = 50, a->cfg.micro_batch = 16;
-    a->cfg.lr = 2e-3f, a->cfg.min_lr_frac = 0.1f, a->cfg.weight_decay = 0.1f;
-    a->cfg.beta1 = 0.9f, a->cfg.beta2 = 0.95f, a->cfg.eps = 1e-8f, a->cfg.grad_clip = 1.0f;
-    a->cfg.seed = 1337;
-    a->cfg.tp = a->cfg.pp = a->cfg.cp = 1;
-    a->cfg.vpp = a->cfg.schedule = a->weight_pass_deferred = -1;  // -1: from the schedule
-    a->eval_every = 50, a->val_batches = 4, a->sample_len = 200, a->log_every = 1;
-    a->ckpt_keep = 3, a->timeout_s = 600;
-    a->arch = -1;
+    for (const Flag* f = FLAGS; f < FLAGS + N_FLAGS; f++)
+        if (f->def) flag_set(a, f, f->def);
 }
 
-static int flag_is(const char* arg, const char* name) { return !strcmp(arg, name); }
-
-static void parse_args(Args* a, int argc, char** argv) {
-    args_defaults(a);
+// What follows from the flags: the preset under the shape flags, the schedule's vpp and
+// weight pass, the context-parallel degrees; the rules between flags.
+static void args_resolve(Args* a) {
     ModelConfig* c = &a->cfg;
-    for (int i = 1; i < argc; i++) {
-        const char* f = argv[i];
-        if (flag_is(f, "--help") || flag_is(f, "-h")) { print_help(); exit(0); }
-        if (flag_is(f, "--sp")) { c->sp = 1; continue; }
-        if (flag_is(f, "--log-ranks")) { a->log_ranks = 1; continue; }
-        if (flag_is(f, "--quiet")) { a->quiet = 1; continue; }
-        if (strncmp(f, "--", 2)) fail("unexpected argument '%s' (flags start with --; see --help)", f);
-        if (i + 1 >= argc) fail("flag %s needs a value", f);
-        const char* v = argv[++i];
-#define INT_FLAG(name, dst, lo, hi) if (flag_is(f, name)) { long x_ = parse_long(v, name); \
-        if (x_ < (lo) || x_ > (hi)) { fail("%s must be in [%ld, %ld], got %ld", name, (long)(lo), (long)(hi), x_); } \
-        dst = (int)x_; continue; }
-#define FLT_FLAG(name, dst, lo, hi) if (flag_is(f, name)) { double x_ = parse_double(v, name); \
-        if (x_ < (lo) || x_ > (hi)) { fail("%s must be in [%g, %g], got %g", name, (double)(lo), (double)(hi), x_); } \
-        dst = x_; continue; }
-#define STR_FLAG(name, dst) if (flag_is(f, name)) { dst = v; continue; }
-#define SIZE_FLAG(k, dst) INT_FLAG(SIZE_FLAGS[k].flag, dst, SIZE_FLAGS[k].lo, SIZE_FLAGS[k].hi)
-        STR_FLAG("--model", a->model);
-        STR_FLAG("--data", a->data);
-        STR_FLAG("--val-data", a->val_data);
-        STR_FLAG("--tokenizer", a->tokenizer);
-        STR_FLAG("--log", a->log);
-        STR_FLAG("--trace", a->trace);
-        STR_FLAG("--ckpt-dir", a->ckpt_dir);
-        STR_FLAG("--resume", a->resume);
-        STR_FLAG("--import-llmc", a->import_llmc);
-        STR_FLAG("--export-llmc", a->export_llmc);
-        STR_FLAG("--export-hf", a->export_hf);
-        STR_FLAG("--import-hf", a->import_hf);
-        SIZE_FLAG(SIZE_N_LAYER, a->n_layer);
-        SIZE_FLAG(SIZE_N_HEAD, a->n_head);
-        SIZE_FLAG(SIZE_N_KV_HEAD, a->n_kv_head);
-        SIZE_FLAG(SIZE_D_MODEL, a->d_model);
-        SIZE_FLAG(SIZE_D_FF, a->d_ff);
-        SIZE_FLAG(SIZE_SEQ_LEN, a->seq_len);
-        SIZE_FLAG(SIZE_VOCAB, a->vocab);
-        INT_FLAG("--steps", c->steps, 0, 1 << 30);
-        INT_FLAG("--warmup", c->warmup, 0, 1 << 30);
-        if (flag_is(f, "--micro-batch")) a->micro_batch_given = 1;
-        SIZE_FLAG(SIZE_MICRO_BATCH, c->micro_batch);
-        SIZE_FLAG(SIZE_GLOBAL_BATCH, c->global_batch);
-        FLT_FLAG("--lr", c->lr, 0, 10);
-        FLT_FLAG("--min-lr-frac", c->min_lr_frac, 0, 1);
-        FLT_FLAG("--weight-decay", c->weight_decay, 0, 10);
-        FLT_FLAG("--beta1", c->beta1, 0, 0.999999);
-        FLT_FLAG("--beta2", c->beta2, 0, 0.999999);
-        FLT_FLAG("--eps", c->eps, 1e-30, 1);  // 0 divides 0 by 0 for a weight whose gradient is 0
-        FLT_FLAG("--grad-clip", c->grad_clip, 0, 1e9);
-        if (flag_is(f, "--seed")) { long s = parse_long(v, "--seed"); if (s < 0) fail("--seed must be >= 0"); c->seed = (uint64_t)s; continue; }
-        SIZE_FLAG(SIZE_DP, c->dp);
-        SIZE_FLAG(SIZE_TP, c->tp);
-        SIZE_FLAG(SIZE_PP, c->pp);
-        SIZE_FLAG(SIZE_VPP, c->vpp);
-        INT_FLAG("--zero", c->zero, 0, 2);
-        SIZE_FLAG(SIZE_CP, c->cp);
-        SIZE_FLAG(SIZE_CP_ULYSSES, a->cp_ulysses);
-        if (flag_is(f, "--cp-split")) {
-            if (!strcmp(v, "zigzag")) c->cp_contiguous = 0;
-            else if (!strcmp(v, "contiguous")) c->cp_contiguous = 1;
-            else fail("--cp-split must be zigzag or contiguous, got '%s'", v);
-            continue;
-        }
-        if (flag_is(f, "--cp-kind")) {
-            if (!strcmp(v, "ring")) a->cp_kind = CP_RING;
-            else if (!strcmp(v, "ulysses")) a->cp_kind = CP_ULYSSES;
-            else if (!strcmp(v, "2d")) a->cp_kind = CP_2D;
-            else fail("--cp-kind must be ring, ulysses or 2d, got '%s'", v);
-            continue;
-        }
-        INT_FLAG("--eval-every", a->eval_every, 0, 1 << 30);
-        INT_FLAG("--val-batches", a->val_batches, 1, 1 << 20);
-        INT_FLAG("--sample-every", a->sample_every, 0, 1 << 30);
-        INT_FLAG("--sample-len", a->sample_len, 0, 1 << 20);
-        INT_FLAG("--log-every", a->log_every, 1, 1 << 30);
-        INT_FLAG("--ckpt-every", a->ckpt_every, 0, 1 << 30);
-        INT_FLAG("--ckpt-keep", a->ckpt_keep, 1, 1 << 20);
-        FLT_FLAG("--timeout-s", a->timeout_s, 1, 1e7);
-        FLT_FLAG("--peak-tflops", a->peak_tflops, 1e-6, 1e6);
-        if (flag_is(f, "--arch")) {
-            if (!strcmp(v, "gpt2")) a->arch = ARCH_GPT2;
-            else if (!strcmp(v, "llama")) a->arch = ARCH_LLAMA;
-            else fail("--arch must be gpt2 or llama, got '%s'", v);
-            continue;
-        }
-        if (flag_is(f, "--schedule")) {
-            if ((c->schedule = schedule_from_name(v)) < 0) fail("--schedule must be gpipe, 1f1b, interleaved, zb-h1 or zb-v, got '%s'", v);
-            continue;
-        }
-        if (flag_is(f, "--recompute")) {
-            if (!strcmp(v, "none")) c->recompute = RECOMPUTE_NONE;
-            else if (!strcmp(v, "selective")) c->recompute = RECOMPUTE_SELECTIVE;
-            else if (!strcmp(v, "full")) c->recompute = RECOMPUTE_FULL;
-            else fail("--recompute must be none, selective or full, got '%s'", v);
-            continue;
-        }
-        if (flag_is(f, "--on-nan")) {
-            if (!strcmp(v, "skip")) a->on_nan_skip = 1;
-            else if (!strcmp(v, "stop")) a->on_nan_skip = 0;
-            else fail("--on-nan must be skip or stop, got '%s'", v);
-            continue;
-        }
-        if (flag_is(f, "--comm")) {
-            if (!strcmp(v, "nccl")) a->comm_mpi = 0;
-            else if (!strcmp(v, "mpi")) a->comm_mpi = 1;
-            else fail("--comm must be nccl or mpi, got '%s'", v);
-            continue;
-        }
-        if (flag_is(f, "--weight-pass")) {
-            if (!strcmp(v, "immediate")) a->weight_pass_deferred = 0;
-            else if (!strcmp(v, "deferred")) a->weight_pass_deferred = 1;
-            else fail("--weight-pass must be immediate or deferred, got '%s'", v);
-            continue;
-        }
-        if (flag_is(f, "--gelu-fusion")) {
-            if (!strcmp(v, "on")) a->gelu_unfused = 0;
-            else if (!strcmp(v, "off")) a->gelu_unfused = 1;
-            else fail("--gelu-fusion must be on or off, got '%s'", v);
-            continue;
-        }
-#undef INT_FLAG
-#undef FLT_FLAG
-#undef STR_FLAG
-#undef SIZE_FLAG
-        fail("unknown flag %s (see --help)", f);
-    }
     // A llama-style arch given without a preset picks the llama default.
-    if (a->arch == ARCH_LLAMA && !strcmp(a->model, "small")) a->model = "llama-small";
+    if (flag_given(a, "--arch") && c->arch == ARCH_LLAMA && !strcmp(a->model, "small")) a->model = "llama-small";
     const Preset* p = find_preset(a->model);
     if (!p) fail("--model: unknown preset '%s' (see --help)", a->model);
+    Args given = *a;
     apply_preset(c, p);
-    if (a->arch >= 0) c->arch = a->arch;
-    if (a->n_layer) c->n_layer = a->n_layer;
-    if (a->n_head) c->n_head = a->n_head, c->n_kv_head = a->n_head;  // plain multi-head unless --n-kv-head
-    if (a->n_kv_head) c->n_kv_head = a->n_kv_head;
-    if (a->d_model) c->d_model = a->d_model, c->d_ff = 0;  // d_ff follows the width unless --d-ff
-    if (a->d_ff) c->d_ff = a->d_ff;
-    if (a->seq_len) c->seq_len = a->seq_len;
-    if (a->vocab) c->vocab = a->vocab;
-    if (c->vpp < 0) c->vpp = c->schedule == SCHED_ZBV ? 2 : 1;
-    if (a->cp_ulysses && a->cp_kind != CP_2D) fail("--cp-ulysses %d: only with --cp-kind 2d", a->cp_ulysses);
-    if (a->cp_kind == CP_2D && !a->cp_ulysses) fail("--cp-kind 2d needs --cp-ulysses U (the all-to-all degree; the ring is cp / U)");
-    if (a->cp_kind == CP_2D && c->cp % a->cp_ulysses) fail("--cp-ulysses %d does not divide --cp %d", a->cp_ulysses, c->cp);
-    c->cp_ulysses = a->cp_kind == CP_RING ? 1 : a->cp_kind == CP_ULYSSES ? c->cp : a->cp_ulysses;
-    if (c->schedule < 0) c->schedule = c->vpp > 1 ? SCHED_INTERLEAVED : SCHED_1F1B;
-    if (c->schedule == SCHED_ZBV && c->vpp != 2) fail("--vpp %d: --schedule zb-v places exactly two chunks per stage (a V); use --vpp 2", c->vpp);
+    for (int i = 0; i < N_FLAGS; i++)  // the shape flags given override the preset
+        if (a->given[i] && FLAGS[i].group == HELP_MODEL && FLAGS[i].type != FLAG_TEXT)
+            memcpy((char*)a + FLAGS[i].at, (char*)&given + FLAGS[i].at, FLAGS[i].size);
+    if (flag_given(a, "--n-head") && !flag_given(a, "--n-kv-head")) c->n_kv_head = c->n_head;  // plain multi-head
+    if (flag_given(a, "--d-model") && !flag_given(a, "--d-ff")) c->d_ff = 0;  // d_ff follows the width
+    if (!flag_given(a, "--vpp")) c->vpp = c->schedule == SCHED_ZBV ? 2 : 1;
+    int U_given = flag_given(a, "--cp-ulysses");
+    if (U_given && a->cp_kind != CP_2D) fail("--cp-ulysses %d: only with --cp-kind 2d", c->cp_ulysses);
+    if (a->cp_kind == CP_2D && !U_given) fail("--cp-kind 2d needs --cp-ulysses U (the all-to-all degree; the ring is cp / U)");
+    if (a->cp_kind == CP_2D && c->cp % c->cp_ulysses) fail("--cp-ulysses %d does not divide --cp %d", c->cp_ulysses, c->cp);
+    c->cp_ulysses = a->cp_kind == CP_RING ? 1 : a->cp_kind == CP_ULYSSES ? c->cp : c->cp_ulysses;
+    if (!flag_given(a, "--schedule")) c->schedule = c->vpp > 1 ? SCHED_INTERLEAVED : SCHED_1F1B;
+    if (c->schedule == SCHED_ZBV && c->vpp != 2)
+        fail("--vpp %d: --schedule zb-v places exactly two chunks per stage (a V); use --vpp 2", c->vpp);
     if (schedule_has_w(c->schedule)) {
-        if (a->weight_pass_deferred == 0) fail("--weight-pass immediate: --schedule %s runs each weight pass as its own op (W)", schedule_name(c->schedule));
+        const char* s = schedule_name(c->schedule);
+        if (flag_given(a, "--weight-pass") && !a->weight_pass_deferred)
+            fail("--weight-pass immediate: --schedule %s runs each weight pass as its own op (W)", s);
         if (c->recompute == RECOMPUTE_FULL)
-            fail("--recompute full: --schedule %s keeps each layer's activations until its weight pass (W); use --recompute selective", schedule_name(c->schedule));
+            fail("--recompute full: --schedule %s keeps each layer's activations until its weight pass (W); "
+                 "use --recompute selective", s);
         a->weight_pass_deferred = 1;
     }
-    if (a->weight_pass_deferred < 0) a->weight_pass_deferred = 0;
     if (c->d_model % c->n_head) fail("--d-model %d is not divisible by --n-head %d", c->d_model, c->n_head);
     if (c->n_head % c->n_kv_head) fail("--n-head %d is not divisible by --n-kv-head %d", c->n_head, c->n_kv_head);
     if (c->arch == ARCH_GPT2 && c->n_kv_head != c->n_head) fail("--n-kv-head: grouped-query attention needs --arch llama");
-    if (c->arch == ARCH_LLAMA && (c->d_model / c->n_head) % 2) fail("rotary embeddings need an even head size, got %d", c->d_model / c->n_head);
+    if (c->arch == ARCH_LLAMA && (c->d_model / c->n_head) % 2)
+        fail("rotary embeddings need an even head size, got %d", c->d_model / c->n_head);
     if (a->weight_pass_deferred && c->recompute == RECOMPUTE_FULL)
-        fail("--weight-pass deferred keeps every layer's activations until the chunk's weight passes: not with --recompute full");
+        fail("--weight-pass deferred keeps every layer's activations until the chunk's weight passes: not with --recompute "
+             "full");
     config_finalize(c);
+}
+
+static void parse_args(Args* a, int argc, char** argv) {
+    args_defaults(a);
+    for (int i = 1; i < argc; i++) {
+        const char* name = argv[i];
+        if (!strcmp(name, "--help") || !strcmp(name, "-h")) { print_help(); exit(0); }
+        const Flag* f = find_flag(name);
+        if (f && f->type == FLAG_SWITCH) { flag_set(a, f, NULL), a->given[f - FLAGS] = 1; continue; }
+        if (strncmp(name, "--", 2)) fail("unexpected argument '%s' (flags start with --; see --help)", name);
+        if (i + 1 >= argc) fail("flag %s needs a value", name);
+        if (!f) fail("unknown flag %s (see --help)", name);
+        flag_set(a, f, argv[++i]);
+        a->given[f - FLAGS] = 1;
+    }
+    args_resolve(a);
 }
 
 #endif

@@ -22,11 +22,12 @@ static void resolve_batch(Args* a) {
     ModelConfig* c = &a->cfg;
     int m_min = c->pp > 1 ? c->pp : 1;
     long long derived = (long long)c->dp * m_min * c->micro_batch;  // --micro-batch alone: dp*pp*micro-batch
-    if (!c->global_batch && a->micro_batch_given && derived > (1 << 30))
+    int micro_batch_given = flag_given(a, "--micro-batch");
+    if (!c->global_batch && micro_batch_given && derived > (1 << 30))
         fail("--micro-batch %d x dp %d x pp %d = %lld sequences per step, more than 2^30 (give --global-batch)", c->micro_batch, c->dp,
              m_min, derived);
-    if (!c->global_batch) c->global_batch = a->micro_batch_given ? (int)derived : 16;
-    if (!a->micro_batch_given) {
+    if (!c->global_batch) c->global_batch = micro_batch_given ? (int)derived : 16;
+    if (!micro_batch_given) {
         int mb = c->global_batch / (c->dp * m_min);
         c->micro_batch = mb < 1 ? 1 : mb > 16 ? 16 : mb;
     }
@@ -39,65 +40,34 @@ static void resolve_batch(Args* a) {
 // as one 64-bit value (integers as they are, numbers by their bits, text by a hash) and one
 // all-gather at start-up, before any other collective, compares them.
 
-#define MAX_SETTINGS 64
+#define MAX_SETTINGS MAX_FLAGS
 typedef enum { SETTING_INT, SETTING_NUM, SETTING_TEXT } SettingKind;
 typedef struct { const char* flag; SettingKind kind; uint64_t value; const char* text; } Setting;
 typedef struct { Setting s[MAX_SETTINGS]; int n; } Settings;
 
-static void setting_add(Settings* st, const char* flag, SettingKind kind, uint64_t value, const char* text) {
-    if (st->n == MAX_SETTINGS) fail("internal: more than %d settings to compare", MAX_SETTINGS);
-    Setting* s = &st->s[st->n++];
-    s->flag = flag, s->kind = kind, s->value = value, s->text = text;
-}
-static void setting_int(Settings* st, const char* flag, long long x) { setting_add(st, flag, SETTING_INT, (uint64_t)x, NULL); }
-static void setting_num(Settings* st, const char* flag, double x) {
-    uint64_t bits;
-    memcpy(&bits, &x, sizeof(bits));
-    setting_add(st, flag, SETTING_NUM, bits, NULL);
-}
-static void setting_text(Settings* st, const char* flag, const char* text) {
-    uint64_t h = 0;  // FNV-1a; 0 for a flag not given
-    if (text) {
-        h = 1469598103934665603ull;
-        for (const char* p = text; *p; p++) h = (h ^ (unsigned char)*p) * 1099511628211ull;
-    }
-    setting_add(st, flag, SETTING_TEXT, h, text);
-}
-
-// The settings as parsed, in --help order. Left out: what only changes rank 0's printing
-// (--quiet, --log-every, --peak-tflops) and the watchdog's --timeout-s.
+// The settings as parsed, in FLAGS' order: the rows with agree (args.h).
 static void settings_of(const Args* a, Settings* st) {
-    const ModelConfig* c = &a->cfg;
     st->n = 0;
-    setting_text(st, "--model", a->model);
-    setting_int(st, "--arch", c->arch);
-    setting_int(st, "--n-layer", c->n_layer), setting_int(st, "--n-head", c->n_head), setting_int(st, "--n-kv-head", c->n_kv_head);
-    setting_int(st, "--d-model", c->d_model), setting_int(st, "--d-ff", c->d_ff), setting_int(st, "--seq-len", c->seq_len);
-    setting_int(st, "--vocab", c->vocab);
-    setting_text(st, "--data", a->data), setting_text(st, "--val-data", a->val_data);
-    setting_int(st, "--eval-every", a->eval_every), setting_int(st, "--val-batches", a->val_batches);
-    setting_text(st, "--tokenizer", a->tokenizer);
-    setting_int(st, "--steps", c->steps);
-    setting_int(st, "--micro-batch", a->micro_batch_given ? c->micro_batch : 0);  // not given: resolved from the layout
-    setting_int(st, "--global-batch", c->global_batch);
-    setting_num(st, "--lr", c->lr), setting_num(st, "--min-lr-frac", c->min_lr_frac), setting_int(st, "--warmup", c->warmup);
-    setting_num(st, "--weight-decay", c->weight_decay);
-    setting_num(st, "--beta1", c->beta1), setting_num(st, "--beta2", c->beta2), setting_num(st, "--eps", c->eps);
-    setting_num(st, "--grad-clip", c->grad_clip);
-    setting_int(st, "--seed", (long long)c->seed);
-    setting_int(st, "--dp", c->dp), setting_int(st, "--tp", c->tp), setting_int(st, "--pp", c->pp), setting_int(st, "--vpp", c->vpp);
-    setting_int(st, "--schedule", c->schedule), setting_int(st, "--sp", c->sp), setting_int(st, "--zero", c->zero);
-    setting_int(st, "--recompute", c->recompute);
-    setting_int(st, "--cp", c->cp), setting_int(st, "--cp-ulysses", c->cp_ulysses), setting_int(st, "--cp-split", c->cp_contiguous);
-    setting_text(st, "--log", a->log), setting_int(st, "--log-ranks", a->log_ranks), setting_text(st, "--trace", a->trace);
-    setting_int(st, "--sample-every", a->sample_every), setting_int(st, "--sample-len", a->sample_len);
-    setting_text(st, "--ckpt-dir", a->ckpt_dir), setting_int(st, "--ckpt-every", a->ckpt_every);
-    setting_int(st, "--ckpt-keep", a->ckpt_keep), setting_text(st, "--resume", a->resume);
-    setting_text(st, "--import-llmc", a->import_llmc), setting_text(st, "--export-llmc", a->export_llmc);
-    setting_text(st, "--export-hf", a->export_hf), setting_text(st, "--import-hf", a->import_hf);
-    setting_int(st, "--on-nan", a->on_nan_skip);
-    setting_int(st, "--comm", a->comm_mpi), setting_int(st, "--gelu-fusion", a->gelu_unfused);
-    setting_int(st, "--weight-pass", a->weight_pass_deferred);
+    for (int i = 0; i < N_FLAGS; i++) {
+        const Flag* f = &FLAGS[i];
+        if (f->agree == AGREE_NO) continue;
+        const char* at = (const char*)a + f->at;
+        Setting* s = &st->s[st->n++];
+        s->flag = f->flag, s->kind = SETTING_INT, s->text = NULL;
+        if (f->agree == AGREE_GIVEN && !a->given[i]) s->value = 0;  // not given: resolved from the layout later
+        else if (f->type == FLAG_TEXT) {
+            s->kind = SETTING_TEXT, s->text = *(const char* const*)at, s->value = 0;  // FNV-1a; 0 for a flag not given
+            if (s->text) {
+                s->value = 1469598103934665603ull;
+                for (const char* p = s->text; *p; p++) s->value = (s->value ^ (unsigned char)*p) * 1099511628211ull;
+            }
+        } else if (f->type == FLAG_NUM) {
+            double x = f->size == sizeof(float) ? *(const float*)at : *(const double*)at;
+            s->kind = SETTING_NUM;
+            memcpy(&s->value, &x, sizeof(x));
+        } else if (f->size == sizeof(uint64_t)) memcpy(&s->value, at, sizeof(uint64_t));
+        else s->value = (uint64_t)(long long)*(const int*)at;
+    }
 }
 
 // A setting's value as a message shows it; text only this rank holds (another rank's is a hash).

@@ -260,6 +260,20 @@ static void plan_print_profile(const DeviceProfile* d, const PlanSetup* k, int g
            k->context_parallel ? "context parallelism ring | ulysses | 2d" : "no context parallelism");
 }
 
+// No layout can run: say why the first one the filters let through cannot (the trainer's
+// words), or that they let none through.
+static void plan_no_layout(const ModelConfig* c, const PlanArgs* a, int global_batch) {
+    PlanKeys keys = plan_keys(c, a->gpus, global_batch, a->gpus_per_node, &a->setup, &a->filter);
+    if (keys.n == 0)
+        fail("no valid layout: none of %d GPUs passes the filters (tp x cp x pp x dp = GPUs, dp divides the global "
+             "batch %d, micro-batches and cp powers of two, at most %d (micro-batch, chunk) pairs per step)",
+             a->gpus, global_batch, PLAN_MAX_PAIRS);
+    PlanResult r;
+    plan_predict_key(c, &keys.k[0], global_batch, a->gpus_per_node, &a->dev, &a->setup, PLAN_TIME_FITTING, &r);
+    fail("no valid layout: the first, dp %d tp %d cp %d pp %d vpp %d micro-batch %d, cannot run: %s", keys.k[0].dp,
+         keys.k[0].tp, keys.k[0].cp, keys.k[0].pp, keys.k[0].vpp, keys.k[0].mb, r.invalid ? r.invalid : "?");
+}
+
 static int plan_main(int argc, char** argv) {
     PlanArgs a;
     plan_parse_args(argc, argv, &a);
@@ -295,11 +309,7 @@ static int plan_main(int argc, char** argv) {
         n_rows = plan_search(&c, a.gpus, (int)global_batch, a.gpus_per_node, &a.dev, &a.setup, &a.filter, a.top, &res,
                              &n, &n_fit);
     }
-    if (n == 0)
-        fail(
-            "no valid layout: check --gpus, the global batch and the restrictions (tp must divide the heads, dp*mb the "
-            "batch, "
-            "tp*U the KV heads; 2D needs cp >= 4; --software scaling has no cp)");
+    if (n == 0) plan_no_layout(&c, &a, (int)global_batch);
     printf("%d layouts evaluated, %d fit in memory%s\n\n", n, n_fit, n_fit ? "" : " (showing the non-fitting ones)");
     plan_print_table(res, n_fit ? (n_rows < n_fit ? n_rows : n_fit) : n_rows, a.top);
     if (n_fit < n) printf("(%d layouts that do not fit are not shown%s)\n", n - n_fit, a.csv ? "; they are in the CSV" : "; see --plan-csv");

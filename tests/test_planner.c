@@ -1151,6 +1151,10 @@ static void test_hostile_inputs(void) {
     rc = run_plan_capture(a7, 5, log);
     check(rc == 0 && strstr(slurp(log), "row 1: ") && strstr(slurp(out), "pairs per step"),
           "runs_op_list_overflow_refused", "rc %d, '%.300s'", rc, slurp(log));
+    const char* a8[] = {"--plan", "--model", "llama-13b", "--gpus", "12", "--tp", "3"};
+    rc = run_plan_capture(a8, 7, log);
+    check(rc == 1 && strstr(slurp(log), "cannot run: n_head 40 is not divisible by tp 3"), "cli_no_layout_says_why",
+          "rc %d, '%.300s'", rc, slurp(log));
     // CSV syntax: a byte-order mark, CRLF and a quoted line break are read; the rest is refused at its line and column
     write_file(runs, "hostile_runs.csv",
                "\xef\xbb\xbfsheet,model,seq_len,gpus,gpus_per_node,global_batch_tokens,schedule,zero,tp,pp,dp,"

@@ -130,6 +130,9 @@ static void ring_start(Model* m, const void* send, void* recv, size_t bytes, int
 static void ring_wait(Model* m, int step);
 // The ring step `step`'s blocks ran from t0 until now (--trace's "attention ring step" event).
 static void trace_ring_blocks(Model* m, int step, double t0);
+// A schedule op (OP_FWD, OP_BWD, OP_W, a send or receive) of micro-batch mb on model chunk
+// `chunk` ran from t0 until now (the step's timings and --trace; parallel/pipeline.h).
+static void trace_op(Model* m, int kind, int mb, int chunk, double t0);
 
 // ----------------------------------------------------------------------------
 // Memory: activations, and fp32 gradient/parameter buffers, where this build keeps them.

@@ -255,7 +255,7 @@ static void run_schedule(Model* m, const PipeOp* ops, int n_ops, int train, floa
         // Kernels may run asynchronously (GPU): wait for them so the op's time (metrics,
         // --trace, the measured bubble) is device time. Microseconds against a chunk's milliseconds.
         if (op.kind == OP_FWD || op.kind == OP_BWD || op.kind == OP_W) device_sync(m);
-        metrics_op(m->met, op.kind, op.mb, g, t0, now_s());
+        trace_op(m, op.kind, op.mb, g, t0);
     }
     for (int c = 0; c < m->L.vpp; c++)  // all sends of the step complete before it ends
         for (int i = 0; i < m->chunks[c].n_slots; i++) {

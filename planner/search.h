@@ -212,14 +212,24 @@ static void plan_pass_body(int i, void* arg) {
 static int plan_enumerate(const ModelConfig* c, int gpus, int global_batch, int gpus_per_node, const DeviceProfile* d,
                           const PlanSetup* base, const PlanFilter* f, PlanResult** out) {
     PlanKeys keys = plan_keys(c, gpus, global_batch, gpus_per_node, base, f);
-    PlanResult* all = (PlanResult*)xmalloc(sizeof(PlanResult) * (keys.n ? keys.n : 1));
-    char* valid = (char*)xmalloc(keys.n ? keys.n : 1);
-    PlanPass pass = {c, &keys, NULL, global_batch, gpus_per_node, PLAN_TIME_FITTING, d, base, all, valid};
-    plan_parallel_for(keys.n, 64, plan_pass_body, &pass);
+    enum { BLOCK = 1 << 16 };  // layouts predicted at a time: only the valid ones are kept
+    PlanResult* block = (PlanResult*)xmalloc(sizeof(PlanResult) * BLOCK);
+    char valid[BLOCK];
+    PlanResult* all = NULL;
     int n = 0;
-    for (int i = 0; i < keys.n; i++)
-        if (valid[i]) all[n++] = all[i];
-    free(valid), free(keys.k);
+    for (int start = 0; start < keys.n; start += BLOCK) {
+        int count = keys.n - start < BLOCK ? keys.n - start : BLOCK, n_valid = 0;
+        PlanKeys part = {keys.k + start, count, count};
+        PlanPass pass = {c, &part, NULL, global_batch, gpus_per_node, PLAN_TIME_FITTING, d, base, block, valid};
+        plan_parallel_for(count, 64, plan_pass_body, &pass);
+        for (int i = 0; i < count; i++) n_valid += valid[i];
+        all = (PlanResult*)realloc(all, sizeof(PlanResult) * (n + n_valid + 1));
+        if (!all) fail("out of memory");
+        for (int i = 0; i < count; i++)
+            if (valid[i]) all[n++] = block[i];
+    }
+    if (!all) all = (PlanResult*)xmalloc(sizeof(PlanResult));
+    free(block), free(keys.k);
     *out = all;
     return n;
 }

@@ -126,7 +126,7 @@ train_gpu_emu_asan: $(EMU_DEPS) | $(NEED_MPI) detect
 test_gpu_emu_asan: $(EMU_DEPS) | $(NEED_MPI) detect
 	$(EMU_CXX) $(EMU_ASAN) $(MPI_COMPILE) -x c++ emu/build/tests/test_gpu.cu -o $@ $(MPI_LINK) -lm
 
-test_gpt: tests/test_gpt.c train_gpt.c $(HEADERS) | $(NEED_MPI) detect
+test_gpt: tests/test_gpt.c $(wildcard tests/gpt_*.c) train_gpt.c $(HEADERS) | $(NEED_MPI) detect
 	$(CC) $(CFLAGS) -DTESTING $(MPI_COMPILE) -o $@ tests/test_gpt.c $(MPI_LINK) $(LDLIBS)
 
 test_layouts: tests/test_layouts.c $(HEADERS) | $(NEED_MPI)

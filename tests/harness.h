@@ -1,7 +1,9 @@
 // tests/harness.h: what every test program shares: one PASS/FAIL line per check and the
 // closing count ("N passed, N failed", which make test sums), running a command with its
 // output to a file, and Args from a line of flags as ./train would parse them.
-#pragma once
+#ifndef TESTS_HARNESS_H
+#define TESTS_HARNESS_H
+
 #include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -53,4 +55,6 @@ static void args_from_flags(Args* a, const char* flags) {
     for (char* t = strtok(copy, " "); t && argc < 127; t = strtok(NULL, " ")) argv[argc++] = t;
     parse_args(a, argc, argv);  // the Args keep pointers into copy: it lives as long as the program
 }
+#endif
+
 #endif

@@ -39,7 +39,8 @@ static OpTotal op_totals[N_OPS];
         op_totals[op].work += (double)(work_amount);                \
     } while (0)
 
-static void timed_matmul_forward(float* out, const float* inp, const float* weight, const float* bias, int N, int IC, int OC) {
+static void timed_matmul_forward(float* out, const float* inp, const float* weight, const float* bias, int N, int IC,
+                                 int OC) {
     TIMED(OP_MATMUL_FWD, 2.0 * N * IC * OC, matmul_forward(out, inp, weight, bias, N, IC, OC));
 }
 static void timed_matmul_backward_input(float* dinp, const float* dout, const float* weight, int N, int IC, int OC,
@@ -55,8 +56,8 @@ static void timed_matmul_backward_weight(float* dweight, float* dbias, const flo
 static void timed_attention_forward(float* out, float* lse, const float* qkv, int B, int T, int H, int KV, int hd) {
     TIMED(OP_ATTENTION, 4.0 * B * T * T * H * hd, attention_forward(out, lse, qkv, B, T, H, KV, hd));
 }
-static void timed_attention_backward(float* dqkv, const float* dout, const float* qkv, const float* out, const float* lse,
-                                     int B, int T, int H, int KV, int hd) {
+static void timed_attention_backward(float* dqkv, const float* dout, const float* qkv, const float* out,
+                                     const float* lse, int B, int T, int H, int KV, int hd) {
     TIMED(OP_ATTENTION, 8.0 * B * T * T * H * hd, attention_backward(dqkv, dout, qkv, out, lse, B, T, H, KV, hd));
 }
 // Blocks (context parallelism's ring, cp > 1): the pairs a block's queries see, counted alike.
@@ -76,8 +77,10 @@ static void timed_layernorm_forward(float* out, float* mean, float* rstd, const 
     TIMED(OP_NORMS, 8.0 * N * C, layernorm_forward(out, mean, rstd, inp, weight, bias, N, C));
 }
 static void timed_layernorm_backward(float* dinp, float* dweight, float* dbias, float* scratch, const float* dout,
-                                     const float* inp, const float* weight, const float* mean, const float* rstd, int N, int C) {
-    TIMED(OP_NORMS, 16.0 * N * C, layernorm_backward(dinp, dweight, dbias, scratch, dout, inp, weight, mean, rstd, N, C));
+                                     const float* inp, const float* weight, const float* mean, const float* rstd, int N,
+                                     int C) {
+    TIMED(OP_NORMS, 16.0 * N * C,
+          layernorm_backward(dinp, dweight, dbias, scratch, dout, inp, weight, mean, rstd, N, C));
 }
 static void timed_rmsnorm_forward(float* out, float* rstd, const float* inp, const float* weight, int N, int C) {
     TIMED(OP_NORMS, 8.0 * N * C, rmsnorm_forward(out, rstd, inp, weight, N, C));
@@ -86,7 +89,9 @@ static void timed_rmsnorm_backward(float* dinp, float* dweight, float* scratch, 
                                    const float* weight, const float* rstd, int N, int C) {
     TIMED(OP_NORMS, 16.0 * N * C, rmsnorm_backward(dinp, dweight, scratch, dout, inp, weight, rstd, N, C));
 }
-static void timed_gelu_forward(float* out, const float* inp, size_t n) { TIMED(OP_ELEMENTWISE, 8.0 * n, gelu_forward(out, inp, n)); }
+static void timed_gelu_forward(float* out, const float* inp, size_t n) {
+    TIMED(OP_ELEMENTWISE, 8.0 * n, gelu_forward(out, inp, n));
+}
 static void timed_gelu_backward(float* dinp, const float* inp, const float* dout, size_t n) {
     TIMED(OP_ELEMENTWISE, 16.0 * n, gelu_backward(dinp, inp, dout, n));
 }
@@ -99,8 +104,12 @@ static void timed_swiglu_backward(float* dinp, const float* inp, const float* do
 static void timed_residual_forward(float* out, const float* a, const float* b, size_t n) {
     TIMED(OP_ELEMENTWISE, 12.0 * n, residual_forward(out, a, b, n));
 }
-static void timed_add_inplace(float* a, const float* b, size_t n) { TIMED(OP_ELEMENTWISE, 12.0 * n, add_inplace(a, b, n)); }
-static void timed_add_bias(float* out, const float* bias, int N, int C) { TIMED(OP_ELEMENTWISE, 8.0 * N * C, add_bias(out, bias, N, C)); }
+static void timed_add_inplace(float* a, const float* b, size_t n) {
+    TIMED(OP_ELEMENTWISE, 12.0 * n, add_inplace(a, b, n));
+}
+static void timed_add_bias(float* out, const float* bias, int N, int C) {
+    TIMED(OP_ELEMENTWISE, 8.0 * N * C, add_bias(out, bias, N, C));
+}
 static void timed_column_dot_accumulate(float* acc, const float* a, const float* b, int N, int C) {
     TIMED(OP_ELEMENTWISE, (b ? 8.0 : 4.0) * N * C, column_dot_accumulate(acc, a, b, N, C));
 }
@@ -133,7 +142,8 @@ static void timed_crossentropy_finish(float* losses, float* dlogits, const float
 }
 static void timed_adamw_update(float* param, const float* grad, float* m, float* v, size_t n, float lr, float beta1,
                                float beta2, float eps, float weight_decay, int decay, float grad_scale, int t) {
-    TIMED(OP_OPTIMIZER, 28.0 * n, adamw_update(param, grad, m, v, n, lr, beta1, beta2, eps, weight_decay, decay, grad_scale, t));
+    TIMED(OP_OPTIMIZER, 28.0 * n,
+          adamw_update(param, grad, m, v, n, lr, beta1, beta2, eps, weight_decay, decay, grad_scale, t));
 }
 // the gradient norm (runtime/train.h grad_norm): reads the gradient once
 static double timed_sum_squares(const float* x, size_t n) {
@@ -181,7 +191,8 @@ static double timed_sum_squares(const float* x, size_t n) {
 static double machine_busy_s(void) {
     unsigned long long user, nice, sys, idle, iowait, irq, softirq;
     FILE* f = fopen("/proc/stat", "r");
-    int ok = f && fscanf(f, "cpu %llu %llu %llu %llu %llu %llu %llu", &user, &nice, &sys, &idle, &iowait, &irq, &softirq) == 7;
+    int ok = f && fscanf(f, "cpu %llu %llu %llu %llu %llu %llu %llu", &user, &nice, &sys, &idle, &iowait, &irq,
+                         &softirq) == 7;
     if (f) fclose(f);
     return ok ? (double)(user + nice + sys + irq + softirq) / sysconf(_SC_CLK_TCK) : 0.0;
 }
@@ -212,12 +223,14 @@ static void bench_matmuls(const Model* m, double peak) {
                             {"head", C, m->Vl, 1}};
     size_t most = 0;
     for (int s = 0; s < 5; s++) {
-        size_t w = (size_t)shapes[s].IC * shapes[s].OC, io = (size_t)N * (shapes[s].IC > shapes[s].OC ? shapes[s].IC : shapes[s].OC);
+        size_t w = (size_t)shapes[s].IC * shapes[s].OC,
+               io = (size_t)N * (shapes[s].IC > shapes[s].OC ? shapes[s].IC : shapes[s].OC);
         most = w > most ? w : most, most = io > most ? io : most;
     }
     float *x = (float*)xmalloc(sizeof(float) * most), *w = (float*)xmalloc(sizeof(float) * most);
     float *y = (float*)xmalloc(sizeof(float) * most), *g = (float*)xmalloc(sizeof(float) * most);
-    for (size_t i = 0; i < most; i++) x[i] = 0.01f * (float)(i % 17) - 0.08f, w[i] = 0.01f * (float)(i % 13) - 0.06f, y[i] = g[i] = 0;
+    for (size_t i = 0; i < most; i++)
+        x[i] = 0.01f * (float)(i % 17) - 0.08f, w[i] = 0.01f * (float)(i % 13) - 0.06f, y[i] = g[i] = 0;
     printf("\nmatmuls alone at the step's shapes (gemm: M x N x K, best of 3 runs each):\n\n");
     printf("| matmul | M x N x K | per step | ms each | GFLOP/s | %% of peak |\n|---|---|---|---|---|---|\n");
     double total_flops = 0, total_s = 0, kind_flops[3] = {0, 0, 0}, kind_s[3] = {0, 0, 0};
@@ -245,8 +258,8 @@ static void bench_matmuls(const Model* m, double peak) {
         }
     }
     for (int kind = 0; kind < 3; kind++)
-        printf("| all %s | | | %.1f ms | %.1f | %.1f%% |\n", kinds[kind], kind_s[kind] * 1e3, kind_flops[kind] / kind_s[kind] / 1e9,
-               100 * kind_flops[kind] / kind_s[kind] / peak);
+        printf("| all %s | | | %.1f ms | %.1f | %.1f%% |\n", kinds[kind], kind_s[kind] * 1e3,
+               kind_flops[kind] / kind_s[kind] / 1e9, 100 * kind_flops[kind] / kind_s[kind] / peak);
     printf("| **all of a step** | | | %.1f ms | %.1f | **%.1f%%** |\n", total_s * 1e3, total_flops / total_s / 1e9,
            100 * total_flops / total_s / peak);
     printf("\nother processes during the matmuls: %.2f cores\n", others_cores(l));
@@ -257,7 +270,8 @@ static void bench_matmuls(const Model* m, double peak) {
 
 static void bench_model(const char* model, int micro_batch, int seq_len, int vocab, int warm, int steps, double peak) {
     char mb[16], sl[16], vb[16];
-    snprintf(mb, sizeof(mb), "%d", micro_batch), snprintf(sl, sizeof(sl), "%d", seq_len), snprintf(vb, sizeof(vb), "%d", vocab);
+    snprintf(mb, sizeof(mb), "%d", micro_batch), snprintf(sl, sizeof(sl), "%d", seq_len),
+        snprintf(vb, sizeof(vb), "%d", vocab);
     char* argv[] = {(char*)"bench", (char*)"--model", (char*)model, (char*)"--micro-batch", mb, (char*)"--seq-len", sl,
                     (char*)"--quiet", (char*)"--vocab", vb};
     static Args a;  // the model keeps a pointer to it
@@ -291,10 +305,12 @@ static void bench_model(const char* model, int micro_batch, int seq_len, int voc
     for (int op = 0; op < N_OPS; op++) {
         double s = op_totals[op].seconds / steps, work = op_totals[op].work / steps;
         accounted += s;
-        if (op_is_flops[op]) printf("| %s | %.1f | %.1f%% | %.1f GFLOP/s |\n", op_names[op], s * 1e3, 100 * s / step_s, work / s / 1e9);
+        if (op_is_flops[op])
+            printf("| %s | %.1f | %.1f%% | %.1f GFLOP/s |\n", op_names[op], s * 1e3, 100 * s / step_s, work / s / 1e9);
         else printf("| %s | %.1f | %.1f%% | %.1f GB/s |\n", op_names[op], s * 1e3, 100 * s / step_s, work / s / 1e9);
     }
-    printf("| other (zeroing, copies, schedule) | %.1f | %.1f%% | |\n", (step_s - accounted) * 1e3, 100 * (step_s - accounted) / step_s);
+    printf("| other (zeroing, copies, schedule) | %.1f | %.1f%% | |\n", (step_s - accounted) * 1e3,
+           100 * (step_s - accounted) / step_s);
     bench_matmuls(&m, peak);
 }
 
@@ -313,8 +329,10 @@ int main(int argc, char** argv) {
     together += measure_core_peak_flops();
     printf("# bench: %d OpenMP threads on %ld cores, %s; GEMM blocking MR %d NR %d KC %d MC %d\n\n", threads, cores,
            simd_name(), GEMM_MR, GEMM_NR, GEMM_KC, GEMM_MC);
-    printf("measured fp32 peak: %d cores x %.1f GFLOP/s (FMA loop on one core) = %.1f GFLOP/s; the loop on all %d threads "
-           "at once: %.1f GFLOP/s (other processes: %.2f cores)\n", used, core_peak / 1e9, peak / 1e9, threads, together / 1e9, others_cores(l));
+    printf(
+        "measured fp32 peak: %d cores x %.1f GFLOP/s (FMA loop on one core) = %.1f GFLOP/s; the loop on all %d threads "
+        "at once: %.1f GFLOP/s (other processes: %.2f cores)\n",
+        used, core_peak / 1e9, peak / 1e9, threads, together / 1e9, others_cores(l));
     bench_model("gpt2-124m", 4, 64, 50257, 2, 5, peak);
     bench_model("small", 16, 128, 0, 3, 20, peak);
     MPI_Finalize();

@@ -57,7 +57,8 @@ int main(int argc, char** argv) {
     c.tp = c.pp = c.vpp = c.dp = 1;
     ParamLayout* P = (ParamLayout*)xmalloc(sizeof(ParamLayout));
     param_layout_build(P, &c, 1, 0, 1, 1, 0, 1);
-    if (P->n_full != n_full) fail("%s: %zu floats per part, the model in its header has %zu", path[0], n_full, P->n_full);
+    if (P->n_full != n_full)
+        fail("%s: %zu floats per part, the model in its header has %zu", path[0], n_full, P->n_full);
     // per tensor kind (the name without its layer), the worst layer
     typedef struct { char kind[32]; double rel; int layer; } Worst;
     Worst w[64];
@@ -74,13 +75,14 @@ int main(int argc, char** argv) {
         if (!(rel == rel)) rel = INFINITY;  // NaN
         int j = 0;
         while (j < n_kinds && strcmp(w[j].kind, t->name)) j++;
-        if (j == n_kinds && n_kinds < 64) snprintf(w[n_kinds].kind, sizeof(w[0].kind), "%s", t->name), w[n_kinds++].rel = -1;
+        if (j == n_kinds && n_kinds < 64)
+            snprintf(w[n_kinds].kind, sizeof(w[0].kind), "%s", t->name), w[n_kinds++].rel = -1;
         if (j < n_kinds && rel > w[j].rel) w[j].rel = rel, w[j].layer = t->layer;
         if (rel > worst) worst = rel;
     }
     for (int j = 0; j < n_kinds; j++) printf("  %-10s %.2e (layer %d)\n", w[j].kind, w[j].rel, w[j].layer);
     int ok = worst <= tol;
-    printf("%s %s: worst tensor rel diff %.2e %s %.0e (%s vs %s)\n", ok ? "PASS" : "FAIL", names[part], worst, ok ? "<=" : ">",
-           tol, path[1], path[0]);
+    printf("%s %s: worst tensor rel diff %.2e %s %.0e (%s vs %s)\n", ok ? "PASS" : "FAIL", names[part], worst,
+           ok ? "<=" : ">", tol, path[1], path[0]);
     return ok ? 0 : 1;
 }

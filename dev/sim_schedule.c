@@ -25,7 +25,10 @@ static void parse_times(const char* s, int n, double* out) {
 }
 
 int main(int argc, char** argv) {
-    if (argc < 8) fail("usage: sim_schedule SCHEDULE PP VPP M T_FWD T_B T_W [MODEL FLAGS] (times: comma-separated seconds per global chunk)");
+    if (argc < 8)
+        fail(
+            "usage: sim_schedule SCHEDULE PP VPP M T_FWD T_B T_W [MODEL FLAGS] (times: comma-separated seconds per "
+            "global chunk)");
     int kind = schedule_from_name(argv[1]), pp = atoi(argv[2]), vpp = atoi(argv[3]), m = atoi(argv[4]);
     if (kind < 0) fail("sim_schedule: unknown schedule '%s'", argv[1]);
     const char* why = schedule_check(kind, pp, vpp, m);

@@ -105,9 +105,11 @@ static int gpu_select_device(int backend, int* ranks_per_device) {
     const char* env = getenv("OMPI_COMM_WORLD_LOCAL_RANK");
     if (env) local_rank = atoi(env);
     cudaError_t e = cudaGetDeviceCount(&n_dev);
-    if (e != cudaSuccess || n_dev == 0) fail("no CUDA GPU available (%s)", e != cudaSuccess ? cudaGetErrorString(e) : "0 devices");
+    if (e != cudaSuccess || n_dev == 0)
+        fail("no CUDA GPU available (%s)", e != cudaSuccess ? cudaGetErrorString(e) : "0 devices");
     if (backend == COMM_NCCL && local_size > n_dev)
-        fail("%d ranks on this node but only %d GPU(s): NCCL needs one GPU per rank (use --comm mpi to share a GPU)", local_size, n_dev);
+        fail("%d ranks on this node but only %d GPU(s): NCCL needs one GPU per rank (use --comm mpi to share a GPU)",
+             local_size, n_dev);
     int dev = local_rank % n_dev;
     cudaCheck(cudaSetDevice(dev));
     if (ranks_per_device) *ranks_per_device = local_size > n_dev ? (local_size + n_dev - 1) / n_dev : 1;
@@ -301,7 +303,8 @@ static void nccl_allreduce_sum_async(GpuComms* G, GpuGroup* g, float* buf, size_
     }
     cudaCheck(cudaEventRecord(G->ready, compute));
     cudaCheck(cudaStreamWaitEvent(G->side, G->ready, 0));
-    NCCL_TIMED(G, LANE_SIDE, g->c, G->side, 4.0 * n, ncclAllReduce(buf, buf, n, ncclFloat32, ncclSum, g->nccl, G->side));
+    NCCL_TIMED(G, LANE_SIDE, g->c, G->side, 4.0 * n,
+               ncclAllReduce(buf, buf, n, ncclFloat32, ncclSum, g->nccl, G->side));
     G->side_pending = 1;
 }
 // What compute runs next waits for every overlapped collective (the host does not).
@@ -331,14 +334,16 @@ static void nccl_allreduce_sum_bf16(GpuComms* G, GpuGroup* g, bf16* buf, size_t 
     h2d(buf, hb, 2 * n, s);
 }
 // send holds size * n_per_rank floats; rank r receives the sum of block r.
-static void nccl_reduce_scatter(GpuComms* G, GpuGroup* g, const float* send, float* recv, size_t n_per_rank, cudaStream_t s) {
+static void nccl_reduce_scatter(GpuComms* G, GpuGroup* g, const float* send, float* recv, size_t n_per_rank,
+                                cudaStream_t s) {
     size_t n_all = n_per_rank * g->c->size;
     if (g->c->size <= 1) {
         if (recv != send) cudaCheck(cudaMemcpyAsync(recv, send, 4 * n_per_rank, cudaMemcpyDeviceToDevice, s));
         return;
     }
     if (G->backend == COMM_NCCL) {
-        NCCL_TIMED(G, LANE_COMPUTE, g->c, s, 4.0 * n_all, ncclReduceScatter(send, recv, n_per_rank, ncclFloat32, ncclSum, g->nccl, s));
+        NCCL_TIMED(G, LANE_COMPUTE, g->c, s, 4.0 * n_all,
+                   ncclReduceScatter(send, recv, n_per_rank, ncclFloat32, ncclSum, g->nccl, s));
         return;
     }
     float* h = (float*)host_stage(G, 4 * (n_all + n_per_rank));
@@ -348,14 +353,16 @@ static void nccl_reduce_scatter(GpuComms* G, GpuGroup* g, const float* send, flo
 }
 // bf16 reduce-scatter (sequence-parallel activations): NCCL sums in bf16; the MPI fallback
 // converts to fp32, sums and rounds once, as nccl_allreduce_sum_bf16 does.
-static void nccl_reduce_scatter_bf16(GpuComms* G, GpuGroup* g, const bf16* send, bf16* recv, size_t n_per_rank, cudaStream_t s) {
+static void nccl_reduce_scatter_bf16(GpuComms* G, GpuGroup* g, const bf16* send, bf16* recv, size_t n_per_rank,
+                                     cudaStream_t s) {
     size_t n_all = n_per_rank * g->c->size;
     if (g->c->size <= 1) {
         if (recv != send) cudaCheck(cudaMemcpyAsync(recv, send, 2 * n_per_rank, cudaMemcpyDeviceToDevice, s));
         return;
     }
     if (G->backend == COMM_NCCL) {
-        NCCL_TIMED(G, LANE_COMPUTE, g->c, s, 2.0 * n_all, ncclReduceScatter(send, recv, n_per_rank, ncclBfloat16, ncclSum, g->nccl, s));
+        NCCL_TIMED(G, LANE_COMPUTE, g->c, s, 2.0 * n_all,
+                   ncclReduceScatter(send, recv, n_per_rank, ncclBfloat16, ncclSum, g->nccl, s));
         return;
     }
     size_t off = round_up(2 * n_all, 16);  // staging: [bf16 n_all | pad | fp32 n_all | fp32 n_per_rank]
@@ -371,7 +378,8 @@ static void nccl_reduce_scatter_bf16(GpuComms* G, GpuGroup* g, const bf16* send,
 }
 // Every rank contributes elem_bytes * n_per_rank bytes; recv holds the blocks in rank order.
 // send may be recv + rank * n_per_rank (in place). Any element type (nothing is reduced).
-static void nccl_allgather_bytes(GpuComms* G, GpuGroup* g, const void* send, void* recv, size_t bytes_per_rank, cudaStream_t s) {
+static void nccl_allgather_bytes(GpuComms* G, GpuGroup* g, const void* send, void* recv, size_t bytes_per_rank,
+                                 cudaStream_t s) {
     Comm* c = g->c;
     if (c->size <= 1) {
         if (recv != send) cudaCheck(cudaMemcpyAsync(recv, send, bytes_per_rank, cudaMemcpyDeviceToDevice, s));
@@ -388,10 +396,12 @@ static void nccl_allgather_bytes(GpuComms* G, GpuGroup* g, const void* send, voi
                MPI_Allgather(MPI_IN_PLACE, 0, MPI_BYTE, h, (int)bytes_per_rank, MPI_BYTE, c->mpi));
     h2d(recv, h, bytes_per_rank * c->size, s);
 }
-static void nccl_allgather(GpuComms* G, GpuGroup* g, const float* send, float* recv, size_t n_per_rank, cudaStream_t s) {
+static void nccl_allgather(GpuComms* G, GpuGroup* g, const float* send, float* recv, size_t n_per_rank,
+                           cudaStream_t s) {
     nccl_allgather_bytes(G, g, send, recv, 4 * n_per_rank, s);
 }
-static void nccl_allgather_bf16(GpuComms* G, GpuGroup* g, const bf16* send, bf16* recv, size_t n_per_rank, cudaStream_t s) {
+static void nccl_allgather_bf16(GpuComms* G, GpuGroup* g, const bf16* send, bf16* recv, size_t n_per_rank,
+                                cudaStream_t s) {
     nccl_allgather_bytes(G, g, send, recv, 2 * n_per_rank, s);
 }
 // Block r of send (bytes_per_rank each) to rank r of the group, block r of recv from rank r.
@@ -405,7 +415,8 @@ static ncclResult_t nccl_alltoall_group(const void* send, void* recv, size_t byt
     }
     return ncclGroupEnd();
 }
-static void nccl_alltoall_bytes(GpuComms* G, GpuGroup* g, const void* send, void* recv, size_t bytes_per_rank, cudaStream_t s) {
+static void nccl_alltoall_bytes(GpuComms* G, GpuGroup* g, const void* send, void* recv, size_t bytes_per_rank,
+                                cudaStream_t s) {
     Comm* c = g->c;
     size_t all = bytes_per_rank * c->size;
     if (c->size <= 1) {
@@ -417,14 +428,16 @@ static void nccl_alltoall_bytes(GpuComms* G, GpuGroup* g, const void* send, void
                    nccl_alltoall_group(send, recv, bytes_per_rank, c->size, g->nccl, s));
         return;
     }
-    if (bytes_per_rank > INT_MAX) fail("all-to-all of %zu bytes per rank is more than MPI's %d", bytes_per_rank, INT_MAX);
+    if (bytes_per_rank > INT_MAX)
+        fail("all-to-all of %zu bytes per rank is more than MPI's %d", bytes_per_rank, INT_MAX);
     char* h = (char*)host_stage(G, 2 * all);
     d2h(h, send, all, s);
     COMM_TIMED(c, (double)bytes_per_rank * (c->size - 1),
                MPI_Alltoall(h, (int)bytes_per_rank, MPI_BYTE, h + all, (int)bytes_per_rank, MPI_BYTE, c->mpi));
     h2d(recv, h + all, all, s);
 }
-static void nccl_alltoall_bf16(GpuComms* G, GpuGroup* g, const bf16* send, bf16* recv, size_t n_per_rank, cudaStream_t s) {
+static void nccl_alltoall_bf16(GpuComms* G, GpuGroup* g, const bf16* send, bf16* recv, size_t n_per_rank,
+                               cudaStream_t s) {
     nccl_alltoall_bytes(G, g, send, recv, 2 * n_per_rank, s);
 }
 
@@ -438,13 +451,15 @@ static ncclResult_t nccl_ring_exchange(const void* send, void* recv, size_t byte
     ncclCheck(ncclRecv(recv, bytes, ncclUint8, prev, comm, s));
     return ncclGroupEnd();
 }
-static void nccl_ring_start(GpuComms* G, GpuGroup* g, const void* send, void* recv, size_t bytes, cudaStream_t compute) {
+static void nccl_ring_start(GpuComms* G, GpuGroup* g, const void* send, void* recv, size_t bytes,
+                            cudaStream_t compute) {
     Comm* c = g->c;
     if (G->backend == COMM_NCCL) {
         int next = (c->rank + 1) % c->size, prev = (c->rank + c->size - 1) % c->size;
         cudaCheck(cudaEventRecord(G->ring_ready, compute));
         cudaCheck(cudaStreamWaitEvent(G->ring, G->ring_ready, 0));
-        NCCL_TIMED(G, LANE_RING, c, G->ring, (double)bytes, nccl_ring_exchange(send, recv, bytes, next, prev, g->nccl, G->ring));
+        NCCL_TIMED(G, LANE_RING, c, G->ring, (double)bytes,
+                   nccl_ring_exchange(send, recv, bytes, next, prev, g->nccl, G->ring));
         cudaCheck(cudaEventRecord(G->ring_done, G->ring));
         return;
     }
@@ -473,17 +488,19 @@ static void nccl_ring_wait(GpuComms* G, GpuGroup* g, cudaStream_t compute, int h
 // Pipeline p2p over NCCL (G->p2p): bytes from buf to the stage up or down the ring (dir 0
 // activations, 1 gradients), once the work queued on compute so far is done; `sent` is
 // recorded when the send has finished and buf may be written again.
-static void nccl_pp_send(GpuComms* G, int dir, int up, const void* buf, size_t bytes, cudaStream_t compute, cudaEvent_t sent) {
+static void nccl_pp_send(GpuComms* G, int dir, int up, const void* buf, size_t bytes, cudaStream_t compute,
+                         cudaEvent_t sent) {
     cudaStream_t st = G->p2p_stream[dir][up];
     cudaCheck(cudaEventRecord(G->p2p_ready, compute));
     cudaCheck(cudaStreamWaitEvent(st, G->p2p_ready, 0));
     ncclCheck(ncclSend(buf, bytes, ncclUint8, 1, G->p2p_send[dir][up], st));
     cudaCheck(cudaEventRecord(sent, st));
-    G->group[GROUP_PP].c->bytes += (double)bytes;  // its time is not counted: the stage does not wait for it (the receiver does)
+    G->group[GROUP_PP].c->bytes +=
+        (double)bytes;  // its time is not counted: the stage does not wait for it (the receiver does)
 }
-// The next message of direction dir from the stage that sends it this way, into buf, on compute. Returns when it has arrived, so
-// the wait for the peer stage is this call's time (the pipeline bubble shows where the CPU
-// build shows it) and not the next kernel's.
+// The next message of direction dir from the stage that sends it this way, into buf, on compute.
+// Returns when it has arrived, so the wait for the peer stage is this call's time (the pipeline
+// bubble shows where the CPU build shows it) and not the next kernel's.
 static void nccl_pp_recv(GpuComms* G, int dir, int up, void* buf, size_t bytes, cudaStream_t compute) {
     double t0 = now_s();
     ncclCheck(ncclRecv(buf, bytes, ncclUint8, 0, G->p2p_recv[dir][up], compute));

@@ -95,9 +95,12 @@ static void head_give(Model* m, int chunk, Slot* s) {
     s->head = NULL;
 }
 
-static LayerActs* acts_of(Model* m, Slot* s, int i) { return m->c.recompute == RECOMPUTE_FULL ? &m->scratch : &s->acts[i]; }
+static LayerActs* acts_of(Model* m, Slot* s, int i) {
+    return m->c.recompute == RECOMPUTE_FULL ? &m->scratch : &s->acts[i];
+}
 
-static void chunk_forward(Model* m, int chunk, Slot* s, const int* tokens, const int* targets, int B, float dloss_scale) {
+static void chunk_forward(Model* m, int chunk, Slot* s, const int* tokens, const int* targets, int B,
+                          float dloss_scale) {
     Chunk* ch = &m->chunks[chunk];
     if (is_first_chunk(m, chunk)) embed_forward(m, s->x[0], tokens, B);
     for (int i = 0; i < ch->n_layers; i++) layer_forward(m, ch->layer0 + i, acts_of(m, s, i), s->x[i], s->x[i + 1], B);
@@ -188,7 +191,8 @@ static void zero2_reduce_gradients(Model* m);
 // of its (micro-batch, chunk) (same_mb 1), or, kind -1, its last op of any kind there.
 static int last_of(const PipeOp* ops, int n_ops, int k, int kind, int same_mb) {
     for (int j = k + 1; j < n_ops; j++)
-        if ((kind < 0 || ops[j].kind == kind) && ops[j].chunk == ops[k].chunk && (!same_mb || ops[j].mb == ops[k].mb)) return 0;
+        if ((kind < 0 || ops[j].kind == kind) && ops[j].chunk == ops[k].chunk && (!same_mb || ops[j].mb == ops[k].mb))
+            return 0;
     return 1;
 }
 // Whether op k is the last op of its micro-batch on this stage that adds to the gradient.
@@ -228,7 +232,8 @@ static void run_schedule(Model* m, const PipeOp* ops, int n_ops, int train, floa
             break;
         case OP_SEND_FWD:  // comm: pp send to the next chunk
             up = p2p_up(m->L.sched, pp, 0, g);
-            pp_send(m, s, 0, up, s->x[m->chunks[op.chunk].n_layers], n, chunk_stage(m->L.sched, pp, g + 1), p2p_tag(pp, vpp, 0, op.mb, g));
+            pp_send(m, s, 0, up, s->x[m->chunks[op.chunk].n_layers], n, chunk_stage(m->L.sched, pp, g + 1),
+                    p2p_tag(pp, vpp, 0, op.mb, g));
             break;
         case OP_RECV_BWD:  // comm: pp recv of the gradient from the next chunk
             up = p2p_up(m->L.sched, pp, 1, g + 1);
@@ -237,7 +242,8 @@ static void run_schedule(Model* m, const PipeOp* ops, int n_ops, int train, floa
         case OP_BWD:  // the whole backward, or its input pass (B) in a list with W's
             chunk_backward_input(m, op.chunk, s, tokens, B, !split && last_of(ops, n_ops, k, OP_BWD, 0));
             if (!split && m->defer_weight) chunk_backward_weight(m, op.chunk, s, B, last_of(ops, n_ops, k, OP_BWD, 0));
-            if (prev >= 0) act_copy(m, slot_get(m, prev, op.mb)->dout, s->dinp, n);  // to the previous chunk, on this stage
+            if (prev >= 0)
+                act_copy(m, slot_get(m, prev, op.mb)->dout, s->dinp, n);  // to the previous chunk, on this stage
             break;
         case OP_SEND_BWD:  // comm: pp send of the input gradient to the previous chunk
             up = p2p_up(m->L.sched, pp, 1, g);
@@ -248,7 +254,8 @@ static void run_schedule(Model* m, const PipeOp* ops, int n_ops, int train, floa
             break;
         }
         // ZeRO-2: once a micro-batch's gradient is all in on this stage, reduce-scatter it
-        if (train && m->c.zero == 2 && (op.kind == OP_BWD || op.kind == OP_W) && last_gradient_op_of_mb(ops, n_ops, k)) zero2_reduce_gradients(m);
+        if (train && m->c.zero == 2 && (op.kind == OP_BWD || op.kind == OP_W) && last_gradient_op_of_mb(ops, n_ops, k))
+            zero2_reduce_gradients(m);
         // a forward whose output the next chunk on this stage will copy keeps its slot until then
         int handed_over = !train && op.kind == OP_FWD && local_chunk(m, g + 1) >= 0;
         if (last_of(ops, n_ops, k, -1, 1) && !handed_over) slot_put(m, op.chunk, s);

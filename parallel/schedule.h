@@ -53,13 +53,18 @@ static int p2p_up(int kind, int pp, int dir, int g) {
 static const char* schedule_check(int kind, int pp, int vpp, int n_micro) {
     if (pp < 1 || vpp < 1 || n_micro < 1) return "pp, vpp and the number of micro-batches must be >= 1";
     if ((long long)n_micro * pp * vpp > SCHEDULE_MAX_PAIRS)
-        return "micro-batches x pp x vpp is more than 2^22 (micro-batch, chunk) pairs per step: lower --global-batch or raise --micro-batch";
+        return "micro-batches x pp x vpp is more than 2^22 (micro-batch, chunk) pairs per step: lower --global-batch "
+               "or raise --micro-batch";
     if (kind == SCHED_ZBV && vpp != 2) return "--schedule zb-v places two chunks per stage in a V: it needs --vpp 2";
-    if (kind != SCHED_INTERLEAVED && kind != SCHED_ZBV && vpp != 1) return "--vpp > 1 needs --schedule interleaved or zb-v";
-    if (kind == SCHED_INTERLEAVED && n_micro % pp) return "interleaved 1F1B needs the number of micro-batches to be a multiple of pp";
+    if (kind != SCHED_INTERLEAVED && kind != SCHED_ZBV && vpp != 1)
+        return "--vpp > 1 needs --schedule interleaved or zb-v";
+    if (kind == SCHED_INTERLEAVED && n_micro % pp)
+        return "interleaved 1F1B needs the number of micro-batches to be a multiple of pp";
     if ((kind == SCHED_1F1B || schedule_has_w(kind)) && pp > 1 && n_micro < pp)
-        return kind == SCHED_1F1B ? "1F1B needs at least pp micro-batches per step (raise --global-batch or lower --micro-batch)"
-                                  : "zero-bubble schedules need at least pp micro-batches per step (raise --global-batch or lower --micro-batch)";
+        return kind == SCHED_1F1B
+                   ? "1F1B needs at least pp micro-batches per step (raise --global-batch or lower --micro-batch)"
+                   : "zero-bubble schedules need at least pp micro-batches per step (raise --global-batch or lower "
+                     "--micro-batch)";
     return NULL;
 }
 
@@ -134,7 +139,8 @@ static int zbv_build(int stage, int pp, int n_micro, const double* t_build, Pipe
     // per stage: when it is free, activations held, and the W's waiting (FIFO of (mb, local chunk), in B order)
     double* free_at = (double*)xcalloc(pp, sizeof(double));
     int* held = (int*)xcalloc(pp, sizeof(int));
-    int* w_mb = (int*)xmalloc(sizeof(int) * pp * vpp * n_micro);  // stage s's FIFO: its vpp x n_micro B's, from s * vpp * n_micro
+    int* w_mb = (int*)xmalloc(sizeof(int) * pp * vpp *
+                              n_micro);  // stage s's FIFO: its vpp x n_micro B's, from s * vpp * n_micro
     int* w_chunk = (int*)xmalloc(sizeof(int) * pp * vpp * n_micro);
     int* w_head = (int*)xcalloc(pp, sizeof(int));
     int* w_tail = (int*)xcalloc(pp, sizeof(int));
@@ -193,7 +199,16 @@ static int zbv_build(int stage, int pp, int n_micro, const double* t_build, Pipe
     }
 #undef F_END
 #undef B_END
-    free(next_f); free(next_b); free(f_end); free(b_end); free(free_at); free(held); free(w_mb); free(w_chunk); free(w_head); free(w_tail);
+    free(next_f);
+    free(next_b);
+    free(f_end);
+    free(b_end);
+    free(free_at);
+    free(held);
+    free(w_mb);
+    free(w_chunk);
+    free(w_head);
+    free(w_tail);
     return n;
 }
 
@@ -327,8 +342,8 @@ static int p2p_tag(int pp, int vpp, int dir, int mb, int g) { return (mb * pp * 
 // runs both passes. t_build: the times the lists are built for (schedule_build). Returns
 // the step's makespan, or -1 if the schedules deadlock. busy[s] (optional) receives the
 // compute time of stage s.
-static double schedule_simulate(int kind, int pp, int vpp, int n_micro, const double* t_build,
-                                const double* t_fwd, const double* t_bwd, const double* t_w, double t_p2p, double* busy) {
+static double schedule_simulate(int kind, int pp, int vpp, int n_micro, const double* t_build, const double* t_fwd,
+                                const double* t_bwd, const double* t_w, double t_p2p, double* busy) {
     int max_ops = schedule_max_ops(n_micro, vpp), n_chunks = pp * vpp, split = schedule_has_w(kind);
     PipeOp* ops = (PipeOp*)xmalloc(sizeof(PipeOp) * max_ops * pp);
     int* n_ops = (int*)xcalloc(pp, sizeof(int));

@@ -81,7 +81,8 @@ static const Flag FLAGS[] = {
      "preset (default small), one of:"},
     {"--arch", FLAG_CHOICE, "gpt2|llama", NO_RANGE, NULL, HELP_MODEL, AGREE, 0, IN_CFG(arch),
      "architecture (default: the preset's; llama alone picks llama-small)"},
-    {"--n-layer", FLAG_INT, "N", 1, 512, 0, 0, NULL, HELP_MODEL, AGREE, 1, IN_CFG(n_layer), "layers (default: the preset's)"},
+    {"--n-layer", FLAG_INT, "N", 1, 512, 0, 0, NULL, HELP_MODEL, AGREE, 1, IN_CFG(n_layer),
+     "layers (default: the preset's)"},
     {"--n-head", FLAG_INT, "N", 1, 1024, 0, 0, NULL, HELP_MODEL, AGREE, 1, IN_CFG(n_head),
      "query heads (default: the preset's; --n-kv-head follows unless given)"},
     {"--n-kv-head", FLAG_INT, "N", 1, 1024, 0, 0, NULL, HELP_MODEL, AGREE, 1, IN_CFG(n_kv_head),
@@ -145,7 +146,8 @@ static const Flag FLAGS[] = {
     {"--lr", FLAG_NUM, "X", 0, 0, 0, 10, "2e-3", HELP_TRAINING, AGREE, 0, IN_CFG(lr), "peak learning rate"},
     {"--min-lr-frac", FLAG_NUM, "X", 0, 0, 0, 1, "0.1", HELP_TRAINING, AGREE, 0, IN_CFG(min_lr_frac),
      "cosine decays to lr*X"},
-    {"--warmup", FLAG_INT, "N", 0, 1 << 30, 0, 0, "50", HELP_TRAINING, AGREE, 0, IN_CFG(warmup), "linear warm-up steps"},
+    {"--warmup", FLAG_INT, "N", 0, 1 << 30, 0, 0, "50", HELP_TRAINING, AGREE, 0, IN_CFG(warmup),
+     "linear warm-up steps"},
     {"--weight-decay", FLAG_NUM, "X", 0, 0, 0, 10, "0.1", HELP_TRAINING, AGREE, 0, IN_CFG(weight_decay),
      "AdamW decoupled weight decay on matrices"},
     {"--beta1", FLAG_NUM, "X", 0, 0, 0, 0.999999, "0.9", HELP_TRAINING, AGREE, 0, IN_CFG(beta1), "AdamW beta1"},
@@ -207,8 +209,10 @@ typedef char flags_fit_in_args[N_FLAGS <= MAX_FLAGS ? 1 : -1];
 
 // The planner's rows (planner=1), in this order from FLAGS' --n-layer on.
 typedef Flag SizeFlag;
-enum { SIZE_N_LAYER, SIZE_N_HEAD, SIZE_N_KV_HEAD, SIZE_D_MODEL, SIZE_D_FF, SIZE_VOCAB, SIZE_SEQ_LEN,  // the shape
-       SIZE_MICRO_BATCH, SIZE_GLOBAL_BATCH, SIZE_DP, SIZE_TP, SIZE_PP, SIZE_VPP, SIZE_CP, SIZE_CP_ULYSSES, N_SIZE_FLAGS };
+// the shape, then the layout
+enum { SIZE_N_LAYER, SIZE_N_HEAD, SIZE_N_KV_HEAD, SIZE_D_MODEL, SIZE_D_FF, SIZE_VOCAB, SIZE_SEQ_LEN,
+       SIZE_MICRO_BATCH, SIZE_GLOBAL_BATCH, SIZE_DP, SIZE_TP, SIZE_PP, SIZE_VPP, SIZE_CP, SIZE_CP_ULYSSES,
+       N_SIZE_FLAGS };
 static const Flag* const SIZE_FLAGS = FLAGS + 2;
 
 #undef IN_ARGS
@@ -351,8 +355,10 @@ static void args_resolve(Args* a) {
     if (!flag_given(a, "--vpp")) c->vpp = c->schedule == SCHED_ZBV ? 2 : 1;
     int U_given = flag_given(a, "--cp-ulysses");
     if (U_given && a->cp_kind != CP_2D) fail("--cp-ulysses %d: only with --cp-kind 2d", c->cp_ulysses);
-    if (a->cp_kind == CP_2D && !U_given) fail("--cp-kind 2d needs --cp-ulysses U (the all-to-all degree; the ring is cp / U)");
-    if (a->cp_kind == CP_2D && c->cp % c->cp_ulysses) fail("--cp-ulysses %d does not divide --cp %d", c->cp_ulysses, c->cp);
+    if (a->cp_kind == CP_2D && !U_given)
+        fail("--cp-kind 2d needs --cp-ulysses U (the all-to-all degree; the ring is cp / U)");
+    if (a->cp_kind == CP_2D && c->cp % c->cp_ulysses)
+        fail("--cp-ulysses %d does not divide --cp %d", c->cp_ulysses, c->cp);
     c->cp_ulysses = a->cp_kind == CP_RING ? 1 : a->cp_kind == CP_ULYSSES ? c->cp : c->cp_ulysses;
     if (!flag_given(a, "--schedule")) c->schedule = c->vpp > 1 ? SCHED_INTERLEAVED : SCHED_1F1B;
     if (c->schedule == SCHED_ZBV && c->vpp != 2)
@@ -368,12 +374,15 @@ static void args_resolve(Args* a) {
     }
     if (c->d_model % c->n_head) fail("--d-model %d is not divisible by --n-head %d", c->d_model, c->n_head);
     if (c->n_head % c->n_kv_head) fail("--n-head %d is not divisible by --n-kv-head %d", c->n_head, c->n_kv_head);
-    if (c->arch == ARCH_GPT2 && c->n_kv_head != c->n_head) fail("--n-kv-head: grouped-query attention needs --arch llama");
+    if (c->arch == ARCH_GPT2 && c->n_kv_head != c->n_head)
+        fail("--n-kv-head: grouped-query attention needs --arch llama");
     if (c->arch == ARCH_LLAMA && (c->d_model / c->n_head) % 2)
         fail("rotary embeddings need an even head size, got %d", c->d_model / c->n_head);
     if (a->weight_pass_deferred && c->recompute == RECOMPUTE_FULL)
-        fail("--weight-pass deferred keeps every layer's activations until the chunk's weight passes: not with --recompute "
-             "full");
+        fail(
+            "--weight-pass deferred keeps every layer's activations until the chunk's weight passes: not with "
+            "--recompute "
+            "full");
     config_finalize(c);
 }
 

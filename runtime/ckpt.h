@@ -42,7 +42,8 @@
 #define CKPT_VERSION 2
 enum { CK_MAGIC, CK_VERSION, CK_ARCH, CK_N_LAYER, CK_N_HEAD, CK_N_KV_HEAD, CK_D_MODEL, CK_D_FF, CK_SEQ_LEN, CK_VOCAB,
        CK_VOCAB_PADDED, CK_STEP, CK_SEED_LO, CK_SEED_HI, CK_DP, CK_TP, CK_PP, CK_VPP, CK_ZERO, CK_SP, CK_N_FULL_LO,
-       CK_N_FULL_HI, CK_GLOBAL_BATCH, CK_MICRO_BATCH, CK_SCHEDULE, CK_RECOMPUTE, CK_STEPS, CK_N_TENSORS, CK_SUM_LO, CK_SUM_HI };
+       CK_N_FULL_HI, CK_GLOBAL_BATCH, CK_MICRO_BATCH, CK_SCHEDULE, CK_RECOMPUTE, CK_STEPS, CK_N_TENSORS, CK_SUM_LO,
+       CK_SUM_HI };
 #define CKPT_MAX_TENSORS ((int)(sizeof(((ParamLayout*)0)->t) / sizeof(Tensor)))
 
 // ----------------------------------------------------------------------------
@@ -135,7 +136,9 @@ static void ckpt_header_fill(int32_t* h, const ModelConfig* c, int step, size_t 
     h[CK_SCHEDULE] = c->schedule, h[CK_RECOMPUTE] = c->recompute, h[CK_STEPS] = c->steps, h[CK_N_TENSORS] = n_tensors;
 }
 
-static size_t ckpt_header_n_full(const int32_t* h) { return (size_t)(uint32_t)h[CK_N_FULL_LO] | ((size_t)(uint32_t)h[CK_N_FULL_HI] << 32); }
+static size_t ckpt_header_n_full(const int32_t* h) {
+    return (size_t)(uint32_t)h[CK_N_FULL_LO] | ((size_t)(uint32_t)h[CK_N_FULL_HI] << 32);
+}
 
 // Bytes of a version-2 file of n_full floats in n_tensors tensors; -1 past any real file.
 static long long ckpt_file_bytes(size_t n_full, long long n_tensors) {
@@ -155,35 +158,54 @@ static uint64_t ckpt_header_checksum(const int32_t* h, const uint64_t* lens, con
     hash_update(&s, sums, sizeof(uint64_t) * 3 * (size_t)n_tensors);
     return hash_final(&s);
 }
-static uint64_t ckpt_header_sum(const int32_t* h) { return (uint64_t)(uint32_t)h[CK_SUM_LO] | (uint64_t)(uint32_t)h[CK_SUM_HI] << 32; }
+static uint64_t ckpt_header_sum(const int32_t* h) {
+    return (uint64_t)(uint32_t)h[CK_SUM_LO] | (uint64_t)(uint32_t)h[CK_SUM_HI] << 32;
+}
 
 // Why a header cannot be this model's checkpoint (magic, version, shape, step, the size its
 // counts give against file_size), or NULL. The header's own checksum is ckpt_index_read's.
-static const char* ckpt_header_check(const int32_t* h, const ModelConfig* c, size_t n_full, long long file_size, char* why) {
+static const char* ckpt_header_check(const int32_t* h, const ModelConfig* c, size_t n_full, long long file_size,
+                                     char* why) {
     if (h[CK_MAGIC] != CKPT_MAGIC) { sprintf(why, "bad magic %d (expected %d)", h[CK_MAGIC], CKPT_MAGIC); return why; }
     if (h[CK_VERSION] == 1) {
         sprintf(why, "format version 1 has no checksums and is not read any more (this build reads version %d): "
                 "resume it with the build that wrote it, or start over", CKPT_VERSION);
         return why;
     }
-    if (h[CK_VERSION] != CKPT_VERSION) { sprintf(why, "unsupported version %d (expected %d)", h[CK_VERSION], CKPT_VERSION); return why; }
+    if (h[CK_VERSION] != CKPT_VERSION) {
+        sprintf(why, "unsupported version %d (expected %d)", h[CK_VERSION], CKPT_VERSION);
+        return why;
+    }
     long long want = ckpt_file_bytes(ckpt_header_n_full(h), h[CK_N_TENSORS]);
     if (want < 0) {
-        sprintf(why, "its header's counts (%zu parameters in %d tensors) are past any model (corrupt)", ckpt_header_n_full(h), h[CK_N_TENSORS]);
+        sprintf(why, "its header's counts (%zu parameters in %d tensors) are past any model (corrupt)",
+                ckpt_header_n_full(h), h[CK_N_TENSORS]);
         return why;
     }
     if (file_size != want) {
-        sprintf(why, "size %lld bytes, but its header's %zu parameters in %d tensors need %lld (truncated or corrupt)", file_size,
-                ckpt_header_n_full(h), h[CK_N_TENSORS], want);
+        sprintf(why, "size %lld bytes, but its header's %zu parameters in %d tensors need %lld (truncated or corrupt)",
+                file_size, ckpt_header_n_full(h), h[CK_N_TENSORS], want);
         return why;
     }
-    struct { int k; int want; const char* name; } f[] = {
-        {CK_ARCH, c->arch, "arch"}, {CK_N_LAYER, c->n_layer, "n_layer"}, {CK_N_HEAD, c->n_head, "n_head"},
-        {CK_N_KV_HEAD, c->n_kv_head, "n_kv_head"}, {CK_D_MODEL, c->d_model, "d_model"}, {CK_D_FF, c->d_ff, "d_ff"},
-        {CK_SEQ_LEN, c->seq_len, "seq_len"}, {CK_VOCAB, c->vocab, "vocab"}, {CK_VOCAB_PADDED, c->vocab_padded, "vocab_padded"}};
+    struct { int k; int want; const char* name;
+    } f[] = {{CK_ARCH, c->arch, "arch"},
+             {CK_N_LAYER, c->n_layer, "n_layer"},
+             {CK_N_HEAD, c->n_head, "n_head"},
+             {CK_N_KV_HEAD, c->n_kv_head, "n_kv_head"},
+             {CK_D_MODEL, c->d_model, "d_model"},
+             {CK_D_FF, c->d_ff, "d_ff"},
+             {CK_SEQ_LEN, c->seq_len, "seq_len"},
+             {CK_VOCAB, c->vocab, "vocab"},
+             {CK_VOCAB_PADDED, c->vocab_padded, "vocab_padded"}};
     for (size_t i = 0; i < sizeof(f) / sizeof(f[0]); i++)
-        if (h[f[i].k] != f[i].want) { sprintf(why, "model %s is %d in the checkpoint but %d here", f[i].name, h[f[i].k], f[i].want); return why; }
-    if (ckpt_header_n_full(h) != n_full) { sprintf(why, "holds %zu parameters, this model has %zu", ckpt_header_n_full(h), n_full); return why; }
+        if (h[f[i].k] != f[i].want) {
+            sprintf(why, "model %s is %d in the checkpoint but %d here", f[i].name, h[f[i].k], f[i].want);
+            return why;
+        }
+    if (ckpt_header_n_full(h) != n_full) {
+        sprintf(why, "holds %zu parameters, this model has %zu", ckpt_header_n_full(h), n_full);
+        return why;
+    }
     if (h[CK_STEP] < 0) { sprintf(why, "negative step %d", h[CK_STEP]); return why; }
     return NULL;
 }
@@ -208,7 +230,8 @@ static const char* ckpt_index_read(FILE* f, CkptIndex* ix, char* why, size_t cap
         return why;
     }
     const int32_t* h = ix->h;
-    if (h[CK_MAGIC] != CKPT_MAGIC || h[CK_VERSION] != CKPT_VERSION || ckpt_file_bytes(ckpt_header_n_full(h), h[CK_N_TENSORS]) != st.st_size) {
+    if (h[CK_MAGIC] != CKPT_MAGIC || h[CK_VERSION] != CKPT_VERSION ||
+        ckpt_file_bytes(ckpt_header_n_full(h), h[CK_N_TENSORS]) != st.st_size) {
         char w[512];
         ModelConfig none;
         memset(&none, 0, sizeof(none));
@@ -260,7 +283,8 @@ static const char* ckpt_verify_file(const char* path, char* why, size_t cap) {
                 done += n;
             }
             if (!bad && hash_final(&s) != ix.sums[(size_t)sec * ix.n_tensors + i])
-                snprintf(why, cap, "%s of tensor %d does not match its checksum (the file is corrupt)", names[sec], i), bad = why;
+                snprintf(why, cap, "%s of tensor %d does not match its checksum (the file is corrupt)", names[sec], i),
+                    bad = why;
         }
     free(buf);
     ckpt_index_free(&ix);
@@ -356,18 +380,22 @@ static void ckpt_dir_lock(const char* dir) {
     path_format(path, "--ckpt-dir", "%s/LOCK", dir);
     int fd = open(path, O_RDWR | O_CREAT | O_NOFOLLOW | O_NONBLOCK | O_CLOEXEC, 0644);
     if (fd < 0) fail("--ckpt-dir %s: cannot open its lock file %s: %s", dir, path, strerror(errno));
-    if (fstat(fd, &st) || !S_ISREG(st.st_mode)) fail("--ckpt-dir %s: %s is %s, not a lock file", dir, path, file_kind(st.st_mode));
+    if (fstat(fd, &st) || !S_ISREG(st.st_mode))
+        fail("--ckpt-dir %s: %s is %s, not a lock file", dir, path, file_kind(st.st_mode));
     if (flock(fd, LOCK_EX | LOCK_NB)) {
         int e = errno;
         ssize_t n = pread(fd, holder, sizeof(holder) - 1, 0);
         holder[n > 0 ? strcspn(holder, "\n") : 0] = 0;
         if (e == EWOULDBLOCK)
-            fail("--ckpt-dir %s is in use by another run (pid %s holds %s); two runs in one directory would mix their checkpoints",
-                 dir, *holder ? holder : "unknown", path);
+            fail(
+                "--ckpt-dir %s is in use by another run (pid %s holds %s); two runs in one directory would mix their "
+                "checkpoints",
+                dir, *holder ? holder : "unknown", path);
         fail("--ckpt-dir %s: cannot lock %s: %s", dir, path, strerror(e));
     }
     int n = snprintf(holder, sizeof(holder), "%d\n", (int)getpid());
-    if (ftruncate(fd, 0) || pwrite(fd, holder, (size_t)n, 0) != n) fail("--ckpt-dir %s: cannot write %s: %s", dir, path, strerror(errno));
+    if (ftruncate(fd, 0) || pwrite(fd, holder, (size_t)n, 0) != n)
+        fail("--ckpt-dir %s: cannot write %s: %s", dir, path, strerror(errno));
     ckpt_lock_fd = fd;
 }
 
@@ -384,7 +412,8 @@ static void ckpt_dir_prepare(const Args* a) {
     if (mkdir(dir, 0755) && errno != EEXIST) fail("--ckpt-dir %s: cannot create: %s", dir, strerror(errno));
     if (stat(dir, &st) || !S_ISDIR(st.st_mode)) fail("--ckpt-dir %s exists and is not a directory", dir);
     ckpt_dir_lock(dir);
-    path_format(path, "--ckpt-dir", "%s/ckpt_%08d.bin.tmp.XXXXXX", dir, a->cfg.steps);  // the longest name a save writes fits
+    path_format(path, "--ckpt-dir", "%s/ckpt_%08d.bin.tmp.XXXXXX", dir,
+                a->cfg.steps);  // the longest name a save writes fits
     output_check(path_format(path, "--ckpt-dir", "%s/LATEST", dir), "--ckpt-dir", 0);
     DIR* d = opendir(dir);
     if (!d) fail("--ckpt-dir %s: cannot open: %s", dir, strerror(errno));
@@ -403,11 +432,19 @@ static void ckpt_dir_prepare(const Args* a) {
 
 // Why x[0, n) cannot be section `section` of a model state (0 params, 1 AdamW m, 2 AdamW
 // v), or NULL: every value must be finite, and v, a mean of squares, >= 0.
-static const char* state_values_check(const float* x, size_t n, int section, const char* tensor, char* why, size_t cap) {
+static const char* state_values_check(const float* x, size_t n, int section, const char* tensor, char* why,
+                                      size_t cap) {
     static const char* names[3] = {"parameters", "adam m", "adam v"};
     for (size_t i = 0; i < n; i++) {
-        if (!isfinite(x[i])) { snprintf(why, cap, "%s of tensor %s: non-finite value %g at element %zu", names[section], tensor, x[i], i); return why; }
-        if (section == 2 && x[i] < 0) { snprintf(why, cap, "adam v of tensor %s: negative value %g at element %zu (a mean of squares)", tensor, x[i], i); return why; }
+        if (!isfinite(x[i])) {
+            snprintf(why, cap, "%s of tensor %s: non-finite value %g at element %zu", names[section], tensor, x[i], i);
+            return why;
+        }
+        if (section == 2 && x[i] < 0) {
+            snprintf(why, cap, "adam v of tensor %s: negative value %g at element %zu (a mean of squares)", tensor,
+                     x[i], i);
+            return why;
+        }
     }
     return NULL;
 }
@@ -549,8 +586,8 @@ static void ckpt_find_latest(const char* dir, char* out, int verbose) {
 // local buffer) and *step: NULL, or the error (msg, cap bytes). The header and index must
 // match their checksum, and every tensor this rank reads its own checksum, before its values
 // are checked (state_values_check).
-static const char* ckpt_read_shard(const Layout* L, const ParamLayout* P, const ModelConfig* c, const char* path, float** local,
-                                   int32_t* h, char* msg, size_t cap) {
+static const char* ckpt_read_shard(const Layout* L, const ParamLayout* P, const ModelConfig* c, const char* path,
+                                   float** local, int32_t* h, char* msg, size_t cap) {
     char why[512];
     FILE* f = input_open(path, why, sizeof(why), NULL);
     if (!f) { snprintf(msg, cap, "--resume %s: cannot open: %s", path, why); return msg; }
@@ -564,12 +601,15 @@ static const char* ckpt_read_shard(const Layout* L, const ParamLayout* P, const 
     }
     memcpy(h, ix.h, sizeof(ix.h));
     *msg = 0;
-    if (ckpt_header_check(h, c, P->n_full, (long long)st.st_size, why)) snprintf(msg, cap, "checkpoint %s: %s", path, why);
+    if (ckpt_header_check(h, c, P->n_full, (long long)st.st_size, why))
+        snprintf(msg, cap, "checkpoint %s: %s", path, why);
     else if (h[CK_GLOBAL_BATCH] != c->global_batch)
-        snprintf(msg, cap, "checkpoint %s: trained with --global-batch %d; resuming with %d would change the data order", path,
+        snprintf(msg, cap,
+                 "checkpoint %s: trained with --global-batch %d; resuming with %d would change the data order", path,
                  h[CK_GLOBAL_BATCH], c->global_batch);
     size_t max_t = 1;
-    for (int i = 0; i < P->n; i++) if (P->t[i].rows * (size_t)P->t[i].cols > max_t) max_t = (size_t)P->t[i].rows * P->t[i].cols;
+    for (int i = 0; i < P->n; i++)
+        if (P->t[i].rows * (size_t)P->t[i].cols > max_t) max_t = (size_t)P->t[i].rows * P->t[i].cols;
     float* buf = (float*)xmalloc(sizeof(float) * max_t);
     static const char* names[3] = {"parameters", "adam m", "adam v"};
     for (int i = 0; i < P->n && !*msg; i++) {
@@ -579,15 +619,17 @@ static const char* ckpt_read_shard(const Layout* L, const ParamLayout* P, const 
         uint64_t at = 0;
         while (k < ix.n_tensors && at < t->full_offset) at += ix.lens[k++];
         if (k == ix.n_tensors || at != t->full_offset || ix.lens[k] != full_n)
-            snprintf(msg, cap, "checkpoint %s: tensor %s is not in its index (a checkpoint of another model)", path, t->name);
+            snprintf(msg, cap, "checkpoint %s: tensor %s is not in its index (a checkpoint of another model)", path,
+                     t->name);
         for (int sec = 0; sec < 3 && !*msg; sec++) {
             long long off = 1024 + 4LL * ((long long)sec * P->n_full + (long long)t->full_offset);
             if (fseeko(f, off, SEEK_SET) || fread(buf, sizeof(float), full_n, f) != full_n)
                 snprintf(msg, cap, "checkpoint %s: read of %s failed", path, t->name);
             else if (hash_bytes(buf, sizeof(float) * full_n) != ix.sums[(size_t)sec * ix.n_tensors + k])
-                snprintf(msg, cap, "checkpoint %s: %s of tensor %s do not match their checksum (the file is corrupt)", path, names[sec],
-                         t->name);
-            else if (state_values_check(buf, full_n, sec, t->name, why, sizeof(why))) snprintf(msg, cap, "checkpoint %s: %s", path, why);
+                snprintf(msg, cap, "checkpoint %s: %s of tensor %s do not match their checksum (the file is corrupt)",
+                         path, names[sec], t->name);
+            else if (state_values_check(buf, full_n, sec, t->name, why, sizeof(why)))
+                snprintf(msg, cap, "checkpoint %s: %s", path, why);
             CopyCtx cc = {local[sec] + t->offset, buf, 0};
             if (!*msg) tensor_runs(t, L->tp, L->tp_rank, copy_run, &cc);
         }
@@ -607,7 +649,8 @@ static int ckpt_resume(const Layout* L, const ParamLayout* P, const ModelConfig*
     const char* path = a->resume;
     char msg[1024];
     int32_t h[256];
-    float* local[3] = {params, (float*)xcalloc(P->n_padded, sizeof(float)), (float*)xcalloc(P->n_padded, sizeof(float))};
+    float* local[3] = {params, (float*)xcalloc(P->n_padded, sizeof(float)),
+                       (float*)xcalloc(P->n_padded, sizeof(float))};
     const char* bad = ckpt_read_shard(L, P, c, path, local, h, msg, sizeof(msg));
     Comm* world = (Comm*)&L->group[GROUP_WORLD];
     if (world->size <= 1 && bad) fail("%s", bad);  // (a Layout of tools and tests may leave the world's size 0)
@@ -624,8 +667,9 @@ static int ckpt_resume(const Layout* L, const ParamLayout* P, const ModelConfig*
     memcpy(v_state, local[2] + opt_lo, sizeof(float) * (opt_hi - opt_lo));
     free(local[1]); free(local[2]);
     char shown[4 * PATH_CAP];
-    if (L->rank == 0) printf("resumed from %s (step %d, saved with dp %d tp %d pp %d vpp %d zero %d)\n", printable(path, shown, sizeof(shown)),
-                             h[CK_STEP], h[CK_DP], h[CK_TP], h[CK_PP], h[CK_VPP], h[CK_ZERO]);
+    if (L->rank == 0)
+        printf("resumed from %s (step %d, saved with dp %d tp %d pp %d vpp %d zero %d)\n",
+               printable(path, shown, sizeof(shown)), h[CK_STEP], h[CK_DP], h[CK_TP], h[CK_PP], h[CK_VPP], h[CK_ZERO]);
     return h[CK_STEP];
 }
 
@@ -669,21 +713,26 @@ static void llmc_import(const char* path, const Layout* L, const ParamLayout* P,
     if (!f) fail("--import-llmc %s: cannot open: %s", path, why);
     int32_t h[256];
     if (fread(h, 4, 256, f) != 256) fail("--import-llmc %s: truncated header", path);
-    if (h[0] != LLMC_MAGIC) fail("--import-llmc %s: bad magic %d (expected %d, an llm.c GPT-2 checkpoint)", path, h[0], LLMC_MAGIC);
+    if (h[0] != LLMC_MAGIC)
+        fail("--import-llmc %s: bad magic %d (expected %d, an llm.c GPT-2 checkpoint)", path, h[0], LLMC_MAGIC);
     if (h[1] != LLMC_VERSION) fail("--import-llmc %s: version %d not supported (fp32 version 3 only)", path, h[1]);
     int want[6] = {c->seq_len, c->vocab, c->n_layer, c->n_head, c->d_model, c->vocab_padded};
     const char* names[6] = {"max_seq_len", "vocab", "n_layer", "n_head", "d_model", "padded vocab"};
     for (int i = 0; i < 6; i++)
-        if (h[2 + i] != want[i]) fail("--import-llmc %s: %s is %d in the file but %d here (set the shape flags to match)", path, names[i], h[2 + i], want[i]);
+        if (h[2 + i] != want[i])
+            fail("--import-llmc %s: %s is %d in the file but %d here (set the shape flags to match)", path, names[i],
+                 h[2 + i], want[i]);
     struct stat st;
     fstat(fileno(f), &st);
     size_t full_n = 0;
     ParamLayout* full = (ParamLayout*)xmalloc(sizeof(ParamLayout));
     param_layout_build(full, c, 1, 0, 1, 1, 0, 1);
     full_n = full->n_full;
-    if ((size_t)st.st_size != 1024 + 4 * full_n) fail("--import-llmc %s: %lld bytes, expected %zu", path, (long long)st.st_size, 1024 + 4 * full_n);
+    if ((size_t)st.st_size != 1024 + 4 * full_n)
+        fail("--import-llmc %s: %lld bytes, expected %zu", path, (long long)st.st_size, 1024 + 4 * full_n);
     size_t max_t = 0;
-    for (int i = 0; i < P->n; i++) if ((size_t)P->t[i].rows * P->t[i].cols > max_t) max_t = (size_t)P->t[i].rows * P->t[i].cols;
+    for (int i = 0; i < P->n; i++)
+        if ((size_t)P->t[i].rows * P->t[i].cols > max_t) max_t = (size_t)P->t[i].rows * P->t[i].cols;
     float* buf = (float*)xmalloc(sizeof(float) * max_t);
     for (int i = 0; i < P->n; i++) {
         const Tensor* t = &P->t[i];
@@ -702,7 +751,8 @@ static void llmc_import(const char* path, const Layout* L, const ParamLayout* P,
 
 // --export-llmc FILE: write the current weights as an llm.c GPT-2 checkpoint (rank 0 writes,
 // atomically, only finite weights; every rank takes part in the gather).
-static void llmc_export(const char* path, const Layout* L, const ParamLayout* P, const ModelConfig* c, const float* params) {
+static void llmc_export(const char* path, const Layout* L, const ParamLayout* P, const ModelConfig* c,
+                        const float* params) {
     char why[512];
     if (llmc_check(c, why)) fail("--export-llmc %s: %s", path, why);
     ParamLayout* full = (ParamLayout*)xmalloc(sizeof(ParamLayout));
@@ -715,12 +765,14 @@ static void llmc_export(const char* path, const Layout* L, const ParamLayout* P,
         const Tensor* ft = &full->t[i];
         gather_full_tensor(L, P, ft, params, buf);
         if (!out) continue;
-        if (state_values_check(buf, ft->size, 0, ft->name, why, sizeof(why))) fail("--export-llmc %s: not written: %s", path, why);
+        if (state_values_check(buf, ft->size, 0, ft->name, why, sizeof(why)))
+            fail("--export-llmc %s: not written: %s", path, why);
         memcpy(out + llmc_offset(c, ft, 0), buf, sizeof(float) * ft->size);
     }
     if (out) {
         AtomicFile f;
-        int32_t h[256] = {LLMC_MAGIC, LLMC_VERSION, c->seq_len, c->vocab, c->n_layer, c->n_head, c->d_model, c->vocab_padded};
+        int32_t h[256] = {LLMC_MAGIC, LLMC_VERSION, c->seq_len, c->vocab,
+                          c->n_layer, c->n_head,    c->d_model, c->vocab_padded};
         atomic_open(&f, path, "--export-llmc");
         atomic_write(&f, h, sizeof(h));
         atomic_write(&f, out, sizeof(float) * full->n_full);

@@ -36,7 +36,8 @@ static int utf8_printable_len(const unsigned char* s, size_t n) {
         if ((s[k] & 0xc0) != 0x80) return 0;
         cp = cp << 6 | (s[k] & 0x3f);
     }
-    if (cp < 0xa0 || (len == 3 && cp < 0x800) || (len == 4 && cp < 0x10000) || cp > 0x10ffff || (cp >= 0xd800 && cp <= 0xdfff))
+    if (cp < 0xa0 || (len == 3 && cp < 0x800) || (len == 4 && cp < 0x10000) || cp > 0x10ffff ||
+        (cp >= 0xd800 && cp <= 0xdfff))
         return 0;
     return len;
 }
@@ -159,7 +160,10 @@ static double now_s(void) {
 
 typedef struct { uint64_t s; } Rng;
 
-static void rng_seed(Rng* r, uint64_t seed) { r->s = seed * 0x9E3779B97F4A7C15ull + 0x2545F4914F6CDD1Dull; if (!r->s) r->s = 1; }
+static void rng_seed(Rng* r, uint64_t seed) {
+    r->s = seed * 0x9E3779B97F4A7C15ull + 0x2545F4914F6CDD1Dull;
+    if (!r->s) r->s = 1;
+}
 static uint64_t rng_u64(Rng* r) {
     r->s ^= r->s >> 12; r->s ^= r->s << 25; r->s ^= r->s >> 27;
     return r->s * 0x2545F4914F6CDD1Dull;

@@ -72,14 +72,16 @@ static void read_shard(TokenStream* ts, const char* path, int vocab, const char*
     if (!f) fail("%s: cannot open data file %s: %s", flag, path, why);
     int32_t header[256];
     if (fread(header, sizeof(int32_t), 256, f) != 256) fail("data file %s: truncated header (need 1024 bytes)", path);
-    if (header[0] != SHARD_MAGIC) fail("data file %s: bad magic %d (expected %d, an llm.c token shard)", path, header[0], SHARD_MAGIC);
+    if (header[0] != SHARD_MAGIC)
+        fail("data file %s: bad magic %d (expected %d, an llm.c token shard)", path, header[0], SHARD_MAGIC);
     if (header[1] != 1) fail("data file %s: unsupported version %d (expected 1)", path, header[1]);
     if (header[2] <= 0) fail("data file %s: bad token count %d", path, header[2]);
     struct stat st;
     fstat(fileno(f), &st);
     size_t n = (size_t)header[2];
     if ((size_t)st.st_size != 1024 + 2 * n)
-        fail("data file %s: header says %zu tokens (%zu bytes) but the file has %lld bytes", path, n, 1024 + 2 * n, (long long)st.st_size);
+        fail("data file %s: header says %zu tokens (%zu bytes) but the file has %lld bytes", path, n, 1024 + 2 * n,
+             (long long)st.st_size);
     stream_reserve(ts, n, path);
     uint16_t* buf = (uint16_t*)xmalloc(2 * n);
     if (!read_in_pieces(f, buf, 2, n)) fail("data file %s: truncated", path);
@@ -161,8 +163,10 @@ static void stream_open(TokenStream* ts, const char* spec, int vocab, const char
     size_t n = literal ? 1 : g.gl_pathc, n_shards = 0;
     const char* const* paths = literal ? &spec : (const char* const*)g.gl_pathv;
     for (size_t i = 0; i < n; i++) n_shards += has_suffix(paths[i], ".bin");
-    if (n_shards && n_shards < n) fail("%s %s: matches both .bin shards and text files (%s, %s)", flag, spec, paths[0], paths[n - 1]);
-    if (!n_shards && vocab < 256) fail("%s %s: a text file is byte-level and needs vocab >= 256 (got %d)", flag, spec, vocab);
+    if (n_shards && n_shards < n)
+        fail("%s %s: matches both .bin shards and text files (%s, %s)", flag, spec, paths[0], paths[n - 1]);
+    if (!n_shards && vocab < 256)
+        fail("%s %s: a text file is byte-level and needs vocab >= 256 (got %d)", flag, spec, vocab);
     for (size_t i = 0; i < n; i++) {
         if (n_shards) read_shard(ts, paths[i], vocab, flag);
         else read_text(ts, paths[i], flag);
@@ -171,7 +175,9 @@ static void stream_open(TokenStream* ts, const char* spec, int vocab, const char
 }
 
 // Number of whole sequences of T+1 tokens (inputs and shifted targets) in the stream.
-static size_t stream_n_seq(const TokenStream* ts, int T) { return ts->n_tokens > (size_t)T ? (ts->n_tokens - 1) / T : 0; }
+static size_t stream_n_seq(const TokenStream* ts, int T) {
+    return ts->n_tokens > (size_t)T ? (ts->n_tokens - 1) / T : 0;
+}
 
 // Where sequence s of the run starts: a hash of s, so batches are spread over the whole
 // stream (not consecutive windows of one scene) yet fixed by s alone.
@@ -246,7 +252,8 @@ static void tokenizer_load(Tokenizer* tk, const char* path, int vocab) {
         tk->piece[i][len] = 0, tk->piece_len[i] = len;
     }
     fclose(f);
-    if (tk->vocab != vocab) fail("tokenizer %s: its vocab is %d but the model's is %d (--vocab, --model)", path, tk->vocab, vocab);
+    if (tk->vocab != vocab)
+        fail("tokenizer %s: its vocab is %d but the model's is %d (--vocab, --model)", path, tk->vocab, vocab);
 }
 
 // Append the bytes token id stands for to out: its piece (none for the tokenizer's eot or
@@ -270,8 +277,8 @@ static void tokenizer_decode(const Tokenizer* tk, int id, Bytes* out) {
 
 // This dp rank's part of global batch `index`: n_micro * micro_batch sequences, of each
 // the Tl positions pos[] this rank holds (context parallelism; all T in order without it).
-static void load_batch(const TokenStream* ts, const ModelConfig* c, int dp_rank, int n_micro, size_t index, const int* pos,
-                       int Tl, int* inputs, int* targets) {
+static void load_batch(const TokenStream* ts, const ModelConfig* c, int dp_rank, int n_micro, size_t index,
+                       const int* pos, int Tl, int* inputs, int* targets) {
     size_t per_dp = (size_t)n_micro * c->micro_batch, T = c->seq_len;
     size_t first = index * c->global_batch + dp_rank * per_dp;
     if (Tl == c->seq_len) { stream_batch(ts, c->seq_len, first, (int)per_dp, inputs, targets); return; }

@@ -30,13 +30,20 @@ static char* path_format(char* buf, const char* what, const char* fmt, ...) {
     va_start(ap, fmt);
     int n = vsnprintf(buf, PATH_CAP, fmt, ap);
     va_end(ap);
-    if (n < 0 || n >= PATH_CAP) fail("%s: path of %d bytes is longer than the limit of %d: %.200s...", what, n, PATH_CAP - 1, buf);
+    if (n < 0 || n >= PATH_CAP)
+        fail("%s: path of %d bytes is longer than the limit of %d: %.200s...", what, n, PATH_CAP - 1, buf);
     return buf;
 }
 
 static const char* file_kind(mode_t m) {
-    return S_ISREG(m) ? "a regular file" : S_ISDIR(m) ? "a directory" : S_ISFIFO(m) ? "a FIFO" : S_ISCHR(m) ? "a character device"
-           : S_ISBLK(m) ? "a block device" : S_ISSOCK(m) ? "a socket" : S_ISLNK(m) ? "a symbolic link" : "not a regular file";
+    return S_ISREG(m)    ? "a regular file"
+           : S_ISDIR(m)  ? "a directory"
+           : S_ISFIFO(m) ? "a FIFO"
+           : S_ISCHR(m)  ? "a character device"
+           : S_ISBLK(m)  ? "a block device"
+           : S_ISSOCK(m) ? "a socket"
+           : S_ISLNK(m)  ? "a symbolic link"
+                         : "not a regular file";
 }
 
 // A file's identity, so that an output can be told apart from an input whatever the path says.
@@ -107,8 +114,10 @@ static void output_check(const char* path, const char* what, int through_tmp) {
     char tmp[PATH_CAP], probe[PATH_CAP];
     struct stat st;
     path_format(tmp, what, "%s.tmp", path);
-    if (lstat(path, &st) == 0 && !S_ISREG(st.st_mode)) fail("%s %s: exists and is %s (only a regular file is ever replaced)", what, path, file_kind(st.st_mode));
-    if (through_tmp && lstat(tmp, &st) == 0 && !S_ISREG(st.st_mode)) fail("%s %s: %s exists and is %s", what, path, tmp, file_kind(st.st_mode));
+    if (lstat(path, &st) == 0 && !S_ISREG(st.st_mode))
+        fail("%s %s: exists and is %s (only a regular file is ever replaced)", what, path, file_kind(st.st_mode));
+    if (through_tmp && lstat(tmp, &st) == 0 && !S_ISREG(st.st_mode))
+        fail("%s %s: %s exists and is %s", what, path, tmp, file_kind(st.st_mode));
     int fd = mkstemp(path_format(probe, what, "%s.probe-XXXXXX", path));
     if (fd < 0) fail("%s %s: cannot create a file there: %s", what, path, strerror(errno));
     close(fd);

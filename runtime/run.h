@@ -24,8 +24,8 @@ static void resolve_batch(Args* a) {
     long long derived = (long long)c->dp * m_min * c->micro_batch;  // --micro-batch alone: dp*pp*micro-batch
     int micro_batch_given = flag_given(a, "--micro-batch");
     if (!c->global_batch && micro_batch_given && derived > (1 << 30))
-        fail("--micro-batch %d x dp %d x pp %d = %lld sequences per step, more than 2^30 (give --global-batch)", c->micro_batch, c->dp,
-             m_min, derived);
+        fail("--micro-batch %d x dp %d x pp %d = %lld sequences per step, more than 2^30 (give --global-batch)",
+             c->micro_batch, c->dp, m_min, derived);
     if (!c->global_batch) c->global_batch = micro_batch_given ? (int)derived : 16;
     if (!micro_batch_given) {
         int mb = c->global_batch / (c->dp * m_min);
@@ -89,7 +89,8 @@ static void settings_agree(const Args* a, int rank, int world) {
     int n = mine.n;
     uint64_t values[MAX_SETTINGS], *all = (uint64_t*)xmalloc(sizeof(uint64_t) * n * world);
     for (int i = 0; i < n; i++) values[i] = mine.s[i].value;
-    mpiCheck(MPI_Allgather(values, n, MPI_UINT64_T, all, n, MPI_UINT64_T, MPI_COMM_WORLD));  // comm: world all-gather of the settings
+    mpiCheck(MPI_Allgather(values, n, MPI_UINT64_T, all, n, MPI_UINT64_T,
+                           MPI_COMM_WORLD));  // comm: world all-gather of the settings
     for (int i = 0; i < n; i++)
         for (int r = 1; r < world; r++) {
             uint64_t theirs = all[(size_t)r * n + i];
@@ -98,8 +99,10 @@ static void settings_agree(const Args* a, int rank, int world) {
                 char v0[512], vr[512];
                 setting_show(&mine.s[i], all[i], 1, v0, sizeof(v0));
                 setting_show(&mine.s[i], theirs, 0, vr, sizeof(vr));
-                print_error("ranks disagree on %s: rank 0 has %s, rank %d has %s (every rank must be started with the same settings)",
-                            mine.s[i].flag, v0, r, vr);
+                print_error(
+                    "ranks disagree on %s: rank 0 has %s, rank %d has %s (every rank must be started with the same "
+                    "settings)",
+                    mine.s[i].flag, v0, r, vr);
             }
             MPI_Finalize();
             exit(1);
@@ -126,7 +129,8 @@ static void output_name_add(OutputName* out, int* n, const char* flag, const cha
     char canonical[PATH_CAP];
     path_canonical(path, flag, canonical);
     for (int i = 0; i < *n; i++)
-        if (!strcmp(out[i].canonical, canonical)) fail("%s %s: the same file as %s writes (%s)", flag, path, out[i].flag, canonical);
+        if (!strcmp(out[i].canonical, canonical))
+            fail("%s %s: the same file as %s writes (%s)", flag, path, out[i].flag, canonical);
     out[*n].flag = flag, out[*n].canonical = xstrprintf("%s", canonical);
     (*n)++;
 }
@@ -144,7 +148,8 @@ static int file_is_one_of(FileId id, const FileId* ids, int n) {
 static void outputs_check(const Run* r) {
     const Args* a = &r->args;
     char path[PATH_CAP], why[512];
-    if (a->log && a->log_ranks) output_check(path_format(path, "--log-ranks", "%s.rank%d", a->log, r->rank), "--log-ranks", 0);
+    if (a->log && a->log_ranks)
+        output_check(path_format(path, "--log-ranks", "%s.rank%d", a->log, r->rank), "--log-ranks", 0);
     if (r->rank != 0) return;
     if (a->export_llmc && llmc_check(&a->cfg, why)) fail("--export-llmc %s: %s", a->export_llmc, why);
     if (a->export_hf) hf_export_prepare(a->export_hf);
@@ -157,12 +162,14 @@ static void outputs_check(const Run* r) {
         if (!paths[i]) continue;
         output_check(paths[i], flags[i], i > 0);
         output_name_add(names, &n, flags[i], paths[i]);
-        if (i > 0) output_name_add(names, &n, flags[i], path_format(path, flags[i], "%s.tmp", paths[i]));  // written through
+        if (i > 0)
+            output_name_add(names, &n, flags[i], path_format(path, flags[i], "%s.tmp", paths[i]));  // written through
     }
     for (int rank = 0; a->log && a->log_ranks && rank < r->world; rank++)
         output_name_add(names, &n, "--log-ranks", path_format(path, "--log-ranks", "%s.rank%d", a->log, rank));
     char ckpt_dir[PATH_MAX] = "";
-    if (a->ckpt_dir && !realpath(a->ckpt_dir, ckpt_dir)) fail("--ckpt-dir %s: cannot resolve: %s", a->ckpt_dir, strerror(errno));
+    if (a->ckpt_dir && !realpath(a->ckpt_dir, ckpt_dir))
+        fail("--ckpt-dir %s: cannot resolve: %s", a->ckpt_dir, strerror(errno));
     // the files this run reads
     int n_inputs = 0;
     FileId* inputs = (FileId*)xcalloc(3 + r->train.n_files + r->val.n_files, sizeof(FileId));
@@ -218,19 +225,24 @@ static void run_setup(Run* r, int argc, char** argv) {
     MPI_Comm_get_attr(MPI_COMM_WORLD, MPI_TAG_UB, &tag_ub, &flag);
     long long max_tag = 2LL * n_micro * c->pp * c->vpp - 1;  // p2p_tag of the last micro-batch's last chunk
     if (flag && max_tag > *tag_ub)
-        fail("layout: %d micro-batches x %d chunks need message tags up to %lld, past MPI's %d; lower --global-batch", n_micro,
-             c->pp * c->vpp, max_tag, *tag_ub);
+        fail("layout: %d micro-batches x %d chunks need message tags up to %lld, past MPI's %d; lower --global-batch",
+             n_micro, c->pp * c->vpp, max_tag, *tag_ub);
     Args* a = &r->args;
-    if (r->rank == 0 && a->ckpt_dir) ckpt_dir_lock(a->ckpt_dir);  // another run's directory: refused before reading anything
+    if (r->rank == 0 && a->ckpt_dir)
+        ckpt_dir_lock(a->ckpt_dir);  // another run's directory: refused before reading anything
     if (a->data) stream_open(&r->train, a->data, c->vocab, "--data");
     else {
-        if (c->vocab < 256) fail("the built-in corpus is byte-level text and needs vocab >= 256 (got %d; --data for other tokens)", c->vocab);
+        if (c->vocab < 256)
+            fail("the built-in corpus is byte-level text and needs vocab >= 256 (got %d; --data for other tokens)",
+                 c->vocab);
         make_builtin_corpus(&r->train, 2000000, 42);
     }
     if (a->val_data) stream_open(&r->val, a->val_data, c->vocab, "--val-data");
     else stream_split(&r->train, &r->val, 0.05);
-    if (stream_n_seq(&r->train, c->seq_len) < 1) fail("--data %s: fewer than seq-len+1 = %d tokens", r->train.source, c->seq_len + 1);
-    if (a->eval_every && stream_n_seq(&r->val, c->seq_len) < 1) fail("validation data %s: fewer than seq-len+1 tokens", r->val.source);
+    if (stream_n_seq(&r->train, c->seq_len) < 1)
+        fail("--data %s: fewer than seq-len+1 = %d tokens", r->train.source, c->seq_len + 1);
+    if (a->eval_every && stream_n_seq(&r->val, c->seq_len) < 1)
+        fail("validation data %s: fewer than seq-len+1 tokens", r->val.source);
     tokenizer_load(&r->tk, a->tokenizer, c->vocab);
     if (a->resume && !strcmp(a->resume, "auto")) {  // before outputs_check creates --ckpt-dir
         if (!a->ckpt_dir) fail("--resume auto needs --ckpt-dir");

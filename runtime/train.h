@@ -116,7 +116,8 @@ static StepResult train_step(Model* m, const TokenStream* train, int step) {
     r.grad_norm = grad_norm(m, grad);
     r.lr = lr_at(&m->c, step);
     if (!isfinite(r.loss) || !isfinite(r.grad_norm)) {
-        if (!m->args->on_nan_skip) fail("step %d: loss %g, gradient norm %g is not finite (--on-nan stop)", step + 1, r.loss, r.grad_norm);
+        if (!m->args->on_nan_skip)
+            fail("step %d: loss %g, gradient norm %g is not finite (--on-nan stop)", step + 1, r.loss, r.grad_norm);
         r.skipped = 1;
         return r;
     }
@@ -196,7 +197,8 @@ static void sample_text(Model* m, const Tokenizer* tk, int len, uint64_t seed, F
                          p2p_tag(pp, m->L.vpp, 0, 0, g - 1));  // comm: pp recv
             if (prev) slot_put(m, c - 1, prev);
             prev = NULL;
-            for (int i = 0; i < ch->n_layers; i++) layer_forward(m, ch->layer0 + i, acts_of(m, s, i), s->x[i], s->x[i + 1], B);
+            for (int i = 0; i < ch->n_layers; i++)
+                layer_forward(m, ch->layer0 + i, acts_of(m, s, i), s->x[i], s->x[i + 1], B);
             if (g == last) {
                 // logits of position cur-1 only: final norm of all rows, then one matmul row
                 act_t* x = s->x[ch->n_layers];
@@ -212,8 +214,8 @@ static void sample_text(Model* m, const Tokenizer* tk, int len, uint64_t seed, F
                 continue;
             } else {
                 // comm: pp send; not waited for here (slot_get waits for it before the slot is used again)
-                pp_send(m, s, 0, p2p_up(m->L.sched, pp, 0, g), s->x[ch->n_layers], nrow, chunk_stage(m->L.sched, pp, g + 1),
-                        p2p_tag(pp, m->L.vpp, 0, 0, g));
+                pp_send(m, s, 0, p2p_up(m->L.sched, pp, 0, g), s->x[ch->n_layers], nrow,
+                        chunk_stage(m->L.sched, pp, g + 1), p2p_tag(pp, m->L.vpp, 0, 0, g));
             }
             slot_put(m, c, s);
         }
@@ -255,15 +257,19 @@ static int train_loop(Model* m, Run* run, Metrics* met, int start_step) {
         if (r.skipped && !n_skipped++) first_skipped = step + 1;
         if (!r.skipped) last_applied = step + 1;
         double val_loss;
-        if (a->eval_every && ((step + 1) % a->eval_every == 0 || step + 1 == c->steps) && evaluate(m, &run->val, a->val_batches, &val_loss))
+        if (a->eval_every && ((step + 1) % a->eval_every == 0 || step + 1 == c->steps) &&
+            evaluate(m, &run->val, a->val_batches, &val_loss))
             metrics_eval(met, step, val_loss);
-        if (a->sample_every && (step + 1) % a->sample_every == 0) sample_text(m, &run->tk, a->sample_len, c->seed + step, stdout);
+        if (a->sample_every && (step + 1) % a->sample_every == 0)
+            sample_text(m, &run->tk, a->sample_len, c->seed + step, stdout);
         stop = ckpt_stop_requested(&m->L.group[GROUP_WORLD]);
         if (a->ckpt_dir && ((a->ckpt_every && (step + 1) % a->ckpt_every == 0) || step + 1 == c->steps || stop)) {
             // a skipped step saves nothing, so a run that skips on and on never rotates the
             // last checkpoint of an applied update away
             if (!r.skipped) save_checkpoint(m, step + 1);
-            else if (run->rank == 0) printf("checkpoint: none at step %d, which was skipped (non-finite); the newest on disk is kept\n", step + 1);
+            else if (run->rank == 0)
+                printf("checkpoint: none at step %d, which was skipped (non-finite); the newest on disk is kept\n",
+                       step + 1);
         }
         if (stop && run->rank == 0) fprintf(stderr, "stopped by signal after step %d\n", step + 1);
     }
@@ -276,10 +282,13 @@ static int train_loop(Model* m, Run* run, Metrics* met, int start_step) {
     if (stop) return 128 + stop;
     int ran = c->steps - start_step;
     if (n_skipped && run->rank == 0)
-        printf("skipped: %d of %d steps (non-finite loss or gradient norm), the first at step %d; the last update applied: %s%d\n",
-               n_skipped, ran, first_skipped, last_applied == start_step ? "none since step " : "step ", last_applied);
+        printf(
+            "skipped: %d of %d steps (non-finite loss or gradient norm), the first at step %d; the last update "
+            "applied: %s%d\n",
+            n_skipped, ran, first_skipped, last_applied == start_step ? "none since step " : "step ", last_applied);
     if (ran > 0 && n_skipped == ran) {
-        if (run->rank == 0) print_error("--on-nan skip: every one of the %d steps was skipped (non-finite); nothing was trained", ran);
+        if (run->rank == 0)
+            print_error("--on-nan skip: every one of the %d steps was skipped (non-finite); nothing was trained", ran);
         return 1;
     }
     return 0;

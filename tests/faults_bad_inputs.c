@@ -26,7 +26,8 @@ static void write_shard(const char* name, int magic, int version, int count, int
     free(b);
 }
 
-static void write_tokenizer(const char* name, uint32_t magic, uint32_t version, uint32_t vocab, int entries, int empty_at) {
+static void write_tokenizer(const char* name, uint32_t magic, uint32_t version, uint32_t vocab, int entries,
+                            int empty_at) {
     size_t n = 1024 + 4 * (size_t)entries;
     uint8_t* b = (uint8_t*)xcalloc(n, 1);
     uint32_t* h = (uint32_t*)b;
@@ -68,7 +69,8 @@ static void ckpt_resign(uint8_t* b, long long n) {
 // Copy the good checkpoint with one header int (index k) set to v (k < 0: unchanged),
 // truncated to `size` bytes (< 0: whole), and a NaN at float `nan_at` of the params (< 0:
 // none); resign: with its checksums recomputed after the change (ckpt_resign).
-static void write_ckpt(const char* name, const char* good, int k, int32_t v, long long size, long long nan_at, int resign) {
+static void write_ckpt(const char* name, const char* good, int k, int32_t v, long long size, long long nan_at,
+                       int resign) {
     FILE* f = fopen(good, "rb");
     long long n = file_size(good);
     if (!f || n < 1024) fail("no good checkpoint %s", good);
@@ -90,7 +92,8 @@ static void write_ckpt(const char* name, const char* good, int k, int32_t v, lon
 // Copy the good checkpoint with floats [first, first + count) after the header set to
 // value (resign: and its checksums recomputed), or with one bit of float `first` flipped
 // (count 0; `value`'s bits give the mask).
-static void write_ckpt_values(const char* name, const char* good, long long first, long long count, float value, int resign) {
+static void write_ckpt_values(const char* name, const char* good, long long first, long long count, float value,
+                              int resign) {
     FILE* f = fopen(good, "rb");
     long long n = file_size(good);
     uint8_t* b = (uint8_t*)xmalloc(n);
@@ -151,8 +154,10 @@ static void bad_run(const char* bin, const BadCase* k, const char* setup, const 
     if (strstr(k->args, "{train}")) expand_train(k->args, train, run_cmd, sizeof(run_cmd));
     else snprintf(run_cmd, sizeof(run_cmd), "%s %s", train, k->args);
     // a hang is a failure, not a stuck suite
-    snprintf(cmd, sizeof(cmd), "{ %s; } >/dev/null 2>&1; ASAN_OPTIONS=detect_leaks=0 UBSAN_OPTIONS=print_stacktrace=1 OMP_NUM_THREADS=1 "
-             "timeout -s KILL 120 %s", setup ? setup : ":", run_cmd);
+    snprintf(cmd, sizeof(cmd),
+             "{ %s; } >/dev/null 2>&1; ASAN_OPTIONS=detect_leaks=0 UBSAN_OPTIONS=print_stacktrace=1 OMP_NUM_THREADS=1 "
+             "timeout -s KILL 120 %s",
+             setup ? setup : ":", run_cmd);
     int rc = run_to_file(cmd, out);
     FILE* f = fopen(out, "r");
     char line[4096], first_error[4096] = "";
@@ -173,10 +178,16 @@ static void bad_run(const char* bin, const BadCase* k, const char* setup, const 
     int ok = rc == k->rc && n_error == (k->rc ? 1 : 0) && named && !sanitizer && clean && checked;
     char dirt[96] = "";
     if (!clean) snprintf(dirt, sizeof(dirt), ", a raw control byte or ill-formed UTF-8 at byte %lld of the output", at);
-    check(ok, name, "exit %d%s, %d error line%s%s%s%s%s%s%s", rc, rc >= 128 ? " (killed by a signal)" : "", n_error, n_error == 1 ? "" : "s",
-           named ? "" : k->rc ? " (expected one naming '" : " (expected output with '", named ? "" : k->needle, named ? "" : "')",
-           sanitizer ? ", SANITIZER REPORT (see output)" : "", dirt, checked ? "" : ", check failed");
-    if (!ok) printf("     %s\n     -> %s\n%s%s%s", cmd, first_error, checked ? "" : "     check: ", checked ? "" : post_check, checked ? "" : "\n");
+    check(ok, name, "exit %d%s, %d error line%s%s%s%s%s%s%s", rc, rc >= 128 ? " (killed by a signal)" : "", n_error,
+          n_error == 1 ? "" : "s",
+          named   ? ""
+          : k->rc ? " (expected one naming '"
+                  : " (expected output with '",
+          named ? "" : k->needle, named ? "" : "')", sanitizer ? ", SANITIZER REPORT (see output)" : "", dirt,
+          checked ? "" : ", check failed");
+    if (!ok)
+        printf("     %s\n     -> %s\n%s%s%s", cmd, first_error,
+               checked ? "" : "     check: ", checked ? "" : post_check, checked ? "" : "\n");
 }
 
 // A second run on a --ckpt-dir in use is refused at once (rank 0's flock of <dir>/LOCK); once
@@ -190,7 +201,8 @@ static void ckpt_dir_lock_test(const char* bin) {
     pid_t pid = spawn(cmd, out);
     int reached = wait_log(log, 1, pid, 60);
     snprintf(out2, sizeof(out2), "%s/second.txt", dir);
-    snprintf(cmd, sizeof(cmd), "ASAN_OPTIONS=detect_leaks=0 OMP_NUM_THREADS=1 %s " FLAGS " --steps 1 --ckpt-dir %s", bin, dir);
+    snprintf(cmd, sizeof(cmd), "ASAN_OPTIONS=detect_leaks=0 OMP_NUM_THREADS=1 %s " FLAGS " --steps 1 --ckpt-dir %s",
+             bin, dir);
     double t0 = now_s();
     int rc2 = run_to_file(cmd, out2);
     double dt = now_s() - t0;
@@ -201,8 +213,10 @@ static void ckpt_dir_lock_test(const char* bin) {
     snprintf(out3, sizeof(out3), "%s/third.txt", dir);
     int rc3 = run_to_file(cmd, out3);
     int tmp_left = sh("ls %s/*.tmp.* > /dev/null 2>&1", dir) == 0;
-    check(reached && refused && dt < 5 && rc3 == 0 && !tmp_left, tag, "second run: exit %d in %.1f s, %s; after kill -9 of the first: "
-          "exit %d, temporary files %s", rc2, dt, refused ? "refused" : "NOT refused", rc3, tmp_left ? "LEFT" : "removed");
+    check(reached && refused && dt < 5 && rc3 == 0 && !tmp_left, tag,
+          "second run: exit %d in %.1f s, %s; after kill -9 of the first: "
+          "exit %d, temporary files %s",
+          rc2, dt, refused ? "refused" : "NOT refused", rc3, tmp_left ? "LEFT" : "removed");
 }
 
 // The one-process build (make MPI=none: nompi/mpi.h in place of Open MPI) compiles and
@@ -210,13 +224,21 @@ static void ckpt_dir_lock_test(const char* bin) {
 // range, the least MPI promises (32767), refuses a step whose pipeline messages need more.
 static void nompi_build(void) {
     double t0 = now_s();
-    int rc_build = sh("gcc -O1 -fopenmp -std=gnu11 -I. -Inompi -o " ROOT "/train_nompi train_gpt.c -lm > " ROOT "/nompi_build.txt 2>&1");
-    int rc = rc_build ? -1 : run_to_file("OMP_NUM_THREADS=1 " ROOT "/train_nompi " FLAGS " --steps 2 --vpp 2 --sample-len 8", ROOT "/nompi.txt");
-    check(rc_build == 0 && rc == 0, "nompi_build_trains", "build exit %d (" ROOT "/nompi_build.txt), 2 steps of pp 1 vpp 2: exit %d (%.1f s)",
-          rc_build, rc, now_s() - t0);
-    rc = rc_build ? -1 : run_to_file(ROOT "/train_nompi " FLAGS " --n-layer 64 --vpp 64 --micro-batch 1 --global-batch 512", ROOT "/nompi_tags.txt");
-    check(rc == 1 && file_has(ROOT "/nompi_tags.txt", "past MPI's 32767"), "nompi_tag_range", "512 micro-batches x 64 chunks: exit %d, %s",
-          rc, file_has(ROOT "/nompi_tags.txt", "past MPI's 32767") ? "refused by the tag range" : "NOT refused by the tag range");
+    int rc_build = sh("gcc -O1 -fopenmp -std=gnu11 -I. -Inompi -o " ROOT "/train_nompi train_gpt.c -lm > " ROOT
+                      "/nompi_build.txt 2>&1");
+    int rc = rc_build ? -1
+                      : run_to_file("OMP_NUM_THREADS=1 " ROOT "/train_nompi " FLAGS " --steps 2 --vpp 2 --sample-len 8",
+                                    ROOT "/nompi.txt");
+    check(rc_build == 0 && rc == 0, "nompi_build_trains",
+          "build exit %d (" ROOT "/nompi_build.txt), 2 steps of pp 1 vpp 2: exit %d (%.1f s)", rc_build, rc,
+          now_s() - t0);
+    rc = rc_build ? -1
+                  : run_to_file(ROOT "/train_nompi " FLAGS " --n-layer 64 --vpp 64 --micro-batch 1 --global-batch 512",
+                                ROOT "/nompi_tags.txt");
+    check(rc == 1 && file_has(ROOT "/nompi_tags.txt", "past MPI's 32767"), "nompi_tag_range",
+          "512 micro-batches x 64 chunks: exit %d, %s", rc,
+          file_has(ROOT "/nompi_tags.txt", "past MPI's 32767") ? "refused by the tag range"
+                                                               : "NOT refused by the tag range");
 }
 
 static double mtime_of(const char* path) {
@@ -235,7 +257,8 @@ static int build_asan(void) {
     if (have > 0 && have >= newest) return 1;
     printf("building train_asan (mpicc -O1 -g -fsanitize=address,undefined) ...\n");
     fflush(stdout);
-    return sh("mpicc -O1 -g -fsanitize=address,undefined -fno-omit-frame-pointer -fopenmp -std=gnu11 -I. -o train_asan train_gpt.c -lm "
+    return sh("mpicc -O1 -g -fsanitize=address,undefined -fno-omit-frame-pointer -fopenmp -std=gnu11 -I. -o train_asan "
+              "train_gpt.c -lm "
               "> " ROOT "/asan_build.txt 2>&1") == 0;
 }
 
@@ -293,7 +316,10 @@ static int bad_inputs_setup(void) {
     snprintf(cmd, sizeof(cmd), TRAIN "--steps 1 --ckpt-dir " BAD "/good");
     int rc = run_to_file(cmd, BAD "/good_out.txt");
     const char* good = BAD "/good/ckpt_00000001.bin";
-    if (rc != 0 || file_size(good) < 0) { check(0, "bad_inputs_setup", "the good checkpoint run exited %d", rc); return 0; }
+    if (rc != 0 || file_size(good) < 0) {
+        check(0, "bad_inputs_setup", "the good checkpoint run exited %d", rc);
+        return 0;
+    }
     long long gsize = file_size(good);
     write_ckpt("ck_truncated", good, -1, 0, gsize / 2, -1, 0);
     write_ckpt("ck_short_header", good, -1, 0, 100, -1, 0);
@@ -309,8 +335,9 @@ static int bad_inputs_setup(void) {
     write_ckpt("ck_n_tensors", good, CK_N_TENSORS, 27, -1, -1, 0);
     sh("head -c 4 /dev/zero >> " BAD "/ck_grown/ckpt.bin");
     sh("mkdir -p " BAD "/ck_empty_dir " BAD "/ck_dangling && echo ckpt_00000099.bin > " BAD "/ck_dangling/LATEST");
-    sh("mkdir -p " BAD "/ck_garbage_latest && cp %s " BAD "/ck_garbage_latest/ckpt_00000001.bin && printf '\\001\\002' > " BAD
-       "/ck_garbage_latest/LATEST", good);
+    sh("mkdir -p " BAD "/ck_garbage_latest && cp %s " BAD
+       "/ck_garbage_latest/ckpt_00000001.bin && printf '\\001\\002' > " BAD "/ck_garbage_latest/LATEST",
+       good);
     write_bytes("a_file", "x", 1);
     write_bytes("llmc_garbage.bin", "not a checkpoint at all", 23);
     // values: AdamW v below 0 (a mean of squares cannot be); layer 0's qkv weights at 1e30,
@@ -320,7 +347,8 @@ static int bad_inputs_setup(void) {
     model_of(FLAGS, &mc, P);
     write_ckpt_values("ck_negative_v", good, 2 * (long long)P->n_full + 7, 1, -1.0f, 1);
     for (int i = 0; i < P->n; i++)
-        if (P->t[i].kind == P_QKVW && P->t[i].layer == 0) write_ckpt_values("ck_huge_qkvw", good, P->t[i].full_offset, P->t[i].size, 1e30f, 1);
+        if (P->t[i].kind == P_QKVW && P->t[i].layer == 0)
+            write_ckpt_values("ck_huge_qkvw", good, P->t[i].full_offset, P->t[i].size, 1e30f, 1);
     write_ckpt_values("ck_zeroed_body", good, 0, 3 * (long long)P->n_full, 0.0f, 0);
     float lowest_bit;  // the lowest mantissa bit of one float of Adam's v
     uint32_t one = 1;
@@ -328,12 +356,19 @@ static int bad_inputs_setup(void) {
     write_ckpt_values("ck_v_bit", good, 2 * (long long)P->n_full + 123, 0, lowest_bit, 0);
     free(P);
     snprintf(cmd, sizeof(cmd), TRAIN "--steps 0 --export-llmc " BAD "/llmc_ok.bin");
-    if (run_to_file(cmd, BAD "/llmc_ok_out.txt") != 0) { check(0, "bad_inputs_setup", "the llm.c export run failed"); return 0; }
-    sh("cp " BAD "/llmc_ok.bin " BAD "/llmc_nan.bin && printf '\\000\\000\\300\\177' | dd of=" BAD "/llmc_nan.bin bs=1 seek=5000 conv=notrunc");
-    sh("cp " BAD "/llmc_ok.bin " BAD "/llmc_inf.bin && printf '\\000\\000\\200\\177' | dd of=" BAD "/llmc_inf.bin bs=1 seek=%lld conv=notrunc",
+    if (run_to_file(cmd, BAD "/llmc_ok_out.txt") != 0) {
+        check(0, "bad_inputs_setup", "the llm.c export run failed");
+        return 0;
+    }
+    sh("cp " BAD "/llmc_ok.bin " BAD "/llmc_nan.bin && printf '\\000\\000\\300\\177' | dd of=" BAD
+       "/llmc_nan.bin bs=1 seek=5000 conv=notrunc");
+    sh("cp " BAD "/llmc_ok.bin " BAD "/llmc_inf.bin && printf '\\000\\000\\200\\177' | dd of=" BAD
+       "/llmc_inf.bin bs=1 seek=%lld conv=notrunc",
        file_size(BAD "/llmc_ok.bin") - 40);
     // FIFOs where an input is expected: open() of one blocks until a writer comes
-    sh("cd " BAD " && mkfifo fifo.txt fifo.bin fifo_g1.bin fifo.tok fifo.ckpt fifo.llmc && mkdir -p ck_fifo_latest && mkfifo ck_fifo_latest/LATEST");
+    sh("cd " BAD
+       " && mkfifo fifo.txt fifo.bin fifo_g1.bin fifo.tok fifo.ckpt fifo.llmc && mkdir -p ck_fifo_latest && mkfifo "
+       "ck_fifo_latest/LATEST");
     // text to train on, under names with glob characters and as a glob of several files
     char text[4000];
     for (size_t i = 0; i < sizeof(text); i++) text[i] = "the quick brown fox jumps over the lazy dog. "[i % 45];
@@ -364,10 +399,12 @@ static int bad_inputs_setup(void) {
     sh("mkdir -p $(dirname %s) $(dirname %s)", long_dir, log599);
     snprintf(too_long, sizeof(too_long), BAD "/%05000d", 9);
     snprintf(long_ckpt_args, sizeof(long_ckpt_args), "--steps 2 --ckpt-dir %s", long_dir);
-    snprintf(long_ckpt_check, sizeof(long_ckpt_check), "test -f %s/ckpt_00000002.bin && grep -qx ckpt_00000002.bin %s/LATEST", long_dir, long_dir);
+    snprintf(long_ckpt_check, sizeof(long_ckpt_check),
+             "test -f %s/ckpt_00000002.bin && grep -qx ckpt_00000002.bin %s/LATEST", long_dir, long_dir);
     snprintf(log599_args, sizeof(log599_args), "--steps 2 --log %s --log-ranks", log599);
-    snprintf(log599_check, sizeof(log599_check), "grep -q '\"step\":2,' %s && ! grep -q '\"rank\"' %s && grep -q '\"rank\":0' %s.rank0", log599,
-             log599, log599);
+    snprintf(log599_check, sizeof(log599_check),
+             "grep -q '\"step\":2,' %s && ! grep -q '\"rank\"' %s && grep -q '\"rank\":0' %s.rank0", log599, log599,
+             log599);
     snprintf(too_long_args, sizeof(too_long_args), "--steps 1000000 --ckpt-dir %s", too_long);
     return 1;
 }
@@ -424,18 +461,26 @@ static const BadCase BAD_CASES[] = {
     {"ckpt_nan", "--resume " BAD "/ck_nan/ckpt.bin", "non-finite", 1},
     // checksums: every byte of a checkpoint is verified by the rank that reads it
     {"ckpt_version1", "--resume " BAD "/ck_version1/ckpt.bin", "format version 1 has no checksums", 1},
-    {"ckpt_step_changed", "--resume " BAD "/ck_step_19/ckpt.bin", "the header or the index does not match its checksum", 1},
+    {"ckpt_step_changed", "--resume " BAD "/ck_step_19/ckpt.bin", "the header or the index does not match its checksum",
+     1},
     {"ckpt_n_tensors_changed", "--resume " BAD "/ck_n_tensors/ckpt.bin", "truncated or corrupt", 1},
-    {"ckpt_zeroed_body", "--resume " BAD "/ck_zeroed_body/ckpt.bin", "parameters of tensor wte do not match their checksum", 1},
-    {"ckpt_zeroed_body_tp2_pp2", "--tp 2 --pp 2 --resume " BAD "/ck_zeroed_body/ckpt.bin", "do not match their checksum", 1},
-    {"ckpt_adam_v_bit_flipped", "--resume " BAD "/ck_v_bit/ckpt.bin", "adam v of tensor wte do not match their checksum", 1},
+    {"ckpt_zeroed_body", "--resume " BAD "/ck_zeroed_body/ckpt.bin",
+     "parameters of tensor wte do not match their checksum", 1},
+    {"ckpt_zeroed_body_tp2_pp2", "--tp 2 --pp 2 --resume " BAD "/ck_zeroed_body/ckpt.bin",
+     "do not match their checksum", 1},
+    {"ckpt_adam_v_bit_flipped", "--resume " BAD "/ck_v_bit/ckpt.bin",
+     "adam v of tensor wte do not match their checksum", 1},
     // sizes from flags past their caps, computed in 64 bits before anything is allocated
-    {"schedule_pairs_overflow", "--seq-len 1 --micro-batch 1 --n-layer 64 --vpp 64 --global-batch 9586981", "(micro-batch, chunk) pairs", 1},
-    {"schedule_pairs_past_cap", "--pp 2 --vpp 2 --micro-batch 1 --global-batch 1048578", "(micro-batch, chunk) pairs", 1},
-    {"world_wraps_to_one", "--dp 411849 --cp 20857 --seq-len 41714 --global-batch 411849 --micro-batch 1", "ranks, more than the 1048576", 1},
+    {"schedule_pairs_overflow", "--seq-len 1 --micro-batch 1 --n-layer 64 --vpp 64 --global-batch 9586981",
+     "(micro-batch, chunk) pairs", 1},
+    {"schedule_pairs_past_cap", "--pp 2 --vpp 2 --micro-batch 1 --global-batch 1048578", "(micro-batch, chunk) pairs",
+     1},
+    {"world_wraps_to_one", "--dp 411849 --cp 20857 --seq-len 41714 --global-batch 411849 --micro-batch 1",
+     "ranks, more than the 1048576", 1},
     {"world_wraps_to_zero", "--dp 65536 --tp 512 --pp 128", "ranks, more than the 1048576", 1},
     {"cp_contiguous_names_its_split", "--cp 3 --cp-split contiguous --seq-len 46", "(the contiguous split)", 1},
-    {"ckpt_other_shape_layers", "--n-layer 3 --resume " BAD "/good/ckpt_00000001.bin", "n_layer is 4 in the checkpoint but 3", 1},
+    {"ckpt_other_shape_layers", "--n-layer 3 --resume " BAD "/good/ckpt_00000001.bin",
+     "n_layer is 4 in the checkpoint but 3", 1},
     {"ckpt_other_shape_width", "--d-model 32 --resume " BAD "/good/ckpt_00000001.bin", "d_model", 1},
     {"ckpt_other_arch", "--model llama-tiny --resume " BAD "/good/ckpt_00000001.bin", "arch", 1},
     {"ckpt_other_global_batch", "--global-batch 16 --resume " BAD "/good/ckpt_00000001.bin", "data order", 1},
@@ -444,7 +489,8 @@ static const BadCase BAD_CASES[] = {
     {"ckpt_auto_empty_dir", "--resume auto --ckpt-dir " BAD "/ck_empty_dir", "no checkpoint", 1},
     {"ckpt_auto_missing_dir", "--resume auto --ckpt-dir " BAD "/no_such_dir", "cannot open --ckpt-dir", 1},
     {"ckpt_auto_dangling_latest", "--resume auto --ckpt-dir " BAD "/ck_dangling", "ckpt_00000099.bin", 1},
-    {"ckpt_auto_garbage_latest", "--resume auto --ckpt-dir " BAD "/ck_garbage_latest", "LATEST does not name a checkpoint", 1},
+    {"ckpt_auto_garbage_latest", "--resume auto --ckpt-dir " BAD "/ck_garbage_latest",
+     "LATEST does not name a checkpoint", 1},
     {"ckpt_dir_is_file", "--steps 1 --ckpt-dir " BAD "/a_file", "--ckpt-dir", 1},
     {"log_unwritable", "--steps 1 --log " BAD "/no_such_dir/log.jsonl", "--log", 1},
     {"export_llmc_llama", "--model llama-tiny --steps 1 --export-llmc " BAD "/llama.bin", "GPT-2", 1},
@@ -484,11 +530,14 @@ static const BadCase BAD_CASES[] = {
     // corpus too), llm.c weights and checkpoint state finite, AdamW v >= 0
     {"vocab_below_builtin_corpus", "--steps 3 --vocab 2", "needs vocab >= 256", 1},
     {"vocab_below_val_shard", "--val-data " BAD "/shard_token_range.bin", "token id 300", 1},
-    {"import_llmc_nan", "--steps 1 --import-llmc " BAD "/llmc_nan.bin", "llmc_nan.bin: parameters of tensor wte: non-finite", 1},
-    {"import_llmc_inf", "--steps 0 --import-llmc " BAD "/llmc_inf.bin --export-llmc " BAD "/llmc_out.bin", "llmc_inf.bin: parameters", 1},
+    {"import_llmc_nan", "--steps 1 --import-llmc " BAD "/llmc_nan.bin",
+     "llmc_nan.bin: parameters of tensor wte: non-finite", 1},
+    {"import_llmc_inf", "--steps 0 --import-llmc " BAD "/llmc_inf.bin --export-llmc " BAD "/llmc_out.bin",
+     "llmc_inf.bin: parameters", 1},
     {"ckpt_negative_adam_v", "--resume " BAD "/ck_negative_v/ckpt.bin", "adam v of tensor", 1},
     {"flag_eps_zero", "--eps 0", "--eps must be in", 1},
-    {"tokens_per_rank_past_int", "--seq-len 1048576 --micro-batch 2048 --global-batch 2048", "tokens per data-parallel rank", 1},
+    {"tokens_per_rank_past_int", "--seq-len 1048576 --micro-batch 2048 --global-batch 2048",
+     "tokens per data-parallel rank", 1},
     {"nan_names_its_step", "--steps 3 --resume " BAD "/ck_huge_qkvw/ckpt.bin", "step 2: loss", 1},
     // a path past PATH_MAX is refused at start-up, not cut
     {"ckpt_dir_past_path_max", too_long_args, "--ckpt-dir", 1},
@@ -498,12 +547,17 @@ static const BadCase BAD_CASES[] = {
     {"trace_in_proc", "--steps 1000000 --trace /proc/self/trace.json", "--trace", 1},
     {"trace_onto_dir", "--steps 1000000 --trace " BAD "/a_dir.txt", "exists and is a directory", 1},
     {"log_onto_full_device", "--steps 1000000 --log /dev/full", "exists and is a character device", 1},
-    {"trace_is_the_log", "--steps 1000000 --log " BAD "/same.json --trace " BAD "/same.json", "the same file as --log", 1},
-    {"trace_in_ckpt_dir_names", "--steps 1000000 --ckpt-dir " BAD "/ck_names --trace " BAD "/ck_names/LATEST", "a name --ckpt-dir", 1},
+    {"trace_is_the_log", "--steps 1000000 --log " BAD "/same.json --trace " BAD "/same.json", "the same file as --log",
+     1},
+    {"trace_in_ckpt_dir_names", "--steps 1000000 --ckpt-dir " BAD "/ck_names --trace " BAD "/ck_names/LATEST",
+     "a name --ckpt-dir", 1},
     // ranks started with other settings (MPMD) refuse at start-up, naming the setting
-    {"ranks_disagree_width", "mpirun --oversubscribe --allow-run-as-root --bind-to none -np 1 {train} --d-model 64 : -np 1 {train} --d-model 128",
+    {"ranks_disagree_width",
+     "mpirun --oversubscribe --allow-run-as-root --bind-to none -np 1 {train} --d-model 64 : -np 1 {train} --d-model "
+     "128",
      "ranks disagree on --d-model: rank 0 has 64, rank 1 has 128", 1},
-    {"ranks_disagree_lr", "mpirun --oversubscribe --allow-run-as-root --bind-to none -np 1 {train} --lr 0.01 : -np 1 {train} --lr 0.02",
+    {"ranks_disagree_lr",
+     "mpirun --oversubscribe --allow-run-as-root --bind-to none -np 1 {train} --lr 0.01 : -np 1 {train} --lr 0.02",
      "ranks disagree on --lr: rank 0 has 0.01, rank 1 has 0.02", 1},
     // an existing path is one file whatever its name holds; a glob of text files is text
     {"data_name_with_brackets", "--steps 1 --data '" BAD "/notes[1].txt'", "notes[1].txt", 0},
@@ -522,60 +576,91 @@ static const BadCase BAD_CASES[] = {
 static const BadRun BAD_RUNS[] = {
     // --on-nan skip: a run whose every step is skipped saves nothing, so the good
     // checkpoint it resumed beside stays (and LATEST names it), and it exits 1: nothing trained
-    {{"on_nan_skip_keeps_good_checkpoint", "--on-nan skip --steps 4 --ckpt-every 1 --ckpt-keep 1 --ckpt-dir " BAD "/skip_dir --resume "
-      BAD "/ck_huge_qkvw/ckpt.bin", "every one of the 3 steps was skipped", 1},
-     "rm -rf " BAD "/skip_dir && mkdir " BAD "/skip_dir && cp " BAD "/good/ckpt_00000001.bin " BAD "/good/LATEST " BAD "/skip_dir",
-     "test -f " BAD "/skip_dir/ckpt_00000001.bin && grep -qx ckpt_00000001.bin " BAD "/skip_dir/LATEST && ! ls " BAD "/skip_dir/ckpt_0000000[234].bin"},
+    {{"on_nan_skip_keeps_good_checkpoint",
+      "--on-nan skip --steps 4 --ckpt-every 1 --ckpt-keep 1 --ckpt-dir " BAD "/skip_dir --resume " BAD
+      "/ck_huge_qkvw/ckpt.bin",
+      "every one of the 3 steps was skipped", 1},
+     "rm -rf " BAD "/skip_dir && mkdir " BAD "/skip_dir && cp " BAD "/good/ckpt_00000001.bin " BAD "/good/LATEST " BAD
+     "/skip_dir",
+     "test -f " BAD "/skip_dir/ckpt_00000001.bin && grep -qx ckpt_00000001.bin " BAD "/skip_dir/LATEST && ! ls " BAD
+     "/skip_dir/ckpt_0000000[234].bin"},
     // --resume auto without a manifest: past a newest file cut short, to the newest complete one
     {{"resume_auto_passes_truncated", "--steps 2 --resume auto --ckpt-dir " BAD "/ck_fallback",
       "resumed from " BAD "/ck_fallback/ckpt_00000001.bin", 0},
-     "rm -rf " BAD "/ck_fallback && mkdir " BAD "/ck_fallback && cp " BAD "/good/ckpt_00000001.bin " BAD "/ck_fallback && head -c 5000 "
-     BAD "/good/ckpt_00000001.bin > " BAD "/ck_fallback/ckpt_00000002.bin", NULL},
+     "rm -rf " BAD "/ck_fallback && mkdir " BAD "/ck_fallback && cp " BAD "/good/ckpt_00000001.bin " BAD
+     "/ck_fallback && head -c 5000 " BAD "/good/ckpt_00000001.bin > " BAD "/ck_fallback/ckpt_00000002.bin",
+     NULL},
     // rotation deletes only what this run wrote: resumed from 2 of an older run's 1..6 with
     // --ckpt-keep 2, its own 3 and 4 stay (and the older 5, 6), LATEST names 4, auto resumes it
-    {{"rotation_keeps_this_runs_newest", "--steps 4 --lr 1e-3 --ckpt-every 1 --ckpt-keep 2 --ckpt-dir " BAD "/rot --resume " BAD
-      "/rot/ckpt_00000002.bin", "ckpt_00000004.bin (step 4)", 0},
-     "rm -rf " BAD "/rot && OMP_NUM_THREADS=1 ./train " FLAGS " --steps 6 --ckpt-every 1 --ckpt-keep 10 --ckpt-dir " BAD "/rot",
-     "(cd " BAD "/rot && ls ckpt_0000000[2-6].bin && grep -qx ckpt_00000004.bin LATEST) && OMP_NUM_THREADS=1 ./train " FLAGS
+    {{"rotation_keeps_this_runs_newest",
+      "--steps 4 --lr 1e-3 --ckpt-every 1 --ckpt-keep 2 --ckpt-dir " BAD "/rot --resume " BAD "/rot/ckpt_00000002.bin",
+      "ckpt_00000004.bin (step 4)", 0},
+     "rm -rf " BAD "/rot && OMP_NUM_THREADS=1 ./train " FLAGS " --steps 6 --ckpt-every 1 --ckpt-keep 10 --ckpt-dir " BAD
+     "/rot",
+     "(cd " BAD
+     "/rot && ls ckpt_0000000[2-6].bin && grep -qx ckpt_00000004.bin LATEST) && OMP_NUM_THREADS=1 ./train " FLAGS
      " --steps 5 --ckpt-dir " BAD "/rot --resume auto | grep -q 'resumed from " BAD "/rot/ckpt_00000004.bin'"},
     // ... and never the checkpoint it resumed from or junk of higher steps (garbage, a damaged
     // copy); without LATEST, --resume auto passes over both to this run's newest
-    {{"rotation_spares_resumed_and_junk", "--steps 4 --ckpt-every 1 --ckpt-keep 1 --ckpt-dir " BAD "/rot_junk --resume " BAD
-      "/rot_junk/ckpt_00000001.bin", "ckpt_00000004.bin (step 4)", 0},
-     "rm -rf " BAD "/rot_junk && mkdir " BAD "/rot_junk && (cd " BAD "/rot_junk && cp ../good/ckpt_00000001.bin . && head -c 5000 "
-     "/dev/urandom > ckpt_00000099.bin && cp ckpt_00000001.bin ckpt_00000050.bin && printf x | dd of=ckpt_00000050.bin bs=1 seek=2000 "
+    {{"rotation_spares_resumed_and_junk",
+      "--steps 4 --ckpt-every 1 --ckpt-keep 1 --ckpt-dir " BAD "/rot_junk --resume " BAD "/rot_junk/ckpt_00000001.bin",
+      "ckpt_00000004.bin (step 4)", 0},
+     "rm -rf " BAD "/rot_junk && mkdir " BAD "/rot_junk && (cd " BAD
+     "/rot_junk && cp ../good/ckpt_00000001.bin . && head -c 5000 "
+     "/dev/urandom > ckpt_00000099.bin && cp ckpt_00000001.bin ckpt_00000050.bin && printf x | dd of=ckpt_00000050.bin "
+     "bs=1 seek=2000 "
      "conv=notrunc)",
-     "(cd " BAD "/rot_junk && ls ckpt_00000001.bin ckpt_00000004.bin ckpt_00000050.bin ckpt_00000099.bin && ! ls ckpt_0000000[23].bin && "
+     "(cd " BAD "/rot_junk && ls ckpt_00000001.bin ckpt_00000004.bin ckpt_00000050.bin ckpt_00000099.bin && ! ls "
+                "ckpt_0000000[23].bin && "
      "grep -qx ckpt_00000004.bin LATEST && rm LATEST) && OMP_NUM_THREADS=1 ./train " FLAGS " --steps 5 --ckpt-dir " BAD
      "/rot_junk --resume auto | grep -q 'resumed from " BAD "/rot_junk/ckpt_00000004.bin'"},
     // the JSON log is JSON when a value is not finite: null, never nan or inf
-    {{"json_log_nonfinite_as_null", "--on-nan skip --lr 10 --warmup 1 --grad-clip 0 --beta2 0 --steps 8 --log " BAD "/nan_log.jsonl",
-      "skipped:", 0}, NULL, "grep -q null " BAD "/nan_log.jsonl && ! grep -Eq ':[-+]?(nan|inf)' " BAD "/nan_log.jsonl"},
+    {{"json_log_nonfinite_as_null",
+      "--on-nan skip --lr 10 --warmup 1 --grad-clip 0 --beta2 0 --steps 8 --log " BAD "/nan_log.jsonl", "skipped:", 0},
+     NULL,
+     "grep -q null " BAD "/nan_log.jsonl && ! grep -Eq ':[-+]?(nan|inf)' " BAD "/nan_log.jsonl"},
     // long paths are whole: every file where its name says
     {{"ckpt_dir_1028_chars", long_ckpt_args, "ckpt_00000002.bin (step 2)", 0}, NULL, long_ckpt_check},
     {{"log_599_chars_with_rank_logs", log599_args, "measured:", 0}, NULL, log599_check},
     // outputs at start-up: what is not a regular file is never replaced, an input never overwritten
-    {{"trace_onto_fifo", "--steps 1000000 --trace " BAD "/out_fifo", "exists and is a FIFO", 1}, FIFO_AT(BAD "/out_fifo"), "test -p " BAD "/out_fifo"},
-    {{"export_onto_fifo", "--steps 1000000 --export-llmc " BAD "/out_fifo", "exists and is a FIFO", 1}, FIFO_AT(BAD "/out_fifo"),
+    {{"trace_onto_fifo", "--steps 1000000 --trace " BAD "/out_fifo", "exists and is a FIFO", 1},
+     FIFO_AT(BAD "/out_fifo"),
      "test -p " BAD "/out_fifo"},
-    {{"export_onto_symlink", "--steps 1000000 --export-llmc " BAD "/out_link", "exists and is a symbolic link", 1}, "ln -sfn a_file " BAD "/out_link",
+    {{"export_onto_fifo", "--steps 1000000 --export-llmc " BAD "/out_fifo", "exists and is a FIFO", 1},
+     FIFO_AT(BAD "/out_fifo"),
+     "test -p " BAD "/out_fifo"},
+    {{"export_onto_symlink", "--steps 1000000 --export-llmc " BAD "/out_link", "exists and is a symbolic link", 1},
+     "ln -sfn a_file " BAD "/out_link",
      "test -L " BAD "/out_link"},
-    {{"log_onto_fifo", "--steps 1000000 --log " BAD "/out_fifo", "exists and is a FIFO", 1}, FIFO_AT(BAD "/out_fifo"), "test -p " BAD "/out_fifo"},
+    {{"log_onto_fifo", "--steps 1000000 --log " BAD "/out_fifo", "exists and is a FIFO", 1},
+     FIFO_AT(BAD "/out_fifo"),
+     "test -p " BAD "/out_fifo"},
     {{"ckpt_dir_fifo_latest", "--steps 1000000 --ckpt-dir " BAD "/ck_fifo_out", "LATEST: exists and is a FIFO", 1},
-     "mkdir -p " BAD "/ck_fifo_out && " FIFO_AT(BAD "/ck_fifo_out/LATEST"), "test -p " BAD "/ck_fifo_out/LATEST"},
-    {{"ckpt_dir_dir_at_ckpt_name", "--steps 1000000 --ckpt-every 1 --ckpt-dir " BAD "/ck_dir_out", "/ck_dir_out/ckpt_00000001.bin is a directory", 1},
-     "mkdir -p " BAD "/ck_dir_out/ckpt_00000001.bin", "test -d " BAD "/ck_dir_out/ckpt_00000001.bin"},
-    {{"log_is_the_data", "--steps 1000000 --data " BAD "/text_copy.txt --log " BAD "/text_copy.txt", "is a file this run reads", 1},
-     "cp " BAD "/text_ok.txt " BAD "/text_copy.txt", "cmp -s " BAD "/text_ok.txt " BAD "/text_copy.txt"},
-    // every write of a log, trace or checkpoint is checked: a file-size limit makes one
-    // fail mid-run, as a full disk would (PMIx's shared-memory store would not start under
-    // the limit: PMIX_MCA_gds=hash keeps it in memory; sh's ulimit -f counts 512-byte
-    // blocks, and the run's own output must fit under it)
+     "mkdir -p " BAD "/ck_fifo_out && " FIFO_AT(BAD "/ck_fifo_out/LATEST"),
+     "test -p " BAD "/ck_fifo_out/LATEST"},
+    {{"ckpt_dir_dir_at_ckpt_name", "--steps 1000000 --ckpt-every 1 --ckpt-dir " BAD "/ck_dir_out",
+      "/ck_dir_out/ckpt_00000001.bin is a directory", 1},
+     "mkdir -p " BAD "/ck_dir_out/ckpt_00000001.bin",
+     "test -d " BAD "/ck_dir_out/ckpt_00000001.bin"},
+    {{"log_is_the_data", "--steps 1000000 --data " BAD "/text_copy.txt --log " BAD "/text_copy.txt",
+      "is a file this run reads", 1},
+     "cp " BAD "/text_ok.txt " BAD "/text_copy.txt",
+     "cmp -s " BAD "/text_ok.txt " BAD "/text_copy.txt"},
+// every write of a log, trace or checkpoint is checked: a file-size limit makes one
+// fail mid-run, as a full disk would (PMIx's shared-memory store would not start under
+// the limit: PMIX_MCA_gds=hash keeps it in memory; sh's ulimit -f counts 512-byte
+// blocks, and the run's own output must fit under it)
 #define FILE_LIMIT_KB(n) "export PMIX_MCA_gds=hash; trap '' XFSZ; ulimit -f " #n
-    {{"log_write_fails", "--steps 40 --global-batch 8 --log " BAD "/big_log.jsonl", "--log " BAD "/big_log.jsonl: write failed", 1}, FILE_LIMIT_KB(8), NULL},
-    {{"trace_write_fails", "--steps 3 --micro-batch 1 --trace " BAD "/big_trace.json", "--trace: write to " BAD "/big_trace.json.tmp.", 1},
-     FILE_LIMIT_KB(8), "! test -e " BAD "/big_trace.json"},
-    {{"ckpt_write_fails", "--steps 2 --ckpt-dir " BAD "/ck_small", "checkpoint: write to", 1}, "rm -rf " BAD "/ck_small; " FILE_LIMIT_KB(64),
+    {{"log_write_fails", "--steps 40 --global-batch 8 --log " BAD "/big_log.jsonl",
+      "--log " BAD "/big_log.jsonl: write failed", 1},
+     FILE_LIMIT_KB(8),
+     NULL},
+    {{"trace_write_fails", "--steps 3 --micro-batch 1 --trace " BAD "/big_trace.json",
+      "--trace: write to " BAD "/big_trace.json.tmp.", 1},
+     FILE_LIMIT_KB(8),
+     "! test -e " BAD "/big_trace.json"},
+    {{"ckpt_write_fails", "--steps 2 --ckpt-dir " BAD "/ck_small", "checkpoint: write to", 1},
+     "rm -rf " BAD "/ck_small; " FILE_LIMIT_KB(64),
      "! ls " BAD "/ck_small/ckpt_*.bin"},
 };
 #undef FIFO_AT
@@ -592,7 +677,10 @@ static void suite_bad_inputs(void) {
     ckpt_dir_lock_test("./train");
     nompi_build();
     printf("(bad inputs through ./train: %d cases, %.1f s)\n", n + n_runs + 2, now_s() - t0);
-    if (!build_asan()) { check(0, "asan_build", "mpicc -fsanitize=address,undefined failed (see " ROOT "/asan_build.txt)"); return; }
+    if (!build_asan()) {
+        check(0, "asan_build", "mpicc -fsanitize=address,undefined failed (see " ROOT "/asan_build.txt)");
+        return;
+    }
     t0 = now_s();
     for (int i = 0; i < n; i++) bad_run("./train_asan", &BAD_CASES[i], NULL, NULL);
     for (int i = 0; i < n_runs; i++) bad_run("./train_asan", &BAD_RUNS[i].k, BAD_RUNS[i].setup, BAD_RUNS[i].check);
@@ -600,11 +688,13 @@ static void suite_bad_inputs(void) {
     // and a clean run under the sanitizers: train a step, checkpoint, resume 1 more
     char out[300];
     snprintf(out, sizeof(out), BAD "/asan_clean.txt");
-    snprintf(cmd, sizeof(cmd), "ASAN_OPTIONS=detect_leaks=0 OMP_NUM_THREADS=1 ./train_asan " FLAGS " --steps 1 --ckpt-dir " BAD
-             "/asan_ck && ASAN_OPTIONS=detect_leaks=0 OMP_NUM_THREADS=1 ./train_asan " FLAGS " --steps 2 --ckpt-dir " BAD
-             "/asan_ck --resume auto");
+    snprintf(cmd, sizeof(cmd),
+             "ASAN_OPTIONS=detect_leaks=0 OMP_NUM_THREADS=1 ./train_asan " FLAGS " --steps 1 --ckpt-dir " BAD
+             "/asan_ck && ASAN_OPTIONS=detect_leaks=0 OMP_NUM_THREADS=1 ./train_asan " FLAGS
+             " --steps 2 --ckpt-dir " BAD "/asan_ck --resume auto");
     rc = run_to_file(cmd, out);
     int clean = !file_has(out, "Sanitizer") && !file_has(out, "runtime error:");
-    check(rc == 0 && clean, "asan_clean_train_and_resume", "exit %d, %s", rc, clean ? "no sanitizer report" : "SANITIZER REPORT in " BAD "/asan_clean.txt");
+    check(rc == 0 && clean, "asan_clean_train_and_resume", "exit %d, %s", rc,
+          clean ? "no sanitizer report" : "SANITIZER REPORT in " BAD "/asan_clean.txt");
     printf("(bad inputs through ./train_asan: %d cases, %.1f s)\n", n + n_runs + 1, now_s() - t0);
 }

@@ -19,7 +19,8 @@ static int reference(const char* tag, const char* model_flags, Log* g) {
     int ok = rc == 0 && log_read(log, g) == REF_STEPS;
     double drop = ok ? atof(g->loss[1]) - atof(g->loss[REF_STEPS]) : 0;
     ok = ok && drop > 0.05;  // equal losses prove little unless the model learns
-    check(ok, tag, "exit %d, loss %s -> %s over %d steps (%.1f s)", rc, g->loss[1], g->loss[REF_STEPS], REF_STEPS, now_s() - t0);
+    check(ok, tag, "exit %d, loss %s -> %s over %d steps (%.1f s)", rc, g->loss[1], g->loss[REF_STEPS], REF_STEPS,
+          now_s() - t0);
     return ok;
 }
 
@@ -31,7 +32,8 @@ static void resume_and_compare(const char* tag, const char* dir, int expect_step
     char cmd[4096], out[300], log[300], why[1024] = "";
     snprintf(out, sizeof(out), "%s/resume_out.txt", dir);
     snprintf(log, sizeof(log), "%s/resume_log.jsonl", dir);
-    snprintf(cmd, sizeof(cmd), TRAIN "--steps %d --ckpt-every 2 --log %s --ckpt-dir %s --resume auto %s", REF_STEPS, log, dir, extra);
+    snprintf(cmd, sizeof(cmd), TRAIN "--steps %d --ckpt-every 2 --log %s --ckpt-dir %s --resume auto %s", REF_STEPS,
+             log, dir, extra);
     int rc = run_to_file(cmd, out);
     int s = resumed_step(out);
     Log g;
@@ -50,7 +52,8 @@ static void resume_more(const char* tag, const char* suffix, const char* dir, co
     char cmd[4096], out[300], log[300], name[160], why[512] = "";
     snprintf(out, sizeof(out), "%s/resume_out.txt", dir);
     snprintf(log, sizeof(log), "%s/resume_log.jsonl", dir);
-    snprintf(cmd, sizeof(cmd), TRAIN "%s --steps %d --log %s --ckpt-dir %s --resume auto", layout, latest + k, log, dir);
+    snprintf(cmd, sizeof(cmd), TRAIN "%s --steps %d --log %s --ckpt-dir %s --resume auto", layout, latest + k, log,
+             dir);
     int rc = run_to_file(cmd, out);
     Log g;
     log_read(log, &g);
@@ -64,8 +67,8 @@ static void resume_more(const char* tag, const char* suffix, const char* dir, co
         check(ok, name, "exit %d, steps %d..%d loss rel %.1e vs the 1-rank run%s%s", rc, latest + 1, latest + k, worst,
                *why ? "; " : "", why);
     else
-        check(ok, name, "exit %d, steps %d..%d, last loss %s (past the %d-step reference: not compared)", rc, latest + 1,
-               latest + k, g.loss[latest + k], REF_STEPS);
+        check(ok, name, "exit %d, steps %d..%d, last loss %s (past the %d-step reference: not compared)", rc,
+              latest + 1, latest + k, g.loss[latest + k], REF_STEPS);
 }
 
 static void kill_after_step(int k) {
@@ -81,21 +84,26 @@ static void kill_after_step(int k) {
     log_read(log, &g);
     int latest = ckpt_dir_check(dir, FLAGS, why);
     int ok = reached && rc == 128 + SIGKILL && latest >= 0 && g.last < REF_STEPS;
-    check(ok, tag, "killed after step %d (exit %d), LATEST step %d, checkpoints complete%s%s", g.last, rc, latest, *why ? "; " : "", why);
+    check(ok, tag, "killed after step %d (exit %d), LATEST step %d, checkpoints complete%s%s", g.last, rc, latest,
+          *why ? "; " : "", why);
     if (ok) resume_and_compare(tag, dir, latest > 0 ? latest : -1, "");
 }
 
 // Kill the run the moment a file named `target` and 7 more characters (mkstemp's ".XXXXXX",
 // files.h atomic_open) in dir has grown past min_bytes while being written (inotify), once file
 // `after` (in dir, NULL: none) exists: in the middle of a checkpoint or manifest write.
-static void kill_during_write(const char* tag, const char* target, long long min_bytes, const char* after, long long full) {
+static void kill_during_write(const char* tag, const char* target, long long min_bytes, const char* after,
+                              long long full) {
     char dir[256], cmd[4096], out[300], log[300], why[512] = "", tpath[512];
     run_dir(tag, dir, out, log);
     snprintf(tpath, sizeof(tpath), "%s/%s", dir, target);
     char apath[512];
     snprintf(apath, sizeof(apath), "%s/%s", dir, after ? after : "");
     int fd = inotify_init1(IN_NONBLOCK);
-    if (fd < 0 || inotify_add_watch(fd, dir, IN_CREATE | IN_MODIFY | IN_MOVED_TO) < 0) { check(0, tag, "inotify: %s", strerror(errno)); return; }
+    if (fd < 0 || inotify_add_watch(fd, dir, IN_CREATE | IN_MODIFY | IN_MOVED_TO) < 0) {
+        check(0, tag, "inotify: %s", strerror(errno));
+        return;
+    }
     snprintf(cmd, sizeof(cmd), TRAIN "--steps %d --ckpt-every 2 --log %s --ckpt-dir %s", REF_STEPS, log, dir);
     pid_t pid = spawn(cmd, out);
     int hit = 0, n_partial = 0, n_renamed = 0;
@@ -123,11 +131,13 @@ static void kill_during_write(const char* tag, const char* target, long long min
                 if (ev->mask & IN_MOVED_TO) {
                     char fpath[600];
                     snprintf(fpath, sizeof(fpath), "%s/%s", dir, ev->name);
-                    if (file_size(fpath) >= 0 && file_size(fpath) != ckpt_full) n_partial++;  // (rotation may remove it)
+                    if (file_size(fpath) >= 0 && file_size(fpath) != ckpt_full)
+                        n_partial++;  // (rotation may remove it)
                     n_renamed++;
                 }
             }
-            int is_target = ev->len && !strncmp(ev->name, target, strlen(target)) && strlen(ev->name) == strlen(target) + 7;
+            int is_target =
+                ev->len && !strncmp(ev->name, target, strlen(target)) && strlen(ev->name) == strlen(target) + 7;
             if (is_target) snprintf(tpath, sizeof(tpath), "%s/%s", dir, ev->name);
             if (is_target && file_size(tpath) >= min_bytes && (!after || file_size(apath) >= 0)) {
                 kill(pid, SIGKILL);
@@ -143,8 +153,10 @@ static void kill_during_write(const char* tag, const char* target, long long min
     int latest = ckpt_dir_check(dir, FLAGS, why);
     // the write must still have been under way: the temp file left behind
     int ok = hit && rc == 128 + SIGKILL && size_at_kill >= 0 && latest >= 0 && n_partial == 0;
-    check(ok, tag, "killed while %s was %lld of %lld bytes (exit %d); LATEST step %d; final names complete (%d renames "
-           "seen, %d final names created directly or short)%s%s", target, size_at_kill, full, rc, latest, n_renamed, n_partial, *why ? "; " : "", why);
+    check(ok, tag,
+          "killed while %s was %lld of %lld bytes (exit %d); LATEST step %d; final names complete (%d renames "
+          "seen, %d final names created directly or short)%s%s",
+          target, size_at_kill, full, rc, latest, n_renamed, n_partial, *why ? "; " : "", why);
     if (!ok) return;
     // The directory scan (no manifest) must ignore the .tmp as well: resume a copy without LATEST.
     char copy[300];
@@ -175,7 +187,8 @@ static void suite_sigkill(void) {
     long long full = ckpt_file_bytes(P->n_full, P->n);
     free(P);
     kill_during_write("sigkill_mid_checkpoint_write", "ckpt_00000006.bin.tmp", 1, NULL, full);
-    kill_during_write("sigkill_mid_manifest_write", "LATEST.tmp", 0, "ckpt_00000004.bin", 18);  // 4 renamed, LATEST still 2
+    kill_during_write("sigkill_mid_manifest_write", "LATEST.tmp", 0, "ckpt_00000004.bin",
+                      18);  // 4 renamed, LATEST still 2
 }
 
 // ----------------------------------------------------------------------------
@@ -225,9 +238,9 @@ static void signal_ranks(const char* tag, const char* layout, int sig, int to_on
     log_read(log, &g);
     int latest = ckpt_dir_check(dir, FLAGS, why);
     int ok = reached && rc == 128 + sig && latest > 0 && latest >= g.last - 1 && file_has(out, "stopped by signal");
-    check(ok, tag, "signal %d to %s: exit %d in %.1f s after step %d, checkpoint step %d, 'stopped by signal' %s%s%s", sig,
-          to_one_rank ? "one rank" : "the launcher", rc, dt, g.last, latest, file_has(out, "stopped by signal") ? "printed" : "missing",
-          *why ? "; " : "", why);
+    check(ok, tag, "signal %d to %s: exit %d in %.1f s after step %d, checkpoint step %d, 'stopped by signal' %s%s%s",
+          sig, to_one_rank ? "one rank" : "the launcher", rc, dt, g.last, latest,
+          file_has(out, "stopped by signal") ? "printed" : "missing", *why ? "; " : "", why);
     if (latest <= 0 || strcmp(layout, "--tp 2 --pp 2")) return;
     // resumable: 2 more steps under the same layout
     resume_more(tag, "_resume", dir, layout, latest, 2);
@@ -237,7 +250,8 @@ static void signal_ranks(const char* tag, const char* layout, int sig, int to_on
 // evaluation, the reading of the data. The run must end within a few seconds with 128 +
 // sig and say so. wait_text: what the output or the log shows once the loop has begun (NULL:
 // wait `wait_s` seconds instead).
-static void stop_in_loop(const char* tag, const char* args, const char* wait_text, double wait_s, int sig, const char* said) {
+static void stop_in_loop(const char* tag, const char* args, const char* wait_text, double wait_s, int sig,
+                         const char* said) {
     char dir[256], cmd[4096], out[300], log[300];
     run_dir(tag, dir, out, log);
     snprintf(cmd, sizeof(cmd), TRAIN "%s --log %s", args, log);
@@ -254,8 +268,8 @@ static void stop_in_loop(const char* tag, const char* args, const char* wait_tex
     double dt = now_s() - t1;
     if (rc < 0) kill_group(pid);
     int ok = reached && rc == 128 + sig && dt < 10 && file_has(out, said);
-    check(ok, tag, "signal %d once '%s' showed: exit %d after %.1f s, '%s' %s", sig, wait_text ? wait_text : "(start-up)", rc, dt, said,
-          file_has(out, said) ? "printed" : "missing");
+    check(ok, tag, "signal %d once '%s' showed: exit %d after %.1f s, '%s' %s", sig,
+          wait_text ? wait_text : "(start-up)", rc, dt, said, file_has(out, said) ? "printed" : "missing");
 }
 
 // Bytes pid has read through read() so far (/proc/PID/io's rchar), or -1.
@@ -297,7 +311,8 @@ static void watchdog_not_in_startup(const char* big) {
 // ----------------------------------------------------------------------------
 // 3. Resharding: steps 1..4 under layout A, 5..8 under layout B.
 
-static void reshard(const char* tag, const char* model_flags, const Log* r, const char* ref_dir, const char* from, const char* to) {
+static void reshard(const char* tag, const char* model_flags, const Log* r, const char* ref_dir, const char* from,
+                    const char* to) {
     char dir[256], cmd[4096], out[300], log[300], why[512] = "", mflags[1024];
     snprintf(dir, sizeof(dir), ROOT "/reshard_%s", tag);
     fresh_dir(dir);
@@ -313,7 +328,8 @@ static void reshard(const char* tag, const char* model_flags, const Log* r, cons
     Log g;
     log_read(log, &g);
     double worst_loss = 0;
-    int ok = rc1 == 0 && rc2 == 0 && resumed_step(out) == 4 && g.first == 5 && losses_match(r, &g, 5, 8, 0, why, &worst_loss);
+    int ok = rc1 == 0 && rc2 == 0 && resumed_step(out) == 4 && g.first == 5 &&
+             losses_match(r, &g, 5, 8, 0, why, &worst_loss);
     char a[600], b[600];
     snprintf(a, sizeof(a), "%s/ckpt_00000008.bin", ref_dir);
     snprintf(b, sizeof(b), "%s/ckpt_00000008.bin", dir);
@@ -322,8 +338,8 @@ static void reshard(const char* tag, const char* model_flags, const Log* r, cons
     ok = ok && worst_param <= TOL;
     char name[128];
     snprintf(name, sizeof(name), "reshard_%s", tag);
-    check(ok, name, "[%s] -> [%s]: exits %d %d, steps 5..8 loss rel %.1e, params rel %.1e (%.1f s)%s%s", from, to, rc1, rc2,
-           worst_loss, worst_param, now_s() - t0, *why ? "; " : "", why);
+    check(ok, name, "[%s] -> [%s]: exits %d %d, steps 5..8 loss rel %.1e, params rel %.1e (%.1f s)%s%s", from, to, rc1,
+          rc2, worst_loss, worst_param, now_s() - t0, *why ? "; " : "", why);
 }
 
 // ----------------------------------------------------------------------------
@@ -334,8 +350,9 @@ static void rank_killed(void) {
     char dir[256], cmd[4096], out[300], log[300], why[512] = "";
     run_dir(tag, dir, out, log);
     const double timeout = 20, margin = 15;
-    snprintf(cmd, sizeof(cmd), TRAIN "--dp 2 --tp 2 --pp 2 --timeout-s %.0f --steps 1000 --ckpt-every 1 --log %s --ckpt-dir %s",
-             timeout, log, dir);
+    snprintf(cmd, sizeof(cmd),
+             TRAIN "--dp 2 --tp 2 --pp 2 --timeout-s %.0f --steps 1000 --ckpt-every 1 --log %s --ckpt-dir %s", timeout,
+             log, dir);
     pid_t pid = spawn(cmd, out);
     int reached = wait_log(log, 2, pid, 120);
     pid_t ranks[16];
@@ -355,8 +372,10 @@ static void rank_killed(void) {
     }
     int latest = ckpt_dir_check(dir, FLAGS, why);
     int ok = reached && nr == 8 && rc > 0 && n_left == 0 && latest > 0;
-    check(ok, tag, "%d ranks, killed pid %d: launcher exit %d, all processes gone after %.1f s (limit %.0f), %d left; LATEST step %d%s%s",
-           nr, (int)victim, rc, gone, timeout + margin, n_left, latest, *why ? "; " : "", why);
+    check(ok, tag,
+          "%d ranks, killed pid %d: launcher exit %d, all processes gone after %.1f s (limit %.0f), %d left; LATEST "
+          "step %d%s%s",
+          nr, (int)victim, rc, gone, timeout + margin, n_left, latest, *why ? "; " : "", why);
     if (latest <= 0) return;
     // the last complete checkpoint resumes on one rank and trains a step
     resume_more(tag, "_resume_1rank", dir, "", latest, 1);
@@ -369,7 +388,8 @@ static void rank_hung(void) {
     char dir[256], cmd[4096], out[300], log[300];
     run_dir(tag, dir, out, log);
     const double timeout = 5, margin = 15;
-    snprintf(cmd, sizeof(cmd), TRAIN "--dp 2 --tp 2 --timeout-s %.0f --steps 1000 --log %s --ckpt-dir %s", timeout, log, dir);
+    snprintf(cmd, sizeof(cmd), TRAIN "--dp 2 --tp 2 --timeout-s %.0f --steps 1000 --log %s --ckpt-dir %s", timeout, log,
+             dir);
     pid_t pid = spawn(cmd, out);
     int reached = wait_log(log, 2, pid, 120);
     pid_t ranks[16];
@@ -389,6 +409,8 @@ static void rank_hung(void) {
     }
     int said = file_has(out, "no progress for");
     int ok = reached && nr == 4 && rc > 0 && n_left == 0 && gone >= timeout - 1 && said;
-    check(ok, tag, "%d ranks, stopped pid %d: launcher exit %d, all processes gone after %.1f s (--timeout-s %.0f, limit %.0f), "
-           "%d left, watchdog message %s", nr, (int)victim, rc, gone, timeout, timeout + margin, n_left, said ? "printed" : "missing");
+    check(ok, tag,
+          "%d ranks, stopped pid %d: launcher exit %d, all processes gone after %.1f s (--timeout-s %.0f, limit %.0f), "
+          "%d left, watchdog message %s",
+          nr, (int)victim, rc, gone, timeout, timeout + margin, n_left, said ? "printed" : "missing");
 }

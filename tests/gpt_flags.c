@@ -29,7 +29,8 @@ static void test_flag_table(void) {
             for (int k = 0; k < 4; k++) {
                 snprintf(flags, sizeof(flags), "%s %ld", f->flag, at[k]);
                 if (flags_refused(flags, want) != (k >= 2) && !bad_range[0])
-                    snprintf(bad_range, sizeof(bad_range), "'%s' %s", flags, k < 2 ? "refused by its range" : "not refused");
+                    snprintf(bad_range, sizeof(bad_range), "'%s' %s", flags,
+                             k < 2 ? "refused by its range" : "not refused");
             }
             n_ranges++;
         } else if (f->type == FLAG_NUM) {
@@ -38,7 +39,8 @@ static void test_flag_table(void) {
             for (int k = 0; k < 4; k++) {
                 snprintf(flags, sizeof(flags), "%s %.17g", f->flag, at[k]);
                 if (flags_refused(flags, want) != (k >= 2) && !bad_range[0])
-                    snprintf(bad_range, sizeof(bad_range), "'%s' %s", flags, k < 2 ? "refused by its range" : "not refused");
+                    snprintf(bad_range, sizeof(bad_range), "'%s' %s", flags,
+                             k < 2 ? "refused by its range" : "not refused");
             }
             n_ranges++;
         } else if (f->type == FLAG_CHOICE) {
@@ -53,29 +55,34 @@ static void test_flag_table(void) {
             }
             snprintf(flags, sizeof(flags), "%s none-of-these", f->flag);
             snprintf(want, sizeof(want), "%s must be ", f->flag);
-            if (!flags_refused(flags, want) && !bad_choice[0]) snprintf(bad_choice, sizeof(bad_choice), "'%s' not refused", flags);
+            if (!flags_refused(flags, want) && !bad_choice[0])
+                snprintf(bad_choice, sizeof(bad_choice), "'%s' not refused", flags);
             n_choices++;
         }
     }
-    check(!bad_range[0], "flags/table: each range's ends accepted, one past them refused naming the range", "%d flags%s%s",
-          n_ranges, bad_range[0] ? ": " : "", bad_range);
-    check(!bad_choice[0], "flags/table: each choice's names stored as their index, another name refused", "%d flags%s%s",
-          n_choices, bad_choice[0] ? ": " : "", bad_choice);
-    check(planner_ok && !strcmp(SIZE_FLAGS[SIZE_N_LAYER].flag, "--n-layer") && !strcmp(SIZE_FLAGS[SIZE_CP_ULYSSES].flag, "--cp-ulysses"),
+    check(!bad_range[0], "flags/table: each range's ends accepted, one past them refused naming the range",
+          "%d flags%s%s", n_ranges, bad_range[0] ? ": " : "", bad_range);
+    check(!bad_choice[0], "flags/table: each choice's names stored as their index, another name refused",
+          "%d flags%s%s", n_choices, bad_choice[0] ? ": " : "", bad_choice);
+    check(planner_ok && !strcmp(SIZE_FLAGS[SIZE_N_LAYER].flag, "--n-layer") &&
+              !strcmp(SIZE_FLAGS[SIZE_CP_ULYSSES].flag, "--cp-ulysses"),
           "flags/table: the planner's rows are SIZE_FLAGS, --n-layer to --cp-ulysses", NULL);
 }
 
 static void test_flags(void) {
-    Args* a = new_args("--model tiny --n-layer 3 --d-model 32 --lr 2e-4 --steps 7 --micro-batch 3 --tp 2 --pp 3 --vpp 2 --sp "
-                       "--zero 1 --recompute selective --on-nan skip --seed 5 --schedule gpipe --ckpt-dir /x --resume auto");
+    Args* a = new_args(
+        "--model tiny --n-layer 3 --d-model 32 --lr 2e-4 --steps 7 --micro-batch 3 --tp 2 --pp 3 --vpp 2 --sp "
+        "--zero 1 --recompute selective --on-nan skip --seed 5 --schedule gpipe --ckpt-dir /x --resume auto");
     ModelConfig* c = &a->cfg;
-    check(c->n_layer == 3 && c->d_model == 32 && c->d_ff == 128 && fabsf(c->lr - 2e-4f) < 1e-10f && c->steps == 7 && c->micro_batch == 3 &&
-          c->tp == 2 && c->pp == 3 && c->vpp == 2 && c->sp && c->zero == 1 && c->recompute == RECOMPUTE_SELECTIVE && a->on_nan_skip &&
-          c->seed == 5 && c->schedule == SCHED_GPIPE && !strcmp(a->ckpt_dir, "/x") && !strcmp(a->resume, "auto") &&
-          c->n_head == 4 && c->seq_len == 32 && c->vocab == 257 && c->vocab_padded == 384,
+    check(c->n_layer == 3 && c->d_model == 32 && c->d_ff == 128 && fabsf(c->lr - 2e-4f) < 1e-10f && c->steps == 7 &&
+              c->micro_batch == 3 && c->tp == 2 && c->pp == 3 && c->vpp == 2 && c->sp && c->zero == 1 &&
+              c->recompute == RECOMPUTE_SELECTIVE && a->on_nan_skip && c->seed == 5 && c->schedule == SCHED_GPIPE &&
+              !strcmp(a->ckpt_dir, "/x") && !strcmp(a->resume, "auto") && c->n_head == 4 && c->seq_len == 32 &&
+              c->vocab == 257 && c->vocab_padded == 384,
           "flags/good command line parsed (preset + overrides, d_ff follows d_model)", NULL);
     Args* d = new_args("");
-    check(!strcmp(d->model, "small") && d->cfg.schedule == SCHED_1F1B && d->cfg.d_model == 128 && d->cfg.steps == 1500, "flags/defaults", NULL);
+    check(!strcmp(d->model, "small") && d->cfg.schedule == SCHED_1F1B && d->cfg.d_model == 128 && d->cfg.steps == 1500,
+          "flags/defaults", NULL);
     Args* v = new_args("--vpp 2");
     check(v->cfg.schedule == SCHED_INTERLEAVED, "flags/--vpp > 1 defaults to interleaved", NULL);
     Args* l = new_args("--arch llama");
@@ -121,7 +128,9 @@ static void test_flags(void) {
 
 static void resolve_batch_child(void* a) { resolve_batch((Args*)a); }
 static void test_layout_check(void) {
-    struct { const char* flags; int world; const char* want; } cases[] = {  // want NULL: accepted
+    struct { const char* flags; int world; const char* want;
+    } cases[] = {
+        // want NULL: accepted
         {"--model tiny", 1, NULL},
         {"--model tiny --dp 2 --tp 2 --pp 2 --global-batch 64 --micro-batch 4 --sp --zero 2", 8, NULL},
         {"--model tiny --pp 2 --vpp 2 --micro-batch 2 --global-batch 4", 2, NULL},
@@ -136,18 +145,21 @@ static void test_layout_check(void) {
         {"--model tiny --pp 2 --vpp 2 --micro-batch 1 --global-batch 3", 2, "multiple of pp"},
         {"--model tiny --zero 1", 1, "needs dp x cp > 1"},
         {"--model tiny --tp 2 --sp --seq-len 33", 2, "not divisible by tp"},
-        {"--model tiny --seq-len 1048576 --micro-batch 2048 --global-batch 2048", 1, "tokens per data-parallel rank per step, more than"},
+        {"--model tiny --seq-len 1048576 --micro-batch 2048 --global-batch 2048", 1,
+         "tokens per data-parallel rank per step, more than"},
         {"--model tiny --dp 2 --seq-len 1048576 --micro-batch 1024 --global-batch 2048", 2, NULL},
     };
     for (size_t i = 0; i < sizeof(cases) / sizeof(cases[0]); i++) {
         Args* a = new_args(cases[i].flags);
         char why[512], name[200];
         const char* r = layout_check(&a->cfg, cases[i].world, why);
-        snprintf(name, sizeof(name), "layout_check/'%s' on %d rank%s %s", cases[i].flags, cases[i].world, cases[i].world > 1 ? "s" : "",
-                 cases[i].want ? "rejected" : "accepted");
-        if (cases[i].want) check(r && strstr(r, cases[i].want), name, "got \"%s\", want \"%s\"", r ? r : "(accepted)", cases[i].want);
+        snprintf(name, sizeof(name), "layout_check/'%s' on %d rank%s %s", cases[i].flags, cases[i].world,
+                 cases[i].world > 1 ? "s" : "", cases[i].want ? "rejected" : "accepted");
+        if (cases[i].want)
+            check(r && strstr(r, cases[i].want), name, "got \"%s\", want \"%s\"", r ? r : "(accepted)", cases[i].want);
         else check(!r, name, "got \"%s\"", r ? r : "");
     }    // --micro-batch alone sets the global batch to dp x pp x micro-batch: in 64 bits, capped
     Args* big = new_args("--model tiny --dp 4096 --micro-batch 1048576");
-    check_fails("layout_check/--micro-batch 2^20 x dp 4096 as the global batch refused", resolve_batch_child, big, "more than 2^30");
+    check_fails("layout_check/--micro-batch 2^20 x dp 4096 as the global batch refused", resolve_batch_child, big,
+                "more than 2^30");
 }

@@ -43,7 +43,8 @@ static void test_matmul(int N, int IC, int OC, int with_bias) {
     float* dw2 = prefilled(nw);
     matmul_backward(NULL, dw2, NULL, R, inp, w, N, IC, OC);
     unprefill(dw2, nw);
-    check(!memcmp(dw, dw2, sizeof(float) * nw), with_bias ? "matmul+bias/dinp NULL same dweight" : "matmul/dinp NULL same dweight", NULL);
+    check(!memcmp(dw, dw2, sizeof(float) * nw),
+          with_bias ? "matmul+bias/dinp NULL same dweight" : "matmul/dinp NULL same dweight", NULL);
     free(inp), free(w), free(b), free(R), free(out), free(dinp), free(dw), free(db), free(dw2), free(ref);
     free(ctx.inp), free(ctx.w), free(ctx.b), free(ctx.R);
 }
@@ -69,7 +70,9 @@ static void test_matmul_large(void) {
         for (int o = 0; o < OC; o++) {
             double r = dR[(size_t)i * OC + o];
             rb[o] += r;
-            for (int k = 0; k < IC; k++) rinp[(size_t)i * IC + k] += r * dw_[(size_t)o * IC + k], rw[(size_t)o * IC + k] += r * di[(size_t)i * IC + k];
+            for (int k = 0; k < IC; k++)
+                rinp[(size_t)i * IC + k] += r * dw_[(size_t)o * IC + k],
+                    rw[(size_t)o * IC + k] += r * di[(size_t)i * IC + k];
         }
     check_err("bwd/matmul multi-tile/inp (closed form)", rel_err(ginp, rinp, ni), TOL_FWD);
     check_err("bwd/matmul multi-tile/weight (closed form)", rel_err(gw, rw, nw), TOL_FWD);
@@ -108,19 +111,27 @@ static double gemm_case_err(int M, int N, int K, int ta, int tb, int accumulate,
         for (int j = 0; j < N; j++) {
             double s = accumulate ? C0[off + (size_t)i * ldc + j] : 0.0;
             for (int k = 0; k < K; k++)
-                s += (double)A[off + (ta ? (size_t)k * lda + i : (size_t)i * lda + k)] * B[off + (tb ? (size_t)j * ldb + k : (size_t)k * ldb + j)];
+                s += (double)A[off + (ta ? (size_t)k * lda + i : (size_t)i * lda + k)] *
+                     B[off + (tb ? (size_t)j * ldb + k : (size_t)k * ldb + j)];
             ref[(size_t)i * N + j] = s, got[(size_t)i * N + j] = C[off + (size_t)i * ldc + j];
         }
     for (int i = 0; i < M; i++)
-        *gaps_ok &= !memcmp(C + off + (size_t)i * ldc + N, C0 + off + (size_t)i * ldc + N, sizeof(float) * (i < M - 1 ? ldc - N : 0));
+        *gaps_ok &= !memcmp(C + off + (size_t)i * ldc + N, C0 + off + (size_t)i * ldc + N,
+                            sizeof(float) * (i < M - 1 ? ldc - N : 0));
     double err = rel_err(got, ref, (size_t)M * N);
     free(A), free(B), free(C), free(C0), free(ref), free(got);
     return err;
 }
 static void test_gemm(void) {
     // (MC rows: one block, its last panel padded past MC when MR does not divide it)
-    int shapes[][3] = {{1, 1, 1}, {1, 37, 300}, {37, 1, 300}, {7, 19, 1}, {6, GEMM_NR, GEMM_KC}, {13, 70, 2 * GEMM_KC + 1},
-                       {GEMM_MC, 2 * GEMM_NR + 1, 40}, {GEMM_MC + 7, 3 * GEMM_NR + 5, GEMM_KC + 9}};
+    int shapes[][3] = {{1, 1, 1},
+                       {1, 37, 300},
+                       {37, 1, 300},
+                       {7, 19, 1},
+                       {6, GEMM_NR, GEMM_KC},
+                       {13, 70, 2 * GEMM_KC + 1},
+                       {GEMM_MC, 2 * GEMM_NR + 1, 40},
+                       {GEMM_MC + 7, 3 * GEMM_NR + 5, GEMM_KC + 9}};
     for (size_t s = 0; s < sizeof(shapes) / sizeof(shapes[0]); s++) {
         int M = shapes[s][0], N = shapes[s][1], K = shapes[s][2], gaps_ok = 1;
         double worst = 0;
@@ -128,7 +139,8 @@ static void test_gemm(void) {
         for (int v = 0; v < 8; v++) {  // transA, transB, accumulate
             int ta = v & 1, tb = (v >> 1) & 1, acc = v >> 2;
             double err = gemm_case_err(M, N, K, ta, tb, acc, &gaps_ok);
-            if (!(err <= worst)) worst = err, snprintf(which, sizeof(which), "transA %d transB %d accumulate %d", ta, tb, acc);
+            if (!(err <= worst))
+                worst = err, snprintf(which, sizeof(which), "transA %d transB %d accumulate %d", ta, tb, acc);
         }
         snprintf(name, sizeof(name), "gemm %dx%dx%d, 4 transposes x accumulate on/off (worst: %s)", M, N, K, which);
         check_err(name, worst, TOL_FWD);
@@ -215,7 +227,8 @@ static double att_obj(void* p) {
 static void test_attention(int B, int T, int H, int KV, int hd) {
     char name[128], tag[48];
     snprintf(tag, sizeof(tag), "%s H%d KV%d T%d", KV < H ? "GQA" : "MHA", H, KV, T);
-    size_t nq = (size_t)B * T * (H + 2 * KV) * hd, no = (size_t)B * T * H * hd, na = (size_t)B * H * T * T, nl = (size_t)B * H * T;
+    size_t nq = (size_t)B * T * (H + 2 * KV) * hd, no = (size_t)B * T * H * hd, na = (size_t)B * H * T * T,
+           nl = (size_t)B * H * T;
     float *qkv = randn_f(nq, 1), *R = randn_f(no, 1), *out = filled_f(no, NAN), *lse = filled_f(nl, NAN);
     attention_forward(out, lse, qkv, B, T, H, KV, hd);
     AttCtx ctx = {B, T, H, KV, hd, to_double(qkv, nq), to_double(R, no)};
@@ -240,26 +253,30 @@ static void test_attention_ring(int B, int T, int H, int KV, int hd, int R, int 
     char name[160];
     int stride = (H + 2 * KV) * hd, Ts = T / R, kv_ld = 2 * KV * hd;
     size_t nq = (size_t)B * T * stride, no = (size_t)B * T * H * hd;
-    float *qkv = randn_f(nq, 1), *dout = randn_f(no, 1), *out = filled_f(no, NAN), *lse = filled_f((size_t)B * H * T, NAN);
+    float *qkv = randn_f(nq, 1), *dout = randn_f(no, 1), *out = filled_f(no, NAN),
+          *lse = filled_f((size_t)B * H * T, NAN);
     float* dqkv = filled_f(nq, NAN);
     attention_forward(out, lse, qkv, B, T, H, KV, hd);
     attention_backward(dqkv, dout, qkv, out, lse, B, T, H, KV, hd);
     // each ring rank's rows (B x Ts), gathered by position
     size_t lq = (size_t)B * Ts * stride, lo = (size_t)B * Ts * H * hd, lk = (size_t)B * Ts * kv_ld;
     float *q_r = (float*)xmalloc(sizeof(float) * R * lq), *kv_r = (float*)xmalloc(sizeof(float) * R * lk);
-    float *do_r = (float*)xmalloc(sizeof(float) * R * lo), *o_r = filled_f(R * lo, NAN), *l_r = filled_f((size_t)R * B * H * Ts, NAN);
+    float *do_r = (float*)xmalloc(sizeof(float) * R * lo), *o_r = filled_f(R * lo, NAN),
+          *l_r = filled_f((size_t)R * B * H * Ts, NAN);
     float *dq_r = filled_f(R * lo, 0.0f), *dkv_r = filled_f(R * lk, 0.0f);
     for (int r = 0; r < R; r++)
         for (int b = 0; b < B; b++)
             for (int i = 0; i < Ts; i++) {
                 size_t full = (size_t)b * T + cp_ring_position(i, r, R, T, contiguous), row = (size_t)b * Ts + i;
                 memcpy(q_r + r * lq + row * stride, qkv + full * stride, sizeof(float) * stride);
-                memcpy(kv_r + r * lk + row * kv_ld, qkv + full * stride + H * hd, sizeof(float) * kv_ld);  // as the ring sends it
+                memcpy(kv_r + r * lk + row * kv_ld, qkv + full * stride + H * hd,
+                       sizeof(float) * kv_ld);  // as the ring sends it
                 memcpy(do_r + r * lo + row * H * hd, dout + full * H * hd, sizeof(float) * H * hd);
             }
     Model m;
     memset(&m, 0, sizeof(m));
-    m.c.seq_len = T, m.c.cp = R, m.c.cp_ulysses = 1, m.c.cp_contiguous = contiguous, m.Hl = H, m.KVl = KV, m.hd = hd, m.T = Ts;
+    m.c.seq_len = T, m.c.cp = R, m.c.cp_ulysses = 1, m.c.cp_contiguous = contiguous, m.Hl = H, m.KVl = KV, m.hd = hd,
+    m.T = Ts;
     AttnBlock blk[4];
     for (int pass = 0; pass < 2; pass++)
         for (int r = 0; r < R; r++) {
@@ -268,14 +285,19 @@ static void test_attention_ring(int B, int T, int H, int KV, int hd, int R, int 
             for (int step = 0; step < R; step++) {
                 int src = (r - step + R) % R, n = cp_blocks(&m, &s, src, B, stride, kv_ld, blk);
                 for (int i = 0; i < n; i++) {
-                    if (pass == 0) attention_block_forward(o_r + r * lo, H * hd, l_r + (size_t)r * B * H * Ts, q_r + r * lq, kv_r + src * lk, &blk[i]);
-                    else attention_block_backward(dq_r + r * lo, H * hd, dkv_r + src * lk, kv_ld, q_r + r * lq, kv_r + src * lk, do_r + r * lo,
-                                                  o_r + r * lo, H * hd, l_r + (size_t)r * B * H * Ts, &blk[i]);
+                    if (pass == 0)
+                        attention_block_forward(o_r + r * lo, H * hd, l_r + (size_t)r * B * H * Ts, q_r + r * lq,
+                                                kv_r + src * lk, &blk[i]);
+                    else
+                        attention_block_backward(dq_r + r * lo, H * hd, dkv_r + src * lk, kv_ld, q_r + r * lq,
+                                                 kv_r + src * lk, do_r + r * lo, o_r + r * lo, H * hd,
+                                                 l_r + (size_t)r * B * H * Ts, &blk[i]);
                 }
             }
         }
     // the whole-sequence results at each rank's positions
-    double *eo = zeros_d(R * lo), *el = zeros_d((size_t)R * B * H * Ts), *edq = zeros_d(R * lo), *edkv = zeros_d(R * lk);
+    double *eo = zeros_d(R * lo), *el = zeros_d((size_t)R * B * H * Ts), *edq = zeros_d(R * lo),
+           *edkv = zeros_d(R * lk);
     for (int r = 0; r < R; r++)
         for (int b = 0; b < B; b++)
             for (int i = 0; i < Ts; i++) {
@@ -286,10 +308,12 @@ static void test_attention_ring(int B, int T, int H, int KV, int hd, int R, int 
                 }
                 for (int k = 0; k < kv_ld; k++) edkv[r * lk + row * kv_ld + k] = dqkv[full * stride + H * hd + k];
                 for (int h = 0; h < H; h++)
-                    el[(size_t)r * B * H * Ts + ((size_t)b * H + h) * Ts + i] = lse[((size_t)b * H + h) * T + full - (size_t)b * T];
+                    el[(size_t)r * B * H * Ts + ((size_t)b * H + h) * Ts + i] =
+                        lse[((size_t)b * H + h) * T + full - (size_t)b * T];
             }
     const char* tag = KV < H ? "GQA" : "MHA";
-    snprintf(name, sizeof(name), "fwd/attention ring R=%d %s blocks merged = whole sequence (%s T%d)", R, contiguous ? "contiguous" : "zig-zag", tag, T);
+    snprintf(name, sizeof(name), "fwd/attention ring R=%d %s blocks merged = whole sequence (%s T%d)", R,
+             contiguous ? "contiguous" : "zig-zag", tag, T);
     check_err(name, rel_err(o_r, eo, R * lo), TOL_FWD);
     snprintf(name, sizeof(name), "fwd/attention ring R=%d log-sum-exp = whole sequence", R);
     check_err(name, rel_err(l_r, el, (size_t)R * B * H * Ts), TOL_FWD);
@@ -323,11 +347,12 @@ static void test_zigzag(int T, int cp, int U, int contiguous) {
     }
     for (int p = 0; p < T; p++) ok &= seen[p] == 1;
     const char* split = contiguous ? "contiguous" : "zig-zag";
-    snprintf(name, sizeof(name), "cp %s T=%d cp=%d U=%d: every position on one rank, cp_rank_of_position inverts it", split, T, cp, U);
+    snprintf(name, sizeof(name), "cp %s T=%d cp=%d U=%d: every position on one rank, cp_rank_of_position inverts it",
+             split, T, cp, U);
     check(ok, name, NULL);
     if (U == 1) {  // the ring's ranks (Ulysses ranks split a ring rank's rows unevenly, but they attend as one)
-        snprintf(name, sizeof(name), "cp %s T=%d ring %d: causal work per rank %s (%lld..%lld)", split, T, R, contiguous ? "unequal" : "equal",
-                 work_min, work_max);
+        snprintf(name, sizeof(name), "cp %s T=%d ring %d: causal work per rank %s (%lld..%lld)", split, T, R,
+                 contiguous ? "unequal" : "equal", work_min, work_max);
         check(contiguous ? work_max > 2 * work_min : work_min == work_max, name, NULL);
     }
     free(seen), free(pos);
@@ -359,7 +384,9 @@ static void test_rope(int zigzag) {
     ref_rope(ref, N, pos, T, stride, n_heads, hd);
     check_err(zigzag ? "fwd/rope at positions 3..8" : "fwd/rope", rel_err(y, ref, n), TOL_FWD);
     int v_same = 1;
-    for (int i = 0; i < N; i++) v_same &= !memcmp(y + (size_t)i * stride + n_heads * hd, x + (size_t)i * stride + n_heads * hd, sizeof(float) * hd);
+    for (int i = 0; i < N; i++)
+        v_same &=
+            !memcmp(y + (size_t)i * stride + n_heads * hd, x + (size_t)i * stride + n_heads * hd, sizeof(float) * hd);
     check(v_same, "fwd/rope leaves the heads past n_heads alone", NULL);
     // backward: the transpose of the rotation is the rotation by -angle
     float* g = copy_f(R, n);
@@ -424,7 +451,8 @@ static void test_residual(void) {
     add_bias(out, bias, N, C);
     ResCtx ctx = {N, C, to_double(a, n), to_double(b, n), to_double(bias, C), to_double(R, n)};
     double* ref = zeros_d(n);
-    for (int i = 0; i < N; i++) for (int k = 0; k < C; k++) ref[i * C + k] = ctx.a[i * C + k] + ctx.b[i * C + k] + ctx.bias[k];
+    for (int i = 0; i < N; i++)
+        for (int k = 0; k < C; k++) ref[i * C + k] = ctx.a[i * C + k] + ctx.b[i * C + k] + ctx.bias[k];
     check_err("fwd/residual+bias", rel_err(out, ref, n), TOL_FWD);
     float* acc = copy_f(a, n);
     add_inplace(acc, b, n);
@@ -437,7 +465,8 @@ static void test_residual(void) {
     check_err("fd/residual/a (identity)", fd_err(res_obj, &ctx, ctx.a, n, R), TOL_GRAD);
     check_err("fd/residual/b (identity)", fd_err(res_obj, &ctx, ctx.b, n, R), TOL_GRAD);
     check_err("fd/residual/bias (column_dot_accumulate)", fd_err(res_obj, &ctx, ctx.bias, C, dbias), TOL_GRAD);
-    free(a), free(b), free(bias), free(R), free(out), free(acc), free(dbias), free(ctx.a), free(ctx.b), free(ctx.bias), free(ctx.R), free(ref);
+    free(a), free(b), free(bias), free(R), free(out), free(acc), free(dbias), free(ctx.a), free(ctx.b), free(ctx.bias),
+        free(ctx.R), free(ref);
 }
 
 // --- vocabulary-parallel token embedding and the position embedding ---
@@ -456,12 +485,14 @@ static double pos_obj(void* p) {
     double L = 0;
     for (int i = 0; i < c->N; i++)
         for (int k = 0; k < c->C; k++)
-            L += (c->x[(size_t)i * c->C + k] + c->wpe[(size_t)c->tok[(c->row0 + i) % c->T] * c->C + k]) * c->R[(size_t)i * c->C + k];
+            L += (c->x[(size_t)i * c->C + k] + c->wpe[(size_t)c->tok[(c->row0 + i) % c->T] * c->C + k]) *
+                 c->R[(size_t)i * c->C + k];
     return L;
 }
 static void test_embedding(void) {
     int N = 12, C = 20, v0 = 4, Vl = 6;
-    int tok[12] = {0, 4, 5, 9, 10, 13, 4, 7, 7, 3, 9, 11};  // in range [4, 10): 4 5 9 4 7 7 9; repeats; outside: 0 10 13 3 11
+    int tok[12] = {0, 4, 5, 9, 10, 13,
+                   4, 7, 7, 3, 9,  11};  // in range [4, 10): 4 5 9 4 7 7 9; repeats; outside: 0 10 13 3 11
     size_t n = (size_t)N * C, nw = (size_t)Vl * C;
     float *wte = randn_f(nw, 1), *R = randn_f(n, 1), *out = filled_f(n, NAN);
     embedding_forward(out, tok, wte, N, C, v0, Vl);
@@ -482,7 +513,8 @@ static void test_embedding(void) {
     position_forward(y, wpe, Np, row0, pos, T, C);
     EmbCtx pc = {Np, C, 0, 0, T, row0, pos, NULL, to_double(x, np), to_double(wpe, (size_t)T * C), to_double(Rp, np)};
     double* pref = zeros_d(np);
-    for (int i = 0; i < Np; i++) for (int k = 0; k < C; k++) pref[i * C + k] = pc.x[i * C + k] + pc.wpe[pos[(row0 + i) % T] * C + k];
+    for (int i = 0; i < Np; i++)
+        for (int k = 0; k < C; k++) pref[i * C + k] = pc.x[i * C + k] + pc.wpe[pos[(row0 + i) % T] * C + k];
     check_err("fwd/position (row0 5, T 4: wraps; positions permuted)", rel_err(y, pref, np), TOL_FWD);
     float* dwpe = prefilled((size_t)T * C);
     position_backward(dwpe, Rp, Np, row0, pos, T, C);
@@ -517,12 +549,14 @@ static void test_crossentropy(int N, int Vp, int vocab, int ranks) {
     for (int i = 0; i < N; i++) targets[i] = (int)(rng_u64(&test_rng) % vocab);
     targets[0] = vocab - 1, targets[N - 1] = 0;  // the ends of the real vocabulary
     float* logits = randn_f((size_t)N * Vp, 2);
-    for (int i = 0; i < N; i++) for (int j = vocab; j < Vp; j++) logits[(size_t)i * Vp + j] = 30.0f;  // padding: must be ignored
+    for (int i = 0; i < N; i++)
+        for (int j = vocab; j < Vp; j++) logits[(size_t)i * Vp + j] = 30.0f;  // padding: must be ignored
     float *maxes = filled_f(N, -FLT_MAX), *sums = filled_f(2 * N, 0), *losses = filled_f((size_t)ranks * N, NAN);
     float** part = (float**)xmalloc(sizeof(float*) * ranks);
     for (int r = 0; r < ranks; r++) {  // each rank's columns [r*Vl, (r+1)*Vl)
         part[r] = (float*)xmalloc(sizeof(float) * N * Vl);
-        for (int i = 0; i < N; i++) memcpy(part[r] + (size_t)i * Vl, logits + (size_t)i * Vp + r * Vl, sizeof(float) * Vl);
+        for (int i = 0; i < N; i++)
+            memcpy(part[r] + (size_t)i * Vl, logits + (size_t)i * Vp + r * Vl, sizeof(float) * Vl);
     }
     float *lmax = filled_f(N, NAN), *lsums = filled_f(2 * N, NAN);
     for (int r = 0; r < ranks; r++) {  // pass 1 + "all-reduce MAX"
@@ -536,7 +570,8 @@ static void test_crossentropy(int N, int Vp, int vocab, int ranks) {
     float* dlogits = filled_f((size_t)N * Vp, NAN);
     for (int r = 0; r < ranks; r++) {  // pass 3 on each rank, fused backward in place
         crossentropy_finish(losses + (size_t)r * N, part[r], maxes, sums, targets, N, Vl, r * Vl, vocab, s);
-        for (int i = 0; i < N; i++) memcpy(dlogits + (size_t)i * Vp + r * Vl, part[r] + (size_t)i * Vl, sizeof(float) * Vl);
+        for (int i = 0; i < N; i++)
+            memcpy(dlogits + (size_t)i * Vp + r * Vl, part[r] + (size_t)i * Vl, sizeof(float) * Vl);
     }
     CeCtx ctx = {N, Vp, vocab, targets, to_double(logits, (size_t)N * Vp), s};
     double* ref = zeros_d(N);
@@ -561,7 +596,8 @@ static void test_crossentropy(int N, int Vp, int vocab, int ranks) {
     snprintf(name, sizeof(name), "fd/crossentropy %s/logits", tag);
     check_err(name, fd_err(ce_obj, &ctx, ctx.logits, (size_t)N * Vp, dlogits), TOL_GRAD);
     for (int r = 0; r < ranks; r++) free(part[r]);
-    free(part), free(targets), free(logits), free(maxes), free(sums), free(losses), free(lmax), free(lsums), free(dlogits);
+    free(part), free(targets), free(logits), free(maxes), free(sums), free(losses), free(lmax), free(lsums),
+        free(dlogits);
     free(ctx.logits), free(ref), free(l2);
 }
 

@@ -26,10 +26,13 @@ static Model* new_model(const char* flags) {
     return m;
 }
 
-static int is_norm_weight(const Tensor* t) { return (t->layer >= 0 && (t->kind == P_LN1W || t->kind == P_LN2W)) || (t->layer < 0 && t->kind == P_LNFW); }
+static int is_norm_weight(const Tensor* t) {
+    return (t->layer >= 0 && (t->kind == P_LN1W || t->kind == P_LN2W)) || (t->layer < 0 && t->kind == P_LNFW);
+}
 static int is_bias(const Tensor* t) {
     if (t->layer < 0) return t->kind == P_LNFB;
-    return t->kind == P_LN1B || t->kind == P_LN2B || t->kind == P_QKVB || t->kind == P_ATTPROJB || t->kind == P_FCB || t->kind == P_FCPROJB;
+    return t->kind == P_LN1B || t->kind == P_LN2B || t->kind == P_QKVB || t->kind == P_ATTPROJB || t->kind == P_FCB ||
+           t->kind == P_FCPROJB;
 }
 
 // Replace the init by weights that exercise everything: norms 1 + 0.1 n, biases 0.1 n
@@ -51,7 +54,8 @@ static void random_batch(Model* m, uint64_t seed) {
     Rng r;
     rng_seed(&r, seed);
     size_t n = (size_t)m->n_micro * m->B * m->T;
-    for (size_t i = 0; i < n; i++) m->inputs[i] = (int)(rng_u64(&r) % m->c.vocab), m->targets[i] = (int)(rng_u64(&r) % m->c.vocab);
+    for (size_t i = 0; i < n; i++)
+        m->inputs[i] = (int)(rng_u64(&r) % m->c.vocab), m->targets[i] = (int)(rng_u64(&r) % m->c.vocab);
     m->inputs[0] = m->c.vocab - 1;  // the last real token (<|endoftext|> for 257)
 }
 
@@ -90,7 +94,8 @@ static double ref_model_loss(void* ctx) {
     int qkv_dim = (H + 2 * KV) * hd, fc_dim = llama ? 2 * F : F;
     double *x = zeros_d((size_t)BT * C), *h = zeros_d((size_t)BT * C), *qkv = zeros_d((size_t)BT * qkv_dim);
     double *att = zeros_d((size_t)n_seq * H * T * T), *atty = zeros_d((size_t)BT * C), *y = zeros_d((size_t)BT * C);
-    double *fch = zeros_d((size_t)BT * fc_dim), *act = zeros_d((size_t)BT * F), *logits = zeros_d((size_t)BT * Vp), *losses = zeros_d(BT);
+    double *fch = zeros_d((size_t)BT * fc_dim), *act = zeros_d((size_t)BT * F), *logits = zeros_d((size_t)BT * Vp),
+           *losses = zeros_d(BT);
     ref_embedding(x, m->inputs, dview(r, m->w.wte), BT, C, 0, Vp);
     if (!llama) {
         const double* wpe = dview(r, m->w.wpe);
@@ -134,8 +139,11 @@ static void test_model_grads(const char* arch, const char* flags) {
     snprintf(name, sizeof(name), "model/%s/loss vs double reference (%.6f vs %.6f)", arch, loss, ref);
     check_err(name, fabs(loss - ref) / fabs(ref), TOL_MODEL_LOSS);
     // the head and the embedding point where they should
-    if (m->c.arch == ARCH_GPT2) check(m->w.head == m->w.wte && m->g.head == m->g.wte, "model/gpt2/head tied to wte", NULL);
-    else check(m->w.head && m->w.head != m->w.wte && !m->w.wpe && !m->wl[0].qkvb, "model/llama/untied head, no wpe, no biases", NULL);
+    if (m->c.arch == ARCH_GPT2)
+        check(m->w.head == m->w.wte && m->g.head == m->g.wte, "model/gpt2/head tied to wte", NULL);
+    else
+        check(m->w.head && m->w.head != m->w.wte && !m->w.wpe && !m->wl[0].qkvb,
+              "model/llama/untied head, no wpe, no biases", NULL);
     // every tensor: all elements when small, else a random sample (plus, for the
     // vocabulary tensors, rows of tokens that occur and padded rows)
     Rng rs;
@@ -149,10 +157,12 @@ static void test_model_grads(const char* arch, const char* flags) {
             for (int k = 0; k < 40; k++) idx[n++] = t->offset + rng_u64(&rs) % t->size;
             if (t->layer < 0 && (t->kind == P_WTE || t->kind == P_HEAD)) {  // not layer kinds of the same number
                 for (int k = 0; k < 8; k++) idx[n++] = t->offset + (size_t)m->inputs[k] * t->cols + k % t->cols;
-                for (int k = 0; k < 4; k++) idx[n++] = t->offset + (size_t)(m->c.vocab + k) * t->cols + k;  // padded rows: 0
+                for (int k = 0; k < 4; k++)
+                    idx[n++] = t->offset + (size_t)(m->c.vocab + k) * t->cols + k;  // padded rows: 0
             }
         }
-        if (t->layer >= 0) snprintf(name, sizeof(name), "model/%s/grad/layer%d.%s (%zu of %zu)", arch, t->layer, t->name, n, t->size);
+        if (t->layer >= 0)
+            snprintf(name, sizeof(name), "model/%s/grad/layer%d.%s (%zu of %zu)", arch, t->layer, t->name, n, t->size);
         else snprintf(name, sizeof(name), "model/%s/grad/%s (%zu of %zu)", arch, t->name, n, t->size);
         check_err(name, fd_err_idx(ref_model_loss, &r, r.p, idx, n, m->grads), TOL_MODEL_GRAD);
     }
@@ -183,8 +193,10 @@ static void test_model_variants(const char* arch, const char* base) {
         Model* m = new_model(flags);
         randomize_params(m, 3), random_batch(m, 4);
         double loss = model_loss_and_grads(m);
-        snprintf(name, sizeof(name), "model/%s/%s: loss and gradients bitwise equal to recompute none / 1f1b", arch, variants[v]);
-        check(loss == loss0 && !memcmp(m->grads, ref->grads, sizeof(float) * m->P.n_local), name, "loss %.9g vs %.9g", loss, loss0);
+        snprintf(name, sizeof(name), "model/%s/%s: loss and gradients bitwise equal to recompute none / 1f1b", arch,
+                 variants[v]);
+        check(loss == loss0 && !memcmp(m->grads, ref->grads, sizeof(float) * m->P.n_local), name, "loss %.9g vs %.9g",
+              loss, loss0);
     }
 #ifdef _OPENMP
     // the kernels claim results independent of the thread count: the whole step, bitwise
@@ -196,7 +208,8 @@ static void test_model_variants(const char* arch, const char* base) {
     double loss1 = model_loss_and_grads(ref);
     omp_set_num_threads(nt);
     snprintf(name, sizeof(name), "model/%s/loss and gradients bitwise equal on 1 and 2 threads", arch);
-    check(loss1 == loss2 && loss1 == loss0 && !memcmp(g2, ref->grads, sizeof(float) * ref->P.n_local), name, "loss %.9g vs %.9g", loss1, loss2);
+    check(loss1 == loss2 && loss1 == loss0 && !memcmp(g2, ref->grads, sizeof(float) * ref->P.n_local), name,
+          "loss %.9g vs %.9g", loss1, loss2);
     free(g2);
 #endif
     // one micro-batch of 4 sequences instead of two of 2
@@ -227,7 +240,9 @@ static void test_model_variants(const char* arch, const char* base) {
 }
 
 #define GPT2_TINY "--model tiny --n-layer 2 --n-head 2 --d-model 16 --seq-len 8 --micro-batch 2 --global-batch 4"
-#define LLAMA_TINY "--model llama-tiny --n-layer 2 --n-head 4 --n-kv-head 2 --d-model 16 --d-ff 32 --seq-len 8 --micro-batch 2 --global-batch 4"
+#define LLAMA_TINY \
+    "--model llama-tiny --n-layer 2 --n-head 4 --n-kv-head 2 --d-model 16 --d-ff 32 --seq-len 8 --micro-batch 2 " \
+    "--global-batch 4"
 
 static void test_model(void) {
     test_model_grads("gpt2", GPT2_TINY);
@@ -263,7 +278,8 @@ static void test_adamw(void) {
                     double sgn = gg > 0 ? 1 : -1;
                     err_sign = fmax(err_sign, fabs(p[i] - (before - lr * (sgn + (decay ? wd : 0) * before))));
                 }
-                double e = fmax(fabs(p[i] - P[i]), fmax(fabs(m[i] - M[i]) / fmax(fabs(M[i]), 1e-12), fabs(v[i] - V[i]) / fmax(fabs(V[i]), 1e-12)));
+                double e = fmax(fabs(p[i] - P[i]), fmax(fabs(m[i] - M[i]) / fmax(fabs(M[i]), 1e-12),
+                                                        fabs(v[i] - V[i]) / fmax(fabs(V[i]), 1e-12)));
                 if (t == 1) err_t1 = fmax(err_t1, e); else err_t2 = fmax(err_t2, e);
             }
         }
@@ -343,9 +359,13 @@ static void check_fails_in(const char* name, ChildFn fn, void* ctx, const char* 
     if (nl) *nl = 0;
     int ok = st == 1 && !strncmp(err, "error: ", 7) && (!file || strstr(err, file)) && (!want || strstr(err, want));
     if (ok) check(1, name, "exit 1, \"%.300s\"", err);
-    else check(0, name, "exit %d, stderr \"%.300s\", want \"%s\"%s%s", st, err, want ? want : "", file ? " naming " : "", file ? file : "");
+    else
+        check(0, name, "exit %d, stderr \"%.300s\", want \"%s\"%s%s", st, err, want ? want : "", file ? " naming " : "",
+              file ? file : "");
 }
-static void check_fails(const char* name, ChildFn fn, void* ctx, const char* want) { check_fails_in(name, fn, ctx, NULL, want); }
+static void check_fails(const char* name, ChildFn fn, void* ctx, const char* want) {
+    check_fails_in(name, fn, ctx, NULL, want);
+}
 
 // Redirect stdout to /dev/null around calls that print progress lines (checkpoints).
 static int saved_stdout = -1;
@@ -377,7 +397,8 @@ static void test_training(void) {
     }
     check(finite, "train/30 steps: finite loss and gradient norm, no skipped step", NULL);
     check(fabs(first - log(257.0)) < 0.1, "train/initial loss near ln(257) = 5.549", "%.4f", first);
-    check(last < first - 0.5, "train/loss falls by > 0.5 in 30 steps", "%.4f -> %.4f (%.1f s)", first, last, now_s() - t0);
+    check(last < first - 0.5, "train/loss falls by > 0.5 in 30 steps", "%.4f -> %.4f (%.1f s)", first, last,
+          now_s() - t0);
 }
 
 // The split backward (model.h): each layer's weight pass right after its input pass, or
@@ -385,7 +406,8 @@ static void test_training(void) {
 // zero-bubble schedule needs), give the same gradients and the same update bit for bit:
 // every gradient tensor still takes its one += per micro-batch in the same order.
 static void test_split_backward(void) {
-    const char* cases[] = {GPT2_TINY, LLAMA_TINY, GPT2_TINY " --recompute selective", LLAMA_TINY " --recompute selective"};
+    const char* cases[] = {GPT2_TINY, LLAMA_TINY, GPT2_TINY " --recompute selective",
+                           LLAMA_TINY " --recompute selective"};
     const char* names[] = {"gpt2", "llama", "gpt2 selective", "llama selective"};
     TokenStream ts;
     make_builtin_corpus(&ts, 20000, 3);
@@ -398,11 +420,13 @@ static void test_split_backward(void) {
         int same = 1;
         for (int step = 0; step < 2; step++) {
             train_step(a, &ts, step), train_step(b, &ts, step);
-            for (size_t i = 0; i < a->P.n_local; i++) same &= a->grads[i] == b->grads[i] && a->params[i] == b->params[i];
+            for (size_t i = 0; i < a->P.n_local; i++)
+                same &= a->grads[i] == b->grads[i] && a->params[i] == b->params[i];
         }
         char name[96];
         snprintf(name, sizeof(name), "split backward/%s: deferred weight passes = immediate, bitwise", names[k]);
-        check(same && b->defer_weight && b->chunks[0].wg.n == 1 && !b->chunks[0].slots[0].wgin, name, NULL);  // one set of W inputs, given back
+        check(same && b->defer_weight && b->chunks[0].wg.n == 1 && !b->chunks[0].slots[0].wgin, name,
+              NULL);  // one set of W inputs, given back
     }
 }
 
@@ -433,8 +457,10 @@ static void test_nonfinite(void) {
     float* p = copy_f(m->params, m->P.n_local);
     float* mv = copy_f(m->m_state, m->opt_hi - m->opt_lo);
     StepResult r = train_step(m, &ts, 0);
-    check(r.skipped && !isfinite(r.loss), "train/NaN with --on-nan skip: step skipped", "skipped %d loss %g", r.skipped, r.loss);
-    check(!memcmp(p, m->params, sizeof(float) * m->P.n_local) && !memcmp(mv, m->m_state, sizeof(float) * (m->opt_hi - m->opt_lo)),
+    check(r.skipped && !isfinite(r.loss), "train/NaN with --on-nan skip: step skipped", "skipped %d loss %g", r.skipped,
+          r.loss);
+    check(!memcmp(p, m->params, sizeof(float) * m->P.n_local) &&
+              !memcmp(mv, m->m_state, sizeof(float) * (m->opt_hi - m->opt_lo)),
           "train/skipped step leaves params and AdamW state unchanged", NULL);
     m->w.lnfw[0] = 1.0f;
     r = train_step(m, &ts, 1);

@@ -10,7 +10,8 @@ static void write_file(const char* path, const void* data, size_t n) {
     if (!f || fwrite(data, 1, n, f) != n || fclose(f)) fail("test: cannot write %s", path);
 }
 // An llm.c shard: 256 int32 header (magic, version, count), uint16 tokens; n_write tokens written.
-static void write_shard(const char* path, int magic, int version, int count, const uint16_t* tok, size_t n_write, size_t header_bytes) {
+static void write_shard(const char* path, int magic, int version, int count, const uint16_t* tok, size_t n_write,
+                        size_t header_bytes) {
     size_t n = 1024 + 2 * n_write;
     char* buf = (char*)xcalloc(n, 1);
     int32_t h[256] = {0};
@@ -42,13 +43,17 @@ static void decode_shown(const Tokenizer* tk, const int* ids, int n, char* out, 
 
 // escape_text: what a terminal may see as it is, and what becomes \xNN.
 static void test_escape(void) {
-    struct { const char* in; int keep_lines; const char* want; const char* what; } cases[] = {
+    struct { const char* in; int keep_lines; const char* want; const char* what;
+    } cases[] = {
         {"plain text, 12 + 7.", 0, "plain text, 12 + 7.", "printable ASCII as it is"},
         {"red \x1b[31mX\x1b[0m", 1, "red \\x1b[31mX\\x1b[0m", "ESC (an escape sequence) escaped"},
         {"a\nb\tc\rd", 1, "a\nb\tc\\x0dd", "newline and tab kept in samples, CR escaped"},
         {"a\nb\tc", 0, "a\\x0ab\\x09c", "newline and tab escaped in one-line messages"},
-        {"caf\xc3\xa9 \xe6\xbc\xa2 \xf0\x9f\x99\x82", 0, "caf\xc3\xa9 \xe6\xbc\xa2 \xf0\x9f\x99\x82", "well-formed UTF-8 (2, 3, 4 bytes) as it is"},
-        {"\xc2\x9b" "2J", 0, "\\xc2\\x9b2J", "C1 control (CSI, U+009B) escaped"},
+        {"caf\xc3\xa9 \xe6\xbc\xa2 \xf0\x9f\x99\x82", 0, "caf\xc3\xa9 \xe6\xbc\xa2 \xf0\x9f\x99\x82",
+         "well-formed UTF-8 (2, 3, 4 bytes) as it is"},
+        {"\xc2\x9b"
+         "2J",
+         0, "\\xc2\\x9b2J", "C1 control (CSI, U+009B) escaped"},
         {"\xff\xfe", 0, "\\xff\\xfe", "bytes that are never UTF-8 escaped"},
         {"\xc0\xaf", 0, "\\xc0\\xaf", "overlong form escaped"},
         {"\xed\xa0\x80", 0, "\\xed\\xa0\\x80", "surrogate escaped"},
@@ -91,7 +96,8 @@ static void test_files(void) {
     mkfifo(fifo, 0644), mkdir(dir, 0755);
     write_file(file, "x", 1);
     FILE* f = input_open(fifo, why, sizeof(why), NULL);
-    check(!f && !strcmp(why, "not a regular file (a FIFO)"), "files/input: a FIFO is refused without blocking", "%s", why);
+    check(!f && !strcmp(why, "not a regular file (a FIFO)"), "files/input: a FIFO is refused without blocking", "%s",
+          why);
     f = input_open(dir, why, sizeof(why), NULL);
     check(!f && !strcmp(why, "not a regular file (a directory)"), "files/input: a directory is refused", "%s", why);
     f = input_open("/dev/zero", why, sizeof(why), NULL);
@@ -108,7 +114,8 @@ static void test_files(void) {
     check(stat(fifo, &st) == 0 && S_ISFIFO(st.st_mode), "files/the FIFO is still a FIFO", NULL);
     OutputCtx ofile = {file, "--export-llmc"};
     run_child(atomic_child, &ofile, why, sizeof(why));
-    check(stat(file, &st) == 0 && S_ISREG(st.st_mode) && st.st_size == 1, "files/atomic replacement of a regular file", NULL);
+    check(stat(file, &st) == 0 && S_ISREG(st.st_mode) && st.st_size == 1, "files/atomic replacement of a regular file",
+          NULL);
     check_fails("files/a path longer than PATH_CAP refused, not cut", long_path_child, NULL, "--ckpt-dir: path of");
 }
 
@@ -122,7 +129,8 @@ static void test_tokenizer_reader(void) {
     memcpy(body, h, 1024);
     size_t n = 1024;
     const char* pieces[] = {"a", "bc", "<|eot|>"};
-    for (int i = 0; i < 3; i++) body[n++] = (char)strlen(pieces[i]), memcpy(body + n, pieces[i], strlen(pieces[i])), n += strlen(pieces[i]);
+    for (int i = 0; i < 3; i++)
+        body[n++] = (char)strlen(pieces[i]), memcpy(body + n, pieces[i], strlen(pieces[i])), n += strlen(pieces[i]);
     snprintf(path, sizeof(path), "%s/tok.bin", tmp_dir);
     write_file(path, body, n);
     Tokenizer tk;
@@ -130,21 +138,25 @@ static void test_tokenizer_reader(void) {
     char out[64] = "";
     int ids[3] = {0, 1, 2};
     decode_shown(&tk, ids, 3, out, sizeof(out));
-    check(tk.vocab == 3 && tk.eot == 2 && !strcmp(tk.piece[1], "bc") && !strcmp(out, "abc"), "tokenizer/v2 good: pieces, eot, decoding skips eot",
-          "vocab %d eot %d decoded \"%s\"", tk.vocab, tk.eot, out);
+    check(tk.vocab == 3 && tk.eot == 2 && !strcmp(tk.piece[1], "bc") && !strcmp(out, "abc"),
+          "tokenizer/v2 good: pieces, eot, decoding skips eot", "vocab %d eot %d decoded \"%s\"", tk.vocab, tk.eot,
+          out);
     OpenCtx cv = {path, 257};
-    check_fails_in("tokenizer/of another vocabulary than the model's rejected", tokenizer_child, &cv, path, "its vocab is 3 but the model's is 257");
+    check_fails_in("tokenizer/of another vocabulary than the model's rejected", tokenizer_child, &cv, path,
+                   "its vocab is 3 but the model's is 257");
     Tokenizer tb;
     tokenizer_load(&tb, NULL, 257);
     char out2[16] = "";
     int bytes[3] = {'h', 7, EOT_TOKEN};
     decode_shown(&tb, bytes, 3, out2, sizeof(out2));
-    check(!tb.piece && !strcmp(out2, "h\\x07\n"), "tokenizer/none: byte-level decoding ('h', 7 shown as \\x07, eot as a newline)", "\"%s\"", out2);
+    check(!tb.piece && !strcmp(out2, "h\\x07\n"),
+          "tokenizer/none: byte-level decoding ('h', 7 shown as \\x07, eot as a newline)", "\"%s\"", out2);
     // a piece that is an escape sequence, and one that is not UTF-8
     const char* raw[] = {"\x1b[2J", "\xff", "<|eot|>"};
     n = 1024, h[2] = 3;
     memcpy(body, h, 1024);
-    for (int i = 0; i < 3; i++) body[n++] = (char)strlen(raw[i]), memcpy(body + n, raw[i], strlen(raw[i])), n += strlen(raw[i]);
+    for (int i = 0; i < 3; i++)
+        body[n++] = (char)strlen(raw[i]), memcpy(body + n, raw[i], strlen(raw[i])), n += strlen(raw[i]);
     snprintf(path2, sizeof(path2), "%s/tok_raw.bin", tmp_dir);
     write_file(path2, body, n);
     Tokenizer tr;
@@ -155,10 +167,12 @@ static void test_tokenizer_reader(void) {
     memcpy(body, h, 1024);
     write_file(path2, body, n);
     OpenCtx ce7 = {path2, 3};
-    check_fails_in("tokenizer/eot outside its vocabulary rejected", tokenizer_child, &ce7, path2, "eot id 7 is outside its vocab of 3");
+    check_fails_in("tokenizer/eot outside its vocabulary rejected", tokenizer_child, &ce7, path2,
+                   "eot id 7 is outside its vocab of 3");
     h[3] = 2, n = 1024;
     memcpy(body, h, 1024);
-    for (int i = 0; i < 3; i++) body[n++] = (char)strlen(pieces[i]), memcpy(body + n, pieces[i], strlen(pieces[i])), n += strlen(pieces[i]);
+    for (int i = 0; i < 3; i++)
+        body[n++] = (char)strlen(pieces[i]), memcpy(body + n, pieces[i], strlen(pieces[i])), n += strlen(pieces[i]);
     struct { const char* file; size_t len; uint32_t magic, version; const char* want; const char* what; } tbad[] = {
         {"tok_magic.bin", n, 1234, 2, "bad magic 1234", "bad magic"},
         {"tok_header.bin", 500, TOKENIZER_MAGIC, 2, "truncated header", "truncated header"},
@@ -178,6 +192,41 @@ static void test_tokenizer_reader(void) {
     check_fails_in("tokenizer/missing file rejected", tokenizer_child, &ctm, path, "cannot open");
 }
 
+// An existing path is one file, glob characters in its name or not; a glob of text files is
+// read as text; a glob of both kinds, or of nothing, is an error (test_data_readers' part).
+static void test_data_globs(void) {
+    char path[512], glob_spec[512];
+    uint16_t tok[100];
+    for (int i = 0; i < 100; i++) tok[i] = (uint16_t)((i * 37) % 257);
+    snprintf(path, sizeof(path), "%s/notes[1].txt", tmp_dir);
+    write_file(path, "bracketed", 9);
+    TokenStream tl;
+    stream_open(&tl, path, 257, "--data");
+    check(tl.n_tokens == 9 && tl.tokens[0] == 'b' && tl.n_files == 1,
+          "data/an existing path with [1] in its name is that file", "%zu tokens", tl.n_tokens);
+    snprintf(path, sizeof(path), "%s/notes_a.txt", tmp_dir);
+    write_file(path, "AB", 2);
+    snprintf(path, sizeof(path), "%s/notes_b.txt", tmp_dir);
+    write_file(path, "CD", 2);
+    snprintf(glob_spec, sizeof(glob_spec), "%s/notes_*.txt", tmp_dir);
+    TokenStream tx;
+    stream_open(&tx, glob_spec, 257, "--data");
+    check(tx.n_tokens == 4 && tx.tokens[0] == 'A' && tx.tokens[3] == 'D' && tx.n_files == 2,
+          "data/a glob of text files: text, in name order", "%zu tokens", tx.n_tokens);
+    snprintf(path, sizeof(path), "%s/mixed_a.bin", tmp_dir);
+    write_shard(path, SHARD_MAGIC, 1, 100, tok, 100, 9999);
+    snprintf(path, sizeof(path), "%s/mixed_b.txt", tmp_dir);
+    write_file(path, "text", 4);
+    snprintf(glob_spec, sizeof(glob_spec), "%s/mixed_*", tmp_dir);
+    OpenCtx cmix = {glob_spec, 257};
+    check_fails_in("data/a glob of shards and text rejected", stream_open_child, &cmix, glob_spec,
+                   "matches both .bin shards and text files");
+    snprintf(glob_spec, sizeof(glob_spec), "%s/none_*.bin", tmp_dir);
+    OpenCtx cnone = {glob_spec, 257};
+    check_fails_in("data/a glob that matches nothing rejected", stream_open_child, &cnone, glob_spec,
+                   "no file matches");
+}
+
 static void test_data_readers(void) {
     char path[512], path2[512], glob_spec[512];
     uint16_t tok[100];
@@ -195,7 +244,8 @@ static void test_data_readers(void) {
     snprintf(glob_spec, sizeof(glob_spec), "%s/shard_*.bin", tmp_dir);
     TokenStream tg;
     stream_open(&tg, glob_spec, 257, "--data");
-    check(tg.n_tokens == 110 && tg.tokens[100] == tok[90] && tg.tokens[109] == tok[99], "data/glob of two shards concatenated in order", "%zu tokens", tg.n_tokens);
+    check(tg.n_tokens == 110 && tg.tokens[100] == tok[90] && tg.tokens[109] == tok[99],
+          "data/glob of two shards concatenated in order", "%zu tokens", tg.n_tokens);
     size_t nseq = stream_n_seq(&ts, 8);
     int in[3 * 8], tg_[3 * 8];
     stream_batch(&ts, 8, 5, 3, in, tg_);  // sequences 5, 6, 7 of the run: hashed start positions
@@ -208,13 +258,21 @@ static void test_data_readers(void) {
     check(ok_batch && stream_seq_start(&ts, 8, 5) != stream_seq_start(&ts, 8, 6),
           "data/stream_batch: hashed starts, targets shifted by one, in range", "n_seq %zu", nseq);
     // corrupt shards
-    struct { const char* file; int magic, version, count; size_t n_write, header_bytes; int vocab; const char* want; const char* what; } bad[] = {
+    struct {
+        const char* file;
+        int magic, version, count;
+        size_t n_write, header_bytes;
+        int vocab;
+        const char* want;
+        const char* what;
+    } bad[] = {
         {"magic.bin", 12345, 1, 100, 100, 9999, 257, "bad magic 12345", "wrong magic"},
         {"version.bin", SHARD_MAGIC, 2, 100, 100, 9999, 257, "unsupported version 2", "wrong version"},
         {"header.bin", SHARD_MAGIC, 1, 100, 100, 100, 257, "truncated header", "truncated header"},
         {"body.bin", SHARD_MAGIC, 1, 100, 50, 9999, 257, "header says 100 tokens", "truncated body"},
         {"count.bin", SHARD_MAGIC, 1, 0, 0, 9999, 257, "bad token count 0", "zero token count"},
-        {"vocab.bin", SHARD_MAGIC, 1, 100, 100, 9999, 200, "token id 222 at position 6 is >= vocab 200", "token id >= vocab"},
+        {"vocab.bin", SHARD_MAGIC, 1, 100, 100, 9999, 200, "token id 222 at position 6 is >= vocab 200",
+         "token id >= vocab"},
     };
     char paths[8][512], name[160];
     for (size_t i = 0; i < sizeof(bad) / sizeof(bad[0]); i++) {
@@ -227,38 +285,14 @@ static void test_data_readers(void) {
     snprintf(path, sizeof(path), "%s/missing.bin", tmp_dir);
     OpenCtx cm = {path, 257};
     check_fails_in("data/shard missing file rejected", stream_open_child, &cm, path, "cannot open data file");
-    // a path that exists is one file, glob characters in its name or not; a glob of text
-    // files is read as text; a glob of both kinds, or of nothing, is an error
-    snprintf(path, sizeof(path), "%s/notes[1].txt", tmp_dir);
-    write_file(path, "bracketed", 9);
-    TokenStream tl;
-    stream_open(&tl, path, 257, "--data");
-    check(tl.n_tokens == 9 && tl.tokens[0] == 'b' && tl.n_files == 1, "data/an existing path with [1] in its name is that file", "%zu tokens", tl.n_tokens);
-    snprintf(path, sizeof(path), "%s/notes_a.txt", tmp_dir);
-    write_file(path, "AB", 2);
-    snprintf(path, sizeof(path), "%s/notes_b.txt", tmp_dir);
-    write_file(path, "CD", 2);
-    snprintf(glob_spec, sizeof(glob_spec), "%s/notes_*.txt", tmp_dir);
-    TokenStream tx;
-    stream_open(&tx, glob_spec, 257, "--data");
-    check(tx.n_tokens == 4 && tx.tokens[0] == 'A' && tx.tokens[3] == 'D' && tx.n_files == 2, "data/a glob of text files: text, in name order",
-          "%zu tokens", tx.n_tokens);
-    snprintf(path, sizeof(path), "%s/mixed_a.bin", tmp_dir);
-    write_shard(path, SHARD_MAGIC, 1, 100, tok, 100, 9999);
-    snprintf(path, sizeof(path), "%s/mixed_b.txt", tmp_dir);
-    write_file(path, "text", 4);
-    snprintf(glob_spec, sizeof(glob_spec), "%s/mixed_*", tmp_dir);
-    OpenCtx cmix = {glob_spec, 257};
-    check_fails_in("data/a glob of shards and text rejected", stream_open_child, &cmix, glob_spec, "matches both .bin shards and text files");
-    snprintf(glob_spec, sizeof(glob_spec), "%s/none_*.bin", tmp_dir);
-    OpenCtx cnone = {glob_spec, 257};
-    check_fails_in("data/a glob that matches nothing rejected", stream_open_child, &cnone, glob_spec, "no file matches");
+    test_data_globs();
     // text
     snprintf(path, sizeof(path), "%s/text.txt", tmp_dir);
     write_file(path, "hello\n\xff", 7);
     TokenStream tt;
     stream_open(&tt, path, 257, "--data");
-    check(tt.n_tokens == 7 && tt.tokens[0] == 'h' && tt.tokens[5] == '\n' && tt.tokens[6] == 255, "data/txt read as bytes", "%zu tokens", tt.n_tokens);
+    check(tt.n_tokens == 7 && tt.tokens[0] == 'h' && tt.tokens[5] == '\n' && tt.tokens[6] == 255,
+          "data/txt read as bytes", "%zu tokens", tt.n_tokens);
     OpenCtx ct = {path, 100};
     check_fails_in("data/txt with vocab < 256 rejected", stream_open_child, &ct, path, "needs vocab >= 256");
     snprintf(path2, sizeof(path2), "%s/empty.txt", tmp_dir);
@@ -292,7 +326,8 @@ static void resume_child(void* p) { ResumeCtx* c = (ResumeCtx*)p; resume_into(c-
 typedef struct { Model* m; int step; } SaveCtx;
 static void save_child(void* p) {
     Model* m = ((SaveCtx*)p)->m;
-    ckpt_save(&m->L, &m->P, &m->c, m->args, m->params, m->m_state, m->v_state, m->opt_lo, m->opt_hi, ((SaveCtx*)p)->step);
+    ckpt_save(&m->L, &m->P, &m->c, m->args, m->params, m->m_state, m->v_state, m->opt_lo, m->opt_hi,
+              ((SaveCtx*)p)->step);
 }
 typedef struct { const char* dir; } FindCtx;
 static void find_child(void* p) {
@@ -301,7 +336,8 @@ static void find_child(void* p) {
 }
 
 // Copy src to dst with the int32 at `word` replaced (word < 0: unchanged) and the file cut to `len` (-1: whole).
-static void corrupt_copy(const char* src, const char* dst, int word, int32_t value, long long len, long long float_at, float fvalue) {
+static void corrupt_copy(const char* src, const char* dst, int word, int32_t value, long long len, long long float_at,
+                         float fvalue) {
     long long n = file_size(src);
     char* buf = (char*)xmalloc(n);
     FILE* f = fopen(src, "rb");
@@ -328,38 +364,73 @@ static void test_checkpoint_fallback(const char* dir, const char* p7, long long 
     quiet_begin();
     ckpt_find_latest(fb, found, 1);
     quiet_end();
-    check(!strcmp(found, fb_path), "ckpt/resume auto without LATEST passes over a truncated newer file", "chose %s", found);
+    check(!strcmp(found, fb_path), "ckpt/resume auto without LATEST passes over a truncated newer file", "chose %s",
+          found);
     unlink(fb_path);
     FindCtx fc = {fb};
     check_fails("ckpt/resume auto with only a truncated file rejected", find_child, &fc, "no complete checkpoint in");
     check(ckpt_name_step("ckpt_00000012.bin") == 12 && ckpt_name_step("ckpt_123456789.bin") == 123456789 &&
-          ckpt_name_step("ckpt_-0000001.bin") < 0 && ckpt_name_step("ckpt_+0000001.bin") < 0 && ckpt_name_step("ckpt_1.bin") < 0 &&
-          ckpt_name_step("ckpt_00000001.bin.tmp") < 0 && ckpt_name_step("ckpt_000000001.bin") < 0,
+              ckpt_name_step("ckpt_-0000001.bin") < 0 && ckpt_name_step("ckpt_+0000001.bin") < 0 &&
+              ckpt_name_step("ckpt_1.bin") < 0 && ckpt_name_step("ckpt_00000001.bin.tmp") < 0 &&
+              ckpt_name_step("ckpt_000000001.bin") < 0,
           "ckpt/file names: exactly ckpt_%08d.bin", NULL);
     check(count_tmp_files(dir) == 0, "ckpt/still no .tmp file after all of it", NULL);
 }
 
+// Corrupt copies of the checkpoint p7 (want_size bytes, n_full parameters) refused by a resume into
+// `into`, each naming the file (test_checkpoints' part).
+static void test_checkpoint_corrupt(Model* into, const char* p7, long long want_size, long long n_full) {
+    char name[200];
+    struct {
+        const char* file; int word; int32_t value; long long len; long long float_at;
+        const char* want; const char* what;
+    } bad[] = {
+        {"trunc.bin", -1, 0, want_size - 4, -1, "(truncated or corrupt)", "truncated body"},
+        {"trunc_header.bin", -1, 0, 100, -1, "truncated header", "truncated header"},
+        {"magic.bin", CK_MAGIC, 777, -1, -1, "bad magic 777", "bad magic"},
+        {"version.bin", CK_VERSION, 3, -1, -1, "unsupported version 3", "wrong version"},
+        {"version1.bin", CK_VERSION, 1, -1, -1, "format version 1 has no checksums", "version 1 (no checksums)"},
+        {"shape.bin", CK_D_MODEL, 32, -1, -1, "the header or the index does not match its checksum",
+         "changed header field (d_model)"},
+        {"step.bin", CK_STEP, 19, -1, -1, "the header or the index does not match its checksum", "changed step"},
+        {"nfull.bin", CK_N_FULL_LO, 1000, -1, -1, "header's 1000 parameters", "wrong parameter count"},
+        {"batch.bin", CK_GLOBAL_BATCH, 8, -1, -1, "does not match its checksum", "changed global batch"},
+        {"nan.bin", -1, 0, -1, 1024 + 4 * (n_full + 3), "adam m of tensor wte do not match their checksum",
+         "NaN in adam m"},
+    };
+    for (size_t i = 0; i < sizeof(bad) / sizeof(bad[0]); i++) {
+        char bp[600];
+        snprintf(bp, sizeof(bp), "%s/%s", tmp_dir, bad[i].file);
+        corrupt_copy(p7, bp, bad[i].word, bad[i].value, bad[i].len, bad[i].float_at, NAN);
+        ResumeCtx rc = {into, bp};
+        snprintf(name, sizeof(name), "ckpt/%s rejected", bad[i].what);
+        check_fails_in(name, resume_child, &rc, bp, bad[i].want);
+    }
+}
+
 static void test_checkpoints(void) {
-    char dir[512], path[600], name[200];
+    char dir[512], path[600];
     snprintf(dir, sizeof(dir), "%s/ckpt", tmp_dir);
     Model* a = new_model(GPT2_TINY);
     a->args->ckpt_dir = dir, a->args->ckpt_keep = 2;
     ckpt_dir_prepare(a->args);  // at start-up: creates the directory
     randomize_params(a, 11);
     size_t no = a->opt_hi - a->opt_lo;
-    for (size_t i = 0; i < no; i++) a->m_state[i] = 0.01f * rng_normal(&test_rng), a->v_state[i] = 1e-4f * fabsf(rng_normal(&test_rng));
+    for (size_t i = 0; i < no; i++)
+        a->m_state[i] = 0.01f * rng_normal(&test_rng), a->v_state[i] = 1e-4f * fabsf(rng_normal(&test_rng));
     quiet_begin();
     ckpt_save(&a->L, &a->P, &a->c, a->args, a->params, a->m_state, a->v_state, a->opt_lo, a->opt_hi, 5);
     quiet_end();
     snprintf(path, sizeof(path), "%s/ckpt_00000005.bin", dir);
     long long want_size = ckpt_file_bytes(a->P.n_full, a->P.n);
-    check(file_size(path) == want_size, "ckpt/save writes ckpt_00000005.bin of 1024 + 3*4*n_full + 32*n_tensors bytes", "%lld vs %lld",
-          file_size(path), want_size);
+    check(file_size(path) == want_size, "ckpt/save writes ckpt_00000005.bin of 1024 + 3*4*n_full + 32*n_tensors bytes",
+          "%lld vs %lld", file_size(path), want_size);
     char latest[600], line[256] = "";
     snprintf(latest, sizeof(latest), "%s/LATEST", dir);
     FILE* f = fopen(latest, "r");
     if (f) { if (!fgets(line, sizeof(line), f)) line[0] = 0; fclose(f); }
-    check(!strcmp(line, "ckpt_00000005.bin\n"), "ckpt/LATEST names the new checkpoint", "\"%.*s\"", (int)strcspn(line, "\n"), line);
+    check(!strcmp(line, "ckpt_00000005.bin\n"), "ckpt/LATEST names the new checkpoint", "\"%.*s\"",
+          (int)strcspn(line, "\n"), line);
     check(count_tmp_files(dir) == 0, "ckpt/no .tmp file left behind", NULL);
     // resume into a fresh model (other seed): identical params and AdamW state
     Model* b = new_model(GPT2_TINY " --seed 99");
@@ -367,48 +438,36 @@ static void test_checkpoints(void) {
     quiet_begin();
     int step = resume_into(b, path);
     quiet_end();
-    check(step == 5 && !memcmp(a->params, b->params, sizeof(float) * a->P.n_local) && !memcmp(a->m_state, b->m_state, sizeof(float) * no) &&
-          !memcmp(a->v_state, b->v_state, sizeof(float) * no), "ckpt/resume: step, params, m and v identical", "step %d", step);
+    check(step == 5 && !memcmp(a->params, b->params, sizeof(float) * a->P.n_local) &&
+              !memcmp(a->m_state, b->m_state, sizeof(float) * no) &&
+              !memcmp(a->v_state, b->v_state, sizeof(float) * no),
+          "ckpt/resume: step, params, m and v identical", "step %d", step);
     Model* c = new_model(GPT2_TINY);
     char found[PATH_CAP];
     ckpt_find_latest(dir, found, 0);
     quiet_begin();
     step = resume_into(c, found);
     quiet_end();
-    check(step == 5 && !memcmp(a->params, c->params, sizeof(float) * a->P.n_local), "ckpt/resume auto via LATEST", "step %d", step);
+    check(step == 5 && !memcmp(a->params, c->params, sizeof(float) * a->P.n_local), "ckpt/resume auto via LATEST",
+          "step %d", step);
     // rotation: keep the newest 2
     quiet_begin();
-    for (int s = 6; s <= 7; s++) ckpt_save(&a->L, &a->P, &a->c, a->args, a->params, a->m_state, a->v_state, a->opt_lo, a->opt_hi, s);
+    for (int s = 6; s <= 7; s++)
+        ckpt_save(&a->L, &a->P, &a->c, a->args, a->params, a->m_state, a->v_state, a->opt_lo, a->opt_hi, s);
     quiet_end();
     char p6[600], p7[600];
     snprintf(p6, sizeof(p6), "%s/ckpt_00000006.bin", dir), snprintf(p7, sizeof(p7), "%s/ckpt_00000007.bin", dir);
-    check(!file_exists(path) && file_exists(p6) && file_exists(p7) && count_tmp_files(dir) == 0, "ckpt/--ckpt-keep 2 keeps the newest two, no .tmp", NULL);
+    check(!file_exists(path) && file_exists(p6) && file_exists(p7) && count_tmp_files(dir) == 0,
+          "ckpt/--ckpt-keep 2 keeps the newest two, no .tmp", NULL);
     // corrupt checkpoints are rejected, naming the file
     long long n_full = (long long)a->P.n_full;
-    struct { const char* file; int word; int32_t value; long long len; long long float_at; const char* want; const char* what; } bad[] = {
-        {"trunc.bin", -1, 0, want_size - 4, -1, "(truncated or corrupt)", "truncated body"},
-        {"trunc_header.bin", -1, 0, 100, -1, "truncated header", "truncated header"},
-        {"magic.bin", CK_MAGIC, 777, -1, -1, "bad magic 777", "bad magic"},
-        {"version.bin", CK_VERSION, 3, -1, -1, "unsupported version 3", "wrong version"},
-        {"version1.bin", CK_VERSION, 1, -1, -1, "format version 1 has no checksums", "version 1 (no checksums)"},
-        {"shape.bin", CK_D_MODEL, 32, -1, -1, "the header or the index does not match its checksum", "changed header field (d_model)"},
-        {"step.bin", CK_STEP, 19, -1, -1, "the header or the index does not match its checksum", "changed step"},
-        {"nfull.bin", CK_N_FULL_LO, 1000, -1, -1, "header's 1000 parameters", "wrong parameter count"},
-        {"batch.bin", CK_GLOBAL_BATCH, 8, -1, -1, "does not match its checksum", "changed global batch"},
-        {"nan.bin", -1, 0, -1, 1024 + 4 * (n_full + 3), "adam m of tensor wte do not match their checksum", "NaN in adam m"},
-    };
-    for (size_t i = 0; i < sizeof(bad) / sizeof(bad[0]); i++) {
-        char bp[600];
-        snprintf(bp, sizeof(bp), "%s/%s", tmp_dir, bad[i].file);
-        corrupt_copy(p7, bp, bad[i].word, bad[i].value, bad[i].len, bad[i].float_at, NAN);
-        ResumeCtx rc = {b, bp};
-        snprintf(name, sizeof(name), "ckpt/%s rejected", bad[i].what);
-        check_fails_in(name, resume_child, &rc, bp, bad[i].want);
-    }
+    test_checkpoint_corrupt(b, p7, want_size, n_full);
     // a checkpoint of another shape (3 layers) into this model
-    Model* d = new_model("--model tiny --n-layer 3 --n-head 2 --d-model 16 --seq-len 8 --micro-batch 2 --global-batch 4");
+    Model* d =
+        new_model("--model tiny --n-layer 3 --n-head 2 --d-model 16 --seq-len 8 --micro-batch 2 --global-batch 4");
     ResumeCtx rd = {d, p7};
-    check_fails_in("ckpt/checkpoint of a 2-layer model into a 3-layer one rejected", resume_child, &rd, p7, "n_layer is 2 in the checkpoint but 3 here");
+    check_fails_in("ckpt/checkpoint of a 2-layer model into a 3-layer one rejected", resume_child, &rd, p7,
+                   "n_layer is 2 in the checkpoint but 3 here");
     char missing[600];
     snprintf(missing, sizeof(missing), "%s/nope.bin", dir);
     ResumeCtx rm = {b, missing};
@@ -419,10 +478,12 @@ static void test_checkpoints(void) {
     snprintf(bv, sizeof(bv), "%s/negative_v.bin", tmp_dir);
     corrupt_copy(p7, bv, -1, 0, -1, 1024 + 4 * (2 * n_full + 5), -1.0f);
     ResumeCtx rv = {b, bv};
-    check_fails_in("ckpt/negative adam v rejected", resume_child, &rv, bv, "adam v of tensor wte do not match their checksum");
+    check_fails_in("ckpt/negative adam v rejected", resume_child, &rv, bv,
+                   "adam v of tensor wte do not match their checksum");
     SaveCtx sc = {a, 8};
     a->params[3] = NAN;
-    check_fails("ckpt/save of a non-finite state refused", save_child, &sc, "checkpoint of step 8 not written: parameters of tensor wte: non-finite");
+    check_fails("ckpt/save of a non-finite state refused", save_child, &sc,
+                "checkpoint of step 8 not written: parameters of tensor wte: non-finite");
     a->params[3] = 0;
     char p8[600];
     snprintf(p8, sizeof(p8), "%s/ckpt_00000008.bin", dir);
@@ -439,7 +500,8 @@ static char* llmc_expected(Model* m, size_t* n) {
     const ModelConfig* c = &m->c;
     *n = 1024 + 4 * m->P.n_full;
     char* buf = (char*)xcalloc(*n, 1);
-    int32_t h[256] = {LLMC_MAGIC, LLMC_VERSION, c->seq_len, c->vocab, c->n_layer, c->n_head, c->d_model, c->vocab_padded};
+    int32_t h[256] = {LLMC_MAGIC, LLMC_VERSION, c->seq_len, c->vocab,
+                      c->n_layer, c->n_head,    c->d_model, c->vocab_padded};
     memcpy(buf, h, 1024);
     char* p = buf + 1024;
 #define PUT(ptr, count) do { memcpy(p, ptr, 4 * (size_t)(count)); p += 4 * (size_t)(count); } while (0)
@@ -475,14 +537,16 @@ static void test_llmc(void) {
     FILE* f = fopen(path, "rb");
     size_t got_n = f ? fread(got, 1, n + 1, f) : 0;
     if (f) fclose(f);
-    check(got_n == n && !memcmp(got, want, n), "llmc/export byte-identical to llm.c's kind-major layout", "%zu bytes, want %zu", got_n, n);
+    check(got_n == n && !memcmp(got, want, n), "llmc/export byte-identical to llm.c's kind-major layout",
+          "%zu bytes, want %zu", got_n, n);
     snprintf(bp, sizeof(bp), "%s.tmp", path);
     check(!file_exists(bp), "llmc/export leaves no .tmp", NULL);
     Model* b = new_model(GPT2_TINY " --seed 5");
     quiet_begin();
     llmc_import(path, &b->L, &b->P, &b->c, b->params);
     quiet_end();
-    check(!memcmp(a->params, b->params, sizeof(float) * a->P.n_local), "llmc/import of the export: identical params", NULL);
+    check(!memcmp(a->params, b->params, sizeof(float) * a->P.n_local), "llmc/import of the export: identical params",
+          NULL);
     struct { const char* file; int word; int32_t value; long long len; const char* want; const char* what; } bad[] = {
         {"llmc_magic.bin", 0, 1, -1, "bad magic 1", "bad magic"},
         {"llmc_version.bin", 1, 5, -1, "version 5 not supported", "wrong version"},
@@ -535,7 +599,8 @@ static void test_sharding_arch(const char* arch, const char* flags) {
     m1->args->ckpt_dir = dir;
     ckpt_dir_prepare(m1->args);
     randomize_params(m1, 21);
-    for (size_t i = 0; i < m1->P.n_local; i++) m1->m_state[i] = 0.01f * rng_normal(&test_rng), m1->v_state[i] = 1e-4f * fabsf(rng_normal(&test_rng));
+    for (size_t i = 0; i < m1->P.n_local; i++)
+        m1->m_state[i] = 0.01f * rng_normal(&test_rng), m1->v_state[i] = 1e-4f * fabsf(rng_normal(&test_rng));
     quiet_begin();
     ckpt_save(&m1->L, &m1->P, &m1->c, m1->args, m1->params, m1->m_state, m1->v_state, 0, m1->P.n_local, 3);
     quiet_end();
@@ -555,10 +620,12 @@ static void test_sharding_arch(const char* arch, const char* flags) {
                 param_layout_build(P, &c, tp, r, pp, vpp, stage, 1);
                 Layout L;  // only what ckpt_resume reads: no communication on this path
                 memset(&L, 0, sizeof(L));
-                L.world = tp * pp, L.rank = 1, L.dp = 1, L.tp = tp, L.pp = pp, L.vpp = vpp, L.tp_rank = r, L.stage = stage;
+                L.world = tp * pp, L.rank = 1, L.dp = 1, L.tp = tp, L.pp = pp, L.vpp = vpp, L.tp_rank = r,
+                L.stage = stage;
                 float* params = (float*)xcalloc(P->n_padded, sizeof(float));
                 init_params(P, &c, tp, r, params);
-                float* local[3] = {(float*)xcalloc(P->n_padded, sizeof(float)), (float*)xcalloc(P->n_padded, sizeof(float)),
+                float* local[3] = {(float*)xcalloc(P->n_padded, sizeof(float)),
+                                   (float*)xcalloc(P->n_padded, sizeof(float)),
                                    (float*)xcalloc(P->n_padded, sizeof(float))};
                 Args a = *m1->args;
                 a.resume = path;
@@ -580,7 +647,8 @@ static void test_sharding_arch(const char* arch, const char* flags) {
         snprintf(tag, sizeof(tag), "tp %d pp %d vpp %d", tp, pp, vpp);
         snprintf(name, sizeof(name), "shard/%s/%s: init of every shard equals the 1-rank init", arch, tag);
         check(init_ok, name, NULL);
-        snprintf(name, sizeof(name), "shard/%s/%s: 1-rank checkpoint resumed into every shard (params, m, v)", arch, tag);
+        snprintf(name, sizeof(name), "shard/%s/%s: 1-rank checkpoint resumed into every shard (params, m, v)", arch,
+                 tag);
         check(resume_ok, name, NULL);
         snprintf(name, sizeof(name), "shard/%s/%s: owners cover every full element exactly once", arch, tag);
         check(once, name, NULL);

@@ -21,7 +21,8 @@ static int interleaved_warmup(int stage, int pp, int vpp, int m) {
 // order without tags (the GPU build's NCCL pipeline, one communicator per direction, way
 // and pair) delivers each where it belongs. Writes the first mismatch into bad.
 #define OPS_CAP (7 * MAX_M * MAX_VPP)
-static void p2p_order_check(int kind, PipeOp ops[][OPS_CAP], const int* n_ops, int pp, const char* cfg, char* bad, size_t bad_n) {
+static void p2p_order_check(int kind, PipeOp ops[][OPS_CAP], const int* n_ops, int pp, const char* cfg, char* bad,
+                            size_t bad_n) {
     for (int from = 0; from < pp; from++)
         for (int dir = 0; dir < 2; dir++)
             for (int up = 0; up < 2; up++) {
@@ -30,19 +31,23 @@ static void p2p_order_check(int kind, PipeOp ops[][OPS_CAP], const int* n_ops, i
                 for (int k = 0; k < n_ops[from]; k++) {
                     PipeOp o = ops[from][k];
                     int g = chunk_global(kind, pp, from, o.chunk);
-                    if (o.kind == (dir ? OP_SEND_BWD : OP_SEND_FWD) && p2p_up(kind, pp, dir, g) == up) sent[ns][0] = o.mb, sent[ns++][1] = g;
+                    if (o.kind == (dir ? OP_SEND_BWD : OP_SEND_FWD) && p2p_up(kind, pp, dir, g) == up)
+                        sent[ns][0] = o.mb, sent[ns++][1] = g;
                 }
                 for (int k = 0; k < n_ops[to]; k++) {
                     PipeOp o = ops[to][k];
                     int src = chunk_global(kind, pp, to, o.chunk) + (dir ? 1 : -1);
-                    if (o.kind == (dir ? OP_RECV_BWD : OP_RECV_FWD) && chunk_stage(kind, pp, src) == from && p2p_up(kind, pp, dir, src) == up)
+                    if (o.kind == (dir ? OP_RECV_BWD : OP_RECV_FWD) && chunk_stage(kind, pp, src) == from &&
+                        p2p_up(kind, pp, dir, src) == up)
                         got[nr][0] = o.mb, got[nr++][1] = src;
                 }
                 for (int i = 0; i < ns || i < nr; i++)
                     if (i >= ns || i >= nr || sent[i][0] != got[i][0] || sent[i][1] != got[i][1]) {
-                        snprintf(bad, bad_n, "%s: stage %d -> %d dir %d %s: message %d sent as (mb %d, chunk %d), received as (mb %d, chunk %d)",
-                                 cfg, from, to, dir, up ? "up" : "down", i, i < ns ? sent[i][0] : -1, i < ns ? sent[i][1] : -1,
-                                 i < nr ? got[i][0] : -1, i < nr ? got[i][1] : -1);
+                        snprintf(bad, bad_n,
+                                 "%s: stage %d -> %d dir %d %s: message %d sent as (mb %d, chunk %d), received as (mb "
+                                 "%d, chunk %d)",
+                                 cfg, from, to, dir, up ? "up" : "down", i, i < ns ? sent[i][0] : -1,
+                                 i < ns ? sent[i][1] : -1, i < nr ? got[i][0] : -1, i < nr ? got[i][1] : -1);
                         break;
                     }
             }
@@ -63,13 +68,15 @@ static void test_schedules_more(void) {
                     if (schedule_check(kinds[ki], pp, vpp, pp)) continue;
                     int n_ops[MAX_PP];
                     char cfg[64];
-                    snprintf(cfg, sizeof(cfg), "forward_ops %s pp %d vpp %d m %d", schedule_name(kinds[ki]), pp, vpp, m);
+                    snprintf(cfg, sizeof(cfg), "forward_ops %s pp %d vpp %d m %d", schedule_name(kinds[ki]), pp, vpp,
+                             m);
                     for (int s = 0; s < pp; s++) n_ops[s] = forward_ops(kinds[ki], s, pp, vpp, m, ops[s]);
                     p2p_order_check(kinds[ki], ops, n_ops, pp, cfg, bad_eval, sizeof(bad_eval));
                     n_eval++;
                 }
     char name[160];
-    snprintf(name, sizeof(name), "schedule/forward_ops/each direction between two stages received in the order sent (%d layouts)", n_eval);
+    snprintf(name, sizeof(name),
+             "schedule/forward_ops/each direction between two stages received in the order sent (%d layouts)", n_eval);
     check(!bad_eval[0], name, bad_eval[0] ? "%s" : NULL, bad_eval);
     // ZB-V's list built for the op times does not stall when B is longer than F (F : B : W =
     // 1 : 1.25 : 0.9, as our CPU kernels run): its bubble falls with m and stays at most
@@ -78,38 +85,46 @@ static void test_schedules_more(void) {
     for (int pp = 2; pp <= 4; pp *= 2)
         for (int m = 2 * pp; m <= 8 * pp; m *= 2) {
             double t[3 * 8], tf[8], tb[8], tw[8], busy[4], h_busy[4];
-            for (int g = 0; g < 2 * pp; g++) t[g] = tf[g] = 1, t[2 * pp + g] = tb[g] = 1.25, t[4 * pp + g] = tw[g] = 0.9;
+            for (int g = 0; g < 2 * pp; g++)
+                t[g] = tf[g] = 1, t[2 * pp + g] = tb[g] = 1.25, t[4 * pp + g] = tw[g] = 0.9;
             double span = schedule_simulate(SCHED_ZBV, pp, 2, m, t, tf, tb, tw, 0, busy);
             for (int g = 0; g < pp; g++) tf[g] = 2, tb[g] = 2.5, tw[g] = 1.8;  // ZB-H1: one chunk of twice the layers
             double h_span = schedule_simulate(SCHED_ZBH1, pp, 1, m, NULL, tf, tb, tw, 0, h_busy);
             double bubble = (span - busy[0]) / span, h_bubble = (h_span - h_busy[0]) / h_span;
-            if (bubble > h_bubble + 1e-9) snprintf(bad_timed, sizeof(bad_timed), "pp %d m %d: zb-v %.4f > zb-h1 %.4f", pp, m, bubble, h_bubble);
+            if (bubble > h_bubble + 1e-9)
+                snprintf(bad_timed, sizeof(bad_timed), "pp %d m %d: zb-v %.4f > zb-h1 %.4f", pp, m, bubble, h_bubble);
         }
-    check(!bad_timed[0], "schedule/zb-v/built for F:B:W = 1:1.25:0.9, its bubble at those times <= ZB-H1's (pp 2, 4; m 2pp..8pp)", bad_timed[0] ? "%s" : NULL, bad_timed);
+    check(!bad_timed[0],
+          "schedule/zb-v/built for F:B:W = 1:1.25:0.9, its bubble at those times <= ZB-H1's (pp 2, 4; m 2pp..8pp)",
+          bad_timed[0] ? "%s" : NULL, bad_timed);
     // ZB-H1 is 1F1B with the W's of stage s running s micro-batches late (pp 4, m 8, stage 3)
     char got[512] = "";
     int n = schedule_build(SCHED_ZBH1, 3, 4, 1, 8, NULL, ops[0]);
     for (int k = 0; k < n; k++)
         if (ops[0][k].kind == OP_FWD || ops[0][k].kind == OP_BWD || ops[0][k].kind == OP_W)
-            snprintf(got + strlen(got), sizeof(got) - strlen(got), "%s%c%d", got[0] ? " " : "", "?F??B?W"[ops[0][k].kind], ops[0][k].mb);
+            snprintf(got + strlen(got), sizeof(got) - strlen(got), "%s%c%d", got[0] ? " " : "",
+                     "?F??B?W"[ops[0][k].kind], ops[0][k].mb);
     const char* want = "F0 B0 F1 B1 F2 B2 F3 B3 W0 F4 B4 W1 F5 B5 W2 F6 B6 W3 F7 B7 W4 W5 W6 W7";
     check(!strcmp(got, want), "schedule/zb-h1/last stage of pp 4, m 8: W's three micro-batches late", "%s", got);
     // schedule_check refuses what cannot run
     check(schedule_check(SCHED_1F1B, 2, 2, 4) != NULL, "schedule_check/vpp > 1 needs interleaved", NULL);
-    check(schedule_check(SCHED_INTERLEAVED, 4, 2, 6) != NULL, "schedule_check/interleaved needs m multiple of pp", NULL);
+    check(schedule_check(SCHED_INTERLEAVED, 4, 2, 6) != NULL, "schedule_check/interleaved needs m multiple of pp",
+          NULL);
     check(schedule_check(SCHED_1F1B, 4, 1, 3) != NULL, "schedule_check/1f1b needs m >= pp", NULL);
     check(schedule_check(SCHED_GPIPE, 4, 1, 3) == NULL, "schedule_check/gpipe accepts m < pp", NULL);
     check(schedule_check(SCHED_1F1B, 1, 1, 0) != NULL, "schedule_check/zero micro-batches refused", NULL);
-    check(schedule_check(SCHED_ZBV, 2, 1, 4) != NULL && schedule_check(SCHED_ZBV, 2, 3, 4) != NULL && schedule_check(SCHED_ZBV, 2, 2, 4) == NULL,
+    check(schedule_check(SCHED_ZBV, 2, 1, 4) != NULL && schedule_check(SCHED_ZBV, 2, 3, 4) != NULL &&
+              schedule_check(SCHED_ZBV, 2, 2, 4) == NULL,
           "schedule_check/zb-v needs vpp 2", NULL);
     check(schedule_check(SCHED_ZBH1, 4, 2, 8) != NULL, "schedule_check/zb-h1 needs vpp 1", NULL);
-    check(schedule_check(SCHED_ZBH1, 4, 1, 3) != NULL && schedule_check(SCHED_ZBV, 4, 2, 3) != NULL, "schedule_check/zero-bubble needs m >= pp", NULL);
+    check(schedule_check(SCHED_ZBH1, 4, 1, 3) != NULL && schedule_check(SCHED_ZBV, 4, 2, 3) != NULL,
+          "schedule_check/zero-bubble needs m >= pp", NULL);
 }
 
 #define SCHED_BAD 256  // test_schedules' "what went wrong" buffers
 // Activations in flight on stage s of one layout's lists against what each schedule keeps.
-static void schedule_flight_check(int kind, int s, int pp, int vpp, int m, const PipeOp* ops, int n_ops, const char* cfg,
-                                  char* bad_flight) {
+static void schedule_flight_check(int kind, int s, int pp, int vpp, int m, const PipeOp* ops, int n_ops,
+                                  const char* cfg, char* bad_flight) {
     int peak = schedule_max_in_flight(ops, n_ops, -1), want = -1;
     if (kind == SCHED_GPIPE) want = m;
     if (kind == SCHED_1F1B) want = pp - s < m ? pp - s : m;
@@ -120,7 +135,84 @@ static void schedule_flight_check(int kind, int s, int pp, int vpp, int m, const
     if (kind == SCHED_ZBH1) want = pp;  // every stage: 1F1B's stage 0
     if (kind == SCHED_ZBV && peak <= 2 * pp) want = peak;  // at most 2pp chunks: pp micro-batches of a stage
     if (peak != want) snprintf(bad_flight, SCHED_BAD, "%s stage %d: %d in flight, expected %d", cfg, s, peak, want);
-    if (kind == SCHED_1F1B && peak > pp) snprintf(bad_flight, SCHED_BAD, "%s stage %d: %d in flight > pp", cfg, s, peak);
+    if (kind == SCHED_1F1B && peak > pp)
+        snprintf(bad_flight, SCHED_BAD, "%s stage %d: %d in flight > pp", cfg, s, peak);
+}
+
+typedef int ChunkCounts[MAX_M][MAX_PP * MAX_VPP];  // per (mb, global chunk)
+// One stage's list: every (mb, chunk) op once, in order (F, B, W; a hand-over after its source), a
+// receive right before its compute op and a send right after; sends and receives counted by sender.
+static void schedule_stage_check(int kind, int s, int pp, int vpp, int m, const PipeOp* ops, int n_ops, const char* cfg,
+                                 ChunkCounts sends[2], ChunkCounts recvs[2], char* bad_once, char* bad_order,
+                                 char* bad_comm) {
+    int nc = pp * vpp, split = schedule_has_w(kind);
+    int fwd[MAX_M][MAX_VPP] = {{0}}, bwd[MAX_M][MAX_VPP] = {{0}}, wgt[MAX_M][MAX_VPP] = {{0}};
+    for (int k = 0; k < n_ops; k++) {
+        PipeOp o = ops[k];
+        if (o.mb < 0 || o.mb >= m || o.chunk < 0 || o.chunk >= vpp) {
+            snprintf(bad_once, SCHED_BAD, "%s: op out of range", cfg);
+            continue;
+        }
+        int g = chunk_global(kind, pp, s, o.chunk);
+        if (chunk_stage(kind, pp, g) != s || chunk_local(kind, pp, g) != o.chunk)
+            snprintf(bad_once, SCHED_BAD, "%s stage %d chunk %d: placement does not invert",
+                     cfg, s, o.chunk);
+        if (o.kind == OP_FWD) fwd[o.mb][o.chunk]++;
+        if (o.kind == OP_BWD) {
+            if (!fwd[o.mb][o.chunk])
+                snprintf(bad_order, SCHED_BAD,
+                         "%s stage %d: bwd mb %d chunk %d before its fwd", cfg, s, o.mb, o.chunk);
+            bwd[o.mb][o.chunk]++;
+        }
+        if (o.kind == OP_W) {
+            if (!bwd[o.mb][o.chunk])
+                snprintf(bad_order, SCHED_BAD, "%s stage %d: W mb %d chunk %d before its B",
+                         cfg, s, o.mb, o.chunk);
+            wgt[o.mb][o.chunk]++;
+        }
+        // a receive directly precedes its compute op, a send directly follows it; only
+        // between chunks on different stages (on one stage the runtime copies)
+        int prev = k > 0 ? ops[k - 1].kind : -1,
+            next = k + 1 < n_ops ? ops[k + 1].kind : -1;
+        int same_prev = k > 0 && ops[k - 1].mb == o.mb && ops[k - 1].chunk == o.chunk;
+        int same_next =
+            k + 1 < n_ops && ops[k + 1].mb == o.mb && ops[k + 1].chunk == o.chunk;
+        int msg_below = g > 0 && chunk_stage(kind, pp, g - 1) != s,
+            msg_above = g < nc - 1 && chunk_stage(kind, pp, g + 1) != s;
+        if (o.kind == OP_FWD && msg_below != (prev == OP_RECV_FWD && same_prev))
+            snprintf(bad_comm, SCHED_BAD,
+                     "%s stage %d: fwd mb %d chunk %d without/with recv", cfg, s, o.mb, o.chunk);
+        if (o.kind == OP_FWD && msg_above != (next == OP_SEND_FWD && same_next))
+            snprintf(bad_comm, SCHED_BAD,
+                     "%s stage %d: fwd mb %d chunk %d without/with send", cfg, s, o.mb, o.chunk);
+        if (o.kind == OP_BWD && msg_above != (prev == OP_RECV_BWD && same_prev))
+            snprintf(bad_comm, SCHED_BAD,
+                     "%s stage %d: bwd mb %d chunk %d without/with recv", cfg, s, o.mb, o.chunk);
+        if (o.kind == OP_BWD && msg_below != (next == OP_SEND_BWD && same_next))
+            snprintf(bad_comm, SCHED_BAD,
+                     "%s stage %d: bwd mb %d chunk %d without/with send", cfg, s, o.mb, o.chunk);
+        // a hand-over on one stage: the chunk it comes from ran before on this list
+        if (o.kind == OP_FWD && g > 0 && !msg_below && !fwd[o.mb][chunk_local(kind, pp, g - 1)])
+            snprintf(bad_order, SCHED_BAD,
+                     "%s stage %d: fwd mb %d chunk %d before the fwd it copies", cfg, s, o.mb,
+                     o.chunk);
+        if (o.kind == OP_BWD && g < nc - 1 && !msg_above &&
+            !bwd[o.mb][chunk_local(kind, pp, g + 1)])
+            snprintf(bad_order, SCHED_BAD,
+                     "%s stage %d: bwd mb %d chunk %d before the bwd it copies", cfg, s, o.mb,
+                     o.chunk);
+        // SEND of chunk g is received by chunk g+1 (activations) / g-1 (gradients): index by sender
+        if (o.kind == OP_SEND_FWD) sends[0][o.mb][g]++;
+        if (o.kind == OP_SEND_BWD) sends[1][o.mb][g]++;
+        if (o.kind == OP_RECV_FWD && g > 0) recvs[0][o.mb][g - 1]++;
+        if (o.kind == OP_RECV_BWD && g < nc - 1) recvs[1][o.mb][g + 1]++;
+    }
+    for (int mb = 0; mb < m; mb++)
+        for (int c = 0; c < vpp; c++)
+            if (fwd[mb][c] != 1 || bwd[mb][c] != 1 || wgt[mb][c] != split)
+                snprintf(bad_once, SCHED_BAD,
+                         "%s stage %d mb %d chunk %d: %d fwd, %d bwd, %d W", cfg, s, mb, c,
+                         fwd[mb][c], bwd[mb][c], wgt[mb][c]);
 }
 
 // The simulator on one layout's lists: no deadlock under unit and uneven times, and the
@@ -143,7 +235,8 @@ static void schedule_sim_check(int kind, int pp, int vpp, int m, const char* cfg
     double bubble = (t_eq - busy[0]) / busy[0], want = bubble_formula(kind, pp, vpp, m);
     if (kind == SCHED_ZBV) {
         double bound = bubble_formula(SCHED_ZBH1, pp, 1, m);
-        if (bubble > bound + 1e-9) snprintf(bad_bubble, SCHED_BAD, "%s: bubble %.6f > ZB-H1's %.6f", cfg, bubble, bound);
+        if (bubble > bound + 1e-9)
+            snprintf(bad_bubble, SCHED_BAD, "%s: bubble %.6f > ZB-H1's %.6f", cfg, bubble, bound);
         if (bubble > *worst_bubble) *worst_bubble = bubble;
         return;
     }
@@ -157,8 +250,8 @@ static void test_schedules(void) {
     static PipeOp ops[MAX_PP][OPS_CAP];
     for (int ki = 0; ki < N_SCHEDULES; ki++) {
         int kind = kinds[ki], n_cfg = 0, split = schedule_has_w(kind);
-        char bad_once[256] = "", bad_order[256] = "", bad_comm[256] = "", bad_fifo[256] = "", bad_flight[256] = "", bad_sim[256] = "",
-             bad_bubble[256] = "";
+        char bad_once[256] = "", bad_order[256] = "", bad_comm[256] = "", bad_fifo[256] = "", bad_flight[256] = "",
+             bad_sim[256] = "", bad_bubble[256] = "";
         double worst_bubble = 0;
         for (int pp = 1; pp <= MAX_PP; pp++)
             for (int vpp = 1; vpp <= MAX_VPP; vpp++)
@@ -173,48 +266,10 @@ static void test_schedules(void) {
                     int sends[2][MAX_M][MAX_PP * MAX_VPP] = {{{0}}}, recvs[2][MAX_M][MAX_PP * MAX_VPP] = {{{0}}};
                     for (int s = 0; s < pp; s++) {
                         n_ops[s] = schedule_build(kind, s, pp, vpp, m, NULL, ops[s]);
-                        if (n_ops[s] > schedule_max_ops(m, vpp)) snprintf(bad_once, sizeof(bad_once), "%s stage %d: %d ops > max", cfg, s, n_ops[s]);
-                        int fwd[MAX_M][MAX_VPP] = {{0}}, bwd[MAX_M][MAX_VPP] = {{0}}, wgt[MAX_M][MAX_VPP] = {{0}};
-                        for (int k = 0; k < n_ops[s]; k++) {
-                            PipeOp o = ops[s][k];
-                            if (o.mb < 0 || o.mb >= m || o.chunk < 0 || o.chunk >= vpp) { snprintf(bad_once, sizeof(bad_once), "%s: op out of range", cfg); continue; }
-                            int g = chunk_global(kind, pp, s, o.chunk);
-                            if (chunk_stage(kind, pp, g) != s || chunk_local(kind, pp, g) != o.chunk)
-                                snprintf(bad_once, sizeof(bad_once), "%s stage %d chunk %d: placement does not invert", cfg, s, o.chunk);
-                            if (o.kind == OP_FWD) fwd[o.mb][o.chunk]++;
-                            if (o.kind == OP_BWD) {
-                                if (!fwd[o.mb][o.chunk]) snprintf(bad_order, sizeof(bad_order), "%s stage %d: bwd mb %d chunk %d before its fwd", cfg, s, o.mb, o.chunk);
-                                bwd[o.mb][o.chunk]++;
-                            }
-                            if (o.kind == OP_W) {
-                                if (!bwd[o.mb][o.chunk]) snprintf(bad_order, sizeof(bad_order), "%s stage %d: W mb %d chunk %d before its B", cfg, s, o.mb, o.chunk);
-                                wgt[o.mb][o.chunk]++;
-                            }
-                            // a receive directly precedes its compute op, a send directly follows it; only
-                            // between chunks on different stages (on one stage the runtime copies)
-                            int prev = k > 0 ? ops[s][k - 1].kind : -1, next = k + 1 < n_ops[s] ? ops[s][k + 1].kind : -1;
-                            int same_prev = k > 0 && ops[s][k - 1].mb == o.mb && ops[s][k - 1].chunk == o.chunk;
-                            int same_next = k + 1 < n_ops[s] && ops[s][k + 1].mb == o.mb && ops[s][k + 1].chunk == o.chunk;
-                            int msg_below = g > 0 && chunk_stage(kind, pp, g - 1) != s, msg_above = g < nc - 1 && chunk_stage(kind, pp, g + 1) != s;
-                            if (o.kind == OP_FWD && msg_below != (prev == OP_RECV_FWD && same_prev)) snprintf(bad_comm, sizeof(bad_comm), "%s stage %d: fwd mb %d chunk %d without/with recv", cfg, s, o.mb, o.chunk);
-                            if (o.kind == OP_FWD && msg_above != (next == OP_SEND_FWD && same_next)) snprintf(bad_comm, sizeof(bad_comm), "%s stage %d: fwd mb %d chunk %d without/with send", cfg, s, o.mb, o.chunk);
-                            if (o.kind == OP_BWD && msg_above != (prev == OP_RECV_BWD && same_prev)) snprintf(bad_comm, sizeof(bad_comm), "%s stage %d: bwd mb %d chunk %d without/with recv", cfg, s, o.mb, o.chunk);
-                            if (o.kind == OP_BWD && msg_below != (next == OP_SEND_BWD && same_next)) snprintf(bad_comm, sizeof(bad_comm), "%s stage %d: bwd mb %d chunk %d without/with send", cfg, s, o.mb, o.chunk);
-                            // a hand-over on one stage: the chunk it comes from ran before on this list
-                            if (o.kind == OP_FWD && g > 0 && !msg_below && !fwd[o.mb][chunk_local(kind, pp, g - 1)])
-                                snprintf(bad_order, sizeof(bad_order), "%s stage %d: fwd mb %d chunk %d before the fwd it copies", cfg, s, o.mb, o.chunk);
-                            if (o.kind == OP_BWD && g < nc - 1 && !msg_above && !bwd[o.mb][chunk_local(kind, pp, g + 1)])
-                                snprintf(bad_order, sizeof(bad_order), "%s stage %d: bwd mb %d chunk %d before the bwd it copies", cfg, s, o.mb, o.chunk);
-                            // SEND of chunk g is received by chunk g+1 (activations) / g-1 (gradients): index by sender
-                            if (o.kind == OP_SEND_FWD) sends[0][o.mb][g]++;
-                            if (o.kind == OP_SEND_BWD) sends[1][o.mb][g]++;
-                            if (o.kind == OP_RECV_FWD && g > 0) recvs[0][o.mb][g - 1]++;
-                            if (o.kind == OP_RECV_BWD && g < nc - 1) recvs[1][o.mb][g + 1]++;
-                        }
-                        for (int mb = 0; mb < m; mb++)
-                            for (int c = 0; c < vpp; c++)
-                                if (fwd[mb][c] != 1 || bwd[mb][c] != 1 || wgt[mb][c] != split)
-                                    snprintf(bad_once, sizeof(bad_once), "%s stage %d mb %d chunk %d: %d fwd, %d bwd, %d W", cfg, s, mb, c, fwd[mb][c], bwd[mb][c], wgt[mb][c]);
+                        if (n_ops[s] > schedule_max_ops(m, vpp))
+                            snprintf(bad_once, sizeof(bad_once), "%s stage %d: %d ops > max", cfg, s, n_ops[s]);
+                        schedule_stage_check(kind, s, pp, vpp, m, ops[s], n_ops[s], cfg, sends, recvs, bad_once,
+                                             bad_order, bad_comm);
                         schedule_flight_check(kind, s, pp, vpp, m, ops[s], n_ops[s], cfg, bad_flight);
                     }
                     for (int dir = 0; dir < 2; dir++)
@@ -224,7 +279,9 @@ static void test_schedules(void) {
                                 int h = dir == 0 ? g + 1 : g - 1;
                                 int want = h >= 0 && h < nc && chunk_stage(kind, pp, h) != chunk_stage(kind, pp, g);
                                 if (sends[dir][mb][g] != want || recvs[dir][mb][g] != want)
-                                    snprintf(bad_comm, sizeof(bad_comm), "%s: dir %d mb %d from chunk %d: %d sends, %d recvs", cfg, dir, mb, g, sends[dir][mb][g], recvs[dir][mb][g]);
+                                    snprintf(bad_comm, sizeof(bad_comm),
+                                             "%s: dir %d mb %d from chunk %d: %d sends, %d recvs", cfg, dir, mb, g,
+                                             sends[dir][mb][g], recvs[dir][mb][g]);
                             }
                     p2p_order_check(kind, ops, n_ops, pp, cfg, bad_fifo, sizeof(bad_fifo));
                     schedule_sim_check(kind, pp, vpp, m, cfg, bad_sim, bad_bubble, &worst_bubble);
@@ -233,15 +290,25 @@ static void test_schedules(void) {
         char name[160];
 #define SCHED_CHECK(what, bad) do { snprintf(name, sizeof(name), "schedule/%s/%s (%d layouts)", kn, what, n_cfg); \
         check(!bad[0], name, bad[0] ? "%s" : NULL, bad); } while (0)
-        SCHED_CHECK(split ? "every (mb, chunk) F, B and W exactly once" : "every (mb, chunk) forward and backward exactly once", bad_once);
-        SCHED_CHECK(split ? "F before B before W, hand-overs after their source" : "forward before backward on every stage", bad_order);
+        SCHED_CHECK(
+            split ? "every (mb, chunk) F, B and W exactly once" : "every (mb, chunk) forward and backward exactly once",
+            bad_once);
+        SCHED_CHECK(
+            split ? "F before B before W, hand-overs after their source" : "forward before backward on every stage",
+            bad_order);
         SCHED_CHECK("every send matched by one recv on the peer chunk, recv/send next to compute", bad_comm);
-        SCHED_CHECK("each direction and way between two stages received in the order sent (in-order matching)", bad_fifo);
-        SCHED_CHECK(kind == SCHED_1F1B ? "in flight = min(pp - stage, m) <= pp" : kind == SCHED_GPIPE ? "in flight = m"
-                    : kind == SCHED_ZBH1 ? "in flight (F to W) = pp on every stage" : kind == SCHED_ZBV ? "in flight (F to W) <= 2pp chunks"
-                    : "in flight = Megatron warm-up + 1", bad_flight);
+        SCHED_CHECK("each direction and way between two stages received in the order sent (in-order matching)",
+                    bad_fifo);
+        SCHED_CHECK(kind == SCHED_1F1B    ? "in flight = min(pp - stage, m) <= pp"
+                    : kind == SCHED_GPIPE ? "in flight = m"
+                    : kind == SCHED_ZBH1  ? "in flight (F to W) = pp on every stage"
+                    : kind == SCHED_ZBV   ? "in flight (F to W) <= 2pp chunks"
+                                          : "in flight = Megatron warm-up + 1",
+                    bad_flight);
         SCHED_CHECK("simulate completes (no deadlock), unit and uneven times", bad_sim);
-        SCHED_CHECK(kind == SCHED_ZBV ? "bubble at F=B=W at most ZB-H1's (p-1)/(3m)" : "bubble (makespan - busy)/busy equals bubble_formula within 1e-9", bad_bubble);
+        SCHED_CHECK(kind == SCHED_ZBV ? "bubble at F=B=W at most ZB-H1's (p-1)/(3m)"
+                                      : "bubble (makespan - busy)/busy equals bubble_formula within 1e-9",
+                    bad_bubble);
 #undef SCHED_CHECK
     }
     test_schedules_more();

@@ -159,7 +159,8 @@ static int rank_pids(pid_t parent, pid_t* out, int max) {
         char* rp = strrchr(buf, ')');  // "pid (comm) state ppid ..."
         int ppid = 0;
         char state = 0;
-        if (rp && sscanf(rp + 1, " %c %d", &state, &ppid) == 2 && parent_of(ppid) == parent && strstr(buf, "(train)") && n < max)
+        if (rp && sscanf(rp + 1, " %c %d", &state, &ppid) == 2 && parent_of(ppid) == parent && strstr(buf, "(train)") &&
+            n < max)
             out[n++] = pid;
     }
     if (d) closedir(d);
@@ -181,7 +182,8 @@ static int log_read(const char* path, Log* g) {
     while (fgets(line, sizeof(line), f)) {
         const char* p = strstr(line, "\"loss\":");
         const char* s = strstr(line, "\"step\":");
-        if (!p || !s || strstr(line, "val_loss") || !strchr(line, '\n')) continue;  // a line being written is not a step yet
+        if (!p || !s || strstr(line, "val_loss") || !strchr(line, '\n'))
+            continue;  // a line being written is not a step yet
         int step = atoi(s + 7);
         if (step < 1 || step > MAX_STEPS) continue;
         p += 7;
@@ -342,7 +344,10 @@ static int losses_match(const Log* ref, const Log* g, int first, int last, int e
         }
         double rel = fabs(atof(g->loss[s]) - atof(ref->loss[s])) / fabs(atof(ref->loss[s]));
         if (rel > *worst) *worst = rel;
-        if (!exact && !(rel <= TOL)) { sprintf(why, "step %d loss %s vs %s (rel %.1e)", s, g->loss[s], ref->loss[s], rel); return 0; }
+        if (!exact && !(rel <= TOL)) {
+            sprintf(why, "step %d loss %s vs %s (rel %.1e)", s, g->loss[s], ref->loss[s], rel);
+            return 0;
+        }
     }
     return 1;
 }
@@ -372,7 +377,10 @@ int main(int argc, char** argv) {
         for (int p = 0; p < 5; p++) if (!strcmp(argv[i], parts[p])) want[p] = 1;
     signal(SIGPIPE, SIG_IGN);
     if (sh("mkdir -p " ROOT)) return 1;
-    if (file_size("train") < 0) { printf("FAIL setup: ./train not found (make train)\n0 passed, 1 failed\n"); return 1; }
+    if (file_size("train") < 0) {
+        printf("FAIL setup: ./train not found (make train)\n0 passed, 1 failed\n");
+        return 1;
+    }
     double t_all = now_s(), t0;
     // the reference runs are needed by every part but "bad"
     if (want[0] || want[1] || want[2] || want[3]) {
@@ -389,9 +397,12 @@ int main(int argc, char** argv) {
         signal_ranks("sigterm_one_rank_tp2_pp2", "--tp 2 --pp 2", SIGTERM, 1);
         signal_ranks("sigint_launcher_tp2", "--tp 2", SIGINT, 0);
         // at start-up, before mpirun has started the ranks: the launcher passes the stop on again until it ends
-        stop_in_loop("sigterm_launcher_at_startup_tp2", "--tp 2 --steps 1000", NULL, 0.2, SIGTERM, "stopped by signal 15");
-        stop_in_loop("sigterm_in_final_sample", "--steps 1 --sample-len 1000000", "sample:", 0, SIGTERM, "stopped by signal during the sample");
-        stop_in_loop("sigint_in_evaluation", "--steps 3 --eval-every 1 --val-batches 1000000 --ckpt-dir " ROOT "/sigint_in_evaluation",
+        stop_in_loop("sigterm_launcher_at_startup_tp2", "--tp 2 --steps 1000", NULL, 0.2, SIGTERM,
+                     "stopped by signal 15");
+        stop_in_loop("sigterm_in_final_sample", "--steps 1 --sample-len 1000000", "sample:", 0, SIGTERM,
+                     "stopped by signal during the sample");
+        stop_in_loop("sigint_in_evaluation",
+                     "--steps 3 --eval-every 1 --val-batches 1000000 --ckpt-dir " ROOT "/sigint_in_evaluation",
                      "\"step\":1,", 0, SIGINT, "stopped by signal after step 1");
         // a text file of 192 MiB: a second or more to read (and 768 MiB of tokens per rank)
         const char* big = ROOT "/big.txt";
@@ -415,9 +426,10 @@ int main(int argc, char** argv) {
         reshard("cp2_to_1rank", "", &ref, rd, "--cp 2", "");
         reshard("dp2zero1_to_cp4_2d", "", &ref, rd, "--dp 2 --zero 1", "--cp 4 --cp-kind 2d --cp-ulysses 2");
         if (reference("ref_llama_1rank", "--model llama-tiny", &ref_llama)) {
-            reshard("llama_tp2sp_to_pp2vpp2", "--model llama-tiny", &ref_llama, ROOT "/ref_llama_1rank", "--tp 2 --sp", "--pp 2 --vpp 2");
-            reshard("llama_cp2ulysses_zero1_to_tp2", "--model llama-tiny", &ref_llama, ROOT "/ref_llama_1rank", "--cp 2 --cp-kind ulysses --zero 1",
-                    "--tp 2");
+            reshard("llama_tp2sp_to_pp2vpp2", "--model llama-tiny", &ref_llama, ROOT "/ref_llama_1rank", "--tp 2 --sp",
+                    "--pp 2 --vpp 2");
+            reshard("llama_cp2ulysses_zero1_to_tp2", "--model llama-tiny", &ref_llama, ROOT "/ref_llama_1rank",
+                    "--cp 2 --cp-kind ulysses --zero 1", "--tp 2");
         }
         printf("(reshard: %.1f s)\n", now_s() - t0);
     }

@@ -116,7 +116,9 @@ static double fd_err_idx(Objective f, void* ctx, double* x, const size_t* idx, s
     }
     return max_diff / fmax(max_ref, 1e-6);
 }
-static double fd_err(Objective f, void* ctx, double* x, size_t n, const float* g) { return fd_err_idx(f, ctx, x, NULL, n, g); }
+static double fd_err(Objective f, void* ctx, double* x, size_t n, const float* g) {
+    return fd_err_idx(f, ctx, x, NULL, n, g);
+}
 
 // Tolerances of the layer checks: fp32 kernels against the double reference.
 #define TOL_FWD 1e-5   // forward outputs
@@ -133,7 +135,8 @@ static void ref_matmul(double* out, const double* inp, const double* w, const do
             out[(size_t)i * OC + o] = s;
         }
 }
-static void ref_layernorm(double* out, double* mean, double* rstd, const double* x, const double* w, const double* b, int N, int C) {
+static void ref_layernorm(double* out, double* mean, double* rstd, const double* x, const double* w, const double* b,
+                          int N, int C) {
     for (int i = 0; i < N; i++) {
         const double* r = x + (size_t)i * C;
         double m = 0, v = 0;
@@ -171,7 +174,8 @@ static void ref_rope(double* qkv, int N, const int* pos, int T, int stride, int 
 }
 // Causal softmax attention; query head h reads kv head h / (H / KV). lse (B x H x T, may be
 // NULL): the log-sum-exp of each row's scores.
-static void ref_attention(double* out, double* att, double* lse, const double* qkv, int B, int T, int H, int KV, int hd) {
+static void ref_attention(double* out, double* att, double* lse, const double* qkv, int B, int T, int H, int KV,
+                          int hd) {
     int stride = (H + 2 * KV) * hd, group = H / KV;
     for (int b = 0; b < B; b++)
         for (int h = 0; h < H; h++)
@@ -191,7 +195,8 @@ static void ref_attention(double* out, double* att, double* lse, const double* q
                 double* o = out + ((size_t)b * T + t) * H * hd + h * hd;
                 for (int d = 0; d < hd; d++) {
                     double s = 0;
-                    for (int t2 = 0; t2 <= t; t2++) s += a[t2] * qkv[((size_t)b * T + t2) * stride + (H + KV + kvh) * hd + d];
+                    for (int t2 = 0; t2 <= t; t2++)
+                        s += a[t2] * qkv[((size_t)b * T + t2) * stride + (H + KV + kvh) * hd + d];
                     o[d] = s;
                 }
             }
@@ -239,10 +244,23 @@ int main(int argc, char** argv) {
 #ifdef _OPENMP
     int default_threads = omp_get_max_threads();
 #endif
-    struct { const char* name; void (*fn)(void); } sections[] = {
-        {"kernels", test_kernels}, {"model", test_model}, {"escape", test_escape}, {"files", test_files}, {"data readers", test_data_readers}, {"checkpoints", test_checkpoints}, {"sharding", test_sharding}, {"llmc", test_llmc},
-        {"schedules", test_schedules}, {"adamw", test_adamw}, {"lr", test_lr}, {"flags", test_flags},
-        {"layout_check", test_layout_check}, {"training", test_training}, {"split backward", test_split_backward}, {"non-finite", test_nonfinite}};
+    struct { const char* name; void (*fn)(void);
+    } sections[] = {{"kernels", test_kernels},
+                    {"model", test_model},
+                    {"escape", test_escape},
+                    {"files", test_files},
+                    {"data readers", test_data_readers},
+                    {"checkpoints", test_checkpoints},
+                    {"sharding", test_sharding},
+                    {"llmc", test_llmc},
+                    {"schedules", test_schedules},
+                    {"adamw", test_adamw},
+                    {"lr", test_lr},
+                    {"flags", test_flags},
+                    {"layout_check", test_layout_check},
+                    {"training", test_training},
+                    {"split backward", test_split_backward},
+                    {"non-finite", test_nonfinite}};
     for (size_t i = 0; i < sizeof(sections) / sizeof(sections[0]); i++) {
         if (argc > 1 && strcmp(argv[1], sections[i].name)) continue;  // ./test_gpt SECTION: that one only
 #ifdef _OPENMP

@@ -23,21 +23,20 @@ static void test_flag_table(void) {
         const Flag* f = &FLAGS[i];
         int in_size = f >= SIZE_FLAGS && f < SIZE_FLAGS + N_SIZE_FLAGS;
         planner_ok &= f->planner == in_size;
-        if (f->type == FLAG_INT && f->hi < (1L << 31)) {  // --seed has no upper end
-            snprintf(want, sizeof(want), "%s must be in [%ld, %ld]", f->flag, f->lo, f->hi);
-            long at[4] = {f->lo, f->hi, f->lo - 1, f->hi + 1};  // the ends (other rules may refuse them), one past
-            for (int k = 0; k < 4; k++) {
-                snprintf(flags, sizeof(flags), "%s %ld", f->flag, at[k]);
-                if (flags_refused(flags, want) != (k >= 2) && !bad_range[0])
-                    snprintf(bad_range, sizeof(bad_range), "'%s' %s", flags,
-                             k < 2 ? "refused by its range" : "not refused");
+        int is_int = f->type == FLAG_INT && f->hi < (1L << 31);  // --seed has no upper end
+        if (is_int || f->type == FLAG_NUM) {
+            char at[4][64];  // the ends (other rules may refuse them), then one past each
+            if (is_int) {
+                snprintf(want, sizeof(want), "%s must be in [%ld, %ld]", f->flag, f->lo, f->hi);
+                snprintf(at[0], 64, "%ld", f->lo), snprintf(at[1], 64, "%ld", f->hi);
+                snprintf(at[2], 64, "%ld", f->lo - 1), snprintf(at[3], 64, "%ld", f->hi + 1);
+            } else {
+                snprintf(want, sizeof(want), "%s must be in", f->flag);
+                snprintf(at[0], 64, "%.17g", f->min), snprintf(at[1], 64, "%.17g", f->max);
+                snprintf(at[2], 64, "%.17g", f->min - 1), snprintf(at[3], 64, "%.17g", f->max * 2 + 1);
             }
-            n_ranges++;
-        } else if (f->type == FLAG_NUM) {
-            snprintf(want, sizeof(want), "%s must be in", f->flag);
-            double at[4] = {f->min, f->max, f->min - 1, f->max * 2 + 1};
             for (int k = 0; k < 4; k++) {
-                snprintf(flags, sizeof(flags), "%s %.17g", f->flag, at[k]);
+                snprintf(flags, sizeof(flags), "%s %s", f->flag, at[k]);
                 if (flags_refused(flags, want) != (k >= 2) && !bad_range[0])
                     snprintf(bad_range, sizeof(bad_range), "'%s' %s", flags,
                              k < 2 ? "refused by its range" : "not refused");

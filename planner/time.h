@@ -1,4 +1,4 @@
-// planner/time.h: time per op, roofline style: matmuls (with wave quantization), elementwise
+// planner/time.h: time per op, roofline style: matmuls (by their shape), elementwise
 // ops at HBM bandwidth, ring collectives on the link a group lands on, context parallelism's
 // all-to-alls and ring, one transformer layer forward and backward, and the pipeline cut.
 #ifndef PLANNER_TIME_H
@@ -7,19 +7,42 @@
 #include "parallel/schedule.h"
 #include "planner/memory.h"
 
+// One GEMM C[M,N] = A[M,K] B[K,N] (batch of them) on the tensor cores, by its shape. cuBLAS
+// cuts C into tiles of GEMM_TILE x GEMM_TILE and runs them in waves of one tile per SM; when
+// the tiles leave a wave's SMs idle it splits K into s parts (split-K) to make more of them.
+// Each tile-part pays a fixed cost worth matmul_k_half of K (filling its load pipeline,
+// writing or reducing its result), so its main loop runs at (K/s) / (K/s + k_half) of the
+// large-K rate. Of the launched capacity (waves x SMs x tile area) the useful part is
+// M N s / tile area. The fraction of peak is matmul_eff (the main loop's rate on a full
+// tile) times the best over s = 1..4 of
+//     fill(s) x (K/s) / (K/s + k_half),   fill(s) = (M N s / tile^2) / (ceil(tiles s / SMs) SMs)
+// So small per-rank widths (K = h/t, N = F/t) run slower and large hidden sizes faster. On a
+// device without SMs (the CPU) the shape does not matter. The memory roofline: the three
+// operands read or written once.
+#define GEMM_TILE 128.0
+static double matmul_shape_eff(const DeviceProfile* d, double M, double N, double K, double batch) {
+    if (d->sms <= 0) return 1;
+    double best = 0;
+    for (int s = 1; s <= 4; s++) {
+        double tiles = ceil(M / GEMM_TILE) * ceil(N / GEMM_TILE) * batch * s;
+        double fill = M * N * batch * s / (GEMM_TILE * GEMM_TILE) / (ceil(tiles / d->sms) * d->sms), k_part = K / s;
+        double eff = fill * k_part / (k_part + d->matmul_k_half);
+        if (eff > best) best = eff;
+    }
+    return best;
+}
 static double matmul_time(const DeviceProfile* d, double M, double N, double K, double batch) {
     double flops = 2 * M * N * K * batch;
     double bytes = (M * K + K * N + M * N) * batch * d->dtype_bytes;
-    // Wave quantization: cuBLAS cuts the output into tiles (256 x 128 for large bf16 GEMMs)
-    // and runs them in waves of one tile per SM; a last partial wave leaves SMs idle.
-    double wave = 1;
-    if (d->sms > 0) {
-        double tiles = ceil(M / 256) * ceil(N / 128) * batch;
-        wave = tiles / (ceil(tiles / d->sms) * d->sms);
-    }
-    double t_compute = flops / (d->peak_flops * d->matmul_eff * wave), t_memory = bytes / (d->hbm_bw * d->hbm_eff);
+    double t_compute = flops / (d->peak_flops * d->matmul_eff * matmul_shape_eff(d, M, N, K, batch));
+    double t_memory = bytes / (d->hbm_bw * d->hbm_eff);
     return (t_compute > t_memory ? t_compute : t_memory) + d->matmul_latency;
 }
+// A linear layer's backward over M tokens (forward: N outputs from K inputs): the input
+// gradient dX[M,K] = dY[M,N] W^T (K outputs, reduced over N) and the weight gradient
+// dW[K,N] = X^T dY (reduced over the M tokens): the same FLOPs as the forward, other shapes.
+static double linear_dx_time(const DeviceProfile* d, double M, double N, double K) { return matmul_time(d, M, K, N, 1); }
+static double linear_dw_time(const DeviceProfile* d, double M, double N, double K) { return matmul_time(d, K, N, M, 1); }
 static double elementwise_time(const DeviceProfile* d, double bytes) { return bytes / (d->hbm_bw * d->hbm_eff) + d->op_latency; }
 
 // Ring collectives over n ranks (Patarasuk & Yuan 2009): an all-reduce moves 2(n-1)/n of
@@ -211,10 +234,14 @@ static LayerTime layer_time(const ModelConfig* c, int b, int tp, int sp, int cp,
         attn_bwd = R * (4 * bmm + elementwise_time(d, scores * softmax_bytes(k->attention, e, 1)));
     }
     lt.cp = cp_layer_time(c, b, tp, cp, U, d, attn, attn_bwd, ring, a2a);
-    double qkv = matmul_time(d, n, (h + 2 * kv) / t, h, 1);
-    double proj = matmul_time(d, n, h, h / t, 1);
-    double up = llama ? matmul_time(d, n, 2 * F / t, h, 1) : matmul_time(d, n, F / t, h, 1);
-    double down = matmul_time(d, n, h, F / t, 1);
+    // the four linears (outputs x inputs per rank): forward, input gradient, weight gradient
+    double lin_n[4] = {(h + 2 * kv) / t, h, (llama ? 2 : 1) * F / t, h}, lin_k[4] = {h, h / t, h, F / t};
+    double mm = 0, mm_dx = 0, mm_dw = 0;
+    for (int i = 0; i < 4; i++) {
+        mm += matmul_time(d, n, lin_n[i], lin_k[i], 1);
+        mm_dx += linear_dx_time(d, n, lin_n[i], lin_k[i]);
+        mm_dw += linear_dw_time(d, n, lin_n[i], lin_k[i]);
+    }
     // Megatron: 2 all-reduces of the (s, b, h) activations forward and 2 backward; with SP
     // an all-gather + reduce-scatter pair instead of each, the same bytes (Korthikanti §4.2.2).
     // SP keeps only its 1/t slice of the qkv and fc1 inputs and gathers them again in the
@@ -224,15 +251,14 @@ static LayerTime layer_time(const ModelConfig* c, int b, int tp, int sp, int cp,
     double one = sp ? 2 * allgather_time(tp, x_bytes, tp_link.bw, tp_link.lat) : allreduce_time(tp, x_bytes, tp_link.bw, tp_link.lat);
     lt.comm_fwd = 2 * one;
     lt.comm_bwd = 2 * one;
-    double mm = qkv + proj + up + down;
     lt.attn_fwd = attn + lt.cp.fwd;
     lt.fwd = 2 * norm_f + 2 * resid + rope + act_f + mm + attn + lt.comm_fwd + lt.cp.fwd;
-    // backward: each matmul twice, its input gradient in B and its weight gradient (as many
-    // FLOPs: 2 x the layer's matmul parameters per token) in W; attention, norms, the
-    // elementwise ops and the tensor-parallel and context-parallel communication of the
-    // input gradients are B's
-    lt.bwd = 2 * norm_b + 2 * resid + rope + act_b + 2 * mm + attn_bwd + lt.comm_bwd + lt.cp.bwd;
-    lt.bwd_w = mm;
+    // backward: each linear's input gradient in B and its weight gradient (as many FLOPs:
+    // 2 x the layer's matmul parameters per token) in W; attention, norms, the elementwise
+    // ops and the tensor-parallel and context-parallel communication of the input gradients
+    // are B's
+    lt.bwd = 2 * norm_b + 2 * resid + rope + act_b + mm_dx + mm_dw + attn_bwd + lt.comm_bwd + lt.cp.bwd;
+    lt.bwd_w = mm_dw;
     return lt;
 }
 

@@ -192,7 +192,8 @@ static EdgeTimes edge_times(const ModelConfig* c, const PlanSetup* k, const Devi
     double gather_logits = k->loss_gathered ? allgather_time(tp, n * V * e, tp_link.bw, tp_link.lat) : 0;
     et.head_fwd = head_norm_f + head_mm + gather_logits + elementwise_time(d, n * V_loss * (e + 20)) +
                   et.head_comm;  // loss: the byte table
-    et.head_bwd = head_norm_b + linear_dx_time(d, n, V / t, h) + linear_dw_time(d, n, V / t, h) + elementwise_time(d, n * V_loss * (e + 12)) + et.head_comm;
+    et.head_bwd = head_norm_b + linear_dx_time(d, n, V / t, h) + linear_dw_time(d, n, V / t, h) +
+                  elementwise_time(d, n * V_loss * (e + 12)) + et.head_comm;
     return et;
 }
 

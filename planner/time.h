@@ -41,8 +41,12 @@ static double matmul_time(const DeviceProfile* d, double M, double N, double K, 
 // A linear layer's backward over M tokens (forward: N outputs from K inputs): the input
 // gradient dX[M,K] = dY[M,N] W^T (K outputs, reduced over N) and the weight gradient
 // dW[K,N] = X^T dY (reduced over the M tokens): the same FLOPs as the forward, other shapes.
-static double linear_dx_time(const DeviceProfile* d, double M, double N, double K) { return matmul_time(d, M, K, N, 1); }
-static double linear_dw_time(const DeviceProfile* d, double M, double N, double K) { return matmul_time(d, K, N, M, 1); }
+static double linear_dx_time(const DeviceProfile* d, double M, double N, double K) {
+    return matmul_time(d, M, K, N, 1);
+}
+static double linear_dw_time(const DeviceProfile* d, double M, double N, double K) {
+    return matmul_time(d, K, N, M, 1);
+}
 static double elementwise_time(const DeviceProfile* d, double bytes) { return bytes / (d->hbm_bw * d->hbm_eff) + d->op_latency; }
 
 // Ring collectives over n ranks (Patarasuk & Yuan 2009): an all-reduce moves 2(n-1)/n of

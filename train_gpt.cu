@@ -225,7 +225,9 @@ static void ring_wait(Model* m, int step) {
     metrics_ring_event(m->met, step >= 0 ? 1 : 2, step >= 0 ? step : -1 - step, m->be.ring_t0, now_s());
 }
 static void trace_ring_blocks(Model* m, int step, double t0) { metrics_ring_event(m->met, 0, step, t0, now_s()); }
-static void trace_op(Model* m, int kind, int mb, int chunk, double t0) { metrics_op(m->met, kind, mb, chunk, t0, now_s()); }
+static void trace_op(Model* m, int kind, int mb, int chunk, double t0) {
+    metrics_op(m->met, kind, mb, chunk, t0, now_s());
+}
 
 // ----------------------------------------------------------------------------
 // The rank's orchestration (chunks, slots, the schedule executor, gradient reduction, the

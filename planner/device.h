@@ -35,6 +35,7 @@ typedef struct {
     double dp_overlap;       // fraction of one micro-batch's backward (forward) under which the DP
                              // gradient reduce (parameter all-gather) hides
     double comm_interference;  // slowdown of compute per second of communication it overlaps
+    int nvls;                // 1: the node's NVSwitches reduce (NVLink SHARP): all-reduces inside a node by NVLS
     int nics_per_node;       // NICs in a node, shared by its GPUs
     int gpus_per_node;       // default for --gpus-per-node (0: all GPUs in one node)
     // software
@@ -100,6 +101,7 @@ static void profile_h100(DeviceProfile* d) {
     d->hbm_bw = 3.35e12;
     d->intra_bw = 450e9;          // NVLink4 900 GB/s bidirectional
     d->nic_bw = 400e9 / 8;        // NDR 400 Gb/s
+    d->nvls = 1;                  // NVSwitch 3 (HGX H100/H200): NVLink SHARP, NCCL 2.17+
 }
 
 static void profile_h200(DeviceProfile* d) {
@@ -191,6 +193,7 @@ static const ProfileKey PROFILE_KEYS[] = {
     PKEY("grad_bytes", grad_bytes, 1, 1, 2, 4, "2 (bf16) or 4 (fp32) gradient bytes"),
     PKEY("shared_cores", shared_cores, 1, 1, 0, 1 << 20, "cores the ranks time-share (0: a device per rank)"),
     PKEY("sms", sms, 1, 1, 0, 1 << 20, "streaming multiprocessors (0: no wave quantization)"),
+    PKEY("nvls", nvls, 1, 1, 0, 1, "1: NVSwitches reduce in the switch (all-reduce inside a node)"),
     PKEY("matmul_k_half", matmul_k_half, 0, 1, 0, 1e9, "a GEMM tile's fixed cost in elements of K"),
 };
 #define N_PROFILE_KEYS ((int)(sizeof(PROFILE_KEYS) / sizeof(PROFILE_KEYS[0])))

@@ -178,14 +178,14 @@ static EdgeTimes edge_times(const ModelConfig* c, const PlanSetup* k, const Devi
            V = c->vocab_padded, t = tp;
     double n_el = c->sp ? n / t : n, x_bytes = n * h * e;
     et.emb_comm = c->sp ? allgather_time(tp, x_bytes, tp_link.bw, tp_link.lat)
-                        : allreduce_time(tp, x_bytes, tp_link.bw, tp_link.lat);
+                        : link_allreduce_time(tp, x_bytes, tp_link);
     et.emb_fwd = elementwise_time(d, 2 * n_el * h * e) + et.emb_comm;  // vocab-parallel lookup, then reduce over tp
     et.emb_bwd = elementwise_time(d, 2 * n * h * e) + elementwise_time(d, 2 * n_el * h * e);
     double head_norm_f = elementwise_time(d, n_el * h * norm_bytes(k->rms_kernel, e, 0));
     double head_norm_b = elementwise_time(d, n_el * h * norm_bytes(k->rms_kernel, e, 1));
     double head_mm = matmul_time(d, n, V / t, h, 1);
     et.head_comm = c->sp ? allgather_time(tp, x_bytes, tp_link.bw, tp_link.lat)
-                         : allreduce_time(tp, x_bytes, tp_link.bw, tp_link.lat);
+                         : link_allreduce_time(tp, x_bytes, tp_link);
     // the loss runs over V/t logits per rank (vocabulary-parallel), or over all V after an
     // all-gather of the logits over tp (its backward keeps only the rank's slice: no traffic)
     double V_loss = k->loss_gathered ? V : V / t;

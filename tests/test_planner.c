@@ -359,7 +359,7 @@ static void test_context_parallel(void) {
     ModelConfig g = model("llama3-8b", 32768);
     DeviceProfile dq = d;
     dq.comm_interference = 0;
-    Link ring = cp_ring_link(&dq, 2, 4, 8), unused = {1, 0};
+    Link ring = cp_ring_link(&dq, 2, 4, 8), unused = {1, 0, 0};
     double kv_b = 16777216, dkv_b = 33554432, step_kv = kv_b / ring.bw + ring.lat, step_dkv = dkv_b / ring.bw + ring.lat;
     double step_both = (kv_b + dkv_b) / ring.bw + ring.lat;
     CpTime hidden = cp_layer_time(&g, 1, 2, 4, 1, &dq, 1.0, 1.0, ring, unused);  // blocks of 0.25 s hide every exchange
@@ -403,7 +403,7 @@ static void test_context_parallel(void) {
           "U 1: forward %.0f B, %.3f ms (want %.3f)", tr.bytes_fwd, 1e3 * tr.fwd, 7e3 * s_kv);
 
     // The attention's work is split evenly: each of 4 ring ranks does a quarter (one kernel per block)
-    Link fast = {1e30, 0};
+    Link fast = {1e30, 0, 0};
     LayerTime a1 = layer_time(&m7, 1, 1, 0, 1, 1, &k, &dq, fast, fast, fast), a4 = layer_time(&m7, 1, 1, 0, 4, 1, &k, &dq, fast, fast, fast);
     check(close_rel(4 * (a4.attn_fwd - 4 * dq.op_latency), a1.attn_fwd - dq.op_latency, 1e-12), "cp_attention_split_evenly",
           "attention forward cp1 %.3f ms, cp4 %.3f ms", 1e3 * a1.attn_fwd, 1e3 * a4.attn_fwd);
@@ -1270,12 +1270,32 @@ static void test_gemm_shape_efficiency(void) {
     check(matmul_shape_eff(&cpu, 7, 3, 5, 1) == 1, "gemm_eff_cpu_shapeless", "the CPU has no tiles");
 }
 
+// Tensor-parallel all-reduces by message size and link (time.h, link_allreduce_time), by hand.
+// An 8-GPU A100 node: 300 GB/s x link_eff 0.47 = 141 GB/s per rank, 5 us per ring step, 14 steps:
+//   64 KiB: 2 x 7/8 x 65536 / 141e9 = 0.8134 us + 70 us = 70.8134 us (latency-bound: 0.9 GB/s)
+//   64 MiB: 2 x 7/8 x 67108864 / 141e9 = 832.91 us + 70 us = 902.91 us (74 GB/s of the buffer)
+// An H100 node reduces in its NVSwitches (NVLS): 67108864 / (450e9 x 0.47) + 2 x 5 us = 327.30 us.
+// Across nodes (16 ranks, 8 per node) the group is a ring again.
+static void test_tp_collectives(void) {
+    DeviceProfile a100, h100;
+    profile_builtin("a100-80gb", &a100), profile_builtin("h100-sxm", &h100);
+    Link la = group_link(&a100, 8, 1, 8), lh = group_link(&h100, 8, 1, 8), lh16 = group_link(&h100, 16, 1, 8);
+    double small = link_allreduce_time(8, 65536, la), large = link_allreduce_time(8, 67108864, la);
+    check(fabs(small - 70.8134e-6) < 1e-10 && fabs(large - 902.91e-6) < 0.01e-6, "tp_allreduce_by_message_size",
+          "64 KiB %.4f us (want 70.8134), 64 MiB %.2f us (want 902.91)", small * 1e6, large * 1e6);
+    double nvls = link_allreduce_time(8, 67108864, lh);
+    check(lh.nvls && fabs(nvls - 327.30e-6) < 0.01e-6, "tp_allreduce_nvls", "%.2f us, want 327.30", nvls * 1e6);
+    check(!lh16.nvls && !la.nvls && link_allreduce_time(1, 67108864, lh) == 0, "tp_allreduce_ring_across_nodes",
+          "nvls across nodes %d, on A100 %d", lh16.nvls, la.nvls);
+}
+
 int main(void) {
     test_params();
     test_memory_by_hand();
     test_memory_framework_by_hand();
     test_korthikanti();
     test_gemm_shape_efficiency();
+    test_tp_collectives();
     test_bubble();
     test_zero_bubble_schedules();
     test_context_parallel();

@@ -272,7 +272,8 @@ static LayerTime layer_time(const ModelConfig* c, int b, int tp, int sp, int cp,
     // backward for the weight gradients; Megatron overlaps that all-gather with the input-
     // gradient matmul, so it adds no time here.
     double x_bytes = n * h * e;
-    double one = sp ? 2 * allgather_time(tp, x_bytes, tp_link.bw, tp_link.lat) : link_allreduce_time(tp, x_bytes, tp_link);
+    double one = sp ? 2 * allgather_time(tp, x_bytes, tp_link.bw, tp_link.lat)
+                    : link_allreduce_time(tp, x_bytes, tp_link);
     lt.comm_fwd = 2 * one;
     lt.comm_bwd = 2 * one;
     lt.attn_fwd = attn + lt.cp.fwd;

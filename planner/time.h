@@ -210,6 +210,20 @@ static CpTime cp_layer_time(const ModelConfig* c, int b, int tp, int cp, int U, 
     return t;
 }
 
+// The fraction of a causal flash kernel's rate its shape allows. It runs a thread block per 128
+// queries of a head (b x heads x nt blocks, nt = T/128 query tiles), query tile i over i key
+// tiles: the diagonal tiles are computed whole and masked, nt (nt+1)/2 tiles per head for the
+// nt^2/2 the causal FLOPs count. Spread over the SMs the kernel takes the longer of its work
+// per SM and its longest block (nt tiles): with few heads per rank (tp 8, micro-batch 1) the
+// SMs idle behind the last query tiles. eff = useful tiles / (SMs x that time). A ring's blocks
+// are taken as the whole sequence's kernel (its work split evenly over the ring's steps).
+static double flash_shape_eff(const DeviceProfile* d, double b, double heads, double T) {
+    if (d->sms <= 0) return 1;  // the CPU's blockwise kernels: calibrated as they are (scripts/sweep.py)
+    double nt = ceil(T / 128), tiles = b * heads * nt * (nt + 1) / 2, useful = b * heads * nt * nt / 2;
+    double span = tiles / d->sms > nt ? tiles / d->sms : nt;
+    return useful / (d->sms * span);
+}
+
 // Times of one transformer layer for one micro-batch on one GPU.
 typedef struct {
     double fwd, bwd;     // bwd without recomputation
@@ -245,7 +259,8 @@ static LayerTime layer_time(const ModelConfig* c, int b, int tp, int sp, int cp,
     if (k->attention == ATTN_FLASH1 || k->attention == ATTN_FLASH2) {
         // QK^T and AV: 4 b T^2 h FLOPs, causal kernels skip half; the backward does 2.5x (5 matmuls vs 2)
         double flops = 4.0 * b * T * T * h / (t * cp) * 0.5 * imbalance;
-        double eff = k->attention == ATTN_FLASH2 ? d->attn_eff_flash2 : d->attn_eff_flash1;
+        double eff = (k->attention == ATTN_FLASH2 ? d->attn_eff_flash2 : d->attn_eff_flash1) *
+                     flash_shape_eff(d, b, a / (t * U), T);
         attn = flops / (d->peak_flops * eff) + R * d->op_latency;
         attn_bwd = 2.5 * flops / (d->peak_flops * eff) + R * d->op_latency;
     } else {

@@ -190,10 +190,10 @@ static EdgeTimes edge_times(const ModelConfig* c, const PlanSetup* k, const Devi
     // all-gather of the logits over tp (its backward keeps only the rank's slice: no traffic)
     double V_loss = k->loss_gathered ? V : V / t;
     double gather_logits = k->loss_gathered ? allgather_time(tp, n * V * e, tp_link.bw, tp_link.lat) : 0;
-    et.head_fwd = head_norm_f + head_mm + gather_logits + elementwise_time(d, n * V_loss * (e + 20)) +
+    et.head_fwd = head_norm_f + head_mm + gather_logits + elementwise_time(d, n * V_loss * loss_bytes(k, e, 0)) +
                   et.head_comm;  // loss: the byte table
     et.head_bwd = head_norm_b + linear_dx_time(d, n, V / t, h) + linear_dw_time(d, n, V / t, h) +
-                  elementwise_time(d, n * V_loss * (e + 12)) + et.head_comm;
+                  elementwise_time(d, n * V_loss * loss_bytes(k, e, 1)) + et.head_comm;
     return et;
 }
 

@@ -259,8 +259,10 @@ static LayerTime layer_time(const ModelConfig* c, int b, int tp, int sp, int cp,
     if (k->attention == ATTN_FLASH1 || k->attention == ATTN_FLASH2) {
         // QK^T and AV: 4 b T^2 h FLOPs, causal kernels skip half; the backward does 2.5x (5 matmuls vs 2)
         double flops = 4.0 * b * T * T * h / (t * cp) * 0.5 * imbalance;
-        double eff = (k->attention == ATTN_FLASH2 ? d->attn_eff_flash2 : d->attn_eff_flash1) *
-                     flash_shape_eff(d, b, a / (t * U), T);
+        double kernel = k->own_kernels                  ? d->attn_eff_own
+                        : k->attention == ATTN_FLASH2 ? d->attn_eff_flash2
+                                                      : d->attn_eff_flash1;
+        double eff = kernel * flash_shape_eff(d, b, a / (t * U), T);
         attn = flops / (d->peak_flops * eff) + R * d->op_latency;
         attn_bwd = 2.5 * flops / (d->peak_flops * eff) + R * d->op_latency;
     } else {

@@ -10,7 +10,8 @@ scripts/validate_planner.py) over the runs that ran, by a coordinate search on t
 keys below, starting from the built-in profile. attn_eff_flash2 stays at the published
 FlashAttention-2 figure (Dao 2023: ~50% of the A100's peak, causal, head dim 128, 2k-8k
 tokens) and the memory keys are not searched here: they were set from the out-of-memory
-boundaries (dev/PLANNER.md). Prints the error at each improvement and the result as
+boundaries (dev/PLANNER.md). Nor is matmul_k_half (a GEMM tile's fixed cost): it was scanned
+by rebuilding with 32, 64 and 128 and running this search at each (dev/PLANNER.md). Prints the error at each improvement and the result as
 --device-set flags; copy the values into profile_a100() by hand.
 
 --memory: the memory reserve (mem_frag, mem_overhead_gib) from the out-of-memory boundaries,

@@ -136,8 +136,9 @@ static void check(const char* name, const float* gpu, const float* cpu, size_t n
     }
     if (bad || worst > 1.0) {
         n_fail++;
-        printf("FAIL %s: %s at %zu of %zu: gpu %.7g cpu %.7g (max |err| %.3g, rms %.3g, rtol %.0e atol %.0e*rms)\n", name,
-               bad ? "NaN/inf" : "out of tolerance", wi, n, n ? gpu[wi] : 0.0f, n ? cpu[wi] : 0.0f, max_err, rms, rtol, atol_rel);
+        printf("FAIL %s: %s at %zu of %zu: gpu %.7g cpu %.7g (max |err| %.3g, rms %.3g, rtol %.0e atol %.0e*rms)\n",
+               name, bad ? "NaN/inf" : "out of tolerance", wi, n, n ? gpu[wi] : 0.0f, n ? cpu[wi] : 0.0f, max_err, rms,
+               rtol, atol_rel);
     } else {
         n_pass++;
         printf("PASS %-44s max|err| %.2e (%.2f of tol; rms %.2e, rtol %.0e atol %.0e*rms)\n", name, max_err, worst, rms,
@@ -158,7 +159,8 @@ static void test_matmul(int N, int IC, int OC, int with_bias) {
     float* bias = with_bias ? hrand(OC, 0.5f) : NULL;
     float* out = hbuf((size_t)N * OC);
     matmul_forward(out, inp, w, bias, N, IC, OC);
-    bf16 *d_inp = to_bf16(inp, (size_t)N * IC), *d_w = to_bf16(w, (size_t)OC * IC), *d_b = bias ? to_bf16(bias, OC) : NULL;
+    bf16 *d_inp = to_bf16(inp, (size_t)N * IC), *d_w = to_bf16(w, (size_t)OC * IC),
+         *d_b = bias ? to_bf16(bias, OC) : NULL;
     bf16* d_out = (bf16*)dbuf(2 * (size_t)N * OC);
     matmul_forward_gpu(d_out, d_inp, d_w, d_b, N, IC, OC, st);
     snprintf(nm, sizeof(nm), "matmul_forward N=%d IC=%d OC=%d bias=%d", N, IC, OC, with_bias);
@@ -198,7 +200,8 @@ static void test_matmul_gelu(int N, int IC, int OC, int with_bias) {
     float *pre = hbuf((size_t)N * OC), *act = hbuf((size_t)N * OC);
     matmul_forward(pre, inp, w, bias, N, IC, OC);
     gelu_forward(act, pre, (size_t)N * OC);
-    bf16 *d_inp = to_bf16(inp, (size_t)N * IC), *d_w = to_bf16(w, (size_t)OC * IC), *d_b = bias ? to_bf16(bias, OC) : NULL;
+    bf16 *d_inp = to_bf16(inp, (size_t)N * IC), *d_w = to_bf16(w, (size_t)OC * IC),
+         *d_b = bias ? to_bf16(bias, OC) : NULL;
     bf16 *d_pre = (bf16*)dbuf(2 * (size_t)N * OC), *d_act = (bf16*)dbuf(2 * (size_t)N * OC);
     snprintf(nm, sizeof(nm), "matmul_gelu_forward N=%d IC=%d OC=%d bias=%d", N, IC, OC, with_bias);
     if (!matmul_gelu_forward_gpu(d_act, d_pre, d_inp, d_w, d_b, N, IC, OC, st)) {
@@ -210,7 +213,8 @@ static void test_matmul_gelu(int N, int IC, int OC, int with_bias) {
     }
     // backward: the next layer maps N x IC (= GELU(pre)) to N x OC; dpre = (dout @ w) * GELU'(pre)
     float* pre_in = hrand((size_t)N * IC, 3.0f);
-    for (size_t i = 0; i < (size_t)N * IC; i++) pre_in[i] = bf16_round(pre_in[i]);  // both sides read the same bf16 values
+    for (size_t i = 0; i < (size_t)N * IC; i++)
+        pre_in[i] = bf16_round(pre_in[i]);  // both sides read the same bf16 values
     float* dout = hrand((size_t)N * OC, 1.0f);
     float *dact = hbuf((size_t)N * IC), *dpre = hbuf((size_t)N * IC), *dw = hbuf((size_t)OC * IC);
     matmul_backward(dact, dw, NULL, dout, inp, w, N, IC, OC);
@@ -218,16 +222,20 @@ static void test_matmul_gelu(int N, int IC, int OC, int with_bias) {
     bf16 *d_dout = to_bf16(dout, (size_t)N * OC), *d_pre_in = to_bf16(pre_in, (size_t)N * IC);
     bf16* d_dpre = (bf16*)dbuf(2 * (size_t)N * IC);
     snprintf(nm, sizeof(nm), "matmul_dgelu_backward N=%d IC=%d OC=%d", N, IC, OC);
-    if (!matmul_dgelu_backward_gpu(d_dpre, d_dout, d_w, d_pre_in, N, IC, OC, st)) printf("SKIP %s: no fused cuBLASLt algorithm\n", nm);
+    if (!matmul_dgelu_backward_gpu(d_dpre, d_dout, d_w, d_pre_in, N, IC, OC, st))
+        printf("SKIP %s: no fused cuBLASLt algorithm\n", nm);
     else check(nm, from_bf16(d_dpre, (size_t)N * IC), dpre, (size_t)N * IC, TOL_BF16);
     free_all();
 }
 // A width that is not a multiple of 8 cannot be an aux matrix: both fused matmuls decline
 // (return 0) before calling cuBLASLt, and the trainer falls back to the GELU kernel.
 static void test_matmul_gelu_declines(void) {
-    bf16 *x = (bf16*)dbuf(2 * 16 * 100), *w = (bf16*)dbuf(2 * 100 * 100), *y = (bf16*)dbuf(2 * 16 * 100), *p = (bf16*)dbuf(2 * 16 * 100);
-    int fwd = matmul_gelu_forward_gpu(y, p, x, w, NULL, 16, 100, 100, st), bwd = matmul_dgelu_backward_gpu(y, x, w, p, 16, 100, 100, st);
-    if (fwd || bwd) n_fail++, printf("FAIL matmul_gelu with width 100: fused anyway (forward %d, backward %d)\n", fwd, bwd);
+    bf16 *x = (bf16*)dbuf(2 * 16 * 100), *w = (bf16*)dbuf(2 * 100 * 100), *y = (bf16*)dbuf(2 * 16 * 100),
+         *p = (bf16*)dbuf(2 * 16 * 100);
+    int fwd = matmul_gelu_forward_gpu(y, p, x, w, NULL, 16, 100, 100, st),
+        bwd = matmul_dgelu_backward_gpu(y, x, w, p, 16, 100, 100, st);
+    if (fwd || bwd)
+        n_fail++, printf("FAIL matmul_gelu with width 100: fused anyway (forward %d, backward %d)\n", fwd, bwd);
     else n_pass++, printf("PASS %-44s\n", "matmul_gelu declines a width of 100 (not 8k)");
     free_all();
 }
@@ -408,7 +416,8 @@ static void test_rope(int B, int T, int H, int KV, int hd) {
 __global__ void mma_layout_kernel(bf16* s_out, bf16* o_out, const bf16* a, const bf16* b, const bf16* v) {
     constexpr int LD = 24;  // 16 + 8, as AttShape<16>
     __shared__ __align__(16) bf16 as[16 * LD], bs[16 * LD], vs[16 * LD];
-    for (int e = threadIdx.x; e < 256; e += 32) as[e / 16 * LD + e % 16] = a[e], bs[e / 16 * LD + e % 16] = b[e], vs[e / 16 * LD + e % 16] = v[e];
+    for (int e = threadIdx.x; e < 256; e += 32)
+        as[e / 16 * LD + e % 16] = a[e], bs[e / 16 * LD + e % 16] = b[e], vs[e / 16 * LD + e % 16] = v[e];
     __syncthreads();
     float s[2][4] = {}, o[2][4] = {};
     att_abT<16, LD, 2>(s, as, bs);
@@ -422,7 +431,8 @@ __global__ void mma_layout_kernel(bf16* s_out, bf16* o_out, const bf16* a, const
 static void test_mma_layout(void) {
     float *a = hbuf(256), *b = hbuf(256), *v = hbuf(256), *s = hbuf(256), *o = hbuf(256);
     for (int i = 0; i < 256; i++)  // entries in {-1, 0, 1}: |s| <= 16, |o| <= 256, exact in bf16
-        a[i] = (float)(rng_u64(&rng) % 3) - 1, b[i] = (float)(rng_u64(&rng) % 3) - 1, v[i] = (float)(rng_u64(&rng) % 3) - 1;
+        a[i] = (float)(rng_u64(&rng) % 3) - 1, b[i] = (float)(rng_u64(&rng) % 3) - 1,
+        v[i] = (float)(rng_u64(&rng) % 3) - 1;
     for (int r = 0; r < 16; r++)
         for (int c = 0; c < 16; c++) {
             float x = 0;
@@ -454,9 +464,11 @@ static void test_attention(int B, int T, int H, int KV, int hd) {
     bf16* d_out = (bf16*)dbuf(2 * nout);
     float* d_lse = (float*)dbuf(4 * nlse);
     attention_forward_gpu(d_out, d_lse, d_qkv, B, T, H, KV, hd, st);
-    snprintf(nm, sizeof(nm), "attention_forward B=%d T=%d H=%d KV=%d hd=%d tile=%d", B, T, H, KV, hd, attention_tile(hd));
+    snprintf(nm, sizeof(nm), "attention_forward B=%d T=%d H=%d KV=%d hd=%d tile=%d", B, T, H, KV, hd,
+             attention_tile(hd));
     check(nm, from_bf16(d_out, nout), out, nout, TOL_BF16);
-    snprintf(nm, sizeof(nm), "attention_forward lse B=%d T=%d H=%d KV=%d hd=%d tile=%d", B, T, H, KV, hd, attention_tile(hd));
+    snprintf(nm, sizeof(nm), "attention_forward lse B=%d T=%d H=%d KV=%d hd=%d tile=%d", B, T, H, KV, hd,
+             attention_tile(hd));
     check(nm, from_f32(d_lse, nlse), lse, nlse, TOL_F32);
 
     float* dout = hrand(nout, 1.0f);
@@ -477,7 +489,8 @@ static void test_attention(int B, int T, int H, int KV, int hd) {
                 gp[(size_t)i * cw[p] + c] = g[(size_t)i * stride + c0[p] + c];
                 cp[(size_t)i * cw[p] + c] = dqkv[(size_t)i * stride + c0[p] + c];
             }
-        snprintf(nm, sizeof(nm), "attention_backward %s B=%d T=%d H=%d KV=%d hd=%d tile=%d", part[p], B, T, H, KV, hd, attention_tile(hd));
+        snprintf(nm, sizeof(nm), "attention_backward %s B=%d T=%d H=%d KV=%d hd=%d tile=%d", part[p], B, T, H, KV, hd,
+                 attention_tile(hd));
         check(nm, gp, cp, m, TOL_ATT_BWD);
     }
     free_all();
@@ -491,7 +504,8 @@ static void test_attention(int B, int T, int H, int KV, int hd) {
 // ring step 0; a block with src[i] = s > 0 reads the separate K, V buffer s (a neighbour's,
 // rows 2*KVa*hd) and adds its dk, dv to that buffer's gradient. The backward reads the same
 // out (the CPU's, rounded to bf16) and lse on both sides, so it is checked on its own.
-static void run_blocks(const char* what, int B, int Ts, int Ha, int KVa, int hd, AttnBlock* blk, const int* src, int n, int n_src) {
+static void run_blocks(const char* what, int B, int Ts, int Ha, int KVa, int hd, AttnBlock* blk, const int* src, int n,
+                       int n_src) {
     char nm[192];
     int q_ld = (Ha + 2 * KVa) * hd, kv_ld = 2 * KVa * hd, o_ld = Ha * hd;
     size_t rows = (size_t)B * Ts, no = rows * o_ld, nl = (size_t)B * Ha * Ts, nkv = rows * kv_ld;
@@ -532,7 +546,8 @@ static void run_blocks(const char* what, int B, int Ts, int Ha, int KVa, int hd,
     snprintf(nm, sizeof(nm), "attention_block_backward dq(+=) %s hd=%d", what, hd);
     check(nm, from_f32(d_dq, no), dq, no, TOL_ATT_BWD);
     for (int s = 0; s < n_src; s++) {
-        snprintf(nm, sizeof(nm), "attention_block_backward dkv(+=) of %s %s hd=%d", s ? "a neighbour" : "its own rows", what, hd);
+        snprintf(nm, sizeof(nm), "attention_block_backward dkv(+=) of %s %s hd=%d", s ? "a neighbour" : "its own rows",
+                 what, hd);
         check(nm, from_f32(d_dkv[s], nkv), dkv[s], nkv, TOL_ATT_BWD);
     }
     free_all();
@@ -583,7 +598,8 @@ static void test_attention_zigzag(int B, int R, int r, int c, int Ha, int KVa, i
 static void test_attention_blocks_odd(int hd) {
     AttnBlock blk[3] = {{0}};
     int src[3] = {0, 1, 0};
-    blk[0].q_row = 0, blk[0].nq = 50, blk[0].q_pos = 100, blk[0].k_row = 20, blk[0].nk = 70, blk[0].k_pos = 110, blk[0].init = 1;
+    blk[0].q_row = 0, blk[0].nq = 50, blk[0].q_pos = 100, blk[0].k_row = 20, blk[0].nk = 70, blk[0].k_pos = 110,
+    blk[0].init = 1;
     blk[1].q_row = 0, blk[1].nq = 50, blk[1].q_pos = 100, blk[1].k_row = 0, blk[1].nk = 90, blk[1].k_pos = 23;
     blk[2].q_row = 10, blk[2].nq = 37, blk[2].q_pos = 110, blk[2].k_row = 60, blk[2].nk = 30, blk[2].k_pos = 0;
     run_blocks("odd blocks nq 50/37 vs nk 70/90/30, diag -10/77/110, B=2 Ha=4 KVa=2", 2, 90, 4, 2, hd, blk, src, 3, 2);
@@ -691,7 +707,8 @@ static void test_adamw(size_t n, size_t off) {
     float *d_p = to_f32(p, n + off), *d_g = to_f32(g, n + off), *d_m = to_f32(m, n + off), *d_v = to_f32(v, n + off);
     bf16* d_pb = (bf16*)dbuf(2 * (n + off));
     adamw_update(p + off, g + off, m + off, v + off, n, 1e-2f, 0.9f, 0.95f, 1e-8f, 0.1f, 1, 0.5f, 3);
-    adamw_update_gpu(d_p + off, d_pb + off, d_g + off, d_m + off, d_v + off, n, 1e-2f, 0.9f, 0.95f, 1e-8f, 0.1f, 1, 0.5f, 3, st);
+    adamw_update_gpu(d_p + off, d_pb + off, d_g + off, d_m + off, d_v + off, n, 1e-2f, 0.9f, 0.95f, 1e-8f, 0.1f, 1,
+                     0.5f, 3, st);
     snprintf(nm, sizeof(nm), "adamw param (fp32 master) n=%zu off=%zu", n, off);
     check(nm, from_f32(d_p, n + off) + off, p + off, n, TOL_ADAM);
     snprintf(nm, sizeof(nm), "adamw m n=%zu off=%zu", n, off);
@@ -781,7 +798,10 @@ typedef struct {
     int *targets;
     int N, IC, OC, B, T, H, KV, hd, V;
 } BenchArgs;
-static void bench_mm_fwd(void* p) { BenchArgs* a = (BenchArgs*)p; matmul_forward_gpu(a->y, a->x, a->w, a->b, a->N, a->IC, a->OC, st); }
+static void bench_mm_fwd(void* p) {
+    BenchArgs* a = (BenchArgs*)p;
+    matmul_forward_gpu(a->y, a->x, a->w, a->b, a->N, a->IC, a->OC, st);
+}
 static void bench_mm_bwd(void* p) {
     BenchArgs* a = (BenchArgs*)p;
     matmul_backward_gpu(a->x, a->dw, NULL, a->y, a->x, a->w, a->N, a->IC, a->OC, 0, st);
@@ -790,7 +810,8 @@ static void bench_mm_bwd(void* p) {
 // then the fc projection's input gradient through GELU (dout N x 768 -> N x 3072).
 static void bench_fc_gelu_fused(void* p) {
     BenchArgs* a = (BenchArgs*)p;
-    if (!matmul_gelu_forward_gpu(a->y, a->out, a->x, a->w, a->b, a->N, a->IC, a->OC, st)) fail("bench: no fused GELU algorithm");
+    if (!matmul_gelu_forward_gpu(a->y, a->out, a->x, a->w, a->b, a->N, a->IC, a->OC, st))
+        fail("bench: no fused GELU algorithm");
 }
 static void bench_fc_gelu_split(void* p) {
     BenchArgs* a = (BenchArgs*)p;
@@ -799,21 +820,31 @@ static void bench_fc_gelu_split(void* p) {
 }
 static void bench_dgelu_fused(void* p) {
     BenchArgs* a = (BenchArgs*)p;
-    if (!matmul_dgelu_backward_gpu(a->y, a->x, a->w, a->out, a->N, a->OC, a->IC, st)) fail("bench: no fused DGELU algorithm");
+    if (!matmul_dgelu_backward_gpu(a->y, a->x, a->w, a->out, a->N, a->OC, a->IC, st))
+        fail("bench: no fused DGELU algorithm");
 }
 static void bench_dgelu_split(void* p) {
     BenchArgs* a = (BenchArgs*)p;
     matmul_backward_gpu(a->dout, NULL, NULL, a->x, NULL, a->w, a->N, a->OC, a->IC, 0, st);
     gelu_backward_gpu(a->y, a->out, a->dout, (size_t)a->N * a->OC, 0, st);
 }
-static void bench_att_fwd(void* p) { BenchArgs* a = (BenchArgs*)p; attention_forward_gpu(a->out, a->lse, a->qkv, a->B, a->T, a->H, a->KV, a->hd, st); }
+static void bench_att_fwd(void* p) {
+    BenchArgs* a = (BenchArgs*)p;
+    attention_forward_gpu(a->out, a->lse, a->qkv, a->B, a->T, a->H, a->KV, a->hd, st);
+}
 static void bench_att_bwd(void* p) {
     BenchArgs* a = (BenchArgs*)p;
     attention_backward_gpu(a->dqkv, a->dout, a->qkv, a->out, a->lse, a->B, a->T, a->H, a->KV, a->hd, st);
 }
 // The memory-bound kernels at 124M sizes (N = 8 x 1024 tokens): x is N x 3072, y N x 3072.
-static void bench_gelu_fwd(void* p) { BenchArgs* a = (BenchArgs*)p; gelu_forward_gpu(a->y, a->x, (size_t)a->N * 3072, st); }
-static void bench_gelu_bwd(void* p) { BenchArgs* a = (BenchArgs*)p; gelu_backward_gpu(a->y, a->x, a->y, (size_t)a->N * 3072, 0, st); }
+static void bench_gelu_fwd(void* p) {
+    BenchArgs* a = (BenchArgs*)p;
+    gelu_forward_gpu(a->y, a->x, (size_t)a->N * 3072, st);
+}
+static void bench_gelu_bwd(void* p) {
+    BenchArgs* a = (BenchArgs*)p;
+    gelu_backward_gpu(a->y, a->x, a->y, (size_t)a->N * 3072, 0, st);
+}
 static void bench_resid_ln(void* p) {
     BenchArgs* a = (BenchArgs*)p;
     residual_layernorm_forward_gpu(a->resid, a->out, a->mean, a->rstd, a->x, a->y, a->w, a->b, a->N, 768, st);
@@ -841,7 +872,8 @@ static void bench_blocks_fwd(void* p) {
 }
 static void bench_blocks_bwd(void* p) {
     BlockBench* b = (BlockBench*)p;
-    for (int i = 0; i < b->n; i++) attention_block_backward_gpu(b->dq, b->dkv, b->q, b->kv, b->dout, b->out, b->lse, &b->blk[i], st);
+    for (int i = 0; i < b->n; i++)
+        attention_block_backward_gpu(b->dq, b->dkv, b->q, b->kv, b->dout, b->out, b->lse, &b->blk[i], st);
 }
 static double block_pairs(const AttnBlock* a) {  // (query, key) pairs where the key is seen
     double n = 0;
@@ -866,27 +898,37 @@ static void bench_blocks(void) {
         double pairs = 0;
         for (int i = 0; i < b.n; i++) {
             AttnBlock* a = &b.blk[i];
-            a->B = 1, a->Ts = Ts, a->Ha = H, a->KVa = H, a->hd = hd, a->q_ld = q_ld, a->kv_ld = step == 0 ? q_ld : kv_ld;
+            a->B = 1, a->Ts = Ts, a->Ha = H, a->KVa = H, a->hd = hd, a->q_ld = q_ld,
+            a->kv_ld = step == 0 ? q_ld : kv_ld;
             pairs += block_pairs(a);
         }
         double fl = 4.0 * hd * H * pairs;
         float tf = time_ms(bench_blocks_fwd, &b, 10), tb = time_ms(bench_blocks_bwd, &b, 10);
-        printf("bench attention blocks cp=4 zig-zag T=%d H=%d hd=%d, ring rank 0 step %d (%d blocks): forward %7.3f ms %6.1f TFLOP/s, "
-               "backward %7.3f ms %6.1f TFLOP/s\n", T, H, hd, step, b.n, tf, fl / tf / 1e9, tb, 2.5 * fl / tb / 1e9);
+        printf(
+            "bench attention blocks cp=4 zig-zag T=%d H=%d hd=%d, ring rank 0 step %d (%d blocks): forward %7.3f ms "
+            "%6.1f TFLOP/s, "
+            "backward %7.3f ms %6.1f TFLOP/s\n",
+            T, H, hd, step, b.n, tf, fl / tf / 1e9, tb, 2.5 * fl / tb / 1e9);
         ms_f += tf, ms_b += tb, all_pairs += pairs;
     }
     BenchArgs w;
     memset(&w, 0, sizeof(w));
     w.B = 1, w.T = T, w.H = H, w.KV = H, w.hd = hd;
     w.qkv = (bf16*)dbuf(2 * (size_t)T * q_ld), w.dqkv = (bf16*)dbuf(2 * (size_t)T * q_ld);
-    w.out = (bf16*)dbuf(2 * (size_t)T * H * hd), w.dout = (bf16*)dbuf(2 * (size_t)T * H * hd), w.lse = (float*)dbuf(4 * (size_t)T * H);
+    w.out = (bf16*)dbuf(2 * (size_t)T * H * hd), w.dout = (bf16*)dbuf(2 * (size_t)T * H * hd),
+    w.lse = (float*)dbuf(4 * (size_t)T * H);
     attention_forward_gpu(w.out, w.lse, w.qkv, 1, T, H, H, hd, st);  // valid lse for the backward
     double fl = 4.0 * hd * H * (double)T * (T + 1) / 2, fl_rank = 4.0 * hd * H * all_pairs;
     float tf = time_ms(bench_att_fwd, &w, 10), tb = time_ms(bench_att_bwd, &w, 10);
-    printf("bench attention blocks cp=4 ring rank 0, its 4 steps: forward %7.3f ms %6.1f TFLOP/s, backward %7.3f ms %6.1f TFLOP/s "
-           "(%.3f of the sequence's work)\n", ms_f, fl_rank / ms_f / 1e9, ms_b, 2.5 * fl_rank / ms_b / 1e9, fl_rank / fl);
-    printf("bench attention whole sequence T=%d H=%d hd=%d (cp=1):   forward %7.3f ms %6.1f TFLOP/s, backward %7.3f ms %6.1f TFLOP/s\n",
-           T, H, hd, tf, fl / tf / 1e9, tb, 2.5 * fl / tb / 1e9);
+    printf(
+        "bench attention blocks cp=4 ring rank 0, its 4 steps: forward %7.3f ms %6.1f TFLOP/s, backward %7.3f ms %6.1f "
+        "TFLOP/s "
+        "(%.3f of the sequence's work)\n",
+        ms_f, fl_rank / ms_f / 1e9, ms_b, 2.5 * fl_rank / ms_b / 1e9, fl_rank / fl);
+    printf(
+        "bench attention whole sequence T=%d H=%d hd=%d (cp=1):   forward %7.3f ms %6.1f TFLOP/s, backward %7.3f ms "
+        "%6.1f TFLOP/s\n",
+        T, H, hd, tf, fl / tf / 1e9, tb, 2.5 * fl / tb / 1e9);
     free_all();
 }
 
@@ -921,11 +963,11 @@ static void bench(void) {
     for (int tile = 64; tile >= 32; tile /= 2) {  // keys per tile: the trainer's 64, and 32
         gpu_att_tile64 = tile;
         t = time_ms(bench_att_fwd, &a, 5);
-        printf("bench attention_forward  B=%d T=%d H=%d hd=%d tile=%d: %8.3f ms  %6.1f TFLOP/s\n", a.B, a.T, a.H, a.hd, tile, t,
-               att / t / 1e9);
+        printf("bench attention_forward  B=%d T=%d H=%d hd=%d tile=%d: %8.3f ms  %6.1f TFLOP/s\n", a.B, a.T, a.H, a.hd,
+               tile, t, att / t / 1e9);
         t = time_ms(bench_att_bwd, &a, 5);
-        printf("bench attention_backward B=%d T=%d H=%d hd=%d tile=%d: %8.3f ms  %6.1f TFLOP/s\n", a.B, a.T, a.H, a.hd, tile, t,
-               2.5 * att / t / 1e9);
+        printf("bench attention_backward B=%d T=%d H=%d hd=%d tile=%d: %8.3f ms  %6.1f TFLOP/s\n", a.B, a.T, a.H, a.hd,
+               tile, t, 2.5 * att / t / 1e9);
     }
     gpu_att_tile64 = 64;
     free_all();

@@ -450,7 +450,11 @@ static void plan_throughput(const ModelConfig* c, const DeviceProfile* d, int gl
 static int plan_predict_ex(const ModelConfig* layout_cfg, const PlanSetup* k, int global_batch, int gpus_per_node,
                            const DeviceProfile* dev, int time_oom, PlanResult* out) {
     const ModelConfig* c = layout_cfg;
-    const DeviceProfile* d = dev;
+    // The matmuls run at the software's rate: this trainer's own cuBLASLt calls were measured
+    // (matmul_eff_own), a framework's end-to-end rate is the device's matmul_eff.
+    DeviceProfile dev_sw = *dev;
+    if (k->own_kernels) dev_sw.matmul_eff = dev->matmul_eff_own;
+    const DeviceProfile* d = &dev_sw;
     PlanResult* r = out;
     memset(r, 0, sizeof(*r));
     r->dp = c->dp, r->tp = c->tp, r->pp = c->pp, r->vpp = c->vpp, r->micro_batch = c->micro_batch;

@@ -85,7 +85,7 @@ train_cpu_nompi: train_gpt.c $(HEADERS) nompi/mpi.h | detect
 train_gpu_nompi: train_gpt.cu $(HEADERS) $(GPU_HEADERS) nompi/mpi.h | detect
 	$(NVCC) $(NVCC_FLAGS) -Inompi -o $@ train_gpt.cu $(NVCC_LIBS)
 
-test_gpu: tests/test_gpu.cu $(HEADERS) $(GPU_HEADERS) | $(NEED_MPI) detect
+test_gpu: tests/test_gpu.cu $(wildcard tests/gpu_*.cu) $(HEADERS) $(GPU_HEADERS) | $(NEED_MPI) detect
 	$(NVCC) $(NVCC_FLAGS) $(MPI_COMPILE) -o $@ tests/test_gpu.cu $(NVCC_LIBS) $(MPI_LINK)
 
 # The CUDA emulator (emu/cuda_emu.h): the GPU sources with their launches rewritten by
@@ -94,7 +94,8 @@ test_gpu: tests/test_gpu.cu $(HEADERS) $(GPU_HEADERS) | $(NEED_MPI) detect
 # and are tested, where there is no GPU. Needs the CUDA headers (not a GPU, not libcudart).
 # (cu2cpp.pl does not follow includes: every GPU source is listed, each translated file found
 # first on the include path -Iemu/build.)
-EMU_SRC = emu/build/train_gpt.cu emu/build/tests/test_gpu.cu emu/build/parallel/comm_nccl.h $(addprefix emu/build/,$(GPU_HEADERS))
+EMU_SRC = emu/build/train_gpt.cu emu/build/tests/test_gpu.cu $(addprefix emu/build/,$(wildcard tests/gpu_*.cu)) \
+          emu/build/parallel/comm_nccl.h $(addprefix emu/build/,$(GPU_HEADERS))
 EMU_DEPS = $(HEADERS) $(EMU_SRC) emu/cuda_emu.h emu/cublaslt_emu.h emu/nccl_emu.h
 EMU_CXX = g++ -g -std=c++17 -fopenmp -DOMPI_SKIP_MPICXX=1 -Wall -Wno-unused-parameter -Wno-unknown-pragmas \
           -I$(CUDA_ROOT)/include -Iemu/build -I. -include emu/cuda_emu.h

@@ -1,0 +1,347 @@
+// tests/gpu_layers.cu: test_gpu's layer kernels: matmuls (with GELU fused), norms, GELU, SwiGLU,
+// RoPE, the tensor-core building blocks and whole-sequence attention, each against kernels_cpu.h.
+// Included by tests/test_gpu.cu after its helpers (one test binary); not built alone.
+
+static void test_matmul(int N, int IC, int OC, int with_bias) {
+    char nm[128];
+    float* inp = hrand((size_t)N * IC, 1.0f);
+    float* w = hrand((size_t)OC * IC, 0.5f);
+    float* bias = with_bias ? hrand(OC, 0.5f) : NULL;
+    float* out = hbuf((size_t)N * OC);
+    matmul_forward(out, inp, w, bias, N, IC, OC);
+    bf16 *d_inp = to_bf16(inp, (size_t)N * IC), *d_w = to_bf16(w, (size_t)OC * IC),
+         *d_b = bias ? to_bf16(bias, OC) : NULL;
+    bf16* d_out = (bf16*)dbuf(2 * (size_t)N * OC);
+    matmul_forward_gpu(d_out, d_inp, d_w, d_b, N, IC, OC, st);
+    snprintf(nm, sizeof(nm), "matmul_forward N=%d IC=%d OC=%d bias=%d", N, IC, OC, with_bias);
+    check(nm, from_bf16(d_out, (size_t)N * OC), out, (size_t)N * OC, TOL_BF16);
+
+    // backward, accumulating into nonzero gradients
+    float* dout = hrand((size_t)N * OC, 1.0f);
+    float* dinp = hrand((size_t)N * IC, 1.0f);
+    float* dw = hrand((size_t)OC * IC, 1.0f);
+    float* db = hrand(OC, 1.0f);
+    bf16* d_dinp = to_bf16(dinp, (size_t)N * IC);
+    float* d_dw = to_f32(dw, (size_t)OC * IC);
+    float* d_db = to_f32(db, OC);
+    bf16* d_dout = to_bf16(dout, (size_t)N * OC);
+    matmul_backward(dinp, dw, with_bias ? db : NULL, dout, inp, w, N, IC, OC);
+    matmul_backward_gpu(d_dinp, d_dw, with_bias ? d_db : NULL, d_dout, d_inp, d_w, N, IC, OC, 1, st);
+    snprintf(nm, sizeof(nm), "matmul_backward dinp(+=) N=%d IC=%d OC=%d", N, IC, OC);
+    check(nm, from_bf16(d_dinp, (size_t)N * IC), dinp, (size_t)N * IC, TOL_BF16);
+    snprintf(nm, sizeof(nm), "matmul_backward dweight N=%d IC=%d OC=%d", N, IC, OC);
+    check(nm, from_f32(d_dw, (size_t)OC * IC), dw, (size_t)OC * IC, TOL_F32);
+    if (with_bias) {
+        snprintf(nm, sizeof(nm), "matmul_backward dbias N=%d OC=%d", N, OC);
+        check(nm, from_f32(d_db, OC), db, OC, TOL_F32);
+    }
+    free_all();
+}
+
+// GPT-2's fc -> GELU with GELU in the matmul's epilogue (GELU_AUX(_BIAS): act and the GELU
+// input pre), and the input gradient of the next matmul through GELU (DGELU), against the
+// CPU's matmul and GELU. A shape cuBLASLt cannot fuse is a SKIP line: the trainer then runs
+// the separate GELU kernel (checked by test_gelu).
+static void test_matmul_gelu(int N, int IC, int OC, int with_bias) {
+    char nm[128];
+    float* inp = hrand((size_t)N * IC, 1.0f);
+    float* w = hrand((size_t)OC * IC, 0.5f);
+    float* bias = with_bias ? hrand(OC, 0.5f) : NULL;
+    float *pre = hbuf((size_t)N * OC), *act = hbuf((size_t)N * OC);
+    matmul_forward(pre, inp, w, bias, N, IC, OC);
+    gelu_forward(act, pre, (size_t)N * OC);
+    bf16 *d_inp = to_bf16(inp, (size_t)N * IC), *d_w = to_bf16(w, (size_t)OC * IC),
+         *d_b = bias ? to_bf16(bias, OC) : NULL;
+    bf16 *d_pre = (bf16*)dbuf(2 * (size_t)N * OC), *d_act = (bf16*)dbuf(2 * (size_t)N * OC);
+    snprintf(nm, sizeof(nm), "matmul_gelu_forward N=%d IC=%d OC=%d bias=%d", N, IC, OC, with_bias);
+    if (!matmul_gelu_forward_gpu(d_act, d_pre, d_inp, d_w, d_b, N, IC, OC, st)) {
+        printf("SKIP %s: no fused cuBLASLt algorithm\n", nm);
+    } else {
+        check(nm, from_bf16(d_act, (size_t)N * OC), act, (size_t)N * OC, TOL_BF16);
+        snprintf(nm, sizeof(nm), "matmul_gelu_forward aux (GELU input) N=%d OC=%d", N, OC);
+        check(nm, from_bf16(d_pre, (size_t)N * OC), pre, (size_t)N * OC, TOL_BF16);
+    }
+    // backward: the next layer maps N x IC (= GELU(pre)) to N x OC; dpre = (dout @ w) * GELU'(pre)
+    float* pre_in = hrand((size_t)N * IC, 3.0f);
+    for (size_t i = 0; i < (size_t)N * IC; i++)
+        pre_in[i] = bf16_round(pre_in[i]);  // both sides read the same bf16 values
+    float* dout = hrand((size_t)N * OC, 1.0f);
+    float *dact = hbuf((size_t)N * IC), *dpre = hbuf((size_t)N * IC), *dw = hbuf((size_t)OC * IC);
+    matmul_backward(dact, dw, NULL, dout, inp, w, N, IC, OC);
+    gelu_backward(dpre, pre_in, dact, (size_t)N * IC);
+    bf16 *d_dout = to_bf16(dout, (size_t)N * OC), *d_pre_in = to_bf16(pre_in, (size_t)N * IC);
+    bf16* d_dpre = (bf16*)dbuf(2 * (size_t)N * IC);
+    snprintf(nm, sizeof(nm), "matmul_dgelu_backward N=%d IC=%d OC=%d", N, IC, OC);
+    if (!matmul_dgelu_backward_gpu(d_dpre, d_dout, d_w, d_pre_in, N, IC, OC, st))
+        printf("SKIP %s: no fused cuBLASLt algorithm\n", nm);
+    else check(nm, from_bf16(d_dpre, (size_t)N * IC), dpre, (size_t)N * IC, TOL_BF16);
+    free_all();
+}
+// A width that is not a multiple of 8 cannot be an aux matrix: both fused matmuls decline
+// (return 0) before calling cuBLASLt, and the trainer falls back to the GELU kernel.
+static void test_matmul_gelu_declines(void) {
+    bf16 *x = (bf16*)dbuf(2 * 16 * 100), *w = (bf16*)dbuf(2 * 100 * 100), *y = (bf16*)dbuf(2 * 16 * 100),
+         *p = (bf16*)dbuf(2 * 16 * 100);
+    int fwd = matmul_gelu_forward_gpu(y, p, x, w, NULL, 16, 100, 100, st),
+        bwd = matmul_dgelu_backward_gpu(y, x, w, p, 16, 100, 100, st);
+    if (fwd || bwd)
+        n_fail++, printf("FAIL matmul_gelu with width 100: fused anyway (forward %d, backward %d)\n", fwd, bwd);
+    else n_pass++, printf("PASS %-44s\n", "matmul_gelu declines a width of 100 (not 8k)");
+    free_all();
+}
+
+// The matmul plans (descriptors and algorithm kept per shape): more shapes than the cache
+// holds, so plans are evicted and made again, and one shape with two different biases
+// (only the bias pointer changes between calls of a plan).
+static void test_matmul_plans(void) {
+    int IC = 16, OC = 32, n_shapes = LT_PLANS + 12;
+    float* inp = hrand((size_t)n_shapes * IC, 1.0f);
+    float* w = hrand((size_t)OC * IC, 0.5f);
+    float* b1 = hrand(OC, 0.5f);
+    float* b2 = hrand(OC, 0.5f);
+    bf16 *d_inp = to_bf16(inp, (size_t)n_shapes * IC), *d_w = to_bf16(w, (size_t)OC * IC);
+    bf16 *d_b1 = to_bf16(b1, OC), *d_b2 = to_bf16(b2, OC);
+    bf16* d_out = (bf16*)dbuf(2 * (size_t)n_shapes * OC);
+    float* out = hbuf((size_t)n_shapes * OC);
+    float worst = 0;
+    int bad = -1;
+    for (int pass = 0; pass < 2; pass++)
+        for (int N = 1; N <= n_shapes; N++) {
+            const float* bias = (N + pass) % 2 ? b1 : b2;
+            matmul_forward(out, inp, w, bias, N, IC, OC);
+            matmul_forward_gpu(d_out, d_inp, d_w, (N + pass) % 2 ? d_b1 : d_b2, N, IC, OC, st);
+            float* got = from_bf16(d_out, (size_t)N * OC);
+            for (size_t i = 0; i < (size_t)N * OC; i++) {
+                float err = fabsf(got[i] - out[i]) / (2e-2f * fabsf(out[i]) + 1e-2f);
+                if (err > worst) worst = err;
+                if (err > 1.0f && bad < 0) bad = N;
+            }
+        }
+    if (bad >= 0) n_fail++, printf("FAIL matmul plans: N=%d out of tolerance (%.2f of tol)\n", bad, worst);
+    else n_pass++, printf("PASS %-44s %.2f of tol\n", "matmul plans: LT_PLANS + 12 shapes twice, two biases", worst);
+    free_all();
+}
+
+// GPT-2's fused residual + LayerNorm, or LLaMA's residual + RMSNorm (rms = 1).
+static void test_norm(int N, int C, int rms) {
+    char nm[128];
+    const char* kind = rms ? "rmsnorm" : "layernorm";
+    size_t n = (size_t)N * C;
+    float* a = hrand(n, 1.0f);
+    float* b = hrand(n, 1.0f, 0.3f);
+    float* w = hrand(C, 0.2f, 1.0f);
+    float* bias = hrand(C, 0.2f);
+    float* resid = hbuf(n);
+    for (size_t i = 0; i < n; i++) resid[i] = bf16_round(a[i] + b[i]);  // the GPU rounds the residual stream once
+    float *out = hbuf(n), *mean = hbuf(N), *rstd = hbuf(N);
+    if (rms) rmsnorm_forward(out, rstd, resid, w, N, C);
+    else layernorm_forward(out, mean, rstd, resid, w, bias, N, C);
+    bf16 *d_a = to_bf16(a, n), *d_b = to_bf16(b, n), *d_w = to_bf16(w, C), *d_bias = to_bf16(bias, C);
+    bf16 *d_resid = (bf16*)dbuf(2 * n), *d_out = (bf16*)dbuf(2 * n);
+    float *d_mean = (float*)dbuf(4 * N), *d_rstd = (float*)dbuf(4 * N);
+    if (rms) residual_rmsnorm_forward_gpu(d_resid, d_out, d_rstd, d_a, d_b, d_w, N, C, st);
+    else residual_layernorm_forward_gpu(d_resid, d_out, d_mean, d_rstd, d_a, d_b, d_w, d_bias, N, C, st);
+    snprintf(nm, sizeof(nm), "residual_%s_forward resid N=%d C=%d", kind, N, C);
+    check(nm, from_bf16(d_resid, n), resid, n, TOL_EXACT);
+    snprintf(nm, sizeof(nm), "residual_%s_forward out N=%d C=%d", kind, N, C);
+    check(nm, from_bf16(d_out, n), out, n, TOL_BF16);
+    if (!rms) {
+        snprintf(nm, sizeof(nm), "layernorm_forward mean N=%d C=%d", N, C);
+        check(nm, from_f32(d_mean, N), mean, N, TOL_F32);
+    }
+    snprintf(nm, sizeof(nm), "%s_forward rstd N=%d C=%d", kind, N, C);
+    check(nm, from_f32(d_rstd, N), rstd, N, TOL_F32);
+
+    float* dout = hrand(n, 1.0f);
+    float* dinp = hrand(n, 1.0f);
+    float* dw = hrand(C, 1.0f);
+    float* db = hrand(C, 1.0f);
+    float* scratch = hbuf(n);
+    bf16 *d_dout = to_bf16(dout, n), *d_dinp = to_bf16(dinp, n);
+    float *d_dw = to_f32(dw, C), *d_db = to_f32(db, C);
+    if (rms) {
+        rmsnorm_backward(dinp, dw, scratch, dout, resid, w, rstd, N, C);
+        rmsnorm_backward_gpu(d_dinp, d_dw, d_dout, d_resid, d_w, d_rstd, N, C, 1, st);
+    } else {
+        layernorm_backward(dinp, dw, db, scratch, dout, resid, w, mean, rstd, N, C);
+        layernorm_backward_gpu(d_dinp, d_dw, d_db, d_dout, d_resid, d_w, d_mean, d_rstd, N, C, 1, st);
+    }
+    snprintf(nm, sizeof(nm), "%s_backward dinp(+=) N=%d C=%d", kind, N, C);
+    check(nm, from_bf16(d_dinp, n), dinp, n, TOL_BF16);
+    snprintf(nm, sizeof(nm), "%s_backward dweight N=%d C=%d", kind, N, C);
+    check(nm, from_f32(d_dw, C), dw, C, TOL_F32);
+    if (!rms) {
+        snprintf(nm, sizeof(nm), "layernorm_backward dbias N=%d C=%d", N, C);
+        check(nm, from_f32(d_db, C), db, C, TOL_F32);
+    }
+    free_all();
+}
+
+static void test_gelu(size_t n) {
+    char nm[128];
+    float* x = hrand(n, 4.0f);
+    float* out = hbuf(n);
+    gelu_forward(out, x, n);
+    bf16* d_x = to_bf16(x, n);
+    bf16* d_out = (bf16*)dbuf(2 * n);
+    gelu_forward_gpu(d_out, d_x, n, st);
+    snprintf(nm, sizeof(nm), "gelu_forward n=%zu", n);
+    check(nm, from_bf16(d_out, n), out, n, TOL_BF16);
+    float* dout = hrand(n, 1.0f);
+    float* dinp = hrand(n, 1.0f);
+    bf16 *d_dout = to_bf16(dout, n), *d_dinp = to_bf16(dinp, n);
+    gelu_backward(dinp, x, dout, n);
+    gelu_backward_gpu(d_dinp, d_x, d_dout, n, 1, st);
+    snprintf(nm, sizeof(nm), "gelu_backward(+=) n=%zu", n);
+    check(nm, from_bf16(d_dinp, n), dinp, n, TOL_BF16);
+    // in place over dout, overwriting (how the model uses it)
+    float* din2 = hbuf(n);
+    gelu_backward(din2, x, dout, n);
+    gelu_backward_gpu(d_dout, d_x, d_dout, n, 0, st);
+    snprintf(nm, sizeof(nm), "gelu_backward(in place) n=%zu", n);
+    check(nm, from_bf16(d_dout, n), din2, n, TOL_BF16);
+    free_all();
+}
+
+static void test_swiglu(int N, int F) {
+    char nm[128];
+    size_t n = (size_t)N * F;
+    float* inp = hrand(2 * n, 3.0f);
+    float* out = hbuf(n);
+    swiglu_forward(out, inp, N, F);
+    bf16* d_inp = to_bf16(inp, 2 * n);
+    bf16* d_out = (bf16*)dbuf(2 * n);
+    swiglu_forward_gpu(d_out, d_inp, N, F, st);
+    snprintf(nm, sizeof(nm), "swiglu_forward N=%d F=%d", N, F);
+    check(nm, from_bf16(d_out, n), out, n, TOL_BF16);
+    float* dout = hrand(n, 1.0f);
+    float* dinp = hrand(2 * n, 1.0f);
+    bf16 *d_dout = to_bf16(dout, n), *d_dinp = to_bf16(dinp, 2 * n);
+    swiglu_backward(dinp, inp, dout, N, F);
+    swiglu_backward_gpu(d_dinp, d_inp, d_dout, N, F, 1, st);
+    snprintf(nm, sizeof(nm), "swiglu_backward(+=) N=%d F=%d", N, F);
+    check(nm, from_bf16(d_dinp, 2 * n), dinp, 2 * n, TOL_BF16);
+    free_all();
+}
+
+// The positions of a sequence's T rows on one rank of a zig-zag context-parallel split
+// (parallel/context_parallel.h; ring rank 0 of 2): rows [0, T/2) at positions [0, T/2), the
+// rest jumping to [3T/2, 2T) of a 2T-long sequence. Not the identity, so a kernel that takes
+// row % T for the position fails.
+static int* zigzag_positions(int T) {
+    int* pos = (int*)hbuf(T);
+    for (int j = 0; j < T; j++) pos[j] = j < T / 2 ? j : T + j;
+    return pos;
+}
+
+static void test_rope(int B, int T, int H, int KV, int hd) {
+    char nm[128];
+    int stride = (H + 2 * KV) * hd, N = B * T;
+    size_t n = (size_t)N * stride;
+    int* pos = zigzag_positions(T);
+    int* d_pos = to_i32(pos, T);
+    float* x = hrand(n, 1.0f);
+    float* ref = hcopy(x, n);
+    rope_apply(ref, N, pos, T, stride, H + KV, hd, 1.0f);
+    bf16* d_x = to_bf16(x, n);
+    rope_apply_gpu(d_x, N, d_pos, T, stride, H + KV, hd, 1.0f, st);
+    snprintf(nm, sizeof(nm), "rope_forward B=%d T=%d H=%d KV=%d hd=%d (zig-zag positions)", B, T, H, KV, hd);
+    check(nm, from_bf16(d_x, n), ref, n, TOL_BF16);
+    float* g = hrand(n, 1.0f);
+    float* gref = hcopy(g, n);
+    rope_apply(gref, N, pos, T, stride, H + KV, hd, -1.0f);
+    bf16* d_g = to_bf16(g, n);
+    rope_apply_gpu(d_g, N, d_pos, T, stride, H + KV, hd, -1.0f, st);
+    snprintf(nm, sizeof(nm), "rope_backward B=%d T=%d H=%d KV=%d hd=%d (zig-zag positions)", B, T, H, KV, hd);
+    check(nm, from_bf16(d_g, n), gref, n, TOL_BF16);
+    free_all();
+}
+
+// The tensor-core building blocks of the attention kernels on their own, with small
+// integers so every product is exact: s = a b^T through ldmatrix and mma (att_abT), then
+// o = s v with s turned into A operands (att_to_a) and v read transposed (att_pv), both
+// written through the accumulator layout (att_write). A misread PTX register layout gives
+// wrong integers here, where the attention checks would only see large errors. (On the
+// emulator this holds by construction; it means something on a GPU.)
+__global__ void mma_layout_kernel(bf16* s_out, bf16* o_out, const bf16* a, const bf16* b, const bf16* v) {
+    constexpr int LD = 24;  // 16 + 8, as AttShape<16>
+    __shared__ __align__(16) bf16 as[16 * LD], bs[16 * LD], vs[16 * LD];
+    for (int e = threadIdx.x; e < 256; e += 32)
+        as[e / 16 * LD + e % 16] = a[e], bs[e / 16 * LD + e % 16] = b[e], vs[e / 16 * LD + e % 16] = v[e];
+    __syncthreads();
+    float s[2][4] = {}, o[2][4] = {};
+    att_abT<16, LD, 2>(s, as, bs);
+    uint32_t p[1][4];
+    att_to_a<2>(p, s);
+    att_pv<16, LD, 16>(o, p, vs);
+    const float one[2] = {1.0f, 1.0f};
+    att_write<2>(s_out, 16, 0, 16, s, one);
+    att_write<2>(o_out, 16, 0, 16, o, one);
+}
+static void test_mma_layout(void) {
+    float *a = hbuf(256), *b = hbuf(256), *v = hbuf(256), *s = hbuf(256), *o = hbuf(256);
+    for (int i = 0; i < 256; i++)  // entries in {-1, 0, 1}: |s| <= 16, |o| <= 256, exact in bf16
+        a[i] = (float)(rng_u64(&rng) % 3) - 1, b[i] = (float)(rng_u64(&rng) % 3) - 1,
+        v[i] = (float)(rng_u64(&rng) % 3) - 1;
+    for (int r = 0; r < 16; r++)
+        for (int c = 0; c < 16; c++) {
+            float x = 0;
+            for (int k = 0; k < 16; k++) x += a[r * 16 + k] * b[c * 16 + k];
+            s[r * 16 + c] = x;
+        }
+    for (int r = 0; r < 16; r++)
+        for (int c = 0; c < 16; c++) {
+            float x = 0;
+            for (int k = 0; k < 16; k++) x += s[r * 16 + k] * v[k * 16 + c];
+            o[r * 16 + c] = x;
+        }
+    bf16 *d_s = (bf16*)dbuf(512), *d_o = (bf16*)dbuf(512);
+    mma_layout_kernel<<<1, 32, 0, st>>>(d_s, d_o, to_bf16(a, 256), to_bf16(b, 256), to_bf16(v, 256));
+    launchCheck();
+    check("mma_layout s = a b^T (ldmatrix, mma.m16n8k16)", from_bf16(d_s, 256), s, 256, TOL_EXACT);
+    check("mma_layout o = s v (accumulators as A, ldmatrix.trans)", from_bf16(d_o, 256), o, 256, TOL_EXACT);
+    free_all();
+}
+
+static void test_attention(int B, int T, int H, int KV, int hd) {
+    char nm[128];
+    int stride = (H + 2 * KV) * hd, N = B * T;
+    size_t nqkv = (size_t)N * stride, nout = (size_t)N * H * hd, nlse = (size_t)B * H * T;
+    float* qkv = hrand(nqkv, 2.0f);  // sharp enough softmax to make the probabilities matter
+    float *out = hbuf(nout), *lse = hbuf(nlse);
+    attention_forward(out, lse, qkv, B, T, H, KV, hd);
+    bf16* d_qkv = to_bf16(qkv, nqkv);
+    bf16* d_out = (bf16*)dbuf(2 * nout);
+    float* d_lse = (float*)dbuf(4 * nlse);
+    attention_forward_gpu(d_out, d_lse, d_qkv, B, T, H, KV, hd, st);
+    snprintf(nm, sizeof(nm), "attention_forward B=%d T=%d H=%d KV=%d hd=%d tile=%d", B, T, H, KV, hd,
+             attention_tile(hd));
+    check(nm, from_bf16(d_out, nout), out, nout, TOL_BF16);
+    snprintf(nm, sizeof(nm), "attention_forward lse B=%d T=%d H=%d KV=%d hd=%d tile=%d", B, T, H, KV, hd,
+             attention_tile(hd));
+    check(nm, from_f32(d_lse, nlse), lse, nlse, TOL_F32);
+
+    float* dout = hrand(nout, 1.0f);
+    float* dqkv = hbuf(nqkv);
+    attention_backward(dqkv, dout, qkv, out, lse, B, T, H, KV, hd);
+    bf16* d_dout = to_bf16(dout, nout);
+    bf16* d_dqkv = (bf16*)dbuf(2 * nqkv);
+    attention_backward_gpu(d_dqkv, d_dout, d_qkv, d_out, d_lse, B, T, H, KV, hd, st);
+    // check q, k and v parts separately so a failure says which
+    float* g = from_bf16(d_dqkv, nqkv);
+    const char* part[3] = {"dq", "dk", "dv"};
+    int c0[3] = {0, H * hd, (H + KV) * hd}, cw[3] = {H * hd, KV * hd, KV * hd};
+    for (int p = 0; p < 3; p++) {
+        size_t m = (size_t)N * cw[p];
+        float *gp = hbuf(m), *cp = hbuf(m);
+        for (int i = 0; i < N; i++)
+            for (int c = 0; c < cw[p]; c++) {
+                gp[(size_t)i * cw[p] + c] = g[(size_t)i * stride + c0[p] + c];
+                cp[(size_t)i * cw[p] + c] = dqkv[(size_t)i * stride + c0[p] + c];
+            }
+        snprintf(nm, sizeof(nm), "attention_backward %s B=%d T=%d H=%d KV=%d hd=%d tile=%d", part[p], B, T, H, KV, hd,
+                 attention_tile(hd));
+        check(nm, gp, cp, m, TOL_ATT_BWD);
+    }
+    free_all();
+}

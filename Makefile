@@ -192,7 +192,5 @@ clean:
 	rm -f train train_cpu train_gpu train_cpu_nompi train_gpu_nompi test_gpt test_gpu test_planner test_layouts test_faults train_asan bench_cpu \
 	  ckpt_compare sim_schedule .test.log
 	rm -f hf_logits
-
-	rm -f hf_logits
 	rm -rf train_gpu_emu test_gpu_emu train_gpu_emu_asan test_gpu_emu_asan test_emu emu/build
 	$(MAKE) --no-print-directory fuzz_clean

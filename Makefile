@@ -141,7 +141,7 @@ hf_logits: tests/hf_logits.c train_gpt.c $(HEADERS) | $(NEED_MPI)
 ckpt_compare: dev/ckpt_compare.c $(HEADERS) | $(NEED_MPI)
 	$(CC) $(CFLAGS) -I. $(MPI_COMPILE) -o $@ dev/ckpt_compare.c $(MPI_LINK) $(LDLIBS)
 
-test_planner: tests/test_planner.c $(HEADERS)
+test_planner: tests/test_planner.c $(wildcard tests/planner_*.c) $(HEADERS)
 	$(CC) $(CFLAGS) -o $@ tests/test_planner.c $(LDLIBS)
 
 # The schedule simulator on the command line (dev/bench_zb.py feeds it measured op times).

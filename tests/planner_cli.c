@@ -1,0 +1,537 @@
+// tests/planner_cli.c: test_planner's checks of ./train --plan's files and command line: device
+// files, runs files, the --schedule and context-parallel filters, calibration runs, hostile inputs.
+// Included by tests/test_planner.c after its helpers (one test binary); not built alone.
+
+// ----------------------------------------------------------------------------
+// Device files and the command line
+
+// Write text to /tmp/test_planner_PID_NAME; the path goes to path[256].
+static const char* write_file(char* path, const char* name, const char* text) {
+    snprintf(path, 256, "/tmp/test_planner_%d_%s", (int)getpid(), name);
+    FILE* f = fopen(path, "w");
+    if (!f) fail("cannot write %s", path);
+    fputs(text, f);
+    fclose(f);
+    return path;
+}
+
+// Run plan_main(argv) in a child with stdout and stderr going to out_path; returns its
+// exit status.
+static int run_plan_capture(const char** args, int n, const char* out_path) {
+    fflush(stdout);
+    pid_t pid = fork();
+    if (pid == 0) {
+        alarm(60);  // a hang (an input that blocks) fails the check instead of the suite
+        if (!freopen(out_path, "w", stdout) || dup2(fileno(stdout), 2) < 0) _exit(99);
+        char* argv[40];
+        argv[0] = (char*)"train";
+        for (int i = 0; i < n; i++) argv[i + 1] = (char*)args[i];
+        argv[n + 1] = NULL;
+        int rc = plan_main(n + 1, argv);
+        fflush(stdout);  // _exit does not flush stdio
+        _exit(rc);
+    }
+    int status;
+    waitpid(pid, &status, 0);
+    return WIFEXITED(status) ? WEXITSTATUS(status) : 128;
+}
+// The same with the output discarded.
+static int run_plan_main(const char** args, int n) { return run_plan_capture(args, n, "/dev/null"); }
+
+static void test_device_files(void) {
+    char err[512];
+    DeviceProfile d;
+    char good[256], path[256], bad_path[256], csv[256];
+    write_file(good, "good.txt",
+        "# calibrated cpu profile\n"
+        "base = cpu\n"
+        "peak_tflops = 0.2   # 200 GFLOP/s\n"
+        "hbm_gbps = 25\n"
+        "intra_latency_us = 3\n"
+        "bmm_eff = 0.3\n");
+    int rc = profile_parse_file(good, &d, err, sizeof(err));
+    check(rc == 0 && d.peak_flops == 0.2e12 && d.hbm_bw == 25e9 && fabs(d.intra_latency - 3e-6) < 1e-18 && d.dtype_bytes == 4,
+          "device_file_good", "rc %d (%s), peak %g", rc, rc ? err : "", d.peak_flops);
+    struct { const char* name; const char* text; const char* want; } bad[] = {
+        {"unknown_key", "peak_tflops = 100\nwarp_speed = 9\n", ":2: unknown key 'warp_speed'"},
+        {"negative", "hbm_gbps = -5\n", ":1: hbm_gbps = -5 is out of range"},
+        {"not_a_number", "matmul_eff = fast\n", ":1: matmul_eff: expected a number"},
+        {"no_equals", "\n\npeak_tflops 100\n", ":3: expected 'key = value'"},
+        {"empty_value", "mem_gib =\n", ":1: mem_gib: missing value"},
+        {"base_not_first", "mem_gib = 40\nbase = h100-sxm\n", ":2: 'base' must be the first key"},
+        {"bad_int", "nics_per_node = 2.5\n", ":1: nics_per_node: expected an integer"},
+        {"grad_bytes_3", "grad_bytes = 3\n", ":1: grad_bytes = 3 is out of range"},
+    };
+    for (int i = 0; i < 8; i++) {
+        write_file(path, bad[i].name, bad[i].text);
+        rc = profile_parse_file(path, &d, err, sizeof(err));
+        char name[64];
+        sprintf(name, "device_file_rejects_%s", bad[i].name);
+        check(rc == -1 && strstr(err, path) && strstr(err, bad[i].want), name, "rc %d, message '%s'", rc, err);
+        unlink(path);
+    }
+    rc = profile_parse_file("/nonexistent/dev.txt", &d, err, sizeof(err));
+    check(rc == -1 && strstr(err, "cannot open"), "device_file_missing", "rc %d '%s'", rc, err);
+    write_file(bad_path, "bad_cli.txt", "peak_tflops = -1\n");
+    const char* a1[] = {"--plan", "--model", "llama-tiny", "--gpus", "2", "--device-file", bad_path};
+    check(run_plan_main(a1, 7) != 0, "cli_rejects_bad_device_file", "exit status 0");
+    unlink(bad_path);
+    const char* a2[] = {"--plan", "--model", "llama-tiny", "--gpus", "2", "--device-file", good, "--global-batch", "8", "--top", "3"};
+    check(run_plan_main(a2, 11) == 0, "cli_accepts_good_device_file", "non-zero exit");
+    unlink(good);
+    const char* a3[] = {"--plan", "--gpus", "2", "--warp", "9"};
+    check(run_plan_main(a3, 5) != 0, "cli_rejects_unknown_flag", "exit status 0");
+    const char* a4[] = {"--plan", "--gpus", "two"};
+    check(run_plan_main(a4, 3) != 0, "cli_rejects_bad_number", "exit status 0");
+    const char* a5[] = {"--plan", "--device", "tpu-v9"};
+    check(run_plan_main(a5, 3) != 0, "cli_rejects_unknown_device", "exit status 0");
+    const char* a6[] = {"--plan", "--model", "llama-13b", "--global-batch-tokens", "1000"};
+    check(run_plan_main(a6, 5) != 0, "cli_rejects_batch_not_multiple_of_seq", "exit status 0");
+    const char* a7[] = {"--plan", "--device-set", "link_eff=2"};
+    check(run_plan_main(a7, 3) != 0, "cli_rejects_bad_device_set", "exit status 0");
+    const char* a9[] = {"--plan", "--n-layer", "3000"};
+    check(run_plan_main(a9, 3) == 1, "cli_rejects_shape_past_trainer_caps", "exit status 0");
+    const char* a10[] = {"--plan", "--model", "llama-tiny", "--gpus", "2", "--d-model", "131072"};
+    check(run_plan_main(a10, 7) == 1, "cli_rejects_width_past_trainer_caps", "exit status 0");
+    double t0 = now_s();
+    const char* a11[] = {"--plan", "--model", "llama-65b", "--gpus", "1024", "--plan-csv", "/nonexistent/dir/plan.csv"};
+    check(run_plan_main(a11, 7) == 1 && now_s() - t0 < 1, "cli_checks_plan_csv_before_the_search", "exit status 0 or %.1f s", now_s() - t0);
+    write_file(csv, "plan.csv", "");
+    const char* a8[] = {"--plan", "--model", "llama-tiny", "--gpus", "4", "--device", "cpu", "--global-batch", "16", "--plan-csv", csv};
+    rc = run_plan_main(a8, 11);
+    FILE* f = fopen(csv, "r");
+    int lines = 0;
+    for (int ch; f && (ch = fgetc(f)) != EOF; ) lines += ch == '\n';
+    if (f) fclose(f);
+    check(rc == 0 && lines > 10, "cli_writes_csv", "rc %d, %d lines", rc, lines);
+    unlink(csv);
+}
+
+// ----------------------------------------------------------------------------
+// --runs FILE.csv
+
+
+// Split one line of the planner's CSV output in place (csv_next over the line): its field
+// count, or -1.
+static int csv_split(char* line, char** fields) {
+    CsvReader r = {line, strlen(line), 0, 1};
+    char err[256];
+    int n;
+    return csv_next(&r, fields, &n, err, sizeof(err)) > 0 ? n : -1;
+}
+
+static char* slurp(const char* path) {
+    static char buf[1 << 20];
+    FILE* f = fopen(path, "r");
+    size_t n = f ? fread(buf, 1, sizeof(buf) - 1, f) : 0;
+    buf[n] = 0;
+    if (f) fclose(f);
+    return buf;
+}
+
+// The value of column `col` in data row `row` (1-based) of a CSV file, or "".
+static const char* csv_field(const char* path, int row, const char* col, char* out, size_t len) {
+    FILE* f = fopen(path, "r");
+    char line[4096], *field[CSV_MAX_FIELDS];
+    int idx = -1;
+    out[0] = 0;
+    for (int r = 0; f && fgets(line, sizeof(line), f) && r <= row; r++) {
+        line[strcspn(line, "\r\n")] = 0;
+        int n = csv_split(line, field);
+        for (int j = 0; j < n; j++) {
+            if (r == 0 && !strcmp(field[j], col)) idx = j;
+            if (r == row && j == idx) snprintf(out, len, "%s", field[j]);
+        }
+    }
+    if (f) fclose(f);
+    return out;
+}
+
+#define RUNS_HEADER "sheet,model,seq_len,gpus,gpus_per_node,global_batch_tokens,schedule,zero,tp,pp,dp,micro_batch,recompute,attention,rms_kernel,sp,status,note\n"
+
+static void test_runs(void) {
+    char in[256], out[256], log[256], v[64], v2[64];
+    snprintf(out, sizeof(out), "/tmp/test_planner_%d_runs_out.csv", (int)getpid());
+    snprintf(log, sizeof(log), "/tmp/test_planner_%d_runs.log", (int)getpid());
+    // good rows, an unknown model, a layout that does not divide, a quoted extra column
+    write_file(in, "runs.csv", RUNS_HEADER
+        "a,llama-13b,2048,64,8,4194304,1f1b,1,1,1,64,1,none,flash2,1,0,ok,\"x, y\"\n"
+        "a,llama-13x,2048,64,8,4194304,1f1b,1,1,1,64,1,none,flash2,1,0,ok,\n"
+        "a,llama-13b,2048,64,8,4194304,1f1b,1,3,1,21,1,none,flash2,1,0,ok,\n"
+        "a,llama-13b,2048,64,8,4194304,1f1b,1,2,2,16,8,none,torch,0,0,oom,\n");
+    const char* a1[] = {"--plan", "--runs", in, "--vocab", "128000", "--software", "scaling", "--plan-csv", out};
+    int rc = run_plan_capture(a1, 9, log);
+    const char* msg = slurp(log);
+    check(rc == 0 && strstr(msg, "row 2: unknown model 'llama-13x'") && strstr(msg, "row 3: tp 3 x pp 1 x dp 21 is not gpus 64"),
+          "runs_row_errors_named", "rc %d, output '%s'", rc, msg);
+    check(!strcmp(csv_field(out, 1, "pred_fits", v, sizeof(v)), "1") && !strcmp(csv_field(out, 4, "pred_fits", v2, sizeof(v2)), "0"),
+          "runs_rows_predicted", "row 1 fits '%s', row 4 fits '%s'", v, v2);
+    msg = slurp(out);
+    check(!strcmp(csv_field(out, 2, "pred_fits", v, sizeof(v)), "0") && strstr(msg, "unknown model") && strstr(msg, "\"x, y\"") &&
+          strstr(msg, "needs "), "runs_reasons_and_extra_columns", "output '%.300s'", msg);
+    // the same layout through the enumeration gives the same numbers
+    const char* a2[] = {"--plan", "--model", "llama-13b", "--gpus", "64", "--vocab", "128000", "--software", "scaling", "--tp", "1",
+                        "--pp", "1", "--micro-batch", "1", "--recompute", "none", "--zero", "1", "--attention", "flash2",
+                        "--rms-kernel", "on", "--plan-csv", log};
+    char enum_csv[256];
+    snprintf(enum_csv, sizeof(enum_csv), "%s", log);
+    rc = run_plan_capture(a2, 25, "/dev/null");
+    char s_runs[64], s_enum[64], m_runs[64], m_enum[64], u_runs[64], u_enum[64];
+    csv_field(out, 1, "pred_step_s", s_runs, 64), csv_field(enum_csv, 1, "t_step_s", s_enum, 64);
+    csv_field(out, 1, "pred_mem_gib", m_runs, 64), csv_field(enum_csv, 1, "mem_total_gib", m_enum, 64);
+    csv_field(out, 1, "pred_mfu_pct", u_runs, 64), csv_field(enum_csv, 1, "mfu_study", u_enum, 64);
+    check(rc == 0 && fabs(atof(s_runs) - atof(s_enum)) < 1e-3 && fabs(atof(m_runs) - atof(m_enum)) < 1e-2 &&
+          fabs(atof(u_runs) - 100 * atof(u_enum)) < 1e-2 && atof(s_runs) > 0, "runs_equal_enumeration",
+          "runs: step %s mem %s mfu %s; enumeration: step %s mem %s mfu %s", s_runs, m_runs, u_runs, s_enum, m_enum, u_enum);
+    // files refused as a whole: one line, exit 1
+    struct { const char* name; const char* text; const char* want; } bad[] = {
+        {"missing_column", "model,seq_len,gpus\nllama-13b,2048,64\n", "no column 'gpus_per_node'"},
+        {"bad_number", RUNS_HEADER "a,llama-13b,2048,64,8,4194304,1f1b,1,1,1,sixty-four,1,none,flash2,1,0,ok,\n", "line 2: column dp: expected an integer"},
+        {"fraction", RUNS_HEADER "a,llama-13b,2048,64,8,4194304,1f1b,1,1,1,64,1.5,none,flash2,1,0,ok,\n", "column micro_batch: expected an integer"},
+        {"no_rows", RUNS_HEADER, "no runs after the header"},
+        {"empty", "", "the file is empty"},
+        {"short_row", RUNS_HEADER "a,llama-13b,2048\n", "line 2: 3 fields where the header has 18"},
+        {"open_quote", RUNS_HEADER "a,\"llama-13b,2048,64,8,4194304,1f1b,1,1,1,64,1,none,flash2,1,0,ok,\n", "line 2"},
+    };
+    for (int i = 0; i < 7; i++) {
+        write_file(in, bad[i].name, bad[i].text);
+        const char* a[] = {"--plan", "--runs", in, "--plan-csv", out};
+        rc = run_plan_capture(a, 5, log);
+        msg = slurp(log);
+        char name[64];
+        sprintf(name, "runs_rejects_%s", bad[i].name);
+        int lines = 0;
+        for (const char* p = msg; *p; p++) lines += *p == '\n';
+        check(rc == 1 && strstr(msg, bad[i].want) && strstr(msg, "error: ") && lines == 1, name, "rc %d, output '%s'", rc, msg);
+        unlink(in);
+    }
+    const char* a3[] = {"--plan", "--runs", "/nonexistent/runs.csv"};
+    rc = run_plan_capture(a3, 3, log);
+    check(rc == 1 && strstr(slurp(log), "cannot open"), "runs_rejects_missing_file", "rc %d, '%s'", rc, slurp(log));
+    // a FIFO or a directory as the runs, the device file or the CSV: one line, at once, nothing replaced
+    char fifo[256];
+    snprintf(fifo, sizeof(fifo), "/tmp/test_planner_%d_fifo", (int)getpid());
+    unlink(fifo);
+    if (mkfifo(fifo, 0600)) fail("mkfifo %s", fifo);
+    const char* cases[4][6] = {{"--plan", "--runs", fifo}, {"--plan", "--device-file", fifo}, {"--plan", "--runs", "/tmp"},
+                               {"--plan", "--model", "llama-tiny", "--gpus", "2", "--plan-csv"}};
+    const char* names[4] = {"runs_rejects_fifo", "device_file_rejects_fifo", "runs_rejects_directory", "plan_csv_rejects_fifo"};
+    for (int i = 0; i < 4; i++) {
+        const char* a[8];
+        int n = 0;
+        for (int j = 0; j < 6 && cases[i][j]; j++) a[n++] = cases[i][j];
+        if (i == 3) a[n++] = fifo;
+        double t0 = now_s();
+        rc = run_plan_capture(a, n, log);
+        struct stat st;
+        check(rc == 1 && strstr(slurp(log), "error: ") && now_s() - t0 < 5 && stat(fifo, &st) == 0 && S_ISFIFO(st.st_mode), names[i],
+              "rc %d in %.1f s, '%s'", rc, now_s() - t0, slurp(log));
+    }
+    unlink(fifo);
+    unlink(out), unlink(log);
+}
+
+// Rows of an enumeration CSV by schedule (counts[kind], SCHED_*), and the rows no schedule
+// filter should let through: zero-bubble ones with full recomputation, one stage, or a
+// number of chunks other than their own (1 for ZB-H1, 2 for ZB-V).
+static int csv_schedules(const char* path, int* counts, int* bad) {
+    FILE* f = fopen(path, "r");
+    char line[4096], *col[CSV_MAX_FIELDS];
+    int i_sched = -1, i_rc = -1, i_pp = -1, i_vpp = -1, rows = 0;
+    for (int k = 0; k < N_SCHEDULES; k++) counts[k] = 0;
+    *bad = 0;
+    for (int r = 0; f && fgets(line, sizeof(line), f); r++) {
+        line[strcspn(line, "\r\n")] = 0;
+        int n = csv_split(line, col);
+        for (int j = 0; r == 0 && j < n; j++) {
+            if (!strcmp(col[j], "schedule")) i_sched = j;
+            if (!strcmp(col[j], "recompute")) i_rc = j;
+            if (!strcmp(col[j], "pp")) i_pp = j;
+            if (!strcmp(col[j], "vpp")) i_vpp = j;
+        }
+        if (r == 0 || i_sched < 0 || i_rc < 0 || i_pp < 0 || i_vpp < 0) continue;
+        int kind = schedule_from_name(col[i_sched]), vpp = atoi(col[i_vpp]);
+        if (kind < 0) { (*bad)++; continue; }
+        counts[kind]++, rows++;
+        if (schedule_has_w(kind) && (!strcmp(col[i_rc], "full") || atoi(col[i_pp]) == 1 || vpp != (kind == SCHED_ZBV ? 2 : 1))) (*bad)++;
+    }
+    if (f) fclose(f);
+    return rows;
+}
+
+// The search tries the zero-bubble schedules, and --schedule keeps only the one asked for.
+static void test_cli_schedules(void) {
+    char csv[256], log[256], in[256];
+    snprintf(csv, sizeof(csv), "/tmp/test_planner_%d_sched.csv", (int)getpid());
+    snprintf(log, sizeof(log), "/tmp/test_planner_%d_sched.log", (int)getpid());
+    int counts[N_SCHEDULES], bad;
+    // llama-tiny (4 layers) on 4 GPUs: ZB-V only as pp 2 x vpp 2
+    const char* a1[] = {"--plan", "--model", "llama-tiny", "--gpus", "4", "--device", "cpu", "--global-batch", "16", "--schedule", "zb-v",
+                        "--top", "1000", "--plan-csv", csv};
+    int rc = run_plan_capture(a1, 15, log);
+    int rows = csv_schedules(csv, counts, &bad);
+    const char* out = slurp(log);
+    check(rc == 0 && rows > 0 && counts[SCHED_ZBV] == rows && !bad && strstr(out, "--schedule zb-v") && !strstr(out, "1f1b") &&
+          !strstr(out, "interleaved") && !strstr(out, "zb-h1"), "cli_schedule_zbv_only",
+          "rc %d: %d rows, %d zb-v, %d bad; output '%.300s'", rc, rows, counts[SCHED_ZBV], bad, out);
+    const char* a2[] = {"--plan", "--model", "llama-tiny", "--gpus", "4", "--device", "cpu", "--global-batch", "16", "--plan-csv", csv};
+    rc = run_plan_capture(a2, 11, log);
+    rows = csv_schedules(csv, counts, &bad);
+    check(rc == 0 && counts[SCHED_1F1B] > 0 && counts[SCHED_INTERLEAVED] > 0 && counts[SCHED_ZBH1] > 0 && counts[SCHED_ZBV] > 0 &&
+          counts[SCHED_GPIPE] == 0 && !bad, "cli_search_tries_zero_bubble", "rc %d: 1f1b %d, interleaved %d, zb-h1 %d, zb-v %d, gpipe %d, bad %d",
+          rc, counts[SCHED_1F1B], counts[SCHED_INTERLEAVED], counts[SCHED_ZBH1], counts[SCHED_ZBV], counts[SCHED_GPIPE], bad);
+    const char* a3[] = {"--plan", "--model", "llama-tiny", "--schedule", "gpipe"};
+    const char* a4[] = {"--plan", "--model", "llama-tiny", "--schedule", "zb-h2"};
+    rc = run_plan_capture(a3, 5, log);
+    int rc4 = run_plan_capture(a4, 5, log);
+    check(rc == 1 && rc4 == 1 && strstr(slurp(log), "expected 1f1b, interleaved, zb-h1 or zb-v"), "cli_schedule_rejects_others",
+          "exit %d and %d, '%s'", rc, rc4, slurp(log));
+    // --runs: a zb-v row without a vpp column runs as the trainer would (vpp 2); zb-h1 refuses full recomputation
+    write_file(in, "zb_runs.csv", RUNS_HEADER
+        "a,llama-13b,2048,64,8,4194304,zb-v,1,2,4,8,1,selective,flash2,1,1,ok,\n"
+        "a,llama-13b,2048,64,8,4194304,zb-h1,1,2,4,8,1,full,flash2,1,1,ok,\n");
+    const char* a5[] = {"--plan", "--runs", in, "--plan-csv", csv};
+    rc = run_plan_capture(a5, 5, log);
+    char fits[16], step[32];
+    csv_field(csv, 1, "pred_fits", fits, sizeof(fits)), csv_field(csv, 1, "pred_step_s", step, sizeof(step));
+    check(rc == 0 && atof(step) > 0 && strstr(slurp(log), "row 2: --schedule zb-h1 keeps each layer's activations"), "runs_zero_bubble_rows",
+          "rc %d, row 1 fits '%s' step '%s'; '%s'", rc, fits, step, slurp(log));
+    unlink(in), unlink(csv), unlink(log);
+}
+
+// Rows of an enumeration CSV by context-parallel kind (counts[CPK_*]) and the largest Ulysses
+// degree among them; *bad counts the rows that break a rule: cp not a power of two, dp x cp x tp
+// x pp != gpus, tp x U beyond the KV heads, a kind that does not match cp and U, a kind other
+// than `only` or a cp other than `only_cp` (-1: any).
+static int csv_cp_kinds(const char* path, int gpus, int kv_heads, int only, int only_cp, int* counts, int* bad, int* max_u) {
+    FILE* f = fopen(path, "r");
+    char line[4096], *col[CSV_MAX_FIELDS];
+    const char* names[7] = {"dp", "tp", "pp", "cp", "cp_ulysses", "cp_kind", "fits"};
+    int idx[7], rows = 0;
+    for (int k = 0; k < N_CPK; k++) counts[k] = 0;
+    *bad = *max_u = 0;
+    for (int r = 0; f && fgets(line, sizeof(line), f); r++) {
+        line[strcspn(line, "\r\n")] = 0;
+        int n = csv_split(line, col);
+        if (r == 0) {
+            for (int k = 0; k < 7; k++) {
+                idx[k] = -1;
+                for (int j = 0; j < n; j++) if (!strcmp(col[j], names[k])) idx[k] = j;
+                if (idx[k] < 0) (*bad)++;
+            }
+            continue;
+        }
+        if (*bad) break;
+        int dp = atoi(col[idx[0]]), tp = atoi(col[idx[1]]), pp = atoi(col[idx[2]]), cp = atoi(col[idx[3]]), U = atoi(col[idx[4]]);
+        int kind = cp_kind_of(cp, U);
+        rows++, counts[kind]++;
+        if (U > *max_u) *max_u = U;
+        if (cp < 1 || (cp & (cp - 1)) || dp * tp * pp * cp != gpus || tp * U > kv_heads || strcmp(col[idx[5]], CPK_NAMES[kind]) ||
+            (only >= 0 && kind != only) || (only_cp >= 0 && cp != only_cp)) (*bad)++;
+    }
+    if (f) fclose(f);
+    return rows;
+}
+
+// The search tries every cp degree and kind, keeps the Ulysses degree within the KV heads, and
+// --cp, --cp-kind, --cp-ulysses filter it like the other layout flags.
+static void test_cli_context_parallel(void) {
+    char csv[256], log[256];
+    snprintf(csv, sizeof(csv), "/tmp/test_planner_%d_cp.csv", (int)getpid());
+    snprintf(log, sizeof(log), "/tmp/test_planner_%d_cp.log", (int)getpid());
+    const char* help[] = {"--plan", "--help"};
+    int rc = run_plan_capture(help, 2, log);
+    const char* out = slurp(log);
+    check(rc == 0 && strstr(out, "--cp N") && strstr(out, "--cp-kind ring|ulysses|2d") && strstr(out, "--cp-ulysses U"), "cli_help_documents_cp",
+          "rc %d, '%.200s'", rc, out);
+    // llama-tiny (4 heads, 2 KV heads, 32 tokens) on 8 GPUs: ring up to cp 8, Ulysses up to tp x U = 2, 2D as cp 4 or 8 with U 2
+    int counts[N_CPK], bad, max_u;
+    const char* all[] = {"--plan", "--model", "llama-tiny", "--gpus", "8", "--device", "cpu", "--global-batch", "16", "--plan-csv", csv};
+    rc = run_plan_capture(all, 11, log);
+    int rows = csv_cp_kinds(csv, 8, 2, -1, -1, counts, &bad, &max_u);
+    check(rc == 0 && rows > 0 && counts[CPK_NONE] > 0 && counts[CPK_RING] > 0 && counts[CPK_ULYSSES] > 0 && counts[CPK_2D] > 0 && !bad,
+          "cli_search_tries_cp_kinds", "rc %d: %d rows: none %d, ring %d, ulysses %d, 2d %d; %d break a rule", rc, rows, counts[CPK_NONE],
+          counts[CPK_RING], counts[CPK_ULYSSES], counts[CPK_2D], bad);
+    const char* only_2d[] = {"--plan", "--model", "llama-tiny", "--gpus", "8", "--device", "cpu", "--global-batch", "16", "--cp-kind", "2d",
+                             "--cp", "8", "--plan-csv", csv};
+    rc = run_plan_capture(only_2d, 15, log);
+    rows = csv_cp_kinds(csv, 8, 2, CPK_2D, 8, counts, &bad, &max_u);
+    out = slurp(log);
+    check(rc == 0 && rows > 0 && !bad && strstr(out, "--cp 8 --cp-kind 2d --cp-ulysses 2"), "cli_cp_kind_filter",
+          "rc %d: %d rows, %d not 2d cp 8; '%.300s'", rc, rows, bad, strstr(out, "best:") ? strstr(out, "best:") : out);
+    // llama3-8b's 8 KV heads: no Ulysses layout has tp x U > 8, and U = 8 is tried
+    const char* ulysses[] = {"--plan", "--model", "llama3-8b", "--seq-len", "32768", "--gpus", "64", "--device", "h100-sxm", "--cp-kind",
+                             "ulysses", "--attention", "flash2", "--rms-kernel", "on", "--zero", "1", "--recompute", "none", "--plan-csv", csv};
+    rc = run_plan_capture(ulysses, 21, log);
+    rows = csv_cp_kinds(csv, 64, 8, CPK_ULYSSES, -1, counts, &bad, &max_u);
+    check(rc == 0 && rows > 0 && !bad && max_u == 8, "cli_ulysses_within_kv_heads", "rc %d: %d rows, %d break a rule, largest U %d", rc, rows,
+          bad, max_u);
+    struct { const char* v[4]; const char* want; } refused[] = {
+        {{"--cp", "3"}, "powers of two"},
+        {{"--cp-ulysses", "6"}, "powers of two"},
+        {{"--cp-kind", "star"}, "expected ring, ulysses or 2d"},
+        {{"--cp", "4", "--cp-ulysses", "8"}, "does not divide --cp 4"},
+    };
+    for (int i = 0; i < 4; i++) {
+        const char* a[8] = {"--plan", "--model", "llama-tiny"};
+        int n = 3;
+        for (int j = 0; j < 4 && refused[i].v[j]; j++) a[n++] = refused[i].v[j];
+        rc = run_plan_capture(a, n, log);
+        char name[64];
+        sprintf(name, "cli_rejects_cp_%d", i + 1);
+        check(rc == 1 && strstr(slurp(log), refused[i].want), name, "rc %d, '%s'", rc, slurp(log));
+    }
+    unlink(csv), unlink(log);
+}
+
+// The layouts study's calibration runs, when the shared data is here: the planner keeps
+// the accuracy it was fitted to (scripts/validate_planner.py prints the full report).
+static void test_calibration_runs(void) {
+    const char* path = "../shared/data/layouts_study/calibration.csv";
+    if (access(path, R_OK)) { printf("(skipped the calibration runs: %s not found)\n", path); return; }
+    char out[256], log[256], line[4096];
+    snprintf(out, sizeof(out), "/tmp/test_planner_%d_cal.csv", (int)getpid());
+    snprintf(log, sizeof(log), "/tmp/test_planner_%d_cal.log", (int)getpid());
+    const char* a[] = {"--plan", "--runs", path, "--vocab", "128000", "--software", "scaling", "--plan-csv", out};
+    int rc = run_plan_capture(a, 9, log);
+    FILE* f = fopen(out, "r");
+    int judged = 0, right = 0, n_err = 0;
+    double err = 0;
+    while (f && fgets(line, sizeof(line), f)) {
+        char* col[CSV_MAX_FIELDS];
+        line[strcspn(line, "\r\n")] = 0;
+        int n = csv_split(line, col);
+        if (n < 24 || !strcmp(col[16], "status")) continue;
+        int ok = !strcmp(col[16], "ok"), fits = !strcmp(col[19], "1");
+        if (ok || !strcmp(col[16], "oom")) judged++, right += ok == fits;
+        if (ok && fits) err += fabs(atof(col[22]) - atof(col[18])), n_err++;
+    }
+    if (f) fclose(f);
+    double acc = judged ? (double)right / judged : 0, mae = n_err ? err / n_err : 99;
+    check(rc == 0 && judged > 300 && acc >= 0.92 && mae <= 4, "calibration_runs_fit_and_mfu", "fit accuracy %.3f over %d runs, MFU MAE %.2f over %d",
+          acc, judged, mae, n_err);
+    // the numbers the README publishes (fit accuracy 0.928, MAE 2.05, since the GEMMs and the flash
+    // kernels run by their shape and the fragmentation reserve covers the activations only)
+    check(fabs(acc - 0.928) < 0.0005 && fabs(mae - 2.05) < 0.005, "calibration_runs_as_published",
+          "fit accuracy %.4f (README 0.928), MFU MAE %.3f (README 2.05)", acc, mae);
+    unlink(out), unlink(log);
+}
+
+// ----------------------------------------------------------------------------
+// Hostile inputs to the planner (#25): its outputs over its inputs, control bytes, values out
+// of range, CSV syntax, sizes that overflow the schedule code
+
+#define GOOD_RUN "a,llama-13b,2048,64,8,4194304,1f1b,1,1,1,64,1,none,flash2,1,0,ok,"
+
+static void test_hostile_inputs(void) {
+    char runs[256], dev[256], link_path[300], log[256], out[256];
+    snprintf(log, sizeof(log), "/tmp/test_planner_%d_hostile.log", (int)getpid());
+    snprintf(out, sizeof(out), "/tmp/test_planner_%d_hostile_out.csv", (int)getpid());
+    // the CSV written over the file the planner reads: by the same name, through a symbolic link
+    write_file(runs, "hostile_runs.csv", RUNS_HEADER GOOD_RUN "\n");
+    const char* a1[] = {"--plan", "--runs", runs, "--plan-csv", runs};
+    int rc = run_plan_capture(a1, 5, log);
+    check(rc == 1 && strstr(slurp(log), "it is not overwritten") && strstr(slurp(runs), "sheet,model"),
+          "plan_csv_over_runs_refused", "rc %d, '%s'", rc, slurp(log));
+    write_file(dev, "hostile_dev.txt", "base = a100-80gb\n");
+    snprintf(link_path, sizeof(link_path), "%s.link", dev);
+    unlink(link_path);
+    check(symlink(dev, link_path) == 0, "plan_csv_symlink_made", "errno %d", errno);
+    const char* a2[] = {"--plan",        "--model", "llama-tiny", "--gpus", "2",
+                        "--device-file", dev,       "--plan-csv", link_path};
+    rc = run_plan_capture(a2, 9, log);
+    check(rc == 1 && strstr(slurp(log), "it is not overwritten") && strstr(slurp(dev), "base = a100"),
+          "plan_csv_over_device_file_refused", "rc %d, '%s'", rc, slurp(log));
+    unlink(link_path);
+    // control bytes in a device name, from --device-set and from a device file: escaped
+    const char* a3[] = {"--plan", "--model",      "llama-tiny",        "--gpus", "2", "--top",
+                        "1",      "--device-set", "name=a\x1b[31mb\nc"};
+    rc = run_plan_capture(a3, 9, log);
+    const char* text = slurp(log);
+    check(rc == 0 && !strchr(text, '\x1b') && strstr(text, "a\\x1b[31mb\\x0ac"), "device_set_name_escaped",
+          "rc %d, '%.300s'", rc, text);
+    write_file(dev, "hostile_dev.txt", "name = x\x1b]0;title\x07y\n");
+    const char* a4[] = {"--plan", "--model", "llama-tiny", "--gpus", "2", "--top", "1", "--device-file", dev};
+    rc = run_plan_capture(a4, 9, log);
+    text = slurp(log);
+    check(rc == 0 && !strchr(text, '\x1b') && !strchr(text, '\x07') && strstr(text, "x\\x1b]0;title\\x07y"),
+          "device_file_name_escaped", "rc %d, '%.300s'", rc, text);
+    // values out of range: one error line, exit 1, at once
+    const char* bad_values[][2] = {{"--peak-tflops", "inf"},
+                                   {"--peak-tflops", "1e30"},
+                                   {"--peak-tflops", "9223372036854775808"},
+                                   {"--global-batch", "0"},
+                                   {"--global-batch-tokens", "0"},
+                                   {"--global-batch-tokens", "-4096"},
+                                   {"--gpus", "0"},
+                                   {"--gpus", "2097152"},
+                                   {"--tp", "2048"},
+                                   {"--vpp", "65"},
+                                   {"--micro-batch", "0"},
+                                   {"--cp", "131072"},
+                                   {"--top", "0"},
+                                   {"--zero", "4"}};
+    for (int i = 0; i < (int)(sizeof(bad_values) / sizeof(bad_values[0])); i++) {
+        const char* a[] = {"--plan", "--model", "llama-tiny", "--gpus", "2", bad_values[i][0], bad_values[i][1]};
+        rc = run_plan_capture(a, 7, log);
+        char name[96];
+        snprintf(name, sizeof(name), "cli_refuses_%s_%s", bad_values[i][0] + 2, bad_values[i][1]);
+        text = slurp(log);
+        check(rc == 1 && !strncmp(text, "error: ", 7) && !strchr(text, '\n')[1], name, "rc %d, '%.200s'", rc, text);
+    }
+    // work capped: 2^31 tokens a step of llama-tiny on 2 GPUs, and the op list that overflowed int
+    double t0 = now_s();
+    const char* a5[] = {"--plan", "--model", "llama-tiny", "--gpus", "2", "--global-batch-tokens", "2147483648"};
+    rc = run_plan_capture(a5, 7, log);
+    check(rc == 0 && now_s() - t0 < 20, "cli_huge_batch_capped", "rc %d in %.1f s", rc, now_s() - t0);
+    const char* a6[] = {"--plan",     "--model",       "llama-13b", "--seq-len",      "1",        "--gpus",
+                        "2",          "--tp",          "1",         "--pp",           "2",        "--vpp",
+                        "20",         "--micro-batch", "1",         "--global-batch", "30678338", "--schedule",
+                        "interleaved"};
+    rc = run_plan_capture(a6, 19, log);
+    check(rc == 1 && strstr(slurp(log), "error: no valid layout"), "cli_op_list_overflow_refused", "rc %d, '%.300s'",
+          rc, slurp(log));
+    write_file(
+        runs, "hostile_runs.csv",
+        "model,seq_len,gpus,gpus_per_node,global_batch_tokens,schedule,zero,tp,pp,dp,micro_batch,"
+        "recompute,attention,rms_kernel,sp,vpp\nllama-13b,1,2,8,30678338,interleaved,0,1,2,1,1,none,flash2,1,0,20\n");
+    const char* a7[] = {"--plan", "--runs", runs, "--plan-csv", out};
+    rc = run_plan_capture(a7, 5, log);
+    check(rc == 0 && strstr(slurp(log), "row 1: ") && strstr(slurp(out), "pairs per step"),
+          "runs_op_list_overflow_refused", "rc %d, '%.300s'", rc, slurp(log));
+    const char* a8[] = {"--plan", "--model", "llama-13b", "--gpus", "12", "--tp", "3"};
+    rc = run_plan_capture(a8, 7, log);
+    check(rc == 1 && strstr(slurp(log), "cannot run: n_head 40 is not divisible by tp 3"), "cli_no_layout_says_why",
+          "rc %d, '%.300s'", rc, slurp(log));
+    // CSV syntax: a byte-order mark, CRLF and a quoted line break are read; the rest is refused at its line and column
+    write_file(runs, "hostile_runs.csv",
+               "\xef\xbb\xbfsheet,model,seq_len,gpus,gpus_per_node,global_batch_tokens,schedule,zero,tp,pp,dp,"
+               "micro_batch,recompute,attention,rms_kernel,sp,status,note\r\n" GOOD_RUN "\"two\r\nlines\"\r\n");
+    rc = run_plan_capture(a7, 5, log);
+    check(rc == 0 && strstr(slurp(log), "1 runs predicted") && strstr(slurp(log), "0 could not be evaluated") &&
+              strstr(slurp(out), "\"two\r\nlines\","),
+          "runs_bom_crlf_quoted_newline", "rc %d, '%.300s'", rc, slurp(log));
+    struct {
+        const char* name;
+        const char* text;
+        const char* want;
+    } bad[] = {
+        {"text_after_quote", RUNS_HEADER GOOD_RUN "\"x\"y\n", "line 2, column 69: text after the closing quote"},
+        {"unclosed_quote", RUNS_HEADER GOOD_RUN "\n" GOOD_RUN "\"open\n",
+         "line 3, column 66: the quote opened here is never closed"},
+        {"quote_in_field", RUNS_HEADER GOOD_RUN "a\"b\n", "line 2, column 67: a quote inside an unquoted field"},
+    };
+    for (int i = 0; i < 3; i++) {
+        write_file(runs, "hostile_runs.csv", bad[i].text);
+        rc = run_plan_capture(a7, 5, log);
+        char name[64];
+        snprintf(name, sizeof(name), "runs_refuses_%s", bad[i].name);
+        check(rc == 1 && strstr(slurp(log), bad[i].want), name, "rc %d, '%.300s'", rc, slurp(log));
+    }
+    FILE* f = fopen(runs, "wb");  // a NUL byte inside a field
+    fputs(RUNS_HEADER, f), fwrite("a,llama-13b\0x,2048\n", 1, 19, f), fclose(f);
+    rc = run_plan_capture(a7, 5, log);
+    check(rc == 1 && strstr(slurp(log), "line 2, column 12: a NUL byte"), "runs_refuses_nul_byte", "rc %d, '%.300s'",
+          rc, slurp(log));
+    unlink(runs), unlink(dev), unlink(log), unlink(out);
+}

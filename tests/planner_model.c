@@ -1,0 +1,214 @@
+// tests/planner_model.c: test_planner's checks of the planner's formulas by hand: parameters,
+// activation memory (Korthikanti et al. 2022), GEMMs and flash kernels by shape, tensor-parallel
+// all-reduces by link, and the trainer's measured H200 steps.
+// Included by tests/test_planner.c after its helpers (one test binary); not built alone.
+
+// ----------------------------------------------------------------------------
+// Parameters and memory
+
+static void test_params(void) {
+    // Touvron et al. 2023: 6.7B, 13.0B, 32.5B, 65.2B
+    const char* names[4] = {"llama-7b", "llama-13b", "llama-30b", "llama-65b"};
+    double published[4] = {6.7e9, 13.0e9, 32.5e9, 65.2e9};
+    for (int i = 0; i < 4; i++) {
+        ModelConfig c = model(names[i], 0);
+        char name[64];
+        sprintf(name, "params_%s", names[i]);
+        double p = config_num_params(&c);
+        check(close_rel(p, published[i], 0.01), name, "%.3fB vs published %.1fB", p / 1e9, published[i] / 1e9);
+    }
+}
+
+// llama-tiny (L=4, h=64, 4 heads / 2 kv heads of 16, d_ff=192, vocab 257 -> 384), seq 32,
+// micro-batch 2, one GPU, bf16, this trainer's own buffers (model/activations.h on the GPU
+// build: bf16 act_t, fp32 statistics, each buffer on 256 bytes). By hand:
+//   params: layer = 2*64^2 + 2*64*32 + 3*64*192 + 2*64 = 49280; 4 layers 197120
+//           + embedding 384*64 = 24576 + final norm 64 + head 24576 = 246336
+//   states: fp32 weights + bf16 copy 6, fp32 gradients 4, Adam 8: 18 B/param; ZeRO-1 on dp=2:
+//           6 + (4 + 4/2) + 8/2 = 16 B/param
+//   B*T = 64 rows, C = 64, qkv 128, 4 heads of 16, fc 384 (gate|up), Fl 192, Vl 384:
+//   a layer's LayerActs: ln1, atty, res2, ln2 8192 each, 4 statistics 256 each, qkv 16384,
+//           log-sum-exp 64*4*4 = 1024, fch 49152, fch_act 24576 = 124928 B
+//   a slot: 4 + 3 rows of x, dout, dinp (8192 each) + 4 layers = 57344 + 499712 = 557056 B
+//   the head: lnf 8192, 2 statistics 256, logits 49152, losses 256 = 58112 B
+//   the scratch: log-sum-exp 1024, x, partial, reduced, 3 residual gradients, datty 8192 each,
+//           dfch_act 24576, ce_max 256, ce_sums 512 = 83712, + a WeightGradIn 8192 + 8192 +
+//           49152 + 16384 = 81920: 165632 B
+//   1F1B with pp=1 holds 1 slot and 1 head: 165632 + 557056 + 58112 = 780800 B; no
+//   temporaries, no allocator share: reserve 0.5 GiB
+static void test_memory_by_hand(void) {
+    DeviceProfile d;
+    profile_builtin("a100-80gb", &d);
+    ModelConfig c = model("llama-tiny", 0);
+    c.micro_batch = 2;
+    PlanResult r;
+    PlanSetup k = plan_setup_default();
+    int rc = plan_predict(&c, &k, 2, 8, &d, &r);
+    double params = 246336;
+    check(rc == 0 && r.mem_weights == params * 6 && r.mem_grads == params * 4 && r.mem_optim == params * 8,
+          "memory_states_zero0", "weights %.0f grads %.0f optim %.0f (want %.0f, %.0f, %.0f)", r.mem_weights, r.mem_grads,
+          r.mem_optim, params * 6, params * 4, params * 8);
+    check(r.mem_act == 780800, "memory_activations_hand", "%.0f B, want 780800", r.mem_act);
+    check(r.mem_temp == 0 && r.mem_overhead == 0.5 * GiB, "memory_trainer_no_temporaries", "temporaries %.0f B, reserve %.0f B",
+          r.mem_temp, r.mem_overhead);
+    check(fabs(r.mem_total - (params * 18 + 780800 + 0.5 * GiB)) < 1e-3, "memory_total_hand", "%.0f B", r.mem_total);
+    c.dp = 2, c.zero = 1;
+    plan_predict(&c, &k, 4, 8, &d, &r);
+    check(r.mem_weights + r.mem_grads + r.mem_optim == params * 16, "memory_zero1_dp2", "%.0f, want %.0f",
+          r.mem_weights + r.mem_grads + r.mem_optim, params * 16);
+    double w, g, o;
+    state_bytes_per_param(&d, 2, 4, &w, &g, &o);
+    int ok2 = w == 2 && g == 0.5 && o == 3;
+    state_bytes_per_param(&d, 3, 4, &w, &g, &o);
+    check(ok2 && w == 0.5 && g == 0.5 && o == 3, "memory_zero2_zero3_bytes", "zero3 on dp=4: %.2f + %.2f + %.2f", w, g, o);
+    c.zero = 3;
+    check(plan_predict(&c, &k, 4, 8, &d, &r) == -1 && strstr(r.invalid, "ZeRO-2"), "memory_trainer_refuses_zero3", "%s",
+          r.invalid ? r.invalid : "accepted");
+}
+
+// The same llama-tiny under a framework's memory model (framework_setup), by hand:
+//   states: bf16 weights 2 + bf16 gradients 2 + fp32 master, m, v 12 = 16 B/param: 3941376 B
+//   activations per layer: sbh = 32*2*64 = 4096 B-units; r = 0.5, f = 3:
+//           8 + (4 + 4*0.5 + 8*3) + 4a/h (0.25) = 38.25 -> 156672 B; 4 layers = 626688 B
+//   temporaries: the loss's 64 * 384 logits * (2 + 16) = 442368 + the final norm's input
+//           8192 = 450560 B (flash attention: no layer temporaries, the loss's are the peak)
+//   reserve: 0.5 GiB + 22% of the activations (the allocator fragments them, not the loss's
+//           exact-size blocks) = 0.5 GiB + 137871.36 B
+static void test_memory_framework_by_hand(void) {
+    DeviceProfile d;
+    profile_builtin("a100-80gb", &d);
+    ModelConfig c = model("llama-tiny", 0);
+    c.micro_batch = 2;
+    PlanResult r;
+    PlanSetup k = framework_setup();
+    int rc = plan_predict(&c, &k, 2, 8, &d, &r);
+    check(rc == 0 && r.mem_weights + r.mem_grads + r.mem_optim == 3941376, "framework_memory_states", "%.0f B, want 3941376",
+          r.mem_weights + r.mem_grads + r.mem_optim);
+    check(r.mem_act == 626688, "framework_memory_activations_hand", "%.0f B, want 626688", r.mem_act);
+    check(r.mem_temp == 450560, "framework_memory_loss_hand", "%.0f B, want 450560", r.mem_temp);
+    check(fabs(r.mem_total - (3941376 + 626688 + 450560 + 0.5 * GiB + 137871.36)) < 1e-3, "framework_memory_total_hand", "%.0f B",
+          r.mem_total);
+    // unfused attention: a layer's backward holds dP and dS (torch: fp32 and bf16, 10 B per score)
+    // at another moment than the loss: the peak holds the larger. At 32 tokens the scores are
+    // 2 x 4 heads x 32^2 = 8192 (81920 B, below the loss's 450560); at 256 tokens 524288 scores
+    // (5242880 B) against the loss's 512 x 384 x 18 + 512 x 64 x 2 = 3604480 B
+    k.attention = ATTN_TORCH;
+    plan_predict(&c, &k, 2, 8, &d, &r);
+    double t32 = r.mem_temp;
+    c = model("llama-tiny", 256);
+    c.micro_batch = 2;
+    plan_predict(&c, &k, 2, 8, &d, &r);
+    check(t32 == 450560 && r.mem_temp == 5242880, "framework_temporaries_take_the_larger",
+          "seq 32: %.0f B (want the loss's 450560), seq 256: %.0f B (want the scores' 5242880)", t32, r.mem_temp);
+}
+
+// Korthikanti et al. 2022, Table 2, for GPT-3 175B (h=12288, a=96, s=2048), b=1, t=8:
+// 5as/h = 80, so per layer in s*b*h bytes: none 114, tp 23, tp+sp 14.25, tp+selective 13,
+// tp+sp+selective 4.25, full 2 (and 2/t = 0.25 with sp).
+static void test_korthikanti(void) {
+    ModelConfig c;
+    memset(&c, 0, sizeof(c));
+    c.arch = ARCH_GPT2, c.n_layer = 96, c.n_head = c.n_kv_head = 96, c.d_model = 12288, c.seq_len = 2048, c.vocab = 51200;
+    config_finalize(&c);
+    double sbh = 2048.0 * 12288;
+    struct { int tp, sp, rc; double want; const char* name; } cases[] = {
+        {1, 0, RECOMPUTE_NONE, 114, "korthikanti_no_parallelism"},
+        {8, 0, RECOMPUTE_NONE, 23, "korthikanti_tp"},
+        {8, 1, RECOMPUTE_NONE, 14.25, "korthikanti_tp_sp"},
+        {8, 0, RECOMPUTE_SELECTIVE, 13, "korthikanti_tp_selective"},
+        {8, 1, RECOMPUTE_SELECTIVE, 4.25, "korthikanti_tp_sp_selective"},
+        {8, 0, RECOMPUTE_FULL, 2, "korthikanti_full_recompute"},
+    };
+    PlanSetup k = plan_setup_default();
+    k.attention = ATTN_FUSED_SOFTMAX;  // Table 2 counts the softmax output and its dropout
+    for (int i = 0; i < 6; i++) {
+        double got = act_bytes_per_layer(&c, 1, cases[i].tp, 1, cases[i].sp, cases[i].rc, &k, 2) / sbh;
+        check(fabs(got - cases[i].want) < 1e-9, cases[i].name, "%.4f sbh, want %.4f sbh", got, cases[i].want);
+    }
+    // 175B with t=8, sp + selective: 4.25 * 2048 * 12288 B = 102 MiB per layer
+    double mib = act_bytes_per_layer(&c, 1, 8, 1, 1, RECOMPUTE_SELECTIVE, &k, 2) / (1024.0 * 1024.0);
+    check(fabs(mib - 102.0) < 1e-9, "korthikanti_175b_layer_mib", "%.3f MiB, want 102", mib);
+}
+
+// ----------------------------------------------------------------------------
+// Time by shape
+
+// A GEMM's efficiency by its shape (time.h, matmul_shape_eff), by hand. 128 x 128 tiles:
+//   h200 (132 SMs, k_half 128), M 8192, N 3072, K 768 (dev/RESULTS.md's forward): 64 x 24 = 1536
+//     tiles, 12 waves of 132 = 1584: fill 0.969697; K 768 / 896 = 0.857143 -> 0.831169 (split
+//     in 2: 0.969697 x 384 / 512 = 0.727). Time 2 x 8192 x 3072 x 768 / (989e12 x 0.855 (own) x
+//     0.831169) + 2 us = 56.998 us: 678 TFLOP/s, as measured (0.057 ms).
+//   h200, M 768, N 3072, K 8192 (its weight gradient): 144 tiles fill 2 waves by 0.545 alone;
+//     split-K in 4: 576 tiles in 5 waves of 132, fill 0.872727, K 2048 / 2176 -> 0.821390
+//   a100 (108 SMs, k_half 64), 13B's out-projection at tp 8, M 8192, N 5120, K 640: 2560 tiles
+//     in 24 waves of 108, fill 0.987654, K 640 / 704 -> 0.897868; at tp 1 (K 5120) 0.975461
+static void test_gemm_shape_efficiency(void) {
+    DeviceProfile h200, a100;
+    profile_builtin("h200-sxm", &h200), profile_builtin("a100-80gb", &a100);
+    h200.matmul_eff = h200.matmul_eff_own;  // what was measured: this trainer's own matmuls (plan_predict_ex's choice)
+    double e = matmul_shape_eff(&h200, 8192, 3072, 768, 1), t = matmul_time(&h200, 8192, 3072, 768, 1);
+    check(fabs(e - 0.831169) < 1e-6 && fabs(t - 56.998e-6) < 0.01e-6, "gemm_eff_h200_measured_shape",
+          "eff %.6f (want 0.831169), %.3f us (want 56.998; measured 57)", e, t * 1e6);
+    e = matmul_shape_eff(&h200, 768, 3072, 8192, 1);
+    check(fabs(e - 0.821390) < 1e-6, "gemm_eff_split_k", "eff %.6f, want 0.821390 (split in 4)", e);
+    double narrow = matmul_shape_eff(&a100, 8192, 5120, 640, 1), wide = matmul_shape_eff(&a100, 8192, 5120, 5120, 1);
+    check(fabs(narrow - 0.897868) < 1e-6 && fabs(wide - 0.975461) < 1e-6, "gemm_eff_narrow_k",
+          "K 640: %.6f (want 0.897868), K 5120: %.6f (want 0.975461)", narrow, wide);
+    DeviceProfile cpu;
+    profile_builtin("cpu", &cpu);
+    check(matmul_shape_eff(&cpu, 7, 3, 5, 1) == 1, "gemm_eff_cpu_shapeless", "the CPU has no tiles");
+}
+
+// Tensor-parallel all-reduces by message size and link (time.h, link_allreduce_time), by hand.
+// An 8-GPU A100 node: 300 GB/s x link_eff 0.47 = 141 GB/s per rank, 5 us per ring step, 14 steps:
+//   64 KiB: 2 x 7/8 x 65536 / 141e9 = 0.8134 us + 70 us = 70.8134 us (latency-bound: 0.9 GB/s)
+//   64 MiB: 2 x 7/8 x 67108864 / 141e9 = 832.91 us + 70 us = 902.91 us (74 GB/s of the buffer)
+// An H100 node reduces in its NVSwitches (NVLS): 67108864 / (450e9 x 0.47) + 2 x 5 us = 327.30 us.
+// Across nodes (16 ranks, 8 per node) the group is a ring again.
+static void test_tp_collectives(void) {
+    DeviceProfile a100, h100;
+    profile_builtin("a100-80gb", &a100), profile_builtin("h100-sxm", &h100);
+    Link la = group_link(&a100, 8, 1, 8), lh = group_link(&h100, 8, 1, 8), lh16 = group_link(&h100, 16, 1, 8);
+    double small = link_allreduce_time(8, 65536, la), large = link_allreduce_time(8, 67108864, la);
+    check(fabs(small - 70.8134e-6) < 1e-10 && fabs(large - 902.91e-6) < 0.01e-6, "tp_allreduce_by_message_size",
+          "64 KiB %.4f us (want 70.8134), 64 MiB %.2f us (want 902.91)", small * 1e6, large * 1e6);
+    double nvls = link_allreduce_time(8, 67108864, lh);
+    check(lh.nvls && fabs(nvls - 327.30e-6) < 0.01e-6, "tp_allreduce_nvls", "%.2f us, want 327.30", nvls * 1e6);
+    check(!lh16.nvls && !la.nvls && link_allreduce_time(1, 67108864, lh) == 0, "tp_allreduce_ring_across_nodes",
+          "nvls across nodes %d, on A100 %d", lh16.nvls, la.nvls);
+}
+
+// A causal flash kernel's shape (time.h, flash_shape_eff), by hand, on an A100 (108 SMs):
+//   8 sequences x 40 heads of 2048 tokens: nt 16 query tiles, 5440 x 136 = 43520 tiles for
+//     43520 x 128 / 136 useful; per SM 403 > 16 tiles: 16 / 17 = 0.941176 (the diagonal alone)
+//   13B at tp 8, micro-batch 1: 5 heads, 680 tiles (6.3 per SM) behind the longest block of 16:
+//     5 x 128 / (108 x 16) = 0.370370
+static void test_flash_shape_efficiency(void) {
+    DeviceProfile a100;
+    profile_builtin("a100-80gb", &a100);
+    double full = flash_shape_eff(&a100, 8, 40, 2048), narrow = flash_shape_eff(&a100, 1, 5, 2048);
+    check(fabs(full - 16.0 / 17) < 1e-12 && fabs(narrow - 640.0 / 1728) < 1e-12, "flash_eff_by_shape",
+          "full %.6f (want 0.941176), 5 heads %.6f (want 0.370370)", full, narrow);
+}
+
+// This trainer on the H200 (dev/RESULTS.md, dev/bench_gpu.sh: 1 GPU, seq 1024, micro-batch 32):
+// gpt2-124m measured 68.6 ms a step, gpt2-1558m 675.2 ms. The planner with the trainer's own
+// attention kernels (attn_eff_own) and its fused cross-entropy (4e bytes per logit) is within
+// 5% of both (67.3 and 649.6 ms; with FlashAttention-2's rate and a framework's loss it was 81.0
+// and 637.1).
+static void test_h200_trainer_steps(void) {
+    DeviceProfile d;
+    profile_builtin("h200-sxm", &d);
+    const char* names[2] = {"gpt2-124m", "gpt2-1558m"};
+    double measured[2] = {68.6e-3, 675.2e-3};
+    for (int i = 0; i < 2; i++) {
+        ModelConfig c = model(names[i], 1024);
+        c.micro_batch = 32;
+        PlanSetup k = plan_setup_default();
+        PlanResult r;
+        int rc = plan_predict(&c, &k, 32, 8, &d, &r);
+        const char* name = i ? "h200_trainer_step_1558m" : "h200_trainer_step_124m";
+        check(rc == 0 && fabs(r.t_step / measured[i] - 1) < 0.05, name, "%.1f ms, measured %.1f", 1e3 * r.t_step,
+              1e3 * measured[i]);
+    }
+}

@@ -72,6 +72,67 @@ static void plan_outputs_check(const PlanArgs* a, const char* device_file) {
                  inputs[i]);
 }
 
+// The layout filter's flags (--tp ... --cp-kind) into f; 0 when flag is none of them.
+static int plan_filter_flag(const char* flag, const char* v, PlanFilter* f) {
+    if (!strcmp(flag, "--tp"))
+        f->tp = plan_size_flag(v, SIZE_TP);
+    else if (!strcmp(flag, "--pp"))
+        f->pp = plan_size_flag(v, SIZE_PP);
+    else if (!strcmp(flag, "--dp"))
+        f->dp = plan_size_flag(v, SIZE_DP);
+    else if (!strcmp(flag, "--vpp"))
+        f->vpp = plan_size_flag(v, SIZE_VPP);
+    else if (!strcmp(flag, "--micro-batch"))
+        f->micro_batch = plan_size_flag(v, SIZE_MICRO_BATCH);
+    else if (!strcmp(flag, "--sp"))
+        f->sp = plan_int(v, flag, 0, 1);
+    else if (!strcmp(flag, "--zero"))
+        f->zero = plan_int(v, flag, 0, 3);  // ZeRO-3 is modelled, not in the trainer
+    else if (!strcmp(flag, "--attention")) {
+        if ((f->attention = attn_from_name(v)) < 0) fail("--attention: expected torch, fused_softmax, flash1 or flash2, got '%s'", v);
+    } else if (!strcmp(flag, "--rms-kernel")) {
+        if (!strcmp(v, "on") || !strcmp(v, "1")) f->rms_kernel = 1;
+        else if (!strcmp(v, "off") || !strcmp(v, "0")) f->rms_kernel = 0;
+        else fail("--rms-kernel: expected on or off, got '%s'", v);
+    } else if (!strcmp(flag, "--recompute")) {
+        if (!strcmp(v, "none")) f->recompute = RECOMPUTE_NONE;
+        else if (!strcmp(v, "selective")) f->recompute = RECOMPUTE_SELECTIVE;
+        else if (!strcmp(v, "full")) f->recompute = RECOMPUTE_FULL;
+        else fail("--recompute: expected none, selective or full, got '%s'", v);
+    } else if (!strcmp(flag, "--schedule")) {  // the schedules the search tries (plan_schedule_tried)
+        f->schedule = schedule_from_name(v);
+        if (f->schedule < 0 || f->schedule == SCHED_GPIPE) fail("--schedule: expected 1f1b, interleaved, zb-h1 or zb-v, got '%s'", v);
+    } else if (!strcmp(flag, "--cp"))
+        f->cp = plan_size_flag(v, SIZE_CP);
+    else if (!strcmp(flag, "--cp-ulysses"))
+        f->cp_ulysses = plan_size_flag(v, SIZE_CP_ULYSSES);
+    else if (!strcmp(flag, "--cp-kind")) {
+        if (!strcmp(v, "ring")) f->cp_kind = CPK_RING;
+        else if (!strcmp(v, "ulysses")) f->cp_kind = CPK_ULYSSES;
+        else if (!strcmp(v, "2d")) f->cp_kind = CPK_2D;
+        else fail("--cp-kind: expected ring, ulysses or 2d, got '%s'", v);
+    } else
+        return 0;
+    return 1;
+}
+
+// The device: a file or a built-in profile, then --device-set's KEY=VALUE and --peak-tflops over it.
+static void plan_device(DeviceProfile* d, const char* device, const char* device_file, const char** sets, int n_sets,
+                        const char* peak_tflops) {
+    char err[512];
+    if (device_file) { if (profile_parse_file(device_file, d, err, sizeof(err))) fail("--device-file: %s", err); }
+    else if (profile_builtin(device, d)) fail("--device: unknown device '%s' (known: %s)", device, PROFILE_NAMES);
+    for (int k = 0; k < n_sets; k++) {
+        char key[64];
+        const char* eq = strchr(sets[k], '=');
+        if (!eq || eq == sets[k] || (size_t)(eq - sets[k]) >= sizeof(key)) fail("--device-set: expected KEY=VALUE, got '%s'", sets[k]);
+        memcpy(key, sets[k], eq - sets[k]);
+        key[eq - sets[k]] = 0;
+        if (profile_set(d, key, eq + 1, err, sizeof(err))) fail("--device-set: %s", err);
+    }
+    if (peak_tflops && profile_set(d, "peak_tflops", peak_tflops, err, sizeof(err))) fail("--peak-tflops: %s", err);
+}
+
 static void plan_parse_args(int argc, char** argv, PlanArgs* a) {
     memset(a, 0, sizeof(*a));
     a->model = "llama-13b";
@@ -118,69 +179,22 @@ static void plan_parse_args(int argc, char** argv, PlanArgs* a) {
             a->top = plan_int(v, flag, 1, 1 << 30);
         else if (!strcmp(flag, "--plan-csv")) a->csv = v;
         else if (!strcmp(flag, "--runs")) a->runs = v;
-        else if (!strcmp(flag, "--tp"))
-            f->tp = plan_size_flag(v, SIZE_TP);
-        else if (!strcmp(flag, "--pp"))
-            f->pp = plan_size_flag(v, SIZE_PP);
-        else if (!strcmp(flag, "--dp"))
-            f->dp = plan_size_flag(v, SIZE_DP);
-        else if (!strcmp(flag, "--vpp"))
-            f->vpp = plan_size_flag(v, SIZE_VPP);
-        else if (!strcmp(flag, "--micro-batch"))
-            f->micro_batch = plan_size_flag(v, SIZE_MICRO_BATCH);
-        else if (!strcmp(flag, "--sp"))
-            f->sp = plan_int(v, flag, 0, 1);
-        else if (!strcmp(flag, "--zero"))
-            f->zero = plan_int(v, flag, 0, 3);  // ZeRO-3 is modelled, not in the trainer
-        else if (!strcmp(flag, "--attention")) {
-            if ((f->attention = attn_from_name(v)) < 0) fail("--attention: expected torch, fused_softmax, flash1 or flash2, got '%s'", v);
-        } else if (!strcmp(flag, "--rms-kernel")) {
-            if (!strcmp(v, "on") || !strcmp(v, "1")) f->rms_kernel = 1;
-            else if (!strcmp(v, "off") || !strcmp(v, "0")) f->rms_kernel = 0;
-            else fail("--rms-kernel: expected on or off, got '%s'", v);
-        } else if (!strcmp(flag, "--software")) {
+        else if (!strcmp(flag, "--software")) {
             if (!strcmp(v, "trainer")) a->setup = plan_setup_for(SOFTWARE_TRAINER);
             else if (!strcmp(v, "scaling")) a->setup = plan_setup_for(SOFTWARE_SCALING);
             else if (!strcmp(v, "framework"))
                 a->setup = plan_setup_for(SOFTWARE_FRAMEWORK);
             else
                 fail("--software: expected trainer, scaling or framework, got '%s'", v);
-        } else if (!strcmp(flag, "--recompute")) {
-            if (!strcmp(v, "none")) f->recompute = RECOMPUTE_NONE;
-            else if (!strcmp(v, "selective")) f->recompute = RECOMPUTE_SELECTIVE;
-            else if (!strcmp(v, "full")) f->recompute = RECOMPUTE_FULL;
-            else fail("--recompute: expected none, selective or full, got '%s'", v);
-        } else if (!strcmp(flag, "--schedule")) {  // the schedules the search tries (plan_schedule_tried)
-            f->schedule = schedule_from_name(v);
-            if (f->schedule < 0 || f->schedule == SCHED_GPIPE) fail("--schedule: expected 1f1b, interleaved, zb-h1 or zb-v, got '%s'", v);
-        } else if (!strcmp(flag, "--cp"))
-            f->cp = plan_size_flag(v, SIZE_CP);
-        else if (!strcmp(flag, "--cp-ulysses"))
-            f->cp_ulysses = plan_size_flag(v, SIZE_CP_ULYSSES);
-        else if (!strcmp(flag, "--cp-kind")) {
-            if (!strcmp(v, "ring")) f->cp_kind = CPK_RING;
-            else if (!strcmp(v, "ulysses")) f->cp_kind = CPK_ULYSSES;
-            else if (!strcmp(v, "2d")) f->cp_kind = CPK_2D;
-            else fail("--cp-kind: expected ring, ulysses or 2d, got '%s'", v);
-        } else fail("--plan: unknown flag '%s' (see --plan --help)", flag);
+        } else if (!plan_filter_flag(flag, v, f))
+            fail("--plan: unknown flag '%s' (see --plan --help)", flag);
     }
     if ((f->cp >= 0 && (f->cp < 1 || (f->cp & (f->cp - 1)))) || (f->cp_ulysses >= 0 && (f->cp_ulysses < 1 || (f->cp_ulysses & (f->cp_ulysses - 1)))))
         fail("--cp and --cp-ulysses must be powers of two (1, 2, 4, ...)");
     if (f->cp > 0 && f->cp_ulysses > f->cp) fail("--cp-ulysses %d does not divide --cp %d", f->cp_ulysses, f->cp);
 
     DeviceProfile* d = &a->dev;
-    char err[512];
-    if (device_file) { if (profile_parse_file(device_file, d, err, sizeof(err))) fail("--device-file: %s", err); }
-    else if (profile_builtin(device, d)) fail("--device: unknown device '%s' (known: %s)", device, PROFILE_NAMES);
-    for (int k = 0; k < n_sets; k++) {
-        char key[64];
-        const char* eq = strchr(sets[k], '=');
-        if (!eq || eq == sets[k] || (size_t)(eq - sets[k]) >= sizeof(key)) fail("--device-set: expected KEY=VALUE, got '%s'", sets[k]);
-        memcpy(key, sets[k], eq - sets[k]);
-        key[eq - sets[k]] = 0;
-        if (profile_set(d, key, eq + 1, err, sizeof(err))) fail("--device-set: %s", err);
-    }
-    if (peak_tflops && profile_set(d, "peak_tflops", peak_tflops, err, sizeof(err))) fail("--peak-tflops: %s", err);
+    plan_device(d, device, device_file, sets, n_sets, peak_tflops);
     if (a->gpus_per_node == -1) a->gpus_per_node = d->gpus_per_node > 0 ? d->gpus_per_node : a->gpus;
     if (a->gpus_per_node < 1) fail("--gpus-per-node must be >= 1, got %d", a->gpus_per_node);
     if (a->global_batch && a->global_tokens) fail("give --global-batch or --global-batch-tokens, not both");

@@ -121,7 +121,10 @@ static void test_zero_bubble_schedules(void) {
 
 // Context parallelism (parallel/context_parallel.h): memory per rank, the ring's and the
 // all-to-all's volumes and times by hand, 2D as their sum, the KV-heads limit, node placement.
-static void test_context_parallel(void) {
+
+// Context parallelism's memory: activations, states and temporaries by cp, throughput per GPU; the
+// cp 1 prediction goes to r1 (the refusals' check compares with it).
+static void test_cp_memory(PlanResult* r1_out) {
     DeviceProfile d;
     profile_builtin("h100-sxm", &d);
     PlanSetup k = framework_setup();
@@ -150,7 +153,13 @@ static void test_context_parallel(void) {
           r4.mem_optim, r1.mem_optim, r1.mem_temp, r4.mem_temp, u4.mem_temp);
     check(fabs(r4.tokens_per_s_per_gpu * r4.t_step * 64 - 128 * 32768.0) < 1e-6 * 128 * 32768, "cp_throughput_per_gpu_counts_cp",
           "%.1f tokens/s/GPU x %.3f s x 64 GPUs, want 4194304 tokens", r4.tokens_per_s_per_gpu, r4.t_step);
+    *r1_out = r1;
+}
 
+// The ring's, the all-to-all's and 2D's exchanges by hand.
+static void test_cp_exchanges(void) {
+    DeviceProfile d;
+    profile_builtin("h100-sxm", &d);
     // The ring by hand: llama3-8b (8 KV heads of 128), 32k tokens, tp 2, cp 4: a rank's K and V are
     // 8192 tokens x 2 x 4 heads x 128 = 8388608 values, 16 MiB in bf16 and 32 MiB as fp32 dK, dV.
     // Forward: 3 steps of K, V, each exposed by what its block's compute (a quarter of the
@@ -201,7 +210,18 @@ static void test_context_parallel(void) {
           close_rel(tr.bwd, s_kv + 6 * s_both + 2 * s_dkv, 1e-12) && cp_kind_of(8, 1) == CPK_RING && cp_kind_of(8, 8) == CPK_ULYSSES &&
           cp_kind_of(8, 2) == CPK_2D && cp_kind_of(1, 1) == CPK_NONE, "cp_2d_ends_are_ring_and_ulysses",
           "U 1: forward %.0f B, %.3f ms (want %.3f)", tr.bytes_fwd, 1e3 * tr.fwd, 7e3 * s_kv);
+}
 
+// The attention's work over cp ranks, the KV-heads limit, node placement, recomputation, the
+// gradients' reduction and refusals; r1 is test_cp_memory's cp 1 prediction.
+static void test_cp_work_and_refusals(const PlanResult* r1) {
+    DeviceProfile d;
+    profile_builtin("h100-sxm", &d);
+    PlanSetup k = framework_setup();
+    DeviceProfile dq = d;
+    dq.comm_interference = 0;
+    ModelConfig m7 = model("llama-7b", 32768);
+    ModelConfig c;
     // The attention's work is split evenly: each of 4 ring ranks does a quarter (one kernel per block)
     Link fast = {1e30, 0, 0};
     LayerTime a1 = layer_time(&m7, 1, 1, 0, 1, 1, &k, &dq, fast, fast, fast), a4 = layer_time(&m7, 1, 1, 0, 4, 1, &k, &dq, fast, fast, fast);
@@ -274,9 +294,16 @@ static void test_context_parallel(void) {
     c.cp = 2;
     PlanSetup scaling = plan_setup_for(SOFTWARE_SCALING);
     int no_scaling = plan_predict(&c, &scaling, 16, 8, &d, &z) == -1 && strstr(z.invalid, "no context parallelism");
-    check(dpcp.t_dp_comm > 0 && dpcp.mem_optim * 8 == r1.mem_optim * 16 && short_seq && ok_seq && no_scaling, "cp_gradients_and_refusals",
+    check(dpcp.t_dp_comm > 0 && dpcp.mem_optim * 8 == r1->mem_optim * 16 && short_seq && ok_seq && no_scaling, "cp_gradients_and_refusals",
           "dp1 cp8: DP communication %.3f s, optimizer %.2f GiB; ring cp32 on 96 tokens refused %d, cp16 accepted %d; Scaling refuses cp %d",
           dpcp.t_dp_comm, dpcp.mem_optim / GiB, short_seq, ok_seq, no_scaling);
+}
+
+static void test_context_parallel(void) {
+    PlanResult r1;
+    test_cp_memory(&r1);
+    test_cp_exchanges();
+    test_cp_work_and_refusals(&r1);
 }
 
 static void test_invalid_layouts(void) {

@@ -423,10 +423,10 @@ static void test_calibration_runs(void) {
 
 #define GOOD_RUN "a,llama-13b,2048,64,8,4194304,1f1b,1,1,1,64,1,none,flash2,1,0,ok,"
 
-static void test_hostile_inputs(void) {
-    char runs[256], dev[256], link_path[300], log[256], out[256];
-    snprintf(log, sizeof(log), "/tmp/test_planner_%d_hostile.log", (int)getpid());
-    snprintf(out, sizeof(out), "/tmp/test_planner_%d_hostile_out.csv", (int)getpid());
+// The CSV written over a file the planner reads, control bytes in a device name; the runs and device
+// files' paths go to runs[256] and dev[256], the planner's output to the file log.
+static void test_hostile_files_and_names(char* runs, char* dev, const char* log) {
+    char link_path[300];
     // the CSV written over the file the planner reads: by the same name, through a symbolic link
     write_file(runs, "hostile_runs.csv", RUNS_HEADER GOOD_RUN "\n");
     const char* a1[] = {"--plan", "--runs", runs, "--plan-csv", runs};
@@ -456,6 +456,12 @@ static void test_hostile_inputs(void) {
     text = slurp(log);
     check(rc == 0 && !strchr(text, '\x1b') && !strchr(text, '\x07') && strstr(text, "x\\x1b]0;title\\x07y"),
           "device_file_name_escaped", "rc %d, '%.300s'", rc, text);
+}
+
+// Flag values out of range, and work capped (the planner's output to the file log).
+static void test_hostile_values(const char* log) {
+    int rc;
+    const char* text;
     // values out of range: one error line, exit 1, at once
     const char* bad_values[][2] = {{"--peak-tflops", "inf"},
                                    {"--peak-tflops", "1e30"},
@@ -491,6 +497,12 @@ static void test_hostile_inputs(void) {
     rc = run_plan_capture(a6, 19, log);
     check(rc == 1 && strstr(slurp(log), "error: no valid layout"), "cli_op_list_overflow_refused", "rc %d, '%.300s'",
           rc, slurp(log));
+}
+
+// Runs files: the op list that overflowed int, CSV syntax (a byte-order mark, CRLF, quotes, a NUL
+// byte); the runs file's path goes to runs[256], the planner's output to the files log and out.
+static void test_hostile_runs_files(char* runs, const char* log, const char* out) {
+    int rc;
     write_file(
         runs, "hostile_runs.csv",
         "model,seq_len,gpus,gpus_per_node,global_batch_tokens,schedule,zero,tp,pp,dp,micro_batch,"
@@ -533,5 +545,14 @@ static void test_hostile_inputs(void) {
     rc = run_plan_capture(a7, 5, log);
     check(rc == 1 && strstr(slurp(log), "line 2, column 12: a NUL byte"), "runs_refuses_nul_byte", "rc %d, '%.300s'",
           rc, slurp(log));
+}
+
+static void test_hostile_inputs(void) {
+    char runs[256], dev[256], log[256], out[256];
+    snprintf(log, sizeof(log), "/tmp/test_planner_%d_hostile.log", (int)getpid());
+    snprintf(out, sizeof(out), "/tmp/test_planner_%d_hostile_out.csv", (int)getpid());
+    test_hostile_files_and_names(runs, dev, log);
+    test_hostile_values(log);
+    test_hostile_runs_files(runs, log, out);
     unlink(runs), unlink(dev), unlink(log), unlink(out);
 }

@@ -96,7 +96,8 @@ test_gpu: tests/test_gpu.cu $(wildcard tests/gpu_*.cu) $(HEADERS) $(GPU_HEADERS)
 # first on the include path -Iemu/build.)
 EMU_SRC = emu/build/train_gpt.cu emu/build/tests/test_gpu.cu $(addprefix emu/build/,$(wildcard tests/gpu_*.cu)) \
           emu/build/parallel/comm_nccl.h $(addprefix emu/build/,$(GPU_HEADERS))
-EMU_DEPS = $(HEADERS) $(EMU_SRC) emu/cuda_emu.h emu/cublaslt_emu.h emu/nccl_emu.h
+EMU_HEADERS = emu/cuda_emu.h emu/intrinsics_emu.h emu/cublaslt_emu.h emu/nccl_emu.h
+EMU_DEPS = $(HEADERS) $(EMU_SRC) $(EMU_HEADERS)
 EMU_CXX = g++ -g -std=c++17 -fopenmp -DOMPI_SKIP_MPICXX=1 -Wall -Wno-unused-parameter -Wno-unknown-pragmas \
           -I$(CUDA_ROOT)/include -Iemu/build -I. -include emu/cuda_emu.h
 
@@ -115,7 +116,7 @@ emu/build/test_emu.cu: emu/test_emu.cu emu/cu2cpp.pl
 	@mkdir -p emu/build
 	perl emu/cu2cpp.pl $< > $@.tmp && mv -f $@.tmp $@
 
-test_emu: emu/build/test_emu.cu emu/cuda_emu.h emu/cublaslt_emu.h emu/nccl_emu.h | $(NEED_MPI) detect
+test_emu: emu/build/test_emu.cu $(EMU_HEADERS) | $(NEED_MPI) detect
 	$(EMU_CXX) -O1 $(MPI_COMPILE) -x c++ emu/build/test_emu.cu -o $@ $(MPI_LINK) -lm
 
 # The same under AddressSanitizer and UBSan: a kernel or host access outside its buffer

@@ -271,8 +271,9 @@ static void expect_layout_error(const char* tag, const char* flags, const char* 
     ok ? n_pass++ : n_fail++;
 }
 
-int main(void) {
-    if (system("mkdir -p /tmp/test_layouts")) return 1;
+// Every GPT-2 layout against the 1-rank run (tiny: 4 layers), the uneven pipeline cut (3 layers)
+// and ZB-V with 4 stages (8 layers).
+static void gpt2_suites(void) {
     const char* gpt = "--model tiny";
     static const Layout_ gpt_layouts[] = {
         {"dp2", "--dp 2"},
@@ -334,6 +335,10 @@ int main(void) {
     suite("gpt2_3layers", "--model tiny --n-layer 3", uneven, 1);
     static const Layout_ deep[] = {{"pp4_zbv", "--pp 4 --schedule zb-v"}, {"pp4_zbv_selective", "--pp 4 --schedule zb-v --recompute selective"}};
     suite("gpt2_8layers", "--model tiny --n-layer 8", deep, 2);
+}
+
+// The LLaMA layouts (RMSNorm, SwiGLU, RoPE, grouped-query attention) against the 1-rank run.
+static void llama_suite(void) {
     static const Layout_ llama_layouts[] = {
         {"dp2", "--dp 2"},
         {"tp2", "--tp 2"},
@@ -352,36 +357,30 @@ int main(void) {
     };
     suite("llama", "--model llama-tiny", llama_layouts, sizeof(llama_layouts) / sizeof(llama_layouts[0]));
 
-    // The defaults alone (no batch flags): `./train --tp 2 --pp 2` must train on the same
-    // batches as `./train` (runtime/run.h resolve_batch), so the losses agree.
-    {
-        RunResult a = {0}, b = {0};
-        int ok = 0;
-        char cmd[1024];
+}
+
+// The defaults alone (no batch flags): `./train --tp 2 --pp 2` must train on the same
+// batches as `./train` (runtime/run.h resolve_batch), so the losses agree.
+static void default_batch_matches(void) {
+    RunResult a = {0}, b = {0};
+    int ok = 0;
+    char cmd[1024];
+    snprintf(cmd, sizeof(cmd), "OMP_NUM_THREADS=1 ./train --model tiny --steps 5 --eval-every 0 --sample-len 0 --quiet "
+             "--log /tmp/test_layouts/defaults_1rank.jsonl");
+    if (run_to_file(cmd, "/tmp/test_layouts/defaults_1rank.txt") == 0 && read_log("/tmp/test_layouts/defaults_1rank.jsonl", &a) == 5) {
         snprintf(cmd, sizeof(cmd), "OMP_NUM_THREADS=1 ./train --model tiny --steps 5 --eval-every 0 --sample-len 0 --quiet "
-                 "--log /tmp/test_layouts/defaults_1rank.jsonl");
-        if (run_to_file(cmd, "/tmp/test_layouts/defaults_1rank.txt") == 0 && read_log("/tmp/test_layouts/defaults_1rank.jsonl", &a) == 5) {
-            snprintf(cmd, sizeof(cmd), "OMP_NUM_THREADS=1 ./train --model tiny --steps 5 --eval-every 0 --sample-len 0 --quiet "
-                     "--tp 2 --pp 2 --log /tmp/test_layouts/defaults_tp2pp2.jsonl");
-            if (run_to_file(cmd, "/tmp/test_layouts/defaults_tp2pp2.txt") == 0 && read_log("/tmp/test_layouts/defaults_tp2pp2.jsonl", &b) == 5) {
-                ok = 1;
-                for (int i = 0; i < 5; i++) ok &= fabs(a.loss[i] - b.loss[i]) <= TOL * fabs(a.loss[i]);
-            }
+                 "--tp 2 --pp 2 --log /tmp/test_layouts/defaults_tp2pp2.jsonl");
+        if (run_to_file(cmd, "/tmp/test_layouts/defaults_tp2pp2.txt") == 0 && read_log("/tmp/test_layouts/defaults_tp2pp2.jsonl", &b) == 5) {
+            ok = 1;
+            for (int i = 0; i < 5; i++) ok &= fabs(a.loss[i] - b.loss[i]) <= TOL * fabs(a.loss[i]);
         }
-        printf("%s default batch: ./train --tp 2 --pp 2 matches ./train (%.6f vs %.6f at step 5)\n", ok ? "PASS" : "FAIL", a.loss[4], b.loss[4]);
-        ok ? n_pass++ : n_fail++;
     }
+    printf("%s default batch: ./train --tp 2 --pp 2 matches ./train (%.6f vs %.6f at step 5)\n", ok ? "PASS" : "FAIL", a.loss[4], b.loss[4]);
+    ok ? n_pass++ : n_fail++;
+}
 
-    // --trace: valid trace-event JSON whose track of one stage shows the order of
-    // schedule_build: 1F1B's forwards and backwards interleaved after the warm-up (tp2 pp2,
-    // rank 0), and ZB-H1's last stage (pp 4, rank 3) with the W's it owes filling its cool-down.
-    trace_order("tp2_pp2_1f1b", "--tp 2 --pp 2 --micro-batch 8 --global-batch 32", 0, SCHED_1F1B, 0, 2, 4);
-    trace_order("pp4_zbh1", "--pp 4 --schedule zb-h1 --micro-batch 4 --global-batch 32", 3, SCHED_ZBH1, 3, 4, 8);
-    trace_ring(4, 4);
-    sample_matches("cp2", "--cp 2");
-    sample_matches("cp4_2d", "--cp 4 --cp-kind 2d --cp-ulysses 2");
-    sample_matches("cp2_tp2_pp2", "--cp 2 --tp 2 --pp 2");
-
+// Layouts the trainer refuses, each with one error line that says why.
+static void layout_errors(void) {
     expect_layout_error("tp3", "--model tiny --tp 3", "n_head 4 is not divisible by tp 3");
     expect_layout_error("pp5", "--model tiny --pp 5", "--n-layer 4 < --pp 5");
     expect_layout_error("zbv_pp4_4layers", "--model tiny --pp 4 --schedule zb-v", "--n-layer 4 < --pp 4 x --vpp 2 chunks (zb-v: two per stage)");
@@ -403,5 +402,24 @@ int main(void) {
     expect_layout_error("cp_2d_no_u", "--model tiny --cp 4 --cp-kind 2d", "--cp-kind 2d needs --cp-ulysses");
     expect_layout_error("cp_kind", "--model tiny --cp 2 --cp-kind zigzag", "--cp-kind must be ring, ulysses or 2d");
     expect_layout_error("cp_sp_rows", "--model tiny --cp 4 --tp 4 --sp --seq-len 24", "--sp with --cp 4: the 6 rows of a sequence per cp rank do not split over tp 4");
+}
+
+int main(void) {
+    if (system("mkdir -p /tmp/test_layouts")) return 1;
+    gpt2_suites();
+    llama_suite();
+    default_batch_matches();
+
+    // --trace: valid trace-event JSON whose track of one stage shows the order of
+    // schedule_build: 1F1B's forwards and backwards interleaved after the warm-up (tp2 pp2,
+    // rank 0), and ZB-H1's last stage (pp 4, rank 3) with the W's it owes filling its cool-down.
+    trace_order("tp2_pp2_1f1b", "--tp 2 --pp 2 --micro-batch 8 --global-batch 32", 0, SCHED_1F1B, 0, 2, 4);
+    trace_order("pp4_zbh1", "--pp 4 --schedule zb-h1 --micro-batch 4 --global-batch 32", 3, SCHED_ZBH1, 3, 4, 8);
+    trace_ring(4, 4);
+    sample_matches("cp2", "--cp 2");
+    sample_matches("cp4_2d", "--cp 4 --cp-kind 2d --cp-ulysses 2");
+    sample_matches("cp2_tp2_pp2", "--cp 2 --tp 2 --pp 2");
+
+    layout_errors();
     return tests_done();
 }

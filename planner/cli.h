@@ -43,7 +43,8 @@ typedef struct {
     int gpus, gpus_per_node, top;
     long global_batch, global_tokens;
     DeviceProfile dev;
-    PlanSetup setup;              // the software's rank order, pipeline cut, loss, DP reduction (kernels come from the filter or the row)
+    // the software's rank order, pipeline cut, loss, DP reduction (kernels come from the filter or the row)
+    PlanSetup setup;
     PlanFilter filter;
     const char *csv, *runs;
 } PlanArgs;
@@ -89,7 +90,8 @@ static int plan_filter_flag(const char* flag, const char* v, PlanFilter* f) {
     else if (!strcmp(flag, "--zero"))
         f->zero = plan_int(v, flag, 0, 3);  // ZeRO-3 is modelled, not in the trainer
     else if (!strcmp(flag, "--attention")) {
-        if ((f->attention = attn_from_name(v)) < 0) fail("--attention: expected torch, fused_softmax, flash1 or flash2, got '%s'", v);
+        if ((f->attention = attn_from_name(v)) < 0)
+            fail("--attention: expected torch, fused_softmax, flash1 or flash2, got '%s'", v);
     } else if (!strcmp(flag, "--rms-kernel")) {
         if (!strcmp(v, "on") || !strcmp(v, "1")) f->rms_kernel = 1;
         else if (!strcmp(v, "off") || !strcmp(v, "0")) f->rms_kernel = 0;
@@ -101,7 +103,8 @@ static int plan_filter_flag(const char* flag, const char* v, PlanFilter* f) {
         else fail("--recompute: expected none, selective or full, got '%s'", v);
     } else if (!strcmp(flag, "--schedule")) {  // the schedules the search tries (plan_schedule_tried)
         f->schedule = schedule_from_name(v);
-        if (f->schedule < 0 || f->schedule == SCHED_GPIPE) fail("--schedule: expected 1f1b, interleaved, zb-h1 or zb-v, got '%s'", v);
+        if (f->schedule < 0 || f->schedule == SCHED_GPIPE)
+            fail("--schedule: expected 1f1b, interleaved, zb-h1 or zb-v, got '%s'", v);
     } else if (!strcmp(flag, "--cp"))
         f->cp = plan_size_flag(v, SIZE_CP);
     else if (!strcmp(flag, "--cp-ulysses"))
@@ -125,7 +128,8 @@ static void plan_device(DeviceProfile* d, const char* device, const char* device
     for (int k = 0; k < n_sets; k++) {
         char key[64];
         const char* eq = strchr(sets[k], '=');
-        if (!eq || eq == sets[k] || (size_t)(eq - sets[k]) >= sizeof(key)) fail("--device-set: expected KEY=VALUE, got '%s'", sets[k]);
+        if (!eq || eq == sets[k] || (size_t)(eq - sets[k]) >= sizeof(key))
+            fail("--device-set: expected KEY=VALUE, got '%s'", sets[k]);
         memcpy(key, sets[k], eq - sets[k]);
         key[eq - sets[k]] = 0;
         if (profile_set(d, key, eq + 1, err, sizeof(err))) fail("--device-set: %s", err);
@@ -149,7 +153,8 @@ static void plan_parse_args(int argc, char** argv, PlanArgs* a) {
         const char* flag = argv[i];
         if (!strcmp(flag, "--plan")) continue;
         if (!strcmp(flag, "--help") || !strcmp(flag, "-h")) { plan_usage(); exit(0); }
-        if (strncmp(flag, "--", 2)) fail("--plan: unexpected argument '%s' (flags start with --; see --plan --help)", flag);
+        if (strncmp(flag, "--", 2))
+            fail("--plan: unexpected argument '%s' (flags start with --; see --plan --help)", flag);
         if (i + 1 >= argc) fail("--plan: flag %s needs a value", flag);
         const char* v = argv[++i];
         int shape_k = -1;
@@ -166,7 +171,9 @@ static void plan_parse_args(int argc, char** argv, PlanArgs* a) {
             a->gpus_per_node = plan_int(v, flag, 1, PLAN_MAX_GPUS);
         else if (!strcmp(flag, "--device")) device = v;
         else if (!strcmp(flag, "--device-file")) device_file = v;
-        else if (!strcmp(flag, "--device-set")) { if (n_sets == 64) fail("--device-set: at most 64"); sets[n_sets++] = v;
+        else if (!strcmp(flag, "--device-set")) {
+            if (n_sets == 64) fail("--device-set: at most 64");
+            sets[n_sets++] = v;
         } else if (!strcmp(flag, "--peak-tflops"))
             peak_tflops = v;  // the device key peak_tflops, its range
         else if (!strcmp(flag, "--global-batch-tokens")) {
@@ -189,7 +196,8 @@ static void plan_parse_args(int argc, char** argv, PlanArgs* a) {
         } else if (!plan_filter_flag(flag, v, f))
             fail("--plan: unknown flag '%s' (see --plan --help)", flag);
     }
-    if ((f->cp >= 0 && (f->cp < 1 || (f->cp & (f->cp - 1)))) || (f->cp_ulysses >= 0 && (f->cp_ulysses < 1 || (f->cp_ulysses & (f->cp_ulysses - 1)))))
+    if ((f->cp >= 0 && (f->cp < 1 || (f->cp & (f->cp - 1)))) ||
+        (f->cp_ulysses >= 0 && (f->cp_ulysses < 1 || (f->cp_ulysses & (f->cp_ulysses - 1)))))
         fail("--cp and --cp-ulysses must be powers of two (1, 2, 4, ...)");
     if (f->cp > 0 && f->cp_ulysses > f->cp) fail("--cp-ulysses %d does not divide --cp %d", f->cp_ulysses, f->cp);
 
@@ -265,12 +273,16 @@ static void plan_print_profile(const DeviceProfile* d, const PlanSetup* k, int g
         printable(d->name, name, sizeof(name)), d->peak_flops / 1e12, d->matmul_eff, d->matmul_latency * 1e6,
         d->attn_eff_flash2, d->attn_eff_flash1, d->bmm_eff, d->mem_bytes / GiB, d->mem_overhead / GiB,
         100 * d->mem_frag, d->hbm_bw / 1e9, d->hbm_eff);
-    printf("links: %d GPUs/node, intra %.0f GB/s/GPU, %d NICs x %.1f GB/s per node, link eff %.2f, DP overlap %.2f; "
-           "%s weights, %d-byte grads\n", gpus_per_node, d->intra_bw / 1e9, d->nics_per_node, d->nic_bw / 1e9, d->link_eff,
-           k->dp_after_backward ? 0.0 : d->dp_overlap, d->dtype_bytes == 2 ? "bf16" : "fp32", d->grad_bytes);
+    printf(
+        "links: %d GPUs/node, intra %.0f GB/s/GPU, %d NICs x %.1f GB/s per node, link eff %.2f, DP overlap %.2f; "
+        "%s weights, %d-byte grads\n",
+        gpus_per_node, d->intra_bw / 1e9, d->nics_per_node, d->nic_bw / 1e9, d->link_eff,
+        k->dp_after_backward ? 0.0 : d->dp_overlap, d->dtype_bytes == 2 ? "bf16" : "fp32", d->grad_bytes);
     printf("software: rank order %s, pipeline cut by %s, %s loss, gradients reduced %s, %s\n",
-           k->rank_order == ORDER_TP_PP_DP ? "tp-cp-pp-dp" : "tp-dp-pp", k->pipe_split == SPLIT_LAYERS ? "layers" : "parameters",
-           k->loss_gathered ? "gathered-vocabulary" : "vocabulary-parallel", k->dp_after_backward ? "after the backward" : "during the backward",
+           k->rank_order == ORDER_TP_PP_DP ? "tp-cp-pp-dp" : "tp-dp-pp",
+           k->pipe_split == SPLIT_LAYERS ? "layers" : "parameters",
+           k->loss_gathered ? "gathered-vocabulary" : "vocabulary-parallel",
+           k->dp_after_backward ? "after the backward" : "during the backward",
            k->context_parallel ? "context parallelism ring | ulysses | 2d" : "no context parallelism");
 }
 
@@ -298,7 +310,8 @@ static int plan_main(int argc, char** argv) {
     long global_batch = a.global_batch;
     if (!global_batch) {
         long tokens = a.global_tokens ? a.global_tokens : 4194304;
-        if (tokens % c.seq_len) fail("--global-batch-tokens %ld is not a multiple of the sequence length %d", tokens, c.seq_len);
+        if (tokens % c.seq_len)
+            fail("--global-batch-tokens %ld is not a multiple of the sequence length %d", tokens, c.seq_len);
         global_batch = tokens / c.seq_len;
     }
     if (global_batch > (1L << 30)) fail("the global batch is too large");
@@ -306,10 +319,11 @@ static int plan_main(int argc, char** argv) {
     if (a.csv) output_check(a.csv, "--plan-csv", 1), atomic_open(&csv, a.csv, "--plan-csv");
 
     char b1[32], b2[32];
-    printf("plan: %s (%s, L=%d h=%d heads=%d/%d d_ff=%d vocab=%d), seq %d, %s params, %.4g GFLOP/token (PaLM)\n", a.model,
-           arch_name(c.arch), c.n_layer, c.d_model, c.n_head, c.n_kv_head, c.d_ff, c.vocab, c.seq_len,
+    printf("plan: %s (%s, L=%d h=%d heads=%d/%d d_ff=%d vocab=%d), seq %d, %s params, %.4g GFLOP/token (PaLM)\n",
+           a.model, arch_name(c.arch), c.n_layer, c.d_model, c.n_head, c.n_kv_head, c.d_ff, c.vocab, c.seq_len,
            fmt_count(config_num_params(&c), b1), config_flops_per_token(&c, c.seq_len) / 1e9);
-    printf("%d GPUs, global batch %ld sequences = %s tokens\n", a.gpus, global_batch, fmt_count((double)global_batch * c.seq_len, b2));
+    printf("%d GPUs, global batch %ld sequences = %s tokens\n", a.gpus, global_batch,
+           fmt_count((double)global_batch * c.seq_len, b2));
     plan_print_profile(&a.dev, &a.setup, a.gpus_per_node);
 
     // the CSV holds every layout: the exhaustive search; the table needs only its first rows
@@ -326,7 +340,9 @@ static int plan_main(int argc, char** argv) {
     if (n == 0) plan_no_layout(&c, &a, (int)global_batch);
     printf("%d layouts evaluated, %d fit in memory%s\n\n", n, n_fit, n_fit ? "" : " (showing the non-fitting ones)");
     plan_print_table(res, n_fit ? (n_rows < n_fit ? n_rows : n_fit) : n_rows, a.top);
-    if (n_fit < n) printf("(%d layouts that do not fit are not shown%s)\n", n - n_fit, a.csv ? "; they are in the CSV" : "; see --plan-csv");
+    if (n_fit < n)
+        printf("(%d layouts that do not fit are not shown%s)\n", n - n_fit,
+               a.csv ? "; they are in the CSV" : "; see --plan-csv");
     PlanFilter any = plan_filter_any();
     int best = plan_best(res, n_rows, &any);
     if (best >= 0) {
@@ -334,13 +350,17 @@ static int plan_main(int argc, char** argv) {
         // as ./train flags (ZeRO-3 is modelled here but the trainer implements stages 0-2)
         int kind = cp_kind_of(p->cp, p->cp_ulysses);
         char cp_flags[64] = "";
-        if (kind == CPK_2D) snprintf(cp_flags, sizeof(cp_flags), " --cp %d --cp-kind 2d --cp-ulysses %d", p->cp, p->cp_ulysses);
-        else if (kind != CPK_NONE) snprintf(cp_flags, sizeof(cp_flags), " --cp %d --cp-kind %s", p->cp, CPK_NAMES[kind]);
-        printf("best: --dp %d --tp %d%s --pp %d --vpp %d --micro-batch %d --recompute %s%s --zero %d --schedule %s, %s attention, "
-               "rms kernel %s  (%.1f%% MFU, %.1f%% HFU, %.4g TFLOP/s/GPU, %.1f GiB)%s\n", p->dp, p->tp, cp_flags, p->pp, p->vpp,
-               p->micro_batch, recompute_name(p->recompute), p->sp ? " --sp" : "", p->zero, schedule_name(p->schedule),
-               ATTN_NAMES[p->setup.attention], p->setup.rms_kernel ? "on" : "off", 100 * p->mfu, 100 * p->hfu, p->model_tflops_per_gpu,
-               p->mem_total / GiB, p->zero == 3 ? " [ZeRO-3: planner only]" : "");
+        if (kind == CPK_2D)
+            snprintf(cp_flags, sizeof(cp_flags), " --cp %d --cp-kind 2d --cp-ulysses %d", p->cp, p->cp_ulysses);
+        else if (kind != CPK_NONE)
+            snprintf(cp_flags, sizeof(cp_flags), " --cp %d --cp-kind %s", p->cp, CPK_NAMES[kind]);
+        printf(
+            "best: --dp %d --tp %d%s --pp %d --vpp %d --micro-batch %d --recompute %s%s --zero %d --schedule %s, %s "
+            "attention, rms kernel %s  (%.1f%% MFU, %.1f%% HFU, %.4g TFLOP/s/GPU, %.1f GiB)%s\n",
+            p->dp, p->tp, cp_flags, p->pp, p->vpp, p->micro_batch, recompute_name(p->recompute), p->sp ? " --sp" : "",
+            p->zero, schedule_name(p->schedule), ATTN_NAMES[p->setup.attention], p->setup.rms_kernel ? "on" : "off",
+            100 * p->mfu, 100 * p->hfu, p->model_tflops_per_gpu, p->mem_total / GiB,
+            p->zero == 3 ? " [ZeRO-3: planner only]" : "");
     }
     if (a.csv) { plan_write_csv(&csv, &c, &a.dev, res, n); printf("wrote %d layouts to %s\n", n, a.csv); }
     free(res);

@@ -75,8 +75,9 @@ static void profile_a100(DeviceProfile* d) {
     d->mem_bytes = 80 * GiB;
     d->mem_overhead = 0.5 * GiB;  // fit (0.5 in every leave-one-sheet-out fit): CUDA context and cuBLAS/NCCL workspaces
     d->mem_frag = 0.22;           // fit (study's out-of-memory boundaries): what a framework holds beyond the counted
-                                  // activations: allocator fragmentation, autograd's copies and views (not of the loss's
-                                  // and attention's temporaries: blocks of a few GiB, each its own exact-size segment)
+                                  // activations: allocator fragmentation, autograd's copies and views (not of the
+                                  // loss's and attention's temporaries: blocks of a few GiB, each its own exact-size
+                                  // segment)
     d->hbm_bw = 2.039e12;
     d->hbm_eff = 0.58;            // fit: also covers the passes the byte table misses (layout copies, casts)
     d->op_latency = 4e-6;
@@ -104,7 +105,8 @@ static void profile_h100(DeviceProfile* d) {
     d->matmul_eff = 0.60;         // a PyTorch framework's step (Megatron, FSDP) does not reach the rate this trainer
                                   // measured: fit to llm-foundry's published H100 runs (dev/published_runs.csv, MAE
                                   // 17.8 -> 6.5 points; 0.55: 5.5), kept above their best fit since Megatron-style
-                                  // H100 runs were reported over-predicted by up to 8 points at 0.70; the A100's framework rate (0.68) is its own trainer-independent fit
+                                  // H100 runs were reported over-predicted by up to 8 points at 0.70; the A100's
+                                  // framework rate (0.68) is its own trainer-independent fit
     d->sms = 132;
     d->attn_eff_flash2 = 0.40;    // FlashAttention-2 on Hopper reaches ~35-45% (FA3 more)
     d->attn_eff_flash1 = 0.25;
@@ -216,7 +218,10 @@ static const ProfileKey PROFILE_KEYS[] = {
 // Set one key from its text value. Returns 0, or -1 with a message in err.
 static int profile_set(DeviceProfile* d, const char* key, const char* value, char* err, size_t err_len) {
     if (!strcmp(key, "name")) {
-        if (!*value || strlen(value) >= sizeof(d->name)) { snprintf(err, err_len, "name: expected 1-%d characters", (int)sizeof(d->name) - 1); return -1; }
+        if (!*value || strlen(value) >= sizeof(d->name)) {
+            snprintf(err, err_len, "name: expected 1-%d characters", (int)sizeof(d->name) - 1);
+            return -1;
+        }
         snprintf(d->name, sizeof(d->name), "%s", value);
         return 0;
     }
@@ -230,7 +235,8 @@ static int profile_set(DeviceProfile* d, const char* key, const char* value, cha
             snprintf(err, err_len, "%s: expected %s, got '%s'", key, k->is_int ? "an integer" : "a number", value);
             return -1;
         }
-        if (v < k->lo || v > k->hi || (k->is_int && (!strcmp(key, "dtype_bytes") || !strcmp(key, "grad_bytes")) && v == 3)) {
+        if (v < k->lo || v > k->hi ||
+            (k->is_int && (!strcmp(key, "dtype_bytes") || !strcmp(key, "grad_bytes")) && v == 3)) {
             snprintf(err, err_len, "%s = %s is out of range (%s; allowed %g .. %g)", key, value, k->what, k->lo, k->hi);
             return -1;
         }
@@ -257,7 +263,11 @@ static int profile_parse_file(const char* path, DeviceProfile* d, char* err, siz
     int line_no = 0, n_keys = 0, rc = 0;
     while (fgets(line, sizeof(line), f)) {
         line_no++;
-        if (!strchr(line, '\n') && !feof(f)) { snprintf(err, err_len, "%s:%d: line too long", path, line_no); rc = -1; break; }
+        if (!strchr(line, '\n') && !feof(f)) {
+            snprintf(err, err_len, "%s:%d: line too long", path, line_no);
+            rc = -1;
+            break;
+        }
         char* hash = strchr(line, '#');
         if (hash) *hash = 0;
         char* eq = strchr(line, '=');
@@ -272,8 +282,17 @@ static int profile_parse_file(const char* path, DeviceProfile* d, char* err, siz
         for (char* e = val + strlen(val); e > val && strchr(" \t\r\n", e[-1]); ) *--e = 0;
         if (!*val) { snprintf(err, err_len, "%s:%d: %.64s: missing value", path, line_no, key); rc = -1; break; }
         if (!strcmp(key, "base")) {
-            if (n_keys > 0) { snprintf(err, err_len, "%s:%d: 'base' must be the first key", path, line_no); rc = -1; break; }
-            if (profile_builtin(val, d)) { snprintf(err, err_len, "%s:%d: base: unknown device '%s' (known: %s)", path, line_no, val, PROFILE_NAMES); rc = -1; break; }
+            if (n_keys > 0) {
+                snprintf(err, err_len, "%s:%d: 'base' must be the first key", path, line_no);
+                rc = -1;
+                break;
+            }
+            if (profile_builtin(val, d)) {
+                snprintf(err, err_len, "%s:%d: base: unknown device '%s' (known: %s)", path, line_no, val,
+                         PROFILE_NAMES);
+                rc = -1;
+                break;
+            }
         } else if (profile_set(d, key, val, msg, sizeof(msg))) {
             snprintf(err, err_len, "%s:%d: %s", path, line_no, msg); rc = -1; break;
         }

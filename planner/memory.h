@@ -28,8 +28,10 @@ static double chunk_params(const ModelConfig* c, int n_layers_chunk, int has_emb
     double C = c->d_model, F = c->d_ff, V = c->vocab_padded, t = tp;
     double kv = c->n_kv_head * (C / c->n_head);
     double layer;
-    if (c->arch == ARCH_GPT2) layer = (4 * C * C + 2 * C * F + 3 * C + F) / t + 4 * C + 2 * C;  // split: W, qkv/fc biases; replicated: 2 LN (w,b), 2 row biases
-    else layer = (2 * C * C + 2 * C * kv + 3 * C * F) / t + 2 * C;                            // two RMSNorm weights replicated
+    if (c->arch == ARCH_GPT2)  // split: W, qkv/fc biases; replicated: 2 LN (w,b), 2 row biases
+        layer = (4 * C * C + 2 * C * F + 3 * C + F) / t + 4 * C + 2 * C;
+    else  // two RMSNorm weights replicated
+        layer = (2 * C * C + 2 * C * kv + 3 * C * F) / t + 2 * C;
     double p = n_layers_chunk * layer;
     if (has_embed) p += V * C / t + (c->arch == ARCH_GPT2 ? c->seq_len * C : 0);
     if (has_head) {
@@ -64,7 +66,8 @@ static double chunk_params(const ModelConfig* c, int n_layers_chunk, int has_emb
 // dtype_bytes/2. With context parallelism (cp > 1) a rank holds s = T/cp tokens, and its
 // attention runs block by block whatever the kernel, keeping only the log-sum-exp
 // (context_parallel.h): 4a/h.
-static double act_bytes_per_layer(const ModelConfig* c, int b, int tp, int cp, int sp, int recompute, const PlanSetup* k, int dtype_bytes) {
+static double act_bytes_per_layer(const ModelConfig* c, int b, int tp, int cp, int sp, int recompute,
+                                  const PlanSetup* k, int dtype_bytes) {
     double s = (double)c->seq_len / cp, h = c->d_model, a = c->n_head, t = tp;
     double sbh = s * b * h * dtype_bytes / 2.0;
     if (recompute == RECOMPUTE_FULL) return 2 * sbh / (sp ? t : 1);
@@ -154,17 +157,19 @@ static void trainer_chunk_counts(const ModelConfig* c, int st, int m, ActCounts*
     int schedule = c->schedule, pp = c->pp, vpp = c->vpp, n_t = 3 * pp * vpp;
     double* t_build = (double*)xmalloc(sizeof(double) * n_t);
     chunk_op_flops(c, pp, vpp, t_build);  // the times ZB-V's lists are built for, as in the runtime
-    unsigned slot = ((unsigned)schedule * 2654435761u ^ (unsigned)pp * 40503u ^ (unsigned)vpp * 977u ^ (unsigned)m * 2246822519u);
+    unsigned slot =
+        ((unsigned)schedule * 2654435761u ^ (unsigned)pp * 40503u ^ (unsigned)vpp * 977u ^ (unsigned)m * 2246822519u);
     TrainerCounts* e = &kept[slot % TRAINER_COUNTS_KEPT];
-    if (e->schedule != schedule || e->pp != pp || e->vpp != vpp || e->m != m || memcmp(e->t_build, t_build, sizeof(double) * n_t)) {
+    if (e->schedule != schedule || e->pp != pp || e->vpp != vpp || e->m != m ||
+        memcmp(e->t_build, t_build, sizeof(double) * n_t)) {
         PipeOp* ops = (PipeOp*)xmalloc(sizeof(PipeOp) * schedule_max_ops(m, vpp));
         free(e->counts), free(e->t_build);
         e->counts = (ActCounts*)xmalloc(sizeof(ActCounts) * pp * vpp);
         for (int s = 0; s < pp; s++) {
             int n_ops = schedule_build(schedule, s, pp, vpp, m, t_build, ops);
             for (int j = 0; j < vpp; j++)
-                e->counts[s * vpp + j] = act_chunk_counts(ops, n_ops, j, chunk_global(schedule, pp, s, j) == pp * vpp - 1,
-                                                          ops_have_w(ops, n_ops));
+                e->counts[s * vpp + j] = act_chunk_counts(
+                    ops, n_ops, j, chunk_global(schedule, pp, s, j) == pp * vpp - 1, ops_have_w(ops, n_ops));
         }
         free(ops);
         e->schedule = schedule, e->pp = pp, e->vpp = vpp, e->m = m, e->t_build = t_build;
@@ -185,7 +190,8 @@ static double trainer_stage_act_bytes(const ModelConfig* c, int dtype_bytes, int
     trainer_chunk_counts(c, st, m, k);
     double bytes = act_scratch_bytes(&s, c->recompute, host, dtype_bytes, align);
     for (int j = 0; j < c->vpp; j++)
-        bytes += act_chunk_bytes(&s, layers[chunk_global(c->schedule, c->pp, st, j)], c->recompute, k[j], dtype_bytes, align);
+        bytes += act_chunk_bytes(&s, layers[chunk_global(c->schedule, c->pp, st, j)], c->recompute, k[j], dtype_bytes,
+                                 align);
     free(k);
     return bytes;
 }

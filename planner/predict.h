@@ -21,7 +21,8 @@ typedef struct {
     double mem_w_inputs;     // of mem_act, the weight-pass inputs of the w_pending pairs
     int fits;
     double mem_margin;       // device memory left after the predicted peak, bytes (negative: does not fit)
-    int timed;               // the times below were computed (always, unless the enumeration skipped a layout that does not fit)
+    // the times below were computed (always, unless the enumeration skipped a layout that does not fit)
+    int timed;
     // time, seconds
     double t_layer_fwd, t_layer_bwd;  // one layer, one micro-batch (bwd includes recompute)
     double t_layer_w;        // of t_layer_bwd, the weight pass W
@@ -29,7 +30,8 @@ typedef struct {
     double t_cp_comm;        // context-parallel communication per step per GPU (before overlap)
     double t_cp_exposed;     // the part of it the compute does not hide (inside the compute)
     double cp_bytes;         // bytes one GPU sends for context parallelism per step
-    int cp_off_node;         // some of it leaves the node (the ring when tp*cp > GPUs per node, the all-to-all when tp*U >)
+    // some of it leaves the node (the ring when tp*cp > GPUs per node, the all-to-all when tp*U >)
+    int cp_off_node;
     double t_p2p;            // one pipeline message
     double t_pipeline;       // schedule_simulate() makespan of forward/backward
     double t_dp_comm;        // data-parallel communication per step (before overlap)
@@ -38,7 +40,8 @@ typedef struct {
     double t_step;
     double idle_frac;        // share of the schedule's makespan the busiest stage waits: (makespan - its compute) /
                              // makespan, in [0, 1) (time-shared cores are not idle time: see plan_pipeline_time)
-    double bubble_formula;   // bubble_formula(): (p-1)/m, (p-1)/(v m) (Narayanan et al. 2021), (p-1)/(3m), 0 (Qi et al. 2024)
+    // bubble_formula(): (p-1)/m, (p-1)/(v m) (Narayanan et al. 2021), (p-1)/(3m), 0 (Qi et al. 2024)
+    double bubble_formula;
     double tokens_per_s_per_gpu, model_tflops_per_gpu, mfu, hfu;
 } PlanResult;
 
@@ -105,10 +108,14 @@ static void stage_pipeline_counts_release(void) {
 static void plan_memory_reason(const PlanResult* r, double mem_bytes, char* buf, size_t len) {
     if (r->fits) { buf[0] = 0; return; }
     char w[64] = "";
-    if (r->w_pending) snprintf(w, sizeof(w), ", W inputs %.1f of them (%d W's owed)", r->mem_w_inputs / GiB, r->w_pending);
-    snprintf(buf, len, "needs %.1f GiB of %.1f on stage %d: states %.1f, activations %.1f (%d in flight%s), temporaries %.1f, reserve %.1f",
-             r->mem_total / GiB, mem_bytes / GiB, r->worst_stage, (r->mem_weights + r->mem_grads + r->mem_optim) / GiB,
-             r->mem_act / GiB, r->in_flight, w, r->mem_temp / GiB, r->mem_overhead / GiB);
+    if (r->w_pending)
+        snprintf(w, sizeof(w), ", W inputs %.1f of them (%d W's owed)", r->mem_w_inputs / GiB, r->w_pending);
+    snprintf(
+        buf, len,
+        "needs %.1f GiB of %.1f on stage %d: states %.1f, activations %.1f (%d in flight%s), temporaries %.1f, "
+        "reserve %.1f",
+        r->mem_total / GiB, mem_bytes / GiB, r->worst_stage, (r->mem_weights + r->mem_grads + r->mem_optim) / GiB,
+        r->mem_act / GiB, r->in_flight, w, r->mem_temp / GiB, r->mem_overhead / GiB);
 }
 
 
@@ -116,9 +123,11 @@ static void plan_memory_reason(const PlanResult* r, double mem_bytes, char* buf,
 // r->n_micro. Returns 0, or -1 with r->invalid saying why.
 static int plan_check_layout(const ModelConfig* c, const PlanSetup* k, int global_batch, PlanResult* r) {
     int dp = c->dp, tp = c->tp, pp = c->pp, vpp = c->vpp, mb = c->micro_batch, cp = c->cp, U = c->cp_ulysses;
-    if (dp < 1 || tp < 1 || pp < 1 || vpp < 1 || mb < 1) return plan_invalid(r, "dp, tp, pp, vpp and micro-batch must be >= 1");
+    if (dp < 1 || tp < 1 || pp < 1 || vpp < 1 || mb < 1)
+        return plan_invalid(r, "dp, tp, pp, vpp and micro-batch must be >= 1");
     if (global_batch < 1) return plan_invalid(r, "the global batch must be >= 1 sequence");
-    if (cp < 1 || U < 1 || cp % U) return plan_invalid(r, "cp %d: its Ulysses degree %d must be >= 1 and divide it", cp, U);
+    if (cp < 1 || U < 1 || cp % U)
+        return plan_invalid(r, "cp %d: its Ulysses degree %d must be >= 1 and divide it", cp, U);
     if (cp > 1 && !k->context_parallel) return plan_invalid(r, "this software has no context parallelism (cp %d)", cp);
     // the trainer's own rules (parallel/layout_check.h): tp splits every tensor, cp the sequence
     // and the heads, pp*vpp chunks the layers, dp*micro-batch the batch, the schedule its
@@ -136,8 +145,9 @@ static int plan_check_layout(const ModelConfig* c, const PlanSetup* k, int globa
     if (k->attention < 0 || k->attention >= N_ATTN) return plan_invalid(r, "bad attention kernel");
     r->n_micro = (int)(global_batch / ((long long)dp * mb));  // layout_check: a whole number
     if (schedule_has_w(c->schedule) && c->recompute == RECOMPUTE_FULL)  // as the trainer refuses it (args.h)
-        return plan_invalid(r, "--schedule %s keeps each layer's activations until its weight pass: not with --recompute full",
-                            schedule_name(c->schedule));
+        return plan_invalid(
+            r, "--schedule %s keeps each layer's activations until its weight pass: not with --recompute full",
+            schedule_name(c->schedule));
     return 0;
 }
 
@@ -252,8 +262,10 @@ static PlanChunks plan_chunks(const ModelConfig* c, const PlanSetup* k, const La
 
 // Memory per GPU of every stage; the worst one's goes into r (and r->fits). Also fills the
 // stages' times and parameters in ch.
-static void plan_memory(const ModelConfig* c, const PlanSetup* k, const DeviceProfile* d, PlanChunks* ch, PlanResult* r) {
-    int dp = c->dp, tp = c->tp, pp = c->pp, vpp = c->vpp, mb = c->micro_batch, cp = c->cp, U = c->cp_ulysses, m = r->n_micro;
+static void plan_memory(const ModelConfig* c, const PlanSetup* k, const DeviceProfile* d, PlanChunks* ch,
+                        PlanResult* r) {
+    int dp = c->dp, tp = c->tp, pp = c->pp, vpp = c->vpp, mb = c->micro_batch, cp = c->cp, U = c->cp_ulysses,
+        m = r->n_micro;
     double s = c->seq_len, h = c->d_model, n = (double)mb * s / cp, e = d->dtype_bytes, V = c->vocab_padded, t = tp;
     double n_el = c->sp ? n / t : n, V_loss = k->loss_gathered ? V : V / t;
     double wb, gb, ob;
@@ -275,10 +287,13 @@ static void plan_memory(const ModelConfig* c, const PlanSetup* k, const DevicePr
     // gathered layers (the current one and the prefetched next).
     double loss_temp = n * V_loss * loss_bytes_per_logit(d->dtype_bytes) + n_el * h * e;
     double Tb = s / (cp / U), scores = mb * c->n_head / (t * U) * Tb * Tb;
-    double attn_work = k->attention == ATTN_TORCH ? scores * (8 + e) : k->attention == ATTN_FUSED_SOFTMAX ? scores * 2 * e : 0;
+    double attn_work = k->attention == ATTN_TORCH           ? scores * (8 + e)
+                       : k->attention == ATTN_FUSED_SOFTMAX ? scores * 2 * e
+                                                            : 0;
     double layer_temp = attn_work + (c->recompute == RECOMPUTE_FULL ? act_full_layer : 0);
     double cp_kv = cp_kv_elems(c, mb, tp, cp), cp_o = n * h / t, qkv_width = h + 2 * c->n_kv_head * (h / c->n_head);
-    double cp_buf = cp == 1 ? 0 : 4 * (cp_o + cp_kv) + 2 * (e + 4) * cp_kv + (U > 1 ? e * (3 * n * qkv_width / t + 2 * cp_o) : 0);
+    double cp_buf =
+        cp == 1 ? 0 : 4 * (cp_o + cp_kv) + 2 * (e + 4) * cp_kv + (U > 1 ? e * (3 * n * qkv_width / t + 2 * cp_o) : 0);
     double zero3_buf = c->zero == 3 ? 2 * chunk_params(c, 1, 0, 0, tp) * d->dtype_bytes : 0;
     for (int st = 0; st < pp; st++) {
         int stage_layers = 0, max_layers = 0, stage_embed = 0, stage_head = 0;
@@ -304,7 +319,8 @@ static void plan_memory(const ModelConfig* c, const PlanSetup* k, const DevicePr
             reserve = d->mem_overhead;
         } else {
             w_in = w_pending * max_layers * w_in_layer;
-            act = in_flight * max_layers * act_layer + w_in;  // (the embedding output is the first norm's input, counted there)
+            // (the embedding output is the first norm's input, counted there)
+            act = in_flight * max_layers * act_layer + w_in;
             double peak_temp = stage_head && loss_temp > layer_temp ? loss_temp : layer_temp;
             temp = peak_temp + cp_buf + zero3_buf;
             reserve = d->mem_overhead + d->mem_frag * act;
@@ -326,7 +342,8 @@ static void plan_memory(const ModelConfig* c, const PlanSetup* k, const DevicePr
 // backward (gradients) / forward (weights); per-micro-batch traffic likewise, and what is not
 // hidden stretches that micro-batch's compute (so the pipeline simulation sees it). The
 // group is the dp x cp ranks that hold the same weights. Sets r->t_dp_comm, r->t_dp_exposed.
-static void plan_dp_time(const ModelConfig* c, const PlanSetup* k, const DeviceProfile* d, Link dp_link, PlanChunks* ch, PlanResult* r) {
+static void plan_dp_time(const ModelConfig* c, const PlanSetup* k, const DeviceProfile* d, Link dp_link, PlanChunks* ch,
+                         PlanResult* r) {
     int pp = c->pp, vpp = c->vpp, m = r->n_micro;
     double exposed_step = 0, dp_comm = 0;
     int replicas = c->dp * c->cp;
@@ -345,11 +362,13 @@ static void plan_dp_time(const ModelConfig* c, const PlanSetup* k, const DeviceP
         else per_mb_f = ag, per_mb_b = ag + rs;
         double comm = once_b + once_f + m * (per_mb_f + per_mb_b);
         if (comm > dp_comm) dp_comm = comm;
-        double exposed = comm_exposed(once_b, win_b, d->comm_interference) + comm_exposed(once_f, win_f, d->comm_interference);
+        double exposed =
+            comm_exposed(once_b, win_b, d->comm_interference) + comm_exposed(once_f, win_f, d->comm_interference);
         if (exposed > exposed_step) exposed_step = exposed;
         // stretch this stage's chunks by the exposed per-micro-batch part, pro rata (the
         // backward's over B and W alike)
-        double sf = comm_exposed(per_mb_f, win_f, d->comm_interference), sb = comm_exposed(per_mb_b, win_b, d->comm_interference);
+        double sf = comm_exposed(per_mb_f, win_f, d->comm_interference),
+               sb = comm_exposed(per_mb_b, win_b, d->comm_interference);
         for (int j = 0; j < vpp && (sf > 0 || sb > 0); j++) {
             int g = chunk_global(c->schedule, pp, st, j);
             ch->t_fwd[g] += sf * ch->t_fwd[g] / ch->stage_fwd[st];
@@ -363,7 +382,8 @@ static void plan_dp_time(const ModelConfig* c, const PlanSetup* k, const DeviceP
 // The pipeline: play the real schedule. A message is the (s, b, h) activation or its
 // gradient; with SP each tp rank sends its 1/t slice. Sets r->t_p2p, r->t_pipeline and the
 // busiest stage's idle share of the schedule.
-static void plan_pipeline_time(const ModelConfig* c, const DeviceProfile* d, Link pp_link, const PlanChunks* ch, PlanResult* r) {
+static void plan_pipeline_time(const ModelConfig* c, const DeviceProfile* d, Link pp_link, const PlanChunks* ch,
+                               PlanResult* r) {
     int dp = c->dp, tp = c->tp, pp = c->pp, vpp = c->vpp, cp = c->cp, m = r->n_micro;
     double x_bytes = (double)c->micro_batch * c->seq_len / cp * c->d_model * d->dtype_bytes;
     r->t_p2p = pp > 1 ? (c->sp ? x_bytes / tp : x_bytes) / pp_link.bw + pp_link.lat : 0;
@@ -413,7 +433,8 @@ static void plan_pipeline_bound(const ModelConfig* c, const DeviceProfile* d, co
 }
 
 // The optimizer step and the step's totals: throughput, MFU and HFU.
-static void plan_throughput(const ModelConfig* c, const DeviceProfile* d, int global_batch, const PlanChunks* ch, PlanResult* r) {
+static void plan_throughput(const ModelConfig* c, const DeviceProfile* d, int global_batch, const PlanChunks* ch,
+                            PlanResult* r) {
     // optimizer: AdamW over the local shard, bandwidth-bound: read master, m, v, grad;
     // write master, m, v, weight (+ one read of the gradients for the norm)
     double opt_params = 0;
@@ -431,7 +452,9 @@ static void plan_throughput(const ModelConfig* c, const DeviceProfile* d, int gl
     // HFU adds the recomputed forward FLOPs: full = a layer's forward (2 x its matmul params + 4 h T
     // for attention, per token); selective = the attention part only
     double layer_mm = (config_matmul_params(c) - (double)c->vocab * h) / L;
-    double hw_token = flops_token + (c->recompute == RECOMPUTE_FULL ? L * (2 * layer_mm + 4 * h * s) : c->recompute == RECOMPUTE_SELECTIVE ? L * 4 * h * s : 0);
+    double hw_token = flops_token + (c->recompute == RECOMPUTE_FULL        ? L * (2 * layer_mm + 4 * h * s)
+                                     : c->recompute == RECOMPUTE_SELECTIVE ? L * 4 * h * s
+                                                                           : 0);
     r->model_tflops_per_gpu = flops_token * r->tokens_per_s_per_gpu / 1e12;
     r->mfu = flops_token * r->tokens_per_s_per_gpu / d->peak_flops;
     r->hfu = hw_token * r->tokens_per_s_per_gpu / d->peak_flops;
@@ -464,9 +487,13 @@ static int plan_predict_ex(const ModelConfig* layout_cfg, const PlanSetup* k, in
     if (gpus_per_node < 1) gpus_per_node = c->dp * c->cp * c->tp * c->pp;
     PlanLinks links = plan_links(c, k, d, gpus_per_node, r);
 
-    LayerTime lt = layer_time(c, c->micro_batch, c->tp, c->sp, c->cp, c->cp_ulysses, k, d, links.tp, links.ring, links.a2a);
-    double recompute_extra = c->recompute == RECOMPUTE_FULL ? lt.fwd : c->recompute == RECOMPUTE_SELECTIVE ? lt.attn_fwd : 0;
-    r->t_layer_fwd = lt.fwd, r->t_layer_bwd = lt.bwd + recompute_extra, r->t_layer_w = lt.bwd_w;  // recomputation is B's
+    LayerTime lt =
+        layer_time(c, c->micro_batch, c->tp, c->sp, c->cp, c->cp_ulysses, k, d, links.tp, links.ring, links.a2a);
+    double recompute_extra = c->recompute == RECOMPUTE_FULL        ? lt.fwd
+                             : c->recompute == RECOMPUTE_SELECTIVE ? lt.attn_fwd
+                                                                   : 0;
+    // recomputation is B's
+    r->t_layer_fwd = lt.fwd, r->t_layer_bwd = lt.bwd + recompute_extra, r->t_layer_w = lt.bwd_w;
     EdgeTimes et = edge_times(c, k, d, links.tp);
     PlanChunks ch = plan_chunks(c, k, &lt, &et, r);
 

@@ -10,8 +10,9 @@
 // carried through to the output unchanged; an optional vpp column sets virtual stages.
 enum { RC_MODEL, RC_SEQ_LEN, RC_GPUS, RC_GPUS_PER_NODE, RC_BATCH_TOKENS, RC_SCHEDULE, RC_ZERO, RC_TP, RC_PP, RC_DP,
        RC_MICRO_BATCH, RC_RECOMPUTE, RC_ATTENTION, RC_RMS_KERNEL, RC_SP, N_RUN_COLS };
-static const char* const RUN_COLS[N_RUN_COLS] = {"model", "seq_len", "gpus", "gpus_per_node", "global_batch_tokens", "schedule",
-    "zero", "tp", "pp", "dp", "micro_batch", "recompute", "attention", "rms_kernel", "sp"};
+static const char* const RUN_COLS[N_RUN_COLS] = {
+    "model", "seq_len", "gpus",        "gpus_per_node", "global_batch_tokens", "schedule",   "zero", "tp",
+    "pp",    "dp",      "micro_batch", "recompute",     "attention",           "rms_kernel", "sp"};
 // which of them are integers
 static const int RUN_COL_INT[N_RUN_COLS] = {0, 1, 1, 1, 1, 0, 1, 1, 1, 1, 1, 0, 0, 1, 1};
 
@@ -151,8 +152,8 @@ static int run_int(const char* s, const char* col, long lo, long hi, long* v, ch
 // Predict one row (vpp: its vpp column, 0 without one). Returns 0 with *r filled, or -1
 // with the reason in err. Every number is range-checked (the trainer's ranges, args.h) and
 // every product computed in 64 bits before the schedule code sees it.
-static int plan_run_row(const int* shape, const PlanSetup* setup, const DeviceProfile* dev, char** col, int vpp, ModelConfig* c,
-                        PlanResult* r, char* err, size_t err_len) {
+static int plan_run_row(const int* shape, const PlanSetup* setup, const DeviceProfile* dev, char** col, int vpp,
+                        ModelConfig* c, PlanResult* r, char* err, size_t err_len) {
     long v[N_RUN_COLS];
     const SizeFlag* size = SIZE_FLAGS;
     long lo[N_RUN_COLS] = {0,
@@ -200,9 +201,13 @@ static int plan_run_row(const int* shape, const PlanSetup* setup, const DevicePr
     }
     c->tp = (int)v[RC_TP], c->pp = (int)v[RC_PP], c->dp = (int)v[RC_DP], c->micro_batch = (int)v[RC_MICRO_BATCH],
     c->zero = (int)v[RC_ZERO];
-    c->sp = c->tp > 1 && v[RC_SP];  // with tp 1 sequence parallelism splits nothing (Megatron and Scaling run it as without)
+    // with tp 1 sequence parallelism splits nothing (Megatron and Scaling run it as without)
+    c->sp = c->tp > 1 && v[RC_SP];
     const char* s = col[RC_SCHEDULE];
-    if ((c->schedule = schedule_from_name(s)) < 0) { snprintf(err, err_len, "unknown schedule '%s' (gpipe, 1f1b, interleaved, zb-h1, zb-v)", s); return -1; }
+    if ((c->schedule = schedule_from_name(s)) < 0) {
+        snprintf(err, err_len, "unknown schedule '%s' (gpipe, 1f1b, interleaved, zb-h1, zb-v)", s);
+        return -1;
+    }
     c->vpp = vpp ? vpp : c->schedule == SCHED_ZBV ? 2 : 1;  // without a vpp column: the trainer's default (args.h)
     long long global_batch = v[RC_BATCH_TOKENS] / c->seq_len,
               pairs = global_batch / (v[RC_DP] * v[RC_MICRO_BATCH]) * c->pp * c->vpp;
@@ -212,7 +217,10 @@ static int plan_run_row(const int* shape, const PlanSetup* setup, const DevicePr
         return -1;
     }
     s = col[RC_RECOMPUTE];
-    c->recompute = !strcmp(s, "none") ? RECOMPUTE_NONE : !strcmp(s, "selective") ? RECOMPUTE_SELECTIVE : !strcmp(s, "full") ? RECOMPUTE_FULL : -1;
+    c->recompute = !strcmp(s, "none")        ? RECOMPUTE_NONE
+                   : !strcmp(s, "selective") ? RECOMPUTE_SELECTIVE
+                   : !strcmp(s, "full")      ? RECOMPUTE_FULL
+                                             : -1;
     if (c->recompute < 0) { snprintf(err, err_len, "unknown recompute '%s' (none, selective, full)", s); return -1; }
     PlanSetup k = *setup;
     if ((k.attention = attn_from_name(col[RC_ATTENTION])) < 0) {
@@ -230,7 +238,8 @@ static int plan_run_row(const int* shape, const PlanSetup* setup, const DevicePr
 // Predict every run of the file at path (the shape flags override every row's preset), to
 // the CSV csv_path or, without one, to stdout. The whole file is read and checked first, so
 // a malformed one is refused before anything is written.
-static void plan_runs(const char* path, const char* csv_path, const int* shape, const PlanSetup* setup, const DeviceProfile* dev) {
+static void plan_runs(const char* path, const char* csv_path, const int* shape, const PlanSetup* setup,
+                      const DeviceProfile* dev) {
     char err[512], shown[4 * 256];
     CsvReader in;
     if (csv_open(&in, path, err, sizeof(err))) fail("--runs: %s", err);
@@ -245,8 +254,11 @@ static void plan_runs(const char* path, const char* csv_path, const int* shape, 
     for (int k = 0; k < N_RUN_COLS; k++) {
         idx[k] = -1;
         for (int j = 0; j < n_cols; j++) if (!strcmp(names[j], RUN_COLS[k])) idx[k] = j;
-        if (idx[k] < 0) fail("--runs %s: the header has no column '%s' (needed: model, seq_len, gpus, gpus_per_node, "
-                             "global_batch_tokens, schedule, zero, tp, pp, dp, micro_batch, recompute, attention, rms_kernel, sp)", path, RUN_COLS[k]);
+        if (idx[k] < 0)
+            fail(
+                "--runs %s: the header has no column '%s' (needed: model, seq_len, gpus, gpus_per_node, "
+                "global_batch_tokens, schedule, zero, tp, pp, dp, micro_batch, recompute, attention, rms_kernel, sp)",
+                path, RUN_COLS[k]);
     }
     int vpp_col = -1;
     for (int j = 0; j < n_cols; j++) if (!strcmp(names[j], "vpp")) vpp_col = j;

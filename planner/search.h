@@ -23,7 +23,8 @@ static int plan_model(const char* preset, const int* shape, int seq_len, ModelCo
     if (!p) { snprintf(err, err_len, "unknown model '%s'", preset); return -1; }
     memset(c, 0, sizeof(*c));
     apply_preset(c, p);
-    int* dst[PLAN_SHAPE_FLAGS] = {&c->n_layer, &c->n_head, &c->n_kv_head, &c->d_model, &c->d_ff, &c->vocab, &c->seq_len};
+    int* dst[PLAN_SHAPE_FLAGS] = {&c->n_layer, &c->n_head, &c->n_kv_head, &c->d_model,
+                                  &c->d_ff,    &c->vocab,  &c->seq_len};
     for (int k = 0; k < PLAN_SHAPE_FLAGS; k++) if (shape[k] != -1) *dst[k] = shape[k];
     if (seq_len) c->seq_len = seq_len;
     if (shape[1] > 0 && shape[2] < 0) c->n_kv_head = c->n_head;  // --n-head alone: plain multi-head attention
@@ -36,8 +37,14 @@ static int plan_model(const char* preset, const int* shape, int seq_len, ModelCo
                      SIZE_FLAGS[k].lo, SIZE_FLAGS[k].hi);
             return -1;
         }
-    if (c->d_model % c->n_head) { snprintf(err, err_len, "--d-model %d must be a multiple of --n-head %d", c->d_model, c->n_head); return -1; }
-    if (c->n_head % c->n_kv_head) { snprintf(err, err_len, "--n-head %d must be a multiple of --n-kv-head %d", c->n_head, c->n_kv_head); return -1; }
+    if (c->d_model % c->n_head) {
+        snprintf(err, err_len, "--d-model %d must be a multiple of --n-head %d", c->d_model, c->n_head);
+        return -1;
+    }
+    if (c->n_head % c->n_kv_head) {
+        snprintf(err, err_len, "--n-head %d must be a multiple of --n-kv-head %d", c->n_head, c->n_kv_head);
+        return -1;
+    }
     c->dp = c->tp = c->pp = c->vpp = c->micro_batch = c->cp = c->cp_ulysses = 1;
     c->schedule = SCHED_1F1B;
     return 0;
@@ -382,15 +389,20 @@ static int plan_best(const PlanResult* r, int n, const PlanFilter* f) {
     for (int i = 0; i < n; i++) {
         const PlanResult* p = &r[i];
         if (!p->fits) return -1;
-        if (filter_ok(f->tp, p->tp) && filter_ok(f->pp, p->pp) && filter_ok(f->dp, p->dp) && filter_ok(f->vpp, p->vpp) &&
-            filter_ok(f->micro_batch, p->micro_batch) && filter_ok(f->recompute, p->recompute) && filter_ok(f->sp, p->sp) &&
-            filter_ok(f->zero, p->zero) && filter_ok(f->schedule, p->schedule) && filter_ok(f->attention, p->setup.attention) &&
-            filter_ok(f->rms_kernel, p->setup.rms_kernel) && filter_cp_ok(f, p->cp, p->cp_ulysses)) return i;
+        if (filter_ok(f->tp, p->tp) && filter_ok(f->pp, p->pp) && filter_ok(f->dp, p->dp) &&
+            filter_ok(f->vpp, p->vpp) && filter_ok(f->micro_batch, p->micro_batch) &&
+            filter_ok(f->recompute, p->recompute) && filter_ok(f->sp, p->sp) && filter_ok(f->zero, p->zero) &&
+            filter_ok(f->schedule, p->schedule) && filter_ok(f->attention, p->setup.attention) &&
+            filter_ok(f->rms_kernel, p->setup.rms_kernel) && filter_cp_ok(f, p->cp, p->cp_ulysses))
+            return i;
     }
     return -1;
 }
 
-static PlanFilter plan_filter_any(void) { PlanFilter f = {-1, -1, -1, -1, -1, -1, -1, -1, -1, -1, -1, -1, -1, -1}; return f; }
+static PlanFilter plan_filter_any(void) {
+    PlanFilter f = {-1, -1, -1, -1, -1, -1, -1, -1, -1, -1, -1, -1, -1, -1};
+    return f;
+}
 
 // "ring", "ulysses", "2d" with its Ulysses degree ("2d u2"), or "-" without context parallelism.
 static const char* cp_kind_str(const PlanResult* p, char* buf, size_t len) {

@@ -54,8 +54,8 @@ enum { SOFTWARE_TRAINER, SOFTWARE_SCALING, SOFTWARE_FRAMEWORK };
 static PlanSetup plan_setup_for(int software) {
     PlanSetup s = {ATTN_FLASH2, 1, ORDER_TP_PP_DP, SPLIT_LAYERS, 0, 0, 1, 1, 1};
     if (software == SOFTWARE_SCALING)
-        s.rank_order = ORDER_TP_DP_PP, s.pipe_split = SPLIT_PARAMS, s.loss_gathered = 1, s.dp_after_backward = 1, s.context_parallel = 0,
-        s.own_buffers = 0, s.own_kernels = 0;
+        s.rank_order = ORDER_TP_DP_PP, s.pipe_split = SPLIT_PARAMS, s.loss_gathered = 1, s.dp_after_backward = 1,
+        s.context_parallel = 0, s.own_buffers = 0, s.own_kernels = 0;
     if (software == SOFTWARE_FRAMEWORK) s.own_buffers = 0, s.own_kernels = 0;
     return s;
 }

@@ -47,13 +47,19 @@ static double linear_dx_time(const DeviceProfile* d, double M, double N, double 
 static double linear_dw_time(const DeviceProfile* d, double M, double N, double K) {
     return matmul_time(d, K, N, M, 1);
 }
-static double elementwise_time(const DeviceProfile* d, double bytes) { return bytes / (d->hbm_bw * d->hbm_eff) + d->op_latency; }
+static double elementwise_time(const DeviceProfile* d, double bytes) {
+    return bytes / (d->hbm_bw * d->hbm_eff) + d->op_latency;
+}
 
 // Ring collectives over n ranks (Patarasuk & Yuan 2009): an all-reduce moves 2(n-1)/n of
 // the buffer through every rank's link in 2(n-1) steps; all-gather and reduce-scatter
 // half of that. bw is the achievable bandwidth per rank, one direction.
-static double allreduce_time(int n, double bytes, double bw, double lat) { return n <= 1 ? 0 : 2.0 * (n - 1) / n * bytes / bw + 2.0 * (n - 1) * lat; }
-static double allgather_time(int n, double bytes, double bw, double lat) { return n <= 1 ? 0 : (double)(n - 1) / n * bytes / bw + (n - 1) * lat; }
+static double allreduce_time(int n, double bytes, double bw, double lat) {
+    return n <= 1 ? 0 : 2.0 * (n - 1) / n * bytes / bw + 2.0 * (n - 1) * lat;
+}
+static double allgather_time(int n, double bytes, double bw, double lat) {
+    return n <= 1 ? 0 : (double)(n - 1) / n * bytes / bw + (n - 1) * lat;
+}
 
 // A link as a group of ranks sees it: bandwidth per rank one way, latency per step, and
 // whether the switches between them reduce (nvls).
@@ -87,7 +93,8 @@ static double comm_exposed(double comm, double window, double interference) {
 // collectives move the same bytes through every rank, so each node pushes them through its
 // NICs; all groups of the node communicate at once (they are in lock-step), so a group with
 // k members on a node gets k GPUs' share of the NICs.
-static Link group_link_nested(const DeviceProfile* d, int n_in, int stride_in, int n_out, int stride_out, int gpus_per_node) {
+static Link group_link_nested(const DeviceProfile* d, int n_in, int stride_in, int n_out, int stride_out,
+                              int gpus_per_node) {
     Link l;
     int k_in = gpus_per_node / stride_in, k_out = stride_out >= gpus_per_node ? 1 : gpus_per_node / stride_out;
     k_in = k_in < 1 ? 1 : k_in > n_in ? n_in : k_in;
@@ -186,8 +193,8 @@ typedef struct {
     double bytes_fwd, bytes_bwd;  // bytes one rank sends
 } CpTime;
 
-static CpTime cp_layer_time(const ModelConfig* c, int b, int tp, int cp, int U, const DeviceProfile* d, double attn_f, double attn_b,
-                            Link ring, Link a2a) {
+static CpTime cp_layer_time(const ModelConfig* c, int b, int tp, int cp, int U, const DeviceProfile* d, double attn_f,
+                            double attn_b, Link ring, Link a2a) {
     CpTime t;
     memset(&t, 0, sizeof(t));
     int R = cp / U;
@@ -204,8 +211,8 @@ static CpTime cp_layer_time(const ModelConfig* c, int b, int tp, int cp, int U, 
         t.bytes_fwd += (R - 1) * kv * d->dtype_bytes, t.bytes_bwd += (R - 1) * kv * d->dtype_bytes + R * kv * 4;
         t.comm_fwd += (R - 1) * step_kv, t.comm_bwd += step_kv + (R - 2) * step_both + 2 * step_dkv;
         t.fwd += (R - 1) * comm_exposed(step_kv, attn_f / R, ci);
-        t.bwd += comm_exposed(step_kv, block_b, ci) + (R - 2) * comm_exposed(step_both, block_b, ci) + comm_exposed(step_dkv, block_b, ci) +
-                 step_dkv;
+        t.bwd += comm_exposed(step_kv, block_b, ci) + (R - 2) * comm_exposed(step_both, block_b, ci) +
+                 comm_exposed(step_dkv, block_b, ci) + step_dkv;
     }
     return t;
 }
@@ -234,8 +241,8 @@ typedef struct {
 } LayerTime;
 
 // cp, U: context parallelism; ring, a2a: its links (unused at cp 1).
-static LayerTime layer_time(const ModelConfig* c, int b, int tp, int sp, int cp, int U, const PlanSetup* k, const DeviceProfile* d,
-                            Link tp_link, Link ring, Link a2a) {
+static LayerTime layer_time(const ModelConfig* c, int b, int tp, int sp, int cp, int U, const PlanSetup* k,
+                            const DeviceProfile* d, Link tp_link, Link ring, Link a2a) {
     LayerTime lt;
     int R = cp / U;
     double T = c->seq_len, s = T / cp, h = c->d_model, a = c->n_head, hd = h / a, t = tp, e = d->dtype_bytes;

@@ -50,7 +50,8 @@ static void test_device_files(void) {
         "intra_latency_us = 3\n"
         "bmm_eff = 0.3\n");
     int rc = profile_parse_file(good, &d, err, sizeof(err));
-    check(rc == 0 && d.peak_flops == 0.2e12 && d.hbm_bw == 25e9 && fabs(d.intra_latency - 3e-6) < 1e-18 && d.dtype_bytes == 4,
+    check(rc == 0 && d.peak_flops == 0.2e12 && d.hbm_bw == 25e9 && fabs(d.intra_latency - 3e-6) < 1e-18 &&
+              d.dtype_bytes == 4,
           "device_file_good", "rc %d (%s), peak %g", rc, rc ? err : "", d.peak_flops);
     struct { const char* name; const char* text; const char* want; } bad[] = {
         {"unknown_key", "peak_tflops = 100\nwarp_speed = 9\n", ":2: unknown key 'warp_speed'"},
@@ -76,7 +77,8 @@ static void test_device_files(void) {
     const char* a1[] = {"--plan", "--model", "llama-tiny", "--gpus", "2", "--device-file", bad_path};
     check(run_plan_main(a1, 7) != 0, "cli_rejects_bad_device_file", "exit status 0");
     unlink(bad_path);
-    const char* a2[] = {"--plan", "--model", "llama-tiny", "--gpus", "2", "--device-file", good, "--global-batch", "8", "--top", "3"};
+    const char* a2[] = {"--plan", "--model",        "llama-tiny", "--gpus", "2", "--device-file",
+                        good,     "--global-batch", "8",          "--top",  "3"};
     check(run_plan_main(a2, 11) == 0, "cli_accepts_good_device_file", "non-zero exit");
     unlink(good);
     const char* a3[] = {"--plan", "--gpus", "2", "--warp", "9"};
@@ -95,9 +97,11 @@ static void test_device_files(void) {
     check(run_plan_main(a10, 7) == 1, "cli_rejects_width_past_trainer_caps", "exit status 0");
     double t0 = now_s();
     const char* a11[] = {"--plan", "--model", "llama-65b", "--gpus", "1024", "--plan-csv", "/nonexistent/dir/plan.csv"};
-    check(run_plan_main(a11, 7) == 1 && now_s() - t0 < 1, "cli_checks_plan_csv_before_the_search", "exit status 0 or %.1f s", now_s() - t0);
+    check(run_plan_main(a11, 7) == 1 && now_s() - t0 < 1, "cli_checks_plan_csv_before_the_search",
+          "exit status 0 or %.1f s", now_s() - t0);
     write_file(csv, "plan.csv", "");
-    const char* a8[] = {"--plan", "--model", "llama-tiny", "--gpus", "4", "--device", "cpu", "--global-batch", "16", "--plan-csv", csv};
+    const char* a8[] = {"--plan", "--model",        "llama-tiny", "--gpus",     "4", "--device",
+                        "cpu",    "--global-batch", "16",         "--plan-csv", csv};
     rc = run_plan_main(a8, 11);
     FILE* f = fopen(csv, "r");
     int lines = 0;
@@ -147,7 +151,9 @@ static const char* csv_field(const char* path, int row, const char* col, char* o
     return out;
 }
 
-#define RUNS_HEADER "sheet,model,seq_len,gpus,gpus_per_node,global_batch_tokens,schedule,zero,tp,pp,dp,micro_batch,recompute,attention,rms_kernel,sp,status,note\n"
+#define RUNS_HEADER \
+    "sheet,model,seq_len,gpus,gpus_per_node,global_batch_tokens,schedule,zero,tp,pp,dp,micro_batch,recompute," \
+    "attention,rms_kernel,sp,status,note\n"
 
 static void test_runs(void) {
     char in[256], out[256], log[256], v[64], v2[64];
@@ -162,17 +168,22 @@ static void test_runs(void) {
     const char* a1[] = {"--plan", "--runs", in, "--vocab", "128000", "--software", "scaling", "--plan-csv", out};
     int rc = run_plan_capture(a1, 9, log);
     const char* msg = slurp(log);
-    check(rc == 0 && strstr(msg, "row 2: unknown model 'llama-13x'") && strstr(msg, "row 3: tp 3 x pp 1 x dp 21 is not gpus 64"),
+    check(rc == 0 && strstr(msg, "row 2: unknown model 'llama-13x'") &&
+              strstr(msg, "row 3: tp 3 x pp 1 x dp 21 is not gpus 64"),
           "runs_row_errors_named", "rc %d, output '%s'", rc, msg);
-    check(!strcmp(csv_field(out, 1, "pred_fits", v, sizeof(v)), "1") && !strcmp(csv_field(out, 4, "pred_fits", v2, sizeof(v2)), "0"),
+    check(!strcmp(csv_field(out, 1, "pred_fits", v, sizeof(v)), "1") &&
+              !strcmp(csv_field(out, 4, "pred_fits", v2, sizeof(v2)), "0"),
           "runs_rows_predicted", "row 1 fits '%s', row 4 fits '%s'", v, v2);
     msg = slurp(out);
-    check(!strcmp(csv_field(out, 2, "pred_fits", v, sizeof(v)), "0") && strstr(msg, "unknown model") && strstr(msg, "\"x, y\"") &&
-          strstr(msg, "needs "), "runs_reasons_and_extra_columns", "output '%.300s'", msg);
+    check(!strcmp(csv_field(out, 2, "pred_fits", v, sizeof(v)), "0") && strstr(msg, "unknown model") &&
+              strstr(msg, "\"x, y\"") && strstr(msg, "needs "),
+          "runs_reasons_and_extra_columns", "output '%.300s'", msg);
     // the same layout through the enumeration gives the same numbers
-    const char* a2[] = {"--plan", "--model", "llama-13b", "--gpus", "64", "--vocab", "128000", "--software", "scaling", "--tp", "1",
-                        "--pp", "1", "--micro-batch", "1", "--recompute", "none", "--zero", "1", "--attention", "flash2",
-                        "--rms-kernel", "on", "--plan-csv", log};
+    const char* a2[] = {"--plan", "--model",       "llama-13b", "--gpus",       "64",   "--vocab",
+                        "128000", "--software",    "scaling",   "--tp",         "1",    "--pp",
+                        "1",      "--micro-batch", "1",         "--recompute",  "none", "--zero",
+                        "1",      "--attention",   "flash2",    "--rms-kernel", "on",   "--plan-csv",
+                        log};
     char enum_csv[256];
     snprintf(enum_csv, sizeof(enum_csv), "%s", log);
     rc = run_plan_capture(a2, 25, "/dev/null");
@@ -181,13 +192,17 @@ static void test_runs(void) {
     csv_field(out, 1, "pred_mem_gib", m_runs, 64), csv_field(enum_csv, 1, "mem_total_gib", m_enum, 64);
     csv_field(out, 1, "pred_mfu_pct", u_runs, 64), csv_field(enum_csv, 1, "mfu_study", u_enum, 64);
     check(rc == 0 && fabs(atof(s_runs) - atof(s_enum)) < 1e-3 && fabs(atof(m_runs) - atof(m_enum)) < 1e-2 &&
-          fabs(atof(u_runs) - 100 * atof(u_enum)) < 1e-2 && atof(s_runs) > 0, "runs_equal_enumeration",
-          "runs: step %s mem %s mfu %s; enumeration: step %s mem %s mfu %s", s_runs, m_runs, u_runs, s_enum, m_enum, u_enum);
+              fabs(atof(u_runs) - 100 * atof(u_enum)) < 1e-2 && atof(s_runs) > 0,
+          "runs_equal_enumeration", "runs: step %s mem %s mfu %s; enumeration: step %s mem %s mfu %s", s_runs, m_runs,
+          u_runs, s_enum, m_enum, u_enum);
     // files refused as a whole: one line, exit 1
-    struct { const char* name; const char* text; const char* want; } bad[] = {
+    struct { const char* name; const char* text; const char* want;
+    } bad[] = {
         {"missing_column", "model,seq_len,gpus\nllama-13b,2048,64\n", "no column 'gpus_per_node'"},
-        {"bad_number", RUNS_HEADER "a,llama-13b,2048,64,8,4194304,1f1b,1,1,1,sixty-four,1,none,flash2,1,0,ok,\n", "line 2: column dp: expected an integer"},
-        {"fraction", RUNS_HEADER "a,llama-13b,2048,64,8,4194304,1f1b,1,1,1,64,1.5,none,flash2,1,0,ok,\n", "column micro_batch: expected an integer"},
+        {"bad_number", RUNS_HEADER "a,llama-13b,2048,64,8,4194304,1f1b,1,1,1,sixty-four,1,none,flash2,1,0,ok,\n",
+         "line 2: column dp: expected an integer"},
+        {"fraction", RUNS_HEADER "a,llama-13b,2048,64,8,4194304,1f1b,1,1,1,64,1.5,none,flash2,1,0,ok,\n",
+         "column micro_batch: expected an integer"},
         {"no_rows", RUNS_HEADER, "no runs after the header"},
         {"empty", "", "the file is empty"},
         {"short_row", RUNS_HEADER "a,llama-13b,2048\n", "line 2: 3 fields where the header has 18"},
@@ -202,7 +217,8 @@ static void test_runs(void) {
         sprintf(name, "runs_rejects_%s", bad[i].name);
         int lines = 0;
         for (const char* p = msg; *p; p++) lines += *p == '\n';
-        check(rc == 1 && strstr(msg, bad[i].want) && strstr(msg, "error: ") && lines == 1, name, "rc %d, output '%s'", rc, msg);
+        check(rc == 1 && strstr(msg, bad[i].want) && strstr(msg, "error: ") && lines == 1, name, "rc %d, output '%s'",
+              rc, msg);
         unlink(in);
     }
     const char* a3[] = {"--plan", "--runs", "/nonexistent/runs.csv"};
@@ -213,9 +229,12 @@ static void test_runs(void) {
     snprintf(fifo, sizeof(fifo), "/tmp/test_planner_%d_fifo", (int)getpid());
     unlink(fifo);
     if (mkfifo(fifo, 0600)) fail("mkfifo %s", fifo);
-    const char* cases[4][6] = {{"--plan", "--runs", fifo}, {"--plan", "--device-file", fifo}, {"--plan", "--runs", "/tmp"},
+    const char* cases[4][6] = {{"--plan", "--runs", fifo},
+                               {"--plan", "--device-file", fifo},
+                               {"--plan", "--runs", "/tmp"},
                                {"--plan", "--model", "llama-tiny", "--gpus", "2", "--plan-csv"}};
-    const char* names[4] = {"runs_rejects_fifo", "device_file_rejects_fifo", "runs_rejects_directory", "plan_csv_rejects_fifo"};
+    const char* names[4] = {"runs_rejects_fifo", "device_file_rejects_fifo", "runs_rejects_directory",
+                            "plan_csv_rejects_fifo"};
     for (int i = 0; i < 4; i++) {
         const char* a[8];
         int n = 0;
@@ -224,8 +243,9 @@ static void test_runs(void) {
         double t0 = now_s();
         rc = run_plan_capture(a, n, log);
         struct stat st;
-        check(rc == 1 && strstr(slurp(log), "error: ") && now_s() - t0 < 5 && stat(fifo, &st) == 0 && S_ISFIFO(st.st_mode), names[i],
-              "rc %d in %.1f s, '%s'", rc, now_s() - t0, slurp(log));
+        check(rc == 1 && strstr(slurp(log), "error: ") && now_s() - t0 < 5 && stat(fifo, &st) == 0 &&
+                  S_ISFIFO(st.st_mode),
+              names[i], "rc %d in %.1f s, '%s'", rc, now_s() - t0, slurp(log));
     }
     unlink(fifo);
     unlink(out), unlink(log);
@@ -253,7 +273,9 @@ static int csv_schedules(const char* path, int* counts, int* bad) {
         int kind = schedule_from_name(col[i_sched]), vpp = atoi(col[i_vpp]);
         if (kind < 0) { (*bad)++; continue; }
         counts[kind]++, rows++;
-        if (schedule_has_w(kind) && (!strcmp(col[i_rc], "full") || atoi(col[i_pp]) == 1 || vpp != (kind == SCHED_ZBV ? 2 : 1))) (*bad)++;
+        if (schedule_has_w(kind) &&
+            (!strcmp(col[i_rc], "full") || atoi(col[i_pp]) == 1 || vpp != (kind == SCHED_ZBV ? 2 : 1)))
+            (*bad)++;
     }
     if (f) fclose(f);
     return rows;
@@ -266,26 +288,30 @@ static void test_cli_schedules(void) {
     snprintf(log, sizeof(log), "/tmp/test_planner_%d_sched.log", (int)getpid());
     int counts[N_SCHEDULES], bad;
     // llama-tiny (4 layers) on 4 GPUs: ZB-V only as pp 2 x vpp 2
-    const char* a1[] = {"--plan", "--model", "llama-tiny", "--gpus", "4", "--device", "cpu", "--global-batch", "16", "--schedule", "zb-v",
-                        "--top", "1000", "--plan-csv", csv};
+    const char* a1[] = {"--plan", "--model",    "llama-tiny", "--gpus", "4",    "--device",   "cpu", "--global-batch",
+                        "16",     "--schedule", "zb-v",       "--top",  "1000", "--plan-csv", csv};
     int rc = run_plan_capture(a1, 15, log);
     int rows = csv_schedules(csv, counts, &bad);
     const char* out = slurp(log);
-    check(rc == 0 && rows > 0 && counts[SCHED_ZBV] == rows && !bad && strstr(out, "--schedule zb-v") && !strstr(out, "1f1b") &&
-          !strstr(out, "interleaved") && !strstr(out, "zb-h1"), "cli_schedule_zbv_only",
-          "rc %d: %d rows, %d zb-v, %d bad; output '%.300s'", rc, rows, counts[SCHED_ZBV], bad, out);
-    const char* a2[] = {"--plan", "--model", "llama-tiny", "--gpus", "4", "--device", "cpu", "--global-batch", "16", "--plan-csv", csv};
+    check(rc == 0 && rows > 0 && counts[SCHED_ZBV] == rows && !bad && strstr(out, "--schedule zb-v") &&
+              !strstr(out, "1f1b") && !strstr(out, "interleaved") && !strstr(out, "zb-h1"),
+          "cli_schedule_zbv_only", "rc %d: %d rows, %d zb-v, %d bad; output '%.300s'", rc, rows, counts[SCHED_ZBV], bad,
+          out);
+    const char* a2[] = {"--plan", "--model",        "llama-tiny", "--gpus",     "4", "--device",
+                        "cpu",    "--global-batch", "16",         "--plan-csv", csv};
     rc = run_plan_capture(a2, 11, log);
     rows = csv_schedules(csv, counts, &bad);
-    check(rc == 0 && counts[SCHED_1F1B] > 0 && counts[SCHED_INTERLEAVED] > 0 && counts[SCHED_ZBH1] > 0 && counts[SCHED_ZBV] > 0 &&
-          counts[SCHED_GPIPE] == 0 && !bad, "cli_search_tries_zero_bubble", "rc %d: 1f1b %d, interleaved %d, zb-h1 %d, zb-v %d, gpipe %d, bad %d",
-          rc, counts[SCHED_1F1B], counts[SCHED_INTERLEAVED], counts[SCHED_ZBH1], counts[SCHED_ZBV], counts[SCHED_GPIPE], bad);
+    check(rc == 0 && counts[SCHED_1F1B] > 0 && counts[SCHED_INTERLEAVED] > 0 && counts[SCHED_ZBH1] > 0 &&
+              counts[SCHED_ZBV] > 0 && counts[SCHED_GPIPE] == 0 && !bad,
+          "cli_search_tries_zero_bubble", "rc %d: 1f1b %d, interleaved %d, zb-h1 %d, zb-v %d, gpipe %d, bad %d", rc,
+          counts[SCHED_1F1B], counts[SCHED_INTERLEAVED], counts[SCHED_ZBH1], counts[SCHED_ZBV], counts[SCHED_GPIPE],
+          bad);
     const char* a3[] = {"--plan", "--model", "llama-tiny", "--schedule", "gpipe"};
     const char* a4[] = {"--plan", "--model", "llama-tiny", "--schedule", "zb-h2"};
     rc = run_plan_capture(a3, 5, log);
     int rc4 = run_plan_capture(a4, 5, log);
-    check(rc == 1 && rc4 == 1 && strstr(slurp(log), "expected 1f1b, interleaved, zb-h1 or zb-v"), "cli_schedule_rejects_others",
-          "exit %d and %d, '%s'", rc, rc4, slurp(log));
+    check(rc == 1 && rc4 == 1 && strstr(slurp(log), "expected 1f1b, interleaved, zb-h1 or zb-v"),
+          "cli_schedule_rejects_others", "exit %d and %d, '%s'", rc, rc4, slurp(log));
     // --runs: a zb-v row without a vpp column runs as the trainer would (vpp 2); zb-h1 refuses full recomputation
     write_file(in, "zb_runs.csv", RUNS_HEADER
         "a,llama-13b,2048,64,8,4194304,zb-v,1,2,4,8,1,selective,flash2,1,1,ok,\n"
@@ -294,8 +320,8 @@ static void test_cli_schedules(void) {
     rc = run_plan_capture(a5, 5, log);
     char fits[16], step[32];
     csv_field(csv, 1, "pred_fits", fits, sizeof(fits)), csv_field(csv, 1, "pred_step_s", step, sizeof(step));
-    check(rc == 0 && atof(step) > 0 && strstr(slurp(log), "row 2: --schedule zb-h1 keeps each layer's activations"), "runs_zero_bubble_rows",
-          "rc %d, row 1 fits '%s' step '%s'; '%s'", rc, fits, step, slurp(log));
+    check(rc == 0 && atof(step) > 0 && strstr(slurp(log), "row 2: --schedule zb-h1 keeps each layer's activations"),
+          "runs_zero_bubble_rows", "rc %d, row 1 fits '%s' step '%s'; '%s'", rc, fits, step, slurp(log));
     unlink(in), unlink(csv), unlink(log);
 }
 
@@ -303,7 +329,8 @@ static void test_cli_schedules(void) {
 // degree among them; *bad counts the rows that break a rule: cp not a power of two, dp x cp x tp
 // x pp != gpus, tp x U beyond the KV heads, a kind that does not match cp and U, a kind other
 // than `only` or a cp other than `only_cp` (-1: any).
-static int csv_cp_kinds(const char* path, int gpus, int kv_heads, int only, int only_cp, int* counts, int* bad, int* max_u) {
+static int csv_cp_kinds(const char* path, int gpus, int kv_heads, int only, int only_cp, int* counts, int* bad,
+                        int* max_u) {
     FILE* f = fopen(path, "r");
     char line[4096], *col[CSV_MAX_FIELDS];
     const char* names[7] = {"dp", "tp", "pp", "cp", "cp_ulysses", "cp_kind", "fits"};
@@ -322,12 +349,14 @@ static int csv_cp_kinds(const char* path, int gpus, int kv_heads, int only, int 
             continue;
         }
         if (*bad) break;
-        int dp = atoi(col[idx[0]]), tp = atoi(col[idx[1]]), pp = atoi(col[idx[2]]), cp = atoi(col[idx[3]]), U = atoi(col[idx[4]]);
+        int dp = atoi(col[idx[0]]), tp = atoi(col[idx[1]]), pp = atoi(col[idx[2]]), cp = atoi(col[idx[3]]),
+            U = atoi(col[idx[4]]);
         int kind = cp_kind_of(cp, U);
         rows++, counts[kind]++;
         if (U > *max_u) *max_u = U;
-        if (cp < 1 || (cp & (cp - 1)) || dp * tp * pp * cp != gpus || tp * U > kv_heads || strcmp(col[idx[5]], CPK_NAMES[kind]) ||
-            (only >= 0 && kind != only) || (only_cp >= 0 && cp != only_cp)) (*bad)++;
+        if (cp < 1 || (cp & (cp - 1)) || dp * tp * pp * cp != gpus || tp * U > kv_heads ||
+            strcmp(col[idx[5]], CPK_NAMES[kind]) || (only >= 0 && kind != only) || (only_cp >= 0 && cp != only_cp))
+            (*bad)++;
     }
     if (f) fclose(f);
     return rows;
@@ -342,30 +371,35 @@ static void test_cli_context_parallel(void) {
     const char* help[] = {"--plan", "--help"};
     int rc = run_plan_capture(help, 2, log);
     const char* out = slurp(log);
-    check(rc == 0 && strstr(out, "--cp N") && strstr(out, "--cp-kind ring|ulysses|2d") && strstr(out, "--cp-ulysses U"), "cli_help_documents_cp",
-          "rc %d, '%.200s'", rc, out);
-    // llama-tiny (4 heads, 2 KV heads, 32 tokens) on 8 GPUs: ring up to cp 8, Ulysses up to tp x U = 2, 2D as cp 4 or 8 with U 2
+    check(rc == 0 && strstr(out, "--cp N") && strstr(out, "--cp-kind ring|ulysses|2d") && strstr(out, "--cp-ulysses U"),
+          "cli_help_documents_cp", "rc %d, '%.200s'", rc, out);
+    // llama-tiny (4 heads, 2 KV heads, 32 tokens) on 8 GPUs: ring up to cp 8, Ulysses up to tp x U = 2, 2D as cp 4 or 8
+    // with U 2
     int counts[N_CPK], bad, max_u;
-    const char* all[] = {"--plan", "--model", "llama-tiny", "--gpus", "8", "--device", "cpu", "--global-batch", "16", "--plan-csv", csv};
+    const char* all[] = {"--plan", "--model",        "llama-tiny", "--gpus",     "8", "--device",
+                         "cpu",    "--global-batch", "16",         "--plan-csv", csv};
     rc = run_plan_capture(all, 11, log);
     int rows = csv_cp_kinds(csv, 8, 2, -1, -1, counts, &bad, &max_u);
-    check(rc == 0 && rows > 0 && counts[CPK_NONE] > 0 && counts[CPK_RING] > 0 && counts[CPK_ULYSSES] > 0 && counts[CPK_2D] > 0 && !bad,
-          "cli_search_tries_cp_kinds", "rc %d: %d rows: none %d, ring %d, ulysses %d, 2d %d; %d break a rule", rc, rows, counts[CPK_NONE],
-          counts[CPK_RING], counts[CPK_ULYSSES], counts[CPK_2D], bad);
-    const char* only_2d[] = {"--plan", "--model", "llama-tiny", "--gpus", "8", "--device", "cpu", "--global-batch", "16", "--cp-kind", "2d",
-                             "--cp", "8", "--plan-csv", csv};
+    check(rc == 0 && rows > 0 && counts[CPK_NONE] > 0 && counts[CPK_RING] > 0 && counts[CPK_ULYSSES] > 0 &&
+              counts[CPK_2D] > 0 && !bad,
+          "cli_search_tries_cp_kinds", "rc %d: %d rows: none %d, ring %d, ulysses %d, 2d %d; %d break a rule", rc, rows,
+          counts[CPK_NONE], counts[CPK_RING], counts[CPK_ULYSSES], counts[CPK_2D], bad);
+    const char* only_2d[] = {"--plan", "--model",   "llama-tiny", "--gpus", "8", "--device",   "cpu", "--global-batch",
+                             "16",     "--cp-kind", "2d",         "--cp",   "8", "--plan-csv", csv};
     rc = run_plan_capture(only_2d, 15, log);
     rows = csv_cp_kinds(csv, 8, 2, CPK_2D, 8, counts, &bad, &max_u);
     out = slurp(log);
     check(rc == 0 && rows > 0 && !bad && strstr(out, "--cp 8 --cp-kind 2d --cp-ulysses 2"), "cli_cp_kind_filter",
           "rc %d: %d rows, %d not 2d cp 8; '%.300s'", rc, rows, bad, strstr(out, "best:") ? strstr(out, "best:") : out);
     // llama3-8b's 8 KV heads: no Ulysses layout has tp x U > 8, and U = 8 is tried
-    const char* ulysses[] = {"--plan", "--model", "llama3-8b", "--seq-len", "32768", "--gpus", "64", "--device", "h100-sxm", "--cp-kind",
-                             "ulysses", "--attention", "flash2", "--rms-kernel", "on", "--zero", "1", "--recompute", "none", "--plan-csv", csv};
+    const char* ulysses[] = {"--plan", "--model",      "llama3-8b", "--seq-len", "32768",   "--gpus",
+                             "64",     "--device",     "h100-sxm",  "--cp-kind", "ulysses", "--attention",
+                             "flash2", "--rms-kernel", "on",        "--zero",    "1",       "--recompute",
+                             "none",   "--plan-csv",   csv};
     rc = run_plan_capture(ulysses, 21, log);
     rows = csv_cp_kinds(csv, 64, 8, CPK_ULYSSES, -1, counts, &bad, &max_u);
-    check(rc == 0 && rows > 0 && !bad && max_u == 8, "cli_ulysses_within_kv_heads", "rc %d: %d rows, %d break a rule, largest U %d", rc, rows,
-          bad, max_u);
+    check(rc == 0 && rows > 0 && !bad && max_u == 8, "cli_ulysses_within_kv_heads",
+          "rc %d: %d rows, %d break a rule, largest U %d", rc, rows, bad, max_u);
     struct { const char* v[4]; const char* want; } refused[] = {
         {{"--cp", "3"}, "powers of two"},
         {{"--cp-ulysses", "6"}, "powers of two"},
@@ -408,8 +442,8 @@ static void test_calibration_runs(void) {
     }
     if (f) fclose(f);
     double acc = judged ? (double)right / judged : 0, mae = n_err ? err / n_err : 99;
-    check(rc == 0 && judged > 300 && acc >= 0.92 && mae <= 4, "calibration_runs_fit_and_mfu", "fit accuracy %.3f over %d runs, MFU MAE %.2f over %d",
-          acc, judged, mae, n_err);
+    check(rc == 0 && judged > 300 && acc >= 0.92 && mae <= 4, "calibration_runs_fit_and_mfu",
+          "fit accuracy %.3f over %d runs, MFU MAE %.2f over %d", acc, judged, mae, n_err);
     // the numbers the README publishes (fit accuracy 0.928, MAE 2.05, since the GEMMs and the flash
     // kernels run by their shape and the fragmentation reserve covers the activations only)
     check(fabs(acc - 0.928) < 0.0005 && fabs(mae - 2.05) < 0.005, "calibration_runs_as_published",

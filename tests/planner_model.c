@@ -46,11 +46,11 @@ static void test_memory_by_hand(void) {
     int rc = plan_predict(&c, &k, 2, 8, &d, &r);
     double params = 246336;
     check(rc == 0 && r.mem_weights == params * 6 && r.mem_grads == params * 4 && r.mem_optim == params * 8,
-          "memory_states_zero0", "weights %.0f grads %.0f optim %.0f (want %.0f, %.0f, %.0f)", r.mem_weights, r.mem_grads,
-          r.mem_optim, params * 6, params * 4, params * 8);
+          "memory_states_zero0", "weights %.0f grads %.0f optim %.0f (want %.0f, %.0f, %.0f)", r.mem_weights,
+          r.mem_grads, r.mem_optim, params * 6, params * 4, params * 8);
     check(r.mem_act == 780800, "memory_activations_hand", "%.0f B, want 780800", r.mem_act);
-    check(r.mem_temp == 0 && r.mem_overhead == 0.5 * GiB, "memory_trainer_no_temporaries", "temporaries %.0f B, reserve %.0f B",
-          r.mem_temp, r.mem_overhead);
+    check(r.mem_temp == 0 && r.mem_overhead == 0.5 * GiB, "memory_trainer_no_temporaries",
+          "temporaries %.0f B, reserve %.0f B", r.mem_temp, r.mem_overhead);
     check(fabs(r.mem_total - (params * 18 + 780800 + 0.5 * GiB)) < 1e-3, "memory_total_hand", "%.0f B", r.mem_total);
     c.dp = 2, c.zero = 1;
     plan_predict(&c, &k, 4, 8, &d, &r);
@@ -60,7 +60,8 @@ static void test_memory_by_hand(void) {
     state_bytes_per_param(&d, 2, 4, &w, &g, &o);
     int ok2 = w == 2 && g == 0.5 && o == 3;
     state_bytes_per_param(&d, 3, 4, &w, &g, &o);
-    check(ok2 && w == 0.5 && g == 0.5 && o == 3, "memory_zero2_zero3_bytes", "zero3 on dp=4: %.2f + %.2f + %.2f", w, g, o);
+    check(ok2 && w == 0.5 && g == 0.5 && o == 3, "memory_zero2_zero3_bytes", "zero3 on dp=4: %.2f + %.2f + %.2f", w, g,
+          o);
     c.zero = 3;
     check(plan_predict(&c, &k, 4, 8, &d, &r) == -1 && strstr(r.invalid, "ZeRO-2"), "memory_trainer_refuses_zero3", "%s",
           r.invalid ? r.invalid : "accepted");
@@ -82,12 +83,12 @@ static void test_memory_framework_by_hand(void) {
     PlanResult r;
     PlanSetup k = framework_setup();
     int rc = plan_predict(&c, &k, 2, 8, &d, &r);
-    check(rc == 0 && r.mem_weights + r.mem_grads + r.mem_optim == 3941376, "framework_memory_states", "%.0f B, want 3941376",
-          r.mem_weights + r.mem_grads + r.mem_optim);
+    check(rc == 0 && r.mem_weights + r.mem_grads + r.mem_optim == 3941376, "framework_memory_states",
+          "%.0f B, want 3941376", r.mem_weights + r.mem_grads + r.mem_optim);
     check(r.mem_act == 626688, "framework_memory_activations_hand", "%.0f B, want 626688", r.mem_act);
     check(r.mem_temp == 450560, "framework_memory_loss_hand", "%.0f B, want 450560", r.mem_temp);
-    check(fabs(r.mem_total - (3941376 + 626688 + 450560 + 0.5 * GiB + 137871.36)) < 1e-3, "framework_memory_total_hand", "%.0f B",
-          r.mem_total);
+    check(fabs(r.mem_total - (3941376 + 626688 + 450560 + 0.5 * GiB + 137871.36)) < 1e-3, "framework_memory_total_hand",
+          "%.0f B", r.mem_total);
     // unfused attention: a layer's backward holds dP and dS (torch: fp32 and bf16, 10 B per score)
     // at another moment than the loss: the peak holds the larger. At 32 tokens the scores are
     // 2 x 4 heads x 32^2 = 8192 (81920 B, below the loss's 450560); at 256 tokens 524288 scores
@@ -108,7 +109,8 @@ static void test_memory_framework_by_hand(void) {
 static void test_korthikanti(void) {
     ModelConfig c;
     memset(&c, 0, sizeof(c));
-    c.arch = ARCH_GPT2, c.n_layer = 96, c.n_head = c.n_kv_head = 96, c.d_model = 12288, c.seq_len = 2048, c.vocab = 51200;
+    c.arch = ARCH_GPT2, c.n_layer = 96, c.n_head = c.n_kv_head = 96, c.d_model = 12288, c.seq_len = 2048,
+    c.vocab = 51200;
     config_finalize(&c);
     double sbh = 2048.0 * 12288;
     struct { int tp, sp, rc; double want; const char* name; } cases[] = {

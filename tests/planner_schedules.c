@@ -9,8 +9,8 @@ static void test_bubble(void) {
     for (int g = 0; g < 8; g++) tf[g] = 1.0, tb[g] = 2.0;
     double span = schedule_simulate(SCHED_1F1B, p, 1, m, NULL, tf, tb, NULL, 0, busy);
     double bubble = (span - busy[0]) / busy[0];
-    check(fabs(bubble - bubble_formula(SCHED_1F1B, p, 1, m)) < 1e-12, "bubble_1f1b_equals_formula", "simulated %.6f, (p-1)/m = %.6f",
-          bubble, bubble_formula(SCHED_1F1B, p, 1, m));
+    check(fabs(bubble - bubble_formula(SCHED_1F1B, p, 1, m)) < 1e-12, "bubble_1f1b_equals_formula",
+          "simulated %.6f, (p-1)/m = %.6f", bubble, bubble_formula(SCHED_1F1B, p, 1, m));
     for (int g = 0; g < 8; g++) tf[g] = 0.5, tb[g] = 1.0;  // a stage's work split in v chunks
     span = schedule_simulate(SCHED_INTERLEAVED, p, v, m, NULL, tf, tb, NULL, 0, busy);
     bubble = (span - busy[0]) / busy[0];
@@ -19,7 +19,8 @@ static void test_bubble(void) {
     // 1F1B: stage 0 holds pp micro-batches at peak; this is what sizes activation memory
     PipeOp ops[6 * 8];
     int n = schedule_build(SCHED_1F1B, 0, p, 1, m, NULL, ops);
-    check(schedule_max_in_flight(ops, n, -1) == p, "in_flight_1f1b_stage0", "%d, want %d", schedule_max_in_flight(ops, n, -1), p);
+    check(schedule_max_in_flight(ops, n, -1) == p, "in_flight_1f1b_stage0", "%d, want %d",
+          schedule_max_in_flight(ops, n, -1), p);
     DeviceProfile d;
     profile_builtin("a100-80gb", &d);
     ModelConfig c = model("llama-13b", 0);
@@ -27,7 +28,8 @@ static void test_bubble(void) {
     PlanResult r;
     PlanSetup k = plan_setup_default();
     plan_predict(&c, &k, 2048, 8, &d, &r);
-    check(r.in_flight == 4 && r.worst_stage == 0, "planner_uses_in_flight", "in flight %d on stage %d", r.in_flight, r.worst_stage);
+    check(r.in_flight == 4 && r.worst_stage == 0, "planner_uses_in_flight", "in flight %d on stage %d", r.in_flight,
+          r.worst_stage);
 }
 
 // The zero-bubble schedules (Qi et al. 2024; parallel/schedule.h): bubbles against the
@@ -46,15 +48,18 @@ static void test_zero_bubble_schedules(void) {
     int p = 4, m = 8;
     double zbh1 = sim_bubble(SCHED_ZBH1, p, 1, m, 1, 1, 1), zbv = sim_bubble(SCHED_ZBV, p, 2, m, 0.5, 0.5, 0.5);
     double onef1b = sim_bubble(SCHED_1F1B, p, 1, m, 1, 1, 1);
-    check(fabs(zbh1 - bubble_formula(SCHED_ZBH1, p, 1, m)) < 1e-12 && fabs(zbh1 - 0.125) < 1e-12 && fabs(3 * zbh1 - onef1b) < 1e-12,
-          "bubble_zbh1_equals_formula", "simulated %.6f, (p-1)/(3m) = %.6f, 1F1B %.6f", zbh1, bubble_formula(SCHED_ZBH1, p, 1, m), onef1b);
+    check(fabs(zbh1 - bubble_formula(SCHED_ZBH1, p, 1, m)) < 1e-12 && fabs(zbh1 - 0.125) < 1e-12 &&
+              fabs(3 * zbh1 - onef1b) < 1e-12,
+          "bubble_zbh1_equals_formula", "simulated %.6f, (p-1)/(3m) = %.6f, 1F1B %.6f", zbh1,
+          bubble_formula(SCHED_ZBH1, p, 1, m), onef1b);
     check(zbv <= zbh1 && zbv >= 0, "bubble_zbv_at_most_zbh1", "ZB-V %.6f, ZB-H1 %.6f", zbv, zbh1);
     // what sizes ZB-H1's memory: every stage holds p activations, stage s owes s+1 W's at most
     PipeOp ops[7 * 8];
     int ok = 1;
     char got[128] = "";
     for (int s = 0; s < p; s++) {
-        int n = schedule_build(SCHED_ZBH1, s, p, 1, m, NULL, ops), held = schedule_max_in_flight(ops, n, -1), owed = schedule_max_w_owed(ops, n, -1);
+        int n = schedule_build(SCHED_ZBH1, s, p, 1, m, NULL, ops), held = schedule_max_in_flight(ops, n, -1),
+            owed = schedule_max_w_owed(ops, n, -1);
         ok &= held == p && owed == s + 1;
         snprintf(got + strlen(got), sizeof(got) - strlen(got), " stage %d: %d/%d", s, held, owed);
     }
@@ -74,23 +79,30 @@ static void test_zero_bubble_schedules(void) {
     c.schedule = SCHED_ZBH1;
     int rcz = plan_predict(&c, &k, 2048, 8, &d, &rz);
     double w_layer = 2048.0 * (2 * 5120 + 2 * 13824 + 3 * 5120) * 2;
-    check(rc1 == 0 && rcz == 0 && w_inputs_per_layer(&c, 1, 1, 1, 2) == w_layer && rz.w_pending == rz.worst_stage + 1 &&
-          rz.mem_w_inputs == rz.w_pending * 10 * w_layer && rz.in_flight == 4 && rz.mem_act - rz.mem_w_inputs == r1.mem_act &&
-          r1.w_pending == 0 && r1.mem_w_inputs == 0, "zbh1_memory_w_inputs",
-          "ZB-H1 worst stage %d: %d in flight, %d W's owed, W inputs %.0f B (want %d x 10 x %.0f); activations %.0f vs 1F1B %.0f",
-          rz.worst_stage, rz.in_flight, rz.w_pending, rz.mem_w_inputs, rz.worst_stage + 1, w_layer, rz.mem_act - rz.mem_w_inputs, r1.mem_act);
-    check(rz.mem_total > r1.mem_total, "zbh1_memory_above_1f1b", "ZB-H1 %.2f GiB, 1F1B %.2f GiB", rz.mem_total / GiB, r1.mem_total / GiB);
+    check(
+        rc1 == 0 && rcz == 0 && w_inputs_per_layer(&c, 1, 1, 1, 2) == w_layer && rz.w_pending == rz.worst_stage + 1 &&
+            rz.mem_w_inputs == rz.w_pending * 10 * w_layer && rz.in_flight == 4 &&
+            rz.mem_act - rz.mem_w_inputs == r1.mem_act && r1.w_pending == 0 && r1.mem_w_inputs == 0,
+        "zbh1_memory_w_inputs",
+        "ZB-H1 worst stage %d: %d in flight, %d W's owed, W inputs %.0f B (want %d x 10 x %.0f); activations %.0f vs "
+        "1F1B %.0f",
+        rz.worst_stage, rz.in_flight, rz.w_pending, rz.mem_w_inputs, rz.worst_stage + 1, w_layer,
+        rz.mem_act - rz.mem_w_inputs, r1.mem_act);
+    check(rz.mem_total > r1.mem_total, "zbh1_memory_above_1f1b", "ZB-H1 %.2f GiB, 1F1B %.2f GiB", rz.mem_total / GiB,
+          r1.mem_total / GiB);
     // time: the same work (W is the weight-gradient half of the layer's backward matmuls, B the
     // rest); the W's ZB-H1 owes fill 1F1B's cool-down: it saves more than half of 1F1B's idle
     // time (makespan - busiest stage's compute)
     double saved = r1.t_pipeline - rz.t_pipeline, bubble_1f1b = r1.idle_frac * r1.t_pipeline;
     check(rz.t_layer_w > 0 && rz.t_layer_w < rz.t_layer_bwd - rz.t_layer_w && rz.t_layer_bwd == r1.t_layer_bwd &&
-          rz.t_step < r1.t_step && saved > 0.5 * bubble_1f1b, "zbh1_step_below_1f1b",
-          "step ZB-H1 %.3f s, 1F1B %.3f s: saves %.3f s of 1F1B's %.3f s bubble; layer B %.2f ms, W %.2f ms", rz.t_step, r1.t_step,
-          saved, bubble_1f1b, 1e3 * (rz.t_layer_bwd - rz.t_layer_w), 1e3 * rz.t_layer_w);
+              rz.t_step < r1.t_step && saved > 0.5 * bubble_1f1b,
+          "zbh1_step_below_1f1b",
+          "step ZB-H1 %.3f s, 1F1B %.3f s: saves %.3f s of 1F1B's %.3f s bubble; layer B %.2f ms, W %.2f ms", rz.t_step,
+          r1.t_step, saved, bubble_1f1b, 1e3 * (rz.t_layer_bwd - rz.t_layer_w), 1e3 * rz.t_layer_w);
     c.recompute = RECOMPUTE_FULL;
     rcz = plan_predict(&c, &k, 2048, 8, &d, &rz);
-    check(rcz == -1 && strstr(rz.invalid, "recompute full"), "zbh1_refuses_full_recompute", "%s", rcz ? rz.invalid : "accepted");
+    check(rcz == -1 && strstr(rz.invalid, "recompute full"), "zbh1_refuses_full_recompute", "%s",
+          rcz ? rz.invalid : "accepted");
 
     // ZB-V places chunks 0 and 2pp-1 on stage 0: GPT-2 124M (tied head), pp 2, 3 layers a chunk.
     // Stage 0 holds the embedding, 6 layers, the final norm and the head with one wte, and the
@@ -104,10 +116,14 @@ static void test_zero_bubble_schedules(void) {
     param_layout_build(&P[0], &c, 1, 0, 2, 2, 0, 1);
     param_layout_build(&P[1], &c, 1, 0, 2, 2, 1, 1);
     double C = c.d_model, n = c.seq_len, logits = n * c.vocab_padded * (2 + 16) + n * C * 2;
-    check(rcv == 0 && rv.worst_stage == 0 && rv.mem_weights == 2.0 * P[0].n_local && P[0].has_embed && P[0].has_head &&
-          !P[1].has_embed && !P[1].has_head && rv.mem_temp == logits, "zbv_embedding_and_head_on_stage0",
-          "worst stage %d: weights %.0f B (params.h stage 0: 2 x %zu, embed %d head %d; stage 1 embed %d head %d), temporaries %.0f (logits %.0f)",
-          rv.worst_stage, rv.mem_weights, P[0].n_local, P[0].has_embed, P[0].has_head, P[1].has_embed, P[1].has_head, rv.mem_temp, logits);
+    check(
+        rcv == 0 && rv.worst_stage == 0 && rv.mem_weights == 2.0 * P[0].n_local && P[0].has_embed && P[0].has_head &&
+            !P[1].has_embed && !P[1].has_head && rv.mem_temp == logits,
+        "zbv_embedding_and_head_on_stage0",
+        "worst stage %d: weights %.0f B (params.h stage 0: 2 x %zu, embed %d head %d; stage 1 embed %d head %d), "
+        "temporaries %.0f (logits %.0f)",
+        rv.worst_stage, rv.mem_weights, P[0].n_local, P[0].has_embed, P[0].has_head, P[1].has_embed, P[1].has_head,
+        rv.mem_temp, logits);
     // the same layout under 1F1B (one chunk a stage): the head's stage 1 keeps a second wte
     c.vpp = 1, c.schedule = SCHED_1F1B;
     PlanResult rl;
@@ -138,8 +154,8 @@ static void test_cp_memory(PlanResult* r1_out) {
     c.cp_ulysses = 4;
     int rcu = plan_predict(&c, &k, 128, 8, &d, &u4);
     check(rc1 == 0 && rc4 == 0 && rcu == 0 && fabs(r1.mem_act / r4.mem_act - 4) < 1e-12 && u4.mem_act == r4.mem_act,
-          "cp_activations_fall_by_cp", "activations cp1 %.3f GiB, ring cp4 %.3f GiB (ratio %.6f), Ulysses cp4 %.3f GiB", r1.mem_act / GiB,
-          r4.mem_act / GiB, r1.mem_act / r4.mem_act, u4.mem_act / GiB);
+          "cp_activations_fall_by_cp", "activations cp1 %.3f GiB, ring cp4 %.3f GiB (ratio %.6f), Ulysses cp4 %.3f GiB",
+          r1.mem_act / GiB, r4.mem_act / GiB, r1.mem_act / r4.mem_act, u4.mem_act / GiB);
     // weights replicated over cp, optimizer states sharded over dp x cp = 64; the loss's logits fall
     // by cp and the cp buffers come on top: a rank's 8192 tokens give an output of 8192 x 4096 =
     // 33554432 values and K, V of 67108864: the fp32 output and a step's own dK, dV, 4 x (33554432 +
@@ -147,12 +163,15 @@ static void test_cp_memory(PlanResult* r1_out) {
     // Ulysses adds the head-split q, k, v (3 x 8192 x 12288 values), output and its gradient
     // (2 x 33554432), all bf16: 738197504 B
     double ring_buf = 1207959552, ulysses_buf = 738197504;
-    check(r4.mem_weights == r1.mem_weights && r4.mem_optim * 4 == r1.mem_optim && fabs(r4.mem_temp - ring_buf - r1.mem_temp / 4) < 1 &&
-          fabs(u4.mem_temp - ring_buf - ulysses_buf - r1.mem_temp / 4) < 1, "cp_states_and_temporaries",
-          "weights %.0f / %.0f B, optimizer %.0f / %.0f B, temporaries cp1 %.0f, ring %.0f, Ulysses %.0f B", r4.mem_weights, r1.mem_weights,
-          r4.mem_optim, r1.mem_optim, r1.mem_temp, r4.mem_temp, u4.mem_temp);
-    check(fabs(r4.tokens_per_s_per_gpu * r4.t_step * 64 - 128 * 32768.0) < 1e-6 * 128 * 32768, "cp_throughput_per_gpu_counts_cp",
-          "%.1f tokens/s/GPU x %.3f s x 64 GPUs, want 4194304 tokens", r4.tokens_per_s_per_gpu, r4.t_step);
+    check(r4.mem_weights == r1.mem_weights && r4.mem_optim * 4 == r1.mem_optim &&
+              fabs(r4.mem_temp - ring_buf - r1.mem_temp / 4) < 1 &&
+              fabs(u4.mem_temp - ring_buf - ulysses_buf - r1.mem_temp / 4) < 1,
+          "cp_states_and_temporaries",
+          "weights %.0f / %.0f B, optimizer %.0f / %.0f B, temporaries cp1 %.0f, ring %.0f, Ulysses %.0f B",
+          r4.mem_weights, r1.mem_weights, r4.mem_optim, r1.mem_optim, r1.mem_temp, r4.mem_temp, u4.mem_temp);
+    check(fabs(r4.tokens_per_s_per_gpu * r4.t_step * 64 - 128 * 32768.0) < 1e-6 * 128 * 32768,
+          "cp_throughput_per_gpu_counts_cp", "%.1f tokens/s/GPU x %.3f s x 64 GPUs, want 4194304 tokens",
+          r4.tokens_per_s_per_gpu, r4.t_step);
     *r1_out = r1;
 }
 
@@ -169,20 +188,28 @@ static void test_cp_exchanges(void) {
     DeviceProfile dq = d;
     dq.comm_interference = 0;
     Link ring = cp_ring_link(&dq, 2, 4, 8), unused = {1, 0, 0};
-    double kv_b = 16777216, dkv_b = 33554432, step_kv = kv_b / ring.bw + ring.lat, step_dkv = dkv_b / ring.bw + ring.lat;
+    double kv_b = 16777216, dkv_b = 33554432, step_kv = kv_b / ring.bw + ring.lat,
+           step_dkv = dkv_b / ring.bw + ring.lat;
     double step_both = (kv_b + dkv_b) / ring.bw + ring.lat;
     CpTime hidden = cp_layer_time(&g, 1, 2, 4, 1, &dq, 1.0, 1.0, ring, unused);  // blocks of 0.25 s hide every exchange
     CpTime bare = cp_layer_time(&g, 1, 2, 4, 1, &dq, 0, 0, ring, unused);
-    CpTime half = cp_layer_time(&g, 1, 2, 4, 1, &dq, 2 * step_kv, 2 * step_kv, ring, unused);  // blocks of half a K, V step
-    check(cp_kv_elems(&g, 1, 2, 4) == 8388608 && hidden.bytes_fwd == 3 * kv_b && hidden.bytes_bwd == 3 * kv_b + 4 * dkv_b &&
-          close_rel(hidden.comm_fwd, 3 * step_kv, 1e-12) && close_rel(hidden.comm_bwd, step_kv + 2 * step_both + 2 * step_dkv, 1e-12),
-          "cp_ring_volume", "%.0f values; forward %.0f B in %.3f ms, backward %.0f B in %.3f ms", cp_kv_elems(&g, 1, 2, 4),
-          hidden.bytes_fwd, 1e3 * hidden.comm_fwd, hidden.bytes_bwd, 1e3 * hidden.comm_bwd);
-    check(hidden.fwd == 0 && close_rel(hidden.bwd, step_dkv, 1e-12) && close_rel(bare.fwd, 3 * step_kv, 1e-12) &&
-          close_rel(bare.bwd, step_kv + 2 * step_both + 2 * step_dkv, 1e-12) && close_rel(half.fwd, 1.5 * step_kv, 1e-12) &&
-          close_rel(half.bwd, 2 * step_both + 2 * step_dkv - step_kv, 1e-12), "cp_ring_overlap",
-          "exposed forward / backward: hidden %.3f / %.3f ms, bare %.3f / %.3f ms, half %.3f / %.3f ms (K, V step %.3f ms, dK, dV %.3f ms)",
-          1e3 * hidden.fwd, 1e3 * hidden.bwd, 1e3 * bare.fwd, 1e3 * bare.bwd, 1e3 * half.fwd, 1e3 * half.bwd, 1e3 * step_kv, 1e3 * step_dkv);
+    // blocks of half a K, V step
+    CpTime half = cp_layer_time(&g, 1, 2, 4, 1, &dq, 2 * step_kv, 2 * step_kv, ring, unused);
+    check(cp_kv_elems(&g, 1, 2, 4) == 8388608 && hidden.bytes_fwd == 3 * kv_b &&
+              hidden.bytes_bwd == 3 * kv_b + 4 * dkv_b && close_rel(hidden.comm_fwd, 3 * step_kv, 1e-12) &&
+              close_rel(hidden.comm_bwd, step_kv + 2 * step_both + 2 * step_dkv, 1e-12),
+          "cp_ring_volume", "%.0f values; forward %.0f B in %.3f ms, backward %.0f B in %.3f ms",
+          cp_kv_elems(&g, 1, 2, 4), hidden.bytes_fwd, 1e3 * hidden.comm_fwd, hidden.bytes_bwd, 1e3 * hidden.comm_bwd);
+    check(
+        hidden.fwd == 0 && close_rel(hidden.bwd, step_dkv, 1e-12) && close_rel(bare.fwd, 3 * step_kv, 1e-12) &&
+            close_rel(bare.bwd, step_kv + 2 * step_both + 2 * step_dkv, 1e-12) &&
+            close_rel(half.fwd, 1.5 * step_kv, 1e-12) &&
+            close_rel(half.bwd, 2 * step_both + 2 * step_dkv - step_kv, 1e-12),
+        "cp_ring_overlap",
+        "exposed forward / backward: hidden %.3f / %.3f ms, bare %.3f / %.3f ms, half %.3f / %.3f ms (K, V step %.3f "
+        "ms, dK, dV %.3f ms)",
+        1e3 * hidden.fwd, 1e3 * hidden.bwd, 1e3 * bare.fwd, 1e3 * bare.bwd, 1e3 * half.fwd, 1e3 * half.bwd,
+        1e3 * step_kv, 1e3 * step_dkv);
 
     // The all-to-all by hand: llama-7b, 32k tokens, tp 1, cp = U = 8: 4096 tokens x (q, k, v 3 x 4096
     // and the output 4096) x 2 bytes x 7/8 = 117440512 B forward, twice that backward, none hidden.
@@ -191,9 +218,11 @@ static void test_cp_exchanges(void) {
     Link a2a = cp_alltoall_link(&d, 1, 8, 8);
     double v = 117440512, two = v / a2a.bw + 2 * a2a.lat;
     CpTime u = cp_layer_time(&m7, 1, 1, 8, 8, &d, 1.0, 1.0, unused, a2a);
-    check(cp_alltoall_bytes(&m7, 1, 1, 8, 8, 2) == v && cp_alltoall_bytes(&g, 1, 2, 4, 4, 2) == 62914560 && u.bytes_fwd == v &&
-          u.bytes_bwd == 2 * v && close_rel(u.comm_fwd, two, 1e-12) && close_rel(u.fwd, two, 1e-12) && close_rel(u.bwd, 2 * two, 1e-12),
-          "cp_alltoall_volume", "forward %.0f B (want %.0f), backward %.0f B; exposed %.3f / %.3f ms (want %.3f / %.3f)", u.bytes_fwd, v,
+    check(cp_alltoall_bytes(&m7, 1, 1, 8, 8, 2) == v && cp_alltoall_bytes(&g, 1, 2, 4, 4, 2) == 62914560 &&
+              u.bytes_fwd == v && u.bytes_bwd == 2 * v && close_rel(u.comm_fwd, two, 1e-12) &&
+              close_rel(u.fwd, two, 1e-12) && close_rel(u.bwd, 2 * two, 1e-12),
+          "cp_alltoall_volume",
+          "forward %.0f B (want %.0f), backward %.0f B; exposed %.3f / %.3f ms (want %.3f / %.3f)", u.bytes_fwd, v,
           u.bytes_bwd, 1e3 * u.fwd, 1e3 * u.bwd, 1e3 * two, 2e3 * two);
 
     // 2D is the sum of its parts: cp 8 = U 2 x R 4 (llama-7b, tp 1, nothing hidden): the ring's K, V
@@ -202,14 +231,18 @@ static void test_cp_exchanges(void) {
     Link ring1 = cp_ring_link(&dq, 1, 8, 8), a2a2 = cp_alltoall_link(&dq, 1, 2, 8);
     double kv7 = 67108864, dkv7 = 134217728, s_kv = kv7 / ring1.bw + ring1.lat, s_dkv = dkv7 / ring1.bw + ring1.lat;
     double s_both = (kv7 + dkv7) / ring1.bw + ring1.lat, v2 = 67108864, two2 = v2 / a2a2.bw + 2 * a2a2.lat;
-    CpTime t2 = cp_layer_time(&m7, 1, 1, 8, 2, &dq, 0, 0, ring1, a2a2), tr = cp_layer_time(&m7, 1, 1, 8, 1, &dq, 0, 0, ring1, a2a2);
-    check(t2.bytes_fwd == 3 * kv7 + v2 && t2.bytes_bwd == 3 * kv7 + 4 * dkv7 + 2 * v2 && close_rel(t2.fwd, 3 * s_kv + two2, 1e-12) &&
-          close_rel(t2.bwd, s_kv + 2 * s_both + 2 * s_dkv + 2 * two2, 1e-12), "cp_2d_is_ring_plus_ulysses",
-          "forward %.0f B, %.3f ms; backward %.0f B, %.3f ms", t2.bytes_fwd, 1e3 * t2.fwd, t2.bytes_bwd, 1e3 * t2.bwd);
+    CpTime t2 = cp_layer_time(&m7, 1, 1, 8, 2, &dq, 0, 0, ring1, a2a2),
+           tr = cp_layer_time(&m7, 1, 1, 8, 1, &dq, 0, 0, ring1, a2a2);
+    check(t2.bytes_fwd == 3 * kv7 + v2 && t2.bytes_bwd == 3 * kv7 + 4 * dkv7 + 2 * v2 &&
+              close_rel(t2.fwd, 3 * s_kv + two2, 1e-12) &&
+              close_rel(t2.bwd, s_kv + 2 * s_both + 2 * s_dkv + 2 * two2, 1e-12),
+          "cp_2d_is_ring_plus_ulysses", "forward %.0f B, %.3f ms; backward %.0f B, %.3f ms", t2.bytes_fwd, 1e3 * t2.fwd,
+          t2.bytes_bwd, 1e3 * t2.bwd);
     check(tr.bytes_fwd == 7 * kv7 && tr.bytes_bwd == 7 * kv7 + 8 * dkv7 && close_rel(tr.fwd, 7 * s_kv, 1e-12) &&
-          close_rel(tr.bwd, s_kv + 6 * s_both + 2 * s_dkv, 1e-12) && cp_kind_of(8, 1) == CPK_RING && cp_kind_of(8, 8) == CPK_ULYSSES &&
-          cp_kind_of(8, 2) == CPK_2D && cp_kind_of(1, 1) == CPK_NONE, "cp_2d_ends_are_ring_and_ulysses",
-          "U 1: forward %.0f B, %.3f ms (want %.3f)", tr.bytes_fwd, 1e3 * tr.fwd, 7e3 * s_kv);
+              close_rel(tr.bwd, s_kv + 6 * s_both + 2 * s_dkv, 1e-12) && cp_kind_of(8, 1) == CPK_RING &&
+              cp_kind_of(8, 8) == CPK_ULYSSES && cp_kind_of(8, 2) == CPK_2D && cp_kind_of(1, 1) == CPK_NONE,
+          "cp_2d_ends_are_ring_and_ulysses", "U 1: forward %.0f B, %.3f ms (want %.3f)", tr.bytes_fwd, 1e3 * tr.fwd,
+          7e3 * s_kv);
 }
 
 // The attention's work over cp ranks, the KV-heads limit, node placement, recomputation, the
@@ -224,16 +257,21 @@ static void test_cp_work_and_refusals(const PlanResult* r1) {
     ModelConfig c;
     // The attention's work is split evenly: each of 4 ring ranks does a quarter (one kernel per block)
     Link fast = {1e30, 0, 0};
-    LayerTime a1 = layer_time(&m7, 1, 1, 0, 1, 1, &k, &dq, fast, fast, fast), a4 = layer_time(&m7, 1, 1, 0, 4, 1, &k, &dq, fast, fast, fast);
-    check(close_rel(4 * (a4.attn_fwd - 4 * dq.op_latency), a1.attn_fwd - dq.op_latency, 1e-12), "cp_attention_split_evenly",
-          "attention forward cp1 %.3f ms, cp4 %.3f ms", 1e3 * a1.attn_fwd, 1e3 * a4.attn_fwd);
+    LayerTime a1 = layer_time(&m7, 1, 1, 0, 1, 1, &k, &dq, fast, fast, fast),
+              a4 = layer_time(&m7, 1, 1, 0, 4, 1, &k, &dq, fast, fast, fast);
+    check(close_rel(4 * (a4.attn_fwd - 4 * dq.op_latency), a1.attn_fwd - dq.op_latency, 1e-12),
+          "cp_attention_split_evenly", "attention forward cp1 %.3f ms, cp4 %.3f ms", 1e3 * a1.attn_fwd,
+          1e3 * a4.attn_fwd);
     // --cp-split contiguous (to measure the imbalance): the 4 ring steps wait for 3.5 blocks' work, not 2
     ModelConfig mc = m7;
     mc.cp_contiguous = 1;
-    LayerTime ac = layer_time(&mc, 1, 1, 0, 4, 1, &k, &dq, fast, fast, fast), au = layer_time(&mc, 1, 1, 0, 4, 4, &k, &dq, fast, fast, fast);
+    LayerTime ac = layer_time(&mc, 1, 1, 0, 4, 1, &k, &dq, fast, fast, fast),
+              au = layer_time(&mc, 1, 1, 0, 4, 4, &k, &dq, fast, fast, fast);
     check(close_rel(ac.attn_fwd - 4 * dq.op_latency, 7.0 / 4 * (a4.attn_fwd - 4 * dq.op_latency), 1e-12) &&
-          close_rel(au.attn_fwd - dq.op_latency, (a1.attn_fwd - dq.op_latency) / 4, 1e-12), "cp_contiguous_split_imbalance",
-          "ring cp4 contiguous %.3f ms vs zig-zag %.3f ms; Ulysses cp4 (no ring) %.3f ms", 1e3 * ac.attn_fwd, 1e3 * a4.attn_fwd, 1e3 * au.attn_fwd);
+              close_rel(au.attn_fwd - dq.op_latency, (a1.attn_fwd - dq.op_latency) / 4, 1e-12),
+          "cp_contiguous_split_imbalance",
+          "ring cp4 contiguous %.3f ms vs zig-zag %.3f ms; Ulysses cp4 (no ring) %.3f ms", 1e3 * ac.attn_fwd,
+          1e3 * a4.attn_fwd, 1e3 * au.attn_fwd);
 
     // Ulysses splits the KV heads of a tp rank: llama3-8b has 8
     ModelConfig q = model("llama3-8b", 32768);
@@ -246,18 +284,18 @@ static void test_cp_work_and_refusals(const PlanResult* r1) {
     int no_tp2 = plan_predict(&q, &k, 128, 8, &d, &rq) == -1 && strstr(rq.invalid, "the 4 KV heads");
     q.cp_ulysses = 4;
     int ok_2d = plan_predict(&q, &k, 128, 8, &d, &rq) == 0;
-    check(ok8 && no16 && no_tp2 && ok_2d, "cp_ulysses_kv_heads_limit", "U8 tp1 %d, U16 refused %d, U8 tp2 refused %d, 2D U4 x R2 tp2 %d",
-          ok8, no16, no_tp2, ok_2d);
+    check(ok8 && no16 && no_tp2 && ok_2d, "cp_ulysses_kv_heads_limit",
+          "U8 tp1 %d, U16 refused %d, U8 tp2 refused %d, 2D U4 x R2 tp2 %d", ok8, no16, no_tp2, ok_2d);
 
     // Node placement (8 GPUs a node): tp 2 x cp 4 stays on NVLink, tp 2 x cp 8 crosses nodes; the all-to-all
     // leaves the node once tp x U > 8 (then the 8 of 16 peers off the node go through the GPU's NIC share)
     Link in = cp_ring_link(&d, 2, 4, 8), out = cp_ring_link(&d, 2, 8, 8);
     Link a_in = cp_alltoall_link(&d, 1, 8, 8), a_out = cp_alltoall_link(&d, 1, 16, 8);
     double nic = d.link_eff * d.nics_per_node * d.nic_bw / 8;
-    check(in.bw == d.intra_bw * d.link_eff && in.lat == d.intra_latency && out.bw == nic && out.lat == d.inter_latency &&
-          a_in.bw == in.bw && close_rel(a_out.bw, nic * 15 / 8, 1e-12), "cp_links_by_node",
-          "ring tp2 cp4 %.0f GB/s, tp2 cp8 %.1f GB/s; all-to-all U8 %.0f GB/s, U16 %.1f GB/s", in.bw / 1e9, out.bw / 1e9, a_in.bw / 1e9,
-          a_out.bw / 1e9);
+    check(in.bw == d.intra_bw * d.link_eff && in.lat == d.intra_latency && out.bw == nic &&
+              out.lat == d.inter_latency && a_in.bw == in.bw && close_rel(a_out.bw, nic * 15 / 8, 1e-12),
+          "cp_links_by_node", "ring tp2 cp4 %.0f GB/s, tp2 cp8 %.1f GB/s; all-to-all U8 %.0f GB/s, U16 %.1f GB/s",
+          in.bw / 1e9, out.bw / 1e9, a_in.bw / 1e9, a_out.bw / 1e9);
     c = model("llama-7b", 32768);
     PlanResult on, off;
     c.tp = 2, c.cp = 4, c.dp = 8;
@@ -266,8 +304,8 @@ static void test_cp_work_and_refusals(const PlanResult* r1) {
     plan_predict(&c, &k, 128, 8, &d, &off);
     double s_on = on.t_cp_comm / on.cp_bytes, s_off = off.t_cp_comm / off.cp_bytes;
     check(!on.cp_off_node && off.cp_off_node && s_off > 5 * s_on, "cp_over_the_network_when_tp_cp_exceeds_node",
-          "tp2 cp4: off node %d, %.2f ms/GB; tp2 cp8: off node %d, %.2f ms/GB", on.cp_off_node, 1e3 * s_on * 1e9, off.cp_off_node,
-          1e3 * s_off * 1e9);
+          "tp2 cp4: off node %d, %.2f ms/GB; tp2 cp8: off node %d, %.2f ms/GB", on.cp_off_node, 1e3 * s_on * 1e9,
+          off.cp_off_node, 1e3 * s_off * 1e9);
 
     // Recomputation (selective or full) runs the attention's forward again with its all-to-alls:
     // Ulysses' communication goes from 3 to 4 all-to-all pairs per layer
@@ -278,7 +316,8 @@ static void test_cp_work_and_refusals(const PlanResult* r1) {
     q.recompute = RECOMPUTE_SELECTIVE;
     plan_predict(&q, &k, 128, 8, &d, &sel);
     check(close_rel(sel.t_cp_comm / none_rc.t_cp_comm, 4.0 / 3, 1e-12) && sel.t_cp_exposed > none_rc.t_cp_exposed,
-          "cp_recompute_repeats_the_forward", "cp communication %.3f s, with selective recomputation %.3f s", none_rc.t_cp_comm, sel.t_cp_comm);
+          "cp_recompute_repeats_the_forward", "cp communication %.3f s, with selective recomputation %.3f s",
+          none_rc.t_cp_comm, sel.t_cp_comm);
 
     // The weights' gradients are reduced over dp x cp (dp 1, cp 8: still an all-reduce); refusals
     c = model("llama-7b", 32768);
@@ -294,9 +333,12 @@ static void test_cp_work_and_refusals(const PlanResult* r1) {
     c.cp = 2;
     PlanSetup scaling = plan_setup_for(SOFTWARE_SCALING);
     int no_scaling = plan_predict(&c, &scaling, 16, 8, &d, &z) == -1 && strstr(z.invalid, "no context parallelism");
-    check(dpcp.t_dp_comm > 0 && dpcp.mem_optim * 8 == r1->mem_optim * 16 && short_seq && ok_seq && no_scaling, "cp_gradients_and_refusals",
-          "dp1 cp8: DP communication %.3f s, optimizer %.2f GiB; ring cp32 on 96 tokens refused %d, cp16 accepted %d; Scaling refuses cp %d",
-          dpcp.t_dp_comm, dpcp.mem_optim / GiB, short_seq, ok_seq, no_scaling);
+    check(
+        dpcp.t_dp_comm > 0 && dpcp.mem_optim * 8 == r1->mem_optim * 16 && short_seq && ok_seq && no_scaling,
+        "cp_gradients_and_refusals",
+        "dp1 cp8: DP communication %.3f s, optimizer %.2f GiB; ring cp32 on 96 tokens refused %d, cp16 accepted %d; "
+        "Scaling refuses cp %d",
+        dpcp.t_dp_comm, dpcp.mem_optim / GiB, short_seq, ok_seq, no_scaling);
 }
 
 static void test_context_parallel(void) {
@@ -326,7 +368,9 @@ static void test_invalid_layouts(void) {
     check(!r.fits, "13b_mb2_without_recompute_does_not_fit", "predicted %.1f GiB fits", r.mem_total / GiB);
     c.recompute = RECOMPUTE_FULL;
     plan_predict(&c, &k, 2048, 8, &d, &r);
-    check(r.fits && r.hfu > r.mfu, "13b_mb2_full_recompute_fits", "%.1f GiB, HFU %.3f MFU %.3f", r.mem_total / GiB, r.hfu, r.mfu);
+    check(r.fits && r.hfu > r.mfu, "13b_mb2_full_recompute_fits", "%.1f GiB, HFU %.3f MFU %.3f", r.mem_total / GiB,
+          r.hfu, r.mfu);
     double flops = config_flops_per_token(&c, c.seq_len);
-    check(close_rel(r.mfu, flops * r.tokens_per_s_per_gpu / d.peak_flops, 1e-12), "mfu_is_palm_flops_over_peak", "mismatch");
+    check(close_rel(r.mfu, flops * r.tokens_per_s_per_gpu / d.peak_flops, 1e-12), "mfu_is_palm_flops_over_peak",
+          "mismatch");
 }

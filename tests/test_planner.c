@@ -62,9 +62,9 @@ static PlanSetup framework_setup(void) {
 }
 
 static const char* layout_str(const PlanResult* p, char* buf) {
-    sprintf(buf, "dp%d tp%d pp%d vpp%d mb%d %s sp%d zero%d %s rms%d (%.1f%% MFU, %.1f GiB)", p->dp, p->tp, p->pp, p->vpp,
-            p->micro_batch, recompute_name(p->recompute), p->sp, p->zero, ATTN_NAMES[p->setup.attention], p->setup.rms_kernel,
-            100 * p->mfu, p->mem_total / GiB);
+    sprintf(buf, "dp%d tp%d pp%d vpp%d mb%d %s sp%d zero%d %s rms%d (%.1f%% MFU, %.1f GiB)", p->dp, p->tp, p->pp,
+            p->vpp, p->micro_batch, recompute_name(p->recompute), p->sp, p->zero, ATTN_NAMES[p->setup.attention],
+            p->setup.rms_kernel, 100 * p->mfu, p->mem_total / GiB);
     return buf;
 }
 

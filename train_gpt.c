@@ -39,23 +39,26 @@ typedef struct {
 // The operations model.h asks for: kernels_cpu.h on host memory. Its activation and
 // attention backwards accumulate (+=); where the contract overwrites, a clear comes first.
 
-static void op_norm_forward(Model* m, float* out, float* mean, float* rstd, const float* x, const float* w, const float* b, int N) {
+static void op_norm_forward(Model* m, float* out, float* mean, float* rstd, const float* x, const float* w,
+                            const float* b, int N) {
     if (m->c.arch == ARCH_GPT2) layernorm_forward(out, mean, rstd, x, w, b, N, m->C);
     else rmsnorm_forward(out, rstd, x, w, N, m->C);
 }
-static void op_norm_backward(Model* m, float* dx, float* dw, float* db, const float* dout, const float* x, const float* w,
-                             const float* mean, const float* rstd, int N, int accumulate) {
+static void op_norm_backward(Model* m, float* dx, float* dw, float* db, const float* dout, const float* x,
+                             const float* w, const float* mean, const float* rstd, int N, int accumulate) {
     if (!accumulate) memset(dx, 0, sizeof(float) * N * m->C);
     if (m->c.arch == ARCH_GPT2) layernorm_backward(dx, dw, db, m->be.norm_scratch, dout, x, w, mean, rstd, N, m->C);
     else rmsnorm_backward(dx, dw, m->be.norm_scratch, dout, x, w, rstd, N, m->C);
 }
-static void op_matmul_forward(Model* m, float* out, const float* inp, const float* w, const float* b, int N, int IC, int OC) {
+static void op_matmul_forward(Model* m, float* out, const float* inp, const float* w, const float* b, int N, int IC,
+                              int OC) {
     matmul_forward(out, inp, w, b, N, IC, OC);
 }
 static void op_matmul_backward_input(Model* m, float* dinp, const float* dout, const float* w, int N, int IC, int OC) {
     matmul_backward_input(dinp, dout, w, N, IC, OC, 0);
 }
-static void op_matmul_backward_weight(Model* m, float* dw, float* db, const float* dout, const float* inp, int N, int IC, int OC) {
+static void op_matmul_backward_weight(Model* m, float* dw, float* db, const float* dout, const float* inp, int N,
+                                      int IC, int OC) {
     matmul_backward_weight(dw, db, dout, inp, N, IC, OC);
 }
 static void op_fc_act_forward(Model* m, float* fch, float* fch_act, const float* inp, const LayerW* w, int N) {
@@ -63,27 +66,33 @@ static void op_fc_act_forward(Model* m, float* fch, float* fch_act, const float*
     if (m->c.arch == ARCH_GPT2) gelu_forward(fch_act, fch, (size_t)N * m->Fl);
     else swiglu_forward(fch_act, fch, N, m->Fl);
 }
-static void op_fcproj_act_backward_input(Model* m, float* dfch, const float* dy, const LayerW* w, const float* fch, int N) {
+static void op_fcproj_act_backward_input(Model* m, float* dfch, const float* dy, const LayerW* w, const float* fch,
+                                         int N) {
     op_matmul_backward_input(m, m->dfch_act, dy, w->fcprojw, N, m->Fl, m->C);
     memset(dfch, 0, sizeof(float) * N * m->fc_dim);
     if (m->c.arch == ARCH_GPT2) gelu_backward(dfch, fch, m->dfch_act, (size_t)N * m->Fl);
     else swiglu_backward(dfch, fch, m->dfch_act, N, m->Fl);
 }
-static void op_rope(Model* m, float* qkv, int N, float sign) { rope_apply(qkv, N, m->pos, m->T, m->qkv_dim, m->Hl + m->KVl, m->hd, sign); }
+static void op_rope(Model* m, float* qkv, int N, float sign) {
+    rope_apply(qkv, N, m->pos, m->T, m->qkv_dim, m->Hl + m->KVl, m->hd, sign);
+}
 static void op_attention_forward(Model* m, float* out, float* att, const float* qkv, int B) {
     attention_forward(out, att, qkv, B, m->T, m->Hl, m->KVl, m->hd);
 }
-static void op_attention_backward(Model* m, float* dqkv, const float* dout, const float* qkv, const float* out, const float* att, int B) {
+static void op_attention_backward(Model* m, float* dqkv, const float* dout, const float* qkv, const float* out,
+                                  const float* att, int B) {
     attention_backward(dqkv, dout, qkv, out, att, B, m->T, m->Hl, m->KVl, m->hd);
 }
-static void op_attention_block_forward(Model* m, float* o, float* lse, const float* q, const float* kv, const AttnBlock* a) {
+static void op_attention_block_forward(Model* m, float* o, float* lse, const float* q, const float* kv,
+                                       const AttnBlock* a) {
     attention_block_forward(o, a->Ha * a->hd, lse, q, kv, a);
 }
-static void op_attention_block_backward(Model* m, float* dq, float* dkv, const float* q, const float* kv, const float* dout,
-                                        const float* out, const float* lse, const AttnBlock* a) {
+static void op_attention_block_backward(Model* m, float* dq, float* dkv, const float* q, const float* kv,
+                                        const float* dout, const float* out, const float* lse, const AttnBlock* a) {
     attention_block_backward(dq, a->Ha * a->hd, dkv, 2 * a->KVa * a->hd, q, kv, dout, out, a->Ha * a->hd, lse, a);
 }
-static void op_attention_grad_pack(Model* m, float* dqkv, const float* dq, const float* dkv, size_t rows, int Ha, int KVa) {
+static void op_attention_grad_pack(Model* m, float* dqkv, const float* dq, const float* dkv, size_t rows, int Ha,
+                                   int KVa) {
     size_t nq = (size_t)Ha * m->hd, nkv = (size_t)2 * KVa * m->hd;
     for (size_t i = 0; i < rows; i++) {
         memcpy(dqkv + i * (nq + nkv), dq + i * nq, sizeof(float) * nq);
@@ -102,7 +111,9 @@ static void op_embedding_forward(Model* m, float* out, const int* tokens, int N)
 static void op_embedding_backward(Model* m, const int* tokens, const float* dout, int N) {
     embedding_backward(m->g.wte, tokens, dout, N, m->C, m->v0, m->Vl);
 }
-static void op_position_forward(Model* m, float* x, int N, int row0) { position_forward(x, m->w.wpe, N, row0, m->pos, m->T, m->C); }
+static void op_position_forward(Model* m, float* x, int N, int row0) {
+    position_forward(x, m->w.wpe, N, row0, m->pos, m->T, m->C);
+}
 static void op_position_backward(Model* m, const float* dx, int N, int row0) {
     position_backward(m->g.wpe, dx, N, row0, m->pos, m->T, m->C);
 }
@@ -112,8 +123,8 @@ static void op_ce_local_max(Model* m, float* max, const float* logits, int N) {
 static void op_ce_local_sums(Model* m, float* sums, const float* logits, const float* max, const int* targets, int N) {
     crossentropy_local_sums(sums, logits, max, targets, N, m->Vl, m->v0, m->c.vocab);
 }
-static void op_ce_finish(Model* m, float* losses, float* dlogits, const float* max, const float* sums, const int* targets, int N,
-                         float dloss_scale) {
+static void op_ce_finish(Model* m, float* losses, float* dlogits, const float* max, const float* sums,
+                         const int* targets, int N, float dloss_scale) {
     crossentropy_finish(losses, dlogits, max, sums, targets, N, m->Vl, m->v0, m->c.vocab, dloss_scale);
 }
 static void op_loss_accumulate(Model* m, const float* losses, int N) {
@@ -131,7 +142,8 @@ static void act_allgather(Model* m, Group g, const float* send, float* recv, siz
 static void f32_allreduce_sum(Model* m, Group g, float* buf, size_t n) { comm_allreduce_sum(comm_of(m, g), buf, n); }
 static void f32_allreduce_max(Model* m, Group g, float* buf, size_t n) { comm_allreduce_max(comm_of(m, g), buf, n); }
 static void act_copy(Model* m, float* dst, const float* src, size_t n) { memcpy(dst, src, sizeof(float) * n); }
-static void act_copy_2d(Model* m, float* dst, size_t dst_ld, const float* src, size_t src_ld, size_t rows, size_t cols) {
+static void act_copy_2d(Model* m, float* dst, size_t dst_ld, const float* src, size_t src_ld, size_t rows,
+                        size_t cols) {
     for (size_t i = 0; i < rows; i++) memcpy(dst + i * dst_ld, src + i * src_ld, sizeof(float) * cols);
 }
 static void act_alltoall(Model* m, Group g, const float* send, float* recv, size_t n_per_rank) {
@@ -165,7 +177,9 @@ static void f32_add(Model* m, float* dst, const float* src, size_t n) { add_inpl
 
 // A blocking MPI all-reduce at the point the backward reaches (the CPU has no second stream
 // to overlap it with); the GPU build runs it on NCCL's own stream.
-static void grad_allreduce_dp_async(Model* m, float* buf, size_t n) { comm_allreduce_sum(&m->L.group[GROUP_DP], buf, n); }
+static void grad_allreduce_dp_async(Model* m, float* buf, size_t n) {
+    comm_allreduce_sum(&m->L.group[GROUP_DP], buf, n);
+}
 static void grad_allreduce_dp_join(Model* m) {}
 static void grad_reduce_scatter(Model* m, Group g, const float* send, float* recv, size_t n_per_rank) {
     comm_reduce_scatter(comm_of(m, g), send, recv, n_per_rank);
@@ -180,7 +194,9 @@ static void pp_send(Model* m, Slot* s, int dir, int up, const float* src, size_t
     comm_isend(&m->L.group[GROUP_PP], src, n, peer, tag, &s->sends.req[dir]);
 }
 static void pp_send_wait(Model* m, Slot* s, int dir) { comm_wait(&m->L.group[GROUP_PP], &s->sends.req[dir]); }
-static void pp_recv(Model* m, int dir, int up, float* dst, size_t n, int peer, int tag) { comm_recv(&m->L.group[GROUP_PP], dst, n, peer, tag); }
+static void pp_recv(Model* m, int dir, int up, float* dst, size_t n, int peer, int tag) {
+    comm_recv(&m->L.group[GROUP_PP], dst, n, peer, tag);
+}
 
 // The kernels read the host token arrays; head_forward adds to m->loss_sum itself.
 static void model_load_batch(Model* m, const TokenStream* ts, size_t index) {
@@ -258,7 +274,9 @@ static float* carve_head(Model* m, HeadActs* h, float* p) {
 }
 
 // A zeroed buffer of `bytes` (a multiple of 4) as floats.
-static float* floats_of_bytes(double bytes) { return (float*)xcalloc((size_t)(bytes / sizeof(float)) + 1, sizeof(float)); }
+static float* floats_of_bytes(double bytes) {
+    return (float*)xcalloc((size_t)(bytes / sizeof(float)) + 1, sizeof(float));
+}
 
 // Every activation buffer, sized by model/activations.h (the planner counts the same lists);
 // scratch_bytes and each chunk's slot_bytes, wg.bytes and heads.bytes record what was taken.
@@ -345,10 +363,12 @@ int main(int argc, char** argv) {
     if (a->resume) start_step = ckpt_resume(&m.L, &m.P, c, a, m.params, m.m_state, m.v_state, m.opt_lo, m.opt_hi);
     if (rank == 0) print_startup(&m.L, &m.P, c, a, &run.train, &run.val, &met, m.n_micro, start_step);
     size_t act_bytes = m.scratch_bytes;
-    for (int ch = 0; ch < m.L.vpp; ch++) act_bytes += m.chunks[ch].slot_bytes * m.chunks[ch].n_slots + m.chunks[ch].wg.bytes * m.chunks[ch].wg.n + m.chunks[ch].heads.bytes * m.chunks[ch].heads.n;
+    for (int ch = 0; ch < m.L.vpp; ch++)
+        act_bytes += m.chunks[ch].slot_bytes * m.chunks[ch].n_slots + m.chunks[ch].wg.bytes * m.chunks[ch].wg.n +
+                     m.chunks[ch].heads.bytes * m.chunks[ch].heads.n;
     // the planner's view of this machine: ranks time-share the cores, each with cores/world threads
-    metrics_predict(&met, c, "cpu", core * (cores / world > 1 ? cores / world : 1), (int)cores, &m.P, m.opt_hi - m.opt_lo,
-                    act_bytes / sizeof(float), 4);
+    metrics_predict(&met, c, "cpu", core * (cores / world > 1 ? cores / world : 1), (int)cores, &m.P,
+                    m.opt_hi - m.opt_lo, act_bytes / sizeof(float), 4);
 
     int code = train_loop(&m, &run, &met, start_step);  // 0, or 128 + a stop signal, or 1: every step skipped
     if (code) {

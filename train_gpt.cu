@@ -83,19 +83,22 @@ typedef struct {
 // The bf16 copy of a weight, from its fp32 view (NULL stays NULL).
 static const bf16* bf(const Model* m, const float* p) { return p ? m->be.params_bf16 + (p - m->params) : NULL; }
 
-static void op_norm_forward(Model* m, bf16* out, float* mean, float* rstd, const bf16* x, const float* w, const float* b, int N) {
+static void op_norm_forward(Model* m, bf16* out, float* mean, float* rstd, const bf16* x, const float* w,
+                            const float* b, int N) {
     if (m->c.arch == ARCH_GPT2) layernorm_forward_gpu(out, mean, rstd, x, bf(m, w), bf(m, b), N, m->C, m->be.stream);
     else rmsnorm_forward_gpu(out, rstd, x, bf(m, w), N, m->C, m->be.stream);
 }
 static void op_norm_backward(Model* m, bf16* dx, float* dw, float* db, const bf16* dout, const bf16* x, const float* w,
                              const float* mean, const float* rstd, int N, int accumulate) {
     cudaStream_t s = m->be.stream;
-    if (m->c.arch == ARCH_GPT2) layernorm_backward_gpu(dx, dw, db, dout, x, bf(m, w), mean, rstd, N, m->C, accumulate, s);
+    if (m->c.arch == ARCH_GPT2)
+        layernorm_backward_gpu(dx, dw, db, dout, x, bf(m, w), mean, rstd, N, m->C, accumulate, s);
     else rmsnorm_backward_gpu(dx, dw, dout, x, bf(m, w), rstd, N, m->C, accumulate, s);
 }
 // The bias rides on cuBLASLt's epilogue when its pointer is 16-byte aligned (always so for
 // d_model a multiple of 8, i.e. every preset), else a separate add.
-static void op_matmul_forward(Model* m, bf16* out, const bf16* inp, const float* w, const float* b, int N, int IC, int OC) {
+static void op_matmul_forward(Model* m, bf16* out, const bf16* inp, const float* w, const float* b, int N, int IC,
+                              int OC) {
     const bf16* bias = bf(m, b);
     int epilogue = bias && lt_bias_aligned(bias);
     matmul_forward_gpu(out, inp, bf(m, w), epilogue ? bias : NULL, N, IC, OC, m->be.stream);
@@ -104,7 +107,8 @@ static void op_matmul_forward(Model* m, bf16* out, const bf16* inp, const float*
 static void op_matmul_backward_input(Model* m, bf16* dinp, const bf16* dout, const float* w, int N, int IC, int OC) {
     matmul_backward_gpu(dinp, NULL, NULL, dout, NULL, bf(m, w), N, IC, OC, 0, m->be.stream);
 }
-static void op_matmul_backward_weight(Model* m, float* dw, float* db, const bf16* dout, const bf16* inp, int N, int IC, int OC) {
+static void op_matmul_backward_weight(Model* m, float* dw, float* db, const bf16* dout, const bf16* inp, int N, int IC,
+                                      int OC) {
     matmul_backward_gpu(NULL, dw, db, dout, inp, NULL, N, IC, OC, 0, m->be.stream);
 }
 
@@ -129,7 +133,8 @@ static void op_fc_act_forward(Model* m, bf16* fch, bf16* fch_act, const bf16* in
     if (m->c.arch == ARCH_GPT2) gelu_forward_gpu(fch_act, fch, (size_t)N * m->Fl, s);
     else swiglu_forward_gpu(fch_act, fch, N, m->Fl, s);
 }
-static void op_fcproj_act_backward_input(Model* m, bf16* dfch, const bf16* dy, const LayerW* w, const bf16* fch, int N) {
+static void op_fcproj_act_backward_input(Model* m, bf16* dfch, const bf16* dy, const LayerW* w, const bf16* fch,
+                                         int N) {
     cudaStream_t s = m->be.stream;
     if (m->c.arch == ARCH_GPT2 && !m->args->gelu_unfused &&
         gelu_fused(m, matmul_dgelu_backward_gpu(dfch, dy, bf(m, w->fcprojw), fch, N, m->Fl, m->C, s)))
@@ -147,22 +152,27 @@ static void op_rope(Model* m, bf16* qkv, int N, float sign) {
 static void op_attention_forward(Model* m, bf16* out, float* att, const bf16* qkv, int B) {
     attention_forward_gpu(out, att, qkv, B, m->T, m->Hl, m->KVl, m->hd, m->be.stream);
 }
-static void op_attention_backward(Model* m, bf16* dqkv, const bf16* dout, const bf16* qkv, const bf16* out, const float* att, int B) {
+static void op_attention_backward(Model* m, bf16* dqkv, const bf16* dout, const bf16* qkv, const bf16* out,
+                                  const float* att, int B) {
     attention_backward_gpu(dqkv, dout, qkv, out, att, B, m->T, m->Hl, m->KVl, m->hd, m->be.stream);
 }
 // Context parallelism's blocks (parallel/context_parallel.h): kernels_gpu.cuh's flash
 // kernels over two segments of a sequence, with an fp32 running output and fp32 gradients.
-static void op_attention_block_forward(Model* m, float* o, float* lse, const bf16* q, const bf16* kv, const AttnBlock* a) {
+static void op_attention_block_forward(Model* m, float* o, float* lse, const bf16* q, const bf16* kv,
+                                       const AttnBlock* a) {
     attention_block_forward_gpu(o, lse, q, kv, a, m->be.stream);
 }
-static void op_attention_block_backward(Model* m, float* dq, float* dkv, const bf16* q, const bf16* kv, const bf16* dout,
-                                        const bf16* out, const float* lse, const AttnBlock* a) {
+static void op_attention_block_backward(Model* m, float* dq, float* dkv, const bf16* q, const bf16* kv,
+                                        const bf16* dout, const bf16* out, const float* lse, const AttnBlock* a) {
     attention_block_backward_gpu(dq, dkv, q, kv, dout, out, lse, a, m->be.stream);
 }
-static void op_attention_grad_pack(Model* m, bf16* dqkv, const float* dq, const float* dkv, size_t rows, int Ha, int KVa) {
+static void op_attention_grad_pack(Model* m, bf16* dqkv, const float* dq, const float* dkv, size_t rows, int Ha,
+                                   int KVa) {
     attention_grad_pack_gpu(dqkv, dq, dkv, rows, Ha, KVa, m->hd, m->be.stream);
 }
-static void op_f32_to_act(Model* m, bf16* dst, const float* src, size_t n) { f32_to_bf16_gpu(dst, src, n, m->be.stream); }
+static void op_f32_to_act(Model* m, bf16* dst, const float* src, size_t n) {
+    f32_to_bf16_gpu(dst, src, n, m->be.stream);
+}
 static void op_residual(Model* m, bf16* out, const bf16* x, const bf16* y, const float* bias, int N) {
     residual_bias_forward_gpu(out, x, y, bf(m, bias), N, m->C, m->be.stream);
 }
@@ -185,11 +195,14 @@ static void op_ce_local_max(Model* m, float* max, const bf16* logits, int N) {
 static void op_ce_local_sums(Model* m, float* sums, const bf16* logits, const float* max, const int* targets, int N) {
     crossentropy_local_sums_gpu(sums, logits, max, targets, N, m->Vl, m->v0, m->c.vocab, m->be.stream);
 }
-static void op_ce_finish(Model* m, float* losses, bf16* dlogits, const float* max, const float* sums, const int* targets, int N,
-                         float dloss_scale) {
-    crossentropy_finish_gpu(losses, dlogits, max, sums, targets, N, m->Vl, m->v0, m->c.vocab, dloss_scale, m->be.stream);
+static void op_ce_finish(Model* m, float* losses, bf16* dlogits, const float* max, const float* sums,
+                         const int* targets, int N, float dloss_scale) {
+    crossentropy_finish_gpu(losses, dlogits, max, sums, targets, N, m->Vl, m->v0, m->c.vocab, dloss_scale,
+                            m->be.stream);
 }
-static void op_loss_accumulate(Model* m, const float* losses, int N) { sum_f64_gpu(m->be.loss_acc, losses, N, m->be.stream); }
+static void op_loss_accumulate(Model* m, const float* losses, int N) {
+    sum_f64_gpu(m->be.loss_acc, losses, N, m->be.stream);
+}
 
 static GpuGroup* group_of(Model* m, Group g) { return &m->be.G.group[g]; }
 static void act_allreduce_sum(Model* m, Group g, bf16* buf, size_t n) {
@@ -201,8 +214,12 @@ static void act_reduce_scatter(Model* m, Group g, const bf16* send, bf16* recv, 
 static void act_allgather(Model* m, Group g, const bf16* send, bf16* recv, size_t n_per_rank) {
     nccl_allgather_bf16(&m->be.G, group_of(m, g), send, recv, n_per_rank, m->be.stream);
 }
-static void f32_allreduce_sum(Model* m, Group g, float* buf, size_t n) { nccl_allreduce_sum(&m->be.G, group_of(m, g), buf, n, m->be.stream); }
-static void f32_allreduce_max(Model* m, Group g, float* buf, size_t n) { nccl_allreduce_max(&m->be.G, group_of(m, g), buf, n, m->be.stream); }
+static void f32_allreduce_sum(Model* m, Group g, float* buf, size_t n) {
+    nccl_allreduce_sum(&m->be.G, group_of(m, g), buf, n, m->be.stream);
+}
+static void f32_allreduce_max(Model* m, Group g, float* buf, size_t n) {
+    nccl_allreduce_max(&m->be.G, group_of(m, g), buf, n, m->be.stream);
+}
 static void act_copy(Model* m, bf16* dst, const bf16* src, size_t n) {
     cudaCheck(cudaMemcpyAsync(dst, src, sizeof(bf16) * n, cudaMemcpyDeviceToDevice, m->be.stream));
 }
@@ -243,10 +260,16 @@ static void trace_op(Model* m, int kind, int mb, int chunk, double t0) {
 static void f32_copy(Model* m, float* dst, const float* src, size_t n) {
     cudaCheck(cudaMemcpyAsync(dst, src, sizeof(float) * n, cudaMemcpyDeviceToDevice, m->be.stream));
 }
-static void f32_zero(Model* m, float* p, size_t n) { cudaCheck(cudaMemsetAsync(p, 0, sizeof(float) * n, m->be.stream)); }
-static void f32_add(Model* m, float* dst, const float* src, size_t n) { add_inplace_f32_gpu(dst, src, n, m->be.stream); }
+static void f32_zero(Model* m, float* p, size_t n) {
+    cudaCheck(cudaMemsetAsync(p, 0, sizeof(float) * n, m->be.stream));
+}
+static void f32_add(Model* m, float* dst, const float* src, size_t n) {
+    add_inplace_f32_gpu(dst, src, n, m->be.stream);
+}
 
-static void grad_allreduce_dp_async(Model* m, float* buf, size_t n) { nccl_allreduce_sum_async(&m->be.G, &m->be.G.group[GROUP_DP], buf, n, m->be.stream); }
+static void grad_allreduce_dp_async(Model* m, float* buf, size_t n) {
+    nccl_allreduce_sum_async(&m->be.G, &m->be.G.group[GROUP_DP], buf, n, m->be.stream);
+}
 static void grad_allreduce_dp_join(Model* m) { nccl_async_join(&m->be.G, m->be.stream); }
 static void grad_reduce_scatter(Model* m, Group g, const float* send, float* recv, size_t n_per_rank) {
     nccl_reduce_scatter(&m->be.G, group_of(m, g), send, recv, n_per_rank, m->be.stream);
@@ -272,7 +295,8 @@ static void pp_send(Model* m, Slot* s, int dir, int up, const bf16* src, size_t 
     comm_isend(&m->L.group[GROUP_PP], s->sends.h_send[dir], p2p_floats(n), peer, tag, &s->sends.req[dir]);
 }
 static void pp_send_wait(Model* m, Slot* s, int dir) {
-    if (m->be.G.p2p) cudaCheck(cudaStreamWaitEvent(m->be.stream, s->sends.sent[dir], 0));  // the device waits, not the host
+    // the device waits, not the host
+    if (m->be.G.p2p) cudaCheck(cudaStreamWaitEvent(m->be.stream, s->sends.sent[dir], 0));
     else comm_wait(&m->L.group[GROUP_PP], &s->sends.req[dir]);
 }
 static void pp_recv(Model* m, int dir, int up, bf16* dst, size_t n, int peer, int tag) {
@@ -303,7 +327,9 @@ static void loss_fetch(Model* m) { d2h(&m->loss_sum, m->be.loss_acc, sizeof(doub
 
 // The gradient norm: one deterministic fp32 sum of squares per tensor on the device, added
 // up in fp64 on the host.
-static void sumsq_range(Model* m, int k, const float* x, size_t n, double* ss) { sumsq_gpu(m->be.norm_parts + k, x, n, m->be.stream); }
+static void sumsq_range(Model* m, int k, const float* x, size_t n, double* ss) {
+    sumsq_gpu(m->be.norm_parts + k, x, n, m->be.stream);
+}
 static void sumsq_finish(Model* m, int n_ranges, double* ss) {
     if (n_ranges) d2h(m->be.h_norm_parts, m->be.norm_parts, sizeof(float) * n_ranges, m->be.stream);
     for (int i = 0; i < n_ranges; i++) *ss += m->be.h_norm_parts[i];
@@ -313,7 +339,8 @@ static void sumsq_finish(Model* m, int n_ranges, double* ss) {
 static void adamw_range(Model* m, size_t a, size_t b, const float* grad, int decay, float lr, float grad_scale, int t) {
     size_t o = a - m->opt_lo;
     adamw_update_gpu(m->params + a, m->c.zero ? NULL : m->be.params_bf16 + a, grad + o, m->m_state + o, m->v_state + o,
-                     b - a, lr, m->c.beta1, m->c.beta2, m->c.eps, m->c.weight_decay, decay, grad_scale, t, m->be.stream);
+                     b - a, lr, m->c.beta1, m->c.beta2, m->c.eps, m->c.weight_decay, decay, grad_scale, t,
+                     m->be.stream);
 }
 static void params_gathered(Model* m) { f32_to_bf16_gpu(m->be.params_bf16, m->params, m->P.n_local, m->be.stream); }
 
@@ -321,7 +348,9 @@ static void params_gathered(Model* m) { f32_to_bf16_gpu(m->be.params_bf16, m->pa
 static void row_logits(Model* m, const bf16* lnf_row, float* row) {
     int Vp = m->c.vocab_padded;
     op_matmul_forward(m, m->be.logit_row + m->v0, lnf_row, m->w.head, NULL, 1, m->C, m->Vl);
-    nccl_allgather_bf16(&m->be.G, &m->be.G.group[GROUP_TP], m->be.logit_row + m->v0, m->be.logit_row, m->Vl, m->be.stream);  // comm: tp all-gather of one row of logits
+    // comm: tp all-gather of one row of logits
+    nccl_allgather_bf16(&m->be.G, &m->be.G.group[GROUP_TP], m->be.logit_row + m->v0, m->be.logit_row, m->Vl,
+                        m->be.stream);
     bf16* row_bf = (bf16*)xmalloc(sizeof(bf16) * Vp);
     d2h(row_bf, m->be.logit_row, sizeof(bf16) * Vp, m->be.stream);
     for (int v = 0; v < Vp; v++) row[v] = __bfloat162float(row_bf[v]);
@@ -428,8 +457,11 @@ static void carve_head(Model* m, HeadActs* h, Carver* k) {
 static void* dev_alloc(size_t bytes) {
     void* p;
     cudaError_t e = cudaMalloc(&p, bytes ? bytes : 16);
-    if (e != cudaSuccess) fail("GPU out of memory allocating %.1f MiB (%s); try a smaller --micro-batch, --recompute, --zero or more --tp/--pp",
-                               bytes / 1048576.0, cudaGetErrorString(e));
+    if (e != cudaSuccess)
+        fail(
+            "GPU out of memory allocating %.1f MiB (%s); "
+            "try a smaller --micro-batch, --recompute, --zero or more --tp/--pp",
+            bytes / 1048576.0, cudaGetErrorString(e));
     cudaCheck(cudaMemset(p, 0, bytes ? bytes : 16));
     return p;
 }
@@ -526,7 +558,8 @@ static void model_init(Model* m, Args* a, Metrics* met) {
 // Checkpoints go through ckpt.h on host copies of the fp32 weights and AdamW state.
 static void save_checkpoint(Model* m, int step) {
     size_t n_opt = m->opt_hi - m->opt_lo;
-    float *hm = (float*)xmalloc(sizeof(float) * (n_opt ? n_opt : 1)), *hv = (float*)xmalloc(sizeof(float) * (n_opt ? n_opt : 1));
+    float *hm = (float*)xmalloc(sizeof(float) * (n_opt ? n_opt : 1)),
+          *hv = (float*)xmalloc(sizeof(float) * (n_opt ? n_opt : 1));
     d2h(m->be.h_params, m->params, sizeof(float) * m->P.n_padded, m->be.stream);
     d2h(hm, m->m_state, sizeof(float) * n_opt, m->be.stream);
     d2h(hv, m->v_state, sizeof(float) * n_opt, m->be.stream);
@@ -535,7 +568,8 @@ static void save_checkpoint(Model* m, int step) {
 }
 static int resume_checkpoint(Model* m) {
     size_t n_opt = m->opt_hi - m->opt_lo;
-    float *hm = (float*)xcalloc(n_opt ? n_opt : 1, sizeof(float)), *hv = (float*)xcalloc(n_opt ? n_opt : 1, sizeof(float));
+    float *hm = (float*)xcalloc(n_opt ? n_opt : 1, sizeof(float)),
+          *hv = (float*)xcalloc(n_opt ? n_opt : 1, sizeof(float));
     int step = ckpt_resume(&m->L, &m->P, &m->c, m->args, m->be.h_params, hm, hv, m->opt_lo, m->opt_hi);
     upload_params(m);
     h2d(m->m_state, hm, sizeof(float) * n_opt, m->be.stream);
@@ -628,16 +662,22 @@ int main(int argc, char** argv) {
     if (a->resume) start_step = resume_checkpoint(&m);
     if (rank == 0) {
         print_startup(&m.L, &m.P, c, a, &run.train, &run.val, &met, m.n_micro, start_step);
-        printf("gpu: %s (sm_%d%d, %.0f GiB) per rank, comm %s, bf16 activations, "
-               "fp32 master weights + bf16 copy, fp32 grads and AdamW state\n",
-               prop.name, prop.major, prop.minor, prop.totalGlobalMem / 1073741824.0, a->comm_mpi ? "mpi (host-staged)" : "nccl");
+        printf(
+            "gpu: %s (sm_%d%d, %.0f GiB) per rank, comm %s, bf16 activations, "
+            "fp32 master weights + bf16 copy, fp32 grads and AdamW state\n",
+            prop.name, prop.major, prop.minor, prop.totalGlobalMem / 1073741824.0,
+            a->comm_mpi ? "mpi (host-staged)" : "nccl");
         fflush(stdout);
     }
     // metrics_predict counts activations in floats; the bf16 buffers are passed as bytes / 4.
     size_t act_bytes = m.scratch_bytes;
-    for (int ch = 0; ch < m.L.vpp; ch++) act_bytes += m.chunks[ch].slot_bytes * m.chunks[ch].n_slots + m.chunks[ch].wg.bytes * m.chunks[ch].wg.n + m.chunks[ch].heads.bytes * m.chunks[ch].heads.n;
-    metrics_predict(&met, c, strstr(prop.name, "H200") ? "h200-sxm" : strstr(prop.name, "A100") ? "a100-80gb" : "h100-sxm",
-                    met.peak_flops, 0, &m.P, m.opt_hi - m.opt_lo, act_bytes / 4, 6);  // 6 bytes/param: fp32 master + bf16 copy
+    for (int ch = 0; ch < m.L.vpp; ch++)
+        act_bytes += m.chunks[ch].slot_bytes * m.chunks[ch].n_slots + m.chunks[ch].wg.bytes * m.chunks[ch].wg.n +
+                     m.chunks[ch].heads.bytes * m.chunks[ch].heads.n;
+    // 6 bytes/param: fp32 master + bf16 copy
+    metrics_predict(&met, c,
+                    strstr(prop.name, "H200") ? "h200-sxm" : strstr(prop.name, "A100") ? "a100-80gb" : "h100-sxm",
+                    met.peak_flops, 0, &m.P, m.opt_hi - m.opt_lo, act_bytes / 4, 6);
 
     int code = train_loop(&m, &run, &met, start_step);  // 0, or 128 + a stop signal, or 1: every step skipped
     if (code) {
@@ -653,7 +693,8 @@ int main(int argc, char** argv) {
     cudaCheck(cudaMemGetInfo(&free_b, &total_b));
     if (rank == 0) {
         char b1[32], b2[32];
-        printf("gpu memory (rank 0): %s in use of %s\n", fmt_bytes((double)(total_b - free_b), b1), fmt_bytes((double)total_b, b2));
+        printf("gpu memory (rank 0): %s in use of %s\n", fmt_bytes((double)(total_b - free_b), b1),
+               fmt_bytes((double)total_b, b2));
     }
     metrics_finish(&met, &m.L, (double)(m.slots_peak_bytes + m.scratch_bytes));
     gpu_comms_free(&m.be.G);

@@ -54,8 +54,14 @@ int main(int argc, char** argv) {
     th[0] = 20240328, b[1024] = 0; put(dir, "tokenizer", "empty_entry", b, n);
     // device file
     const char* dev[] = {"base = h100-sxm\npeak_tflops = 900\n# comment\nhbm_gbps = 3000\n",
-                         "name = mine\nnvlink_gbps = 400\n", "bogus = 1\n", "peak_tflops = abc\n", "peak_tflops = 1e400\n",
-                         "peak_tflops =\n", "= 3\n", "hbm_gbps = 100\nbase = a100-80gb\n", "dtype_bytes = 3\n"};
+                         "name = mine\nnvlink_gbps = 400\n",
+                         "bogus = 1\n",
+                         "peak_tflops = abc\n",
+                         "peak_tflops = 1e400\n",
+                         "peak_tflops =\n",
+                         "= 3\n",
+                         "hbm_gbps = 100\nbase = a100-80gb\n",
+                         "dtype_bytes = 3\n"};
     for (int i = 0; i < (int)(sizeof(dev) / sizeof(dev[0])); i++) {
         char name[16];
         snprintf(name, sizeof(name), "%d", i);
@@ -70,7 +76,9 @@ int main(int argc, char** argv) {
     b[1024] = 2; memcpy(b + 1027, "ckpt_00000005.bin", 17); put(dir, "ckpt", "latest", b, 1027 + 32);
     b[1024] = 0, b[1025] = 0xfc, b[1026] = 0xff; put(dir, "ckpt", "short_by_4", b, 1027);  // delta -4
     b[1025] = 0, b[1026] = 0; memset(b + 1027 + 32, 0xff, 4); put(dir, "ckpt", "nan_body", b, 1027 + 36);
-    memset(b + 1027 + 32, 0, 4); memcpy(b + 1027 + 32, "\x00\x00\x80\x3f", 4); put(dir, "ckpt", "ones_body", b, 1027 + 36);
+    memset(b + 1027 + 32, 0, 4);
+    memcpy(b + 1027 + 32, "\x00\x00\x80\x3f", 4);
+    put(dir, "ckpt", "ones_body", b, 1027 + 36);
     memset(b, 0, 1027 + 64);
     b[0] = 1; put(dir, "ckpt", "magic", b, 4);
     b[0] = 0, b[4] = 3; put(dir, "ckpt", "version", b, 8);  // 2 ^ 3: a version-1 file

@@ -42,9 +42,18 @@ typedef struct { size_t n; int f32; } ActBuf;
 enum { LA_LN1, LA_LN1_MEAN, LA_LN1_RSTD, LA_QKV, LA_LSE, LA_ATTY, LA_RES2, LA_LN2, LA_LN2_MEAN, LA_LN2_RSTD, LA_FCH,
        LA_FCH_ACT, N_LA };
 static void layer_act_bufs(const ActShape* s, int keep_lse, ActBuf* b) {
-    const ActBuf l[N_LA] = {{s->BT * s->C, 0}, {s->N, 1}, {s->N, 1}, {s->BT * s->qkv_dim, 0}, {keep_lse ? s->BT * s->Hl : 0, 1},
-                            {s->BT * s->Hl * s->hd, 0}, {s->N * s->C, 0}, {s->BT * s->C, 0}, {s->N, 1}, {s->N, 1},
-                            {s->BT * s->fc_dim, 0}, {s->BT * s->Fl, 0}};
+    const ActBuf l[N_LA] = {{s->BT * s->C, 0},
+                            {s->N, 1},
+                            {s->N, 1},
+                            {s->BT * s->qkv_dim, 0},
+                            {keep_lse ? s->BT * s->Hl : 0, 1},
+                            {s->BT * s->Hl * s->hd, 0},
+                            {s->N * s->C, 0},
+                            {s->BT * s->C, 0},
+                            {s->N, 1},
+                            {s->N, 1},
+                            {s->BT * s->fc_dim, 0},
+                            {s->BT * s->Fl, 0}};
     for (int i = 0; i < N_LA; i++) b[i] = l[i];
 }
 
@@ -72,8 +81,18 @@ enum { SC_LSE, SC_X, SC_PARTIAL, SC_REDUCED, SC_DRES0, SC_DRES1, SC_DRES2, SC_DA
        SC_NORM, N_SC };
 static void scratch_bufs(const ActShape* s, int host, ActBuf* b) {
     size_t NC = s->N * s->C;
-    const ActBuf l[N_SC] = {{s->BT * s->Hl, 1}, {NC, 0}, {s->BT * s->C, 0}, {NC, 0}, {NC, 0}, {NC, 0}, {NC, 0},
-                            {s->BT * s->Hl * s->hd, 0}, {s->BT * s->Fl, 0}, {s->BT, 1}, {2 * s->BT, 1}, {host ? NC : 0, 1}};
+    const ActBuf l[N_SC] = {{s->BT * s->Hl, 1},
+                            {NC, 0},
+                            {s->BT * s->C, 0},
+                            {NC, 0},
+                            {NC, 0},
+                            {NC, 0},
+                            {NC, 0},
+                            {s->BT * s->Hl * s->hd, 0},
+                            {s->BT * s->Fl, 0},
+                            {s->BT, 1},
+                            {2 * s->BT, 1},
+                            {host ? NC : 0, 1}};
     for (int i = 0; i < N_SC; i++) b[i] = l[i];
 }
 
@@ -110,7 +129,8 @@ static double act_head_bytes(const ActShape* s, int act_bytes, int align) {
 static double act_slot_bytes(const ActShape* s, int n_layers, int recompute, int act_bytes, int align) {
     ActBuf x = {s->N * s->C, 0};
     double bytes = (n_layers + 3) * act_bufs_bytes(&x, 1, act_bytes, align);
-    if (recompute != RECOMPUTE_FULL) bytes += n_layers * act_layer_bytes(s, recompute == RECOMPUTE_NONE, act_bytes, align);
+    if (recompute != RECOMPUTE_FULL)
+        bytes += n_layers * act_layer_bytes(s, recompute == RECOMPUTE_NONE, act_bytes, align);
     return bytes;
 }
 

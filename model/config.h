@@ -24,8 +24,10 @@ typedef struct {
     uint64_t seed;
     // parallel layout
     int dp, tp, pp, vpp, sp, zero, schedule, recompute;
-    int cp, cp_ulysses;  // context parallelism: cp ranks per sequence, the Ulysses degree U among them (ring R = cp / U)
-    int cp_contiguous;   // 1: each ring rank holds one contiguous piece of the sequence (unbalanced; to measure), 0: zig-zag
+    // context parallelism: cp ranks per sequence, the Ulysses degree U among them (ring R = cp / U)
+    int cp, cp_ulysses;
+    // 1: each ring rank holds one contiguous piece of the sequence (unbalanced; to measure), 0: zig-zag
+    int cp_contiguous;
 } ModelConfig;
 
 // One block of causal attention: the query rows of one sequence segment against the key
@@ -137,6 +139,8 @@ static int schedule_from_name(const char* s) {
         if (!strcmp(s, schedule_name(k))) return k;
     return -1;
 }
-static const char* recompute_name(int r) { return r == RECOMPUTE_NONE ? "none" : r == RECOMPUTE_SELECTIVE ? "selective" : "full"; }
+static const char* recompute_name(int r) {
+    return r == RECOMPUTE_NONE ? "none" : r == RECOMPUTE_SELECTIVE ? "selective" : "full";
+}
 
 #endif

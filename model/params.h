@@ -19,11 +19,27 @@
 enum { SHARD_NONE, SHARD_ROWS, SHARD_COLS };
 
 // Per-layer tensor kinds, in the order of LayerW's fields.
-enum { P_LN1W, P_LN1B, P_QKVW, P_QKVB, P_ATTPROJW, P_ATTPROJB, P_LN2W, P_LN2B, P_FCW, P_FCB, P_FCPROJW, P_FCPROJB, N_LAYER_KINDS };
+enum {
+    P_LN1W,
+    P_LN1B,
+    P_QKVW,
+    P_QKVB,
+    P_ATTPROJW,
+    P_ATTPROJB,
+    P_LN2W,
+    P_LN2B,
+    P_FCW,
+    P_FCB,
+    P_FCPROJW,
+    P_FCPROJB,
+    N_LAYER_KINDS
+};
 // Model-level kinds, in the order of Weights' first fields.
 enum { P_WTE, P_WPE, P_LNFW, P_LNFB, P_HEAD, N_MODEL_KINDS };
 
-typedef struct { float *ln1w, *ln1b, *qkvw, *qkvb, *attprojw, *attprojb, *ln2w, *ln2b, *fcw, *fcb, *fcprojw, *fcprojb; } LayerW;
+typedef struct {
+    float *ln1w, *ln1b, *qkvw, *qkvb, *attprojw, *attprojb, *ln2w, *ln2b, *fcw, *fcb, *fcprojw, *fcprojb;
+} LayerW;
 typedef struct {
     float *wte, *wpe, *lnfw, *lnfb, *head;  // head == wte for GPT-2 (tied); NULL where not on this rank
     LayerW* layer;                          // [n_layer]; pointers NULL for layers on other stages
@@ -119,7 +135,9 @@ static int head_specs(const ModelConfig* c, TensorSpec* s) {
     int n = 0;
     s[n++] = (TensorSpec){c->arch == ARCH_GPT2 ? "lnfw" : "rmsfw", P_LNFW, c->d_model, 1, SHARD_NONE, 0, 0, 0, 0, 1, 0};
     if (c->arch == ARCH_GPT2) s[n++] = (TensorSpec){"lnfb", P_LNFB, c->d_model, 1, SHARD_NONE, 0, 0, 0, 0, 1, 0};
-    else s[n++] = (TensorSpec){"lm_head", P_HEAD, c->vocab_padded, c->d_model, SHARD_ROWS, 1, c->vocab_padded, 0, 0, 0, 1};
+    else
+        s[n++] =
+            (TensorSpec){"lm_head", P_HEAD, c->vocab_padded, c->d_model, SHARD_ROWS, 1, c->vocab_padded, 0, 0, 0, 1};
     return n;
 }
 
@@ -136,12 +154,16 @@ static const char* tp_check(const ModelConfig* c, int tp, char* why) {
     for (int i = 0; i < n; i++) {
         int bad = (s[i].shard == SHARD_COLS && s[i].cols % tp);
         for (int b = 0; b < s[i].n_blocks; b++) bad |= ((&s[i].b0)[b] % tp) != 0;
-        if (bad) { sprintf(why, "tensor %s (%d x %d) does not split over tp %d", s[i].name, s[i].rows, s[i].cols, tp); return why; }
+        if (bad) {
+            sprintf(why, "tensor %s (%d x %d) does not split over tp %d", s[i].name, s[i].rows, s[i].cols, tp);
+            return why;
+        }
     }
     return NULL;
 }
 
-static void add_tensor(ParamLayout* P, const TensorSpec* s, int layer, size_t full_offset, int tp, int tp_rank, int owner) {
+static void add_tensor(ParamLayout* P, const TensorSpec* s, int layer, size_t full_offset, int tp, int tp_rank,
+                       int owner) {
     Tensor* t = &P->t[P->n++];
     snprintf(t->name, sizeof(t->name), "%s", s->name);
     t->layer = layer, t->kind = s->kind, t->rows = s->rows, t->cols = s->cols, t->shard = s->shard;
@@ -159,7 +181,8 @@ static void add_tensor(ParamLayout* P, const TensorSpec* s, int layer, size_t fu
 // the last chunk is here). GPT-2 ties the head to wte: when the last chunk sits on another
 // stage than the first, that stage holds a second copy (not an owner), kept equal by
 // summing gradients over `embed`; in ZB-V's V stage 0 holds both ends and one wte serves.
-static void param_layout_build(ParamLayout* P, const ModelConfig* c, int tp, int tp_rank, int pp, int vpp, int stage, int dp) {
+static void param_layout_build(ParamLayout* P, const ModelConfig* c, int tp, int tp_rank, int pp, int vpp, int stage,
+                               int dp) {
     memset(P, 0, sizeof(*P));
     if (c->n_layer > 512) fail("n_layer %d is larger than the 512 this build supports", c->n_layer);
     chunk_layers(P, c->n_layer, pp * vpp);
@@ -174,7 +197,8 @@ static void param_layout_build(ParamLayout* P, const ModelConfig* c, int tp, int
     P->has_embed = chunk_stage(c->schedule, pp, 0) == stage;
     P->has_head = chunk_stage(c->schedule, pp, pp * vpp - 1) == stage;
     if (P->has_embed)
-        for (int i = 0, off = 0; i < ne; off += (int)spec_size(&es[i]), i++) add_tensor(P, &es[i], -1, off, tp, tp_rank, 1);
+        for (int i = 0, off = 0; i < ne; off += (int)spec_size(&es[i]), i++)
+            add_tensor(P, &es[i], -1, off, tp, tp_rank, 1);
     for (int ch = 0; ch < vpp; ch++) {
         int g = chunk_global(c->schedule, pp, stage, ch);
         for (int l = P->chunk_layer0[g]; l < P->chunk_layer0[g + 1]; l++) {

@@ -51,7 +51,10 @@ static inline int MPI_Init(int* argc, char*** argv) { return MPI_SUCCESS; }
 static inline int MPI_Initialized(int* flag) { *flag = 1; return MPI_SUCCESS; }
 static inline int MPI_Finalize(void) { return MPI_SUCCESS; }
 static inline int MPI_Abort(MPI_Comm c, int code) { exit(code); }
-static inline int MPI_Error_string(int code, char* s, int* len) { *len = snprintf(s, MPI_MAX_ERROR_STRING, "MPI error %d", code); return MPI_SUCCESS; }
+static inline int MPI_Error_string(int code, char* s, int* len) {
+    *len = snprintf(s, MPI_MAX_ERROR_STRING, "MPI error %d", code);
+    return MPI_SUCCESS;
+}
 static inline int MPI_Comm_size(MPI_Comm c, int* n) { *n = 1; return MPI_SUCCESS; }
 static inline int MPI_Comm_rank(MPI_Comm c, int* r) { *r = 0; return MPI_SUCCESS; }
 static int nompi_comms = MPI_COMM_WORLD;  // communicators made so far: each split is a new one
@@ -59,7 +62,9 @@ static inline int MPI_Comm_split(MPI_Comm c, int color, int key, MPI_Comm* out) 
     *out = color == MPI_UNDEFINED ? MPI_COMM_NULL : ++nompi_comms;
     return MPI_SUCCESS;
 }
-static inline int MPI_Comm_split_type(MPI_Comm c, int type, int key, MPI_Info info, MPI_Comm* out) { return MPI_Comm_split(c, 0, key, out); }
+static inline int MPI_Comm_split_type(MPI_Comm c, int type, int key, MPI_Info info, MPI_Comm* out) {
+    return MPI_Comm_split(c, 0, key, out);
+}
 static inline int MPI_Comm_free(MPI_Comm* c) { *c = MPI_COMM_NULL; return MPI_SUCCESS; }
 static inline int MPI_Comm_get_attr(MPI_Comm c, int key, void* value, int* flag) {
     static int tag_ub = 32767;  // the least the MPI standard guarantees
@@ -74,21 +79,28 @@ static inline int nompi_copy(const void* send, void* recv, int count, MPI_Dataty
     if (send != MPI_IN_PLACE && send != recv && count > 0) memmove(recv, send, (size_t)count * t);
     return MPI_SUCCESS;
 }
-static inline int MPI_Allreduce(const void* s, void* r, int n, MPI_Datatype t, MPI_Op op, MPI_Comm c) { return nompi_copy(s, r, n, t); }
-static inline int MPI_Reduce(const void* s, void* r, int n, MPI_Datatype t, MPI_Op op, int root, MPI_Comm c) { return nompi_copy(s, r, n, t); }
-static inline int MPI_Reduce_scatter_block(const void* s, void* r, int n, MPI_Datatype t, MPI_Op op, MPI_Comm c) { return nompi_copy(s, r, n, t); }
+static inline int MPI_Allreduce(const void* s, void* r, int n, MPI_Datatype t, MPI_Op op, MPI_Comm c) {
+    return nompi_copy(s, r, n, t);
+}
+static inline int MPI_Reduce(const void* s, void* r, int n, MPI_Datatype t, MPI_Op op, int root, MPI_Comm c) {
+    return nompi_copy(s, r, n, t);
+}
+static inline int MPI_Reduce_scatter_block(const void* s, void* r, int n, MPI_Datatype t, MPI_Op op, MPI_Comm c) {
+    return nompi_copy(s, r, n, t);
+}
 static inline int MPI_Bcast(void* buf, int n, MPI_Datatype t, int root, MPI_Comm c) { return MPI_SUCCESS; }
 static inline int MPI_Allgather(const void* s, int sn, MPI_Datatype st, void* r, int rn, MPI_Datatype rt, MPI_Comm c) {
     return nompi_copy(s, r, sn, st);
 }
-static inline int MPI_Gather(const void* s, int sn, MPI_Datatype st, void* r, int rn, MPI_Datatype rt, int root, MPI_Comm c) {
+static inline int MPI_Gather(const void* s, int sn, MPI_Datatype st, void* r, int rn, MPI_Datatype rt, int root,
+                             MPI_Comm c) {
     return nompi_copy(s, r, sn, st);
 }
 static inline int MPI_Alltoall(const void* s, int sn, MPI_Datatype st, void* r, int rn, MPI_Datatype rt, MPI_Comm c) {
     return nompi_copy(s, r, sn, st);
 }
-static inline int MPI_Gatherv(const void* s, int sn, MPI_Datatype st, void* r, const int* counts, const int* displs, MPI_Datatype rt,
-                       int root, MPI_Comm c) {
+static inline int MPI_Gatherv(const void* s, int sn, MPI_Datatype st, void* r, const int* counts, const int* displs,
+                              MPI_Datatype rt, int root, MPI_Comm c) {
     return nompi_copy(s, (char*)r + (size_t)displs[0] * rt, sn, st);
 }
 
@@ -106,7 +118,9 @@ static inline int MPI_Send(const void* buf, int n, MPI_Datatype t, int dest, int
     *end = m;
     return MPI_SUCCESS;
 }
-static inline int MPI_Bsend(const void* buf, int n, MPI_Datatype t, int dest, int tag, MPI_Comm c) { return MPI_Send(buf, n, t, dest, tag, c); }
+static inline int MPI_Bsend(const void* buf, int n, MPI_Datatype t, int dest, int tag, MPI_Comm c) {
+    return MPI_Send(buf, n, t, dest, tag, c);
+}
 static inline int MPI_Isend(const void* buf, int n, MPI_Datatype t, int dest, int tag, MPI_Comm c, MPI_Request* req) {
     *req = MPI_REQUEST_NULL;  // complete: the data is copied
     return MPI_Send(buf, n, t, dest, tag, c);

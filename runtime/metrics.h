@@ -43,7 +43,8 @@ typedef struct {
     int n_events;
     double trace_t0;
     int tracing;
-    double pred_bytes[4];       // this rank's buffers: params, grads, optimizer state, activations at the schedule's peak
+    // this rank's buffers: params, grads, optimizer state, activations at the schedule's peak
+    double pred_bytes[4];
     PlanResult plan;            // the planner's prediction for this layout (same model as ./train --plan)
     double ms_sum;              // measured step times after the first, for the end-of-run comparison
     int ms_n;
@@ -61,7 +62,9 @@ static void metrics_add_event(Metrics* m, const char* name, int kind, int mb, in
     e->t0 = (float)(t0 - m->trace_t0), e->t1 = (float)(t1 - m->trace_t0);
     e->kind = kind, e->mb = mb, e->chunk = chunk, e->name = name;
 }
-static void trace_collective(const char* group, double t0, double t1) { metrics_add_event(trace_target, group, -1, -1, -1, t0, t1); }
+static void trace_collective(const char* group, double t0, double t1) {
+    metrics_add_event(trace_target, group, -1, -1, -1, t0, t1);
+}
 // Context parallelism's ring (parallel/context_parallel.h): what 0 = a ring step's blocks of
 // attention, 1 = the transfer that step overlaps (K,V; in the backward also dK,dV), 2 = the
 // last dK,dV going home after the last step.
@@ -75,7 +78,9 @@ static void metrics_init(Metrics* m, Args* a, int rank, int world, double peak_f
     m->args = a, m->rank = rank, m->world = world;
     m->peak_flops = peak_flops, m->peak_source = peak_source;
     if (a->log && rank == 0) m->log = output_open(a->log, "--log");
-    if (a->log && a->log_ranks) m->rank_log = output_open(path_format(m->rank_log_path, "--log-ranks", "%s.rank%d", a->log, rank), "--log-ranks");
+    if (a->log && a->log_ranks)
+        m->rank_log =
+            output_open(path_format(m->rank_log_path, "--log-ranks", "%s.rank%d", a->log, rank), "--log-ranks");
     if (a->trace) {
         m->events = (TraceEvent*)xmalloc(sizeof(TraceEvent) * MAX_TRACE_EVENTS);
         trace_target = m;
@@ -111,8 +116,8 @@ static double hfu_flops_per_token(const ModelConfig* c) {
     return f;
 }
 
-static void print_startup(const Layout* L, const ParamLayout* P, const ModelConfig* c, const Args* a, const TokenStream* tr,
-                          const TokenStream* va, const Metrics* m, int n_micro, int start_step) {
+static void print_startup(const Layout* L, const ParamLayout* P, const ModelConfig* c, const Args* a,
+                          const TokenStream* tr, const TokenStream* va, const Metrics* m, int n_micro, int start_step) {
     char b1[32], b2[32], b3[32];
     double tokens_step = (double)c->global_batch * c->seq_len;
     // the rows first, then the box as wide as its widest value
@@ -124,7 +129,8 @@ static void print_startup(const Layout* L, const ParamLayout* P, const ModelConf
         printable(v_, values[n_rows], VALUE_CHARS); \
         width = (int)strlen(values[n_rows]) > width ? (int)strlen(values[n_rows]) : width; n_rows++; } while (0)
     ROW("model", "%s (%s)", a->model, arch_name(c->arch));
-    ROW("n_layer / n_head", "%d / %d (kv %d), head size %d", c->n_layer, c->n_head, c->n_kv_head, c->d_model / c->n_head);
+    ROW("n_layer / n_head", "%d / %d (kv %d), head size %d", c->n_layer, c->n_head, c->n_kv_head,
+        c->d_model / c->n_head);
     ROW("d_model / d_ff", "%d / %d", c->d_model, c->d_ff);
     ROW("seq_len / vocab", "%d / %d (padded %d)", c->seq_len, c->vocab, c->vocab_padded);
     ROW("parameters", "%s (matmul %s)", fmt_count(config_num_params(c), b1), fmt_count(config_matmul_params(c), b2));
@@ -135,14 +141,16 @@ static void print_startup(const Layout* L, const ParamLayout* P, const ModelConf
     ROW("lr", "%g -> %g cosine, wd %g, clip %g", c->lr, c->lr * c->min_lr_frac, c->weight_decay, c->grad_clip);
     ROW("batch", "micro %d x %d micro-batches x dp %d = %d seq", c->micro_batch, n_micro, c->dp, c->global_batch);
     ROW("tokens per step", "%.0f", tokens_step);
-    ROW("layout", "dp %d x pp %d x cp %d x tp %d = %d ranks%s", c->dp, c->pp, c->cp, c->tp, L->world, c->sp ? ", sp" : "");
+    ROW("layout", "dp %d x pp %d x cp %d x tp %d = %d ranks%s", c->dp, c->pp, c->cp, c->tp, L->world,
+        c->sp ? ", sp" : "");
     if (c->cp > 1) {
         static const char* kind[] = {"ring (zig-zag)", "Ulysses", "2D"};
         int U = c->cp_ulysses;
-        ROW("context parallel", "%s: ulysses %d x ring %d, %d rows/seq/rank", kind[U == 1 ? 0 : U == c->cp ? 1 : 2], U, c->cp / U,
-            c->seq_len / c->cp);
+        ROW("context parallel", "%s: ulysses %d x ring %d, %d rows/seq/rank", kind[U == 1 ? 0 : U == c->cp ? 1 : 2], U,
+            c->cp / U, c->seq_len / c->cp);
     }
-    static const char* bubble_of[N_SCHEDULES] = {"(p-1)/m", "(p-1)/m", "(p-1)/(v*m)", "(p-1)/(3m) at F=B=W", "0 at F=B=W"};
+    static const char* bubble_of[N_SCHEDULES] = {"(p-1)/m", "(p-1)/m", "(p-1)/(v*m)", "(p-1)/(3m) at F=B=W",
+                                                 "0 at F=B=W"};
     ROW("pipeline", "%s, vpp %d, bubble %s = %.3f", schedule_name(c->schedule), c->vpp, bubble_of[c->schedule],
         c->pp > 1 ? bubble_formula(c->schedule, c->pp, c->vpp, n_micro) : 0.0);
     ROW("zero / recompute", "%d / %s", c->zero, recompute_name(c->recompute));
@@ -168,8 +176,10 @@ static void print_startup(const Layout* L, const ParamLayout* P, const ModelConf
         if (s == chunk_stage(c->schedule, c->pp, 0)) printf(" +embedding");
         if (s == chunk_stage(c->schedule, c->pp, c->pp * c->vpp - 1)) printf(" +head");
         printf("  ranks");
-        int per_stage = c->dp * c->cp * c->tp, shown = per_stage < 16 ? per_stage : 16;  // (dp, cp, tp) in rank order, 16 at most
-        for (int i = 0; i < shown; i++) printf(" %d", layout_rank_of(L, i / (c->cp * c->tp), s, i / c->tp % c->cp, i % c->tp));
+        // (dp, cp, tp) in rank order, 16 at most
+        int per_stage = c->dp * c->cp * c->tp, shown = per_stage < 16 ? per_stage : 16;
+        for (int i = 0; i < shown; i++)
+            printf(" %d", layout_rank_of(L, i / (c->cp * c->tp), s, i / c->tp % c->cp, i % c->tp));
         if (shown < per_stage) printf(" ... (%d in all)", per_stage);
         printf("\n");
     }
@@ -183,10 +193,13 @@ static void print_startup(const Layout* L, const ParamLayout* P, const ModelConf
 // ./train --plan) on `device`, and this rank's buffer sizes from the layout. At the end
 // (metrics_finish) both are shown beside what was measured.
 static void metrics_predict(Metrics* m, const ModelConfig* c, const char* device, double peak_flops_per_rank,
-                            int shared_cores, const ParamLayout* P, size_t opt_floats, size_t act_peak_floats, int param_bytes) {
+                            int shared_cores, const ParamLayout* P, size_t opt_floats, size_t act_peak_floats,
+                            int param_bytes) {
     int zero = c->zero;
     m->pred_bytes[0] = (double)param_bytes * P->n_padded;
-    m->pred_bytes[1] = 4.0 * (zero == 2 ? 2 * opt_floats + P->n_padded : zero == 1 ? P->n_padded + opt_floats : P->n_padded);
+    m->pred_bytes[1] = 4.0 * (zero == 2   ? 2 * opt_floats + P->n_padded
+                              : zero == 1 ? P->n_padded + opt_floats
+                                          : P->n_padded);
     m->pred_bytes[2] = 8.0 * opt_floats;
     m->pred_bytes[3] = 4.0 * act_peak_floats;
     DeviceProfile d;
@@ -200,16 +213,18 @@ static void metrics_predict(Metrics* m, const ModelConfig* c, const char* device
     plan_predict(c, &k, c->global_batch, d.gpus_per_node, &d, &m->plan);
     if (m->rank != 0) return;
     char a[32], b[32], cc[32], e[32];
-    printf("memory per rank (rank 0 buffers): params %s, grads %s, adam %s, activations %s\n", fmt_bytes(m->pred_bytes[0], a),
-           fmt_bytes(m->pred_bytes[1], b), fmt_bytes(m->pred_bytes[2], cc), fmt_bytes(m->pred_bytes[3], e));
+    printf("memory per rank (rank 0 buffers): params %s, grads %s, adam %s, activations %s\n",
+           fmt_bytes(m->pred_bytes[0], a), fmt_bytes(m->pred_bytes[1], b), fmt_bytes(m->pred_bytes[2], cc),
+           fmt_bytes(m->pred_bytes[3], e));
     if (m->plan.invalid) {
         printf("planner: cannot model this layout (%s)\n", m->plan.invalid);
         return;
     }
-    printf("planner (%s profile): step %.1f ms, MFU %.1f%%, pipeline idle %.1f%% of its schedule; worst stage: weights %s, "
-           "grads %s, optimizer %s, activations %s\n", device, m->plan.t_step * 1e3, 100 * m->plan.mfu, 100 * m->plan.idle_frac,
-           fmt_bytes(m->plan.mem_weights, a), fmt_bytes(m->plan.mem_grads, b), fmt_bytes(m->plan.mem_optim, cc),
-           fmt_bytes(m->plan.mem_act, e));
+    printf(
+        "planner (%s profile): step %.1f ms, MFU %.1f%%, pipeline idle %.1f%% of its schedule; worst stage: weights "
+        "%s, grads %s, optimizer %s, activations %s\n",
+        device, m->plan.t_step * 1e3, 100 * m->plan.mfu, 100 * m->plan.idle_frac, fmt_bytes(m->plan.mem_weights, a),
+        fmt_bytes(m->plan.mem_grads, b), fmt_bytes(m->plan.mem_optim, cc), fmt_bytes(m->plan.mem_act, e));
     fflush(stdout);
 }
 
@@ -266,24 +281,29 @@ static void metrics_step_end(Metrics* m, const Layout* L, const ModelConfig* c, 
     if (done > 1) m->ms_sum += dt * 1e3, m->ms_n++;
     m->ema_ms = done == 1 ? dt * 1e3 : (done <= 3 ? dt * 1e3 : 0.9 * m->ema_ms + 0.1 * dt * 1e3);
     double eta = m->ema_ms * (c->steps - step - 1) / 1e3;
-    if (m->rank == 0 && !m->args->quiet && ((step + 1) % m->args->log_every == 0 || step + 1 == c->steps || step == start_step)) {
-        printf("step %5d/%d | loss %.4f | lr %.2e | norm %.3f | %7.1f ms | %8.0f tok/s | %.3f TFLOP/s | MFU %5.1f%% | HFU %5.1f%%",
-               step + 1, c->steps, loss, lr, gnorm, dt * 1e3, m->tok_s, m->tflops, 100 * m->mfu, 100 * m->hfu);
+    if (m->rank == 0 && !m->args->quiet &&
+        ((step + 1) % m->args->log_every == 0 || step + 1 == c->steps || step == start_step)) {
+        printf(
+            "step %5d/%d | loss %.4f | lr %.2e | norm %.3f | %7.1f ms | %8.0f tok/s | %.3f TFLOP/s | MFU %5.1f%% | "
+            "HFU %5.1f%%",
+            step + 1, c->steps, loss, lr, gnorm, dt * 1e3, m->tok_s, m->tflops, 100 * m->mfu, 100 * m->hfu);
         if (c->pp > 1) printf(" | bubble %.2f (formula %.2f)", m->last_bubble, m->bubble_formula);
-        if (L->world > 1) printf(" | comm tp %.0f pp %.0f dp %.0f ms", dc[GROUP_TP] * 1e3, dc[GROUP_PP] * 1e3, dc[GROUP_DP] * 1e3);
+        if (L->world > 1)
+            printf(" | comm tp %.0f pp %.0f dp %.0f ms", dc[GROUP_TP] * 1e3, dc[GROUP_PP] * 1e3, dc[GROUP_DP] * 1e3);
         if (L->cp > 1) printf(" | cp a2a %.0f ring %.0f ms", dc[GROUP_CP_ULYSSES] * 1e3, dc[GROUP_CP_RING] * 1e3);
         printf(" | ETA %dm%02ds%s\n", (int)eta / 60, (int)eta % 60, skipped ? " | SKIPPED (non-finite)" : "");
         fflush(stdout);
     }
     char line[1024];
-    snprintf(line, sizeof(line),
-             "{\"step\":%d,\"loss\":%.9g,\"lr\":%.6g,\"ms\":%.3f,\"tok_s\":%.1f,\"mfu\":%.6f,\"hfu\":%.6f,\"tflops\":%.6f,"
-             "\"grad_norm\":%.9g,\"bubble\":%.4f,\"bubble_formula\":%.4f,\"comm_tp_ms\":%.3f,\"comm_pp_ms\":%.3f,"
-             "\"comm_dp_ms\":%.3f,\"comm_embed_ms\":%.3f,\"comm_world_ms\":%.3f,\"comm_cp_a2a_ms\":%.3f,\"comm_cp_ring_ms\":%.3f,"
-             "\"skipped\":%d}\n",
-             step + 1, loss, lr, dt * 1e3, m->tok_s, m->mfu, m->hfu, m->tflops, gnorm, m->last_bubble, m->bubble_formula,
-             dc[GROUP_TP] * 1e3, dc[GROUP_PP] * 1e3, dc[GROUP_DP] * 1e3, dc[GROUP_EMBED] * 1e3, dc[GROUP_WORLD] * 1e3,
-             dc[GROUP_CP_ULYSSES] * 1e3, dc[GROUP_CP_RING] * 1e3, skipped);
+    snprintf(
+        line, sizeof(line),
+        "{\"step\":%d,\"loss\":%.9g,\"lr\":%.6g,\"ms\":%.3f,\"tok_s\":%.1f,\"mfu\":%.6f,\"hfu\":%.6f,\"tflops\":%.6f,"
+        "\"grad_norm\":%.9g,\"bubble\":%.4f,\"bubble_formula\":%.4f,\"comm_tp_ms\":%.3f,\"comm_pp_ms\":%.3f,"
+        "\"comm_dp_ms\":%.3f,\"comm_embed_ms\":%.3f,\"comm_world_ms\":%.3f,\"comm_cp_a2a_ms\":%.3f,"
+        "\"comm_cp_ring_ms\":%.3f,\"skipped\":%d}\n",
+        step + 1, loss, lr, dt * 1e3, m->tok_s, m->mfu, m->hfu, m->tflops, gnorm, m->last_bubble, m->bubble_formula,
+        dc[GROUP_TP] * 1e3, dc[GROUP_PP] * 1e3, dc[GROUP_DP] * 1e3, dc[GROUP_EMBED] * 1e3, dc[GROUP_WORLD] * 1e3,
+        dc[GROUP_CP_ULYSSES] * 1e3, dc[GROUP_CP_RING] * 1e3, skipped);
     json_nonfinite_to_null(line, sizeof(line));
     if (m->log) output_write(m->log, line, "--log", m->args->log);
     if (m->rank_log) {
@@ -314,7 +334,8 @@ static void metrics_write_trace(Metrics* m, const Layout* L) {
         mine[5 * i + 4] = (float)e->chunk;
     }
     // names of collectives/phases travel as an index into a small table
-    static const char* extra[] = {"tp", "pp", "dp", "embed", "world", "schedule", "grad_sync", "optimizer", "ulysses", "ring"};
+    static const char* extra[] = {"tp",       "pp",        "dp",        "embed",   "world",
+                                  "schedule", "grad_sync", "optimizer", "ulysses", "ring"};
     for (int i = 0; i < n; i++)
         if (m->events[i].kind < 0 && m->events[i].kind > TRACE_RING)
             for (int k = 0; k < 10; k++)
@@ -334,8 +355,12 @@ static void metrics_write_trace(Metrics* m, const Layout* L) {
         fprintf(f, "{\"displayTimeUnit\":\"ms\",\"traceEvents\":[\n");
         int first = 1;
         for (int r = 0; r < L->world; r++) {
-            fprintf(f, "%s{\"name\":\"thread_name\",\"ph\":\"M\",\"pid\":0,\"tid\":%d,\"args\":{\"name\":\"rank %d (dp %d, stage %d, cp %d, tp %d)\"}}",
-                    first ? "" : ",\n", r, r, r / (L->tp * L->cp * L->pp), (r / (L->tp * L->cp)) % L->pp, (r / L->tp) % L->cp, r % L->tp);
+            fprintf(
+                f,
+                "%s{\"name\":\"thread_name\",\"ph\":\"M\",\"pid\":0,\"tid\":%d,\"args\":{\"name\":\"rank %d (dp %d, "
+                "stage %d, cp %d, tp %d)\"}}",
+                first ? "" : ",\n", r, r, r / (L->tp * L->cp * L->pp), (r / (L->tp * L->cp)) % L->pp,
+                (r / L->tp) % L->cp, r % L->tp);
             first = 0;
             for (int i = displs[r]; i < displs[r] + counts[r]; i += 5) {
                 int kind = (int)all[i + 2], mb = (int)all[i + 3], chunk = (int)all[i + 4];
@@ -346,23 +371,29 @@ static void metrics_write_trace(Metrics* m, const Layout* L) {
                     snprintf(name, sizeof(name), "%s mb%d c%d", names[kind], mb, chunk);
                     cat = (kind == OP_FWD || kind == OP_BWD || kind == OP_W) ? "compute" : "p2p";
                 } else if (kind <= TRACE_RING) {
-                    static const char* ring[] = {"attention ring step %d", "ring transfer during step %d", "dK,dV home after step %d"};
+                    static const char* ring[] = {"attention ring step %d", "ring transfer during step %d",
+                                                 "dK,dV home after step %d"};
                     snprintf(name, sizeof(name), ring[TRACE_RING - kind], mb);
                     cat = kind == TRACE_RING ? "cp attention" : "cp ring";
                 } else {
                     snprintf(name, sizeof(name), "%s", extra[mb >= 0 && mb < 10 ? mb : 0]);
                     cat = kind == -1 ? "collective" : "phase";
                 }
-                const char* color = kind == OP_FWD ? ",\"cname\":\"good\"" : kind == OP_BWD ? ",\"cname\":\"bad\"" : kind == OP_W ? ",\"cname\":\"olive\"" : "";
-                fprintf(f, ",\n{\"name\":\"%s\",\"cat\":\"%s\",\"ph\":\"X\",\"pid\":0,\"tid\":%d,\"ts\":%.1f,\"dur\":%.1f%s}", name, cat,
-                        r, all[i] * 1e6, (all[i + 1] - all[i]) * 1e6, color);
+                const char* color = kind == OP_FWD   ? ",\"cname\":\"good\""
+                                    : kind == OP_BWD ? ",\"cname\":\"bad\""
+                                    : kind == OP_W   ? ",\"cname\":\"olive\""
+                                                     : "";
+                fprintf(
+                    f,
+                    ",\n{\"name\":\"%s\",\"cat\":\"%s\",\"ph\":\"X\",\"pid\":0,\"tid\":%d,\"ts\":%.1f,\"dur\":%.1f%s}",
+                    name, cat, r, all[i] * 1e6, (all[i + 1] - all[i]) * 1e6, color);
             }
         }
         fprintf(f, "\n]}\n");
         atomic_commit(&out);
         char shown[4 * PATH_CAP];
-        printf("trace: %s (%d events; open in https://ui.perfetto.dev or chrome://tracing)\n", printable(out.path, shown, sizeof(shown)),
-               total / 5);
+        printf("trace: %s (%d events; open in https://ui.perfetto.dev or chrome://tracing)\n",
+               printable(out.path, shown, sizeof(shown)), total / 5);
     }
     free(mine); free(counts); free(displs); free(all);
 }
@@ -384,17 +415,22 @@ static void metrics_finish(Metrics* m, const Layout* L, double act_peak_bytes_me
         double ms = m->ms_n ? m->ms_sum / m->ms_n : m->step_ms;
         double bufs = m->pred_bytes[0] + m->pred_bytes[1] + m->pred_bytes[2] + m->pred_bytes[3];
         double off = m->plan.mem_act > 0 ? 100 * (buf_mx / m->plan.mem_act - 1) : 0;
-        printf("measured: activation buffers %s, max over ranks (planner %s, %+.1f%%; live peak %s, rank 0 %s); step %.1f ms "
-               "mean (planner %.1f ms)\n", fmt_bytes(buf_mx, b), fmt_bytes(m->plan.mem_act, d), off, fmt_bytes(mx, c),
-               fmt_bytes(act_peak_bytes_measured, a), ms, m->plan.t_step * 1e3);
-        printf("measured: peak resident memory %s per rank (max over ranks; rank 0's model buffers %s)\n", fmt_bytes(rss, e),
-               fmt_bytes(bufs, f));
+        printf(
+            "measured: activation buffers %s, max over ranks (planner %s, %+.1f%%; live peak %s, rank 0 %s); step "
+            "%.1f ms mean (planner %.1f ms)\n",
+            fmt_bytes(buf_mx, b), fmt_bytes(m->plan.mem_act, d), off, fmt_bytes(mx, c),
+            fmt_bytes(act_peak_bytes_measured, a), ms, m->plan.t_step * 1e3);
+        printf("measured: peak resident memory %s per rank (max over ranks; rank 0's model buffers %s)\n",
+               fmt_bytes(rss, e), fmt_bytes(bufs, f));
         char line[1024];
-        snprintf(line, sizeof(line), "{\"final\":1,\"act_peak_bytes\":%.0f,\"act_peak_bytes_max\":%.0f,\"act_buffer_bytes\":%.0f,"
-                 "\"act_buffer_bytes_max\":%.0f,\"param_bytes\":%.0f,\"grad_bytes\":%.0f,\"opt_bytes\":%.0f,\"step_ms_mean\":%.3f,"
-                 "\"plan_step_ms\":%.3f,\"plan_act_bytes\":%.0f,\"plan_weight_bytes\":%.0f,\"rss_peak_bytes_max\":%.0f}\n",
-                 act_peak_bytes_measured, mx, m->pred_bytes[3], buf_mx, m->pred_bytes[0], m->pred_bytes[1], m->pred_bytes[2], ms,
-                 m->plan.t_step * 1e3, m->plan.mem_act, m->plan.mem_weights, rss);
+        snprintf(
+            line, sizeof(line),
+            "{\"final\":1,\"act_peak_bytes\":%.0f,\"act_peak_bytes_max\":%.0f,\"act_buffer_bytes\":%.0f,"
+            "\"act_buffer_bytes_max\":%.0f,\"param_bytes\":%.0f,\"grad_bytes\":%.0f,\"opt_bytes\":%.0f,"
+            "\"step_ms_mean\":%.3f,\"plan_step_ms\":%.3f,\"plan_act_bytes\":%.0f,\"plan_weight_bytes\":%.0f,"
+            "\"rss_peak_bytes_max\":%.0f}\n",
+            act_peak_bytes_measured, mx, m->pred_bytes[3], buf_mx, m->pred_bytes[0], m->pred_bytes[1], m->pred_bytes[2],
+            ms, m->plan.t_step * 1e3, m->plan.mem_act, m->plan.mem_weights, rss);
         json_nonfinite_to_null(line, sizeof(line));
         if (m->log) output_write(m->log, line, "--log", m->args->log);
     }

@@ -69,7 +69,8 @@ static void check_planner_memory(const char* tag, const char* log) {
     double measured = pb ? atof(pb + 23) : 0, planned = pp ? atof(pp + 17) : 0;
     char name[300];
     snprintf(name, sizeof(name), "planner memory %s", tag);
-    check(measured > 0 && fabs(planned / measured - 1) <= 0.02, name, "activation buffers %.0f B, planner %.0f B", measured, planned);
+    check(measured > 0 && fabs(planned / measured - 1) <= 0.02, name, "activation buffers %.0f B, planner %.0f B",
+          measured, planned);
 }
 
 // Train with `flags` in a fresh directory; returns 1 on success.
@@ -80,10 +81,11 @@ static int train_run(const char* tag, const char* flags, RunResult* r) {
     if (system(cmd)) return 0;
     snprintf(out, sizeof(out), "%s/out.txt", dir);
     snprintf(log, sizeof(log), "%s/log.jsonl", dir);
-    snprintf(cmd, sizeof(cmd),
-             "OMP_NUM_THREADS=1 ./train --steps 5 --warmup 1 --lr 3e-3 --eps 1e-4 --eval-every 0 --sample-len 0 --quiet "
-             "--micro-batch 8 --global-batch 32 --log %s --ckpt-dir %s %s",
-             log, dir, flags);
+    snprintf(
+        cmd, sizeof(cmd),
+        "OMP_NUM_THREADS=1 ./train --steps 5 --warmup 1 --lr 3e-3 --eps 1e-4 --eval-every 0 --sample-len 0 --quiet "
+        "--micro-batch 8 --global-batch 32 --log %s --ckpt-dir %s %s",
+        log, dir, flags);
     int rc = run_to_file(cmd, out);
     if (rc != 0) {
         printf("FAIL %s: ./train exited %d (see %s)\n", tag, rc, out);
@@ -113,7 +115,8 @@ static void compare(const char* tag, const char* model_flags, const RunResult* r
     param_layout_build(P, &a.cfg, 1, 0, 1, 1, 0, 1);
     double worst_param = 0;
     char worst_name[32] = "";
-    if (r->n_full != ref->n_full || P->n_full != r->n_full) worst_param = 1e30, snprintf(worst_name, sizeof(worst_name), "size mismatch");
+    if (r->n_full != ref->n_full || P->n_full != r->n_full)
+        worst_param = 1e30, snprintf(worst_name, sizeof(worst_name), "size mismatch");
     else
         for (int i = 0; i < P->n; i++) {
             const Tensor* t = &P->t[i];
@@ -127,7 +130,8 @@ static void compare(const char* tag, const char* model_flags, const RunResult* r
         }
     free(P);
     int ok = worst_loss <= TOL && worst_param <= TOL;
-    printf("%s %-44s loss rel %.1e, params rel %.1e (worst %s)\n", ok ? "PASS" : "FAIL", tag, worst_loss, worst_param, worst_name);
+    printf("%s %-44s loss rel %.1e, params rel %.1e (worst %s)\n", ok ? "PASS" : "FAIL", tag, worst_loss, worst_param,
+           worst_name);
     ok ? n_pass++ : n_fail++;
 }
 
@@ -167,7 +171,9 @@ static int run_trace(const char* tag, const char* flags, char* text, size_t cap,
     char cmd[1024], path[256], out[256];
     snprintf(path, sizeof(path), "/tmp/test_layouts/trace_%s.json", tag);
     snprintf(out, sizeof(out), "/tmp/test_layouts/trace_%s.txt", tag);
-    snprintf(cmd, sizeof(cmd), "OMP_NUM_THREADS=1 ./train --model tiny --steps 1 --eval-every 0 --sample-len 0 --quiet %s --trace %s", flags, path);
+    snprintf(cmd, sizeof(cmd),
+             "OMP_NUM_THREADS=1 ./train --model tiny --steps 1 --eval-every 0 --sample-len 0 --quiet %s --trace %s",
+             flags, path);
     int rc = run_to_file(cmd, out);
     size_t len = read_text(path, text, cap);
     if (n) *n = len;
@@ -186,15 +192,16 @@ static void trace_order(const char* tag, const char* flags, int tid, int sched, 
         char kind;
         int mb;
         const char* t = strstr(p, tid_key);
-        if (sscanf(p, "{\"name\":\"%c mb%d", &kind, &mb) == 2 && (kind == 'F' || kind == 'B' || kind == 'W') && t && t < strchr(p, '}') &&
-            strlen(got) < 480)
+        if (sscanf(p, "{\"name\":\"%c mb%d", &kind, &mb) == 2 && (kind == 'F' || kind == 'B' || kind == 'W') && t &&
+            t < strchr(p, '}') && strlen(got) < 480)
             sprintf(got + strlen(got), "%c%d ", kind, mb);
     }
     PipeOp ops[256];
     int n_ops = schedule_build(sched, stage, pp, 1, m, NULL, ops);
     for (int i = 0; i < n_ops; i++)
         if (ops[i].kind == OP_FWD || ops[i].kind == OP_BWD || ops[i].kind == OP_W)
-            sprintf(want + strlen(want), "%c%d ", ops[i].kind == OP_FWD ? 'F' : ops[i].kind == OP_BWD ? 'B' : 'W', ops[i].mb);
+            sprintf(want + strlen(want), "%c%d ", ops[i].kind == OP_FWD ? 'F' : ops[i].kind == OP_BWD ? 'B' : 'W',
+                    ops[i].mb);
     int ok = rc == 0 && !strncmp(text, "{\"displayTimeUnit\"", 18) && strstr(text, "\n]}") && !strcmp(got, want);
     printf("%s trace %s: rank %d runs [%s] (schedule_build: [%s])\n", ok ? "PASS" : "FAIL", tag, tid, got, want);
     ok ? n_pass++ : n_fail++;
@@ -219,17 +226,23 @@ static void trace_ring(int R, int n_layer) {
             const char* t = strstr(p, tid_key);
             if (!t || t > strchr(p, '}')) continue;
             for (int s = 0; s < R; s++) {
-                snprintf(name, sizeof(name), "{\"name\":\"attention ring step %d\"", s), count[0] += !strncmp(p, name, strlen(name));
-                snprintf(name, sizeof(name), "{\"name\":\"ring transfer during step %d\"", s), count[1] += !strncmp(p, name, strlen(name));
-                snprintf(name, sizeof(name), "{\"name\":\"dK,dV home after step %d\"", s), count[2] += !strncmp(p, name, strlen(name));
+                snprintf(name, sizeof(name), "{\"name\":\"attention ring step %d\"", s),
+                    count[0] += !strncmp(p, name, strlen(name));
+                snprintf(name, sizeof(name), "{\"name\":\"ring transfer during step %d\"", s),
+                    count[1] += !strncmp(p, name, strlen(name));
+                snprintf(name, sizeof(name), "{\"name\":\"dK,dV home after step %d\"", s),
+                    count[2] += !strncmp(p, name, strlen(name));
             }
         }
         // one micro-batch: per layer R ring steps in the forward and R in the backward
-        if (count[0] != 2 * R * n_layer || count[1] != (2 * R - 1) * n_layer || count[2] != n_layer) ok = 0, bad_rank = rank;
+        if (count[0] != 2 * R * n_layer || count[1] != (2 * R - 1) * n_layer || count[2] != n_layer)
+            ok = 0, bad_rank = rank;
     }
-    printf("%s trace cp%d: each rank shows %d ring-step attentions, %d overlapped transfers and %d dK,dV home", ok ? "PASS" : "FAIL", R,
-           2 * R * n_layer, (2 * R - 1) * n_layer, n_layer);
-    if (bad_rank >= 0) printf(" (rank %d: %d, %d, %d in /tmp/test_layouts/trace_%s.json)", bad_rank, count[0], count[1], count[2], tag);
+    printf("%s trace cp%d: each rank shows %d ring-step attentions, %d overlapped transfers and %d dK,dV home",
+           ok ? "PASS" : "FAIL", R, 2 * R * n_layer, (2 * R - 1) * n_layer, n_layer);
+    if (bad_rank >= 0)
+        printf(" (rank %d: %d, %d, %d in /tmp/test_layouts/trace_%s.json)", bad_rank, count[0], count[1], count[2],
+               tag);
     printf("\n");
     ok ? n_pass++ : n_fail++;
 }
@@ -333,7 +346,8 @@ static void gpt2_suites(void) {
     suite("gpt2", gpt, gpt_layouts, sizeof(gpt_layouts) / sizeof(gpt_layouts[0]));
     static const Layout_ uneven[] = {{"pp2_uneven_2_1", "--pp 2"}};
     suite("gpt2_3layers", "--model tiny --n-layer 3", uneven, 1);
-    static const Layout_ deep[] = {{"pp4_zbv", "--pp 4 --schedule zb-v"}, {"pp4_zbv_selective", "--pp 4 --schedule zb-v --recompute selective"}};
+    static const Layout_ deep[] = {{"pp4_zbv", "--pp 4 --schedule zb-v"},
+                                   {"pp4_zbv_selective", "--pp 4 --schedule zb-v --recompute selective"}};
     suite("gpt2_8layers", "--model tiny --n-layer 8", deep, 2);
 }
 
@@ -367,15 +381,19 @@ static void default_batch_matches(void) {
     char cmd[1024];
     snprintf(cmd, sizeof(cmd), "OMP_NUM_THREADS=1 ./train --model tiny --steps 5 --eval-every 0 --sample-len 0 --quiet "
              "--log /tmp/test_layouts/defaults_1rank.jsonl");
-    if (run_to_file(cmd, "/tmp/test_layouts/defaults_1rank.txt") == 0 && read_log("/tmp/test_layouts/defaults_1rank.jsonl", &a) == 5) {
-        snprintf(cmd, sizeof(cmd), "OMP_NUM_THREADS=1 ./train --model tiny --steps 5 --eval-every 0 --sample-len 0 --quiet "
+    if (run_to_file(cmd, "/tmp/test_layouts/defaults_1rank.txt") == 0 &&
+        read_log("/tmp/test_layouts/defaults_1rank.jsonl", &a) == 5) {
+        snprintf(cmd, sizeof(cmd),
+                 "OMP_NUM_THREADS=1 ./train --model tiny --steps 5 --eval-every 0 --sample-len 0 --quiet "
                  "--tp 2 --pp 2 --log /tmp/test_layouts/defaults_tp2pp2.jsonl");
-        if (run_to_file(cmd, "/tmp/test_layouts/defaults_tp2pp2.txt") == 0 && read_log("/tmp/test_layouts/defaults_tp2pp2.jsonl", &b) == 5) {
+        if (run_to_file(cmd, "/tmp/test_layouts/defaults_tp2pp2.txt") == 0 &&
+            read_log("/tmp/test_layouts/defaults_tp2pp2.jsonl", &b) == 5) {
             ok = 1;
             for (int i = 0; i < 5; i++) ok &= fabs(a.loss[i] - b.loss[i]) <= TOL * fabs(a.loss[i]);
         }
     }
-    printf("%s default batch: ./train --tp 2 --pp 2 matches ./train (%.6f vs %.6f at step 5)\n", ok ? "PASS" : "FAIL", a.loss[4], b.loss[4]);
+    printf("%s default batch: ./train --tp 2 --pp 2 matches ./train (%.6f vs %.6f at step 5)\n", ok ? "PASS" : "FAIL",
+           a.loss[4], b.loss[4]);
     ok ? n_pass++ : n_fail++;
 }
 
@@ -383,25 +401,39 @@ static void default_batch_matches(void) {
 static void layout_errors(void) {
     expect_layout_error("tp3", "--model tiny --tp 3", "n_head 4 is not divisible by tp 3");
     expect_layout_error("pp5", "--model tiny --pp 5", "--n-layer 4 < --pp 5");
-    expect_layout_error("zbv_pp4_4layers", "--model tiny --pp 4 --schedule zb-v", "--n-layer 4 < --pp 4 x --vpp 2 chunks (zb-v: two per stage)");
-    expect_layout_error("zbv_vpp3", "--model tiny --pp 2 --schedule zb-v --vpp 3", "--vpp 3: --schedule zb-v places exactly two chunks per stage");
-    expect_layout_error("zbh1_vpp2", "--model tiny --pp 2 --schedule zb-h1 --vpp 2", "--vpp > 1 needs --schedule interleaved or zb-v");
-    expect_layout_error("zb_recompute_full", "--model tiny --pp 2 --schedule zb-h1 --recompute full", "--recompute full: --schedule zb-h1 keeps");
-    expect_layout_error("zb_weight_immediate", "--model tiny --pp 2 --schedule zb-v --weight-pass immediate", "--weight-pass immediate: --schedule zb-v");
-    expect_layout_error("zb_few_micro", "--model tiny --pp 4 --schedule zb-h1 --micro-batch 8 --global-batch 16", "zero-bubble schedules need at least pp micro-batches");
+    expect_layout_error("zbv_pp4_4layers", "--model tiny --pp 4 --schedule zb-v",
+                        "--n-layer 4 < --pp 4 x --vpp 2 chunks (zb-v: two per stage)");
+    expect_layout_error("zbv_vpp3", "--model tiny --pp 2 --schedule zb-v --vpp 3",
+                        "--vpp 3: --schedule zb-v places exactly two chunks per stage");
+    expect_layout_error("zbh1_vpp2", "--model tiny --pp 2 --schedule zb-h1 --vpp 2",
+                        "--vpp > 1 needs --schedule interleaved or zb-v");
+    expect_layout_error("zb_recompute_full", "--model tiny --pp 2 --schedule zb-h1 --recompute full",
+                        "--recompute full: --schedule zb-h1 keeps");
+    expect_layout_error("zb_weight_immediate", "--model tiny --pp 2 --schedule zb-v --weight-pass immediate",
+                        "--weight-pass immediate: --schedule zb-v");
+    expect_layout_error("zb_few_micro", "--model tiny --pp 4 --schedule zb-h1 --micro-batch 8 --global-batch 16",
+                        "zero-bubble schedules need at least pp micro-batches");
     expect_layout_error("sp_without_tp", "--model tiny --sp", "--sp needs --tp > 1");
-    expect_layout_error("1f1b_few_micro", "--model tiny --pp 2 --micro-batch 8 --global-batch 8", "1F1B needs at least pp micro-batches");
+    expect_layout_error("1f1b_few_micro", "--model tiny --pp 2 --micro-batch 8 --global-batch 8",
+                        "1F1B needs at least pp micro-batches");
     expect_layout_error("zero_without_dp", "--model tiny --zero 1", "needs dp x cp > 1");
     expect_layout_error("llama_kv_tp4", "--model llama-tiny --tp 4", "n_kv_head 2 is not divisible by tp 4");
-    expect_layout_error("cp3_chunks", "--model tiny --cp 3", "--cp 3: --seq-len 32 does not split into 2 x cp = 6 equal chunks");
-    expect_layout_error("cp_ulysses_kv", "--model llama-tiny --cp 4 --cp-kind ulysses", "--cp-kind ulysses: Ulysses degree 4 is more than the 2 KV heads");
-    expect_layout_error("cp_ulysses_tp_kv", "--model llama-tiny --cp 2 --tp 2 --cp-kind ulysses", "Ulysses degree 2 is more than the 1 KV heads");
-    expect_layout_error("cp_2d_kv", "--model llama-tiny --cp 8 --cp-kind 2d --cp-ulysses 4", "--cp-ulysses: Ulysses degree 4 is more than the 2 KV heads");
-    expect_layout_error("cp_ulysses_divides", "--model tiny --cp 4 --cp-kind 2d --cp-ulysses 3", "--cp-ulysses 3 does not divide --cp 4");
-    expect_layout_error("cp_ulysses_no_2d", "--model tiny --cp 4 --cp-ulysses 2", "--cp-ulysses 2: only with --cp-kind 2d");
+    expect_layout_error("cp3_chunks", "--model tiny --cp 3",
+                        "--cp 3: --seq-len 32 does not split into 2 x cp = 6 equal chunks");
+    expect_layout_error("cp_ulysses_kv", "--model llama-tiny --cp 4 --cp-kind ulysses",
+                        "--cp-kind ulysses: Ulysses degree 4 is more than the 2 KV heads");
+    expect_layout_error("cp_ulysses_tp_kv", "--model llama-tiny --cp 2 --tp 2 --cp-kind ulysses",
+                        "Ulysses degree 2 is more than the 1 KV heads");
+    expect_layout_error("cp_2d_kv", "--model llama-tiny --cp 8 --cp-kind 2d --cp-ulysses 4",
+                        "--cp-ulysses: Ulysses degree 4 is more than the 2 KV heads");
+    expect_layout_error("cp_ulysses_divides", "--model tiny --cp 4 --cp-kind 2d --cp-ulysses 3",
+                        "--cp-ulysses 3 does not divide --cp 4");
+    expect_layout_error("cp_ulysses_no_2d", "--model tiny --cp 4 --cp-ulysses 2",
+                        "--cp-ulysses 2: only with --cp-kind 2d");
     expect_layout_error("cp_2d_no_u", "--model tiny --cp 4 --cp-kind 2d", "--cp-kind 2d needs --cp-ulysses");
     expect_layout_error("cp_kind", "--model tiny --cp 2 --cp-kind zigzag", "--cp-kind must be ring, ulysses or 2d");
-    expect_layout_error("cp_sp_rows", "--model tiny --cp 4 --tp 4 --sp --seq-len 24", "--sp with --cp 4: the 6 rows of a sequence per cp rank do not split over tp 4");
+    expect_layout_error("cp_sp_rows", "--model tiny --cp 4 --tp 4 --sp --seq-len 24",
+                        "--sp with --cp 4: the 6 rows of a sequence per cp rank do not split over tp 4");
 }
 
 int main(void) {

@@ -122,16 +122,20 @@ static void hf_header(HfTensor* ts, int n, Bytes* json) {
     while (json->n % 8) bytes_append(json, " ", 1);
 }
 
+// Our row (of h's rows) that is row r of the export: HF_ROPE_ROWS: row j of a head is our
+// 2j, row j + hd/2 our 2j+1; otherwise r.
+static int hf_our_row(const HfTensor* h, int r, int hd) {
+    if (h->how != HF_ROPE_ROWS) return r;
+    int head = r / hd, j = r % hd;
+    return head * hd + (j < hd / 2 ? 2 * j : 2 * (j - hd / 2) + 1);
+}
+
 // One export tensor out of its full tensor `src` (rows x cols, ours), into out.
 static void hf_transform(const HfTensor* h, const float* src, int hd, float* out) {
     size_t cols = h->cols;
     const float* s = src + (size_t)h->row0 * cols;
     for (int r = 0; r < h->rows; r++) {
-        int from = r;  // HF_ROPE_ROWS: row j of a head is our 2j, row j + hd/2 our 2j+1
-        if (h->how == HF_ROPE_ROWS) {
-            int head = r / hd, j = r % hd;
-            from = head * hd + (j < hd / 2 ? 2 * j : 2 * (j - hd / 2) + 1);
-        }
+        int from = hf_our_row(h, r, hd);
         for (size_t k = 0; k < cols; k++) {
             if (h->how == HF_TRANSPOSE)
                 out[k * h->rows + r] = s[(size_t)r * cols + k];
@@ -336,11 +340,7 @@ static void hf_untransform(const HfTensor* h, const float* in, int hd, float* fu
     size_t cols = h->cols;
     float* d = full + (size_t)h->row0 * cols;
     for (int r = 0; r < h->rows; r++) {
-        int to = r;
-        if (h->how == HF_ROPE_ROWS) {
-            int head = r / hd, j = r % hd;
-            to = head * hd + (j < hd / 2 ? 2 * j : 2 * (j - hd / 2) + 1);
-        }
+        int to = hf_our_row(h, r, hd);
         for (size_t k = 0; k < cols; k++) {
             if (h->how == HF_TRANSPOSE)
                 d[(size_t)r * cols + k] = in[k * h->rows + r];

@@ -78,7 +78,8 @@ def predict(lay, a, world, core_tflops, cal):
     cmd = [TRAIN, "--plan", "--model", a.model, "--seq-len", str(a.seq_len), "--gpus", str(world),
            "--gpus-per-node", str(world), "--device", "cpu", "--peak-tflops", "%.6f" % per_rank,
            "--device-set", "shared_cores=%d" % cores,
-           "--device-set", "matmul_eff=%.5f" % cal["eff"], "--device-set", "matmul_eff_own=%.5f" % cal["eff"], "--device-set", "bmm_eff=%.5f" % cal["eff"],
+           "--device-set", "matmul_eff=%.5f" % cal["eff"], "--device-set", "matmul_eff_own=%.5f" % cal["eff"],
+           "--device-set", "bmm_eff=%.5f" % cal["eff"],
            "--attention", "torch", "--rms-kernel", "on",  # the CPU trainer's kernels: T x T scores, one-pass norms
            "--device-set", "intra_latency_us=%.3f" % cal["lat_us"],
            "--global-batch", str(a.global_batch), "--dp", str(lay["dp"]), "--tp", str(lay["tp"]), "--pp", str(lay["pp"]),

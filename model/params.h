@@ -214,6 +214,15 @@ static void param_layout_build(ParamLayout* P, const ModelConfig* c, int tp, int
     P->n_padded = round_up(P->n_local, dp);
 }
 
+// The floats of P's largest tensor at its full shape (at least 1): the size of a buffer
+// that holds any one whole tensor, for the readers and writers that go tensor by tensor.
+static size_t param_layout_max_tensor(const ParamLayout* P) {
+    size_t max_t = 1;
+    for (int i = 0; i < P->n; i++)
+        if ((size_t)P->t[i].rows * P->t[i].cols > max_t) max_t = (size_t)P->t[i].rows * P->t[i].cols;
+    return max_t;
+}
+
 // Point the named views at a buffer laid out by P.
 static void bind_weights(const ParamLayout* P, const ModelConfig* c, float* base, Weights* w, LayerW* layers) {
     memset(layers, 0, sizeof(LayerW) * c->n_layer);

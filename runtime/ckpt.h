@@ -492,8 +492,7 @@ static void ckpt_save(const Layout* L, const ParamLayout* P, const ModelConfig* 
     ParamLayout* full = (ParamLayout*)xmalloc(sizeof(ParamLayout));
     param_layout_build(full, c, 1, 0, 1, 1, 0, 1);
     int n_t = full->n;
-    size_t max_t = 0;
-    for (int i = 0; i < n_t; i++) if (full->t[i].size > max_t) max_t = full->t[i].size;
+    size_t max_t = param_layout_max_tensor(full);
     float* buf = (float*)xmalloc(sizeof(float) * max_t);
     uint64_t* lens = (uint64_t*)xmalloc(sizeof(uint64_t) * n_t);
     uint64_t* sums = (uint64_t*)xmalloc(sizeof(uint64_t) * 3 * n_t);
@@ -607,9 +606,7 @@ static const char* ckpt_read_shard(const Layout* L, const ParamLayout* P, const 
         snprintf(msg, cap,
                  "checkpoint %s: trained with --global-batch %d; resuming with %d would change the data order", path,
                  h[CK_GLOBAL_BATCH], c->global_batch);
-    size_t max_t = 1;
-    for (int i = 0; i < P->n; i++)
-        if (P->t[i].rows * (size_t)P->t[i].cols > max_t) max_t = (size_t)P->t[i].rows * P->t[i].cols;
+    size_t max_t = param_layout_max_tensor(P);
     float* buf = (float*)xmalloc(sizeof(float) * max_t);
     static const char* names[3] = {"parameters", "adam m", "adam v"};
     for (int i = 0; i < P->n && !*msg; i++) {
@@ -730,9 +727,7 @@ static void llmc_import(const char* path, const Layout* L, const ParamLayout* P,
     full_n = full->n_full;
     if ((size_t)st.st_size != 1024 + 4 * full_n)
         fail("--import-llmc %s: %lld bytes, expected %zu", path, (long long)st.st_size, 1024 + 4 * full_n);
-    size_t max_t = 0;
-    for (int i = 0; i < P->n; i++)
-        if ((size_t)P->t[i].rows * P->t[i].cols > max_t) max_t = (size_t)P->t[i].rows * P->t[i].cols;
+    size_t max_t = param_layout_max_tensor(P);
     float* buf = (float*)xmalloc(sizeof(float) * max_t);
     for (int i = 0; i < P->n; i++) {
         const Tensor* t = &P->t[i];
@@ -758,8 +753,7 @@ static void llmc_export(const char* path, const Layout* L, const ParamLayout* P,
     ParamLayout* full = (ParamLayout*)xmalloc(sizeof(ParamLayout));
     param_layout_build(full, c, 1, 0, 1, 1, 0, 1);
     float* out = L->rank == 0 ? (float*)xmalloc(sizeof(float) * full->n_full) : NULL;
-    size_t max_t = 0;
-    for (int i = 0; i < full->n; i++) if (full->t[i].size > max_t) max_t = full->t[i].size;
+    size_t max_t = param_layout_max_tensor(full);
     float* buf = (float*)xmalloc(sizeof(float) * max_t);
     for (int i = 0; i < full->n; i++) {
         const Tensor* ft = &full->t[i];

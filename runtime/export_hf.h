@@ -233,9 +233,7 @@ static void hf_export(const char* dir, const Layout* L, const ParamLayout* P, co
     int n = hf_tensors(c, full, ts), hd = c->d_model / c->n_head;
     Bytes json = {NULL, 0, 0};
     hf_header(ts, n, &json);
-    size_t max_t = 0;
-    for (int i = 0; i < full->n; i++)
-        if (full->t[i].size > max_t) max_t = full->t[i].size;
+    size_t max_t = param_layout_max_tensor(full);
     float* buf = (float*)xmalloc(sizeof(float) * max_t);
     float* out = (float*)xmalloc(sizeof(float) * max_t);
     AtomicFile f;
@@ -368,8 +366,7 @@ static void hf_import(const char* dir, const Layout* L, const ParamLayout* P, co
     param_layout_build(full, c, 1, 0, 1, 1, 0, 1);
     HfTensor* ts = (HfTensor*)xcalloc(3 * (size_t)full->n, sizeof(HfTensor));
     int n = hf_tensors(c, full, ts), hd = c->d_model / c->n_head;
-    size_t max_t = 0;
-    for (int i = 0; i < full->n; i++) max_t = full->t[i].size > max_t ? full->t[i].size : max_t;
+    size_t max_t = param_layout_max_tensor(full);
     float* in = (float*)xmalloc(sizeof(float) * max_t);
     float* buf = (float*)xmalloc(sizeof(float) * max_t);
     for (int i = 0; i < P->n; i++) {

@@ -130,45 +130,54 @@ static void trainer_state_bytes_per_param(int dtype_bytes, int zero, int replica
     *o = zero >= 1 ? 8 / R : 8;
 }
 
-// The counts act_chunk_counts gives each local chunk of stage st under the layout's
-// schedule with m micro-batches: out[j] for local chunk j (the weight passes are deferred
-// when the list has W ops, as the trainer defers them by default). A search asks for the
-// same pipeline shapes many times, so each thread keeps the counts of the last
-// TRAINER_COUNTS_KEPT shapes (as predict.h's stage_pipeline_counts keeps its peaks).
-#define TRAINER_COUNTS_KEPT 8192
+// The counts of the layout's pipeline under its schedule with m micro-batches: for each stage
+// its peak (micro-batch, chunk) activations held and peak W's owed (the other frameworks'
+// memory, predict.h's plan_memory), and the counts act_chunk_counts gives each of its local
+// chunks (this trainer's buffers; the weight passes are deferred when the list has W ops, as
+// the trainer defers them by default). A search asks for the same pipeline shape many times
+// (once per kernel, recomputation, ZeRO and SP choice, and again for every tp and cp that
+// leave the same pp and m), so each thread keeps the counts of the last PIPE_COUNTS_KEPT
+// shapes: each schedule is built about once.
+#define PIPE_COUNTS_KEPT 8192
 typedef struct {
     int schedule, pp, vpp, m;  // the shape (pp 0: an empty entry)
     double* t_build;           // the times its lists were built for (chunk_op_flops)
-    ActCounts* counts;         // [pp * vpp]: stage s, local chunk j at s * vpp + j
-} TrainerCounts;
+    int* peaks;                // peaks[2s], peaks[2s+1]: stage s's in flight and W's owed
+    ActCounts* chunks;         // [pp * vpp]: stage s, local chunk j at s * vpp + j
+} PipeCounts;
 
-static __thread TrainerCounts trainer_counts_kept[TRAINER_COUNTS_KEPT];  // per thread: a search predicts on all cores
+static __thread PipeCounts pipe_counts_kept[PIPE_COUNTS_KEPT];  // per thread: a search predicts on all cores
 
 // Free this thread's kept counts (a search's threads do before they end).
-static void trainer_chunk_counts_release(void) {
-    for (int i = 0; i < TRAINER_COUNTS_KEPT; i++) {
-        free(trainer_counts_kept[i].counts), free(trainer_counts_kept[i].t_build);
-        memset(&trainer_counts_kept[i], 0, sizeof(TrainerCounts));
+static void pipe_counts_release(void) {
+    for (int i = 0; i < PIPE_COUNTS_KEPT; i++) {
+        PipeCounts* e = &pipe_counts_kept[i];
+        free(e->peaks), free(e->chunks), free(e->t_build);
+        memset(e, 0, sizeof(*e));
     }
 }
 
-static void trainer_chunk_counts(const ModelConfig* c, int st, int m, ActCounts* out) {
-    TrainerCounts* kept = trainer_counts_kept;
+// The kept counts of c's pipeline with m micro-batches, built if not kept (valid until the
+// next call).
+static const PipeCounts* pipe_counts(const ModelConfig* c, int m) {
     int schedule = c->schedule, pp = c->pp, vpp = c->vpp, n_t = 3 * pp * vpp;
     double* t_build = (double*)xmalloc(sizeof(double) * n_t);
     chunk_op_flops(c, pp, vpp, t_build);  // the times ZB-V's lists are built for, as in the runtime
     unsigned slot =
-        ((unsigned)schedule * 2654435761u ^ (unsigned)pp * 40503u ^ (unsigned)vpp * 977u ^ (unsigned)m * 2246822519u);
-    TrainerCounts* e = &kept[slot % TRAINER_COUNTS_KEPT];
+        (unsigned)schedule * 2654435761u ^ (unsigned)pp * 40503u ^ (unsigned)vpp * 977u ^ (unsigned)m * 2246822519u;
+    PipeCounts* e = &pipe_counts_kept[slot % PIPE_COUNTS_KEPT];
     if (e->schedule != schedule || e->pp != pp || e->vpp != vpp || e->m != m ||
         memcmp(e->t_build, t_build, sizeof(double) * n_t)) {
         PipeOp* ops = (PipeOp*)xmalloc(sizeof(PipeOp) * schedule_max_ops(m, vpp));
-        free(e->counts), free(e->t_build);
-        e->counts = (ActCounts*)xmalloc(sizeof(ActCounts) * pp * vpp);
+        free(e->peaks), free(e->chunks), free(e->t_build);
+        e->peaks = (int*)xmalloc(sizeof(int) * 2 * pp);
+        e->chunks = (ActCounts*)xmalloc(sizeof(ActCounts) * pp * vpp);
         for (int s = 0; s < pp; s++) {
             int n_ops = schedule_build(schedule, s, pp, vpp, m, t_build, ops);
+            e->peaks[2 * s] = schedule_max_in_flight(ops, n_ops, -1);
+            e->peaks[2 * s + 1] = schedule_max_w_owed(ops, n_ops, -1);
             for (int j = 0; j < vpp; j++)
-                e->counts[s * vpp + j] = act_chunk_counts(
+                e->chunks[s * vpp + j] = act_chunk_counts(
                     ops, n_ops, j, chunk_global(schedule, pp, s, j) == pp * vpp - 1, ops_have_w(ops, n_ops));
         }
         free(ops);
@@ -176,23 +185,22 @@ static void trainer_chunk_counts(const ModelConfig* c, int st, int m, ActCounts*
     } else {
         free(t_build);
     }
-    for (int j = 0; j < vpp; j++) out[j] = e->counts[st * vpp + j];
+    return e;
 }
 
 // This trainer's activation memory on stage st: the buffers its build allocates, from the
 // same lists (model/activations.h): the shared scratch (with the CPU build's norm scratch;
 // the GPU build carves every buffer on 256 bytes), and for each local chunk its slots,
-// weight-pass sets and heads (trainer_chunk_counts). layers[g]: layers of global chunk g.
-static double trainer_stage_act_bytes(const ModelConfig* c, int dtype_bytes, int st, int m, const int* layers) {
+// weight-pass sets and heads (k[j], pipe_counts' chunks of the stage). layers[g]: layers of
+// global chunk g.
+static double trainer_stage_act_bytes(const ModelConfig* c, int dtype_bytes, int st, const ActCounts* k,
+                                      const int* layers) {
     ActShape s = act_shape(c, c->micro_batch);
     int host = dtype_bytes == 4, align = host ? 1 : 256;
-    ActCounts* k = (ActCounts*)xmalloc(sizeof(ActCounts) * c->vpp);
-    trainer_chunk_counts(c, st, m, k);
     double bytes = act_scratch_bytes(&s, c->recompute, host, dtype_bytes, align);
     for (int j = 0; j < c->vpp; j++)
         bytes += act_chunk_bytes(&s, layers[chunk_global(c->schedule, c->pp, st, j)], c->recompute, k[j], dtype_bytes,
                                  align);
-    free(k);
     return bytes;
 }
 

@@ -54,56 +54,6 @@ static int plan_invalid(PlanResult* r, const char* fmt, ...) {
     return -1;
 }
 
-// Peak (micro-batch, chunk) activations stage st holds under its schedule (*in_flight), and
-// peak W's it owes (*w_pending). The planner adds the memory of both peaks: exact where they
-// coincide, as in ZB-H1 (stage s holds p activations and owes s+1 W's right after a B); in
-// ZB-V an upper bound, by one W's inputs in most shapes (pp 2-16, m pp-256). A search asks
-// this for the same pipeline shape many times (once per kernel, recomputation, ZeRO and SP
-// choice, and again for every tp and cp that leave the same pp and m), so each thread keeps
-// the counts of the last STAGE_COUNTS_KEPT shapes: each schedule is built about once.
-#define STAGE_COUNTS_KEPT 8192
-typedef struct {
-    int schedule, pp, vpp, m;  // the shape (pp 0: an empty entry)
-    double* t_build;  // the times its lists were built for (chunk_op_flops)
-    int* counts;  // counts[2s], counts[2s+1]: stage s's two peaks
-} StageCounts;
-static __thread StageCounts stage_counts_kept[STAGE_COUNTS_KEPT];  // per thread: a search predicts on all cores
-
-static void stage_pipeline_counts(const ModelConfig* c, int schedule, int st, int pp, int vpp, int m, int* in_flight,
-                                  int* w_pending) {
-    int n_t = 3 * pp * vpp;
-    double* t_build = (double*)xmalloc(sizeof(double) * n_t);
-    chunk_op_flops(c, pp, vpp, t_build);  // the times ZB-V's lists are built for, as in the runtime
-    unsigned slot =
-        (unsigned)schedule * 2654435761u ^ (unsigned)pp * 40503u ^ (unsigned)vpp * 977u ^ (unsigned)m * 2246822519u;
-    StageCounts* e = &stage_counts_kept[slot % STAGE_COUNTS_KEPT];
-    if (e->schedule != schedule || e->pp != pp || e->vpp != vpp || e->m != m ||
-        memcmp(e->t_build, t_build, sizeof(double) * n_t)) {
-        PipeOp* ops = (PipeOp*)xmalloc(sizeof(PipeOp) * schedule_max_ops(m, vpp));
-        free(e->counts), free(e->t_build);
-        e->counts = (int*)xmalloc(sizeof(int) * 2 * pp);
-        for (int s = 0; s < pp; s++) {
-            int n = schedule_build(schedule, s, pp, vpp, m, t_build, ops);
-            e->counts[2 * s] = schedule_max_in_flight(ops, n, -1),
-                          e->counts[2 * s + 1] = schedule_max_w_owed(ops, n, -1);
-        }
-        free(ops);
-        e->schedule = schedule, e->pp = pp, e->vpp = vpp, e->m = m, e->t_build = t_build;
-    } else {
-        free(t_build);
-    }
-    *in_flight = e->counts[2 * st], *w_pending = e->counts[2 * st + 1];
-}
-
-// Free this thread's kept counts (a search's threads do before they end).
-static void stage_pipeline_counts_release(void) {
-    for (int i = 0; i < STAGE_COUNTS_KEPT; i++) {
-        StageCounts* e = &stage_counts_kept[i];
-        free(e->counts), free(e->t_build);
-        memset(e, 0, sizeof(*e));
-    }
-}
-
 // What does not fit, for --runs' pred_reason: the components of the worst stage's memory.
 static void plan_memory_reason(const PlanResult* r, double mem_bytes, char* buf, size_t len) {
     if (r->fits) { buf[0] = 0; return; }
@@ -295,6 +245,11 @@ static void plan_memory(const ModelConfig* c, const PlanSetup* k, const DevicePr
     double cp_buf =
         cp == 1 ? 0 : 4 * (cp_o + cp_kv) + 2 * (e + 4) * cp_kv + (U > 1 ? e * (3 * n * qkv_width / t + 2 * cp_o) : 0);
     double zero3_buf = c->zero == 3 ? 2 * chunk_params(c, 1, 0, 0, tp) * d->dtype_bytes : 0;
+    // Each stage's peak (micro-batch, chunk) activations held (in_flight) and peak W's owed
+    // (w_pending): the planner adds the memory of both peaks, exact where they coincide, as in
+    // ZB-H1 (stage s holds p activations and owes s+1 W's right after a B); in ZB-V an upper
+    // bound, by one W's inputs in most shapes (pp 2-16, m pp-256).
+    const PipeCounts* pc = pipe_counts(c, m);
     for (int st = 0; st < pp; st++) {
         int stage_layers = 0, max_layers = 0, stage_embed = 0, stage_head = 0;
         for (int j = 0; j < vpp; j++) {
@@ -306,15 +261,14 @@ static void plan_memory(const ModelConfig* c, const PlanSetup* k, const DevicePr
         }
         double p = chunk_params(c, stage_layers, stage_embed, stage_head, tp);
         ch->stage_params[st] = p;
-        int in_flight, w_pending;
-        stage_pipeline_counts(c, c->schedule, st, pp, vpp, m, &in_flight, &w_pending);
+        int in_flight = pc->peaks[2 * st], w_pending = pc->peaks[2 * st + 1];
         double w_in, act, temp, reserve;
         if (k->own_buffers) {
             // this trainer: its buffers as allocated (its logits are the head's buffers, its
             // attention keeps no T x T scores), cp's with them; once allocated they stay:
             // no allocator share
             w_in = 0;
-            act = trainer_stage_act_bytes(c, d->dtype_bytes, st, m, ch->layers) + cp_buf;
+            act = trainer_stage_act_bytes(c, d->dtype_bytes, st, pc->chunks + st * vpp, ch->layers) + cp_buf;
             temp = zero3_buf;
             reserve = d->mem_overhead;
         } else {

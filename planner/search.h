@@ -164,8 +164,7 @@ static void* plan_worker(void* p) {
     PlanWork* w = (PlanWork*)p;
     for (int start; (start = __atomic_fetch_add(&w->next, w->block, __ATOMIC_RELAXED)) < w->n;)
         for (int i = start; i < w->n && i < start + w->block; i++) w->body(i, w->arg);
-    stage_pipeline_counts_release();
-    trainer_chunk_counts_release();
+    pipe_counts_release();
     return NULL;
 }
 

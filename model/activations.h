@@ -144,10 +144,11 @@ static double act_scratch_bytes(const ActShape* s, int recompute, int host, int 
     return bytes;
 }
 
-// How many of each a chunk allocates, as parallel/pipeline.h's chunks_init counts them from the
-// stage's op list: slots for the most micro-batches in flight on it, a WeightGradIn set per W
-// owed at once (at least 1 when weight passes are deferred), a head per forward whose backward
-// has not run (the last chunk only; at least 1, for sampling).
+// How many of each a chunk allocates (parallel/pipeline.h's chunks_init and the planner), from
+// the stage's op list: slots for the most micro-batches in flight on it (at least 1: sampling
+// runs a micro-batch through every chunk), a WeightGradIn set per W owed at once (at least 1
+// when weight passes are deferred: B and W in one op), a head per forward whose backward has
+// not run (the last chunk only; at least 1: sampling and evaluation use one).
 typedef struct { int slots, wg_sets, heads; } ActCounts;
 static ActCounts act_chunk_counts(const PipeOp* ops, int n_ops, int chunk, int last_chunk, int defer_weight) {
     ActCounts k;

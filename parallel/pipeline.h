@@ -33,8 +33,9 @@ static void chunks_init(Model* m) {
         int g = chunk_global(m->L.sched, m->L.pp, m->L.stage, c);
         ch->layer0 = m->P.chunk_layer0[g];
         ch->n_layers = m->P.chunk_layer0[g + 1] - ch->layer0;
-        ch->n_slots = schedule_max_in_flight(m->ops, m->n_ops, c);
-        if (ch->n_slots < 1) ch->n_slots = 1;  // sampling runs a micro-batch through every chunk
+        // slots, W-input sets and heads as model/activations.h counts them for the planner
+        ActCounts k = act_chunk_counts(m->ops, m->n_ops, c, is_last_chunk(m, c), m->defer_weight);
+        ch->n_slots = k.slots;
         ch->slots = (Slot*)xcalloc(ch->n_slots, sizeof(Slot));
         for (int si = 0; si < ch->n_slots; si++) {
             Slot* s = &ch->slots[si];
@@ -43,12 +44,8 @@ static void chunks_init(Model* m) {
             s->x = (act_t**)xcalloc(ch->n_layers + 1, sizeof(act_t*));
             s->acts = (LayerActs*)xcalloc(ch->n_layers, sizeof(LayerActs));
         }
-        // the pools' sizes: W's owed at once (at least 1 when deferred: B and W in one op), and
-        // heads from a forward to its backward (at least 1: sampling and evaluation use one)
-        ch->wg.n = m->defer_weight ? schedule_max_w_owed(m->ops, m->n_ops, c) : 0;
-        if (m->defer_weight && ch->wg.n < 1) ch->wg.n = 1;
-        ch->heads.n = is_last_chunk(m, c) ? schedule_max_between(m->ops, m->n_ops, c, OP_FWD, OP_BWD) : 0;
-        if (is_last_chunk(m, c) && ch->heads.n < 1) ch->heads.n = 1;
+        ch->wg.n = k.wg_sets;
+        ch->heads.n = k.heads;
         ch->wg.used = (char*)xcalloc(ch->wg.n + 1, 1);
         ch->wg_sets = (WeightGradIn*)xcalloc((size_t)ch->wg.n * ch->n_layers + 1, sizeof(WeightGradIn));
         ch->heads.used = (char*)xcalloc(ch->heads.n + 1, 1);

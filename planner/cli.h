@@ -316,7 +316,7 @@ static int plan_main(int argc, char** argv) {
     }
     if (global_batch > (1L << 30)) fail("the global batch is too large");
     AtomicFile csv;
-    if (a.csv) output_check(a.csv, "--plan-csv", 1), atomic_open(&csv, a.csv, "--plan-csv");
+    if (a.csv) output_check(a.csv, "--plan-csv"), atomic_open(&csv, a.csv, "--plan-csv");
 
     char b1[32], b2[32];
     printf("plan: %s (%s, L=%d h=%d heads=%d/%d d_ff=%d vocab=%d), seq %d, %s params, %.4g GFLOP/token (PaLM)\n",

@@ -244,7 +244,7 @@ static void plan_runs(const char* path, const char* csv_path, const int* shape, 
     CsvReader in;
     if (csv_open(&in, path, err, sizeof(err))) fail("--runs: %s", err);
     AtomicFile csv;
-    if (csv_path) output_check(csv_path, "--plan-csv", 1), atomic_open(&csv, csv_path, "--plan-csv");
+    if (csv_path) output_check(csv_path, "--plan-csv"), atomic_open(&csv, csv_path, "--plan-csv");
     FILE* out = csv_path ? csv.f : stdout;
     char* names[CSV_MAX_FIELDS];
     int n_cols, rc = csv_next(&in, names, &n_cols, err, sizeof(err));

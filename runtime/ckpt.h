@@ -414,7 +414,7 @@ static void ckpt_dir_prepare(const Args* a) {
     ckpt_dir_lock(dir);
     path_format(path, "--ckpt-dir", "%s/ckpt_%08d.bin.tmp.XXXXXX", dir,
                 a->cfg.steps);  // the longest name a save writes fits
-    output_check(path_format(path, "--ckpt-dir", "%s/LATEST", dir), "--ckpt-dir", 0);
+    output_check(path_format(path, "--ckpt-dir", "%s/LATEST", dir), "--ckpt-dir");
     DIR* d = opendir(dir);
     if (!d) fail("--ckpt-dir %s: cannot open: %s", dir, strerror(errno));
     struct dirent* e;

@@ -193,9 +193,9 @@ static void hf_export_prepare(const char* dir) {
     if (mkdir(dir, 0755) && errno != EEXIST) fail("--export-hf %s: cannot create: %s", dir, strerror(errno));
     if (stat(dir, &st) || !S_ISDIR(st.st_mode)) fail("--export-hf %s exists and is not a directory", dir);
     for (int i = 0; i < 3; i++)
-        output_check(path_format(path, "--export-hf", "%s/%s", dir, files[i]), "--export-hf", 1);
+        output_check(path_format(path, "--export-hf", "%s/%s", dir, files[i]), "--export-hf");
     for (int i = 0; i < 3; i++)
-        output_check(path_format(path, "--export-hf", "%s/%s", dir, HF_TOKENIZER_FILES[i]), "--export-hf", 1);
+        output_check(path_format(path, "--export-hf", "%s/%s", dir, HF_TOKENIZER_FILES[i]), "--export-hf");
 }
 
 // The tokenizer's transformers files, when data/prepare.py wrote them beside the --tokenizer

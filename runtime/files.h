@@ -106,18 +106,15 @@ static void path_dir(const char* path, char* dir) {
 }
 
 // At start-up, for an output file written at the end or line by line: path must be absent
-// or a regular file (and so must <path>.tmp when the file is written through it,
-// AtomicFile), and its directory must take a new file (a probe file of a unique name is
-// created and removed, so a missing or read-only directory, or /proc, fails now, not
-// after the last step). what: the flag, for the error.
-static void output_check(const char* path, const char* what, int through_tmp) {
-    char tmp[PATH_CAP], probe[PATH_CAP];
+// or a regular file, and its directory must take a new file (a probe file of a unique name
+// is created and removed, so a missing or read-only directory, or /proc, fails now, not
+// after the last step; an AtomicFile's temporary is a mkstemp name there too). what: the
+// flag, for the error.
+static void output_check(const char* path, const char* what) {
+    char probe[PATH_CAP];
     struct stat st;
-    path_format(tmp, what, "%s.tmp", path);
     if (lstat(path, &st) == 0 && !S_ISREG(st.st_mode))
         fail("%s %s: exists and is %s (only a regular file is ever replaced)", what, path, file_kind(st.st_mode));
-    if (through_tmp && lstat(tmp, &st) == 0 && !S_ISREG(st.st_mode))
-        fail("%s %s: %s exists and is %s", what, path, tmp, file_kind(st.st_mode));
     int fd = mkstemp(path_format(probe, what, "%s.probe-XXXXXX", path));
     if (fd < 0) fail("%s %s: cannot create a file there: %s", what, path, strerror(errno));
     close(fd);

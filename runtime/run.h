@@ -149,21 +149,19 @@ static void outputs_check(const Run* r) {
     const Args* a = &r->args;
     char path[PATH_CAP], why[512];
     if (a->log && a->log_ranks)
-        output_check(path_format(path, "--log-ranks", "%s.rank%d", a->log, r->rank), "--log-ranks", 0);
+        output_check(path_format(path, "--log-ranks", "%s.rank%d", a->log, r->rank), "--log-ranks");
     if (r->rank != 0) return;
     if (a->export_llmc && llmc_check(&a->cfg, why)) fail("--export-llmc %s: %s", a->export_llmc, why);
     if (a->export_hf) hf_export_prepare(a->export_hf);
     if (a->ckpt_dir) ckpt_dir_prepare(a);
     const char* flags[3] = {"--log", "--trace", "--export-llmc"};
     const char* paths[3] = {a->log, a->trace, a->export_llmc};
-    OutputName* names = (OutputName*)xcalloc(6 + (size_t)r->world, sizeof(OutputName));
+    OutputName* names = (OutputName*)xcalloc(3 + (size_t)r->world, sizeof(OutputName));
     int n = 0;
     for (int i = 0; i < 3; i++) {
         if (!paths[i]) continue;
-        output_check(paths[i], flags[i], i > 0);
+        output_check(paths[i], flags[i]);
         output_name_add(names, &n, flags[i], paths[i]);
-        if (i > 0)
-            output_name_add(names, &n, flags[i], path_format(path, flags[i], "%s.tmp", paths[i]));  // written through
     }
     for (int rank = 0; a->log && a->log_ranks && rank < r->world; rank++)
         output_name_add(names, &n, "--log-ranks", path_format(path, "--log-ranks", "%s.rank%d", a->log, rank));

@@ -6,7 +6,7 @@ schema): ./train --plan --runs predicts every run, this script compares.
         [--train ./train] [--plot dev/planner_validation.png] [--out predictions.csv]
         [-- extra planner flags, e.g. --device-set mem_frag=0.1]
 
-    python3 scripts/validate_planner.py --published dev/published_runs.csv
+    python3 scripts/validate_planner.py --published dev/published_runs.csv [-- --device-set link_eff=0.5]
         (published runs of other studies, each row with its model's shape and device)
 
 Per sheet and overall it prints:
@@ -142,27 +142,44 @@ def plot(rows, sheets, path):
     fig.savefig(path, dpi=110)
 
 
-SHAPE_COLS = [("n_layer", "--n-layer"), ("n_head", "--n-head"), ("n_head", "--n-kv-head"), ("d_model", "--d-model"),
+SHAPE_COLS = [("n_layer", "--n-layer"), ("n_head", "--n-head"), ("n_kv_head", "--n-kv-head"), ("d_model", "--d-model"),
               ("d_ff", "--d-ff"), ("vocab", "--vocab")]
+ARCH_PRESET = {"gpt2": "gpt2-124m", "llama": "llama-7b"}  # a preset of each architecture; the shape flags set the rest
+
+
+def error_summary(label, rs):
+    """One line: runs, MFU mean absolute and signed error of rows with a prediction."""
+    err = [float(r["pred_mfu_pct"]) - float(r["mfu_pct"]) for r in rs if r["pred_mfu_pct"]]
+    if not err:
+        return
+    print("  %-44s %3d runs, MFU MAE %5.2f points, mean error %+6.2f" % (label, len(err), sum(abs(e) for e in err) / len(err),
+                                                                       sum(err) / len(err)))
 
 
 def published(train, path, extra):
     """Predict the published runs of other studies (dev/published_runs.csv): each group of one
     device and one model shape through ./train --plan --runs with the shape's flags, as a
-    PyTorch framework (--software framework) with GPT-2's architecture (LayerNorm, GELU MLP
-    of d_ff, learned positions; MPT's ALiBi and missing biases differ by < 0.1% of the FLOPs)."""
+    PyTorch framework (--software framework) with the row's architecture (column arch: gpt2,
+    the default: LayerNorm, GELU MLP of d_ff, learned positions, MPT's ALiBi and missing biases
+    differ by < 0.1% of the FLOPs; llama: RMSNorm, SwiGLU, RoPE, GQA with n_kv_head, default
+    n_head). Rows with held_out 1 were kept out of every fit and are scored apart."""
     with open(path) as f:
         rows = list(csv.DictReader(f))
     groups = {}
     for r in rows:
-        groups.setdefault((r["device"],) + tuple(r[c] for c, _ in SHAPE_COLS), []).append(r)
+        r.setdefault("arch", "gpt2"), r.setdefault("held_out", "0")
+        if not r.get("n_kv_head"):
+            r["n_kv_head"] = r["n_head"]
+        if r["arch"] not in ARCH_PRESET:
+            sys.exit("error: %s: arch '%s' (known: %s)" % (path, r["arch"], ", ".join(ARCH_PRESET)))
+        groups.setdefault((r["device"], r["arch"]) + tuple(r[c] for c, _ in SHAPE_COLS), []).append(r)
     pred = []
     for key, rs in groups.items():
         tmp_in = tempfile.NamedTemporaryFile("w", suffix=".csv", delete=False)
         w = csv.DictWriter(tmp_in, fieldnames=list(rs[0].keys()))
         w.writeheader()
         for r in rs:
-            w.writerow(dict(r, model="gpt2-124m"))
+            w.writerow(dict(r, model=ARCH_PRESET[key[1]]))
         tmp_in.close()
         out = tempfile.NamedTemporaryFile(suffix=".csv", delete=False).name
         cmd = [train, "--plan", "--runs", tmp_in.name, "--device", key[0], "--software", "framework"]
@@ -181,22 +198,32 @@ def published(train, path, extra):
                                                        "GiB"))
     for r in pred:
         d = float(r["pred_mfu_pct"]) - float(r["mfu_pct"]) if r["pred_mfu_pct"] else float("nan")
-        print("%-40s %-5s %5s %4s %3s %4s %7.2f %7s %+6.2f %6s%s" % (r["model"] + " " + r["source"][:20], r["device"][:4],
-              r["seq_len"], r["gpus"], r["micro_batch"], r["recompute"][:4], float(r["mfu_pct"]), r["pred_mfu_pct"], d,
-              r["pred_mem_gib"], "" if r["pred_fits"] == "1" else " (predicted not to fit)"))
+        print("%-40s %-5s %5s %4s %-9s %3s %4s %7.2f %7s %+6.2f %6s%s%s" % (
+              r["model"] + " " + r["sheet"][:24], r["device"][:4], r["seq_len"], r["gpus"],
+              "t%sp%sv%s" % (r["tp"], r["pp"], r.get("vpp") or 1), r["micro_batch"], r["recompute"][:4], float(r["mfu_pct"]),
+              r["pred_mfu_pct"], d, r["pred_mem_gib"], " held out" if r["held_out"] == "1" else "",
+              "" if r["pred_fits"] == "1" else " (predicted not to fit)"))
+    print("by source (held out: kept out of every fit):")
+    for sheet in dict.fromkeys(r["sheet"] for r in pred):
+        rs = [r for r in pred if r["sheet"] == sheet]
+        error_summary(sheet + (" (held out)" if all(r["held_out"] == "1" for r in rs) else ""), rs)
+    for label, keep in (("fitted or checked", "0"), ("held out", "1")):
+        for dev in dict.fromkeys(r["device"] for r in pred):
+            error_summary("%s, %s" % (dev, label), [r for r in pred if r["device"] == dev and r["held_out"] == keep])
     for dev in dict.fromkeys(r["device"] for r in pred):
         rs = [r for r in pred if r["device"] == dev and r["pred_mfu_pct"]]
         err = [float(r["pred_mfu_pct"]) - float(r["mfu_pct"]) for r in rs]
         print("%s: %d runs, MFU MAE %.2f points, mean error %+.2f" % (dev, len(rs), sum(abs(e) for e in err) / len(err),
                                                                       sum(err) / len(err)))
-        for seq in dict.fromkeys(r["seq_len"] for r in rs):
+        for sheet, seq in dict.fromkeys((r["sheet"], r["seq_len"]) for r in rs):
             # one run per model size (the fewest GPUs), ordered by size
             by_size = {}
-            for r in sorted((r for r in rs if r["seq_len"] == seq), key=lambda r: int(r["gpus"])):
+            for r in sorted((r for r in rs if (r["sheet"], r["seq_len"]) == (sheet, seq)), key=lambda r: int(r["gpus"])):
                 by_size.setdefault(int(r["d_model"]) * int(r["n_layer"]), r)
             xs = [float(r["mfu_pct"]) for r in by_size.values()]
             ys = [float(r["pred_mfu_pct"]) for r in by_size.values()]
-            print("  seq %s: Spearman over %d model sizes %.3f" % (seq, len(xs), spearman(xs, ys)))
+            if len(xs) >= 3:
+                print("  %s, seq %s: Spearman over %d model sizes %.3f" % (sheet, seq, len(xs), spearman(xs, ys)))
 
 
 def main():
@@ -207,8 +234,10 @@ def main():
                     help="the trainer binary (default ./train; make train builds it)")
     ap.add_argument("--plot", default="dev/planner_validation.png", help="PNG to write ('' for none)")
     ap.add_argument("--out", default="", help="also keep the planner's predictions here")
-    a, extra = ap.parse_known_args()  # anything else goes to the planner (after --)
-    a.extra = [x for x in extra if x != "--"]
+    argv = sys.argv[1:]  # everything after -- goes to the planner as it is
+    cut = argv.index("--") if "--" in argv else len(argv)
+    a = ap.parse_args(argv[:cut])
+    a.extra = argv[cut + 1:]
     if not os.path.exists(a.train):
         sys.exit("error: %s not found: run make train first (or give --train)" % a.train)
     if a.published:

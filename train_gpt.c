@@ -74,14 +74,16 @@ static void op_fcproj_act_backward_input(Model* m, float* dfch, const float* dy,
     else swiglu_backward(dfch, fch, m->dfch_act, N, m->Fl);
 }
 static void op_rope(Model* m, float* qkv, int N, float sign) {
-    rope_apply(qkv, N, m->pos, m->T, m->qkv_dim, m->Hl + m->KVl, m->hd, sign);
+    int period;
+    const int* pos = mb_positions(m, m->row_pos, m->pos, &period);
+    rope_apply(qkv, N, pos, period, m->qkv_dim, m->Hl + m->KVl, m->hd, sign);
 }
 static void op_attention_forward(Model* m, float* out, float* att, const float* qkv, int B) {
-    attention_forward(out, att, qkv, B, m->T, m->Hl, m->KVl, m->hd);
+    attention_forward(out, att, qkv, B, m->T, m->Hl, m->KVl, m->hd, mb_docs(m));
 }
 static void op_attention_backward(Model* m, float* dqkv, const float* dout, const float* qkv, const float* out,
                                   const float* att, int B) {
-    attention_backward(dqkv, dout, qkv, out, att, B, m->T, m->Hl, m->KVl, m->hd);
+    attention_backward(dqkv, dout, qkv, out, att, B, m->T, m->Hl, m->KVl, m->hd, mb_docs(m));
 }
 static void op_attention_block_forward(Model* m, float* o, float* lse, const float* q, const float* kv,
                                        const AttnBlock* a) {
@@ -112,10 +114,14 @@ static void op_embedding_backward(Model* m, const int* tokens, const float* dout
     embedding_backward(m->g.wte, tokens, dout, N, m->C, m->v0, m->Vl);
 }
 static void op_position_forward(Model* m, float* x, int N, int row0) {
-    position_forward(x, m->w.wpe, N, row0, m->pos, m->T, m->C);
+    int period;
+    const int* pos = mb_positions(m, m->row_pos, m->pos, &period);
+    position_forward(x, m->w.wpe, N, row0, pos, period, m->C);
 }
 static void op_position_backward(Model* m, const float* dx, int N, int row0) {
-    position_backward(m->g.wpe, dx, N, row0, m->pos, m->T, m->C);
+    int period;
+    const int* pos = mb_positions(m, m->row_pos, m->pos, &period);
+    position_backward(m->g.wpe, dx, N, row0, pos, period, m->C);
 }
 static void op_ce_local_max(Model* m, float* max, const float* logits, int N) {
     crossentropy_local_max(max, logits, N, m->Vl, m->v0, m->c.vocab);
@@ -200,7 +206,9 @@ static void pp_recv(Model* m, int dir, int up, float* dst, size_t n, int peer, i
 
 // The kernels read the host token arrays; head_forward adds to m->loss_sum itself.
 static void model_load_batch(Model* m, const TokenStream* ts, size_t index) {
-    load_batch(ts, &m->c, m->L.dp_rank, m->n_micro, index, m->pos, m->T, m->inputs, m->targets);
+    load_batch(ts, &m->c, m->L.dp_rank, m->n_micro, index, m->pos, m->T, m->inputs, m->targets, m->doc_start,
+               m->doc_seq);
+    if (m->doc_start) docs_positions(m, m->n_micro * m->B);
     m->loss_sum = 0;
 }
 static const int* batch_inputs(Model* m) { return m->inputs; }

@@ -68,6 +68,7 @@ typedef struct {
     double* loss_acc;                  // device: sum of token losses of this step on this rank
     int *d_inputs, *d_targets;         // device copies of the step's tokens
     int* d_pos;                        // device copy of m->pos: the sequence position of each of this rank's T rows
+    int *d_row_pos, *d_doc_seq;        // device copies of m->row_pos and m->doc_seq (documents; NULL without)
     double ring_t0;                    // host time the context-parallel ring's exchange in flight started (--trace)
 } ModelBackend;
 #define GRAD_BUCKET_FLOATS SIZE_MAX
@@ -144,7 +145,9 @@ static void op_fcproj_act_backward_input(Model* m, bf16* dfch, const bf16* dy, c
     else swiglu_backward_gpu(dfch, fch, m->dfch_act, N, m->Fl, 0, s);
 }
 static void op_rope(Model* m, bf16* qkv, int N, float sign) {
-    rope_apply_gpu(qkv, N, m->be.d_pos, m->T, m->qkv_dim, m->Hl + m->KVl, m->hd, sign, m->be.stream);
+    int period;
+    const int* pos = mb_positions(m, m->be.d_row_pos, m->be.d_pos, &period);
+    rope_apply_gpu(qkv, N, pos, period, m->qkv_dim, m->Hl + m->KVl, m->hd, sign, m->be.stream);
 }
 // Flash attention keeps the fp32 log-sum-exp of the scores (B x Hl x T) as its saved state.
 // Selective recomputation saves little here (it drops only that), and is kept so the flag
@@ -184,10 +187,14 @@ static void op_embedding_backward(Model* m, const int* tokens, const bf16* dout,
     embedding_backward_gpu(m->g.wte, tokens, dout, N, m->C, m->v0, m->Vl, m->be.stream);
 }
 static void op_position_forward(Model* m, bf16* x, int N, int row0) {
-    position_forward_gpu(x, bf(m, m->w.wpe), N, row0, m->be.d_pos, m->T, m->C, m->be.stream);
+    int period;
+    const int* pos = mb_positions(m, m->be.d_row_pos, m->be.d_pos, &period);
+    position_forward_gpu(x, bf(m, m->w.wpe), N, row0, pos, period, m->C, m->be.stream);
 }
 static void op_position_backward(Model* m, const bf16* dx, int N, int row0) {
-    position_backward_gpu(m->g.wpe, dx, N, row0, m->be.d_pos, m->T, m->C, m->be.stream);
+    int period;
+    const int* pos = mb_positions(m, m->be.d_row_pos, m->be.d_pos, &period);
+    position_backward_gpu(m->g.wpe, dx, N, row0, pos, period, m->C, m->be.stream);
 }
 static void op_ce_local_max(Model* m, float* max, const bf16* logits, int N) {
     crossentropy_local_max_gpu(max, logits, N, m->Vl, m->v0, m->c.vocab, m->be.stream);
@@ -311,16 +318,26 @@ static void pp_recv(Model* m, int dir, int up, bf16* dst, size_t n, int peer, in
 // This dp rank's part of global batch `index`, on the host and the device; the device sum
 // of token losses restarts.
 static void model_load_batch(Model* m, const TokenStream* ts, size_t index) {
-    load_batch(ts, &m->c, m->L.dp_rank, m->n_micro, index, m->pos, m->T, m->inputs, m->targets);
+    load_batch(ts, &m->c, m->L.dp_rank, m->n_micro, index, m->pos, m->T, m->inputs, m->targets, m->doc_start,
+               m->doc_seq);
     size_t bytes = sizeof(int) * m->n_micro * m->B * m->T;
     h2d(m->be.d_inputs, m->inputs, bytes, m->be.stream);
     h2d(m->be.d_targets, m->targets, bytes, m->be.stream);
+    if (m->doc_start) {
+        docs_positions(m, m->n_micro * m->B);
+        h2d(m->be.d_row_pos, m->row_pos, bytes, m->be.stream);
+        h2d(m->be.d_doc_seq, m->doc_seq, bytes * m->c.cp, m->be.stream);
+    }
     cudaCheck(cudaMemsetAsync(m->be.loss_acc, 0, sizeof(double), m->be.stream));
 }
 static const int* batch_inputs(Model* m) { return m->be.d_inputs; }
 static const int* batch_targets(Model* m) { return m->be.d_targets; }
 static const int* window_tokens(Model* m, const int* window, int T) {
     h2d(m->be.d_inputs, window, sizeof(int) * T, m->be.stream);
+    if (m->doc_start) {  // docs_of_window's
+        h2d(m->be.d_row_pos, m->row_pos, sizeof(int) * T, m->be.stream);
+        h2d(m->be.d_doc_seq, m->doc_seq, sizeof(int) * m->c.seq_len, m->be.stream);
+    }
     return m->be.d_inputs;
 }
 static void loss_fetch(Model* m) { d2h(&m->loss_sum, m->be.loss_acc, sizeof(double), m->be.stream); }
@@ -553,6 +570,12 @@ static void model_init(Model* m, Args* a, Metrics* met) {
     model_init_params(m);
     m->be.h_norm_parts = (float*)xcalloc(m->P.n, sizeof(float));
     model_init_schedule(m);        // the op list, then activations sized by it
+    if (m->doc_start) {
+        size_t held = (size_t)m->n_micro * m->B * m->T;
+        m->be.d_row_pos = (int*)dev_alloc(sizeof(int) * held);
+        m->be.d_doc_seq = (int*)dev_alloc(sizeof(int) * held * m->c.cp);
+        m->kernel_doc_seq = m->be.d_doc_seq;
+    }
 }
 
 // Checkpoints go through ckpt.h on host copies of the fp32 weights and AdamW state.
@@ -635,6 +658,8 @@ int main(int argc, char** argv) {
     run_setup(&run, argc, argv);
     Args* a = &run.args;
     ModelConfig* c = &a->cfg;
+    if (a->doc_masked)  // until the flash kernels take AttnBlock.doc
+        fail("--doc-mask: the GPU build's attention does not mask documents yet; use --doc-mask off");
     int world = run.world, rank = run.rank, share = 1;
     int dev = gpu_select_device(a->comm_mpi ? COMM_MPI : COMM_NCCL, &share);
     cudaDeviceProp prop;

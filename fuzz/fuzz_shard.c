@@ -19,7 +19,7 @@ int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
         int T = 4, B = 3, inputs[12], targets[12];
         if (stream_n_seq(&ts, T) >= 1) {
             for (size_t s = 0; s < 4; s++) {
-                stream_batch(&ts, T, s * B, B, inputs, targets);
+                stream_batch(&ts, T, s * B, B, inputs, targets, NULL);
                 for (int i = 0; i < B * T; i++)
                     if (inputs[i] < 0 || inputs[i] >= vocab || targets[i] < 0 || targets[i] >= vocab) abort();
             }

@@ -10,6 +10,7 @@ enum { ARCH_GPT2 = 0, ARCH_LLAMA = 1 };
 enum { SCHED_GPIPE = 0, SCHED_1F1B = 1, SCHED_INTERLEAVED = 2, SCHED_ZBH1 = 3, SCHED_ZBV = 4, N_SCHEDULES };
 enum { RECOMPUTE_NONE = 0, RECOMPUTE_SELECTIVE = 1, RECOMPUTE_FULL = 2 };
 enum { CP_RING = 0, CP_ULYSSES = 1, CP_2D = 2 };
+enum { DOC_MASK_AUTO = 0, DOC_MASK_ON = 1, DOC_MASK_OFF = 2 };
 
 typedef struct {
     // model shape
@@ -33,7 +34,8 @@ typedef struct {
 // One block of causal attention: the query rows of one sequence segment against the key
 // rows of another (context parallelism's ring, parallel/context_parallel.h; the whole
 // sequence is one block). Buffers hold B sequences of Ts rows each; a key attends a query
-// iff its position is <= the query's.
+// iff its position is <= the query's and >= doc[query] (document masking, runtime/data.h
+// doc_starts: the position where the query's document starts; doc NULL: one document).
 typedef struct {
     int B, Ts;             // sequences, rows per sequence in q and kv
     int Ha, KVa, hd;       // query and kv heads of this attention, head size
@@ -41,6 +43,8 @@ typedef struct {
     int q_row, nq, q_pos;  // query rows [q_row, q_row + nq) of each sequence, the first at position q_pos
     int k_row, nk, k_pos;  // key rows likewise
     int init;              // 1: the first block of these query rows (the running output starts here)
+    const int* doc;        // doc[b * doc_ld + p]: where the document of sequence b's position p starts, or NULL
+    int doc_ld;            // (the build's copy: host on the CPU, device on the GPU)
 } AttnBlock;
 
 typedef struct {

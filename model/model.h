@@ -120,6 +120,14 @@ typedef struct {
     float *cp_o, *cp_dkv;
     act_t *cp_kv[2], *cp_qkv, *cp_out, *cp_dout, *cp_send, *cp_recv;
     int *inputs, *targets;             // host: [n_micro * B * T] this step's tokens for this dp rank
+    // documents (runtime/data.h; all NULL with --doc-mask off): doc_start of each token this rank
+    // holds (like inputs), of every position of the step's sequences (doc_seq, [n_micro * B *
+    // seq_len]), and each row's RoPE/wpe position (row_pos = pos - doc_start, like inputs);
+    // mb: the micro-batch whose documents the ops use (run_schedule, the sampler's window: 0);
+    // kernel_doc_seq: doc_seq where the build's kernels read it (the GPU: its device copy)
+    int *doc_start, *doc_seq, *row_pos;
+    const int* kernel_doc_seq;
+    int mb;
     // accounting
     double loss_sum;                   // sum of token losses of this step on this rank
     size_t slots_live_bytes, slots_peak_bytes, scratch_bytes;
@@ -145,6 +153,46 @@ static const act_t* sp_gather_grad(Model* m, const act_t* d, act_t* dst, int B, 
 static void cp_attention_forward(Model* m, act_t* out, float* lse, const act_t* qkv, int B);
 static void cp_attention_backward(Model* m, act_t* dqkv, const act_t* dout, const act_t* qkv, const act_t* out,
                                   const float* lse, int B);
+
+// ----------------------------------------------------------------------------
+// Documents (--doc-mask on): the attention stays within each document, positions restart.
+
+static void docs_alloc(Model* m) {
+    if (!m->args->doc_masked) return;
+    size_t held = (size_t)m->n_micro * m->B * m->T;
+    m->doc_start = (int*)xmalloc(sizeof(int) * held);
+    m->row_pos = (int*)xmalloc(sizeof(int) * held);
+    m->doc_seq = (int*)xmalloc(sizeof(int) * held * m->c.cp);
+    m->kernel_doc_seq = m->doc_seq;
+}
+// row_pos of n_seq sequences from doc_start (after load_batch).
+static void docs_positions(Model* m, int n_seq) {
+    for (int s = 0; s < n_seq; s++)
+        for (int j = 0; j < m->T; j++) {
+            size_t i = (size_t)s * m->T + j;
+            m->row_pos[i] = m->pos[j] - m->doc_start[i];
+        }
+}
+// The sampler's window (seq_len tokens, unfilled ones 0) as micro-batch 0's one sequence.
+static void docs_of_window(Model* m, const int* window) {
+    m->mb = 0;
+    if (!m->doc_start) return;
+    doc_starts(window, m->c.seq_len, data_eot(m->c.vocab), m->doc_seq);
+    for (int j = 0; j < m->T; j++) m->doc_start[j] = m->doc_seq[m->pos[j]];
+    docs_positions(m, 1);
+}
+// The positions of micro-batch m->mb's rows (RoPE, wpe): from the build's copy of m->row_pos
+// (row_pos) or of m->pos (pos, without documents); row i's is at [i % *period].
+static const int* mb_positions(const Model* m, const int* row_pos, const int* pos, int* period) {
+    if (!m->doc_start) { *period = m->T; return pos; }
+    *period = m->B * m->T;
+    return row_pos + (size_t)m->mb * m->B * m->T;
+}
+// Micro-batch m->mb's documents for the attention (AttnBlock.doc, doc_ld seq_len) where the
+// build's kernels read them; NULL without documents.
+static const int* mb_docs(const Model* m) {
+    return m->doc_start ? m->kernel_doc_seq + (size_t)m->mb * m->B * m->c.seq_len : NULL;
+}
 
 // ----------------------------------------------------------------------------
 // One transformer layer on this rank's heads and MLP columns.

@@ -158,17 +158,31 @@ static int qkv_pieces(const Model* m, HeadPiece* piece) {
 // CPU's lse_merge_row (model/cpu/attention.h), the GPU's att_merge in registers
 // (model/gpu/attention_block.cuh, kept there: no GPU here to measure a change).
 
-// The blocks of (this rank's query segments) x (the key segments of ring rank src).
+// Whether query positions [q0, q1] see any key in [k0, k1] in some sequence of the micro-batch
+// (documents: doc_start is nondecreasing along a sequence, so exactly when k0 <= q1 and k1 >=
+// doc_start[q0]; the host's copy decides, the same on every rank).
+static int cp_block_visible(const Model* m, int B, int q0, int q1, int k0, int k1) {
+    if (k0 > q1) return 0;  // every key after every query: the causal mask
+    if (!m->doc_start) return 1;
+    const int* doc = m->doc_seq + (size_t)m->mb * m->B * m->c.seq_len;
+    for (int b = 0; b < B; b++)
+        if (k1 >= doc[(size_t)b * m->c.seq_len + q0]) return 1;
+    return 0;  // every key before every query's document
+}
+
+// The blocks of (this rank's query segments) x (the key segments of ring rank src) that hold
+// a visible pair.
 static int cp_blocks(const Model* m, const CpShape* s, int src, int B, int q_ld, int kv_ld, AttnBlock* blk) {
     CpSegment qs[2], ks[2];
     int split = m->c.cp_contiguous, nq = cp_segments(s->ring_rank, s->R, m->c.seq_len, split, qs);
     int nk = cp_segments(src, s->R, m->c.seq_len, split, ks), n = 0;
     for (int i = 0; i < nq; i++)
         for (int j = 0; j < nk; j++) {
-            if (ks[j].pos > qs[i].pos + qs[i].n - 1) continue;  // every key after every query: masked
+            if (!cp_block_visible(m, B, qs[i].pos, qs[i].pos + qs[i].n - 1, ks[j].pos, ks[j].pos + ks[j].n - 1))
+                continue;
             // init: its own chunk comes first, every query sees its own key
             AttnBlock a = {B, s->Ts, s->Ha, s->KVa, m->hd, q_ld, kv_ld, qs[i].row, qs[i].n, qs[i].pos,
-                           ks[j].row, ks[j].n, ks[j].pos, src == s->ring_rank && i == j};
+                           ks[j].row, ks[j].n, ks[j].pos, src == s->ring_rank && i == j, mb_docs(m), m->c.seq_len};
             blk[n++] = a;
         }
     // the diagonal blocks (init) before the others of the same query rows

@@ -64,6 +64,7 @@ static void model_init_schedule(Model* m) {
     alloc_activations(m);
     m->inputs = (int*)xmalloc(sizeof(int) * m->n_micro * m->B * m->T);
     m->targets = (int*)xmalloc(sizeof(int) * m->n_micro * m->B * m->T);
+    docs_alloc(m);
 }
 
 // A free set of a pool (counted with the activations: the measured peak), and back.
@@ -213,6 +214,7 @@ static void run_schedule(Model* m, const PipeOp* ops, int n_ops, int train, floa
         Slot* s = slot_get(m, op.chunk, op.mb);
         const int* tokens = batch_inputs(m) + (size_t)op.mb * B * T;
         const int* targets = batch_targets(m) + (size_t)op.mb * B * T;
+        m->mb = op.mb;  // its documents
         double t0 = now_s();
         switch (op.kind) {
         case OP_RECV_FWD:  // comm: pp recv of the previous chunk's output

@@ -36,6 +36,9 @@ typedef struct {
     int gelu_unfused;          // GPU build: --gelu-fusion off (GELU as its own kernel, not in the fc matmul)
     int weight_pass_deferred;  // --weight-pass deferred: a chunk's weight gradients after all its input gradients
     int cp_kind;               // --cp-kind: CP_RING, CP_ULYSSES, CP_2D
+    int doc_mask;              // --doc-mask: DOC_MASK_AUTO, _ON, _OFF as given; run.h doc_mask_resolve sets doc_masked
+    int doc_masked;            // 1: attention within documents, positions restarting at each (runtime/data.h)
+    const char* doc_note;      // the start-up table's line on documents
     int quiet;
     unsigned char given[MAX_FLAGS];  // given[i]: FLAGS[i] was on the command line
 } Args;
@@ -138,6 +141,9 @@ static const Flag FLAGS[] = {
      "validation loss every N steps (0: never)"},
     {"--val-batches", FLAG_INT, "N", 1, 1 << 20, 0, 0, "4", HELP_DATA, AGREE, 0, IN_ARGS(val_batches),
      "global batches per validation"},
+    {"--doc-mask", FLAG_CHOICE, "auto|on|off", NO_RANGE, "auto", HELP_DATA, AGREE, 0, IN_ARGS(doc_mask),
+     "attention within documents only (an end-of-text token starts one), RoPE/wpe positions restarting at each; "
+     "auto: on when the data has end-of-text tokens (llm.c shards), off for byte-level text"},
     {"--tokenizer", FLAG_TEXT, "FILE", NO_RANGE, NULL, HELP_DATA, AGREE, 0, IN_ARGS(tokenizer),
      "llm.c tokenizer file for decoding samples (default: bytes; other vocabularies print token ids); "
      "data/prepare.py writes one beside its shards"},

@@ -7,6 +7,16 @@
 // batch and a resumed run continues exactly: sequence s of the run (s = step *
 // global_batch + i) starts at a position hashed from s (stream_seq_start), and
 // data-parallel rank r reads sequences [r, r+1) * global_batch/dp of each step's batch.
+//
+// Documents: the end-of-text token (data_eot: GPT-2's <|endoftext|> 50256, or 256 in a byte
+// vocabulary) starts a document. llm.c's shards (fineweb, tinyshakespeare) put it before each
+// document, so it acts as the document's BOS: it belongs to the document it opens, and the
+// last token of a document predicts it. Byte-level text (a token is a byte < 256) holds no
+// end-of-text token, so it has no boundaries: one document (--doc-mask auto: off). Every
+// batch carries beside inputs and targets doc_start, per token: the position within its
+// sequence of T where its document starts (0 for a document begun before the sequence).
+// Key k is visible to query q iff doc_start[q] <= k <= q; all zeros is plain causal
+// attention. With document masking RoPE/wpe positions restart: token q is at q - doc_start[q].
 #ifndef DATA_H
 #define DATA_H
 
@@ -25,7 +35,28 @@ typedef struct {
     const char* source;  // what it was read from (a flag's value, or a description), for messages and the table
     FileId* files;       // the files read, so that no output overwrites one (runtime/run.h)
     int n_files;
+    int eot;             // the end-of-text id that starts a document (data_eot), -1: none in this vocabulary
+    size_t n_eot;        // how many the stream holds (stream_count_docs): 0, no document boundaries
 } TokenStream;
+
+// The end-of-text token of a vocabulary (as tokenizer_load's default): GPT-2's 50256, 256 in a
+// byte vocabulary with room for it, none below.
+static int data_eot(int vocab) { return vocab == GPT2_VOCAB ? GPT2_VOCAB - 1 : vocab > EOT_TOKEN ? EOT_TOKEN : -1; }
+
+static void stream_count_docs(TokenStream* ts, int vocab) {
+    ts->eot = data_eot(vocab), ts->n_eot = 0;
+    for (size_t i = 0; i < ts->n_tokens && ts->eot >= 0; i++) ts->n_eot += ts->tokens[i] == ts->eot;
+}
+
+// doc_start of each of n tokens of a sequence: the position of the last end-of-text token at
+// or before it, 0 when none is (a document begun before the sequence); eot < 0: all 0.
+static void doc_starts(const int* tokens, int n, int eot, int* doc_start) {
+    int start = 0;
+    for (int t = 0; t < n; t++) {
+        if (tokens[t] == eot) start = t;
+        doc_start[t] = start;
+    }
+}
 
 // Room for n more tokens.
 static void stream_reserve(TokenStream* ts, size_t n, const char* path) {
@@ -145,6 +176,7 @@ static void make_builtin_corpus(TokenStream* ts, size_t n_bytes, uint64_t seed) 
         } else snprintf(s, sizeof(s), "%s", proverbs[rng_u64(&r) % 3]);
         for (char* p = s; *p && ts->n_tokens < n_bytes; p++) ts->tokens[ts->n_tokens++] = (unsigned char)*p;
     }
+    ts->eot = -1;  // one document: bytes only
 }
 
 // Open --data / --val-data (`flag` names which, for errors). A path that exists names one
@@ -172,6 +204,7 @@ static void stream_open(TokenStream* ts, const char* spec, int vocab, const char
         else read_text(ts, paths[i], flag);
     }
     if (!literal) globfree(&g);
+    stream_count_docs(ts, vocab);
 }
 
 // Number of whole sequences of T+1 tokens (inputs and shifted targets) in the stream.
@@ -189,14 +222,17 @@ static size_t stream_seq_start(const TokenStream* ts, int T, size_t s) {
     return (size_t)(z % (ts->n_tokens - T));
 }
 
-// Fill inputs/targets (n_seq_batch x T) with sequences first_seq.. of the run's order.
-static void stream_batch(const TokenStream* ts, int T, size_t first_seq, int n_seq_batch, int* inputs, int* targets) {
+// Fill inputs/targets (n_seq_batch x T) with sequences first_seq.. of the run's order, and
+// doc_start (the same shape; NULL: not wanted) with their documents (doc_starts).
+static void stream_batch(const TokenStream* ts, int T, size_t first_seq, int n_seq_batch, int* inputs, int* targets,
+                         int* doc_start) {
     for (int b = 0; b < n_seq_batch; b++) {
         size_t start = stream_seq_start(ts, T, first_seq + b);
         for (int t = 0; t < T; t++) {
             inputs[b * T + t] = ts->tokens[start + t];
             targets[b * T + t] = ts->tokens[start + t + 1];
         }
+        if (doc_start) doc_starts(inputs + (size_t)b * T, T, ts->eot, doc_start + (size_t)b * T);
     }
 }
 
@@ -208,6 +244,9 @@ static void stream_split(TokenStream* train, TokenStream* val, double frac) {
     val->n_tokens = n_val;
     val->source = xstrprintf("last %.0f%% of %s", frac * 100, train->source);
     train->n_tokens -= n_val;
+    val->eot = train->eot, val->n_eot = 0;
+    for (size_t i = 0; i < n_val && val->eot >= 0; i++) val->n_eot += val->tokens[i] == val->eot;
+    train->n_eot -= val->n_eot;
 }
 
 // ----------------------------------------------------------------------------
@@ -277,17 +316,26 @@ static void tokenizer_decode(const Tokenizer* tk, int id, Bytes* out) {
 
 // This dp rank's part of global batch `index`: n_micro * micro_batch sequences, of each
 // the Tl positions pos[] this rank holds (context parallelism; all T in order without it).
+// Documents (NULL: masking off): doc_start (like inputs) of the tokens this rank holds, and
+// doc_seq (n_micro * micro_batch x T) of every position of the sequences, which the attention
+// of rows other ranks hold needs (Ulysses' head split); their values are sequence positions.
+// Both or neither.
 static void load_batch(const TokenStream* ts, const ModelConfig* c, int dp_rank, int n_micro, size_t index,
-                       const int* pos, int Tl, int* inputs, int* targets) {
+                       const int* pos, int Tl, int* inputs, int* targets, int* doc_start, int* doc_seq) {
     size_t per_dp = (size_t)n_micro * c->micro_batch, T = c->seq_len;
     size_t first = index * c->global_batch + dp_rank * per_dp;
-    if (Tl == c->seq_len) { stream_batch(ts, c->seq_len, first, (int)per_dp, inputs, targets); return; }
+    if (Tl == c->seq_len) {
+        stream_batch(ts, c->seq_len, first, (int)per_dp, inputs, targets, doc_seq);
+        if (doc_start) memcpy(doc_start, doc_seq, sizeof(int) * per_dp * T);
+        return;
+    }
     int* all = (int*)xmalloc(sizeof(int) * 2 * per_dp * T);
-    stream_batch(ts, c->seq_len, first, (int)per_dp, all, all + per_dp * T);
+    stream_batch(ts, c->seq_len, first, (int)per_dp, all, all + per_dp * T, doc_seq);
     for (size_t s = 0; s < per_dp; s++)
         for (int j = 0; j < Tl; j++) {
             inputs[s * Tl + j] = all[s * T + pos[j]];
             targets[s * Tl + j] = all[per_dp * T + s * T + pos[j]];
+            if (doc_start) doc_start[s * Tl + j] = doc_seq[s * T + pos[j]];
         }
     free(all);
 }

@@ -137,6 +137,7 @@ static void print_startup(const Layout* L, const ParamLayout* P, const ModelConf
     ROW("FLOPs per token", "%s (6N + 12*L*d*T)", fmt_count(config_flops_per_token(c, c->seq_len), b3));
     ROW("train data", "%s (%zu tokens)", tr->source, tr->n_tokens);
     ROW("val data", "%s (%zu tokens)", va->source, va->n_tokens);
+    ROW("documents", "%s", a->doc_note);
     ROW("steps", "%d (from %d), warmup %d", c->steps, start_step, c->warmup);
     ROW("lr", "%g -> %g cosine, wd %g, clip %g", c->lr, c->lr * c->min_lr_frac, c->weight_decay, c->grad_clip);
     ROW("batch", "micro %d x %d micro-batches x dp %d = %d seq", c->micro_batch, n_micro, c->dp, c->global_batch);

@@ -183,6 +183,7 @@ static void sample_text(Model* m, const Tokenizer* tk, int len, uint64_t seed, F
         memset(window, 0, sizeof(int) * T);
         for (int i = 0; i < cur; i++) window[i] = ctx[(start + i) % T];
         for (int j = 0; j < m->T; j++) mine[j] = window[m->pos[j]];
+        docs_of_window(m, window);
         const int* tokens = window_tokens(m, mine, m->T);
         int next = 0, last_row, holder = cp_rank_of_position(m, cur - 1, &last_row);
         float uniform = rng_uniform(&rng);  // drawn on every rank, so all stay in step

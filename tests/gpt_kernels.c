@@ -230,7 +230,7 @@ static void test_attention(int B, int T, int H, int KV, int hd) {
     size_t nq = (size_t)B * T * (H + 2 * KV) * hd, no = (size_t)B * T * H * hd, na = (size_t)B * H * T * T,
            nl = (size_t)B * H * T;
     float *qkv = randn_f(nq, 1), *R = randn_f(no, 1), *out = filled_f(no, NAN), *lse = filled_f(nl, NAN);
-    attention_forward(out, lse, qkv, B, T, H, KV, hd);
+    attention_forward(out, lse, qkv, B, T, H, KV, hd, NULL);
     AttCtx ctx = {B, T, H, KV, hd, to_double(qkv, nq), to_double(R, no)};
     double *ref = zeros_d(no), *ratt = zeros_d(na), *rlse = zeros_d(nl);
     ref_attention(ref, ratt, rlse, ctx.qkv, B, T, H, KV, hd);
@@ -239,7 +239,7 @@ static void test_attention(int B, int T, int H, int KV, int hd) {
     snprintf(name, sizeof(name), "fwd/attention %s/log-sum-exp", tag);
     check_err(name, rel_err(lse, rlse, nl), TOL_FWD);
     float* dqkv = filled_f(nq, NAN);  // overwritten
-    attention_backward(dqkv, R, qkv, out, lse, B, T, H, KV, hd);
+    attention_backward(dqkv, R, qkv, out, lse, B, T, H, KV, hd, NULL);
     snprintf(name, sizeof(name), "fd/attention %s/qkv", tag);
     check_err(name, fd_err(att_obj, &ctx, ctx.qkv, nq, dqkv), TOL_GRAD);
     free(qkv), free(R), free(out), free(lse), free(dqkv), free(ctx.qkv), free(ctx.R), free(ref), free(ratt), free(rlse);
@@ -256,8 +256,8 @@ static void test_attention_ring(int B, int T, int H, int KV, int hd, int R, int 
     float *qkv = randn_f(nq, 1), *dout = randn_f(no, 1), *out = filled_f(no, NAN),
           *lse = filled_f((size_t)B * H * T, NAN);
     float* dqkv = filled_f(nq, NAN);
-    attention_forward(out, lse, qkv, B, T, H, KV, hd);
-    attention_backward(dqkv, dout, qkv, out, lse, B, T, H, KV, hd);
+    attention_forward(out, lse, qkv, B, T, H, KV, hd, NULL);
+    attention_backward(dqkv, dout, qkv, out, lse, B, T, H, KV, hd, NULL);
     // each ring rank's rows (B x Ts), gathered by position
     size_t lq = (size_t)B * Ts * stride, lo = (size_t)B * Ts * H * hd, lk = (size_t)B * Ts * kv_ld;
     float *q_r = (float*)xmalloc(sizeof(float) * R * lq), *kv_r = (float*)xmalloc(sizeof(float) * R * lk);

@@ -230,7 +230,7 @@ static void test_model_variants(const char* arch, const char* base) {
     ts.n_tokens = (size_t)4 * m->T + 1;
     ts.tokens = (int*)xmalloc(sizeof(int) * ts.n_tokens);
     for (size_t i = 0; i < ts.n_tokens; i++) ts.tokens[i] = (int)((i * 7919) % m->c.vocab);
-    load_batch(&ts, &m->c, m->L.dp_rank, m->n_micro, 0, m->pos, m->T, m->inputs, m->targets);
+    load_batch(&ts, &m->c, m->L.dp_rank, m->n_micro, 0, m->pos, m->T, m->inputs, m->targets, NULL, NULL);
     double train_loss = model_loss_and_grads(m);
     double eval_loss = 0;
     evaluate(m, &ts, 1, &eval_loss);

@@ -248,7 +248,7 @@ static void test_data_readers(void) {
           "data/glob of two shards concatenated in order", "%zu tokens", tg.n_tokens);
     size_t nseq = stream_n_seq(&ts, 8);
     int in[3 * 8], tg_[3 * 8];
-    stream_batch(&ts, 8, 5, 3, in, tg_);  // sequences 5, 6, 7 of the run: hashed start positions
+    stream_batch(&ts, 8, 5, 3, in, tg_, NULL);  // sequences 5, 6, 7 of the run: hashed start positions
     int ok_batch = nseq == 12;
     for (int b = 0; b < 3; b++) {
         size_t st = stream_seq_start(&ts, 8, 5 + b);

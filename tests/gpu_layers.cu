@@ -309,7 +309,7 @@ static void test_attention(int B, int T, int H, int KV, int hd) {
     size_t nqkv = (size_t)N * stride, nout = (size_t)N * H * hd, nlse = (size_t)B * H * T;
     float* qkv = hrand(nqkv, 2.0f);  // sharp enough softmax to make the probabilities matter
     float *out = hbuf(nout), *lse = hbuf(nlse);
-    attention_forward(out, lse, qkv, B, T, H, KV, hd);
+    attention_forward(out, lse, qkv, B, T, H, KV, hd, NULL);
     bf16* d_qkv = to_bf16(qkv, nqkv);
     bf16* d_out = (bf16*)dbuf(2 * nout);
     float* d_lse = (float*)dbuf(4 * nlse);
@@ -323,7 +323,7 @@ static void test_attention(int B, int T, int H, int KV, int hd) {
 
     float* dout = hrand(nout, 1.0f);
     float* dqkv = hbuf(nqkv);
-    attention_backward(dqkv, dout, qkv, out, lse, B, T, H, KV, hd);
+    attention_backward(dqkv, dout, qkv, out, lse, B, T, H, KV, hd, NULL);
     bf16* d_dout = to_bf16(dout, nout);
     bf16* d_dqkv = (bf16*)dbuf(2 * nqkv);
     attention_backward_gpu(d_dqkv, d_dout, d_qkv, d_out, d_lse, B, T, H, KV, hd, st);

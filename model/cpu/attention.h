@@ -44,6 +44,12 @@ static void rope_apply(float* qkv, int N, const int* positions, int T, int strid
 // gemm() calls on the calling thread (one head per thread), over tiles of ATT_ROWS queries
 // whose keys end where the tile's last query is; every sum runs in the same order whatever
 // the thread count.
+//
+// Document masking (a->doc, runtime/data.h): query q sees keys [doc[q], q], so a row's keys
+// in the block are a range [first, n). doc is nondecreasing along a sequence, so a tile's
+// first row has the smallest first key and its last row the largest n: the tile's products
+// run over the keys [first of its first row, n of its last row) only, and a tile (or, in
+// context_parallel.h, a whole block) with no visible pair costs nothing.
 #define ATT_ROWS 32
 
 // The keys of the block that query row t (of the block) may see: [0, n).
@@ -51,16 +57,23 @@ static int att_keys_seen(const AttnBlock* a, int t) {
     int n = a->q_pos + t - a->k_pos + 1;
     return n < 0 ? 0 : n > a->nk ? a->nk : n;
 }
+// The first of them in sequence b: its document's start (0 without documents).
+static int att_keys_first(const AttnBlock* a, int b, int t) {
+    if (!a->doc) return 0;
+    int first = a->doc[(size_t)b * a->doc_ld + a->q_pos + t] - a->k_pos;
+    return first < 0 ? 0 : first > a->nk ? a->nk : first;
+}
 
-// s[0, n) = exp(scale * s - shift), zero in [n, keys); returns the sum over [0, n).
-static float att_exp_row(float* s, int n, int keys, float scale, float shift) {
+// s[lo, hi) = exp(scale * s - shift), zero in [0, lo) and [hi, keys); returns the sum over [lo, hi).
+static float att_exp_row(float* s, int lo, int hi, int keys, float scale, float shift) {
     vec vscale = vbcast(scale), vshift = vbcast(shift), sum = vzero();
-    ROW_LOOP(c, w, n) {
-        vec e = vfirst(vexp(vsub(vmul(vloadn(s + c, w), vscale), vshift)), w);
-        vstoren(s + c, e, w);
+    for (int c = 0; c < lo; c++) s[c] = 0.0f;
+    ROW_LOOP(c, w, hi - lo) {
+        vec e = vfirst(vexp(vsub(vmul(vloadn(s + lo + c, w), vscale), vshift)), w);
+        vstoren(s + lo + c, e, w);
         sum = vadd(sum, e);
     }
-    for (int c = n; c < keys; c++) s[c] = 0.0f;
+    for (int c = hi > lo ? hi : lo; c < keys; c++) s[c] = 0.0f;
     return vsum(sum);
 }
 
@@ -96,18 +109,26 @@ static void attention_block_forward(float* o, int o_ld, float* lse, const float*
             float* S = (float*)xmalloc(sizeof(float) * ATT_ROWS * (a->nk + hd));
             float* Y = S + (size_t)ATT_ROWS * a->nk;
             for (int t0 = 0; t0 < a->nq; t0 += ATT_ROWS) {
-                int rows = a->nq - t0 < ATT_ROWS ? a->nq - t0 : ATT_ROWS, keys = att_keys_seen(a, t0 + rows - 1);
-                gemm(rows, keys, hd, qh + (size_t)t0 * a->q_ld, a->q_ld, 0, k, a->kv_ld, 1, S, keys, 0);
+                int rows = a->nq - t0 < ATT_ROWS ? a->nq - t0 : ATT_ROWS, k0 = att_keys_first(a, b, t0);
+                int keys = att_keys_seen(a, t0 + rows - 1) - k0;  // the tile's keys: [k0, k0 + keys)
                 float mx[ATT_ROWS], l[ATT_ROWS];
+                if (keys <= 0) {  // no visible pair: each row keeps its output (or starts it empty)
+                    for (int t = 0; t < rows; t++)
+                        lse_merge_row(oh + (size_t)(t0 + t) * o_ld, lh + t0 + t, Y, 0.0f, 0.0f, hd, a->init);
+                    continue;
+                }
+                gemm(rows, keys, hd, qh + (size_t)t0 * a->q_ld, a->q_ld, 0, k + (size_t)k0 * a->kv_ld, a->kv_ld, 1,
+                     S, keys, 0);
                 for (int t = 0; t < rows; t++) {
-                    int n = att_keys_seen(a, t0 + t);
+                    int lo = att_keys_first(a, b, t0 + t) - k0, n = att_keys_seen(a, t0 + t) - k0;
                     float* s = S + (size_t)t * keys;
                     mx[t] = -INFINITY;
-                    for (int j = 0; j < n; j++) mx[t] = s[j] > mx[t] ? s[j] : mx[t];
+                    for (int j = lo; j < n; j++) mx[t] = s[j] > mx[t] ? s[j] : mx[t];
                     mx[t] *= scale;
-                    l[t] = n ? att_exp_row(s, n, keys, scale, mx[t]) : (att_exp_row(s, 0, keys, scale, 0), 0.0f);
+                    l[t] = n > lo ? att_exp_row(s, lo, n, keys, scale, mx[t])
+                                  : (att_exp_row(s, 0, 0, keys, scale, 0), 0.0f);
                 }
-                gemm(rows, hd, keys, S, keys, 0, v, a->kv_ld, 0, Y, hd, 0);  // y = exp(..) v
+                gemm(rows, hd, keys, S, keys, 0, v + (size_t)k0 * a->kv_ld, a->kv_ld, 0, Y, hd, 0);  // y = exp(..) v
                 for (int t = 0; t < rows; t++)
                     lse_merge_row(oh + (size_t)(t0 + t) * o_ld, lh + t0 + t, Y + (size_t)t * hd, mx[t], l[t], hd,
                                   a->init);
@@ -141,24 +162,28 @@ static void attention_block_backward(float* dq, int dq_ld, float* dkv, int dkv_l
                 const float* lh = lse + ((size_t)b * Ha + h) * a->Ts + a->q_row;
                 float* dqh = dq + q0 * dq_ld + h * hd;
                 for (int t0 = 0; t0 < a->nq; t0 += ATT_ROWS) {
-                    int rows = a->nq - t0 < ATT_ROWS ? a->nq - t0 : ATT_ROWS, keys = att_keys_seen(a, t0 + rows - 1);
-                    if (keys == 0) continue;
-                    gemm(rows, keys, hd, qh + (size_t)t0 * a->q_ld, a->q_ld, 0, k, a->kv_ld, 1, P, keys, 0);
-                    gemm(rows, keys, hd, doh + (size_t)t0 * o_ld, o_ld, 0, v, a->kv_ld, 1, dS, keys, 0);  // dout v^T
+                    int rows = a->nq - t0 < ATT_ROWS ? a->nq - t0 : ATT_ROWS, k0 = att_keys_first(a, b, t0);
+                    int keys = att_keys_seen(a, t0 + rows - 1) - k0;  // the tile's keys: [k0, k0 + keys)
+                    if (keys <= 0) continue;
+                    const float *kt = k + (size_t)k0 * a->kv_ld, *vt = v + (size_t)k0 * a->kv_ld;
+                    float *dkt = dk + (size_t)k0 * dkv_ld, *dvt = dv + (size_t)k0 * dkv_ld;
+                    gemm(rows, keys, hd, qh + (size_t)t0 * a->q_ld, a->q_ld, 0, kt, a->kv_ld, 1, P, keys, 0);
+                    gemm(rows, keys, hd, doh + (size_t)t0 * o_ld, o_ld, 0, vt, a->kv_ld, 1, dS, keys, 0);  // dout v^T
                     for (int t = 0; t < rows; t++) {
                         float* p = P + (size_t)t * keys;
                         float* ds = dS + (size_t)t * keys;
                         const float *dot = doh + (size_t)(t0 + t) * o_ld, *ot = oh + (size_t)(t0 + t) * o_ld;
                         float D = 0.0f;
                         for (int d = 0; d < hd; d++) D += dot[d] * ot[d];
-                        att_exp_row(p, att_keys_seen(a, t0 + t), keys, scale, lh[t0 + t]);
+                        att_exp_row(p, att_keys_first(a, b, t0 + t) - k0, att_keys_seen(a, t0 + t) - k0, keys, scale,
+                                    lh[t0 + t]);
                         vec vD = vbcast(D), vscale = vbcast(scale);
                         ROW_LOOP(c, w, keys)
                             vstoren(ds + c, vmul(vmul(vloadn(p + c, w), vsub(vloadn(ds + c, w), vD)), vscale), w);
                     }
-                    gemm(rows, hd, keys, dS, keys, 0, k, a->kv_ld, 0, dqh + (size_t)t0 * dq_ld, dq_ld, 1);
-                    gemm(keys, hd, rows, dS, keys, 1, qh + (size_t)t0 * a->q_ld, a->q_ld, 0, dk, dkv_ld, 1);
-                    gemm(keys, hd, rows, P, keys, 1, doh + (size_t)t0 * o_ld, o_ld, 0, dv, dkv_ld, 1);
+                    gemm(rows, hd, keys, dS, keys, 0, kt, a->kv_ld, 0, dqh + (size_t)t0 * dq_ld, dq_ld, 1);
+                    gemm(keys, hd, rows, dS, keys, 1, qh + (size_t)t0 * a->q_ld, a->q_ld, 0, dkt, dkv_ld, 1);
+                    gemm(keys, hd, rows, P, keys, 1, doh + (size_t)t0 * o_ld, o_ld, 0, dvt, dkv_ld, 1);
                 }
             }
             free(P);
@@ -166,18 +191,19 @@ static void attention_block_backward(float* dq, int dq_ld, float* dkv, int dkv_l
 }
 
 // The whole causal sequence as one block: qkv rows (B*T) hold [q: H*hd | k: KV*hd | v: KV*hd];
-// out (B*T x H*hd), lse (B x H x T); dqkv is overwritten.
-static AttnBlock attention_whole(int B, int T, int H, int KV, int hd) {
-    AttnBlock a = {B, T, H, KV, hd, (H + 2 * KV) * hd, (H + 2 * KV) * hd, 0, T, 0, 0, T, 0, 1};
+// out (B*T x H*hd), lse (B x H x T); dqkv is overwritten. doc (B x T, NULL: none): documents.
+static AttnBlock attention_whole(int B, int T, int H, int KV, int hd, const int* doc) {
+    AttnBlock a = {B, T, H, KV, hd, (H + 2 * KV) * hd, (H + 2 * KV) * hd, 0, T, 0, 0, T, 0, 1, doc, T};
     return a;
 }
-static void attention_forward(float* out, float* lse, const float* qkv, int B, int T, int H, int KV, int hd) {
-    AttnBlock a = attention_whole(B, T, H, KV, hd);
+static void attention_forward(float* out, float* lse, const float* qkv, int B, int T, int H, int KV, int hd,
+                              const int* doc) {
+    AttnBlock a = attention_whole(B, T, H, KV, hd, doc);
     attention_block_forward(out, H * hd, lse, qkv, qkv + H * hd, &a);
 }
 static void attention_backward(float* dqkv, const float* dout, const float* qkv, const float* out, const float* lse,
-                               int B, int T, int H, int KV, int hd) {
-    AttnBlock a = attention_whole(B, T, H, KV, hd);
+                               int B, int T, int H, int KV, int hd, const int* doc) {
+    AttnBlock a = attention_whole(B, T, H, KV, hd, doc);
     memset(dqkv, 0, sizeof(float) * B * T * a.q_ld);
     attention_block_backward(dqkv, a.q_ld, dqkv + H * hd, a.q_ld, qkv, qkv + H * hd, dout, out, H * hd, lse, &a);
 }

@@ -24,6 +24,7 @@
 #include <sys/stat.h>
 #include "model/config.h"
 #include "runtime/files.h"
+#include "runtime/packing.h"
 
 #define SHARD_MAGIC 20240520
 #define TOKENIZER_MAGIC 20240328

@@ -83,14 +83,17 @@ static void crossentropy_local_sums(float* sums, const float* logits, const floa
 }
 // losses[i] = log(sum) + max - target logit; if dlogits != NULL, logits are replaced in place
 // by dloss/dlogit = (softmax - onehot) * dloss_scale (fused forward+backward, as llm.c does).
+// A target < 0 (padding, runtime/packing.h) is ignored: loss 0, gradient 0.
 static void crossentropy_finish(float* losses, float* dlogits, const float* maxes, const float* sums,
                                 const int* targets, int N, int Vl, int v0, int vocab, float dloss_scale) {
     int vn = vocab - v0 < Vl ? vocab - v0 : Vl;
 #pragma omp parallel for
     for (int i = 0; i < N; i++) {
-        losses[i] = logf(sums[i]) + maxes[i] - sums[N + i];
+        int ignored = targets[i] < 0;
+        losses[i] = ignored ? 0.0f : logf(sums[i]) + maxes[i] - sums[N + i];
         if (!dlogits) continue;
         float* d = dlogits + (size_t)i * Vl;
+        if (ignored) { memset(d, 0, sizeof(float) * Vl); continue; }
         vec mx = vbcast(maxes[i]), scale = vbcast(1.0f / sums[i] * dloss_scale);
         ROW_LOOP(j, w, vn) vstoren(d + j, vmul(vexp(vsub(vloadn(d + j, w), mx)), scale), w);
         for (int j = vn > 0 ? vn : 0; j < Vl; j++) d[j] = 0.0f;

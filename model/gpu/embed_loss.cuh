@@ -115,9 +115,9 @@ __global__ void ce_local_sums_kernel(float* sums, const bf16* logits, const floa
 }
 __global__ void ce_finish_kernel(float* losses, bf16* dlogits, const float* maxes, const float* sums,
                                  const int* targets, int N, int Vl, int v0, int vn, float dloss_scale) {
-    int i = blockIdx.x;
+    int i = blockIdx.x, ignored = targets[i] < 0;  // padding (runtime/packing.h): loss 0, gradient 0
     float m = maxes[i], inv = 1.0f / sums[i], x[8];
-    if (threadIdx.x == 0) losses[i] = logf(sums[i]) + m - sums[N + i];
+    if (threadIdx.x == 0) losses[i] = ignored ? 0.0f : logf(sums[i]) + m - sums[N + i];
     if (!dlogits) return;
     bf16* d = dlogits + (size_t)i * Vl;
     int r = targets[i] - v0;
@@ -125,7 +125,7 @@ __global__ void ce_finish_kernel(float* losses, bf16* dlogits, const float* maxe
         load8(x, d + j, Vl - j);
         #pragma unroll
         for (int k = 0; k < 8; k++) {
-            x[k] = j + k < vn ? expf(x[k] - m) * inv * dloss_scale : 0.0f;
+            x[k] = j + k < vn && !ignored ? expf(x[k] - m) * inv * dloss_scale : 0.0f;
             if (j + k == r) x[k] -= dloss_scale;
         }
         store8(d + j, x, Vl - j);

@@ -1,0 +1,314 @@
+// packing.h: documents in a token stream and how they are packed into the sequences of a
+// global batch (--packing concat|greedy|wlb). Pure functions of the stream, the batch shape
+// and the step: every rank packs the same global batch the same way whatever its layout, and
+// a resumed run continues exactly. Shared by both builds and the planner (the cost model).
+//
+// A document: the tokens from an end-of-text token (which it starts with) up to the next one
+// (at the stream's start, from token 0). Its inputs are tokens[start, start+len), its targets
+// tokens[start+1, start+len+1): the last target is the next document's end-of-text. One longer
+// than a sequence (T) is cut into pieces of T (the last shorter), each packed as a document
+// of its own (its own doc_start: positions restart).
+//
+// Which documents make global batch i: one pass over the document list, made once at start
+// (plan_build); global batch i is batch i mod n_batches of the pass (the data repeats).
+//   greedy: the walk in document order: each document into the first of the G sequences with
+//           room (first-fit); the batch ends at the first document none has room for, and the
+//           next batch starts with it. Positions no document fills are padding (target -1,
+//           ignored by the loss).
+//   wlb:    WLB-LLM (Wang et al., OSDI 2025): balance the cost of the micro-batch units, with
+//           outlier delay. The pool of a batch: the documents waiting from earlier batches
+//           (oldest first), then the walk's next documents until the pool holds WLB_POOL x
+//           the batch's positions. Each unit's target: the pool's attention pairs per token x
+//           the unit's positions. Documents go costliest first (those that have waited
+//           WLB_MAX_DELAY batches, or all once the walk has ended, before any other) into the
+//           unit with the least cost so far that has a sequence with room (LPT; first-fit
+//           among its B sequences). A document that would take its unit past the target by
+//           more than WLB_TOLERANCE waits for a later batch (the outlier delay), at most
+//           WLB_MAX_DELAY batches unless the overdue ones alone fill the batch; so does one no
+//           unit has room for. Every position runs through the matmuls, padding too, so a
+//           unit's linear cost is the same in every unit: the balance is on the quadratic
+//           (attention) term of the cost.
+// A micro-batch unit: B = --micro-batch sequences; unit u is dp rank u / n_micro's micro-batch
+// u % n_micro (data.h load_batch reads sequences [r, r+1) * G/dp of the batch on dp rank r),
+// so balanced units balance the dp ranks too.
+#ifndef PACKING_H
+#define PACKING_H
+
+#include "model/config.h"
+
+enum { PACK_CONCAT = 0, PACK_GREEDY = 1, PACK_WLB = 2 };
+#define WLB_MAX_DELAY 4    // batches a document may wait at most (the bound of the delay)
+#define WLB_POOL 1.25      // the pool of a batch: its positions x this
+#define WLB_OUTLIER 0.5    // an outlier: attention pairs over this x the balanced target of a unit
+
+// Cost of a document, forward and backward, in FLOPs (PaLM appendix B split by term, as
+// config_flops_per_token): 6 N per token for the matmuls, N = config_matmul_params, and
+// 12 L d per visible query-key pair (QK^T and AV, 2 d FLOPs each forward, twice that backward).
+// A document of len tokens has len (len+1) / 2 visible pairs (causal within the document).
+// The planner (planner/documents.h) turns the two terms into time with its device efficiencies.
+typedef struct { double per_token, per_pair; } DocCost;
+static DocCost doc_cost_model(const ModelConfig* c) {
+    DocCost k = {6.0 * config_matmul_params(c), 12.0 * c->n_layer * c->d_model};
+    return k;
+}
+static double doc_pairs(double len) { return 0.5 * len * (len + 1.0); }
+static double doc_cost(DocCost k, int len) { return k.per_token * len + k.per_pair * doc_pairs(len); }
+
+static void* pack_realloc(void* old, size_t bytes) {
+    void* p = realloc(old, bytes);
+    if (!p) fail("out of memory packing documents");
+    return p;
+}
+
+typedef struct { size_t start; int len; } Doc;               // a document or a piece of one
+// A document at [off, off+len) of sequence seq, after waiting `waited` batches (wlb).
+typedef struct { size_t start; int len, seq, off, waited; } Placed;
+
+typedef struct {
+    int packing, T, G, B;   // sequences of a global batch, sequences of a micro-batch unit
+    int pad;                // padding positions' input token: the end-of-text token (0 without one)
+    Placed* placed;         // the pass: batch b is placed[batch_at[b], batch_at[b+1])
+    size_t* batch_at;
+    size_t n_batches, n_placed;
+} DocPlan;
+
+// The documents of tokens[0, n) (n >= 2), cut into pieces of at most T; *n_docs of them.
+static Doc* docs_split(const int* tokens, size_t n, int eot, int T, size_t* n_docs) {
+    size_t cap = 1024, k = 0, last = n - 1;  // the last token is a target only
+    Doc* d = (Doc*)xmalloc(sizeof(Doc) * cap);
+    for (size_t s = 0; s < last;) {
+        size_t e = s + 1;
+        while (e < last && tokens[e] != eot) e++;
+        for (size_t p = s; p < e; p += T) {
+            if (k == cap) d = (Doc*)pack_realloc(d, sizeof(Doc) * (cap *= 2));
+            d[k].start = p, d[k].len = (int)(e - p < (size_t)T ? e - p : (size_t)T), k++;
+        }
+        s = e;
+    }
+    *n_docs = k;
+    return d;
+}
+
+// First-fit: the first of the n_seq sequences (room[s] positions left) that takes len, -1 none.
+static int first_fit(const int* room, int n_seq, int len) {
+    for (int s = 0; s < n_seq; s++)
+        if (room[s] >= len) return s;
+    return -1;
+}
+
+// ----------------------------------------------------------------------------
+// The pass (plan_build).
+
+typedef struct {
+    const Doc* docs;
+    size_t n_docs, next;        // the walk: the next document
+    size_t *wait, *waited_from; // wlb: documents waiting (indices, in walk order), the batch each joined
+    size_t n_wait;
+    int* room;                  // positions left in each of the G sequences
+    Placed* batch;              // the batch being made
+    int n;
+} PassState;
+
+// Document d at the end of sequence s of the batch being made.
+static void pass_put(PassState* ps, const DocPlan* p, size_t d, int s, int waited) {
+    Placed pl = {ps->docs[d].start, ps->docs[d].len, s, p->T - ps->room[s], waited};
+    ps->batch[ps->n++] = pl;
+    ps->room[s] -= pl.len;
+}
+
+static void pass_greedy(PassState* ps, const DocPlan* p) {
+    for (int s; ps->next < ps->n_docs && (s = first_fit(ps->room, p->G, ps->docs[ps->next].len)) >= 0; ps->next++)
+        pass_put(ps, p, ps->next, s, 0);
+}
+
+// wlb's order: the overdue first, then the outliers, then the rest; in each the longer (the
+// costlier) first, then the earlier.
+typedef struct { size_t at; int len, rank; } WlbItem;  // rank: 0 overdue, 1 outlier, 2 the rest
+static int wlb_order(const void* x, const void* y) {
+    const WlbItem *a = (const WlbItem*)x, *b = (const WlbItem*)y;
+    if (a->rank != b->rank) return a->rank - b->rank;
+    if (a->len != b->len) return b->len - a->len;
+    return a->at < b->at ? -1 : 1;
+}
+
+// The walk's next documents into the wait list until it holds WLB_POOL x the batch's positions;
+// the pool's attention pairs per position x a unit's positions (the balanced target).
+static double wlb_pool(PassState* ps, const DocPlan* p, size_t b) {
+    double pool = 0, pairs = 0;
+    for (size_t i = 0; i < ps->n_wait; i++) pool += ps->docs[ps->wait[i]].len;
+    for (; ps->next < ps->n_docs && pool < WLB_POOL * p->G * p->T; ps->next++) {
+        ps->waited_from[ps->n_wait] = b, ps->wait[ps->n_wait++] = ps->next;
+        pool += ps->docs[ps->next].len;
+    }
+    for (size_t i = 0; i < ps->n_wait; i++) pairs += doc_pairs(ps->docs[ps->wait[i]].len);
+    return pairs / pool * p->B * p->T;
+}
+
+// Document i of the wait list into the unit of least attention work with room, among those
+// `allowed` (NULL: all); whether it found one.
+static int wlb_put(PassState* ps, const DocPlan* p, size_t b, size_t i, double* unit, const char* allowed) {
+    int len = ps->docs[ps->wait[i]].len, best = -1, best_s = -1;
+    for (int u = 0; u < p->G / p->B; u++) {
+        int s = first_fit(ps->room + u * p->B, p->B, len);
+        if (s >= 0 && (!allowed || allowed[u]) && (best < 0 || unit[u] < unit[best])) best = u, best_s = u * p->B + s;
+    }
+    if (best < 0) return 0;
+    pass_put(ps, p, ps->wait[i], best_s, (int)(b - ps->waited_from[i]));
+    unit[best] += doc_pairs(len);
+    return 1;
+}
+
+static void pass_wlb(PassState* ps, const DocPlan* p, size_t b) {
+    int U = p->G / p->B, n_out = 0, ended = ps->next == ps->n_docs;
+    double target = wlb_pool(ps, p, b);
+    WlbItem* items = (WlbItem*)xmalloc(sizeof(WlbItem) * ps->n_wait);
+    for (size_t i = 0; i < ps->n_wait; i++) {
+        int len = ps->docs[ps->wait[i]].len, outlier = doc_pairs(len) > WLB_OUTLIER * target;
+        items[i] = (WlbItem){i, len, ended || b - ps->waited_from[i] >= WLB_MAX_DELAY ? 0 : outlier ? 1 : 2};
+        n_out += items[i].rank == 1;
+    }
+    qsort(items, ps->n_wait, sizeof(WlbItem), wlb_order);
+    int release = n_out / U < p->B ? n_out / U * U : p->B * U;  // outliers in whole rounds, B per unit at most
+    double* unit = (double*)xcalloc(U, sizeof(double));
+    char *placed = (char*)xcalloc(ps->n_wait, 1), *free_unit = (char*)xmalloc(U);
+    for (size_t i = 0, in_group = 0; i < ps->n_wait; i++) {
+        size_t at = items[i].at;
+        if (items[i].rank == 0) { placed[at] = wlb_put(ps, p, b, at, unit, NULL); continue; }
+        if (items[i].rank == 1 && release-- <= 0) continue;  // waits for a whole round
+        if (in_group == 0 || (items[i].rank == 2 && items[i - 1].rank == 1)) memset(free_unit, 1, U), in_group = 0;
+        if ((placed[at] = wlb_put(ps, p, b, at, unit, free_unit))) {
+            // the unit it went to takes no other of this group
+            for (int u = 0; u < U; u++) free_unit[u] &= unit[u] == 0 || ps->batch[ps->n - 1].seq / p->B != u;
+        }
+        in_group = (in_group + 1) % U;
+    }
+    size_t kept = 0;  // the documents that wait, in walk order
+    for (size_t i = 0; i < ps->n_wait; i++)
+        if (!placed[i]) ps->waited_from[kept] = ps->waited_from[i], ps->wait[kept++] = ps->wait[i];
+    ps->n_wait = kept;
+    free(items), free(unit), free(placed), free(free_unit);
+}
+
+// Append the batch made to the plan.
+static void plan_append(DocPlan* p, const PassState* ps, size_t* cap) {
+    if (p->n_placed + ps->n > *cap) {
+        *cap = 2 * (p->n_placed + ps->n);
+        p->placed = (Placed*)pack_realloc(p->placed, sizeof(Placed) * *cap);
+    }
+    memcpy(p->placed + p->n_placed, ps->batch, sizeof(Placed) * ps->n);
+    p->n_placed += ps->n;
+    p->batch_at = (size_t*)pack_realloc(p->batch_at, sizeof(size_t) * (++p->n_batches + 1));
+    p->batch_at[p->n_batches] = p->n_placed;
+}
+
+// The plan of one pass over the documents of tokens[0, n) for global batches of G sequences
+// of T in units of B (packing PACK_GREEDY or PACK_WLB).
+static void plan_build(DocPlan* p, const int* tokens, size_t n, int eot, int packing, int G, int B, int T) {
+    memset(p, 0, sizeof(*p));
+    p->packing = packing, p->G = G, p->B = B, p->T = T, p->pad = eot >= 0 ? eot : 0;
+    PassState ps;
+    memset(&ps, 0, sizeof(ps));
+    ps.docs = docs_split(tokens, n, eot, T, &ps.n_docs);
+    ps.wait = (size_t*)xmalloc(sizeof(size_t) * 2 * (ps.n_docs + 1));
+    ps.waited_from = ps.wait + ps.n_docs + 1;
+    ps.room = (int*)xmalloc(sizeof(int) * G);
+    ps.batch = (Placed*)xmalloc(sizeof(Placed) * (size_t)G * T);  // documents of one batch: at most its positions
+    p->batch_at = (size_t*)xcalloc(1, sizeof(size_t));
+    size_t cap = 0;
+    for (size_t b = 0; ps.next < ps.n_docs || ps.n_wait; b++) {
+        ps.n = 0;
+        for (int s = 0; s < G; s++) ps.room[s] = T;
+        if (packing == PACK_WLB) pass_wlb(&ps, p, b);
+        else pass_greedy(&ps, p);
+        plan_append(p, &ps, &cap);
+    }
+    free((void*)ps.docs), free(ps.wait), free(ps.room), free(ps.batch);
+}
+
+static void plan_free(DocPlan* p) { free(p->placed), free(p->batch_at), memset(p, 0, sizeof(*p)); }
+
+// Batch `index` of the run: [*first, *end) of p->placed.
+static void plan_batch(const DocPlan* p, size_t index, size_t* first, size_t* end) {
+    size_t b = index % p->n_batches;
+    *first = p->batch_at[b], *end = p->batch_at[b + 1];
+}
+
+// Targets the loss counts in global batch `index`: its documents' tokens.
+static double plan_valid_targets(const DocPlan* p, size_t index) {
+    size_t a, e;
+    plan_batch(p, index, &a, &e);
+    double n = 0;
+    for (size_t i = a; i < e; i++) n += p->placed[i].len;
+    return n;
+}
+
+// Inputs, targets and doc_start of sequences [seq0, seq0+n_seq) of global batch `index`, at the
+// Tl positions pos[] of each (all T in order without context parallelism), and doc_seq
+// (n_seq x T) of all T positions; doc_start, doc_seq NULL: not wanted (data.h load_batch).
+// doc_start: the position in its sequence where a token's document starts. Padding: input the
+// end-of-text token, target -1 (ignored by the loss), doc_start its own position.
+static void plan_fill(const DocPlan* p, const int* tokens, size_t index, int seq0, int n_seq, const int* pos, int Tl,
+                      int* inputs, int* targets, int* doc_start, int* doc_seq) {
+    int T = p->T;
+    int* in = (int*)xmalloc(sizeof(int) * 3 * T);
+    int *tg = in + T, *ds = in + 2 * T;
+    size_t a, e;
+    plan_batch(p, index, &a, &e);
+    for (int s = 0; s < n_seq; s++) {
+        for (int t = 0; t < T; t++) in[t] = p->pad, tg[t] = -1, ds[t] = t;
+        for (size_t i = a; i < e; i++) {
+            const Placed* pl = &p->placed[i];
+            if (pl->seq != seq0 + s) continue;
+            for (int j = 0; j < pl->len; j++) {
+                in[pl->off + j] = tokens[pl->start + j];
+                tg[pl->off + j] = tokens[pl->start + j + 1];
+                ds[pl->off + j] = pl->off;
+            }
+        }
+        for (int j = 0; j < Tl; j++) {
+            inputs[(size_t)s * Tl + j] = in[pos[j]];
+            targets[(size_t)s * Tl + j] = tg[pos[j]];
+            if (doc_start) doc_start[(size_t)s * Tl + j] = ds[pos[j]];
+        }
+        if (doc_seq) memcpy(doc_seq + (size_t)s * T, ds, sizeof(int) * T);
+    }
+    free(in);
+}
+
+// ----------------------------------------------------------------------------
+// Long-tailed documents: --data docs:lognormal[:MEDIAN[:SIGMA]] cuts the built-in corpus
+// (data.h) into documents whose lengths in tokens (the end-of-text token that opens each
+// counted) are log-normal, median MEDIAN (default 628), log-space standard deviation SIGMA
+// (default 0.99). The defaults fit the quartiles of FineWeb document lengths, 325 / 628.5 /
+// 1238 GPT-4 tokens over 50,000 FineWeb documents (the BEE-spoke-data/SaunaWeb-50k dataset
+// card): median e^mu = 628.5, sigma = ln(1238 / 325) / (2 x 0.6745) = 0.99 (its mean, 1429,
+// says the real tail is heavier still). Scale MEDIAN with the context: 628 of an 8k context
+// is 78 of 1024.
+
+// Whether spec names the generator; its parameters into *median, *sigma (an error names a bad one).
+static int docs_spec(const char* spec, double* median, double* sigma, const char* flag) {
+    if (strncmp(spec, "docs:", 5)) return 0;
+    *median = 628, *sigma = 0.99;
+    char extra;
+    if (strncmp(spec + 5, "lognormal", 9) || (spec[14] && spec[14] != ':') ||
+        (spec[14] && sscanf(spec + 15, "%lf%c", median, &extra) != 1 &&
+         sscanf(spec + 15, "%lf:%lf%c", median, sigma, &extra) != 2))
+        fail("%s %s: the generator is docs:lognormal[:MEDIAN[:SIGMA]] (e.g. docs:lognormal:78:0.99)", flag, spec);
+    if (!(*median >= 2 && *median <= 1e7) || !(*sigma >= 0 && *sigma <= 4))
+        fail("%s %s: MEDIAN must be in [2, 1e7] tokens and SIGMA in [0, 4]", flag, spec);
+    return 1;
+}
+
+// Mark document starts in tokens[0, n): an end-of-text token every log-normal(ln median, sigma)
+// tokens (at least 2), the first at 0; the same tokens for the same seed.
+static void docs_mark(int* tokens, size_t n, int eot, double median, double sigma, uint64_t seed) {
+    Rng r;
+    rng_seed(&r, seed ^ 0xD0C5);
+    for (size_t at = 0; at < n;) {
+        tokens[at] = eot;
+        double len = median * exp(sigma * rng_normal(&r));
+        at += len < 2 ? 2 : len > 1e9 ? (size_t)1e9 : (size_t)len;
+    }
+}
+
+#endif

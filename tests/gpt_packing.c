@@ -1,0 +1,235 @@
+// gpt_packing.c (included by test_gpt.c): the document packers of runtime/packing.h as pure
+// functions (the documents of a stream; greedy and wlb: every document token exactly once per
+// pass, no sequence overflows or overlaps, first-fit order, the outlier delay's bound, wlb's
+// spread of attention work across micro-batch units against greedy's; the batch a pure function
+// of the step), the long-tailed generator, and the cross-entropy's ignored (padding) targets.
+
+// A stream of n tokens with documents of log-normal lengths (docs_mark), other tokens 0..99.
+static int* doc_stream(size_t n, int eot, double median, double sigma) {
+    int* t = (int*)xmalloc(sizeof(int) * n);
+    for (size_t i = 0; i < n; i++) t[i] = (int)(i * 7 % 100);
+    docs_mark(t, n, eot, median, sigma, 5);
+    return t;
+}
+
+static void test_docs_split(void) {
+    int eot = 256, T = 16;
+    size_t n = 3000, n_docs;
+    int* t = doc_stream(n, eot, 10, 1.0);
+    t[0] = 3;  // a stream that does not open with an end-of-text token: its first document starts at 0
+    Doc* d = docs_split(t, n, eot, T, &n_docs);
+    int ok = d[0].start == 0, covered = 1;
+    size_t at = 0;
+    for (size_t i = 0; i < n_docs; i++) {
+        ok &= d[i].len >= 1 && d[i].len <= T && d[i].start == at;
+        // a document (not a later piece of one) opens with end-of-text; no piece holds another's
+        for (int j = 1; j < d[i].len; j++) ok &= t[d[i].start + j] != eot;
+        at += d[i].len;
+    }
+    covered = at == n - 1;
+    check(ok && covered, "packing/docs_split: pieces of <= T in order, cut at end-of-text, cover [0, n-1)",
+          "%zu pieces", n_docs);
+    free(d), free(t);
+}
+
+// Every document of the pass exactly once, inside its sequence, no two overlapping; *max_delay:
+// wlb's outliers, the batches between the one the walk passed them in and theirs.
+static int plan_consistent(const DocPlan* p, const Doc* docs, size_t n_docs, int* max_delay) {
+    int ok = p->batch_at[p->n_batches] == n_docs && p->n_placed == n_docs;
+    char* seen = (char*)xcalloc(n_docs, 1);
+    int* used = (int*)xmalloc(sizeof(int) * p->T);
+    size_t* batch_of = (size_t*)xmalloc(sizeof(size_t) * n_docs);
+    for (size_t b = 0; b < p->n_batches && ok; b++) {
+        ok &= p->batch_at[b + 1] > p->batch_at[b];  // no empty batch
+        for (int s = 0; s < p->G; s++) {
+            memset(used, 0, sizeof(int) * p->T);
+            for (size_t i = p->batch_at[b]; i < p->batch_at[b + 1]; i++) {
+                const Placed* pl = &p->placed[i];
+                if (pl->seq != s) continue;
+                ok &= pl->off >= 0 && pl->off + pl->len <= p->T;
+                for (int j = 0; j < pl->len && ok; j++) ok &= !used[pl->off + j]++;
+            }
+        }
+        for (size_t i = p->batch_at[b]; i < p->batch_at[b + 1]; i++) {
+            size_t lo = 0, hi = n_docs;  // the document by its start (docs are in stream order)
+            while (hi - lo > 1) {
+                size_t mid = (lo + hi) / 2;
+                if (docs[mid].start <= p->placed[i].start) lo = mid; else hi = mid;
+            }
+            ok &= docs[lo].start == p->placed[i].start && docs[lo].len == p->placed[i].len && !seen[lo]++;
+            batch_of[lo] = b;
+        }
+    }
+    *max_delay = 0;
+    for (size_t i = 0; i < p->n_placed; i++) *max_delay = p->placed[i].waited > *max_delay ? p->placed[i].waited : *max_delay;
+    free(seen), free(used), free(batch_of);
+    return ok;
+}
+
+// Attention pairs per micro-batch unit of batch b; their (max - min) / mean.
+static double unit_spread(const DocPlan* p, size_t b) {
+    int U = p->G / p->B;
+    double* pairs = (double*)xcalloc(U, sizeof(double));
+    for (size_t i = p->batch_at[b]; i < p->batch_at[b + 1]; i++)
+        pairs[p->placed[i].seq / p->B] += doc_pairs(p->placed[i].len);
+    double lo = pairs[0], hi = pairs[0], sum = 0;
+    for (int u = 0; u < U; u++) lo = pairs[u] < lo ? pairs[u] : lo, hi = pairs[u] > hi ? pairs[u] : hi, sum += pairs[u];
+    free(pairs);
+    return (hi - lo) / (sum / U);
+}
+
+static void test_plans(void) {
+    int eot = 256, T = 64, G = 16, B = 2;
+    size_t n = 40000, n_docs;
+    int* t = doc_stream(n, eot, 10, 1.0);  // median 10 of 64: the FineWeb ratio to an 8k context x 2
+    Doc* docs = docs_split(t, n, eot, T, &n_docs);
+    DocPlan greedy, wlb, again;
+    plan_build(&greedy, t, n, eot, PACK_GREEDY, G, B, T);
+    plan_build(&wlb, t, n, eot, PACK_WLB, G, B, T);
+    int delay_g, delay_w;
+    check(plan_consistent(&greedy, docs, n_docs, &delay_g), "packing/greedy: every document once, no overflow",
+          "%zu documents, %zu batches", n_docs, greedy.n_batches);
+    check(plan_consistent(&wlb, docs, n_docs, &delay_w), "packing/wlb: every document once, no overflow",
+          "%zu batches", wlb.n_batches);
+    check(delay_w <= WLB_MAX_DELAY && delay_w > 0, "packing/wlb: documents wait, at most WLB_MAX_DELAY batches",
+          "longest wait %d batches", delay_w);
+    // greedy is first-fit in document order, and a batch ends at the first document it cannot place
+    int ff = 1;
+    int* room = (int*)xmalloc(sizeof(int) * G);
+    for (size_t b = 0; b < greedy.n_batches; b++) {
+        for (int s = 0; s < G; s++) room[s] = T;
+        for (size_t i = greedy.batch_at[b]; i < greedy.batch_at[b + 1]; i++) {
+            const Placed* pl = &greedy.placed[i];
+            ff &= first_fit(room, G, pl->len) == pl->seq && pl->off == T - room[pl->seq];
+            room[pl->seq] -= pl->len;
+        }
+        if (b + 1 < greedy.n_batches) ff &= first_fit(room, G, greedy.placed[greedy.batch_at[b + 1]].len) < 0;
+    }
+    check(ff, "packing/greedy: first-fit in order, a batch ends at the first document that does not fit", NULL);
+    double sg = 0, sw = 0;
+    for (size_t b = 0; b < greedy.n_batches; b++) sg += unit_spread(&greedy, b) / greedy.n_batches;
+    for (size_t b = 0; b < wlb.n_batches; b++) sw += unit_spread(&wlb, b) / wlb.n_batches;
+    check(sw < 0.8 * sg, "packing/wlb: attention-work spread across micro-batches below 0.8 x greedy's",
+          "wlb %.1f%%, greedy %.1f%% (mean over the pass)", 100 * sw, 100 * sg);
+    // the batch is a pure function of the step: built again, and one pass on, the same
+    plan_build(&again, t, n, eot, PACK_WLB, G, B, T);
+    int same = again.n_placed == wlb.n_placed;
+    for (size_t i = 0; i < wlb.n_placed && same; i++) {
+        const Placed *x = &again.placed[i], *y = &wlb.placed[i];
+        same &= x->start == y->start && x->len == y->len && x->seq == y->seq && x->off == y->off && x->waited == y->waited;
+    }
+    int *in1 = (int*)xmalloc(sizeof(int) * 6 * G * T), *in2 = in1 + 3 * G * T, *pos = (int*)xmalloc(sizeof(int) * T);
+    for (int j = 0; j < T; j++) pos[j] = j;
+    plan_fill(&wlb, t, 3, 0, G, pos, T, in1, in1 + G * T, NULL, in1 + 2 * G * T);
+    plan_fill(&wlb, t, 3 + wlb.n_batches, 0, G, pos, T, in2, in2 + G * T, NULL, in2 + 2 * G * T);
+    same &= !memcmp(in1, in2, sizeof(int) * 3 * G * T);
+    check(same, "packing/wlb: the same plan built twice; batch i and i + n_batches alike", NULL);
+    plan_free(&greedy), plan_free(&wlb), plan_free(&again);
+    free(docs), free(t), free(room), free(in1), free(pos);
+}
+
+// plan_fill: tokens, shifted targets, doc_start and padding; a cp rank's positions a subset.
+static void test_plan_fill(void) {
+    int eot = 256, T = 16, G = 4, B = 2;
+    size_t n = 500;
+    int* t = doc_stream(n, eot, 5, 1.0);
+    DocPlan p;
+    plan_build(&p, t, n, eot, PACK_GREEDY, G, B, T);
+    int *in = (int*)xmalloc(sizeof(int) * 3 * G * T), *tg = in + G * T, *ds = in + 2 * G * T;
+    int pos[16], zz[8] = {0, 1, 2, 3, 12, 13, 14, 15};  // cp 2 zig-zag rank 0: chunks 0 and 3 of 4
+    for (int j = 0; j < T; j++) pos[j] = j;
+    size_t b = 0;  // a batch with padding
+    while (plan_valid_targets(&p, b) == G * T) b++;
+    plan_fill(&p, t, b, 0, G, pos, T, in, tg, NULL, ds);
+    char* filled = (char*)xcalloc(G * T, 1);
+    int ok = 1, n_doc_tokens = 0, n_pad = 0;
+    size_t a, e;
+    plan_batch(&p, b, &a, &e);
+    for (size_t i = a; i < e; i++) {
+        const Placed* pl = &p.placed[i];
+        for (int j = 0; j < pl->len; j++) {
+            int at = pl->seq * T + pl->off + j;
+            ok &= in[at] == t[pl->start + j] && tg[at] == t[pl->start + j + 1] && ds[at] == pl->off;
+            filled[at] = 1, n_doc_tokens++;
+        }
+    }
+    for (int i = 0; i < G * T; i++)
+        if (!filled[i]) ok &= in[i] == eot && tg[i] == -1 && ds[i] == i % T, n_pad++;
+    check(ok && n_pad > 0 && plan_valid_targets(&p, b) == n_doc_tokens,
+          "packing/plan_fill: documents in place, targets shifted, padding -1, the valid count", "%d padding", n_pad);
+    int* part = (int*)xmalloc(sizeof(int) * 3 * 2 * 8);
+    plan_fill(&p, t, b, 2, 2, zz, 8, part, part + 16, part + 32, NULL);
+    int sub = 1;
+    for (int s = 0; s < 2; s++)
+        for (int j = 0; j < 8; j++) {
+            int i = (2 + s) * T + zz[j];
+            sub &= part[s * 8 + j] == in[i] && part[16 + s * 8 + j] == tg[i] && part[32 + s * 8 + j] == ds[i];
+        }
+    check(sub, "packing/plan_fill: a cp rank's positions of sequences 2..3 are the whole batch's", NULL);
+    plan_free(&p), free(t), free(in), free(part), free(filled);
+}
+
+// docs_mark: the median and the log-space spread it was asked for; docs_spec's forms and refusals.
+static void test_doc_generator(void) {
+    size_t n = 400000, n_docs;
+    int* t = doc_stream(n, 256, 78, 0.99);
+    Doc* d = docs_split(t, n, 256, 1 << 20, &n_docs);
+    double* logs = (double*)xmalloc(sizeof(double) * n_docs), mean = 0, var = 0;
+    for (size_t i = 0; i < n_docs; i++) mean += (logs[i] = log(d[i].len)) / n_docs;
+    for (size_t i = 0; i < n_docs; i++) var += (logs[i] - mean) * (logs[i] - mean) / n_docs;
+    check(fabs(exp(mean) - 78) < 6 && fabs(sqrt(var) - 0.99) < 0.06, "packing/docs_mark: log-normal(ln 78, 0.99)",
+          "%zu documents, median %.1f, sigma %.3f", n_docs, exp(mean), sqrt(var));
+    double med, sig;
+    int forms = docs_spec("docs:lognormal", &med, &sig, "--data") && med == 628 && sig == 0.99 &&
+                docs_spec("docs:lognormal:78", &med, &sig, "--data") && med == 78 && sig == 0.99 &&
+                docs_spec("docs:lognormal:78:1.5", &med, &sig, "--data") && med == 78 && sig == 1.5 &&
+                !docs_spec("notes.txt", &med, &sig, "--data");
+    check(forms, "packing/docs_spec: docs:lognormal[:MEDIAN[:SIGMA]]", NULL);
+    const char* bad[] = {"docs:zipf", "docs:lognormal:x", "docs:lognormal:78:1.5:2", "docs:lognormal:1",
+                         "docs:lognormal:78:9", "docs:lognormalx"};
+    for (int i = 0; i < 6; i++) {
+        pid_t pid = fork();
+        if (pid == 0) {
+            freopen("/dev/null", "w", stderr);
+            docs_spec(bad[i], &med, &sig, "--data");
+            _exit(0);
+        }
+        int st;
+        waitpid(pid, &st, 0);
+        check(exit_code(st) == 1, "packing/docs_spec refuses", "%s", bad[i]);
+    }
+    free(t), free(d), free(logs);
+}
+
+// The cross-entropy ignores targets < 0 (padding): loss 0 and a zero gradient row there, the
+// other rows as without them.
+static void test_ignored_targets(void) {
+    int N = 6, V = 16, vocab = 13;
+    int targets[6] = {3, -1, 12, -1, 0, 7};
+    float *logits = randn_f((size_t)N * V, 2), *maxes = filled_f(N, 0), *sums = filled_f(2 * N, 0);
+    float *losses = filled_f(N, NAN), *ref = filled_f(N, NAN);
+    float *d = copy_f(logits, (size_t)N * V), *dref = copy_f(logits, (size_t)N * V);
+    int plain[6];
+    for (int i = 0; i < N; i++) plain[i] = targets[i] < 0 ? 1 : targets[i];
+    crossentropy_local_max(maxes, logits, N, V, 0, vocab);
+    crossentropy_local_sums(sums, logits, maxes, targets, N, V, 0, vocab);
+    crossentropy_finish(losses, d, maxes, sums, targets, N, V, 0, vocab, 0.5f);
+    crossentropy_local_sums(sums, logits, maxes, plain, N, V, 0, vocab);
+    crossentropy_finish(ref, dref, maxes, sums, plain, N, V, 0, vocab, 0.5f);
+    int ok = 1;
+    for (int i = 0; i < N; i++) {
+        int pad = targets[i] < 0;
+        ok &= pad ? losses[i] == 0.0f : losses[i] == ref[i];
+        for (int j = 0; j < V; j++) ok &= d[(size_t)i * V + j] == (pad ? 0.0f : dref[(size_t)i * V + j]);
+    }
+    check(ok, "packing/crossentropy: targets -1 give loss 0 and gradient 0, the rest unchanged", NULL);
+    free(logits), free(maxes), free(sums), free(losses), free(ref), free(d), free(dref);
+}
+
+static void test_packing(void) {
+    test_docs_split();
+    test_plans();
+    test_plan_fill();
+    test_doc_generator();
+    test_ignored_targets();
+}

@@ -175,6 +175,7 @@ static void trace_op(Model* m, int kind, int mb, int chunk, double t0) {
 #include "parallel/context_parallel.h"
 #include "parallel/pipeline.h"
 #include "parallel/data_parallel.h"
+#include "parallel/zero3.h"
 #include "runtime/train.h"
 
 static void f32_copy(Model* m, float* dst, const float* src, size_t n) { memcpy(dst, src, sizeof(float) * n); }
@@ -221,7 +222,8 @@ static void sumsq_range(Model* m, int k, const float* x, size_t n, double* ss) {
 static void sumsq_finish(Model* m, int n_ranges, double* ss) {}
 static void adamw_range(Model* m, size_t a, size_t b, const float* grad, int decay, float lr, float grad_scale, int t) {
     size_t o = a - m->opt_lo;
-    adamw_update(m->params + a, grad + o, m->m_state + o, m->v_state + o, b - a, lr, m->c.beta1, m->c.beta2,
+    float* p = m->param_shard ? m->param_shard + o : m->params + a;  // --zero 3 holds its shard only
+    adamw_update(p, grad + o, m->m_state + o, m->v_state + o, b - a, lr, m->c.beta1, m->c.beta2,
                  m->c.eps, m->c.weight_decay, decay, grad_scale, t);
 }
 static void params_gathered(Model* m) {}  // the fp32 weights are the ones the forward reads
@@ -340,8 +342,11 @@ static void model_init(Model* m, Args* a, Metrics* met) {
 }
 
 // Checkpoints: ckpt.h on the fp32 weights and AdamW state as they are.
+// --zero 3 all-gathers the weights for the writer (zero3_full_params).
 static void save_checkpoint(Model* m, int step) {
-    ckpt_save(&m->L, &m->P, &m->c, m->args, m->params, m->m_state, m->v_state, m->opt_lo, m->opt_hi, step);
+    float* params = m->param_shard ? zero3_full_params(m) : m->params;
+    ckpt_save(&m->L, &m->P, &m->c, m->args, params, m->m_state, m->v_state, m->opt_lo, m->opt_hi, step);
+    if (params != m->params) free(params);
 }
 
 // ----------------------------------------------------------------------------
@@ -366,9 +371,11 @@ int main(int argc, char** argv) {
     Model m;
     model_init(&m, a, &met);
     int start_step = 0;
-    if (a->import_llmc) llmc_import(a->import_llmc, &m.L, &m.P, c, m.params);
-    if (a->import_hf) hf_import(a->import_hf, &m.L, &m.P, c, m.params);
-    if (a->resume) start_step = ckpt_resume(&m.L, &m.P, c, a, m.params, m.m_state, m.v_state, m.opt_lo, m.opt_hi);
+    float* params = m.param_shard ? zero3_full_params(&m) : m.params;  // --zero 3: the readers fill it whole
+    if (a->import_llmc) llmc_import(a->import_llmc, &m.L, &m.P, c, params);
+    if (a->import_hf) hf_import(a->import_hf, &m.L, &m.P, c, params);
+    if (a->resume) start_step = ckpt_resume(&m.L, &m.P, c, a, params, m.m_state, m.v_state, m.opt_lo, m.opt_hi);
+    if (params != m.params) zero3_keep_shard(&m, params), free(params);
     if (rank == 0) print_startup(&m.L, &m.P, c, a, &run.train, &run.val, &met, m.n_micro, start_step);
     size_t act_bytes = m.scratch_bytes;
     for (int ch = 0; ch < m.L.vpp; ch++)
@@ -383,8 +390,10 @@ int main(int argc, char** argv) {
         MPI_Finalize();
         return code;
     }
-    if (a->export_llmc) llmc_export(a->export_llmc, &m.L, &m.P, c, m.params);
-    if (a->export_hf) hf_export(a->export_hf, &m.L, &m.P, c, m.params, run.tk.eot, a->tokenizer);
+    params = m.param_shard ? zero3_full_params(&m) : m.params;
+    if (a->export_llmc) llmc_export(a->export_llmc, &m.L, &m.P, c, params);
+    if (a->export_hf) hf_export(a->export_hf, &m.L, &m.P, c, params, run.tk.eot, a->tokenizer);
+    if (params != m.params) free(params);
     metrics_finish(&met, &m.L, (double)(m.slots_peak_bytes + m.scratch_bytes));
     MPI_Finalize();
     return 0;

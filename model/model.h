@@ -100,6 +100,10 @@ typedef struct {
     // fp32 parameters, gradients, AdamW state (this rank's optimizer range [opt_lo, opt_hi))
     float *params, *grads, *grad_shard, *shard_tmp, *wte_acc, *m_state, *v_state;
     size_t opt_lo, opt_hi;
+    // --zero 3 (parallel/zero3.h): the weights of [opt_lo, opt_hi) only, and the gathered units
+    // the views point into (params and grads are NULL); else NULL
+    float* param_shard;
+    struct Zero3* z3;
     Weights w, g;                      // views into params and grads
     LayerW *wl, *gl;
     // pipeline

@@ -223,6 +223,44 @@ static size_t param_layout_max_tensor(const ParamLayout* P) {
     return max_t;
 }
 
+// --zero 3's gathered units (parallel/zero3.h): each local layer, and the model-level tensors
+// before the first layer (embeddings) and after the last (final norm, head, the tied copy), each
+// a range [lo, lo + n) of P's buffer (param_layout_build lays a layer's tensors out in one run).
+typedef struct { size_t lo, n; int layer; } ParamUnit;
+static int param_units(const ParamLayout* P, ParamUnit* u) {  // u: room for n_layer + 2
+    int n = 0;
+    size_t first = P->n_local, last = 0;
+    for (int i = 0; i < P->n; i++) {
+        const Tensor* t = &P->t[i];
+        if (t->layer < 0) continue;
+        if (!n || u[n - 1].layer != t->layer) u[n++] = (ParamUnit){t->offset, 0, t->layer};
+        u[n - 1].n += t->size;
+        if (t->offset < first) first = t->offset;
+        if (t->offset + t->size > last) last = t->offset + t->size;
+    }
+    if (first > 0) u[n++] = (ParamUnit){0, first, -1};
+    if (last < P->n_local) u[n++] = (ParamUnit){last, P->n_local - last, -1};
+    return n;
+}
+
+// --zero 3's working buffers in floats beside the shards: *params the gathered weights (the
+// ends, and two layer slots or, keep_gathered, every layer), *grads one layer's gradient, the
+// ends' gradients and the reduce-scatter's landing buffer (the largest unit's part, at most a shard).
+static void zero3_work_floats(const ParamLayout* P, int replicas, int keep_gathered, size_t* params,
+                              size_t* grads) {
+    ParamUnit* u = (ParamUnit*)xmalloc(sizeof(ParamUnit) * (P->n + 2));
+    int n = param_units(P, u);
+    size_t ends = 0, layers = 0, max_layer = 0, max_unit = 0, S = P->n_padded / replicas;
+    for (int i = 0; i < n; i++) {
+        if (u[i].layer < 0) ends += u[i].n;
+        else layers += u[i].n, max_layer = u[i].n > max_layer ? u[i].n : max_layer;
+        max_unit = u[i].n > max_unit ? u[i].n : max_unit;
+    }
+    free(u);
+    *params = ends + (keep_gathered ? layers : 2 * max_layer);
+    *grads = ends + max_layer + (max_unit < S ? max_unit : S);
+}
+
 // Point the named views at a buffer laid out by P.
 static void bind_weights(const ParamLayout* P, const ModelConfig* c, float* base, Weights* w, LayerW* layers) {
     memset(layers, 0, sizeof(LayerW) * c->n_layer);

@@ -3,7 +3,8 @@
 // for ZeRO 0, reduce-scatter for ZeRO 1, a reduce-scatter after every micro-batch for ZeRO
 // 2), the tied embedding's group, and the optimizer step with the ZeRO all-gather of the
 // updated weights. Each dp rank reads its own slice of every global batch
-// (runtime/data.h's load_batch), so any dp gives the same batch.
+// (runtime/data.h's load_batch), so any dp gives the same batch. ZeRO 3 (the weights
+// sharded too, gathered a layer at a time): parallel/zero3.h, included after this file.
 // What a build supplies for it (the dp collectives, adamw_range, params_gathered):
 // model/backend.h. Included after model/model.h (backend.h: the include order).
 #ifndef DATA_PARALLEL_H
@@ -57,10 +58,14 @@ static void layer_grads_final(Model* m, int layer) {
     if (lo < hi) grad_allreduce_dp_async(m, m->grads + lo, hi - lo);  // comm: dp all-reduce of one layer (overlapped)
 }
 
+static float* zero3_reduce_gradients(Model* m);
+static void zero3_params_updated(Model* m);
+
 // After the schedule: reduce gradients over the groups that share parameters. Returns the
 // gradient the optimizer reads for its range [opt_lo, opt_hi).
 static float* reduce_gradients(Model* m) {
     size_t S = shard_floats(&m->P, m->L.replicas);
+    if (m->c.zero == 3) return zero3_reduce_gradients(m);  // the layers' went during the backward
     if (m->c.zero == 0) {
         embed_group_sync(m, m->g.wte);
         // comm: dp all-reduce of what layer_grads_final left: the runs of model-level tensors
@@ -99,8 +104,9 @@ static float* reduce_gradients(Model* m) {
     return m->grad_shard;
 }
 
-// AdamW on this rank's range. With ZeRO the updated fp32 shards are all-gathered (fp32, so
-// every dp rank holds the exact master weights a checkpoint writes).
+// AdamW on this rank's range. With ZeRO 1/2 the updated fp32 shards are all-gathered (fp32, so
+// every dp rank holds the exact master weights a checkpoint writes); ZeRO 3 keeps its shard
+// and gathers each unit at its next use (zero3.h).
 static void optimizer_step(Model* m, const float* grad, float lr, float grad_scale, int t) {
     for (int i = 0; i < m->P.n; i++) {
         const Tensor* tn = &m->P.t[i];
@@ -108,7 +114,8 @@ static void optimizer_step(Model* m, const float* grad, float lr, float grad_sca
         if (!clip_range(tn, m->opt_lo, m->opt_hi, &a, &b)) continue;
         adamw_range(m, a, b, grad, tn->decay, lr, grad_scale, t);
     }
-    if (m->c.zero > 0) {  // comm: dp all-gather of the updated parameter shards
+    if (m->c.zero == 3) zero3_params_updated(m);
+    else if (m->c.zero > 0) {  // comm: dp all-gather of the updated parameter shards
         param_allgather(m, GROUP_DP, m->params + m->opt_lo, m->params, shard_floats(&m->P, m->L.replicas));
         params_gathered(m);
     }

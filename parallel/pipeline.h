@@ -97,11 +97,20 @@ static LayerActs* acts_of(Model* m, Slot* s, int i) {
     return m->c.recompute == RECOMPUTE_FULL ? &m->scratch : &s->acts[i];
 }
 
+// --zero 3 (parallel/zero3.h): a layer's weights gathered before it runs (the next one's
+// started), its gradient reduce-scattered after its backward, the ends gathered per schedule.
+static void zero3_layer_ready(Model* m, int l, int next);
+static void zero3_layer_grads_done(Model* m, int l);
+static void zero3_ends_ready(Model* m);
+
 static void chunk_forward(Model* m, int chunk, Slot* s, const int* tokens, const int* targets, int B,
                           float dloss_scale) {
     Chunk* ch = &m->chunks[chunk];
     if (is_first_chunk(m, chunk)) embed_forward(m, s->x[0], tokens, B);
-    for (int i = 0; i < ch->n_layers; i++) layer_forward(m, ch->layer0 + i, acts_of(m, s, i), s->x[i], s->x[i + 1], B);
+    for (int i = 0; i < ch->n_layers; i++) {
+        zero3_layer_ready(m, ch->layer0 + i, i + 1 < ch->n_layers ? ch->layer0 + i + 1 : -1);
+        layer_forward(m, ch->layer0 + i, acts_of(m, s, i), s->x[i], s->x[i + 1], B);
+    }
     if (is_last_chunk(m, chunk)) {
         head_take(m, chunk, s);
         head_forward(m, s, s->x[ch->n_layers], targets, B, dloss_scale);
@@ -129,6 +138,7 @@ static void chunk_backward_input(Model* m, int chunk, Slot* s, const int* tokens
     }
     for (int i = ch->n_layers - 1; i >= 0; i--) {
         LayerActs* a = acts_of(m, s, i);
+        zero3_layer_ready(m, ch->layer0 + i, i > 0 ? ch->layer0 + i - 1 : -1);
         // full recomputation: only the layer input was kept; run the layer again (its tp
         // communication included) to rebuild its activations
         if (m->c.recompute == RECOMPUTE_FULL) layer_forward(m, ch->layer0 + i, a, s->x[i], m->x_scratch, B);
@@ -138,6 +148,7 @@ static void chunk_backward_input(Model* m, int chunk, Slot* s, const int* tokens
             layer_backward_weight(m, ch->layer0 + i, a, wg, B);
             if (grads_final) layer_grads_final(m, ch->layer0 + i);
         }
+        zero3_layer_grads_done(m, ch->layer0 + i);
         act_t* t = d; d = dnext; dnext = t;
     }
     if (is_first_chunk(m, chunk)) embed_backward(m, d, tokens, B);
@@ -149,6 +160,7 @@ static void chunk_backward_weight(Model* m, int chunk, Slot* s, int B, int grads
     Chunk* ch = &m->chunks[chunk];
     for (int i = ch->n_layers - 1; i >= 0; i--) {
         layer_backward_weight(m, ch->layer0 + i, acts_of(m, s, i), &s->wgin[i], B);
+        zero3_layer_grads_done(m, ch->layer0 + i);
         if (grads_final) layer_grads_final(m, ch->layer0 + i);
     }
     pool_give(m, &ch->wg, (int)((s->wgin - ch->wg_sets) / ch->n_layers));
@@ -208,6 +220,7 @@ static int last_gradient_op_of_mb(const PipeOp* ops, int n_ops, int k) {
 static void run_schedule(Model* m, const PipeOp* ops, int n_ops, int train, float dloss_scale) {
     int pp = m->L.pp, vpp = m->L.vpp, B = m->B, T = m->T, split = ops_have_w(ops, n_ops);
     size_t n = (size_t)row_count(m, B) * m->C;
+    zero3_ends_ready(m);
     for (int k = 0; k < n_ops; k++) {
         PipeOp op = ops[k];
         int g = global_chunk(m, op.chunk), prev = local_chunk(m, g - 1), up = 0;

@@ -122,11 +122,12 @@ static void state_bytes_per_param(const DeviceProfile* d, int zero, int dp, doub
 // shows them at start-up): the fp32 weights (4), with a bf16 copy on the GPU (dtype_bytes 2);
 // the fp32 gradients (4), with ZeRO-1 also their reduced shard and with ZeRO-2 a second
 // shard-sized buffer (4/R each, R = dp x cp replicas); Adam's m and v in fp32 over the rank's
-// optimizer range (8, or 8/R with ZeRO). It shards up to ZeRO-2.
+// optimizer range (8, or 8/R with ZeRO). ZeRO-3 (parallel/zero3.h) keeps 4/R of each: its
+// gathered layers and gradient buffers are plan_memory's zero3_buf.
 static void trainer_state_bytes_per_param(int dtype_bytes, int zero, int replicas, double* w, double* g, double* o) {
     double R = replicas;
-    *w = 4 + (dtype_bytes < 4 ? dtype_bytes : 0);
-    *g = 4 + (zero >= 1 ? 4 / R : 0) + (zero == 2 ? 4 / R : 0);
+    *w = zero == 3 ? 4 / R : 4 + (dtype_bytes < 4 ? dtype_bytes : 0);
+    *g = zero == 3 ? 4 / R : 4 + (zero >= 1 ? 4 / R : 0) + (zero == 2 ? 4 / R : 0);
     *o = zero >= 1 ? 8 / R : 8;
 }
 

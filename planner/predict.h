@@ -90,7 +90,6 @@ static int plan_check_layout(const ModelConfig* c, const PlanSetup* k, int globa
     if (layout_check(&t, ranks > INT_MAX ? INT_MAX : (int)ranks, why_trainer))
         return plan_invalid(r, "%s", why_trainer);
     if (c->zero < 0 || c->zero > 3) return plan_invalid(r, "zero stage must be 0..3");
-    if (k->own_buffers && c->zero == 3) return plan_invalid(r, "this trainer shards up to ZeRO-2 (zero 3)");
     if (c->recompute < RECOMPUTE_NONE || c->recompute > RECOMPUTE_FULL) return plan_invalid(r, "bad recompute mode");
     if (k->attention < 0 || k->attention >= N_ATTN) return plan_invalid(r, "bad attention kernel");
     r->n_micro = (int)(global_batch / ((long long)dp * mb));  // layout_check: a whole number

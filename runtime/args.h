@@ -35,6 +35,7 @@ typedef struct {
     int comm_mpi;              // GPU build: --comm mpi (host-staged) instead of NCCL
     int gelu_unfused;          // GPU build: --gelu-fusion off (GELU as its own kernel, not in the fc matmul)
     int weight_pass_deferred;  // --weight-pass deferred: a chunk's weight gradients after all its input gradients
+    int reshard_keep;          // --reshard-after-forward off: --zero 3 keeps each gathered layer for the step
     int cp_kind;               // --cp-kind: CP_RING, CP_ULYSSES, CP_2D
     int doc_mask;              // --doc-mask: DOC_MASK_AUTO, _ON, _OFF as given; run.h doc_mask_resolve sets doc_masked
     int doc_masked;            // 1: attention within documents, positions restarting at each (runtime/data.h)
@@ -128,8 +129,15 @@ static const Flag FLAGS[] = {
      "and a deferred W"},
     {"--sp", FLAG_SWITCH, "", NO_RANGE, NULL, HELP_LAYOUT, AGREE, 0, IN_CFG(sp),
      "sequence parallelism in the norm/residual regions (needs --tp > 1)"},
-    {"--zero", FLAG_INT, "0|1|2", 0, 2, 0, 0, "0", HELP_LAYOUT, AGREE, 0, IN_CFG(zero),
-     "shard optimizer state (1) and gradients (2) over dp"},
+    {"--zero", FLAG_INT, "0|1|2|3", 0, 3, 0, 0, "0", HELP_LAYOUT, AGREE, 0, IN_CFG(zero),
+     "shard optimizer state (1), gradients (2) and parameters (3: each layer all-gathered before its forward and "
+     "backward, FSDP) over dp x cp"},
+    {"--reshard-after-forward", FLAG_CHOICE, "on|off", NO_RANGE, "on", HELP_LAYOUT, AGREE, 0, IN_ARGS(reshard_keep),
+     "--zero 3: on drops a layer's gathered weights after its forward and gathers them again for its backward (two "
+     "layers' weights held at once); off keeps every layer gathered from its first use to the optimizer step (the "
+     "stage's whole weights held, one all-gather a layer a step instead of two per micro-batch)"},
+    {"--recompute", FLAG_CHOICE, "none|selective|full", NO_RANGE, "none", HELP_LAYOUT, AGREE, 0, IN_CFG(recompute),
+     "selective: the attention core; full: keep layer inputs only"},
     {"--recompute", FLAG_CHOICE, "none|selective|full", NO_RANGE, "none", HELP_LAYOUT, AGREE, 0, IN_CFG(recompute),
      "selective: the attention core; full: keep layer inputs only"},
     // data
@@ -384,6 +392,8 @@ static void args_resolve(Args* a) {
         fail("--n-kv-head: grouped-query attention needs --arch llama");
     if (c->arch == ARCH_LLAMA && (c->d_model / c->n_head) % 2)
         fail("rotary embeddings need an even head size, got %d", c->d_model / c->n_head);
+    if (flag_given(a, "--reshard-after-forward") && c->zero != 3)
+        fail("--reshard-after-forward: only with --zero 3 (the other levels keep every weight)");
     if (a->weight_pass_deferred && c->recompute == RECOMPUTE_FULL)
         fail(
             "--weight-pass deferred keeps every layer's activations until the chunk's weight passes: not with "

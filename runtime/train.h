@@ -44,6 +44,7 @@ static void model_init_layout(Model* m, Args* a, Metrics* met) {
 // this rank's 1/dp shard with ZeRO.
 static void model_init_params(Model* m) {
     const ModelConfig* c = &m->c;
+    if (c->zero == 3) { zero3_init(m); return; }  // the weights sharded too (parallel/zero3.h)
     m->params = f32_alloc(m, m->P.n_padded);
     m->grads = f32_alloc(m, m->P.n_padded);
     m->wl = (LayerW*)xcalloc(c->n_layer, sizeof(LayerW));
@@ -103,7 +104,7 @@ static StepResult train_step(Model* m, const TokenStream* train, int step) {
     StepResult r = {0, 0, 0, 0, 0};
     double n_tokens = (double)m->c.global_batch * m->c.seq_len;
     model_load_batch(m, train, (size_t)step);
-    f32_zero(m, m->grads, m->P.n_padded);
+    if (m->grads) f32_zero(m, m->grads, m->P.n_padded);  // (zero 3 clears its gradients as it reduces them)
     if (m->grad_shard) f32_zero(m, m->grad_shard, shard_floats(&m->P, m->L.replicas));
     if (m->wte_acc) f32_zero(m, m->wte_acc, (size_t)m->Vl * m->C);
     metrics_phase(m->met, "schedule");
@@ -178,6 +179,7 @@ static void sample_text(Model* m, const Tokenizer* tk, int len, uint64_t seed, F
     int n = 0;
     ctx[n++] = tk->eot;  // start from <|endoftext|> (tokenizer_load: 256 for bytes, GPT-2's 50256; 0 below 257)
     size_t nrow = (size_t)row_count(m, B) * m->C;
+    zero3_ends_ready(m);
     for (int step = 0; step < len && !ckpt_stop_requested(&m->L.group[GROUP_WORLD]); step++) {
         int start = n > T ? n - T : 0, cur = n - start;  // window of the last T tokens
         memset(window, 0, sizeof(int) * T);
@@ -198,8 +200,10 @@ static void sample_text(Model* m, const Tokenizer* tk, int len, uint64_t seed, F
                          p2p_tag(pp, m->L.vpp, 0, 0, g - 1));  // comm: pp recv
             if (prev) slot_put(m, c - 1, prev);
             prev = NULL;
-            for (int i = 0; i < ch->n_layers; i++)
+            for (int i = 0; i < ch->n_layers; i++) {
+                zero3_layer_ready(m, ch->layer0 + i, i + 1 < ch->n_layers ? ch->layer0 + i + 1 : -1);
                 layer_forward(m, ch->layer0 + i, acts_of(m, s, i), s->x[i], s->x[i + 1], B);
+            }
             if (g == last) {
                 // logits of position cur-1 only: final norm of all rows, then one matmul row
                 act_t* x = s->x[ch->n_layers];

@@ -137,9 +137,17 @@ static void compare(const char* tag, const char* model_flags, const RunResult* r
 
 typedef struct { const char* tag; const char* flags; } Layout_;
 
+// ./test_layouts WORD runs only the layouts (and refusals) whose tag holds WORD, with their
+// references, and leaves out the rest (the default batch, traces, samples).
+static const char* only = NULL;
+static int selected(const char* tag) { return !only || strstr(tag, only); }
+
 static void suite(const char* model_tag, const char* model_flags, const Layout_* layouts, int n) {
     RunResult ref = {0};
     char tag[256], flags[1024];
+    int any = 0;
+    for (int i = 0; i < n; i++) any |= selected(layouts[i].tag) != 0;
+    if (!any) return;
     snprintf(tag, sizeof(tag), "%s_ref", model_tag);
     if (!train_run(tag, model_flags, &ref)) return;
     // the reference itself must learn something, or equal losses prove little
@@ -148,12 +156,97 @@ static void suite(const char* model_tag, const char* model_flags, const Layout_*
     falls ? n_pass++ : n_fail++;
     for (int i = 0; i < n; i++) {
         RunResult r = {0};
+        if (!selected(layouts[i].tag)) continue;
         snprintf(tag, sizeof(tag), "%s_%s", model_tag, layouts[i].tag);
         snprintf(flags, sizeof(flags), "%s %s", model_flags, layouts[i].flags);
         if (train_run(tag, flags, &r)) compare(tag, model_flags, &ref, &r);
         free(r.params);
     }
     free(ref.params);
+}
+
+// ----------------------------------------------------------------------------
+// ZeRO-3 checkpoints: each rank holds a shard of the weights, the checkpoint whole tensors.
+
+// Steps up to `steps` with `flags` in dir, as train_run trains, a checkpoint every step.
+static int train_in(const char* dir, const char* flags, int steps, int resume) {
+    char cmd[4096], out[600];
+    snprintf(out, sizeof(out), "%s/out.txt", dir);
+    snprintf(cmd, sizeof(cmd),
+             "OMP_NUM_THREADS=1 ./train --steps %d --warmup 1 --lr 3e-3 --eps 1e-4 --eval-every 0 --sample-len 0 "
+             "--quiet --micro-batch 8 --global-batch 32 --log %s/log.jsonl --ckpt-dir %s --ckpt-every 1 "
+             "--ckpt-keep 100 %s %s",
+             steps, dir, dir, resume ? "--resume auto" : "", flags);
+    return run_to_file(cmd, out);
+}
+
+// A new run directory `to` whose newest checkpoint is from's of `step`.
+static int ckpt_copy(const char* from, int step, const char* to) {
+    char cmd[2048];
+    snprintf(cmd, sizeof(cmd), "mkdir -p %s && cp %s/ckpt_%08d.bin %s/ && echo ckpt_%08d.bin > %s/LATEST", to, from,
+             step, to, step, to);
+    return system(cmd);
+}
+
+// The newest checkpoint of dir after its 1 KiB header (the weights, Adam m and v); its bytes in *n.
+static char* ckpt_body(const char* dir, size_t* n) {
+    RunResult r = {0};
+    char path[1024], name[256];
+    snprintf(path, sizeof(path), "%s/LATEST", dir);
+    FILE* f = fopen(path, "r");
+    int named = f && fscanf(f, "%255s", name) == 1;
+    if (f) fclose(f);
+    snprintf(path, sizeof(path), "%s/%s", dir, name);
+    if (!named || !read_ckpt_params(dir, &r) || !(f = fopen(path, "rb"))) return free(r.params), NULL;
+    *n = sizeof(float) * 3 * r.n_full;
+    char* body = (char*)xmalloc(*n);
+    int ok = fseek(f, 1024, SEEK_SET) == 0 && fread(body, 1, *n, f) == *n;
+    fclose(f);
+    free(r.params);
+    if (!ok) free(body);
+    return ok ? body : NULL;
+}
+
+// Under the same layout a run resumed from its step-3 checkpoint ends with the checkpoint of
+// the run that went on, bit for bit; a run that goes dp 2 zero 3 -> pp 2 (no ZeRO) -> dp 2
+// tp 2 zero 3 through its checkpoints (steps 1-2, 3-4, 5) matches the 1-rank run (compare: TOL).
+static void zero3_checkpoints(void) {
+    if (!selected("zero3_ckpt")) return;
+    const char *z3 = "--model tiny --dp 2 --zero 3", *root = "/tmp/test_layouts/zero3_ckpt";
+    char whole[600], cut[600], pp2[600], back[600], cmd[1400];
+    snprintf(whole, sizeof(whole), "%s/whole", root);
+    snprintf(cut, sizeof(cut), "%s/cut", root);
+    snprintf(pp2, sizeof(pp2), "%s/pp2", root);
+    snprintf(back, sizeof(back), "%s/back", root);
+    snprintf(cmd, sizeof(cmd), "rm -rf %s && mkdir -p %s", root, whole);
+    size_t na = 0, nb = 0;
+    char *a = NULL, *b = NULL;
+    int rc = system(cmd) ? -1 : train_in(whole, z3, 5, 0);
+    if (!rc) rc = ckpt_copy(whole, 3, cut) ? -1 : train_in(cut, z3, 5, 1);
+    if (!rc) a = ckpt_body(whole, &na), b = ckpt_body(cut, &nb);
+    int same = a && b && na == nb && !memcmp(a, b, na);
+    check(same, "zero3_ckpt resume bitwise", "dp 2 zero 3: resumed at step 3 against the run that went on (exit %d, "
+          "%zu bytes): %s", rc, na, same ? "identical" : "DIFFER");
+    free(a), free(b);
+    RunResult ref = {0}, r = {0}, part = {0};
+    if (!rc) rc = ckpt_copy(whole, 2, pp2) ? -1 : train_in(pp2, "--model tiny --pp 2", 5, 1);
+    if (!rc) rc = ckpt_copy(pp2, 4, back) ? -1 : train_in(back, "--model tiny --dp 2 --tp 2 --zero 3", 5, 1);
+    // the chain's losses from its three logs: steps 1-2 of whole, 3-4 of pp2, 5 of back
+    const char* dirs[3] = {whole, pp2, back};
+    static const int take[3] = {2, 2, 1};
+    int n = 0;
+    for (int k = 0; k < 3 && !rc; k++) {
+        snprintf(cmd, sizeof(cmd), "%s/log.jsonl", dirs[k]);
+        int got = read_log(cmd, &part);
+        for (int i = 0; i < take[k] && i < got; i++) r.loss[n++] = part.loss[i];
+    }
+    if (rc || n != 5 || !read_ckpt_params(back, &r) || !train_run("zero3_ckpt_ref", "--model tiny", &ref)) {
+        printf("FAIL zero3_ckpt reshard: exit %d, %d losses, or no checkpoint in %s\n", rc, n, back);
+        n_fail++;
+    } else {
+        compare("zero3_ckpt_reshard_z3_pp2_tp2z3", "--model tiny", &ref, &r);
+    }
+    free(ref.params), free(r.params);
 }
 
 // A file's text into buf (cap bytes, NUL-terminated; empty when unreadable); its length.
@@ -273,6 +366,7 @@ static void sample_matches(const char* tag, const char* flags) {
 
 // A layout that cannot run must say so in one line and exit non-zero.
 static void expect_layout_error(const char* tag, const char* flags, const char* needle) {
+    if (!selected(tag)) return;
     char cmd[2048], out[512];
     snprintf(out, sizeof(out), "/tmp/test_layouts/err_%s.txt", tag);
     snprintf(cmd, sizeof(cmd), "./train --steps 1 --quiet --sample-len 0 %s", flags);
@@ -342,10 +436,27 @@ static void gpt2_suites(void) {
         {"cp2_zero2", "--cp 2 --zero 2"},
         {"cp2_selective", "--cp 2 --recompute selective"},
         {"cp2_ulysses_full", "--cp 2 --cp-kind ulysses --recompute full"},
+        // ZeRO-3: every weight gathered a layer at a time from the dp x cp shards, gradients
+        // reduce-scattered after each layer's backward (its B and its W when split)
+        {"dp2_zero3", "--dp 2 --zero 3"},
+        {"dp4_zero3", "--dp 4 --zero 3"},
+        {"dp2_zero3_keep", "--dp 2 --zero 3 --reshard-after-forward off"},
+        {"dp2_zero3_tp2_sp", "--dp 2 --zero 3 --tp 2 --sp"},
+        {"dp2_zero3_pp2_1f1b", "--dp 2 --zero 3 --pp 2 --schedule 1f1b"},
+        {"dp2_zero3_pp2_vpp2", "--dp 2 --zero 3 --pp 2 --vpp 2"},
+        {"dp2_zero3_pp2_zbv", "--dp 2 --zero 3 --pp 2 --schedule zb-v"},
+        {"dp2_zero3_pp2_zbh1", "--dp 2 --zero 3 --pp 2 --schedule zb-h1"},
+        {"dp2_cp2_zero3", "--dp 2 --cp 2 --zero 3"},
+        {"dp2_zero3_selective", "--dp 2 --zero 3 --recompute selective"},
+        {"dp2_zero3_pp2_full", "--dp 2 --zero 3 --pp 2 --recompute full"},
     };
     suite("gpt2", gpt, gpt_layouts, sizeof(gpt_layouts) / sizeof(gpt_layouts[0]));
     static const Layout_ uneven[] = {{"pp2_uneven_2_1", "--pp 2"}};
     suite("gpt2_3layers", "--model tiny --n-layer 3", uneven, 1);
+    // an odd number of weights on a stage (d_ff 255, 3 layers): the shards padded, units cut
+    // anywhere by the shard boundaries
+    static const Layout_ odd[] = {{"dp4_zero3", "--dp 4 --zero 3"}, {"dp2_zero3_pp2", "--dp 2 --zero 3 --pp 2"}};
+    suite("gpt2_odd", "--model tiny --n-layer 3 --d-ff 255", odd, 2);
     static const Layout_ deep[] = {{"pp4_zbv", "--pp 4 --schedule zb-v"},
                                    {"pp4_zbv_selective", "--pp 4 --schedule zb-v --recompute selective"}};
     suite("gpt2_8layers", "--model tiny --n-layer 8", deep, 2);
@@ -368,6 +479,10 @@ static void llama_suite(void) {
         {"cp2_ulysses", "--cp 2 --cp-kind ulysses"},
         {"cp4_2d_u2", "--cp 4 --cp-kind 2d --cp-ulysses 2"},
         {"cp2_tp2", "--cp 2 --tp 2"},
+        // ZeRO-3 with the untied head and GQA's narrower qkv
+        {"dp2_zero3", "--dp 2 --zero 3"},
+        {"dp2_zero3_pp2_zbv", "--dp 2 --zero 3 --pp 2 --schedule zb-v"},
+        {"dp2_zero3_tp2_keep", "--dp 2 --zero 3 --tp 2 --reshard-after-forward off"},
     };
     suite("llama", "--model llama-tiny", llama_layouts, sizeof(llama_layouts) / sizeof(llama_layouts[0]));
 
@@ -417,6 +532,9 @@ static void layout_errors(void) {
     expect_layout_error("1f1b_few_micro", "--model tiny --pp 2 --micro-batch 8 --global-batch 8",
                         "1F1B needs at least pp micro-batches");
     expect_layout_error("zero_without_dp", "--model tiny --zero 1", "needs dp x cp > 1");
+    expect_layout_error("zero3_without_dp", "--model tiny --zero 3", "needs dp x cp > 1");
+    expect_layout_error("zero3_reshard_without", "--model tiny --dp 2 --zero 2 --reshard-after-forward off",
+                        "--reshard-after-forward: only with --zero 3");
     expect_layout_error("llama_kv_tp4", "--model llama-tiny --tp 4", "n_kv_head 2 is not divisible by tp 4");
     expect_layout_error("cp3_chunks", "--model tiny --cp 3",
                         "--cp 3: --seq-len 32 does not split into 2 x cp = 6 equal chunks");
@@ -436,10 +554,16 @@ static void layout_errors(void) {
                         "--sp with --cp 4: the 6 rows of a sequence per cp rank do not split over tp 4");
 }
 
-int main(void) {
+int main(int argc, char** argv) {
     if (system("mkdir -p /tmp/test_layouts")) return 1;
+    only = argc > 1 ? argv[1] : NULL;
     gpt2_suites();
     llama_suite();
+    zero3_checkpoints();
+    if (only) {
+        layout_errors();
+        return tests_done();
+    }
     default_batch_matches();
 
     // --trace: valid trace-event JSON whose track of one stage shows the order of

@@ -1,0 +1,259 @@
+// parallel/zero3.h: ZeRO-3 (--zero 3; PyTorch FSDP's full sharding). Each dp x cp replica
+// keeps only its shard [opt_lo, opt_hi) of the stage's flat buffer (data_parallel.h's
+// optimizer_range, the same shard ZeRO 1/2 update): the fp32 weights (m->param_shard), the
+// gradient (m->grad_shard) and the AdamW state. The weights are brought together per unit
+// (params.h param_units): each layer, and the model-level tensors at the two ends of the
+// buffer (embeddings; final norm, head, GPT-2's tied copy). A unit's range overlaps one or
+// more replicas' shards, so its collectives are the v-forms: replica r adds the part of the
+// range inside its shard (zero where there is none); the buffer's padding to a multiple of
+// the replicas (params.h n_padded) is in the shards only, never in a unit.
+//
+// When each collective runs (all over the dp group; comm: marks them below):
+//   - all-gather of a layer: started one layer ahead (the chunk's next layer in the order the
+//     forward or backward goes: prefetch), waited for just before the layer's forward, and
+//     again before its backward: with --reshard-after-forward on (FSDP's default) a layer
+//     lives in one of two slots, the one in use and the one being filled, and is dropped when
+//     the slot is taken; off, every layer has its own buffer and is gathered once per step.
+//     The CPU build starts it nonblocking (MPI_Iallgatherv); what overlaps is what the MPI
+//     library progresses while the layer computes (inside the layer's tp / cp collectives,
+//     and at the wait), not a second thread.
+//   - all-gather of the ends: at the start of a schedule (or a sample) that finds them stale;
+//     they stay until the optimizer step (FSDP keeps its root unit the same way).
+//   - reduce-scatter of a layer's gradient: after each micro-batch's backward through the
+//     layer, into this replica's grad_shard (added: the micro-batches accumulate in the shard);
+//     when a layer's backward is split (zero-bubble's W, --weight-pass deferred) after the
+//     input pass (the norm weights' gradients) and after the weight pass (the matmuls').
+//   - the ends' gradient: accumulated over the step, the tied embedding's copies summed
+//     (embed_group_sync), then reduce-scattered once in zero3_reduce_gradients.
+//   - after the optimizer step nothing is gathered: every unit is stale until its next use.
+// Included by data_parallel.h. The collectives are MPI's on host memory: the CPU build (the
+// GPU build refuses --zero 3, train_gpt.cu main).
+#ifndef ZERO3_H
+#define ZERO3_H
+
+enum { Z3_STALE, Z3_GATHERING, Z3_READY };
+
+typedef struct {
+    ParamUnit r;             // its range of the local buffer, and its layer (-1: an end)
+    float *buf, *grad;       // where its weights are gathered (NULL: nowhere now) and its gradient adds up
+    int own_buf;             // buf is its own (the ends; every layer with --reshard-after-forward off)
+    int state;               // Z3_*
+    MPI_Request req;         // its all-gather while Z3_GATHERING
+    int *counts, *displs;    // [replicas] each replica's part of the range, and where it starts in the range
+} Z3Unit;
+
+struct Zero3 {
+    Z3Unit* u;
+    int n;
+    int* unit_of_layer;      // [n_layer] its unit, -1 when not on this stage
+    float* slot[2];          // --reshard-after-forward on: the two layer buffers
+    int slot_unit[2];        // the unit each slot holds, -1 none
+    int in_use;              // the slot of the layer last made ready
+    float *layer_grad, *part;  // one layer's gradient; the reduce-scatter's landing buffer
+};
+
+// ----------------------------------------------------------------------------
+// The v-collectives over the dp group (host memory).
+
+static Comm* z3_comm(Model* m) { return &m->L.group[GROUP_DP]; }
+static int z3_me(Model* m) { return m->L.replica; }
+
+// comm: dp all-gather of a unit's weights from the replicas' shards, started (nonblocking)
+static void z3_gather_start(Model* m, Z3Unit* u) {
+    int me = z3_me(m);
+    const float* mine = u->counts[me] ? m->param_shard + (u->r.lo + u->displs[me] - m->opt_lo) : m->param_shard;
+    mpiCheck(MPI_Iallgatherv(mine, u->counts[me], MPI_FLOAT, u->buf, u->counts, u->displs, MPI_FLOAT,
+                             z3_comm(m)->mpi, &u->req));
+    u->state = Z3_GATHERING;
+}
+static void z3_gather_wait(Model* m, Z3Unit* u) {
+    if (u->state != Z3_GATHERING) return;
+    Comm* c = z3_comm(m);
+    double t0 = now_s();
+    mpiCheck(MPI_Wait(&u->req, MPI_STATUS_IGNORE));
+    c->seconds += now_s() - t0, c->bytes += 4.0 * u->r.n;
+    watchdog_kick();
+    u->state = Z3_READY;
+}
+
+// comm: dp reduce-scatter of a unit's gradient (grad, the unit's range), this replica's part
+// added into its grad_shard; the unit's gradient is cleared for what comes next.
+static void z3_reduce_scatter(Model* m, Z3Unit* u) {
+    Comm* c = z3_comm(m);
+    int me = z3_me(m);
+    double t0 = now_s();
+    mpiCheck(MPI_Reduce_scatter(u->grad, m->z3->part, u->counts, MPI_FLOAT, MPI_SUM, c->mpi));
+    c->seconds += now_s() - t0, c->bytes += 4.0 * u->r.n;
+    watchdog_kick();
+    if (u->counts[me]) f32_add(m, m->grad_shard + (u->r.lo + u->displs[me] - m->opt_lo), m->z3->part, u->counts[me]);
+    f32_zero(m, u->grad, u->r.n);
+}
+
+// ----------------------------------------------------------------------------
+// Views and units.
+
+// Point the views of the tensors in unit r at base (NULL: unbind them).
+static void z3_bind(Model* m, const ParamUnit* r, float* base, Weights* w, LayerW* layers) {
+    for (int i = 0; i < m->P.n; i++) {
+        const Tensor* t = &m->P.t[i];
+        if (t->offset < r->lo || t->offset >= r->lo + r->n) continue;
+        float* p = base ? base + (t->offset - r->lo) : NULL;
+        if (t->layer >= 0) ((float**)&layers[t->layer])[t->kind] = p;
+        else ((float**)w)[t->kind] = p;
+    }
+    if (m->c.arch == ARCH_GPT2) w->head = w->wte;
+}
+
+// A stale unit's gather started: into its own buffer, or into slot s (what the slot held is
+// dropped, its gather finished first).
+static void z3_fetch(Model* m, Z3Unit* u, int s) {
+    struct Zero3* z = m->z3;
+    if (u->state != Z3_STALE) return;
+    if (!u->own_buf) {
+        if (z->slot_unit[s] >= 0) {
+            Z3Unit* old = &z->u[z->slot_unit[s]];
+            z3_gather_wait(m, old);
+            old->state = Z3_STALE, old->buf = NULL;
+            z3_bind(m, &old->r, NULL, &m->w, m->wl);
+        }
+        z->slot_unit[s] = (int)(u - z->u), u->buf = z->slot[s];
+        z3_bind(m, &u->r, u->buf, &m->w, m->wl);
+    }
+    z3_gather_start(m, u);
+}
+static int z3_slot_of(const struct Zero3* z, const Z3Unit* u) {
+    return z->slot_unit[0] == (int)(u - z->u) ? 0 : z->slot_unit[1] == (int)(u - z->u) ? 1 : -1;
+}
+
+// Layer l's weights gathered in m->wl[l] (waited for here), and layer `next` (-1: none) started
+// into the other slot so its gather can overlap l's compute. Called before a layer's forward
+// and before its backward (parallel/pipeline.h).
+static void zero3_layer_ready(Model* m, int l, int next) {
+    struct Zero3* z = m->z3;
+    if (!z) return;
+    Z3Unit* u = &z->u[z->unit_of_layer[l]];
+    int s = z3_slot_of(z, u);
+    if (s < 0) s = 1 - z->in_use;  // the slot not used last: the layer used last is done
+    z3_fetch(m, u, s);
+    if (!u->own_buf) z->in_use = s;
+    if (next >= 0) z3_fetch(m, &z->u[z->unit_of_layer[next]], 1 - z->in_use);
+    z3_gather_wait(m, u);
+}
+
+// The ends (embeddings, final norm, head) gathered, when stale: at the start of a schedule.
+static void zero3_ends_ready(Model* m) {
+    if (!m->z3) return;
+    for (int i = 0; i < m->z3->n; i++)
+        if (m->z3->u[i].r.layer < 0) z3_fetch(m, &m->z3->u[i], 0);
+    for (int i = 0; i < m->z3->n; i++)
+        if (m->z3->u[i].r.layer < 0) z3_gather_wait(m, &m->z3->u[i]);
+}
+
+// Layer l's backward (or the part of it just run) is in its gradient: reduce-scatter it.
+static void zero3_layer_grads_done(Model* m, int l) {
+    if (m->z3) z3_reduce_scatter(m, &m->z3->u[m->z3->unit_of_layer[l]]);
+}
+
+// After the schedule (data_parallel.h reduce_gradients): the ends' gradients, the tied
+// embedding's copies summed first; returns the gradient the optimizer reads.
+static float* zero3_reduce_gradients(Model* m) {
+    embed_group_sync(m, m->g.wte);
+    for (int i = 0; i < m->z3->n; i++)
+        if (m->z3->u[i].r.layer < 0) z3_reduce_scatter(m, &m->z3->u[i]);
+    sp_partial_sync(m, m->grad_shard, m->opt_lo, shard_floats(&m->P, m->L.replicas));
+    return m->grad_shard;
+}
+
+// After the optimizer step: every gathered copy is out of date.
+static void zero3_params_updated(Model* m) {
+    struct Zero3* z = m->z3;
+    for (int i = 0; i < z->n; i++) {
+        z3_gather_wait(m, &z->u[i]);  // a prefetch still in flight
+        z->u[i].state = Z3_STALE;
+        if (!z->u[i].own_buf) z->u[i].buf = NULL, z3_bind(m, &z->u[i].r, NULL, &m->w, m->wl);
+    }
+    z->slot_unit[0] = z->slot_unit[1] = -1;
+}
+
+// ----------------------------------------------------------------------------
+// Set-up, and the whole local buffer for the readers and writers that go tensor by tensor.
+
+// Every unit's part of each replica's shard [r S, (r + 1) S).
+static void z3_unit_parts(Z3Unit* u, size_t S, int replicas) {
+    if (u->r.n > INT_MAX) fail("--zero 3: a unit of %zu floats is more than MPI's int counts", u->r.n);
+    u->counts = (int*)xcalloc(replicas, sizeof(int));
+    u->displs = (int*)xcalloc(replicas, sizeof(int));
+    for (int r = 0; r < replicas; r++) {
+        size_t a = u->r.lo > r * S ? u->r.lo : r * S, b = u->r.lo + u->r.n < (r + 1) * S ? u->r.lo + u->r.n : (r + 1) * S;
+        u->displs[r] = (int)(a < b ? a - u->r.lo : 0), u->counts[r] = (int)(a < b ? b - a : 0);
+    }
+}
+
+// The whole local buffer of weights (all-gathered from the shards), for a reader or writer of
+// the local layout (checkpoints, llm.c and Hugging Face files); zero3_keep_shard takes this
+// replica's shard back from it. The caller frees it.
+static float* zero3_full_params(Model* m) {
+    size_t S = shard_floats(&m->P, m->L.replicas);
+    float* full = f32_alloc(m, m->P.n_padded);
+    f32_copy(m, full + (size_t)m->L.replica * S, m->param_shard, m->opt_hi - m->opt_lo);
+    param_allgather(m, GROUP_DP, full + (size_t)m->L.replica * S, full, S);  // comm: dp all-gather (whole buffer)
+    return full;
+}
+static void zero3_keep_shard(Model* m, const float* full) {
+    f32_copy(m, m->param_shard, full + m->opt_lo, m->opt_hi - m->opt_lo);
+    zero3_params_updated(m);
+}
+
+// model_init_params for --zero 3: the shards, the units and their working buffers, the views
+// of the gradients bound once (a layer's into the one layer gradient, the ends' into theirs);
+// the weights initialized whole (params_init) and this replica's shard kept.
+static void zero3_init(Model* m) {
+    const ModelConfig* c = &m->c;
+    int keep = m->args->reshard_keep, replicas = m->L.replicas;
+    size_t S = shard_floats(&m->P, replicas), max_layer = 0, max_unit = 0;
+    struct Zero3* z = (struct Zero3*)xcalloc(1, sizeof(struct Zero3));
+    m->z3 = z;
+    m->wl = (LayerW*)xcalloc(c->n_layer, sizeof(LayerW));
+    m->gl = (LayerW*)xcalloc(c->n_layer, sizeof(LayerW));
+    m->w.layer = m->wl, m->g.layer = m->gl;
+    optimizer_range(&m->P, c, m->L.replica, &m->opt_lo, &m->opt_hi);
+    m->param_shard = f32_alloc(m, S);
+    m->grad_shard = f32_alloc(m, S);
+    m->m_state = f32_alloc(m, m->opt_hi - m->opt_lo);
+    m->v_state = f32_alloc(m, m->opt_hi - m->opt_lo);
+    ParamUnit* r = (ParamUnit*)xmalloc(sizeof(ParamUnit) * (m->P.n + 2));
+    z->n = param_units(&m->P, r);
+    z->u = (Z3Unit*)xcalloc(z->n, sizeof(Z3Unit));
+    z->unit_of_layer = (int*)xmalloc(sizeof(int) * c->n_layer);
+    for (int l = 0; l < c->n_layer; l++) z->unit_of_layer[l] = -1;
+    for (int i = 0; i < z->n; i++) {
+        Z3Unit* u = &z->u[i];
+        u->r = r[i], u->req = MPI_REQUEST_NULL;
+        z3_unit_parts(u, S, replicas);
+        if (u->r.layer >= 0) {
+            z->unit_of_layer[u->r.layer] = i;
+            max_layer = u->r.n > max_layer ? u->r.n : max_layer;
+        }
+        max_unit = u->r.n > max_unit ? u->r.n : max_unit;
+    }
+    z->layer_grad = f32_alloc(m, max_layer);
+    z->part = f32_alloc(m, max_unit < S ? max_unit : S);
+    for (int s = 0; s < 2; s++) z->slot[s] = keep ? NULL : f32_alloc(m, max_layer), z->slot_unit[s] = -1;
+    for (int i = 0; i < z->n; i++) {
+        Z3Unit* u = &z->u[i];
+        u->own_buf = u->r.layer < 0 || keep;
+        if (u->own_buf) u->buf = f32_alloc(m, u->r.n);
+        if (u->own_buf) z3_bind(m, &u->r, u->buf, &m->w, m->wl);
+        u->grad = u->r.layer < 0 ? f32_alloc(m, u->r.n) : z->layer_grad;
+        z3_bind(m, &u->r, u->grad, &m->g, m->gl);
+    }
+    free(r);
+    if (c->sp) m->sp_buf = f32_alloc(m, S);
+    m->params = f32_alloc(m, m->P.n_padded);  // the initial weights, whole for a moment
+    params_init(m);
+    zero3_keep_shard(m, m->params);
+    free(m->params);
+    m->params = NULL;
+}
+
+#endif

@@ -266,17 +266,21 @@ static void plan_write_csv(AtomicFile* out, const ModelConfig* c, const DevicePr
 }
 
 static void plan_print_profile(const DeviceProfile* d, const PlanSetup* k, int gpus_per_node) {
-    char name[4 * sizeof(d->name)];
+    char name[4 * sizeof(d->name)], kernels[96];
+    // the rates the software's kernels run at (plan_predict_ex): this trainer's own, or a framework's
+    if (k->own_kernels)
+        snprintf(kernels, sizeof(kernels), "matmul eff %.2f (+%.0f us), attention eff %.3f (this trainer's kernels)",
+                 d->matmul_eff_own, d->matmul_latency * 1e6, d->attn_eff_own);
+    else
+        snprintf(kernels, sizeof(kernels), "matmul eff %.2f (+%.0f us), attention eff flash2 %.2f flash1 %.2f bmm %.2f",
+                 d->matmul_eff, d->matmul_latency * 1e6, d->attn_eff_flash2, d->attn_eff_flash1, d->bmm_eff);
+    printf("device %s: %.4g TFLOP/s peak, %s, %.0f GiB (reserve %.1f + %.0f%% of activations), HBM %.0f GB/s x %.2f\n",
+           printable(d->name, name, sizeof(name)), d->peak_flops / 1e12, kernels, d->mem_bytes / GiB,
+           d->mem_overhead / GiB, k->own_buffers ? 0.0 : 100 * d->mem_frag, d->hbm_bw / 1e9, d->hbm_eff);
     printf(
-        "device %s: %.4g TFLOP/s peak, matmul eff %.2f (+%.0f us), attention eff flash2 %.2f flash1 %.2f bmm %.2f, "
-        "%.0f GiB (reserve %.1f + %.0f%% of activations), HBM %.0f GB/s x %.2f\n",
-        printable(d->name, name, sizeof(name)), d->peak_flops / 1e12, d->matmul_eff, d->matmul_latency * 1e6,
-        d->attn_eff_flash2, d->attn_eff_flash1, d->bmm_eff, d->mem_bytes / GiB, d->mem_overhead / GiB,
-        100 * d->mem_frag, d->hbm_bw / 1e9, d->hbm_eff);
-    printf(
-        "links: %d GPUs/node, intra %.0f GB/s/GPU, %d NICs x %.1f GB/s per node, link eff %.2f, DP overlap %.2f; "
-        "%s weights, %d-byte grads\n",
-        gpus_per_node, d->intra_bw / 1e9, d->nics_per_node, d->nic_bw / 1e9, d->link_eff,
+        "links: %d GPUs/node, intra %.0f GB/s/GPU, %d NICs x %.1f GB/s per node, link eff %.2f (NICs %.2f), "
+        "DP overlap %.2f; %s weights, %d-byte grads\n",
+        gpus_per_node, d->intra_bw / 1e9, d->nics_per_node, d->nic_bw / 1e9, d->link_eff, d->nic_eff,
         k->dp_after_backward ? 0.0 : d->dp_overlap, d->dtype_bytes == 2 ? "bf16" : "fp32", d->grad_bytes);
     printf("software: rank order %s, pipeline cut by %s, %s loss, gradients reduced %s, %s\n",
            k->rank_order == ORDER_TP_PP_DP ? "tp-cp-pp-dp" : "tp-dp-pp",
@@ -360,7 +364,7 @@ static int plan_main(int argc, char** argv) {
             p->dp, p->tp, cp_flags, p->pp, p->vpp, p->micro_batch, recompute_name(p->recompute), p->sp ? " --sp" : "",
             p->zero, schedule_name(p->schedule), ATTN_NAMES[p->setup.attention], p->setup.rms_kernel ? "on" : "off",
             100 * p->mfu, 100 * p->hfu, p->model_tflops_per_gpu, p->mem_total / GiB,
-            p->zero == 3 ? " [ZeRO-3: planner only]" : "");
+            p->zero == 3 ? " [ZeRO-3: the CPU build only]" : "");
     }
     if (a.csv) { plan_write_csv(&csv, &c, &a.dev, res, n); printf("wrote %d layouts to %s\n", n, a.csv); }
     free(res);

@@ -33,7 +33,8 @@ typedef struct {
     double intra_latency;    // s per step of a collective inside a node
     double nic_bw;           // bytes/s per NIC, one direction (InfiniBand HCA)
     double inter_latency;    // s per step of a collective across nodes
-    double link_eff;         // fraction of link bandwidth collectives reach (NCCL bus bandwidth / link)
+    double link_eff;         // fraction of the NVLink bandwidth collectives reach inside a node (NCCL bus bandwidth)
+    double nic_eff;          // the same for traffic across nodes, of the NICs' bandwidth
     double dp_overlap;       // fraction of one micro-batch's backward (forward) under which the DP
                              // gradient reduce (parameter all-gather) hides
     double comm_interference;  // slowdown of compute per second of communication it overlaps
@@ -71,7 +72,9 @@ static void profile_a100(DeviceProfile* d) {
                                   // 0.50) over flash_shape_eff at its benchmarks' shapes (diagonal tiles: 0.94-0.985)
     d->attn_eff_own = 0.132;      // the H200's fraction (below), assumed: not measured on an A100
     d->attn_eff_flash1 = 0.27;    // fit (FlashAttention 1.0.8, head dim 128)
-    d->bmm_eff = 0.30;            // fit (the batched K=128 score matmuls of unfused attention)
+    d->bmm_eff = 0.68;            // unfused attention's batched matmuls: the same tensor-core main loop as matmul_eff
+                                  // (their shapes and the memory roofline slow them: K = head size for the scores);
+                                  // 0.30 was fitted when all four took the scores' shape (dev/PLANNER.md)
     d->mem_bytes = 80 * GiB;
     d->mem_overhead = 0.5 * GiB;  // fit (0.5 in every leave-one-sheet-out fit): CUDA context and cuBLAS/NCCL workspaces
     d->mem_frag = 0.22;           // fit (study's out-of-memory boundaries): what a framework holds beyond the counted
@@ -86,6 +89,7 @@ static void profile_a100(DeviceProfile* d) {
     d->nic_bw = 200e9 / 8;        // HDR 200 Gb/s
     d->inter_latency = 10e-6;
     d->link_eff = 0.47;           // fit: NCCL bus bandwidth over the link, stalls of unoverlapped collectives included
+    d->nic_eff = 0.8;             // estimate: NCCL bus bandwidth across nodes over the NICs' line rate (dev/PLANNER.md)
     d->dp_overlap = 0.5;
     d->comm_interference = 0.2;
     d->nics_per_node = 8;
@@ -102,13 +106,14 @@ static void profile_h100(DeviceProfile* d) {
     d->matmul_k_half = 128;       // H200 (dev/RESULTS.md, same GH100 die and clocks): N 8192, 768 -> 3072 forward
                                   // 677 TFLOP/s (as measured; K 768 costs 14%), its backward 711 (measured 750);
                                   // 8192^3: 808 TFLOP/s
+    d->bmm_eff = 0.60;            // as matmul_eff (the A100's note)
     d->matmul_eff = 0.60;         // a PyTorch framework's step (Megatron, FSDP) does not reach the rate this trainer
                                   // measured: fit to llm-foundry's published H100 runs (dev/published_runs.csv, MAE
                                   // 17.8 -> 6.5 points; 0.55: 5.5), kept above their best fit since Megatron-style
                                   // H100 runs were reported over-predicted by up to 8 points at 0.70; the A100's
                                   // framework rate (0.68) is its own trainer-independent fit
     d->sms = 132;
-    d->attn_eff_flash2 = 0.40;    // FlashAttention-2 on Hopper reaches ~35-45% (FA3 more)
+    d->attn_eff_flash2 = 0.35;    // FlashAttention-2 on the H100: "only 35% utilization" (Shah et al. 2024, FA3)
     d->attn_eff_flash1 = 0.25;
     d->attn_eff_own = 0.132;      // this trainer's kernels on the H200 (dev/RESULTS.md, B 8, T 1024, 12 heads of 64):
                                   // forward 144, backward 108 TFLOP/s, 116 for the pair = 0.118 of peak, over
@@ -151,7 +156,7 @@ static void profile_cpu(DeviceProfile* d) {
     d->intra_latency = 20e-6;     // one collective step between ranks that time-share cores
     d->nic_bw = 10e9 / 8;         // 10 GbE, only used if a run spans hosts
     d->inter_latency = 30e-6;
-    d->link_eff = 1.0;
+    d->link_eff = d->nic_eff = 1.0;
     d->dp_overlap = 0.0;          // the CPU trainer reduces gradients with blocking MPI calls
     d->nics_per_node = 1;
     d->gpus_per_node = 0;
@@ -202,7 +207,8 @@ static const ProfileKey PROFILE_KEYS[] = {
     PKEY("nic_gbits", nic_bw, 0, 1e9 / 8, 1e-6, 1e6, "Gb/s per NIC, one direction"),
     PKEY("nics_per_node", nics_per_node, 1, 1, 1, 1024, "NICs per node"),
     PKEY("inter_latency_us", inter_latency, 0, 1e-6, 0, 1e6, "inter-node latency, microseconds"),
-    PKEY("link_eff", link_eff, 0, 1, 1e-3, 1, "fraction of link bandwidth collectives reach"),
+    PKEY("link_eff", link_eff, 0, 1, 1e-3, 1, "fraction of NVLink bandwidth collectives reach inside a node"),
+    PKEY("nic_eff", nic_eff, 0, 1, 1e-3, 1, "fraction of NIC bandwidth collectives reach across nodes"),
     PKEY("dp_overlap", dp_overlap, 0, 1, 0, 1, "fraction of a backward that hides the DP reduction"),
     PKEY("comm_interference", comm_interference, 0, 1, 0, 1, "compute slowdown per second of overlapped communication"),
     PKEY("gpus_per_node", gpus_per_node, 1, 1, 0, 1 << 20, "default GPUs per node (0: one node)"),

@@ -101,8 +101,10 @@ static void plan_keys_push(PlanKeys* keys, PlanKey key) {
 }
 
 // Every recomputation, SP, ZeRO and kernel choice of one grid and pipeline (key's other
-// fields) that the filter lets through.
-static void plan_keys_settings(PlanKey key, const PlanFilter* f, PlanKeys* keys) {
+// fields) that the filter lets through. Software with one attention kernel of its own (this
+// trainer, own_kernels: its flash kernel) lists it once, as flash2, unless the filter asks
+// for another.
+static void plan_keys_settings(PlanKey key, const PlanFilter* f, int own_kernels, PlanKeys* keys) {
     for (int rc = RECOMPUTE_NONE; rc <= RECOMPUTE_FULL; rc++)
         for (int sp = 0; sp <= (key.tp > 1); sp++)
             for (int zero = 0; zero <= 3; zero++)
@@ -111,6 +113,7 @@ static void plan_keys_settings(PlanKey key, const PlanFilter* f, PlanKeys* keys)
                         if (!filter_ok(f->recompute, rc) || !filter_ok(f->sp, sp) || !filter_ok(f->zero, zero) ||
                             !filter_ok(f->attention, attn) || !filter_ok(f->rms_kernel, rms)) continue;
                         if (zero > 0 && key.dp * key.cp == 1) continue;  // nothing to shard
+                        if (own_kernels && attn != ATTN_FLASH2 && f->attention != attn) continue;
                         key.recompute = rc, key.sp = sp, key.zero = zero, key.attention = attn, key.rms_kernel = rms;
                         plan_keys_push(keys, key);
                     }
@@ -142,7 +145,7 @@ static PlanKeys plan_keys(const ModelConfig* c, int gpus, int global_batch, int 
                             for (int sched = 0; sched < N_SCHEDULES; sched++) {
                                 if (!plan_schedule_tried(sched, pp, vpp) || !filter_ok(f->schedule, sched)) continue;
                                 PlanKey key = {dp, tp, cp, U, pp, mb, (short)vpp, (signed char)sched, 0, 0, 0, 0, 0};
-                                plan_keys_settings(key, f, &keys);
+                                plan_keys_settings(key, f, base->own_kernels, &keys);
                             }
                         }
                     }

@@ -37,6 +37,9 @@ typedef struct {
                             // once: counted exactly, no allocator share; 0: a framework's (Korthikanti et al.)
     int own_kernels;        // 1: its flash attention is this trainer's own kernels (the device's attn_eff_own);
                             // 0: FlashAttention 1 / 2 (attn_eff_flash1 / attn_eff_flash2)
+    int tp_async_dgrad;     // 1: the backward's tensor-parallel collective of each column-parallel linear's
+                            // input gradient runs while that linear's weight gradient is computed (Megatron-LM's
+                            // asynchronous tensor-parallel communication); 0: after it, nothing overlapped
 } PlanSetup;
 
 // The software the planner can model (--software): this trainer, and the Aleph Alpha
@@ -52,11 +55,11 @@ typedef struct {
 // reduction overlapping the backward, as Megatron-LM and FSDP run them.
 enum { SOFTWARE_TRAINER, SOFTWARE_SCALING, SOFTWARE_FRAMEWORK };
 static PlanSetup plan_setup_for(int software) {
-    PlanSetup s = {ATTN_FLASH2, 1, ORDER_TP_PP_DP, SPLIT_LAYERS, 0, 0, 1, 1, 1};
+    PlanSetup s = {ATTN_FLASH2, 1, ORDER_TP_PP_DP, SPLIT_LAYERS, 0, 0, 1, 1, 1, 0};
     if (software == SOFTWARE_SCALING)
         s.rank_order = ORDER_TP_DP_PP, s.pipe_split = SPLIT_PARAMS, s.loss_gathered = 1, s.dp_after_backward = 1,
         s.context_parallel = 0, s.own_buffers = 0, s.own_kernels = 0;
-    if (software == SOFTWARE_FRAMEWORK) s.own_buffers = 0, s.own_kernels = 0;
+    if (software == SOFTWARE_FRAMEWORK) s.own_buffers = 0, s.own_kernels = 0, s.tp_async_dgrad = 1;
     return s;
 }
 static PlanSetup plan_setup_default(void) { return plan_setup_for(SOFTWARE_TRAINER); }

@@ -105,9 +105,8 @@ static Link group_link_nested(const DeviceProfile* d, int n_in, int stride_in, i
     }
     l.nvls = 0;
     double nic_share = (double)d->nics_per_node * d->nic_bw / gpus_per_node;  // per GPU
-    l.bw = (double)k_in * k_out * nic_share;
-    if (l.bw > d->intra_bw) l.bw = d->intra_bw;
-    l.bw *= d->link_eff;
+    l.bw = (double)k_in * k_out * nic_share * d->nic_eff;
+    if (l.bw > d->intra_bw * d->link_eff) l.bw = d->intra_bw * d->link_eff;
     l.lat = d->inter_latency;
     return l;
 }
@@ -118,7 +117,7 @@ static Link group_link(const DeviceProfile* d, int n, int stride, int gpus_per_n
 // One GPU's share of its node's NICs: what a point-to-point message leaving the node gets
 // (NCCL sends it through the NIC next to the GPU).
 static Link nic_link(const DeviceProfile* d, int gpus_per_node) {
-    Link l = {d->link_eff * d->nics_per_node * d->nic_bw / gpus_per_node, d->inter_latency, 0};
+    Link l = {d->nic_eff * d->nics_per_node * d->nic_bw / gpus_per_node, d->inter_latency, 0};
     return l;
 }
 
@@ -274,21 +273,25 @@ static LayerTime layer_time(const ModelConfig* c, int b, int tp, int sp, int cp,
         attn_bwd = 2.5 * flops / (d->peak_flops * eff) + R * d->op_latency;
     } else {
         // per block two batched matmuls over the full scores (no causal saving), then the
-        // softmax passes over them; the backward has four such matmuls
+        // softmax passes over them; the backward has four such matmuls. By shape, per head:
+        // the scores S = Q K^T reduce over the head size (M = N = Tb, K = hd), the output P V
+        // over the keys (M = Tb, N = hd, K = Tb); in the backward dP = dO V^T has the scores'
+        // shape, dV = P^T dO, dQ = dS K and dK = dS^T Q the output's
         DeviceProfile dn = *d;
         dn.matmul_eff = d->bmm_eff;
-        double Tb = T / R, bmm = matmul_time(&dn, Tb, Tb, hd, b * a / (t * U)), scores = b * a / (t * U) * Tb * Tb;
-        attn = R * (2 * bmm + elementwise_time(d, scores * softmax_bytes(k->attention, e, 0)));
-        attn_bwd = R * (4 * bmm + elementwise_time(d, scores * softmax_bytes(k->attention, e, 1)));
+        double Tb = T / R, heads = b * a / (t * U), scores = heads * Tb * Tb;
+        double bmm_s = matmul_time(&dn, Tb, Tb, hd, heads), bmm_o = matmul_time(&dn, Tb, hd, Tb, heads);
+        attn = R * (bmm_s + bmm_o + elementwise_time(d, scores * softmax_bytes(k->attention, e, 0)));
+        attn_bwd = R * (bmm_s + 3 * bmm_o + elementwise_time(d, scores * softmax_bytes(k->attention, e, 1)));
     }
     lt.cp = cp_layer_time(c, b, tp, cp, U, d, attn, attn_bwd, ring, a2a);
     // the four linears (outputs x inputs per rank): forward, input gradient, weight gradient
     double lin_n[4] = {(h + 2 * kv) / t, h, (llama ? 2 : 1) * F / t, h}, lin_k[4] = {h, h / t, h, F / t};
-    double mm = 0, mm_dx = 0, mm_dw = 0;
+    double mm = 0, mm_dx = 0, mm_dw = 0, dw[4];
     for (int i = 0; i < 4; i++) {
         mm += matmul_time(d, n, lin_n[i], lin_k[i], 1);
         mm_dx += linear_dx_time(d, n, lin_n[i], lin_k[i]);
-        mm_dw += linear_dw_time(d, n, lin_n[i], lin_k[i]);
+        mm_dw += dw[i] = linear_dw_time(d, n, lin_n[i], lin_k[i]);
     }
     // Megatron: 2 all-reduces of the (s, b, h) activations forward and 2 backward; with SP
     // an all-gather + reduce-scatter pair instead of each, the same bytes (Korthikanti §4.2.2).
@@ -300,13 +303,21 @@ static LayerTime layer_time(const ModelConfig* c, int b, int tp, int sp, int cp,
                     : link_allreduce_time(tp, x_bytes, tp_link);
     lt.comm_fwd = 2 * one;
     lt.comm_bwd = 2 * one;
+    // The backward's two collectives are the input gradients of the column-parallel qkv and fc
+    // linears (f's backward; with SP their reduce-scatters). With asynchronous tensor-parallel
+    // communication each runs while its linear's weight gradient is computed (not when the
+    // schedule defers that to a W pass): what the weight gradient does not hide is exposed, the
+    // hidden part costs comm_interference of itself (the collective's SMs and HBM traffic).
+    double bwd_comm = lt.comm_bwd;
+    if (k->tp_async_dgrad && !schedule_has_w(c->schedule))
+        bwd_comm = comm_exposed(one, dw[0], d->comm_interference) + comm_exposed(one, dw[2], d->comm_interference);
     lt.attn_fwd = attn + lt.cp.fwd;
     lt.fwd = 2 * norm_f + 2 * resid + rope + act_f + mm + attn + lt.comm_fwd + lt.cp.fwd;
     // backward: each linear's input gradient in B and its weight gradient (as many FLOPs:
     // 2 x the layer's matmul parameters per token) in W; attention, norms, the elementwise
     // ops and the tensor-parallel and context-parallel communication of the input gradients
     // are B's
-    lt.bwd = 2 * norm_b + 2 * resid + rope + act_b + mm_dx + mm_dw + attn_bwd + lt.comm_bwd + lt.cp.bwd;
+    lt.bwd = 2 * norm_b + 2 * resid + rope + act_b + mm_dx + mm_dw + attn_bwd + bwd_comm + lt.cp.bwd;
     lt.bwd_w = mm_dw;
     return lt;
 }

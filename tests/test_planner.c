@@ -79,6 +79,7 @@ static double mfu_study(const char* preset, int seq_len, const PlanResult* r) {
 // ----------------------------------------------------------------------------
 // The tests, by concern, in the order main runs them.
 #include "tests/planner_model.c"
+#include "tests/planner_time.c"
 #include "tests/planner_schedules.c"
 #include "tests/planner_study.c"
 #include "tests/planner_cli.c"
@@ -93,6 +94,9 @@ int main(void) {
     test_gemm_shape_efficiency();
     test_tp_collectives();
     test_flash_shape_efficiency();
+    test_tp_async_dgrad();
+    test_unfused_attention_shapes();
+    test_links_across_nodes();
     test_h200_trainer_steps();
     test_bubble();
     test_zero_bubble_schedules();
@@ -107,6 +111,7 @@ int main(void) {
     test_cli_context_parallel();
     test_calibration_runs();
     test_search_pruning();
+    test_trainer_one_kernel();
     test_hostile_inputs();
     return tests_done();
 }

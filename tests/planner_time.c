@@ -1,0 +1,75 @@
+// planner_time.c (included by test_planner.c): the step-time terms a framework's software
+// and the cluster decide: Megatron-LM's asynchronous tensor-parallel backward, unfused
+// attention's batched matmuls by their shapes, and the links across nodes.
+
+// Megatron-LM's asynchronous tensor-parallel communication (software.h tp_async_dgrad, time.h
+// layer_time): a framework's backward runs the input-gradient all-reduce of the qkv and fc
+// linears while their weight gradients are computed, so a layer's backward is shorter than
+// the unoverlapped one by 2 x one all-reduce minus what the weight gradients leave exposed
+// (and comm_interference of what they hide); the Scaling codebase and this trainer overlap
+// nothing, and a schedule with W passes defers the weight gradients the collectives would
+// hide under. LLaMA-13B, 2048 tokens, tp 8 in an A100 node: one all-reduce of 2048 x 5120 x 2 B
+// (2 x 7/8 x 20.97 MB / 141 GB/s + 70 us = 330.3 us) against weight gradients of 213.4 (qkv,
+// 5120 x 1920) and 354.3 us (fc, 5120 x 3456): qkv's leaves 330.3 - 213.4 + 0.2 x 213.4 = 159.6 us
+// exposed, fc's hides it whole for 0.2 x 330.3 = 66.1 us: 434.9 us saved of 660.6.
+static void test_tp_async_dgrad(void) {
+    DeviceProfile d;
+    profile_builtin("a100-80gb", &d);
+    ModelConfig c = model("llama-13b", 2048);
+    c.tp = 8;
+    PlanSetup fw = plan_setup_for(SOFTWARE_FRAMEWORK), plain = fw;
+    plain.tp_async_dgrad = 0;
+    Link l = group_link(&d, 8, 1, 8);
+    LayerTime a = layer_time(&c, 1, 8, 0, 1, 1, &fw, &d, l, l, l);
+    LayerTime b = layer_time(&c, 1, 8, 0, 1, 1, &plain, &d, l, l, l);
+    double n = 2048, h = 5120, one = link_allreduce_time(8, n * h * d.dtype_bytes, l);
+    double dw_qkv = linear_dw_time(&d, n, 3 * h / 8, h), dw_fc = linear_dw_time(&d, n, 2.0 * c.d_ff / 8, h);
+    double ci = d.comm_interference, want = 2 * one - comm_exposed(one, dw_qkv, ci) - comm_exposed(one, dw_fc, ci);
+    check(dw_qkv < one && dw_fc > one && close_rel(b.bwd - a.bwd, want, 1e-9) && fabs(want - 434.9e-6) < 0.05e-6,
+          "tp_async_dgrad_hides_the_backward_allreduces", "all-reduce %.1f us, dW qkv %.1f / fc %.1f us, saved %.1f us",
+          one * 1e6, dw_qkv * 1e6, dw_fc * 1e6, (b.bwd - a.bwd) * 1e6);
+    c.schedule = SCHED_ZBH1;
+    a = layer_time(&c, 1, 8, 0, 1, 1, &fw, &d, l, l, l), b = layer_time(&c, 1, 8, 0, 1, 1, &plain, &d, l, l, l);
+    check(a.bwd == b.bwd && !plan_setup_for(SOFTWARE_SCALING).tp_async_dgrad && !plan_setup_default().tp_async_dgrad,
+          "tp_async_dgrad_only_framework_without_w", "zb-h1 %.1f vs %.1f us", a.bwd * 1e6, b.bwd * 1e6);
+}
+
+// Unfused attention's batched matmuls by their shapes (time.h layer_time): the scores Q K^T
+// reduce over the head size (M = N = T, K = hd), P V over the keys (M = T, N = hd, K = T), at
+// bmm_eff (the GEMMs' rate, 0.68 on an A100); the forward is the two and the softmax's 2e
+// bytes per score. GPT 1.7B (Narayanan et al.'s smallest: 24 heads of 96), 2048 tokens: the
+// scores' K = 96 gets 96 / (96 + 64) = 0.6 of the rate (0.599 with the last wave); P V's
+// N = 96 fills 0.75 of its tiles but K = 2048 runs at 2048 / 2112 (0.665 with split-K and waves).
+static void test_unfused_attention_shapes(void) {
+    DeviceProfile d, dn;
+    profile_builtin("a100-80gb", &d);
+    dn = d, dn.matmul_eff = d.bmm_eff;
+    ModelConfig c = model("gpt2-124m", 2048);
+    c.n_layer = 24, c.n_head = c.n_kv_head = 24, c.d_model = 2304, c.d_ff = 4 * 2304;
+    config_finalize(&c);
+    PlanSetup k = plan_setup_for(SOFTWARE_FRAMEWORK);
+    k.attention = ATTN_FUSED_SOFTMAX;
+    Link l = group_link(&d, 1, 1, 8);
+    LayerTime lt = layer_time(&c, 1, 1, 0, 1, 1, &k, &d, l, l, l);
+    double T = 2048, heads = 24, scores = heads * T * T;
+    double want = matmul_time(&dn, T, T, 96, heads) + matmul_time(&dn, T, 96, T, heads) +
+                  elementwise_time(&d, scores * 2 * d.dtype_bytes);
+    double e_s = matmul_shape_eff(&d, T, T, 96, heads), e_o = matmul_shape_eff(&d, T, 96, T, heads);
+    check(close_rel(lt.attn_fwd, want, 1e-12) && fabs(e_s - 0.599) < 5e-4 && fabs(e_o - 0.665) < 5e-4,
+          "unfused_attention_by_shape",
+          "forward %.1f us (want %.1f), scores' shape %.3f, output's %.3f", lt.attn_fwd * 1e6, want * 1e6, e_s, e_o);
+}
+
+// Links across nodes (time.h group_link_nested, nic_link): the NICs' share at nic_eff, NVLink
+// at link_eff, the slower bounding a ring that has both. A100 nodes of 8 GPUs with 8 HDR NICs:
+// a group of one GPU per node gets 25 GB/s x 0.8 = 20 GB/s; of 8 per node (a 16-rank ring)
+// 8 x 20 = 160 GB/s of NICs, held to the NVLink hops' 300 x 0.47 = 141 GB/s.
+static void test_links_across_nodes(void) {
+    DeviceProfile d;
+    profile_builtin("a100-80gb", &d);
+    Link one = group_link(&d, 16, 8, 8), eight = group_link(&d, 16, 1, 8), p2p = nic_link(&d, 8);
+    check(close_rel(one.bw, 20e9, 1e-12) && close_rel(eight.bw, 141e9, 1e-12) && p2p.bw == one.bw &&
+              one.lat == d.inter_latency,
+          "links_across_nodes", "1 per node %.1f GB/s, 8 per node %.1f GB/s, p2p %.1f GB/s", one.bw / 1e9,
+          eight.bw / 1e9, p2p.bw / 1e9);
+}

@@ -40,6 +40,7 @@ typedef struct {
     int doc_mask;              // --doc-mask: DOC_MASK_AUTO, _ON, _OFF as given; run.h doc_mask_resolve sets doc_masked
     int doc_masked;            // 1: attention within documents, positions restarting at each (runtime/data.h)
     const char* doc_note;      // the start-up table's line on documents
+    int packing;               // --packing: PACK_CONCAT, PACK_GREEDY, PACK_WLB (runtime/packing.h)
     int quiet;
     unsigned char given[MAX_FLAGS];  // given[i]: FLAGS[i] was on the command line
 } Args;
@@ -152,6 +153,9 @@ static const Flag FLAGS[] = {
     {"--doc-mask", FLAG_CHOICE, "auto|on|off", NO_RANGE, "auto", HELP_DATA, AGREE, 0, IN_ARGS(doc_mask),
      "attention within documents only (an end-of-text token starts one), RoPE/wpe positions restarting at each; "
      "auto: on when the data has end-of-text tokens (llm.c shards), off for byte-level text"},
+    {"--packing", FLAG_CHOICE, "concat|greedy|wlb", NO_RANGE, "concat", HELP_DATA, AGREE, 0, IN_ARGS(packing),
+     "concat: hashed windows of the stream; greedy: whole documents first-fit into the sequences, the rest padding; "
+     "wlb: documents balanced over micro-batches and dp ranks by attention work, outliers delayed (WLB-LLM)"},
     {"--tokenizer", FLAG_TEXT, "FILE", NO_RANGE, NULL, HELP_DATA, AGREE, 0, IN_ARGS(tokenizer),
      "llm.c tokenizer file for decoding samples (default: bytes; other vocabularies print token ids); "
      "data/prepare.py writes one beside its shards"},

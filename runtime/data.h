@@ -34,6 +34,7 @@ typedef struct {
     int* tokens;         // the whole stream in memory
     size_t n_tokens, cap;
     const char* source;  // what it was read from (a flag's value, or a description), for messages and the table
+    DocPlan* plan;       // --packing greedy|wlb: the documents of each global batch (runtime/packing.h); NULL: concat
     FileId* files;       // the files read, so that no output overwrites one (runtime/run.h)
     int n_files;
     int eot;             // the end-of-text id that starts a document (data_eot), -1: none in this vocabulary
@@ -325,6 +326,11 @@ static void load_batch(const TokenStream* ts, const ModelConfig* c, int dp_rank,
                        const int* pos, int Tl, int* inputs, int* targets, int* doc_start, int* doc_seq) {
     size_t per_dp = (size_t)n_micro * c->micro_batch, T = c->seq_len;
     size_t first = index * c->global_batch + dp_rank * per_dp;
+    if (ts->plan) {
+        plan_fill(ts->plan, ts->tokens, index, (int)(dp_rank * per_dp), (int)per_dp, pos, Tl, inputs, targets,
+                  doc_start, doc_seq);
+        return;
+    }
     if (Tl == c->seq_len) {
         stream_batch(ts, c->seq_len, first, (int)per_dp, inputs, targets, doc_seq);
         if (doc_start) memcpy(doc_start, doc_seq, sizeof(int) * per_dp * T);

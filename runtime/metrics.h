@@ -50,6 +50,10 @@ typedef struct {
     int ms_n;
     double ema_ms;              // for the ETA
     double last_bubble, bubble_formula;
+    // documents (runtime/packing.h): the step's spread of attention work across micro-batches,
+    // dp ranks and cp ranks (train.h batch_imbalance); logged when show_imbalance
+    double att_spread[3];
+    int show_imbalance;
     double tok_s, mfu, hfu, tflops;
     char (*hosts)[HOST_CHARS];  // rank 0: each rank's host name (for the grid at start-up)
 } Metrics;
@@ -297,6 +301,9 @@ static void metrics_step_end(Metrics* m, const Layout* L, const ModelConfig* c, 
         if (L->world > 1)
             printf(" | comm tp %.0f pp %.0f dp %.0f ms", dc[GROUP_TP] * 1e3, dc[GROUP_PP] * 1e3, dc[GROUP_DP] * 1e3);
         if (L->cp > 1) printf(" | cp a2a %.0f ring %.0f ms", dc[GROUP_CP_ULYSSES] * 1e3, dc[GROUP_CP_RING] * 1e3);
+        if (m->show_imbalance)
+            printf(" | attn spread mb %.0f%% dp %.0f%% cp %.0f%%", 100 * m->att_spread[0], 100 * m->att_spread[1],
+                   100 * m->att_spread[2]);
         printf(" | ETA %dm%02ds%s\n", (int)eta / 60, (int)eta % 60, skipped ? " | SKIPPED (non-finite)" : "");
         fflush(stdout);
     }
@@ -310,6 +317,10 @@ static void metrics_step_end(Metrics* m, const Layout* L, const ModelConfig* c, 
         step + 1, loss, lr, dt * 1e3, m->tok_s, m->mfu, m->hfu, m->tflops, gnorm, m->last_bubble, m->bubble_formula,
         dc[GROUP_TP] * 1e3, dc[GROUP_PP] * 1e3, dc[GROUP_DP] * 1e3, dc[GROUP_EMBED] * 1e3, dc[GROUP_WORLD] * 1e3,
         dc[GROUP_CP_ULYSSES] * 1e3, dc[GROUP_CP_RING] * 1e3, skipped);
+    if (m->show_imbalance)  // the spreads, and the time this rank waited in the schedule (not computing)
+        snprintf(line + strlen(line) - 2, sizeof(line) - strlen(line) + 2,
+                 ",\"attn_spread_mb\":%.4f,\"attn_spread_dp\":%.4f,\"attn_spread_cp\":%.4f,\"wait_ms\":%.3f}\n",
+                 m->att_spread[0], m->att_spread[1], m->att_spread[2], (sched_s - m->compute_s) * 1e3);
     json_nonfinite_to_null(line, sizeof(line));
     if (m->log) output_write(m->log, line, "--log", m->args->log);
     if (m->rank_log) {

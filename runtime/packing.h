@@ -212,7 +212,7 @@ static void plan_build(DocPlan* p, const int* tokens, size_t n, int eot, int pac
     ps.wait = (size_t*)xmalloc(sizeof(size_t) * 2 * (ps.n_docs + 1));
     ps.waited_from = ps.wait + ps.n_docs + 1;
     ps.room = (int*)xmalloc(sizeof(int) * G);
-    ps.batch = (Placed*)xmalloc(sizeof(Placed) * (size_t)G * T);  // documents of one batch: at most its positions
+    ps.batch = (Placed*)xmalloc(sizeof(Placed) * (ps.n_docs + 1));
     p->batch_at = (size_t*)xcalloc(1, sizeof(size_t));
     size_t cap = 0;
     for (size_t b = 0; ps.next < ps.n_docs || ps.n_wait; b++) {
@@ -224,8 +224,6 @@ static void plan_build(DocPlan* p, const int* tokens, size_t n, int eot, int pac
     }
     free((void*)ps.docs), free(ps.wait), free(ps.room), free(ps.batch);
 }
-
-static void plan_free(DocPlan* p) { free(p->placed), free(p->batch_at), memset(p, 0, sizeof(*p)); }
 
 // Batch `index` of the run: [*first, *end) of p->placed.
 static void plan_batch(const DocPlan* p, size_t index, size_t* first, size_t* end) {
@@ -273,6 +271,25 @@ static void plan_fill(const DocPlan* p, const int* tokens, size_t index, int seq
         if (doc_seq) memcpy(doc_seq + (size_t)s * T, ds, sizeof(int) * T);
     }
     free(in);
+}
+
+// ----------------------------------------------------------------------------
+// Measured imbalance: the attention work of a position is the keys it sees, q - doc_start[q] + 1
+// (the causal pairs of its document up to it); a group's work the sum over its positions.
+
+// Work of the positions pos[0, n) of n_seq sequences of T (doc_start: n_seq x T).
+static double attention_work(const int* doc_start, int n_seq, int T, const int* pos, int n) {
+    double w = 0;
+    for (int s = 0; s < n_seq; s++)
+        for (int j = 0; j < n; j++) w += pos[j] - doc_start[(size_t)s * T + pos[j]] + 1;
+    return w;
+}
+
+// (max - min) / mean of x[0, n); 0 for an empty or all-zero set.
+static double spread_of(const double* x, int n) {
+    double lo = x[0], hi = x[0], sum = 0;
+    for (int i = 0; i < n; i++) lo = x[i] < lo ? x[i] : lo, hi = x[i] > hi ? x[i] : hi, sum += x[i];
+    return sum > 0 ? (hi - lo) / (sum / n) : 0;
 }
 
 // ----------------------------------------------------------------------------

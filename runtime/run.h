@@ -127,6 +127,28 @@ static void doc_mask_resolve(Args* a, const TokenStream* train) {
                         : xstrprintf("one stream (%s): no end-of-text token in the data", why);
 }
 
+// --packing greedy|wlb: each stream's plan of one pass over its documents (runtime/packing.h),
+// in micro-batch units of --micro-batch sequences.
+static void packing_plans(const Args* a, TokenStream* train, TokenStream* val) {
+    const ModelConfig* c = &a->cfg;
+    TokenStream* streams[2] = {train, val};
+    for (int i = 0; i < 2 && a->packing != PACK_CONCAT; i++) {
+        if (streams[i]->n_tokens < 2) continue;  // no validation data (--eval-every 0 with a tiny stream)
+        streams[i]->plan = (DocPlan*)xmalloc(sizeof(DocPlan));
+        plan_build(streams[i]->plan, streams[i]->tokens, streams[i]->n_tokens, data_eot(c->vocab), a->packing,
+                   c->global_batch, c->micro_batch, c->seq_len);
+    }
+}
+
+// --data docs:lognormal[:MEDIAN[:SIGMA]]: the built-in corpus cut into long-tailed documents.
+static void open_doc_corpus(TokenStream* ts, const char* spec, int vocab, double median, double sigma) {
+    if (data_eot(vocab) < 0) fail("--data %s: documents need an end-of-text token: vocab >= 257 (got %d)", spec, vocab);
+    make_builtin_corpus(ts, 2000000, 42);
+    docs_mark(ts->tokens, ts->n_tokens, data_eot(vocab), median, sigma, 42);
+    ts->source = xstrprintf("%s (built-in corpus, 2000000 tokens, log-normal document lengths)", spec);
+    stream_count_docs(ts, vocab);
+}
+
 // Everything before the model: flags, self-launch under mpirun, MPI, the ranks' settings
 // and the layout check (on every rank, before any allocation), data, tokenizer, the
 // checkpoint --resume auto continues from, and every output (outputs_check).
@@ -244,7 +266,10 @@ static void run_setup(Run* r, int argc, char** argv) {
     Args* a = &r->args;
     if (r->rank == 0 && a->ckpt_dir)
         ckpt_dir_lock(a->ckpt_dir);  // another run's directory: refused before reading anything
-    if (a->data) stream_open(&r->train, a->data, c->vocab, "--data");
+    double median, sigma;
+    if (a->data && docs_spec(a->data, &median, &sigma, "--data"))
+        open_doc_corpus(&r->train, a->data, c->vocab, median, sigma);
+    else if (a->data) stream_open(&r->train, a->data, c->vocab, "--data");
     else {
         if (c->vocab < 256)
             fail("the built-in corpus is byte-level text and needs vocab >= 256 (got %d; --data for other tokens)",
@@ -258,6 +283,7 @@ static void run_setup(Run* r, int argc, char** argv) {
     if (a->eval_every && stream_n_seq(&r->val, c->seq_len) < 1)
         fail("validation data %s: fewer than seq-len+1 tokens", r->val.source);
     doc_mask_resolve(a, &r->train);
+    packing_plans(a, &r->train, &r->val);
     tokenizer_load(&r->tk, a->tokenizer, c->vocab);
     if (a->resume && !strcmp(a->resume, "auto")) {  // before outputs_check creates --ckpt-dir
         if (!a->ckpt_dir) fail("--resume auto needs --ckpt-dir");

@@ -98,12 +98,47 @@ static double reduce_loss(Model* m, double n_tokens) {
     return l / n_tokens;
 }
 
+// The targets the loss of global batch `index` counts: all its positions, or with --packing
+// greedy|wlb its documents' tokens (padding is not counted); every rank knows it from the plan,
+// so the loss is the mean over the same tokens in every layout.
+static double batch_targets_counted(const ModelConfig* c, const TokenStream* ts, size_t index) {
+    return ts->plan ? plan_valid_targets(ts->plan, index) : (double)c->global_batch * c->seq_len;
+}
+
+// The spread of attention work (runtime/packing.h attention_work) in global batch `index`
+// across its micro-batches (units of B sequences), dp ranks and cp ranks, into the metrics; the
+// same on every rank (from the plan, or the stream's windows). Without document masking every
+// sequence is one causal block.
+static void batch_imbalance(Model* m, const TokenStream* ts, size_t index) {
+    const ModelConfig* c = &m->c;
+    int G = c->global_batch, T = c->seq_len, B = c->micro_batch, U = G / B, cp = c->cp;
+    int* in = (int*)xmalloc(sizeof(int) * 3 * (size_t)G * T);
+    int *tg = in + (size_t)G * T, *ds = tg + (size_t)G * T, *pos = (int*)xmalloc(sizeof(int) * T);
+    for (int j = 0; j < T; j++) pos[j] = j;
+    if (ts->plan) plan_fill(ts->plan, ts->tokens, index, 0, G, pos, T, in, tg, NULL, ds);
+    else stream_batch(ts, T, index * G, G, in, tg, ds);
+    if (!m->args->doc_masked) memset(ds, 0, sizeof(int) * (size_t)G * T);
+    double* work = (double*)xcalloc(U + cp, sizeof(double));
+    for (int u = 0; u < U; u++) work[u] = attention_work(ds + (size_t)u * B * T, B, T, pos, T);
+    double* dp_work = (double*)xcalloc(c->dp, sizeof(double));
+    for (int u = 0; u < U; u++) dp_work[u / m->n_micro] += work[u];
+    for (int r = 0; r < cp; r++) {  // the positions cp rank r holds of every sequence
+        cp_positions(pos, T, cp, c->cp_ulysses, r, c->cp_contiguous);
+        work[U + r] = attention_work(ds, G, T, pos, T / cp);
+    }
+    m->met->att_spread[0] = spread_of(work, U);
+    m->met->att_spread[1] = spread_of(dp_work, c->dp);
+    m->met->att_spread[2] = spread_of(work + U, cp);
+    free(in), free(pos), free(work), free(dp_work);
+}
+
 typedef struct { double loss, grad_norm, sched_s; float lr; int skipped; } StepResult;
 
 static StepResult train_step(Model* m, const TokenStream* train, int step) {
     StepResult r = {0, 0, 0, 0, 0};
-    double n_tokens = (double)m->c.global_batch * m->c.seq_len;
+    double n_tokens = batch_targets_counted(&m->c, train, (size_t)step);
     model_load_batch(m, train, (size_t)step);
+    if ((m->met->show_imbalance = m->args->doc_masked || train->plan != NULL)) batch_imbalance(m, train, (size_t)step);
     if (m->grads) f32_zero(m, m->grads, m->P.n_padded);  // (zero 3 clears its gradients as it reduces them)
     if (m->grad_shard) f32_zero(m, m->grad_shard, shard_floats(&m->P, m->L.replicas));
     if (m->wte_acc) f32_zero(m, m->wte_acc, (size_t)m->Vl * m->C);
@@ -130,19 +165,24 @@ static StepResult train_step(Model* m, const TokenStream* train, int step) {
 }
 
 // The mean validation loss over n_batches into *loss; 0 when a stop signal came first (every
-// rank looks before each batch, collectively, so all stop at the same one).
+// rank looks before each batch, collectively, so all stop at the same one). With --packing
+// greedy|wlb: over one pass at most, the mean over the documents' tokens (so the same
+// documents give the same loss whichever packing holds them).
 static int evaluate(Model* m, const TokenStream* val, int n_batches, double* loss) {
     PipeOp* ops = (PipeOp*)xmalloc(sizeof(PipeOp) * 3 * m->n_micro * m->L.vpp);
     int n_ops = forward_ops(m->L.sched, m->L.stage, m->L.pp, m->L.vpp, m->n_micro, ops);
-    double total = 0;
+    if (val->plan && (size_t)n_batches > val->plan->n_batches) n_batches = (int)val->plan->n_batches;
+    double total = 0, counted = 0;
     int b = 0;
     for (; b < n_batches && !ckpt_stop_requested(&m->L.group[GROUP_WORLD]); b++) {
         model_load_batch(m, val, (size_t)b);
         run_schedule(m, ops, n_ops, 0, 0.0f);
-        total += reduce_loss(m, (double)m->c.global_batch * m->c.seq_len);
+        double n = batch_targets_counted(&m->c, val, (size_t)b);
+        total += val->plan ? reduce_loss(m, 1.0) : reduce_loss(m, n);
+        counted += n;
     }
     free(ops);
-    *loss = total / n_batches;
+    *loss = val->plan ? total / counted : total / n_batches;
     return b == n_batches;
 }
 

@@ -4,6 +4,8 @@
 // spread of attention work across micro-batch units against greedy's; the batch a pure function
 // of the step), the long-tailed generator, and the cross-entropy's ignored (padding) targets.
 
+static void free_plan(DocPlan* p) { free(p->placed), free(p->batch_at); }
+
 // A stream of n tokens with documents of log-normal lengths (docs_mark), other tokens 0..99.
 static int* doc_stream(size_t n, int eot, double median, double sigma) {
     int* t = (int*)xmalloc(sizeof(int) * n);
@@ -66,16 +68,15 @@ static int plan_consistent(const DocPlan* p, const Doc* docs, size_t n_docs, int
     return ok;
 }
 
-// Attention pairs per micro-batch unit of batch b; their (max - min) / mean.
+// Attention pairs per micro-batch unit of batch b; their spread.
 static double unit_spread(const DocPlan* p, size_t b) {
     int U = p->G / p->B;
     double* pairs = (double*)xcalloc(U, sizeof(double));
     for (size_t i = p->batch_at[b]; i < p->batch_at[b + 1]; i++)
         pairs[p->placed[i].seq / p->B] += doc_pairs(p->placed[i].len);
-    double lo = pairs[0], hi = pairs[0], sum = 0;
-    for (int u = 0; u < U; u++) lo = pairs[u] < lo ? pairs[u] : lo, hi = pairs[u] > hi ? pairs[u] : hi, sum += pairs[u];
+    double sp = spread_of(pairs, U);
     free(pairs);
-    return (hi - lo) / (sum / U);
+    return sp;
 }
 
 static void test_plans(void) {
@@ -124,7 +125,7 @@ static void test_plans(void) {
     plan_fill(&wlb, t, 3 + wlb.n_batches, 0, G, pos, T, in2, in2 + G * T, NULL, in2 + 2 * G * T);
     same &= !memcmp(in1, in2, sizeof(int) * 3 * G * T);
     check(same, "packing/wlb: the same plan built twice; batch i and i + n_batches alike", NULL);
-    plan_free(&greedy), plan_free(&wlb), plan_free(&again);
+    free_plan(&greedy), free_plan(&wlb), free_plan(&again);
     free(docs), free(t), free(room), free(in1), free(pos);
 }
 
@@ -157,6 +158,16 @@ static void test_plan_fill(void) {
         if (!filled[i]) ok &= in[i] == eot && tg[i] == -1 && ds[i] == i % T, n_pad++;
     check(ok && n_pad > 0 && plan_valid_targets(&p, b) == n_doc_tokens,
           "packing/plan_fill: documents in place, targets shifted, padding -1, the valid count", "%d padding", n_pad);
+    // attention_work of a unit's doc_start: its documents' causal pairs, and 1 per padding position
+    int work_ok = 1;
+    for (int u = 0; u < G / B; u++) {
+        double want = 0;
+        for (size_t i = a; i < e; i++) want += p.placed[i].seq / B == u ? doc_pairs(p.placed[i].len) : 0;
+        for (int i = u * B * T; i < (u + 1) * B * T; i++) want += !filled[i];
+        work_ok &= attention_work(ds + (size_t)u * B * T, B, T, pos, T) == want;
+    }
+    double x[3] = {2, 4, 6};
+    check(work_ok && spread_of(x, 3) == 1.0, "packing/attention_work: pairs per unit from doc_start; spread_of", NULL);
     int* part = (int*)xmalloc(sizeof(int) * 3 * 2 * 8);
     plan_fill(&p, t, b, 2, 2, zz, 8, part, part + 16, part + 32, NULL);
     int sub = 1;
@@ -166,7 +177,7 @@ static void test_plan_fill(void) {
             sub &= part[s * 8 + j] == in[i] && part[16 + s * 8 + j] == tg[i] && part[32 + s * 8 + j] == ds[i];
         }
     check(sub, "packing/plan_fill: a cp rank's positions of sequences 2..3 are the whole batch's", NULL);
-    plan_free(&p), free(t), free(in), free(part), free(filled);
+    free_plan(&p), free(t), free(in), free(part), free(filled);
 }
 
 // docs_mark: the median and the log-space spread it was asked for; docs_spec's forms and refusals.

@@ -153,11 +153,11 @@ static void op_rope(Model* m, bf16* qkv, int N, float sign) {
 // Selective recomputation saves little here (it drops only that), and is kept so the flag
 // does what it says and HFU counts the recomputed work the same way on both builds.
 static void op_attention_forward(Model* m, bf16* out, float* att, const bf16* qkv, int B) {
-    attention_forward_gpu(out, att, qkv, B, m->T, m->Hl, m->KVl, m->hd, m->be.stream);
+    attention_forward_gpu(out, att, qkv, B, m->T, m->Hl, m->KVl, m->hd, mb_docs(m), m->be.stream);
 }
 static void op_attention_backward(Model* m, bf16* dqkv, const bf16* dout, const bf16* qkv, const bf16* out,
                                   const float* att, int B) {
-    attention_backward_gpu(dqkv, dout, qkv, out, att, B, m->T, m->Hl, m->KVl, m->hd, m->be.stream);
+    attention_backward_gpu(dqkv, dout, qkv, out, att, B, m->T, m->Hl, m->KVl, m->hd, mb_docs(m), m->be.stream);
 }
 // Context parallelism's blocks (parallel/context_parallel.h): kernels_gpu.cuh's flash
 // kernels over two segments of a sequence, with an fp32 running output and fp32 gradients.
@@ -659,8 +659,6 @@ int main(int argc, char** argv) {
     run_setup(&run, argc, argv);
     Args* a = &run.args;
     ModelConfig* c = &a->cfg;
-    if (a->doc_masked)  // until the flash kernels take AttnBlock.doc
-        fail("--doc-mask: the GPU build's attention does not mask documents yet; use --doc-mask off");
     if (c->zero == 3)  // parallel/zero3.h gathers host buffers over MPI and binds fp32 views; the bf16 copies are not
         fail("--zero 3: in the CPU build only (train_gpt.c) for now; the GPU build shards up to --zero 2");
     int world = run.world, rank = run.rank, share = 1;

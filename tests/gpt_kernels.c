@@ -248,16 +248,17 @@ static void test_attention(int B, int T, int H, int KV, int hd) {
 // --- attention by blocks, as context parallelism's ring computes it: each ring rank's
 // zig-zag rows against every rank's keys (context_parallel.h cp_blocks, in ring order),
 // merged by log-sum-exp, against the whole-sequence attention; the backward's dq of each
-// rank and dk, dv summed over the ranks that saw each key, against the whole backward. ---
-static void test_attention_ring(int B, int T, int H, int KV, int hd, int R, int contiguous) {
+// rank and dk, dv summed over the ranks that saw each key, against the whole backward.
+// doc (B x T, NULL: none): documents (tests/gpt_docs.c), both sides masked by them. ---
+static void test_attention_ring(int B, int T, int H, int KV, int hd, int R, int contiguous, const int* doc) {
     char name[160];
     int stride = (H + 2 * KV) * hd, Ts = T / R, kv_ld = 2 * KV * hd;
     size_t nq = (size_t)B * T * stride, no = (size_t)B * T * H * hd;
     float *qkv = randn_f(nq, 1), *dout = randn_f(no, 1), *out = filled_f(no, NAN),
           *lse = filled_f((size_t)B * H * T, NAN);
     float* dqkv = filled_f(nq, NAN);
-    attention_forward(out, lse, qkv, B, T, H, KV, hd, NULL);
-    attention_backward(dqkv, dout, qkv, out, lse, B, T, H, KV, hd, NULL);
+    attention_forward(out, lse, qkv, B, T, H, KV, hd, doc);
+    attention_backward(dqkv, dout, qkv, out, lse, B, T, H, KV, hd, doc);
     // each ring rank's rows (B x Ts), gathered by position
     size_t lq = (size_t)B * Ts * stride, lo = (size_t)B * Ts * H * hd, lk = (size_t)B * Ts * kv_ld;
     float *q_r = (float*)xmalloc(sizeof(float) * R * lq), *kv_r = (float*)xmalloc(sizeof(float) * R * lk);
@@ -276,7 +277,8 @@ static void test_attention_ring(int B, int T, int H, int KV, int hd, int R, int 
     Model m;
     memset(&m, 0, sizeof(m));
     m.c.seq_len = T, m.c.cp = R, m.c.cp_ulysses = 1, m.c.cp_contiguous = contiguous, m.Hl = H, m.KVl = KV, m.hd = hd,
-    m.T = Ts;
+    m.T = Ts, m.B = B;
+    m.doc_start = m.doc_seq = (int*)doc, m.kernel_doc_seq = doc;  // micro-batch m.mb 0: these B sequences
     AttnBlock blk[4];
     for (int pass = 0; pass < 2; pass++)
         for (int r = 0; r < R; r++) {
@@ -312,8 +314,8 @@ static void test_attention_ring(int B, int T, int H, int KV, int hd, int R, int 
                         lse[((size_t)b * H + h) * T + full - (size_t)b * T];
             }
     const char* tag = KV < H ? "GQA" : "MHA";
-    snprintf(name, sizeof(name), "fwd/attention ring R=%d %s blocks merged = whole sequence (%s T%d)", R,
-             contiguous ? "contiguous" : "zig-zag", tag, T);
+    snprintf(name, sizeof(name), "fwd/attention ring R=%d %s blocks merged = whole sequence (%s T%d%s)", R,
+             contiguous ? "contiguous" : "zig-zag", tag, T, doc ? ", documents" : "");
     check_err(name, rel_err(o_r, eo, R * lo), TOL_FWD);
     snprintf(name, sizeof(name), "fwd/attention ring R=%d log-sum-exp = whole sequence", R);
     check_err(name, rel_err(l_r, el, (size_t)R * B * H * Ts), TOL_FWD);
@@ -617,11 +619,11 @@ static void test_kernels(void) {
     test_attention(1, 2 * ATT_ROWS + 5, 2, 1, 3);  // three blocks of queries, the last partial
     test_rope(0);
     test_rope(1);
-    test_attention_ring(2, 16, 4, 2, 8, 2, 0);  // GQA, 2 ring ranks: 4 chunks of 4
-    test_attention_ring(1, 16, 2, 2, 4, 4, 0);  // 4 ring ranks: 8 chunks of 2
-    test_attention_ring(1, 2 * ATT_ROWS + 6, 2, 1, 3, 1, 0);  // one rank: one segment, tiles past ATT_ROWS
-    test_attention_ring(1, 4 * ATT_ROWS + 8, 1, 1, 4, 2, 0);  // chunks of more than one tile
-    test_attention_ring(1, 16, 2, 1, 4, 4, 1);  // the contiguous split: later ranks' blocks skipped
+    test_attention_ring(2, 16, 4, 2, 8, 2, 0, NULL);  // GQA, 2 ring ranks: 4 chunks of 4
+    test_attention_ring(1, 16, 2, 2, 4, 4, 0, NULL);  // 4 ring ranks: 8 chunks of 2
+    test_attention_ring(1, 2 * ATT_ROWS + 6, 2, 1, 3, 1, 0, NULL);  // one rank: one segment, tiles past ATT_ROWS
+    test_attention_ring(1, 4 * ATT_ROWS + 8, 1, 1, 4, 2, 0, NULL);  // chunks of more than one tile
+    test_attention_ring(1, 16, 2, 1, 4, 4, 1, NULL);  // the contiguous split: later ranks' blocks skipped
     test_zigzag(16, 2, 1, 0);
     test_zigzag(48, 4, 1, 0);
     test_zigzag(32, 4, 2, 0);

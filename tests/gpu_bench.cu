@@ -58,11 +58,11 @@ static void bench_dgelu_split(void* p) {
 }
 static void bench_att_fwd(void* p) {
     BenchArgs* a = (BenchArgs*)p;
-    attention_forward_gpu(a->out, a->lse, a->qkv, a->B, a->T, a->H, a->KV, a->hd, st);
+    attention_forward_gpu(a->out, a->lse, a->qkv, a->B, a->T, a->H, a->KV, a->hd, NULL, st);
 }
 static void bench_att_bwd(void* p) {
     BenchArgs* a = (BenchArgs*)p;
-    attention_backward_gpu(a->dqkv, a->dout, a->qkv, a->out, a->lse, a->B, a->T, a->H, a->KV, a->hd, st);
+    attention_backward_gpu(a->dqkv, a->dout, a->qkv, a->out, a->lse, a->B, a->T, a->H, a->KV, a->hd, NULL, st);
 }
 // The memory-bound kernels at 124M sizes (N = 8 x 1024 tokens): x is N x 3072, y N x 3072.
 static void bench_gelu_fwd(void* p) {
@@ -145,7 +145,7 @@ static void bench_blocks(void) {
     w.qkv = (bf16*)dbuf(2 * (size_t)T * q_ld), w.dqkv = (bf16*)dbuf(2 * (size_t)T * q_ld);
     w.out = (bf16*)dbuf(2 * (size_t)T * H * hd), w.dout = (bf16*)dbuf(2 * (size_t)T * H * hd),
     w.lse = (float*)dbuf(4 * (size_t)T * H);
-    attention_forward_gpu(w.out, w.lse, w.qkv, 1, T, H, H, hd, st);  // valid lse for the backward
+    attention_forward_gpu(w.out, w.lse, w.qkv, 1, T, H, H, hd, NULL, st);  // valid lse for the backward
     double fl = 4.0 * hd * H * (double)T * (T + 1) / 2, fl_rank = 4.0 * hd * H * all_pairs;
     float tf = time_ms(bench_att_fwd, &w, 10), tb = time_ms(bench_att_bwd, &w, 10);
     printf(
@@ -186,7 +186,7 @@ static void bench(void) {
     a.qkv = (bf16*)dbuf(2 * rows * (a.H + 2 * a.KV) * a.hd), a.dqkv = (bf16*)dbuf(2 * rows * (a.H + 2 * a.KV) * a.hd);
     a.out = (bf16*)dbuf(2 * rows * a.H * a.hd), a.dout = (bf16*)dbuf(2 * rows * a.H * a.hd);
     a.lse = (float*)dbuf(4 * rows * a.H);
-    attention_forward_gpu(a.out, a.lse, a.qkv, a.B, a.T, a.H, a.KV, a.hd, st);  // valid lse for the backward
+    attention_forward_gpu(a.out, a.lse, a.qkv, a.B, a.T, a.H, a.KV, a.hd, NULL, st);  // valid lse for the backward
     double att = 2.0 * 2.0 * a.B * a.H * (double)a.T * a.T / 2 * a.hd;  // causal: half of QK^T and PV
     for (int tile = 64; tile >= 32; tile /= 2) {  // keys per tile: the trainer's 64, and 32
         gpu_att_tile64 = tile;

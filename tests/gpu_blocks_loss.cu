@@ -10,8 +10,9 @@
 // ring step 0; a block with src[i] = s > 0 reads the separate K, V buffer s (a neighbour's,
 // rows 2*KVa*hd) and adds its dk, dv to that buffer's gradient. The backward reads the same
 // out (the CPU's, rounded to bf16) and lse on both sides, so it is checked on its own.
+// doc (B x doc_ld host ints, NULL: none): the sequences' documents (AttnBlock.doc).
 static void run_blocks(const char* what, int B, int Ts, int Ha, int KVa, int hd, AttnBlock* blk, const int* src, int n,
-                       int n_src) {
+                       int n_src, const int* doc = NULL, int doc_ld = 0) {
     char nm[192];
     int q_ld = (Ha + 2 * KVa) * hd, kv_ld = 2 * KVa * hd, o_ld = Ha * hd;
     size_t rows = (size_t)B * Ts, no = rows * o_ld, nl = (size_t)B * Ha * Ts, nkv = rows * kv_ld;
@@ -23,11 +24,14 @@ static void run_blocks(const char* what, int B, int Ts, int Ha, int KVa, int hd,
     for (int s = 1; s < n_src; s++) kv[s] = hrand(nkv, 2.0f), d_kv[s] = to_bf16(kv[s], nkv);
     float *o = hbuf(no), *lse = hbuf(nl);
     float *d_o = (float*)dbuf(4 * no), *d_lse = (float*)dbuf(4 * nl);
+    AttnBlock d_blk[16];  // the same blocks with the device's copy of the documents
+    const int* d_doc = doc ? to_dev_ints(doc, (size_t)B * doc_ld) : NULL;
     for (int i = 0; i < n; i++) {
         blk[i].B = B, blk[i].Ts = Ts, blk[i].Ha = Ha, blk[i].KVa = KVa, blk[i].hd = hd;
-        blk[i].q_ld = q_ld, blk[i].kv_ld = src[i] ? kv_ld : q_ld;
+        blk[i].q_ld = q_ld, blk[i].kv_ld = src[i] ? kv_ld : q_ld, blk[i].doc = doc, blk[i].doc_ld = doc_ld;
+        d_blk[i] = blk[i], d_blk[i].doc = d_doc;
         attention_block_forward(o, o_ld, lse, q, kv[src[i]], &blk[i]);
-        attention_block_forward_gpu(d_o, d_lse, d_q, d_kv[src[i]], &blk[i], st);
+        attention_block_forward_gpu(d_o, d_lse, d_q, d_kv[src[i]], &d_blk[i], st);
         if (i == 0 || i == n - 1) {
             const char* when = i == 0 ? "first block" : "all blocks";
             snprintf(nm, sizeof(nm), "attention_block_forward o %s, %s hd=%d", what, when, hd);
@@ -47,7 +51,7 @@ static void run_blocks(const char* what, int B, int Ts, int Ha, int KVa, int hd,
     float *d_dq = to_f32(dq, no), *d_lse_cpu = to_f32(lse, nl);
     for (int i = 0; i < n; i++) {
         attention_block_backward(dq, o_ld, dkv[src[i]], kv_ld, q, kv[src[i]], dout, out, o_ld, lse, &blk[i]);
-        attention_block_backward_gpu(d_dq, d_dkv[src[i]], d_q, d_kv[src[i]], d_dout, d_out, d_lse_cpu, &blk[i], st);
+        attention_block_backward_gpu(d_dq, d_dkv[src[i]], d_q, d_kv[src[i]], d_dout, d_out, d_lse_cpu, &d_blk[i], st);
     }
     snprintf(nm, sizeof(nm), "attention_block_backward dq(+=) %s hd=%d", what, hd);
     check(nm, from_f32(d_dq, no), dq, no, TOL_ATT_BWD);
@@ -85,8 +89,9 @@ static int zigzag_step_blocks(int R, int r, int c, int step, AttnBlock* blk) {
 }
 
 // Ring rank r of R: its blocks over the R ring steps (step 0 on its own K, V; each later step
-// on a neighbour's buffer).
-static void test_attention_zigzag(int B, int R, int r, int c, int Ha, int KVa, int hd) {
+// on a neighbour's buffer). docs: 1 masks by test_docs' documents (the blocks are not
+// skipped here: rows that see no key of a block are the kernels' to leave alone).
+static void test_attention_zigzag(int B, int R, int r, int c, int Ha, int KVa, int hd, int docs = 0) {
     int n = 0, src[16];
     AttnBlock blk[16];
     for (int step = 0; step < R; step++) {
@@ -94,8 +99,10 @@ static void test_attention_zigzag(int B, int R, int r, int c, int Ha, int KVa, i
         for (int i = 0; i < k; i++) src[n++] = step == 0 ? 0 : 1 + (step - 1) % 3;
     }
     char what[96];
-    snprintf(what, sizeof(what), "zig-zag R=%d rank %d c=%d B=%d Ha=%d KVa=%d (%d blocks)", R, r, c, B, Ha, KVa, n);
-    run_blocks(what, B, R == 1 ? c : 2 * c, Ha, KVa, hd, blk, src, n, R < 4 ? R : 4);
+    snprintf(what, sizeof(what), "zig-zag R=%d rank %d c=%d B=%d Ha=%d KVa=%d (%d blocks)%s", R, r, c, B, Ha, KVa, n,
+             docs ? " documents" : "");
+    int T = R == 1 ? c : 2 * R * c;  // the sequence the blocks' positions are in
+    run_blocks(what, B, R == 1 ? c : 2 * c, Ha, KVa, hd, blk, src, n, R < 4 ? R : 4, docs ? test_docs(B, T) : NULL, T);
 }
 
 // Blocks no zig-zag split makes: query and key segments of different lengths, a diagonal

@@ -303,30 +303,48 @@ static void test_mma_layout(void) {
     free_all();
 }
 
-static void test_attention(int B, int T, int H, int KV, int hd) {
+// Documents for B sequences of n positions (runtime/data.h doc_start): sequence b's start at
+// 5 + b, then every 11 + 34 b positions (short ones, and ones across tiles); the positions
+// before the first belong to a document begun before the sequence (0). Host ints (hbuf).
+static int* test_docs(int B, int n) {
+    int* doc = (int*)hbuf((size_t)B * n);
+    for (int b = 0; b < B; b++)
+        for (int t = 0; t < n; t++) doc[(size_t)b * n + t] = t < 5 + b ? 0 : t - (t - 5 - b) % (11 + 34 * b);
+    return doc;
+}
+static int* to_dev_ints(const int* x, size_t n) {
+    int* d = (int*)dbuf(sizeof(int) * n);
+    cudaCheck(cudaMemcpy(d, x, sizeof(int) * n, cudaMemcpyHostToDevice));
+    return d;
+}
+
+// docs: 1 masks by test_docs' documents.
+static void test_attention(int B, int T, int H, int KV, int hd, int docs = 0) {
     char nm[128];
     int stride = (H + 2 * KV) * hd, N = B * T;
     size_t nqkv = (size_t)N * stride, nout = (size_t)N * H * hd, nlse = (size_t)B * H * T;
     float* qkv = hrand(nqkv, 2.0f);  // sharp enough softmax to make the probabilities matter
     float *out = hbuf(nout), *lse = hbuf(nlse);
-    attention_forward(out, lse, qkv, B, T, H, KV, hd, NULL);
+    int* doc = docs ? test_docs(B, T) : NULL;
+    int* d_doc = docs ? to_dev_ints(doc, (size_t)B * T) : NULL;
+    attention_forward(out, lse, qkv, B, T, H, KV, hd, doc);
     bf16* d_qkv = to_bf16(qkv, nqkv);
     bf16* d_out = (bf16*)dbuf(2 * nout);
     float* d_lse = (float*)dbuf(4 * nlse);
-    attention_forward_gpu(d_out, d_lse, d_qkv, B, T, H, KV, hd, st);
-    snprintf(nm, sizeof(nm), "attention_forward B=%d T=%d H=%d KV=%d hd=%d tile=%d", B, T, H, KV, hd,
-             attention_tile(hd));
+    attention_forward_gpu(d_out, d_lse, d_qkv, B, T, H, KV, hd, d_doc, st);
+    snprintf(nm, sizeof(nm), "attention_forward B=%d T=%d H=%d KV=%d hd=%d tile=%d%s", B, T, H, KV, hd,
+             attention_tile(hd), docs ? " documents" : "");
     check(nm, from_bf16(d_out, nout), out, nout, TOL_BF16);
-    snprintf(nm, sizeof(nm), "attention_forward lse B=%d T=%d H=%d KV=%d hd=%d tile=%d", B, T, H, KV, hd,
-             attention_tile(hd));
+    snprintf(nm, sizeof(nm), "attention_forward lse B=%d T=%d H=%d KV=%d hd=%d tile=%d%s", B, T, H, KV, hd,
+             attention_tile(hd), docs ? " documents" : "");
     check(nm, from_f32(d_lse, nlse), lse, nlse, TOL_F32);
 
     float* dout = hrand(nout, 1.0f);
     float* dqkv = hbuf(nqkv);
-    attention_backward(dqkv, dout, qkv, out, lse, B, T, H, KV, hd, NULL);
+    attention_backward(dqkv, dout, qkv, out, lse, B, T, H, KV, hd, doc);
     bf16* d_dout = to_bf16(dout, nout);
     bf16* d_dqkv = (bf16*)dbuf(2 * nqkv);
-    attention_backward_gpu(d_dqkv, d_dout, d_qkv, d_out, d_lse, B, T, H, KV, hd, st);
+    attention_backward_gpu(d_dqkv, d_dout, d_qkv, d_out, d_lse, B, T, H, KV, hd, d_doc, st);
     // check q, k and v parts separately so a failure says which
     float* g = from_bf16(d_dqkv, nqkv);
     const char* part[3] = {"dq", "dk", "dv"};
@@ -339,8 +357,8 @@ static void test_attention(int B, int T, int H, int KV, int hd) {
                 gp[(size_t)i * cw[p] + c] = g[(size_t)i * stride + c0[p] + c];
                 cp[(size_t)i * cw[p] + c] = dqkv[(size_t)i * stride + c0[p] + c];
             }
-        snprintf(nm, sizeof(nm), "attention_backward %s B=%d T=%d H=%d KV=%d hd=%d tile=%d", part[p], B, T, H, KV, hd,
-                 attention_tile(hd));
+        snprintf(nm, sizeof(nm), "attention_backward %s B=%d T=%d H=%d KV=%d hd=%d tile=%d%s", part[p], B, T, H, KV,
+                 hd, attention_tile(hd), docs ? " documents" : "");
         check(nm, gp, cp, m, TOL_ATT_BWD);
     }
     free_all();

@@ -205,12 +205,17 @@ int main(int argc, char** argv) {
     test_attention(2, 65, 4, 2, 64);
     test_attention(1, 129, 4, 1, 64);
     gpu_att_tile64 = 64;
+    test_attention(2, 37, 4, 2, 16, 1);  // documents (runtime/data.h): short ones, ones across tiles
+    test_attention(2, 129, 4, 1, 64, 1);
+    test_attention(1, 100, 2, 1, 128, 1);
     // context parallelism's blocks: zig-zag cp2 (both ranks), cp4, Ulysses alone (R = 1), odd shapes
     test_attention_zigzag(2, 2, 0, 40, 4, 2, 16);  // GQA 4q/2kv
     test_attention_zigzag(2, 2, 1, 40, 4, 2, 16);
     test_attention_zigzag(1, 4, 1, 24, 4, 4, 32);
     test_attention_zigzag(1, 4, 3, 33, 2, 1, 64);
     test_attention_zigzag(1, 1, 0, 70, 2, 2, 64);
+    test_attention_zigzag(2, 2, 1, 40, 4, 2, 16, 1);  // documents
+    test_attention_zigzag(2, 4, 0, 33, 2, 1, 64, 1);
     test_attention_blocks_odd(32);
     test_attention_blocks_odd(128);
     test_attention_grad_pack(37, 4, 2, 16);

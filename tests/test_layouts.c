@@ -488,6 +488,72 @@ static void llama_suite(void) {
 
 }
 
+// Documents (--doc-mask on) under every kind of layout, against the 1-rank run on the same
+// data: an llm.c shard (byte vocabulary, end-of-text 256) of sentences drawn at random, cut
+// into documents of 4 to 40 tokens, so each 32-token sequence holds several.
+#define DOCS_DATA "/tmp/test_layouts/docs.bin"
+static int write_docs_shard(void) {
+    static const char* sentences[] = {"the cat sat on the mat. ", "a bird sings in the old tree. ",
+                                      "rain falls on the quiet town. ", "bob keeps the red letter. "};
+    size_t n_text = 200000, n = 0, next = 0;
+    uint16_t* ids = (uint16_t*)xmalloc(sizeof(uint16_t) * 2 * n_text);
+    int32_t header[256] = {20240520, 1, 0};  // an llm.c shard: magic, version, token count
+    Rng r;
+    rng_seed(&r, 8);
+    for (size_t i = 0; i < n_text;)
+        for (const char* c = sentences[rng_u64(&r) % 4]; *c && i < n_text; c++, i++) {
+            if (i == next) ids[n++] = EOT_TOKEN, next = i + 4 + rng_u64(&r) % 37;  // the document's BOS
+            ids[n++] = (uint16_t)(unsigned char)*c;
+        }
+    header[2] = (int32_t)n;
+    FILE* f = fopen(DOCS_DATA, "wb");
+    int ok = f && fwrite(header, 4, 256, f) == 256 && fwrite(ids, 2, n, f) == n;
+    if (f) ok &= fclose(f) == 0;
+    free(ids);
+    return ok;
+}
+static void doc_suites(void) {
+    if (!write_docs_shard()) { printf("FAIL documents: cannot write %s\n", DOCS_DATA); n_fail++; return; }
+    static const Layout_ gpt_layouts[] = {
+        {"docs_dp2", "--dp 2"},
+        {"docs_tp2_sp", "--tp 2 --sp"},
+        {"docs_pp2", "--pp 2"},
+        {"docs_pp2_vpp2", "--pp 2 --vpp 2"},
+        {"docs_pp2_zbv", "--pp 2 --schedule zb-v"},
+        {"docs_cp2_ring", "--cp 2"},
+        {"docs_cp4_ring", "--cp 4"},
+        {"docs_cp2_ulysses", "--cp 2 --cp-kind ulysses"},
+        {"docs_cp4_2d_u2", "--cp 4 --cp-kind 2d --cp-ulysses 2"},
+        {"docs_cp4_contiguous", "--cp 4 --cp-split contiguous"},
+        {"docs_cp2_selective", "--cp 2 --recompute selective"},
+        {"docs_dp2_tp2_pp2", "--dp 2 --tp 2 --pp 2"},
+    };
+    suite("masked_gpt2", "--model tiny --data " DOCS_DATA " --doc-mask on", gpt_layouts,
+          sizeof(gpt_layouts) / sizeof(gpt_layouts[0]));
+    static const Layout_ llama_layouts[] = {
+        {"docs_tp2", "--tp 2"},
+        {"docs_pp2_vpp2", "--pp 2 --vpp 2"},
+        {"docs_cp2_ring", "--cp 2"},
+        {"docs_cp2_ulysses", "--cp 2 --cp-kind ulysses"},
+        {"docs_cp4_2d_u2", "--cp 4 --cp-kind 2d --cp-ulysses 2"},
+    };
+    suite("masked_llama", "--model llama-tiny --data " DOCS_DATA " --doc-mask on", llama_layouts,
+          sizeof(llama_layouts) / sizeof(llama_layouts[0]));
+    expect_layout_error("docs_mask_text", "--model tiny --data tests/test_layouts.c --doc-mask on",
+                        "--doc-mask on: tests/test_layouts.c has no end-of-text token");
+    if (!selected("docs_mask_changes")) return;
+    // the mask is in force: the same data unmasked trains to other losses
+    RunResult on = {0}, off = {0};
+    if (train_run("docs_mask_on", "--model tiny --data " DOCS_DATA " --doc-mask on", &on) &&
+        train_run("docs_mask_off", "--model tiny --data " DOCS_DATA " --doc-mask off", &off)) {
+        double d = fabs(on.loss[4] - off.loss[4]) / off.loss[4];
+        printf("%s docs_mask_changes: step 5 loss %.6f masked, %.6f unmasked (rel %.1e > 1e-4)\n",
+               d > 1e-4 ? "PASS" : "FAIL", on.loss[4], off.loss[4], d);
+        d > 1e-4 ? n_pass++ : n_fail++;
+    }
+    free(on.params), free(off.params);
+}
+
 // --packing greedy and wlb (runtime/packing.h) of long-tailed documents, masked: every layout
 // equals the 1-rank run of the same packing (each rank packs the same global batch); a wlb run
 // resumed at step 3 ends bit for bit as the run that went on; the evaluation loss of the same
@@ -603,6 +669,7 @@ int main(int argc, char** argv) {
     only = argc > 1 ? argv[1] : NULL;
     gpt2_suites();
     llama_suite();
+    doc_suites();
     packing_suites();
     zero3_checkpoints();
     if (only) {

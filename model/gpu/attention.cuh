@@ -63,6 +63,14 @@ static void rope_apply_gpu(bf16* qkv, int N, const int* positions, int T, int st
 // recomputing the scores in both. qkv row stride is (H + 2*KV) * hd; out / dout rows are
 // H * hd. Head sizes 16, 32, 64, 128. Context parallelism's blocks (below these) are the
 // same kernels over two segments of a sequence.
+//
+// Documents (doc: B x T device ints, runtime/data.h; NULL: one document): query q sees keys
+// [doc[q], q]. doc is nondecreasing along a sequence, so a query block's first row has the
+// smallest first key: its key loop starts at the tile holding it, a warp skips tiles that
+// end before its first row's document, and a key block's query loop stops at the first
+// query whose document starts after its last key. A tile may hold keys before a row's
+// document, so a row can have seen no key yet after a tile (its max stays -inf: nothing
+// moves, as in the cp blocks).
 
 #ifndef CUDA_EMU_H  // the emulator runs these three as warp exchanges (emu/cuda_emu.h)
 __device__ __forceinline__ void mma_16816(float d[4], const uint32_t a[4], const uint32_t b[2]) {
@@ -95,6 +103,12 @@ struct AttShape {
     static constexpr int DT = HD / 8;             // 8-wide column tiles of an output row
 };
 static const float ATT_LOG2E = 1.4426950408889634f;
+
+// The first key query row q of sequence b sees: its document's start (doc: B x T, NULL:
+// none); a row past T (a block's padding) reads the last row's.
+__device__ __forceinline__ int att_doc(const int* doc, int b, int T, int q) {
+    return doc ? doc[(size_t)b * T + min(q, T - 1)] : 0;
+}
 
 // Rows [r0, r0 + N) of two T-row bf16 matrices (a, b: row 0 at their column offsets,
 // pitches sa, sb elements; b may be NULL) into shared da[N][LD], db[N][LD]; rows >= T
@@ -185,7 +199,7 @@ __device__ __forceinline__ void att_write(bf16* dst, size_t pitch, int r0, int T
 // no spills with it, for every head size.
 template <int HD, int BCK>
 __global__ void __launch_bounds__(AttShape<HD, BCK>::NW * 32, 4)
-attention_forward_kernel(bf16* out, float* lse, const bf16* qkv, int T, int H, int KV) {
+attention_forward_kernel(bf16* out, float* lse, const bf16* qkv, int T, int H, int KV, const int* doc) {
     constexpr int BR = AttShape<HD, BCK>::BR, BC = AttShape<HD, BCK>::BC, LD = AttShape<HD, BCK>::LD;
     constexpr int NT = AttShape<HD, BCK>::NT, DT = AttShape<HD, BCK>::DT;
     __shared__ __align__(16) bf16 Qs[BR * LD], Ks[BC * LD], Vs[BC * LD];
@@ -198,12 +212,15 @@ attention_forward_kernel(bf16* out, float* lse, const bf16* qkv, int T, int H, i
 
     att_stage<HD, BR>(Qs, base + h * HD, stride, NULL, NULL, 0, q_blk, T);
     float o[DT][4] = {}, m[2] = {-INFINITY, -INFINITY}, l[2] = {0.0f, 0.0f};  // rows q0 + g, q0 + g + 8
-    int k_end = min(q_blk + BR, T);  // keys [0, k_end) matter to this block
-    for (int kt = 0; kt < k_end; kt += BC) {
+    int first[2], warp_first = att_doc(doc, b, T, q0);  // each row's first key (its document's start)
+    for (int r = 0; r < 2; r++) first[r] = att_doc(doc, b, T, q0 + g + 8 * r);
+    int k_end = min(q_blk + BR, T);  // keys [doc[q_blk] / BC * BC, k_end) matter to this block
+    for (int kt = att_doc(doc, b, T, q_blk) / BC * BC; kt < k_end; kt += BC) {
         __syncthreads();  // everyone is done with the previous tiles
         att_stage<HD, BC>(Ks, base + (H + kvh) * HD, stride, Vs, base + (H + KV + kvh) * HD, stride, kt, T);
         __syncthreads();
-        if (kt > q0 + 15) continue;  // warp-uniform: the whole tile is after this warp's queries
+        // warp-uniform: the whole tile is after this warp's queries, or before their documents
+        if (kt > q0 + 15 || kt + BC <= warp_first) continue;
         float s[NT][4] = {};
         att_abT<HD, LD, NT>(s, Qs + warp * 16 * LD, Ks);
         float mx[2] = {m[0], m[1]};
@@ -212,21 +229,25 @@ attention_forward_kernel(bf16* out, float* lse, const bf16* qkv, int T, int H, i
             #pragma unroll
             for (int i = 0; i < 4; i++) {
                 int j = kt + n * 8 + 2 * t + i % 2, q = q0 + g + 8 * (i / 2);
-                s[n][i] = j <= q ? s[n][i] * sl2 : -INFINITY;  // causal (keys >= T are after every q < T)
+                // causal (keys >= T are after every q < T) and within the document
+                s[n][i] = j <= q && j >= first[i / 2] ? s[n][i] * sl2 : -INFINITY;
                 mx[i / 2] = fmaxf(mx[i / 2], s[n][i]);
             }
-        float corr[2];
+        float corr[2], shift[2];
         #pragma unroll
         for (int r = 0; r < 2; r++) {
             mx[r] = fmaxf(mx[r], __shfl_xor_sync(0xffffffffu, mx[r], 1));
-            mx[r] = fmaxf(mx[r], __shfl_xor_sync(0xffffffffu, mx[r], 2));  // finite: key 0 is in every row's first tile
-            corr[r] = exp2f(m[r] - mx[r]);  // 0 on the first tile (m = -inf)
+            mx[r] = fmaxf(mx[r], __shfl_xor_sync(0xffffffffu, mx[r], 2));
+            // a row that has seen no key yet (only with documents: without, key 0 is in every
+            // row's first tile): nothing moves (exp2(-inf) = 0)
+            shift[r] = mx[r] == -INFINITY ? 0.0f : mx[r];
+            corr[r] = exp2f(m[r] - shift[r]);  // 0 on the row's first tile with a key (m = -inf)
             m[r] = mx[r], l[r] *= corr[r];  // l: this lane's part of the row sum
         }
         #pragma unroll
         for (int n = 0; n < NT; n++)
             #pragma unroll
-            for (int i = 0; i < 4; i++) s[n][i] = exp2f(s[n][i] - m[i / 2]), l[i / 2] += s[n][i];
+            for (int i = 0; i < 4; i++) s[n][i] = exp2f(s[n][i] - shift[i / 2]), l[i / 2] += s[n][i];
         #pragma unroll
         for (int d = 0; d < DT; d++)
             #pragma unroll
@@ -267,7 +288,7 @@ __global__ void attention_dsum_kernel(float* dsum, const bf16* dout, const bf16*
 template <int HD, int BCK>
 __global__ void __launch_bounds__(AttShape<HD, BCK>::NW * 32, 3)
 attention_backward_dq_kernel(bf16* dqkv, const bf16* dout, const bf16* qkv, const float* lse, const float* dsum,
-                             int T, int H, int KV) {
+                             int T, int H, int KV, const int* doc) {
     constexpr int BR = AttShape<HD, BCK>::BR, BC = AttShape<HD, BCK>::BC, LD = AttShape<HD, BCK>::LD;
     constexpr int NT = AttShape<HD, BCK>::NT, DT = AttShape<HD, BCK>::DT;
     __shared__ __align__(16) bf16 Qs[BR * LD], dOs[BR * LD], Ks[BC * LD], Vs[BC * LD];
@@ -287,12 +308,14 @@ attention_backward_dq_kernel(bf16* dqkv, const bf16* dout, const bf16* qkv, cons
         ds[r] = q < T ? dsum[((size_t)b * H + h) * T + q] : 0.0f;
     }
     float dq[DT][4] = {};
+    int first[2], warp_first = att_doc(doc, b, T, q0);  // as in the forward
+    for (int r = 0; r < 2; r++) first[r] = att_doc(doc, b, T, q0 + g + 8 * r);
     int k_end = min(q_blk + BR, T);
-    for (int kt = 0; kt < k_end; kt += BC) {
+    for (int kt = att_doc(doc, b, T, q_blk) / BC * BC; kt < k_end; kt += BC) {
         __syncthreads();  // Qs, dOs are staged / the previous tiles are used
         att_stage<HD, BC>(Ks, base + (H + kvh) * HD, stride, Vs, base + (H + KV + kvh) * HD, stride, kt, T);
         __syncthreads();
-        if (kt > q0 + 15) continue;
+        if (kt > q0 + 15 || kt + BC <= warp_first) continue;
         float s[NT][4] = {}, dp[NT][4] = {};
         att_abT<HD, LD, NT>(s, Qs + warp * 16 * LD, Ks);
         att_abT<HD, LD, NT>(dp, dOs + warp * 16 * LD, Vs);
@@ -301,7 +324,7 @@ attention_backward_dq_kernel(bf16* dqkv, const bf16* dout, const bf16* qkv, cons
             #pragma unroll
             for (int i = 0; i < 4; i++) {
                 int j = kt + n * 8 + 2 * t + i % 2, q = q0 + g + 8 * (i / 2);
-                float p = j <= q ? exp2f(s[n][i] * sl2 - lse2[i / 2]) : 0.0f;
+                float p = j <= q && j >= first[i / 2] ? exp2f(s[n][i] * sl2 - lse2[i / 2]) : 0.0f;
                 s[n][i] = p * (dp[n][i] - ds[i / 2]);  // dS
             }
         uint32_t dsa[NT / 2][4];
@@ -318,11 +341,12 @@ attention_backward_dq_kernel(bf16* dqkv, const bf16* dout, const bf16* qkv, cons
 template <int HD, int BCK>
 __global__ void __launch_bounds__(AttShape<HD, BCK>::NW * 32, 3)
 attention_backward_dkv_kernel(bf16* dqkv, const bf16* dout, const bf16* qkv, const float* lse, const float* dsum,
-                              int T, int H, int KV) {
+                              int T, int H, int KV, const int* doc) {
     constexpr int BR = AttShape<HD, BCK>::BR, BC = AttShape<HD, BCK>::BC, LD = AttShape<HD, BCK>::LD;
     constexpr int NT = AttShape<HD, BCK>::NT, DT = AttShape<HD, BCK>::DT;
     __shared__ __align__(16) bf16 Kb[BR * LD], Vb[BR * LD], Qs[BC * LD], dOs[BC * LD];
     __shared__ float lses[BC], dss[BC];
+    __shared__ int firsts[BC];  // each query's first key
     int warp = threadIdx.x / 32, lane = threadIdx.x % 32, g = lane / 4, t = lane % 4;
     int b = blockIdx.z, kvh = blockIdx.y, j_blk = blockIdx.x * BR, j0 = j_blk + warp * 16;
     int stride = (H + 2 * KV) * HD, group = H / KV;
@@ -333,13 +357,15 @@ attention_backward_dkv_kernel(bf16* dqkv, const bf16* dout, const bf16* qkv, con
     att_stage<HD, BR>(Kb, base + (H + kvh) * HD, stride, Vb, base + (H + KV + kvh) * HD, stride, j_blk, T);
     float dk[DT][4] = {}, dv[DT][4] = {};
     for (int h = kvh * group; h < (kvh + 1) * group; h++)
-        for (int qt = j_blk; qt < T; qt += BC) {  // queries before j_blk see none of these keys
+        // queries before j_blk see none of these keys, nor do those whose documents start after them
+        for (int qt = j_blk; qt < T && att_doc(doc, b, T, qt) < j_blk + BR; qt += BC) {
             __syncthreads();  // Kb, Vb are staged / the previous tiles are used
             att_stage<HD, BC>(Qs, base + h * HD, stride, dOs, dout_b + h * HD, H * HD, qt, T);
             for (int i = threadIdx.x; i < BC; i += blockDim.x) {
                 int q = qt + i;
                 lses[i] = q < T ? lse[((size_t)b * H + h) * T + q] * ATT_LOG2E : 0.0f;
                 dss[i] = q < T ? dsum[((size_t)b * H + h) * T + q] : 0.0f;
+                firsts[i] = att_doc(doc, b, T, q);
             }
             __syncthreads();
             if (qt + BC - 1 < j0) continue;  // warp-uniform: the whole tile is before this warp's keys
@@ -351,7 +377,7 @@ attention_backward_dkv_kernel(bf16* dqkv, const bf16* dout, const bf16* qkv, con
                 #pragma unroll
                 for (int i = 0; i < 4; i++) {
                     int c = n * 8 + 2 * t + i % 2, q = qt + c, j = j0 + g + 8 * (i / 2);
-                    float p = q >= j && q < T ? exp2f(st[n][i] * sl2 - lses[c]) : 0.0f;
+                    float p = q >= j && q < T && j >= firsts[c] ? exp2f(st[n][i] * sl2 - lses[c]) : 0.0f;
                     st[n][i] = p;                        // P^T
                     dpt[n][i] = p * (dpt[n][i] - dss[c]);  // dS^T
                 }
@@ -368,20 +394,21 @@ attention_backward_dkv_kernel(bf16* dqkv, const bf16* dout, const bf16* qkv, con
 
 template <int HD, int BCK = AttShape<HD>::BC>
 static void attention_forward_launch(bf16* out, float* lse, const bf16* qkv, int B, int T, int H, int KV,
-                                     cudaStream_t s) {
+                                     const int* doc, cudaStream_t s) {
     attention_forward_kernel<HD, BCK>
-        <<<dim3(cdiv(T, AttShape<HD>::BR), H, B), AttShape<HD>::NW * 32, 0, s>>>(out, lse, qkv, T, H, KV);
+        <<<dim3(cdiv(T, AttShape<HD>::BR), H, B), AttShape<HD>::NW * 32, 0, s>>>(out, lse, qkv, T, H, KV, doc);
     launchCheck();
 }
 template <int HD, int BCK = AttShape<HD>::BC>
 static void attention_backward_launch(bf16* dqkv, const bf16* dout, const bf16* qkv, const float* lse,
-                                      const float* dsum, int B, int T, int H, int KV, cudaStream_t s) {
+                                      const float* dsum, int B, int T, int H, int KV, const int* doc,
+                                      cudaStream_t s) {
     dim3 block(AttShape<HD>::NW * 32);
     attention_backward_dq_kernel<HD, BCK>
-        <<<dim3(cdiv(T, AttShape<HD>::BR), H, B), block, 0, s>>>(dqkv, dout, qkv, lse, dsum, T, H, KV);
+        <<<dim3(cdiv(T, AttShape<HD>::BR), H, B), block, 0, s>>>(dqkv, dout, qkv, lse, dsum, T, H, KV, doc);
     launchCheck();
     attention_backward_dkv_kernel<HD, BCK>
-        <<<dim3(cdiv(T, AttShape<HD>::BR), KV, B), block, 0, s>>>(dqkv, dout, qkv, lse, dsum, T, H, KV);
+        <<<dim3(cdiv(T, AttShape<HD>::BR), KV, B), block, 0, s>>>(dqkv, dout, qkv, lse, dsum, T, H, KV, doc);
     launchCheck();
 }
 
@@ -399,21 +426,22 @@ static void attention_check(int H, int KV, int hd) {
         fail("attention: head size %d not supported (16, 32, 64, 128)", hd);
 }
 
-// out (B*T, H*hd) bf16, lse (B, H, T) fp32 (logsumexp of the scaled scores, for backward).
+// out (B*T, H*hd) bf16, lse (B, H, T) fp32 (logsumexp of the scaled scores, for backward);
+// doc (B x T on the device, NULL: none): documents.
 static void attention_forward_gpu(bf16* out, float* lse, const bf16* qkv, int B, int T, int H, int KV, int hd,
-                                  cudaStream_t s) {
+                                  const int* doc, cudaStream_t s) {
     attention_check(H, KV, hd);
-    if (hd == 16) attention_forward_launch<16>(out, lse, qkv, B, T, H, KV, s);
-    else if (hd == 32) attention_forward_launch<32>(out, lse, qkv, B, T, H, KV, s);
-    else if (hd == 64 && gpu_att_tile64 == 32) attention_forward_launch<64, 32>(out, lse, qkv, B, T, H, KV, s);
-    else if (hd == 64) attention_forward_launch<64>(out, lse, qkv, B, T, H, KV, s);
-    else attention_forward_launch<128>(out, lse, qkv, B, T, H, KV, s);
+    if (hd == 16) attention_forward_launch<16>(out, lse, qkv, B, T, H, KV, doc, s);
+    else if (hd == 32) attention_forward_launch<32>(out, lse, qkv, B, T, H, KV, doc, s);
+    else if (hd == 64 && gpu_att_tile64 == 32) attention_forward_launch<64, 32>(out, lse, qkv, B, T, H, KV, doc, s);
+    else if (hd == 64) attention_forward_launch<64>(out, lse, qkv, B, T, H, KV, doc, s);
+    else attention_forward_launch<128>(out, lse, qkv, B, T, H, KV, doc, s);
 }
 
 // dqkv (B*T, (H+2KV)*hd) bf16 is overwritten: dq, dk, dv of every row. out and lse are the
 // forward's. Uses B*H*T floats of the reduction scratch for Dsum.
 static void attention_backward_gpu(bf16* dqkv, const bf16* dout, const bf16* qkv, const bf16* out, const float* lse,
-                                   int B, int T, int H, int KV, int hd, cudaStream_t s) {
+                                   int B, int T, int H, int KV, int hd, const int* doc, cudaStream_t s) {
     attention_check(H, KV, hd);
     size_t rows = (size_t)B * T * H;
     if (rows > gpu_scratch_n)
@@ -421,12 +449,12 @@ static void attention_backward_gpu(bf16* dqkv, const bf16* dout, const bf16* qkv
     float* dsum = gpu_scratch;
     attention_dsum_kernel<<<cdiv(rows, 8), 256, 0, s>>>(dsum, dout, out, B, T, H, hd);
     launchCheck();
-    if (hd == 16) attention_backward_launch<16>(dqkv, dout, qkv, lse, dsum, B, T, H, KV, s);
-    else if (hd == 32) attention_backward_launch<32>(dqkv, dout, qkv, lse, dsum, B, T, H, KV, s);
+    if (hd == 16) attention_backward_launch<16>(dqkv, dout, qkv, lse, dsum, B, T, H, KV, doc, s);
+    else if (hd == 32) attention_backward_launch<32>(dqkv, dout, qkv, lse, dsum, B, T, H, KV, doc, s);
     else if (hd == 64 && gpu_att_tile64 == 32)
-        attention_backward_launch<64, 32>(dqkv, dout, qkv, lse, dsum, B, T, H, KV, s);
-    else if (hd == 64) attention_backward_launch<64>(dqkv, dout, qkv, lse, dsum, B, T, H, KV, s);
-    else attention_backward_launch<128>(dqkv, dout, qkv, lse, dsum, B, T, H, KV, s);
+        attention_backward_launch<64, 32>(dqkv, dout, qkv, lse, dsum, B, T, H, KV, doc, s);
+    else if (hd == 64) attention_backward_launch<64>(dqkv, dout, qkv, lse, dsum, B, T, H, KV, doc, s);
+    else attention_backward_launch<128>(dqkv, dout, qkv, lse, dsum, B, T, H, KV, doc, s);
 }
 
 #endif

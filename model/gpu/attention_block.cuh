@@ -22,7 +22,9 @@
 // (row stride q_ld, query head h at column h * HD), the key rows [0, nk) at k and v + b *
 // kv_seq (stride kv_ld, kv head c at column c * HD). o, dq and dout have rows o_ld apart,
 // o_seq per sequence; dk, dv rows dkv_ld apart, dkv_seq per sequence; the lse and Dsum of
-// query i of head h are at (b * H + h) * l_ld + i.
+// query i of head h are at (b * H + h) * l_ld + i. Documents (AttnBlock.doc, on the device;
+// NULL: none): query i's first key (of the block) is doc[b * doc_ld + q_pos + i] - k_pos,
+// skipped over as attention.cuh's kernels do.
 struct AttBlockArgs {
     const bf16 *q, *k, *v, *dout;
     float *o, *dq, *dk, *dv;
@@ -32,7 +34,15 @@ struct AttBlockArgs {
     int q_ld, kv_ld, o_ld, dkv_ld, l_ld;
     int nq, nk, diag, H, KV;
     int init;                          // the first block of its query rows: their running output starts here
+    const int* doc;                    // documents (NULL: none), the query rows' at doc + b * doc_ld + i
+    int doc_ld, k_pos;
 };
+
+// The first key (of the block) query row i of sequence b sees: its document's start (0
+// without documents; a row past nq, a block's padding, reads the last row's).
+__device__ __forceinline__ int att_block_first(const AttBlockArgs& a, int b, int i) {
+    return a.doc ? a.doc[(size_t)b * a.doc_ld + min(i, a.nq - 1)] - a.k_pos : 0;
+}
 
 // The last key each of this thread's rows q0 + g, q0 + g + 8 sees (< 0: none).
 __device__ __forceinline__ void att_last_keys(int last[2], int q0, int diag, int nk) {
@@ -110,14 +120,16 @@ attention_block_forward_kernel(AttBlockArgs a) {
 
     att_stage<HD, BR>(Qs, a.q + b * a.q_seq + h * HD, a.q_ld, NULL, NULL, 0, q_blk, a.nq);
     float o[DT][4] = {}, m[2] = {-INFINITY, -INFINITY}, l[2] = {0.0f, 0.0f};  // rows q0 + g, q0 + g + 8
-    int last[2];
+    int last[2], first[2], warp_first = att_block_first(a, b, q0);
     att_last_keys(last, q0, a.diag, a.nk);
-    int k_end = min(q_blk + BR + a.diag, a.nk);  // keys [0, k_end) matter to this block
-    for (int kt = 0; kt < k_end; kt += BC) {
+    for (int r = 0; r < 2; r++) first[r] = att_block_first(a, b, q0 + lane / 4 + 8 * r);
+    int k_end = min(q_blk + BR + a.diag, a.nk);  // keys [first of q_blk, k_end) matter to this block
+    for (int kt = max(att_block_first(a, b, q_blk), 0) / BC * BC; kt < k_end; kt += BC) {
         __syncthreads();  // everyone is done with the previous tiles
         att_stage<HD, BC>(Ks, k, a.kv_ld, Vs, v, a.kv_ld, kt, a.nk);
         __syncthreads();
-        if (kt > q0 + 15 + a.diag) continue;  // warp-uniform: the whole tile is after this warp's queries
+        // warp-uniform: the whole tile is after this warp's queries, or before their documents
+        if (kt > q0 + 15 + a.diag || kt + BC <= warp_first) continue;
         float s[NT][4] = {};
         att_abT<HD, LD, NT>(s, Qs + warp * 16 * LD, Ks);
         float mx[2] = {m[0], m[1]};
@@ -126,7 +138,8 @@ attention_block_forward_kernel(AttBlockArgs a) {
             #pragma unroll
             for (int i = 0; i < 4; i++) {
                 int j = kt + n * 8 + 2 * t + i % 2;
-                s[n][i] = j <= last[i / 2] ? s[n][i] * sl2 : -INFINITY;  // causal, and the block's keys only
+                // causal, the block's keys only, and within the document
+                s[n][i] = j <= last[i / 2] && j >= first[i / 2] ? s[n][i] * sl2 : -INFINITY;
                 mx[i / 2] = fmaxf(mx[i / 2], s[n][i]);
             }
         float corr[2], shift[2];
@@ -182,15 +195,16 @@ attention_block_dq_kernel(AttBlockArgs a) {
         lse2[r] = q < a.nq ? a.lse[((size_t)b * a.H + h) * a.l_ld + q] * ATT_LOG2E : 0.0f;
         ds[r] = q < a.nq ? a.dsum[((size_t)b * a.H + h) * a.l_ld + q] : 0.0f;
     }
-    int last[2];
+    int last[2], first[2], warp_first = att_block_first(a, b, q0);  // as in the forward
     att_last_keys(last, q0, a.diag, a.nk);
+    for (int r = 0; r < 2; r++) first[r] = att_block_first(a, b, q0 + g + 8 * r);
     float dq[DT][4] = {};
     int k_end = min(q_blk + BR + a.diag, a.nk);
-    for (int kt = 0; kt < k_end; kt += BC) {
+    for (int kt = max(att_block_first(a, b, q_blk), 0) / BC * BC; kt < k_end; kt += BC) {
         __syncthreads();  // Qs, dOs are staged / the previous tiles are used
         att_stage<HD, BC>(Ks, k, a.kv_ld, Vs, v, a.kv_ld, kt, a.nk);
         __syncthreads();
-        if (kt > q0 + 15 + a.diag) continue;
+        if (kt > q0 + 15 + a.diag || kt + BC <= warp_first) continue;
         float s[NT][4] = {}, dp[NT][4] = {};
         att_abT<HD, LD, NT>(s, Qs + warp * 16 * LD, Ks);
         att_abT<HD, LD, NT>(dp, dOs + warp * 16 * LD, Vs);
@@ -199,7 +213,7 @@ attention_block_dq_kernel(AttBlockArgs a) {
             #pragma unroll
             for (int i = 0; i < 4; i++) {
                 int j = kt + n * 8 + 2 * t + i % 2;
-                float p = j <= last[i / 2] ? exp2f(s[n][i] * sl2 - lse2[i / 2]) : 0.0f;
+                float p = j <= last[i / 2] && j >= first[i / 2] ? exp2f(s[n][i] * sl2 - lse2[i / 2]) : 0.0f;
                 s[n][i] = p * (dp[n][i] - ds[i / 2]);  // dS
             }
         uint32_t dsa[NT / 2][4];
@@ -218,6 +232,7 @@ attention_block_dkv_kernel(AttBlockArgs a) {
     constexpr int NT = AttShape<HD, BCK>::NT, DT = AttShape<HD, BCK>::DT;
     __shared__ __align__(16) bf16 Kb[BR * LD], Vb[BR * LD], Qs[BC * LD], dOs[BC * LD];
     __shared__ float lses[BC], dss[BC];
+    __shared__ int firsts[BC];  // each query's first key
     int warp = threadIdx.x / 32, lane = threadIdx.x % 32, g = lane / 4, t = lane % 4;
     int b = blockIdx.z, kvh = blockIdx.y, j_blk = blockIdx.x * BR, j0 = j_blk + warp * 16, group = a.H / a.KV;
     const float sl2 = ATT_LOG2E / sqrtf((float)HD), scale = 1.0f / sqrtf((float)HD);  // sl2 as in the forward
@@ -226,8 +241,8 @@ attention_block_dkv_kernel(AttBlockArgs a) {
                       a.nk);
     float dk[DT][4] = {}, dv[DT][4] = {};
     for (int h = kvh * group; h < (kvh + 1) * group; h++)
-        // queries before j_blk - diag see none of these keys
-        for (int qt = max(j_blk - a.diag, 0); qt < a.nq; qt += BC) {
+        // queries before j_blk - diag see none of these keys, nor do those whose documents start after them
+        for (int qt = max(j_blk - a.diag, 0); qt < a.nq && att_block_first(a, b, qt) < j_blk + BR; qt += BC) {
             __syncthreads();  // Kb, Vb are staged / the previous tiles are used
             att_stage<HD, BC>(Qs, a.q + b * a.q_seq + h * HD, a.q_ld, dOs, a.dout + b * a.o_seq + h * HD, a.o_ld, qt,
                               a.nq);
@@ -235,6 +250,7 @@ attention_block_dkv_kernel(AttBlockArgs a) {
                 int qi = qt + i;
                 lses[i] = qi < a.nq ? a.lse[((size_t)b * a.H + h) * a.l_ld + qi] * ATT_LOG2E : 0.0f;
                 dss[i] = qi < a.nq ? a.dsum[((size_t)b * a.H + h) * a.l_ld + qi] : 0.0f;
+                firsts[i] = att_block_first(a, b, qi);
             }
             __syncthreads();
             if (qt + BC - 1 + a.diag < j0) continue;  // warp-uniform: the whole tile is before this warp's keys
@@ -246,7 +262,7 @@ attention_block_dkv_kernel(AttBlockArgs a) {
                 #pragma unroll
                 for (int i = 0; i < 4; i++) {
                     int c = n * 8 + 2 * t + i % 2, qi = qt + c, j = j0 + g + 8 * (i / 2);
-                    float p = qi + a.diag >= j && qi < a.nq ? exp2f(st[n][i] * sl2 - lses[c]) : 0.0f;
+                    float p = qi + a.diag >= j && qi < a.nq && j >= firsts[c] ? exp2f(st[n][i] * sl2 - lses[c]) : 0.0f;
                     st[n][i] = p;                        // P^T
                     dpt[n][i] = p * (dpt[n][i] - dss[c]);  // dS^T
                 }
@@ -298,6 +314,7 @@ static AttBlockArgs att_block(const AttnBlock* blk, const bf16* q, const bf16* k
     a.l_ld = blk->Ts;
     a.nq = blk->nq, a.nk = blk->nk, a.diag = blk->q_pos - blk->k_pos;
     a.H = blk->Ha, a.KV = blk->KVa, a.init = blk->init;
+    a.doc = blk->doc ? blk->doc + blk->q_pos : NULL, a.doc_ld = blk->doc_ld, a.k_pos = blk->k_pos;
     return a;
 }
 // o, lse (fp32): the block merged in by log-sum-exp (blk->init: its query rows start here).

@@ -244,21 +244,19 @@ static int param_units(const ParamLayout* P, ParamUnit* u) {  // u: room for n_l
 }
 
 // --zero 3's working buffers in floats beside the shards: *params the gathered weights (the
-// ends, and two layer slots or, keep_gathered, every layer), *grads one layer's gradient, the
-// ends' gradients and the reduce-scatter's landing buffer (the largest unit's part, at most a shard).
-static void zero3_work_floats(const ParamLayout* P, int replicas, int keep_gathered, size_t* params,
-                              size_t* grads) {
+// ends, and two layer slots or, keep_gathered, every layer), *grads one layer's gradient and
+// the ends' gradients (each reduce-scattered in place).
+static void zero3_work_floats(const ParamLayout* P, int keep_gathered, size_t* params, size_t* grads) {
     ParamUnit* u = (ParamUnit*)xmalloc(sizeof(ParamUnit) * (P->n + 2));
     int n = param_units(P, u);
-    size_t ends = 0, layers = 0, max_layer = 0, max_unit = 0, S = P->n_padded / replicas;
+    size_t ends = 0, layers = 0, max_layer = 0;
     for (int i = 0; i < n; i++) {
         if (u[i].layer < 0) ends += u[i].n;
         else layers += u[i].n, max_layer = u[i].n > max_layer ? u[i].n : max_layer;
-        max_unit = u[i].n > max_unit ? u[i].n : max_unit;
     }
     free(u);
     *params = ends + (keep_gathered ? layers : 2 * max_layer);
-    *grads = ends + max_layer + (max_unit < S ? max_unit : S);
+    *grads = ends + max_layer;
 }
 
 // Point the named views at a buffer laid out by P.

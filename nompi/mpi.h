@@ -88,6 +88,10 @@ static inline int MPI_Reduce(const void* s, void* r, int n, MPI_Datatype t, MPI_
 static inline int MPI_Reduce_scatter_block(const void* s, void* r, int n, MPI_Datatype t, MPI_Op op, MPI_Comm c) {
     return nompi_copy(s, r, n, t);
 }
+static inline int MPI_Reduce_scatter(const void* s, void* r, const int* counts, MPI_Datatype t, MPI_Op op,
+                                     MPI_Comm c) {
+    return nompi_copy(s, r, counts[0], t);
+}
 static inline int MPI_Bcast(void* buf, int n, MPI_Datatype t, int root, MPI_Comm c) { return MPI_SUCCESS; }
 static inline int MPI_Allgather(const void* s, int sn, MPI_Datatype st, void* r, int rn, MPI_Datatype rt, MPI_Comm c) {
     return nompi_copy(s, r, sn, st);
@@ -101,6 +105,11 @@ static inline int MPI_Alltoall(const void* s, int sn, MPI_Datatype st, void* r, 
 }
 static inline int MPI_Gatherv(const void* s, int sn, MPI_Datatype st, void* r, const int* counts, const int* displs,
                               MPI_Datatype rt, int root, MPI_Comm c) {
+    return nompi_copy(s, (char*)r + (size_t)displs[0] * rt, sn, st);
+}
+static inline int MPI_Iallgatherv(const void* s, int sn, MPI_Datatype st, void* r, const int* counts,
+                                  const int* displs, MPI_Datatype rt, MPI_Comm c, MPI_Request* req) {
+    *req = MPI_REQUEST_NULL;
     return nompi_copy(s, (char*)r + (size_t)displs[0] * rt, sn, st);
 }
 

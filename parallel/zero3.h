@@ -49,7 +49,7 @@ struct Zero3 {
     float* slot[2];          // --reshard-after-forward on: the two layer buffers
     int slot_unit[2];        // the unit each slot holds, -1 none
     int in_use;              // the slot of the layer last made ready
-    float *layer_grad, *part;  // one layer's gradient; the reduce-scatter's landing buffer
+    float* layer_grad;       // one layer's gradient
 };
 
 // ----------------------------------------------------------------------------
@@ -76,16 +76,17 @@ static void z3_gather_wait(Model* m, Z3Unit* u) {
     u->state = Z3_READY;
 }
 
-// comm: dp reduce-scatter of a unit's gradient (grad, the unit's range), this replica's part
-// added into its grad_shard; the unit's gradient is cleared for what comes next.
+// comm: dp reduce-scatter of a unit's gradient (grad, the unit's range), in place: this
+// replica's part lands at the start of grad and is added into its grad_shard; the unit's
+// gradient is cleared for what comes next.
 static void z3_reduce_scatter(Model* m, Z3Unit* u) {
     Comm* c = z3_comm(m);
     int me = z3_me(m);
     double t0 = now_s();
-    mpiCheck(MPI_Reduce_scatter(u->grad, m->z3->part, u->counts, MPI_FLOAT, MPI_SUM, c->mpi));
+    mpiCheck(MPI_Reduce_scatter(MPI_IN_PLACE, u->grad, u->counts, MPI_FLOAT, MPI_SUM, c->mpi));
     c->seconds += now_s() - t0, c->bytes += 4.0 * u->r.n;
     watchdog_kick();
-    if (u->counts[me]) f32_add(m, m->grad_shard + (u->r.lo + u->displs[me] - m->opt_lo), m->z3->part, u->counts[me]);
+    if (u->counts[me]) f32_add(m, m->grad_shard + (u->r.lo + u->displs[me] - m->opt_lo), u->grad, u->counts[me]);
     f32_zero(m, u->grad, u->r.n);
 }
 
@@ -183,8 +184,9 @@ static void z3_unit_parts(Z3Unit* u, size_t S, int replicas) {
     if (u->r.n > INT_MAX) fail("--zero 3: a unit of %zu floats is more than MPI's int counts", u->r.n);
     u->counts = (int*)xcalloc(replicas, sizeof(int));
     u->displs = (int*)xcalloc(replicas, sizeof(int));
+    size_t end = u->r.lo + u->r.n;
     for (int r = 0; r < replicas; r++) {
-        size_t a = u->r.lo > r * S ? u->r.lo : r * S, b = u->r.lo + u->r.n < (r + 1) * S ? u->r.lo + u->r.n : (r + 1) * S;
+        size_t a = u->r.lo > r * S ? u->r.lo : r * S, b = end < (r + 1) * S ? end : (r + 1) * S;
         u->displs[r] = (int)(a < b ? a - u->r.lo : 0), u->counts[r] = (int)(a < b ? b - a : 0);
     }
 }
@@ -210,7 +212,7 @@ static void zero3_keep_shard(Model* m, const float* full) {
 static void zero3_init(Model* m) {
     const ModelConfig* c = &m->c;
     int keep = m->args->reshard_keep, replicas = m->L.replicas;
-    size_t S = shard_floats(&m->P, replicas), max_layer = 0, max_unit = 0;
+    size_t S = shard_floats(&m->P, replicas), max_layer = 0;
     struct Zero3* z = (struct Zero3*)xcalloc(1, sizeof(struct Zero3));
     m->z3 = z;
     m->wl = (LayerW*)xcalloc(c->n_layer, sizeof(LayerW));
@@ -234,10 +236,8 @@ static void zero3_init(Model* m) {
             z->unit_of_layer[u->r.layer] = i;
             max_layer = u->r.n > max_layer ? u->r.n : max_layer;
         }
-        max_unit = u->r.n > max_unit ? u->r.n : max_unit;
     }
     z->layer_grad = f32_alloc(m, max_layer);
-    z->part = f32_alloc(m, max_unit < S ? max_unit : S);
     for (int s = 0; s < 2; s++) z->slot[s] = keep ? NULL : f32_alloc(m, max_layer), z->slot_unit[s] = -1;
     for (int i = 0; i < z->n; i++) {
         Z3Unit* u = &z->u[i];

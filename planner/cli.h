@@ -88,7 +88,7 @@ static int plan_filter_flag(const char* flag, const char* v, PlanFilter* f) {
     else if (!strcmp(flag, "--sp"))
         f->sp = plan_int(v, flag, 0, 1);
     else if (!strcmp(flag, "--zero"))
-        f->zero = plan_int(v, flag, 0, 3);  // ZeRO-3 is modelled, not in the trainer
+        f->zero = plan_int(v, flag, 0, 3);  // ZeRO-3: the CPU trainer's (parallel/zero3.h), not the GPU build's
     else if (!strcmp(flag, "--attention")) {
         if ((f->attention = attn_from_name(v)) < 0)
             fail("--attention: expected torch, fused_softmax, flash1 or flash2, got '%s'", v);
@@ -351,7 +351,7 @@ static int plan_main(int argc, char** argv) {
     int best = plan_best(res, n_rows, &any);
     if (best >= 0) {
         const PlanResult* p = &res[best];
-        // as ./train flags (ZeRO-3 is modelled here but the trainer implements stages 0-2)
+        // as ./train flags (ZeRO-3: the CPU build only)
         int kind = cp_kind_of(p->cp, p->cp_ulysses);
         char cp_flags[64] = "";
         if (kind == CPK_2D)

@@ -122,13 +122,19 @@ static void state_bytes_per_param(const DeviceProfile* d, int zero, int dp, doub
 // shows them at start-up): the fp32 weights (4), with a bf16 copy on the GPU (dtype_bytes 2);
 // the fp32 gradients (4), with ZeRO-1 also their reduced shard and with ZeRO-2 a second
 // shard-sized buffer (4/R each, R = dp x cp replicas); Adam's m and v in fp32 over the rank's
-// optimizer range (8, or 8/R with ZeRO). ZeRO-3 (parallel/zero3.h) keeps 4/R of each: its
-// gathered layers and gradient buffers are plan_memory's zero3_buf.
+// optimizer range (8, or 8/R with ZeRO). ZeRO-3 (parallel/zero3.h) keeps 4/R of each, and
+// its working buffers beside (trainer_zero3_bytes).
 static void trainer_state_bytes_per_param(int dtype_bytes, int zero, int replicas, double* w, double* g, double* o) {
     double R = replicas;
     *w = zero == 3 ? 4 / R : 4 + (dtype_bytes < 4 ? dtype_bytes : 0);
     *g = zero == 3 ? 4 / R : 4 + (zero >= 1 ? 4 / R : 0) + (zero == 2 ? 4 / R : 0);
     *o = zero >= 1 ? 8 / R : 8;
+}
+// This trainer's --zero 3 working buffers on a stage (params.h zero3_work_floats, with
+// --reshard-after-forward on), fp32: two gathered layers and one layer's gradient, and the
+// weights and gradient of the model-level tensors the stage holds (embeddings; final norm, head).
+static double trainer_zero3_bytes(const ModelConfig* c, int has_embed, int has_head, int tp) {
+    return 4 * (3 * chunk_params(c, 1, 0, 0, tp) + 2 * chunk_params(c, 0, has_embed, has_head, tp));
 }
 
 // The counts of the layout's pipeline under its schedule with m micro-batches: for each stage

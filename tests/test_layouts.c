@@ -344,6 +344,7 @@ static void trace_ring(int R, int n_layer) {
 // steps, the same uniform per token on every rank): with cp the token's row is on the rank
 // that holds its position, and the window slides past T.
 static void sample_matches(const char* tag, const char* flags) {
+    if (!selected(tag)) return;
     char cmd[1024], out[256], ref_out[256];
     static char text[2][1 << 14];
     snprintf(ref_out, sizeof(ref_out), "/tmp/test_layouts/sample_1rank.txt");
@@ -672,21 +673,19 @@ int main(int argc, char** argv) {
     doc_suites();
     packing_suites();
     zero3_checkpoints();
-    if (only) {
-        layout_errors();
-        return tests_done();
+    if (!only) {
+        default_batch_matches();
+        // --trace: valid trace-event JSON whose track of one stage shows the order of
+        // schedule_build: 1F1B's forwards and backwards interleaved after the warm-up (tp2 pp2,
+        // rank 0), and ZB-H1's last stage (pp 4, rank 3) with the W's it owes filling its cool-down.
+        trace_order("tp2_pp2_1f1b", "--tp 2 --pp 2 --micro-batch 8 --global-batch 32", 0, SCHED_1F1B, 0, 2, 4);
+        trace_order("pp4_zbh1", "--pp 4 --schedule zb-h1 --micro-batch 4 --global-batch 32", 3, SCHED_ZBH1, 3, 4, 8);
+        trace_ring(4, 4);
     }
-    default_batch_matches();
-
-    // --trace: valid trace-event JSON whose track of one stage shows the order of
-    // schedule_build: 1F1B's forwards and backwards interleaved after the warm-up (tp2 pp2,
-    // rank 0), and ZB-H1's last stage (pp 4, rank 3) with the W's it owes filling its cool-down.
-    trace_order("tp2_pp2_1f1b", "--tp 2 --pp 2 --micro-batch 8 --global-batch 32", 0, SCHED_1F1B, 0, 2, 4);
-    trace_order("pp4_zbh1", "--pp 4 --schedule zb-h1 --micro-batch 4 --global-batch 32", 3, SCHED_ZBH1, 3, 4, 8);
-    trace_ring(4, 4);
     sample_matches("cp2", "--cp 2");
     sample_matches("cp4_2d", "--cp 4 --cp-kind 2d --cp-ulysses 2");
     sample_matches("cp2_tp2_pp2", "--cp 2 --tp 2 --pp 2");
+    sample_matches("dp2_zero3_pp2", "--dp 2 --zero 3 --pp 2");  // the ends and layers gathered for each token
 
     layout_errors();
     return tests_done();

@@ -16,6 +16,7 @@
 #include "model/kernels_cpu.h"
 #include "parallel/grid.h"
 #include "runtime/metrics.h"
+#include "runtime/offload.h"
 #include "model/params.h"
 #include "planner/planner.h"
 #include "runtime/run.h"
@@ -25,7 +26,10 @@
 // the build's own state, and the most floats of one dp all-reduce of the gradient
 // (parallel/data_parallel.h's reduce_gradients).
 typedef float act_t;
-typedef struct { MPI_Request req[2]; } SlotSends;
+typedef struct {
+    MPI_Request req[2];
+    float* copy[2];                    // --offload activations: what is sent, copied out of the frame
+} SlotSends;
 typedef struct {
     float* norm_scratch;               // the norm backward's N x C scratch
     RingXfer ring;                     // the context-parallel ring's exchange in flight
@@ -197,7 +201,14 @@ static void param_allgather(Model* m, Group g, const float* send, float* recv, s
 
 // Pipeline p2p: MPI_Isend straight from the slot's buffer (untouched until the slot's sends
 // are waited for), blocking receive into the destination.
+// Under --offload activations the slot's frame may be rewritten before the send completes
+// (parallel/pipeline.h): the send reads a copy (the slot's own, reused once its last send is done).
 static void pp_send(Model* m, Slot* s, int dir, int up, const float* src, size_t n, int peer, int tag) {
+    if (m->c.offload & OFFLOAD_ACTIVATIONS) {
+        if (!s->sends.copy[dir]) s->sends.copy[dir] = (float*)xmalloc(sizeof(float) * n);
+        memcpy(s->sends.copy[dir], src, sizeof(float) * n);
+        src = s->sends.copy[dir];
+    }
     comm_isend(&m->L.group[GROUP_PP], src, n, peer, tag, &s->sends.req[dir]);
 }
 static void pp_send_wait(Model* m, Slot* s, int dir) { comm_wait(&m->L.group[GROUP_PP], &s->sends.req[dir]); }
@@ -220,11 +231,18 @@ static void loss_fetch(Model* m) {}
 // fp64 sums of squares, range after range (each summed in a fixed order: kernels_cpu.h).
 static void sumsq_range(Model* m, int k, const float* x, size_t n, double* ss) { *ss += sum_squares(x, n); }
 static void sumsq_finish(Model* m, int n_ranges, double* ss) {}
+// With --offload optimizer, m and v are in the file-backed tier: updated a window at a time, each
+// window released after its update, so at most one is resident (elementwise: the same numbers).
 static void adamw_range(Model* m, size_t a, size_t b, const float* grad, int decay, float lr, float grad_scale, int t) {
-    size_t o = a - m->opt_lo;
-    float* p = m->param_shard ? m->param_shard + o : m->params + a;  // --zero 3 holds its shard only
-    adamw_update(p, grad + o, m->m_state + o, m->v_state + o, b - a, lr, m->c.beta1, m->c.beta2,
-                 m->c.eps, m->c.weight_decay, decay, grad_scale, t);
+    size_t window = m->c.offload & OFFLOAD_OPTIMIZER ? OFFLOAD_WINDOW_FLOATS : b - a;
+    for (size_t lo = a; lo < b; lo += window) {
+        size_t n = b - lo < window ? b - lo : window, o = lo - m->opt_lo;
+        float* p = m->param_shard ? m->param_shard + o : m->params + lo;  // --zero 3 holds its shard only
+        adamw_update(p, grad + o, m->m_state + o, m->v_state + o, n, lr, m->c.beta1, m->c.beta2,
+                     m->c.eps, m->c.weight_decay, decay, grad_scale, t);
+        if (m->c.offload & OFFLOAD_OPTIMIZER) tier_release(m->m_state + o, sizeof(float) * n);
+        if (m->c.offload & OFFLOAD_OPTIMIZER) tier_release(m->v_state + o, sizeof(float) * n);
+    }
 }
 static void params_gathered(Model* m) {}  // the fp32 weights are the ones the forward reads
 
@@ -309,18 +327,9 @@ static void alloc_activations(Model* m) {
     chunks_init(m);
     for (int c = 0; c < m->L.vpp; c++) {
         Chunk* ch = &m->chunks[c];
-        size_t NC = s.N * s.C;
         ch->slot_bytes = (size_t)act_slot_bytes(&s, ch->n_layers, rc, e, 1);
-        ch->mem = (char*)floats_of_bytes((double)ch->slot_bytes * ch->n_slots);
-        for (int si = 0; si < ch->n_slots; si++) {
-            Slot* sl = &ch->slots[si];
-            float* p = (float*)(ch->mem + ch->slot_bytes * si);
-            for (int i = 0; i <= ch->n_layers; i++) sl->x[i] = p, p += NC;
-            sl->dout = p; p += NC;
-            sl->dinp = p; p += NC;
-            if (rc != RECOMPUTE_FULL)
-                for (int i = 0; i < ch->n_layers; i++) p = carve_acts(m, &sl->acts[i], p, rc == RECOMPUTE_NONE);
-        }
+        ch->mem = (char*)floats_of_bytes((double)ch->slot_bytes * ch->n_frames);
+        chunk_frames_init(m, c);  // parallel/pipeline.h: the slots in their frames, or the tier
         // the pools: weight-pass inputs, and the last chunk's heads
         ch->wg.bytes = (size_t)(ch->n_layers * act_wgin_bytes(&s, e, 1));
         float* p = floats_of_bytes((double)ch->wg.bytes * ch->wg.n);
@@ -331,7 +340,38 @@ static void alloc_activations(Model* m) {
     }
 }
 
+// A slot's buffers carved at base: its layer inputs and output, dout, dinp, the layers' activations.
+static void slot_bind(Model* m, int c, Slot* s, char* base) {
+    size_t NC = (size_t)row_count(m, m->B) * m->C;
+    int rc = m->c.recompute;
+    float* p = (float*)base;
+    for (int i = 0; i <= m->chunks[c].n_layers; i++) s->x[i] = p, p += NC;
+    s->dout = p; p += NC;
+    s->dinp = p; p += NC;
+    if (rc != RECOMPUTE_FULL)
+        for (int i = 0; i < m->chunks[c].n_layers; i++) p = carve_acts(m, &s->acts[i], p, rc == RECOMPUTE_NONE);
+}
+// --offload activations: the tier is a file-backed mapping (runtime/offload.h); a copy into it
+// or out of it leaves its pages released, so only the frames stay in the resident set.
+static char* act_tier_alloc(Model* m, size_t bytes) {
+    return (char*)tier_map(m->args->offload_dir, bytes, "offloaded activations");
+}
+static void act_tier_out(Model* m, char* tier, const char* frame, size_t bytes) {
+    memcpy(tier, frame, bytes);
+    tier_release(tier, bytes);
+}
+static void act_tier_in(Model* m, char* frame, char* tier, size_t bytes) {
+    memcpy(frame, tier, bytes);
+    tier_release(tier, bytes);
+}
+static void act_tier_wait(Model* m) {}  // the copies are done when they return
+
 static float* f32_alloc(Model* m, size_t n) { return (float*)xcalloc(n, sizeof(float)); }
+// The master weights are the fp32 params the forward reads: they stay; m and v go to the tier.
+static float* opt_state_alloc(Model* m, size_t n, const char* what) {
+    if (!(m->c.offload & OFFLOAD_OPTIMIZER)) return f32_alloc(m, n);
+    return (float*)tier_map(m->args->offload_dir, sizeof(float) * n, what);
+}
 static float* act_alloc(Model* m, size_t n) { return (float*)xcalloc(n, sizeof(float)); }
 static void params_init(Model* m) { init_params(&m->P, &m->c, m->c.tp, m->L.tp_rank, m->params); }
 
@@ -341,12 +381,20 @@ static void model_init(Model* m, Args* a, Metrics* met) {
     model_init_schedule(m);        // the op list, then activations sized by it
 }
 
-// Checkpoints: ckpt.h on the fp32 weights and AdamW state as they are.
+// With --offload optimizer: m and v leave the resident set after a checkpoint read or wrote them.
+static void opt_state_release(Model* m) {
+    if (!(m->c.offload & OFFLOAD_OPTIMIZER)) return;
+    tier_release(m->m_state, sizeof(float) * (m->opt_hi - m->opt_lo));
+    tier_release(m->v_state, sizeof(float) * (m->opt_hi - m->opt_lo));
+}
+
+// Checkpoints: ckpt.h on the fp32 weights and AdamW state as they are (offloaded or not).
 // --zero 3 all-gathers the weights for the writer (zero3_full_params).
 static void save_checkpoint(Model* m, int step) {
     float* params = m->param_shard ? zero3_full_params(m) : m->params;
     ckpt_save(&m->L, &m->P, &m->c, m->args, params, m->m_state, m->v_state, m->opt_lo, m->opt_hi, step);
     if (params != m->params) free(params);
+    opt_state_release(m);
 }
 
 // ----------------------------------------------------------------------------
@@ -376,14 +424,18 @@ int main(int argc, char** argv) {
     if (a->import_hf) hf_import(a->import_hf, &m.L, &m.P, c, params);
     if (a->resume) start_step = ckpt_resume(&m.L, &m.P, c, a, params, m.m_state, m.v_state, m.opt_lo, m.opt_hi);
     if (params != m.params) zero3_keep_shard(&m, params), free(params);
+    opt_state_release(&m);
     if (rank == 0) print_startup(&m.L, &m.P, c, a, &run.train, &run.val, &met, m.n_micro, start_step);
     size_t act_bytes = m.scratch_bytes;
-    for (int ch = 0; ch < m.L.vpp; ch++)
-        act_bytes += m.chunks[ch].slot_bytes * m.chunks[ch].n_slots + m.chunks[ch].wg.bytes * m.chunks[ch].wg.n +
-                     m.chunks[ch].heads.bytes * m.chunks[ch].heads.n;
+    double act_tier_bytes = 0;  // --offload activations: the slots beyond the frames
+    for (int ch = 0; ch < m.L.vpp; ch++) {
+        Chunk* k = &m.chunks[ch];
+        act_bytes += k->slot_bytes * k->n_frames + k->wg.bytes * k->wg.n + k->heads.bytes * k->heads.n;
+        if (k->tier) act_tier_bytes += (double)k->slot_bytes * k->n_slots;
+    }
     // the planner's view of this machine: ranks time-share the cores, each with cores/world threads
     metrics_predict(&met, c, "cpu", core * (cores / world > 1 ? cores / world : 1), (int)cores, &m.P,
-                    m.opt_hi - m.opt_lo, act_bytes / sizeof(float), 4);
+                    m.opt_hi - m.opt_lo, act_bytes / sizeof(float), 4, 0, act_tier_bytes);
 
     int code = train_loop(&m, &run, &met, start_step);  // 0, or 128 + a stop signal, or 1: every step skipped
     if (code) {

@@ -41,6 +41,7 @@
 #include "model/kernels_gpu.cuh"
 #include "parallel/grid.h"
 #include "runtime/metrics.h"
+#include "runtime/offload.h"
 #include "model/params.h"
 #include "planner/planner.h"
 #include "runtime/run.h"
@@ -55,6 +56,7 @@ typedef struct {
     MPI_Request req[2];                // host-staged p2p: sends still in flight from this slot
     cudaEvent_t sent[2];               // NCCL p2p: recorded when this slot's last sends [dir] have finished
     float* h_send[2];                  // host-staged p2p: pinned host copies of this slot's two sends
+    bf16* copy[2];                     // NCCL p2p under --offload activations: the sends, copied out of the frame
 } SlotSends;
 typedef struct {
     GpuComms G;                        // NCCL (or host-staged MPI) groups over the layout's groups
@@ -70,6 +72,8 @@ typedef struct {
     int* d_pos;                        // device copy of m->pos: the sequence position of each of this rank's T rows
     int *d_row_pos, *d_doc_seq;        // device copies of m->row_pos and m->doc_seq (documents; NULL without)
     double ring_t0;                    // host time the context-parallel ring's exchange in flight started (--trace)
+    cudaStream_t offload;              // --offload activations: the copies between frames and the pinned tier
+    cudaEvent_t computed, copied;      // the compute stream's work so far; the offload stream's copies so far
 } ModelBackend;
 #define GRAD_BUCKET_FLOATS SIZE_MAX
 
@@ -294,7 +298,15 @@ static void param_allgather(Model* m, Group g, const float* send, float* recv, s
 // -> device. The payload is one bf16 N x C activation or gradient per micro-batch.
 // n: bf16 elements, travelling host-staged as ceil(n/2) floats (the pinned buffers have room).
 static size_t p2p_floats(size_t n) { return (2 * n + 3) / 4; }
+static void* dev_alloc(size_t bytes);
+// Under --offload activations a frame may be rewritten before its NCCL send completes (a wait
+// for it could close a cycle between stages: parallel/pipeline.h): the send reads a copy.
 static void pp_send(Model* m, Slot* s, int dir, int up, const bf16* src, size_t n, int peer, int tag) {
+    if (m->be.G.p2p && (m->c.offload & OFFLOAD_ACTIVATIONS)) {
+        if (!s->sends.copy[dir]) s->sends.copy[dir] = (bf16*)dev_alloc(sizeof(bf16) * n);
+        act_copy(m, s->sends.copy[dir], src, n);
+        src = s->sends.copy[dir];
+    }
     if (m->be.G.p2p) {
         nccl_pp_send(&m->be.G, dir, up, src, sizeof(bf16) * n, m->be.stream, s->sends.sent[dir]);
         return;
@@ -515,11 +527,8 @@ static void alloc_activations(Model* m) {
         k = (Carver){NULL, 0};
         carve_slot(m, c, &ch->slots[0], &k);  // sizing pass
         ch->slot_bytes = k.off;
-        ch->mem = (char*)dev_alloc(ch->slot_bytes * ch->n_slots);
-        for (int si = 0; si < ch->n_slots; si++) {
-            k = (Carver){ch->mem + ch->slot_bytes * si, 0};
-            carve_slot(m, c, &ch->slots[si], &k);
-        }
+        ch->mem = (char*)dev_alloc(ch->slot_bytes * ch->n_frames);
+        chunk_frames_init(m, c);  // parallel/pipeline.h: the slots in their frames, or the tier
         // the pools: weight-pass inputs (deferred weight passes), and the last chunk's heads
         k = (Carver){NULL, 0};
         WeightGradIn wg_sizing;
@@ -542,6 +551,35 @@ static void alloc_activations(Model* m) {
     }
 }
 
+static void slot_bind(Model* m, int c, Slot* s, char* base) {
+    Carver k = {base, 0};
+    carve_slot(m, c, s, &k);
+}
+// --offload activations: the tier is pinned host memory; the copies run on the offload stream
+// after the compute queued so far (they may overlap the next op's kernels), and the compute
+// stream waits for them (an event: the host does not) at act_tier_wait.
+static char* act_tier_alloc(Model* m, size_t bytes) {
+    void* p;
+    cudaError_t e = cudaMallocHost(&p, bytes ? bytes : 16);
+    if (e != cudaSuccess)
+        fail("--offload activations: cannot pin %.1f MiB of host memory (%s)", bytes / 1048576.0,
+             cudaGetErrorString(e));
+    return (char*)p;
+}
+static void act_tier_copy(Model* m, void* dst, const void* src, size_t bytes, cudaMemcpyKind kind) {
+    cudaCheck(cudaEventRecord(m->be.computed, m->be.stream));
+    cudaCheck(cudaStreamWaitEvent(m->be.offload, m->be.computed, 0));
+    cudaCheck(cudaMemcpyAsync(dst, src, bytes, kind, m->be.offload));
+    cudaCheck(cudaEventRecord(m->be.copied, m->be.offload));
+}
+static void act_tier_out(Model* m, char* tier, const char* frame, size_t bytes) {
+    act_tier_copy(m, tier, frame, bytes, cudaMemcpyDeviceToHost);
+}
+static void act_tier_in(Model* m, char* frame, char* tier, size_t bytes) {
+    act_tier_copy(m, frame, tier, bytes, cudaMemcpyHostToDevice);
+}
+static void act_tier_wait(Model* m) { cudaCheck(cudaStreamWaitEvent(m->be.stream, m->be.copied, 0)); }
+
 // Copy the host fp32 weights to the device and make the bf16 copy.
 static void upload_params(Model* m) {
     h2d(m->params, m->be.h_params, sizeof(float) * m->P.n_padded, m->be.stream);
@@ -549,6 +587,8 @@ static void upload_params(Model* m) {
 }
 
 static float* f32_alloc(Model* m, size_t n) { return (float*)dev_alloc(sizeof(float) * n); }
+// --offload optimizer is refused in this build (main); AdamW's state is on the device.
+static float* opt_state_alloc(Model* m, size_t n, const char* what) { return f32_alloc(m, n); }
 static bf16* act_alloc(Model* m, size_t n) { return (bf16*)dev_alloc(sizeof(bf16) * n); }
 // init_params on the host (the CPU build's weights, bit for bit), then up to the device.
 static void params_init(Model* m) {
@@ -561,6 +601,9 @@ static void model_init(Model* m, Args* a, Metrics* met) {
     model_init_layout(m, a, met);  // runtime/train.h
     gpu_comms_init(&m->be.G, &m->L, a->comm_mpi ? COMM_MPI : COMM_NCCL);
     cudaCheck(cudaStreamCreate(&m->be.stream));
+    cudaCheck(cudaStreamCreate(&m->be.offload));
+    cudaCheck(cudaEventCreateWithFlags(&m->be.computed, cudaEventDisableTiming));
+    cudaCheck(cudaEventCreateWithFlags(&m->be.copied, cudaEventDisableTiming));
     m->be.d_pos = (int*)dev_alloc(sizeof(int) * m->T);
     h2d(m->be.d_pos, m->pos, sizeof(int) * m->T, m->be.stream);
     // the kernels' reduction scratch: attention backward needs B*Hl*T floats (with cp, a
@@ -661,6 +704,8 @@ int main(int argc, char** argv) {
     ModelConfig* c = &a->cfg;
     if (c->zero == 3)  // parallel/zero3.h gathers host buffers over MPI and binds fp32 views; the bf16 copies are not
         fail("--zero 3: in the CPU build only (train_gpt.c) for now; the GPU build shards up to --zero 2");
+    if (c->offload & OFFLOAD_OPTIMIZER)  // the fp32 master weights feed ZeRO's all-gather and the bf16 copy here
+        fail("--offload optimizer: in the CPU build only (train_gpt.c) for now; the GPU build offloads activations");
     int world = run.world, rank = run.rank, share = 1;
     int dev = gpu_select_device(a->comm_mpi ? COMM_MPI : COMM_NCCL, &share);
     cudaDeviceProp prop;
@@ -697,13 +742,16 @@ int main(int argc, char** argv) {
     }
     // metrics_predict counts activations in floats; the bf16 buffers are passed as bytes / 4.
     size_t act_bytes = m.scratch_bytes;
-    for (int ch = 0; ch < m.L.vpp; ch++)
-        act_bytes += m.chunks[ch].slot_bytes * m.chunks[ch].n_slots + m.chunks[ch].wg.bytes * m.chunks[ch].wg.n +
-                     m.chunks[ch].heads.bytes * m.chunks[ch].heads.n;
+    double act_tier_bytes = 0;  // --offload activations: the slots beyond the frames, pinned on the host
+    for (int ch = 0; ch < m.L.vpp; ch++) {
+        Chunk* k = &m.chunks[ch];
+        act_bytes += k->slot_bytes * k->n_frames + k->wg.bytes * k->wg.n + k->heads.bytes * k->heads.n;
+        if (k->tier) act_tier_bytes += (double)k->slot_bytes * k->n_slots;
+    }
     // 6 bytes/param: fp32 master + bf16 copy
     metrics_predict(&met, c,
                     strstr(prop.name, "H200") ? "h200-sxm" : strstr(prop.name, "A100") ? "a100-80gb" : "h100-sxm",
-                    met.peak_flops, 0, &m.P, m.opt_hi - m.opt_lo, act_bytes / 4, 6);
+                    met.peak_flops, 0, &m.P, m.opt_hi - m.opt_lo, act_bytes / 4, 6, 0, act_tier_bytes);
 
     int code = train_loop(&m, &run, &met, start_step);  // 0, or 128 + a stop signal, or 1: every step skipped
     if (code) {

@@ -142,11 +142,22 @@ static void act_copy(Model* m, act_t* dst, const act_t* src, size_t n);
 static void act_copy_2d(Model* m, act_t* dst, size_t dst_ld, const act_t* src, size_t src_ld, size_t rows, size_t cols);
 static act_t* act_alloc(Model* m, size_t n);  // zeroed
 static float* f32_alloc(Model* m, size_t n);  // zeroed
+// AdamW's m or v (n floats, zeroed): where f32_alloc puts state, or with --offload optimizer in
+// the offload tier (runtime/offload.h); what names it in errors.
+static float* opt_state_alloc(Model* m, size_t n, const char* what);
 static void f32_copy(Model* m, float* dst, const float* src, size_t n);
 static void f32_zero(Model* m, float* p, size_t n);
 static void f32_add(Model* m, float* dst, const float* src, size_t n);  // dst += src
 // The activation slots of the stage's op list (m->ops) and the scratch shared by all layers.
 static void alloc_activations(Model* m);
+// --offload activations (parallel/pipeline.h): a slot of chunk c carved at base (the device frame
+// it is resident in); the chunk's tier of `bytes`; a resident slot's bytes copied out to the tier
+// and back in (queued on the GPU's offload stream), and the device waiting for those copies.
+static void slot_bind(Model* m, int c, Slot* s, char* base);
+static char* act_tier_alloc(Model* m, size_t bytes);
+static void act_tier_out(Model* m, char* tier, const char* frame, size_t bytes);
+static void act_tier_in(Model* m, char* frame, char* tier, size_t bytes);
+static void act_tier_wait(Model* m);
 // The initial weights (init_params) put where the build's kernels read them (m->params, and
 // the GPU's bf16 copy).
 static void params_init(Model* m);

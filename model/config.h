@@ -10,6 +10,8 @@ enum { ARCH_GPT2 = 0, ARCH_LLAMA = 1 };
 enum { SCHED_GPIPE = 0, SCHED_1F1B = 1, SCHED_INTERLEAVED = 2, SCHED_ZBH1 = 3, SCHED_ZBV = 4, N_SCHEDULES };
 enum { RECOMPUTE_NONE = 0, RECOMPUTE_SELECTIVE = 1, RECOMPUTE_FULL = 2 };
 enum { CP_RING = 0, CP_ULYSSES = 1, CP_2D = 2 };
+// --offload none|optimizer|activations|both parses to 0..3: a bit per kind (runtime/offload.h)
+enum { OFFLOAD_OPTIMIZER = 1, OFFLOAD_ACTIVATIONS = 2 };
 enum { DOC_MASK_AUTO = 0, DOC_MASK_ON = 1, DOC_MASK_OFF = 2 };
 
 typedef struct {
@@ -29,6 +31,8 @@ typedef struct {
     int cp, cp_ulysses;
     // 1: each ring rank holds one contiguous piece of the sequence (unbalanced; to measure), 0: zig-zag
     int cp_contiguous;
+    // --offload: OFFLOAD_OPTIMIZER and / or OFFLOAD_ACTIVATIONS, 0 none
+    int offload;
 } ModelConfig;
 
 // One block of causal attention: the query rows of one sequence segment against the key

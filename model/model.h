@@ -65,6 +65,8 @@ typedef struct {
     act_t *dout, *dinp;                // gradient from the next chunk / to the previous chunk (N x C)
     SlotSends sends;                   // sends still in flight from this slot
     int mb;                            // micro-batch held, -1 when free
+    int frame;                         // the chunk's device frame its buffers are in, -1: none (offloaded)
+    int stored;                        // 1: its activations wait in the chunk's tier (--offload activations)
 } Slot;
 
 // Buffer sets a (micro-batch, chunk) holds for part of its life only, as many as the
@@ -79,8 +81,11 @@ typedef struct {
     int n_layers, layer0;              // layers [layer0, layer0 + n_layers)
     int n_slots;                       // most micro-batches in flight on this chunk (from the schedule)
     Slot* slots;
-    char* mem;                         // all slot activations of this chunk, one buffer
+    char* mem;                         // the device frames of this chunk's slots, one buffer
     size_t slot_bytes;
+    int n_frames;                      // n_slots, or fewer with --offload activations (runtime/offload.h)
+    int* frame_slot;                   // [n_frames] the slot in each frame, -1 free
+    char* tier;                        // --offload activations: n_slots slots' bytes in the offload tier
     // deferred weight passes: weight-pass inputs from a B to its W, a set ([n_layers]) per
     // W the chunk can owe at once (1 when B and W run in one op)
     Pool wg;

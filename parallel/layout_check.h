@@ -90,6 +90,10 @@ static const char* layout_check(const ModelConfig* c, int world, char* why) {
         sprintf(why, "--zero %d needs dp x cp > 1 (there is nothing to shard over)", c->zero);
         return why;
     }
+    if ((c->offload & OFFLOAD_ACTIVATIONS) && c->pp == 1) {
+        sprintf(why, "--offload activations needs --pp > 1 (it offloads the micro-batches a stage holds in flight)");
+        return why;
+    }
     const char* s = schedule_check(c->schedule, c->pp, c->vpp, (int)(c->global_batch / per_micro));
     if (s) { sprintf(why, "%s", s); return why; }
     return NULL;

@@ -37,9 +37,13 @@ static void chunks_init(Model* m) {
         ActCounts k = act_chunk_counts(m->ops, m->n_ops, c, is_last_chunk(m, c), m->defer_weight);
         ch->n_slots = k.slots;
         ch->slots = (Slot*)xcalloc(ch->n_slots, sizeof(Slot));
+        ch->n_frames = act_device_slots(k.slots, m->c.offload);
+        ch->frame_slot = (int*)xmalloc(sizeof(int) * ch->n_frames);
+        for (int f = 0; f < ch->n_frames; f++) ch->frame_slot[f] = -1;
         for (int si = 0; si < ch->n_slots; si++) {
             Slot* s = &ch->slots[si];
             s->mb = -1;
+            s->frame = -1;
             s->sends.req[0] = s->sends.req[1] = MPI_REQUEST_NULL;
             s->x = (act_t**)xcalloc(ch->n_layers + 1, sizeof(act_t*));
             s->acts = (LayerActs*)xcalloc(ch->n_layers, sizeof(LayerActs));
@@ -50,6 +54,20 @@ static void chunks_init(Model* m) {
         ch->wg_sets = (WeightGradIn*)xcalloc((size_t)ch->wg.n * ch->n_layers + 1, sizeof(WeightGradIn));
         ch->heads.used = (char*)xcalloc(ch->heads.n + 1, 1);
         ch->head_sets = (HeadActs*)xcalloc(ch->heads.n + 1, sizeof(HeadActs));
+    }
+}
+
+// After the build has allocated chunk c's frames (ch->mem, slot_bytes each): every slot in its
+// own frame for good, or with --offload activations the chunk's tier for all its slots.
+static void chunk_frames_init(Model* m, int c) {
+    Chunk* ch = &m->chunks[c];
+    if (ch->n_frames < ch->n_slots) {
+        ch->tier = act_tier_alloc(m, ch->slot_bytes * ch->n_slots);
+        return;
+    }
+    for (int si = 0; si < ch->n_slots; si++) {
+        slot_bind(m, c, &ch->slots[si], ch->mem + ch->slot_bytes * si);
+        ch->frame_slot[si] = si, ch->slots[si].frame = si;
     }
 }
 
@@ -171,10 +189,56 @@ static void chunk_backward_weight(Model* m, int chunk, Slot* s, int B, int grads
 // Activation slots: a (chunk, micro-batch) takes a slot at its first op and gives it
 // back after its last; the schedule bounds how many are live (1F1B: <= pp).
 
+static void slot_live_bytes(Model* m, long long delta) {
+    m->slots_live_bytes += delta;
+    if (m->slots_live_bytes > m->slots_peak_bytes) m->slots_peak_bytes = m->slots_live_bytes;
+}
+
+// --offload activations (runtime/offload.h states the rule): a slot's buffers are carved in
+// one of the chunk's frames while it is resident; offloaded, its bytes wait in the chunk's tier.
+// A frame is rewritten while sends of the slot that left it may still be in flight: the build
+// sends from a copy of its own under offload (pp_send), so no frame waits for a peer's receive
+// (a wait there can close a cycle: stage s waiting for s+1 to receive a forward while s+1 waits
+// for s to receive a backward).
+// Slot si of chunk c into a free frame, its stored activations brought back (queued on the GPU).
+static void slot_to_frame(Model* m, int c, int si) {
+    Chunk* ch = &m->chunks[c];
+    Slot* s = &ch->slots[si];
+    if (s->frame >= 0) return;
+    int f = 0;
+    while (f < ch->n_frames && ch->frame_slot[f] >= 0) f++;
+    if (f == ch->n_frames) fail("internal: chunk %d has no free activation frame", c);
+    char* frame = ch->mem + ch->slot_bytes * f;
+    slot_bind(m, c, s, frame);
+    ch->frame_slot[f] = si, s->frame = f;
+    if (s->stored) {
+        act_tier_in(m, frame, ch->tier + ch->slot_bytes * si, ch->slot_bytes);  // comm: tier -> device
+        s->stored = 0;
+        slot_live_bytes(m, (long long)ch->slot_bytes);
+    }
+}
+static void slot_leave_frame(Chunk* ch, Slot* s) {
+    ch->frame_slot[s->frame] = -1;
+    s->frame = -1;
+}
+// Slot si of chunk c out to the tier (its frame free once the copy is done: act_tier_wait).
+static void slot_offload(Model* m, int c, int si) {
+    Chunk* ch = &m->chunks[c];
+    Slot* s = &ch->slots[si];
+    // comm: device -> tier
+    act_tier_out(m, ch->tier + ch->slot_bytes * si, ch->mem + ch->slot_bytes * s->frame, ch->slot_bytes);
+    s->stored = 1;
+    slot_leave_frame(ch, s);
+    slot_live_bytes(m, -(long long)ch->slot_bytes);
+}
+
 static Slot* slot_get(Model* m, int chunk, int mb) {
     int* idx = &m->slot_of[chunk * m->n_micro + mb];
     Chunk* ch = &m->chunks[chunk];
-    if (*idx >= 0) return &ch->slots[*idx];
+    if (*idx >= 0) {
+        slot_to_frame(m, chunk, *idx);
+        return &ch->slots[*idx];
+    }
     for (int i = 0; i < ch->n_slots; i++) {
         Slot* s = &ch->slots[i];
         if (s->mb >= 0) continue;
@@ -182,17 +246,55 @@ static Slot* slot_get(Model* m, int chunk, int mb) {
         pp_send_wait(m, s, 1);
         s->mb = mb;
         *idx = i;
-        m->slots_live_bytes += ch->slot_bytes;
-        if (m->slots_live_bytes > m->slots_peak_bytes) m->slots_peak_bytes = m->slots_live_bytes;
+        slot_to_frame(m, chunk, i);
+        slot_live_bytes(m, (long long)ch->slot_bytes);
         return s;
     }
     fail("internal: chunk %d has no free activation slot for micro-batch %d", chunk, mb);
     return NULL;
 }
 static void slot_put(Model* m, int chunk, Slot* s) {
+    Chunk* ch = &m->chunks[chunk];
     m->slot_of[chunk * m->n_micro + s->mb] = -1;
     s->mb = -1;
-    m->slots_live_bytes -= m->chunks[chunk].slot_bytes;
+    m->slots_live_bytes -= ch->slot_bytes;
+    if (ch->n_frames < ch->n_slots) slot_leave_frame(ch, s);
+}
+
+// Whether op touches the activations of (chunk c, micro-batch mb): its own, or the previous
+// chunk's on this stage that a forward copies from and a backward writes dout into.
+static int op_touches(const Model* m, const PipeOp* op, int c, int mb) {
+    if (op->mb != mb) return 0;
+    if (op->chunk == c) return 1;
+    return (op->kind == OP_FWD || op->kind == OP_BWD) && local_chunk(m, global_chunk(m, op->chunk) - 1) == c;
+}
+static int is_compute(int kind) { return kind == OP_FWD || kind == OP_BWD || kind == OP_W; }
+
+// Before op k, with --offload activations: offload every resident slot that neither op k nor
+// the next compute op on another (chunk, micro-batch) touches; bring op k's slots in and let
+// the device wait for the copies; then start bringing in the next compute op's slots (the
+// prefetch, one op ahead: on the GPU it overlaps op k).
+static void offload_prepare(Model* m, const PipeOp* ops, int n_ops, int k) {
+    if (!(m->c.offload & OFFLOAD_ACTIVATIONS)) return;
+    int next = k + 1;
+    while (next < n_ops && !(is_compute(ops[next].kind) && !op_touches(m, &ops[next], ops[k].chunk, ops[k].mb)))
+        next++;
+    const PipeOp* after = next < n_ops ? &ops[next] : NULL;
+    for (int c = 0; c < m->L.vpp; c++)
+        for (int si = 0; si < m->chunks[c].n_slots; si++) {
+            Slot* s = &m->chunks[c].slots[si];
+            if (s->frame >= 0 && m->chunks[c].n_frames < m->chunks[c].n_slots && !op_touches(m, &ops[k], c, s->mb) &&
+                !(after && op_touches(m, after, c, s->mb)))
+                slot_offload(m, c, si);
+        }
+    for (int pass = 0; pass < 2; pass++) {  // op k's slots, then the next compute op's
+        const PipeOp* op = pass ? after : &ops[k];
+        for (int c = 0; c < m->L.vpp && op; c++) {
+            int si = m->slot_of[c * m->n_micro + op->mb];
+            if (si >= 0 && op_touches(m, op, c, op->mb)) slot_to_frame(m, c, si);
+        }
+        if (!pass) act_tier_wait(m);
+    }
 }
 
 static void zero2_reduce_gradients(Model* m);
@@ -224,6 +326,7 @@ static void run_schedule(Model* m, const PipeOp* ops, int n_ops, int train, floa
     for (int k = 0; k < n_ops; k++) {
         PipeOp op = ops[k];
         int g = global_chunk(m, op.chunk), prev = local_chunk(m, g - 1), up = 0;
+        offload_prepare(m, ops, n_ops, k);
         Slot* s = slot_get(m, op.chunk, op.mb);
         const int* tokens = batch_inputs(m) + (size_t)op.mb * B * T;
         const int* targets = batch_targets(m) + (size_t)op.mb * B * T;

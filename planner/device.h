@@ -41,6 +41,9 @@ typedef struct {
     int nvls;                // 1: the node's NVSwitches reduce (NVLink SHARP): all-reduces inside a node by NVLS
     int nics_per_node;       // NICs in a node, shared by its GPUs
     int gpus_per_node;       // default for --gpus-per-node (0: all GPUs in one node)
+    // the host, for --offload (planner/time.h offload_time)
+    double host_link_bw;     // bytes/s per GPU, one direction, device <-> host (PCIe, effective)
+    double host_mem_bw;      // bytes/s of host memory per GPU's share (the CPU's AdamW streams its state)
     // software
     int dtype_bytes;         // 2: bf16 mixed precision with fp32 master weights; 4: fp32 throughout
     int grad_bytes;          // bytes of an accumulated gradient (2: bf16, 4: fp32)
@@ -96,6 +99,19 @@ static void profile_a100(DeviceProfile* d) {
     d->gpus_per_node = 8;
     d->dtype_bytes = 2;
     d->grad_bytes = 2;            // bf16 gradients: 13B with tp=pp=1 only fits with these (as in the study)
+    d->host_link_bw = 25e9;       // PCIe Gen4 x16: 32 GB/s line rate (A100 datasheet: "PCIe Gen4 64 GB/s" both
+                                  // ways), about 25 GB/s effective per direction (PCIe protocol overhead)
+    d->host_mem_bw = 25e9;        // DGX A100: 2 EPYC 7742, 8 DDR4-3200 channels each = 410 GB/s for 8 GPUs, ~half
+                                  // of it reached by a streaming AdamW on the cores of one GPU's share (assumed)
+}
+
+// The 40 GB A100 (SXM4): the 80 GB one's profile with its memory and HBM2 bandwidth (datasheet:
+// 40 GB, 1,555 GB/s).
+static void profile_a100_40gb(DeviceProfile* d) {
+    profile_a100(d);
+    snprintf(d->name, sizeof(d->name), "a100-40gb");
+    d->mem_bytes = 40 * GiB;
+    d->hbm_bw = 1.555e12;
 }
 
 static void profile_h100(DeviceProfile* d) {
@@ -122,6 +138,9 @@ static void profile_h100(DeviceProfile* d) {
     d->intra_bw = 450e9;          // NVLink4 900 GB/s bidirectional
     d->nic_bw = 400e9 / 8;        // NDR 400 Gb/s
     d->nvls = 1;                  // NVSwitch 3 (HGX H100/H200): NVLink SHARP, NCCL 2.17+
+    d->host_link_bw = 50e9;       // PCIe Gen5 x16: 64 GB/s line rate (H100 SXM datasheet: 128 GB/s both ways), ~50
+                                  // effective
+    d->host_mem_bw = 38e9;        // DGX H100: 2 Xeon 8480C, 8 DDR5-4800 channels each = 614 GB/s for 8 GPUs, ~half
 }
 
 static void profile_h200(DeviceProfile* d) {
@@ -163,13 +182,16 @@ static void profile_cpu(DeviceProfile* d) {
     d->dtype_bytes = 4;
     d->grad_bytes = 4;
     d->shared_cores = 0;          // set to the machine's cores when the ranks share them
+    d->host_link_bw = 20e9;       // the "device" is host memory: a copy to the offload tier is a memcpy (page cache)
+    d->host_mem_bw = 20e9;
 }
 
-static const char* PROFILE_NAMES = "a100-80gb, h100-sxm, h200-sxm, cpu";
+static const char* PROFILE_NAMES = "a100-80gb, a100-40gb, h100-sxm, h200-sxm, cpu";
 
 // Fill *d with the built-in profile `name`; -1 if there is none.
 static int profile_builtin(const char* name, DeviceProfile* d) {
     if (!strcmp(name, "a100-80gb")) profile_a100(d);
+    else if (!strcmp(name, "a100-40gb")) profile_a100_40gb(d);
     else if (!strcmp(name, "h100-sxm")) profile_h100(d);
     else if (!strcmp(name, "h200-sxm")) profile_h200(d);
     else if (!strcmp(name, "cpu")) profile_cpu(d);
@@ -218,6 +240,8 @@ static const ProfileKey PROFILE_KEYS[] = {
     PKEY("sms", sms, 1, 1, 0, 1 << 20, "streaming multiprocessors (0: no wave quantization)"),
     PKEY("nvls", nvls, 1, 1, 0, 1, "1: NVSwitches reduce in the switch (all-reduce inside a node)"),
     PKEY("matmul_k_half", matmul_k_half, 0, 1, 0, 1e9, "a GEMM tile's fixed cost in elements of K"),
+    PKEY("host_link_gbps", host_link_bw, 0, 1e9, 1e-6, 1e6, "device <-> host GB/s per GPU, one direction (--offload)"),
+    PKEY("host_mem_gbps", host_mem_bw, 0, 1e9, 1e-6, 1e6, "host memory GB/s per GPU's share (--offload optimizer)"),
 };
 #define N_PROFILE_KEYS ((int)(sizeof(PROFILE_KEYS) / sizeof(PROFILE_KEYS[0])))
 

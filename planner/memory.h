@@ -9,6 +9,7 @@
 #include "model/activations.h"
 #include "planner/device.h"
 #include "planner/software.h"
+#include "runtime/offload.h"
 
 // How far the memory model of another framework's peak (Korthikanti's activations, the
 // temporaries, mem_frag's allocator share) may fall short, as a fraction of the device's
@@ -137,6 +138,28 @@ static double trainer_zero3_bytes(const ModelConfig* c, int has_embed, int has_h
     return 4 * (3 * chunk_params(c, 1, 0, 0, tp) + 2 * chunk_params(c, 0, has_embed, has_head, tp));
 }
 
+// --offload optimizer (ZeRO-Offload, Ren et al. 2021): AdamW's m and v leave the device, and in
+// bf16 training the fp32 master copy too; the device keeps the weights the forward reads (bf16,
+// or the CPU build's fp32, which are its master weights) and the gradients. own: this trainer's
+// states (trainer_state_bytes_per_param: w holds master + bf16 copy), else a framework's
+// (state_bytes_per_param: o holds the master). Returns the bytes per parameter moved to the host.
+static double offload_state_bytes(const ModelConfig* c, int own, int dtype_bytes, double* w, double* o) {
+    if (!(c->offload & OFFLOAD_OPTIMIZER)) return 0;
+    double host = *o;
+    *o = 0;
+    if (own && dtype_bytes < 4) {  // the fp32 master (a 1/R shard under ZeRO-3) of w
+        double master = c->zero == 3 ? 4.0 / (c->dp * c->cp) : 4;
+        *w -= master, host += master;
+    }
+    return host;
+}
+// --offload activations: a framework's (micro-batch, chunk) activations held on the device at
+// the stage's peak: at most the two frames of each chunk (runtime/offload.h).
+static int offload_in_flight(const ModelConfig* c, int in_flight) {
+    int frames = OFFLOAD_ACT_FRAMES * c->vpp;
+    return (c->offload & OFFLOAD_ACTIVATIONS) && in_flight > frames ? frames : in_flight;
+}
+
 // The counts of the layout's pipeline under its schedule with m micro-batches: for each stage
 // its peak (micro-batch, chunk) activations held and peak W's owed (the other frameworks'
 // memory, predict.h's plan_memory), and the counts act_chunk_counts gives each of its local
@@ -205,9 +228,12 @@ static double trainer_stage_act_bytes(const ModelConfig* c, int dtype_bytes, int
     ActShape s = act_shape(c, c->micro_batch);
     int host = dtype_bytes == 4, align = host ? 1 : 256;
     double bytes = act_scratch_bytes(&s, c->recompute, host, dtype_bytes, align);
-    for (int j = 0; j < c->vpp; j++)
-        bytes += act_chunk_bytes(&s, layers[chunk_global(c->schedule, c->pp, st, j)], c->recompute, k[j], dtype_bytes,
-                                 align);
+    for (int j = 0; j < c->vpp; j++) {
+        ActCounts on_device = k[j];  // --offload activations: the frames (runtime/offload.h)
+        on_device.slots = act_device_slots(k[j].slots, c->offload);
+        bytes += act_chunk_bytes(&s, layers[chunk_global(c->schedule, c->pp, st, j)], c->recompute, on_device,
+                                 dtype_bytes, align);
+    }
     return bytes;
 }
 

@@ -220,6 +220,7 @@ static void plan_memory(const ModelConfig* c, const PlanSetup* k, const DevicePr
     double wb, gb, ob;
     if (k->own_buffers) trainer_state_bytes_per_param(d->dtype_bytes, c->zero, dp * cp, &wb, &gb, &ob);
     else state_bytes_per_param(d, c->zero, dp * cp, &wb, &gb, &ob);
+    offload_state_bytes(c, k->own_buffers, d->dtype_bytes, &wb, &ob);  // --offload optimizer
     double act_layer = act_bytes_per_layer(c, mb, tp, cp, c->sp, c->recompute, k, d->dtype_bytes);
     double act_full_layer = act_bytes_per_layer(c, mb, tp, cp, c->sp, RECOMPUTE_NONE, k, d->dtype_bytes);
     double w_in_layer = w_inputs_per_layer(c, mb, tp, cp, d->dtype_bytes);
@@ -260,7 +261,7 @@ static void plan_memory(const ModelConfig* c, const PlanSetup* k, const DevicePr
         }
         double p = chunk_params(c, stage_layers, stage_embed, stage_head, tp);
         ch->stage_params[st] = p;
-        int in_flight = pc->peaks[2 * st], w_pending = pc->peaks[2 * st + 1];
+        int in_flight = offload_in_flight(c, pc->peaks[2 * st]), w_pending = pc->peaks[2 * st + 1];
         double w_in, act, temp, reserve;
         if (k->own_buffers) {
             // this trainer: its buffers as allocated (its logits are the head's buffers, its
@@ -396,6 +397,8 @@ static void plan_throughput(const ModelConfig* c, const DeviceProfile* d, int gl
     double master = d->dtype_bytes < 4 ? 4 : 0;
     double opt_bytes = opt_params * ((master + 8 + 2.0 * d->grad_bytes) + (master + 8 + d->dtype_bytes));
     r->t_optim = elementwise_time(d, opt_bytes) + 10 * d->op_latency;
+    if (c->offload & OFFLOAD_OPTIMIZER) r->t_optim = offload_optimizer_time(d, opt_params);
+    r->t_optim += offload_activation_time(c, d, r->n_micro, r->n_micro * (ch->stage_fwd[0] + ch->stage_bwd[0]));
 
     r->t_step = r->t_pipeline + r->t_dp_exposed + r->t_optim;
     double s = c->seq_len, h = c->d_model, L = c->n_layer;

@@ -25,6 +25,7 @@ typedef struct {
     const char* export_llmc;  // write the final weights in llm.c's format
     const char* export_hf;    // write the final weights as a Hugging Face transformers model directory
     const char* import_hf;    // start from such a directory's model.safetensors
+    const char* offload_dir;  // --offload: where the CPU build's file-backed tier lives
     int ckpt_every, ckpt_keep;
     int eval_every, val_batches;
     int sample_every, sample_len;
@@ -139,8 +140,12 @@ static const Flag FLAGS[] = {
      "stage's whole weights held, one all-gather a layer a step instead of two per micro-batch)"},
     {"--recompute", FLAG_CHOICE, "none|selective|full", NO_RANGE, "none", HELP_LAYOUT, AGREE, 0, IN_CFG(recompute),
      "selective: the attention core; full: keep layer inputs only"},
-    {"--recompute", FLAG_CHOICE, "none|selective|full", NO_RANGE, "none", HELP_LAYOUT, AGREE, 0, IN_CFG(recompute),
-     "selective: the attention core; full: keep layer inputs only"},
+    {"--offload", FLAG_CHOICE, "none|optimizer|activations|both", NO_RANGE, "none", HELP_LAYOUT, AGREE, 0,
+     IN_CFG(offload),
+     "optimizer: AdamW m, v (and the GPU's fp32 master weights) in host memory / the --offload-dir tier; "
+     "activations: a pipeline stage keeps 2 micro-batches' activations per chunk on the device, the rest offloaded"},
+    {"--offload-dir", FLAG_TEXT, "DIR", NO_RANGE, NULL, HELP_LAYOUT, AGREE, 0, IN_ARGS(offload_dir),
+     "CPU build: the directory of the offload tier's files (mapped, unlinked at once; default $TMPDIR or /tmp)"},
     // data
     {"--data", FLAG_TEXT, "PATH", NO_RANGE, NULL, HELP_DATA, AGREE, 0, IN_ARGS(data),
      "a file, or a quoted glob of files: .bin = llm.c shards, any other byte-level text; default: built-in corpus"},
@@ -390,6 +395,7 @@ static void args_resolve(Args* a) {
                  "use --recompute selective", s);
         a->weight_pass_deferred = 1;
     }
+    if (a->offload_dir && !c->offload) fail("--offload-dir: only with --offload optimizer, activations or both");
     if (c->d_model % c->n_head) fail("--d-model %d is not divisible by --n-head %d", c->d_model, c->n_head);
     if (c->n_head % c->n_kv_head) fail("--n-head %d is not divisible by --n-kv-head %d", c->n_head, c->n_kv_head);
     if (c->arch == ARCH_GPT2 && c->n_kv_head != c->n_head)

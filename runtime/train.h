@@ -54,8 +54,8 @@ static void model_init_params(Model* m) {
     params_init(m);
     size_t S = shard_floats(&m->P, m->L.replicas);
     optimizer_range(&m->P, c, m->L.replica, &m->opt_lo, &m->opt_hi);
-    m->m_state = f32_alloc(m, m->opt_hi - m->opt_lo);
-    m->v_state = f32_alloc(m, m->opt_hi - m->opt_lo);
+    m->m_state = opt_state_alloc(m, m->opt_hi - m->opt_lo, "AdamW m");  // on the device, or offloaded
+    m->v_state = opt_state_alloc(m, m->opt_hi - m->opt_lo, "AdamW v");
     if (c->zero) m->grad_shard = f32_alloc(m, S);
     if (c->zero == 2) m->shard_tmp = f32_alloc(m, S);
     if (c->zero == 2 && m->L.in_embed && c->arch == ARCH_GPT2) m->wte_acc = f32_alloc(m, (size_t)m->Vl * m->C);

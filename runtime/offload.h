@@ -1,0 +1,76 @@
+// runtime/offload.h: the offload tier (--offload optimizer|activations|both), where state that
+// the device does not need at every moment waits (ZeRO-Offload, Ren et al. 2021; ZeRO-Infinity,
+// Rajbhandari et al. 2021; PipeOffload-style activation offload for pipeline stages).
+//
+// CPU build: the "device" is this process's resident memory and the tier a file-backed mapping
+// under --offload-dir (ZeRO-Infinity's NVMe tier): a file made with mkstemp, its blocks reserved
+// (posix_fallocate, so a full disk is an error at start-up, not a SIGBUS mid-step), mapped shared
+// and unlinked at once (nothing is left behind, even after a kill). Pages written and then
+// released (tier_release) leave the process's resident set: the kernel keeps them in the page
+// cache or writes them to the file, and a later read faults them back in.
+// GPU build: the tier is pinned host memory (cudaMallocHost, train_gpt.cu).
+//
+// What goes there:
+//   optimizer    AdamW's m and v (and on the GPU the fp32 master weights; the CPU build's fp32
+//                parameters are its master weights and stay resident: the forward reads them).
+//                The CPU build updates them window by window (OFFLOAD_WINDOW_FLOATS) and
+//                releases each window after its update, so at most one window is resident.
+//   activations  the activation slots of a pipeline chunk (parallel/pipeline.h). The rule: a
+//                chunk keeps on the device only the slots of the micro-batches that the current
+//                op and the next compute op (forward, backward or weight pass) of the stage's
+//                op list touch: the one being produced and the next one a backward consumes.
+//                Every other micro-batch in flight waits in the tier, copied out when it stops
+//                being needed and brought back one op before its backward needs it.
+#ifndef OFFLOAD_H
+#define OFFLOAD_H
+
+#include <fcntl.h>
+#include <sys/mman.h>
+#include <unistd.h>
+#include "model/config.h"
+
+// Device-resident activation frames per chunk under --offload activations: an op and the next
+// compute op touch at most one slot of each chunk each (parallel/pipeline.h offload_prepare).
+#define OFFLOAD_ACT_FRAMES 2
+// The CPU build's optimizer update under --offload optimizer: floats of m (and of v) resident at once.
+#define OFFLOAD_WINDOW_FLOATS ((size_t)1 << 18)
+
+// Slots a chunk with `slots` in flight keeps on the device (the rest are in the tier).
+static int act_device_slots(int slots, int offload) {
+    return (offload & OFFLOAD_ACTIVATIONS) && slots > OFFLOAD_ACT_FRAMES ? OFFLOAD_ACT_FRAMES : slots;
+}
+
+static const char* offload_dir_of(const char* dir) {
+    if (dir) return dir;
+    const char* tmp = getenv("TMPDIR");
+    return tmp && *tmp ? tmp : "/tmp";
+}
+
+// `bytes` of zeroed tier in a file under dir (NULL: $TMPDIR or /tmp); `what` names it in errors.
+static void* tier_map(const char* dir, size_t bytes, const char* what) {
+    dir = offload_dir_of(dir);
+    if (bytes == 0) bytes = 1;
+    char path[4096];
+    if (snprintf(path, sizeof(path), "%s/train-offload-XXXXXX", dir) >= (int)sizeof(path))
+        fail("--offload-dir: the path is longer than %d bytes", (int)sizeof(path) - 32);
+    int fd = mkstemp(path);
+    if (fd < 0) fail("--offload-dir %s: cannot create the %s's file there (%s)", dir, what, strerror(errno));
+    unlink(path);  // the mapping keeps the file alive; nothing is left behind after a kill
+    // a file-size limit would raise SIGXFSZ and kill the process: let it come back as EFBIG instead
+    signal(SIGXFSZ, SIG_IGN);
+    int e = posix_fallocate(fd, 0, (off_t)bytes);
+    if (e) fail("--offload-dir %s: cannot reserve %.1f MiB for the %s (%s)", dir, bytes / 1048576.0, what, strerror(e));
+    void* p = mmap(NULL, bytes, PROT_READ | PROT_WRITE, MAP_SHARED, fd, 0);
+    if (p == MAP_FAILED) fail("--offload-dir %s: cannot map the %s's file (%s)", dir, what, strerror(errno));
+    close(fd);
+    return p;
+}
+
+// Drop the whole pages of [p, p + bytes) from the resident set; their contents stay in the tier.
+static void tier_release(void* p, size_t bytes) {
+    size_t page = (size_t)sysconf(_SC_PAGESIZE);
+    uintptr_t lo = ((uintptr_t)p + page - 1) / page * page, hi = ((uintptr_t)p + bytes) / page * page;
+    if (hi > lo) madvise((void*)lo, hi - lo, MADV_DONTNEED);
+}
+
+#endif

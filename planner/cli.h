@@ -4,6 +4,7 @@
 #define PLANNER_CLI_H
 
 #include "planner/runs.h"
+#include "planner/documents.h"
 
 static void plan_usage(void) {
     printf(
@@ -30,6 +31,9 @@ static void plan_usage(void) {
         "  --cp-ulysses U (the all-to-all degree inside cp; 2d: the ring is cp / U)   evaluate only these layouts\n"
         "  --top N                 rows to print (default 20)    --plan-csv FILE  all layouts (or the runs), every "
         "column\n"
+        "  --doc-lengths FILE|lognormal:MEDIAN[:SIGMA]   document lengths (one a line): the best layout's attention "
+        "spread\n"
+        "                          and pipeline time under --packing concat, greedy and wlb (planner/documents.h)\n"
         "The table ranks the layouts that fit with room first: a layout whose predicted peak is within %.0f%% of the\n"
         "device's memory (the memory model's uncertainty for another framework's peak; this trainer's own buffers are\n"
         "counted exactly) ranks below every layout with more room, whatever its speed; 'free GiB' is the memory left\n"
@@ -47,7 +51,7 @@ typedef struct {
     // the software's rank order, pipeline cut, loss, DP reduction (kernels come from the filter or the row)
     PlanSetup setup;
     PlanFilter filter;
-    const char *csv, *runs;
+    const char *csv, *runs, *doc_lengths;
     int offload;  // --offload: OFFLOAD_OPTIMIZER | OFFLOAD_ACTIVATIONS for every layout
 } PlanArgs;
 
@@ -188,6 +192,7 @@ static void plan_parse_args(int argc, char** argv, PlanArgs* a) {
             a->top = plan_int(v, flag, 1, 1 << 30);
         else if (!strcmp(flag, "--plan-csv")) a->csv = v;
         else if (!strcmp(flag, "--runs")) a->runs = v;
+        else if (!strcmp(flag, "--doc-lengths")) a->doc_lengths = v;
         else if (!strcmp(flag, "--offload")) {
             const char* names[] = {"none", "optimizer", "activations", "both"};
             a->offload = -1;
@@ -375,6 +380,7 @@ static int plan_main(int argc, char** argv) {
             p->zero, schedule_name(p->schedule), ATTN_NAMES[p->setup.attention], p->setup.rms_kernel ? "on" : "off",
             100 * p->mfu, 100 * p->hfu, p->model_tflops_per_gpu, p->mem_total / GiB,
             p->zero == 3 ? " [ZeRO-3: the CPU build only]" : "");
+        if (a.doc_lengths) doc_print_prediction(a.doc_lengths, &c, p);
     }
     if (a.csv) { plan_write_csv(&csv, &c, &a.dev, res, n); printf("wrote %d layouts to %s\n", n, a.csv); }
     free(res);

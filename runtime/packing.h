@@ -15,19 +15,20 @@
 //           room (first-fit); the batch ends at the first document none has room for, and the
 //           next batch starts with it. Positions no document fills are padding (target -1,
 //           ignored by the loss).
-//   wlb:    WLB-LLM (Wang et al., OSDI 2025): balance the cost of the micro-batch units, with
-//           outlier delay. The pool of a batch: the documents waiting from earlier batches
-//           (oldest first), then the walk's next documents until the pool holds WLB_POOL x
-//           the batch's positions. Each unit's target: the pool's attention pairs per token x
-//           the unit's positions. Documents go costliest first (those that have waited
-//           WLB_MAX_DELAY batches, or all once the walk has ended, before any other) into the
-//           unit with the least cost so far that has a sequence with room (LPT; first-fit
-//           among its B sequences). A document that would take its unit past the target by
-//           more than WLB_TOLERANCE waits for a later batch (the outlier delay), at most
-//           WLB_MAX_DELAY batches unless the overdue ones alone fill the batch; so does one no
-//           unit has room for. Every position runs through the matmuls, padding too, so a
-//           unit's linear cost is the same in every unit: the balance is on the quadratic
-//           (attention) term of the cost.
+//   wlb:    WLB-LLM (Wang et al., OSDI 2025): balance the micro-batch units' attention work,
+//           with outlier delay. The pool of a batch: the documents waiting from earlier batches
+//           (oldest first), then the walk's next documents until it holds WLB_POOL x the batch's
+//           positions. An outlier: a document whose pairs exceed WLB_OUTLIER x the pool's pairs
+//           per position x a unit's positions. In order: the overdue (waited WLB_MAX_DELAY
+//           batches, or all once the walk has ended), then the outliers, in whole rounds of one
+//           per unit (the rest of them wait), then the others, each the longest first into the
+//           unit of least work with room (LPT; first-fit among its B sequences; an outlier of a
+//           round into a unit without one of that round). Then the top-up: the walk's next
+//           documents into the least-loaded unit that stays at or below the heaviest (the
+//           others wait) until one fits nowhere. A document waits WLB_MAX_DELAY batches at most
+//           unless the overdue alone overfill a batch. Every position runs through the matmuls,
+//           padding too, so the linear cost is the same in every unit: the balance is on the
+//           quadratic (attention) term of the cost (doc_cost_model).
 // A micro-batch unit: B = --micro-batch sequences; unit u is dp rank u / n_micro's micro-batch
 // u % n_micro (data.h load_batch reads sequences [r, r+1) * G/dp of the batch on dp rank r),
 // so balanced units balance the dp ranks too.
@@ -39,7 +40,7 @@
 enum { PACK_CONCAT = 0, PACK_GREEDY = 1, PACK_WLB = 2 };
 #define WLB_MAX_DELAY 4    // batches a document may wait at most (the bound of the delay)
 #define WLB_POOL 1.25      // the pool of a batch: its positions x this
-#define WLB_OUTLIER 0.5    // an outlier: attention pairs over this x the balanced target of a unit
+#define WLB_OUTLIER 0.5    // an outlier: attention pairs over this x the pool's pairs per position x B x T
 
 // Cost of a document, forward and backward, in FLOPs (PaLM appendix B split by term, as
 // config_flops_per_token): 6 N per token for the matmuls, N = config_matmul_params, and
@@ -144,49 +145,72 @@ static double wlb_pool(PassState* ps, const DocPlan* p, size_t b) {
     return pairs / pool * p->B * p->T;
 }
 
-// Document i of the wait list into the unit of least attention work with room, among those
-// `allowed` (NULL: all); whether it found one.
-static int wlb_put(PassState* ps, const DocPlan* p, size_t b, size_t i, double* unit, const char* allowed) {
-    int len = ps->docs[ps->wait[i]].len, best = -1, best_s = -1;
+// Document d into the unit of least attention work with room, among those `allowed` (NULL:
+// all), having waited `waited` batches: the unit, or -1 when none has room.
+static int wlb_put(PassState* ps, const DocPlan* p, size_t d, int waited, double* unit, const char* allowed) {
+    int len = ps->docs[d].len, best = -1, best_s = -1;
     for (int u = 0; u < p->G / p->B; u++) {
         int s = first_fit(ps->room + u * p->B, p->B, len);
         if (s >= 0 && (!allowed || allowed[u]) && (best < 0 || unit[u] < unit[best])) best = u, best_s = u * p->B + s;
     }
-    if (best < 0) return 0;
-    pass_put(ps, p, ps->wait[i], best_s, (int)(b - ps->waited_from[i]));
+    if (best < 0) return -1;
+    pass_put(ps, p, d, best_s, waited);
     unit[best] += doc_pairs(len);
-    return 1;
+    return best;
+}
+
+// The top-up of a wlb batch: the walk's next documents into the least-loaded unit with room
+// that stays at or below the heaviest unit; the others wait (outliers for their round). The
+// first document that fits nowhere ends the batch, and so does a batch's positions' worth walked.
+static void wlb_top_up(PassState* ps, const DocPlan* p, size_t b, double* unit, double outlier_pairs) {
+    int U = p->G / p->B;
+    double heaviest = 0, walked = 0;
+    char* under = (char*)xmalloc(U);
+    for (int u = 0; u < U; u++) heaviest = unit[u] > heaviest ? unit[u] : heaviest;
+    for (; ps->next < ps->n_docs && walked < (double)p->G * p->T; ps->next++) {
+        size_t d = ps->next;
+        int fits = 0, len = ps->docs[d].len;
+        for (int u = 0; u < U && !fits; u++) fits = first_fit(ps->room + u * p->B, p->B, len) >= 0;
+        if (!fits) break;
+        walked += len;
+        for (int u = 0; u < U; u++) under[u] = unit[u] + doc_pairs(len) <= heaviest;
+        if (doc_pairs(len) <= outlier_pairs && wlb_put(ps, p, d, 0, unit, under) >= 0) continue;
+        ps->waited_from[ps->n_wait] = b, ps->wait[ps->n_wait++] = d;
+    }
+    free(under);
 }
 
 static void pass_wlb(PassState* ps, const DocPlan* p, size_t b) {
     int U = p->G / p->B, n_out = 0, ended = ps->next == ps->n_docs;
-    double target = wlb_pool(ps, p, b);
+    double outlier_pairs = WLB_OUTLIER * wlb_pool(ps, p, b);
     WlbItem* items = (WlbItem*)xmalloc(sizeof(WlbItem) * ps->n_wait);
     for (size_t i = 0; i < ps->n_wait; i++) {
-        int len = ps->docs[ps->wait[i]].len, outlier = doc_pairs(len) > WLB_OUTLIER * target;
-        items[i] = (WlbItem){i, len, ended || b - ps->waited_from[i] >= WLB_MAX_DELAY ? 0 : outlier ? 1 : 2};
-        n_out += items[i].rank == 1;
+        int len = ps->docs[ps->wait[i]].len;
+        int rank = ended || b - ps->waited_from[i] >= WLB_MAX_DELAY ? 0 : doc_pairs(len) > outlier_pairs ? 1 : 2;
+        items[i] = (WlbItem){i, len, rank};
+        n_out += rank == 1;
     }
     qsort(items, ps->n_wait, sizeof(WlbItem), wlb_order);
     int release = n_out / U < p->B ? n_out / U * U : p->B * U;  // outliers in whole rounds, B per unit at most
     double* unit = (double*)xcalloc(U, sizeof(double));
-    char *placed = (char*)xcalloc(ps->n_wait, 1), *free_unit = (char*)xmalloc(U);
-    for (size_t i = 0, in_group = 0; i < ps->n_wait; i++) {
+    char *placed = (char*)xcalloc(ps->n_wait, 1), *round_free = (char*)xmalloc(U);
+    for (size_t i = 0, in_round = 0; i < ps->n_wait; i++) {
         size_t at = items[i].at;
-        if (items[i].rank == 0) { placed[at] = wlb_put(ps, p, b, at, unit, NULL); continue; }
-        if (items[i].rank == 1 && release-- <= 0) continue;  // waits for a whole round
-        if (in_group == 0 || (items[i].rank == 2 && items[i - 1].rank == 1)) memset(free_unit, 1, U), in_group = 0;
-        if ((placed[at] = wlb_put(ps, p, b, at, unit, free_unit))) {
-            // the unit it went to takes no other of this group
-            for (int u = 0; u < U; u++) free_unit[u] &= unit[u] == 0 || ps->batch[ps->n - 1].seq / p->B != u;
+        int waited = (int)(b - ps->waited_from[at]), u;
+        if (items[i].rank != 1) {  // overdue, or the rest: LPT
+            placed[at] = wlb_put(ps, p, ps->wait[at], waited, unit, NULL) >= 0;
+            continue;
         }
-        in_group = (in_group + 1) % U;
+        if (release-- <= 0) continue;  // waits for a whole round
+        if (in_round++ % U == 0) memset(round_free, 1, U);  // a round: one outlier per unit
+        if ((u = wlb_put(ps, p, ps->wait[at], waited, unit, round_free)) >= 0) placed[at] = 1, round_free[u] = 0;
     }
     size_t kept = 0;  // the documents that wait, in walk order
     for (size_t i = 0; i < ps->n_wait; i++)
         if (!placed[i]) ps->waited_from[kept] = ps->waited_from[i], ps->wait[kept++] = ps->wait[i];
     ps->n_wait = kept;
-    free(items), free(unit), free(placed), free(free_unit);
+    wlb_top_up(ps, p, b, unit, outlier_pairs);
+    free(items), free(unit), free(placed), free(round_free);
 }
 
 // Append the batch made to the plan.
@@ -201,28 +225,37 @@ static void plan_append(DocPlan* p, const PassState* ps, size_t* cap) {
     p->batch_at[p->n_batches] = p->n_placed;
 }
 
-// The plan of one pass over the documents of tokens[0, n) for global batches of G sequences
-// of T in units of B (packing PACK_GREEDY or PACK_WLB).
-static void plan_build(DocPlan* p, const int* tokens, size_t n, int eot, int packing, int G, int B, int T) {
+// The plan of one pass over docs[0, n_docs) (each of at most T tokens, in stream order) for
+// global batches of G sequences of T in units of B (packing PACK_GREEDY or PACK_WLB); pad: the
+// padding positions' input token.
+static void plan_build_docs(DocPlan* p, const Doc* docs, size_t n_docs, int pad, int packing, int G, int B, int T) {
     memset(p, 0, sizeof(*p));
-    p->packing = packing, p->G = G, p->B = B, p->T = T, p->pad = eot >= 0 ? eot : 0;
+    p->packing = packing, p->G = G, p->B = B, p->T = T, p->pad = pad;
     PassState ps;
     memset(&ps, 0, sizeof(ps));
-    ps.docs = docs_split(tokens, n, eot, T, &ps.n_docs);
-    ps.wait = (size_t*)xmalloc(sizeof(size_t) * 2 * (ps.n_docs + 1));
-    ps.waited_from = ps.wait + ps.n_docs + 1;
+    ps.docs = docs, ps.n_docs = n_docs;
+    ps.wait = (size_t*)xmalloc(sizeof(size_t) * 2 * (n_docs + 1));
+    ps.waited_from = ps.wait + n_docs + 1;
     ps.room = (int*)xmalloc(sizeof(int) * G);
-    ps.batch = (Placed*)xmalloc(sizeof(Placed) * (ps.n_docs + 1));
+    ps.batch = (Placed*)xmalloc(sizeof(Placed) * (n_docs + 1));
     p->batch_at = (size_t*)xcalloc(1, sizeof(size_t));
     size_t cap = 0;
-    for (size_t b = 0; ps.next < ps.n_docs || ps.n_wait; b++) {
+    for (size_t b = 0; ps.next < n_docs || ps.n_wait; b++) {
         ps.n = 0;
         for (int s = 0; s < G; s++) ps.room[s] = T;
         if (packing == PACK_WLB) pass_wlb(&ps, p, b);
         else pass_greedy(&ps, p);
         plan_append(p, &ps, &cap);
     }
-    free((void*)ps.docs), free(ps.wait), free(ps.room), free(ps.batch);
+    free(ps.wait), free(ps.room), free(ps.batch);
+}
+
+// The plan of the documents of tokens[0, n) (docs_split).
+static void plan_build(DocPlan* p, const int* tokens, size_t n, int eot, int packing, int G, int B, int T) {
+    size_t n_docs;
+    Doc* docs = docs_split(tokens, n, eot, T, &n_docs);
+    plan_build_docs(p, docs, n_docs, eot >= 0 ? eot : 0, packing, G, B, T);
+    free(docs);
 }
 
 // Batch `index` of the run: [*first, *end) of p->placed.

@@ -237,10 +237,55 @@ static void test_ignored_targets(void) {
     free(logits), free(maxes), free(sums), free(losses), free(ref), free(d), free(dref);
 }
 
+// planner/documents.h: --doc-lengths from a file and the generator's parameters; the
+// predicted spread under wlb below greedy's for a pipeline layout; a bad file refused.
+static void test_doc_lengths_planner(void) {
+    char path[300];
+    snprintf(path, sizeof(path), "%s/lengths.txt", tmp_dir);
+    FILE* f = fopen(path, "w");
+    for (int i = 0; i < 3000; i++) fprintf(f, "%d\n", 20 + (i * 7919) % 300 + (i % 50 == 0 ? 2000 : 0));
+    fclose(f);
+    DocLengths d;
+    doc_lengths_load(path, &d);
+    ModelConfig c;
+    memset(&c, 0, sizeof(c));
+    apply_preset(&c, find_preset("llama-7b"));
+    config_finalize(&c);
+    PlanResult best;
+    memset(&best, 0, sizeof(best));
+    best.dp = 2, best.pp = 4, best.micro_batch = 1, best.n_micro = 16, best.t_pipeline = 1.0;
+    size_t n_docs;
+    Doc* docs = doc_sim_docs(&d, c.seq_len, 2.0 * DOC_SIM_BATCHES * 32 * c.seq_len, &n_docs);
+    PackPrediction pr[3];
+    doc_predict(&c, &best, docs, n_docs, pr);
+    check(d.n == 3000 && pr[PACK_WLB].spread_mb < pr[PACK_GREEDY].spread_mb && pr[PACK_WLB].n == DOC_SIM_BATCHES,
+          "packing/planner --doc-lengths FILE: wlb's predicted spread below greedy's",
+          "mb spread concat %.1f%%, greedy %.1f%%, wlb %.1f%%; pipeline x %.3f / %.3f / %.3f",
+          100 * pr[0].spread_mb / pr[0].n, 100 * pr[1].spread_mb / pr[1].n, 100 * pr[2].spread_mb / pr[2].n,
+          pr[0].t_pipeline / pr[0].n, pr[1].t_pipeline / pr[1].n, pr[2].t_pipeline / pr[2].n);
+    free(d.len), free(docs);
+    doc_lengths_load("lognormal:78:0.5", &d);
+    check(d.n > 0 && d.len[0] >= 2, "packing/planner --doc-lengths lognormal:78:0.5", "%zu draws", d.n);
+    free(d.len);
+    f = fopen(path, "w");
+    fprintf(f, "12\nx7\n");
+    fclose(f);
+    pid_t pid = fork();
+    if (pid == 0) {
+        freopen("/dev/null", "w", stderr);
+        doc_lengths_load(path, &d);
+        _exit(0);
+    }
+    int st;
+    waitpid(pid, &st, 0);
+    check(exit_code(st) == 1, "packing/planner --doc-lengths refuses a bad line", NULL);
+}
+
 static void test_packing(void) {
     test_docs_split();
     test_plans();
     test_plan_fill();
     test_doc_generator();
     test_ignored_targets();
+    test_doc_lengths_planner();
 }

@@ -1,0 +1,169 @@
+// planner/documents.h: --plan --doc-lengths FILE|lognormal:MEDIAN[:SIGMA]: the expected
+// imbalance and step time of the best layout under each packing (runtime/packing.h) when
+// attention is masked by document. The documents: the file's lengths (one a line) in order,
+// or log-normal draws (the generator of --data docs:lognormal); enough of them for twice
+// DOC_SIM_BATCHES global batches (2^27 tokens at most), cut into pieces of at most T; the figures
+// are the first DOC_SIM_BATCHES batches'.
+//
+// How: the packers themselves place the documents (plan_build_docs; concat: consecutive
+// windows of T over the documents end to end). A micro-batch's attention work is its visible
+// pairs; its time, relative to a micro-batch of whole causal sequences, is (1 - f) + f x
+// pairs / full pairs, where f is the attention's share of that micro-batch's FLOPs (the cost
+// model both packings and this file use: doc_cost_model). A dp rank's pipeline takes the
+// sum of its micro-batches' times plus (pp - 1) x the heaviest one (1F1B: the heaviest
+// micro-batch sets the fill and drain), scaled so a balanced batch of whole sequences takes
+// the planner's own t_pipeline; the step waits for the slowest dp rank. Padding runs through
+// the matmuls as a document does, so packed batches count all positions in the linear term.
+#ifndef PLANNER_DOCUMENTS_H
+#define PLANNER_DOCUMENTS_H
+
+#include "runtime/packing.h"
+
+#define DOC_SIM_BATCHES 16
+#define DOC_SIM_MAX_TOKENS (1 << 27)
+#define DOC_FILE_MAX (1 << 24)  // lengths read from a file at most
+
+typedef struct { int* len; size_t n; const char* source; } DocLengths;
+
+// The lengths of --doc-lengths: a file of positive integers (one a line, <= 1e9), or
+// lognormal:MEDIAN[:SIGMA] (docs_spec's parameters); errors name the flag.
+static void doc_lengths_load(const char* spec, DocLengths* d) {
+    memset(d, 0, sizeof(*d));
+    d->source = spec;
+    double median, sigma;
+    char docs[128];
+    snprintf(docs, sizeof(docs), "docs:%s", spec);
+    if (!strncmp(spec, "lognormal", 9) && docs_spec(docs, &median, &sigma, "--doc-lengths")) {
+        Rng r;
+        rng_seed(&r, 42);
+        d->n = 1 << 20;
+        d->len = (int*)xmalloc(sizeof(int) * d->n);
+        for (size_t i = 0; i < d->n; i++) {
+            double len = median * exp(sigma * rng_normal(&r));
+            d->len[i] = len < 2 ? 2 : len > 1e9 ? 1000000000 : (int)len;
+        }
+        return;
+    }
+    char why[256];
+    FILE* f = input_open(spec, why, sizeof(why), NULL);
+    if (!f) fail("--doc-lengths: cannot open %s: %s (or lognormal:MEDIAN[:SIGMA])", spec, why);
+    size_t cap = 1024, line = 0;
+    d->len = (int*)xmalloc(sizeof(int) * cap);
+    char text[64];
+    while (fgets(text, sizeof(text), f)) {
+        line++;
+        char* end;
+        long v = strtol(text, &end, 10);
+        while (*end == ' ' || *end == '\r' || *end == '\n') end++;
+        if (end == text || *end || v < 1 || v > 1000000000)
+            fail("--doc-lengths %s: line %zu is not a length in [1, 1e9] tokens", spec, line);
+        if (d->n == DOC_FILE_MAX) fail("--doc-lengths %s: more than %d lengths", spec, DOC_FILE_MAX);
+        if (d->n == cap) d->len = (int*)pack_realloc(d->len, sizeof(int) * (cap *= 2));
+        d->len[d->n++] = (int)v;
+    }
+    fclose(f);
+    if (!d->n) fail("--doc-lengths %s: no lengths", spec);
+}
+
+// The documents of the simulation: the lengths in order (again from the first when they run
+// out), cut into pieces of at most T, until `tokens`.
+static Doc* doc_sim_docs(const DocLengths* d, int T, double tokens, size_t* n_docs) {
+    size_t cap = 1024, n = 0, at = 0;
+    Doc* docs = (Doc*)xmalloc(sizeof(Doc) * cap);
+    for (size_t i = 0; at < tokens; i = (i + 1) % d->n)
+        for (int left = d->len[i]; left > 0 && at < tokens; left -= T) {
+            if (n == cap) docs = (Doc*)pack_realloc(docs, sizeof(Doc) * (cap *= 2));
+            docs[n].start = at, docs[n].len = left < T ? left : T;
+            at += docs[n++].len;
+        }
+    *n_docs = n;
+    return docs;
+}
+
+typedef struct { double spread_mb, spread_dp, t_pipeline, tokens; int n; } PackPrediction;  // sums over n batches
+
+// units[u]: unit u's attention pairs in one batch -> the figures of that batch into *pr (summed).
+static void doc_batch_figures(const PlanResult* best, double f_att, double full_pairs, const double* units, int U,
+                              double tokens, PackPrediction* pr) {
+    int m = best->n_micro, dp = U / m, pp = best->pp;
+    double* dp_pairs = (double*)xcalloc(dp, sizeof(double));
+    double slowest = 0;
+    for (int r = 0; r < dp; r++) {
+        double sum = 0, heaviest = 0;
+        for (int u = r * m; u < (r + 1) * m; u++) {
+            double t = (1 - f_att) + f_att * units[u] / full_pairs;
+            sum += t, heaviest = t > heaviest ? t : heaviest;
+            dp_pairs[r] += units[u];
+        }
+        double t = (sum + (pp - 1) * heaviest) / (m + pp - 1);
+        slowest = t > slowest ? t : slowest;
+    }
+    pr->spread_mb += spread_of(units, U), pr->spread_dp += spread_of(dp_pairs, dp);
+    pr->t_pipeline += slowest * best->t_pipeline, pr->tokens += tokens, pr->n++;
+    free(dp_pairs);
+}
+
+// The three packings' figures over the simulation, per batch.
+static void doc_predict(const ModelConfig* c, const PlanResult* best, const Doc* docs, size_t n_docs,
+                        PackPrediction pr[3]) {
+    int T = c->seq_len, B = best->micro_batch, G = B * best->n_micro * best->dp, U = G / B;
+    DocCost k = doc_cost_model(c);
+    double full_pairs = B * doc_pairs(T), f_att = k.per_pair * full_pairs / doc_cost(k, T) / B;
+    double* units = (double*)xmalloc(sizeof(double) * U);
+    memset(pr, 0, 3 * sizeof(PackPrediction));
+    // concat: windows of T end to end over the documents
+    size_t d = 0;
+    int used = 0;
+    for (int n_batches = 0; d < n_docs && n_batches < DOC_SIM_BATCHES; n_batches++) {
+        for (int u = 0; u < U; u++) {
+            units[u] = 0;
+            for (int s = 0; s < B; s++)
+                for (int room = T; room > 0 && d < n_docs;) {
+                    int take = docs[d].len - used < room ? docs[d].len - used : room;
+                    units[u] += doc_pairs(take);  // a document begun before the window starts anew in it
+                    room -= take, used += take;
+                    if (used == docs[d].len) d++, used = 0;
+                }
+        }
+        doc_batch_figures(best, f_att, full_pairs, units, U, (double)G * T, &pr[0]);
+    }
+    for (int packing = PACK_GREEDY; packing <= PACK_WLB; packing++) {
+        DocPlan p;
+        plan_build_docs(&p, docs, n_docs, 0, packing, G, B, T);
+        // the first DOC_SIM_BATCHES: the documents go on past them, so no batch holds the leftovers of an end
+        size_t nb = p.n_batches < DOC_SIM_BATCHES ? p.n_batches : DOC_SIM_BATCHES;
+        for (size_t b = 0; b < nb; b++) {
+            double tokens = plan_valid_targets(&p, b);
+            memset(units, 0, sizeof(double) * U);
+            for (size_t i = p.batch_at[b]; i < p.batch_at[b + 1]; i++)
+                units[p.placed[i].seq / B] += doc_pairs(p.placed[i].len);
+            doc_batch_figures(best, f_att, full_pairs, units, U, tokens, &pr[packing]);
+        }
+        free(p.placed), free(p.batch_at);
+    }
+    free(units);
+}
+
+// The table of --doc-lengths for the best layout.
+static void doc_print_prediction(const char* spec, const ModelConfig* c, const PlanResult* best) {
+    DocLengths d;
+    doc_lengths_load(spec, &d);
+    int T = c->seq_len, G = best->micro_batch * best->n_micro * best->dp;
+    double want = 2.0 * DOC_SIM_BATCHES * G * T, total = 0;
+    size_t n_docs;
+    Doc* docs = doc_sim_docs(&d, T, want < DOC_SIM_MAX_TOKENS ? want : DOC_SIM_MAX_TOKENS, &n_docs);
+    for (size_t i = 0; i < d.n; i++) total += d.len[i];
+    printf("\ndocuments (--doc-lengths %s): %zu lengths, mean %.0f tokens; masked attention, best layout (dp %d, pp %d,"
+           " %d micro-batches of %d):\n", spec, d.n, total / d.n, best->dp, best->pp, best->n_micro, best->micro_batch);
+    PackPrediction pr[3];
+    doc_predict(c, best, docs, n_docs, pr);
+    static const char* names[3] = {"concat", "greedy", "wlb"};
+    printf("  packing  attn spread mb     dp  pipeline ms/step  document tokens/step  tok/s vs concat\n");
+    for (int i = 0; i < 3; i++)
+        printf("  %-7s  %13.1f%% %5.1f%%  %16.2f  %20.0f  %15.2f\n", names[i], 100 * pr[i].spread_mb / pr[i].n,
+               100 * pr[i].spread_dp / pr[i].n, 1e3 * pr[i].t_pipeline / pr[i].n, pr[i].tokens / pr[i].n,
+               (pr[i].tokens / pr[i].t_pipeline) / (pr[0].tokens / pr[0].t_pipeline));
+    free(d.len), free(docs);
+}
+
+#endif

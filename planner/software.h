@@ -40,6 +40,8 @@ typedef struct {
     int tp_async_dgrad;     // 1: the backward's tensor-parallel collective of each column-parallel linear's
                             // input gradient runs while that linear's weight gradient is computed (Megatron-LM's
                             // asynchronous tensor-parallel communication); 0: after it, nothing overlapped
+    int swiglu_two_linears;  // 1: SwiGLU's gate and up projections are two column-parallel linears, each
+                             // all-reducing its own input gradient over tp (without SP); 0: one fused linear
 } PlanSetup;
 
 // The software the planner can model (--software): this trainer, and the Aleph Alpha
@@ -55,10 +57,10 @@ typedef struct {
 // reduction overlapping the backward, as Megatron-LM and FSDP run them.
 enum { SOFTWARE_TRAINER, SOFTWARE_SCALING, SOFTWARE_FRAMEWORK };
 static PlanSetup plan_setup_for(int software) {
-    PlanSetup s = {ATTN_FLASH2, 1, ORDER_TP_PP_DP, SPLIT_LAYERS, 0, 0, 1, 1, 1, 0};
+    PlanSetup s = {ATTN_FLASH2, 1, ORDER_TP_PP_DP, SPLIT_LAYERS, 0, 0, 1, 1, 1, 0, 0};
     if (software == SOFTWARE_SCALING)
         s.rank_order = ORDER_TP_DP_PP, s.pipe_split = SPLIT_PARAMS, s.loss_gathered = 1, s.dp_after_backward = 1,
-        s.context_parallel = 0, s.own_buffers = 0, s.own_kernels = 0;
+        s.context_parallel = 0, s.own_buffers = 0, s.own_kernels = 0, s.swiglu_two_linears = 1;
     if (software == SOFTWARE_FRAMEWORK) s.own_buffers = 0, s.own_kernels = 0, s.tp_async_dgrad = 1;
     return s;
 }

@@ -302,7 +302,9 @@ static LayerTime layer_time(const ModelConfig* c, int b, int tp, int sp, int cp,
     double one = sp ? 2 * allgather_time(tp, x_bytes, tp_link.bw, tp_link.lat)
                     : link_allreduce_time(tp, x_bytes, tp_link);
     lt.comm_fwd = 2 * one;
-    lt.comm_bwd = 2 * one;
+    // the backward's: one per column-parallel region's input gradient, two in a SwiGLU whose gate and up are
+    // separate linears (without SP; with it the region's one gather is reduce-scattered once)
+    lt.comm_bwd = (2 + (k->swiglu_two_linears && llama && !sp)) * one;
     // The backward's two collectives are the input gradients of the column-parallel qkv and fc
     // linears (f's backward; with SP their reduce-scatters). With asynchronous tensor-parallel
     // communication each runs while its linear's weight gradient is computed (not when the

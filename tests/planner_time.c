@@ -73,3 +73,27 @@ static void test_links_across_nodes(void) {
           "links_across_nodes", "1 per node %.1f GB/s, 8 per node %.1f GB/s, p2p %.1f GB/s", one.bw / 1e9,
           eight.bw / 1e9, p2p.bw / 1e9);
 }
+
+// The Scaling codebase's SwiGLU (scaling/core/nn/mlp.py, ParallelSwiGLUMLP) is two column-parallel
+// linears, dense_in and siglu_weight, each placing its own all-reduce of its input gradient
+// (copy_to_tensor_model_parallel_region): without SP a LLaMA layer's backward has three
+// all-reduces of s x b x h where Megatron's fused gate|up has two; with SP both reduce-scatter once.
+static void test_swiglu_two_linears(void) {
+    DeviceProfile d;
+    profile_builtin("a100-80gb", &d);
+    ModelConfig c = model("llama-13b", 2048);
+    c.tp = 4;
+    PlanSetup sc = plan_setup_for(SOFTWARE_SCALING), fused = sc;
+    fused.swiglu_two_linears = 0;
+    Link l = group_link(&d, 4, 1, 8);
+    double one = link_allreduce_time(4, 2048.0 * 5120 * d.dtype_bytes, l);
+    LayerTime a = layer_time(&c, 1, 4, 0, 1, 1, &sc, &d, l, l, l);
+    LayerTime b = layer_time(&c, 1, 4, 0, 1, 1, &fused, &d, l, l, l);
+    LayerTime a_sp = layer_time(&c, 1, 4, 1, 1, 1, &sc, &d, l, l, l);
+    LayerTime b_sp = layer_time(&c, 1, 4, 1, 1, 1, &fused, &d, l, l, l);
+    check(close_rel(a.comm_bwd, 3 * one, 1e-12) && close_rel(b.comm_bwd, 2 * one, 1e-12) &&
+              close_rel(a.bwd - b.bwd, one, 1e-9) && a_sp.bwd == b_sp.bwd && sc.swiglu_two_linears &&
+              !plan_setup_for(SOFTWARE_FRAMEWORK).swiglu_two_linears && !plan_setup_default().swiglu_two_linears,
+          "swiglu_two_linears_one_more_allreduce", "all-reduce %.1f us; backward's %.1f (two linears) vs %.1f us",
+          one * 1e6, a.comm_bwd * 1e6, b.comm_bwd * 1e6);
+}

@@ -97,6 +97,7 @@ int main(void) {
     test_tp_async_dgrad();
     test_unfused_attention_shapes();
     test_links_across_nodes();
+    test_swiglu_two_linears();
     test_h200_trainer_steps();
     test_bubble();
     test_zero_bubble_schedules();

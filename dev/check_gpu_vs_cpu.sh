@@ -112,8 +112,10 @@ compare() {
   fi
 }
 
-# CPU references (1 rank).
-for ref in "cpu_gpt2|--model tiny" "cpu_llama|--model llama-tiny" "cpu_gpt2_8l|--model tiny --n-layer 8"; do
+# CPU references (1 rank); *_docs: documents (runtime/data.h) of median 12 tokens, masked (--doc-mask auto).
+DOCS="--data docs:lognormal:12:0.8"
+for ref in "cpu_gpt2|--model tiny" "cpu_llama|--model llama-tiny" "cpu_gpt2_8l|--model tiny --n-layer 8" \
+           "cpu_gpt2_docs|--model tiny $DOCS" "cpu_llama_docs|--model llama-tiny $DOCS"; do
   name=${ref%%|*}; flags=${ref#*|}
   rm -rf "$DIR/$name.ckpt"
   if run "$name" ./train_cpu $flags $(ckpt_flags "$name"); then
@@ -143,6 +145,11 @@ CASES=(
   "gpu_gpt2_pp2_zbv|cpu_gpt2|--model tiny --pp 2 --schedule zb-v --comm mpi"
   "gpu_gpt2_cp2_ring|cpu_gpt2|--model tiny --cp 2 --comm mpi"
   "gpu_gpt2_cp2_ulysses|cpu_gpt2|--model tiny --cp 2 --cp-kind ulysses --comm mpi"
+  "gpu_gpt2_docs|cpu_gpt2_docs|--model tiny $DOCS"
+  "gpu_llama_docs|cpu_llama_docs|--model llama-tiny $DOCS"
+  "gpu_gpt2_docs_pp2|cpu_gpt2_docs|--model tiny $DOCS --pp 2 --comm mpi"
+  "gpu_gpt2_docs_cp2_ring|cpu_gpt2_docs|--model tiny $DOCS --cp 2 --comm mpi"
+  "gpu_llama_docs_cp2_ulysses|cpu_llama_docs|--model llama-tiny $DOCS --cp 2 --cp-kind ulysses --comm mpi"
 )
 # NCCL (the default --comm): one GPU per rank.
 [ "$GPUS" -ge 4 ] && CASES+=(
@@ -160,6 +167,7 @@ CASES=(
   "gpu_gpt2_cp2_ring_nccl|cpu_gpt2|--model tiny --cp 2"
   "gpu_gpt2_cp2_ulysses_nccl|cpu_gpt2|--model tiny --cp 2 --cp-kind ulysses"
   "gpu_llama_cp2_ring_nccl|cpu_llama|--model llama-tiny --cp 2"
+  "gpu_gpt2_docs_cp2_ring_nccl|cpu_gpt2_docs|--model tiny $DOCS --cp 2"
 )
 echo "GPU build: $GPU_BIN ($GPUS GPUs for the NCCL layouts)"
 for entry in "${CASES[@]}"; do

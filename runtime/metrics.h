@@ -43,6 +43,7 @@ typedef struct {
     int n_events;
     double trace_t0;
     int tracing;
+    Bytes doc_events;           // --trace, rank 0: instant events naming each micro-batch's documents (train.h)
     // this rank's buffers: params, grads, optimizer state, activations at the schedule's peak
     double pred_bytes[4];
     double host_bytes[4];       // the same in host memory / the offload tier (--offload; runtime/offload.h)
@@ -54,7 +55,7 @@ typedef struct {
     double last_bubble, bubble_formula;
     // documents (runtime/packing.h): the step's spread of attention work across micro-batches,
     // dp ranks and cp ranks (train.h batch_imbalance); logged when show_imbalance
-    double att_spread[3];
+    double att_spread[3], att_work;  // and the global batch's attention work (visible pairs)
     int show_imbalance;
     double tok_s, mfu, hfu, tflops;
     char (*hosts)[HOST_CHARS];  // rank 0: each rank's host name (for the grid at start-up)
@@ -333,8 +334,9 @@ static void metrics_step_end(Metrics* m, const Layout* L, const ModelConfig* c, 
         dc[GROUP_CP_ULYSSES] * 1e3, dc[GROUP_CP_RING] * 1e3, skipped);
     if (m->show_imbalance)  // the spreads, and the time this rank waited in the schedule (not computing)
         snprintf(line + strlen(line) - 2, sizeof(line) - strlen(line) + 2,
-                 ",\"attn_spread_mb\":%.4f,\"attn_spread_dp\":%.4f,\"attn_spread_cp\":%.4f,\"wait_ms\":%.3f}\n",
-                 m->att_spread[0], m->att_spread[1], m->att_spread[2], (sched_s - m->compute_s) * 1e3);
+                 ",\"attn_spread_mb\":%.4f,\"attn_spread_dp\":%.4f,\"attn_spread_cp\":%.4f,\"attn_work\":%.0f,"
+                 "\"wait_ms\":%.3f}\n",
+                 m->att_spread[0], m->att_spread[1], m->att_spread[2], m->att_work, (sched_s - m->compute_s) * 1e3);
     json_nonfinite_to_null(line, sizeof(line));
     if (m->log) output_write(m->log, line, "--log", m->args->log);
     if (m->rank_log) {
@@ -420,6 +422,7 @@ static void metrics_write_trace(Metrics* m, const Layout* L) {
                     name, cat, r, all[i] * 1e6, (all[i + 1] - all[i]) * 1e6, color);
             }
         }
+        fwrite(m->doc_events.bytes, 1, m->doc_events.n, f);
         fprintf(f, "\n]}\n");
         atomic_commit(&out);
         char shown[4 * PATH_CAP];

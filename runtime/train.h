@@ -105,6 +105,31 @@ static double batch_targets_counted(const ModelConfig* c, const TokenStream* ts,
     return ts->plan ? plan_valid_targets(ts->plan, index) : (double)c->global_batch * c->seq_len;
 }
 
+// --trace (rank 0): an instant event per micro-batch of the step naming its documents (their
+// lengths; padding left out) and its attention work. in, tg, ds: the global batch.
+static void trace_documents(Model* m, int step, const int* tg, const int* ds, const double* work) {
+    const ModelConfig* c = &m->c;
+    int T = c->seq_len, B = c->micro_batch;
+    double ts = (now_s() - m->met->trace_t0) * 1e6;
+    for (int u = 0; u < c->global_batch / B; u++) {
+        char ev[1024], lens[700] = "";
+        int n_docs = 0, at = 0;
+        for (int i = u * B * T; i < (u + 1) * B * T; i++) {
+            int t = i % T, len = 1;
+            if (ds[i] != t || tg[i] < 0) continue;  // not a document's first token, or padding
+            while (t + len < T && ds[i + len] == t) len++;
+            if (at < (int)sizeof(lens) - 12)  // the first lengths, as many as fit
+                at += snprintf(lens + at, sizeof(lens) - at, "%s%d", n_docs ? " " : "", len);
+            n_docs++;
+        }
+        int n = snprintf(ev, sizeof(ev),
+                         ",\n{\"name\":\"step %d mb %d (dp %d): %d documents, %.0f pairs\",\"cat\":\"documents\","
+                         "\"ph\":\"i\",\"s\":\"g\",\"pid\":0,\"tid\":0,\"ts\":%.1f,\"args\":{\"lengths\":\"%s\"}}",
+                         step + 1, u % m->n_micro, u / m->n_micro, n_docs, work[u], ts, lens);
+        bytes_append(&m->met->doc_events, ev, (size_t)n < sizeof(ev) ? (size_t)n : sizeof(ev) - 1);
+    }
+}
+
 // The spread of attention work (runtime/packing.h attention_work) in global batch `index`
 // across its micro-batches (units of B sequences), dp ranks and cp ranks, into the metrics; the
 // same on every rank (from the plan, or the stream's windows). Without document masking every
@@ -129,6 +154,9 @@ static void batch_imbalance(Model* m, const TokenStream* ts, size_t index) {
     m->met->att_spread[0] = spread_of(work, U);
     m->met->att_spread[1] = spread_of(dp_work, c->dp);
     m->met->att_spread[2] = spread_of(work + U, cp);
+    m->met->att_work = 0;
+    for (int u = 0; u < U; u++) m->met->att_work += work[u];
+    if (m->met->tracing && m->L.rank == 0) trace_documents(m, (int)index, tg, ds, work);
     free(in), free(pos), free(work), free(dp_work);
 }
 

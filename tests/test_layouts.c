@@ -573,12 +573,7 @@ static double val_loss_of(const char* tag, const char* flags) {
     if (f) fclose(f);
     return v;
 }
-static void packing_suites(void) {
-    static const Layout_ layouts[] = {
-        {"dp2_packed", "--dp 2"}, {"pp2_packed", "--pp 2"}, {"tp2_packed", "--tp 2"}, {"cp2_packed", "--cp 2"}};
-    suite("greedy", PACK_DOCS " --packing greedy", layouts, 4);
-    suite("wlb", PACK_DOCS " --packing wlb", layouts, 4);
-    if (!selected("packed_resume")) return;
+static void packing_resume(void) {
     const char *root = "/tmp/test_layouts/packed_resume", *wlb = PACK_DOCS " --packing wlb --pp 2";
     char whole[300], cut[300], cmd[700];
     snprintf(whole, sizeof(whole), "%s/whole", root);
@@ -593,6 +588,22 @@ static void packing_suites(void) {
     check(same, "packed_resume wlb bitwise", "pp 2: resumed at step 3 against the run that went on (exit %d): %s", rc,
           same ? "identical" : "DIFFER");
     free(a), free(b);
+}
+static void packing_suites(void) {
+    static const Layout_ layouts[] = {
+        {"dp2_packed", "--dp 2"}, {"pp2_packed", "--pp 2"}, {"tp2_packed", "--tp 2"}, {"cp2_packed", "--cp 2"}};
+    suite("greedy", PACK_DOCS " --packing greedy", layouts, 4);
+    suite("wlb", PACK_DOCS " --packing wlb", layouts, 4);
+    if (selected("packed_resume")) packing_resume();
+    if (selected("packed_trace")) {  // --trace names each micro-batch's documents: 4 (pp 2, B 8 of G 32)
+        static char trace[1 << 20];
+        int rc = run_trace("packed", "--data docs:lognormal:10 --packing wlb --pp 2 --micro-batch 8 "
+                           "--global-batch 32", trace, sizeof(trace), NULL);
+        int named = !rc && strstr(trace, "\"step 1 mb 3 (dp 0): ") && strstr(trace, "\"cat\":\"documents\"") &&
+                    !strstr(trace, "\"step 1 mb 4 ");
+        check(named, "packed_trace documents per micro-batch", "exit %d", rc);
+    }
+    if (!selected("packed_val")) return;
     double g = val_loss_of("packed_val_greedy", PACK_DOCS " --packing greedy"),
            w = val_loss_of("packed_val_wlb", PACK_DOCS " --packing wlb --dp 2");
     check(fabs(g - w) <= 1e-6 * fabs(g), "packed_val same documents, same loss",

@@ -131,7 +131,7 @@ test_gpu_emu_asan: $(EMU_DEPS) | $(NEED_MPI) detect
 test_gpt: tests/test_gpt.c $(wildcard tests/gpt_*.c) train_gpt.c $(HEADERS) | $(NEED_MPI) detect
 	$(CC) $(CFLAGS) -DTESTING $(MPI_COMPILE) -o $@ tests/test_gpt.c $(MPI_LINK) $(LDLIBS)
 
-test_layouts: tests/test_layouts.c $(HEADERS) | $(NEED_MPI)
+test_layouts: tests/test_layouts.c tests/layouts_offload.c $(HEADERS) | $(NEED_MPI)
 	$(CC) $(CFLAGS) $(MPI_COMPILE) -o $@ tests/test_layouts.c $(MPI_LINK) $(LDLIBS)
 
 # Our logits of a checkpoint on given tokens (tests/test_export_hf.py compares --export-hf with them).

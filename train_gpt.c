@@ -381,6 +381,20 @@ static void model_init(Model* m, Args* a, Metrics* met) {
     model_init_schedule(m);        // the op list, then activations sized by it
 }
 
+// A tier that could not be made (runtime/offload.h tier_map) ends the run with one error line,
+// the lowest such rank's; every rank exits together.
+static void offload_check(void) {
+    int world, first, mine;
+    MPI_Comm_size(MPI_COMM_WORLD, &world);
+    MPI_Comm_rank(MPI_COMM_WORLD, &mine);
+    first = offload_error[0] ? mine : world;
+    MPI_Allreduce(MPI_IN_PLACE, &first, 1, MPI_INT, MPI_MIN, MPI_COMM_WORLD);
+    if (first == world) return;
+    if (mine == first) print_error("%s", offload_error);
+    MPI_Finalize();
+    exit(1);
+}
+
 // With --offload optimizer: m and v leave the resident set after a checkpoint read or wrote them.
 static void opt_state_release(Model* m) {
     if (!(m->c.offload & OFFLOAD_OPTIMIZER)) return;
@@ -418,6 +432,7 @@ int main(int argc, char** argv) {
     metrics_init(&met, a, rank, world, peak, peak_src);
     Model m;
     model_init(&m, a, &met);
+    offload_check();
     int start_step = 0;
     float* params = m.param_shard ? zero3_full_params(&m) : m.params;  // --zero 3: the readers fill it whole
     if (a->import_llmc) llmc_import(a->import_llmc, &m.L, &m.P, c, params);

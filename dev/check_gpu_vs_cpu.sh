@@ -150,6 +150,7 @@ CASES=(
   "gpu_gpt2_docs_pp2|cpu_gpt2_docs|--model tiny $DOCS --pp 2 --comm mpi"
   "gpu_gpt2_docs_cp2_ring|cpu_gpt2_docs|--model tiny $DOCS --cp 2 --comm mpi"
   "gpu_llama_docs_cp2_ulysses|cpu_llama_docs|--model llama-tiny $DOCS --cp 2 --cp-kind ulysses --comm mpi"
+  "gpu_gpt2_8l_pp4_offload_act|cpu_gpt2_8l|--model tiny --n-layer 8 --pp 4 --micro-batch 1 --offload activations --comm mpi"
 )
 # NCCL (the default --comm): one GPU per rank.
 [ "$GPUS" -ge 4 ] && CASES+=(
@@ -164,6 +165,7 @@ CASES=(
   "gpu_gpt2_pp2_zbh1_nccl|cpu_gpt2|--model tiny --pp 2 --micro-batch 2 --schedule zb-h1"
   "gpu_gpt2_pp2_zbv_nccl|cpu_gpt2|--model tiny --pp 2 --micro-batch 2 --schedule zb-v --eval-every 5 --val-batches 1 --sample-every 10 --sample-len 4"
   "gpu_gpt2_8l_pp4_zbv_nccl|cpu_gpt2_8l|--model tiny --n-layer 8 --pp 4 --micro-batch 1 --schedule zb-v"
+  "gpu_gpt2_8l_pp4_offload_act_nccl|cpu_gpt2_8l|--model tiny --n-layer 8 --pp 4 --micro-batch 1 --offload activations"
   "gpu_gpt2_cp2_ring_nccl|cpu_gpt2|--model tiny --cp 2"
   "gpu_gpt2_cp2_ulysses_nccl|cpu_gpt2|--model tiny --cp 2 --cp-kind ulysses"
   "gpu_llama_cp2_ring_nccl|cpu_llama|--model llama-tiny --cp 2"

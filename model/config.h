@@ -31,8 +31,8 @@ typedef struct {
     int cp, cp_ulysses;
     // 1: each ring rank holds one contiguous piece of the sequence (unbalanced; to measure), 0: zig-zag
     int cp_contiguous;
-    // --offload: OFFLOAD_OPTIMIZER and / or OFFLOAD_ACTIVATIONS, 0 none
-    int offload;
+    // --offload: OFFLOAD_OPTIMIZER and / or OFFLOAD_ACTIVATIONS, 0 none; --offload-frames (0: the default 2)
+    int offload, offload_frames;
 } ModelConfig;
 
 // One block of causal attention: the query rows of one sequence segment against the key

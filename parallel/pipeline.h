@@ -37,7 +37,7 @@ static void chunks_init(Model* m) {
         ActCounts k = act_chunk_counts(m->ops, m->n_ops, c, is_last_chunk(m, c), m->defer_weight);
         ch->n_slots = k.slots;
         ch->slots = (Slot*)xcalloc(ch->n_slots, sizeof(Slot));
-        ch->n_frames = act_device_slots(k.slots, m->c.offload);
+        ch->n_frames = act_device_slots(k.slots, &m->c);
         ch->frame_slot = (int*)xmalloc(sizeof(int) * ch->n_frames);
         for (int f = 0; f < ch->n_frames; f++) ch->frame_slot[f] = -1;
         for (int si = 0; si < ch->n_slots; si++) {
@@ -273,13 +273,14 @@ static int is_compute(int kind) { return kind == OP_FWD || kind == OP_BWD || kin
 // Before op k, with --offload activations: offload every resident slot that neither op k nor
 // the next compute op on another (chunk, micro-batch) touches; bring op k's slots in and let
 // the device wait for the copies; then start bringing in the next compute op's slots (the
-// prefetch, one op ahead: on the GPU it overlaps op k).
+// prefetch, one op ahead: on the GPU it overlaps op k). With one frame (--offload-frames 1)
+// only op k's slots stay, and nothing is prefetched.
 static void offload_prepare(Model* m, const PipeOp* ops, int n_ops, int k) {
     if (!(m->c.offload & OFFLOAD_ACTIVATIONS)) return;
-    int next = k + 1;
+    int next = k + 1, ahead = offload_frames_of(&m->c) > 1;  // a frame for the next op's: the prefetch
     while (next < n_ops && !(is_compute(ops[next].kind) && !op_touches(m, &ops[next], ops[k].chunk, ops[k].mb)))
         next++;
-    const PipeOp* after = next < n_ops ? &ops[next] : NULL;
+    const PipeOp* after = next < n_ops && ahead ? &ops[next] : NULL;
     for (int c = 0; c < m->L.vpp; c++)
         for (int si = 0; si < m->chunks[c].n_slots; si++) {
             Slot* s = &m->chunks[c].slots[si];

@@ -26,7 +26,7 @@ static void plan_usage(void) {
         "activations)\n"
         "  --tp --pp --dp --vpp --micro-batch N, --recompute none|selective|full, --sp 0|1, --zero 0..3,\n"
         "  --schedule 1f1b|interleaved|zb-h1|zb-v, --offload none|optimizer|activations|both (every layout; "
-        "planner/time.h),\n"
+        "planner/time.h), --offload-frames 1|2,\n"
         "  --cp N (ranks per sequence: 1 = no context parallelism; powers of two), --cp-kind ring|ulysses|2d,\n"
         "  --cp-ulysses U (the all-to-all degree inside cp; 2d: the ring is cp / U)   evaluate only these layouts\n"
         "  --top N                 rows to print (default 20)    --plan-csv FILE  all layouts (or the runs), every "
@@ -52,7 +52,7 @@ typedef struct {
     PlanSetup setup;
     PlanFilter filter;
     const char *csv, *runs, *doc_lengths;
-    int offload;  // --offload: OFFLOAD_OPTIMIZER | OFFLOAD_ACTIVATIONS for every layout
+    int offload, offload_frames;  // --offload: OFFLOAD_OPTIMIZER | OFFLOAD_ACTIVATIONS for every layout; its frames
 } PlanArgs;
 
 static int plan_int(const char* v, const char* flag, long lo, long hi) {
@@ -199,7 +199,8 @@ static void plan_parse_args(int argc, char** argv, PlanArgs* a) {
             for (int k = 0; k < 4; k++)
                 if (!strcmp(v, names[k])) a->offload = k;  // the bits of model/config.h's OFFLOAD_*
             if (a->offload < 0) fail("--offload: expected none, optimizer, activations or both, got '%s'", v);
-        }
+        } else if (!strcmp(flag, "--offload-frames"))
+            a->offload_frames = plan_int(v, flag, 1, 2);
         else if (!strcmp(flag, "--software")) {
             if (!strcmp(v, "trainer")) a->setup = plan_setup_for(SOFTWARE_TRAINER);
             else if (!strcmp(v, "scaling")) a->setup = plan_setup_for(SOFTWARE_SCALING);
@@ -325,7 +326,7 @@ static int plan_main(int argc, char** argv) {
     ModelConfig c;
     char err[512];
     if (plan_model(a.model, a.shape, 0, &c, err, sizeof(err))) fail("%s", err);
-    c.offload = a.offload;
+    c.offload = a.offload, c.offload_frames = a.offload_frames;
     long global_batch = a.global_batch;
     if (!global_batch) {
         long tokens = a.global_tokens ? a.global_tokens : 4194304;

@@ -154,9 +154,9 @@ static double offload_state_bytes(const ModelConfig* c, int own, int dtype_bytes
     return host;
 }
 // --offload activations: a framework's (micro-batch, chunk) activations held on the device at
-// the stage's peak: at most the two frames of each chunk (runtime/offload.h).
+// the stage's peak: at most the frames of each chunk (runtime/offload.h).
 static int offload_in_flight(const ModelConfig* c, int in_flight) {
-    int frames = OFFLOAD_ACT_FRAMES * c->vpp;
+    int frames = offload_frames_of(c) * c->vpp;
     return (c->offload & OFFLOAD_ACTIVATIONS) && in_flight > frames ? frames : in_flight;
 }
 
@@ -230,7 +230,7 @@ static double trainer_stage_act_bytes(const ModelConfig* c, int dtype_bytes, int
     double bytes = act_scratch_bytes(&s, c->recompute, host, dtype_bytes, align);
     for (int j = 0; j < c->vpp; j++) {
         ActCounts on_device = k[j];  // --offload activations: the frames (runtime/offload.h)
-        on_device.slots = act_device_slots(k[j].slots, c->offload);
+        on_device.slots = act_device_slots(k[j].slots, c);
         bytes += act_chunk_bytes(&s, layers[chunk_global(c->schedule, c->pp, st, j)], c->recompute, on_device,
                                  dtype_bytes, align);
     }

@@ -387,7 +387,7 @@ static double offload_optimizer_time(const DeviceProfile* d, double opt_params) 
 // step, out to the host and back, slot_bytes each, for every micro-batch of every chunk that
 // has more slots than frames (an upper bound: a micro-batch that stays in a frame does not
 // move). On a GPU they run on their own stream, hidden unless they outlast the stage's compute
-// (t_compute); the CPU build copies in line.
+// (t_compute), but for the copies in with --offload-frames 1; the CPU build copies in line.
 static double offload_activation_time(const ModelConfig* c, const DeviceProfile* d, int n_micro, double t_compute) {
     if (!(c->offload & OFFLOAD_ACTIVATIONS)) return 0;
     const PipeCounts* pc = pipe_counts(c, n_micro);
@@ -395,9 +395,11 @@ static double offload_activation_time(const ModelConfig* c, const DeviceProfile*
     int host = d->dtype_bytes == 4, layers = (c->n_layer + c->pp * c->vpp - 1) / (c->pp * c->vpp);
     double slot = act_slot_bytes(&s, layers, c->recompute, d->dtype_bytes, host ? 1 : 256), bytes = 0;
     for (int j = 0; j < c->vpp; j++)
-        if (act_device_slots(pc->chunks[j].slots, c->offload) < pc->chunks[j].slots) bytes += 2.0 * n_micro * slot;
+        if (act_device_slots(pc->chunks[j].slots, c) < pc->chunks[j].slots) bytes += 2.0 * n_micro * slot;
     double t = bytes / d->host_link_bw;
-    return host ? t : (t > t_compute ? t - t_compute : 0);
+    // one frame: no prefetch, each copy in is waited for (half the copies)
+    double waited = offload_frames_of(c) == 1 ? t / 2 : 0, hidden = t - waited;
+    return host ? t : waited + (hidden > t_compute ? hidden - t_compute : 0);
 }
 
 #endif

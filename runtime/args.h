@@ -144,6 +144,8 @@ static const Flag FLAGS[] = {
      IN_CFG(offload),
      "optimizer: AdamW m, v (and the GPU's fp32 master weights) in host memory / the --offload-dir tier; "
      "activations: a pipeline stage keeps 2 micro-batches' activations per chunk on the device, the rest offloaded"},
+    {"--offload-frames", FLAG_INT, "1|2", 1, 2, 0, 0, "2", HELP_LAYOUT, AGREE, 0, IN_CFG(offload_frames),
+     "--offload activations: device frames per chunk: 2 (the next backward's prefetched) or 1 (less memory, waits)"},
     {"--offload-dir", FLAG_TEXT, "DIR", NO_RANGE, NULL, HELP_LAYOUT, AGREE, 0, IN_ARGS(offload_dir),
      "CPU build: the directory of the offload tier's files (mapped, unlinked at once; default $TMPDIR or /tmp)"},
     // data
@@ -396,6 +398,8 @@ static void args_resolve(Args* a) {
         a->weight_pass_deferred = 1;
     }
     if (a->offload_dir && !c->offload) fail("--offload-dir: only with --offload optimizer, activations or both");
+    if (flag_given(a, "--offload-frames") && !(c->offload & OFFLOAD_ACTIVATIONS))
+        fail("--offload-frames: only with --offload activations or both");
     if (c->d_model % c->n_head) fail("--d-model %d is not divisible by --n-head %d", c->d_model, c->n_head);
     if (c->n_head % c->n_kv_head) fail("--n-head %d is not divisible by --n-kv-head %d", c->n_head, c->n_kv_head);
     if (c->arch == ARCH_GPT2 && c->n_kv_head != c->n_head)

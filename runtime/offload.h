@@ -21,6 +21,8 @@
 //                op list touch: the one being produced and the next one a backward consumes.
 //                Every other micro-batch in flight waits in the tier, copied out when it stops
 //                being needed and brought back one op before its backward needs it.
+//                --offload-frames 1 keeps only the current op's: less memory, and the copy in
+//                of a backward's activations is waited for instead of prefetched.
 #ifndef OFFLOAD_H
 #define OFFLOAD_H
 
@@ -29,15 +31,20 @@
 #include <unistd.h>
 #include "model/config.h"
 
-// Device-resident activation frames per chunk under --offload activations: an op and the next
-// compute op touch at most one slot of each chunk each (parallel/pipeline.h offload_prepare).
+// Device-resident activation frames per chunk under --offload activations (--offload-frames): 2,
+// an op and the next compute op touch at most one slot of each chunk each (parallel/pipeline.h
+// offload_prepare); or 1, the op's own, without the prefetch (its copy in is waited for).
 #define OFFLOAD_ACT_FRAMES 2
+static int offload_frames_of(const ModelConfig* c) {
+    return c->offload_frames ? c->offload_frames : OFFLOAD_ACT_FRAMES;
+}
 // The CPU build's optimizer update under --offload optimizer: floats of m (and of v) resident at once.
 #define OFFLOAD_WINDOW_FLOATS ((size_t)1 << 18)
 
 // Slots a chunk with `slots` in flight keeps on the device (the rest are in the tier).
-static int act_device_slots(int slots, int offload) {
-    return (offload & OFFLOAD_ACTIVATIONS) && slots > OFFLOAD_ACT_FRAMES ? OFFLOAD_ACT_FRAMES : slots;
+static int act_device_slots(int slots, const ModelConfig* c) {
+    int frames = offload_frames_of(c);
+    return (c->offload & OFFLOAD_ACTIVATIONS) && slots > frames ? frames : slots;
 }
 
 static const char* offload_dir_of(const char* dir) {
@@ -46,24 +53,38 @@ static const char* offload_dir_of(const char* dir) {
     return tmp && *tmp ? tmp : "/tmp";
 }
 
+// Why this rank's first tier could not be made ("" when all were): the caller reports it once for
+// all ranks (train_gpt.c offload_check), so a full disk is one error line, not one per rank.
+static char offload_error[8192];
+
 // `bytes` of zeroed tier in a file under dir (NULL: $TMPDIR or /tmp); `what` names it in errors.
+// NULL, with offload_error set, when it cannot be made.
 static void* tier_map(const char* dir, size_t bytes, const char* what) {
     dir = offload_dir_of(dir);
     if (bytes == 0) bytes = 1;
     char path[4096];
-    if (snprintf(path, sizeof(path), "%s/train-offload-XXXXXX", dir) >= (int)sizeof(path))
-        fail("--offload-dir: the path is longer than %d bytes", (int)sizeof(path) - 32);
+    if (offload_error[0]) return NULL;
+    if (snprintf(path, sizeof(path), "%s/train-offload-XXXXXX", dir) >= (int)sizeof(path)) {
+        snprintf(offload_error, sizeof(offload_error), "--offload-dir: the path is longer than %d bytes",
+                 (int)sizeof(path) - 32);
+        return NULL;
+    }
     int fd = mkstemp(path);
-    if (fd < 0) fail("--offload-dir %s: cannot create the %s's file there (%s)", dir, what, strerror(errno));
+    if (fd < 0) {
+        snprintf(offload_error, sizeof(offload_error), "--offload-dir %s: cannot create the %s's file there (%s)", dir,
+                 what, strerror(errno));
+        return NULL;
+    }
     unlink(path);  // the mapping keeps the file alive; nothing is left behind after a kill
     // a file-size limit would raise SIGXFSZ and kill the process: let it come back as EFBIG instead
     signal(SIGXFSZ, SIG_IGN);
     int e = posix_fallocate(fd, 0, (off_t)bytes);
-    if (e) fail("--offload-dir %s: cannot reserve %.1f MiB for the %s (%s)", dir, bytes / 1048576.0, what, strerror(e));
-    void* p = mmap(NULL, bytes, PROT_READ | PROT_WRITE, MAP_SHARED, fd, 0);
-    if (p == MAP_FAILED) fail("--offload-dir %s: cannot map the %s's file (%s)", dir, what, strerror(errno));
+    void* p = e ? MAP_FAILED : mmap(NULL, bytes, PROT_READ | PROT_WRITE, MAP_SHARED, fd, 0);
+    if (e || p == MAP_FAILED)
+        snprintf(offload_error, sizeof(offload_error), "--offload-dir %s: cannot %s %.1f MiB for the %s (%s)", dir,
+                 e ? "reserve" : "map", bytes / 1048576.0, what, strerror(e ? e : errno));
     close(fd);
-    return p;
+    return p == MAP_FAILED ? NULL : p;
 }
 
 // Drop the whole pages of [p, p + bytes) from the resident set; their contents stay in the tier.

@@ -278,6 +278,7 @@ static void bad_inputs_files(void) {
     write_shard("shard_huge_count.bin", SHARD_MAGIC, 1, 0x7fffffff, 2000, -1);
     write_shard("shard_negative_count.bin", SHARD_MAGIC, 1, -5, 2000, -1);
     write_shard("shard_zero_count.bin", SHARD_MAGIC, 1, 0, 0, -1);
+    sh("mkdir -p " BAD "/full");  // --offload-dir of the full-disk cases (a tmpfs mounted over it there)
     write_shard("shard_token_range.bin", SHARD_MAGIC, 1, 2000, 2000, 300);
     write_shard("shard_too_short.bin", SHARD_MAGIC, 1, 20, 20, -1);
     write_bytes("empty.txt", "", 0);
@@ -568,6 +569,26 @@ static const BadCase BAD_CASES[] = {
     {"tok_pieces_escaped", "--steps 1 --sample-len 60 --tokenizer " BAD "/tok_escapes.bin", "\\x1b[2J", 0},
     {"byte_sample_escaped", "--steps 1 --sample-len 60", "sample:", 0},
     {"error_line_escaped", "--data \"$(printf '" BAD "/\\033[31mred\\nline.txt')\"", "\\x1b[31mred\\x0aline.txt", 1},
+    // --offload (runtime/offload.h): the tier's directory, and flags that do not go together
+    {"offload_choice", "--offload gpu", "--offload must be none, optimizer, activations or both", 1},
+    {"offload_dir_without_offload", "--offload-dir /tmp", "--offload-dir: only with --offload", 1},
+    {"offload_activations_pp1", "--offload activations", "--offload activations needs --pp > 1", 1},
+    {"offload_frames_without_activations", "--offload optimizer --offload-frames 1",
+     "--offload-frames: only with --offload activations", 1},
+    {"offload_frames_range", "--pp 2 --offload activations --offload-frames 3",
+     "--offload-frames must be in [1, 2]", 1},
+    {"offload_dir_missing", "--offload optimizer --offload-dir " BAD "/no_such_dir",
+     "--offload-dir " BAD "/no_such_dir: cannot create the AdamW m's file there (No such file or directory)", 1},
+    {"offload_dir_a_file", "--offload both --pp 2 --offload-dir " BAD "/shard_magic.bin", "(Not a directory)", 1},
+    // a full disk: a 64 KiB tmpfs in a mount namespace of its own (unshare -r: also without root)
+    {"offload_dir_full_optimizer",
+     "unshare -rm sh -c 'mount -t tmpfs -o size=64k tmpfs " BAD "/full && exec {train} --offload optimizer "
+     "--offload-dir " BAD "/full'",
+     "--offload-dir " BAD "/full: cannot reserve 0.9 MiB for the AdamW m (No space left on device)", 1},
+    {"offload_dir_full_activations",
+     "unshare -rm sh -c 'mount -t tmpfs -o size=64k tmpfs " BAD "/full && exec {train} --offload activations --pp 2 "
+     "--schedule gpipe --micro-batch 4 --offload-dir " BAD "/full'",
+     "cannot reserve", 1},
 };
 // cases that need files made first, or a look at them after
 #define FIFO_AT(path) "rm -f " path " && mkfifo " path

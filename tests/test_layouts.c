@@ -676,6 +676,8 @@ static void layout_errors(void) {
                         "--sp with --cp 4: the 6 rows of a sequence per cp rank do not split over tp 4");
 }
 
+#include "tests/layouts_offload.c"
+
 int main(int argc, char** argv) {
     if (system("mkdir -p /tmp/test_layouts")) return 1;
     only = argc > 1 ? argv[1] : NULL;
@@ -684,6 +686,8 @@ int main(int argc, char** argv) {
     doc_suites();
     packing_suites();
     zero3_checkpoints();
+    offload_suites();
+    offload_checkpoints();
     if (!only) {
         default_batch_matches();
         // --trace: valid trace-event JSON whose track of one stage shows the order of

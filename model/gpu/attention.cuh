@@ -70,7 +70,9 @@ static void rope_apply_gpu(bf16* qkv, int N, const int* positions, int T, int st
 // end before its first row's document, and a key block's query loop stops at the first
 // query whose document starts after its last key. A tile may hold keys before a row's
 // document, so a row can have seen no key yet after a tile (its max stays -inf: nothing
-// moves, as in the cp blocks).
+// moves, as in the cp blocks). The kernels are compiled twice, with and without documents
+// (DOC): without, they are the unmasked kernels (no registers spent on the documents: at head
+// size 64 the masked ones spill a few bytes, which the unmasked ones do not).
 
 #ifndef CUDA_EMU_H  // the emulator runs these three as warp exchanges (emu/cuda_emu.h)
 __device__ __forceinline__ void mma_16816(float d[4], const uint32_t a[4], const uint32_t b[2]) {
@@ -104,10 +106,11 @@ struct AttShape {
 };
 static const float ATT_LOG2E = 1.4426950408889634f;
 
-// The first key query row q of sequence b sees: its document's start (doc: B x T, NULL:
-// none); a row past T (a block's padding) reads the last row's.
+// The first key query row q of sequence b sees: its document's start (doc: B x T; 0
+// without documents); a row past T (a block's padding) reads the last row's.
+template <bool DOC>
 __device__ __forceinline__ int att_doc(const int* doc, int b, int T, int q) {
-    return doc ? doc[(size_t)b * T + min(q, T - 1)] : 0;
+    return DOC ? doc[(size_t)b * T + min(q, T - 1)] : 0;
 }
 
 // Rows [r0, r0 + N) of two T-row bf16 matrices (a, b: row 0 at their column offsets,
@@ -197,7 +200,7 @@ __device__ __forceinline__ void att_write(bf16* dst, size_t pitch, int r0, int T
 // SM) keeps hd-64 registers at 4 forward / 3 backward blocks per SM of 64K registers
 // (without it ptxas took 134 / 165 / 190 registers, 3 / 3 / 2 blocks); ptxas -v shows
 // no spills with it, for every head size.
-template <int HD, int BCK>
+template <int HD, int BCK, bool DOC>
 __global__ void __launch_bounds__(AttShape<HD, BCK>::NW * 32, 4)
 attention_forward_kernel(bf16* out, float* lse, const bf16* qkv, int T, int H, int KV, const int* doc) {
     constexpr int BR = AttShape<HD, BCK>::BR, BC = AttShape<HD, BCK>::BC, LD = AttShape<HD, BCK>::LD;
@@ -212,15 +215,15 @@ attention_forward_kernel(bf16* out, float* lse, const bf16* qkv, int T, int H, i
 
     att_stage<HD, BR>(Qs, base + h * HD, stride, NULL, NULL, 0, q_blk, T);
     float o[DT][4] = {}, m[2] = {-INFINITY, -INFINITY}, l[2] = {0.0f, 0.0f};  // rows q0 + g, q0 + g + 8
-    int first[2], warp_first = att_doc(doc, b, T, q0);  // each row's first key (its document's start)
-    for (int r = 0; r < 2; r++) first[r] = att_doc(doc, b, T, q0 + g + 8 * r);
+    int first[2], warp_first = att_doc<DOC>(doc, b, T, q0);  // each row's first key (its document's start)
+    for (int r = 0; r < 2; r++) first[r] = att_doc<DOC>(doc, b, T, q0 + g + 8 * r);
     int k_end = min(q_blk + BR, T);  // keys [doc[q_blk] / BC * BC, k_end) matter to this block
-    for (int kt = att_doc(doc, b, T, q_blk) / BC * BC; kt < k_end; kt += BC) {
+    for (int kt = att_doc<DOC>(doc, b, T, q_blk) / BC * BC; kt < k_end; kt += BC) {
         __syncthreads();  // everyone is done with the previous tiles
         att_stage<HD, BC>(Ks, base + (H + kvh) * HD, stride, Vs, base + (H + KV + kvh) * HD, stride, kt, T);
         __syncthreads();
         // warp-uniform: the whole tile is after this warp's queries, or before their documents
-        if (kt > q0 + 15 || kt + BC <= warp_first) continue;
+        if (kt > q0 + 15 || (DOC && kt + BC <= warp_first)) continue;
         float s[NT][4] = {};
         att_abT<HD, LD, NT>(s, Qs + warp * 16 * LD, Ks);
         float mx[2] = {m[0], m[1]};
@@ -230,7 +233,7 @@ attention_forward_kernel(bf16* out, float* lse, const bf16* qkv, int T, int H, i
             for (int i = 0; i < 4; i++) {
                 int j = kt + n * 8 + 2 * t + i % 2, q = q0 + g + 8 * (i / 2);
                 // causal (keys >= T are after every q < T) and within the document
-                s[n][i] = j <= q && j >= first[i / 2] ? s[n][i] * sl2 : -INFINITY;
+                s[n][i] = j <= q && (!DOC || j >= first[i / 2]) ? s[n][i] * sl2 : -INFINITY;
                 mx[i / 2] = fmaxf(mx[i / 2], s[n][i]);
             }
         float corr[2], shift[2];
@@ -240,7 +243,7 @@ attention_forward_kernel(bf16* out, float* lse, const bf16* qkv, int T, int H, i
             mx[r] = fmaxf(mx[r], __shfl_xor_sync(0xffffffffu, mx[r], 2));
             // a row that has seen no key yet (only with documents: without, key 0 is in every
             // row's first tile): nothing moves (exp2(-inf) = 0)
-            shift[r] = mx[r] == -INFINITY ? 0.0f : mx[r];
+            shift[r] = DOC && mx[r] == -INFINITY ? 0.0f : mx[r];
             corr[r] = exp2f(m[r] - shift[r]);  // 0 on the row's first tile with a key (m = -inf)
             m[r] = mx[r], l[r] *= corr[r];  // l: this lane's part of the row sum
         }
@@ -285,7 +288,7 @@ __global__ void attention_dsum_kernel(float* dsum, const bf16* dout, const bf16*
 
 // dq = scale * sum_j dS_ij k_j, dS_ij = P_ij (dout_i . v_j - Dsum_i): one block per
 // (query block, head, batch), walking the key tiles up to the diagonal.
-template <int HD, int BCK>
+template <int HD, int BCK, bool DOC>
 __global__ void __launch_bounds__(AttShape<HD, BCK>::NW * 32, 3)
 attention_backward_dq_kernel(bf16* dqkv, const bf16* dout, const bf16* qkv, const float* lse, const float* dsum,
                              int T, int H, int KV, const int* doc) {
@@ -308,14 +311,14 @@ attention_backward_dq_kernel(bf16* dqkv, const bf16* dout, const bf16* qkv, cons
         ds[r] = q < T ? dsum[((size_t)b * H + h) * T + q] : 0.0f;
     }
     float dq[DT][4] = {};
-    int first[2], warp_first = att_doc(doc, b, T, q0);  // as in the forward
-    for (int r = 0; r < 2; r++) first[r] = att_doc(doc, b, T, q0 + g + 8 * r);
+    int first[2], warp_first = att_doc<DOC>(doc, b, T, q0);  // as in the forward
+    for (int r = 0; r < 2; r++) first[r] = att_doc<DOC>(doc, b, T, q0 + g + 8 * r);
     int k_end = min(q_blk + BR, T);
-    for (int kt = att_doc(doc, b, T, q_blk) / BC * BC; kt < k_end; kt += BC) {
+    for (int kt = att_doc<DOC>(doc, b, T, q_blk) / BC * BC; kt < k_end; kt += BC) {
         __syncthreads();  // Qs, dOs are staged / the previous tiles are used
         att_stage<HD, BC>(Ks, base + (H + kvh) * HD, stride, Vs, base + (H + KV + kvh) * HD, stride, kt, T);
         __syncthreads();
-        if (kt > q0 + 15 || kt + BC <= warp_first) continue;
+        if (kt > q0 + 15 || (DOC && kt + BC <= warp_first)) continue;
         float s[NT][4] = {}, dp[NT][4] = {};
         att_abT<HD, LD, NT>(s, Qs + warp * 16 * LD, Ks);
         att_abT<HD, LD, NT>(dp, dOs + warp * 16 * LD, Vs);
@@ -324,7 +327,7 @@ attention_backward_dq_kernel(bf16* dqkv, const bf16* dout, const bf16* qkv, cons
             #pragma unroll
             for (int i = 0; i < 4; i++) {
                 int j = kt + n * 8 + 2 * t + i % 2, q = q0 + g + 8 * (i / 2);
-                float p = j <= q && j >= first[i / 2] ? exp2f(s[n][i] * sl2 - lse2[i / 2]) : 0.0f;
+                float p = j <= q && (!DOC || j >= first[i / 2]) ? exp2f(s[n][i] * sl2 - lse2[i / 2]) : 0.0f;
                 s[n][i] = p * (dp[n][i] - ds[i / 2]);  // dS
             }
         uint32_t dsa[NT / 2][4];
@@ -338,7 +341,7 @@ attention_backward_dq_kernel(bf16* dqkv, const bf16* dout, const bf16* qkv, cons
 // dk = scale * sum_i dS_ij q_i and dv = sum_i P_ij dout_i over the H/KV query heads that
 // share kv head kvh and the queries i >= j: one block per (key block, kv head, batch). The
 // score tiles are transposed here (rows: keys, columns: queries).
-template <int HD, int BCK>
+template <int HD, int BCK, bool DOC>
 __global__ void __launch_bounds__(AttShape<HD, BCK>::NW * 32, 3)
 attention_backward_dkv_kernel(bf16* dqkv, const bf16* dout, const bf16* qkv, const float* lse, const float* dsum,
                               int T, int H, int KV, const int* doc) {
@@ -346,7 +349,7 @@ attention_backward_dkv_kernel(bf16* dqkv, const bf16* dout, const bf16* qkv, con
     constexpr int NT = AttShape<HD, BCK>::NT, DT = AttShape<HD, BCK>::DT;
     __shared__ __align__(16) bf16 Kb[BR * LD], Vb[BR * LD], Qs[BC * LD], dOs[BC * LD];
     __shared__ float lses[BC], dss[BC];
-    __shared__ int firsts[BC];  // each query's first key
+    __shared__ int firsts[DOC ? BC : 1];  // each query's first key
     int warp = threadIdx.x / 32, lane = threadIdx.x % 32, g = lane / 4, t = lane % 4;
     int b = blockIdx.z, kvh = blockIdx.y, j_blk = blockIdx.x * BR, j0 = j_blk + warp * 16;
     int stride = (H + 2 * KV) * HD, group = H / KV;
@@ -358,14 +361,14 @@ attention_backward_dkv_kernel(bf16* dqkv, const bf16* dout, const bf16* qkv, con
     float dk[DT][4] = {}, dv[DT][4] = {};
     for (int h = kvh * group; h < (kvh + 1) * group; h++)
         // queries before j_blk see none of these keys, nor do those whose documents start after them
-        for (int qt = j_blk; qt < T && att_doc(doc, b, T, qt) < j_blk + BR; qt += BC) {
+        for (int qt = j_blk; qt < T && (!DOC || att_doc<DOC>(doc, b, T, qt) < j_blk + BR); qt += BC) {
             __syncthreads();  // Kb, Vb are staged / the previous tiles are used
             att_stage<HD, BC>(Qs, base + h * HD, stride, dOs, dout_b + h * HD, H * HD, qt, T);
             for (int i = threadIdx.x; i < BC; i += blockDim.x) {
                 int q = qt + i;
                 lses[i] = q < T ? lse[((size_t)b * H + h) * T + q] * ATT_LOG2E : 0.0f;
                 dss[i] = q < T ? dsum[((size_t)b * H + h) * T + q] : 0.0f;
-                firsts[i] = att_doc(doc, b, T, q);
+                if (DOC) firsts[i] = att_doc<DOC>(doc, b, T, q);
             }
             __syncthreads();
             if (qt + BC - 1 < j0) continue;  // warp-uniform: the whole tile is before this warp's keys
@@ -377,7 +380,7 @@ attention_backward_dkv_kernel(bf16* dqkv, const bf16* dout, const bf16* qkv, con
                 #pragma unroll
                 for (int i = 0; i < 4; i++) {
                     int c = n * 8 + 2 * t + i % 2, q = qt + c, j = j0 + g + 8 * (i / 2);
-                    float p = q >= j && q < T && j >= firsts[c] ? exp2f(st[n][i] * sl2 - lses[c]) : 0.0f;
+                    float p = q >= j && q < T && (!DOC || j >= firsts[c]) ? exp2f(st[n][i] * sl2 - lses[c]) : 0.0f;
                     st[n][i] = p;                        // P^T
                     dpt[n][i] = p * (dpt[n][i] - dss[c]);  // dS^T
                 }
@@ -395,20 +398,30 @@ attention_backward_dkv_kernel(bf16* dqkv, const bf16* dout, const bf16* qkv, con
 template <int HD, int BCK = AttShape<HD>::BC>
 static void attention_forward_launch(bf16* out, float* lse, const bf16* qkv, int B, int T, int H, int KV,
                                      const int* doc, cudaStream_t s) {
-    attention_forward_kernel<HD, BCK>
-        <<<dim3(cdiv(T, AttShape<HD>::BR), H, B), AttShape<HD>::NW * 32, 0, s>>>(out, lse, qkv, T, H, KV, doc);
+    dim3 grid(cdiv(T, AttShape<HD>::BR), H, B), block(AttShape<HD>::NW * 32);
+    if (doc) attention_forward_kernel<HD, BCK, true><<<grid, block, 0, s>>>(out, lse, qkv, T, H, KV, doc);
+    else attention_forward_kernel<HD, BCK, false><<<grid, block, 0, s>>>(out, lse, qkv, T, H, KV, doc);
     launchCheck();
 }
 template <int HD, int BCK = AttShape<HD>::BC>
 static void attention_backward_launch(bf16* dqkv, const bf16* dout, const bf16* qkv, const float* lse,
                                       const float* dsum, int B, int T, int H, int KV, const int* doc,
                                       cudaStream_t s) {
-    dim3 block(AttShape<HD>::NW * 32);
-    attention_backward_dq_kernel<HD, BCK>
-        <<<dim3(cdiv(T, AttShape<HD>::BR), H, B), block, 0, s>>>(dqkv, dout, qkv, lse, dsum, T, H, KV, doc);
+    dim3 block(AttShape<HD>::NW * 32), q_grid(cdiv(T, AttShape<HD>::BR), H, B);
+    dim3 k_grid(cdiv(T, AttShape<HD>::BR), KV, B);
+    if (doc)
+        attention_backward_dq_kernel<HD, BCK, true>
+            <<<q_grid, block, 0, s>>>(dqkv, dout, qkv, lse, dsum, T, H, KV, doc);
+    else
+        attention_backward_dq_kernel<HD, BCK, false>
+            <<<q_grid, block, 0, s>>>(dqkv, dout, qkv, lse, dsum, T, H, KV, doc);
     launchCheck();
-    attention_backward_dkv_kernel<HD, BCK>
-        <<<dim3(cdiv(T, AttShape<HD>::BR), KV, B), block, 0, s>>>(dqkv, dout, qkv, lse, dsum, T, H, KV, doc);
+    if (doc)
+        attention_backward_dkv_kernel<HD, BCK, true>
+            <<<k_grid, block, 0, s>>>(dqkv, dout, qkv, lse, dsum, T, H, KV, doc);
+    else
+        attention_backward_dkv_kernel<HD, BCK, false>
+            <<<k_grid, block, 0, s>>>(dqkv, dout, qkv, lse, dsum, T, H, KV, doc);
     launchCheck();
 }
 

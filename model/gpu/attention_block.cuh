@@ -39,9 +39,11 @@ struct AttBlockArgs {
 };
 
 // The first key (of the block) query row i of sequence b sees: its document's start (0
-// without documents; a row past nq, a block's padding, reads the last row's).
+// without documents, DOC false: attention.cuh's kernels are compiled twice likewise; a row
+// past nq, a block's padding, reads the last row's).
+template <bool DOC>
 __device__ __forceinline__ int att_block_first(const AttBlockArgs& a, int b, int i) {
-    return a.doc ? a.doc[(size_t)b * a.doc_ld + min(i, a.nq - 1)] - a.k_pos : 0;
+    return DOC ? a.doc[(size_t)b * a.doc_ld + min(i, a.nq - 1)] - a.k_pos : 0;
 }
 
 // The last key each of this thread's rows q0 + g, q0 + g + 8 sees (< 0: none).
@@ -104,7 +106,7 @@ __device__ void att_merge(const AttBlockArgs& a, int b, int h, int q0, const flo
 }
 
 // As attention_forward_kernel, over the keys the block's queries see, then merged.
-template <int HD, int BCK>
+template <int HD, int BCK, bool DOC>
 __global__ void __launch_bounds__(AttShape<HD, BCK>::NW * 32, 4)
 attention_block_forward_kernel(AttBlockArgs a) {
     constexpr int BR = AttShape<HD, BCK>::BR, BC = AttShape<HD, BCK>::BC, LD = AttShape<HD, BCK>::LD;
@@ -120,16 +122,16 @@ attention_block_forward_kernel(AttBlockArgs a) {
 
     att_stage<HD, BR>(Qs, a.q + b * a.q_seq + h * HD, a.q_ld, NULL, NULL, 0, q_blk, a.nq);
     float o[DT][4] = {}, m[2] = {-INFINITY, -INFINITY}, l[2] = {0.0f, 0.0f};  // rows q0 + g, q0 + g + 8
-    int last[2], first[2], warp_first = att_block_first(a, b, q0);
+    int last[2], first[2], warp_first = att_block_first<DOC>(a, b, q0);
     att_last_keys(last, q0, a.diag, a.nk);
-    for (int r = 0; r < 2; r++) first[r] = att_block_first(a, b, q0 + lane / 4 + 8 * r);
+    for (int r = 0; r < 2; r++) first[r] = att_block_first<DOC>(a, b, q0 + lane / 4 + 8 * r);
     int k_end = min(q_blk + BR + a.diag, a.nk);  // keys [first of q_blk, k_end) matter to this block
-    for (int kt = max(att_block_first(a, b, q_blk), 0) / BC * BC; kt < k_end; kt += BC) {
+    for (int kt = max(att_block_first<DOC>(a, b, q_blk), 0) / BC * BC; kt < k_end; kt += BC) {
         __syncthreads();  // everyone is done with the previous tiles
         att_stage<HD, BC>(Ks, k, a.kv_ld, Vs, v, a.kv_ld, kt, a.nk);
         __syncthreads();
         // warp-uniform: the whole tile is after this warp's queries, or before their documents
-        if (kt > q0 + 15 + a.diag || kt + BC <= warp_first) continue;
+        if (kt > q0 + 15 + a.diag || (DOC && kt + BC <= warp_first)) continue;
         float s[NT][4] = {};
         att_abT<HD, LD, NT>(s, Qs + warp * 16 * LD, Ks);
         float mx[2] = {m[0], m[1]};
@@ -139,7 +141,7 @@ attention_block_forward_kernel(AttBlockArgs a) {
             for (int i = 0; i < 4; i++) {
                 int j = kt + n * 8 + 2 * t + i % 2;
                 // causal, the block's keys only, and within the document
-                s[n][i] = j <= last[i / 2] && j >= first[i / 2] ? s[n][i] * sl2 : -INFINITY;
+                s[n][i] = j <= last[i / 2] && (!DOC || j >= first[i / 2]) ? s[n][i] * sl2 : -INFINITY;
                 mx[i / 2] = fmaxf(mx[i / 2], s[n][i]);
             }
         float corr[2], shift[2];
@@ -173,7 +175,7 @@ attention_block_forward_kernel(AttBlockArgs a) {
 }
 
 // As attention_backward_dq_kernel: dq (fp32) += the block's.
-template <int HD, int BCK>
+template <int HD, int BCK, bool DOC>
 __global__ void __launch_bounds__(AttShape<HD, BCK>::NW * 32, 3)
 attention_block_dq_kernel(AttBlockArgs a) {
     constexpr int BR = AttShape<HD, BCK>::BR, BC = AttShape<HD, BCK>::BC, LD = AttShape<HD, BCK>::LD;
@@ -195,16 +197,16 @@ attention_block_dq_kernel(AttBlockArgs a) {
         lse2[r] = q < a.nq ? a.lse[((size_t)b * a.H + h) * a.l_ld + q] * ATT_LOG2E : 0.0f;
         ds[r] = q < a.nq ? a.dsum[((size_t)b * a.H + h) * a.l_ld + q] : 0.0f;
     }
-    int last[2], first[2], warp_first = att_block_first(a, b, q0);  // as in the forward
+    int last[2], first[2], warp_first = att_block_first<DOC>(a, b, q0);  // as in the forward
     att_last_keys(last, q0, a.diag, a.nk);
-    for (int r = 0; r < 2; r++) first[r] = att_block_first(a, b, q0 + g + 8 * r);
+    for (int r = 0; r < 2; r++) first[r] = att_block_first<DOC>(a, b, q0 + g + 8 * r);
     float dq[DT][4] = {};
     int k_end = min(q_blk + BR + a.diag, a.nk);
-    for (int kt = max(att_block_first(a, b, q_blk), 0) / BC * BC; kt < k_end; kt += BC) {
+    for (int kt = max(att_block_first<DOC>(a, b, q_blk), 0) / BC * BC; kt < k_end; kt += BC) {
         __syncthreads();  // Qs, dOs are staged / the previous tiles are used
         att_stage<HD, BC>(Ks, k, a.kv_ld, Vs, v, a.kv_ld, kt, a.nk);
         __syncthreads();
-        if (kt > q0 + 15 + a.diag || kt + BC <= warp_first) continue;
+        if (kt > q0 + 15 + a.diag || (DOC && kt + BC <= warp_first)) continue;
         float s[NT][4] = {}, dp[NT][4] = {};
         att_abT<HD, LD, NT>(s, Qs + warp * 16 * LD, Ks);
         att_abT<HD, LD, NT>(dp, dOs + warp * 16 * LD, Vs);
@@ -213,7 +215,7 @@ attention_block_dq_kernel(AttBlockArgs a) {
             #pragma unroll
             for (int i = 0; i < 4; i++) {
                 int j = kt + n * 8 + 2 * t + i % 2;
-                float p = j <= last[i / 2] && j >= first[i / 2] ? exp2f(s[n][i] * sl2 - lse2[i / 2]) : 0.0f;
+                float p = j <= last[i / 2] && (!DOC || j >= first[i / 2]) ? exp2f(s[n][i] * sl2 - lse2[i / 2]) : 0.0f;
                 s[n][i] = p * (dp[n][i] - ds[i / 2]);  // dS
             }
         uint32_t dsa[NT / 2][4];
@@ -225,14 +227,14 @@ attention_block_dq_kernel(AttBlockArgs a) {
 
 // As attention_backward_dkv_kernel: dk, dv (fp32) += the block's, over the queries that see
 // each key.
-template <int HD, int BCK>
+template <int HD, int BCK, bool DOC>
 __global__ void __launch_bounds__(AttShape<HD, BCK>::NW * 32, 3)
 attention_block_dkv_kernel(AttBlockArgs a) {
     constexpr int BR = AttShape<HD, BCK>::BR, BC = AttShape<HD, BCK>::BC, LD = AttShape<HD, BCK>::LD;
     constexpr int NT = AttShape<HD, BCK>::NT, DT = AttShape<HD, BCK>::DT;
     __shared__ __align__(16) bf16 Kb[BR * LD], Vb[BR * LD], Qs[BC * LD], dOs[BC * LD];
     __shared__ float lses[BC], dss[BC];
-    __shared__ int firsts[BC];  // each query's first key
+    __shared__ int firsts[DOC ? BC : 1];  // each query's first key
     int warp = threadIdx.x / 32, lane = threadIdx.x % 32, g = lane / 4, t = lane % 4;
     int b = blockIdx.z, kvh = blockIdx.y, j_blk = blockIdx.x * BR, j0 = j_blk + warp * 16, group = a.H / a.KV;
     const float sl2 = ATT_LOG2E / sqrtf((float)HD), scale = 1.0f / sqrtf((float)HD);  // sl2 as in the forward
@@ -242,7 +244,8 @@ attention_block_dkv_kernel(AttBlockArgs a) {
     float dk[DT][4] = {}, dv[DT][4] = {};
     for (int h = kvh * group; h < (kvh + 1) * group; h++)
         // queries before j_blk - diag see none of these keys, nor do those whose documents start after them
-        for (int qt = max(j_blk - a.diag, 0); qt < a.nq && att_block_first(a, b, qt) < j_blk + BR; qt += BC) {
+        for (int qt = max(j_blk - a.diag, 0); qt < a.nq && (!DOC || att_block_first<DOC>(a, b, qt) < j_blk + BR);
+             qt += BC) {
             __syncthreads();  // Kb, Vb are staged / the previous tiles are used
             att_stage<HD, BC>(Qs, a.q + b * a.q_seq + h * HD, a.q_ld, dOs, a.dout + b * a.o_seq + h * HD, a.o_ld, qt,
                               a.nq);
@@ -250,7 +253,7 @@ attention_block_dkv_kernel(AttBlockArgs a) {
                 int qi = qt + i;
                 lses[i] = qi < a.nq ? a.lse[((size_t)b * a.H + h) * a.l_ld + qi] * ATT_LOG2E : 0.0f;
                 dss[i] = qi < a.nq ? a.dsum[((size_t)b * a.H + h) * a.l_ld + qi] : 0.0f;
-                firsts[i] = att_block_first(a, b, qi);
+                if (DOC) firsts[i] = att_block_first<DOC>(a, b, qi);
             }
             __syncthreads();
             if (qt + BC - 1 + a.diag < j0) continue;  // warp-uniform: the whole tile is before this warp's keys
@@ -262,7 +265,8 @@ attention_block_dkv_kernel(AttBlockArgs a) {
                 #pragma unroll
                 for (int i = 0; i < 4; i++) {
                     int c = n * 8 + 2 * t + i % 2, qi = qt + c, j = j0 + g + 8 * (i / 2);
-                    float p = qi + a.diag >= j && qi < a.nq && j >= firsts[c] ? exp2f(st[n][i] * sl2 - lses[c]) : 0.0f;
+                    int seen = qi + a.diag >= j && qi < a.nq && (!DOC || j >= firsts[c]);
+                    float p = seen ? exp2f(st[n][i] * sl2 - lses[c]) : 0.0f;
                     st[n][i] = p;                        // P^T
                     dpt[n][i] = p * (dpt[n][i] - dss[c]);  // dS^T
                 }
@@ -276,18 +280,23 @@ attention_block_dkv_kernel(AttBlockArgs a) {
     att_add<DT>(a.dv + b * a.dkv_seq + kvh * HD, a.dkv_ld, j0, a.nk, dv, 1.0f);
 }
 
-template <int HD, int BCK>
-static void attention_block_launch(int fwd, const AttBlockArgs& a, int B, cudaStream_t s) {
+template <int HD, int BCK, bool DOC>
+static void attention_block_kernels(int fwd, const AttBlockArgs& a, int B, cudaStream_t s) {
     dim3 block(AttShape<HD>::NW * 32), q_grid(cdiv(a.nq, AttShape<HD>::BR), a.H, B);
     if (fwd) {
-        attention_block_forward_kernel<HD, BCK><<<q_grid, block, 0, s>>>(a);
+        attention_block_forward_kernel<HD, BCK, DOC><<<q_grid, block, 0, s>>>(a);
         launchCheck();
         return;
     }
-    attention_block_dq_kernel<HD, BCK><<<q_grid, block, 0, s>>>(a);
+    attention_block_dq_kernel<HD, BCK, DOC><<<q_grid, block, 0, s>>>(a);
     launchCheck();
-    attention_block_dkv_kernel<HD, BCK><<<dim3(cdiv(a.nk, AttShape<HD>::BR), a.KV, B), block, 0, s>>>(a);
+    attention_block_dkv_kernel<HD, BCK, DOC><<<dim3(cdiv(a.nk, AttShape<HD>::BR), a.KV, B), block, 0, s>>>(a);
     launchCheck();
+}
+template <int HD, int BCK>
+static void attention_block_launch(int fwd, const AttBlockArgs& a, int B, cudaStream_t s) {
+    if (a.doc) attention_block_kernels<HD, BCK, true>(fwd, a, B, s);
+    else attention_block_kernels<HD, BCK, false>(fwd, a, B, s);
 }
 // The kernels of head size hd (and the hd-64 tile); fwd: the forward, else the backward.
 static void attention_block_run(int fwd, const AttBlockArgs& a, int B, int hd, cudaStream_t s) {

@@ -181,6 +181,24 @@ static void test_model_docs(const char* arch, const char* base, int n_seq, int T
     free_doc_model(mp);
 }
 
+// The sampler's window (runtime/train.h sample_text): its documents and positions, as
+// micro-batch 0's one sequence.
+static void test_window_docs(void) {
+    Model* m = new_doc_model("--model tiny --n-layer 1 --seq-len 16 --micro-batch 2 --global-batch 4", 1);
+    int window[16] = {256, 7, 8, 256, 9, 9, 9, 9, 256, 1}, ok = 1;  // the last 6: not yet sampled (0)
+    m->mb = 1;
+    docs_of_window(m, window);
+    for (int t = 0; t < 16; t++) {
+        int doc = t < 3 ? 0 : t < 8 ? 3 : 8;
+        ok &= m->doc_seq[t] == doc && m->doc_start[t] == doc && m->row_pos[t] == t - doc;
+    }
+    int period;
+    const int* pos = mb_positions(m, m->row_pos, m->pos, &period);
+    ok &= m->mb == 0 && mb_docs(m) == m->doc_seq && pos == m->row_pos && period == 2 * 16;
+    check(ok, "documents/the sampler's window: documents at its end-of-text tokens, positions restarting", "");
+    free_doc_model(m);
+}
+
 // ----------------------------------------------------------------------------
 // Context parallelism's blocks, the data side, and the time saved.
 
@@ -294,5 +312,6 @@ static void test_docs(void) {
     test_model_docs("gpt2", "--model tiny --n-layer 2 --n-head 2 --d-model 16", 2, 16, starts, n_starts);
     test_model_docs("llama", "--model llama-tiny --n-layer 2 --n-head 4 --n-kv-head 2 --d-model 16 --d-ff 32", 2, 16,
                     starts, n_starts);
+    test_window_docs();
     test_docs_time();
 }

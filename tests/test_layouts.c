@@ -513,6 +513,33 @@ static int write_docs_shard(void) {
     free(ids);
     return ok;
 }
+// Sampling with documents under cp (tag: its layout flags) draws the 1-rank text: each rank
+// masks the window by its end-of-text tokens (model.h docs_of_window). 40 steps teach the
+// model to end documents: the sample holds several (each printed as a line break).
+static void docs_sample_matches(const char* tag, const char* flags) {
+    if (!selected(tag)) return;
+    static char text[2][1 << 14];
+    char cmd[1024], out[2][256];
+    for (int k = 0; k < 2; k++) {
+        snprintf(out[k], sizeof(out[k]), "/tmp/test_layouts/sample_%s_%d.txt", tag, k);
+        snprintf(cmd, sizeof(cmd), "OMP_NUM_THREADS=1 ./train --model tiny --steps 40 --warmup 5 --eval-every 0 "
+                 "--sample-len 120 --quiet --data %s --doc-mask on %s", DOCS_DATA, k ? flags : "");
+        if (run_to_file(cmd, out[k])) text[k][0] = 0;
+        else read_text(out[k], text[k], sizeof(text[k]));
+    }
+    char *a = strstr(text[0], "sample:\n"), *b = strstr(text[1], "sample:\n");
+    for (int k = 0; k < 2; k++) {  // the sample only (the memory report after it differs by layout)
+        char* s = k ? b : a;
+        if (s && strstr(s, "\nmeasured:")) *strstr(s, "\nmeasured:") = 0;
+    }
+    int n_docs = 0;
+    for (const char* c = a ? a + 8 : ""; *c; c++) n_docs += *c == '\n';
+    int ok = a && b && strlen(a) > 100 && n_docs >= 2 && !strcmp(a, b);
+    printf("%s %s: the sample with documents draws the 1-rank text (120 tokens, %d end-of-text)\n",
+           ok ? "PASS" : "FAIL", tag, n_docs);
+    ok ? n_pass++ : n_fail++;
+}
+
 static void doc_suites(void) {
     if (!write_docs_shard()) { printf("FAIL documents: cannot write %s\n", DOCS_DATA); n_fail++; return; }
     static const Layout_ gpt_layouts[] = {
@@ -542,6 +569,8 @@ static void doc_suites(void) {
           sizeof(llama_layouts) / sizeof(llama_layouts[0]));
     expect_layout_error("docs_mask_text", "--model tiny --data tests/test_layouts.c --doc-mask on",
                         "--doc-mask on: tests/test_layouts.c has no end-of-text token");
+    docs_sample_matches("docs_sample_cp2", "--cp 2");
+    docs_sample_matches("docs_sample_cp4_2d", "--cp 4 --cp-kind 2d --cp-ulysses 2");
     if (!selected("docs_mask_changes")) return;
     // the mask is in force: the same data unmasked trains to other losses
     RunResult on = {0}, off = {0};

@@ -3,7 +3,8 @@
 // attention is masked by document. The documents: the file's lengths (one a line) in order,
 // or log-normal draws (the generator of --data docs:lognormal); enough of them for twice
 // DOC_SIM_BATCHES global batches (2^27 tokens at most), cut into pieces of at most T; the figures
-// are the first DOC_SIM_BATCHES batches'.
+// are batches [DOC_SIM_SKIP, DOC_SIM_BATCHES)'s: wlb's first batches fill its wait list, and past
+// the end the documents still go on, so no batch measured holds an end's leftovers.
 //
 // How: the packers themselves place the documents (plan_build_docs; concat: consecutive
 // windows of T over the documents end to end). A micro-batch's attention work is its visible
@@ -19,7 +20,8 @@
 
 #include "runtime/packing.h"
 
-#define DOC_SIM_BATCHES 16
+#define DOC_SIM_BATCHES 24
+#define DOC_SIM_SKIP 8  // WLB_MAX_DELAY: by then the wait list is as full as it gets
 #define DOC_SIM_MAX_TOKENS (1 << 27)
 #define DOC_FILE_MAX (1 << 24)  // lengths read from a file at most
 
@@ -125,14 +127,13 @@ static void doc_predict(const ModelConfig* c, const PlanResult* best, const Doc*
                     if (used == docs[d].len) d++, used = 0;
                 }
         }
-        doc_batch_figures(best, f_att, full_pairs, units, U, (double)G * T, &pr[0]);
+        if (n_batches >= DOC_SIM_SKIP) doc_batch_figures(best, f_att, full_pairs, units, U, (double)G * T, &pr[0]);
     }
     for (int packing = PACK_GREEDY; packing <= PACK_WLB; packing++) {
         DocPlan p;
         plan_build_docs(&p, docs, n_docs, 0, packing, G, B, T);
-        // the first DOC_SIM_BATCHES: the documents go on past them, so no batch holds the leftovers of an end
         size_t nb = p.n_batches < DOC_SIM_BATCHES ? p.n_batches : DOC_SIM_BATCHES;
-        for (size_t b = 0; b < nb; b++) {
+        for (size_t b = DOC_SIM_SKIP; b < nb; b++) {
             double tokens = plan_valid_targets(&p, b);
             memset(units, 0, sizeof(double) * U);
             for (size_t i = p.batch_at[b]; i < p.batch_at[b + 1]; i++)

@@ -18,8 +18,9 @@
 //   wlb:    WLB-LLM (Wang et al., OSDI 2025): balance the micro-batch units' attention work,
 //           with outlier delay. The pool of a batch: the documents waiting from earlier batches
 //           (oldest first), then the walk's next documents until it holds WLB_POOL x the batch's
-//           positions. An outlier: a document whose pairs exceed WLB_OUTLIER x the pool's pairs
-//           per position x a unit's positions. In order: the overdue (waited WLB_MAX_DELAY
+//           positions in documents that are not outliers. An outlier: a document whose pairs
+//           exceed WLB_OUTLIER x the pool's pairs per position x a unit's positions (measured on
+//           the last batch's pool when filling this one). In order: the overdue (waited WLB_MAX_DELAY
 //           batches, or all once the walk has ended), then the outliers, in whole rounds of one
 //           per unit (the rest of them wait), then the others, each the longest first into the
 //           unit of least work with room (LPT; first-fit among its B sequences; an outlier of a
@@ -38,7 +39,7 @@
 #include "model/config.h"
 
 enum { PACK_CONCAT = 0, PACK_GREEDY = 1, PACK_WLB = 2 };
-#define WLB_MAX_DELAY 4    // batches a document may wait at most (the bound of the delay)
+#define WLB_MAX_DELAY 8    // batches a document may wait (the bound of the delay, but see above)
 #define WLB_POOL 1.25      // the pool of a batch: its positions x this
 #define WLB_OUTLIER 0.5    // an outlier: attention pairs over this x the pool's pairs per position x B x T
 
@@ -105,6 +106,7 @@ typedef struct {
     size_t n_docs, next;        // the walk: the next document
     size_t *wait, *waited_from; // wlb: documents waiting (indices, in walk order), the batch each joined
     size_t n_wait;
+    double outlier_pairs;       // wlb: a document with more attention pairs is an outlier (wlb_pool)
     int* room;                  // positions left in each of the G sequences
     Placed* batch;              // the batch being made
     int n;
@@ -132,17 +134,28 @@ static int wlb_order(const void* x, const void* y) {
     return a->at < b->at ? -1 : 1;
 }
 
-// The walk's next documents into the wait list until it holds WLB_POOL x the batch's positions;
-// the pool's attention pairs per position x a unit's positions (the balanced target).
+// The walk's next documents into the wait list until it holds WLB_POOL x the batch's positions
+// of documents that are not outliers by the last batch's measure (outliers wait for a round and
+// must not crowd the others out); the pool's attention pairs per position x a unit's positions
+// (the balanced share of a unit), and the outlier measure from it for the next batch.
 static double wlb_pool(PassState* ps, const DocPlan* p, size_t b) {
-    double pool = 0, pairs = 0;
-    for (size_t i = 0; i < ps->n_wait; i++) pool += ps->docs[ps->wait[i]].len;
-    for (; ps->next < ps->n_docs && pool < WLB_POOL * p->G * p->T; ps->next++) {
-        ps->waited_from[ps->n_wait] = b, ps->wait[ps->n_wait++] = ps->next;
-        pool += ps->docs[ps->next].len;
+    double pool = 0, all = 0, pairs = 0;
+    for (size_t i = 0; i < ps->n_wait; i++) {
+        int len = ps->docs[ps->wait[i]].len;
+        pool += doc_pairs(len) <= ps->outlier_pairs ? len : 0;
     }
-    for (size_t i = 0; i < ps->n_wait; i++) pairs += doc_pairs(ps->docs[ps->wait[i]].len);
-    return pairs / pool * p->B * p->T;
+    for (; ps->next < ps->n_docs && pool < WLB_POOL * p->G * p->T; ps->next++) {
+        int len = ps->docs[ps->next].len;
+        ps->waited_from[ps->n_wait] = b, ps->wait[ps->n_wait++] = ps->next;
+        pool += doc_pairs(len) <= ps->outlier_pairs ? len : 0;
+    }
+    for (size_t i = 0; i < ps->n_wait; i++) {
+        int len = ps->docs[ps->wait[i]].len;
+        all += len, pairs += doc_pairs(len);
+    }
+    double share = pairs / all * p->B * p->T;
+    ps->outlier_pairs = WLB_OUTLIER * share;
+    return share;
 }
 
 // Document d into the unit of least attention work with room, among those `allowed` (NULL:
@@ -182,7 +195,8 @@ static void wlb_top_up(PassState* ps, const DocPlan* p, size_t b, double* unit, 
 
 static void pass_wlb(PassState* ps, const DocPlan* p, size_t b) {
     int U = p->G / p->B, n_out = 0, ended = ps->next == ps->n_docs;
-    double outlier_pairs = WLB_OUTLIER * wlb_pool(ps, p, b);
+    wlb_pool(ps, p, b);
+    double outlier_pairs = ps->outlier_pairs;
     WlbItem* items = (WlbItem*)xmalloc(sizeof(WlbItem) * ps->n_wait);
     for (size_t i = 0; i < ps->n_wait; i++) {
         int len = ps->docs[ps->wait[i]].len;
@@ -233,7 +247,7 @@ static void plan_build_docs(DocPlan* p, const Doc* docs, size_t n_docs, int pad,
     p->packing = packing, p->G = G, p->B = B, p->T = T, p->pad = pad;
     PassState ps;
     memset(&ps, 0, sizeof(ps));
-    ps.docs = docs, ps.n_docs = n_docs;
+    ps.docs = docs, ps.n_docs = n_docs, ps.outlier_pairs = doc_pairs(T);  // the first batch: none yet
     ps.wait = (size_t*)xmalloc(sizeof(size_t) * 2 * (n_docs + 1));
     ps.waited_from = ps.wait + n_docs + 1;
     ps.room = (int*)xmalloc(sizeof(int) * G);

@@ -30,6 +30,7 @@ typedef struct {
     MPI_Request req[2];
     float* copy[2];                    // --offload activations: what is sent, copied out of the frame
 } SlotSends;
+typedef MPI_Request GatherWait;        // a --zero 3 all-gather in flight (parallel/zero3.h)
 typedef struct {
     float* norm_scratch;               // the norm backward's N x C scratch
     RingXfer ring;                     // the context-parallel ring's exchange in flight
@@ -183,6 +184,7 @@ static void trace_op(Model* m, int kind, int mb, int chunk, double t0) {
 #include "runtime/train.h"
 
 static void f32_copy(Model* m, float* dst, const float* src, size_t n) { memcpy(dst, src, sizeof(float) * n); }
+static void f32_free(Model* m, float* p) { free(p); }
 static void f32_zero(Model* m, float* p, size_t n) { memset(p, 0, sizeof(float) * n); }
 static void f32_add(Model* m, float* dst, const float* src, size_t n) { add_inplace(dst, src, n); }
 
@@ -198,6 +200,28 @@ static void grad_reduce_scatter(Model* m, Group g, const float* send, float* rec
 static void param_allgather(Model* m, Group g, const float* send, float* recv, size_t n_per_rank) {
     comm_allgather(comm_of(m, g), send, recv, n_per_rank);
 }
+// --zero 3 (parallel/zero3.h): a unit's all-gather nonblocking (Open MPI moves it on inside
+// later MPI calls and at the wait), its reduce-scatter in place (the sum of this replica's part
+// lands at the start); the kernels read the fp32 weights where they were gathered.
+static void unit_gather_start(Model* m, const float* mine, float* recv, const int* counts, const int* displs, size_t n,
+                              GatherWait* w) {
+    Comm* c = comm_of(m, GROUP_DP);
+    mpiCheck(MPI_Iallgatherv(mine, counts[c->rank], MPI_FLOAT, recv, counts, displs, MPI_FLOAT, c->mpi, w));
+}
+static void unit_gather_wait(Model* m, GatherWait* w, size_t n) {
+    Comm* c = comm_of(m, GROUP_DP);
+    double t0 = now_s();
+    mpiCheck(MPI_Wait(w, MPI_STATUS_IGNORE));
+    c->seconds += now_s() - t0, c->bytes += 4.0 * n;
+    watchdog_kick();
+}
+static float* unit_reduce_scatter(Model* m, float* grad, const int* counts, const int* displs, size_t n) {
+    Comm* c = comm_of(m, GROUP_DP);
+    COMM_TIMED(c, 4.0 * n, MPI_Reduce_scatter(MPI_IN_PLACE, grad, counts, MPI_FLOAT, MPI_SUM, c->mpi));
+    return grad;
+}
+static void weights_arena(Model* m, float* arena, size_t n) {}
+static void unit_weights_ready(Model* m, const float* buf, size_t n) {}
 
 // Pipeline p2p: MPI_Isend straight from the slot's buffer (untouched until the slot's sends
 // are waited for), blocking receive into the destination.
@@ -373,7 +397,12 @@ static float* opt_state_alloc(Model* m, size_t n, const char* what) {
     return (float*)tier_map(m->args->offload_dir, sizeof(float) * n, what);
 }
 static float* act_alloc(Model* m, size_t n) { return (float*)xcalloc(n, sizeof(float)); }
-static void params_init(Model* m) { init_params(&m->P, &m->c, m->c.tp, m->L.tp_rank, m->params); }
+// --zero 3: the whole buffer for a moment, then this replica's shard kept (parallel/zero3.h).
+static void params_init(Model* m) {
+    float* p = m->z3 ? f32_alloc(m, m->P.n_padded) : m->params;
+    init_params(&m->P, &m->c, m->c.tp, m->L.tp_rank, p);
+    if (m->z3) zero3_keep_shard(m, p), f32_free(m, p);
+}
 
 static void model_init(Model* m, Args* a, Metrics* met) {
     model_init_layout(m, a, met);  // runtime/train.h

@@ -58,10 +58,12 @@ typedef struct {
     float* h_send[2];                  // host-staged p2p: pinned host copies of this slot's two sends
     bf16* copy[2];                     // NCCL p2p under --offload activations: the sends, copied out of the frame
 } SlotSends;
+typedef cudaEvent_t GatherWait;        // a --zero 3 all-gather on the side stream (parallel/zero3.h)
 typedef struct {
     GpuComms G;                        // NCCL (or host-staged MPI) groups over the layout's groups
     cudaStream_t stream;               // the one compute stream (kernels_gpu.cuh's shared scratch needs one)
     bf16* params_bf16;                 // the bf16 copy of the fp32 master weights, read by every kernel
+    float* arena;                      // the fp32 weights params_bf16 copies: params, or --zero 3's gathered units
     float* h_params;                   // host fp32 copy: initialization and checkpoints
     float* h_recv;                     // host-staged p2p: pinned staging of pipeline receives
     char* scratch_mem;                 // the device buffer the shared scratch is carved from
@@ -86,7 +88,7 @@ typedef struct {
 // contract needs one.
 
 // The bf16 copy of a weight, from its fp32 view (NULL stays NULL).
-static const bf16* bf(const Model* m, const float* p) { return p ? m->be.params_bf16 + (p - m->params) : NULL; }
+static const bf16* bf(const Model* m, const float* p) { return p ? m->be.params_bf16 + (p - m->be.arena) : NULL; }
 
 static void op_norm_forward(Model* m, bf16* out, float* mean, float* rstd, const bf16* x, const float* w,
                             const float* b, int N) {
@@ -365,10 +367,12 @@ static void sumsq_finish(Model* m, int n_ranges, double* ss) {
     for (int i = 0; i < n_ranges; i++) *ss += m->be.h_norm_parts[i];
 }
 // AdamW on the fp32 master weights of this rank's range; the bf16 copy follows: written by
-// the update without ZeRO, with ZeRO refreshed whole from the all-gathered fp32 shards.
+// the update without ZeRO, with ZeRO 1/2 refreshed whole from the all-gathered fp32 shards,
+// with ZeRO 3 per unit as it is gathered (the shard is param_shard).
 static void adamw_range(Model* m, size_t a, size_t b, const float* grad, int decay, float lr, float grad_scale, int t) {
     size_t o = a - m->opt_lo;
-    adamw_update_gpu(m->params + a, m->c.zero ? NULL : m->be.params_bf16 + a, grad + o, m->m_state + o, m->v_state + o,
+    float* p = m->z3 ? m->param_shard + o : m->params + a;
+    adamw_update_gpu(p, m->c.zero ? NULL : m->be.params_bf16 + a, grad + o, m->m_state + o, m->v_state + o,
                      b - a, lr, m->c.beta1, m->c.beta2, m->c.eps, m->c.weight_decay, decay, grad_scale, t,
                      m->be.stream);
 }
@@ -580,11 +584,20 @@ static void act_tier_in(Model* m, char* frame, char* tier, size_t bytes) {
 }
 static void act_tier_wait(Model* m) { cudaCheck(cudaStreamWaitEvent(m->be.stream, m->be.copied, 0)); }
 
-// Copy the host fp32 weights to the device and make the bf16 copy.
+// Copy the host fp32 weights to the device and make the bf16 copy (--zero 3: whole for a
+// moment, this replica's shard kept; each unit's copy is made when it is gathered); and back.
 static void upload_params(Model* m) {
-    h2d(m->params, m->be.h_params, sizeof(float) * m->P.n_padded, m->be.stream);
-    f32_to_bf16_gpu(m->be.params_bf16, m->params, m->P.n_padded, m->be.stream);
+    float* p = m->z3 ? f32_alloc(m, m->P.n_padded) : m->params;
+    h2d(p, m->be.h_params, sizeof(float) * m->P.n_padded, m->be.stream);
+    if (m->z3) zero3_keep_shard(m, p), f32_free(m, p);
+    else f32_to_bf16_gpu(m->be.params_bf16, m->params, m->P.n_padded, m->be.stream);
 }
+static void download_params(Model* m) {
+    float* p = m->z3 ? zero3_full_params(m) : m->params;
+    d2h(m->be.h_params, p, sizeof(float) * m->P.n_padded, m->be.stream);
+    if (m->z3) f32_free(m, p);
+}
+#include "parallel/zero3_gpu.h"  // --zero 3: the collectives, the bf16 copy of a gathered unit
 
 static float* f32_alloc(Model* m, size_t n) { return (float*)dev_alloc(sizeof(float) * n); }
 // --offload optimizer is refused in this build (main); AdamW's state is on the device.
@@ -610,8 +623,9 @@ static void model_init(Model* m, Args* a, Metrics* met) {
     // block's B*Ha*Ts: as many); 16M covers the column sums of any width in few chunks
     size_t red = (size_t)m->B * m->T * m->Hl;
     gpu_kernels_init(red > (16u << 20) ? red : (16u << 20));
-    m->be.params_bf16 = (bf16*)dev_alloc(sizeof(bf16) * m->P.n_padded);
+    if (a->cfg.zero != 3) m->be.params_bf16 = (bf16*)dev_alloc(sizeof(bf16) * m->P.n_padded);  // else zero3.h's
     model_init_params(m);
+    if (!m->z3) m->be.arena = m->params;
     m->be.h_norm_parts = (float*)xcalloc(m->P.n, sizeof(float));
     model_init_schedule(m);        // the op list, then activations sized by it
     if (m->doc_start) {
@@ -627,7 +641,7 @@ static void save_checkpoint(Model* m, int step) {
     size_t n_opt = m->opt_hi - m->opt_lo;
     float *hm = (float*)xmalloc(sizeof(float) * (n_opt ? n_opt : 1)),
           *hv = (float*)xmalloc(sizeof(float) * (n_opt ? n_opt : 1));
-    d2h(m->be.h_params, m->params, sizeof(float) * m->P.n_padded, m->be.stream);
+    download_params(m);
     d2h(hm, m->m_state, sizeof(float) * n_opt, m->be.stream);
     d2h(hv, m->v_state, sizeof(float) * n_opt, m->be.stream);
     ckpt_save(&m->L, &m->P, &m->c, m->args, m->be.h_params, hm, hv, m->opt_lo, m->opt_hi, step);
@@ -702,8 +716,6 @@ int main(int argc, char** argv) {
     run_setup(&run, argc, argv);
     Args* a = &run.args;
     ModelConfig* c = &a->cfg;
-    if (c->zero == 3)  // parallel/zero3.h gathers host buffers over MPI and binds fp32 views; the bf16 copies are not
-        fail("--zero 3: in the CPU build only (train_gpt.c) for now; the GPU build shards up to --zero 2");
     if (c->offload & OFFLOAD_OPTIMIZER)  // the fp32 master weights feed ZeRO's all-gather and the bf16 copy here
         fail("--offload optimizer: in the CPU build only (train_gpt.c) for now; the GPU build offloads activations");
     int world = run.world, rank = run.rank, share = 1;
@@ -759,7 +771,7 @@ int main(int argc, char** argv) {
         return code;
     }
     if (a->export_llmc || a->export_hf) {
-        d2h(m.be.h_params, m.params, sizeof(float) * m.P.n_padded, m.be.stream);
+        download_params(&m);
         if (a->export_llmc) llmc_export(a->export_llmc, &m.L, &m.P, c, m.be.h_params);
         if (a->export_hf) hf_export(a->export_hf, &m.L, &m.P, c, m.be.h_params, run.tk.eot, a->tokenizer);
     }

@@ -107,6 +107,10 @@ static inline int MPI_Gatherv(const void* s, int sn, MPI_Datatype st, void* r, c
                               MPI_Datatype rt, int root, MPI_Comm c) {
     return nompi_copy(s, (char*)r + (size_t)displs[0] * rt, sn, st);
 }
+static inline int MPI_Allgatherv(const void* s, int sn, MPI_Datatype st, void* r, const int* counts, const int* displs,
+                                 MPI_Datatype rt, MPI_Comm c) {
+    return nompi_copy(s, (char*)r + (size_t)displs[0] * rt, sn, st);
+}
 static inline int MPI_Iallgatherv(const void* s, int sn, MPI_Datatype st, void* r, const int* counts,
                                   const int* displs, MPI_Datatype rt, MPI_Comm c, MPI_Request* req) {
     *req = MPI_REQUEST_NULL;

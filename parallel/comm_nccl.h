@@ -404,6 +404,60 @@ static void nccl_allgather_bf16(GpuComms* G, GpuGroup* g, const bf16* send, bf16
                                 cudaStream_t s) {
     nccl_allgather_bytes(G, g, send, recv, 2 * n_per_rank, s);
 }
+// ZeRO-3's uneven collectives (parallel/zero3.h) over a unit of n floats, of which rank r of
+// the group holds counts[r] at displs[r]. The all-gather runs on the side stream after what
+// compute has queued so far (the shard's update; kernels still reading the buffer it refills),
+// as sends and receives of the parts (NCCL has no all-gather of uneven parts), and records
+// *done for compute to wait on (nccl_event_wait); host-staged it is done when it returns.
+static ncclResult_t nccl_allgatherv_group(const float* mine, float* recv, const int* counts, const int* displs,
+                                          int size, int me, ncclComm_t comm, cudaStream_t s) {
+    ncclCheck(ncclGroupStart());
+    for (int r = 0; r < size; r++) {
+        if (r == me) continue;
+        if (counts[me]) ncclCheck(ncclSend(mine, counts[me], ncclFloat32, r, comm, s));
+        if (counts[r]) ncclCheck(ncclRecv(recv + displs[r], counts[r], ncclFloat32, r, comm, s));
+    }
+    return ncclGroupEnd();
+}
+static void nccl_allgatherv_start(GpuComms* G, GpuGroup* g, const float* mine, float* recv, const int* counts,
+                                  const int* displs, size_t n, cudaStream_t compute, cudaEvent_t* done) {
+    Comm* c = g->c;
+    if (G->backend != COMM_NCCL) {
+        float* h = (float*)host_stage(G, 4 * n);
+        d2h(h + displs[c->rank], mine, 4 * (size_t)counts[c->rank], compute);
+        COMM_TIMED(c, 4.0 * n, MPI_Allgatherv(MPI_IN_PLACE, 0, MPI_FLOAT, h, counts, displs, MPI_FLOAT, c->mpi));
+        h2d(recv, h, 4 * n, compute);
+        return;
+    }
+    if (!*done) cudaCheck(cudaEventCreateWithFlags(done, cudaEventDisableTiming));
+    cudaCheck(cudaEventRecord(G->ready, compute));
+    cudaCheck(cudaStreamWaitEvent(G->side, G->ready, 0));
+    cudaCheck(cudaMemcpyAsync(recv + displs[c->rank], mine, 4 * (size_t)counts[c->rank], cudaMemcpyDeviceToDevice,
+                              G->side));
+    NCCL_TIMED(G, LANE_SIDE, c, G->side, 4.0 * n,
+               nccl_allgatherv_group(mine, recv, counts, displs, c->size, c->rank, g->nccl, G->side));
+    cudaCheck(cudaEventRecord(*done, G->side));
+}
+static void nccl_event_wait(GpuComms* G, cudaStream_t compute, cudaEvent_t done) {
+    if (G->backend == COMM_NCCL) cudaCheck(cudaStreamWaitEvent(compute, done, 0));
+}
+// The group's sum of a unit's gradient, of which this rank keeps its part: returns where it is
+// (buf + displs[rank]). NCCL: an all-reduce in place (no reduce-scatter of uneven parts; twice
+// a reduce-scatter's bytes); host-staged: MPI's reduce-scatter.
+static float* nccl_reduce_scatterv(GpuComms* G, GpuGroup* g, float* buf, const int* counts, const int* displs,
+                                   size_t n, cudaStream_t s) {
+    Comm* c = g->c;
+    if (G->backend == COMM_NCCL) {
+        NCCL_TIMED(G, LANE_COMPUTE, c, s, 4.0 * n, ncclAllReduce(buf, buf, n, ncclFloat32, ncclSum, g->nccl, s));
+        return buf + displs[c->rank];
+    }
+    float* h = (float*)host_stage(G, 4 * n);
+    d2h(h, buf, 4 * n, s);
+    COMM_TIMED(c, 4.0 * n, MPI_Reduce_scatter(MPI_IN_PLACE, h, counts, MPI_FLOAT, MPI_SUM, c->mpi));
+    h2d(buf + displs[c->rank], h, 4 * (size_t)counts[c->rank], s);
+    return buf + displs[c->rank];
+}
+
 // Block r of send (bytes_per_rank each) to rank r of the group, block r of recv from rank r.
 // send and recv do not overlap. Any element type.
 static ncclResult_t nccl_alltoall_group(const void* send, void* recv, size_t bytes_per_rank, int size, ncclComm_t comm,

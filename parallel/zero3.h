@@ -16,20 +16,36 @@
 //     the slot is taken; off, every layer has its own buffer and is gathered once per step.
 //     The CPU build starts it nonblocking (MPI_Iallgatherv); what overlaps is what the MPI
 //     library progresses while the layer computes (inside the layer's tp / cp collectives,
-//     and at the wait), not a second thread.
+//     and at the wait), not a second thread. The GPU build runs it on NCCL's side stream
+//     after the compute queued so far, and the compute stream waits for its event at use.
 //   - all-gather of the ends: at the start of a schedule (or a sample) that finds them stale;
 //     they stay until the optimizer step (FSDP keeps its root unit the same way).
 //   - reduce-scatter of a layer's gradient: after each micro-batch's backward through the
-//     layer, into this replica's grad_shard (added: the micro-batches accumulate in the shard);
+//     layer, into this replica's grad_shard (added: the micro-batches accumulate in the shard;
+//     the GPU build over NCCL all-reduces the unit: NCCL has no reduce-scatter of uneven parts);
 //     when a layer's backward is split (zero-bubble's W, --weight-pass deferred) after the
 //     input pass (the norm weights' gradients) and after the weight pass (the matmuls').
 //   - the ends' gradient: accumulated over the step, the tied embedding's copies summed
 //     (embed_group_sync), then reduce-scattered once in zero3_reduce_gradients.
 //   - after the optimizer step nothing is gathered: every unit is stale until its next use.
-// Included by data_parallel.h. The collectives are MPI's on host memory: the CPU build (the
-// GPU build refuses --zero 3, train_gpt.cu main).
+// Included after data_parallel.h. What a build supplies for it: the type GatherWait (a gather
+// in flight, defined before this file) and the functions below (train_gpt.c; parallel/zero3_gpu.h).
 #ifndef ZERO3_H
 #define ZERO3_H
+
+// comm: dp all-gather of a unit of n floats: replica r's counts[r] (this replica's from mine)
+// into recv + displs[r]; started here, complete for the compute after unit_gather_wait.
+static void unit_gather_start(Model* m, const float* mine, float* recv, const int* counts, const int* displs, size_t n,
+                              GatherWait* w);
+static void unit_gather_wait(Model* m, GatherWait* w, size_t n);
+// comm: dp reduce-scatter of a unit's gradient (n floats) in place: returns where this
+// replica's sum of its part (counts[replica] floats) is in grad.
+static float* unit_reduce_scatter(Model* m, float* grad, const int* counts, const int* displs, size_t n);
+// The gathered weights live in one buffer (arena, n floats), each unit's at its place; a
+// unit's weights are ready there for the kernels after unit_weights_ready (the GPU's bf16 copy).
+static void weights_arena(Model* m, float* arena, size_t n);
+static void unit_weights_ready(Model* m, const float* buf, size_t n);
+static void f32_free(Model* m, float* p);
 
 enum { Z3_STALE, Z3_GATHERING, Z3_READY };
 
@@ -38,7 +54,7 @@ typedef struct {
     float *buf, *grad;       // where its weights are gathered (NULL: nowhere now) and its gradient adds up
     int own_buf;             // buf is its own (the ends; every layer with --reshard-after-forward off)
     int state;               // Z3_*
-    MPI_Request req;         // its all-gather while Z3_GATHERING
+    GatherWait wait;         // its all-gather while Z3_GATHERING
     int *counts, *displs;    // [replicas] each replica's part of the range, and where it starts in the range
 } Z3Unit;
 
@@ -53,40 +69,28 @@ struct Zero3 {
 };
 
 // ----------------------------------------------------------------------------
-// The v-collectives over the dp group (host memory).
+// A unit's collectives.
 
-static Comm* z3_comm(Model* m) { return &m->L.group[GROUP_DP]; }
-static int z3_me(Model* m) { return m->L.replica; }
-
-// comm: dp all-gather of a unit's weights from the replicas' shards, started (nonblocking)
+// comm: dp all-gather of a unit's weights from the replicas' shards, started
 static void z3_gather_start(Model* m, Z3Unit* u) {
-    int me = z3_me(m);
+    int me = m->L.replica;
     const float* mine = u->counts[me] ? m->param_shard + (u->r.lo + u->displs[me] - m->opt_lo) : m->param_shard;
-    mpiCheck(MPI_Iallgatherv(mine, u->counts[me], MPI_FLOAT, u->buf, u->counts, u->displs, MPI_FLOAT,
-                             z3_comm(m)->mpi, &u->req));
+    unit_gather_start(m, mine, u->buf, u->counts, u->displs, u->r.n, &u->wait);
     u->state = Z3_GATHERING;
 }
 static void z3_gather_wait(Model* m, Z3Unit* u) {
     if (u->state != Z3_GATHERING) return;
-    Comm* c = z3_comm(m);
-    double t0 = now_s();
-    mpiCheck(MPI_Wait(&u->req, MPI_STATUS_IGNORE));
-    c->seconds += now_s() - t0, c->bytes += 4.0 * u->r.n;
-    watchdog_kick();
+    unit_gather_wait(m, &u->wait, u->r.n);
+    unit_weights_ready(m, u->buf, u->r.n);
     u->state = Z3_READY;
 }
 
-// comm: dp reduce-scatter of a unit's gradient (grad, the unit's range), in place: this
-// replica's part lands at the start of grad and is added into its grad_shard; the unit's
-// gradient is cleared for what comes next.
+// comm: dp reduce-scatter of a unit's gradient (grad, the unit's range): this replica's part
+// is added into its grad_shard, and the unit's gradient cleared for what comes next.
 static void z3_reduce_scatter(Model* m, Z3Unit* u) {
-    Comm* c = z3_comm(m);
-    int me = z3_me(m);
-    double t0 = now_s();
-    mpiCheck(MPI_Reduce_scatter(MPI_IN_PLACE, u->grad, u->counts, MPI_FLOAT, MPI_SUM, c->mpi));
-    c->seconds += now_s() - t0, c->bytes += 4.0 * u->r.n;
-    watchdog_kick();
-    if (u->counts[me]) f32_add(m, m->grad_shard + (u->r.lo + u->displs[me] - m->opt_lo), u->grad, u->counts[me]);
+    int me = m->L.replica;
+    float* part = unit_reduce_scatter(m, u->grad, u->counts, u->displs, u->r.n);
+    if (u->counts[me]) f32_add(m, m->grad_shard + (u->r.lo + u->displs[me] - m->opt_lo), part, u->counts[me]);
     f32_zero(m, u->grad, u->r.n);
 }
 
@@ -193,13 +197,13 @@ static void z3_unit_parts(Z3Unit* u, size_t S, int replicas) {
 
 // The whole local buffer of weights (all-gathered from the shards), for a reader or writer of
 // the local layout (checkpoints, llm.c and Hugging Face files); zero3_keep_shard takes this
-// replica's shard back from it. The caller frees it.
+// replica's shard back from it.
 static float* zero3_full_params(Model* m) {
     size_t S = shard_floats(&m->P, m->L.replicas);
     float* full = f32_alloc(m, m->P.n_padded);
     f32_copy(m, full + (size_t)m->L.replica * S, m->param_shard, m->opt_hi - m->opt_lo);
     param_allgather(m, GROUP_DP, full + (size_t)m->L.replica * S, full, S);  // comm: dp all-gather (whole buffer)
-    return full;
+    return full;  // the caller frees it (f32_free)
 }
 static void zero3_keep_shard(Model* m, const float* full) {
     f32_copy(m, m->param_shard, full + m->opt_lo, m->opt_hi - m->opt_lo);
@@ -207,8 +211,8 @@ static void zero3_keep_shard(Model* m, const float* full) {
 }
 
 // model_init_params for --zero 3: the shards, the units and their working buffers, the views
-// of the gradients bound once (a layer's into the one layer gradient, the ends' into theirs);
-// the weights initialized whole (params_init) and this replica's shard kept.
+// of the gradients bound once (a layer's into the one layer gradient, the ends' into theirs),
+// the initial weights (params_init).
 static void zero3_init(Model* m) {
     const ModelConfig* c = &m->c;
     int keep = m->args->reshard_keep, replicas = m->L.replicas;
@@ -221,8 +225,8 @@ static void zero3_init(Model* m) {
     optimizer_range(&m->P, c, m->L.replica, &m->opt_lo, &m->opt_hi);
     m->param_shard = f32_alloc(m, S);
     m->grad_shard = f32_alloc(m, S);
-    m->m_state = f32_alloc(m, m->opt_hi - m->opt_lo);
-    m->v_state = f32_alloc(m, m->opt_hi - m->opt_lo);
+    m->m_state = opt_state_alloc(m, m->opt_hi - m->opt_lo, "AdamW m");  // on the device, or offloaded
+    m->v_state = opt_state_alloc(m, m->opt_hi - m->opt_lo, "AdamW v");
     ParamUnit* r = (ParamUnit*)xmalloc(sizeof(ParamUnit) * (m->P.n + 2));
     z->n = param_units(&m->P, r);
     z->u = (Z3Unit*)xcalloc(z->n, sizeof(Z3Unit));
@@ -230,7 +234,7 @@ static void zero3_init(Model* m) {
     for (int l = 0; l < c->n_layer; l++) z->unit_of_layer[l] = -1;
     for (int i = 0; i < z->n; i++) {
         Z3Unit* u = &z->u[i];
-        u->r = r[i], u->req = MPI_REQUEST_NULL;
+        u->r = r[i];
         z3_unit_parts(u, S, replicas);
         if (u->r.layer >= 0) {
             z->unit_of_layer[u->r.layer] = i;
@@ -238,22 +242,22 @@ static void zero3_init(Model* m) {
         }
     }
     z->layer_grad = f32_alloc(m, max_layer);
-    for (int s = 0; s < 2; s++) z->slot[s] = keep ? NULL : f32_alloc(m, max_layer), z->slot_unit[s] = -1;
+    size_t n_arena, n_grads;  // the gathered weights' buffers, carved in order: the own ones, then the slots
+    zero3_work_floats(&m->P, keep, &n_arena, &n_grads);
+    float* arena = f32_alloc(m, n_arena);
+    weights_arena(m, arena, n_arena);
     for (int i = 0; i < z->n; i++) {
         Z3Unit* u = &z->u[i];
         u->own_buf = u->r.layer < 0 || keep;
-        if (u->own_buf) u->buf = f32_alloc(m, u->r.n);
+        if (u->own_buf) u->buf = arena, arena += u->r.n;
         if (u->own_buf) z3_bind(m, &u->r, u->buf, &m->w, m->wl);
         u->grad = u->r.layer < 0 ? f32_alloc(m, u->r.n) : z->layer_grad;
         z3_bind(m, &u->r, u->grad, &m->g, m->gl);
     }
+    for (int s = 0; s < 2; s++) z->slot[s] = keep ? NULL : arena + s * max_layer, z->slot_unit[s] = -1;
     free(r);
     if (c->sp) m->sp_buf = f32_alloc(m, S);
-    m->params = f32_alloc(m, m->P.n_padded);  // the initial weights, whole for a moment
-    params_init(m);
-    zero3_keep_shard(m, m->params);
-    free(m->params);
-    m->params = NULL;
+    params_init(m);  // the initial weights into the shard (zero3_keep_shard)
 }
 
 #endif

@@ -94,7 +94,7 @@ static int plan_filter_flag(const char* flag, const char* v, PlanFilter* f) {
     else if (!strcmp(flag, "--sp"))
         f->sp = plan_int(v, flag, 0, 1);
     else if (!strcmp(flag, "--zero"))
-        f->zero = plan_int(v, flag, 0, 3);  // ZeRO-3: the CPU trainer's (parallel/zero3.h), not the GPU build's
+        f->zero = plan_int(v, flag, 0, 3);  // ZeRO-3: parallel/zero3.h
     else if (!strcmp(flag, "--attention")) {
         if ((f->attention = attn_from_name(v)) < 0)
             fail("--attention: expected torch, fused_softmax, flash1 or flash2, got '%s'", v);
@@ -367,7 +367,7 @@ static int plan_main(int argc, char** argv) {
     int best = plan_best(res, n_rows, &any);
     if (best >= 0) {
         const PlanResult* p = &res[best];
-        // as ./train flags (ZeRO-3: the CPU build only)
+        // as ./train flags
         int kind = cp_kind_of(p->cp, p->cp_ulysses);
         char cp_flags[64] = "";
         if (kind == CPK_2D)
@@ -376,11 +376,10 @@ static int plan_main(int argc, char** argv) {
             snprintf(cp_flags, sizeof(cp_flags), " --cp %d --cp-kind %s", p->cp, CPK_NAMES[kind]);
         printf(
             "best: --dp %d --tp %d%s --pp %d --vpp %d --micro-batch %d --recompute %s%s --zero %d --schedule %s, %s "
-            "attention, rms kernel %s  (%.1f%% MFU, %.1f%% HFU, %.4g TFLOP/s/GPU, %.1f GiB)%s\n",
+            "attention, rms kernel %s  (%.1f%% MFU, %.1f%% HFU, %.4g TFLOP/s/GPU, %.1f GiB)\n",
             p->dp, p->tp, cp_flags, p->pp, p->vpp, p->micro_batch, recompute_name(p->recompute), p->sp ? " --sp" : "",
             p->zero, schedule_name(p->schedule), ATTN_NAMES[p->setup.attention], p->setup.rms_kernel ? "on" : "off",
-            100 * p->mfu, 100 * p->hfu, p->model_tflops_per_gpu, p->mem_total / GiB,
-            p->zero == 3 ? " [ZeRO-3: the CPU build only]" : "");
+            100 * p->mfu, 100 * p->hfu, p->model_tflops_per_gpu, p->mem_total / GiB);
         if (a.doc_lengths) doc_print_prediction(a.doc_lengths, &c, p);
     }
     if (a.csv) { plan_write_csv(&csv, &c, &a.dev, res, n); printf("wrote %d layouts to %s\n", n, a.csv); }

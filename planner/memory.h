@@ -132,10 +132,12 @@ static void trainer_state_bytes_per_param(int dtype_bytes, int zero, int replica
     *o = zero >= 1 ? 8 / R : 8;
 }
 // This trainer's --zero 3 working buffers on a stage (params.h zero3_work_floats, with
-// --reshard-after-forward on), fp32: two gathered layers and one layer's gradient, and the
-// weights and gradient of the model-level tensors the stage holds (embeddings; final norm, head).
-static double trainer_zero3_bytes(const ModelConfig* c, int has_embed, int has_head, int tp) {
-    return 4 * (3 * chunk_params(c, 1, 0, 0, tp) + 2 * chunk_params(c, 0, has_embed, has_head, tp));
+// --reshard-after-forward on): two gathered layers and the model-level tensors the stage holds
+// (embeddings; final norm, head), fp32 with the GPU's bf16 copy, and their gradient's buffers,
+// one layer's and the model-level tensors', fp32.
+static double trainer_zero3_bytes(const ModelConfig* c, int dtype_bytes, int has_embed, int has_head, int tp) {
+    double layer = chunk_params(c, 1, 0, 0, tp), ends = chunk_params(c, 0, has_embed, has_head, tp);
+    return (4 + (dtype_bytes < 4 ? dtype_bytes : 0)) * (2 * layer + ends) + 4 * (layer + ends);
 }
 
 // --offload optimizer (ZeRO-Offload, Ren et al. 2021): AdamW's m and v leave the device, and in

@@ -214,7 +214,7 @@ static void metrics_predict(Metrics* m, const ModelConfig* c, const char* device
     if (zero == 3) {  // the shards, and the working buffers of the gathered units (parallel/zero3.h)
         size_t S = P->n_padded / (c->dp * c->cp), work_w, work_g;
         zero3_work_floats(P, m->args->reshard_keep, &work_w, &work_g);
-        m->pred_bytes[0] = 4.0 * (S + work_w), m->pred_bytes[1] = 4.0 * (S + work_g);
+        m->pred_bytes[0] = 4.0 * S + (double)param_bytes * work_w, m->pred_bytes[1] = 4.0 * (S + work_g);
     }
     m->pred_bytes[2] = 8.0 * opt_floats;
     m->pred_bytes[3] = 4.0 * act_peak_floats;

@@ -105,3 +105,56 @@ static void offload_checkpoints(void) {
         free(w), free(c), free(r);
     }
 }
+
+// Column `name` of the first row of a --plan-csv file (NAN when absent).
+static double plan_csv_value(const char* path, const char* name) {
+    char head[4096] = "", row[4096] = "";
+    FILE* f = fopen(path, "r");
+    int ok = f && fgets(head, sizeof(head), f) && fgets(row, sizeof(row), f);
+    if (f) fclose(f);
+    if (!ok) return NAN;
+    char *h = head, *r = row;
+    for (;;) {
+        size_t hn = strcspn(h, ",\n"), rn = strcspn(r, ",\n");
+        if (hn == strlen(name) && !strncmp(h, name, hn)) return rn ? atof(r) : NAN;
+        if (h[hn] != ',' || r[rn] != ',') return NAN;
+        h += hn + 1, r += rn + 1;
+    }
+}
+
+// One layout through ./train --plan --plan-csv with `offload`; its CSV's path in csv.
+static int plan_layout(const char* tag, const char* layout, const char* offload, char* csv, size_t cap) {
+    char cmd[2048], out[600];
+    snprintf(csv, cap, "/tmp/test_layouts/offload_plan_%s.csv", tag);
+    snprintf(out, sizeof(out), "/tmp/test_layouts/offload_plan_%s.txt", tag);
+    snprintf(cmd, sizeof(cmd),
+             "./train --plan --model llama-7b --gpus 8 --device a100-80gb --micro-batch 1 --recompute none "
+             "--attention flash2 --rms-kernel on --sp 0 %s --offload %s --plan-csv %s",
+             layout, offload, csv);
+    return run_to_file(cmd, out);
+}
+
+// The planner's offload terms on one layout each (planner/memory.h, time.h): --offload optimizer
+// (dp 2 tp 2 pp 2 zero 1) leaves no optimizer state and 2 of the 6 bytes of weights per parameter
+// (the bf16 copy, not the fp32 master) on the device and takes longer for its optimizer step;
+// --offload activations (dp 2 pp 4, 1F1B: stage 0 holds 4 micro-batches) holds fewer activations
+// and takes no less time.
+static void offload_planner(void) {
+    if (!selected("offload_plan")) return;
+    char a[600], b[600], c[600], d[600];
+    const char *opt = "--dp 2 --tp 2 --pp 2 --vpp 1 --schedule 1f1b --zero 1",
+               *act = "--dp 2 --pp 4 --vpp 1 --schedule 1f1b --zero 1";
+    int rc = plan_layout("opt_none", opt, "none", a, sizeof(a)) | plan_layout("opt", opt, "optimizer", b, sizeof(b)) |
+             plan_layout("act_none", act, "none", c, sizeof(c)) | plan_layout("act", act, "activations", d, sizeof(d));
+    double w0 = plan_csv_value(a, "mem_weights_gib"), w1 = plan_csv_value(b, "mem_weights_gib");
+    double o0 = plan_csv_value(a, "mem_optim_gib"), o1 = plan_csv_value(b, "mem_optim_gib");
+    double t0 = plan_csv_value(a, "t_optim_s"), t1 = plan_csv_value(b, "t_optim_s");
+    int ok = !rc && o0 > 0 && o1 == 0 && fabs(3 * w1 / w0 - 1) < 1e-3 && t1 > t0;
+    check(ok, "offload_plan optimizer", "llama-7b dp 2 tp 2 pp 2 zero 1: optimizer %.2f -> %.2f GiB, weights %.2f -> "
+          "%.2f GiB (the fp32 master leaves), optimizer step %.3f -> %.3f s", o0, o1, w0, w1, t0, t1);
+    double a0 = plan_csv_value(c, "mem_act_gib"), a1 = plan_csv_value(d, "mem_act_gib");
+    double s0 = plan_csv_value(c, "t_step_s"), s1 = plan_csv_value(d, "t_step_s");
+    ok = !rc && a1 > 0 && a1 < a0 && s1 >= s0;
+    check(ok, "offload_plan activations", "llama-7b dp 2 pp 4 1F1B: stage activations %.2f -> %.2f GiB, step %.3f -> "
+          "%.3f s", a0, a1, s0, s1);
+}

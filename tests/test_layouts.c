@@ -717,6 +717,7 @@ int main(int argc, char** argv) {
     zero3_checkpoints();
     offload_suites();
     offload_checkpoints();
+    offload_planner();
     if (!only) {
         default_batch_matches();
         // --trace: valid trace-event JSON whose track of one stage shows the order of

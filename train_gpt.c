@@ -479,7 +479,7 @@ int main(int argc, char** argv) {
     }
     // the planner's view of this machine: ranks time-share the cores, each with cores/world threads
     metrics_predict(&met, c, "cpu", core * (cores / world > 1 ? cores / world : 1), (int)cores, &m.P,
-                    m.opt_hi - m.opt_lo, act_bytes / sizeof(float), 4, 0, act_tier_bytes);
+                    m.opt_hi - m.opt_lo, act_bytes / sizeof(float), 4, act_tier_bytes);
 
     int code = train_loop(&m, &run, &met, start_step);  // 0, or 128 + a stop signal, or 1: every step skipped
     if (code) {

@@ -763,7 +763,7 @@ int main(int argc, char** argv) {
     // 6 bytes/param: fp32 master + bf16 copy
     metrics_predict(&met, c,
                     strstr(prop.name, "H200") ? "h200-sxm" : strstr(prop.name, "A100") ? "a100-80gb" : "h100-sxm",
-                    met.peak_flops, 0, &m.P, m.opt_hi - m.opt_lo, act_bytes / 4, 6, 0, act_tier_bytes);
+                    met.peak_flops, 0, &m.P, m.opt_hi - m.opt_lo, act_bytes / 4, 6, act_tier_bytes);
 
     int code = train_loop(&m, &run, &met, start_step);  // 0, or 128 + a stop signal, or 1: every step skipped
     if (code) {

@@ -55,7 +55,7 @@ def row(r):
     # the planner's temporaries: this trainer's ZeRO-3 working buffers (the start-up table counts them with params)
     plan = r["plan_weight_bytes"] + r["plan_grad_bytes"] + r["plan_opt_bytes"] + r["plan_act_bytes"] + \
         r["plan_temp_bytes"]
-    host = r["param_host_bytes"] + r["opt_host_bytes"] + r["act_host_bytes"]
+    host = r["opt_host_bytes"] + r["act_host_bytes"]
     return ("%-22s %7.2f %7.2f %7.2f %7.2f %7.2f | %7.2f %7.2f | %7.2f %+6.1f%% | %7.2f %7.2f | %8.1f %8.1f" %
             (r["tag"], r["param_bytes"] / MiB, r["grad_bytes"] / MiB, r["opt_bytes"] / MiB,
              r["act_buffer_bytes_max"] / MiB, dev / MiB, r["act_peak_bytes"] / MiB, host / MiB, plan / MiB,

@@ -46,7 +46,7 @@ typedef struct {
     Bytes doc_events;           // --trace, rank 0: instant events naming each micro-batch's documents (train.h)
     // this rank's buffers: params, grads, optimizer state, activations at the schedule's peak
     double pred_bytes[4];
-    double host_bytes[4];       // the same in host memory / the offload tier (--offload; runtime/offload.h)
+    double host_opt_bytes, host_act_bytes;  // AdamW's state, activation slots in the offload tier (runtime/offload.h)
     int cfg_offload;            // --offload's bits
     PlanResult plan;            // the planner's prediction for this layout (same model as ./train --plan)
     double ms_sum;              // measured step times after the first, for the end-of-run comparison
@@ -200,12 +200,10 @@ static void print_startup(const Layout* L, const ParamLayout* P, const ModelConf
 // At start: the planner's prediction for this run's layout (planner.h, the model behind
 // ./train --plan) on `device`, and this rank's buffer sizes from the layout. At the end
 // (metrics_finish) both are shown beside what was measured.
-// Offloaded (--offload): host_param_bytes per parameter of master weights the build keeps in
-// host memory instead (the GPU's fp32 copy), act_tier_bytes of activation slots; AdamW's m and v
-// are on the host whenever the optimizer is offloaded.
+// Offloaded (--offload): AdamW's m and v with --offload optimizer, act_tier_bytes of activation slots.
 static void metrics_predict(Metrics* m, const ModelConfig* c, const char* device, double peak_flops_per_rank,
                             int shared_cores, const ParamLayout* P, size_t opt_floats, size_t act_peak_floats,
-                            int param_bytes, int host_param_bytes, double act_tier_bytes) {
+                            int param_bytes, double act_tier_bytes) {
     int zero = c->zero;
     m->pred_bytes[0] = (double)param_bytes * P->n_padded;
     m->pred_bytes[1] = 4.0 * (zero == 2   ? 2 * opt_floats + P->n_padded
@@ -218,10 +216,9 @@ static void metrics_predict(Metrics* m, const ModelConfig* c, const char* device
     }
     m->pred_bytes[2] = 8.0 * opt_floats;
     m->pred_bytes[3] = 4.0 * act_peak_floats;
-    m->host_bytes[0] = (double)host_param_bytes * P->n_padded;
-    m->host_bytes[2] = c->offload & OFFLOAD_OPTIMIZER ? m->pred_bytes[2] : 0;
-    m->pred_bytes[2] -= m->host_bytes[2];
-    m->host_bytes[3] = act_tier_bytes;
+    m->host_opt_bytes = c->offload & OFFLOAD_OPTIMIZER ? m->pred_bytes[2] : 0;
+    m->pred_bytes[2] -= m->host_opt_bytes;
+    m->host_act_bytes = act_tier_bytes;
     m->cfg_offload = c->offload;
     DeviceProfile d;
     profile_builtin(device, &d);
@@ -238,9 +235,8 @@ static void metrics_predict(Metrics* m, const ModelConfig* c, const char* device
            fmt_bytes(m->pred_bytes[0], a), fmt_bytes(m->pred_bytes[1], b), fmt_bytes(m->pred_bytes[2], cc),
            fmt_bytes(m->pred_bytes[3], e));
     if (c->offload)
-        printf("offloaded per rank (rank 0, host / --offload-dir tier): params %s, grads %s, adam %s, activations %s\n",
-               fmt_bytes(m->host_bytes[0], a), fmt_bytes(m->host_bytes[1], b), fmt_bytes(m->host_bytes[2], cc),
-               fmt_bytes(m->host_bytes[3], e));
+        printf("offloaded per rank (rank 0, host / --offload-dir tier): adam %s, activations %s\n",
+               fmt_bytes(m->host_opt_bytes, cc), fmt_bytes(m->host_act_bytes, e));
     if (m->plan.invalid) {
         printf("planner: cannot model this layout (%s)\n", m->plan.invalid);
         return;
@@ -457,19 +453,19 @@ static void metrics_finish(Metrics* m, const Layout* L, double act_peak_bytes_me
         printf("measured: peak resident memory %s per rank (max over ranks; rank 0's model buffers %s)\n",
                fmt_bytes(rss, e), fmt_bytes(bufs, f));
         if (m->cfg_offload)
-            printf("offloaded (rank 0): params %s, adam %s, activations %s in host memory / the offload tier\n",
-                   fmt_bytes(m->host_bytes[0], a), fmt_bytes(m->host_bytes[2], b), fmt_bytes(m->host_bytes[3], c));
+            printf("offloaded (rank 0): adam %s, activations %s in host memory / the offload tier\n",
+                   fmt_bytes(m->host_opt_bytes, b), fmt_bytes(m->host_act_bytes, c));
         char line[1280];
         snprintf(
             line, sizeof(line),
             "{\"final\":1,\"act_peak_bytes\":%.0f,\"act_peak_bytes_max\":%.0f,\"act_buffer_bytes\":%.0f,"
             "\"act_buffer_bytes_max\":%.0f,\"param_bytes\":%.0f,\"grad_bytes\":%.0f,\"opt_bytes\":%.0f,"
             "\"step_ms_mean\":%.3f,\"plan_step_ms\":%.3f,\"plan_act_bytes\":%.0f,\"plan_weight_bytes\":%.0f,"
-            "\"rss_peak_bytes_max\":%.0f,\"param_host_bytes\":%.0f,\"opt_host_bytes\":%.0f,\"act_host_bytes\":%.0f,"
+            "\"rss_peak_bytes_max\":%.0f,\"opt_host_bytes\":%.0f,\"act_host_bytes\":%.0f,"
             "\"plan_grad_bytes\":%.0f,\"plan_opt_bytes\":%.0f,\"plan_temp_bytes\":%.0f}\n",
             act_peak_bytes_measured, mx, m->pred_bytes[3], buf_mx, m->pred_bytes[0], m->pred_bytes[1], m->pred_bytes[2],
-            ms, m->plan.t_step * 1e3, m->plan.mem_act, m->plan.mem_weights, rss, m->host_bytes[0], m->host_bytes[2],
-            m->host_bytes[3], m->plan.mem_grads, m->plan.mem_optim, m->plan.mem_temp);
+            ms, m->plan.t_step * 1e3, m->plan.mem_act, m->plan.mem_weights, rss, m->host_opt_bytes, m->host_act_bytes,
+            m->plan.mem_grads, m->plan.mem_optim, m->plan.mem_temp);
         json_nonfinite_to_null(line, sizeof(line));
         if (m->log) output_write(m->log, line, "--log", m->args->log);
     }

@@ -418,7 +418,7 @@ static void metrics_write_trace(Metrics* m, const Layout* L) {
                     name, cat, r, all[i] * 1e6, (all[i + 1] - all[i]) * 1e6, color);
             }
         }
-        fwrite(m->doc_events.bytes, 1, m->doc_events.n, f);
+        if (m->doc_events.n) fwrite(m->doc_events.bytes, 1, m->doc_events.n, f);
         fprintf(f, "\n]}\n");
         atomic_commit(&out);
         char shown[4 * PATH_CAP];

@@ -33,6 +33,8 @@ typedef struct {
     int cp_contiguous;
     // --offload: OFFLOAD_OPTIMIZER and / or OFFLOAD_ACTIVATIONS, 0 none; --offload-frames (0: the default 2)
     int offload, offload_frames;
+    // --weight-pass deferred (always with zb-*): a chunk's weight gradients after all its input gradients
+    int weight_pass_deferred;
 } ModelConfig;
 
 // One block of causal attention: the query rows of one sequence segment against the key

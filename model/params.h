@@ -142,6 +142,9 @@ static int head_specs(const ModelConfig* c, TensorSpec* s) {
 }
 
 static size_t spec_size(const TensorSpec* s) { return (size_t)s->rows * s->cols; }
+static size_t spec_local_size(const TensorSpec* s, int tp) {  // its floats on one tp rank
+    return s->shard == SHARD_NONE ? spec_size(s) : spec_size(s) / tp;
+}
 
 // Why this model cannot be split over tp ranks, or NULL.
 static const char* tp_check(const ModelConfig* c, int tp, char* why) {
@@ -172,7 +175,7 @@ static void add_tensor(ParamLayout* P, const TensorSpec* s, int layer, size_t fu
     t->owner = owner && (s->shard != SHARD_NONE || tp_rank == 0);
     t->full_offset = full_offset;
     t->offset = P->n_local;
-    t->size = s->shard == SHARD_NONE ? spec_size(s) : spec_size(s) / tp;
+    t->size = spec_local_size(s, tp);
     P->n_local += t->size;
 }
 
@@ -257,6 +260,20 @@ static void zero3_work_floats(const ParamLayout* P, int keep_gathered, size_t* p
     free(u);
     *params = ends + (keep_gathered ? layers : 2 * max_layer);
     *grads = ends + max_layer;
+}
+
+// The largest unit --zero 3 gathers on a tp rank, in floats: a layer, the embeddings, or the
+// final norm and head with GPT-2's tied copy of wte (on a stage other than the first). Its
+// collectives count in int (MPI's v-forms, NCCL's grouped sends): args.h refuses more than INT_MAX.
+static size_t zero3_largest_unit(const ModelConfig* c, int tp) {
+    TensorSpec specs[12];
+    size_t layer = 0, embed = 0, head = 0, wte = 0;
+    for (int i = 0, n = layer_specs(c, specs); i < n; i++) layer += spec_local_size(&specs[i], tp);
+    for (int i = 0, n = embed_specs(c, specs); i < n; i++) embed += spec_local_size(&specs[i], tp);
+    if (c->arch == ARCH_GPT2) wte = spec_local_size(&specs[0], tp);  // embed_specs' first: wte
+    for (int i = 0, n = head_specs(c, specs); i < n; i++) head += spec_local_size(&specs[i], tp);
+    size_t largest = layer > embed ? layer : embed;
+    return head + wte > largest ? head + wte : largest;
 }
 
 // Point the named views at a buffer laid out by P.

@@ -185,7 +185,7 @@ static void zero3_params_updated(Model* m) {
 
 // Every unit's part of each replica's shard [r S, (r + 1) S).
 static void z3_unit_parts(Z3Unit* u, size_t S, int replicas) {
-    if (u->r.n > INT_MAX) fail("--zero 3: a unit of %zu floats is more than MPI's int counts", u->r.n);
+    // (its n fits an int: args.h refuses a larger unit, zero3_largest_unit)
     u->counts = (int*)xcalloc(replicas, sizeof(int));
     u->displs = (int*)xcalloc(replicas, sizeof(int));
     size_t end = u->r.lo + u->r.n;

@@ -166,13 +166,14 @@ static int offload_in_flight(const ModelConfig* c, int in_flight) {
 // its peak (micro-batch, chunk) activations held and peak W's owed (the other frameworks'
 // memory, predict.h's plan_memory), and the counts act_chunk_counts gives each of its local
 // chunks (this trainer's buffers; the weight passes are deferred when the list has W ops, as
-// the trainer defers them by default). A search asks for the same pipeline shape many times
-// (once per kernel, recomputation, ZeRO and SP choice, and again for every tp and cp that
+// the trainer defers them by default, or with --weight-pass deferred). A search asks for the
+// same pipeline shape many times (once per kernel, recomputation, ZeRO and SP choice, and again for every tp and cp that
 // leave the same pp and m), so each thread keeps the counts of the last PIPE_COUNTS_KEPT
 // shapes: each schedule is built about once.
 #define PIPE_COUNTS_KEPT 8192
 typedef struct {
     int schedule, pp, vpp, m;  // the shape (pp 0: an empty entry)
+    int defer_weight;          // --weight-pass deferred (c->weight_pass_deferred)
     double* t_build;           // the times its lists were built for (chunk_op_flops)
     int* peaks;                // peaks[2s], peaks[2s+1]: stage s's in flight and W's owed
     ActCounts* chunks;         // [pp * vpp]: stage s, local chunk j at s * vpp + j
@@ -192,13 +193,13 @@ static void pipe_counts_release(void) {
 // The kept counts of c's pipeline with m micro-batches, built if not kept (valid until the
 // next call).
 static const PipeCounts* pipe_counts(const ModelConfig* c, int m) {
-    int schedule = c->schedule, pp = c->pp, vpp = c->vpp, n_t = 3 * pp * vpp;
+    int schedule = c->schedule, pp = c->pp, vpp = c->vpp, n_t = 3 * pp * vpp, defer = c->weight_pass_deferred;
     double* t_build = (double*)xmalloc(sizeof(double) * n_t);
     chunk_op_flops(c, pp, vpp, t_build);  // the times ZB-V's lists are built for, as in the runtime
     unsigned slot =
         (unsigned)schedule * 2654435761u ^ (unsigned)pp * 40503u ^ (unsigned)vpp * 977u ^ (unsigned)m * 2246822519u;
     PipeCounts* e = &pipe_counts_kept[slot % PIPE_COUNTS_KEPT];
-    if (e->schedule != schedule || e->pp != pp || e->vpp != vpp || e->m != m ||
+    if (e->schedule != schedule || e->pp != pp || e->vpp != vpp || e->m != m || e->defer_weight != defer ||
         memcmp(e->t_build, t_build, sizeof(double) * n_t)) {
         PipeOp* ops = (PipeOp*)xmalloc(sizeof(PipeOp) * schedule_max_ops(m, vpp));
         free(e->peaks), free(e->chunks), free(e->t_build);
@@ -210,10 +211,10 @@ static const PipeCounts* pipe_counts(const ModelConfig* c, int m) {
             e->peaks[2 * s + 1] = schedule_max_w_owed(ops, n_ops, -1);
             for (int j = 0; j < vpp; j++)
                 e->chunks[s * vpp + j] = act_chunk_counts(
-                    ops, n_ops, j, chunk_global(schedule, pp, s, j) == pp * vpp - 1, ops_have_w(ops, n_ops));
+                    ops, n_ops, j, chunk_global(schedule, pp, s, j) == pp * vpp - 1, defer || ops_have_w(ops, n_ops));
         }
         free(ops);
-        e->schedule = schedule, e->pp = pp, e->vpp = vpp, e->m = m, e->t_build = t_build;
+        e->schedule = schedule, e->pp = pp, e->vpp = vpp, e->m = m, e->defer_weight = defer, e->t_build = t_build;
     } else {
         free(t_build);
     }

@@ -8,6 +8,7 @@
 
 #include <stddef.h>
 #include "model/config.h"
+#include "model/params.h"
 
 #define MAX_FLAGS 80
 
@@ -35,7 +36,6 @@ typedef struct {
     double peak_tflops;        // per device, for MFU; 0: measured (CPU) or by device name (GPU)
     int comm_mpi;              // GPU build: --comm mpi (host-staged) instead of NCCL
     int gelu_unfused;          // GPU build: --gelu-fusion off (GELU as its own kernel, not in the fc matmul)
-    int weight_pass_deferred;  // --weight-pass deferred: a chunk's weight gradients after all its input gradients
     int reshard_keep;          // --reshard-after-forward off: --zero 3 keeps each gathered layer for the step
     int cp_kind;               // --cp-kind: CP_RING, CP_ULYSSES, CP_2D
     int doc_mask;              // --doc-mask: DOC_MASK_AUTO, _ON, _OFF as given; run.h doc_mask_resolve sets doc_masked
@@ -224,7 +224,7 @@ static const Flag FLAGS[] = {
     {"--gelu-fusion", FLAG_CHOICE, "on|off", NO_RANGE, "on", HELP_OUTPUT, AGREE, 0, IN_ARGS(gelu_unfused),
      "GPU build: GELU in the fc matmul's cuBLASLt epilogue, or its own kernel"},
     {"--weight-pass", FLAG_CHOICE, "immediate|deferred", NO_RANGE, NULL, HELP_OUTPUT, AGREE, 0,
-     IN_ARGS(weight_pass_deferred),
+     IN_CFG(weight_pass_deferred),
      "each layer's weight gradients right after its input gradient (default), or after the whole chunk's input "
      "pass (more memory; always so with zb-*)"},
     {"--quiet", FLAG_SWITCH, "", NO_RANGE, NULL, HELP_OUTPUT, AGREE_NO, 0, IN_ARGS(quiet), "no step lines"},
@@ -390,12 +390,12 @@ static void args_resolve(Args* a) {
         fail("--vpp %d: --schedule zb-v places exactly two chunks per stage (a V); use --vpp 2", c->vpp);
     if (schedule_has_w(c->schedule)) {
         const char* s = schedule_name(c->schedule);
-        if (flag_given(a, "--weight-pass") && !a->weight_pass_deferred)
+        if (flag_given(a, "--weight-pass") && !c->weight_pass_deferred)
             fail("--weight-pass immediate: --schedule %s runs each weight pass as its own op (W)", s);
         if (c->recompute == RECOMPUTE_FULL)
             fail("--recompute full: --schedule %s keeps each layer's activations until its weight pass (W); "
                  "use --recompute selective", s);
-        a->weight_pass_deferred = 1;
+        c->weight_pass_deferred = 1;
     }
     if (a->offload_dir && !c->offload) fail("--offload-dir: only with --offload optimizer, activations or both");
     if (flag_given(a, "--offload-frames") && !(c->offload & OFFLOAD_ACTIVATIONS))
@@ -408,12 +408,16 @@ static void args_resolve(Args* a) {
         fail("rotary embeddings need an even head size, got %d", c->d_model / c->n_head);
     if (flag_given(a, "--reshard-after-forward") && c->zero != 3)
         fail("--reshard-after-forward: only with --zero 3 (the other levels keep every weight)");
-    if (a->weight_pass_deferred && c->recompute == RECOMPUTE_FULL)
+    if (c->weight_pass_deferred && c->recompute == RECOMPUTE_FULL)
         fail(
             "--weight-pass deferred keeps every layer's activations until the chunk's weight passes: not with "
             "--recompute "
             "full");
     config_finalize(c);
+    if (c->zero == 3 && zero3_largest_unit(c, c->tp) > INT_MAX)
+        fail("--zero 3: a gathered unit (a layer, the embeddings or the head) of %zu floats per tp rank is more than "
+             "the %d a collective's int counts hold; raise --tp",
+             zero3_largest_unit(c, c->tp), INT_MAX);
 }
 
 static void parse_args(Args* a, int argc, char** argv) {

@@ -35,7 +35,7 @@ static void model_init_layout(Model* m, Args* a, Metrics* met) {
     m->pos = (int*)xmalloc(sizeof(int) * m->T);  // the sequence position of each row this rank holds
     cp_positions(m->pos, c->seq_len, c->cp, c->cp_ulysses, m->L.cp_rank, c->cp_contiguous);
     param_layout_build(&m->P, c, c->tp, m->L.tp_rank, c->pp, c->vpp, m->L.stage, m->L.replicas);
-    m->defer_weight = a->weight_pass_deferred;
+    m->defer_weight = c->weight_pass_deferred;
 }
 
 // The fp32 state where the build keeps it (f32_alloc): parameters and gradients, one buffer

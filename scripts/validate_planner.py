@@ -152,8 +152,8 @@ def error_summary(label, rs):
     err = [float(r["pred_mfu_pct"]) - float(r["mfu_pct"]) for r in rs if r["pred_mfu_pct"]]
     if not err:
         return
-    print("  %-44s %3d runs, MFU MAE %5.2f points, mean error %+6.2f" % (label, len(err), sum(abs(e) for e in err) / len(err),
-                                                                       sum(err) / len(err)))
+    mae = sum(abs(e) for e in err) / len(err)
+    print("  %-44s %3d runs, MFU MAE %5.2f points, mean error %+6.2f" % (label, len(err), mae, sum(err) / len(err)))
 
 
 def published(train, path, extra):
@@ -200,7 +200,8 @@ def published(train, path, extra):
         d = float(r["pred_mfu_pct"]) - float(r["mfu_pct"]) if r["pred_mfu_pct"] else float("nan")
         print("%-40s %-5s %5s %4s %-9s %3s %4s %7.2f %7s %+6.2f %6s%s%s" % (
               r["model"] + " " + r["sheet"][:24], r["device"][:4], r["seq_len"], r["gpus"],
-              "t%sp%sv%s" % (r["tp"], r["pp"], r.get("vpp") or 1), r["micro_batch"], r["recompute"][:4], float(r["mfu_pct"]),
+              "t%sp%sv%s" % (r["tp"], r["pp"], r.get("vpp") or 1), r["micro_batch"], r["recompute"][:4],
+              float(r["mfu_pct"]),
               r["pred_mfu_pct"], d, r["pred_mem_gib"], " held out" if r["held_out"] == "1" else "",
               "" if r["pred_fits"] == "1" else " (predicted not to fit)"))
     print("by source (held out: kept out of every fit):")
@@ -218,7 +219,8 @@ def published(train, path, extra):
         for sheet, seq in dict.fromkeys((r["sheet"], r["seq_len"]) for r in rs):
             # one run per model size (the fewest GPUs), ordered by size
             by_size = {}
-            for r in sorted((r for r in rs if (r["sheet"], r["seq_len"]) == (sheet, seq)), key=lambda r: int(r["gpus"])):
+            same_source = (r for r in rs if (r["sheet"], r["seq_len"]) == (sheet, seq))
+            for r in sorted(same_source, key=lambda r: int(r["gpus"])):
                 by_size.setdefault(int(r["d_model"]) * int(r["n_layer"]), r)
             xs = [float(r["mfu_pct"]) for r in by_size.values()]
             ys = [float(r["pred_mfu_pct"]) for r in by_size.values()]

@@ -451,6 +451,17 @@ static const BadCase BAD_CASES[] = {
     {"layout_tp3", "--tp 3", "layout:", 1},
     {"layout_global_batch", "--dp 1 --global-batch 33", "layout:", 1},
     {"layout_zero_no_dp", "--zero 1", "layout:", 1},
+    // --zero 3 (parallel/zero3.h): what it needs, what it does not go with, units past int counts
+    {"zero3_level_4", "--zero 4", "--zero must be in [0, 3]", 1},
+    {"zero3_no_dp", "--zero 3", "--zero 3 needs dp x cp > 1", 1},
+    {"zero3_reshard_without_zero3", "--dp 2 --zero 2 --reshard-after-forward off",
+     "--reshard-after-forward: only with --zero 3", 1},
+    {"zero3_reshard_choice", "--dp 2 --zero 3 --reshard-after-forward maybe",
+     "--reshard-after-forward must be on or off", 1},
+    {"zero3_layer_past_int", "--dp 2 --zero 3 --d-model 14000 --n-head 100 --n-layer 2",
+     "a gathered unit (a layer, the embeddings or the head) of 2352182000 floats per tp rank", 1},
+    {"zero3_embedding_past_int", "--dp 2 --zero 3 --vocab 1048576 --d-model 4096 --n-head 64 --n-layer 2 --tp 2",
+     "of 2147614720 floats per tp rank", 1},
     // checkpoints
     {"ckpt_truncated", "--resume " BAD "/ck_truncated/ckpt.bin", "truncated or corrupt", 1},
     {"ckpt_grown", "--resume " BAD "/ck_grown/ckpt.bin", "truncated or corrupt", 1},

@@ -2,6 +2,15 @@
 // and the cluster decide: Megatron-LM's asynchronous tensor-parallel backward, unfused
 // attention's batched matmuls by their shapes, and the links across nodes.
 
+// LLaMA-13B at 2048 tokens over tp ranks of an A100 node: *d the device, *l the node's link.
+static ModelConfig llama13b_tp_in_a100_node(int tp, DeviceProfile* d, Link* l) {
+    profile_builtin("a100-80gb", d);
+    ModelConfig c = model("llama-13b", 2048);
+    c.tp = tp;
+    *l = group_link(d, tp, 1, 8);
+    return c;
+}
+
 // Megatron-LM's asynchronous tensor-parallel communication (software.h tp_async_dgrad, time.h
 // layer_time): a framework's backward runs the input-gradient all-reduce of the qkv and fc
 // linears while their weight gradients are computed, so a layer's backward is shorter than
@@ -14,12 +23,10 @@
 // exposed, fc's hides it whole for 0.2 x 330.3 = 66.1 us: 434.9 us saved of 660.6.
 static void test_tp_async_dgrad(void) {
     DeviceProfile d;
-    profile_builtin("a100-80gb", &d);
-    ModelConfig c = model("llama-13b", 2048);
-    c.tp = 8;
+    Link l;
+    ModelConfig c = llama13b_tp_in_a100_node(8, &d, &l);
     PlanSetup fw = plan_setup_for(SOFTWARE_FRAMEWORK), plain = fw;
     plain.tp_async_dgrad = 0;
-    Link l = group_link(&d, 8, 1, 8);
     LayerTime a = layer_time(&c, 1, 8, 0, 1, 1, &fw, &d, l, l, l);
     LayerTime b = layer_time(&c, 1, 8, 0, 1, 1, &plain, &d, l, l, l);
     double n = 2048, h = 5120, one = link_allreduce_time(8, n * h * d.dtype_bytes, l);
@@ -80,12 +87,10 @@ static void test_links_across_nodes(void) {
 // all-reduces of s x b x h where Megatron's fused gate|up has two; with SP both reduce-scatter once.
 static void test_swiglu_two_linears(void) {
     DeviceProfile d;
-    profile_builtin("a100-80gb", &d);
-    ModelConfig c = model("llama-13b", 2048);
-    c.tp = 4;
+    Link l;
+    ModelConfig c = llama13b_tp_in_a100_node(4, &d, &l);
     PlanSetup sc = plan_setup_for(SOFTWARE_SCALING), fused = sc;
     fused.swiglu_two_linears = 0;
-    Link l = group_link(&d, 4, 1, 8);
     double one = link_allreduce_time(4, 2048.0 * 5120 * d.dtype_bytes, l);
     LayerTime a = layer_time(&c, 1, 4, 0, 1, 1, &sc, &d, l, l, l);
     LayerTime b = layer_time(&c, 1, 4, 0, 1, 1, &fused, &d, l, l, l);

@@ -425,6 +425,9 @@ int main(int argc, char** argv) {
         // context parallelism: a checkpoint holds whole tensors, whatever split the sequence had
         reshard("cp2_to_1rank", "", &ref, rd, "--cp 2", "");
         reshard("dp2zero1_to_cp4_2d", "", &ref, rd, "--dp 2 --zero 1", "--cp 4 --cp-kind 2d --cp-ulysses 2");
+        // ZeRO-3's shards from and to whole tensors: another dp and level, each way
+        reshard("dp2zero1_to_dp4zero3", "", &ref, rd, "--dp 2 --zero 1", "--dp 4 --zero 3");
+        reshard("dp2zero3pp2_to_tp2", "", &ref, rd, "--dp 2 --zero 3 --pp 2", "--tp 2");
         if (reference("ref_llama_1rank", "--model llama-tiny", &ref_llama)) {
             reshard("llama_tp2sp_to_pp2vpp2", "--model llama-tiny", &ref_llama, ROOT "/ref_llama_1rank", "--tp 2 --sp",
                     "--pp 2 --vpp 2");

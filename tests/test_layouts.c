@@ -207,6 +207,20 @@ static char* ckpt_body(const char* dir, size_t* n) {
     return ok ? body : NULL;
 }
 
+// Steps 1-5 of `flags` in whole, and again in cut resumed from whole's step-3 checkpoint: 1 when
+// both end with the same checkpoint, bit for bit (its bytes in *n); the first failing exit in *rc.
+static int resumed_bitwise(const char* whole, const char* cut, const char* flags, int* rc, size_t* n) {
+    size_t na = 0, nb = 0;
+    char *a = NULL, *b = NULL;
+    *rc = train_in(whole, flags, 5, 0);
+    if (!*rc) *rc = ckpt_copy(whole, 3, cut) ? -1 : train_in(cut, flags, 5, 1);
+    if (!*rc) a = ckpt_body(whole, &na), b = ckpt_body(cut, &nb);
+    int same = a && b && na == nb && !memcmp(a, b, na);
+    free(a), free(b);
+    *n = na;
+    return same;
+}
+
 // Under the same layout a run resumed from its step-3 checkpoint ends with the checkpoint of
 // the run that went on, bit for bit; a run that goes dp 2 zero 3 -> pp 2 (no ZeRO) -> dp 2
 // tp 2 zero 3 through its checkpoints (steps 1-2, 3-4, 5) matches the 1-rank run (compare: TOL).
@@ -219,15 +233,10 @@ static void zero3_checkpoints(void) {
     snprintf(pp2, sizeof(pp2), "%s/pp2", root);
     snprintf(back, sizeof(back), "%s/back", root);
     snprintf(cmd, sizeof(cmd), "rm -rf %s && mkdir -p %s", root, whole);
-    size_t na = 0, nb = 0;
-    char *a = NULL, *b = NULL;
-    int rc = system(cmd) ? -1 : train_in(whole, z3, 5, 0);
-    if (!rc) rc = ckpt_copy(whole, 3, cut) ? -1 : train_in(cut, z3, 5, 1);
-    if (!rc) a = ckpt_body(whole, &na), b = ckpt_body(cut, &nb);
-    int same = a && b && na == nb && !memcmp(a, b, na);
+    size_t na = 0;
+    int rc = -1, same = system(cmd) ? 0 : resumed_bitwise(whole, cut, z3, &rc, &na);
     check(same, "zero3_ckpt resume bitwise", "dp 2 zero 3: resumed at step 3 against the run that went on (exit %d, "
           "%zu bytes): %s", rc, na, same ? "identical" : "DIFFER");
-    free(a), free(b);
     RunResult ref = {0}, r = {0}, part = {0};
     if (!rc) rc = ckpt_copy(whole, 2, pp2) ? -1 : train_in(pp2, "--model tiny --pp 2", 5, 1);
     if (!rc) rc = ckpt_copy(pp2, 4, back) ? -1 : train_in(back, "--model tiny --dp 2 --tp 2 --zero 3", 5, 1);
@@ -450,6 +459,13 @@ static void gpt2_suites(void) {
         {"dp2_cp2_zero3", "--dp 2 --cp 2 --zero 3"},
         {"dp2_zero3_selective", "--dp 2 --zero 3 --recompute selective"},
         {"dp2_zero3_pp2_full", "--dp 2 --zero 3 --pp 2 --recompute full"},
+        // the slots across chunk boundaries: interleaved chunks with the forward run again inside
+        // the backward, deferred weight passes (a layer's gradient reduce-scattered after B and
+        // after W, other layers' backward between), the V with every layer kept
+        {"dp2_zero3_pp2_vpp2_full", "--dp 2 --zero 3 --pp 2 --vpp 2 --recompute full"},
+        {"dp2_zero3_pp2_vpp2_deferred", "--dp 2 --zero 3 --pp 2 --vpp 2 --weight-pass deferred"},
+        {"dp2_zero3_deferred", "--dp 2 --zero 3 --weight-pass deferred"},
+        {"dp2_zero3_pp2_zbv_keep", "--dp 2 --zero 3 --pp 2 --schedule zb-v --reshard-after-forward off"},
     };
     suite("gpt2", gpt, gpt_layouts, sizeof(gpt_layouts) / sizeof(gpt_layouts[0]));
     static const Layout_ uneven[] = {{"pp2_uneven_2_1", "--pp 2"}};
@@ -608,15 +624,10 @@ static void packing_resume(void) {
     snprintf(whole, sizeof(whole), "%s/whole", root);
     snprintf(cut, sizeof(cut), "%s/cut", root);
     snprintf(cmd, sizeof(cmd), "rm -rf %s && mkdir -p %s", root, whole);
-    size_t na = 0, nb = 0;
-    char *a = NULL, *b = NULL;
-    int rc = system(cmd) ? -1 : train_in(whole, wlb, 5, 0);
-    if (!rc) rc = ckpt_copy(whole, 3, cut) ? -1 : train_in(cut, wlb, 5, 1);
-    if (!rc) a = ckpt_body(whole, &na), b = ckpt_body(cut, &nb);
-    int same = a && b && na == nb && !memcmp(a, b, na);
+    size_t na = 0;
+    int rc = -1, same = system(cmd) ? 0 : resumed_bitwise(whole, cut, wlb, &rc, &na);
     check(same, "packed_resume wlb bitwise", "pp 2: resumed at step 3 against the run that went on (exit %d): %s", rc,
           same ? "identical" : "DIFFER");
-    free(a), free(b);
 }
 static void packing_suites(void) {
     static const Layout_ layouts[] = {

@@ -8,7 +8,8 @@
 // FLOPs (PaLM, Chowdhery et al. 2022, appendix B): model FLOPs per token =
 // 6*N + 12*L*d*T (config_flops_per_token). MFU = model FLOP/s / peak. HFU adds the
 // recomputed forward work: full recomputation adds 2*N + 4*L*d*T per token (the
-// forward again), selective adds the attention core's forward 4*L*d*T.
+// forward again), selective adds the attention core's forward 4*L*d*T. With documents the
+// attention term counts only the visible pairs and padding is not counted (step_flops).
 #ifndef METRICS_H
 #define METRICS_H
 
@@ -56,6 +57,7 @@ typedef struct {
     // documents (runtime/packing.h): the step's spread of attention work across micro-batches,
     // dp ranks and cp ranks (train.h batch_imbalance); logged when show_imbalance
     double att_spread[3], att_work;  // and the global batch's attention work (visible pairs)
+    double step_tokens;              // the tokens the step's loss counts (padding left out): tokens/s, MFU
     int show_imbalance;
     double tok_s, mfu, hfu, tflops;
     char (*hosts)[HOST_CHARS];  // rank 0: each rank's host name (for the grid at start-up)
@@ -116,11 +118,17 @@ static void print_hosts(const Metrics* m) {
     printf("\n");
 }
 
-static double hfu_flops_per_token(const ModelConfig* c) {
-    double f = config_flops_per_token(c, c->seq_len), att_fwd = 4.0 * c->n_layer * c->d_model * (double)c->seq_len;
-    if (c->recompute == RECOMPUTE_FULL) f += 2.0 * config_matmul_params(c) + att_fwd;
-    if (c->recompute == RECOMPUTE_SELECTIVE) f += att_fwd;
-    return f;
+// The step's model FLOPs (*model) and those plus the recomputed forward (*hardware), for
+// `tokens` counted tokens of G sequences of T. PaLM's attention term 12*L*d*T per token is
+// scaled by att_frac, the visible pairs over a causal mask's G*T*(T+1)/2: 1 without documents;
+// with document masking it counts only the attention the masked kernels compute.
+static void step_flops(const ModelConfig* c, double tokens, double att_frac, double* model, double* hardware) {
+    double T = c->seq_len, positions = (double)c->global_batch * T, N = config_matmul_params(c);
+    double att = 12.0 * c->n_layer * c->d_model * T * positions * att_frac, att_fwd = att / 3;
+    *model = 6.0 * N * tokens + att;
+    *hardware = *model;
+    if (c->recompute == RECOMPUTE_FULL) *hardware += 2.0 * N * tokens + att_fwd;
+    if (c->recompute == RECOMPUTE_SELECTIVE) *hardware += att_fwd;
 }
 
 static void print_startup(const Layout* L, const ParamLayout* P, const ModelConfig* c, const Args* a,
@@ -286,11 +294,13 @@ static void metrics_step_end(Metrics* m, const Layout* L, const ModelConfig* c, 
                              double loss, float lr, double gnorm, int skipped, double sched_s) {
     double t = now_s(), dt = t - m->t_step0;
     metrics_phase(m, NULL);
-    double tokens = (double)c->global_batch * c->seq_len;
-    m->tok_s = tokens / dt;
-    m->tflops = config_flops_per_token(c, c->seq_len) * tokens / dt / 1e12;
+    double T = c->seq_len, causal_pairs = (double)c->global_batch * T * (T + 1) / 2, model_flops, hw_flops;
+    double att_frac = m->show_imbalance && m->att_work > 0 ? m->att_work / causal_pairs : 1.0;
+    step_flops(c, m->step_tokens, att_frac, &model_flops, &hw_flops);
+    m->tok_s = m->step_tokens / dt;
+    m->tflops = model_flops / dt / 1e12;
     m->mfu = m->tflops * 1e12 / (m->peak_flops * L->world);
-    m->hfu = hfu_flops_per_token(c) * tokens / dt / (m->peak_flops * L->world);
+    m->hfu = hw_flops / dt / (m->peak_flops * L->world);
     m->last_bubble = m->compute_s > 0 ? (sched_s - m->compute_s) / m->compute_s : 0;
     if (m->last_bubble < 0) m->last_bubble = 0;
     m->bubble_formula = c->pp > 1 ? bubble_formula(c->schedule, c->pp, c->vpp, n_micro) : 0;

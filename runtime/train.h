@@ -165,6 +165,7 @@ typedef struct { double loss, grad_norm, sched_s; float lr; int skipped; } StepR
 static StepResult train_step(Model* m, const TokenStream* train, int step) {
     StepResult r = {0, 0, 0, 0, 0};
     double n_tokens = batch_targets_counted(&m->c, train, (size_t)step);
+    m->met->step_tokens = n_tokens;
     model_load_batch(m, train, (size_t)step);
     if ((m->met->show_imbalance = m->args->doc_masked || train->plan != NULL)) batch_imbalance(m, train, (size_t)step);
     if (m->grads) f32_zero(m, m->grads, m->P.n_padded);  // (zero 3 clears its gradients as it reduces them)

@@ -283,8 +283,32 @@ static void test_docs_time(void) {
     free(qkv), free(dout), free(out), free(lse), free(dqkv);
 }
 
+// MFU with documents (metrics.h step_flops): PaLM's count without them; with 8 documents of
+// T/8 in each sequence the attention term holds their visible pairs, (T/8 + 1) / (T + 1) of causal.
+static void test_docs_flops(void) {
+    Args* a = new_args("--model tiny --seq-len 64 --global-batch 2 --micro-batch 1");
+    const ModelConfig* c = &a->cfg;
+    int G = c->global_batch, T = c->seq_len, pos[64], doc[128], starts[8];
+    for (int j = 0; j < T; j++) pos[j] = j;
+    for (int k = 0; k < 8; k++) starts[k] = k * T / 8;
+    docs_from_starts(doc, T, starts, 8), docs_from_starts(doc + T, T, starts, 8);
+    double tokens = (double)G * T, model, hw, causal = tokens * (T + 1) / 2;
+    step_flops(c, tokens, 1.0, &model, &hw);
+    double palm = config_flops_per_token(c, T) * tokens;
+    check(fabs(model / palm - 1) < 1e-12, "documents/MFU without documents: PaLM's 6N + 12*L*d*T per token",
+          "%.6g vs %.6g", model, palm);
+    double frac = attention_work(doc, G, T, pos, T) / causal;
+    step_flops(c, tokens, frac, &model, &hw);
+    double att_full = 12.0 * c->n_layer * c->d_model * T * tokens;
+    double want = 6.0 * config_matmul_params(c) * tokens + att_full * (T / 8 + 1) / (T + 1);
+    check(fabs(model / want - 1) < 1e-12 && model < palm,
+          "documents/MFU with 8 documents: the attention term counts their visible pairs only",
+          "%.6g vs %.6g (PaLM %.6g)", model, want, palm);
+}
+
 static void test_docs(void) {
     rng_seed(&test_rng, 2828);  // this section may run alone
+    test_docs_flops();
     test_docs_data();
     int doc2[26], s0[] = {0, 3, 4, 9}, s1[] = {5};
     docs_from_starts(doc2, 13, s0, 4), docs_from_starts(doc2 + 13, 13, s1, 1);

@@ -16,20 +16,24 @@
 //           next batch starts with it. Positions no document fills are padding (target -1,
 //           ignored by the loss).
 //   wlb:    WLB-LLM (Wang et al., OSDI 2025): balance the micro-batch units' attention work,
-//           with outlier delay. The pool of a batch: the documents waiting from earlier batches
-//           (oldest first), then the walk's next documents until it holds WLB_POOL x the batch's
-//           positions in documents that are not outliers. An outlier: a document whose pairs
-//           exceed WLB_OUTLIER x the pool's pairs per position x a unit's positions (measured on
-//           the last batch's pool when filling this one). In order: the overdue (waited WLB_MAX_DELAY
-//           batches, or all once the walk has ended), then the outliers, in whole rounds of one
-//           per unit (the rest of them wait), then the others, each the longest first into the
-//           unit of least work with room (LPT; first-fit among its B sequences; an outlier of a
-//           round into a unit without one of that round). Then the top-up: the walk's next
-//           documents into the least-loaded unit that stays at or below the heaviest (the
-//           others wait) until one fits nowhere. A document waits WLB_MAX_DELAY batches at most
-//           unless the overdue alone overfill a batch. Every position runs through the matmuls,
-//           padding too, so the linear cost is the same in every unit: the balance is on the
-//           quadratic (attention) term of the cost (doc_cost_model).
+//           with outlier delay. The pool of a batch: the documents waiting from earlier batches,
+//           then the walk's next documents until it holds WLB_POOL x the batch's positions in
+//           documents that are not outliers. The share: a unit's positions x the pairs per
+//           position of the pool's documents that are not outliers, an outlier one whose pairs
+//           exceed the share (a fixed point of the two). In order: the overdue (waited
+//           WLB_MAX_DELAY batches, an outlier WLB_MAX_DELAY_OUTLIER, or all once the walk has
+//           ended), longest first into the unit of least work with room; then rounds of
+//           outliers, U at a time (one per unit) whose work the rest can level to within
+//           WLB_ROUND_TOL of the round's longest (B rounds at most; the other outliers wait);
+//           then the rest, longest first (LPT) into the unit of least work with room that stays
+//           at or below the level: the least level, at or over the heaviest unit, that fills the
+//           batch to WLB_FILL of what no level would (bisection). Then the top-up: the walk's
+//           next documents into the least-loaded unit that stays at or below the level (the
+//           others wait) until one fits nowhere. The delay's bound: a document waits at most
+//           WLB_MAX_DELAY batches (an outlier WLB_MAX_DELAY_OUTLIER), unless the overdue alone
+//           overfill a batch. Every position runs through the matmuls, padding too, so the
+//           linear cost is the same in every unit: the balance is on the quadratic (attention)
+//           term of the cost (doc_cost_model).
 // A micro-batch unit: B = --micro-batch sequences; unit u is dp rank u / n_micro's micro-batch
 // u % n_micro (data.h load_batch reads sequences [r, r+1) * G/dp of the batch on dp rank r),
 // so balanced units balance the dp ranks too.
@@ -39,9 +43,12 @@
 #include "model/config.h"
 
 enum { PACK_CONCAT = 0, PACK_GREEDY = 1, PACK_WLB = 2 };
-#define WLB_MAX_DELAY 8    // batches a document may wait (the bound of the delay, but see above)
+#define WLB_MAX_DELAY 8    // batches a document that is not an outlier may wait (the bound, but see above)
 #define WLB_POOL 1.25      // the pool of a batch: its positions x this
-#define WLB_OUTLIER 0.5    // an outlier: attention pairs over this x the pool's pairs per position x B x T
+#define WLB_OUTLIER 1.0    // an outlier: attention pairs over this x the share (pass_wlb)
+#define WLB_MAX_DELAY_OUTLIER 64  // batches an outlier may wait for a round
+#define WLB_ROUND_TOL 0.10        // a round's members level to within this of its longest
+#define WLB_FILL 0.99             // a batch's level fills it to this of what no level would
 
 // Cost of a document, forward and backward, in FLOPs (PaLM appendix B split by term, as
 // config_flops_per_token): 6 N per token for the matmuls, N = config_matmul_params, and
@@ -136,8 +143,7 @@ static int wlb_order(const void* x, const void* y) {
 
 // The walk's next documents into the wait list until it holds WLB_POOL x the batch's positions
 // of documents that are not outliers by the last batch's measure (outliers wait for a round and
-// must not crowd the others out); the pool's attention pairs per position x a unit's positions
-// (the balanced share of a unit), and the outlier measure from it for the next batch.
+// must not crowd the others out); the share of a unit (pass_wlb), which sets the outlier measure.
 static double wlb_pool(PassState* ps, const DocPlan* p, size_t b) {
     double pool = 0, all = 0, pairs = 0;
     for (size_t i = 0; i < ps->n_wait; i++) {
@@ -149,11 +155,18 @@ static double wlb_pool(PassState* ps, const DocPlan* p, size_t b) {
         ps->waited_from[ps->n_wait] = b, ps->wait[ps->n_wait++] = ps->next;
         pool += doc_pairs(len) <= ps->outlier_pairs ? len : 0;
     }
-    for (size_t i = 0; i < ps->n_wait; i++) {
-        int len = ps->docs[ps->wait[i]].len;
-        all += len, pairs += doc_pairs(len);
+    // the share a unit reaches with the documents that are not outliers, the outliers those
+    // over it: a fixed point, found by a few rounds from the whole pool's
+    double share = doc_pairs(p->T);
+    for (int iter = 0; iter < 4; iter++) {
+        all = 0, pairs = 0;
+        for (size_t i = 0; i < ps->n_wait; i++) {
+            int len = ps->docs[ps->wait[i]].len;
+            if (doc_pairs(len) > WLB_OUTLIER * share) continue;
+            all += len, pairs += doc_pairs(len);
+        }
+        share = all > 0 ? pairs / all * p->B * p->T : share;
     }
-    double share = pairs / all * p->B * p->T;
     ps->outlier_pairs = WLB_OUTLIER * share;
     return share;
 }
@@ -173,13 +186,12 @@ static int wlb_put(PassState* ps, const DocPlan* p, size_t d, int waited, double
 }
 
 // The top-up of a wlb batch: the walk's next documents into the least-loaded unit with room
-// that stays at or below the heaviest unit; the others wait (outliers for their round). The
+// that stays at or below `heaviest` (the level); the others wait (outliers for their round). The
 // first document that fits nowhere ends the batch, and so does a batch's positions' worth walked.
-static void wlb_top_up(PassState* ps, const DocPlan* p, size_t b, double* unit, double outlier_pairs) {
+static void wlb_top_up(PassState* ps, const DocPlan* p, size_t b, double* unit, double outlier_pairs, double heaviest) {
     int U = p->G / p->B;
-    double heaviest = 0, walked = 0;
+    double walked = 0;
     char* under = (char*)xmalloc(U);
-    for (int u = 0; u < U; u++) heaviest = unit[u] > heaviest ? unit[u] : heaviest;
     for (; ps->next < ps->n_docs && walked < (double)p->G * p->T; ps->next++) {
         size_t d = ps->next;
         int fits = 0, len = ps->docs[d].len;
@@ -193,38 +205,99 @@ static void wlb_top_up(PassState* ps, const DocPlan* p, size_t b, double* unit, 
     free(under);
 }
 
+// Waiting document `at` (of ps->wait) into batch b by wlb_put.
+static int wlb_put_waiting(PassState* ps, const DocPlan* p, size_t at, size_t b, double* unit, const char* allowed) {
+    return wlb_put(ps, p, ps->wait[at], (int)(b - ps->waited_from[at]), unit, allowed);
+}
+
+// Outlier rounds: windows of U outliers, longest first (items[lo, hi) sorted so), one per unit,
+// whose work can be levelled: each member's pairs plus the room it leaves filled at the share's
+// pairs per position reach (1 - WLB_ROUND_TOL) x the window's longest. Marks the members of a
+// released round in round_of; B rounds at most. The outliers not released wait.
+static void wlb_rounds(const DocPlan* p, double share, const WlbItem* items, size_t lo, size_t hi, int* round_of) {
+    int U = p->G / p->B, C = p->B * p->T, rounds = 0;
+    for (size_t i = lo; i + U <= hi && rounds < p->B;) {
+        double top = doc_pairs(items[i].len);
+        int level = 1;
+        for (int k = 0; k < U && level; k++) {
+            int len = items[i + k].len;
+            level = doc_pairs(len) + (C - len) * share / C >= (1 - WLB_ROUND_TOL) * top;
+        }
+        if (!level) { i++; continue; }
+        for (int k = 0; k < U; k++) round_of[items[i + k].at] = 1;
+        i += U, rounds++;
+    }
+}
+
+// The waiting documents items[from, n_wait) not yet placed, longest first, each into the unit of
+// least work with room that stays at or below `level`; the positions they fill. keep 0: a trial,
+// undone (the batch, the rooms, the units' work and `placed` as they were).
+static double wlb_level(PassState* ps, const DocPlan* p, const WlbItem* items, size_t from, size_t b, double* unit,
+                        char* placed, double level, int keep) {
+    int U = p->G / p->B, n_before = ps->n;
+    int* room = (int*)xmalloc(sizeof(int) * p->G);
+    double* work = (double*)xmalloc(sizeof(double) * U);
+    char* allowed = (char*)xmalloc(U);
+    memcpy(room, ps->room, sizeof(int) * p->G), memcpy(work, unit, sizeof(double) * U);
+    double filled = 0;
+    for (size_t i = from; i < ps->n_wait; i++) {
+        double pairs = doc_pairs(items[i].len);
+        for (int u = 0; u < U; u++) allowed[u] = unit[u] + pairs <= level;
+        if (wlb_put_waiting(ps, p, items[i].at, b, unit, allowed) < 0) continue;
+        filled += items[i].len;
+        if (keep) placed[items[i].at] = 1;
+    }
+    if (!keep) memcpy(ps->room, room, sizeof(int) * p->G), memcpy(unit, work, sizeof(double) * U), ps->n = n_before;
+    free(room), free(work), free(allowed);
+    return filled;
+}
+
 static void pass_wlb(PassState* ps, const DocPlan* p, size_t b) {
-    int U = p->G / p->B, n_out = 0, ended = ps->next == ps->n_docs;
-    wlb_pool(ps, p, b);
-    double outlier_pairs = ps->outlier_pairs;
+    int U = p->G / p->B, ended = ps->next == ps->n_docs;
+    double share = wlb_pool(ps, p, b), outlier_pairs = ps->outlier_pairs;
     WlbItem* items = (WlbItem*)xmalloc(sizeof(WlbItem) * ps->n_wait);
+    size_t n_out = 0, n_due = 0;
     for (size_t i = 0; i < ps->n_wait; i++) {
-        int len = ps->docs[ps->wait[i]].len;
-        int rank = ended || b - ps->waited_from[i] >= WLB_MAX_DELAY ? 0 : doc_pairs(len) > outlier_pairs ? 1 : 2;
-        items[i] = (WlbItem){i, len, rank};
-        n_out += rank == 1;
+        int len = ps->docs[ps->wait[i]].len, outlier = doc_pairs(len) > outlier_pairs;
+        size_t waited = b - ps->waited_from[i];
+        int due = ended || waited >= (outlier ? WLB_MAX_DELAY_OUTLIER : WLB_MAX_DELAY);
+        items[i] = (WlbItem){i, len, due ? 0 : outlier ? 1 : 2};
+        n_due += due, n_out += !due && outlier;
     }
     qsort(items, ps->n_wait, sizeof(WlbItem), wlb_order);
-    int release = n_out / U < p->B ? n_out / U * U : p->B * U;  // outliers in whole rounds, B per unit at most
+    int* round_of = (int*)xcalloc(ps->n_wait, sizeof(int));
+    wlb_rounds(p, share, items, n_due, n_due + n_out, round_of);
     double* unit = (double*)xcalloc(U, sizeof(double));
-    char *placed = (char*)xcalloc(ps->n_wait, 1), *round_free = (char*)xmalloc(U);
-    for (size_t i = 0, in_round = 0; i < ps->n_wait; i++) {
+    char *placed = (char*)xcalloc(ps->n_wait, 1), *allowed = (char*)xmalloc(U);
+    // the overdue, longest first, into the unit of least work with room
+    for (size_t i = 0; i < n_due; i++) placed[items[i].at] = wlb_put_waiting(ps, p, items[i].at, b, unit, NULL) >= 0;
+    // the rounds: one outlier of a round per unit, each into the least-loaded unit without one
+    for (size_t i = n_due, in_round = 0; i < n_due + n_out; i++) {
         size_t at = items[i].at;
-        int waited = (int)(b - ps->waited_from[at]), u;
-        if (items[i].rank != 1) {  // overdue, or the rest: LPT
-            placed[at] = wlb_put(ps, p, ps->wait[at], waited, unit, NULL) >= 0;
-            continue;
-        }
-        if (release-- <= 0) continue;  // waits for a whole round
-        if (in_round++ % U == 0) memset(round_free, 1, U);  // a round: one outlier per unit
-        if ((u = wlb_put(ps, p, ps->wait[at], waited, unit, round_free)) >= 0) placed[at] = 1, round_free[u] = 0;
+        if (!round_of[at]) continue;
+        if (in_round++ % U == 0) memset(allowed, 1, U);
+        int u = wlb_put_waiting(ps, p, at, b, unit, allowed);
+        if (u >= 0) placed[at] = 1, allowed[u] = 0;
     }
+    // the rest, longest first (LPT), into the unit of least work with room that stays at or
+    // below the level; the level: the least (at or over the heaviest unit's) that fills the batch
+    // to WLB_FILL of what no level would (bisection, placements tried and undone); the others wait
+    double lo = share, hi = doc_pairs(p->T) * p->B;
+    for (int u = 0; u < U; u++) lo = unit[u] > lo ? unit[u] : lo;
+    hi = hi > lo ? hi : lo;
+    double full = wlb_level(ps, p, items, n_due + n_out, b, unit, placed, hi, 0);
+    for (int iter = 0; iter < 20; iter++) {
+        double level = 0.5 * (lo + hi);
+        if (wlb_level(ps, p, items, n_due + n_out, b, unit, placed, level, 0) >= WLB_FILL * full) hi = level;
+        else lo = level;
+    }
+    wlb_level(ps, p, items, n_due + n_out, b, unit, placed, hi, 1);
     size_t kept = 0;  // the documents that wait, in walk order
     for (size_t i = 0; i < ps->n_wait; i++)
         if (!placed[i]) ps->waited_from[kept] = ps->waited_from[i], ps->wait[kept++] = ps->wait[i];
     ps->n_wait = kept;
-    wlb_top_up(ps, p, b, unit, outlier_pairs);
-    free(items), free(unit), free(placed), free(round_free);
+    wlb_top_up(ps, p, b, unit, outlier_pairs, hi);
+    free(items), free(unit), free(placed), free(allowed), free(round_of);
 }
 
 // Append the batch made to the plan.

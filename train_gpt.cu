@@ -584,12 +584,12 @@ static void act_tier_in(Model* m, char* frame, char* tier, size_t bytes) {
 }
 static void act_tier_wait(Model* m) { cudaCheck(cudaStreamWaitEvent(m->be.stream, m->be.copied, 0)); }
 
-// Copy the host fp32 weights to the device and make the bf16 copy (--zero 3: whole for a
-// moment, this replica's shard kept; each unit's copy is made when it is gathered); and back.
+// Copy the host fp32 weights to the device and make the bf16 copy (--zero 3: only this
+// replica's shard goes up, no whole copy on the device; a unit's bf16 copy is made when it is gathered); and back.
 static void upload_params(Model* m) {
-    float* p = m->z3 ? f32_alloc(m, m->P.n_padded) : m->params;
-    h2d(p, m->be.h_params, sizeof(float) * m->P.n_padded, m->be.stream);
-    if (m->z3) zero3_keep_shard(m, p), f32_free(m, p);
+    size_t lo = m->z3 ? m->opt_lo : 0, n = m->z3 ? m->opt_hi - m->opt_lo : m->P.n_padded;
+    h2d(m->z3 ? m->param_shard : m->params, m->be.h_params + lo, sizeof(float) * n, m->be.stream);
+    if (m->z3) zero3_params_updated(m);
     else f32_to_bf16_gpu(m->be.params_bf16, m->params, m->P.n_padded, m->be.stream);
 }
 static void download_params(Model* m) {

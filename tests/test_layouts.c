@@ -474,9 +474,16 @@ static void gpt2_suites(void) {
     // anywhere by the shard boundaries
     static const Layout_ odd[] = {{"dp4_zero3", "--dp 4 --zero 3"}, {"dp2_zero3_pp2", "--dp 2 --zero 3 --pp 2"}};
     suite("gpt2_odd", "--model tiny --n-layer 3 --d-ff 255", odd, 2);
-    static const Layout_ deep[] = {{"pp4_zbv", "--pp 4 --schedule zb-v"},
-                                   {"pp4_zbv_selective", "--pp 4 --schedule zb-v --recompute selective"}};
-    suite("gpt2_8layers", "--model tiny --n-layer 8", deep, 2);
+    // ZeRO-3 with two layers a chunk under vpp and the V: the next layer prefetched inside each
+    // chunk, the slots alternating across chunk boundaries and micro-batches
+    static const Layout_ deep[] = {
+        {"pp4_zbv", "--pp 4 --schedule zb-v"},
+        {"pp4_zbv_selective", "--pp 4 --schedule zb-v --recompute selective"},
+        {"dp2_zero3_pp2_vpp2", "--dp 2 --zero 3 --pp 2 --vpp 2"},
+        {"dp2_zero3_pp2_vpp2_full", "--dp 2 --zero 3 --pp 2 --vpp 2 --recompute full"},
+        {"dp2_zero3_pp2_zbv", "--dp 2 --zero 3 --pp 2 --schedule zb-v"},
+    };
+    suite("gpt2_8layers", "--model tiny --n-layer 8", deep, sizeof(deep) / sizeof(deep[0]));
 }
 
 // The LLaMA layouts (RMSNorm, SwiGLU, RoPE, grouped-query attention) against the 1-rank run.

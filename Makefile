@@ -40,7 +40,7 @@ all: train
 # Every function is static in a header. The trainers include all of them, so there an unused
 # one is dead code and -Wunused-function (in -Wall) says so; the tests and tools include them
 # for part of what they hold, so for them the warning is off.
-test_gpt test_layouts test_planner ckpt_compare sim_schedule hf_logits bench: CFLAGS += -Wno-unused-function
+test_gpt test_layouts test_planner ckpt_compare sim_schedule sim_wlb hf_logits bench: CFLAGS += -Wno-unused-function
 test_gpu: NVCC_FLAGS += -Xcompiler -Wno-unused-function
 test_gpu_emu test_gpu_emu_asan test_emu: EMU_CXX += -Wno-unused-function
 
@@ -149,6 +149,10 @@ test_planner: tests/test_planner.c $(wildcard tests/planner_*.c) $(HEADERS)
 sim_schedule: dev/sim_schedule.c $(HEADERS)
 	$(CC) $(CFLAGS) -o $@ dev/sim_schedule.c $(LDLIBS)
 
+# The pipeline's step time with one core per rank for micro-batches of documents (dev/bench_wlb.py).
+sim_wlb: dev/sim_wlb.c $(HEADERS)
+	$(CC) $(CFLAGS) -o $@ dev/sim_wlb.c $(LDLIBS)
+
 # The GPU layouts dev/check_gpu_vs_cpu.sh runs under ASan in make test (all 31 run without it).
 ASAN_CASES = ^gpu_(gpt2|gpt2_recompute_full|gpt2_tp2_sp|gpt2_dp2_zero2|llama_tp2|llama_tp2_sp_dp2_nccl|gpt2_pp2_vpp2_nccl|llama_tp2_pp2_nccl|gpt2_cp2_ulysses|llama_cp2_ring_nccl)$$
 
@@ -191,7 +195,7 @@ endif
 
 clean:
 	rm -f train train_cpu train_gpu train_cpu_nompi train_gpu_nompi test_gpt test_gpu test_planner test_layouts test_faults train_asan bench_cpu \
-	  ckpt_compare sim_schedule .test.log
+	  ckpt_compare sim_schedule sim_wlb .test.log
 	rm -f hf_logits
 	rm -rf train_gpu_emu test_gpu_emu train_gpu_emu_asan test_gpu_emu_asan test_emu emu/build
 	$(MAKE) --no-print-directory fuzz_clean

@@ -341,9 +341,11 @@ static int p2p_tag(int pp, int vpp, int dir, int mb, int g) { return (mb * pp * 
 // pass (B), t_w[g] the weight pass (W; NULL: none); an OP_BWD of a list without W ops
 // runs both passes. t_build: the times the lists are built for (schedule_build). Returns
 // the step's makespan, or -1 if the schedules deadlock. busy[s] (optional) receives the
-// compute time of stage s.
-static double schedule_simulate(int kind, int pp, int vpp, int n_micro, const double* t_build, const double* t_fwd,
-                                const double* t_bwd, const double* t_w, double t_p2p, double* busy) {
+// compute time of stage s. mb_stride 0: every micro-batch takes the same times; n_chunks:
+// micro-batch mb's times are t_fwd[mb * n_chunks + g] and so on (documents make them differ:
+// dev/sim_wlb.c).
+static double schedule_simulate_mb(int kind, int pp, int vpp, int n_micro, const double* t_build, const double* t_fwd,
+                                   const double* t_bwd, const double* t_w, int mb_stride, double t_p2p, double* busy) {
     int max_ops = schedule_max_ops(n_micro, vpp), n_chunks = pp * vpp, split = schedule_has_w(kind);
     PipeOp* ops = (PipeOp*)xmalloc(sizeof(PipeOp) * max_ops * pp);
     int* n_ops = (int*)xcalloc(pp, sizeof(int));
@@ -373,8 +375,9 @@ static double schedule_simulate(int kind, int pp, int vpp, int n_micro, const do
                     int dir = op.kind == OP_SEND_BWD;
                     arrival[((size_t)dir * n_micro + op.mb) * n_chunks + g] = clock[s] + t_p2p;
                 } else {
-                    double w = t_w ? t_w[g] : 0;
-                    double t = op.kind == OP_FWD ? t_fwd[g] : op.kind == OP_W ? w : split ? t_bwd[g] : t_bwd[g] + w;
+                    int at = op.mb * mb_stride + g;
+                    double w = t_w ? t_w[at] : 0;
+                    double t = op.kind == OP_FWD ? t_fwd[at] : op.kind == OP_W ? w : split ? t_bwd[at] : t_bwd[at] + w;
                     clock[s] += t;
                     if (busy) busy[s] += t;
                 }
@@ -388,6 +391,12 @@ static double schedule_simulate(int kind, int pp, int vpp, int n_micro, const do
         for (int s = 0; s < pp; s++) if (clock[s] > makespan) makespan = clock[s];
     free(ops); free(n_ops); free(pc); free(clock); free(arrival);
     return makespan;
+}
+
+// schedule_simulate_mb with the same times for every micro-batch.
+static double schedule_simulate(int kind, int pp, int vpp, int n_micro, const double* t_build, const double* t_fwd,
+                                const double* t_bwd, const double* t_w, double t_p2p, double* busy) {
+    return schedule_simulate_mb(kind, pp, vpp, n_micro, t_build, t_fwd, t_bwd, t_w, 0, t_p2p, busy);
 }
 
 // The textbook bubble fraction, idle over busy time of a stage with equal op times:

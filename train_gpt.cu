@@ -584,8 +584,9 @@ static void act_tier_in(Model* m, char* frame, char* tier, size_t bytes) {
 }
 static void act_tier_wait(Model* m) { cudaCheck(cudaStreamWaitEvent(m->be.stream, m->be.copied, 0)); }
 
-// Copy the host fp32 weights to the device and make the bf16 copy (--zero 3: only this
-// replica's shard goes up, no whole copy on the device; a unit's bf16 copy is made when it is gathered); and back.
+// Copy the host fp32 weights to the device and make the bf16 copy, and back (--zero 3: only
+// this replica's shard goes either way, no whole copy on the device; zero3_gpu.h zero3_download).
+#include "parallel/zero3_gpu.h"  // --zero 3: the collectives, the bf16 copy of a gathered unit
 static void upload_params(Model* m) {
     size_t lo = m->z3 ? m->opt_lo : 0, n = m->z3 ? m->opt_hi - m->opt_lo : m->P.n_padded;
     h2d(m->z3 ? m->param_shard : m->params, m->be.h_params + lo, sizeof(float) * n, m->be.stream);
@@ -593,11 +594,9 @@ static void upload_params(Model* m) {
     else f32_to_bf16_gpu(m->be.params_bf16, m->params, m->P.n_padded, m->be.stream);
 }
 static void download_params(Model* m) {
-    float* p = m->z3 ? zero3_full_params(m) : m->params;
-    d2h(m->be.h_params, p, sizeof(float) * m->P.n_padded, m->be.stream);
-    if (m->z3) f32_free(m, p);
+    if (m->z3) zero3_download(m, m->be.h_params);
+    else d2h(m->be.h_params, m->params, sizeof(float) * m->P.n_padded, m->be.stream);
 }
-#include "parallel/zero3_gpu.h"  // --zero 3: the collectives, the bf16 copy of a gathered unit
 
 static float* f32_alloc(Model* m, size_t n) { return (float*)dev_alloc(sizeof(float) * n); }
 // --offload optimizer is refused in this build (main); AdamW's state is on the device.

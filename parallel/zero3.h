@@ -45,7 +45,6 @@ static float* unit_reduce_scatter(Model* m, float* grad, const int* counts, cons
 // unit's weights are ready there for the kernels after unit_weights_ready (the GPU's bf16 copy).
 static void weights_arena(Model* m, float* arena, size_t n);
 static void unit_weights_ready(Model* m, const float* buf, size_t n);
-static void f32_free(Model* m, float* p);
 
 enum { Z3_STALE, Z3_GATHERING, Z3_READY };
 
@@ -203,7 +202,7 @@ static float* zero3_full_params(Model* m) {
     float* full = f32_alloc(m, m->P.n_padded);
     f32_copy(m, full + (size_t)m->L.replica * S, m->param_shard, m->opt_hi - m->opt_lo);
     param_allgather(m, GROUP_DP, full + (size_t)m->L.replica * S, full, S);  // comm: dp all-gather (whole buffer)
-    return full;  // the caller frees it (f32_free)
+    return full;  // the caller frees it
 }
 static void zero3_keep_shard(Model* m, const float* full) {
     f32_copy(m, m->param_shard, full + m->opt_lo, m->opt_hi - m->opt_lo);

@@ -163,7 +163,7 @@ CASES=(
   "gpu_gpt2_dp2_zero3_nccl|cpu_gpt2|--model tiny --dp 2 --zero 3 --eval-every 5 --val-batches 1 --sample-every 10 --sample-len 4"
   "gpu_gpt2_dp2_pp2_zero3_keep_nccl|cpu_gpt2|--model tiny --dp 2 --pp 2 --micro-batch 2 --zero 3 --reshard-after-forward off"
   "gpu_llama_dp2_tp2_zero3_nccl|cpu_llama|--model llama-tiny --dp 2 --tp 2 --zero 3"
-  "gpu_gpt2_8l_dp2_pp2_vpp2_zero3_nccl|cpu_gpt2_8l|--model tiny --n-layer 8 --dp 2 --pp 2 --vpp 2 --micro-batch 2 --zero 3"
+  "gpu_gpt2_8l_dp2_vpp2_zero3_nccl|cpu_gpt2_8l|--model tiny --n-layer 8 --dp 2 --pp 2 --vpp 2 --micro-batch 2 --zero 3"
   "gpu_llama_tp2_sp_dp2_nccl|cpu_llama|--model llama-tiny --tp 2 --sp --dp 2 --zero 2"
   "gpu_gpt2_pp2_vpp2_nccl|cpu_gpt2|--model tiny --pp 2 --vpp 2 --eval-every 5 --val-batches 1 --sample-every 10 --sample-len 4"
   "gpu_llama_tp2_pp2_nccl|cpu_llama|--model llama-tiny --tp 2 --pp 2 --micro-batch 2"

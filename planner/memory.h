@@ -167,9 +167,9 @@ static int offload_in_flight(const ModelConfig* c, int in_flight) {
 // memory, predict.h's plan_memory), and the counts act_chunk_counts gives each of its local
 // chunks (this trainer's buffers; the weight passes are deferred when the list has W ops, as
 // the trainer defers them by default, or with --weight-pass deferred). A search asks for the
-// same pipeline shape many times (once per kernel, recomputation, ZeRO and SP choice, and again for every tp and cp that
-// leave the same pp and m), so each thread keeps the counts of the last PIPE_COUNTS_KEPT
-// shapes: each schedule is built about once.
+// same pipeline shape many times (once per kernel, recomputation, ZeRO and SP choice, and
+// again for every tp and cp that leave the same pp and m), so each thread keeps the counts of
+// the last PIPE_COUNTS_KEPT shapes: each schedule is built about once.
 #define PIPE_COUNTS_KEPT 8192
 typedef struct {
     int schedule, pp, vpp, m;  // the shape (pp 0: an empty entry)

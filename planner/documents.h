@@ -32,9 +32,11 @@ typedef struct { int* len; size_t n; const char* source; } DocLengths;
 static void doc_lengths_load(const char* spec, DocLengths* d) {
     memset(d, 0, sizeof(*d));
     d->source = spec;
+    fflush(stdout);  // the plan's table is printed: an error line starts a line of its own
     double median, sigma;
     char docs[128];
-    snprintf(docs, sizeof(docs), "docs:%s", spec);
+    if (snprintf(docs, sizeof(docs), "docs:%s", spec) >= (int)sizeof(docs) && !strncmp(spec, "lognormal", 9))
+        fail("--doc-lengths: the generator's spec is longer than %d characters", (int)sizeof(docs) - 6);
     if (!strncmp(spec, "lognormal", 9) && docs_spec(docs, &median, &sigma, "--doc-lengths")) {
         Rng r;
         rng_seed(&r, 42);
@@ -52,17 +54,21 @@ static void doc_lengths_load(const char* spec, DocLengths* d) {
     size_t cap = 1024, line = 0;
     d->len = (int*)xmalloc(sizeof(int) * cap);
     char text[64];
-    while (fgets(text, sizeof(text), f)) {
-        line++;
+    for (;;) {
+        int len = 0, ch;  // a line stops at a newline, the end, a NUL or the end of text (the last two: no length)
+        while ((ch = getc(f)) != EOF && ch != '\n' && ch && len < (int)sizeof(text) - 1) text[len++] = (char)ch;
+        if (ch == EOF && !len) break;  // the end, after a final newline or none
+        text[len] = 0, line++;
         char* end;
         long v = strtol(text, &end, 10);
-        while (*end == ' ' || *end == '\r' || *end == '\n') end++;
-        if (end == text || *end || v < 1 || v > 1000000000)
+        while (*end == ' ' || *end == '\r') end++;
+        if ((ch != '\n' && ch != EOF) || end == text || *end || v < 1 || v > 1000000000)
             fail("--doc-lengths %s: line %zu is not a length in [1, 1e9] tokens", spec, line);
         if (d->n == DOC_FILE_MAX) fail("--doc-lengths %s: more than %d lengths", spec, DOC_FILE_MAX);
         if (d->n == cap) d->len = (int*)pack_realloc(d->len, sizeof(int) * (cap *= 2));
         d->len[d->n++] = (int)v;
     }
+    if (ferror(f)) fail("--doc-lengths %s: cannot read it: %s", spec, strerror(errno));
     fclose(f);
     if (!d->n) fail("--doc-lengths %s: no lengths", spec);
 }

@@ -10,14 +10,15 @@
 // windows of T over the documents end to end). A micro-batch's attention work is its visible
 // pairs; its time, relative to a micro-batch of whole causal sequences, is (1 - f) + f x
 // pairs / full pairs, where f is the attention's share of that micro-batch's FLOPs (the cost
-// model both packings and this file use: doc_cost_model). A dp rank's pipeline takes the
-// sum of its micro-batches' times plus (pp - 1) x the heaviest one (1F1B: the heaviest
-// micro-batch sets the fill and drain), scaled so a balanced batch of whole sequences takes
-// the planner's own t_pipeline; the step waits for the slowest dp rank. Padding runs through
+// model both packings and this file use: doc_cost_model). A dp rank's pipeline: the layout's
+// schedule played with those times per micro-batch (doc_pipeline_factor: one schedule, the
+// runtime's and the planner's), scaled so a batch of whole sequences takes the planner's own
+// t_pipeline; the step waits for the slowest dp rank. Padding runs through
 // the matmuls as a document does, so packed batches count all positions in the linear term.
 #ifndef PLANNER_DOCUMENTS_H
 #define PLANNER_DOCUMENTS_H
 
+#include "parallel/schedule.h"
 #include "runtime/packing.h"
 
 #define DOC_SIM_BATCHES 24
@@ -90,25 +91,45 @@ static Doc* doc_sim_docs(const DocLengths* d, int T, double tokens, size_t* n_do
 
 typedef struct { double spread_mb, spread_dp, t_pipeline, tokens; int n; } PackPrediction;  // sums over n batches
 
+// A dp rank's pipeline time when its micro-batch mb takes rel[mb] x the time of a micro-batch of
+// whole causal sequences, over the time when all take 1: the runtime's op lists (schedule_build)
+// played by the planner's simulator (schedule_simulate_mb), each (micro-batch, chunk) op its
+// chunk's share (chunk_op_flops) x its micro-batch's factor.
+static double doc_pipeline_factor(const ModelConfig* c, const PlanResult* best, const double* rel) {
+    int m = best->n_micro, nc = best->pp * best->vpp;
+    double* t = (double*)xmalloc(sizeof(double) * (3 * nc + 6 * (size_t)m * nc));
+    double *tf = t + 3 * nc, *tb = tf + (size_t)m * nc, *tw = tb + (size_t)m * nc, *ones = tw + (size_t)m * nc;
+    chunk_op_flops(c, best->pp, best->vpp, t);
+    for (int mb = 0; mb < m; mb++)
+        for (int g = 0; g < nc; g++) {
+            size_t at = (size_t)mb * nc + g;
+            tf[at] = rel[mb] * t[g], tb[at] = rel[mb] * t[nc + g], tw[at] = rel[mb] * t[2 * nc + g];
+            ones[at] = t[g], ones[(size_t)m * nc + at] = t[nc + g], ones[2 * (size_t)m * nc + at] = t[2 * nc + g];
+        }
+    double span = schedule_simulate_mb(best->schedule, best->pp, best->vpp, m, t, tf, tb, tw, nc, 0, NULL);
+    double whole = schedule_simulate_mb(best->schedule, best->pp, best->vpp, m, t, ones, ones + (size_t)m * nc,
+                                        ones + 2 * (size_t)m * nc, nc, 0, NULL);
+    free(t);
+    return span / whole;
+}
+
 // units[u]: unit u's attention pairs in one batch -> the figures of that batch into *pr (summed).
-static void doc_batch_figures(const PlanResult* best, double f_att, double full_pairs, const double* units, int U,
-                              double tokens, PackPrediction* pr) {
-    int m = best->n_micro, dp = U / m, pp = best->pp;
-    double* dp_pairs = (double*)xcalloc(dp, sizeof(double));
+static void doc_batch_figures(const ModelConfig* c, const PlanResult* best, double f_att, double full_pairs,
+                              const double* units, int U, double tokens, PackPrediction* pr) {
+    int m = best->n_micro, dp = U / m;
+    double *dp_pairs = (double*)xcalloc(dp, sizeof(double)), *rel = (double*)xmalloc(sizeof(double) * m);
     double slowest = 0;
     for (int r = 0; r < dp; r++) {
-        double sum = 0, heaviest = 0;
         for (int u = r * m; u < (r + 1) * m; u++) {
-            double t = (1 - f_att) + f_att * units[u] / full_pairs;
-            sum += t, heaviest = t > heaviest ? t : heaviest;
+            rel[u - r * m] = (1 - f_att) + f_att * units[u] / full_pairs;
             dp_pairs[r] += units[u];
         }
-        double t = (sum + (pp - 1) * heaviest) / (m + pp - 1);
+        double t = doc_pipeline_factor(c, best, rel);
         slowest = t > slowest ? t : slowest;
     }
     pr->spread_mb += spread_of(units, U), pr->spread_dp += spread_of(dp_pairs, dp);
     pr->t_pipeline += slowest * best->t_pipeline, pr->tokens += tokens, pr->n++;
-    free(dp_pairs);
+    free(dp_pairs), free(rel);
 }
 
 // The three packings' figures over the simulation, per batch.
@@ -133,7 +154,7 @@ static void doc_predict(const ModelConfig* c, const PlanResult* best, const Doc*
                     if (used == docs[d].len) d++, used = 0;
                 }
         }
-        if (n_batches >= DOC_SIM_SKIP) doc_batch_figures(best, f_att, full_pairs, units, U, (double)G * T, &pr[0]);
+        if (n_batches >= DOC_SIM_SKIP) doc_batch_figures(c, best, f_att, full_pairs, units, U, (double)G * T, &pr[0]);
     }
     for (int packing = PACK_GREEDY; packing <= PACK_WLB; packing++) {
         DocPlan p;
@@ -144,7 +165,7 @@ static void doc_predict(const ModelConfig* c, const PlanResult* best, const Doc*
             memset(units, 0, sizeof(double) * U);
             for (size_t i = p.batch_at[b]; i < p.batch_at[b + 1]; i++)
                 units[p.placed[i].seq / B] += doc_pairs(p.placed[i].len);
-            doc_batch_figures(best, f_att, full_pairs, units, U, tokens, &pr[packing]);
+            doc_batch_figures(c, best, f_att, full_pairs, units, U, tokens, &pr[packing]);
         }
         free(p.placed), free(p.batch_at);
     }

@@ -296,7 +296,8 @@ static void test_doc_lengths_planner(void) {
     config_finalize(&c);
     PlanResult best;
     memset(&best, 0, sizeof(best));
-    best.dp = 2, best.pp = 4, best.micro_batch = 1, best.n_micro = 16, best.t_pipeline = 1.0;
+    best.dp = 2, best.pp = 4, best.vpp = 1, best.schedule = SCHED_1F1B, best.micro_batch = 1, best.n_micro = 16;
+    best.t_pipeline = 1.0;
     size_t n_docs;
     Doc* docs = doc_sim_docs(&d, c.seq_len, 2.0 * DOC_SIM_BATCHES * 32 * c.seq_len, &n_docs);
     PackPrediction pr[3];

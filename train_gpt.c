@@ -242,10 +242,11 @@ static void pp_recv(Model* m, int dir, int up, float* dst, size_t n, int peer, i
 
 // The kernels read the host token arrays; head_forward adds to m->loss_sum itself.
 static void model_load_batch(Model* m, const TokenStream* ts, size_t index) {
+    m->loss_sum = 0;
+    if (m->cp_order) { cp_load_by_doc(m, ts, index); return; }  // --cp-split doc (parallel/context_parallel.h)
     load_batch(ts, &m->c, m->L.dp_rank, m->n_micro, index, m->pos, m->T, m->inputs, m->targets, m->doc_start,
                m->doc_seq);
     if (m->doc_start) docs_positions(m, m->n_micro * m->B);
-    m->loss_sum = 0;
 }
 static const int* batch_inputs(Model* m) { return m->inputs; }
 static const int* batch_targets(Model* m) { return m->targets; }

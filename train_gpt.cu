@@ -687,8 +687,9 @@ static void gpu_probe(const Args* a) {
     if (e != cudaSuccess)
         fail("no CUDA GPU available (device %d, %s, sm_%d%d: %s; this build targets sm_90)", dev, prop.name, prop.major,
              prop.minor, cudaGetErrorString(e));
-    // A hand-started run puts all its ranks on this machine: NCCL needs a GPU for each.
     const ModelConfig* c = &a->cfg;
+    if (c->cp_doc && c->cp > 1) fail("--cp-split doc: in the CPU build only (train_gpt.c) for now (--cp-split zigzag)");
+    // A hand-started run puts all its ranks on this machine: NCCL needs a GPU for each.
     int need = (c->dp ? c->dp : 1) * c->tp * c->pp * c->cp;
     if (!under_launcher() && !a->comm_mpi && need > n_dev)
         fail("%d ranks but %d GPU(s) here: NCCL needs one GPU per rank (use --comm mpi to share a GPU)", need, n_dev);

@@ -10,6 +10,7 @@ enum { ARCH_GPT2 = 0, ARCH_LLAMA = 1 };
 enum { SCHED_GPIPE = 0, SCHED_1F1B = 1, SCHED_INTERLEAVED = 2, SCHED_ZBH1 = 3, SCHED_ZBV = 4, N_SCHEDULES };
 enum { RECOMPUTE_NONE = 0, RECOMPUTE_SELECTIVE = 1, RECOMPUTE_FULL = 2 };
 enum { CP_RING = 0, CP_ULYSSES = 1, CP_2D = 2 };
+enum { CP_SPLIT_ZIGZAG = 0, CP_SPLIT_CONTIGUOUS = 1, CP_SPLIT_DOC = 2 };  // --cp-split
 // --offload none|optimizer|activations|both parses to 0..3: a bit per kind (runtime/offload.h)
 enum { OFFLOAD_OPTIMIZER = 1, OFFLOAD_ACTIVATIONS = 2 };
 enum { DOC_MASK_AUTO = 0, DOC_MASK_ON = 1, DOC_MASK_OFF = 2 };
@@ -31,6 +32,8 @@ typedef struct {
     int cp, cp_ulysses;
     // 1: each ring rank holds one contiguous piece of the sequence (unbalanced; to measure), 0: zig-zag
     int cp_contiguous;
+    // 1 (--cp-split doc): each document zig-zagged over the ring ranks (context_parallel.h cp_doc_order)
+    int cp_doc;
     // --offload: OFFLOAD_OPTIMIZER and / or OFFLOAD_ACTIVATIONS, 0 none; --offload-frames (0: the default 2)
     int offload, offload_frames;
     // --weight-pass deferred (always with zb-*): a chunk's weight gradients after all its input gradients
@@ -51,6 +54,10 @@ typedef struct {
     int init;              // 1: the first block of these query rows (the running output starts here)
     const int* doc;        // doc[b * doc_ld + p]: where the document of sequence b's position p starts, or NULL
     int doc_ld;            // (the build's copy: host on the CPU, device on the GPU)
+    // --cp-split doc: the positions of sequence b's query rows at q_at[b * at_ld + t] and of its
+    // key rows at k_at[b * at_ld + t], each increasing (NULL: q_pos + t, k_pos + t)
+    const int *q_at, *k_at;
+    int at_ld;
 } AttnBlock;
 
 typedef struct {

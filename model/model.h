@@ -126,6 +126,11 @@ typedef struct {
     // context parallelism (parallel/context_parallel.h): positions of this rank's T rows (host),
     // one layer's ring and all-to-all buffers
     int* pos;
+    // --cp-split doc with documents: the positions every ring rank holds of each of the step's
+    // sequences (cp_doc_order: [n_micro * B * seq_len], cp rank c's T rows at [c * T]); cp_by_doc:
+    // whether they are the step's (0: the sampler's window, on the zig-zag of pos)
+    int* cp_order;
+    int cp_by_doc;
     float *cp_o, *cp_dkv;
     act_t *cp_kv[2], *cp_qkv, *cp_out, *cp_dout, *cp_send, *cp_recv;
     int *inputs, *targets;             // host: [n_micro * B * T] this step's tokens for this dp rank
@@ -173,18 +178,20 @@ static void docs_alloc(Model* m) {
     m->row_pos = (int*)xmalloc(sizeof(int) * held);
     m->doc_seq = (int*)xmalloc(sizeof(int) * held * m->c.cp);
     m->kernel_doc_seq = m->doc_seq;
+    if (m->c.cp_doc && m->c.cp > 1) m->cp_order = (int*)xmalloc(sizeof(int) * held * m->c.cp);
 }
 // row_pos of n_seq sequences from doc_start (after load_batch).
 static void docs_positions(Model* m, int n_seq) {
     for (int s = 0; s < n_seq; s++)
         for (int j = 0; j < m->T; j++) {
             size_t i = (size_t)s * m->T + j;
-            m->row_pos[i] = m->pos[j] - m->doc_start[i];
+            int p = m->cp_by_doc ? m->cp_order[(size_t)s * m->c.seq_len + m->L.cp_rank * m->T + j] : m->pos[j];
+            m->row_pos[i] = p - m->doc_start[i];
         }
 }
 // The sampler's window (seq_len tokens, unfilled ones 0) as micro-batch 0's one sequence.
 static void docs_of_window(Model* m, const int* window) {
-    m->mb = 0;
+    m->mb = 0, m->cp_by_doc = 0;
     if (!m->doc_start) return;
     doc_starts(window, m->c.seq_len, data_eot(m->c.vocab), m->doc_seq);
     for (int j = 0; j < m->T; j++) m->doc_start[j] = m->doc_seq[m->pos[j]];

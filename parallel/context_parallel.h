@@ -18,6 +18,9 @@
 // 2R-1-r (its Ts = 2c rows, in that order), the U Ulysses ranks of it T/cp rows each of
 // those. With R = 1 the rows are the sequence in order (one segment). --cp-split
 // contiguous gives ring rank r rows [r*Ts, (r+1)*Ts) instead, to measure the imbalance.
+// With documents the attention stays within each, so the sequence's zig-zag no longer balances
+// the ranks (a long document in one rank's chunks); --cp-split doc zig-zags each document on its
+// own instead (WLB-LLM, Wang et al. 2025; cp_doc_order), the rows then differing per sequence.
 //
 // Rank order (grid.h): cp_rank = ring_rank * U + ulysses_rank, next to tp, so the all-to-
 // all stays among the closest ranks. Weights are replicated over cp: their gradients are
@@ -36,6 +39,51 @@ static int cp_ring_position(int i, int r, int R, int T, int contiguous) {
 static void cp_positions(int* pos, int T, int cp, int U, int cp_rank, int contiguous) {
     int R = cp / U, r = cp_rank / U, u = cp_rank % U, Tl = T / cp;
     for (int j = 0; j < Tl; j++) pos[j] = cp_ring_position(u * Tl + j, r, R, T, contiguous);
+}
+
+// --cp-split doc: the positions of every ring rank's Ts = T/R rows of one sequence with
+// documents doc (doc_starts), ring rank r's at order[r * Ts], increasing. Each document of n
+// tokens is cut into 2R chunks (consecutive positions), ring rank r holding chunks r and 2R-1-r.
+// A chunk has n / (2R) tokens, and the n % (2R) left over go one each to the chunks next in a
+// rotation that runs on through the sequence's documents: T is a multiple of 2R, so chunk index
+// k gets T / (2R) tokens over the sequence and every ring rank Ts. A document's ranks differ by
+// at most one token per chunk; without documents (doc NULL) this is the sequence's zig-zag.
+static void cp_doc_order(const int* doc, int T, int R, int* order) {
+    int Ts = T / R, next = 0;  // next: the chunk that takes the next token left over
+    int* filled = (int*)xcalloc(R, sizeof(int));
+    for (int start = 0, end; start < T; start = end) {
+        for (end = start + 1; end < T && doc && doc[end] == doc[start]; end++) {}
+        if (!doc) end = T;
+        int n = end - start, base = n / (2 * R), extra = n % (2 * R), p = start;
+        for (int k = 0; k < 2 * R; k++) {
+            int len = base + ((k - next + 2 * R) % (2 * R) < extra), r = k < R ? k : 2 * R - 1 - k;
+            for (int i = 0; i < len; i++) order[(size_t)r * Ts + filled[r]++] = p++;
+        }
+        next = (next + extra) % (2 * R);
+    }
+    free(filled);
+}
+
+// --cp-split doc: micro-batch loading. Every rank reads its dp rank's whole sequences, orders
+// each by its documents (m->cp_order) and keeps the rows of its cp rank; RoPE/wpe positions
+// follow (docs_positions). Only with documents (m->cp_order; without, the zig-zag is it).
+static void cp_load_by_doc(Model* m, const TokenStream* ts, size_t index) {
+    int T = m->c.seq_len, Tl = m->T, n_seq = m->n_micro * m->B, first = m->L.cp_rank * Tl;
+    int *all = (int*)xmalloc(sizeof(int) * (3 * (size_t)n_seq * T + T)), *pos = all + 3 * (size_t)n_seq * T;
+    int *targets = all + (size_t)n_seq * T, *doc_start = targets + (size_t)n_seq * T;
+    for (int j = 0; j < T; j++) pos[j] = j;
+    load_batch(ts, &m->c, m->L.dp_rank, m->n_micro, index, pos, T, all, targets, doc_start, m->doc_seq);
+    for (int s = 0; s < n_seq; s++) {
+        int* order = m->cp_order + (size_t)s * T;
+        cp_doc_order(m->doc_seq + (size_t)s * T, T, m->c.cp / m->c.cp_ulysses, order);
+        for (int j = 0; j < Tl; j++) {
+            size_t from = (size_t)s * T + order[first + j], to = (size_t)s * Tl + j;
+            m->inputs[to] = all[from], m->targets[to] = targets[from], m->doc_start[to] = doc_start[from];
+        }
+    }
+    free(all);
+    m->cp_by_doc = 1;
+    docs_positions(m, n_seq);
 }
 
 // The cp rank that holds sequence position p, and its row there.
@@ -173,6 +221,13 @@ static int cp_block_visible(const Model* m, int B, int q0, int q1, int k0, int k
 // The blocks of (this rank's query segments) x (the key segments of ring rank src) that hold
 // a visible pair.
 static int cp_blocks(const Model* m, const CpShape* s, int src, int B, int q_ld, int kv_ld, AttnBlock* blk) {
+    if (m->cp_by_doc) {  // --cp-split doc: all rows in one block, their positions looked up (the kernels bisect)
+        const int* order = m->cp_order + (size_t)m->mb * m->B * m->c.seq_len;
+        AttnBlock a = {B, s->Ts, s->Ha, s->KVa, m->hd, q_ld, kv_ld, 0, s->Ts, 0, 0, s->Ts, 0, src == s->ring_rank,
+                       mb_docs(m), m->c.seq_len, order + s->ring_rank * s->Ts, order + src * s->Ts, m->c.seq_len};
+        blk[0] = a;
+        return 1;
+    }
     CpSegment qs[2], ks[2];
     int split = m->c.cp_contiguous, nq = cp_segments(s->ring_rank, s->R, m->c.seq_len, split, qs);
     int nk = cp_segments(src, s->R, m->c.seq_len, split, ks), n = 0;
@@ -182,7 +237,8 @@ static int cp_blocks(const Model* m, const CpShape* s, int src, int B, int q_ld,
                 continue;
             // init: its own chunk comes first, every query sees its own key
             AttnBlock a = {B, s->Ts, s->Ha, s->KVa, m->hd, q_ld, kv_ld, qs[i].row, qs[i].n, qs[i].pos,
-                           ks[j].row, ks[j].n, ks[j].pos, src == s->ring_rank && i == j, mb_docs(m), m->c.seq_len};
+                           ks[j].row, ks[j].n, ks[j].pos, src == s->ring_rank && i == j, mb_docs(m), m->c.seq_len,
+                           NULL, NULL, 0};
             blk[n++] = a;
         }
     // the diagonal blocks (init) before the others of the same query rows

@@ -38,6 +38,7 @@ typedef struct {
     int gelu_unfused;          // GPU build: --gelu-fusion off (GELU as its own kernel, not in the fc matmul)
     int reshard_keep;          // --reshard-after-forward off: --zero 3 keeps each gathered layer for the step
     int cp_kind;               // --cp-kind: CP_RING, CP_ULYSSES, CP_2D
+    int cp_split;              // --cp-split: CP_SPLIT_ZIGZAG, _CONTIGUOUS, _DOC (config: cp_contiguous, cp_doc)
     int doc_mask;              // --doc-mask: DOC_MASK_AUTO, _ON, _OFF as given; run.h doc_mask_resolve sets doc_masked
     int doc_masked;            // 1: attention within documents, positions restarting at each (runtime/data.h)
     const char* doc_note;      // the start-up table's line on documents
@@ -122,9 +123,9 @@ static const Flag FLAGS[] = {
     {"--cp-kind", FLAG_CHOICE, "ring|ulysses|2d", NO_RANGE, "ring", HELP_LAYOUT, AGREE, 0, IN_ARGS(cp_kind),
      "ring: zig-zag ring attention; ulysses: all-to-all to a head split (N <= KV heads per tp rank); "
      "2d: Ulysses inside --cp-ulysses U ranks, ring across"},
-    {"--cp-split", FLAG_CHOICE, "zigzag|contiguous", NO_RANGE, "zigzag", HELP_LAYOUT, AGREE, 0, IN_CFG(cp_contiguous),
+    {"--cp-split", FLAG_CHOICE, "zigzag|contiguous|doc", NO_RANGE, "zigzag", HELP_LAYOUT, AGREE, 0, IN_ARGS(cp_split),
      "zigzag: ring rank r holds chunks r and 2R-1-r of 2R, balanced; contiguous: one piece each (the causal mask "
-     "leaves early ranks idle; to measure)"},
+     "leaves early ranks idle; to measure); doc: the zig-zag of each document (WLB-LLM), balanced under documents"},
     {"--schedule", FLAG_CHOICE, "gpipe|1f1b|interleaved|zb-h1|zb-v", NO_RANGE, NULL, HELP_LAYOUT, AGREE, 0,
      IN_CFG(schedule),
      "pipeline schedule (default 1f1b, interleaved when --vpp > 1); zb-*: zero-bubble, each backward split into B "
@@ -385,6 +386,9 @@ static void args_resolve(Args* a) {
     if (a->cp_kind == CP_2D && c->cp % c->cp_ulysses)
         fail("--cp-ulysses %d does not divide --cp %d", c->cp_ulysses, c->cp);
     c->cp_ulysses = a->cp_kind == CP_RING ? 1 : a->cp_kind == CP_ULYSSES ? c->cp : c->cp_ulysses;
+    if (a->cp_split == CP_SPLIT_DOC && a->cp_kind == CP_ULYSSES && c->cp > 1)  // its all-to-all gathers whole sequences
+        fail("--cp-split doc: splits the ring's rows; --cp-kind ulysses gives every rank whole sequences (balanced)");
+    c->cp_contiguous = a->cp_split == CP_SPLIT_CONTIGUOUS, c->cp_doc = a->cp_split == CP_SPLIT_DOC;
     if (!flag_given(a, "--schedule")) c->schedule = c->vpp > 1 ? SCHED_INTERLEAVED : SCHED_1F1B;
     if (c->schedule == SCHED_ZBV && c->vpp != 2)
         fail("--vpp %d: --schedule zb-v places exactly two chunks per stage (a V); use --vpp 2", c->vpp);

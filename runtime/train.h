@@ -147,9 +147,13 @@ static void batch_imbalance(Model* m, const TokenStream* ts, size_t index) {
     for (int u = 0; u < U; u++) work[u] = attention_work(ds + (size_t)u * B * T, B, T, pos, T);
     double* dp_work = (double*)xcalloc(c->dp, sizeof(double));
     for (int u = 0; u < U; u++) dp_work[u / m->n_micro] += work[u];
-    for (int r = 0; r < cp; r++) {  // the positions cp rank r holds of every sequence
+    for (int r = 0; r < cp && !c->cp_doc; r++) {  // the positions cp rank r holds of every sequence
         cp_positions(pos, T, cp, c->cp_ulysses, r, c->cp_contiguous);
         work[U + r] = attention_work(ds, G, T, pos, T / cp);
+    }
+    for (int g = 0; g < G && c->cp_doc; g++) {  // --cp-split doc: each sequence's own positions per cp rank
+        cp_doc_order(ds + (size_t)g * T, T, cp / c->cp_ulysses, in);  // (in: the tokens are not needed)
+        for (int r = 0; r < cp; r++) work[U + r] += attention_work(ds + (size_t)g * T, 1, T, in + r * (T / cp), T / cp);
     }
     m->met->att_spread[0] = spread_of(work, U);
     m->met->att_spread[1] = spread_of(dp_work, c->dp);

@@ -235,6 +235,7 @@ static void ref_crossentropy(double* losses, const double* logits, const int* ta
 #include "tests/gpt_flags.c"
 #include "tests/gpt_docs.c"
 #include "tests/gpt_packing.c"
+#include "tests/gpt_cp_doc.c"
 
 // ----------------------------------------------------------------------------
 
@@ -264,7 +265,8 @@ int main(int argc, char** argv) {
                     {"split backward", test_split_backward},
                     {"non-finite", test_nonfinite},
                     {"packing", test_packing},
-                    {"documents", test_docs}};
+                    {"documents", test_docs},
+                    {"cp split", test_cp_doc}};
     for (size_t i = 0; i < sizeof(sections) / sizeof(sections[0]); i++) {
         if (argc > 1 && strcmp(argv[1], sections[i].name)) continue;  // ./test_gpt SECTION: that one only
 #ifdef _OPENMP

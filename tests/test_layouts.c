@@ -577,6 +577,7 @@ static void doc_suites(void) {
         {"docs_cp4_2d_u2", "--cp 4 --cp-kind 2d --cp-ulysses 2"},
         {"docs_cp4_contiguous", "--cp 4 --cp-split contiguous"},
         {"docs_cp2_selective", "--cp 2 --recompute selective"},
+        {"docs_cp4_doc", "--cp 4 --cp-split doc"},
         {"docs_dp2_tp2_pp2", "--dp 2 --tp 2 --pp 2"},
     };
     suite("masked_gpt2", "--model tiny --data " DOCS_DATA " --doc-mask on", gpt_layouts,
@@ -587,6 +588,8 @@ static void doc_suites(void) {
         {"docs_cp2_ring", "--cp 2"},
         {"docs_cp2_ulysses", "--cp 2 --cp-kind ulysses"},
         {"docs_cp4_2d_u2", "--cp 4 --cp-kind 2d --cp-ulysses 2"},
+        {"docs_cp4_doc", "--cp 4 --cp-split doc"},
+        {"docs_cp4_2d_doc", "--cp 4 --cp-kind 2d --cp-ulysses 2 --cp-split doc"},
     };
     suite("masked_llama", "--model llama-tiny --data " DOCS_DATA " --doc-mask on", llama_layouts,
           sizeof(llama_layouts) / sizeof(llama_layouts[0]));
@@ -594,6 +597,7 @@ static void doc_suites(void) {
                         "--doc-mask on: tests/test_layouts.c has no end-of-text token");
     docs_sample_matches("docs_sample_cp2", "--cp 2");
     docs_sample_matches("docs_sample_cp4_2d", "--cp 4 --cp-kind 2d --cp-ulysses 2");
+    docs_sample_matches("docs_sample_cp2_doc", "--cp 2 --cp-split doc");  // trained split by documents, sampled zig-zag
     if (!selected("docs_mask_changes")) return;
     // the mask is in force: the same data unmasked trains to other losses
     RunResult on = {0}, off = {0};
@@ -638,9 +642,14 @@ static void packing_resume(void) {
 }
 static void packing_suites(void) {
     static const Layout_ layouts[] = {
-        {"dp2_packed", "--dp 2"}, {"pp2_packed", "--pp 2"}, {"tp2_packed", "--tp 2"}, {"cp2_packed", "--cp 2"}};
-    suite("greedy", PACK_DOCS " --packing greedy", layouts, 4);
-    suite("wlb", PACK_DOCS " --packing wlb", layouts, 4);
+        {"dp2_packed", "--dp 2"}, {"pp2_packed", "--pp 2"}, {"tp2_packed", "--tp 2"}, {"cp2_packed", "--cp 2"},
+        // --cp-split doc: each document zig-zagged over the ring ranks, rows differing per sequence
+        {"cp2_doc_packed", "--cp 2 --cp-split doc"}, {"cp4_doc_packed", "--cp 4 --cp-split doc"},
+        {"cp4_2d_doc_packed", "--cp 4 --cp-kind 2d --cp-ulysses 2 --cp-split doc"},
+        {"dp2_cp2_doc_packed", "--dp 2 --cp 2 --cp-split doc --recompute selective"}};
+    int n = sizeof(layouts) / sizeof(layouts[0]);
+    suite("greedy", PACK_DOCS " --packing greedy", layouts, n);
+    suite("wlb", PACK_DOCS " --packing wlb", layouts, n);
     if (selected("packed_resume")) packing_resume();
     if (selected("packed_trace")) {  // --trace names each micro-batch's documents: 4 (pp 2, B 8 of G 32)
         static char trace[1 << 20];
@@ -655,6 +664,9 @@ static void packing_suites(void) {
            w = val_loss_of("packed_val_wlb", PACK_DOCS " --packing wlb --dp 2");
     check(fabs(g - w) <= 1e-6 * fabs(g), "packed_val same documents, same loss",
           "greedy 1 rank %.9g, wlb dp 2 %.9g", g, w);
+    double d = val_loss_of("packed_val_cp2_doc", PACK_DOCS " --packing greedy --cp 2 --cp-split doc");
+    check(fabs(g - d) <= 1e-6 * fabs(g), "packed_val cp 2 split by documents, same loss",
+          "greedy 1 rank %.9g, cp 2 --cp-split doc %.9g", g, d);
 }
 
 // The defaults alone (no batch flags): `./train --tp 2 --pp 2` must train on the same

@@ -50,18 +50,37 @@ static void rope_apply(float* qkv, int N, const int* positions, int T, int strid
 // first row has the smallest first key and its last row the largest n: the tile's products
 // run over the keys [first of its first row, n of its last row) only, and a tile (or, in
 // context_parallel.h, a whole block) with no visible pair costs nothing.
+// With --cp-split doc (k_at, q_at) a block's rows are increasing positions, not consecutive:
+// a row's keys are still a range of the block's key rows, found by bisection.
 #define ATT_ROWS 32
 
-// The keys of the block that query row t (of the block) may see: [0, n).
-static int att_keys_seen(const AttnBlock* a, int t) {
-    int n = a->q_pos + t - a->k_pos + 1;
-    return n < 0 ? 0 : n > a->nk ? a->nk : n;
+// The key rows of the block at positions before p in sequence b (k_at: increasing, bisected).
+static int att_keys_before(const AttnBlock* a, int b, int p) {
+    if (!a->k_at) {
+        int n = p - a->k_pos;
+        return n < 0 ? 0 : n > a->nk ? a->nk : n;
+    }
+    const int* at = a->k_at + (size_t)b * a->at_ld;
+    int lo = 0, hi = a->nk;
+    while (lo < hi) {
+        int mid = (lo + hi) / 2;
+        if (at[mid] < p) lo = mid + 1;
+        else hi = mid;
+    }
+    return lo;
 }
-// The first of them in sequence b: its document's start (0 without documents).
+// The position of query row t (of the block) in sequence b.
+static int att_query_position(const AttnBlock* a, int b, int t) {
+    return a->q_at ? a->q_at[(size_t)b * a->at_ld + t] : a->q_pos + t;
+}
+// The keys of the block that query row t of sequence b may see: [0, n).
+static int att_keys_seen(const AttnBlock* a, int b, int t) {
+    return att_keys_before(a, b, att_query_position(a, b, t) + 1);
+}
+// The first of them: its document's start (0 without documents).
 static int att_keys_first(const AttnBlock* a, int b, int t) {
     if (!a->doc) return 0;
-    int first = a->doc[(size_t)b * a->doc_ld + a->q_pos + t] - a->k_pos;
-    return first < 0 ? 0 : first > a->nk ? a->nk : first;
+    return att_keys_before(a, b, a->doc[(size_t)b * a->doc_ld + att_query_position(a, b, t)]);
 }
 
 // s[lo, hi) = exp(scale * s - shift), zero in [0, lo) and [hi, keys); returns the sum over [lo, hi).
@@ -110,7 +129,7 @@ static void attention_block_forward(float* o, int o_ld, float* lse, const float*
             float* Y = S + (size_t)ATT_ROWS * a->nk;
             for (int t0 = 0; t0 < a->nq; t0 += ATT_ROWS) {
                 int rows = a->nq - t0 < ATT_ROWS ? a->nq - t0 : ATT_ROWS, k0 = att_keys_first(a, b, t0);
-                int keys = att_keys_seen(a, t0 + rows - 1) - k0;  // the tile's keys: [k0, k0 + keys)
+                int keys = att_keys_seen(a, b, t0 + rows - 1) - k0;  // the tile's keys: [k0, k0 + keys)
                 float mx[ATT_ROWS], l[ATT_ROWS];
                 if (keys <= 0) {  // no visible pair: each row keeps its output (or starts it empty)
                     for (int t = 0; t < rows; t++)
@@ -120,7 +139,7 @@ static void attention_block_forward(float* o, int o_ld, float* lse, const float*
                 gemm(rows, keys, hd, qh + (size_t)t0 * a->q_ld, a->q_ld, 0, k + (size_t)k0 * a->kv_ld, a->kv_ld, 1,
                      S, keys, 0);
                 for (int t = 0; t < rows; t++) {
-                    int lo = att_keys_first(a, b, t0 + t) - k0, n = att_keys_seen(a, t0 + t) - k0;
+                    int lo = att_keys_first(a, b, t0 + t) - k0, n = att_keys_seen(a, b, t0 + t) - k0;
                     float* s = S + (size_t)t * keys;
                     mx[t] = -INFINITY;
                     for (int j = lo; j < n; j++) mx[t] = s[j] > mx[t] ? s[j] : mx[t];
@@ -163,7 +182,7 @@ static void attention_block_backward(float* dq, int dq_ld, float* dkv, int dkv_l
                 float* dqh = dq + q0 * dq_ld + h * hd;
                 for (int t0 = 0; t0 < a->nq; t0 += ATT_ROWS) {
                     int rows = a->nq - t0 < ATT_ROWS ? a->nq - t0 : ATT_ROWS, k0 = att_keys_first(a, b, t0);
-                    int keys = att_keys_seen(a, t0 + rows - 1) - k0;  // the tile's keys: [k0, k0 + keys)
+                    int keys = att_keys_seen(a, b, t0 + rows - 1) - k0;  // the tile's keys: [k0, k0 + keys)
                     if (keys <= 0) continue;
                     const float *kt = k + (size_t)k0 * a->kv_ld, *vt = v + (size_t)k0 * a->kv_ld;
                     float *dkt = dk + (size_t)k0 * dkv_ld, *dvt = dv + (size_t)k0 * dkv_ld;
@@ -175,7 +194,7 @@ static void attention_block_backward(float* dq, int dq_ld, float* dkv, int dkv_l
                         const float *dot = doh + (size_t)(t0 + t) * o_ld, *ot = oh + (size_t)(t0 + t) * o_ld;
                         float D = 0.0f;
                         for (int d = 0; d < hd; d++) D += dot[d] * ot[d];
-                        att_exp_row(p, att_keys_first(a, b, t0 + t) - k0, att_keys_seen(a, t0 + t) - k0, keys, scale,
+                        att_exp_row(p, att_keys_first(a, b, t0 + t) - k0, att_keys_seen(a, b, t0 + t) - k0, keys, scale,
                                     lh[t0 + t]);
                         vec vD = vbcast(D), vscale = vbcast(scale);
                         ROW_LOOP(c, w, keys)
@@ -193,7 +212,7 @@ static void attention_block_backward(float* dq, int dq_ld, float* dkv, int dkv_l
 // The whole causal sequence as one block: qkv rows (B*T) hold [q: H*hd | k: KV*hd | v: KV*hd];
 // out (B*T x H*hd), lse (B x H x T); dqkv is overwritten. doc (B x T, NULL: none): documents.
 static AttnBlock attention_whole(int B, int T, int H, int KV, int hd, const int* doc) {
-    AttnBlock a = {B, T, H, KV, hd, (H + 2 * KV) * hd, (H + 2 * KV) * hd, 0, T, 0, 0, T, 0, 1, doc, T};
+    AttnBlock a = {B, T, H, KV, hd, (H + 2 * KV) * hd, (H + 2 * KV) * hd, 0, T, 0, 0, T, 0, 1, doc, T, NULL, NULL, 0};
     return a;
 }
 static void attention_forward(float* out, float* lse, const float* qkv, int B, int T, int H, int KV, int hd,

@@ -74,7 +74,9 @@ typedef struct {
     int* d_pos;                        // device copy of m->pos: the sequence position of each of this rank's T rows
     int *d_row_pos, *d_doc_seq;        // device copies of m->row_pos and m->doc_seq (documents; NULL without)
     double ring_t0;                    // host time the context-parallel ring's exchange in flight started (--trace)
-    cudaStream_t offload;              // --offload activations: the copies between frames and the pinned tier
+    cudaStream_t offload;              // --offload: the copies between the device and the pinned tier
+    float* h_grad;                     // --offload optimizer: pinned, the gradient of the optimizer range
+    int opt_step;                      // --offload optimizer: the step whose first range was copied down
     cudaEvent_t computed, copied;      // the compute stream's work so far; the offload stream's copies so far
 } ModelBackend;
 #define GRAD_BUCKET_FLOATS SIZE_MAX
@@ -369,7 +371,10 @@ static void sumsq_finish(Model* m, int n_ranges, double* ss) {
 // AdamW on the fp32 master weights of this rank's range; the bf16 copy follows: written by
 // the update without ZeRO, with ZeRO 1/2 refreshed whole from the all-gathered fp32 shards,
 // with ZeRO 3 per unit as it is gathered (the shard is param_shard).
+static void adamw_range_host(Model* m, size_t a, size_t b, const float* grad, int decay, float lr,
+                             float grad_scale, int t);
 static void adamw_range(Model* m, size_t a, size_t b, const float* grad, int decay, float lr, float grad_scale, int t) {
+    if (m->c.offload & OFFLOAD_OPTIMIZER) return adamw_range_host(m, a, b, grad, decay, lr, grad_scale, t);
     size_t o = a - m->opt_lo;
     float* p = m->z3 ? m->param_shard + o : m->params + a;
     adamw_update_gpu(p, m->c.zero ? NULL : m->be.params_bf16 + a, grad + o, m->m_state + o, m->v_state + o,
@@ -559,30 +564,7 @@ static void slot_bind(Model* m, int c, Slot* s, char* base) {
     Carver k = {base, 0};
     carve_slot(m, c, s, &k);
 }
-// --offload activations: the tier is pinned host memory; the copies run on the offload stream
-// after the compute queued so far (they may overlap the next op's kernels), and the compute
-// stream waits for them (an event: the host does not) at act_tier_wait.
-static char* act_tier_alloc(Model* m, size_t bytes) {
-    void* p;
-    cudaError_t e = cudaMallocHost(&p, bytes ? bytes : 16);
-    if (e != cudaSuccess)
-        fail("--offload activations: cannot pin %.1f MiB of host memory (%s)", bytes / 1048576.0,
-             cudaGetErrorString(e));
-    return (char*)p;
-}
-static void act_tier_copy(Model* m, void* dst, const void* src, size_t bytes, cudaMemcpyKind kind) {
-    cudaCheck(cudaEventRecord(m->be.computed, m->be.stream));
-    cudaCheck(cudaStreamWaitEvent(m->be.offload, m->be.computed, 0));
-    cudaCheck(cudaMemcpyAsync(dst, src, bytes, kind, m->be.offload));
-    cudaCheck(cudaEventRecord(m->be.copied, m->be.offload));
-}
-static void act_tier_out(Model* m, char* tier, const char* frame, size_t bytes) {
-    act_tier_copy(m, tier, frame, bytes, cudaMemcpyDeviceToHost);
-}
-static void act_tier_in(Model* m, char* frame, char* tier, size_t bytes) {
-    act_tier_copy(m, frame, tier, bytes, cudaMemcpyHostToDevice);
-}
-static void act_tier_wait(Model* m) { cudaCheck(cudaStreamWaitEvent(m->be.stream, m->be.copied, 0)); }
+#include "runtime/offload_gpu.h"  // the pinned tier: activation copies, AdamW on the host (--offload optimizer)
 
 // Copy the host fp32 weights to the device and make the bf16 copy, and back (--zero 3: only
 // this replica's shard goes either way, no whole copy on the device; zero3_gpu.h zero3_download).
@@ -599,12 +581,18 @@ static void download_params(Model* m) {
 }
 
 static float* f32_alloc(Model* m, size_t n) { return (float*)dev_alloc(sizeof(float) * n); }
-// --offload optimizer is refused in this build (main); AdamW's state is on the device.
-static float* opt_state_alloc(Model* m, size_t n, const char* what) { return f32_alloc(m, n); }
+// AdamW's state on the device, or pinned on the host (--offload optimizer: runtime/offload_gpu.h).
+static float* opt_state_alloc(Model* m, size_t n, const char* what) {
+    if (!(m->c.offload & OFFLOAD_OPTIMIZER)) return f32_alloc(m, n);
+    return (float*)host_pinned(sizeof(float) * n, "--offload optimizer");
+}
 static bf16* act_alloc(Model* m, size_t n) { return (bf16*)dev_alloc(sizeof(bf16) * n); }
 // init_params on the host (the CPU build's weights, bit for bit), then up to the device.
 static void params_init(Model* m) {
-    m->be.h_params = (float*)xcalloc(m->P.n_padded, sizeof(float));
+    // --offload optimizer: pinned, the master weights of the optimizer range (runtime/offload_gpu.h)
+    m->be.h_params = m->c.offload & OFFLOAD_OPTIMIZER
+                         ? (float*)host_pinned(sizeof(float) * m->P.n_padded, "--offload optimizer")
+                         : (float*)xcalloc(m->P.n_padded, sizeof(float));
     init_params(&m->P, &m->c, m->c.tp, m->L.tp_rank, m->be.h_params);
     upload_params(m);
 }
@@ -625,6 +613,8 @@ static void model_init(Model* m, Args* a, Metrics* met) {
     if (a->cfg.zero != 3) m->be.params_bf16 = (bf16*)dev_alloc(sizeof(bf16) * m->P.n_padded);  // else zero3.h's
     model_init_params(m);
     if (!m->z3) m->be.arena = m->params;
+    if (a->cfg.offload & OFFLOAD_OPTIMIZER)
+        m->be.h_grad = (float*)host_pinned(sizeof(float) * (m->opt_hi - m->opt_lo), "--offload optimizer");
     m->be.h_norm_parts = (float*)xcalloc(m->P.n, sizeof(float));
     model_init_schedule(m);        // the op list, then activations sized by it
     if (m->doc_start) {
@@ -635,26 +625,29 @@ static void model_init(Model* m, Args* a, Metrics* met) {
     }
 }
 
-// Checkpoints go through ckpt.h on host copies of the fp32 weights and AdamW state.
+// Checkpoints go through ckpt.h on host copies of the fp32 weights and AdamW state (--offload
+// optimizer: the state itself, already on the host).
 static void save_checkpoint(Model* m, int step) {
     size_t n_opt = m->opt_hi - m->opt_lo;
-    float *hm = (float*)xmalloc(sizeof(float) * (n_opt ? n_opt : 1)),
-          *hv = (float*)xmalloc(sizeof(float) * (n_opt ? n_opt : 1));
+    int dev = !(m->c.offload & OFFLOAD_OPTIMIZER);
+    float* hm = dev ? (float*)xmalloc(sizeof(float) * (n_opt ? n_opt : 1)) : m->m_state;
+    float* hv = dev ? (float*)xmalloc(sizeof(float) * (n_opt ? n_opt : 1)) : m->v_state;
     download_params(m);
-    d2h(hm, m->m_state, sizeof(float) * n_opt, m->be.stream);
-    d2h(hv, m->v_state, sizeof(float) * n_opt, m->be.stream);
+    if (dev) d2h(hm, m->m_state, sizeof(float) * n_opt, m->be.stream);
+    if (dev) d2h(hv, m->v_state, sizeof(float) * n_opt, m->be.stream);
     ckpt_save(&m->L, &m->P, &m->c, m->args, m->be.h_params, hm, hv, m->opt_lo, m->opt_hi, step);
-    free(hm); free(hv);
+    if (dev) free(hm), free(hv);
 }
 static int resume_checkpoint(Model* m) {
     size_t n_opt = m->opt_hi - m->opt_lo;
-    float *hm = (float*)xcalloc(n_opt ? n_opt : 1, sizeof(float)),
-          *hv = (float*)xcalloc(n_opt ? n_opt : 1, sizeof(float));
+    int dev = !(m->c.offload & OFFLOAD_OPTIMIZER);
+    float* hm = dev ? (float*)xcalloc(n_opt ? n_opt : 1, sizeof(float)) : m->m_state;
+    float* hv = dev ? (float*)xcalloc(n_opt ? n_opt : 1, sizeof(float)) : m->v_state;
     int step = ckpt_resume(&m->L, &m->P, &m->c, m->args, m->be.h_params, hm, hv, m->opt_lo, m->opt_hi);
     upload_params(m);
-    h2d(m->m_state, hm, sizeof(float) * n_opt, m->be.stream);
-    h2d(m->v_state, hv, sizeof(float) * n_opt, m->be.stream);
-    free(hm); free(hv);
+    if (dev) h2d(m->m_state, hm, sizeof(float) * n_opt, m->be.stream);
+    if (dev) h2d(m->v_state, hv, sizeof(float) * n_opt, m->be.stream);
+    if (dev) free(hm), free(hv);
     return step;
 }
 
@@ -716,8 +709,6 @@ int main(int argc, char** argv) {
     run_setup(&run, argc, argv);
     Args* a = &run.args;
     ModelConfig* c = &a->cfg;
-    if (c->offload & OFFLOAD_OPTIMIZER)  // the fp32 master weights feed ZeRO's all-gather and the bf16 copy here
-        fail("--offload optimizer: in the CPU build only (train_gpt.c) for now; the GPU build offloads activations");
     int world = run.world, rank = run.rank, share = 1;
     int dev = gpu_select_device(a->comm_mpi ? COMM_MPI : COMM_NCCL, &share);
     cudaDeviceProp prop;
@@ -747,9 +738,10 @@ int main(int argc, char** argv) {
         print_startup(&m.L, &m.P, c, a, &run.train, &run.val, &met, m.n_micro, start_step);
         printf(
             "gpu: %s (sm_%d%d, %.0f GiB) per rank, comm %s, bf16 activations, "
-            "fp32 master weights + bf16 copy, fp32 grads and AdamW state\n",
+            "fp32 master weights + bf16 copy, fp32 grads and AdamW state%s\n",
             prop.name, prop.major, prop.minor, prop.totalGlobalMem / 1073741824.0,
-            a->comm_mpi ? "mpi (host-staged)" : "nccl");
+            a->comm_mpi ? "mpi (host-staged)" : "nccl",
+            c->offload & OFFLOAD_OPTIMIZER ? " (AdamW's m, v and its master weights pinned on the host)" : "");
         fflush(stdout);
     }
     // metrics_predict counts activations in floats; the bf16 buffers are passed as bytes / 4.

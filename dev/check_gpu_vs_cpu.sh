@@ -127,6 +127,7 @@ for ref in "cpu_gpt2|--model tiny" "cpu_llama|--model llama-tiny" "cpu_gpt2_8l|-
 done
 
 # GPU runs: name|reference|flags. Multi-rank runs share the one GPU through --comm mpi.
+OPT="--offload optimizer"  # AdamW's state and master weights pinned on the host, updated there
 CASES=(
   "gpu_gpt2|cpu_gpt2|--model tiny"
   "gpu_gpt2_gelu_unfused|cpu_gpt2|--model tiny --gelu-fusion off"
@@ -153,6 +154,10 @@ CASES=(
   "gpu_gpt2_docs_cp2_ring|cpu_gpt2_docs|--model tiny $DOCS --cp 2 --comm mpi"
   "gpu_llama_docs_cp2_ulysses|cpu_llama_docs|--model llama-tiny $DOCS --cp 2 --cp-kind ulysses --comm mpi"
   "gpu_gpt2_8l_pp4_offload_act|cpu_gpt2_8l|--model tiny --n-layer 8 --pp 4 --micro-batch 1 --offload activations --comm mpi"
+  "gpu_gpt2_offload_opt|cpu_gpt2|--model tiny $OPT"
+  "gpu_gpt2_dp2_zero1_offload_opt|cpu_gpt2|--model tiny --dp 2 --zero 1 $OPT --comm mpi"
+  "gpu_gpt2_dp2_zero2_offload_opt|cpu_gpt2|--model tiny --dp 2 --zero 2 $OPT --comm mpi"
+  "gpu_gpt2_dp2_pp2_zero3_offload_opt|cpu_gpt2|--model tiny --dp 2 --pp 2 --micro-batch 2 --zero 3 $OPT --comm mpi"
 )
 # NCCL (the default --comm): one GPU per rank.
 [ "$GPUS" -ge 4 ] && CASES+=(
@@ -171,6 +176,7 @@ CASES=(
   "gpu_gpt2_pp2_zbh1_nccl|cpu_gpt2|--model tiny --pp 2 --micro-batch 2 --schedule zb-h1"
   "gpu_gpt2_pp2_zbv_nccl|cpu_gpt2|--model tiny --pp 2 --micro-batch 2 --schedule zb-v --eval-every 5 --val-batches 1 --sample-every 10 --sample-len 4"
   "gpu_gpt2_8l_pp4_zbv_nccl|cpu_gpt2_8l|--model tiny --n-layer 8 --pp 4 --micro-batch 1 --schedule zb-v"
+  "gpu_gpt2_dp2_pp2_zero3_offload_opt_nccl|cpu_gpt2|--model tiny --dp 2 --pp 2 --micro-batch 2 --zero 3 $OPT"
   "gpu_gpt2_8l_pp4_offload_act_nccl|cpu_gpt2_8l|--model tiny --n-layer 8 --pp 4 --micro-batch 1 --offload activations"
   "gpu_gpt2_cp2_ring_nccl|cpu_gpt2|--model tiny --cp 2"
   "gpu_gpt2_cp2_ulysses_nccl|cpu_gpt2|--model tiny --cp 2 --cp-kind ulysses"
@@ -198,8 +204,40 @@ done
 # restored moves the loss by far more.
 RESUME_RTOL=1e-5
 EXTRA="--model tiny --eval-every 5 --val-batches 2 --sample-every 5 --sample-len 16 --ckpt-every 5 --ckpt-keep 5"
-rm -rf "$DIR/ckpt" "$DIR/ckpt_resumed"
-if ! run gpu_full "$GPU_BIN" $EXTRA --ckpt-dir "$DIR/ckpt"; then
+# resumed NAME FULL FLAGS...: NAME resumes FULL's step-5 checkpoint (in DIR/FULL.ckpt) with $EXTRA FLAGS;
+# its steps 6-10 and step-10 validation loss must repeat FULL's within RESUME_RTOL.
+resumed() {
+  local name=$1 full=$2; shift 2
+  rm -rf "$DIR/$name.ckpt"
+  if ! timeout 180 "$GPU_BIN" $BASE $EXTRA "$@" --ckpt-dir "$DIR/$name.ckpt" \
+         --resume "$DIR/$full.ckpt/ckpt_00000005.bin" --log "$DIR/$name.json" > "$DIR/$name.log" 2>&1; then
+    fail "$name: resuming from step 5 failed: $(grep -m1 -E 'error' "$DIR/$name.log" | cut -c1-160)"
+    return
+  fi
+  res=$(awk '
+    function rel(a, b) { d = a - b; if (d < 0) d = -d; s = b < 0 ? -b : b; return s > 0 ? d / s : d }
+    { if (match($0, /"step":[0-9]+/)) st = substr($0, RSTART + 7, RLENGTH - 7) + 0; else next
+      key = ""; if (match($0, /"loss":[^,}]+/)) key = "loss"; else if (match($0, /"val_loss":[^,}]+/)) key = "val"; else next
+      v = substr($0, RSTART, RLENGTH); sub(/^[^:]*:/, "", v) }
+    NR == FNR { ref[key st] = v; next }
+    { if (!((key st) in ref)) next; n++; r = rel(v, ref[key st]); if (r >= worst) worst = r }
+    END { printf "%d %.3e\n", n, worst }' "$DIR/$full.json" "$DIR/$name.json")
+  read -r n worst <<< "$res"
+  if [ "$n" -eq 6 ] && awk -v w="$worst" -v t="$RESUME_RTOL" 'BEGIN { exit !(w <= t) }'; then
+    pass "$name: steps 6-10 and the step-10 validation loss after resuming $full's step 5 ($*)," \
+         "max rel diff $worst <= $RESUME_RTOL"
+    # on the emulator the kernels run in a fixed order: the step-10 checkpoints must be the same bytes
+    if [[ "$GPU_BIN" == *_emu ]]; then
+      if cmp -s "$DIR/$full.ckpt/ckpt_00000010.bin" "$DIR/$name.ckpt/ckpt_00000010.bin"; then
+        pass "$name: step-10 checkpoint bitwise equal to $full's (emulator)"
+      else fail "$name: step-10 checkpoint differs from $full's (emulator: expected bitwise)"; fi
+    fi
+  else
+    fail "$name: $n of 6 values compared with $full, max rel diff $worst (tolerance $RESUME_RTOL)"
+  fi
+}
+rm -rf "$DIR/gpu_full.ckpt"
+if ! run gpu_full "$GPU_BIN" $EXTRA --ckpt-dir "$DIR/gpu_full.ckpt"; then
   fail "gpu_full: run with evaluation, samples and checkpoints failed: $(grep -m1 -E 'error' "$DIR/gpu_full.log" | cut -c1-160)"
 else
   compare gpu_full cpu_gpt2 nograd  # evaluation and sampling in between change no training step
@@ -208,26 +246,17 @@ else
   n_samples=$(awk '/\| val loss/ { getline next_line; if (next_line !~ /^(checkpoint|step) /) n++ } END { print n + 0 }' "$DIR/gpu_full.log")
   if [ "$n_val" -eq 2 ] && [ "$n_samples" -eq 2 ]; then pass "gpu_full: validation losses and samples at steps 5 and 10"
   else fail "gpu_full: $n_val validation losses and $n_samples samples (expected 2 each) in $DIR/gpu_full.log"; fi
-  if ! timeout 180 "$GPU_BIN" $BASE $EXTRA --ckpt-dir "$DIR/ckpt_resumed" --resume "$DIR/ckpt/ckpt_00000005.bin" \
-         --log "$DIR/gpu_resumed.json" > "$DIR/gpu_resumed.log" 2>&1; then
-    fail "gpu_resumed: resuming from step 5 failed: $(grep -m1 -E 'error' "$DIR/gpu_resumed.log" | cut -c1-160)"
-  else
-    res=$(awk '
-      function rel(a, b) { d = a - b; if (d < 0) d = -d; s = b < 0 ? -b : b; return s > 0 ? d / s : d }
-      { if (match($0, /"step":[0-9]+/)) st = substr($0, RSTART + 7, RLENGTH - 7) + 0; else next
-        key = ""; if (match($0, /"loss":[^,}]+/)) key = "loss"; else if (match($0, /"val_loss":[^,}]+/)) key = "val"; else next
-        v = substr($0, RSTART, RLENGTH); sub(/^[^:]*:/, "", v) }
-      NR == FNR { ref[key st] = v; next }
-      { if (!((key st) in ref)) next; n++; r = rel(v, ref[key st]); if (r >= worst) worst = r }
-      END { printf "%d %.3e\n", n, worst }' "$DIR/gpu_full.json" "$DIR/gpu_resumed.json")
-    read -r n worst <<< "$res"
-    if [ "$n" -eq 6 ] && awk -v w="$worst" -v t="$RESUME_RTOL" 'BEGIN { exit !(w <= t) }'; then
-      pass "gpu_resumed: steps 6-10 and the step-10 validation loss after resuming from step 5, max rel diff $worst <= $RESUME_RTOL"
-    else
-      fail "gpu_resumed: $n of 6 values compared, max rel diff $worst (tolerance $RESUME_RTOL)"
-    fi
-  fi
+  resumed gpu_resumed gpu_full
 fi
-
+# --offload optimizer: AdamW's state and master weights on the host, updated by the CPU build's
+# AdamW; its checkpoint resumed without the flag, AdamW then on the device (the same formula,
+# rounded in another order: within RESUME_RTOL).
+rm -rf "$DIR/gpu_full_offload_opt.ckpt"
+if ! run gpu_full_offload_opt "$GPU_BIN" $EXTRA --offload optimizer --ckpt-dir "$DIR/gpu_full_offload_opt.ckpt"; then
+  fail "gpu_full_offload_opt: run failed: $(grep -m1 -E 'error' "$DIR/gpu_full_offload_opt.log" | cut -c1-160)"
+else
+  resumed gpu_resumed_offload_opt gpu_full_offload_opt --offload none
+  resumed gpu_resumed_offload_opt_kept gpu_full_offload_opt --offload optimizer
+fi
 echo "$PASS passed, $FAIL failed, $SKIP skipped"
 [ "$FAIL" -eq 0 ]

@@ -8,11 +8,13 @@
 // and unlinked at once (nothing is left behind, even after a kill). Pages written and then
 // released (tier_release) leave the process's resident set: the kernel keeps them in the page
 // cache or writes them to the file, and a later read faults them back in.
-// GPU build: the tier is pinned host memory (cudaMallocHost, train_gpt.cu).
+// GPU build: the tier is pinned host memory (cudaMallocHost, runtime/offload_gpu.h).
 //
 // What goes there:
-//   optimizer    AdamW's m and v (and on the GPU the fp32 master weights; the CPU build's fp32
-//                parameters are its master weights and stay resident: the forward reads them).
+//   optimizer    AdamW's m and v (and on the GPU the fp32 master weights of the optimizer range,
+//                updated on the host; the device keeps the fp32 copy that ZeRO's all-gather and
+//                the bf16 copy read; the CPU build's fp32 parameters are its master weights and
+//                stay resident: the forward reads them).
 //                The CPU build updates them window by window (OFFLOAD_WINDOW_FLOATS) and
 //                releases each window after its update, so at most one window is resident.
 //   activations  the activation slots of a pipeline chunk (parallel/pipeline.h). The rule: a

@@ -27,7 +27,11 @@ Documents: --data docs:lognormal:MEDIAN:0.99 (runtime/packing.h: FineWeb's log-n
 median 628 of an 8k context, scaled to the sequence length). The model is small and the
 sequence long so that attention is a large part of a step, as in long-context training.
 wlb delays outliers (pieces of about T) for rounds of one per micro-batch: run enough steps that
-each packing sees about the same work (the attn Mpairs column says).
+each packing sees about the same work (the attn Mpairs column says), or read the pass column.
+
+Measured (60 steps, README's table): micro-batch spread greedy 199%, wlb 12.6%; crit wlb/greedy
+0.96 (pp 2), 0.97 (pp 4), 1.00 (cp 2; cp-rank spread 44% / 38%); pass 0.963 (pp 2), 0.962 (pp 4);
+wall 0.92 / 1.43 / 1.17 (shared cores and other jobs: noise, not balance).
 """
 import argparse
 import json

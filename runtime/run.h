@@ -112,13 +112,18 @@ static void settings_agree(const Args* a, int rank, int world) {
 
 // ----------------------------------------------------------------------------
 // --doc-mask from the training data (runtime/data.h): auto is on when it holds end-of-text
-// tokens; on without any is refused. doc_note says which and why (the start-up table).
-static void doc_mask_resolve(Args* a, const TokenStream* train) {
+// tokens; on without any is refused (every rank reads the same data: rank 0 says so, once).
+// doc_note says which and why (the start-up table).
+static void doc_mask_resolve(Args* a, const TokenStream* train, int rank) {
     int has = train->n_eot > 0;
-    if (a->doc_mask == DOC_MASK_ON && !has)
-        fail("--doc-mask on: %s has no end-of-text token (%s) to start documents; byte-level text has none "
-             "(an llm.c .bin shard has <|endoftext|>), or use --doc-mask off", train->source,
-             train->eot >= 0 ? xstrprintf("id %d", train->eot) : "none below vocab 257");
+    if (a->doc_mask == DOC_MASK_ON && !has) {
+        if (rank == 0)
+            print_error("--doc-mask on: %s has no end-of-text token (%s) to start documents; byte-level text has none "
+                        "(an llm.c .bin shard has <|endoftext|>), or use --doc-mask off", train->source,
+                        train->eot >= 0 ? xstrprintf("id %d", train->eot) : "none below vocab 257");
+        MPI_Finalize();
+        exit(1);
+    }
     a->doc_masked = a->doc_mask == DOC_MASK_ON || (a->doc_mask == DOC_MASK_AUTO && has);
     const char* why = a->doc_mask != DOC_MASK_AUTO ? "--doc-mask" : "auto";
     a->doc_note = a->doc_masked ? xstrprintf("masked (%s): %zu end-of-text tokens (id %d) start documents; positions "
@@ -282,7 +287,7 @@ static void run_setup(Run* r, int argc, char** argv) {
         fail("--data %s: fewer than seq-len+1 = %d tokens", r->train.source, c->seq_len + 1);
     if (a->eval_every && stream_n_seq(&r->val, c->seq_len) < 1)
         fail("validation data %s: fewer than seq-len+1 tokens", r->val.source);
-    doc_mask_resolve(a, &r->train);
+    doc_mask_resolve(a, &r->train, r->rank);
     packing_plans(a, &r->train, &r->val);
     tokenizer_load(&r->tk, a->tokenizer, c->vocab);
     if (a->resume && !strcmp(a->resume, "auto")) {  // before outputs_check creates --ckpt-dir

@@ -370,11 +370,15 @@ static void run_dir(const char* tag, char dir[256], char out[300], char log[300]
 // ----------------------------------------------------------------------------
 
 int main(int argc, char** argv) {
-    // ./test_faults [PART...]: parts kill, signal, reshard, rank, bad (default: all)
+    // ./test_faults [PART...] [WORD]: parts kill, signal, reshard, rank, bad (default: all); with bad, WORD
+    // runs only the bad inputs whose names hold it (not the set-piece checks beside them)
     int want[5] = {argc == 1, argc == 1, argc == 1, argc == 1, argc == 1};
     static const char* parts[5] = {"kill", "signal", "reshard", "rank", "bad"};
-    for (int i = 1; i < argc; i++)
-        for (int p = 0; p < 5; p++) if (!strcmp(argv[i], parts[p])) want[p] = 1;
+    for (int i = 1; i < argc; i++) {
+        int part = 0;
+        for (int p = 0; p < 5; p++) if (!strcmp(argv[i], parts[p])) want[p] = 1, part = 1;
+        if (!part) bad_filter = argv[i];
+    }
     signal(SIGPIPE, SIG_IGN);
     if (sh("mkdir -p " ROOT)) return 1;
     if (file_size("train") < 0) {

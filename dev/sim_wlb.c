@@ -61,14 +61,16 @@ static void unit_pairs(const Args* a, const TokenStream* ts, size_t index, int* 
 
 int main(int argc, char** argv) {
     if (argc < 2) fail("usage: sim_wlb STEPS [TRAIN FLAGS]");
-    long steps = strtol(argv[1], NULL, 10);
-    if (steps < 0 || steps > 100000) fail("sim_wlb: STEPS must be in [0, 100000]");
+    char* end;
+    long steps = strtol(argv[1], &end, 10);
+    if (end == argv[1] || *end || steps < 0 || steps > 100000) fail("sim_wlb: STEPS must be an integer in [0, 100000]");
     Args a;
     argv[1] = argv[0];  // the trainer's flags, as a command line of their own
     parse_args(&a, argc - 1, argv + 1);
     ModelConfig* c = &a.cfg;
     if (!c->dp) c->dp = 1;  // --dp not given: one replica (the trainer takes the ranks left)
     int G = c->global_batch, T = c->seq_len, B = c->micro_batch, U = G / B, m = U / c->dp, nc = c->pp * c->vpp;
+    if (!G || G % (B * c->dp)) fail("sim_wlb: give --global-batch, a multiple of dp x --micro-batch (got %d)", G);
     if (c->cp > 1) fail("sim_wlb: cp ranks' positions are not modelled (dev/bench_wlb.py prices cp from the log)");
     const char* why = schedule_check(c->schedule, c->pp, c->vpp, m);
     if (why || nc > 256 || (size_t)G * T > ((size_t)1 << 26)) fail("sim_wlb: %s", why ? why : "a layout too large");

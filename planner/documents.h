@@ -22,7 +22,7 @@
 #include "runtime/packing.h"
 
 #define DOC_SIM_BATCHES 24
-#define DOC_SIM_SKIP 8  // WLB_MAX_DELAY: by then the wait list is as full as it gets
+#define DOC_SIM_SKIP 8  // WLB_MAX_DELAY: by then the wait list of the others is full (outliers may wait longer)
 #define DOC_SIM_MAX_TOKENS (1 << 27)
 #define DOC_FILE_MAX (1 << 24)  // lengths read from a file at most
 

@@ -172,6 +172,25 @@ static void test_wlb_spread_bound(void) {
     free(t);
 }
 
+// schedule_simulate_mb (the pipelines of dev/sim_wlb.c and planner/documents.h): the same
+// times for every micro-batch give schedule_simulate's makespan; by hand, GPipe pp 2 with 2
+// micro-batches (F 1, B 2 a chunk, no message time) ends at 9, and at 15 when micro-batch 0
+// takes twice as long (stage 1: F0 2-4, F1 4-5, B0 5-9, B1 9-11; stage 0: B0 9-13, B1 13-15).
+static void test_schedule_per_micro_batch(void) {
+    double f[4] = {1, 1, 1, 1}, b[4] = {2, 2, 2, 2}, f2[4] = {2, 2, 1, 1}, b2[4] = {4, 4, 2, 2};
+    double same = schedule_simulate_mb(SCHED_GPIPE, 2, 1, 2, NULL, f, b, NULL, 2, 0, NULL);
+    double one = schedule_simulate(SCHED_GPIPE, 2, 1, 2, NULL, f, b, NULL, 0, NULL);
+    double heavy = schedule_simulate_mb(SCHED_GPIPE, 2, 1, 2, NULL, f2, b2, NULL, 2, 0, NULL);
+    double f8[32], b8[32], w8[32];  // 1F1B pp 4, 8 micro-batches: per micro-batch equal to shared
+    for (int i = 0; i < 32; i++) f8[i] = 1 + (i % 4) * 0.5, b8[i] = 2 * f8[i], w8[i] = 0;
+    double shared = schedule_simulate(SCHED_1F1B, 4, 1, 8, NULL, f8, b8, w8, 0.1, NULL);
+    double strided = schedule_simulate_mb(SCHED_1F1B, 4, 1, 8, NULL, f8, b8, w8, 0, 0.1, NULL);
+    check(same == 9 && one == 9 && heavy == 15 && shared == strided,
+          "packing/schedule_simulate_mb: per micro-batch times",
+          "GPipe pp 2: %g (schedule_simulate %g), micro-batch 0 twice as long %g; 1F1B stride 0 %g = %g", same, one,
+          heavy, strided, shared);
+}
+
 // plan_fill: tokens, shifted targets, doc_start and padding; a cp rank's positions a subset.
 static void test_plan_fill(void) {
     int eot = 256, T = 16, G = 4, B = 2;
@@ -330,6 +349,7 @@ static void test_packing(void) {
     test_docs_split();
     test_plans();
     test_wlb_spread_bound();
+    test_schedule_per_micro_batch();
     test_plan_fill();
     test_doc_generator();
     test_ignored_targets();

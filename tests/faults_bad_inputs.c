@@ -317,6 +317,11 @@ static void bad_inputs_files(void) {
     write_bytes("dl_10g.txt", "10000000000\n", 12);
     write_bytes("dl_negative.txt", "5\n-5\n", 6);
     write_bytes("dl_blank.txt", "5\n\n6\n", 6);
+    // an --offload-dir past PATH_MAX; a generator's spec past its 128-byte buffer (its tail was cut off unread)
+    snprintf(too_long_offload_args, sizeof(too_long_offload_args), "--offload optimizer --offload-dir " BAD "/%05000d",
+             9);
+    snprintf(too_long_lognormal_args, sizeof(too_long_lognormal_args), "--plan --doc-lengths lognormal:78:0.%0120dx",
+             9);
 }
 
 // The bad inputs' files: data, tokenizers, device files, checkpoints (a good one from a 1-step run,
@@ -418,10 +423,6 @@ static int bad_inputs_setup(void) {
              "grep -q '\"step\":2,' %s && ! grep -q '\"rank\"' %s && grep -q '\"rank\":0' %s.rank0", log599, log599,
              log599);
     snprintf(too_long_args, sizeof(too_long_args), "--steps 1000000 --ckpt-dir %s", too_long);
-    snprintf(too_long_offload_args, sizeof(too_long_offload_args), "--offload optimizer --offload-dir %s", too_long);
-    // a generator's spec past its 128-byte buffer: its tail (junk) was cut off unread
-    snprintf(too_long_lognormal_args, sizeof(too_long_lognormal_args), "--plan --doc-lengths lognormal:78:0.%0120dx",
-             9);
     return 1;
 }
 
@@ -474,7 +475,14 @@ static const BadCase BAD_CASES[] = {
     {"zero3_reshard_choice", "--dp 2 --zero 3 --reshard-after-forward maybe",
      "--reshard-after-forward must be on or off", 1},
     {"zero3_layer_past_int", "--dp 2 --zero 3 --d-model 14000 --n-head 100 --n-layer 2",
-     "a gathered unit (a layer, the embeddings or the head) of 2352182000 floats per tp rank", 1},
+     "--zero 3: a unit (a layer, the embeddings or the head) of 2352182000 floats per tp rank", 1},
+    // --zero 1|2: a shard, and (zero 2, reduce-scattered a layer at a time) a unit, past int counts
+    {"zero2_layer_past_int", "--dp 2 --zero 2 --d-model 14000 --n-head 100 --n-layer 2",
+     "--zero 2: a unit (a layer, the embeddings or the head) of 2352182000 floats per tp rank", 1},
+    {"zero1_shard_past_int", "--dp 2 --zero 1 --d-model 8192 --n-head 64 --n-layer 8",
+     "--zero 1: a rank's shard of 3223756800 floats is more than", 1},
+    {"zero2_shard_past_int", "--dp 2 --zero 2 --d-model 8192 --n-head 64 --n-layer 8",
+     "--zero 2: a rank's shard of 3223756800 floats is more than", 1},
     {"zero3_embedding_past_int", "--dp 2 --zero 3 --vocab 1048576 --d-model 4096 --n-head 64 --n-layer 2 --tp 2",
      "of 2147614720 floats per tp rank", 1},
     // checkpoints

@@ -140,19 +140,15 @@ static double trainer_zero3_bytes(const ModelConfig* c, int dtype_bytes, int has
     return (4 + (dtype_bytes < 4 ? dtype_bytes : 0)) * (2 * layer + ends) + 4 * (layer + ends);
 }
 
-// --offload optimizer (ZeRO-Offload, Ren et al. 2021): AdamW's m and v leave the device, and in
-// bf16 training the fp32 master copy too; the device keeps the weights the forward reads (bf16,
-// or the CPU build's fp32, which are its master weights) and the gradients. own: this trainer's
-// states (trainer_state_bytes_per_param: w holds master + bf16 copy), else a framework's
-// (state_bytes_per_param: o holds the master). Returns the bytes per parameter moved to the host.
-static double offload_state_bytes(const ModelConfig* c, int own, int dtype_bytes, double* w, double* o) {
+// --offload optimizer (ZeRO-Offload, Ren et al. 2021): AdamW's state leaves the device. For a
+// framework o holds the fp32 master with m and v (state_bytes_per_param), so the master goes
+// too; this trainer keeps its fp32 weights on the device (ZeRO's all-gathers and the GPU's bf16
+// copy read them: runtime/offload_gpu.h), so only m and v go (o). Returns the bytes per
+// parameter moved to the host.
+static double offload_state_bytes(const ModelConfig* c, double* o) {
     if (!(c->offload & OFFLOAD_OPTIMIZER)) return 0;
     double host = *o;
     *o = 0;
-    if (own && dtype_bytes < 4) {  // the fp32 master (a 1/R shard under ZeRO-3) of w
-        double master = c->zero == 3 ? 4.0 / (c->dp * c->cp) : 4;
-        *w -= master, host += master;
-    }
     return host;
 }
 // --offload activations: a framework's (micro-batch, chunk) activations held on the device at

@@ -220,7 +220,7 @@ static void plan_memory(const ModelConfig* c, const PlanSetup* k, const DevicePr
     double wb, gb, ob;
     if (k->own_buffers) trainer_state_bytes_per_param(d->dtype_bytes, c->zero, dp * cp, &wb, &gb, &ob);
     else state_bytes_per_param(d, c->zero, dp * cp, &wb, &gb, &ob);
-    offload_state_bytes(c, k->own_buffers, d->dtype_bytes, &wb, &ob);  // --offload optimizer
+    offload_state_bytes(c, &ob);  // --offload optimizer
     double act_layer = act_bytes_per_layer(c, mb, tp, cp, c->sp, c->recompute, k, d->dtype_bytes);
     double act_full_layer = act_bytes_per_layer(c, mb, tp, cp, c->sp, RECOMPUTE_NONE, k, d->dtype_bytes);
     double w_in_layer = w_inputs_per_layer(c, mb, tp, cp, d->dtype_bytes);

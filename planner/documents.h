@@ -24,6 +24,7 @@
 #define DOC_SIM_BATCHES 24
 #define DOC_SIM_SKIP 8  // WLB_MAX_DELAY: by then the wait list of the others is full (outliers may wait longer)
 #define DOC_SIM_MAX_TOKENS (1 << 27)
+#define DOC_SIM_MAX_TRIES 4e7  // a batch's documents x sequences (llama-7b, 16 GPUs, lognormal: 8.6e6, under a minute)
 #define DOC_FILE_MAX (1 << 24)  // lengths read from a file at most
 
 typedef struct { int* len; size_t n; const char* source; } DocLengths;
@@ -177,10 +178,16 @@ static void doc_print_prediction(const char* spec, const ModelConfig* c, const P
     DocLengths d;
     doc_lengths_load(spec, &d);
     int T = c->seq_len, G = best->micro_batch * best->n_micro * best->dp;
-    double want = 2.0 * DOC_SIM_BATCHES * G * T, total = 0;
+    double want = 2.0 * DOC_SIM_BATCHES * G * T, total = 0, pieces = 0;
+    for (size_t i = 0; i < d.n; i++) total += d.len[i], pieces += (d.len[i] + T - 1) / T;
+    // wlb tries each document of a batch on every sequence, some 20 times: refused where that is hours
+    double tries = (double)G * T * (pieces / total) * G;  // documents (pieces of at most T) a batch x sequences
+    if (tries > DOC_SIM_MAX_TRIES)
+        fail("--doc-lengths %s: %.3g documents a batch of %d sequences of %d, mean %.1f tokens: wlb's simulation "
+             "would take hours (documents x sequences %.2g, at most %.0e); give longer lengths", spec,
+             (double)G * T * pieces / total, G, T, total / d.n, tries, DOC_SIM_MAX_TRIES);
     size_t n_docs;
     Doc* docs = doc_sim_docs(&d, T, want < DOC_SIM_MAX_TOKENS ? want : DOC_SIM_MAX_TOKENS, &n_docs);
-    for (size_t i = 0; i < d.n; i++) total += d.len[i];
     printf("\ndocuments (--doc-lengths %s): %zu lengths, mean %.0f tokens; masked attention, best layout (dp %d, pp %d,"
            " %d micro-batches of %d):\n", spec, d.n, total / d.n, best->dp, best->pp, best->n_micro, best->micro_batch);
     PackPrediction pr[3];

@@ -317,6 +317,7 @@ static void bad_inputs_files(void) {
     write_bytes("dl_10g.txt", "10000000000\n", 12);
     write_bytes("dl_negative.txt", "5\n-5\n", 6);
     write_bytes("dl_blank.txt", "5\n\n6\n", 6);
+    write_bytes("dl_short.txt", "5\r\n6", 4);  // CRLF, no final newline: read, then too short to simulate
     // an --offload-dir past PATH_MAX; a generator's spec past its 128-byte buffer (its tail was cut off unread)
     snprintf(too_long_offload_args, sizeof(too_long_offload_args), "--offload optimizer --offload-dir " BAD "/%05000d",
              9);
@@ -480,9 +481,9 @@ static const BadCase BAD_CASES[] = {
     {"zero2_layer_past_int", "--dp 2 --zero 2 --d-model 14000 --n-head 100 --n-layer 2",
      "--zero 2: a unit (a layer, the embeddings or the head) of 2352182000 floats per tp rank", 1},
     {"zero1_shard_past_int", "--dp 2 --zero 1 --d-model 8192 --n-head 64 --n-layer 8",
-     "--zero 1: a rank's shard of 3223756800 floats is more than", 1},
+     "--zero 1: a rank's shard of 3223363584 floats is more than", 1},
     {"zero2_shard_past_int", "--dp 2 --zero 2 --d-model 8192 --n-head 64 --n-layer 8",
-     "--zero 2: a rank's shard of 3223756800 floats is more than", 1},
+     "--zero 2: a rank's shard of 3223363584 floats is more than", 1},
     {"zero3_embedding_past_int", "--dp 2 --zero 3 --vocab 1048576 --d-model 4096 --n-head 64 --n-layer 2 --tp 2",
      "of 2147614720 floats per tp rank", 1},
     // checkpoints
@@ -615,9 +616,8 @@ static const BadCase BAD_CASES[] = {
      "--offload-dir " BAD "/no_such_dir: not a directory this run can write to (No such file or directory)", 1},
     {"offload_dir_a_file", "--offload both --pp 2 --offload-dir " BAD "/shard_magic.bin", "(Not a directory)", 1},
     {"offload_dir_empty", "--offload optimizer --offload-dir ''", "--offload-dir: empty", 1},
-    // checked at start-up even where no slot turns out to need the tier (pp 2, 4 micro-batches)
-    {"offload_dir_missing_unused", "--offload activations --pp 2 --offload-dir " BAD "/no_such_dir",
-     "not a directory this run can write to", 1},
+    {"offload_dir_missing_unused",  // checked at start-up, even where no slot needs the tier (pp 2)
+     "--offload activations --pp 2 --offload-dir " BAD "/no_such_dir", "not a directory this run can write to", 1},
     {"offload_dir_path_max", too_long_offload_args, "--offload-dir " BAD "/00000", 1},
     // --data docs:lognormal[:MEDIAN[:SIGMA]] (runtime/packing.h docs_spec)
     {"docs_no_generator", "--data docs:", "the generator is docs:lognormal", 1},
@@ -634,14 +634,12 @@ static const BadCase BAD_CASES[] = {
     {"docs_sigma_negative", "--data docs:lognormal:78:-1", "SIGMA in [0, 4]", 1},
     {"docs_sigma_zero_trains", "--steps 1 --data docs:lognormal:78:0", "step", 0},
     {"docs_vocab_256", "--vocab 256 --data docs:lognormal:78", "documents need an end-of-text token", 1},
-    // --doc-mask on without documents: one line from rank 0, not one per rank
-    {"doc_mask_on_text_pp2", "--pp 2 --doc-mask on", "--doc-mask on: built-in corpus", 1},
+    {"doc_mask_on_text_pp2", "--pp 2 --doc-mask on", "--doc-mask on: built-in corpus", 1},  // one line, rank 0's
     {"doc_mask_choice", "--doc-mask yes", "--doc-mask must be auto, on or off", 1},
     // --packing: wlb's plan at start-up grows as sequences x documents; past 8192 sequences refused
     {"packing_choice", "--packing first-fit", "--packing must be concat, greedy or wlb", 1},
     {"packing_wlb_huge_batch", "--packing wlb --micro-batch 1 --global-batch 1048576", "over the 8192 sequences", 1},
-    {"packing_wlb_global_batch_1", "--steps 1 --packing wlb --data docs:lognormal:20 --micro-batch 1 --global-batch 1",
-     "step", 0},
+    {"packing_wlb_global_batch_1", "--steps 1 --packing wlb --data docs:lognormal:20 --global-batch 1", "step", 0},
     // --plan --doc-lengths FILE|lognormal:MEDIAN[:SIGMA] (planner/documents.h): after the plan's table
     {"doc_lengths_missing", "--plan --doc-lengths " BAD "/missing.txt", "--doc-lengths: cannot open", 1},
     {"doc_lengths_fifo", "--plan --doc-lengths " BAD "/fifo.txt", "not a regular file (a FIFO)", 1},
@@ -656,6 +654,10 @@ static const BadCase BAD_CASES[] = {
     {"doc_lengths_lognormal_nan", "--plan --doc-lengths lognormal:nan", "MEDIAN must be in [2, 1e7]", 1},
     {"doc_lengths_lognormal_junk", "--plan --doc-lengths lognormal:78:0.99x", "the generator is", 1},
     {"doc_lengths_lognormal_past_cap", too_long_lognormal_args, "spec is longer than 122", 1},
+    {"doc_lengths_too_short",  // documents of 5 tokens in batches of 2048 x 2048: it ran past 300 s
+     "--plan --model llama-7b --gpus 16 --doc-lengths " BAD "/dl_short.txt", "mean 5.5 tokens: wlb's simulation", 1},
+    {"doc_lengths_lognormal_median_2", "--plan --model llama-7b --gpus 16 --doc-lengths lognormal:2:0",
+     "wlb's simulation would take hours", 1},
     // a full disk: a 64 KiB tmpfs in a mount namespace of its own (unshare -r: also without root)
     {"offload_dir_full_optimizer",
      "unshare -rm sh -c 'mount -t tmpfs -o size=64k tmpfs " BAD "/full && exec {train} --offload optimizer "

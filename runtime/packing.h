@@ -427,7 +427,9 @@ static int docs_spec(const char* spec, double* median, double* sigma, const char
     if (strncmp(spec, "docs:", 5)) return 0;
     *median = 628, *sigma = 0.99;
     char extra;
+    // numbers in decimal only: sscanf's %lf alone would also take leading blanks, hex, nan and inf
     if (strncmp(spec + 5, "lognormal", 9) || (spec[14] && spec[14] != ':') ||
+        (spec[14] && spec[15 + strspn(spec + 15, "0123456789.:eE+-")]) ||
         (spec[14] && sscanf(spec + 15, "%lf%c", median, &extra) != 1 &&
          sscanf(spec + 15, "%lf:%lf%c", median, sigma, &extra) != 2))
         fail("%s %s: the generator is docs:lognormal[:MEDIAN[:SIGMA]] (e.g. docs:lognormal:78:0.99)", flag, spec);

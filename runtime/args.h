@@ -417,6 +417,8 @@ static void args_resolve(Args* a) {
     if (a->packing == PACK_WLB && c->global_batch > 8192)
         fail("--packing wlb: --global-batch %d is over the 8192 sequences it balances at start-up; use greedy",
              c->global_batch);
+    double median, sigma;  // a bad generator spec: one error line here, before mpirun, not one per rank
+    if (a->data) docs_spec(a->data, &median, &sigma, "--data");
     if (c->d_model % c->n_head) fail("--d-model %d is not divisible by --n-head %d", c->d_model, c->n_head);
     if (c->n_head % c->n_kv_head) fail("--n-head %d is not divisible by --n-kv-head %d", c->n_head, c->n_kv_head);
     if (c->arch == ARCH_GPT2 && c->n_kv_head != c->n_head)

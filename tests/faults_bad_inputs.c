@@ -249,11 +249,12 @@ static double mtime_of(const char* path) {
     return stat(path, &st) ? -1 : st.st_mtim.tv_sec + 1e-9 * st.st_mtim.tv_nsec;
 }
 
-// ./train_asan, rebuilt when missing or older than train_gpt.c or any header here.
+// ./train_asan, rebuilt when missing or older than train_gpt.c or any header of its folders.
 static int build_asan(void) {
     double newest = mtime_of("train_gpt.c"), have = mtime_of("train_asan");
-    glob_t g;
-    if (glob("*.h", 0, NULL, &g) == 0) {
+    glob_t g;  // the headers are in the folders (runtime/, model/cpu/, ...): "*.h" alone saw none
+    static const char* headers[2] = {"*/*.h", "*/*/*.h"};
+    for (int k = 0; k < 2 && glob(headers[k], 0, NULL, &g) == 0; k++) {
         for (size_t i = 0; i < g.gl_pathc; i++) if (mtime_of(g.gl_pathv[i]) > newest) newest = mtime_of(g.gl_pathv[i]);
         globfree(&g);
     }

@@ -103,12 +103,13 @@ typedef struct {
     // shapes on this rank
     int B, T, C, hd, Hl, KVl, qkv_dim, Fl, fc_dim, Vl, v0, n_micro;
     // fp32 parameters, gradients, AdamW state (this rank's optimizer range [opt_lo, opt_hi))
-    float *params, *grads, *grad_shard, *shard_tmp, *wte_acc, *m_state, *v_state;
+    float *params, *grads, *grad_shard, *m_state, *v_state;
     size_t opt_lo, opt_hi;
     // --zero 3 (parallel/zero3.h): the weights of [opt_lo, opt_hi) only, and the gathered units
     // the views point into (params and grads are NULL); else NULL
     float* param_shard;
     struct Zero3* z3;
+    struct Zero3* zgrad;  // --zero 2 and 3: the units whose gradients the views point into (grads NULL)
     Weights w, g;                      // views into params and grads
     LayerW *wl, *gl;
     // pipeline

@@ -200,7 +200,7 @@ static void param_layout_build(ParamLayout* P, const ModelConfig* c, int tp, int
     P->has_embed = chunk_stage(c->schedule, pp, 0) == stage;
     P->has_head = chunk_stage(c->schedule, pp, pp * vpp - 1) == stage;
     if (P->has_embed)
-        for (int i = 0, off = 0; i < ne; off += (int)spec_size(&es[i]), i++)
+        for (size_t i = 0, off = 0; i < (size_t)ne; off += spec_size(&es[i]), i++)
             add_tensor(P, &es[i], -1, off, tp, tp_rank, 1);
     for (int ch = 0; ch < vpp; ch++) {
         int g = chunk_global(c->schedule, pp, stage, ch);
@@ -248,7 +248,7 @@ static int param_units(const ParamLayout* P, ParamUnit* u) {  // u: room for n_l
 
 // --zero 3's working buffers in floats beside the shards: *params the gathered weights (the
 // ends, and two layer slots or, keep_gathered, every layer), *grads one layer's gradient and
-// the ends' gradients (each reduce-scattered in place).
+// the ends' gradients (each reduce-scattered in place; --zero 2 has the same *grads).
 static void zero3_work_floats(const ParamLayout* P, int keep_gathered, size_t* params, size_t* grads) {
     ParamUnit* u = (ParamUnit*)xmalloc(sizeof(ParamUnit) * (P->n + 2));
     int n = param_units(P, u);
@@ -274,6 +274,19 @@ static size_t zero3_largest_unit(const ModelConfig* c, int tp) {
     for (int i = 0, n = head_specs(c, specs); i < n; i++) head += spec_local_size(&specs[i], tp);
     size_t largest = layer > embed ? layer : embed;
     return head + wte > largest ? head + wte : largest;
+}
+
+// The largest ZeRO 1/2 shard of a stage's buffer over the dp x cp replicas, in floats, on a tp
+// rank (grid.h's reduce-scatter and all-gather of it count in int: args.h refuses more than INT_MAX).
+static size_t zero_largest_shard(const ModelConfig* c) {
+    static ParamLayout P;  // (its tensor list is large for the stack)
+    size_t largest = 0;
+    for (int stage = 0; stage < c->pp; stage++) {
+        param_layout_build(&P, c, c->tp, 0, c->pp, c->vpp, stage, c->dp * c->cp);
+        size_t S = P.n_padded / (c->dp * c->cp);
+        largest = S > largest ? S : largest;
+    }
+    return largest;
 }
 
 // Point the named views at a buffer laid out by P.

@@ -1,10 +1,10 @@
 // parallel/data_parallel.h: data parallelism and ZeRO, all of it: the optimizer's range
 // (the ZeRO shard), the gradient reduction (bucketed all-reduce overlapped with the backward
-// for ZeRO 0, reduce-scatter for ZeRO 1, a reduce-scatter after every micro-batch for ZeRO
-// 2), the tied embedding's group, and the optimizer step with the ZeRO all-gather of the
-// updated weights. Each dp rank reads its own slice of every global batch
-// (runtime/data.h's load_batch), so any dp gives the same batch. ZeRO 3 (the weights
-// sharded too, gathered a layer at a time): parallel/zero3.h, included after this file.
+// for ZeRO 0, reduce-scatter for ZeRO 1), the tied embedding's group, and the optimizer step
+// with the ZeRO all-gather of the updated weights. Each dp rank reads its own slice of every
+// global batch (runtime/data.h's load_batch), so any dp gives the same batch. ZeRO 2 (each
+// layer's gradient reduce-scattered after its backward, no whole gradient kept) and ZeRO 3
+// (the weights sharded too, gathered a layer at a time): parallel/zero3.h, included after this file.
 // What a build supplies for it (the dp collectives, adamw_range, params_gathered):
 // model/backend.h. Included after model/model.h (backend.h: the include order).
 #ifndef DATA_PARALLEL_H
@@ -26,20 +26,6 @@ static void optimizer_range(const ParamLayout* P, const ModelConfig* c, int repl
 static void embed_group_sync(Model* m, float* wte_grad) {
     if (m->L.in_embed && m->c.arch == ARCH_GPT2)
         f32_allreduce_sum(m, GROUP_EMBED, wte_grad, (size_t)m->Vl * m->C);  // comm: embed all-reduce
-}
-
-// ZeRO-2: after each micro-batch, reduce-scatter the gradient into this rank's shard and
-// clear the full buffer (it only ever holds one micro-batch's worth). The tied embedding
-// copy is kept aside in wte_acc and reduced once at the end of the step.
-static void zero2_reduce_gradients(Model* m) {
-    size_t S = shard_floats(&m->P, m->L.replicas), wte_n = (size_t)m->Vl * m->C;
-    if (m->wte_acc) {
-        f32_add(m, m->wte_acc, m->g.wte, wte_n);
-        f32_zero(m, m->g.wte, wte_n);
-    }
-    grad_reduce_scatter(m, GROUP_DP, m->grads, m->shard_tmp, S);  // comm: dp reduce-scatter (zero 2)
-    f32_add(m, m->grad_shard, m->shard_tmp, S);
-    f32_zero(m, m->grads, m->P.n_padded);
 }
 
 // Data-parallel reduction overlapped with the backward (ZeRO 0; PyTorch DDP's buckets, a
@@ -65,7 +51,7 @@ static void zero3_params_updated(Model* m);
 // gradient the optimizer reads for its range [opt_lo, opt_hi).
 static float* reduce_gradients(Model* m) {
     size_t S = shard_floats(&m->P, m->L.replicas);
-    if (m->c.zero == 3) return zero3_reduce_gradients(m);  // the layers' went during the backward
+    if (m->c.zero >= 2) return zero3_reduce_gradients(m);  // the layers' went during the backward
     if (m->c.zero == 0) {
         embed_group_sync(m, m->g.wte);
         // comm: dp all-reduce of what layer_grads_final left: the runs of model-level tensors
@@ -87,19 +73,8 @@ static float* reduce_gradients(Model* m) {
         sp_partial_sync(m, m->grads, 0, m->P.n_local);
         return m->grads;
     }
-    if (m->c.zero == 1) {
-        embed_group_sync(m, m->g.wte);
-        grad_reduce_scatter(m, GROUP_DP, m->grads, m->grad_shard, S);  // comm: dp reduce-scatter (zero 1)
-    } else if (m->wte_acc) {
-        // the tied embedding gradient (kept aside during the step): sum the two copies and the
-        // dp replicas, then add the part of it inside this rank's shard
-        size_t wte_n = (size_t)m->Vl * m->C, wte_off = (size_t)(m->g.wte - m->grads);
-        embed_group_sync(m, m->wte_acc);
-        f32_allreduce_sum(m, GROUP_DP, m->wte_acc, wte_n);  // comm: dp all-reduce of the tied embedding
-        size_t lo = m->opt_lo > wte_off ? m->opt_lo : wte_off;
-        size_t hi = m->opt_hi < wte_off + wte_n ? m->opt_hi : wte_off + wte_n;
-        if (lo < hi) f32_add(m, m->grad_shard + (lo - m->opt_lo), m->wte_acc + (lo - wte_off), hi - lo);
-    }
+    embed_group_sync(m, m->g.wte);
+    grad_reduce_scatter(m, GROUP_DP, m->grads, m->grad_shard, S);  // comm: dp reduce-scatter (zero 1)
     sp_partial_sync(m, m->grad_shard, m->opt_lo, S);
     return m->grad_shard;
 }

@@ -116,7 +116,8 @@ static LayerActs* acts_of(Model* m, Slot* s, int i) {
 }
 
 // --zero 3 (parallel/zero3.h): a layer's weights gathered before it runs (the next one's
-// started), its gradient reduce-scattered after its backward, the ends gathered per schedule.
+// started), the ends gathered per schedule; --zero 2 and 3: a layer's gradient reduce-scattered
+// after its backward.
 static void zero3_layer_ready(Model* m, int l, int next);
 static void zero3_layer_grads_done(Model* m, int l);
 static void zero3_ends_ready(Model* m);
@@ -298,20 +299,12 @@ static void offload_prepare(Model* m, const PipeOp* ops, int n_ops, int k) {
     }
 }
 
-static void zero2_reduce_gradients(Model* m);
-
 // Whether op k is the list's last op of kind `kind` among those of its chunk (same_mb 0) or
 // of its (micro-batch, chunk) (same_mb 1), or, kind -1, its last op of any kind there.
 static int last_of(const PipeOp* ops, int n_ops, int k, int kind, int same_mb) {
     for (int j = k + 1; j < n_ops; j++)
         if ((kind < 0 || ops[j].kind == kind) && ops[j].chunk == ops[k].chunk && (!same_mb || ops[j].mb == ops[k].mb))
             return 0;
-    return 1;
-}
-// Whether op k is the last op of its micro-batch on this stage that adds to the gradient.
-static int last_gradient_op_of_mb(const PipeOp* ops, int n_ops, int k) {
-    for (int j = k + 1; j < n_ops; j++)
-        if ((ops[j].kind == OP_BWD || ops[j].kind == OP_W) && ops[j].mb == ops[k].mb) return 0;
     return 1;
 }
 
@@ -369,9 +362,6 @@ static void run_schedule(Model* m, const PipeOp* ops, int n_ops, int train, floa
             chunk_backward_weight(m, op.chunk, s, B, last_of(ops, n_ops, k, OP_W, 0));
             break;
         }
-        // ZeRO-2: once a micro-batch's gradient is all in on this stage, reduce-scatter it
-        if (train && m->c.zero == 2 && (op.kind == OP_BWD || op.kind == OP_W) && last_gradient_op_of_mb(ops, n_ops, k))
-            zero2_reduce_gradients(m);
         // a forward whose output the next chunk on this stage will copy keeps its slot until then
         int handed_over = !train && op.kind == OP_FWD && local_chunk(m, g + 1) >= 0;
         if (last_of(ops, n_ops, k, -1, 1) && !handed_over) slot_put(m, op.chunk, s);

@@ -1,4 +1,6 @@
-// parallel/zero3.h: ZeRO-3 (--zero 3; PyTorch FSDP's full sharding). Each dp x cp replica
+// parallel/zero3.h: ZeRO-3 (--zero 3; PyTorch FSDP's full sharding), and the gradient side of
+// ZeRO-2, which is ZeRO-3's without the weights (--zero 2 keeps every weight whole, so nothing
+// is gathered; its gradient is reduce-scattered layer by layer as below). Each dp x cp replica
 // keeps only its shard [opt_lo, opt_hi) of the stage's flat buffer (data_parallel.h's
 // optimizer_range, the same shard ZeRO 1/2 update): the fp32 weights (m->param_shard), the
 // gradient (m->grad_shard) and the AdamW state. The weights are brought together per unit
@@ -153,17 +155,18 @@ static void zero3_ends_ready(Model* m) {
         if (m->z3->u[i].r.layer < 0) z3_gather_wait(m, &m->z3->u[i]);
 }
 
-// Layer l's backward (or the part of it just run) is in its gradient: reduce-scatter it.
+// Layer l's backward (or the part of it just run) is in its gradient: reduce-scatter it
+// (--zero 2 and 3).
 static void zero3_layer_grads_done(Model* m, int l) {
-    if (m->z3) z3_reduce_scatter(m, &m->z3->u[m->z3->unit_of_layer[l]]);
+    if (m->zgrad) z3_reduce_scatter(m, &m->zgrad->u[m->zgrad->unit_of_layer[l]]);
 }
 
-// After the schedule (data_parallel.h reduce_gradients): the ends' gradients, the tied
-// embedding's copies summed first; returns the gradient the optimizer reads.
+// After the schedule (data_parallel.h reduce_gradients, --zero 2 and 3): the ends' gradients,
+// the tied embedding's copies summed first; returns the gradient the optimizer reads.
 static float* zero3_reduce_gradients(Model* m) {
     embed_group_sync(m, m->g.wte);
-    for (int i = 0; i < m->z3->n; i++)
-        if (m->z3->u[i].r.layer < 0) z3_reduce_scatter(m, &m->z3->u[i]);
+    for (int i = 0; i < m->zgrad->n; i++)
+        if (m->zgrad->u[i].r.layer < 0) z3_reduce_scatter(m, &m->zgrad->u[i]);
     sp_partial_sync(m, m->grad_shard, m->opt_lo, shard_floats(&m->P, m->L.replicas));
     return m->grad_shard;
 }
@@ -209,28 +212,21 @@ static void zero3_keep_shard(Model* m, const float* full) {
     zero3_params_updated(m);
 }
 
-// model_init_params for --zero 3: the shards, the units and their working buffers, the views
-// of the gradients bound once (a layer's into the one layer gradient, the ends' into theirs),
-// the initial weights (params_init).
-static void zero3_init(Model* m) {
-    const ModelConfig* c = &m->c;
-    int keep = m->args->reshard_keep, replicas = m->L.replicas;
+// --zero 2 and 3: the units, each one's part of the replicas' shards, this replica's gradient
+// shard, one layer's gradient and the ends' own, with the views of the gradients bound once (a
+// layer's into the one layer gradient, the ends' into theirs). Optimizer range set first.
+static struct Zero3* zero_grads_init(Model* m) {
+    int replicas = m->L.replicas;
     size_t S = shard_floats(&m->P, replicas), max_layer = 0;
     struct Zero3* z = (struct Zero3*)xcalloc(1, sizeof(struct Zero3));
-    m->z3 = z;
-    m->wl = (LayerW*)xcalloc(c->n_layer, sizeof(LayerW));
-    m->gl = (LayerW*)xcalloc(c->n_layer, sizeof(LayerW));
-    m->w.layer = m->wl, m->g.layer = m->gl;
-    optimizer_range(&m->P, c, m->L.replica, &m->opt_lo, &m->opt_hi);
-    m->param_shard = f32_alloc(m, S);
+    m->zgrad = z;
+    m->g.layer = m->gl;
     m->grad_shard = f32_alloc(m, S);
-    m->m_state = opt_state_alloc(m, m->opt_hi - m->opt_lo, "AdamW m");  // on the device, or offloaded
-    m->v_state = opt_state_alloc(m, m->opt_hi - m->opt_lo, "AdamW v");
     ParamUnit* r = (ParamUnit*)xmalloc(sizeof(ParamUnit) * (m->P.n + 2));
     z->n = param_units(&m->P, r);
     z->u = (Z3Unit*)xcalloc(z->n, sizeof(Z3Unit));
-    z->unit_of_layer = (int*)xmalloc(sizeof(int) * c->n_layer);
-    for (int l = 0; l < c->n_layer; l++) z->unit_of_layer[l] = -1;
+    z->unit_of_layer = (int*)xmalloc(sizeof(int) * m->c.n_layer);
+    for (int l = 0; l < m->c.n_layer; l++) z->unit_of_layer[l] = -1;
     for (int i = 0; i < z->n; i++) {
         Z3Unit* u = &z->u[i];
         u->r = r[i];
@@ -240,7 +236,32 @@ static void zero3_init(Model* m) {
             max_layer = u->r.n > max_layer ? u->r.n : max_layer;
         }
     }
+    free(r);
     z->layer_grad = f32_alloc(m, max_layer);
+    for (int i = 0; i < z->n; i++) {
+        Z3Unit* u = &z->u[i];
+        u->grad = u->r.layer < 0 ? f32_alloc(m, u->r.n) : z->layer_grad;
+        z3_bind(m, &u->r, u->grad, &m->g, m->gl);
+    }
+    return z;
+}
+
+// model_init_params for --zero 3: the gradient side (zero_grads_init), the weight shard and the
+// buffers the units are gathered into, and the initial weights (params_init).
+static void zero3_init(Model* m) {
+    const ModelConfig* c = &m->c;
+    int keep = m->args->reshard_keep;
+    size_t S = shard_floats(&m->P, m->L.replicas), max_layer = 0;
+    m->wl = (LayerW*)xcalloc(c->n_layer, sizeof(LayerW));
+    m->gl = (LayerW*)xcalloc(c->n_layer, sizeof(LayerW));
+    m->w.layer = m->wl;
+    optimizer_range(&m->P, c, m->L.replica, &m->opt_lo, &m->opt_hi);
+    m->param_shard = f32_alloc(m, S);
+    struct Zero3* z = m->z3 = zero_grads_init(m);
+    m->m_state = opt_state_alloc(m, m->opt_hi - m->opt_lo, "AdamW m");  // on the device, or offloaded
+    m->v_state = opt_state_alloc(m, m->opt_hi - m->opt_lo, "AdamW v");
+    for (int i = 0; i < z->n; i++)
+        if (z->u[i].r.layer >= 0 && z->u[i].r.n > max_layer) max_layer = z->u[i].r.n;
     size_t n_arena, n_grads;  // the gathered weights' buffers, carved in order: the own ones, then the slots
     zero3_work_floats(&m->P, keep, &n_arena, &n_grads);
     float* arena = f32_alloc(m, n_arena);
@@ -250,11 +271,8 @@ static void zero3_init(Model* m) {
         u->own_buf = u->r.layer < 0 || keep;
         if (u->own_buf) u->buf = arena, arena += u->r.n;
         if (u->own_buf) z3_bind(m, &u->r, u->buf, &m->w, m->wl);
-        u->grad = u->r.layer < 0 ? f32_alloc(m, u->r.n) : z->layer_grad;
-        z3_bind(m, &u->r, u->grad, &m->g, m->gl);
     }
     for (int s = 0; s < 2; s++) z->slot[s] = keep ? NULL : arena + s * max_layer, z->slot_unit[s] = -1;
-    free(r);
     if (c->sp) m->sp_buf = f32_alloc(m, S);
     params_init(m);  // the initial weights into the shard (zero3_keep_shard)
 }

@@ -433,10 +433,16 @@ static void args_resolve(Args* a) {
             "--recompute "
             "full");
     config_finalize(c);
-    if (c->zero == 3 && zero3_largest_unit(c, c->tp) > INT_MAX)
-        fail("--zero 3: a gathered unit (a layer, the embeddings or the head) of %zu floats per tp rank is more than "
+    if (c->zero >= 2 && zero3_largest_unit(c, c->tp) > INT_MAX)
+        fail("--zero %d: a unit (a layer, the embeddings or the head) of %zu floats per tp rank is more than "
              "the %d a collective's int counts hold; raise --tp",
-             zero3_largest_unit(c, c->tp), INT_MAX);
+             c->zero, zero3_largest_unit(c, c->tp), INT_MAX);
+    // (a dp taken from the world, --dp 0, is not known here; a chunk without layers is layout_check's)
+    if ((c->zero == 1 || c->zero == 2) && c->dp > 0 && c->n_layer >= c->pp * c->vpp &&
+        zero_largest_shard(c) > INT_MAX)
+        fail("--zero %d: a rank's shard of %zu floats is more than the %d a collective's int counts hold; raise "
+             "--dp, --tp or --pp",
+             c->zero, zero_largest_shard(c), INT_MAX);
 }
 
 static void parse_args(Args* a, int argc, char** argv) {

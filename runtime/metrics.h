@@ -215,13 +215,12 @@ static void metrics_predict(Metrics* m, const ModelConfig* c, const char* device
                             int param_bytes, double act_tier_bytes) {
     int zero = c->zero;
     m->pred_bytes[0] = (double)param_bytes * P->n_padded;
-    m->pred_bytes[1] = 4.0 * (zero == 2   ? 2 * opt_floats + P->n_padded
-                              : zero == 1 ? P->n_padded + opt_floats
-                                          : P->n_padded);
-    if (zero == 3) {  // the shards, and the working buffers of the gathered units (parallel/zero3.h)
+    m->pred_bytes[1] = 4.0 * (zero == 1 ? P->n_padded + opt_floats : P->n_padded);
+    if (zero >= 2) {  // the shards, and the working buffers of the units (parallel/zero3.h)
         size_t S = P->n_padded / (c->dp * c->cp), work_w, work_g;
         zero3_work_floats(P, m->args->reshard_keep, &work_w, &work_g);
-        m->pred_bytes[0] = 4.0 * S + (double)param_bytes * work_w, m->pred_bytes[1] = 4.0 * (S + work_g);
+        m->pred_bytes[1] = 4.0 * (S + work_g);
+        if (zero == 3) m->pred_bytes[0] = 4.0 * S + (double)param_bytes * work_w;
     }
     m->pred_bytes[2] = 8.0 * opt_floats;
     m->pred_bytes[3] = 4.0 * act_peak_floats;

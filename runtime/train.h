@@ -41,24 +41,27 @@ static void model_init_layout(Model* m, Args* a, Metrics* met) {
 // The fp32 state where the build keeps it (f32_alloc): parameters and gradients, one buffer
 // each with named views into them, initialized (params_init: the build puts init_params'
 // weights where its kernels read them); the optimizer state over the whole local buffer, or
-// this rank's 1/dp shard with ZeRO.
+// this rank's 1/dp shard with ZeRO. ZeRO 2 keeps no whole gradient: its shard, one layer's
+// and the model-level tensors' (parallel/zero3.h zero_grads_init).
 static void model_init_params(Model* m) {
     const ModelConfig* c = &m->c;
     if (c->zero == 3) { zero3_init(m); return; }  // the weights sharded too (parallel/zero3.h)
     m->params = f32_alloc(m, m->P.n_padded);
-    m->grads = f32_alloc(m, m->P.n_padded);
     m->wl = (LayerW*)xcalloc(c->n_layer, sizeof(LayerW));
     m->gl = (LayerW*)xcalloc(c->n_layer, sizeof(LayerW));
     bind_weights(&m->P, c, m->params, &m->w, m->wl);
-    bind_weights(&m->P, c, m->grads, &m->g, m->gl);
     params_init(m);
     size_t S = shard_floats(&m->P, m->L.replicas);
     optimizer_range(&m->P, c, m->L.replica, &m->opt_lo, &m->opt_hi);
     m->m_state = opt_state_alloc(m, m->opt_hi - m->opt_lo, "AdamW m");  // on the device, or offloaded
     m->v_state = opt_state_alloc(m, m->opt_hi - m->opt_lo, "AdamW v");
-    if (c->zero) m->grad_shard = f32_alloc(m, S);
-    if (c->zero == 2) m->shard_tmp = f32_alloc(m, S);
-    if (c->zero == 2 && m->L.in_embed && c->arch == ARCH_GPT2) m->wte_acc = f32_alloc(m, (size_t)m->Vl * m->C);
+    if (c->zero == 2) {
+        zero_grads_init(m);
+    } else {
+        m->grads = f32_alloc(m, m->P.n_padded);
+        bind_weights(&m->P, c, m->grads, &m->g, m->gl);
+    }
+    if (c->zero == 1) m->grad_shard = f32_alloc(m, S);
     if (c->sp) m->sp_buf = f32_alloc(m, m->P.n_local);
 }
 
@@ -172,9 +175,8 @@ static StepResult train_step(Model* m, const TokenStream* train, int step) {
     m->met->step_tokens = n_tokens;
     model_load_batch(m, train, (size_t)step);
     if ((m->met->show_imbalance = m->args->doc_masked || train->plan != NULL)) batch_imbalance(m, train, (size_t)step);
-    if (m->grads) f32_zero(m, m->grads, m->P.n_padded);  // (zero 3 clears its gradients as it reduces them)
+    if (m->grads) f32_zero(m, m->grads, m->P.n_padded);  // (zero 2 and 3 clear theirs as they reduce them)
     if (m->grad_shard) f32_zero(m, m->grad_shard, shard_floats(&m->P, m->L.replicas));
-    if (m->wte_acc) f32_zero(m, m->wte_acc, (size_t)m->Vl * m->C);
     metrics_phase(m->met, "schedule");
     double t0 = now_s();
     run_schedule(m, m->ops, m->n_ops, 1, (float)(1.0 / n_tokens));

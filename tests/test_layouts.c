@@ -410,6 +410,12 @@ static void gpt2_suites(void) {
         {"dp2_zero1", "--dp 2 --zero 1"},
         {"dp2_zero2", "--dp 2 --zero 2"},
         {"dp2_zero2_pp2", "--dp 2 --zero 2 --pp 2"},
+        // zero 2's gradient a layer at a time (parallel/zero3.h): uneven shards, sp's partial
+        // gradients, the tied copy on another stage with two chunks, the weight pass deferred
+        {"dp4_zero2", "--dp 4 --zero 2"},
+        {"dp2_zero2_tp2_sp", "--dp 2 --zero 2 --tp 2 --sp"},
+        {"dp2_zero2_pp2_vpp2", "--dp 2 --zero 2 --pp 2 --vpp 2"},
+        {"dp2_zero2_deferred", "--dp 2 --zero 2 --weight-pass deferred"},
         {"dp2_zero1_tp2_sp", "--dp 2 --zero 1 --tp 2 --sp"},
         {"tp2_pp2", "--tp 2 --pp 2"},
         {"tp2_pp2_sp_full", "--tp 2 --pp 2 --sp --recompute full"},

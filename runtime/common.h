@@ -77,6 +77,7 @@ static void error_vprint(const char* fmt, va_list ap) {
     char msg[8192], shown[4 * sizeof(msg)];
     vsnprintf(msg, sizeof(msg), fmt, ap);
     escape_text(shown, sizeof(shown), msg, strlen(msg), 0);
+    fflush(stdout);  // what was printed before comes first, and the error starts its own line
     if (fail_rank >= 0) fprintf(stderr, "error: [rank %d] %s\n", fail_rank, shown);
     else fprintf(stderr, "error: %s\n", shown);
     fflush(stderr);

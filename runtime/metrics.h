@@ -163,8 +163,9 @@ static void print_startup(const Layout* L, const ParamLayout* P, const ModelConf
         static const char* kind[] = {"ring", "Ulysses", "2D"};
         const char* split = c->cp_doc ? "each document's zig-zag" : c->cp_contiguous ? "contiguous" : "zig-zag";
         int U = c->cp_ulysses;
-        ROW("context parallel", "%s: ulysses %d x ring %d (%s), %d rows/seq/rank", kind[U == 1 ? 0 : U == c->cp ? 1 : 2],
-            U, c->cp / U, U == c->cp ? "whole sequences" : split, c->seq_len / c->cp);
+        const char* what = kind[U == 1 ? 0 : U == c->cp ? 1 : 2];
+        ROW("context parallel", "%s: ulysses %d x ring %d (%s), %d rows/seq/rank", what, U, c->cp / U,
+            U == c->cp ? "whole sequences" : split, c->seq_len / c->cp);
     }
     static const char* bubble_of[N_SCHEDULES] = {"(p-1)/m", "(p-1)/m", "(p-1)/(v*m)", "(p-1)/(3m) at F=B=W",
                                                  "0 at F=B=W"};

@@ -474,6 +474,10 @@ static void gpt2_suites(void) {
         {"dp2_zero3_pp2_zbv_keep", "--dp 2 --zero 3 --pp 2 --schedule zb-v --reshard-after-forward off"},
     };
     suite("gpt2", gpt, gpt_layouts, sizeof(gpt_layouts) / sizeof(gpt_layouts[0]));
+}
+
+// GPT-2 shapes other than the tiny preset's: uneven stages, odd sizes, two layers a chunk.
+static void gpt2_shape_suites(void) {
     static const Layout_ uneven[] = {{"pp2_uneven_2_1", "--pp 2"}};
     suite("gpt2_3layers", "--model tiny --n-layer 3", uneven, 1);
     // an odd number of weights on a stage (d_ff 255, 3 layers): the shards padded, units cut
@@ -747,6 +751,7 @@ int main(int argc, char** argv) {
     if (system("mkdir -p /tmp/test_layouts")) return 1;
     only = argc > 1 ? argv[1] : NULL;
     gpt2_suites();
+    gpt2_shape_suites();
     llama_suite();
     doc_suites();
     packing_suites();

@@ -406,10 +406,14 @@ static void args_resolve(Args* a) {
     }
     if (a->offload_dir && !c->offload) fail("--offload-dir: only with --offload optimizer, activations or both");
     if (a->offload_dir && !*a->offload_dir) fail("--offload-dir: empty (name a directory; unset: $TMPDIR or /tmp)");
-    struct stat dir_stat;  // at start-up, even where no tier turns out to be needed (pp 2, 2 micro-batches)
-    if (a->offload_dir && (stat(a->offload_dir, &dir_stat) || (!S_ISDIR(dir_stat.st_mode) && (errno = ENOTDIR)) ||
-                           access(a->offload_dir, W_OK | X_OK)))
-        fail("--offload-dir %s: not a directory this run can write to (%s)", a->offload_dir, strerror(errno));
+    if (a->offload_dir) {  // at start-up, even where no tier turns out to be needed (pp 2, 2 micro-batches)
+        struct stat dir_stat;
+        const char* why = stat(a->offload_dir, &dir_stat)       ? strerror(errno)
+                          : !S_ISDIR(dir_stat.st_mode)          ? strerror(ENOTDIR)
+                          : access(a->offload_dir, W_OK | X_OK) ? strerror(errno)
+                                                                : NULL;
+        if (why) fail("--offload-dir %s: not a directory this run can write to (%s)", a->offload_dir, why);
+    }
     if (flag_given(a, "--offload-frames") && !(c->offload & OFFLOAD_ACTIVATIONS))
         fail("--offload-frames: only with --offload activations or both");
     // wlb's plan tries each waiting document on every sequence of the batch, some 20 times (its level's

@@ -106,17 +106,11 @@ static void test_attention_docs(int B, int T, int H, int KV, int hd, const int* 
 // ----------------------------------------------------------------------------
 // The whole model: a packed step against each of its documents alone.
 
-// A test model (gpt_model.c new_model) with documents masked or not, as run.h resolves it.
+// A test model (gpt_model.c model_from_args) with documents masked or not, as run.h resolves it.
 static Model* new_doc_model(const char* flags, int masked) {
     Args* a = new_args(flags);
     a->doc_masked = masked;
-    char why[512];
-    if (layout_check(&a->cfg, 1, why)) fail("test set-up: layout: %s", why);
-    Metrics* met = (Metrics*)xcalloc(1, sizeof(Metrics));
-    metrics_init(met, a, 0, 1, 1e12, "test");
-    Model* m = (Model*)xcalloc(1, sizeof(Model));
-    model_init(m, a, met);
-    return m;
+    return model_from_args(a);
 }
 static void free_doc_model(Model* m) {  // what the test reads is copied out first; the rest is left to exit
     free(m->args), free(m->met), free(m);

@@ -15,8 +15,8 @@ static Args* new_args(const char* flags) {
     return a;
 }
 
-static Model* new_model(const char* flags) {
-    Args* a = new_args(flags);
+// A model from set-up arguments, as main() makes one on 1 rank.
+static Model* model_from_args(Args* a) {
     char why[512];
     if (layout_check(&a->cfg, 1, why)) fail("test set-up: layout: %s", why);
     Metrics* met = (Metrics*)xcalloc(1, sizeof(Metrics));
@@ -25,6 +25,7 @@ static Model* new_model(const char* flags) {
     model_init(m, a, met);
     return m;
 }
+static Model* new_model(const char* flags) { return model_from_args(new_args(flags)); }
 
 static int is_norm_weight(const Tensor* t) {
     return (t->layer >= 0 && (t->kind == P_LN1W || t->kind == P_LN2W)) || (t->layer < 0 && t->kind == P_LNFW);

@@ -73,7 +73,7 @@ static double act_bytes_per_layer(const ModelConfig* c, int b, int tp, int cp, i
     double sbh = s * b * h * dtype_bytes / 2.0;
     if (recompute == RECOMPUTE_FULL) return 2 * sbh / (sp ? t : 1);
     double replicated, split, attn;
-    int lse_only = k->attention == ATTN_FLASH1 || k->attention == ATTN_FLASH2 || cp > 1;
+    int lse_only = attn_is_flash(k->attention) || cp > 1;
     if (c->arch == ARCH_GPT2) {
         replicated = 10, split = 24;
         attn = lse_only ? 4 * a / h : 5 * a * s / h;

@@ -103,7 +103,7 @@ static void plan_keys_push(PlanKeys* keys, PlanKey key) {
 // Every recomputation, SP, ZeRO and kernel choice of one grid and pipeline (key's other
 // fields) that the filter lets through. Software with one attention kernel of its own (this
 // trainer, own_kernels: its flash kernel) lists it once, as flash2, unless the filter asks
-// for another.
+// for another. FlashAttention in Triton is listed only when the filter asks for it.
 static void plan_keys_settings(PlanKey key, const PlanFilter* f, int own_kernels, PlanKeys* keys) {
     for (int rc = RECOMPUTE_NONE; rc <= RECOMPUTE_FULL; rc++)
         for (int sp = 0; sp <= (key.tp > 1); sp++)
@@ -114,6 +114,7 @@ static void plan_keys_settings(PlanKey key, const PlanFilter* f, int own_kernels
                             !filter_ok(f->attention, attn) || !filter_ok(f->rms_kernel, rms)) continue;
                         if (zero > 0 && key.dp * key.cp == 1) continue;  // nothing to shard
                         if (own_kernels && attn != ATTN_FLASH2 && f->attention != attn) continue;
+                        if (attn == ATTN_FLASH_TRITON && f->attention != attn) continue;  // by name only
                         key.recompute = rc, key.sp = sp, key.zero = zero, key.attention = attn, key.rms_kernel = rms;
                         plan_keys_push(keys, key);
                     }

@@ -10,8 +10,22 @@
 //   fused_softmax  the same matmuls, scale + mask + softmax in one kernel (Megatron's)
 //   flash1/flash2  FlashAttention 1 / 2: tiles in on-chip memory, no T x T tensor, causal
 //                  blocks skipped
-enum { ATTN_TORCH, ATTN_FUSED_SOFTMAX, ATTN_FLASH1, ATTN_FLASH2, N_ATTN };
-static const char* const ATTN_NAMES[N_ATTN] = {"torch", "fused_softmax", "flash1", "flash2"};
+//   flash_triton   FlashAttention in Triton (Tri Dao's flash_attn_triton.py; llm-foundry's attn_impl
+//                  triton, the default of the runs behind its benchmark tables): the same algorithm and
+//                  memory, slower kernels (below). Not searched: given by name (--attention, --runs)
+enum { ATTN_TORCH, ATTN_FUSED_SOFTMAX, ATTN_FLASH1, ATTN_FLASH2, ATTN_FLASH_TRITON, N_ATTN };
+static const char* const ATTN_NAMES[N_ATTN] = {"torch", "fused_softmax", "flash1", "flash2", "flash_triton"};
+// FlashAttention-2 is "around 1.3-1.5x faster than FlashAttention in Triton in the forward pass
+// and around 2x faster in the backward pass" (Dao 2023, section 4.1: A100, head size 64 and 128,
+// causal and not, 512-16k tokens): the Triton kernel's time over FA2's on the same device, forward
+// and backward (1.83x for the pair: the backward does 2.5x the forward's FLOPs). Both kernels issue
+// Ampere's mma.sync on an H100 too (FA2 has no wgmma; llm-foundry's Triton is the pre-MLIR compiler),
+// so the ratio is taken to hold there.
+#define FLASH_TRITON_FWD_SLOWDOWN 1.4
+#define FLASH_TRITON_BWD_SLOWDOWN 2.0
+static int attn_is_flash(int attention) {
+    return attention == ATTN_FLASH1 || attention == ATTN_FLASH2 || attention == ATTN_FLASH_TRITON;
+}
 // Rank order, fastest-varying first: tp-pp-dp is this trainer's (parallel/grid.h); tp-dp-pp is
 // Megatron-LM's and the Scaling codebase's (pipeline stages furthest apart).
 enum { ORDER_TP_PP_DP, ORDER_TP_DP_PP };

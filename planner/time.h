@@ -262,15 +262,18 @@ static LayerTime layer_time(const ModelConfig* c, int b, int tp, int sp, int cp,
     // a whole block (the last has R - 1/2 blocks, the first 1/2), so kernels that skip the
     // masked work take (2R-1)/R of the balanced time.
     double imbalance = c->cp_contiguous && R > 1 ? (2.0 * R - 1) / R : 1;
-    if (k->attention == ATTN_FLASH1 || k->attention == ATTN_FLASH2) {
-        // QK^T and AV: 4 b T^2 h FLOPs, causal kernels skip half; the backward does 2.5x (5 matmuls vs 2)
+    if (attn_is_flash(k->attention)) {
+        // QK^T and AV: 4 b T^2 h FLOPs, causal kernels skip half; the backward does 2.5x (5 matmuls vs 2).
+        // FlashAttention in Triton: FA2's rate, its forward and backward slower by the measured factors
         double flops = 4.0 * b * T * T * h / (t * cp) * 0.5 * imbalance;
+        int triton = k->attention == ATTN_FLASH_TRITON && !k->own_kernels;
         double kernel = k->own_kernels                  ? d->attn_eff_own
-                        : k->attention == ATTN_FLASH2 ? d->attn_eff_flash2
-                                                      : d->attn_eff_flash1;
+                        : k->attention == ATTN_FLASH1 ? d->attn_eff_flash1
+                                                      : d->attn_eff_flash2;
         double eff = kernel * flash_shape_eff(d, b, a / (t * U), T);
-        attn = flops / (d->peak_flops * eff) + R * d->op_latency;
-        attn_bwd = 2.5 * flops / (d->peak_flops * eff) + R * d->op_latency;
+        double slow_f = triton ? FLASH_TRITON_FWD_SLOWDOWN : 1, slow_b = triton ? FLASH_TRITON_BWD_SLOWDOWN : 1;
+        attn = slow_f * flops / (d->peak_flops * eff) + R * d->op_latency;
+        attn_bwd = slow_b * 2.5 * flops / (d->peak_flops * eff) + R * d->op_latency;
     } else {
         // per block two batched matmuls over the full scores (no causal saving), then the
         // softmax passes over them; the backward has four such matmuls. By shape, per head:

@@ -88,9 +88,9 @@ static void test_conclusions(void) {
     double last = 0;
     int ordered = 1;
     char got[200] = "";
-    for (int kernel = 0; kernel <= N_ATTN; kernel++) {
+    for (int kernel = ATTN_TORCH; kernel <= ATTN_FLASH2 + 1; kernel++) {  // the study's four, then flash2 + rms
         PlanResult r;
-        k.attention = kernel < N_ATTN ? kernel : ATTN_FLASH2, k.rms_kernel = kernel == N_ATTN;
+        k.attention = kernel <= ATTN_FLASH2 ? kernel : ATTN_FLASH2, k.rms_kernel = kernel > ATTN_FLASH2;
         plan_predict(&c, &k, 2048, 8, &d, &r);
         double mfu = study_mfu(&c, &r, &d);
         ordered &= mfu > last;

@@ -102,3 +102,37 @@ static void test_swiglu_two_linears(void) {
           "swiglu_two_linears_one_more_allreduce", "all-reduce %.1f us; backward's %.1f (two linears) vs %.1f us",
           one * 1e6, a.comm_bwd * 1e6, b.comm_bwd * 1e6);
 }
+
+// FlashAttention in Triton (software.h ATTN_FLASH_TRITON; llm-foundry's attn_impl triton): FA2's
+// rate with the forward 1.4x and the backward 2x longer (Dao 2023, section 4.1), FA2's memory
+// (the log-sum-exp only), and listed by the search only when asked for by name. MPT-7B's shape
+// (32 heads of 128) at 8192 tokens on an H100, kernel latencies off so the ratios are exact.
+static void test_flash_triton(void) {
+    DeviceProfile d;
+    profile_builtin("h100-sxm", &d);
+    d.op_latency = 0;
+    ModelConfig c = model("gpt2-124m", 8192);
+    c.n_layer = 32, c.n_head = c.n_kv_head = 32, c.d_model = 4096, c.d_ff = 4 * 4096;
+    config_finalize(&c);
+    PlanSetup f2 = plan_setup_for(SOFTWARE_FRAMEWORK), tri = f2;
+    tri.attention = ATTN_FLASH_TRITON;
+    Link l = group_link(&d, 1, 1, 8);
+    LayerTime a = layer_time(&c, 2, 1, 0, 1, 1, &f2, &d, l, l, l), b = layer_time(&c, 2, 1, 0, 1, 1, &tri, &d, l, l, l);
+    double extra_bwd = (FLASH_TRITON_BWD_SLOWDOWN - 1) * 2.5 * a.attn_fwd;
+    int same_memory = act_bytes_per_layer(&c, 2, 1, 1, 0, RECOMPUTE_NONE, &f2, 2) ==
+                      act_bytes_per_layer(&c, 2, 1, 1, 0, RECOMPUTE_NONE, &tri, 2);
+    check(close_rel(b.attn_fwd, FLASH_TRITON_FWD_SLOWDOWN * a.attn_fwd, 1e-12) &&
+              close_rel(b.bwd - a.bwd, extra_bwd, 1e-9) && same_memory,
+          "flash_triton_rate_and_memory", "forward %.1f vs FA2 %.1f us, backward +%.1f us (want +%.1f), same memory %d",
+          b.attn_fwd * 1e6, a.attn_fwd * 1e6, (b.bwd - a.bwd) * 1e6, extra_bwd * 1e6, same_memory);
+    PlanKey key = {8, 1, 1, 1, 1, 1, 1, SCHED_1F1B, 0, 0, 0, 0, 0};
+    PlanFilter any = plan_filter_any(), asked = any;
+    asked.attention = ATTN_FLASH_TRITON;
+    PlanKeys all = {NULL, 0, 0}, named = {NULL, 0, 0};
+    plan_keys_settings(key, &any, 0, &all), plan_keys_settings(key, &asked, 0, &named);
+    int listed = 0;
+    for (int i = 0; i < all.n; i++) listed += all.k[i].attention == ATTN_FLASH_TRITON;
+    check(all.n > 0 && !listed && named.n > 0 && named.k[0].attention == ATTN_FLASH_TRITON, "flash_triton_by_name_only",
+          "%d keys without a filter (%d flash_triton), %d when asked", all.n, listed, named.n);
+    free(all.k), free(named.k);
+}

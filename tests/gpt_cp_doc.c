@@ -100,9 +100,52 @@ static void test_cp_doc_spread(void) {
     free(t);
 }
 
+// The pairs model/cpu/attention.h computes (its forward's returned figure) over the visible pairs
+// (attention_work) of every ring rank's blocks at dev/bench_wlb.py's shape, 4 sequences of greedy's
+// batch 10: ring rank r's rows against each rank's keys, as cp_blocks makes them under --cp-split
+// doc (R 1: the whole sequence). Tiles of 32 rows whatever their documents computed 1.25 / 1.54 /
+// 1.95x at R 1 / 2 / 4; tiles of one document's consecutive positions 1.13 / 1.11 / 1.08x.
+static void test_cp_doc_pairs(void) {
+    int eot = 50256, T = 1024, G = 8, n_seq = 4, hd = 16;
+    size_t n = (size_t)40 * G * T;
+    int *t = doc_stream(n, eot, 78.5, 0.99), *in = (int*)xmalloc(sizeof(int) * (3 * (size_t)G * T + 2 * T));
+    int *ds = in + 2 * (size_t)G * T, *pos = ds + (size_t)G * T, *order = pos + T;
+    for (int j = 0; j < T; j++) pos[j] = j;
+    DocPlan p;
+    plan_build(&p, t, n, eot, PACK_GREEDY, G, 1, T);
+    plan_fill(&p, t, 10, 0, G, pos, T, in, in + (size_t)G * T, NULL, ds);
+    float *q = randn_f((size_t)T * 3 * hd, 1.0f), *o = (float*)xmalloc(sizeof(float) * T * (hd + 1)), *lse = o + T * hd;
+    int ok = 1;
+    char what[160] = "";
+    for (int R = 1; R <= 4; R *= 2) {
+        int Ts = T / R;
+        double computed = 0, visible = 0;
+        for (int g = 0; g < n_seq; g++) {
+            const int* doc = ds + (size_t)g * T;
+            cp_doc_order(doc, T, R, order);
+            for (int r = 0; r < R; r++) {
+                visible += attention_work(doc, 1, T, order + r * Ts, Ts);
+                for (int step = 0; step < R; step++) {  // its own keys first (init), as the ring runs
+                    int src = (r - step + R) % R;
+                    AttnBlock a = {1, Ts, 1, 1, hd, 3 * hd, 3 * hd, 0, Ts, 0, 0, Ts, 0, step == 0, doc, T,
+                                   order + r * Ts, order + src * Ts, T};
+                    computed += attention_block_forward(o, hd, lse, q, q + hd, &a);
+                }
+            }
+        }
+        ok &= computed / visible <= 1.15;
+        snprintf(what + strlen(what), sizeof(what) - strlen(what), "%sR %d: %.3f", R > 1 ? ", " : "", R,
+                 computed / visible);
+    }
+    check(ok, "cp split doc: the CPU kernel computes <= 1.15x the visible pairs (bench's documents)",
+          "computed / visible pairs %s", what);
+    free_plan(&p), free(t), free(in), free(q), free(o);
+}
+
 static void test_cp_doc(void) {
     check(flags_refused("--cp 2 --cp-kind ulysses --cp-split doc", "--cp-split doc: splits the ring's rows"),
           "cp split doc: refused under --cp-kind ulysses (whole sequences per rank)", NULL);
     test_cp_doc_order();
+    test_cp_doc_pairs();
     test_cp_doc_spread();
 }

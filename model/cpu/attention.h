@@ -41,17 +41,22 @@ static void rope_apply(float* qkv, int N, const int* positions, int T, int strid
 // block needs only the final lse: P = exp(scale q k^T - lse), D = rowsum(dout * out),
 //     dv += P^T dout,  dS = P (dout v^T - D) scale,  dq += dS k,  dk += dS^T q.
 // Query head h uses kv head h / (Ha/KVa) (grouped-query attention). The products are
-// gemm() calls on the calling thread (one head per thread), over tiles of ATT_ROWS queries
-// whose keys end where the tile's last query is; every sum runs in the same order whatever
-// the thread count.
+// gemm() calls on the calling thread (one head per thread), over tiles of at most ATT_ROWS
+// queries whose keys end where the tile's last query is; every sum runs in the same order
+// whatever the thread count.
 //
 // Document masking (a->doc, runtime/data.h): query q sees keys [doc[q], q], so a row's keys
-// in the block are a range [first, n). doc is nondecreasing along a sequence, so a tile's
-// first row has the smallest first key and its last row the largest n: the tile's products
-// run over the keys [first of its first row, n of its last row) only, and a tile (or, in
+// in the block are a range [first, n). A tile holds consecutive positions of one document
+// (att_tile_end: it ends early at another document's row), so its rows share first and its
+// last row has the largest n: the tile's products run over the keys [first, n of its last
+// row), its visible pairs plus the causal triangle above its diagonal, and a tile (or, in
 // context_parallel.h, a whole block) with no visible pair costs nothing.
-// With --cp-split doc (k_at, q_at) a block's rows are increasing positions, not consecutive:
-// a row's keys are still a range of the block's key rows, found by bisection.
+// With --cp-split doc (k_at, q_at) a block's rows are increasing positions, not consecutive
+// (each document's two chunks, one after the other), so a tile also ends where the positions
+// jump; a row's keys are still a range of the block's key rows, found by bisection. Tiles of 32
+// rows whatever their documents computed 1.25x / 1.54x / 1.95x the visible pairs at R 1 / 2 / 4
+// at dev/bench_wlb.py's shape, these 1.13x / 1.11x / 1.08x (./test_gpt "cp split": the
+// forward's returned count).
 #define ATT_ROWS 32
 
 // The key rows of the block at positions before p in sequence b (k_at: increasing, bisected).
@@ -81,6 +86,15 @@ static int att_keys_seen(const AttnBlock* a, int b, int t) {
 static int att_keys_first(const AttnBlock* a, int b, int t) {
     if (!a->doc) return 0;
     return att_keys_before(a, b, a->doc[(size_t)b * a->doc_ld + att_query_position(a, b, t)]);
+}
+// The end of the tile of query rows from t0 of sequence b: ATT_ROWS rows, or fewer where a row
+// of another document comes first or (q_at) a row that does not follow the one before it.
+static int att_tile_end(const AttnBlock* a, int b, int t0) {
+    int end = a->nq - t0 < ATT_ROWS ? a->nq : t0 + ATT_ROWS, t = t0 + 1, p0 = att_query_position(a, b, t0);
+    if (!a->doc && !a->q_at) return end;
+    const int* doc = a->doc ? a->doc + (size_t)b * a->doc_ld : NULL;
+    while (t < end && att_query_position(a, b, t) == p0 + t - t0 && (!doc || doc[p0 + t - t0] == doc[p0])) t++;
+    return t;
 }
 
 // s[lo, hi) = exp(scale * s - shift), zero in [0, lo) and [hi, keys); returns the sum over [lo, hi).
@@ -112,11 +126,14 @@ static void lse_merge_row(float* o, float* lse, const float* y, float mx, float 
     *lse = merged;
 }
 
-static void attention_block_forward(float* o, int o_ld, float* lse, const float* q, const float* kv,
-                                    const AttnBlock* a) {
+// Returns the query-key pairs it computed (over the sequences and heads): the backward's too,
+// which tiles alike.
+static double attention_block_forward(float* o, int o_ld, float* lse, const float* q, const float* kv,
+                                      const AttnBlock* a) {
     int Ha = a->Ha, hd = a->hd, group = Ha / a->KVa;
     float scale = 1.0f / sqrtf((float)hd);
-#pragma omp parallel for collapse(2) schedule(dynamic)
+    double pairs = 0;
+#pragma omp parallel for collapse(2) schedule(dynamic) reduction(+ : pairs)
     for (int b = 0; b < a->B; b++)
         for (int h = 0; h < Ha; h++) {
             size_t q0 = (size_t)b * a->Ts + a->q_row, k0 = (size_t)b * a->Ts + a->k_row;
@@ -127,8 +144,9 @@ static void attention_block_forward(float* o, int o_ld, float* lse, const float*
             float* lh = lse + ((size_t)b * Ha + h) * a->Ts + a->q_row;
             float* S = (float*)xmalloc(sizeof(float) * ATT_ROWS * (a->nk + hd));
             float* Y = S + (size_t)ATT_ROWS * a->nk;
-            for (int t0 = 0; t0 < a->nq; t0 += ATT_ROWS) {
-                int rows = a->nq - t0 < ATT_ROWS ? a->nq - t0 : ATT_ROWS, k0 = att_keys_first(a, b, t0);
+            for (int t0 = 0, t1; t0 < a->nq; t0 = t1) {
+                t1 = att_tile_end(a, b, t0);
+                int rows = t1 - t0, k0 = att_keys_first(a, b, t0);
                 int keys = att_keys_seen(a, b, t0 + rows - 1) - k0;  // the tile's keys: [k0, k0 + keys)
                 float mx[ATT_ROWS], l[ATT_ROWS];
                 if (keys <= 0) {  // no visible pair: each row keeps its output (or starts it empty)
@@ -136,6 +154,7 @@ static void attention_block_forward(float* o, int o_ld, float* lse, const float*
                         lse_merge_row(oh + (size_t)(t0 + t) * o_ld, lh + t0 + t, Y, 0.0f, 0.0f, hd, a->init);
                     continue;
                 }
+                pairs += (double)rows * keys;
                 gemm(rows, keys, hd, qh + (size_t)t0 * a->q_ld, a->q_ld, 0, k + (size_t)k0 * a->kv_ld, a->kv_ld, 1,
                      S, keys, 0);
                 for (int t = 0; t < rows; t++) {
@@ -154,6 +173,7 @@ static void attention_block_forward(float* o, int o_ld, float* lse, const float*
             }
             free(S);
         }
+    return pairs;
 }
 
 // Parallel over (b, kv head), so the query heads that share a kv head add into dk and dv
@@ -180,8 +200,9 @@ static void attention_block_backward(float* dq, int dq_ld, float* dkv, int dkv_l
                 const float* oh = out + q0 * o_ld + h * hd;
                 const float* lh = lse + ((size_t)b * Ha + h) * a->Ts + a->q_row;
                 float* dqh = dq + q0 * dq_ld + h * hd;
-                for (int t0 = 0; t0 < a->nq; t0 += ATT_ROWS) {
-                    int rows = a->nq - t0 < ATT_ROWS ? a->nq - t0 : ATT_ROWS, k0 = att_keys_first(a, b, t0);
+                for (int t0 = 0, t1; t0 < a->nq; t0 = t1) {
+                    t1 = att_tile_end(a, b, t0);
+                    int rows = t1 - t0, k0 = att_keys_first(a, b, t0);
                     int keys = att_keys_seen(a, b, t0 + rows - 1) - k0;  // the tile's keys: [k0, k0 + keys)
                     if (keys <= 0) continue;
                     const float *kt = k + (size_t)k0 * a->kv_ld, *vt = v + (size_t)k0 * a->kv_ld;

@@ -15,10 +15,19 @@
 // micro-batch: per position of its B x T, 2N per layer's matmuls in each of F, B and W (N: a
 // layer's matmul parameters) and the head's 2Vd forward, 4Vd in B; per visible pair 4d forward
 // and 8d backward per layer (doc_cost_model's 12 L d split by pass). A schedule without W ops
-// runs B and W as one backward. No cp: the cp ranks' positions are not modelled here.
+// runs B and W as one backward.
+//
+// Context parallelism (--cp R, ring; --cp-split zigzag|contiguous|doc): each cp rank's pairs of
+// each micro-batch from the positions it holds, ordered by parallel/cp_order.h as the trainer
+// orders them (train.h batch_imbalance's measure: "spread_cp X" at the end of the line, the log's
+// attn_spread_cp). A cp rank runs every op of a micro-batch on T/R positions, and each layer's
+// ring needs every rank's K and V of that layer, so an op of micro-batch u takes the matmuls of
+// T/R positions and the attention of u's heaviest cp rank; makespan is that critical path, total
+// still every rank's compute. Ulysses ranks are not modelled (refused).
 #include "runtime/args.h"
 #include "runtime/data.h"
 #include "parallel/schedule.h"
+#include "parallel/cp_order.h"
 
 // The F, B and W FLOPs of global chunk g for a micro-batch of `tokens` positions and `pairs` pairs.
 static void chunk_times(const ModelConfig* c, int n_chunks, int g, double tokens, double pairs, double* f, double* b,
@@ -48,7 +57,8 @@ static void open_train(const Args* a, TokenStream* train) {
                c->micro_batch, c->seq_len);
 }
 
-// Each micro-batch unit's visible pairs in global batch `index` (train.h batch_imbalance).
+// Each micro-batch unit's visible pairs in global batch `index` (train.h batch_imbalance); the
+// batch's doc_start (G x T) stays in buf from 2 G T.
 static void unit_pairs(const Args* a, const TokenStream* ts, size_t index, int* buf, int* pos, double* work) {
     const ModelConfig* c = &a->cfg;
     int G = c->global_batch, T = c->seq_len, B = c->micro_batch;
@@ -57,6 +67,32 @@ static void unit_pairs(const Args* a, const TokenStream* ts, size_t index, int* 
     else stream_batch(ts, T, index * G, G, in, tg, ds);
     if (a->doc_mask == DOC_MASK_OFF) memset(ds, 0, sizeof(int) * (size_t)G * T);
     for (int u = 0; u < G / B; u++) work[u] = attention_work(ds + (size_t)u * B * T, B, T, pos, T);
+}
+
+// The visible pairs of cp rank r in unit u, cp_work[r * U + u], from the batch's doc_start ds
+// (G x T): the positions cp_positions or (--cp-split doc) cp_doc_order gives it in each sequence.
+static void cp_rank_pairs(const ModelConfig* c, const int* ds, int* order, double* cp_work) {
+    int G = c->global_batch, T = c->seq_len, U = G / c->micro_batch, R = c->cp, Ts = T / R;
+    memset(cp_work, 0, sizeof(double) * R * U);
+    for (int g = 0; g < G; g++) {
+        if (c->cp_doc) cp_doc_order(ds + (size_t)g * T, T, R, order);
+        for (int r = 0; r < R; r++) {
+            if (!c->cp_doc) cp_positions(order + r * Ts, T, R, 1, r, c->cp_contiguous);
+            cp_work[(size_t)r * U + g / c->micro_batch] += attention_work(ds + (size_t)g * T, 1, T, order + r * Ts, Ts);
+        }
+    }
+}
+
+// The cp ranks' spread over the batch (their sums over the units) and each unit's heaviest rank.
+static double cp_heaviest(const double* cp_work, int R, int U, double* heaviest) {
+    double rank[64] = {0};
+    for (int u = 0; u < U; u++) heaviest[u] = 0;
+    for (int r = 0; r < R; r++)
+        for (int u = 0; u < U; u++) {
+            double w = cp_work[(size_t)r * U + u];
+            rank[r] += w, heaviest[u] = w > heaviest[u] ? w : heaviest[u];
+        }
+    return spread_of(rank, R);
 }
 
 int main(int argc, char** argv) {
@@ -71,7 +107,8 @@ int main(int argc, char** argv) {
     if (!c->dp) c->dp = 1;  // --dp not given: one replica (the trainer takes the ranks left)
     int G = c->global_batch, T = c->seq_len, B = c->micro_batch, U = G / B, m = U / c->dp, nc = c->pp * c->vpp;
     if (!G || G % (B * c->dp)) fail("sim_wlb: give --global-batch, a multiple of dp x --micro-batch (got %d)", G);
-    if (c->cp > 1) fail("sim_wlb: cp ranks' positions are not modelled (dev/bench_wlb.py prices cp from the log)");
+    if (c->cp_ulysses > 1) fail("sim_wlb: Ulysses' cp ranks are not modelled (give --cp-kind ring)");
+    if (c->cp > 64) fail("sim_wlb: at most 64 cp ranks");
     const char* why = schedule_check(c->schedule, c->pp, c->vpp, m);
     if (why || nc > 256 || (size_t)G * T > ((size_t)1 << 26)) fail("sim_wlb: %s", why ? why : "a layout too large");
     TokenStream train;
@@ -79,24 +116,36 @@ int main(int argc, char** argv) {
     if (!steps) steps = train.plan ? (long)train.plan->n_batches : (long)(stream_n_seq(&train, T) / G);
     int *buf = (int*)xmalloc(sizeof(int) * 3 * (size_t)G * T), *pos = (int*)xmalloc(sizeof(int) * T);
     for (int j = 0; j < T; j++) pos[j] = j;
-    double *work = (double*)xmalloc(sizeof(double) * U), *t = (double*)xmalloc(sizeof(double) * 3 * (size_t)m * nc);
-    double *tf = t, *tb = t + (size_t)m * nc, *tw = t + 2 * (size_t)m * nc, t_build[3 * 256];
+    int *order = (int*)xmalloc(sizeof(int) * T), R = c->cp;
+    double *work = (double*)xmalloc(sizeof(double) * (2 + R) * U), *heaviest = work + U, *cp_work = work + 2 * U;
+    double *t = (double*)xmalloc(sizeof(double) * 3 * (size_t)m * nc), t_build[3 * 256], sums[3] = {0};
+    double *tf = t, *tb = t + (size_t)m * nc, *tw = t + 2 * (size_t)m * nc, unused;
     chunk_op_flops(c, c->pp, c->vpp, t_build);
     for (long s = 0; s < steps; s++) {
         unit_pairs(&a, &train, (size_t)s, buf, pos, work);
-        double total = 0, slowest = 0;
+        cp_rank_pairs(c, buf + 2 * (size_t)G * T, order, cp_work);
+        double total = 0, slowest = 0, spread_cp = cp_heaviest(cp_work, R, U, heaviest);
         for (int r = 0; r < c->dp; r++) {  // dp rank r runs units r*m .. r*m+m-1 (data.h load_batch)
             for (int mb = 0; mb < m; mb++)
                 for (int g = 0; g < nc; g++) {
-                    size_t at = (size_t)mb * nc + g;
-                    chunk_times(c, nc, g, (double)B * T, work[r * m + mb], &tf[at], &tb[at], &tw[at]);
-                    total += tf[at] + tb[at] + tw[at];
+                    size_t at = (size_t)mb * nc + g, u = (size_t)r * m + mb;
+                    double f_all, b_all, w_all, f_mm, b_mm, w_mm, f_att, b_att;
+                    chunk_times(c, nc, g, (double)B * T, work[u], &f_all, &b_all, &w_all);
+                    total += f_all + b_all + w_all;
+                    chunk_times(c, nc, g, (double)B * T / R, 0, &f_mm, &b_mm, &w_mm);  // a cp rank's matmuls
+                    chunk_times(c, nc, g, 0, R > 1 ? heaviest[u] : work[u], &f_att, &b_att, &unused);
+                    tf[at] = f_mm + f_att, tb[at] = b_mm + b_att, tw[at] = w_mm;
                 }
             double span = schedule_simulate_mb(c->schedule, c->pp, c->vpp, m, t_build, tf, tb, tw, nc, 0, NULL);
             if (span < 0) fail("sim_wlb: the schedule deadlocks");
             slowest = span > slowest ? span : slowest;
         }
-        printf("step %ld spread_mb %.4f makespan %.6g total %.6g\n", s + 1, spread_of(work, U), slowest, total);
+        printf("step %ld spread_mb %.4f makespan %.6g total %.6g", s + 1, spread_of(work, U), slowest, total);
+        if (R > 1) printf(" spread_cp %.4f", spread_cp);
+        printf("\n");
+        sums[0] += spread_of(work, U) / steps, sums[1] += spread_cp / steps, sums[2] += slowest / steps;
     }
+    fprintf(stderr, "sim_wlb: %ld steps, means: spread_mb %.4f spread_cp %.4f makespan %.6g\n", steps, sums[0],
+            sums[1], sums[2]);
     return 0;
 }

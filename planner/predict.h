@@ -107,10 +107,14 @@ typedef struct {
 
 // tp ranks are adjacent, cp ranks next (the Ulysses groups inside the ring's); then stages
 // and data-parallel replicas in the rank order. The gradients are reduced over the dp x cp
-// ranks holding the same weights. Sets r->cp_off_node.
-static PlanLinks plan_links(const ModelConfig* c, const PlanSetup* k, const DeviceProfile* d, int gpus_per_node,
+// ranks holding the same weights. Sets r->cp_off_node. NVLink's efficiency is the software's:
+// NCCL's measured one (nccl_links) or the one fitted to the layouts study.
+static PlanLinks plan_links(const ModelConfig* c, const PlanSetup* k, const DeviceProfile* dev, int gpus_per_node,
                             PlanResult* r) {
     int dp = c->dp, tp = c->tp, pp = c->pp, cp = c->cp, U = c->cp_ulysses;
+    DeviceProfile dl = *dev;
+    if (k->nccl_links) dl.link_eff = dev->link_eff_nccl;
+    const DeviceProfile* d = &dl;
     PlanLinks l;
     int pp_stride = k->rank_order == ORDER_TP_PP_DP ? tp * cp : tp * cp * dp;
     int dp_stride = k->rank_order == ORDER_TP_PP_DP ? tp * cp * pp : tp * cp;
@@ -220,7 +224,7 @@ static void plan_memory(const ModelConfig* c, const PlanSetup* k, const DevicePr
     double wb, gb, ob;
     if (k->own_buffers) trainer_state_bytes_per_param(d->dtype_bytes, c->zero, dp * cp, &wb, &gb, &ob);
     else state_bytes_per_param(d, c->zero, dp * cp, &wb, &gb, &ob);
-    offload_state_bytes(c, &ob);  // --offload optimizer
+    offload_state_bytes(c, k->own_buffers, d->dtype_bytes, &wb, &ob);  // --offload optimizer
     double act_layer = act_bytes_per_layer(c, mb, tp, cp, c->sp, c->recompute, k, d->dtype_bytes);
     double act_full_layer = act_bytes_per_layer(c, mb, tp, cp, c->sp, RECOMPUTE_NONE, k, d->dtype_bytes);
     double w_in_layer = w_inputs_per_layer(c, mb, tp, cp, d->dtype_bytes);

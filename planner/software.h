@@ -56,6 +56,8 @@ typedef struct {
                             // asynchronous tensor-parallel communication); 0: after it, nothing overlapped
     int swiglu_two_linears;  // 1: SwiGLU's gate and up projections are two column-parallel linears, each
                              // all-reducing its own input gradient over tp (without SP); 0: one fused linear
+    int nccl_links;          // 1: its collectives inside a node reach NCCL's measured bus bandwidth (the device's
+                             // link_eff_nccl); 0: the device's link_eff, fitted to the layouts study's software
 } PlanSetup;
 
 // The software the planner can model (--software): this trainer, and the Aleph Alpha
@@ -71,11 +73,11 @@ typedef struct {
 // reduction overlapping the backward, as Megatron-LM and FSDP run them.
 enum { SOFTWARE_TRAINER, SOFTWARE_SCALING, SOFTWARE_FRAMEWORK };
 static PlanSetup plan_setup_for(int software) {
-    PlanSetup s = {ATTN_FLASH2, 1, ORDER_TP_PP_DP, SPLIT_LAYERS, 0, 0, 1, 1, 1, 0, 0};
+    PlanSetup s = {ATTN_FLASH2, 1, ORDER_TP_PP_DP, SPLIT_LAYERS, 0, 0, 1, 1, 1, 0, 0, 0};
     if (software == SOFTWARE_SCALING)
         s.rank_order = ORDER_TP_DP_PP, s.pipe_split = SPLIT_PARAMS, s.loss_gathered = 1, s.dp_after_backward = 1,
         s.context_parallel = 0, s.own_buffers = 0, s.own_kernels = 0, s.swiglu_two_linears = 1;
-    if (software == SOFTWARE_FRAMEWORK) s.own_buffers = 0, s.own_kernels = 0, s.tp_async_dgrad = 1;
+    if (software == SOFTWARE_FRAMEWORK) s.own_buffers = 0, s.own_kernels = 0, s.tp_async_dgrad = 1, s.nccl_links = 1;
     return s;
 }
 static PlanSetup plan_setup_default(void) { return plan_setup_for(SOFTWARE_TRAINER); }

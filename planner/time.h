@@ -73,10 +73,18 @@ typedef struct {
 // are latency-bound: on an A100 node (141 GB/s, 5 us) 64 KiB over 8 ranks take 70.8 us, 64 MiB
 // 903 us. Where the node's NVSwitches reduce in the switch (NVLink SHARP, NVSwitch 3 in H100 and
 // H200 nodes; NCCL's NVLS algorithm, used inside a node) each rank sends its buffer to the switch
-// once and receives the sum once: bytes / bw in 2 steps, 2(n-1)/n times less data per rank.
+// once and receives the sum once, in 2 steps, but the switch does not reduce at the link's rate:
+// on 8 H100s NCCL measured an NVLS algorithm bandwidth of 258, 265, 270 and 273 GB/s over 5-8
+// ranks where the ring's bus bandwidth is 365-370 on 2-8 (NVIDIA/nccl#1455; its maintainers:
+// "370GB/s ... the real target for NCCL BusBW intra-node", NVLS "a 30% improvement" at 8,
+// nccl#1442, nccl-tests#212), and over 2-4 ranks no gain over the ring. So NVLS moves bytes at
+// NVLS_OF_RING (273 / 370) of the bandwidth the ring's steps see, from 5 ranks on.
+#define NVLS_OF_RING 0.74
+#define NVLS_MIN_RANKS 5
 static double link_allreduce_time(int n, double bytes, Link l) {
     if (n <= 1) return 0;
-    return l.nvls ? bytes / l.bw + 2 * l.lat : allreduce_time(n, bytes, l.bw, l.lat);
+    if (l.nvls && n >= NVLS_MIN_RANKS) return bytes / (NVLS_OF_RING * l.bw) + 2 * l.lat;
+    return allreduce_time(n, bytes, l.bw, l.lat);
 }
 
 // Time a communication of duration comm adds when it may overlap a compute window: the

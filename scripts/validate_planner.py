@@ -6,7 +6,7 @@ schema): ./train --plan --runs predicts every run, this script compares.
         [--train ./train] [--plot dev/planner_validation.png] [--out predictions.csv]
         [-- extra planner flags, e.g. --device-set mem_frag=0.1]
 
-    python3 scripts/validate_planner.py --published dev/published_runs.csv [-- --device-set link_eff=0.5]
+    python3 scripts/validate_planner.py --published dev/published_runs.csv [-- --device-set link_eff_nccl=0.5]
         (published runs of other studies, each row with its model's shape and device)
 
 Per sheet and overall it prints:

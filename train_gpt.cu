@@ -73,6 +73,7 @@ typedef struct {
     int *d_inputs, *d_targets;         // device copies of the step's tokens
     int* d_pos;                        // device copy of m->pos: the sequence position of each of this rank's T rows
     int *d_row_pos, *d_doc_seq;        // device copies of m->row_pos and m->doc_seq (documents; NULL without)
+    int* d_cp_order;                   // device copy of m->cp_order (--cp-split doc; NULL without)
     double ring_t0;                    // host time the context-parallel ring's exchange in flight started (--trace)
     cudaStream_t offload;              // --offload: the copies between the device and the pinned tier
     float* h_grad;                     // --offload optimizer: pinned, the gradient of the optimizer range
@@ -335,15 +336,17 @@ static void pp_recv(Model* m, int dir, int up, bf16* dst, size_t n, int peer, in
 // This dp rank's part of global batch `index`, on the host and the device; the device sum
 // of token losses restarts.
 static void model_load_batch(Model* m, const TokenStream* ts, size_t index) {
-    load_batch(ts, &m->c, m->L.dp_rank, m->n_micro, index, m->pos, m->T, m->inputs, m->targets, m->doc_start,
-               m->doc_seq);
+    if (m->cp_order) cp_load_by_doc(m, ts, index);  // --cp-split doc (parallel/context_parallel.h)
+    else load_batch(ts, &m->c, m->L.dp_rank, m->n_micro, index, m->pos, m->T, m->inputs, m->targets, m->doc_start,
+                    m->doc_seq);
     size_t bytes = sizeof(int) * m->n_micro * m->B * m->T;
     h2d(m->be.d_inputs, m->inputs, bytes, m->be.stream);
     h2d(m->be.d_targets, m->targets, bytes, m->be.stream);
     if (m->doc_start) {
-        docs_positions(m, m->n_micro * m->B);
+        if (!m->cp_order) docs_positions(m, m->n_micro * m->B);  // (cp_load_by_doc's own)
         h2d(m->be.d_row_pos, m->row_pos, bytes, m->be.stream);
         h2d(m->be.d_doc_seq, m->doc_seq, bytes * m->c.cp, m->be.stream);
+        if (m->cp_order) h2d(m->be.d_cp_order, m->cp_order, bytes * m->c.cp, m->be.stream);
     }
     cudaCheck(cudaMemsetAsync(m->be.loss_acc, 0, sizeof(double), m->be.stream));
 }
@@ -622,6 +625,7 @@ static void model_init(Model* m, Args* a, Metrics* met) {
         m->be.d_row_pos = (int*)dev_alloc(sizeof(int) * held);
         m->be.d_doc_seq = (int*)dev_alloc(sizeof(int) * held * m->c.cp);
         m->kernel_doc_seq = m->be.d_doc_seq;
+        if (m->cp_order) m->kernel_cp_order = m->be.d_cp_order = (int*)dev_alloc(sizeof(int) * held * m->c.cp);
     }
 }
 
@@ -681,7 +685,6 @@ static void gpu_probe(const Args* a) {
         fail("no CUDA GPU available (device %d, %s, sm_%d%d: %s; this build targets sm_90)", dev, prop.name, prop.major,
              prop.minor, cudaGetErrorString(e));
     const ModelConfig* c = &a->cfg;
-    if (c->cp_doc && c->cp > 1) fail("--cp-split doc: in the CPU build only (train_gpt.c) for now (--cp-split zigzag)");
     // A hand-started run puts all its ranks on this machine: NCCL needs a GPU for each.
     int need = (c->dp ? c->dp : 1) * c->tp * c->pp * c->cp;
     if (!under_launcher() && !a->comm_mpi && need > n_dev)

@@ -159,6 +159,7 @@ CASES=(
   "gpu_gpt2_docs_pp2|cpu_gpt2_docs|--model tiny $DOCS --pp 2 --comm mpi"
   "gpu_gpt2_docs_cp2_ring|cpu_gpt2_docs|--model tiny $DOCS --cp 2 --comm mpi"
   "gpu_llama_docs_cp2_ulysses|cpu_llama_docs|--model llama-tiny $DOCS --cp 2 --cp-kind ulysses --comm mpi"
+  "gpu_llama_cp2_docsplit|cpu_llama_docs|--model llama-tiny $DOCS --cp 2 --cp-split doc --comm mpi"
   "gpu_gpt2_8l_pp4_offload_act|cpu_gpt2_8l|--model tiny --n-layer 8 --pp 4 --micro-batch 1 --offload activations --comm mpi"
   "gpu_gpt2_offload_opt|cpu_gpt2|--model tiny $OPT"
   "gpu_gpt2_dp2_zero1_offload_opt|cpu_gpt2|--model tiny --dp 2 --zero 1 $OPT --comm mpi"

@@ -129,8 +129,10 @@ typedef struct {
     int* pos;
     // --cp-split doc with documents: the positions every ring rank holds of each of the step's
     // sequences (cp_doc_order: [n_micro * B * seq_len], cp rank c's T rows at [c * T]); cp_by_doc:
-    // whether they are the step's (0: the sampler's window, on the zig-zag of pos)
+    // whether they are the step's (0: the sampler's window, on the zig-zag of pos); kernel_cp_order:
+    // cp_order where the build's kernels read it (AttnBlock.q_at, k_at; the GPU: its device copy)
     int* cp_order;
+    const int* kernel_cp_order;
     int cp_by_doc;
     float *cp_o, *cp_dkv;
     act_t *cp_kv[2], *cp_qkv, *cp_out, *cp_dout, *cp_send, *cp_recv;
@@ -180,6 +182,7 @@ static void docs_alloc(Model* m) {
     m->doc_seq = (int*)xmalloc(sizeof(int) * held * m->c.cp);
     m->kernel_doc_seq = m->doc_seq;
     if (m->c.cp_doc && m->c.cp > 1) m->cp_order = (int*)xmalloc(sizeof(int) * held * m->c.cp);
+    m->kernel_cp_order = m->cp_order;
 }
 // row_pos of n_seq sequences from doc_start (after load_batch).
 static void docs_positions(Model* m, int n_seq) {

@@ -189,7 +189,7 @@ static int cp_block_visible(const Model* m, int B, int q0, int q1, int k0, int k
 // a visible pair.
 static int cp_blocks(const Model* m, const CpShape* s, int src, int B, int q_ld, int kv_ld, AttnBlock* blk) {
     if (m->cp_by_doc) {  // --cp-split doc: all rows in one block, their positions looked up (the kernels bisect)
-        const int* order = m->cp_order + (size_t)m->mb * m->B * m->c.seq_len;
+        const int* order = m->kernel_cp_order + (size_t)m->mb * m->B * m->c.seq_len;
         AttnBlock a = {B, s->Ts, s->Ha, s->KVa, m->hd, q_ld, kv_ld, 0, s->Ts, 0, 0, s->Ts, 0, src == s->ring_rank,
                        mb_docs(m), m->c.seq_len, order + s->ring_rank * s->Ts, order + src * s->Ts, m->c.seq_len};
         blk[0] = a;

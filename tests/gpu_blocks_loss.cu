@@ -1,6 +1,7 @@
 // tests/gpu_blocks_loss.cu: test_gpu's context-parallel attention blocks, the embedding,
 // cross-entropy, AdamW and the other small kernels, each against kernels_cpu.h.
 // Included by tests/test_gpu.cu after its helpers (one test binary); not built alone.
+#include "parallel/cp_order.h"  // cp_doc_order: --cp-split doc's rows
 
 // Context parallelism's blocks (model/config.h AttnBlock) on the GPU and the CPU, in the
 // order a ring rank runs them: the forward merges each into the running fp32 output and
@@ -10,9 +11,10 @@
 // ring step 0; a block with src[i] = s > 0 reads the separate K, V buffer s (a neighbour's,
 // rows 2*KVa*hd) and adds its dk, dv to that buffer's gradient. The backward reads the same
 // out (the CPU's, rounded to bf16) and lse on both sides, so it is checked on its own.
-// doc (B x doc_ld host ints, NULL: none): the sequences' documents (AttnBlock.doc).
+// doc (B x doc_ld host ints, NULL: none): the sequences' documents (AttnBlock.doc); order (B x
+// doc_ld, NULL: none): the positions the blocks' q_at and k_at point into (--cp-split doc).
 static void run_blocks(const char* what, int B, int Ts, int Ha, int KVa, int hd, AttnBlock* blk, const int* src, int n,
-                       int n_src, const int* doc = NULL, int doc_ld = 0) {
+                       int n_src, const int* doc = NULL, int doc_ld = 0, const int* order = NULL) {
     char nm[192];
     int q_ld = (Ha + 2 * KVa) * hd, kv_ld = 2 * KVa * hd, o_ld = Ha * hd;
     size_t rows = (size_t)B * Ts, no = rows * o_ld, nl = (size_t)B * Ha * Ts, nkv = rows * kv_ld;
@@ -26,10 +28,12 @@ static void run_blocks(const char* what, int B, int Ts, int Ha, int KVa, int hd,
     float *d_o = (float*)dbuf(4 * no), *d_lse = (float*)dbuf(4 * nl);
     AttnBlock d_blk[16];  // the same blocks with the device's copy of the documents
     const int* d_doc = doc ? to_dev_ints(doc, (size_t)B * doc_ld) : NULL;
+    const int* d_order = order ? to_dev_ints(order, (size_t)B * doc_ld) : NULL;
     for (int i = 0; i < n; i++) {
         blk[i].B = B, blk[i].Ts = Ts, blk[i].Ha = Ha, blk[i].KVa = KVa, blk[i].hd = hd;
         blk[i].q_ld = q_ld, blk[i].kv_ld = src[i] ? kv_ld : q_ld, blk[i].doc = doc, blk[i].doc_ld = doc_ld;
         d_blk[i] = blk[i], d_blk[i].doc = d_doc;
+        if (order) d_blk[i].q_at = d_order + (blk[i].q_at - order), d_blk[i].k_at = d_order + (blk[i].k_at - order);
         attention_block_forward(o, o_ld, lse, q, kv[src[i]], &blk[i]);
         attention_block_forward_gpu(d_o, d_lse, d_q, d_kv[src[i]], &d_blk[i], st);
         if (i == 0 || i == n - 1) {
@@ -103,6 +107,28 @@ static void test_attention_zigzag(int B, int R, int r, int c, int Ha, int KVa, i
              docs ? " documents" : "");
     int T = R == 1 ? c : 2 * R * c;  // the sequence the blocks' positions are in
     run_blocks(what, B, R == 1 ? c : 2 * c, Ha, KVa, hd, blk, src, n, R < 4 ? R : 4, docs ? test_docs(B, T) : NULL, T);
+}
+
+// --cp-split doc: ring rank r's blocks over the R ring steps, one a step (all its Ts = T/R rows
+// against all of the step's source's), each sequence's rows at the per-document zig-zag positions
+// of test_docs' documents (parallel/cp_order.h cp_doc_order, as cp_load_by_doc orders them).
+// The rows of a block are not consecutive: the kernels find each query's keys by bisection over
+// k_at and skip the key tiles outside them; compared with the CPU's kernel on the same rows, with
+// the bounds of the other blocks (test_gpu.cu's header).
+static void test_attention_docsplit(int B, int R, int r, int T, int Ha, int KVa, int hd) {
+    int Ts = T / R, src[16];
+    int* doc = test_docs(B, T);
+    int* order = (int*)hbuf((size_t)B * T);
+    for (int b = 0; b < B; b++) cp_doc_order(doc + (size_t)b * T, T, R, order + (size_t)b * T);
+    AttnBlock blk[16] = {{0}};
+    for (int step = 0; step < R; step++) {
+        blk[step].nq = blk[step].nk = Ts, blk[step].init = step == 0;
+        blk[step].q_at = order + r * Ts, blk[step].k_at = order + (r - step + R) % R * Ts, blk[step].at_ld = T;
+        src[step] = step == 0 ? 0 : 1 + (step - 1) % 3;
+    }
+    char what[96];
+    snprintf(what, sizeof(what), "doc split R=%d rank %d T=%d B=%d Ha=%d KVa=%d", R, r, T, B, Ha, KVa);
+    run_blocks(what, B, Ts, Ha, KVa, hd, blk, src, R, R < 4 ? R : 4, doc, T, order);
 }
 
 // Blocks no zig-zag split makes: query and key segments of different lengths, a diagonal

@@ -216,6 +216,11 @@ int main(int argc, char** argv) {
     test_attention_zigzag(1, 1, 0, 70, 2, 2, 64);
     test_attention_zigzag(2, 2, 1, 40, 4, 2, 16, 1);  // documents
     test_attention_zigzag(2, 4, 0, 33, 2, 1, 64, 1);
+    // --cp-split doc: rows at each document's zig-zag positions (cp2 both ranks, cp4; several tiles of each side)
+    test_attention_docsplit(2, 2, 0, 200, 4, 2, 16);
+    test_attention_docsplit(2, 2, 1, 200, 4, 2, 16);
+    test_attention_docsplit(2, 4, 2, 136, 2, 1, 64);
+    test_attention_docsplit(2, 2, 1, 200, 2, 1, 128);
     test_attention_blocks_odd(32);
     test_attention_blocks_odd(128);
     test_attention_grad_pack(37, 4, 2, 16);

@@ -25,6 +25,17 @@
 // query i of head h are at (b * H + h) * l_ld + i. Documents (AttnBlock.doc, on the device;
 // NULL: none): query i's first key (of the block) is doc[b * doc_ld + q_pos + i] - k_pos,
 // skipped over as attention.cuh's kernels do.
+//
+// --cp-split doc (AttnBlock.q_at, k_at on the device; always with documents): the rows are
+// increasing positions, not consecutive ones, query i at q_at[b * at_ld + i] and key j at
+// k_at[b * at_ld + j]. Query i then sees the key rows [first, last] with positions in
+// [doc[q_at[i]], q_at[i]], found by bisection over k_at (the CPU's att_keys_before). Both ends
+// are nondecreasing in i, as with consecutive rows, so the skipping is the same: a query block
+// walks the key tiles from its first row's first key to its last row's last one, a warp skips
+// tiles outside its rows' ranges, a key block's query loop starts at the first query at or
+// after its first key and stops at the first whose document starts after its last. The kernels
+// are compiled a third time for this (AT): the position lookups cost registers the others
+// should not pay.
 struct AttBlockArgs {
     const bf16 *q, *k, *v, *dout;
     float *o, *dq, *dk, *dv;
@@ -36,21 +47,41 @@ struct AttBlockArgs {
     int init;                          // the first block of its query rows: their running output starts here
     const int* doc;                    // documents (NULL: none), the query rows' at doc + b * doc_ld + i
     int doc_ld, k_pos;
+    const int *q_at, *k_at;            // --cp-split doc: the rows' positions (NULL: consecutive)
+    int at_ld;
 };
+
+// The rows of at[0, n) (increasing) at positions before p, by bisection.
+__device__ __forceinline__ int att_rows_before(const int* at, int n, int p) {
+    int lo = 0, hi = n;
+    while (lo < hi) {
+        int mid = (lo + hi) / 2;
+        if (at[mid] < p) lo = mid + 1;
+        else hi = mid;
+    }
+    return lo;
+}
+// AT: the position of query row i of sequence b (a row past nq, a block's padding, reads the
+// last row's), and the key rows before position p.
+__device__ __forceinline__ int att_q_at(const AttBlockArgs& a, int b, int i) {
+    return a.q_at[(size_t)b * a.at_ld + min(i, a.nq - 1)];
+}
+__device__ __forceinline__ int att_keys_before(const AttBlockArgs& a, int b, int p) {
+    return att_rows_before(a.k_at + (size_t)b * a.at_ld, a.nk, p);
+}
 
 // The first key (of the block) query row i of sequence b sees: its document's start (0
 // without documents, DOC false: attention.cuh's kernels are compiled twice likewise; a row
 // past nq, a block's padding, reads the last row's).
-template <bool DOC>
+template <bool DOC, bool AT>
 __device__ __forceinline__ int att_block_first(const AttBlockArgs& a, int b, int i) {
+    if (AT) return att_keys_before(a, b, a.doc[(size_t)b * a.doc_ld + att_q_at(a, b, i)]);
     return DOC ? a.doc[(size_t)b * a.doc_ld + min(i, a.nq - 1)] - a.k_pos : 0;
 }
-
-// The last key each of this thread's rows q0 + g, q0 + g + 8 sees (< 0: none).
-__device__ __forceinline__ void att_last_keys(int last[2], int q0, int diag, int nk) {
-    int g = threadIdx.x % 32 / 4;
-    #pragma unroll
-    for (int r = 0; r < 2; r++) last[r] = min(q0 + g + 8 * r + diag, nk - 1);
+// The last key query row i of sequence b sees (< 0: none).
+template <bool AT>
+__device__ __forceinline__ int att_block_last(const AttBlockArgs& a, int b, int i) {
+    return AT ? att_keys_before(a, b, att_q_at(a, b, i) + 1) - 1 : min(i + a.diag, a.nk - 1);
 }
 
 // Rows r0 + g and r0 + g + 8 (those < n) of the fp32 dst (pitch `pitch`) += acc * scale.
@@ -106,7 +137,7 @@ __device__ void att_merge(const AttBlockArgs& a, int b, int h, int q0, const flo
 }
 
 // As attention_forward_kernel, over the keys the block's queries see, then merged.
-template <int HD, int BCK, bool DOC>
+template <int HD, int BCK, bool DOC, bool AT>
 __global__ void __launch_bounds__(AttShape<HD, BCK>::NW * 32, 4)
 attention_block_forward_kernel(AttBlockArgs a) {
     constexpr int BR = AttShape<HD, BCK>::BR, BC = AttShape<HD, BCK>::BC, LD = AttShape<HD, BCK>::LD;
@@ -122,16 +153,17 @@ attention_block_forward_kernel(AttBlockArgs a) {
 
     att_stage<HD, BR>(Qs, a.q + b * a.q_seq + h * HD, a.q_ld, NULL, NULL, 0, q_blk, a.nq);
     float o[DT][4] = {}, m[2] = {-INFINITY, -INFINITY}, l[2] = {0.0f, 0.0f};  // rows q0 + g, q0 + g + 8
-    int last[2], first[2], warp_first = att_block_first<DOC>(a, b, q0);
-    att_last_keys(last, q0, a.diag, a.nk);
-    for (int r = 0; r < 2; r++) first[r] = att_block_first<DOC>(a, b, q0 + lane / 4 + 8 * r);
-    int k_end = min(q_blk + BR + a.diag, a.nk);  // keys [first of q_blk, k_end) matter to this block
-    for (int kt = max(att_block_first<DOC>(a, b, q_blk), 0) / BC * BC; kt < k_end; kt += BC) {
+    int warp_first = att_block_first<DOC, AT>(a, b, q0), warp_last = att_block_last<AT>(a, b, q0 + 15);
+    int last[2], first[2];
+    for (int r = 0, i = q0 + lane / 4; r < 2; r++, i += 8)
+        first[r] = att_block_first<DOC, AT>(a, b, i), last[r] = att_block_last<AT>(a, b, i);
+    int k_end = att_block_last<AT>(a, b, q_blk + BR - 1) + 1;  // keys [first of q_blk, k_end) matter to this block
+    for (int kt = max(att_block_first<DOC, AT>(a, b, q_blk), 0) / BC * BC; kt < k_end; kt += BC) {
         __syncthreads();  // everyone is done with the previous tiles
         att_stage<HD, BC>(Ks, k, a.kv_ld, Vs, v, a.kv_ld, kt, a.nk);
         __syncthreads();
         // warp-uniform: the whole tile is after this warp's queries, or before their documents
-        if (kt > q0 + 15 + a.diag || (DOC && kt + BC <= warp_first)) continue;
+        if (kt > warp_last || (DOC && kt + BC <= warp_first)) continue;
         float s[NT][4] = {};
         att_abT<HD, LD, NT>(s, Qs + warp * 16 * LD, Ks);
         float mx[2] = {m[0], m[1]};
@@ -175,7 +207,7 @@ attention_block_forward_kernel(AttBlockArgs a) {
 }
 
 // As attention_backward_dq_kernel: dq (fp32) += the block's.
-template <int HD, int BCK, bool DOC>
+template <int HD, int BCK, bool DOC, bool AT>
 __global__ void __launch_bounds__(AttShape<HD, BCK>::NW * 32, 3)
 attention_block_dq_kernel(AttBlockArgs a) {
     constexpr int BR = AttShape<HD, BCK>::BR, BC = AttShape<HD, BCK>::BC, LD = AttShape<HD, BCK>::LD;
@@ -197,16 +229,18 @@ attention_block_dq_kernel(AttBlockArgs a) {
         lse2[r] = q < a.nq ? a.lse[((size_t)b * a.H + h) * a.l_ld + q] * ATT_LOG2E : 0.0f;
         ds[r] = q < a.nq ? a.dsum[((size_t)b * a.H + h) * a.l_ld + q] : 0.0f;
     }
-    int last[2], first[2], warp_first = att_block_first<DOC>(a, b, q0);  // as in the forward
-    att_last_keys(last, q0, a.diag, a.nk);
-    for (int r = 0; r < 2; r++) first[r] = att_block_first<DOC>(a, b, q0 + g + 8 * r);
+    // as in the forward
+    int warp_first = att_block_first<DOC, AT>(a, b, q0), warp_last = att_block_last<AT>(a, b, q0 + 15);
+    int last[2], first[2];
+    for (int r = 0, i = q0 + g; r < 2; r++, i += 8)
+        first[r] = att_block_first<DOC, AT>(a, b, i), last[r] = att_block_last<AT>(a, b, i);
     float dq[DT][4] = {};
-    int k_end = min(q_blk + BR + a.diag, a.nk);
-    for (int kt = max(att_block_first<DOC>(a, b, q_blk), 0) / BC * BC; kt < k_end; kt += BC) {
+    int k_end = att_block_last<AT>(a, b, q_blk + BR - 1) + 1;
+    for (int kt = max(att_block_first<DOC, AT>(a, b, q_blk), 0) / BC * BC; kt < k_end; kt += BC) {
         __syncthreads();  // Qs, dOs are staged / the previous tiles are used
         att_stage<HD, BC>(Ks, k, a.kv_ld, Vs, v, a.kv_ld, kt, a.nk);
         __syncthreads();
-        if (kt > q0 + 15 + a.diag || (DOC && kt + BC <= warp_first)) continue;
+        if (kt > warp_last || (DOC && kt + BC <= warp_first)) continue;
         float s[NT][4] = {}, dp[NT][4] = {};
         att_abT<HD, LD, NT>(s, Qs + warp * 16 * LD, Ks);
         att_abT<HD, LD, NT>(dp, dOs + warp * 16 * LD, Vs);
@@ -227,14 +261,14 @@ attention_block_dq_kernel(AttBlockArgs a) {
 
 // As attention_backward_dkv_kernel: dk, dv (fp32) += the block's, over the queries that see
 // each key.
-template <int HD, int BCK, bool DOC>
+template <int HD, int BCK, bool DOC, bool AT>
 __global__ void __launch_bounds__(AttShape<HD, BCK>::NW * 32, 3)
 attention_block_dkv_kernel(AttBlockArgs a) {
     constexpr int BR = AttShape<HD, BCK>::BR, BC = AttShape<HD, BCK>::BC, LD = AttShape<HD, BCK>::LD;
     constexpr int NT = AttShape<HD, BCK>::NT, DT = AttShape<HD, BCK>::DT;
     __shared__ __align__(16) bf16 Kb[BR * LD], Vb[BR * LD], Qs[BC * LD], dOs[BC * LD];
     __shared__ float lses[BC], dss[BC];
-    __shared__ int firsts[DOC ? BC : 1];  // each query's first key
+    __shared__ int firsts[DOC ? BC : 1], lasts[AT ? BC : 1];  // each query's first key, and last (AT)
     int warp = threadIdx.x / 32, lane = threadIdx.x % 32, g = lane / 4, t = lane % 4;
     int b = blockIdx.z, kvh = blockIdx.y, j_blk = blockIdx.x * BR, j0 = j_blk + warp * 16, group = a.H / a.KV;
     const float sl2 = ATT_LOG2E / sqrtf((float)HD), scale = 1.0f / sqrtf((float)HD);  // sl2 as in the forward
@@ -242,10 +276,11 @@ attention_block_dkv_kernel(AttBlockArgs a) {
     att_stage<HD, BR>(Kb, a.k + b * a.kv_seq + kvh * HD, a.kv_ld, Vb, a.v + b * a.kv_seq + kvh * HD, a.kv_ld, j_blk,
                       a.nk);
     float dk[DT][4] = {}, dv[DT][4] = {};
+    // queries before j_blk's position see none of these keys, nor do those whose documents start after them
+    int q_begin = AT ? att_rows_before(a.q_at + (size_t)b * a.at_ld, a.nq, a.k_at[(size_t)b * a.at_ld + j_blk])
+                     : max(j_blk - a.diag, 0);
     for (int h = kvh * group; h < (kvh + 1) * group; h++)
-        // queries before j_blk - diag see none of these keys, nor do those whose documents start after them
-        for (int qt = max(j_blk - a.diag, 0); qt < a.nq && (!DOC || att_block_first<DOC>(a, b, qt) < j_blk + BR);
-             qt += BC) {
+        for (int qt = q_begin; qt < a.nq && (!DOC || att_block_first<DOC, AT>(a, b, qt) < j_blk + BR); qt += BC) {
             __syncthreads();  // Kb, Vb are staged / the previous tiles are used
             att_stage<HD, BC>(Qs, a.q + b * a.q_seq + h * HD, a.q_ld, dOs, a.dout + b * a.o_seq + h * HD, a.o_ld, qt,
                               a.nq);
@@ -253,10 +288,12 @@ attention_block_dkv_kernel(AttBlockArgs a) {
                 int qi = qt + i;
                 lses[i] = qi < a.nq ? a.lse[((size_t)b * a.H + h) * a.l_ld + qi] * ATT_LOG2E : 0.0f;
                 dss[i] = qi < a.nq ? a.dsum[((size_t)b * a.H + h) * a.l_ld + qi] : 0.0f;
-                if (DOC) firsts[i] = att_block_first<DOC>(a, b, qi);
+                if (DOC) firsts[i] = att_block_first<DOC, AT>(a, b, qi);
+                if (AT) lasts[i] = att_block_last<AT>(a, b, qi);
             }
             __syncthreads();
-            if (qt + BC - 1 + a.diag < j0) continue;  // warp-uniform: the whole tile is before this warp's keys
+            // warp-uniform: the whole tile is before this warp's keys
+            if ((AT ? lasts[BC - 1] : qt + BC - 1 + a.diag) < j0) continue;
             float st[NT][4] = {}, dpt[NT][4] = {};
             att_abT<HD, LD, NT>(st, Kb + warp * 16 * LD, Qs);
             att_abT<HD, LD, NT>(dpt, Vb + warp * 16 * LD, dOs);
@@ -265,7 +302,7 @@ attention_block_dkv_kernel(AttBlockArgs a) {
                 #pragma unroll
                 for (int i = 0; i < 4; i++) {
                     int c = n * 8 + 2 * t + i % 2, qi = qt + c, j = j0 + g + 8 * (i / 2);
-                    int seen = qi + a.diag >= j && qi < a.nq && (!DOC || j >= firsts[c]);
+                    int seen = (AT ? lasts[c] : qi + a.diag) >= j && qi < a.nq && (!DOC || j >= firsts[c]);
                     float p = seen ? exp2f(st[n][i] * sl2 - lses[c]) : 0.0f;
                     st[n][i] = p;                        // P^T
                     dpt[n][i] = p * (dpt[n][i] - dss[c]);  // dS^T
@@ -280,23 +317,24 @@ attention_block_dkv_kernel(AttBlockArgs a) {
     att_add<DT>(a.dv + b * a.dkv_seq + kvh * HD, a.dkv_ld, j0, a.nk, dv, 1.0f);
 }
 
-template <int HD, int BCK, bool DOC>
+template <int HD, int BCK, bool DOC, bool AT>
 static void attention_block_kernels(int fwd, const AttBlockArgs& a, int B, cudaStream_t s) {
     dim3 block(AttShape<HD>::NW * 32), q_grid(cdiv(a.nq, AttShape<HD>::BR), a.H, B);
     if (fwd) {
-        attention_block_forward_kernel<HD, BCK, DOC><<<q_grid, block, 0, s>>>(a);
+        attention_block_forward_kernel<HD, BCK, DOC, AT><<<q_grid, block, 0, s>>>(a);
         launchCheck();
         return;
     }
-    attention_block_dq_kernel<HD, BCK, DOC><<<q_grid, block, 0, s>>>(a);
+    attention_block_dq_kernel<HD, BCK, DOC, AT><<<q_grid, block, 0, s>>>(a);
     launchCheck();
-    attention_block_dkv_kernel<HD, BCK, DOC><<<dim3(cdiv(a.nk, AttShape<HD>::BR), a.KV, B), block, 0, s>>>(a);
+    attention_block_dkv_kernel<HD, BCK, DOC, AT><<<dim3(cdiv(a.nk, AttShape<HD>::BR), a.KV, B), block, 0, s>>>(a);
     launchCheck();
 }
 template <int HD, int BCK>
 static void attention_block_launch(int fwd, const AttBlockArgs& a, int B, cudaStream_t s) {
-    if (a.doc) attention_block_kernels<HD, BCK, true>(fwd, a, B, s);
-    else attention_block_kernels<HD, BCK, false>(fwd, a, B, s);
+    if (a.q_at) attention_block_kernels<HD, BCK, true, true>(fwd, a, B, s);  // positions come with documents
+    else if (a.doc) attention_block_kernels<HD, BCK, true, false>(fwd, a, B, s);
+    else attention_block_kernels<HD, BCK, false, false>(fwd, a, B, s);
 }
 // The kernels of head size hd (and the hd-64 tile); fwd: the forward, else the backward.
 static void attention_block_run(int fwd, const AttBlockArgs& a, int B, int hd, cudaStream_t s) {
@@ -323,7 +361,10 @@ static AttBlockArgs att_block(const AttnBlock* blk, const bf16* q, const bf16* k
     a.l_ld = blk->Ts;
     a.nq = blk->nq, a.nk = blk->nk, a.diag = blk->q_pos - blk->k_pos;
     a.H = blk->Ha, a.KV = blk->KVa, a.init = blk->init;
-    a.doc = blk->doc ? blk->doc + blk->q_pos : NULL, a.doc_ld = blk->doc_ld, a.k_pos = blk->k_pos;
+    // with positions (q_at, k_at) the documents are looked up at them, not at q_pos + i
+    if (blk->q_at && (!blk->k_at || !blk->doc)) fail("attention block: row positions need key positions and documents");
+    a.doc = blk->doc ? blk->doc + (blk->q_at ? 0 : blk->q_pos) : NULL, a.doc_ld = blk->doc_ld, a.k_pos = blk->k_pos;
+    a.q_at = blk->q_at, a.k_at = blk->k_at, a.at_ld = blk->at_ld;
     return a;
 }
 // o, lse (fp32): the block merged in by log-sum-exp (blk->init: its query rows start here).

@@ -126,12 +126,12 @@ static void profile_h100(DeviceProfile* d) {
     d->matmul_k_half = 128;       // H200 (dev/RESULTS.md, same GH100 die and clocks): N 8192, 768 -> 3072 forward
                                   // 677 TFLOP/s (as measured; K 768 costs 14%), its backward 711 (measured 750);
                                   // 8192^3: 808 TFLOP/s
-    d->bmm_eff = 0.60;            // as matmul_eff (the A100's note)
+    d->bmm_eff = 0.56;            // as matmul_eff (the A100's note)
     d->matmul_eff = 0.56;         // a PyTorch framework's step (Megatron, FSDP) does not reach the rate this trainer
                                   // measured: fit to llm-foundry's published H100 runs (dev/published_runs.csv) with
                                   // their Triton attention and NCCL's links (MAE 2.63, mean +0.10; 0.60: 3.25, +2.07),
-                                  // 0.70 of the H100's largest measured matmul (792 TFLOP/s, ml-engineering's MAMF table;
-                                  // the A100's fitted 0.68 is 0.79 of its 268)
+                                  // 0.70 of the H100's largest measured matmul (792 TFLOP/s, ml-engineering's MAMF
+                                  // table; the A100's fitted 0.68 is 0.79 of its 268)
     d->sms = 132;
     d->attn_eff_flash2 = 0.35;    // FlashAttention-2 on the H100: "only 35% utilization" (Shah et al. 2024, FA3)
     d->attn_eff_flash1 = 0.25;
@@ -142,9 +142,10 @@ static void profile_h100(DeviceProfile* d) {
     d->intra_bw = 450e9;          // NVLink4 900 GB/s bidirectional
     d->nic_bw = 400e9 / 8;        // NDR 400 Gb/s
     d->nvls = 1;                  // NVSwitch 3 (HGX H100/H200): NVLink SHARP, NCCL 2.17+ (time.h: what it gains)
-    d->link_eff_nccl = 0.82;      // 8 H100 SXM: a ring's bus bandwidth 365-370 of 450 GB/s on 2-8 GPUs (NVIDIA/nccl#1455;
-                                  // "370GB/s ... the real target for NCCL BusBW intra-node", nccl#1442); link_eff keeps
-                                  // the A100's fit (0.47 of the link), the study's software being A100-only
+    d->link_eff_nccl = 0.82;      // 8 H100 SXM: a ring's bus bandwidth 365-370 of 450 GB/s on 2-8 GPUs
+                                  // (NVIDIA/nccl#1455; "370GB/s ... the real target for NCCL BusBW intra-node",
+                                  // nccl#1442); link_eff keeps the A100's fit (0.47), the study's software being
+                                  // A100-only
     d->host_link_bw = 50e9;       // PCIe Gen5 x16: 64 GB/s line rate (H100 SXM datasheet: 128 GB/s both ways), ~50
                                   // effective
     d->host_mem_bw = 38e9;        // DGX H100: 2 Xeon 8480C, 8 DDR5-4800 channels each = 614 GB/s for 8 GPUs, ~half

@@ -190,7 +190,7 @@ static void test_tp_collectives(void) {
     double algbw = 67108864 / (link_allreduce_time(8, 67108864, ln) - 2 * ln.lat);
     double four = link_allreduce_time(4, 67108864, l4);
     check(fabs(algbw - 273.06e9) < 0.01e9 && l4.nvls && four == allreduce_time(4, 67108864, l4.bw, l4.lat),
-          "tp_allreduce_nvls_as_nccl_measures", "8 ranks at NCCL's links %.2f GB/s (want 273.06), 4 ranks a ring %.2f us",
+          "tp_allreduce_nvls_as_nccl_measures", "8 ranks at NCCL's links %.2f GB/s (want 273.06), 4 a ring %.2f us",
           algbw / 1e9, four * 1e6);
     check(!lh16.nvls && !la.nvls && link_allreduce_time(1, 67108864, lh) == 0, "tp_allreduce_ring_across_nodes",
           "nvls across nodes %d, on A100 %d", lh16.nvls, la.nvls);

@@ -136,3 +136,16 @@ static void test_flash_triton(void) {
           "%d keys without a filter (%d flash_triton), %d when asked", all.n, listed, named.n);
     free(all.k), free(named.k);
 }
+
+// The H100's matmul constants (device.h: matmul_eff_own and matmul_k_half from this project's H200)
+// against a public measurement of the same die: the largest bf16 matmul rate found on an H100 SXM,
+// 792.1 TFLOP/s at 6144 x 17920 x 2816 (ml-engineering's MAMF table, CUDA 12.1). The planner's
+// own-kernel rate there: 0.855 x fill 0.998 (6720 tiles in 51 waves of 132) x 2816 / 2944 = 807.
+static void test_h100_largest_matmul(void) {
+    DeviceProfile d;
+    profile_builtin("h100-sxm", &d);
+    d.matmul_eff = d.matmul_eff_own, d.matmul_latency = 0;
+    double M = 6144, N = 17920, K = 2816, rate = 2 * M * N * K / matmul_time(&d, M, N, K, 1);
+    check(fabs(rate / 792.1e12 - 1) < 0.03, "h100_largest_matmul_as_measured", "%.1f TFLOP/s, measured 792.1",
+          rate / 1e12);
+}

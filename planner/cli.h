@@ -29,6 +29,8 @@ static void plan_usage(void) {
         "planner/time.h), --offload-frames 1|2,\n"
         "  --cp N (ranks per sequence: 1 = no context parallelism; powers of two), --cp-kind ring|ulysses|2d,\n"
         "  --cp-ulysses U (the all-to-all degree inside cp; 2d: the ring is cp / U)   evaluate only these layouts\n"
+        "  --cp-split zigzag|contiguous|doc   the ring's rows, as ./train's (default zigzag; contiguous: every\n"
+        "                          layout's time; doc: each document zig-zagged, under --doc-lengths)\n"
         "  --top N                 rows to print (default 20)    --plan-csv FILE  all layouts (or the runs), every "
         "column\n"
         "  --doc-lengths FILE|lognormal:MEDIAN[:SIGMA]   document lengths (one a line): the best layout's attention "
@@ -52,6 +54,7 @@ typedef struct {
     PlanSetup setup;
     PlanFilter filter;
     const char *csv, *runs, *doc_lengths;
+    int cp_split;  // --cp-split: CP_SPLIT_ZIGZAG, _CONTIGUOUS, _DOC (ModelConfig's cp_contiguous, cp_doc)
     int offload, offload_frames;  // --offload: OFFLOAD_OPTIMIZER | OFFLOAD_ACTIVATIONS for every layout; its frames
 } PlanArgs;
 
@@ -193,7 +196,13 @@ static void plan_parse_args(int argc, char** argv, PlanArgs* a) {
         else if (!strcmp(flag, "--plan-csv")) a->csv = v;
         else if (!strcmp(flag, "--runs")) a->runs = v;
         else if (!strcmp(flag, "--doc-lengths")) a->doc_lengths = v;
-        else if (!strcmp(flag, "--offload")) {
+        else if (!strcmp(flag, "--cp-split")) {
+            const char* names[] = {"zigzag", "contiguous", "doc"};  // model/config.h's CP_SPLIT_* order
+            a->cp_split = -1;
+            for (int k = 0; k < 3; k++)
+                if (!strcmp(v, names[k])) a->cp_split = k;
+            if (a->cp_split < 0) fail("--cp-split: expected zigzag, contiguous or doc, got '%s'", v);
+        } else if (!strcmp(flag, "--offload")) {
             const char* names[] = {"none", "optimizer", "activations", "both"};
             a->offload = -1;
             for (int k = 0; k < 4; k++)
@@ -215,6 +224,8 @@ static void plan_parse_args(int argc, char** argv, PlanArgs* a) {
         (f->cp_ulysses >= 0 && (f->cp_ulysses < 1 || (f->cp_ulysses & (f->cp_ulysses - 1)))))
         fail("--cp and --cp-ulysses must be powers of two (1, 2, 4, ...)");
     if (f->cp > 0 && f->cp_ulysses > f->cp) fail("--cp-ulysses %d does not divide --cp %d", f->cp_ulysses, f->cp);
+    if (a->cp_split == CP_SPLIT_DOC && f->cp_kind == CPK_ULYSSES)  // as ./train (args.h)
+        fail("--cp-split doc: splits the ring's rows; --cp-kind ulysses gives every rank whole sequences (balanced)");
 
     DeviceProfile* d = &a->dev;
     plan_device(d, device, device_file, sets, n_sets, peak_tflops);
@@ -327,6 +338,7 @@ static int plan_main(int argc, char** argv) {
     char err[512];
     if (plan_model(a.model, a.shape, 0, &c, err, sizeof(err))) fail("%s", err);
     c.offload = a.offload, c.offload_frames = a.offload_frames;
+    c.cp_contiguous = a.cp_split == CP_SPLIT_CONTIGUOUS, c.cp_doc = a.cp_split == CP_SPLIT_DOC;
     long global_batch = a.global_batch;
     if (!global_batch) {
         long tokens = a.global_tokens ? a.global_tokens : 4194304;
@@ -374,6 +386,9 @@ static int plan_main(int argc, char** argv) {
             snprintf(cp_flags, sizeof(cp_flags), " --cp %d --cp-kind 2d --cp-ulysses %d", p->cp, p->cp_ulysses);
         else if (kind != CPK_NONE)
             snprintf(cp_flags, sizeof(cp_flags), " --cp %d --cp-kind %s", p->cp, CPK_NAMES[kind]);
+        if (kind != CPK_NONE && kind != CPK_ULYSSES && a.cp_split)
+            snprintf(cp_flags + strlen(cp_flags), sizeof(cp_flags) - strlen(cp_flags), " --cp-split %s",
+                     a.cp_split == CP_SPLIT_DOC ? "doc" : "contiguous");
         printf(
             "best: --dp %d --tp %d%s --pp %d --vpp %d --micro-batch %d --recompute %s%s --zero %d --schedule %s, %s "
             "attention, rms kernel %s  (%.1f%% MFU, %.1f%% HFU, %.4g TFLOP/s/GPU, %.1f GiB)\n",

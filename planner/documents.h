@@ -15,10 +15,19 @@
 // runtime's and the planner's), scaled so a batch of whole sequences takes the planner's own
 // t_pipeline; the step waits for the slowest dp rank. Padding runs through
 // the matmuls as a document does, so packed batches count all positions in the linear term.
+//
+// Context parallelism (a ring of R = cp / U ranks; --cp-split zigzag|contiguous|doc: c->cp_doc,
+// c->cp_contiguous): each ring rank's pairs of a micro-batch from the positions the trainer gives
+// it (parallel/cp_order.h), as dev/sim_wlb.c measures them; each layer's ring waits for every
+// rank, so a micro-batch's attention takes its heaviest ring rank's pairs, relative to the
+// heaviest rank's of whole causal sequences under the same split (the layout's own t_pipeline
+// already holds that case; Ulysses' ranks split a ring rank's heads evenly). The cp spread: the
+// ring ranks' pairs over the batch, (max - min) / mean, as the trainer's attn_spread_cp.
 #ifndef PLANNER_DOCUMENTS_H
 #define PLANNER_DOCUMENTS_H
 
 #include "parallel/schedule.h"
+#include "parallel/cp_order.h"
 #include "runtime/packing.h"
 
 #define DOC_SIM_BATCHES 24
@@ -90,7 +99,8 @@ static Doc* doc_sim_docs(const DocLengths* d, int T, double tokens, size_t* n_do
     return docs;
 }
 
-typedef struct { double spread_mb, spread_dp, t_pipeline, tokens; int n; } PackPrediction;  // sums over n batches
+// sums over n batches
+typedef struct { double spread_mb, spread_dp, spread_cp, t_pipeline, tokens; int n; } PackPrediction;
 
 // A dp rank's pipeline time when its micro-batch mb takes rel[mb] x the time of a micro-batch of
 // whole causal sequences, over the time when all take 1: the runtime's op lists (schedule_build)
@@ -114,23 +124,90 @@ static double doc_pipeline_factor(const ModelConfig* c, const PlanResult* best, 
     return span / whole;
 }
 
-// units[u]: unit u's attention pairs in one batch -> the figures of that batch into *pr (summed).
-static void doc_batch_figures(const ModelConfig* c, const PlanResult* best, double f_att, double full_pairs,
-                              const double* units, int U, double tokens, PackPrediction* pr) {
+// Adds to pairs[r] the pairs ring rank r (of R) holds of one sequence whose doc_start is ds (T),
+// split as the trainer splits it (order: T ints of room).
+static void doc_ring_add(const ModelConfig* c, int R, const int* ds, int* order, double* pairs) {
+    int T = c->seq_len, Ts = T / R;
+    if (c->cp_doc) cp_doc_order(ds, T, R, order);
+    for (int r = 0; r < R; r++) {
+        if (!c->cp_doc) cp_positions(order + r * Ts, T, R, 1, r, c->cp_contiguous);
+        pairs[r] += attention_work(ds, 1, T, order + r * Ts, Ts);
+    }
+}
+
+// ring[u * R + r]: ring rank r's pairs of unit u -> heavy[u], the unit's heaviest rank's; returns the
+// spread of the ranks' sums over the batch.
+static double doc_ring_heaviest(const double* ring, int U, int R, double* heavy) {
+    double* rank = (double*)xcalloc(R, sizeof(double));
+    for (int u = 0; u < U; u++) {
+        heavy[u] = 0;
+        for (int r = 0; r < R; r++) {
+            double w = ring[(size_t)u * R + r];
+            heavy[u] = w > heavy[u] ? w : heavy[u], rank[r] += w;
+        }
+    }
+    double spread = spread_of(rank, R);
+    free(rank);
+    return spread;
+}
+
+// units[u]: unit u's attention pairs in one batch, heavy[u] the attention that paces it (its pairs,
+// or with a ring its heaviest ring rank's), full_heavy that of a unit of whole causal sequences;
+// spread_cp the ring ranks' -> the figures of that batch into *pr (summed).
+static void doc_batch_figures(const ModelConfig* c, const PlanResult* best, double f_att, const double* units,
+                              const double* heavy, double full_heavy, double spread_cp, int U, double tokens,
+                              PackPrediction* pr) {
     int m = best->n_micro, dp = U / m;
     double *dp_pairs = (double*)xcalloc(dp, sizeof(double)), *rel = (double*)xmalloc(sizeof(double) * m);
     double slowest = 0;
     for (int r = 0; r < dp; r++) {
         for (int u = r * m; u < (r + 1) * m; u++) {
-            rel[u - r * m] = (1 - f_att) + f_att * units[u] / full_pairs;
+            rel[u - r * m] = (1 - f_att) + f_att * heavy[u] / full_heavy;
             dp_pairs[r] += units[u];
         }
         double t = doc_pipeline_factor(c, best, rel);
         slowest = t > slowest ? t : slowest;
     }
-    pr->spread_mb += spread_of(units, U), pr->spread_dp += spread_of(dp_pairs, dp);
+    pr->spread_mb += spread_of(units, U), pr->spread_dp += spread_of(dp_pairs, dp), pr->spread_cp += spread_cp;
     pr->t_pipeline += slowest * best->t_pipeline, pr->tokens += tokens, pr->n++;
     free(dp_pairs), free(rel);
+}
+
+// The ring's figures: R ring ranks (1: no ring, nothing measured), room for a sequence's doc_start
+// and order, ring[u * R + r] per batch, each unit's heaviest rank's pairs, and the heaviest of a
+// unit of whole causal sequences (without a ring: a unit's pairs, doc_batch_figures' reference).
+typedef struct { int R, *ds, *order; double *ring, *heavy, full_heavy; } DocRing;
+
+static DocRing doc_ring_new(const ModelConfig* c, const PlanResult* best, int U) {
+    int T = c->seq_len, B = best->micro_batch, U_cp = best->cp_ulysses > 1 ? best->cp_ulysses : 1;
+    DocRing g = {best->cp > 1 ? best->cp / U_cp : 1, NULL, NULL, NULL, NULL, B * doc_pairs(T)};
+    g.ds = (int*)xcalloc(2 * (size_t)T, sizeof(int)), g.order = g.ds + T;
+    g.ring = (double*)xcalloc((size_t)U * (g.R + 1) + g.R, sizeof(double)), g.heavy = g.ring + (size_t)U * g.R;
+    if (g.R == 1) return g;
+    double* whole = g.heavy + U;
+    doc_ring_add(c, g.R, g.ds, g.order, whole);  // ds all 0: one document a sequence
+    g.full_heavy = 0;
+    for (int r = 0; r < g.R; r++) g.full_heavy = B * whole[r] > g.full_heavy ? B * whole[r] : g.full_heavy;
+    return g;
+}
+
+// The ring pairs of batch b of plan p: each sequence's doc_start from its documents (padding: its
+// own position), the sequences taken in order through an index of the batch's documents by sequence.
+static void doc_packed_ring(const ModelConfig* c, const DocPlan* p, size_t b, DocRing* g) {
+    int T = p->T, G = p->G;
+    size_t first = p->batch_at[b], n = p->batch_at[b + 1] - first;
+    size_t *at = (size_t*)xcalloc(G + 1 + n, sizeof(size_t)), *idx = at + G + 1;
+    for (size_t i = 0; i < n; i++) at[p->placed[first + i].seq + 1]++;
+    for (int s = 0; s < G; s++) at[s + 1] += at[s];
+    for (size_t i = 0; i < n; i++) idx[at[p->placed[first + i].seq]++] = first + i;  // at[s]: now s's end
+    memset(g->ring, 0, sizeof(double) * (G / p->B) * g->R);
+    for (int s = 0; s < G; s++) {
+        for (int t = 0; t < T; t++) g->ds[t] = t;
+        for (size_t i = s ? at[s - 1] : 0; i < at[s]; i++)
+            for (int j = 0; j < p->placed[idx[i]].len; j++) g->ds[p->placed[idx[i]].off + j] = p->placed[idx[i]].off;
+        doc_ring_add(c, g->R, g->ds, g->order, g->ring + (size_t)(s / p->B) * g->R);
+    }
+    free(at);
 }
 
 // The three packings' figures over the simulation, per batch.
@@ -140,37 +217,49 @@ static void doc_predict(const ModelConfig* c, const PlanResult* best, const Doc*
     DocCost k = doc_cost_model(c);
     double full_pairs = B * doc_pairs(T), f_att = k.per_pair * full_pairs / doc_cost(k, T) / B;
     double* units = (double*)xmalloc(sizeof(double) * U);
+    DocRing ring = doc_ring_new(c, best, U);
+    double* heavy = ring.R > 1 ? ring.heavy : units;  // what paces each unit's attention
     memset(pr, 0, 3 * sizeof(PackPrediction));
     // concat: windows of T end to end over the documents
     size_t d = 0;
     int used = 0;
     for (int n_batches = 0; d < n_docs && n_batches < DOC_SIM_BATCHES; n_batches++) {
+        memset(ring.ring, 0, sizeof(double) * U * ring.R);
         for (int u = 0; u < U; u++) {
             units[u] = 0;
-            for (int s = 0; s < B; s++)
-                for (int room = T; room > 0 && d < n_docs;) {
+            for (int s = 0; s < B; s++) {
+                int room = T;
+                while (room > 0 && d < n_docs) {
                     int take = docs[d].len - used < room ? docs[d].len - used : room;
                     units[u] += doc_pairs(take);  // a document begun before the window starts anew in it
+                    for (int j = 0; j < take; j++) ring.ds[T - room + j] = T - room;
                     room -= take, used += take;
                     if (used == docs[d].len) d++, used = 0;
                 }
+                for (int t = T - room; t < T; t++) ring.ds[t] = t;  // past the last document
+                if (ring.R > 1) doc_ring_add(c, ring.R, ring.ds, ring.order, ring.ring + (size_t)u * ring.R);
+            }
         }
-        if (n_batches >= DOC_SIM_SKIP) doc_batch_figures(c, best, f_att, full_pairs, units, U, (double)G * T, &pr[0]);
+        double spread_cp = ring.R > 1 ? doc_ring_heaviest(ring.ring, U, ring.R, ring.heavy) : 0;
+        if (n_batches >= DOC_SIM_SKIP)
+            doc_batch_figures(c, best, f_att, units, heavy, ring.full_heavy, spread_cp, U, (double)G * T, &pr[0]);
     }
     for (int packing = PACK_GREEDY; packing <= PACK_WLB; packing++) {
         DocPlan p;
         plan_build_docs(&p, docs, n_docs, 0, packing, G, B, T);
         size_t nb = p.n_batches < DOC_SIM_BATCHES ? p.n_batches : DOC_SIM_BATCHES;
         for (size_t b = DOC_SIM_SKIP; b < nb; b++) {
-            double tokens = plan_valid_targets(&p, b);
+            double tokens = plan_valid_targets(&p, b), spread_cp = 0;
             memset(units, 0, sizeof(double) * U);
             for (size_t i = p.batch_at[b]; i < p.batch_at[b + 1]; i++)
                 units[p.placed[i].seq / B] += doc_pairs(p.placed[i].len);
-            doc_batch_figures(c, best, f_att, full_pairs, units, U, tokens, &pr[packing]);
+            if (ring.R > 1)
+                doc_packed_ring(c, &p, b, &ring), spread_cp = doc_ring_heaviest(ring.ring, U, ring.R, heavy);
+            doc_batch_figures(c, best, f_att, units, heavy, ring.full_heavy, spread_cp, U, tokens, &pr[packing]);
         }
         free(p.placed), free(p.batch_at);
     }
-    free(units);
+    free(units), free(ring.ds), free(ring.ring);
 }
 
 // The table of --doc-lengths for the best layout.
@@ -188,16 +277,25 @@ static void doc_print_prediction(const char* spec, const ModelConfig* c, const P
              (double)G * T * pieces / total, G, T, total / d.n, tries, DOC_SIM_MAX_TRIES);
     size_t n_docs;
     Doc* docs = doc_sim_docs(&d, T, want < DOC_SIM_MAX_TOKENS ? want : DOC_SIM_MAX_TOKENS, &n_docs);
+    int R = best->cp > 1 ? best->cp / (best->cp_ulysses > 1 ? best->cp_ulysses : 1) : 1;
+    char ring[96] = "";
+    if (R > 1)
+        snprintf(ring, sizeof(ring), ", %d ring ranks split %s", R,
+                 c->cp_doc ? "by document (--cp-split doc)" : c->cp_contiguous ? "contiguous" : "zig-zag");
     printf("\ndocuments (--doc-lengths %s): %zu lengths, mean %.0f tokens; masked attention, best layout (dp %d, pp %d,"
-           " %d micro-batches of %d):\n", spec, d.n, total / d.n, best->dp, best->pp, best->n_micro, best->micro_batch);
+           " %d micro-batches of %d%s):\n", spec, d.n, total / d.n, best->dp, best->pp, best->n_micro,
+           best->micro_batch, ring);
     PackPrediction pr[3];
     doc_predict(c, best, docs, n_docs, pr);
     static const char* names[3] = {"concat", "greedy", "wlb"};
-    printf("  packing  attn spread mb     dp  pipeline ms/step  document tokens/step  tok/s vs concat\n");
-    for (int i = 0; i < 3; i++)
-        printf("  %-7s  %13.1f%% %5.1f%%  %16.2f  %20.0f  %15.2f\n", names[i], 100 * pr[i].spread_mb / pr[i].n,
-               100 * pr[i].spread_dp / pr[i].n, 1e3 * pr[i].t_pipeline / pr[i].n, pr[i].tokens / pr[i].n,
+    printf("  packing  attn spread mb     dp      cp  pipeline ms/step  document tokens/step  tok/s vs concat\n");
+    for (int i = 0; i < 3; i++) {
+        char cp[16] = "      -";
+        if (R > 1) snprintf(cp, sizeof(cp), "%6.1f%%", 100 * pr[i].spread_cp / pr[i].n);
+        printf("  %-7s  %13.1f%% %5.1f%% %s  %16.2f  %20.0f  %15.2f\n", names[i], 100 * pr[i].spread_mb / pr[i].n,
+               100 * pr[i].spread_dp / pr[i].n, cp, 1e3 * pr[i].t_pipeline / pr[i].n, pr[i].tokens / pr[i].n,
                (pr[i].tokens / pr[i].t_pipeline) / (pr[0].tokens / pr[0].t_pipeline));
+    }
     free(d.len), free(docs);
 }
 

@@ -362,6 +362,33 @@ static int csv_cp_kinds(const char* path, int gpus, int kv_heads, int only, int 
     return rows;
 }
 
+// --cp-split under --doc-lengths (planner/documents.h) with the bench's documents (log-normal
+// median 78.5, T 1024) at cp 2 with micro-batches of one sequence: the zig-zag leaves the cp ranks
+// apart (sim_wlb: 41%), the per-document split within the 5%, and its pipeline no slower.
+static void test_cli_cp_split(const char* log) {
+    const char* splits[2] = {"zigzag", "doc"};
+    double spread[2][3], ms[2][3];
+    int ok = 1;
+    for (int s = 0; s < 2 && ok; s++) {
+        const char* a[] = {"--plan", "--model", "gpt2-124m", "--gpus", "4", "--cp", "2", "--tp", "1", "--pp", "1",
+                           "--micro-batch", "1", "--global-batch", "16", "--seq-len", "1024", "--cp-split", splits[s],
+                           "--doc-lengths", "lognormal:78.5:0.99"};
+        int rc = run_plan_capture(a, 21, log);
+        const char* row = strstr(slurp(log), "tok/s vs concat\n");
+        ok &= rc == 0 && row;
+        for (int i = 0; i < 3 && ok; i++) {  // concat, greedy, wlb: spreads mb, dp, cp, then ms per step
+            char name[16];
+            double mb, dp;
+            row = strchr(row, '\n') + 1;
+            ok &= sscanf(row, "%15s %lf%% %lf%% %lf%% %lf", name, &mb, &dp, &spread[s][i], &ms[s][i]) == 5;
+        }
+    }
+    for (int i = 0; i < 3 && ok; i++) ok &= spread[0][i] > 10 && spread[1][i] <= 5 && ms[1][i] <= ms[0][i];
+    check(ok && strstr(slurp(log), "2 ring ranks split by document"), "cli_cp_split_doc_lengths",
+          "cp spread concat/greedy/wlb zig-zag %.1f/%.1f/%.1f%%, doc %.1f/%.1f/%.1f%%; ms/step greedy %.2f vs %.2f",
+          spread[0][0], spread[0][1], spread[0][2], spread[1][0], spread[1][1], spread[1][2], ms[0][1], ms[1][1]);
+}
+
 // The search tries every cp degree and kind, keeps the Ulysses degree within the KV heads, and
 // --cp, --cp-kind, --cp-ulysses filter it like the other layout flags.
 static void test_cli_context_parallel(void) {
@@ -405,8 +432,10 @@ static void test_cli_context_parallel(void) {
         {{"--cp-ulysses", "6"}, "powers of two"},
         {{"--cp-kind", "star"}, "expected ring, ulysses or 2d"},
         {{"--cp", "4", "--cp-ulysses", "8"}, "does not divide --cp 4"},
+        {{"--cp-split", "docs"}, "expected zigzag, contiguous or doc"},
+        {{"--cp-split", "doc", "--cp-kind", "ulysses"}, "--cp-kind ulysses gives every rank whole sequences"},
     };
-    for (int i = 0; i < 4; i++) {
+    for (int i = 0; i < 6; i++) {
         const char* a[8] = {"--plan", "--model", "llama-tiny"};
         int n = 3;
         for (int j = 0; j < 4 && refused[i].v[j]; j++) a[n++] = refused[i].v[j];
@@ -415,6 +444,7 @@ static void test_cli_context_parallel(void) {
         sprintf(name, "cli_rejects_cp_%d", i + 1);
         check(rc == 1 && strstr(slurp(log), refused[i].want), name, "rc %d, '%s'", rc, slurp(log));
     }
+    test_cli_cp_split(log);
     unlink(csv), unlink(log);
 }
 

@@ -156,6 +156,8 @@ static void profile_h200(DeviceProfile* d) {
     snprintf(d->name, sizeof(d->name), "h200-sxm");
     d->mem_bytes = 143771.0 * 1024 * 1024;  // nvidia-smi's total (141 GB of HBM3e)
     d->hbm_bw = 4.8e12;
+    // links as the H100's: 8 H200s measured an all-reduce (NVLS) bus bandwidth of 475 GB/s at its peak
+    // (NVIDIA/nccl-tests#272, NCCL 2.20), the H100's 480
 }
 
 // This machine class: ranks are processes on one host, fp32 throughout, the trainer's

@@ -114,7 +114,8 @@ static void test_attention_zigzag(int B, int R, int r, int c, int Ha, int KVa, i
 // of test_docs' documents (parallel/cp_order.h cp_doc_order, as cp_load_by_doc orders them).
 // The rows of a block are not consecutive: the kernels find each query's keys by bisection over
 // k_at and skip the key tiles outside them; compared with the CPU's kernel on the same rows, with
-// the bounds of the other blocks (test_gpu.cu's header).
+// the bounds of the other blocks (test_gpu.cu's header; over seeds 1-8 the worst elements: o 0.34,
+// lse 0.00, dq 0.16, dk and dv 0.14 of them).
 static void test_attention_docsplit(int B, int R, int r, int T, int Ha, int KVa, int hd) {
     int Ts = T / R, src[16];
     int* doc = test_docs(B, T);

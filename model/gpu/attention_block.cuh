@@ -162,8 +162,9 @@ attention_block_forward_kernel(AttBlockArgs a) {
         __syncthreads();  // everyone is done with the previous tiles
         att_stage<HD, BC>(Ks, k, a.kv_ld, Vs, v, a.kv_ld, kt, a.nk);
         __syncthreads();
-        // warp-uniform: the whole tile is after this warp's queries, or before their documents
-        if (kt > warp_last || (DOC && kt + BC <= warp_first)) continue;
+        // warp-uniform: the whole tile is after this warp's queries, or before their documents (without
+        // positions the last row's diagonal, not warp_last: held in a register it spilled at hd 64)
+        if (kt > (AT ? warp_last : q0 + 15 + a.diag) || (DOC && kt + BC <= warp_first)) continue;
         float s[NT][4] = {};
         att_abT<HD, LD, NT>(s, Qs + warp * 16 * LD, Ks);
         float mx[2] = {m[0], m[1]};
@@ -240,7 +241,7 @@ attention_block_dq_kernel(AttBlockArgs a) {
         __syncthreads();  // Qs, dOs are staged / the previous tiles are used
         att_stage<HD, BC>(Ks, k, a.kv_ld, Vs, v, a.kv_ld, kt, a.nk);
         __syncthreads();
-        if (kt > warp_last || (DOC && kt + BC <= warp_first)) continue;
+        if (kt > (AT ? warp_last : q0 + 15 + a.diag) || (DOC && kt + BC <= warp_first)) continue;
         float s[NT][4] = {}, dp[NT][4] = {};
         att_abT<HD, LD, NT>(s, Qs + warp * 16 * LD, Ks);
         att_abT<HD, LD, NT>(dp, dOs + warp * 16 * LD, Vs);

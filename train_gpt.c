@@ -194,6 +194,7 @@ static void grad_allreduce_dp_async(Model* m, float* buf, size_t n) {
     comm_allreduce_sum(&m->L.group[GROUP_DP], buf, n);
 }
 static void grad_allreduce_dp_join(Model* m) {}
+static void layer_grads_queued(Model* m, size_t lo, size_t hi) {}
 static void grad_reduce_scatter(Model* m, Group g, const float* send, float* recv, size_t n_per_rank) {
     comm_reduce_scatter(comm_of(m, g), send, recv, n_per_rank);
 }
@@ -269,7 +270,9 @@ static void adamw_range(Model* m, size_t a, size_t b, const float* grad, int dec
         if (m->c.offload & OFFLOAD_OPTIMIZER) tier_release(m->v_state + o, sizeof(float) * n);
     }
 }
-static void params_gathered(Model* m) {}  // the fp32 weights are the ones the forward reads
+static void param_shards_gather(Model* m) {  // the fp32 weights are the ones the forward reads
+    param_allgather(m, GROUP_DP, m->params + m->opt_lo, m->params, shard_floats(&m->P, m->L.replicas));
+}
 
 static void row_logits(Model* m, const float* lnf_row, float* row) {
     matmul_forward(row + m->v0, lnf_row, m->w.head, NULL, 1, m->C, m->Vl);

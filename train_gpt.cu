@@ -76,8 +76,10 @@ typedef struct {
     int* d_cp_order;                   // device copy of m->cp_order (--cp-split doc; NULL without)
     double ring_t0;                    // host time the context-parallel ring's exchange in flight started (--trace)
     cudaStream_t offload;              // --offload: the copies between the device and the pinned tier
-    float* h_grad;                     // --offload optimizer: pinned, the gradient of the optimizer range
-    int opt_step;                      // --offload optimizer: the step whose first range was copied down
+    float* h_grad; bf16* h_bf16;       // --offload optimizer (runtime/offload_gpu.h): pinned, gradient down, bf16 up
+    cudaEvent_t* grad_down;            // per tensor: an event after its range's copy down, whether it is queued;
+    char* down_queued;                 // the step whose copies were queued, the tensor updated next
+    int opt_step, opt_next;
     cudaEvent_t computed, copied;      // the compute stream's work so far; the offload stream's copies so far
 } ModelBackend;
 #define GRAD_BUCKET_FLOATS SIZE_MAX
@@ -273,6 +275,7 @@ static void trace_op(Model* m, int kind, int mb, int chunk, double t0) {
 #include "parallel/data_parallel.h"
 #include "parallel/zero3.h"
 #include "runtime/train.h"
+#include "runtime/offload_gpu.h"  // the pinned tier: activation copies, AdamW on the host (--offload optimizer)
 
 static void f32_copy(Model* m, float* dst, const float* src, size_t n) {
     cudaCheck(cudaMemcpyAsync(dst, src, sizeof(float) * n, cudaMemcpyDeviceToDevice, m->be.stream));
@@ -374,8 +377,6 @@ static void sumsq_finish(Model* m, int n_ranges, double* ss) {
 // AdamW on the fp32 master weights of this rank's range; the bf16 copy follows: written by
 // the update without ZeRO, with ZeRO 1/2 refreshed whole from the all-gathered fp32 shards,
 // with ZeRO 3 per unit as it is gathered (the shard is param_shard).
-static void adamw_range_host(Model* m, size_t a, size_t b, const float* grad, int decay, float lr,
-                             float grad_scale, int t);
 static void adamw_range(Model* m, size_t a, size_t b, const float* grad, int decay, float lr, float grad_scale, int t) {
     if (m->c.offload & OFFLOAD_OPTIMIZER) return adamw_range_host(m, a, b, grad, decay, lr, grad_scale, t);
     size_t o = a - m->opt_lo;
@@ -384,7 +385,13 @@ static void adamw_range(Model* m, size_t a, size_t b, const float* grad, int dec
                      b - a, lr, m->c.beta1, m->c.beta2, m->c.eps, m->c.weight_decay, decay, grad_scale, t,
                      m->be.stream);
 }
-static void params_gathered(Model* m) { f32_to_bf16_gpu(m->be.params_bf16, m->params, m->P.n_local, m->be.stream); }
+// ZeRO 1/2: the updated shards all-gathered, fp32 and the bf16 copy made from them (--offload optimizer: bf16).
+static void param_shards_gather(Model* m) {
+    if (m->c.offload & OFFLOAD_OPTIMIZER) return offload_shards_gather(m);
+    // comm: dp all-gather of the updated fp32 shards
+    param_allgather(m, GROUP_DP, m->params + m->opt_lo, m->params, shard_floats(&m->P, m->L.replicas));
+    f32_to_bf16_gpu(m->be.params_bf16, m->params, m->P.n_local, m->be.stream);
+}
 
 // Sampling: one bf16 row of logits on the device, all-gathered over tp, then fp32 on the host.
 static void row_logits(Model* m, const bf16* lnf_row, float* row) {
@@ -567,19 +574,20 @@ static void slot_bind(Model* m, int c, Slot* s, char* base) {
     Carver k = {base, 0};
     carve_slot(m, c, s, &k);
 }
-#include "runtime/offload_gpu.h"  // the pinned tier: activation copies, AdamW on the host (--offload optimizer)
 
 // Copy the host fp32 weights to the device and make the bf16 copy, and back (--zero 3: only
 // this replica's shard goes either way, no whole copy on the device; zero3_gpu.h zero3_download).
 #include "parallel/zero3_gpu.h"  // --zero 3: the collectives, the bf16 copy of a gathered unit
 static void upload_params(Model* m) {
+    if (master_on_host(m)) return offload_upload(m);
     size_t lo = m->z3 ? m->opt_lo : 0, n = m->z3 ? m->opt_hi - m->opt_lo : m->P.n_padded;
     h2d(m->z3 ? m->param_shard : m->params, m->be.h_params + lo, sizeof(float) * n, m->be.stream);
     if (m->z3) zero3_params_updated(m);
     else f32_to_bf16_gpu(m->be.params_bf16, m->params, m->P.n_padded, m->be.stream);
 }
 static void download_params(Model* m) {
-    if (m->z3) zero3_download(m, m->be.h_params);
+    if (master_on_host(m)) offload_download(m);
+    else if (m->z3) zero3_download(m, m->be.h_params);
     else d2h(m->be.h_params, m->params, sizeof(float) * m->P.n_padded, m->be.stream);
 }
 
@@ -597,6 +605,7 @@ static void params_init(Model* m) {
                          ? (float*)host_pinned(sizeof(float) * m->P.n_padded, "--offload optimizer")
                          : (float*)xcalloc(m->P.n_padded, sizeof(float));
     init_params(&m->P, &m->c, m->c.tp, m->L.tp_rank, m->be.h_params);
+    if (master_on_host(m)) offload_weights_init(m);
     upload_params(m);
 }
 
@@ -616,8 +625,7 @@ static void model_init(Model* m, Args* a, Metrics* met) {
     if (a->cfg.zero != 3) m->be.params_bf16 = (bf16*)dev_alloc(sizeof(bf16) * m->P.n_padded);  // else zero3.h's
     model_init_params(m);
     if (!m->z3) m->be.arena = m->params;
-    if (a->cfg.offload & OFFLOAD_OPTIMIZER)
-        m->be.h_grad = (float*)host_pinned(sizeof(float) * (m->opt_hi - m->opt_lo), "--offload optimizer");
+    if (a->cfg.offload & OFFLOAD_OPTIMIZER) offload_opt_init(m);
     m->be.h_norm_parts = (float*)xcalloc(m->P.n, sizeof(float));
     model_init_schedule(m);        // the op list, then activations sized by it
     if (m->doc_start) {
@@ -744,7 +752,7 @@ int main(int argc, char** argv) {
             "fp32 master weights + bf16 copy, fp32 grads and AdamW state%s\n",
             prop.name, prop.major, prop.minor, prop.totalGlobalMem / 1073741824.0,
             a->comm_mpi ? "mpi (host-staged)" : "nccl",
-            c->offload & OFFLOAD_OPTIMIZER ? " (AdamW's m, v and its master weights pinned on the host)" : "");
+            c->offload & OFFLOAD_OPTIMIZER ? " (the master weights and AdamW's m, v pinned on the host)" : "");
         fflush(stdout);
     }
     // metrics_predict counts activations in floats; the bf16 buffers are passed as bytes / 4.
@@ -755,10 +763,11 @@ int main(int argc, char** argv) {
         act_bytes += k->slot_bytes * k->n_frames + k->wg.bytes * k->wg.n + k->heads.bytes * k->heads.n;
         if (k->tier) act_tier_bytes += (double)k->slot_bytes * k->n_slots;
     }
-    // 6 bytes/param: fp32 master + bf16 copy
+    // weights per parameter on the device: fp32 master + bf16 copy (6), or the bf16 copy alone (2: master_on_host)
     metrics_predict(&met, c,
                     strstr(prop.name, "H200") ? "h200-sxm" : strstr(prop.name, "A100") ? "a100-80gb" : "h100-sxm",
-                    met.peak_flops, 0, &m.P, m.opt_hi - m.opt_lo, act_bytes / 4, 6, act_tier_bytes);
+                    met.peak_flops, 0, &m.P, m.opt_hi - m.opt_lo, act_bytes / 4, master_on_host(&m) ? 2 : 6,
+                    act_tier_bytes);
 
     int code = train_loop(&m, &run, &met, start_step);  // 0, or 128 + a stop signal, or 1: every step skipped
     if (code) {

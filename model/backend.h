@@ -109,6 +109,8 @@ static void f32_allreduce_max(Model* m, Group g, float* buf, size_t n);
 // the updated weights (n_per_rank floats per rank).
 static void grad_allreduce_dp_async(Model* m, float* buf, size_t n);
 static void grad_allreduce_dp_join(Model* m);
+// ZeRO 0: the layer's gradient [lo, hi) is final once what is queued so far (its all-reduce) is.
+static void layer_grads_queued(Model* m, size_t lo, size_t hi);
 static void grad_reduce_scatter(Model* m, Group g, const float* send, float* recv, size_t n_per_rank);
 static void param_allgather(Model* m, Group g, const float* send, float* recv, size_t n_per_rank);
 
@@ -166,9 +168,9 @@ static void params_init(Model* m);
 // Optimizer.
 
 // AdamW on the range [a, b) of the local buffer (grad: the optimizer range's gradient), and
-// the build's follow-up once the ZeRO all-gather has brought every fp32 weight.
+// ZeRO 1/2's dp all-gather of the updated shards into the weights the kernels read.
 static void adamw_range(Model* m, size_t a, size_t b, const float* grad, int decay, float lr, float grad_scale, int t);
-static void params_gathered(Model* m);
+static void param_shards_gather(Model* m);
 // The gradient norm: sum of squares of the k-th owned range of the gradient, added into *ss
 // by sumsq_finish(m, k_total, ss) at the latest.
 static void sumsq_range(Model* m, int k, const float* x, size_t n, double* ss);

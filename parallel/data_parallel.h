@@ -5,7 +5,7 @@
 // global batch (runtime/data.h's load_batch), so any dp gives the same batch. ZeRO 2 (each
 // layer's gradient reduce-scattered after its backward, no whole gradient kept) and ZeRO 3
 // (the weights sharded too, gathered a layer at a time): parallel/zero3.h, included after this file.
-// What a build supplies for it (the dp collectives, adamw_range, params_gathered):
+// What a build supplies for it (the dp collectives, adamw_range, param_shards_gather):
 // model/backend.h. Included after model/model.h (backend.h: the include order).
 #ifndef DATA_PARALLEL_H
 #define DATA_PARALLEL_H
@@ -31,9 +31,11 @@ static void embed_group_sync(Model* m, float* wte_grad) {
 // Data-parallel reduction overlapped with the backward (ZeRO 0; PyTorch DDP's buckets, a
 // layer each): once the step's last micro-batch has gone back through a layer, that
 // layer's gradient is final on this rank, and its dp all-reduce starts while the layers
-// below are still in their backward. A layer's tensors are contiguous in the buffer.
+// below are still in their backward. A layer's tensors are contiguous in the buffer. The
+// build is told when the layer's reduced gradient is queued (layer_grads_queued: the GPU's
+// --offload optimizer starts copying it to the host).
 static void layer_grads_final(Model* m, int layer) {
-    if (m->c.zero != 0 || m->L.replicas == 1) return;
+    if (m->c.zero != 0) return;
     size_t lo = SIZE_MAX, hi = 0;
     for (int i = 0; i < m->P.n; i++) {
         const Tensor* t = &m->P.t[i];
@@ -41,7 +43,9 @@ static void layer_grads_final(Model* m, int layer) {
         if (t->offset < lo) lo = t->offset;
         if (t->offset + t->size > hi) hi = t->offset + t->size;
     }
-    if (lo < hi) grad_allreduce_dp_async(m, m->grads + lo, hi - lo);  // comm: dp all-reduce of one layer (overlapped)
+    if (lo >= hi) return;
+    if (m->L.replicas > 1) grad_allreduce_dp_async(m, m->grads + lo, hi - lo);  // comm: dp all-reduce of one layer
+    layer_grads_queued(m, lo, hi);
 }
 
 static float* zero3_reduce_gradients(Model* m);
@@ -90,10 +94,7 @@ static void optimizer_step(Model* m, const float* grad, float lr, float grad_sca
         adamw_range(m, a, b, grad, tn->decay, lr, grad_scale, t);
     }
     if (m->c.zero == 3) zero3_params_updated(m);
-    else if (m->c.zero > 0) {  // comm: dp all-gather of the updated parameter shards
-        param_allgather(m, GROUP_DP, m->params + m->opt_lo, m->params, shard_floats(&m->P, m->L.replicas));
-        params_gathered(m);
-    }
+    else if (m->c.zero > 0) param_shards_gather(m);  // comm: dp all-gather of the updated parameter shards
 }
 
 #endif

@@ -141,15 +141,21 @@ static double trainer_zero_work_bytes(const ModelConfig* c, int dtype_bytes, int
     return grads + (c->zero == 3 ? (4 + (dtype_bytes < 4 ? dtype_bytes : 0)) * (2 * layer + ends) : 0);
 }
 
-// --offload optimizer (ZeRO-Offload, Ren et al. 2021): AdamW's state leaves the device. For a
-// framework o holds the fp32 master with m and v (state_bytes_per_param), so the master goes
-// too; this trainer keeps its fp32 weights on the device (ZeRO's all-gathers and the GPU's bf16
-// copy read them: runtime/offload_gpu.h), so only m and v go (o). Returns the bytes per
-// parameter moved to the host.
-static double offload_state_bytes(const ModelConfig* c, double* o) {
+// --offload optimizer (ZeRO-Offload, Ren et al. 2021): AdamW's state and the fp32 master leave
+// the device. For a framework o holds the master with m and v (state_bytes_per_param). This
+// trainer (own) holds its master in w: the GPU build (dtype_bytes < 4) then keeps only the bf16
+// copy there, and its master (the optimizer range: whole, or a 1/R shard with ZeRO) goes to the
+// host (runtime/offload_gpu.h), but under ZeRO-3 its fp32 shard stays on the device too (the
+// units are gathered from it); the CPU build's fp32 weights are its master and stay. Returns the
+// bytes per parameter moved to the host.
+static double offload_state_bytes(const ModelConfig* c, int own, int dtype_bytes, double* w, double* o) {
     if (!(c->offload & OFFLOAD_OPTIMIZER)) return 0;
     double host = *o;
     *o = 0;
+    if (own && dtype_bytes < 4) {
+        if (c->zero != 3) *w -= 4;
+        host += c->zero ? 4.0 / (c->dp * c->cp) : 4;
+    }
     return host;
 }
 // --offload activations: a framework's (micro-batch, chunk) activations held on the device at

@@ -210,7 +210,9 @@ static void print_startup(const Layout* L, const ParamLayout* P, const ModelConf
 // At start: the planner's prediction for this run's layout (planner.h, the model behind
 // ./train --plan) on `device`, and this rank's buffer sizes from the layout. At the end
 // (metrics_finish) both are shown beside what was measured.
-// Offloaded (--offload): AdamW's m and v with --offload optimizer, act_tier_bytes of activation slots.
+// Offloaded (--offload): AdamW's m and v with --offload optimizer, and the GPU build's fp32 master of
+// the optimizer range (param_bytes != 4: the CPU build's fp32 weights are its master and stay);
+// act_tier_bytes of activation slots.
 static void metrics_predict(Metrics* m, const ModelConfig* c, const char* device, double peak_flops_per_rank,
                             int shared_cores, const ParamLayout* P, size_t opt_floats, size_t act_peak_floats,
                             int param_bytes, double act_tier_bytes) {
@@ -227,6 +229,7 @@ static void metrics_predict(Metrics* m, const ModelConfig* c, const char* device
     m->pred_bytes[3] = 4.0 * act_peak_floats;
     m->host_opt_bytes = c->offload & OFFLOAD_OPTIMIZER ? m->pred_bytes[2] : 0;
     m->pred_bytes[2] -= m->host_opt_bytes;
+    if (m->host_opt_bytes && param_bytes != 4) m->host_opt_bytes += 4.0 * opt_floats;
     m->host_act_bytes = act_tier_bytes;
     m->cfg_offload = c->offload;
     DeviceProfile d;
@@ -244,7 +247,7 @@ static void metrics_predict(Metrics* m, const ModelConfig* c, const char* device
            fmt_bytes(m->pred_bytes[0], a), fmt_bytes(m->pred_bytes[1], b), fmt_bytes(m->pred_bytes[2], cc),
            fmt_bytes(m->pred_bytes[3], e));
     if (c->offload)
-        printf("offloaded per rank (rank 0, host / --offload-dir tier): adam %s, activations %s\n",
+        printf("offloaded per rank (rank 0, host / --offload-dir tier): optimizer %s, activations %s\n",
                fmt_bytes(m->host_opt_bytes, cc), fmt_bytes(m->host_act_bytes, e));
     if (m->plan.invalid) {
         printf("planner: cannot model this layout (%s)\n", m->plan.invalid);
@@ -464,7 +467,7 @@ static void metrics_finish(Metrics* m, const Layout* L, double act_peak_bytes_me
         printf("measured: peak resident memory %s per rank (max over ranks; rank 0's model buffers %s)\n",
                fmt_bytes(rss, e), fmt_bytes(bufs, f));
         if (m->cfg_offload)
-            printf("offloaded (rank 0): adam %s, activations %s in host memory / the offload tier\n",
+            printf("offloaded (rank 0): optimizer %s, activations %s in host memory / the offload tier\n",
                    fmt_bytes(m->host_opt_bytes, b), fmt_bytes(m->host_act_bytes, c));
         char line[1280];
         snprintf(

@@ -135,8 +135,9 @@ static int plan_layout(const char* tag, const char* layout, const char* offload,
 }
 
 // The planner's offload terms on one layout each (planner/memory.h, time.h): --offload optimizer
-// (dp 2 tp 2 pp 2 zero 1) leaves no optimizer state on the device, keeps the weights (this
-// trainer's fp32 master stays: runtime/offload_gpu.h) and takes longer for its optimizer step;
+// (dp 2 tp 2 pp 2 zero 1) leaves no optimizer state and 2 of the 6 bytes of weights per parameter
+// on the device (the bf16 copy; the fp32 master goes to the host: runtime/offload_gpu.h) and
+// takes longer for its optimizer step;
 // --offload activations (dp 2 pp 4, 1F1B: stage 0 holds 4 micro-batches) holds fewer activations
 // and takes no less time.
 static void offload_planner(void) {
@@ -149,9 +150,9 @@ static void offload_planner(void) {
     double w0 = plan_csv_value(a, "mem_weights_gib"), w1 = plan_csv_value(b, "mem_weights_gib");
     double o0 = plan_csv_value(a, "mem_optim_gib"), o1 = plan_csv_value(b, "mem_optim_gib");
     double t0 = plan_csv_value(a, "t_optim_s"), t1 = plan_csv_value(b, "t_optim_s");
-    int ok = !rc && o0 > 0 && o1 == 0 && fabs(w1 / w0 - 1) < 1e-3 && t1 > t0;
+    int ok = !rc && o0 > 0 && o1 == 0 && fabs(3 * w1 / w0 - 1) < 1e-3 && t1 > t0;
     check(ok, "offload_plan optimizer", "llama-7b dp 2 tp 2 pp 2 zero 1: optimizer %.2f -> %.2f GiB, weights %.2f -> "
-          "%.2f GiB (the fp32 master stays), optimizer step %.3f -> %.3f s", o0, o1, w0, w1, t0, t1);
+          "%.2f GiB (the fp32 master leaves), optimizer step %.3f -> %.3f s", o0, o1, w0, w1, t0, t1);
     double a0 = plan_csv_value(c, "mem_act_gib"), a1 = plan_csv_value(d, "mem_act_gib");
     double s0 = plan_csv_value(c, "t_step_s"), s1 = plan_csv_value(d, "t_step_s");
     ok = !rc && a1 > 0 && a1 < a0 && s1 >= s0;

@@ -104,7 +104,7 @@ static void test_cp_doc_spread(void) {
 // (attention_work) of every ring rank's blocks at dev/bench_wlb.py's shape, 4 sequences of greedy's
 // batch 10: ring rank r's rows against each rank's keys, as cp_blocks makes them under --cp-split
 // doc (R 1: the whole sequence). Tiles of 32 rows whatever their documents computed 1.25 / 1.54 /
-// 1.95x at R 1 / 2 / 4; tiles of one document's consecutive positions 1.13 / 1.11 / 1.08x.
+// 1.95x at R 1 / 2 / 4; tiles of documents' runs joined where one call costs less, 1.13 / 1.15 / 1.25x.
 static void test_cp_doc_pairs(void) {
     int eot = 50256, T = 1024, G = 8, n_seq = 4, hd = 16;
     size_t n = (size_t)40 * G * T;
@@ -133,11 +133,11 @@ static void test_cp_doc_pairs(void) {
                 }
             }
         }
-        ok &= computed / visible <= 1.15;
+        ok &= computed / visible <= 1.3;
         snprintf(what + strlen(what), sizeof(what) - strlen(what), "%sR %d: %.3f", R > 1 ? ", " : "", R,
                  computed / visible);
     }
-    check(ok, "cp split doc: the CPU kernel computes <= 1.15x the visible pairs (bench's documents)",
+    check(ok, "cp split doc: the CPU kernel computes <= 1.3x the visible pairs (bench's documents)",
           "computed / visible pairs %s", what);
     free_plan(&p), free(t), free(in), free(q), free(o);
 }

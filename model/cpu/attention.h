@@ -46,17 +46,19 @@ static void rope_apply(float* qkv, int N, const int* positions, int T, int strid
 // whatever the thread count.
 //
 // Document masking (a->doc, runtime/data.h): query q sees keys [doc[q], q], so a row's keys
-// in the block are a range [first, n). A tile holds consecutive positions of one document
-// (att_tile_end: it ends early at another document's row), so its rows share first and its
-// last row has the largest n: the tile's products run over the keys [first, n of its last
-// row), its visible pairs plus the causal triangle above its diagonal, and a tile (or, in
-// context_parallel.h, a whole block) with no visible pair costs nothing.
+// in the block are a range [first, n). doc is nondecreasing along a sequence, so a tile's
+// first row has the smallest first key and its last row the largest n: the tile's products
+// run over the keys [first of its first row, n of its last row) only, and a tile (or, in
+// context_parallel.h, a whole block) with no visible pair costs nothing. A tile starts as the
+// run of its first row's document (consecutive positions) and takes in the next runs while one
+// gemm call costs less than two (att_tile_end), so a long document's tiles see no other
+// document's keys and short ones (padding: one a position) share a call.
 // With --cp-split doc (k_at, q_at) a block's rows are increasing positions, not consecutive
-// (each document's two chunks, one after the other), so a tile also ends where the positions
-// jump; a row's keys are still a range of the block's key rows, found by bisection. Tiles of 32
-// rows whatever their documents computed 1.25x / 1.54x / 1.95x the visible pairs at R 1 / 2 / 4
-// at dev/bench_wlb.py's shape, these 1.13x / 1.11x / 1.08x (./test_gpt "cp split": the
-// forward's returned count).
+// (each document's two chunks, one after the other; a run ends where the positions jump); a
+// row's keys are still a range of the block's key rows, found by bisection. Tiles of 32 rows
+// whatever their documents computed 1.25x / 1.54x / 1.95x the visible pairs at R 1 / 2 / 4 at
+// dev/bench_wlb.py's shape, these 1.13x / 1.15x / 1.25x (./test_gpt "cp split": the forward's
+// returned count; runs alone would be 1.13x / 1.11x / 1.08x, but slower, in more calls).
 #define ATT_ROWS 32
 
 // The key rows of the block at positions before p in sequence b (k_at: increasing, bisected).
@@ -87,14 +89,33 @@ static int att_keys_first(const AttnBlock* a, int b, int t) {
     if (!a->doc) return 0;
     return att_keys_before(a, b, a->doc[(size_t)b * a->doc_ld + att_query_position(a, b, t)]);
 }
-// The end of the tile of query rows from t0 of sequence b: ATT_ROWS rows, or fewer where a row
-// of another document comes first or (q_at) a row that does not follow the one before it.
-static int att_tile_end(const AttnBlock* a, int b, int t0) {
-    int end = a->nq - t0 < ATT_ROWS ? a->nq : t0 + ATT_ROWS, t = t0 + 1, p0 = att_query_position(a, b, t0);
+// The end of the run of query rows from t (before `end`) at consecutive positions of one document.
+static int att_run_end(const AttnBlock* a, int b, int t, int end) {
     if (!a->doc && !a->q_at) return end;
     const int* doc = a->doc ? a->doc + (size_t)b * a->doc_ld : NULL;
-    while (t < end && att_query_position(a, b, t) == p0 + t - t0 && (!doc || doc[p0 + t - t0] == doc[p0])) t++;
+    int t0 = t, p0 = att_query_position(a, b, t);
+    for (t++; t < end && att_query_position(a, b, t) == p0 + t - t0 && (!doc || doc[p0 + t - t0] == doc[p0]); t++) {}
     return t;
+}
+// What a tile of query rows [t0, t1) costs, in products: its rows x keys in whole gemm micro-tiles
+// (model/cpu/gemm.h) and a call's fixed cost, ATT_CALL_COST (0 to 1024 measured alike).
+#define ATT_CALL_COST 256
+static double att_tile_cost(const AttnBlock* a, int b, int t0, int t1) {
+    int keys = att_keys_seen(a, b, t1 - 1) - att_keys_first(a, b, t0);
+    if (keys <= 0) return 0;
+    return (double)(t1 - t0 + GEMM_MR - 1) / GEMM_MR * GEMM_MR * ((keys + GEMM_NR - 1) / GEMM_NR * GEMM_NR) +
+           ATT_CALL_COST;
+}
+// The end of the tile of query rows from t0 of sequence b: at most ATT_ROWS rows, runs of one
+// document's consecutive positions (att_run_end), the next joined while one tile costs less than two.
+static int att_tile_end(const AttnBlock* a, int b, int t0) {
+    int end = a->nq - t0 < ATT_ROWS ? a->nq : t0 + ATT_ROWS, t1 = att_run_end(a, b, t0, end);
+    while (t1 < end) {
+        int t2 = att_run_end(a, b, t1, end);
+        if (att_tile_cost(a, b, t0, t2) > att_tile_cost(a, b, t0, t1) + att_tile_cost(a, b, t1, t2)) break;
+        t1 = t2;
+    }
+    return t1;
 }
 
 // s[lo, hi) = exp(scale * s - shift), zero in [0, lo) and [hi, keys); returns the sum over [lo, hi).

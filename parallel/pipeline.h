@@ -117,7 +117,7 @@ static LayerActs* acts_of(Model* m, Slot* s, int i) {
 
 // --zero 3 (parallel/zero3.h): a layer's weights gathered before it runs (the next one's
 // started), the ends gathered per schedule; --zero 2 and 3: a layer's gradient reduce-scattered
-// after its backward.
+// after its backward, or after its weight pass when that is deferred.
 static void zero3_layer_ready(Model* m, int l, int next);
 static void zero3_layer_grads_done(Model* m, int l);
 static void zero3_ends_ready(Model* m);
@@ -165,9 +165,9 @@ static void chunk_backward_input(Model* m, int chunk, Slot* s, const int* tokens
         layer_backward_input(m, ch->layer0 + i, a, wg, s->x[i], d, dnext, B);
         if (!m->defer_weight) {
             layer_backward_weight(m, ch->layer0 + i, a, wg, B);
+            zero3_layer_grads_done(m, ch->layer0 + i);
             if (grads_final) layer_grads_final(m, ch->layer0 + i);
         }
-        zero3_layer_grads_done(m, ch->layer0 + i);
         act_t* t = d; d = dnext; dnext = t;
     }
     if (is_first_chunk(m, chunk)) embed_backward(m, d, tokens, B);

@@ -22,11 +22,13 @@
 //     after the compute queued so far, and the compute stream waits for its event at use.
 //   - all-gather of the ends: at the start of a schedule (or a sample) that finds them stale;
 //     they stay until the optimizer step (FSDP keeps its root unit the same way).
-//   - reduce-scatter of a layer's gradient: after each micro-batch's backward through the
-//     layer, into this replica's grad_shard (added: the micro-batches accumulate in the shard;
-//     the GPU build over NCCL all-reduces the unit: NCCL has no reduce-scatter of uneven parts);
-//     when a layer's backward is split (zero-bubble's W, --weight-pass deferred) after the
-//     input pass (the norm weights' gradients) and after the weight pass (the matmuls').
+//   - reduce-scatter of a layer's gradient: once per micro-batch, after the last pass that
+//     writes it: the layer's backward, or its weight pass when that is deferred (zero-bubble's
+//     W, --weight-pass deferred); into this replica's grad_shard (added: the micro-batches
+//     accumulate in the shard; the GPU build over NCCL all-reduces the unit: NCCL has no
+//     reduce-scatter of uneven parts). A deferred layer's input pass writes its norms'
+//     gradients while other layers' passes run on the one layer gradient before its weight
+//     pass: they go to the layer's own held_grads and join the unit just before its collective.
 //   - the ends' gradient: accumulated over the step, the tied embedding's copies summed
 //     (embed_group_sync), then reduce-scattered once in zero3_reduce_gradients.
 //   - after the optimizer step nothing is gathered: every unit is stale until its next use.
@@ -67,6 +69,7 @@ struct Zero3 {
     int slot_unit[2];        // the unit each slot holds, -1 none
     int in_use;              // the slot of the layer last made ready
     float* layer_grad;       // one layer's gradient
+    float* held_grads;       // deferred weight passes: every layer's norm gradients from its input pass, else NULL
 };
 
 // ----------------------------------------------------------------------------
@@ -155,10 +158,23 @@ static void zero3_ends_ready(Model* m) {
         if (m->z3->u[i].r.layer < 0) z3_gather_wait(m, &m->z3->u[i]);
 }
 
-// Layer l's backward (or the part of it just run) is in its gradient: reduce-scatter it
-// (--zero 2 and 3).
+// The gradients a layer's input pass writes (model.h layer_backward_input): its norms'.
+static int grad_of_input_pass(int kind) { return kind == P_LN1W || kind == P_LN1B || kind == P_LN2W || kind == P_LN2B; }
+
+// Layer l's gradient is complete for this micro-batch (after its backward, or its weight pass
+// when deferred): reduce-scatter it (--zero 2 and 3), its held norm gradients put in first.
 static void zero3_layer_grads_done(Model* m, int l) {
-    if (m->zgrad) z3_reduce_scatter(m, &m->zgrad->u[m->zgrad->unit_of_layer[l]]);
+    struct Zero3* z = m->zgrad;
+    if (!z) return;
+    Z3Unit* u = &z->u[z->unit_of_layer[l]];
+    for (int i = 0; z->held_grads && i < m->P.n; i++) {
+        const Tensor* t = &m->P.t[i];
+        if (t->layer != l || !grad_of_input_pass(t->kind)) continue;
+        float* held = ((float**)&m->gl[l])[t->kind];
+        f32_copy(m, u->grad + (t->offset - u->r.lo), held, t->size);  // its place there is zero (cleared)
+        f32_zero(m, held, t->size);
+    }
+    z3_reduce_scatter(m, u);
 }
 
 // After the schedule (data_parallel.h reduce_gradients, --zero 2 and 3): the ends' gradients,
@@ -212,9 +228,23 @@ static void zero3_keep_shard(Model* m, const float* full) {
     zero3_params_updated(m);
 }
 
+// Deferred weight passes: each layer's norm gradients bound to its own part of held_grads.
+static void z3_hold_input_grads(Model* m, struct Zero3* z) {
+    size_t n = 0;
+    for (int i = 0; i < m->P.n; i++)
+        if (m->P.t[i].layer >= 0 && grad_of_input_pass(m->P.t[i].kind)) n += m->P.t[i].size;
+    float* held = z->held_grads = f32_alloc(m, n);
+    for (int i = 0; i < m->P.n; i++) {
+        const Tensor* t = &m->P.t[i];
+        if (t->layer < 0 || !grad_of_input_pass(t->kind)) continue;
+        ((float**)&m->gl[t->layer])[t->kind] = held, held += t->size;
+    }
+}
+
 // --zero 2 and 3: the units, each one's part of the replicas' shards, this replica's gradient
 // shard, one layer's gradient and the ends' own, with the views of the gradients bound once (a
-// layer's into the one layer gradient, the ends' into theirs). Optimizer range set first.
+// layer's into the one layer gradient, the ends' into theirs; with deferred weight passes its
+// norms' into held_grads). Optimizer range set first.
 static struct Zero3* zero_grads_init(Model* m) {
     int replicas = m->L.replicas;
     size_t S = shard_floats(&m->P, replicas), max_layer = 0;
@@ -243,6 +273,7 @@ static struct Zero3* zero_grads_init(Model* m) {
         u->grad = u->r.layer < 0 ? f32_alloc(m, u->r.n) : z->layer_grad;
         z3_bind(m, &u->r, u->grad, &m->g, m->gl);
     }
+    if (m->defer_weight) z3_hold_input_grads(m, z);
     return z;
 }
 

@@ -453,7 +453,7 @@ static void gpt2_suites(void) {
         {"cp2_selective", "--cp 2 --recompute selective"},
         {"cp2_ulysses_full", "--cp 2 --cp-kind ulysses --recompute full"},
         // ZeRO-3: every weight gathered a layer at a time from the dp x cp shards, gradients
-        // reduce-scattered after each layer's backward (its B and its W when split)
+        // reduce-scattered after each layer's backward (after its W when split)
         {"dp2_zero3", "--dp 2 --zero 3"},
         {"dp4_zero3", "--dp 4 --zero 3"},
         {"dp2_zero3_keep", "--dp 2 --zero 3 --reshard-after-forward off"},
@@ -466,8 +466,8 @@ static void gpt2_suites(void) {
         {"dp2_zero3_selective", "--dp 2 --zero 3 --recompute selective"},
         {"dp2_zero3_pp2_full", "--dp 2 --zero 3 --pp 2 --recompute full"},
         // the slots across chunk boundaries: interleaved chunks with the forward run again inside
-        // the backward, deferred weight passes (a layer's gradient reduce-scattered after B and
-        // after W, other layers' backward between), the V with every layer kept
+        // the backward, deferred weight passes (a layer's norm gradients held from its B to its
+        // W, other layers' backward between), the V with every layer kept
         {"dp2_zero3_pp2_vpp2_full", "--dp 2 --zero 3 --pp 2 --vpp 2 --recompute full"},
         {"dp2_zero3_pp2_vpp2_deferred", "--dp 2 --zero 3 --pp 2 --vpp 2 --weight-pass deferred"},
         {"dp2_zero3_deferred", "--dp 2 --zero 3 --weight-pass deferred"},

@@ -48,14 +48,14 @@ static void layer_grads_final(Model* m, int layer) {
     layer_grads_queued(m, lo, hi);
 }
 
-static float* zero3_reduce_gradients(Model* m);
+static float* sharded_reduce_gradients(Model* m);
 static void zero3_params_updated(Model* m);
 
 // After the schedule: reduce gradients over the groups that share parameters. Returns the
 // gradient the optimizer reads for its range [opt_lo, opt_hi).
 static float* reduce_gradients(Model* m) {
     size_t S = shard_floats(&m->P, m->L.replicas);
-    if (m->c.zero >= 2) return zero3_reduce_gradients(m);  // the layers' went during the backward
+    if (m->c.zero >= 2) return sharded_reduce_gradients(m);  // the layers' went during the backward
     if (m->c.zero == 0) {
         embed_group_sync(m, m->g.wte);
         // comm: dp all-reduce of what layer_grads_final left: the runs of model-level tensors

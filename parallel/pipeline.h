@@ -119,7 +119,7 @@ static LayerActs* acts_of(Model* m, Slot* s, int i) {
 // started), the ends gathered per schedule; --zero 2 and 3: a layer's gradient reduce-scattered
 // after its backward, or after its weight pass when that is deferred.
 static void zero3_layer_ready(Model* m, int l, int next);
-static void zero3_layer_grads_done(Model* m, int l);
+static void sharded_layer_grads_done(Model* m, int l);
 static void zero3_ends_ready(Model* m);
 
 static void chunk_forward(Model* m, int chunk, Slot* s, const int* tokens, const int* targets, int B,
@@ -165,7 +165,7 @@ static void chunk_backward_input(Model* m, int chunk, Slot* s, const int* tokens
         layer_backward_input(m, ch->layer0 + i, a, wg, s->x[i], d, dnext, B);
         if (!m->defer_weight) {
             layer_backward_weight(m, ch->layer0 + i, a, wg, B);
-            zero3_layer_grads_done(m, ch->layer0 + i);
+            sharded_layer_grads_done(m, ch->layer0 + i);
             if (grads_final) layer_grads_final(m, ch->layer0 + i);
         }
         act_t* t = d; d = dnext; dnext = t;
@@ -179,7 +179,7 @@ static void chunk_backward_weight(Model* m, int chunk, Slot* s, int B, int grads
     Chunk* ch = &m->chunks[chunk];
     for (int i = ch->n_layers - 1; i >= 0; i--) {
         layer_backward_weight(m, ch->layer0 + i, acts_of(m, s, i), &s->wgin[i], B);
-        zero3_layer_grads_done(m, ch->layer0 + i);
+        sharded_layer_grads_done(m, ch->layer0 + i);
         if (grads_final) layer_grads_final(m, ch->layer0 + i);
     }
     pool_give(m, &ch->wg, (int)((s->wgin - ch->wg_sets) / ch->n_layers));

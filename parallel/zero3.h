@@ -30,7 +30,7 @@
 //     gradients while other layers' passes run on the one layer gradient before its weight
 //     pass: they go to the layer's own held_grads and join the unit just before its collective.
 //   - the ends' gradient: accumulated over the step, the tied embedding's copies summed
-//     (embed_group_sync), then reduce-scattered once in zero3_reduce_gradients.
+//     (embed_group_sync), then reduce-scattered once in sharded_reduce_gradients.
 //   - after the optimizer step nothing is gathered: every unit is stale until its next use.
 // Included after data_parallel.h. What a build supplies for it: the type GatherWait (a gather
 // in flight, defined before this file) and the functions below (train_gpt.c; parallel/zero3_gpu.h).
@@ -50,8 +50,9 @@ static float* unit_reduce_scatter(Model* m, float* grad, const int* counts, cons
 static void weights_arena(Model* m, float* arena, size_t n);
 static void unit_weights_ready(Model* m, const float* buf, size_t n);
 
-enum { Z3_STALE, Z3_GATHERING, Z3_READY };
+enum { Z3_STALE, Z3_GATHERING, Z3_READY };  // a unit's gathered weights (--zero 3)
 
+// A unit of the buffer: its gradient's collective (--zero 2 and 3) and its weights' (--zero 3).
 typedef struct {
     ParamUnit r;             // its range of the local buffer, and its layer (-1: an end)
     float *buf, *grad;       // where its weights are gathered (NULL: nowhere now) and its gradient adds up
@@ -59,10 +60,12 @@ typedef struct {
     int state;               // Z3_*
     GatherWait wait;         // its all-gather while Z3_GATHERING
     int *counts, *displs;    // [replicas] each replica's part of the range, and where it starts in the range
-} Z3Unit;
+} ShardedUnit;
 
-struct Zero3 {
-    Z3Unit* u;
+// The state of --zero 2 and 3 (m->sharded; with --zero 3 also m->z3): the units and the buffers
+// their weights are gathered into and their gradients add up in.
+struct ShardedState {
+    ShardedUnit* u;
     int n;
     int* unit_of_layer;      // [n_layer] its unit, -1 when not on this stage
     float* slot[2];          // --reshard-after-forward on: the two layer buffers
@@ -76,13 +79,13 @@ struct Zero3 {
 // A unit's collectives.
 
 // comm: dp all-gather of a unit's weights from the replicas' shards, started
-static void z3_gather_start(Model* m, Z3Unit* u) {
+static void z3_gather_start(Model* m, ShardedUnit* u) {
     int me = m->L.replica;
     const float* mine = u->counts[me] ? m->param_shard + (u->r.lo + u->displs[me] - m->opt_lo) : m->param_shard;
     unit_gather_start(m, mine, u->buf, u->counts, u->displs, u->r.n, &u->wait);
     u->state = Z3_GATHERING;
 }
-static void z3_gather_wait(Model* m, Z3Unit* u) {
+static void z3_gather_wait(Model* m, ShardedUnit* u) {
     if (u->state != Z3_GATHERING) return;
     unit_gather_wait(m, &u->wait, u->r.n);
     unit_weights_ready(m, u->buf, u->r.n);
@@ -91,7 +94,7 @@ static void z3_gather_wait(Model* m, Z3Unit* u) {
 
 // comm: dp reduce-scatter of a unit's gradient (grad, the unit's range): this replica's part
 // is added into its grad_shard, and the unit's gradient cleared for what comes next.
-static void z3_reduce_scatter(Model* m, Z3Unit* u) {
+static void sharded_reduce_scatter(Model* m, ShardedUnit* u) {
     int me = m->L.replica;
     float* part = unit_reduce_scatter(m, u->grad, u->counts, u->displs, u->r.n);
     if (u->counts[me]) f32_add(m, m->grad_shard + (u->r.lo + u->displs[me] - m->opt_lo), part, u->counts[me]);
@@ -102,7 +105,7 @@ static void z3_reduce_scatter(Model* m, Z3Unit* u) {
 // Views and units.
 
 // Point the views of the tensors in unit r at base (NULL: unbind them).
-static void z3_bind(Model* m, const ParamUnit* r, float* base, Weights* w, LayerW* layers) {
+static void sharded_bind(Model* m, const ParamUnit* r, float* base, Weights* w, LayerW* layers) {
     for (int i = 0; i < m->P.n; i++) {
         const Tensor* t = &m->P.t[i];
         if (t->offset < r->lo || t->offset >= r->lo + r->n) continue;
@@ -115,22 +118,22 @@ static void z3_bind(Model* m, const ParamUnit* r, float* base, Weights* w, Layer
 
 // A stale unit's gather started: into its own buffer, or into slot s (what the slot held is
 // dropped, its gather finished first).
-static void z3_fetch(Model* m, Z3Unit* u, int s) {
-    struct Zero3* z = m->z3;
+static void z3_fetch(Model* m, ShardedUnit* u, int s) {
+    struct ShardedState* z = m->z3;
     if (u->state != Z3_STALE) return;
     if (!u->own_buf) {
         if (z->slot_unit[s] >= 0) {
-            Z3Unit* old = &z->u[z->slot_unit[s]];
+            ShardedUnit* old = &z->u[z->slot_unit[s]];
             z3_gather_wait(m, old);
             old->state = Z3_STALE, old->buf = NULL;
-            z3_bind(m, &old->r, NULL, &m->w, m->wl);
+            sharded_bind(m, &old->r, NULL, &m->w, m->wl);
         }
         z->slot_unit[s] = (int)(u - z->u), u->buf = z->slot[s];
-        z3_bind(m, &u->r, u->buf, &m->w, m->wl);
+        sharded_bind(m, &u->r, u->buf, &m->w, m->wl);
     }
     z3_gather_start(m, u);
 }
-static int z3_slot_of(const struct Zero3* z, const Z3Unit* u) {
+static int z3_slot_of(const struct ShardedState* z, const ShardedUnit* u) {
     return z->slot_unit[0] == (int)(u - z->u) ? 0 : z->slot_unit[1] == (int)(u - z->u) ? 1 : -1;
 }
 
@@ -138,9 +141,9 @@ static int z3_slot_of(const struct Zero3* z, const Z3Unit* u) {
 // into the other slot so its gather can overlap l's compute. Called before a layer's forward
 // and before its backward (parallel/pipeline.h).
 static void zero3_layer_ready(Model* m, int l, int next) {
-    struct Zero3* z = m->z3;
+    struct ShardedState* z = m->z3;
     if (!z) return;
-    Z3Unit* u = &z->u[z->unit_of_layer[l]];
+    ShardedUnit* u = &z->u[z->unit_of_layer[l]];
     int s = z3_slot_of(z, u);
     if (s < 0) s = 1 - z->in_use;  // the slot not used last: the layer used last is done
     z3_fetch(m, u, s);
@@ -163,10 +166,10 @@ static int grad_of_input_pass(int kind) { return kind == P_LN1W || kind == P_LN1
 
 // Layer l's gradient is complete for this micro-batch (after its backward, or its weight pass
 // when deferred): reduce-scatter it (--zero 2 and 3), its held norm gradients put in first.
-static void zero3_layer_grads_done(Model* m, int l) {
-    struct Zero3* z = m->zgrad;
+static void sharded_layer_grads_done(Model* m, int l) {
+    struct ShardedState* z = m->sharded;
     if (!z) return;
-    Z3Unit* u = &z->u[z->unit_of_layer[l]];
+    ShardedUnit* u = &z->u[z->unit_of_layer[l]];
     for (int i = 0; z->held_grads && i < m->P.n; i++) {
         const Tensor* t = &m->P.t[i];
         if (t->layer != l || !grad_of_input_pass(t->kind)) continue;
@@ -174,26 +177,26 @@ static void zero3_layer_grads_done(Model* m, int l) {
         f32_copy(m, u->grad + (t->offset - u->r.lo), held, t->size);  // its place there is zero (cleared)
         f32_zero(m, held, t->size);
     }
-    z3_reduce_scatter(m, u);
+    sharded_reduce_scatter(m, u);
 }
 
 // After the schedule (data_parallel.h reduce_gradients, --zero 2 and 3): the ends' gradients,
 // the tied embedding's copies summed first; returns the gradient the optimizer reads.
-static float* zero3_reduce_gradients(Model* m) {
+static float* sharded_reduce_gradients(Model* m) {
     embed_group_sync(m, m->g.wte);
-    for (int i = 0; i < m->zgrad->n; i++)
-        if (m->zgrad->u[i].r.layer < 0) z3_reduce_scatter(m, &m->zgrad->u[i]);
+    for (int i = 0; i < m->sharded->n; i++)
+        if (m->sharded->u[i].r.layer < 0) sharded_reduce_scatter(m, &m->sharded->u[i]);
     sp_partial_sync(m, m->grad_shard, m->opt_lo, shard_floats(&m->P, m->L.replicas));
     return m->grad_shard;
 }
 
 // After the optimizer step: every gathered copy is out of date.
 static void zero3_params_updated(Model* m) {
-    struct Zero3* z = m->z3;
+    struct ShardedState* z = m->z3;
     for (int i = 0; i < z->n; i++) {
         z3_gather_wait(m, &z->u[i]);  // a prefetch still in flight
         z->u[i].state = Z3_STALE;
-        if (!z->u[i].own_buf) z->u[i].buf = NULL, z3_bind(m, &z->u[i].r, NULL, &m->w, m->wl);
+        if (!z->u[i].own_buf) z->u[i].buf = NULL, sharded_bind(m, &z->u[i].r, NULL, &m->w, m->wl);
     }
     z->slot_unit[0] = z->slot_unit[1] = -1;
 }
@@ -202,7 +205,7 @@ static void zero3_params_updated(Model* m) {
 // Set-up, and the whole local buffer for the readers and writers that go tensor by tensor.
 
 // Every unit's part of each replica's shard [r S, (r + 1) S).
-static void z3_unit_parts(Z3Unit* u, size_t S, int replicas) {
+static void sharded_unit_parts(ShardedUnit* u, size_t S, int replicas) {
     // (its n fits an int: args.h refuses a larger unit, zero3_largest_unit)
     u->counts = (int*)xcalloc(replicas, sizeof(int));
     u->displs = (int*)xcalloc(replicas, sizeof(int));
@@ -229,7 +232,7 @@ static void zero3_keep_shard(Model* m, const float* full) {
 }
 
 // Deferred weight passes: each layer's norm gradients bound to its own part of held_grads.
-static void z3_hold_input_grads(Model* m, struct Zero3* z) {
+static void sharded_hold_input_grads(Model* m, struct ShardedState* z) {
     size_t n = 0;
     for (int i = 0; i < m->P.n; i++)
         if (m->P.t[i].layer >= 0 && grad_of_input_pass(m->P.t[i].kind)) n += m->P.t[i].size;
@@ -245,22 +248,22 @@ static void z3_hold_input_grads(Model* m, struct Zero3* z) {
 // shard, one layer's gradient and the ends' own, with the views of the gradients bound once (a
 // layer's into the one layer gradient, the ends' into theirs; with deferred weight passes its
 // norms' into held_grads). Optimizer range set first.
-static struct Zero3* zero_grads_init(Model* m) {
+static struct ShardedState* sharded_grads_init(Model* m) {
     int replicas = m->L.replicas;
     size_t S = shard_floats(&m->P, replicas), max_layer = 0;
-    struct Zero3* z = (struct Zero3*)xcalloc(1, sizeof(struct Zero3));
-    m->zgrad = z;
+    struct ShardedState* z = (struct ShardedState*)xcalloc(1, sizeof(struct ShardedState));
+    m->sharded = z;
     m->g.layer = m->gl;
     m->grad_shard = f32_alloc(m, S);
     ParamUnit* r = (ParamUnit*)xmalloc(sizeof(ParamUnit) * (m->P.n + 2));
     z->n = param_units(&m->P, r);
-    z->u = (Z3Unit*)xcalloc(z->n, sizeof(Z3Unit));
+    z->u = (ShardedUnit*)xcalloc(z->n, sizeof(ShardedUnit));
     z->unit_of_layer = (int*)xmalloc(sizeof(int) * m->c.n_layer);
     for (int l = 0; l < m->c.n_layer; l++) z->unit_of_layer[l] = -1;
     for (int i = 0; i < z->n; i++) {
-        Z3Unit* u = &z->u[i];
+        ShardedUnit* u = &z->u[i];
         u->r = r[i];
-        z3_unit_parts(u, S, replicas);
+        sharded_unit_parts(u, S, replicas);
         if (u->r.layer >= 0) {
             z->unit_of_layer[u->r.layer] = i;
             max_layer = u->r.n > max_layer ? u->r.n : max_layer;
@@ -269,15 +272,15 @@ static struct Zero3* zero_grads_init(Model* m) {
     free(r);
     z->layer_grad = f32_alloc(m, max_layer);
     for (int i = 0; i < z->n; i++) {
-        Z3Unit* u = &z->u[i];
+        ShardedUnit* u = &z->u[i];
         u->grad = u->r.layer < 0 ? f32_alloc(m, u->r.n) : z->layer_grad;
-        z3_bind(m, &u->r, u->grad, &m->g, m->gl);
+        sharded_bind(m, &u->r, u->grad, &m->g, m->gl);
     }
-    if (m->defer_weight) z3_hold_input_grads(m, z);
+    if (m->defer_weight) sharded_hold_input_grads(m, z);
     return z;
 }
 
-// model_init_params for --zero 3: the gradient side (zero_grads_init), the weight shard and the
+// model_init_params for --zero 3: the gradient side (sharded_grads_init), the weight shard and the
 // buffers the units are gathered into, and the initial weights (params_init).
 static void zero3_init(Model* m) {
     const ModelConfig* c = &m->c;
@@ -288,7 +291,7 @@ static void zero3_init(Model* m) {
     m->w.layer = m->wl;
     optimizer_range(&m->P, c, m->L.replica, &m->opt_lo, &m->opt_hi);
     m->param_shard = f32_alloc(m, S);
-    struct Zero3* z = m->z3 = zero_grads_init(m);
+    struct ShardedState* z = m->z3 = sharded_grads_init(m);
     m->m_state = opt_state_alloc(m, m->opt_hi - m->opt_lo, "AdamW m");  // on the device, or offloaded
     m->v_state = opt_state_alloc(m, m->opt_hi - m->opt_lo, "AdamW v");
     for (int i = 0; i < z->n; i++)
@@ -298,10 +301,10 @@ static void zero3_init(Model* m) {
     float* arena = f32_alloc(m, n_arena);
     weights_arena(m, arena, n_arena);
     for (int i = 0; i < z->n; i++) {
-        Z3Unit* u = &z->u[i];
+        ShardedUnit* u = &z->u[i];
         u->own_buf = u->r.layer < 0 || keep;
         if (u->own_buf) u->buf = arena, arena += u->r.n;
-        if (u->own_buf) z3_bind(m, &u->r, u->buf, &m->w, m->wl);
+        if (u->own_buf) sharded_bind(m, &u->r, u->buf, &m->w, m->wl);
     }
     for (int s = 0; s < 2; s++) z->slot[s] = keep ? NULL : arena + s * max_layer, z->slot_unit[s] = -1;
     if (c->sp) m->sp_buf = f32_alloc(m, S);

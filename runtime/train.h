@@ -42,7 +42,7 @@ static void model_init_layout(Model* m, Args* a, Metrics* met) {
 // each with named views into them, initialized (params_init: the build puts init_params'
 // weights where its kernels read them); the optimizer state over the whole local buffer, or
 // this rank's 1/dp shard with ZeRO. ZeRO 2 keeps no whole gradient: its shard, one layer's
-// and the model-level tensors' (parallel/zero3.h zero_grads_init).
+// and the model-level tensors' (parallel/zero3.h sharded_grads_init).
 static void model_init_params(Model* m) {
     const ModelConfig* c = &m->c;
     if (c->zero == 3) { zero3_init(m); return; }  // the weights sharded too (parallel/zero3.h)
@@ -56,7 +56,7 @@ static void model_init_params(Model* m) {
     m->m_state = opt_state_alloc(m, m->opt_hi - m->opt_lo, "AdamW m");  // on the device, or offloaded
     m->v_state = opt_state_alloc(m, m->opt_hi - m->opt_lo, "AdamW v");
     if (c->zero == 2) {
-        zero_grads_init(m);
+        sharded_grads_init(m);
     } else {
         m->grads = f32_alloc(m, m->P.n_padded);
         bind_weights(&m->P, c, m->grads, &m->g, m->gl);

@@ -34,7 +34,7 @@ NVCC_LIBS = -L$(CUDA_ROOT)/lib64 -lcublasLt -lcublas $(NCCL_FLAGS) -lm
 HEADERS = $(wildcard runtime/*.h model/*.h model/cpu/*.h parallel/*.h planner/*.h)
 GPU_HEADERS = model/kernels_gpu.cuh $(wildcard model/gpu/*.cuh)
 
-.PHONY: all train test bench clean mpi detect
+.PHONY: all train test binaries bench clean mpi detect
 all: train
 
 # Every function is static in a header. The trainers include all of them, so there an unused
@@ -153,16 +153,19 @@ sim_schedule: dev/sim_schedule.c $(HEADERS)
 sim_wlb: dev/sim_wlb.c $(HEADERS)
 	$(CC) $(CFLAGS) -o $@ dev/sim_wlb.c $(LDLIBS)
 
-# The GPU layouts dev/check_gpu_vs_cpu.sh runs under ASan in make test (all 31 run without it).
-ASAN_CASES = ^gpu_(gpt2|gpt2_recompute_full|gpt2_tp2_sp|gpt2_dp2_zero2|llama_tp2|llama_tp2_sp_dp2_nccl|gpt2_pp2_vpp2_nccl|llama_tp2_pp2_nccl|gpt2_cp2_ulysses|llama_cp2_ring_nccl)$$
+# The GPU layouts dev/check_gpu_vs_cpu.sh runs under ASan in make test (all of them run without it).
+ASAN_CASES = ^gpu_(gpt2|full|gpt2_recompute_full|gpt2_tp2_sp|gpt2_dp2_zero2|llama_tp2|llama_tp2_sp_dp2_nccl|gpt2_pp2_vpp2_nccl|llama_tp2_pp2_nccl|gpt2_cp2_ulysses_nccl|llama_cp2_ring_nccl)$$
 
 # All tests; the last line is the total "N passed, N failed".
 # (fuzzing bounded by FUZZ_SECONDS per harness; clang's libFuzzer is needed for it; the GPU
 # build runs on the CUDA emulator: its kernels against kernels_cpu.h, and the whole trainer
 # against train_cpu in 18 runs (8 emulated GPUs for the NCCL ones; losses, and step 1's
 # gradients tensor by tensor), evaluation, sampling and resume; again under ASan/UBSan)
-test: train train_cpu test_gpt test_planner test_layouts test_faults train_asan fuzz_build test_emu test_gpu_emu train_gpu_emu \
-      test_gpu_emu_asan train_gpu_emu_asan ckpt_compare hf_logits
+TEST_BINS = train train_cpu test_gpt test_planner test_layouts test_faults train_asan fuzz_build test_emu test_gpu_emu \
+            train_gpu_emu test_gpu_emu_asan train_gpu_emu_asan ckpt_compare hf_logits
+# every binary the README names (.ci/run builds them with make -j2 binaries, then runs make test)
+binaries: train_gpu test_gpu train_cpu_nompi train_gpu_nompi $(TEST_BINS)
+test: $(TEST_BINS)
 	@set -o pipefail; rm -f .test.log; status=0; \
 	./test_planner 2>&1 | tee -a .test.log || status=1; \
 	./test_gpt 2>&1 | tee -a .test.log || status=1; \

@@ -21,6 +21,7 @@
 #define DATA_H
 
 #include <glob.h>
+#include <setjmp.h>
 #include <sys/stat.h>
 #include "model/config.h"
 #include "runtime/files.h"
@@ -60,6 +61,21 @@ static void doc_starts(const int* tokens, int n, int eot, int* doc_start) {
     }
 }
 
+// Errors in the data and the tokenizer. Every rank of a run reads the same files and meets an
+// error in them alike: while run.h reads them (data_error_at set) data_fail keeps the message
+// and jumps back there, where the ranks agree which one prints it, once (run.h
+// data_errors_agree); elsewhere (a tool, a test) it is fail()'s line.
+static jmp_buf* data_error_at = NULL;
+static char data_error_msg[8192];
+static void data_fail(const char* fmt, ...) {
+    va_list ap;
+    va_start(ap, fmt);
+    vsnprintf(data_error_msg, sizeof(data_error_msg), fmt, ap);
+    va_end(ap);
+    if (!data_error_at) fail("%s", data_error_msg);
+    longjmp(*data_error_at, 1);
+}
+
 // Room for n more tokens.
 static void stream_reserve(TokenStream* ts, size_t n, const char* path) {
     if (ts->n_tokens + n <= ts->cap) return;
@@ -80,8 +96,9 @@ static void shard_vocab_fail(const char* path, const uint16_t* ids, size_t n, si
     const char* gpt2 = top < GPT2_VOCAB
                            ? " (GPT-2 shards of data/prepare.py --tokenizer gpt2: --model gpt2-124m, or --vocab 50257)"
                            : "";
-    fail("data file %s: token id %d at position %zu is >= vocab %d; its largest id is %d: use --vocab %d or more%s",
-         path, ids[at], at, vocab, top, top + 1, gpt2);
+    data_fail("data file %s: token id %d at position %zu is >= vocab %d; its largest id is %d: use --vocab %d or "
+              "more%s",
+              path, ids[at], at, vocab, top, top + 1, gpt2);
 }
 
 // fread of n items of `size` bytes in pieces of 64 MiB, with a look for a stop signal after
@@ -102,22 +119,23 @@ static void read_shard(TokenStream* ts, const char* path, int vocab, const char*
     char why[256];
     FileId id;
     FILE* f = input_open(path, why, sizeof(why), &id);
-    if (!f) fail("%s: cannot open data file %s: %s", flag, path, why);
+    if (!f) data_fail("%s: cannot open data file %s: %s", flag, path, why);
     int32_t header[256];
-    if (fread(header, sizeof(int32_t), 256, f) != 256) fail("data file %s: truncated header (need 1024 bytes)", path);
+    if (fread(header, sizeof(int32_t), 256, f) != 256)
+        data_fail("data file %s: truncated header (need 1024 bytes)", path);
     if (header[0] != SHARD_MAGIC)
-        fail("data file %s: bad magic %d (expected %d, an llm.c token shard)", path, header[0], SHARD_MAGIC);
-    if (header[1] != 1) fail("data file %s: unsupported version %d (expected 1)", path, header[1]);
-    if (header[2] <= 0) fail("data file %s: bad token count %d", path, header[2]);
+        data_fail("data file %s: bad magic %d (expected %d, an llm.c token shard)", path, header[0], SHARD_MAGIC);
+    if (header[1] != 1) data_fail("data file %s: unsupported version %d (expected 1)", path, header[1]);
+    if (header[2] <= 0) data_fail("data file %s: bad token count %d", path, header[2]);
     struct stat st;
     fstat(fileno(f), &st);
     size_t n = (size_t)header[2];
     if ((size_t)st.st_size != 1024 + 2 * n)
-        fail("data file %s: header says %zu tokens (%zu bytes) but the file has %lld bytes", path, n, 1024 + 2 * n,
-             (long long)st.st_size);
+        data_fail("data file %s: header says %zu tokens (%zu bytes) but the file has %lld bytes", path, n,
+                  1024 + 2 * n, (long long)st.st_size);
     stream_reserve(ts, n, path);
     uint16_t* buf = (uint16_t*)xmalloc(2 * n);
-    if (!read_in_pieces(f, buf, 2, n)) fail("data file %s: truncated", path);
+    if (!read_in_pieces(f, buf, 2, n)) data_fail("data file %s: truncated", path);
     fclose(f);
     for (size_t i = 0; i < n; i++) {
         if (buf[i] >= vocab) shard_vocab_fail(path, buf, n, i, vocab);
@@ -133,13 +151,13 @@ static void read_text(TokenStream* ts, const char* path, const char* flag) {
     char why[256];
     FileId id;
     FILE* f = input_open(path, why, sizeof(why), &id);
-    if (!f) fail("%s: cannot open data file %s: %s", flag, path, why);
+    if (!f) data_fail("%s: cannot open data file %s: %s", flag, path, why);
     struct stat st;
     fstat(fileno(f), &st);
     size_t n = (size_t)st.st_size;
-    if (n == 0) fail("data file %s is empty", path);
+    if (n == 0) data_fail("data file %s is empty", path);
     unsigned char* buf = (unsigned char*)xmalloc(n);
-    if (!read_in_pieces(f, buf, 1, n)) fail("data file %s: read error", path);
+    if (!read_in_pieces(f, buf, 1, n)) data_fail("data file %s: read error", path);
     fclose(f);
     stream_reserve(ts, n, path);
     for (size_t i = 0; i < n; i++) ts->tokens[ts->n_tokens + i] = buf[i];
@@ -193,14 +211,14 @@ static void stream_open(TokenStream* ts, const char* spec, int vocab, const char
     glob_t g;
     memset(&g, 0, sizeof(g));
     int literal = lstat(spec, &st) == 0 || !strpbrk(spec, "*?[");
-    if (!literal && (glob(spec, 0, NULL, &g) != 0 || g.gl_pathc == 0)) fail("%s %s: no file matches", flag, spec);
+    if (!literal && (glob(spec, 0, NULL, &g) != 0 || g.gl_pathc == 0)) data_fail("%s %s: no file matches", flag, spec);
     size_t n = literal ? 1 : g.gl_pathc, n_shards = 0;
     const char* const* paths = literal ? &spec : (const char* const*)g.gl_pathv;
     for (size_t i = 0; i < n; i++) n_shards += has_suffix(paths[i], ".bin");
     if (n_shards && n_shards < n)
-        fail("%s %s: matches both .bin shards and text files (%s, %s)", flag, spec, paths[0], paths[n - 1]);
+        data_fail("%s %s: matches both .bin shards and text files (%s, %s)", flag, spec, paths[0], paths[n - 1]);
     if (!n_shards && vocab < 256)
-        fail("%s %s: a text file is byte-level and needs vocab >= 256 (got %d)", flag, spec, vocab);
+        data_fail("%s %s: a text file is byte-level and needs vocab >= 256 (got %d)", flag, spec, vocab);
     for (size_t i = 0; i < n; i++) {
         if (n_shards) read_shard(ts, paths[i], vocab, flag);
         else read_text(ts, paths[i], flag);
@@ -274,27 +292,27 @@ static void tokenizer_load(Tokenizer* tk, const char* path, int vocab) {
     if (!path || !*path) return;
     char why[256];
     FILE* f = input_open(path, why, sizeof(why), NULL);
-    if (!f) fail("cannot open tokenizer %s: %s", path, why);
+    if (!f) data_fail("cannot open tokenizer %s: %s", path, why);
     uint32_t h[256];
-    if (fread(h, 4, 256, f) != 256) fail("tokenizer %s: truncated header", path);
-    if (h[0] != TOKENIZER_MAGIC) fail("tokenizer %s: bad magic %u (expected %d)", path, h[0], TOKENIZER_MAGIC);
-    if (h[1] != 1 && h[1] != 2) fail("tokenizer %s: unsupported version %u", path, h[1]);
-    if (h[2] == 0 || h[2] > 1000000) fail("tokenizer %s: implausible vocab size %u", path, h[2]);
+    if (fread(h, 4, 256, f) != 256) data_fail("tokenizer %s: truncated header", path);
+    if (h[0] != TOKENIZER_MAGIC) data_fail("tokenizer %s: bad magic %u (expected %d)", path, h[0], TOKENIZER_MAGIC);
+    if (h[1] != 1 && h[1] != 2) data_fail("tokenizer %s: unsupported version %u", path, h[1]);
+    if (h[2] == 0 || h[2] > 1000000) data_fail("tokenizer %s: implausible vocab size %u", path, h[2]);
     uint32_t eot = h[1] == 2 ? h[3] : 50256;
-    if (eot >= h[2]) fail("tokenizer %s: eot id %u is outside its vocab of %u", path, eot, h[2]);
+    if (eot >= h[2]) data_fail("tokenizer %s: eot id %u is outside its vocab of %u", path, eot, h[2]);
     tk->vocab = (int)h[2], tk->eot = (int)eot;
     tk->piece = (char**)xcalloc(tk->vocab, sizeof(char*));
     tk->piece_len = (unsigned char*)xcalloc(tk->vocab, 1);
     for (int i = 0; i < tk->vocab; i++) {
         unsigned char len;
-        if (fread(&len, 1, 1, f) != 1 || len == 0) fail("tokenizer %s: truncated or empty entry %d", path, i);
+        if (fread(&len, 1, 1, f) != 1 || len == 0) data_fail("tokenizer %s: truncated or empty entry %d", path, i);
         tk->piece[i] = (char*)xmalloc(len + 1);
-        if (fread(tk->piece[i], 1, len, f) != len) fail("tokenizer %s: truncated entry %d", path, i);
+        if (fread(tk->piece[i], 1, len, f) != len) data_fail("tokenizer %s: truncated entry %d", path, i);
         tk->piece[i][len] = 0, tk->piece_len[i] = len;
     }
     fclose(f);
     if (tk->vocab != vocab)
-        fail("tokenizer %s: its vocab is %d but the model's is %d (--vocab, --model)", path, tk->vocab, vocab);
+        data_fail("tokenizer %s: its vocab is %d but the model's is %d (--vocab, --model)", path, tk->vocab, vocab);
 }
 
 // Append the bytes token id stands for to out: its piece (none for the tokenizer's eot or

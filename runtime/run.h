@@ -147,7 +147,8 @@ static void packing_plans(const Args* a, TokenStream* train, TokenStream* val) {
 
 // --data docs:lognormal[:MEDIAN[:SIGMA]]: the built-in corpus cut into long-tailed documents.
 static void open_doc_corpus(TokenStream* ts, const char* spec, int vocab, double median, double sigma) {
-    if (data_eot(vocab) < 0) fail("--data %s: documents need an end-of-text token: vocab >= 257 (got %d)", spec, vocab);
+    if (data_eot(vocab) < 0)
+        data_fail("--data %s: documents need an end-of-text token: vocab >= 257 (got %d)", spec, vocab);
     make_builtin_corpus(ts, 2000000, 42);
     docs_mark(ts->tokens, ts->n_tokens, data_eot(vocab), median, sigma, 42);
     ts->source = xstrprintf("%s (built-in corpus, 2000000 tokens, log-normal document lengths)", spec);
@@ -232,6 +233,43 @@ static void outputs_check(const Run* r) {
     free(names); free(inputs);
 }
 
+// The training and validation streams and the tokenizer, read on every rank alike; an error
+// in them is data.h's data_fail.
+static void read_inputs(Run* r) {
+    const Args* a = &r->args;
+    const ModelConfig* c = &a->cfg;
+    double median, sigma;
+    if (a->data && docs_spec(a->data, &median, &sigma, "--data"))
+        open_doc_corpus(&r->train, a->data, c->vocab, median, sigma);
+    else if (a->data) stream_open(&r->train, a->data, c->vocab, "--data");
+    else {
+        if (c->vocab < 256)
+            data_fail("the built-in corpus is byte-level text and needs vocab >= 256 (got %d; --data for other "
+                      "tokens)", c->vocab);
+        make_builtin_corpus(&r->train, 2000000, 42);
+    }
+    if (a->val_data) stream_open(&r->val, a->val_data, c->vocab, "--val-data");
+    else stream_split(&r->train, &r->val, 0.05);
+    if (stream_n_seq(&r->train, c->seq_len) < 1)
+        data_fail("--data %s: fewer than seq-len+1 = %d tokens", r->train.source, c->seq_len + 1);
+    if (a->eval_every && stream_n_seq(&r->val, c->seq_len) < 1)
+        data_fail("validation data %s: fewer than seq-len+1 tokens", r->val.source);
+    tokenizer_load(&r->tk, a->tokenizer, c->vocab);
+}
+
+// After read_inputs, collective over the world: the lowest rank that met an error in the
+// data prints it, the one line of the run, and every rank exits 1 (each met it, as a rule:
+// the ranks read the same files; one that did not still learns of it here, not in a hang).
+static void data_errors_agree(int rank, int world) {
+    int mine = data_error_msg[0] ? rank : world, first = mine;
+    if (world > 1)  // comm: world all-reduce (min) of the ranks that met an error
+        mpiCheck(MPI_Allreduce(&mine, &first, 1, MPI_INT, MPI_MIN, MPI_COMM_WORLD));
+    if (first == world) return;
+    if (rank == first) print_error("%s", data_error_msg);
+    MPI_Finalize();
+    exit(1);
+}
+
 static void run_setup(Run* r, int argc, char** argv) {
     parse_args(&r->args, argc, argv);
     ModelConfig* c = &r->args.cfg;
@@ -274,25 +312,15 @@ static void run_setup(Run* r, int argc, char** argv) {
     Args* a = &r->args;
     if (r->rank == 0 && a->ckpt_dir)
         ckpt_dir_lock(a->ckpt_dir);  // another run's directory: refused before reading anything
-    double median, sigma;
-    if (a->data && docs_spec(a->data, &median, &sigma, "--data"))
-        open_doc_corpus(&r->train, a->data, c->vocab, median, sigma);
-    else if (a->data) stream_open(&r->train, a->data, c->vocab, "--data");
-    else {
-        if (c->vocab < 256)
-            fail("the built-in corpus is byte-level text and needs vocab >= 256 (got %d; --data for other tokens)",
-                 c->vocab);
-        make_builtin_corpus(&r->train, 2000000, 42);
+    jmp_buf data_error;  // data.h's data_fail comes back here
+    if (!setjmp(data_error)) {
+        data_error_at = &data_error;
+        read_inputs(r);
     }
-    if (a->val_data) stream_open(&r->val, a->val_data, c->vocab, "--val-data");
-    else stream_split(&r->train, &r->val, 0.05);
-    if (stream_n_seq(&r->train, c->seq_len) < 1)
-        fail("--data %s: fewer than seq-len+1 = %d tokens", r->train.source, c->seq_len + 1);
-    if (a->eval_every && stream_n_seq(&r->val, c->seq_len) < 1)
-        fail("validation data %s: fewer than seq-len+1 tokens", r->val.source);
+    data_error_at = NULL;
+    data_errors_agree(r->rank, r->world);
     doc_mask_resolve(a, &r->train, r->rank);
     packing_plans(a, &r->train, &r->val);
-    tokenizer_load(&r->tk, a->tokenizer, c->vocab);
     if (a->resume && !strcmp(a->resume, "auto")) {  // before outputs_check creates --ckpt-dir
         if (!a->ckpt_dir) fail("--resume auto needs --ckpt-dir");
         ckpt_find_latest(a->ckpt_dir, r->resume_path, r->rank == 0);

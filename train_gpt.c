@@ -449,6 +449,13 @@ static void save_checkpoint(Model* m, int step) {
 #ifndef TESTING
 int main(int argc, char** argv) {
     if (argc > 1 && !strcmp(argv[1], "--plan")) return plan_main(argc, argv);
+    {
+        static Args pre;  // flags first: what this build cannot do is refused before mpirun starts ranks
+        parse_args(&pre, argc, argv);
+        if (flag_given(&pre, "--comm") && !pre.comm_mpi)
+            fail("--comm nccl: the CPU build communicates over MPI; NCCL is the GPU build's (--comm mpi, or leave "
+                 "it out)");
+    }
     static Run run;
     run_setup(&run, argc, argv);
     Args* a = &run.args;

@@ -470,6 +470,7 @@ static const BadCase BAD_CASES[] = {
     {"layout_tp3", "--tp 3", "layout:", 1},
     {"layout_global_batch", "--dp 1 --global-batch 33", "layout:", 1},
     {"layout_zero_no_dp", "--zero 1", "layout:", 1},
+    {"comm_nccl_cpu", "--comm nccl", "--comm nccl: the CPU build communicates over MPI", 1},
     // --zero 3 (parallel/zero3.h): what it needs, what it does not go with, units past int counts
     {"zero3_level_4", "--zero 4", "--zero must be in [0, 3]", 1},
     {"zero3_no_dp", "--zero 3", "--zero 3 needs dp x cp > 1", 1},

@@ -146,7 +146,8 @@ static const Flag FLAGS[] = {
      "selective: the attention core; full: keep layer inputs only"},
     {"--offload", FLAG_CHOICE, "none|optimizer|activations|both", NO_RANGE, "none", HELP_LAYOUT, AGREE, 0,
      IN_CFG(offload),
-     "optimizer: AdamW m, v in host memory (GPU build: pinned) / the --offload-dir tier (CPU build); "
+     "optimizer: AdamW m, v in the --offload-dir tier (CPU build) / with the fp32 master in pinned host memory "
+     "(GPU build: the device keeps the bf16 weights); "
      "activations: a pipeline stage keeps 2 micro-batches' activations per chunk on the device, the rest offloaded"},
     {"--offload-frames", FLAG_INT, "1|2", 1, 2, 0, 0, "2", HELP_LAYOUT, AGREE, 0, IN_CFG(offload_frames),
      "--offload activations: device frames per chunk: 2 (the next backward's prefetched) or 1 (less memory, waits)"},

@@ -367,6 +367,20 @@ static void args_defaults(Args* a) {
         if (f->def) flag_set(a, f, f->def);
 }
 
+// --zero 1|2: whether a rank's shard of the buffer is past the int counts of its collectives
+// (grid.h's reduce-scatter and all-gather), and why. Checked once dp is known: here when
+// given, in run.h when it is not (the world's under a launcher); a chunk without layers is layout_check's.
+static int zero_shard_past_int(const ModelConfig* c, char* why, size_t cap) {
+    if ((c->zero != 1 && c->zero != 2) || c->dp <= 0 || c->n_layer < c->pp * c->vpp) return 0;
+    size_t shard = zero_largest_shard(c);
+    if (shard <= INT_MAX) return 0;
+    snprintf(why, cap,
+             "--zero %d: a rank's shard of %zu floats is more than the %d a collective's int counts hold; raise --dp, "
+             "--tp or --pp",
+             c->zero, shard, INT_MAX);
+    return 1;
+}
+
 // What follows from the flags: the preset under the shape flags, the schedule's vpp and
 // weight pass, the context-parallel degrees; the rules between flags.
 static void args_resolve(Args* a) {
@@ -442,12 +456,8 @@ static void args_resolve(Args* a) {
         fail("--zero %d: a unit (a layer, the embeddings or the head) of %zu floats per tp rank is more than "
              "the %d a collective's int counts hold; raise --tp",
              c->zero, zero3_largest_unit(c, c->tp), INT_MAX);
-    // (a dp taken from the world, --dp 0, is not known here; a chunk without layers is layout_check's)
-    if ((c->zero == 1 || c->zero == 2) && c->dp > 0 && c->n_layer >= c->pp * c->vpp &&
-        zero_largest_shard(c) > INT_MAX)
-        fail("--zero %d: a rank's shard of %zu floats is more than the %d a collective's int counts hold; raise "
-             "--dp, --tp or --pp",
-             c->zero, zero_largest_shard(c), INT_MAX);
+    char why[256];
+    if (zero_shard_past_int(c, why, sizeof(why))) fail("%s", why);
 }
 
 static void parse_args(Args* a, int argc, char** argv) {

@@ -487,6 +487,9 @@ static const BadCase BAD_CASES[] = {
      "--zero 1: a rank's shard of 3223363584 floats is more than", 1},
     {"zero2_shard_past_int", "--dp 2 --zero 2 --d-model 8192 --n-head 64 --n-layer 8",
      "--zero 2: a rank's shard of 3223363584 floats is more than", 1},
+    {"zero1_shard_past_int_world",  // no --dp: dp is the world mpirun started (it ran out of memory)
+     "mpirun --oversubscribe --allow-run-as-root --bind-to none -np 2 {train} --zero 1 --d-model 8192 --n-head 64 "
+     "--n-layer 8", "--zero 1: a rank's shard of 3223363584 floats is more than", 1},
     {"zero3_embedding_past_int", "--dp 2 --zero 3 --vocab 1048576 --d-model 4096 --n-head 64 --n-layer 2 --tp 2",
      "of 2147614720 floats per tp rank", 1},
     // checkpoints

@@ -7,9 +7,9 @@
 // Precision and state per rank:
 //   - fp32 master weights `params` (the params.h layout, one buffer) and a bf16 copy
 //     `params_bf16` of the same layout, which every forward and backward reads; AdamW updates
-//     the fp32 copy and rewrites the bf16 one.
+//     the fp32 copy and rewrites the bf16 one (--offload optimizer: the fp32 copy is on the host).
 //   - fp32 weight gradients `grads` (same layout), fp32 AdamW moments m, v over this rank's
-//     optimizer range (the ZeRO shard with --zero > 0).
+//     optimizer range (the ZeRO shard with --zero > 0; pinned host memory under the flag).
 //   - bf16 activations and activation gradients; norm statistics, softmax, losses and every
 //     sum in fp32 (kernels_gpu.cuh). tp reductions of activations are bf16 sums.
 // The weights start bitwise equal to the CPU run's: init_params (params.h) fills a host fp32

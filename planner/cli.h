@@ -7,6 +7,7 @@
 #include "planner/documents.h"
 
 static void plan_usage(void) {
+    char attn_names[128];
     printf(
         "usage: train --plan [flags]              rank every layout and kernel choice\n"
         "       train --plan --runs FILE.csv [flags]  predict the runs of a file (see dev/PLANNER.md)\n"
@@ -18,7 +19,8 @@ static void plan_usage(void) {
         "  --device-file FILE      'key = value' profile (optional first key 'base = NAME')\n"
         "  --device-set KEY=VALUE  override one profile key (repeatable); --peak-tflops X\n"
         "  --global-batch-tokens N or --global-batch N (sequences; default 4194304 tokens)\n"
-        "  --attention torch|fused_softmax|flash1|flash2, --rms-kernel on|off   evaluate only these kernels\n"
+        "  --attention %s, --rms-kernel on|off   evaluate only these kernels\n"
+        "                          (flash_triton, FlashAttention in Triton, only when named)\n"
         "  --software trainer|scaling|framework   what runs the layout: this trainer (default, its own buffers), the\n"
         "                          Aleph Alpha Scaling codebase of the layouts study (its rank order, pipeline cut, "
         "loss\n"
@@ -40,7 +42,7 @@ static void plan_usage(void) {
         "device's memory (the memory model's uncertainty for another framework's peak; this trainer's own buffers are\n"
         "counted exactly) ranks below every layout with more room, whatever its speed; 'free GiB' is the memory left\n"
         "after the predicted peak. Then by throughput.\n",
-        PROFILE_NAMES, 100 * PLAN_MEM_UNCERTAINTY);
+        PROFILE_NAMES, attn_names_joined(attn_names, sizeof(attn_names), "|"), 100 * PLAN_MEM_UNCERTAINTY);
 }
 
 
@@ -99,8 +101,9 @@ static int plan_filter_flag(const char* flag, const char* v, PlanFilter* f) {
     else if (!strcmp(flag, "--zero"))
         f->zero = plan_int(v, flag, 0, 3);  // ZeRO-3: parallel/zero3.h
     else if (!strcmp(flag, "--attention")) {
+        char names[128];
         if ((f->attention = attn_from_name(v)) < 0)
-            fail("--attention: expected torch, fused_softmax, flash1 or flash2, got '%s'", v);
+            fail("--attention: expected one of %s, got '%s'", attn_names_joined(names, sizeof(names), ", "), v);
     } else if (!strcmp(flag, "--rms-kernel")) {
         if (!strcmp(v, "on") || !strcmp(v, "1")) f->rms_kernel = 1;
         else if (!strcmp(v, "off") || !strcmp(v, "0")) f->rms_kernel = 0;
@@ -304,9 +307,10 @@ static void plan_print_profile(const DeviceProfile* d, const PlanSetup* k, int g
            printable(d->name, name, sizeof(name)), d->peak_flops / 1e12, kernels, d->mem_bytes / GiB,
            d->mem_overhead / GiB, k->own_buffers ? 0.0 : 100 * d->mem_frag, d->hbm_bw / 1e9, d->hbm_eff);
     printf(
-        "links: %d GPUs/node, intra %.0f GB/s/GPU, %d NICs x %.1f GB/s per node, link eff %.2f (NICs %.2f), "
+        "links: %d GPUs/node, intra %.0f GB/s/GPU, %d NICs x %.1f GB/s per node, link eff %.2f (%s; NICs %.2f), "
         "DP overlap %.2f; %s weights, %d-byte grads\n",
-        gpus_per_node, d->intra_bw / 1e9, d->nics_per_node, d->nic_bw / 1e9, d->link_eff, d->nic_eff,
+        gpus_per_node, d->intra_bw / 1e9, d->nics_per_node, d->nic_bw / 1e9, software_link_eff(k, d),
+        k->nccl_links ? "link_eff_nccl: NCCL's measured" : "link_eff: fitted to the study", d->nic_eff,
         k->dp_after_backward ? 0.0 : d->dp_overlap, d->dtype_bytes == 2 ? "bf16" : "fp32", d->grad_bytes);
     printf("software: rank order %s, pipeline cut by %s, %s loss, gradients reduced %s, %s\n",
            k->rank_order == ORDER_TP_PP_DP ? "tp-cp-pp-dp" : "tp-dp-pp",

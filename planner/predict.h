@@ -113,7 +113,7 @@ static PlanLinks plan_links(const ModelConfig* c, const PlanSetup* k, const Devi
                             PlanResult* r) {
     int dp = c->dp, tp = c->tp, pp = c->pp, cp = c->cp, U = c->cp_ulysses;
     DeviceProfile dl = *dev;
-    if (k->nccl_links) dl.link_eff = dev->link_eff_nccl;
+    dl.link_eff = software_link_eff(k, dev);
     const DeviceProfile* d = &dl;
     PlanLinks l;
     int pp_stride = k->rank_order == ORDER_TP_PP_DP ? tp * cp : tp * cp * dp;

@@ -224,7 +224,9 @@ static int plan_run_row(const int* shape, const PlanSetup* setup, const DevicePr
     if (c->recompute < 0) { snprintf(err, err_len, "unknown recompute '%s' (none, selective, full)", s); return -1; }
     PlanSetup k = *setup;
     if ((k.attention = attn_from_name(col[RC_ATTENTION])) < 0) {
-        snprintf(err, err_len, "unknown attention '%s' (torch, fused_softmax, flash1, flash2)", col[RC_ATTENTION]);
+        char names[128];
+        snprintf(err, err_len, "unknown attention '%s' (%s)", col[RC_ATTENTION],
+                 attn_names_joined(names, sizeof(names), ", "));
         return -1;
     }
     k.rms_kernel = (int)v[RC_RMS_KERNEL];

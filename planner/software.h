@@ -81,11 +81,22 @@ static PlanSetup plan_setup_for(int software) {
     return s;
 }
 static PlanSetup plan_setup_default(void) { return plan_setup_for(SOFTWARE_TRAINER); }
+// The fraction of NVLink's bandwidth the software's collectives reach inside a node (nccl_links).
+static double software_link_eff(const PlanSetup* k, const DeviceProfile* d) {
+    return k->nccl_links ? d->link_eff_nccl : d->link_eff;
+}
 
 static int attn_from_name(const char* s) {
     for (int i = 0; i < N_ATTN; i++)
         if (!strcmp(s, ATTN_NAMES[i])) return i;
     return -1;
+}
+// Every kernel's name from ATTN_NAMES, joined by sep (help and error lines).
+static const char* attn_names_joined(char* out, size_t out_len, const char* sep) {
+    out[0] = 0;
+    for (int i = 0, used = 0; i < N_ATTN && used < (int)out_len; i++)
+        used += snprintf(out + used, out_len - used, "%s%s", i ? sep : "", ATTN_NAMES[i]);
+    return out;
 }
 
 // Bytes the memory-bound ops move per element they touch, forward and backward (e = bytes

@@ -251,6 +251,43 @@ static void test_runs(void) {
     unlink(out), unlink(log);
 }
 
+// Every attention kernel of ATTN_NAMES is named where a name is asked for: --help, the --attention
+// error and a --runs row's; and the links line says which link efficiency the software reaches.
+static void test_cli_kernel_names(void) {
+    char in[256], log[256], help_list[256] = "", error_list[256] = "";
+    snprintf(log, sizeof(log), "/tmp/test_planner_%d_names.log", (int)getpid());
+    for (int i = 0; i < N_ATTN; i++) {  // the lists as a reader expects them, built here by hand
+        if (i) strcat(help_list, "|"), strcat(error_list, ", ");
+        strcat(help_list, ATTN_NAMES[i]), strcat(error_list, ATTN_NAMES[i]);
+    }
+    const char* a1[] = {"--plan", "--help"};
+    int rc = run_plan_capture(a1, 2, log);
+    check(rc == 0 && strstr(slurp(log), help_list), "help_names_every_kernel", "rc %d, looked for '%s'", rc, help_list);
+    const char* a2[] = {"--plan", "--attention", "flash3"};
+    rc = run_plan_capture(a2, 3, log);
+    const char* msg = slurp(log);
+    check(rc == 1 && strstr(msg, "error: --attention") && strstr(msg, error_list), "attention_error_names_every_kernel",
+          "rc %d, '%s'", rc, msg);
+    write_file(in, "names.csv", RUNS_HEADER "a,llama-13b,2048,64,8,4194304,1f1b,1,1,1,64,1,none,flash3,1,0,ok,\n");
+    const char* a3[] = {"--plan", "--runs", in};
+    rc = run_plan_capture(a3, 3, log);
+    char want[384];
+    snprintf(want, sizeof(want), "row 1: unknown attention 'flash3' (%s)", error_list);
+    msg = slurp(log);
+    check(rc == 0 && strstr(msg, want), "runs_error_names_every_kernel", "rc %d, '%s'", rc, msg);
+    unlink(in);
+    // h100-sxm: link_eff 0.47 (the study's fit), link_eff_nccl 0.82 (NCCL's measured; --software framework)
+    const char* a4[] = {"--plan", "--model", "llama-tiny", "--gpus", "2", "--device", "h100-sxm", "--top", "1",
+                        "--software", "framework"};
+    for (int framework = 0; framework <= 1; framework++) {
+        rc = run_plan_capture(a4, framework ? 11 : 9, log);
+        msg = slurp(log);
+        check(rc == 0 && strstr(msg, framework ? "link eff 0.82 (link_eff_nccl" : "link eff 0.47 (link_eff:"),
+              framework ? "links_line_framework_nccl" : "links_line_trainer_fitted", "rc %d, '%.400s'", rc, msg);
+    }
+    unlink(log);
+}
+
 // Rows of an enumeration CSV by schedule (counts[kind], SCHED_*), and the rows no schedule
 // filter should let through: zero-bubble ones with full recomputation, one stage, or a
 // number of chunks other than their own (1 for ZB-H1, 2 for ZB-V).

@@ -110,6 +110,7 @@ int main(void) {
     test_recompute_cost();
     test_device_files();
     test_runs();
+    test_cli_kernel_names();
     test_cli_schedules();
     test_cli_context_parallel();
     test_calibration_runs();

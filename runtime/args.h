@@ -128,7 +128,8 @@ static const Flag FLAGS[] = {
      "2d: Ulysses inside --cp-ulysses U ranks, ring across"},
     {"--cp-split", FLAG_CHOICE, "zigzag|contiguous|doc", NO_RANGE, "zigzag", HELP_LAYOUT, AGREE, 0, IN_ARGS(cp_split),
      "zigzag: ring rank r holds chunks r and 2R-1-r of 2R, balanced; contiguous: one piece each (the causal mask "
-     "leaves early ranks idle; to measure); doc: the zig-zag of each document (WLB-LLM), balanced under documents"},
+     "leaves early ranks idle; to measure); doc: the zig-zag of each document (WLB-LLM), balanced under documents "
+     "(without masked documents, --doc-mask off or none in the data, the sequence is one: zigzag)"},
     {"--schedule", FLAG_CHOICE, "gpipe|1f1b|interleaved|zb-h1|zb-v", NO_RANGE, NULL, HELP_LAYOUT, AGREE, 0,
      IN_CFG(schedule),
      "pipeline schedule (default 1f1b, interleaved when --vpp > 1); zb-*: zero-bubble, each backward split into B "

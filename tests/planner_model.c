@@ -185,7 +185,8 @@ static void test_tp_collectives(void) {
     double nvls = link_allreduce_time(8, 67108864, lh);
     check(lh.nvls && fabs(nvls - 438.78e-6) < 0.01e-6, "tp_allreduce_nvls", "%.2f us, want 438.78", nvls * 1e6);
     DeviceProfile nccl = h100;
-    nccl.link_eff = h100.link_eff_nccl;
+    PlanSetup framework = plan_setup_for(SOFTWARE_FRAMEWORK);
+    nccl.link_eff = software_link_eff(&framework, &h100);  // as plan_links sets it
     Link ln = group_link(&nccl, 8, 1, 8), l4 = group_link(&h100, 4, 1, 8);
     double algbw = 67108864 / (link_allreduce_time(8, 67108864, ln) - 2 * ln.lat);
     double four = link_allreduce_time(4, 67108864, l4);

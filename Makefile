@@ -40,7 +40,7 @@ all: train
 # Every function is static in a header. The trainers include all of them, so there an unused
 # one is dead code and -Wunused-function (in -Wall) says so; the tests and tools include them
 # for part of what they hold, so for them the warning is off.
-test_gpt test_layouts test_planner ckpt_compare sim_schedule sim_wlb hf_logits bench: CFLAGS += -Wno-unused-function
+test_gpt test_layouts test_planner ckpt_compare sim_schedule sim_wlb hf_logits bench_cpu: CFLAGS += -Wno-unused-function
 test_gpu: NVCC_FLAGS += -Xcompiler -Wno-unused-function
 test_gpu_emu test_gpu_emu_asan test_emu: EMU_CXX += -Wno-unused-function
 
@@ -163,8 +163,9 @@ ASAN_CASES = ^gpu_(gpt2|full|gpt2_recompute_full|gpt2_tp2_sp|gpt2_dp2_zero2|llam
 # gradients tensor by tensor), evaluation, sampling and resume; again under ASan/UBSan)
 TEST_BINS = train train_cpu test_gpt test_planner test_layouts test_faults train_asan fuzz_build test_emu test_gpu_emu \
             train_gpu_emu test_gpu_emu_asan train_gpu_emu_asan ckpt_compare hf_logits
-# every binary the README names (.ci/run builds them with make -j2 binaries, then runs make test)
-binaries: train_gpu test_gpu train_cpu_nompi train_gpu_nompi $(TEST_BINS)
+# every binary the README names (.ci/run builds them with make -j2 binaries, then runs make test),
+# the dev tools too, so none stops compiling unseen
+binaries: train_gpu test_gpu train_cpu_nompi train_gpu_nompi $(TEST_BINS) bench_cpu sim_schedule sim_wlb
 test: $(TEST_BINS)
 	@set -o pipefail; rm -f .test.log; status=0; \
 	./test_planner 2>&1 | tee -a .test.log || status=1; \
@@ -191,10 +192,11 @@ ifeq ($(GPU_USABLE)$(if $(NVCC),1,),11)
 bench: train_gpu
 	dev/bench_gpu.sh
 else
-bench: dev/bench_cpu.c train_gpt.c $(HEADERS) | $(NEED_MPI) detect
-	$(CC) $(CFLAGS) $(MPI_COMPILE) -o bench_cpu dev/bench_cpu.c $(MPI_LINK) $(LDLIBS)
+bench: bench_cpu
 	./bench_cpu
 endif
+bench_cpu: dev/bench_cpu.c train_gpt.c $(HEADERS) | $(NEED_MPI) detect
+	$(CC) $(CFLAGS) $(MPI_COMPILE) -o $@ dev/bench_cpu.c $(MPI_LINK) $(LDLIBS)
 
 clean:
 	rm -f train train_cpu train_gpu train_cpu_nompi train_gpu_nompi test_gpt test_gpu test_planner test_layouts test_faults train_asan bench_cpu \

@@ -53,12 +53,13 @@ static void timed_matmul_backward_weight(float* dweight, float* dbias, const flo
 }
 // Attention FLOPs as the PaLM count: QK^T and AV over the full T x T, 2 * 2 * B*T*T*H*hd
 // forward, twice that backward.
-static void timed_attention_forward(float* out, float* lse, const float* qkv, int B, int T, int H, int KV, int hd) {
-    TIMED(OP_ATTENTION, 4.0 * B * T * T * H * hd, attention_forward(out, lse, qkv, B, T, H, KV, hd, NULL));
+static void timed_attention_forward(float* out, float* lse, const float* qkv, int B, int T, int H, int KV, int hd,
+                                    const int* doc) {
+    TIMED(OP_ATTENTION, 4.0 * B * T * T * H * hd, attention_forward(out, lse, qkv, B, T, H, KV, hd, doc));
 }
 static void timed_attention_backward(float* dqkv, const float* dout, const float* qkv, const float* out,
-                                     const float* lse, int B, int T, int H, int KV, int hd) {
-    TIMED(OP_ATTENTION, 8.0 * B * T * T * H * hd, attention_backward(dqkv, dout, qkv, out, lse, B, T, H, KV, hd, NULL));
+                                     const float* lse, int B, int T, int H, int KV, int hd, const int* doc) {
+    TIMED(OP_ATTENTION, 8.0 * B * T * T * H * hd, attention_backward(dqkv, dout, qkv, out, lse, B, T, H, KV, hd, doc));
 }
 // Blocks (context parallelism's ring, cp > 1): the pairs a block's queries see, counted alike.
 static void timed_attention_block_forward(float* o, int o_ld, float* lse, const float* q, const float* kv,

@@ -262,6 +262,15 @@ static void zero3_work_floats(const ParamLayout* P, int keep_gathered, size_t* p
     *grads = ends + max_layer;
 }
 
+// --zero 2|3 with deferred weight passes (zb-h1, zb-v, --weight-pass deferred): each of the n_layers
+// layers' norm gradients in a buffer of its own from its input pass to its unit's collective
+// (parallel/zero3.h held_grads): GPT-2's two LayerNorms' weights and biases (4C), LLaMA's two RMSNorm
+// weights (2C), whole on every tp rank. Counted by the start-up table and the planner alike.
+static size_t zero_held_grad_floats(const ModelConfig* c, int n_layers) {
+    if (c->zero < 2 || !(c->weight_pass_deferred || schedule_has_w(c->schedule))) return 0;
+    return (size_t)n_layers * (c->arch == ARCH_GPT2 ? 4 : 2) * c->d_model;
+}
+
 // The largest unit --zero 3 gathers on a tp rank, in floats: a layer, the embeddings, or the
 // final norm and head with GPT-2's tied copy of wte (on a stage other than the first). Its
 // collectives count in int (MPI's v-forms, NCCL's grouped sends): args.h refuses more than INT_MAX.

@@ -73,6 +73,7 @@ struct ShardedState {
     int in_use;              // the slot of the layer last made ready
     float* layer_grad;       // one layer's gradient
     float* held_grads;       // deferred weight passes: every layer's norm gradients from its input pass, else NULL
+                             // (params.h zero_held_grad_floats, in the start-up table and the planner)
 };
 
 // ----------------------------------------------------------------------------

@@ -134,10 +134,13 @@ static void trainer_state_bytes_per_param(int dtype_bytes, int zero, int replica
 // This trainer's --zero 2|3 working buffers on a stage (params.h zero3_work_floats, with
 // --reshard-after-forward on): the gradient's, one layer's and the model-level tensors'
 // (embeddings; final norm, head), fp32; with ZeRO-3 also two gathered layers and the
-// model-level tensors the stage holds, fp32 with the GPU's bf16 copy. 0 for ZeRO 0 and 1.
-static double trainer_zero_work_bytes(const ModelConfig* c, int dtype_bytes, int has_embed, int has_head, int tp) {
+// model-level tensors the stage holds, fp32 with the GPU's bf16 copy; with deferred weight
+// passes also the norm gradients held for each of the stage's n_layers (params.h
+// zero_held_grad_floats). 0 for ZeRO 0 and 1.
+static double trainer_zero_work_bytes(const ModelConfig* c, int dtype_bytes, int has_embed, int has_head, int tp,
+                                      int n_layers) {
     double layer = chunk_params(c, 1, 0, 0, tp), ends = chunk_params(c, 0, has_embed, has_head, tp);
-    double grads = c->zero >= 2 ? 4 * (layer + ends) : 0;
+    double grads = c->zero >= 2 ? 4 * (layer + ends + (double)zero_held_grad_floats(c, n_layers)) : 0;
     return grads + (c->zero == 3 ? (4 + (dtype_bytes < 4 ? dtype_bytes : 0)) * (2 * layer + ends) : 0);
 }
 

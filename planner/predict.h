@@ -273,7 +273,7 @@ static void plan_memory(const ModelConfig* c, const PlanSetup* k, const DevicePr
             // no allocator share
             w_in = 0;
             act = trainer_stage_act_bytes(c, d->dtype_bytes, st, pc->chunks + st * vpp, ch->layers) + cp_buf;
-            temp = trainer_zero_work_bytes(c, d->dtype_bytes, stage_embed, stage_head, tp);
+            temp = trainer_zero_work_bytes(c, d->dtype_bytes, stage_embed, stage_head, tp, stage_layers);
             reserve = d->mem_overhead;
         } else {
             w_in = w_pending * max_layers * w_in_layer;

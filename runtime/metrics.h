@@ -222,7 +222,9 @@ static void metrics_predict(Metrics* m, const ModelConfig* c, const char* device
     if (zero >= 2) {  // the shards, and the working buffers of the units (parallel/zero3.h)
         size_t S = P->n_padded / (c->dp * c->cp), work_w, work_g;
         zero3_work_floats(P, m->args->reshard_keep, &work_w, &work_g);
-        m->pred_bytes[1] = 4.0 * (S + work_g);
+        int n_layers = 0;  // the rank's layers: one first norm weight each
+        for (int i = 0; i < P->n; i++) n_layers += P->t[i].kind == P_LN1W && P->t[i].layer >= 0;
+        m->pred_bytes[1] = 4.0 * (S + work_g + zero_held_grad_floats(c, n_layers));
         if (zero == 3) m->pred_bytes[0] = 4.0 * S + (double)param_bytes * work_w;
     }
     m->pred_bytes[2] = 8.0 * opt_floats;

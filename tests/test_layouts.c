@@ -56,21 +56,37 @@ static int read_ckpt_params(const char* dir, RunResult* r) {
     return got == r->n_full;
 }
 
+// The number after "key": in a log line (0 when absent).
+static double log_value(const char* line, const char* key) {
+    char k[64];
+    snprintf(k, sizeof(k), "\"%s\":", key);
+    const char* p = strstr(line, k);
+    return p ? atof(p + strlen(k)) : 0;
+}
+
 // The run's own planner line against what it allocated: the final log line's activation
 // buffers (max over ranks) and the planner's activations for the layout (its worst stage),
-// which count the same lists (model/activations.h): within 2%.
-static void check_planner_memory(const char* tag, const char* log) {
+// which count the same lists (model/activations.h): within 2%. With --zero 2|3 on one stage
+// (rank 0's is the planner's) and gathered layers resharded: the table's weights and gradients
+// (shards, units' buffers, held norm gradients) against the planner's weights, grads and temp.
+static void check_planner_memory(const char* tag, const char* flags, const char* log) {
     FILE* f = fopen(log, "r");
     char line[4096], last[4096] = "";
     while (f && fgets(line, sizeof(line), f))
         if (strstr(line, "\"final\"")) snprintf(last, sizeof(last), "%s", line);
     if (f) fclose(f);
-    const char *pb = strstr(last, "\"act_buffer_bytes_max\":"), *pp = strstr(last, "\"plan_act_bytes\":");
-    double measured = pb ? atof(pb + 23) : 0, planned = pp ? atof(pp + 17) : 0;
+    double measured = log_value(last, "act_buffer_bytes_max"), planned = log_value(last, "plan_act_bytes");
     char name[300];
     snprintf(name, sizeof(name), "planner memory %s", tag);
     check(measured > 0 && fabs(planned / measured - 1) <= 0.02, name, "activation buffers %.0f B, planner %.0f B",
           measured, planned);
+    int sharded = strstr(flags, "--zero 2") || strstr(flags, "--zero 3");
+    if (!sharded || strstr(flags, "--pp") || strstr(flags, "forward off")) return;
+    double table = log_value(last, "param_bytes") + log_value(last, "grad_bytes");
+    double plan = log_value(last, "plan_weight_bytes") + log_value(last, "plan_grad_bytes") +
+                  log_value(last, "plan_temp_bytes");
+    snprintf(name, sizeof(name), "planner states %s", tag);  // (shards padded to whole floats)
+    check(table > 0 && fabs(plan - table) <= 64, name, "weights + grads %.0f B, planner %.0f B", table, plan);
 }
 
 // Train with `flags` in a fresh directory; returns 1 on success.
@@ -97,7 +113,7 @@ static int train_run(const char* tag, const char* flags, RunResult* r) {
         n_fail++;
         return 0;
     }
-    check_planner_memory(tag, log);
+    check_planner_memory(tag, flags, log);
     return 1;
 }
 
@@ -416,6 +432,7 @@ static void gpt2_suites(void) {
         {"dp2_zero2_tp2_sp", "--dp 2 --zero 2 --tp 2 --sp"},
         {"dp2_zero2_pp2_vpp2", "--dp 2 --zero 2 --pp 2 --vpp 2"},
         {"dp2_zero2_deferred", "--dp 2 --zero 2 --weight-pass deferred"},
+        {"dp2_zero2_zbh1", "--dp 2 --zero 2 --schedule zb-h1"},
         {"dp2_zero1_tp2_sp", "--dp 2 --zero 1 --tp 2 --sp"},
         {"tp2_pp2", "--tp 2 --pp 2"},
         {"tp2_pp2_sp_full", "--tp 2 --pp 2 --sp --recompute full"},
@@ -503,7 +520,7 @@ static void llama_suite(void) {
         {"tp2", "--tp 2"},
         {"tp2_sp_selective", "--tp 2 --sp --recompute selective"},
         {"pp2_vpp2", "--pp 2 --vpp 2"},
-        {"dp2_zero2", "--dp 2 --zero 2"},
+        {"dp2_zero2_zbh1", "--dp 2 --zero 2 --schedule zb-h1"},  // RMSNorm's held gradients: 2C a layer
         {"dp2_tp2_pp2_full", "--dp 2 --tp 2 --pp 2 --recompute full"},
         {"pp2_zbv", "--pp 2 --schedule zb-v"},
         {"tp2_pp2_zbh1", "--tp 2 --pp 2 --schedule zb-h1"},

@@ -405,8 +405,11 @@ static void args_resolve(Args* a) {
     if (a->cp_kind == CP_2D && c->cp % c->cp_ulysses)
         fail("--cp-ulysses %d does not divide --cp %d", c->cp_ulysses, c->cp);
     c->cp_ulysses = a->cp_kind == CP_RING ? 1 : a->cp_kind == CP_ULYSSES ? c->cp : c->cp_ulysses;
-    if (a->cp_split == CP_SPLIT_DOC && a->cp_kind == CP_ULYSSES && c->cp > 1)  // its all-to-all gathers whole sequences
-        fail("--cp-split doc: splits the ring's rows; --cp-kind ulysses gives every rank whole sequences (balanced)");
+    // the all-to-all gives each rank whole sequences of its ring rank's rows: nothing to split on a ring of one
+    if (a->cp_split == CP_SPLIT_DOC && c->cp > 1 && c->cp == c->cp_ulysses)
+        fail("--cp-split doc: splits the ring's rows; --cp %d with an all-to-all of %d (--cp-kind %s) leaves a ring of "
+             "one rank: every rank gets whole sequences (balanced)", c->cp, c->cp_ulysses,
+             a->cp_kind == CP_ULYSSES ? "ulysses" : "2d");
     c->cp_contiguous = a->cp_split == CP_SPLIT_CONTIGUOUS, c->cp_doc = a->cp_split == CP_SPLIT_DOC;
     if (!flag_given(a, "--schedule")) c->schedule = c->vpp > 1 ? SCHED_INTERLEAVED : SCHED_1F1B;
     if (c->schedule == SCHED_ZBV && c->vpp != 2)

@@ -145,6 +145,8 @@ static void test_cp_doc_pairs(void) {
 static void test_cp_doc(void) {
     check(flags_refused("--cp 2 --cp-kind ulysses --cp-split doc", "--cp-split doc: splits the ring's rows"),
           "cp split doc: refused under --cp-kind ulysses (whole sequences per rank)", NULL);
+    check(flags_refused("--cp 4 --cp-kind 2d --cp-ulysses 4 --cp-split doc", "leaves a ring of one rank"),
+          "cp split doc: refused under --cp-kind 2d when the ring has one rank (cp / U = 1)", NULL);
     test_cp_doc_order();
     test_cp_doc_pairs();
     test_cp_doc_spread();

@@ -136,31 +136,32 @@ static void trace_documents(Model* m, int step, const int* tg, const int* ds, co
 // The spread of attention work (runtime/packing.h attention_work) in global batch `index`
 // across its micro-batches (units of B sequences), dp ranks and cp ranks, into the metrics; the
 // same on every rank (from the plan, or the stream's windows). Without document masking every
-// sequence is one causal block.
+// sequence is one causal block. cp's is over the R = cp / U ring ranks: each one's Ulysses ranks
+// share its rows' work evenly (a head each), so pure Ulysses (a ring of one) has none.
 static void batch_imbalance(Model* m, const TokenStream* ts, size_t index) {
     const ModelConfig* c = &m->c;
-    int G = c->global_batch, T = c->seq_len, B = c->micro_batch, U = G / B, cp = c->cp;
+    int G = c->global_batch, T = c->seq_len, B = c->micro_batch, U = G / B, R = c->cp / c->cp_ulysses, Ts = T / R;
     int* in = (int*)xmalloc(sizeof(int) * 3 * (size_t)G * T);
     int *tg = in + (size_t)G * T, *ds = tg + (size_t)G * T, *pos = (int*)xmalloc(sizeof(int) * T);
     for (int j = 0; j < T; j++) pos[j] = j;
     if (ts->plan) plan_fill(ts->plan, ts->tokens, index, 0, G, pos, T, in, tg, NULL, ds);
     else stream_batch(ts, T, index * G, G, in, tg, ds);
     if (!m->args->doc_masked) memset(ds, 0, sizeof(int) * (size_t)G * T);
-    double* work = (double*)xcalloc(U + cp, sizeof(double));
+    double* work = (double*)xcalloc(U + R, sizeof(double));
     for (int u = 0; u < U; u++) work[u] = attention_work(ds + (size_t)u * B * T, B, T, pos, T);
     double* dp_work = (double*)xcalloc(c->dp, sizeof(double));
     for (int u = 0; u < U; u++) dp_work[u / m->n_micro] += work[u];
-    for (int r = 0; r < cp && !c->cp_doc; r++) {  // the positions cp rank r holds of every sequence
-        cp_positions(pos, T, cp, c->cp_ulysses, r, c->cp_contiguous);
-        work[U + r] = attention_work(ds, G, T, pos, T / cp);
+    for (int r = 0; r < R && !c->cp_doc; r++) {  // the positions ring rank r holds of every sequence
+        cp_positions(pos, T, R, 1, r, c->cp_contiguous);
+        work[U + r] = attention_work(ds, G, T, pos, Ts);
     }
-    for (int g = 0; g < G && c->cp_doc; g++) {  // --cp-split doc: each sequence's own positions per cp rank
-        cp_doc_order(ds + (size_t)g * T, T, cp / c->cp_ulysses, in);  // (in: the tokens are not needed)
-        for (int r = 0; r < cp; r++) work[U + r] += attention_work(ds + (size_t)g * T, 1, T, in + r * (T / cp), T / cp);
+    for (int g = 0; g < G && c->cp_doc; g++) {  // --cp-split doc: each sequence's own positions per ring rank
+        cp_doc_order(ds + (size_t)g * T, T, R, in);  // (in: the tokens are not needed)
+        for (int r = 0; r < R; r++) work[U + r] += attention_work(ds + (size_t)g * T, 1, T, in + r * Ts, Ts);
     }
     m->met->att_spread[0] = spread_of(work, U);
     m->met->att_spread[1] = spread_of(dp_work, c->dp);
-    m->met->att_spread[2] = spread_of(work + U, cp);
+    m->met->att_spread[2] = spread_of(work + U, R);
     m->met->att_work = 0;
     for (int u = 0; u < U; u++) m->met->att_work += work[u];
     if (m->met->tracing && m->L.rank == 0) trace_documents(m, (int)index, tg, ds, work);

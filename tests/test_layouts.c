@@ -56,12 +56,15 @@ static int read_ckpt_params(const char* dir, RunResult* r) {
     return got == r->n_full;
 }
 
-// The number after "key": in a log line (0 when absent).
-static double log_value(const char* line, const char* key) {
-    char k[64];
+// The sum over a --log file's lines of the numbers after "key": (the final line's alone for its keys).
+static double log_sum(const char* log, const char* key) {
+    char k[64], line[4096];
     snprintf(k, sizeof(k), "\"%s\":", key);
-    const char* p = strstr(line, k);
-    return p ? atof(p + strlen(k)) : 0;
+    double sum = 0;
+    FILE* f = fopen(log, "r");
+    for (const char* p; f && fgets(line, sizeof(line), f);) sum += (p = strstr(line, k)) ? atof(p + strlen(k)) : 0;
+    if (f) fclose(f);
+    return sum;
 }
 
 // The run's own planner line against what it allocated: the final log line's activation
@@ -70,21 +73,15 @@ static double log_value(const char* line, const char* key) {
 // (rank 0's is the planner's) and gathered layers resharded: the table's weights and gradients
 // (shards, units' buffers, held norm gradients) against the planner's weights, grads and temp.
 static void check_planner_memory(const char* tag, const char* flags, const char* log) {
-    FILE* f = fopen(log, "r");
-    char line[4096], last[4096] = "";
-    while (f && fgets(line, sizeof(line), f))
-        if (strstr(line, "\"final\"")) snprintf(last, sizeof(last), "%s", line);
-    if (f) fclose(f);
-    double measured = log_value(last, "act_buffer_bytes_max"), planned = log_value(last, "plan_act_bytes");
+    double measured = log_sum(log, "act_buffer_bytes_max"), planned = log_sum(log, "plan_act_bytes");
     char name[300];
     snprintf(name, sizeof(name), "planner memory %s", tag);
     check(measured > 0 && fabs(planned / measured - 1) <= 0.02, name, "activation buffers %.0f B, planner %.0f B",
           measured, planned);
     int sharded = strstr(flags, "--zero 2") || strstr(flags, "--zero 3");
     if (!sharded || strstr(flags, "--pp") || strstr(flags, "forward off")) return;
-    double table = log_value(last, "param_bytes") + log_value(last, "grad_bytes");
-    double plan = log_value(last, "plan_weight_bytes") + log_value(last, "plan_grad_bytes") +
-                  log_value(last, "plan_temp_bytes");
+    double table = log_sum(log, "param_bytes") + log_sum(log, "grad_bytes");
+    double plan = log_sum(log, "plan_weight_bytes") + log_sum(log, "plan_grad_bytes") + log_sum(log, "plan_temp_bytes");
     snprintf(name, sizeof(name), "planner states %s", tag);  // (shards padded to whole floats)
     check(table > 0 && fabs(plan - table) <= 64, name, "weights + grads %.0f B, planner %.0f B", table, plan);
 }
@@ -609,6 +606,13 @@ static void doc_suites(void) {
     };
     suite("masked_gpt2", "--model tiny --data " DOCS_DATA " --doc-mask on", gpt_layouts,
           sizeof(gpt_layouts) / sizeof(gpt_layouts[0]));
+    // the cp spread is the ring ranks' (train.h batch_imbalance): 2D's ring of 2 = cp 2's, Ulysses' none
+#define SPREAD_CP(t) log_sum("/tmp/test_layouts/masked_gpt2_docs_" t "/log.jsonl", "attn_spread_cp")
+    double ring = SPREAD_CP("cp2_ring"), two_d = SPREAD_CP("cp4_2d_u2"), ulysses = SPREAD_CP("cp2_ulysses");
+    if (selected("docs_cp"))
+        check(ring > 0 && two_d == ring && ulysses == 0, "docs cp spread of the ring ranks", "sum over 5 steps: cp2 "
+              "ring %.4f, cp4 2d (ring of 2) %.4f, cp2 ulysses %.4f", ring, two_d, ulysses);
+#undef SPREAD_CP
     static const Layout_ llama_layouts[] = {
         {"docs_tp2", "--tp 2"},
         {"docs_pp2_vpp2", "--pp 2 --vpp 2"},

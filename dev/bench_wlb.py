@@ -1,6 +1,7 @@
 #!/usr/bin/env python3
 """bench_wlb.py: the same long-tailed documents under --packing concat, greedy and wlb, at
-pipeline parallelism 2 and 4 (1F1B, 8 micro-batches) and context parallelism 2, on this
+pipeline parallelism 2 and 4 (1F1B, 8 micro-batches) and context parallelism 2 (the sequence's
+zig-zag, and --cp-split doc), on this
 machine's CPU ranks (by hand, not a test). Prints per run the means over the steps after the
 first of: the wall step time, the measured bubble, the attention-work spreads across
 micro-batches, dp ranks and cp ranks and the attention work (visible pairs) of a step (the
@@ -12,14 +13,15 @@ JSON log's attn_spread_*, attn_work), and two step times against greedy's:
         per micro-batch and stage): each micro-batch's visible pairs (--trace's documents
         events) priced per (micro-batch, chunk) by runtime/packing.h's model and played
         through the runtime's 1F1B op lists by the planner's simulator (./sim_wlb:
-        parallel/schedule.h schedule_simulate_mb). cp 2 has no pipeline: the step is the
-        matmuls over 2 plus the attention of the heavier cp rank (mean x (1 + spread cp / 2)).
+        parallel/schedule.h schedule_simulate_mb). Under cp ./sim_wlb takes the same --cp and
+        --cp-split: a micro-batch's ops take the matmuls of T/2 positions and the attention of its
+        heavier cp rank; its cp-rank spread (the sim cp column) must be the log's attn_spread_cp.
         FLOPs become ms at the rate of the concat run of the same layout (its wall time x
         the busy cores over its FLOPs), one rate for the three packings. ./sim_wlb makes the
         batches as the trainer does; the bench stops if a step's spread is not the log's.
   pass: the critical paths summed over one whole pass of the documents (each trained once, so
         the packings do the same work; wlb's delays cannot flatter it as they can a window of
-        steps), pipelines only, against greedy's.
+        steps), against greedy's.
 
     make train sim_wlb && python3 dev/bench_wlb.py [--steps 60] [--seq-len 1024] [--median 78.5]
 
@@ -30,8 +32,9 @@ wlb delays outliers (pieces of about T) for rounds of one per micro-batch: run e
 each packing sees about the same work (the attn Mpairs column says), or read the pass column.
 
 Measured (60 steps, README's table): micro-batch spread greedy 199%, wlb 12.6%; crit wlb/greedy
-0.96 (pp 2), 0.97 (pp 4), 1.00 (cp 2; cp-rank spread 44% / 38%); pass 0.963 (pp 2), 0.962 (pp 4);
-wall 0.92 / 1.43 / 1.17 (shared cores and other jobs: noise, not balance).
+0.96 (pp 2), 0.97 (pp 4), 1.00 (cp 2; cp-rank spread 44% / 38%; cp's crit then priced from the
+log's spread, before ./sim_wlb took --cp); pass 0.963 (pp 2), 0.962 (pp 4); wall 0.92 / 1.43 / 1.17
+(shared cores and other jobs: noise, not balance).
 """
 import argparse
 import json
@@ -54,7 +57,7 @@ def run(flags, steps, workdir, tag):
 
 def pass_critical(flags):
     """One pass over the documents (every one trained once): the sum of the steps' critical
-    paths in FLOPs, and the number of steps (./sim_wlb 0; pipelines only)."""
+    paths in FLOPs, and the number of steps (./sim_wlb 0)."""
     out = subprocess.run(["./sim_wlb", "0"] + flags, capture_output=True, text=True)
     if out.returncode != 0:
         sys.exit(f"error: sim_wlb exited {out.returncode}: {out.stderr[-500:]}")
@@ -63,23 +66,21 @@ def pass_critical(flags):
 
 
 def critical(flags, steps, rows):
-    """Per step of rows: (critical path, all ranks' compute) in FLOPs, from ./sim_wlb on the same
-    flags (which makes the same batches: its spread must be the log's)."""
-    cp = "--cp" in flags
-    sim_flags = [f for i, f in enumerate(flags) if not cp or f != "--cp" and flags[i - 1] != "--cp"]
-    out = subprocess.run(["./sim_wlb", str(steps)] + sim_flags, capture_output=True, text=True)
+    """Per step of rows: (critical path, all ranks' compute) in FLOPs and the cp-rank spread, from ./sim_wlb
+    on the same flags (which makes the same batches: its spreads must be the log's)."""
+    out = subprocess.run(["./sim_wlb", str(steps)] + flags, capture_output=True, text=True)
     if out.returncode != 0:
         sys.exit(f"error: sim_wlb exited {out.returncode}: {out.stderr[-500:]}")
-    sim = {int(f[1]): (float(f[3]), float(f[5]), float(f[7])) for f in map(str.split, out.stdout.splitlines())}
+    # step S spread_mb X makespan Y total Z [spread_cp W]
+    sim = {int(f[1]): (float(f[3]), float(f[5]), float(f[7]), float(f[9]) if len(f) > 9 else 0.0)
+           for f in map(str.split, out.stdout.splitlines())}
     result = []
     for r in rows:
-        spread, span, total = sim[r["step"]]
-        if abs(spread - r["attn_spread_mb"]) > 1e-3:
-            sys.exit(f"error: sim_wlb's step {r['step']} spread {spread} is not the log's {r['attn_spread_mb']}")
-        if cp:  # no pipeline (span == total): the matmuls over 2, the heavier cp rank's attention
-            attention = 12.0 * 4 * 64 * r["attn_work"]  # 12 L d per visible pair: tiny, 4 layers
-            span = (total - attention) / 2 + attention / 2 * (1 + r["attn_spread_cp"] / 2)
-        result.append((span, total))
+        spread, span, total, spread_cp = sim[r["step"]]
+        for name, ours, key in (("spread", spread, "attn_spread_mb"), ("cp spread", spread_cp, "attn_spread_cp")):
+            if abs(ours - r[key]) > 1e-3:
+                sys.exit(f"error: sim_wlb's step {r['step']} {name} {ours} is not the log's {r[key]}")
+        result.append((span, total, spread_cp))
     return result
 
 
@@ -95,15 +96,16 @@ def main():
     batch = ["--global-batch", "8", "--micro-batch", "1"]
     layouts = [("pp2", {"pp": 2, "flags": ["--pp", "2", "--schedule", "1f1b"] + batch}),
                ("pp4", {"pp": 4, "flags": ["--pp", "4", "--schedule", "1f1b"] + batch}),
-               ("cp2", {"pp": 1, "flags": ["--cp", "2"] + batch})]
+               ("cp2", {"pp": 1, "flags": ["--cp", "2"] + batch}),
+               ("cp2doc", {"pp": 1, "flags": ["--cp", "2", "--cp-split", "doc"] + batch})]
     cores = os.cpu_count() or 1
     print(f"tiny model (d 64), 4 layers, seq {a.seq_len}, documents log-normal median {median:g} sigma 0.99, "
           f"global batch 8 x micro-batch 1, {a.steps} steps (means of steps 2..), {cores} cores")
-    print(f"{'layout':6} {'packing':7} {'wall ms':>8} {'bubble':>7} {'spread mb':>10} {'dp':>6} {'cp':>6}"
+    print(f"{'layout':6} {'packing':7} {'wall ms':>8} {'bubble':>7} {'spread mb':>10} {'dp':>6} {'cp':>6} {'sim cp':>7}"
           f" {'attn Mpairs':>12} {'wall/greedy':>12} {'crit ms':>8} {'crit/greedy':>12} {'pass crit/greedy':>17}")
     with tempfile.TemporaryDirectory() as workdir:
         for name, layout in layouts:
-            res, ranks, rate = {}, 2 if name == "cp2" else layout["pp"], None
+            res, ranks, rate = {}, 2 if name.startswith("cp2") else layout["pp"], None
             for packing in ("concat", "greedy", "wlb"):
                 flags = run_flags + layout["flags"] + ["--packing", packing]
                 rows = run(flags, a.steps, workdir, f"{name}_{packing}")
@@ -113,14 +115,16 @@ def main():
                     ("ms", "ms"), ("bubble", "bubble"), ("mb", "attn_spread_mb"), ("dp", "attn_spread_dp"),
                     ("cp", "attn_spread_cp"), ("work", "attn_work"))}
                 crit, total = statistics.mean(s[0] for s in steps), statistics.mean(s[1] for s in steps)
+                r["sim_cp"] = statistics.mean(s[2] for s in steps)
                 rate = rate or r["ms"] * min(ranks, cores) / total  # ms per FLOP: concat's run
                 r["crit"] = crit * rate
-                r["pass"] = pass_critical(flags)[0] if layout["pp"] > 1 else float("nan")
+                r["pass"] = pass_critical(flags)[0]
                 g = res.get("greedy")
                 wall_ratio, crit_ratio, pass_ratio = ((r["ms"] / g["ms"], r["crit"] / g["crit"], r["pass"] / g["pass"])
                                                       if g else (float("nan"),) * 3)
                 print(f"{name:6} {packing:7} {r['ms']:8.1f} {r['bubble']:7.2f} {100 * r['mb']:9.1f}% "
-                      f"{100 * r['dp']:5.1f}% {100 * r['cp']:5.1f}% {r['work'] / 1e6:12.2f} {wall_ratio:12.2f}"
+                      f"{100 * r['dp']:5.1f}% {100 * r['cp']:5.1f}% {100 * r['sim_cp']:6.1f}% {r['work'] / 1e6:12.2f}"
+                      f" {wall_ratio:12.2f}"
                       f" {r['crit']:8.1f} {crit_ratio:12.2f} {pass_ratio:17.3f}", flush=True)
 
 

@@ -244,26 +244,9 @@ static void nompi_build(void) {
                                                                : "NOT refused by the tag range");
 }
 
-static double mtime_of(const char* path) {
-    struct stat st;
-    return stat(path, &st) ? -1 : st.st_mtim.tv_sec + 1e-9 * st.st_mtim.tv_nsec;
-}
-
-// ./train_asan, rebuilt when missing or older than train_gpt.c or any header of its folders.
+// ./train_asan, (re)built by make (Makefile.faults: the one build command, rebuilt when a header changed).
 static int build_asan(void) {
-    double newest = mtime_of("train_gpt.c"), have = mtime_of("train_asan");
-    glob_t g;  // the headers are in the folders (runtime/, model/cpu/, ...): "*.h" alone saw none
-    static const char* headers[2] = {"*/*.h", "*/*/*.h"};
-    for (int k = 0; k < 2 && glob(headers[k], 0, NULL, &g) == 0; k++) {
-        for (size_t i = 0; i < g.gl_pathc; i++) if (mtime_of(g.gl_pathv[i]) > newest) newest = mtime_of(g.gl_pathv[i]);
-        globfree(&g);
-    }
-    if (have > 0 && have >= newest) return 1;
-    printf("building train_asan (mpicc -O1 -g -fsanitize=address,undefined) ...\n");
-    fflush(stdout);
-    return sh("mpicc -O1 -g -fsanitize=address,undefined -fno-omit-frame-pointer -fopenmp -std=gnu11 -I. -o train_asan "
-              "train_gpt.c -lm "
-              "> " ROOT "/asan_build.txt 2>&1") == 0;
+    return sh("make --no-print-directory -f Makefile.faults train_asan > " ROOT "/asan_build.txt 2>&1") == 0;
 }
 
 // The long paths' flags and checks, made by bad_inputs_setup for BAD_RUNS.

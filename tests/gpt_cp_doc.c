@@ -100,6 +100,26 @@ static void test_cp_doc_spread(void) {
     free(t);
 }
 
+// The CPU kernel on each ring rank's rows in its documents' order (AttnBlock q_at, k_at), merged over the
+// ring, against the whole sequence (tests/gpt_kernels.c test_attention_ring, split 2): documents across
+// ranks and tiles (GQA, MQA), one document the whole sequence, every token its own (greedy's padding), T
+// not a multiple of the tile, hd 64 and 128.
+static void test_cp_doc_kernels(void) {
+    int d16[32], s0[] = {3, 6, 13}, s1[] = {0, 8}, T = 2 * ATT_ROWS + 8, T2 = 136, s2[] = {5, 40, 41, 60};
+    int *one = (int*)xcalloc(16, sizeof(int)), *own = (int*)xmalloc(sizeof(int) * 16);
+    int *d72 = (int*)xmalloc(sizeof(int) * T), *d136 = (int*)xmalloc(sizeof(int) * T2);
+    rng_seed(&test_rng, 2828);  // this section may run alone
+    for (int p = 0; p < 16; p++) own[p] = p;
+    docs_from_starts(d16, 16, s0, 3), docs_from_starts(d16 + 16, 16, s1, 2);
+    docs_from_starts(d72, T, s2, 4), docs_from_starts(d136, T2, s2, 4);
+    test_attention_ring(2, 16, 4, 2, 8, 2, 2, d16);
+    test_attention_ring(1, 16, 2, 2, 4, 4, 2, one);
+    test_attention_ring(1, 16, 2, 1, 4, 2, 2, own);
+    test_attention_ring(1, T, 4, 2, 64, 4, 2, d72);
+    test_attention_ring(1, T2, 2, 1, 128, 2, 2, d136);
+    free(one), free(own), free(d72), free(d136);
+}
+
 // The pairs model/cpu/attention.h computes (its forward's returned figure) over the visible pairs
 // (attention_work) of every ring rank's blocks at dev/bench_wlb.py's shape, 4 sequences of greedy's
 // batch 10: ring rank r's rows against each rank's keys, as cp_blocks makes them under --cp-split
@@ -148,6 +168,7 @@ static void test_cp_doc(void) {
     check(flags_refused("--cp 4 --cp-kind 2d --cp-ulysses 4 --cp-split doc", "leaves a ring of one rank"),
           "cp split doc: refused under --cp-kind 2d when the ring has one rank (cp / U = 1)", NULL);
     test_cp_doc_order();
+    test_cp_doc_kernels();
     test_cp_doc_pairs();
     test_cp_doc_spread();
 }

@@ -245,14 +245,23 @@ static void test_attention(int B, int T, int H, int KV, int hd) {
     free(qkv), free(R), free(out), free(lse), free(dqkv), free(ctx.qkv), free(ctx.R), free(ref), free(ratt), free(rlse);
 }
 
+// The position of row i of ring rank r in sequence b: its documents' order (order: B x T), or the
+// sequence's zig-zag / contiguous split (order NULL).
+static int ring_row_position(const int* order, int b, int r, int i, int R, int T, int contiguous) {
+    return order ? order[(size_t)b * T + r * (T / R) + i] : cp_ring_position(i, r, R, T, contiguous);
+}
+
 // --- attention by blocks, as context parallelism's ring computes it: each ring rank's
 // zig-zag rows against every rank's keys (context_parallel.h cp_blocks, in ring order),
 // merged by log-sum-exp, against the whole-sequence attention; the backward's dq of each
 // rank and dk, dv summed over the ranks that saw each key, against the whole backward.
-// doc (B x T, NULL: none): documents (tests/gpt_docs.c), both sides masked by them. ---
-static void test_attention_ring(int B, int T, int H, int KV, int hd, int R, int contiguous, const int* doc) {
+// doc (B x T, NULL: none): documents (tests/gpt_docs.c), both sides masked by them. split: 0
+// the sequence's zig-zag, 1 contiguous, 2 --cp-split doc (each sequence's cp_doc_order). ---
+static void test_attention_ring(int B, int T, int H, int KV, int hd, int R, int split, const int* doc) {
     char name[160];
-    int stride = (H + 2 * KV) * hd, Ts = T / R, kv_ld = 2 * KV * hd;
+    int stride = (H + 2 * KV) * hd, Ts = T / R, kv_ld = 2 * KV * hd, contiguous = split == 1;
+    int* order = split == 2 ? (int*)xmalloc(sizeof(int) * B * T) : NULL;  // sequence b's rows at [b * T]
+    for (int b = 0; order && b < B; b++) cp_doc_order(doc ? doc + (size_t)b * T : NULL, T, R, order + (size_t)b * T);
     size_t nq = (size_t)B * T * stride, no = (size_t)B * T * H * hd;
     float *qkv = randn_f(nq, 1), *dout = randn_f(no, 1), *out = filled_f(no, NAN),
           *lse = filled_f((size_t)B * H * T, NAN);
@@ -268,7 +277,8 @@ static void test_attention_ring(int B, int T, int H, int KV, int hd, int R, int 
     for (int r = 0; r < R; r++)
         for (int b = 0; b < B; b++)
             for (int i = 0; i < Ts; i++) {
-                size_t full = (size_t)b * T + cp_ring_position(i, r, R, T, contiguous), row = (size_t)b * Ts + i;
+                size_t full = (size_t)b * T + ring_row_position(order, b, r, i, R, T, contiguous);
+                size_t row = (size_t)b * Ts + i;
                 memcpy(q_r + r * lq + row * stride, qkv + full * stride, sizeof(float) * stride);
                 memcpy(kv_r + r * lk + row * kv_ld, qkv + full * stride + H * hd,
                        sizeof(float) * kv_ld);  // as the ring sends it
@@ -279,6 +289,7 @@ static void test_attention_ring(int B, int T, int H, int KV, int hd, int R, int 
     m.c.seq_len = T, m.c.cp = R, m.c.cp_ulysses = 1, m.c.cp_contiguous = contiguous, m.Hl = H, m.KVl = KV, m.hd = hd,
     m.T = Ts, m.B = B;
     m.doc_start = m.doc_seq = (int*)doc, m.kernel_doc_seq = doc;  // micro-batch m.mb 0: these B sequences
+    m.c.cp_doc = split == 2, m.cp_by_doc = split == 2, m.cp_order = order, m.kernel_cp_order = order;
     AttnBlock blk[4];
     for (int pass = 0; pass < 2; pass++)
         for (int r = 0; r < R; r++) {
@@ -303,7 +314,8 @@ static void test_attention_ring(int B, int T, int H, int KV, int hd, int R, int 
     for (int r = 0; r < R; r++)
         for (int b = 0; b < B; b++)
             for (int i = 0; i < Ts; i++) {
-                size_t full = (size_t)b * T + cp_ring_position(i, r, R, T, contiguous), row = (size_t)b * Ts + i;
+                size_t full = (size_t)b * T + ring_row_position(order, b, r, i, R, T, contiguous);
+                size_t row = (size_t)b * Ts + i;
                 for (int k = 0; k < H * hd; k++) {
                     eo[r * lo + row * H * hd + k] = out[full * H * hd + k];
                     edq[r * lo + row * H * hd + k] = dqkv[full * stride + k];
@@ -315,7 +327,8 @@ static void test_attention_ring(int B, int T, int H, int KV, int hd, int R, int 
             }
     const char* tag = KV < H ? "GQA" : "MHA";
     snprintf(name, sizeof(name), "fwd/attention ring R=%d %s blocks merged = whole sequence (%s T%d%s)", R,
-             contiguous ? "contiguous" : "zig-zag", tag, T, doc ? ", documents" : "");
+             split == 2 ? "documents' zig-zag" : contiguous ? "contiguous" : "zig-zag", tag, T,
+             doc ? ", documents" : "");
     check_err(name, rel_err(o_r, eo, R * lo), TOL_FWD);
     snprintf(name, sizeof(name), "fwd/attention ring R=%d log-sum-exp = whole sequence", R);
     check_err(name, rel_err(l_r, el, (size_t)R * B * H * Ts), TOL_FWD);
@@ -324,7 +337,7 @@ static void test_attention_ring(int B, int T, int H, int KV, int hd, int R, int 
     snprintf(name, sizeof(name), "bwd/attention ring R=%d dk, dv summed over the ring = whole sequence", R);
     check_err(name, rel_err(dkv_r, edkv, R * lk), TOL_FWD);
     free(qkv), free(dout), free(out), free(lse), free(dqkv), free(q_r), free(kv_r), free(do_r), free(o_r), free(l_r);
-    free(dq_r), free(dkv_r), free(eo), free(el), free(edq), free(edkv);
+    free(dq_r), free(dkv_r), free(eo), free(el), free(edq), free(edkv), free(order);
 }
 
 // The zig-zag split: ring rank r holds chunks r and 2R-1-r, so every rank's causal work

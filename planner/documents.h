@@ -262,10 +262,10 @@ static void doc_predict(const ModelConfig* c, const PlanResult* best, const Doc*
     free(units), free(ring.ds), free(ring.ring);
 }
 
-// The table of --doc-lengths for the best layout.
-static void doc_print_prediction(const char* spec, const ModelConfig* c, const PlanResult* best) {
-    DocLengths d;
-    doc_lengths_load(spec, &d);
+// The table of --doc-lengths (doc_lengths_load's d) for the best layout.
+static void doc_print_prediction(const DocLengths* lengths, const ModelConfig* c, const PlanResult* best) {
+    DocLengths d = *lengths;
+    const char* spec = d.source;
     int T = c->seq_len, G = best->micro_batch * best->n_micro * best->dp;
     double want = 2.0 * DOC_SIM_BATCHES * G * T, total = 0, pieces = 0;
     for (size_t i = 0; i < d.n; i++) total += d.len[i], pieces += (d.len[i] + T - 1) / T;
@@ -296,7 +296,7 @@ static void doc_print_prediction(const char* spec, const ModelConfig* c, const P
                100 * pr[i].spread_dp / pr[i].n, cp, 1e3 * pr[i].t_pipeline / pr[i].n, pr[i].tokens / pr[i].n,
                (pr[i].tokens / pr[i].t_pipeline) / (pr[0].tokens / pr[0].t_pipeline));
     }
-    free(d.len), free(docs);
+    free(docs);
 }
 
 #endif

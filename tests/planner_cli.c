@@ -424,6 +424,13 @@ static void test_cli_cp_split(const char* log) {
     check(ok && strstr(slurp(log), "2 ring ranks split by document"), "cli_cp_split_doc_lengths",
           "cp spread concat/greedy/wlb zig-zag %.1f/%.1f/%.1f%%, doc %.1f/%.1f/%.1f%%; ms/step greedy %.2f vs %.2f",
           spread[0][0], spread[0][1], spread[0][2], spread[1][0], spread[1][1], spread[1][2], ms[0][1], ms[1][1]);
+    // a bad --doc-lengths is read before the search: its error is the output's one line (was after the table)
+    const char* bad[] = {"--plan", "--model", "gpt2-124m", "--gpus", "4", "--cp-split", "doc", "--doc-lengths",
+                         "lognormal:0"};
+    int rc = run_plan_capture(bad, 9, log);
+    const char* out = slurp(log);
+    check(rc != 0 && !strncmp(out, "error: --doc-lengths", 20) && strchr(out, '\n') == out + strlen(out) - 1,
+          "cli_doc_lengths_error_before_search", "rc %d, '%.200s'", rc, out);
 }
 
 // The search tries every cp degree and kind, keeps the Ulysses degree within the KV heads, and

@@ -69,30 +69,12 @@ static void unit_pairs(const Args* a, const TokenStream* ts, size_t index, int* 
     for (int u = 0; u < G / B; u++) work[u] = attention_work(ds + (size_t)u * B * T, B, T, pos, T);
 }
 
-// The visible pairs of cp rank r in unit u, cp_work[r * U + u], from the batch's doc_start ds
-// (G x T): the positions cp_positions or (--cp-split doc) cp_doc_order gives it in each sequence.
+// The visible pairs of cp rank r in unit u, cp_work[u * R + r], from the batch's doc_start ds
+// (G x T): the positions the trainer gives it in each sequence (parallel/cp_order.h cp_ring_pairs).
 static void cp_rank_pairs(const ModelConfig* c, const int* ds, int* order, double* cp_work) {
-    int G = c->global_batch, T = c->seq_len, U = G / c->micro_batch, R = c->cp, Ts = T / R;
-    memset(cp_work, 0, sizeof(double) * R * U);
-    for (int g = 0; g < G; g++) {
-        if (c->cp_doc) cp_doc_order(ds + (size_t)g * T, T, R, order);
-        for (int r = 0; r < R; r++) {
-            if (!c->cp_doc) cp_positions(order + r * Ts, T, R, 1, r, c->cp_contiguous);
-            cp_work[(size_t)r * U + g / c->micro_batch] += attention_work(ds + (size_t)g * T, 1, T, order + r * Ts, Ts);
-        }
-    }
-}
-
-// The cp ranks' spread over the batch (their sums over the units) and each unit's heaviest rank.
-static double cp_heaviest(const double* cp_work, int R, int U, double* heaviest) {
-    double rank[64] = {0};
-    for (int u = 0; u < U; u++) heaviest[u] = 0;
-    for (int r = 0; r < R; r++)
-        for (int u = 0; u < U; u++) {
-            double w = cp_work[(size_t)r * U + u];
-            rank[r] += w, heaviest[u] = w > heaviest[u] ? w : heaviest[u];
-        }
-    return spread_of(rank, R);
+    int G = c->global_batch, T = c->seq_len, B = c->micro_batch, R = c->cp;
+    memset(cp_work, 0, sizeof(double) * R * (G / B));
+    for (int g = 0; g < G; g++) cp_ring_pairs(c, R, ds + (size_t)g * T, order, cp_work + (size_t)(g / B) * R);
 }
 
 int main(int argc, char** argv) {
@@ -108,7 +90,6 @@ int main(int argc, char** argv) {
     int G = c->global_batch, T = c->seq_len, B = c->micro_batch, U = G / B, m = U / c->dp, nc = c->pp * c->vpp;
     if (!G || G % (B * c->dp)) fail("sim_wlb: give --global-batch, a multiple of dp x --micro-batch (got %d)", G);
     if (c->cp_ulysses > 1) fail("sim_wlb: Ulysses' cp ranks are not modelled (give --cp-kind ring)");
-    if (c->cp > 64) fail("sim_wlb: at most 64 cp ranks");
     const char* why = schedule_check(c->schedule, c->pp, c->vpp, m);
     if (why || nc > 256 || (size_t)G * T > ((size_t)1 << 26)) fail("sim_wlb: %s", why ? why : "a layout too large");
     TokenStream train;
@@ -124,7 +105,7 @@ int main(int argc, char** argv) {
     for (long s = 0; s < steps; s++) {
         unit_pairs(&a, &train, (size_t)s, buf, pos, work);
         cp_rank_pairs(c, buf + 2 * (size_t)G * T, order, cp_work);
-        double total = 0, slowest = 0, spread_cp = cp_heaviest(cp_work, R, U, heaviest);
+        double total = 0, slowest = 0, spread_cp = cp_ring_heaviest(cp_work, U, R, heaviest);
         for (int r = 0; r < c->dp; r++) {  // dp rank r runs units r*m .. r*m+m-1 (data.h load_batch)
             for (int mb = 0; mb < m; mb++)
                 for (int g = 0; g < nc; g++) {

@@ -2,11 +2,12 @@
 // (parallel/context_parallel.h states the splits): the sequence's zig-zag or contiguous split,
 // and --cp-split doc's per-document zig-zag. Pure functions of the shape (and the documents),
 // apart from the Model, so the planner (planner/documents.h) and dev/sim_wlb.c order the rows
-// as the trainer does.
+// as the trainer does and measure the ring ranks' attention work alike (cp_ring_pairs).
 #ifndef CP_ORDER_H
 #define CP_ORDER_H
 
-#include "runtime/common.h"  // xcalloc
+#include "runtime/common.h"   // xcalloc
+#include "runtime/packing.h"  // attention_work, spread_of (and model/config.h: ModelConfig)
 
 // The position in the sequence of row i (of Ts) of ring rank r's rows.
 static int cp_ring_position(int i, int r, int R, int T, int contiguous) {
@@ -41,6 +42,35 @@ static void cp_doc_order(const int* doc, int T, int R, int* order) {
         next = (next + extra) % (2 * R);
     }
     free(filled);
+}
+
+// Adds to pairs[r] the visible pairs (attention_work) ring rank r of R holds of one sequence of
+// c->seq_len positions whose doc_start is ds, split as the trainer splits it (c->cp_doc,
+// c->cp_contiguous); order: room for seq_len ints. The trainer's attn_spread_cp (runtime/train.h
+// batch_imbalance), dev/sim_wlb.c and the planner (planner/documents.h) measure by it.
+static void cp_ring_pairs(const ModelConfig* c, int R, const int* ds, int* order, double* pairs) {
+    int T = c->seq_len, Ts = T / R;
+    if (c->cp_doc) cp_doc_order(ds, T, R, order);
+    for (int r = 0; r < R; r++) {
+        if (!c->cp_doc) cp_positions(order + r * Ts, T, R, 1, r, c->cp_contiguous);
+        pairs[r] += attention_work(ds, 1, T, order + r * Ts, Ts);
+    }
+}
+
+// ring[u * R + r]: ring rank r's pairs of micro-batch u (of U) -> heavy[u], its heaviest rank's (each
+// layer's ring waits for it); returns the spread of the ranks' sums over the batch.
+static double cp_ring_heaviest(const double* ring, int U, int R, double* heavy) {
+    double* rank = (double*)xcalloc(R, sizeof(double));
+    for (int u = 0; u < U; u++) {
+        heavy[u] = 0;
+        for (int r = 0; r < R; r++) {
+            double w = ring[(size_t)u * R + r];
+            heavy[u] = w > heavy[u] ? w : heavy[u], rank[r] += w;
+        }
+    }
+    double spread = spread_of(rank, R);
+    free(rank);
+    return spread;
 }
 
 #endif

@@ -124,33 +124,6 @@ static double doc_pipeline_factor(const ModelConfig* c, const PlanResult* best, 
     return span / whole;
 }
 
-// Adds to pairs[r] the pairs ring rank r (of R) holds of one sequence whose doc_start is ds (T),
-// split as the trainer splits it (order: T ints of room).
-static void doc_ring_add(const ModelConfig* c, int R, const int* ds, int* order, double* pairs) {
-    int T = c->seq_len, Ts = T / R;
-    if (c->cp_doc) cp_doc_order(ds, T, R, order);
-    for (int r = 0; r < R; r++) {
-        if (!c->cp_doc) cp_positions(order + r * Ts, T, R, 1, r, c->cp_contiguous);
-        pairs[r] += attention_work(ds, 1, T, order + r * Ts, Ts);
-    }
-}
-
-// ring[u * R + r]: ring rank r's pairs of unit u -> heavy[u], the unit's heaviest rank's; returns the
-// spread of the ranks' sums over the batch.
-static double doc_ring_heaviest(const double* ring, int U, int R, double* heavy) {
-    double* rank = (double*)xcalloc(R, sizeof(double));
-    for (int u = 0; u < U; u++) {
-        heavy[u] = 0;
-        for (int r = 0; r < R; r++) {
-            double w = ring[(size_t)u * R + r];
-            heavy[u] = w > heavy[u] ? w : heavy[u], rank[r] += w;
-        }
-    }
-    double spread = spread_of(rank, R);
-    free(rank);
-    return spread;
-}
-
 // units[u]: unit u's attention pairs in one batch, heavy[u] the attention that paces it (its pairs,
 // or with a ring its heaviest ring rank's), full_heavy that of a unit of whole causal sequences;
 // spread_cp the ring ranks' -> the figures of that batch into *pr (summed).
@@ -185,7 +158,7 @@ static DocRing doc_ring_new(const ModelConfig* c, const PlanResult* best, int U)
     g.ring = (double*)xcalloc((size_t)U * (g.R + 1) + g.R, sizeof(double)), g.heavy = g.ring + (size_t)U * g.R;
     if (g.R == 1) return g;
     double* whole = g.heavy + U;
-    doc_ring_add(c, g.R, g.ds, g.order, whole);  // ds all 0: one document a sequence
+    cp_ring_pairs(c, g.R, g.ds, g.order, whole);  // ds all 0: one document a sequence
     g.full_heavy = 0;
     for (int r = 0; r < g.R; r++) g.full_heavy = B * whole[r] > g.full_heavy ? B * whole[r] : g.full_heavy;
     return g;
@@ -205,7 +178,7 @@ static void doc_packed_ring(const ModelConfig* c, const DocPlan* p, size_t b, Do
         for (int t = 0; t < T; t++) g->ds[t] = t;
         for (size_t i = s ? at[s - 1] : 0; i < at[s]; i++)
             for (int j = 0; j < p->placed[idx[i]].len; j++) g->ds[p->placed[idx[i]].off + j] = p->placed[idx[i]].off;
-        doc_ring_add(c, g->R, g->ds, g->order, g->ring + (size_t)(s / p->B) * g->R);
+        cp_ring_pairs(c, g->R, g->ds, g->order, g->ring + (size_t)(s / p->B) * g->R);
     }
     free(at);
 }
@@ -237,10 +210,10 @@ static void doc_predict(const ModelConfig* c, const PlanResult* best, const Doc*
                     if (used == docs[d].len) d++, used = 0;
                 }
                 for (int t = T - room; t < T; t++) ring.ds[t] = t;  // past the last document
-                if (ring.R > 1) doc_ring_add(c, ring.R, ring.ds, ring.order, ring.ring + (size_t)u * ring.R);
+                if (ring.R > 1) cp_ring_pairs(c, ring.R, ring.ds, ring.order, ring.ring + (size_t)u * ring.R);
             }
         }
-        double spread_cp = ring.R > 1 ? doc_ring_heaviest(ring.ring, U, ring.R, ring.heavy) : 0;
+        double spread_cp = ring.R > 1 ? cp_ring_heaviest(ring.ring, U, ring.R, ring.heavy) : 0;
         if (n_batches >= DOC_SIM_SKIP)
             doc_batch_figures(c, best, f_att, units, heavy, ring.full_heavy, spread_cp, U, (double)G * T, &pr[0]);
     }
@@ -254,7 +227,7 @@ static void doc_predict(const ModelConfig* c, const PlanResult* best, const Doc*
             for (size_t i = p.batch_at[b]; i < p.batch_at[b + 1]; i++)
                 units[p.placed[i].seq / B] += doc_pairs(p.placed[i].len);
             if (ring.R > 1)
-                doc_packed_ring(c, &p, b, &ring), spread_cp = doc_ring_heaviest(ring.ring, U, ring.R, heavy);
+                doc_packed_ring(c, &p, b, &ring), spread_cp = cp_ring_heaviest(ring.ring, U, ring.R, heavy);
             doc_batch_figures(c, best, f_att, units, heavy, ring.full_heavy, spread_cp, U, tokens, &pr[packing]);
         }
         free(p.placed), free(p.batch_at);

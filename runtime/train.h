@@ -140,7 +140,7 @@ static void trace_documents(Model* m, int step, const int* tg, const int* ds, co
 // share its rows' work evenly (a head each), so pure Ulysses (a ring of one) has none.
 static void batch_imbalance(Model* m, const TokenStream* ts, size_t index) {
     const ModelConfig* c = &m->c;
-    int G = c->global_batch, T = c->seq_len, B = c->micro_batch, U = G / B, R = c->cp / c->cp_ulysses, Ts = T / R;
+    int G = c->global_batch, T = c->seq_len, B = c->micro_batch, U = G / B, R = c->cp / c->cp_ulysses;
     int* in = (int*)xmalloc(sizeof(int) * 3 * (size_t)G * T);
     int *tg = in + (size_t)G * T, *ds = tg + (size_t)G * T, *pos = (int*)xmalloc(sizeof(int) * T);
     for (int j = 0; j < T; j++) pos[j] = j;
@@ -151,14 +151,8 @@ static void batch_imbalance(Model* m, const TokenStream* ts, size_t index) {
     for (int u = 0; u < U; u++) work[u] = attention_work(ds + (size_t)u * B * T, B, T, pos, T);
     double* dp_work = (double*)xcalloc(c->dp, sizeof(double));
     for (int u = 0; u < U; u++) dp_work[u / m->n_micro] += work[u];
-    for (int r = 0; r < R && !c->cp_doc; r++) {  // the positions ring rank r holds of every sequence
-        cp_positions(pos, T, R, 1, r, c->cp_contiguous);
-        work[U + r] = attention_work(ds, G, T, pos, Ts);
-    }
-    for (int g = 0; g < G && c->cp_doc; g++) {  // --cp-split doc: each sequence's own positions per ring rank
-        cp_doc_order(ds + (size_t)g * T, T, R, in);  // (in: the tokens are not needed)
-        for (int r = 0; r < R; r++) work[U + r] += attention_work(ds + (size_t)g * T, 1, T, in + r * Ts, Ts);
-    }
+    for (int g = 0; g < G; g++)  // the positions each ring rank holds of every sequence (in: the tokens are not needed)
+        cp_ring_pairs(c, R, ds + (size_t)g * T, in, work + U);
     m->met->att_spread[0] = spread_of(work, U);
     m->met->att_spread[1] = spread_of(dp_work, c->dp);
     m->met->att_spread[2] = spread_of(work + U, R);

@@ -59,18 +59,14 @@ static void test_cp_doc_order(void) {
 // The cp-rank spread of attention work of global batch b of plan p (G sequences of T), each
 // sequence split by its documents (doc 1) or the sequence's zig-zag (doc 0) over R ring ranks.
 static double cp_rank_spread(const DocPlan* p, const int* tokens, size_t b, int R, int by_doc) {
-    int G = p->G, T = p->T, Ts = T / R;
+    int G = p->G, T = p->T;
     int *in = (int*)xmalloc(sizeof(int) * (3 * (size_t)G * T + T)), *ds = in + 2 * (size_t)G * T, *pos = ds + G * T;
     for (int j = 0; j < T; j++) pos[j] = j;
     plan_fill(p, tokens, b, 0, G, pos, T, in, in + (size_t)G * T, NULL, ds);
+    ModelConfig c = {0};
+    c.seq_len = T, c.cp_doc = by_doc;
     double work[8] = {0};
-    for (int g = 0; g < G; g++) {
-        if (by_doc) cp_doc_order(ds + (size_t)g * T, T, R, pos);
-        for (int r = 0; r < R; r++) {
-            if (!by_doc) cp_positions(pos + r * Ts, T, R, 1, r, 0);
-            work[r] += attention_work(ds + (size_t)g * T, 1, T, pos + r * Ts, Ts);
-        }
-    }
+    for (int g = 0; g < G; g++) cp_ring_pairs(&c, R, ds + (size_t)g * T, pos, work);
     free(in);
     return spread_of(work, R);
 }

@@ -21,11 +21,13 @@ static void plan_usage(void) {
         "  --global-batch-tokens N or --global-batch N (sequences; default 4194304 tokens)\n"
         "  --attention %s, --rms-kernel on|off   evaluate only these kernels\n"
         "                          (flash_triton, FlashAttention in Triton, only when named)\n"
-        "  --software trainer|scaling|framework   what runs the layout: this trainer (default, its own buffers), the\n"
+        "  --software trainer|scaling|framework|foundry   what runs the layout: this trainer (default, its own "
+        "buffers), the\n"
         "                          Aleph Alpha Scaling codebase of the layouts study (its rank order, pipeline cut, "
         "loss\n"
         "                          and DP reduction), or a PyTorch framework (Megatron-LM, FSDP: autograd's "
         "activations)\n"
+        "                          (foundry: as llm-foundry ran it: dropout 0, flash-attn's fused cross-entropy)\n"
         "  --tp --pp --dp --vpp --micro-batch N, --recompute none|selective|full, --sp 0|1, --zero 0..3,\n"
         "  --schedule 1f1b|interleaved|zb-h1|zb-v, --offload none|optimizer|activations|both (every layout; "
         "planner/time.h), --offload-frames 1|2,\n"
@@ -218,8 +220,10 @@ static void plan_parse_args(int argc, char** argv, PlanArgs* a) {
             else if (!strcmp(v, "scaling")) a->setup = plan_setup_for(SOFTWARE_SCALING);
             else if (!strcmp(v, "framework"))
                 a->setup = plan_setup_for(SOFTWARE_FRAMEWORK);
+            else if (!strcmp(v, "foundry"))
+                a->setup = plan_setup_for(SOFTWARE_FOUNDRY);
             else
-                fail("--software: expected trainer, scaling or framework, got '%s'", v);
+                fail("--software: expected trainer, scaling, framework or foundry, got '%s'", v);
         } else if (!plan_filter_flag(flag, v, f))
             fail("--plan: unknown flag '%s' (see --plan --help)", flag);
     }

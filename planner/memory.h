@@ -74,9 +74,9 @@ static double act_bytes_per_layer(const ModelConfig* c, int b, int tp, int cp, i
     if (recompute == RECOMPUTE_FULL) return 2 * sbh / (sp ? t : 1);
     double replicated, split, attn;
     int lse_only = attn_is_flash(k->attention) || cp > 1;
-    if (c->arch == ARCH_GPT2) {
-        replicated = 10, split = 24;
-        attn = lse_only ? 4 * a / h : 5 * a * s / h;
+    if (c->arch == ARCH_GPT2) {  // at dropout 0 no masks: 2 replicated (tp) or 2 of 24 (tp + SP), as/h
+        replicated = k->no_dropout ? 8 : 10, split = 24;
+        attn = lse_only ? 4 * a / h : (k->no_dropout ? 4 : 5) * a * s / h;
     } else {
         double r = (double)c->n_kv_head / c->n_head, f = (double)c->d_ff / h;
         replicated = 8, split = 4 + 4 * r + 8 * f;
@@ -93,8 +93,12 @@ static double act_bytes_per_layer(const ModelConfig* c, int b, int tp, int cp, i
 // Megatron's vocabulary-parallel one): the bf16 logits e, their fp32 copy 4, the saved fp32
 // log-softmax (or softmax) 4, the incoming fp32 gradient 4 and its exponentials 4, before the
 // gradient goes back to bf16: e + 16. At 8k tokens and a 128k vocabulary that is 36 GiB for a
-// micro-batch of 2 on the last stage: the term that decides out-of-memory there.
-static double loss_bytes_per_logit(int dtype_bytes) { return dtype_bytes + 16; }
+// micro-batch of 2 on the last stage: the term that decides out-of-memory there. A fused
+// cross-entropy (loss_fused: flash-attn's xentropy) keeps the logits (e) and one fp32 log-sum-exp
+// per row, and its backward writes the logits' gradient in their dtype (e): 2e.
+static double loss_bytes_per_logit(const PlanSetup* k, int dtype_bytes) {
+    return k->loss_fused ? 2 * dtype_bytes : dtype_bytes + 16;
+}
 
 // Bytes one layer's deferred weight pass keeps beyond the activations, for one micro-batch
 // on one GPU: under the zero-bubble schedules the input pass B leaves the output gradients

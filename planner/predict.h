@@ -239,7 +239,7 @@ static void plan_memory(const ModelConfig* c, const PlanSetup* k, const DevicePr
     // ring buffers of K, V and fp32 dK, dV, with Ulysses the head-split q, k, v, output and
     // output gradient and the all-to-all's send and receive buffers; under ZeRO-3 two
     // gathered layers (the current one and the prefetched next).
-    double loss_temp = n * V_loss * loss_bytes_per_logit(d->dtype_bytes) + n_el * h * e;
+    double loss_temp = n * V_loss * loss_bytes_per_logit(k, d->dtype_bytes) + n_el * h * e;
     double Tb = s / (cp / U), scores = mb * c->n_head / (t * U) * Tb * Tb;
     double attn_work = k->attention == ATTN_TORCH           ? scores * (8 + e)
                        : k->attention == ATTN_FUSED_SOFTMAX ? scores * 2 * e

@@ -1,6 +1,6 @@
 // planner/software.h: what the training software does beside the layout: its attention and
 // norm kernels (and the bytes they move), where its process groups land and how it cuts the
-// pipeline (--software trainer | scaling).
+// pipeline (--software trainer | scaling | framework | foundry).
 #ifndef PLANNER_SOFTWARE_H
 #define PLANNER_SOFTWARE_H
 
@@ -58,6 +58,10 @@ typedef struct {
                              // all-reducing its own input gradient over tp (without SP); 0: one fused linear
     int nccl_links;          // 1: its collectives inside a node reach NCCL's measured bus bandwidth (the device's
                              // link_eff_nccl); 0: the device's link_eff, fitted to the layouts study's software
+    int no_dropout;          // 1: trained at dropout 0: no 1-byte dropout masks kept (torch's dropout at p 0
+                             // returns its input); 0: Korthikanti's masks after attention, its projection and fc2
+    int loss_fused;          // 1: a fused cross-entropy (flash-attn's xentropy) that keeps the logits in the
+                             // training dtype and writes their gradient in it; 0: fp32 framework ops
 } PlanSetup;
 
 // The software the planner can model (--software): this trainer, and the Aleph Alpha
@@ -70,14 +74,20 @@ typedef struct {
 // has no context parallelism. `framework`: a PyTorch framework with this trainer's layout
 // rules (Megatron-LM's or FSDP's kind): its activations as autograd keeps them (Korthikanti et
 // al.), the allocator's share, ZeRO-3; the vocabulary-parallel loss and the gradient
-// reduction overlapping the backward, as Megatron-LM and FSDP run them.
-enum { SOFTWARE_TRAINER, SOFTWARE_SCALING, SOFTWARE_FRAMEWORK };
+// reduction overlapping the backward, as Megatron-LM and FSDP run them. `foundry`: that framework as
+// llm-foundry ran its benchmark tables (mosaicml/llm-foundry b2a43a147, FSDP, bf16 autocast): MPT's
+// dropouts are 0 (configuration_mpt.py: attn_pdrop, resid_pdrop, emb_pdrop 0.0) and its loss is flash-
+// attn's fused cross-entropy (modeling_mpt.py: loss_fn 'fused_crossentropy' by default) over the bf16
+// logits of the tied head.
+enum { SOFTWARE_TRAINER, SOFTWARE_SCALING, SOFTWARE_FRAMEWORK, SOFTWARE_FOUNDRY };
 static PlanSetup plan_setup_for(int software) {
-    PlanSetup s = {ATTN_FLASH2, 1, ORDER_TP_PP_DP, SPLIT_LAYERS, 0, 0, 1, 1, 1, 0, 0, 0};
+    PlanSetup s = {ATTN_FLASH2, 1, ORDER_TP_PP_DP, SPLIT_LAYERS, 0, 0, 1, 1, 1, 0, 0, 0, 0, 0};
     if (software == SOFTWARE_SCALING)
         s.rank_order = ORDER_TP_DP_PP, s.pipe_split = SPLIT_PARAMS, s.loss_gathered = 1, s.dp_after_backward = 1,
         s.context_parallel = 0, s.own_buffers = 0, s.own_kernels = 0, s.swiglu_two_linears = 1;
-    if (software == SOFTWARE_FRAMEWORK) s.own_buffers = 0, s.own_kernels = 0, s.tp_async_dgrad = 1, s.nccl_links = 1;
+    if (software == SOFTWARE_FRAMEWORK || software == SOFTWARE_FOUNDRY)
+        s.own_buffers = 0, s.own_kernels = 0, s.tp_async_dgrad = 1, s.nccl_links = 1;
+    if (software == SOFTWARE_FOUNDRY) s.no_dropout = 1, s.loss_fused = 1;
     return s;
 }
 static PlanSetup plan_setup_default(void) { return plan_setup_for(SOFTWARE_TRAINER); }

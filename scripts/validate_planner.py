@@ -158,8 +158,9 @@ def error_summary(label, rs):
 
 def published(train, path, extra):
     """Predict the published runs of other studies (dev/published_runs.csv): each group of one
-    device and one model shape through ./train --plan --runs with the shape's flags, as a
-    PyTorch framework (--software framework) with the row's architecture (column arch: gpt2,
+    device, software and model shape through ./train --plan --runs with the shape's flags, as the
+    row's software (column software: framework, the default, or foundry: llm-foundry's dropout 0
+    and fused loss; --software) with the row's architecture (column arch: gpt2,
     the default: LayerNorm, GELU MLP of d_ff, learned positions, MPT's ALiBi and missing biases
     differ by < 0.1% of the FLOPs; llama: RMSNorm, SwiGLU, RoPE, GQA with n_kv_head, default
     n_head). Rows with held_out 1 were kept out of every fit and are scored apart."""
@@ -167,12 +168,14 @@ def published(train, path, extra):
         rows = list(csv.DictReader(f))
     groups = {}
     for r in rows:
-        r.setdefault("arch", "gpt2"), r.setdefault("held_out", "0")
+        r.setdefault("arch", "gpt2"), r.setdefault("held_out", "0"), r.setdefault("software", "framework")
+        if r["software"] not in ("framework", "foundry"):
+            sys.exit("error: %s: software '%s' (known: framework, foundry)" % (path, r["software"]))
         if not r.get("n_kv_head"):
             r["n_kv_head"] = r["n_head"]
         if r["arch"] not in ARCH_PRESET:
             sys.exit("error: %s: arch '%s' (known: %s)" % (path, r["arch"], ", ".join(ARCH_PRESET)))
-        groups.setdefault((r["device"], r["arch"]) + tuple(r[c] for c, _ in SHAPE_COLS), []).append(r)
+        groups.setdefault((r["device"], r["arch"], r["software"]) + tuple(r[c] for c, _ in SHAPE_COLS), []).append(r)
     pred = []
     for key, rs in groups.items():
         tmp_in = tempfile.NamedTemporaryFile("w", suffix=".csv", delete=False)
@@ -182,7 +185,7 @@ def published(train, path, extra):
             w.writerow(dict(r, model=ARCH_PRESET[key[1]]))
         tmp_in.close()
         out = tempfile.NamedTemporaryFile(suffix=".csv", delete=False).name
-        cmd = [train, "--plan", "--runs", tmp_in.name, "--device", key[0], "--software", "framework"]
+        cmd = [train, "--plan", "--runs", tmp_in.name, "--device", key[0], "--software", key[2]]
         for (col, flag) in SHAPE_COLS:
             cmd += [flag, rs[0][col]]
         p = subprocess.run(cmd + extra + ["--plan-csv", out], capture_output=True, text=True)
@@ -193,7 +196,7 @@ def published(train, path, extra):
         os.unlink(tmp_in.name), os.unlink(out)
         for r, g in zip(rs, got):
             pred.append(dict(r, pred_fits=g["pred_fits"], pred_mfu_pct=g["pred_mfu_pct"], pred_mem_gib=g["pred_mem_gib"]))
-    print("planner on published runs (%s): --software framework %s" % (path, " ".join(extra)))
+    print("planner on published runs (%s): --software of each row %s" % (path, " ".join(extra)))
     print("%-40s %-5s %5s %4s %3s %4s %7s %7s %6s %6s" % ("run", "dev", "seq", "gpus", "mb", "ckpt", "MFU", "planner", "diff",
                                                        "GiB"))
     for r in pred:

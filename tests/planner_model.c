@@ -72,6 +72,38 @@ static void test_memory_by_hand(void) {
           r.mem_weights + r.mem_grads + r.mem_optim, params * 8, r.mem_temp);
 }
 
+// llm-foundry's mpt-350m on 8 A100s (dev/published_runs.csv: seq 2048, micro-batch 32, FSDP ZeRO-3,
+// no checkpointing; it ran) under --software foundry, term by term:
+//   params: 24 layers of 4C^2 + 2CF + 3C + F + 6C = 12596224, the embedding 50432 x 1024 (the vocabulary
+//           padded to 128), positions 2048 x 1024, final LN 2048: 356050944; x 16/8 B (ZeRO-3) = 712101888 B
+//   activations: sbh = 2048 x 32 x 1024; (8 + 24 + 4a/h 0.0625) = 32.0625 sbh a layer (no dropout masks:
+//           Korthikanti's 34 less 2), x 24 layers = 51640270848 B
+//   temporaries: the fused loss's bf16 logits and gradient, 65536 x 50432 x 4 = 13220446208, the final
+//           norm's input 65536 x 1024 x 2, two gathered layers 2 x 12596224 x 2: 13405048832 B
+//   reserve: 0.5 GiB + 22% of the activations: 77655152066.56 B in all, 72.32 GiB: fits in 80 GiB.
+//   --software framework counts 34.0625 sbh (masks) and 18 B per logit (fp32 loss): 119.08 GiB.
+static void test_memory_foundry_by_hand(void) {
+    DeviceProfile d;
+    profile_builtin("a100-80gb", &d);
+    ModelConfig c = model("gpt2-124m", 2048);
+    c.n_layer = 24, c.n_head = c.n_kv_head = 16, c.d_model = 1024, c.d_ff = 4096, c.vocab = 50368;
+    config_finalize(&c);
+    c.dp = 8, c.zero = 3, c.micro_batch = 32;
+    PlanSetup k = plan_setup_for(SOFTWARE_FOUNDRY), fw = plan_setup_for(SOFTWARE_FRAMEWORK);
+    k.attention = fw.attention = ATTN_FLASH_TRITON;
+    PlanResult r, rf;
+    int rc = plan_predict(&c, &k, 256, 8, &d, &r) | plan_predict(&c, &fw, 256, 8, &d, &rf);
+    double act = 51640270848.0, states = 712101888, temp = 13405048832.0;
+    check(rc == 0 && r.mem_weights + r.mem_grads + r.mem_optim == states && r.mem_act == act && r.mem_temp == temp,
+          "foundry_memory_terms_mpt350m", "states %.0f (want %.0f) act %.0f (want %.0f) temp %.0f (want %.0f)",
+          r.mem_weights + r.mem_grads + r.mem_optim, states, r.mem_act, act, r.mem_temp, temp);
+    double total = states + act + temp + 0.5 * GiB + 0.22 * act, sbh = 2048.0 * 32 * 1024, logits = 65536.0 * 50432;
+    check(fabs(r.mem_total / total - 1) < 1e-12 && r.fits && !rf.fits && rf.mem_act - act == 24 * 2 * sbh &&
+              rf.mem_temp - temp == (18 - 4) * logits,
+          "foundry_memory_total_mpt350m", "%.2f GiB (want %.2f, fits), framework %.2f GiB (masks %.0f, fp32 loss %.0f)",
+          r.mem_total / GiB, total / GiB, rf.mem_total / GiB, rf.mem_act - act, rf.mem_temp - temp);
+}
+
 // The same llama-tiny under a framework's memory model (framework_setup), by hand:
 //   states: bf16 weights 2 + bf16 gradients 2 + fp32 master, m, v 12 = 16 B/param: 3941376 B
 //   activations per layer: sbh = 32*2*64 = 4096 B-units; r = 0.5, f = 3:
@@ -106,6 +138,7 @@ static void test_memory_framework_by_hand(void) {
     plan_predict(&c, &k, 2, 8, &d, &r);
     check(t32 == 450560 && r.mem_temp == 5242880, "framework_temporaries_take_the_larger",
           "seq 32: %.0f B (want the loss's 450560), seq 256: %.0f B (want the scores' 5242880)", t32, r.mem_temp);
+    test_memory_foundry_by_hand();
 }
 
 // Korthikanti et al. 2022, Table 2, for GPT-3 175B (h=12288, a=96, s=2048), b=1, t=8:

@@ -103,7 +103,7 @@ static int att_run_end(const AttnBlock* a, int b, int t, int end) {
 static double att_tile_cost(const AttnBlock* a, int b, int t0, int t1) {
     int keys = att_keys_seen(a, b, t1 - 1) - att_keys_first(a, b, t0);
     if (keys <= 0) return 0;
-    return (double)(t1 - t0 + GEMM_MR - 1) / GEMM_MR * GEMM_MR * ((keys + GEMM_NR - 1) / GEMM_NR * GEMM_NR) +
+    return (double)((t1 - t0 + GEMM_MR - 1) / GEMM_MR * GEMM_MR) * ((keys + GEMM_NR - 1) / GEMM_NR * GEMM_NR) +
            ATT_CALL_COST;
 }
 // The end of the tile of query rows from t0 of sequence b: at most ATT_ROWS rows, runs of one

@@ -148,22 +148,31 @@ static double trainer_zero_work_bytes(const ModelConfig* c, int dtype_bytes, int
     return grads + (c->zero == 3 ? (4 + (dtype_bytes < 4 ? dtype_bytes : 0)) * (2 * layer + ends) : 0);
 }
 
+// What this trainer's --offload optimizer holds off the device, for a rank whose stage has
+// stage_params parameters (its whole local buffer) and whose optimizer range has range_params
+// (all of them, or a 1/R shard with ZeRO). The CPU build (dtype_bytes 4): m and v of the range in
+// the --offload-dir tier (runtime/offload.h), 8 B each. The GPU build pins (cudaMallocHost,
+// train_gpt.cu params_init, runtime/offload_gpu.h): the fp32 master of the whole stage (4), its
+// bf16 staging for the copy up (2; not under ZeRO-3, which uploads its fp32 shard), and of the
+// range the gradient's staging (4) and m, v (8). The startup table (runtime/metrics.h) and the
+// planner both count it here.
+static double offload_host_bytes(int zero, int dtype_bytes, double stage_params, double range_params) {
+    if (dtype_bytes >= 4) return 8 * range_params;
+    return (4.0 + (zero != 3 ? 2 : 0)) * stage_params + (4.0 + 8) * range_params;
+}
 // --offload optimizer (ZeRO-Offload, Ren et al. 2021): AdamW's state and the fp32 master leave
 // the device. For a framework o holds the master with m and v (state_bytes_per_param). This
 // trainer (own) holds its master in w: the GPU build (dtype_bytes < 4) then keeps only the bf16
-// copy there, and its master (the optimizer range: whole, or a 1/R shard with ZeRO) goes to the
-// host (runtime/offload_gpu.h), but under ZeRO-3 its fp32 shard stays on the device too (the
-// units are gathered from it); the CPU build's fp32 weights are its master and stay. Returns the
-// bytes per parameter moved to the host.
+// copy there, but under ZeRO-3 its fp32 shard stays on the device too (the units are gathered
+// from it); the CPU build's fp32 weights are its master and stay. Returns the bytes per
+// parameter held on the host (offload_host_bytes for this trainer).
 static double offload_state_bytes(const ModelConfig* c, int own, int dtype_bytes, double* w, double* o) {
     if (!(c->offload & OFFLOAD_OPTIMIZER)) return 0;
     double host = *o;
     *o = 0;
-    if (own && dtype_bytes < 4) {
-        if (c->zero != 3) *w -= 4;
-        host += c->zero ? 4.0 / (c->dp * c->cp) : 4;
-    }
-    return host;
+    if (!own) return host;
+    if (dtype_bytes < 4 && c->zero != 3) *w -= 4;
+    return offload_host_bytes(c->zero, dtype_bytes, 1, c->zero ? 1.0 / (c->dp * c->cp) : 1);
 }
 // --offload activations: a framework's (micro-batch, chunk) activations held on the device at
 // the stage's peak: at most the frames of each chunk (runtime/offload.h).

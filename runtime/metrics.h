@@ -210,8 +210,8 @@ static void print_startup(const Layout* L, const ParamLayout* P, const ModelConf
 // At start: the planner's prediction for this run's layout (planner.h, the model behind
 // ./train --plan) on `device`, and this rank's buffer sizes from the layout. At the end
 // (metrics_finish) both are shown beside what was measured.
-// Offloaded (--offload): AdamW's m and v with --offload optimizer, and the GPU build's fp32 master of
-// the optimizer range (param_bytes != 4: the CPU build's fp32 weights are its master and stay);
+// Offloaded (--offload): with --offload optimizer what planner/memory.h offload_host_bytes counts
+// (the CPU build, param_bytes 4: m and v; the GPU build: its pinned master, staging, m and v);
 // act_tier_bytes of activation slots.
 static void metrics_predict(Metrics* m, const ModelConfig* c, const char* device, double peak_flops_per_rank,
                             int shared_cores, const ParamLayout* P, size_t opt_floats, size_t act_peak_floats,
@@ -229,9 +229,11 @@ static void metrics_predict(Metrics* m, const ModelConfig* c, const char* device
     }
     m->pred_bytes[2] = 8.0 * opt_floats;
     m->pred_bytes[3] = 4.0 * act_peak_floats;
-    m->host_opt_bytes = c->offload & OFFLOAD_OPTIMIZER ? m->pred_bytes[2] : 0;
-    m->pred_bytes[2] -= m->host_opt_bytes;
-    if (m->host_opt_bytes && param_bytes != 4) m->host_opt_bytes += 4.0 * opt_floats;
+    m->host_opt_bytes = 0;
+    if (c->offload & OFFLOAD_OPTIMIZER) {
+        m->pred_bytes[2] = 0;
+        m->host_opt_bytes = offload_host_bytes(zero, param_bytes == 4 ? 4 : 2, P->n_padded, opt_floats);
+    }
     m->host_act_bytes = act_tier_bytes;
     m->cfg_offload = c->offload;
     DeviceProfile d;
@@ -248,9 +250,14 @@ static void metrics_predict(Metrics* m, const ModelConfig* c, const char* device
     printf("memory per rank (rank 0 buffers): params %s, grads %s, adam %s, activations %s\n",
            fmt_bytes(m->pred_bytes[0], a), fmt_bytes(m->pred_bytes[1], b), fmt_bytes(m->pred_bytes[2], cc),
            fmt_bytes(m->pred_bytes[3], e));
+    char opt_holds[128] = "";  // what the optimizer's figure holds; R: the range's share (1 with zero 0)
+    if ((c->offload & OFFLOAD_OPTIMIZER) && param_bytes == 4) strcpy(opt_holds, " (m+v 8 B/param of the range)");
+    else if (c->offload & OFFLOAD_OPTIMIZER)
+        snprintf(opt_holds, sizeof(opt_holds), " (host pinned: master 4 B/param (whole stage)%s, grads 4/R, m+v 8/R)",
+                 zero == 3 ? "" : ", bf16 staging 2");
     if (c->offload)
-        printf("offloaded per rank (rank 0, host / --offload-dir tier): optimizer %s, activations %s\n",
-               fmt_bytes(m->host_opt_bytes, cc), fmt_bytes(m->host_act_bytes, e));
+        printf("offloaded per rank (rank 0, host / --offload-dir tier): optimizer %s%s, activations %s\n",
+               fmt_bytes(m->host_opt_bytes, cc), opt_holds, fmt_bytes(m->host_act_bytes, e));
     if (m->plan.invalid) {
         printf("planner: cannot model this layout (%s)\n", m->plan.invalid);
         return;

@@ -15,6 +15,7 @@
 // the views m->w, m->wl point into the host master and bf() turns them into bf16 pointers.
 // --zero 3 keeps its fp32 shard on the device (parallel/zero3.h gathers the units from it in fp32),
 // refreshed from the master after each update.
+// The bytes pinned: planner/memory.h offload_host_bytes (the start-up table's host figure).
 // The step:
 //   - down: each tensor's range of the gradient on the offload stream as soon as it is final, an
 //     event after each: with zero 0 (no --sp) a layer's once its dp all-reduce is queued, during

@@ -246,20 +246,25 @@ static void plan_parse_args(int argc, char** argv, PlanArgs* a) {
 // Output
 
 static void plan_print_table(const PlanResult* r, int n, int top) {
-    printf("%4s %4s %3s %3s %-8s %3s %3s %3s %-11s %-9s %2s %4s %-13s %3s %7s %8s %4s %8s %10s %6s %7s %7s %6s\n",
+    int host = 0;  // --offload: a column of the host GiB per GPU
+    for (int i = 0; i < n; i++) host |= r[i].mem_host > 0;
+    printf("%4s %4s %3s %3s %-8s %3s %3s %3s %-11s %-9s %2s %4s %-13s %3s %7s %8s %4s %8s %10s %6s %7s %7s %6s%s\n",
            "rank", "dp", "tp", "cp", "cp kind", "pp", "vpp", "mb", "schedule", "recompute", "sp", "zero", "attention",
-           "rms", "mem GiB", "free GiB", "fits", "step s", "tok/s/GPU", "MFU%", "idle%", "formula", "cp%");
+           "rms", "mem GiB", "free GiB", "fits", "step s", "tok/s/GPU", "MFU%", "idle%", "formula", "cp%",
+           host ? " host GiB" : "");
     for (int i = 0; i < n && i < top; i++) {
         const PlanResult* p = &r[i];
         char kind[16];
         printf(
             "%4d %4d %3d %3d %-8s %3d %3d %3d %-11s %-9s %2d %4d %-13s %3d %7.1f %8.1f %4s %8.3f %10.0f %6.1f %7.2f "
-            "%7.2f %6.1f\n",
+            "%7.2f %6.1f",
             i + 1, p->dp, p->tp, p->cp, cp_kind_str(p, kind, sizeof(kind)), p->pp, p->vpp, p->micro_batch,
             schedule_name(p->schedule), recompute_name(p->recompute), p->sp, p->zero, ATTN_NAMES[p->setup.attention],
             p->setup.rms_kernel, p->mem_total / GiB, p->mem_margin / GiB, p->fits ? "yes" : "no", p->t_step,
             p->tokens_per_s_per_gpu, 100 * p->mfu, 100 * p->idle_frac, 100 * p->bubble_formula,
             p->timed ? 100 * p->t_cp_exposed / p->t_step : 0);
+        if (host) printf(" %8.1f", p->mem_host / GiB);
+        printf("\n");
     }
 }
 
@@ -399,12 +404,14 @@ static int plan_main(int argc, char** argv) {
         if (kind != CPK_NONE && kind != CPK_ULYSSES && a.cp_split)
             snprintf(cp_flags + strlen(cp_flags), sizeof(cp_flags) - strlen(cp_flags), " --cp-split %s",
                      a.cp_split == CP_SPLIT_DOC ? "doc" : "contiguous");
+        char host_note[48] = "";  // --offload: the host memory per GPU
+        if (p->mem_host > 0) snprintf(host_note, sizeof(host_note), ", host %.1f GiB", p->mem_host / GiB);
         printf(
             "best: --dp %d --tp %d%s --pp %d --vpp %d --micro-batch %d --recompute %s%s --zero %d --schedule %s, %s "
-            "attention, rms kernel %s  (%.1f%% MFU, %.1f%% HFU, %.4g TFLOP/s/GPU, %.1f GiB)\n",
+            "attention, rms kernel %s  (%.1f%% MFU, %.1f%% HFU, %.4g TFLOP/s/GPU, %.1f GiB%s)\n",
             p->dp, p->tp, cp_flags, p->pp, p->vpp, p->micro_batch, recompute_name(p->recompute), p->sp ? " --sp" : "",
             p->zero, schedule_name(p->schedule), ATTN_NAMES[p->setup.attention], p->setup.rms_kernel ? "on" : "off",
-            100 * p->mfu, 100 * p->hfu, p->model_tflops_per_gpu, p->mem_total / GiB);
+            100 * p->mfu, 100 * p->hfu, p->model_tflops_per_gpu, p->mem_total / GiB, host_note);
         if (a.doc_lengths) doc_print_prediction(&docs, &c, p);
     }
     if (a.csv) { plan_write_csv(&csv, &c, &a.dev, res, n); printf("wrote %d layouts to %s\n", n, a.csv); }

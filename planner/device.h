@@ -46,6 +46,7 @@ typedef struct {
     // the host, for --offload (planner/time.h offload_time)
     double host_link_bw;     // bytes/s per GPU, one direction, device <-> host (PCIe, effective)
     double host_mem_bw;      // bytes/s of host memory per GPU's share (the CPU's AdamW streams its state)
+    double host_mem_bytes;   // host memory per GPU's share, what --offload may fill (0: not checked)
     // software
     int dtype_bytes;         // 2: bf16 mixed precision with fp32 master weights; 4: fp32 throughout
     int grad_bytes;          // bytes of an accumulated gradient (2: bf16, 4: fp32)
@@ -107,6 +108,7 @@ static void profile_a100(DeviceProfile* d) {
                                   // ways), about 25 GB/s effective per direction (PCIe protocol overhead)
     d->host_mem_bw = 25e9;        // DGX A100: 2 EPYC 7742, 8 DDR4-3200 channels each = 410 GB/s for 8 GPUs, ~half
                                   // of it reached by a streaming AdamW on the cores of one GPU's share (assumed)
+    d->host_mem_bytes = 256 * GiB;  // DGX A100 640GB datasheet: 2 TB system memory for 8 GPUs
 }
 
 // The 40 GB A100 (SXM4): the 80 GB one's profile with its memory and HBM2 bandwidth (datasheet:
@@ -116,6 +118,7 @@ static void profile_a100_40gb(DeviceProfile* d) {
     snprintf(d->name, sizeof(d->name), "a100-40gb");
     d->mem_bytes = 40 * GiB;
     d->hbm_bw = 1.555e12;
+    d->host_mem_bytes = 128 * GiB;  // DGX A100 320GB datasheet: 1 TB system memory for 8 GPUs
 }
 
 static void profile_h100(DeviceProfile* d) {
@@ -149,6 +152,7 @@ static void profile_h100(DeviceProfile* d) {
     d->host_link_bw = 50e9;       // PCIe Gen5 x16: 64 GB/s line rate (H100 SXM datasheet: 128 GB/s both ways), ~50
                                   // effective
     d->host_mem_bw = 38e9;        // DGX H100: 2 Xeon 8480C, 8 DDR5-4800 channels each = 614 GB/s for 8 GPUs, ~half
+    d->host_mem_bytes = 256 * GiB;  // DGX H100 (and DGX H200) datasheet: 2 TB system memory for 8 GPUs
 }
 
 static void profile_h200(DeviceProfile* d) {
@@ -194,6 +198,7 @@ static void profile_cpu(DeviceProfile* d) {
     d->shared_cores = 0;          // set to the machine's cores when the ranks share them
     d->host_link_bw = 20e9;       // the "device" is host memory: a copy to the offload tier is a memcpy (page cache)
     d->host_mem_bw = 20e9;
+    d->host_mem_bytes = 0;        // the CPU build's tier is a file in --offload-dir (the page cache, then disk)
 }
 
 static const char* PROFILE_NAMES = "a100-80gb, a100-40gb, h100-sxm, h200-sxm, cpu";
@@ -253,6 +258,7 @@ static const ProfileKey PROFILE_KEYS[] = {
     PKEY("matmul_k_half", matmul_k_half, 0, 1, 0, 1e9, "a GEMM tile's fixed cost in elements of K"),
     PKEY("host_link_gbps", host_link_bw, 0, 1e9, 1e-6, 1e6, "device <-> host GB/s per GPU, one direction (--offload)"),
     PKEY("host_mem_gbps", host_mem_bw, 0, 1e9, 1e-6, 1e6, "host memory GB/s per GPU's share (--offload optimizer)"),
+    PKEY("host_mem_gib", host_mem_bytes, 0, GiB, 0, 1e6, "host memory GiB per GPU's share (--offload; 0: unchecked)"),
 };
 #define N_PROFILE_KEYS ((int)(sizeof(PROFILE_KEYS) / sizeof(PROFILE_KEYS[0])))
 

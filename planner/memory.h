@@ -165,14 +165,17 @@ static double offload_host_bytes(int zero, int dtype_bytes, double stage_params,
 // trainer (own) holds its master in w: the GPU build (dtype_bytes < 4) then keeps only the bf16
 // copy there, but under ZeRO-3 its fp32 shard stays on the device too (the units are gathered
 // from it); the CPU build's fp32 weights are its master and stay. Returns the bytes per
-// parameter held on the host (offload_host_bytes for this trainer).
+// parameter held on the host: for a framework the state it moved and the fp32 gradient of the
+// rank's range staged for the CPU's AdamW (ZeRO-Offload, Ren et al. 2021, sec. 4.1: fp32
+// parameters, momentum, variance and gradients, 16 M bytes on the CPU for M parameters, split
+// over the data-parallel ranks: 12/R + 4/R); for this trainer offload_host_bytes.
 static double offload_state_bytes(const ModelConfig* c, int own, int dtype_bytes, double* w, double* o) {
     if (!(c->offload & OFFLOAD_OPTIMIZER)) return 0;
-    double host = *o;
+    double host = *o, range = c->zero ? 1.0 / (c->dp * c->cp) : 1;
     *o = 0;
-    if (!own) return host;
+    if (!own) return host + 4 * range;
     if (dtype_bytes < 4 && c->zero != 3) *w -= 4;
-    return offload_host_bytes(c->zero, dtype_bytes, 1, c->zero ? 1.0 / (c->dp * c->cp) : 1);
+    return offload_host_bytes(c->zero, dtype_bytes, 1, range);
 }
 // --offload activations: a framework's (micro-batch, chunk) activations held on the device at
 // the stage's peak: at most the frames of each chunk (runtime/offload.h).

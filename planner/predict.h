@@ -19,7 +19,10 @@ typedef struct {
     // memory per GPU on the worst stage, bytes
     double mem_weights, mem_grads, mem_optim, mem_act, mem_temp, mem_overhead, mem_total;
     double mem_w_inputs;     // of mem_act, the weight-pass inputs of the w_pending pairs
-    int fits;
+    int fits;                // device memory and, under --offload, host memory hold it
+    double mem_host;         // --offload: host bytes per GPU of its worst stage (state and activations moved)
+    double mem_host_act;     // of mem_host, the activations moved (--offload activations)
+    double host_mem_bytes;   // the host memory per GPU it was checked against (0: not checked)
     double mem_margin;       // device memory left after the predicted peak, bytes (negative: does not fit)
     // the times below were computed (always, unless the enumeration skipped a layout that does not fit)
     int timed;
@@ -57,6 +60,12 @@ static int plan_invalid(PlanResult* r, const char* fmt, ...) {
 // What does not fit, for --runs' pred_reason: the components of the worst stage's memory.
 static void plan_memory_reason(const PlanResult* r, double mem_bytes, char* buf, size_t len) {
     if (r->fits) { buf[0] = 0; return; }
+    if (r->mem_total <= mem_bytes) {  // the device holds it, the host not
+        snprintf(buf, len, "needs %.1f GiB of host memory per GPU of %.1f (--offload): state %.1f, activations %.1f",
+                 r->mem_host / GiB, r->host_mem_bytes / GiB, (r->mem_host - r->mem_host_act) / GiB,
+                 r->mem_host_act / GiB);
+        return;
+    }
     char w[64] = "";
     if (r->w_pending)
         snprintf(w, sizeof(w), ", W inputs %.1f of them (%d W's owed)", r->mem_w_inputs / GiB, r->w_pending);
@@ -224,7 +233,9 @@ static void plan_memory(const ModelConfig* c, const PlanSetup* k, const DevicePr
     double wb, gb, ob;
     if (k->own_buffers) trainer_state_bytes_per_param(d->dtype_bytes, c->zero, dp * cp, &wb, &gb, &ob);
     else state_bytes_per_param(d, c->zero, dp * cp, &wb, &gb, &ob);
-    offload_state_bytes(c, k->own_buffers, d->dtype_bytes, &wb, &ob);  // --offload optimizer
+    double host_per_param = offload_state_bytes(c, k->own_buffers, d->dtype_bytes, &wb, &ob);  // --offload optimizer
+    ModelConfig all_on_device = *c;  // this trainer's buffers without --offload activations
+    all_on_device.offload &= ~OFFLOAD_ACTIVATIONS;
     double act_layer = act_bytes_per_layer(c, mb, tp, cp, c->sp, c->recompute, k, d->dtype_bytes);
     double act_full_layer = act_bytes_per_layer(c, mb, tp, cp, c->sp, RECOMPUTE_NONE, k, d->dtype_bytes);
     double w_in_layer = w_inputs_per_layer(c, mb, tp, cp, d->dtype_bytes);
@@ -266,7 +277,7 @@ static void plan_memory(const ModelConfig* c, const PlanSetup* k, const DevicePr
         double p = chunk_params(c, stage_layers, stage_embed, stage_head, tp);
         ch->stage_params[st] = p;
         int in_flight = offload_in_flight(c, pc->peaks[2 * st]), w_pending = pc->peaks[2 * st + 1];
-        double w_in, act, temp, reserve;
+        double w_in, act, temp, reserve, host_act;  // host_act: the activations --offload activations moves
         if (k->own_buffers) {
             // this trainer: its buffers as allocated (its logits are the head's buffers, its
             // attention keeps no T x T scores), cp's with them; once allocated they stay:
@@ -274,11 +285,14 @@ static void plan_memory(const ModelConfig* c, const PlanSetup* k, const DevicePr
             w_in = 0;
             act = trainer_stage_act_bytes(c, d->dtype_bytes, st, pc->chunks + st * vpp, ch->layers) + cp_buf;
             temp = trainer_zero_work_bytes(c, d->dtype_bytes, stage_embed, stage_head, tp, stage_layers);
+            host_act = trainer_stage_act_bytes(&all_on_device, d->dtype_bytes, st, pc->chunks + st * vpp, ch->layers) +
+                       cp_buf - act;
             reserve = d->mem_overhead;
         } else {
             w_in = w_pending * max_layers * w_in_layer;
             // (the embedding output is the first norm's input, counted there)
             act = in_flight * max_layers * act_layer + w_in;
+            host_act = (pc->peaks[2 * st] - in_flight) * max_layers * act_layer;
             double peak_temp = stage_head && loss_temp > layer_temp ? loss_temp : layer_temp;
             temp = peak_temp + cp_buf + zero3_buf;
             reserve = d->mem_overhead + d->mem_frag * act;
@@ -289,8 +303,12 @@ static void plan_memory(const ModelConfig* c, const PlanSetup* k, const DevicePr
             r->mem_weights = p * wb, r->mem_grads = p * gb, r->mem_optim = p * ob;
             r->mem_act = act, r->mem_w_inputs = w_in, r->mem_temp = temp, r->mem_overhead = reserve;
         }
+        double host = p * host_per_param + host_act;
+        if (host > r->mem_host) r->mem_host = host, r->mem_host_act = host_act;
     }
-    r->fits = r->mem_total <= d->mem_bytes;
+    // the host's rule beside the device's: what --offload moves must fit the GPU's share of it
+    r->host_mem_bytes = d->host_mem_bytes;
+    r->fits = r->mem_total <= d->mem_bytes && !(d->host_mem_bytes > 0 && r->mem_host > d->host_mem_bytes);
 }
 
 // Data parallelism. ZeRO-0: all-reduce the gradients once per step; ZeRO-1: reduce-scatter

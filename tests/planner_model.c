@@ -104,6 +104,55 @@ static void test_memory_foundry_by_hand(void) {
           r.mem_total / GiB, total / GiB, rf.mem_total / GiB, rf.mem_act - act, rf.mem_temp - temp);
 }
 
+// --offload: the host bytes per GPU (planner/memory.h offload_state_bytes) and the host's rule.
+// llama-tiny (246336 params) on dp 2, ZeRO-1, --offload optimizer: this trainer pins the master
+// of the stage (4) and its bf16 staging (2), and of the half range the gradient staging (4) and
+// m, v (8): 6 + 12/2 = 12 B/param; a framework the master, m, v and the fp32 gradient of the
+// range: 16/2 = 8 B/param. --offload activations --offload-frames 1 on pp 2 (1F1B): a framework's
+// stage 0 holds 2 micro-batches in flight, 1 on the device, so one of 2 layers x 156672 B
+// (test_memory_framework_by_hand) moves: 313344 B. llama-7b on 8 H100s, dp 8, ZeRO-1, micro-batch
+// 4: fits the device only with the optimizer offloaded, 6 + 12/8 B x 6738415616 params on the
+// host (47.07 GiB): refused with 40 GiB of host per GPU, the reason saying so.
+static void test_offload_host_memory(void) {
+    DeviceProfile d;
+    profile_builtin("a100-80gb", &d);
+    ModelConfig c = model("llama-tiny", 0);
+    c.micro_batch = 2, c.dp = 2, c.zero = 1;
+    PlanSetup own = plan_setup_default(), fw = framework_setup();
+    PlanResult r, rf, off;
+    int rc = plan_predict(&c, &own, 4, 8, &d, &off);
+    c.offload = OFFLOAD_OPTIMIZER;
+    rc |= plan_predict(&c, &own, 4, 8, &d, &r) | plan_predict(&c, &fw, 4, 8, &d, &rf);
+    double params = 246336;
+    check(rc == 0 && off.mem_host == 0 && r.mem_host == 12 * params && rf.mem_host == 8 * params &&
+              r.mem_host_act == 0 && r.fits,
+          "offload_host_bytes_hand", "none %.0f, trainer %.0f (want %.0f), framework %.0f (want %.0f)", off.mem_host,
+          r.mem_host, 12 * params, rf.mem_host, 8 * params);
+    c = model("llama-tiny", 0);
+    c.micro_batch = 2, c.pp = 2, c.offload = OFFLOAD_ACTIVATIONS, c.offload_frames = 1;
+    rc = plan_predict(&c, &fw, 8, 8, &d, &rf);
+    check(rc == 0 && rf.mem_host == 313344 && rf.mem_host_act == 313344, "offload_host_activations_hand",
+          "%.0f B (activations %.0f), want 313344", rf.mem_host, rf.mem_host_act);
+    profile_builtin("h100-sxm", &d);
+    c = model("llama-7b", 0);
+    c.dp = 8, c.zero = 1, c.micro_batch = 4;
+    rc = plan_predict(&c, &own, 32, 8, &d, &off);
+    c.offload = OFFLOAD_OPTIMIZER;
+    rc |= plan_predict(&c, &own, 32, 8, &d, &r);
+    double host = 6738415616.0 * (6 + 12.0 / 8);
+    char why[256] = "", err[128];
+    int set = profile_set(&d, "host_mem_gib", "40", err, sizeof(err));
+    rc |= plan_predict(&c, &own, 32, 8, &d, &rf);
+    plan_memory_reason(&rf, d.mem_bytes, why, sizeof(why));
+    check(rc == 0 && set == 0 && !off.fits && r.fits && fabs(r.mem_host / host - 1) < 1e-12 && !rf.fits &&
+              rf.mem_total <= d.mem_bytes && strstr(why, "host memory") && strstr(why, "of 40.0"),
+          "offload_host_over_refused",
+          "no offload fits %d; host %.2f GiB (want %.2f) fits %d; host 40 GiB: fits %d (%s)",
+          off.fits, r.mem_host / GiB, host / GiB, r.fits, rf.fits, why);
+    check(profile_set(&d, "host_mem_gib", "-1", err, sizeof(err)) == -1 && strstr(err, "host_mem_gib"),
+          "offload_host_mem_key_range", "%s", err);
+}
+
 // The same llama-tiny under a framework's memory model (framework_setup), by hand:
 //   states: bf16 weights 2 + bf16 gradients 2 + fp32 master, m, v 12 = 16 B/param: 3941376 B
 //   activations per layer: sbh = 32*2*64 = 4096 B-units; r = 0.5, f = 3:
@@ -139,6 +188,7 @@ static void test_memory_framework_by_hand(void) {
     check(t32 == 450560 && r.mem_temp == 5242880, "framework_temporaries_take_the_larger",
           "seq 32: %.0f B (want the loss's 450560), seq 256: %.0f B (want the scores' 5242880)", t32, r.mem_temp);
     test_memory_foundry_by_hand();
+    test_offload_host_memory();
 }
 
 // Korthikanti et al. 2022, Table 2, for GPT-3 175B (h=12288, a=96, s=2048), b=1, t=8:

@@ -159,7 +159,7 @@ ASAN_CASES = ^gpu_(gpt2|full|gpt2_recompute_full|gpt2_tp2_sp|gpt2_dp2_zero2|llam
 # All tests; the last line is the total "N passed, N failed".
 # (fuzzing bounded by FUZZ_SECONDS per harness; clang's libFuzzer is needed for it; the GPU
 # build runs on the CUDA emulator: its kernels against kernels_cpu.h, and the whole trainer
-# against train_cpu in 18 runs (8 emulated GPUs for the NCCL ones; losses, and step 1's
+# against train_cpu in dev/check_gpu_vs_cpu.sh's runs (8 emulated GPUs for the NCCL ones; losses, step 1's
 # gradients tensor by tensor), evaluation, sampling and resume; again under ASan/UBSan)
 TEST_BINS = train train_cpu test_gpt test_planner test_layouts test_faults train_asan fuzz_build test_emu test_gpu_emu \
             train_gpu_emu test_gpu_emu_asan train_gpu_emu_asan ckpt_compare hf_logits

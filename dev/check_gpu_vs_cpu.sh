@@ -73,7 +73,7 @@ run() {
 # checkpoints every step into DIR/NAME.ckpt (for step 1's gradients), for run's FLAGS;
 # keep_step1 NAME drops all but step 1's.
 ckpt_flags() { echo "--ckpt-dir $DIR/$1.ckpt --ckpt-every 1 --ckpt-keep $STEPS"; }
-keep_step1() { rm -f "$DIR/$1.ckpt"/ckpt_0000000[2-9].bin; }
+keep_step1() { find "$DIR/$1.ckpt" -name 'ckpt_*.bin' ! -name ckpt_00000001.bin -delete; }
 # skip_without_mpirun NAME FLAGS: true, with a SKIP line, when FLAGS need several ranks and there is no mpirun.
 skip_without_mpirun() {
   command -v mpirun >/dev/null 2>&1 || ! [[ "$2" =~ --(tp|pp|dp|cp) ]] && return 1

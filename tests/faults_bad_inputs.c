@@ -630,7 +630,7 @@ static const BadCase BAD_CASES[] = {
     {"packing_choice", "--packing first-fit", "--packing must be concat, greedy or wlb", 1},
     {"packing_wlb_huge_batch", "--packing wlb --micro-batch 1 --global-batch 1048576", "over the 8192 sequences", 1},
     {"packing_wlb_gb1", "--steps 1 --packing wlb --data docs:lognormal:20 --micro-batch 1 --global-batch 1", "step", 0},
-    // --plan --doc-lengths FILE|lognormal:MEDIAN[:SIGMA] (planner/documents.h): after the plan's table
+    // --plan --doc-lengths FILE|lognormal:MEDIAN[:SIGMA] (planner/documents.h): read before the search
     {"doc_lengths_missing", "--plan --doc-lengths " BAD "/missing.txt", "--doc-lengths: cannot open", 1},
     {"doc_lengths_fifo", "--plan --doc-lengths " BAD "/fifo.txt", "not a regular file (a FIFO)", 1},
     {"doc_lengths_dir", "--plan --doc-lengths " BAD "/a_dir.txt", "not a regular file (a directory)", 1},

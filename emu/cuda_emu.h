@@ -21,8 +21,12 @@
 // (deadlock), a shuffle whose warp has lanes that have exited or whose mask is not the full
 // warp, a read from a lane that does not exist, an invalid launch configuration (as CUDA
 // reports it, through cudaGetLastError), overlapping cudaMemcpy ranges, ldmatrix's row
-// alignment, mma or ldmatrix in a partial warp, and cudaMalloc beyond the device's memory
-// (EMU_DEVICE_MIB). Device memory starts as all-ones bytes (a NaN in fp32 and bf16), so a
+// alignment, mma or ldmatrix in a partial warp, cudaMalloc beyond the device's memory
+// (EMU_DEVICE_MIB), a launch with more than 48 KiB of dynamic shared memory (extern
+// __shared__) whose kernel's cudaFuncAttributeMaxDynamicSharedMemorySize was not raised,
+// and a thread that exits with cp.async copies it never waited for. cp.async copies land
+// at the cp.async.wait_group that completes them, not before, so a missing wait reads
+// stale shared memory (emu/test_emu.cu shows it). Device memory starts as all-ones bytes (a NaN in fp32 and bf16), so a
 // read of memory nobody wrote shows up as NaN in the results; each buffer is exactly its
 // size, so the AddressSanitizer builds (train_gpu_emu_asan, test_gpu_emu_asan) report a
 // kernel's access past its end with the kernel's name and line. EMU_ORDER=reverse runs
@@ -124,11 +128,22 @@ enum { EMU_RUN, EMU_WAIT_BLOCK, EMU_WAIT_WARP, EMU_DONE };
 static const size_t EMU_STACK = 256u << 10;  // per CUDA thread; a guard page below each
 static const int EMU_MAX_THREADS = 1024;
 
+// One cp.async copy issued and not yet waited for: its 16 bytes as read at the issue, landing
+// in shared memory at the cp.async.wait_group that completes its group (intrinsics_emu.h).
+struct EmuCopy {
+    void* dst;
+    unsigned char data[16];
+    long group;
+};
+static const int EMU_MAX_ASYNC = 64;  // copies in flight per thread
 struct EmuThread {
     void* sp;
     char* stack;  // lowest usable byte (the guard page is below it)
     uint3 idx;
     int lane, warp, state;
+    EmuCopy async[EMU_MAX_ASYNC];
+    int n_async;       // copies issued, not yet landed
+    long async_group;  // the open (uncommitted) group: cp.async.commit_group closes it
 };
 struct EmuWarp {
     int size, live, arrived;
@@ -145,6 +160,7 @@ struct EmuBlock {
     void (*body)(void*);
     void* arg;
     const char* kernel;
+    unsigned char* dyn_smem;  // extern __shared__: the launch's dynamic shared memory, exactly its size
 };
 static thread_local EmuBlock* emu_blk;
 static thread_local EmuThread* emu_self;
@@ -208,6 +224,9 @@ static void emu_thread_exit(void) {
     EmuWarp* w = &b->warps[emu_self->warp];
     emu_self->state = EMU_DONE;
     b->live--, w->live--;
+    if (emu_self->n_async)
+        emu_fail("%s: thread %u exited with %d cp.async copies it never waited for (cp.async.wait_group)", b->kernel,
+                 emu_self->idx.x, emu_self->n_async);
     if (w->arrived)
         emu_fail("%s: thread %u exited while %d lanes of its warp wait in a shuffle", b->kernel, emu_self->idx.x,
                  w->arrived);
@@ -231,13 +250,23 @@ static void emu_thread_start(EmuThread* t) {
     for (int i = 0; i < 6; i++) *--sp = 0;  // rbp rbx r12 r13 r14 r15
     t->sp = sp;
     t->state = EMU_RUN;
+    t->n_async = 0, t->async_group = 0;
 }
 
-static void emu_run_block(const char* kernel, void (*body)(void*), void* arg) {
+// The block's dynamic shared memory (extern __shared__, which emu/cu2cpp.pl rewrites to a
+// call of this): a fresh allocation of exactly the launch's size per block, all-ones bytes
+// like device memory, so a read of what no thread wrote (or a cp.async not yet waited for)
+// shows as NaN, and under ASan an access past its end is reported.
+static void* emu_dynamic_smem(void) { return emu_blk->dyn_smem; }
+
+static void emu_run_block(const char* kernel, void (*body)(void*), void* arg, size_t smem) {
     EmuBlock* b = emu_block_state();
     dim3 bd = emu_block_dim;
     int n = (int)(bd.x * bd.y * bd.z);
     b->n = b->live = n, b->arrived = 0, b->body = body, b->arg = arg, b->kernel = kernel;
+    b->dyn_smem = (unsigned char*)malloc(smem ? smem : 1);
+    if (!b->dyn_smem) emu_fail("out of memory for %zu bytes of dynamic shared memory", smem);
+    memset(b->dyn_smem, 0xff, smem);
     for (int i = 0; i < n; i++) {
         EmuThread* t = &b->threads[i];
         t->idx = make_uint3(i % bd.x, (i / bd.x) % bd.y, i / (bd.x * bd.y));
@@ -266,6 +295,8 @@ static void emu_run_block(const char* kernel, void (*body)(void*), void* arg) {
         }
     }
     emu_self = NULL;
+    free(b->dyn_smem);
+    b->dyn_smem = NULL;
 }
 
 // ----------------------------------------------------------------------------
@@ -399,11 +430,36 @@ static void emu_profile_print(void) {
                 k.second.launches, k.second.threads);
 }
 
+// Dynamic shared memory: up to 48 KiB per block, more (up to 227 KiB on compute capability
+// 9.0) only for a kernel whose cudaFuncAttributeMaxDynamicSharedMemorySize was raised to it.
+static const int EMU_SMEM_DEFAULT = 48 << 10, EMU_SMEM_OPTIN = 227 << 10;
+static std::mutex emu_func_lock;
+static std::unordered_map<const void*, int> emu_func_max_smem;
+cudaError_t cudaFuncSetAttribute(const void* func, cudaFuncAttribute attr, int value) {
+    if (!func) return cudaErrorInvalidDeviceFunction;
+    if (attr != cudaFuncAttributeMaxDynamicSharedMemorySize) return cudaErrorInvalidValue;  // the one this code sets
+    if (value < 0 || value > EMU_SMEM_OPTIN) return cudaErrorInvalidValue;
+    std::lock_guard<std::mutex> g(emu_func_lock);
+    emu_func_max_smem[func] = value;
+    return cudaSuccess;
+}
+template <typename T>  // cuda_runtime.h's form for a kernel (it declares it for nvcc only)
+cudaError_t cudaFuncSetAttribute(T* func, cudaFuncAttribute attr, int value) {
+    return cudaFuncSetAttribute((const void*)func, attr, value);
+}
+static size_t emu_max_smem(const void* func) {
+    std::lock_guard<std::mutex> g(emu_func_lock);
+    auto it = emu_func_max_smem.find(func);
+    return it != emu_func_max_smem.end() && it->second > EMU_SMEM_DEFAULT ? it->second : EMU_SMEM_DEFAULT;
+}
+
 // CUDA's limits (compute capability 9.0); a launch outside them fails as on a GPU.
-static int emu_cfg_valid(EmuCfg cfg) {
+static cudaError_t emu_cfg_check(EmuCfg cfg, const void* func) {
     dim3 g = cfg.grid, bd = cfg.block;
     size_t threads = (size_t)bd.x * bd.y * bd.z, blocks = (size_t)g.x * g.y * g.z;
-    return threads && blocks && threads <= 1024 && bd.z <= 64 && g.y <= 65535 && g.z <= 65535 && cfg.smem <= 48 * 1024;
+    if (!(threads && blocks && threads <= 1024 && bd.z <= 64 && g.y <= 65535 && g.z <= 65535))
+        return cudaErrorInvalidConfiguration;
+    return cfg.smem <= emu_max_smem(func) ? cudaSuccess : cudaErrorInvalidValue;
 }
 
 static void emu_grid(const char* kernel, EmuCfg cfg, void (*body)(void*), void* arg) {
@@ -420,7 +476,7 @@ static void emu_grid(const char* kernel, EmuCfg cfg, void (*body)(void*), void* 
     for (size_t i = 0; i < blocks; i++) {
         emu_block_idx = make_uint3(i % g.x, (i / g.x) % g.y, i / ((size_t)g.x * g.y));
         emu_block_dim = bd, emu_grid_dim = g;
-        emu_run_block(kernel, body, arg);
+        emu_run_block(kernel, body, arg, cfg.smem);
     }
     if (emu_profile) {
         EmuProfile& p = (*emu_profile)[kernel];
@@ -434,8 +490,9 @@ static void emu_grid(const char* kernel, EmuCfg cfg, void (*body)(void*), void* 
 template <typename T> struct emu_same { typedef T type; };
 template <typename... P>
 static void emu_launch(const char* name, void (*kernel)(P...), EmuCfg cfg, typename emu_same<P>::type... args) {
-    if (!emu_cfg_valid(cfg)) {
-        emu_last_error = cudaErrorInvalidConfiguration;
+    cudaError_t e = emu_cfg_check(cfg, (const void*)kernel);
+    if (e != cudaSuccess) {
+        emu_last_error = e;
         return;
     }
     auto call = [=]() { kernel(args...); };
@@ -473,6 +530,7 @@ cudaError_t cudaGetDeviceProperties(cudaDeviceProp* p, int dev) {
     p->major = 9, p->minor = 0;
     p->totalGlobalMem = emu_device_bytes();
     p->multiProcessorCount = 1, p->warpSize = 32, p->maxThreadsPerBlock = 1024, p->sharedMemPerBlock = 48 << 10;
+    p->sharedMemPerBlockOptin = EMU_SMEM_OPTIN;
     return cudaSuccess;
 }
 cudaError_t cudaDeviceSynchronize(void) { emu_sync_all(); return cudaSuccess; }
@@ -491,6 +549,7 @@ const char* cudaGetErrorString(cudaError_t e) {
     case cudaErrorInvalidDevice: return "invalid device ordinal";
     case cudaErrorInvalidDevicePointer: return "invalid device pointer";
     case cudaErrorNotReady: return "device not ready";
+    case cudaErrorInvalidDeviceFunction: return "invalid device function";
     default: return "unknown error (cuda emulator)";
     }
 }

@@ -125,3 +125,35 @@ static int min(int a, int b) { return a < b ? a : b; }
 static int max(int a, int b) { return a > b ? a : b; }
 static unsigned min(unsigned a, unsigned b) { return a < b ? a : b; }
 static unsigned max(unsigned a, unsigned b) { return a > b ? a : b; }
+
+// cp.async (common.cuh's cp_async16, cp_async_commit, cp_async_wait<N>): a 16-byte copy from
+// global to shared memory that runs beside the thread, grouped by cp.async.commit_group and
+// completed by cp.async.wait_group N (every committed group but the newest N). Here the
+// copy reads its source at the issue and writes shared memory only at the wait that
+// completes its group, the latest a GPU may: a read of the destination before that wait
+// sees the old bytes (so a missing wait gives wrong data in a test rather than passing by
+// luck), and a thread that exits with copies never waited for is an error. valid = false
+// is the instruction's src-size 0: 16 zero bytes, nothing read.
+static void cp_async16(void* dst, const void* src, bool valid) {
+    EmuThread* me = emu_self;
+    if ((uintptr_t)dst % 16 || (valid && (uintptr_t)src % 16))
+        emu_fail("%s: cp.async of 16 bytes with an address not 16-byte aligned (%p <- %p)", emu_blk->kernel, dst, src);
+    if (me->n_async == EMU_MAX_ASYNC)
+        emu_fail("%s: more than %d cp.async copies in flight in one thread", emu_blk->kernel, EMU_MAX_ASYNC);
+    EmuCopy* c = &me->async[me->n_async++];
+    c->dst = dst, c->group = me->async_group;
+    if (valid) memcpy(c->data, src, 16);
+    else memset(c->data, 0, 16);
+}
+static void cp_async_commit(void) { emu_self->async_group++; }
+template <int N>
+static void cp_async_wait(void) {
+    EmuThread* me = emu_self;
+    int kept = 0;
+    for (int i = 0; i < me->n_async; i++) {
+        EmuCopy* c = &me->async[i];
+        if (c->group < me->async_group - N) memcpy(c->dst, c->data, 16);  // a committed group older than the newest N
+        else me->async[kept++] = *c;
+    }
+    me->n_async = kept;
+}

@@ -46,6 +46,22 @@ __device__ float block_reduce(float v, int is_max) {
     return v;
 }
 
+// cp.async (sm_80 on): 16 bytes from global to shared memory without passing through
+// registers, beside the thread's other work. Copies are grouped: cp_async_commit closes the
+// group issued since the last one, cp_async_wait<N> returns once at most the newest N
+// committed groups are still in flight (their data is in shared memory for this thread;
+// other threads see it after a __syncthreads). valid = false writes 16 zero bytes and reads
+// nothing (src-size 0). The emulator (emu/intrinsics_emu.h) lands each copy at its wait.
+#ifndef CUDA_EMU_H
+__device__ __forceinline__ void cp_async16(void* dst, const void* src, bool valid) {
+    unsigned d = (unsigned)__cvta_generic_to_shared(dst);
+    asm volatile("cp.async.cg.shared.global [%0], [%1], 16, %2;" ::"r"(d), "l"(src), "r"(valid ? 16 : 0));
+}
+__device__ __forceinline__ void cp_async_commit(void) { asm volatile("cp.async.commit_group;"); }
+template <int N>
+__device__ __forceinline__ void cp_async_wait(void) { asm volatile("cp.async.wait_group %0;" ::"n"(N)); }
+#endif
+
 // ----------------------------------------------------------------------------
 // Per-process GPU state: the cuBLASLt handle and workspace, and a reduction scratch
 // buffer (fp32) used by the two-pass column sums and by attention backward.

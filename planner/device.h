@@ -57,10 +57,11 @@ typedef struct {
 
 #define GiB (1024.0 * 1024.0 * 1024.0)
 
-// Built-in profiles. A100 node (DGX A100 / HGX A100 style): 8 GPUs, NVLink3 600 GB/s
-// bidirectional = 300 GB/s each way per GPU, and we ASSUME 8 HDR InfiniBand HCAs of
-// 200 Gb/s per node (one per GPU); H100/H200: NVLink4 900 GB/s bidirectional, 8 NDR
-// 400 Gb/s HCAs per node. Efficiencies marked "fit" were fitted once to the 334 runs of
+// Built-in profiles: a GPU and the node it sits in. A100 node (DGX A100: its datasheet lists
+// 8 single-port ConnectX-6 200 Gb/s HDR InfiniBand for the compute fabric, one per GPU, rail-
+// optimized, and NVSwitch with NVLink3 600 GB/s bidirectional = 300 GB/s each way per GPU);
+// H100/H200 (DGX H100 / H200: NVLink4 900 GB/s bidirectional through NVSwitch 3 with NVLink
+// SHARP, 8 ConnectX-7 400 Gb/s NDR, one per GPU); a node with fewer NICs (jean-zay-a100). Efficiencies marked "fit" were fitted once to the 334 runs of
 // Hagemann et al. 2023 (dev/PLANNER.md, scripts/validate_planner.py); the others are
 // datasheet values or published kernel figures. The H100/H200 profiles keep the A100's
 // fitted efficiencies except where a published figure says otherwise.
@@ -129,12 +130,12 @@ static void profile_h100(DeviceProfile* d) {
     d->matmul_k_half = 128;       // H200 (dev/RESULTS.md, same GH100 die and clocks): N 8192, 768 -> 3072 forward
                                   // 677 TFLOP/s (as measured; K 768 costs 14%), its backward 711 (measured 750);
                                   // 8192^3: 808 TFLOP/s
-    d->bmm_eff = 0.56;            // as matmul_eff (the A100's note)
-    d->matmul_eff = 0.56;         // a PyTorch framework's step (Megatron, FSDP) does not reach the rate this trainer
-                                  // measured: fit to llm-foundry's published H100 runs (dev/published_runs.csv) with
-                                  // their Triton attention and NCCL's links (MAE 2.63, mean +0.10; 0.60: 3.25, +2.07),
-                                  // 0.70 of the H100's largest measured matmul (792 TFLOP/s, ml-engineering's MAMF
-                                  // table; the A100's fitted 0.68 is 0.79 of its 268)
+    d->matmul_eff = 0.634;        // a PyTorch framework's step (Megatron, FSDP): the A100's ratio carried over, not
+                                  // fitted to any H100 run. The A100's 0.68 (fitted on the layouts study) is 0.79 of its
+                                  // largest measured matmul (268 of 312 TFLOP/s); 0.79 of the H100's (792 of 989,
+                                  // ml-engineering's MAMF table) is 0.634. (Until 2026-12-05 0.56, fitted to llm-
+                                  // foundry's H100 tables: 0.70 of the MAMF; leave-one-source-out could not keep it)
+    d->bmm_eff = 0.634;           // as matmul_eff (the A100's note)
     d->sms = 132;
     d->attn_eff_flash2 = 0.35;    // FlashAttention-2 on the H100: "only 35% utilization" (Shah et al. 2024, FA3)
     d->attn_eff_flash1 = 0.25;
@@ -153,6 +154,19 @@ static void profile_h100(DeviceProfile* d) {
                                   // effective
     d->host_mem_bw = 38e9;        // DGX H100: 2 Xeon 8480C, 8 DDR5-4800 channels each = 614 GB/s for 8 GPUs, ~half
     d->host_mem_bytes = 256 * GiB;  // DGX H100 (and DGX H200) datasheet: 2 TB system memory for 8 GPUs
+}
+
+// A non-DGX A100 cluster with fewer NICs than GPUs: Jean Zay's A100 partition, where BLOOM-176B
+// was trained (bigscience-workshop/bigscience train/tr11-176B-ml/README.md: 8 A100 80GB per node,
+// NVLink between them, "4 OmniPath links", Omni-Path Architecture 100 Gb/s each). Two GPUs share
+// a NIC: a group with one rank per node gets half a NIC (group_link_nested), a pipeline message
+// leaving the node as much.
+static void profile_jean_zay_a100(DeviceProfile* d) {
+    profile_a100(d);
+    snprintf(d->name, sizeof(d->name), "jean-zay-a100");
+    d->nics_per_node = 4;
+    d->nic_bw = 100e9 / 8;        // Omni-Path 100 Gb/s
+    d->host_mem_bytes = 64 * GiB;  // 512 GB of CPU memory per node (the README above)
 }
 
 static void profile_h200(DeviceProfile* d) {
@@ -201,14 +215,16 @@ static void profile_cpu(DeviceProfile* d) {
     d->host_mem_bytes = 0;        // the CPU build's tier is a file in --offload-dir (the page cache, then disk)
 }
 
-static const char* PROFILE_NAMES = "a100-80gb, a100-40gb, h100-sxm, h200-sxm, cpu";
+static const char* PROFILE_NAMES =
+    "a100-80gb (dgx-a100), a100-40gb, h100-sxm (dgx-h100), h200-sxm (dgx-h200), jean-zay-a100, cpu";
 
 // Fill *d with the built-in profile `name`; -1 if there is none.
 static int profile_builtin(const char* name, DeviceProfile* d) {
-    if (!strcmp(name, "a100-80gb")) profile_a100(d);
+    if (!strcmp(name, "a100-80gb") || !strcmp(name, "dgx-a100")) profile_a100(d);
     else if (!strcmp(name, "a100-40gb")) profile_a100_40gb(d);
-    else if (!strcmp(name, "h100-sxm")) profile_h100(d);
-    else if (!strcmp(name, "h200-sxm")) profile_h200(d);
+    else if (!strcmp(name, "h100-sxm") || !strcmp(name, "dgx-h100")) profile_h100(d);
+    else if (!strcmp(name, "h200-sxm") || !strcmp(name, "dgx-h200")) profile_h200(d);
+    else if (!strcmp(name, "jean-zay-a100")) profile_jean_zay_a100(d);
     else if (!strcmp(name, "cpu")) profile_cpu(d);
     else return -1;
     return 0;

@@ -173,12 +173,11 @@ def source_of(row):
 # them), or, where no other source of the device has rows, uses its prior: a value sourced
 # without those rows.
 FITTED = [
-    dict(device="h100-sxm", key="matmul_eff", set_on=["llm-foundry h100-sxm"], grid=[x / 100 for x in range(50, 81, 2)],
-         prior=0.634, why="the A100's fitted 0.68 is 0.79 of its largest measured matmul (268 of 312 TFLOP/s); "
-                          "0.79 of the H100's (792 of 989, ml-engineering's MAMF table) is 0.634"),
     dict(device="a100-80gb", key="nic_eff", set_on=["narayanan2021 table1"], grid=[x / 100 for x in range(50, 101, 10)],
          prior=0.8, why="NCCL's bus bandwidth across nodes over the NICs' line rate, about 0.8 (estimate)"),
 ]
+# (h100-sxm matmul_eff was fitted on llm-foundry's H100 tables until 2026-12-05; it is now the prior
+# 0.634 derived from the A100's fit and both GPUs' measured matmul ceilings: planner/device.h)
 
 
 def read_published(path):

@@ -14,6 +14,7 @@
 #include "runtime/ckpt.h"
 #include "runtime/data.h"
 #include "model/kernels_cpu.h"
+#include "model/reference.h"
 #include "parallel/grid.h"
 #include "runtime/metrics.h"
 #include "runtime/offload.h"
@@ -33,6 +34,7 @@ typedef struct {
 typedef MPI_Request GatherWait;        // a --zero 3 all-gather in flight (parallel/zero3.h)
 typedef struct {
     float* norm_scratch;               // the norm backward's N x C scratch
+    int reference;                     // --kernels ref: model/reference.h's plain loops, not kernels_cpu.h
     RingXfer ring;                     // the context-parallel ring's exchange in flight
 } ModelBackend;
 #define GRAD_BUCKET_FLOATS ((size_t)1 << 20)
@@ -41,62 +43,85 @@ typedef struct {
 #include "model/activations.h"
 
 // ----------------------------------------------------------------------------
-// The operations model.h asks for: kernels_cpu.h on host memory. Its activation and
-// attention backwards accumulate (+=); where the contract overwrites, a clear comes first.
+// The operations model.h asks for, on host memory: the fast kernels (model/kernels_cpu.h), or
+// with --kernels ref the plain loops of model/reference.h (be.reference). Both backwards of the
+// activations and of attention accumulate (+=); where the contract overwrites, a clear comes first.
 
 static void op_norm_forward(Model* m, float* out, float* mean, float* rstd, const float* x, const float* w,
                             const float* b, int N) {
-    if (m->c.arch == ARCH_GPT2) layernorm_forward(out, mean, rstd, x, w, b, N, m->C);
+    int gpt2 = m->c.arch == ARCH_GPT2;
+    if (m->be.reference && gpt2) ref_layernorm_forward(out, mean, rstd, x, w, b, N, m->C);
+    else if (m->be.reference) ref_rmsnorm_forward(out, rstd, x, w, N, m->C);
+    else if (gpt2) layernorm_forward(out, mean, rstd, x, w, b, N, m->C);
     else rmsnorm_forward(out, rstd, x, w, N, m->C);
 }
 static void op_norm_backward(Model* m, float* dx, float* dw, float* db, const float* dout, const float* x,
                              const float* w, const float* mean, const float* rstd, int N, int accumulate) {
+    int gpt2 = m->c.arch == ARCH_GPT2;
     if (!accumulate) memset(dx, 0, sizeof(float) * N * m->C);
-    if (m->c.arch == ARCH_GPT2) layernorm_backward(dx, dw, db, m->be.norm_scratch, dout, x, w, mean, rstd, N, m->C);
+    if (m->be.reference && gpt2) ref_layernorm_backward(dx, dw, db, dout, x, w, mean, rstd, N, m->C);
+    else if (m->be.reference) ref_rmsnorm_backward(dx, dw, dout, x, w, rstd, N, m->C);
+    else if (gpt2) layernorm_backward(dx, dw, db, m->be.norm_scratch, dout, x, w, mean, rstd, N, m->C);
     else rmsnorm_backward(dx, dw, m->be.norm_scratch, dout, x, w, rstd, N, m->C);
 }
 static void op_matmul_forward(Model* m, float* out, const float* inp, const float* w, const float* b, int N, int IC,
                               int OC) {
-    matmul_forward(out, inp, w, b, N, IC, OC);
+    if (m->be.reference) ref_matmul_forward(out, inp, w, b, N, IC, OC);
+    else matmul_forward(out, inp, w, b, N, IC, OC);
 }
 static void op_matmul_backward_input(Model* m, float* dinp, const float* dout, const float* w, int N, int IC, int OC) {
-    matmul_backward_input(dinp, dout, w, N, IC, OC, 0);
+    if (!m->be.reference) { matmul_backward_input(dinp, dout, w, N, IC, OC, 0); return; }
+    memset(dinp, 0, sizeof(float) * N * IC);
+    ref_matmul_backward_input(dinp, dout, w, N, IC, OC);
 }
 static void op_matmul_backward_weight(Model* m, float* dw, float* db, const float* dout, const float* inp, int N,
                                       int IC, int OC) {
-    matmul_backward_weight(dw, db, dout, inp, N, IC, OC);
+    if (m->be.reference) ref_matmul_backward_weight(dw, db, dout, inp, N, IC, OC);
+    else matmul_backward_weight(dw, db, dout, inp, N, IC, OC);
 }
 static void op_fc_act_forward(Model* m, float* fch, float* fch_act, const float* inp, const LayerW* w, int N) {
-    matmul_forward(fch, inp, w->fcw, w->fcb, N, m->C, m->fc_dim);
-    if (m->c.arch == ARCH_GPT2) gelu_forward(fch_act, fch, (size_t)N * m->Fl);
+    op_matmul_forward(m, fch, inp, w->fcw, w->fcb, N, m->C, m->fc_dim);
+    int gpt2 = m->c.arch == ARCH_GPT2;
+    if (m->be.reference && gpt2) ref_gelu_forward(fch_act, fch, (size_t)N * m->Fl);
+    else if (m->be.reference) ref_swiglu_forward(fch_act, fch, N, m->Fl);
+    else if (gpt2) gelu_forward(fch_act, fch, (size_t)N * m->Fl);
     else swiglu_forward(fch_act, fch, N, m->Fl);
 }
 static void op_fcproj_act_backward_input(Model* m, float* dfch, const float* dy, const LayerW* w, const float* fch,
                                          int N) {
     op_matmul_backward_input(m, m->dfch_act, dy, w->fcprojw, N, m->Fl, m->C);
     memset(dfch, 0, sizeof(float) * N * m->fc_dim);
-    if (m->c.arch == ARCH_GPT2) gelu_backward(dfch, fch, m->dfch_act, (size_t)N * m->Fl);
+    int gpt2 = m->c.arch == ARCH_GPT2;
+    if (m->be.reference && gpt2) ref_gelu_backward(dfch, fch, m->dfch_act, (size_t)N * m->Fl);
+    else if (m->be.reference) ref_swiglu_backward(dfch, fch, m->dfch_act, N, m->Fl);
+    else if (gpt2) gelu_backward(dfch, fch, m->dfch_act, (size_t)N * m->Fl);
     else swiglu_backward(dfch, fch, m->dfch_act, N, m->Fl);
 }
 static void op_rope(Model* m, float* qkv, int N, float sign) {
     int period;
     const int* pos = mb_positions(m, m->row_pos, m->pos, &period);
-    rope_apply(qkv, N, pos, period, m->qkv_dim, m->Hl + m->KVl, m->hd, sign);
+    if (m->be.reference) ref_rope(qkv, N, pos, period, m->qkv_dim, m->Hl + m->KVl, m->hd, sign);
+    else rope_apply(qkv, N, pos, period, m->qkv_dim, m->Hl + m->KVl, m->hd, sign);
 }
 static void op_attention_forward(Model* m, float* out, float* att, const float* qkv, int B) {
-    attention_forward(out, att, qkv, B, m->T, m->Hl, m->KVl, m->hd, mb_docs(m));
+    if (m->be.reference) ref_attention_forward(out, att, qkv, B, m->T, m->Hl, m->KVl, m->hd, mb_docs(m));
+    else attention_forward(out, att, qkv, B, m->T, m->Hl, m->KVl, m->hd, mb_docs(m));
 }
 static void op_attention_backward(Model* m, float* dqkv, const float* dout, const float* qkv, const float* out,
                                   const float* att, int B) {
-    attention_backward(dqkv, dout, qkv, out, att, B, m->T, m->Hl, m->KVl, m->hd, mb_docs(m));
+    if (m->be.reference) ref_attention_backward(dqkv, dout, qkv, out, att, B, m->T, m->Hl, m->KVl, m->hd, mb_docs(m));
+    else attention_backward(dqkv, dout, qkv, out, att, B, m->T, m->Hl, m->KVl, m->hd, mb_docs(m));
 }
 static void op_attention_block_forward(Model* m, float* o, float* lse, const float* q, const float* kv,
                                        const AttnBlock* a) {
-    attention_block_forward(o, a->Ha * a->hd, lse, q, kv, a);
+    if (m->be.reference) ref_attention_block_forward(o, a->Ha * a->hd, lse, q, kv, a);
+    else attention_block_forward(o, a->Ha * a->hd, lse, q, kv, a);
 }
 static void op_attention_block_backward(Model* m, float* dq, float* dkv, const float* q, const float* kv,
                                         const float* dout, const float* out, const float* lse, const AttnBlock* a) {
-    attention_block_backward(dq, a->Ha * a->hd, dkv, 2 * a->KVa * a->hd, q, kv, dout, out, a->Ha * a->hd, lse, a);
+    int dq_ld = a->Ha * a->hd, dkv_ld = 2 * a->KVa * a->hd;
+    if (m->be.reference) ref_attention_block_backward(dq, dq_ld, dkv, dkv_ld, q, kv, dout, out, dq_ld, lse, a);
+    else attention_block_backward(dq, dq_ld, dkv, dkv_ld, q, kv, dout, out, dq_ld, lse, a);
 }
 static void op_attention_grad_pack(Model* m, float* dqkv, const float* dq, const float* dkv, size_t rows, int Ha,
                                    int KVa) {
@@ -108,35 +133,47 @@ static void op_attention_grad_pack(Model* m, float* dqkv, const float* dq, const
 }
 static void op_f32_to_act(Model* m, float* dst, const float* src, size_t n) { memcpy(dst, src, sizeof(float) * n); }
 static void op_residual(Model* m, float* out, const float* x, const float* y, const float* bias, int N) {
+    if (m->be.reference) { ref_residual_forward(out, x, y, bias, N, m->C); return; }
     residual_forward(out, x, y, (size_t)N * m->C);
     if (bias) add_bias(out, bias, N, m->C);
 }
-static void op_column_sum(Model* m, float* db, const float* d, int N) { column_dot_accumulate(db, d, NULL, N, m->C); }
+static void op_column_sum(Model* m, float* db, const float* d, int N) {
+    if (m->be.reference) ref_column_sum(db, d, N, m->C);
+    else column_dot_accumulate(db, d, NULL, N, m->C);
+}
 static void op_embedding_forward(Model* m, float* out, const int* tokens, int N) {
-    embedding_forward(out, tokens, m->w.wte, N, m->C, m->v0, m->Vl);
+    if (m->be.reference) ref_embedding_forward(out, tokens, m->w.wte, N, m->C, m->v0, m->Vl);
+    else embedding_forward(out, tokens, m->w.wte, N, m->C, m->v0, m->Vl);
 }
 static void op_embedding_backward(Model* m, const int* tokens, const float* dout, int N) {
-    embedding_backward(m->g.wte, tokens, dout, N, m->C, m->v0, m->Vl);
+    if (m->be.reference) ref_embedding_backward(m->g.wte, tokens, dout, N, m->C, m->v0, m->Vl);
+    else embedding_backward(m->g.wte, tokens, dout, N, m->C, m->v0, m->Vl);
 }
 static void op_position_forward(Model* m, float* x, int N, int row0) {
     int period;
     const int* pos = mb_positions(m, m->row_pos, m->pos, &period);
-    position_forward(x, m->w.wpe, N, row0, pos, period, m->C);
+    if (m->be.reference) ref_position_forward(x, m->w.wpe, N, row0, pos, period, m->C);
+    else position_forward(x, m->w.wpe, N, row0, pos, period, m->C);
 }
 static void op_position_backward(Model* m, const float* dx, int N, int row0) {
     int period;
     const int* pos = mb_positions(m, m->row_pos, m->pos, &period);
-    position_backward(m->g.wpe, dx, N, row0, pos, period, m->C);
+    if (m->be.reference) ref_position_backward(m->g.wpe, dx, N, row0, pos, period, m->C);
+    else position_backward(m->g.wpe, dx, N, row0, pos, period, m->C);
 }
 static void op_ce_local_max(Model* m, float* max, const float* logits, int N) {
-    crossentropy_local_max(max, logits, N, m->Vl, m->v0, m->c.vocab);
+    if (m->be.reference) ref_crossentropy_local_max(max, logits, N, m->Vl, m->v0, m->c.vocab);
+    else crossentropy_local_max(max, logits, N, m->Vl, m->v0, m->c.vocab);
 }
 static void op_ce_local_sums(Model* m, float* sums, const float* logits, const float* max, const int* targets, int N) {
-    crossentropy_local_sums(sums, logits, max, targets, N, m->Vl, m->v0, m->c.vocab);
+    if (m->be.reference) ref_crossentropy_local_sums(sums, logits, max, targets, N, m->Vl, m->v0, m->c.vocab);
+    else crossentropy_local_sums(sums, logits, max, targets, N, m->Vl, m->v0, m->c.vocab);
 }
 static void op_ce_finish(Model* m, float* losses, float* dlogits, const float* max, const float* sums,
                          const int* targets, int N, float dloss_scale) {
-    crossentropy_finish(losses, dlogits, max, sums, targets, N, m->Vl, m->v0, m->c.vocab, dloss_scale);
+    if (m->be.reference)
+        ref_crossentropy_finish(losses, dlogits, max, sums, targets, N, m->Vl, m->v0, m->c.vocab, dloss_scale);
+    else crossentropy_finish(losses, dlogits, max, sums, targets, N, m->Vl, m->v0, m->c.vocab, dloss_scale);
 }
 static void op_loss_accumulate(Model* m, const float* losses, int N) {
     for (int i = 0; i < N; i++) m->loss_sum += losses[i];
@@ -255,7 +292,9 @@ static const int* window_tokens(Model* m, const int* window, int T) { return win
 static void loss_fetch(Model* m) {}
 
 // fp64 sums of squares, range after range (each summed in a fixed order: kernels_cpu.h).
-static void sumsq_range(Model* m, int k, const float* x, size_t n, double* ss) { *ss += sum_squares(x, n); }
+static void sumsq_range(Model* m, int k, const float* x, size_t n, double* ss) {
+    *ss += m->be.reference ? ref_sum_squares(x, n) : sum_squares(x, n);
+}
 static void sumsq_finish(Model* m, int n_ranges, double* ss) {}
 // With --offload optimizer, m and v are in the file-backed tier: updated a window at a time, each
 // window released after its update, so at most one is resident (elementwise: the same numbers).
@@ -264,8 +303,9 @@ static void adamw_range(Model* m, size_t a, size_t b, const float* grad, int dec
     for (size_t lo = a; lo < b; lo += window) {
         size_t n = b - lo < window ? b - lo : window, o = lo - m->opt_lo;
         float* p = m->param_shard ? m->param_shard + o : m->params + lo;  // --zero 3 holds its shard only
-        adamw_update(p, grad + o, m->m_state + o, m->v_state + o, n, lr, m->c.beta1, m->c.beta2,
-                     m->c.eps, m->c.weight_decay, decay, grad_scale, t);
+        (m->be.reference ? ref_adamw_update : adamw_update)(p, grad + o, m->m_state + o, m->v_state + o, n, lr,
+                                                             m->c.beta1, m->c.beta2, m->c.eps, m->c.weight_decay,
+                                                             decay, grad_scale, t);
         if (m->c.offload & OFFLOAD_OPTIMIZER) tier_release(m->m_state + o, sizeof(float) * n);
         if (m->c.offload & OFFLOAD_OPTIMIZER) tier_release(m->v_state + o, sizeof(float) * n);
     }
@@ -275,7 +315,7 @@ static void param_shards_gather(Model* m) {  // the fp32 weights are the ones th
 }
 
 static void row_logits(Model* m, const float* lnf_row, float* row) {
-    matmul_forward(row + m->v0, lnf_row, m->w.head, NULL, 1, m->C, m->Vl);
+    op_matmul_forward(m, row + m->v0, lnf_row, m->w.head, NULL, 1, m->C, m->Vl);
     comm_allgather(&m->L.group[GROUP_TP], row + m->v0, row, m->Vl);  // comm: tp all-gather of one row of logits
 }
 static void device_sync(Model* m) {}
@@ -410,6 +450,7 @@ static void params_init(Model* m) {
 
 static void model_init(Model* m, Args* a, Metrics* met) {
     model_init_layout(m, a, met);  // runtime/train.h
+    m->be.reference = a->kernels_ref;
     model_init_params(m);
     model_init_schedule(m);        // the op list, then activations sized by it
 }
@@ -461,6 +502,10 @@ int main(int argc, char** argv) {
     Args* a = &run.args;
     ModelConfig* c = &a->cfg;
     int world = run.world, rank = run.rank;
+    char kernels[128];
+    snprintf(kernels, sizeof(kernels), "%s", "ref: the plain fp32 loops of model/reference.h (slow)");
+    if (!a->kernels_ref) snprintf(kernels, sizeof(kernels), "fast: %s, packed GEMM (model/kernels_cpu.h)", simd_name());
+    a->kernels_note = kernels;
     // Peak for MFU: --peak-tflops, else this machine's cores at the measured FMA rate,
     // shared by the ranks on it (every rank of a CPU run is one share of the machine).
     double peak = a->peak_tflops * 1e12, core = rank == 0 ? measure_core_peak_flops() : 0;

@@ -714,6 +714,9 @@ int main(int argc, char** argv) {
     {
         static Args pre;  // flags first: --help and flag errors need no GPU; run_setup parses them again
         parse_args(&pre, argc, argv);
+        if (pre.kernels_ref)
+            fail("--kernels ref: the plain-loop reference kernels are the CPU build's (train_cpu); the GPU build runs "
+                 "its CUDA kernels, checked against them");
         gpu_probe(&pre);
     }
     static Run run;
@@ -745,6 +748,7 @@ int main(int argc, char** argv) {
         upload_params(&m);
     }
     if (a->resume) start_step = resume_checkpoint(&m);
+    a->kernels_note = "CUDA: bf16, cuBLASLt, flash attention (model/gpu/)";
     if (rank == 0) {
         print_startup(&m.L, &m.P, c, a, &run.train, &run.val, &met, m.n_micro, start_step);
         printf(

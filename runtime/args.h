@@ -39,6 +39,8 @@ typedef struct {
     double peak_tflops;        // per device, for MFU; 0: measured (CPU) or by device name (GPU)
     int comm_mpi;              // GPU build: --comm mpi (host-staged) instead of NCCL
     int gelu_unfused;          // GPU build: --gelu-fusion off (GELU as its own kernel, not in the fc matmul)
+    int kernels_ref;           // CPU build: --kernels ref (model/reference.h's plain loops)
+    const char* kernels_note;  // the start-up table's line on the kernels (set by each build's main)
     int reshard_keep;          // --reshard-after-forward off: --zero 3 keeps each gathered layer for the step
     int cp_kind;               // --cp-kind: CP_RING, CP_ULYSSES, CP_2D
     int cp_split;              // --cp-split: CP_SPLIT_ZIGZAG, _CONTIGUOUS, _DOC (config: cp_contiguous, cp_doc)
@@ -229,6 +231,9 @@ static const Flag FLAGS[] = {
      "GPU build: NCCL or host-staged MPI (ranks can share a GPU)"},
     {"--gelu-fusion", FLAG_CHOICE, "on|off", NO_RANGE, "on", HELP_OUTPUT, AGREE, 0, IN_ARGS(gelu_unfused),
      "GPU build: GELU in the fc matmul's cuBLASLt epilogue, or its own kernel"},
+    {"--kernels", FLAG_CHOICE, "fast|ref", NO_RANGE, "fast", HELP_OUTPUT, AGREE, 0, IN_ARGS(kernels_ref),
+     "CPU build: fast (SIMD, packed GEMM: model/kernels_cpu.h) or ref (the plain fp32 loops of model/reference.h, "
+     "the math to read first; slow); the GPU build runs its CUDA kernels and refuses ref"},
     {"--weight-pass", FLAG_CHOICE, "immediate|deferred", NO_RANGE, NULL, HELP_OUTPUT, AGREE, 0,
      IN_CFG(weight_pass_deferred),
      "each layer's weight gradients right after its input gradient (default), or after the whole chunk's input "

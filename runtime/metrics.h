@@ -172,6 +172,7 @@ static void print_startup(const Layout* L, const ParamLayout* P, const ModelConf
     ROW("pipeline", "%s, vpp %d, bubble %s = %.3f", schedule_name(c->schedule), c->vpp, bubble_of[c->schedule],
         c->pp > 1 ? bubble_formula(c->schedule, c->pp, c->vpp, n_micro) : 0.0);
     ROW("zero / recompute", "%d / %s", c->zero, recompute_name(c->recompute));
+    if (a->kernels_note) ROW("kernels", "%s", a->kernels_note);
     ROW("peak per rank", "%.3f TFLOP/s (%s)", m->peak_flops / 1e12, m->peak_source);
     ROW("seed", "%llu", (unsigned long long)c->seed);
     ROW("samples", "%s", a->tokenizer ? "text (--tokenizer)" : c->vocab <= BYTE_VOCAB ? "bytes"

@@ -1,8 +1,8 @@
 // tests/gpt_docs.c: test_gpt's documents section: document masking (runtime/data.h doc_starts,
 // model/config.h AttnBlock.doc). Key k is visible to query q iff doc_start[q] <= k <= q.
 //   - doc_starts on tokens with end-of-text ids;
-//   - the masked attention against a double reference, its backward against finite
-//     differences of that reference;
+//   - the masked attention against the double reference (model/reference.h), its backward
+//     against finite differences of that reference;
 //   - a packed sequence against each of its documents alone (the attention, then the whole
 //     model: per-token losses and the gradient);
 //   - context parallelism's blocks (ring zig-zag and contiguous, tests/gpt_kernels.c's
@@ -19,42 +19,14 @@ static void docs_from_starts(int* doc, int n, const int* starts, int n_starts) {
     }
 }
 
-// Causal attention within documents in double: out (B*T x H*hd), lse (B x H x T).
-static void ref_attention_docs(double* out, double* lse, const double* qkv, const int* doc, int B, int T, int H, int KV,
-                               int hd) {
-    int stride = (H + 2 * KV) * hd, group = H / KV;
-    double* s = zeros_d(T);
-    for (int b = 0; b < B; b++)
-        for (int h = 0; h < H; h++)
-            for (int t = 0; t < T; t++) {
-                const double* q = qkv + ((size_t)b * T + t) * stride + h * hd;
-                int kvh = h / group, k0 = doc[(size_t)b * T + t];
-                double mx = -INFINITY, sum = 0;
-                for (int k = k0; k <= t; k++) {
-                    s[k] = dot_d(q, qkv + ((size_t)b * T + k) * stride + (H + kvh) * hd, hd) / sqrt((double)hd);
-                    mx = s[k] > mx ? s[k] : mx;
-                }
-                for (int k = k0; k <= t; k++) sum += (s[k] = exp(s[k] - mx));
-                if (lse) lse[((size_t)b * H + h) * T + t] = mx + log(sum);
-                double* o = out + ((size_t)b * T + t) * H * hd + h * hd;
-                for (int d = 0; d < hd; d++) {
-                    double y = 0;
-                    for (int k = k0; k <= t; k++)
-                        y += s[k] * qkv[((size_t)b * T + k) * stride + (H + KV + kvh) * hd + d];
-                    o[d] = y / sum;
-                }
-            }
-    free(s);
-}
-
 typedef struct { int B, T, H, KV, hd; const int* doc; double *qkv, *R; } DocAttCtx;
 static double doc_att_obj(void* p) {
     DocAttCtx* c = (DocAttCtx*)p;
     size_t no = (size_t)c->B * c->T * c->H * c->hd;
-    double* out = zeros_d(no);
-    ref_attention_docs(out, NULL, c->qkv, c->doc, c->B, c->T, c->H, c->KV, c->hd);
+    double *out = zeros_d(no), *lse = zeros_d((size_t)c->B * c->H * c->T);
+    refd_attention_forward(out, lse, c->qkv, c->B, c->T, c->H, c->KV, c->hd, c->doc);
     double L = dot_d(out, c->R, no);
-    free(out);
+    free(out), free(lse);
     return L;
 }
 
@@ -70,7 +42,7 @@ static void test_attention_docs(int B, int T, int H, int KV, int hd, const int* 
     attention_backward(dqkv, R, qkv, out, lse, B, T, H, KV, hd, doc);
     DocAttCtx ctx = {B, T, H, KV, hd, doc, to_double(qkv, nq), to_double(R, no)};
     double *ref = zeros_d(no), *rlse = zeros_d(nl);
-    ref_attention_docs(ref, rlse, ctx.qkv, doc, B, T, H, KV, hd);
+    refd_attention_forward(ref, rlse, ctx.qkv, B, T, H, KV, hd, doc);
     snprintf(name, sizeof(name), "documents/attention %s (T%d): forward vs double reference", what, T);
     check_err(name, rel_err(out, ref, no), TOL_FWD);
     snprintf(name, sizeof(name), "documents/attention %s (T%d): log-sum-exp vs double reference", what, T);

@@ -10,7 +10,7 @@ typedef struct { int N, IC, OC; double *inp, *w, *b, *R; } MatmulCtx;
 static double matmul_obj(void* p) {
     MatmulCtx* c = (MatmulCtx*)p;
     double* out = zeros_d((size_t)c->N * c->OC);
-    ref_matmul(out, c->inp, c->w, c->b, c->N, c->IC, c->OC);
+    refd_matmul_forward(out, c->inp, c->w, c->b, c->N, c->IC, c->OC);
     double L = dot_d(out, c->R, (size_t)c->N * c->OC);
     free(out);
     return L;
@@ -23,7 +23,7 @@ static void test_matmul(int N, int IC, int OC, int with_bias) {
     matmul_forward(out, inp, w, b, N, IC, OC);
     MatmulCtx ctx = {N, IC, OC, to_double(inp, ni), to_double(w, nw), b ? to_double(b, OC) : NULL, to_double(R, no)};
     double* ref = zeros_d(no);
-    ref_matmul(ref, ctx.inp, ctx.w, ctx.b, N, IC, OC);
+    refd_matmul_forward(ref, ctx.inp, ctx.w, ctx.b, N, IC, OC);
     snprintf(name, sizeof(name), "fwd/matmul%s %dx%dx%d", with_bias ? "+bias" : "", N, IC, OC);
     check_err(name, rel_err(out, ref, no), TOL_FWD);
     float *dinp = prefilled(ni), *dw = prefilled(nw), *db = prefilled(OC);
@@ -60,7 +60,7 @@ static void test_matmul_large(void) {
     matmul_forward(out, inp, w, b, N, IC, OC);
     double *di = to_double(inp, ni), *dw_ = to_double(w, nw), *dbias = to_double(b, OC), *dR = to_double(R, no);
     double* ref = zeros_d(no);
-    ref_matmul(ref, di, dw_, dbias, N, IC, OC);
+    refd_matmul_forward(ref, di, dw_, dbias, N, IC, OC);
     check_err("fwd/matmul multi-tile 130x300x270", rel_err(out, ref, no), TOL_FWD);
     float *ginp = prefilled(ni), *gw = prefilled(nw), *gb = prefilled(OC);
     matmul_backward(ginp, gw, gb, R, inp, w, N, IC, OC);
@@ -175,8 +175,7 @@ static double norm_obj(void* p) {
     NormCtx* c = (NormCtx*)p;
     size_t n = (size_t)c->N * c->C;
     double* out = zeros_d(n);
-    if (c->rms) ref_rmsnorm(out, NULL, c->x, c->w, c->N, c->C);
-    else ref_layernorm(out, NULL, NULL, c->x, c->w, c->b, c->N, c->C);
+    refd_norm(c->rms, out, c->x, c->w, c->b, c->N, c->C);
     double L = dot_d(out, c->R, n);
     free(out);
     return L;
@@ -193,8 +192,8 @@ static void test_norm(int rms) {
     else layernorm_forward(out, mean, rstd, x, w, b, N, C);
     NormCtx ctx = {N, C, rms, to_double(x, n), to_double(w, C), to_double(b, C), to_double(R, n)};
     double *ref = zeros_d(n), *rmean = zeros_d(N), *rrstd = zeros_d(N);
-    if (rms) ref_rmsnorm(ref, rrstd, ctx.x, ctx.w, N, C);
-    else ref_layernorm(ref, rmean, rrstd, ctx.x, ctx.w, ctx.b, N, C);
+    if (rms) refd_rmsnorm_forward(ref, rrstd, ctx.x, ctx.w, N, C);
+    else refd_layernorm_forward(ref, rmean, rrstd, ctx.x, ctx.w, ctx.b, N, C);
     snprintf(name, sizeof(name), "fwd/%s", nm);
     check_err(name, rel_err(out, ref, n), TOL_FWD);
     snprintf(name, sizeof(name), "fwd/%s/rstd", nm);
@@ -218,22 +217,21 @@ typedef struct { int B, T, H, KV, hd; double *qkv, *R; } AttCtx;
 static double att_obj(void* p) {
     AttCtx* c = (AttCtx*)p;
     size_t no = (size_t)c->B * c->T * c->H * c->hd;
-    double *out = zeros_d(no), *att = zeros_d((size_t)c->B * c->H * c->T * c->T);
-    ref_attention(out, att, NULL, c->qkv, c->B, c->T, c->H, c->KV, c->hd);
+    double *out = zeros_d(no), *lse = zeros_d((size_t)c->B * c->H * c->T);
+    refd_attention_forward(out, lse, c->qkv, c->B, c->T, c->H, c->KV, c->hd, NULL);
     double L = dot_d(out, c->R, no);
-    free(out), free(att);
+    free(out), free(lse);
     return L;
 }
 static void test_attention(int B, int T, int H, int KV, int hd) {
     char name[128], tag[48];
     snprintf(tag, sizeof(tag), "%s H%d KV%d T%d", KV < H ? "GQA" : "MHA", H, KV, T);
-    size_t nq = (size_t)B * T * (H + 2 * KV) * hd, no = (size_t)B * T * H * hd, na = (size_t)B * H * T * T,
-           nl = (size_t)B * H * T;
+    size_t nq = (size_t)B * T * (H + 2 * KV) * hd, no = (size_t)B * T * H * hd, nl = (size_t)B * H * T;
     float *qkv = randn_f(nq, 1), *R = randn_f(no, 1), *out = filled_f(no, NAN), *lse = filled_f(nl, NAN);
     attention_forward(out, lse, qkv, B, T, H, KV, hd, NULL);
     AttCtx ctx = {B, T, H, KV, hd, to_double(qkv, nq), to_double(R, no)};
-    double *ref = zeros_d(no), *ratt = zeros_d(na), *rlse = zeros_d(nl);
-    ref_attention(ref, ratt, rlse, ctx.qkv, B, T, H, KV, hd);
+    double *ref = zeros_d(no), *rlse = zeros_d(nl);
+    refd_attention_forward(ref, rlse, ctx.qkv, B, T, H, KV, hd, NULL);
     snprintf(name, sizeof(name), "fwd/attention %s", tag);
     check_err(name, rel_err(out, ref, no), TOL_FWD);
     snprintf(name, sizeof(name), "fwd/attention %s/log-sum-exp", tag);
@@ -242,7 +240,7 @@ static void test_attention(int B, int T, int H, int KV, int hd) {
     attention_backward(dqkv, R, qkv, out, lse, B, T, H, KV, hd, NULL);
     snprintf(name, sizeof(name), "fd/attention %s/qkv", tag);
     check_err(name, fd_err(att_obj, &ctx, ctx.qkv, nq, dqkv), TOL_GRAD);
-    free(qkv), free(R), free(out), free(lse), free(dqkv), free(ctx.qkv), free(ctx.R), free(ref), free(ratt), free(rlse);
+    free(qkv), free(R), free(out), free(lse), free(dqkv), free(ctx.qkv), free(ctx.R), free(ref), free(rlse);
 }
 
 // The position of row i of ring rank r in sequence b: its documents' order (order: B x T), or the
@@ -250,6 +248,8 @@ static void test_attention(int B, int T, int H, int KV, int hd) {
 static int ring_row_position(const int* order, int b, int r, int i, int R, int T, int contiguous) {
     return order ? order[(size_t)b * T + r * (T / R) + i] : cp_ring_position(i, r, R, T, contiguous);
 }
+
+static int ring_blocks_reference;  // 1: the blocks by model/reference.h (tests/gpt_reference.c)
 
 // --- attention by blocks, as context parallelism's ring computes it: each ring rank's
 // zig-zag rows against every rank's keys (context_parallel.h cp_blocks, in ring order),
@@ -298,13 +298,16 @@ static void test_attention_ring(int B, int T, int H, int KV, int hd, int R, int 
             for (int step = 0; step < R; step++) {
                 int src = (r - step + R) % R, n = cp_blocks(&m, &s, src, B, stride, kv_ld, blk);
                 for (int i = 0; i < n; i++) {
-                    if (pass == 0)
-                        attention_block_forward(o_r + r * lo, H * hd, l_r + (size_t)r * B * H * Ts, q_r + r * lq,
-                                                kv_r + src * lk, &blk[i]);
+                    float *o = o_r + r * lo, *l = l_r + (size_t)r * B * H * Ts, *q = q_r + r * lq;
+                    float* kv = kv_r + src * lk;
+                    if (pass == 0 && ring_blocks_reference) ref_attention_block_forward(o, H * hd, l, q, kv, &blk[i]);
+                    else if (pass == 0) attention_block_forward(o, H * hd, l, q, kv, &blk[i]);
+                    else if (ring_blocks_reference)
+                        ref_attention_block_backward(dq_r + r * lo, H * hd, dkv_r + src * lk, kv_ld, q, kv,
+                                                     do_r + r * lo, o, H * hd, l, &blk[i]);
                     else
-                        attention_block_backward(dq_r + r * lo, H * hd, dkv_r + src * lk, kv_ld, q_r + r * lq,
-                                                 kv_r + src * lk, do_r + r * lo, o_r + r * lo, H * hd,
-                                                 l_r + (size_t)r * B * H * Ts, &blk[i]);
+                        attention_block_backward(dq_r + r * lo, H * hd, dkv_r + src * lk, kv_ld, q, kv, do_r + r * lo,
+                                                 o, H * hd, l, &blk[i]);
                 }
             }
         }
@@ -326,7 +329,8 @@ static void test_attention_ring(int B, int T, int H, int KV, int hd, int R, int 
                         lse[((size_t)b * H + h) * T + full - (size_t)b * T];
             }
     const char* tag = KV < H ? "GQA" : "MHA";
-    snprintf(name, sizeof(name), "fwd/attention ring R=%d %s blocks merged = whole sequence (%s T%d%s)", R,
+    snprintf(name, sizeof(name), "fwd/attention ring R=%d %s%s blocks merged = whole sequence (%s T%d%s)", R,
+             ring_blocks_reference ? "reference's " : "",
              split == 2 ? "documents' zig-zag" : contiguous ? "contiguous" : "zig-zag", tag, T,
              doc ? ", documents" : "");
     check_err(name, rel_err(o_r, eo, R * lo), TOL_FWD);
@@ -380,7 +384,7 @@ static double rope_obj(void* p) {
     size_t n = (size_t)c->N * c->stride;
     double* y = zeros_d(n);
     memcpy(y, c->x, sizeof(double) * n);
-    ref_rope(y, c->N, c->pos, c->T, c->stride, c->n_heads, c->hd);
+    refd_rope(y, c->N, c->pos, c->T, c->stride, c->n_heads, c->hd, 1.0);
     double L = dot_d(y, c->R, n);
     free(y);
     return L;
@@ -396,7 +400,7 @@ static void test_rope(int zigzag) {
     rope_apply(y, N, pos, T, stride, n_heads, hd, 1.0f);
     RopeCtx ctx = {N, T, stride, n_heads, hd, pos, to_double(x, n), to_double(R, n)};
     double* ref = to_double(x, n);
-    ref_rope(ref, N, pos, T, stride, n_heads, hd);
+    refd_rope(ref, N, pos, T, stride, n_heads, hd, 1.0);
     check_err(zigzag ? "fwd/rope at positions 3..8" : "fwd/rope", rel_err(y, ref, n), TOL_FWD);
     int v_same = 1;
     for (int i = 0; i < N; i++)
@@ -416,8 +420,8 @@ static double act_obj(void* p) {
     ActCtx* c = (ActCtx*)p;
     size_t no = (size_t)c->N * c->F;
     double* out = zeros_d(no);
-    if (c->swiglu) ref_swiglu(out, c->x, c->N, c->F);
-    else for (size_t i = 0; i < no; i++) out[i] = ref_gelu(c->x[i]);
+    if (c->swiglu) refd_swiglu_forward(out, c->x, c->N, c->F);
+    else refd_gelu_forward(out, c->x, no);
     double L = dot_d(out, c->R, no);
     free(out);
     return L;
@@ -432,8 +436,8 @@ static void test_activation(int swiglu) {
     else gelu_forward(out, x, no);
     ActCtx ctx = {N, F, swiglu, to_double(x, ni), to_double(R, no)};
     double* ref = zeros_d(no);
-    if (swiglu) ref_swiglu(ref, ctx.x, N, F);
-    else for (size_t i = 0; i < no; i++) ref[i] = ref_gelu(ctx.x[i]);
+    if (swiglu) refd_swiglu_forward(ref, ctx.x, N, F);
+    else refd_gelu_forward(ref, ctx.x, no);
     snprintf(name, sizeof(name), "fwd/%s", nm);
     check_err(name, rel_err(out, ref, no), TOL_FWD);
     float* dx = prefilled(ni);
@@ -490,7 +494,7 @@ static double emb_obj(void* p) {
     EmbCtx* c = (EmbCtx*)p;
     size_t n = (size_t)c->N * c->C;
     double* out = zeros_d(n);
-    ref_embedding(out, c->tok, c->wte, c->N, c->C, c->v0, c->Vl);
+    refd_embedding_forward(out, c->tok, c->wte, c->N, c->C, c->v0, c->Vl);
     double L = dot_d(out, c->R, n);
     free(out);
     return L;
@@ -513,7 +517,7 @@ static void test_embedding(void) {
     embedding_forward(out, tok, wte, N, C, v0, Vl);
     EmbCtx ctx = {N, C, v0, Vl, 0, 0, tok, to_double(wte, nw), NULL, NULL, to_double(R, n)};
     double* ref = zeros_d(n);
-    ref_embedding(ref, tok, ctx.wte, N, C, v0, Vl);
+    refd_embedding_forward(ref, tok, ctx.wte, N, C, v0, Vl);
     check_err("fwd/embedding vocab range [4,10) (outside rows 0)", rel_err(out, ref, n), 0.0);
     float* dwte = prefilled(nw);
     embedding_backward(dwte, tok, R, N, C, v0, Vl);
@@ -546,7 +550,7 @@ typedef struct { int N, Vp, vocab; const int* targets; double *logits, s; } CeCt
 static double ce_obj(void* p) {
     CeCtx* c = (CeCtx*)p;
     double* losses = zeros_d(c->N);
-    ref_crossentropy(losses, c->logits, c->targets, c->N, c->Vp, c->vocab);
+    refd_crossentropy(losses, c->logits, c->targets, c->N, c->Vp, c->vocab);
     double L = 0;
     for (int i = 0; i < c->N; i++) L += c->s * losses[i];
     free(losses);
@@ -590,7 +594,7 @@ static void test_crossentropy(int N, int Vp, int vocab, int ranks) {
     }
     CeCtx ctx = {N, Vp, vocab, targets, to_double(logits, (size_t)N * Vp), s};
     double* ref = zeros_d(N);
-    ref_crossentropy(ref, ctx.logits, targets, N, Vp, vocab);
+    refd_crossentropy(ref, ctx.logits, targets, N, Vp, vocab);
     snprintf(name, sizeof(name), "fwd/crossentropy %s", tag);
     check_err(name, rel_err(losses, ref, N), TOL_FWD);
     if (ranks > 1) {

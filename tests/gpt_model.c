@@ -81,8 +81,7 @@ typedef struct { Model* m; double* p; } RefModel;
 static const double* dview(const RefModel* r, const float* w) { return w ? r->p + (w - r->m->params) : NULL; }
 
 static void ref_norm(const Model* m, double* out, const double* x, const double* w, const double* b, int N) {
-    if (m->c.arch == ARCH_GPT2) ref_layernorm(out, NULL, NULL, x, w, b, N, m->C);
-    else ref_rmsnorm(out, NULL, x, w, N, m->C);
+    refd_norm(m->c.arch == ARCH_LLAMA, out, x, w, b, N, m->C);
 }
 
 // Mean cross-entropy over all n_micro * B sequences of this step (real vocabulary only).
@@ -94,10 +93,11 @@ static double ref_model_loss(void* ctx) {
     int F = c->d_ff, Vp = c->vocab_padded, llama = c->arch == ARCH_LLAMA;
     int qkv_dim = (H + 2 * KV) * hd, fc_dim = llama ? 2 * F : F;
     double *x = zeros_d((size_t)BT * C), *h = zeros_d((size_t)BT * C), *qkv = zeros_d((size_t)BT * qkv_dim);
-    double *att = zeros_d((size_t)n_seq * H * T * T), *atty = zeros_d((size_t)BT * C), *y = zeros_d((size_t)BT * C);
+    double *lse = zeros_d((size_t)n_seq * H * T), *atty = zeros_d((size_t)BT * C), *y = zeros_d((size_t)BT * C);
     double *fch = zeros_d((size_t)BT * fc_dim), *act = zeros_d((size_t)BT * F), *logits = zeros_d((size_t)BT * Vp),
            *losses = zeros_d(BT);
-    ref_embedding(x, m->inputs, dview(r, m->w.wte), BT, C, 0, Vp);
+    int* pos = positions_in_order(T);
+    refd_embedding_forward(x, m->inputs, dview(r, m->w.wte), BT, C, 0, Vp);
     if (!llama) {
         const double* wpe = dview(r, m->w.wpe);
         for (int i = 0; i < BT; i++) for (int k = 0; k < C; k++) x[(size_t)i * C + k] += wpe[(size_t)(i % T) * C + k];
@@ -105,24 +105,25 @@ static double ref_model_loss(void* ctx) {
     for (int l = 0; l < c->n_layer; l++) {
         const LayerW* w = &m->wl[l];
         ref_norm(m, h, x, dview(r, w->ln1w), dview(r, w->ln1b), BT);
-        ref_matmul(qkv, h, dview(r, w->qkvw), dview(r, w->qkvb), BT, C, qkv_dim);
-        if (llama) ref_rope(qkv, BT, NULL, T, qkv_dim, H + KV, hd);  // q and k heads
-        ref_attention(atty, att, NULL, qkv, n_seq, T, H, KV, hd);
-        ref_matmul(y, atty, dview(r, w->attprojw), dview(r, w->attprojb), BT, C, C);
+        refd_matmul_forward(qkv, h, dview(r, w->qkvw), dview(r, w->qkvb), BT, C, qkv_dim);
+        if (llama) refd_rope(qkv, BT, pos, T, qkv_dim, H + KV, hd, 1.0);  // q and k heads
+        refd_attention_forward(atty, lse, qkv, n_seq, T, H, KV, hd, NULL);
+        refd_matmul_forward(y, atty, dview(r, w->attprojw), dview(r, w->attprojb), BT, C, C);
         for (size_t i = 0; i < (size_t)BT * C; i++) x[i] += y[i];
         ref_norm(m, h, x, dview(r, w->ln2w), dview(r, w->ln2b), BT);
-        ref_matmul(fch, h, dview(r, w->fcw), dview(r, w->fcb), BT, C, fc_dim);
-        if (llama) ref_swiglu(act, fch, BT, F);
-        else for (size_t i = 0; i < (size_t)BT * F; i++) act[i] = ref_gelu(fch[i]);
-        ref_matmul(y, act, dview(r, w->fcprojw), dview(r, w->fcprojb), BT, F, C);
+        refd_matmul_forward(fch, h, dview(r, w->fcw), dview(r, w->fcb), BT, C, fc_dim);
+        if (llama) refd_swiglu_forward(act, fch, BT, F);
+        else refd_gelu_forward(act, fch, (size_t)BT * F);
+        refd_matmul_forward(y, act, dview(r, w->fcprojw), dview(r, w->fcprojb), BT, F, C);
         for (size_t i = 0; i < (size_t)BT * C; i++) x[i] += y[i];
     }
     ref_norm(m, h, x, dview(r, m->w.lnfw), dview(r, m->w.lnfb), BT);
-    ref_matmul(logits, h, dview(r, m->w.head), NULL, BT, C, Vp);  // GPT-2: head is wte (tied)
-    ref_crossentropy(losses, logits, m->targets, BT, Vp, c->vocab);
+    refd_matmul_forward(logits, h, dview(r, m->w.head), NULL, BT, C, Vp);  // GPT-2: head is wte (tied)
+    refd_crossentropy(losses, logits, m->targets, BT, Vp, c->vocab);
     double L = 0;
     for (int i = 0; i < BT; i++) L += losses[i];
-    free(x), free(h), free(qkv), free(att), free(atty), free(y), free(fch), free(act), free(logits), free(losses);
+    free(x), free(h), free(qkv), free(lse), free(pos), free(atty), free(y), free(fch), free(act), free(logits);
+    free(losses);
     return L / BT;
 }
 

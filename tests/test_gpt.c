@@ -6,10 +6,12 @@
 // "N passed, N failed" alone on the last line; the exit status is non-zero on any failure.
 //
 // What is checked, in order:
-//   1. every fp32 layer kernel (kernels_cpu.h) against a double-precision reference
-//      written here with plain loops: the forward outputs, and the backward against
-//      central finite differences of the double reference (objective L = sum(out * R),
-//      fixed random R, the backward fed dout = R; eps 1e-6);
+//   1. every fp32 layer kernel (kernels_cpu.h) against the reference (model/reference.h's
+//      plain loops, compiled here once more in double): the forward outputs, and the
+//      backward against central finite differences of the double reference (objective
+//      L = sum(out * R), fixed random R, the backward fed dout = R; eps 1e-6); then the fp32
+//      reference that --kernels ref trains with against the fast kernels, and its backwards
+//      against the same finite differences (tests/gpt_reference.c);
 //   2. the whole model (GPT-2 and LLaMA, 1 rank): the fp32 loss against a double
 //      reference model built from the layer references, the analytic gradient of a
 //      sample of every tensor against finite differences of the double loss, and
@@ -24,7 +26,7 @@
 //   7. flag parsing and layout checks.
 //
 // This file holds the shared helpers and main; the checks, by concern, are in tests/gpt_kernels.c
-// (1), gpt_model.c (2-4 and the test models), gpt_readers.c (5), gpt_schedules.c (6) and
+// and gpt_reference.c (1), gpt_model.c (2-4 and the test models), gpt_readers.c (5), gpt_schedules.c (6) and
 // gpt_flags.c (7, with args.h's table), included in that order into the one binary.
 //
 // Error paths call fail(), which exits: they run in fork()ed children, and the test
@@ -125,105 +127,110 @@ static double fd_err(Objective f, void* ctx, double* x, size_t n, const float* g
 #define TOL_GRAD 1e-4  // backward against finite differences
 
 // ----------------------------------------------------------------------------
-// Double-precision reference layers: the textbook formulas, one loop nest each.
+// The reference in double precision, for finite differences: model/reference.h once more (the
+// trainer's copy, included by train_gpt.c, is fp32), its float read as double, its math
+// functions the double ones, each function renamed refd_*. One source for the math: what the
+// fp32 kernels are checked against is the file a learner reads.
+#define float double
+#define sqrtf sqrt
+#define expf exp
+#define logf log
+#define tanhf tanh
+#define powf pow
+#define cosf cos
+#define sinf sin
+#define ref_embedding_forward refd_embedding_forward
+#define ref_embedding_backward refd_embedding_backward
+#define ref_position_forward refd_position_forward
+#define ref_position_backward refd_position_backward
+#define ref_layernorm_forward refd_layernorm_forward
+#define ref_layernorm_backward refd_layernorm_backward
+#define ref_rmsnorm_forward refd_rmsnorm_forward
+#define ref_rmsnorm_backward refd_rmsnorm_backward
+#define ref_matmul_forward refd_matmul_forward
+#define ref_matmul_backward_input refd_matmul_backward_input
+#define ref_matmul_backward_weight refd_matmul_backward_weight
+#define ref_rope refd_rope
+#define ref_block_position refd_block_position
+#define ref_visible refd_visible
+#define ref_attention_block_forward refd_attention_block_forward
+#define ref_attention_block_backward refd_attention_block_backward
+#define ref_whole_sequence refd_whole_sequence
+#define ref_attention_forward refd_attention_forward
+#define ref_attention_backward refd_attention_backward
+#define ref_gelu_forward refd_gelu_forward
+#define ref_gelu_backward refd_gelu_backward
+#define ref_swiglu_forward refd_swiglu_forward
+#define ref_swiglu_backward refd_swiglu_backward
+#define ref_residual_forward refd_residual_forward
+#define ref_column_sum refd_column_sum
+#define ref_crossentropy_local_max refd_crossentropy_local_max
+#define ref_crossentropy_local_sums refd_crossentropy_local_sums
+#define ref_crossentropy_finish refd_crossentropy_finish
+#define ref_adamw_update refd_adamw_update
+#define ref_sum_squares refd_sum_squares
+#undef REFERENCE_H
+#include "model/reference.h"
+#undef float
+#undef sqrtf
+#undef expf
+#undef logf
+#undef tanhf
+#undef powf
+#undef cosf
+#undef sinf
+#undef ref_embedding_forward
+#undef ref_embedding_backward
+#undef ref_position_forward
+#undef ref_position_backward
+#undef ref_layernorm_forward
+#undef ref_layernorm_backward
+#undef ref_rmsnorm_forward
+#undef ref_rmsnorm_backward
+#undef ref_matmul_forward
+#undef ref_matmul_backward_input
+#undef ref_matmul_backward_weight
+#undef ref_rope
+#undef ref_block_position
+#undef ref_visible
+#undef ref_attention_block_forward
+#undef ref_attention_block_backward
+#undef ref_whole_sequence
+#undef ref_attention_forward
+#undef ref_attention_backward
+#undef ref_gelu_forward
+#undef ref_gelu_backward
+#undef ref_swiglu_forward
+#undef ref_swiglu_backward
+#undef ref_residual_forward
+#undef ref_column_sum
+#undef ref_crossentropy_local_max
+#undef ref_crossentropy_local_sums
+#undef ref_crossentropy_finish
+#undef ref_adamw_update
+#undef ref_sum_squares
 
-static void ref_matmul(double* out, const double* inp, const double* w, const double* b, int N, int IC, int OC) {
-    for (int i = 0; i < N; i++)
-        for (int o = 0; o < OC; o++) {
-            double s = b ? b[o] : 0;
-            for (int k = 0; k < IC; k++) s += inp[(size_t)i * IC + k] * w[(size_t)o * IC + k];
-            out[(size_t)i * OC + o] = s;
-        }
+// The double reference's loss of each row over the whole padded vocabulary (one rank: the
+// three passes of the cross-entropy back to back); only the first `vocab` columns are real.
+static void refd_crossentropy(double* losses, const double* logits, const int* targets, int N, int Vp, int vocab) {
+    double *maxes = zeros_d(N), *sums = zeros_d(2 * (size_t)N);
+    refd_crossentropy_local_max(maxes, logits, N, Vp, 0, vocab);
+    refd_crossentropy_local_sums(sums, logits, maxes, targets, N, Vp, 0, vocab);
+    refd_crossentropy_finish(losses, NULL, maxes, sums, targets, N, Vp, 0, vocab, 1.0);
+    free(maxes), free(sums);
 }
-static void ref_layernorm(double* out, double* mean, double* rstd, const double* x, const double* w, const double* b,
-                          int N, int C) {
-    for (int i = 0; i < N; i++) {
-        const double* r = x + (size_t)i * C;
-        double m = 0, v = 0;
-        for (int c = 0; c < C; c++) m += r[c];
-        m /= C;
-        for (int c = 0; c < C; c++) v += (r[c] - m) * (r[c] - m);
-        double s = 1.0 / sqrt(v / C + 1e-5);
-        for (int c = 0; c < C; c++) out[(size_t)i * C + c] = (r[c] - m) * s * w[c] + b[c];
-        if (mean) mean[i] = m, rstd[i] = s;
-    }
+// LayerNorm (GPT-2) or RMSNorm (LLaMA) in double, the row statistics dropped.
+static void refd_norm(int rms, double* out, const double* x, const double* w, const double* b, int N, int C) {
+    double *mean = zeros_d(N), *rstd = zeros_d(N);
+    if (rms) refd_rmsnorm_forward(out, rstd, x, w, N, C);
+    else refd_layernorm_forward(out, mean, rstd, x, w, b, N, C);
+    free(mean), free(rstd);
 }
-static void ref_rmsnorm(double* out, double* rstd, const double* x, const double* w, int N, int C) {
-    for (int i = 0; i < N; i++) {
-        const double* r = x + (size_t)i * C;
-        double ss = 0;
-        for (int c = 0; c < C; c++) ss += r[c] * r[c];
-        double s = 1.0 / sqrt(ss / C + 1e-5);
-        for (int c = 0; c < C; c++) out[(size_t)i * C + c] = r[c] * s * w[c];
-        if (rstd) rstd[i] = s;
-    }
-}
-// Rotate pairs (2j, 2j+1) of the first n_heads heads of each row by pos * 10000^(-2j/hd),
-// pos = pos[i % T] (i % T when pos is NULL).
-static void ref_rope(double* qkv, int N, const int* pos, int T, int stride, int n_heads, int hd) {
-    for (int i = 0; i < N; i++)
-        for (int h = 0; h < n_heads; h++) {
-            double* x = qkv + (size_t)i * stride + h * hd;
-            for (int j = 0; j < hd / 2; j++) {
-                double ang = (pos ? pos[i % T] : i % T) * pow(10000.0, -2.0 * j / hd), c = cos(ang), s = sin(ang);
-                double a = x[2 * j], b = x[2 * j + 1];
-                x[2 * j] = a * c - b * s;
-                x[2 * j + 1] = a * s + b * c;
-            }
-        }
-}
-// Causal softmax attention; query head h reads kv head h / (H / KV). lse (B x H x T, may be
-// NULL): the log-sum-exp of each row's scores.
-static void ref_attention(double* out, double* att, double* lse, const double* qkv, int B, int T, int H, int KV,
-                          int hd) {
-    int stride = (H + 2 * KV) * hd, group = H / KV;
-    for (int b = 0; b < B; b++)
-        for (int h = 0; h < H; h++)
-            for (int t = 0; t < T; t++) {
-                const double* q = qkv + ((size_t)b * T + t) * stride + h * hd;
-                double* a = att + (((size_t)b * H + h) * T + t) * T;
-                int kvh = h / group;
-                double mx = -INFINITY, sum = 0;
-                for (int t2 = 0; t2 <= t; t2++) {
-                    const double* k = qkv + ((size_t)b * T + t2) * stride + (H + kvh) * hd;
-                    a[t2] = dot_d(q, k, hd) / sqrt((double)hd);
-                    if (a[t2] > mx) mx = a[t2];
-                }
-                for (int t2 = 0; t2 <= t; t2++) sum += (a[t2] = exp(a[t2] - mx));
-                if (lse) lse[((size_t)b * H + h) * T + t] = mx + log(sum);
-                for (int t2 = 0; t2 < T; t2++) a[t2] = t2 <= t ? a[t2] / sum : 0.0;
-                double* o = out + ((size_t)b * T + t) * H * hd + h * hd;
-                for (int d = 0; d < hd; d++) {
-                    double s = 0;
-                    for (int t2 = 0; t2 <= t; t2++)
-                        s += a[t2] * qkv[((size_t)b * T + t2) * stride + (H + KV + kvh) * hd + d];
-                    o[d] = s;
-                }
-            }
-}
-static double ref_gelu(double x) { return 0.5 * x * (1.0 + tanh(sqrt(2.0 / M_PI) * (x + 0.044715 * x * x * x))); }
-static void ref_swiglu(double* out, const double* inp, int N, int F) {
-    for (int i = 0; i < N; i++)
-        for (int j = 0; j < F; j++) {
-            double g = inp[(size_t)i * 2 * F + j], u = inp[(size_t)i * 2 * F + F + j];
-            out[(size_t)i * F + j] = g / (1.0 + exp(-g)) * u;
-        }
-}
-// Rows [v0, v0+Vl) of the vocabulary: other tokens give zero rows.
-static void ref_embedding(double* out, const int* tok, const double* wte, int N, int C, int v0, int Vl) {
-    for (int i = 0; i < N; i++)
-        for (int c = 0; c < C; c++)
-            out[(size_t)i * C + c] = (tok[i] >= v0 && tok[i] < v0 + Vl) ? wte[(size_t)(tok[i] - v0) * C + c] : 0.0;
-}
-// Full rows of Vp logits; only the first `vocab` columns are real.
-static void ref_crossentropy(double* losses, const double* logits, const int* targets, int N, int Vp, int vocab) {
-    for (int i = 0; i < N; i++) {
-        const double* r = logits + (size_t)i * Vp;
-        double mx = -INFINITY, s = 0;
-        for (int j = 0; j < vocab; j++) if (r[j] > mx) mx = r[j];
-        for (int j = 0; j < vocab; j++) s += exp(r[j] - mx);
-        losses[i] = log(s) + mx - r[targets[i]];
-    }
+// Positions 0, 1, ..., T - 1 (rows in order).
+static int* positions_in_order(int T) {
+    int* pos = (int*)xmalloc(sizeof(int) * T);
+    for (int t = 0; t < T; t++) pos[t] = t;
+    return pos;
 }
 
 // ----------------------------------------------------------------------------
@@ -236,6 +243,7 @@ static void ref_crossentropy(double* losses, const double* logits, const int* ta
 #include "tests/gpt_docs.c"
 #include "tests/gpt_packing.c"
 #include "tests/gpt_cp_doc.c"
+#include "tests/gpt_reference.c"
 
 // ----------------------------------------------------------------------------
 
@@ -249,6 +257,7 @@ int main(int argc, char** argv) {
 #endif
     struct { const char* name; void (*fn)(void);
     } sections[] = {{"kernels", test_kernels},
+                    {"reference", test_reference},
                     {"model", test_model},
                     {"escape", test_escape},
                     {"files", test_files},

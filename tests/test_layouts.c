@@ -766,6 +766,27 @@ static void layout_errors(void) {
                         "--sp with --cp 4: the 6 rows of a sequence per cp rank do not split over tp 4");
 }
 
+// --kernels ref (model/reference.h's plain fp32 loops) against the fast kernels, the suite's
+// reference run: on 1 rank, tp 2 and pp 2 the same losses and weights within TOL (fp32 sums in
+// another order, as between layouts). LLaMA on masked documents adds RoPE, SwiGLU, grouped-query
+// attention, the document mask and, with cp 2, attention by blocks (zig-zag and --cp-split doc).
+static void kernels_suites(void) {
+    static const Layout_ gpt_layouts[] = {
+        {"ref_1rank", "--kernels ref"},
+        {"ref_tp2", "--kernels ref --tp 2"},
+        {"ref_pp2", "--kernels ref --pp 2"},
+    };
+    suite("kernels_gpt2", "--model tiny", gpt_layouts, sizeof(gpt_layouts) / sizeof(gpt_layouts[0]));
+    static const Layout_ llama_layouts[] = {
+        {"ref_1rank", "--kernels ref"},
+        {"ref_tp2", "--kernels ref --tp 2"},
+        {"ref_cp2", "--kernels ref --cp 2"},
+        {"ref_cp2_doc", "--kernels ref --cp 2 --cp-split doc"},
+    };
+    suite("kernels_llama_docs", "--model llama-tiny --data " DOCS_DATA " --doc-mask on", llama_layouts,
+          sizeof(llama_layouts) / sizeof(llama_layouts[0]));
+}
+
 #include "tests/layouts_offload.c"
 
 int main(int argc, char** argv) {
@@ -775,6 +796,7 @@ int main(int argc, char** argv) {
     gpt2_shape_suites();
     llama_suite();
     doc_suites();
+    kernels_suites();
     packing_suites();
     zero3_checkpoints();
     offload_suites();

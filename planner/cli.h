@@ -28,7 +28,9 @@ static void plan_usage(void) {
         "                          and DP reduction), or a PyTorch framework (Megatron-LM, FSDP: autograd's "
         "activations)\n"
         "                          (foundry: as llm-foundry ran it: dropout 0, flash-attn's fused cross-entropy)\n"
-        "  --tp --pp --dp --vpp --micro-batch N, --recompute none|selective|full, --sp 0|1, --zero 0..3,\n"
+        "  --tp --pp --dp --vpp --micro-batch N, --sp 0|1, --zero 0..3,\n"
+        "  --recompute none|selective|full|selective_op|selective_layer (the last two: torchtitan's policies, not\n"
+        "                          searched unless named; dev/PLANNER.md maps each framework's flag to one),\n"
         "  --schedule 1f1b|interleaved|zb-h1|zb-v, --offload none|optimizer|activations|both (every layout; "
         "planner/time.h), --offload-frames 1|2,\n"
         "  --cp N (ranks per sequence: 1 = no context parallelism; powers of two), --cp-kind ring|ulysses|2d,\n"
@@ -111,10 +113,8 @@ static int plan_filter_flag(const char* flag, const char* v, PlanFilter* f) {
         else if (!strcmp(v, "off") || !strcmp(v, "0")) f->rms_kernel = 0;
         else fail("--rms-kernel: expected on or off, got '%s'", v);
     } else if (!strcmp(flag, "--recompute")) {
-        if (!strcmp(v, "none")) f->recompute = RECOMPUTE_NONE;
-        else if (!strcmp(v, "selective")) f->recompute = RECOMPUTE_SELECTIVE;
-        else if (!strcmp(v, "full")) f->recompute = RECOMPUTE_FULL;
-        else fail("--recompute: expected none, selective or full, got '%s'", v);
+        f->recompute = plan_recompute_from_name(v);
+        if (f->recompute < 0) fail("--recompute: expected one of %s, got '%s'", PLAN_RECOMPUTE_NAMES, v);
     } else if (!strcmp(flag, "--schedule")) {  // the schedules the search tries (plan_schedule_tried)
         f->schedule = schedule_from_name(v);
         if (f->schedule < 0 || f->schedule == SCHED_GPIPE)
@@ -259,8 +259,9 @@ static void plan_print_table(const PlanResult* r, int n, int top) {
             "%4d %4d %3d %3d %-8s %3d %3d %3d %-11s %-9s %2d %4d %-13s %3d %7.1f %8.1f %4s %8.3f %10.0f %6.1f %7.2f "
             "%7.2f %6.1f",
             i + 1, p->dp, p->tp, p->cp, cp_kind_str(p, kind, sizeof(kind)), p->pp, p->vpp, p->micro_batch,
-            schedule_name(p->schedule), recompute_name(p->recompute), p->sp, p->zero, ATTN_NAMES[p->setup.attention],
-            p->setup.rms_kernel, p->mem_total / GiB, p->mem_margin / GiB, p->fits ? "yes" : "no", p->t_step,
+            schedule_name(p->schedule), plan_recompute_name(p->recompute), p->sp, p->zero,
+            ATTN_NAMES[p->setup.attention], p->setup.rms_kernel, p->mem_total / GiB, p->mem_margin / GiB,
+            p->fits ? "yes" : "no", p->t_step,
             p->tokens_per_s_per_gpu, 100 * p->mfu, 100 * p->idle_frac, 100 * p->bubble_formula,
             p->timed ? 100 * p->t_cp_exposed / p->t_step : 0);
         if (host) printf(" %8.1f", p->mem_host / GiB);
@@ -288,7 +289,7 @@ static void plan_write_csv(AtomicFile* out, const ModelConfig* c, const DevicePr
             f,
             "%d,%d,%d,%d,%d,%s,%d,%d,%d,%d,%s,%s,%d,%d,%s,%d,%d,%d,%d,%.4f,%.4f,%.4f,%.4f,%.4f,%.4f,%.4f,%.4f,%.4f,%d,",
             p->dp, p->tp, p->pp, p->cp, p->cp_ulysses, CPK_NAMES[cp_kind_of(p->cp, p->cp_ulysses)], p->cp_off_node,
-            p->vpp, p->micro_batch, p->n_micro, schedule_name(p->schedule), recompute_name(p->recompute), p->sp,
+            p->vpp, p->micro_batch, p->n_micro, schedule_name(p->schedule), plan_recompute_name(p->recompute), p->sp,
             p->zero, ATTN_NAMES[p->setup.attention], p->setup.rms_kernel, p->in_flight, p->w_pending, p->worst_stage,
             p->mem_weights / GiB, p->mem_grads / GiB, p->mem_optim / GiB, p->mem_act / GiB, p->mem_w_inputs / GiB,
             p->mem_temp / GiB, p->mem_overhead / GiB, p->mem_total / GiB, p->mem_margin / GiB, p->fits);
@@ -409,8 +410,9 @@ static int plan_main(int argc, char** argv) {
         printf(
             "best: --dp %d --tp %d%s --pp %d --vpp %d --micro-batch %d --recompute %s%s --zero %d --schedule %s, %s "
             "attention, rms kernel %s  (%.1f%% MFU, %.1f%% HFU, %.4g TFLOP/s/GPU, %.1f GiB%s)\n",
-            p->dp, p->tp, cp_flags, p->pp, p->vpp, p->micro_batch, recompute_name(p->recompute), p->sp ? " --sp" : "",
-            p->zero, schedule_name(p->schedule), ATTN_NAMES[p->setup.attention], p->setup.rms_kernel ? "on" : "off",
+            p->dp, p->tp, cp_flags, p->pp, p->vpp, p->micro_batch, plan_recompute_name(p->recompute),
+            p->sp ? " --sp" : "", p->zero, schedule_name(p->schedule), ATTN_NAMES[p->setup.attention],
+            p->setup.rms_kernel ? "on" : "off",
             100 * p->mfu, 100 * p->hfu, p->model_tflops_per_gpu, p->mem_total / GiB, host_note);
         if (a.doc_lengths) doc_print_prediction(&docs, &c, p);
     }

@@ -61,7 +61,8 @@ typedef struct {
 // 8 single-port ConnectX-6 200 Gb/s HDR InfiniBand for the compute fabric, one per GPU, rail-
 // optimized, and NVSwitch with NVLink3 600 GB/s bidirectional = 300 GB/s each way per GPU);
 // H100/H200 (DGX H100 / H200: NVLink4 900 GB/s bidirectional through NVSwitch 3 with NVLink
-// SHARP, 8 ConnectX-7 400 Gb/s NDR, one per GPU); a node with fewer NICs (jean-zay-a100). Efficiencies marked "fit" were fitted once to the 334 runs of
+// SHARP, 8 ConnectX-7 400 Gb/s NDR, one per GPU); a node with fewer NICs (jean-zay-a100).
+// Efficiencies marked "fit" were fitted once to the 334 runs of
 // Hagemann et al. 2023 (dev/PLANNER.md, scripts/validate_planner.py); the others are
 // datasheet values or published kernel figures. The H100/H200 profiles keep the A100's
 // fitted efficiencies except where a published figure says otherwise.
@@ -131,8 +132,8 @@ static void profile_h100(DeviceProfile* d) {
                                   // 677 TFLOP/s (as measured; K 768 costs 14%), its backward 711 (measured 750);
                                   // 8192^3: 808 TFLOP/s
     d->matmul_eff = 0.634;        // a PyTorch framework's step (Megatron, FSDP): the A100's ratio carried over, not
-                                  // fitted to any H100 run. The A100's 0.68 (fitted on the layouts study) is 0.79 of its
-                                  // largest measured matmul (268 of 312 TFLOP/s); 0.79 of the H100's (792 of 989,
+                                  // fitted to any H100 run. The A100's 0.68 (fitted on the layouts study) is 0.79
+                                  // of its largest measured matmul (268 of 312 TFLOP/s); 0.79 of the H100's (792 of 989,
                                   // ml-engineering's MAMF table) is 0.634. (Until 2026-12-05 0.56, fitted to llm-
                                   // foundry's H100 tables: 0.70 of the MAMF; leave-one-source-out could not keep it)
     d->bmm_eff = 0.634;           // as matmul_eff (the A100's note)

@@ -42,6 +42,28 @@ static double chunk_params(const ModelConfig* c, int n_layers_chunk, int has_emb
     return p;
 }
 
+// Recomputation policies frameworks define beside the trainer's none / selective (Megatron's:
+// the attention core) / full (model/config.h), for --software scaling | framework | foundry (this
+// trainer has none of them): named in --runs' recompute column and by --plan --recompute, not
+// searched unless asked for.
+//   selective_op     torchtitan's selective activation checkpointing with option "op" (its
+//                    _save_list policy, models/llama3/infra/parallelize.py): of a layer's matmuls it
+//                    saves the outputs of the odd-numbered ones (1st, 3rd, ...: LLaMA wq, wv, w1, w2;
+//                    GPT qkv, fc) and the attention kernel's output; everything else (the even
+//                    matmuls, norms, RoPE, activations) is recomputed from the layer input in the backward
+//   selective_layer  torchtitan's selective option "2": every second layer checkpointed whole (as
+//                    full), the others keep everything (as none)
+enum { RECOMPUTE_OP = RECOMPUTE_FULL + 1, RECOMPUTE_LAYER, N_PLAN_RECOMPUTE };
+static const char* plan_recompute_name(int r) {
+    return r == RECOMPUTE_OP ? "selective_op" : r == RECOMPUTE_LAYER ? "selective_layer" : recompute_name(r);
+}
+static int plan_recompute_from_name(const char* s) {
+    for (int r = RECOMPUTE_NONE; r < N_PLAN_RECOMPUTE; r++)
+        if (!strcmp(s, plan_recompute_name(r))) return r;
+    return -1;
+}
+#define PLAN_RECOMPUTE_NAMES "none, selective, full, selective_op, selective_layer"
+
 // Activation bytes one transformer layer keeps for its backward, for one micro-batch
 // of b sequences of s tokens, on one GPU of a tp group. Korthikanti et al. 2022, Table 2,
 // in units of s*b*h bytes (bf16 = 2 bytes per value, 1-byte dropout masks):
@@ -67,11 +89,18 @@ static double chunk_params(const ModelConfig* c, int n_layers_chunk, int has_emb
 // dtype_bytes/2. With context parallelism (cp > 1) a rank holds s = T/cp tokens, and its
 // attention runs block by block whatever the kernel, keeping only the log-sum-exp
 // (context_parallel.h): 4a/h.
+// selective_op keeps the layer input (2, /t with SP), the saved matmul outputs and the attention's
+// output with its log-sum-exp (or s^2 term): LLaMA wq 2, wv 2r, w1 (gate) 2f split by tp, and w2's
+// output 2 (a row-parallel matmul's output is the full width before its reduction); GPT qkv 6 and
+// fc 8 split. selective_layer: the mean of none and full over the layers.
 static double act_bytes_per_layer(const ModelConfig* c, int b, int tp, int cp, int sp, int recompute,
                                   const PlanSetup* k, int dtype_bytes) {
     double s = (double)c->seq_len / cp, h = c->d_model, a = c->n_head, t = tp;
     double sbh = s * b * h * dtype_bytes / 2.0;
     if (recompute == RECOMPUTE_FULL) return 2 * sbh / (sp ? t : 1);
+    if (recompute == RECOMPUTE_LAYER)
+        return 0.5 * (act_bytes_per_layer(c, b, tp, cp, sp, RECOMPUTE_NONE, k, dtype_bytes) +
+                      act_bytes_per_layer(c, b, tp, cp, sp, RECOMPUTE_FULL, k, dtype_bytes));
     double replicated, split, attn;
     int lse_only = attn_is_flash(k->attention) || cp > 1;
     if (c->arch == ARCH_GPT2) {  // at dropout 0 no masks: 2 replicated (tp) or 2 of 24 (tp + SP), as/h
@@ -85,7 +114,21 @@ static double act_bytes_per_layer(const ModelConfig* c, int b, int tp, int cp, i
     if (k->attention == ATTN_TORCH && !lse_only) attn += 4 * a * s / h;
     if (!k->rms_kernel) replicated += 2 * 6;
     if (recompute == RECOMPUTE_SELECTIVE) attn = 0;
+    if (recompute == RECOMPUTE_OP) {
+        double r = (double)c->n_kv_head / c->n_head, f = (double)c->d_ff / h;
+        double saved_split = c->arch == ARCH_GPT2 ? 6 + 8 : 2 + 2 * r + 2 * f, row_out = c->arch == ARCH_GPT2 ? 0 : 2;
+        return sbh * ((sp ? 2 / t : 2) + row_out + (saved_split + 2) / t + attn / t);
+    }
     return sbh * ((sp ? replicated / t : replicated) + split / t + attn / t);
+}
+
+// The share of a layer's matmul FLOPs selective_op computes again (its even-numbered matmuls:
+// LLaMA wk h x kv, wo h x h, w3 h x F of 2h^2 + 2h kv + 3hF; GPT proj h x h and fc2 F x h of
+// 4h^2 + 2hF).
+static double op_recompute_share(const ModelConfig* c) {
+    double h = c->d_model, kv = c->n_kv_head * (h / c->n_head), F = c->d_ff;
+    if (c->arch == ARCH_GPT2) return (h * h + F * h) / (4 * h * h + 2 * h * F);
+    return (h * kv + h * h + h * F) / (2 * h * h + 2 * h * kv + 3 * h * F);
 }
 
 // Bytes per logit the loss holds at its peak (the start of its backward) in a framework that

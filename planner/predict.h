@@ -99,13 +99,16 @@ static int plan_check_layout(const ModelConfig* c, const PlanSetup* k, int globa
     if (layout_check(&t, ranks > INT_MAX ? INT_MAX : (int)ranks, why_trainer))
         return plan_invalid(r, "%s", why_trainer);
     if (c->zero < 0 || c->zero > 3) return plan_invalid(r, "zero stage must be 0..3");
-    if (c->recompute < RECOMPUTE_NONE || c->recompute > RECOMPUTE_FULL) return plan_invalid(r, "bad recompute mode");
+    if (c->recompute < RECOMPUTE_NONE || c->recompute >= N_PLAN_RECOMPUTE) return plan_invalid(r, "bad recompute mode");
+    if (c->recompute > RECOMPUTE_FULL && k->own_buffers)
+        return plan_invalid(r, "--recompute %s is a framework's policy: not in this trainer (--software framework)",
+                            plan_recompute_name(c->recompute));
     if (k->attention < 0 || k->attention >= N_ATTN) return plan_invalid(r, "bad attention kernel");
     r->n_micro = (int)(global_batch / ((long long)dp * mb));  // layout_check: a whole number
-    if (schedule_has_w(c->schedule) && c->recompute == RECOMPUTE_FULL)  // as the trainer refuses it (args.h)
+    if (schedule_has_w(c->schedule) && (c->recompute == RECOMPUTE_FULL || c->recompute == RECOMPUTE_LAYER))
         return plan_invalid(
-            r, "--schedule %s keeps each layer's activations until its weight pass: not with --recompute full",
-            schedule_name(c->schedule));
+            r, "--schedule %s keeps each layer's activations until its weight pass: not with --recompute %s",
+            schedule_name(c->schedule), plan_recompute_name(c->recompute));  // as the trainer refuses full (args.h)
     return 0;
 }
 
@@ -211,11 +214,16 @@ static PlanChunks plan_chunks(const ModelConfig* c, const PlanSetup* k, const La
         ch.t_w[g] = ch.layers[g] * r->t_layer_w;
     }
     r->t_tp_comm = (double)m *
-                   (L * (lt->comm_fwd + lt->comm_bwd + (c->recompute == RECOMPUTE_FULL ? lt->comm_fwd : 0)) +
+                   (L * (lt->comm_fwd + lt->comm_bwd + (c->recompute == RECOMPUTE_FULL    ? lt->comm_fwd
+                                                          : c->recompute == RECOMPUTE_LAYER ? lt->comm_fwd / 2
+                                                                                            : 0)) +
                     2 * et->emb_comm + 2 * et->head_comm) /
                    pp;
-    int again = c->recompute !=
-                RECOMPUTE_NONE;  // both recomputations run the attention's forward again, its cp communication too
+    // Megatron's selective and full recomputation run the attention's forward again, its cp
+    // communication too; selective_op keeps the attention's output, selective_layer redoes half the layers
+    double again = c->recompute == RECOMPUTE_SELECTIVE || c->recompute == RECOMPUTE_FULL ? 1
+                   : c->recompute == RECOMPUTE_LAYER                                    ? 0.5
+                                                                                        : 0;
     r->t_cp_comm = (double)m * L * (lt->cp.comm_fwd * (1 + again) + lt->cp.comm_bwd) / pp;
     r->t_cp_exposed = (double)m * L * (lt->cp.fwd * (1 + again) + lt->cp.bwd) / pp;
     r->cp_bytes = (double)m * L * (lt->cp.bytes_fwd * (1 + again) + lt->cp.bytes_bwd) / pp;
@@ -255,7 +263,8 @@ static void plan_memory(const ModelConfig* c, const PlanSetup* k, const DevicePr
     double attn_work = k->attention == ATTN_TORCH           ? scores * (8 + e)
                        : k->attention == ATTN_FUSED_SOFTMAX ? scores * 2 * e
                                                             : 0;
-    double layer_temp = attn_work + (c->recompute == RECOMPUTE_FULL ? act_full_layer : 0);
+    int rebuilds = c->recompute == RECOMPUTE_FULL || c->recompute == RECOMPUTE_LAYER;  // a whole layer again
+    double layer_temp = attn_work + (rebuilds ? act_full_layer : 0);
     double cp_kv = cp_kv_elems(c, mb, tp, cp), cp_o = n * h / t, qkv_width = h + 2 * c->n_kv_head * (h / c->n_head);
     double cp_buf =
         cp == 1 ? 0 : 4 * (cp_o + cp_kv) + 2 * (e + 4) * cp_kv + (U > 1 ? e * (3 * n * qkv_width / t + 2 * cp_o) : 0);
@@ -432,6 +441,8 @@ static void plan_throughput(const ModelConfig* c, const DeviceProfile* d, int gl
     double layer_mm = (config_matmul_params(c) - (double)c->vocab * h) / L;
     double hw_token = flops_token + (c->recompute == RECOMPUTE_FULL        ? L * (2 * layer_mm + 4 * h * s)
                                      : c->recompute == RECOMPUTE_SELECTIVE ? L * 4 * h * s
+                                     : c->recompute == RECOMPUTE_LAYER     ? L * (layer_mm + 2 * h * s)
+                                     : c->recompute == RECOMPUTE_OP        ? L * 2 * layer_mm * op_recompute_share(c)
                                                                            : 0);
     r->model_tflops_per_gpu = flops_token * r->tokens_per_s_per_gpu / 1e12;
     r->mfu = flops_token * r->tokens_per_s_per_gpu / d->peak_flops;
@@ -467,9 +478,14 @@ static int plan_predict_ex(const ModelConfig* layout_cfg, const PlanSetup* k, in
 
     LayerTime lt =
         layer_time(c, c->micro_batch, c->tp, c->sp, c->cp, c->cp_ulysses, k, d, links.tp, links.ring, links.a2a);
+    // selective_op redoes its share of the matmuls with the norms and elementwise ops around them,
+    // not the attention nor the tensor-parallel collectives (torchtitan saves their outputs)
     double recompute_extra = c->recompute == RECOMPUTE_FULL        ? lt.fwd
                              : c->recompute == RECOMPUTE_SELECTIVE ? lt.attn_fwd
-                                                                   : 0;
+                             : c->recompute == RECOMPUTE_LAYER     ? lt.fwd / 2
+                             : c->recompute == RECOMPUTE_OP
+                                 ? (lt.fwd - lt.attn_fwd - lt.comm_fwd) * op_recompute_share(c)
+                                 : 0;
     // recomputation is B's
     r->t_layer_fwd = lt.fwd, r->t_layer_bwd = lt.bwd + recompute_extra, r->t_layer_w = lt.bwd_w;
     EdgeTimes et = edge_times(c, k, d, links.tp);

@@ -217,11 +217,11 @@ static int plan_run_row(const int* shape, const PlanSetup* setup, const DevicePr
         return -1;
     }
     s = col[RC_RECOMPUTE];
-    c->recompute = !strcmp(s, "none")        ? RECOMPUTE_NONE
-                   : !strcmp(s, "selective") ? RECOMPUTE_SELECTIVE
-                   : !strcmp(s, "full")      ? RECOMPUTE_FULL
-                                             : -1;
-    if (c->recompute < 0) { snprintf(err, err_len, "unknown recompute '%s' (none, selective, full)", s); return -1; }
+    c->recompute = plan_recompute_from_name(s);
+    if (c->recompute < 0) {
+        snprintf(err, err_len, "unknown recompute '%s' (%s)", s, PLAN_RECOMPUTE_NAMES);
+        return -1;
+    }
     PlanSetup k = *setup;
     if ((k.attention = attn_from_name(col[RC_ATTENTION])) < 0) {
         char names[128];

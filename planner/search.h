@@ -105,11 +105,12 @@ static void plan_keys_push(PlanKeys* keys, PlanKey key) {
 // trainer, own_kernels: its flash kernel) lists it once, as flash2, unless the filter asks
 // for another. FlashAttention in Triton is listed only when the filter asks for it.
 static void plan_keys_settings(PlanKey key, const PlanFilter* f, int own_kernels, PlanKeys* keys) {
-    for (int rc = RECOMPUTE_NONE; rc <= RECOMPUTE_FULL; rc++)
+    for (int rc = RECOMPUTE_NONE; rc < N_PLAN_RECOMPUTE; rc++)
         for (int sp = 0; sp <= (key.tp > 1); sp++)
             for (int zero = 0; zero <= 3; zero++)
                 for (int attn = 0; attn < N_ATTN; attn++)
                     for (int rms = 0; rms <= 1; rms++) {
+                        if (rc > RECOMPUTE_FULL && f->recompute != rc) continue;  // frameworks' policies: by name only
                         if (!filter_ok(f->recompute, rc) || !filter_ok(f->sp, sp) || !filter_ok(f->zero, zero) ||
                             !filter_ok(f->attention, attn) || !filter_ok(f->rms_kernel, rms)) continue;
                         if (zero > 0 && key.dp * key.cp == 1) continue;  // nothing to shard
@@ -262,7 +263,7 @@ static int plan_compare(const void* pa, const void* pb) {
     if (ta != tb) return ta - tb;
     double ra = a->tokens_per_s_per_gpu, rb = b->tokens_per_s_per_gpu;
     if (fabs(ra - rb) > 1e-9 * (ra + rb)) return ra < rb ? 1 : -1;
-    int ka = a->zero + 4 * a->recompute + 16 * a->sp, kb = b->zero + 4 * b->recompute + 16 * b->sp;
+    int ka = a->zero + 4 * a->recompute + 32 * a->sp, kb = b->zero + 4 * b->recompute + 32 * b->sp;
     if (ka != kb) return ka - kb;
     if (a->mem_total != b->mem_total) return a->mem_total < b->mem_total ? -1 : 1;
     int la[] = {a->tp,

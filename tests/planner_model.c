@@ -220,6 +220,86 @@ static void test_korthikanti(void) {
     check(fabs(mib - 102.0) < 1e-9, "korthikanti_175b_layer_mib", "%.3f MiB, want 102", mib);
 }
 
+// The frameworks' recomputation policies (planner/memory.h), by hand, per layer in s*b*h bytes:
+//   selective_op, LLaMA-13B (r = 1, f = 13824/5120 = 2.7, a = 40, h = 5120), tp 1, FlashAttention-2:
+//     layer input 2 + w2's output 2 + wq 2 + wv 2r + w1 2f + attention output 2 + lse 4a/h
+//     = 2 + 2 + 2 + 2 + 5.4 + 2 + 0.03125 = 15.43125; tp 8 with SP: 2/8 + 2 + (2 + 2 + 5.4 + 2)/8
+//     + 0.03125/8 = 3.67890625
+//   selective_op, GPT-3 175B (fused softmax, a s/h = 16): 2 + (6 + 8 + 2)/t + 4as/h... with the
+//     fused softmax's bf16 softmax and dropout mask kept (5as/h = 80): tp 8: 2 + 16/8 + 80/8 = 14
+//   selective_layer: the mean of none (37.6 + 4a/h = 37.63125) and full (2): 19.815625
+//   the share of a LLaMA-13B layer's matmul FLOPs selective_op redoes: wk, wo, w3 =
+//     (5120^2 + 5120^2 + 5120 x 13824) / (2 x 5120^2 + 2 x 5120^2 + 3 x 5120 x 13824) = 0.388663...
+static void test_recompute_policies(void) {
+    ModelConfig c = model("llama-13b", 2048);
+    double sbh = 2048.0 * 5120;
+    PlanSetup k = framework_setup();
+    double op1 = act_bytes_per_layer(&c, 1, 1, 1, 0, RECOMPUTE_OP, &k, 2) / sbh;
+    double op8 = act_bytes_per_layer(&c, 1, 8, 1, 1, RECOMPUTE_OP, &k, 2) / sbh;
+    double layer = act_bytes_per_layer(&c, 1, 1, 1, 0, RECOMPUTE_LAYER, &k, 2) / sbh;
+    check(fabs(op1 - 15.43125) < 1e-9, "recompute_selective_op_llama13b_hand", "%.6f sbh, want 15.43125", op1);
+    check(fabs(op8 - 3.67890625) < 1e-9, "recompute_selective_op_tp8_sp_hand", "%.8f sbh, want 3.67890625", op8);
+    check(fabs(layer - 19.815625) < 1e-9, "recompute_selective_layer_hand", "%.6f sbh, want 19.815625", layer);
+    double share = op_recompute_share(&c), want = (2.0 * 5120 * 5120 + 5120.0 * 13824) /
+                                                  (4.0 * 5120 * 5120 + 3.0 * 5120 * 13824);
+    check(fabs(share - want) < 1e-12, "recompute_selective_op_share_hand", "%.6f, want %.6f", share, want);
+    ModelConfig g;
+    memset(&g, 0, sizeof(g));
+    g.arch = ARCH_GPT2, g.n_layer = 96, g.n_head = g.n_kv_head = 96, g.d_model = 12288, g.seq_len = 2048,
+    g.vocab = 51200;
+    config_finalize(&g);
+    k.attention = ATTN_FUSED_SOFTMAX;
+    double gop = act_bytes_per_layer(&g, 1, 8, 1, 0, RECOMPUTE_OP, &k, 2) / (2048.0 * 12288);
+    check(fabs(gop - 14) < 1e-9, "recompute_selective_op_gpt175b_hand", "%.6f sbh, want 14", gop);
+    // in a layout: between none and full in memory and in time, refused for this trainer, named
+    // in --runs' and the table's names
+    DeviceProfile d;
+    profile_builtin("a100-80gb", &d);
+    c.micro_batch = 1;
+    c.dp = 8;
+    PlanResult r[4];
+    int rcs[4] = {RECOMPUTE_NONE, RECOMPUTE_OP, RECOMPUTE_LAYER, RECOMPUTE_FULL};
+    for (int i = 0; i < 4; i++) {
+        c.recompute = rcs[i];
+        plan_predict(&c, &k, 64, 8, &d, &r[i]);
+    }
+    int between = 1;
+    for (int i = 1; i <= 2; i++)
+        between &= r[0].mem_act > r[i].mem_act && r[i].mem_act > r[3].mem_act && r[0].t_step < r[i].t_step &&
+                   r[i].t_step < r[3].t_step;
+    check(between,
+          "recompute_policies_between_none_and_full", "activations %.2f / %.2f / %.2f / %.2f GiB, step %.3f / %.3f / "
+          "%.3f / %.3f s (none, op, layer, full)", r[0].mem_act / GiB, r[1].mem_act / GiB, r[2].mem_act / GiB,
+          r[3].mem_act / GiB, r[0].t_step, r[1].t_step, r[2].t_step, r[3].t_step);
+    PlanSetup own = plan_setup_default();
+    c.recompute = RECOMPUTE_OP;
+    int rc = plan_predict(&c, &own, 64, 8, &d, &r[0]);
+    check(rc == -1 && r[0].invalid && strstr(r[0].invalid, "selective_op"), "recompute_policy_not_in_trainer", "%s",
+          r[0].invalid ? r[0].invalid : "accepted");
+    check(plan_recompute_from_name("selective_layer") == RECOMPUTE_LAYER && plan_recompute_from_name("op") == -1 &&
+              !strcmp(plan_recompute_name(RECOMPUTE_OP), "selective_op"),
+          "recompute_policy_names", "round trip");
+}
+
+// The network profiles: jean-zay-a100 has 4 NICs of 100 Gb/s for 8 GPUs, so a data-parallel
+// group with one rank per node (tp 8) gets half a NIC: 12.5 GB/s x 4 / 8 x nic_eff 0.8 = 5 GB/s,
+// a DGX A100 (8 x 25 GB/s) 20 GB/s; a group filling the node gets the node's NICs (ring: each
+// node sends the buffer once), 40 and 160 GB/s, the latter held to the NVLink hops' rate the
+// ring also takes (300 x link_eff 0.47 = 141 GB/s). dgx-a100 is the a100-80gb profile.
+static void test_network_profiles(void) {
+    DeviceProfile jz, dgx, a100;
+    check(profile_builtin("jean-zay-a100", &jz) == 0 && profile_builtin("dgx-a100", &dgx) == 0 &&
+              profile_builtin("a100-80gb", &a100) == 0 && dgx.nics_per_node == a100.nics_per_node &&
+              dgx.nic_bw == a100.nic_bw,
+          "network_profiles_known", "dgx-a100 = a100-80gb, jean-zay-a100");
+    Link one_jz = group_link_nested(&jz, 1, 8, 16, 8, 8), one_dgx = group_link_nested(&dgx, 1, 8, 16, 8, 8);
+    Link all_jz = group_link_nested(&jz, 1, 1, 64, 1, 8), all_dgx = group_link_nested(&dgx, 1, 1, 64, 1, 8);
+    check(fabs(one_jz.bw - 5e9) < 1 && fabs(one_dgx.bw - 20e9) < 1 && fabs(all_jz.bw - 40e9) < 1 &&
+              fabs(all_dgx.bw - 141e9) < 1,
+          "network_nic_share_hand", "jean-zay %.1f / %.1f GB/s, dgx %.1f / %.1f GB/s (want 5 / 40, 20 / 141)",
+          one_jz.bw / 1e9, all_jz.bw / 1e9, one_dgx.bw / 1e9, all_dgx.bw / 1e9);
+}
+
 // ----------------------------------------------------------------------------
 // Time by shape
 

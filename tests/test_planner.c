@@ -91,6 +91,8 @@ int main(void) {
     test_memory_by_hand();
     test_memory_framework_by_hand();
     test_korthikanti();
+    test_recompute_policies();
+    test_network_profiles();
     test_gemm_shape_efficiency();
     test_tp_collectives();
     test_flash_shape_efficiency();

@@ -490,6 +490,7 @@ static void save_checkpoint(Model* m, int step) {
 #ifndef TESTING
 int main(int argc, char** argv) {
     if (argc > 1 && !strcmp(argv[1], "--plan")) return plan_main(argc, argv);
+    wait_policy_passive(argv);  // before any OpenMP region: re-executes once with OMP_WAIT_POLICY=passive
     {
         static Args pre;  // flags first: what this build cannot do is refused before mpirun starts ranks
         parse_args(&pre, argc, argv);

@@ -711,6 +711,7 @@ static double gpu_peak_flops(const char* name, char* src, size_t n) {
 
 int main(int argc, char** argv) {
     if (argc > 1 && !strcmp(argv[1], "--plan")) return plan_main(argc, argv);
+    wait_policy_passive(argv);  // before any OpenMP region: re-executes once with OMP_WAIT_POLICY=passive
     {
         static Args pre;  // flags first: --help and flag errors need no GPU; run_setup parses them again
         parse_args(&pre, argc, argv);

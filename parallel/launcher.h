@@ -35,13 +35,29 @@ static int under_launcher(void) {
            getenv("TRAIN_LAUNCHED");
 }
 
+// OpenMP threads that wait (for the next parallel region, at a barrier) spin on a core by
+// default: libgomp spins up to 300000 rounds (about 3 ms) before it sleeps. On a machine
+// other jobs keep busy the spinning threads take the cores the working ones need: one rank
+// measured 7-14x slower than with OMP_WAIT_POLICY=passive (dev/RESULTS.md). libgomp reads
+// the variable once, when it is loaded, before main; so a run that was not told a policy
+// (OMP_WAIT_POLICY or GOMP_SPINCOUNT unset) sets passive and re-executes itself, once (the
+// variable is then set). One thread waits for nobody: OMP_NUM_THREADS=1 skips it.
+// OMP_WAIT_POLICY=active brings the spinning back (a dedicated machine, many small steps).
+static void wait_policy_passive(char** argv) {
+    const char* threads = getenv("OMP_NUM_THREADS");
+    if (getenv("OMP_WAIT_POLICY") || getenv("GOMP_SPINCOUNT") || (threads && !strcmp(threads, "1"))) return;
+    setenv("OMP_WAIT_POLICY", "passive", 1);
+    execv("/proc/self/exe", argv);
+    unsetenv("OMP_WAIT_POLICY");  // the exec failed: go on with libgomp's default (the start-up table says so)
+}
+
 static void relaunch_under_mpirun(int world, int argc, char** argv) {
     char np[24], threads[24];
     snprintf(np, sizeof(np), "%d", world);
     long cores = sysconf(_SC_NPROCESSORS_ONLN);
     snprintf(threads, sizeof(threads), "%ld", cores / world > 1 ? cores / world : 1);
-    // share the cores among the ranks unless told otherwise; threads that wait for a busy
-    // core should sleep, not spin
+    // share the cores among the ranks unless told otherwise (main set OMP_WAIT_POLICY:
+    // wait_policy_passive)
     if (!getenv("OMP_NUM_THREADS") || !*getenv("OMP_NUM_THREADS")) setenv("OMP_NUM_THREADS", threads, 1);
     if (!getenv("OMP_WAIT_POLICY")) setenv("OMP_WAIT_POLICY", "passive", 1);
     setenv("TRAIN_LAUNCHED", "1", 1);

@@ -13,6 +13,7 @@
 #ifndef METRICS_H
 #define METRICS_H
 
+#include <omp.h>
 #include <sys/resource.h>
 #include "runtime/args.h"
 #include "runtime/data.h"
@@ -174,6 +175,11 @@ static void print_startup(const Layout* L, const ParamLayout* P, const ModelConf
     ROW("zero / recompute", "%d / %s", c->zero, recompute_name(c->recompute));
     if (a->kernels_note) ROW("kernels", "%s", a->kernels_note);
     ROW("peak per rank", "%.3f TFLOP/s (%s)", m->peak_flops / 1e12, m->peak_source);
+    const char* wait = getenv("OMP_WAIT_POLICY");
+    int threads = omp_get_max_threads();  // parallel/launcher.h wait_policy_passive: why passive
+    ROW("threads per rank", "%d (OpenMP)%s%s", threads, threads == 1 ? "" : ", waiting ",
+        threads == 1 ? "" : getenv("GOMP_SPINCOUNT") ? "GOMP_SPINCOUNT" : wait && *wait ? wait
+        : "libgomp's default (spins ~3 ms)");
     ROW("seed", "%llu", (unsigned long long)c->seed);
     ROW("samples", "%s", a->tokenizer ? "text (--tokenizer)" : c->vocab <= BYTE_VOCAB ? "bytes"
         : "token ids [n]: no --tokenizer (data/prepare.py writes PREFIX_tokenizer.bin)");

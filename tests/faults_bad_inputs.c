@@ -454,6 +454,11 @@ static const BadCase BAD_CASES[] = {
     {"layout_global_batch", "--dp 1 --global-batch 33", "layout:", 1},
     {"layout_zero_no_dp", "--zero 1", "layout:", 1},
     {"comm_nccl_cpu", "--comm nccl", "--comm nccl: the CPU build communicates over MPI", 1},
+    // OpenMP threads sleep while they wait unless told otherwise (parallel/launcher.h wait_policy_passive)
+    {"wait_policy_passive_by_default", "env -u OMP_WAIT_POLICY -u GOMP_SPINCOUNT OMP_NUM_THREADS=2 {train} --steps 1",
+     "| threads per rank      | 2 (OpenMP), waiting passive ", 0},
+    {"wait_policy_user_active_kept", "env OMP_WAIT_POLICY=active OMP_NUM_THREADS=2 {train} --steps 1",
+     "2 (OpenMP), waiting active ", 0},
     // --zero 3 (parallel/zero3.h): what it needs, what it does not go with, units past int counts
     {"zero3_level_4", "--zero 4", "--zero must be in [0, 3]", 1},
     {"zero3_no_dp", "--zero 3", "--zero 3 needs dp x cp > 1", 1},

@@ -31,8 +31,10 @@ NVCC_FLAGS = -O3 -std=c++17 -DOMPI_SKIP_MPICXX=1 -gencode arch=compute_90,code=[
              -I$(CUDA_ROOT)/include -I.
 NVCC_LIBS = -L$(CUDA_ROOT)/lib64 -lcublasLt -lcublas $(NCCL_FLAGS) -lm
 
-HEADERS = $(wildcard runtime/*.h model/*.h model/cpu/*.h parallel/*.h planner/*.h)
-GPU_HEADERS = model/kernels_gpu.cuh $(wildcard model/gpu/*.cuh)
+# the folders in their layers' order (scripts/check_headers.sh: an include points only down)
+LAYERS = base layout backend backend/cpu backend/gpu model parallel planner runtime
+HEADERS = $(wildcard $(addsuffix /*.h,$(LAYERS)))
+GPU_HEADERS = $(wildcard backend/gpu/*.cuh)
 
 .PHONY: all train test binaries bench clean mpi detect
 all: train
@@ -95,7 +97,7 @@ test_gpu: tests/test_gpu.cu $(wildcard tests/gpu_*.cu) $(HEADERS) $(GPU_HEADERS)
 # (cu2cpp.pl does not follow includes: every GPU source is listed, each translated file found
 # first on the include path -Iemu/build.)
 EMU_SRC = emu/build/train_gpt.cu emu/build/tests/test_gpu.cu $(addprefix emu/build/,$(wildcard tests/gpu_*.cu)) \
-          emu/build/parallel/comm_nccl.h $(addprefix emu/build/,$(GPU_HEADERS))
+          emu/build/backend/gpu/comm_nccl.h $(addprefix emu/build/,$(GPU_HEADERS))
 EMU_HEADERS = emu/cuda_emu.h emu/intrinsics_emu.h emu/cublaslt_emu.h emu/nccl_emu.h
 EMU_DEPS = $(HEADERS) $(EMU_SRC) $(EMU_HEADERS)
 EMU_CXX = g++ -g -std=c++17 -fopenmp -DOMPI_SKIP_MPICXX=1 -Wall -Wno-unused-parameter -Wno-unknown-pragmas \

@@ -8,20 +8,20 @@
 // Reading order: main() -> model_init() -> train_loop() / train_step() (runtime/train.h) ->
 // run_schedule() (parallel/pipeline.h) -> chunk_forward()/chunk_backward() ->
 // layer_forward()/layer_backward_input()/layer_backward_weight() (model/model.h) -> the op_*
-// operations here -> model/kernels_cpu.h. All of that but the operations, memory and main
+// operations here -> backend/cpu/kernels_cpu.h. All of that but the operations, memory and main
 // is shared with the GPU build. Every communication point is marked "comm:".
-#include "runtime/args.h"
+#include "layout/args.h"
 #include "runtime/ckpt.h"
 #include "runtime/data.h"
-#include "model/kernels_cpu.h"
-#include "model/reference.h"
-#include "parallel/grid.h"
+#include "backend/cpu/kernels_cpu.h"
+#include "backend/cpu/reference.h"
+#include "layout/grid.h"
 #include "runtime/metrics.h"
 #include "runtime/offload.h"
-#include "model/params.h"
+#include "layout/params.h"
 #include "planner/planner.h"
 #include "runtime/run.h"
-#include "parallel/schedule.h"
+#include "layout/schedule.h"
 
 // The activation element model.h works in, what a slot's pipeline sends hold until done,
 // the build's own state, and the most floats of one dp all-reduce of the gradient
@@ -34,17 +34,17 @@ typedef struct {
 typedef MPI_Request GatherWait;        // a --zero 3 all-gather in flight (parallel/zero3.h)
 typedef struct {
     float* norm_scratch;               // the norm backward's N x C scratch
-    int reference;                     // --kernels ref: model/reference.h's plain loops, not kernels_cpu.h
+    int reference;                     // --kernels ref: backend/cpu/reference.h's plain loops, not kernels_cpu.h
     RingXfer ring;                     // the context-parallel ring's exchange in flight
 } ModelBackend;
 #define GRAD_BUCKET_FLOATS ((size_t)1 << 20)
 
 #include "model/model.h"
-#include "model/activations.h"
+#include "layout/activations.h"
 
 // ----------------------------------------------------------------------------
-// The operations model.h asks for, on host memory: the fast kernels (model/kernels_cpu.h), or
-// with --kernels ref the plain loops of model/reference.h (be.reference). Both backwards of the
+// The operations model.h asks for, on host memory: the fast kernels (backend/cpu/kernels_cpu.h), or
+// with --kernels ref the plain loops of backend/cpu/reference.h (be.reference). Both backwards of the
 // activations and of attention accumulate (+=); where the contract overwrites, a clear comes first.
 
 static void op_norm_forward(Model* m, float* out, float* mean, float* rstd, const float* x, const float* w,
@@ -323,7 +323,7 @@ static void device_sync(Model* m) {}
 // ----------------------------------------------------------------------------
 // Set-up.
 
-// Buffers from model/activations.h's lists, carved in order out of p: at[i] starts b[i] (NULL
+// Buffers from layout/activations.h's lists, carved in order out of p: at[i] starts b[i] (NULL
 // when empty). Returns the end.
 static float* carve_list(float* p, const ActBuf* b, int n, float** at) {
     for (int i = 0; i < n; i++) at[i] = b[i].n ? p : NULL, p += b[i].n;
@@ -374,7 +374,7 @@ static float* floats_of_bytes(double bytes) {
     return (float*)xcalloc((size_t)(bytes / sizeof(float)) + 1, sizeof(float));
 }
 
-// Every activation buffer, sized by model/activations.h (the planner counts the same lists);
+// Every activation buffer, sized by layout/activations.h (the planner counts the same lists);
 // scratch_bytes and each chunk's slot_bytes, wg.bytes and heads.bytes record what was taken.
 static void alloc_activations(Model* m) {
     ActShape s = act_shape(&m->c, m->B);
@@ -504,8 +504,8 @@ int main(int argc, char** argv) {
     ModelConfig* c = &a->cfg;
     int world = run.world, rank = run.rank;
     char kernels[128];
-    snprintf(kernels, sizeof(kernels), "%s", "ref: the plain fp32 loops of model/reference.h (slow)");
-    if (!a->kernels_ref) snprintf(kernels, sizeof(kernels), "fast: %s, packed GEMM (model/kernels_cpu.h)", simd_name());
+    snprintf(kernels, sizeof(kernels), "%s", "ref: the plain fp32 loops of backend/cpu/reference.h (slow)");
+    if (!a->kernels_ref) snprintf(kernels, sizeof(kernels), "fast: %s, packed GEMM (backend/cpu/kernels_cpu.h)", simd_name());
     a->kernels_note = kernels;
     // Peak for MFU: --peak-tflops, else this machine's cores at the measured FMA rate,
     // shared by the ranks on it (every rank of a CPU run is one share of the machine).

@@ -2,7 +2,7 @@
 // (dp/tp/sp/pp/cp, ZeRO 0/1/2, recomputation), checkpoints and logs as train_gpt.c, the CPU
 // reference, on one CUDA device per rank. The model's math (model/model.h) and the
 // orchestration (parallel/, runtime/train.h) are shared; this file holds only what differs:
-// the operations (model/kernels_gpu.cuh, cuBLASLt), where the bytes live, and main.
+// the operations (backend/gpu/kernels_gpu.cuh, cuBLASLt), where the bytes live, and main.
 //
 // Precision and state per rank:
 //   - fp32 master weights `params` (the params.h layout, one buffer) and a bf16 copy
@@ -23,29 +23,29 @@
 // layer_grads_final); the optimizer waits for them. Pipeline sends run on streams of their
 // own, so a stage goes on computing while its activations travel; so do context
 // parallelism's ring exchanges, beside the attention block they overlap. Scalars (loss, gradient
-// norm, sampled token, stop flag) and checkpoints use parallel/grid.h's MPI calls on host memory,
+// norm, sampled token, stop flag) and checkpoints use layout/grid.h's MPI calls on host memory,
 // as the CPU build does.
 //
 // Reading order: main() -> model_init() -> train_step() -> run_schedule() ->
 // chunk_forward()/chunk_backward() (parallel/pipeline.h) -> layer_forward()/
 // layer_backward_input()/layer_backward_weight() (model/model.h, shared with the CPU build) ->
-// the op_* operations here -> model/kernels_gpu.cuh.
+// the op_* operations here -> backend/gpu/kernels_gpu.cuh.
 // Every communication point is marked "comm:" below.
 #ifndef OMPI_SKIP_MPICXX
 #define OMPI_SKIP_MPICXX 1  // Open MPI's C++ bindings are unused (and warn under nvcc)
 #endif
-#include "runtime/args.h"
+#include "layout/args.h"
 #include "runtime/ckpt.h"
-#include "parallel/comm_nccl.h"
+#include "backend/gpu/comm_nccl.h"
 #include "runtime/data.h"
-#include "model/kernels_gpu.cuh"
-#include "parallel/grid.h"
+#include "backend/gpu/kernels_gpu.cuh"
+#include "layout/grid.h"
 #include "runtime/metrics.h"
 #include "runtime/offload.h"
-#include "model/params.h"
+#include "layout/params.h"
 #include "planner/planner.h"
 #include "runtime/run.h"
-#include "parallel/schedule.h"
+#include "layout/schedule.h"
 
 // The activation element model.h works in, what a slot's pipeline sends hold until done,
 // the build's own state, and the most floats of one dp all-reduce of the gradient
@@ -76,7 +76,7 @@ typedef struct {
     int* d_cp_order;                   // device copy of m->cp_order (--cp-split doc; NULL without)
     double ring_t0;                    // host time the context-parallel ring's exchange in flight started (--trace)
     cudaStream_t offload;              // --offload: the copies between the device and the pinned tier
-    float* h_grad; bf16* h_bf16;       // --offload optimizer (runtime/offload_gpu.h): pinned, gradient down, bf16 up
+    float* h_grad; bf16* h_bf16;       // --offload optimizer (backend/gpu/offload_gpu.h): pinned, gradient down, bf16 up
     cudaEvent_t* grad_down;            // per tensor: an event after its range's copy down, whether it is queued;
     char* down_queued;                 // the step whose copies were queued, the tensor updated next
     int opt_step, opt_next;
@@ -85,7 +85,7 @@ typedef struct {
 #define GRAD_BUCKET_FLOATS SIZE_MAX
 
 #include "model/model.h"
-#include "model/activations.h"
+#include "layout/activations.h"
 
 // ----------------------------------------------------------------------------
 // The operations model.h asks for: kernels_gpu.cuh and cuBLASLt on the compute stream,
@@ -275,7 +275,7 @@ static void trace_op(Model* m, int kind, int mb, int chunk, double t0) {
 #include "parallel/data_parallel.h"
 #include "parallel/zero3.h"
 #include "runtime/train.h"
-#include "runtime/offload_gpu.h"  // the pinned tier: activation copies, AdamW on the host (--offload optimizer)
+#include "backend/gpu/offload_gpu.h"  // the pinned tier: activation copies, AdamW on the host (--offload optimizer)
 
 static void f32_copy(Model* m, float* dst, const float* src, size_t n) {
     cudaCheck(cudaMemcpyAsync(dst, src, sizeof(float) * n, cudaMemcpyDeviceToDevice, m->be.stream));
@@ -425,7 +425,7 @@ static void* take(Carver* k, size_t bytes) {
 }
 #define TAKE(k, type, n) ((type*)take((k), sizeof(type) * (size_t)(n)))
 
-// Buffers from model/activations.h's lists, in order: at[i] gets b[i] (NULL when empty).
+// Buffers from layout/activations.h's lists, in order: at[i] gets b[i] (NULL when empty).
 static void carve_list(Carver* k, const ActBuf* b, int n, void** at) {
     for (int i = 0; i < n; i++) at[i] = b[i].n ? take(k, b[i].n * (b[i].f32 ? sizeof(float) : sizeof(bf16))) : NULL;
 }
@@ -577,7 +577,7 @@ static void slot_bind(Model* m, int c, Slot* s, char* base) {
 
 // Copy the host fp32 weights to the device and make the bf16 copy, and back (--zero 3: only
 // this replica's shard goes either way, no whole copy on the device; zero3_gpu.h zero3_download).
-#include "parallel/zero3_gpu.h"  // --zero 3: the collectives, the bf16 copy of a gathered unit
+#include "backend/gpu/zero3_gpu.h"  // --zero 3: the collectives, the bf16 copy of a gathered unit
 static void upload_params(Model* m) {
     if (master_on_host(m)) return offload_upload(m);
     size_t lo = m->z3 ? m->opt_lo : 0, n = m->z3 ? m->opt_hi - m->opt_lo : m->P.n_padded;
@@ -592,7 +592,7 @@ static void download_params(Model* m) {
 }
 
 static float* f32_alloc(Model* m, size_t n) { return (float*)dev_alloc(sizeof(float) * n); }
-// AdamW's state on the device, or pinned on the host (--offload optimizer: runtime/offload_gpu.h).
+// AdamW's state on the device, or pinned on the host (--offload optimizer: backend/gpu/offload_gpu.h).
 static float* opt_state_alloc(Model* m, size_t n, const char* what) {
     if (!(m->c.offload & OFFLOAD_OPTIMIZER)) return f32_alloc(m, n);
     return (float*)host_pinned(sizeof(float) * n, "--offload optimizer");
@@ -600,7 +600,7 @@ static float* opt_state_alloc(Model* m, size_t n, const char* what) {
 static bf16* act_alloc(Model* m, size_t n) { return (bf16*)dev_alloc(sizeof(bf16) * n); }
 // init_params on the host (the CPU build's weights, bit for bit), then up to the device.
 static void params_init(Model* m) {
-    // --offload optimizer: pinned, the master weights of the optimizer range (runtime/offload_gpu.h)
+    // --offload optimizer: pinned, the master weights of the optimizer range (backend/gpu/offload_gpu.h)
     m->be.h_params = m->c.offload & OFFLOAD_OPTIMIZER
                          ? (float*)host_pinned(sizeof(float) * m->P.n_padded, "--offload optimizer")
                          : (float*)xcalloc(m->P.n_padded, sizeof(float));
@@ -749,7 +749,7 @@ int main(int argc, char** argv) {
         upload_params(&m);
     }
     if (a->resume) start_step = resume_checkpoint(&m);
-    a->kernels_note = "CUDA: bf16, cuBLASLt, flash attention (model/gpu/)";
+    a->kernels_note = "CUDA: bf16, cuBLASLt, flash attention (backend/gpu/)";
     if (rank == 0) {
         print_startup(&m.L, &m.P, c, a, &run.train, &run.val, &met, m.n_micro, start_step);
         printf(

@@ -15,7 +15,7 @@
 // The machine may be shared: the CPU time other processes used during each measurement
 // is printed with it ("other processes: 0.02 cores"), so a figure taken under load shows
 // as such.
-#include "model/kernels_cpu.h"
+#include "backend/cpu/kernels_cpu.h"
 #include <sys/resource.h>
 #include <unistd.h>
 

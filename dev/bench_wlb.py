@@ -11,9 +11,9 @@ JSON log's attn_spread_*, attn_work), and two step times against greedy's:
         job's CPU work over the cores: the balance between micro-batches cannot show in it.
   crit: the critical path with one core per rank, from the cost model (the log has no time
         per micro-batch and stage): each micro-batch's visible pairs (--trace's documents
-        events) priced per (micro-batch, chunk) by runtime/packing.h's model and played
+        events) priced per (micro-batch, chunk) by layout/packing.h's model and played
         through the runtime's 1F1B op lists by the planner's simulator (./sim_wlb:
-        parallel/schedule.h schedule_simulate_mb). Under cp ./sim_wlb takes the same --cp and
+        layout/schedule.h schedule_simulate_mb). Under cp ./sim_wlb takes the same --cp and
         --cp-split: a micro-batch's ops take the matmuls of T/2 positions and the attention of its
         heavier cp rank; its cp-rank spread (the sim cp column) must be the log's attn_spread_cp.
         FLOPs become ms at the rate of the concat run of the same layout (its wall time x
@@ -25,7 +25,7 @@ JSON log's attn_spread_*, attn_work), and two step times against greedy's:
 
     make train sim_wlb && python3 dev/bench_wlb.py [--steps 60] [--seq-len 1024] [--median 78.5]
 
-Documents: --data docs:lognormal:MEDIAN:0.99 (runtime/packing.h: FineWeb's log-normal fit,
+Documents: --data docs:lognormal:MEDIAN:0.99 (layout/packing.h: FineWeb's log-normal fit,
 median 628 of an 8k context, scaled to the sequence length). The model is small and the
 sequence long so that attention is a large part of a step, as in long-context training.
 wlb delays outliers (pieces of about T) for rounds of one per micro-batch: run enough steps that

@@ -1,6 +1,6 @@
 #!/usr/bin/env python3
 """dev/bench_zb.py: the pipeline bubble of 1F1B, ZB-H1 and ZB-V, measured on CPU ranks and
-predicted by the simulator (parallel/schedule.h) from the op times measured in the same run.
+predicted by the simulator (layout/schedule.h) from the op times measured in the same run.
 
 For each micro-batch count m and schedule: ./train --pp PP --trace (which records the first
 3 steps); from the trace's last two steps (the first warms up):

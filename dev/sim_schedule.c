@@ -1,4 +1,4 @@
-// dev/sim_schedule.c: parallel/schedule.h's simulator on the command line, for the
+// dev/sim_schedule.c: layout/schedule.h's simulator on the command line, for the
 // zero-bubble benchmark (dev/bench_zb.py), which feeds it the op times it measured.
 //
 //   sim_schedule SCHEDULE PP VPP M T_FWD T_B T_W [MODEL FLAGS]
@@ -9,8 +9,8 @@
 // --n-layer, ...), for the chunk FLOPs ZB-V's lists are built for (chunk_op_flops), so the
 // lists are the ones the trainer ran. Prints the makespan and each stage's busy time:
 // "makespan S busy S0 S1 ...".
-#include "runtime/args.h"
-#include "parallel/schedule.h"
+#include "layout/args.h"
+#include "layout/schedule.h"
 
 static void parse_times(const char* s, int n, double* out) {
     int k = 0;

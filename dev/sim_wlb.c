@@ -1,7 +1,7 @@
 // dev/sim_wlb.c: the step time a pipeline would take with one core per rank when its
 // micro-batches hold different documents (dev/bench_wlb.py): the runtime's op lists
-// (parallel/schedule.h schedule_build) played by the planner's simulator with a time per
-// (micro-batch, chunk) (schedule_simulate_mb), priced by the cost model of runtime/packing.h.
+// (layout/schedule.h schedule_build) played by the planner's simulator with a time per
+// (micro-batch, chunk) (schedule_simulate_mb), priced by the cost model of layout/packing.h.
 //
 //   sim_wlb STEPS [TRAIN FLAGS]     (STEPS 0: one pass over the documents, every one trained once)
 //
@@ -18,16 +18,16 @@
 // runs B and W as one backward.
 //
 // Context parallelism (--cp R, ring; --cp-split zigzag|contiguous|doc): each cp rank's pairs of
-// each micro-batch from the positions it holds, ordered by parallel/cp_order.h as the trainer
+// each micro-batch from the positions it holds, ordered by layout/cp_order.h as the trainer
 // orders them (train.h batch_imbalance's measure: "spread_cp X" at the end of the line, the log's
 // attn_spread_cp). A cp rank runs every op of a micro-batch on T/R positions, and each layer's
 // ring needs every rank's K and V of that layer, so an op of micro-batch u takes the matmuls of
 // T/R positions and the attention of u's heaviest cp rank; makespan is that critical path, total
 // still every rank's compute. Ulysses ranks are not modelled (refused).
-#include "runtime/args.h"
+#include "layout/args.h"
 #include "runtime/data.h"
-#include "parallel/schedule.h"
-#include "parallel/cp_order.h"
+#include "layout/schedule.h"
+#include "layout/cp_order.h"
 
 // The F, B and W FLOPs of global chunk g for a micro-batch of `tokens` positions and `pairs` pairs.
 static void chunk_times(const ModelConfig* c, int n_chunks, int g, double tokens, double pairs, double* f, double* b,
@@ -70,7 +70,7 @@ static void unit_pairs(const Args* a, const TokenStream* ts, size_t index, int* 
 }
 
 // The visible pairs of cp rank r in unit u, cp_work[u * R + r], from the batch's doc_start ds
-// (G x T): the positions the trainer gives it in each sequence (parallel/cp_order.h cp_ring_pairs).
+// (G x T): the positions the trainer gives it in each sequence (layout/cp_order.h cp_ring_pairs).
 static void cp_rank_pairs(const ModelConfig* c, const int* ds, int* order, double* cp_work) {
     int G = c->global_batch, T = c->seq_len, B = c->micro_batch, R = c->cp;
     memset(cp_work, 0, sizeof(double) * R * (G / B));

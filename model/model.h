@@ -2,7 +2,7 @@
 // keeps, one layer's forward and its backward in two passes, the embedding and the head
 // with the loss, and the tensor/sequence-parallel communication points. The math calls
 // operations (op_*) and collectives that each build supplies under the same names,
-// argument order and accumulate rules (the contract, model/backend.h: also what a build
+// argument order and accumulate rules (the contract, backend/backend.h: also what a build
 // defines before including this header, and the include order): train_gpt.c on the CPU
 // (fp32, kernels_cpu.h, MPI), train_gpt.cu on the GPU (bf16, kernels_gpu.cuh, cuBLASLt, NCCL).
 //
@@ -153,11 +153,11 @@ typedef struct {
 } Model;
 
 // What each build supplies (ops, collectives, point-to-point, memory, optimizer, I/O).
-#include "model/backend.h"
+#include "backend/backend.h"
 
 // ----------------------------------------------------------------------------
 // The communication steps of the layer math, defined in parallel/ (which comes after this
-// header: model/backend.h, the include order). tensor_parallel.h: the rows this rank holds
+// header: backend/backend.h, the include order). tensor_parallel.h: the rows this rank holds
 // (N = row_count of B*T, from row0_of) and the tp / sp collectives of the row- and
 // column-parallel matmuls; context_parallel.h: the attention over a sequence split over cp.
 

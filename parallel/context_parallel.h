@@ -25,11 +25,11 @@
 // Rank order (grid.h): cp_rank = ring_rank * U + ulysses_rank, next to tp, so the all-to-
 // all stays among the closest ranks. Weights are replicated over cp: their gradients are
 // reduced over dp x cp (grid.h's dp group holds both), and ZeRO shards over dp x cp.
-// Included after model/model.h (model/backend.h: the include order).
+// Included after model/model.h (backend/backend.h: the include order).
 #ifndef CONTEXT_PARALLEL_H
 #define CONTEXT_PARALLEL_H
 
-#include "parallel/cp_order.h"  // cp_ring_position, cp_positions, cp_doc_order
+#include "layout/cp_order.h"  // cp_ring_position, cp_positions, cp_doc_order
 
 // --cp-split doc: micro-batch loading. Every rank reads its dp rank's whole sequences, orders
 // each by its documents (m->cp_order) and keeps the rows of its cp rank; RoPE/wpe positions
@@ -170,8 +170,8 @@ static int qkv_pieces(const Model* m, HeadPiece* piece) {
 // so the blocks may come in any order and o is normalized after each. A row's first block
 // (AttnBlock.init, the diagonal) starts o and lse; a row that sees no key of a block keeps
 // them. The merge runs inside the block kernels, on each row as its block finishes: the
-// CPU's lse_merge_row (model/cpu/attention.h), the GPU's att_merge in registers
-// (model/gpu/attention_block.cuh, kept there: no GPU here to measure a change).
+// CPU's lse_merge_row (backend/cpu/attention.h), the GPU's att_merge in registers
+// (backend/gpu/attention_block.cuh, kept there: no GPU here to measure a change).
 
 // Whether query positions [q0, q1] see any key in [k0, k1] in some sequence of the micro-batch
 // (documents: doc_start is nondecreasing along a sequence, so exactly when k0 <= q1 and k1 >=

@@ -6,7 +6,7 @@
 // layer's gradient reduce-scattered after its backward, no whole gradient kept) and ZeRO 3
 // (the weights sharded too, gathered a layer at a time): parallel/zero3.h, included after this file.
 // What a build supplies for it (the dp collectives, adamw_range, param_shards_gather):
-// model/backend.h. Included after model/model.h (backend.h: the include order).
+// backend/backend.h. Included after model/model.h (backend.h: the include order).
 #ifndef DATA_PARALLEL_H
 #define DATA_PARALLEL_H
 

@@ -20,7 +20,7 @@
 #include <sys/prctl.h>
 #include <sys/wait.h>
 #include <unistd.h>
-#include "runtime/common.h"
+#include "base/common.h"
 
 static volatile sig_atomic_t launcher_signal = 0;
 static pid_t launcher_mpirun = 0;

@@ -1,10 +1,10 @@
 // parallel/pipeline.h: pipeline parallelism at run time. The schedules themselves are pure
-// functions in parallel/schedule.h (shared with the planner, which simulates them); here a
+// functions in layout/schedule.h (shared with the planner, which simulates them); here a
 // stage executes its op list: activation slots per (chunk, micro-batch) sized by the list,
 // a chunk's forward and backward through its layers, and the sends and receives between
 // stages (each build's pp_send / pp_recv).
 // What a build supplies for it (pp_send, pp_send_wait, pp_recv, alloc_activations):
-// model/backend.h. Included after model/model.h (backend.h: the include order).
+// backend/backend.h. Included after model/model.h (backend.h: the include order).
 #ifndef PIPELINE_H
 #define PIPELINE_H
 
@@ -33,7 +33,7 @@ static void chunks_init(Model* m) {
         int g = chunk_global(m->L.sched, m->L.pp, m->L.stage, c);
         ch->layer0 = m->P.chunk_layer0[g];
         ch->n_layers = m->P.chunk_layer0[g + 1] - ch->layer0;
-        // slots, W-input sets and heads as model/activations.h counts them for the planner
+        // slots, W-input sets and heads as layout/activations.h counts them for the planner
         ActCounts k = act_chunk_counts(m->ops, m->n_ops, c, is_last_chunk(m, c), m->defer_weight);
         ch->n_slots = k.slots;
         ch->slots = (Slot*)xcalloc(ch->n_slots, sizeof(Slot));

@@ -7,7 +7,7 @@
 // parallel matmuls; norm weights, row-parallel biases and wpe then see only their rows, so
 // their gradients are summed over tp (sp_partial_sync). model/model.h's layer math calls
 // these; each build's act_* collectives carry them.
-// Included after model/model.h (model/backend.h: the include order).
+// Included after model/model.h (backend/backend.h: the include order).
 #ifndef TENSOR_PARALLEL_H
 #define TENSOR_PARALLEL_H
 

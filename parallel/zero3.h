@@ -33,7 +33,7 @@
 //     (embed_group_sync), then reduce-scattered once in sharded_reduce_gradients.
 //   - after the optimizer step nothing is gathered: every unit is stale until its next use.
 // Included after data_parallel.h. What a build supplies for it: the type GatherWait (a gather
-// in flight, defined before this file) and the functions below (train_gpt.c; parallel/zero3_gpu.h).
+// in flight, defined before this file) and the functions below (train_gpt.c; backend/gpu/zero3_gpu.h).
 #ifndef ZERO3_H
 #define ZERO3_H
 

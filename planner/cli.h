@@ -202,7 +202,7 @@ static void plan_parse_args(int argc, char** argv, PlanArgs* a) {
         else if (!strcmp(flag, "--runs")) a->runs = v;
         else if (!strcmp(flag, "--doc-lengths")) a->doc_lengths = v;
         else if (!strcmp(flag, "--cp-split")) {
-            const char* names[] = {"zigzag", "contiguous", "doc"};  // model/config.h's CP_SPLIT_* order
+            const char* names[] = {"zigzag", "contiguous", "doc"};  // layout/config.h's CP_SPLIT_* order
             a->cp_split = -1;
             for (int k = 0; k < 3; k++)
                 if (!strcmp(v, names[k])) a->cp_split = k;
@@ -211,7 +211,7 @@ static void plan_parse_args(int argc, char** argv, PlanArgs* a) {
             const char* names[] = {"none", "optimizer", "activations", "both"};
             a->offload = -1;
             for (int k = 0; k < 4; k++)
-                if (!strcmp(v, names[k])) a->offload = k;  // the bits of model/config.h's OFFLOAD_*
+                if (!strcmp(v, names[k])) a->offload = k;  // the bits of layout/config.h's OFFLOAD_*
             if (a->offload < 0) fail("--offload: expected none, optimizer, activations or both, got '%s'", v);
         } else if (!strcmp(flag, "--offload-frames"))
             a->offload_frames = plan_int(v, flag, 1, 2);

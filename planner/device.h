@@ -5,21 +5,21 @@
 #ifndef PLANNER_DEVICE_H
 #define PLANNER_DEVICE_H
 
-#include "runtime/files.h"
+#include "base/files.h"
 
 typedef struct {
     char name[32];
     // compute
     double peak_flops;       // dense FLOP/s in the training dtype (bf16 tensor cores on GPUs)
     double matmul_eff;       // fraction of peak a large matmul reaches in a framework's training step
-    double matmul_eff_own;   // the same for this trainer's own cuBLASLt calls (model/gpu/matmul.cuh)
+    double matmul_eff_own;   // the same for this trainer's own cuBLASLt calls (backend/gpu/matmul.cuh)
     int sms;                 // streaming multiprocessors a matmul's tiles are spread over (0: none)
     double matmul_k_half;    // a GEMM tile's fixed cost (pipeline fill, epilogue) in elements of K: its main
                              // loop runs at K / (K + k_half) of the large-K rate (time.h, matmul_shape_eff)
     double matmul_latency;   // s, fixed cost per matmul (the launch)
     double attn_eff_flash2;  // fraction of peak of FlashAttention-2 forward + backward (causal FLOPs)
     double attn_eff_flash1;  // the same for FlashAttention 1
-    double attn_eff_own;     // the same for this trainer's own flash kernels (model/gpu: no wgmma, no TMA)
+    double attn_eff_own;     // the same for this trainer's own flash kernels (backend/gpu: no wgmma, no TMA)
     double bmm_eff;          // fraction of peak of the batched Q K^T and P V matmuls of unfused attention
     // memory
     double mem_bytes;        // device memory

@@ -1,5 +1,5 @@
 // planner/documents.h: --plan --doc-lengths FILE|lognormal:MEDIAN[:SIGMA]: the expected
-// imbalance and step time of the best layout under each packing (runtime/packing.h) when
+// imbalance and step time of the best layout under each packing (layout/packing.h) when
 // attention is masked by document. The documents: the file's lengths (one a line) in order,
 // or log-normal draws (the generator of --data docs:lognormal); enough of them for twice
 // DOC_SIM_BATCHES global batches (2^27 tokens at most), cut into pieces of at most T; the figures
@@ -18,7 +18,7 @@
 //
 // Context parallelism (a ring of R = cp / U ranks; --cp-split zigzag|contiguous|doc: c->cp_doc,
 // c->cp_contiguous): each ring rank's pairs of a micro-batch from the positions the trainer gives
-// it (parallel/cp_order.h), as dev/sim_wlb.c measures them; each layer's ring waits for every
+// it (layout/cp_order.h), as dev/sim_wlb.c measures them; each layer's ring waits for every
 // rank, so a micro-batch's attention takes its heaviest ring rank's pairs, relative to the
 // heaviest rank's of whole causal sequences under the same split (the layout's own t_pipeline
 // already holds that case; Ulysses' ranks split a ring rank's heads evenly). The cp spread: the
@@ -26,9 +26,9 @@
 #ifndef PLANNER_DOCUMENTS_H
 #define PLANNER_DOCUMENTS_H
 
-#include "parallel/schedule.h"
-#include "parallel/cp_order.h"
-#include "runtime/packing.h"
+#include "layout/schedule.h"
+#include "layout/cp_order.h"
+#include "layout/packing.h"
 
 #define DOC_SIM_BATCHES 24
 #define DOC_SIM_SKIP 8  // WLB_MAX_DELAY: by then the wait list of the others is full (outliers may wait longer)

@@ -1,12 +1,12 @@
 // planner/memory.h: memory per GPU: parameters of a pipeline chunk, activations per layer
 // by kernel and recomputation (Korthikanti et al. 2022), the zero-bubble weight pass's
 // inputs, the loss's temporaries, the model states by ZeRO stage, and for this trainer its
-// own activation buffers (model/activations.h, the lists it allocates from).
+// own activation buffers (layout/activations.h, the lists it allocates from).
 #ifndef PLANNER_MEMORY_H
 #define PLANNER_MEMORY_H
 
-#include "model/params.h"
-#include "model/activations.h"
+#include "layout/params.h"
+#include "layout/activations.h"
 #include "planner/device.h"
 #include "planner/software.h"
 #include "runtime/offload.h"
@@ -195,7 +195,7 @@ static double trainer_zero_work_bytes(const ModelConfig* c, int dtype_bytes, int
 // stage_params parameters (its whole local buffer) and whose optimizer range has range_params
 // (all of them, or a 1/R shard with ZeRO). The CPU build (dtype_bytes 4): m and v of the range in
 // the --offload-dir tier (runtime/offload.h), 8 B each. The GPU build pins (cudaMallocHost,
-// train_gpt.cu params_init, runtime/offload_gpu.h): the fp32 master of the whole stage (4), its
+// train_gpt.cu params_init, backend/gpu/offload_gpu.h): the fp32 master of the whole stage (4), its
 // bf16 staging for the copy up (2; not under ZeRO-3, which uploads its fp32 shard), and of the
 // range the gradient's staging (4) and m, v (8). The startup table (runtime/metrics.h) and the
 // planner both count it here.
@@ -287,7 +287,7 @@ static const PipeCounts* pipe_counts(const ModelConfig* c, int m) {
 }
 
 // This trainer's activation memory on stage st: the buffers its build allocates, from the
-// same lists (model/activations.h): the shared scratch (with the CPU build's norm scratch;
+// same lists (layout/activations.h): the shared scratch (with the CPU build's norm scratch;
 // the GPU build carves every buffer on 256 bytes), and for each local chunk its slots,
 // weight-pass sets and heads (k[j], pipe_counts' chunks of the stage). layers[g]: layers of
 // global chunk g.

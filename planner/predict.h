@@ -4,7 +4,7 @@
 #ifndef PLANNER_PREDICT_H
 #define PLANNER_PREDICT_H
 
-#include "parallel/layout_check.h"
+#include "layout/layout_check.h"
 #include "planner/time.h"
 
 typedef struct {
@@ -88,7 +88,7 @@ static int plan_check_layout(const ModelConfig* c, const PlanSetup* k, int globa
     if (cp < 1 || U < 1 || cp % U)
         return plan_invalid(r, "cp %d: its Ulysses degree %d must be >= 1 and divide it", cp, U);
     if (cp > 1 && !k->context_parallel) return plan_invalid(r, "this software has no context parallelism (cp %d)", cp);
-    // the trainer's own rules (parallel/layout_check.h): tp splits every tensor, cp the sequence
+    // the trainer's own rules (layout/layout_check.h): tp splits every tensor, cp the sequence
     // and the heads, pp*vpp chunks the layers, dp*micro-batch the batch, the schedule its
     // micro-batches; ZeRO over one replica shards nothing (the planner predicts it as none)
     ModelConfig t = *c;

@@ -5,7 +5,7 @@
 
 #include <pthread.h>
 #include "planner/predict.h"
-#include "runtime/args.h"
+#include "layout/args.h"
 
 // The trainer's limits on a model's shape and a layout (args.h SIZE_FLAGS, the shape first:
 // n_layer n_head n_kv_head d_model d_ff vocab seq_len); the planner refuses the same.

@@ -26,7 +26,7 @@ static const char* const ATTN_NAMES[N_ATTN] = {"torch", "fused_softmax", "flash1
 static int attn_is_flash(int attention) {
     return attention == ATTN_FLASH1 || attention == ATTN_FLASH2 || attention == ATTN_FLASH_TRITON;
 }
-// Rank order, fastest-varying first: tp-pp-dp is this trainer's (parallel/grid.h); tp-dp-pp is
+// Rank order, fastest-varying first: tp-pp-dp is this trainer's (layout/grid.h); tp-dp-pp is
 // Megatron-LM's and the Scaling codebase's (pipeline stages furthest apart).
 enum { ORDER_TP_PP_DP, ORDER_TP_DP_PP };
 // Pipeline cut: `layers` splits the transformer layers evenly (this trainer, params.h: the
@@ -47,7 +47,7 @@ typedef struct {
     int dp_after_backward;  // 1: gradients are reduced after the whole backward (in the optimizer step);
                             // 0: the reduction overlaps the backward (dp_overlap of the device)
     int context_parallel;   // 1: it can split sequences over cp ranks (this trainer); 0: cp 1 only
-    int own_buffers;        // 1: activations are this trainer's own buffers (model/activations.h), allocated
+    int own_buffers;        // 1: activations are this trainer's own buffers (layout/activations.h), allocated
                             // once: counted exactly, no allocator share; 0: a framework's (Korthikanti et al.)
     int own_kernels;        // 1: its flash attention is this trainer's own kernels (the device's attn_eff_own);
                             // 0: FlashAttention 1 / 2 (attn_eff_flash1 / attn_eff_flash2)

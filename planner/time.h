@@ -4,7 +4,7 @@
 #ifndef PLANNER_TIME_H
 #define PLANNER_TIME_H
 
-#include "parallel/schedule.h"
+#include "layout/schedule.h"
 #include "planner/memory.h"
 
 // One GEMM C[M,N] = A[M,K] B[K,N] (batch of them) on the tensor cores, by its shape. cuBLAS

@@ -33,10 +33,10 @@
 #include <sys/file.h>
 #include <sys/stat.h>
 #include <unistd.h>
-#include "runtime/args.h"
-#include "runtime/files.h"
-#include "parallel/grid.h"
-#include "model/params.h"
+#include "layout/args.h"
+#include "base/files.h"
+#include "layout/grid.h"
+#include "layout/params.h"
 
 #define CKPT_MAGIC 20261202
 #define CKPT_VERSION 2

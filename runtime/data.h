@@ -23,9 +23,9 @@
 #include <glob.h>
 #include <setjmp.h>
 #include <sys/stat.h>
-#include "model/config.h"
-#include "runtime/files.h"
-#include "runtime/packing.h"
+#include "layout/config.h"
+#include "base/files.h"
+#include "layout/packing.h"
 
 #define SHARD_MAGIC 20240520
 #define TOKENIZER_MAGIC 20240328
@@ -35,7 +35,7 @@ typedef struct {
     int* tokens;         // the whole stream in memory
     size_t n_tokens, cap;
     const char* source;  // what it was read from (a flag's value, or a description), for messages and the table
-    DocPlan* plan;       // --packing greedy|wlb: the documents of each global batch (runtime/packing.h); NULL: concat
+    DocPlan* plan;       // --packing greedy|wlb: the documents of each global batch (layout/packing.h); NULL: concat
     FileId* files;       // the files read, so that no output overwrites one (runtime/run.h)
     int n_files;
     int eot;             // the end-of-text id that starts a document (data_eot), -1: none in this vocabulary

@@ -10,7 +10,7 @@
 //     The head is tied to wte (tie_word_embeddings) and not stored.
 //   - LLaMA's Linear layers are [out, in] like ours; qkvw is split into q_proj, k_proj,
 //     v_proj and fcw [gate | up] into gate_proj, up_proj.
-//   - RoPE: we rotate the pairs (2j, 2j+1) of a head (model/cpu/attention.h rope_apply),
+//   - RoPE: we rotate the pairs (2j, 2j+1) of a head (backend/cpu/attention.h rope_apply),
 //     transformers the pairs (j, j + hd/2) (rotate_half), both by pos * 10000^(-2j/hd). The
 //     rows of each q and k head are permuted so that their row j is our row 2j and their row
 //     j + hd/2 our row 2j+1: q.k sums over the same products, and their rotation is ours.
@@ -25,10 +25,10 @@
 #define EXPORT_HF_H
 
 #include <sys/stat.h>
-#include "runtime/args.h"
+#include "layout/args.h"
 #include "runtime/ckpt.h"
-#include "runtime/files.h"
-#include "model/params.h"
+#include "base/files.h"
+#include "layout/params.h"
 
 #if __BYTE_ORDER__ != __ORDER_LITTLE_ENDIAN__
 #error "export_hf.h writes the host's floats as they are: safetensors needs a little-endian host"

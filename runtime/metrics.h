@@ -15,13 +15,13 @@
 
 #include <omp.h>
 #include <sys/resource.h>
-#include "runtime/args.h"
+#include "layout/args.h"
 #include "runtime/data.h"
-#include "runtime/files.h"
-#include "parallel/grid.h"
-#include "model/params.h"
+#include "base/files.h"
+#include "layout/grid.h"
+#include "layout/params.h"
 #include "planner/planner.h"
-#include "parallel/schedule.h"
+#include "layout/schedule.h"
 
 #define TRACE_STEPS 3       // steps recorded by --trace (the first is warm-up)
 #define MAX_TRACE_EVENTS 200000
@@ -55,7 +55,7 @@ typedef struct {
     int ms_n;
     double ema_ms;              // for the ETA
     double last_bubble, bubble_formula;
-    // documents (runtime/packing.h): the step's spread of attention work across micro-batches,
+    // documents (layout/packing.h): the step's spread of attention work across micro-batches,
     // dp ranks and cp ranks (train.h batch_imbalance); logged when show_imbalance
     double att_spread[3], att_work;  // and the global batch's attention work (visible pairs)
     double step_tokens;              // the tokens the step's loss counts (padding left out): tokens/s, MFU
@@ -248,7 +248,7 @@ static void metrics_predict(Metrics* m, const ModelConfig* c, const char* device
     d.peak_flops = peak_flops_per_rank;
     d.shared_cores = shared_cores;
     d.gpus_per_node = c->dp * c->tp * c->pp * c->cp;
-    // this trainer (its own activation buffers, model/activations.h); both builds' attention
+    // this trainer (its own activation buffers, layout/activations.h); both builds' attention
     // keeps only the log-sum-exp (flash on the GPU, blockwise on the CPU)
     PlanSetup k = plan_setup_default();
     plan_predict(c, &k, c->global_batch, d.gpus_per_node, &d, &m->plan);

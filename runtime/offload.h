@@ -8,7 +8,7 @@
 // and unlinked at once (nothing is left behind, even after a kill). Pages written and then
 // released (tier_release) leave the process's resident set: the kernel keeps them in the page
 // cache or writes them to the file, and a later read faults them back in.
-// GPU build: the tier is pinned host memory (cudaMallocHost, runtime/offload_gpu.h).
+// GPU build: the tier is pinned host memory (cudaMallocHost, backend/gpu/offload_gpu.h).
 //
 // What goes there:
 //   optimizer    AdamW's m and v (and on the GPU the fp32 master weights of the optimizer range,
@@ -31,7 +31,7 @@
 #include <fcntl.h>
 #include <sys/mman.h>
 #include <unistd.h>
-#include "model/config.h"
+#include "layout/config.h"
 
 // Device-resident activation frames per chunk under --offload activations (--offload-frames): 2,
 // an op and the next compute op touch at most one slot of each chunk each (parallel/pipeline.h

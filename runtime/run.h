@@ -4,14 +4,14 @@
 #ifndef RUNTIME_H
 #define RUNTIME_H
 
-#include "runtime/args.h"
+#include "layout/args.h"
 #include "runtime/ckpt.h"
 #include "runtime/data.h"
 #include "runtime/export_hf.h"
-#include "parallel/grid.h"
+#include "layout/grid.h"
 #include "parallel/launcher.h"
-#include "model/params.h"
-#include "parallel/schedule.h"
+#include "layout/params.h"
+#include "layout/schedule.h"
 
 // Batch defaults that keep every layout's math the same as one rank's: the global batch
 // is 16 sequences whatever the layout (unless --global-batch, or --micro-batch alone,
@@ -132,7 +132,7 @@ static void doc_mask_resolve(Args* a, const TokenStream* train, int rank) {
                         : xstrprintf("one stream (%s): no end-of-text token in the data", why);
 }
 
-// --packing greedy|wlb: each stream's plan of one pass over its documents (runtime/packing.h),
+// --packing greedy|wlb: each stream's plan of one pass over its documents (layout/packing.h),
 // in micro-batch units of --micro-batch sequences.
 static void packing_plans(const Args* a, TokenStream* train, TokenStream* val) {
     const ModelConfig* c = &a->cfg;

@@ -3,7 +3,7 @@
 // evaluation, sampling and the training loop. train_gpt.c (CPU, fp32) and train_gpt.cu
 // (GPU, bf16) include it last, after model/model.h and the parallel/ headers; what a build
 // supplies for it (sumsq_range, row_logits, save_checkpoint, params_init, ...) is in
-// model/backend.h, with the include order.
+// backend/backend.h, with the include order.
 #ifndef TRAIN_H
 #define TRAIN_H
 
@@ -133,7 +133,7 @@ static void trace_documents(Model* m, int step, const int* tg, const int* ds, co
     }
 }
 
-// The spread of attention work (runtime/packing.h attention_work) in global batch `index`
+// The spread of attention work (layout/packing.h attention_work) in global batch `index`
 // across its micro-batches (units of B sequences), dp ranks and cp ranks, into the metrics; the
 // same on every rank (from the plan, or the stream's windows). Without document masking every
 // sequence is one causal block. cp's is over the R = cp / U ring ranks: each one's Ulysses ranks

@@ -613,7 +613,7 @@ static const BadCase BAD_CASES[] = {
     {"offload_dir_missing_unused",  // checked at start-up, even where no slot needs the tier (pp 2)
      "--offload activations --pp 2 --offload-dir " BAD "/no_such_dir", "not a directory this run can write to", 1},
     {"offload_dir_path_max", too_long_offload_args, "--offload-dir " BAD "/00000", 1},
-    // --data docs:lognormal[:MEDIAN[:SIGMA]] (runtime/packing.h docs_spec)
+    // --data docs:lognormal[:MEDIAN[:SIGMA]] (layout/packing.h docs_spec)
     {"docs_no_generator", "--data docs:", "the generator is docs:lognormal", 1},
     {"docs_other_generator", "--data docs:lognormalx", "the generator is docs:lognormal", 1},
     {"docs_empty_median", "--data docs:lognormal:", "the generator is docs:lognormal", 1},

@@ -116,7 +116,7 @@ static void test_cp_doc_kernels(void) {
     free(one), free(own), free(d72), free(d136);
 }
 
-// The pairs model/cpu/attention.h computes (its forward's returned figure) over the visible pairs
+// The pairs backend/cpu/attention.h computes (its forward's returned figure) over the visible pairs
 // (attention_work) of every ring rank's blocks at dev/bench_wlb.py's shape, 4 sequences of greedy's
 // batch 10: ring rank r's rows against each rank's keys, as cp_blocks makes them under --cp-split
 // doc (R 1: the whole sequence). Tiles of 32 rows whatever their documents computed 1.25 / 1.54 /

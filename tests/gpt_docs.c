@@ -1,7 +1,7 @@
 // tests/gpt_docs.c: test_gpt's documents section: document masking (runtime/data.h doc_starts,
-// model/config.h AttnBlock.doc). Key k is visible to query q iff doc_start[q] <= k <= q.
+// layout/config.h AttnBlock.doc). Key k is visible to query q iff doc_start[q] <= k <= q.
 //   - doc_starts on tokens with end-of-text ids;
-//   - the masked attention against the double reference (model/reference.h), its backward
+//   - the masked attention against the double reference (backend/cpu/reference.h), its backward
 //     against finite differences of that reference;
 //   - a packed sequence against each of its documents alone (the attention, then the whole
 //     model: per-token losses and the gradient);

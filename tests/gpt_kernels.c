@@ -249,7 +249,7 @@ static int ring_row_position(const int* order, int b, int r, int i, int R, int T
     return order ? order[(size_t)b * T + r * (T / R) + i] : cp_ring_position(i, r, R, T, contiguous);
 }
 
-static int ring_blocks_reference;  // 1: the blocks by model/reference.h (tests/gpt_reference.c)
+static int ring_blocks_reference;  // 1: the blocks by backend/cpu/reference.h (tests/gpt_reference.c)
 
 // --- attention by blocks, as context parallelism's ring computes it: each ring rank's
 // zig-zag rows against every rank's keys (context_parallel.h cp_blocks, in ring order),

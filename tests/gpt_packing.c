@@ -1,4 +1,4 @@
-// gpt_packing.c (included by test_gpt.c): the document packers of runtime/packing.h as pure
+// gpt_packing.c (included by test_gpt.c): the document packers of layout/packing.h as pure
 // functions (the documents of a stream; greedy and wlb: every document token exactly once per
 // pass, no sequence overflows or overlaps, first-fit order, the outlier delay's bound, wlb's
 // spread of attention work across micro-batch units against greedy's; the batch a pure function

@@ -1,5 +1,5 @@
-// tests/gpt_reference.c: test_gpt's reference section: model/reference.h's plain fp32 loops
-// (what --kernels ref trains with) against the fast kernels (model/kernels_cpu.h) on the same
+// tests/gpt_reference.c: test_gpt's reference section: backend/cpu/reference.h's plain fp32 loops
+// (what --kernels ref trains with) against the fast kernels (backend/cpu/kernels_cpu.h) on the same
 // inputs, forward and backward (relative TOL_FWD: the same fp32 math summed in another order),
 // and the reference's own backwards against finite differences of the double reference (TOL_GRAD,
 // the objectives of tests/gpt_kernels.c and gpt_docs.c).

@@ -58,7 +58,7 @@ static void p2p_order_check(int kind, PipeOp ops[][OPS_CAP], const int* n_ops, i
 static void test_schedules_more(void) {
     const int kinds[N_SCHEDULES] = {SCHED_GPIPE, SCHED_1F1B, SCHED_INTERLEAVED, SCHED_ZBH1, SCHED_ZBV};
     static PipeOp ops[MAX_PP][OPS_CAP];
-    // the evaluation's forward-only lists (parallel/schedule.h forward_ops) match in order too
+    // the evaluation's forward-only lists (layout/schedule.h forward_ops) match in order too
     char bad_eval[256] = "";
     int n_eval = 0;
     for (int ki = 0; ki < N_SCHEDULES; ki++)

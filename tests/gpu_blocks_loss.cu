@@ -1,9 +1,9 @@
 // tests/gpu_blocks_loss.cu: test_gpu's context-parallel attention blocks, the embedding,
 // cross-entropy, AdamW and the other small kernels, each against kernels_cpu.h.
 // Included by tests/test_gpu.cu after its helpers (one test binary); not built alone.
-#include "parallel/cp_order.h"  // cp_doc_order: --cp-split doc's rows
+#include "layout/cp_order.h"  // cp_doc_order: --cp-split doc's rows
 
-// Context parallelism's blocks (model/config.h AttnBlock) on the GPU and the CPU, in the
+// Context parallelism's blocks (layout/config.h AttnBlock) on the GPU and the CPU, in the
 // order a ring rank runs them: the forward merges each into the running fp32 output and
 // log-sum-exp (checked after the first block, which starts them, and after the last), the
 // backward adds each block's dq, dk, dv into fp32 buffers that start nonzero (+=). The
@@ -111,7 +111,7 @@ static void test_attention_zigzag(int B, int R, int r, int c, int Ha, int KVa, i
 
 // --cp-split doc: ring rank r's blocks over the R ring steps, one a step (all its Ts = T/R rows
 // against all of the step's source's), each sequence's rows at the per-document zig-zag positions
-// of test_docs' documents (parallel/cp_order.h cp_doc_order, as cp_load_by_doc orders them).
+// of test_docs' documents (layout/cp_order.h cp_doc_order, as cp_load_by_doc orders them).
 // The rows of a block are not consecutive: the kernels find each query's keys by bisection over
 // k_at and skip the key tiles outside them; compared with the CPU's kernel on the same rows, with
 // the bounds of the other blocks (test_gpu.cu's header; over seeds 1-8 the worst elements: o 0.34,

@@ -136,7 +136,7 @@ static int plan_layout(const char* tag, const char* layout, const char* offload,
 
 // The planner's offload terms on one layout each (planner/memory.h, time.h): --offload optimizer
 // (dp 2 tp 2 pp 2 zero 1) leaves no optimizer state and 2 of the 6 bytes of weights per parameter
-// on the device (the bf16 copy; the fp32 master goes to the host: runtime/offload_gpu.h) and
+// on the device (the bf16 copy; the fp32 master goes to the host: backend/gpu/offload_gpu.h) and
 // takes longer for its optimizer step;
 // --offload activations (dp 2 pp 4, 1F1B: stage 0 holds 4 micro-batches) holds fewer activations
 // and takes no less time.

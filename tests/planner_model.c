@@ -20,7 +20,7 @@ static void test_params(void) {
 }
 
 // llama-tiny (L=4, h=64, 4 heads / 2 kv heads of 16, d_ff=192, vocab 257 -> 384), seq 32,
-// micro-batch 2, one GPU, bf16, this trainer's own buffers (model/activations.h on the GPU
+// micro-batch 2, one GPU, bf16, this trainer's own buffers (layout/activations.h on the GPU
 // build: bf16 act_t, fp32 statistics, each buffer on 256 bytes). By hand:
 //   params: layer = 2*64^2 + 2*64*32 + 3*64*192 + 2*64 = 49280; 4 layers 197120
 //           + embedding 384*64 = 24576 + final norm 64 + head 24576 = 246336

@@ -32,7 +32,7 @@ static void test_bubble(void) {
           r.worst_stage);
 }
 
-// The zero-bubble schedules (Qi et al. 2024; parallel/schedule.h): bubbles against the
+// The zero-bubble schedules (Qi et al. 2024; layout/schedule.h): bubbles against the
 // formulas, the weight pass's memory and time, ZB-V's placement (test_cli_schedules: the
 // search and its --schedule filter).
 static double sim_bubble(int kind, int p, int vpp, int m, double t_f, double t_b, double t_w) {

@@ -6,7 +6,7 @@
 // "N passed, N failed" alone on the last line; the exit status is non-zero on any failure.
 //
 // What is checked, in order:
-//   1. every fp32 layer kernel (kernels_cpu.h) against the reference (model/reference.h's
+//   1. every fp32 layer kernel (kernels_cpu.h) against the reference (backend/cpu/reference.h's
 //      plain loops, compiled here once more in double): the forward outputs, and the
 //      backward against central finite differences of the double reference (objective
 //      L = sum(out * R), fixed random R, the backward fed dout = R; eps 1e-6); then the fp32
@@ -127,7 +127,7 @@ static double fd_err(Objective f, void* ctx, double* x, size_t n, const float* g
 #define TOL_GRAD 1e-4  // backward against finite differences
 
 // ----------------------------------------------------------------------------
-// The reference in double precision, for finite differences: model/reference.h once more (the
+// The reference in double precision, for finite differences: backend/cpu/reference.h once more (the
 // trainer's copy, included by train_gpt.c, is fp32), its float read as double, its math
 // functions the double ones, each function renamed refd_*. One source for the math: what the
 // fp32 kernels are checked against is the file a learner reads.
@@ -170,7 +170,7 @@ static double fd_err(Objective f, void* ctx, double* x, size_t n, const float* g
 #define ref_adamw_update refd_adamw_update
 #define ref_sum_squares refd_sum_squares
 #undef REFERENCE_H
-#include "model/reference.h"
+#include "backend/cpu/reference.h"
 #undef float
 #undef sqrtf
 #undef expf

@@ -26,8 +26,8 @@
 //
 // Build: nvcc -O3 -std=c++17 -gencode arch=compute_90,code=[sm_90,compute_90] -I.
 //   $(mpicc --showme:compile) -o test_gpu tests/test_gpu.cu -lcublasLt -lcublas $(mpicc --showme:link) -lnccl
-#include "model/kernels_cpu.h"
-#include "model/kernels_gpu.cuh"
+#include "backend/cpu/kernels_cpu.h"
+#include "backend/gpu/kernels_gpu.cuh"
 
 static int n_pass, n_fail;
 static Rng rng;

@@ -18,7 +18,7 @@
 // normalized step and noise stays noise.
 #include <sys/wait.h>
 #include "runtime/ckpt.h"
-#include "parallel/schedule.h"
+#include "layout/schedule.h"
 #include "tests/harness.h"
 
 #define TOL 1e-5
@@ -69,7 +69,7 @@ static double log_sum(const char* log, const char* key) {
 
 // The run's own planner line against what it allocated: the final log line's activation
 // buffers (max over ranks) and the planner's activations for the layout (its worst stage),
-// which count the same lists (model/activations.h): within 2%. With --zero 2|3 on one stage
+// which count the same lists (layout/activations.h): within 2%. With --zero 2|3 on one stage
 // (rank 0's is the planner's) and gathered layers resharded: the table's weights and gradients
 // (shards, units' buffers, held norm gradients) against the planner's weights, grads and temp.
 static void check_planner_memory(const char* tag, const char* flags, const char* log) {
@@ -642,7 +642,7 @@ static void doc_suites(void) {
     free(on.params), free(off.params);
 }
 
-// --packing greedy and wlb (runtime/packing.h) of long-tailed documents, masked: every layout
+// --packing greedy and wlb (layout/packing.h) of long-tailed documents, masked: every layout
 // equals the 1-rank run of the same packing (each rank packs the same global batch); a wlb run
 // resumed at step 3 ends bit for bit as the run that went on; the evaluation loss of the same
 // documents (one pass of the validation data, no update: --lr 0) is the same under both packings.
@@ -766,7 +766,7 @@ static void layout_errors(void) {
                         "--sp with --cp 4: the 6 rows of a sequence per cp rank do not split over tp 4");
 }
 
-// --kernels ref (model/reference.h's plain fp32 loops) against the fast kernels, the suite's
+// --kernels ref (backend/cpu/reference.h's plain fp32 loops) against the fast kernels, the suite's
 // reference run: on 1 rank, tp 2 and pp 2 the same losses and weights within TOL (fp32 sums in
 // another order, as between layouts). LLaMA on masked documents adds RoPE, SwiGLU, grouped-query
 // attention, the document mask and, with cp 2, attention by blocks (zig-zag and --cp-split doc).

@@ -1,0 +1,196 @@
+// backend/backend.h: the contract, everything a build supplies. The model, the pipeline, data
+// parallelism and the training run are written once (model/model.h, parallel/, runtime/train.h)
+// over the functions declared here; train_gpt.c defines them for the CPU (fp32, kernels_cpu.h,
+// MPI), train_gpt.cu for the GPU (bf16, kernels_gpu.cuh, cuBLASLt, NCCL), under the same names,
+// argument order and accumulate rules. "+=" accumulates into its output, "=" overwrites it.
+// Weights are passed as their fp32 views (m->w, m->wl); the GPU reads its bf16 copy of them.
+//
+// What a build defines before it includes model/model.h (which includes this header):
+//   act_t         the activation element (float on the CPU, bf16 on the GPU)
+//   SlotSends     what a slot's pipeline sends hold until they are done (MPI requests; on the
+//                 GPU also events and pinned host copies)
+//   ModelBackend  the build's own state (the GPU's stream, communicators, bf16 weights, ...)
+//   GRAD_BUCKET_FLOATS  the most floats of one dp all-reduce of the gradient
+//
+// Include order of a build (train_gpt.c, train_gpt.cu), the one order that works:
+//   1. runtime/, layout/grid.h, planner/ and the build's kernels (none needs the model);
+//   2. the four definitions above;
+//   3. model/model.h: the model's state (Model), this contract, the layer math (it declares
+//      the communication steps it takes, which parallel/ defines in step 4);
+//   4. parallel/tensor_parallel.h, parallel/context_parallel.h, parallel/pipeline.h,
+//      parallel/data_parallel.h, runtime/train.h: the parallelisms and the run, over the contract;
+//   5. the build's definitions of everything below.
+// The headers of steps 3 and 4 use act_t and Model, so they cannot stand alone: they include
+// nothing of the project and rely on this order.
+#ifndef BACKEND_H
+#define BACKEND_H
+
+// ----------------------------------------------------------------------------
+// Ops: the layer math on this rank's rows (N) and columns.
+
+// out (N x C) = norm(x) (LayerNorm for GPT-2, RMSNorm for LLaMA), mean/rstd kept (fp32).
+static void op_norm_forward(Model* m, act_t* out, float* mean, float* rstd, const act_t* x, const float* w,
+                            const float* b, int N);
+// dx = (accumulate ? dx : 0) + d norm / dx; dw, db +=.
+static void op_norm_backward(Model* m, act_t* dx, float* dw, float* db, const act_t* dout, const act_t* x,
+                             const float* w, const float* mean, const float* rstd, int N, int accumulate);
+// out (N x OC) = inp (N x IC) @ w^T + b (b may be NULL).
+static void op_matmul_forward(Model* m, act_t* out, const act_t* inp, const float* w, const float* b, int N, int IC,
+                              int OC);
+// dinp (N x IC) = dout (N x OC) @ w.
+static void op_matmul_backward_input(Model* m, act_t* dinp, const act_t* dout, const float* w, int N, int IC, int OC);
+// dw (OC x IC) += dout^T @ inp; db (OC, may be NULL) += column sums of dout.
+static void op_matmul_backward_weight(Model* m, float* dw, float* db, const act_t* dout, const act_t* inp, int N,
+                                      int IC, int OC);
+// The MLP's column-parallel half, a fused pair where the build has one (the GPU's GELU
+// epilogue): fch = inp @ fcw^T + fcb, fch_act = GELU(fch) (GPT-2) or SwiGLU(fch) (LLaMA).
+static void op_fc_act_forward(Model* m, act_t* fch, act_t* fch_act, const act_t* inp, const LayerW* w, int N);
+// The pair's backward through the projection's input: dfch = act'(fch) * (dy @ fcprojw).
+static void op_fcproj_act_backward_input(Model* m, act_t* dfch, const act_t* dy, const LayerW* w, const act_t* fch,
+                                         int N);
+// RoPE on the q and k heads of qkv rows in place (row i at position m->pos[i % T]); sign -1: the backward.
+static void op_rope(Model* m, act_t* qkv, int N, float sign);
+// Causal attention of this rank's heads (grouped-query) over whole sequences (no cp): out
+// (B*T x Hl*hd), att its saved state (the log-sum-exp, B x Hl x T).
+static void op_attention_forward(Model* m, act_t* out, float* att, const act_t* qkv, int B);
+// dqkv = the attention's input gradient from dout (out and att as the forward left them).
+static void op_attention_backward(Model* m, act_t* dqkv, const act_t* dout, const act_t* qkv, const act_t* out,
+                                  const float* att, int B);
+// One block of attention (layout/config.h AttnBlock; context_parallel.h's ring): merged into
+// the running fp32 output o (B*Ts x Ha*hd) and log-sum-exp lse (B x Ha x Ts) by log-sum-exp
+// (a->init: these query rows start here). q: query heads at column 0 (stride a->q_ld); kv: k
+// heads then v heads (stride a->kv_ld).
+static void op_attention_block_forward(Model* m, float* o, float* lse, const act_t* q, const act_t* kv,
+                                       const AttnBlock* a);
+// The block's gradient: dq (B*Ts x Ha*hd) +=, dkv (B*Ts x 2*KVa*hd, dk then dv) +=, from the
+// final lse and the output out and its gradient dout (B*Ts x Ha*hd).
+static void op_attention_block_backward(Model* m, float* dq, float* dkv, const act_t* q, const act_t* kv,
+                                        const act_t* dout, const act_t* out, const float* lse, const AttnBlock* a);
+// dqkv (rows x (Ha + 2 KVa)*hd) = [dq | dkv] rounded to act_t.
+static void op_attention_grad_pack(Model* m, act_t* dqkv, const float* dq, const float* dkv, size_t rows, int Ha,
+                                   int KVa);
+static void op_f32_to_act(Model* m, act_t* dst, const float* src, size_t n);
+// out (N x C) = x + y (+ bias, may be NULL).
+static void op_residual(Model* m, act_t* out, const act_t* x, const act_t* y, const float* bias, int N);
+// db (C) += column sums of d (N x C).
+static void op_column_sum(Model* m, float* db, const act_t* d, int N);
+// Embedding rows of this rank's vocabulary [v0, v0 + Vl): out (N x C) = wte[token] or 0.
+static void op_embedding_forward(Model* m, act_t* out, const int* tokens, int N);
+static void op_embedding_backward(Model* m, const int* tokens, const act_t* dout, int N);  // g.wte +=
+// GPT-2's positions: x (N rows from row0; row i at position m->pos[i % T]) += wpe[position];
+// and g.wpe += the gradient.
+static void op_position_forward(Model* m, act_t* x, int N, int row0);
+static void op_position_backward(Model* m, const act_t* dx, int N, int row0);
+// Vocabulary-parallel cross-entropy over this rank's Vl columns: the row maxima, the sums of
+// exponentials and the target logits, then the losses (and dloss/dlogits into logits when
+// dlogits is not NULL: scale dloss_scale); the step's loss sum accumulates the losses.
+static void op_ce_local_max(Model* m, float* max, const act_t* logits, int N);
+static void op_ce_local_sums(Model* m, float* sums, const act_t* logits, const float* max, const int* targets, int N);
+static void op_ce_finish(Model* m, float* losses, act_t* dlogits, const float* max, const float* sums,
+                         const int* targets, int N, float dloss_scale);
+static void op_loss_accumulate(Model* m, const float* losses, int N);
+
+// ----------------------------------------------------------------------------
+// Collectives, to a process group by kind (layout/grid.h's Group: Layout.group on the CPU,
+// GpuComms.group on the GPU). In place unless they take send and recv.
+
+// Of activations (act_t). allgather: send may be recv + rank * n_per_rank.
+static void act_allreduce_sum(Model* m, Group g, act_t* buf, size_t n);
+static void act_reduce_scatter(Model* m, Group g, const act_t* send, act_t* recv, size_t n_per_rank);
+static void act_allgather(Model* m, Group g, const act_t* send, act_t* recv, size_t n_per_rank);
+// Block r of send to rank r; recv block r from rank r (n_per_rank each).
+static void act_alltoall(Model* m, Group g, const act_t* send, act_t* recv, size_t n_per_rank);
+// fp32 (the loss's maxima and sums, gradients).
+static void f32_allreduce_sum(Model* m, Group g, float* buf, size_t n);
+static void f32_allreduce_max(Model* m, Group g, float* buf, size_t n);
+// Data parallelism (parallel/data_parallel.h): the dp all-reduce of a gradient range that may
+// run beside the rest of the backward (the GPU build: on NCCL's own stream), and the point
+// after which all of them are done; ZeRO's reduce-scatter of gradients and all-gather of
+// the updated weights (n_per_rank floats per rank).
+static void grad_allreduce_dp_async(Model* m, float* buf, size_t n);
+static void grad_allreduce_dp_join(Model* m);
+// ZeRO 0: the layer's gradient [lo, hi) is final once what is queued so far (its all-reduce) is.
+static void layer_grads_queued(Model* m, size_t lo, size_t hi);
+static void grad_reduce_scatter(Model* m, Group g, const float* send, float* recv, size_t n_per_rank);
+static void param_allgather(Model* m, Group g, const float* send, float* recv, size_t n_per_rank);
+
+// ----------------------------------------------------------------------------
+// Point-to-point.
+
+// Pipeline (parallel/pipeline.h): n act_t to / from stage `peer`, travelling up the ring of
+// stages or down (schedule.h p2p_up). A send from slot s (dir 0 forward, 1 backward) may still
+// read src until pp_send_wait(m, s, dir), after which the slot's buffers may be written
+// again; a receive returns with the data in dst.
+static void pp_send(Model* m, Slot* s, int dir, int up, const act_t* src, size_t n, int peer, int tag);
+static void pp_send_wait(Model* m, Slot* s, int dir);
+static void pp_recv(Model* m, int dir, int up, act_t* dst, size_t n, int peer, int tag);
+// The cp ring (GROUP_CP_RING): bytes to the next rank and as many from the previous, started
+// here and finished by ring_wait, so the block computed between them overlaps the transfer.
+// One exchange at a time; step names it in the trace (>= 0: the exchange ring step `step`
+// overlaps; < 0: the last dK,dV going home after ring step -1-step).
+static void ring_start(Model* m, const void* send, void* recv, size_t bytes, int step);
+static void ring_wait(Model* m, int step);
+// The ring step `step`'s blocks ran from t0 until now (--trace's "attention ring step" event).
+static void trace_ring_blocks(Model* m, int step, double t0);
+// A schedule op (OP_FWD, OP_BWD, OP_W, a send or receive) of micro-batch mb on model chunk
+// `chunk` ran from t0 until now (the step's timings and --trace; parallel/pipeline.h).
+static void trace_op(Model* m, int kind, int mb, int chunk, double t0);
+
+// ----------------------------------------------------------------------------
+// Memory: activations, and fp32 gradient/parameter buffers, where this build keeps them.
+
+static void act_copy(Model* m, act_t* dst, const act_t* src, size_t n);
+// rows x cols elements from src (row stride src_ld) to dst (row stride dst_ld).
+static void act_copy_2d(Model* m, act_t* dst, size_t dst_ld, const act_t* src, size_t src_ld, size_t rows, size_t cols);
+static act_t* act_alloc(Model* m, size_t n);  // zeroed
+static float* f32_alloc(Model* m, size_t n);  // zeroed
+// AdamW's m or v (n floats, zeroed): where f32_alloc puts state, or with --offload optimizer in
+// the offload tier (runtime/offload.h); what names it in errors.
+static float* opt_state_alloc(Model* m, size_t n, const char* what);
+static void f32_copy(Model* m, float* dst, const float* src, size_t n);
+static void f32_zero(Model* m, float* p, size_t n);
+static void f32_add(Model* m, float* dst, const float* src, size_t n);  // dst += src
+// The activation slots of the stage's op list (m->ops) and the scratch shared by all layers.
+static void alloc_activations(Model* m);
+// --offload activations (parallel/pipeline.h): a slot of chunk c carved at base (the device frame
+// it is resident in); the chunk's tier of `bytes`; a resident slot's bytes copied out to the tier
+// and back in (queued on the GPU's offload stream), and the device waiting for those copies.
+static void slot_bind(Model* m, int c, Slot* s, char* base);
+static char* act_tier_alloc(Model* m, size_t bytes);
+static void act_tier_out(Model* m, char* tier, const char* frame, size_t bytes);
+static void act_tier_in(Model* m, char* frame, char* tier, size_t bytes);
+static void act_tier_wait(Model* m);
+// The initial weights (init_params) put where the build's kernels read them (m->params, and
+// the GPU's bf16 copy).
+static void params_init(Model* m);
+
+// ----------------------------------------------------------------------------
+// Optimizer.
+
+// AdamW on the range [a, b) of the local buffer (grad: the optimizer range's gradient), and
+// ZeRO 1/2's dp all-gather of the updated shards into the weights the kernels read.
+static void adamw_range(Model* m, size_t a, size_t b, const float* grad, int decay, float lr, float grad_scale, int t);
+static void param_shards_gather(Model* m);
+// The gradient norm: sum of squares of the k-th owned range of the gradient, added into *ss
+// by sumsq_finish(m, k_total, ss) at the latest.
+static void sumsq_range(Model* m, int k, const float* x, size_t n, double* ss);
+static void sumsq_finish(Model* m, int n_ranges, double* ss);
+
+// ----------------------------------------------------------------------------
+// I/O: tokens in, losses, logits and checkpoints out.
+
+// This dp rank's part of global batch `index` where the kernels read it (and the step's loss
+// sum restarted); those arrays; one sampling window (T tokens) put there.
+static void model_load_batch(Model* m, const TokenStream* ts, size_t index);
+static const int* batch_inputs(Model* m);
+static const int* batch_targets(Model* m);
+static const int* window_tokens(Model* m, const int* window, int T);
+static void loss_fetch(Model* m);  // m->loss_sum holds this step's sum of token losses after it
+// The last chunk's logits of one row (lnf_row, C act_t) over the padded vocabulary, fp32 on
+// the host on every tp rank.
+static void row_logits(Model* m, const act_t* lnf_row, float* row);
+static void save_checkpoint(Model* m, int step);
+// Wait for the queued device work (a no-op on the CPU).
+static void device_sync(Model* m);
+
+#endif

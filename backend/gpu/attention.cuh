@@ -1,0 +1,473 @@
+// backend/gpu/attention.cuh: RoPE in place on the q and k heads of qkv rows, and causal
+// self-attention over whole sequences with grouped-query heads (flash attention on tensor
+// cores): qkv (B*T x (H + 2 KV)*hd) -> out (B*T x H*hd, bf16) and lse (B x H x T, fp32);
+// the backward overwrites dqkv. Head sizes 16, 32, 64, 128.
+#ifndef GPU_ATTENTION_CUH
+#define GPU_ATTENTION_CUH
+
+#include "backend/gpu/common.cuh"
+
+// RoPE in place on the first n_heads heads of each row (pass H + KV for q and k of qkv),
+// pairs (2j, 2j+1), angle pos * 10000^(-2j/hd), pos = positions[row % T] (device ints: the
+// sequence position of each of the T rows a sequence has on this rank, which context
+// parallelism permutes); sign -1 is the backward (rotation by the opposite angle, applied
+// to dqkv). Same float formula as the CPU.
+__global__ void rope_kernel(bf16* x, int N, const int* positions, int T, int stride, int n_heads, int hd, float sign) {
+    size_t idx = (size_t)blockIdx.x * blockDim.x + threadIdx.x;
+    int half = hd / 2;
+    if (idx >= (size_t)N * n_heads * half) return;
+    int j = (int)(idx % half), h = (int)((idx / half) % n_heads);
+    size_t i = idx / ((size_t)half * n_heads);
+    int pos = positions[i % T];
+    float ang = pos * powf(10000.0f, -2.0f * j / hd);
+    float c = cosf(ang), s = sign * sinf(ang);
+    bf16* p = x + i * stride + (size_t)h * hd + 2 * j;
+    float a = bf2f(p[0]), b = bf2f(p[1]);
+    p[0] = f2bf(a * c - b * s);
+    p[1] = f2bf(a * s + b * c);
+}
+static void rope_apply_gpu(bf16* qkv, int N, const int* positions, int T, int stride, int n_heads, int hd, float sign,
+                           cudaStream_t s) {
+    size_t n = (size_t)N * n_heads * (hd / 2);
+    if (!n) return;
+    rope_kernel<<<cdiv(n, 256), 256, 0, s>>>(qkv, N, positions, T, stride, n_heads, hd, sign);
+    launchCheck();
+}
+
+// ----------------------------------------------------------------------------
+// Causal self-attention with grouped-query heads, flash-attention style (Dao et al. 2022;
+// the loop order of FlashAttention-2): the forward keeps a running max and sum per query
+// (online softmax, Milakov & Gimelshein 2018) and stores only the logsumexp lse (B, H, T);
+// the backward recomputes each probability as exp(s - lse) tile by tile. No T x T matrix
+// exists at any time.
+//
+// Why our own kernel and not cuDNN's SDPA: it keeps the build to the CUDA toolkit (no
+// cuDNN frontend, graph building or version matrix), it reads qkv in this program's
+// [q H*hd | k KV*hd | v KV*hd] row layout with GQA directly (no transposes or copies),
+// and it is short enough to check against the CPU reference line by line.
+//
+// The products run on tensor cores through the PTX instructions mma.m16n8k16 (bf16 in,
+// fp32 accumulators) and ldmatrix, whose register layouts the PTX ISA documents (the
+// emulator's comment on mma_16816 restates them). Because the layout is known, a score
+// tile stays in the accumulator registers: the row max and sum of the online softmax are
+// two lane shuffles (the 4 lanes g*4 .. g*4+3 share rows g and g + 8), and the
+// accumulator of S = Q K^T, rounded to bf16 pairs, is already the A operand of P V (as in
+// FlashAttention-2). Scores are kept in log2 units (exp2 is one instruction).
+//
+// Work split: a block holds BR = 16 * NW rows of one (batch, head) side, 16 per warp
+// (queries in the forward and dq kernels, keys in the dk/dv kernel), and walks tiles of BC
+// rows of the other side staged in shared memory as bf16. The blocks with the most tiles
+// start first (the last query blocks; in dk/dv the first key blocks), so short ones fill
+// the tail of the grid. The dq and dk/dv kernels are separate, so every gradient is
+// written by one warp in a fixed order (deterministic, no atomics); the price is
+// recomputing the scores in both. qkv row stride is (H + 2*KV) * hd; out / dout rows are
+// H * hd. Head sizes 16, 32, 64, 128. Context parallelism's blocks (below these) are the
+// same kernels over two segments of a sequence.
+//
+// Documents (doc: B x T device ints, runtime/data.h; NULL: one document): query q sees keys
+// [doc[q], q]. doc is nondecreasing along a sequence, so a query block's first row has the
+// smallest first key: its key loop starts at the tile holding it, a warp skips tiles that
+// end before its first row's document, and a key block's query loop stops at the first
+// query whose document starts after its last key. A tile may hold keys before a row's
+// document, so a row can have seen no key yet after a tile (its max stays -inf: nothing
+// moves, as in the cp blocks). The kernels are compiled twice, with and without documents
+// (DOC): without, they are the unmasked kernels (no registers spent on the documents: at head
+// size 64 the masked ones spill a few bytes, which the unmasked ones do not).
+
+#ifndef CUDA_EMU_H  // the emulator runs these three as warp exchanges (emu/cuda_emu.h)
+__device__ __forceinline__ void mma_16816(float d[4], const uint32_t a[4], const uint32_t b[2]) {
+    asm volatile(
+        "mma.sync.aligned.m16n8k16.row.col.f32.bf16.bf16.f32 {%0,%1,%2,%3}, {%4,%5,%6,%7}, {%8,%9}, {%0,%1,%2,%3};"
+        : "+f"(d[0]), "+f"(d[1]), "+f"(d[2]), "+f"(d[3])
+        : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "r"(b[0]), "r"(b[1]));
+}
+__device__ __forceinline__ void ldsm_x4(uint32_t r[4], const bf16* row) {
+    unsigned a = (unsigned)__cvta_generic_to_shared(row);
+    asm volatile("ldmatrix.sync.aligned.m8n8.x4.shared.b16 {%0,%1,%2,%3}, [%4];"
+                 : "=r"(r[0]), "=r"(r[1]), "=r"(r[2]), "=r"(r[3]) : "r"(a));
+}
+__device__ __forceinline__ void ldsm_x4_t(uint32_t r[4], const bf16* row) {
+    unsigned a = (unsigned)__cvta_generic_to_shared(row);
+    asm volatile("ldmatrix.sync.aligned.m8n8.x4.trans.shared.b16 {%0,%1,%2,%3}, [%4];"
+                 : "=r"(r[0]), "=r"(r[1]), "=r"(r[2]), "=r"(r[3]) : "r"(a));
+}
+#endif
+
+// BC_: rows of the other side per tile; the trainer uses the default (64 up to head size 64),
+// test_gpu also checks and times 32 at head size 64 (gpu_att_tile64 below).
+template <int HD, int BC_ = (HD <= 64 ? 64 : 32)>
+struct AttShape {
+    static constexpr int NW = HD <= 64 ? 4 : 2;   // warps per block: 128-wide heads need the registers
+    static constexpr int BR = 16 * NW;            // this block's rows
+    static constexpr int BC = BC_;                // rows of the other side per tile
+    static constexpr int LD = HD + 8;             // bf16 row pitch in shared memory: 16-byte rows, banks skewed
+    static constexpr int NT = BC / 8;             // 8-wide column tiles of a score tile
+    static constexpr int DT = HD / 8;             // 8-wide column tiles of an output row
+};
+static const float ATT_LOG2E = 1.4426950408889634f;
+
+// The first key query row q of sequence b sees: its document's start (doc: B x T; 0
+// without documents); a row past T (a block's padding) reads the last row's.
+template <bool DOC>
+__device__ __forceinline__ int att_doc(const int* doc, int b, int T, int q) {
+    return DOC ? doc[(size_t)b * T + min(q, T - 1)] : 0;
+}
+
+// Rows [r0, r0 + N) of two T-row bf16 matrices (a, b: row 0 at their column offsets,
+// pitches sa, sb elements; b may be NULL) into shared da[N][LD], db[N][LD]; rows >= T
+// become zeros. 16 bytes per access, every thread of the block (NW warps) takes part, and
+// all its loads are issued before its first store, so they are in flight together.
+template <int HD, int N>
+__device__ __forceinline__ void att_stage(bf16* da, const bf16* a, int sa, bf16* db, const bf16* b, int sb, int r0,
+                                          int T) {
+    constexpr int THREADS = AttShape<HD>::NW * 32, LD = AttShape<HD>::LD, PER = N * HD / 8 / THREADS;
+    static_assert(PER * THREADS == N * HD / 8, "attention: a staged tile is not a whole number of accesses per thread");
+    uint4 va[PER], vb[PER];
+    #pragma unroll
+    for (int i = 0; i < PER; i++) {
+        int e = threadIdx.x + i * THREADS, r = e / (HD / 8), c = e % (HD / 8) * 8;
+        va[i] = vb[i] = make_uint4(0, 0, 0, 0);
+        if (r0 + r < T) va[i] = *(const uint4*)(a + (size_t)(r0 + r) * sa + c);
+        if (r0 + r < T && b) vb[i] = *(const uint4*)(b + (size_t)(r0 + r) * sb + c);
+    }
+    #pragma unroll
+    for (int i = 0; i < PER; i++) {
+        int e = threadIdx.x + i * THREADS, r = e / (HD / 8), c = e % (HD / 8) * 8;
+        *(uint4*)(da + r * LD + c) = va[i];
+        if (b) *(uint4*)(db + r * LD + c) = vb[i];
+    }
+}
+// s[NT][4] += a . b^T: a is this warp's 16 rows (shared, pitch LD, HD wide), b the rows
+// [0, 8 NT) of a shared [.][LD] matrix. s[n] is the 16 x 8 accumulator of b's rows 8n ...
+template <int HD, int LD, int NT>
+__device__ __forceinline__ void att_abT(float (*s)[4], const bf16* a, const bf16* b) {
+    int lane = threadIdx.x % 32;
+    #pragma unroll
+    for (int k = 0; k < HD; k += 16) {
+        uint32_t af[4], bf[4];
+        ldsm_x4(af, a + (lane % 16) * LD + k + lane / 16 * 8);  // matrices: rows 0-7 | 8-15, cols k | k+8
+        #pragma unroll
+        for (int n = 0; n < NT; n += 2) {  // matrices: b rows 8n | 8n+8, cols k | k+8
+            ldsm_x4(bf, b + (n * 8 + lane % 8 + lane / 16 * 8) * LD + k + lane / 8 % 2 * 8);
+            mma_16816(s[n], af, bf);
+            mma_16816(s[n + 1], af, bf + 2);
+        }
+    }
+}
+// acc[DT][4] += p . v: p is a 16 x BC bf16 matrix as A operands (p[k] for columns 16k ..),
+// v the rows [0, BC) of a shared [.][LD] matrix (HD wide).
+template <int HD, int LD, int BC>
+__device__ __forceinline__ void att_pv(float (*acc)[4], const uint32_t (*p)[4], const bf16* v) {
+    int lane = threadIdx.x % 32;
+    #pragma unroll
+    for (int k = 0; k < BC / 16; k++)
+        #pragma unroll
+        for (int d = 0; d < HD / 8; d += 2) {  // transposed matrices: v rows 16k | 16k+8, cols 8d | 8d+8
+            uint32_t bf[4];
+            ldsm_x4_t(bf, v + (k * 16 + lane % 8 + lane / 8 % 2 * 8) * LD + d * 8 + lane / 16 * 8);
+            mma_16816(acc[d], p[k], bf);
+            mma_16816(acc[d + 1], p[k], bf + 2);
+        }
+}
+// The accumulators s[NT][4] (fp32, 16 x BC) as the bf16 A operands p[BC / 16][4] of the
+// next product: the accumulator pair of columns 2t, 2t+1 is the A register of those columns.
+template <int NT>
+__device__ __forceinline__ void att_to_a(uint32_t (*p)[4], const float (*s)[4]) {
+    #pragma unroll
+    for (int k = 0; k < NT / 2; k++) {
+        p[k][0] = pack_bf16x2(s[2 * k][0], s[2 * k][1]);
+        p[k][1] = pack_bf16x2(s[2 * k][2], s[2 * k][3]);
+        p[k][2] = pack_bf16x2(s[2 * k + 1][0], s[2 * k + 1][1]);
+        p[k][3] = pack_bf16x2(s[2 * k + 1][2], s[2 * k + 1][3]);
+    }
+}
+// Rows r0 + g and r0 + g + 8 (those < T) of dst (pitch `pitch`) = acc * scale[0 | 1] as bf16.
+template <int DT>
+__device__ __forceinline__ void att_write(bf16* dst, size_t pitch, int r0, int T, const float (*acc)[4],
+                                          const float scale[2]) {
+    int g = threadIdx.x % 32 / 4, t = threadIdx.x % 4;
+    #pragma unroll
+    for (int h = 0; h < 2; h++) {
+        int row = r0 + g + 8 * h;
+        if (row >= T) continue;
+        uint32_t* d = (uint32_t*)(dst + (size_t)row * pitch + 2 * t);
+        #pragma unroll
+        for (int n = 0; n < DT; n++) d[n * 4] = pack_bf16x2(acc[n][2 * h] * scale[h], acc[n][2 * h + 1] * scale[h]);
+    }
+}
+
+// Forward: one block per (query block, head, batch). The second launch bound (blocks per
+// SM) keeps hd-64 registers at 4 forward / 3 backward blocks per SM of 64K registers
+// (without it ptxas took 134 / 165 / 190 registers, 3 / 3 / 2 blocks); ptxas -v shows
+// no spills with it, for every head size.
+template <int HD, int BCK, bool DOC>
+__global__ void __launch_bounds__(AttShape<HD, BCK>::NW * 32, 4)
+attention_forward_kernel(bf16* out, float* lse, const bf16* qkv, int T, int H, int KV, const int* doc) {
+    constexpr int BR = AttShape<HD, BCK>::BR, BC = AttShape<HD, BCK>::BC, LD = AttShape<HD, BCK>::LD;
+    constexpr int NT = AttShape<HD, BCK>::NT, DT = AttShape<HD, BCK>::DT;
+    __shared__ __align__(16) bf16 Qs[BR * LD], Ks[BC * LD], Vs[BC * LD];
+    int warp = threadIdx.x / 32, lane = threadIdx.x % 32, g = lane / 4, t = lane % 4;
+    // latest (longest) first
+    int b = blockIdx.z, h = blockIdx.y, q_blk = (gridDim.x - 1 - blockIdx.x) * BR, q0 = q_blk + warp * 16;
+    int stride = (H + 2 * KV) * HD, kvh = h / (H / KV);
+    const bf16* base = qkv + (size_t)b * T * stride;
+    const float sl2 = ATT_LOG2E / sqrtf((float)HD);  // scores in log2 units
+
+    att_stage<HD, BR>(Qs, base + h * HD, stride, NULL, NULL, 0, q_blk, T);
+    float o[DT][4] = {}, m[2] = {-INFINITY, -INFINITY}, l[2] = {0.0f, 0.0f};  // rows q0 + g, q0 + g + 8
+    int first[2], warp_first = att_doc<DOC>(doc, b, T, q0);  // each row's first key (its document's start)
+    for (int r = 0; r < 2; r++) first[r] = att_doc<DOC>(doc, b, T, q0 + g + 8 * r);
+    int k_end = min(q_blk + BR, T);  // keys [doc[q_blk] / BC * BC, k_end) matter to this block
+    for (int kt = att_doc<DOC>(doc, b, T, q_blk) / BC * BC; kt < k_end; kt += BC) {
+        __syncthreads();  // everyone is done with the previous tiles
+        att_stage<HD, BC>(Ks, base + (H + kvh) * HD, stride, Vs, base + (H + KV + kvh) * HD, stride, kt, T);
+        __syncthreads();
+        // warp-uniform: the whole tile is after this warp's queries, or before their documents
+        if (kt > q0 + 15 || (DOC && kt + BC <= warp_first)) continue;
+        float s[NT][4] = {};
+        att_abT<HD, LD, NT>(s, Qs + warp * 16 * LD, Ks);
+        float mx[2] = {m[0], m[1]};
+        #pragma unroll
+        for (int n = 0; n < NT; n++)
+            #pragma unroll
+            for (int i = 0; i < 4; i++) {
+                int j = kt + n * 8 + 2 * t + i % 2, q = q0 + g + 8 * (i / 2);
+                // causal (keys >= T are after every q < T) and within the document
+                s[n][i] = j <= q && (!DOC || j >= first[i / 2]) ? s[n][i] * sl2 : -INFINITY;
+                mx[i / 2] = fmaxf(mx[i / 2], s[n][i]);
+            }
+        float corr[2], shift[2];
+        #pragma unroll
+        for (int r = 0; r < 2; r++) {
+            mx[r] = fmaxf(mx[r], __shfl_xor_sync(0xffffffffu, mx[r], 1));
+            mx[r] = fmaxf(mx[r], __shfl_xor_sync(0xffffffffu, mx[r], 2));
+            // a row that has seen no key yet (only with documents: without, key 0 is in every
+            // row's first tile): nothing moves (exp2(-inf) = 0)
+            shift[r] = DOC && mx[r] == -INFINITY ? 0.0f : mx[r];
+            corr[r] = exp2f(m[r] - shift[r]);  // 0 on the row's first tile with a key (m = -inf)
+            m[r] = mx[r], l[r] *= corr[r];  // l: this lane's part of the row sum
+        }
+        #pragma unroll
+        for (int n = 0; n < NT; n++)
+            #pragma unroll
+            for (int i = 0; i < 4; i++) s[n][i] = exp2f(s[n][i] - shift[i / 2]), l[i / 2] += s[n][i];
+        #pragma unroll
+        for (int d = 0; d < DT; d++)
+            #pragma unroll
+            for (int i = 0; i < 4; i++) o[d][i] *= corr[i / 2];
+        uint32_t p[NT / 2][4];
+        att_to_a<NT>(p, s);
+        att_pv<HD, LD, BC>(o, p, Vs);
+    }
+    float inv[2];
+    #pragma unroll
+    for (int r = 0; r < 2; r++) {
+        l[r] += __shfl_xor_sync(0xffffffffu, l[r], 1);
+        l[r] += __shfl_xor_sync(0xffffffffu, l[r], 2);
+        inv[r] = 1.0f / l[r];
+        int q = q0 + g + 8 * r;
+        if (t == 0 && q < T) lse[((size_t)b * H + h) * T + q] = (m[r] + log2f(l[r])) / ATT_LOG2E;  // natural log
+    }
+    att_write<DT>(out + (size_t)b * T * H * HD + h * HD, (size_t)H * HD, q0, T, o, inv);
+}
+
+// Dsum[b,h,t] = sum_d dout * out: the softmax-backward term sum_j P_ij dP_ij (FlashAttention-2).
+__global__ void attention_dsum_kernel(float* dsum, const bf16* dout, const bf16* out, int B, int T, int H, int hd) {
+    int lane = threadIdx.x % 32;
+    size_t row = (size_t)blockIdx.x * (blockDim.x / 32) + threadIdx.x / 32;  // (b, t, h) in out's order
+    if (row >= (size_t)B * T * H) return;
+    size_t bt = row / H;
+    int h = (int)(row % H), b = (int)(bt / T), t = (int)(bt % T);
+    const bf16* d = dout + row * hd;
+    const bf16* o = out + row * hd;
+    float s = 0.0f;
+    for (int k = lane; k < hd; k += 32) s += bf2f(d[k]) * bf2f(o[k]);
+    s = warp_sum(s);
+    if (lane == 0) dsum[((size_t)b * H + h) * T + t] = s;
+}
+
+// dq = scale * sum_j dS_ij k_j, dS_ij = P_ij (dout_i . v_j - Dsum_i): one block per
+// (query block, head, batch), walking the key tiles up to the diagonal.
+template <int HD, int BCK, bool DOC>
+__global__ void __launch_bounds__(AttShape<HD, BCK>::NW * 32, 3)
+attention_backward_dq_kernel(bf16* dqkv, const bf16* dout, const bf16* qkv, const float* lse, const float* dsum,
+                             int T, int H, int KV, const int* doc) {
+    constexpr int BR = AttShape<HD, BCK>::BR, BC = AttShape<HD, BCK>::BC, LD = AttShape<HD, BCK>::LD;
+    constexpr int NT = AttShape<HD, BCK>::NT, DT = AttShape<HD, BCK>::DT;
+    __shared__ __align__(16) bf16 Qs[BR * LD], dOs[BR * LD], Ks[BC * LD], Vs[BC * LD];
+    int warp = threadIdx.x / 32, lane = threadIdx.x % 32, g = lane / 4, t = lane % 4;
+    // latest (longest) first
+    int b = blockIdx.z, h = blockIdx.y, q_blk = (gridDim.x - 1 - blockIdx.x) * BR, q0 = q_blk + warp * 16;
+    int stride = (H + 2 * KV) * HD, kvh = h / (H / KV);
+    const bf16* base = qkv + (size_t)b * T * stride;
+    const float sl2 = ATT_LOG2E / sqrtf((float)HD), scale = 1.0f / sqrtf((float)HD);  // sl2 as in the forward
+
+    att_stage<HD, BR>(Qs, base + h * HD, stride, dOs, dout + (size_t)b * T * H * HD + h * HD, H * HD, q_blk, T);
+    float lse2[2], ds[2];  // rows q0 + g, q0 + g + 8; rows >= T get 0 (their dO is 0, so is their dS)
+    #pragma unroll
+    for (int r = 0; r < 2; r++) {
+        int q = q0 + g + 8 * r;
+        lse2[r] = q < T ? lse[((size_t)b * H + h) * T + q] * ATT_LOG2E : 0.0f;
+        ds[r] = q < T ? dsum[((size_t)b * H + h) * T + q] : 0.0f;
+    }
+    float dq[DT][4] = {};
+    int first[2], warp_first = att_doc<DOC>(doc, b, T, q0);  // as in the forward
+    for (int r = 0; r < 2; r++) first[r] = att_doc<DOC>(doc, b, T, q0 + g + 8 * r);
+    int k_end = min(q_blk + BR, T);
+    for (int kt = att_doc<DOC>(doc, b, T, q_blk) / BC * BC; kt < k_end; kt += BC) {
+        __syncthreads();  // Qs, dOs are staged / the previous tiles are used
+        att_stage<HD, BC>(Ks, base + (H + kvh) * HD, stride, Vs, base + (H + KV + kvh) * HD, stride, kt, T);
+        __syncthreads();
+        if (kt > q0 + 15 || (DOC && kt + BC <= warp_first)) continue;
+        float s[NT][4] = {}, dp[NT][4] = {};
+        att_abT<HD, LD, NT>(s, Qs + warp * 16 * LD, Ks);
+        att_abT<HD, LD, NT>(dp, dOs + warp * 16 * LD, Vs);
+        #pragma unroll
+        for (int n = 0; n < NT; n++)
+            #pragma unroll
+            for (int i = 0; i < 4; i++) {
+                int j = kt + n * 8 + 2 * t + i % 2, q = q0 + g + 8 * (i / 2);
+                float p = j <= q && (!DOC || j >= first[i / 2]) ? exp2f(s[n][i] * sl2 - lse2[i / 2]) : 0.0f;
+                s[n][i] = p * (dp[n][i] - ds[i / 2]);  // dS
+            }
+        uint32_t dsa[NT / 2][4];
+        att_to_a<NT>(dsa, s);
+        att_pv<HD, LD, BC>(dq, dsa, Ks);
+    }
+    const float scales[2] = {scale, scale};
+    att_write<DT>(dqkv + (size_t)b * T * stride + h * HD, stride, q0, T, dq, scales);
+}
+
+// dk = scale * sum_i dS_ij q_i and dv = sum_i P_ij dout_i over the H/KV query heads that
+// share kv head kvh and the queries i >= j: one block per (key block, kv head, batch). The
+// score tiles are transposed here (rows: keys, columns: queries).
+template <int HD, int BCK, bool DOC>
+__global__ void __launch_bounds__(AttShape<HD, BCK>::NW * 32, 3)
+attention_backward_dkv_kernel(bf16* dqkv, const bf16* dout, const bf16* qkv, const float* lse, const float* dsum,
+                              int T, int H, int KV, const int* doc) {
+    constexpr int BR = AttShape<HD, BCK>::BR, BC = AttShape<HD, BCK>::BC, LD = AttShape<HD, BCK>::LD;
+    constexpr int NT = AttShape<HD, BCK>::NT, DT = AttShape<HD, BCK>::DT;
+    __shared__ __align__(16) bf16 Kb[BR * LD], Vb[BR * LD], Qs[BC * LD], dOs[BC * LD];
+    __shared__ float lses[BC], dss[BC];
+    __shared__ int firsts[DOC ? BC : 1];  // each query's first key
+    int warp = threadIdx.x / 32, lane = threadIdx.x % 32, g = lane / 4, t = lane % 4;
+    int b = blockIdx.z, kvh = blockIdx.y, j_blk = blockIdx.x * BR, j0 = j_blk + warp * 16;
+    int stride = (H + 2 * KV) * HD, group = H / KV;
+    const bf16* base = qkv + (size_t)b * T * stride;
+    const bf16* dout_b = dout + (size_t)b * T * H * HD;
+    const float sl2 = ATT_LOG2E / sqrtf((float)HD), scale = 1.0f / sqrtf((float)HD);  // sl2 as in the forward
+
+    att_stage<HD, BR>(Kb, base + (H + kvh) * HD, stride, Vb, base + (H + KV + kvh) * HD, stride, j_blk, T);
+    float dk[DT][4] = {}, dv[DT][4] = {};
+    for (int h = kvh * group; h < (kvh + 1) * group; h++)
+        // queries before j_blk see none of these keys, nor do those whose documents start after them
+        for (int qt = j_blk; qt < T && (!DOC || att_doc<DOC>(doc, b, T, qt) < j_blk + BR); qt += BC) {
+            __syncthreads();  // Kb, Vb are staged / the previous tiles are used
+            att_stage<HD, BC>(Qs, base + h * HD, stride, dOs, dout_b + h * HD, H * HD, qt, T);
+            for (int i = threadIdx.x; i < BC; i += blockDim.x) {
+                int q = qt + i;
+                lses[i] = q < T ? lse[((size_t)b * H + h) * T + q] * ATT_LOG2E : 0.0f;
+                dss[i] = q < T ? dsum[((size_t)b * H + h) * T + q] : 0.0f;
+                if (DOC) firsts[i] = att_doc<DOC>(doc, b, T, q);
+            }
+            __syncthreads();
+            if (qt + BC - 1 < j0) continue;  // warp-uniform: the whole tile is before this warp's keys
+            float st[NT][4] = {}, dpt[NT][4] = {};
+            att_abT<HD, LD, NT>(st, Kb + warp * 16 * LD, Qs);
+            att_abT<HD, LD, NT>(dpt, Vb + warp * 16 * LD, dOs);
+            #pragma unroll
+            for (int n = 0; n < NT; n++)
+                #pragma unroll
+                for (int i = 0; i < 4; i++) {
+                    int c = n * 8 + 2 * t + i % 2, q = qt + c, j = j0 + g + 8 * (i / 2);
+                    float p = q >= j && q < T && (!DOC || j >= firsts[c]) ? exp2f(st[n][i] * sl2 - lses[c]) : 0.0f;
+                    st[n][i] = p;                        // P^T
+                    dpt[n][i] = p * (dpt[n][i] - dss[c]);  // dS^T
+                }
+            uint32_t pa[NT / 2][4], dsa[NT / 2][4];
+            att_to_a<NT>(pa, st);
+            att_to_a<NT>(dsa, dpt);
+            att_pv<HD, LD, BC>(dv, pa, dOs);
+            att_pv<HD, LD, BC>(dk, dsa, Qs);
+        }
+    const float scales[2] = {scale, scale}, one[2] = {1.0f, 1.0f};
+    att_write<DT>(dqkv + (size_t)b * T * stride + (H + kvh) * HD, stride, j0, T, dk, scales);
+    att_write<DT>(dqkv + (size_t)b * T * stride + (H + KV + kvh) * HD, stride, j0, T, dv, one);
+}
+
+template <int HD, int BCK = AttShape<HD>::BC>
+static void attention_forward_launch(bf16* out, float* lse, const bf16* qkv, int B, int T, int H, int KV,
+                                     const int* doc, cudaStream_t s) {
+    dim3 grid(cdiv(T, AttShape<HD>::BR), H, B), block(AttShape<HD>::NW * 32);
+    if (doc) attention_forward_kernel<HD, BCK, true><<<grid, block, 0, s>>>(out, lse, qkv, T, H, KV, doc);
+    else attention_forward_kernel<HD, BCK, false><<<grid, block, 0, s>>>(out, lse, qkv, T, H, KV, doc);
+    launchCheck();
+}
+template <int HD, int BCK = AttShape<HD>::BC>
+static void attention_backward_launch(bf16* dqkv, const bf16* dout, const bf16* qkv, const float* lse,
+                                      const float* dsum, int B, int T, int H, int KV, const int* doc,
+                                      cudaStream_t s) {
+    dim3 block(AttShape<HD>::NW * 32), q_grid(cdiv(T, AttShape<HD>::BR), H, B);
+    dim3 k_grid(cdiv(T, AttShape<HD>::BR), KV, B);
+    if (doc)
+        attention_backward_dq_kernel<HD, BCK, true>
+            <<<q_grid, block, 0, s>>>(dqkv, dout, qkv, lse, dsum, T, H, KV, doc);
+    else
+        attention_backward_dq_kernel<HD, BCK, false>
+            <<<q_grid, block, 0, s>>>(dqkv, dout, qkv, lse, dsum, T, H, KV, doc);
+    launchCheck();
+    if (doc)
+        attention_backward_dkv_kernel<HD, BCK, true>
+            <<<k_grid, block, 0, s>>>(dqkv, dout, qkv, lse, dsum, T, H, KV, doc);
+    else
+        attention_backward_dkv_kernel<HD, BCK, false>
+            <<<k_grid, block, 0, s>>>(dqkv, dout, qkv, lse, dsum, T, H, KV, doc);
+    launchCheck();
+}
+
+// Keys (queries in dk/dv) per tile at head size 64: 64 (the default) or 32. Whether the
+// fewer, larger tiles win over more resident blocks is for a GPU to say: test_gpu checks
+// both and its benchmark times both.
+static int gpu_att_tile64 = 64;
+static int attention_tile(int hd) {
+    return hd == 64 ? gpu_att_tile64 : hd == 128 ? AttShape<128>::BC : AttShape<16>::BC;
+}
+
+static void attention_check(int H, int KV, int hd) {
+    if (KV <= 0 || H % KV) fail("attention: %d query heads do not group over %d kv heads", H, KV);
+    if (hd != 16 && hd != 32 && hd != 64 && hd != 128)
+        fail("attention: head size %d not supported (16, 32, 64, 128)", hd);
+}
+
+// out (B*T, H*hd) bf16, lse (B, H, T) fp32 (logsumexp of the scaled scores, for backward);
+// doc (B x T on the device, NULL: none): documents.
+static void attention_forward_gpu(bf16* out, float* lse, const bf16* qkv, int B, int T, int H, int KV, int hd,
+                                  const int* doc, cudaStream_t s) {
+    attention_check(H, KV, hd);
+    if (hd == 16) attention_forward_launch<16>(out, lse, qkv, B, T, H, KV, doc, s);
+    else if (hd == 32) attention_forward_launch<32>(out, lse, qkv, B, T, H, KV, doc, s);
+    else if (hd == 64 && gpu_att_tile64 == 32) attention_forward_launch<64, 32>(out, lse, qkv, B, T, H, KV, doc, s);
+    else if (hd == 64) attention_forward_launch<64>(out, lse, qkv, B, T, H, KV, doc, s);
+    else attention_forward_launch<128>(out, lse, qkv, B, T, H, KV, doc, s);
+}
+
+// dqkv (B*T, (H+2KV)*hd) bf16 is overwritten: dq, dk, dv of every row. out and lse are the
+// forward's. Uses B*H*T floats of the reduction scratch for Dsum.
+static void attention_backward_gpu(bf16* dqkv, const bf16* dout, const bf16* qkv, const bf16* out, const float* lse,
+                                   int B, int T, int H, int KV, int hd, const int* doc, cudaStream_t s) {
+    attention_check(H, KV, hd);
+    size_t rows = (size_t)B * T * H;
+    if (rows > gpu_scratch_n)
+        fail("attention backward: reduction scratch (%zu floats) < B*H*T = %zu", gpu_scratch_n, rows);
+    float* dsum = gpu_scratch;
+    attention_dsum_kernel<<<cdiv(rows, 8), 256, 0, s>>>(dsum, dout, out, B, T, H, hd);
+    launchCheck();
+    if (hd == 16) attention_backward_launch<16>(dqkv, dout, qkv, lse, dsum, B, T, H, KV, doc, s);
+    else if (hd == 32) attention_backward_launch<32>(dqkv, dout, qkv, lse, dsum, B, T, H, KV, doc, s);
+    else if (hd == 64 && gpu_att_tile64 == 32)
+        attention_backward_launch<64, 32>(dqkv, dout, qkv, lse, dsum, B, T, H, KV, doc, s);
+    else if (hd == 64) attention_backward_launch<64>(dqkv, dout, qkv, lse, dsum, B, T, H, KV, doc, s);
+    else attention_backward_launch<128>(dqkv, dout, qkv, lse, dsum, B, T, H, KV, doc, s);
+}
+
+#endif

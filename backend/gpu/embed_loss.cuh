@@ -1,0 +1,159 @@
+// backend/gpu/embed_loss.cuh: the vocabulary-parallel embedding (out N x C from this rank's
+// rows [v0, v0+Vl) of wte; dwte fp32 by atomicAdd), the position embedding (wpe), and the
+// vocabulary-parallel cross-entropy over bf16 logits N x Vl in three passes (row maxima;
+// sums of exponentials and target logits; losses N and dlogits), as the CPU's.
+#ifndef GPU_EMBED_LOSS_CUH
+#define GPU_EMBED_LOSS_CUH
+
+#include "backend/gpu/common.cuh"
+
+// Vocabulary-parallel embedding (rows [v0, v0+Vl) of wte here) and position embedding.
+
+__global__ void embedding_forward_kernel(bf16* out, const int* tokens, const bf16* wte, int N, int C, int v0, int Vl) {
+    size_t idx = (size_t)blockIdx.x * blockDim.x + threadIdx.x;
+    if (idx >= (size_t)N * C) return;
+    size_t i = idx / C, c = idx % C;
+    int r = tokens[i] - v0;
+    out[idx] = (r >= 0 && r < Vl) ? wte[(size_t)r * C + c] : f2bf(0.0f);
+}
+// dwte (Vl x C, fp32) += dout rows of the tokens in range; fp32 atomics (order-dependent in the last bits).
+__global__ void embedding_backward_kernel(float* dwte, const int* tokens, const bf16* dout, int N, int C, int v0,
+                                          int Vl) {
+    size_t idx = (size_t)blockIdx.x * blockDim.x + threadIdx.x;
+    if (idx >= (size_t)N * C) return;
+    size_t i = idx / C, c = idx % C;
+    int r = tokens[i] - v0;
+    if (r >= 0 && r < Vl) atomicAdd(&dwte[(size_t)r * C + c], bf2f(dout[idx]));
+}
+// tokens: device ints (N).
+static void embedding_forward_gpu(bf16* out, const int* tokens, const bf16* wte, int N, int C, int v0, int Vl,
+                                  cudaStream_t s) {
+    if ((size_t)N * C == 0) return;
+    embedding_forward_kernel<<<cdiv((size_t)N * C, 256), 256, 0, s>>>(out, tokens, wte, N, C, v0, Vl);
+    launchCheck();
+}
+static void embedding_backward_gpu(float* dwte, const int* tokens, const bf16* dout, int N, int C, int v0, int Vl,
+                                   cudaStream_t s) {
+    if ((size_t)N * C == 0) return;
+    embedding_backward_kernel<<<cdiv((size_t)N * C, 256), 256, 0, s>>>(dwte, tokens, dout, N, C, v0, Vl);
+    launchCheck();
+}
+
+// Rows [row0, row0+N) of a (B*T)-row batch: out += wpe[positions[row % T]] (positions:
+// device ints, the sequence position of each of a sequence's T rows on this rank).
+__global__ void position_forward_kernel(bf16* out, const bf16* wpe, int N, int row0, const int* positions, int T,
+                                        int C) {
+    size_t idx = (size_t)blockIdx.x * blockDim.x + threadIdx.x;
+    if (idx >= (size_t)N * C) return;
+    size_t i = idx / C, c = idx % C;
+    out[idx] = f2bf(bf2f(out[idx]) + bf2f(wpe[(size_t)positions[(row0 + i) % T] * C + c]));
+}
+// dwpe (fp32, a row per sequence position) += the sum over the rows at each position, in row
+// order (deterministic): one thread per (row t of a sequence, column); the T positions of
+// one rank are distinct, so no two threads write one element.
+__global__ void position_backward_kernel(float* dwpe, const bf16* dout, int N, int row0, const int* positions, int T,
+                                         int C) {
+    size_t idx = (size_t)blockIdx.x * blockDim.x + threadIdx.x;
+    if (idx >= (size_t)T * C) return;
+    int t = (int)(idx / C), c = (int)(idx % C);
+    int i0 = ((t - row0) % T + T) % T;  // first local row i with (row0 + i) % T == t
+    float s = 0.0f;
+    for (int i = i0; i < N; i += T) s += bf2f(dout[(size_t)i * C + c]);
+    dwpe[(size_t)positions[t] * C + c] += s;
+}
+static void position_forward_gpu(bf16* out, const bf16* wpe, int N, int row0, const int* positions, int T, int C,
+                                 cudaStream_t s) {
+    if ((size_t)N * C == 0) return;
+    position_forward_kernel<<<cdiv((size_t)N * C, 256), 256, 0, s>>>(out, wpe, N, row0, positions, T, C);
+    launchCheck();
+}
+static void position_backward_gpu(float* dwpe, const bf16* dout, int N, int row0, const int* positions, int T, int C,
+                                  cudaStream_t s) {
+    if ((size_t)T * C == 0) return;
+    position_backward_kernel<<<cdiv((size_t)T * C, 256), 256, 0, s>>>(dwpe, dout, N, row0, positions, T, C);
+    launchCheck();
+}
+
+// ----------------------------------------------------------------------------
+// Vocabulary-parallel cross-entropy, the same three passes as the CPU: the caller
+// all-reduces maxes (MAX) and then sums (2N floats: [sum exp | target logit], SUM) over
+// the tp group between the calls. One block per row; logits (N x Vl) bf16; columns
+// >= vocab - v0 are padding. targets: device ints. maxes, sums, losses: fp32 device.
+
+#define CE_THREADS 256
+// Each thread walks its row in chunks of 8 (load8): row i starts 16-byte aligned when Vl
+// is a multiple of 8, as the padded vocabulary and its tp shards are.
+__global__ void ce_local_max_kernel(float* maxes, const bf16* logits, int Vl, int vn) {
+    const bf16* l = logits + (size_t)blockIdx.x * Vl;
+    float m = -FLT_MAX, x[8];
+    for (int j = threadIdx.x * 8; j < vn; j += blockDim.x * 8) {
+        load8(x, l + j, vn - j);
+        #pragma unroll
+        for (int k = 0; k < 8; k++)
+            if (j + k < vn) m = fmaxf(m, x[k]);
+    }
+    m = block_reduce(m, 1);
+    if (threadIdx.x == 0) maxes[blockIdx.x] = m;
+}
+__global__ void ce_local_sums_kernel(float* sums, const bf16* logits, const float* maxes, const int* targets, int N,
+                                     int Vl, int v0, int vn) {
+    int i = blockIdx.x;
+    const bf16* l = logits + (size_t)i * Vl;
+    float m = maxes[i], s = 0.0f, x[8];
+    for (int j = threadIdx.x * 8; j < vn; j += blockDim.x * 8) {
+        load8(x, l + j, vn - j);
+        #pragma unroll
+        for (int k = 0; k < 8; k++)
+            if (j + k < vn) s += expf(x[k] - m);
+    }
+    s = block_reduce(s, 0);
+    if (threadIdx.x == 0) {
+        int r = targets[i] - v0;
+        sums[i] = s;
+        sums[N + i] = (r >= 0 && r < Vl) ? bf2f(l[r]) : 0.0f;
+    }
+}
+__global__ void ce_finish_kernel(float* losses, bf16* dlogits, const float* maxes, const float* sums,
+                                 const int* targets, int N, int Vl, int v0, int vn, float dloss_scale) {
+    int i = blockIdx.x, ignored = targets[i] < 0;  // padding (layout/packing.h): loss 0, gradient 0
+    float m = maxes[i], inv = 1.0f / sums[i], x[8];
+    if (threadIdx.x == 0) losses[i] = ignored ? 0.0f : logf(sums[i]) + m - sums[N + i];
+    if (!dlogits) return;
+    bf16* d = dlogits + (size_t)i * Vl;
+    int r = targets[i] - v0;
+    for (int j = threadIdx.x * 8; j < Vl; j += blockDim.x * 8) {  // each chunk read then written by one thread
+        load8(x, d + j, Vl - j);
+        #pragma unroll
+        for (int k = 0; k < 8; k++) {
+            x[k] = j + k < vn && !ignored ? expf(x[k] - m) * inv * dloss_scale : 0.0f;
+            if (j + k == r) x[k] -= dloss_scale;
+        }
+        store8(d + j, x, Vl - j);
+    }
+}
+static int ce_valid_cols(int Vl, int v0, int vocab) { return vocab - v0 < Vl ? vocab - v0 : Vl; }
+static void crossentropy_local_max_gpu(float* maxes, const bf16* logits, int N, int Vl, int v0, int vocab,
+                                       cudaStream_t s) {
+    if (N <= 0) return;
+    ce_local_max_kernel<<<N, CE_THREADS, 0, s>>>(maxes, logits, Vl, ce_valid_cols(Vl, v0, vocab));
+    launchCheck();
+}
+// sums: 2N floats.
+static void crossentropy_local_sums_gpu(float* sums, const bf16* logits, const float* maxes, const int* targets, int N,
+                                        int Vl, int v0, int vocab, cudaStream_t s) {
+    if (N <= 0) return;
+    ce_local_sums_kernel<<<N, CE_THREADS, 0, s>>>(sums, logits, maxes, targets, N, Vl, v0,
+                                                  ce_valid_cols(Vl, v0, vocab));
+    launchCheck();
+}
+// losses (N); dlogits (the logits, replaced in place by (softmax - onehot) * dloss_scale) or NULL.
+static void crossentropy_finish_gpu(float* losses, bf16* dlogits, const float* maxes, const float* sums,
+                                    const int* targets, int N, int Vl, int v0, int vocab, float dloss_scale,
+                                    cudaStream_t s) {
+    if (N <= 0) return;
+    ce_finish_kernel<<<N, CE_THREADS, 0, s>>>(losses, dlogits, maxes, sums, targets, N, Vl, v0,
+                                              ce_valid_cols(Vl, v0, vocab), dloss_scale);
+    launchCheck();
+}
+
+#endif

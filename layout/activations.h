@@ -1,0 +1,170 @@
+// activations.h: the activation buffers one rank of this trainer allocates, from the layout's
+// shapes alone. Both builds carve their buffers from these lists (train_gpt.c, train_gpt.cu)
+// and the planner sums the same lists for this trainer (planner/memory.h), so the planner's
+// activation memory is the trainer's by construction.
+//
+// What a rank holds (model.h's structs, parallel/pipeline.h's slots and pools):
+//   per (micro-batch, chunk) in flight, a slot: the chunk's layer inputs (n_layers + 1), the
+//     gradients from the next chunk and to the previous one, and each layer's LayerActs
+//     (none under --recompute full)
+//   per weight pass owed (deferred W), a set of WeightGradIn for each layer of the chunk
+//   per head between its forward and its backward (last chunk), a HeadActs
+//   once, the scratch every layer shares: the backward's gradients in flight, the loss's row
+//     statistics, one WeightGradIn, the layer being recomputed under --recompute full
+// Sizes are elements of the build's activation type act_t (fp32 on the CPU, bf16 on the GPU)
+// unless marked fp32 (norm statistics, the attention's log-sum-exp, per-token losses).
+#ifndef ACTIVATIONS_H
+#define ACTIVATIONS_H
+
+#include "layout/config.h"
+#include "layout/schedule.h"
+
+// Shapes on one rank (runtime/train.h gives the Model the same): B sequences of T = seq_len/cp
+// rows; N of them in the norm and residual regions (B*T/tp with --sp), all B*T in the matmuls.
+typedef struct { size_t B, T, BT, N, C, hd, Hl, qkv_dim, Fl, fc_dim, Vl; } ActShape;
+
+static ActShape act_shape(const ModelConfig* c, int micro_batch) {
+    ActShape s;
+    s.B = micro_batch, s.T = c->seq_len / c->cp, s.BT = s.B * s.T, s.N = c->sp ? s.BT / c->tp : s.BT;
+    s.C = c->d_model, s.hd = c->d_model / c->n_head, s.Hl = c->n_head / c->tp;
+    s.qkv_dim = (s.Hl + 2 * (size_t)(c->n_kv_head / c->tp)) * s.hd;
+    s.Fl = c->d_ff / c->tp, s.fc_dim = c->arch == ARCH_GPT2 ? s.Fl : 2 * s.Fl;
+    s.Vl = c->vocab_padded / c->tp;
+    return s;
+}
+
+// One buffer: its elements, and whether it is fp32 in every build (else act_t). An empty
+// buffer (n 0) is not allocated.
+typedef struct { size_t n; int f32; } ActBuf;
+
+// One layer's LayerActs, in carving order. keep_lse: the attention's log-sum-exp is kept per
+// layer (--recompute none); else the layer reads the shared scratch's and LA_LSE is empty.
+enum { LA_LN1, LA_LN1_MEAN, LA_LN1_RSTD, LA_QKV, LA_LSE, LA_ATTY, LA_RES2, LA_LN2, LA_LN2_MEAN, LA_LN2_RSTD, LA_FCH,
+       LA_FCH_ACT, N_LA };
+static void layer_act_bufs(const ActShape* s, int keep_lse, ActBuf* b) {
+    const ActBuf l[N_LA] = {{s->BT * s->C, 0},
+                            {s->N, 1},
+                            {s->N, 1},
+                            {s->BT * s->qkv_dim, 0},
+                            {keep_lse ? s->BT * s->Hl : 0, 1},
+                            {s->BT * s->Hl * s->hd, 0},
+                            {s->N * s->C, 0},
+                            {s->BT * s->C, 0},
+                            {s->N, 1},
+                            {s->N, 1},
+                            {s->BT * s->fc_dim, 0},
+                            {s->BT * s->Fl, 0}};
+    for (int i = 0; i < N_LA; i++) b[i] = l[i];
+}
+
+// One layer's WeightGradIn: the output gradients of its four matmuls over all B*T rows.
+enum { WG_DY_MLP, WG_DY_ATT, WG_DFCH, WG_DQKV, N_WG };
+static void wgin_bufs(const ActShape* s, ActBuf* b) {
+    const ActBuf l[N_WG] = {{s->BT * s->C, 0}, {s->BT * s->C, 0}, {s->BT * s->fc_dim, 0}, {s->BT * s->qkv_dim, 0}};
+    for (int i = 0; i < N_WG; i++) b[i] = l[i];
+}
+
+// The last chunk's HeadActs: the final norm's output and statistics, the logits (this rank's
+// Vl columns, replaced by their gradient) and the per-token losses.
+enum { HD_LNF, HD_LNF_MEAN, HD_LNF_RSTD, HD_LOGITS, HD_LOSSES, N_HD };
+static void head_bufs(const ActShape* s, ActBuf* b) {
+    const ActBuf l[N_HD] = {{s->BT * s->C, 0}, {s->N, 1}, {s->N, 1}, {s->BT * s->Vl, 0}, {s->BT, 1}};
+    for (int i = 0; i < N_HD; i++) b[i] = l[i];
+}
+
+// The scratch all layers of a micro-batch share: the log-sum-exp when layers do not keep
+// theirs, a layer input being rebuilt, the row-parallel outputs before and after their
+// reduction, the residual gradients (two, alternating) and the one after the attention, the
+// attention output's and the activation's gradients, the loss's row maximum and sums. host:
+// the CPU build, whose norm backward needs an N x C scratch of its own (the GPU's does not).
+enum { SC_LSE, SC_X, SC_PARTIAL, SC_REDUCED, SC_DRES0, SC_DRES1, SC_DRES2, SC_DATTY, SC_DFCH_ACT, SC_CE_MAX, SC_CE_SUMS,
+       SC_NORM, N_SC };
+static void scratch_bufs(const ActShape* s, int host, ActBuf* b) {
+    size_t NC = s->N * s->C;
+    const ActBuf l[N_SC] = {{s->BT * s->Hl, 1},
+                            {NC, 0},
+                            {s->BT * s->C, 0},
+                            {NC, 0},
+                            {NC, 0},
+                            {NC, 0},
+                            {NC, 0},
+                            {s->BT * s->Hl * s->hd, 0},
+                            {s->BT * s->Fl, 0},
+                            {s->BT, 1},
+                            {2 * s->BT, 1},
+                            {host ? NC : 0, 1}};
+    for (int i = 0; i < N_SC; i++) b[i] = l[i];
+}
+
+// Bytes of a list: act_t of act_bytes bytes, each buffer rounded up to `align` bytes (the
+// GPU build carves every buffer on a 256-byte boundary; the CPU's are contiguous: 1).
+static double act_bufs_bytes(const ActBuf* b, int n, int act_bytes, int align) {
+    double sum = 0;
+    for (int i = 0; i < n; i++) {
+        if (!b[i].n) continue;
+        double bytes = (double)b[i].n * (b[i].f32 ? 4 : act_bytes);
+        sum += ceil(bytes / align) * align;
+    }
+    return sum;
+}
+
+static double act_layer_bytes(const ActShape* s, int keep_lse, int act_bytes, int align) {
+    ActBuf b[N_LA];
+    layer_act_bufs(s, keep_lse, b);
+    return act_bufs_bytes(b, N_LA, act_bytes, align);
+}
+static double act_wgin_bytes(const ActShape* s, int act_bytes, int align) {
+    ActBuf b[N_WG];
+    wgin_bufs(s, b);
+    return act_bufs_bytes(b, N_WG, act_bytes, align);
+}
+static double act_head_bytes(const ActShape* s, int act_bytes, int align) {
+    ActBuf b[N_HD];
+    head_bufs(s, b);
+    return act_bufs_bytes(b, N_HD, act_bytes, align);
+}
+
+// One slot of a chunk of n_layers: its layer inputs and output, dout and dinp (N x C each),
+// and the layers' LayerActs unless --recompute full.
+static double act_slot_bytes(const ActShape* s, int n_layers, int recompute, int act_bytes, int align) {
+    ActBuf x = {s->N * s->C, 0};
+    double bytes = (n_layers + 3) * act_bufs_bytes(&x, 1, act_bytes, align);
+    if (recompute != RECOMPUTE_FULL)
+        bytes += n_layers * act_layer_bytes(s, recompute == RECOMPUTE_NONE, act_bytes, align);
+    return bytes;
+}
+
+// The shared scratch with its WeightGradIn and, under --recompute full, the layer being
+// recomputed (its log-sum-exp the scratch's).
+static double act_scratch_bytes(const ActShape* s, int recompute, int host, int act_bytes, int align) {
+    ActBuf b[N_SC];
+    scratch_bufs(s, host, b);
+    double bytes = act_bufs_bytes(b, N_SC, act_bytes, align) + act_wgin_bytes(s, act_bytes, align);
+    if (recompute == RECOMPUTE_FULL) bytes += act_layer_bytes(s, 0, act_bytes, align);
+    return bytes;
+}
+
+// How many of each a chunk allocates (parallel/pipeline.h's chunks_init and the planner), from
+// the stage's op list: slots for the most micro-batches in flight on it (at least 1: sampling
+// runs a micro-batch through every chunk), a WeightGradIn set per W owed at once (at least 1
+// when weight passes are deferred: B and W in one op), a head per forward whose backward has
+// not run (the last chunk only; at least 1: sampling and evaluation use one).
+typedef struct { int slots, wg_sets, heads; } ActCounts;
+static ActCounts act_chunk_counts(const PipeOp* ops, int n_ops, int chunk, int last_chunk, int defer_weight) {
+    ActCounts k;
+    k.slots = schedule_max_in_flight(ops, n_ops, chunk);
+    if (k.slots < 1) k.slots = 1;
+    k.wg_sets = defer_weight ? schedule_max_w_owed(ops, n_ops, chunk) : 0;
+    if (defer_weight && k.wg_sets < 1) k.wg_sets = 1;
+    k.heads = last_chunk ? schedule_max_between(ops, n_ops, chunk, OP_FWD, OP_BWD) : 0;
+    if (last_chunk && k.heads < 1) k.heads = 1;
+    return k;
+}
+
+// Everything a chunk of n_layers allocates for its slots and pools.
+static double act_chunk_bytes(const ActShape* s, int n_layers, int recompute, ActCounts k, int act_bytes, int align) {
+    return k.slots * act_slot_bytes(s, n_layers, recompute, act_bytes, align) +
+           k.wg_sets * n_layers * act_wgin_bytes(s, act_bytes, align) + k.heads * act_head_bytes(s, act_bytes, align);
+}
+
+#endif

@@ -1,0 +1,488 @@
+// args.h: the command line of ./train (both builds). One table, FLAGS, has a row per flag
+// (name, type, range, default, help, group, whether the ranks must agree, whether the
+// planner reads it); --help, parsing, the defaults, the ranks' agreement check (run.h
+// settings_of) and the planner's bounds (SIZE_FLAGS) are all read from it. A preset (--model)
+// sets the shape and shape flags override it. Bad values are one-line errors naming the flag.
+#ifndef ARGS_H
+#define ARGS_H
+
+#include <stddef.h>
+#include <sys/stat.h>
+#include <unistd.h>
+#include "layout/config.h"
+#include "layout/params.h"
+#include "layout/packing.h"
+
+#define MAX_FLAGS 80
+
+typedef struct {
+    ModelConfig cfg;
+    const char* model;
+    const char* data;
+    const char* val_data;
+    const char* tokenizer;
+    const char* log;
+    const char* trace;
+    const char* ckpt_dir;
+    const char* resume;       // checkpoint file, or "auto": newest complete one in ckpt_dir
+    const char* import_llmc;  // llm.c GPT-2 weights to start from
+    const char* export_llmc;  // write the final weights in llm.c's format
+    const char* export_hf;    // write the final weights as a Hugging Face transformers model directory
+    const char* import_hf;    // start from such a directory's model.safetensors
+    const char* offload_dir;  // --offload: where the CPU build's file-backed tier lives
+    int ckpt_every, ckpt_keep;
+    int eval_every, val_batches;
+    int sample_every, sample_len;
+    int log_every, log_ranks;
+    int on_nan_skip;           // --on-nan skip|stop
+    double timeout_s;          // watchdog for a hung collective
+    double peak_tflops;        // per device, for MFU; 0: measured (CPU) or by device name (GPU)
+    int comm_mpi;              // GPU build: --comm mpi (host-staged) instead of NCCL
+    int gelu_unfused;          // GPU build: --gelu-fusion off (GELU as its own kernel, not in the fc matmul)
+    int kernels_ref;           // CPU build: --kernels ref (backend/cpu/reference.h's plain loops)
+    const char* kernels_note;  // the start-up table's line on the kernels (set by each build's main)
+    int reshard_keep;          // --reshard-after-forward off: --zero 3 keeps each gathered layer for the step
+    int cp_kind;               // --cp-kind: CP_RING, CP_ULYSSES, CP_2D
+    int cp_split;              // --cp-split: CP_SPLIT_ZIGZAG, _CONTIGUOUS, _DOC (config: cp_contiguous, cp_doc)
+    int doc_mask;              // --doc-mask: DOC_MASK_AUTO, _ON, _OFF as given; run.h doc_mask_resolve sets doc_masked
+    int doc_masked;            // 1: attention within documents, positions restarting at each (runtime/data.h)
+    const char* doc_note;      // the start-up table's line on documents
+    int packing;               // --packing: PACK_CONCAT, PACK_GREEDY, PACK_WLB (layout/packing.h)
+    int quiet;
+    unsigned char given[MAX_FLAGS];  // given[i]: FLAGS[i] was on the command line
+} Args;
+
+// ----------------------------------------------------------------------------
+// The table. A flag's value goes straight to its place in Args (an int, float, double,
+// uint64_t or text, by the size of that place); a choice's names a|b|c are stored as 0, 1, 2.
+
+typedef enum { FLAG_SWITCH, FLAG_INT, FLAG_NUM, FLAG_TEXT, FLAG_CHOICE } FlagType;
+enum { HELP_MODEL, HELP_DATA, HELP_TRAINING, HELP_LAYOUT, HELP_OUTPUT, N_HELP_GROUPS };
+static const char* const HELP_TITLES[N_HELP_GROUPS] = {
+    "model", "data", "training", "parallel layout (world = dp * pp * cp * tp; started under mpirun automatically)",
+    "logging and checkpoints"};
+// agree: the ranks compare the parsed value at start-up (run.h settings_agree); AGREE_GIVEN:
+// the value if given, else 0 (a default resolved from the layout after the check).
+// Not compared: what changes only rank 0's printing and the watchdog's --timeout-s.
+enum { AGREE_NO, AGREE, AGREE_GIVEN };
+
+typedef struct {
+    const char* flag;   // its name on the command line
+    FlagType type;
+    const char* value;  // how --help shows the value (a choice: its names, a|b|c)
+    long lo, hi;        // FLAG_INT: the accepted range (hi LONG_MAX: none above)
+    double min, max;    // FLAG_NUM: the accepted range
+    const char* def;    // the value before parsing, read as the flag's own value is; NULL: 0. --help shows
+                        // "(default DEF)" unless its help says how the default is chosen
+    int group;          // the --help section
+    int agree;          // AGREE_*
+    int planner;        // 1: the planner checks a model or layout against this row's range (SIZE_FLAGS)
+    size_t at, size;    // where its value lives in Args
+    const char* help;
+} Flag;
+
+#define IN_ARGS(field) offsetof(Args, field), sizeof(((Args*)0)->field)
+#define IN_CFG(field) IN_ARGS(cfg.field)
+#define NO_RANGE 0, 0, 0, 0
+
+// The rows from --n-layer to --cp-ulysses are the planner's, in the order of the SIZE_*
+// indices below (planner/cli.h, runs.h, search.h read SIZE_FLAGS[SIZE_*]).
+static const Flag FLAGS[] = {
+    // model
+    {"--model", FLAG_TEXT, "NAME", NO_RANGE, "small", HELP_MODEL, AGREE, 0, IN_ARGS(model),
+     "preset (default small), one of:"},
+    {"--arch", FLAG_CHOICE, "gpt2|llama", NO_RANGE, NULL, HELP_MODEL, AGREE, 0, IN_CFG(arch),
+     "architecture (default: the preset's; llama alone picks llama-small)"},
+    {"--n-layer", FLAG_INT, "N", 1, 512, 0, 0, NULL, HELP_MODEL, AGREE, 1, IN_CFG(n_layer),
+     "layers (default: the preset's)"},
+    {"--n-head", FLAG_INT, "N", 1, 1024, 0, 0, NULL, HELP_MODEL, AGREE, 1, IN_CFG(n_head),
+     "query heads (default: the preset's; --n-kv-head follows unless given)"},
+    {"--n-kv-head", FLAG_INT, "N", 1, 1024, 0, 0, NULL, HELP_MODEL, AGREE, 1, IN_CFG(n_kv_head),
+     "key/value heads: fewer than --n-head is grouped-query attention (llama)"},
+    {"--d-model", FLAG_INT, "N", 1, 65536, 0, 0, NULL, HELP_MODEL, AGREE, 1, IN_CFG(d_model),
+     "width (default: the preset's; --d-ff follows unless given)"},
+    {"--d-ff", FLAG_INT, "N", 1, 1 << 20, 0, 0, NULL, HELP_MODEL, AGREE, 1, IN_CFG(d_ff),
+     "MLP hidden size (default: the preset's, or 4 x d-model for gpt2, SwiGLU's 2/3 x 4 x d-model to 256 for llama)"},
+    {"--vocab", FLAG_INT, "N", 2, 1 << 20, 0, 0, NULL, HELP_MODEL, AGREE, 1, IN_CFG(vocab),
+     "vocabulary (default: the preset's; padded to a multiple of 128)"},
+    {"--seq-len", FLAG_INT, "N", 1, 1 << 20, 0, 0, NULL, HELP_MODEL, AGREE, 1, IN_CFG(seq_len),
+     "context length (default: the preset's)"},
+    // training: the batch
+    {"--micro-batch", FLAG_INT, "B", 1, 1 << 20, 0, 0, "16", HELP_TRAINING, AGREE_GIVEN, 1, IN_CFG(micro_batch),
+     "sequences per micro-batch per rank (default: the largest <= 16 that gives every pipeline stage pp "
+     "micro-batches of the global batch)"},
+    {"--global-batch", FLAG_INT, "G", 1, 1 << 30, 0, 0, NULL, HELP_TRAINING, AGREE, 1, IN_CFG(global_batch),
+     "sequences per optimizer step over all dp ranks (default 16, or dp*pp*micro-batch when --micro-batch is given)"},
+    // parallel layout: the sizes
+    {"--dp", FLAG_INT, "N", 1, 1 << 20, 0, 0, NULL, HELP_LAYOUT, AGREE, 1, IN_CFG(dp),
+     "data parallel size (default 1; from the world under a launcher)"},
+    {"--tp", FLAG_INT, "N", 1, 1024, 0, 0, "1", HELP_LAYOUT, AGREE, 1, IN_CFG(tp), "tensor parallel size"},
+    {"--pp", FLAG_INT, "N", 1, 1024, 0, 0, "1", HELP_LAYOUT, AGREE, 1, IN_CFG(pp), "pipeline parallel size"},
+    {"--vpp", FLAG_INT, "N", 1, 64, 0, 0, NULL, HELP_LAYOUT, AGREE, 1, IN_CFG(vpp),
+     "model chunks per pipeline rank (interleaved 1F1B; default 1, with zb-v 2)"},
+    {"--cp", FLAG_INT, "N", 1, 1 << 16, 0, 0, "1", HELP_LAYOUT, AGREE, 1, IN_CFG(cp),
+     "context parallelism: each sequence split over N ranks"},
+    {"--cp-ulysses", FLAG_INT, "U", 1, 1 << 16, 0, 0, NULL, HELP_LAYOUT, AGREE, 1, IN_CFG(cp_ulysses),
+     "the Ulysses degree of --cp-kind 2d (divides N)"},
+    // parallel layout: the rest
+    {"--cp-kind", FLAG_CHOICE, "ring|ulysses|2d", NO_RANGE, "ring", HELP_LAYOUT, AGREE, 0, IN_ARGS(cp_kind),
+     "ring: zig-zag ring attention; ulysses: all-to-all to a head split (N <= KV heads per tp rank); "
+     "2d: Ulysses inside --cp-ulysses U ranks, ring across"},
+    {"--cp-split", FLAG_CHOICE, "zigzag|contiguous|doc", NO_RANGE, "zigzag", HELP_LAYOUT, AGREE, 0, IN_ARGS(cp_split),
+     "zigzag: ring rank r holds chunks r and 2R-1-r of 2R, balanced; contiguous: one piece each (the causal mask "
+     "leaves early ranks idle; to measure); doc: the zig-zag of each document (WLB-LLM), balanced under documents "
+     "(without masked documents, --doc-mask off or none in the data, the sequence is one: zigzag)"},
+    {"--schedule", FLAG_CHOICE, "gpipe|1f1b|interleaved|zb-h1|zb-v", NO_RANGE, NULL, HELP_LAYOUT, AGREE, 0,
+     IN_CFG(schedule),
+     "pipeline schedule (default 1f1b, interleaved when --vpp > 1); zb-*: zero-bubble, each backward split into B "
+     "and a deferred W"},
+    {"--sp", FLAG_SWITCH, "", NO_RANGE, NULL, HELP_LAYOUT, AGREE, 0, IN_CFG(sp),
+     "sequence parallelism in the norm/residual regions (needs --tp > 1)"},
+    {"--zero", FLAG_INT, "0|1|2|3", 0, 3, 0, 0, "0", HELP_LAYOUT, AGREE, 0, IN_CFG(zero),
+     "shard optimizer state (1), gradients (2) and parameters (3: each layer all-gathered before its forward and "
+     "backward, FSDP) over dp x cp"},
+    {"--reshard-after-forward", FLAG_CHOICE, "on|off", NO_RANGE, "on", HELP_LAYOUT, AGREE, 0, IN_ARGS(reshard_keep),
+     "--zero 3: on drops a layer's gathered weights after its forward and gathers them again for its backward (two "
+     "layers' weights held at once); off keeps every layer gathered from its first use to the optimizer step (the "
+     "stage's whole weights held, one all-gather a layer a step instead of two per micro-batch)"},
+    {"--recompute", FLAG_CHOICE, "none|selective|full", NO_RANGE, "none", HELP_LAYOUT, AGREE, 0, IN_CFG(recompute),
+     "selective: the attention core; full: keep layer inputs only"},
+    {"--offload", FLAG_CHOICE, "none|optimizer|activations|both", NO_RANGE, "none", HELP_LAYOUT, AGREE, 0,
+     IN_CFG(offload),
+     "optimizer: AdamW m, v in the --offload-dir tier (CPU build) / with the fp32 master in pinned host memory "
+     "(GPU build: the device keeps the bf16 weights); "
+     "activations: a pipeline stage keeps 2 micro-batches' activations per chunk on the device, the rest offloaded"},
+    {"--offload-frames", FLAG_INT, "1|2", 1, 2, 0, 0, "2", HELP_LAYOUT, AGREE, 0, IN_CFG(offload_frames),
+     "--offload activations: device frames per chunk: 2 (the next backward's prefetched) or 1 (less memory, waits)"},
+    {"--offload-dir", FLAG_TEXT, "DIR", NO_RANGE, NULL, HELP_LAYOUT, AGREE, 0, IN_ARGS(offload_dir),
+     "CPU build: the directory of the offload tier's files (mapped, unlinked at once; default $TMPDIR or /tmp)"},
+    // data
+    {"--data", FLAG_TEXT, "PATH", NO_RANGE, NULL, HELP_DATA, AGREE, 0, IN_ARGS(data),
+     "a file, or a quoted glob of files: .bin = llm.c shards, any other byte-level text; default: built-in corpus"},
+    {"--val-data", FLAG_TEXT, "PATH", NO_RANGE, NULL, HELP_DATA, AGREE, 0, IN_ARGS(val_data),
+     "validation data; default: the last 5% of --data"},
+    {"--eval-every", FLAG_INT, "N", 0, 1 << 30, 0, 0, "50", HELP_DATA, AGREE, 0, IN_ARGS(eval_every),
+     "validation loss every N steps (0: never)"},
+    {"--val-batches", FLAG_INT, "N", 1, 1 << 20, 0, 0, "4", HELP_DATA, AGREE, 0, IN_ARGS(val_batches),
+     "global batches per validation"},
+    {"--doc-mask", FLAG_CHOICE, "auto|on|off", NO_RANGE, "auto", HELP_DATA, AGREE, 0, IN_ARGS(doc_mask),
+     "attention within documents only (an end-of-text token starts one), RoPE/wpe positions restarting at each; "
+     "auto: on when the data has end-of-text tokens (llm.c shards), off for byte-level text"},
+    {"--packing", FLAG_CHOICE, "concat|greedy|wlb", NO_RANGE, "concat", HELP_DATA, AGREE, 0, IN_ARGS(packing),
+     "concat: hashed windows of the stream; greedy: whole documents first-fit into the sequences, the rest padding; "
+     "wlb: documents balanced over micro-batches and dp ranks by attention work, outliers delayed (WLB-LLM)"},
+    {"--tokenizer", FLAG_TEXT, "FILE", NO_RANGE, NULL, HELP_DATA, AGREE, 0, IN_ARGS(tokenizer),
+     "llm.c tokenizer file for decoding samples (default: bytes; other vocabularies print token ids); "
+     "data/prepare.py writes one beside its shards"},
+    // training: the rest
+    {"--steps", FLAG_INT, "N", 0, 1 << 30, 0, 0, "1500", HELP_TRAINING, AGREE, 0, IN_CFG(steps), "optimizer steps"},
+    {"--lr", FLAG_NUM, "X", 0, 0, 0, 10, "2e-3", HELP_TRAINING, AGREE, 0, IN_CFG(lr), "peak learning rate"},
+    {"--min-lr-frac", FLAG_NUM, "X", 0, 0, 0, 1, "0.1", HELP_TRAINING, AGREE, 0, IN_CFG(min_lr_frac),
+     "cosine decays to lr*X"},
+    {"--warmup", FLAG_INT, "N", 0, 1 << 30, 0, 0, "50", HELP_TRAINING, AGREE, 0, IN_CFG(warmup),
+     "linear warm-up steps"},
+    {"--weight-decay", FLAG_NUM, "X", 0, 0, 0, 10, "0.1", HELP_TRAINING, AGREE, 0, IN_CFG(weight_decay),
+     "AdamW decoupled weight decay on matrices"},
+    {"--beta1", FLAG_NUM, "X", 0, 0, 0, 0.999999, "0.9", HELP_TRAINING, AGREE, 0, IN_CFG(beta1), "AdamW beta1"},
+    {"--beta2", FLAG_NUM, "X", 0, 0, 0, 0.999999, "0.95", HELP_TRAINING, AGREE, 0, IN_CFG(beta2), "AdamW beta2"},
+    // eps 0 divides 0 by 0 for a weight whose gradient is 0
+    {"--eps", FLAG_NUM, "X", 0, 0, 1e-30, 1, "1e-8", HELP_TRAINING, AGREE, 0, IN_CFG(eps), "AdamW epsilon (> 0)"},
+    {"--grad-clip", FLAG_NUM, "X", 0, 0, 0, 1e9, "1.0", HELP_TRAINING, AGREE, 0, IN_CFG(grad_clip),
+     "clip the global gradient norm to X (0: off)"},
+    {"--seed", FLAG_INT, "N", 0, LONG_MAX, 0, 0, "1337", HELP_TRAINING, AGREE, 0, IN_CFG(seed),
+     "seed for init and sampling"},
+    // logging and checkpoints
+    {"--log", FLAG_TEXT, "FILE", NO_RANGE, NULL, HELP_OUTPUT, AGREE, 0, IN_ARGS(log),
+     "JSON lines: per step and per evaluation"},
+    {"--log-ranks", FLAG_SWITCH, "", NO_RANGE, NULL, HELP_OUTPUT, AGREE, 0, IN_ARGS(log_ranks),
+     "also write FILE.rankN with each rank's timings"},
+    {"--log-every", FLAG_INT, "N", 1, 1 << 30, 0, 0, "1", HELP_OUTPUT, AGREE_NO, 0, IN_ARGS(log_every),
+     "print every N steps"},
+    {"--trace", FLAG_TEXT, "FILE", NO_RANGE, NULL, HELP_OUTPUT, AGREE, 0, IN_ARGS(trace),
+     "Chrome trace-event JSON of the step (open in Perfetto)"},
+    {"--sample-every", FLAG_INT, "N", 0, 1 << 30, 0, 0, "0", HELP_OUTPUT, AGREE, 0, IN_ARGS(sample_every),
+     "print a sample every N steps (0: at the end only)"},
+    {"--sample-len", FLAG_INT, "N", 0, 1 << 20, 0, 0, "200", HELP_OUTPUT, AGREE, 0, IN_ARGS(sample_len),
+     "bytes/tokens per sample"},
+    {"--ckpt-dir", FLAG_TEXT, "DIR", NO_RANGE, NULL, HELP_OUTPUT, AGREE, 0, IN_ARGS(ckpt_dir),
+     "checkpoint directory, created at start (a final checkpoint is written at the end)"},
+    {"--ckpt-every", FLAG_INT, "N", 0, 1 << 30, 0, 0, NULL, HELP_OUTPUT, AGREE, 0, IN_ARGS(ckpt_every),
+     "also every N steps"},
+    {"--ckpt-keep", FLAG_INT, "N", 1, 1 << 20, 0, 0, "3", HELP_OUTPUT, AGREE, 0, IN_ARGS(ckpt_keep),
+     "keep the newest N checkpoints"},
+    {"--resume", FLAG_TEXT, "FILE|auto", NO_RANGE, NULL, HELP_OUTPUT, AGREE, 0, IN_ARGS(resume),
+     "continue from a checkpoint (any layout)"},
+    {"--import-llmc", FLAG_TEXT, "FILE", NO_RANGE, NULL, HELP_OUTPUT, AGREE, 0, IN_ARGS(import_llmc),
+     "start from llm.c GPT-2 weights (gpt2_124M.bin, version 3)"},
+    {"--export-llmc", FLAG_TEXT, "FILE", NO_RANGE, NULL, HELP_OUTPUT, AGREE, 0, IN_ARGS(export_llmc),
+     "write the final weights in llm.c's format"},
+    {"--export-hf", FLAG_TEXT, "DIR", NO_RANGE, NULL, HELP_OUTPUT, AGREE, 0, IN_ARGS(export_hf),
+     "write the final weights as a Hugging Face transformers model (safetensors + config.json; GPT2LMHeadModel or "
+     "LlamaForCausalLM), DIR created at start"},
+    {"--import-hf", FLAG_TEXT, "DIR", NO_RANGE, NULL, HELP_OUTPUT, AGREE, 0, IN_ARGS(import_hf),
+     "start from DIR/model.safetensors (fp32, this model's shape: an --export-hf)"},
+    {"--on-nan", FLAG_CHOICE, "stop|skip", NO_RANGE, "stop", HELP_OUTPUT, AGREE, 0, IN_ARGS(on_nan_skip),
+     "non-finite loss or gradient: stop, or skip the step"},
+    {"--timeout-s", FLAG_NUM, "X", 0, 0, 1, 1e7, "600", HELP_OUTPUT, AGREE_NO, 0, IN_ARGS(timeout_s),
+     "exit if no communication completes for X s: a peer died or hangs"},
+    {"--peak-tflops", FLAG_NUM, "X", 0, 0, 1e-6, 1e6, NULL, HELP_OUTPUT, AGREE_NO, 0, IN_ARGS(peak_tflops),
+     "device peak for MFU (default: CPU measured FMA peak; GPU by name: H100/H200 989, A100 312)"},
+    {"--comm", FLAG_CHOICE, "nccl|mpi", NO_RANGE, "nccl", HELP_OUTPUT, AGREE, 0, IN_ARGS(comm_mpi),
+     "GPU build: NCCL or host-staged MPI (ranks can share a GPU)"},
+    {"--gelu-fusion", FLAG_CHOICE, "on|off", NO_RANGE, "on", HELP_OUTPUT, AGREE, 0, IN_ARGS(gelu_unfused),
+     "GPU build: GELU in the fc matmul's cuBLASLt epilogue, or its own kernel"},
+    {"--kernels", FLAG_CHOICE, "fast|ref", NO_RANGE, "fast", HELP_OUTPUT, AGREE, 0, IN_ARGS(kernels_ref),
+     "CPU build: fast (SIMD, packed GEMM: backend/cpu/kernels_cpu.h) or ref (the plain fp32 loops of backend/cpu/reference.h, "
+     "the math to read first; slow); the GPU build runs its CUDA kernels and refuses ref"},
+    {"--weight-pass", FLAG_CHOICE, "immediate|deferred", NO_RANGE, NULL, HELP_OUTPUT, AGREE, 0,
+     IN_CFG(weight_pass_deferred),
+     "each layer's weight gradients right after its input gradient (default), or after the whole chunk's input "
+     "pass (more memory; always so with zb-*)"},
+    {"--quiet", FLAG_SWITCH, "", NO_RANGE, NULL, HELP_OUTPUT, AGREE_NO, 0, IN_ARGS(quiet), "no step lines"},
+};
+#define N_FLAGS ((int)(sizeof(FLAGS) / sizeof(FLAGS[0])))
+typedef char flags_fit_in_args[N_FLAGS <= MAX_FLAGS ? 1 : -1];
+
+// The planner's rows (planner=1), in this order from FLAGS' --n-layer on.
+typedef Flag SizeFlag;
+// the shape, then the layout
+enum { SIZE_N_LAYER, SIZE_N_HEAD, SIZE_N_KV_HEAD, SIZE_D_MODEL, SIZE_D_FF, SIZE_VOCAB, SIZE_SEQ_LEN,
+       SIZE_MICRO_BATCH, SIZE_GLOBAL_BATCH, SIZE_DP, SIZE_TP, SIZE_PP, SIZE_VPP, SIZE_CP, SIZE_CP_ULYSSES,
+       N_SIZE_FLAGS };
+static const Flag* const SIZE_FLAGS = FLAGS + 2;
+
+#undef IN_ARGS
+#undef IN_CFG
+#undef NO_RANGE
+
+// ----------------------------------------------------------------------------
+// --help
+
+// text from column col on, wrapped at 116 columns, continued at column 24.
+static void help_wrap(int col, const char* text) {
+    const char* p = text;
+    while (*p) {
+        int n = (int)strlen(p), room = 116 - col;
+        if (n > room) {  // break at the last space that fits
+            n = room;
+            while (n > 0 && p[n] != ' ') n--;
+            if (n == 0) n = room;
+        }
+        printf("%.*s\n", n, p);
+        p += n;
+        while (*p == ' ') p++;
+        if (*p) col = printf("%24s", "");
+    }
+}
+
+// "  --name VALUE        help (default DEF)"; a long name and value on a line of their own.
+static void help_row(const Flag* f) {
+    char left[64], text[512];
+    snprintf(left, sizeof(left), "%s%s%s", f->flag, f->value[0] ? " " : "", f->value);
+    if (!f->def || strstr(f->help, "default")) snprintf(text, sizeof(text), "%s", f->help);
+    else snprintf(text, sizeof(text), "%s (default %s)", f->help, f->def);
+    if (strlen(left) > 21) printf("  %s\n%24s", left, "");
+    else printf("  %-21s ", left);
+    help_wrap(24, text);
+}
+
+static void print_help(void) {
+    printf("usage: ./train [flags]          (train)\n"
+           "       ./train --plan [flags]   (predict memory and speed of layouts; see --plan --help)\n");
+    char presets[512] = "";
+    for (int i = 0; i < N_PRESETS; i++)
+        snprintf(presets + strlen(presets), sizeof(presets) - strlen(presets), "%s%s", i ? ", " : "", PRESETS[i].name);
+    for (int g = 0; g < N_HELP_GROUPS; g++) {
+        printf("\n%s\n", HELP_TITLES[g]);
+        for (const Flag* f = FLAGS; f < FLAGS + N_FLAGS; f++) {
+            if (f->group != g) continue;
+            help_row(f);
+            if (!strcmp(f->flag, "--model")) printf("%24s", ""), help_wrap(24, presets);
+        }
+    }
+}
+
+// ----------------------------------------------------------------------------
+// Parsing
+
+static const Flag* find_flag(const char* name) {
+    for (const Flag* f = FLAGS; f < FLAGS + N_FLAGS; f++)
+        if (!strcmp(f->flag, name)) return f;
+    return NULL;
+}
+
+static int flag_given(const Args* a, const char* name) {
+    const Flag* f = find_flag(name);
+    if (!f) fail("internal: no flag %s", name);
+    return a->given[f - FLAGS];
+}
+
+// The choice v among "a|b|c": its index, or -1.
+static int choice_index(const char* choices, const char* v) {
+    size_t n = strlen(v);
+    int k = 0;
+    for (const char* p = choices;; k++) {
+        const char* bar = strchr(p, '|');
+        size_t len = bar ? (size_t)(bar - p) : strlen(p);
+        if (len == n && !strncmp(p, v, n)) return k;
+        if (!bar) return -1;
+        p = bar + 1;
+    }
+}
+
+// "--name must be a, b or c, got 'v'".
+static void choice_fail(const Flag* f, const char* v) {
+    char names[256] = "";
+    const char* p = f->value;
+    while (*p) {
+        const char* bar = strchr(p, '|');
+        size_t len = bar ? (size_t)(bar - p) : strlen(p);
+        snprintf(names + strlen(names), sizeof(names) - strlen(names), "%s%.*s", names[0] ? (bar ? ", " : " or ") : "",
+                 (int)len, p);
+        p += len + (bar != NULL);
+    }
+    fail("%s must be %s, got '%s'", f->flag, names, v);
+}
+
+// Store the value v (text as on the command line; NULL for a switch) of flag f in a.
+static void flag_set(Args* a, const Flag* f, const char* v) {
+    void* at = (char*)a + f->at;
+    if (f->type == FLAG_SWITCH) *(int*)at = 1;
+    else if (f->type == FLAG_TEXT) *(const char**)at = v;
+    else if (f->type == FLAG_CHOICE) {
+        int k = choice_index(f->value, v);
+        if (k < 0) choice_fail(f, v);
+        *(int*)at = k;
+    } else if (f->type == FLAG_INT) {
+        long x = parse_long(v, f->flag);
+        if (f->hi == LONG_MAX && x < f->lo) fail("%s must be >= %ld", f->flag, f->lo);
+        if (x < f->lo || x > f->hi) fail("%s must be in [%ld, %ld], got %ld", f->flag, f->lo, f->hi, x);
+        if (f->size == sizeof(uint64_t)) *(uint64_t*)at = (uint64_t)x;
+        else *(int*)at = (int)x;
+    } else {
+        double x = parse_double(v, f->flag);
+        if (x < f->min || x > f->max) fail("%s must be in [%g, %g], got %g", f->flag, f->min, f->max, x);
+        if (f->size == sizeof(float)) *(float*)at = (float)x;
+        else *(double*)at = x;
+    }
+}
+
+static void args_defaults(Args* a) {
+    memset(a, 0, sizeof(*a));
+    for (const Flag* f = FLAGS; f < FLAGS + N_FLAGS; f++)
+        if (f->def) flag_set(a, f, f->def);
+}
+
+// --zero 1|2: whether a rank's shard of the buffer is past the int counts of its collectives
+// (grid.h's reduce-scatter and all-gather), and why. Checked once dp is known: here when
+// given, in run.h when it is not (the world's under a launcher); a chunk without layers is layout_check's.
+static int zero_shard_past_int(const ModelConfig* c, char* why, size_t cap) {
+    if ((c->zero != 1 && c->zero != 2) || c->dp <= 0 || c->n_layer < c->pp * c->vpp) return 0;
+    size_t shard = zero_largest_shard(c);
+    if (shard <= INT_MAX) return 0;
+    snprintf(why, cap,
+             "--zero %d: a rank's shard of %zu floats is more than the %d a collective's int counts hold; raise --dp, "
+             "--tp or --pp",
+             c->zero, shard, INT_MAX);
+    return 1;
+}
+
+// What follows from the flags: the preset under the shape flags, the schedule's vpp and
+// weight pass, the context-parallel degrees; the rules between flags.
+static void args_resolve(Args* a) {
+    ModelConfig* c = &a->cfg;
+    // A llama-style arch given without a preset picks the llama default.
+    if (flag_given(a, "--arch") && c->arch == ARCH_LLAMA && !strcmp(a->model, "small")) a->model = "llama-small";
+    const Preset* p = find_preset(a->model);
+    if (!p) fail("--model: unknown preset '%s' (see --help)", a->model);
+    Args given = *a;
+    apply_preset(c, p);
+    for (int i = 0; i < N_FLAGS; i++)  // the shape flags given override the preset
+        if (a->given[i] && FLAGS[i].group == HELP_MODEL && FLAGS[i].type != FLAG_TEXT)
+            memcpy((char*)a + FLAGS[i].at, (char*)&given + FLAGS[i].at, FLAGS[i].size);
+    if (flag_given(a, "--n-head") && !flag_given(a, "--n-kv-head")) c->n_kv_head = c->n_head;  // plain multi-head
+    if (flag_given(a, "--d-model") && !flag_given(a, "--d-ff")) c->d_ff = 0;  // d_ff follows the width
+    if (!flag_given(a, "--vpp")) c->vpp = c->schedule == SCHED_ZBV ? 2 : 1;
+    int U_given = flag_given(a, "--cp-ulysses");
+    if (U_given && a->cp_kind != CP_2D) fail("--cp-ulysses %d: only with --cp-kind 2d", c->cp_ulysses);
+    if (a->cp_kind == CP_2D && !U_given)
+        fail("--cp-kind 2d needs --cp-ulysses U (the all-to-all degree; the ring is cp / U)");
+    if (a->cp_kind == CP_2D && c->cp % c->cp_ulysses)
+        fail("--cp-ulysses %d does not divide --cp %d", c->cp_ulysses, c->cp);
+    c->cp_ulysses = a->cp_kind == CP_RING ? 1 : a->cp_kind == CP_ULYSSES ? c->cp : c->cp_ulysses;
+    // the all-to-all gives each rank whole sequences of its ring rank's rows: nothing to split on a ring of one
+    if (a->cp_split == CP_SPLIT_DOC && c->cp > 1 && c->cp == c->cp_ulysses)
+        fail("--cp-split doc: splits the ring's rows; --cp %d with an all-to-all of %d (--cp-kind %s) leaves a ring of "
+             "one rank: every rank gets whole sequences (balanced)", c->cp, c->cp_ulysses,
+             a->cp_kind == CP_ULYSSES ? "ulysses" : "2d");
+    c->cp_contiguous = a->cp_split == CP_SPLIT_CONTIGUOUS, c->cp_doc = a->cp_split == CP_SPLIT_DOC;
+    if (!flag_given(a, "--schedule")) c->schedule = c->vpp > 1 ? SCHED_INTERLEAVED : SCHED_1F1B;
+    if (c->schedule == SCHED_ZBV && c->vpp != 2)
+        fail("--vpp %d: --schedule zb-v places exactly two chunks per stage (a V); use --vpp 2", c->vpp);
+    if (schedule_has_w(c->schedule)) {
+        const char* s = schedule_name(c->schedule);
+        if (flag_given(a, "--weight-pass") && !c->weight_pass_deferred)
+            fail("--weight-pass immediate: --schedule %s runs each weight pass as its own op (W)", s);
+        if (c->recompute == RECOMPUTE_FULL)
+            fail("--recompute full: --schedule %s keeps each layer's activations until its weight pass (W); "
+                 "use --recompute selective", s);
+        c->weight_pass_deferred = 1;
+    }
+    if (a->offload_dir && !c->offload) fail("--offload-dir: only with --offload optimizer, activations or both");
+    if (a->offload_dir && !*a->offload_dir) fail("--offload-dir: empty (name a directory; unset: $TMPDIR or /tmp)");
+    if (a->offload_dir) {  // at start-up, even where no tier turns out to be needed (pp 2, 2 micro-batches)
+        struct stat dir_stat;
+        const char* why = stat(a->offload_dir, &dir_stat)       ? strerror(errno)
+                          : !S_ISDIR(dir_stat.st_mode)          ? strerror(ENOTDIR)
+                          : access(a->offload_dir, W_OK | X_OK) ? strerror(errno)
+                                                                : NULL;
+        if (why) fail("--offload-dir %s: not a directory this run can write to (%s)", a->offload_dir, why);
+    }
+    if (flag_given(a, "--offload-frames") && !(c->offload & OFFLOAD_ACTIVATIONS))
+        fail("--offload-frames: only with --offload activations or both");
+    // wlb's plan tries each waiting document on every sequence of the batch, some 20 times (its level's
+    // bisection): the start-up grows as sequences x documents (G 4096: 7 s, 65536: 57 s on the built-in corpus)
+    if (a->packing == PACK_WLB && c->global_batch > 8192)
+        fail("--packing wlb: --global-batch %d is over the 8192 sequences it balances at start-up; use greedy",
+             c->global_batch);
+    double median, sigma;  // a bad generator spec: one error line here, before mpirun, not one per rank
+    if (a->data) docs_spec(a->data, &median, &sigma, "--data");
+    if (c->d_model % c->n_head) fail("--d-model %d is not divisible by --n-head %d", c->d_model, c->n_head);
+    if (c->n_head % c->n_kv_head) fail("--n-head %d is not divisible by --n-kv-head %d", c->n_head, c->n_kv_head);
+    if (c->arch == ARCH_GPT2 && c->n_kv_head != c->n_head)
+        fail("--n-kv-head: grouped-query attention needs --arch llama");
+    if (c->arch == ARCH_LLAMA && (c->d_model / c->n_head) % 2)
+        fail("rotary embeddings need an even head size, got %d", c->d_model / c->n_head);
+    if (flag_given(a, "--reshard-after-forward") && c->zero != 3)
+        fail("--reshard-after-forward: only with --zero 3 (the other levels keep every weight)");
+    if (c->weight_pass_deferred && c->recompute == RECOMPUTE_FULL)
+        fail(
+            "--weight-pass deferred keeps every layer's activations until the chunk's weight passes: not with "
+            "--recompute "
+            "full");
+    config_finalize(c);
+    if (c->zero >= 2 && zero3_largest_unit(c, c->tp) > INT_MAX)
+        fail("--zero %d: a unit (a layer, the embeddings or the head) of %zu floats per tp rank is more than "
+             "the %d a collective's int counts hold; raise --tp",
+             c->zero, zero3_largest_unit(c, c->tp), INT_MAX);
+    char why[256];
+    if (zero_shard_past_int(c, why, sizeof(why))) fail("%s", why);
+}
+
+static void parse_args(Args* a, int argc, char** argv) {
+    args_defaults(a);
+    for (int i = 1; i < argc; i++) {
+        const char* name = argv[i];
+        if (!strcmp(name, "--help") || !strcmp(name, "-h")) { print_help(); exit(0); }
+        const Flag* f = find_flag(name);
+        if (f && f->type == FLAG_SWITCH) { flag_set(a, f, NULL), a->given[f - FLAGS] = 1; continue; }
+        if (strncmp(name, "--", 2)) fail("unexpected argument '%s' (flags start with --; see --help)", name);
+        if (i + 1 >= argc) fail("flag %s needs a value", name);
+        if (!f) fail("unknown flag %s (see --help)", name);
+        flag_set(a, f, argv[++i]);
+        a->given[f - FLAGS] = 1;
+    }
+    args_resolve(a);
+}
+
+#endif

@@ -1,0 +1,381 @@
+// params.h: which parameter tensors a rank holds, where they sit in its one buffer,
+// and how each maps to the full (unsharded) model. Shared by both builds.
+//
+// All of a rank's parameters live in one contiguous float buffer (llm.c style), and
+// the gradients in a second buffer of the same layout; named views (Weights) point
+// into either. The canonical full-model vector (every tensor unsharded, in the order
+// of a 1-rank run) is the layout-independent form used by checkpoints and by the
+// tests that compare layouts.
+//
+// Tensor parallelism (Megatron-LM): column-parallel matrices (qkv, fc, the vocabulary
+// embedding) are split by output rows; row-parallel ones (attention proj, mlp proj)
+// by input columns. A rows-split tensor may be made of blocks split separately: qkv
+// is [q | k | v], so tp rank r holds q, k and v of its own heads.
+#ifndef PARAMS_H
+#define PARAMS_H
+
+#include "layout/config.h"
+
+enum { SHARD_NONE, SHARD_ROWS, SHARD_COLS };
+
+// Per-layer tensor kinds, in the order of LayerW's fields.
+enum {
+    P_LN1W,
+    P_LN1B,
+    P_QKVW,
+    P_QKVB,
+    P_ATTPROJW,
+    P_ATTPROJB,
+    P_LN2W,
+    P_LN2B,
+    P_FCW,
+    P_FCB,
+    P_FCPROJW,
+    P_FCPROJB,
+    N_LAYER_KINDS
+};
+// Model-level kinds, in the order of Weights' first fields.
+enum { P_WTE, P_WPE, P_LNFW, P_LNFB, P_HEAD, N_MODEL_KINDS };
+
+typedef struct {
+    float *ln1w, *ln1b, *qkvw, *qkvb, *attprojw, *attprojb, *ln2w, *ln2b, *fcw, *fcb, *fcprojw, *fcprojb;
+} LayerW;
+typedef struct {
+    float *wte, *wpe, *lnfw, *lnfb, *head;  // head == wte for GPT-2 (tied); NULL where not on this rank
+    LayerW* layer;                          // [n_layer]; pointers NULL for layers on other stages
+} Weights;
+
+typedef struct {
+    char name[24];
+    int layer;               // -1 for model-level tensors
+    int kind;                // P_* of its level
+    int rows, cols;          // full shape, row-major
+    int shard;               // SHARD_*
+    int n_blocks, block_rows[3];
+    int sp_partial;          // with --sp its gradient is a partial sum over the tp group
+    int decay;               // AdamW weight decay applies (matrices only)
+    int owner;               // this copy counts for the gradient norm and checkpoints
+    size_t full_offset;      // offset in the canonical full-model vector
+    size_t offset, size;     // offset and size in this rank's buffer
+} Tensor;
+
+typedef struct {
+    int n;
+    Tensor t[8 + 12 * 512];  // model-level + per-layer tensors (n_layer <= 512)
+    size_t n_local;          // floats this rank holds
+    size_t n_padded;         // n_local rounded up to a multiple of dp (equal ZeRO shards)
+    size_t n_full;           // floats in the full model
+    int chunk_layer0[1025];  // chunk g holds layers [chunk_layer0[g], chunk_layer0[g+1])
+    int n_chunks;
+    int has_embed, has_head; // this rank holds global chunk 0 / the last chunk
+} ParamLayout;
+
+// Layers split into pp*vpp chunks as evenly as possible (the first chunks get one
+// more layer when it does not divide).
+static int chunk_layer_count(int n_layer, int n_chunks, int g) { return n_layer / n_chunks + (g < n_layer % n_chunks); }
+static void chunk_layers(ParamLayout* P, int n_layer, int n_chunks) {
+    P->n_chunks = n_chunks;
+    for (int g = 0, l = 0; g <= n_chunks; g++) {
+        P->chunk_layer0[g] = l;
+        l += chunk_layer_count(n_layer, n_chunks, g);
+    }
+}
+
+// Global index of local chunk c of `stage`. Loop: g = c*pp + stage. V (ZB-V, two chunks):
+// stage s holds chunks s and 2pp-1-s, so the model goes down the stages and back up, and
+// stage 0 holds both the first and the last chunk.
+static int chunk_global(int kind, int pp, int stage, int c) {
+    if (kind == SCHED_ZBV) return c == 0 ? stage : 2 * pp - 1 - stage;
+    return c * pp + stage;
+}
+static int chunk_stage(int kind, int pp, int g) {
+    if (kind == SCHED_ZBV) return g < pp ? g : 2 * pp - 1 - g;
+    return g % pp;
+}
+static int chunk_local(int kind, int pp, int g) { return kind == SCHED_ZBV ? g >= pp : g / pp; }
+
+typedef struct {
+    const char* name; int kind, rows, cols, shard, n_blocks, b0, b1, b2, sp_partial, decay;
+} TensorSpec;
+
+// The tensors of one layer / of the model ends, by architecture. rows/cols/blocks are
+// filled in from the shape: C d_model, F d_ff, Q = n_head*hd, K = n_kv_head*hd.
+static int layer_specs(const ModelConfig* c, TensorSpec* s) {
+    int C = c->d_model, F = c->d_ff, K = c->n_kv_head * (c->d_model / c->n_head), n = 0;
+    if (c->arch == ARCH_GPT2) {
+        s[n++] = (TensorSpec){"ln1w", P_LN1W, C, 1, SHARD_NONE, 0, 0, 0, 0, 1, 0};
+        s[n++] = (TensorSpec){"ln1b", P_LN1B, C, 1, SHARD_NONE, 0, 0, 0, 0, 1, 0};
+        s[n++] = (TensorSpec){"qkvw", P_QKVW, 3 * C, C, SHARD_ROWS, 3, C, C, C, 0, 1};
+        s[n++] = (TensorSpec){"qkvb", P_QKVB, 3 * C, 1, SHARD_ROWS, 3, C, C, C, 0, 0};
+        s[n++] = (TensorSpec){"attprojw", P_ATTPROJW, C, C, SHARD_COLS, 0, 0, 0, 0, 0, 1};
+        s[n++] = (TensorSpec){"attprojb", P_ATTPROJB, C, 1, SHARD_NONE, 0, 0, 0, 0, 1, 0};
+        s[n++] = (TensorSpec){"ln2w", P_LN2W, C, 1, SHARD_NONE, 0, 0, 0, 0, 1, 0};
+        s[n++] = (TensorSpec){"ln2b", P_LN2B, C, 1, SHARD_NONE, 0, 0, 0, 0, 1, 0};
+        s[n++] = (TensorSpec){"fcw", P_FCW, F, C, SHARD_ROWS, 1, F, 0, 0, 0, 1};
+        s[n++] = (TensorSpec){"fcb", P_FCB, F, 1, SHARD_ROWS, 1, F, 0, 0, 0, 0};
+        s[n++] = (TensorSpec){"fcprojw", P_FCPROJW, C, F, SHARD_COLS, 0, 0, 0, 0, 0, 1};
+        s[n++] = (TensorSpec){"fcprojb", P_FCPROJB, C, 1, SHARD_NONE, 0, 0, 0, 0, 1, 0};
+    } else {  // LLaMA: RMSNorm weights, q|k|v with grouped kv heads, SwiGLU [gate | up], no biases
+        s[n++] = (TensorSpec){"rms1w", P_LN1W, C, 1, SHARD_NONE, 0, 0, 0, 0, 1, 0};
+        s[n++] = (TensorSpec){"qkvw", P_QKVW, C + 2 * K, C, SHARD_ROWS, 3, C, K, K, 0, 1};
+        s[n++] = (TensorSpec){"attprojw", P_ATTPROJW, C, C, SHARD_COLS, 0, 0, 0, 0, 0, 1};
+        s[n++] = (TensorSpec){"rms2w", P_LN2W, C, 1, SHARD_NONE, 0, 0, 0, 0, 1, 0};
+        s[n++] = (TensorSpec){"fcw", P_FCW, 2 * F, C, SHARD_ROWS, 2, F, F, 0, 0, 1};
+        s[n++] = (TensorSpec){"fcprojw", P_FCPROJW, C, F, SHARD_COLS, 0, 0, 0, 0, 0, 1};
+    }
+    return n;
+}
+static int embed_specs(const ModelConfig* c, TensorSpec* s) {
+    int n = 0;
+    s[n++] = (TensorSpec){"wte", P_WTE, c->vocab_padded, c->d_model, SHARD_ROWS, 1, c->vocab_padded, 0, 0, 0, 1};
+    if (c->arch == ARCH_GPT2) s[n++] = (TensorSpec){"wpe", P_WPE, c->seq_len, c->d_model, SHARD_NONE, 0, 0, 0, 0, 1, 1};
+    return n;
+}
+static int head_specs(const ModelConfig* c, TensorSpec* s) {
+    int n = 0;
+    s[n++] = (TensorSpec){c->arch == ARCH_GPT2 ? "lnfw" : "rmsfw", P_LNFW, c->d_model, 1, SHARD_NONE, 0, 0, 0, 0, 1, 0};
+    if (c->arch == ARCH_GPT2) s[n++] = (TensorSpec){"lnfb", P_LNFB, c->d_model, 1, SHARD_NONE, 0, 0, 0, 0, 1, 0};
+    else
+        s[n++] =
+            (TensorSpec){"lm_head", P_HEAD, c->vocab_padded, c->d_model, SHARD_ROWS, 1, c->vocab_padded, 0, 0, 0, 1};
+    return n;
+}
+
+static size_t spec_size(const TensorSpec* s) { return (size_t)s->rows * s->cols; }
+static size_t spec_local_size(const TensorSpec* s, int tp) {  // its floats on one tp rank
+    return s->shard == SHARD_NONE ? spec_size(s) : spec_size(s) / tp;
+}
+
+// Why this model cannot be split over tp ranks, or NULL.
+static const char* tp_check(const ModelConfig* c, int tp, char* why) {
+    TensorSpec s[16];
+    int n = layer_specs(c, s);
+    n += embed_specs(c, s + n);
+    n += head_specs(c, s + n);
+    if (c->n_head % tp) { sprintf(why, "n_head %d is not divisible by tp %d", c->n_head, tp); return why; }
+    if (c->n_kv_head % tp) { sprintf(why, "n_kv_head %d is not divisible by tp %d", c->n_kv_head, tp); return why; }
+    for (int i = 0; i < n; i++) {
+        int bad = (s[i].shard == SHARD_COLS && s[i].cols % tp);
+        for (int b = 0; b < s[i].n_blocks; b++) bad |= ((&s[i].b0)[b] % tp) != 0;
+        if (bad) {
+            sprintf(why, "tensor %s (%d x %d) does not split over tp %d", s[i].name, s[i].rows, s[i].cols, tp);
+            return why;
+        }
+    }
+    return NULL;
+}
+
+static void add_tensor(ParamLayout* P, const TensorSpec* s, int layer, size_t full_offset, int tp, int tp_rank,
+                       int owner) {
+    Tensor* t = &P->t[P->n++];
+    snprintf(t->name, sizeof(t->name), "%s", s->name);
+    t->layer = layer, t->kind = s->kind, t->rows = s->rows, t->cols = s->cols, t->shard = s->shard;
+    t->n_blocks = s->n_blocks, t->block_rows[0] = s->b0, t->block_rows[1] = s->b1, t->block_rows[2] = s->b2;
+    t->sp_partial = s->sp_partial, t->decay = s->decay;
+    t->owner = owner && (s->shard != SHARD_NONE || tp_rank == 0);
+    t->full_offset = full_offset;
+    t->offset = P->n_local;
+    t->size = spec_local_size(s, tp);
+    P->n_local += t->size;
+}
+
+// Build the tensor list of the rank at (stage, tp_rank). Local order: embedding (if
+// chunk 0 is here), the layers of the local chunks in order, final norm and head (if
+// the last chunk is here). GPT-2 ties the head to wte: when the last chunk sits on another
+// stage than the first, that stage holds a second copy (not an owner), kept equal by
+// summing gradients over `embed`; in ZB-V's V stage 0 holds both ends and one wte serves.
+static void param_layout_build(ParamLayout* P, const ModelConfig* c, int tp, int tp_rank, int pp, int vpp, int stage,
+                               int dp) {
+    memset(P, 0, sizeof(*P));
+    if (c->n_layer > 512) fail("n_layer %d is larger than the 512 this build supports", c->n_layer);
+    chunk_layers(P, c->n_layer, pp * vpp);
+    TensorSpec ls[12], es[2], hs[2];
+    int nl = layer_specs(c, ls), ne = embed_specs(c, es), nh = head_specs(c, hs);
+    size_t layer_full = 0, embed_full = 0;
+    for (int i = 0; i < nl; i++) layer_full += spec_size(&ls[i]);
+    for (int i = 0; i < ne; i++) embed_full += spec_size(&es[i]);
+    size_t head_full0 = embed_full + (size_t)c->n_layer * layer_full;
+    P->n_full = head_full0;
+    for (int i = 0; i < nh; i++) P->n_full += spec_size(&hs[i]);
+    P->has_embed = chunk_stage(c->schedule, pp, 0) == stage;
+    P->has_head = chunk_stage(c->schedule, pp, pp * vpp - 1) == stage;
+    if (P->has_embed)
+        for (size_t i = 0, off = 0; i < (size_t)ne; off += spec_size(&es[i]), i++)
+            add_tensor(P, &es[i], -1, off, tp, tp_rank, 1);
+    for (int ch = 0; ch < vpp; ch++) {
+        int g = chunk_global(c->schedule, pp, stage, ch);
+        for (int l = P->chunk_layer0[g]; l < P->chunk_layer0[g + 1]; l++) {
+            size_t off = embed_full + (size_t)l * layer_full;
+            for (int i = 0; i < nl; off += spec_size(&ls[i]), i++) add_tensor(P, &ls[i], l, off, tp, tp_rank, 1);
+        }
+    }
+    if (P->has_head) {
+        size_t off = head_full0;
+        for (int i = 0; i < nh; off += spec_size(&hs[i]), i++) add_tensor(P, &hs[i], -1, off, tp, tp_rank, 1);
+        if (c->arch == ARCH_GPT2 && !P->has_embed) add_tensor(P, &es[0], -1, 0, tp, tp_rank, 0);  // tied copy
+    }
+    P->n_padded = round_up(P->n_local, dp);
+}
+
+// The floats of P's largest tensor at its full shape (at least 1): the size of a buffer
+// that holds any one whole tensor, for the readers and writers that go tensor by tensor.
+static size_t param_layout_max_tensor(const ParamLayout* P) {
+    size_t max_t = 1;
+    for (int i = 0; i < P->n; i++)
+        if ((size_t)P->t[i].rows * P->t[i].cols > max_t) max_t = (size_t)P->t[i].rows * P->t[i].cols;
+    return max_t;
+}
+
+// --zero 3's gathered units (parallel/zero3.h): each local layer, and the model-level tensors
+// before the first layer (embeddings) and after the last (final norm, head, the tied copy), each
+// a range [lo, lo + n) of P's buffer (param_layout_build lays a layer's tensors out in one run).
+typedef struct { size_t lo, n; int layer; } ParamUnit;
+static int param_units(const ParamLayout* P, ParamUnit* u) {  // u: room for n_layer + 2
+    int n = 0;
+    size_t first = P->n_local, last = 0;
+    for (int i = 0; i < P->n; i++) {
+        const Tensor* t = &P->t[i];
+        if (t->layer < 0) continue;
+        if (!n || u[n - 1].layer != t->layer) u[n++] = (ParamUnit){t->offset, 0, t->layer};
+        u[n - 1].n += t->size;
+        if (t->offset < first) first = t->offset;
+        if (t->offset + t->size > last) last = t->offset + t->size;
+    }
+    if (first > 0) u[n++] = (ParamUnit){0, first, -1};
+    if (last < P->n_local) u[n++] = (ParamUnit){last, P->n_local - last, -1};
+    return n;
+}
+
+// --zero 3's working buffers in floats beside the shards: *params the gathered weights (the
+// ends, and two layer slots or, keep_gathered, every layer), *grads one layer's gradient and
+// the ends' gradients (each reduce-scattered in place; --zero 2 has the same *grads).
+static void zero3_work_floats(const ParamLayout* P, int keep_gathered, size_t* params, size_t* grads) {
+    ParamUnit* u = (ParamUnit*)xmalloc(sizeof(ParamUnit) * (P->n + 2));
+    int n = param_units(P, u);
+    size_t ends = 0, layers = 0, max_layer = 0;
+    for (int i = 0; i < n; i++) {
+        if (u[i].layer < 0) ends += u[i].n;
+        else layers += u[i].n, max_layer = u[i].n > max_layer ? u[i].n : max_layer;
+    }
+    free(u);
+    *params = ends + (keep_gathered ? layers : 2 * max_layer);
+    *grads = ends + max_layer;
+}
+
+// --zero 2|3 with deferred weight passes (zb-h1, zb-v, --weight-pass deferred): each of the n_layers
+// layers' norm gradients in a buffer of its own from its input pass to its unit's collective
+// (parallel/zero3.h held_grads): GPT-2's two LayerNorms' weights and biases (4C), LLaMA's two RMSNorm
+// weights (2C), whole on every tp rank. Counted by the start-up table and the planner alike.
+static size_t zero_held_grad_floats(const ModelConfig* c, int n_layers) {
+    if (c->zero < 2 || !(c->weight_pass_deferred || schedule_has_w(c->schedule))) return 0;
+    return (size_t)n_layers * (c->arch == ARCH_GPT2 ? 4 : 2) * c->d_model;
+}
+
+// The largest unit --zero 3 gathers on a tp rank, in floats: a layer, the embeddings, or the
+// final norm and head with GPT-2's tied copy of wte (on a stage other than the first). Its
+// collectives count in int (MPI's v-forms, NCCL's grouped sends): args.h refuses more than INT_MAX.
+static size_t zero3_largest_unit(const ModelConfig* c, int tp) {
+    TensorSpec specs[12];
+    size_t layer = 0, embed = 0, head = 0, wte = 0;
+    for (int i = 0, n = layer_specs(c, specs); i < n; i++) layer += spec_local_size(&specs[i], tp);
+    for (int i = 0, n = embed_specs(c, specs); i < n; i++) embed += spec_local_size(&specs[i], tp);
+    if (c->arch == ARCH_GPT2) wte = spec_local_size(&specs[0], tp);  // embed_specs' first: wte
+    for (int i = 0, n = head_specs(c, specs); i < n; i++) head += spec_local_size(&specs[i], tp);
+    size_t largest = layer > embed ? layer : embed;
+    return head + wte > largest ? head + wte : largest;
+}
+
+// The largest ZeRO 1/2 shard of a stage's buffer over the dp x cp replicas, in floats, on a tp
+// rank (grid.h's reduce-scatter and all-gather of it count in int: args.h refuses more than INT_MAX).
+static size_t zero_largest_shard(const ModelConfig* c) {
+    static ParamLayout P;  // (its tensor list is large for the stack)
+    size_t largest = 0;
+    for (int stage = 0; stage < c->pp; stage++) {
+        param_layout_build(&P, c, c->tp, 0, c->pp, c->vpp, stage, c->dp * c->cp);
+        size_t S = P.n_padded / (c->dp * c->cp);
+        largest = S > largest ? S : largest;
+    }
+    return largest;
+}
+
+// Point the named views at a buffer laid out by P.
+static void bind_weights(const ParamLayout* P, const ModelConfig* c, float* base, Weights* w, LayerW* layers) {
+    memset(layers, 0, sizeof(LayerW) * c->n_layer);
+    memset(w, 0, sizeof(*w));
+    w->layer = layers;
+    for (int i = 0; i < P->n; i++) {
+        const Tensor* t = &P->t[i];
+        float* p = base + t->offset;
+        if (t->layer >= 0) ((float**)&layers[t->layer])[t->kind] = p;
+        else ((float**)w)[t->kind] = p;
+    }
+    if (c->arch == ARCH_GPT2) w->head = w->wte;
+}
+
+// Walk the local elements of tensor t as runs that are contiguous both locally and in
+// the full tensor: fn(local_offset, full_offset, length) relative to the tensor starts.
+typedef void (*run_fn)(size_t local, size_t full, size_t len, void* ctx);
+static void tensor_runs(const Tensor* t, int tp, int tp_rank, run_fn fn, void* ctx) {
+    if (t->shard == SHARD_NONE) { fn(0, 0, t->size, ctx); return; }
+    if (t->shard == SHARD_COLS) {
+        size_t lc = t->cols / tp;
+        for (int r = 0; r < t->rows; r++) fn((size_t)r * lc, (size_t)r * t->cols + tp_rank * lc, lc, ctx);
+        return;
+    }
+    size_t local = 0, block0 = 0;
+    for (int b = 0; b < t->n_blocks; b++) {
+        size_t lr = t->block_rows[b] / tp;
+        fn(local, (block0 + tp_rank * lr) * t->cols, lr * t->cols, ctx);
+        local += lr * t->cols;
+        block0 += t->block_rows[b];
+    }
+}
+
+// Deterministic, layout-independent initialization: element i of the full model is a
+// function of (seed, i) alone, so every layout starts from the same weights.
+static float init_normal(uint64_t seed, size_t i) {
+    Rng r;
+    rng_seed(&r, seed * 0x100000001B3ull ^ (uint64_t)i);
+    return rng_normal(&r);
+}
+
+typedef struct { float* dst; const Tensor* t; uint64_t seed; float std; int fill_one; int vocab_rows; } InitCtx;
+static void init_run(size_t local, size_t full, size_t len, void* vctx) {
+    InitCtx* c = (InitCtx*)vctx;
+    for (size_t k = 0; k < len; k++) {
+        size_t fi = full + k;  // index within the full tensor
+        float v = c->fill_one ? 1.0f : c->std > 0 ? c->std * init_normal(c->seed, c->t->full_offset + fi) : 0.0f;
+        if (c->vocab_rows && (int)(fi / c->t->cols) >= c->vocab_rows) v = 0.0f;  // padded vocabulary rows
+        c->dst[local + k] = v;
+    }
+}
+
+// GPT-2 init (Radford et al. 2019, as in llm.c / nanoGPT): N(0, 0.02) matrices and
+// embeddings, residual projections scaled by 1/sqrt(2*n_layer), zero biases, unit norms.
+static void init_params(const ParamLayout* P, const ModelConfig* c, int tp, int tp_rank, float* params) {
+    for (int i = 0; i < P->n; i++) {
+        const Tensor* t = &P->t[i];
+        InitCtx ctx = {params + t->offset, t, c->seed, 0.0f, 0, 0};
+        int k = t->kind;
+        if (t->layer >= 0) {
+            if (k == P_LN1W || k == P_LN2W) ctx.fill_one = 1;
+            else if (k == P_QKVW || k == P_FCW) ctx.std = 0.02f;
+            else if (k == P_ATTPROJW || k == P_FCPROJW) ctx.std = 0.02f / sqrtf(2.0f * c->n_layer);
+        } else {
+            if (k == P_LNFW) ctx.fill_one = 1;
+            else if (k == P_WTE || k == P_HEAD) ctx.std = 0.02f, ctx.vocab_rows = c->vocab;
+            else if (k == P_WPE) ctx.std = 0.02f;
+        }
+        tensor_runs(t, tp, tp_rank, init_run, &ctx);
+    }
+}
+
+
+// The part [a, b) of tensor t inside the local-buffer range [lo, hi); 0 if empty.
+static int clip_range(const Tensor* t, size_t lo, size_t hi, size_t* a, size_t* b) {
+    *a = t->offset > lo ? t->offset : lo;
+    *b = t->offset + t->size < hi ? t->offset + t->size : hi;
+    return *a < *b;
+}
+
+#endif

@@ -170,6 +170,18 @@ static void profile_jean_zay_a100(DeviceProfile* d) {
     d->host_mem_bytes = 64 * GiB;  // 512 GB of CPU memory per node (the README above)
 }
 
+// Meta's Grand Teton hosts as torchtitan benchmarked them (pytorch/torchtitan benchmarks/
+// llama3_h100_202412_torchtitan.md): 8 H100 with 96 GB of HBM2e at 2.4 TB/s, NVLink between them,
+// 400 Gb/s of RDMA per GPU, at the default 500 W power limit. Its peak is "between SXM and NVL" and
+// not known (the page computes MFU against the SXM's); the SXM's rates are kept, so its runs are
+// predicted as if on an SXM at full power (an upper bound).
+static void profile_grand_teton_h100(DeviceProfile* d) {
+    profile_h100(d);
+    snprintf(d->name, sizeof(d->name), "grand-teton-h100");
+    d->mem_bytes = 96e9;
+    d->hbm_bw = 2.4e12;
+}
+
 static void profile_h200(DeviceProfile* d) {
     profile_h100(d);
     snprintf(d->name, sizeof(d->name), "h200-sxm");
@@ -217,7 +229,7 @@ static void profile_cpu(DeviceProfile* d) {
 }
 
 static const char* PROFILE_NAMES =
-    "a100-80gb (dgx-a100), a100-40gb, h100-sxm (dgx-h100), h200-sxm (dgx-h200), jean-zay-a100, cpu";
+    "a100-80gb (dgx-a100), a100-40gb, h100-sxm (dgx-h100), h200-sxm (dgx-h200), jean-zay-a100, grand-teton-h100, cpu";
 
 // Fill *d with the built-in profile `name`; -1 if there is none.
 static int profile_builtin(const char* name, DeviceProfile* d) {
@@ -226,6 +238,7 @@ static int profile_builtin(const char* name, DeviceProfile* d) {
     else if (!strcmp(name, "h100-sxm") || !strcmp(name, "dgx-h100")) profile_h100(d);
     else if (!strcmp(name, "h200-sxm") || !strcmp(name, "dgx-h200")) profile_h200(d);
     else if (!strcmp(name, "jean-zay-a100")) profile_jean_zay_a100(d);
+    else if (!strcmp(name, "grand-teton-h100")) profile_grand_teton_h100(d);
     else if (!strcmp(name, "cpu")) profile_cpu(d);
     else return -1;
     return 0;

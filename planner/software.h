@@ -62,6 +62,9 @@ typedef struct {
                              // returns its input); 0: Korthikanti's masks after attention, its projection and fc2
     int loss_fused;          // 1: a fused cross-entropy (flash-attn's xentropy) that keeps the logits in the
                              // training dtype and writes their gradient in it; 0: fp32 framework ops
+    int expandable_segments;  // 1: PyTorch's caching allocator with expandable segments (PYTORCH_CUDA_ALLOC_CONF
+                              // expandable_segments:True): freed pages are remapped, not left in fixed-size
+                              // segments, so no allocator share (mem_frag) beyond the counted tensors; 0: the share
 } PlanSetup;
 
 // The software the planner can model (--software): this trainer, and the Aleph Alpha
@@ -73,7 +76,7 @@ typedef struct {
 // vocabulary; the optimizer all-reduces the gradients in its step, after the backward. It
 // has no context parallelism. `framework`: a PyTorch framework with this trainer's layout
 // rules (Megatron-LM's or FSDP's kind): its activations as autograd keeps them (Korthikanti et
-// al.), the allocator's share, ZeRO-3; the vocabulary-parallel loss and the gradient
+// al.), the allocator with expandable segments (no fragmentation share), ZeRO-3; the vocabulary-parallel loss and the gradient
 // reduction overlapping the backward, as Megatron-LM and FSDP run them. `foundry`: that framework as
 // llm-foundry ran its benchmark tables (mosaicml/llm-foundry b2a43a147, FSDP, bf16 autocast): MPT's
 // dropouts are 0 (configuration_mpt.py: attn_pdrop, resid_pdrop, emb_pdrop 0.0) and its loss is flash-
@@ -81,12 +84,16 @@ typedef struct {
 // logits of the tied head.
 enum { SOFTWARE_TRAINER, SOFTWARE_SCALING, SOFTWARE_FRAMEWORK, SOFTWARE_FOUNDRY };
 static PlanSetup plan_setup_for(int software) {
-    PlanSetup s = {ATTN_FLASH2, 1, ORDER_TP_PP_DP, SPLIT_LAYERS, 0, 0, 1, 1, 1, 0, 0, 0, 0, 0};
+    PlanSetup s = {ATTN_FLASH2, 1, ORDER_TP_PP_DP, SPLIT_LAYERS, 0, 0, 1, 1, 1, 0, 0, 0, 0, 0, 0};
     if (software == SOFTWARE_SCALING)
         s.rank_order = ORDER_TP_DP_PP, s.pipe_split = SPLIT_PARAMS, s.loss_gathered = 1, s.dp_after_backward = 1,
         s.context_parallel = 0, s.own_buffers = 0, s.own_kernels = 0, s.swiglu_two_linears = 1;
     if (software == SOFTWARE_FRAMEWORK || software == SOFTWARE_FOUNDRY)
         s.own_buffers = 0, s.own_kernels = 0, s.tp_async_dgrad = 1, s.nccl_links = 1;
+    // torchtitan launches with expandable segments (run_llama_train.sh at 9dec370) and its published peak
+    // *reserved* memory is the counted tensors' (dev/PLANNER.md); llm-foundry's 2023 runs (PyTorch 2.0) predate
+    // the option and keep the share
+    if (software == SOFTWARE_FRAMEWORK) s.expandable_segments = 1;
     if (software == SOFTWARE_FOUNDRY) s.no_dropout = 1, s.loss_fused = 1;
     return s;
 }

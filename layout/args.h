@@ -10,8 +10,9 @@
 #include <sys/stat.h>
 #include <unistd.h>
 #include "layout/config.h"
-#include "layout/params.h"
+#include "layout/layout_check.h"
 #include "layout/packing.h"
+#include "layout/params.h"
 
 #define MAX_FLAGS 80
 
@@ -232,8 +233,8 @@ static const Flag FLAGS[] = {
     {"--gelu-fusion", FLAG_CHOICE, "on|off", NO_RANGE, "on", HELP_OUTPUT, AGREE, 0, IN_ARGS(gelu_unfused),
      "GPU build: GELU in the fc matmul's cuBLASLt epilogue, or its own kernel"},
     {"--kernels", FLAG_CHOICE, "fast|ref", NO_RANGE, "fast", HELP_OUTPUT, AGREE, 0, IN_ARGS(kernels_ref),
-     "CPU build: fast (SIMD, packed GEMM: backend/cpu/kernels_cpu.h) or ref (the plain fp32 loops of backend/cpu/reference.h, "
-     "the math to read first; slow); the GPU build runs its CUDA kernels and refuses ref"},
+     "CPU build: fast (SIMD, packed GEMM: backend/cpu/kernels_cpu.h) or ref (the plain fp32 loops of "
+     "backend/cpu/reference.h, the math to read first; slow); the GPU build runs its CUDA kernels and refuses ref"},
     {"--weight-pass", FLAG_CHOICE, "immediate|deferred", NO_RANGE, NULL, HELP_OUTPUT, AGREE, 0,
      IN_CFG(weight_pass_deferred),
      "each layer's weight gradients right after its input gradient (default), or after the whole chunk's input "
@@ -373,22 +374,24 @@ static void args_defaults(Args* a) {
         if (f->def) flag_set(a, f, f->def);
 }
 
-// --zero 1|2: whether a rank's shard of the buffer is past the int counts of its collectives
-// (grid.h's reduce-scatter and all-gather), and why. Checked once dp is known: here when
-// given, in run.h when it is not (the world's under a launcher); a chunk without layers is layout_check's.
-static int zero_shard_past_int(const ModelConfig* c, char* why, size_t cap) {
-    if ((c->zero != 1 && c->zero != 2) || c->dp <= 0 || c->n_layer < c->pp * c->vpp) return 0;
-    size_t shard = zero_largest_shard(c);
-    if (shard <= INT_MAX) return 0;
-    snprintf(why, cap,
-             "--zero %d: a rank's shard of %zu floats is more than the %d a collective's int counts hold; raise --dp, "
-             "--tp or --pp",
-             c->zero, shard, INT_MAX);
-    return 1;
+// The settings config_check's rules read beyond the model's config (layout/layout_check.h). The
+// values of --cp-ulysses and --weight-pass as given: read before args_resolve derives them (after it,
+// for flags that passed the check, they are what was given).
+static FlagRules flag_rules(const Args* a) {
+    FlagRules f = {a->cp_kind,
+                   flag_given(a, "--cp-ulysses") ? a->cfg.cp_ulysses : 0,
+                   flag_given(a, "--weight-pass") && !a->cfg.weight_pass_deferred,
+                   flag_given(a, "--reshard-after-forward"),
+                   flag_given(a, "--offload-frames"),
+                   a->offload_dir != NULL,
+                   a->packing == PACK_WLB,
+                   1};
+    return f;
 }
 
 // What follows from the flags: the preset under the shape flags, the schedule's vpp and
-// weight pass, the context-parallel degrees; the rules between flags.
+// weight pass, the context-parallel degrees; then every rule between flags that needs no layout
+// (config_check; the layout's are checked when the world is known, runtime/run.h).
 static void args_resolve(Args* a) {
     ModelConfig* c = &a->cfg;
     // A llama-style arch given without a preset picks the llama default.
@@ -403,70 +406,25 @@ static void args_resolve(Args* a) {
     if (flag_given(a, "--n-head") && !flag_given(a, "--n-kv-head")) c->n_kv_head = c->n_head;  // plain multi-head
     if (flag_given(a, "--d-model") && !flag_given(a, "--d-ff")) c->d_ff = 0;  // d_ff follows the width
     if (!flag_given(a, "--vpp")) c->vpp = c->schedule == SCHED_ZBV ? 2 : 1;
-    int U_given = flag_given(a, "--cp-ulysses");
-    if (U_given && a->cp_kind != CP_2D) fail("--cp-ulysses %d: only with --cp-kind 2d", c->cp_ulysses);
-    if (a->cp_kind == CP_2D && !U_given)
-        fail("--cp-kind 2d needs --cp-ulysses U (the all-to-all degree; the ring is cp / U)");
-    if (a->cp_kind == CP_2D && c->cp % c->cp_ulysses)
-        fail("--cp-ulysses %d does not divide --cp %d", c->cp_ulysses, c->cp);
-    c->cp_ulysses = a->cp_kind == CP_RING ? 1 : a->cp_kind == CP_ULYSSES ? c->cp : c->cp_ulysses;
-    // the all-to-all gives each rank whole sequences of its ring rank's rows: nothing to split on a ring of one
-    if (a->cp_split == CP_SPLIT_DOC && c->cp > 1 && c->cp == c->cp_ulysses)
-        fail("--cp-split doc: splits the ring's rows; --cp %d with an all-to-all of %d (--cp-kind %s) leaves a ring of "
-             "one rank: every rank gets whole sequences (balanced)", c->cp, c->cp_ulysses,
-             a->cp_kind == CP_ULYSSES ? "ulysses" : "2d");
-    c->cp_contiguous = a->cp_split == CP_SPLIT_CONTIGUOUS, c->cp_doc = a->cp_split == CP_SPLIT_DOC;
     if (!flag_given(a, "--schedule")) c->schedule = c->vpp > 1 ? SCHED_INTERLEAVED : SCHED_1F1B;
-    if (c->schedule == SCHED_ZBV && c->vpp != 2)
-        fail("--vpp %d: --schedule zb-v places exactly two chunks per stage (a V); use --vpp 2", c->vpp);
-    if (schedule_has_w(c->schedule)) {
-        const char* s = schedule_name(c->schedule);
-        if (flag_given(a, "--weight-pass") && !c->weight_pass_deferred)
-            fail("--weight-pass immediate: --schedule %s runs each weight pass as its own op (W)", s);
-        if (c->recompute == RECOMPUTE_FULL)
-            fail("--recompute full: --schedule %s keeps each layer's activations until its weight pass (W); "
-                 "use --recompute selective", s);
-        c->weight_pass_deferred = 1;
-    }
-    if (a->offload_dir && !c->offload) fail("--offload-dir: only with --offload optimizer, activations or both");
+    FlagRules rules = flag_rules(a);  // (before the derived values below overwrite what was given)
+    c->cp_ulysses = a->cp_kind == CP_RING ? 1 : a->cp_kind == CP_ULYSSES ? c->cp : c->cp_ulysses;
+    c->cp_contiguous = a->cp_split == CP_SPLIT_CONTIGUOUS, c->cp_doc = a->cp_split == CP_SPLIT_DOC;
+    if (schedule_has_w(c->schedule)) c->weight_pass_deferred = 1;
+    config_finalize(c);
+    char why[WHY_CAP];
+    if (config_check(c, &rules, 0, why)) fail("%s", why);
     if (a->offload_dir && !*a->offload_dir) fail("--offload-dir: empty (name a directory; unset: $TMPDIR or /tmp)");
     if (a->offload_dir) {  // at start-up, even where no tier turns out to be needed (pp 2, 2 micro-batches)
         struct stat dir_stat;
-        const char* why = stat(a->offload_dir, &dir_stat)       ? strerror(errno)
+        const char* bad = stat(a->offload_dir, &dir_stat)       ? strerror(errno)
                           : !S_ISDIR(dir_stat.st_mode)          ? strerror(ENOTDIR)
                           : access(a->offload_dir, W_OK | X_OK) ? strerror(errno)
                                                                 : NULL;
-        if (why) fail("--offload-dir %s: not a directory this run can write to (%s)", a->offload_dir, why);
+        if (bad) fail("--offload-dir %s: not a directory this run can write to (%s)", a->offload_dir, bad);
     }
-    if (flag_given(a, "--offload-frames") && !(c->offload & OFFLOAD_ACTIVATIONS))
-        fail("--offload-frames: only with --offload activations or both");
-    // wlb's plan tries each waiting document on every sequence of the batch, some 20 times (its level's
-    // bisection): the start-up grows as sequences x documents (G 4096: 7 s, 65536: 57 s on the built-in corpus)
-    if (a->packing == PACK_WLB && c->global_batch > 8192)
-        fail("--packing wlb: --global-batch %d is over the 8192 sequences it balances at start-up; use greedy",
-             c->global_batch);
     double median, sigma;  // a bad generator spec: one error line here, before mpirun, not one per rank
     if (a->data) docs_spec(a->data, &median, &sigma, "--data");
-    if (c->d_model % c->n_head) fail("--d-model %d is not divisible by --n-head %d", c->d_model, c->n_head);
-    if (c->n_head % c->n_kv_head) fail("--n-head %d is not divisible by --n-kv-head %d", c->n_head, c->n_kv_head);
-    if (c->arch == ARCH_GPT2 && c->n_kv_head != c->n_head)
-        fail("--n-kv-head: grouped-query attention needs --arch llama");
-    if (c->arch == ARCH_LLAMA && (c->d_model / c->n_head) % 2)
-        fail("rotary embeddings need an even head size, got %d", c->d_model / c->n_head);
-    if (flag_given(a, "--reshard-after-forward") && c->zero != 3)
-        fail("--reshard-after-forward: only with --zero 3 (the other levels keep every weight)");
-    if (c->weight_pass_deferred && c->recompute == RECOMPUTE_FULL)
-        fail(
-            "--weight-pass deferred keeps every layer's activations until the chunk's weight passes: not with "
-            "--recompute "
-            "full");
-    config_finalize(c);
-    if (c->zero >= 2 && zero3_largest_unit(c, c->tp) > INT_MAX)
-        fail("--zero %d: a unit (a layer, the embeddings or the head) of %zu floats per tp rank is more than "
-             "the %d a collective's int counts hold; raise --tp",
-             c->zero, zero3_largest_unit(c, c->tp), INT_MAX);
-    char why[256];
-    if (zero_shard_past_int(c, why, sizeof(why))) fail("%s", why);
 }
 
 static void parse_args(Args* a, int argc, char** argv) {

@@ -1,11 +1,29 @@
-// layout/layout_check.h: whether a layout can run a model: the checks the trainer makes on
-// every rank before anything is allocated (grid.h), and the planner on every layout it
-// predicts (planner/predict.h). Pure functions of the config; no MPI.
+// layout/layout_check.h: every rule that involves more than one flag, in one function,
+// config_check: the trainer calls it when the flags are parsed (layout/args.h; the world not yet
+// known) and on every rank before anything is allocated (runtime/run.h), the planner on every
+// layout it predicts (planner/predict.h). Its layout half, layout_check: whether a layout can run
+// a model. Pure functions of the config; no MPI.
 #ifndef LAYOUT_CHECK_H
 #define LAYOUT_CHECK_H
 
+#include <limits.h>
+#include <stdarg.h>
+#include <stdio.h>
 #include "layout/params.h"
 #include "layout/schedule.h"
+
+// The size of the `why` buffers these checks write their one line into.
+#define WHY_CAP 512
+
+// One line into why (WHY_CAP bytes); returns why.
+static const char* why_line(char* why, const char* fmt, ...) __attribute__((format(printf, 2, 3)));
+static const char* why_line(char* why, const char* fmt, ...) {
+    va_list ap;
+    va_start(ap, fmt);
+    vsnprintf(why, WHY_CAP, fmt, ap);
+    va_end(ap);
+    return why;
+}
 
 // Why context parallelism cannot split this model, or NULL (U: the Ulysses degree).
 static const char* cp_check(const ModelConfig* c, char* why) {
@@ -97,6 +115,92 @@ static const char* layout_check(const ModelConfig* c, int world, char* why) {
     const char* s = schedule_check(c->schedule, c->pp, c->vpp, (int)(c->global_batch / per_micro));
     if (s) { sprintf(why, "%s", s); return why; }
     return NULL;
+}
+
+// ----------------------------------------------------------------------------
+// The rules between flags. What they read beyond ModelConfig: the choices that are not the
+// model's and which flags the command line named (the trainer fills it from its Args, the planner
+// from the layout it predicts).
+typedef struct {
+    int cp_kind;                 // CP_RING, CP_ULYSSES, CP_2D
+    int cp_ulysses_given;        // --cp-ulysses as given; 0: not given
+    int weight_pass_immediate;   // 1: --weight-pass immediate was given
+    int reshard_given;           // 1: --reshard-after-forward was given
+    int offload_frames_given;    // 1: --offload-frames was given
+    int offload_dir_given;       // 1: --offload-dir was given
+    int packing_wlb;             // 1: --packing wlb
+    int int_counts;              // 1: this trainer's collectives, whose counts are int (the planner's other
+                                 // software has no such limit: it leaves them out)
+} FlagRules;
+
+// Context parallelism's kind and split, the schedule's chunks and weight passes, the offload's
+// flags, wlb's batch; c's defaults resolved (cp_ulysses from the kind).
+static const char* choices_check(const ModelConfig* c, const FlagRules* f, char* why) {
+    int U = f->cp_ulysses_given;
+    if (U && f->cp_kind != CP_2D) return why_line(why, "--cp-ulysses %d: only with --cp-kind 2d", U);
+    if (f->cp_kind == CP_2D && !U)
+        return why_line(why, "--cp-kind 2d needs --cp-ulysses U (the all-to-all degree; the ring is cp / U)");
+    if (f->cp_kind == CP_2D && c->cp % U) return why_line(why, "--cp-ulysses %d does not divide --cp %d", U, c->cp);
+    // the all-to-all gives each rank whole sequences of its ring rank's rows: nothing to split on a ring of one
+    if (c->cp_doc && c->cp > 1 && c->cp == c->cp_ulysses)
+        return why_line(why, "--cp-split doc: splits the ring's rows; --cp %d with an all-to-all of %d (--cp-kind %s) "
+                        "leaves a ring of one rank: every rank gets whole sequences (balanced)", c->cp, c->cp_ulysses,
+                        f->cp_kind == CP_ULYSSES ? "ulysses" : "2d");
+    if (c->schedule == SCHED_ZBV && c->vpp != 2)
+        return why_line(why, "--vpp %d: --schedule zb-v places exactly two chunks per stage (a V); use --vpp 2",
+                        c->vpp);
+    if (schedule_has_w(c->schedule) && f->weight_pass_immediate)
+        return why_line(why, "--weight-pass immediate: --schedule %s runs each weight pass as its own op (W)",
+                        schedule_name(c->schedule));
+    if (schedule_has_w(c->schedule) && c->recompute == RECOMPUTE_FULL)
+        return why_line(why, "--recompute full: --schedule %s keeps each layer's activations until its weight pass "
+                        "(W); use --recompute selective", schedule_name(c->schedule));
+    if (f->offload_dir_given && !c->offload)
+        return why_line(why, "--offload-dir: only with --offload optimizer, activations or both");
+    if (f->offload_frames_given && !(c->offload & OFFLOAD_ACTIVATIONS))
+        return why_line(why, "--offload-frames: only with --offload activations or both");
+    // wlb's plan tries each waiting document on every sequence of the batch, some 20 times (its level's
+    // bisection): the start-up grows as sequences x documents (G 4096: 7 s, 65536: 57 s on the built-in corpus)
+    if (f->packing_wlb && c->global_batch > 8192)
+        return why_line(why, "--packing wlb: --global-batch %d is over the 8192 sequences it balances at start-up; "
+                        "use greedy", c->global_batch);
+    return NULL;
+}
+
+// The shape's own rules, ZeRO's level against the other flags and the int counts of its collectives.
+static const char* shape_zero_check(const ModelConfig* c, const FlagRules* f, char* why) {
+    if (c->d_model % c->n_head)
+        return why_line(why, "--d-model %d is not divisible by --n-head %d", c->d_model, c->n_head);
+    if (c->n_head % c->n_kv_head)
+        return why_line(why, "--n-head %d is not divisible by --n-kv-head %d", c->n_head, c->n_kv_head);
+    if (c->arch == ARCH_GPT2 && c->n_kv_head != c->n_head)
+        return why_line(why, "--n-kv-head: grouped-query attention needs --arch llama");
+    if (c->arch == ARCH_LLAMA && (c->d_model / c->n_head) % 2)
+        return why_line(why, "rotary embeddings need an even head size, got %d", c->d_model / c->n_head);
+    if (f->reshard_given && c->zero != 3)
+        return why_line(why, "--reshard-after-forward: only with --zero 3 (the other levels keep every weight)");
+    if (c->weight_pass_deferred && c->recompute == RECOMPUTE_FULL)
+        return why_line(why, "--weight-pass deferred keeps every layer's activations until the chunk's weight passes: "
+                        "not with --recompute full");
+    if (!f->int_counts) return NULL;
+    if (c->zero >= 2 && zero3_largest_unit(c, c->tp) > INT_MAX)
+        return why_line(why, "--zero %d: a unit (a layer, the embeddings or the head) of %zu floats per tp rank is "
+                        "more than the %d a collective's int counts hold; raise --tp",
+                        c->zero, zero3_largest_unit(c, c->tp), INT_MAX);
+    // a rank's shard of a zero 1|2 buffer: once dp is known (given, or the world's); a chunk without
+    // layers is layout_check's
+    if ((c->zero == 1 || c->zero == 2) && c->dp > 0 && c->n_layer >= c->pp * c->vpp &&
+        zero_largest_shard(c) > INT_MAX)
+        return why_line(why, "--zero %d: a rank's shard of %zu floats is more than the %d a collective's int counts "
+                        "hold; raise --dp, --tp or --pp", c->zero, zero_largest_shard(c), INT_MAX);
+    return NULL;
+}
+
+// Why these flags cannot run together, or NULL. world 0: the flags alone (the trainer at parsing,
+// where dp may not be known yet); world > 0: the layout too (layout_check).
+static const char* config_check(const ModelConfig* c, const FlagRules* f, int world, char* why) {
+    if (choices_check(c, f, why) || shape_zero_check(c, f, why)) return why;
+    return world > 0 ? layout_check(c, world, why) : NULL;
 }
 
 #endif

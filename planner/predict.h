@@ -88,15 +88,18 @@ static int plan_check_layout(const ModelConfig* c, const PlanSetup* k, int globa
     if (cp < 1 || U < 1 || cp % U)
         return plan_invalid(r, "cp %d: its Ulysses degree %d must be >= 1 and divide it", cp, U);
     if (cp > 1 && !k->context_parallel) return plan_invalid(r, "this software has no context parallelism (cp %d)", cp);
-    // the trainer's own rules (layout/layout_check.h): tp splits every tensor, cp the sequence
-    // and the heads, pp*vpp chunks the layers, dp*micro-batch the batch, the schedule its
-    // micro-batches; ZeRO over one replica shards nothing (the planner predicts it as none)
+    // the trainer's own rules, its one function (layout/layout_check.h config_check) on the flags that
+    // would run this layout: tp splits every tensor, cp the sequence and the heads, pp*vpp chunks the
+    // layers, dp*micro-batch the batch, the schedule its micro-batches and weight passes; ZeRO over one
+    // replica shards nothing (the planner predicts it as none)
     ModelConfig t = *c;
     t.global_batch = global_batch;
     if ((long long)dp * cp == 1) t.zero = 0;
     long long ranks = (long long)dp * tp * pp * cp;
-    char why_trainer[512];
-    if (layout_check(&t, ranks > INT_MAX ? INT_MAX : (int)ranks, why_trainer))
+    int kind = U == 1 ? CP_RING : U == cp ? CP_ULYSSES : CP_2D;
+    FlagRules flags = {kind, kind == CP_2D ? U : 0, 0, 0, 0, 0, 0, 0};
+    char why_trainer[WHY_CAP];
+    if (config_check(&t, &flags, ranks > INT_MAX ? INT_MAX : (int)ranks, why_trainer))
         return plan_invalid(r, "%s", why_trainer);
     if (c->zero < 0 || c->zero > 3) return plan_invalid(r, "zero stage must be 0..3");
     if (c->recompute < RECOMPUTE_NONE || c->recompute >= N_PLAN_RECOMPUTE) return plan_invalid(r, "bad recompute mode");
@@ -105,10 +108,10 @@ static int plan_check_layout(const ModelConfig* c, const PlanSetup* k, int globa
                             plan_recompute_name(c->recompute));
     if (k->attention < 0 || k->attention >= N_ATTN) return plan_invalid(r, "bad attention kernel");
     r->n_micro = (int)(global_batch / ((long long)dp * mb));  // layout_check: a whole number
-    if (schedule_has_w(c->schedule) && (c->recompute == RECOMPUTE_FULL || c->recompute == RECOMPUTE_LAYER))
+    if (schedule_has_w(c->schedule) && c->recompute == RECOMPUTE_LAYER)  // a framework's policy (full: config_check)
         return plan_invalid(
             r, "--schedule %s keeps each layer's activations until its weight pass: not with --recompute %s",
-            schedule_name(c->schedule), plan_recompute_name(c->recompute));  // as the trainer refuses full (args.h)
+            schedule_name(c->schedule), plan_recompute_name(c->recompute));
     return 0;
 }
 

@@ -273,7 +273,8 @@ static void data_errors_agree(int rank, int world) {
 static void run_setup(Run* r, int argc, char** argv) {
     parse_args(&r->args, argc, argv);
     ModelConfig* c = &r->args.cfg;
-    char why[512];
+    char why[WHY_CAP];
+    FlagRules rules = flag_rules(&r->args);
     int launched = under_launcher();
     if (!launched) {
         // Started by hand: the world is the layout. Check it here, once, then start the
@@ -281,8 +282,7 @@ static void run_setup(Run* r, int argc, char** argv) {
         long long need = (long long)(c->dp ? c->dp : 1) * c->tp * c->pp * c->cp;  // layout_check caps it
         if (!c->dp) c->dp = 1;
         resolve_batch(&r->args);
-        if (layout_check(c, need > INT_MAX ? INT_MAX : (int)need, why) || zero_shard_past_int(c, why, sizeof(why)))
-            fail("layout: %s", why);
+        if (config_check(c, &rules, need > INT_MAX ? INT_MAX : (int)need, why)) fail("layout: %s", why);
         if (need > 1) relaunch_under_mpirun((int)need, argc, argv);
         // one rank: Open MPI's singleton starts no daemon (it would serve only MPI_Comm_spawn,
         // never called here): start-up 0.2-0.4 s sooner (measured, Open MPI 4.1)
@@ -299,7 +299,7 @@ static void run_setup(Run* r, int argc, char** argv) {
     int per_replica = c->tp * c->pp * c->cp;
     if (!c->dp) c->dp = r->world / per_replica > 0 ? r->world / per_replica : 1;
     resolve_batch(&r->args);
-    if (layout_check(c, r->world, why) || zero_shard_past_int(c, why, sizeof(why))) {  // dp known now
+    if (config_check(c, &rules, r->world, why)) {  // dp known now
         if (r->rank == 0) print_error("layout: %s", why);
         MPI_Finalize();
         exit(1);

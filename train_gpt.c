@@ -545,7 +545,7 @@ int main(int argc, char** argv) {
     }
     params = m.param_shard ? zero3_full_params(&m) : m.params;
     if (a->export_llmc) llmc_export(a->export_llmc, &m.L, &m.P, c, params);
-    if (a->export_hf) hf_export(a->export_hf, &m.L, &m.P, c, params, run.tk.eot, a->tokenizer);
+    if (a->export_hf) hf_export(a->export_hf, &m.L, &m.P, c, params, a->eot, a->tokenizer);
     if (params != m.params) free(params);
     metrics_finish(&met, &m.L, (double)(m.slots_peak_bytes + m.scratch_bytes));
     MPI_Finalize();

@@ -782,7 +782,7 @@ int main(int argc, char** argv) {
     if (a->export_llmc || a->export_hf) {
         download_params(&m);
         if (a->export_llmc) llmc_export(a->export_llmc, &m.L, &m.P, c, m.be.h_params);
-        if (a->export_hf) hf_export(a->export_hf, &m.L, &m.P, c, m.be.h_params, run.tk.eot, a->tokenizer);
+        if (a->export_hf) hf_export(a->export_hf, &m.L, &m.P, c, m.be.h_params, a->eot, a->tokenizer);
     }
     size_t free_b = 0, total_b = 0;
     cudaCheck(cudaMemGetInfo(&free_b, &total_b));

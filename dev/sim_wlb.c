@@ -48,12 +48,12 @@ static void open_train(const Args* a, TokenStream* train) {
     if (!a->data || !docs_spec(a->data, &median, &sigma, "--data"))
         fail("sim_wlb: give --data docs:lognormal[:MEDIAN[:SIGMA]] (the bench's documents)");
     make_builtin_corpus(train, 2000000, 42);
-    docs_mark(train->tokens, train->n_tokens, data_eot(c->vocab), median, sigma, 42);
-    stream_count_docs(train, c->vocab);
+    docs_mark(train->tokens, train->n_tokens, EOT_TOKEN, median, sigma, 42);
+    stream_count_docs(train, EOT_TOKEN);
     stream_split(train, &val, 0.05);
     if (a->packing == PACK_CONCAT) return;
     train->plan = (DocPlan*)xmalloc(sizeof(DocPlan));
-    plan_build(train->plan, train->tokens, train->n_tokens, data_eot(c->vocab), a->packing, c->global_batch,
+    plan_build(train->plan, train->tokens, train->n_tokens, EOT_TOKEN, a->packing, c->global_batch,
                c->micro_batch, c->seq_len);
 }
 

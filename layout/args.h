@@ -49,6 +49,8 @@ typedef struct {
     int doc_masked;            // 1: attention within documents, positions restarting at each (runtime/data.h)
     const char* doc_note;      // the start-up table's line on documents
     int packing;               // --packing: PACK_CONCAT, PACK_GREEDY, PACK_WLB (layout/packing.h)
+    int eot;                   // --eot as given; after run.h eot_resolve the run's end-of-text id, -1: none
+    const char* eot_note;      // why none is known, for the documents row (NULL: nothing to say)
     int quiet;
     unsigned char given[MAX_FLAGS];  // given[i]: FLAGS[i] was on the command line
 } Args;
@@ -175,6 +177,10 @@ static const Flag FLAGS[] = {
     {"--tokenizer", FLAG_TEXT, "FILE", NO_RANGE, NULL, HELP_DATA, AGREE, 0, IN_ARGS(tokenizer),
      "llm.c tokenizer file for decoding samples (default: bytes; other vocabularies print token ids); "
      "data/prepare.py writes one beside its shards"},
+    {"--eot", FLAG_INT, "ID", 0, (1 << 20) - 1, 0, 0, NULL, HELP_DATA, AGREE_GIVEN, 0, IN_ARGS(eot),
+     "the end-of-text id that starts a document (masks, positions, samples, --export-hf's eos_token_id; default: "
+     "the --tokenizer file's, else the data's format: 50256 in llm.c shards (GPT-2's tokens), 256 in byte-level "
+     "text); refused where it is an ordinary token of the data"},
     // training: the rest
     {"--steps", FLAG_INT, "N", 0, 1 << 30, 0, 0, "1500", HELP_TRAINING, AGREE, 0, IN_CFG(steps), "optimizer steps"},
     {"--lr", FLAG_NUM, "X", 0, 0, 0, 10, "2e-3", HELP_TRAINING, AGREE, 0, IN_CFG(lr), "peak learning rate"},

@@ -197,7 +197,7 @@ static void docs_positions(Model* m, int n_seq) {
 static void docs_of_window(Model* m, const int* window) {
     m->mb = 0, m->cp_by_doc = 0;
     if (!m->doc_start) return;
-    doc_starts(window, m->c.seq_len, data_eot(m->c.vocab), m->doc_seq);
+    doc_starts(window, m->c.seq_len, m->args->eot, m->doc_seq);
     for (int j = 0; j < m->T; j++) m->doc_start[j] = m->doc_seq[m->pos[j]];
     docs_positions(m, 1);
 }

@@ -8,8 +8,8 @@
 // global_batch + i) starts at a position hashed from s (stream_seq_start), and
 // data-parallel rank r reads sequences [r, r+1) * global_batch/dp of each step's batch.
 //
-// Documents: the end-of-text token (data_eot: GPT-2's <|endoftext|> 50256, or 256 in a byte
-// vocabulary) starts a document. llm.c's shards (fineweb, tinyshakespeare) put it before each
+// Documents: the end-of-text token (run.h eot_resolve: --eot, the tokenizer file's, or the
+// format's: GPT-2's <|endoftext|> 50256 in an llm.c shard, 256 in byte-level text) starts a document. llm.c's shards (fineweb, tinyshakespeare) put it before each
 // document, so it acts as the document's BOS: it belongs to the document it opens, and the
 // last token of a document predicts it. Byte-level text (a token is a byte < 256) holds no
 // end-of-text token, so it has no boundaries: one document (--doc-mask auto: off). Every
@@ -30,6 +30,7 @@
 #define SHARD_MAGIC 20240520
 #define TOKENIZER_MAGIC 20240328
 #define GPT2_VOCAB 50257  // GPT-2's byte-level BPE; its <|endoftext|> is the last id, 50256
+#define GPT2_EOT 50256
 
 typedef struct {
     int* tokens;         // the whole stream in memory
@@ -38,17 +39,15 @@ typedef struct {
     DocPlan* plan;       // --packing greedy|wlb: the documents of each global batch (layout/packing.h); NULL: concat
     FileId* files;       // the files read, so that no output overwrites one (runtime/run.h)
     int n_files;
-    int eot;             // the end-of-text id that starts a document (data_eot), -1: none in this vocabulary
+    int eot;             // the end-of-text id that starts a document: the format's (stream_open), then the
+                         // run's (run.h eot_resolve); -1: none
     size_t n_eot;        // how many the stream holds (stream_count_docs): 0, no document boundaries
 } TokenStream;
 
-// The end-of-text token of a vocabulary (as tokenizer_load's default): GPT-2's 50256, 256 in a
-// byte vocabulary with room for it, none below.
-static int data_eot(int vocab) { return vocab == GPT2_VOCAB ? GPT2_VOCAB - 1 : vocab > EOT_TOKEN ? EOT_TOKEN : -1; }
-
-static void stream_count_docs(TokenStream* ts, int vocab) {
-    ts->eot = data_eot(vocab), ts->n_eot = 0;
-    for (size_t i = 0; i < ts->n_tokens && ts->eot >= 0; i++) ts->n_eot += ts->tokens[i] == ts->eot;
+// The stream's documents: eot is the id that starts one (-1: none), n_eot how many it holds.
+static void stream_count_docs(TokenStream* ts, int eot) {
+    ts->eot = eot, ts->n_eot = 0;
+    for (size_t i = 0; i < ts->n_tokens && eot >= 0; i++) ts->n_eot += ts->tokens[i] == eot;
 }
 
 // doc_start of each of n tokens of a sequence: the position of the last end-of-text token at
@@ -196,7 +195,7 @@ static void make_builtin_corpus(TokenStream* ts, size_t n_bytes, uint64_t seed) 
         } else snprintf(s, sizeof(s), "%s", proverbs[rng_u64(&r) % 3]);
         for (char* p = s; *p && ts->n_tokens < n_bytes; p++) ts->tokens[ts->n_tokens++] = (unsigned char)*p;
     }
-    ts->eot = -1;  // one document: bytes only
+    ts->eot = EOT_TOKEN;  // byte-level text: it holds none (one document)
 }
 
 // Open --data / --val-data (`flag` names which, for errors). A path that exists names one
@@ -224,7 +223,11 @@ static void stream_open(TokenStream* ts, const char* spec, int vocab, const char
         else read_text(ts, paths[i], flag);
     }
     if (!literal) globfree(&g);
-    stream_count_docs(ts, vocab);
+    // the end-of-text its format and ids show (run.h eot_resolve): text is bytes (256); llm.c's version-1
+    // shards hold GPT-2's tokens (50256) or, all ids <= 256, this trainer's bytes; past 50256, unknown
+    int top = 0;
+    for (size_t i = 0; i < ts->n_tokens && n_shards; i++) top = ts->tokens[i] > top ? ts->tokens[i] : top;
+    ts->eot = !n_shards || top <= EOT_TOKEN ? EOT_TOKEN : top <= GPT2_EOT ? GPT2_EOT : -1;
 }
 
 // Number of whole sequences of T+1 tokens (inputs and shifted targets) in the stream.
@@ -264,9 +267,7 @@ static void stream_split(TokenStream* train, TokenStream* val, double frac) {
     val->n_tokens = n_val;
     val->source = xstrprintf("last %.0f%% of %s", frac * 100, train->source);
     train->n_tokens -= n_val;
-    val->eot = train->eot, val->n_eot = 0;
-    for (size_t i = 0; i < n_val && val->eot >= 0; i++) val->n_eot += val->tokens[i] == val->eot;
-    train->n_eot -= val->n_eot;
+    val->eot = train->eot;
 }
 
 // ----------------------------------------------------------------------------
@@ -282,13 +283,14 @@ typedef struct {
 
 // Load the tokenizer file at path for a model whose vocabulary is `vocab`: first the file
 // itself (header, every piece present and non-empty, eot inside its vocabulary), then that
-// it is this model's tokenizer (the same vocabulary size). No path: byte-level decoding for
-// the byte-level vocabulary (eot 256), token ids for any larger one (eot GPT-2's 50256 for
-// its vocabulary, else 256); a vocabulary below 257 has no eot and starts samples at id 0.
+// it is this model's (its vocabulary, or that padded to a multiple of 128 as llm.c pads GPT-2's
+// 50257 to --vocab 50304). No path:
+// byte-level decoding for the byte-level vocabulary, token ids for any larger one; the eot
+// is then the run's (run.h eot_resolve).
 static void tokenizer_load(Tokenizer* tk, const char* path, int vocab) {
     memset(tk, 0, sizeof(*tk));
     tk->vocab = vocab;
-    tk->eot = vocab == GPT2_VOCAB ? GPT2_VOCAB - 1 : vocab > EOT_TOKEN ? EOT_TOKEN : 0;
+    tk->eot = -1;  // none in the file: run.h eot_resolve sets the run's
     if (!path || !*path) return;
     char why[256];
     FILE* f = input_open(path, why, sizeof(why), NULL);
@@ -298,7 +300,7 @@ static void tokenizer_load(Tokenizer* tk, const char* path, int vocab) {
     if (h[0] != TOKENIZER_MAGIC) data_fail("tokenizer %s: bad magic %u (expected %d)", path, h[0], TOKENIZER_MAGIC);
     if (h[1] != 1 && h[1] != 2) data_fail("tokenizer %s: unsupported version %u", path, h[1]);
     if (h[2] == 0 || h[2] > 1000000) data_fail("tokenizer %s: implausible vocab size %u", path, h[2]);
-    uint32_t eot = h[1] == 2 ? h[3] : 50256;
+    uint32_t eot = h[1] == 2 ? h[3] : GPT2_EOT;  // version 1 is GPT-2's (llm.c)
     if (eot >= h[2]) data_fail("tokenizer %s: eot id %u is outside its vocab of %u", path, eot, h[2]);
     tk->vocab = (int)h[2], tk->eot = (int)eot;
     tk->piece = (char**)xcalloc(tk->vocab, sizeof(char*));
@@ -311,8 +313,10 @@ static void tokenizer_load(Tokenizer* tk, const char* path, int vocab) {
         tk->piece[i][len] = 0, tk->piece_len[i] = len;
     }
     fclose(f);
-    if (tk->vocab != vocab)
-        data_fail("tokenizer %s: its vocab is %d but the model's is %d (--vocab, --model)", path, tk->vocab, vocab);
+    int padded = (tk->vocab + 127) / 128 * 128;  // llm.c's padding: GPT-2's 50257 trains as --vocab 50304
+    if (tk->vocab > vocab || vocab > padded)
+        data_fail("tokenizer %s: its vocab is %d but the model's is %d (--vocab, --model; the model's may be the "
+                  "tokenizer's padded up to %d)", path, tk->vocab, vocab, padded);
 }
 
 // Append the bytes token id stands for to out: its piece (none for the tokenizer's eot or

@@ -153,17 +153,18 @@ static void hf_write_text(const char* dir, const char* file, const char* text) {
     atomic_commit(&f);
 }
 
-// config.json: the shape in transformers' names; eot (the tokenizer's end-of-text) is
-// GPT-2's bos and eos. Dropout 0: the export is for evaluation and generation.
-static void hf_write_config(const char* dir, const ModelConfig* c, int eot) {
-    char* cfg;
+// config.json: the shape in transformers' names; eot (the run's end-of-text, run.h eot_resolve;
+// -1: none, null) is GPT-2's bos and eos. Dropout 0: the export is for evaluation and generation.
+static void hf_write_config(const char* dir, const ModelConfig* c, int eot_id) {
+    char* cfg, eot[16] = "null";
+    if (eot_id >= 0) snprintf(eot, sizeof(eot), "%d", eot_id);
     if (c->arch == ARCH_GPT2)
         cfg = xstrprintf(
             "{\n  \"architectures\": [\"GPT2LMHeadModel\"],\n  \"model_type\": \"gpt2\",\n  \"vocab_size\": %d,\n"
             "  \"n_positions\": %d,\n  \"n_embd\": %d,\n  \"n_layer\": %d,\n  \"n_head\": %d,\n  \"n_inner\": %d,\n"
             "  \"activation_function\": \"gelu_new\",\n  \"layer_norm_epsilon\": 1e-05,\n"
             "  \"resid_pdrop\": 0.0,\n  \"embd_pdrop\": 0.0,\n  \"attn_pdrop\": 0.0,\n"
-            "  \"bos_token_id\": %d,\n  \"eos_token_id\": %d,\n  \"tie_word_embeddings\": true,\n"
+            "  \"bos_token_id\": %s,\n  \"eos_token_id\": %s,\n  \"tie_word_embeddings\": true,\n"
             "  \"torch_dtype\": \"float32\"\n}\n",
             c->vocab, c->seq_len, c->d_model, c->n_layer, c->n_head, c->d_ff, eot, eot);
     else
@@ -173,13 +174,13 @@ static void hf_write_config(const char* dir, const ModelConfig* c, int eot) {
             "  \"num_attention_heads\": %d,\n  \"num_key_value_heads\": %d,\n  \"head_dim\": %d,\n"
             "  \"max_position_embeddings\": %d,\n  \"hidden_act\": \"silu\",\n  \"rms_norm_eps\": 1e-05,\n"
             "  \"rope_theta\": 10000.0,\n  \"rope_scaling\": null,\n  \"attention_bias\": false,\n"
-            "  \"mlp_bias\": false,\n  \"bos_token_id\": %d,\n  \"eos_token_id\": %d,\n"
+            "  \"mlp_bias\": false,\n  \"bos_token_id\": %s,\n  \"eos_token_id\": %s,\n"
             "  \"tie_word_embeddings\": false,\n  \"torch_dtype\": \"float32\"\n}\n",
             c->vocab, c->d_model, c->d_ff, c->n_layer, c->n_head, c->n_kv_head, c->d_model / c->n_head, c->seq_len, eot,
             eot);
     hf_write_text(dir, "config.json", cfg);
     free(cfg);
-    cfg = xstrprintf("{\n  \"bos_token_id\": %d,\n  \"eos_token_id\": %d\n}\n", eot, eot);
+    cfg = xstrprintf("{\n  \"bos_token_id\": %s,\n  \"eos_token_id\": %s\n}\n", eot, eot);
     hf_write_text(dir, "generation_config.json", cfg);
     free(cfg);
 }

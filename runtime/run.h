@@ -120,7 +120,7 @@ static void doc_mask_resolve(Args* a, const TokenStream* train, int rank) {
         if (rank == 0)
             print_error("--doc-mask on: %s has no end-of-text token (%s) to start documents; byte-level text has none "
                         "(an llm.c .bin shard has <|endoftext|>), or use --doc-mask off", train->source,
-                        train->eot >= 0 ? xstrprintf("id %d", train->eot) : "none below vocab 257");
+                        train->eot >= 0 ? xstrprintf("id %d", train->eot) : "none in this vocabulary");
         MPI_Finalize();
         exit(1);
     }
@@ -129,7 +129,8 @@ static void doc_mask_resolve(Args* a, const TokenStream* train, int rank) {
     a->doc_note = a->doc_masked ? xstrprintf("masked (%s): %zu end-of-text tokens (id %d) start documents; positions "
                                              "restart at each", why, train->n_eot, train->eot)
                   : has ? xstrprintf("one stream (--doc-mask off): %zu end-of-text tokens not used", train->n_eot)
-                        : xstrprintf("one stream (%s): no end-of-text token in the data", why);
+                        : xstrprintf("one stream (%s): no end-of-text token in the data%s", why,
+                                     a->eot_note ? a->eot_note : "");
 }
 
 // --packing greedy|wlb: each stream's plan of one pass over its documents (layout/packing.h),
@@ -140,19 +141,19 @@ static void packing_plans(const Args* a, TokenStream* train, TokenStream* val) {
     for (int i = 0; i < 2 && a->packing != PACK_CONCAT; i++) {
         if (streams[i]->n_tokens < 2) continue;  // no validation data (--eval-every 0 with a tiny stream)
         streams[i]->plan = (DocPlan*)xmalloc(sizeof(DocPlan));
-        plan_build(streams[i]->plan, streams[i]->tokens, streams[i]->n_tokens, data_eot(c->vocab), a->packing,
+        plan_build(streams[i]->plan, streams[i]->tokens, streams[i]->n_tokens, a->eot, a->packing,
                    c->global_batch, c->micro_batch, c->seq_len);
     }
 }
 
 // --data docs:lognormal[:MEDIAN[:SIGMA]]: the built-in corpus cut into long-tailed documents.
+// Its documents start at byte-level text's end-of-text, 256.
 static void open_doc_corpus(TokenStream* ts, const char* spec, int vocab, double median, double sigma) {
-    if (data_eot(vocab) < 0)
+    if (vocab <= EOT_TOKEN)
         data_fail("--data %s: documents need an end-of-text token: vocab >= 257 (got %d)", spec, vocab);
     make_builtin_corpus(ts, 2000000, 42);
-    docs_mark(ts->tokens, ts->n_tokens, data_eot(vocab), median, sigma, 42);
+    docs_mark(ts->tokens, ts->n_tokens, EOT_TOKEN, median, sigma, 42);
     ts->source = xstrprintf("%s (built-in corpus, 2000000 tokens, log-normal document lengths)", spec);
-    stream_count_docs(ts, vocab);
 }
 
 // Everything before the model: flags, self-launch under mpirun, MPI, the ranks' settings
@@ -233,6 +234,47 @@ static void outputs_check(const Run* r) {
     free(names); free(inputs);
 }
 
+// The run's end-of-text id (a->eot), from where it is known, never from the vocabulary's size
+// (--vocab 50304 pads GPT-2's 50257; another tokenizer's id is another number): --eot, else the
+// --tokenizer file's, else the data's (stream_open: 256 in byte-level text and in shards of ids
+// <= 256, GPT-2's 50256 in llm.c's shards of GPT-2's ids, unknown past them); -1: none known, or
+// outside the vocabulary. --eot is checked against what
+// shows it to be an ordinary token: a byte of byte-level text, a piece of the tokenizer file other
+// than its end-of-text, an id of GPT-2's in shards that hold GPT-2's end-of-text; in shards it
+// must occur (else no document starts).
+// Then each stream counts its documents.
+static void eot_resolve(Args* a, TokenStream* train, TokenStream* val, Tokenizer* tk) {
+    int vocab = a->cfg.vocab, n = a->eot, bytes = train->eot == EOT_TOKEN;
+    if (flag_given(a, "--eot")) {
+        if (n >= vocab) data_fail("--eot %d: outside the vocabulary of %d (ids 0 to %d)", n, vocab, vocab - 1);
+        if (bytes && n < 256)
+            data_fail("--eot %d: %s is byte-level text, where ids 0-255 are its bytes (ordinary tokens); its "
+                      "end-of-text is 256 (leave --eot out)", n, train->source);
+        if (tk->piece && n != tk->eot) {
+            char shown[64];
+            printable(tk->piece[n], shown, sizeof(shown));
+            data_fail("--eot %d: the tokenizer %s names %d its end-of-text; %d is an ordinary token of it ('%s'): "
+                      "leave --eot out", n, a->tokenizer, tk->eot, n, shown);
+        }
+        if (train->eot == GPT2_EOT && !tk->piece && n != GPT2_EOT) {  // llm.c shards: GPT-2's ids, unless the data says otherwise
+            stream_count_docs(train, GPT2_EOT);
+            if (train->n_eot)
+                data_fail("--eot %d: %s holds GPT-2's end-of-text 50256 (%zu times), so its ids are GPT-2's, where "
+                          "%d is an ordinary token; leave --eot out, or give another tokenizer's file (--tokenizer)",
+                          n, train->source, train->n_eot, n);
+        }
+        stream_count_docs(train, n);
+        if (!bytes && !train->n_eot)
+            data_fail("--eot %d: %s holds no token %d, so no document would start (the id of another tokenizer?)",
+                      n, train->source, n);
+    } else a->eot = tk->piece ? tk->eot : train->eot < vocab ? train->eot : -1;
+    if (a->eot < 0 && train->eot < 0)
+        a->eot_note = " (ids past GPT-2's: no end-of-text id known; --eot ID or --tokenizer FILE)";
+    stream_count_docs(train, a->eot);
+    stream_count_docs(val, a->eot);
+    tk->eot = a->eot;  // samples start from it
+}
+
 // The training and validation streams and the tokenizer, read on every rank alike; an error
 // in them is data.h's data_fail.
 static void read_inputs(Run* r) {
@@ -255,6 +297,7 @@ static void read_inputs(Run* r) {
     if (a->eval_every && stream_n_seq(&r->val, c->seq_len) < 1)
         data_fail("validation data %s: fewer than seq-len+1 tokens", r->val.source);
     tokenizer_load(&r->tk, a->tokenizer, c->vocab);
+    eot_resolve(&r->args, &r->train, &r->val, &r->tk);
 }
 
 // After read_inputs, collective over the world: the lowest rank that met an error in the

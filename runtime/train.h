@@ -247,7 +247,7 @@ static void sample_text(Model* m, const Tokenizer* tk, int len, uint64_t seed, F
     rng_seed(&rng, seed);
     Bytes text = {NULL, 0, 0};
     int n = 0;
-    ctx[n++] = tk->eot;  // start from <|endoftext|> (tokenizer_load: 256 for bytes, GPT-2's 50256; 0 below 257)
+    ctx[n++] = tk->eot >= 0 ? tk->eot : 0;  // start from <|endoftext|> (run.h eot_resolve), or id 0 without one
     size_t nrow = (size_t)row_count(m, B) * m->C;
     zero3_ends_ready(m);
     for (int step = 0; step < len && !ckpt_stop_requested(&m->L.group[GROUP_WORLD]); step++) {

@@ -431,6 +431,9 @@ static const BadCase BAD_CASES[] = {
     {"text_short", "--data " BAD "/short.txt", "fewer than seq-len+1", 1},
     {"text_is_dir", "--data " BAD "/a_dir.txt", "a_dir.txt", 1},
     {"text_small_vocab", "--data " BAD "/short.txt --vocab 100", "needs vocab >= 256", 1},
+    // --eot: an ordinary token (a byte of byte-level text) or an id past the vocabulary
+    {"eot_byte_of_text", "--eot 101", "--eot 101: built-in corpus (2000000 bytes) is byte-level text, where ids 0-255", 1},
+    {"eot_past_vocab", "--eot 257", "--eot 257: outside the vocabulary of 257", 1},
     {"val_missing", "--val-data " BAD "/missing.bin", "cannot open data file", 1},
     // flags
     {"flag_steps_abc", "--steps abc", "--steps: expected an integer", 1},

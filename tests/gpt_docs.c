@@ -82,6 +82,7 @@ static void test_attention_docs(int B, int T, int H, int KV, int hd, const int* 
 static Model* new_doc_model(const char* flags, int masked) {
     Args* a = new_args(flags);
     a->doc_masked = masked;
+    a->eot = EOT_TOKEN;  // byte-level data's end-of-text (run.h eot_resolve)
     return model_from_args(a);
 }
 static void free_doc_model(Model* m) {  // what the test reads is copied out first; the rest is left to exit
@@ -102,7 +103,7 @@ static void test_model_docs(const char* arch, const char* base, int n_seq, int T
     snprintf(flags, sizeof(flags), "%s --seq-len %d --micro-batch %d --global-batch %d", base, T, n_seq, n_seq);
     Model* mp = new_doc_model(flags, 1);
     randomize_params(mp, 11);
-    int eot = data_eot(mp->c.vocab);
+    int eot = mp->args->eot;
     Rng r;
     rng_seed(&r, 12);
     for (int i = 0; i < n_seq * T; i++)

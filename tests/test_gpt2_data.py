@@ -139,6 +139,25 @@ def main():
               "train: GPT-2 ids suggest --model gpt2-124m",
               err.strip())
 
+        # the end-of-text id: GPT-2's 50256 in llm.c shards whatever the (padded) vocabulary, another number from
+        # the tokenizer file; an id that is an ordinary token is refused
+        rc, out, err = train("--data", gpt2_like, "--vocab", "50304", "--steps", "1", "--sample-len", "0")
+        check(rc == 0 and "end-of-text tokens (id 50256) start documents" in out, "eot: llm.c shards at --vocab 50304: GPT-2's 50256 starts documents",
+              (re.findall(r"\| documents.*", out) or [err.strip()])[0])
+        rc, out, err = train("--data", gpt2_like, "--vocab", "50304", "--eot", "995", "--steps", "1")
+        check(rc == 1 and "995 is an ordinary token" in err, "eot: --eot 995 in shards holding 50256 refused",
+              err.strip())
+        rc, out, err = train(*data, "--vocab", "384", "--tokenizer", prefix + "_tokenizer.bin", "--steps", "1",
+                             "--sample-len", "0", "--export-hf", os.path.join(tmp, "hf384"))
+        config = open(os.path.join(tmp, "hf384", "config.json")).read() if rc == 0 else ""
+        check(rc == 0 and "(id %d)" % eot in out and '"eos_token_id": %d' % eot in config,
+              "eot: the tokenizer file's id at a padded --vocab 384: documents and --export-hf's eos_token_id",
+              (re.findall(r"\| documents.*", out) or [err.strip()])[0])
+        rc, out, err = train(*data, "--vocab", str(vocab), "--tokenizer", prefix + "_tokenizer.bin", "--eot", "256",
+                             "--steps", "1")
+        check(rc == 1 and "256 is an ordinary token of it" in err, "eot: --eot of a tokenizer's ordinary piece refused",
+              err.strip())
+
         # trained with the tokenizer: samples are text, from <|endoftext|> (every document starts "once upon a time")
         export = os.path.join(tmp, "hf")
         rc, out, err = train(*data, "--vocab", str(vocab), "--tokenizer", prefix + "_tokenizer.bin", "--steps", "150",

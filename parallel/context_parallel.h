@@ -171,7 +171,7 @@ static int qkv_pieces(const Model* m, HeadPiece* piece) {
 // (AttnBlock.init, the diagonal) starts o and lse; a row that sees no key of a block keeps
 // them. The merge runs inside the block kernels, on each row as its block finishes: the
 // CPU's lse_merge_row (backend/cpu/attention.h), the GPU's att_merge in registers
-// (backend/gpu/attention_block.cuh, kept there: no GPU here to measure a change).
+// (backend/gpu/attention_block.cuh).
 
 // Whether query positions [q0, q1] see any key in [k0, k1] in some sequence of the micro-batch
 // (documents: doc_start is nondecreasing along a sequence, so exactly when k0 <= q1 and k1 >=

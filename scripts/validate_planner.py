@@ -137,12 +137,18 @@ def plot(rows, sheets, path):
                    edgecolors=col)
         oom = [r for r in rows if r["sheet"] == s and r["status"] == "oom" and r["pred_fits"] == "1"]
         ax.scatter([21] * len(oom), [float(r["pred_mfu_pct"]) for r in oom], marker="x", s=25, color=col)
-    ax.plot([20, 80], [20, 80], "k-", lw=0.8)
-    ax.set_xlim(20, 80)
-    ax.set_ylim(20, 80)
-    ax.set_xlabel("measured MFU % (crosses at the left edge: went out of memory, predicted to fit)")
-    ax.set_ylabel("predicted MFU %")
-    ax.set_title("planner vs the layouts study (hollow: predicted not to fit)")
+    finish_figure(fig, ax, 80, "measured MFU % (crosses at the left edge: went out of memory, predicted to fit)",
+                  "predicted MFU %", "planner vs the layouts study (hollow: predicted not to fit)", path)
+
+
+def finish_figure(fig, ax, top, xlabel, ylabel, title, path):
+    """The diagonal on [20, top], the labels, the legend; written to path."""
+    ax.plot([20, top], [20, top], "k-", lw=0.8)
+    ax.set_xlim(20, top)
+    ax.set_ylim(20, top)
+    ax.set_xlabel(xlabel)
+    ax.set_ylabel(ylabel)
+    ax.set_title(title)
     ax.legend(fontsize=7, loc="upper left")
     fig.tight_layout()
     fig.savefig(path, dpi=110)
@@ -277,16 +283,9 @@ def plot_published(pred, path):
                    label="%s (%d)" % (src, len(rs)))
         ax.scatter([float(r["mfu_pct"]) for r in nofit], [float(r["pred_mfu_pct"]) for r in nofit], s=20,
                    facecolors="none", edgecolors=col)
-    ax.plot([20, 75], [20, 75], "k-", lw=0.8)
     ax.fill_between([20, 75], [17, 72], [23, 78], color="0.9", zorder=0)
-    ax.set_xlim(20, 75)
-    ax.set_ylim(20, 75)
-    ax.set_xlabel("published MFU %")
-    ax.set_ylabel("predicted MFU %, leave-one-source-out (grey: within 3 points)")
-    ax.set_title("planner vs published runs (hollow: predicted not to fit, though they ran)")
-    ax.legend(fontsize=7, loc="upper left")
-    fig.tight_layout()
-    fig.savefig(path, dpi=110)
+    finish_figure(fig, ax, 75, "published MFU %", "predicted MFU %, leave-one-source-out (grey: within 3 points)",
+                  "planner vs published runs (hollow: predicted not to fit, though they ran)", path)
 
 
 def published(train, path, extra, plot_path):

@@ -750,6 +750,8 @@ int main(int argc, char** argv) {
     }
     if (a->resume) start_step = resume_checkpoint(&m);
     a->kernels_note = "CUDA: bf16, cuBLASLt, flash attention (backend/gpu/)";
+    const char* tile_why;
+    const AttFwdTile* tile = attention_tile_choose(a->attn_tile, m.hd, prop.name, "dev/attn_tiles.csv", &tile_why);
     if (rank == 0) {
         print_startup(&m.L, &m.P, c, a, &run.train, &run.val, &met, m.n_micro, start_step);
         printf(
@@ -758,6 +760,8 @@ int main(int argc, char** argv) {
             prop.name, prop.major, prop.minor, prop.totalGlobalMem / 1073741824.0,
             a->comm_mpi ? "mpi (host-staged)" : "nccl",
             c->offload & OFFLOAD_OPTIMIZER ? " (the master weights and AdamW's m, v pinned on the host)" : "");
+        printf("gpu: attention forward tile %s at head size %d (%d query rows x %d keys, Q in %s; %s)\n", tile->name,
+               m.hd, tile->bq, tile->bk, tile->q_regs ? "registers" : "shared memory", tile_why);
         fflush(stdout);
     }
     // metrics_predict counts activations in floats; the bf16 buffers are passed as bytes / 4.

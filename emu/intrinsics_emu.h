@@ -109,8 +109,10 @@ static void emu_ldsm(uint32_t r[4], const void* row, bool trans) {
     }
     emu_warp_sync(0xffffffffu);
 }
-static void ldsm_x4(uint32_t r[4], const __nv_bfloat16* row) { emu_ldsm(r, row, false); }
-static void ldsm_x4_t(uint32_t r[4], const __nv_bfloat16* row) { emu_ldsm(r, row, true); }
+typedef uintptr_t smem_t;  // common.cuh's shared-memory address: here a host pointer
+static smem_t smem_addr(const void* p) { return (smem_t)p; }
+static void ldsm_x4(uint32_t r[4], smem_t row) { emu_ldsm(r, (const void*)row, false); }
+static void ldsm_x4_t(uint32_t r[4], smem_t row) { emu_ldsm(r, (const void*)row, true); }
 
 static float atomicAdd(float* p, float v) {
     float old;

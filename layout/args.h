@@ -42,6 +42,7 @@ typedef struct {
     int gelu_unfused;          // GPU build: --gelu-fusion off (GELU as its own kernel, not in the fc matmul)
     int kernels_ref;           // CPU build: --kernels ref (backend/cpu/reference.h's plain loops)
     const char* kernels_note;  // the start-up table's line on the kernels (set by each build's main)
+    const char* attn_tile;     // GPU build: --attn-tile, the flash-attention forward's tile (a name, or auto)
     int reshard_keep;          // --reshard-after-forward off: --zero 3 keeps each gathered layer for the step
     int cp_kind;               // --cp-kind: CP_RING, CP_ULYSSES, CP_2D
     int cp_split;              // --cp-split: CP_SPLIT_ZIGZAG, _CONTIGUOUS, _DOC (config: cp_contiguous, cp_doc)
@@ -241,6 +242,10 @@ static const Flag FLAGS[] = {
     {"--kernels", FLAG_CHOICE, "fast|ref", NO_RANGE, "fast", HELP_OUTPUT, AGREE, 0, IN_ARGS(kernels_ref),
      "CPU build: fast (SIMD, packed GEMM: backend/cpu/kernels_cpu.h) or ref (the plain fp32 loops of "
      "backend/cpu/reference.h, the math to read first; slow); the GPU build runs its CUDA kernels and refuses ref"},
+    {"--attn-tile", FLAG_TEXT, "NAME|auto", NO_RANGE, "auto", HELP_OUTPUT, AGREE, 0, IN_ARGS(attn_tile),
+     "GPU build: the flash-attention forward's tile (q<query rows>k<keys>, e.g. q128k64; docs/GPU.md lists them), "
+     "or auto: the fastest for this GPU and head size in dev/attn_tiles.csv (test_gpu --att-sweep), else the "
+     "default"},
     {"--weight-pass", FLAG_CHOICE, "immediate|deferred", NO_RANGE, NULL, HELP_OUTPUT, AGREE, 0,
      IN_CFG(weight_pass_deferred),
      "each layer's weight gradients right after its input gradient (default), or after the whole chunk's input "

@@ -318,6 +318,57 @@ static int* to_dev_ints(const int* x, size_t n) {
     return d;
 }
 
+// Every forward tile of the registry at head size hd (attention_forward_gpu with each picked
+// in turn) against the CPU: output and lse; docs as test_attention's. Then the default again.
+static void test_attention_fwd_tiles(int B, int T, int H, int KV, int hd, int docs = 0) {
+    char nm[160];
+    int stride = (H + 2 * KV) * hd, N = B * T;
+    size_t nqkv = (size_t)N * stride, nout = (size_t)N * H * hd, nlse = (size_t)B * H * T;
+    float* qkv = hrand(nqkv, 2.0f);
+    float *out = hbuf(nout), *lse = hbuf(nlse);
+    int* doc = docs ? test_docs(B, T) : NULL;
+    int* d_doc = docs ? to_dev_ints(doc, (size_t)B * T) : NULL;
+    attention_forward(out, lse, qkv, B, T, H, KV, hd, doc);
+    bf16* d_qkv = to_bf16(qkv, nqkv);
+    bf16* d_out = (bf16*)dbuf(2 * nout);
+    float* d_lse = (float*)dbuf(4 * nlse);
+    for (int i = 0; i < N_ATT_FWD_TILES; i++) {
+        const AttFwdTile* tile = &ATT_FWD_TILES[i];
+        if (tile->hd != hd) continue;
+        cudaCheck(cudaMemset(d_out, 0xff, 2 * nout));  // NaN: every element must be written
+        tile->launch(d_out, d_lse, d_qkv, B, T, H, KV, d_doc, st);
+        snprintf(nm, sizeof(nm), "attention_forward tile %s B=%d T=%d H=%d KV=%d hd=%d%s", tile->name, B, T, H, KV, hd,
+                 docs ? " documents" : "");
+        check(nm, from_bf16(d_out, nout), out, nout, TOL_BF16);
+        snprintf(nm, sizeof(nm), "attention_forward lse tile %s B=%d T=%d H=%d KV=%d hd=%d%s", tile->name, B, T, H,
+                 KV, hd, docs ? " documents" : "");
+        check(nm, from_f32(d_lse, nlse), lse, nlse, TOL_F32);
+    }
+    free_all();
+}
+
+// --attn-tile's choice: a name, auto from a table (this device's row for the head size, a row
+// naming an unknown tile skipped), auto without a row (the default).
+static void test_attention_tile_choose(void) {
+    char path[64];
+    snprintf(path, sizeof(path), "/tmp/gpu37_tiles_%d.csv", (int)getpid());
+    FILE* f = fopen(path, "w");
+    if (!f) fail("test: cannot write %s", path);
+    fprintf(f, "device,hd,tile\nOther GPU,64,q64k64\nSome GPU,64,q999k1\nSome GPU,64,q128k32\nSome GPU,128,q64k64\n");
+    fclose(f);
+    const char* why;
+    int ok = attention_tile_choose("q64k64", 64, "Some GPU", path, &why) == attention_fwd_tile_find("q64k64", 64);
+    ok = ok && attention_tile_choose("auto", 64, "Some GPU", path, &why) == attention_fwd_tile_find("q128k32", 64);
+    ok = ok && attention_tile_choose("auto", 128, "Some GPU", path, &why) == attention_fwd_tile_find("q64k64", 128);
+    ok = ok && attention_tile_choose("auto", 64, "Third GPU", path, &why) == attention_fwd_tile_find("q128k32", 64);
+    ok = ok && attention_tile_choose("auto", 32, "Some GPU", "/nonexistent/tiles.csv", &why) ==
+                   attention_fwd_tile_find(NULL, 32);
+    unlink(path);
+    for (int hd = 16; hd <= 128; hd *= 2) att_fwd_pick[hd] = NULL;  // the defaults again
+    ok ? n_pass++ : n_fail++;
+    printf("%s attention_tile_choose: a name, auto from a table, auto without one\n", ok ? "PASS" : "FAIL");
+}
+
 // docs: 1 masks by test_docs' documents.
 static void test_attention(int B, int T, int H, int KV, int hd, int docs = 0) {
     char nm[128];
@@ -332,11 +383,11 @@ static void test_attention(int B, int T, int H, int KV, int hd, int docs = 0) {
     bf16* d_out = (bf16*)dbuf(2 * nout);
     float* d_lse = (float*)dbuf(4 * nlse);
     attention_forward_gpu(d_out, d_lse, d_qkv, B, T, H, KV, hd, d_doc, st);
-    snprintf(nm, sizeof(nm), "attention_forward B=%d T=%d H=%d KV=%d hd=%d tile=%d%s", B, T, H, KV, hd,
-             attention_tile(hd), docs ? " documents" : "");
+    snprintf(nm, sizeof(nm), "attention_forward B=%d T=%d H=%d KV=%d hd=%d tile=%s%s", B, T, H, KV, hd,
+             attention_fwd_tile(hd)->name, docs ? " documents" : "");
     check(nm, from_bf16(d_out, nout), out, nout, TOL_BF16);
-    snprintf(nm, sizeof(nm), "attention_forward lse B=%d T=%d H=%d KV=%d hd=%d tile=%d%s", B, T, H, KV, hd,
-             attention_tile(hd), docs ? " documents" : "");
+    snprintf(nm, sizeof(nm), "attention_forward lse B=%d T=%d H=%d KV=%d hd=%d tile=%s%s", B, T, H, KV, hd,
+             attention_fwd_tile(hd)->name, docs ? " documents" : "");
     check(nm, from_f32(d_lse, nlse), lse, nlse, TOL_F32);
 
     float* dout = hrand(nout, 1.0f);

@@ -54,8 +54,9 @@ static void rope_apply_gpu(bf16* qkv, int N, const int* positions, int T, int st
 // accumulator of S = Q K^T, rounded to bf16 pairs, is already the A operand of P V (as in
 // FlashAttention-2). Scores are kept in log2 units (exp2 is one instruction).
 //
-// Work split: a block holds BR = 16 * NW rows of one (batch, head) side, 16 per warp
-// (queries in the forward and dq kernels, keys in the dk/dv kernel), and walks tiles of BC
+// Work split of the backward and of the cp blocks (the forward's is FwdTile's, below): a
+// block holds BR = 16 * NW rows of one (batch, head) side, 16 per warp
+// (queries in the dq kernel and the block forward, keys in the dk/dv kernel), and walks tiles of BC
 // rows of the other side staged in shared memory as bf16. The blocks with the most tiles
 // start first (the last query blocks; in dk/dv the first key blocks), so short ones fill
 // the tail of the grid. The dq and dk/dv kernels are separate, so every gradient is
@@ -74,25 +75,27 @@ static void rope_apply_gpu(bf16* qkv, int N, const int* positions, int T, int st
 // (DOC): without, they are the unmasked kernels (no registers spent on the documents: at head
 // size 64 the masked ones spill a few bytes, which the unmasked ones do not).
 
-#ifndef CUDA_EMU_H  // the emulator runs these three as warp exchanges (emu/cuda_emu.h)
+#ifndef CUDA_EMU_H  // the emulator runs these as warp exchanges (emu/cuda_emu.h)
 __device__ __forceinline__ void mma_16816(float d[4], const uint32_t a[4], const uint32_t b[2]) {
     asm volatile(
         "mma.sync.aligned.m16n8k16.row.col.f32.bf16.bf16.f32 {%0,%1,%2,%3}, {%4,%5,%6,%7}, {%8,%9}, {%0,%1,%2,%3};"
         : "+f"(d[0]), "+f"(d[1]), "+f"(d[2]), "+f"(d[3])
         : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "r"(b[0]), "r"(b[1]));
 }
-__device__ __forceinline__ void ldsm_x4(uint32_t r[4], const bf16* row) {
-    unsigned a = (unsigned)__cvta_generic_to_shared(row);
+// ldmatrix at a shared-memory address (smem_t, common.cuh): the forward computes each lane's
+// address once and adds constant offsets, which ptxas folds into the instruction (from a
+// generic pointer it kept one converted address per fragment in registers).
+__device__ __forceinline__ void ldsm_x4(uint32_t r[4], smem_t a) {
     asm volatile("ldmatrix.sync.aligned.m8n8.x4.shared.b16 {%0,%1,%2,%3}, [%4];"
                  : "=r"(r[0]), "=r"(r[1]), "=r"(r[2]), "=r"(r[3]) : "r"(a));
 }
-__device__ __forceinline__ void ldsm_x4_t(uint32_t r[4], const bf16* row) {
-    unsigned a = (unsigned)__cvta_generic_to_shared(row);
+__device__ __forceinline__ void ldsm_x4_t(uint32_t r[4], smem_t a) {
     asm volatile("ldmatrix.sync.aligned.m8n8.x4.trans.shared.b16 {%0,%1,%2,%3}, [%4];"
                  : "=r"(r[0]), "=r"(r[1]), "=r"(r[2]), "=r"(r[3]) : "r"(a));
 }
 #endif
-
+__device__ __forceinline__ void ldsm_x4(uint32_t r[4], const bf16* row) { ldsm_x4(r, smem_addr(row)); }
+__device__ __forceinline__ void ldsm_x4_t(uint32_t r[4], const bf16* row) { ldsm_x4_t(r, smem_addr(row)); }
 // BC_: rows of the other side per tile; the trainer uses the default (64 up to head size 64),
 // test_gpu also checks and times 32 at head size 64 (gpu_att_tile64 below).
 template <int HD, int BC_ = (HD <= 64 ? 64 : 32)>
@@ -196,79 +199,217 @@ __device__ __forceinline__ void att_write(bf16* dst, size_t pitch, int r0, int T
     }
 }
 
-// Forward: one block per (query block, head, batch). The second launch bound (blocks per
-// SM) keeps hd-64 registers at 4 forward / 3 backward blocks per SM of 64K registers
-// (without it ptxas took 134 / 165 / 190 registers, 3 / 3 / 2 blocks); ptxas -v shows
-// no spills with it, for every head size.
-template <int HD, int BCK, bool DOC>
-__global__ void __launch_bounds__(AttShape<HD, BCK>::NW * 32, 4)
-attention_forward_kernel(bf16* out, float* lse, const bf16* qkv, int T, int H, int KV, const int* doc) {
-    constexpr int BR = AttShape<HD, BCK>::BR, BC = AttShape<HD, BCK>::BC, LD = AttShape<HD, BCK>::LD;
-    constexpr int NT = AttShape<HD, BCK>::NT, DT = AttShape<HD, BCK>::DT;
-    __shared__ __align__(16) bf16 Qs[BR * LD], Ks[BC * LD], Vs[BC * LD];
-    int warp = threadIdx.x / 32, lane = threadIdx.x % 32, g = lane / 4, t = lane % 4;
-    // latest (longest) first
-    int b = blockIdx.z, h = blockIdx.y, q_blk = (gridDim.x - 1 - blockIdx.x) * BR, q0 = q_blk + warp * 16;
-    int stride = (H + 2 * KV) * HD, kvh = h / (H / KV);
-    const bf16* base = qkv + (size_t)b * T * stride;
-    const float sl2 = ATT_LOG2E / sqrtf((float)HD);  // scores in log2 units
+// ----------------------------------------------------------------------------
+// The forward at FlashAttention-2's design (Dao 2023, section 3.3), one block per (query
+// block, head, sequence), 4 warps:
+//   - BQ = 64 MT query rows a block, MT 16-row MMA tiles per warp (MT = 2: 128 rows, the
+//     design's size; each K / V fragment read from shared memory then feeds MT products);
+//   - key tiles of BK rows (64 or 128); Q, one K tile and one V tile live in dynamic shared
+//     memory ((BQ + 2 BK) (HD + 8) bf16: up to 104 KiB, cudaFuncSetAttribute raises the
+//     48 KiB default);
+//   - the loads are cp.async in FA2's two stages: V of tile j is fetched while S = Q K_j^T
+//     runs, K of tile j + 1 while tile j's softmax and P V run (one __syncthreads each);
+//   - Q held in registers as MMA A fragments (QREG; at head size 128 with MT 2 the 64
+//     registers it needs would push the accumulators into spills, so there Q stays in shared
+//     memory, read by ldmatrix per product: a tile parameter);
+//   - the causal / document mask is computed only on tiles that need it (those holding a
+//     key after one of the warp's rows, or before one of its rows' document starts); other
+//     tiles go straight to the softmax;
+//   - scores stay raw, the scale is folded into the exponent: p = exp2(s sl2 - m sl2), one
+//     FMA and one ex2 per score (sl2 = log2(e) / sqrt(hd)).
+// The last query blocks (most key tiles) are launched first, so short ones fill the tail.
+template <int HD, int MT, int BK, bool QREG>
+struct FwdTile {
+    static constexpr int NW = 4, BQ = 16 * MT * NW;  // warps, query rows of the block
+    static constexpr int LD = HD + 8;                // bf16 row pitch in shared memory (16-byte rows, banks skewed)
+    static constexpr int NT = BK / 8, DT = HD / 8, KS = HD / 16;  // 8-key column tiles, 8-wide output tiles, k steps
+    static constexpr size_t SMEM = (size_t)(BQ + 2 * BK) * LD * sizeof(bf16);
+};
 
-    att_stage<HD, BR>(Qs, base + h * HD, stride, NULL, NULL, 0, q_blk, T);
-    float o[DT][4] = {}, m[2] = {-INFINITY, -INFINITY}, l[2] = {0.0f, 0.0f};  // rows q0 + g, q0 + g + 8
-    int first[2], warp_first = att_doc<DOC>(doc, b, T, q0);  // each row's first key (its document's start)
-    for (int r = 0; r < 2; r++) first[r] = att_doc<DOC>(doc, b, T, q0 + g + 8 * r);
-    int k_end = min(q_blk + BR, T);  // keys [doc[q_blk] / BC * BC, k_end) matter to this block
-    for (int kt = att_doc<DOC>(doc, b, T, q_blk) / BC * BC; kt < k_end; kt += BC) {
-        __syncthreads();  // everyone is done with the previous tiles
-        att_stage<HD, BC>(Ks, base + (H + kvh) * HD, stride, Vs, base + (H + KV + kvh) * HD, stride, kt, T);
-        __syncthreads();
-        // warp-uniform: the whole tile is after this warp's queries, or before their documents
-        if (kt > q0 + 15 || (DOC && kt + BC <= warp_first)) continue;
-        float s[NT][4] = {};
-        att_abT<HD, LD, NT>(s, Qs + warp * 16 * LD, Ks);
-        float mx[2] = {m[0], m[1]};
+// Rows [r0, r0 + N) of a T-row bf16 matrix (row 0 at a, pitch sa elements) into shared
+// dst[N][LD] by cp.async, 16 bytes per copy, the NW warps' threads together; rows >= T
+// become zeros. The caller commits and waits.
+template <int HD, int N, int NW>
+__device__ __forceinline__ void att_load(bf16* dst, const bf16* a, int sa, int r0, int T) {
+    constexpr int THREADS = NW * 32, PER = N * HD / 8 / THREADS;
+    static_assert(PER * THREADS == N * HD / 8, "attention: a tile is not a whole number of copies per thread");
+    #pragma unroll
+    for (int i = 0; i < PER; i++) {
+        int e = threadIdx.x + i * THREADS, r = e / (HD / 8), c = e % (HD / 8) * 8;
+        bool in = r0 + r < T;
+        cp_async16(dst + r * (HD + 8) + c, in ? a + (size_t)(r0 + r) * sa + c : a, in);
+    }
+}
+
+// s[MT][NT][4] = Q K^T for the warp's MT row tiles: Q from registers (qf, QREG) or from
+// shared q (pitch LD), the key rows [0, 8 NT) of shared k. Each K fragment serves MT products.
+template <int HD, int MT, int NT, bool QREG>
+__device__ __forceinline__ void att_qk(float (*s)[NT][4], const uint32_t (*qf)[HD / 16][4], const bf16* q,
+                                       const bf16* k) {
+    constexpr int LD = HD + 8;
+    int lane = threadIdx.x % 32;
+    // this lane's row of the ldmatrix matrices: q rows 0-7 | 8-15, cols 0 | 8; k rows 0-7 | 8-15, cols 0 | 8
+    smem_t qa = smem_addr(q + (lane % 16) * LD + lane / 16 * 8);
+    smem_t ka = smem_addr(k + (lane % 8 + lane / 16 * 8) * LD + lane / 8 % 2 * 8);
+    #pragma unroll
+    for (int m = 0; m < MT; m++)
+        #pragma unroll
+        for (int n = 0; n < NT; n++) s[m][n][0] = s[m][n][1] = s[m][n][2] = s[m][n][3] = 0.0f;
+    #pragma unroll
+    for (int ks = 0; ks < HD / 16; ks++) {
+        uint32_t a[MT][4];
+        #pragma unroll
+        for (int m = 0; m < MT; m++) {
+            if (QREG) a[m][0] = qf[m][ks][0], a[m][1] = qf[m][ks][1], a[m][2] = qf[m][ks][2], a[m][3] = qf[m][ks][3];
+            else ldsm_x4(a[m], qa + 2 * (m * 16 * LD + ks * 16));
+        }
+        #pragma unroll
+        for (int n = 0; n < NT; n += 2) {  // matrices: k rows 8n | 8n+8, cols 16ks | 16ks+8
+            uint32_t bf[4];
+            ldsm_x4(bf, ka + 2 * (n * 8 * LD + ks * 16));
+            #pragma unroll
+            for (int m = 0; m < MT; m++) mma_16816(s[m][n], a[m], bf), mma_16816(s[m][n + 1], a[m], bf + 2);
+        }
+    }
+}
+// o[MT][DT][4] += P V: p the probabilities as A fragments (p[m][kk] for keys 16kk ..), v the
+// key rows [0, BK) of shared memory, read transposed; each V fragment serves MT products.
+template <int HD, int MT, int BK>
+__device__ __forceinline__ void att_pv_mt(float (*o)[HD / 8][4], const uint32_t (*p)[BK / 16][4], const bf16* v) {
+    constexpr int LD = HD + 8;
+    int lane = threadIdx.x % 32;
+    smem_t va = smem_addr(v + (lane % 8 + lane / 8 % 2 * 8) * LD + lane / 16 * 8);  // this lane's row
+    #pragma unroll
+    for (int kk = 0; kk < BK / 16; kk++)
+        #pragma unroll
+        for (int d = 0; d < HD / 8; d += 2) {  // transposed matrices: v rows 16kk | 16kk+8, cols 8d | 8d+8
+            uint32_t bf[4];
+            ldsm_x4_t(bf, va + 2 * (kk * 16 * LD + d * 8));
+            #pragma unroll
+            for (int m = 0; m < MT; m++) mma_16816(o[m][d], p[m][kk], bf), mma_16816(o[m][d + 1], p[m][kk], bf + 2);
+        }
+}
+
+// The causal and document mask on one score tile (keys kt ..): score -inf where key j is
+// after query q or before q's first key first[m][r] (rows q0 + 16m + g + 8r).
+template <int MT, int NT, bool DOC>
+__device__ __forceinline__ void att_mask(float (*s)[NT][4], int kt, int q0, const int (*first)[2]) {
+    int g = threadIdx.x % 32 / 4, t = threadIdx.x % 4;
+    #pragma unroll
+    for (int m = 0; m < MT; m++)
         #pragma unroll
         for (int n = 0; n < NT; n++)
             #pragma unroll
             for (int i = 0; i < 4; i++) {
-                int j = kt + n * 8 + 2 * t + i % 2, q = q0 + g + 8 * (i / 2);
-                // causal (keys >= T are after every q < T) and within the document
-                s[n][i] = j <= q && (!DOC || j >= first[i / 2]) ? s[n][i] * sl2 : -INFINITY;
-                mx[i / 2] = fmaxf(mx[i / 2], s[n][i]);
+                int j = kt + n * 8 + 2 * t + i % 2, q = q0 + 16 * m + g + 8 * (i / 2);
+                if (j > q || (DOC && j < first[m][i / 2])) s[m][n][i] = -INFINITY;
             }
-        float corr[2], shift[2];
+}
+
+// The online softmax of one score tile (raw scores s, rows' running max m and this lane's
+// part of their sums l), rescaling the output rows o; s becomes the probabilities as bf16 A
+// fragments p. A row that has seen no key yet (with documents only) stays as it is.
+template <int HD, int MT, int NT, bool DOC>
+__device__ __forceinline__ void att_softmax(uint32_t (*p)[NT / 2][4], float (*s)[NT][4], float (*o)[HD / 8][4],
+                                            float (*m)[2], float (*l)[2], float sl2) {
+    #pragma unroll
+    for (int mt = 0; mt < MT; mt++) {
+        float mx[2] = {m[mt][0], m[mt][1]}, shift[2];
+        #pragma unroll
+        for (int n = 0; n < NT; n++)
+            #pragma unroll
+            for (int i = 0; i < 4; i++) mx[i / 2] = fmaxf(mx[i / 2], s[mt][n][i]);
         #pragma unroll
         for (int r = 0; r < 2; r++) {
-            mx[r] = fmaxf(mx[r], __shfl_xor_sync(0xffffffffu, mx[r], 1));
+            mx[r] = fmaxf(mx[r], __shfl_xor_sync(0xffffffffu, mx[r], 1));  // the 4 lanes of a row
             mx[r] = fmaxf(mx[r], __shfl_xor_sync(0xffffffffu, mx[r], 2));
-            // a row that has seen no key yet (only with documents: without, key 0 is in every
-            // row's first tile): nothing moves (exp2(-inf) = 0)
-            shift[r] = DOC && mx[r] == -INFINITY ? 0.0f : mx[r];
-            corr[r] = exp2f(m[r] - shift[r]);  // 0 on the row's first tile with a key (m = -inf)
-            m[r] = mx[r], l[r] *= corr[r];  // l: this lane's part of the row sum
+            shift[r] = DOC && mx[r] == -INFINITY ? 0.0f : mx[r] * sl2;
+            float corr = exp2f(fmaf(m[mt][r], sl2, -shift[r]));  // 0 on the row's first tile with a key
+            m[mt][r] = mx[r], l[mt][r] *= corr;
+            #pragma unroll
+            for (int d = 0; d < HD / 8; d++) o[mt][d][2 * r] *= corr, o[mt][d][2 * r + 1] *= corr;
         }
         #pragma unroll
         for (int n = 0; n < NT; n++)
             #pragma unroll
-            for (int i = 0; i < 4; i++) s[n][i] = exp2f(s[n][i] - shift[i / 2]), l[i / 2] += s[n][i];
+            for (int i = 0; i < 4; i++) {
+                s[mt][n][i] = exp2f(fmaf(s[mt][n][i], sl2, -shift[i / 2]));
+                l[mt][i / 2] += s[mt][n][i];
+            }
+        att_to_a<NT>(p[mt], s[mt]);
+    }
+}
+
+template <int HD, int MT, int BK, bool QREG, bool DOC>
+__global__ void __launch_bounds__(128)
+attention_forward_kernel(bf16* out, float* lse, const bf16* qkv, int T, int H, int KV, const int* doc) {
+    typedef FwdTile<HD, MT, BK, QREG> F;
+    constexpr int BQ = F::BQ, LD = F::LD, NT = F::NT, DT = F::DT, NW = F::NW;
+    extern __shared__ __align__(16) unsigned char att_smem[];
+    bf16* Qs = (bf16*)att_smem;  // [BQ][LD], then K [BK][LD], V [BK][LD]
+    bf16* Ks = Qs + BQ * LD;
+    bf16* Vs = Ks + BK * LD;
+    int warp = threadIdx.x / 32, lane = threadIdx.x % 32, g = lane / 4;
+    int b = blockIdx.z, h = blockIdx.y, q_blk = (gridDim.x - 1 - blockIdx.x) * BQ, q0 = q_blk + warp * 16 * MT;
+    int stride = (H + 2 * KV) * HD, kvh = h / (H / KV);
+    const bf16* base = qkv + (size_t)b * T * stride;
+    const bf16 *kg = base + (H + kvh) * HD, *vg = base + (H + KV + kvh) * HD;
+    const float sl2 = ATT_LOG2E / sqrtf((float)HD);
+
+    int kt = att_doc<DOC>(doc, b, T, q_blk) / BK * BK, k_end = min(q_blk + BQ, T);  // the key tiles that matter
+    att_load<HD, BQ, NW>(Qs, base + h * HD, stride, q_blk, T);
+    att_load<HD, BK, NW>(Ks, kg, stride, kt, T);
+    cp_async_commit();
+    cp_async_wait<0>();
+    __syncthreads();
+    uint32_t qf[QREG ? MT : 1][HD / 16][4];
+    if (QREG)
         #pragma unroll
-        for (int d = 0; d < DT; d++)
+        for (int m = 0; m < MT; m++)
             #pragma unroll
-            for (int i = 0; i < 4; i++) o[d][i] *= corr[i / 2];
-        uint32_t p[NT / 2][4];
-        att_to_a<NT>(p, s);
-        att_pv<HD, LD, BC>(o, p, Vs);
-    }
-    float inv[2];
+            for (int ks = 0; ks < HD / 16; ks++)
+                ldsm_x4(qf[m][ks], Qs + (warp * 16 * MT + m * 16 + lane % 16) * LD + ks * 16 + lane / 16 * 8);
+    float o[MT][DT][4] = {}, m[MT][2], l[MT][2];
+    int first[MT][2];  // each row's first key (its document's start)
     #pragma unroll
-    for (int r = 0; r < 2; r++) {
-        l[r] += __shfl_xor_sync(0xffffffffu, l[r], 1);
-        l[r] += __shfl_xor_sync(0xffffffffu, l[r], 2);
-        inv[r] = 1.0f / l[r];
-        int q = q0 + g + 8 * r;
-        if (t == 0 && q < T) lse[((size_t)b * H + h) * T + q] = (m[r] + log2f(l[r])) / ATT_LOG2E;  // natural log
+    for (int mt = 0; mt < MT; mt++)
+        for (int r = 0; r < 2; r++)
+            m[mt][r] = -INFINITY, l[mt][r] = 0.0f, first[mt][r] = att_doc<DOC>(doc, b, T, q0 + 16 * mt + g + 8 * r);
+    int warp_first = att_doc<DOC>(doc, b, T, q0), warp_last_first = att_doc<DOC>(doc, b, T, q0 + 16 * MT - 1);
+    for (; kt < k_end; kt += BK) {
+        att_load<HD, BK, NW>(Vs, vg, stride, kt, T);  // stage 1: V of this tile, during Q K^T
+        cp_async_commit();
+        // warp-uniform: the tile is after all this warp's rows, or before all their documents
+        bool active = kt <= q0 + 16 * MT - 1 && !(DOC && kt + BK <= warp_first);
+        float s[MT][NT][4];
+        if (active) att_qk<HD, MT, NT, QREG>(s, qf, Qs + warp * 16 * MT * LD, Ks);
+        cp_async_wait<0>();
+        __syncthreads();  // V landed for everyone; every warp is done with K
+        if (kt + BK < k_end) att_load<HD, BK, NW>(Ks, kg, stride, kt + BK, T);  // stage 2: the next K, during the softmax
+        cp_async_commit();
+        if (active) {
+            if (kt + BK - 1 > q0 || (DOC && kt < warp_last_first)) att_mask<MT, NT, DOC>(s, kt, q0, first);
+            uint32_t p[MT][NT / 2][4];
+            att_softmax<HD, MT, NT, DOC>(p, s, o, m, l, sl2);
+            att_pv_mt<HD, MT, BK>(o, p, Vs);
+        }
+        cp_async_wait<0>();
+        __syncthreads();  // the next K landed; every warp is done with V
     }
-    att_write<DT>(out + (size_t)b * T * H * HD + h * HD, (size_t)H * HD, q0, T, o, inv);
+    #pragma unroll
+    for (int mt = 0; mt < MT; mt++) {
+        float inv[2];
+        #pragma unroll
+        for (int r = 0; r < 2; r++) {
+            float sum = l[mt][r];
+            sum += __shfl_xor_sync(0xffffffffu, sum, 1);
+            sum += __shfl_xor_sync(0xffffffffu, sum, 2);
+            inv[r] = 1.0f / sum;
+            int q = q0 + 16 * mt + g + 8 * r;
+            if (lane % 4 == 0 && q < T) lse[((size_t)b * H + h) * T + q] = m[mt][r] / sqrtf((float)HD) + logf(sum);
+        }
+        att_write<DT>(out + (size_t)b * T * H * HD + h * HD, (size_t)H * HD, q0 + 16 * mt, T, o[mt], inv);
+    }
 }
 
 // Dsum[b,h,t] = sum_d dout * out: the softmax-backward term sum_j P_ij dP_ij (FlashAttention-2).
@@ -395,14 +536,72 @@ attention_backward_dkv_kernel(bf16* dqkv, const bf16* dout, const bf16* qkv, con
     att_write<DT>(dqkv + (size_t)b * T * stride + (H + KV + kvh) * HD, stride, j0, T, dv, one);
 }
 
-template <int HD, int BCK = AttShape<HD>::BC>
+// ----------------------------------------------------------------------------
+// The forward's tile registry: each head size has a few configurations compiled in, chosen
+// at run time (--attn-tile NAME|auto, test_gpu --att-sweep times them all). The name says
+// the query rows of a block and the keys of a tile; q_regs whether Q is held in registers.
+typedef void (*AttFwdLaunch)(bf16* out, float* lse, const bf16* qkv, int B, int T, int H, int KV, const int* doc,
+                             cudaStream_t s);
+struct AttFwdTile {
+    const char* name;
+    int hd, bq, bk, q_regs;
+    AttFwdLaunch launch;
+};
+
+// One launch of a configuration, raising its kernels' dynamic shared memory limit at the first.
+template <int HD, int MT, int BK, bool QREG>
 static void attention_forward_launch(bf16* out, float* lse, const bf16* qkv, int B, int T, int H, int KV,
                                      const int* doc, cudaStream_t s) {
-    dim3 grid(cdiv(T, AttShape<HD>::BR), H, B), block(AttShape<HD>::NW * 32);
-    if (doc) attention_forward_kernel<HD, BCK, true><<<grid, block, 0, s>>>(out, lse, qkv, T, H, KV, doc);
-    else attention_forward_kernel<HD, BCK, false><<<grid, block, 0, s>>>(out, lse, qkv, T, H, KV, doc);
+    typedef FwdTile<HD, MT, BK, QREG> F;
+    static int smem_set;
+    if (!smem_set) {
+        cudaCheck(cudaFuncSetAttribute(attention_forward_kernel<HD, MT, BK, QREG, true>,
+                                       cudaFuncAttributeMaxDynamicSharedMemorySize, (int)F::SMEM));
+        cudaCheck(cudaFuncSetAttribute(attention_forward_kernel<HD, MT, BK, QREG, false>,
+                                       cudaFuncAttributeMaxDynamicSharedMemorySize, (int)F::SMEM));
+        smem_set = 1;
+    }
+    dim3 grid(cdiv(T, F::BQ), H, B), block(F::NW * 32);
+    if (doc) attention_forward_kernel<HD, MT, BK, QREG, true><<<grid, block, F::SMEM, s>>>(out, lse, qkv, T, H, KV, doc);
+    else attention_forward_kernel<HD, MT, BK, QREG, false><<<grid, block, F::SMEM, s>>>(out, lse, qkv, T, H, KV, doc);
     launchCheck();
 }
+// The first of each head size is its default (what --attn-tile auto takes without a measured
+// table). Registers (ptxas -v, sm_90, CUDA 13.0; without / with documents), none spilled:
+// hd 16 q128k64 148 / 158; hd 32 q128k64 188 / 195; hd 64 q128k64 249 / 255, q128k32 198 / 208,
+// q64k64 158 / 162; hd 128 q128k32 (Q in shared memory) 251 / 253, q64k64 238 / 239.
+// Left out because they spill: hd 64 q128k128 (Q in registers 472 B, in shared memory
+// 160 B), hd 128 q128k64 (Q in shared memory, 208 B), q64k128 (60 B).
+static const AttFwdTile ATT_FWD_TILES[] = {
+    {"q128k64", 16, 128, 64, 1, attention_forward_launch<16, 2, 64, true>},
+    {"q128k64", 32, 128, 64, 1, attention_forward_launch<32, 2, 64, true>},
+    {"q128k64", 64, 128, 64, 1, attention_forward_launch<64, 2, 64, true>},
+    {"q128k32", 64, 128, 32, 1, attention_forward_launch<64, 2, 32, true>},
+    {"q64k64", 64, 64, 64, 1, attention_forward_launch<64, 1, 64, true>},
+    {"q128k32", 128, 128, 32, 0, attention_forward_launch<128, 2, 32, false>},
+    {"q64k64", 128, 64, 64, 1, attention_forward_launch<128, 1, 64, true>},
+};
+static const int N_ATT_FWD_TILES = (int)(sizeof(ATT_FWD_TILES) / sizeof(ATT_FWD_TILES[0]));
+static const AttFwdTile* att_fwd_pick[129];  // by head size: the chosen tile (NULL: the default)
+
+// The tile called `name` at head size hd (NULL: none); the default where name is NULL.
+static const AttFwdTile* attention_fwd_tile_find(const char* name, int hd) {
+    for (int i = 0; i < N_ATT_FWD_TILES; i++)
+        if (ATT_FWD_TILES[i].hd == hd && (!name || !strcmp(ATT_FWD_TILES[i].name, name))) return &ATT_FWD_TILES[i];
+    return NULL;
+}
+// The forward tile the launches at head size hd use.
+static const AttFwdTile* attention_fwd_tile(int hd) {
+    return hd >= 0 && hd <= 128 && att_fwd_pick[hd] ? att_fwd_pick[hd] : attention_fwd_tile_find(NULL, hd);
+}
+// Use tile `name` at head size hd (NULL: the default); 0 if there is none of that name.
+static int attention_fwd_tile_set(const char* name, int hd) {
+    const AttFwdTile* t = attention_fwd_tile_find(name, hd);
+    if (!t || hd < 0 || hd > 128) return 0;
+    att_fwd_pick[hd] = t;
+    return 1;
+}
+
 template <int HD, int BCK = AttShape<HD>::BC>
 static void attention_backward_launch(bf16* dqkv, const bf16* dout, const bf16* qkv, const float* lse,
                                       const float* dsum, int B, int T, int H, int KV, const int* doc,
@@ -439,16 +638,37 @@ static void attention_check(int H, int KV, int hd) {
         fail("attention: head size %d not supported (16, 32, 64, 128)", hd);
 }
 
+// --attn-tile: `flag` is a tile's name (it must exist at head size hd) or "auto": the tile
+// named for this device and head size in the table at `path` (CSV lines device,hd,tile, as
+// test_gpu --att-sweep writes them; the first match), else the default. Picks it for the
+// launches and returns it; *why says where it came from.
+static const AttFwdTile* attention_tile_choose(const char* flag, int hd, const char* device, const char* path,
+                                               const char** why) {
+    if (strcmp(flag, "auto")) {
+        if (!attention_fwd_tile_set(flag, hd)) fail("--attn-tile %s: no such forward tile at head size %d", flag, hd);
+        *why = "--attn-tile";
+        return attention_fwd_tile(hd);
+    }
+    *why = "default: no measured table for this GPU and head size";
+    FILE* f = fopen(path, "r");
+    char line[512], dev[256], name[64];
+    int row_hd;
+    while (f && fgets(line, sizeof(line), f))
+        if (sscanf(line, "%255[^,],%d,%63[^,\n]", dev, &row_hd, name) == 3 && row_hd == hd && !strcmp(dev, device) &&
+            attention_fwd_tile_set(name, hd)) {
+            *why = "auto: measured on this GPU (dev/attn_tiles.csv)";
+            break;
+        }
+    if (f) fclose(f);
+    return attention_fwd_tile(hd);
+}
+
 // out (B*T, H*hd) bf16, lse (B, H, T) fp32 (logsumexp of the scaled scores, for backward);
 // doc (B x T on the device, NULL: none): documents.
 static void attention_forward_gpu(bf16* out, float* lse, const bf16* qkv, int B, int T, int H, int KV, int hd,
                                   const int* doc, cudaStream_t s) {
     attention_check(H, KV, hd);
-    if (hd == 16) attention_forward_launch<16>(out, lse, qkv, B, T, H, KV, doc, s);
-    else if (hd == 32) attention_forward_launch<32>(out, lse, qkv, B, T, H, KV, doc, s);
-    else if (hd == 64 && gpu_att_tile64 == 32) attention_forward_launch<64, 32>(out, lse, qkv, B, T, H, KV, doc, s);
-    else if (hd == 64) attention_forward_launch<64>(out, lse, qkv, B, T, H, KV, doc, s);
-    else attention_forward_launch<128>(out, lse, qkv, B, T, H, KV, doc, s);
+    attention_fwd_tile(hd)->launch(out, lse, qkv, B, T, H, KV, doc, s);
 }
 
 // dqkv (B*T, (H+2KV)*hd) bf16 is overwritten: dq, dk, dv of every row. out and lse are the

@@ -52,10 +52,13 @@ __device__ float block_reduce(float v, int is_max) {
 // committed groups are still in flight (their data is in shared memory for this thread;
 // other threads see it after a __syncthreads). valid = false writes 16 zero bytes and reads
 // nothing (src-size 0). The emulator (emu/intrinsics_emu.h) lands each copy at its wait.
+// smem_t: an address in shared memory, as the PTX instructions take it (32 bits on the GPU;
+// the emulator's is a host pointer).
 #ifndef CUDA_EMU_H
+typedef unsigned smem_t;
+__device__ __forceinline__ smem_t smem_addr(const void* p) { return (smem_t)__cvta_generic_to_shared(p); }
 __device__ __forceinline__ void cp_async16(void* dst, const void* src, bool valid) {
-    unsigned d = (unsigned)__cvta_generic_to_shared(dst);
-    asm volatile("cp.async.cg.shared.global [%0], [%1], 16, %2;" ::"r"(d), "l"(src), "r"(valid ? 16 : 0));
+    asm volatile("cp.async.cg.shared.global [%0], [%1], 16, %2;" ::"r"(smem_addr(dst)), "l"(src), "r"(valid ? 16 : 0));
 }
 __device__ __forceinline__ void cp_async_commit(void) { asm volatile("cp.async.commit_group;"); }
 template <int N>

@@ -113,12 +113,16 @@ def score(rows):
     room_regret = (best - float(room["mfu_pct"]) if room["status"] == "ok" else best) if room else best
     if first:
         regret = best - float(first["mfu_pct"]) if first["status"] == "ok" else best
-        choice = "tp%s pp%s mb%s %s %s rms%s sp%s (%s)" % (first["tp"], first["pp"], first["micro_batch"], first["recompute"],
-                                                        first["attention"], first["rms_kernel"], first["sp"], first["status"])
+        choice = describe(first)
     else:
         regret, choice = best, "none predicted to fit"
     return dict(n=len(rows), judged=len(judged), fit=fit_acc, n_mae=len(ran_fit), mae=mae, n_rho=len(ran), rho=rho,
-                best=best, regret=regret, room_regret=room_regret, choice=choice, first=first)
+                best=best, regret=regret, room_regret=room_regret, choice=choice, first=first, room_first=room)
+
+
+def describe(r):
+    return "tp%s pp%s mb%s %s %s rms%s sp%s (%s)" % (r["tp"], r["pp"], r["micro_batch"], r["recompute"], r["attention"],
+                                                    r["rms_kernel"], r["sp"], r["status"])
 
 
 def plot(rows, sheets, path):
@@ -413,6 +417,9 @@ def main():
             ok = sc["first"] is not None and sc["first"]["status"] == "ok" and sc["regret"] <= 3
             print("8k first choice %s: %s, %.2f points below the best (%s)" % (s[:50], sc["choice"], sc["regret"],
                                                                                "met" if ok else "MISSED"))
+            room = sc["room_first"]  # what ./train --plan ranks first: room to spare before the rest (plan_tier)
+            print("   the search's own first choice (the %g%% memory margin first): %s, %.2f points below the best" % (
+                  100 * mem_uncertainty(), describe(room) if room else "none predicted to fit", sc["room_regret"]))
     allsc = score(rows)
     rhos = sorted(sc["rho"] for sc in per if sc["rho"] == sc["rho"])
     median_rho = (rhos[len(rhos) // 2] if len(rhos) % 2 else (rhos[len(rhos) // 2 - 1] + rhos[len(rhos) // 2]) / 2) if rhos else float("nan")

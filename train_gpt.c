@@ -100,8 +100,9 @@ static void op_fcproj_act_backward_input(Model* m, float* dfch, const float* dy,
 static void op_rope(Model* m, float* qkv, int N, float sign) {
     int period;
     const int* pos = mb_positions(m, m->row_pos, m->pos, &period);
-    if (m->be.reference) ref_rope(qkv, N, pos, period, m->qkv_dim, m->Hl + m->KVl, m->hd, sign);
-    else rope_apply(qkv, N, pos, period, m->qkv_dim, m->Hl + m->KVl, m->hd, sign);
+    float theta = m->c.rope_theta;
+    if (m->be.reference) ref_rope(qkv, N, pos, period, m->qkv_dim, m->Hl + m->KVl, m->hd, theta, sign);
+    else rope_apply(qkv, N, pos, period, m->qkv_dim, m->Hl + m->KVl, m->hd, theta, sign);
 }
 static void op_attention_forward(Model* m, float* out, float* att, const float* qkv, int B) {
     if (m->be.reference) ref_attention_forward(out, att, qkv, B, m->T, m->Hl, m->KVl, m->hd, mb_docs(m));

@@ -158,7 +158,7 @@ static void op_fcproj_act_backward_input(Model* m, bf16* dfch, const bf16* dy, c
 static void op_rope(Model* m, bf16* qkv, int N, float sign) {
     int period;
     const int* pos = mb_positions(m, m->be.d_row_pos, m->be.d_pos, &period);
-    rope_apply_gpu(qkv, N, pos, period, m->qkv_dim, m->Hl + m->KVl, m->hd, sign, m->be.stream);
+    rope_apply_gpu(qkv, N, pos, period, m->qkv_dim, m->Hl + m->KVl, m->hd, m->c.rope_theta, sign, m->be.stream);
 }
 // Flash attention keeps the fp32 log-sum-exp of the scores (B x Hl x T) as its saved state.
 // Selective recomputation saves little here (it drops only that), and is kept so the flag

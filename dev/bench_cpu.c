@@ -114,8 +114,9 @@ static void timed_add_bias(float* out, const float* bias, int N, int C) {
 static void timed_column_dot_accumulate(float* acc, const float* a, const float* b, int N, int C) {
     TIMED(OP_ELEMENTWISE, (b ? 8.0 : 4.0) * N * C, column_dot_accumulate(acc, a, b, N, C));
 }
-static void timed_rope_apply(float* qkv, int N, const int* pos, int T, int stride, int n_heads, int hd, float sign) {
-    TIMED(OP_ELEMENTWISE, 8.0 * N * n_heads * hd, rope_apply(qkv, N, pos, T, stride, n_heads, hd, sign));
+static void timed_rope_apply(float* qkv, int N, const int* pos, int T, int stride, int n_heads, int hd, float theta,
+                             float sign) {
+    TIMED(OP_ELEMENTWISE, 8.0 * N * n_heads * hd, rope_apply(qkv, N, pos, T, stride, n_heads, hd, theta, sign));
 }
 static void timed_embedding_forward(float* out, const int* tokens, const float* wte, int N, int C, int v0, int Vl) {
     TIMED(OP_ELEMENTWISE, 8.0 * N * C, embedding_forward(out, tokens, wte, N, C, v0, Vl));

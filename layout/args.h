@@ -160,6 +160,9 @@ static const Flag FLAGS[] = {
      "--offload activations: device frames per chunk: 2 (the next backward's prefetched) or 1 (less memory, waits)"},
     {"--offload-dir", FLAG_TEXT, "DIR", NO_RANGE, NULL, HELP_LAYOUT, AGREE, 0, IN_ARGS(offload_dir),
      "CPU build: the directory of the offload tier's files (mapped, unlinked at once; default $TMPDIR or /tmp)"},
+    // model: the rest (a shape flag's row, outside the planner's SIZE_FLAGS above)
+    {"--rope-theta", FLAG_NUM, "X", 0, 0, 1, 1e9, NULL, HELP_MODEL, AGREE, 0, IN_CFG(rope_theta),
+     "RoPE's base (llama; default the preset's: 10000, llama3-8b 500000)"},
     // data
     {"--data", FLAG_TEXT, "PATH", NO_RANGE, NULL, HELP_DATA, AGREE, 0, IN_ARGS(data),
      "a file, or a quoted glob of files: .bin = llm.c shards, any other byte-level text; default: built-in corpus"},

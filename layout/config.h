@@ -18,6 +18,7 @@ enum { DOC_MASK_AUTO = 0, DOC_MASK_ON = 1, DOC_MASK_OFF = 2 };
 typedef struct {
     // model shape
     int arch;
+    float rope_theta;    // RoPE's base (llama): 10000 (RoFormer, LLaMA 1 and 2), 500000 (Llama 3)
     int n_layer, n_head, n_kv_head, d_model, d_ff;
     int seq_len;         // T: context length (positions)
     int vocab;           // real vocabulary size
@@ -64,6 +65,7 @@ typedef struct {
     const char* name;
     int arch, n_layer, n_head, n_kv_head, d_model, d_ff, seq_len, vocab;
     const char* note;
+    float rope_theta;  // RoPE's base (llama; RoFormer's 10000, Llama 3's 500000: its params.json rope_theta)
 } Preset;
 
 // Byte-level vocabulary: 256 bytes plus <|endoftext|> (id 256) = 257, padded to 384.
@@ -73,20 +75,21 @@ typedef struct {
 // d_ff = 0 means the architecture's default: 4*d for GPT-2; for LLaMA the SwiGLU
 // hidden size 2/3*4d rounded up to a multiple of 256 (Touvron et al. 2023).
 static const Preset PRESETS[] = {
-    {"tiny",        ARCH_GPT2,  4,  4,  4,   64,     0,   32, BYTE_VOCAB, "tests"},
-    {"small",       ARCH_GPT2,  4,  4,  4,  128,     0,  128, BYTE_VOCAB, "default: learns in minutes on 2 cores"},
-    {"gpt2-124m",   ARCH_GPT2, 12, 12, 12,  768,     0, 1024, 50257, "GPT-2 small"},
-    {"gpt2-350m",   ARCH_GPT2, 24, 16, 16, 1024,     0, 1024, 50257, "GPT-2 medium"},
-    {"gpt2-774m",   ARCH_GPT2, 36, 20, 20, 1280,     0, 1024, 50257, "GPT-2 large"},
-    {"gpt2-1558m",  ARCH_GPT2, 48, 25, 25, 1600,     0, 1024, 50257, "GPT-2 XL"},
-    {"llama-tiny",  ARCH_LLAMA, 4,  4,  2,   64,   192,   32, BYTE_VOCAB, "tests (GQA 4q/2kv)"},
-    {"llama-small", ARCH_LLAMA, 4,  4,  2,  128,   384,  128, BYTE_VOCAB, "default LLaMA"},
-    {"llama-7b",    ARCH_LLAMA, 32, 32, 32, 4096, 11008, 2048, 32000, "LLaMA 7B"},
-    {"llama-13b",   ARCH_LLAMA, 40, 40, 40, 5120, 13824, 2048, 32000, "LLaMA 13B"},
-    {"llama-30b",   ARCH_LLAMA, 60, 52, 52, 6656, 17920, 2048, 32000, "LLaMA 30B"},
-    {"llama-65b",   ARCH_LLAMA, 80, 64, 64, 8192, 22016, 2048, 32000, "LLaMA 65B"},
-    {"llama2-70b",  ARCH_LLAMA, 80, 64,  8, 8192, 28672, 4096, 32000, "Llama 2 70B (GQA)"},
-    {"llama3-8b",   ARCH_LLAMA, 32, 32,  8, 4096, 14336, 8192, 128256, "Llama 3 8B (GQA)"},
+    {"tiny",        ARCH_GPT2,  4,  4,  4,   64,     0,   32, BYTE_VOCAB, "tests", 10000},
+    {"small",       ARCH_GPT2,  4,  4,  4,  128,     0,  128, BYTE_VOCAB, "default: learns in minutes on 2 cores",
+     10000},
+    {"gpt2-124m",   ARCH_GPT2, 12, 12, 12,  768,     0, 1024, 50257, "GPT-2 small", 10000},
+    {"gpt2-350m",   ARCH_GPT2, 24, 16, 16, 1024,     0, 1024, 50257, "GPT-2 medium", 10000},
+    {"gpt2-774m",   ARCH_GPT2, 36, 20, 20, 1280,     0, 1024, 50257, "GPT-2 large", 10000},
+    {"gpt2-1558m",  ARCH_GPT2, 48, 25, 25, 1600,     0, 1024, 50257, "GPT-2 XL", 10000},
+    {"llama-tiny",  ARCH_LLAMA, 4,  4,  2,   64,   192,   32, BYTE_VOCAB, "tests (GQA 4q/2kv)", 10000},
+    {"llama-small", ARCH_LLAMA, 4,  4,  2,  128,   384,  128, BYTE_VOCAB, "default LLaMA", 10000},
+    {"llama-7b",    ARCH_LLAMA, 32, 32, 32, 4096, 11008, 2048, 32000, "LLaMA 7B", 10000},
+    {"llama-13b",   ARCH_LLAMA, 40, 40, 40, 5120, 13824, 2048, 32000, "LLaMA 13B", 10000},
+    {"llama-30b",   ARCH_LLAMA, 60, 52, 52, 6656, 17920, 2048, 32000, "LLaMA 30B", 10000},
+    {"llama-65b",   ARCH_LLAMA, 80, 64, 64, 8192, 22016, 2048, 32000, "LLaMA 65B", 10000},
+    {"llama2-70b",  ARCH_LLAMA, 80, 64,  8, 8192, 28672, 4096, 32000, "Llama 2 70B (GQA)", 10000},
+    {"llama3-8b",   ARCH_LLAMA, 32, 32,  8, 4096, 14336, 8192, 128256, "Llama 3 8B (GQA)", 500000},
 };
 #define N_PRESETS ((int)(sizeof(PRESETS) / sizeof(PRESETS[0])))
 
@@ -100,6 +103,7 @@ static void apply_preset(ModelConfig* c, const Preset* p) {
     c->arch = p->arch;
     c->n_layer = p->n_layer; c->n_head = p->n_head; c->n_kv_head = p->n_kv_head;
     c->d_model = p->d_model; c->d_ff = p->d_ff; c->seq_len = p->seq_len; c->vocab = p->vocab;
+    c->rope_theta = p->rope_theta;
 }
 
 // Fill in derived sizes after presets and shape flags are applied.

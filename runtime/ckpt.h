@@ -197,6 +197,11 @@ static const char* ckpt_header_check(const int32_t* h, const ModelConfig* c, siz
              {CK_SEQ_LEN, c->seq_len, "seq_len"},
              {CK_VOCAB, c->vocab, "vocab"},
              {CK_VOCAB_PADDED, c->vocab_padded, "vocab_padded"}};
+    if (h[CK_ARCH] != c->arch && (h[CK_ARCH] == ARCH_GPT2 || h[CK_ARCH] == ARCH_LLAMA)) {
+        sprintf(why, "a %s checkpoint, but this run's architecture is %s (%s)", arch_name(h[CK_ARCH]),
+                arch_name(c->arch), c->arch == ARCH_GPT2 ? "add --arch llama, or a llama --model" : "a gpt2 --model");
+        return why;
+    }
     for (size_t i = 0; i < sizeof(f) / sizeof(f[0]); i++)
         if (h[f[i].k] != f[i].want) {
             sprintf(why, "model %s is %d in the checkpoint but %d here", f[i].name, h[f[i].k], f[i].want);

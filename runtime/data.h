@@ -9,7 +9,8 @@
 // data-parallel rank r reads sequences [r, r+1) * global_batch/dp of each step's batch.
 //
 // Documents: the end-of-text token (run.h eot_resolve: --eot, the tokenizer file's, or the
-// format's: GPT-2's <|endoftext|> 50256 in an llm.c shard, 256 in byte-level text) starts a document. llm.c's shards (fineweb, tinyshakespeare) put it before each
+// data's: GPT-2's <|endoftext|> 50256 in an llm.c shard, 256 in byte-level text) starts a
+// document. llm.c's shards (fineweb, tinyshakespeare) put it before each
 // document, so it acts as the document's BOS: it belongs to the document it opens, and the
 // last token of a document predicts it. Byte-level text (a token is a byte < 256) holds no
 // end-of-text token, so it has no boundaries: one document (--doc-mask auto: off). Every

@@ -173,11 +173,11 @@ static void hf_write_config(const char* dir, const ModelConfig* c, int eot_id) {
             "  \"hidden_size\": %d,\n  \"intermediate_size\": %d,\n  \"num_hidden_layers\": %d,\n"
             "  \"num_attention_heads\": %d,\n  \"num_key_value_heads\": %d,\n  \"head_dim\": %d,\n"
             "  \"max_position_embeddings\": %d,\n  \"hidden_act\": \"silu\",\n  \"rms_norm_eps\": 1e-05,\n"
-            "  \"rope_theta\": 10000.0,\n  \"rope_scaling\": null,\n  \"attention_bias\": false,\n"
+            "  \"rope_theta\": %.1f,\n  \"rope_scaling\": null,\n  \"attention_bias\": false,\n"
             "  \"mlp_bias\": false,\n  \"bos_token_id\": %s,\n  \"eos_token_id\": %s,\n"
             "  \"tie_word_embeddings\": false,\n  \"torch_dtype\": \"float32\"\n}\n",
-            c->vocab, c->d_model, c->d_ff, c->n_layer, c->n_head, c->n_kv_head, c->d_model / c->n_head, c->seq_len, eot,
-            eot);
+            c->vocab, c->d_model, c->d_ff, c->n_layer, c->n_head, c->n_kv_head, c->d_model / c->n_head, c->seq_len,
+            (double)c->rope_theta, eot, eot);
     hf_write_text(dir, "config.json", cfg);
     free(cfg);
     cfg = xstrprintf("{\n  \"bos_token_id\": %s,\n  \"eos_token_id\": %s\n}\n", eot, eot);
@@ -349,8 +349,107 @@ static void hf_untransform(const HfTensor* h, const float* in, int hd, float* fu
     }
 }
 
+// config.json's fields: what each means for this model. HfField: must equal ours (the JSON text,
+// or the number within 1e-6); HF_IGNORED: no effect on the weights' math (ids, dtype, dropout and
+// initialization of training, generation). Any other field is refused: its effect is unknown.
+enum { HF_SAME_INT, HF_SAME_NUM, HF_SAME_TEXT };
+typedef struct { const char* key; int kind; double num; const char* text; } HfField;
+static const char* const HF_IGNORED[] = {
+    "architectures", "torch_dtype", "transformers_version", "bos_token_id", "eos_token_id", "pad_token_id",
+    "resid_pdrop", "embd_pdrop", "attn_pdrop", "attention_dropout", "initializer_range", "use_cache",
+    "summary_type", "summary_use_proj", "summary_activation", "summary_proj_to_labels", "summary_first_dropout",
+    "task_specific_params", "pretraining_tp"};
+
+// The end of the JSON value at v (a string, number, literal, [..] or {..}): the ',' or '}' after it, or NULL.
+static const char* hf_json_value_end(const char* v) {
+    int depth = 0, in_string = 0;
+    for (const char* p = v; *p; p++) {
+        if (in_string) { if (*p == '\\' && p[1]) p++; else if (*p == '"') in_string = 0; continue; }
+        if (*p == '"') in_string = 1;
+        else if (*p == '[' || *p == '{') depth++;
+        else if (*p == ']' || *p == '}') { if (depth-- == 0) return p; }
+        else if (*p == ',' && depth == 0) return p;
+    }
+    return NULL;
+}
+
+// --import-hf DIR/config.json, when there: every field honoured (compared with this model's) or
+// refused, one error line naming the field (an --arch llama hint when the architecture differs).
+static void hf_config_check(const char* dir, const ModelConfig* c) {
+    char path[PATH_CAP], why[512];
+    path_format(path, "--import-hf", "%s/config.json", dir);
+    FILE* f = input_open(path, why, sizeof(why), NULL);
+    if (!f) return;  // weights alone (safetensors): their shapes are still checked
+    char* text = (char*)xcalloc(1 << 20, 1);
+    size_t n = fread(text, 1, (1 << 20) - 1, f);
+    fclose(f);
+    int gpt2 = c->arch == ARCH_GPT2, hd = c->d_model / c->n_head;
+    const HfField fields[] = {
+        {"model_type", HF_SAME_TEXT, 0, gpt2 ? "\"gpt2\"" : "\"llama\""},
+        {"vocab_size", HF_SAME_INT, c->vocab, NULL},
+        {gpt2 ? "n_embd" : "hidden_size", HF_SAME_INT, c->d_model, NULL},
+        {gpt2 ? "n_layer" : "num_hidden_layers", HF_SAME_INT, c->n_layer, NULL},
+        {gpt2 ? "n_head" : "num_attention_heads", HF_SAME_INT, c->n_head, NULL},
+        {gpt2 ? "n_inner" : "intermediate_size", HF_SAME_INT, c->d_ff, NULL},
+        {gpt2 ? "n_positions" : "max_position_embeddings", HF_SAME_INT, c->seq_len, NULL},
+        {"num_key_value_heads", HF_SAME_INT, c->n_kv_head, NULL},
+        {"head_dim", HF_SAME_INT, hd, NULL},
+        {"n_ctx", HF_SAME_INT, c->seq_len, NULL},
+        {"rope_theta", HF_SAME_NUM, c->rope_theta, NULL},
+        {"rope_scaling", HF_SAME_TEXT, 0, "null"},
+        {gpt2 ? "layer_norm_epsilon" : "rms_norm_eps", HF_SAME_NUM, 1e-5, NULL},
+        {gpt2 ? "activation_function" : "hidden_act", HF_SAME_TEXT, 0, gpt2 ? "\"gelu_new\"" : "\"silu\""},
+        {"tie_word_embeddings", HF_SAME_TEXT, 0, gpt2 ? "true" : "false"},
+        {"attention_bias", HF_SAME_TEXT, 0, "false"},
+        {"mlp_bias", HF_SAME_TEXT, 0, "false"},
+        {"scale_attn_weights", HF_SAME_TEXT, 0, "true"},
+        {"scale_attn_by_inverse_layer_idx", HF_SAME_TEXT, 0, "false"},
+        {"reorder_and_upcast_attn", HF_SAME_TEXT, 0, "false"},
+    };
+    const char* p = strchr(text, '{');
+    while (p && n) {
+        const char* key = strchr(p + 1, '"');
+        if (!key) break;
+        const char* key_end = strchr(key + 1, '"');
+        const char* colon = key_end ? strchr(key_end, ':') : NULL;
+        if (!colon) fail("--import-hf %s: not a JSON object of fields", path);
+        const char* v = colon + 1;
+        while (*v == ' ' || *v == '\n' || *v == '\t' || *v == '\r') v++;
+        const char* end = hf_json_value_end(v);
+        if (!end) fail("--import-hf %s: not a JSON object of fields", path);
+        int vlen = (int)(end - v);
+        while (vlen > 0 && (v[vlen - 1] == ' ' || v[vlen - 1] == '\n' || v[vlen - 1] == '\r')) vlen--;
+        int klen = (int)(key_end - key - 1), known = 0;
+        for (size_t i = 0; i < sizeof(HF_IGNORED) / sizeof(HF_IGNORED[0]); i++)
+            known |= (int)strlen(HF_IGNORED[i]) == klen && !strncmp(HF_IGNORED[i], key + 1, klen);
+        for (size_t i = 0; i < sizeof(fields) / sizeof(fields[0]) && !known; i++) {
+            const HfField* h = &fields[i];
+            if ((int)strlen(h->key) != klen || strncmp(h->key, key + 1, klen)) continue;
+            known = 1;
+            char ours[64];
+            if (h->kind == HF_SAME_TEXT) snprintf(ours, sizeof(ours), "%s", h->text);
+            else snprintf(ours, sizeof(ours), h->kind == HF_SAME_INT ? "%.0f" : "%g", h->num);
+            int same = h->kind == HF_SAME_TEXT ? (int)strlen(ours) == vlen && !strncmp(ours, v, vlen)
+                                               : fabs(strtod(v, NULL) - h->num) <= 1e-6 * fabs(h->num);
+            int shown = vlen < 40 ? vlen : 40;
+            if (!same && !strcmp(h->key, "model_type"))
+                fail("--import-hf %s: model_type %.*s, but this run's architecture is %s (%s)", path, shown, v,
+                     arch_name(c->arch), gpt2 ? "add --arch llama, or a llama --model" : "a gpt2 --model");
+            if (!same)
+                fail("--import-hf %s: %s is %.*s, this model's %s (set by --model and the shape flags%s)", path,
+                     h->key, shown, v, ours, !strcmp(h->key, "rope_theta") ? ", --rope-theta" : "");
+        }
+        if (!known)
+            fail("--import-hf %s: field '%.*s' is not one this trainer reads (its effect on the model is unknown): "
+                 "refused", path, klen < 60 ? klen : 60, key + 1);
+        p = *end == ',' ? end : NULL;
+    }
+    free(text);
+}
+
 static void hf_import(const char* dir, const Layout* L, const ParamLayout* P, const ModelConfig* c, float* params) {
     char path[PATH_CAP], why[512];
+    hf_config_check(dir, c);
     path_format(path, "--import-hf", "%s/model.safetensors", dir);
     FILE* f = input_open(path, why, sizeof(why), NULL);
     if (!f) fail("--import-hf %s: cannot open: %s", path, why);

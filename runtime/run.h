@@ -256,7 +256,7 @@ static void eot_resolve(Args* a, TokenStream* train, TokenStream* val, Tokenizer
             data_fail("--eot %d: the tokenizer %s names %d its end-of-text; %d is an ordinary token of it ('%s'): "
                       "leave --eot out", n, a->tokenizer, tk->eot, n, shown);
         }
-        if (train->eot == GPT2_EOT && !tk->piece && n != GPT2_EOT) {  // llm.c shards: GPT-2's ids, unless the data says otherwise
+        if (train->eot == GPT2_EOT && !tk->piece && n != GPT2_EOT) {  // llm.c shards of GPT-2's ids
             stream_count_docs(train, GPT2_EOT);
             if (train->n_eot)
                 data_fail("--eot %d: %s holds GPT-2's end-of-text 50256 (%zu times), so its ids are GPT-2's, where "

@@ -515,7 +515,8 @@ static const BadCase BAD_CASES[] = {
     {"ckpt_other_shape_layers", "--n-layer 3 --resume " BAD "/good/ckpt_00000001.bin",
      "n_layer is 4 in the checkpoint but 3", 1},
     {"ckpt_other_shape_width", "--d-model 32 --resume " BAD "/good/ckpt_00000001.bin", "d_model", 1},
-    {"ckpt_other_arch", "--model llama-tiny --resume " BAD "/good/ckpt_00000001.bin", "arch", 1},
+    {"ckpt_other_arch", "--model llama-tiny --resume " BAD "/good/ckpt_00000001.bin",
+     "a gpt2 checkpoint, but this run's architecture is llama (a gpt2 --model)", 1},
     {"ckpt_other_global_batch", "--global-batch 16 --resume " BAD "/good/ckpt_00000001.bin", "data order", 1},
     {"ckpt_missing", "--resume " BAD "/missing.bin", "cannot open", 1},
     {"ckpt_auto_no_dir", "--resume auto", "needs --ckpt-dir", 1},
@@ -670,7 +671,20 @@ static const BadCase BAD_CASES[] = {
 #define FIFO_AT(path) "rm -f " path " && mkfifo " path
 
 // Runs with a set-up before them and a check of what they left.
+#define HF_LLAMA "test -d " BAD "/hf_llama || OMP_NUM_THREADS=1 ./train --model llama-tiny --steps 1 --eval-every 0 " \
+                 "--sample-len 0 --quiet --export-hf " BAD "/hf_llama"
 static const BadRun BAD_RUNS[] = {
+    // --import-hf: config.json's fields honoured (the architecture, rope_theta) or refused (one it does not read)
+    {{"import_hf_llama_roundtrip", "--model llama-tiny --steps 1 --import-hf " BAD "/hf_llama",
+      "imported Hugging Face weights", 0}, HF_LLAMA, NULL},
+    {{"import_hf_llama_into_gpt2", "--steps 1 --import-hf " BAD "/hf_llama",
+      "model_type \"llama\", but this run's architecture is gpt2 (add --arch llama", 1}, HF_LLAMA, NULL},
+    {{"import_hf_rope_theta", "--model llama-tiny --rope-theta 500000 --import-hf " BAD "/hf_llama",
+      "rope_theta is 10000.0, this model's 500000", 1}, HF_LLAMA, NULL},
+    {{"import_hf_unknown_field", "--model llama-tiny --import-hf " BAD "/hf_llama_x",
+      "field 'sliding_window' is not one this trainer reads", 1},
+     HF_LLAMA " && rm -rf " BAD "/hf_llama_x && cp -r " BAD "/hf_llama " BAD "/hf_llama_x && sed -i "
+     "'s/\"torch_dtype\"/\"sliding_window\": 4096, \"torch_dtype\"/' " BAD "/hf_llama_x/config.json", NULL},
     // --on-nan skip: a run whose every step is skipped saves nothing, so the good
     // checkpoint it resumed beside stays (and LATEST names it), and it exits 1: nothing trained
     {{"on_nan_skip_keeps_good_checkpoint",
@@ -754,6 +768,7 @@ static const BadRun BAD_RUNS[] = {
      "! ls " BAD "/ck_small/ckpt_*.bin"},
 };
 #undef FIFO_AT
+#undef HF_LLAMA
 #undef FILE_LIMIT_KB
 
 static void suite_bad_inputs(void) {

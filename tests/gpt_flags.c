@@ -70,6 +70,9 @@ static void test_flag_table(void) {
 }
 
 static void test_flags(void) {
+    check(new_args("--model llama3-8b")->cfg.rope_theta == 500000.0f && new_args("--model llama-7b")->cfg.rope_theta ==
+              10000.0f && new_args("--model llama3-8b --rope-theta 1e6")->cfg.rope_theta == 1e6f,
+          "flags/rope-theta: llama3-8b 500000 (Llama 3's), llama-7b 10000, --rope-theta overrides", NULL);
     Args* a = new_args(
         "--model tiny --n-layer 3 --d-model 32 --lr 2e-4 --steps 7 --micro-batch 3 --tp 2 --pp 3 --vpp 2 --sp "
         "--zero 1 --recompute selective --on-nan skip --seed 5 --schedule gpipe --ckpt-dir /x --resume auto");

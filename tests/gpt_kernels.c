@@ -384,7 +384,7 @@ static double rope_obj(void* p) {
     size_t n = (size_t)c->N * c->stride;
     double* y = zeros_d(n);
     memcpy(y, c->x, sizeof(double) * n);
-    refd_rope(y, c->N, c->pos, c->T, c->stride, c->n_heads, c->hd, 1.0);
+    refd_rope(y, c->N, c->pos, c->T, c->stride, c->n_heads, c->hd, 10000.0, 1.0);
     double L = dot_d(y, c->R, n);
     free(y);
     return L;
@@ -397,10 +397,10 @@ static void test_rope(int zigzag) {
     size_t n = (size_t)N * stride;
     float *x = randn_f(n, 1), *R = randn_f(n, 1);
     float* y = copy_f(x, n);
-    rope_apply(y, N, pos, T, stride, n_heads, hd, 1.0f);
+    rope_apply(y, N, pos, T, stride, n_heads, hd, 10000.0f, 1.0f);
     RopeCtx ctx = {N, T, stride, n_heads, hd, pos, to_double(x, n), to_double(R, n)};
     double* ref = to_double(x, n);
-    refd_rope(ref, N, pos, T, stride, n_heads, hd, 1.0);
+    refd_rope(ref, N, pos, T, stride, n_heads, hd, 10000.0, 1.0);
     check_err(zigzag ? "fwd/rope at positions 3..8" : "fwd/rope", rel_err(y, ref, n), TOL_FWD);
     int v_same = 1;
     for (int i = 0; i < N; i++)
@@ -409,7 +409,7 @@ static void test_rope(int zigzag) {
     check(v_same, "fwd/rope leaves the heads past n_heads alone", NULL);
     // backward: the transpose of the rotation is the rotation by -angle
     float* g = copy_f(R, n);
-    rope_apply(g, N, pos, T, stride, n_heads, hd, -1.0f);
+    rope_apply(g, N, pos, T, stride, n_heads, hd, 10000.0f, -1.0f);
     check_err("fd/rope/inp (sign -1 is the backward)", fd_err(rope_obj, &ctx, ctx.x, n, g), TOL_GRAD);
     free(x), free(R), free(y), free(g), free(ctx.x), free(ctx.R), free(ref);
 }

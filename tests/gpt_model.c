@@ -106,7 +106,7 @@ static double ref_model_loss(void* ctx) {
         const LayerW* w = &m->wl[l];
         ref_norm(m, h, x, dview(r, w->ln1w), dview(r, w->ln1b), BT);
         refd_matmul_forward(qkv, h, dview(r, w->qkvw), dview(r, w->qkvb), BT, C, qkv_dim);
-        if (llama) refd_rope(qkv, BT, pos, T, qkv_dim, H + KV, hd, 1.0);  // q and k heads
+        if (llama) refd_rope(qkv, BT, pos, T, qkv_dim, H + KV, hd, m->c.rope_theta, 1.0);  // q and k heads
         refd_attention_forward(atty, lse, qkv, n_seq, T, H, KV, hd, NULL);
         refd_matmul_forward(y, atty, dview(r, w->attprojw), dview(r, w->attprojb), BT, C, C);
         for (size_t i = 0; i < (size_t)BT * C; i++) x[i] += y[i];
@@ -249,6 +249,7 @@ static void test_model_variants(const char* arch, const char* base) {
 static void test_model(void) {
     test_model_grads("gpt2", GPT2_TINY);
     test_model_grads("llama", LLAMA_TINY);
+    test_model_grads("llama rope-theta 500000", LLAMA_TINY " --rope-theta 500000");  // Llama 3's base
     test_model_variants("gpt2", GPT2_TINY);
     test_model_variants("llama", LLAMA_TINY);
 }

@@ -106,10 +106,10 @@ static void reference_rope(void) {
     int N = 12, T = 6, hd = 4, n_heads = 3, stride = 4 * hd, pos[6] = {3, 4, 5, 6, 7, 8};
     size_t n = (size_t)N * stride;
     float *x = randn_f(n, 1), *y = copy_f(x, n), *ry = copy_f(x, n);
-    rope_apply(y, N, pos, T, stride, n_heads, hd, 1.0f);
-    ref_rope(ry, N, pos, T, stride, n_heads, hd, 1.0f);
+    rope_apply(y, N, pos, T, stride, n_heads, hd, 10000.0f, 1.0f);
+    ref_rope(ry, N, pos, T, stride, n_heads, hd, 10000.0f, 1.0f);
     check_same("rope", "out", y, ry, n);
-    ref_rope(ry, N, pos, T, stride, n_heads, hd, -1.0f);  // the backward turns it back
+    ref_rope(ry, N, pos, T, stride, n_heads, hd, 10000.0f, -1.0f);  // the backward turns it back
     check_err("reference/rope: sign -1 (the backward) undoes sign 1", rel_err_ff(ry, x, n), TOL_FWD);
     free(x), free(y), free(ry);
 }

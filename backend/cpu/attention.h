@@ -12,17 +12,18 @@
 
 // Rotary position embeddings (Su et al. 2021), applied in place to the q and k heads of
 // qkv rows (N = B*T rows, row stride `stride`, position of row i is pos[i % T]). Pairs are
-// (2j, 2j+1) within a head, angle pos * theta^(-2j/hd), theta = 10000.
+// (2j, 2j+1) within a head, angle pos * theta^(-2j/hd), theta the model's (--rope-theta).
 // The backward is the rotation by the opposite angle (sign = -1).
 
-static void rope_apply(float* qkv, int N, const int* positions, int T, int stride, int n_heads, int hd, float sign) {
+static void rope_apply(float* qkv, int N, const int* positions, int T, int stride, int n_heads, int hd, float theta,
+                       float sign) {
 #pragma omp parallel for
     for (int i = 0; i < N; i++) {
         int pos = positions[i % T];
         for (int h = 0; h < n_heads; h++) {
             float* x = qkv + (size_t)i * stride + h * hd;
             for (int j = 0; j < hd / 2; j++) {
-                float ang = pos * powf(10000.0f, -2.0f * j / hd);
+                float ang = pos * powf(theta, -2.0f * j / hd);
                 float c = cosf(ang), s = sign * sinf(ang);
                 float a = x[2 * j], b = x[2 * j + 1];
                 x[2 * j] = a * c - b * s;

@@ -153,15 +153,16 @@ static void ref_matmul_backward_weight(float* dweight, float* dbias, const float
 // ----------------------------------------------------------------------------
 // Rotary position embedding (RoPE, Su et al. 2021), in place on the first n_heads heads of each
 // row (the q and k heads of a qkv row of `stride` floats): the pair (x[2j], x[2j+1]) of a head
-// turns by the angle pos * 10000^(-2j/hd), pos = positions[i % T]. A rotation's transpose is the
+// turns by the angle pos * theta^(-2j/hd) (the model's base: 10000, Llama 3's 500000), pos = positions[i % T]. A rotation's transpose is the
 // rotation back, so the backward is the same call with sign -1.
 
-static void ref_rope(float* qkv, int N, const int* positions, int T, int stride, int n_heads, int hd, float sign) {
+static void ref_rope(float* qkv, int N, const int* positions, int T, int stride, int n_heads, int hd, float theta,
+                     float sign) {
     for (int i = 0; i < N; i++)
         for (int h = 0; h < n_heads; h++)
             for (int j = 0; j < hd / 2; j++) {
                 float* x = qkv + (size_t)i * stride + h * hd + 2 * j;
-                float angle = positions[i % T] * powf(10000.0f, -2.0f * j / hd);
+                float angle = positions[i % T] * powf(theta, -2.0f * j / hd);
                 float c = cosf(angle), s = sign * sinf(angle), a = x[0], b = x[1];
                 x[0] = a * c - b * s;
                 x[1] = a * s + b * c;

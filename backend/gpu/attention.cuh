@@ -8,29 +8,30 @@
 #include "backend/gpu/common.cuh"
 
 // RoPE in place on the first n_heads heads of each row (pass H + KV for q and k of qkv),
-// pairs (2j, 2j+1), angle pos * 10000^(-2j/hd), pos = positions[row % T] (device ints: the
+// pairs (2j, 2j+1), angle pos * theta^(-2j/hd) (the model's base), pos = positions[row % T] (device ints: the
 // sequence position of each of the T rows a sequence has on this rank, which context
 // parallelism permutes); sign -1 is the backward (rotation by the opposite angle, applied
 // to dqkv). Same float formula as the CPU.
-__global__ void rope_kernel(bf16* x, int N, const int* positions, int T, int stride, int n_heads, int hd, float sign) {
+__global__ void rope_kernel(bf16* x, int N, const int* positions, int T, int stride, int n_heads, int hd, float theta,
+                            float sign) {
     size_t idx = (size_t)blockIdx.x * blockDim.x + threadIdx.x;
     int half = hd / 2;
     if (idx >= (size_t)N * n_heads * half) return;
     int j = (int)(idx % half), h = (int)((idx / half) % n_heads);
     size_t i = idx / ((size_t)half * n_heads);
     int pos = positions[i % T];
-    float ang = pos * powf(10000.0f, -2.0f * j / hd);
+    float ang = pos * powf(theta, -2.0f * j / hd);
     float c = cosf(ang), s = sign * sinf(ang);
     bf16* p = x + i * stride + (size_t)h * hd + 2 * j;
     float a = bf2f(p[0]), b = bf2f(p[1]);
     p[0] = f2bf(a * c - b * s);
     p[1] = f2bf(a * s + b * c);
 }
-static void rope_apply_gpu(bf16* qkv, int N, const int* positions, int T, int stride, int n_heads, int hd, float sign,
-                           cudaStream_t s) {
+static void rope_apply_gpu(bf16* qkv, int N, const int* positions, int T, int stride, int n_heads, int hd,
+                           float theta, float sign, cudaStream_t s) {
     size_t n = (size_t)N * n_heads * (hd / 2);
     if (!n) return;
-    rope_kernel<<<cdiv(n, 256), 256, 0, s>>>(qkv, N, positions, T, stride, n_heads, hd, sign);
+    rope_kernel<<<cdiv(n, 256), 256, 0, s>>>(qkv, N, positions, T, stride, n_heads, hd, theta, sign);
     launchCheck();
 }
 

@@ -27,7 +27,21 @@ ifneq ($(NVCC),)
   NCCL_FLAGS := $(shell dev/find_nccl.sh $(CUDA_ROOT))
 endif
 GPU_USABLE := $(shell nvidia-smi -L >/dev/null 2>&1 && echo 1)
-NVCC_FLAGS = -O3 -std=c++17 -DOMPI_SKIP_MPICXX=1 -gencode arch=compute_90,code=[sm_90,compute_90] -Xcompiler -fopenmp \
+# CUDA_ARCH: the GPU architectures the build's machine code is for. Default a fat binary for the
+# A100 (sm_80: also runs on RTX 30xx sm_86 and RTX 40xx / L40S sm_89) and Hopper (sm_90), plus
+# sm_90's PTX for later parts; CUDA_ARCH=80, 86, 89 or 90 (or a list: CUDA_ARCH="80 90") builds
+# just those, each with its PTX. The kernels need sm_80 (bf16 mma.sync, ldmatrix) and no more.
+CUDA_ARCH ?= 80 90
+CUDA_ARCH_BAD := $(filter-out 80 86 87 89 90 100 120,$(CUDA_ARCH))
+ifneq ($(CUDA_ARCH_BAD),)
+  $(error CUDA_ARCH=$(CUDA_ARCH_BAD): not a supported architecture (80, 86, 89, 90; 100, 120 for Blackwell))
+endif
+CUDA_GENCODE = $(foreach a,$(CUDA_ARCH),-gencode arch=compute_$(a),code=sm_$(a)) \
+               -gencode arch=compute_$(lastword $(CUDA_ARCH)),code=compute_$(lastword $(CUDA_ARCH))
+# (the binaries are rebuilt when the list changes: .cuda_arch holds the last one built)
+CUDA_ARCH_STAMP := $(shell a='$(CUDA_ARCH)'; [ "$$(cat .cuda_arch 2>/dev/null)" = "$$a" ] || echo "$$a" > .cuda_arch; \
+                     echo .cuda_arch)
+NVCC_FLAGS = -O3 -std=c++17 -DOMPI_SKIP_MPICXX=1 $(CUDA_GENCODE) -DCUDA_ARCH_LIST='"$(CUDA_ARCH)"' -Xcompiler -fopenmp \
              -I$(CUDA_ROOT)/include -I.
 NVCC_LIBS = -L$(CUDA_ROOT)/lib64 -lcublasLt -lcublas $(NCCL_FLAGS) -lm
 
@@ -76,7 +90,7 @@ endif
 train_cpu: train_gpt.c $(HEADERS) | $(NEED_MPI) detect
 	$(CC) $(CFLAGS) $(MPI_COMPILE) -o $@ train_gpt.c $(MPI_LINK) $(LDLIBS)
 
-train_gpu: train_gpt.cu $(HEADERS) $(GPU_HEADERS) | $(NEED_MPI) detect
+train_gpu: train_gpt.cu $(HEADERS) $(GPU_HEADERS) $(CUDA_ARCH_STAMP) | $(NEED_MPI) detect
 	$(NVCC) $(NVCC_FLAGS) $(MPI_COMPILE) -o $@ train_gpt.cu $(NVCC_LIBS) $(MPI_LINK)
 
 # The one-process builds (nompi/mpi.h, as MPI=none builds train_cpu / train_gpu) under names
@@ -84,10 +98,10 @@ train_gpu: train_gpt.cu $(HEADERS) $(GPU_HEADERS) | $(NEED_MPI) detect
 train_cpu_nompi: train_gpt.c $(HEADERS) nompi/mpi.h | detect
 	$(CC) $(CFLAGS) -Inompi -o $@ train_gpt.c $(LDLIBS)
 
-train_gpu_nompi: train_gpt.cu $(HEADERS) $(GPU_HEADERS) nompi/mpi.h | detect
+train_gpu_nompi: train_gpt.cu $(HEADERS) $(GPU_HEADERS) $(CUDA_ARCH_STAMP) nompi/mpi.h | detect
 	$(NVCC) $(NVCC_FLAGS) -Inompi -o $@ train_gpt.cu $(NVCC_LIBS)
 
-test_gpu: tests/test_gpu.cu $(wildcard tests/gpu_*.cu) $(HEADERS) $(GPU_HEADERS) | $(NEED_MPI) detect
+test_gpu: tests/test_gpu.cu $(wildcard tests/gpu_*.cu) $(HEADERS) $(GPU_HEADERS) $(CUDA_ARCH_STAMP) | $(NEED_MPI) detect
 	$(NVCC) $(NVCC_FLAGS) $(MPI_COMPILE) -o $@ tests/test_gpu.cu $(NVCC_LIBS) $(MPI_LINK)
 
 # The CUDA emulator (emu/cuda_emu.h): the GPU sources with their launches rewritten by
@@ -97,7 +111,7 @@ test_gpu: tests/test_gpu.cu $(wildcard tests/gpu_*.cu) $(HEADERS) $(GPU_HEADERS)
 # (cu2cpp.pl does not follow includes: every GPU source is listed, each translated file found
 # first on the include path -Iemu/build.)
 EMU_SRC = emu/build/train_gpt.cu emu/build/tests/test_gpu.cu $(addprefix emu/build/,$(wildcard tests/gpu_*.cu)) \
-          emu/build/backend/gpu/comm_nccl.h $(addprefix emu/build/,$(GPU_HEADERS))
+          emu/build/backend/gpu/comm_nccl.h emu/build/backend/gpu/gpu_device.h $(addprefix emu/build/,$(GPU_HEADERS))
 EMU_HEADERS = emu/cuda_emu.h emu/intrinsics_emu.h emu/cublaslt_emu.h emu/nccl_emu.h
 EMU_DEPS = $(HEADERS) $(EMU_SRC) $(EMU_HEADERS)
 EMU_CXX = g++ -g -std=c++17 -fopenmp -DOMPI_SKIP_MPICXX=1 -Wall -Wno-unused-parameter -Wno-unknown-pragmas \
@@ -120,6 +134,16 @@ emu/build/test_emu.cu: emu/test_emu.cu emu/cu2cpp.pl
 
 test_emu: emu/build/test_emu.cu $(EMU_HEADERS) | $(NEED_MPI) detect
 	$(EMU_CXX) -O1 $(MPI_COMPILE) -x c++ emu/build/test_emu.cu -o $@ $(MPI_LINK) -lm
+
+# NCCL's bus bandwidth per collective (dev/multi_gpu_check.sh), and the same on the emulator.
+bench_nccl: dev/bench_nccl.cu $(CUDA_ARCH_STAMP) | $(NEED_MPI) detect
+	$(NVCC) $(NVCC_FLAGS) $(MPI_COMPILE) -o $@ dev/bench_nccl.cu $(NVCC_LIBS) $(MPI_LINK)
+bench_nccl_emu: dev/bench_nccl.cu $(EMU_HEADERS) | $(NEED_MPI) detect
+	$(EMU_CXX) -O1 $(MPI_COMPILE) -x c++ dev/bench_nccl.cu -o $@ $(MPI_LINK) -lm
+
+# The emulated NCCL's own checks (split, collective order, one device per rank), under mpirun.
+test_nccl_emu: emu/test_nccl_emu.cu $(EMU_HEADERS) | $(NEED_MPI) detect
+	$(EMU_CXX) -O1 $(MPI_COMPILE) -x c++ emu/test_nccl_emu.cu -o $@ $(MPI_LINK) -lm
 
 # The same under AddressSanitizer and UBSan: a kernel or host access outside its buffer
 # (device buffers are exactly their size) or undefined behaviour stops the run.
@@ -163,11 +187,12 @@ ASAN_CASES = ^gpu_(gpt2|full|gpt2_recompute_full|gpt2_tp2_sp|gpt2_dp2_zero2|llam
 # build runs on the CUDA emulator: its kernels against kernels_cpu.h, and the whole trainer
 # against train_cpu in dev/check_gpu_vs_cpu.sh's runs (8 emulated GPUs for the NCCL ones; losses, step 1's
 # gradients tensor by tensor), evaluation, sampling and resume; again under ASan/UBSan)
-TEST_BINS = train train_cpu test_gpt test_planner test_layouts test_faults train_asan fuzz_build test_emu test_gpu_emu \
+TEST_BINS = train train_cpu test_gpt test_planner test_layouts test_faults train_asan fuzz_build test_emu test_nccl_emu \
+            test_gpu_emu \
             train_gpu_emu test_gpu_emu_asan train_gpu_emu_asan ckpt_compare hf_logits
 # every binary the README names (.ci/run builds them with make -j2 binaries, then runs make test),
 # the dev tools too, so none stops compiling unseen
-binaries: train_gpu test_gpu train_cpu_nompi train_gpu_nompi $(TEST_BINS) bench_cpu sim_schedule sim_wlb
+binaries: train_gpu test_gpu train_cpu_nompi train_gpu_nompi $(TEST_BINS) bench_cpu bench_nccl sim_schedule sim_wlb
 test: $(TEST_BINS)
 	@set -o pipefail; rm -f .test.log; status=0; \
 	./test_planner 2>&1 | tee -a .test.log || status=1; \
@@ -178,6 +203,7 @@ test: $(TEST_BINS)
 	./test_faults 2>&1 | tee -a .test.log || status=1; \
 	./test_emu 2>&1 | tee -a .test.log || status=1; \
 	EMU_STREAMS=compute ./test_emu 2>&1 | tee -a .test.log || status=1; \
+	tests/test_gpu_ranks.sh 2>&1 | tee -a .test.log || status=1; \
 	./test_gpu_emu --no-bench 2>&1 | tee -a .test.log || status=1; \
 	EMU_ORDER=reverse ./test_gpu_emu --no-bench 2>&1 | tee -a .test.log || status=1; \
 	GPU_BIN=./train_gpu_emu GPUS=8 dev/check_gpu_vs_cpu.sh 2>&1 | tee -a .test.log || status=1; \
@@ -202,7 +228,7 @@ bench_cpu: dev/bench_cpu.c train_gpt.c $(HEADERS) | $(NEED_MPI) detect
 
 clean:
 	rm -f train train_cpu train_gpu train_cpu_nompi train_gpu_nompi test_gpt test_gpu test_planner test_layouts test_faults train_asan bench_cpu \
-	  ckpt_compare sim_schedule sim_wlb .test.log
+	  ckpt_compare sim_schedule sim_wlb bench_nccl bench_nccl_emu .test.log .cuda_arch
 	rm -f hf_logits
-	rm -rf train_gpu_emu test_gpu_emu train_gpu_emu_asan test_gpu_emu_asan test_emu emu/build
+	rm -rf train_gpu_emu test_gpu_emu train_gpu_emu_asan test_gpu_emu_asan test_emu test_nccl_emu emu/build
 	$(MAKE) --no-print-directory fuzz_clean

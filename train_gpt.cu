@@ -37,6 +37,7 @@
 #include "layout/args.h"
 #include "runtime/ckpt.h"
 #include "backend/gpu/comm_nccl.h"
+#include "backend/gpu/gpu_device.h"
 #include "runtime/data.h"
 #include "backend/gpu/kernels_gpu.cuh"
 #include "layout/grid.h"
@@ -59,9 +60,16 @@ typedef struct {
     bf16* copy[2];                     // NCCL p2p under --offload activations: the sends, copied out of the frame
 } SlotSends;
 typedef cudaEvent_t GatherWait;        // a --zero 3 all-gather on the side stream (parallel/zero3.h)
+typedef struct { int kind, mb, chunk; double t0; } OpTime;  // a schedule op: what, and when the host issued it
+typedef struct {
+    OpTime* ops;                       // the ops issued since the last device_sync, in order
+    cudaEvent_t* ends;                 // an event on the compute stream after each
+    cudaEvent_t now;                   // recorded at the sync: the reference of their times
+    int n, cap;
+} OpTimes;
 typedef struct {
     GpuComms G;                        // NCCL (or host-staged MPI) groups over the layout's groups
-    cudaStream_t stream;               // the one compute stream (kernels_gpu.cuh's shared scratch needs one)
+    cudaStream_t stream;               // the one compute stream (kernels_gpu.cuh's shared scratch needs one), non-blocking
     bf16* params_bf16;                 // the bf16 copy of the fp32 master weights, read by every kernel
     float* arena;                      // the fp32 weights params_bf16 copies: params, or --zero 3's gathered units
     float* h_params;                   // host fp32 copy: initialization and checkpoints
@@ -81,6 +89,7 @@ typedef struct {
     char* down_queued;                 // the step whose copies were queued, the tensor updated next
     int opt_step, opt_next;
     cudaEvent_t computed, copied;      // the compute stream's work so far; the offload stream's copies so far
+    OpTimes op_times;                  // the schedule's ops, timed on the device (trace_op, device_sync)
 } ModelBackend;
 #define GRAD_BUCKET_FLOATS SIZE_MAX
 
@@ -260,8 +269,21 @@ static void ring_wait(Model* m, int step) {
     metrics_ring_event(m->met, step >= 0 ? 1 : 2, step >= 0 ? step : -1 - step, m->be.ring_t0, now_s());
 }
 static void trace_ring_blocks(Model* m, int step, double t0) { metrics_ring_event(m->met, 0, step, t0, now_s()); }
+// An op of the schedule ends: an event on the compute stream marks it, and device_sync turns
+// the events into times (the host does not wait for the device op by op).
 static void trace_op(Model* m, int kind, int mb, int chunk, double t0) {
-    metrics_op(m->met, kind, mb, chunk, t0, now_s());
+    OpTimes* o = &m->be.op_times;
+    if (o->n == o->cap) {
+        int cap = o->cap ? 2 * o->cap : 64;  // (a step's op list, at most)
+        OpTime* ops = (OpTime*)xcalloc(cap, sizeof(OpTime));
+        cudaEvent_t* ends = (cudaEvent_t*)xcalloc(cap, sizeof(cudaEvent_t));
+        if (o->n) memcpy(ops, o->ops, sizeof(OpTime) * o->n), memcpy(ends, o->ends, sizeof(cudaEvent_t) * o->n);
+        for (int i = o->n; i < cap; i++) cudaCheck(cudaEventCreate(&ends[i]));
+        free(o->ops), free(o->ends);
+        o->ops = ops, o->ends = ends, o->cap = cap;
+    }
+    o->ops[o->n] = (OpTime){kind, mb, chunk, t0};
+    cudaCheck(cudaEventRecord(o->ends[o->n++], m->be.stream));
 }
 
 // ----------------------------------------------------------------------------
@@ -306,12 +328,11 @@ static void param_allgather(Model* m, Group g, const float* send, float* recv, s
 // -> device. The payload is one bf16 N x C activation or gradient per micro-batch.
 // n: bf16 elements, travelling host-staged as ceil(n/2) floats (the pinned buffers have room).
 static size_t p2p_floats(size_t n) { return (2 * n + 3) / 4; }
-static void* dev_alloc(size_t bytes);
 // Under --offload activations a frame may be rewritten before its NCCL send completes (a wait
-// for it could close a cycle between stages: parallel/pipeline.h): the send reads a copy.
+// for it could close a cycle between stages: parallel/pipeline.h): the send reads a copy, the
+// slot's own (alloc_activations).
 static void pp_send(Model* m, Slot* s, int dir, int up, const bf16* src, size_t n, int peer, int tag) {
     if (m->be.G.p2p && (m->c.offload & OFFLOAD_ACTIVATIONS)) {
-        if (!s->sends.copy[dir]) s->sends.copy[dir] = (bf16*)dev_alloc(sizeof(bf16) * n);
         act_copy(m, s->sends.copy[dir], src, n);
         src = s->sends.copy[dir];
     }
@@ -407,8 +428,22 @@ static void row_logits(Model* m, const bf16* lnf_row, float* row) {
 }
 // The device has caught up with the compute stream: the times of the NCCL calls that have
 // finished are collected too.
+// The ops since the last sync get their device times, mapped onto the host's clock by an
+// event recorded now: an op ends at its event and starts where the one before it ended, or when
+// the host issued it if the device was idle then.
 static void device_sync(Model* m) {
+    OpTimes* o = &m->be.op_times;
+    if (o->n) cudaCheck(cudaEventRecord(o->now, m->be.stream));
     cudaCheck(cudaStreamSynchronize(m->be.stream));
+    double host_now = now_s(), prev_end = 0;
+    for (int i = 0; i < o->n; i++) {
+        float ms;
+        cudaCheck(cudaEventElapsedTime(&ms, o->ends[i], o->now));
+        double end = host_now - ms / 1e3, start = o->ops[i].t0 > prev_end ? o->ops[i].t0 : prev_end;
+        metrics_op(m->met, o->ops[i].kind, o->ops[i].mb, o->ops[i].chunk, start < end ? start : end, end);
+        prev_end = end;
+    }
+    o->n = 0;
     gpu_comms_collect(&m->be.G);
 }
 
@@ -511,7 +546,9 @@ static void* dev_alloc(size_t bytes) {
             "GPU out of memory allocating %.1f MiB (%s); "
             "try a smaller --micro-batch, --recompute, --zero or more --tp/--pp",
             bytes / 1048576.0, cudaGetErrorString(e));
+    // (set-up only: the legacy stream's memset, then a wait, as the compute stream does not wait for it)
     cudaCheck(cudaMemset(p, 0, bytes ? bytes : 16));
+    cudaCheck(cudaDeviceSynchronize());
     return p;
 }
 static float* pinned_floats(size_t n) {
@@ -541,6 +578,8 @@ static void alloc_activations(Model* m) {
             for (int dir = 0; dir < 2; dir++) {
                 if (staged) s->sends.h_send[dir] = pinned_floats(p2p_floats(N * C));
                 if (m->be.G.p2p) cudaCheck(cudaEventCreateWithFlags(&s->sends.sent[dir], cudaEventDisableTiming));
+                if (m->be.G.p2p && (m->c.offload & OFFLOAD_ACTIVATIONS))
+                    s->sends.copy[dir] = (bf16*)dev_alloc(sizeof(bf16) * N * C);
             }
         }
         k = (Carver){NULL, 0};
@@ -611,11 +650,22 @@ static void params_init(Model* m) {
 
 static void model_init(Model* m, Args* a, Metrics* met) {
     model_init_layout(m, a, met);  // runtime/train.h
+    // The communicators: ncclCommInitRank waits for every rank to reach it over the network NCCL
+    // picked; a wrong one waits forever. So the watchdog is armed first, and says what to check.
+    if (m->L.world > 1) watchdog_start(a->timeout_s, m->L.rank);
+    watchdog_phase =
+        "creating NCCL's communicators (ncclCommInitRank, ncclCommSplit): a rank did not start or cannot reach the "
+        "others over the network NCCL chose: check NCCL_SOCKET_IFNAME (an interface every node has, e.g. eth0 or "
+        "ib0), NCCL_IB_HCA / NCCL_IB_DISABLE=1, NCCL_P2P_DISABLE / NCCL_SHM_DISABLE, and rerun with NCCL_DEBUG=INFO";
     gpu_comms_init(&m->be.G, &m->L, a->comm_mpi ? COMM_MPI : COMM_NCCL);
-    cudaCheck(cudaStreamCreate(&m->be.stream));
-    cudaCheck(cudaStreamCreate(&m->be.offload));
+    watchdog_phase = NULL;
+    watchdog_on = 0;  // until the first step (runtime/train.h): loading a checkpoint may take long
+    // non-blocking: the legacy default stream (a library's, or a stray blocking call) never stalls the step
+    cudaCheck(cudaStreamCreateWithFlags(&m->be.stream, cudaStreamNonBlocking));
+    cudaCheck(cudaStreamCreateWithFlags(&m->be.offload, cudaStreamNonBlocking));
     cudaCheck(cudaEventCreateWithFlags(&m->be.computed, cudaEventDisableTiming));
     cudaCheck(cudaEventCreateWithFlags(&m->be.copied, cudaEventDisableTiming));
+    cudaCheck(cudaEventCreate(&m->be.op_times.now));
     m->be.d_pos = (int*)dev_alloc(sizeof(int) * m->T);
     h2d(m->be.d_pos, m->pos, sizeof(int) * m->T, m->be.stream);
     // the kernels' reduction scratch: attention backward needs B*Hl*T floats (with cp, a
@@ -664,50 +714,6 @@ static int resume_checkpoint(Model* m) {
 }
 
 // ----------------------------------------------------------------------------
-// The device: a usable GPU is checked before anything else starts (after --help and flag
-// errors, which need none); the peak for MFU comes from its name.
-
-__global__ void probe_kernel(int* x) { *x = 1; }
-
-// Fails with "no CUDA GPU available (<reason>)" unless this process can run a kernel on
-// device (local rank % devices). Run before MPI: a hand-started multi-rank run fails once,
-// before mpirun starts the ranks.
-static void gpu_probe(const Args* a) {
-    int n_dev = 0;
-    cudaError_t e = cudaGetDeviceCount(&n_dev);
-    if (e != cudaSuccess) fail("no CUDA GPU available (%s)", cudaGetErrorString(e));
-    if (n_dev == 0) fail("no CUDA GPU available (0 devices)");
-    const char* lr = getenv("OMPI_COMM_WORLD_LOCAL_RANK");
-    int dev = (lr ? atoi(lr) : 0) % n_dev;
-    cudaDeviceProp prop;
-    if ((e = cudaSetDevice(dev)) != cudaSuccess || (e = cudaGetDeviceProperties(&prop, dev)) != cudaSuccess)
-        fail("no CUDA GPU available (device %d: %s)", dev, cudaGetErrorString(e));
-    int* d = NULL;
-    if ((e = cudaMalloc(&d, sizeof(int))) == cudaSuccess) {
-        probe_kernel<<<1, 1>>>(d);
-        e = cudaGetLastError();
-        if (e == cudaSuccess) e = cudaDeviceSynchronize();
-        cudaFree(d);
-    }
-    if (e != cudaSuccess)
-        fail("no CUDA GPU available (device %d, %s, sm_%d%d: %s; this build targets sm_90)", dev, prop.name, prop.major,
-             prop.minor, cudaGetErrorString(e));
-    const ModelConfig* c = &a->cfg;
-    // A hand-started run puts all its ranks on this machine: NCCL needs a GPU for each.
-    int need = (c->dp ? c->dp : 1) * c->tp * c->pp * c->cp;
-    if (!under_launcher() && !a->comm_mpi && need > n_dev)
-        fail("%d ranks but %d GPU(s) here: NCCL needs one GPU per rank (use --comm mpi to share a GPU)", need, n_dev);
-}
-
-// Dense bf16 tensor-core peak of the device, FLOP/s (from the vendor data sheets).
-static double gpu_peak_flops(const char* name, char* src, size_t n) {
-    if (strstr(name, "H100") || strstr(name, "H200")) { snprintf(src, n, "%.40s, bf16 dense", name); return 989e12; }
-    if (strstr(name, "A100")) { snprintf(src, n, "%.40s, bf16 dense", name); return 312e12; }
-    snprintf(src, n, "%.40s unknown: assumed; set --peak-tflops", name);
-    return 100e12;
-}
-
-// ----------------------------------------------------------------------------
 
 int main(int argc, char** argv) {
     if (argc > 1 && !strcmp(argv[1], "--plan")) return plan_main(argc, argv);
@@ -718,21 +724,23 @@ int main(int argc, char** argv) {
         if (pre.kernels_ref)
             fail("--kernels ref: the plain-loop reference kernels are the CPU build's (train_cpu); the GPU build runs "
                  "its CUDA kernels, checked against them");
-        gpu_probe(&pre);
+        const ModelConfig* c = &pre.cfg;
+        gpu_probe_by_hand((c->dp ? c->dp : 1) * c->tp * c->pp * c->cp, pre.comm_mpi);  // backend/gpu/gpu_device.h
     }
     static Run run;
     run_setup(&run, argc, argv);
     Args* a = &run.args;
     ModelConfig* c = &a->cfg;
     int world = run.world, rank = run.rank, share = 1;
-    int dev = gpu_select_device(a->comm_mpi ? COMM_MPI : COMM_NCCL, &share);
+    int dev = gpu_select_device(a->comm_mpi, &share);  // backend/gpu/gpu_device.h
     cudaDeviceProp prop;
     cudaCheck(cudaGetDeviceProperties(&prop, dev));
-    // Peak for MFU: --peak-tflops, else by device name; ranks sharing a device share its peak.
-    static char peak_src[256];
-    double peak = a->peak_tflops * 1e12;
-    if (peak) snprintf(peak_src, sizeof(peak_src), "--peak-tflops");
-    else peak = gpu_peak_flops(prop.name, peak_src, sizeof(peak_src));
+    // Peak for MFU: --peak-tflops, else the part's datasheet or its properties; ranks sharing a
+    // device share its peak.
+    static char peak_src[320];
+    const char* profile;
+    double peak = gpu_peak_flops(dev, &prop, peak_src, sizeof(peak_src), &profile);
+    if (a->peak_tflops) peak = a->peak_tflops * 1e12, snprintf(peak_src, sizeof(peak_src), "--peak-tflops");
     if (share > 1) {
         size_t l = strlen(peak_src);
         snprintf(peak_src + l, sizeof(peak_src) - l, " / %d ranks per GPU", share);
@@ -773,10 +781,8 @@ int main(int argc, char** argv) {
         if (k->tier) act_tier_bytes += (double)k->slot_bytes * k->n_slots;
     }
     // weights per parameter on the device: fp32 master + bf16 copy (6), or the bf16 copy alone (2: master_on_host)
-    metrics_predict(&met, c,
-                    strstr(prop.name, "H200") ? "h200-sxm" : strstr(prop.name, "A100") ? "a100-80gb" : "h100-sxm",
-                    met.peak_flops, 0, &m.P, m.opt_hi - m.opt_lo, act_bytes / 4, master_on_host(&m) ? 2 : 6,
-                    act_tier_bytes);
+    metrics_predict(&met, c, profile, met.peak_flops, 0, &m.P, m.opt_hi - m.opt_lo, act_bytes / 4,
+                    master_on_host(&m) ? 2 : 6, act_tier_bytes);
 
     int code = train_loop(&m, &run, &met, start_step);  // 0, or 128 + a stop signal, or 1: every step skipped
     if (code) {

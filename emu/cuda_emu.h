@@ -515,14 +515,48 @@ static size_t emu_device_bytes(void) {
     return (e && atol(e) > 0 ? (size_t)atol(e) : 16384) << 20;
 }
 
-// EMU_DEVICES (default 8, a DGX node) devices, all of them this process's memory: so a
-// hand-started multi-rank run on one machine gets one "GPU" per rank and uses NCCL (emu/nccl_emu.h).
+// EMU_DEVICES (default 8, a DGX node) devices on the node, all of them this process's memory:
+// so a hand-started multi-rank run on one machine gets one "GPU" per rank and uses NCCL
+// (emu/nccl_emu.h). CUDA_VISIBLE_DEVICES selects and renumbers them as CUDA does (a list of
+// the node's device numbers; the first invalid entry ends it), so a launcher's one device per
+// rank is emulated too. Each device has its PCI bus id (0000:NN:00.0, NN its number on the
+// node); NCCL refuses two ranks of a communicator on one (emu/nccl_emu.h).
+static std::vector<int> emu_visible;  // visible device i is the node's device emu_visible[i]
+static int emu_current;               // the node's device this process works on (cudaSetDevice)
 static int emu_devices(void) {
-    const char* e = getenv("EMU_DEVICES");
-    return e && atoi(e) > 0 ? atoi(e) : 8;
+    static int done;
+    if (!done) {
+        done = 1;
+        const char* e = getenv("EMU_DEVICES");
+        int node = e && atoi(e) > 0 ? atoi(e) : 8;
+        const char* v = getenv("CUDA_VISIBLE_DEVICES");
+        for (int d = 0; d < node && !v; d++) emu_visible.push_back(d);
+        for (const char* p = v; p && *p;) {
+            char* end;
+            long d = strtol(p, &end, 10);
+            if (end == p || d < 0 || d >= node) break;
+            emu_visible.push_back((int)d);
+            p = *end == ',' ? end + 1 : end;
+            if (*end && *end != ',') break;
+        }
+        if (!emu_visible.empty()) emu_current = emu_visible[0];
+    }
+    return (int)emu_visible.size();
 }
-cudaError_t cudaGetDeviceCount(int* n) { *n = emu_devices(); return cudaSuccess; }
-cudaError_t cudaSetDevice(int dev) { return dev >= 0 && dev < emu_devices() ? cudaSuccess : cudaErrorInvalidDevice; }
+cudaError_t cudaGetDeviceCount(int* n) {
+    *n = emu_devices();
+    return *n ? cudaSuccess : cudaErrorNoDevice;
+}
+cudaError_t cudaSetDevice(int dev) {
+    if (dev < 0 || dev >= emu_devices()) return cudaErrorInvalidDevice;
+    emu_current = emu_visible[dev];
+    return cudaSuccess;
+}
+cudaError_t cudaDeviceGetPCIBusId(char* bus, int len, int dev) {
+    if (dev < 0 || dev >= emu_devices()) return cudaErrorInvalidDevice;
+    snprintf(bus, len, "0000:%02x:00.0", emu_visible[dev]);
+    return cudaSuccess;
+}
 cudaError_t cudaGetDeviceProperties(cudaDeviceProp* p, int dev) {
     if (dev < 0 || dev >= emu_devices()) return cudaErrorInvalidDevice;
     memset(p, 0, sizeof(*p));
@@ -531,6 +565,15 @@ cudaError_t cudaGetDeviceProperties(cudaDeviceProp* p, int dev) {
     p->totalGlobalMem = emu_device_bytes();
     p->multiProcessorCount = 1, p->warpSize = 32, p->maxThreadsPerBlock = 1024, p->sharedMemPerBlock = 48 << 10;
     p->sharedMemPerBlockOptin = EMU_SMEM_OPTIN;
+    p->pciBusID = emu_visible[dev];
+    return cudaSuccess;
+}
+// The clock is 1 GHz (so the peak from the properties is 4.1 TFLOP/s: one SM of sm_90).
+cudaError_t cudaDeviceGetAttribute(int* value, cudaDeviceAttr attr, int dev) {
+    if (dev < 0 || dev >= emu_devices()) return cudaErrorInvalidDevice;
+    if (attr == cudaDevAttrClockRate) *value = 1000000;
+    else if (attr == cudaDevAttrMultiProcessorCount) *value = 1;
+    else return cudaErrorInvalidValue;
     return cudaSuccess;
 }
 cudaError_t cudaDeviceSynchronize(void) { emu_sync_all(); return cudaSuccess; }
@@ -547,6 +590,7 @@ const char* cudaGetErrorString(cudaError_t e) {
     case cudaErrorMemoryAllocation: return "out of memory";
     case cudaErrorInvalidConfiguration: return "invalid configuration argument";
     case cudaErrorInvalidDevice: return "invalid device ordinal";
+    case cudaErrorNoDevice: return "no CUDA-capable device is detected";
     case cudaErrorInvalidDevicePointer: return "invalid device pointer";
     case cudaErrorNotReady: return "device not ready";
     case cudaErrorInvalidDeviceFunction: return "invalid device function";

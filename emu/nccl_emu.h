@@ -17,6 +17,18 @@
 // carries the world rank that made it: every member sends that rank its (rank, world rank),
 // the maker answers each with the member list, and the members create the communicator
 // with MPI_Comm_create_group, which only they take part in (as only they call ncclCommInitRank).
+// ncclCommSplit is MPI_Comm_split of the parent's communicator.
+//
+// What a GPU would do wrong is refused here, where real NCCL would hang or give garbage:
+//   - two ranks of one communicator on one device (emu/cuda_emu.h's devices, by their number on
+//     the node): "Duplicate GPU detected", ncclInvalidUsage, as NCCL says;
+//   - ranks issuing one communicator's collectives in different orders (a deadlock on a GPU,
+//     or a sum of unrelated buffers): each collective first all-reduces its signature (kind,
+//     count, type, operation), and the run fails naming the communicator and the call's
+//     number when the ranks' differ; a receive that gets another size than its send is
+//     refused too.
+// EMU_NCCL_INIT_HANG=R: world rank R never returns from ncclCommInitRank (a wrong
+// NCCL_SOCKET_IFNAME does that), for the watchdog's test.
 #include <memory>
 #include <vector>
 
@@ -24,7 +36,9 @@ struct ncclComm {
     MPI_Comm comm;
     int rank, size;
     long issued, finished;  // operations issued on it, and finished (they run in issue order)
+    int id;                 // this process's number for it, for messages
 };
+static int emu_nccl_comms;  // communicators this process has made
 
 static const int EMU_NCCL_MAGIC = 0x4e43434c;
 static int emu_nccl_ids;                        // ids made by this process
@@ -43,6 +57,30 @@ ncclResult_t ncclGetUniqueId(ncclUniqueId* id) {
     int v[3] = {EMU_NCCL_MAGIC, world_rank, emu_nccl_ids++};
     memset(id, 0, sizeof(*id));
     memcpy(id->internal, v, sizeof(v));
+    return ncclSuccess;
+}
+
+// A communicator over MPI communicator mc, refused (as NCCL does) when two of its ranks are on
+// one device.
+static ncclResult_t emu_nccl_comm_new(ncclComm_t* comm, MPI_Comm mc) {
+    ncclComm* c = new ncclComm;
+    c->comm = mc, c->issued = c->finished = 0, c->id = emu_nccl_comms++;
+    MPI_Comm_rank(mc, &c->rank);
+    MPI_Comm_size(mc, &c->size);
+    std::vector<int> dev(c->size);
+    emu_devices();
+    MPI_Allgather(&emu_current, 1, MPI_INT, dev.data(), 1, MPI_INT, mc);
+    for (int a = 0; a < c->size; a++)
+        for (int b = a + 1; b < c->size; b++)
+            if (dev[a] == dev[b]) {
+                if (c->rank == a)
+                    fprintf(stderr, "NCCL WARN Duplicate GPU detected : rank %d and rank %d both on CUDA device %02x000 "
+                            "(cuda emulator)\n", a, b, dev[a]);
+                MPI_Comm_free(&mc);
+                delete c;
+                return ncclInvalidUsage;
+            }
+    *comm = c;
     return ncclSuccess;
 }
 
@@ -71,13 +109,24 @@ ncclResult_t ncclCommInitRank(ncclComm_t* comm, int nranks, ncclUniqueId id, int
     MPI_Group world_group, group;
     MPI_Comm_group(MPI_COMM_WORLD, &world_group);
     MPI_Group_incl(world_group, nranks, members.data(), &group);
-    ncclComm* c = new ncclComm;
-    MPI_Comm_create_group(MPI_COMM_WORLD, group, tag, &c->comm);
+    MPI_Comm mc;
+    MPI_Comm_create_group(MPI_COMM_WORLD, group, tag, &mc);
     MPI_Group_free(&group);
     MPI_Group_free(&world_group);
-    c->rank = rank, c->size = nranks, c->issued = c->finished = 0;
-    *comm = c;
-    return ncclSuccess;
+    const char* hang = getenv("EMU_NCCL_INIT_HANG");
+    if (hang && atoi(hang) == world_rank)
+        for (;;) sleep(1);
+    return emu_nccl_comm_new(comm, mc);
+}
+// MPI_Comm_split of the parent's ranks: NCCL_SPLIT_NOCOLOR gives NULL.
+ncclResult_t ncclCommSplit(ncclComm_t parent, int color, int key, ncclComm_t* comm, ncclConfig_t* config) {
+    MPI_Comm mc;
+    MPI_Comm_split(parent->comm, color == NCCL_SPLIT_NOCOLOR ? MPI_UNDEFINED : color, key, &mc);
+    if (mc == MPI_COMM_NULL) {
+        *comm = NULL;
+        return ncclSuccess;
+    }
+    return emu_nccl_comm_new(comm, mc);
 }
 ncclResult_t ncclCommDestroy(ncclComm_t c) {
     emu_sync_all();
@@ -120,31 +169,71 @@ static MPI_Op emu_nccl_op(ncclRedOp_t op) {
 // Queue one operation of communicator c on stream s: when the stream gets to it and c's
 // earlier operations have finished, start() posts its MPI requests; it is done when they
 // are, and then finish() runs (copies results out).
-typedef std::vector<MPI_Request> EmuReqs;
+struct EmuReqs {  // an operation's MPI requests, and for each receive the bytes its send must have
+    std::vector<MPI_Request> r;
+    std::vector<int> expect;  // -1: not a receive
+};
 static int emu_nccl_group_depth;  // open ncclGroupStart calls
+static MPI_Request* emu_req(EmuReqs* r, int expect = -1) {
+    r->r.emplace_back();
+    r->expect.push_back(expect);
+    return &r->r.back();
+}
+// what: a collective's description (kind, count, type, operation), which every rank of c
+// must issue as its seq-th operation on c (checked before its data moves: the signatures'
+// max and min, all-reduced); empty for sends and receives (their sizes are checked instead).
 static void emu_nccl_enqueue(cudaStream_t s, ncclComm* c, std::function<void(EmuReqs*)> start,
-                             std::function<void()> finish) {
+                             std::function<void()> finish, std::string what = "") {
     if (emu_nccl_group_depth) emu_fail("only ncclSend and ncclRecv are emulated inside an NCCL group");
     long seq = c->issued++;
     auto reqs = std::make_shared<EmuReqs>();
-    auto started = std::make_shared<bool>(false);
+    auto phase = std::make_shared<int>(what.empty() ? 1 : 0);  // 0: signature not posted, 1: data, 2: data posted
+    auto sig = std::make_shared<std::vector<long long>>(2, (long long)(std::hash<std::string>{}(what) >> 2));
+    (*sig)[1] = -(*sig)[0];
     emu_enqueue_poll(s, [=] {
-        if (!*started) {
+        if (*phase == 0) {
             if (c->finished != seq) return false;
-            start(reqs.get());
-            *started = true;
+            MPI_Iallreduce(MPI_IN_PLACE, sig->data(), 2, MPI_LONG_LONG, MPI_MAX, c->comm, emu_req(reqs.get()));
+            *phase = -1;
         }
         int flag = 1;
-        if (!reqs->empty()) MPI_Testall((int)reqs->size(), reqs->data(), &flag, MPI_STATUSES_IGNORE);
+        if (*phase == -1) {
+            MPI_Testall((int)reqs->r.size(), reqs->r.data(), &flag, MPI_STATUSES_IGNORE);
+            if (!flag) return false;
+            reqs->r.clear(), reqs->expect.clear();
+            if ((*sig)[0] != -(*sig)[1])
+                emu_fail("NCCL communicator #%d (%d ranks, this rank %d): its operation %ld is %s here but not on "
+                         "every rank: the ranks issue its collectives in different orders (a deadlock or wrong sums "
+                         "on a GPU; docs/GPU.md, streams and ordering)", c->id, c->size, c->rank, seq + 1, what.c_str());
+            *phase = 1;
+        }
+        if (*phase == 1) {
+            if (c->finished != seq) return false;
+            start(reqs.get());
+            *phase = 2;
+        }
+        std::vector<MPI_Status> st(reqs->r.size());
+        if (!st.empty()) MPI_Testall((int)st.size(), reqs->r.data(), &flag, st.data());
         if (!flag) return false;
+        for (size_t i = 0; i < st.size(); i++) {
+            int got;
+            if (reqs->expect[i] < 0) continue;
+            MPI_Get_count(&st[i], MPI_BYTE, &got);
+            if (got != reqs->expect[i])
+                emu_fail("NCCL communicator #%d: an ncclRecv of %d bytes from rank %d got a send of %d: the two ranks "
+                         "issue their sends and receives in different orders", c->id, reqs->expect[i],
+                         st[i].MPI_SOURCE, got);
+        }
         if (finish) finish();
         c->finished++;
         return true;
     });
 }
-static MPI_Request* emu_req(EmuReqs* r) {
-    r->emplace_back();
-    return &r->back();
+static std::string emu_nccl_what(const char* kind, size_t count, ncclDataType_t t, int op) {
+    char b[96];
+    snprintf(b, sizeof(b), "%s of %zu elements of NCCL type %d%s%s", kind, count, (int)t, op < 0 ? "" : ", operation ",
+             op < 0 ? "" : std::to_string(op).c_str());
+    return b;
 }
 
 ncclResult_t ncclAllReduce(const void* send, void* recv, size_t count, ncclDataType_t t, ncclRedOp_t op, ncclComm_t c,
@@ -155,7 +244,7 @@ ncclResult_t ncclAllReduce(const void* send, void* recv, size_t count, ncclDataT
     emu_nccl_enqueue(s, c, [=](EmuReqs* r) {
         *f = emu_nccl_widen(send, count, t);
         MPI_Iallreduce(MPI_IN_PLACE, f->data(), n, MPI_FLOAT, mop, c->comm, emu_req(r));
-    }, [=] { emu_nccl_narrow(recv, f->data(), count, t); });
+    }, [=] { emu_nccl_narrow(recv, f->data(), count, t); }, emu_nccl_what("ncclAllReduce", count, t, op));
     return ncclSuccess;
 }
 // send: size * recvcount elements; rank r gets the reduction of block r.
@@ -167,7 +256,7 @@ ncclResult_t ncclReduceScatter(const void* send, void* recv, size_t recvcount, n
     emu_nccl_enqueue(s, c, [=](EmuReqs* r) {
         *f = emu_nccl_widen(send, recvcount * c->size, t);
         MPI_Ireduce_scatter_block(f->data(), res->data(), n, MPI_FLOAT, mop, c->comm, emu_req(r));
-    }, [=] { emu_nccl_narrow(recv, res->data(), recvcount, t); });
+    }, [=] { emu_nccl_narrow(recv, res->data(), recvcount, t); }, emu_nccl_what("ncclReduceScatter", recvcount, t, op));
     return ncclSuccess;
 }
 // recv: the size blocks of sendcount elements in rank order; send may be recv's own block.
@@ -179,7 +268,7 @@ ncclResult_t ncclAllGather(const void* send, void* recv, size_t sendcount, ncclD
     emu_nccl_enqueue(s, c, [=](EmuReqs* r) {
         mine->assign((const char*)send, (const char*)send + bytes);
         MPI_Iallgather(mine->data(), n, MPI_BYTE, recv, n, MPI_BYTE, c->comm, emu_req(r));
-    }, nullptr);
+    }, nullptr, emu_nccl_what("ncclAllGather", sendcount, t, -1));
     return ncclSuccess;
 }
 // Point-to-point: each send or receive is an operation of its communicator (inside a group,
@@ -189,7 +278,7 @@ struct EmuGroupPart { ncclComm* c; cudaStream_t s; std::vector<EmuP2p> ops; };  
 static std::vector<EmuGroupPart> emu_nccl_group;
 static void emu_nccl_post(ncclComm* c, const EmuP2p& p, EmuReqs* r) {
     if (p.send) MPI_Issend(p.buf, p.bytes, MPI_BYTE, p.peer, 0, c->comm, emu_req(r));
-    else MPI_Irecv(p.buf, p.bytes, MPI_BYTE, p.peer, 0, c->comm, emu_req(r));
+    else MPI_Irecv(p.buf, p.bytes, MPI_BYTE, p.peer, 0, c->comm, emu_req(r, p.bytes));
 }
 static ncclResult_t emu_nccl_p2p(int send, void* buf, size_t count, ncclDataType_t t, int peer, ncclComm_t c,
                                  cudaStream_t s) {

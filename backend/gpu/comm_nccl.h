@@ -91,65 +91,55 @@ typedef struct {
     size_t ring_bytes;
 } GpuComms;
 
-// One device per local rank: OMPI_COMM_WORLD_LOCAL_RANK (else the rank within this node's
-// shared-memory group) modulo the device count. With NCCL a device may hold only one rank;
-// with the MPI backend any number may share it. *ranks_per_device (may be NULL): how many
-// ranks of this node share each device, for the per-rank peak of the MFU.
-static int gpu_select_device(int backend, int* ranks_per_device) {
-    MPI_Comm node;
-    int local_rank, local_size, n_dev = 0;
-    mpiCheck(MPI_Comm_split_type(MPI_COMM_WORLD, MPI_COMM_TYPE_SHARED, 0, MPI_INFO_NULL, &node));
-    MPI_Comm_rank(node, &local_rank);
-    MPI_Comm_size(node, &local_size);
-    MPI_Comm_free(&node);
-    const char* env = getenv("OMPI_COMM_WORLD_LOCAL_RANK");
-    if (env) local_rank = atoi(env);
-    cudaError_t e = cudaGetDeviceCount(&n_dev);
-    if (e != cudaSuccess || n_dev == 0)
-        fail("no CUDA GPU available (%s)", e != cudaSuccess ? cudaGetErrorString(e) : "0 devices");
-    if (backend == COMM_NCCL && local_size > n_dev)
-        fail("%d ranks on this node but only %d GPU(s): NCCL needs one GPU per rank (use --comm mpi to share a GPU)",
-             local_size, n_dev);
-    int dev = local_rank % n_dev;
-    cudaCheck(cudaSetDevice(dev));
-    if (ranks_per_device) *ranks_per_device = local_size > n_dev ? (local_size + n_dev - 1) / n_dev : 1;
-    return dev;
-}
+// Communicators. One NCCL communicator over the world is made from an ncclUniqueId that rank 0
+// broadcasts over MPI (the only ncclCommInitRank, where a wrong network setting hangs: the
+// watchdog is armed before it), and every group's is split from it (ncclCommSplit: a
+// collective of the whole parent, so every rank makes every split, in the same order, with
+// NCCL_SPLIT_NOCOLOR where it is no member). Only groups of more than one rank get one, and
+// the world's is destroyed once split: nothing runs on it.
 
-static void gpu_group_init(GpuGroup* g, Comm* c, int member, int backend) {
-    g->c = c;
-    g->nccl = NULL;
-    if (!member || backend != COMM_NCCL || c->size <= 1) return;
-    ncclUniqueId id;
-    if (c->rank == 0) ncclCheck(ncclGetUniqueId(&id));
-    mpiCheck(MPI_Bcast(&id, sizeof(id), MPI_BYTE, 0, c->mpi));
-    ncclCheck(ncclCommInitRank(&g->nccl, c->size, id, c->rank));
+// The split of group g: color the group's lowest world rank (one per group), key the rank in it.
+static ncclComm_t gpu_split(ncclComm_t world, const Comm* c, int member) {
+    int me, low = INT_MAX;
+    MPI_Comm_rank(MPI_COMM_WORLD, &me);
+    if (member) mpiCheck(MPI_Allreduce(&me, &low, 1, MPI_INT, MPI_MIN, c->mpi));
+    ncclComm_t nc = NULL;
+    ncclCheck(ncclCommSplit(world, member ? low : NCCL_SPLIT_NOCOLOR, member ? c->rank : 0, &nc, NULL));
+    return nc;
+}
+// Does any rank have a group of kind g with more than one member? (The same answer on every rank.)
+static int gpu_group_used(const Layout* L, int g) {
+    int size = L->group[g].size, any = 0;
+    if (g == GROUP_EMBED && !L->in_embed) size = 0;
+    mpiCheck(MPI_Allreduce(&size, &any, 1, MPI_INT, MPI_MAX, MPI_COMM_WORLD));
+    return any > 1;
 }
 
 // The pipeline's two-rank communicators: for each direction, way and stage k, the one of
 // k's sends (activations to k+1 and gradients to k-1 in the loop placement, the ends wrapping
 // around as interleaved chunks do; in ZB-V's V both directions go both ways). A stream of
 // messages of one direction and way between two stages is received in the order it is sent
-// (tests/test_gpt.c checks every schedule for it), as NCCL matches them. Every member of the
-// pipeline group walks the pairs in the same order, so the blocking ncclCommInitRank calls
-// pair up without waiting on each other in a cycle.
-static void gpu_p2p_init(GpuComms* G, Layout* L) {
+// (tests/test_gpt.c checks every schedule for it), as NCCL matches them. A stage is in two
+// pairs of a direction and way (as sender and as receiver) and a split makes one
+// communicator per rank, so the pairs are split in rounds: pairs of even k, of odd k, and
+// with an odd pp the pair that wraps around. The sender is rank 0 of its pair.
+static int pair_round(int k, int pp) { return pp % 2 && k == pp - 1 ? 2 : k % 2; }
+static void gpu_p2p_init(GpuComms* G, Layout* L, ncclComm_t world) {
     int pp = L->pp, me = L->stage;
     for (int dir = 0; dir < 2; dir++)
         for (int up = 0; up < 2; up++) {
             if (L->sched != SCHED_ZBV && up != (dir == 0)) continue;
-            for (int k = 0; k < pp; k++) {
-                int to = up ? (k + 1) % pp : (k - 1 + pp) % pp;
-                if (me != k && me != to) continue;
-                ncclUniqueId id;
-                if (me == k) {
-                    ncclCheck(ncclGetUniqueId(&id));
-                    mpiCheck(MPI_Send(&id, sizeof(id), MPI_BYTE, to, 0, L->group[GROUP_PP].mpi));
-                    ncclCheck(ncclCommInitRank(&G->p2p_send[dir][up], 2, id, 0));
-                } else {
-                    mpiCheck(MPI_Recv(&id, sizeof(id), MPI_BYTE, k, 0, L->group[GROUP_PP].mpi, MPI_STATUS_IGNORE));
-                    ncclCheck(ncclCommInitRank(&G->p2p_recv[dir][up], 2, id, 1));
-                }
+            // the pair of which I am the sender (k = me), and the one of which I am the receiver
+            int k_recv = up ? (me - 1 + pp) % pp : (me + 1) % pp;
+            for (int round = 0; round < 2 + pp % 2; round++) {
+                int sends = pair_round(me, pp) == round, recvs = pair_round(k_recv, pp) == round;
+                int color = sends   ? L->rank  // the pair's color: its sender's world rank
+                            : recvs ? layout_rank_of(L, L->dp_rank, k_recv, L->cp_rank, L->tp_rank)
+                                    : NCCL_SPLIT_NOCOLOR;
+                ncclComm_t nc = NULL;
+                ncclCheck(ncclCommSplit(world, color, !sends, &nc, NULL));
+                if (sends) G->p2p_send[dir][up] = nc;
+                if (recvs) G->p2p_recv[dir][up] = nc;
             }
             cudaCheck(cudaStreamCreateWithFlags(&G->p2p_stream[dir][up], cudaStreamNonBlocking));
         }
@@ -161,30 +151,33 @@ static void gpu_p2p_init(GpuComms* G, Layout* L) {
 static void gpu_comms_init(GpuComms* G, Layout* L, int backend) {
     memset(G, 0, sizeof(*G));
     G->backend = backend;
-    // Every member of a group reaches its init in the same order (tp, ulysses, ring, pp, the
-    // pipeline's p2p pairs, dp, embed, world), so the blocking ncclCommInitRank calls cannot
-    // wait on each other in a cycle.
-    gpu_group_init(&G->group[GROUP_TP], &L->group[GROUP_TP], 1, backend);
-    gpu_group_init(&G->group[GROUP_CP_ULYSSES], &L->group[GROUP_CP_ULYSSES], 1, backend);
-    gpu_group_init(&G->group[GROUP_CP_RING], &L->group[GROUP_CP_RING], 1, backend);
-    gpu_group_init(&G->group[GROUP_PP], &L->group[GROUP_PP], 1, backend);
-    if (backend == COMM_NCCL && L->pp > 1) gpu_p2p_init(G, L);
-    gpu_group_init(&G->group[GROUP_DP], &L->group[GROUP_DP], 1, backend);
-    gpu_group_init(&G->group[GROUP_EMBED], &L->group[GROUP_EMBED], L->in_embed, backend);
-    gpu_group_init(&G->group[GROUP_WORLD], &L->group[GROUP_WORLD], 1, backend);
-    if (backend == COMM_NCCL) {
-        cudaCheck(cudaStreamCreateWithFlags(&G->side, cudaStreamNonBlocking));
-        cudaCheck(cudaEventCreateWithFlags(&G->ready, cudaEventDisableTiming));
-        cudaCheck(cudaEventCreateWithFlags(&G->done, cudaEventDisableTiming));
-        cudaCheck(cudaStreamCreateWithFlags(&G->ring, cudaStreamNonBlocking));
-        cudaCheck(cudaEventCreateWithFlags(&G->ring_ready, cudaEventDisableTiming));
-        cudaCheck(cudaEventCreateWithFlags(&G->ring_done, cudaEventDisableTiming));
-        for (int l = 0; l < N_LANES; l++)
-            for (int i = 0; i < GPU_TIMED_MAX; i++) {
-                cudaCheck(cudaEventCreate(&G->lanes[l].t0[i]));
-                cudaCheck(cudaEventCreate(&G->lanes[l].t1[i]));
-            }
+    for (int g = 0; g < N_GROUPS; g++) G->group[g].c = &L->group[g];
+    if (backend != COMM_NCCL) return;
+    if (L->world > 1) {
+        ncclUniqueId id;
+        if (L->rank == 0) ncclCheck(ncclGetUniqueId(&id));
+        mpiCheck(MPI_Bcast(&id, sizeof(id), MPI_BYTE, 0, MPI_COMM_WORLD));
+        ncclComm_t world;
+        ncclCheck(ncclCommInitRank(&world, L->world, id, L->rank));
+        static const int kinds[] = {GROUP_TP, GROUP_CP_ULYSSES, GROUP_CP_RING, GROUP_DP, GROUP_EMBED};
+        for (size_t i = 0; i < sizeof(kinds) / sizeof(kinds[0]); i++) {
+            int g = kinds[i], member = (g != GROUP_EMBED || L->in_embed) && L->group[g].size > 1;
+            if (gpu_group_used(L, g)) G->group[g].nccl = gpu_split(world, &L->group[g], member);
+        }
+        if (L->pp > 1) gpu_p2p_init(G, L, world);
+        ncclCheck(ncclCommDestroy(world));
     }
+    cudaCheck(cudaStreamCreateWithFlags(&G->side, cudaStreamNonBlocking));
+    cudaCheck(cudaEventCreateWithFlags(&G->ready, cudaEventDisableTiming));
+    cudaCheck(cudaEventCreateWithFlags(&G->done, cudaEventDisableTiming));
+    cudaCheck(cudaStreamCreateWithFlags(&G->ring, cudaStreamNonBlocking));
+    cudaCheck(cudaEventCreateWithFlags(&G->ring_ready, cudaEventDisableTiming));
+    cudaCheck(cudaEventCreateWithFlags(&G->ring_done, cudaEventDisableTiming));
+    for (int l = 0; l < N_LANES; l++)
+        for (int i = 0; i < GPU_TIMED_MAX; i++) {
+            cudaCheck(cudaEventCreate(&G->lanes[l].t0[i]));
+            cudaCheck(cudaEventCreate(&G->lanes[l].t1[i]));
+        }
 }
 
 static void gpu_comms_free(GpuComms* G) {
@@ -552,15 +545,13 @@ static void nccl_pp_send(GpuComms* G, int dir, int up, const void* buf, size_t b
     G->group[GROUP_PP].c->bytes +=
         (double)bytes;  // its time is not counted: the stage does not wait for it (the receiver does)
 }
-// The next message of direction dir from the stage that sends it this way, into buf, on compute.
-// Returns when it has arrived, so the wait for the peer stage is this call's time (the pipeline
-// bubble shows where the CPU build shows it) and not the next kernel's.
+// The next message of direction dir from the stage that sends it this way, into buf, queued on
+// compute before the kernels that read it; the host does not wait. Its time, timed by events
+// like a collective's, is the device's wait for the peer stage and the transfer (the bubble is
+// the receive op's time in the trace, as on the CPU build).
 static void nccl_pp_recv(GpuComms* G, int dir, int up, void* buf, size_t bytes, cudaStream_t compute) {
-    double t0 = now_s();
-    ncclCheck(ncclRecv(buf, bytes, ncclUint8, 0, G->p2p_recv[dir][up], compute));
-    cudaCheck(cudaStreamSynchronize(compute));
-    G->group[GROUP_PP].c->seconds += now_s() - t0;
-    watchdog_kick();
+    NCCL_TIMED(G, LANE_COMPUTE, G->group[GROUP_PP].c, compute, 0.0,
+               ncclRecv(buf, bytes, ncclUint8, 0, G->p2p_recv[dir][up], compute));
 }
 
 #endif

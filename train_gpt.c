@@ -498,6 +498,7 @@ int main(int argc, char** argv) {
         if (flag_given(&pre, "--comm") && !pre.comm_mpi)
             fail("--comm nccl: the CPU build communicates over MPI; NCCL is the GPU build's (--comm mpi, or leave "
                  "it out)");
+        if (pre.grad_reduce_bf16) fail("--grad-reduce bf16: the CPU build reduces its fp32 gradients in fp32");
     }
     static Run run;
     run_setup(&run, argc, argv);

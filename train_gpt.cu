@@ -90,7 +90,9 @@ typedef struct {
     int opt_step, opt_next;
     cudaEvent_t computed, copied;      // the compute stream's work so far; the offload stream's copies so far
     OpTimes op_times;                  // the schedule's ops, timed on the device (trace_op, device_sync)
+    bf16* grad_bf16;                   // --grad-reduce bf16: the dp all-reduce's scratch, GRAD_BF16_FLOATS
 } ModelBackend;
+#define GRAD_BF16_FLOATS ((size_t)1 << 24)  // 32 MiB: a chunk of the bf16 gradient all-reduce
 #define GRAD_BUCKET_FLOATS SIZE_MAX
 
 #include "model/model.h"
@@ -310,7 +312,10 @@ static void f32_add(Model* m, float* dst, const float* src, size_t n) {
 }
 
 static void grad_allreduce_dp_async(Model* m, float* buf, size_t n) {
-    nccl_allreduce_sum_async(&m->be.G, &m->be.G.group[GROUP_DP], buf, n, m->be.stream);
+    if (m->be.grad_bf16)  // --grad-reduce bf16
+        nccl_allreduce_sum_async_bf16(&m->be.G, &m->be.G.group[GROUP_DP], buf, n, m->be.grad_bf16, GRAD_BF16_FLOATS,
+                                      m->be.stream);
+    else nccl_allreduce_sum_async(&m->be.G, &m->be.G.group[GROUP_DP], buf, n, m->be.stream);
 }
 static void grad_allreduce_dp_join(Model* m) { nccl_async_join(&m->be.G, m->be.stream); }
 static void grad_reduce_scatter(Model* m, Group g, const float* send, float* recv, size_t n_per_rank) {
@@ -676,6 +681,7 @@ static void model_init(Model* m, Args* a, Metrics* met) {
     model_init_params(m);
     if (!m->z3) m->be.arena = m->params;
     if (a->cfg.offload & OFFLOAD_OPTIMIZER) offload_opt_init(m);
+    if (a->grad_reduce_bf16 && m->L.replicas > 1) m->be.grad_bf16 = act_alloc(m, GRAD_BF16_FLOATS);
     m->be.h_norm_parts = (float*)xcalloc(m->P.n, sizeof(float));
     model_init_schedule(m);        // the op list, then activations sized by it
     if (m->doc_start) {
@@ -721,6 +727,9 @@ int main(int argc, char** argv) {
     {
         static Args pre;  // flags first: --help and flag errors need no GPU; run_setup parses them again
         parse_args(&pre, argc, argv);
+        if (pre.grad_reduce_bf16 && (pre.cfg.zero || pre.comm_mpi))
+            fail("--grad-reduce bf16: the NCCL all-reduce of --zero 0 only (ZeRO reduce-scatters in fp32; --comm mpi "
+                 "sums in fp32)");
         if (pre.kernels_ref)
             fail("--kernels ref: the plain-loop reference kernels are the CPU build's (train_cpu); the GPU build runs "
                  "its CUDA kernels, checked against them");
@@ -764,9 +773,9 @@ int main(int argc, char** argv) {
         print_startup(&m.L, &m.P, c, a, &run.train, &run.val, &met, m.n_micro, start_step);
         printf(
             "gpu: %s (sm_%d%d, %.0f GiB) per rank, comm %s, bf16 activations, "
-            "fp32 master weights + bf16 copy, fp32 grads and AdamW state%s\n",
+            "fp32 master weights + bf16 copy, fp32 grads%s and AdamW state%s\n",
             prop.name, prop.major, prop.minor, prop.totalGlobalMem / 1073741824.0,
-            a->comm_mpi ? "mpi (host-staged)" : "nccl",
+            a->comm_mpi ? "mpi (host-staged)" : "nccl", m.be.grad_bf16 ? " (dp all-reduce in bf16)" : "",
             c->offload & OFFLOAD_OPTIMIZER ? " (the master weights and AdamW's m, v pinned on the host)" : "");
         printf("gpu: attention forward tile %s at head size %d (%d query rows x %d keys, Q in %s; %s)\n", tile->name,
                m.hd, tile->bq, tile->bk, tile->q_regs ? "registers" : "shared memory", tile_why);

@@ -40,6 +40,7 @@ typedef struct {
     double peak_tflops;        // per device, for MFU; 0: measured (CPU) or by device name (GPU)
     int comm_mpi;              // GPU build: --comm mpi (host-staged) instead of NCCL
     int gelu_unfused;          // GPU build: --gelu-fusion off (GELU as its own kernel, not in the fc matmul)
+    int grad_reduce_bf16;      // GPU build: --grad-reduce bf16 (the dp all-reduce of the gradient in bf16)
     int kernels_ref;           // CPU build: --kernels ref (backend/cpu/reference.h's plain loops)
     const char* kernels_note;  // the start-up table's line on the kernels (set by each build's main)
     const char* attn_tile;     // GPU build: --attn-tile, the flash-attention forward's tile (a name, or auto)
@@ -237,9 +238,12 @@ static const Flag FLAGS[] = {
     {"--timeout-s", FLAG_NUM, "X", 0, 0, 1, 1e7, "600", HELP_OUTPUT, AGREE_NO, 0, IN_ARGS(timeout_s),
      "exit if no communication completes for X s: a peer died or hangs"},
     {"--peak-tflops", FLAG_NUM, "X", 0, 0, 1e-6, 1e6, NULL, HELP_OUTPUT, AGREE_NO, 0, IN_ARGS(peak_tflops),
-     "device peak for MFU (default: CPU measured FMA peak; GPU by name: H100/H200 989, A100 312)"},
+     "device peak for MFU (default: CPU measured FMA peak; GPU: a table of parts, else SMs x clock; docs/GPU.md)"},
     {"--comm", FLAG_CHOICE, "nccl|mpi", NO_RANGE, "nccl", HELP_OUTPUT, AGREE, 0, IN_ARGS(comm_mpi),
      "GPU build: NCCL or host-staged MPI (ranks can share a GPU)"},
+    {"--grad-reduce", FLAG_CHOICE, "fp32|bf16", NO_RANGE, "fp32", HELP_OUTPUT, AGREE, 0, IN_ARGS(grad_reduce_bf16),
+     "GPU build, --zero 0: the dp all-reduce of the gradient in fp32 (default) or bf16 (half the bytes; each "
+     "layer's gradient rounded to bf16 and summed in bf16 by NCCL)"},
     {"--gelu-fusion", FLAG_CHOICE, "on|off", NO_RANGE, "on", HELP_OUTPUT, AGREE, 0, IN_ARGS(gelu_unfused),
      "GPU build: GELU in the fc matmul's cuBLASLt epilogue, or its own kernel"},
     {"--kernels", FLAG_CHOICE, "fast|ref", NO_RANGE, "fast", HELP_OUTPUT, AGREE, 0, IN_ARGS(kernels_ref),

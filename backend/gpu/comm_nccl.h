@@ -1,8 +1,10 @@
-// backend/gpu/comm_nccl.h: the GPU backend of the communicator interface of layout/grid.h. Each group of
-// the Layout (tp, pp, dp, embed, world, and context parallelism's ulysses and ring) gets an
-// NCCL communicator, made by broadcasting an ncclUniqueId over the group's MPI
-// sub-communicator. Every call works on device buffers and is stream-ordered on the given
-// stream; none makes the host wait for the device.
+// backend/gpu/comm_nccl.h: the GPU backend of the communicator interface of layout/grid.h. The
+// groups of the Layout that have more than one rank (tp, dp, embed, context parallelism's
+// ulysses and ring) and the pipeline's pairs get NCCL communicators, all split from one made
+// over the world (gpu_comms_init). Every call works on device buffers and is stream-ordered on
+// the given stream; none makes the host wait for the device. Which stream each group's calls
+// use, and why every rank issues them in the same order: docs/GPU.md, "Communicators, streams
+// and ordering".
 //
 // `--comm mpi` selects a host-staged fallback instead: device -> pinned host, the comm_*
 // MPI call of layout/grid.h, host -> device. Slow, but several ranks can then share one GPU
@@ -298,6 +300,24 @@ static void nccl_allreduce_sum_async(GpuComms* G, GpuGroup* g, float* buf, size_
     cudaCheck(cudaStreamWaitEvent(G->side, G->ready, 0));
     NCCL_TIMED(G, LANE_SIDE, g->c, G->side, 4.0 * n,
                ncclAllReduce(buf, buf, n, ncclFloat32, ncclSum, g->nccl, G->side));
+    G->side_pending = 1;
+}
+// The same in bf16 (--grad-reduce bf16: half the bytes): on the side stream, a chunk of
+// scratch_n at a time, the fp32 buf rounded into the bf16 scratch, summed there by NCCL (in
+// bf16, rounding at each step of its ring), and widened back into buf. The side stream runs
+// the chunks one after the other, so one scratch serves every call.
+static void nccl_allreduce_sum_async_bf16(GpuComms* G, GpuGroup* g, float* buf, size_t n, bf16* scratch,
+                                          size_t scratch_n, cudaStream_t compute) {
+    if (g->c->size <= 1 || !n) return;
+    cudaCheck(cudaEventRecord(G->ready, compute));
+    cudaCheck(cudaStreamWaitEvent(G->side, G->ready, 0));
+    for (size_t at = 0; at < n; at += scratch_n) {
+        size_t k = n - at < scratch_n ? n - at : scratch_n;
+        f32_to_bf16_gpu(scratch, buf + at, k, G->side);
+        NCCL_TIMED(G, LANE_SIDE, g->c, G->side, 2.0 * k,
+                   ncclAllReduce(scratch, scratch, k, ncclBfloat16, ncclSum, g->nccl, G->side));
+        bf16_to_f32_gpu(buf + at, scratch, k, G->side);
+    }
     G->side_pending = 1;
 }
 // What compute runs next waits for every overlapped collective (the host does not).

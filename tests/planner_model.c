@@ -294,6 +294,17 @@ static void test_network_profiles(void) {
           "network_profiles_known", "dgx-a100 = a100-80gb, jean-zay-a100");
     Link one_jz = group_link_nested(&jz, 1, 8, 16, 8, 8), one_dgx = group_link_nested(&dgx, 1, 8, 16, 8, 8);
     Link all_jz = group_link_nested(&jz, 1, 1, 64, 1, 8), all_dgx = group_link_nested(&dgx, 1, 1, 64, 1, 8);
+    // the same machine described in a file: a DGX A100's GPUs with Jean Zay's network
+    char path[] = "/tmp/test_planner_network_XXXXXX", err[256];
+    int fd = mkstemp(path);
+    FILE* f = fd >= 0 ? fdopen(fd, "w") : NULL;
+    if (f) fputs("base = dgx-a100\nnics_per_node = 4\nnic_gbits = 100\n", f), fclose(f);
+    DeviceProfile mine;
+    int rc = f ? profile_parse_file(path, &mine, err, sizeof(err)) : -1;
+    unlink(path);
+    Link one_mine = group_link_nested(&mine, 1, 8, 16, 8, 8);
+    check(rc == 0 && one_mine.bw == one_jz.bw, "network_profile_from_file", "%.2f GB/s, jean-zay-a100 %.2f",
+          one_mine.bw / 1e9, one_jz.bw / 1e9);
     check(fabs(one_jz.bw - 5e9) < 1 && fabs(one_dgx.bw - 20e9) < 1 && fabs(all_jz.bw - 40e9) < 1 &&
               fabs(all_dgx.bw - 141e9) < 1,
           "network_nic_share_hand", "jean-zay %.1f / %.1f GB/s, dgx %.1f / %.1f GB/s (want 5 / 40, 20 / 141)",

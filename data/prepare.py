@@ -21,10 +21,16 @@ Hugging Face transformers), which ./train --export-hf copies beside the exported
   ./train --model gpt2-124m --data 'data/shakespeare_gpt2_train_*.bin' \\
           --val-data data/shakespeare_gpt2_val_000.bin --tokenizer data/shakespeare_gpt2_tokenizer.bin
 
-tiktoken downloads GPT-2's merge ranks on first use (cached in TIKTOKEN_CACHE_DIR). Where
-that host is not reachable, --bpe-file FILE reads the same ranks from a local file in
-tiktoken's format (one "base64-token rank" per line: r50k_base.tiktoken, or gpt2.tiktoken
-as some packages ship it); <|endoftext|> is then the id after the last rank.
+GPT-2's merge ranks come, in this order, from --bpe-file FILE (tiktoken's format, one
+"base64-token rank" per line, or openai-whisper's source distribution .tar.gz, which ships
+GPT-2's as whisper/assets/gpt2.tiktoken; <|endoftext|> is then the id after the last rank),
+from data/gpt2.tiktoken or data/openai_whisper-*.tar.gz when present (no network), or from
+tiktoken's download (cached in TIKTOKEN_CACHE_DIR). Offline, get them from PyPI once:
+
+  pip download --no-deps --no-binary :all: openai-whisper -d data/
+
+(0.8 MB; nothing is installed) and run prepare.py again: it finds the .tar.gz in data/ and
+checks the ranks are GPT-2's (50,256 of them, ' gazed' = 50255).
 
 With no file argument it uses tinyshakespeare from ../shared/data if present.
 """
@@ -102,21 +108,83 @@ def write_hf_tokenizer(folder, ranks, eot):
     print("wrote %s/ (vocab.json, merges.txt: %d merges, tokenizer_config.json)" % (folder, len(merges)))
 
 
-def gpt2_encoding(bpe_file):
+WHISPER_SDIST = "openai_whisper-*.tar.gz"  # PyPI's source distribution of openai-whisper ships GPT-2's ranks
+WHISPER_MEMBER = "whisper/assets/gpt2.tiktoken"
+PIP_WHISPER = "pip download --no-deps --no-binary :all: openai-whisper -d %s"
+
+
+def parse_ranks(text, where):
+    """tiktoken's ranks format: one "base64-token rank" per line."""
+    import base64
+    ranks = {}
+    try:
+        for line in text.splitlines():
+            if line.strip():
+                token, rank = line.split()
+                ranks[base64.b64decode(token, validate=True)] = int(rank)
+    except Exception as e:
+        sys.exit("prepare: %s: not a tiktoken ranks file (%s)" % (where, str(e)[:200]))
+    if not ranks:
+        sys.exit("prepare: %s: no ranks in it" % where)
+    return ranks
+
+
+def read_ranks(path):
+    """Ranks from a .tiktoken file, or from openai-whisper's source distribution (its gpt2.tiktoken)."""
+    import tarfile
+    if not os.path.isfile(path):
+        sys.exit("prepare: --bpe-file %s: not a file" % path)
+    if path.endswith((".tar.gz", ".tgz")):
+        try:
+            with tarfile.open(path) as tar:
+                member = next((m for m in tar.getmembers() if m.name.endswith("/" + WHISPER_MEMBER)), None)
+                if member is None:
+                    sys.exit("prepare: %s: holds no %s (openai-whisper's source distribution does)" %
+                             (path, WHISPER_MEMBER))
+                return parse_ranks(tar.extractfile(member).read().decode("ascii", "replace"), path)
+        except (tarfile.TarError, OSError, EOFError) as e:
+            sys.exit("prepare: %s: not a readable .tar.gz (%s)" % (path, e))
+    with open(path, "rb") as f:
+        return parse_ranks(f.read().decode("ascii", "replace"), "--bpe-file " + path)
+
+
+def check_gpt2_ranks(ranks, where):
+    """GPT-2's are 50,256 ranks (then <|endoftext|> = 50256), the last ' gazed'."""
+    if len(ranks) != 50256 or ranks.get(b" gazed") != 50255:
+        sys.exit("prepare: %s: not GPT-2's ranks (%d ranks, ' gazed' = %s; GPT-2's: 50256, 50255)" %
+                 (where, len(ranks), ranks.get(b" gazed")))
+    return ranks
+
+
+def local_gpt2_ranks(data_dir):
+    """GPT-2's ranks from this machine, no network: data/gpt2.tiktoken, or openai-whisper's source
+    distribution in data/ (what PIP_WHISPER leaves there). None when neither is there."""
+    import glob
+    plain = os.path.join(data_dir, "gpt2.tiktoken")
+    found = [plain] if os.path.isfile(plain) else sorted(glob.glob(os.path.join(data_dir, WHISPER_SDIST)))
+    if not found:
+        return None
+    print("prepare: GPT-2's ranks from %s (no download)" % found[-1])
+    return check_gpt2_ranks(read_ranks(found[-1]), found[-1])
+
+
+def gpt2_encoding(bpe_file, data_dir):
+    """GPT-2's BPE: the ranks from --bpe-file, else from data/ (local_gpt2_ranks), else tiktoken's
+    download; where that host is not reachable, one line says how to get them from PyPI."""
     try:
         import tiktoken
-        from tiktoken.load import load_tiktoken_bpe
     except ImportError:
-        print("prepare: --tokenizer gpt2 needs tiktoken (pip install -r requirements.txt)", file=sys.stderr)
-        sys.exit(2)
-    if not bpe_file:
-        return tiktoken.get_encoding("gpt2")
-    if not os.path.isfile(bpe_file):
-        sys.exit("prepare: --bpe-file %s: not a file" % bpe_file)
-    try:
-        ranks = load_tiktoken_bpe(bpe_file)
-    except Exception as e:
-        sys.exit("prepare: --bpe-file %s: not a tiktoken ranks file (%s)" % (bpe_file, e))
+        sys.exit("prepare: --tokenizer gpt2 needs tiktoken (pip install tiktoken)")
+    ranks = read_ranks(bpe_file) if bpe_file else local_gpt2_ranks(data_dir)
+    if ranks is None:
+        try:
+            return tiktoken.get_encoding("gpt2")
+        except Exception as e:  # no network, a proxy, a blocked host: every way a download fails
+            where = os.path.relpath(data_dir)
+            sys.exit("prepare: GPT-2's ranks: tiktoken's download failed (%s: %s); offline, get them from PyPI "
+                     "once: %s, then run this again (it reads %s), or pass --bpe-file FILE" %
+                     (type(e).__name__, str(e).splitlines()[0][:120] if str(e) else "", PIP_WHISPER % where,
+                      os.path.join(where, WHISPER_SDIST)))
     return tiktoken.Encoding("gpt2-local", pat_str=GPT2_SPLIT, mergeable_ranks=ranks,
                              special_tokens={"<|endoftext|>": len(ranks)})
 
@@ -129,7 +197,8 @@ def main():
     ap.add_argument("prefix", nargs="?", default=None,
                     help="output prefix (default data/shakespeare or data/shakespeare_gpt2)")
     ap.add_argument("--tokenizer", choices=["bytes", "gpt2"], default="bytes")
-    ap.add_argument("--bpe-file", help="GPT-2's merge ranks in tiktoken's format, read instead of downloaded")
+    ap.add_argument("--bpe-file", help="BPE ranks in tiktoken's format (a .tiktoken file, or openai-whisper's "
+                    "source distribution .tar.gz, whose gpt2.tiktoken is GPT-2's), read instead of downloaded")
     ap.add_argument("--val-frac", type=float, default=0.1)
     ap.add_argument("--shard-tokens", type=int, default=10_000_000)
     a = ap.parse_args()
@@ -148,7 +217,7 @@ def main():
         tokens = list(data)
         vocab_flags = ""
     else:
-        enc = gpt2_encoding(a.bpe_file)
+        enc = gpt2_encoding(a.bpe_file, here)
         eot = enc.eot_token
         text = data.decode("utf-8", errors="replace")
         tokens = []

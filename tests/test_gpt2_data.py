@@ -9,7 +9,7 @@ the errors and notes a GPT-2 vocabulary gets.
 One line per check, "N passed, N failed" last. Without tiktoken the prepare.py checks are
 skipped (said, and counted) and the trainer's checks use a tokenizer file written here.
 """
-import base64, os, re, struct, subprocess, sys, tempfile
+import base64, glob, io, os, re, shutil, struct, subprocess, sys, tarfile, tempfile
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 ROOT = os.path.dirname(HERE)
@@ -53,6 +53,64 @@ def sample_of(stdout):
     if "sample:\n" not in stdout:
         return None
     return re.split(r"\n(?:exported|measured:)", stdout.split("sample:\n", 1)[1])[0].rstrip("\n")
+
+
+def offline(tmp, *args):
+    """data/prepare.py (copied to tmp/data, so that its data/ is tmp's) with the network blocked: every
+    proxy a refused port, an empty tiktoken cache."""
+    os.makedirs(os.path.join(tmp, "data"), exist_ok=True)
+    script = os.path.join(tmp, "data", "prepare.py")
+    shutil.copy(os.path.join(ROOT, "data", "prepare.py"), script)
+    env = dict(os.environ, TIKTOKEN_CACHE_DIR=os.path.join(tmp, "empty_cache"))
+    for k in ("HTTPS_PROXY", "HTTP_PROXY", "https_proxy", "http_proxy", "ALL_PROXY", "all_proxy"):
+        env[k] = "http://127.0.0.1:9"
+    env.pop("NO_PROXY", None), env.pop("no_proxy", None)
+    return subprocess.run([sys.executable, script, "--tokenizer", "gpt2"] + list(args), cwd=tmp, env=env,
+                          stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True, timeout=300)
+
+
+def whisper_sdist(path, ranks_text):
+    """A .tar.gz laid out as openai-whisper's source distribution, holding ranks_text as its gpt2.tiktoken."""
+    data = ranks_text.encode()
+    with tarfile.open(path, "w:gz") as tar:
+        info = tarfile.TarInfo("openai_whisper-0/whisper/assets/gpt2.tiktoken")
+        info.size = len(data)
+        tar.addfile(info, io.BytesIO(data))
+
+
+def offline_ranks(tmp, text_path, merges):
+    """GPT-2's ranks without network: one line saying how to get them; a whisper source distribution
+    as --bpe-file or in data/ (checked to be GPT-2's); the real one when .ci/run fetched it to data/."""
+    work = os.path.join(tmp, "offline")
+    p = offline(work, text_path, os.path.join(work, "none"))
+    line = p.stdout.strip()
+    check(p.returncode == 1 and "Traceback" not in line and len(line.splitlines()) == 1 and
+          "pip download --no-deps --no-binary :all: openai-whisper -d data" in line,
+          "offline: no ranks, no network: one line saying how to get them", line[-200:])
+    ranks = "".join("%s %d\n" % (base64.b64encode(t).decode(), r)
+                    for r, t in enumerate([bytes([b]) for b in range(256)] + merges))
+    sdist = os.path.join(work, "whisper_small.tar.gz")
+    whisper_sdist(sdist, ranks)
+    p = offline(work, "--bpe-file", sdist, text_path, os.path.join(work, "small"))
+    check(p.returncode == 0 and "--vocab %d" % (257 + len(merges)) in p.stdout,
+          "offline: --bpe-file of a whisper source distribution reads its gpt2.tiktoken", p.stdout.strip()[-120:])
+    whisper_sdist(os.path.join(work, "data", "openai_whisper-0.tar.gz"), ranks)
+    p = offline(work, text_path, os.path.join(work, "auto"))
+    check(p.returncode == 1 and "not GPT-2's ranks" in p.stdout and "Traceback" not in p.stdout,
+          "offline: a source distribution in data/ is checked to hold GPT-2's ranks", p.stdout.strip()[-160:])
+    os.remove(os.path.join(work, "data", "openai_whisper-0.tar.gz"))
+    real = sorted(glob.glob(os.path.join(ROOT, "data", "openai_whisper-*.tar.gz")))
+    shakespeare = os.path.join(ROOT, "..", "shared", "data", "tinyshakespeare.txt")
+    if not real or not os.path.isfile(shakespeare):
+        print("SKIP gpt2_data/offline: GPT-2 itself: no data/openai_whisper-*.tar.gz (.ci/run fetches it: "
+              "pip download --no-deps --no-binary :all: openai-whisper -d data/) or no tinyshakespeare")
+        return
+    shutil.copy(real[-1], os.path.join(work, "data"))
+    p = offline(work, shakespeare, os.path.join(work, "shakespeare"))
+    n = sum(read_shard(os.path.join(work, "shakespeare_%s.bin" % s))[0][2] for s in ("val_000", "train_000"))
+    check(p.returncode == 0 and "no download" in p.stdout and n == 338028,
+          "offline: GPT-2's ranks from openai-whisper's source distribution: tinyshakespeare is 338,028 tokens "
+          "(llm.c's count)", "%d tokens" % n)
 
 
 def main():
@@ -126,6 +184,8 @@ def main():
             write_shard(prefix + "_val_000.bin", ids[:len(ids) // 10])
             write_shard(prefix + "_train_000.bin", ids[len(ids) // 10:])
         data = ["--data", prefix + "_train_*.bin", "--val-data", prefix + "_val_000.bin"]
+        if have_tiktoken:
+            offline_ranks(tmp, text_path, merges)
 
         # a shard of ids past the byte-level vocabulary: the error names the vocabulary it needs
         rc, out, err = train(*data, "--steps", "1")

@@ -1,5 +1,5 @@
 #!/usr/bin/env python3
-"""dev/bench_zb.py: the pipeline bubble of 1F1B, ZB-H1 and ZB-V, measured on CPU ranks and
+"""dev/bench_zb.py: the pipeline bubble of 1F1B, ZB-H1, ZB-V and DualPipe-V, measured on CPU ranks and
 predicted by the simulator (layout/schedule.h) from the op times measured in the same run.
 
 For each micro-batch count m and schedule: ./train --pp PP --trace (which records the first
@@ -10,6 +10,10 @@ and the measured bubble = idle over step on the busiest rank, (step - busy) / st
 prediction plays the same op lists (dev/sim_schedule) with each global chunk's mean F, B and
 W times from the trace (1F1B: B is the whole backward) and free messages:
 (makespan - busy) / makespan of that rank.
+
+The schedules alternate within each repeat (1F1B, ZB-H1, ZB-V, DualPipe-V, then again), so a
+load that comes and goes on a shared machine falls on all of them. DualPipe-V needs m >= 2 pp
+(its rows are left out below that).
 
 Usage: python3 dev/bench_zb.py [--pp 4] [--m 4,8] [--steps 3] [--repeat 3] [--flags "MODEL FLAGS"]
 On a machine with fewer cores than ranks the ranks share cores: Open MPI's waiting ranks
@@ -33,7 +37,7 @@ def run(cmd):
 
 
 def measure(sched, pp, m, steps, flags):
-    vpp = 2 if sched == "zb-v" else 1
+    vpp = 2 if sched in ("zb-v", "dualpipe-v") else 1
     trace = f"/tmp/bench_zb_{sched}_m{m}.json"
     run(f"OMP_NUM_THREADS=1 ./train {flags} --pp {pp} --schedule {sched} --global-batch {m * 2} "
         f"--steps {steps} --warmup 1 --eval-every 0 --sample-len 0 --quiet --trace {trace}")
@@ -88,9 +92,13 @@ def main():
     print("|---|---|---|---|---|---|---|")
     for m in [int(x) for x in a.m.split(",")]:
         base = None
-        for sched in ["1f1b", "zb-h1", "zb-v"]:
-            runs = sorted((measure(sched, a.pp, m, a.steps, a.flags) for _ in range(a.repeat)), key=lambda r: r["measured"])
-            r = runs[len(runs) // 2]
+        scheds = ["1f1b", "zb-h1", "zb-v"] + (["dualpipe-v"] if m >= 2 * a.pp else [])
+        runs = {s: [] for s in scheds}
+        for _ in range(a.repeat):  # alternating: each repeat runs every schedule once
+            for sched in scheds:
+                runs[sched].append(measure(sched, a.pp, m, a.steps, a.flags))
+        for sched in scheds:
+            r = sorted(runs[sched], key=lambda r: r["measured"])[a.repeat // 2]
             base = base or r["measured"]
             bw = f"{r['b_ms']:.1f} / {r['w_ms']:.1f}" if r["w_ms"] else f"{r['b_ms']:.1f} (B+W)"
             print(f"| {m} | {sched} | {r['step_ms']:.0f} | {r['f_ms']:.1f} / {bw} | {100 * r['measured']:.1f}% | "

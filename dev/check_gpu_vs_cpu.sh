@@ -186,6 +186,7 @@ CASES=(
   "gpu_gpt2_pp2_zbh1_nccl|cpu_gpt2|--model tiny --pp 2 --micro-batch 2 --schedule zb-h1"
   "gpu_gpt2_pp2_zbv_nccl|cpu_gpt2|--model tiny --pp 2 --micro-batch 2 --schedule zb-v --eval-every 3 --val-batches 1 --sample-every 3 --sample-len 4"
   "gpu_gpt2_8l_pp4_zbv_nccl|cpu_gpt2_8l|--model tiny --n-layer 8 --pp 4 --micro-batch 1 --schedule zb-v"
+  "gpu_gpt2_pp2_dualpipev_nccl|cpu_gpt2|--model tiny --pp 2 --micro-batch 2 --schedule dualpipe-v"
   "gpu_gpt2_dp2_pp2_zero3_offload_opt_nccl|cpu_gpt2|--model tiny --dp 2 --pp 2 --micro-batch 2 --zero 3 $OPT"
   "gpu_gpt2_8l_pp4_offload_act_nccl|cpu_gpt2_8l|--model tiny --n-layer 8 --pp 4 --micro-batch 1 --offload activations"
   "gpu_gpt2_cp2_ring_nccl|cpu_gpt2|--model tiny --cp 2"

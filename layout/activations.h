@@ -145,15 +145,15 @@ static double act_scratch_bytes(const ActShape* s, int recompute, int host, int 
 }
 
 // How many of each a chunk allocates (parallel/pipeline.h's chunks_init and the planner), from
-// the stage's op list: slots for the most micro-batches in flight on it (at least 1: sampling
-// runs a micro-batch through every chunk), a WeightGradIn set per W owed at once (at least 1
+// the stage's op list: `slots` (schedule.h schedule_slots: the most micro-batches in flight on
+// it, or held past their sends), a WeightGradIn set per W owed at once (at least 1
 // when weight passes are deferred: B and W in one op), a head per forward whose backward has
 // not run (the last chunk only; at least 1: sampling and evaluation use one).
 typedef struct { int slots, wg_sets, heads; } ActCounts;
-static ActCounts act_chunk_counts(const PipeOp* ops, int n_ops, int chunk, int last_chunk, int defer_weight) {
+static ActCounts act_chunk_counts(const PipeOp* ops, int n_ops, int chunk, int slots, int last_chunk,
+                                  int defer_weight) {
     ActCounts k;
-    k.slots = schedule_max_in_flight(ops, n_ops, chunk);
-    if (k.slots < 1) k.slots = 1;
+    k.slots = slots;
     k.wg_sets = defer_weight ? schedule_max_w_owed(ops, n_ops, chunk) : 0;
     if (defer_weight && k.wg_sets < 1) k.wg_sets = 1;
     k.heads = last_chunk ? schedule_max_between(ops, n_ops, chunk, OP_FWD, OP_BWD) : 0;

@@ -124,7 +124,7 @@ static const Flag FLAGS[] = {
     {"--tp", FLAG_INT, "N", 1, 1024, 0, 0, "1", HELP_LAYOUT, AGREE, 1, IN_CFG(tp), "tensor parallel size"},
     {"--pp", FLAG_INT, "N", 1, 1024, 0, 0, "1", HELP_LAYOUT, AGREE, 1, IN_CFG(pp), "pipeline parallel size"},
     {"--vpp", FLAG_INT, "N", 1, 64, 0, 0, NULL, HELP_LAYOUT, AGREE, 1, IN_CFG(vpp),
-     "model chunks per pipeline rank (interleaved 1F1B; default 1, with zb-v 2)"},
+     "model chunks per pipeline rank (interleaved 1F1B; default 1, with zb-v and dualpipe-v 2)"},
     {"--cp", FLAG_INT, "N", 1, 1 << 16, 0, 0, "1", HELP_LAYOUT, AGREE, 1, IN_CFG(cp),
      "context parallelism: each sequence split over N ranks"},
     {"--cp-ulysses", FLAG_INT, "U", 1, 1 << 16, 0, 0, NULL, HELP_LAYOUT, AGREE, 1, IN_CFG(cp_ulysses),
@@ -137,10 +137,13 @@ static const Flag FLAGS[] = {
      "zigzag: ring rank r holds chunks r and 2R-1-r of 2R, balanced; contiguous: one piece each (the causal mask "
      "leaves early ranks idle; to measure); doc: the zig-zag of each document (WLB-LLM), balanced under documents "
      "(without masked documents, --doc-mask off or none in the data, the sequence is one: zigzag)"},
-    {"--schedule", FLAG_CHOICE, "gpipe|1f1b|interleaved|zb-h1|zb-v", NO_RANGE, NULL, HELP_LAYOUT, AGREE, 0,
+    {"--schedule", FLAG_CHOICE, "gpipe|1f1b|interleaved|zb-h1|zb-v|dualpipe-v", NO_RANGE, NULL, HELP_LAYOUT, AGREE, 0,
      IN_CFG(schedule),
      "pipeline schedule (default 1f1b, interleaved when --vpp > 1); zb-*: zero-bubble, each backward split into B "
-     "and a deferred W"},
+     "and a deferred W; dualpipe-v: DeepSeek's V-shaped DualPipe (two chunks per stage, >= 2 pp micro-batches)"},
+    {"--pp-split", FLAG_CHOICE, "even|auto", NO_RANGE, "even", HELP_LAYOUT, AGREE, 0, IN_CFG(pp_split),
+     "how layers are cut into pipeline chunks: even (by count) or auto (by cost: the slowest stage as fast as can "
+     "be, the embedding, head and loss counted; see the start-up table's stage lines)"},
     {"--sp", FLAG_SWITCH, "", NO_RANGE, NULL, HELP_LAYOUT, AGREE, 0, IN_CFG(sp),
      "sequence parallelism in the norm/residual regions (needs --tp > 1)"},
     {"--zero", FLAG_INT, "0|1|2|3", 0, 3, 0, 0, "0", HELP_LAYOUT, AGREE, 0, IN_CFG(zero),
@@ -423,7 +426,7 @@ static void args_resolve(Args* a) {
             memcpy((char*)a + FLAGS[i].at, (char*)&given + FLAGS[i].at, FLAGS[i].size);
     if (flag_given(a, "--n-head") && !flag_given(a, "--n-kv-head")) c->n_kv_head = c->n_head;  // plain multi-head
     if (flag_given(a, "--d-model") && !flag_given(a, "--d-ff")) c->d_ff = 0;  // d_ff follows the width
-    if (!flag_given(a, "--vpp")) c->vpp = c->schedule == SCHED_ZBV ? 2 : 1;
+    if (!flag_given(a, "--vpp")) c->vpp = schedule_is_v(c->schedule) ? 2 : 1;
     if (!flag_given(a, "--schedule")) c->schedule = c->vpp > 1 ? SCHED_INTERLEAVED : SCHED_1F1B;
     FlagRules rules = flag_rules(a);  // (before the derived values below overwrite what was given)
     c->cp_ulysses = a->cp_kind == CP_RING ? 1 : a->cp_kind == CP_ULYSSES ? c->cp : c->cp_ulysses;

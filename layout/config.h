@@ -7,7 +7,7 @@
 #include "base/common.h"
 
 enum { ARCH_GPT2 = 0, ARCH_LLAMA = 1 };
-enum { SCHED_GPIPE = 0, SCHED_1F1B = 1, SCHED_INTERLEAVED = 2, SCHED_ZBH1 = 3, SCHED_ZBV = 4, N_SCHEDULES };
+enum { SCHED_GPIPE = 0, SCHED_1F1B = 1, SCHED_INTERLEAVED = 2, SCHED_ZBH1 = 3, SCHED_ZBV = 4, SCHED_DUALPIPEV = 5, N_SCHEDULES };
 enum { RECOMPUTE_NONE = 0, RECOMPUTE_SELECTIVE = 1, RECOMPUTE_FULL = 2 };
 enum { CP_RING = 0, CP_ULYSSES = 1, CP_2D = 2 };
 enum { CP_SPLIT_ZIGZAG = 0, CP_SPLIT_CONTIGUOUS = 1, CP_SPLIT_DOC = 2 };  // --cp-split
@@ -39,6 +39,8 @@ typedef struct {
     int offload, offload_frames;
     // --weight-pass deferred (always with zb-*): a chunk's weight gradients after all its input gradients
     int weight_pass_deferred;
+    // --pp-split: 0 even (layers by count), 1 auto (stages cut by cost: layout/params.h chunk_cut)
+    int pp_split;
 } ModelConfig;
 
 // One block of causal attention: the query rows of one sequence segment against the key
@@ -150,11 +152,13 @@ static double config_flops_per_token(const ModelConfig* c, int T) {
 
 static const char* arch_name(int a) { return a == ARCH_LLAMA ? "llama" : "gpt2"; }
 static const char* schedule_name(int s) {
-    static const char* names[N_SCHEDULES] = {"gpipe", "1f1b", "interleaved", "zb-h1", "zb-v"};
+    static const char* names[N_SCHEDULES] = {"gpipe", "1f1b", "interleaved", "zb-h1", "zb-v", "dualpipe-v"};
     return names[s];
 }
 // The zero-bubble schedules split each backward into B and W ops (layout/schedule.h).
-static int schedule_has_w(int s) { return s == SCHED_ZBH1 || s == SCHED_ZBV; }
+static int schedule_has_w(int s) { return s == SCHED_ZBH1 || s == SCHED_ZBV || s == SCHED_DUALPIPEV; }
+// ZB-V and DualPipe-V place two chunks per stage in a V (layout/params.h chunk_global).
+static int schedule_is_v(int s) { return s == SCHED_ZBV || s == SCHED_DUALPIPEV; }
 static int schedule_from_name(const char* s) {
     for (int k = 0; k < N_SCHEDULES; k++)
         if (!strcmp(s, schedule_name(k))) return k;

@@ -78,8 +78,10 @@ static const char* layout_check(const ModelConfig* c, int world, char* why) {
     if (cp_check(c, why)) return why;
     if (tp_check(c, c->tp, why)) return why;
     if (c->n_layer < c->pp * c->vpp) {
+        char v[48] = "";
+        if (schedule_is_v(c->schedule)) snprintf(v, sizeof(v), " (%s: two per stage)", schedule_name(c->schedule));
         sprintf(why, "--n-layer %d < --pp %d x --vpp %d chunks%s: every chunk needs a layer", c->n_layer, c->pp, c->vpp,
-                c->schedule == SCHED_ZBV ? " (zb-v: two per stage)" : "");
+                v);
         return why;
     }
     if (c->sp && c->tp == 1) { sprintf(why, "--sp needs --tp > 1"); return why; }
@@ -146,9 +148,9 @@ static const char* choices_check(const ModelConfig* c, const FlagRules* f, char*
         return why_line(why, "--cp-split doc: splits the ring's rows; --cp %d with an all-to-all of %d (--cp-kind %s) "
                         "leaves a ring of one rank: every rank gets whole sequences (balanced)", c->cp, c->cp_ulysses,
                         f->cp_kind == CP_ULYSSES ? "ulysses" : "2d");
-    if (c->schedule == SCHED_ZBV && c->vpp != 2)
-        return why_line(why, "--vpp %d: --schedule zb-v places exactly two chunks per stage (a V); use --vpp 2",
-                        c->vpp);
+    if (schedule_is_v(c->schedule) && c->vpp != 2)
+        return why_line(why, "--vpp %d: --schedule %s places exactly two chunks per stage (a V); use --vpp 2", c->vpp,
+                        schedule_name(c->schedule));
     if (schedule_has_w(c->schedule) && f->weight_pass_immediate)
         return why_line(why, "--weight-pass immediate: --schedule %s runs each weight pass as its own op (W)",
                         schedule_name(c->schedule));

@@ -73,26 +73,92 @@ typedef struct {
 // Layers split into pp*vpp chunks as evenly as possible (the first chunks get one
 // more layer when it does not divide).
 static int chunk_layer_count(int n_layer, int n_chunks, int g) { return n_layer / n_chunks + (g < n_layer % n_chunks); }
-static void chunk_layers(ParamLayout* P, int n_layer, int n_chunks) {
-    P->n_chunks = n_chunks;
-    for (int g = 0, l = 0; g <= n_chunks; g++) {
-        P->chunk_layer0[g] = l;
-        l += chunk_layer_count(n_layer, n_chunks, g);
-    }
-}
 
-// Global index of local chunk c of `stage`. Loop: g = c*pp + stage. V (ZB-V, two chunks):
+// Global index of local chunk c of `stage`. Loop: g = c*pp + stage. V (ZB-V, DualPipe-V; two chunks):
 // stage s holds chunks s and 2pp-1-s, so the model goes down the stages and back up, and
 // stage 0 holds both the first and the last chunk.
 static int chunk_global(int kind, int pp, int stage, int c) {
-    if (kind == SCHED_ZBV) return c == 0 ? stage : 2 * pp - 1 - stage;
+    if (schedule_is_v(kind)) return c == 0 ? stage : 2 * pp - 1 - stage;
     return c * pp + stage;
 }
 static int chunk_stage(int kind, int pp, int g) {
-    if (kind == SCHED_ZBV) return g < pp ? g : 2 * pp - 1 - g;
+    if (schedule_is_v(kind)) return g < pp ? g : 2 * pp - 1 - g;
     return g % pp;
 }
-static int chunk_local(int kind, int pp, int g) { return kind == SCHED_ZBV ? g >= pp : g / pp; }
+static int chunk_local(int kind, int pp, int g) { return schedule_is_v(kind) ? g >= pp : g / pp; }
+
+// The cost of a stage's work for one token, forward and backward, in FLOPs as PaLM counts
+// them (config_flops_per_token): a layer 6 x its matmul parameters + 12dT of attention; the
+// head 6Vd + the loss's softmax and its gradient (about 10 V: max, exp, sum, the gradient;
+// memory-bound, so counted at 10 FLOPs an element, the CPU and GPU builds' elementwise rate
+// being of that order against their matmul rate); the embedding's gather and scatter-add 4d.
+static void cut_costs(const ModelConfig* c, double* layer, double* embed, double* head) {
+    double d = c->d_model, V = c->vocab;
+    *layer = 6.0 * (config_matmul_params(c) - V * d) / c->n_layer + 12.0 * d * c->seq_len;
+    *head = 6.0 * V * d + 10.0 * V, *embed = 4.0 * d;
+}
+// Each stage's cost under the cut counts[g] (layers of global chunk g): its chunks' layers,
+// and the embedding and head where chunks 0 and n-1 sit.
+static void stage_costs(const ModelConfig* c, int pp, int vpp, const int* counts, double* cost) {
+    double layer, embed, head;
+    cut_costs(c, &layer, &embed, &head);
+    for (int s = 0; s < pp; s++) cost[s] = 0;
+    for (int g = 0; g < pp * vpp; g++) cost[chunk_stage(c->schedule, pp, g)] += counts[g] * layer;
+    cost[chunk_stage(c->schedule, pp, 0)] += embed;
+    cost[chunk_stage(c->schedule, pp, pp * vpp - 1)] += head;
+}
+// Order of cuts: the slowest stage first, then the sum of squares (the others as even as can be).
+static int cut_better(const double* a, const double* b, int pp) {
+    double max_a = 0, max_b = 0, sq_a = 0, sq_b = 0;
+    for (int s = 0; s < pp; s++) {
+        max_a = fmax(max_a, a[s]), max_b = fmax(max_b, b[s]);
+        sq_a += a[s] * a[s], sq_b += b[s] * b[s];
+    }
+    if (max_a < max_b * (1 - 1e-12)) return 1;
+    return max_a <= max_b * (1 + 1e-12) && sq_a < sq_b * (1 - 1e-12);
+}
+
+// Layers of each global chunk (counts[pp * vpp]). --pp-split even: as even as possible.
+// --pp-split auto: cut by cost (stage_costs), so that the slowest stage is as fast as it can
+// be with at least one layer a chunk, where chunks sit where the schedule puts them (the loop,
+// the V): from the even cut, move one layer from a chunk to any other (the cuts between them
+// shift by one) while that makes the slowest stage faster (or, as fast, the stages more even).
+// A heavy head on the last stage takes two moves to relieve (its neighbour must pass a layer
+// on first), so any pair of chunks, not only neighbours. Every rank computes the same cut.
+static void chunk_cut(const ModelConfig* c, int pp, int vpp, int* counts) {
+    int n = pp * vpp;
+    for (int g = 0; g < n; g++) counts[g] = chunk_layer_count(c->n_layer, n, g);
+    if (!c->pp_split || n == 1) return;
+    double* cur = (double*)xmalloc(sizeof(double) * pp);
+    double* best = (double*)xmalloc(sizeof(double) * pp);
+    double* trial = (double*)xmalloc(sizeof(double) * pp);
+    stage_costs(c, pp, vpp, counts, cur);
+    for (int moved = 1; moved;) {
+        int from = -1, to = -1;
+        memcpy(best, cur, sizeof(double) * pp);
+        for (int a = 0; a < n; a++)
+            for (int b = 0; b < n; b++) {  // a layer from chunk a to chunk b
+                if (a == b || counts[a] < 2) continue;
+                counts[a]--, counts[b]++;
+                stage_costs(c, pp, vpp, counts, trial);
+                counts[a]++, counts[b]--;
+                if (cut_better(trial, best, pp)) memcpy(best, trial, sizeof(double) * pp), from = a, to = b;
+            }
+        moved = from >= 0;
+        if (moved) counts[from]--, counts[to]++, memcpy(cur, best, sizeof(double) * pp);
+    }
+    free(cur), free(best), free(trial);
+}
+static void chunk_layers(ParamLayout* P, const ModelConfig* c, int pp, int vpp) {
+    int counts[1024];
+    if (pp * vpp > 1024) fail("pp %d x vpp %d chunks: more than the 1024 this build supports", pp, vpp);
+    P->n_chunks = pp * vpp;
+    chunk_cut(c, pp, vpp, counts);
+    for (int g = 0, l = 0; g <= P->n_chunks; g++) {
+        P->chunk_layer0[g] = l;
+        if (g < P->n_chunks) l += counts[g];
+    }
+}
 
 typedef struct {
     const char* name; int kind, rows, cols, shard, n_blocks, b0, b1, b2, sp_partial, decay;
@@ -188,7 +254,7 @@ static void param_layout_build(ParamLayout* P, const ModelConfig* c, int tp, int
                                int dp) {
     memset(P, 0, sizeof(*P));
     if (c->n_layer > 512) fail("n_layer %d is larger than the 512 this build supports", c->n_layer);
-    chunk_layers(P, c->n_layer, pp * vpp);
+    chunk_layers(P, c, pp, vpp);
     TensorSpec ls[12], es[2], hs[2];
     int nl = layer_specs(c, ls), ne = embed_specs(c, es), nh = head_specs(c, hs);
     size_t layer_full = 0, embed_full = 0;

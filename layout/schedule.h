@@ -9,7 +9,8 @@
 // pp*vpp-1 the head. Activations of (micro-batch mb, chunk g) go to chunk g+1, their
 // gradients to g-1: a message when g+1 sits on another stage, a copy on the rank when not.
 // Where chunks sit (chunk_global): Megatron's loop, global chunk g = c*pp + s is local chunk
-// c of stage s (vpp = 1 is the plain one-chunk-per-stage pipeline), or ZB-V's V.
+// c of stage s (vpp = 1 is the plain one-chunk-per-stage pipeline), or the V of ZB-V and
+// DualPipe-V.
 #ifndef SCHEDULE_H
 #define SCHEDULE_H
 
@@ -45,7 +46,7 @@ static int schedule_max_ops(int n_micro, int vpp) { return 7 * n_micro * vpp; }
 // up the stages and the second down. With pp 2 both ways reach the same rank, so the GPU
 // build keeps a communicator per way (comm_nccl.h).
 static int p2p_up(int kind, int pp, int dir, int g) {
-    if (kind != SCHED_ZBV) return dir == 0;
+    if (!schedule_is_v(kind)) return dir == 0;
     return dir == 0 ? g + 1 < pp : g - 1 >= pp;
 }
 
@@ -56,8 +57,12 @@ static const char* schedule_check(int kind, int pp, int vpp, int n_micro) {
         return "micro-batches x pp x vpp is more than 2^22 (micro-batch, chunk) pairs per step: lower --global-batch "
                "or raise --micro-batch";
     if (kind == SCHED_ZBV && vpp != 2) return "--schedule zb-v places two chunks per stage in a V: it needs --vpp 2";
-    if (kind != SCHED_INTERLEAVED && kind != SCHED_ZBV && vpp != 1)
-        return "--vpp > 1 needs --schedule interleaved or zb-v";
+    if (kind == SCHED_DUALPIPEV && vpp != 2)
+        return "--schedule dualpipe-v places two chunks per stage in a V: it needs --vpp 2";
+    if (kind != SCHED_INTERLEAVED && !schedule_is_v(kind) && vpp != 1)
+        return "--vpp > 1 needs --schedule interleaved, zb-v or dualpipe-v";
+    if (kind == SCHED_DUALPIPEV && n_micro < 2 * pp)
+        return "dualpipe-v needs at least 2 x pp micro-batches per step (raise --global-batch or lower --micro-batch)";
     if (kind == SCHED_INTERLEAVED && n_micro % pp)
         return "interleaved 1F1B needs the number of micro-batches to be a multiple of pp";
     if ((kind == SCHED_1F1B || schedule_has_w(kind)) && pp > 1 && n_micro < pp)
@@ -212,6 +217,65 @@ static int zbv_build(int stage, int pp, int n_micro, const double* t_build, Pipe
     return n;
 }
 
+// DualPipe-V (DeepSeek-AI 2024, DeepSeek-V3 report section 3.2.1; the V-shaped "cut-in-half"
+// of Sea AI Lab as deepseek-ai/DualPipe's dualpipev.py orders it): ZB-V's placement, a fixed
+// order in eight phases for stage r of p with m >= 2p micro-batches. Fn / Bn: F / B of local
+// chunk n (0: the leg down the stages, 1: the leg back); "full" B runs its W at once (B then
+// W), a zero-bubble B queues its W and each W op runs the oldest queued.
+//   1. 2(p-r-1) x F0            2. r+1 x (F0 F1)            3. p-r-1 x (B1 W F1), zero-bubble
+//   4. m-2p+r+1 x (F0 B1 F1 B0), full backwards             5. p-r-1 x (B1 F1 B0), full
+//   6. r+1 x (B1 B0): full, zero-bubble from the middle one 7. p-r-1 x (W B0), zero-bubble
+//   8. r+1 x W
+// DualPipe runs each "F B" pair of phases 4-5 overlapped (one's compute under the other's
+// all-to-all, its F&B); this runtime runs them one after the other. With F = B = W the
+// simulator gives every stage p-1 idle chunk ops against the 6m it computes, (p-1)/(6m)
+// (bubble_formula; DualPipe's table bounds it by (p-1)(F&B + B + W - 3W) = 2(p-1) ops), and
+// 2p+1 chunk activations held (its table's PP + 1 of PP = 2p stages).
+typedef struct {
+    PipeOp* ops;
+    int n, stage, pp, next_f[2], next_b[2];
+    int *w_mb, *w_chunk, w_head, w_tail;  // the queued W's, oldest at w_head
+} DualPipeV;
+
+static void dpv_f(DualPipeV* d, int c) {
+    d->n = push_compute(d->ops, d->n, SCHED_DUALPIPEV, OP_FWD, d->next_f[c]++, c, d->stage, d->pp, 2);
+}
+static void dpv_b(DualPipeV* d, int c, int zero_bubble) {
+    int mb = d->next_b[c]++;
+    d->n = push_compute(d->ops, d->n, SCHED_DUALPIPEV, OP_BWD, mb, c, d->stage, d->pp, 2);
+    if (!zero_bubble) {
+        d->n = push_compute(d->ops, d->n, SCHED_DUALPIPEV, OP_W, mb, c, d->stage, d->pp, 2);
+        return;
+    }
+    d->w_mb[d->w_tail] = mb, d->w_chunk[d->w_tail] = c, d->w_tail++;
+}
+static void dpv_w(DualPipeV* d) {
+    int i = d->w_head++;
+    d->n = push_compute(d->ops, d->n, SCHED_DUALPIPEV, OP_W, d->w_mb[i], d->w_chunk[i], d->stage, d->pp, 2);
+}
+
+static int dualpipev_build(int stage, int pp, int n_micro, PipeOp* ops) {
+    DualPipeV s = {ops, 0, stage, pp, {0, 0}, {0, 0}, NULL, NULL, 0, 0}, *d = &s;
+    d->w_mb = (int*)xmalloc(sizeof(int) * 2 * n_micro), d->w_chunk = (int*)xmalloc(sizeof(int) * 2 * n_micro);
+    int r = stage, p = pp, m = n_micro;
+    for (int i = 0; i < 2 * (p - r - 1); i++) dpv_f(d, 0);
+    for (int i = 0; i < r + 1; i++) dpv_f(d, 0), dpv_f(d, 1);
+    for (int i = 0; i < p - r - 1; i++) dpv_b(d, 1, 1), dpv_w(d), dpv_f(d, 1);
+    for (int i = 0; i < m - 2 * p + r + 1; i++) dpv_f(d, 0), dpv_b(d, 1, 0), dpv_f(d, 1), dpv_b(d, 0, 0);
+    for (int i = 0; i < p - r - 1; i++) dpv_b(d, 1, 0), dpv_f(d, 1), dpv_b(d, 0, 0);
+    int zb = 0;
+    for (int i = 0; i < r + 1; i++) {
+        if (i == (r + 1) / 2 && r % 2 == 1) zb = 1;
+        dpv_b(d, 1, zb);
+        if (i == (r + 1) / 2 && r % 2 == 0) zb = 1;
+        dpv_b(d, 0, zb);
+    }
+    for (int i = 0; i < p - r - 1; i++) dpv_w(d), dpv_b(d, 0, 1);
+    while (d->w_head < d->w_tail) dpv_w(d);
+    free(d->w_mb), free(d->w_chunk);
+    return d->n;
+}
+
 // The op times ZB-V's list is built for (zbv_build), the same in the runtime and the
 // planner: t[0..n), t[n..2n), t[2n..3n) (n = pp*vpp global chunks) the FLOPs per token of
 // each chunk's F, B and W. A layer's matmuls (N parameters) cost 2N in each of F, B (input
@@ -219,15 +283,17 @@ static int zbv_build(int stage, int pp, int n_micro, const double* t_build, Pipe
 // count, config_flops_per_token); the last chunk adds the head, 2Vd forward and 4Vd in B
 // (its weight pass is not deferred).
 static void chunk_op_flops(const ModelConfig* c, int pp, int vpp, double* t) {
-    int n = pp * vpp;
+    int n = pp * vpp, *counts = (int*)xmalloc(sizeof(int) * n);
     double d = c->d_model, head = (double)c->vocab * d;
     double layer_mm = (config_matmul_params(c) - head) / c->n_layer, att = 4.0 * d * c->seq_len;
+    chunk_cut(c, pp, vpp, counts);  // the layers of each chunk (--pp-split)
     for (int g = 0; g < n; g++) {
-        double layers = chunk_layer_count(c->n_layer, n, g), last = g == n - 1;
+        double layers = counts[g], last = g == n - 1;
         t[g] = layers * (2 * layer_mm + att) + last * 2 * head;
         t[n + g] = layers * (2 * layer_mm + 2 * att) + last * 4 * head;
         t[2 * n + g] = layers * 2 * layer_mm;
     }
+    free(counts);
 }
 
 // The ordered operations of `stage` for one step of n_micro micro-batches (t_build: the op
@@ -236,6 +302,7 @@ static void chunk_op_flops(const ModelConfig* c, int pp, int vpp, double* t) {
 // schedule_max_ops()).
 static int schedule_build(int kind, int stage, int pp, int vpp, int n_micro, const double* t_build, PipeOp* ops) {
     if (kind == SCHED_ZBV) return zbv_build(stage, pp, n_micro, t_build, ops);
+    if (kind == SCHED_DUALPIPEV) return dualpipev_build(stage, pp, n_micro, ops);
     int n = 0;
     if (kind == SCHED_GPIPE) {  // all forwards, then all backwards
         for (int mb = 0; mb < n_micro; mb++) n = push_compute(ops, n, kind, OP_FWD, mb, 0, stage, pp, 1);
@@ -322,6 +389,92 @@ static int schedule_max_w_owed(const PipeOp* ops, int n_ops, int chunk) {
     return ops_have_w(ops, n_ops) ? schedule_max_between(ops, n_ops, chunk, OP_BWD, OP_W) : 0;
 }
 
+// Where in each stage's list the message (dir, mb, sending global chunk g) is received:
+// at[(dir * n_micro + mb) * n_chunks + g] (-1: not in this list).
+static void recv_index(int kind, int pp, int vpp, int n_micro, int stage, const PipeOp* ops, int n_ops, int* at) {
+    int nc = pp * vpp;
+    for (int i = 0; i < 2 * n_micro * nc; i++) at[i] = -1;
+    for (int k = 0; k < n_ops; k++) {
+        if (ops[k].kind != OP_RECV_FWD && ops[k].kind != OP_RECV_BWD) continue;
+        int dir = ops[k].kind == OP_RECV_BWD, g = chunk_global(kind, pp, stage, ops[k].chunk) + (dir ? 1 : -1);
+        at[((size_t)dir * n_micro + ops[k].mb) * nc + g] = k;
+    }
+}
+
+// The activation slots local chunk `chunk` of `stage` needs so that reusing one never waits
+// on a peer (schedule_slots for DualPipe-V). A slot's sends must be done before another
+// micro-batch takes it (the runtime waits for them), and a send is done only once the peer
+// has received it: a wait there, before this stage posts a receive the peer itself waits for,
+// is a cycle (DualPipe-V's full backward frees its slot right after sending its gradient; on
+// pp 2 both stages wait so at their fourth forward). So a (micro-batch, chunk) holds its slot
+// from its first op to the later of its last op and, for each message it sends, the receive
+// here of the first message the peer sends after receiving it (then it has). lists[pp]: every
+// stage's list. Returns the most held at once; free_after ([n_micro]): the op index after
+// which each micro-batch's slot may be taken again (n_ops: not this step).
+static int slots_past_sends(int kind, int pp, int vpp, int n_micro, int stage, int chunk, PipeOp* const* lists,
+                            const int* n_ops, int* free_after) {
+    int nc = pp * vpp, n = n_ops[stage], peak = 0;
+    const PipeOp* ops = lists[stage];
+    int* at = (int*)xmalloc(sizeof(int) * 2 * n_micro * nc * 3);  // receives here, on the stage below, above
+    int* first = (int*)xmalloc(sizeof(int) * n_micro);
+    int* last = (int*)xmalloc(sizeof(int) * n_micro);
+    int peer_of[3] = {stage, (stage - 1 + pp) % pp, (stage + 1) % pp};
+    for (int i = 0; i < 3; i++)
+        recv_index(kind, pp, vpp, n_micro, peer_of[i], lists[peer_of[i]], n_ops[peer_of[i]], at + i * 2 * n_micro * nc);
+    for (int mb = 0; mb < n_micro; mb++) first[mb] = n, last[mb] = -1;
+    for (int k = 0; k < n; k++) {
+        if (ops[k].chunk != chunk) continue;
+        int mb = ops[k].mb, end = k;
+        if (first[mb] == n) first[mb] = k;
+        if (ops[k].kind == OP_SEND_FWD || ops[k].kind == OP_SEND_BWD) {
+            int dir = ops[k].kind == OP_SEND_BWD, g = chunk_global(kind, pp, stage, chunk);
+            int q = chunk_stage(kind, pp, dir ? g - 1 : g + 1), iq = q == peer_of[1] ? 1 : 2;
+            const PipeOp* qops = lists[q];
+            end = n;
+            for (int j = at[(iq * 2 * n_micro + dir * n_micro + mb) * nc + g] + 1; j < n_ops[q]; j++) {
+                if (qops[j].kind != OP_SEND_FWD && qops[j].kind != OP_SEND_BWD) continue;
+                int d2 = qops[j].kind == OP_SEND_BWD, g2 = chunk_global(kind, pp, q, qops[j].chunk);
+                if (chunk_stage(kind, pp, d2 ? g2 - 1 : g2 + 1) != stage) continue;
+                end = at[((size_t)d2 * n_micro + qops[j].mb) * nc + g2];
+                break;
+            }
+        }
+        if (end > last[mb]) last[mb] = end;
+    }
+    int* change = (int*)xcalloc(n + 2, sizeof(int));  // held at op k: taken at or before it, free only after it
+    for (int mb = 0; mb < n_micro; mb++)
+        if (last[mb] >= 0) change[first[mb]]++, change[last[mb] + 1]--;
+    for (int k = 0, held = 0; k <= n; k++)
+        if ((held += change[k]) > peak) peak = held;
+    free(change);
+    for (int mb = 0; mb < n_micro; mb++) free_after[mb] = last[mb];
+    free(at), free(first), free(last);
+    return peak;
+}
+
+// The activation slots of local chunk `chunk` of `stage` (at least 1: sampling runs a
+// micro-batch through every chunk), and in free_after (optional, [n_micro]) the op index of
+// the stage's list after which each micro-batch's slot may be taken by another (-1: at once).
+// The schedules whose slot is held until the peer has its messages (1F1B's and the others'
+// layouts tests run them) need the most (micro-batch, chunk) pairs in flight; DualPipe-V
+// frees a slot right after its gradient leaves and holds it past its sends (slots_past_sends),
+// 2 or 3 slots more a chunk. lists[pp]: every stage's list (schedule_build).
+static int schedule_slots(int kind, int pp, int vpp, int n_micro, int stage, int chunk, PipeOp* const* lists,
+                          const int* n_ops, int* free_after) {
+    int slots;
+    if (kind == SCHED_DUALPIPEV) {
+        int* after = (int*)xmalloc(sizeof(int) * n_micro);
+        slots = slots_past_sends(kind, pp, vpp, n_micro, stage, chunk, lists, n_ops, after);
+        if (free_after) memcpy(free_after, after, sizeof(int) * n_micro);
+        free(after);
+    } else {
+        slots = schedule_max_in_flight(lists[stage], n_ops[stage], chunk);
+        if (free_after)
+            for (int mb = 0; mb < n_micro; mb++) free_after[mb] = -1;
+    }
+    return slots < 1 ? 1 : slots;
+}
+
 // Forward-only op list for evaluation: each micro-batch through the local chunks in order
 // (in both placements a stage's local chunks are in model order).
 static int forward_ops(int kind, int stage, int pp, int vpp, int n_micro, PipeOp* ops) {
@@ -402,10 +555,12 @@ static double schedule_simulate(int kind, int pp, int vpp, int n_micro, const do
 // The textbook bubble fraction, idle over busy time of a stage with equal op times:
 // (p-1)/m for GPipe and 1F1B, (p-1)/(v*m) for interleaved 1F1B (Narayanan et al. 2021);
 // with F = B = W, (p-1)/(3m) for ZB-H1 (idle (p-1)(F+B-W) against m(F+B+W) busy) and 0
-// for ZB-V (Qi et al. 2024). Reported beside the measured one.
+// for ZB-V (Qi et al. 2024); (p-1)/(6m) for DualPipe-V, its p-1 idle chunk ops of the 6m
+// a stage computes (dualpipev_build). Reported beside the measured one.
 static double bubble_formula(int kind, int pp, int vpp, int n_micro) {
     if (kind == SCHED_INTERLEAVED) return (double)(pp - 1) / ((double)vpp * n_micro);
     if (kind == SCHED_ZBH1) return (double)(pp - 1) / (3.0 * n_micro);
+    if (kind == SCHED_DUALPIPEV) return (double)(pp - 1) / (6.0 * n_micro);
     if (kind == SCHED_ZBV) return 0;
     return (double)(pp - 1) / n_micro;
 }

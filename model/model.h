@@ -67,6 +67,7 @@ typedef struct {
     int mb;                            // micro-batch held, -1 when free
     int frame;                         // the chunk's device frame its buffers are in, -1: none (offloaded)
     int stored;                        // 1: its activations wait in the chunk's tier (--offload activations)
+    int free_after;                    // free: another micro-batch may take it after this op of the step's list
 } Slot;
 
 // Buffer sets a (micro-batch, chunk) holds for part of its life only, as many as the
@@ -113,8 +114,12 @@ typedef struct {
     Weights w, g;                      // views into params and grads
     LayerW *wl, *gl;
     // pipeline
-    PipeOp* ops;
+    PipeOp* ops;                       // this stage's list (lists[stage])
     int n_ops;
+    PipeOp** lists;                    // [pp] the stages' lists while the slots are sized, then this stage's only
+    int* n_ops_of;                     // [pp]
+    int* slot_free_after;              // [vpp * n_micro] schedule_slots' free_after of (chunk, mb)
+    int op_at;                         // index of the op running in m->ops, INT_MAX in another list
     Chunk* chunks;                     // [vpp]
     int* slot_of;                      // [vpp * n_micro] slot index of (chunk, mb), -1 none
     int defer_weight;                  // 1: a layer's weight pass may run after the input passes below it

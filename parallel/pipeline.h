@@ -34,7 +34,9 @@ static void chunks_init(Model* m) {
         ch->layer0 = m->P.chunk_layer0[g];
         ch->n_layers = m->P.chunk_layer0[g + 1] - ch->layer0;
         // slots, W-input sets and heads as layout/activations.h counts them for the planner
-        ActCounts k = act_chunk_counts(m->ops, m->n_ops, c, is_last_chunk(m, c), m->defer_weight);
+        int slots = schedule_slots(m->L.sched, m->L.pp, m->L.vpp, m->n_micro, m->L.stage, c, m->lists, m->n_ops_of,
+                                   m->slot_free_after + (size_t)c * m->n_micro);
+        ActCounts k = act_chunk_counts(m->ops, m->n_ops, c, slots, is_last_chunk(m, c), m->defer_weight);
         ch->n_slots = k.slots;
         ch->slots = (Slot*)xcalloc(ch->n_slots, sizeof(Slot));
         ch->n_frames = act_device_slots(k.slots, &m->c);
@@ -44,6 +46,7 @@ static void chunks_init(Model* m) {
             Slot* s = &ch->slots[si];
             s->mb = -1;
             s->frame = -1;
+            s->free_after = -1;
             s->sends.req[0] = s->sends.req[1] = MPI_REQUEST_NULL;
             s->x = (act_t**)xcalloc(ch->n_layers + 1, sizeof(act_t*));
             s->acts = (LayerActs*)xcalloc(ch->n_layers, sizeof(LayerActs));
@@ -72,14 +75,25 @@ static void chunk_frames_init(Model* m, int c) {
 }
 
 // The stage's op list (schedule.h), then the build's activation slots sized by it, and
-// the token buffers of one step.
+// the token buffers of one step. DualPipe-V's slots are sized from every stage's list
+// (schedule_slots), which stay built until then.
 static void model_init_schedule(Model* m) {
-    m->ops = (PipeOp*)xmalloc(sizeof(PipeOp) * schedule_max_ops(m->n_micro, m->c.vpp));
-    double* t_build = (double*)xmalloc(sizeof(double) * 3 * m->c.pp * m->c.vpp);
-    chunk_op_flops(&m->c, m->c.pp, m->c.vpp, t_build);
-    m->n_ops = schedule_build(m->c.schedule, m->L.stage, m->c.pp, m->c.vpp, m->n_micro, t_build, m->ops);
+    int pp = m->c.pp, all = m->c.schedule == SCHED_DUALPIPEV;
+    double* t_build = (double*)xmalloc(sizeof(double) * 3 * pp * m->c.vpp);
+    chunk_op_flops(&m->c, pp, m->c.vpp, t_build);
+    m->lists = (PipeOp**)xcalloc(pp, sizeof(PipeOp*));
+    m->n_ops_of = (int*)xcalloc(pp, sizeof(int));
+    for (int s = 0; s < pp; s++) {
+        if (!all && s != m->L.stage) continue;
+        m->lists[s] = (PipeOp*)xmalloc(sizeof(PipeOp) * schedule_max_ops(m->n_micro, m->c.vpp));
+        m->n_ops_of[s] = schedule_build(m->c.schedule, s, pp, m->c.vpp, m->n_micro, t_build, m->lists[s]);
+    }
     free(t_build);
+    m->ops = m->lists[m->L.stage], m->n_ops = m->n_ops_of[m->L.stage];
+    m->slot_free_after = (int*)xmalloc(sizeof(int) * m->c.vpp * m->n_micro);
     alloc_activations(m);
+    for (int s = 0; s < pp; s++)
+        if (s != m->L.stage) free(m->lists[s]), m->lists[s] = NULL;
     m->inputs = (int*)xmalloc(sizeof(int) * m->n_micro * m->B * m->T);
     m->targets = (int*)xmalloc(sizeof(int) * m->n_micro * m->B * m->T);
     docs_alloc(m);
@@ -233,6 +247,8 @@ static void slot_offload(Model* m, int c, int si) {
     slot_live_bytes(m, -(long long)ch->slot_bytes);
 }
 
+// The slot of (chunk, mb), or a free one for it: one free after op m->op_at of the list
+// running (schedule_slots: its sends received), else any (they all are).
 static Slot* slot_get(Model* m, int chunk, int mb) {
     int* idx = &m->slot_of[chunk * m->n_micro + mb];
     Chunk* ch = &m->chunks[chunk];
@@ -240,7 +256,10 @@ static Slot* slot_get(Model* m, int chunk, int mb) {
         slot_to_frame(m, chunk, *idx);
         return &ch->slots[*idx];
     }
-    for (int i = 0; i < ch->n_slots; i++) {
+    int pick = -1;
+    for (int i = 0; i < ch->n_slots && pick < 0; i++)
+        if (ch->slots[i].mb < 0 && ch->slots[i].free_after < m->op_at) pick = i;
+    for (int i = pick < 0 ? 0 : pick; i < ch->n_slots; i++) {
         Slot* s = &ch->slots[i];
         if (s->mb >= 0) continue;
         pp_send_wait(m, s, 0);  // its last sends must be done before the buffers (or host copies) are reused
@@ -256,6 +275,7 @@ static Slot* slot_get(Model* m, int chunk, int mb) {
 }
 static void slot_put(Model* m, int chunk, Slot* s) {
     Chunk* ch = &m->chunks[chunk];
+    s->free_after = m->op_at < INT_MAX ? m->slot_free_after[chunk * m->n_micro + s->mb] : -1;
     m->slot_of[chunk * m->n_micro + s->mb] = -1;
     s->mb = -1;
     m->slots_live_bytes -= ch->slot_bytes;
@@ -319,6 +339,7 @@ static void run_schedule(Model* m, const PipeOp* ops, int n_ops, int train, floa
     zero3_ends_ready(m);
     for (int k = 0; k < n_ops; k++) {
         PipeOp op = ops[k];
+        m->op_at = ops == m->ops ? k : INT_MAX;  // slot_get: the step's list (the evaluation's: every slot free)
         int g = global_chunk(m, op.chunk), prev = local_chunk(m, g - 1), up = 0;
         offload_prepare(m, ops, n_ops, k);
         Slot* s = slot_get(m, op.chunk, op.mb);
@@ -373,6 +394,7 @@ static void run_schedule(Model* m, const PipeOp* ops, int n_ops, int train, floa
         for (int i = 0; i < m->chunks[c].n_slots; i++) {
             pp_send_wait(m, &m->chunks[c].slots[i], 0);
             pp_send_wait(m, &m->chunks[c].slots[i], 1);
+            m->chunks[c].slots[i].free_after = -1;
         }
     device_sync(m);  // the schedule's time is the device's; its ops' times are read
 }

@@ -31,7 +31,7 @@ static void plan_usage(void) {
         "  --tp --pp --dp --vpp --micro-batch N, --sp 0|1, --zero 0..3,\n"
         "  --recompute none|selective|full|selective_op|selective_layer (the last two: torchtitan's policies, not\n"
         "                          searched unless named; dev/PLANNER.md maps each framework's flag to one),\n"
-        "  --schedule 1f1b|interleaved|zb-h1|zb-v, --offload none|optimizer|activations|both (every layout; "
+        "  --schedule 1f1b|interleaved|zb-h1|zb-v|dualpipe-v, --offload none|optimizer|activations|both (every layout; "
         "planner/time.h), --offload-frames 1|2,\n"
         "  --cp N (ranks per sequence: 1 = no context parallelism; powers of two), --cp-kind ring|ulysses|2d,\n"
         "  --cp-ulysses U (the all-to-all degree inside cp; 2d: the ring is cp / U)   evaluate only these layouts\n"
@@ -118,7 +118,7 @@ static int plan_filter_flag(const char* flag, const char* v, PlanFilter* f) {
     } else if (!strcmp(flag, "--schedule")) {  // the schedules the search tries (plan_schedule_tried)
         f->schedule = schedule_from_name(v);
         if (f->schedule < 0 || f->schedule == SCHED_GPIPE)
-            fail("--schedule: expected 1f1b, interleaved, zb-h1 or zb-v, got '%s'", v);
+            fail("--schedule: expected 1f1b, interleaved, zb-h1, zb-v or dualpipe-v, got '%s'", v);
     } else if (!strcmp(flag, "--cp"))
         f->cp = plan_size_flag(v, SIZE_CP);
     else if (!strcmp(flag, "--cp-ulysses"))

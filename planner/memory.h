@@ -266,19 +266,26 @@ static const PipeCounts* pipe_counts(const ModelConfig* c, int m) {
     PipeCounts* e = &pipe_counts_kept[slot % PIPE_COUNTS_KEPT];
     if (e->schedule != schedule || e->pp != pp || e->vpp != vpp || e->m != m || e->defer_weight != defer ||
         memcmp(e->t_build, t_build, sizeof(double) * n_t)) {
-        PipeOp* ops = (PipeOp*)xmalloc(sizeof(PipeOp) * schedule_max_ops(m, vpp));
+        PipeOp** lists = (PipeOp**)xmalloc(sizeof(PipeOp*) * pp);
+        int* n_ops = (int*)xmalloc(sizeof(int) * pp);
         free(e->peaks), free(e->chunks), free(e->t_build);
         e->peaks = (int*)xmalloc(sizeof(int) * 2 * pp);
         e->chunks = (ActCounts*)xmalloc(sizeof(ActCounts) * pp * vpp);
         for (int s = 0; s < pp; s++) {
-            int n_ops = schedule_build(schedule, s, pp, vpp, m, t_build, ops);
-            e->peaks[2 * s] = schedule_max_in_flight(ops, n_ops, -1);
-            e->peaks[2 * s + 1] = schedule_max_w_owed(ops, n_ops, -1);
-            for (int j = 0; j < vpp; j++)
-                e->chunks[s * vpp + j] = act_chunk_counts(
-                    ops, n_ops, j, chunk_global(schedule, pp, s, j) == pp * vpp - 1, defer || ops_have_w(ops, n_ops));
+            lists[s] = (PipeOp*)xmalloc(sizeof(PipeOp) * schedule_max_ops(m, vpp));
+            n_ops[s] = schedule_build(schedule, s, pp, vpp, m, t_build, lists[s]);
         }
-        free(ops);
+        for (int s = 0; s < pp; s++) {
+            const PipeOp* ops = lists[s];
+            e->peaks[2 * s] = schedule_max_in_flight(ops, n_ops[s], -1);
+            e->peaks[2 * s + 1] = schedule_max_w_owed(ops, n_ops[s], -1);
+            for (int j = 0; j < vpp; j++)
+                e->chunks[s * vpp + j] =
+                    act_chunk_counts(ops, n_ops[s], j, schedule_slots(schedule, pp, vpp, m, s, j, lists, n_ops, NULL),
+                                     chunk_global(schedule, pp, s, j) == pp * vpp - 1, defer || ops_have_w(ops, n_ops[s]));
+        }
+        for (int s = 0; s < pp; s++) free(lists[s]);
+        free(lists), free(n_ops);
         e->schedule = schedule, e->pp = pp, e->vpp = vpp, e->m = m, e->defer_weight = defer, e->t_build = t_build;
     } else {
         free(t_build);

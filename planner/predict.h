@@ -19,6 +19,7 @@ typedef struct {
     // memory per GPU on the worst stage, bytes
     double mem_weights, mem_grads, mem_optim, mem_act, mem_temp, mem_overhead, mem_total;
     double mem_w_inputs;     // of mem_act, the weight-pass inputs of the w_pending pairs
+    double mem_act_max;      // the most activations of any stage (the worst stage's total may hold fewer: a cut by cost)
     int fits;                // device memory and, under --offload, host memory hold it
     double mem_host;         // --offload: host bytes per GPU of its worst stage (state and activations moved)
     double mem_host_act;     // of mem_host, the activations moved (--offload activations)
@@ -310,6 +311,7 @@ static void plan_memory(const ModelConfig* c, const PlanSetup* k, const DevicePr
             reserve = d->mem_overhead + (k->expandable_segments ? 0 : d->mem_frag) * act;
         }
         double total = p * (wb + gb + ob) + act + temp + reserve;
+        if (act > r->mem_act_max) r->mem_act_max = act;
         if (total > r->mem_total) {
             r->mem_total = total, r->worst_stage = st, r->in_flight = in_flight, r->w_pending = w_pending;
             r->mem_weights = p * wb, r->mem_grads = p * gb, r->mem_optim = p * ob;

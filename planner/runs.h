@@ -205,10 +205,10 @@ static int plan_run_row(const int* shape, const PlanSetup* setup, const DevicePr
     c->sp = c->tp > 1 && v[RC_SP];
     const char* s = col[RC_SCHEDULE];
     if ((c->schedule = schedule_from_name(s)) < 0) {
-        snprintf(err, err_len, "unknown schedule '%s' (gpipe, 1f1b, interleaved, zb-h1, zb-v)", s);
+        snprintf(err, err_len, "unknown schedule '%s' (gpipe, 1f1b, interleaved, zb-h1, zb-v, dualpipe-v)", s);
         return -1;
     }
-    c->vpp = vpp ? vpp : c->schedule == SCHED_ZBV ? 2 : 1;  // without a vpp column: the trainer's default (args.h)
+    c->vpp = vpp ? vpp : schedule_is_v(c->schedule) ? 2 : 1;  // without a vpp column: the trainer's default (args.h)
     long long global_batch = v[RC_BATCH_TOKENS] / c->seq_len,
               pairs = global_batch / (v[RC_DP] * v[RC_MICRO_BATCH]) * c->pp * c->vpp;
     if (pairs > PLAN_MAX_PAIRS) {

@@ -62,13 +62,13 @@ static int filter_cp_ok(const PlanFilter* f, int cp, int U) {
 
 // Whether the search tries schedule `sched` for pp stages of vpp chunks each: 1F1B with one
 // chunk, interleaved 1F1B with more; on a pipeline also the zero-bubble ones, ZB-H1 with one
-// chunk and ZB-V with two (with one stage they are 1F1B holding more memory). GPipe holds
+// chunk, ZB-V and DualPipe-V with two (with one stage they are 1F1B holding more memory). GPipe holds
 // more activations than 1F1B for the same bubble and is not tried.
 static int plan_schedule_tried(int sched, int pp, int vpp) {
     if (sched == SCHED_1F1B) return vpp == 1;
     if (sched == SCHED_INTERLEAVED) return vpp > 1;
     if (sched == SCHED_ZBH1) return vpp == 1 && pp > 1;
-    if (sched == SCHED_ZBV) return vpp == 2 && pp > 1;
+    if (schedule_is_v(sched)) return vpp == 2 && pp > 1;
     return 0;
 }
 

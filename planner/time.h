@@ -338,11 +338,9 @@ static LayerTime layer_time(const ModelConfig* c, int b, int tp, int sp, int cp,
 // The pipeline cut: layers, embedding and head of each of the n_chunks global chunks.
 static void chunk_split(const ModelConfig* c, int n_chunks, int split, int* layers, int* has_embed, int* has_head) {
     int L = c->n_layer;
-    if (split == SPLIT_LAYERS) {
-        for (int g = 0; g < n_chunks; g++) {
-            layers[g] = L / n_chunks + (g < L % n_chunks);  // params.h: the first chunks get the extra layers
-            has_embed[g] = g == 0, has_head[g] = g == n_chunks - 1;
-        }
+    if (split == SPLIT_LAYERS) {  // the trainer's cut (params.h chunk_cut: even, or by cost under --pp-split auto)
+        chunk_cut(c, c->pp, n_chunks / c->pp, layers);
+        for (int g = 0; g < n_chunks; g++) has_embed[g] = g == 0, has_head[g] = g == n_chunks - 1;
         return;
     }
     // by parameters: items 0 = embedding, 1..L = layers, L+1 = final norm, L+2 = head,

@@ -169,7 +169,7 @@ static void print_startup(const Layout* L, const ParamLayout* P, const ModelConf
             U == c->cp ? "whole sequences" : split, c->seq_len / c->cp);
     }
     static const char* bubble_of[N_SCHEDULES] = {"(p-1)/m", "(p-1)/m", "(p-1)/(v*m)", "(p-1)/(3m) at F=B=W",
-                                                 "0 at F=B=W"};
+                                                 "0 at F=B=W", "(p-1)/(6m) at F=B=W"};
     ROW("pipeline", "%s, vpp %d, bubble %s = %.3f", schedule_name(c->schedule), c->vpp, bubble_of[c->schedule],
         c->pp > 1 ? bubble_formula(c->schedule, c->pp, c->vpp, n_micro) : 0.0);
     ROW("zero / recompute", "%d / %s", c->zero, recompute_name(c->recompute));
@@ -190,8 +190,15 @@ static void print_startup(const Layout* L, const ParamLayout* P, const ModelConf
     for (int i = 0; i < n_rows; i++) printf("| %-21s | %-*s |\n", keys[i], width, values[i]);
     printf("+-----------------------+%s+\n", dashes);
     free(values);
-    // The grid: which rank holds which coordinates, and the layers of each stage.
+    // The grid: which rank holds which coordinates, and the layers of each stage with its cost
+    // (params.h stage_costs, what --pp-split auto balances): FLOPs of a micro-batch's forward
+    // and backward on one of its ranks, and the share of the slowest stage's.
     printf("grid (rank = ((dp_rank * pp + stage) * cp + cp_rank) * tp + tp_rank):\n");
+    int* counts = (int*)xmalloc(sizeof(int) * c->pp * c->vpp);
+    double* cost = (double*)xmalloc(sizeof(double) * c->pp), slowest = 0;
+    for (int g = 0; g < c->pp * c->vpp; g++) counts[g] = P->chunk_layer0[g + 1] - P->chunk_layer0[g];
+    stage_costs(c, c->pp, c->vpp, counts, cost);
+    for (int s = 0; s < c->pp; s++) slowest = fmax(slowest, cost[s]);
     for (int s = 0; s < c->pp; s++) {
         printf("  stage %d: layers", s);
         for (int v = 0; v < c->vpp; v++) {
@@ -200,6 +207,9 @@ static void print_startup(const Layout* L, const ParamLayout* P, const ModelConf
         }
         if (s == chunk_stage(c->schedule, c->pp, 0)) printf(" +embedding");
         if (s == chunk_stage(c->schedule, c->pp, c->pp * c->vpp - 1)) printf(" +head");
+        if (c->pp > 1)
+            printf("  %.3g GFLOP a micro-batch (%.0f%% of the slowest)",
+                   cost[s] * c->micro_batch * c->seq_len / ((double)c->tp * c->cp) / 1e9, 100 * cost[s] / slowest);
         printf("  ranks");
         // (dp, cp, tp) in rank order, 16 at most
         int per_stage = c->dp * c->cp * c->tp, shown = per_stage < 16 ? per_stage : 16;
@@ -208,6 +218,7 @@ static void print_startup(const Layout* L, const ParamLayout* P, const ModelConf
         if (shown < per_stage) printf(" ... (%d in all)", per_stage);
         printf("\n");
     }
+    free(counts), free(cost);
     print_hosts(m);
     (void)b3;
     fflush(stdout);
@@ -474,11 +485,11 @@ static void metrics_finish(Metrics* m, const Layout* L, double act_peak_bytes_me
         char a[32], b[32], c[32], d[32], e[32], f[32];
         double ms = m->ms_n ? m->ms_sum / m->ms_n : m->step_ms;
         double bufs = m->pred_bytes[0] + m->pred_bytes[1] + m->pred_bytes[2] + m->pred_bytes[3];
-        double off = m->plan.mem_act > 0 ? 100 * (buf_mx / m->plan.mem_act - 1) : 0;
+        double off = m->plan.mem_act_max > 0 ? 100 * (buf_mx / m->plan.mem_act_max - 1) : 0;
         printf(
             "measured: activation buffers %s, max over ranks (planner %s, %+.1f%%; live peak %s, rank 0 %s); step "
             "%.1f ms mean (planner %.1f ms)\n",
-            fmt_bytes(buf_mx, b), fmt_bytes(m->plan.mem_act, d), off, fmt_bytes(mx, c),
+            fmt_bytes(buf_mx, b), fmt_bytes(m->plan.mem_act_max, d), off, fmt_bytes(mx, c),
             fmt_bytes(act_peak_bytes_measured, a), ms, m->plan.t_step * 1e3);
         printf("measured: peak resident memory %s per rank (max over ranks; rank 0's model buffers %s)\n",
                fmt_bytes(rss, e), fmt_bytes(bufs, f));
@@ -494,7 +505,7 @@ static void metrics_finish(Metrics* m, const Layout* L, double act_peak_bytes_me
             "\"rss_peak_bytes_max\":%.0f,\"opt_host_bytes\":%.0f,\"act_host_bytes\":%.0f,"
             "\"plan_grad_bytes\":%.0f,\"plan_opt_bytes\":%.0f,\"plan_temp_bytes\":%.0f}\n",
             act_peak_bytes_measured, mx, m->pred_bytes[3], buf_mx, m->pred_bytes[0], m->pred_bytes[1], m->pred_bytes[2],
-            ms, m->plan.t_step * 1e3, m->plan.mem_act, m->plan.mem_weights, rss, m->host_opt_bytes, m->host_act_bytes,
+            ms, m->plan.t_step * 1e3, m->plan.mem_act_max, m->plan.mem_weights, rss, m->host_opt_bytes, m->host_act_bytes,
             m->plan.mem_grads, m->plan.mem_optim, m->plan.mem_temp);
         json_nonfinite_to_null(line, sizeof(line));
         if (m->log) output_write(m->log, line, "--log", m->args->log);

@@ -16,12 +16,12 @@
 // Batch defaults that keep every layout's math the same as one rank's: the global batch
 // is 16 sequences whatever the layout (unless --global-batch, or --micro-batch alone,
 // which means dp*pp*micro-batch), and the micro-batch (unless --micro-batch) is the
-// largest <= 16 that gives every pipeline stage pp micro-batches, as 1F1B needs. So
-// `./train --tp 4 --pp 2` trains on the same batches as `./train`.
+// largest <= 16 that gives every pipeline stage pp micro-batches, as 1F1B needs (2pp for
+// DualPipe-V). So `./train --tp 4 --pp 2` trains on the same batches as `./train`.
 static void resolve_batch(Args* a) {
     ModelConfig* c = &a->cfg;
-    int m_min = c->pp > 1 ? c->pp : 1;
-    long long derived = (long long)c->dp * m_min * c->micro_batch;  // --micro-batch alone: dp*pp*micro-batch
+    int m_min = c->schedule == SCHED_DUALPIPEV ? 2 * c->pp : c->pp > 1 ? c->pp : 1;
+    long long derived = (long long)c->dp * m_min * c->micro_batch;  // --micro-batch alone: dp*m_min*micro-batch
     int micro_batch_given = flag_given(a, "--micro-batch");
     if (!c->global_batch && micro_batch_given && derived > (1 << 30))
         fail("--micro-batch %d x dp %d x pp %d = %lld sequences per step, more than 2^30 (give --global-batch)",

@@ -53,10 +53,61 @@ static void p2p_order_check(int kind, PipeOp ops[][OPS_CAP], const int* n_ops, i
             }
 }
 
+// DualPipe-V's lists in deepseek-ai/DualPipe's dualpipev.py order, written out by hand from its
+// eight phases for pp 2, m 5 ("F1.2": F of local chunk 1, micro-batch 2; a full backward is B W).
+static void test_dualpipev_order(PipeOp* ops) {
+    const char* want[2] = {
+        // stage 0: 2 x F0; 1 x (F0 F1); 1 x (B1 W F1), zero-bubble; 2 x (F0 B1 F1 B0); 1 x (B1 F1 B0);
+        // 1 x (B1 B0), zero-bubble from its B0; 1 x (W B0), zero-bubble; 1 x W
+        "F0.0 F0.1 F0.2 F1.0 B1.0 W1.0 F1.1 F0.3 B1.1 W1.1 F1.2 B0.0 W0.0 F0.4 B1.2 W1.2 F1.3 B0.1 W0.1 "
+        "B1.3 W1.3 F1.4 B0.2 W0.2 B1.4 W1.4 B0.3 W0.3 B0.4 W0.4",
+        // stage 1: 2 x (F0 F1); 3 x (F0 B1 F1 B0); 2 x (B1 B0), zero-bubble from the second; 2 x W
+        "F0.0 F1.0 F0.1 F1.1 F0.2 B1.0 W1.0 F1.2 B0.0 W0.0 F0.3 B1.1 W1.1 F1.3 B0.1 W0.1 F0.4 B1.2 W1.2 F1.4 "
+        "B0.2 W0.2 B1.3 W1.3 B0.3 W0.3 B1.4 B0.4 W1.4 W0.4"};
+    for (int s = 0; s < 2; s++) {
+        char got[512] = "", name[96];
+        int n = schedule_build(SCHED_DUALPIPEV, s, 2, 2, 5, NULL, ops);
+        for (int k = 0; k < n; k++)
+            if (ops[k].kind == OP_FWD || ops[k].kind == OP_BWD || ops[k].kind == OP_W)
+                snprintf(got + strlen(got), sizeof(got) - strlen(got), "%s%c%d.%d", got[0] ? " " : "",
+                         "?F??B?W"[ops[k].kind], ops[k].chunk, ops[k].mb);
+        snprintf(name, sizeof(name), "schedule/dualpipe-v/stage %d of pp 2, m 5: dualpipev.py's order", s);
+        check(!strcmp(got, want[s]), name, "%s", got);
+    }
+}
+
+// --pp-split auto (params.h chunk_cut) on a heavy head, by hand: tiny with 12 layers, d 128,
+// vocab 4096, T 32: a layer costs 6 x 12d^2 + 12dT = 1228800 FLOPs a token, the head and loss
+// 6Vd + 10V = 3186688 (2.59 layers). pp 4: 14.6 layers' work, so the slowest stage has at
+// least 4 layers' (12 layers in whole ones): 3 | 4 | 4 | 1 + head (3.59). The even cut's last
+// stage has 3 + 2.59. The V (pp 2, zb-v): stage 0 holds chunks 0 and 3 with the embedding and
+// the head: x layers + 2.59 against 12 - x on stage 1, best at x = 5 (7.59 against 7; x = 4: 8).
+static void test_pp_split_auto(void) {
+    ModelConfig c = {0};
+    apply_preset(&c, find_preset("tiny"));
+    c.n_layer = 12, c.d_model = 128, c.vocab = 4096, c.pp_split = 1, c.schedule = SCHED_1F1B;
+    config_finalize(&c);
+    int counts[8];
+    chunk_cut(&c, 4, 1, counts);
+    check(counts[0] == 3 && counts[1] == 4 && counts[2] == 4 && counts[3] == 1, "pp_split/auto/pp 4: 3 4 4 1",
+          "%d %d %d %d", counts[0], counts[1], counts[2], counts[3]);
+    c.schedule = SCHED_ZBV;
+    chunk_cut(&c, 2, 2, counts);
+    double cost[2];
+    stage_costs(&c, 2, 2, counts, cost);
+    check(counts[0] + counts[3] == 5 && counts[1] + counts[2] == 7 && counts[0] >= 1 && counts[3] >= 1,
+          "pp_split/auto/zb-v pp 2: stage 0 (both ends) 5 layers, stage 1 7", "%d %d %d %d (stage costs %.0f %.0f)",
+          counts[0], counts[1], counts[2], counts[3], cost[0], cost[1]);
+    c.pp_split = 0;
+    chunk_cut(&c, 4, 1, counts);
+    check(counts[0] == 3 && counts[1] == 3 && counts[2] == 3 && counts[3] == 3, "pp_split/even/pp 4: 3 3 3 3",
+          "%d %d %d %d", counts[0], counts[1], counts[2], counts[3]);
+}
+
 // The evaluation's forward-only lists, ZB-V under uneven op times, ZB-H1's order and
 // schedule_check's refusals (test_schedules' second half).
 static void test_schedules_more(void) {
-    const int kinds[N_SCHEDULES] = {SCHED_GPIPE, SCHED_1F1B, SCHED_INTERLEAVED, SCHED_ZBH1, SCHED_ZBV};
+    const int kinds[N_SCHEDULES] = {SCHED_GPIPE, SCHED_1F1B, SCHED_INTERLEAVED, SCHED_ZBH1, SCHED_ZBV, SCHED_DUALPIPEV};
     static PipeOp ops[MAX_PP][OPS_CAP];
     // the evaluation's forward-only lists (layout/schedule.h forward_ops) match in order too
     char bad_eval[256] = "";
@@ -117,6 +168,11 @@ static void test_schedules_more(void) {
               schedule_check(SCHED_ZBV, 2, 2, 4) == NULL,
           "schedule_check/zb-v needs vpp 2", NULL);
     check(schedule_check(SCHED_ZBH1, 4, 2, 8) != NULL, "schedule_check/zb-h1 needs vpp 1", NULL);
+    check(schedule_check(SCHED_DUALPIPEV, 2, 1, 4) != NULL && schedule_check(SCHED_DUALPIPEV, 4, 2, 7) != NULL &&
+              schedule_check(SCHED_DUALPIPEV, 4, 2, 8) == NULL,
+          "schedule_check/dualpipe-v needs vpp 2 and m >= 2pp", NULL);
+    test_dualpipev_order(ops[0]);
+    test_pp_split_auto();
     check(schedule_check(SCHED_ZBH1, 4, 1, 3) != NULL && schedule_check(SCHED_ZBV, 4, 2, 3) != NULL,
           "schedule_check/zero-bubble needs m >= pp", NULL);
 }
@@ -134,6 +190,7 @@ static void schedule_flight_check(int kind, int s, int pp, int vpp, int m, const
     }
     if (kind == SCHED_ZBH1) want = pp;  // every stage: 1F1B's stage 0
     if (kind == SCHED_ZBV && peak <= 2 * pp) want = peak;  // at most 2pp chunks: pp micro-batches of a stage
+    if (kind == SCHED_DUALPIPEV) want = 2 * pp + 1;        // DualPipe's table: PP + 1 of its PP = 2pp stages
     if (peak != want) snprintf(bad_flight, SCHED_BAD, "%s stage %d: %d in flight, expected %d", cfg, s, peak, want);
     if (kind == SCHED_1F1B && peak > pp)
         snprintf(bad_flight, SCHED_BAD, "%s stage %d: %d in flight > pp", cfg, s, peak);
@@ -246,7 +303,7 @@ static void schedule_sim_check(int kind, int pp, int vpp, int m, const char* cfg
 }
 
 static void test_schedules(void) {
-    const int kinds[N_SCHEDULES] = {SCHED_GPIPE, SCHED_1F1B, SCHED_INTERLEAVED, SCHED_ZBH1, SCHED_ZBV};
+    const int kinds[N_SCHEDULES] = {SCHED_GPIPE, SCHED_1F1B, SCHED_INTERLEAVED, SCHED_ZBH1, SCHED_ZBV, SCHED_DUALPIPEV};
     static PipeOp ops[MAX_PP][OPS_CAP];
     for (int ki = 0; ki < N_SCHEDULES; ki++) {
         int kind = kinds[ki], n_cfg = 0, split = schedule_has_w(kind);
@@ -303,6 +360,7 @@ static void test_schedules(void) {
                     : kind == SCHED_GPIPE ? "in flight = m"
                     : kind == SCHED_ZBH1  ? "in flight (F to W) = pp on every stage"
                     : kind == SCHED_ZBV   ? "in flight (F to W) <= 2pp chunks"
+                    : kind == SCHED_DUALPIPEV ? "in flight (F to W) = 2pp + 1 chunks on every stage"
                                           : "in flight = Megatron warm-up + 1",
                     bad_flight);
         SCHED_CHECK("simulate completes (no deadlock), unit and uneven times", bad_sim);

@@ -290,7 +290,7 @@ static void test_cli_kernel_names(void) {
 
 // Rows of an enumeration CSV by schedule (counts[kind], SCHED_*), and the rows no schedule
 // filter should let through: zero-bubble ones with full recomputation, one stage, or a
-// number of chunks other than their own (1 for ZB-H1, 2 for ZB-V).
+// number of chunks other than their own (1 for ZB-H1, 2 for ZB-V and DualPipe-V).
 static int csv_schedules(const char* path, int* counts, int* bad) {
     FILE* f = fopen(path, "r");
     char line[4096], *col[CSV_MAX_FIELDS];
@@ -311,7 +311,7 @@ static int csv_schedules(const char* path, int* counts, int* bad) {
         if (kind < 0) { (*bad)++; continue; }
         counts[kind]++, rows++;
         if (schedule_has_w(kind) &&
-            (!strcmp(col[i_rc], "full") || atoi(col[i_pp]) == 1 || vpp != (kind == SCHED_ZBV ? 2 : 1)))
+            (!strcmp(col[i_rc], "full") || atoi(col[i_pp]) == 1 || vpp != (schedule_is_v(kind) ? 2 : 1)))
             (*bad)++;
     }
     if (f) fclose(f);
@@ -339,15 +339,16 @@ static void test_cli_schedules(void) {
     rc = run_plan_capture(a2, 11, log);
     rows = csv_schedules(csv, counts, &bad);
     check(rc == 0 && counts[SCHED_1F1B] > 0 && counts[SCHED_INTERLEAVED] > 0 && counts[SCHED_ZBH1] > 0 &&
-              counts[SCHED_ZBV] > 0 && counts[SCHED_GPIPE] == 0 && !bad,
-          "cli_search_tries_zero_bubble", "rc %d: 1f1b %d, interleaved %d, zb-h1 %d, zb-v %d, gpipe %d, bad %d", rc,
-          counts[SCHED_1F1B], counts[SCHED_INTERLEAVED], counts[SCHED_ZBH1], counts[SCHED_ZBV], counts[SCHED_GPIPE],
-          bad);
+              counts[SCHED_ZBV] > 0 && counts[SCHED_DUALPIPEV] > 0 && counts[SCHED_GPIPE] == 0 && !bad,
+          "cli_search_tries_zero_bubble",
+          "rc %d: 1f1b %d, interleaved %d, zb-h1 %d, zb-v %d, dualpipe-v %d, gpipe %d, bad %d", rc, counts[SCHED_1F1B],
+          counts[SCHED_INTERLEAVED], counts[SCHED_ZBH1], counts[SCHED_ZBV], counts[SCHED_DUALPIPEV],
+          counts[SCHED_GPIPE], bad);
     const char* a3[] = {"--plan", "--model", "llama-tiny", "--schedule", "gpipe"};
     const char* a4[] = {"--plan", "--model", "llama-tiny", "--schedule", "zb-h2"};
     rc = run_plan_capture(a3, 5, log);
     int rc4 = run_plan_capture(a4, 5, log);
-    check(rc == 1 && rc4 == 1 && strstr(slurp(log), "expected 1f1b, interleaved, zb-h1 or zb-v"),
+    check(rc == 1 && rc4 == 1 && strstr(slurp(log), "expected 1f1b, interleaved, zb-h1, zb-v or dualpipe-v"),
           "cli_schedule_rejects_others", "exit %d and %d, '%s'", rc, rc4, slurp(log));
     // --runs: a zb-v row without a vpp column runs as the trainer would (vpp 2); zb-h1 refuses full recomputation
     write_file(in, "zb_runs.csv", RUNS_HEADER

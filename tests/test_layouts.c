@@ -450,6 +450,9 @@ static void gpt2_suites(void) {
         {"dp2_zero2_pp2_zbv", "--dp 2 --zero 2 --pp 2 --schedule zb-v"},
         {"dp2_pp2_zbv", "--dp 2 --pp 2 --schedule zb-v"},
         {"dp2_zero2_pp2_zbh1", "--dp 2 --zero 2 --pp 2 --schedule zb-h1"},
+        // DualPipe-V: the V with a fixed order, full backwards (B then W) beside queued W's (2pp micro-batches)
+        {"pp2_dualpipev", "--pp 2 --schedule dualpipe-v"},
+        {"dp2_zero2_pp2_dualpipev", "--dp 2 --zero 2 --pp 2 --schedule dualpipe-v --micro-batch 4"},
         // context parallelism: the zig-zag ring, Ulysses' all-to-all, both (2D); weights
         // reduced and ZeRO-sharded over dp x cp; positions per row for wpe
         {"cp2_ring", "--cp 2"},
@@ -503,11 +506,21 @@ static void gpt2_shape_suites(void) {
     static const Layout_ deep[] = {
         {"pp4_zbv", "--pp 4 --schedule zb-v"},
         {"pp4_zbv_selective", "--pp 4 --schedule zb-v --recompute selective"},
+        {"pp4_dualpipev", "--pp 4 --schedule dualpipe-v --micro-batch 4"},
         {"dp2_zero3_pp2_vpp2", "--dp 2 --zero 3 --pp 2 --vpp 2"},
         {"dp2_zero3_pp2_vpp2_full", "--dp 2 --zero 3 --pp 2 --vpp 2 --recompute full"},
         {"dp2_zero3_pp2_zbv", "--dp 2 --zero 3 --pp 2 --schedule zb-v"},
     };
     suite("gpt2_8layers", "--model tiny --n-layer 8", deep, sizeof(deep) / sizeof(deep[0]));
+    // --pp-split auto on a heavy head (vocab 2048: the head and loss cost about 2.5 layers):
+    // stages cut by cost, in the loop, interleaved and in the V
+    static const Layout_ cut[] = {
+        {"pp4_auto", "--pp 4 --pp-split auto"},
+        {"pp2_vpp2_auto", "--pp 2 --vpp 2 --pp-split auto"},
+        {"pp2_zbv_auto", "--pp 2 --schedule zb-v --pp-split auto"},
+        {"pp2_dualpipev_auto", "--pp 2 --schedule dualpipe-v --pp-split auto"},
+    };
+    suite("gpt2_headheavy", "--model tiny --n-layer 8 --vocab 2048", cut, sizeof(cut) / sizeof(cut[0]));
 }
 
 // The LLaMA layouts (RMSNorm, SwiGLU, RoPE, grouped-query attention) against the 1-rank run.

@@ -119,7 +119,7 @@ static int gpu_group_used(const Layout* L, int g) {
 
 // The pipeline's two-rank communicators: for each direction, way and stage k, the one of
 // k's sends (activations to k+1 and gradients to k-1 in the loop placement, the ends wrapping
-// around as interleaved chunks do; in ZB-V's V both directions go both ways). A stream of
+// around as interleaved chunks do; in the V of ZB-V and DualPipe-V both directions go both ways). A stream of
 // messages of one direction and way between two stages is received in the order it is sent
 // (tests/test_gpt.c checks every schedule for it), as NCCL matches them. A stage is in two
 // pairs of a direction and way (as sender and as receiver) and a split makes one
@@ -130,7 +130,7 @@ static void gpu_p2p_init(GpuComms* G, Layout* L, ncclComm_t world) {
     int pp = L->pp, me = L->stage;
     for (int dir = 0; dir < 2; dir++)
         for (int up = 0; up < 2; up++) {
-            if (L->sched != SCHED_ZBV && up != (dir == 0)) continue;
+            if (!schedule_is_v(L->sched) && up != (dir == 0)) continue;
             // the pair of which I am the sender (k = me), and the one of which I am the receiver
             int k_recv = up ? (me - 1 + pp) % pp : (me + 1) % pp;
             for (int round = 0; round < 2 + pp % 2; round++) {

@@ -1,0 +1,80 @@
+#!/usr/bin/env python3
+"""dev/bench_split.py: stages cut by cost (--pp-split auto) against the even cut, measured on
+CPU ranks in one alternating run (even, auto, even, auto, ...).
+
+The model has a heavy head (a large vocabulary, few layers), so with the even cut the last
+stage (its layers, the head and the loss) sets every stage's pace. For each run: ./train
+--pp PP --trace (the first 3 steps); over traced steps 2-3 (the first warms up):
+  step = the pipeline's window, the first rank's first op to the last rank's last op;
+  busy = each rank's compute ops (F, B, W) in it; idle = step - busy.
+Printed: the median over the repeats of the step, the busiest rank's idle and the largest
+idle of any rank, and each rank's busy time (the cut's balance).
+
+Usage: python3 dev/bench_split.py [--pp 4] [--repeat 3] [--flags "MODEL FLAGS"]
+"""
+import argparse, json, os, statistics, subprocess, sys
+from collections import defaultdict
+
+ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+MODEL = "--model tiny --n-layer 12 --d-model 128 --vocab 4096 --seq-len 64 --micro-batch 2 --global-batch 16"
+
+
+def run(cmd):
+    p = subprocess.run(cmd, shell=True, cwd=ROOT, capture_output=True, text=True)
+    if p.returncode:
+        sys.exit(f"error: `{cmd}` failed:\n{p.stdout[-2000:]}{p.stderr[-2000:]}")
+    return p.stdout
+
+
+def measure(split, pp, flags):
+    trace = f"/tmp/bench_split_{split}.json"
+    run(f"OMP_NUM_THREADS=1 ./train {flags} --pp {pp} --pp-split {split} --steps 3 --warmup 1 --eval-every 0 "
+        f"--sample-len 0 --quiet --trace {trace}")
+    events = json.load(open(trace))["traceEvents"]
+    phases = defaultdict(list)
+    for e in events:
+        if e.get("cat") == "phase" and e["name"] == "schedule":
+            phases[e["tid"]].append((e["ts"], e["ts"] + e["dur"]))
+    n_steps = min(len(p) for p in phases.values())
+    busy, span = defaultdict(float), 0.0
+    for k in range(1, n_steps):
+        t0 = min(sorted(p)[k][0] for p in phases.values())
+        t1 = max(sorted(p)[k][1] for p in phases.values())
+        span += t1 - t0
+        for e in events:
+            if e.get("cat") == "compute" and t0 <= e["ts"] <= t1:
+                busy[e["tid"]] += e["dur"]
+    ranks = sorted(phases)
+    busiest = max(ranks, key=lambda r: busy[r])
+    ms = 1e-3 / (n_steps - 1)
+    return dict(step=span * ms, idle_busiest=(span - busy[busiest]) * ms,
+                idle_max=max(span - busy[r] for r in ranks) * ms, busy=[busy[r] * ms for r in ranks])
+
+
+def main():
+    ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    ap.add_argument("--pp", type=int, default=4)
+    ap.add_argument("--repeat", type=int, default=3)
+    ap.add_argument("--flags", default=MODEL, help=f"model flags (default: {MODEL})")
+    a = ap.parse_args()
+    run("make -s train")
+    runs = {"even": [], "auto": []}
+    for _ in range(a.repeat):  # alternating, so a passing load falls on both
+        for split in runs:
+            runs[split].append(measure(split, a.pp, a.flags))
+    print(f"pp {a.pp}, {a.flags}; {os.cpu_count()} cores; traced steps 2-3, median of {a.repeat} alternating runs")
+    print("| --pp-split | step ms | busiest rank idle ms | largest idle ms | busy ms per rank |")
+    print("|---|---|---|---|---|")
+    med = {}
+    for split, rs in runs.items():
+        med[split] = {k: statistics.median(r[k] for r in rs) for k in ("step", "idle_busiest", "idle_max")}
+        busy = " / ".join(f"{statistics.median(r['busy'][i] for r in rs):.0f}" for i in range(a.pp))
+        m = med[split]
+        print(f"| {split} | {m['step']:.0f} | {m['idle_busiest']:.0f} | {m['idle_max']:.0f} | {busy} |")
+    e, u = med["even"], med["auto"]
+    print(f"auto / even: step {u['step'] / e['step']:.2f}, busiest rank idle {u['idle_busiest'] / e['idle_busiest']:.2f}, "
+          f"largest idle {u['idle_max'] / e['idle_max']:.2f}")
+
+
+if __name__ == "__main__":
+    main()

@@ -36,6 +36,7 @@ typedef struct {
     int sample_every, sample_len;
     int log_every, log_ranks;
     int on_nan_skip;           // --on-nan skip|stop
+    int noise_scale;           // --noise-scale: estimate B_simple each step (runtime/noise_scale.h)
     double timeout_s;          // watchdog for a hung collective
     double peak_tflops;        // per device, for MFU; 0: measured (CPU) or by device name (GPU)
     int comm_mpi;              // GPU build: --comm mpi (host-staged) instead of NCCL
@@ -236,6 +237,10 @@ static const Flag FLAGS[] = {
      "LlamaForCausalLM), DIR created at start"},
     {"--import-hf", FLAG_TEXT, "DIR", NO_RANGE, NULL, HELP_OUTPUT, AGREE, 0, IN_ARGS(import_hf),
      "start from DIR/model.safetensors (fp32, this model's shape: an --export-hf)"},
+    {"--noise-scale", FLAG_SWITCH, "", NO_RANGE, NULL, HELP_OUTPUT, AGREE, 0, IN_ARGS(noise_scale),
+     "the gradient noise scale B_simple = tr(Sigma)/|G|^2 in tokens (McCandlish et al. 2018), from each dp replica's "
+     "gradient norm and the step's, averaged over about 20 steps: in the step line and the log (noise_scale); needs "
+     "dp x cp >= 2, --zero 0 or 1, no --sp"},
     {"--on-nan", FLAG_CHOICE, "stop|skip", NO_RANGE, "stop", HELP_OUTPUT, AGREE, 0, IN_ARGS(on_nan_skip),
      "non-finite loss or gradient: stop, or skip the step"},
     {"--timeout-s", FLAG_NUM, "X", 0, 0, 1, 1e7, "600", HELP_OUTPUT, AGREE_NO, 0, IN_ARGS(timeout_s),

@@ -120,6 +120,7 @@ typedef struct {
     int* n_ops_of;                     // [pp]
     int* slot_free_after;              // [vpp * n_micro] schedule_slots' free_after of (chunk, mb)
     int op_at;                         // index of the op running in m->ops, INT_MAX in another list
+    double replica_sumsq;              // --noise-scale: the replicas' own squared gradient norms, summed
     Chunk* chunks;                     // [vpp]
     int* slot_of;                      // [vpp * n_micro] slot index of (chunk, mb), -1 none
     int defer_weight;                  // 1: a layer's weight pass may run after the input passes below it

@@ -34,8 +34,14 @@ static void embed_group_sync(Model* m, float* wte_grad) {
 // below are still in their backward. A layer's tensors are contiguous in the buffer. The
 // build is told when the layer's reduced gradient is queued (layer_grads_queued: the GPU's
 // --offload optimizer starts copying it to the host).
+// Under --noise-scale each replica's own gradient is measured first, so its layers wait for
+// reduce_gradients (replica_sumsq) instead.
+static void layer_grads_reduce(Model* m, int layer);
 static void layer_grads_final(Model* m, int layer) {
-    if (m->c.zero != 0) return;
+    if (m->c.zero != 0 || m->args->noise_scale) return;
+    layer_grads_reduce(m, layer);
+}
+static void layer_grads_reduce(Model* m, int layer) {
     size_t lo = SIZE_MAX, hi = 0;
     for (int i = 0; i < m->P.n; i++) {
         const Tensor* t = &m->P.t[i];
@@ -51,6 +57,20 @@ static void layer_grads_final(Model* m, int layer) {
 static float* sharded_reduce_gradients(Model* m);
 static void zero3_params_updated(Model* m);
 
+// --noise-scale (runtime/noise_scale.h): the squared norm of this replica's own gradient, before
+// the dp reduction, summed over the replicas (each element once: tp copies by their owner, the
+// tied copy not; the stages' parts add up) into m->replica_sumsq. Called on the whole local
+// gradient, after the tied embedding's sum (both its uses are in the replica's gradient).
+static void replica_sumsq(Model* m) {
+    double ss = 0;
+    int k = 0;
+    for (int i = 0; i < m->P.n; i++)
+        if (m->P.t[i].owner) sumsq_range(m, k++, m->grads + m->P.t[i].offset, m->P.t[i].size, &ss);
+    sumsq_finish(m, k, &ss);
+    comm_allreduce_sum_f64(&m->L.group[GROUP_WORLD], &ss, 1);  // comm: world all-reduce of the squared norms
+    m->replica_sumsq = ss;
+}
+
 // After the schedule: reduce gradients over the groups that share parameters. Returns the
 // gradient the optimizer reads for its range [opt_lo, opt_hi).
 static float* reduce_gradients(Model* m) {
@@ -58,6 +78,11 @@ static float* reduce_gradients(Model* m) {
     if (m->c.zero >= 2) return sharded_reduce_gradients(m);  // the layers' went during the backward
     if (m->c.zero == 0) {
         embed_group_sync(m, m->g.wte);
+        if (m->args->noise_scale) {  // measured, then the layers' reduction layer_grads_final left
+            replica_sumsq(m);
+            for (int c = 0; c < m->L.vpp; c++)
+                for (int i = m->chunks[c].n_layers - 1; i >= 0; i--) layer_grads_reduce(m, m->chunks[c].layer0 + i);
+        }
         // comm: dp all-reduce of what layer_grads_final left: the runs of model-level tensors
         // (embeddings at the buffer's start; final norm, head and the tied copy at its end),
         // back to front, GRAD_BUCKET_FLOATS a call
@@ -78,6 +103,7 @@ static float* reduce_gradients(Model* m) {
         return m->grads;
     }
     embed_group_sync(m, m->g.wte);
+    if (m->args->noise_scale) replica_sumsq(m);
     grad_reduce_scatter(m, GROUP_DP, m->grads, m->grad_shard, S);  // comm: dp reduce-scatter (zero 1)
     sp_partial_sync(m, m->grad_shard, m->opt_lo, S);
     return m->grad_shard;

@@ -22,6 +22,7 @@
 #include "layout/params.h"
 #include "planner/planner.h"
 #include "layout/schedule.h"
+#include "runtime/noise_scale.h"
 
 #define TRACE_STEPS 3       // steps recorded by --trace (the first is warm-up)
 #define MAX_TRACE_EVENTS 200000
@@ -59,6 +60,8 @@ typedef struct {
     // dp ranks and cp ranks (train.h batch_imbalance); logged when show_imbalance
     double att_spread[3], att_work;  // and the global batch's attention work (visible pairs)
     double step_tokens;              // the tokens the step's loss counts (padding left out): tokens/s, MFU
+    NoiseScale noise;                // --noise-scale: its averages, and the estimate after the last step (tokens)
+    double noise_scale;
     int show_imbalance;
     double tok_s, mfu, hfu, tflops;
     char (*hosts)[HOST_CHARS];  // rank 0: each rank's host name (for the grid at start-up)
@@ -353,6 +356,7 @@ static void metrics_step_end(Metrics* m, const Layout* L, const ModelConfig* c, 
         if (L->world > 1)
             printf(" | comm tp %.0f pp %.0f dp %.0f ms", dc[GROUP_TP] * 1e3, dc[GROUP_PP] * 1e3, dc[GROUP_DP] * 1e3);
         if (L->cp > 1) printf(" | cp a2a %.0f ring %.0f ms", dc[GROUP_CP_ULYSSES] * 1e3, dc[GROUP_CP_RING] * 1e3);
+        if (m->args->noise_scale) printf(" | B_noise %.3g tok", m->noise_scale);
         if (m->show_imbalance)
             printf(" | attn spread mb %.0f%% dp %.0f%% cp %.0f%%", 100 * m->att_spread[0], 100 * m->att_spread[1],
                    100 * m->att_spread[2]);
@@ -374,6 +378,8 @@ static void metrics_step_end(Metrics* m, const Layout* L, const ModelConfig* c, 
                  ",\"attn_spread_mb\":%.4f,\"attn_spread_dp\":%.4f,\"attn_spread_cp\":%.4f,\"attn_work\":%.0f,"
                  "\"wait_ms\":%.3f}\n",
                  m->att_spread[0], m->att_spread[1], m->att_spread[2], m->att_work, (sched_s - m->compute_s) * 1e3);
+    if (m->args->noise_scale)
+        snprintf(line + strlen(line) - 2, sizeof(line) - strlen(line) + 2, ",\"noise_scale\":%.6g}\n", m->noise_scale);
     json_nonfinite_to_null(line, sizeof(line));
     if (m->log) output_write(m->log, line, "--log", m->args->log);
     if (m->rank_log) {

@@ -181,6 +181,11 @@ static StepResult train_step(Model* m, const TokenStream* train, int step) {
     r.loss = reduce_loss(m, n_tokens);
     r.grad_norm = grad_norm(m, grad);
     r.lr = lr_at(&m->c, step);
+    if (m->args->noise_scale) {  // B_small: one replica's tokens; its gradient is R x its share of the step's
+        double R = m->L.replicas;
+        m->met->noise_scale = noise_scale_update(&m->met->noise, R * m->replica_sumsq, r.grad_norm * r.grad_norm,
+                                                 n_tokens / R, n_tokens);
+    }
     if (!isfinite(r.loss) || !isfinite(r.grad_norm)) {
         if (!m->args->on_nan_skip)
             fail("step %d: loss %g, gradient norm %g is not finite (--on-nan stop)", step + 1, r.loss, r.grad_norm);
@@ -323,6 +328,12 @@ static int train_loop(Model* m, Run* run, Metrics* met, int start_step) {
     Args* a = &run->args;
     ModelConfig* c = &a->cfg;
     int n_skipped = 0, first_skipped = 0, last_applied = start_step, stop = 0;
+    if (a->noise_scale && m->L.replicas < 2)
+        fail("--noise-scale: needs two batch sizes, each replica's gradient and the step's: dp x cp >= 2 (got %d)",
+             m->L.replicas);
+    if (a->noise_scale && (c->zero >= 2 || c->sp))
+        fail("--noise-scale: needs each replica's own gradient: not with --zero %d (reduced as the backward runs) or "
+             "--sp (partial sums over tp)", c->zero);
     if (run->world > 1) watchdog_start(a->timeout_s, run->rank);  // armed now: start-up (data, resume) may take long
     for (int step = start_step; step < c->steps && !stop; step++) {
         watchdog_kick();

@@ -244,6 +244,7 @@ static int* positions_in_order(int T) {
 #include "tests/gpt_packing.c"
 #include "tests/gpt_cp_doc.c"
 #include "tests/gpt_reference.c"
+#include "tests/gpt_noise.c"
 
 // ----------------------------------------------------------------------------
 
@@ -275,7 +276,8 @@ int main(int argc, char** argv) {
                     {"non-finite", test_nonfinite},
                     {"packing", test_packing},
                     {"documents", test_docs},
-                    {"cp split", test_cp_doc}};
+                    {"cp split", test_cp_doc},
+                    {"noise scale", test_noise_scale}};
     for (size_t i = 0; i < sizeof(sections) / sizeof(sections[0]); i++) {
         if (argc > 1 && strcmp(argv[1], sections[i].name)) continue;  // ./test_gpt SECTION: that one only
 #ifdef _OPENMP

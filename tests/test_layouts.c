@@ -408,6 +408,10 @@ static void gpt2_suites(void) {
     static const Layout_ gpt_layouts[] = {
         {"dp2", "--dp 2"},
         {"dp4_grad_accum", "--dp 4"},  // 4 micro-batches on 1 rank == 1 micro-batch on each of 4 ranks
+        // --noise-scale: each replica's gradient measured before the dp reduction (ZeRO 0: the layers'
+        // reductions wait for it) leaves the math as it was
+        {"dp2_noise_scale", "--dp 2 --noise-scale"},
+        {"dp2_zero1_pp2_noise_scale", "--dp 2 --zero 1 --pp 2 --noise-scale"},
         {"tp2", "--tp 2"},
         {"tp4", "--tp 4"},
         {"tp2_sp", "--tp 2 --sp"},

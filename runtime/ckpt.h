@@ -550,7 +550,9 @@ static void ckpt_save(const Layout* L, const ParamLayout* P, const ModelConfig* 
 // The checkpoint --resume auto continues from, into out (PATH_CAP bytes): the one the
 // manifest LATEST names; without a manifest, the newest file whose every tensor matches
 // its checksum (ckpt_verify_file), past any newer one a crash, a full disk or anything else
-// left incomplete or damaged. verbose: say which files were passed over.
+// left incomplete or damaged; "" when there is none at all (the directory missing or without
+// a ckpt_*.bin: a job's first launch starts at step 0, so one requeue script serves every
+// launch). verbose: say which files were passed over, or that there was none.
 static void ckpt_find_latest(const char* dir, char* out, int verbose) {
     char path[PATH_CAP], why[256], name[64] = "", shown[4 * PATH_CAP];
     struct stat st;
@@ -572,6 +574,12 @@ static void ckpt_find_latest(const char* dir, char* out, int verbose) {
         }
     }
     int* steps;
+    if (stat(dir, &st) != 0 && errno == ENOENT) {  // run_setup creates it after this
+        if (verbose) printf("resume: --ckpt-dir %s does not exist yet: starting at step 0\n",
+                            printable(dir, shown, sizeof(shown)));
+        *out = 0;
+        return;
+    }
     int n = ckpt_list(dir, "--resume auto", &steps);
     for (int i = 0; i < n; i++) {
         path_format(out, "--ckpt-dir", "%s/ckpt_%08d.bin", dir, steps[i]);
@@ -583,7 +591,8 @@ static void ckpt_find_latest(const char* dir, char* out, int verbose) {
     }
     free(steps);
     if (n) fail("--resume auto: no complete checkpoint in %s (%d incomplete or damaged)", dir, n);
-    fail("--resume auto: no checkpoint in %s", dir);
+    if (verbose) printf("resume: no checkpoint in %s yet: starting at step 0\n", printable(dir, shown, sizeof(shown)));
+    *out = 0;  // a job's first launch: nothing to resume
 }
 
 // Read this rank's shard of the checkpoint at path into local[3] (params, m, v over the
@@ -669,9 +678,19 @@ static int ckpt_resume(const Layout* L, const ParamLayout* P, const ModelConfig*
     memcpy(v_state, local[2] + opt_lo, sizeof(float) * (opt_hi - opt_lo));
     free(local[1]); free(local[2]);
     char shown[4 * PATH_CAP];
+    // past --steps: the schedule (warm-up, cosine to --steps) has no step to give; at it, the run is done
+    if (h[CK_STEP] > c->steps) {
+        if (L->rank == 0)
+            print_error("--resume %s: the checkpoint is at step %d, past --steps %d (raise --steps to go on)",
+                        printable(path, shown, sizeof(shown)), h[CK_STEP], c->steps);
+        MPI_Finalize();
+        exit(1);
+    }
     if (L->rank == 0)
-        printf("resumed from %s (step %d, saved with dp %d tp %d pp %d vpp %d zero %d)\n",
-               printable(path, shown, sizeof(shown)), h[CK_STEP], h[CK_DP], h[CK_TP], h[CK_PP], h[CK_VPP], h[CK_ZERO]);
+        printf("resumed from %s (step %d, saved with dp %d tp %d pp %d vpp %d zero %d)%s\n",
+               printable(path, shown, sizeof(shown)), h[CK_STEP], h[CK_DP], h[CK_TP], h[CK_PP], h[CK_VPP], h[CK_ZERO],
+               h[CK_STEP] == c->steps ? ": the run is complete at --steps, nothing to train (raise --steps to go on)"
+                                      : "");
     return h[CK_STEP];
 }
 

@@ -368,7 +368,7 @@ static void run_setup(Run* r, int argc, char** argv) {
     if (a->resume && !strcmp(a->resume, "auto")) {  // before outputs_check creates --ckpt-dir
         if (!a->ckpt_dir) fail("--resume auto needs --ckpt-dir");
         ckpt_find_latest(a->ckpt_dir, r->resume_path, r->rank == 0);
-        a->resume = r->resume_path;
+        a->resume = r->resume_path[0] ? r->resume_path : NULL;  // none yet: a fresh start
     }
     outputs_check(r);
 }

@@ -520,8 +520,11 @@ static const BadCase BAD_CASES[] = {
     {"ckpt_other_global_batch", "--global-batch 16 --resume " BAD "/good/ckpt_00000001.bin", "data order", 1},
     {"ckpt_missing", "--resume " BAD "/missing.bin", "cannot open", 1},
     {"ckpt_auto_no_dir", "--resume auto", "needs --ckpt-dir", 1},
-    {"ckpt_auto_empty_dir", "--resume auto --ckpt-dir " BAD "/ck_empty_dir", "no checkpoint", 1},
-    {"ckpt_auto_missing_dir", "--resume auto --ckpt-dir " BAD "/no_such_dir", "cannot open --ckpt-dir", 1},
+    // resuming at --steps: done, nothing trained, exit 0 (a requeued finished job); past it: refused
+    {"ckpt_resume_at_steps", "--steps 1 --resume " BAD "/good/ckpt_00000001.bin",
+     "the run is complete at --steps, nothing to train", 0},
+    {"ckpt_resume_past_steps", "--steps 0 --resume " BAD "/good/ckpt_00000001.bin",
+     "the checkpoint is at step 1, past --steps 0 (raise --steps to go on)", 1},
     {"ckpt_auto_dangling_latest", "--resume auto --ckpt-dir " BAD "/ck_dangling", "ckpt_00000099.bin", 1},
     {"ckpt_auto_garbage_latest", "--resume auto --ckpt-dir " BAD "/ck_garbage_latest",
      "LATEST does not name a checkpoint", 1},
@@ -674,6 +677,13 @@ static const BadCase BAD_CASES[] = {
 #define HF_LLAMA "test -d " BAD "/hf_llama || OMP_NUM_THREADS=1 ./train --model llama-tiny --steps 1 --eval-every 0 " \
                  "--sample-len 0 --quiet --export-hf " BAD "/hf_llama"
 static const BadRun BAD_RUNS[] = {
+    // a job's first launch: --resume auto starts at step 0 (one requeue script serves every launch)
+    {{"ckpt_auto_empty_dir", "--steps 1 --resume auto --ckpt-dir " BAD "/ck_auto_empty",
+      "resume: no checkpoint in " BAD "/ck_auto_empty yet: starting at step 0", 0},
+     "rm -rf " BAD "/ck_auto_empty && mkdir " BAD "/ck_auto_empty", "test -f " BAD "/ck_auto_empty/ckpt_00000001.bin"},
+    {{"ckpt_auto_missing_dir", "--steps 1 --resume auto --ckpt-dir " BAD "/ck_auto_missing",
+      "does not exist yet: starting at step 0", 0},
+     "rm -rf " BAD "/ck_auto_missing", "test -f " BAD "/ck_auto_missing/ckpt_00000001.bin"},
     // --import-hf: config.json's fields honoured (the architecture, rope_theta) or refused (one it does not read)
     {{"import_hf_llama_roundtrip", "--model llama-tiny --steps 1 --import-hf " BAD "/hf_llama",
       "imported Hugging Face weights", 0}, HF_LLAMA, NULL},

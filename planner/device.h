@@ -182,6 +182,33 @@ static void profile_grand_teton_h100(DeviceProfile* d) {
     d->hbm_bw = 2.4e12;
 }
 
+// AWS's A100 and H100 instances, whose fabric is EFA (Elastic Fabric Adapter, 100 Gb/s per device), not
+// one InfiniBand NIC per GPU: p4d.24xlarge / p4de.24xlarge have 8 A100 (40 GB / 80 GB) behind 4 EFA devices
+// (400 Gb/s per node, a quarter of a DGX A100's 1,600), p5.48xlarge 8 H100 SXM behind 32 (3,200 Gb/s, a DGX
+// H100's). Device counts: meta-pytorch/torchx torchx/specs/named_resources_aws.py (EFA_DEVICE 4 / 4 / 32);
+// host memory 1,152 GiB (p4) / 2,048 GiB (p5) for 8 GPUs, the same file. nic_eff is kept (0.8, an estimate
+// for InfiniBand; not measured on EFA).
+static void profile_aws_p4d(DeviceProfile* d) {
+    profile_a100_40gb(d);
+    snprintf(d->name, sizeof(d->name), "aws-p4d-a100");
+    d->nics_per_node = 4;
+    d->nic_bw = 100e9 / 8;
+    d->host_mem_bytes = 144 * GiB;
+}
+static void profile_aws_p4de(DeviceProfile* d) {
+    profile_a100(d);
+    snprintf(d->name, sizeof(d->name), "aws-p4de-a100");
+    d->nics_per_node = 4;
+    d->nic_bw = 100e9 / 8;
+    d->host_mem_bytes = 144 * GiB;
+}
+static void profile_aws_p5(DeviceProfile* d) {
+    profile_h100(d);
+    snprintf(d->name, sizeof(d->name), "aws-p5-h100");
+    d->nics_per_node = 32;
+    d->nic_bw = 100e9 / 8;
+}
+
 static void profile_h200(DeviceProfile* d) {
     profile_h100(d);
     snprintf(d->name, sizeof(d->name), "h200-sxm");
@@ -229,7 +256,8 @@ static void profile_cpu(DeviceProfile* d) {
 }
 
 static const char* PROFILE_NAMES =
-    "a100-80gb (dgx-a100), a100-40gb, h100-sxm (dgx-h100), h200-sxm (dgx-h200), jean-zay-a100, grand-teton-h100, cpu";
+    "a100-80gb (dgx-a100), a100-40gb, h100-sxm (dgx-h100), h200-sxm (dgx-h200), jean-zay-a100, grand-teton-h100, "
+    "aws-p4d-a100, aws-p4de-a100, aws-p5-h100, cpu";
 
 // Fill *d with the built-in profile `name`; -1 if there is none.
 static int profile_builtin(const char* name, DeviceProfile* d) {
@@ -239,6 +267,9 @@ static int profile_builtin(const char* name, DeviceProfile* d) {
     else if (!strcmp(name, "h200-sxm") || !strcmp(name, "dgx-h200")) profile_h200(d);
     else if (!strcmp(name, "jean-zay-a100")) profile_jean_zay_a100(d);
     else if (!strcmp(name, "grand-teton-h100")) profile_grand_teton_h100(d);
+    else if (!strcmp(name, "aws-p4d-a100")) profile_aws_p4d(d);
+    else if (!strcmp(name, "aws-p4de-a100")) profile_aws_p4de(d);
+    else if (!strcmp(name, "aws-p5-h100")) profile_aws_p5(d);
     else if (!strcmp(name, "cpu")) profile_cpu(d);
     else return -1;
     return 0;

@@ -311,6 +311,35 @@ static void test_network_profiles(void) {
           one_jz.bw / 1e9, all_jz.bw / 1e9, one_dgx.bw / 1e9, all_dgx.bw / 1e9);
 }
 
+// AWS's instances (EFA, 100 Gb/s per device): p4de's 4 devices for 8 A100s give a data-parallel group
+// filling the node 4 x 12.5 x nic_eff 0.8 = 40 GB/s across nodes (a DGX A100's 8 HDR NICs 160), p5's 32
+// give 320 GB/s (under NVLink's 450 x 0.82 = 369 at NCCL's rate). ZeRO-3 gathers the weights before every
+// micro-batch's forward and again before its backward and reduce-scatters the gradients after it: 3 x
+// the weights' bytes per micro-batch, so 4 micro-batches move 4 times one's. LLaMA-7B (6,738,415,616
+// parameters, bf16 weights and gradients) on 128 p4de GPUs, one micro-batch: each ring moves 127/128 of
+// 13.48 GB at 40 GB/s plus 127 steps of 10 us for each of the 34 buckets (32 layers, embedding, head):
+// 3 x (0.334290 + 0.043180) = 1.132410 s.
+static void test_aws_profiles_zero3_traffic(void) {
+    DeviceProfile p4de, p5, dgx;
+    profile_builtin("aws-p4de-a100", &p4de), profile_builtin("aws-p5-h100", &p5), profile_builtin("dgx-a100", &dgx);
+    p4de.link_eff = p4de.link_eff_nccl, p5.link_eff = p5.link_eff_nccl, dgx.link_eff = dgx.link_eff_nccl;
+    Link l4 = group_link_nested(&p4de, 1, 1, 128, 1, 8), l5 = group_link_nested(&p5, 1, 1, 128, 1, 8);
+    Link ld = group_link_nested(&dgx, 1, 1, 128, 1, 8);
+    check(fabs(l4.bw - 40e9) < 1 && fabs(l5.bw - 320e9) < 1 && fabs(ld.bw - 160e9) < 1 && p4de.mem_bytes == 80 * GiB,
+          "network_aws_profiles_hand", "p4de %.1f, p5 %.1f, dgx %.1f GB/s (want 40, 320, 160)", l4.bw / 1e9,
+          l5.bw / 1e9, ld.bw / 1e9);
+    ModelConfig c = model("llama-7b", 4096);
+    c.dp = 128, c.zero = 3, c.recompute = RECOMPUTE_FULL;
+    PlanSetup k = plan_setup_for(SOFTWARE_FRAMEWORK);
+    PlanResult one, four;
+    profile_builtin("aws-p4de-a100", &p4de);
+    int rc1 = plan_predict(&c, &k, 128, 8, &p4de, &one), rc4 = plan_predict(&c, &k, 512, 8, &p4de, &four);
+    double S = 2 * 6738415616.0, want = 3 * (127.0 / 128 * S / 40e9 + 127 * 34 * 10e-6);
+    check(rc1 == 0 && rc4 == 0 && fabs(one.t_dp_comm - want) < 1e-6 && fabs(four.t_dp_comm - 4 * want) < 1e-6,
+          "zero3_traffic_per_micro_batch_hand", "%.6f s for 1 micro-batch, %.6f for 4 (want %.6f, %.6f)",
+          one.t_dp_comm, four.t_dp_comm, want, 4 * want);
+}
+
 // Allocator: --software framework counts no fragmentation share (software.h expandable_segments):
 // torchtitan launches with PyTorch's expandable segments and publishes its peak *reserved* memory
 // (pytorch/torchtitan benchmarks/llama3_h100_202412_torchtitan.md, Tables 1 and 3: Llama 3.1 8B,

@@ -93,6 +93,7 @@ int main(void) {
     test_korthikanti();
     test_recompute_policies();
     test_network_profiles();
+    test_aws_profiles_zero3_traffic();
     test_allocator_expandable_segments();
     test_gemm_shape_efficiency();
     test_tp_collectives();

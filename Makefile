@@ -206,6 +206,8 @@ test: $(TEST_BINS)
 	tests/test_gpu_ranks.sh 2>&1 | tee -a .test.log || status=1; \
 	./test_gpu_emu --no-bench 2>&1 | tee -a .test.log || status=1; \
 	EMU_ORDER=reverse ./test_gpu_emu --no-bench 2>&1 | tee -a .test.log || status=1; \
+	sweep_dir=$$(mktemp -d) && ./test_gpu_emu --att-sweep --dry --csv $$sweep_dir/sweep.csv --tiles $$sweep_dir/tiles.csv \
+	  2>&1 | tee -a .test.log || status=1; rm -rf "$$sweep_dir"; \
 	GPU_BIN=./train_gpu_emu GPUS=8 dev/check_gpu_vs_cpu.sh 2>&1 | tee -a .test.log || status=1; \
 	ASAN_OPTIONS=detect_leaks=0 ./test_gpu_emu_asan --no-bench 2>&1 | tee -a .test.log || status=1; \
 	ASAN_OPTIONS=detect_leaks=0 GPU_BIN=./train_gpu_emu_asan GPUS=8 CASES_MATCH='$(ASAN_CASES)' dev/check_gpu_vs_cpu.sh 2>&1 | tee -a .test.log || status=1; \

@@ -62,9 +62,11 @@ static void test_cp_async(void) {
     CK(cudaMalloc(&y, sizeof(hy)));
     CK(cudaMemcpy(x, hx, sizeof(hx), cudaMemcpyHostToDevice));
     int same, nans;
-    const char* what[3] = {"cp.async.wait_group 0: every chunk landed", "cp.async.wait_group 1: the newest group not yet",
+    const char* what[3] = {"cp.async.wait_group 0: every chunk landed",
+                           "cp.async.wait_group 1: the newest group not yet",
                            "no cp.async.wait_group before the read: no chunk landed (NaN)"};
-    const int want_same[3] = {4 * n, 4 * (n / 2), 0};  // wait 1: the first half's chunks, read by threads n - 1, 0 .. n/2 - 2
+    // wait 1: the first half's chunks, read by threads n - 1, 0 .. n/2 - 2
+    const int want_same[3] = {4 * n, 4 * (n / 2), 0};
     for (int wait = 0; wait <= 2; wait++) {
         cp_async_kernel<<<1, n, n * 16>>>(y, x, wait, 1);
         CK(cudaGetLastError());

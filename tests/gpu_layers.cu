@@ -398,6 +398,11 @@ static void test_attention(int B, int T, int H, int KV, int hd, int docs = 0) {
     attention_backward_gpu(d_dqkv, d_dout, d_qkv, d_out, d_lse, B, T, H, KV, hd, d_doc, st);
     // check q, k and v parts separately so a failure says which
     float* g = from_bf16(d_dqkv, nqkv);
+    attention_backward_gpu(d_dqkv, d_dout, d_qkv, d_out, d_lse, B, T, H, KV, hd, d_doc, st);  // again: the same bits
+    float* again = from_bf16(d_dqkv, nqkv);
+    snprintf(nm, sizeof(nm), "attention_backward deterministic B=%d T=%d H=%d KV=%d hd=%d%s", B, T, H, KV, hd,
+             docs ? " documents" : "");
+    check(nm, again, g, nqkv, TOL_EXACT);
     const char* part[3] = {"dq", "dk", "dv"};
     int c0[3] = {0, H * hd, (H + KV) * hd}, cw[3] = {H * hd, KV * hd, KV * hd};
     for (int p = 0; p < 3; p++) {
@@ -408,8 +413,8 @@ static void test_attention(int B, int T, int H, int KV, int hd, int docs = 0) {
                 gp[(size_t)i * cw[p] + c] = g[(size_t)i * stride + c0[p] + c];
                 cp[(size_t)i * cw[p] + c] = dqkv[(size_t)i * stride + c0[p] + c];
             }
-        snprintf(nm, sizeof(nm), "attention_backward %s B=%d T=%d H=%d KV=%d hd=%d tile=%d%s", part[p], B, T, H, KV,
-                 hd, attention_tile(hd), docs ? " documents" : "");
+        snprintf(nm, sizeof(nm), "attention_backward %s B=%d T=%d H=%d KV=%d hd=%d tile=%s%s", part[p], B, T, H, KV,
+                 hd, attention_bwd_tile(hd)->name, docs ? " documents" : "");
         check(nm, gp, cp, m, TOL_ATT_BWD);
     }
     free_all();

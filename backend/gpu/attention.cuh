@@ -97,8 +97,8 @@ __device__ __forceinline__ void ldsm_x4_t(uint32_t r[4], smem_t a) {
 #endif
 __device__ __forceinline__ void ldsm_x4(uint32_t r[4], const bf16* row) { ldsm_x4(r, smem_addr(row)); }
 __device__ __forceinline__ void ldsm_x4_t(uint32_t r[4], const bf16* row) { ldsm_x4_t(r, smem_addr(row)); }
-// BC_: rows of the other side per tile; the trainer uses the default (64 up to head size 64),
-// test_gpu also checks and times 32 at head size 64 (gpu_att_tile64 below).
+// The context-parallel blocks' shape (attention_block.cuh). BC_: rows of the other side per
+// tile (64 up to head size 64).
 template <int HD, int BC_ = (HD <= 64 ? 64 : 32)>
 struct AttShape {
     static constexpr int NW = HD <= 64 ? 4 : 2;   // warps per block: 128-wide heads need the registers
@@ -386,7 +386,7 @@ attention_forward_kernel(bf16* out, float* lse, const bf16* qkv, int T, int H, i
         if (active) att_qk<HD, MT, NT, QREG>(s, qf, Qs + warp * 16 * MT * LD, Ks);
         cp_async_wait<0>();
         __syncthreads();  // V landed for everyone; every warp is done with K
-        if (kt + BK < k_end) att_load<HD, BK, NW>(Ks, kg, stride, kt + BK, T);  // stage 2: the next K, during the softmax
+        if (kt + BK < k_end) att_load<HD, BK, NW>(Ks, kg, stride, kt + BK, T);  // stage 2: the next K, during softmax
         cp_async_commit();
         if (active) {
             if (kt + BK - 1 > q0 || (DOC && kt < warp_last_first)) att_mask<MT, NT, DOC>(s, kt, q0, first);
@@ -414,127 +414,193 @@ attention_forward_kernel(bf16* out, float* lse, const bf16* qkv, int T, int H, i
 }
 
 // Dsum[b,h,t] = sum_d dout * out: the softmax-backward term sum_j P_ij dP_ij (FlashAttention-2).
+// One thread per 8 elements (16-byte loads, load8), the hd / 8 lanes of a row summed by shuffles.
 __global__ void attention_dsum_kernel(float* dsum, const bf16* dout, const bf16* out, int B, int T, int H, int hd) {
-    int lane = threadIdx.x % 32;
-    size_t row = (size_t)blockIdx.x * (blockDim.x / 32) + threadIdx.x / 32;  // (b, t, h) in out's order
-    if (row >= (size_t)B * T * H) return;
-    size_t bt = row / H;
-    int h = (int)(row % H), b = (int)(bt / T), t = (int)(bt % T);
-    const bf16* d = dout + row * hd;
-    const bf16* o = out + row * hd;
-    float s = 0.0f;
-    for (int k = lane; k < hd; k += 32) s += bf2f(d[k]) * bf2f(o[k]);
-    s = warp_sum(s);
-    if (lane == 0) dsum[((size_t)b * H + h) * T + t] = s;
+    size_t e = chunk8(), n = (size_t)B * T * H * hd, row = e / hd;  // rows (b, t, h) in out's order
+    float d[8], o[8], s = 0.0f;
+    if (e < n) {
+        load8(d, dout + e, n - e), load8(o, out + e, n - e);
+        for (int k = 0; k < 8; k++) s += d[k] * o[k];
+    }
+    for (int lanes = hd / 16; lanes > 0; lanes >>= 1) s += __shfl_xor_sync(0xffffffffu, s, lanes);  // every lane runs it
+    if (e < n && e % hd == 0) {
+        size_t bt = row / H;
+        int h = (int)(row % H), b = (int)(bt / T), t = (int)(bt % T);
+        dsum[((size_t)b * H + h) * T + t] = s;
+    }
 }
 
-// dq = scale * sum_j dS_ij k_j, dS_ij = P_ij (dout_i . v_j - Dsum_i): one block per
-// (query block, head, batch), walking the key tiles up to the diagonal.
-template <int HD, int BCK, bool DOC>
-__global__ void __launch_bounds__(AttShape<HD, BCK>::NW * 32, 3)
-attention_backward_dq_kernel(bf16* dqkv, const bf16* dout, const bf16* qkv, const float* lse, const float* dsum,
-                             int T, int H, int KV, const int* doc) {
-    constexpr int BR = AttShape<HD, BCK>::BR, BC = AttShape<HD, BCK>::BC, LD = AttShape<HD, BCK>::LD;
-    constexpr int NT = AttShape<HD, BCK>::NT, DT = AttShape<HD, BCK>::DT;
-    __shared__ __align__(16) bf16 Qs[BR * LD], dOs[BR * LD], Ks[BC * LD], Vs[BC * LD];
-    int warp = threadIdx.x / 32, lane = threadIdx.x % 32, g = lane / 4, t = lane % 4;
-    // latest (longest) first
-    int b = blockIdx.z, h = blockIdx.y, q_blk = (gridDim.x - 1 - blockIdx.x) * BR, q0 = q_blk + warp * 16;
-    int stride = (H + 2 * KV) * HD, kvh = h / (H / KV);
-    const bf16* base = qkv + (size_t)b * T * stride;
-    const float sl2 = ATT_LOG2E / sqrtf((float)HD), scale = 1.0f / sqrtf((float)HD);  // sl2 as in the forward
+// ----------------------------------------------------------------------------
+// The backward at FlashAttention-2's design (Dao 2023, algorithm 2): one pass over the key
+// blocks, each block of BN = 64 keys of one (sequence, kv head) walking the query tiles of
+// BQ = 64 rows that see it (from the diagonal on; with documents, until the first query
+// whose document starts after its last key), for each of the H / KV query heads sharing
+// the kv head. Per query tile, five products on tensor cores, 16 keys per warp:
+//   S^T = K Q^T and dP^T = V dO^T (K and V held in registers as A fragments: KVREG; at head
+//   size 128 they stay in shared memory), P^T = exp2(S^T sl2 - lse), dS^T = P^T (dP^T - Dsum),
+//   dV += P^T dO and dK += dS^T Q (in registers until the key block is done), then
+//   dQ_tile += dS K: dS^T goes through shared memory so each warp takes 16 query rows over all
+//   64 keys (ldmatrix.trans reads it as dS).
+// dQ is summed in fp32, deterministically: the grid is (splits, kv heads, sequences), each
+// split owns its own fp32 dQ (dq_acc: splits x B*T x H*hd) and walks its key blocks in a
+// fixed order (zig-zag over the splits: s, 2S-1-s, 2S+s, ..., so causal work is even), so
+// every dQ element is a fixed sequence of plain adds; attention_dq_finish sums the splits in
+// order into bf16 dq. Splits are as many as fill the GPU (att_bwd_blocks) up to 8.
+// Q and dO tiles come by cp.async; the mask is evaluated only on tiles that need it.
+template <int HD, bool KVREG>
+struct BwdTile {
+    static constexpr int NW = 4, BN = 64, BQ = 64;   // warps, keys of a block, queries of a tile
+    static constexpr int LD = HD + 8, LDS = BQ + 8;  // bf16 pitches: K V Q dO rows, dS^T rows
+    static constexpr int NT = BQ / 8, DT = HD / 8;
+    static constexpr size_t SMEM = (size_t)(2 * BN + 2 * BQ) * LD * 2 + (size_t)BN * LDS * 2 + 3 * BQ * 4;
+};
 
-    att_stage<HD, BR>(Qs, base + h * HD, stride, dOs, dout + (size_t)b * T * H * HD + h * HD, H * HD, q_blk, T);
-    float lse2[2], ds[2];  // rows q0 + g, q0 + g + 8; rows >= T get 0 (their dO is 0, so is their dS)
+// This warp's dS^T (16 keys x BQ queries, as A fragments d[BQ / 16][4]) into shared dst rows
+// [0, 16) (pitch LDS); zero: zeros instead.
+template <int BQ, int LDS>
+__device__ __forceinline__ void att_store_a(bf16* dst, const uint32_t (*d)[4], bool zero) {
+    int g = threadIdx.x % 32 / 4, t = threadIdx.x % 4;
     #pragma unroll
-    for (int r = 0; r < 2; r++) {
-        int q = q0 + g + 8 * r;
-        lse2[r] = q < T ? lse[((size_t)b * H + h) * T + q] * ATT_LOG2E : 0.0f;
-        ds[r] = q < T ? dsum[((size_t)b * H + h) * T + q] : 0.0f;
-    }
-    float dq[DT][4] = {};
-    int first[2], warp_first = att_doc<DOC>(doc, b, T, q0);  // as in the forward
-    for (int r = 0; r < 2; r++) first[r] = att_doc<DOC>(doc, b, T, q0 + g + 8 * r);
-    int k_end = min(q_blk + BR, T);
-    for (int kt = att_doc<DOC>(doc, b, T, q_blk) / BC * BC; kt < k_end; kt += BC) {
-        __syncthreads();  // Qs, dOs are staged / the previous tiles are used
-        att_stage<HD, BC>(Ks, base + (H + kvh) * HD, stride, Vs, base + (H + KV + kvh) * HD, stride, kt, T);
-        __syncthreads();
-        if (kt > q0 + 15 || (DOC && kt + BC <= warp_first)) continue;
-        float s[NT][4] = {}, dp[NT][4] = {};
-        att_abT<HD, LD, NT>(s, Qs + warp * 16 * LD, Ks);
-        att_abT<HD, LD, NT>(dp, dOs + warp * 16 * LD, Vs);
+    for (int kk = 0; kk < BQ / 16; kk++)
         #pragma unroll
-        for (int n = 0; n < NT; n++)
-            #pragma unroll
-            for (int i = 0; i < 4; i++) {
-                int j = kt + n * 8 + 2 * t + i % 2, q = q0 + g + 8 * (i / 2);
-                float p = j <= q && (!DOC || j >= first[i / 2]) ? exp2f(s[n][i] * sl2 - lse2[i / 2]) : 0.0f;
-                s[n][i] = p * (dp[n][i] - ds[i / 2]);  // dS
-            }
-        uint32_t dsa[NT / 2][4];
-        att_to_a<NT>(dsa, s);
-        att_pv<HD, LD, BC>(dq, dsa, Ks);
-    }
-    const float scales[2] = {scale, scale};
-    att_write<DT>(dqkv + (size_t)b * T * stride + h * HD, stride, q0, T, dq, scales);
+        for (int r = 0; r < 4; r++)  // a[r]: row g + 8 (r % 2), columns 16 kk + 2t + 8 (r / 2), +1
+            *(uint32_t*)(dst + (g + 8 * (r % 2)) * LDS + kk * 16 + 2 * t + 8 * (r / 2)) = zero ? 0u : d[kk][r];
 }
 
-// dk = scale * sum_i dS_ij q_i and dv = sum_i P_ij dout_i over the H/KV query heads that
-// share kv head kvh and the queries i >= j: one block per (key block, kv head, batch). The
-// score tiles are transposed here (rows: keys, columns: queries).
-template <int HD, int BCK, bool DOC>
-__global__ void __launch_bounds__(AttShape<HD, BCK>::NW * 32, 3)
-attention_backward_dkv_kernel(bf16* dqkv, const bf16* dout, const bf16* qkv, const float* lse, const float* dsum,
-                              int T, int H, int KV, const int* doc) {
-    constexpr int BR = AttShape<HD, BCK>::BR, BC = AttShape<HD, BCK>::BC, LD = AttShape<HD, BCK>::LD;
-    constexpr int NT = AttShape<HD, BCK>::NT, DT = AttShape<HD, BCK>::DT;
-    __shared__ __align__(16) bf16 Kb[BR * LD], Vb[BR * LD], Qs[BC * LD], dOs[BC * LD];
-    __shared__ float lses[BC], dss[BC];
-    __shared__ int firsts[DOC ? BC : 1];  // each query's first key
+// One query tile of the key block (keys j0 .. j0 + 15 of this warp, queries qt ..): S^T, dP^T,
+// the probabilities and dS^T, dV and dK, and this warp's dS^T into shared dst.
+template <int HD, bool KVREG, bool DOC>
+__device__ __forceinline__ void att_bwd_tile(float (*dk)[4], float (*dv)[4], const uint32_t (*kf)[HD / 16][4],
+                                             const uint32_t (*vf)[HD / 16][4], const bf16* Ks, const bf16* Vs, const bf16* Qs,
+                                             const bf16* dOs, const float* lses, const float* dss, const int* firsts,
+                                             bf16* dst, int qt, int j0, float sl2) {
+    typedef BwdTile<HD, KVREG> Bt;
+    constexpr int NT = Bt::NT, BQ = Bt::BQ;
+    int g = threadIdx.x % 32 / 4, t = threadIdx.x % 4;
+    float st[1][NT][4], dpt[1][NT][4];
+    att_qk<HD, 1, NT, KVREG>(st, kf, Ks, Qs);    // S^T = K Q^T
+    att_qk<HD, 1, NT, KVREG>(dpt, vf, Vs, dOs);  // dP^T = V dO^T
+    bool mask = qt < j0 + 15 || (DOC && firsts[BQ - 1] > j0);  // a query before a key, or a document start inside
+    #pragma unroll
+    for (int n = 0; n < NT; n++)
+        #pragma unroll
+        for (int i = 0; i < 4; i++) {
+            int c = n * 8 + 2 * t + i % 2, j = j0 + g + 8 * (i / 2);  // query column c, key row j
+            bool seen = !mask || (qt + c >= j && (!DOC || j >= firsts[c]));
+            float p = seen ? exp2f(fmaf(st[0][n][i], sl2, -lses[c])) : 0.0f;
+            st[0][n][i] = p;                              // P^T
+            dpt[0][n][i] = p * (dpt[0][n][i] - dss[c]);   // dS^T
+        }
+    uint32_t pa[1][NT / 2][4], dsa[1][NT / 2][4];
+    att_to_a<NT>(pa[0], st[0]);
+    att_to_a<NT>(dsa[0], dpt[0]);
+    att_pv_mt<HD, 1, BQ>((float(*)[HD / 8][4])dv, pa, dOs);  // dV += P^T dO
+    att_pv_mt<HD, 1, BQ>((float(*)[HD / 8][4])dk, dsa, Qs);  // dK += dS^T Q
+    att_store_a<BQ, Bt::LDS>(dst, dsa[0], false);
+}
+
+// dQ rows of this warp (16 queries of the tile at qt) += dS K over the block's keys, into
+// this split's fp32 dq (row pitch H * HD, head h's columns), rows < T.
+template <int HD, bool KVREG>
+__device__ __forceinline__ void att_bwd_dq(float* dq, int pitch, int qt, int T, const bf16* dSt, const bf16* Ks) {
+    typedef BwdTile<HD, KVREG> Bt;
+    constexpr int BN = Bt::BN, LDS = Bt::LDS, DT = Bt::DT;
     int warp = threadIdx.x / 32, lane = threadIdx.x % 32, g = lane / 4, t = lane % 4;
-    int b = blockIdx.z, kvh = blockIdx.y, j_blk = blockIdx.x * BR, j0 = j_blk + warp * 16;
-    int stride = (H + 2 * KV) * HD, group = H / KV;
+    // dS (16 queries x 16 keys) as A fragments: ldmatrix.trans of dS^T's matrices (keys 0-7 | 8-15, queries 0-7 | 8-15)
+    uint32_t a[1][BN / 16][4];
+    smem_t da = smem_addr(dSt + (lane / 16 * 8 + lane % 8) * LDS + warp * 16 + lane / 8 % 2 * 8);
+    #pragma unroll
+    for (int kk = 0; kk < BN / 16; kk++) ldsm_x4_t(a[0][kk], da + 2 * kk * 16 * LDS);
+    float acc[1][DT][4] = {};
+    att_pv_mt<HD, 1, BN>(acc, a, Ks);
+    #pragma unroll
+    for (int h = 0; h < 2; h++) {
+        int q = qt + warp * 16 + g + 8 * h;
+        if (q >= T) continue;
+        float* d = dq + (size_t)q * pitch + 2 * t;
+        #pragma unroll
+        for (int c = 0; c < DT; c++) d[c * 8] += acc[0][c][2 * h], d[c * 8 + 1] += acc[0][c][2 * h + 1];
+    }
+}
+
+template <int HD, bool KVREG, bool DOC>
+__global__ void __launch_bounds__(128)
+attention_backward_kernel(bf16* dqkv, float* dq_acc, const bf16* dout, const bf16* qkv, const float* lse,
+                          const float* dsum, int T, int H, int KV, const int* doc) {
+    typedef BwdTile<HD, KVREG> Bt;
+    constexpr int BN = Bt::BN, BQ = Bt::BQ, LD = Bt::LD, DT = Bt::DT, NW = Bt::NW;
+    extern __shared__ __align__(16) unsigned char att_smem[];
+    bf16* Ks = (bf16*)att_smem;  // [BN][LD] each: K, V; [BQ][LD]: Q, dO; [BN][LDS]: dS^T; then lse, Dsum, documents
+    bf16 *Vs = Ks + BN * LD, *Qs = Vs + BN * LD, *dOs = Qs + BQ * LD, *dSt = dOs + BQ * LD;
+    float* lses = (float*)(dSt + BN * Bt::LDS);
+    float* dss = lses + BQ;
+    int* firsts = (int*)(dss + BQ);
+    int warp = threadIdx.x / 32, lane = threadIdx.x % 32;
+    int split = blockIdx.x, n_split = gridDim.x, kvh = blockIdx.y, b = blockIdx.z, B = gridDim.z;
+    int stride = (H + 2 * KV) * HD, group = H / KV, n_kb = (T + BN - 1) / BN;
     const bf16* base = qkv + (size_t)b * T * stride;
     const bf16* dout_b = dout + (size_t)b * T * H * HD;
-    const float sl2 = ATT_LOG2E / sqrtf((float)HD), scale = 1.0f / sqrtf((float)HD);  // sl2 as in the forward
-
-    att_stage<HD, BR>(Kb, base + (H + kvh) * HD, stride, Vb, base + (H + KV + kvh) * HD, stride, j_blk, T);
-    float dk[DT][4] = {}, dv[DT][4] = {};
-    for (int h = kvh * group; h < (kvh + 1) * group; h++)
-        // queries before j_blk see none of these keys, nor do those whose documents start after them
-        for (int qt = j_blk; qt < T && (!DOC || att_doc<DOC>(doc, b, T, qt) < j_blk + BR); qt += BC) {
-            __syncthreads();  // Kb, Vb are staged / the previous tiles are used
-            att_stage<HD, BC>(Qs, base + h * HD, stride, dOs, dout_b + h * HD, H * HD, qt, T);
-            for (int i = threadIdx.x; i < BC; i += blockDim.x) {
-                int q = qt + i;
-                lses[i] = q < T ? lse[((size_t)b * H + h) * T + q] * ATT_LOG2E : 0.0f;
-                dss[i] = q < T ? dsum[((size_t)b * H + h) * T + q] : 0.0f;
-                if (DOC) firsts[i] = att_doc<DOC>(doc, b, T, q);
-            }
-            __syncthreads();
-            if (qt + BC - 1 < j0) continue;  // warp-uniform: the whole tile is before this warp's keys
-            float st[NT][4] = {}, dpt[NT][4] = {};
-            att_abT<HD, LD, NT>(st, Kb + warp * 16 * LD, Qs);
-            att_abT<HD, LD, NT>(dpt, Vb + warp * 16 * LD, dOs);
+    float* dq_b = dq_acc + ((size_t)split * B + b) * T * H * HD;
+    const float sl2 = ATT_LOG2E / sqrtf((float)HD), scale = 1.0f / sqrtf((float)HD);
+    for (int round = 0;; round++) {
+        int kb = round * n_split + (round % 2 ? n_split - 1 - split : split);  // zig-zag over the splits
+        if (kb >= n_kb) break;
+        int j_blk = kb * BN, j0 = j_blk + warp * 16, j_last = min(j_blk + BN, T) - 1;
+        __syncthreads();  // the previous key block's tiles are used
+        att_load<HD, BN, NW>(Ks, base + (H + kvh) * HD, stride, j_blk, T);
+        att_load<HD, BN, NW>(Vs, base + (H + KV + kvh) * HD, stride, j_blk, T);
+        cp_async_commit();
+        cp_async_wait<0>();
+        __syncthreads();
+        uint32_t kf[1][HD / 16][4], vf[1][HD / 16][4];  // this warp's keys and values as A fragments (KVREG)
+        if (KVREG)
             #pragma unroll
-            for (int n = 0; n < NT; n++)
-                #pragma unroll
-                for (int i = 0; i < 4; i++) {
-                    int c = n * 8 + 2 * t + i % 2, q = qt + c, j = j0 + g + 8 * (i / 2);
-                    float p = q >= j && q < T && (!DOC || j >= firsts[c]) ? exp2f(st[n][i] * sl2 - lses[c]) : 0.0f;
-                    st[n][i] = p;                        // P^T
-                    dpt[n][i] = p * (dpt[n][i] - dss[c]);  // dS^T
+            for (int ks = 0; ks < HD / 16; ks++) {
+                ldsm_x4(kf[0][ks], Ks + (warp * 16 + lane % 16) * LD + ks * 16 + lane / 16 * 8);
+                ldsm_x4(vf[0][ks], Vs + (warp * 16 + lane % 16) * LD + ks * 16 + lane / 16 * 8);
+            }
+        float dk[DT][4] = {}, dv[DT][4] = {};
+        for (int h = kvh * group; h < (kvh + 1) * group; h++)
+            for (int qt = j_blk; qt < T && (!DOC || att_doc<DOC>(doc, b, T, qt) <= j_last); qt += BQ) {
+                __syncthreads();  // the previous tile's Q, dO and dS^T are used
+                att_load<HD, BQ, NW>(Qs, base + h * HD, stride, qt, T);
+                att_load<HD, BQ, NW>(dOs, dout_b + h * HD, H * HD, qt, T);
+                cp_async_commit();
+                for (int i = threadIdx.x; i < BQ; i += NW * 32) {
+                    int q = qt + i;
+                    lses[i] = q < T ? lse[((size_t)b * H + h) * T + q] * ATT_LOG2E : 0.0f;
+                    dss[i] = q < T ? dsum[((size_t)b * H + h) * T + q] : 0.0f;
+                    firsts[i] = att_doc<DOC>(doc, b, T, q);
                 }
-            uint32_t pa[NT / 2][4], dsa[NT / 2][4];
-            att_to_a<NT>(pa, st);
-            att_to_a<NT>(dsa, dpt);
-            att_pv<HD, LD, BC>(dv, pa, dOs);
-            att_pv<HD, LD, BC>(dk, dsa, Qs);
-        }
-    const float scales[2] = {scale, scale}, one[2] = {1.0f, 1.0f};
-    att_write<DT>(dqkv + (size_t)b * T * stride + (H + kvh) * HD, stride, j0, T, dk, scales);
-    att_write<DT>(dqkv + (size_t)b * T * stride + (H + KV + kvh) * HD, stride, j0, T, dv, one);
+                cp_async_wait<0>();
+                __syncthreads();
+                // warp-uniform: every query is before this warp's keys, or in a document after them
+                bool active = qt + BQ - 1 >= j0 && !(DOC && firsts[0] > j0 + 15);
+                if (active)
+                    att_bwd_tile<HD, KVREG, DOC>(dk, dv, kf, vf, Ks + warp * 16 * LD, Vs + warp * 16 * LD, Qs,
+                                                 dOs, lses, dss, firsts, dSt + warp * 16 * Bt::LDS, qt, j0, sl2);
+                else att_store_a<BQ, Bt::LDS>(dSt + warp * 16 * Bt::LDS, NULL, true);
+                __syncthreads();  // dS^T is whole
+                att_bwd_dq<HD, KVREG>(dq_b + h * HD, H * HD, qt, T, dSt, Ks);
+            }
+        const float scales[2] = {scale, scale}, one[2] = {1.0f, 1.0f};
+        att_write<DT>(dqkv + (size_t)b * T * stride + (H + kvh) * HD, stride, j0, T, dk, scales);
+        att_write<DT>(dqkv + (size_t)b * T * stride + (H + KV + kvh) * HD, stride, j0, T, dv, one);
+    }
+}
+
+// dq = scale * the splits' fp32 sums, added in split order, as bf16 into dqkv's q columns.
+__global__ void attention_dq_finish_kernel(bf16* dqkv, const float* dq_acc, int n_split, int B, int T, int H, int KV,
+                                           int hd, float scale) {
+    size_t e = chunk8(), n = (size_t)B * T * H * hd, row = e / ((size_t)H * hd);
+    if (e >= n) return;
+    float s[8] = {}, x[8];
+    for (int k = 0; k < n_split; k++) {
+        load8(x, dq_acc + (size_t)k * n + e, n - e);
+        for (int i = 0; i < 8; i++) s[i] += x[i];
+    }
+    for (int i = 0; i < 8; i++) s[i] *= scale;
+    store8(dqkv + row * (H + 2 * KV) * hd + e % ((size_t)H * hd), s, 8);  // H * hd is a multiple of 8
 }
 
 // ----------------------------------------------------------------------------
@@ -563,7 +629,8 @@ static void attention_forward_launch(bf16* out, float* lse, const bf16* qkv, int
         smem_set = 1;
     }
     dim3 grid(cdiv(T, F::BQ), H, B), block(F::NW * 32);
-    if (doc) attention_forward_kernel<HD, MT, BK, QREG, true><<<grid, block, F::SMEM, s>>>(out, lse, qkv, T, H, KV, doc);
+    if (doc)
+        attention_forward_kernel<HD, MT, BK, QREG, true><<<grid, block, F::SMEM, s>>>(out, lse, qkv, T, H, KV, doc);
     else attention_forward_kernel<HD, MT, BK, QREG, false><<<grid, block, F::SMEM, s>>>(out, lse, qkv, T, H, KV, doc);
     launchCheck();
 }
@@ -603,34 +670,84 @@ static int attention_fwd_tile_set(const char* name, int hd) {
     return 1;
 }
 
-template <int HD, int BCK = AttShape<HD>::BC>
+// The backward's configurations: one design (BwdTile) per head size, K and V in registers
+// up to head size 64 (kv_regs), in shared memory at 128; the sweep times them as it does the
+// forward's tiles.
+typedef void (*AttBwdLaunch)(bf16* dqkv, const bf16* dout, const bf16* qkv, const float* lse, const float* dsum,
+                             int B, int T, int H, int KV, const int* doc, cudaStream_t s);
+struct AttBwdTile {
+    const char* name;
+    int hd, kv_regs;
+    AttBwdLaunch launch;
+};
+static int att_bwd_blocks = 264;  // blocks that fill an H100 / H200 SXM (132 SMs, 2 each): the splits aim there
+static float* att_dq_acc;               // the splits' fp32 dQ, grown to the largest backward's need
+static size_t att_dq_acc_n;
+static void attention_buffers_free(void) {
+    cudaCheck(cudaFree(att_dq_acc));
+    att_dq_acc = NULL, att_dq_acc_n = 0;
+}
+
+template <int HD, bool KVREG>
 static void attention_backward_launch(bf16* dqkv, const bf16* dout, const bf16* qkv, const float* lse,
                                       const float* dsum, int B, int T, int H, int KV, const int* doc,
                                       cudaStream_t s) {
-    dim3 block(AttShape<HD>::NW * 32), q_grid(cdiv(T, AttShape<HD>::BR), H, B);
-    dim3 k_grid(cdiv(T, AttShape<HD>::BR), KV, B);
+    typedef BwdTile<HD, KVREG> Bt;
+    static int smem_set;
+    if (!smem_set) {
+        cudaCheck(cudaFuncSetAttribute(attention_backward_kernel<HD, KVREG, true>,
+                                       cudaFuncAttributeMaxDynamicSharedMemorySize, (int)Bt::SMEM));
+        cudaCheck(cudaFuncSetAttribute(attention_backward_kernel<HD, KVREG, false>,
+                                       cudaFuncAttributeMaxDynamicSharedMemorySize, (int)Bt::SMEM));
+        smem_set = 1;
+    }
+    int n_kb = (int)cdiv(T, Bt::BN), per_split = KV * B;
+    int n_split = (att_bwd_blocks + per_split - 1) / per_split;
+    n_split = n_split > 8 ? 8 : n_split > n_kb ? n_kb : n_split;
+    size_t n = (size_t)B * T * H * HD;
+    if (n * n_split > att_dq_acc_n) {
+        if (att_dq_acc) cudaCheck(cudaFree(att_dq_acc));
+        cudaCheck(cudaMalloc(&att_dq_acc, sizeof(float) * n * n_split));
+        att_dq_acc_n = n * n_split;
+    }
+    cudaCheck(cudaMemsetAsync(att_dq_acc, 0, sizeof(float) * n * n_split, s));
+    dim3 grid(n_split, KV, B), block(Bt::NW * 32);
     if (doc)
-        attention_backward_dq_kernel<HD, BCK, true>
-            <<<q_grid, block, 0, s>>>(dqkv, dout, qkv, lse, dsum, T, H, KV, doc);
+        attention_backward_kernel<HD, KVREG, true>
+            <<<grid, block, Bt::SMEM, s>>>(dqkv, att_dq_acc, dout, qkv, lse, dsum, T, H, KV, doc);
     else
-        attention_backward_dq_kernel<HD, BCK, false>
-            <<<q_grid, block, 0, s>>>(dqkv, dout, qkv, lse, dsum, T, H, KV, doc);
+        attention_backward_kernel<HD, KVREG, false>
+            <<<grid, block, Bt::SMEM, s>>>(dqkv, att_dq_acc, dout, qkv, lse, dsum, T, H, KV, doc);
     launchCheck();
-    if (doc)
-        attention_backward_dkv_kernel<HD, BCK, true>
-            <<<k_grid, block, 0, s>>>(dqkv, dout, qkv, lse, dsum, T, H, KV, doc);
-    else
-        attention_backward_dkv_kernel<HD, BCK, false>
-            <<<k_grid, block, 0, s>>>(dqkv, dout, qkv, lse, dsum, T, H, KV, doc);
+    attention_dq_finish_kernel<<<grid8(n), 256, 0, s>>>(dqkv, att_dq_acc, n_split, B, T, H, KV, HD,
+                                                        1.0f / sqrtf((float)HD));
     launchCheck();
 }
-
-// Keys (queries in dk/dv) per tile at head size 64: 64 (the default) or 32. Whether the
-// fewer, larger tiles win over more resident blocks is for a GPU to say: test_gpu checks
-// both and its benchmark times both.
-static int gpu_att_tile64 = 64;
-static int attention_tile(int hd) {
-    return hd == 64 ? gpu_att_tile64 : hd == 128 ? AttShape<128>::BC : AttShape<16>::BC;
+// The first of each head size is the one the trainer runs. Registers (ptxas -v, sm_90, CUDA
+// 13.0; without / with documents): hd 16 k64q64 128 / 161; hd 32 k64q64 168 (12 B of local
+// memory) / 182; hd 64 k64q64s 223 / 244, k64q64 248 / 255 (4 B spilled with documents);
+// hd 128 k64q64s 255 with 64 / 80 B spilled (the dK, dV accumulators alone are 128
+// registers: a 128-wide head wants the dQ product split across warps by columns, not done).
+static const AttBwdTile ATT_BWD_TILES[] = {
+    {"k64q64", 16, 1, attention_backward_launch<16, true>},
+    {"k64q64", 32, 1, attention_backward_launch<32, true>},
+    {"k64q64s", 64, 0, attention_backward_launch<64, false>},
+    {"k64q64", 64, 1, attention_backward_launch<64, true>},
+    {"k64q64s", 128, 0, attention_backward_launch<128, false>},
+};
+static const int N_ATT_BWD_TILES = (int)(sizeof(ATT_BWD_TILES) / sizeof(ATT_BWD_TILES[0]));
+// The backward tile called `name` at head size hd (NULL: none).
+static const AttBwdTile* attention_bwd_tile_find(const char* name, int hd) {
+    for (int i = 0; i < N_ATT_BWD_TILES; i++)
+        if (ATT_BWD_TILES[i].hd == hd && !strcmp(ATT_BWD_TILES[i].name, name)) return &ATT_BWD_TILES[i];
+    return NULL;
+}
+static const AttBwdTile* att_bwd_pick[129];  // by head size: the backward launches use (NULL: the first)
+static const AttBwdTile* attention_bwd_tile(int hd) {
+    if (hd >= 0 && hd <= 128 && att_bwd_pick[hd]) return att_bwd_pick[hd];
+    for (int i = 0; i < N_ATT_BWD_TILES; i++)
+        if (ATT_BWD_TILES[i].hd == hd) return &ATT_BWD_TILES[i];
+    return NULL;
 }
 
 static void attention_check(int H, int KV, int hd) {
@@ -681,14 +798,9 @@ static void attention_backward_gpu(bf16* dqkv, const bf16* dout, const bf16* qkv
     if (rows > gpu_scratch_n)
         fail("attention backward: reduction scratch (%zu floats) < B*H*T = %zu", gpu_scratch_n, rows);
     float* dsum = gpu_scratch;
-    attention_dsum_kernel<<<cdiv(rows, 8), 256, 0, s>>>(dsum, dout, out, B, T, H, hd);
+    attention_dsum_kernel<<<grid8(rows * hd), 256, 0, s>>>(dsum, dout, out, B, T, H, hd);
     launchCheck();
-    if (hd == 16) attention_backward_launch<16>(dqkv, dout, qkv, lse, dsum, B, T, H, KV, doc, s);
-    else if (hd == 32) attention_backward_launch<32>(dqkv, dout, qkv, lse, dsum, B, T, H, KV, doc, s);
-    else if (hd == 64 && gpu_att_tile64 == 32)
-        attention_backward_launch<64, 32>(dqkv, dout, qkv, lse, dsum, B, T, H, KV, doc, s);
-    else if (hd == 64) attention_backward_launch<64>(dqkv, dout, qkv, lse, dsum, B, T, H, KV, doc, s);
-    else attention_backward_launch<128>(dqkv, dout, qkv, lse, dsum, B, T, H, KV, doc, s);
+    attention_bwd_tile(hd)->launch(dqkv, dout, qkv, lse, dsum, B, T, H, KV, doc, s);
 }
 
 #endif

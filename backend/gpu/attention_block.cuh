@@ -337,11 +337,10 @@ static void attention_block_launch(int fwd, const AttBlockArgs& a, int B, cudaSt
     else if (a.doc) attention_block_kernels<HD, BCK, true, false>(fwd, a, B, s);
     else attention_block_kernels<HD, BCK, false, false>(fwd, a, B, s);
 }
-// The kernels of head size hd (and the hd-64 tile); fwd: the forward, else the backward.
+// The kernels of head size hd; fwd: the forward, else the backward.
 static void attention_block_run(int fwd, const AttBlockArgs& a, int B, int hd, cudaStream_t s) {
     if (hd == 16) attention_block_launch<16, AttShape<16>::BC>(fwd, a, B, s);
     else if (hd == 32) attention_block_launch<32, AttShape<32>::BC>(fwd, a, B, s);
-    else if (hd == 64 && gpu_att_tile64 == 32) attention_block_launch<64, 32>(fwd, a, B, s);
     else if (hd == 64) attention_block_launch<64, 64>(fwd, a, B, s);
     else attention_block_launch<128, AttShape<128>::BC>(fwd, a, B, s);
 }

@@ -83,8 +83,10 @@ static void gpu_kernels_init(size_t scratch_floats) {
     cudaCheck(cudaMalloc(&gpu_scratch, sizeof(float) * scratch_floats));
 }
 static void lt_plans_free(void);
+static void attention_buffers_free(void);
 static void gpu_kernels_free(void) {
     lt_plans_free();
+    attention_buffers_free();
     cudaCheck(cudaFree(gpu_scratch));
     cudaCheck(cudaFree(gpu_lt_workspace));
     cublasCheck(cublasLtDestroy(gpu_lt));

@@ -7,7 +7,7 @@
 
 // The columns a runs file must have (the layouts study's sheets, converted): the setting and
 // the layout of each run. Any other column (sheet, status, step_time_s, mfu_pct, ...) is
-// carried through to the output unchanged; an optional vpp column sets virtual stages.
+// carried through to the output unchanged, but for the optional ones below (RUN_OPT_COLS).
 enum { RC_MODEL, RC_SEQ_LEN, RC_GPUS, RC_GPUS_PER_NODE, RC_BATCH_TOKENS, RC_SCHEDULE, RC_ZERO, RC_TP, RC_PP, RC_DP,
        RC_MICRO_BATCH, RC_RECOMPUTE, RC_ATTENTION, RC_RMS_KERNEL, RC_SP, N_RUN_COLS };
 static const char* const RUN_COLS[N_RUN_COLS] = {
@@ -15,6 +15,14 @@ static const char* const RUN_COLS[N_RUN_COLS] = {
     "pp",    "dp",      "micro_batch", "recompute",     "attention",           "rms_kernel", "sp"};
 // which of them are integers
 static const int RUN_COL_INT[N_RUN_COLS] = {0, 1, 1, 1, 1, 0, 1, 1, 1, 1, 1, 0, 0, 1, 1};
+// Optional columns the prediction reads (absent: the value in brackets): vpp (the schedule's
+// default), cp (1), cp_ulysses (1: a ring; = cp: Ulysses), offload (none|optimizer|activations|
+// both), offload_frames (2). Columns that name a setting the planner does not model are
+// refused, so a row is never predicted as another layout than the one that ran.
+enum { RO_VPP, RO_CP, RO_CP_ULYSSES, RO_OFFLOAD, RO_OFFLOAD_FRAMES, N_RUN_OPT };
+static const char* const RUN_OPT_COLS[N_RUN_OPT] = {"vpp", "cp", "cp_ulysses", "offload", "offload_frames"};
+static const char* const RUN_UNMODELLED[] = {"ep", "expert_parallel", "moe_experts", "cp_kind", "cp_split",
+                                             "context_parallel_algo", "fsdp", "hsdp", "offload_dir", "cpu_offload"};
 
 #define CSV_MAX_FIELDS 256
 #define CSV_MAX_BYTES (64 << 20)
@@ -149,10 +157,10 @@ static int run_int(const char* s, const char* col, long lo, long hi, long* v, ch
     return 0;
 }
 
-// Predict one row (vpp: its vpp column, 0 without one). Returns 0 with *r filled, or -1
+// Predict one row (opt: its optional columns' fields, NULL where absent). Returns 0 with *r filled, or -1
 // with the reason in err. Every number is range-checked (the trainer's ranges, args.h) and
 // every product computed in 64 bits before the schedule code sees it.
-static int plan_run_row(const int* shape, const PlanSetup* setup, const DeviceProfile* dev, char** col, int vpp,
+static int plan_run_row(const int* shape, const PlanSetup* setup, const DeviceProfile* dev, char** col, char** opt,
                         ModelConfig* c, PlanResult* r, char* err, size_t err_len) {
     long v[N_RUN_COLS];
     const SizeFlag* size = SIZE_FLAGS;
@@ -195,8 +203,29 @@ static int plan_run_row(const int* shape, const PlanSetup* setup, const DevicePr
                  v[RC_BATCH_TOKENS], c->seq_len, size[SIZE_GLOBAL_BATCH].hi);
         return -1;
     }
-    if (v[RC_TP] * v[RC_PP] * v[RC_DP] != v[RC_GPUS]) {
-        snprintf(err, err_len, "tp %ld x pp %ld x dp %ld is not gpus %ld", v[RC_TP], v[RC_PP], v[RC_DP], v[RC_GPUS]);
+    long vpp = 0, cp = 1, U = 1, frames = 2;
+    const SizeFlag* f = SIZE_FLAGS;
+    if ((opt[RO_VPP] && run_int(opt[RO_VPP], "vpp", f[SIZE_VPP].lo, f[SIZE_VPP].hi, &vpp, err, err_len)) ||
+        (opt[RO_CP] && run_int(opt[RO_CP], "cp", f[SIZE_CP].lo, f[SIZE_CP].hi, &cp, err, err_len)) ||
+        (opt[RO_CP_ULYSSES] && run_int(opt[RO_CP_ULYSSES], "cp_ulysses", 1, cp, &U, err, err_len)) ||
+        (opt[RO_OFFLOAD_FRAMES] && run_int(opt[RO_OFFLOAD_FRAMES], "offload_frames", 1, 2, &frames, err, err_len)))
+        return -1;
+    if (cp % U) {
+        snprintf(err, err_len, "cp_ulysses %ld does not divide cp %ld", U, cp);
+        return -1;
+    }
+    static const char* const offload_names[4] = {"none", "optimizer", "activations", "both"};
+    c->offload = opt[RO_OFFLOAD] && opt[RO_OFFLOAD][0] ? -1 : 0;
+    for (int k = 0; k < 4 && c->offload < 0; k++)
+        if (!strcmp(opt[RO_OFFLOAD], offload_names[k])) c->offload = k;  // the bits of config.h's OFFLOAD_*
+    if (c->offload < 0) {
+        snprintf(err, err_len, "unknown offload '%s' (none, optimizer, activations, both)", opt[RO_OFFLOAD]);
+        return -1;
+    }
+    c->offload_frames = (int)frames, c->cp = (int)cp, c->cp_ulysses = (int)U;
+    if (v[RC_TP] * v[RC_PP] * v[RC_DP] * cp != v[RC_GPUS]) {
+        snprintf(err, err_len, "tp %ld x pp %ld x dp %ld x cp %ld is not gpus %ld", v[RC_TP], v[RC_PP], v[RC_DP], cp,
+                 v[RC_GPUS]);
         return -1;
     }
     c->tp = (int)v[RC_TP], c->pp = (int)v[RC_PP], c->dp = (int)v[RC_DP], c->micro_batch = (int)v[RC_MICRO_BATCH],
@@ -208,7 +237,7 @@ static int plan_run_row(const int* shape, const PlanSetup* setup, const DevicePr
         snprintf(err, err_len, "unknown schedule '%s' (gpipe, 1f1b, interleaved, zb-h1, zb-v, dualpipe-v)", s);
         return -1;
     }
-    c->vpp = vpp ? vpp : schedule_is_v(c->schedule) ? 2 : 1;  // without a vpp column: the trainer's default (args.h)
+    c->vpp = vpp ? (int)vpp : schedule_is_v(c->schedule) ? 2 : 1;  // without a vpp column: the trainer's default
     long long global_batch = v[RC_BATCH_TOKENS] / c->seq_len,
               pairs = global_batch / (v[RC_DP] * v[RC_MICRO_BATCH]) * c->pp * c->vpp;
     if (pairs > PLAN_MAX_PAIRS) {
@@ -262,8 +291,17 @@ static void plan_runs(const char* path, const char* csv_path, const int* shape, 
                 "global_batch_tokens, schedule, zero, tp, pp, dp, micro_batch, recompute, attention, rms_kernel, sp)",
                 path, RUN_COLS[k]);
     }
-    int vpp_col = -1;
-    for (int j = 0; j < n_cols; j++) if (!strcmp(names[j], "vpp")) vpp_col = j;
+    int opt_idx[N_RUN_OPT];
+    for (int k = 0; k < N_RUN_OPT; k++) {
+        opt_idx[k] = -1;
+        for (int j = 0; j < n_cols; j++) if (!strcmp(names[j], RUN_OPT_COLS[k])) opt_idx[k] = j;
+    }
+    for (size_t k = 0; k < sizeof(RUN_UNMODELLED) / sizeof(RUN_UNMODELLED[0]); k++)
+        for (int j = 0; j < n_cols; j++)
+            if (!strcmp(names[j], RUN_UNMODELLED[k]))
+                fail("--runs %s: column '%s' names a setting the planner does not model (it reads cp, cp_ulysses, "
+                     "offload, offload_frames, vpp beside the required ones): remove it to predict the rows without it",
+                     path, names[j]);
     char*** rows = NULL;  // rows[i][j]: field j of run i, in in.text
     int n_rows = 0, row_cap = 0, n;
     char* col[CSV_MAX_FIELDS];
@@ -275,8 +313,8 @@ static void plan_runs(const char* path, const char* csv_path, const int* shape, 
             if (RUN_COL_INT[k] && run_int(col[idx[k]], RUN_COLS[k], LONG_MIN, LONG_MAX, &x, err, sizeof(err)))
                 fail("--runs %s: line %d: column %s: expected an integer, got '%s'", path, line_no, RUN_COLS[k],
                      col[idx[k]]);
-        if (vpp_col >= 0 &&
-            run_int(col[vpp_col], "vpp", SIZE_FLAGS[SIZE_VPP].lo, SIZE_FLAGS[SIZE_VPP].hi, &x, err, sizeof(err)))
+        if (opt_idx[RO_VPP] >= 0 && run_int(col[opt_idx[RO_VPP]], "vpp", SIZE_FLAGS[SIZE_VPP].lo,
+                                            SIZE_FLAGS[SIZE_VPP].hi, &x, err, sizeof(err)))
             fail("--runs %s: line %d: %s", path, line_no, err);
         if (n_rows == row_cap) {
             row_cap = row_cap ? 2 * row_cap : 256;
@@ -293,13 +331,13 @@ static void plan_runs(const char* path, const char* csv_path, const int* shape, 
     fprintf(out, "pred_fits,pred_mem_gib,pred_step_s,pred_mfu_pct,pred_reason\n");
     int n_bad = 0, n_fit = 0;
     for (int i = 0; i < n_rows; i++) {
-        char* run_col[N_RUN_COLS];
+        char *run_col[N_RUN_COLS], *opt[N_RUN_OPT];
         for (int k = 0; k < N_RUN_COLS; k++) run_col[k] = rows[i][idx[k]];
+        for (int k = 0; k < N_RUN_OPT; k++) opt[k] = opt_idx[k] >= 0 ? rows[i][opt_idx[k]] : NULL;
         ModelConfig c;
         PlanResult r;
         char reason[512];
-        int row_rc = plan_run_row(shape, setup, dev, run_col, vpp_col >= 0 ? atoi(rows[i][vpp_col]) : 0, &c, &r, reason,
-                                  sizeof(reason));
+        int row_rc = plan_run_row(shape, setup, dev, run_col, opt, &c, &r, reason, sizeof(reason));
         for (int j = 0; j < n_cols; j++) csv_put(out, rows[i][j], 0);
         if (row_rc) {
             fprintf(stderr, "error: --runs %s: row %d: %s\n", printable(path, shown, sizeof(shown)), i + 1,

@@ -169,7 +169,7 @@ static void test_runs(void) {
     int rc = run_plan_capture(a1, 9, log);
     const char* msg = slurp(log);
     check(rc == 0 && strstr(msg, "row 2: unknown model 'llama-13x'") &&
-              strstr(msg, "row 3: tp 3 x pp 1 x dp 21 is not gpus 64"),
+              strstr(msg, "row 3: tp 3 x pp 1 x dp 21 x cp 1 is not gpus 64"),
           "runs_row_errors_named", "rc %d, output '%s'", rc, msg);
     check(!strcmp(csv_field(out, 1, "pred_fits", v, sizeof(v)), "1") &&
               !strcmp(csv_field(out, 4, "pred_fits", v2, sizeof(v2)), "0"),
@@ -195,6 +195,30 @@ static void test_runs(void) {
               fabs(atof(u_runs) - 100 * atof(u_enum)) < 1e-2 && atof(s_runs) > 0,
           "runs_equal_enumeration", "runs: step %s mem %s mfu %s; enumeration: step %s mem %s mfu %s", s_runs, m_runs,
           u_runs, s_enum, m_enum, u_enum);
+    // the optional cp and offload columns are read: a cp 2 row is the enumeration's --cp 2 layout, and
+    // offloading the optimizer lowers the device memory of the same layout
+    write_file(in, "runs_cp.csv", "model,seq_len,gpus,gpus_per_node,global_batch_tokens,schedule,zero,tp,pp,dp,"
+        "micro_batch,recompute,attention,rms_kernel,sp,cp,offload\n"
+        "llama-13b,8192,64,8,4194304,1f1b,1,2,1,16,1,none,flash2,1,1,2,none\n"
+        "llama-13b,8192,64,8,4194304,1f1b,1,2,1,32,1,none,flash2,1,1,1,none\n"
+        "llama-13b,8192,64,8,4194304,1f1b,1,2,1,32,1,none,flash2,1,1,1,optimizer\n");
+    const char* a4[] = {"--plan", "--runs", in, "--plan-csv", out};
+    rc = run_plan_capture(a4, 5, log);
+    char m_none[64], m_off[64], s_cp[64], s_cp_enum[64];
+    csv_field(out, 2, "pred_mem_gib", m_none, 64), csv_field(out, 3, "pred_mem_gib", m_off, 64);
+    csv_field(out, 1, "pred_step_s", s_cp, 64);
+    const char* a5[] = {"--plan", "--model", "llama-13b", "--gpus", "64", "--seq-len", "8192", "--global-batch",
+                        "512", "--tp", "2", "--pp", "1", "--cp", "2", "--cp-ulysses", "1", "--micro-batch", "1",
+                        "--recompute", "none", "--zero", "1", "--attention", "flash2", "--rms-kernel", "on", "--sp",
+                        "1", "--plan-csv", log};
+    char cp_enum[256];
+    snprintf(cp_enum, sizeof(cp_enum), "%s", log);
+    int rc5 = run_plan_capture(a5, 31, "/dev/null");
+    csv_field(cp_enum, 1, "t_step_s", s_cp_enum, 64);
+    check(rc == 0 && rc5 == 0 && atof(s_cp) > 0 && fabs(atof(s_cp) - atof(s_cp_enum)) < 1e-3 &&
+              atof(m_off) < atof(m_none),
+          "runs_cp_and_offload_columns_read", "cp 2 row step %s s (enumeration %s), memory none %s / optimizer %s GiB",
+          s_cp, s_cp_enum, m_none, m_off);
     // files refused as a whole: one line, exit 1
     struct { const char* name; const char* text; const char* want;
     } bad[] = {
@@ -207,8 +231,11 @@ static void test_runs(void) {
         {"empty", "", "the file is empty"},
         {"short_row", RUNS_HEADER "a,llama-13b,2048\n", "line 2: 3 fields where the header has 18"},
         {"open_quote", RUNS_HEADER "a,\"llama-13b,2048,64,8,4194304,1f1b,1,1,1,64,1,none,flash2,1,0,ok,\n", "line 2"},
+        {"unmodelled_column", "model,seq_len,gpus,gpus_per_node,global_batch_tokens,schedule,zero,tp,pp,dp,micro_batch,"
+         "recompute,attention,rms_kernel,sp,ep\nllama-13b,2048,64,8,4194304,1f1b,1,1,1,64,1,none,flash2,1,0,2\n",
+         "column 'ep' names a setting the planner does not model"},
     };
-    for (int i = 0; i < 7; i++) {
+    for (int i = 0; i < 8; i++) {
         write_file(in, bad[i].name, bad[i].text);
         const char* a[] = {"--plan", "--runs", in, "--plan-csv", out};
         rc = run_plan_capture(a, 5, log);

@@ -1,8 +1,9 @@
-// args.h: the command line of ./train (both builds). One table, FLAGS, has a row per flag
-// (name, type, range, default, help, group, whether the ranks must agree, whether the
-// planner reads it); --help, parsing, the defaults, the ranks' agreement check (run.h
-// settings_of) and the planner's bounds (SIZE_FLAGS) are all read from it. A preset (--model)
-// sets the shape and shape flags override it. Bad values are one-line errors naming the flag.
+// layout/args.h: the command line of ./train (both builds). One table, FLAGS, has a row per flag
+// (name, type, range, default or the function that derives it from other flags, help, group,
+// whether the ranks must agree, whether the planner reads it); --help, parsing, every default,
+// the ranks' agreement check (run.h settings_of) and the planner's bounds (SIZE_FLAGS) are all
+// read from it. A preset (--model) sets the shape and shape flags override it. Bad values are
+// one-line errors naming the flag; the rules between flags are layout/layout_check.h's config_check.
 #ifndef ARGS_H
 #define ARGS_H
 
@@ -85,7 +86,66 @@ typedef struct {
     int planner;        // 1: the planner checks a model or layout against this row's range (SIZE_FLAGS)
     size_t at, size;    // where its value lives in Args
     const char* help;
+    // a default that follows other flags (NULL: def): set when the flag is not given, by args_derive,
+    // in the table's order; world: the ranks, 0 while not known (at parsing, before mpirun)
+    void (*derive)(Args* a, int world);
 } Flag;
+
+// ----------------------------------------------------------------------------
+// The defaults that follow other flags, each named by its row of the table below.
+
+static int flag_given(const Args* a, const char* name);
+// The data-parallel size, given or from the world (0: not known yet).
+static int dp_of(const Args* a, int world) {
+    const ModelConfig* c = &a->cfg;
+    if (c->dp || !world) return c->dp;
+    int per_replica = c->tp * c->pp * c->cp;
+    return world / per_replica > 0 ? world / per_replica : 1;
+}
+// The batch keeps every layout's math the same as one rank's: the global batch is 16 sequences
+// whatever the layout (unless --global-batch, or --micro-batch alone, which means dp*pp*micro-batch),
+// and the micro-batch is the largest <= 16 that gives every pipeline stage pp micro-batches, as 1F1B
+// needs (2pp for DualPipe-V). So `./train --tp 4 --pp 2` trains on the same batches as `./train`.
+static int batch_min_micro(const ModelConfig* c) {
+    return c->schedule == SCHED_DUALPIPEV ? 2 * c->pp : c->pp > 1 ? c->pp : 1;
+}
+static void derive_micro_batch(Args* a, int world) {
+    ModelConfig* c = &a->cfg;
+    int dp = dp_of(a, world), m_min = batch_min_micro(c);
+    if (!dp) return;
+    int global = flag_given(a, "--global-batch") ? c->global_batch : 16, mb = global / (dp * m_min);
+    c->micro_batch = mb < 1 ? 1 : mb > 16 ? 16 : mb;
+}
+static void derive_global_batch(Args* a, int world) {
+    ModelConfig* c = &a->cfg;
+    int dp = dp_of(a, world), m_min = batch_min_micro(c);
+    if (!dp) return;
+    long long derived = (long long)dp * m_min * c->micro_batch;  // --micro-batch alone: dp*pp*micro-batch
+    if (flag_given(a, "--micro-batch") && derived > (1 << 30))
+        fail("--micro-batch %d x dp %d x pp %d = %lld sequences per step, more than 2^30 (give --global-batch)",
+             c->micro_batch, dp, m_min, derived);
+    c->global_batch = flag_given(a, "--micro-batch") ? (int)derived : 16;
+}
+static void derive_dp(Args* a, int world) { a->cfg.dp = dp_of(a, world); }
+// The shape flags follow the preset (args_resolve), the ones below follow the flags given.
+static void derive_n_kv_head(Args* a, int world) {
+    if (flag_given(a, "--n-head")) a->cfg.n_kv_head = a->cfg.n_head;  // plain multi-head
+}
+static void derive_d_ff(Args* a, int world) {
+    if (!flag_given(a, "--d-model")) return;
+    a->cfg.d_ff = 0;  // follows the width
+    config_finalize(&a->cfg);
+}
+static void derive_vpp(Args* a, int world) { a->cfg.vpp = schedule_is_v(a->cfg.schedule) ? 2 : 1; }
+static void derive_cp_ulysses(Args* a, int world) {  // --cp-kind 2d needs it given (config_check)
+    a->cfg.cp_ulysses = a->cp_kind == CP_RING ? 1 : a->cp_kind == CP_ULYSSES ? a->cfg.cp : 0;
+}
+static void derive_schedule(Args* a, int world) {
+    a->cfg.schedule = a->cfg.vpp > 1 ? SCHED_INTERLEAVED : SCHED_1F1B;
+}
+static void derive_weight_pass(Args* a, int world) {
+    a->cfg.weight_pass_deferred = schedule_has_w(a->cfg.schedule);
+}
 
 #define IN_ARGS(field) offsetof(Args, field), sizeof(((Args*)0)->field)
 #define IN_CFG(field) IN_ARGS(cfg.field)
@@ -96,176 +156,186 @@ typedef struct {
 static const Flag FLAGS[] = {
     // model
     {"--model", FLAG_TEXT, "NAME", NO_RANGE, "small", HELP_MODEL, AGREE, 0, IN_ARGS(model),
-     "preset (default small), one of:"},
+     "preset (default small), one of:", NULL},
     {"--arch", FLAG_CHOICE, "gpt2|llama", NO_RANGE, NULL, HELP_MODEL, AGREE, 0, IN_CFG(arch),
-     "architecture (default: the preset's; llama alone picks llama-small)"},
+     "architecture (default: the preset's; llama alone picks llama-small)", NULL},
     {"--n-layer", FLAG_INT, "N", 1, 512, 0, 0, NULL, HELP_MODEL, AGREE, 1, IN_CFG(n_layer),
-     "layers (default: the preset's)"},
+     "layers (default: the preset's)", NULL},
     {"--n-head", FLAG_INT, "N", 1, 1024, 0, 0, NULL, HELP_MODEL, AGREE, 1, IN_CFG(n_head),
-     "query heads (default: the preset's; --n-kv-head follows unless given)"},
+     "query heads (default: the preset's; --n-kv-head follows unless given)", NULL},
     {"--n-kv-head", FLAG_INT, "N", 1, 1024, 0, 0, NULL, HELP_MODEL, AGREE, 1, IN_CFG(n_kv_head),
-     "key/value heads: fewer than --n-head is grouped-query attention (llama)"},
+     "key/value heads: fewer than --n-head is grouped-query attention (llama)", derive_n_kv_head},
     {"--d-model", FLAG_INT, "N", 1, 65536, 0, 0, NULL, HELP_MODEL, AGREE, 1, IN_CFG(d_model),
-     "width (default: the preset's; --d-ff follows unless given)"},
+     "width (default: the preset's; --d-ff follows unless given)", NULL},
     {"--d-ff", FLAG_INT, "N", 1, 1 << 20, 0, 0, NULL, HELP_MODEL, AGREE, 1, IN_CFG(d_ff),
-     "MLP hidden size (default: the preset's, or 4 x d-model for gpt2, SwiGLU's 2/3 x 4 x d-model to 256 for llama)"},
+     "MLP hidden size (default: the preset's, or 4 x d-model for gpt2, SwiGLU's 2/3 x 4 x d-model to 256 for "
+     "llama)", derive_d_ff},
     {"--vocab", FLAG_INT, "N", 2, 1 << 20, 0, 0, NULL, HELP_MODEL, AGREE, 1, IN_CFG(vocab),
-     "vocabulary (default: the preset's; padded to a multiple of 128)"},
+     "vocabulary (default: the preset's; padded to a multiple of 128)", NULL},
     {"--seq-len", FLAG_INT, "N", 1, 1 << 20, 0, 0, NULL, HELP_MODEL, AGREE, 1, IN_CFG(seq_len),
-     "context length (default: the preset's)"},
+     "context length (default: the preset's)", NULL},
     // training: the batch
-    {"--micro-batch", FLAG_INT, "B", 1, 1 << 20, 0, 0, "16", HELP_TRAINING, AGREE_GIVEN, 1, IN_CFG(micro_batch),
+    {"--micro-batch", FLAG_INT, "B", 1, 1 << 20, 0, 0, NULL, HELP_TRAINING, AGREE_GIVEN, 1, IN_CFG(micro_batch),
      "sequences per micro-batch per rank (default: the largest <= 16 that gives every pipeline stage pp "
-     "micro-batches of the global batch)"},
+     "micro-batches of the global batch)", derive_micro_batch},
     {"--global-batch", FLAG_INT, "G", 1, 1 << 30, 0, 0, NULL, HELP_TRAINING, AGREE, 1, IN_CFG(global_batch),
-     "sequences per optimizer step over all dp ranks (default 16, or dp*pp*micro-batch when --micro-batch is given)"},
+     "sequences per optimizer step over all dp ranks (default 16, or dp*pp*micro-batch when --micro-batch is "
+     "given)", derive_global_batch},
     // parallel layout: the sizes
     {"--dp", FLAG_INT, "N", 1, 1 << 20, 0, 0, NULL, HELP_LAYOUT, AGREE, 1, IN_CFG(dp),
-     "data parallel size (default 1; from the world under a launcher)"},
-    {"--tp", FLAG_INT, "N", 1, 1024, 0, 0, "1", HELP_LAYOUT, AGREE, 1, IN_CFG(tp), "tensor parallel size"},
-    {"--pp", FLAG_INT, "N", 1, 1024, 0, 0, "1", HELP_LAYOUT, AGREE, 1, IN_CFG(pp), "pipeline parallel size"},
+     "data parallel size (default 1; from the world under a launcher)", derive_dp},
+    {"--tp", FLAG_INT, "N", 1, 1024, 0, 0, "1", HELP_LAYOUT, AGREE, 1, IN_CFG(tp), "tensor parallel size", NULL},
+    {"--pp", FLAG_INT, "N", 1, 1024, 0, 0, "1", HELP_LAYOUT, AGREE, 1, IN_CFG(pp), "pipeline parallel size", NULL},
     {"--vpp", FLAG_INT, "N", 1, 64, 0, 0, NULL, HELP_LAYOUT, AGREE, 1, IN_CFG(vpp),
-     "model chunks per pipeline rank (interleaved 1F1B; default 1, with zb-v and dualpipe-v 2)"},
+     "model chunks per pipeline rank (interleaved 1F1B; default 1, with zb-v and dualpipe-v 2)", derive_vpp},
     {"--cp", FLAG_INT, "N", 1, 1 << 16, 0, 0, "1", HELP_LAYOUT, AGREE, 1, IN_CFG(cp),
-     "context parallelism: each sequence split over N ranks"},
+     "context parallelism: each sequence split over N ranks", NULL},
     {"--cp-ulysses", FLAG_INT, "U", 1, 1 << 16, 0, 0, NULL, HELP_LAYOUT, AGREE, 1, IN_CFG(cp_ulysses),
-     "the Ulysses degree of --cp-kind 2d (divides N)"},
+     "the Ulysses degree of --cp-kind 2d (divides N)", derive_cp_ulysses},
     // parallel layout: the rest
     {"--cp-kind", FLAG_CHOICE, "ring|ulysses|2d", NO_RANGE, "ring", HELP_LAYOUT, AGREE, 0, IN_ARGS(cp_kind),
      "ring: zig-zag ring attention; ulysses: all-to-all to a head split (N <= KV heads per tp rank); "
-     "2d: Ulysses inside --cp-ulysses U ranks, ring across"},
+     "2d: Ulysses inside --cp-ulysses U ranks, ring across", NULL},
     {"--cp-split", FLAG_CHOICE, "zigzag|contiguous|doc", NO_RANGE, "zigzag", HELP_LAYOUT, AGREE, 0, IN_ARGS(cp_split),
      "zigzag: ring rank r holds chunks r and 2R-1-r of 2R, balanced; contiguous: one piece each (the causal mask "
      "leaves early ranks idle; to measure); doc: the zig-zag of each document (WLB-LLM), balanced under documents "
-     "(without masked documents, --doc-mask off or none in the data, the sequence is one: zigzag)"},
+     "(without masked documents, --doc-mask off or none in the data, the sequence is one: zigzag)", NULL},
     {"--schedule", FLAG_CHOICE, "gpipe|1f1b|interleaved|zb-h1|zb-v|dualpipe-v", NO_RANGE, NULL, HELP_LAYOUT, AGREE, 0,
      IN_CFG(schedule),
      "pipeline schedule (default 1f1b, interleaved when --vpp > 1); zb-*: zero-bubble, each backward split into B "
-     "and a deferred W; dualpipe-v: DeepSeek's V-shaped DualPipe (two chunks per stage, >= 2 pp micro-batches)"},
+     "and a deferred W; dualpipe-v: DeepSeek's V-shaped DualPipe (two chunks per stage, >= 2 pp micro-batches)",
+     derive_schedule},
     {"--pp-split", FLAG_CHOICE, "even|auto", NO_RANGE, "even", HELP_LAYOUT, AGREE, 0, IN_CFG(pp_split),
      "how layers are cut into pipeline chunks: even (by count) or auto (by cost: the slowest stage as fast as can "
-     "be, the embedding, head and loss counted; see the start-up table's stage lines)"},
+     "be, the embedding, head and loss counted; see the start-up table's stage lines)", NULL},
     {"--sp", FLAG_SWITCH, "", NO_RANGE, NULL, HELP_LAYOUT, AGREE, 0, IN_CFG(sp),
-     "sequence parallelism in the norm/residual regions (needs --tp > 1)"},
+     "sequence parallelism in the norm/residual regions (needs --tp > 1)", NULL},
     {"--zero", FLAG_INT, "0|1|2|3", 0, 3, 0, 0, "0", HELP_LAYOUT, AGREE, 0, IN_CFG(zero),
      "shard optimizer state (1), gradients (2) and parameters (3: each layer all-gathered before its forward and "
-     "backward, FSDP) over dp x cp"},
+     "backward, FSDP) over dp x cp", NULL},
     {"--reshard-after-forward", FLAG_CHOICE, "on|off", NO_RANGE, "on", HELP_LAYOUT, AGREE, 0, IN_ARGS(reshard_keep),
      "--zero 3: on drops a layer's gathered weights after its forward and gathers them again for its backward (two "
      "layers' weights held at once); off keeps every layer gathered from its first use to the optimizer step (the "
-     "stage's whole weights held, one all-gather a layer a step instead of two per micro-batch)"},
+     "stage's whole weights held, one all-gather a layer a step instead of two per micro-batch)", NULL},
     {"--recompute", FLAG_CHOICE, "none|selective|full", NO_RANGE, "none", HELP_LAYOUT, AGREE, 0, IN_CFG(recompute),
-     "selective: the attention core; full: keep layer inputs only"},
+     "selective: the attention core; full: keep layer inputs only", NULL},
     {"--offload", FLAG_CHOICE, "none|optimizer|activations|both", NO_RANGE, "none", HELP_LAYOUT, AGREE, 0,
      IN_CFG(offload),
      "optimizer: AdamW m, v in the --offload-dir tier (CPU build) / with the fp32 master in pinned host memory "
      "(GPU build: the device keeps the bf16 weights); "
-     "activations: a pipeline stage keeps 2 micro-batches' activations per chunk on the device, the rest offloaded"},
+     "activations: a pipeline stage keeps 2 micro-batches' activations per chunk on the device, the rest "
+     "offloaded", NULL},
     {"--offload-frames", FLAG_INT, "1|2", 1, 2, 0, 0, "2", HELP_LAYOUT, AGREE, 0, IN_CFG(offload_frames),
-     "--offload activations: device frames per chunk: 2 (the next backward's prefetched) or 1 (less memory, waits)"},
+     "--offload activations: device frames per chunk: 2 (the next backward's prefetched) or 1 (less memory, "
+     "waits)", NULL},
     {"--offload-dir", FLAG_TEXT, "DIR", NO_RANGE, NULL, HELP_LAYOUT, AGREE, 0, IN_ARGS(offload_dir),
-     "CPU build: the directory of the offload tier's files (mapped, unlinked at once; default $TMPDIR or /tmp)"},
+     "CPU build: the directory of the offload tier's files (mapped, unlinked at once; default $TMPDIR or /tmp)",
+     NULL},
     // model: the rest (a shape flag's row, outside the planner's SIZE_FLAGS above)
     {"--rope-theta", FLAG_NUM, "X", 0, 0, 1, 1e9, NULL, HELP_MODEL, AGREE, 0, IN_CFG(rope_theta),
-     "RoPE's base (llama; default the preset's: 10000, llama3-8b 500000)"},
+     "RoPE's base (llama; default the preset's: 10000, llama3-8b 500000)", NULL},
     // data
     {"--data", FLAG_TEXT, "PATH", NO_RANGE, NULL, HELP_DATA, AGREE, 0, IN_ARGS(data),
-     "a file, or a quoted glob of files: .bin = llm.c shards, any other byte-level text; default: built-in corpus"},
+     "a file, or a quoted glob of files: .bin = llm.c shards, any other byte-level text; default: built-in "
+     "corpus", NULL},
     {"--val-data", FLAG_TEXT, "PATH", NO_RANGE, NULL, HELP_DATA, AGREE, 0, IN_ARGS(val_data),
-     "validation data; default: the last 5% of --data"},
+     "validation data; default: the last 5% of --data", NULL},
     {"--eval-every", FLAG_INT, "N", 0, 1 << 30, 0, 0, "50", HELP_DATA, AGREE, 0, IN_ARGS(eval_every),
-     "validation loss every N steps (0: never)"},
+     "validation loss every N steps (0: never)", NULL},
     {"--val-batches", FLAG_INT, "N", 1, 1 << 20, 0, 0, "4", HELP_DATA, AGREE, 0, IN_ARGS(val_batches),
-     "global batches per validation"},
+     "global batches per validation", NULL},
     {"--doc-mask", FLAG_CHOICE, "auto|on|off", NO_RANGE, "auto", HELP_DATA, AGREE, 0, IN_ARGS(doc_mask),
      "attention within documents only (an end-of-text token starts one), RoPE/wpe positions restarting at each; "
-     "auto: on when the data has end-of-text tokens (llm.c shards), off for byte-level text"},
+     "auto: on when the data has end-of-text tokens (llm.c shards), off for byte-level text", NULL},
     {"--packing", FLAG_CHOICE, "concat|greedy|wlb", NO_RANGE, "concat", HELP_DATA, AGREE, 0, IN_ARGS(packing),
      "concat: hashed windows of the stream; greedy: whole documents first-fit into the sequences, the rest padding; "
-     "wlb: documents balanced over micro-batches and dp ranks by attention work, outliers delayed (WLB-LLM)"},
+     "wlb: documents balanced over micro-batches and dp ranks by attention work, outliers delayed (WLB-LLM)", NULL},
     {"--tokenizer", FLAG_TEXT, "FILE", NO_RANGE, NULL, HELP_DATA, AGREE, 0, IN_ARGS(tokenizer),
      "llm.c tokenizer file for decoding samples (default: bytes; other vocabularies print token ids); "
-     "data/prepare.py writes one beside its shards"},
+     "data/prepare.py writes one beside its shards", NULL},
     {"--eot", FLAG_INT, "ID", 0, (1 << 20) - 1, 0, 0, NULL, HELP_DATA, AGREE_GIVEN, 0, IN_ARGS(eot),
      "the end-of-text id that starts a document (masks, positions, samples, --export-hf's eos_token_id; default: "
      "the --tokenizer file's, else the data's format: 50256 in llm.c shards (GPT-2's tokens), 256 in byte-level "
-     "text); refused where it is an ordinary token of the data"},
+     "text); refused where it is an ordinary token of the data", NULL},
     // training: the rest
-    {"--steps", FLAG_INT, "N", 0, 1 << 30, 0, 0, "1500", HELP_TRAINING, AGREE, 0, IN_CFG(steps), "optimizer steps"},
-    {"--lr", FLAG_NUM, "X", 0, 0, 0, 10, "2e-3", HELP_TRAINING, AGREE, 0, IN_CFG(lr), "peak learning rate"},
+    {"--steps", FLAG_INT, "N", 0, 1 << 30, 0, 0, "1500", HELP_TRAINING, AGREE, 0, IN_CFG(steps), "optimizer steps",
+     NULL},
+    {"--lr", FLAG_NUM, "X", 0, 0, 0, 10, "2e-3", HELP_TRAINING, AGREE, 0, IN_CFG(lr), "peak learning rate", NULL},
     {"--min-lr-frac", FLAG_NUM, "X", 0, 0, 0, 1, "0.1", HELP_TRAINING, AGREE, 0, IN_CFG(min_lr_frac),
-     "cosine decays to lr*X"},
+     "cosine decays to lr*X", NULL},
     {"--warmup", FLAG_INT, "N", 0, 1 << 30, 0, 0, "50", HELP_TRAINING, AGREE, 0, IN_CFG(warmup),
-     "linear warm-up steps"},
+     "linear warm-up steps", NULL},
     {"--weight-decay", FLAG_NUM, "X", 0, 0, 0, 10, "0.1", HELP_TRAINING, AGREE, 0, IN_CFG(weight_decay),
-     "AdamW decoupled weight decay on matrices"},
-    {"--beta1", FLAG_NUM, "X", 0, 0, 0, 0.999999, "0.9", HELP_TRAINING, AGREE, 0, IN_CFG(beta1), "AdamW beta1"},
-    {"--beta2", FLAG_NUM, "X", 0, 0, 0, 0.999999, "0.95", HELP_TRAINING, AGREE, 0, IN_CFG(beta2), "AdamW beta2"},
+     "AdamW decoupled weight decay on matrices", NULL},
+    {"--beta1", FLAG_NUM, "X", 0, 0, 0, 0.999999, "0.9", HELP_TRAINING, AGREE, 0, IN_CFG(beta1), "AdamW beta1", NULL},
+    {"--beta2", FLAG_NUM, "X", 0, 0, 0, 0.999999, "0.95", HELP_TRAINING, AGREE, 0, IN_CFG(beta2), "AdamW beta2", NULL},
     // eps 0 divides 0 by 0 for a weight whose gradient is 0
-    {"--eps", FLAG_NUM, "X", 0, 0, 1e-30, 1, "1e-8", HELP_TRAINING, AGREE, 0, IN_CFG(eps), "AdamW epsilon (> 0)"},
+    {"--eps", FLAG_NUM, "X", 0, 0, 1e-30, 1, "1e-8", HELP_TRAINING, AGREE, 0, IN_CFG(eps), "AdamW epsilon (> 0)", NULL},
     {"--grad-clip", FLAG_NUM, "X", 0, 0, 0, 1e9, "1.0", HELP_TRAINING, AGREE, 0, IN_CFG(grad_clip),
-     "clip the global gradient norm to X (0: off)"},
+     "clip the global gradient norm to X (0: off)", NULL},
     {"--seed", FLAG_INT, "N", 0, LONG_MAX, 0, 0, "1337", HELP_TRAINING, AGREE, 0, IN_CFG(seed),
-     "seed for init and sampling"},
+     "seed for init and sampling", NULL},
     // logging and checkpoints
     {"--log", FLAG_TEXT, "FILE", NO_RANGE, NULL, HELP_OUTPUT, AGREE, 0, IN_ARGS(log),
-     "JSON lines: per step and per evaluation"},
+     "JSON lines: per step and per evaluation", NULL},
     {"--log-ranks", FLAG_SWITCH, "", NO_RANGE, NULL, HELP_OUTPUT, AGREE, 0, IN_ARGS(log_ranks),
-     "also write FILE.rankN with each rank's timings"},
+     "also write FILE.rankN with each rank's timings", NULL},
     {"--log-every", FLAG_INT, "N", 1, 1 << 30, 0, 0, "1", HELP_OUTPUT, AGREE_NO, 0, IN_ARGS(log_every),
-     "print every N steps"},
+     "print every N steps", NULL},
     {"--trace", FLAG_TEXT, "FILE", NO_RANGE, NULL, HELP_OUTPUT, AGREE, 0, IN_ARGS(trace),
-     "Chrome trace-event JSON of the step (open in Perfetto)"},
+     "Chrome trace-event JSON of the step (open in Perfetto)", NULL},
     {"--sample-every", FLAG_INT, "N", 0, 1 << 30, 0, 0, "0", HELP_OUTPUT, AGREE, 0, IN_ARGS(sample_every),
-     "print a sample every N steps (0: at the end only)"},
+     "print a sample every N steps (0: at the end only)", NULL},
     {"--sample-len", FLAG_INT, "N", 0, 1 << 20, 0, 0, "200", HELP_OUTPUT, AGREE, 0, IN_ARGS(sample_len),
-     "bytes/tokens per sample"},
+     "bytes/tokens per sample", NULL},
     {"--ckpt-dir", FLAG_TEXT, "DIR", NO_RANGE, NULL, HELP_OUTPUT, AGREE, 0, IN_ARGS(ckpt_dir),
-     "checkpoint directory, created at start (a final checkpoint is written at the end)"},
+     "checkpoint directory, created at start (a final checkpoint is written at the end)", NULL},
     {"--ckpt-every", FLAG_INT, "N", 0, 1 << 30, 0, 0, NULL, HELP_OUTPUT, AGREE, 0, IN_ARGS(ckpt_every),
-     "also every N steps"},
+     "also every N steps", NULL},
     {"--ckpt-keep", FLAG_INT, "N", 1, 1 << 20, 0, 0, "3", HELP_OUTPUT, AGREE, 0, IN_ARGS(ckpt_keep),
-     "keep the newest N checkpoints"},
+     "keep the newest N checkpoints", NULL},
     {"--resume", FLAG_TEXT, "FILE|auto", NO_RANGE, NULL, HELP_OUTPUT, AGREE, 0, IN_ARGS(resume),
-     "continue from a checkpoint (any layout)"},
+     "continue from a checkpoint (any layout)", NULL},
     {"--import-llmc", FLAG_TEXT, "FILE", NO_RANGE, NULL, HELP_OUTPUT, AGREE, 0, IN_ARGS(import_llmc),
-     "start from llm.c GPT-2 weights (gpt2_124M.bin, version 3)"},
+     "start from llm.c GPT-2 weights (gpt2_124M.bin, version 3)", NULL},
     {"--export-llmc", FLAG_TEXT, "FILE", NO_RANGE, NULL, HELP_OUTPUT, AGREE, 0, IN_ARGS(export_llmc),
-     "write the final weights in llm.c's format"},
+     "write the final weights in llm.c's format", NULL},
     {"--export-hf", FLAG_TEXT, "DIR", NO_RANGE, NULL, HELP_OUTPUT, AGREE, 0, IN_ARGS(export_hf),
      "write the final weights as a Hugging Face transformers model (safetensors + config.json; GPT2LMHeadModel or "
-     "LlamaForCausalLM), DIR created at start"},
+     "LlamaForCausalLM), DIR created at start", NULL},
     {"--import-hf", FLAG_TEXT, "DIR", NO_RANGE, NULL, HELP_OUTPUT, AGREE, 0, IN_ARGS(import_hf),
-     "start from DIR/model.safetensors (fp32, this model's shape: an --export-hf)"},
+     "start from DIR/model.safetensors (fp32, this model's shape: an --export-hf)", NULL},
     {"--noise-scale", FLAG_SWITCH, "", NO_RANGE, NULL, HELP_OUTPUT, AGREE, 0, IN_ARGS(noise_scale),
      "the gradient noise scale B_simple = tr(Sigma)/|G|^2 in tokens (McCandlish et al. 2018), from each dp replica's "
      "gradient norm and the step's, averaged over about 20 steps: in the step line and the log (noise_scale); needs "
-     "dp x cp >= 2, --zero 0 or 1, no --sp"},
+     "dp x cp >= 2, --zero 0 or 1, no --sp", NULL},
     {"--on-nan", FLAG_CHOICE, "stop|skip", NO_RANGE, "stop", HELP_OUTPUT, AGREE, 0, IN_ARGS(on_nan_skip),
-     "non-finite loss or gradient: stop, or skip the step"},
+     "non-finite loss or gradient: stop, or skip the step", NULL},
     {"--timeout-s", FLAG_NUM, "X", 0, 0, 1, 1e7, "600", HELP_OUTPUT, AGREE_NO, 0, IN_ARGS(timeout_s),
-     "exit if no communication completes for X s: a peer died or hangs"},
+     "exit if no communication completes for X s: a peer died or hangs", NULL},
     {"--peak-tflops", FLAG_NUM, "X", 0, 0, 1e-6, 1e6, NULL, HELP_OUTPUT, AGREE_NO, 0, IN_ARGS(peak_tflops),
-     "device peak for MFU (default: CPU measured FMA peak; GPU: a table of parts, else SMs x clock; docs/GPU.md)"},
+     "device peak for MFU (default: CPU measured FMA peak; GPU: a table of parts, else SMs x clock; "
+     "docs/GPU.md)", NULL},
     {"--comm", FLAG_CHOICE, "nccl|mpi", NO_RANGE, "nccl", HELP_OUTPUT, AGREE, 0, IN_ARGS(comm_mpi),
-     "GPU build: NCCL or host-staged MPI (ranks can share a GPU)"},
+     "GPU build: NCCL or host-staged MPI (ranks can share a GPU)", NULL},
     {"--grad-reduce", FLAG_CHOICE, "fp32|bf16", NO_RANGE, "fp32", HELP_OUTPUT, AGREE, 0, IN_ARGS(grad_reduce_bf16),
      "GPU build, --zero 0: the dp all-reduce of the gradient in fp32 (default) or bf16 (half the bytes; each "
-     "layer's gradient rounded to bf16 and summed in bf16 by NCCL)"},
+     "layer's gradient rounded to bf16 and summed in bf16 by NCCL)", NULL},
     {"--gelu-fusion", FLAG_CHOICE, "on|off", NO_RANGE, "on", HELP_OUTPUT, AGREE, 0, IN_ARGS(gelu_unfused),
-     "GPU build: GELU in the fc matmul's cuBLASLt epilogue, or its own kernel"},
+     "GPU build: GELU in the fc matmul's cuBLASLt epilogue, or its own kernel", NULL},
     {"--kernels", FLAG_CHOICE, "fast|ref", NO_RANGE, "fast", HELP_OUTPUT, AGREE, 0, IN_ARGS(kernels_ref),
      "CPU build: fast (SIMD, packed GEMM: backend/cpu/kernels_cpu.h) or ref (the plain fp32 loops of "
-     "backend/cpu/reference.h, the math to read first; slow); the GPU build runs its CUDA kernels and refuses ref"},
+     "backend/cpu/reference.h, the math to read first; slow); the GPU build runs its CUDA kernels and refuses "
+     "ref", NULL},
     {"--attn-tile", FLAG_TEXT, "NAME|auto", NO_RANGE, "auto", HELP_OUTPUT, AGREE, 0, IN_ARGS(attn_tile),
      "GPU build: the flash-attention forward's tile (q<query rows>k<keys>, e.g. q128k64; docs/GPU.md lists them), "
      "or auto: the fastest for this GPU and head size in dev/attn_tiles.csv (test_gpu --att-sweep), else the "
-     "default"},
+     "default", NULL},
     {"--weight-pass", FLAG_CHOICE, "immediate|deferred", NO_RANGE, NULL, HELP_OUTPUT, AGREE, 0,
      IN_CFG(weight_pass_deferred),
      "each layer's weight gradients right after its input gradient (default), or after the whole chunk's input "
-     "pass (more memory; always so with zb-*)"},
-    {"--quiet", FLAG_SWITCH, "", NO_RANGE, NULL, HELP_OUTPUT, AGREE_NO, 0, IN_ARGS(quiet), "no step lines"},
+     "pass (more memory; always so with zb-*)", derive_weight_pass},
+    {"--quiet", FLAG_SWITCH, "", NO_RANGE, NULL, HELP_OUTPUT, AGREE_NO, 0, IN_ARGS(quiet), "no step lines", NULL},
 };
 #define N_FLAGS ((int)(sizeof(FLAGS) / sizeof(FLAGS[0])))
 typedef char flags_fit_in_args[N_FLAGS <= MAX_FLAGS ? 1 : -1];
@@ -415,9 +485,17 @@ static FlagRules flag_rules(const Args* a) {
     return f;
 }
 
-// What follows from the flags: the preset under the shape flags, the schedule's vpp and
-// weight pass, the context-parallel degrees; then every rule between flags that needs no layout
-// (config_check; the layout's are checked when the world is known, runtime/run.h).
+// The defaults of the flags not given that follow other flags (the rows' derive), in the table's order.
+// At parsing world is 0: what needs the world (dp, and the batch when dp is not given) waits for
+// runtime/run.h, which calls it again with the world.
+static void args_derive(Args* a, int world) {
+    for (const Flag* f = FLAGS; f < FLAGS + N_FLAGS; f++)
+        if (f->derive && !a->given[f - FLAGS]) f->derive(a, world);
+}
+
+// What follows from the flags: the preset under the shape flags, the defaults that follow other
+// flags; then every rule between flags that needs no layout (config_check; the layout's are
+// checked when the world is known, runtime/run.h).
 static void args_resolve(Args* a) {
     ModelConfig* c = &a->cfg;
     // A llama-style arch given without a preset picks the llama default.
@@ -429,14 +507,9 @@ static void args_resolve(Args* a) {
     for (int i = 0; i < N_FLAGS; i++)  // the shape flags given override the preset
         if (a->given[i] && FLAGS[i].group == HELP_MODEL && FLAGS[i].type != FLAG_TEXT)
             memcpy((char*)a + FLAGS[i].at, (char*)&given + FLAGS[i].at, FLAGS[i].size);
-    if (flag_given(a, "--n-head") && !flag_given(a, "--n-kv-head")) c->n_kv_head = c->n_head;  // plain multi-head
-    if (flag_given(a, "--d-model") && !flag_given(a, "--d-ff")) c->d_ff = 0;  // d_ff follows the width
-    if (!flag_given(a, "--vpp")) c->vpp = schedule_is_v(c->schedule) ? 2 : 1;
-    if (!flag_given(a, "--schedule")) c->schedule = c->vpp > 1 ? SCHED_INTERLEAVED : SCHED_1F1B;
-    FlagRules rules = flag_rules(a);  // (before the derived values below overwrite what was given)
-    c->cp_ulysses = a->cp_kind == CP_RING ? 1 : a->cp_kind == CP_ULYSSES ? c->cp : c->cp_ulysses;
+    FlagRules rules = flag_rules(a);  // (before args_derive: what was given)
+    args_derive(a, 0);
     c->cp_contiguous = a->cp_split == CP_SPLIT_CONTIGUOUS, c->cp_doc = a->cp_split == CP_SPLIT_DOC;
-    if (schedule_has_w(c->schedule)) c->weight_pass_deferred = 1;
     config_finalize(c);
     char why[WHY_CAP];
     if (config_check(c, &rules, 0, why)) fail("%s", why);

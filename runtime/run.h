@@ -13,26 +13,6 @@
 #include "layout/params.h"
 #include "layout/schedule.h"
 
-// Batch defaults that keep every layout's math the same as one rank's: the global batch
-// is 16 sequences whatever the layout (unless --global-batch, or --micro-batch alone,
-// which means dp*pp*micro-batch), and the micro-batch (unless --micro-batch) is the
-// largest <= 16 that gives every pipeline stage pp micro-batches, as 1F1B needs (2pp for
-// DualPipe-V). So `./train --tp 4 --pp 2` trains on the same batches as `./train`.
-static void resolve_batch(Args* a) {
-    ModelConfig* c = &a->cfg;
-    int m_min = c->schedule == SCHED_DUALPIPEV ? 2 * c->pp : c->pp > 1 ? c->pp : 1;
-    long long derived = (long long)c->dp * m_min * c->micro_batch;  // --micro-batch alone: dp*m_min*micro-batch
-    int micro_batch_given = flag_given(a, "--micro-batch");
-    if (!c->global_batch && micro_batch_given && derived > (1 << 30))
-        fail("--micro-batch %d x dp %d x pp %d = %lld sequences per step, more than 2^30 (give --global-batch)",
-             c->micro_batch, c->dp, m_min, derived);
-    if (!c->global_batch) c->global_batch = micro_batch_given ? (int)derived : 16;
-    if (!micro_batch_given) {
-        int mb = c->global_batch / (c->dp * m_min);
-        c->micro_batch = mb < 1 ? 1 : mb > 16 ? 16 : mb;
-    }
-}
-
 // ----------------------------------------------------------------------------
 // Every rank must run with the same settings. Ranks started with other flags (an MPMD
 // mpirun line, a wrapper script that differs per node) would corrupt memory (another
@@ -323,8 +303,7 @@ static void run_setup(Run* r, int argc, char** argv) {
         // Started by hand: the world is the layout. Check it here, once, then start the
         // ranks under mpirun if there is more than one.
         long long need = (long long)(c->dp ? c->dp : 1) * c->tp * c->pp * c->cp;  // layout_check caps it
-        if (!c->dp) c->dp = 1;
-        resolve_batch(&r->args);
+        args_derive(&r->args, need > INT_MAX ? INT_MAX : (int)need);  // dp, the batch (layout/args.h)
         if (config_check(c, &rules, need > INT_MAX ? INT_MAX : (int)need, why)) fail("layout: %s", why);
         if (need > 1) relaunch_under_mpirun((int)need, argc, argv);
         // one rank: Open MPI's singleton starts no daemon (it would serve only MPI_Comm_spawn,
@@ -339,9 +318,7 @@ static void run_setup(Run* r, int argc, char** argv) {
         settings_agree(&r->args, r->rank, r->world);
         fail_rank = r->rank, fail_hook = mpi_fail_hook;
     }
-    int per_replica = c->tp * c->pp * c->cp;
-    if (!c->dp) c->dp = r->world / per_replica > 0 ? r->world / per_replica : 1;
-    resolve_batch(&r->args);
+    args_derive(&r->args, r->world);  // dp, the batch (layout/args.h)
     if (config_check(c, &rules, r->world, why)) {  // dp known now
         if (r->rank == 0) print_error("layout: %s", why);
         MPI_Finalize();

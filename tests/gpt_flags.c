@@ -129,7 +129,8 @@ static void test_flags(void) {
     test_flag_table();
 }
 
-static void resolve_batch_child(void* a) { resolve_batch((Args*)a); }
+static Args* new_args(const char* flags);
+static void new_args_child(void* flags) { new_args((const char*)flags); }
 static void test_layout_check(void) {
     struct { const char* flags; int world; const char* want;
     } cases[] = {
@@ -162,7 +163,6 @@ static void test_layout_check(void) {
             check(r && strstr(r, cases[i].want), name, "got \"%s\", want \"%s\"", r ? r : "(accepted)", cases[i].want);
         else check(!r, name, "got \"%s\"", r ? r : "");
     }    // --micro-batch alone sets the global batch to dp x pp x micro-batch: in 64 bits, capped
-    Args* big = new_args("--model tiny --dp 4096 --micro-batch 1048576");
-    check_fails("layout_check/--micro-batch 2^20 x dp 4096 as the global batch refused", resolve_batch_child, big,
-                "more than 2^30");
+    check_fails("layout_check/--micro-batch 2^20 x dp 4096 as the global batch refused", new_args_child,
+                (void*)"--model tiny --dp 4096 --micro-batch 1048576", "more than 2^30");
 }

@@ -9,8 +9,7 @@
 static Args* new_args(const char* flags) {
     Args* a = (Args*)xcalloc(1, sizeof(Args));
     args_from_flags(a, flags);
-    if (!a->cfg.dp) a->cfg.dp = 1;  // as main() does on 1 rank
-    if (!a->cfg.global_batch) a->cfg.global_batch = a->cfg.dp * a->cfg.micro_batch;
+    args_derive(a, 1);  // dp and the batch, as run_setup on 1 rank
     a->quiet = 1;
     return a;
 }

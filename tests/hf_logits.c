@@ -17,8 +17,7 @@ int main(int argc, char** argv) {
     argv[2] = argv[0];
     parse_args(&a, argc - 2, argv + 2);  // the train flags, with the program's name in front
     ModelConfig* c = &a.cfg;
-    if (!c->dp) c->dp = 1;
-    resolve_batch(&a);
+    args_derive(&a, 1);
     a.quiet = 1;
     char why[512];
     if (layout_check(c, 1, why)) fail("layout: %s", why);

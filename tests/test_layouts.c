@@ -718,7 +718,7 @@ static void packing_suites(void) {
 }
 
 // The defaults alone (no batch flags): `./train --tp 2 --pp 2` must train on the same
-// batches as `./train` (runtime/run.h resolve_batch), so the losses agree.
+// batches as `./train` (layout/args.h derive_micro_batch, derive_global_batch), so the losses agree.
 static void default_batch_matches(void) {
     RunResult a = {0}, b = {0};
     int ok = 0;

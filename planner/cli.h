@@ -5,6 +5,7 @@
 
 #include "planner/runs.h"
 #include "planner/documents.h"
+#include "planner/run_plan.h"
 
 static void plan_usage(void) {
     char attn_names[128];
@@ -19,6 +20,10 @@ static void plan_usage(void) {
         "  --device-file FILE      'key = value' profile (optional first key 'base = NAME')\n"
         "  --device-set KEY=VALUE  override one profile key (repeatable); --peak-tflops X\n"
         "  --global-batch-tokens N or --global-batch N (sequences; default 4194304 tokens)\n"
+        "  --tokens N              plan the run: the global batch and layout of the least time to a target that takes\n"
+        "                          N tokens at a small batch (planner/run_plan.h), with the noise scale from\n"
+        "                          --noise-scale TOKENS, --noise-log FILE (./train --noise-scale --log FILE) or\n"
+        "                          --target-loss L (Kaplan et al. 2020's critical batch at loss L, nats/token)\n"
         "  --attention %s, --rms-kernel on|off   evaluate only these kernels\n"
         "                          (flash_triton, FlashAttention in Triton, only when named)\n"
         "  --software trainer|scaling|framework|foundry   what runs the layout: this trainer (default, its own "
@@ -62,6 +67,9 @@ typedef struct {
     const char *csv, *runs, *doc_lengths;
     int cp_split;  // --cp-split: CP_SPLIT_ZIGZAG, _CONTIGUOUS, _DOC (ModelConfig's cp_contiguous, cp_doc)
     int offload, offload_frames;  // --offload: OFFLOAD_OPTIMIZER | OFFLOAD_ACTIVATIONS for every layout; its frames
+    // --tokens (planner/run_plan.h): E_min; the noise scale from --noise-scale, --noise-log or --target-loss
+    double run_tokens, noise_scale, target_loss;
+    const char* noise_log;
 } PlanArgs;
 
 static int plan_int(const char* v, const char* flag, long lo, long hi) {
@@ -199,6 +207,13 @@ static void plan_parse_args(int argc, char** argv, PlanArgs* a) {
         else if (!strcmp(flag, "--top"))
             a->top = plan_int(v, flag, 1, 1 << 30);
         else if (!strcmp(flag, "--plan-csv")) a->csv = v;
+        else if (!strcmp(flag, "--tokens") || !strcmp(flag, "--noise-scale") || !strcmp(flag, "--target-loss")) {
+            char* end;
+            double x = strtod(v, &end);
+            if (end == v || *end || !isfinite(x) || x <= 0 || x > 1e18)
+                fail("%s: expected a positive number up to 1e18, got '%s'", flag, v);
+            *(flag[2] == 't' ? (flag[3] == 'o' ? &a->run_tokens : &a->target_loss) : &a->noise_scale) = x;
+        } else if (!strcmp(flag, "--noise-log")) a->noise_log = v;
         else if (!strcmp(flag, "--runs")) a->runs = v;
         else if (!strcmp(flag, "--doc-lengths")) a->doc_lengths = v;
         else if (!strcmp(flag, "--cp-split")) {
@@ -239,6 +254,13 @@ static void plan_parse_args(int argc, char** argv, PlanArgs* a) {
     if (a->gpus_per_node == -1) a->gpus_per_node = d->gpus_per_node > 0 ? d->gpus_per_node : a->gpus;
     if (a->gpus_per_node < 1) fail("--gpus-per-node must be >= 1, got %d", a->gpus_per_node);
     if (a->global_batch && a->global_tokens) fail("give --global-batch or --global-batch-tokens, not both");
+    int noise_sources = (a->noise_scale > 0) + (a->noise_log != NULL) + (a->target_loss > 0);
+    if (a->run_tokens > 0 && noise_sources != 1)
+        fail("--tokens: give the noise scale once: --noise-scale TOKENS, --noise-log FILE or --target-loss L");
+    if (!(a->run_tokens > 0) && noise_sources)
+        fail("--noise-scale, --noise-log and --target-loss plan the run: with --tokens N");
+    if (a->run_tokens > 0 && (a->global_batch || a->global_tokens || a->csv || a->runs))
+        fail("--tokens chooses the global batch: not with --global-batch, --global-batch-tokens, --plan-csv or --runs");
     plan_outputs_check(a, device_file);
 }
 
@@ -361,6 +383,20 @@ static int plan_main(int argc, char** argv) {
         global_batch = tokens / c.seq_len;
     }
     if (global_batch > (1L << 30)) fail("the global batch is too large");
+    if (a.run_tokens > 0) {
+        char source[256];
+        double b_noise = a.noise_scale;
+        if (a.noise_log) b_noise = noise_scale_from_log(a.noise_log), snprintf(source, sizeof(source), "%s", a.noise_log);
+        else if (a.target_loss > 0)
+            b_noise = kaplan_critical_batch(a.target_loss),
+            snprintf(source, sizeof(source), "Kaplan et al. 2020's critical batch at loss %g", a.target_loss);
+        else snprintf(source, sizeof(source), "--noise-scale");
+        printf("plan: %s (%s, L=%d h=%d), seq %d, %d GPUs\n", a.model, arch_name(c.arch), c.n_layer, c.d_model,
+               c.seq_len, a.gpus);
+        plan_print_profile(&a.dev, &a.setup, a.gpus_per_node);
+        run_plan(&c, a.gpus, a.gpus_per_node, &a.dev, &a.setup, &a.filter, a.run_tokens, b_noise, source);
+        return 0;
+    }
     DocLengths docs = {0};  // read before the search: a bad --doc-lengths is its one error line
     if (a.doc_lengths) doc_lengths_load(a.doc_lengths, &docs);
     AtomicFile csv;

@@ -83,6 +83,7 @@ static double mfu_study(const char* preset, int seq_len, const PlanResult* r) {
 #include "tests/planner_schedules.c"
 #include "tests/planner_study.c"
 #include "tests/planner_cli.c"
+#include "tests/planner_run.c"
 
 // ----------------------------------------------------------------------------
 
@@ -116,6 +117,7 @@ int main(void) {
     test_runs();
     test_cli_kernel_names();
     test_cli_schedules();
+    test_run_plan();
     test_cli_context_parallel();
     test_calibration_runs();
     test_search_pruning();

@@ -26,13 +26,16 @@ static void plan_usage(void) {
         "                          --target-loss L (Kaplan et al. 2020's critical batch at loss L, nats/token)\n"
         "  --attention %s, --rms-kernel on|off   evaluate only these kernels\n"
         "                          (flash_triton, FlashAttention in Triton, only when named)\n"
-        "  --software trainer|scaling|framework|foundry   what runs the layout: this trainer (default, its own "
+        "  --software trainer|scaling|framework|foundry|megatron   what runs the layout: this trainer (default, its "
+        "own "
         "buffers), the\n"
         "                          Aleph Alpha Scaling codebase of the layouts study (its rank order, pipeline cut, "
         "loss\n"
         "                          and DP reduction), or a PyTorch framework (Megatron-LM, FSDP: autograd's "
         "activations)\n"
-        "                          (foundry: as llm-foundry ran it: dropout 0, flash-attn's fused cross-entropy)\n"
+        "                          (foundry: as llm-foundry ran it: dropout 0, flash-attn's fused cross-entropy;\n"
+        "                          megatron: Megatron-core/NeMo, tp communication under the GEMMs with SP,\n"
+        "                          the dp reduce-scatter and gather chunked under the passes)\n"
         "  --tp --pp --dp --vpp --micro-batch N, --sp 0|1, --zero 0..3,\n"
         "  --recompute none|selective|full|selective_op|selective_layer (the last two: torchtitan's policies, not\n"
         "                          searched unless named; dev/PLANNER.md maps each framework's flag to one),\n"
@@ -237,8 +240,10 @@ static void plan_parse_args(int argc, char** argv, PlanArgs* a) {
                 a->setup = plan_setup_for(SOFTWARE_FRAMEWORK);
             else if (!strcmp(v, "foundry"))
                 a->setup = plan_setup_for(SOFTWARE_FOUNDRY);
+            else if (!strcmp(v, "megatron"))
+                a->setup = plan_setup_for(SOFTWARE_MEGATRON);
             else
-                fail("--software: expected trainer, scaling, framework or foundry, got '%s'", v);
+                fail("--software: expected trainer, scaling, framework, foundry or megatron, got '%s'", v);
         } else if (!plan_filter_flag(flag, v, f))
             fail("--plan: unknown flag '%s' (see --plan --help)", flag);
     }

@@ -332,6 +332,13 @@ static void plan_memory(const ModelConfig* c, const PlanSetup* k, const DevicePr
 // backward (gradients) / forward (weights); per-micro-batch traffic likewise, and what is not
 // hidden stretches that micro-batch's compute (so the pipeline simulation sees it). The
 // group is the dp x cp ranks that hold the same weights. Sets r->t_dp_comm, r->t_dp_exposed.
+// What of data-parallel traffic x is exposed: the part in the chunk no pass is left to hide (frac; 1 unless chunked)
+// in full, the rest as far as the window `win` hides it.
+static double dp_exposed(double x, double win, double frac, const DeviceProfile* d) {
+    return frac < 1 ? frac * x + comm_exposed((1 - frac) * x, win, d->comm_interference)
+                    : comm_exposed(x, win, d->comm_interference);
+}
+
 static void plan_dp_time(const ModelConfig* c, const PlanSetup* k, const DeviceProfile* d, Link dp_link, PlanChunks* ch,
                          PlanResult* r) {
     int pp = c->pp, vpp = c->vpp, m = r->n_micro;
@@ -352,13 +359,21 @@ static void plan_dp_time(const ModelConfig* c, const PlanSetup* k, const DeviceP
         else per_mb_f = ag, per_mb_b = ag + rs;
         double comm = once_b + once_f + m * (per_mb_f + per_mb_b);
         if (comm > dp_comm) dp_comm = comm;
-        double exposed =
-            comm_exposed(once_b, win_b, d->comm_interference) + comm_exposed(once_f, win_f, d->comm_interference);
+        // chunked (Megatron-core's --overlap-grad-reduce / --overlap-param-gather): one chunk per layer, per
+        // virtual stage under pipelining (communication-overlap.md), runs as the pass reaches it; the last
+        // chunk of the backward (first of the forward) has nothing left to hide under
+        double frac = 1;  // (unchunked: the device's dp_overlap window, comm_exposed alone)
+        if (k->dp_overlap_chunked) {
+            int stage_layers = 0;
+            for (int j = 0; j < vpp; j++) stage_layers += ch->layers[chunk_global(c->schedule, pp, st, j)];
+            frac = pp == 1 ? 1.0 / (stage_layers > 0 ? stage_layers : 1) : 1.0 / vpp;
+            win_b = (1 - frac) * ch->stage_bwd[st], win_f = (1 - frac) * ch->stage_fwd[st];
+        }
+        double exposed = dp_exposed(once_b, win_b, frac, d) + dp_exposed(once_f, win_f, frac, d);
         if (exposed > exposed_step) exposed_step = exposed;
         // stretch this stage's chunks by the exposed per-micro-batch part, pro rata (the
         // backward's over B and W alike)
-        double sf = comm_exposed(per_mb_f, win_f, d->comm_interference),
-               sb = comm_exposed(per_mb_b, win_b, d->comm_interference);
+        double sf = dp_exposed(per_mb_f, win_f, frac, d), sb = dp_exposed(per_mb_b, win_b, frac, d);
         for (int j = 0; j < vpp && (sf > 0 || sb > 0); j++) {
             int g = chunk_global(c->schedule, pp, st, j);
             ch->t_fwd[g] += sf * ch->t_fwd[g] / ch->stage_fwd[st];
@@ -489,7 +504,7 @@ static int plan_predict_ex(const ModelConfig* layout_cfg, const PlanSetup* k, in
                              : c->recompute == RECOMPUTE_SELECTIVE ? lt.attn_fwd
                              : c->recompute == RECOMPUTE_LAYER     ? lt.fwd / 2
                              : c->recompute == RECOMPUTE_OP
-                                 ? (lt.fwd - lt.attn_fwd - lt.comm_fwd) * op_recompute_share(c)
+                                 ? (lt.fwd - lt.attn_fwd - lt.comm_fwd_charged) * op_recompute_share(c)
                                  : 0;
     // recomputation is B's
     r->t_layer_fwd = lt.fwd, r->t_layer_bwd = lt.bwd + recompute_extra, r->t_layer_w = lt.bwd_w;

@@ -65,6 +65,13 @@ typedef struct {
     int expandable_segments;  // 1: PyTorch's caching allocator with expandable segments (PYTORCH_CUDA_ALLOC_CONF
                               // expandable_segments:True): freed pages are remapped, not left in fixed-size
                               // segments, so no allocator share (mem_frag) beyond the counted tensors; 0: the share
+    int tp_comm_overlap;  // 1: Megatron-core's --tp-comm-overlap (Transformer Engine's userbuffers): with SP, each
+                          // linear's all-gather / reduce-scatter is cut into chunks pipelined with that linear's
+                          // GEMM, forward and backward (time.h layer_time); 0: the collectives run between GEMMs
+    int dp_overlap_chunked;  // 1: Megatron-core's --overlap-grad-reduce / --overlap-param-gather: the gradients are
+                             // reduce-scattered layer by layer as the backward produces them (per virtual stage under
+                             // pipelining) and the weights gathered as the forward needs them; only the last chunk is
+                             // exposed (predict.h plan_dp_time); 0: the device's dp_overlap of one micro-batch
 } PlanSetup;
 
 // The software the planner can model (--software): this trainer, and the Aleph Alpha
@@ -81,19 +88,25 @@ typedef struct {
 // llm-foundry ran its benchmark tables (mosaicml/llm-foundry b2a43a147, FSDP, bf16 autocast): MPT's
 // dropouts are 0 (configuration_mpt.py: attn_pdrop, resid_pdrop, emb_pdrop 0.0) and its loss is flash-
 // attn's fused cross-entropy (modeling_mpt.py: loss_fn 'fused_crossentropy' by default) over the bf16
-// logits of the tied head.
-enum { SOFTWARE_TRAINER, SOFTWARE_SCALING, SOFTWARE_FRAMEWORK, SOFTWARE_FOUNDRY };
+// logits of the tied head. `megatron`: Megatron-core as NVIDIA benchmarks it (Megatron-LM README: "fine-grained
+// overlapping of data-parallel (--overlap-grad-reduce --overlap-param-gather), tensor-parallel (--tp-comm-overlap)
+// and pipeline-parallel communication"; NeMo / Megatron Bridge docs, communication-overlap.md): the framework's
+// activations and rates, tp collectives hidden under the GEMMs (with SP: Megatron Bridge refuses tp_comm_overlap
+// without sequence parallelism) and the distributed optimizer's reduce-scatter and gather chunked under the
+// backward and forward.
+enum { SOFTWARE_TRAINER, SOFTWARE_SCALING, SOFTWARE_FRAMEWORK, SOFTWARE_FOUNDRY, SOFTWARE_MEGATRON };
 static PlanSetup plan_setup_for(int software) {
-    PlanSetup s = {ATTN_FLASH2, 1, ORDER_TP_PP_DP, SPLIT_LAYERS, 0, 0, 1, 1, 1, 0, 0, 0, 0, 0, 0};
+    PlanSetup s = {ATTN_FLASH2, 1, ORDER_TP_PP_DP, SPLIT_LAYERS, 0, 0, 1, 1, 1, 0, 0, 0, 0, 0, 0, 0, 0};
     if (software == SOFTWARE_SCALING)
         s.rank_order = ORDER_TP_DP_PP, s.pipe_split = SPLIT_PARAMS, s.loss_gathered = 1, s.dp_after_backward = 1,
         s.context_parallel = 0, s.own_buffers = 0, s.own_kernels = 0, s.swiglu_two_linears = 1;
-    if (software == SOFTWARE_FRAMEWORK || software == SOFTWARE_FOUNDRY)
+    if (software == SOFTWARE_FRAMEWORK || software == SOFTWARE_FOUNDRY || software == SOFTWARE_MEGATRON)
         s.own_buffers = 0, s.own_kernels = 0, s.tp_async_dgrad = 1, s.nccl_links = 1;
     // torchtitan launches with expandable segments (run_llama_train.sh at 9dec370) and its published peak
     // *reserved* memory is the counted tensors' (dev/PLANNER.md); llm-foundry's 2023 runs (PyTorch 2.0) predate
     // the option and keep the share
-    if (software == SOFTWARE_FRAMEWORK) s.expandable_segments = 1;
+    if (software == SOFTWARE_FRAMEWORK || software == SOFTWARE_MEGATRON) s.expandable_segments = 1;
+    if (software == SOFTWARE_MEGATRON) s.tp_comm_overlap = 1, s.dp_overlap_chunked = 1;
     if (software == SOFTWARE_FOUNDRY) s.no_dropout = 1, s.loss_fused = 1;
     return s;
 }

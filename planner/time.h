@@ -243,7 +243,8 @@ typedef struct {
     double fwd, bwd;     // bwd without recomputation
     double bwd_w;        // of bwd, the weight pass W (the zero-bubble schedules defer it); the rest is the input pass B
     double attn_fwd;     // the core attention forward with its cp communication (what selective recompute redoes)
-    double comm_fwd, comm_bwd;  // tensor-parallel part of fwd / bwd
+    double comm_fwd, comm_bwd;  // tensor-parallel communication of fwd / bwd (before overlap)
+    double comm_fwd_charged;    // of it, what fwd charges (less where --tp-comm-overlap hides it)
     CpTime cp;           // context parallelism's part of fwd / bwd (in them)
 } LayerTime;
 
@@ -298,10 +299,10 @@ static LayerTime layer_time(const ModelConfig* c, int b, int tp, int sp, int cp,
     lt.cp = cp_layer_time(c, b, tp, cp, U, d, attn, attn_bwd, ring, a2a);
     // the four linears (outputs x inputs per rank): forward, input gradient, weight gradient
     double lin_n[4] = {(h + 2 * kv) / t, h, (llama ? 2 : 1) * F / t, h}, lin_k[4] = {h, h / t, h, F / t};
-    double mm = 0, mm_dx = 0, mm_dw = 0, dw[4];
+    double mm = 0, mm_dx = 0, mm_dw = 0, fw[4], dx[4], dw[4];
     for (int i = 0; i < 4; i++) {
-        mm += matmul_time(d, n, lin_n[i], lin_k[i], 1);
-        mm_dx += linear_dx_time(d, n, lin_n[i], lin_k[i]);
+        mm += fw[i] = matmul_time(d, n, lin_n[i], lin_k[i], 1);
+        mm_dx += dx[i] = linear_dx_time(d, n, lin_n[i], lin_k[i]);
         mm_dw += dw[i] = linear_dw_time(d, n, lin_n[i], lin_k[i]);
     }
     // Megatron: 2 all-reduces of the (s, b, h) activations forward and 2 backward; with SP
@@ -321,11 +322,22 @@ static LayerTime layer_time(const ModelConfig* c, int b, int tp, int sp, int cp,
     // communication each runs while its linear's weight gradient is computed (not when the
     // schedule defers that to a W pass): what the weight gradient does not hide is exposed, the
     // hidden part costs comm_interference of itself (the collective's SMs and HBM traffic).
-    double bwd_comm = lt.comm_bwd;
+    double bwd_comm = lt.comm_bwd, fwd_comm = lt.comm_fwd, ci = d->comm_interference;
     if (k->tp_async_dgrad && !schedule_has_w(c->schedule))
-        bwd_comm = comm_exposed(one, dw[0], d->comm_interference) + comm_exposed(one, dw[2], d->comm_interference);
+        bwd_comm = comm_exposed(one, dw[0], ci) + comm_exposed(one, dw[2], ci);
+    // Megatron-core's --tp-comm-overlap (with SP): each of the 4 collectives of a pass (one / 2 each) is cut into
+    // chunks pipelined with its own linear's GEMM: forward, the all-gather before qkv and fc1 and the reduce-
+    // scatter after proj and fc2 under those GEMMs; backward, the gathered output gradient of proj and fc2 and the
+    // reduce-scattered input gradient of qkv and fc1 under their input-gradient GEMMs. What a GEMM does not hide
+    // is exposed, the hidden part costs comm_interference of itself (the chunks' SMs and HBM traffic)
+    if (k->tp_comm_overlap && sp && tp > 1) {
+        fwd_comm = bwd_comm = 0;
+        for (int i = 0; i < 4; i++)
+            fwd_comm += comm_exposed(one / 2, fw[i], ci), bwd_comm += comm_exposed(one / 2, dx[i], ci);
+    }
     lt.attn_fwd = attn + lt.cp.fwd;
-    lt.fwd = 2 * norm_f + 2 * resid + rope + act_f + mm + attn + lt.comm_fwd + lt.cp.fwd;
+    lt.comm_fwd_charged = fwd_comm;
+    lt.fwd = 2 * norm_f + 2 * resid + rope + act_f + mm + attn + fwd_comm + lt.cp.fwd;
     // backward: each linear's input gradient in B and its weight gradient (as many FLOPs:
     // 2 x the layer's matmul parameters per token) in W; attention, norms, the elementwise
     // ops and the tensor-parallel and context-parallel communication of the input gradients

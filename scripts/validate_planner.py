@@ -195,8 +195,8 @@ def read_published(path):
         rows = list(csv.DictReader(f))
     for r in rows:
         r.setdefault("arch", "gpt2"), r.setdefault("held_out", "0"), r.setdefault("software", "framework")
-        if r["software"] not in ("framework", "foundry"):
-            sys.exit("error: %s: software '%s' (known: framework, foundry)" % (path, r["software"]))
+        if r["software"] not in ("framework", "foundry", "megatron"):
+            sys.exit("error: %s: software '%s' (known: framework, foundry, megatron)" % (path, r["software"]))
         if not r.get("n_kv_head"):
             r["n_kv_head"] = r["n_head"]
         if r["arch"] not in ARCH_PRESET:
@@ -295,8 +295,9 @@ def plot_published(pred, path):
 def published(train, path, extra, plot_path):
     """Predict the published runs of other studies (dev/published_runs.csv): each group of one
     device, software and model shape through ./train --plan --runs with the shape's flags, as the
-    row's software (column software: framework, the default, or foundry: llm-foundry's dropout 0
-    and fused loss; --software) with the row's architecture (column arch: gpt2,
+    row's software (column software: framework, the default, foundry: llm-foundry's dropout 0
+    and fused loss, or megatron: Megatron-core's tp and dp communication overlap; --software)
+    with the row's architecture (column arch: gpt2,
     the default: LayerNorm, GELU MLP of d_ff, learned positions, MPT's ALiBi and missing biases
     differ by < 0.1% of the FLOPs; llama: RMSNorm, SwiGLU, RoPE, GQA with n_kv_head, default
     n_head). Rows with held_out 1 were kept out of every fit and are scored apart; then every

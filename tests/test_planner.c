@@ -95,6 +95,8 @@ int main(void) {
     test_recompute_policies();
     test_network_profiles();
     test_aws_profiles_zero3_traffic();
+    test_megatron_tp_comm_overlap();
+    test_megatron_dp_chunked();
     test_allocator_expandable_segments();
     test_gemm_shape_efficiency();
     test_tp_collectives();

@@ -8,7 +8,10 @@ stage (its layers, the head and the loss) sets every stage's pace. For each run:
   step = the pipeline's window, the first rank's first op to the last rank's last op;
   busy = each rank's compute ops (F, B, W) in it; idle = step - busy.
 Printed: the median over the repeats of the step, the busiest rank's idle and the largest
-idle of any rank, and each rank's busy time (the cut's balance).
+idle of any rank (ms, and as a share of the step: on a shared machine the load scales every
+time of a run, the shares much less), and each rank's busy time (the cut's balance).
+On fewer cores than ranks the ranks share them, and a balanced cut cannot shorten the step
+(the cores are the bottleneck, whatever the cut): measure with a core per rank (pp 2 on 2).
 
 Usage: python3 dev/bench_split.py [--pp 4] [--repeat 3] [--flags "MODEL FLAGS"]
 """
@@ -47,8 +50,10 @@ def measure(split, pp, flags):
     ranks = sorted(phases)
     busiest = max(ranks, key=lambda r: busy[r])
     ms = 1e-3 / (n_steps - 1)
-    return dict(step=span * ms, idle_busiest=(span - busy[busiest]) * ms,
-                idle_max=max(span - busy[r] for r in ranks) * ms, busy=[busy[r] * ms for r in ranks])
+    idle_max = max(span - busy[r] for r in ranks)
+    return dict(step=span * ms, idle_busiest=(span - busy[busiest]) * ms, idle_max=idle_max * ms,
+                share_busiest=(span - busy[busiest]) / span, share_max=idle_max / span,
+                busy=[busy[r] * ms for r in ranks])
 
 
 def main():
@@ -63,17 +68,19 @@ def main():
         for split in runs:
             runs[split].append(measure(split, a.pp, a.flags))
     print(f"pp {a.pp}, {a.flags}; {os.cpu_count()} cores; traced steps 2-3, median of {a.repeat} alternating runs")
-    print("| --pp-split | step ms | busiest rank idle ms | largest idle ms | busy ms per rank |")
+    print("| --pp-split | step ms | busiest rank idle ms (of step) | largest idle ms (of step) | busy ms per rank |")
     print("|---|---|---|---|---|")
     med = {}
+    keys = ("step", "idle_busiest", "idle_max", "share_busiest", "share_max")
     for split, rs in runs.items():
-        med[split] = {k: statistics.median(r[k] for r in rs) for k in ("step", "idle_busiest", "idle_max")}
+        med[split] = m = {k: statistics.median(r[k] for r in rs) for k in keys}
         busy = " / ".join(f"{statistics.median(r['busy'][i] for r in rs):.0f}" for i in range(a.pp))
-        m = med[split]
-        print(f"| {split} | {m['step']:.0f} | {m['idle_busiest']:.0f} | {m['idle_max']:.0f} | {busy} |")
+        print(f"| {split} | {m['step']:.0f} | {m['idle_busiest']:.0f} ({100 * m['share_busiest']:.1f}%) | "
+              f"{m['idle_max']:.0f} ({100 * m['share_max']:.1f}%) | {busy} |")
     e, u = med["even"], med["auto"]
-    print(f"auto / even: step {u['step'] / e['step']:.2f}, busiest rank idle {u['idle_busiest'] / e['idle_busiest']:.2f}, "
-          f"largest idle {u['idle_max'] / e['idle_max']:.2f}")
+    print(f"auto / even: step {u['step'] / e['step']:.2f}, busiest rank idle {u['idle_busiest'] / e['idle_busiest']:.2f} "
+          f"(share {u['share_busiest'] / e['share_busiest']:.2f}), largest idle {u['idle_max'] / e['idle_max']:.2f} "
+          f"(share {u['share_max'] / e['share_max']:.2f})")
 
 
 if __name__ == "__main__":

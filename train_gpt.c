@@ -490,7 +490,7 @@ static void save_checkpoint(Model* m, int step) {
 
 #ifndef TESTING
 int main(int argc, char** argv) {
-    if (argc > 1 && !strcmp(argv[1], "--plan")) return plan_main(argc, argv);
+    if (argc > 1 && !strcmp(argv[1], "--plan")) return stdout_exit_code(plan_main(argc, argv));
     wait_policy_passive(argv);  // before any OpenMP region: re-executes once with OMP_WAIT_POLICY=passive
     {
         static Args pre;  // flags first: what this build cannot do is refused before mpirun starts ranks
@@ -551,6 +551,6 @@ int main(int argc, char** argv) {
     if (params != m.params) free(params);
     metrics_finish(&met, &m.L, (double)(m.slots_peak_bytes + m.scratch_bytes));
     MPI_Finalize();
-    return 0;
+    return stdout_exit_code(0);
 }
 #endif

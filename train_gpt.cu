@@ -722,7 +722,7 @@ static int resume_checkpoint(Model* m) {
 // ----------------------------------------------------------------------------
 
 int main(int argc, char** argv) {
-    if (argc > 1 && !strcmp(argv[1], "--plan")) return plan_main(argc, argv);
+    if (argc > 1 && !strcmp(argv[1], "--plan")) return stdout_exit_code(plan_main(argc, argv));
     wait_policy_passive(argv);  // before any OpenMP region: re-executes once with OMP_WAIT_POLICY=passive
     {
         static Args pre;  // flags first: --help and flag errors need no GPU; run_setup parses them again
@@ -813,5 +813,5 @@ int main(int argc, char** argv) {
     metrics_finish(&met, &m.L, (double)(m.slots_peak_bytes + m.scratch_bytes));
     gpu_comms_free(&m.be.G);
     MPI_Finalize();
-    return 0;
+    return stdout_exit_code(0);
 }

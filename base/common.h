@@ -71,6 +71,7 @@ static const char* printable(const char* s, char* buf, size_t cap) {
 // rank (MPI_Abort), so no rank is left waiting in a collective for a peer that has gone.
 
 static void (*fail_hook)(int code) = NULL;
+static void (*fail_cleanup)(void) = NULL;  // removes this run's temporaries (files.h) before the hook aborts
 static int fail_rank = -1;  // printed in the error line when >= 0 and world > 1
 
 static void error_vprint(const char* fmt, va_list ap) {
@@ -94,8 +95,17 @@ static void fail(const char* fmt, ...) {
     va_start(ap, fmt);
     error_vprint(fmt, ap);
     va_end(ap);
+    if (fail_cleanup) fail_cleanup();
     if (fail_hook) fail_hook(1);
     exit(1);
+}
+
+// The exit code of a run that would end with `code`: 1 when what it printed could not all be
+// written (stdout on a full disk, > /dev/full), so a run whose report was lost does not exit 0.
+static int stdout_exit_code(int code) {
+    if (fflush(stdout) == 0 && !ferror(stdout)) return code;
+    print_error("standard output: write failed: %s", strerror(errno ? errno : EIO));
+    return code ? code : 1;
 }
 
 // Stop signals (SIGINT, SIGTERM). The handler (ckpt.h) only records which one came; every

@@ -156,11 +156,42 @@ static void dir_sync(const char* path_in_dir, const char* what) {
     close(fd);
 }
 
+// Temporaries: every temporary file this program makes is named <path>.tmp.train-<pid>-XXXXXX
+// (mkstemp's 6 characters): a name no user file and no other process or rank has, which
+// start-up cleanup of --ckpt-dir recognises exactly (temp_name_len), so a user's copy named
+// "x.tmp.abcdef" is never deleted. Each one is registered while it exists and removed on
+// every exit path: fail(), a stop signal's exit, exit() (atexit), a write past a file-size
+// limit (SIGXFSZ is ignored, so the write fails with EFBIG and the run ends in fail()).
+#define TEMPS_MAX 16
+static char temps_live[TEMPS_MAX][PATH_CAP];
+static void temps_remove(void) {
+    for (int i = 0; i < TEMPS_MAX; i++)
+        if (temps_live[i][0]) unlink(temps_live[i]), temps_live[i][0] = 0;
+}
+static void temp_track(const char* tmp, int on) {
+    static int installed = 0;
+    if (!installed) atexit(temps_remove), fail_cleanup = temps_remove, signal(SIGXFSZ, SIG_IGN), installed = 1;
+    for (int i = 0; i < TEMPS_MAX; i++) {
+        if (on && !temps_live[i][0]) { snprintf(temps_live[i], PATH_CAP, "%s", tmp); return; }
+        if (!on && !strcmp(temps_live[i], tmp)) { temps_live[i][0] = 0; return; }
+    }
+}
+// The length of name without a temporary suffix this program makes (".tmp.train-<pid>-XXXXXX"),
+// or strlen(name) when it has none.
+static size_t temp_name_len(const char* name) {
+    const char* t = strstr(name, ".tmp.train-");
+    if (!t) return strlen(name);
+    const char* p = t + 11;
+    size_t digits = strspn(p, "0123456789");
+    if (!digits || p[digits] != '-' || strlen(p + digits + 1) != 6) return strlen(name);
+    return (size_t)(t - name);
+}
+
 // An output replaced atomically: written to a temporary file of its own, fsynced, renamed
 // over path (only if path is absent or a regular file), the directory fsynced. A run
 // killed at any moment leaves the old file or the new one, never a part. The temporary
-// name is made by mkstemp (<path>.tmp. and 6 characters, created exclusively), so two
-// processes writing one output (two runs, two ranks) never write into each other's file.
+// (see Temporaries) is created exclusively by mkstemp, so two processes writing one output
+// (two runs, two ranks) never write into each other's file.
 typedef struct {
     FILE* f;
     const char* what;  // the flag or the kind of file, for errors
@@ -170,12 +201,13 @@ typedef struct {
 static void atomic_open(AtomicFile* a, const char* path, const char* what) {
     a->what = what;
     path_format(a->path, what, "%s", path);
-    path_format(a->tmp, what, "%s.tmp.XXXXXX", path);
+    path_format(a->tmp, what, "%s.tmp.train-%d-XXXXXX", path, (int)getpid());
     int fd = mkstemp(a->tmp);
     if (fd < 0) fail("%s: cannot write %s: %s", what, a->tmp, strerror(errno));
+    temp_track(a->tmp, 1);
     if (fcntl(fd, F_SETFD, FD_CLOEXEC) || fchmod(fd, 0644) || !(a->f = fdopen(fd, "wb"))) {
         int e = errno;
-        close(fd), unlink(a->tmp);
+        close(fd);
         fail("%s: cannot write %s: %s", what, a->tmp, strerror(e));
     }
 }
@@ -183,7 +215,7 @@ static void atomic_open(AtomicFile* a, const char* path, const char* what) {
 static void atomic_write(AtomicFile* a, const void* p, size_t n) {
     if (n && fwrite(p, 1, n, a->f) != n) {
         int e = errno;
-        fclose(a->f), unlink(a->tmp);
+        fclose(a->f), a->f = NULL;
         fail("%s: write to %s failed: %s", a->what, a->tmp, strerror(e));
     }
 }
@@ -193,6 +225,7 @@ static void atomic_abandon(AtomicFile* a) {
     if (a->f) fclose(a->f);
     a->f = NULL;
     unlink(a->tmp);
+    temp_track(a->tmp, 0);
 }
 
 static void atomic_commit(AtomicFile* a) {
@@ -200,26 +233,123 @@ static void atomic_commit(AtomicFile* a) {
     int failed = ferror(a->f) || fflush(a->f) || fsync(fileno(a->f)), e = errno;
     if (fclose(a->f) && !failed) failed = 1, e = errno;
     a->f = NULL;
-    if (failed) {
-        unlink(a->tmp);
-        fail("%s: write to %s failed: %s", a->what, a->tmp, strerror(e));
-    }
-    if (lstat(a->path, &st) == 0 && !S_ISREG(st.st_mode)) {
-        unlink(a->tmp);
+    if (failed) fail("%s: write to %s failed: %s", a->what, a->tmp, strerror(e));
+    if (lstat(a->path, &st) == 0 && !S_ISREG(st.st_mode))
         fail("%s %s: exists and is %s (only a regular file is ever replaced)", a->what, a->path, file_kind(st.st_mode));
-    }
     if (rename(a->tmp, a->path)) fail("%s: rename of %s to %s failed: %s", a->what, a->tmp, a->path, strerror(errno));
+    temp_track(a->tmp, 0);
     dir_sync(a->path, a->what);
 }
 
-// The path with its directory resolved (realpath), so that two outputs that are one file
-// under different names are told apart before either exists. The directory exists.
-static void path_canonical(const char* path, const char* what, char* out) {
+// ----------------------------------------------------------------------------
+// The one rule: no output lands on an input or on another output
+
+// path resolved (realpath) where it exists; else the longest part of its directory that
+// exists resolved and the rest as written; into out (PATH_CAP bytes): two names of one file
+// that does not exist yet (a symbolic link to a directory, "./x" and "x") come out equal.
+static void path_resolved(const char* path, char* out) {
     char dir[PATH_CAP], real[PATH_MAX];
-    path_dir(path, dir);
-    const char* slash = strrchr(path, '/');
-    if (!realpath(dir, real)) fail("%s %s: cannot resolve directory %s: %s", what, path, dir, strerror(errno));
-    path_format(out, what, "%s/%s", strcmp(real, "/") ? real : "", slash ? slash + 1 : path);
+    size_t cut = strlen(path);
+    if (realpath(path, real)) {
+        snprintf(out, PATH_CAP, "%s", real);
+        return;
+    }
+    for (;;) {
+        while (cut > 0 && path[cut - 1] != '/') cut--;  // path[0, cut) is a directory part ending in '/'
+        if (cut == 0) snprintf(dir, PATH_CAP, ".");
+        else snprintf(dir, PATH_CAP, "%.*s", cut == 1 ? 1 : (int)(cut - 1), path);
+        if (realpath(dir, real)) {
+            int n = snprintf(out, PATH_CAP, "%s/%s", strcmp(real, "/") ? real : "", path + cut);
+            if (n >= 0 && n < PATH_CAP) return;
+            break;  // too long resolved: as written (path_format refuses it where it is opened)
+        }
+        if (cut <= 1) break;
+        cut--;  // past the '/': resolve the directory above
+    }
+    snprintf(out, PATH_CAP, "%s", path);
+}
+
+// Every file a run reads and writes, registered at start-up before any output is opened
+// (files_input, files_output, files_output_dir), then compared once (files_check): an output
+// that is an input, or another output, is one error line naming both flags. Two entries are
+// one file when both exist and have one (device, inode) (hard links, symbolic links, other
+// spellings), or when their resolved paths (path_resolved) are equal (files not there yet).
+// A directory of outputs (--ckpt-dir) owns the names its `owns` accepts: any other entry
+// of such a name there is refused, but for the one input marked `spared` (--resume: a save
+// never takes its name, rotation never deletes it).
+typedef struct {
+    const char* flag;
+    char* path;      // resolved; NULL for an input known by identity alone (a data shard)
+    FileId id;
+    int exists, output, spared;
+    int (*owns)(const char* name);  // a directory of outputs: the names written in it
+} RunFile;
+typedef struct { RunFile* f; int n, cap; } RunFiles;
+
+static RunFile* files_add(RunFiles* s, const char* flag, const char* path, int output) {
+    if (s->n == s->cap) {
+        s->cap = s->cap ? 2 * s->cap : 16;
+        s->f = (RunFile*)realloc(s->f, sizeof(RunFile) * (size_t)s->cap);
+        if (!s->f) fail("out of memory");
+    }
+    RunFile* f = &s->f[s->n++];
+    memset(f, 0, sizeof(*f));
+    f->flag = flag, f->output = output;
+    if (path) {
+        char resolved[PATH_CAP];
+        path_resolved(path, resolved);
+        f->path = xstrprintf("%s", resolved);
+        f->exists = file_id_of(path, &f->id);
+    }
+    return f;
+}
+static void files_input(RunFiles* s, const char* flag, const char* path) {
+    if (path) files_add(s, flag, path, 0);
+}
+static void files_input_id(RunFiles* s, const char* flag, FileId id) {
+    RunFile* f = files_add(s, flag, NULL, 0);
+    f->id = id, f->exists = 1;
+}
+static void files_output(RunFiles* s, const char* flag, const char* path) {
+    if (path) files_add(s, flag, path, 1);
+}
+static void files_output_dir(RunFiles* s, const char* flag, const char* dir, int (*owns)(const char*)) {
+    files_add(s, flag, dir, 1)->owns = owns;
+}
+
+static int files_same(const RunFile* x, const RunFile* y) {
+    if (x->exists && y->exists && x->id.dev == y->id.dev && x->id.ino == y->id.ino) return 1;
+    return x->path && y->path && !strcmp(x->path, y->path);
+}
+// Whether file x has a name that directory d owns.
+static int files_owned_by(const RunFile* x, const RunFile* d) {
+    size_t n = strlen(d->path);
+    return x->path && !strncmp(x->path, d->path, n) && x->path[n] == '/' && !strchr(x->path + n + 1, '/') &&
+           d->owns(x->path + n + 1);
+}
+
+static void files_check(RunFiles* s) {
+    for (int i = 0; i < s->n; i++) {
+        RunFile* x = &s->f[i];
+        for (int j = 0; j < s->n; j++) {
+            RunFile* y = &s->f[j];
+            if (i == j || !y->output) continue;
+            if (y->owns && !x->spared && !x->owns && files_owned_by(x, y))
+                fail("%s %s: a name %s %s uses for its files; it is not %s", x->flag, x->path, y->flag, y->path,
+                     x->output ? "written there" : "overwritten");
+            if (y->owns || x->owns || (x->output && j > i)) continue;
+            if (!x->output && files_same(x, y))
+                fail("%s %s: is a file this run reads (%s); it is not overwritten", y->flag, y->path ? y->path : "",
+                     x->flag);
+            if (x->output && files_same(x, y))
+                fail("%s %s: the same file as %s %s writes", x->flag, x->path, y->flag, y->path);
+        }
+    }
+}
+static void files_free(RunFiles* s) {
+    for (int i = 0; i < s->n; i++) free(s->f[i].path);
+    free(s->f);
+    s->f = NULL, s->n = s->cap = 0;
 }
 
 #endif

@@ -85,18 +85,17 @@ static int plan_size_flag(const char* v, int k) {
     return plan_int(v, SIZE_FLAGS[k].flag, SIZE_FLAGS[k].lo, SIZE_FLAGS[k].hi);
 }
 
-// The CSV is written over no file the planner reads (--runs, --device-file), whatever the
-// paths say: compared by file identity (device and inode), as the trainer compares its outputs.
+// The CSV is written over no file the planner reads (--runs, --device-file, --doc-lengths),
+// whatever the paths say: files.h's one rule (files_check), as the trainer checks its outputs.
 static void plan_outputs_check(const PlanArgs* a, const char* device_file) {
     if (!a->csv) return;
-    FileId out, in;
-    const char* inputs[2] = {a->runs, device_file};
-    const char* flags[2] = {"--runs", "--device-file"};
-    for (int i = 0; i < 2; i++)
-        if (inputs[i] && file_id_of(a->csv, &out) && file_id_of(inputs[i], &in) && out.dev == in.dev &&
-            out.ino == in.ino)
-            fail("--plan-csv %s: is the file %s %s that the planner reads; it is not overwritten", a->csv, flags[i],
-                 inputs[i]);
+    RunFiles files = {0};
+    files_input(&files, "--runs", a->runs);
+    files_input(&files, "--device-file", device_file);
+    files_input(&files, "--doc-lengths", a->doc_lengths);
+    files_output(&files, "--plan-csv", a->csv);
+    files_check(&files);
+    files_free(&files);
 }
 
 // The layout filter's flags (--tp ... --cp-kind) into f; 0 when flag is none of them.

@@ -266,6 +266,8 @@ static int plan_run_row(const int* shape, const PlanSetup* setup, const DevicePr
     return 0;
 }
 
+#define RUN_ERRORS_SHOWN 5  // rows whose error is printed; past them a count (a file of 500,000 bad rows is 2 lines)
+
 // Predict every run of the file at path (the shape flags override every row's preset), to
 // the CSV csv_path or, without one, to stdout. The whole file is read and checked first, so
 // a malformed one is refused before anything is written.
@@ -330,6 +332,7 @@ static void plan_runs(const char* path, const char* csv_path, const int* shape, 
     for (int j = 0; j < n_cols; j++) csv_put(out, names[j], 0);
     fprintf(out, "pred_fits,pred_mem_gib,pred_step_s,pred_mfu_pct,pred_reason\n");
     int n_bad = 0, n_fit = 0;
+    char* shown_errors[RUN_ERRORS_SHOWN];  // the first rows' errors, printed once the count is known
     for (int i = 0; i < n_rows; i++) {
         char *run_col[N_RUN_COLS], *opt[N_RUN_OPT];
         for (int k = 0; k < N_RUN_COLS; k++) run_col[k] = rows[i][idx[k]];
@@ -340,8 +343,7 @@ static void plan_runs(const char* path, const char* csv_path, const int* shape, 
         int row_rc = plan_run_row(shape, setup, dev, run_col, opt, &c, &r, reason, sizeof(reason));
         for (int j = 0; j < n_cols; j++) csv_put(out, rows[i][j], 0);
         if (row_rc) {
-            fprintf(stderr, "error: --runs %s: row %d: %s\n", printable(path, shown, sizeof(shown)), i + 1,
-                    printable(reason, shown + sizeof(shown) / 2, sizeof(shown) / 2));
+            if (n_bad < RUN_ERRORS_SHOWN) shown_errors[n_bad] = xstrprintf("row %d: %s", i + 1, reason);
             n_bad++;
             fprintf(out, "0,,,,");
         } else {
@@ -352,6 +354,17 @@ static void plan_runs(const char* path, const char* csv_path, const int* shape, 
         csv_put(out, reason, 1);
         free(rows[i]);
     }
+    if (n_bad == n_rows)  // nothing predicted: one line, exit 1, no CSV
+        fail("--runs %s: none of the %d runs could be evaluated (%s%s)", path, n_rows, shown_errors[0],
+             n_rows > 1 ? "; the others too" : "");
+    for (int i = 0; i < n_bad && i < RUN_ERRORS_SHOWN; i++) {
+        fprintf(stderr, "error: --runs %s: %s\n", printable(path, shown, sizeof(shown)),
+                printable(shown_errors[i], shown + sizeof(shown) / 2, sizeof(shown) / 2));
+        free(shown_errors[i]);
+    }
+    if (n_bad > RUN_ERRORS_SHOWN)
+        fprintf(stderr, "error: --runs %s: %d more rows could not be evaluated (the CSV's pred_reason says why)\n",
+                printable(path, shown, sizeof(shown)), n_bad - RUN_ERRORS_SHOWN);
     if (csv_path) atomic_commit(&csv);
     else if (fflush(stdout)) fail("--runs: writing the predictions failed: %s", strerror(errno));
     fprintf(csv_path ? stdout : stderr, "%d runs predicted on %s (%d fit, %d do not), %d could not be evaluated%s%s\n",

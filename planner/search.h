@@ -130,14 +130,17 @@ static PlanKeys plan_keys(const ModelConfig* c, int gpus, int global_batch, int 
     for (int tp = 1; tp <= gpus; tp++) {
         if (gpus % tp || !filter_ok(f->tp, tp)) continue;
         if (f->tp < 0 && tp > gpus_per_node) continue;  // tensor parallelism stays inside a node unless asked for
-        for (int cp = 1; cp <= gpus / tp && (cp == 1 || base->context_parallel); cp *= 2)
-            for (int U = 1; U <= cp; U *= 2) {
+        // 64-bit doubling loops: a bound near 2^30 (the flags' maxima) must not overflow to 0
+        for (long long cp2 = 1; cp2 <= gpus / tp && (cp2 == 1 || base->context_parallel); cp2 *= 2)
+            for (long long U2 = 1; U2 <= cp2; U2 *= 2) {
+                int cp = (int)cp2, U = (int)U2;
                 if ((gpus / tp) % cp || !filter_cp_ok(f, cp, U)) continue;
                 for (int pp = 1; pp <= gpus / (tp * cp); pp++) {
                     if ((gpus / (tp * cp)) % pp || !filter_ok(f->pp, pp) || pp > c->n_layer) continue;
                     int dp = gpus / (tp * cp * pp);
                     if (!filter_ok(f->dp, dp) || global_batch % dp) continue;
-                    for (int mb = 1; mb <= global_batch / dp; mb *= 2) {
+                    for (long long mb2 = 1; mb2 <= global_batch / dp; mb2 *= 2) {
+                        int mb = (int)mb2;
                         if ((global_batch / dp) % mb || !filter_ok(f->micro_batch, mb)) continue;
                         for (int vpp = 1; vpp * pp <= c->n_layer; vpp++) {
                             if (!filter_ok(f->vpp, vpp) || (vpp > 1 && (pp == 1 || c->n_layer % (pp * vpp)))) continue;

@@ -357,17 +357,11 @@ static int ckpt_list(const char* dir, const char* what, int** steps) {
     return n;
 }
 
-// The length of name without a temporary suffix ".tmp.XXXXXX" (files.h atomic_open).
-static size_t name_without_tmp(const char* name) {
-    size_t n = strlen(name);
-    return n > 11 && !strncmp(name + n - 11, ".tmp.", 5) ? n - 11 : n;
-}
-
 // Whether a file name is one --ckpt-dir writes or replaces: ckpt_<step>.bin, LATEST, their
-// temporary files, or the lock LOCK.
+// temporary files (files.h temp_name_len: only names this program makes), or the lock LOCK.
 static int ckpt_dir_owns(const char* name) {
     char base[256];
-    snprintf(base, sizeof(base), "%.*s", (int)name_without_tmp(name), name);
+    snprintf(base, sizeof(base), "%.*s", (int)temp_name_len(name), name);
     return !strcmp(base, "LATEST") || !strcmp(name, "LOCK") || ckpt_name_step(base) >= 0;
 }
 
@@ -417,7 +411,7 @@ static void ckpt_dir_prepare(const Args* a) {
     if (mkdir(dir, 0755) && errno != EEXIST) fail("--ckpt-dir %s: cannot create: %s", dir, strerror(errno));
     if (stat(dir, &st) || !S_ISDIR(st.st_mode)) fail("--ckpt-dir %s exists and is not a directory", dir);
     ckpt_dir_lock(dir);
-    path_format(path, "--ckpt-dir", "%s/ckpt_%08d.bin.tmp.XXXXXX", dir,
+    path_format(path, "--ckpt-dir", "%s/ckpt_%08d.bin.tmp.train-%d-XXXXXX", dir, (int)getpid(),
                 a->cfg.steps);  // the longest name a save writes fits
     output_check(path_format(path, "--ckpt-dir", "%s/LATEST", dir), "--ckpt-dir");
     DIR* d = opendir(dir);
@@ -430,7 +424,7 @@ static void ckpt_dir_prepare(const Args* a) {
             closedir(d);  // e is gone with it; path holds the name
             fail("--ckpt-dir %s: %s is %s (a save replaces only regular files)", dir, path, file_kind(st.st_mode));
         }
-        if (name_without_tmp(e->d_name) < strlen(e->d_name)) unlink(path);  // a killed run's temporary file
+        if (temp_name_len(e->d_name) < strlen(e->d_name)) unlink(path);  // a killed run's temporary file
     }
     closedir(d);
 }

@@ -185,31 +185,57 @@ static void hf_write_config(const char* dir, const ModelConfig* c, int eot_id) {
     free(cfg);
 }
 
-// At start-up (rank 0, outputs_check): create DIR and check that each file can be written.
-static const char* HF_TOKENIZER_FILES[3] = {"vocab.json", "merges.txt", "tokenizer_config.json"};
-static void hf_export_prepare(const char* dir) {
-    static const char* files[] = {"model.safetensors", "config.json", "generation_config.json"};
-    char path[PATH_CAP];
+// The files --export-hf DIR writes (the last three only when the tokenizer has them) and the
+// files --import-hf DIR reads: each is an output or input of runtime/run.h's run_files.
+#define HF_EXPORT_N 6
+static const char* HF_EXPORT_FILES[HF_EXPORT_N] = {"model.safetensors", "config.json", "generation_config.json",
+                                                   "vocab.json", "merges.txt", "tokenizer_config.json"};
+static const char** HF_TOKENIZER_FILES = HF_EXPORT_FILES + 3;
+#define HF_IMPORT_N 2
+static const char* HF_IMPORT_FILES[HF_IMPORT_N] = {"model.safetensors", "config.json"};
+
+// The directory of the tokenizer's transformers files beside --tokenizer X.bin (X_hf) into dir.
+static const char* hf_tokenizer_dir(const char* tokenizer, char* dir) {
+    size_t len = strlen(tokenizer) - (has_suffix(tokenizer, ".bin") ? 4 : 0);
+    return path_format(dir, "--tokenizer", "%.*s_hf", (int)len, tokenizer);
+}
+
+// The tokenizer files an export copies, as inputs of the run (they must not be outputs).
+static void hf_tokenizer_inputs(RunFiles* s, const char* tokenizer) {
+    char dir[PATH_CAP], path[PATH_CAP];
+    hf_tokenizer_dir(tokenizer, dir);
+    for (int i = 0; i < 3; i++) files_input(s, "--tokenizer", path_format(path, "--tokenizer", "%s/%s", dir,
+                                                                         HF_TOKENIZER_FILES[i]));
+}
+
+// At start-up (rank 0, outputs_check, after files_check): create DIR and check that each
+// file can be written, and that the tokenizer directory the export copies (if there is one)
+// holds all its files now, not after the last step.
+static void hf_export_prepare(const char* dir, const char* tokenizer) {
+    char path[PATH_CAP], from[PATH_CAP], why[512];
     struct stat st;
+    if (tokenizer && !stat(hf_tokenizer_dir(tokenizer, from), &st) && S_ISDIR(st.st_mode))
+        for (int i = 0; i < 3; i++) {
+            FILE* f = input_open(path_format(path, "--tokenizer", "%s/%s", from, HF_TOKENIZER_FILES[i]), why,
+                                 sizeof(why), NULL);
+            if (!f) fail("--export-hf: the tokenizer directory %s is incomplete: %s: %s", from, path, why);
+            fclose(f);
+        }
     if (mkdir(dir, 0755) && errno != EEXIST) fail("--export-hf %s: cannot create: %s", dir, strerror(errno));
     if (stat(dir, &st) || !S_ISDIR(st.st_mode)) fail("--export-hf %s exists and is not a directory", dir);
-    for (int i = 0; i < 3; i++)
-        output_check(path_format(path, "--export-hf", "%s/%s", dir, files[i]), "--export-hf");
-    for (int i = 0; i < 3; i++)
-        output_check(path_format(path, "--export-hf", "%s/%s", dir, HF_TOKENIZER_FILES[i]), "--export-hf");
+    for (int i = 0; i < HF_EXPORT_N; i++)
+        output_check(path_format(path, "--export-hf", "%s/%s", dir, HF_EXPORT_FILES[i]), "--export-hf");
 }
 
 // The tokenizer's transformers files, when data/prepare.py wrote them beside the --tokenizer
 // file (X.bin -> X_hf/): copied into dir. Returns how many (0: none there).
 static int hf_copy_tokenizer(const char* dir, const char* tokenizer) {
-    char from[PATH_CAP], to[PATH_CAP], why[512];
+    char dir_from[PATH_CAP], from[PATH_CAP], to[PATH_CAP], why[512];
     struct stat st;
-    size_t len = strlen(tokenizer) - (has_suffix(tokenizer, ".bin") ? 4 : 0);
-    path_format(from, "--tokenizer", "%.*s_hf", (int)len, tokenizer);
-    if (stat(from, &st) || !S_ISDIR(st.st_mode)) return 0;
+    if (stat(hf_tokenizer_dir(tokenizer, dir_from), &st) || !S_ISDIR(st.st_mode)) return 0;
     for (int i = 0; i < 3; i++) {
-        FILE* f = input_open(path_format(from, "--tokenizer", "%.*s_hf/%s", (int)len, tokenizer, HF_TOKENIZER_FILES[i]),
-                             why, sizeof(why), NULL);
+        FILE* f = input_open(path_format(from, "--tokenizer", "%s/%s", dir_from, HF_TOKENIZER_FILES[i]), why,
+                             sizeof(why), NULL);
         if (!f) fail("--export-hf: cannot read %s: %s", from, why);
         fstat(fileno(f), &st);
         if (st.st_size > (64 << 20)) fail("--export-hf: %s is larger than 64 MiB: not a tokenizer file", from);
@@ -281,11 +307,26 @@ static void hf_export(const char* dir, const Layout* L, const ParamLayout* P, co
 // shape and data offsets checked against this model and the file, read, turned back into our
 // layout (hf_transform's inverse) and every value checked finite.
 
+// p past JSON white space (a header written by another tool may have it between tokens).
+static const char* hf_skip_space(const char* p, const char* end) {
+    while (p < end && (*p == ' ' || *p == '\n' || *p == '\r' || *p == '\t')) p++;
+    return p;
+}
+
+// After the string "key" at p (a key: followed by ':'): where its value starts, or NULL.
+static const char* hf_after_key(const char* p, const char* end, const char* key) {
+    size_t n = strlen(key);
+    if (p + n + 2 > end || p[0] != '"' || strncmp(p + 1, key, n) || p[n + 1] != '"') return NULL;
+    p = hf_skip_space(p + n + 2, end);
+    return p < end && *p == ':' ? hf_skip_space(p + 1, end) : NULL;
+}
+
 // The value after "key": inside one header entry [e, end) (no nesting: the entry is flat).
 static const char* hf_field(const char* e, const char* end, const char* key) {
-    size_t n = strlen(key);
-    for (const char* p = e; p + n + 3 < end; p++)
-        if (p[0] == '"' && !strncmp(p + 1, key, n) && p[n + 1] == '"' && p[n + 2] == ':') return p + n + 3;
+    for (const char* p = e; p < end; p++) {
+        const char* v = hf_after_key(p, end, key);
+        if (v) return v;
+    }
     return NULL;
 }
 
@@ -294,7 +335,7 @@ static int hf_numbers(const char* p, const char* end, long long* out, int max) {
     if (!p || *p != '[') return -1;
     int n = 0;
     for (p++; p < end && *p != ']'; p++) {
-        if (*p == ',' || *p == ' ') continue;
+        if (*p == ',' || *p == ' ' || *p == '\n' || *p == '\r' || *p == '\t') continue;
         char* after;
         long long x = strtoll(p, &after, 10);
         if (after == p || n == max || x < 0) return -1;
@@ -307,13 +348,13 @@ static int hf_numbers(const char* p, const char* end, long long* out, int max) {
 // exported); the data section starts at data0 and holds data_bytes.
 static void hf_read_tensor(FILE* f, const char* path, const char* json, size_t len, long long data0,
                            long long data_bytes, const HfTensor* h, float* out) {
-    char key[80];
     const char* e = NULL;
     const char* names[2] = {h->name, strncmp(h->name, "transformer.", 12) ? NULL : h->name + 12};
-    for (int i = 0; i < 2 && !e && names[i]; i++) {
-        snprintf(key, sizeof(key), "\"%s\":{", names[i]);
-        e = strstr(json, key);
-    }
+    for (int i = 0; i < 2 && !e && names[i]; i++)  // "name" : { with any white space between
+        for (const char* p = json; !e && (p = strchr(p, '"')); p++) {
+            const char* v = hf_after_key(p, json + len, names[i]);
+            if (v && *v == '{') e = v;
+        }
     if (!e) fail("--import-hf %s: no tensor %s", path, h->name);
     const char* end = (const char*)memchr(e, '}', json + len - e);
     if (!end) fail("--import-hf %s: %s: malformed header", path, h->name);

@@ -147,71 +147,52 @@ typedef struct {
     int world, rank;
 } Run;
 
-// One file a run writes: the flag that names it and its path with the directory resolved.
-typedef struct { const char* flag; char* canonical; } OutputName;
-
-static void output_name_add(OutputName* out, int* n, const char* flag, const char* path) {
-    char canonical[PATH_CAP];
-    path_canonical(path, flag, canonical);
-    for (int i = 0; i < *n; i++)
-        if (!strcmp(out[i].canonical, canonical))
-            fail("%s %s: the same file as %s writes (%s)", flag, path, out[i].flag, canonical);
-    out[*n].flag = flag, out[*n].canonical = xstrprintf("%s", canonical);
-    (*n)++;
+// Every file this run reads and writes (files.h RunFiles): the data, tokenizer, checkpoint,
+// llm.c weights, the files of --import-hf's directory and the tokenizer files --export-hf
+// copies; the log, each rank's log, the trace, the llm.c export, each file --export-hf
+// writes and --ckpt-dir's names. Registered on rank 0, where the outputs are written.
+static void run_files(const Run* r, RunFiles* s) {
+    const Args* a = &r->args;
+    char path[PATH_CAP];
+    files_input(s, "--tokenizer", a->tokenizer);
+    files_input(s, "--import-llmc", a->import_llmc);
+    if (a->resume) files_input(s, "--resume", a->resume), s->f[s->n - 1].spared = 1;
+    for (int i = 0; a->import_hf && i < HF_IMPORT_N; i++)
+        files_input(s, "--import-hf", path_format(path, "--import-hf", "%s/%s", a->import_hf, HF_IMPORT_FILES[i]));
+    for (int i = 0; i < r->train.n_files; i++) files_input_id(s, "--data", r->train.files[i]);
+    for (int i = 0; i < r->val.n_files; i++) files_input_id(s, "--val-data", r->val.files[i]);
+    if (a->export_hf && a->tokenizer) hf_tokenizer_inputs(s, a->tokenizer);
+    files_output(s, "--log", a->log);
+    for (int rank = 0; a->log && a->log_ranks && rank < r->world; rank++)
+        files_output(s, "--log-ranks", path_format(path, "--log-ranks", "%s.rank%d", a->log, rank));
+    files_output(s, "--trace", a->trace);
+    files_output(s, "--export-llmc", a->export_llmc);
+    for (int i = 0; a->export_hf && i < HF_EXPORT_N; i++)
+        files_output(s, "--export-hf", path_format(path, "--export-hf", "%s/%s", a->export_hf, HF_EXPORT_FILES[i]));
+    if (a->ckpt_dir) files_output_dir(s, "--ckpt-dir", a->ckpt_dir, ckpt_dir_owns);
 }
 
-static int file_is_one_of(FileId id, const FileId* ids, int n) {
-    for (int i = 0; i < n; i++) if (ids[i].dev == id.dev && ids[i].ino == id.ino) return 1;
-    return 0;
-}
-
-// Every output, at start-up, before any step: rank 0's log, trace, llm.c export and
-// checkpoint directory, and each rank's --log-ranks file. Each path fits, its directory
-// takes a new file, nothing but a regular file sits where it goes (files.h output_check,
-// ckpt.h ckpt_dir_prepare); no two outputs are one file, none is a name the checkpoint
-// directory uses, and none is a file this run reads.
+// Every output, at start-up, before any step and before any is opened: first no output is
+// an input or another output (run_files, files_check), then each path fits, its directory
+// takes a new file and nothing but a regular file sits where it goes (files.h output_check,
+// export_hf.h hf_export_prepare, ckpt.h ckpt_dir_prepare).
 static void outputs_check(const Run* r) {
     const Args* a = &r->args;
     char path[PATH_CAP], why[512];
     if (a->log && a->log_ranks)
         output_check(path_format(path, "--log-ranks", "%s.rank%d", a->log, r->rank), "--log-ranks");
     if (r->rank != 0) return;
+    RunFiles files = {0};
+    run_files(r, &files);
+    files_check(&files);
+    files_free(&files);
     if (a->export_llmc && llmc_check(&a->cfg, why)) fail("--export-llmc %s: %s", a->export_llmc, why);
-    if (a->export_hf) hf_export_prepare(a->export_hf);
-    if (a->ckpt_dir) ckpt_dir_prepare(a);
     const char* flags[3] = {"--log", "--trace", "--export-llmc"};
     const char* paths[3] = {a->log, a->trace, a->export_llmc};
-    OutputName* names = (OutputName*)xcalloc(3 + (size_t)r->world, sizeof(OutputName));
-    int n = 0;
-    for (int i = 0; i < 3; i++) {
-        if (!paths[i]) continue;
-        output_check(paths[i], flags[i]);
-        output_name_add(names, &n, flags[i], paths[i]);
-    }
-    for (int rank = 0; a->log && a->log_ranks && rank < r->world; rank++)
-        output_name_add(names, &n, "--log-ranks", path_format(path, "--log-ranks", "%s.rank%d", a->log, rank));
-    char ckpt_dir[PATH_MAX] = "";
-    if (a->ckpt_dir && !realpath(a->ckpt_dir, ckpt_dir))
-        fail("--ckpt-dir %s: cannot resolve: %s", a->ckpt_dir, strerror(errno));
-    // the files this run reads
-    int n_inputs = 0;
-    FileId* inputs = (FileId*)xcalloc(3 + r->train.n_files + r->val.n_files, sizeof(FileId));
-    const char* input_paths[3] = {a->tokenizer, a->resume, a->import_llmc};
     for (int i = 0; i < 3; i++)
-        if (input_paths[i] && file_id_of(input_paths[i], &inputs[n_inputs])) n_inputs++;
-    for (int i = 0; i < r->train.n_files; i++) inputs[n_inputs++] = r->train.files[i];
-    for (int i = 0; i < r->val.n_files; i++) inputs[n_inputs++] = r->val.files[i];
-    size_t len = strlen(ckpt_dir);
-    for (int i = 0; i < n; i++) {
-        const char* name = names[i].canonical;
-        FileId id;
-        if (a->ckpt_dir && !strncmp(name, ckpt_dir, len) && name[len] == '/' && ckpt_dir_owns(name + len + 1))
-            fail("%s %s: a name --ckpt-dir %s uses for checkpoints", names[i].flag, name, a->ckpt_dir);
-        if (file_id_of(name, &id) && file_is_one_of(id, inputs, n_inputs))
-            fail("%s %s: is a file this run reads; it is not overwritten", names[i].flag, name);
-        free(names[i].canonical);
-    }
-    free(names); free(inputs);
+        if (paths[i]) output_check(paths[i], flags[i]);
+    if (a->export_hf) hf_export_prepare(a->export_hf, a->tokenizer);
+    if (a->ckpt_dir) ckpt_dir_prepare(a);
 }
 
 // The run's end-of-text id (a->eot), from where it is known, never from the vocabulary's size

@@ -153,7 +153,8 @@ static void bad_run(const char* bin, const BadCase* k, const char* setup, const 
     char cmd[32768], run_cmd[16384], out[512], name[160], train[1024];
     snprintf(name, sizeof(name), "%s%s", strstr(bin, "asan") ? "asan_" : "bad_", k->name);
     snprintf(out, sizeof(out), BAD "/out_%s.txt", name);
-    snprintf(train, sizeof(train), "%s %s", bin, strncmp(k->args, "--plan", 6) ? FLAGS : "");
+    int plan = !strncmp(k->args, "--plan", 6) || strstr(k->args, "{train} --plan ");  // the planner: no FLAGS
+    snprintf(train, sizeof(train), "%s %s", bin, plan ? "" : FLAGS);
     if (strstr(k->args, "{train}")) expand_train(k->args, train, run_cmd, sizeof(run_cmd));
     else snprintf(run_cmd, sizeof(run_cmd), "%s %s", train, k->args);
     // a hang is a failure, not a stuck suite
@@ -212,7 +213,7 @@ static void ckpt_dir_lock_test(const char* bin) {
     int refused = rc2 == 1 && file_has(out2, "is in use by another run");
     kill(pid, SIGKILL);
     wait_for(pid, 10);
-    sh("touch %s/ckpt_00000009.bin.tmp.Ab12Cd %s/LATEST.tmp.Ef34Gh", dir, dir);  // as a killed run leaves them
+    sh("touch %s/ckpt_00000009.bin.tmp.train-9-Ab12Cd %s/LATEST.tmp.train-9-Ef34Gh", dir, dir);  // as a kill leaves them
     snprintf(out3, sizeof(out3), "%s/third.txt", dir);
     int rc3 = run_to_file(cmd, out3);
     int tmp_left = sh("ls %s/*.tmp.* > /dev/null 2>&1", dir) == 0;

@@ -301,7 +301,7 @@ static void test_cli_kernel_names(void) {
     char want[384];
     snprintf(want, sizeof(want), "row 1: unknown attention 'flash3' (%s)", error_list);
     msg = slurp(log);
-    check(rc == 0 && strstr(msg, want), "runs_error_names_every_kernel", "rc %d, '%s'", rc, msg);
+    check(rc == 1 && strstr(msg, want), "runs_error_names_every_kernel", "rc %d, '%s'", rc, msg);  // no row: exit 1
     unlink(in);
     // h100-sxm: link_eff 0.47 (the study's fit), link_eff_nccl 0.82 (NCCL's measured; --software framework)
     const char* a4[] = {"--plan", "--model", "llama-tiny", "--gpus", "2", "--device", "h100-sxm", "--top", "1",
@@ -645,7 +645,7 @@ static void test_hostile_runs_files(char* runs, const char* log, const char* out
         "recompute,attention,rms_kernel,sp,vpp\nllama-13b,1,2,8,30678338,interleaved,0,1,2,1,1,none,flash2,1,0,20\n");
     const char* a7[] = {"--plan", "--runs", runs, "--plan-csv", out};
     rc = run_plan_capture(a7, 5, log);
-    check(rc == 0 && strstr(slurp(log), "row 1: ") && strstr(slurp(out), "pairs per step"),
+    check(rc == 1 && strstr(slurp(log), "row 1: ") && strstr(slurp(log), "pairs per step"),  // no row: exit 1, no CSV
           "runs_op_list_overflow_refused", "rc %d, '%.300s'", rc, slurp(log));
     const char* a8[] = {"--plan", "--model", "llama-13b", "--gpus", "12", "--tp", "3"};
     rc = run_plan_capture(a8, 7, log);

@@ -25,8 +25,9 @@
 //      --ckpt-dir lock, sizes past the caps (world, schedule pairs, batch), the JSON log with
 //      non-finite values, and the one-process build (nompi/mpi.h) compiling and training.
 //
-// This file holds the shared helpers and main; the suites are in tests/faults_runs.c (1-4) and
-// tests/faults_bad_inputs.c (5), included into the one binary.
+// This file holds the shared helpers and main; the suites are in tests/faults_runs.c (1-4),
+// tests/faults_bad_inputs.c (5), and tests/faults_files.c (5: the files a run writes,
+// issue 39), included into the one binary.
 //
 // All runs train the tiny model with the suite's flags below: --warmup 20 keeps every step
 // here inside the linear warm-up, where the learning rate of a step does not depend on
@@ -366,6 +367,7 @@ static void run_dir(const char* tag, char dir[256], char out[300], char log[300]
 // The suites, in the files by concern; main runs them in the order above.
 #include "tests/faults_runs.c"
 #include "tests/faults_bad_inputs.c"
+#include "tests/faults_files.c"
 
 // ----------------------------------------------------------------------------
 
@@ -449,6 +451,8 @@ int main(int argc, char** argv) {
     if (want[4]) {
         t0 = now_s();
         suite_bad_inputs();
+        suite_files("./train");  // issue 39's classes (tests/faults_files.c), also under the sanitizers
+        if (file_size("train_asan") >= 0) suite_files("./train_asan");
         printf("(bad: %.1f s)\n", now_s() - t0);
     }
     printf("(total %.1f s)\n%d passed, %d failed\n", now_s() - t_all, n_pass, n_fail);

@@ -12,7 +12,8 @@ vocabulary is 257 with <|endoftext|> = 256), for the default models:
   ./train --data 'data/shakespeare_train_*.bin' --val-data data/shakespeare_val_000.bin
 
 --tokenizer gpt2: GPT-2's byte-level BPE (tiktoken; 50257 ids, <|endoftext|> = 50256). The
-text is cut into documents after each blank line and each starts with <|endoftext|> (as llm.c's
+text is cut into documents after each blank line (a line of nothing but spaces, tabs or a CR
+counts: CRLF text too) and each starts with <|endoftext|> (as llm.c's
 tinyshakespeare: 338,028 tokens). It also writes PREFIX_tokenizer.bin, llm.c's tokenizer file, so that
 samples print as text, and PREFIX_tokenizer_hf/ (vocab.json, merges.txt: the same BPE for
 Hugging Face transformers), which ./train --export-hf copies beside the exported model:
@@ -33,35 +34,70 @@ tiktoken's download (cached in TIKTOKEN_CACHE_DIR). Offline, get them from PyPI 
 checks the ranks are GPT-2's (50,256 of them, ' gazed' = 50255).
 
 With no file argument it uses tinyshakespeare from ../shared/data if present.
+
+Safety (as the trainer's outputs, runtime/files.h): every file is written to a temporary of a
+name only this script makes (PREFIX_x.bin.tmp.prepare-<pid>-<hex>), created exclusively (never
+through a planted symbolic link), renamed into place; no output may be the input text or
+--bpe-file; a rerun removes its own earlier shards that it no longer writes (only names
+PREFIX_train_NNN.bin / PREFIX_val_000.bin), so the printed glob never trains on stale ones.
+--val-frac 0 writes no validation shard (./train then splits its own). Text that is not UTF-8
+is refused under --tokenizer gpt2 with the count of such bytes and the first one's offset.
+Every failure is one "error: prepare: ..." line and exit 1.
 """
-import argparse, array, os, struct, sys
+import argparse, array, codecs, os, re, secrets, struct, sys
 
 MAGIC, VERSION = 20240520, 1
 TOKENIZER_MAGIC, TOKENIZER_VERSION = 20240328, 2
 # GPT-2's pre-tokenizer: contractions, letters, digits, other symbols, spaces (its encoder.py)
 GPT2_SPLIT = r"""'(?:[sdmt]|ll|ve|re)| ?\p{L}+| ?\p{N}+| ?[^\s\p{L}\p{N}]+|\s+(?!\S)|\s+"""
+# a document ends at a blank line: one holding nothing but spaces, tabs or a CR (CRLF text too)
+BLANK_LINES = re.compile(r"\r?\n(?:[ \t\r]*\n)+")
+
+
+class Failure(Exception):
+    """A failure of the run: main prints it as one 'error:' line and exits 1."""
+
+
+# Temporaries: <path>.tmp.prepare-<pid>-<12 hex>, created exclusively (O_EXCL: never an existing
+# file or a planted symbolic link), renamed over the output when complete, removed on every
+# failure (main's finally). Nothing else this script makes has such a name.
+temporaries = set()
+
+
+def write_atomic(path, chunks):
+    """Write the byte strings `chunks` (any iterable) to path through a temporary of its own."""
+    if os.path.lexists(path) and not os.path.isfile(path) or os.path.islink(path):
+        raise Failure("%s: exists and is not a regular file; only a regular file is ever replaced" % path)
+    tmp = "%s.tmp.prepare-%d-%s" % (path, os.getpid(), secrets.token_hex(6))
+    flags = os.O_WRONLY | os.O_CREAT | os.O_EXCL | getattr(os, "O_NOFOLLOW", 0) | getattr(os, "O_CLOEXEC", 0)
+    fd = os.open(tmp, flags, 0o644)
+    temporaries.add(tmp)
+    with os.fdopen(fd, "wb") as f:
+        for chunk in chunks:
+            f.write(chunk)
+        f.flush()
+        os.fsync(f.fileno())
+    os.replace(tmp, path)
+    temporaries.discard(tmp)
 
 
 def write_shard(path, tokens):
     if tokens and max(tokens) > 65535:
-        sys.exit("prepare: token id %d does not fit the shards' uint16" % max(tokens))
-    with open(path + ".tmp", "wb") as f:
-        f.write(struct.pack("<256i", MAGIC, VERSION, len(tokens), *([0] * 253)))
-        f.write(array.array("H", tokens).tobytes())  # little-endian on the hosts this runs on
-    os.replace(path + ".tmp", path)
+        raise Failure("token id %d does not fit the shards' uint16" % max(tokens))
+    header = struct.pack("<256i", MAGIC, VERSION, len(tokens), *([0] * 253))
+    write_atomic(path, [header, array.array("H", tokens).tobytes()])  # little-endian on the hosts this runs on
     print("wrote %s (%d tokens)" % (path, len(tokens)))
 
 
 def write_tokenizer(path, pieces, eot):
     """llm.c's tokenizer file, version 2: 256 uint32 (magic, version, vocab size, eot id),
-    then per id a uint8 length and the piece's bytes."""
-    with open(path + ".tmp", "wb") as f:
-        f.write(struct.pack("<256I", TOKENIZER_MAGIC, TOKENIZER_VERSION, len(pieces), eot, *([0] * 252)))
-        for i, p in enumerate(pieces):
-            if not 0 < len(p) < 256:
-                sys.exit("prepare: token %d is %d bytes; llm.c's tokenizer file holds 1 to 255" % (i, len(p)))
-            f.write(bytes([len(p)]) + p)
-    os.replace(path + ".tmp", path)
+    then per id a uint8 length and the piece's bytes. Every piece is checked before the file is
+    opened."""
+    for i, p in enumerate(pieces):
+        if not 0 < len(p) < 256:
+            raise Failure("token %d is %d bytes; llm.c's tokenizer file holds 1 to 255" % (i, len(p)))
+    header = struct.pack("<256I", TOKENIZER_MAGIC, TOKENIZER_VERSION, len(pieces), eot, *([0] * 252))
+    write_atomic(path, [header] + [bytes([len(p)]) + p for p in pieces])
     print("wrote %s (%d tokens, <|endoftext|> = %d)" % (path, len(pieces), eot))
 
 
@@ -73,6 +109,9 @@ def byte_to_unicode():
     table = {b: chr(b) for b in keep}
     table.update({b: chr(256 + i) for i, b in enumerate(shifted)})
     return table
+
+
+HF_FILES = ("vocab.json", "merges.txt", "tokenizer_config.json")
 
 
 def write_hf_tokenizer(folder, ranks, eot):
@@ -94,7 +133,9 @@ def write_hf_tokenizer(folder, ranks, eot):
         if len(parts) == 2:
             merges.append("%s %s" % (text(parts[0]), text(parts[1])))
         elif len(parts) > 2:
-            sys.exit("prepare: token of rank %d is not a merge of lower ranks: not a BPE vocabulary" % rank)
+            raise Failure("token of rank %d is not a merge of lower ranks: not a BPE vocabulary" % rank)
+    if os.path.lexists(folder) and not os.path.isdir(folder) or os.path.islink(folder):
+        raise Failure("%s: exists and is not a directory" % folder)
     os.makedirs(folder, exist_ok=True)
     vocab = {text(t): r for t, r in ranks.items()}
     vocab["<|endoftext|>"] = eot
@@ -102,10 +143,20 @@ def write_hf_tokenizer(folder, ranks, eot):
              "merges.txt": "#version: 0.2\n" + "\n".join(merges) + "\n",
              "tokenizer_config.json": json.dumps({"tokenizer_class": "GPT2Tokenizer", "bos_token": "<|endoftext|>",
                                                   "eos_token": "<|endoftext|>", "unk_token": "<|endoftext|>"})}
-    for name, content in files.items():
-        with open(os.path.join(folder, name), "w", encoding="utf-8") as f:
-            f.write(content)
+    for name in HF_FILES:
+        write_atomic(os.path.join(folder, name), [files[name].encode("utf-8")])
     print("wrote %s/ (vocab.json, merges.txt: %d merges, tokenizer_config.json)" % (folder, len(merges)))
+
+
+def check_byte_level(ranks, where):
+    """Byte-level BPE needs every single byte as a token and ranks 0..n-1 (tiktoken fails on
+    either with a traceback, or encodes what it cannot)."""
+    missing = [b for b in range(256) if bytes([b]) not in ranks]
+    if missing:
+        raise Failure("%s: %d of the 256 single-byte tokens are missing (the first: byte %d): byte-level BPE needs "
+                      "them all" % (where, len(missing), missing[0]))
+    if sorted(ranks.values()) != list(range(len(ranks))):
+        raise Failure("%s: the ranks are not 0..%d, each once" % (where, len(ranks) - 1))
 
 
 WHISPER_SDIST = "openai_whisper-*.tar.gz"  # PyPI's source distribution of openai-whisper ships GPT-2's ranks
@@ -123,9 +174,9 @@ def parse_ranks(text, where):
                 token, rank = line.split()
                 ranks[base64.b64decode(token, validate=True)] = int(rank)
     except Exception as e:
-        sys.exit("prepare: %s: not a tiktoken ranks file (%s)" % (where, str(e)[:200]))
+        raise Failure("%s: not a tiktoken ranks file (%s)" % (where, str(e)[:200]))
     if not ranks:
-        sys.exit("prepare: %s: no ranks in it" % where)
+        raise Failure("%s: no ranks in it" % where)
     return ranks
 
 
@@ -133,17 +184,17 @@ def read_ranks(path):
     """Ranks from a .tiktoken file, or from openai-whisper's source distribution (its gpt2.tiktoken)."""
     import tarfile
     if not os.path.isfile(path):
-        sys.exit("prepare: --bpe-file %s: not a file" % path)
+        raise Failure("--bpe-file %s: not a file" % path)
     if path.endswith((".tar.gz", ".tgz")):
         try:
             with tarfile.open(path) as tar:
                 member = next((m for m in tar.getmembers() if m.name.endswith("/" + WHISPER_MEMBER)), None)
                 if member is None:
-                    sys.exit("prepare: %s: holds no %s (openai-whisper's source distribution does)" %
-                             (path, WHISPER_MEMBER))
+                    raise Failure("%s: holds no %s (openai-whisper's source distribution does)" %
+                                  (path, WHISPER_MEMBER))
                 return parse_ranks(tar.extractfile(member).read().decode("ascii", "replace"), path)
         except (tarfile.TarError, OSError, EOFError) as e:
-            sys.exit("prepare: %s: not a readable .tar.gz (%s)" % (path, e))
+            raise Failure("%s: not a readable .tar.gz (%s)" % (path, e))
     with open(path, "rb") as f:
         return parse_ranks(f.read().decode("ascii", "replace"), "--bpe-file " + path)
 
@@ -151,8 +202,8 @@ def read_ranks(path):
 def check_gpt2_ranks(ranks, where):
     """GPT-2's are 50,256 ranks (then <|endoftext|> = 50256), the last ' gazed'."""
     if len(ranks) != 50256 or ranks.get(b" gazed") != 50255:
-        sys.exit("prepare: %s: not GPT-2's ranks (%d ranks, ' gazed' = %s; GPT-2's: 50256, 50255)" %
-                 (where, len(ranks), ranks.get(b" gazed")))
+        raise Failure("%s: not GPT-2's ranks (%d ranks, ' gazed' = %s; GPT-2's: 50256, 50255)" %
+                      (where, len(ranks), ranks.get(b" gazed")))
     return ranks
 
 
@@ -174,19 +225,142 @@ def gpt2_encoding(bpe_file, data_dir):
     try:
         import tiktoken
     except ImportError:
-        sys.exit("prepare: --tokenizer gpt2 needs tiktoken (pip install tiktoken)")
+        raise Failure("--tokenizer gpt2 needs tiktoken (pip install tiktoken)")
     ranks = read_ranks(bpe_file) if bpe_file else local_gpt2_ranks(data_dir)
     if ranks is None:
         try:
             return tiktoken.get_encoding("gpt2")
         except Exception as e:  # no network, a proxy, a blocked host: every way a download fails
             where = os.path.relpath(data_dir)
-            sys.exit("prepare: GPT-2's ranks: tiktoken's download failed (%s: %s); offline, get them from PyPI "
-                     "once: %s, then run this again (it reads %s), or pass --bpe-file FILE" %
-                     (type(e).__name__, str(e).splitlines()[0][:120] if str(e) else "", PIP_WHISPER % where,
-                      os.path.join(where, WHISPER_SDIST)))
+            raise Failure("GPT-2's ranks: tiktoken's download failed (%s: %s); offline, get them from PyPI "
+                          "once: %s, then run this again (it reads %s), or pass --bpe-file FILE" %
+                          (type(e).__name__, str(e).splitlines()[0][:120] if str(e) else "", PIP_WHISPER % where,
+                           os.path.join(where, WHISPER_SDIST)))
+    check_byte_level(ranks, bpe_file or "the ranks")
     return tiktoken.Encoding("gpt2-local", pat_str=GPT2_SPLIT, mergeable_ranks=ranks,
                              special_tokens={"<|endoftext|>": len(ranks)})
+
+
+def decode_utf8(data, path):
+    """data as text; bytes that are not UTF-8 are an error that says how many and where the first is
+    (GPT-2's BPE reads text: replacing them would train on U+FFFD where the file had something else)."""
+    try:
+        return data.decode("utf-8")
+    except UnicodeDecodeError as e:
+        first = e.start
+    bad = [0]
+
+    def count(err):
+        bad[0] += err.end - err.start
+        return ("", err.end)
+    codecs.register_error("prepare_count", count)
+    data.decode("utf-8", errors="prepare_count")
+    raise Failure("%s: %d bytes are not UTF-8 (the first at byte offset %d); --tokenizer gpt2 reads UTF-8 text: "
+                  "convert the file (iconv) or use --tokenizer bytes" % (path, bad[0], first))
+
+
+def split_documents(text):
+    """The text cut after each blank line (kept with the document before it, so that the pieces
+    joined are the text)."""
+    docs, at = [], 0
+    for m in BLANK_LINES.finditer(text):
+        docs.append(text[at:m.end()])
+        at = m.end()
+    if at < len(text) or not docs:
+        docs.append(text[at:])
+    return docs
+
+
+def file_id(path):
+    st = os.stat(path)
+    return (st.st_dev, st.st_ino)
+
+
+def check_outputs(inputs, outputs):
+    """No output is an input or another output: by (device, inode) where a file exists, else by its
+    resolved path (the trainer's rule, runtime/files.h)."""
+    seen = {}
+    ids = {}
+    for flag, path in inputs:
+        if path and os.path.exists(path):
+            ids[file_id(path)] = (flag, path)
+            ids[os.path.realpath(path)] = (flag, path)
+    for path in outputs:
+        keys = [os.path.realpath(path)] + ([file_id(path)] if os.path.exists(path) else [])
+        for k in keys:
+            if k in ids:
+                raise Failure("output %s is the %s %s; it is not overwritten" % (path, ids[k][0], ids[k][1]))
+            if k in seen and seen[k] != path:
+                raise Failure("outputs %s and %s are one file" % (seen[k], path))
+            seen[k] = path
+
+
+def stale_shards(prefix, n_train, has_val):
+    """This script's shards of an earlier run under prefix that this run does not write: train
+    shards past n_train (and the validation shard when this run has none). Only names this script
+    makes (PREFIX_train_NNN.bin, PREFIX_val_000.bin), only regular files."""
+    folder, base = os.path.split(prefix)
+    own = re.compile(re.escape(base) + r"_train_(\d{3,})\.bin\Z")
+    stale = []
+    for name in os.listdir(folder or "."):
+        m = own.match(name)
+        path = os.path.join(folder, name)
+        if (m and int(m.group(1)) >= n_train or not has_val and name == base + "_val_000.bin") and \
+                os.path.isfile(path) and not os.path.islink(path):
+            stale.append(path)
+    return sorted(stale)
+
+
+def run(a, here):
+    if a.bpe_file and a.tokenizer != "gpt2":
+        raise Failure("--bpe-file goes with --tokenizer gpt2")
+    if not 0 <= a.val_frac < 1 or a.shard_tokens < 1:
+        raise Failure("--val-frac must be in [0, 1) and --shard-tokens >= 1")
+    prefix = a.prefix if a.prefix is not None else os.path.join(
+        here, "shakespeare" if a.tokenizer == "bytes" else "shakespeare_gpt2")
+    if not os.path.basename(prefix):
+        raise Failure("the output prefix '%s' has no file name part (give e.g. data/mytext)" % prefix)
+    if not os.path.isfile(a.text):
+        raise Failure("%s not found (pass a text file)" % a.text)
+    os.makedirs(os.path.dirname(os.path.abspath(prefix)), exist_ok=True)
+    with open(a.text, "rb") as f:
+        data = f.read()
+    if not data:
+        raise Failure("%s is empty" % a.text)
+    if a.tokenizer == "bytes":
+        tokens = list(data)
+        vocab_flags, enc = "", None
+    else:
+        enc = gpt2_encoding(a.bpe_file, here)
+        eot = enc.eot_token
+        tokens = []
+        for doc in split_documents(decode_utf8(data, a.text)):
+            tokens.append(eot)
+            tokens.extend(enc.encode_ordinary(doc))
+        vocab_flags = " --model gpt2-124m" if enc.n_vocab == 50257 else " --vocab %d" % enc.n_vocab
+        vocab_flags += " --tokenizer %s_tokenizer.bin" % prefix
+    n_val = int(len(tokens) * a.val_frac)
+    train = tokens[n_val:]
+    n_train = (len(train) + a.shard_tokens - 1) // a.shard_tokens
+    outputs = [prefix + "_train_%03d.bin" % i for i in range(n_train)] + ([prefix + "_val_000.bin"] if n_val else [])
+    if enc:
+        outputs += [prefix + "_tokenizer.bin"] + [os.path.join(prefix + "_tokenizer_hf", n) for n in HF_FILES]
+    stale = stale_shards(prefix, n_train, n_val > 0)
+    # the stale shards are deleted: they may not be an input either
+    check_outputs([("input text", a.text), ("--bpe-file", a.bpe_file)], outputs + stale)
+    if enc:
+        write_tokenizer(prefix + "_tokenizer.bin", [enc.decode_single_token_bytes(i) for i in range(enc.n_vocab)],
+                        eot)
+        write_hf_tokenizer(prefix + "_tokenizer_hf", enc._mergeable_ranks, eot)
+    if n_val:
+        write_shard(prefix + "_val_000.bin", tokens[:n_val])
+    for i in range(n_train):
+        write_shard(prefix + "_train_%03d.bin" % i, train[i * a.shard_tokens:(i + 1) * a.shard_tokens])
+    for path in stale:
+        os.unlink(path)
+        print("removed %s (a shard of an earlier run that this one does not write)" % path)
+    val_flags = " --val-data %s_val_000.bin" % prefix if n_val else ""  # --val-frac 0: ./train splits its own
+    print("train on them: ./train%s --data '%s_train_*.bin'%s" % (vocab_flags, prefix, val_flags))
 
 
 def main():
@@ -202,40 +376,25 @@ def main():
     ap.add_argument("--val-frac", type=float, default=0.1)
     ap.add_argument("--shard-tokens", type=int, default=10_000_000)
     a = ap.parse_args()
-    if a.bpe_file and a.tokenizer != "gpt2":
-        sys.exit("prepare: --bpe-file goes with --tokenizer gpt2")
-    if not 0 <= a.val_frac < 1 or a.shard_tokens < 1:
-        sys.exit("prepare: --val-frac must be in [0, 1) and --shard-tokens >= 1")
-    prefix = a.prefix or os.path.join(here, "shakespeare" if a.tokenizer == "bytes" else "shakespeare_gpt2")
-    if not os.path.isfile(a.text):
-        sys.exit("prepare: %s not found (pass a text file)" % a.text)
-    os.makedirs(os.path.dirname(os.path.abspath(prefix)), exist_ok=True)
-    data = open(a.text, "rb").read()
-    if not data:
-        sys.exit("prepare: %s is empty" % a.text)
-    if a.tokenizer == "bytes":
-        tokens = list(data)
-        vocab_flags = ""
-    else:
-        enc = gpt2_encoding(a.bpe_file, here)
-        eot = enc.eot_token
-        text = data.decode("utf-8", errors="replace")
-        tokens = []
-        docs = text.split("\n\n")
-        for i, doc in enumerate(docs):  # each keeps its blank line: the text is the shards' pieces joined
-            tokens.append(eot)
-            tokens.extend(enc.encode_ordinary(doc + ("\n\n" if i + 1 < len(docs) else "")))
-        pieces = [enc.decode_single_token_bytes(i) for i in range(enc.n_vocab)]
-        write_tokenizer(prefix + "_tokenizer.bin", pieces, eot)
-        write_hf_tokenizer(prefix + "_tokenizer_hf", enc._mergeable_ranks, eot)
-        vocab_flags = " --model gpt2-124m" if enc.n_vocab == 50257 else " --vocab %d" % enc.n_vocab
-        vocab_flags += " --tokenizer %s_tokenizer.bin" % prefix
-    n_val = int(len(tokens) * a.val_frac)
-    write_shard(prefix + "_val_000.bin", tokens[:n_val])
-    train = tokens[n_val:]
-    for i in range(0, len(train), a.shard_tokens):
-        write_shard(prefix + "_train_%03d.bin" % (i // a.shard_tokens), train[i:i + a.shard_tokens])
-    print("train on them: ./train%s --data '%s_train_*.bin' --val-data %s_val_000.bin" % (vocab_flags, prefix, prefix))
+    code = 0
+    try:
+        run(a, here)
+    except Failure as e:
+        print("error: prepare: %s" % e, file=sys.stderr)
+        code = 1
+    except OSError as e:  # an unwritable prefix, a full disk: the file and the system's reason
+        print("error: prepare: %s%s" % (e.filename + ": " if e.filename else "", e.strerror or e), file=sys.stderr)
+        code = 1
+    except KeyboardInterrupt:
+        print("prepare: stopped by signal 2", file=sys.stderr)
+        code = 130
+    finally:
+        for tmp in list(temporaries):
+            try:
+                os.unlink(tmp)
+            except OSError:
+                pass
+    sys.exit(code)
 
 
 if __name__ == "__main__":

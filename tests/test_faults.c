@@ -26,8 +26,8 @@
 //      non-finite values, and the one-process build (nompi/mpi.h) compiling and training.
 //
 // This file holds the shared helpers and main; the suites are in tests/faults_runs.c (1-4),
-// tests/faults_bad_inputs.c (5), and tests/faults_files.c (5: the files a run writes,
-// issue 39), included into the one binary.
+// tests/faults_bad_inputs.c (5), tests/faults_files.c (5: the files a run writes, issue 39) and
+// tests/faults_prepare.c (5: data/prepare.py), included into the one binary.
 //
 // All runs train the tiny model with the suite's flags below: --warmup 20 keeps every step
 // here inside the linear warm-up, where the learning rate of a step does not depend on
@@ -368,6 +368,7 @@ static void run_dir(const char* tag, char dir[256], char out[300], char log[300]
 #include "tests/faults_runs.c"
 #include "tests/faults_bad_inputs.c"
 #include "tests/faults_files.c"
+#include "tests/faults_prepare.c"
 
 // ----------------------------------------------------------------------------
 
@@ -453,6 +454,7 @@ int main(int argc, char** argv) {
         suite_bad_inputs();
         suite_files("./train");  // issue 39's classes (tests/faults_files.c), also under the sanitizers
         if (file_size("train_asan") >= 0) suite_files("./train_asan");
+        suite_prepare();
         printf("(bad: %.1f s)\n", now_s() - t0);
     }
     printf("(total %.1f s)\n%d passed, %d failed\n", now_s() - t_all, n_pass, n_fail);

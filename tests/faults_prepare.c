@@ -1,0 +1,96 @@
+// tests/faults_prepare.c: test_faults' cases of data/prepare.py (issue 39): temporaries created
+// exclusively (a symbolic link planted at the old fixed name is not followed) and never left, an
+// output that is the input refused, its own stale shards of an earlier run removed (and nothing
+// else), documents cut at any blank line (CRLF too), bytes that are not UTF-8 reported, one
+// "error:" line and exit 1 for every failure (never a traceback), --val-frac 0 as its printed
+// command says, an empty prefix refused. GPT-2 cases use a small BPE of the 256 bytes and 4
+// merges written here (--bpe-file: offline); without tiktoken they are skipped, as in
+// tests/test_gpt2_data.py. Included by tests/test_faults.c after faults_files.c; not built alone.
+
+#define PREP BAD "/prep"
+#define PREPARE "python3 data/prepare.py "
+#define BPE_GPT2 "--tokenizer gpt2 --bpe-file " PREP "/mini.tiktoken "
+
+// name, the arguments of prepare.py, the words of its one error line (or of its output when rc
+// is 0), rc, a set-up and a check (shell, may be NULL); gpt2: needs tiktoken.
+typedef struct { const char* name; const char* args; const char* needle; int rc; const char* setup, *check; int gpt2; }
+PrepCase;
+
+static const PrepCase PREP_CASES[] = {
+    // a symbolic link where 72eae09 wrote its fixed temporary name: its target stays as it was
+    {"symlink_at_old_temp_name", PREP "/docs.txt " PREP "/s", "train on them", 0,
+     "echo precious > " PREP "/victim && ln -sfn victim " PREP "/s_val_000.bin.tmp && ln -sfn victim " PREP
+     "/s_train_000.bin.tmp",
+     "grep -qx precious " PREP "/victim && test -L " PREP "/s_val_000.bin.tmp", 0},
+    {"output_is_the_input", PREP "/w_train_000.bin " PREP "/w", "is the input text", 1,
+     "cp " PREP "/docs.txt " PREP "/w_train_000.bin", "cmp -s " PREP "/docs.txt " PREP "/w_train_000.bin", 0},
+    // a rerun with fewer shards removes the earlier run's extra ones, and only names it makes
+    {"stale_shards_removed", "--shard-tokens 20 " PREP "/docs.txt " PREP "/st", "removed " PREP "/st_train_002.bin", 0,
+     PREPARE "--shard-tokens 5 " PREP "/docs.txt " PREP "/st && touch " PREP "/st_train_1.bin " PREP
+     "/st_train_009.bin.bak " PREP "/st_train_notes.txt",
+     "cd " PREP " && ls st_train_000.bin st_train_001.bin st_train_1.bin st_train_009.bin.bak st_train_notes.txt "
+     "&& ! ls st_train_00[2-9].bin",
+     0},
+    {"val_frac_0_as_printed", "--val-frac 0 " PREP "/docs.txt " PREP "/v0", "--data '" PREP "/v0_train_*.bin'\n", 0,
+     "touch " PREP "/v0_val_000.bin", "! test -e " PREP "/v0_val_000.bin", 0},
+    {"empty_prefix", PREP "/docs.txt ''", "has no file name part", 1, NULL, NULL, 0},
+    {"unwritable_prefix", PREP "/docs.txt /proc/prep_x", "/proc/prep_x", 1, NULL, NULL, 0},
+    // GPT-2's BPE: documents at CRLF blank lines and blank lines of spaces (4 of them), bytes not UTF-8
+    {"crlf_blank_lines_split_documents", BPE_GPT2 "--val-frac 0 " PREP "/docs.txt " PREP "/d", "train on them", 0, NULL,
+     "python3 -c \"import array,sys; t=array.array('H',open('" PREP "/d_train_000.bin','rb').read()[1024:]); "
+     "sys.exit(t.count(260) != 4)\"",
+     1},
+    {"not_utf8_reported", BPE_GPT2 PREP "/bin.txt " PREP "/b", "3 bytes are not UTF-8 (the first at byte offset 2)",
+     1, NULL, NULL, 1},
+    {"bpe_file_empty", "--tokenizer gpt2 --bpe-file " PREP "/empty.tiktoken " PREP "/docs.txt " PREP "/e",
+     "no ranks in it", 1, NULL, NULL, 1},
+    {"bpe_file_malformed", "--tokenizer gpt2 --bpe-file " PREP "/docs.txt " PREP "/docs.txt " PREP "/e",
+     "not a tiktoken ranks file", 1, NULL, NULL, 1},
+    {"bpe_file_missing_bytes", "--tokenizer gpt2 --bpe-file " PREP "/nobyte.tiktoken " PREP "/docs.txt " PREP "/e",
+     "1 of the 256 single-byte tokens are missing", 1, NULL, NULL, 1},
+    {"token_past_255_bytes_no_temp", "--tokenizer gpt2 --bpe-file " PREP "/long.tiktoken " PREP "/docs.txt " PREP "/l",
+     "token 260 is 300 bytes", 1, NULL, "! ls " PREP "/l_*", 1},
+};
+
+static void suite_prepare(void) {
+    sh("rm -rf " PREP " && mkdir -p " PREP);
+    sh("printf 'the cat\\r\\n\\r\\nthe dog\\r\\n \\r\\nthird\\n\\n\\nfourth\\n' > " PREP "/docs.txt && "
+       "printf 'ok\\377\\376 text \\303' > " PREP "/bin.txt && : > " PREP "/empty.tiktoken");
+    sh("python3 -c \"import base64; t=[bytes([b]) for b in range(256)]+[b'th',b'the',b' t',b'\\n\\n']; "
+       "w=lambda p,t: open(p,'w').write(''.join('%%s %%d\\n' %% (base64.b64encode(x).decode(),i) for i,x in "
+       "enumerate(t))); w('" PREP "/mini.tiktoken',t); w('" PREP "/nobyte.tiktoken',t[1:]); w('" PREP
+       "/long.tiktoken',t+[b'x'*300])\"");
+    int have_tiktoken = sh("python3 -c 'import tiktoken' > /dev/null 2>&1") == 0;
+    if (!have_tiktoken)
+        printf("SKIP prepare's GPT-2 cases: tiktoken is not installed (pip install -r requirements.txt)\n");
+    for (size_t i = 0; i < sizeof(PREP_CASES) / sizeof(PREP_CASES[0]); i++) {
+        const PrepCase* k = &PREP_CASES[i];
+        char name[96], out[256], cmd[4096];
+        snprintf(name, sizeof(name), "prepare_%s", k->name);
+        if ((bad_filter && !strstr(name, bad_filter)) || (k->gpt2 && !have_tiktoken)) continue;
+        snprintf(out, sizeof(out), PREP "/out_%s.txt", k->name);
+        if (k->setup) sh("{ %s; } > /dev/null 2>&1", k->setup);
+        snprintf(cmd, sizeof(cmd), "timeout -s KILL 60 " PREPARE "%s", k->args);
+        int rc = run_to_file(cmd, out);
+        char line[4096], first_error[4096] = "";
+        int n_error = 0, traceback = 0, found = 0;
+        FILE* f = fopen(out, "r");
+        while (f && fgets(line, sizeof(line), f)) {
+            if (!strncmp(line, "error:", 6) && !n_error++) snprintf(first_error, sizeof(first_error), "%s", line);
+            traceback |= strstr(line, "Traceback") != NULL;
+            found |= strstr(line, k->needle) != NULL;
+        }
+        if (f) fclose(f);
+        int named = k->rc ? strstr(first_error, k->needle) != NULL : found;
+        int temps = sh("ls " PREP "/*.tmp.prepare-* > /dev/null 2>&1") == 0;
+        int checked = !k->check || sh("{ %s; } > /dev/null 2>&1", k->check) == 0;
+        check(rc == k->rc && n_error == (k->rc ? 1 : 0) && named && !traceback && !temps && checked, name,
+              "exit %d, %d error line%s%s%s%s%s", rc, n_error, n_error == 1 ? "" : "s",
+              named ? "" : " (needle missing)", traceback ? ", a TRACEBACK" : "", temps ? ", a temporary left" : "",
+              checked ? "" : ", check failed");
+    }
+}
+
+#undef PREP
+#undef PREPARE
+#undef BPE_GPT2

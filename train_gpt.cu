@@ -69,7 +69,7 @@ typedef struct {
 } OpTimes;
 typedef struct {
     GpuComms G;                        // NCCL (or host-staged MPI) groups over the layout's groups
-    cudaStream_t stream;               // the one compute stream (kernels_gpu.cuh's shared scratch needs one), non-blocking
+    cudaStream_t stream;               // the one compute stream, non-blocking (kernels_gpu.cuh's scratch needs one)
     bf16* params_bf16;                 // the bf16 copy of the fp32 master weights, read by every kernel
     float* arena;                      // the fp32 weights params_bf16 copies: params, or --zero 3's gathered units
     float* h_params;                   // host fp32 copy: initialization and checkpoints

@@ -174,6 +174,7 @@ CASES=(
   "gpu_gpt2_dp2_nccl|cpu_gpt2|--model tiny --dp 2"
   "gpu_gpt2_dp2_bf16grad_nccl|cpu_gpt2|--model tiny --dp 2 --grad-reduce bf16"
   "gpu_gpt2_dp2_pp2_nccl|cpu_gpt2|--model tiny --dp 2 --pp 2 --micro-batch 2"
+  "gpu_llama_dp2_pp2_nccl|cpu_llama|--model llama-tiny --dp 2 --pp 2 --micro-batch 2"
   "gpu_gpt2_dp2_zero1_nccl|cpu_gpt2|--model tiny --dp 2 --zero 1"
   "gpu_gpt2_dp2_zero3_nccl|cpu_gpt2|--model tiny --dp 2 --zero 3 --eval-every 3 --val-batches 1 --sample-every 3 --sample-len 4"
   "gpu_gpt2_dp2_pp2_zero3_keep_nccl|cpu_gpt2|--model tiny --dp 2 --pp 2 --micro-batch 2 --zero 3 --reshard-after-forward off"

@@ -74,7 +74,8 @@ static ncclResult_t emu_nccl_comm_new(ncclComm_t* comm, MPI_Comm mc) {
         for (int b = a + 1; b < c->size; b++)
             if (dev[a] == dev[b]) {
                 if (c->rank == a)
-                    fprintf(stderr, "NCCL WARN Duplicate GPU detected : rank %d and rank %d both on CUDA device %02x000 "
+                    fprintf(stderr,
+                            "NCCL WARN Duplicate GPU detected : rank %d and rank %d both on CUDA device %02x000 "
                             "(cuda emulator)\n", a, b, dev[a]);
                 MPI_Comm_free(&mc);
                 delete c;
@@ -204,7 +205,8 @@ static void emu_nccl_enqueue(cudaStream_t s, ncclComm* c, std::function<void(Emu
             if ((*sig)[0] != -(*sig)[1])
                 emu_fail("NCCL communicator #%d (%d ranks, this rank %d): its operation %ld is %s here but not on "
                          "every rank: the ranks issue its collectives in different orders (a deadlock or wrong sums "
-                         "on a GPU; docs/GPU.md, streams and ordering)", c->id, c->size, c->rank, seq + 1, what.c_str());
+                         "on a GPU; docs/GPU.md, streams and ordering)",
+                         c->id, c->size, c->rank, seq + 1, what.c_str());
             *phase = 1;
         }
         if (*phase == 1) {

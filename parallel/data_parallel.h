@@ -54,6 +54,22 @@ static void layer_grads_reduce(Model* m, int layer) {
     layer_grads_queued(m, lo, hi);
 }
 
+// The head's gradients (the final norm's, and an untied head's) are complete once the step's
+// last micro-batch has gone back through the head, at the start of the last chunk's last
+// backward: their dp all-reduce (ZeRO 0) starts then, beside the rest of that backward, instead
+// of after the schedule. (A tied head is wte, whose gradient the embedding adds to on the first
+// stage and the embed group sums after the schedule: it waits for reduce_gradients.)
+static int head_grad_early(const Model* m, int i) {
+    int kind = m->P.t[i].kind;
+    return m->c.zero == 0 && m->L.replicas > 1 && m->P.t[i].layer < 0 &&
+           local_chunk(m, m->L.pp * m->L.vpp - 1) >= 0 && (kind == P_LNFW || kind == P_LNFB || kind == P_HEAD);
+}
+static void head_grads_final(Model* m) {
+    for (int i = 0; i < m->P.n; i++)
+        if (head_grad_early(m, i))  // comm: dp all-reduce of the head's gradients
+            grad_allreduce_dp_async(m, m->grads + m->P.t[i].offset, m->P.t[i].size);
+}
+
 static float* sharded_reduce_gradients(Model* m);
 static void zero3_params_updated(Model* m);
 
@@ -88,9 +104,9 @@ static float* reduce_gradients(Model* m) {
         // back to front, GRAD_BUCKET_FLOATS a call
         const Tensor* t = m->P.t;
         for (int i = m->P.n - 1; i >= 0; i--) {
-            if (t[i].layer >= 0) continue;
+            if (t[i].layer >= 0 || head_grad_early(m, i)) continue;  // (the head's went during the backward)
             int j = i;
-            while (j > 0 && t[j - 1].layer < 0) j--;
+            while (j > 0 && t[j - 1].layer < 0 && !head_grad_early(m, j - 1)) j--;
             for (size_t hi = t[i].offset + t[i].size; hi > t[j].offset;) {
                 size_t lo = hi - t[j].offset > GRAD_BUCKET_FLOATS ? hi - GRAD_BUCKET_FLOATS : t[j].offset;
                 grad_allreduce_dp_async(m, m->grads + lo, hi - lo);

@@ -152,13 +152,16 @@ static void chunk_forward(Model* m, int chunk, Slot* s, const int* tokens, const
 }
 
 static void layer_grads_final(Model* m, int layer);
+static void head_grads_final(Model* m);
 
 // The chunk's input pass (B): the gradient its input needs, left in s->dinp (or, for the
 // first chunk, the embedding's gradient). With an immediate weight pass each layer's weight
 // gradients follow its input gradient at once (grads_final: the step's last backward through
 // this chunk, after which each layer's gradient is complete on this rank); deferred, they
-// wait in the slot's WeightGradIn for chunk_backward_weight.
-static void chunk_backward_input(Model* m, int chunk, Slot* s, const int* tokens, int B, int grads_final) {
+// wait in the slot's WeightGradIn for chunk_backward_weight. last: the step's last backward
+// through this chunk (the head's gradients are complete after it, whatever the weight pass).
+static void chunk_backward_input(Model* m, int chunk, Slot* s, const int* tokens, int B, int grads_final,
+                                 int last) {
     Chunk* ch = &m->chunks[chunk];
     size_t n = (size_t)row_count(m, B) * m->C;
     act_t *d = m->dres[0], *dnext = m->dres[1];
@@ -166,6 +169,7 @@ static void chunk_backward_input(Model* m, int chunk, Slot* s, const int* tokens
     if (is_last_chunk(m, chunk)) {
         head_backward(m, s, s->x[ch->n_layers], d, B);
         head_give(m, chunk, s);
+        if (last) head_grads_final(m);
     } else {
         act_copy(m, d, s->dout, n);
     }
@@ -370,7 +374,8 @@ static void run_schedule(Model* m, const PipeOp* ops, int n_ops, int train, floa
             pp_recv(m, 1, up, s->dout, n, chunk_stage(m->L.sched, pp, g + 1), p2p_tag(pp, vpp, 1, op.mb, g + 1));
             break;
         case OP_BWD:  // the whole backward, or its input pass (B) in a list with W's
-            chunk_backward_input(m, op.chunk, s, tokens, B, !split && last_of(ops, n_ops, k, OP_BWD, 0));
+            chunk_backward_input(m, op.chunk, s, tokens, B, !split && last_of(ops, n_ops, k, OP_BWD, 0),
+                                 last_of(ops, n_ops, k, OP_BWD, 0));
             if (!split && m->defer_weight) chunk_backward_weight(m, op.chunk, s, B, last_of(ops, n_ops, k, OP_BWD, 0));
             if (prev >= 0)
                 act_copy(m, slot_get(m, prev, op.mb)->dout, s->dinp, n);  // to the previous chunk, on this stage

@@ -43,7 +43,8 @@ for t in split order device; do
     split) expect nccl_split 0 "^3 passed, 0 failed" env EMU_DEVICES=4 $MPIRUN -np 3 ./test_nccl_emu split ;;
     order) expect nccl_order_refused fail_each "issue its collectives in different orders" \
              env EMU_DEVICES=4 $MPIRUN -np 3 ./test_nccl_emu order ;;
-    device) expect nccl_duplicate_device 0 "Duplicate GPU detected" env EMU_DEVICES=4 $MPIRUN -np 2 ./test_nccl_emu device ;;
+    device) expect nccl_duplicate_device 0 "Duplicate GPU detected" \
+              env EMU_DEVICES=4 $MPIRUN -np 2 ./test_nccl_emu device ;;
   esac
 done
 

@@ -505,9 +505,9 @@ int main(int argc, char** argv) {
     Args* a = &run.args;
     ModelConfig* c = &a->cfg;
     int world = run.world, rank = run.rank;
-    char kernels[128];
-    snprintf(kernels, sizeof(kernels), "%s", "ref: the plain fp32 loops of backend/cpu/reference.h (slow)");
-    if (!a->kernels_ref) snprintf(kernels, sizeof(kernels), "fast: %s, packed GEMM (backend/cpu/kernels_cpu.h)", simd_name());
+    char kernels[128];  // the start-up table's row
+    if (a->kernels_ref) snprintf(kernels, sizeof(kernels), "ref: plain fp32 loops (backend/cpu/reference.h; slow)");
+    else snprintf(kernels, sizeof(kernels), "fast: %s, packed GEMM (backend/cpu/kernels_cpu.h)", simd_name());
     a->kernels_note = kernels;
     // Peak for MFU: --peak-tflops, else this machine's cores at the measured FMA rate,
     // shared by the ranks on it (every rank of a CPU run is one share of the machine).

@@ -153,8 +153,9 @@ static void ref_matmul_backward_weight(float* dweight, float* dbias, const float
 // ----------------------------------------------------------------------------
 // Rotary position embedding (RoPE, Su et al. 2021), in place on the first n_heads heads of each
 // row (the q and k heads of a qkv row of `stride` floats): the pair (x[2j], x[2j+1]) of a head
-// turns by the angle pos * theta^(-2j/hd) (the model's base: 10000, Llama 3's 500000), pos = positions[i % T]. A rotation's transpose is the
-// rotation back, so the backward is the same call with sign -1.
+// turns by the angle pos * theta^(-2j/hd) (theta the model's base: 10000, Llama 3's 500000),
+// pos = positions[i % T]. A rotation's transpose is the rotation back, so the backward is the
+// same call with sign -1.
 
 static void ref_rope(float* qkv, int N, const int* positions, int T, int stride, int n_heads, int hd, float theta,
                      float sign) {

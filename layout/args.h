@@ -402,6 +402,39 @@ static void print_help(void) {
 // ----------------------------------------------------------------------------
 // Parsing
 
+// Edits (insert, delete, replace a character) from a to b, up to 3 (4: more).
+static int edit_distance(const char* a, const char* b) {
+    size_t n = strlen(b);
+    if (n > 62) return 4;
+    int row[64];
+    for (size_t j = 0; j <= n; j++) row[j] = (int)j;
+    for (size_t i = 1; a[i - 1]; i++) {
+        int diag = row[0];
+        row[0] = (int)i;
+        for (size_t j = 1; j <= n; j++) {
+            int up = row[j], best = diag + (a[i - 1] != b[j - 1]);
+            if (up + 1 < best) best = up + 1;
+            if (row[j - 1] + 1 < best) best = row[j - 1] + 1;
+            diag = up, row[j] = best;
+        }
+    }
+    return row[n] > 3 ? 4 : row[n];
+}
+
+// ", did you mean --steps?": the nearest flag within 2 edits (or that name starts), or "".
+static const char* flag_suggestion(const char* name, char* out, size_t cap) {
+    const char* best = NULL;
+    int best_d = 3;
+    for (int i = 0; i < N_FLAGS; i++) {
+        int d = edit_distance(name, FLAGS[i].flag);
+        if (d < best_d || (!best && strlen(name) > 3 && !strncmp(FLAGS[i].flag, name, strlen(name))))
+            best = FLAGS[i].flag, best_d = d < best_d ? d : best_d;
+    }
+    if (best) snprintf(out, cap, "; did you mean %s?", best);
+    else out[0] = 0;
+    return out;
+}
+
 static const Flag* find_flag(const char* name) {
     for (const Flag* f = FLAGS; f < FLAGS + N_FLAGS; f++)
         if (!strcmp(f->flag, name)) return f;
@@ -501,7 +534,13 @@ static void args_resolve(Args* a) {
     // A llama-style arch given without a preset picks the llama default.
     if (flag_given(a, "--arch") && c->arch == ARCH_LLAMA && !strcmp(a->model, "small")) a->model = "llama-small";
     const Preset* p = find_preset(a->model);
-    if (!p) fail("--model: unknown preset '%s' (see --help)", a->model);
+    if (!p) {
+        char presets[512] = "";
+        for (int i = 0; i < N_PRESETS; i++)
+            snprintf(presets + strlen(presets), sizeof(presets) - strlen(presets), "%s%s", i ? ", " : "",
+                     PRESETS[i].name);
+        fail("--model: unknown preset '%s'; the presets: %s", a->model, presets);
+    }
     Args given = *a;
     apply_preset(c, p);
     for (int i = 0; i < N_FLAGS; i++)  // the shape flags given override the preset
@@ -535,7 +574,8 @@ static void parse_args(Args* a, int argc, char** argv) {
         if (f && f->type == FLAG_SWITCH) { flag_set(a, f, NULL), a->given[f - FLAGS] = 1; continue; }
         if (strncmp(name, "--", 2)) fail("unexpected argument '%s' (flags start with --; see --help)", name);
         if (i + 1 >= argc) fail("flag %s needs a value", name);
-        if (!f) fail("unknown flag %s (see --help)", name);
+        char hint[64];
+        if (!f) fail("unknown flag %s%s (see --help)", name, flag_suggestion(name, hint, sizeof(hint)));
         flag_set(a, f, argv[++i]);
         a->given[f - FLAGS] = 1;
     }

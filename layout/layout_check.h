@@ -71,8 +71,10 @@ static const char* layout_check(const ModelConfig* c, int world, char* why) {
         return why;
     }
     if (ranks != world) {
-        sprintf(why, "dp %d x tp %d x pp %d x cp %d = %lld does not match the world of %d ranks", c->dp, c->tp, c->pp,
-                c->cp, ranks, world);
+        long long replica = (long long)c->tp * c->pp * c->cp;
+        sprintf(why, "dp %d x tp %d x pp %d x cp %d = %lld does not match the world of %d ranks (the world must be a "
+                "multiple of tp x pp x cp = %lld: dp is the world / %lld when --dp is not given)", c->dp, c->tp, c->pp,
+                c->cp, ranks, world, replica, replica);
         return why;
     }
     if (cp_check(c, why)) return why;

@@ -4,6 +4,7 @@
 #ifndef RUNTIME_H
 #define RUNTIME_H
 
+#include <omp.h>
 #include "layout/args.h"
 #include "runtime/ckpt.h"
 #include "runtime/data.h"
@@ -274,6 +275,18 @@ static void data_errors_agree(int rank, int world) {
     exit(1);
 }
 
+// A layout error's words, and where the model does not split over --tp the values it splits
+// over ("n_head 4 is not divisible by tp 3 (this model splits over --tp 1, 2, 4)").
+static const char* layout_why(const ModelConfig* c, char* why) {
+    char probe[WHY_CAP], list[128] = "";
+    if (!tp_check(c, c->tp, probe)) return why;
+    for (int tp = 1, n = 0; tp <= c->n_head && n < 12; tp++)
+        if (!tp_check(c, tp, probe))
+            snprintf(list + strlen(list), sizeof(list) - strlen(list), "%s%d", n++ ? ", " : "", tp);
+    snprintf(why + strlen(why), WHY_CAP - strlen(why), " (this model splits over --tp %s)", list);
+    return why;
+}
+
 static void run_setup(Run* r, int argc, char** argv) {
     parse_args(&r->args, argc, argv);
     ModelConfig* c = &r->args.cfg;
@@ -285,7 +298,7 @@ static void run_setup(Run* r, int argc, char** argv) {
         // ranks under mpirun if there is more than one.
         long long need = (long long)(c->dp ? c->dp : 1) * c->tp * c->pp * c->cp;  // layout_check caps it
         args_derive(&r->args, need > INT_MAX ? INT_MAX : (int)need);  // dp, the batch (layout/args.h)
-        if (config_check(c, &rules, need > INT_MAX ? INT_MAX : (int)need, why)) fail("layout: %s", why);
+        if (config_check(c, &rules, need > INT_MAX ? INT_MAX : (int)need, why)) fail("layout: %s", layout_why(c, why));
         if (need > 1) relaunch_under_mpirun((int)need, argc, argv);
         // one rank: Open MPI's singleton starts no daemon (it would serve only MPI_Comm_spawn,
         // never called here): start-up 0.2-0.4 s sooner (measured, Open MPI 4.1)
@@ -299,9 +312,17 @@ static void run_setup(Run* r, int argc, char** argv) {
         settings_agree(&r->args, r->rank, r->world);
         fail_rank = r->rank, fail_hook = mpi_fail_hook;
     }
+    // a user's own mpirun (the self-launcher shares the cores out): ranks x threads past the cores
+    const char* local = getenv("OMPI_COMM_WORLD_LOCAL_SIZE");
+    int on_host = local ? atoi(local) : r->world, threads = omp_get_max_threads();
+    long cores = sysconf(_SC_NPROCESSORS_ONLN);
+    if (r->rank == 0 && r->world > 1 && !getenv("OMP_NUM_THREADS") && (long)on_host * threads > cores)
+        fprintf(stderr, "warning: OMP_NUM_THREADS is not set: %d ranks on this host x %d OpenMP threads each on %ld "
+                "cores; start them with -x OMP_NUM_THREADS=%ld (mpirun) or --cpus-per-task (srun)\n", on_host, threads,
+                cores, cores / on_host > 1 ? cores / on_host : 1);
     args_derive(&r->args, r->world);  // dp, the batch (layout/args.h)
     if (config_check(c, &rules, r->world, why)) {  // dp known now
-        if (r->rank == 0) print_error("layout: %s", why);
+        if (r->rank == 0) print_error("layout: %s", layout_why(c, why));
         MPI_Finalize();
         exit(1);
     }

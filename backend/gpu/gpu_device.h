@@ -127,7 +127,9 @@ static int gpu_count(char* why, size_t n) {
     int n_dev = 0;
     cudaError_t e = cudaGetDeviceCount(&n_dev);
     if (e != cudaSuccess || n_dev == 0)
-        snprintf(why, n, "no CUDA GPU available (%s)", e != cudaSuccess ? cudaGetErrorString(e) : "0 devices");
+        snprintf(why, n, "no CUDA GPU available (%s); without one: ./train_cpu (the CPU build, make train_cpu), or "
+                 "./train_gpu_emu (this GPU code on the CPU's emulator, make train_gpu_emu)",
+                 e != cudaSuccess ? cudaGetErrorString(e) : "0 devices");
     return e != cudaSuccess ? 0 : n_dev;
 }
 

@@ -15,39 +15,18 @@ On fewer cores than ranks the ranks share them, and a balanced cut cannot shorte
 
 Usage: python3 dev/bench_split.py [--pp 4] [--repeat 3] [--flags "MODEL FLAGS"]
 """
-import argparse, json, os, statistics, subprocess, sys
-from collections import defaultdict
+import argparse, os, statistics
+from bench_zb import read_trace, run  # (this folder is on the path: the script's own)
 
-ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 MODEL = "--model tiny --n-layer 12 --d-model 128 --vocab 4096 --seq-len 64 --micro-batch 2 --global-batch 16"
-
-
-def run(cmd):
-    p = subprocess.run(cmd, shell=True, cwd=ROOT, capture_output=True, text=True)
-    if p.returncode:
-        sys.exit(f"error: `{cmd}` failed:\n{p.stdout[-2000:]}{p.stderr[-2000:]}")
-    return p.stdout
 
 
 def measure(split, pp, flags):
     trace = f"/tmp/bench_split_{split}.json"
     run(f"OMP_NUM_THREADS=1 ./train {flags} --pp {pp} --pp-split {split} --steps 3 --warmup 1 --eval-every 0 "
         f"--sample-len 0 --quiet --trace {trace}")
-    events = json.load(open(trace))["traceEvents"]
-    phases = defaultdict(list)
-    for e in events:
-        if e.get("cat") == "phase" and e["name"] == "schedule":
-            phases[e["tid"]].append((e["ts"], e["ts"] + e["dur"]))
-    n_steps = min(len(p) for p in phases.values())
-    busy, span = defaultdict(float), 0.0
-    for k in range(1, n_steps):
-        t0 = min(sorted(p)[k][0] for p in phases.values())
-        t1 = max(sorted(p)[k][1] for p in phases.values())
-        span += t1 - t0
-        for e in events:
-            if e.get("cat") == "compute" and t0 <= e["ts"] <= t1:
-                busy[e["tid"]] += e["dur"]
-    ranks = sorted(phases)
+    span, busy, _, n_steps = read_trace(trace)
+    ranks = sorted(busy)
     busiest = max(ranks, key=lambda r: busy[r])
     ms = 1e-3 / (n_steps - 1)
     idle_max = max(span - busy[r] for r in ranks)

@@ -36,11 +36,10 @@ def run(cmd):
     return p.stdout
 
 
-def measure(sched, pp, m, steps, flags):
-    vpp = 2 if sched in ("zb-v", "dualpipe-v") else 1
-    trace = f"/tmp/bench_zb_{sched}_m{m}.json"
-    run(f"OMP_NUM_THREADS=1 ./train {flags} --pp {pp} --schedule {sched} --global-batch {m * 2} "
-        f"--steps {steps} --warmup 1 --eval-every 0 --sample-len 0 --quiet --trace {trace}")
+def read_trace(trace):
+    """A --trace file's traced steps after the first: (their pipeline windows summed, us; each
+    rank's compute time in them, us; the compute ops' durations in s by (op letter, global chunk);
+    the number of steps traced)."""
     events = json.load(open(trace))["traceEvents"]
     # per step: the pipeline's window, from the first rank's schedule phase start to the last
     # rank's end (a rank that finishes early waits for the others in its next phase, so its
@@ -61,6 +60,15 @@ def measure(sched, pp, m, steps, flags):
                 busy[e["tid"]] += e["dur"]
                 op, _, chunk = e["name"].split()
                 times[(op, int(chunk[1:]))].append(e["dur"] * 1e-6)
+    return span, busy, times, n_steps
+
+
+def measure(sched, pp, m, steps, flags):
+    vpp = 2 if sched in ("zb-v", "dualpipe-v") else 1
+    trace = f"/tmp/bench_zb_{sched}_m{m}.json"
+    run(f"OMP_NUM_THREADS=1 ./train {flags} --pp {pp} --schedule {sched} --global-batch {m * 2} "
+        f"--steps {steps} --warmup 1 --eval-every 0 --sample-len 0 --quiet --trace {trace}")
+    span, busy, times, n_steps = read_trace(trace)
     rank = max(busy, key=lambda r: busy[r])
     measured = (span - busy[rank]) / span
     mean = lambda op, g: sum(times.get((op, g), [0.0])) / len(times.get((op, g), [0.0]))

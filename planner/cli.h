@@ -36,7 +36,7 @@ static void plan_usage(void) {
         "                          (foundry: as llm-foundry ran it: dropout 0, flash-attn's fused cross-entropy;\n"
         "                          megatron: Megatron-core/NeMo, tp communication under the GEMMs with SP,\n"
         "                          the dp reduce-scatter and gather chunked under the passes)\n"
-        "  --tp --pp --dp --vpp --micro-batch N, --sp 0|1, --zero 0..3,\n"
+        "  --tp --pp --dp --vpp --micro-batch N, --sp 0|1, --zero 0..3, --pp-split even|auto (both tried),\n"
         "  --recompute none|selective|full|selective_op|selective_layer (the last two: torchtitan's policies, not\n"
         "                          searched unless named; dev/PLANNER.md maps each framework's flag to one),\n"
         "  --schedule 1f1b|interleaved|zb-h1|zb-v|dualpipe-v, --offload none|optimizer|activations|both (every layout; "
@@ -125,6 +125,9 @@ static int plan_filter_flag(const char* flag, const char* v, PlanFilter* f) {
     } else if (!strcmp(flag, "--recompute")) {
         f->recompute = plan_recompute_from_name(v);
         if (f->recompute < 0) fail("--recompute: expected one of %s, got '%s'", PLAN_RECOMPUTE_NAMES, v);
+    } else if (!strcmp(flag, "--pp-split")) {
+        if (strcmp(v, "even") && strcmp(v, "auto")) fail("--pp-split: expected even or auto, got '%s'", v);
+        f->pp_split = !strcmp(v, "auto");
     } else if (!strcmp(flag, "--schedule")) {  // the schedules the search tries (plan_schedule_tried)
         f->schedule = schedule_from_name(v);
         if (f->schedule < 0 || f->schedule == SCHED_GPIPE)
@@ -271,21 +274,27 @@ static void plan_parse_args(int argc, char** argv, PlanArgs* a) {
 // ----------------------------------------------------------------------------
 // Output
 
+// The schedule column: the schedule, "+auto" where the stages are cut by cost (--pp-split auto).
+static const char* plan_schedule_str(const PlanResult* p, char* buf, size_t len) {
+    snprintf(buf, len, "%s%s", schedule_name(p->schedule), p->pp_split ? "+auto" : "");
+    return buf;
+}
+
 static void plan_print_table(const PlanResult* r, int n, int top) {
     int host = 0;  // --offload: a column of the host GiB per GPU
     for (int i = 0; i < n; i++) host |= r[i].mem_host > 0;
-    printf("%4s %4s %3s %3s %-8s %3s %3s %3s %-11s %-9s %2s %4s %-13s %3s %7s %8s %4s %8s %10s %6s %7s %7s %6s%s\n",
+    printf("%4s %4s %3s %3s %-8s %3s %3s %3s %-15s %-9s %2s %4s %-13s %3s %7s %8s %4s %8s %10s %6s %7s %7s %6s%s\n",
            "rank", "dp", "tp", "cp", "cp kind", "pp", "vpp", "mb", "schedule", "recompute", "sp", "zero", "attention",
            "rms", "mem GiB", "free GiB", "fits", "step s", "tok/s/GPU", "MFU%", "idle%", "formula", "cp%",
            host ? " host GiB" : "");
     for (int i = 0; i < n && i < top; i++) {
         const PlanResult* p = &r[i];
-        char kind[16];
+        char kind[16], sched[24];
         printf(
-            "%4d %4d %3d %3d %-8s %3d %3d %3d %-11s %-9s %2d %4d %-13s %3d %7.1f %8.1f %4s %8.3f %10.0f %6.1f %7.2f "
+            "%4d %4d %3d %3d %-8s %3d %3d %3d %-15s %-9s %2d %4d %-13s %3d %7.1f %8.1f %4s %8.3f %10.0f %6.1f %7.2f "
             "%7.2f %6.1f",
             i + 1, p->dp, p->tp, p->cp, cp_kind_str(p, kind, sizeof(kind)), p->pp, p->vpp, p->micro_batch,
-            schedule_name(p->schedule), plan_recompute_name(p->recompute), p->sp, p->zero,
+            plan_schedule_str(p, sched, sizeof(sched)), plan_recompute_name(p->recompute), p->sp, p->zero,
             ATTN_NAMES[p->setup.attention], p->setup.rms_kernel, p->mem_total / GiB, p->mem_margin / GiB,
             p->fits ? "yes" : "no", p->t_step,
             p->tokens_per_s_per_gpu, 100 * p->mfu, 100 * p->idle_frac, 100 * p->bubble_formula,
@@ -300,7 +309,7 @@ static void plan_print_table(const PlanResult* r, int n, int top) {
 static void plan_write_csv(AtomicFile* out, const ModelConfig* c, const DeviceProfile* d, const PlanResult* r, int n) {
     FILE* f = out->f;
     fprintf(f,
-            "dp,tp,pp,cp,cp_ulysses,cp_kind,cp_off_node,vpp,micro_batch,n_micro,schedule,recompute,sp,zero,attention,"
+            "dp,tp,pp,cp,cp_ulysses,cp_kind,cp_off_node,vpp,micro_batch,n_micro,schedule,pp_split,recompute,sp,zero,attention,"
             "rms_kernel,"
             "in_flight,w_pending,worst_stage,mem_weights_gib,mem_grads_gib,mem_optim_gib,mem_act_gib,mem_w_inputs_gib,"
             "mem_temp_gib,"
@@ -313,9 +322,10 @@ static void plan_write_csv(AtomicFile* out, const ModelConfig* c, const DevicePr
         const PlanResult* p = &r[i];
         fprintf(
             f,
-            "%d,%d,%d,%d,%d,%s,%d,%d,%d,%d,%s,%s,%d,%d,%s,%d,%d,%d,%d,%.4f,%.4f,%.4f,%.4f,%.4f,%.4f,%.4f,%.4f,%.4f,%d,",
+            "%d,%d,%d,%d,%d,%s,%d,%d,%d,%d,%s,%s,%s,%d,%d,%s,%d,%d,%d,%d,%.4f,%.4f,%.4f,%.4f,%.4f,%.4f,%.4f,%.4f,%.4f,%d,",
             p->dp, p->tp, p->pp, p->cp, p->cp_ulysses, CPK_NAMES[cp_kind_of(p->cp, p->cp_ulysses)], p->cp_off_node,
-            p->vpp, p->micro_batch, p->n_micro, schedule_name(p->schedule), plan_recompute_name(p->recompute), p->sp,
+            p->vpp, p->micro_batch, p->n_micro, schedule_name(p->schedule), p->pp_split ? "auto" : "even",
+            plan_recompute_name(p->recompute), p->sp,
             p->zero, ATTN_NAMES[p->setup.attention], p->setup.rms_kernel, p->in_flight, p->w_pending, p->worst_stage,
             p->mem_weights / GiB, p->mem_grads / GiB, p->mem_optim / GiB, p->mem_act / GiB, p->mem_w_inputs / GiB,
             p->mem_temp / GiB, p->mem_overhead / GiB, p->mem_total / GiB, p->mem_margin / GiB, p->fits);
@@ -448,10 +458,11 @@ static int plan_main(int argc, char** argv) {
         char host_note[48] = "";  // --offload: the host memory per GPU
         if (p->mem_host > 0) snprintf(host_note, sizeof(host_note), ", host %.1f GiB", p->mem_host / GiB);
         printf(
-            "best: --dp %d --tp %d%s --pp %d --vpp %d --micro-batch %d --recompute %s%s --zero %d --schedule %s, %s "
+            "best: --dp %d --tp %d%s --pp %d --vpp %d --micro-batch %d --recompute %s%s --zero %d --schedule %s%s, %s "
             "attention, rms kernel %s  (%.1f%% MFU, %.1f%% HFU, %.4g TFLOP/s/GPU, %.1f GiB%s)\n",
             p->dp, p->tp, cp_flags, p->pp, p->vpp, p->micro_batch, plan_recompute_name(p->recompute),
-            p->sp ? " --sp" : "", p->zero, schedule_name(p->schedule), ATTN_NAMES[p->setup.attention],
+            p->sp ? " --sp" : "", p->zero, schedule_name(p->schedule), p->pp_split ? " --pp-split auto" : "",
+            ATTN_NAMES[p->setup.attention],
             p->setup.rms_kernel ? "on" : "off",
             100 * p->mfu, 100 * p->hfu, p->model_tflops_per_gpu, p->mem_total / GiB, host_note);
         if (a.doc_lengths) doc_print_prediction(&docs, &c, p);

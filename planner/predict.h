@@ -11,6 +11,7 @@ typedef struct {
     const char* invalid;     // why this layout cannot run (points into why[]), NULL when it can
     char why[200];
     int dp, tp, pp, vpp, micro_batch, n_micro, recompute, sp, zero, schedule;
+    int pp_split;            // --pp-split: 0 even, 1 auto (the layers cut by cost)
     int cp, cp_ulysses;      // context parallelism: ranks per sequence, the Ulysses degree U among them
     PlanSetup setup;         // kernels, rank order, pipeline cut
     int in_flight;           // peak (micro-batch, chunk) activations held, on the worst stage
@@ -491,6 +492,7 @@ static int plan_predict_ex(const ModelConfig* layout_cfg, const PlanSetup* k, in
     memset(r, 0, sizeof(*r));
     r->dp = c->dp, r->tp = c->tp, r->pp = c->pp, r->vpp = c->vpp, r->micro_batch = c->micro_batch;
     r->recompute = c->recompute, r->sp = c->sp, r->zero = c->zero, r->schedule = c->schedule, r->setup = *k;
+    r->pp_split = c->pp_split;
     r->cp = c->cp, r->cp_ulysses = c->cp_ulysses;
     if (plan_check_layout(c, k, global_batch, r)) return -1;
     if (gpus_per_node < 1) gpus_per_node = c->dp * c->cp * c->tp * c->pp;

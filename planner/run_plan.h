@@ -79,8 +79,8 @@ static void run_print_row(const RunCandidate* r, int seq_len, int mark) {
     }
     const PlanResult* p = &r->best;
     char layout[128];
-    snprintf(layout, sizeof(layout), "dp %d tp %d cp %d pp %d vpp %d mb %d %s", p->dp, p->tp, p->cp, p->pp, p->vpp,
-             p->micro_batch, schedule_name(p->schedule));
+    snprintf(layout, sizeof(layout), "dp %d tp %d cp %d pp %d vpp %d mb %d %s%s", p->dp, p->tp, p->cp, p->pp, p->vpp,
+             p->micro_batch, schedule_name(p->schedule), p->pp_split ? "+auto" : "");
     printf("%s %8ld %9s  %-46s %5.1f %10.0f %9s %10.1f %11.0f\n", mark ? "*" : " ", r->batch,
            fmt_count((double)r->batch * seq_len, b1), layout, 100 * p->mfu, r->steps, fmt_count(r->tokens, b2), r->hours,
            r->gpu_hours);
@@ -123,9 +123,10 @@ static void run_plan(const ModelConfig* c, int gpus, int gpus_per_node, const De
         printf("no batch has a layout that fits (see ./train --plan at one batch for why)\n");
     } else {
         const PlanResult* p = &r[best].best;
-        printf("\nbest (*): --global-batch %ld --dp %d --tp %d --pp %d --vpp %d --micro-batch %d --schedule %s "
+        printf("\nbest (*): --global-batch %ld --dp %d --tp %d --pp %d --vpp %d --micro-batch %d --schedule %s%s "
                "--recompute %s --zero %d%s: %.1f hours, %.0f GPU-hours (%.1f%% MFU)\n",
                r[best].batch, p->dp, p->tp, p->pp, p->vpp, p->micro_batch, schedule_name(p->schedule),
+               p->pp_split ? " --pp-split auto" : "",
                plan_recompute_name(p->recompute), p->zero, p->sp ? " --sp" : "", r[best].hours, r[best].gpu_hours,
                100 * p->mfu);
     }

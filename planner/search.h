@@ -53,6 +53,7 @@ static int plan_model(const char* preset, const int* shape, int seq_len, ModelCo
 typedef struct {
     int tp, pp, dp, vpp, micro_batch, recompute, sp, zero, schedule, attention, rms_kernel;  // -1: any
     int cp, cp_ulysses, cp_kind;  // cp_kind: CPK_*
+    int pp_split;                 // --pp-split even|auto: 0 | 1
 } PlanFilter;
 
 static int filter_ok(int want, int v) { return want < 0 || want == v; }
@@ -75,8 +76,9 @@ static int plan_schedule_tried(int sched, int pp, int vpp) {
 // One layout of a search: its grid, pipeline, micro-batch, settings and kernels.
 typedef struct {
     int dp, tp, cp, U, pp, mb;
-    short vpp;
+    signed char vpp;  // (<= 64, args.h SIZE_VPP)
     signed char sched, recompute, sp, zero, attention, rms_kernel;
+    signed char pp_split;  // --pp-split: 0 even, 1 auto (layout/params.h chunk_cut)
 } PlanKey;
 
 // The most layouts one search enumerates (each key is 32 bytes; the exhaustive search keeps
@@ -121,12 +123,30 @@ static void plan_keys_settings(PlanKey key, const PlanFilter* f, int own_kernels
                     }
 }
 
+// Whether --pp-split auto cuts c's layers other than the even cut for this pipeline (then the
+// search tries both; known[] caches it per pp, vpp and schedule: 0 not yet, 1 the same, 2 not).
+static int plan_cut_differs(const ModelConfig* c, int pp, int vpp, int sched, signed char* known) {
+    signed char* k = &known[((size_t)pp * (c->n_layer + 1) + vpp) * N_SCHEDULES + sched];
+    if (!*k) {
+        ModelConfig lc = *c;
+        int n = pp * vpp, *even = (int*)xmalloc(sizeof(int) * n), *cost = (int*)xmalloc(sizeof(int) * n);
+        lc.pp = pp, lc.vpp = vpp, lc.schedule = sched, lc.pp_split = 0;
+        chunk_cut(&lc, pp, vpp, even);
+        lc.pp_split = 1;
+        chunk_cut(&lc, pp, vpp, cost);
+        *k = memcmp(even, cost, sizeof(int) * n) ? 2 : 1;
+        free(even), free(cost);
+    }
+    return *k == 2;
+}
+
 // Every layout and kernel choice of c on `gpus` GPUs that passes the filter, in the order
 // the search has always listed them. Context parallelism: cp a power of two, with each
 // power-of-two Ulysses degree U <= cp (U = 1: ring, U = cp: Ulysses, between: 2D).
 static PlanKeys plan_keys(const ModelConfig* c, int gpus, int global_batch, int gpus_per_node, const PlanSetup* base,
                           const PlanFilter* f) {
     PlanKeys keys = {NULL, 0, 0};
+    signed char* cut_known = (signed char*)xcalloc((size_t)(c->n_layer + 1) * (c->n_layer + 1) * N_SCHEDULES, 1);
     for (int tp = 1; tp <= gpus; tp++) {
         if (gpus % tp || !filter_ok(f->tp, tp)) continue;
         if (f->tp < 0 && tp > gpus_per_node) continue;  // tensor parallelism stays inside a node unless asked for
@@ -149,14 +169,19 @@ static PlanKeys plan_keys(const ModelConfig* c, int gpus, int global_batch, int 
                                 break;
                             for (int sched = 0; sched < N_SCHEDULES; sched++) {
                                 if (!plan_schedule_tried(sched, pp, vpp) || !filter_ok(f->schedule, sched)) continue;
-                                PlanKey key = {dp, tp, cp, U, pp, mb, (short)vpp, (signed char)sched, 0, 0, 0, 0, 0};
+                                PlanKey key = {dp, tp, cp, U, pp, mb, (signed char)vpp, (signed char)sched, 0, 0, 0, 0, 0, 0};
                                 plan_keys_settings(key, f, base->own_kernels, &keys);
+                                // the trainer's cut by cost, where it differs (other software cuts its own way)
+                                if (pp > 1 && base->pipe_split == SPLIT_LAYERS && filter_ok(f->pp_split, 1) &&
+                                    plan_cut_differs(c, pp, vpp, sched, cut_known))
+                                    key.pp_split = 1, plan_keys_settings(key, f, base->own_kernels, &keys);
                             }
                         }
                     }
                 }
             }
     }
+    free(cut_known);
     return keys;
 }
 
@@ -195,7 +220,7 @@ static int plan_predict_key(const ModelConfig* c, const PlanKey* key, int global
     ModelConfig lc = *c;
     lc.dp = key->dp, lc.tp = key->tp, lc.cp = key->cp, lc.cp_ulysses = key->U, lc.pp = key->pp, lc.vpp = key->vpp;
     lc.micro_batch = key->mb, lc.schedule = key->sched, lc.recompute = key->recompute, lc.sp = key->sp,
-    lc.zero = key->zero;
+    lc.zero = key->zero, lc.pp_split = key->pp_split;
     PlanSetup k = *base;
     k.attention = key->attention, k.rms_kernel = key->rms_kernel;
     return plan_predict_ex(&lc, &k, global_batch, gpus_per_node, d, timing, r);
@@ -397,7 +422,7 @@ static int plan_best(const PlanResult* r, int n, const PlanFilter* f) {
         const PlanResult* p = &r[i];
         if (!p->fits) return -1;
         if (filter_ok(f->tp, p->tp) && filter_ok(f->pp, p->pp) && filter_ok(f->dp, p->dp) &&
-            filter_ok(f->vpp, p->vpp) && filter_ok(f->micro_batch, p->micro_batch) &&
+            filter_ok(f->pp_split, p->pp_split) && filter_ok(f->vpp, p->vpp) && filter_ok(f->micro_batch, p->micro_batch) &&
             filter_ok(f->recompute, p->recompute) && filter_ok(f->sp, p->sp) && filter_ok(f->zero, p->zero) &&
             filter_ok(f->schedule, p->schedule) && filter_ok(f->attention, p->setup.attention) &&
             filter_ok(f->rms_kernel, p->setup.rms_kernel) && filter_cp_ok(f, p->cp, p->cp_ulysses))
@@ -407,7 +432,7 @@ static int plan_best(const PlanResult* r, int n, const PlanFilter* f) {
 }
 
 static PlanFilter plan_filter_any(void) {
-    PlanFilter f = {-1, -1, -1, -1, -1, -1, -1, -1, -1, -1, -1, -1, -1, -1};
+    PlanFilter f = {-1, -1, -1, -1, -1, -1, -1, -1, -1, -1, -1, -1, -1, -1, -1};
     return f;
 }
 

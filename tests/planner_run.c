@@ -62,5 +62,19 @@ static void test_run_plan(void) {
     int rc_c = run_plan_capture(c, 9, out);
     check(rc_b == 1 && no_source && rc_c == 1 && strstr(slurp(out), "error: --tokens chooses the global batch"),
           "run_cli_refusals", "rc %d %d: '%.200s'", rc_b, rc_c, slurp(out));
+    // the search tries the cut by cost: Llama 3 8B's head (1.8 layers' work) on the last of 8
+    // stages of 4 layers; its best layout at pp 8 cuts by cost, and beats the even cut's best
+    const char* d[] = {"--plan", "--model", "llama3-8b", "--gpus", "16", "--device", "h100-sxm", "--pp", "8",
+                       "--top", "1"};
+    const char* e[] = {"--plan", "--model", "llama3-8b", "--gpus", "16", "--device", "h100-sxm", "--pp", "8",
+                       "--top", "1", "--pp-split", "even"};
+    int rc_d = run_plan_capture(d, 11, out);
+    const char* best_d = strstr(slurp(out), "best: ");
+    double mfu_auto = best_d && strstr(best_d, "--pp-split auto") ? atof(strchr(best_d, '(') + 1) : -1;
+    int rc_e = run_plan_capture(e, 13, out);
+    const char* best_e = strstr(slurp(out), "best: ");
+    double mfu_even = best_e && !strstr(best_e, "--pp-split auto") ? atof(strchr(best_e, '(') + 1) : -1;
+    check(rc_d == 0 && rc_e == 0 && mfu_auto > mfu_even && mfu_even > 0, "search_tries_pp_split_auto_llama3_8b",
+          "best MFU %.1f%% cut by cost, %.1f%% even", mfu_auto, mfu_even);
     remove(log), remove(out);
 }

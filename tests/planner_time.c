@@ -125,7 +125,7 @@ static void test_flash_triton(void) {
               close_rel(b.bwd - a.bwd, extra_bwd, 1e-9) && same_memory,
           "flash_triton_rate_and_memory", "forward %.1f vs FA2 %.1f us, backward +%.1f us (want +%.1f), same memory %d",
           b.attn_fwd * 1e6, a.attn_fwd * 1e6, (b.bwd - a.bwd) * 1e6, extra_bwd * 1e6, same_memory);
-    PlanKey key = {8, 1, 1, 1, 1, 1, 1, SCHED_1F1B, 0, 0, 0, 0, 0};
+    PlanKey key = {8, 1, 1, 1, 1, 1, 1, SCHED_1F1B, 0, 0, 0, 0, 0, 0};
     PlanFilter any = plan_filter_any(), asked = any;
     asked.attention = ATTN_FLASH_TRITON;
     PlanKeys all = {NULL, 0, 0}, named = {NULL, 0, 0};

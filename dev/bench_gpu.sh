@@ -8,7 +8,9 @@
 # Each row: ms/step, tokens/s, achieved TFLOP/s and MFU averaged over the steps after the
 # first two (warm-up), and the GPU memory in use at the end. FLOPs are the trainer's PaLM
 # count (6N + 12·L·d·T per token, metrics.h); MFU is against the device's dense bf16 peak
-# (H100/H200: 989 TFLOP/s), which the trainer prints in its start-up table.
+# (H100/H200: 989 TFLOP/s), which the trainer prints in its start-up table. PaLM's count takes
+# attention as non-causal; the "causal" column is the MFU by the count of the pairs a causal
+# model computes (6N + 6·L·d·T per token).
 #
 #   TRAIN_BIN=./train_gpu_emu BENCH_QUICK=1 EMU_DEVICE_MIB=150 dev/bench_gpu.sh
 #   checks this script on the CUDA emulator with small shapes and a 150 MiB "GPU" (so the
@@ -37,16 +39,23 @@ bench() {
     printf "%-18s %4d  failed (rc %d): %s\n" "$name" "$mb" "$rc" "$(grep -m1 'error' "$log" | cut -c1-100)"
     return $rc
   fi
-  local mem
+  local mem causal
   mem=$(sed -n 's/^gpu memory (rank 0): \(.*\) in use.*/\1/p' "$log")
+  # the causal count's share of PaLM's: attention sees half the pairs, (6N + 6 L d T) / (6N + 12 L d T)
+  causal=$(awk -F'|' '/^\| n_layer/ { split($3, a, " "); L = a[1] } /^\| d_model/ { split($3, a, " "); d = a[1] }
+                     /^\| seq_len/ { split($3, a, " "); T = a[1] }
+                     /^\| FLOPs per token/ { split($3, a, " "); f = a[1]; u = substr(f, length(f)); f += 0
+                                            f *= u == "K" ? 1e3 : u == "M" ? 1e6 : u == "G" ? 1e9 : 1 }
+                     END { print (f > 0 ? 1 - 6 * L * d * T / f : 0) }' "$log")
   sed -n 's/^{"step":\([0-9]*\),"loss":[^,]*,"lr":[^,]*,"ms":\([^,]*\),"tok_s":\([^,]*\),"mfu":\([^,]*\),"hfu":[^,]*,"tflops":\([^,]*\),.*/\1 \2 \3 \4 \5/p' "$json" |
-    awk -v name="$name" -v mb="$mb" -v mem="$mem" '
+    awk -v name="$name" -v mb="$mb" -v mem="$mem" -v causal="$causal" '
       $1 > 2 { n++; ms += $2; tok += $3; mfu += $4; tf += $5 }
-      END { if (n) printf "%-18s %4d %9.1f %10.0f %8.1f %6.1f%%  %s\n", name, mb, ms / n, tok / n, tf / n, 100 * mfu / n, mem
+      END { if (n) printf "%-18s %4d %9.1f %10.0f %8.1f %6.1f%% %6.1f%%  %s\n", name, mb, ms / n, tok / n, tf / n,
+                          100 * mfu / n, 100 * causal * mfu / n, mem
             else printf "%-18s %4d  no steps after warm-up\n", name, mb }'
 }
 
-printf "%-18s %4s %9s %10s %8s %7s  %s\n" "model" "mb" "ms/step" "tokens/s" "TFLOP/s" "MFU" "GPU memory"
+printf "%-18s %4s %9s %10s %8s %7s %7s  %s\n" "model" "mb" "ms/step" "tokens/s" "TFLOP/s" "MFU" "causal" "GPU memory"
 bench "${SMALL#--model }" "${MBS%% *}" $SMALL
 bench "${SMALL#--model }-unfused" "${MBS%% *}" $SMALL --gelu-fusion off
 for mb in $MBS; do

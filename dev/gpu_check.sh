@@ -1,16 +1,29 @@
 #!/usr/bin/env bash
-# dev/gpu_check.sh: the one script to run on a GPU machine. Builds train_gpu and test_gpu,
-# runs the kernel tests (and their kernel timings), then (if train_gpu built) the whole-model
-# GPU vs CPU check (dev/check_gpu_vs_cpu.sh) and the benchmark (dev/bench_gpu.sh), and
-# prints tables. Designed to finish in under 8 minutes on one H200. Logs go to dev/out:
-# build.log, test_gpu.log, check_gpu_vs_cpu.log (+ gpu_vs_cpu/), bench/, summary.txt; where
-# $OUT is set (the lent GPU machine, which returns at most 8 files from it), summary.txt,
-# test_gpu.log, check_gpu_vs_cpu.log and logs.tgz (every log, no checkpoints) are copied
-# there after each stage, so a run stopped at its time limit still returns what it did.
-# Everything but the timings has already run on the CUDA emulator in make test.
+# dev/gpu_check.sh: the one script to run on a GPU machine, under 8 minutes on one H100/H200
+# with the build. Stages, measurements first, each writing its results (and publishing them
+# to $OUT) before the next starts, so a run stopped at its time limit returns what it did:
+#   build     test_gpu, train_gpu, train_cpu, ckpt_compare (in parallel)
+#   test_gpu  every kernel against the CPU (correctness; the kernel timings follow it)
+#   sweep     test_gpu --att-sweep: every attention tile checked, then timed at
+#             FlashAttention-2's published shapes (B*T 16k, hd 64/128, causal, T 1k-16k, GQA);
+#             the fastest forward tile per head size into dev/attn_tiles.csv (--attn-tile auto)
+#   sdpa      PyTorch's SDPA (FlashAttention-2 and cuDNN back-ends) at the same shapes
+#             (dev/bench_torch.py; skipped in one line without PyTorch)
+#   trainer   dev/bench_gpu.sh: gpt2-124m at micro-batch 32 x 1024, gpt2-1558m at the largest
+#             that fits (tokens/s, TFLOP/s, MFU by PaLM's count and the causal one)
+#   torch     a PyTorch GPT-2 124M step (torch.compile) at the same batch
+#   gpu_vs_cpu  dev/check_gpu_vs_cpu.sh: train_gpu against train_cpu (already run on the
+#             emulator in make test; last, so it cannot eat the measurements' time)
+# Outputs in dev/out: build.log, test_gpu.log, att_sweep.log, bench_torch.log, bench/,
+# check_gpu_vs_cpu.log, gpu_check.csv (every timing: the sweep's, SDPA's and the steps' rows,
+# device,pass,hd,B,T,H,KV,tile,ms,tflops_causal), summary.txt, and the lines to paste into
+# dev/RESULTS.md (results.md). Everything but the timings has already run on the CUDA emulator.
 #
-#   dev/gpu_check.sh            everything
-#   SKIP_BENCH=1 dev/gpu_check.sh   build and kernel tests only
+#   dev/gpu_check.sh                 everything
+#   SKIP_BENCH=1 dev/gpu_check.sh    build and correctness only
+#   DRY=1 dev/gpu_check.sh           the plumbing on the CUDA emulator (no GPU: test_gpu_emu,
+#                                    train_gpu_emu, tiny shapes, PyTorch on the CPU; the times
+#                                    mean nothing), about 10 minutes on 2 cores
 set -u
 cd "$(dirname "$0")/.."
 OUTDIR=dev/out
@@ -18,18 +31,25 @@ rm -rf "$OUTDIR"
 mkdir -p "$OUTDIR"
 T0=$(date +%s)
 elapsed() { echo $(( $(date +%s) - T0 )); }
-SUMMARY="$OUTDIR/summary.txt"
+SUMMARY="$OUTDIR/summary.txt" CSV="$OUTDIR/gpu_check.csv"
 : > "$SUMMARY"
+echo "device,pass,hd,B,T,H,KV,tile,ms,tflops_causal" > "$CSV"
+DRY=${DRY:-}
+TEST_BIN=./test_gpu TRAIN_BIN=./train_gpu SWEEP_FLAGS="" TORCH_FLAGS="" GPT2_FLAGS=""
+if [ -n "$DRY" ]; then  # the plumbing on the emulator: its binaries, tiny shapes
+  TEST_BIN=./test_gpu_emu TRAIN_BIN=./train_gpu_emu SWEEP_FLAGS="--dry" TORCH_FLAGS="--dry" GPT2_FLAGS="--no-compile"
+  export BENCH_QUICK=1 EMU_DEVICE_MIB=150 GPU_BIN=./train_gpu_emu CASES_MATCH=${CASES_MATCH:-'^gpu_gpt2$'}
+fi
 note() { echo "$*" | tee -a "$SUMMARY"; }
 publish() {  # copy what there is so far to $OUT (when set)
   [ -n "${OUT:-}" ] && [ -d "$OUT" ] && [ "$(cd "$OUT" && pwd)" != "$(cd "$OUTDIR" && pwd)" ] || return 0
-  cp -f "$SUMMARY" "$OUTDIR"/test_gpu.log "$OUTDIR"/check_gpu_vs_cpu.log "$OUT"/ 2>/dev/null
+  cp -f "$SUMMARY" "$CSV" "$OUTDIR"/results.md "$OUTDIR"/test_gpu.log "$OUTDIR"/check_gpu_vs_cpu.log "$OUT"/ 2>/dev/null
   tar czf "$OUT/logs.tgz" --exclude='*.bin' -C "$OUTDIR" . 2>/dev/null
   return 0
 }
 
-note "== gpu_check $(date -u +%Y-%m-%dT%H:%M:%SZ) on $(hostname)"
-nvidia-smi --query-gpu=name,driver_version,memory.total --format=csv,noheader 2>&1 | tee -a "$SUMMARY"
+note "== gpu_check $(date -u +%Y-%m-%dT%H:%M:%SZ) on $(hostname), commit $(git rev-parse --short HEAD 2>/dev/null)${DRY:+ (DRY: the CUDA emulator)}"
+[ -z "$DRY" ] && nvidia-smi --query-gpu=name,driver_version,memory.total --format=csv,noheader 2>&1 | tee -a "$SUMMARY"
 nvidia-smi > "$OUTDIR/nvidia-smi.txt" 2>&1
 
 # ---------------------------------------------------------------------------- build
@@ -58,8 +78,8 @@ if ! command -v make >/dev/null 2>&1; then
   }
 fi
 : > "$OUTDIR/build.log"
-make test_gpu >> "$OUTDIR/build.log" 2>&1 & P1=$!
-make train_gpu >> "$OUTDIR/build.log" 2>&1 & P2=$!
+make "${TEST_BIN#./}" >> "$OUTDIR/build.log" 2>&1 & P1=$!
+make "${TRAIN_BIN#./}" >> "$OUTDIR/build.log" 2>&1 & P2=$!
 make train_cpu >> "$OUTDIR/build.log" 2>&1 & P3=$!
 make ckpt_compare >> "$OUTDIR/build.log" 2>&1 & P4=$!
 wait $P1; RC_TB=$?
@@ -73,32 +93,84 @@ publish
 # ---------------------------------------------------------------------------- kernel tests
 RC_TEST=1
 if [ $RC_TB -eq 0 ]; then
-  timeout 180 ./test_gpu > "$OUTDIR/test_gpu.log" 2>&1
+  timeout 180 $TEST_BIN $([ -n "$DRY" ] && echo --no-bench) > "$OUTDIR/test_gpu.log" 2>&1
   RC_TEST=$?
   grep -E "^(FAIL|SKIP|bench|error)" "$OUTDIR/test_gpu.log" | tee -a "$SUMMARY"
   note "test_gpu: $(tail -1 "$OUTDIR/test_gpu.log") (rc=$RC_TEST, $(elapsed)s)"
   publish
 fi
 
+# ---------------------------------------------------------------------------- measurements
+if [ $RC_TB -eq 0 ] && [ -z "${SKIP_BENCH:-}" ]; then
+  # the attention sweep: every tile checked, then timed; rows into the CSV, the fastest tiles
+  # into dev/attn_tiles.csv (what --attn-tile auto reads; commit it with the results)
+  TILES=dev/attn_tiles.csv
+  [ -n "$DRY" ] && TILES="$OUTDIR/attn_tiles.csv"
+  timeout 200 $TEST_BIN --att-sweep $SWEEP_FLAGS --csv "$OUTDIR/att_sweep.csv" --tiles "$TILES" \
+    > "$OUTDIR/att_sweep.log" 2>&1
+  rc=$?
+  note "sweep: $(tail -1 "$OUTDIR/att_sweep.log") (rc=$rc, $(elapsed)s)"
+  note "sweep: fastest forward tiles: $(tail -n +2 "$TILES" 2>/dev/null | tr '\n' ' ')"
+  tail -n +2 "$OUTDIR/att_sweep.csv" >> "$CSV" 2>/dev/null
+  publish
+  # PyTorch's SDPA at the same shapes
+  timeout 150 python3 dev/bench_torch.py sdpa $TORCH_FLAGS --csv "$OUTDIR/torch_sdpa.csv" \
+    > "$OUTDIR/bench_torch.log" 2>&1
+  rc=$?
+  note "sdpa: rc=$rc, $(grep -c '^sdpa \(forward\|backward\)' "$OUTDIR/bench_torch.log") timings ($(elapsed)s)"
+  grep -m1 '^error' "$OUTDIR/bench_torch.log" | tee -a "$SUMMARY"
+  tail -n +2 "$OUTDIR/torch_sdpa.csv" >> "$CSV" 2>/dev/null
+  publish
+fi
+if [ $RC_TR -eq 0 ] && [ -x "$TRAIN_BIN" ] && [ -z "${SKIP_BENCH:-}" ]; then
+  # the trainer's steps (dev/bench_gpu.sh: gpt2-124m b32, gpt2-1558m at the largest micro-batch that fits)
+  echo | tee -a "$SUMMARY"
+  OUT="$OUTDIR" TRAIN_BIN="$TRAIN_BIN" timeout 240 dev/bench_gpu.sh 2>&1 | tee -a "$SUMMARY"
+  note "trainer: ($(elapsed)s)"
+  publish
+  # the PyTorch GPT-2 124M step at the same batch
+  timeout 150 python3 dev/bench_torch.py gpt2 $TORCH_FLAGS $GPT2_FLAGS --csv "$OUTDIR/torch_gpt2.csv" \
+    >> "$OUTDIR/bench_torch.log" 2>&1
+  note "$(grep -m1 '^torch gpt2\|^error' "$OUTDIR/bench_torch.log" | tail -1) ($(elapsed)s)"
+  tail -n +2 "$OUTDIR/torch_gpt2.csv" >> "$CSV" 2>/dev/null
+  publish
+fi
+
 # ---------------------------------------------------------------------------- whole model vs CPU
 # train_gpu against train_cpu on tiny models, 1 rank and tp/pp/sp/ZeRO layouts (--comm mpi).
 RC_GVC=1
-if [ $RC_TR -eq 0 ] && [ -x ./train_gpu ]; then
-  OUT="$OUTDIR" timeout 300 dev/check_gpu_vs_cpu.sh > "$OUTDIR/check_gpu_vs_cpu.log" 2>&1
+if [ $RC_TR -eq 0 ] && [ -x "$TRAIN_BIN" ]; then
+  OUT="$OUTDIR" GPU_BIN="$TRAIN_BIN" timeout 240 dev/check_gpu_vs_cpu.sh > "$OUTDIR/check_gpu_vs_cpu.log" 2>&1
   RC_GVC=$?
   grep -E "^(FAIL|error)" "$OUTDIR/check_gpu_vs_cpu.log" | tee -a "$SUMMARY"
   note "gpu_vs_cpu: $(tail -1 "$OUTDIR/check_gpu_vs_cpu.log") (rc=$RC_GVC, $(elapsed)s)"
   publish
 fi
 
-# ---------------------------------------------------------------------------- benchmarks
-# dev/bench_gpu.sh: gpt2-124m at micro-batch 32 x 1024, gpt2-1558m at the largest that fits.
-if [ $RC_TR -eq 0 ] && [ -x ./train_gpu ] && [ -z "${SKIP_BENCH:-}" ]; then
-  echo | tee -a "$SUMMARY"
-  OUT="$OUTDIR" timeout 360 dev/bench_gpu.sh 2>&1 | tee -a "$SUMMARY"
-  note "bench: ($(elapsed)s)"
-  publish
-fi
+# ---------------------------------------------------------------------------- results
+# The forward and backward at each shape: the best of our tiles beside PyTorch's best back-end
+# (ratio > 1: ours faster), and the lines for dev/RESULTS.md.
+awk -F, 'NR > 1 && $2 != "gpt2-step" {
+           key = $2 " hd=" $3 " B=" $4 " T=" $5 " H=" $6 " KV=" $7
+           if ($8 ~ /^sdpa/) { if (!(key in th) || $9 < th[key]) { th[key] = $9; tn[key] = $8 } }
+           else if (!(key in us) || $9 < us[key]) { us[key] = $9; un[key] = $8; tf[key] = $10 } }
+         END { for (k in us) {
+                 torch = k in th ? sprintf("%s %.3f ms", tn[k], th[k]) : "-"
+                 ratio = k in th ? sprintf("%.2f", th[k] / us[k]) : "-"
+                 printf "| %s | %s %.3f ms, %.1f TFLOP/s | %s | %s |\n", k, un[k], us[k], tf[k], torch, ratio } }' \
+  "$CSV" | sort -t'|' -k2,2 -V > "$OUTDIR/att_vs_torch.md"
+CARD=$(nvidia-smi --query-gpu=name --format=csv,noheader 2>/dev/null | head -1)
+{
+  echo "### gpu_check $(date -u +%Y-%m-%d), commit $(git rev-parse --short HEAD 2>/dev/null), ${CARD:-no GPU}"\
+       "${DRY:+(DRY: the emulator, times meaningless)}"
+  echo
+  echo "| attention (causal, FA2's FLOPs) | ours (best tile) | PyTorch SDPA (best back-end) | PyTorch / ours time |"
+  echo "|---|---|---|---|"
+  cat "$OUTDIR/att_vs_torch.md"
+  echo
+  grep -E "^(gpt2|model|torch gpt2)" "$SUMMARY" | sed 's/^/    /'
+} > "$OUTDIR/results.md"
+cat "$OUTDIR/results.md" >> "$SUMMARY"
 
 # ---------------------------------------------------------------------------- test counts
 counts() {  # counts LOG: "passed failed" from its last "N passed, N failed[, N skipped]" line, "- -" if none
@@ -108,10 +180,12 @@ counts() {  # counts LOG: "passed failed" from its last "N passed, N failed[, N 
 }
 printf "\n%-12s %7s %7s\n" "tests" "passed" "failed" | tee -a "$SUMMARY"
 read -r p1 f1 <<< "$(counts "$OUTDIR/test_gpu.log")"
+read -r p3 f3 <<< "$(counts "$OUTDIR/att_sweep.log")"
 read -r p2 f2 <<< "$(counts "$OUTDIR/check_gpu_vs_cpu.log")"
 printf "%-12s %7s %7s\n" "test_gpu" "$p1" "$f1" | tee -a "$SUMMARY"
+printf "%-12s %7s %7s\n" "att_sweep" "$p3" "$f3" | tee -a "$SUMMARY"
 printf "%-12s %7s %7s\n" "gpu_vs_cpu" "$p2" "$f2" | tee -a "$SUMMARY"
 
-note "total $(elapsed)s; logs in $OUTDIR"
+note "total $(elapsed)s; logs in $OUTDIR; results: $OUTDIR/results.md, $CSV"
 publish
 [ $RC_TB -eq 0 ] && [ $RC_TEST -eq 0 ] && [ $RC_TR -eq 0 ] && [ $RC_GVC -eq 0 ]

@@ -35,6 +35,7 @@ typedef struct {
     int ckpt_every, ckpt_keep;
     int eval_every, val_batches;
     int sample_every, sample_len;
+    int sample_note;           // 1: the CPU build lowered the default --sample-len for a large model
     int log_every, log_ranks;
     int on_nan_skip;           // --on-nan skip|stop
     int noise_scale;           // --noise-scale: estimate B_simple each step (runtime/noise_scale.h)

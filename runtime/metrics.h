@@ -184,8 +184,9 @@ static void print_startup(const Layout* L, const ParamLayout* P, const ModelConf
         threads == 1 ? "" : getenv("GOMP_SPINCOUNT") ? "GOMP_SPINCOUNT" : wait && *wait ? wait
         : "libgomp's default (spins ~3 ms)");
     ROW("seed", "%llu", (unsigned long long)c->seed);
-    ROW("samples", "%s", a->tokenizer ? "text (--tokenizer)" : c->vocab <= BYTE_VOCAB ? "bytes"
-        : "token ids [n]: no --tokenizer (data/prepare.py writes PREFIX_tokenizer.bin)");
+    ROW("samples", "%s, %d tokens%s", a->tokenizer ? "text (--tokenizer)" : c->vocab <= BYTE_VOCAB ? "bytes"
+        : "token ids [n]: no --tokenizer (data/prepare.py writes PREFIX_tokenizer.bin)", a->sample_len,
+        a->sample_note ? " (the CPU build's default above 50M parameters; --sample-len N)" : "");
     char dashes[VALUE_CHARS + 3];
     memset(dashes, '-', (size_t)width + 2);
     dashes[width + 2] = 0;

@@ -231,6 +231,11 @@ def main():
         check(copied == have_tiktoken, "train: --export-hf copies the tokenizer data/prepare.py wrote beside --tokenizer",
               "copied" if copied else "none (none written)")
 
+        # a sample is a forward of the window a token: on the CPU a model over 50M parameters samples 32 by default
+        rc, out, err = train("--n-layer", "6", "--d-model", "896", "--n-head", "4", "--steps", "0")
+        check(rc == 0 and "32 tokens (the CPU build's default above 50M parameters" in out,
+              "train: a CPU run of a model over 50M parameters samples 32 tokens by default, the table says so",
+              (re.findall(r"\| samples.*", out) or [err.strip()])[0])
         # no --tokenizer with a vocabulary larger than bytes: samples print ids, and the table says so
         rc, out, err = train(*data, "--vocab", str(vocab), "--steps", "2", "--sample-len", "5")
         s = sample_of(out)

@@ -750,7 +750,7 @@ static void layout_errors(void) {
     expect_layout_error("zbv_vpp3", "--model tiny --pp 2 --schedule zb-v --vpp 3",
                         "--vpp 3: --schedule zb-v places exactly two chunks per stage");
     expect_layout_error("zbh1_vpp2", "--model tiny --pp 2 --schedule zb-h1 --vpp 2",
-                        "--vpp > 1 needs --schedule interleaved or zb-v");
+                        "--vpp > 1 needs --schedule interleaved, zb-v or dualpipe-v");
     expect_layout_error("zb_recompute_full", "--model tiny --pp 2 --schedule zb-h1 --recompute full",
                         "--recompute full: --schedule zb-h1 keeps");
     expect_layout_error("zb_weight_immediate", "--model tiny --pp 2 --schedule zb-v --weight-pass immediate",

@@ -50,10 +50,14 @@ static void plan_usage(void) {
         "  --doc-lengths FILE|lognormal:MEDIAN[:SIGMA]   document lengths (one a line): the best layout's attention "
         "spread\n"
         "                          and pipeline time under --packing concat, greedy and wlb (planner/documents.h)\n"
-        "The table ranks the layouts that fit with room first: a layout whose predicted peak is within %.0f%% of the\n"
-        "device's memory (the memory model's uncertainty for another framework's peak; this trainer's own buffers are\n"
-        "counted exactly) ranks below every layout with more room, whatever its speed; 'free GiB' is the memory left\n"
-        "after the predicted peak. Then by throughput.\n",
+        "The table ranks the layouts that fit by throughput. Under --software scaling|framework|foundry one whose\n"
+        "predicted peak is within %.0f%% of the device's memory (the memory model's uncertainty for another\n"
+        "framework's peak) ranks below every layout with more room; under trainer (the default) no room is kept: its\n"
+        "buffers are counted exactly. Columns: rank = position in this ranking (not an MPI rank); free GiB = memory\n"
+        "left after the predicted peak; MFU%% = model FLOP/s / peak; idle%% = the busiest stage's idle / the\n"
+        "schedule's makespan; formula = the textbook bubble (p-1)/m, idle / compute, in %%; cp%% = the step's share\n"
+        "in context parallelism's unhidden transfers; rms = RMSNorm as one kernel (1) or not (0); attention = the\n"
+        "row's kernel (the header's 'attention eff' is this trainer's, for rows that use it). docs/OUTPUT.md.\n",
         PROFILE_NAMES, attn_names_joined(attn_names, sizeof(attn_names), "|"), 100 * PLAN_MEM_UNCERTAINTY);
 }
 

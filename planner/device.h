@@ -19,6 +19,7 @@ typedef struct {
     double matmul_latency;   // s, fixed cost per matmul (the launch)
     double attn_eff_flash2;  // fraction of peak of FlashAttention-2 forward + backward (causal FLOPs)
     double attn_eff_flash1;  // the same for FlashAttention 1
+    double attn_eff_flash3;  // the same for Hopper's fused attention (FlashAttention-3, cuDNN's; software.h flash3)
     double attn_eff_own;     // the same for this trainer's own flash kernels (backend/gpu: no wgmma, no TMA)
     double bmm_eff;          // fraction of peak of the batched Q K^T and P V matmuls of unfused attention
     // memory
@@ -80,6 +81,7 @@ static void profile_a100(DeviceProfile* d) {
                                   // 0.50) over flash_shape_eff at its benchmarks' shapes (diagonal tiles: 0.94-0.985)
     d->attn_eff_own = 0.132;      // the H200's fraction (below), assumed: not measured on an A100
     d->attn_eff_flash1 = 0.27;    // fit (FlashAttention 1.0.8, head dim 128)
+    d->attn_eff_flash3 = 0.52;    // FlashAttention-3 needs Hopper (wgmma, TMA): an A100 runs FA2-class kernels
     d->bmm_eff = 0.68;            // unfused attention's batched matmuls: the same tensor-core main loop as matmul_eff
                                   // (their shapes and the memory roofline slow them: K = head size for the scores);
                                   // 0.30 was fitted when all four took the scores' shape (dev/PLANNER.md)
@@ -140,6 +142,10 @@ static void profile_h100(DeviceProfile* d) {
     d->sms = 132;
     d->attn_eff_flash2 = 0.35;    // FlashAttention-2 on the H100: "only 35% utilization" (Shah et al. 2024, FA3)
     d->attn_eff_flash1 = 0.25;
+    d->attn_eff_flash3 = 0.525;   // FlashAttention-3 "achieves speedup on H100 GPUs by 1.5-2.0x" over FA2 (Shah et al.
+                                  // 2024, abstract; FP16, forward up to 740 TFLOP/s): the low end of the range (the
+                                  // backward gains least) over attn_eff_flash2's 0.35. cuDNN's fused attention taken
+                                  // as the same class: not measured here
     d->attn_eff_own = 0.132;      // this trainer's kernels on the H200 (dev/RESULTS.md, B 8, T 1024, 12 heads of 64):
                                   // forward 144, backward 108 TFLOP/s, 116 for the pair = 0.118 of peak, over
                                   // flash_shape_eff there (0.889)
@@ -231,7 +237,7 @@ static void profile_cpu(DeviceProfile* d) {
     d->matmul_eff = d->matmul_eff_own = 0.19;
     d->matmul_latency = 2e-6;
     d->sms = 0;
-    d->attn_eff_flash2 = d->attn_eff_flash1 = d->attn_eff_own = 0.30;
+    d->attn_eff_flash2 = d->attn_eff_flash1 = d->attn_eff_flash3 = d->attn_eff_own = 0.30;
     d->bmm_eff = 0.30;
     d->mem_bytes = 16 * GiB;
     d->mem_overhead = 0.25 * GiB;
@@ -292,6 +298,7 @@ static const ProfileKey PROFILE_KEYS[] = {
     PKEY("matmul_latency_us", matmul_latency, 0, 1e-6, 0, 1e6, "fixed microseconds per matmul"),
     PKEY("attn_eff_flash2", attn_eff_flash2, 0, 1, 1e-3, 1, "fraction of peak of FlashAttention-2"),
     PKEY("attn_eff_flash1", attn_eff_flash1, 0, 1, 1e-3, 1, "fraction of peak of FlashAttention 1"),
+    PKEY("attn_eff_flash3", attn_eff_flash3, 0, 1, 1e-3, 1, "fraction of peak of Hopper's fused attention (FA3)"),
     PKEY("attn_eff_own", attn_eff_own, 0, 1, 1e-3, 1, "fraction of peak of this trainer's flash kernels"),
     PKEY("bmm_eff", bmm_eff, 0, 1, 1e-3, 1, "fraction of peak of unfused attention's batched matmuls"),
     PKEY("mem_gib", mem_bytes, 0, GiB, 1e-6, 1e6, "device memory, GiB"),

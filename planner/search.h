@@ -117,7 +117,8 @@ static void plan_keys_settings(PlanKey key, const PlanFilter* f, int own_kernels
                             !filter_ok(f->attention, attn) || !filter_ok(f->rms_kernel, rms)) continue;
                         if (zero > 0 && key.dp * key.cp == 1) continue;  // nothing to shard
                         if (own_kernels && attn != ATTN_FLASH2 && f->attention != attn) continue;
-                        if (attn == ATTN_FLASH_TRITON && f->attention != attn) continue;  // by name only
+                        if ((attn == ATTN_FLASH_TRITON || attn == ATTN_FLASH3) && f->attention != attn)
+                            continue;  // by name only
                         key.recompute = rc, key.sp = sp, key.zero = zero, key.attention = attn, key.rms_kernel = rms;
                         plan_keys_push(keys, key);
                     }

@@ -13,8 +13,11 @@
 //   flash_triton   FlashAttention in Triton (Tri Dao's flash_attn_triton.py; llm-foundry's attn_impl
 //                  triton, the default of the runs behind its benchmark tables): the same algorithm and
 //                  memory, slower kernels (below). Not searched: given by name (--attention, --runs)
-enum { ATTN_TORCH, ATTN_FUSED_SOFTMAX, ATTN_FLASH1, ATTN_FLASH2, ATTN_FLASH_TRITON, N_ATTN };
-static const char* const ATTN_NAMES[N_ATTN] = {"torch", "fused_softmax", "flash1", "flash2", "flash_triton"};
+//   flash3         Hopper's fused attention: FlashAttention-3 (wgmma, TMA, warp specialization), the class of
+//                  cuDNN's fused attention that Transformer Engine runs in Megatron-core / NeMo: the same
+//                  memory as flash2, the device's attn_eff_flash3. Not searched: given by name
+enum { ATTN_TORCH, ATTN_FUSED_SOFTMAX, ATTN_FLASH1, ATTN_FLASH2, ATTN_FLASH_TRITON, ATTN_FLASH3, N_ATTN };
+static const char* const ATTN_NAMES[N_ATTN] = {"torch", "fused_softmax", "flash1", "flash2", "flash_triton", "flash3"};
 // FlashAttention-2 is "around 1.3-1.5x faster than FlashAttention in Triton in the forward pass
 // and around 2x faster in the backward pass" (Dao 2023, section 4.1: A100, head size 64 and 128,
 // causal and not, 512-16k tokens): the Triton kernel's time over FA2's on the same device, forward
@@ -24,7 +27,8 @@ static const char* const ATTN_NAMES[N_ATTN] = {"torch", "fused_softmax", "flash1
 #define FLASH_TRITON_FWD_SLOWDOWN 1.4
 #define FLASH_TRITON_BWD_SLOWDOWN 2.0
 static int attn_is_flash(int attention) {
-    return attention == ATTN_FLASH1 || attention == ATTN_FLASH2 || attention == ATTN_FLASH_TRITON;
+    return attention == ATTN_FLASH1 || attention == ATTN_FLASH2 || attention == ATTN_FLASH_TRITON ||
+           attention == ATTN_FLASH3;
 }
 // Rank order, fastest-varying first: tp-pp-dp is this trainer's (layout/grid.h); tp-dp-pp is
 // Megatron-LM's and the Scaling codebase's (pipeline stages furthest apart).

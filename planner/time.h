@@ -278,6 +278,7 @@ static LayerTime layer_time(const ModelConfig* c, int b, int tp, int sp, int cp,
         int triton = k->attention == ATTN_FLASH_TRITON && !k->own_kernels;
         double kernel = k->own_kernels                  ? d->attn_eff_own
                         : k->attention == ATTN_FLASH1 ? d->attn_eff_flash1
+                        : k->attention == ATTN_FLASH3 ? d->attn_eff_flash3
                                                       : d->attn_eff_flash2;
         double eff = kernel * flash_shape_eff(d, b, a / (t * U), T);
         double slow_f = triton ? FLASH_TRITON_FWD_SLOWDOWN : 1, slow_b = triton ? FLASH_TRITON_BWD_SLOWDOWN : 1;

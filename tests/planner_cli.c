@@ -290,16 +290,16 @@ static void test_cli_kernel_names(void) {
     const char* a1[] = {"--plan", "--help"};
     int rc = run_plan_capture(a1, 2, log);
     check(rc == 0 && strstr(slurp(log), help_list), "help_names_every_kernel", "rc %d, looked for '%s'", rc, help_list);
-    const char* a2[] = {"--plan", "--attention", "flash3"};
+    const char* a2[] = {"--plan", "--attention", "flash9"};
     rc = run_plan_capture(a2, 3, log);
     const char* msg = slurp(log);
     check(rc == 1 && strstr(msg, "error: --attention") && strstr(msg, error_list), "attention_error_names_every_kernel",
           "rc %d, '%s'", rc, msg);
-    write_file(in, "names.csv", RUNS_HEADER "a,llama-13b,2048,64,8,4194304,1f1b,1,1,1,64,1,none,flash3,1,0,ok,\n");
+    write_file(in, "names.csv", RUNS_HEADER "a,llama-13b,2048,64,8,4194304,1f1b,1,1,1,64,1,none,flash9,1,0,ok,\n");
     const char* a3[] = {"--plan", "--runs", in};
     rc = run_plan_capture(a3, 3, log);
     char want[384];
-    snprintf(want, sizeof(want), "row 1: unknown attention 'flash3' (%s)", error_list);
+    snprintf(want, sizeof(want), "row 1: unknown attention 'flash9' (%s)", error_list);
     msg = slurp(log);
     check(rc == 1 && strstr(msg, want), "runs_error_names_every_kernel", "rc %d, '%s'", rc, msg);  // no row: exit 1
     unlink(in);

@@ -97,6 +97,7 @@ int main(void) {
     test_aws_profiles_zero3_traffic();
     test_megatron_tp_comm_overlap();
     test_megatron_dp_chunked();
+    test_attention_flash3();
     test_allocator_expandable_segments();
     test_gemm_shape_efficiency();
     test_tp_collectives();

@@ -1,6 +1,6 @@
 // tests/gpu_att_sweep.cu: test_gpu --att-sweep, the attention kernels' variants checked and
 // timed in one run. First every forward and backward tile of the registries against the CPU
-// on small random shapes (test_attention_fwd_tiles, test_attention); only if all pass,
+// on small random shapes (test_attention); only if all pass,
 // each variant is timed at the published shapes of FlashAttention-2's benchmark (hidden
 // 2048, B*T = 16k tokens, head size 64 and 128, causal, T 1k-16k) and with grouped-query
 // heads, on random data, one CUDA-event pair per call, the median of the calls, the inputs
@@ -109,10 +109,10 @@ static void sweep_write_tiles(const char* path, const char* device, const double
 
 static void att_sweep(int dry, const char* csv_path, const char* tiles_path, const char* device) {
     // correctness first: every forward tile, the backward, documents and GQA, on small shapes
-    test_attention_fwd_tiles(1, 150, 4, 2, 64);
-    test_attention_fwd_tiles(2, 150, 2, 1, 64, 1);
-    test_attention_fwd_tiles(1, 150, 2, 1, 128);
-    test_attention_fwd_tiles(2, 150, 2, 2, 128, 1);
+    test_attention(1, 150, 4, 2, 64, 0, 1);
+    test_attention(2, 150, 2, 1, 64, 1, 1);
+    test_attention(1, 150, 2, 1, 128, 0, 1);
+    test_attention(2, 150, 2, 2, 128, 1, 1);
     for (int i = 0; i < N_ATT_BWD_TILES; i++) {  // every backward configuration, GQA and documents
         int hd = ATT_BWD_TILES[i].hd;
         if (hd < 64) continue;

@@ -318,35 +318,6 @@ static int* to_dev_ints(const int* x, size_t n) {
     return d;
 }
 
-// Every forward tile of the registry at head size hd (attention_forward_gpu with each picked
-// in turn) against the CPU: output and lse; docs as test_attention's. Then the default again.
-static void test_attention_fwd_tiles(int B, int T, int H, int KV, int hd, int docs = 0) {
-    char nm[160];
-    int stride = (H + 2 * KV) * hd, N = B * T;
-    size_t nqkv = (size_t)N * stride, nout = (size_t)N * H * hd, nlse = (size_t)B * H * T;
-    float* qkv = hrand(nqkv, 2.0f);
-    float *out = hbuf(nout), *lse = hbuf(nlse);
-    int* doc = docs ? test_docs(B, T) : NULL;
-    int* d_doc = docs ? to_dev_ints(doc, (size_t)B * T) : NULL;
-    attention_forward(out, lse, qkv, B, T, H, KV, hd, doc);
-    bf16* d_qkv = to_bf16(qkv, nqkv);
-    bf16* d_out = (bf16*)dbuf(2 * nout);
-    float* d_lse = (float*)dbuf(4 * nlse);
-    for (int i = 0; i < N_ATT_FWD_TILES; i++) {
-        const AttFwdTile* tile = &ATT_FWD_TILES[i];
-        if (tile->hd != hd) continue;
-        cudaCheck(cudaMemset(d_out, 0xff, 2 * nout));  // NaN: every element must be written
-        tile->launch(d_out, d_lse, d_qkv, B, T, H, KV, d_doc, st);
-        snprintf(nm, sizeof(nm), "attention_forward tile %s B=%d T=%d H=%d KV=%d hd=%d%s", tile->name, B, T, H, KV, hd,
-                 docs ? " documents" : "");
-        check(nm, from_bf16(d_out, nout), out, nout, TOL_BF16);
-        snprintf(nm, sizeof(nm), "attention_forward lse tile %s B=%d T=%d H=%d KV=%d hd=%d%s", tile->name, B, T, H,
-                 KV, hd, docs ? " documents" : "");
-        check(nm, from_f32(d_lse, nlse), lse, nlse, TOL_F32);
-    }
-    free_all();
-}
-
 // --attn-tile's choice: a name, auto from a table (this device's row for the head size, a row
 // naming an unknown tile skipped), auto without a row (the default).
 static void test_attention_tile_choose(void) {
@@ -369,8 +340,27 @@ static void test_attention_tile_choose(void) {
     printf("%s attention_tile_choose: a name, auto from a table, auto without one\n", ok ? "PASS" : "FAIL");
 }
 
-// docs: 1 masks by test_docs' documents.
-static void test_attention(int B, int T, int H, int KV, int hd, int docs = 0) {
+// Every forward tile of the registry at head size hd against the CPU's out and lse, then the
+// default tile again (its output is the backward's input).
+static void test_attention_fwd_tiles(const char* shape, bf16* d_out, float* d_lse, const bf16* d_qkv, const float* out,
+                                     const float* lse, int B, int T, int H, int KV, int hd, const int* d_doc) {
+    char nm[192];
+    size_t nout = (size_t)B * T * H * hd, nlse = (size_t)B * H * T;
+    for (int i = 0; i < N_ATT_FWD_TILES; i++) {
+        const AttFwdTile* tile = &ATT_FWD_TILES[i];
+        if (tile->hd != hd) continue;
+        cudaCheck(cudaMemset(d_out, 0xff, 2 * nout));  // NaN: every element must be written
+        tile->launch(d_out, d_lse, d_qkv, B, T, H, KV, d_doc, st);
+        snprintf(nm, sizeof(nm), "attention_forward tile %s %s", tile->name, shape);
+        check(nm, from_bf16(d_out, nout), out, nout, TOL_BF16);
+        snprintf(nm, sizeof(nm), "attention_forward lse tile %s %s", tile->name, shape);
+        check(nm, from_f32(d_lse, nlse), lse, nlse, TOL_F32);
+    }
+    attention_forward_gpu(d_out, d_lse, d_qkv, B, T, H, KV, hd, d_doc, st);
+}
+
+// docs: 1 masks by test_docs' documents; every_fwd_tile: 1 checks each forward tile too.
+static void test_attention(int B, int T, int H, int KV, int hd, int docs = 0, int every_fwd_tile = 0) {
     char nm[128];
     int stride = (H + 2 * KV) * hd, N = B * T;
     size_t nqkv = (size_t)N * stride, nout = (size_t)N * H * hd, nlse = (size_t)B * H * T;
@@ -389,6 +379,8 @@ static void test_attention(int B, int T, int H, int KV, int hd, int docs = 0) {
     snprintf(nm, sizeof(nm), "attention_forward lse B=%d T=%d H=%d KV=%d hd=%d tile=%s%s", B, T, H, KV, hd,
              attention_fwd_tile(hd)->name, docs ? " documents" : "");
     check(nm, from_f32(d_lse, nlse), lse, nlse, TOL_F32);
+    snprintf(nm, sizeof(nm), "B=%d T=%d H=%d KV=%d hd=%d%s", B, T, H, KV, hd, docs ? " documents" : "");
+    if (every_fwd_tile) test_attention_fwd_tiles(nm, d_out, d_lse, d_qkv, out, lse, B, T, H, KV, hd, d_doc);
 
     float* dout = hrand(nout, 1.0f);
     float* dqkv = hbuf(nqkv);

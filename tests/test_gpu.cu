@@ -224,10 +224,10 @@ int main(int argc, char** argv) {
     att_bwd_blocks = 264;
     // every forward tile configuration: several query blocks and key tiles, GQA, documents
     test_attention_tile_choose();
-    test_attention_fwd_tiles(1, 150, 4, 2, 64);
-    test_attention_fwd_tiles(2, 150, 2, 1, 64, 1);
-    test_attention_fwd_tiles(1, 150, 2, 1, 128);
-    test_attention_fwd_tiles(2, 150, 2, 2, 128, 1);
+    test_attention(1, 150, 4, 2, 64, 0, 1);
+    test_attention(2, 150, 2, 1, 64, 1, 1);
+    test_attention(1, 150, 2, 1, 128, 0, 1);
+    test_attention(2, 150, 2, 2, 128, 1, 1);
     test_attention(2, 37, 4, 2, 16, 1);  // documents (runtime/data.h): short ones, ones across tiles
     test_attention(2, 129, 4, 1, 64, 1);
     test_attention(1, 100, 2, 1, 128, 1);

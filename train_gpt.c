@@ -386,7 +386,7 @@ static void alloc_activations(Model* m) {
     scratch_bufs(&s, 1, b);
     carve_list(floats_of_bytes(act_bufs_bytes(b, N_SC, e, 1)), b, N_SC, at);
     m->att_scratch = at[SC_LSE], m->x_scratch = at[SC_X], m->partial = at[SC_PARTIAL], m->reduced = at[SC_REDUCED];
-    m->dres[0] = at[SC_DRES0], m->dres[1] = at[SC_DRES1], m->dres2 = at[SC_DRES2];
+    m->dres[0] = at[SC_DRES0], m->dres[1] = at[SC_DRES1], m->dres_after_attn = at[SC_DRES_AFTER_ATTN];
     m->datty = at[SC_DATTY], m->dfch_act = at[SC_DFCH_ACT], m->ce_max = at[SC_CE_MAX], m->ce_sums = at[SC_CE_SUMS];
     m->be.norm_scratch = at[SC_NORM];
     carve_wgin(m, &m->wgin, floats_of_bytes(act_wgin_bytes(&s, e, 1)));

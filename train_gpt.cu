@@ -508,7 +508,8 @@ static void carve_scratch(Model* m, Carver* k) {
     carve_list(k, b, N_SC, at);
     m->att_scratch = (float*)at[SC_LSE]; m->x_scratch = (bf16*)at[SC_X];
     m->partial = (bf16*)at[SC_PARTIAL]; m->reduced = (bf16*)at[SC_REDUCED];
-    m->dres[0] = (bf16*)at[SC_DRES0]; m->dres[1] = (bf16*)at[SC_DRES1]; m->dres2 = (bf16*)at[SC_DRES2];
+    m->dres[0] = (bf16*)at[SC_DRES0]; m->dres[1] = (bf16*)at[SC_DRES1];
+    m->dres_after_attn = (bf16*)at[SC_DRES_AFTER_ATTN];
     m->datty = (bf16*)at[SC_DATTY]; m->dfch_act = (bf16*)at[SC_DFCH_ACT];
     m->ce_max = (float*)at[SC_CE_MAX]; m->ce_sums = (float*)at[SC_CE_SUMS];
     carve_wgin(m, &m->wgin, k);

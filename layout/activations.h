@@ -77,8 +77,8 @@ static void head_bufs(const ActShape* s, ActBuf* b) {
 // reduction, the residual gradients (two, alternating) and the one after the attention, the
 // attention output's and the activation's gradients, the loss's row maximum and sums. host:
 // the CPU build, whose norm backward needs an N x C scratch of its own (the GPU's does not).
-enum { SC_LSE, SC_X, SC_PARTIAL, SC_REDUCED, SC_DRES0, SC_DRES1, SC_DRES2, SC_DATTY, SC_DFCH_ACT, SC_CE_MAX, SC_CE_SUMS,
-       SC_NORM, N_SC };
+enum { SC_LSE, SC_X, SC_PARTIAL, SC_REDUCED, SC_DRES0, SC_DRES1, SC_DRES_AFTER_ATTN, SC_DATTY, SC_DFCH_ACT,
+       SC_CE_MAX, SC_CE_SUMS, SC_NORM, N_SC };
 static void scratch_bufs(const ActShape* s, int host, ActBuf* b) {
     size_t NC = s->N * s->C;
     const ActBuf l[N_SC] = {{s->BT * s->Hl, 1},

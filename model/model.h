@@ -128,7 +128,7 @@ typedef struct {
     LayerActs scratch;                 // layer activations under --recompute full
     WeightGradIn wgin;                 // the weight pass's inputs when it follows the input pass at once
     float *att_scratch, *ce_max, *ce_sums;
-    act_t *x_scratch, *partial, *reduced, *dres[2], *dres2, *datty, *dfch_act;
+    act_t *x_scratch, *partial, *reduced, *dres[2], *dres_after_attn, *datty, *dfch_act;
     float* sp_buf;                     // packing of the sequence-parallel partial gradients
     // context parallelism (parallel/context_parallel.h): positions of this rank's T rows (host),
     // one layer's ring and all-to-all buffers
@@ -261,12 +261,12 @@ static void layer_backward_input(Model* m, int l, LayerActs* a, WeightGradIn* wg
     wg->dy_mlp = sp_gather_grad(m, dout, wg->dy_mlp_buf, B, keep);  // comm: tp all-gather (--sp only)
     op_fcproj_act_backward_input(m, wg->dfch, wg->dy_mlp, w, a->fch, BT);
     op_matmul_backward_input(m, m->partial, wg->dfch, w->fcw, BT, C, m->fc_dim);
-    act_copy(m, m->dres2, dout, (size_t)N * C);  // the residual path
+    act_copy(m, m->dres_after_attn, dout, (size_t)N * C);  // the residual path
     // comm: tp all-reduce (reduce-scatter with --sp) of the column-parallel fc's input gradient
     const act_t* dln2 = tp_reduce_rows(m, m->partial, B);
-    op_norm_backward(m, m->dres2, g->ln2w, g->ln2b, dln2, a->res2, w->ln2w, a->ln2_mean, a->ln2_rstd, N, 1);
+    op_norm_backward(m, m->dres_after_attn, g->ln2w, g->ln2b, dln2, a->res2, w->ln2w, a->ln2_mean, a->ln2_rstd, N, 1);
     // attention block
-    wg->dy_att = sp_gather_grad(m, m->dres2, wg->dy_att_buf, B, keep);  // comm: tp all-gather (--sp only)
+    wg->dy_att = sp_gather_grad(m, m->dres_after_attn, wg->dy_att_buf, B, keep);  // comm: tp all-gather (--sp only)
     op_matmul_backward_input(m, m->datty, wg->dy_att, w->attprojw, BT, Cl, C);
     // Selective recomputation (Korthikanti et al. 2022): the attention's saved state was
     // not kept; run the attention forward again to rebuild it.
@@ -275,7 +275,7 @@ static void layer_backward_input(Model* m, int l, LayerActs* a, WeightGradIn* wg
     cp_attention_backward(m, wg->dqkv, m->datty, a->qkv, a->atty, a->att, B);
     if (m->c.arch == ARCH_LLAMA) op_rope(m, wg->dqkv, BT, -1.0f);
     op_matmul_backward_input(m, m->partial, wg->dqkv, w->qkvw, BT, C, m->qkv_dim);
-    act_copy(m, dx, m->dres2, (size_t)N * C);
+    act_copy(m, dx, m->dres_after_attn, (size_t)N * C);
     // comm: tp all-reduce (reduce-scatter with --sp) of the column-parallel qkv's input gradient
     const act_t* dln1 = tp_reduce_rows(m, m->partial, B);
     op_norm_backward(m, dx, g->ln1w, g->ln1b, dln1, x, w->ln1w, a->ln1_mean, a->ln1_rstd, N, 1);

@@ -201,12 +201,11 @@ static void profile_aws_p4d(DeviceProfile* d) {
     d->nic_bw = 100e9 / 8;
     d->host_mem_bytes = 144 * GiB;
 }
-static void profile_aws_p4de(DeviceProfile* d) {
-    profile_a100(d);
+static void profile_aws_p4de(DeviceProfile* d) {  // p4d's node with the 80 GB A100 (a100-80gb's memory and HBM)
+    profile_aws_p4d(d);
     snprintf(d->name, sizeof(d->name), "aws-p4de-a100");
-    d->nics_per_node = 4;
-    d->nic_bw = 100e9 / 8;
-    d->host_mem_bytes = 144 * GiB;
+    d->mem_bytes = 80 * GiB;
+    d->hbm_bw = 2.039e12;
 }
 static void profile_aws_p5(DeviceProfile* d) {
     profile_h100(d);

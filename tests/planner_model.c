@@ -191,15 +191,21 @@ static void test_memory_framework_by_hand(void) {
     test_offload_host_memory();
 }
 
-// Korthikanti et al. 2022, Table 2, for GPT-3 175B (h=12288, a=96, s=2048), b=1, t=8:
-// 5as/h = 80, so per layer in s*b*h bytes: none 114, tp 23, tp+sp 14.25, tp+selective 13,
-// tp+sp+selective 4.25, full 2 (and 2/t = 0.25 with sp).
-static void test_korthikanti(void) {
+// GPT-3 175B's shape (h 12288, 96 heads, 96 layers, 2048 tokens, vocabulary 51200), finalized, no layout set.
+static ModelConfig gpt3_175b(void) {
     ModelConfig c;
     memset(&c, 0, sizeof(c));
     c.arch = ARCH_GPT2, c.n_layer = 96, c.n_head = c.n_kv_head = 96, c.d_model = 12288, c.seq_len = 2048,
     c.vocab = 51200;
     config_finalize(&c);
+    return c;
+}
+
+// Korthikanti et al. 2022, Table 2, for GPT-3 175B (h=12288, a=96, s=2048), b=1, t=8:
+// 5as/h = 80, so per layer in s*b*h bytes: none 114, tp 23, tp+sp 14.25, tp+selective 13,
+// tp+sp+selective 4.25, full 2 (and 2/t = 0.25 with sp).
+static void test_korthikanti(void) {
+    ModelConfig c = gpt3_175b();
     double sbh = 2048.0 * 12288;
     struct { int tp, sp, rc; double want; const char* name; } cases[] = {
         {1, 0, RECOMPUTE_NONE, 114, "korthikanti_no_parallelism"},
@@ -243,11 +249,7 @@ static void test_recompute_policies(void) {
     double share = op_recompute_share(&c), want = (2.0 * 5120 * 5120 + 5120.0 * 13824) /
                                                   (4.0 * 5120 * 5120 + 3.0 * 5120 * 13824);
     check(fabs(share - want) < 1e-12, "recompute_selective_op_share_hand", "%.6f, want %.6f", share, want);
-    ModelConfig g;
-    memset(&g, 0, sizeof(g));
-    g.arch = ARCH_GPT2, g.n_layer = 96, g.n_head = g.n_kv_head = 96, g.d_model = 12288, g.seq_len = 2048,
-    g.vocab = 51200;
-    config_finalize(&g);
+    ModelConfig g = gpt3_175b();
     k.attention = ATTN_FUSED_SOFTMAX;
     double gop = act_bytes_per_layer(&g, 1, 8, 1, 0, RECOMPUTE_OP, &k, 2) / (2048.0 * 12288);
     check(fabs(gop - 14) < 1e-9, "recompute_selective_op_gpt175b_hand", "%.6f sbh, want 14", gop);
@@ -348,11 +350,7 @@ static void test_aws_profiles_zero3_traffic(void) {
 // the backward's are hidden in both (the framework's under the weight gradients: asynchronous dgrad), so it is
 // unchanged; without SP megatron is the framework.
 static void test_megatron_tp_comm_overlap(void) {
-    ModelConfig g;
-    memset(&g, 0, sizeof(g));
-    g.arch = ARCH_GPT2, g.n_layer = 96, g.n_head = g.n_kv_head = 96, g.d_model = 12288, g.seq_len = 2048,
-    g.vocab = 51200;
-    config_finalize(&g);
+    ModelConfig g = gpt3_175b();
     g.dp = g.pp = g.vpp = g.micro_batch = g.cp = g.cp_ulysses = 1, g.tp = 8, g.schedule = SCHED_1F1B;
     DeviceProfile d;
     profile_builtin("a100-80gb", &d);

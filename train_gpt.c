@@ -349,11 +349,11 @@ static float* carve_acts(Model* m, LayerActs* a, float* p, int keep_lse) {
 }
 
 // The weight pass's inputs of one layer (model.h's WeightGradIn).
-static float* carve_wgin(Model* m, WeightGradIn* g, float* p) {
+static float* carve_weight_grad_in(Model* m, WeightGradIn* g, float* p) {
     ActShape s = act_shape(&m->c, m->B);
     ActBuf b[N_WG];
     float* at[N_WG];
-    wgin_bufs(&s, b);
+    weight_grad_in_bufs(&s, b);
     p = carve_list(p, b, N_WG, at);
     g->dy_mlp_buf = at[WG_DY_MLP], g->dy_att_buf = at[WG_DY_ATT], g->dfch = at[WG_DFCH], g->dqkv = at[WG_DQKV];
     return p;
@@ -389,7 +389,7 @@ static void alloc_activations(Model* m) {
     m->dres[0] = at[SC_DRES0], m->dres[1] = at[SC_DRES1], m->dres_after_attn = at[SC_DRES_AFTER_ATTN];
     m->datty = at[SC_DATTY], m->dfch_act = at[SC_DFCH_ACT], m->ce_max = at[SC_CE_MAX], m->ce_sums = at[SC_CE_SUMS];
     m->be.norm_scratch = at[SC_NORM];
-    carve_wgin(m, &m->wgin, floats_of_bytes(act_wgin_bytes(&s, e, 1)));
+    carve_weight_grad_in(m, &m->weight_grad_in, floats_of_bytes(act_weight_grad_in_bytes(&s, e, 1)));
     if (rc == RECOMPUTE_FULL) carve_acts(m, &m->scratch, floats_of_bytes(act_layer_bytes(&s, 0, e, 1)), 0);
     m->scratch_bytes = (size_t)act_scratch_bytes(&s, rc, 1, e, 1);
     cp_alloc(m);
@@ -400,9 +400,9 @@ static void alloc_activations(Model* m) {
         ch->mem = (char*)floats_of_bytes((double)ch->slot_bytes * ch->n_frames);
         chunk_frames_init(m, c);  // parallel/pipeline.h: the slots in their frames, or the tier
         // the pools: weight-pass inputs, and the last chunk's heads
-        ch->wg.bytes = (size_t)(ch->n_layers * act_wgin_bytes(&s, e, 1));
+        ch->wg.bytes = (size_t)(ch->n_layers * act_weight_grad_in_bytes(&s, e, 1));
         float* p = floats_of_bytes((double)ch->wg.bytes * ch->wg.n);
-        for (int i = 0; i < ch->wg.n * ch->n_layers; i++) p = carve_wgin(m, &ch->wg_sets[i], p);
+        for (int i = 0; i < ch->wg.n * ch->n_layers; i++) p = carve_weight_grad_in(m, &ch->wg_sets[i], p);
         ch->heads.bytes = (size_t)act_head_bytes(&s, e, 1);
         p = floats_of_bytes((double)ch->heads.bytes * ch->heads.n);
         for (int i = 0; i < ch->heads.n; i++) p = carve_head(m, &ch->head_sets[i], p);

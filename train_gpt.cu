@@ -487,11 +487,11 @@ static void carve_acts(Model* m, LayerActs* a, Carver* k, int keep_lse) {
 }
 
 // The weight pass's inputs of one layer (model.h's WeightGradIn).
-static void carve_wgin(Model* m, WeightGradIn* g, Carver* k) {
+static void carve_weight_grad_in(Model* m, WeightGradIn* g, Carver* k) {
     ActShape s = act_shape(&m->c, m->B);
     ActBuf b[N_WG];
     void* at[N_WG];
-    wgin_bufs(&s, b);
+    weight_grad_in_bufs(&s, b);
     carve_list(k, b, N_WG, at);
     g->dy_mlp_buf = (bf16*)at[WG_DY_MLP]; g->dy_att_buf = (bf16*)at[WG_DY_ATT];
     g->dfch = (bf16*)at[WG_DFCH]; g->dqkv = (bf16*)at[WG_DQKV];
@@ -512,7 +512,7 @@ static void carve_scratch(Model* m, Carver* k) {
     m->dres_after_attn = (bf16*)at[SC_DRES_AFTER_ATTN];
     m->datty = (bf16*)at[SC_DATTY]; m->dfch_act = (bf16*)at[SC_DFCH_ACT];
     m->ce_max = (float*)at[SC_CE_MAX]; m->ce_sums = (float*)at[SC_CE_SUMS];
-    carve_wgin(m, &m->wgin, k);
+    carve_weight_grad_in(m, &m->weight_grad_in, k);
     if (m->c.recompute == RECOMPUTE_FULL) carve_acts(m, &m->scratch, k, 0);
     m->be.logit_row = TAKE(k, bf16, m->c.vocab_padded);
     m->be.norm_parts = TAKE(k, float, m->P.n);
@@ -596,12 +596,13 @@ static void alloc_activations(Model* m) {
         // the pools: weight-pass inputs (deferred weight passes), and the last chunk's heads
         k = (Carver){NULL, 0};
         WeightGradIn wg_sizing;
-        for (int i = 0; i < ch->n_layers; i++) carve_wgin(m, &wg_sizing, &k);
+        for (int i = 0; i < ch->n_layers; i++) carve_weight_grad_in(m, &wg_sizing, &k);
         ch->wg.bytes = k.off;
         char* wg_mem = (char*)dev_alloc(ch->wg.bytes * ch->wg.n);
         for (int j = 0; j < ch->wg.n; j++) {
             k = (Carver){wg_mem + ch->wg.bytes * j, 0};
-            for (int i = 0; i < ch->n_layers; i++) carve_wgin(m, &ch->wg_sets[(size_t)j * ch->n_layers + i], &k);
+            for (int i = 0; i < ch->n_layers; i++)
+                carve_weight_grad_in(m, &ch->wg_sets[(size_t)j * ch->n_layers + i], &k);
         }
         k = (Carver){NULL, 0};
         HeadActs head_sizing;

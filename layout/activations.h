@@ -59,7 +59,7 @@ static void layer_act_bufs(const ActShape* s, int keep_lse, ActBuf* b) {
 
 // One layer's WeightGradIn: the output gradients of its four matmuls over all B*T rows.
 enum { WG_DY_MLP, WG_DY_ATT, WG_DFCH, WG_DQKV, N_WG };
-static void wgin_bufs(const ActShape* s, ActBuf* b) {
+static void weight_grad_in_bufs(const ActShape* s, ActBuf* b) {
     const ActBuf l[N_WG] = {{s->BT * s->C, 0}, {s->BT * s->C, 0}, {s->BT * s->fc_dim, 0}, {s->BT * s->qkv_dim, 0}};
     for (int i = 0; i < N_WG; i++) b[i] = l[i];
 }
@@ -113,9 +113,9 @@ static double act_layer_bytes(const ActShape* s, int keep_lse, int act_bytes, in
     layer_act_bufs(s, keep_lse, b);
     return act_bufs_bytes(b, N_LA, act_bytes, align);
 }
-static double act_wgin_bytes(const ActShape* s, int act_bytes, int align) {
+static double act_weight_grad_in_bytes(const ActShape* s, int act_bytes, int align) {
     ActBuf b[N_WG];
-    wgin_bufs(s, b);
+    weight_grad_in_bufs(s, b);
     return act_bufs_bytes(b, N_WG, act_bytes, align);
 }
 static double act_head_bytes(const ActShape* s, int act_bytes, int align) {
@@ -139,7 +139,7 @@ static double act_slot_bytes(const ActShape* s, int n_layers, int recompute, int
 static double act_scratch_bytes(const ActShape* s, int recompute, int host, int act_bytes, int align) {
     ActBuf b[N_SC];
     scratch_bufs(s, host, b);
-    double bytes = act_bufs_bytes(b, N_SC, act_bytes, align) + act_wgin_bytes(s, act_bytes, align);
+    double bytes = act_bufs_bytes(b, N_SC, act_bytes, align) + act_weight_grad_in_bytes(s, act_bytes, align);
     if (recompute == RECOMPUTE_FULL) bytes += act_layer_bytes(s, 0, act_bytes, align);
     return bytes;
 }
@@ -164,7 +164,8 @@ static ActCounts act_chunk_counts(const PipeOp* ops, int n_ops, int chunk, int s
 // Everything a chunk of n_layers allocates for its slots and pools.
 static double act_chunk_bytes(const ActShape* s, int n_layers, int recompute, ActCounts k, int act_bytes, int align) {
     return k.slots * act_slot_bytes(s, n_layers, recompute, act_bytes, align) +
-           k.wg_sets * n_layers * act_wgin_bytes(s, act_bytes, align) + k.heads * act_head_bytes(s, act_bytes, align);
+           k.wg_sets * n_layers * act_weight_grad_in_bytes(s, act_bytes, align) +
+           k.heads * act_head_bytes(s, act_bytes, align);
 }
 
 #endif

@@ -58,7 +58,7 @@ typedef struct {
 typedef struct {
     act_t** x;                         // [n_layers+1] layer inputs (N x C); x[n_layers] is the chunk output
     LayerActs* acts;                   // [n_layers]; unused under --recompute full
-    WeightGradIn* wgin;                // [n_layers] with deferred weight passes, from its B to its W: a set
+    WeightGradIn* weight_grad_in;                // [n_layers] with deferred weight passes, from its B to its W: a set
                                        // of the chunk's pool; else NULL (the shared one serves)
     HeadActs* head;                    // last chunk, from its forward to its backward: a set of the
                                        // chunk's pool; else NULL
@@ -126,7 +126,7 @@ typedef struct {
     int defer_weight;                  // 1: a layer's weight pass may run after the input passes below it
     // scratch shared by all layers (one micro-batch)
     LayerActs scratch;                 // layer activations under --recompute full
-    WeightGradIn wgin;                 // the weight pass's inputs when it follows the input pass at once
+    WeightGradIn weight_grad_in;                 // the weight pass's inputs when it follows the input pass at once
     float *att_scratch, *ce_max, *ce_sums;
     act_t *x_scratch, *partial, *reduced, *dres[2], *dres_after_attn, *datty, *dfch_act;
     float* sp_buf;                     // packing of the sequence-parallel partial gradients

@@ -165,7 +165,8 @@ static void chunk_backward_input(Model* m, int chunk, Slot* s, const int* tokens
     Chunk* ch = &m->chunks[chunk];
     size_t n = (size_t)row_count(m, B) * m->C;
     act_t *d = m->dres[0], *dnext = m->dres[1];
-    if (m->defer_weight) s->wgin = &ch->wg_sets[(size_t)pool_take(m, &ch->wg, "weight passes owed") * ch->n_layers];
+    if (m->defer_weight)
+        s->weight_grad_in = &ch->wg_sets[(size_t)pool_take(m, &ch->wg, "weight passes owed") * ch->n_layers];
     if (is_last_chunk(m, chunk)) {
         head_backward(m, s, s->x[ch->n_layers], d, B);
         head_give(m, chunk, s);
@@ -179,7 +180,7 @@ static void chunk_backward_input(Model* m, int chunk, Slot* s, const int* tokens
         // full recomputation: only the layer input was kept; run the layer again (its tp
         // communication included) to rebuild its activations
         if (m->c.recompute == RECOMPUTE_FULL) layer_forward(m, ch->layer0 + i, a, s->x[i], m->x_scratch, B);
-        WeightGradIn* wg = m->defer_weight ? &s->wgin[i] : &m->wgin;
+        WeightGradIn* wg = m->defer_weight ? &s->weight_grad_in[i] : &m->weight_grad_in;
         layer_backward_input(m, ch->layer0 + i, a, wg, s->x[i], d, dnext, B);
         if (!m->defer_weight) {
             layer_backward_weight(m, ch->layer0 + i, a, wg, B);
@@ -196,12 +197,12 @@ static void chunk_backward_input(Model* m, int chunk, Slot* s, const int* tokens
 static void chunk_backward_weight(Model* m, int chunk, Slot* s, int B, int grads_final) {
     Chunk* ch = &m->chunks[chunk];
     for (int i = ch->n_layers - 1; i >= 0; i--) {
-        layer_backward_weight(m, ch->layer0 + i, acts_of(m, s, i), &s->wgin[i], B);
+        layer_backward_weight(m, ch->layer0 + i, acts_of(m, s, i), &s->weight_grad_in[i], B);
         sharded_layer_grads_done(m, ch->layer0 + i);
         if (grads_final) layer_grads_final(m, ch->layer0 + i);
     }
-    pool_give(m, &ch->wg, (int)((s->wgin - ch->wg_sets) / ch->n_layers));
-    s->wgin = NULL;
+    pool_give(m, &ch->wg, (int)((s->weight_grad_in - ch->wg_sets) / ch->n_layers));
+    s->weight_grad_in = NULL;
 }
 
 // ----------------------------------------------------------------------------

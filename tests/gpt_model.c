@@ -427,7 +427,7 @@ static void test_split_backward(void) {
         }
         char name[96];
         snprintf(name, sizeof(name), "split backward/%s: deferred weight passes = immediate, bitwise", names[k]);
-        check(same && b->defer_weight && b->chunks[0].wg.n == 1 && !b->chunks[0].slots[0].wgin, name,
+        check(same && b->defer_weight && b->chunks[0].wg.n == 1 && !b->chunks[0].slots[0].weight_grad_in, name,
               NULL);  // one set of W inputs, given back
     }
 }

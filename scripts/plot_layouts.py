@@ -71,16 +71,21 @@ def best(table, **want):
 
 
 def bars(ax, labels, predicted, measured, title):
-    """Predicted and measured side by side per label; None = out of memory (a cross), absent = nothing."""
+    """Predicted and measured side by side per label; None = out of memory (a cross), absent = nothing,
+    said in grey ("not run") where runs were given but none matches, so that it never reads as 0."""
+    have_runs = any(m != "absent" for m in measured)
     for i, (p, m) in enumerate(zip(predicted, measured)):
         for dx, v, face, oom in ((-0.2, p, "tab:blue", "x"), (0.2, m, "white", "+")):
             if v == "absent":
+                if have_runs or face != "white":
+                    ax.text(i + dx, 0, "not run" if face == "white" else "not planned", rotation=90, fontsize=6,
+                            color="grey", ha="center", va="bottom")
                 continue
             if v is None:
                 ax.plot(i + dx, 0, oom, color="tab:red", markersize=10, markeredgewidth=2)
             else:
                 ax.bar(i + dx, v, width=0.38, color=face, edgecolor="tab:blue")
-    ax.set_xticks(range(len(labels)), labels, rotation=20, fontsize=8)
+    ax.set_xticks(range(len(labels)), labels, rotation=35, ha="right", fontsize=7)
     ax.set_ylabel("MFU %")
     ax.set_title(title, fontsize=10)
 

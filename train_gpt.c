@@ -444,9 +444,9 @@ static float* opt_state_alloc(Model* m, size_t n, const char* what) {
 static float* act_alloc(Model* m, size_t n) { return (float*)xcalloc(n, sizeof(float)); }
 // --zero 3: the whole buffer for a moment, then this replica's shard kept (parallel/zero3.h).
 static void params_init(Model* m) {
-    float* p = m->z3 ? f32_alloc(m, m->P.n_padded) : m->params;
+    float* p = m->zero3_state ? f32_alloc(m, m->P.n_padded) : m->params;
     init_params(&m->P, &m->c, m->c.tp, m->L.tp_rank, p);
-    if (m->z3) zero3_keep_shard(m, p), f32_free(m, p);
+    if (m->zero3_state) zero3_keep_shard(m, p), f32_free(m, p);
 }
 
 static void model_init(Model* m, Args* a, Metrics* met) {

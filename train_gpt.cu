@@ -406,7 +406,7 @@ static void sumsq_finish(Model* m, int n_ranges, double* ss) {
 static void adamw_range(Model* m, size_t a, size_t b, const float* grad, int decay, float lr, float grad_scale, int t) {
     if (m->c.offload & OFFLOAD_OPTIMIZER) return adamw_range_host(m, a, b, grad, decay, lr, grad_scale, t);
     size_t o = a - m->opt_lo;
-    float* p = m->z3 ? m->param_shard + o : m->params + a;
+    float* p = m->zero3_state ? m->param_shard + o : m->params + a;
     adamw_update_gpu(p, m->c.zero ? NULL : m->be.params_bf16 + a, grad + o, m->m_state + o, m->v_state + o,
                      b - a, lr, m->c.beta1, m->c.beta2, m->c.eps, m->c.weight_decay, decay, grad_scale, t,
                      m->be.stream);
@@ -626,14 +626,14 @@ static void slot_bind(Model* m, int c, Slot* s, char* base) {
 #include "backend/gpu/zero3_gpu.h"  // --zero 3: the collectives, the bf16 copy of a gathered unit
 static void upload_params(Model* m) {
     if (master_on_host(m)) return offload_upload(m);
-    size_t lo = m->z3 ? m->opt_lo : 0, n = m->z3 ? m->opt_hi - m->opt_lo : m->P.n_padded;
-    h2d(m->z3 ? m->param_shard : m->params, m->be.h_params + lo, sizeof(float) * n, m->be.stream);
-    if (m->z3) zero3_params_updated(m);
+    size_t lo = m->zero3_state ? m->opt_lo : 0, n = m->zero3_state ? m->opt_hi - m->opt_lo : m->P.n_padded;
+    h2d(m->zero3_state ? m->param_shard : m->params, m->be.h_params + lo, sizeof(float) * n, m->be.stream);
+    if (m->zero3_state) zero3_params_updated(m);
     else f32_to_bf16_gpu(m->be.params_bf16, m->params, m->P.n_padded, m->be.stream);
 }
 static void download_params(Model* m) {
     if (master_on_host(m)) offload_download(m);
-    else if (m->z3) zero3_download(m, m->be.h_params);
+    else if (m->zero3_state) zero3_download(m, m->be.h_params);
     else d2h(m->be.h_params, m->params, sizeof(float) * m->P.n_padded, m->be.stream);
 }
 
@@ -681,7 +681,7 @@ static void model_init(Model* m, Args* a, Metrics* met) {
     gpu_kernels_init(red > (16u << 20) ? red : (16u << 20));
     if (a->cfg.zero != 3) m->be.params_bf16 = (bf16*)dev_alloc(sizeof(bf16) * m->P.n_padded);  // else zero3.h's
     model_init_params(m);
-    if (!m->z3) m->be.arena = m->params;
+    if (!m->zero3_state) m->be.arena = m->params;
     if (a->cfg.offload & OFFLOAD_OPTIMIZER) offload_opt_init(m);
     if (a->grad_reduce_bf16 && m->L.replicas > 1) m->be.grad_bf16 = act_alloc(m, GRAD_BF16_FLOATS);
     m->be.h_norm_parts = (float*)xcalloc(m->P.n, sizeof(float));

@@ -109,7 +109,7 @@ typedef struct {
     // --zero 3 (parallel/zero3.h): the weights of [opt_lo, opt_hi) only, and the gathered units
     // the views point into (params and grads are NULL); else NULL
     float* param_shard;
-    struct ShardedState* z3;
+    struct ShardedState* zero3_state;
     struct ShardedState* sharded;  // --zero 2 and 3: the units whose gradients the views point into (grads NULL)
     Weights w, g;                      // views into params and grads
     LayerW *wl, *gl;

@@ -62,7 +62,7 @@ typedef struct {
     int *counts, *displs;    // [replicas] each replica's part of the range, and where it starts in the range
 } ShardedUnit;
 
-// The state of --zero 2 and 3 (m->sharded; with --zero 3 also m->z3): the units and the buffers
+// The state of --zero 2 and 3 (m->sharded; with --zero 3 also m->zero3_state): the units and the buffers
 // their weights are gathered into and their gradients add up in.
 struct ShardedState {
     ShardedUnit* u;
@@ -120,7 +120,7 @@ static void sharded_bind(Model* m, const ParamUnit* r, float* base, Weights* w, 
 // A stale unit's gather started: into its own buffer, or into slot s (what the slot held is
 // dropped, its gather finished first).
 static void z3_fetch(Model* m, ShardedUnit* u, int s) {
-    struct ShardedState* z = m->z3;
+    struct ShardedState* z = m->zero3_state;
     if (u->state != Z3_STALE) return;
     if (!u->own_buf) {
         if (z->slot_unit[s] >= 0) {
@@ -142,7 +142,7 @@ static int z3_slot_of(const struct ShardedState* z, const ShardedUnit* u) {
 // into the other slot so its gather can overlap l's compute. Called before a layer's forward
 // and before its backward (parallel/pipeline.h).
 static void zero3_layer_ready(Model* m, int l, int next) {
-    struct ShardedState* z = m->z3;
+    struct ShardedState* z = m->zero3_state;
     if (!z) return;
     ShardedUnit* u = &z->u[z->unit_of_layer[l]];
     int s = z3_slot_of(z, u);
@@ -155,11 +155,11 @@ static void zero3_layer_ready(Model* m, int l, int next) {
 
 // The ends (embeddings, final norm, head) gathered, when stale: at the start of a schedule.
 static void zero3_ends_ready(Model* m) {
-    if (!m->z3) return;
-    for (int i = 0; i < m->z3->n; i++)
-        if (m->z3->u[i].r.layer < 0) z3_fetch(m, &m->z3->u[i], 0);
-    for (int i = 0; i < m->z3->n; i++)
-        if (m->z3->u[i].r.layer < 0) z3_gather_wait(m, &m->z3->u[i]);
+    if (!m->zero3_state) return;
+    for (int i = 0; i < m->zero3_state->n; i++)
+        if (m->zero3_state->u[i].r.layer < 0) z3_fetch(m, &m->zero3_state->u[i], 0);
+    for (int i = 0; i < m->zero3_state->n; i++)
+        if (m->zero3_state->u[i].r.layer < 0) z3_gather_wait(m, &m->zero3_state->u[i]);
 }
 
 // The gradients a layer's input pass writes (model.h layer_backward_input): its norms'.
@@ -193,7 +193,7 @@ static float* sharded_reduce_gradients(Model* m) {
 
 // After the optimizer step: every gathered copy is out of date.
 static void zero3_params_updated(Model* m) {
-    struct ShardedState* z = m->z3;
+    struct ShardedState* z = m->zero3_state;
     for (int i = 0; i < z->n; i++) {
         z3_gather_wait(m, &z->u[i]);  // a prefetch still in flight
         z->u[i].state = Z3_STALE;
@@ -292,7 +292,7 @@ static void zero3_init(Model* m) {
     m->w.layer = m->wl;
     optimizer_range(&m->P, c, m->L.replica, &m->opt_lo, &m->opt_hi);
     m->param_shard = f32_alloc(m, S);
-    struct ShardedState* z = m->z3 = sharded_grads_init(m);
+    struct ShardedState* z = m->zero3_state = sharded_grads_init(m);
     m->m_state = opt_state_alloc(m, m->opt_hi - m->opt_lo, "AdamW m");  // on the device, or offloaded
     m->v_state = opt_state_alloc(m, m->opt_hi - m->opt_lo, "AdamW v");
     for (int i = 0; i < z->n; i++)

@@ -239,7 +239,7 @@ static int resumed_bitwise(const char* whole, const char* cut, const char* flags
 // tp 2 zero 3 through its checkpoints (steps 1-2, 3-4, 5) matches the 1-rank run (compare: TOL).
 static void zero3_checkpoints(void) {
     if (!selected("zero3_ckpt")) return;
-    const char *z3 = "--model tiny --dp 2 --zero 3", *root = "/tmp/test_layouts/zero3_ckpt";
+    const char *zero3_flags = "--model tiny --dp 2 --zero 3", *root = "/tmp/test_layouts/zero3_ckpt";
     char whole[600], cut[600], pp2[600], back[600], cmd[1400];
     snprintf(whole, sizeof(whole), "%s/whole", root);
     snprintf(cut, sizeof(cut), "%s/cut", root);
@@ -247,7 +247,7 @@ static void zero3_checkpoints(void) {
     snprintf(back, sizeof(back), "%s/back", root);
     snprintf(cmd, sizeof(cmd), "rm -rf %s && mkdir -p %s", root, whole);
     size_t na = 0;
-    int rc = -1, same = system(cmd) ? 0 : resumed_bitwise(whole, cut, z3, &rc, &na);
+    int rc = -1, same = system(cmd) ? 0 : resumed_bitwise(whole, cut, zero3_flags, &rc, &na);
     check(same, "zero3_ckpt resume bitwise", "dp 2 zero 3: resumed at step 3 against the run that went on (exit %d, "
           "%zu bytes): %s", rc, na, same ? "identical" : "DIFFER");
     RunResult ref = {0}, r = {0}, part = {0};

@@ -169,17 +169,19 @@ static void op_fcproj_act_backward_input(Model* m, bf16* dfch, const bf16* dy, c
 static void op_rope(Model* m, bf16* qkv, int N, float sign) {
     int period;
     const int* pos = mb_positions(m, m->be.d_row_pos, m->be.d_pos, &period);
-    rope_apply_gpu(qkv, N, pos, period, m->qkv_dim, m->Hl + m->KVl, m->hd, m->c.rope_theta, sign, m->be.stream);
+    int n_heads = m->n_head_local + m->KVl;  // q and k
+    rope_apply_gpu(qkv, N, pos, period, m->qkv_dim, n_heads, m->hd, m->c.rope_theta, sign, m->be.stream);
 }
-// Flash attention keeps the fp32 log-sum-exp of the scores (B x Hl x T) as its saved state.
+// Flash attention keeps the fp32 log-sum-exp of the scores (B x n_head_local x T) as its saved state.
 // Selective recomputation saves little here (it drops only that), and is kept so the flag
 // does what it says and HFU counts the recomputed work the same way on both builds.
 static void op_attention_forward(Model* m, bf16* out, float* att, const bf16* qkv, int B) {
-    attention_forward_gpu(out, att, qkv, B, m->T, m->Hl, m->KVl, m->hd, mb_docs(m), m->be.stream);
+    attention_forward_gpu(out, att, qkv, B, m->T, m->n_head_local, m->KVl, m->hd, mb_docs(m), m->be.stream);
 }
 static void op_attention_backward(Model* m, bf16* dqkv, const bf16* dout, const bf16* qkv, const bf16* out,
                                   const float* att, int B) {
-    attention_backward_gpu(dqkv, dout, qkv, out, att, B, m->T, m->Hl, m->KVl, m->hd, mb_docs(m), m->be.stream);
+    int H = m->n_head_local, KV = m->KVl;
+    attention_backward_gpu(dqkv, dout, qkv, out, att, B, m->T, H, KV, m->hd, mb_docs(m), m->be.stream);
 }
 // Context parallelism's blocks (parallel/context_parallel.h): kernels_gpu.cuh's flash
 // kernels over two segments of a sequence, with an fp32 running output and fp32 gradients.
@@ -675,9 +677,9 @@ static void model_init(Model* m, Args* a, Metrics* met) {
     cudaCheck(cudaEventCreate(&m->be.op_times.now));
     m->be.d_pos = (int*)dev_alloc(sizeof(int) * m->T);
     h2d(m->be.d_pos, m->pos, sizeof(int) * m->T, m->be.stream);
-    // the kernels' reduction scratch: attention backward needs B*Hl*T floats (with cp, a
+    // the kernels' reduction scratch: attention backward needs B*n_head_local*T floats (with cp, a
     // block's B*Ha*Ts: as many); 16M covers the column sums of any width in few chunks
-    size_t red = (size_t)m->B * m->T * m->Hl;
+    size_t red = (size_t)m->B * m->T * m->n_head_local;
     gpu_kernels_init(red > (16u << 20) ? red : (16u << 20));
     if (a->cfg.zero != 3) m->be.params_bf16 = (bf16*)dev_alloc(sizeof(bf16) * m->P.n_padded);  // else zero3.h's
     model_init_params(m);

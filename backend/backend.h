@@ -51,7 +51,7 @@ static void op_fcproj_act_backward_input(Model* m, act_t* dfch, const act_t* dy,
 // RoPE on the q and k heads of qkv rows in place (row i at position m->pos[i % T]); sign -1: the backward.
 static void op_rope(Model* m, act_t* qkv, int N, float sign);
 // Causal attention of this rank's heads (grouped-query) over whole sequences (no cp): out
-// (B*T x Hl*hd), att its saved state (the log-sum-exp, B x Hl x T).
+// (B*T x n_head_local*hd), att its saved state (the log-sum-exp, B x n_head_local x T).
 static void op_attention_forward(Model* m, act_t* out, float* att, const act_t* qkv, int B);
 // dqkv = the attention's input gradient from dout (out and att as the forward left them).
 static void op_attention_backward(Model* m, act_t* dqkv, const act_t* dout, const act_t* qkv, const act_t* out,

@@ -220,7 +220,7 @@ typedef struct { const char* name; int IC, OC, count; } MatmulShape;
 
 static void bench_matmuls(const Model* m, double peak) {
     int N = m->B * m->T, C = m->C, L = m->c.n_layer;
-    MatmulShape shapes[] = {{"qkv", C, m->qkv_dim, L},     {"attn proj", m->Hl * m->hd, C, L},
+    MatmulShape shapes[] = {{"qkv", C, m->qkv_dim, L},     {"attn proj", m->n_head_local * m->hd, C, L},
                             {"fc", C, m->fc_dim, L},       {"fc proj", m->Fl, C, L},
                             {"head", C, m->Vl, 1}};
     size_t most = 0;

@@ -21,13 +21,13 @@
 
 // Shapes on one rank (runtime/train.h gives the Model the same): B sequences of T = seq_len/cp
 // rows; N of them in the norm and residual regions (B*T/tp with --sp), all B*T in the matmuls.
-typedef struct { size_t B, T, BT, N, C, hd, Hl, qkv_dim, Fl, fc_dim, Vl; } ActShape;
+typedef struct { size_t B, T, BT, N, C, hd, n_head_local, qkv_dim, Fl, fc_dim, Vl; } ActShape;
 
 static ActShape act_shape(const ModelConfig* c, int micro_batch) {
     ActShape s;
     s.B = micro_batch, s.T = c->seq_len / c->cp, s.BT = s.B * s.T, s.N = c->sp ? s.BT / c->tp : s.BT;
-    s.C = c->d_model, s.hd = c->d_model / c->n_head, s.Hl = c->n_head / c->tp;
-    s.qkv_dim = (s.Hl + 2 * (size_t)(c->n_kv_head / c->tp)) * s.hd;
+    s.C = c->d_model, s.hd = c->d_model / c->n_head, s.n_head_local = c->n_head / c->tp;
+    s.qkv_dim = (s.n_head_local + 2 * (size_t)(c->n_kv_head / c->tp)) * s.hd;
     s.Fl = c->d_ff / c->tp, s.fc_dim = c->arch == ARCH_GPT2 ? s.Fl : 2 * s.Fl;
     s.Vl = c->vocab_padded / c->tp;
     return s;
@@ -46,8 +46,8 @@ static void layer_act_bufs(const ActShape* s, int keep_lse, ActBuf* b) {
                             {s->N, 1},
                             {s->N, 1},
                             {s->BT * s->qkv_dim, 0},
-                            {keep_lse ? s->BT * s->Hl : 0, 1},
-                            {s->BT * s->Hl * s->hd, 0},
+                            {keep_lse ? s->BT * s->n_head_local : 0, 1},
+                            {s->BT * s->n_head_local * s->hd, 0},
                             {s->N * s->C, 0},
                             {s->BT * s->C, 0},
                             {s->N, 1},
@@ -81,14 +81,14 @@ enum { SC_LSE, SC_X, SC_PARTIAL, SC_REDUCED, SC_DRES0, SC_DRES1, SC_DRES_AFTER_A
        SC_CE_MAX, SC_CE_SUMS, SC_NORM, N_SC };
 static void scratch_bufs(const ActShape* s, int host, ActBuf* b) {
     size_t NC = s->N * s->C;
-    const ActBuf l[N_SC] = {{s->BT * s->Hl, 1},
+    const ActBuf l[N_SC] = {{s->BT * s->n_head_local, 1},
                             {NC, 0},
                             {s->BT * s->C, 0},
                             {NC, 0},
                             {NC, 0},
                             {NC, 0},
                             {NC, 0},
-                            {s->BT * s->Hl * s->hd, 0},
+                            {s->BT * s->n_head_local * s->hd, 0},
                             {s->BT * s->Fl, 0},
                             {s->BT, 1},
                             {2 * s->BT, 1},

@@ -27,7 +27,7 @@ static const char* why_line(char* why, const char* fmt, ...) {
 
 // Why context parallelism cannot split this model, or NULL (U: the Ulysses degree).
 static const char* cp_check(const ModelConfig* c, char* why) {
-    int cp = c->cp, U = c->cp_ulysses, Hl = c->n_head / c->tp, KVl = c->n_kv_head / c->tp;
+    int cp = c->cp, U = c->cp_ulysses, n_head_local = c->n_head / c->tp, KVl = c->n_kv_head / c->tp;
     if (cp == 1) return NULL;
     const char* flag = U == cp ? "--cp-kind ulysses" : "--cp-ulysses";
     if (c->cp_contiguous && c->seq_len % cp) {
@@ -44,9 +44,9 @@ static const char* cp_check(const ModelConfig* c, char* why) {
         sprintf(why, "%s: Ulysses degree %d is more than the %d KV heads per tensor-parallel rank", flag, U, KVl);
         return why;
     }
-    if (Hl % U || KVl % U) {
+    if (n_head_local % U || KVl % U) {
         sprintf(why, "%s: Ulysses degree %d does not divide the %d heads and %d KV heads per tensor-parallel rank",
-                flag, U, Hl, KVl);
+                flag, U, n_head_local, KVl);
         return why;
     }
     if (c->sp && (c->seq_len / cp) % c->tp) {

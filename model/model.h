@@ -25,10 +25,10 @@
 typedef struct {
     act_t* ln1;                        // B*T x C gathered
     float *ln1_mean, *ln1_rstd;        // fp32, the N local rows
-    act_t* qkv;                        // B*T x (Hl + 2*KVl)*hd (after RoPE for LLaMA)
-    float* att;                        // the attention's saved state: its B x Hl x T log-sum-exp (with cp, as
+    act_t* qkv;                        // B*T x (n_head_local + 2*KVl)*hd (after RoPE for LLaMA)
+    float* att;                        // the attention's saved state: its B x n_head_local x T log-sum-exp (with cp, as
                                        // context_parallel.h splits it); a shared scratch unless --recompute none
-    act_t* atty;                       // B*T x Hl*hd
+    act_t* atty;                       // B*T x n_head_local*hd
     act_t* res2;                       // N x C residual after attention
     act_t* ln2;
     float *ln2_mean, *ln2_rstd;
@@ -102,7 +102,7 @@ typedef struct {
     Layout L;
     ParamLayout P;
     // shapes on this rank
-    int B, T, C, hd, Hl, KVl, qkv_dim, Fl, fc_dim, Vl, v0, n_micro;
+    int B, T, C, hd, n_head_local, KVl, qkv_dim, Fl, fc_dim, Vl, v0, n_micro;
     // fp32 parameters, gradients, AdamW state (this rank's optimizer range [opt_lo, opt_hi))
     float *params, *grads, *grad_shard, *m_state, *v_state;
     size_t opt_lo, opt_hi;
@@ -231,7 +231,7 @@ static void norm_forward(Model* m, act_t* out, float* mean, float* rstd, const a
 
 static void layer_forward(Model* m, int l, LayerActs* a, const act_t* x, act_t* out, int B) {
     const LayerW* w = &m->wl[l];
-    int BT = B * m->T, N = row_count(m, B), C = m->C, Cl = m->Hl * m->hd;
+    int BT = B * m->T, N = row_count(m, B), C = m->C, Cl = m->n_head_local * m->hd;
     // attention block: x -> norm -> qkv (column-parallel) -> attention -> proj (row-parallel) -> + x
     norm_forward(m, a->ln1, a->ln1_mean, a->ln1_rstd, x, w->ln1w, w->ln1b, B);
     op_matmul_forward(m, a->qkv, a->ln1, w->qkvw, w->qkvb, BT, C, m->qkv_dim);
@@ -256,7 +256,7 @@ static void layer_backward_input(Model* m, int l, LayerActs* a, WeightGradIn* wg
                                  act_t* dx, int B) {
     const LayerW* w = &m->wl[l];
     LayerW* g = &m->gl[l];
-    int T = m->T, BT = B * T, N = row_count(m, B), C = m->C, Cl = m->Hl * m->hd, keep = m->defer_weight;
+    int T = m->T, BT = B * T, N = row_count(m, B), C = m->C, Cl = m->n_head_local * m->hd, keep = m->defer_weight;
     // MLP block
     wg->dy_mlp = sp_gather_grad(m, dout, wg->dy_mlp_buf, B, keep);  // comm: tp all-gather (--sp only)
     op_fcproj_act_backward_input(m, wg->dfch, wg->dy_mlp, w, a->fch, BT);
@@ -285,7 +285,7 @@ static void layer_backward_input(Model* m, int l, LayerActs* a, WeightGradIn* wg
 // see this rank's N rows only (their --sp partial sums meet in sp_partial_sync).
 static void layer_backward_weight(Model* m, int l, const LayerActs* a, const WeightGradIn* wg, int B) {
     LayerW* g = &m->gl[l];
-    int BT = B * m->T, N = row_count(m, B), C = m->C, Cl = m->Hl * m->hd;
+    int BT = B * m->T, N = row_count(m, B), C = m->C, Cl = m->n_head_local * m->hd;
     size_t own = (size_t)row0_of(m, B) * C;
     op_matmul_backward_weight(m, g->fcprojw, NULL, wg->dy_mlp, a->fch_act, BT, m->Fl, C);
     if (g->fcprojb) op_column_sum(m, g->fcprojb, wg->dy_mlp + own, N);

@@ -81,7 +81,7 @@ typedef struct { int U, R, ring_rank, Ha, KVa, Ts, qa_dim; } CpShape;
 static CpShape cp_shape(const Model* m) {
     CpShape s;
     s.U = m->c.cp_ulysses, s.R = m->c.cp / s.U, s.ring_rank = m->L.cp_rank / s.U;
-    s.Ha = m->Hl / s.U, s.KVa = m->KVl / s.U, s.Ts = m->T * s.U;
+    s.Ha = m->n_head_local / s.U, s.KVa = m->KVl / s.U, s.Ts = m->T * s.U;
     s.qa_dim = (s.Ha + 2 * s.KVa) * m->hd;
     return s;
 }
@@ -154,9 +154,9 @@ static void ulysses_to_rows(Model* m, act_t* x, int ld, const act_t* xa, const H
 }
 
 static int qkv_pieces(const Model* m, HeadPiece* piece) {
-    piece[0] = (HeadPiece){0, m->Hl};
-    piece[1] = (HeadPiece){m->Hl * m->hd, m->KVl};
-    piece[2] = (HeadPiece){(m->Hl + m->KVl) * m->hd, m->KVl};
+    piece[0] = (HeadPiece){0, m->n_head_local};
+    piece[1] = (HeadPiece){m->n_head_local * m->hd, m->KVl};
+    piece[2] = (HeadPiece){(m->n_head_local + m->KVl) * m->hd, m->KVl};
     return 3;
 }
 
@@ -250,8 +250,8 @@ static void cp_attention_forward(Model* m, act_t* out, float* lse, const act_t* 
     if (s.U == 1) op_f32_to_act(m, out, m->cp_o, rows * s.Ha * hd);
     else {
         op_f32_to_act(m, m->cp_out, m->cp_o, rows * s.Ha * hd);
-        HeadPiece heads = {0, m->Hl};
-        ulysses_to_rows(m, out, m->Hl * hd, m->cp_out, &heads, 1, B);
+        HeadPiece heads = {0, m->n_head_local};
+        ulysses_to_rows(m, out, m->n_head_local * hd, m->cp_out, &heads, 1, B);
     }
 }
 
@@ -262,13 +262,13 @@ static void cp_attention_backward(Model* m, act_t* dqkv, const act_t* dout, cons
                                   const float* lse, int B) {
     if (m->c.cp == 1) { op_attention_backward(m, dqkv, dout, qkv, out, lse, B); return; }
     CpShape s = cp_shape(m);
-    HeadPiece piece[3], heads = {0, m->Hl};
+    HeadPiece piece[3], heads = {0, m->n_head_local};
     int n_piece = qkv_pieces(m, piece), hd = m->hd, kv_ld = 2 * s.KVa * hd;
     const act_t *qa = qkv, *oa = out, *doa = dout;
     if (s.U > 1) {
         ulysses_to_heads(m, m->cp_qkv, qkv, m->qkv_dim, piece, n_piece, B), qa = m->cp_qkv;
-        ulysses_to_heads(m, m->cp_out, out, m->Hl * hd, &heads, 1, B), oa = m->cp_out;
-        ulysses_to_heads(m, m->cp_dout, dout, m->Hl * hd, &heads, 1, B), doa = m->cp_dout;
+        ulysses_to_heads(m, m->cp_out, out, m->n_head_local * hd, &heads, 1, B), oa = m->cp_out;
+        ulysses_to_heads(m, m->cp_dout, dout, m->n_head_local * hd, &heads, 1, B), doa = m->cp_dout;
     }
     size_t rows = (size_t)B * s.Ts, nkv = rows * kv_ld, kv_bytes = cp_kv_bytes(m), dkv_bytes = sizeof(float) * nkv;
     float* dq = m->cp_o;

@@ -66,6 +66,7 @@ static void relaunch_under_mpirun(int world, int argc, char** argv) {
     args[n++] = (char*)"mpirun";
     args[n++] = (char*)"-np"; args[n++] = np;
     args[n++] = (char*)"--oversubscribe";
+    args[n++] = (char*)"-q";  // no banners: the ranks' own lines say what happened, and this launcher what mpirun saw
     args[n++] = (char*)"--bind-to"; args[n++] = (char*)"none";
     if (geteuid() == 0) args[n++] = (char*)"--allow-run-as-root";
     args[n++] = (char*)"-x"; args[n++] = (char*)"OMP_NUM_THREADS";
@@ -107,6 +108,9 @@ static void relaunch_under_mpirun(int world, int argc, char** argv) {
         fprintf(stderr, "stopped by signal %d: passed on to the %d ranks (mpirun exit %d)\n", (int)launcher_signal,
                 world, code);
         code = 128 + launcher_signal;
+    } else if (code > 1) {  // 1: a rank said why in its error line; past it a rank died without a word
+        fprintf(stderr, "launcher: a rank of the %d ended with %s %d (mpirun exit %d)\n", world,
+                code > 128 ? "signal" : "exit code", code > 128 ? code - 128 : code, code);
     }
     exit(code);
 }

@@ -684,6 +684,9 @@ static const BadCase BAD_CASES[] = {
 #define HF_LLAMA "test -d " BAD "/hf_llama || OMP_NUM_THREADS=1 ./train --model llama-tiny --steps 1 --eval-every 0 " \
                  "--sample-len 0 --quiet --export-hf " BAD "/hf_llama"
 static const BadRun BAD_RUNS[] = {
+    // the self-launcher's mpirun runs quiet (-q): a rank's error is its one line, no Open MPI banner after it
+    {{"launcher_quiet_on_error", "--dp 2 --data " BAD "/shard_token_range.bin", "token id 300", 1}, NULL,
+     "! grep -q -e 'Primary job' -e 'mpirun detected' " BAD "/out_bad_launcher_quiet_on_error.txt"},
     // a job's first launch: --resume auto starts at step 0 (one requeue script serves every launch)
     {{"ckpt_auto_empty_dir", "--steps 1 --resume auto --ckpt-dir " BAD "/ck_auto_empty",
       "resume: no checkpoint in " BAD "/ck_auto_empty yet: starting at step 0", 0},

@@ -101,16 +101,18 @@ static void op_rope(Model* m, float* qkv, int N, float sign) {
     int period;
     const int* pos = mb_positions(m, m->row_pos, m->pos, &period);
     float theta = m->c.rope_theta;
-    if (m->be.reference) ref_rope(qkv, N, pos, period, m->qkv_dim, m->n_head_local + m->KVl, m->hd, theta, sign);
-    else rope_apply(qkv, N, pos, period, m->qkv_dim, m->n_head_local + m->KVl, m->hd, theta, sign);
+    int n_heads = m->n_head_local + m->n_kv_head_local;  // q and k
+    if (m->be.reference) ref_rope(qkv, N, pos, period, m->qkv_dim, n_heads, m->hd, theta, sign);
+    else rope_apply(qkv, N, pos, period, m->qkv_dim, n_heads, m->hd, theta, sign);
 }
 static void op_attention_forward(Model* m, float* out, float* att, const float* qkv, int B) {
-    if (m->be.reference) ref_attention_forward(out, att, qkv, B, m->T, m->n_head_local, m->KVl, m->hd, mb_docs(m));
-    else attention_forward(out, att, qkv, B, m->T, m->n_head_local, m->KVl, m->hd, mb_docs(m));
+    int H = m->n_head_local, KV = m->n_kv_head_local;
+    if (m->be.reference) ref_attention_forward(out, att, qkv, B, m->T, H, KV, m->hd, mb_docs(m));
+    else attention_forward(out, att, qkv, B, m->T, H, KV, m->hd, mb_docs(m));
 }
 static void op_attention_backward(Model* m, float* dqkv, const float* dout, const float* qkv, const float* out,
                                   const float* att, int B) {
-    int H = m->n_head_local, KV = m->KVl;
+    int H = m->n_head_local, KV = m->n_kv_head_local;
     if (m->be.reference) ref_attention_backward(dqkv, dout, qkv, out, att, B, m->T, H, KV, m->hd, mb_docs(m));
     else attention_backward(dqkv, dout, qkv, out, att, B, m->T, H, KV, m->hd, mb_docs(m));
 }

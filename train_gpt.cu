@@ -169,18 +169,18 @@ static void op_fcproj_act_backward_input(Model* m, bf16* dfch, const bf16* dy, c
 static void op_rope(Model* m, bf16* qkv, int N, float sign) {
     int period;
     const int* pos = mb_positions(m, m->be.d_row_pos, m->be.d_pos, &period);
-    int n_heads = m->n_head_local + m->KVl;  // q and k
+    int n_heads = m->n_head_local + m->n_kv_head_local;  // q and k
     rope_apply_gpu(qkv, N, pos, period, m->qkv_dim, n_heads, m->hd, m->c.rope_theta, sign, m->be.stream);
 }
 // Flash attention keeps the fp32 log-sum-exp of the scores (B x n_head_local x T) as its saved state.
 // Selective recomputation saves little here (it drops only that), and is kept so the flag
 // does what it says and HFU counts the recomputed work the same way on both builds.
 static void op_attention_forward(Model* m, bf16* out, float* att, const bf16* qkv, int B) {
-    attention_forward_gpu(out, att, qkv, B, m->T, m->n_head_local, m->KVl, m->hd, mb_docs(m), m->be.stream);
+    attention_forward_gpu(out, att, qkv, B, m->T, m->n_head_local, m->n_kv_head_local, m->hd, mb_docs(m), m->be.stream);
 }
 static void op_attention_backward(Model* m, bf16* dqkv, const bf16* dout, const bf16* qkv, const bf16* out,
                                   const float* att, int B) {
-    int H = m->n_head_local, KV = m->KVl;
+    int H = m->n_head_local, KV = m->n_kv_head_local;
     attention_backward_gpu(dqkv, dout, qkv, out, att, B, m->T, H, KV, m->hd, mb_docs(m), m->be.stream);
 }
 // Context parallelism's blocks (parallel/context_parallel.h): kernels_gpu.cuh's flash

@@ -27,7 +27,7 @@ static const char* why_line(char* why, const char* fmt, ...) {
 
 // Why context parallelism cannot split this model, or NULL (U: the Ulysses degree).
 static const char* cp_check(const ModelConfig* c, char* why) {
-    int cp = c->cp, U = c->cp_ulysses, n_head_local = c->n_head / c->tp, KVl = c->n_kv_head / c->tp;
+    int cp = c->cp, U = c->cp_ulysses, n_head_local = c->n_head / c->tp, n_kv_head_local = c->n_kv_head / c->tp;
     if (cp == 1) return NULL;
     const char* flag = U == cp ? "--cp-kind ulysses" : "--cp-ulysses";
     if (c->cp_contiguous && c->seq_len % cp) {
@@ -40,13 +40,14 @@ static const char* cp_check(const ModelConfig* c, char* why) {
                 c->seq_len, 2 * cp);
         return why;
     }
-    if (U > KVl) {
-        sprintf(why, "%s: Ulysses degree %d is more than the %d KV heads per tensor-parallel rank", flag, U, KVl);
+    if (U > n_kv_head_local) {
+        sprintf(why, "%s: Ulysses degree %d is more than the %d KV heads per tensor-parallel rank", flag, U,
+                n_kv_head_local);
         return why;
     }
-    if (n_head_local % U || KVl % U) {
+    if (n_head_local % U || n_kv_head_local % U) {
         sprintf(why, "%s: Ulysses degree %d does not divide the %d heads and %d KV heads per tensor-parallel rank",
-                flag, U, n_head_local, KVl);
+                flag, U, n_head_local, n_kv_head_local);
         return why;
     }
     if (c->sp && (c->seq_len / cp) % c->tp) {

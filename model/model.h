@@ -25,7 +25,7 @@
 typedef struct {
     act_t* ln1;                        // B*T x C gathered
     float *ln1_mean, *ln1_rstd;        // fp32, the N local rows
-    act_t* qkv;                        // B*T x (n_head_local + 2*KVl)*hd (after RoPE for LLaMA)
+    act_t* qkv;                        // B*T x (n_head_local + 2*n_kv_head_local)*hd (after RoPE for LLaMA)
     float* att;                        // the attention's saved state: its B x n_head_local x T log-sum-exp (with cp, as
                                        // context_parallel.h splits it); a shared scratch unless --recompute none
     act_t* atty;                       // B*T x n_head_local*hd
@@ -102,7 +102,7 @@ typedef struct {
     Layout L;
     ParamLayout P;
     // shapes on this rank
-    int B, T, C, hd, n_head_local, KVl, qkv_dim, Fl, fc_dim, Vl, v0, n_micro;
+    int B, T, C, hd, n_head_local, n_kv_head_local, qkv_dim, Fl, fc_dim, Vl, v0, n_micro;
     // fp32 parameters, gradients, AdamW state (this rank's optimizer range [opt_lo, opt_hi))
     float *params, *grads, *grad_shard, *m_state, *v_state;
     size_t opt_lo, opt_hi;

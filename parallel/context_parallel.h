@@ -81,7 +81,7 @@ typedef struct { int U, R, ring_rank, Ha, KVa, Ts, qa_dim; } CpShape;
 static CpShape cp_shape(const Model* m) {
     CpShape s;
     s.U = m->c.cp_ulysses, s.R = m->c.cp / s.U, s.ring_rank = m->L.cp_rank / s.U;
-    s.Ha = m->n_head_local / s.U, s.KVa = m->KVl / s.U, s.Ts = m->T * s.U;
+    s.Ha = m->n_head_local / s.U, s.KVa = m->n_kv_head_local / s.U, s.Ts = m->T * s.U;
     s.qa_dim = (s.Ha + 2 * s.KVa) * m->hd;
     return s;
 }
@@ -155,8 +155,8 @@ static void ulysses_to_rows(Model* m, act_t* x, int ld, const act_t* xa, const H
 
 static int qkv_pieces(const Model* m, HeadPiece* piece) {
     piece[0] = (HeadPiece){0, m->n_head_local};
-    piece[1] = (HeadPiece){m->n_head_local * m->hd, m->KVl};
-    piece[2] = (HeadPiece){(m->n_head_local + m->KVl) * m->hd, m->KVl};
+    piece[1] = (HeadPiece){m->n_head_local * m->hd, m->n_kv_head_local};
+    piece[2] = (HeadPiece){(m->n_head_local + m->n_kv_head_local) * m->hd, m->n_kv_head_local};
     return 3;
 }
 

@@ -15,8 +15,8 @@ static void model_shapes(Model* m) {
     const ModelConfig* c = &m->c;
     // T: the rows of a sequence this rank holds (all of it, or its 1/cp under context parallelism)
     m->B = c->micro_batch, m->T = c->seq_len / c->cp, m->C = c->d_model, m->hd = c->d_model / c->n_head;
-    m->n_head_local = c->n_head / c->tp, m->KVl = c->n_kv_head / c->tp;
-    m->qkv_dim = (m->n_head_local + 2 * m->KVl) * m->hd;
+    m->n_head_local = c->n_head / c->tp, m->n_kv_head_local = c->n_kv_head / c->tp;
+    m->qkv_dim = (m->n_head_local + 2 * m->n_kv_head_local) * m->hd;
     m->Fl = c->d_ff / c->tp;
     m->fc_dim = c->arch == ARCH_GPT2 ? m->Fl : 2 * m->Fl;
     m->Vl = c->vocab_padded / c->tp, m->v0 = m->L.tp_rank * m->Vl;

@@ -174,7 +174,7 @@ static void cp_block_counts(int T, int R, int contiguous, const int* doc, int r,
     Model m;
     memset(&m, 0, sizeof(m));
     m.c.seq_len = T, m.c.cp = R, m.c.cp_ulysses = 1, m.c.cp_contiguous = contiguous;
-    m.n_head_local = m.KVl = 1, m.hd = 1;
+    m.n_head_local = m.n_kv_head_local = 1, m.hd = 1;
     m.T = T / R, m.B = 1, m.L.cp_rank = r;
     m.doc_start = m.doc_seq = (int*)doc, m.kernel_doc_seq = doc;
     CpShape s = cp_shape(&m);

@@ -287,7 +287,7 @@ static void test_attention_ring(int B, int T, int H, int KV, int hd, int R, int 
     Model m;
     memset(&m, 0, sizeof(m));
     m.c.seq_len = T, m.c.cp = R, m.c.cp_ulysses = 1, m.c.cp_contiguous = contiguous;
-    m.n_head_local = H, m.KVl = KV, m.hd = hd, m.T = Ts, m.B = B;
+    m.n_head_local = H, m.n_kv_head_local = KV, m.hd = hd, m.T = Ts, m.B = B;
     m.doc_start = m.doc_seq = (int*)doc, m.kernel_doc_seq = doc;  // micro-batch m.mb 0: these B sequences
     m.c.cp_doc = split == 2, m.cp_by_doc = split == 2, m.cp_order = order, m.kernel_cp_order = order;
     AttnBlock blk[4];

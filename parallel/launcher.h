@@ -91,17 +91,19 @@ static void relaunch_under_mpirun(int world, int argc, char** argv) {
     setpgid(launcher_mpirun, launcher_mpirun);  // (the child does it too: whichever runs first)
     signal(SIGINT, launcher_pass_on);
     signal(SIGTERM, launcher_pass_on);
-    // after a stop, passed on again each second until mpirun ends: ranks it had not started
-    // yet when the first came get it too
+    // Polled, not a blocking waitpid: signal() restarts an interrupted wait (SA_RESTART), so a
+    // stop that came while blocked there was passed on once and never again; a stop before
+    // mpirun had started the ranks was then lost and the job ran on. After a stop it is passed
+    // on again each second until mpirun ends, so ranks it had not started yet get it too.
     int status = 0;
-    for (;;) {
-        pid_t w = waitpid(launcher_mpirun, &status, launcher_signal ? WNOHANG : 0);
+    for (long tick = 0, stop_tick = -1;; tick++) {
+        pid_t w = waitpid(launcher_mpirun, &status, WNOHANG);
         if (w == launcher_mpirun) break;
         if (w < 0 && errno != EINTR) fail("waiting for mpirun: %s", strerror(errno));
-        if (w == 0) {  // stopping, mpirun still running (a zombie at worst: the kill is harmless)
-            sleep(1);
-            kill(launcher_mpirun, launcher_signal == SIGINT ? SIGUSR1 : SIGUSR2);
-        }
+        usleep(100000);
+        if (!launcher_signal) continue;
+        if (stop_tick < 0) stop_tick = tick;  // the handler sent the first
+        else if ((tick - stop_tick) % 10 == 0) kill(launcher_mpirun, launcher_signal == SIGINT ? SIGUSR1 : SIGUSR2);
     }
     int code = WIFEXITED(status) ? WEXITSTATUS(status) : 128 + WTERMSIG(status);
     if (launcher_signal) {

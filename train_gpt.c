@@ -146,12 +146,12 @@ static void op_column_sum(Model* m, float* db, const float* d, int N) {
     else column_dot_accumulate(db, d, NULL, N, m->C);
 }
 static void op_embedding_forward(Model* m, float* out, const int* tokens, int N) {
-    if (m->be.reference) ref_embedding_forward(out, tokens, m->w.wte, N, m->C, m->v0, m->Vl);
-    else embedding_forward(out, tokens, m->w.wte, N, m->C, m->v0, m->Vl);
+    if (m->be.reference) ref_embedding_forward(out, tokens, m->w.wte, N, m->C, m->vocab_start, m->Vl);
+    else embedding_forward(out, tokens, m->w.wte, N, m->C, m->vocab_start, m->Vl);
 }
 static void op_embedding_backward(Model* m, const int* tokens, const float* dout, int N) {
-    if (m->be.reference) ref_embedding_backward(m->g.wte, tokens, dout, N, m->C, m->v0, m->Vl);
-    else embedding_backward(m->g.wte, tokens, dout, N, m->C, m->v0, m->Vl);
+    if (m->be.reference) ref_embedding_backward(m->g.wte, tokens, dout, N, m->C, m->vocab_start, m->Vl);
+    else embedding_backward(m->g.wte, tokens, dout, N, m->C, m->vocab_start, m->Vl);
 }
 static void op_position_forward(Model* m, float* x, int N, int row0) {
     int period;
@@ -166,18 +166,18 @@ static void op_position_backward(Model* m, const float* dx, int N, int row0) {
     else position_backward(m->g.wpe, dx, N, row0, pos, period, m->C);
 }
 static void op_ce_local_max(Model* m, float* max, const float* logits, int N) {
-    if (m->be.reference) ref_crossentropy_local_max(max, logits, N, m->Vl, m->v0, m->c.vocab);
-    else crossentropy_local_max(max, logits, N, m->Vl, m->v0, m->c.vocab);
+    if (m->be.reference) ref_crossentropy_local_max(max, logits, N, m->Vl, m->vocab_start, m->c.vocab);
+    else crossentropy_local_max(max, logits, N, m->Vl, m->vocab_start, m->c.vocab);
 }
 static void op_ce_local_sums(Model* m, float* sums, const float* logits, const float* max, const int* targets, int N) {
-    if (m->be.reference) ref_crossentropy_local_sums(sums, logits, max, targets, N, m->Vl, m->v0, m->c.vocab);
-    else crossentropy_local_sums(sums, logits, max, targets, N, m->Vl, m->v0, m->c.vocab);
+    if (m->be.reference) ref_crossentropy_local_sums(sums, logits, max, targets, N, m->Vl, m->vocab_start, m->c.vocab);
+    else crossentropy_local_sums(sums, logits, max, targets, N, m->Vl, m->vocab_start, m->c.vocab);
 }
 static void op_ce_finish(Model* m, float* losses, float* dlogits, const float* max, const float* sums,
                          const int* targets, int N, float dloss_scale) {
     if (m->be.reference)
-        ref_crossentropy_finish(losses, dlogits, max, sums, targets, N, m->Vl, m->v0, m->c.vocab, dloss_scale);
-    else crossentropy_finish(losses, dlogits, max, sums, targets, N, m->Vl, m->v0, m->c.vocab, dloss_scale);
+        ref_crossentropy_finish(losses, dlogits, max, sums, targets, N, m->Vl, m->vocab_start, m->c.vocab, dloss_scale);
+    else crossentropy_finish(losses, dlogits, max, sums, targets, N, m->Vl, m->vocab_start, m->c.vocab, dloss_scale);
 }
 static void op_loss_accumulate(Model* m, const float* losses, int N) {
     for (int i = 0; i < N; i++) m->loss_sum += losses[i];
@@ -319,8 +319,9 @@ static void param_shards_gather(Model* m) {  // the fp32 weights are the ones th
 }
 
 static void row_logits(Model* m, const float* lnf_row, float* row) {
-    op_matmul_forward(m, row + m->v0, lnf_row, m->w.head, NULL, 1, m->C, m->Vl);
-    comm_allgather(&m->L.group[GROUP_TP], row + m->v0, row, m->Vl);  // comm: tp all-gather of one row of logits
+    op_matmul_forward(m, row + m->vocab_start, lnf_row, m->w.head, NULL, 1, m->C, m->Vl);
+    comm_allgather(&m->L.group[GROUP_TP], row + m->vocab_start, row,
+                   m->Vl);  // comm: tp all-gather of one row of logits
 }
 static void device_sync(Model* m) {}
 

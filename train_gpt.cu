@@ -205,10 +205,10 @@ static void op_residual(Model* m, bf16* out, const bf16* x, const bf16* y, const
 }
 static void op_column_sum(Model* m, float* db, const bf16* d, int N) { column_sum_gpu(db, d, N, m->C, m->be.stream); }
 static void op_embedding_forward(Model* m, bf16* out, const int* tokens, int N) {
-    embedding_forward_gpu(out, tokens, bf(m, m->w.wte), N, m->C, m->v0, m->Vl, m->be.stream);
+    embedding_forward_gpu(out, tokens, bf(m, m->w.wte), N, m->C, m->vocab_start, m->Vl, m->be.stream);
 }
 static void op_embedding_backward(Model* m, const int* tokens, const bf16* dout, int N) {
-    embedding_backward_gpu(m->g.wte, tokens, dout, N, m->C, m->v0, m->Vl, m->be.stream);
+    embedding_backward_gpu(m->g.wte, tokens, dout, N, m->C, m->vocab_start, m->Vl, m->be.stream);
 }
 static void op_position_forward(Model* m, bf16* x, int N, int row0) {
     int period;
@@ -221,14 +221,14 @@ static void op_position_backward(Model* m, const bf16* dx, int N, int row0) {
     position_backward_gpu(m->g.wpe, dx, N, row0, pos, period, m->C, m->be.stream);
 }
 static void op_ce_local_max(Model* m, float* max, const bf16* logits, int N) {
-    crossentropy_local_max_gpu(max, logits, N, m->Vl, m->v0, m->c.vocab, m->be.stream);
+    crossentropy_local_max_gpu(max, logits, N, m->Vl, m->vocab_start, m->c.vocab, m->be.stream);
 }
 static void op_ce_local_sums(Model* m, float* sums, const bf16* logits, const float* max, const int* targets, int N) {
-    crossentropy_local_sums_gpu(sums, logits, max, targets, N, m->Vl, m->v0, m->c.vocab, m->be.stream);
+    crossentropy_local_sums_gpu(sums, logits, max, targets, N, m->Vl, m->vocab_start, m->c.vocab, m->be.stream);
 }
 static void op_ce_finish(Model* m, float* losses, bf16* dlogits, const float* max, const float* sums,
                          const int* targets, int N, float dloss_scale) {
-    crossentropy_finish_gpu(losses, dlogits, max, sums, targets, N, m->Vl, m->v0, m->c.vocab, dloss_scale,
+    crossentropy_finish_gpu(losses, dlogits, max, sums, targets, N, m->Vl, m->vocab_start, m->c.vocab, dloss_scale,
                             m->be.stream);
 }
 static void op_loss_accumulate(Model* m, const float* losses, int N) {
@@ -424,9 +424,9 @@ static void param_shards_gather(Model* m) {
 // Sampling: one bf16 row of logits on the device, all-gathered over tp, then fp32 on the host.
 static void row_logits(Model* m, const bf16* lnf_row, float* row) {
     int Vp = m->c.vocab_padded;
-    op_matmul_forward(m, m->be.logit_row + m->v0, lnf_row, m->w.head, NULL, 1, m->C, m->Vl);
+    op_matmul_forward(m, m->be.logit_row + m->vocab_start, lnf_row, m->w.head, NULL, 1, m->C, m->Vl);
     // comm: tp all-gather of one row of logits
-    nccl_allgather_bf16(&m->be.G, &m->be.G.group[GROUP_TP], m->be.logit_row + m->v0, m->be.logit_row, m->Vl,
+    nccl_allgather_bf16(&m->be.G, &m->be.G.group[GROUP_TP], m->be.logit_row + m->vocab_start, m->be.logit_row, m->Vl,
                         m->be.stream);
     bf16* row_bf = (bf16*)xmalloc(sizeof(bf16) * Vp);
     d2h(row_bf, m->be.logit_row, sizeof(bf16) * Vp, m->be.stream);

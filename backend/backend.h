@@ -74,7 +74,7 @@ static void op_f32_to_act(Model* m, act_t* dst, const float* src, size_t n);
 static void op_residual(Model* m, act_t* out, const act_t* x, const act_t* y, const float* bias, int N);
 // db (C) += column sums of d (N x C).
 static void op_column_sum(Model* m, float* db, const act_t* d, int N);
-// Embedding rows of this rank's vocabulary [v0, v0 + Vl): out (N x C) = wte[token] or 0.
+// Embedding rows of this rank's vocabulary [vocab_start, vocab_start + Vl): out (N x C) = wte[token] or 0.
 static void op_embedding_forward(Model* m, act_t* out, const int* tokens, int N);
 static void op_embedding_backward(Model* m, const int* tokens, const act_t* dout, int N);  // g.wte +=
 // GPT-2's positions: x (N rows from row0; row i at position m->pos[i % T]) += wpe[position];

@@ -102,7 +102,7 @@ typedef struct {
     Layout L;
     ParamLayout P;
     // shapes on this rank
-    int B, T, C, hd, n_head_local, n_kv_head_local, qkv_dim, Fl, fc_dim, Vl, v0, n_micro;
+    int B, T, C, hd, n_head_local, n_kv_head_local, qkv_dim, Fl, fc_dim, Vl, vocab_start, n_micro;
     // fp32 parameters, gradients, AdamW state (this rank's optimizer range [opt_lo, opt_hi))
     float *params, *grads, *grad_shard, *m_state, *v_state;
     size_t opt_lo, opt_hi;

@@ -77,13 +77,13 @@ static void settings_agree(const Args* a, int rank, int world) {
             uint64_t theirs = all[(size_t)r * n + i];
             if (theirs == all[i]) continue;
             if (rank == 0) {
-                char v0[512], vr[512];
-                setting_show(&mine.s[i], all[i], 1, v0, sizeof(v0));
+                char vocab_start[512], vr[512];
+                setting_show(&mine.s[i], all[i], 1, vocab_start, sizeof(vocab_start));
                 setting_show(&mine.s[i], theirs, 0, vr, sizeof(vr));
                 print_error(
                     "ranks disagree on %s: rank 0 has %s, rank %d has %s (every rank must be started with the same "
                     "settings)",
-                    mine.s[i].flag, v0, r, vr);
+                    mine.s[i].flag, vocab_start, r, vr);
             }
             MPI_Finalize();
             exit(1);

@@ -489,12 +489,12 @@ static void test_residual(void) {
 }
 
 // --- vocabulary-parallel token embedding and the position embedding ---
-typedef struct { int N, C, v0, Vl, T, row0; const int* tok; double *wte, *x, *wpe, *R; } EmbCtx;
+typedef struct { int N, C, vocab_start, Vl, T, row0; const int* tok; double *wte, *x, *wpe, *R; } EmbCtx;
 static double emb_obj(void* p) {
     EmbCtx* c = (EmbCtx*)p;
     size_t n = (size_t)c->N * c->C;
     double* out = zeros_d(n);
-    refd_embedding_forward(out, c->tok, c->wte, c->N, c->C, c->v0, c->Vl);
+    refd_embedding_forward(out, c->tok, c->wte, c->N, c->C, c->vocab_start, c->Vl);
     double L = dot_d(out, c->R, n);
     free(out);
     return L;
@@ -509,18 +509,18 @@ static double pos_obj(void* p) {
     return L;
 }
 static void test_embedding(void) {
-    int N = 12, C = 20, v0 = 4, Vl = 6;
+    int N = 12, C = 20, vocab_start = 4, Vl = 6;
     int tok[12] = {0, 4, 5, 9, 10, 13,
                    4, 7, 7, 3, 9,  11};  // in range [4, 10): 4 5 9 4 7 7 9; repeats; outside: 0 10 13 3 11
     size_t n = (size_t)N * C, nw = (size_t)Vl * C;
     float *wte = randn_f(nw, 1), *R = randn_f(n, 1), *out = filled_f(n, NAN);
-    embedding_forward(out, tok, wte, N, C, v0, Vl);
-    EmbCtx ctx = {N, C, v0, Vl, 0, 0, tok, to_double(wte, nw), NULL, NULL, to_double(R, n)};
+    embedding_forward(out, tok, wte, N, C, vocab_start, Vl);
+    EmbCtx ctx = {N, C, vocab_start, Vl, 0, 0, tok, to_double(wte, nw), NULL, NULL, to_double(R, n)};
     double* ref = zeros_d(n);
-    refd_embedding_forward(ref, tok, ctx.wte, N, C, v0, Vl);
+    refd_embedding_forward(ref, tok, ctx.wte, N, C, vocab_start, Vl);
     check_err("fwd/embedding vocab range [4,10) (outside rows 0)", rel_err(out, ref, n), 0.0);
     float* dwte = prefilled(nw);
-    embedding_backward(dwte, tok, R, N, C, v0, Vl);
+    embedding_backward(dwte, tok, R, N, C, vocab_start, Vl);
     unprefill(dwte, nw);
     check_err("fd/embedding/wte (repeats, tokens outside range)", fd_err(emb_obj, &ctx, ctx.wte, nw, dwte), TOL_GRAD);
     // position embedding of rows [row0, row0+N) of a batch with T rows a sequence (wraps

@@ -139,7 +139,7 @@ static void reference_activation(int swiglu) {
 
 // The residual with a bias, the bias's column sum, the embeddings.
 static void reference_residual_embedding(void) {
-    int N = 6, C = 20, v0 = 4, Vl = 6, T = 4, tok[6] = {0, 4, 5, 9, 4, 11}, pos[4] = {2, 0, 3, 1};
+    int N = 6, C = 20, vocab_start = 4, Vl = 6, T = 4, tok[6] = {0, 4, 5, 9, 4, 11}, pos[4] = {2, 0, 3, 1};
     size_t n = (size_t)N * C;
     float *a = randn_f(n, 1), *b = randn_f(n, 1), *bias = randn_f(C, 1), *out = filled_f(n, NAN);
     float *rout = filled_f(n, NAN), *sum = prefilled(C), *rsum = prefilled(C);
@@ -149,9 +149,11 @@ static void reference_residual_embedding(void) {
     column_dot_accumulate(sum, a, NULL, N, C), ref_column_sum(rsum, a, N, C);
     check_same("residual", "column sum", sum, rsum, C);
     float *wte = randn_f((size_t)Vl * C, 1), *dwte = prefilled((size_t)Vl * C), *rdwte = prefilled((size_t)Vl * C);
-    embedding_forward(out, tok, wte, N, C, v0, Vl), ref_embedding_forward(rout, tok, wte, N, C, v0, Vl);
+    embedding_forward(out, tok, wte, N, C, vocab_start, Vl),
+        ref_embedding_forward(rout, tok, wte, N, C, vocab_start, Vl);
     check_same("embedding", "out (rows of other ranks 0)", out, rout, n);
-    embedding_backward(dwte, tok, a, N, C, v0, Vl), ref_embedding_backward(rdwte, tok, a, N, C, v0, Vl);
+    embedding_backward(dwte, tok, a, N, C, vocab_start, Vl),
+        ref_embedding_backward(rdwte, tok, a, N, C, vocab_start, Vl);
     check_same("embedding", "dwte", dwte, rdwte, (size_t)Vl * C);
     float *wpe = randn_f((size_t)T * C, 1), *dwpe = prefilled((size_t)T * C), *rdwpe = prefilled((size_t)T * C);
     memcpy(out, a, sizeof(float) * n), memcpy(rout, a, sizeof(float) * n);

@@ -162,27 +162,28 @@ static void test_attention_grad_pack(size_t rows, int Ha, int KVa, int hd) {
     free_all();
 }
 
-static void test_embedding(int N, int C, int v0, int Vl, int vocab, int T, int row0) {
+static void test_embedding(int N, int C, int vocab_start, int Vl, int vocab, int T, int row0) {
     char nm[128];
     int* tok = (int*)hbuf(N);
-    for (int i = 0; i < N; i++) tok[i] = i % 5 == 0 ? v0 + 3 : (int)(rng_u64(&rng) % vocab);  // repeats on purpose
-    if (v0 + 3 >= vocab) fail("test_embedding: bad shape");
+    for (int i = 0; i < N; i++)
+        tok[i] = i % 5 == 0 ? vocab_start + 3 : (int)(rng_u64(&rng) % vocab);  // repeats on purpose
+    if (vocab_start + 3 >= vocab) fail("test_embedding: bad shape");
     float* wte = hrand((size_t)Vl * C, 1.0f);
     float* out = hbuf((size_t)N * C);
-    embedding_forward(out, tok, wte, N, C, v0, Vl);
+    embedding_forward(out, tok, wte, N, C, vocab_start, Vl);
     int* d_tok = to_i32(tok, N);
     bf16* d_wte = to_bf16(wte, (size_t)Vl * C);
     bf16* d_out = (bf16*)dbuf(2 * (size_t)N * C);
-    embedding_forward_gpu(d_out, d_tok, d_wte, N, C, v0, Vl, st);
-    snprintf(nm, sizeof(nm), "embedding_forward N=%d C=%d v0=%d Vl=%d", N, C, v0, Vl);
+    embedding_forward_gpu(d_out, d_tok, d_wte, N, C, vocab_start, Vl, st);
+    snprintf(nm, sizeof(nm), "embedding_forward N=%d C=%d vocab_start=%d Vl=%d", N, C, vocab_start, Vl);
     check(nm, from_bf16(d_out, (size_t)N * C), out, (size_t)N * C, TOL_EXACT);
     float* dout = hrand((size_t)N * C, 1.0f);
     float* dwte = hrand((size_t)Vl * C, 1.0f);
     float* d_dwte = to_f32(dwte, (size_t)Vl * C);
     bf16* d_dout = to_bf16(dout, (size_t)N * C);
-    embedding_backward(dwte, tok, dout, N, C, v0, Vl);
-    embedding_backward_gpu(d_dwte, d_tok, d_dout, N, C, v0, Vl, st);
-    snprintf(nm, sizeof(nm), "embedding_backward N=%d C=%d v0=%d Vl=%d", N, C, v0, Vl);
+    embedding_backward(dwte, tok, dout, N, C, vocab_start, Vl);
+    embedding_backward_gpu(d_dwte, d_tok, d_dout, N, C, vocab_start, Vl, st);
+    snprintf(nm, sizeof(nm), "embedding_backward N=%d C=%d vocab_start=%d Vl=%d", N, C, vocab_start, Vl);
     check(nm, from_f32(d_dwte, (size_t)Vl * C), dwte, (size_t)Vl * C, TOL_F32);
 
     // position embedding of rows [row0, row0+N) of a batch of T rows per sequence, at the
@@ -207,8 +208,8 @@ static void test_embedding(int N, int C, int v0, int Vl, int vocab, int T, int r
 }
 
 // One rank's three passes (no reduction in between: the test checks the local kernels,
-// which with v0 = 0 and Vl >= vocab is the whole cross-entropy).
-static void test_crossentropy(int N, int Vl, int v0, int vocab) {
+// which with vocab_start = 0 and Vl >= vocab is the whole cross-entropy).
+static void test_crossentropy(int N, int Vl, int vocab_start, int vocab) {
     char nm[128];
     float* logits = hrand((size_t)N * Vl, 4.0f);
     int* tgt = (int*)hbuf(N);
@@ -216,22 +217,22 @@ static void test_crossentropy(int N, int Vl, int v0, int vocab) {
     float *maxes = hbuf(N), *sums = hbuf(2 * N), *losses = hbuf(N);
     float* dl = hcopy(logits, (size_t)N * Vl);
     float scale = 1.0f / N;
-    crossentropy_local_max(maxes, logits, N, Vl, v0, vocab);
-    crossentropy_local_sums(sums, logits, maxes, tgt, N, Vl, v0, vocab);
-    crossentropy_finish(losses, dl, maxes, sums, tgt, N, Vl, v0, vocab, scale);
+    crossentropy_local_max(maxes, logits, N, Vl, vocab_start, vocab);
+    crossentropy_local_sums(sums, logits, maxes, tgt, N, Vl, vocab_start, vocab);
+    crossentropy_finish(losses, dl, maxes, sums, tgt, N, Vl, vocab_start, vocab, scale);
     bf16* d_logits = to_bf16(logits, (size_t)N * Vl);
     int* d_tgt = to_i32(tgt, N);
     float *d_max = (float*)dbuf(4 * N), *d_sums = (float*)dbuf(8 * N), *d_loss = (float*)dbuf(4 * N);
-    crossentropy_local_max_gpu(d_max, d_logits, N, Vl, v0, vocab, st);
-    crossentropy_local_sums_gpu(d_sums, d_logits, d_max, d_tgt, N, Vl, v0, vocab, st);
-    crossentropy_finish_gpu(d_loss, d_logits, d_max, d_sums, d_tgt, N, Vl, v0, vocab, scale, st);
-    snprintf(nm, sizeof(nm), "crossentropy_local_max N=%d Vl=%d v0=%d V=%d", N, Vl, v0, vocab);
+    crossentropy_local_max_gpu(d_max, d_logits, N, Vl, vocab_start, vocab, st);
+    crossentropy_local_sums_gpu(d_sums, d_logits, d_max, d_tgt, N, Vl, vocab_start, vocab, st);
+    crossentropy_finish_gpu(d_loss, d_logits, d_max, d_sums, d_tgt, N, Vl, vocab_start, vocab, scale, st);
+    snprintf(nm, sizeof(nm), "crossentropy_local_max N=%d Vl=%d vocab_start=%d V=%d", N, Vl, vocab_start, vocab);
     check(nm, from_f32(d_max, N), maxes, N, TOL_EXACT);
-    snprintf(nm, sizeof(nm), "crossentropy_local_sums N=%d Vl=%d v0=%d V=%d", N, Vl, v0, vocab);
+    snprintf(nm, sizeof(nm), "crossentropy_local_sums N=%d Vl=%d vocab_start=%d V=%d", N, Vl, vocab_start, vocab);
     check(nm, from_f32(d_sums, 2 * N), sums, 2 * N, TOL_F32);
-    snprintf(nm, sizeof(nm), "crossentropy_finish loss N=%d Vl=%d v0=%d V=%d", N, Vl, v0, vocab);
+    snprintf(nm, sizeof(nm), "crossentropy_finish loss N=%d Vl=%d vocab_start=%d V=%d", N, Vl, vocab_start, vocab);
     check(nm, from_f32(d_loss, N), losses, N, TOL_F32);
-    snprintf(nm, sizeof(nm), "crossentropy_finish dlogits N=%d Vl=%d v0=%d V=%d", N, Vl, v0, vocab);
+    snprintf(nm, sizeof(nm), "crossentropy_finish dlogits N=%d Vl=%d vocab_start=%d V=%d", N, Vl, vocab_start, vocab);
     check(nm, from_bf16(d_logits, (size_t)N * Vl), dl, (size_t)N * Vl, TOL_BF16);
     free_all();
 }

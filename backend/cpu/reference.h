@@ -7,8 +7,8 @@
 // C channels, IC/OC input/output channels of a matmul, B sequences of T positions, H query heads
 // and KV key/value heads of hd channels, F the MLP's hidden size); a weight matrix is OC x IC
 // (PyTorch's layout); every backward adds (+=) into the gradients it is given. The vocabulary
-// ops take this rank's rows [v0, v0 + Vl) of the padded vocabulary (tensor parallelism): with one
-// rank v0 = 0 and Vl = the padded vocabulary. No threads, no SIMD: one loop nest per formula.
+// ops take this rank's rows [vocab_start, vocab_start + Vl) of the padded vocabulary (tensor parallelism): with one
+// rank vocab_start = 0 and Vl = the padded vocabulary. No threads, no SIMD: one loop nest per formula.
 //
 // In order: embeddings, LayerNorm, RMSNorm, matmul, RoPE, attention, GELU, SwiGLU, residual,
 // cross-entropy, AdamW.
@@ -26,15 +26,17 @@
 // (tensor parallelism adds the ranks' outputs). GPT-2 adds a learned position embedding:
 // row i of a batch (row0 + i overall) is at position pos[(row0 + i) % T] of its sequence.
 
-static void ref_embedding_forward(float* out, const int* tokens, const float* wte, int N, int C, int v0, int Vl) {
+static void ref_embedding_forward(float* out, const int* tokens, const float* wte, int N, int C, int vocab_start,
+                                  int Vl) {
     for (int i = 0; i < N; i++) {
-        int row = tokens[i] - v0;
+        int row = tokens[i] - vocab_start;
         for (int c = 0; c < C; c++) out[(size_t)i * C + c] = row >= 0 && row < Vl ? wte[(size_t)row * C + c] : 0.0f;
     }
 }
-static void ref_embedding_backward(float* dwte, const int* tokens, const float* dout, int N, int C, int v0, int Vl) {
+static void ref_embedding_backward(float* dwte, const int* tokens, const float* dout, int N, int C, int vocab_start,
+                                   int Vl) {
     for (int i = 0; i < N; i++) {
-        int row = tokens[i] - v0;
+        int row = tokens[i] - vocab_start;
         if (row < 0 || row >= Vl) continue;
         for (int c = 0; c < C; c++) dwte[(size_t)row * C + c] += dout[(size_t)i * C + c];
     }
@@ -344,7 +346,7 @@ static void ref_column_sum(float* sum, const float* x, int N, int C) {
 
 // ----------------------------------------------------------------------------
 // Softmax cross-entropy over the vocabulary, loss = log(sum_j exp(l_j)) - l_target, split in the
-// three passes vocabulary parallelism needs (Megatron-LM): this rank's columns [v0, v0 + Vl) of
+// three passes vocabulary parallelism needs (Megatron-LM): this rank's columns [vocab_start, vocab_start + Vl) of
 // each row's logits; the columns past `vocab` are padding and take no probability. Between the
 // passes the tensor-parallel group takes the MAX of maxes, then the SUM of sums.
 //   pass 1: maxes[i] = the row's largest logit here;
@@ -352,32 +354,32 @@ static void ref_column_sum(float* sum, const float* x, int N, int C) {
 //   pass 3: losses[i] = log(sums[i]) + max - target logit; dlogits (the logits, overwritten; NULL:
 //           none) = (softmax - onehot(target)) dloss_scale. A target < 0 (padding) has loss 0, gradient 0.
 
-static void ref_crossentropy_local_max(float* maxes, const float* logits, int N, int Vl, int v0, int vocab) {
+static void ref_crossentropy_local_max(float* maxes, const float* logits, int N, int Vl, int vocab_start, int vocab) {
     for (int i = 0; i < N; i++) {
         maxes[i] = -FLT_MAX;
-        for (int j = 0; j < Vl && v0 + j < vocab; j++)
+        for (int j = 0; j < Vl && vocab_start + j < vocab; j++)
             if (logits[(size_t)i * Vl + j] > maxes[i]) maxes[i] = logits[(size_t)i * Vl + j];
     }
 }
 static void ref_crossentropy_local_sums(float* sums, const float* logits, const float* maxes, const int* targets,
-                                        int N, int Vl, int v0, int vocab) {
+                                        int N, int Vl, int vocab_start, int vocab) {
     for (int i = 0; i < N; i++) {
         sums[i] = 0.0f;
-        for (int j = 0; j < Vl && v0 + j < vocab; j++) sums[i] += expf(logits[(size_t)i * Vl + j] - maxes[i]);
-        int here = targets[i] - v0;
+        for (int j = 0; j < Vl && vocab_start + j < vocab; j++) sums[i] += expf(logits[(size_t)i * Vl + j] - maxes[i]);
+        int here = targets[i] - vocab_start;
         sums[N + i] = here >= 0 && here < Vl ? logits[(size_t)i * Vl + here] : 0.0f;
     }
 }
 static void ref_crossentropy_finish(float* losses, float* dlogits, const float* maxes, const float* sums,
-                                    const int* targets, int N, int Vl, int v0, int vocab, float dloss_scale) {
+                                    const int* targets, int N, int Vl, int vocab_start, int vocab, float dloss_scale) {
     for (int i = 0; i < N; i++) {
         int padding = targets[i] < 0;
         losses[i] = padding ? 0.0f : logf(sums[i]) + maxes[i] - sums[N + i];
         if (!dlogits) continue;
         for (int j = 0; j < Vl; j++) {
             float* d = dlogits + (size_t)i * Vl + j;
-            float p = padding || v0 + j >= vocab ? 0.0f : expf(*d - maxes[i]) / sums[i];
-            float onehot = !padding && v0 + j == targets[i] ? 1.0f : 0.0f;
+            float p = padding || vocab_start + j >= vocab ? 0.0f : expf(*d - maxes[i]) / sums[i];
+            float onehot = !padding && vocab_start + j == targets[i] ? 1.0f : 0.0f;
             *d = (p - onehot) * dloss_scale;
         }
     }

@@ -1,5 +1,5 @@
 // backend/gpu/embed_loss.cuh: the vocabulary-parallel embedding (out N x C from this rank's
-// rows [v0, v0+Vl) of wte; dwte fp32 by atomicAdd), the position embedding (wpe), and the
+// rows [vocab_start, vocab_start+Vl) of wte; dwte fp32 by atomicAdd), the position embedding (wpe), and the
 // vocabulary-parallel cross-entropy over bf16 logits N x Vl in three passes (row maxima;
 // sums of exponentials and target logits; losses N and dlogits), as the CPU's.
 #ifndef GPU_EMBED_LOSS_CUH
@@ -7,35 +7,36 @@
 
 #include "backend/gpu/common.cuh"
 
-// Vocabulary-parallel embedding (rows [v0, v0+Vl) of wte here) and position embedding.
+// Vocabulary-parallel embedding (rows [vocab_start, vocab_start+Vl) of wte here) and position embedding.
 
-__global__ void embedding_forward_kernel(bf16* out, const int* tokens, const bf16* wte, int N, int C, int v0, int Vl) {
+__global__ void embedding_forward_kernel(bf16* out, const int* tokens, const bf16* wte, int N, int C, int vocab_start,
+                                         int Vl) {
     size_t idx = (size_t)blockIdx.x * blockDim.x + threadIdx.x;
     if (idx >= (size_t)N * C) return;
     size_t i = idx / C, c = idx % C;
-    int r = tokens[i] - v0;
+    int r = tokens[i] - vocab_start;
     out[idx] = (r >= 0 && r < Vl) ? wte[(size_t)r * C + c] : f2bf(0.0f);
 }
 // dwte (Vl x C, fp32) += dout rows of the tokens in range; fp32 atomics (order-dependent in the last bits).
-__global__ void embedding_backward_kernel(float* dwte, const int* tokens, const bf16* dout, int N, int C, int v0,
-                                          int Vl) {
+__global__ void embedding_backward_kernel(float* dwte, const int* tokens, const bf16* dout, int N, int C,
+                                          int vocab_start, int Vl) {
     size_t idx = (size_t)blockIdx.x * blockDim.x + threadIdx.x;
     if (idx >= (size_t)N * C) return;
     size_t i = idx / C, c = idx % C;
-    int r = tokens[i] - v0;
+    int r = tokens[i] - vocab_start;
     if (r >= 0 && r < Vl) atomicAdd(&dwte[(size_t)r * C + c], bf2f(dout[idx]));
 }
 // tokens: device ints (N).
-static void embedding_forward_gpu(bf16* out, const int* tokens, const bf16* wte, int N, int C, int v0, int Vl,
+static void embedding_forward_gpu(bf16* out, const int* tokens, const bf16* wte, int N, int C, int vocab_start, int Vl,
                                   cudaStream_t s) {
     if ((size_t)N * C == 0) return;
-    embedding_forward_kernel<<<cdiv((size_t)N * C, 256), 256, 0, s>>>(out, tokens, wte, N, C, v0, Vl);
+    embedding_forward_kernel<<<cdiv((size_t)N * C, 256), 256, 0, s>>>(out, tokens, wte, N, C, vocab_start, Vl);
     launchCheck();
 }
-static void embedding_backward_gpu(float* dwte, const int* tokens, const bf16* dout, int N, int C, int v0, int Vl,
-                                   cudaStream_t s) {
+static void embedding_backward_gpu(float* dwte, const int* tokens, const bf16* dout, int N, int C, int vocab_start,
+                                   int Vl, cudaStream_t s) {
     if ((size_t)N * C == 0) return;
-    embedding_backward_kernel<<<cdiv((size_t)N * C, 256), 256, 0, s>>>(dwte, tokens, dout, N, C, v0, Vl);
+    embedding_backward_kernel<<<cdiv((size_t)N * C, 256), 256, 0, s>>>(dwte, tokens, dout, N, C, vocab_start, Vl);
     launchCheck();
 }
 
@@ -78,7 +79,7 @@ static void position_backward_gpu(float* dwpe, const bf16* dout, int N, int row0
 // Vocabulary-parallel cross-entropy, the same three passes as the CPU: the caller
 // all-reduces maxes (MAX) and then sums (2N floats: [sum exp | target logit], SUM) over
 // the tp group between the calls. One block per row; logits (N x Vl) bf16; columns
-// >= vocab - v0 are padding. targets: device ints. maxes, sums, losses: fp32 device.
+// >= vocab - vocab_start are padding. targets: device ints. maxes, sums, losses: fp32 device.
 
 #define CE_THREADS 256
 // Each thread walks its row in chunks of 8 (load8): row i starts 16-byte aligned when Vl
@@ -96,7 +97,7 @@ __global__ void ce_local_max_kernel(float* maxes, const bf16* logits, int Vl, in
     if (threadIdx.x == 0) maxes[blockIdx.x] = m;
 }
 __global__ void ce_local_sums_kernel(float* sums, const bf16* logits, const float* maxes, const int* targets, int N,
-                                     int Vl, int v0, int vn) {
+                                     int Vl, int vocab_start, int vn) {
     int i = blockIdx.x;
     const bf16* l = logits + (size_t)i * Vl;
     float m = maxes[i], s = 0.0f, x[8];
@@ -108,19 +109,19 @@ __global__ void ce_local_sums_kernel(float* sums, const bf16* logits, const floa
     }
     s = block_reduce(s, 0);
     if (threadIdx.x == 0) {
-        int r = targets[i] - v0;
+        int r = targets[i] - vocab_start;
         sums[i] = s;
         sums[N + i] = (r >= 0 && r < Vl) ? bf2f(l[r]) : 0.0f;
     }
 }
 __global__ void ce_finish_kernel(float* losses, bf16* dlogits, const float* maxes, const float* sums,
-                                 const int* targets, int N, int Vl, int v0, int vn, float dloss_scale) {
+                                 const int* targets, int N, int Vl, int vocab_start, int vn, float dloss_scale) {
     int i = blockIdx.x, ignored = targets[i] < 0;  // padding (layout/packing.h): loss 0, gradient 0
     float m = maxes[i], inv = 1.0f / sums[i], x[8];
     if (threadIdx.x == 0) losses[i] = ignored ? 0.0f : logf(sums[i]) + m - sums[N + i];
     if (!dlogits) return;
     bf16* d = dlogits + (size_t)i * Vl;
-    int r = targets[i] - v0;
+    int r = targets[i] - vocab_start;
     for (int j = threadIdx.x * 8; j < Vl; j += blockDim.x * 8) {  // each chunk read then written by one thread
         load8(x, d + j, Vl - j);
         #pragma unroll
@@ -131,28 +132,30 @@ __global__ void ce_finish_kernel(float* losses, bf16* dlogits, const float* maxe
         store8(d + j, x, Vl - j);
     }
 }
-static int ce_valid_cols(int Vl, int v0, int vocab) { return vocab - v0 < Vl ? vocab - v0 : Vl; }
-static void crossentropy_local_max_gpu(float* maxes, const bf16* logits, int N, int Vl, int v0, int vocab,
+static int ce_valid_cols(int Vl, int vocab_start, int vocab) {
+    return vocab - vocab_start < Vl ? vocab - vocab_start : Vl;
+}
+static void crossentropy_local_max_gpu(float* maxes, const bf16* logits, int N, int Vl, int vocab_start, int vocab,
                                        cudaStream_t s) {
     if (N <= 0) return;
-    ce_local_max_kernel<<<N, CE_THREADS, 0, s>>>(maxes, logits, Vl, ce_valid_cols(Vl, v0, vocab));
+    ce_local_max_kernel<<<N, CE_THREADS, 0, s>>>(maxes, logits, Vl, ce_valid_cols(Vl, vocab_start, vocab));
     launchCheck();
 }
 // sums: 2N floats.
 static void crossentropy_local_sums_gpu(float* sums, const bf16* logits, const float* maxes, const int* targets, int N,
-                                        int Vl, int v0, int vocab, cudaStream_t s) {
+                                        int Vl, int vocab_start, int vocab, cudaStream_t s) {
     if (N <= 0) return;
-    ce_local_sums_kernel<<<N, CE_THREADS, 0, s>>>(sums, logits, maxes, targets, N, Vl, v0,
-                                                  ce_valid_cols(Vl, v0, vocab));
+    ce_local_sums_kernel<<<N, CE_THREADS, 0, s>>>(sums, logits, maxes, targets, N, Vl, vocab_start,
+                                                  ce_valid_cols(Vl, vocab_start, vocab));
     launchCheck();
 }
 // losses (N); dlogits (the logits, replaced in place by (softmax - onehot) * dloss_scale) or NULL.
 static void crossentropy_finish_gpu(float* losses, bf16* dlogits, const float* maxes, const float* sums,
-                                    const int* targets, int N, int Vl, int v0, int vocab, float dloss_scale,
+                                    const int* targets, int N, int Vl, int vocab_start, int vocab, float dloss_scale,
                                     cudaStream_t s) {
     if (N <= 0) return;
-    ce_finish_kernel<<<N, CE_THREADS, 0, s>>>(losses, dlogits, maxes, sums, targets, N, Vl, v0,
-                                              ce_valid_cols(Vl, v0, vocab), dloss_scale);
+    ce_finish_kernel<<<N, CE_THREADS, 0, s>>>(losses, dlogits, maxes, sums, targets, N, Vl, vocab_start,
+                                              ce_valid_cols(Vl, vocab_start, vocab), dloss_scale);
     launchCheck();
 }
 

@@ -45,12 +45,13 @@ NVCC_FLAGS = -O3 -std=c++17 -DOMPI_SKIP_MPICXX=1 $(CUDA_GENCODE) -DCUDA_ARCH_LIS
              -I$(CUDA_ROOT)/include -I.
 NVCC_LIBS = -L$(CUDA_ROOT)/lib64 -lcublasLt -lcublas $(NCCL_FLAGS) -lm
 
-# the folders in their layers' order (scripts/check_headers.sh: an include points only down)
-LAYERS = base layout backend backend/cpu backend/gpu model parallel planner runtime
-HEADERS = $(wildcard $(addsuffix /*.h,$(LAYERS)))
+# The folders' layers, lowest first: a file includes only files of its own layer or of one before it
+# (backend/cpu/ and backend/gpu/ are backend's; scripts/check_headers.py checks it).
+LAYERS = base layout data backend model parallel planner runtime
+HEADERS = $(wildcard $(addsuffix /*.h,$(LAYERS) backend/cpu backend/gpu))
 GPU_HEADERS = $(wildcard backend/gpu/*.cuh)
 
-.PHONY: all train test binaries bench clean mpi detect
+.PHONY: all train test binaries bench clean mpi detect check_headers
 all: train
 
 # Every function is static in a header. The trainers include all of them, so there an unused
@@ -182,6 +183,12 @@ sim_wlb: dev/sim_wlb.c $(HEADERS)
 # The GPU layouts dev/check_gpu_vs_cpu.sh runs under ASan in make test (all of them run without it).
 ASAN_CASES = ^gpu_(gpt2|full|gpt2_recompute_full|gpt2_tp2_sp|gpt2_dp2_zero2|llama_tp2|llama_tp2_sp_dp2_nccl|gpt2_pp2_vpp2_nccl|llama_tp2_pp2_nccl|gpt2_cp2_ulysses_nccl|llama_cp2_ring_nccl)$$
 
+# Every header compiles alone (C headers with the C build's flags, the GPU ones on the CUDA emulator),
+# no include points to a later layer, no include cycle.
+check_headers: $(EMU_SRC) | $(NEED_MPI)
+	@python3 scripts/check_headers.py --layers "$(LAYERS)" --cc "$(CC) $(CFLAGS) -Wno-unused-function $(MPI_COMPILE)" \
+	  --cu "$(EMU_CXX) -Wno-unused-function $(MPI_COMPILE)"
+
 # All tests; the last line is the total "N passed, N failed".
 # (fuzzing bounded by FUZZ_SECONDS per harness; clang's libFuzzer is needed for it; the GPU
 # build runs on the CUDA emulator: its kernels against kernels_cpu.h, and the whole trainer
@@ -195,6 +202,7 @@ TEST_BINS = train train_cpu test_gpt test_planner test_layouts test_faults train
 binaries: train_gpu test_gpu train_cpu_nompi train_gpu_nompi $(TEST_BINS) bench_cpu bench_nccl sim_schedule sim_wlb
 test: $(TEST_BINS)
 	@set -o pipefail; rm -f .test.log; status=0; \
+	$(MAKE) --no-print-directory check_headers 2>&1 | tee -a .test.log || status=1; \
 	./test_planner 2>&1 | tee -a .test.log || status=1; \
 	./test_gpt 2>&1 | tee -a .test.log || status=1; \
 	./test_layouts 2>&1 | tee -a .test.log || status=1; \

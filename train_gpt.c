@@ -10,37 +10,26 @@
 // layer_forward()/layer_backward_input()/layer_backward_weight() (model/model.h) -> the op_*
 // operations here -> backend/cpu/kernels_cpu.h. All of that but the operations, memory and main
 // is shared with the GPU build. Every communication point is marked "comm:".
-#include "layout/args.h"
-#include "runtime/ckpt.h"
-#include "runtime/data.h"
-#include "backend/cpu/kernels_cpu.h"
-#include "backend/cpu/reference.h"
-#include "layout/grid.h"
-#include "runtime/metrics.h"
-#include "runtime/offload.h"
-#include "layout/params.h"
-#include "planner/planner.h"
-#include "runtime/run.h"
-#include "layout/schedule.h"
-
-// The activation element model.h works in, what a slot's pipeline sends hold until done,
-// the build's own state, and the most floats of one dp all-reduce of the gradient
-// (parallel/data_parallel.h's reduce_gradients).
-typedef float act_t;
-typedef struct {
-    MPI_Request req[2];
-    float* copy[2];                    // --offload activations: what is sent, copied out of the frame
-} SlotSends;
-typedef MPI_Request GatherWait;        // a --zero 3 all-gather in flight (parallel/zero3.h)
-typedef struct {
-    float* norm_scratch;               // the norm backward's N x C scratch
-    int reference;                     // --kernels ref: backend/cpu/reference.h's plain loops, not kernels_cpu.h
-    RingXfer ring;                     // the context-parallel ring's exchange in flight
-} ModelBackend;
-#define GRAD_BUCKET_FLOATS ((size_t)1 << 20)
-
-#include "model/model.h"
 #include "layout/activations.h"
+#include "layout/args.h"
+#include "layout/grid.h"
+#include "layout/params.h"
+#include "layout/schedule.h"
+#include "data/data.h"
+#include "backend/cpu/kernels_cpu.h"
+#include "backend/cpu/offload.h"
+#include "backend/cpu/reference.h"
+#include "model/model.h"
+#include "parallel/context_parallel.h"
+#include "parallel/data_parallel.h"
+#include "parallel/pipeline.h"
+#include "parallel/tensor_parallel.h"
+#include "parallel/zero3.h"
+#include "planner/planner.h"
+#include "runtime/ckpt.h"
+#include "runtime/metrics.h"
+#include "runtime/run.h"
+#include "runtime/train.h"
 
 // ----------------------------------------------------------------------------
 // The operations model.h asks for, on host memory: the fast kernels (backend/cpu/kernels_cpu.h), or
@@ -214,15 +203,8 @@ static void trace_op(Model* m, int kind, int mb, int chunk, double t0) {
 }
 
 // ----------------------------------------------------------------------------
-// The rank's orchestration, shared with train_gpt.cu: the pipeline executor, data
-// parallelism and ZeRO, the step, evaluation, sampling, the training loop. Below it, the
-// primitives it asks of this build: host memory and MPI.
-#include "parallel/tensor_parallel.h"
-#include "parallel/context_parallel.h"
-#include "parallel/pipeline.h"
-#include "parallel/data_parallel.h"
-#include "parallel/zero3.h"
-#include "runtime/train.h"
+// The primitives the shared orchestration (parallel/, runtime/train.h) asks of this build: host
+// memory and MPI.
 
 static void f32_copy(Model* m, float* dst, const float* src, size_t n) { memcpy(dst, src, sizeof(float) * n); }
 static void f32_free(Model* m, float* p) { free(p); }
@@ -424,7 +406,7 @@ static void slot_bind(Model* m, int c, Slot* s, char* base) {
     if (rc != RECOMPUTE_FULL)
         for (int i = 0; i < m->chunks[c].n_layers; i++) p = carve_acts(m, &s->acts[i], p, rc == RECOMPUTE_NONE);
 }
-// --offload activations: the tier is a file-backed mapping (runtime/offload.h); a copy into it
+// --offload activations: the tier is a file-backed mapping (backend/cpu/offload.h); a copy into it
 // or out of it leaves its pages released, so only the frames stay in the resident set.
 static char* act_tier_alloc(Model* m, size_t bytes) {
     return (char*)tier_map(m->args->offload_dir, bytes, "offloaded activations");
@@ -460,7 +442,7 @@ static void model_init(Model* m, Args* a, Metrics* met) {
     model_init_schedule(m);        // the op list, then activations sized by it
 }
 
-// A tier that could not be made (runtime/offload.h tier_map) ends the run with one error line,
+// A tier that could not be made (backend/cpu/offload.h tier_map) ends the run with one error line,
 // the lowest such rank's; every rank exits together.
 static void offload_check(void) {
     int world, first, mine;

@@ -34,69 +34,29 @@
 #ifndef OMPI_SKIP_MPICXX
 #define OMPI_SKIP_MPICXX 1  // Open MPI's C++ bindings are unused (and warn under nvcc)
 #endif
+#include "layout/activations.h"
 #include "layout/args.h"
-#include "runtime/ckpt.h"
+#include "layout/grid.h"
+#include "layout/params.h"
+#include "layout/schedule.h"
+#include "data/data.h"
 #include "backend/gpu/comm_nccl.h"
 #include "backend/gpu/gpu_device.h"
-#include "runtime/data.h"
 #include "backend/gpu/kernels_gpu.cuh"
-#include "layout/grid.h"
-#include "runtime/metrics.h"
-#include "runtime/offload.h"
-#include "layout/params.h"
-#include "planner/planner.h"
-#include "runtime/run.h"
-#include "layout/schedule.h"
-
-// The activation element model.h works in, what a slot's pipeline sends hold until done,
-// the build's own state, and the most floats of one dp all-reduce of the gradient
-// (parallel/data_parallel.h's reduce_gradients): one call over the whole buffer, NCCL pipelines it
-// internally.
-typedef bf16 act_t;
-typedef struct {
-    MPI_Request req[2];                // host-staged p2p: sends still in flight from this slot
-    cudaEvent_t sent[2];               // NCCL p2p: recorded when this slot's last sends [dir] have finished
-    float* h_send[2];                  // host-staged p2p: pinned host copies of this slot's two sends
-    bf16* copy[2];                     // NCCL p2p under --offload activations: the sends, copied out of the frame
-} SlotSends;
-typedef cudaEvent_t GatherWait;        // a --zero 3 all-gather on the side stream (parallel/zero3.h)
-typedef struct { int kind, mb, chunk; double t0; } OpTime;  // a schedule op: what, and when the host issued it
-typedef struct {
-    OpTime* ops;                       // the ops issued since the last device_sync, in order
-    cudaEvent_t* ends;                 // an event on the compute stream after each
-    cudaEvent_t now;                   // recorded at the sync: the reference of their times
-    int n, cap;
-} OpTimes;
-typedef struct {
-    GpuComms G;                        // NCCL (or host-staged MPI) groups over the layout's groups
-    cudaStream_t stream;               // the one compute stream, non-blocking (kernels_gpu.cuh's scratch needs one)
-    bf16* params_bf16;                 // the bf16 copy of the fp32 master weights, read by every kernel
-    float* arena;                      // the fp32 weights params_bf16 copies: params, or --zero 3's gathered units
-    float* h_params;                   // host fp32 copy: initialization and checkpoints
-    float* h_recv;                     // host-staged p2p: pinned staging of pipeline receives
-    char* scratch_mem;                 // the device buffer the shared scratch is carved from
-    bf16* logit_row;                   // sampling: one row of logits over the padded vocabulary
-    float *norm_parts, *h_norm_parts;  // one sum of squares per tensor (grad_norm), device and host
-    double* loss_acc;                  // device: sum of token losses of this step on this rank
-    int *d_inputs, *d_targets;         // device copies of the step's tokens
-    int* d_pos;                        // device copy of m->pos: the sequence position of each of this rank's T rows
-    int *d_row_pos, *d_doc_seq;        // device copies of m->row_pos and m->doc_seq (documents; NULL without)
-    int* d_cp_order;                   // device copy of m->cp_order (--cp-split doc; NULL without)
-    double ring_t0;                    // host time the context-parallel ring's exchange in flight started (--trace)
-    cudaStream_t offload;              // --offload: the copies between the device and the pinned tier
-    float* h_grad; bf16* h_bf16;       // --offload optimizer (backend/gpu/offload_gpu.h): pinned, gradient down, bf16 up
-    cudaEvent_t* grad_down;            // per tensor: an event after its range's copy down, whether it is queued;
-    char* down_queued;                 // the step whose copies were queued, the tensor updated next
-    int opt_step, opt_next;
-    cudaEvent_t computed, copied;      // the compute stream's work so far; the offload stream's copies so far
-    OpTimes op_times;                  // the schedule's ops, timed on the device (trace_op, device_sync)
-    bf16* grad_bf16;                   // --grad-reduce bf16: the dp all-reduce's scratch, GRAD_BF16_FLOATS
-} ModelBackend;
-#define GRAD_BF16_FLOATS ((size_t)1 << 24)  // 32 MiB: a chunk of the bf16 gradient all-reduce
-#define GRAD_BUCKET_FLOATS SIZE_MAX
-
+#include "backend/gpu/memory.h"
+#include "backend/gpu/offload_gpu.h"
+#include "backend/gpu/zero3_gpu.h"
 #include "model/model.h"
-#include "layout/activations.h"
+#include "parallel/context_parallel.h"
+#include "parallel/data_parallel.h"
+#include "parallel/pipeline.h"
+#include "parallel/tensor_parallel.h"
+#include "parallel/zero3.h"
+#include "planner/planner.h"
+#include "runtime/ckpt.h"
+#include "runtime/metrics.h"
+#include "runtime/run.h"
+#include "runtime/train.h"
 
 // ----------------------------------------------------------------------------
 // The operations model.h asks for: kernels_gpu.cuh and cuBLASLt on the compute stream,
@@ -291,17 +251,8 @@ static void trace_op(Model* m, int kind, int mb, int chunk, double t0) {
 }
 
 // ----------------------------------------------------------------------------
-// The rank's orchestration (chunks, slots, the schedule executor, gradient reduction, the
-// step, evaluation, sampling, the training loop) is parallel/ and runtime/train.h, shared
-// with train_gpt.c. Below it, the primitives it asks of this build: device memory on the one
-// compute stream, NCCL (or host-staged MPI) groups and pipeline p2p.
-#include "parallel/tensor_parallel.h"
-#include "parallel/context_parallel.h"
-#include "parallel/pipeline.h"
-#include "parallel/data_parallel.h"
-#include "parallel/zero3.h"
-#include "runtime/train.h"
-#include "backend/gpu/offload_gpu.h"  // the pinned tier: activation copies, AdamW on the host (--offload optimizer)
+// The primitives the shared orchestration (parallel/, runtime/train.h) asks of this build: device
+// memory on the one compute stream, NCCL (or host-staged MPI) groups and pipeline p2p.
 
 static void f32_copy(Model* m, float* dst, const float* src, size_t n) {
     cudaCheck(cudaMemcpyAsync(dst, src, sizeof(float) * n, cudaMemcpyDeviceToDevice, m->be.stream));
@@ -546,25 +497,6 @@ static void carve_head(Model* m, HeadActs* h, Carver* k) {
     h->logits = (bf16*)at[HD_LOGITS]; h->losses = (float*)at[HD_LOSSES];
 }
 
-static void* dev_alloc(size_t bytes) {
-    void* p;
-    cudaError_t e = cudaMalloc(&p, bytes ? bytes : 16);
-    if (e != cudaSuccess)
-        fail(
-            "GPU out of memory allocating %.1f MiB (%s); "
-            "try a smaller --micro-batch, --recompute, --zero or more --tp/--pp",
-            bytes / 1048576.0, cudaGetErrorString(e));
-    // (set-up only: the legacy stream's memset, then a wait, as the compute stream does not wait for it)
-    cudaCheck(cudaMemset(p, 0, bytes ? bytes : 16));
-    cudaCheck(cudaDeviceSynchronize());
-    return p;
-}
-static float* pinned_floats(size_t n) {
-    void* p;
-    cudaCheck(cudaMallocHost(&p, sizeof(float) * (n ? n : 1)));
-    return (float*)p;
-}
-
 static void alloc_activations(Model* m) {
     size_t N = row_count(m, m->B), C = m->C;
     Carver k = {NULL, 0};
@@ -625,7 +557,6 @@ static void slot_bind(Model* m, int c, Slot* s, char* base) {
 
 // Copy the host fp32 weights to the device and make the bf16 copy, and back (--zero 3: only
 // this replica's shard goes either way, no whole copy on the device; zero3_gpu.h zero3_download).
-#include "backend/gpu/zero3_gpu.h"  // --zero 3: the collectives, the bf16 copy of a gathered unit
 static void upload_params(Model* m) {
     if (master_on_host(m)) return offload_upload(m);
     size_t lo = m->zero3_state ? m->opt_lo : 0, n = m->zero3_state ? m->opt_hi - m->opt_lo : m->P.n_padded;

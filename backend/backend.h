@@ -5,25 +5,16 @@
 // argument order and accumulate rules. "+=" accumulates into its output, "=" overwrites it.
 // Weights are passed as their fp32 views (m->w, m->wl); the GPU reads its bf16 copy of them.
 //
-// What a build defines before it includes model/model.h (which includes this header):
-//   act_t         the activation element (float on the CPU, bf16 on the GPU)
-//   SlotSends     what a slot's pipeline sends hold until they are done (MPI requests; on the
-//                 GPU also events and pinned host copies)
-//   ModelBackend  the build's own state (the GPU's stream, communicators, bf16 weights, ...)
-//   GRAD_BUCKET_FLOATS  the most floats of one dp all-reduce of the gradient
-//
-// Include order of a build (train_gpt.c, train_gpt.cu), the one order that works:
-//   1. runtime/, layout/grid.h, planner/ and the build's kernels (none needs the model);
-//   2. the four definitions above;
-//   3. model/model.h: the model's state (Model), this contract, the layer math (it declares
-//      the communication steps it takes, which parallel/ defines in step 4);
-//   4. parallel/tensor_parallel.h, parallel/context_parallel.h, parallel/pipeline.h,
-//      parallel/data_parallel.h, runtime/train.h: the parallelisms and the run, over the contract;
-//   5. the build's definitions of everything below.
-// The headers of steps 3 and 4 use act_t and Model, so they cannot stand alone: they include
-// nothing of the project and rely on this order.
+// Each function is declared here before anything calls it or defines it, so every header of the
+// model, parallel/ and runtime/ includes what it uses and compiles alone. The build's types
+// (act_t, SlotSends, GatherWait, ModelBackend) and the state all of them work on: backend/state.h.
+// Besides what a build supplies, the contract declares the tp / cp communication steps the
+// layer math calls (defined once, for both builds, in parallel/tensor_parallel.h and
+// parallel/context_parallel.h, which sit above the model).
 #ifndef BACKEND_H
 #define BACKEND_H
+
+#include "backend/state.h"
 
 // ----------------------------------------------------------------------------
 // Ops: the layer math on this rank's rows (N) and columns.
@@ -114,6 +105,20 @@ static void layer_grads_queued(Model* m, size_t lo, size_t hi);
 static void grad_reduce_scatter(Model* m, Group g, const float* send, float* recv, size_t n_per_rank);
 static void param_allgather(Model* m, Group g, const float* send, float* recv, size_t n_per_rank);
 
+// --zero 3 (parallel/zero3.h). comm: dp all-gather of a unit of n floats: replica r's counts[r]
+// (this replica's from mine) into recv + displs[r]; started here, complete for the compute after
+// unit_gather_wait.
+static void unit_gather_start(Model* m, const float* mine, float* recv, const int* counts, const int* displs, size_t n,
+                              GatherWait* w);
+static void unit_gather_wait(Model* m, GatherWait* w, size_t n);
+// comm: dp reduce-scatter of a unit's gradient (n floats) in place: returns where this
+// replica's sum of its part (counts[replica] floats) is in grad.
+static float* unit_reduce_scatter(Model* m, float* grad, const int* counts, const int* displs, size_t n);
+// The gathered weights live in one buffer (arena, n floats), each unit's at its place; a
+// unit's weights are ready there for the kernels after unit_weights_ready (the GPU's bf16 copy).
+static void weights_arena(Model* m, float* arena, size_t n);
+static void unit_weights_ready(Model* m, const float* buf, size_t n);
+
 // ----------------------------------------------------------------------------
 // Point-to-point.
 
@@ -145,7 +150,7 @@ static void act_copy_2d(Model* m, act_t* dst, size_t dst_ld, const act_t* src, s
 static act_t* act_alloc(Model* m, size_t n);  // zeroed
 static float* f32_alloc(Model* m, size_t n);  // zeroed
 // AdamW's m or v (n floats, zeroed): where f32_alloc puts state, or with --offload optimizer in
-// the offload tier (runtime/offload.h); what names it in errors.
+// the offload tier (backend/cpu/offload.h); what names it in errors.
 static float* opt_state_alloc(Model* m, size_t n, const char* what);
 static void f32_copy(Model* m, float* dst, const float* src, size_t n);
 static void f32_zero(Model* m, float* p, size_t n);
@@ -192,5 +197,20 @@ static void row_logits(Model* m, const act_t* lnf_row, float* row);
 static void save_checkpoint(Model* m, int step);
 // Wait for the queued device work (a no-op on the CPU).
 static void device_sync(Model* m);
+
+// ----------------------------------------------------------------------------
+// The communication steps of the layer math (shared code, not a build's). tensor_parallel.h: the
+// rows this rank holds (N = row_count of B*T, from row0_of) and the tp / sp collectives of the
+// row- and column-parallel matmuls; context_parallel.h: the attention over a sequence split over cp.
+
+static int row_count(const Model* m, int B);
+static int row0_of(const Model* m, int B);
+static act_t* my_rows(Model* m, act_t* full, int B);
+static act_t* tp_reduce_rows(Model* m, act_t* partial, int B);
+static void sp_gather_rows(Model* m, act_t* full, int B);
+static const act_t* sp_gather_grad(Model* m, const act_t* d, act_t* dst, int B, int keep);
+static void cp_attention_forward(Model* m, act_t* out, float* lse, const act_t* qkv, int B);
+static void cp_attention_backward(Model* m, act_t* dqkv, const act_t* dout, const act_t* qkv, const act_t* out,
+                                  const float* lse, int B);
 
 #endif

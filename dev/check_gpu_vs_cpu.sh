@@ -120,7 +120,7 @@ compare() {
   fi
 }
 
-# CPU references (1 rank); *_docs: documents (runtime/data.h) of median 12 tokens, masked (--doc-mask auto).
+# CPU references (1 rank); *_docs: documents (data/data.h) of median 12 tokens, masked (--doc-mask auto).
 DOCS="--data docs:lognormal:12:0.8"
 for ref in "cpu_gpt2|--model tiny" "cpu_llama|--model llama-tiny" "cpu_gpt2_8l|--model tiny --n-layer 8" \
            "cpu_gpt2_docs|--model tiny $DOCS" "cpu_llama_docs|--model llama-tiny $DOCS"; do

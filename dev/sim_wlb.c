@@ -25,7 +25,7 @@
 // T/R positions and the attention of u's heaviest cp rank; makespan is that critical path, total
 // still every rank's compute. Ulysses ranks are not modelled (refused).
 #include "layout/args.h"
-#include "runtime/data.h"
+#include "data/data.h"
 #include "layout/schedule.h"
 #include "layout/cp_order.h"
 

@@ -4,7 +4,7 @@
 // An accepted stream is then cut into batches as the trainer does, and every token must
 // be inside the vocab.
 #include "fuzz_common.h"
-#include "runtime/data.h"
+#include "data/data.h"
 
 int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
     if (size < 1) return 0;

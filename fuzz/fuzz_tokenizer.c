@@ -2,7 +2,7 @@
 // vocabulary the file's header states (so a well-formed file passes), then decoding every
 // id (and some outside the vocab) as sampling does, and escaping the text for printing.
 #include "fuzz_common.h"
-#include "runtime/data.h"
+#include "data/data.h"
 
 int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
     fail_hook = fuzz_fail_jump;

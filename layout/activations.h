@@ -168,4 +168,19 @@ static double act_chunk_bytes(const ActShape* s, int n_layers, int recompute, Ac
            k.heads * act_head_bytes(s, act_bytes, align);
 }
 
+// --offload activations (backend/cpu/offload.h, backend/gpu/offload_gpu.h): device-resident activation
+// frames per chunk (--offload-frames): 2, an op and the next compute op touch at most one slot of each
+// chunk each (parallel/pipeline.h offload_prepare); or 1, the op's own, without the prefetch (its copy
+// in is waited for).
+#define OFFLOAD_ACT_FRAMES 2
+static int offload_frames_of(const ModelConfig* c) {
+    return c->offload_frames ? c->offload_frames : OFFLOAD_ACT_FRAMES;
+}
+
+// Slots a chunk with `slots` in flight keeps on the device (the rest are in the tier).
+static int act_device_slots(int slots, const ModelConfig* c) {
+    int frames = offload_frames_of(c);
+    return (c->offload & OFFLOAD_ACTIVATIONS) && slots > frames ? frames : slots;
+}
+
 #endif

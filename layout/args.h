@@ -51,7 +51,7 @@ typedef struct {
     int cp_kind;               // --cp-kind: CP_RING, CP_ULYSSES, CP_2D
     int cp_split;              // --cp-split: CP_SPLIT_ZIGZAG, _CONTIGUOUS, _DOC (config: cp_contiguous, cp_doc)
     int doc_mask;              // --doc-mask: DOC_MASK_AUTO, _ON, _OFF as given; run.h doc_mask_resolve sets doc_masked
-    int doc_masked;            // 1: attention within documents, positions restarting at each (runtime/data.h)
+    int doc_masked;            // 1: attention within documents, positions restarting at each (data/data.h)
     const char* doc_note;      // the start-up table's line on documents
     int packing;               // --packing: PACK_CONCAT, PACK_GREEDY, PACK_WLB (layout/packing.h)
     int eot;                   // --eot as given; after run.h eot_resolve the run's end-of-text id, -1: none

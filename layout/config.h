@@ -11,7 +11,7 @@ enum { SCHED_GPIPE = 0, SCHED_1F1B = 1, SCHED_INTERLEAVED = 2, SCHED_ZBH1 = 3, S
 enum { RECOMPUTE_NONE = 0, RECOMPUTE_SELECTIVE = 1, RECOMPUTE_FULL = 2 };
 enum { CP_RING = 0, CP_ULYSSES = 1, CP_2D = 2 };
 enum { CP_SPLIT_ZIGZAG = 0, CP_SPLIT_CONTIGUOUS = 1, CP_SPLIT_DOC = 2 };  // --cp-split
-// --offload none|optimizer|activations|both parses to 0..3: a bit per kind (runtime/offload.h)
+// --offload none|optimizer|activations|both parses to 0..3: a bit per kind (backend/cpu/offload.h)
 enum { OFFLOAD_OPTIMIZER = 1, OFFLOAD_ACTIVATIONS = 2 };
 enum { DOC_MASK_AUTO = 0, DOC_MASK_ON = 1, DOC_MASK_OFF = 2 };
 
@@ -46,7 +46,7 @@ typedef struct {
 // One block of causal attention: the query rows of one sequence segment against the key
 // rows of another (context parallelism's ring, parallel/context_parallel.h; the whole
 // sequence is one block). Buffers hold B sequences of Ts rows each; a key attends a query
-// iff its position is <= the query's and >= doc[query] (document masking, runtime/data.h
+// iff its position is <= the query's and >= doc[query] (document masking, data/data.h
 // doc_starts: the position where the query's document starts; doc NULL: one document).
 typedef struct {
     int B, Ts;             // sequences, rows per sequence in q and kv

@@ -1,6 +1,6 @@
 // layout/grid.h: the grid of ranks, its process groups and the communicator interface over
 // MPI. Shared by the CPU and GPU builds. (The checks that a layout can run a model:
-// layout/layout_check.h; the self-launcher under mpirun: parallel/launcher.h; the watchdog:
+// layout/layout_check.h; the self-launcher under mpirun: base/launcher.h; the watchdog:
 // base/watchdog.h.)
 //
 // The grid (Megatron-LM's order): rank = ((dp_rank * pp + stage) * cp + cp_rank) * tp + tp_rank.

@@ -444,4 +444,15 @@ static int clip_range(const Tensor* t, size_t lo, size_t hi, size_t* a, size_t* 
     return *a < *b;
 }
 
+// ZeRO shard of the local buffer that this replica (of dp x cp, grid.h) updates: [lo, hi).
+// Without ZeRO every rank updates its whole buffer (the replicas do the same update).
+static size_t shard_floats(const ParamLayout* P, int replicas) { return P->n_padded / replicas; }
+static void optimizer_range(const ParamLayout* P, const ModelConfig* c, int replica, size_t* lo, size_t* hi) {
+    size_t S = shard_floats(P, c->dp * c->cp);
+    *lo = c->zero ? replica * S : 0;
+    *hi = c->zero ? *lo + S : P->n_local;
+    if (*hi > P->n_local) *hi = P->n_local;
+    if (*lo > *hi) *lo = *hi;
+}
+
 #endif

@@ -25,9 +25,10 @@
 // Rank order (grid.h): cp_rank = ring_rank * U + ulysses_rank, next to tp, so the all-to-
 // all stays among the closest ranks. Weights are replicated over cp: their gradients are
 // reduced over dp x cp (grid.h's dp group holds both), and ZeRO shards over dp x cp.
-// Included after model/model.h (backend/backend.h: the include order).
 #ifndef CONTEXT_PARALLEL_H
 #define CONTEXT_PARALLEL_H
+
+#include "backend/backend.h"  // the state, the ring and the blocks; cp_attention_* declared there
 
 #include "layout/cp_order.h"  // cp_ring_position, cp_positions, cp_doc_order
 

@@ -1,25 +1,18 @@
-// parallel/data_parallel.h: data parallelism and ZeRO, all of it: the optimizer's range
-// (the ZeRO shard), the gradient reduction (bucketed all-reduce overlapped with the backward
-// for ZeRO 0, reduce-scatter for ZeRO 1), the tied embedding's group, and the optimizer step
+// parallel/data_parallel.h: data parallelism and ZeRO, all of it: the optimizer's range (the ZeRO
+// shard, layout/params.h optimizer_range), the gradient reduction (bucketed all-reduce overlapped
+// with the backward for ZeRO 0, reduce-scatter for ZeRO 1), the tied embedding's group, and the optimizer step
 // with the ZeRO all-gather of the updated weights. Each dp rank reads its own slice of every
-// global batch (runtime/data.h's load_batch), so any dp gives the same batch. ZeRO 2 (each
+// global batch (data/data.h's load_batch), so any dp gives the same batch. ZeRO 2 (each
 // layer's gradient reduce-scattered after its backward, no whole gradient kept) and ZeRO 3
-// (the weights sharded too, gathered a layer at a time): parallel/zero3.h, included after this file.
+// (the weights sharded too, gathered a layer at a time): parallel/zero3.h.
 // What a build supplies for it (the dp collectives, adamw_range, param_shards_gather):
-// backend/backend.h. Included after model/model.h (backend.h: the include order).
+// backend/backend.h.
 #ifndef DATA_PARALLEL_H
 #define DATA_PARALLEL_H
 
-// ZeRO shard of the local buffer that this replica (of dp x cp, grid.h) updates: [lo, hi).
-// Without ZeRO every rank updates its whole buffer (the replicas do the same update).
-static size_t shard_floats(const ParamLayout* P, int replicas) { return P->n_padded / replicas; }
-static void optimizer_range(const ParamLayout* P, const ModelConfig* c, int replica, size_t* lo, size_t* hi) {
-    size_t S = shard_floats(P, c->dp * c->cp);
-    *lo = c->zero ? replica * S : 0;
-    *hi = c->zero ? *lo + S : P->n_local;
-    if (*hi > P->n_local) *hi = P->n_local;
-    if (*lo > *hi) *lo = *hi;
-}
+#include "backend/backend.h"
+#include "parallel/tensor_parallel.h"  // sp_partial_sync
+#include "parallel/zero3.h"            // --zero 2 and 3
 
 // The tied embedding: first and last stage each hold wte; their gradients are summed so
 // both copies take the same update (Megatron's embedding group).
@@ -70,9 +63,6 @@ static void head_grads_final(Model* m) {
             grad_allreduce_dp_async(m, m->grads + m->P.t[i].offset, m->P.t[i].size);
 }
 
-static float* sharded_reduce_gradients(Model* m);
-static void zero3_params_updated(Model* m);
-
 // --noise-scale (runtime/noise_scale.h): the squared norm of this replica's own gradient, before
 // the dp reduction, summed over the replicas (each element once: tp copies by their owner, the
 // tied copy not; the stages' parts add up) into m->replica_sumsq. Called on the whole local
@@ -91,9 +81,9 @@ static void replica_sumsq(Model* m) {
 // gradient the optimizer reads for its range [opt_lo, opt_hi).
 static float* reduce_gradients(Model* m) {
     size_t S = shard_floats(&m->P, m->L.replicas);
+    embed_group_sync(m, m->g.wte);
     if (m->c.zero >= 2) return sharded_reduce_gradients(m);  // the layers' went during the backward
     if (m->c.zero == 0) {
-        embed_group_sync(m, m->g.wte);
         if (m->args->noise_scale) {  // measured, then the layers' reduction layer_grads_final left
             replica_sumsq(m);
             for (int c = 0; c < m->L.vpp; c++)
@@ -118,7 +108,6 @@ static float* reduce_gradients(Model* m) {
         sp_partial_sync(m, m->grads, 0, m->P.n_local);
         return m->grads;
     }
-    embed_group_sync(m, m->g.wte);
     if (m->args->noise_scale) replica_sumsq(m);
     grad_reduce_scatter(m, GROUP_DP, m->grads, m->grad_shard, S);  // comm: dp reduce-scatter (zero 1)
     sp_partial_sync(m, m->grad_shard, m->opt_lo, S);

@@ -4,22 +4,17 @@
 // a chunk's forward and backward through its layers, and the sends and receives between
 // stages (each build's pp_send / pp_recv).
 // What a build supplies for it (pp_send, pp_send_wait, pp_recv, alloc_activations):
-// backend/backend.h. Included after model/model.h (backend.h: the include order).
+// backend/backend.h.
 #ifndef PIPELINE_H
 #define PIPELINE_H
 
-// ----------------------------------------------------------------------------
-// A chunk of layers for one micro-batch.
+#include "layout/activations.h"  // ActCounts, act_device_slots
+#include "model/model.h"
+#include "parallel/data_parallel.h"  // layer_grads_final; and zero3.h's layer hooks
 
-static int global_chunk(const Model* m, int chunk) { return chunk_global(m->L.sched, m->L.pp, m->L.stage, chunk); }
-static int is_first_chunk(const Model* m, int chunk) { return global_chunk(m, chunk) == 0; }
-static int is_last_chunk(const Model* m, int chunk) { return global_chunk(m, chunk) == m->L.pp * m->L.vpp - 1; }
-// The local chunk of global chunk g when it sits on this stage too (then activations and
-// gradients are handed over by a copy, not a message), else -1.
-static int local_chunk(const Model* m, int g) {
-    if (g < 0 || g >= m->L.pp * m->L.vpp || chunk_stage(m->L.sched, m->L.pp, g) != m->L.stage) return -1;
-    return chunk_local(m->L.sched, m->L.pp, g);
-}
+// ----------------------------------------------------------------------------
+// A chunk of layers for one micro-batch (which chunks are this stage's: backend/state.h global_chunk,
+// local_chunk).
 
 // The local chunks: their layers, and as many activation slots as the schedule ever has
 // in flight on each, empty (mb -1, no sends pending, the layer-input array allocated);
@@ -129,13 +124,6 @@ static LayerActs* acts_of(Model* m, Slot* s, int i) {
     return m->c.recompute == RECOMPUTE_FULL ? &m->scratch : &s->acts[i];
 }
 
-// --zero 3 (parallel/zero3.h): a layer's weights gathered before it runs (the next one's
-// started), the ends gathered per schedule; --zero 2 and 3: a layer's gradient reduce-scattered
-// after its backward, or after its weight pass when that is deferred.
-static void zero3_layer_ready(Model* m, int l, int next);
-static void sharded_layer_grads_done(Model* m, int l);
-static void zero3_ends_ready(Model* m);
-
 static void chunk_forward(Model* m, int chunk, Slot* s, const int* tokens, const int* targets, int B,
                           float dloss_scale) {
     Chunk* ch = &m->chunks[chunk];
@@ -150,9 +138,6 @@ static void chunk_forward(Model* m, int chunk, Slot* s, const int* tokens, const
         if (dloss_scale <= 0) head_give(m, chunk, s);  // forward only: the losses are summed
     }
 }
-
-static void layer_grads_final(Model* m, int layer);
-static void head_grads_final(Model* m);
 
 // The chunk's input pass (B): the gradient its input needs, left in s->dinp (or, for the
 // first chunk, the embedding's gradient). With an immediate weight pass each layer's weight
@@ -214,7 +199,7 @@ static void slot_live_bytes(Model* m, long long delta) {
     if (m->slots_live_bytes > m->slots_peak_bytes) m->slots_peak_bytes = m->slots_live_bytes;
 }
 
-// --offload activations (runtime/offload.h states the rule): a slot's buffers are carved in
+// --offload activations (backend/cpu/offload.h states the rule): a slot's buffers are carved in
 // one of the chunk's frames while it is resident; offloaded, its bytes wait in the chunk's tier.
 // A frame is rewritten while sends of the slot that left it may still be in flight: the build
 // sends from a copy of its own under offload (pp_send), so no frame waits for a peer's receive

@@ -7,9 +7,10 @@
 // parallel matmuls; norm weights, row-parallel biases and wpe then see only their rows, so
 // their gradients are summed over tp (sp_partial_sync). model/model.h's layer math calls
 // these; each build's act_* collectives carry them.
-// Included after model/model.h (backend/backend.h: the include order).
 #ifndef TENSOR_PARALLEL_H
 #define TENSOR_PARALLEL_H
+
+#include "backend/backend.h"  // the state, the collectives; row_count ... sp_gather_grad declared there
 
 static int row_count(const Model* m, int B) { return m->c.sp ? B * m->T / m->L.tp : B * m->T; }
 static int row0_of(const Model* m, int B) { return m->c.sp ? m->L.tp_rank * row_count(m, B) : 0; }

@@ -2,7 +2,7 @@
 // ZeRO-2, which is ZeRO-3's without the weights (--zero 2 keeps every weight whole, so nothing
 // is gathered; its gradient is reduce-scattered layer by layer as below). Each dp x cp replica
 // keeps only its shard [opt_lo, opt_hi) of the stage's flat buffer (data_parallel.h's
-// optimizer_range, the same shard ZeRO 1/2 update): the fp32 weights (m->param_shard), the
+// optimizer_range (layout/params.h), the same shard ZeRO 1/2 update): the fp32 weights (m->param_shard), the
 // gradient (m->grad_shard) and the AdamW state. The weights are brought together per unit
 // (params.h param_units): each layer, and the model-level tensors at the two ends of the
 // buffer (embeddings; final norm, head, GPT-2's tied copy). A unit's range overlaps one or
@@ -30,25 +30,15 @@
 //     gradients while other layers' passes run on the one layer gradient before its weight
 //     pass: they go to the layer's own held_grads and join the unit just before its collective.
 //   - the ends' gradient: accumulated over the step, the tied embedding's copies summed
-//     (embed_group_sync), then reduce-scattered once in sharded_reduce_gradients.
+//     (data_parallel.h embed_group_sync), then reduce-scattered once in sharded_reduce_gradients.
 //   - after the optimizer step nothing is gathered: every unit is stale until its next use.
-// Included after data_parallel.h. What a build supplies for it: the type GatherWait (a gather
-// in flight, defined before this file) and the functions below (train_gpt.c; backend/gpu/zero3_gpu.h).
+// What a build supplies for it (unit_gather_start ... unit_weights_ready, and the type GatherWait):
+// backend/backend.h (train_gpt.c; backend/gpu/zero3_gpu.h). data_parallel.h calls it.
 #ifndef ZERO3_H
 #define ZERO3_H
 
-// comm: dp all-gather of a unit of n floats: replica r's counts[r] (this replica's from mine)
-// into recv + displs[r]; started here, complete for the compute after unit_gather_wait.
-static void unit_gather_start(Model* m, const float* mine, float* recv, const int* counts, const int* displs, size_t n,
-                              GatherWait* w);
-static void unit_gather_wait(Model* m, GatherWait* w, size_t n);
-// comm: dp reduce-scatter of a unit's gradient (n floats) in place: returns where this
-// replica's sum of its part (counts[replica] floats) is in grad.
-static float* unit_reduce_scatter(Model* m, float* grad, const int* counts, const int* displs, size_t n);
-// The gathered weights live in one buffer (arena, n floats), each unit's at its place; a
-// unit's weights are ready there for the kernels after unit_weights_ready (the GPU's bf16 copy).
-static void weights_arena(Model* m, float* arena, size_t n);
-static void unit_weights_ready(Model* m, const float* buf, size_t n);
+#include "backend/backend.h"
+#include "parallel/tensor_parallel.h"  // sp_partial_sync
 
 enum { Z3_STALE, Z3_GATHERING, Z3_READY };  // a unit's gathered weights (--zero 3)
 
@@ -181,10 +171,9 @@ static void sharded_layer_grads_done(Model* m, int l) {
     sharded_reduce_scatter(m, u);
 }
 
-// After the schedule (data_parallel.h reduce_gradients, --zero 2 and 3): the ends' gradients,
-// the tied embedding's copies summed first; returns the gradient the optimizer reads.
+// After the schedule (data_parallel.h reduce_gradients, --zero 2 and 3, after the tied embedding's
+// copies were summed): the ends' gradients; returns the gradient the optimizer reads.
 static float* sharded_reduce_gradients(Model* m) {
-    embed_group_sync(m, m->g.wte);
     for (int i = 0; i < m->sharded->n; i++)
         if (m->sharded->u[i].r.layer < 0) sharded_reduce_scatter(m, &m->sharded->u[i]);
     sp_partial_sync(m, m->grad_shard, m->opt_lo, shard_floats(&m->P, m->L.replicas));

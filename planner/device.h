@@ -5,6 +5,7 @@
 #ifndef PLANNER_DEVICE_H
 #define PLANNER_DEVICE_H
 
+#include <stddef.h>  // offsetof
 #include "base/files.h"
 
 typedef struct {

@@ -29,6 +29,7 @@
 #include "layout/schedule.h"
 #include "layout/cp_order.h"
 #include "layout/packing.h"
+#include "planner/predict.h"  // PlanResult, plan_predict
 
 #define DOC_SIM_BATCHES 24
 #define DOC_SIM_SKIP 8  // WLB_MAX_DELAY: by then the wait list of the others is full (outliers may wait longer)

@@ -9,7 +9,6 @@
 #include "layout/activations.h"
 #include "planner/device.h"
 #include "planner/software.h"
-#include "runtime/offload.h"
 
 // How far the memory model of another framework's peak (Korthikanti's activations, the
 // temporaries, mem_frag's allocator share) may fall short, as a fraction of the device's
@@ -194,7 +193,7 @@ static double trainer_zero_work_bytes(const ModelConfig* c, int dtype_bytes, int
 // What this trainer's --offload optimizer holds off the device, for a rank whose stage has
 // stage_params parameters (its whole local buffer) and whose optimizer range has range_params
 // (all of them, or a 1/R shard with ZeRO). The CPU build (dtype_bytes 4): m and v of the range in
-// the --offload-dir tier (runtime/offload.h), 8 B each. The GPU build pins (cudaMallocHost,
+// the --offload-dir tier (backend/cpu/offload.h), 8 B each. The GPU build pins (cudaMallocHost,
 // train_gpt.cu params_init, backend/gpu/offload_gpu.h): the fp32 master of the whole stage (4), its
 // bf16 staging for the copy up (2; not under ZeRO-3, which uploads its fp32 shard), and of the
 // range the gradient's staging (4) and m, v (8). The startup table (runtime/metrics.h) and the
@@ -221,7 +220,7 @@ static double offload_state_bytes(const ModelConfig* c, int own, int dtype_bytes
     return offload_host_bytes(c->zero, dtype_bytes, 1, range);
 }
 // --offload activations: a framework's (micro-batch, chunk) activations held on the device at
-// the stage's peak: at most the frames of each chunk (runtime/offload.h).
+// the stage's peak: at most the frames of each chunk (layout/activations.h offload_frames_of).
 static int offload_in_flight(const ModelConfig* c, int in_flight) {
     int frames = offload_frames_of(c) * c->vpp;
     return (c->offload & OFFLOAD_ACTIVATIONS) && in_flight > frames ? frames : in_flight;
@@ -304,7 +303,7 @@ static double trainer_stage_act_bytes(const ModelConfig* c, int dtype_bytes, int
     int host = dtype_bytes == 4, align = host ? 1 : 256;
     double bytes = act_scratch_bytes(&s, c->recompute, host, dtype_bytes, align);
     for (int j = 0; j < c->vpp; j++) {
-        ActCounts on_device = k[j];  // --offload activations: the frames (runtime/offload.h)
+        ActCounts on_device = k[j];  // --offload activations: the frames (layout/activations.h)
         on_device.slots = act_device_slots(k[j].slots, c);
         bytes += act_chunk_bytes(&s, layers[chunk_global(c->schedule, c->pp, st, j)], c->recompute, on_device,
                                  dtype_bytes, align);

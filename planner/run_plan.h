@@ -19,6 +19,9 @@
 #ifndef PLANNER_RUN_PLAN_H
 #define PLANNER_RUN_PLAN_H
 
+#include <stdio.h>
+#include "planner/search.h"  // PlanResult, PlanFilter, the search
+
 #define KAPLAN_B_STAR 2e8     // tokens (Kaplan et al. 2020, eq. 5.3)
 #define KAPLAN_ALPHA_B 0.21
 

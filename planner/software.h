@@ -4,6 +4,8 @@
 #ifndef PLANNER_SOFTWARE_H
 #define PLANNER_SOFTWARE_H
 
+#include "planner/device.h"
+
 // Attention kernels (the four the layouts study compared):
 //   torch          Q K^T and P V as batched matmuls, scale, mask and an fp32 softmax as
 //                  separate framework ops: the T x T scores are written and read several times

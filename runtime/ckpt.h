@@ -49,7 +49,7 @@ enum { CK_MAGIC, CK_VERSION, CK_ARCH, CK_N_LAYER, CK_N_HEAD, CK_N_KV_HEAD, CK_D_
 // ----------------------------------------------------------------------------
 // SIGTERM / SIGINT: finish the step, save, exit 128 + the signal. SIGUSR1 and SIGUSR2 stand
 // for SIGINT and SIGTERM: the self-launcher passes a stop on to the ranks as those, which
-// mpirun forwards (parallel/launcher.h).
+// mpirun forwards (base/launcher.h).
 
 static void ckpt_on_signal(int sig) { stop_signal = sig == SIGUSR1 ? SIGINT : sig == SIGUSR2 ? SIGTERM : sig; }
 static void ckpt_install_signals(void) {

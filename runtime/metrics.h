@@ -16,7 +16,7 @@
 #include <omp.h>
 #include <sys/resource.h>
 #include "layout/args.h"
-#include "runtime/data.h"
+#include "data/data.h"
 #include "base/files.h"
 #include "layout/grid.h"
 #include "layout/params.h"
@@ -30,7 +30,7 @@
 typedef struct { float t0, t1; int kind, mb, chunk; const char* name; } TraceEvent;
 #define HOST_CHARS 64
 
-typedef struct {
+typedef struct Metrics {
     Args* args;
     int rank, world;
     double peak_flops;          // per rank (device), FLOP/s
@@ -49,7 +49,7 @@ typedef struct {
     Bytes doc_events;           // --trace, rank 0: instant events naming each micro-batch's documents (train.h)
     // this rank's buffers: params, grads, optimizer state, activations at the schedule's peak
     double pred_bytes[4];
-    double host_opt_bytes, host_act_bytes;  // AdamW's state, activation slots in the offload tier (runtime/offload.h)
+    double host_opt_bytes, host_act_bytes;  // AdamW's state, activation slots in the offload tier (--offload)
     int cfg_offload;            // --offload's bits
     PlanResult plan;            // the planner's prediction for this layout (same model as ./train --plan)
     double ms_sum;              // measured step times after the first, for the end-of-run comparison
@@ -179,7 +179,7 @@ static void print_startup(const Layout* L, const ParamLayout* P, const ModelConf
     if (a->kernels_note) ROW("kernels", "%s", a->kernels_note);
     ROW("peak per rank", "%.3f TFLOP/s (%s)", m->peak_flops / 1e12, m->peak_source);
     const char* wait = getenv("OMP_WAIT_POLICY");
-    int threads = omp_get_max_threads();  // parallel/launcher.h wait_policy_passive: why passive
+    int threads = omp_get_max_threads();  // base/launcher.h wait_policy_passive: why passive
     ROW("threads per rank", "%d (OpenMP)%s%s", threads, threads == 1 ? "" : ", waiting ",
         threads == 1 ? "" : getenv("GOMP_SPINCOUNT") ? "GOMP_SPINCOUNT" : wait && *wait ? wait
         : "libgomp's default (spins ~3 ms)");

@@ -7,10 +7,10 @@
 #include <omp.h>
 #include "layout/args.h"
 #include "runtime/ckpt.h"
-#include "runtime/data.h"
+#include "data/data.h"
 #include "runtime/export_hf.h"
 #include "layout/grid.h"
-#include "parallel/launcher.h"
+#include "base/launcher.h"
 #include "layout/params.h"
 #include "layout/schedule.h"
 
@@ -92,7 +92,7 @@ static void settings_agree(const Args* a, int rank, int world) {
 }
 
 // ----------------------------------------------------------------------------
-// --doc-mask from the training data (runtime/data.h): auto is on when it holds end-of-text
+// --doc-mask from the training data (data/data.h): auto is on when it holds end-of-text
 // tokens; on without any is refused (every rank reads the same data: rank 0 says so, once).
 // doc_note says which and why (the start-up table).
 static void doc_mask_resolve(Args* a, const TokenStream* train, int rank) {

@@ -1,11 +1,26 @@
 // runtime/train.h: the training run, written once for both builds: the model's state on
 // this rank, the step (the schedule, the gradient reduction, the norm, the update),
 // evaluation, sampling and the training loop. train_gpt.c (CPU, fp32) and train_gpt.cu
-// (GPU, bf16) include it last, after model/model.h and the parallel/ headers; what a build
-// supplies for it (sumsq_range, row_logits, save_checkpoint, params_init, ...) is in
-// backend/backend.h, with the include order.
+// (GPU, bf16) include it; what a build supplies for it (sumsq_range, row_logits,
+// save_checkpoint, params_init, ...) is declared in backend/backend.h.
 #ifndef TRAIN_H
 #define TRAIN_H
+
+#include <float.h>
+#include "parallel/context_parallel.h"
+#include "parallel/data_parallel.h"
+#include "parallel/pipeline.h"
+#include "runtime/metrics.h"
+#include "runtime/run.h"  // Run
+
+// The sampler's window (seq_len tokens, unfilled ones 0) as micro-batch 0's one sequence.
+static void docs_of_window(Model* m, const int* window) {
+    m->mb = 0, m->cp_by_doc = 0;
+    if (!m->doc_start) return;
+    doc_starts(window, m->c.seq_len, m->args->eot, m->doc_seq);
+    for (int j = 0; j < m->T; j++) m->doc_start[j] = m->doc_seq[m->pos[j]];
+    docs_positions(m, 1);
+}
 
 // ----------------------------------------------------------------------------
 // The shapes of this rank's part of the model, from the config and the layout (model_init

@@ -464,7 +464,7 @@ static const BadCase BAD_CASES[] = {
     {"layout_global_batch", "--dp 1 --global-batch 33", "layout:", 1},
     {"layout_zero_no_dp", "--zero 1", "layout:", 1},
     {"comm_nccl_cpu", "--comm nccl", "--comm nccl: the CPU build communicates over MPI", 1},
-    // OpenMP threads sleep while they wait unless told otherwise (parallel/launcher.h wait_policy_passive)
+    // OpenMP threads sleep while they wait unless told otherwise (base/launcher.h wait_policy_passive)
     {"wait_policy_passive_by_default", "env -u OMP_WAIT_POLICY -u GOMP_SPINCOUNT OMP_NUM_THREADS=2 {train} --steps 1",
      "| threads per rank      | 2 (OpenMP), waiting passive ", 0},
     {"wait_policy_user_active_kept", "env OMP_WAIT_POLICY=active OMP_NUM_THREADS=2 {train} --steps 1",
@@ -612,7 +612,7 @@ static const BadCase BAD_CASES[] = {
     {"tok_pieces_escaped", "--steps 1 --sample-len 60 --tokenizer " BAD "/tok_escapes.bin", "\\x1b[2J", 0},
     {"byte_sample_escaped", "--steps 1 --sample-len 60", "sample:", 0},
     {"error_line_escaped", "--data \"$(printf '" BAD "/\\033[31mred\\nline.txt')\"", "\\x1b[31mred\\x0aline.txt", 1},
-    // --offload (runtime/offload.h): the tier's directory, and flags that do not go together
+    // --offload (backend/cpu/offload.h): the tier's directory, and flags that do not go together
     {"offload_choice", "--offload gpu", "--offload must be none, optimizer, activations or both", 1},
     {"offload_dir_without_offload", "--offload-dir /tmp", "--offload-dir: only with --offload", 1},
     {"offload_activations_pp1", "--offload activations", "--offload activations needs --pp > 1", 1},

@@ -1,4 +1,4 @@
-// tests/gpt_docs.c: test_gpt's documents section: document masking (runtime/data.h doc_starts,
+// tests/gpt_docs.c: test_gpt's documents section: document masking (data/data.h doc_starts,
 // layout/config.h AttnBlock.doc). Key k is visible to query q iff doc_start[q] <= k <= q.
 //   - doc_starts on tokens with end-of-text ids;
 //   - the masked attention against the double reference (backend/cpu/reference.h), its backward

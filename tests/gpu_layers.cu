@@ -303,7 +303,7 @@ static void test_mma_layout(void) {
     free_all();
 }
 
-// Documents for B sequences of n positions (runtime/data.h doc_start): sequence b's start at
+// Documents for B sequences of n positions (data/data.h doc_start): sequence b's start at
 // 5 + b, then every 11 + 34 b positions (short ones, and ones across tiles); the positions
 // before the first belong to a document begun before the sequence (0). Host ints (hbuf).
 static int* test_docs(int B, int n) {

@@ -1,4 +1,4 @@
-// tests/layouts_offload.c: test_layouts' --offload cases (runtime/offload.h): every offload
+// tests/layouts_offload.c: test_layouts' --offload cases (backend/cpu/offload.h): every offload
 // layout against the 1-rank run, with the run's final log line showing that it offloaded, and
 // checkpoints that resume bit for bit with and without offload.
 // Included by tests/test_layouts.c after its helpers (one test binary); not built alone.

@@ -39,7 +39,7 @@
 #include <sys/inotify.h>
 #include <sys/wait.h>
 #include "runtime/ckpt.h"
-#include "runtime/data.h"
+#include "data/data.h"
 #include "tests/harness.h"
 
 #define ROOT "/tmp/test_faults"
@@ -142,7 +142,7 @@ static pid_t parent_of(pid_t pid) {
 }
 
 // Processes whose command is ./train under the launcher `parent`: the ranks, children of the
-// mpirun it started (parallel/launcher.h).
+// mpirun it started (base/launcher.h).
 static int rank_pids(pid_t parent, pid_t* out, int max) {
     DIR* d = opendir("/proc");
     struct dirent* e;

@@ -228,7 +228,7 @@ int main(int argc, char** argv) {
     test_attention(2, 150, 2, 1, 64, 1, 1);
     test_attention(1, 150, 2, 1, 128, 0, 1);
     test_attention(2, 150, 2, 2, 128, 1, 1);
-    test_attention(2, 37, 4, 2, 16, 1);  // documents (runtime/data.h): short ones, ones across tiles
+    test_attention(2, 37, 4, 2, 16, 1);  // documents (data/data.h): short ones, ones across tiles
     test_attention(2, 129, 4, 1, 64, 1);
     test_attention(1, 100, 2, 1, 128, 1);
     // context parallelism's blocks: zig-zag cp2 (both ranks), cp4, Ulysses alone (R = 1), odd shapes

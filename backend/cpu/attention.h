@@ -46,7 +46,7 @@ static void rope_apply(float* qkv, int N, const int* positions, int T, int strid
 // queries whose keys end where the tile's last query is; every sum runs in the same order
 // whatever the thread count.
 //
-// Document masking (a->doc, runtime/data.h): query q sees keys [doc[q], q], so a row's keys
+// Document masking (a->doc, data/data.h): query q sees keys [doc[q], q], so a row's keys
 // in the block are a range [first, n). doc is nondecreasing along a sequence, so a tile's
 // first row has the smallest first key and its last row the largest n: the tile's products
 // run over the keys [first of its first row, n of its last row) only, and a tile (or, in

@@ -66,7 +66,7 @@ static void rope_apply_gpu(bf16* qkv, int N, const int* positions, int T, int st
 // H * hd. Head sizes 16, 32, 64, 128. Context parallelism's blocks (below these) are the
 // same kernels over two segments of a sequence.
 //
-// Documents (doc: B x T device ints, runtime/data.h; NULL: one document): query q sees keys
+// Documents (doc: B x T device ints, data/data.h; NULL: one document): query q sees keys
 // [doc[q], q]. doc is nondecreasing along a sequence, so a query block's first row has the
 // smallest first key: its key loop starts at the tile holding it, a warp skips tiles that
 // end before its first row's document, and a key block's query loop stops at the first

@@ -23,7 +23,7 @@
 #include <sys/wait.h>
 #include <unistd.h>
 #include "layout/grid.h"
-#include "parallel/launcher.h"
+#include "base/launcher.h"
 
 #ifndef CUDA_ARCH_LIST
 #define CUDA_ARCH_LIST "80 90"  // the Makefile's CUDA_ARCH

@@ -1,4 +1,4 @@
-// backend/gpu/offload_gpu.h: the offload tier of the GPU build (runtime/offload.h): pinned host
+// backend/gpu/offload_gpu.h: the offload tier of the GPU build (backend/cpu/offload.h): pinned host
 // memory (cudaMallocHost), the copies between it and the device, and AdamW on the host.
 // Included by train_gpt.cu after runtime/train.h.
 //
@@ -33,6 +33,7 @@
 #ifndef OFFLOAD_GPU_H
 #define OFFLOAD_GPU_H
 
+#include "backend/backend.h"
 #include "backend/cpu/adamw.h"
 
 // `bytes` of zeroed pinned host memory for `what` (the flag's name in the error).

@@ -7,6 +7,9 @@
 #ifndef ZERO3_GPU_H
 #define ZERO3_GPU_H
 
+#include "backend/backend.h"
+#include "backend/gpu/memory.h"  // dev_alloc
+
 static void unit_gather_start(Model* m, const float* mine, float* recv, const int* counts, const int* displs, size_t n,
                               GatherWait* w) {
     nccl_allgatherv_start(&m->be.G, &m->be.G.group[GROUP_DP], mine, recv, counts, displs, n, m->be.stream, w);

@@ -1,4 +1,4 @@
-// parallel/launcher.h: the self-launcher. Shared by the CPU and GPU builds.
+// base/launcher.h: the self-launcher. Shared by the CPU and GPU builds.
 //
 // `./train --tp 4 --pp 2` run by hand re-executes itself under Open MPI's mpirun with the
 // right number of ranks. Under mpirun/srun the given world is used.

@@ -1,4 +1,4 @@
-// runtime/offload.h: the offload tier (--offload optimizer|activations|both), where state that
+// backend/cpu/offload.h: the offload tier (--offload optimizer|activations|both), where state that
 // the device does not need at every moment waits (ZeRO-Offload, Ren et al. 2021; ZeRO-Infinity,
 // Rajbhandari et al. 2021; PipeOffload-style activation offload for pipeline stages).
 //
@@ -31,23 +31,11 @@
 #include <fcntl.h>
 #include <sys/mman.h>
 #include <unistd.h>
-#include "layout/config.h"
+#include "base/common.h"
+#include "layout/activations.h"  // offload_frames_of, act_device_slots
 
-// Device-resident activation frames per chunk under --offload activations (--offload-frames): 2,
-// an op and the next compute op touch at most one slot of each chunk each (parallel/pipeline.h
-// offload_prepare); or 1, the op's own, without the prefetch (its copy in is waited for).
-#define OFFLOAD_ACT_FRAMES 2
-static int offload_frames_of(const ModelConfig* c) {
-    return c->offload_frames ? c->offload_frames : OFFLOAD_ACT_FRAMES;
-}
 // The CPU build's optimizer update under --offload optimizer: floats of m (and of v) resident at once.
 #define OFFLOAD_WINDOW_FLOATS ((size_t)1 << 18)
-
-// Slots a chunk with `slots` in flight keeps on the device (the rest are in the tier).
-static int act_device_slots(int slots, const ModelConfig* c) {
-    int frames = offload_frames_of(c);
-    return (c->offload & OFFLOAD_ACTIVATIONS) && slots > frames ? frames : slots;
-}
 
 static const char* offload_dir_of(const char* dir) {
     if (dir) return dir;

@@ -1,0 +1,55 @@
+// backend/gpu/types.h: the GPU build's types (backend/state.h's Model holds them).
+#ifndef GPU_TYPES_H
+#define GPU_TYPES_H
+
+#include "backend/gpu/comm_nccl.h"
+#include "backend/gpu/kernels_gpu.cuh"
+
+// The activation element model.h works in, what a slot's pipeline sends hold until done,
+// the build's own state, and the most floats of one dp all-reduce of the gradient
+// (parallel/data_parallel.h's reduce_gradients): one call over the whole buffer, NCCL pipelines it
+// internally.
+typedef bf16 act_t;
+typedef struct {
+    MPI_Request req[2];                // host-staged p2p: sends still in flight from this slot
+    cudaEvent_t sent[2];               // NCCL p2p: recorded when this slot's last sends [dir] have finished
+    float* h_send[2];                  // host-staged p2p: pinned host copies of this slot's two sends
+    bf16* copy[2];                     // NCCL p2p under --offload activations: the sends, copied out of the frame
+} SlotSends;
+typedef cudaEvent_t GatherWait;        // a --zero 3 all-gather on the side stream (parallel/zero3.h)
+typedef struct { int kind, mb, chunk; double t0; } OpTime;  // a schedule op: what, and when the host issued it
+typedef struct {
+    OpTime* ops;                       // the ops issued since the last device_sync, in order
+    cudaEvent_t* ends;                 // an event on the compute stream after each
+    cudaEvent_t now;                   // recorded at the sync: the reference of their times
+    int n, cap;
+} OpTimes;
+typedef struct {
+    GpuComms G;                        // NCCL (or host-staged MPI) groups over the layout's groups
+    cudaStream_t stream;               // the one compute stream, non-blocking (kernels_gpu.cuh's scratch needs one)
+    bf16* params_bf16;                 // the bf16 copy of the fp32 master weights, read by every kernel
+    float* arena;                      // the fp32 weights params_bf16 copies: params, or --zero 3's gathered units
+    float* h_params;                   // host fp32 copy: initialization and checkpoints
+    float* h_recv;                     // host-staged p2p: pinned staging of pipeline receives
+    char* scratch_mem;                 // the device buffer the shared scratch is carved from
+    bf16* logit_row;                   // sampling: one row of logits over the padded vocabulary
+    float *norm_parts, *h_norm_parts;  // one sum of squares per tensor (grad_norm), device and host
+    double* loss_acc;                  // device: sum of token losses of this step on this rank
+    int *d_inputs, *d_targets;         // device copies of the step's tokens
+    int* d_pos;                        // device copy of m->pos: the sequence position of each of this rank's T rows
+    int *d_row_pos, *d_doc_seq;        // device copies of m->row_pos and m->doc_seq (documents; NULL without)
+    int* d_cp_order;                   // device copy of m->cp_order (--cp-split doc; NULL without)
+    double ring_t0;                    // host time the context-parallel ring's exchange in flight started (--trace)
+    cudaStream_t offload;              // --offload: the copies between the device and the pinned tier
+    float* h_grad; bf16* h_bf16;       // --offload optimizer (offload_gpu.h): pinned, gradient down, bf16 up
+    cudaEvent_t* grad_down;            // per tensor: an event after its range's copy down, whether it is queued;
+    char* down_queued;                 // the step whose copies were queued, the tensor updated next
+    int opt_step, opt_next;
+    cudaEvent_t computed, copied;      // the compute stream's work so far; the offload stream's copies so far
+    OpTimes op_times;                  // the schedule's ops, timed on the device (trace_op, device_sync)
+    bf16* grad_bf16;                   // --grad-reduce bf16: the dp all-reduce's scratch, GRAD_BF16_FLOATS
+} ModelBackend;
+#define GRAD_BF16_FLOATS ((size_t)1 << 24)  // 32 MiB: a chunk of the bf16 gradient all-reduce
+#define GRAD_BUCKET_FLOATS SIZE_MAX
+
+#endif

@@ -1,27 +1,178 @@
-// backend/gpu/memory.h: the GPU build's allocations: device memory (zeroed; out of memory is one
-// error line with what to try) and pinned host memory.
+// backend/gpu/memory.h: where the GPU build keeps its bytes: device buffers on the compute stream,
+// the activation slots carved from layout/activations.h's lists; the optimizer on them, and the
+// batch, the loss and the logits as the shared code reads them.
 #ifndef GPU_MEMORY_H
 #define GPU_MEMORY_H
 
-#include "backend/gpu/common.cuh"  // cudaCheck
+#include "backend/backend.h"
+#include "backend/gpu/alloc.h"
+#include "backend/gpu/offload_gpu.h"
+#include "backend/gpu/ops.h"
+#include "layout/activations.h"
 
-static void* dev_alloc(size_t bytes) {
-    void* p;
-    cudaError_t e = cudaMalloc(&p, bytes ? bytes : 16);
-    if (e != cudaSuccess)
-        fail(
-            "GPU out of memory allocating %.1f MiB (%s); "
-            "try a smaller --micro-batch, --recompute, --zero or more --tp/--pp",
-            bytes / 1048576.0, cudaGetErrorString(e));
-    // (set-up only: the legacy stream's memset, then a wait, as the compute stream does not wait for it)
-    cudaCheck(cudaMemset(p, 0, bytes ? bytes : 16));
-    cudaCheck(cudaDeviceSynchronize());
+static void f32_copy(Model* m, float* dst, const float* src, size_t n) {
+    cudaCheck(cudaMemcpyAsync(dst, src, sizeof(float) * n, cudaMemcpyDeviceToDevice, m->be.stream));
+}
+static void f32_zero(Model* m, float* p, size_t n) {
+    cudaCheck(cudaMemsetAsync(p, 0, sizeof(float) * n, m->be.stream));
+}
+static void f32_add(Model* m, float* dst, const float* src, size_t n) {
+    add_inplace_f32_gpu(dst, src, n, m->be.stream);
+}
+
+static const int* batch_inputs(Model* m) { return m->be.d_inputs; }
+static const int* batch_targets(Model* m) { return m->be.d_targets; }
+static const int* window_tokens(Model* m, const int* window, int T) {
+    h2d(m->be.d_inputs, window, sizeof(int) * T, m->be.stream);
+    if (m->doc_start) {  // docs_of_window's
+        h2d(m->be.d_row_pos, m->row_pos, sizeof(int) * T, m->be.stream);
+        h2d(m->be.d_doc_seq, m->doc_seq, sizeof(int) * m->c.seq_len, m->be.stream);
+    }
+    return m->be.d_inputs;
+}
+static void loss_fetch(Model* m) { d2h(&m->loss_sum, m->be.loss_acc, sizeof(double), m->be.stream); }
+
+// The gradient norm: one deterministic fp32 sum of squares per tensor on the device, added
+// up in fp64 on the host.
+static void sumsq_range(Model* m, int k, const float* x, size_t n, double* ss) {
+    sumsq_gpu(m->be.norm_parts + k, x, n, m->be.stream);
+}
+static void sumsq_finish(Model* m, int n_ranges, double* ss) {
+    if (n_ranges) d2h(m->be.h_norm_parts, m->be.norm_parts, sizeof(float) * n_ranges, m->be.stream);
+    for (int i = 0; i < n_ranges; i++) *ss += m->be.h_norm_parts[i];
+}
+// AdamW on the fp32 master weights of this rank's range; the bf16 copy follows: written by
+// the update without ZeRO, with ZeRO 1/2 refreshed whole from the all-gathered fp32 shards,
+// with ZeRO 3 per unit as it is gathered (the shard is param_shard).
+static void adamw_range(Model* m, size_t a, size_t b, const float* grad, int decay, float lr, float grad_scale, int t) {
+    if (m->c.offload & OFFLOAD_OPTIMIZER) return adamw_range_host(m, a, b, grad, decay, lr, grad_scale, t);
+    size_t o = a - m->opt_lo;
+    float* p = m->zero3_state ? m->param_shard + o : m->params + a;
+    adamw_update_gpu(p, m->c.zero ? NULL : m->be.params_bf16 + a, grad + o, m->m_state + o, m->v_state + o,
+                     b - a, lr, m->c.beta1, m->c.beta2, m->c.eps, m->c.weight_decay, decay, grad_scale, t,
+                     m->be.stream);
+}
+// ZeRO 1/2: the updated shards all-gathered, fp32 and the bf16 copy made from them (--offload optimizer: bf16).
+static void param_shards_gather(Model* m) {
+    if (m->c.offload & OFFLOAD_OPTIMIZER) return offload_shards_gather(m);
+    // comm: dp all-gather of the updated fp32 shards
+    param_allgather(m, GROUP_DP, m->params + m->opt_lo, m->params, shard_floats(&m->P, m->L.replicas));
+    f32_to_bf16_gpu(m->be.params_bf16, m->params, m->P.n_local, m->be.stream);
+}
+
+// Sampling: one bf16 row of logits on the device, all-gathered over tp, then fp32 on the host.
+static void row_logits(Model* m, const bf16* lnf_row, float* row) {
+    int Vp = m->c.vocab_padded;
+    op_matmul_forward(m, m->be.logit_row + m->vocab_start, lnf_row, m->w.head, NULL, 1, m->C, m->Vl);
+    // comm: tp all-gather of one row of logits
+    nccl_allgather_bf16(&m->be.G, &m->be.G.group[GROUP_TP], m->be.logit_row + m->vocab_start, m->be.logit_row, m->Vl,
+                        m->be.stream);
+    bf16* row_bf = (bf16*)xmalloc(sizeof(bf16) * Vp);
+    d2h(row_bf, m->be.logit_row, sizeof(bf16) * Vp, m->be.stream);
+    for (int v = 0; v < Vp; v++) row[v] = __bfloat162float(row_bf[v]);
+    free(row_bf);
+}
+// Set-up. Device buffers of mixed types are carved out of one allocation: a sizing pass
+// with base NULL, then the real pass. Every piece starts on a 256-byte boundary (cuBLASLt
+// and vector loads like aligned rows).
+
+typedef struct { char* base; size_t off; } Carver;
+static void* take(Carver* k, size_t bytes) {
+    void* p = k->base ? k->base + k->off : NULL;
+    k->off += round_up(bytes ? bytes : 1, 256);
     return p;
 }
-static float* pinned_floats(size_t n) {
-    void* p;
-    cudaCheck(cudaMallocHost(&p, sizeof(float) * (n ? n : 1)));
-    return (float*)p;
+#define TAKE(k, type, n) ((type*)take((k), sizeof(type) * (size_t)(n)))
+
+// Buffers from layout/activations.h's lists, in order: at[i] gets b[i] (NULL when empty).
+static void carve_list(Carver* k, const ActBuf* b, int n, void** at) {
+    for (int i = 0; i < n; i++) at[i] = b[i].n ? take(k, b[i].n * (b[i].f32 ? sizeof(float) : sizeof(bf16))) : NULL;
 }
+
+// Carve a LayerActs; its att (the log-sum-exp) from the buffer (keep_lse) or the shared scratch.
+static void carve_acts(Model* m, LayerActs* a, Carver* k, int keep_lse) {
+    ActShape s = act_shape(&m->c, m->B);
+    ActBuf b[N_LA];
+    void* at[N_LA];
+    layer_act_bufs(&s, keep_lse, b);
+    carve_list(k, b, N_LA, at);
+    a->ln1 = (bf16*)at[LA_LN1]; a->ln1_mean = (float*)at[LA_LN1_MEAN]; a->ln1_rstd = (float*)at[LA_LN1_RSTD];
+    a->qkv = (bf16*)at[LA_QKV];
+    a->att = keep_lse ? (float*)at[LA_LSE] : m->att_scratch;
+    a->atty = (bf16*)at[LA_ATTY];
+    a->res2 = (bf16*)at[LA_RES2];
+    a->ln2 = (bf16*)at[LA_LN2]; a->ln2_mean = (float*)at[LA_LN2_MEAN]; a->ln2_rstd = (float*)at[LA_LN2_RSTD];
+    a->fch = (bf16*)at[LA_FCH]; a->fch_act = (bf16*)at[LA_FCH_ACT];
+}
+
+// The weight pass's inputs of one layer (model.h's WeightGradIn).
+static void carve_weight_grad_in(Model* m, WeightGradIn* g, Carver* k) {
+    ActShape s = act_shape(&m->c, m->B);
+    ActBuf b[N_WG];
+    void* at[N_WG];
+    weight_grad_in_bufs(&s, b);
+    carve_list(k, b, N_WG, at);
+    g->dy_mlp_buf = (bf16*)at[WG_DY_MLP]; g->dy_att_buf = (bf16*)at[WG_DY_ATT];
+    g->dfch = (bf16*)at[WG_DFCH]; g->dqkv = (bf16*)at[WG_DQKV];
+}
+
+// Scratch for one micro-batch, shared by all layers: activations.h's list, then this build's
+// own (a row of logits for sampling, the gradient norm's partial sums, the loss accumulator,
+// the step's tokens on the device).
+static void carve_scratch(Model* m, Carver* k) {
+    ActShape s = act_shape(&m->c, m->B);
+    ActBuf b[N_SC];
+    void* at[N_SC];
+    scratch_bufs(&s, 0, b);
+    carve_list(k, b, N_SC, at);
+    m->att_scratch = (float*)at[SC_LSE]; m->x_scratch = (bf16*)at[SC_X];
+    m->partial = (bf16*)at[SC_PARTIAL]; m->reduced = (bf16*)at[SC_REDUCED];
+    m->dres[0] = (bf16*)at[SC_DRES0]; m->dres[1] = (bf16*)at[SC_DRES1];
+    m->dres_after_attn = (bf16*)at[SC_DRES_AFTER_ATTN];
+    m->datty = (bf16*)at[SC_DATTY]; m->dfch_act = (bf16*)at[SC_DFCH_ACT];
+    m->ce_max = (float*)at[SC_CE_MAX]; m->ce_sums = (float*)at[SC_CE_SUMS];
+    carve_weight_grad_in(m, &m->weight_grad_in, k);
+    if (m->c.recompute == RECOMPUTE_FULL) carve_acts(m, &m->scratch, k, 0);
+    m->be.logit_row = TAKE(k, bf16, m->c.vocab_padded);
+    m->be.norm_parts = TAKE(k, float, m->P.n);
+    m->be.loss_acc = TAKE(k, double, 1);
+    m->be.d_inputs = TAKE(k, int, (size_t)m->n_micro * s.BT);
+    m->be.d_targets = TAKE(k, int, (size_t)m->n_micro * s.BT);
+}
+
+// The device pointers of one slot of chunk c (s->x and s->acts already allocated).
+static void carve_slot(Model* m, int c, Slot* s, Carver* k) {
+    Chunk* ch = &m->chunks[c];
+    size_t N = row_count(m, m->B), C = m->C;
+    int keep_lse = m->c.recompute == RECOMPUTE_NONE;
+    for (int i = 0; i <= ch->n_layers; i++) s->x[i] = TAKE(k, bf16, N * C);
+    s->dout = TAKE(k, bf16, N * C);
+    s->dinp = TAKE(k, bf16, N * C);
+    if (m->c.recompute != RECOMPUTE_FULL)
+        for (int i = 0; i < ch->n_layers; i++) carve_acts(m, &s->acts[i], k, keep_lse);
+}
+
+// The last chunk's head activations of one micro-batch.
+static void carve_head(Model* m, HeadActs* h, Carver* k) {
+    ActShape s = act_shape(&m->c, m->B);
+    ActBuf b[N_HD];
+    void* at[N_HD];
+    head_bufs(&s, b);
+    carve_list(k, b, N_HD, at);
+    h->lnf = (bf16*)at[HD_LNF]; h->lnf_mean = (float*)at[HD_LNF_MEAN]; h->lnf_rstd = (float*)at[HD_LNF_RSTD];
+    h->logits = (bf16*)at[HD_LOGITS]; h->losses = (float*)at[HD_LOSSES];
+}
+
+static void slot_bind(Model* m, int c, Slot* s, char* base) {
+    Carver k = {base, 0};
+    carve_slot(m, c, s, &k);
+}
+static float* f32_alloc(Model* m, size_t n) { return (float*)dev_alloc(sizeof(float) * n); }
+// AdamW's state on the device, or pinned on the host (--offload optimizer: backend/gpu/offload_gpu.h).
+static float* opt_state_alloc(Model* m, size_t n, const char* what) {
+    if (!(m->c.offload & OFFLOAD_OPTIMIZER)) return f32_alloc(m, n);
+    return (float*)host_pinned(sizeof(float) * n, "--offload optimizer");
+}
+static bf16* act_alloc(Model* m, size_t n) { return (bf16*)dev_alloc(sizeof(bf16) * n); }
 
 #endif

@@ -8,7 +8,7 @@
 #define ZERO3_GPU_H
 
 #include "backend/backend.h"
-#include "backend/gpu/memory.h"  // dev_alloc
+#include "backend/gpu/alloc.h"  // dev_alloc
 
 static void unit_gather_start(Model* m, const float* mine, float* recv, const int* counts, const int* displs, size_t n,
                               GatherWait* w) {

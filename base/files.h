@@ -7,7 +7,7 @@
 // Outputs are checked at start-up, before any step (output_check), and written so that
 // nothing but a regular file is ever replaced: logs are opened in place (output_open),
 // checkpoints, the manifest, the trace and the llm.c export are written to a new temporary
-// file <path>.tmp.XXXXXX (a name no other process or rank can have) and renamed over the
+// file <path>.tmp.train-<pid>-XXXXXX (a name no other process or rank can have) and renamed over the
 // target (AtomicFile). A directory, device, FIFO, socket or symbolic link at an output's
 // path is an error, never overwritten.
 // Every path built from a flag goes through path_format, which refuses a path that does not

@@ -89,9 +89,9 @@ static void kill_after_step(int k) {
     if (ok) resume_and_compare(tag, dir, latest > 0 ? latest : -1, "");
 }
 
-// Kill the run the moment a file named `target` and 7 more characters (mkstemp's ".XXXXXX",
-// files.h atomic_open) in dir has grown past min_bytes while being written (inotify), once file
-// `after` (in dir, NULL: none) exists: in the middle of a checkpoint or manifest write.
+// Kill the run the moment the temporary of file `target` (files.h's "<target>.tmp.train-<pid>-XXXXXX",
+// AtomicFile) in dir has grown past min_bytes while being written (inotify), once file `after`
+// (in dir, NULL: none) exists: in the middle of a checkpoint or manifest write.
 static void kill_during_write(const char* tag, const char* target, long long min_bytes, const char* after,
                               long long full) {
     char dir[256], cmd[4096], out[300], log[300], why[512] = "", tpath[512];
@@ -136,8 +136,9 @@ static void kill_during_write(const char* tag, const char* target, long long min
                     n_renamed++;
                 }
             }
-            int is_target =
-                ev->len && !strncmp(ev->name, target, strlen(target)) && strlen(ev->name) == strlen(target) + 7;
+            size_t tlen = strlen(target);
+            int is_target = ev->len && strlen(ev->name) > tlen && !strncmp(ev->name, target, tlen) &&
+                            temp_name_len(ev->name) == tlen;
             if (is_target) snprintf(tpath, sizeof(tpath), "%s/%s", dir, ev->name);
             if (is_target && file_size(tpath) >= min_bytes && (!after || file_size(apath) >= 0)) {
                 kill(pid, SIGKILL);
@@ -154,7 +155,7 @@ static void kill_during_write(const char* tag, const char* target, long long min
     // the write must still have been under way: the temp file left behind
     int ok = hit && rc == 128 + SIGKILL && size_at_kill >= 0 && latest >= 0 && n_partial == 0;
     check(ok, tag,
-          "killed while %s was %lld of %lld bytes (exit %d); LATEST step %d; final names complete (%d renames "
+          "killed while %s's temporary was %lld of %lld bytes (exit %d); LATEST step %d; final names complete (%d renames "
           "seen, %d final names created directly or short)%s%s",
           target, size_at_kill, full, rc, latest, n_renamed, n_partial, *why ? "; " : "", why);
     if (!ok) return;
@@ -186,8 +187,8 @@ static void suite_sigkill(void) {
     model_of(FLAGS, &c, P);
     long long full = ckpt_file_bytes(P->n_full, P->n);
     free(P);
-    kill_during_write("sigkill_mid_checkpoint_write", "ckpt_00000006.bin.tmp", 1, NULL, full);
-    kill_during_write("sigkill_mid_manifest_write", "LATEST.tmp", 0, "ckpt_00000004.bin",
+    kill_during_write("sigkill_mid_checkpoint_write", "ckpt_00000006.bin", 1, NULL, full);
+    kill_during_write("sigkill_mid_manifest_write", "LATEST", 0, "ckpt_00000004.bin",
                       18);  // 4 renamed, LATEST still 2
 }
 

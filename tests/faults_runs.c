@@ -155,8 +155,8 @@ static void kill_during_write(const char* tag, const char* target, long long min
     // the write must still have been under way: the temp file left behind
     int ok = hit && rc == 128 + SIGKILL && size_at_kill >= 0 && latest >= 0 && n_partial == 0;
     check(ok, tag,
-          "killed while %s's temporary was %lld of %lld bytes (exit %d); LATEST step %d; final names complete (%d renames "
-          "seen, %d final names created directly or short)%s%s",
+          "killed while %s's temporary was %lld of %lld bytes (exit %d); LATEST step %d; final names complete "
+          "(%d renames seen, %d final names created directly or short)%s%s",
           target, size_at_kill, full, rc, latest, n_renamed, n_partial, *why ? "; " : "", why);
     if (!ok) return;
     // The directory scan (no manifest) must ignore the .tmp as well: resume a copy without LATEST.

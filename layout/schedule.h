@@ -552,17 +552,29 @@ static double schedule_simulate(int kind, int pp, int vpp, int n_micro, const do
     return schedule_simulate_mb(kind, pp, vpp, n_micro, t_build, t_fwd, t_bwd, t_w, 0, t_p2p, busy);
 }
 
-// The textbook bubble fraction, idle over busy time of a stage with equal op times:
-// (p-1)/m for GPipe and 1F1B, (p-1)/(v*m) for interleaved 1F1B (Narayanan et al. 2021);
-// with F = B = W, (p-1)/(3m) for ZB-H1 (idle (p-1)(F+B-W) against m(F+B+W) busy) and 0
-// for ZB-V (Qi et al. 2024); (p-1)/(6m) for DualPipe-V, its p-1 idle chunk ops of the 6m
-// a stage computes (dualpipev_build). Reported beside the measured one.
+// The pipeline bubble, the one definition behind every "bubble" this program prints (the
+// step line, --log, the start-up table, the planner, docs/OUTPUT.md): the share of the
+// schedule's wall time a stage spends not computing, (wall - busy) / wall, in [0, 1). It is
+// the fraction of the step a rank is idle, the "bubble overhead" of GPipe (Huang et al.
+// 2019) and the "bubble rate" of the zero-bubble paper (Qi et al. 2024); Narayanan et al.
+// 2021's (p-1)/m is idle / busy instead (it can exceed 1), which is b / (1 - b) of this one.
+static double bubble_fraction(double wall_s, double busy_s) {
+    if (!(wall_s > 0) || busy_s >= wall_s) return 0;
+    return (wall_s - busy_s) / wall_s;
+}
+
+// The textbook bubble (bubble_fraction of a stage with equal op times): p-1 idle op slots of
+// the m (GPipe, 1F1B), v*m (interleaved 1F1B), 3m (ZB-H1 at F = B = W: idle (p-1)(F+B-W)
+// against m(F+B+W) busy) or 6m (DualPipe-V: p-1 idle chunk ops of the 6m a stage computes,
+// dualpipev_build) busy ones: (p-1) / (m + p-1), (p-1) / (v*m + p-1), ...; 0 for ZB-V (Qi et
+// al. 2024). Reported beside the measured one.
 static double bubble_formula(int kind, int pp, int vpp, int n_micro) {
-    if (kind == SCHED_INTERLEAVED) return (double)(pp - 1) / ((double)vpp * n_micro);
-    if (kind == SCHED_ZBH1) return (double)(pp - 1) / (3.0 * n_micro);
-    if (kind == SCHED_DUALPIPEV) return (double)(pp - 1) / (6.0 * n_micro);
-    if (kind == SCHED_ZBV) return 0;
-    return (double)(pp - 1) / n_micro;
+    double idle = pp - 1, busy = n_micro;
+    if (kind == SCHED_INTERLEAVED) busy = (double)vpp * n_micro;
+    if (kind == SCHED_ZBH1) busy = 3.0 * n_micro;
+    if (kind == SCHED_DUALPIPEV) busy = 6.0 * n_micro;
+    if (kind == SCHED_ZBV) idle = 0;
+    return idle > 0 ? idle / (busy + idle) : 0;
 }
 
 #endif

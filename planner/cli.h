@@ -55,10 +55,11 @@ static void plan_usage(void) {
         "predicted peak is within %.0f%% of the device's memory (the memory model's uncertainty for another\n"
         "framework's peak) ranks below every layout with more room; under trainer (the default) no room is kept: its\n"
         "buffers are counted exactly. Columns: rank = position in this ranking (not an MPI rank); free GiB = memory\n"
-        "left after the predicted peak; MFU%% = model FLOP/s / peak; idle%% = the busiest stage's idle / the\n"
-        "schedule's makespan; formula = the textbook bubble (p-1)/m, idle / compute, in %%; cp%% = the step's share\n"
-        "in context parallelism's unhidden transfers; rms = RMSNorm as one kernel (1) or not (0); attention = the\n"
-        "row's kernel (the header's 'attention eff' is this trainer's, for rows that use it). docs/OUTPUT.md.\n",
+        "left after the predicted peak; MFU%% = model FLOP/s / peak; bubble%% = the busiest stage's idle share of\n"
+        "the schedule's makespan; formula = the textbook bubble (p-1)/(m+p-1), the same share, in %%; cp%% = the\n"
+        "step's share in context parallelism's unhidden transfers; rms = RMSNorm as one kernel (1) or not (0);\n"
+        "attention = the row's kernel (the header's 'attention eff' is this trainer's, for rows that use it).\n"
+        "docs/OUTPUT.md.\n",
         PROFILE_NAMES, attn_names_joined(attn_names, sizeof(attn_names), "|"), 100 * PLAN_MEM_UNCERTAINTY);
 }
 
@@ -290,7 +291,7 @@ static void plan_print_table(const PlanResult* r, int n, int top) {
     for (int i = 0; i < n; i++) host |= r[i].mem_host > 0;
     printf("%4s %4s %3s %3s %-8s %3s %3s %3s %-15s %-9s %2s %4s %-13s %3s %7s %8s %4s %8s %10s %6s %7s %7s %6s%s\n",
            "rank", "dp", "tp", "cp", "cp kind", "pp", "vpp", "mb", "schedule", "recompute", "sp", "zero", "attention",
-           "rms", "mem GiB", "free GiB", "fits", "step s", "tok/s/GPU", "MFU%", "idle%", "formula", "cp%",
+           "rms", "mem GiB", "free GiB", "fits", "step s", "tok/s/GPU", "MFU%", "bubble%", "formula", "cp%",
            host ? " host GiB" : "");
     for (int i = 0; i < n && i < top; i++) {
         const PlanResult* p = &r[i];
@@ -302,7 +303,7 @@ static void plan_print_table(const PlanResult* r, int n, int top) {
             plan_schedule_str(p, sched, sizeof(sched)), plan_recompute_name(p->recompute), p->sp, p->zero,
             ATTN_NAMES[p->setup.attention], p->setup.rms_kernel, p->mem_total / GiB, p->mem_margin / GiB,
             p->fits ? "yes" : "no", p->t_step,
-            p->tokens_per_s_per_gpu, 100 * p->mfu, 100 * p->idle_frac, 100 * p->bubble_formula,
+            p->tokens_per_s_per_gpu, 100 * p->mfu, 100 * p->bubble, 100 * p->bubble_formula,
             p->timed ? 100 * p->t_cp_exposed / p->t_step : 0);
         if (host) printf(" %8.1f", p->mem_host / GiB);
         printf("\n");
@@ -320,7 +321,7 @@ static void plan_write_csv(AtomicFile* out, const ModelConfig* c, const DevicePr
             "mem_temp_gib,"
             "mem_overhead_gib,mem_total_gib,mem_margin_gib,fits,t_layer_fwd_s,t_layer_bwd_s,t_layer_w_s,t_tp_comm_s,t_"
             "cp_comm_s,t_cp_exposed_s,cp_gib,"
-            "t_p2p_s,t_pipeline_s,t_dp_comm_s,t_dp_exposed_s,t_optim_s,t_step_s,idle_frac,bubble_formula,tokens_per_s_"
+            "t_p2p_s,t_pipeline_s,t_dp_comm_s,t_dp_exposed_s,t_optim_s,t_step_s,bubble,bubble_formula,tokens_per_s_"
             "per_gpu,"
             "model_tflops_per_gpu,mfu,hfu,mfu_study\n");
     for (int i = 0; i < n; i++) {
@@ -339,7 +340,7 @@ static void plan_write_csv(AtomicFile* out, const ModelConfig* c, const DevicePr
                 "%.6g,%.6g,%.6g,%.6g,%.6g,%.6g,%.4f,%.6g,%.6g,%.6g,%.6g,%.6g,%.6g,%.5f,%.5f,%.2f,%.3f,%.5f,%.5f,%.5f\n",
                 p->t_layer_fwd, p->t_layer_bwd, p->t_layer_w, p->t_tp_comm, p->t_cp_comm, p->t_cp_exposed,
                 p->cp_bytes / GiB, p->t_p2p, p->t_pipeline, p->t_dp_comm, p->t_dp_exposed, p->t_optim, p->t_step,
-                p->idle_frac, p->bubble_formula, p->tokens_per_s_per_gpu, p->model_tflops_per_gpu, p->mfu, p->hfu,
+                p->bubble, p->bubble_formula, p->tokens_per_s_per_gpu, p->model_tflops_per_gpu, p->mfu, p->hfu,
                 study_mfu(c, p, d));
     }
     atomic_commit(out);

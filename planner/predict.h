@@ -43,9 +43,9 @@ typedef struct {
     double t_dp_exposed;     // the part of it not hidden
     double t_optim;          // optimizer step
     double t_step;
-    double idle_frac;        // share of the schedule's makespan the busiest stage waits: (makespan - its compute) /
-                             // makespan, in [0, 1) (time-shared cores are not idle time: see plan_pipeline_time)
-    // bubble_formula(): (p-1)/m, (p-1)/(v m) (Narayanan et al. 2021), (p-1)/(3m), 0 (Qi et al. 2024)
+    double bubble;           // bubble_fraction() of the busiest stage: (makespan - its compute) / makespan, in
+                             // [0, 1) (time-shared cores are not idle time: see plan_pipeline_time)
+    // bubble_formula(): (p-1)/(m+p-1), (p-1)/(v m+p-1), (p-1)/(3m+p-1), 0 (layout/schedule.h)
     double bubble_formula;
     double tokens_per_s_per_gpu, model_tflops_per_gpu, mfu, hfu;
 } PlanResult;
@@ -387,7 +387,7 @@ static void plan_dp_time(const ModelConfig* c, const PlanSetup* k, const DeviceP
 
 // The pipeline: play the real schedule. A message is the (s, b, h) activation or its
 // gradient; with SP each tp rank sends its 1/t slice. Sets r->t_p2p, r->t_pipeline and the
-// busiest stage's idle share of the schedule.
+// busiest stage's bubble.
 static void plan_pipeline_time(const ModelConfig* c, const DeviceProfile* d, Link pp_link, const PlanChunks* ch,
                                PlanResult* r) {
     int dp = c->dp, tp = c->tp, pp = c->pp, vpp = c->vpp, cp = c->cp, m = r->n_micro;
@@ -401,7 +401,7 @@ static void plan_pipeline_time(const ModelConfig* c, const DeviceProfile* d, Lin
 
     double max_busy = 0, sum_busy = 0;
     for (int st = 0; st < pp; st++) sum_busy += busy[st], max_busy = busy[st] > max_busy ? busy[st] : max_busy;
-    r->idle_frac = r->t_pipeline > 0 ? (r->t_pipeline - max_busy) / r->t_pipeline : 0;
+    r->bubble = bubble_fraction(r->t_pipeline, max_busy);
     if (d->shared_cores > 0) {
         // Ranks time-sharing K cores: a rank idle in the bubble gives its core to the others,
         // so the step is the longer of the schedule's critical path and the total work of all

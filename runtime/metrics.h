@@ -171,8 +171,9 @@ static void print_startup(const Layout* L, const ParamLayout* P, const ModelConf
         ROW("context parallel", "%s: ulysses %d x ring %d (%s), %d rows/seq/rank", what, U, c->cp / U,
             U == c->cp ? "whole sequences" : split, c->seq_len / c->cp);
     }
-    static const char* bubble_of[N_SCHEDULES] = {"(p-1)/m", "(p-1)/m", "(p-1)/(v*m)", "(p-1)/(3m) at F=B=W",
-                                                 "0 at F=B=W", "(p-1)/(6m) at F=B=W"};
+    static const char* bubble_of[N_SCHEDULES] = {"(p-1)/(m+p-1)", "(p-1)/(m+p-1)", "(p-1)/(v*m+p-1)",
+                                                 "(p-1)/(3m+p-1) at F=B=W", "0 at F=B=W",
+                                                 "(p-1)/(6m+p-1) at F=B=W"};
     ROW("pipeline", "%s, vpp %d, bubble %s = %.3f", schedule_name(c->schedule), c->vpp, bubble_of[c->schedule],
         c->pp > 1 ? bubble_formula(c->schedule, c->pp, c->vpp, n_micro) : 0.0);
     ROW("zero / recompute", "%d / %s", c->zero, recompute_name(c->recompute));
@@ -285,9 +286,9 @@ static void metrics_predict(Metrics* m, const ModelConfig* c, const char* device
         return;
     }
     printf(
-        "planner (%s profile): step %.1f ms, MFU %.1f%%, pipeline idle %.1f%% of its schedule; worst stage: weights "
+        "planner (%s profile): step %.1f ms, MFU %.1f%%, pipeline bubble %.1f%% of its schedule; worst stage: weights "
         "%s, grads %s, optimizer %s, activations %s\n",
-        device, m->plan.t_step * 1e3, 100 * m->plan.mfu, 100 * m->plan.idle_frac, fmt_bytes(m->plan.mem_weights, a),
+        device, m->plan.t_step * 1e3, 100 * m->plan.mfu, 100 * m->plan.bubble, fmt_bytes(m->plan.mem_weights, a),
         fmt_bytes(m->plan.mem_grads, b), fmt_bytes(m->plan.mem_optim, cc), fmt_bytes(m->plan.mem_act, e));
     fflush(stdout);
 }
@@ -336,8 +337,7 @@ static void metrics_step_end(Metrics* m, const Layout* L, const ModelConfig* c, 
     m->tflops = model_flops / dt / 1e12;
     m->mfu = m->tflops * 1e12 / (m->peak_flops * L->world);
     m->hfu = hw_flops / dt / (m->peak_flops * L->world);
-    m->last_bubble = m->compute_s > 0 ? (sched_s - m->compute_s) / m->compute_s : 0;
-    if (m->last_bubble < 0) m->last_bubble = 0;
+    m->last_bubble = bubble_fraction(sched_s, m->compute_s);
     m->bubble_formula = c->pp > 1 ? bubble_formula(c->schedule, c->pp, c->vpp, n_micro) : 0;
     double cs[N_GROUPS], dc[N_GROUPS];
     comm_seconds(L, cs);

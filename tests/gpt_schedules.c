@@ -141,7 +141,7 @@ static void test_schedules_more(void) {
             double span = schedule_simulate(SCHED_ZBV, pp, 2, m, t, tf, tb, tw, 0, busy);
             for (int g = 0; g < pp; g++) tf[g] = 2, tb[g] = 2.5, tw[g] = 1.8;  // ZB-H1: one chunk of twice the layers
             double h_span = schedule_simulate(SCHED_ZBH1, pp, 1, m, NULL, tf, tb, tw, 0, h_busy);
-            double bubble = (span - busy[0]) / span, h_bubble = (h_span - h_busy[0]) / h_span;
+            double bubble = bubble_fraction(span, busy[0]), h_bubble = bubble_fraction(h_span, h_busy[0]);
             if (bubble > h_bubble + 1e-9)
                 snprintf(bad_timed, sizeof(bad_timed), "pp %d m %d: zb-v %.4f > zb-h1 %.4f", pp, m, bubble, h_bubble);
         }
@@ -285,11 +285,11 @@ static void schedule_sim_check(int kind, int pp, int vpp, int m, const char* cfg
     double t_rand = schedule_simulate(kind, pp, vpp, m, NULL, tf, tb, tw, 0.05, NULL);
     if (t_unit < 0 || t_rand < 0) snprintf(bad_sim, SCHED_BAD, "%s: makespan %g / %g (deadlock)", cfg, t_unit, t_rand);
     // bubble with equal chunk times (F = B = W = 1/vpp, no p2p time):
-    // (makespan - busy) / busy of stage 0 = bubble_formula; ZB-V (formula 0, which
-    // our list does not reach) at most ZB-H1's (p-1)/(3m)
+    // bubble_fraction (makespan - busy) / makespan of stage 0 = bubble_formula; ZB-V (formula 0,
+    // which our list does not reach) at most ZB-H1's (p-1)/(3m+p-1)
     for (int g = 0; g < nc; g++) tf[g] = 1.0 / vpp, tb[g] = 1.0 / vpp, tw[g] = 1.0 / vpp;
     double t_eq = schedule_simulate(kind, pp, vpp, m, NULL, tf, tb, tw, 0, busy);
-    double bubble = (t_eq - busy[0]) / busy[0], want = bubble_formula(kind, pp, vpp, m);
+    double bubble = bubble_fraction(t_eq, busy[0]), want = bubble_formula(kind, pp, vpp, m);
     if (kind == SCHED_ZBV) {
         double bound = bubble_formula(SCHED_ZBH1, pp, 1, m);
         if (bubble > bound + 1e-9)
@@ -364,8 +364,8 @@ static void test_schedules(void) {
                                           : "in flight = Megatron warm-up + 1",
                     bad_flight);
         SCHED_CHECK("simulate completes (no deadlock), unit and uneven times", bad_sim);
-        SCHED_CHECK(kind == SCHED_ZBV ? "bubble at F=B=W at most ZB-H1's (p-1)/(3m)"
-                                      : "bubble (makespan - busy)/busy equals bubble_formula within 1e-9",
+        SCHED_CHECK(kind == SCHED_ZBV ? "bubble at F=B=W at most ZB-H1's (p-1)/(3m+p-1)"
+                                      : "bubble (makespan - busy)/makespan equals bubble_formula within 1e-9",
                     bad_bubble);
 #undef SCHED_CHECK
     }

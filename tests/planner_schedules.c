@@ -8,14 +8,15 @@ static void test_bubble(void) {
     double tf[8], tb[8], busy[4];
     for (int g = 0; g < 8; g++) tf[g] = 1.0, tb[g] = 2.0;
     double span = schedule_simulate(SCHED_1F1B, p, 1, m, NULL, tf, tb, NULL, 0, busy);
-    double bubble = (span - busy[0]) / busy[0];
-    check(fabs(bubble - bubble_formula(SCHED_1F1B, p, 1, m)) < 1e-12, "bubble_1f1b_equals_formula",
-          "simulated %.6f, (p-1)/m = %.6f", bubble, bubble_formula(SCHED_1F1B, p, 1, m));
+    double bubble = bubble_fraction(span, busy[0]);
+    check(fabs(bubble - bubble_formula(SCHED_1F1B, p, 1, m)) < 1e-12 && fabs(bubble - 3.0 / 11) < 1e-12,
+          "bubble_1f1b_equals_formula", "simulated %.6f, (p-1)/(m+p-1) = %.6f, want 3/11", bubble,
+          bubble_formula(SCHED_1F1B, p, 1, m));
     for (int g = 0; g < 8; g++) tf[g] = 0.5, tb[g] = 1.0;  // a stage's work split in v chunks
     span = schedule_simulate(SCHED_INTERLEAVED, p, v, m, NULL, tf, tb, NULL, 0, busy);
-    bubble = (span - busy[0]) / busy[0];
+    bubble = bubble_fraction(span, busy[0]);
     check(fabs(bubble - bubble_formula(SCHED_INTERLEAVED, p, v, m)) < 1e-12, "bubble_interleaved_equals_formula",
-          "simulated %.6f, (p-1)/(v m) = %.6f", bubble, bubble_formula(SCHED_INTERLEAVED, p, v, m));
+          "simulated %.6f, (p-1)/(v m+p-1) = %.6f", bubble, bubble_formula(SCHED_INTERLEAVED, p, v, m));
     // 1F1B: stage 0 holds pp micro-batches at peak; this is what sizes activation memory
     PipeOp ops[6 * 8];
     int n = schedule_build(SCHED_1F1B, 0, p, 1, m, NULL, ops);
@@ -39,18 +40,36 @@ static double sim_bubble(int kind, int p, int vpp, int m, double t_f, double t_b
     double tf[16], tb[16], tw[16], busy[8];
     for (int g = 0; g < p * vpp; g++) tf[g] = t_f, tb[g] = t_b, tw[g] = t_w;
     double span = schedule_simulate(kind, p, vpp, m, NULL, tf, tb, tw, 0, busy);
-    return (span - busy[0]) / busy[0];
+    return bubble_fraction(span, busy[0]);
+}
+
+// One definition of the bubble (layout/schedule.h), the step line's, the log's and the planner's:
+// the share of the schedule a stage is idle, in [0, 1) even where p-1 > m; the measured one
+// (bubble_fraction) and the textbook one (bubble_formula) agree, GPipe's (p-1)/(m+p-1).
+static void test_bubble_definition(void) {
+    check(fabs(bubble_fraction(3, 2) - 1.0 / 3) < 1e-15 && bubble_fraction(2, 2) == 0 && bubble_fraction(2, 3) == 0 &&
+              bubble_fraction(0, 0) == 0,
+          "bubble_fraction_is_idle_over_wall", "3 s wall, 2 s busy: %.6f (want 1/3); busy >= wall: %g, %g; no wall: %g",
+          bubble_fraction(3, 2), bubble_fraction(2, 2), bubble_fraction(2, 3), bubble_fraction(0, 0));
+    double b_deep = bubble_formula(SCHED_1F1B, 8, 1, 2), b_one = bubble_formula(SCHED_1F1B, 1, 1, 4);
+    check(fabs(b_deep - 7.0 / 9) < 1e-15 && b_deep < 1 && b_one == 0 &&
+              fabs(bubble_formula(SCHED_GPIPE, 4, 1, 8) - 3.0 / 11) < 1e-15 &&
+              fabs(bubble_formula(SCHED_INTERLEAVED, 4, 2, 8) - 3.0 / 19) < 1e-15 &&
+              fabs(bubble_formula(SCHED_ZBH1, 4, 1, 8) - 3.0 / 27) < 1e-15 &&
+              fabs(bubble_formula(SCHED_DUALPIPEV, 4, 2, 8) - 3.0 / 51) < 1e-15 &&
+              bubble_formula(SCHED_ZBV, 4, 2, 8) == 0,
+          "bubble_formula_is_a_share_of_the_step", "pp 8 m 2: %.6f (want 7/9, below 1); pp 1: %g", b_deep, b_one);
 }
 
 static void test_zero_bubble_schedules(void) {
-    // F = B = W, no p2p: ZB-H1's bubble is (p-1)/(3m) (p = 4, m = 8: 0.125), a third of 1F1B's;
-    // ZB-V (each stage's work in two chunks of half the time) has less
+    // F = B = W, no p2p: ZB-H1's bubble is (p-1)/(3m+p-1) (p = 4, m = 8: 1/9), its idle time a third
+    // of 1F1B's for the same work; ZB-V (each stage's work in two chunks of half the time) has less
     int p = 4, m = 8;
     double zbh1 = sim_bubble(SCHED_ZBH1, p, 1, m, 1, 1, 1), zbv = sim_bubble(SCHED_ZBV, p, 2, m, 0.5, 0.5, 0.5);
     double onef1b = sim_bubble(SCHED_1F1B, p, 1, m, 1, 1, 1);
-    check(fabs(zbh1 - bubble_formula(SCHED_ZBH1, p, 1, m)) < 1e-12 && fabs(zbh1 - 0.125) < 1e-12 &&
-              fabs(3 * zbh1 - onef1b) < 1e-12,
-          "bubble_zbh1_equals_formula", "simulated %.6f, (p-1)/(3m) = %.6f, 1F1B %.6f", zbh1,
+    check(fabs(zbh1 - bubble_formula(SCHED_ZBH1, p, 1, m)) < 1e-12 && fabs(zbh1 - 1.0 / 9) < 1e-12 &&
+              fabs(3 * zbh1 / (1 - zbh1) - onef1b / (1 - onef1b)) < 1e-12,
+          "bubble_zbh1_equals_formula", "simulated %.6f, (p-1)/(3m+p-1) = %.6f, 1F1B %.6f", zbh1,
           bubble_formula(SCHED_ZBH1, p, 1, m), onef1b);
     check(zbv <= zbh1 && zbv >= 0, "bubble_zbv_at_most_zbh1", "ZB-V %.6f, ZB-H1 %.6f", zbv, zbh1);
     // what sizes ZB-H1's memory: every stage holds p activations, stage s owes s+1 W's at most
@@ -93,7 +112,7 @@ static void test_zero_bubble_schedules(void) {
     // time: the same work (W is the weight-gradient half of the layer's backward matmuls, B the
     // rest); the W's ZB-H1 owes fill 1F1B's cool-down: it saves more than half of 1F1B's idle
     // time (makespan - busiest stage's compute)
-    double saved = r1.t_pipeline - rz.t_pipeline, bubble_1f1b = r1.idle_frac * r1.t_pipeline;
+    double saved = r1.t_pipeline - rz.t_pipeline, bubble_1f1b = r1.bubble * r1.t_pipeline;
     check(rz.t_layer_w > 0 && rz.t_layer_w < rz.t_layer_bwd - rz.t_layer_w && rz.t_layer_bwd == r1.t_layer_bwd &&
               rz.t_step < r1.t_step && saved > 0.5 * bubble_1f1b,
           "zbh1_step_below_1f1b",

@@ -804,6 +804,36 @@ static void kernels_suites(void) {
           sizeof(llama_layouts) / sizeof(llama_layouts[0]));
 }
 
+// One figure called bubble (layout/schedule.h bubble_fraction): the step line, the log and the
+// start-up table give the share of the schedule a rank is idle, in [0, 1), beside the textbook
+// (p-1)/(m+p-1) (pp 2, m 4: 0.2); the step line prints the log's value.
+static void bubble_is_a_share(void) {
+    const char* dir = "/tmp/test_layouts";
+    char cmd[1024], line[4096], out[64], log_value[32], printed[32] = "";
+    snprintf(cmd, sizeof(cmd), "OMP_NUM_THREADS=1 ./train --model tiny --steps 3 --eval-every 0 --sample-len 0 --pp 2 "
+             "--micro-batch 8 --global-batch 32 --log %s/bubble.jsonl", dir);
+    snprintf(out, sizeof(out), "%s/bubble.txt", dir);
+    int rc = run_to_file(cmd, out), lines = 0, ok = rc == 0, table = 0;
+    double b = -1, f = -1;
+    FILE* fp = fopen("/tmp/test_layouts/bubble.jsonl", "r");
+    for (const char* p; fp && fgets(line, sizeof(line), fp);) {
+        if (!(p = strstr(line, "\"bubble\":"))) continue;
+        b = atof(p + 9), f = atof(strstr(line, "\"bubble_formula\":") + 17), lines++;
+        ok &= b >= 0 && b < 1 && fabs(f - 0.2) < 1e-4;
+    }
+    if (fp) fclose(fp);
+    snprintf(log_value, sizeof(log_value), "bubble %.2f (formula 0.20)", b);
+    fp = fopen(out, "r");
+    for (const char* p; fp && fgets(line, sizeof(line), fp);) {
+        table |= strstr(line, "bubble (p-1)/(m+p-1) = 0.200") != NULL;
+        if ((p = strstr(line, "| bubble "))) snprintf(printed, sizeof(printed), "%.26s", p + 2);
+    }
+    if (fp) fclose(fp);
+    check(ok && lines == 3 && table && !strcmp(printed, log_value), "bubble is one share of the step (pp 2, m 4)",
+          "rc %d, %d log lines, last bubble %.4f formula %.4f; table row %s; step line '%s', log '%s'", rc, lines, b, f,
+          table ? "found" : "missing", printed, log_value);
+}
+
 #include "tests/layouts_offload.c"
 
 int main(int argc, char** argv) {
@@ -819,6 +849,7 @@ int main(int argc, char** argv) {
     offload_suites();
     offload_checkpoints();
     offload_planner();
+    if (selected("bubble_pp2")) bubble_is_a_share();
     if (!only) {
         default_batch_matches();
         // --trace: valid trace-event JSON whose track of one stage shows the order of

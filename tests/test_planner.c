@@ -110,6 +110,7 @@ int main(void) {
     test_h100_largest_matmul();
     test_h200_trainer_steps();
     test_bubble();
+    test_bubble_definition();
     test_zero_bubble_schedules();
     test_context_parallel();
     test_invalid_layouts();

@@ -357,7 +357,7 @@ static void plan_print_profile(const DeviceProfile* d, const PlanSetup* k, int g
                  d->matmul_eff, d->matmul_latency * 1e6, d->attn_eff_flash2, d->attn_eff_flash1, d->bmm_eff);
     printf("device %s: %.4g TFLOP/s peak, %s, %.0f GiB (reserve %.1f + %.0f%% of activations), HBM %.0f GB/s x %.2f\n",
            printable(d->name, name, sizeof(name)), d->peak_flops / 1e12, kernels, d->mem_bytes / GiB,
-           d->mem_overhead / GiB, k->own_buffers || k->expandable_segments ? 0.0 : 100 * d->mem_frag, d->hbm_bw / 1e9, d->hbm_eff);
+           d->mem_overhead / GiB, k->alloc_share ? 100 * d->mem_frag : 0.0, d->hbm_bw / 1e9, d->hbm_eff);
     printf(
         "links: %d GPUs/node, intra %.0f GB/s/GPU, %d NICs x %.1f GB/s per node, link eff %.2f (%s; NICs %.2f), "
         "DP overlap %.2f; %s weights, %d-byte grads\n",

@@ -309,7 +309,7 @@ static void plan_memory(const ModelConfig* c, const PlanSetup* k, const DevicePr
             host_act = (pc->peaks[2 * st] - in_flight) * max_layers * act_layer;
             double peak_temp = stage_head && loss_temp > layer_temp ? loss_temp : layer_temp;
             temp = peak_temp + cp_buf + zero3_buf;
-            reserve = d->mem_overhead + (k->expandable_segments ? 0 : d->mem_frag) * act;
+            reserve = d->mem_overhead + (k->alloc_share ? d->mem_frag : 0) * act;
         }
         double total = p * (wb + gb + ob) + act + temp + reserve;
         if (act > r->mem_act_max) r->mem_act_max = act;

@@ -35,56 +35,6 @@
 // schedule ops' trace (runtime/metrics.h), the step's batch, the activations' allocation, the
 // weights' initialization, checkpoints, and main.
 
-static void ring_wait(Model* m, int step) {
-    comm_ring_wait(&m->L.group[GROUP_CP_RING], &m->be.ring);
-    metrics_ring_event(m->met, step >= 0 ? 1 : 2, step >= 0 ? step : -1 - step, m->be.ring.t0, now_s());
-}
-static void trace_ring_blocks(Model* m, int step, double t0) { metrics_ring_event(m->met, 0, step, t0, now_s()); }
-static void trace_op(Model* m, int kind, int mb, int chunk, double t0) {
-    metrics_op(m->met, kind, mb, chunk, t0, now_s());
-}
-
-// The kernels read the host token arrays; head_forward adds to m->loss_sum itself.
-static void model_load_batch(Model* m, const TokenStream* ts, size_t index) {
-    m->loss_sum = 0;
-    if (m->cp_order) { cp_load_by_doc(m, ts, index); return; }  // --cp-split doc (parallel/context_parallel.h)
-    load_batch(ts, &m->c, m->L.dp_rank, m->n_micro, index, m->pos, m->T, m->inputs, m->targets, m->doc_start,
-               m->doc_seq);
-    if (m->doc_start) docs_positions(m, m->n_micro * m->B);
-}
-// Every activation buffer, sized by layout/activations.h (the planner counts the same lists);
-// scratch_bytes and each chunk's slot_bytes, wg.bytes and heads.bytes record what was taken.
-static void alloc_activations(Model* m) {
-    ActShape s = act_shape(&m->c, m->B);
-    int rc = m->c.recompute, e = sizeof(float);
-    // scratch for one micro-batch, shared by all layers
-    ActBuf b[N_SC];
-    float* at[N_SC];
-    scratch_bufs(&s, 1, b);
-    carve_list(floats_of_bytes(act_bufs_bytes(b, N_SC, e, 1)), b, N_SC, at);
-    m->att_scratch = at[SC_LSE], m->x_scratch = at[SC_X], m->partial = at[SC_PARTIAL], m->reduced = at[SC_REDUCED];
-    m->dres[0] = at[SC_DRES0], m->dres[1] = at[SC_DRES1], m->dres_after_attn = at[SC_DRES_AFTER_ATTN];
-    m->datty = at[SC_DATTY], m->dfch_act = at[SC_DFCH_ACT], m->ce_max = at[SC_CE_MAX], m->ce_sums = at[SC_CE_SUMS];
-    m->be.norm_scratch = at[SC_NORM];
-    carve_weight_grad_in(m, &m->weight_grad_in, floats_of_bytes(act_weight_grad_in_bytes(&s, e, 1)));
-    if (rc == RECOMPUTE_FULL) carve_acts(m, &m->scratch, floats_of_bytes(act_layer_bytes(&s, 0, e, 1)), 0);
-    m->scratch_bytes = (size_t)act_scratch_bytes(&s, rc, 1, e, 1);
-    cp_alloc(m);
-    chunks_init(m);
-    for (int c = 0; c < m->L.vpp; c++) {
-        Chunk* ch = &m->chunks[c];
-        ch->slot_bytes = (size_t)act_slot_bytes(&s, ch->n_layers, rc, e, 1);
-        ch->mem = (char*)floats_of_bytes((double)ch->slot_bytes * ch->n_frames);
-        chunk_frames_init(m, c);  // parallel/pipeline.h: the slots in their frames, or the tier
-        // the pools: weight-pass inputs, and the last chunk's heads
-        ch->wg.bytes = (size_t)(ch->n_layers * act_weight_grad_in_bytes(&s, e, 1));
-        float* p = floats_of_bytes((double)ch->wg.bytes * ch->wg.n);
-        for (int i = 0; i < ch->wg.n * ch->n_layers; i++) p = carve_weight_grad_in(m, &ch->wg_sets[i], p);
-        ch->heads.bytes = (size_t)act_head_bytes(&s, e, 1);
-        p = floats_of_bytes((double)ch->heads.bytes * ch->heads.n);
-        for (int i = 0; i < ch->heads.n; i++) p = carve_head(m, &ch->head_sets[i], p);
-    }
-}
 // --zero 3: the whole buffer for a moment, then this replica's shard kept (parallel/zero3.h).
 static void params_init(Model* m) {
     float* p = m->zero3_state ? f32_alloc(m, m->P.n_padded) : m->params;

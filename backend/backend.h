@@ -135,10 +135,9 @@ static void pp_recv(Model* m, int dir, int up, act_t* dst, size_t n, int peer, i
 // overlaps; < 0: the last dK,dV going home after ring step -1-step).
 static void ring_start(Model* m, const void* send, void* recv, size_t bytes, int step);
 static void ring_wait(Model* m, int step);
-// The ring step `step`'s blocks ran from t0 until now (--trace's "attention ring step" event).
-static void trace_ring_blocks(Model* m, int step, double t0);
 // A schedule op (OP_FWD, OP_BWD, OP_W, a send or receive) of micro-batch mb on model chunk
-// `chunk` ran from t0 until now (the step's timings and --trace; parallel/pipeline.h).
+// `chunk` ran from t0 until now (into m->trace, backend/trace.h: the step's timings and --trace;
+// parallel/pipeline.h).
 static void trace_op(Model* m, int kind, int mb, int chunk, double t0);
 
 // ----------------------------------------------------------------------------
@@ -155,8 +154,12 @@ static float* opt_state_alloc(Model* m, size_t n, const char* what);
 static void f32_copy(Model* m, float* dst, const float* src, size_t n);
 static void f32_zero(Model* m, float* p, size_t n);
 static void f32_add(Model* m, float* dst, const float* src, size_t n);  // dst += src
-// The activation slots of the stage's op list (m->ops) and the scratch shared by all layers.
-static void alloc_activations(Model* m);
+// The activation buffers (parallel/pipeline.h alloc_activations): the scratch shared by all layers
+// (m->scratch_bytes); chunk c's slots, ch->slot_bytes each, in ch->mem's ch->n_frames frames (then
+// bound by slot_bind); chunk c's pools of weight-pass inputs and heads (ch->wg, ch->heads).
+static void act_scratch_alloc(Model* m);
+static void chunk_slots_alloc(Model* m, int c);
+static void chunk_pools_alloc(Model* m, int c);
 // --offload activations (parallel/pipeline.h): a slot of chunk c carved at base (the device frame
 // it is resident in); the chunk's tier of `bytes`; a resident slot's bytes copied out to the tier
 // and back in (queued on the GPU's offload stream), and the device waiting for those copies.
@@ -184,9 +187,10 @@ static void sumsq_finish(Model* m, int n_ranges, double* ss);
 // ----------------------------------------------------------------------------
 // I/O: tokens in, losses, logits and checkpoints out.
 
-// This dp rank's part of global batch `index` where the kernels read it (and the step's loss
-// sum restarted); those arrays; one sampling window (T tokens) put there.
-static void model_load_batch(Model* m, const TokenStream* ts, size_t index);
+// The batch runtime/train.h loaded into m->inputs, m->targets (and the documents' arrays) put
+// where the kernels read it, and the step's loss sum restarted; those arrays; one sampling
+// window (T tokens) put there.
+static void batch_ready(Model* m);
 static const int* batch_inputs(Model* m);
 static const int* batch_targets(Model* m);
 static const int* window_tokens(Model* m, const int* window, int T);

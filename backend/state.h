@@ -18,6 +18,7 @@
 #include "layout/params.h"
 #include "layout/schedule.h"
 #include "data/data.h"
+#include "backend/trace.h"
 
 struct Metrics;       // runtime/metrics.h
 struct ShardedState;  // parallel/zero3.h
@@ -160,7 +161,8 @@ typedef struct {
     // accounting
     double loss_sum;                   // sum of token losses of this step on this rank
     size_t slots_live_bytes, slots_peak_bytes, scratch_bytes;
-    struct Metrics* met;               // the run's logs and trace (runtime/metrics.h)
+    struct Metrics* met;               // the run's logs (runtime/metrics.h)
+    Trace* trace;                      // the step's timeline (backend/trace.h; met's, or NULL)
     ModelBackend be;
 } Model;
 

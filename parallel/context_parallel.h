@@ -222,7 +222,7 @@ static void cp_blocks_backward(Model* m, const CpShape* s, int src, int B, const
     int n = cp_blocks(m, s, src, B, s->qa_dim, kv_ld, blk);
     double t0 = now_s();
     for (int i = 0; i < n; i++) op_attention_block_backward(m, dq, dkv, qa, kv, doa, oa, lse, &blk[i]);
-    trace_ring_blocks(m, (s->ring_rank - src + s->R) % s->R, t0);
+    trace_ring(m->trace, 0, (s->ring_rank - src + s->R) % s->R, t0, now_s());
 }
 
 // Causal attention of qkv (this rank's rows, B x T/cp) into out; lse (B x Ha x Ts) kept
@@ -245,7 +245,7 @@ static void cp_attention_forward(Model* m, act_t* out, float* lse, const act_t* 
         int n = cp_blocks(m, &s, src, B, s.qa_dim, step == 0 ? s.qa_dim : kv_ld, blk);
         double t0 = now_s();
         for (int i = 0; i < n; i++) op_attention_block_forward(m, m->cp_o, lse, qa, kv, &blk[i]);
-        trace_ring_blocks(m, step, t0);
+        trace_ring(m->trace, 0, step, t0, now_s());
         if (step + 1 < s.R) ring_wait(m, step);
     }
     if (s.U == 1) op_f32_to_act(m, out, m->cp_o, rows * s.Ha * hd);

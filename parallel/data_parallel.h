@@ -47,6 +47,17 @@ static void layer_grads_reduce(Model* m, int layer) {
     layer_grads_queued(m, lo, hi);
 }
 
+// The layer hooks of the schedule's executor (parallel/pipeline.h), all that data parallelism
+// does beside a layer's compute. Before layer l runs (forward, or backward), its weights are
+// gathered (--zero 3) and layer `next`'s gather (-1: none) starts, to overlap l's compute. After
+// l's gradient is complete for this micro-batch, it is reduce-scattered (--zero 2 and 3); at the
+// step's last one (grads_final) its all-reduce starts (ZeRO 0).
+static void dp_layer_begin(Model* m, int l, int next) { zero3_layer_ready(m, l, next); }
+static void dp_layer_grads_done(Model* m, int l, int grads_final) {
+    sharded_layer_grads_done(m, l);
+    if (grads_final) layer_grads_final(m, l);
+}
+
 // The head's gradients (the final norm's, and an untied head's) are complete once the step's
 // last micro-batch has gone back through the head, at the start of the last chunk's last
 // backward: their dp all-reduce (ZeRO 0) starts then, beside the rest of that backward, instead

@@ -3,14 +3,15 @@
 // stage executes its op list: activation slots per (chunk, micro-batch) sized by the list,
 // a chunk's forward and backward through its layers, and the sends and receives between
 // stages (each build's pp_send / pp_recv).
-// What a build supplies for it (pp_send, pp_send_wait, pp_recv, alloc_activations):
+// What a build supplies for it (pp_send, pp_send_wait, pp_recv, the activation buffers):
 // backend/backend.h.
 #ifndef PIPELINE_H
 #define PIPELINE_H
 
 #include "layout/activations.h"  // ActCounts, act_device_slots
 #include "model/model.h"
-#include "parallel/data_parallel.h"  // layer_grads_final; and zero3.h's layer hooks
+#include "parallel/context_parallel.h"  // cp_alloc
+#include "parallel/data_parallel.h"  // dp_layer_begin, dp_layer_grads_done: the layer hooks
 
 // ----------------------------------------------------------------------------
 // A chunk of layers for one micro-batch (which chunks are this stage's: backend/state.h global_chunk,
@@ -72,6 +73,19 @@ static void chunk_frames_init(Model* m, int c) {
 // The stage's op list (schedule.h), then the build's activation slots sized by it, and
 // the token buffers of one step. DualPipe-V's slots are sized from every stage's list
 // (schedule_slots), which stay built until then.
+// Every activation buffer: the build's scratch, context parallelism's, and each chunk's slots
+// in their frames (or the tier) and its pools.
+static void alloc_activations(Model* m) {
+    act_scratch_alloc(m);
+    cp_alloc(m);
+    chunks_init(m);
+    for (int c = 0; c < m->L.vpp; c++) {
+        chunk_slots_alloc(m, c);
+        chunk_frames_init(m, c);
+        chunk_pools_alloc(m, c);
+    }
+}
+
 static void model_init_schedule(Model* m) {
     int pp = m->c.pp, all = m->c.schedule == SCHED_DUALPIPEV;
     double* t_build = (double*)xmalloc(sizeof(double) * 3 * pp * m->c.vpp);
@@ -129,7 +143,7 @@ static void chunk_forward(Model* m, int chunk, Slot* s, const int* tokens, const
     Chunk* ch = &m->chunks[chunk];
     if (is_first_chunk(m, chunk)) embed_forward(m, s->x[0], tokens, B);
     for (int i = 0; i < ch->n_layers; i++) {
-        zero3_layer_ready(m, ch->layer0 + i, i + 1 < ch->n_layers ? ch->layer0 + i + 1 : -1);
+        dp_layer_begin(m, ch->layer0 + i, i + 1 < ch->n_layers ? ch->layer0 + i + 1 : -1);
         layer_forward(m, ch->layer0 + i, acts_of(m, s, i), s->x[i], s->x[i + 1], B);
     }
     if (is_last_chunk(m, chunk)) {
@@ -161,7 +175,7 @@ static void chunk_backward_input(Model* m, int chunk, Slot* s, const int* tokens
     }
     for (int i = ch->n_layers - 1; i >= 0; i--) {
         LayerActs* a = acts_of(m, s, i);
-        zero3_layer_ready(m, ch->layer0 + i, i > 0 ? ch->layer0 + i - 1 : -1);
+        dp_layer_begin(m, ch->layer0 + i, i > 0 ? ch->layer0 + i - 1 : -1);
         // full recomputation: only the layer input was kept; run the layer again (its tp
         // communication included) to rebuild its activations
         if (m->c.recompute == RECOMPUTE_FULL) layer_forward(m, ch->layer0 + i, a, s->x[i], m->x_scratch, B);
@@ -169,8 +183,7 @@ static void chunk_backward_input(Model* m, int chunk, Slot* s, const int* tokens
         layer_backward_input(m, ch->layer0 + i, a, wg, s->x[i], d, dnext, B);
         if (!m->defer_weight) {
             layer_backward_weight(m, ch->layer0 + i, a, wg, B);
-            sharded_layer_grads_done(m, ch->layer0 + i);
-            if (grads_final) layer_grads_final(m, ch->layer0 + i);
+            dp_layer_grads_done(m, ch->layer0 + i, grads_final);
         }
         act_t* t = d; d = dnext; dnext = t;
     }
@@ -183,8 +196,7 @@ static void chunk_backward_weight(Model* m, int chunk, Slot* s, int B, int grads
     Chunk* ch = &m->chunks[chunk];
     for (int i = ch->n_layers - 1; i >= 0; i--) {
         layer_backward_weight(m, ch->layer0 + i, acts_of(m, s, i), &s->weight_grad_in[i], B);
-        sharded_layer_grads_done(m, ch->layer0 + i);
-        if (grads_final) layer_grads_final(m, ch->layer0 + i);
+        dp_layer_grads_done(m, ch->layer0 + i, grads_final);
     }
     pool_give(m, &ch->wg, (int)((s->weight_grad_in - ch->wg_sets) / ch->n_layers));
     s->weight_grad_in = NULL;

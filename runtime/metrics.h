@@ -23,11 +23,9 @@
 #include "planner/planner.h"
 #include "layout/schedule.h"
 #include "runtime/noise_scale.h"
+#include "backend/trace.h"
 
 #define TRACE_STEPS 3       // steps recorded by --trace (the first is warm-up)
-#define MAX_TRACE_EVENTS 200000
-
-typedef struct { float t0, t1; int kind, mb, chunk; const char* name; } TraceEvent;
 #define HOST_CHARS 64
 
 typedef struct Metrics {
@@ -38,14 +36,11 @@ typedef struct Metrics {
     FILE* log;                  // rank 0: --log
     FILE* rank_log;             // every rank: --log-ranks
     char rank_log_path[PATH_CAP];
-    double t_step0, compute_s, step_ms;
+    double t_step0, step_ms;
     double comm_s_prev[N_GROUPS];
     double phase_t0;
     const char* phase;
-    TraceEvent* events;         // --trace: this rank's events
-    int n_events;
-    double trace_t0;
-    int tracing;
+    Trace trace;                // the step's compute time; --trace: this rank's events (backend/trace.h)
     Bytes doc_events;           // --trace, rank 0: instant events naming each micro-batch's documents (train.h)
     // this rank's buffers: params, grads, optimizer state, activations at the schedule's peak
     double pred_bytes[4];
@@ -69,23 +64,9 @@ typedef struct Metrics {
 
 static Metrics* trace_target = NULL;  // the Metrics the communicator reports collectives to
 
-static void metrics_add_event(Metrics* m, const char* name, int kind, int mb, int chunk, double t0, double t1) {
-    if (!m || !m->tracing || m->n_events >= MAX_TRACE_EVENTS) return;
-    TraceEvent* e = &m->events[m->n_events++];
-    e->t0 = (float)(t0 - m->trace_t0), e->t1 = (float)(t1 - m->trace_t0);
-    e->kind = kind, e->mb = mb, e->chunk = chunk, e->name = name;
-}
 static void trace_collective(const char* group, double t0, double t1) {
-    metrics_add_event(trace_target, group, -1, -1, -1, t0, t1);
+    trace_event(trace_target ? &trace_target->trace : NULL, group, -1, -1, -1, t0, t1);
 }
-// Context parallelism's ring (parallel/context_parallel.h): what 0 = a ring step's blocks of
-// attention, 1 = the transfer that step overlaps (K,V; in the backward also dK,dV), 2 = the
-// last dK,dV going home after the last step.
-#define TRACE_RING (-3)
-static void metrics_ring_event(Metrics* m, int what, int step, double t0, double t1) {
-    metrics_add_event(m, "ring", TRACE_RING - what, step, -1, t0, t1);
-}
-
 static void metrics_init(Metrics* m, Args* a, int rank, int world, double peak_flops, const char* peak_source) {
     memset(m, 0, sizeof(*m));
     m->args = a, m->rank = rank, m->world = world;
@@ -95,7 +76,7 @@ static void metrics_init(Metrics* m, Args* a, int rank, int world, double peak_f
         m->rank_log =
             output_open(path_format(m->rank_log_path, "--log-ranks", "%s.rank%d", a->log, rank), "--log-ranks");
     if (a->trace) {
-        m->events = (TraceEvent*)xmalloc(sizeof(TraceEvent) * MAX_TRACE_EVENTS);
+        m->trace.events = (TraceEvent*)xmalloc(sizeof(TraceEvent) * MAX_TRACE_EVENTS);
         trace_target = m;
         comm_trace_hook = trace_collective;
     }
@@ -295,17 +276,13 @@ static void metrics_predict(Metrics* m, const ModelConfig* c, const char* device
 
 static void metrics_step_begin(Metrics* m, int step) {
     m->t_step0 = now_s();
-    m->compute_s = 0;
-    m->tracing = m->events && step < TRACE_STEPS;
-    if (m->tracing && step == 0) m->trace_t0 = m->t_step0;
-}
-static void metrics_op(Metrics* m, int kind, int mb, int chunk, double t0, double t1) {
-    if (kind == OP_FWD || kind == OP_BWD || kind == OP_W) m->compute_s += t1 - t0;
-    metrics_add_event(m, op_name(kind), kind, mb, chunk, t0, t1);
+    m->trace.compute_s = 0;
+    m->trace.on = m->trace.events && step < TRACE_STEPS;
+    if (m->trace.on && step == 0) m->trace.t0 = m->t_step0;
 }
 static void metrics_phase(Metrics* m, const char* name) {
     double t = now_s();
-    if (m->phase) metrics_add_event(m, m->phase, -2, -1, -1, m->phase_t0, t);
+    if (m->phase) trace_event(&m->trace, m->phase, -2, -1, -1, m->phase_t0, t);
     m->phase = name, m->phase_t0 = t;
 }
 
@@ -337,7 +314,7 @@ static void metrics_step_end(Metrics* m, const Layout* L, const ModelConfig* c, 
     m->tflops = model_flops / dt / 1e12;
     m->mfu = m->tflops * 1e12 / (m->peak_flops * L->world);
     m->hfu = hw_flops / dt / (m->peak_flops * L->world);
-    m->last_bubble = bubble_fraction(sched_s, m->compute_s);
+    m->last_bubble = bubble_fraction(sched_s, m->trace.compute_s);
     m->bubble_formula = c->pp > 1 ? bubble_formula(c->schedule, c->pp, c->vpp, n_micro) : 0;
     double cs[N_GROUPS], dc[N_GROUPS];
     comm_seconds(L, cs);
@@ -378,7 +355,8 @@ static void metrics_step_end(Metrics* m, const Layout* L, const ModelConfig* c, 
         snprintf(line + strlen(line) - 2, sizeof(line) - strlen(line) + 2,
                  ",\"attn_spread_mb\":%.4f,\"attn_spread_dp\":%.4f,\"attn_spread_cp\":%.4f,\"attn_work\":%.0f,"
                  "\"wait_ms\":%.3f}\n",
-                 m->att_spread[0], m->att_spread[1], m->att_spread[2], m->att_work, (sched_s - m->compute_s) * 1e3);
+                 m->att_spread[0], m->att_spread[1], m->att_spread[2], m->att_work,
+                 (sched_s - m->trace.compute_s) * 1e3);
     if (m->args->noise_scale)
         snprintf(line + strlen(line) - 2, sizeof(line) - strlen(line) + 2, ",\"noise_scale\":%.6g}\n", m->noise_scale);
     json_nonfinite_to_null(line, sizeof(line));
@@ -402,11 +380,11 @@ static void metrics_eval(Metrics* m, int step, double val_loss) {
 
 // Gather every rank's events to rank 0 and write one Chrome trace (one track per rank).
 static void metrics_write_trace(Metrics* m, const Layout* L) {
-    if (!m->events) return;
-    int n = m->n_events;
+    if (!m->trace.events) return;
+    int n = m->trace.n_events;
     float* mine = (float*)xmalloc(sizeof(float) * 5 * (n ? n : 1));
     for (int i = 0; i < n; i++) {
-        TraceEvent* e = &m->events[i];
+        TraceEvent* e = &m->trace.events[i];
         mine[5 * i] = e->t0, mine[5 * i + 1] = e->t1, mine[5 * i + 2] = (float)e->kind, mine[5 * i + 3] = (float)e->mb;
         mine[5 * i + 4] = (float)e->chunk;
     }
@@ -414,9 +392,9 @@ static void metrics_write_trace(Metrics* m, const Layout* L) {
     static const char* extra[] = {"tp",       "pp",        "dp",        "embed",   "world",
                                   "schedule", "grad_sync", "optimizer", "ulysses", "ring"};
     for (int i = 0; i < n; i++)
-        if (m->events[i].kind < 0 && m->events[i].kind > TRACE_RING)
+        if (m->trace.events[i].kind < 0 && m->trace.events[i].kind > TRACE_RING)
             for (int k = 0; k < 10; k++)
-                if (!strcmp(m->events[i].name, extra[k])) mine[5 * i + 3] = (float)k;
+                if (!strcmp(m->trace.events[i].name, extra[k])) mine[5 * i + 3] = (float)k;
     int* counts = (int*)xcalloc(L->world, sizeof(int));
     int* displs = (int*)xcalloc(L->world, sizeof(int));
     int n5 = 5 * n;

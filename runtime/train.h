@@ -43,7 +43,7 @@ static void model_init_layout(Model* m, Args* a, Metrics* met) {
     memset(m, 0, sizeof(*m));
     m->args = a;
     m->c = a->cfg;
-    m->met = met;
+    m->met = met, m->trace = met ? &met->trace : NULL;
     ModelConfig* c = &m->c;
     layout_init(&m->L, c->dp, c->tp, c->pp, c->vpp, c->cp, c->cp_ulysses, c->schedule);
     model_shapes(m);
@@ -128,7 +128,7 @@ static double batch_targets_counted(const ModelConfig* c, const TokenStream* ts,
 static void trace_documents(Model* m, int step, const int* tg, const int* ds, const double* work) {
     const ModelConfig* c = &m->c;
     int T = c->seq_len, B = c->micro_batch;
-    double ts = (now_s() - m->met->trace_t0) * 1e6;
+    double ts = (now_s() - m->met->trace.t0) * 1e6;
     for (int u = 0; u < c->global_batch / B; u++) {
         char ev[1024], lens[700] = "";
         int n_docs = 0, at = 0;
@@ -173,8 +173,21 @@ static void batch_imbalance(Model* m, const TokenStream* ts, size_t index) {
     m->met->att_spread[2] = spread_of(work + U, R);
     m->met->att_work = 0;
     for (int u = 0; u < U; u++) m->met->att_work += work[u];
-    if (m->met->tracing && m->L.rank == 0) trace_documents(m, (int)index, tg, ds, work);
+    if (m->met->trace.on && m->L.rank == 0) trace_documents(m, (int)index, tg, ds, work);
     free(in), free(pos), free(work), free(dp_work);
+}
+
+// This dp rank's part of global batch `index` (data/data.h; --cp-split doc: context_parallel.h's
+// order of the documents), where the kernels read it.
+static void model_load_batch(Model* m, const TokenStream* ts, size_t index) {
+    if (m->cp_order) {
+        cp_load_by_doc(m, ts, index);
+    } else {
+        load_batch(ts, &m->c, m->L.dp_rank, m->n_micro, index, m->pos, m->T, m->inputs, m->targets, m->doc_start,
+                   m->doc_seq);
+        if (m->doc_start) docs_positions(m, m->n_micro * m->B);
+    }
+    batch_ready(m);
 }
 
 typedef struct { double loss, grad_norm, sched_s; float lr; int skipped; } StepResult;
@@ -291,7 +304,7 @@ static void sample_text(Model* m, const Tokenizer* tk, int len, uint64_t seed, F
             if (prev) slot_put(m, c - 1, prev);
             prev = NULL;
             for (int i = 0; i < ch->n_layers; i++) {
-                zero3_layer_ready(m, ch->layer0 + i, i + 1 < ch->n_layers ? ch->layer0 + i + 1 : -1);
+                dp_layer_begin(m, ch->layer0 + i, i + 1 < ch->n_layers ? ch->layer0 + i + 1 : -1);
                 layer_forward(m, ch->layer0 + i, acts_of(m, s, i), s->x[i], s->x[i + 1], B);
             }
             if (g == last) {

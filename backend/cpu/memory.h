@@ -15,6 +15,7 @@ static void f32_free(Model* m, float* p) { free(p); }
 static void f32_zero(Model* m, float* p, size_t n) { memset(p, 0, sizeof(float) * n); }
 static void f32_add(Model* m, float* dst, const float* src, size_t n) { add_inplace(dst, src, n); }
 
+static void batch_ready(Model* m) { m->loss_sum = 0; }  // the kernels read the host arrays
 static const int* batch_inputs(Model* m) { return m->inputs; }
 static const int* batch_targets(Model* m) { return m->targets; }
 static const int* window_tokens(Model* m, const int* window, int T) { return window; }
@@ -49,6 +50,9 @@ static void row_logits(Model* m, const float* lnf_row, float* row) {
                    m->Vl);  // comm: tp all-gather of one row of logits
 }
 static void device_sync(Model* m) {}
+static void trace_op(Model* m, int kind, int mb, int chunk, double t0) {
+    trace_op_ran(m->trace, kind, mb, chunk, t0, now_s());
+}
 
 // ----------------------------------------------------------------------------
 // Set-up.
@@ -102,6 +106,43 @@ static float* carve_head(Model* m, HeadActs* h, float* p) {
 // A zeroed buffer of `bytes` (a multiple of 4) as floats.
 static float* floats_of_bytes(double bytes) {
     return (float*)xcalloc((size_t)(bytes / sizeof(float)) + 1, sizeof(float));
+}
+
+// The activation buffers, sized by layout/activations.h (the planner counts the same lists):
+// the scratch for one micro-batch shared by all layers; a chunk's slots (ch->mem: its frames),
+// then its pools of weight-pass inputs and heads. scratch_bytes, slot_bytes, wg.bytes and
+// heads.bytes record what was taken.
+static void act_scratch_alloc(Model* m) {
+    ActShape s = act_shape(&m->c, m->B);
+    int e = sizeof(float);
+    ActBuf b[N_SC];
+    float* at[N_SC];
+    scratch_bufs(&s, 1, b);
+    carve_list(floats_of_bytes(act_bufs_bytes(b, N_SC, e, 1)), b, N_SC, at);
+    m->att_scratch = at[SC_LSE], m->x_scratch = at[SC_X], m->partial = at[SC_PARTIAL], m->reduced = at[SC_REDUCED];
+    m->dres[0] = at[SC_DRES0], m->dres[1] = at[SC_DRES1], m->dres_after_attn = at[SC_DRES_AFTER_ATTN];
+    m->datty = at[SC_DATTY], m->dfch_act = at[SC_DFCH_ACT], m->ce_max = at[SC_CE_MAX], m->ce_sums = at[SC_CE_SUMS];
+    m->be.norm_scratch = at[SC_NORM];
+    carve_weight_grad_in(m, &m->weight_grad_in, floats_of_bytes(act_weight_grad_in_bytes(&s, e, 1)));
+    if (m->c.recompute == RECOMPUTE_FULL) carve_acts(m, &m->scratch, floats_of_bytes(act_layer_bytes(&s, 0, e, 1)), 0);
+    m->scratch_bytes = (size_t)act_scratch_bytes(&s, m->c.recompute, 1, e, 1);
+}
+static void chunk_slots_alloc(Model* m, int c) {
+    ActShape s = act_shape(&m->c, m->B);
+    Chunk* ch = &m->chunks[c];
+    ch->slot_bytes = (size_t)act_slot_bytes(&s, ch->n_layers, m->c.recompute, sizeof(float), 1);
+    ch->mem = (char*)floats_of_bytes((double)ch->slot_bytes * ch->n_frames);
+}
+static void chunk_pools_alloc(Model* m, int c) {
+    ActShape s = act_shape(&m->c, m->B);
+    Chunk* ch = &m->chunks[c];
+    int e = sizeof(float);
+    ch->wg.bytes = (size_t)(ch->n_layers * act_weight_grad_in_bytes(&s, e, 1));
+    float* p = floats_of_bytes((double)ch->wg.bytes * ch->wg.n);
+    for (int i = 0; i < ch->wg.n * ch->n_layers; i++) p = carve_weight_grad_in(m, &ch->wg_sets[i], p);
+    ch->heads.bytes = (size_t)act_head_bytes(&s, e, 1);
+    p = floats_of_bytes((double)ch->heads.bytes * ch->heads.n);
+    for (int i = 0; i < ch->heads.n; i++) p = carve_head(m, &ch->head_sets[i], p);
 }
 
 // A slot's buffers carved at base: its layer inputs and output, dout, dinp, the layers' activations.

@@ -168,5 +168,9 @@ static void act_alltoall(Model* m, Group g, const float* send, float* recv, size
 static void ring_start(Model* m, const void* send, void* recv, size_t bytes, int step) {
     comm_ring_start(&m->L.group[GROUP_CP_RING], send, recv, bytes, &m->be.ring);
 }
+static void ring_wait(Model* m, int step) {
+    comm_ring_wait(&m->L.group[GROUP_CP_RING], &m->be.ring);
+    trace_ring(m->trace, step >= 0 ? 1 : 2, step >= 0 ? step : -1 - step, m->be.ring.t0, now_s());
+}
 
 #endif

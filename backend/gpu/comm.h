@@ -31,7 +31,7 @@ static void param_allgather(Model* m, Group g, const float* send, float* recv, s
 static size_t p2p_floats(size_t n) { return (2 * n + 3) / 4; }
 // Under --offload activations a frame may be rewritten before its NCCL send completes (a wait
 // for it could close a cycle between stages: parallel/pipeline.h): the send reads a copy, the
-// slot's own (alloc_activations).
+// slot's own (chunk_slots_alloc).
 static void pp_send(Model* m, Slot* s, int dir, int up, const bf16* src, size_t n, int peer, int tag) {
     if (m->be.G.p2p && (m->c.offload & OFFLOAD_ACTIVATIONS)) {
         act_copy(m, s->sends.copy[dir], src, n);

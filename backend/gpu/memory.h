@@ -6,6 +6,7 @@
 
 #include "backend/backend.h"
 #include "backend/gpu/alloc.h"
+#include "backend/gpu/comm.h"  // p2p_floats
 #include "backend/gpu/offload_gpu.h"
 #include "backend/gpu/ops.h"
 #include "layout/activations.h"
@@ -20,6 +21,18 @@ static void f32_add(Model* m, float* dst, const float* src, size_t n) {
     add_inplace_f32_gpu(dst, src, n, m->be.stream);
 }
 
+// The batch's tokens (and documents) copied to the device; the device sum of token losses restarts.
+static void batch_ready(Model* m) {
+    size_t bytes = sizeof(int) * m->n_micro * m->B * m->T;
+    h2d(m->be.d_inputs, m->inputs, bytes, m->be.stream);
+    h2d(m->be.d_targets, m->targets, bytes, m->be.stream);
+    if (m->doc_start) {
+        h2d(m->be.d_row_pos, m->row_pos, bytes, m->be.stream);
+        h2d(m->be.d_doc_seq, m->doc_seq, bytes * m->c.cp, m->be.stream);
+        if (m->cp_order) h2d(m->be.d_cp_order, m->cp_order, bytes * m->c.cp, m->be.stream);
+    }
+    cudaCheck(cudaMemsetAsync(m->be.loss_acc, 0, sizeof(double), m->be.stream));
+}
 static const int* batch_inputs(Model* m) { return m->be.d_inputs; }
 static const int* batch_targets(Model* m) { return m->be.d_targets; }
 static const int* window_tokens(Model* m, const int* window, int T) {
@@ -58,6 +71,43 @@ static void param_shards_gather(Model* m) {
     // comm: dp all-gather of the updated fp32 shards
     param_allgather(m, GROUP_DP, m->params + m->opt_lo, m->params, shard_floats(&m->P, m->L.replicas));
     f32_to_bf16_gpu(m->be.params_bf16, m->params, m->P.n_local, m->be.stream);
+}
+
+// An op of the schedule ends: an event on the compute stream marks it, and device_sync turns
+// the events into times (the host does not wait for the device op by op).
+static void trace_op(Model* m, int kind, int mb, int chunk, double t0) {
+    OpTimes* o = &m->be.op_times;
+    if (o->n == o->cap) {
+        int cap = o->cap ? 2 * o->cap : 64;  // (a step's op list, at most)
+        OpTime* ops = (OpTime*)xcalloc(cap, sizeof(OpTime));
+        cudaEvent_t* ends = (cudaEvent_t*)xcalloc(cap, sizeof(cudaEvent_t));
+        if (o->n) memcpy(ops, o->ops, sizeof(OpTime) * o->n), memcpy(ends, o->ends, sizeof(cudaEvent_t) * o->n);
+        for (int i = o->n; i < cap; i++) cudaCheck(cudaEventCreate(&ends[i]));
+        free(o->ops), free(o->ends);
+        o->ops = ops, o->ends = ends, o->cap = cap;
+    }
+    o->ops[o->n] = (OpTime){kind, mb, chunk, t0};
+    cudaCheck(cudaEventRecord(o->ends[o->n++], m->be.stream));
+}
+// The device has caught up with the compute stream: the times of the NCCL calls that have
+// finished are collected too.
+// The ops since the last sync get their device times, mapped onto the host's clock by an
+// event recorded now: an op ends at its event and starts where the one before it ended, or when
+// the host issued it if the device was idle then.
+static void device_sync(Model* m) {
+    OpTimes* o = &m->be.op_times;
+    if (o->n) cudaCheck(cudaEventRecord(o->now, m->be.stream));
+    cudaCheck(cudaStreamSynchronize(m->be.stream));
+    double host_now = now_s(), prev_end = 0;
+    for (int i = 0; i < o->n; i++) {
+        float ms;
+        cudaCheck(cudaEventElapsedTime(&ms, o->ends[i], o->now));
+        double end = host_now - ms / 1e3, start = o->ops[i].t0 > prev_end ? o->ops[i].t0 : prev_end;
+        trace_op_ran(m->trace, o->ops[i].kind, o->ops[i].mb, o->ops[i].chunk, start < end ? start : end, end);
+        prev_end = end;
+    }
+    o->n = 0;
+    gpu_comms_collect(&m->be.G);
 }
 
 // Sampling: one bf16 row of logits on the device, all-gathered over tp, then fp32 on the host.
@@ -167,6 +217,59 @@ static void slot_bind(Model* m, int c, Slot* s, char* base) {
     Carver k = {base, 0};
     carve_slot(m, c, s, &k);
 }
+// The activation buffers on the device, each carved twice (a sizing pass, then into its
+// allocation): the scratch for one micro-batch shared by all layers (and, when stages exchange
+// activations host-staged (--comm mpi), the pinned receive buffer); a chunk's slots (ch->mem: its
+// frames; each slot's send buffers and events); then its pools of weight-pass inputs (deferred
+// weight passes) and heads.
+static void act_scratch_alloc(Model* m) {
+    Carver k = {NULL, 0};
+    carve_scratch(m, &k);
+    m->scratch_bytes = k.off;
+    m->be.scratch_mem = (char*)dev_alloc(k.off);
+    k = (Carver){m->be.scratch_mem, 0};
+    carve_scratch(m, &k);
+    if (m->L.pp > 1 && !m->be.G.p2p) m->be.h_recv = pinned_floats(p2p_floats((size_t)row_count(m, m->B) * m->C));
+}
+static void chunk_slots_alloc(Model* m, int c) {
+    Chunk* ch = &m->chunks[c];
+    size_t NC = (size_t)row_count(m, m->B) * m->C;
+    for (int si = 0; si < ch->n_slots; si++) {
+        Slot* s = &ch->slots[si];
+        for (int dir = 0; dir < 2; dir++) {
+            if (m->L.pp > 1 && !m->be.G.p2p) s->sends.h_send[dir] = pinned_floats(p2p_floats(NC));
+            if (m->be.G.p2p) cudaCheck(cudaEventCreateWithFlags(&s->sends.sent[dir], cudaEventDisableTiming));
+            if (m->be.G.p2p && (m->c.offload & OFFLOAD_ACTIVATIONS))
+                s->sends.copy[dir] = (bf16*)dev_alloc(sizeof(bf16) * NC);
+        }
+    }
+    Carver k = {NULL, 0};
+    carve_slot(m, c, &ch->slots[0], &k);  // sizing pass
+    ch->slot_bytes = k.off;
+    ch->mem = (char*)dev_alloc(ch->slot_bytes * ch->n_frames);
+}
+static void chunk_pools_alloc(Model* m, int c) {
+    Chunk* ch = &m->chunks[c];
+    Carver k = {NULL, 0};
+    WeightGradIn wg_sizing;
+    for (int i = 0; i < ch->n_layers; i++) carve_weight_grad_in(m, &wg_sizing, &k);
+    ch->wg.bytes = k.off;
+    char* wg_mem = (char*)dev_alloc(ch->wg.bytes * ch->wg.n);
+    for (int j = 0; j < ch->wg.n; j++) {
+        k = (Carver){wg_mem + ch->wg.bytes * j, 0};
+        for (int i = 0; i < ch->n_layers; i++) carve_weight_grad_in(m, &ch->wg_sets[(size_t)j * ch->n_layers + i], &k);
+    }
+    k = (Carver){NULL, 0};
+    HeadActs head_sizing;
+    carve_head(m, &head_sizing, &k);
+    ch->heads.bytes = k.off;
+    char* head_mem = (char*)dev_alloc(ch->heads.bytes * ch->heads.n);
+    for (int j = 0; j < ch->heads.n; j++) {
+        k = (Carver){head_mem + ch->heads.bytes * j, 0};
+        carve_head(m, &ch->head_sets[j], &k);
+    }
+}
+
 static float* f32_alloc(Model* m, size_t n) { return (float*)dev_alloc(sizeof(float) * n); }
 // AdamW's state on the device, or pinned on the host (--offload optimizer: backend/gpu/offload_gpu.h).
 static float* opt_state_alloc(Model* m, size_t n, const char* what) {

@@ -177,5 +177,9 @@ static void ring_start(Model* m, const void* send, void* recv, size_t bytes, int
     m->be.ring_t0 = now_s();
     nccl_ring_start(&m->be.G, group_of(m, GROUP_CP_RING), send, recv, bytes, m->be.stream);
 }
+static void ring_wait(Model* m, int step) {
+    nccl_ring_wait(&m->be.G, group_of(m, GROUP_CP_RING), m->be.stream, m->trace && m->trace->on);
+    trace_ring(m->trace, step >= 0 ? 1 : 2, step >= 0 ? step : -1 - step, m->be.ring_t0, now_s());
+}
 
 #endif

@@ -468,14 +468,17 @@ static void metrics_finish(Metrics* m, const Layout* L, double act_peak_bytes_me
     MPI_Allreduce(MPI_IN_PLACE, &rss, 1, MPI_DOUBLE, MPI_MAX, MPI_COMM_WORLD);
     if (m->rank == 0) {
         char a[32], b[32], c[32], d[32], e[32], f[32];
-        double ms = m->ms_n ? m->ms_sum / m->ms_n : m->step_ms;
+        // no step ran (a run resumed at --steps): no time to report, NaN in the log (null)
+        double ms = m->ms_n ? m->ms_sum / m->ms_n : m->step_ms > 0 ? m->step_ms : NAN;
         double bufs = m->pred_bytes[0] + m->pred_bytes[1] + m->pred_bytes[2] + m->pred_bytes[3];
         double off = m->plan.mem_act_max > 0 ? 100 * (buf_mx / m->plan.mem_act_max - 1) : 0;
+        char step_ms[48] = "not measured, no step ran";
+        if (isfinite(ms)) snprintf(step_ms, sizeof(step_ms), "%.1f ms mean", ms);
         printf(
             "measured: activation buffers %s, max over ranks (planner %s, %+.1f%%; live peak %s, rank 0 %s); step "
-            "%.1f ms mean (planner %.1f ms)\n",
+            "%s (planner %.1f ms)\n",
             fmt_bytes(buf_mx, b), fmt_bytes(m->plan.mem_act_max, d), off, fmt_bytes(mx, c),
-            fmt_bytes(act_peak_bytes_measured, a), ms, m->plan.t_step * 1e3);
+            fmt_bytes(act_peak_bytes_measured, a), step_ms, m->plan.t_step * 1e3);
         printf("measured: peak resident memory %s per rank (max over ranks; rank 0's model buffers %s)\n",
                fmt_bytes(rss, e), fmt_bytes(bufs, f));
         if (m->cfg_offload)

@@ -530,6 +530,8 @@ static const BadCase BAD_CASES[] = {
     // resuming at --steps: done, nothing trained, exit 0 (a requeued finished job); past it: refused
     {"ckpt_resume_at_steps", "--steps 1 --resume " BAD "/good/ckpt_00000001.bin",
      "the run is complete at --steps, nothing to train", 0},
+    {"ckpt_resume_at_steps_no_time", "--steps 1 --resume " BAD "/good/ckpt_00000001.bin",
+     "step not measured, no step ran (planner", 0},  // not "step 0.0 ms mean"
     {"ckpt_resume_past_steps", "--steps 0 --resume " BAD "/good/ckpt_00000001.bin",
      "the checkpoint is at step 1, past --steps 0 (raise --steps to go on)", 1},
     {"ckpt_auto_dangling_latest", "--resume auto --ckpt-dir " BAD "/ck_dangling", "ckpt_00000099.bin", 1},

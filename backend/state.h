@@ -128,6 +128,8 @@ typedef struct {
     int* slot_free_after;              // [vpp * n_micro] schedule_slots' free_after of (chunk, mb)
     int op_at;                         // index of the op running in m->ops, INT_MAX in another list
     double replica_sumsq;              // --noise-scale: the replicas' own squared gradient norms, summed
+    double replica_ss_local;           // (this rank's part of it as its tensors are measured: data_parallel.h)
+    int replica_ss_ranges;             // (the ranges measured so far this step: sumsq_range's k)
     Chunk* chunks;                     // [vpp]
     int* slot_of;                      // [vpp * n_micro] slot index of (chunk, mb), -1 none
     int defer_weight;                  // 1: a layer's weight pass may run after the input passes below it

@@ -515,7 +515,8 @@ static FlagRules flag_rules(const Args* a) {
                    flag_given(a, "--offload-frames"),
                    a->offload_dir != NULL,
                    a->packing == PACK_WLB,
-                   1};
+                   1,
+                   a->noise_scale};
     return f;
 }
 

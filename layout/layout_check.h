@@ -136,6 +136,7 @@ typedef struct {
     int packing_wlb;             // 1: --packing wlb
     int int_counts;              // 1: this trainer's collectives, whose counts are int (the planner's other
                                  // software has no such limit: it leaves them out)
+    int noise_scale;             // 1: --noise-scale (runtime/noise_scale.h) was given
 } FlagRules;
 
 // Context parallelism's kind and split, the schedule's chunks and weight passes, the offload's
@@ -201,10 +202,25 @@ static const char* shape_zero_check(const ModelConfig* c, const FlagRules* f, ch
     return NULL;
 }
 
+// --noise-scale estimates the noise from two batch sizes, each replica's gradient and the step's
+// (runtime/noise_scale.h): it needs two replicas or more (dp x cp, once dp is known: world > 0), each
+// with its own whole gradient before they are reduced.
+static const char* noise_scale_check(const ModelConfig* c, const FlagRules* f, int world, char* why) {
+    if (!f->noise_scale) return NULL;
+    if (c->zero >= 2 || c->sp)
+        return why_line(why, "--noise-scale: needs each replica's own gradient: not with %s", c->sp ? "--sp (partial "
+                        "sums over tp)" : c->zero == 2 ? "--zero 2 (reduced as the backward runs)"
+                        : "--zero 3 (reduced as the backward runs)");
+    if (world > 0 && (long long)c->dp * c->cp < 2)
+        return why_line(why, "--noise-scale: needs two batch sizes, each replica's gradient and the step's: "
+                        "dp x cp >= 2 (got %lld)", (long long)c->dp * c->cp);
+    return NULL;
+}
+
 // Why these flags cannot run together, or NULL. world 0: the flags alone (the trainer at parsing,
 // where dp may not be known yet); world > 0: the layout too (layout_check).
 static const char* config_check(const ModelConfig* c, const FlagRules* f, int world, char* why) {
-    if (choices_check(c, f, why) || shape_zero_check(c, f, why)) return why;
+    if (choices_check(c, f, why) || shape_zero_check(c, f, why) || noise_scale_check(c, f, world, why)) return why;
     return world > 0 ? layout_check(c, world, why) : NULL;
 }
 

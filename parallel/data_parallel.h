@@ -21,24 +21,33 @@ static void embed_group_sync(Model* m, float* wte_grad) {
         f32_allreduce_sum(m, GROUP_EMBED, wte_grad, (size_t)m->Vl * m->C);  // comm: embed all-reduce
 }
 
+// --noise-scale (runtime/noise_scale.h): the squared norm of this replica's own gradient, before
+// the dp reduction, summed over the replicas (each element once: tp copies by their owner, the
+// tied copy not; the stages' parts add up) into m->replica_sumsq. Each tensor is measured once it
+// is final and before its reduction starts: under ZeRO 0 a layer's as its backward ends
+// (layer_grads_final) and the head's (head_grads_final), so those reductions keep overlapping the
+// backward; the rest in reduce_gradients (replica_sumsq_rest) after the tied embedding's sum (both its
+// uses are in the replica's gradient), which then adds up the step's parts.
+static void replica_sumsq_of(Model* m, int i) {
+    if (m->P.t[i].owner)
+        sumsq_range(m, m->replica_ss_ranges++, m->grads + m->P.t[i].offset, m->P.t[i].size, &m->replica_ss_local);
+}
+
 // Data-parallel reduction overlapped with the backward (ZeRO 0; PyTorch DDP's buckets, a
 // layer each): once the step's last micro-batch has gone back through a layer, that
 // layer's gradient is final on this rank, and its dp all-reduce starts while the layers
 // below are still in their backward. A layer's tensors are contiguous in the buffer. The
 // build is told when the layer's reduced gradient is queued (layer_grads_queued: the GPU's
 // --offload optimizer starts copying it to the host).
-// Under --noise-scale each replica's own gradient is measured first, so its layers wait for
-// reduce_gradients (replica_sumsq) instead.
-static void layer_grads_reduce(Model* m, int layer);
+// Under --noise-scale each replica's own gradient is measured first (replica_sumsq_of), on the
+// build's stream before the all-reduce that the layer's gradient then joins.
 static void layer_grads_final(Model* m, int layer) {
-    if (m->c.zero != 0 || m->args->noise_scale) return;
-    layer_grads_reduce(m, layer);
-}
-static void layer_grads_reduce(Model* m, int layer) {
+    if (m->c.zero != 0) return;
     size_t lo = SIZE_MAX, hi = 0;
     for (int i = 0; i < m->P.n; i++) {
         const Tensor* t = &m->P.t[i];
         if (t->layer != layer) continue;
+        if (m->args->noise_scale) replica_sumsq_of(m, i);
         if (t->offset < lo) lo = t->offset;
         if (t->offset + t->size > hi) hi = t->offset + t->size;
     }
@@ -70,22 +79,20 @@ static int head_grad_early(const Model* m, int i) {
 }
 static void head_grads_final(Model* m) {
     for (int i = 0; i < m->P.n; i++)
-        if (head_grad_early(m, i))  // comm: dp all-reduce of the head's gradients
-            grad_allreduce_dp_async(m, m->grads + m->P.t[i].offset, m->P.t[i].size);
+        if (head_grad_early(m, i)) {
+            if (m->args->noise_scale) replica_sumsq_of(m, i);
+            grad_allreduce_dp_async(m, m->grads + m->P.t[i].offset, m->P.t[i].size);  // comm: dp all-reduce
+        }
 }
 
-// --noise-scale (runtime/noise_scale.h): the squared norm of this replica's own gradient, before
-// the dp reduction, summed over the replicas (each element once: tp copies by their owner, the
-// tied copy not; the stages' parts add up) into m->replica_sumsq. Called on the whole local
-// gradient, after the tied embedding's sum (both its uses are in the replica's gradient).
-static void replica_sumsq(Model* m) {
-    double ss = 0;
-    int k = 0;
+// --noise-scale: what the backward did not measure (all of it under ZeRO 1), then the step's sum.
+static void replica_sumsq_rest(Model* m) {
     for (int i = 0; i < m->P.n; i++)
-        if (m->P.t[i].owner) sumsq_range(m, k++, m->grads + m->P.t[i].offset, m->P.t[i].size, &ss);
-    sumsq_finish(m, k, &ss);
+        if (m->c.zero != 0 || (m->P.t[i].layer < 0 && !head_grad_early(m, i))) replica_sumsq_of(m, i);
+    double ss = m->replica_ss_local;
+    sumsq_finish(m, m->replica_ss_ranges, &ss);
     comm_allreduce_sum_f64(&m->L.group[GROUP_WORLD], &ss, 1);  // comm: world all-reduce of the squared norms
-    m->replica_sumsq = ss;
+    m->replica_sumsq = ss, m->replica_ss_local = 0, m->replica_ss_ranges = 0;
 }
 
 // After the schedule: reduce gradients over the groups that share parameters. Returns the
@@ -95,11 +102,7 @@ static float* reduce_gradients(Model* m) {
     embed_group_sync(m, m->g.wte);
     if (m->c.zero >= 2) return sharded_reduce_gradients(m);  // the layers' went during the backward
     if (m->c.zero == 0) {
-        if (m->args->noise_scale) {  // measured, then the layers' reduction layer_grads_final left
-            replica_sumsq(m);
-            for (int c = 0; c < m->L.vpp; c++)
-                for (int i = m->chunks[c].n_layers - 1; i >= 0; i--) layer_grads_reduce(m, m->chunks[c].layer0 + i);
-        }
+        if (m->args->noise_scale) replica_sumsq_rest(m);
         // comm: dp all-reduce of what layer_grads_final left: the runs of model-level tensors
         // (embeddings at the buffer's start; final norm, head and the tied copy at its end),
         // back to front, GRAD_BUCKET_FLOATS a call
@@ -119,7 +122,7 @@ static float* reduce_gradients(Model* m) {
         sp_partial_sync(m, m->grads, 0, m->P.n_local);
         return m->grads;
     }
-    if (m->args->noise_scale) replica_sumsq(m);
+    if (m->args->noise_scale) replica_sumsq_rest(m);
     grad_reduce_scatter(m, GROUP_DP, m->grads, m->grad_shard, S);  // comm: dp reduce-scatter (zero 1)
     sp_partial_sync(m, m->grad_shard, m->opt_lo, S);
     return m->grad_shard;

@@ -356,12 +356,6 @@ static int train_loop(Model* m, Run* run, Metrics* met, int start_step) {
     Args* a = &run->args;
     ModelConfig* c = &a->cfg;
     int n_skipped = 0, first_skipped = 0, last_applied = start_step, stop = 0;
-    if (a->noise_scale && m->L.replicas < 2)
-        fail("--noise-scale: needs two batch sizes, each replica's gradient and the step's: dp x cp >= 2 (got %d)",
-             m->L.replicas);
-    if (a->noise_scale && (c->zero >= 2 || c->sp))
-        fail("--noise-scale: needs each replica's own gradient: not with --zero %d (reduced as the backward runs) or "
-             "--sp (partial sums over tp)", c->zero);
     if (run->world > 1) watchdog_start(a->timeout_s, run->rank);  // armed now: start-up (data, resume) may take long
     for (int step = start_step; step < c->steps && !stop; step++) {
         watchdog_kick();

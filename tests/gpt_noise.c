@@ -50,4 +50,30 @@ static void test_noise_scale(void) {
     // a noiseless gradient: tr(Sigma) 0, B_simple 0; all noise (G = 0): |G|^2 averages near 0
     double est = noise_scale_quadratic(16, 0.0, 1.0, 4, 16, 20, 7);
     check(fabs(est) < 1e-9, "noise_scale/no noise: 0", "estimate %g", est);
+    // its rules are config_check's (layout/layout_check.h), shared by parsing and the launched ranks:
+    // dp x cp >= 2 once the world is known, no zero 2/3 or sp at parsing already
+    ModelConfig c = {0};
+    apply_preset(&c, find_preset("tiny"));
+    c.pp = c.tp = c.cp = c.cp_ulysses = c.vpp = c.micro_batch = 1, c.global_batch = 4, c.dp = 1;
+    config_finalize(&c);
+    FlagRules f = {0};
+    f.noise_scale = 1;
+    char why[WHY_CAP];
+    const char* one = config_check(&c, &f, 1, why);
+    check(one && strstr(one, "dp x cp >= 2 (got 1)"), "noise_scale/config_check: dp 1 refused", "%s", one ? one : "NULL");
+    why[0] = 0;
+    check(!config_check(&c, &f, 0, why), "noise_scale/config_check: at parsing (dp not known) not yet refused", "%s",
+          why);
+    c.dp = 2;
+    why[0] = 0;
+    check(!config_check(&c, &f, 2, why), "noise_scale/config_check: dp 2 zero 0 accepted", "%s", why);
+    c.zero = 2;
+    const char* z = config_check(&c, &f, 0, why);
+    check(z && strstr(z, "--zero 2"), "noise_scale/config_check: zero 2 refused at parsing", "%s", z ? z : "NULL");
+    c.zero = 0, c.cp = 2, c.dp = 1;
+    why[0] = 0;
+    check(!config_check(&c, &f, 2, why), "noise_scale/config_check: cp 2 (two replicas) accepted", "%s", why);
+    f.noise_scale = 0, c.zero = 3, c.dp = 2, c.cp = 1;
+    why[0] = 0;
+    check(!config_check(&c, &f, 2, why), "noise_scale/config_check: without --noise-scale zero 3 is fine", "%s", why);
 }

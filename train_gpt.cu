@@ -191,6 +191,7 @@ int main(int argc, char** argv) {
     }
     Metrics met;
     metrics_init(&met, a, rank, world, peak, peak_src);
+    met.profile = profile;  // the planner's model of this device (--pp-split auto, the start-up table)
     Model m;
     model_init(&m, a, &met);
     int start_step = 0;

@@ -41,6 +41,9 @@ typedef struct {
     int weight_pass_deferred;
     // --pp-split: 0 even (layers by count), 1 auto (stages cut by cost: layout/params.h chunk_cut)
     int pp_split;
+    // --pp-split auto's costs, from the planner's time and memory model (layout/params.h StageModel;
+    // NULL: PaLM FLOPs, no memory limit)
+    const struct StageModel* stage_model;
 } ModelConfig;
 
 // One block of causal attention: the query rows of one sequence segment against the key

@@ -87,67 +87,101 @@ static int chunk_stage(int kind, int pp, int g) {
 }
 static int chunk_local(int kind, int pp, int g) { return schedule_is_v(kind) ? g >= pp : g / pp; }
 
-// The cost of a stage's work for one token, forward and backward, in FLOPs as PaLM counts
-// them (config_flops_per_token): a layer 6 x its matmul parameters + 12dT of attention; the
-// head 6Vd + the loss's softmax and its gradient (about 10 V: max, exp, sum, the gradient;
-// memory-bound, so counted at 10 FLOPs an element, the CPU and GPU builds' elementwise rate
-// being of that order against their matmul rate); the embedding's gather and scatter-add 4d.
+// What --pp-split auto balances. From the planner's time and memory model (planner/predict.h
+// plan_stage_model: the layer, embedding and head times it predicts the step with, the bytes of the
+// trainer's own buffers): the seconds of a micro-batch's forward and backward of a layer, of the
+// embedding and of the head with its loss on one rank; the bytes a stage holds without layers
+// (mem_base[s]: the ends' weights and optimizer state, the buffers every stage allocates) and per
+// layer of global chunk g (mem_layer[g]: its weights, gradients and optimizer state, its
+// activations in every slot the schedule keeps for the chunk), within mem_limit (0: none).
+typedef struct StageModel {
+    double layer, embed, head;
+    double* mem_base;   // [pp]
+    double* mem_layer;  // [pp * vpp]
+    double mem_limit;
+} StageModel;
+
+// Without a StageModel: the cost of a stage's work for one token, forward and backward, in FLOPs
+// as PaLM counts them (config_flops_per_token): a layer 6 x its matmul parameters + 12dT of
+// attention; the head 6Vd + the loss's softmax and its gradient (about 10 V: max, exp, sum, the
+// gradient; memory-bound, so counted at 10 FLOPs an element, the CPU and GPU builds' elementwise
+// rate being of that order against their matmul rate); the embedding's gather and scatter-add 4d.
 static void cut_costs(const ModelConfig* c, double* layer, double* embed, double* head) {
+    const StageModel* sm = c->stage_model;
+    if (sm) { *layer = sm->layer, *embed = sm->embed, *head = sm->head; return; }
     double d = c->d_model, V = c->vocab;
     *layer = 6.0 * (config_matmul_params(c) - V * d) / c->n_layer + 12.0 * d * c->seq_len;
     *head = 6.0 * V * d + 10.0 * V, *embed = 4.0 * d;
 }
-// Each stage's cost under the cut counts[g] (layers of global chunk g): its chunks' layers,
-// and the embedding and head where chunks 0 and n-1 sit.
-static void stage_costs(const ModelConfig* c, int pp, int vpp, const int* counts, double* cost) {
+// Each stage's cost (cut_costs' unit) and, with a StageModel, its bytes (mem may be NULL) under the
+// cut counts[g] (layers of global chunk g): its chunks' layers, and the embedding and head where
+// chunks 0 and n-1 sit.
+static void stage_costs(const ModelConfig* c, int pp, int vpp, const int* counts, double* cost, double* mem) {
     double layer, embed, head;
+    const StageModel* sm = c->stage_model;
     cut_costs(c, &layer, &embed, &head);
-    for (int s = 0; s < pp; s++) cost[s] = 0;
-    for (int g = 0; g < pp * vpp; g++) cost[chunk_stage(c->schedule, pp, g)] += counts[g] * layer;
+    for (int s = 0; s < pp; s++) {
+        cost[s] = 0;
+        if (mem) mem[s] = sm ? sm->mem_base[s] : 0;
+    }
+    for (int g = 0; g < pp * vpp; g++) {
+        int s = chunk_stage(c->schedule, pp, g);
+        cost[s] += counts[g] * layer;
+        if (mem && sm) mem[s] += counts[g] * sm->mem_layer[g];
+    }
     cost[chunk_stage(c->schedule, pp, 0)] += embed;
     cost[chunk_stage(c->schedule, pp, pp * vpp - 1)] += head;
 }
-// Order of cuts: the slowest stage first, then the sum of squares (the others as even as can be).
-static int cut_better(const double* a, const double* b, int pp) {
-    double max_a = 0, max_b = 0, sq_a = 0, sq_b = 0;
+// A cut's score: the bytes over the limit summed over the stages, the slowest stage's cost, the sum
+// of squares of the costs.
+typedef struct { double over, slowest, squares; } CutScore;
+static CutScore cut_score(const ModelConfig* c, int pp, int vpp, const int* counts, double* cost, double* mem) {
+    CutScore k = {0, 0, 0};
+    double limit = c->stage_model ? c->stage_model->mem_limit : 0;
+    stage_costs(c, pp, vpp, counts, cost, mem);
     for (int s = 0; s < pp; s++) {
-        max_a = fmax(max_a, a[s]), max_b = fmax(max_b, b[s]);
-        sq_a += a[s] * a[s], sq_b += b[s] * b[s];
+        k.slowest = fmax(k.slowest, cost[s]), k.squares += cost[s] * cost[s];
+        if (limit > 0 && mem[s] > limit) k.over += mem[s] - limit;
     }
-    if (max_a < max_b * (1 - 1e-12)) return 1;
-    return max_a <= max_b * (1 + 1e-12) && sq_a < sq_b * (1 - 1e-12);
+    return k;
+}
+// Order of cuts: less memory over the limit first, then the slowest stage, then the sum of squares
+// (the others as even as can be).
+static int cut_better(CutScore a, CutScore b) {
+    if (a.over != b.over) return a.over < b.over;
+    if (a.slowest < b.slowest * (1 - 1e-12)) return 1;
+    return a.slowest <= b.slowest * (1 + 1e-12) && a.squares < b.squares * (1 - 1e-12);
 }
 
 // Layers of each global chunk (counts[pp * vpp]). --pp-split even: as even as possible.
-// --pp-split auto: cut by cost (stage_costs), so that the slowest stage is as fast as it can
-// be with at least one layer a chunk, where chunks sit where the schedule puts them (the loop,
-// the V): from the even cut, move one layer from a chunk to any other (the cuts between them
-// shift by one) while that makes the slowest stage faster (or, as fast, the stages more even).
-// A heavy head on the last stage takes two moves to relieve (its neighbour must pass a layer
-// on first), so any pair of chunks, not only neighbours. Every rank computes the same cut.
+// --pp-split auto: cut by cost (cut_score), so that every stage fits its memory where a cut can, and
+// the slowest stage is as fast as it can be with at least one layer a chunk, where chunks sit where
+// the schedule puts them (the loop, the V): from the even cut, move one layer from a chunk to any
+// other (the cuts between them shift by one) while that makes the cut better. A heavy head on the
+// last stage takes two moves to relieve (its neighbour must pass a layer on first), so any pair of
+// chunks, not only neighbours. Every rank computes the same cut (from the same model).
 static void chunk_cut(const ModelConfig* c, int pp, int vpp, int* counts) {
     int n = pp * vpp;
     for (int g = 0; g < n; g++) counts[g] = chunk_layer_count(c->n_layer, n, g);
-    if (!c->pp_split || n == 1) return;
-    double* cur = (double*)xmalloc(sizeof(double) * pp);
-    double* best = (double*)xmalloc(sizeof(double) * pp);
-    double* trial = (double*)xmalloc(sizeof(double) * pp);
-    stage_costs(c, pp, vpp, counts, cur);
+    if (!c->pp_split || n == 1 || pp < 1) return;
+    double* cost = (double*)xmalloc(sizeof(double) * pp);
+    double* mem = (double*)xmalloc(sizeof(double) * pp);
+    CutScore cur = cut_score(c, pp, vpp, counts, cost, mem);
     for (int moved = 1; moved;) {
         int from = -1, to = -1;
-        memcpy(best, cur, sizeof(double) * pp);
+        CutScore best = cur;
         for (int a = 0; a < n; a++)
             for (int b = 0; b < n; b++) {  // a layer from chunk a to chunk b
                 if (a == b || counts[a] < 2) continue;
                 counts[a]--, counts[b]++;
-                stage_costs(c, pp, vpp, counts, trial);
+                CutScore trial = cut_score(c, pp, vpp, counts, cost, mem);
                 counts[a]++, counts[b]--;
-                if (cut_better(trial, best, pp)) memcpy(best, trial, sizeof(double) * pp), from = a, to = b;
+                if (cut_better(trial, best)) best = trial, from = a, to = b;
             }
         moved = from >= 0;
-        if (moved) counts[from]--, counts[to]++, memcpy(cur, best, sizeof(double) * pp);
+        if (moved) counts[from]--, counts[to]++, cur = best;
     }
-    free(cur), free(best), free(trial);
+    free(cost), free(mem);
 }
 static void chunk_layers(ParamLayout* P, const ModelConfig* c, int pp, int vpp) {
     int counts[1024];

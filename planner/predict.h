@@ -186,11 +186,28 @@ typedef struct {
     double *t_fwd, *t_bwd, *t_w;  // per chunk
     double *stage_fwd, *stage_bwd;  // per stage, the backward B + W
     double* stage_params;  // per stage, on one GPU
+    double* stage_mem;     // per stage, its memory per GPU (plan_memory)
 } PlanChunks;
 
 static void plan_chunks_free(PlanChunks* ch) {
     free(ch->layers), free(ch->has_embed), free(ch->has_head), free(ch->t_fwd), free(ch->t_bwd), free(ch->t_w);
-    free(ch->stage_fwd), free(ch->stage_bwd), free(ch->stage_params);
+    free(ch->stage_fwd), free(ch->stage_bwd), free(ch->stage_params), free(ch->stage_mem);
+}
+// n chunks over pp stages, all zero.
+static PlanChunks plan_chunks_alloc(int n, int pp) {
+    PlanChunks ch;
+    ch.n = n;
+    ch.t_fwd = (double*)xcalloc(n, sizeof(double));
+    ch.t_bwd = (double*)xcalloc(n, sizeof(double));
+    ch.t_w = (double*)xcalloc(n, sizeof(double));
+    ch.layers = (int*)xcalloc(n, sizeof(int));
+    ch.has_embed = (int*)xcalloc(n, sizeof(int));
+    ch.has_head = (int*)xcalloc(n, sizeof(int));
+    ch.stage_fwd = (double*)xcalloc(pp, sizeof(double));
+    ch.stage_bwd = (double*)xcalloc(pp, sizeof(double));
+    ch.stage_params = (double*)xcalloc(pp, sizeof(double));
+    ch.stage_mem = (double*)xcalloc(pp, sizeof(double));
+    return ch;
 }
 
 // The chunks of layout c with their times. The embedding's and the head's backward are B's:
@@ -199,17 +216,7 @@ static void plan_chunks_free(PlanChunks* ch) {
 static PlanChunks plan_chunks(const ModelConfig* c, const PlanSetup* k, const LayerTime* lt, const EdgeTimes* et,
                               PlanResult* r) {
     int pp = c->pp, vpp = c->vpp, L = c->n_layer, m = r->n_micro;
-    PlanChunks ch;
-    ch.n = pp * vpp;
-    ch.t_fwd = (double*)xcalloc(ch.n, sizeof(double));
-    ch.t_bwd = (double*)xcalloc(ch.n, sizeof(double));
-    ch.t_w = (double*)xcalloc(ch.n, sizeof(double));
-    ch.layers = (int*)xcalloc(ch.n, sizeof(int));
-    ch.has_embed = (int*)xcalloc(ch.n, sizeof(int));
-    ch.has_head = (int*)xcalloc(ch.n, sizeof(int));
-    ch.stage_fwd = (double*)xcalloc(pp, sizeof(double));
-    ch.stage_bwd = (double*)xcalloc(pp, sizeof(double));
-    ch.stage_params = (double*)xcalloc(pp, sizeof(double));
+    PlanChunks ch = plan_chunks_alloc(pp * vpp, pp);
     chunk_split(c, ch.n, k->pipe_split, ch.layers, ch.has_embed, ch.has_head);
     for (int g = 0; g < ch.n; g++) {
         ch.t_fwd[g] =
@@ -233,6 +240,17 @@ static PlanChunks plan_chunks(const ModelConfig* c, const PlanSetup* k, const La
     r->t_cp_exposed = (double)m * L * (lt->cp.fwd * (1 + again) + lt->cp.bwd) / pp;
     r->cp_bytes = (double)m * L * (lt->cp.bytes_fwd * (1 + again) + lt->cp.bytes_bwd) / pp;
     return ch;
+}
+
+// Context parallelism's buffers, shared by the layers (context_parallel.h cp_alloc): the fp32 output
+// (then dq) and a step's own dK, dV, two ring buffers of K, V and fp32 dK, dV, with Ulysses the
+// head-split q, k, v, output and output gradient and the all-to-all's send and receive buffers.
+static double cp_buffer_bytes(const ModelConfig* c, double e) {
+    int tp = c->tp, cp = c->cp, U = c->cp_ulysses;
+    double h = c->d_model, t = tp, n = (double)c->micro_batch * c->seq_len / cp;
+    double cp_kv = cp_kv_elems(c, c->micro_batch, tp, cp), cp_o = n * h / t;
+    double qkv_width = h + 2 * c->n_kv_head * (h / c->n_head);
+    return cp == 1 ? 0 : 4 * (cp_o + cp_kv) + 2 * (e + 4) * cp_kv + (U > 1 ? e * (3 * n * qkv_width / t + 2 * cp_o) : 0);
 }
 
 // Memory per GPU of every stage; the worst one's goes into r (and r->fits). Also fills the
@@ -270,9 +288,7 @@ static void plan_memory(const ModelConfig* c, const PlanSetup* k, const DevicePr
                                                             : 0;
     int rebuilds = c->recompute == RECOMPUTE_FULL || c->recompute == RECOMPUTE_LAYER;  // a whole layer again
     double layer_temp = attn_work + (rebuilds ? act_full_layer : 0);
-    double cp_kv = cp_kv_elems(c, mb, tp, cp), cp_o = n * h / t, qkv_width = h + 2 * c->n_kv_head * (h / c->n_head);
-    double cp_buf =
-        cp == 1 ? 0 : 4 * (cp_o + cp_kv) + 2 * (e + 4) * cp_kv + (U > 1 ? e * (3 * n * qkv_width / t + 2 * cp_o) : 0);
+    double cp_buf = cp_buffer_bytes(c, e);
     double zero3_buf = c->zero == 3 ? 2 * chunk_params(c, 1, 0, 0, tp) * d->dtype_bytes : 0;
     // Each stage's peak (micro-batch, chunk) activations held (in_flight) and peak W's owed
     // (w_pending): the planner adds the memory of both peaks, exact where they coincide, as in
@@ -312,6 +328,7 @@ static void plan_memory(const ModelConfig* c, const PlanSetup* k, const DevicePr
             reserve = d->mem_overhead + (k->alloc_share ? d->mem_frag : 0) * act;
         }
         double total = p * (wb + gb + ob) + act + temp + reserve;
+        ch->stage_mem[st] = total;
         if (act > r->mem_act_max) r->mem_act_max = act;
         if (total > r->mem_total) {
             r->mem_total = total, r->worst_stage = st, r->in_flight = in_flight, r->w_pending = w_pending;
@@ -325,6 +342,41 @@ static void plan_memory(const ModelConfig* c, const PlanSetup* k, const DevicePr
     r->host_mem_bytes = d->host_mem_bytes;
     r->fits = r->mem_total <= d->mem_bytes && !(d->host_mem_bytes > 0 && r->mem_host > d->host_mem_bytes);
 }
+
+// --pp-split auto's model of layout c's stages (layout/params.h StageModel): a micro-batch's forward
+// and backward (B + W) of a layer, the embedding and the head with its loss as plan_chunks adds them
+// up, and plan_memory's bytes of each stage, probed with no layers and then with one layer in each
+// chunk (this trainer's buffers grow linearly with a chunk's layers: its tensors, its activation
+// slots; a framework's activations grow with the stage's largest chunk, for which this is the
+// estimate of even chunks), within the device's memory.
+static void stage_model_build(const ModelConfig* c, const PlanSetup* k, const DeviceProfile* d, const EdgeTimes* et,
+                              const PlanResult* r, StageModel* sm) {
+    int pp = c->pp, n = pp * c->vpp;
+    sm->layer = r->t_layer_fwd + r->t_layer_bwd;
+    sm->embed = et->emb_fwd + et->emb_bwd, sm->head = et->head_fwd + et->head_bwd;
+    sm->mem_limit = d->mem_bytes;
+    sm->mem_base = (double*)xcalloc(pp, sizeof(double));
+    sm->mem_layer = (double*)xcalloc(n, sizeof(double));
+    PlanChunks ch = plan_chunks_alloc(n, pp);
+    ch.has_embed[0] = 1, ch.has_head[n - 1] = 1;
+    for (int g = -1; g < n; g++) {  // g -1: the stages without layers
+        PlanResult probe;
+        memset(&probe, 0, sizeof(probe));
+        probe.n_micro = r->n_micro;
+        memset(ch.stage_fwd, 0, sizeof(double) * pp), memset(ch.stage_bwd, 0, sizeof(double) * pp);
+        if (g >= 0) ch.layers[g] = 1;
+        plan_memory(c, k, d, &ch, &probe);
+        if (g < 0) {
+            memcpy(sm->mem_base, ch.stage_mem, sizeof(double) * pp);
+        } else {
+            int st = chunk_stage(c->schedule, pp, g);
+            sm->mem_layer[g] = ch.stage_mem[st] - sm->mem_base[st];
+            ch.layers[g] = 0;
+        }
+    }
+    plan_chunks_free(&ch);
+}
+static void stage_model_free(StageModel* sm) { free(sm->mem_base), free(sm->mem_layer); }
 
 // Data parallelism. ZeRO-0: all-reduce the gradients once per step; ZeRO-1: reduce-scatter
 // them and all-gather the updated weights; ZeRO-2: reduce-scatter after every micro-batch
@@ -470,6 +522,42 @@ static void plan_throughput(const ModelConfig* c, const DeviceProfile* d, int gl
     r->hfu = hw_token * r->tokens_per_s_per_gpu / d->peak_flops;
 }
 
+// The matmuls run at the software's rate: this trainer's own cuBLASLt calls were measured
+// (matmul_eff_own), a framework's end-to-end rate is the device's matmul_eff.
+static DeviceProfile plan_software_device(const PlanSetup* k, const DeviceProfile* dev) {
+    DeviceProfile d = *dev;
+    if (k->own_kernels) d.matmul_eff = dev->matmul_eff_own;
+    return d;
+}
+
+// The first part of a prediction: the layout's check, its links, and the times of one micro-batch
+// through a layer and through the ends (into r: n_micro, the layer's times). Returns 0, or -1 with
+// r->invalid saying why the layout cannot run.
+static int plan_unit_times(const ModelConfig* c, const PlanSetup* k, int global_batch, int gpus_per_node,
+                           const DeviceProfile* d, PlanResult* r, PlanLinks* links, LayerTime* lt, EdgeTimes* et) {
+    memset(r, 0, sizeof(*r));
+    r->dp = c->dp, r->tp = c->tp, r->pp = c->pp, r->vpp = c->vpp, r->micro_batch = c->micro_batch;
+    r->recompute = c->recompute, r->sp = c->sp, r->zero = c->zero, r->schedule = c->schedule, r->setup = *k;
+    r->pp_split = c->pp_split;
+    r->cp = c->cp, r->cp_ulysses = c->cp_ulysses;
+    if (plan_check_layout(c, k, global_batch, r)) return -1;
+    if (gpus_per_node < 1) gpus_per_node = c->dp * c->cp * c->tp * c->pp;
+    *links = plan_links(c, k, d, gpus_per_node, r);
+    *lt = layer_time(c, c->micro_batch, c->tp, c->sp, c->cp, c->cp_ulysses, k, d, links->tp, links->ring, links->a2a);
+    // selective_op redoes its share of the matmuls with the norms and elementwise ops around them,
+    // not the attention nor the tensor-parallel collectives (torchtitan saves their outputs)
+    double recompute_extra = c->recompute == RECOMPUTE_FULL        ? lt->fwd
+                             : c->recompute == RECOMPUTE_SELECTIVE ? lt->attn_fwd
+                             : c->recompute == RECOMPUTE_LAYER     ? lt->fwd / 2
+                             : c->recompute == RECOMPUTE_OP
+                                 ? (lt->fwd - lt->attn_fwd - lt->comm_fwd_charged) * op_recompute_share(c)
+                                 : 0;
+    // recomputation is B's
+    r->t_layer_fwd = lt->fwd, r->t_layer_bwd = lt->bwd + recompute_extra, r->t_layer_w = lt->bwd_w;
+    *et = edge_times(c, k, d, links->tp);
+    return 0;
+}
+
 // Predict one layout. layout_cfg: a finalized model config whose dp, tp, pp, cp, cp_ulysses,
 // vpp, sp, zero, schedule, recompute and micro_batch fields give the layout (dp x cp x tp x
 // pp GPUs); k: the kernels, rank order and pipeline cut; global_batch in sequences of
@@ -483,34 +571,21 @@ static void plan_throughput(const ModelConfig* c, const DeviceProfile* d, int gl
 static int plan_predict_ex(const ModelConfig* layout_cfg, const PlanSetup* k, int global_batch, int gpus_per_node,
                            const DeviceProfile* dev, int time_oom, PlanResult* out) {
     const ModelConfig* c = layout_cfg;
-    // The matmuls run at the software's rate: this trainer's own cuBLASLt calls were measured
-    // (matmul_eff_own), a framework's end-to-end rate is the device's matmul_eff.
-    DeviceProfile dev_sw = *dev;
-    if (k->own_kernels) dev_sw.matmul_eff = dev->matmul_eff_own;
+    DeviceProfile dev_sw = plan_software_device(k, dev);
     const DeviceProfile* d = &dev_sw;
     PlanResult* r = out;
-    memset(r, 0, sizeof(*r));
-    r->dp = c->dp, r->tp = c->tp, r->pp = c->pp, r->vpp = c->vpp, r->micro_batch = c->micro_batch;
-    r->recompute = c->recompute, r->sp = c->sp, r->zero = c->zero, r->schedule = c->schedule, r->setup = *k;
-    r->pp_split = c->pp_split;
-    r->cp = c->cp, r->cp_ulysses = c->cp_ulysses;
-    if (plan_check_layout(c, k, global_batch, r)) return -1;
-    if (gpus_per_node < 1) gpus_per_node = c->dp * c->cp * c->tp * c->pp;
-    PlanLinks links = plan_links(c, k, d, gpus_per_node, r);
-
-    LayerTime lt =
-        layer_time(c, c->micro_batch, c->tp, c->sp, c->cp, c->cp_ulysses, k, d, links.tp, links.ring, links.a2a);
-    // selective_op redoes its share of the matmuls with the norms and elementwise ops around them,
-    // not the attention nor the tensor-parallel collectives (torchtitan saves their outputs)
-    double recompute_extra = c->recompute == RECOMPUTE_FULL        ? lt.fwd
-                             : c->recompute == RECOMPUTE_SELECTIVE ? lt.attn_fwd
-                             : c->recompute == RECOMPUTE_LAYER     ? lt.fwd / 2
-                             : c->recompute == RECOMPUTE_OP
-                                 ? (lt.fwd - lt.attn_fwd - lt.comm_fwd_charged) * op_recompute_share(c)
-                                 : 0;
-    // recomputation is B's
-    r->t_layer_fwd = lt.fwd, r->t_layer_bwd = lt.bwd + recompute_extra, r->t_layer_w = lt.bwd_w;
-    EdgeTimes et = edge_times(c, k, d, links.tp);
+    LayerTime lt;
+    EdgeTimes et;
+    PlanLinks links;
+    if (plan_unit_times(c, k, global_batch, gpus_per_node, d, r, &links, &lt, &et)) return -1;
+    // --pp-split auto: the stages cut by this layout's own times and memory, unless the trainer gave
+    // the model it cut by (runtime/train.h)
+    StageModel sm = {0};
+    ModelConfig cut_cfg;
+    if (c->pp_split && c->pp > 1 && !c->stage_model) {
+        stage_model_build(c, k, d, &et, r, &sm);
+        cut_cfg = *c, cut_cfg.stage_model = &sm, c = &cut_cfg;
+    }
     PlanChunks ch = plan_chunks(c, k, &lt, &et, r);
 
     plan_memory(c, k, d, &ch, r);
@@ -523,6 +598,23 @@ static int plan_predict_ex(const ModelConfig* layout_cfg, const PlanSetup* k, in
         plan_throughput(c, d, global_batch, &ch, r);
     }
     plan_chunks_free(&ch);
+    stage_model_free(&sm);
+    return 0;
+}
+
+// The model --pp-split auto cuts layout c's stages by (stage_model_build) on dev, for the trainer,
+// which cuts its layers by it (runtime/train.h); stage_model_free releases it. Returns 0, or -1
+// where the planner cannot model the layout (then sm is empty: the cut falls back to PaLM FLOPs).
+static int plan_stage_model(const ModelConfig* c, const PlanSetup* k, int global_batch, const DeviceProfile* dev,
+                            StageModel* sm) {
+    DeviceProfile d = plan_software_device(k, dev);
+    PlanResult r;
+    LayerTime lt;
+    EdgeTimes et;
+    PlanLinks links;
+    memset(sm, 0, sizeof(*sm));
+    if (plan_unit_times(c, k, global_batch, dev->gpus_per_node, &d, &r, &links, &lt, &et)) return -1;
+    stage_model_build(c, k, &d, &et, &r, sm);
     return 0;
 }
 

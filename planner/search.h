@@ -126,6 +126,10 @@ static void plan_keys_settings(PlanKey key, const PlanFilter* f, int own_kernels
 
 // Whether --pp-split auto cuts c's layers other than the even cut for this pipeline (then the
 // search tries both; known[] caches it per pp, vpp and schedule: 0 not yet, 1 the same, 2 not).
+// A cheap test, by PaLM FLOPs (no stage model: it would depend on the micro-batch, tp, cp and
+// the kernels too); the layouts it admits are cut by their own times and memory (predict.h
+// stage_model_build). A pipeline whose FLOPs cut is even is not tried with auto, even where only
+// memory would have moved a layer.
 static int plan_cut_differs(const ModelConfig* c, int pp, int vpp, int sched, signed char* known) {
     signed char* k = &known[((size_t)pp * (c->n_layer + 1) + vpp) * N_SCHEDULES + sched];
     if (!*k) {

@@ -32,6 +32,7 @@ typedef struct Metrics {
     Args* args;
     int rank, world;
     double peak_flops;          // per rank (device), FLOP/s
+    const char* profile;        // the planner's profile of this build's device (planner/device.h): "cpu" unless set
     const char* peak_source;
     FILE* log;                  // rank 0: --log
     FILE* rank_log;             // every rank: --log-ranks
@@ -70,7 +71,7 @@ static void trace_collective(const char* group, double t0, double t1) {
 static void metrics_init(Metrics* m, Args* a, int rank, int world, double peak_flops, const char* peak_source) {
     memset(m, 0, sizeof(*m));
     m->args = a, m->rank = rank, m->world = world;
-    m->peak_flops = peak_flops, m->peak_source = peak_source;
+    m->peak_flops = peak_flops, m->peak_source = peak_source, m->profile = "cpu";
     if (a->log && rank == 0) m->log = output_open(a->log, "--log");
     if (a->log && a->log_ranks)
         m->rank_log =
@@ -177,13 +178,15 @@ static void print_startup(const Layout* L, const ParamLayout* P, const ModelConf
     printf("+-----------------------+%s+\n", dashes);
     free(values);
     // The grid: which rank holds which coordinates, and the layers of each stage with its cost
-    // (params.h stage_costs, what --pp-split auto balances): FLOPs of a micro-batch's forward
-    // and backward on one of its ranks, and the share of the slowest stage's.
+    // (params.h stage_costs, what --pp-split auto balances): the planner's time of a micro-batch's
+    // forward and backward on one of its ranks and the share of the slowest stage's, and the
+    // stage's memory per rank (runtime/train.h stage_model_init); PaLM FLOPs where the planner
+    // cannot model the layout.
     printf("grid (rank = ((dp_rank * pp + stage) * cp + cp_rank) * tp + tp_rank):\n");
     int* counts = (int*)xmalloc(sizeof(int) * c->pp * c->vpp);
-    double* cost = (double*)xmalloc(sizeof(double) * c->pp), slowest = 0;
+    double* cost = (double*)xmalloc(sizeof(double) * 2 * c->pp), slowest = 0, *mem = cost + c->pp;
     for (int g = 0; g < c->pp * c->vpp; g++) counts[g] = P->chunk_layer0[g + 1] - P->chunk_layer0[g];
-    stage_costs(c, c->pp, c->vpp, counts, cost);
+    stage_costs(c, c->pp, c->vpp, counts, cost, mem);
     for (int s = 0; s < c->pp; s++) slowest = fmax(slowest, cost[s]);
     for (int s = 0; s < c->pp; s++) {
         printf("  stage %d: layers", s);
@@ -193,7 +196,10 @@ static void print_startup(const Layout* L, const ParamLayout* P, const ModelConf
         }
         if (s == chunk_stage(c->schedule, c->pp, 0)) printf(" +embedding");
         if (s == chunk_stage(c->schedule, c->pp, c->pp * c->vpp - 1)) printf(" +head");
-        if (c->pp > 1)
+        if (c->pp > 1 && c->stage_model)
+            printf("  %.3g ms a micro-batch (%.0f%% of the slowest), %s", cost[s] * 1e3, 100 * cost[s] / slowest,
+                   fmt_bytes(mem[s], b1));
+        else if (c->pp > 1)
             printf("  %.3g GFLOP a micro-batch (%.0f%% of the slowest)",
                    cost[s] * c->micro_batch * c->seq_len / ((double)c->tp * c->cp) / 1e9, 100 * cost[s] / slowest);
         printf("  ranks");

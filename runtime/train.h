@@ -38,10 +38,24 @@ static void model_shapes(Model* m) {
     m->n_micro = c->global_batch / (c->dp * c->micro_batch);
 }
 
+// A pipeline's stages by the planner's model of this layout on this build's device (planner/predict.h
+// plan_stage_model: each stage's time and memory): what --pp-split auto cuts the layers by, and what
+// the start-up table shows. Every rank builds the same model from the same flags; where the planner
+// cannot model the layout the cut falls back to PaLM FLOPs (layout/params.h cut_costs).
+static void stage_model_init(Args* a, const char* profile) {
+    static StageModel model;
+    DeviceProfile d;
+    if (a->cfg.pp == 1 || profile_builtin(profile, &d)) return;
+    d.gpus_per_node = a->cfg.dp * a->cfg.tp * a->cfg.pp * a->cfg.cp;
+    PlanSetup k = plan_setup_default();
+    if (!plan_stage_model(&a->cfg, &k, a->cfg.global_batch, &d, &model)) a->cfg.stage_model = &model;
+}
+
 // The first part of model_init: the flags, the grid and this rank's shapes and parameter layout.
 static void model_init_layout(Model* m, Args* a, Metrics* met) {
     memset(m, 0, sizeof(*m));
     m->args = a;
+    stage_model_init(a, met->profile);
     m->c = a->cfg;
     m->met = met, m->trace = met ? &met->trace : NULL;
     ModelConfig* c = &m->c;

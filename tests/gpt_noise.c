@@ -60,7 +60,8 @@ static void test_noise_scale(void) {
     f.noise_scale = 1;
     char why[WHY_CAP];
     const char* one = config_check(&c, &f, 1, why);
-    check(one && strstr(one, "dp x cp >= 2 (got 1)"), "noise_scale/config_check: dp 1 refused", "%s", one ? one : "NULL");
+    check(one && strstr(one, "dp x cp >= 2 (got 1)"), "noise_scale/config_check: dp 1 refused", "%s",
+          one ? one : "NULL");
     why[0] = 0;
     check(!config_check(&c, &f, 0, why), "noise_scale/config_check: at parsing (dp not known) not yet refused", "%s",
           why);

@@ -94,7 +94,7 @@ static void test_pp_split_auto(void) {
     c.schedule = SCHED_ZBV;
     chunk_cut(&c, 2, 2, counts);
     double cost[2];
-    stage_costs(&c, 2, 2, counts, cost);
+    stage_costs(&c, 2, 2, counts, cost, NULL);
     check(counts[0] + counts[3] == 5 && counts[1] + counts[2] == 7 && counts[0] >= 1 && counts[3] >= 1,
           "pp_split/auto/zb-v pp 2: stage 0 (both ends) 5 layers, stage 1 7", "%d %d %d %d (stage costs %.0f %.0f)",
           counts[0], counts[1], counts[2], counts[3], cost[0], cost[1]);
@@ -102,6 +102,27 @@ static void test_pp_split_auto(void) {
     chunk_cut(&c, 4, 1, counts);
     check(counts[0] == 3 && counts[1] == 3 && counts[2] == 3 && counts[3] == 3, "pp_split/even/pp 4: 3 3 3 3",
           "%d %d %d %d", counts[0], counts[1], counts[2], counts[3]);
+    // A StageModel (the planner's times and memory): 12 layers of 1 s, the head 3 s on the last of 2
+    // stages; by time alone 7 | 5 + head (7 s | 8 s; 8 | 4 + head, 8 s | 7 s, is no better). Stage 0's layers hold
+    // 10 bytes each over a base of 20, the limit 85: at most 6 layers there, so 6 | 6 + head (9 s),
+    // the fastest cut that fits.
+    double base[2] = {20, 0}, per_layer[2] = {10, 1};
+    StageModel sm = {1, 0, 3, base, per_layer, 0};
+    c.stage_model = &sm, c.pp_split = 1, c.schedule = SCHED_1F1B;
+    chunk_cut(&c, 2, 1, counts);
+    check(counts[0] == 7 && counts[1] == 5, "pp_split/auto/stage model times: 7 | 5 + head", "%d %d", counts[0],
+          counts[1]);
+    sm.mem_limit = 85;
+    chunk_cut(&c, 2, 1, counts);
+    double mem[2];
+    stage_costs(&c, 2, 1, counts, cost, mem);
+    check(counts[0] == 6 && counts[1] == 6 && mem[0] == 80 && cost[1] == 9,
+          "pp_split/auto/memory limit: 6 | 6 + head, stage 0 80 of 85 bytes",
+          "%d %d (stage 0 %.0f bytes, stage 1 %.0f s)", counts[0], counts[1], mem[0], cost[1]);
+    sm.mem_limit = 15;  // nothing fits: the least memory over the limit, 1 layer on stage 0
+    chunk_cut(&c, 2, 1, counts);
+    check(counts[0] == 1 && counts[1] == 11, "pp_split/auto/no cut fits: the least over the limit", "%d %d",
+          counts[0], counts[1]);
 }
 
 // The evaluation's forward-only lists, ZB-V under uneven op times, ZB-H1's order and

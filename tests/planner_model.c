@@ -19,6 +19,54 @@ static void test_params(void) {
     }
 }
 
+// --pp-split auto by the planner's model (planner/predict.h plan_stage_model, layout/params.h
+// chunk_cut). llama3-8b (128k vocabulary) on 8 H100s at pp 8, micro-batch 2, 16 micro-batches of 1F1B:
+// stage 0 holds 8 in flight, so the even cut (4 layers a stage) needs more than 80 GiB there, and the
+// head makes the last stage the slowest. The auto cut moves layers off both: it fits, and its
+// stages' memory from the model (linear in each chunk's layers) is plan_memory's, stage by stage.
+static void test_stage_model(void) {
+    DeviceProfile d;
+    profile_builtin("h100-sxm", &d);
+    d.gpus_per_node = 8;
+    ModelConfig c = model("llama3-8b", 0);
+    c.pp = 8, c.micro_batch = 2;
+    PlanSetup k = plan_setup_default();
+    PlanResult even, cut;
+    int rc = plan_predict(&c, &k, 32, 8, &d, &even);
+    c.pp_split = 1;
+    rc |= plan_predict(&c, &k, 32, 8, &d, &cut);
+    check(rc == 0 && !even.fits && cut.fits && cut.mem_total <= d.mem_bytes, "stage_model/llama3-8b pp 8: auto fits",
+          "even %.1f GiB (stage %d), auto %.1f GiB of %.0f", even.mem_total / GiB, even.worst_stage,
+          cut.mem_total / GiB, d.mem_bytes / GiB);
+    StageModel sm;
+    rc = plan_stage_model(&c, &k, 32, &d, &sm);
+    c.stage_model = &sm;
+    int counts[8];
+    double cost[8], mem[8], worst = 0;
+    chunk_cut(&c, 8, 1, counts);
+    stage_costs(&c, 8, 1, counts, cost, mem);
+    for (int s = 0; s < 8; s++) worst = fmax(worst, mem[s]);
+    PlanResult given;
+    rc |= plan_predict(&c, &k, 32, 8, &d, &given);  // the trainer's way: the model it cut by
+    check(rc == 0 && fabs(worst - cut.mem_total) < 1 && fabs(given.mem_total - cut.mem_total) < 1 &&
+              given.t_step == cut.t_step && counts[0] < 4 && counts[7] < 4,
+          "stage_model/memory: the model's worst stage is plan_memory's", "model %.6f GiB, plan %.6f GiB; layers %d "
+          "%d %d %d %d %d %d %d", worst / GiB, cut.mem_total / GiB, counts[0], counts[1], counts[2], counts[3],
+          counts[4], counts[5], counts[6], counts[7]);
+    stage_model_free(&sm);
+    // the heavy-head CPU model of dev/bench_split.py at pp 4: the auto cut's predicted step is shorter
+    ModelConfig h = model("tiny", 64);
+    h.n_layer = 12, h.d_model = 128, h.vocab = 4096, h.pp = 4, h.micro_batch = 2;
+    config_finalize(&h);
+    profile_builtin("cpu", &d);
+    d.gpus_per_node = 4;
+    rc = plan_predict(&h, &k, 16, 4, &d, &even);
+    h.pp_split = 1;
+    rc |= plan_predict(&h, &k, 16, 4, &d, &cut);
+    check(rc == 0 && cut.t_step < 0.85 * even.t_step, "stage_model/heavy head pp 4: auto's step shorter",
+          "%.1f ms, even %.1f ms", cut.t_step * 1e3, even.t_step * 1e3);
+}
+
 // llama-tiny (L=4, h=64, 4 heads / 2 kv heads of 16, d_ff=192, vocab 257 -> 384), seq 32,
 // micro-batch 2, one GPU, bf16, this trainer's own buffers (layout/activations.h on the GPU
 // build: bf16 act_t, fp32 statistics, each buffer on 256 bytes). By hand:

@@ -90,6 +90,7 @@ static double mfu_study(const char* preset, int seq_len, const PlanResult* r) {
 int main(void) {
     test_params();
     test_memory_by_hand();
+    test_stage_model();
     test_memory_framework_by_hand();
     test_korthikanti();
     test_recompute_policies();

@@ -96,9 +96,10 @@ static void profile_a100(DeviceProfile* d) {
     d->hbm_eff = 0.58;            // fit: also covers the passes the byte table misses (layout copies, casts)
     d->op_latency = 4e-6;
     d->intra_bw = 300e9;
-    d->intra_latency = 5e-6;
+    d->intra_latency = 3.4e-6;    // NCCL's cost model, a ring step over NVLink, protocol Simple (src/graph/tuning.cc
+                                  // hwLat at b647562; time.h ring_latency); was 5 us, unsourced
     d->nic_bw = 200e9 / 8;        // HDR 200 Gb/s
-    d->inter_latency = 10e-6;
+    d->inter_latency = 14e-6;     // the same, a ring step across the network (hwLat NET, Simple); was 10 us
     d->link_eff = 0.47;           // fit: NCCL bus bandwidth over the link, stalls of unoverlapped collectives included
     d->link_eff_nccl = 0.67;      // 8 A100-SXM4-80GB, nccl-tests all_reduce_perf: bus bandwidth ~200 of 300 GB/s
                                   // (NVIDIA/nccl-tests#149, NCCL 2.18); Megatron's runs fit 0.67-0.82 (dev/PLANNER.md)

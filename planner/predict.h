@@ -398,15 +398,16 @@ static void plan_dp_time(const ModelConfig* c, const PlanSetup* k, const DeviceP
     double exposed_step = 0, dp_comm = 0;
     int replicas = c->dp * c->cp;
     for (int st = 0; st < pp; st++) {
-        double G = ch->stage_params[st] * d->grad_bytes, W = ch->stage_params[st] * d->dtype_bytes;
+        // the gradients reduced in the software's dtype (reduce_bytes: FSDP2's fp32), else as accumulated
+        double G = ch->stage_params[st] * (k->reduce_bytes ? k->reduce_bytes : d->grad_bytes),
+               W = ch->stage_params[st] * d->dtype_bytes;
         double buckets = 2;  // one bucket per layer, plus the embedding / head
         for (int j = 0; j < vpp; j++) buckets += ch->layers[chunk_global(c->schedule, pp, st, j)];
-        double lat = dp_link.lat * buckets;
-        double rs = allgather_time(replicas, G, dp_link.bw, lat), ag = allgather_time(replicas, W, dp_link.bw, lat);
+        double rs = dp_gather_time(replicas, G, buckets, dp_link), ag = dp_gather_time(replicas, W, buckets, dp_link);
         double overlap = k->dp_after_backward ? 0 : d->dp_overlap;
         double win_b = overlap * ch->stage_bwd[st], win_f = overlap * ch->stage_fwd[st];
         double once_b = 0, once_f = 0, per_mb_f = 0, per_mb_b = 0;
-        if (c->zero == 0) once_b = allreduce_time(replicas, G, dp_link.bw, lat);
+        if (c->zero == 0) once_b = dp_allreduce_time(replicas, G, buckets, dp_link);
         else if (c->zero == 1) once_b = rs, once_f = ag;
         else if (c->zero == 2) once_f = ag, per_mb_b = rs;
         else per_mb_f = ag, per_mb_b = ag + rs;

@@ -17,10 +17,13 @@ static const char* const RUN_COLS[N_RUN_COLS] = {
 static const int RUN_COL_INT[N_RUN_COLS] = {0, 1, 1, 1, 1, 0, 1, 1, 1, 1, 1, 0, 0, 1, 1};
 // Optional columns the prediction reads (absent: the value in brackets): vpp (the schedule's
 // default), cp (1), cp_ulysses (1: a ring; = cp: Ulysses), offload (none|optimizer|activations|
-// both), offload_frames (2). Columns that name a setting the planner does not model are
-// refused, so a row is never predicted as another layout than the one that ran.
-enum { RO_VPP, RO_CP, RO_CP_ULYSSES, RO_OFFLOAD, RO_OFFLOAD_FRAMES, N_RUN_OPT };
-static const char* const RUN_OPT_COLS[N_RUN_OPT] = {"vpp", "cp", "cp_ulysses", "offload", "offload_frames"};
+// both), offload_frames (2), reduce_dtype (bf16|fp32: the dtype the gradients are reduced in; empty or
+// absent: the device's grad_bytes; torchtitan's FSDP2 mixed_precision_reduce float32). Columns that name a
+// setting the planner does not model are refused, so a row is never predicted as another layout than the
+// one that ran.
+enum { RO_VPP, RO_CP, RO_CP_ULYSSES, RO_OFFLOAD, RO_OFFLOAD_FRAMES, RO_REDUCE_DTYPE, N_RUN_OPT };
+static const char* const RUN_OPT_COLS[N_RUN_OPT] = {"vpp",     "cp",          "cp_ulysses",
+                                                    "offload", "offload_frames", "reduce_dtype"};
 static const char* const RUN_UNMODELLED[] = {"ep", "expert_parallel", "moe_experts", "cp_kind", "cp_split",
                                              "context_parallel_algo", "fsdp", "hsdp", "offload_dir", "cpu_offload"};
 
@@ -259,6 +262,14 @@ static int plan_run_row(const int* shape, const PlanSetup* setup, const DevicePr
         return -1;
     }
     k.rms_kernel = (int)v[RC_RMS_KERNEL];
+    const char* rd = opt[RO_REDUCE_DTYPE];
+    if (rd && rd[0]) {
+        if (strcmp(rd, "bf16") && strcmp(rd, "fp32")) {
+            snprintf(err, err_len, "unknown reduce_dtype '%s' (bf16, fp32)", rd);
+            return -1;
+        }
+        k.reduce_bytes = strcmp(rd, "fp32") ? 2 : 4;
+    }
     if (plan_predict(c, &k, (int)global_batch, (int)v[RC_GPUS_PER_NODE], dev, r)) {
         snprintf(err, err_len, "%s", r->invalid);
         return -1;
@@ -302,7 +313,7 @@ static void plan_runs(const char* path, const char* csv_path, const int* shape, 
         for (int j = 0; j < n_cols; j++)
             if (!strcmp(names[j], RUN_UNMODELLED[k]))
                 fail("--runs %s: column '%s' names a setting the planner does not model (it reads cp, cp_ulysses, "
-                     "offload, offload_frames, vpp beside the required ones): remove it to predict the rows without it",
+                     "offload, offload_frames, reduce_dtype, vpp beside the required ones): remove it to predict the rows without it",
                      path, names[j]);
     char*** rows = NULL;  // rows[i][j]: field j of run i, in in.text
     int n_rows = 0, row_cap = 0, n;

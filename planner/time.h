@@ -64,9 +64,52 @@ static double allgather_time(int n, double bytes, double bw, double lat) {
 // A link as a group of ranks sees it: bandwidth per rank one way, latency per step, and
 // whether the switches between them reduce (nvls).
 typedef struct {
-    double bw, lat;
+    double bw, lat;    // lat: per step, across nodes when the group spans several
     int nvls;
+    int nodes;         // nodes the group spans (0 or 1: one)
+    double lat_intra;  // per step between two ranks of one node, when the group spans several
 } Link;
+
+// NCCL's cost model of its collectives (src/graph/tuning.cc, NVIDIA/nccl at b647562; protocol Simple,
+// the one large messages take). Ring: a fixed 8.4 us, then one hop per step, the steps that cross a
+// node at the network's latency and the others at NVLink's: an all-gather or reduce-scatter takes
+// n - 1 steps of which nodes - 1 cross; an all-reduce 2(n - 1), 2 x nodes crossing. Tree (all-
+// reduce only, across nodes): down and up a chain inside each node and a binary tree over the
+// nodes, 2((n/nodes - 1) + log2(nodes)) hops of 28 us each (Simple's tree hop, NVLink and network
+// alike), at 0.92 of the ring's bus bandwidth, moving each byte in and out (algorithm bandwidth
+// half the bus's). NCCL runs the algorithm its model predicts faster (ncclTopoGetAlgoTime): the
+// ring's latency grows with n, the tree's with log2(nodes), so large groups of small messages
+// take the tree.
+#define NCCL_RING_BASE_LAT 8.4e-6
+#define NCCL_TREE_HOP_LAT 28e-6
+#define NCCL_TREE_BW_OF_RING 0.92
+static double ring_latency(int n, int all_reduce, Link l) {
+    if (n <= 1) return 0;
+    double steps = (all_reduce ? 2.0 : 1.0) * (n - 1), inter = 0, intra_lat = l.lat;
+    if (l.nodes > 1) {
+        inter = all_reduce ? 2.0 * l.nodes : l.nodes - 1.0;
+        inter = inter > steps ? steps : inter, intra_lat = l.lat_intra;
+    }
+    return NCCL_RING_BASE_LAT + (steps - inter) * intra_lat + inter * l.lat;
+}
+static double tree_latency(int n, Link l) {
+    int nodes = l.nodes > 1 ? l.nodes : 1, log2_nodes = 0;
+    while ((2 << log2_nodes) <= nodes) log2_nodes++;
+    return 2 * ((n / nodes - 1) + log2_nodes) * NCCL_TREE_HOP_LAT;
+}
+// A data-parallel pass: `bytes` per rank in `buckets` collectives of equal size over n ranks on link l,
+// by NCCL's algorithm: all-gather and reduce-scatter (the ring alone), all-reduce (the faster of ring
+// and tree; the tree only across nodes).
+static double dp_gather_time(int n, double bytes, double buckets, Link l) {
+    return n <= 1 ? 0 : (double)(n - 1) / n * bytes / l.bw + buckets * ring_latency(n, 0, l);
+}
+static double dp_allreduce_time(int n, double bytes, double buckets, Link l) {
+    if (n <= 1) return 0;
+    double ring = 2.0 * (n - 1) / n * bytes / l.bw + buckets * ring_latency(n, 1, l);
+    if (l.nodes <= 1) return ring;
+    double tree = 2 * bytes / (NCCL_TREE_BW_OF_RING * l.bw) + buckets * tree_latency(n, l);
+    return tree < ring ? tree : ring;
+}
 
 // An all-reduce over n ranks on link l, a message of `bytes` per rank. A ring (allreduce_time)
 // moves 2(n-1)/n of it through every rank's link in 2(n-1) steps of latency, so small messages
@@ -108,14 +151,15 @@ static Link group_link_nested(const DeviceProfile* d, int n_in, int stride_in, i
     k_in = k_in < 1 ? 1 : k_in > n_in ? n_in : k_in;
     k_out = k_out > n_out ? n_out : k_out;
     if ((long)k_in * k_out == (long)n_in * n_out) {
-        l.bw = d->intra_bw * d->link_eff, l.lat = d->intra_latency, l.nvls = d->nvls;
+        l.bw = d->intra_bw * d->link_eff, l.lat = l.lat_intra = d->intra_latency, l.nvls = d->nvls, l.nodes = 1;
         return l;
     }
     l.nvls = 0;
     double nic_share = (double)d->nics_per_node * d->nic_bw / gpus_per_node;  // per GPU
     l.bw = (double)k_in * k_out * nic_share * d->nic_eff;
     if (l.bw > d->intra_bw * d->link_eff) l.bw = d->intra_bw * d->link_eff;
-    l.lat = d->inter_latency;
+    l.lat = d->inter_latency, l.lat_intra = d->intra_latency;
+    l.nodes = (int)(((long)n_in * n_out + (long)k_in * k_out - 1) / ((long)k_in * k_out));
     return l;
 }
 static Link group_link(const DeviceProfile* d, int n, int stride, int gpus_per_node) {
@@ -125,7 +169,7 @@ static Link group_link(const DeviceProfile* d, int n, int stride, int gpus_per_n
 // One GPU's share of its node's NICs: what a point-to-point message leaving the node gets
 // (NCCL sends it through the NIC next to the GPU).
 static Link nic_link(const DeviceProfile* d, int gpus_per_node) {
-    Link l = {d->nic_eff * d->nics_per_node * d->nic_bw / gpus_per_node, d->inter_latency, 0};
+    Link l = {d->nic_eff * d->nics_per_node * d->nic_bw / gpus_per_node, d->inter_latency, 0, 0, 0};
     return l;
 }
 
@@ -174,7 +218,7 @@ static double cp_alltoall_bytes(const ModelConfig* c, int b, int tp, int cp, int
 // The ring's link: its R ranks are tp*U apart, so it stays in the node iff tp*cp ranks fit
 // in one; otherwise its slowest hop leaves the node.
 static Link cp_ring_link(const DeviceProfile* d, int tp, int cp, int gpus_per_node) {
-    if (tp * cp <= gpus_per_node) { Link l = {d->intra_bw * d->link_eff, d->intra_latency, 0}; return l; }
+    if (tp * cp <= gpus_per_node) { Link l = {d->intra_bw * d->link_eff, d->intra_latency, 0, 1, 0}; return l; }
     return nic_link(d, gpus_per_node);
 }
 
@@ -183,7 +227,7 @@ static Link cp_ring_link(const DeviceProfile* d, int tp, int cp, int gpus_per_no
 // the node sending at once; given as the bandwidth at which all it sends, (U-1)/U of the
 // tensor, takes that time.
 static Link cp_alltoall_link(const DeviceProfile* d, int tp, int U, int gpus_per_node) {
-    if (tp * U <= gpus_per_node) { Link l = {d->intra_bw * d->link_eff, d->intra_latency, 0}; return l; }
+    if (tp * U <= gpus_per_node) { Link l = {d->intra_bw * d->link_eff, d->intra_latency, 0, 1, 0}; return l; }
     int k = gpus_per_node / tp;
     if (k < 1) k = 1;
     Link l = nic_link(d, gpus_per_node);

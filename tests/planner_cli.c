@@ -133,6 +133,36 @@ static char* slurp(const char* path) {
     return buf;
 }
 
+// --runs' reduce_dtype column: fp32 predicts a slower step than bf16 for a ZeRO-3 run across nodes (the reduce-
+// scatter moves twice the bytes), an empty field is the device's, another value is that row's error.
+static void test_runs_reduce_dtype(void) {
+    char runs[256], out[256], log[256];
+    const char* head = "model,seq_len,gpus,gpus_per_node,global_batch_tokens,schedule,zero,tp,pp,dp,micro_batch,"
+                       "recompute,attention,rms_kernel,sp,reduce_dtype\n";
+    const char* row = "llama-7b,4096,64,8,262144,1f1b,3,1,1,64,1,full,flash2,1,0,";  // fields 0-14
+    char text[1024];
+    snprintf(text, sizeof(text), "%s%sbf16\n%sfp32\n%s\n%sfp64\n", head, row, row, row, row);
+    write_file(runs, "reduce_dtype.csv", text);
+    snprintf(out, sizeof(out), "/tmp/test_planner_%d_reduce_dtype_out.csv", (int)getpid());
+    snprintf(log, sizeof(log), "/tmp/test_planner_%d_reduce_dtype.log", (int)getpid());
+    const char* args[] = {"--plan", "--runs", runs, "--device", "a100-80gb", "--software", "framework", "--plan-csv",
+                          out};
+    int rc = run_plan_capture(args, 9, log);
+    char* msg = strdup(slurp(log));  // slurp's buffer is its own: the log copied before the CSV is read
+    char* csv = slurp(out);
+    double step[3] = {0, 0, 0};
+    const char* p = strchr(csv, '\n');
+    for (int i = 0; i < 3 && p; i++, p = strchr(p + 1, '\n')) {
+        char* col[CSV_MAX_FIELDS];
+        char line[1024];
+        snprintf(line, sizeof(line), "%.*s", (int)strcspn(p + 1, "\n"), p + 1);
+        if (csv_split(line, col) >= 19) step[i] = atof(col[18]);
+    }
+    check(rc == 0 && step[1] > step[0] && step[2] == step[0] && strstr(msg, "unknown reduce_dtype 'fp64'"),
+          "runs_reduce_dtype", "rc %d, step bf16 %.4f fp32 %.4f default %.4f; %s", rc, step[0], step[1], step[2], msg);
+    free(msg), unlink(runs), unlink(out), unlink(log);
+}
+
 // The value of column `col` in data row `row` (1-based) of a CSV file, or "".
 static const char* csv_field(const char* path, int row, const char* col, char* out, size_t len) {
     FILE* f = fopen(path, "r");
@@ -546,10 +576,10 @@ static void test_calibration_runs(void) {
     double acc = judged ? (double)right / judged : 0, mae = n_err ? err / n_err : 99;
     check(rc == 0 && judged > 300 && acc >= 0.92 && mae <= 4, "calibration_runs_fit_and_mfu",
           "fit accuracy %.3f over %d runs, MFU MAE %.2f over %d", acc, judged, mae, n_err);
-    // the numbers the README publishes (fit accuracy 0.928, MAE 2.19, since the score matmuls of
-    // unfused attention run by their own shapes at the GEMMs' rate and the NICs have their own efficiency)
-    check(fabs(acc - 0.928) < 0.0005 && fabs(mae - 2.19) < 0.005, "calibration_runs_as_published",
-          "fit accuracy %.4f (README 0.928), MFU MAE %.3f (README 2.19)", acc, mae);
+    // the numbers the README publishes (fit accuracy 0.928, MAE 2.20, since the collectives' latency is NCCL's
+    // own model: 3.4 us an NVLink hop, 14 a network one, time.h ring_latency)
+    check(fabs(acc - 0.928) < 0.0005 && fabs(mae - 2.20) < 0.005, "calibration_runs_as_published",
+          "fit accuracy %.4f (README 0.928), MFU MAE %.3f (README 2.20)", acc, mae);
     unlink(out), unlink(log);
 }
 

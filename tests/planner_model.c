@@ -393,9 +393,10 @@ static void test_network_profiles(void) {
 // give 320 GB/s (under NVLink's 450 x 0.82 = 369 at NCCL's rate). ZeRO-3 gathers the weights before every
 // micro-batch's forward and again before its backward and reduce-scatters the gradients after it: 3 x
 // the weights' bytes per micro-batch, so 4 micro-batches move 4 times one's. LLaMA-7B (6,738,415,616
-// parameters, bf16 weights and gradients) on 128 p4de GPUs, one micro-batch: each ring moves 127/128 of
-// 13.48 GB at 40 GB/s plus 127 steps of 10 us for each of the 34 buckets (32 layers, embedding, head):
-// 3 x (0.334290 + 0.043180) = 1.132410 s.
+// parameters, bf16 weights and gradients) on 128 p4de GPUs (16 nodes), one micro-batch: each ring moves
+// 127/128 of 13.48 GB at 40 GB/s, and each of the 34 buckets (32 layers, embedding, head) costs NCCL's ring
+// latency (time.h ring_latency): 8.4 us + 112 NVLink steps of 3.4 + 15 network steps of 14 = 599.2 us:
+// 3 x (0.334290 + 0.020373) = 1.063988 s.
 static void test_aws_profiles_zero3_traffic(void) {
     DeviceProfile p4de, p5, dgx;
     profile_builtin("aws-p4de-a100", &p4de), profile_builtin("aws-p5-h100", &p5), profile_builtin("dgx-a100", &dgx);
@@ -411,17 +412,54 @@ static void test_aws_profiles_zero3_traffic(void) {
     PlanResult one, four;
     profile_builtin("aws-p4de-a100", &p4de);
     int rc1 = plan_predict(&c, &k, 128, 8, &p4de, &one), rc4 = plan_predict(&c, &k, 512, 8, &p4de, &four);
-    double S = 2 * 6738415616.0, want = 3 * (127.0 / 128 * S / 40e9 + 127 * 34 * 10e-6);
+    double S = 2 * 6738415616.0, want = 3 * (127.0 / 128 * S / 40e9 + 34 * (8.4 + 112 * 3.4 + 15 * 14) * 1e-6);
     check(rc1 == 0 && rc4 == 0 && fabs(one.t_dp_comm - want) < 1e-6 && fabs(four.t_dp_comm - 4 * want) < 1e-6,
           "zero3_traffic_per_micro_batch_hand", "%.6f s for 1 micro-batch, %.6f for 4 (want %.6f, %.6f)",
           one.t_dp_comm, four.t_dp_comm, want, 4 * want);
 }
 
+// NCCL's latency model and algorithm choice (time.h ring_latency, tree_latency, dp_allreduce_time), by hand.
+// 1024 ranks filling 128 DGX A100 nodes (8 x 25 GB/s x nic_eff 0.8 = 160 GB/s at NCCL's links):
+//   ring all-gather: 8.4 + (1023 - 127) x 3.4 + 127 x 14 = 4832.8 us
+//   ring all-reduce: 2046 steps, 256 crossing: 8.4 + 1790 x 3.4 + 256 x 14 = 9678.4 us
+//   tree: 2 x ((8 - 1) + log2 128) x 28 = 784 us
+//   all-reduce of 64 MiB in one bucket: ring 2 x 1023/1024 x 64 MiB / 160e9 + 9678.4 us = 10516.44 us, tree
+//     2 x 64 MiB / (0.92 x 160e9) + 784 us = 1695.81 us: the tree. 1 GiB on 16 ranks (2 nodes): ring 12582.91 +
+//     8.4 + 26 x 3.4 + 4 x 14 = 12735.71 us, tree 14589.43 + 2 x (7 + 1) x 28 = 15037.43 us: the ring.
+// FSDP2's fp32 reduce-scatter (software.h reduce_bytes 4, torchtitan's mixed_precision_reduce): LLaMA-7B on
+// 128 p4de GPUs (40 GB/s) moves 127/128 x 2 x 6738415616 B more per micro-batch: 0.334290 s.
+static void test_nccl_latency_and_algorithm(void) {
+    DeviceProfile d;
+    profile_builtin("a100-80gb", &d);
+    d.link_eff = d.link_eff_nccl;
+    Link l = group_link_nested(&d, 1, 1, 1024, 1, 8), l2 = group_link_nested(&d, 1, 1, 16, 1, 8);
+    double ag = ring_latency(1024, 0, l), ar = ring_latency(1024, 1, l), tree = tree_latency(1024, l);
+    check(l.nodes == 128 && fabs(l.bw - 160e9) < 1 && fabs(ag - 4832.8e-6) < 1e-12 && fabs(ar - 9678.4e-6) < 1e-12 &&
+              fabs(tree - 784e-6) < 1e-12,
+          "nccl_ring_tree_latency_hand", "%d nodes, ring all-gather %.1f us (want 4832.8), all-reduce %.1f (want "
+          "9678.4), tree %.1f (want 784)", l.nodes, ag * 1e6, ar * 1e6, tree * 1e6);
+    double small = dp_allreduce_time(1024, 67108864, 1, l), big = dp_allreduce_time(16, 1073741824, 1, l2);
+    check(fabs(small - 1695.81e-6) < 0.01e-6 && fabs(big - 12735.71e-6) < 0.01e-6 && l2.nodes == 2,
+          "nccl_algorithm_choice_hand", "64 MiB on 1024: %.2f us (want the tree's 1695.81), 1 GiB on 16: %.2f us "
+          "(want the ring's 12735.71)", small * 1e6, big * 1e6);
+    ModelConfig c = model("llama-7b", 4096);
+    c.dp = 128, c.zero = 3, c.recompute = RECOMPUTE_FULL;
+    PlanSetup k = plan_setup_for(SOFTWARE_FRAMEWORK), k32 = k;
+    k32.reduce_bytes = 4;
+    DeviceProfile p4de;
+    profile_builtin("aws-p4de-a100", &p4de);
+    PlanResult bf, fp;
+    int rc = plan_predict(&c, &k, 128, 8, &p4de, &bf) | plan_predict(&c, &k32, 128, 8, &p4de, &fp);
+    double more = 127.0 / 128 * 2 * 6738415616.0 / 40e9;
+    check(rc == 0 && fabs(fp.t_dp_comm - bf.t_dp_comm - more) < 1e-9, "zero3_fp32_reduce_scatter_hand",
+          "%.6f s more (want %.6f)", fp.t_dp_comm - bf.t_dp_comm, more);
+}
+
 // --software megatron, tensor parallelism (Megatron-core's --tp-comm-overlap, with SP): GPT-3 175B's layer at tp 8,
 // micro-batch 1 of 2048 tokens on an A100 node. Each of a pass's 4 collectives moves the (s, b, h) activations, x =
-// 2048 x 12288 x 2 bytes, in a ring of 8 at 300 GB/s x link_eff_nccl 0.67 = 201 GB/s, 5 us a step: 7/8 x / 201e9 +
-// 35 us = 254.1 us, under a GEMM of 0.36-1.46 ms. The framework charges the forward's 4 in full; megatron hides
-// each under its linear's GEMM at comm_interference 0.2: the forward is shorter by 4 x 0.8 x 254.1 us = 0.813 ms;
+// 2048 x 12288 x 2 bytes, in a ring of 8 at 300 GB/s x link_eff_nccl 0.67 = 201 GB/s, 3.4 us a step: 7/8 x / 201e9
+// + 23.8 us = 242.9 us, under a GEMM of 0.36-1.46 ms. The framework charges the forward's 4 in full; megatron hides
+// each under its linear's GEMM at comm_interference 0.2: the forward is shorter by 4 x 0.8 x 242.9 us = 0.777 ms;
 // the backward's are hidden in both (the framework's under the weight gradients: asynchronous dgrad), so it is
 // unchanged; without SP megatron is the framework.
 static void test_megatron_tp_comm_overlap(void) {
@@ -430,13 +468,13 @@ static void test_megatron_tp_comm_overlap(void) {
     DeviceProfile d;
     profile_builtin("a100-80gb", &d);
     d.link_eff = d.link_eff_nccl;
-    Link tp = group_link(&d, 8, 1, 8), none = {0, 0, 0};
+    Link tp = group_link(&d, 8, 1, 8), none = {0, 0, 0, 0, 0};
     PlanSetup fw = plan_setup_for(SOFTWARE_FRAMEWORK), meg = plan_setup_for(SOFTWARE_MEGATRON);
     LayerTime f_sp = layer_time(&g, 1, 8, 1, 1, 1, &fw, &d, tp, none, none);
     LayerTime m_sp = layer_time(&g, 1, 8, 1, 1, 1, &meg, &d, tp, none, none);
     LayerTime f_no = layer_time(&g, 1, 8, 0, 1, 1, &fw, &d, tp, none, none);
     LayerTime m_no = layer_time(&g, 1, 8, 0, 1, 1, &meg, &d, tp, none, none);
-    double x = 2048.0 * 12288 * 2, one = 7.0 / 8 * x / 201e9 + 7 * 5e-6, want = 4 * 0.8 * one;
+    double x = 2048.0 * 12288 * 2, one = 7.0 / 8 * x / 201e9 + 7 * 3.4e-6, want = 4 * 0.8 * one;
     check(fabs(f_sp.fwd - m_sp.fwd - want) < 1e-9 && fabs(f_sp.bwd - m_sp.bwd) < 1e-12 && f_no.fwd == m_no.fwd &&
               f_no.bwd == m_no.bwd,
           "megatron_tp_comm_overlap_hand", "forward %.4f -> %.4f ms (%.4f shorter, want %.4f), backward %.4f / %.4f",
@@ -446,9 +484,10 @@ static void test_megatron_tp_comm_overlap(void) {
 // --software megatron, data parallelism (--overlap-grad-reduce / --overlap-param-gather with the distributed
 // optimizer, ZeRO-1): the reduce-scatter runs layer by layer under the backward, the gather under the forward;
 // only the last layer's chunk (1/32 of LLaMA-7B's) is exposed, the rest costs comm_interference 0.2 of itself.
-// 64 H100 (8 DGX nodes, a group filling them: 8 x 50 GB/s x 0.8 = 320 GB/s, 10 us a step): each of the two moves
-// 63/64 of 13.48 GB with 63 x 34 steps of latency: rs = 0.041456 + 0.021420 s; exposed 2 x rs x (1/32 + 0.2 x
-// 31/32) = 0.45 rs. The framework hides each under half a micro-batch's pass (dp_overlap 0.5).
+// 64 H100 (8 DGX nodes, a group filling them: 8 x 50 GB/s x 0.8 = 320 GB/s): each of the two moves 63/64 of
+// 13.48 GB, and each of its 34 buckets costs NCCL's ring latency, 8.4 us + 56 NVLink steps of 3.4 + 7 network
+// steps of 14 = 296.8 us: rs = 0.041456 + 0.010091 s; exposed 2 x rs x (1/32 + 0.2 x 31/32) = 0.45 rs. The
+// framework hides each under half a micro-batch's pass (dp_overlap 0.5).
 static void test_megatron_dp_chunked(void) {
     ModelConfig c = model("llama-7b", 4096);
     c.dp = 64, c.zero = 1;
@@ -457,7 +496,7 @@ static void test_megatron_dp_chunked(void) {
     PlanSetup meg = plan_setup_for(SOFTWARE_MEGATRON);
     PlanResult r;
     int rc = plan_predict(&c, &meg, 64, 8, &d, &r);
-    double S = 2 * 6738415616.0, rs = 63.0 / 64 * S / 320e9 + 63 * 34 * 10e-6, want = 0.45 * rs;
+    double S = 2 * 6738415616.0, rs = 63.0 / 64 * S / 320e9 + 34 * (8.4 + 56 * 3.4 + 7 * 14) * 1e-6, want = 0.45 * rs;
     check(rc == 0 && fabs(r.t_dp_exposed - want) < 1e-9, "megatron_dp_chunked_hand", "%.6f s exposed, want %.6f",
           r.t_dp_exposed, want);
 }
@@ -471,7 +510,7 @@ static void test_attention_flash3(void) {
     profile_builtin("h100-sxm", &h), profile_builtin("a100-80gb", &a);
     PlanSetup k2 = plan_setup_for(SOFTWARE_MEGATRON), k3 = k2;
     k3.attention = ATTN_FLASH3;
-    Link none = {0, 0, 0};
+    Link none = {0, 0, 0, 0, 0};
     LayerTime f2 = layer_time(&c, 1, 1, 0, 1, 1, &k2, &h, none, none, none);
     LayerTime f3 = layer_time(&c, 1, 1, 0, 1, 1, &k3, &h, none, none, none);
     double ratio = (f3.attn_fwd - h.op_latency) / (f2.attn_fwd - h.op_latency);
@@ -545,12 +584,13 @@ static void test_gemm_shape_efficiency(void) {
 }
 
 // Tensor-parallel all-reduces by message size and link (time.h, link_allreduce_time), by hand.
-// An 8-GPU A100 node: 300 GB/s x link_eff 0.47 = 141 GB/s per rank, 5 us per ring step, 14 steps:
-//   64 KiB: 2 x 7/8 x 65536 / 141e9 = 0.8134 us + 70 us = 70.8134 us (latency-bound: 0.9 GB/s)
-//   64 MiB: 2 x 7/8 x 67108864 / 141e9 = 832.91 us + 70 us = 902.91 us (74 GB/s of the buffer)
+// An 8-GPU A100 node: 300 GB/s x link_eff 0.47 = 141 GB/s per rank, 3.4 us per ring step (NCCL's NVLink
+// ring hop, time.h), 14 steps:
+//   64 KiB: 2 x 7/8 x 65536 / 141e9 = 0.8134 us + 47.6 us = 48.4134 us (latency-bound: 1.4 GB/s)
+//   64 MiB: 2 x 7/8 x 67108864 / 141e9 = 832.91 us + 47.6 us = 880.51 us (76 GB/s of the buffer)
 // An H100 node reduces in its NVSwitches (NVLS) at 0.74 of what the ring's steps see (NCCL measured
 // 273 GB/s of algorithm bandwidth against a ring's 370 of bus bandwidth, nccl#1455): 67108864 /
-// (0.74 x 450e9 x 0.47) + 2 x 5 us = 438.78 us; with NCCL's measured links (--software framework,
+// (0.74 x 450e9 x 0.47) + 2 x 3.4 us = 435.58 us; with NCCL's measured links (--software framework,
 // link_eff_nccl 0.82) the 273 GB/s themselves. 4 ranks gain nothing from NVLS: a ring. Across nodes
 // (16 ranks, 8 per node) the group is a ring again.
 static void test_tp_collectives(void) {
@@ -558,10 +598,10 @@ static void test_tp_collectives(void) {
     profile_builtin("a100-80gb", &a100), profile_builtin("h100-sxm", &h100);
     Link la = group_link(&a100, 8, 1, 8), lh = group_link(&h100, 8, 1, 8), lh16 = group_link(&h100, 16, 1, 8);
     double small = link_allreduce_time(8, 65536, la), large = link_allreduce_time(8, 67108864, la);
-    check(fabs(small - 70.8134e-6) < 1e-10 && fabs(large - 902.91e-6) < 0.01e-6, "tp_allreduce_by_message_size",
-          "64 KiB %.4f us (want 70.8134), 64 MiB %.2f us (want 902.91)", small * 1e6, large * 1e6);
+    check(fabs(small - 48.4134e-6) < 1e-10 && fabs(large - 880.51e-6) < 0.01e-6, "tp_allreduce_by_message_size",
+          "64 KiB %.4f us (want 48.4134), 64 MiB %.2f us (want 880.51)", small * 1e6, large * 1e6);
     double nvls = link_allreduce_time(8, 67108864, lh);
-    check(lh.nvls && fabs(nvls - 438.78e-6) < 0.01e-6, "tp_allreduce_nvls", "%.2f us, want 438.78", nvls * 1e6);
+    check(lh.nvls && fabs(nvls - 435.58e-6) < 0.01e-6, "tp_allreduce_nvls", "%.2f us, want 435.58", nvls * 1e6);
     DeviceProfile nccl = h100;
     PlanSetup framework = plan_setup_for(SOFTWARE_FRAMEWORK);
     nccl.link_eff = software_link_eff(&framework, &h100);  // as plan_links sets it

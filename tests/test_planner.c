@@ -96,6 +96,7 @@ int main(void) {
     test_recompute_policies();
     test_network_profiles();
     test_aws_profiles_zero3_traffic();
+    test_nccl_latency_and_algorithm();
     test_megatron_tp_comm_overlap();
     test_megatron_dp_chunked();
     test_attention_flash3();
@@ -119,6 +120,7 @@ int main(void) {
     test_conclusions();
     test_recompute_cost();
     test_device_files();
+    test_runs_reduce_dtype();
     test_runs();
     test_cli_kernel_names();
     test_cli_schedules();

@@ -64,7 +64,8 @@ static void doc_starts(const int* tokens, int n, int eot, int* doc_start) {
 // Errors in the data and the tokenizer. Every rank of a run reads the same files and meets an
 // error in them alike: while run.h reads them (data_error_at set) data_fail keeps the message
 // and jumps back there, where the ranks agree which one prints it, once (run.h
-// data_errors_agree); elsewhere (a tool, a test) it is fail()'s line.
+// data_errors_agree; the weight imports likewise, runtime/ckpt.h import_agree); elsewhere (a
+// tool, a test) it is fail()'s line.
 static jmp_buf* data_error_at = NULL;
 static char data_error_msg[8192];
 static void data_fail(const char* fmt, ...) {

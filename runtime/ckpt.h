@@ -28,6 +28,7 @@
 #define CKPT_H
 
 #include <dirent.h>
+#include <setjmp.h>
 #include <fcntl.h>
 #include <signal.h>
 #include <sys/file.h>
@@ -35,6 +36,7 @@
 #include <unistd.h>
 #include "layout/args.h"
 #include "base/files.h"
+#include "data/data.h"
 #include "layout/grid.h"
 #include "layout/params.h"
 
@@ -646,6 +648,23 @@ static const char* ckpt_read_shard(const Layout* L, const ParamLayout* P, const 
     return *msg ? msg : NULL;
 }
 
+// Collective over the world: the lowest rank whose `bad` is set prints it, the one error line
+// of the run, and every rank exits 1. Each rank reads its shard from the same file, so a bad
+// file fails them all at once: without this every rank would print the same line.
+static void errors_agree(const Layout* L, const char* bad) {
+    Comm* world = (Comm*)&L->group[GROUP_WORLD];
+    if (world->size <= 1) {  // (a Layout of tools and tests may leave the world's size 0)
+        if (bad) fail("%s", bad);
+        return;
+    }
+    int first_bad = bad ? L->rank : INT_MAX;
+    mpiCheck(MPI_Allreduce(MPI_IN_PLACE, &first_bad, 1, MPI_INT, MPI_MIN, world->mpi));  // comm: world, once
+    if (first_bad == INT_MAX) return;
+    if (L->rank == first_bad) print_error("%s", bad);
+    MPI_Finalize();
+    exit(1);
+}
+
 // Load the checkpoint a->resume names (a file: run_setup has resolved "auto") into this
 // rank's shard; returns the step to continue from. Collective: a problem any rank finds is
 // one error line, from the lowest such rank, and every rank exits 1.
@@ -657,17 +676,7 @@ static int ckpt_resume(const Layout* L, const ParamLayout* P, const ModelConfig*
     float* local[3] = {params, (float*)xcalloc(P->n_padded, sizeof(float)),
                        (float*)xcalloc(P->n_padded, sizeof(float))};
     const char* bad = ckpt_read_shard(L, P, c, path, local, h, msg, sizeof(msg));
-    Comm* world = (Comm*)&L->group[GROUP_WORLD];
-    if (world->size <= 1 && bad) fail("%s", bad);  // (a Layout of tools and tests may leave the world's size 0)
-    if (world->size > 1) {
-        int first_bad = bad ? L->rank : INT_MAX;
-        mpiCheck(MPI_Allreduce(MPI_IN_PLACE, &first_bad, 1, MPI_INT, MPI_MIN, world->mpi));  // comm: world, once
-        if (first_bad != INT_MAX) {
-            if (L->rank == first_bad) print_error("%s", bad);
-            MPI_Finalize();
-            exit(1);
-        }
-    }
+    errors_agree(L, bad);
     memcpy(m_state, local[1] + opt_lo, sizeof(float) * (opt_hi - opt_lo));
     memcpy(v_state, local[2] + opt_lo, sizeof(float) * (opt_hi - opt_lo));
     free(local[1]); free(local[2]);
@@ -720,22 +729,23 @@ static const char* llmc_check(const ModelConfig* c, char* why) {
 }
 
 // --import-llmc FILE: load llm.c GPT-2 weights into this rank's shard (the shape must match,
-// every value must be finite).
-static void llmc_import(const char* path, const Layout* L, const ParamLayout* P, const ModelConfig* c, float* params) {
+// every value must be finite). Its errors leave by data_fail: import_agree makes them one line.
+static void llmc_import_shard(const char* path, const Layout* L, const ParamLayout* P, const ModelConfig* c,
+                              float* params) {
     char why[512];
-    if (llmc_check(c, why)) fail("--import-llmc %s: %s", path, why);
+    if (llmc_check(c, why)) data_fail("--import-llmc %s: %s", path, why);
     FILE* f = input_open(path, why, sizeof(why), NULL);
-    if (!f) fail("--import-llmc %s: cannot open: %s", path, why);
+    if (!f) data_fail("--import-llmc %s: cannot open: %s", path, why);
     int32_t h[256];
-    if (fread(h, 4, 256, f) != 256) fail("--import-llmc %s: truncated header", path);
+    if (fread(h, 4, 256, f) != 256) data_fail("--import-llmc %s: truncated header", path);
     if (h[0] != LLMC_MAGIC)
-        fail("--import-llmc %s: bad magic %d (expected %d, an llm.c GPT-2 checkpoint)", path, h[0], LLMC_MAGIC);
-    if (h[1] != LLMC_VERSION) fail("--import-llmc %s: version %d not supported (fp32 version 3 only)", path, h[1]);
+        data_fail("--import-llmc %s: bad magic %d (expected %d, an llm.c GPT-2 checkpoint)", path, h[0], LLMC_MAGIC);
+    if (h[1] != LLMC_VERSION) data_fail("--import-llmc %s: version %d not supported (fp32 version 3 only)", path, h[1]);
     int want[6] = {c->seq_len, c->vocab, c->n_layer, c->n_head, c->d_model, c->vocab_padded};
     const char* names[6] = {"max_seq_len", "vocab", "n_layer", "n_head", "d_model", "padded vocab"};
     for (int i = 0; i < 6; i++)
         if (h[2 + i] != want[i])
-            fail("--import-llmc %s: %s is %d in the file but %d here (set the shape flags to match)", path, names[i],
+            data_fail("--import-llmc %s: %s is %d in the file but %d here (set the shape flags to match)", path, names[i],
                  h[2 + i], want[i]);
     struct stat st;
     fstat(fileno(f), &st);
@@ -744,20 +754,35 @@ static void llmc_import(const char* path, const Layout* L, const ParamLayout* P,
     param_layout_build(full, c, 1, 0, 1, 1, 0, 1);
     full_n = full->n_full;
     if ((size_t)st.st_size != 1024 + 4 * full_n)
-        fail("--import-llmc %s: %lld bytes, expected %zu", path, (long long)st.st_size, 1024 + 4 * full_n);
+        data_fail("--import-llmc %s: %lld bytes, expected %zu", path, (long long)st.st_size, 1024 + 4 * full_n);
     size_t max_t = param_layout_max_tensor(P);
     float* buf = (float*)xmalloc(sizeof(float) * max_t);
     for (int i = 0; i < P->n; i++) {
         const Tensor* t = &P->t[i];
         size_t n = (size_t)t->rows * t->cols;  // the full tensor: contiguous in llm.c's file too
         if (fseeko(f, 1024 + 4 * (long long)llmc_offset(c, t, 0), SEEK_SET) || fread(buf, 4, n, f) != n)
-            fail("--import-llmc %s: read of %s failed", path, t->name);
-        if (state_values_check(buf, n, 0, t->name, why, sizeof(why))) fail("--import-llmc %s: %s", path, why);
+            data_fail("--import-llmc %s: read of %s failed", path, t->name);
+        if (state_values_check(buf, n, 0, t->name, why, sizeof(why))) data_fail("--import-llmc %s: %s", path, why);
         CopyCtx cc = {params + t->offset, buf, 0};
         tensor_runs(t, L->tp, L->tp_rank, copy_run, &cc);
     }
     fclose(f);
     free(buf); free(full);
+}
+
+// An import's reader on every rank, its errors (data_fail) collected and agreed on
+// (errors_agree): one error line for the run, not one a rank.
+#define import_agree(L, read_call)                                                          \
+    do {                                                                                    \
+        jmp_buf import_error;                                                               \
+        data_error_msg[0] = 0;                                                              \
+        if (!setjmp(import_error)) { data_error_at = &import_error; read_call; }            \
+        data_error_at = NULL;                                                               \
+        errors_agree(L, data_error_msg[0] ? data_error_msg : NULL);                         \
+    } while (0)
+
+static void llmc_import(const char* path, const Layout* L, const ParamLayout* P, const ModelConfig* c, float* params) {
+    import_agree(L, llmc_import_shard(path, L, P, c, params));
     char shown[4 * PATH_CAP];
     if (L->rank == 0) printf("imported llm.c weights from %s\n", printable(path, shown, sizeof(shown)));
 }

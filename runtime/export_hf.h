@@ -355,24 +355,24 @@ static void hf_read_tensor(FILE* f, const char* path, const char* json, size_t l
             const char* v = hf_after_key(p, json + len, names[i]);
             if (v && *v == '{') e = v;
         }
-    if (!e) fail("--import-hf %s: no tensor %s", path, h->name);
+    if (!e) data_fail("--import-hf %s: no tensor %s", path, h->name);
     const char* end = (const char*)memchr(e, '}', json + len - e);
-    if (!end) fail("--import-hf %s: %s: malformed header", path, h->name);
+    if (!end) data_fail("--import-hf %s: %s: malformed header", path, h->name);
     const char* dtype = hf_field(e, end, "dtype");
     if (!dtype || strncmp(dtype, "\"F32\"", 5))
-        fail("--import-hf %s: %s is not F32 (only fp32 files are read)", path, h->name);
+        data_fail("--import-hf %s: %s is not F32 (only fp32 files are read)", path, h->name);
     long long shape[3], off[3];
     int transposed = h->how == HF_TRANSPOSE, dims = hf_numbers(hf_field(e, end, "shape"), end, shape, 3);
     long long want0 = transposed ? h->cols : h->rows, want1 = transposed ? h->rows : h->cols;
     int match = h->cols == 1 ? dims == 1 && shape[0] == h->rows : dims == 2 && shape[0] == want0 && shape[1] == want1;
     if (!match)
-        fail("--import-hf %s: %s has another shape than this model's [%lld, %lld]", path, h->name, want0, want1);
+        data_fail("--import-hf %s: %s has another shape than this model's [%lld, %lld]", path, h->name, want0, want1);
     size_t bytes = sizeof(float) * (size_t)h->rows * h->cols;
     if (hf_numbers(hf_field(e, end, "data_offsets"), end, off, 3) != 2 || off[1] - off[0] != (long long)bytes ||
         off[1] > data_bytes)
-        fail("--import-hf %s: %s: data offsets outside the file or of another size", path, h->name);
+        data_fail("--import-hf %s: %s: data offsets outside the file or of another size", path, h->name);
     if (fseeko(f, data0 + off[0], SEEK_SET) || fread(out, 1, bytes, f) != bytes)
-        fail("--import-hf %s: read of %s failed", path, h->name);
+        data_fail("--import-hf %s: read of %s failed", path, h->name);
 }
 
 // The inverse of hf_transform: export tensor h (in) back into its rows of our full tensor.
@@ -453,11 +453,11 @@ static void hf_config_check(const char* dir, const ModelConfig* c) {
         if (!key) break;
         const char* key_end = strchr(key + 1, '"');
         const char* colon = key_end ? strchr(key_end, ':') : NULL;
-        if (!colon) fail("--import-hf %s: not a JSON object of fields", path);
+        if (!colon) data_fail("--import-hf %s: not a JSON object of fields", path);
         const char* v = colon + 1;
         while (*v == ' ' || *v == '\n' || *v == '\t' || *v == '\r') v++;
         const char* end = hf_json_value_end(v);
-        if (!end) fail("--import-hf %s: not a JSON object of fields", path);
+        if (!end) data_fail("--import-hf %s: not a JSON object of fields", path);
         int vlen = (int)(end - v);
         while (vlen > 0 && (v[vlen - 1] == ' ' || v[vlen - 1] == '\n' || v[vlen - 1] == '\r')) vlen--;
         int klen = (int)(key_end - key - 1), known = 0;
@@ -474,34 +474,36 @@ static void hf_config_check(const char* dir, const ModelConfig* c) {
                                                : fabs(strtod(v, NULL) - h->num) <= 1e-6 * fabs(h->num);
             int shown = vlen < 40 ? vlen : 40;
             if (!same && !strcmp(h->key, "model_type"))
-                fail("--import-hf %s: model_type %.*s, but this run's architecture is %s (%s)", path, shown, v,
+                data_fail("--import-hf %s: model_type %.*s, but this run's architecture is %s (%s)", path, shown, v,
                      arch_name(c->arch), gpt2 ? "add --arch llama, or a llama --model" : "a gpt2 --model");
             if (!same)
-                fail("--import-hf %s: %s is %.*s, this model's %s (set by --model and the shape flags%s)", path,
+                data_fail("--import-hf %s: %s is %.*s, this model's %s (set by --model and the shape flags%s)", path,
                      h->key, shown, v, ours, !strcmp(h->key, "rope_theta") ? ", --rope-theta" : "");
         }
         if (!known)
-            fail("--import-hf %s: field '%.*s' is not one this trainer reads (its effect on the model is unknown): "
+            data_fail("--import-hf %s: field '%.*s' is not one this trainer reads (its effect on the model is unknown): "
                  "refused", path, klen < 60 ? klen : 60, key + 1);
         p = *end == ',' ? end : NULL;
     }
     free(text);
 }
 
-static void hf_import(const char* dir, const Layout* L, const ParamLayout* P, const ModelConfig* c, float* params) {
-    char path[PATH_CAP], why[512];
+// --import-hf DIR into this rank's shard. Its errors leave by data_fail: hf_import makes them one line.
+static void hf_import_shard(const char* dir, const Layout* L, const ParamLayout* P, const ModelConfig* c,
+                            float* params, char* path) {
+    char why[512];
     hf_config_check(dir, c);
     path_format(path, "--import-hf", "%s/model.safetensors", dir);
     FILE* f = input_open(path, why, sizeof(why), NULL);
-    if (!f) fail("--import-hf %s: cannot open: %s", path, why);
+    if (!f) data_fail("--import-hf %s: cannot open: %s", path, why);
     struct stat st;
     fstat(fileno(f), &st);
     uint64_t len = 0;
     if (fread(&len, 8, 1, f) != 1 || len > (100u << 20) || (long long)len + 8 > (long long)st.st_size)
-        fail("--import-hf %s: not a safetensors file (header length %llu of a %lld-byte file)", path,
+        data_fail("--import-hf %s: not a safetensors file (header length %llu of a %lld-byte file)", path,
              (unsigned long long)len, (long long)st.st_size);
     char* json = (char*)xmalloc(len + 1);
-    if (fread(json, 1, len, f) != len) fail("--import-hf %s: truncated header", path);
+    if (fread(json, 1, len, f) != len) data_fail("--import-hf %s: truncated header", path);
     json[len] = 0;
     ParamLayout* full = (ParamLayout*)xmalloc(sizeof(ParamLayout));
     param_layout_build(full, c, 1, 0, 1, 1, 0, 1);
@@ -521,7 +523,7 @@ static void hf_import(const char* dir, const Layout* L, const ParamLayout* P, co
             hf_untransform(&ts[k], in, hd, buf);
         }
         if (state_values_check(buf, (size_t)t->rows * t->cols, 0, t->name, why, sizeof(why)))
-            fail("--import-hf %s: %s", path, why);
+            data_fail("--import-hf %s: %s", path, why);
         CopyCtx cc = {params + t->offset, buf, 0};
         tensor_runs(t, L->tp, L->tp_rank, copy_run, &cc);
     }
@@ -531,7 +533,11 @@ static void hf_import(const char* dir, const Layout* L, const ParamLayout* P, co
     free(ts);
     free(in);
     free(buf);
-    char shown[4 * PATH_CAP];
+}
+
+static void hf_import(const char* dir, const Layout* L, const ParamLayout* P, const ModelConfig* c, float* params) {
+    char path[PATH_CAP], shown[4 * PATH_CAP];
+    import_agree(L, hf_import_shard(dir, L, P, c, params, path));
     if (L->rank == 0) printf("imported Hugging Face weights from %s\n", printable(path, shown, sizeof(shown)));
 }
 

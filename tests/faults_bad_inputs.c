@@ -703,6 +703,11 @@ static const BadRun BAD_RUNS[] = {
       "model_type \"llama\", but this run's architecture is gpt2 (add --arch llama", 1}, HF_LLAMA, NULL},
     {{"import_hf_rope_theta", "--model llama-tiny --rope-theta 500000 --import-hf " BAD "/hf_llama",
       "rope_theta is 10000.0, this model's 500000", 1}, HF_LLAMA, NULL},
+    // every rank reads the file and meets the error: one line for the run (runtime/ckpt.h import_agree)
+    {{"import_hf_rope_theta_tp2_one_line", "--model llama-tiny --tp 2 --rope-theta 500000 --import-hf " BAD "/hf_llama",
+      "rope_theta is 10000.0, this model's 500000", 1}, HF_LLAMA, NULL},
+    {{"import_llmc_garbage_dp2_one_line", "--dp 2 --import-llmc " BAD "/hf_llama/config.json", "truncated header", 1},
+     HF_LLAMA, NULL},
     {{"import_hf_unknown_field", "--model llama-tiny --import-hf " BAD "/hf_llama_x",
       "field 'sliding_window' is not one this trainer reads", 1},
      HF_LLAMA " && rm -rf " BAD "/hf_llama_x && cp -r " BAD "/hf_llama " BAD "/hf_llama_x && sed -i "

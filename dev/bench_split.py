@@ -10,8 +10,14 @@ stage (its layers, the head and the loss) sets every stage's pace. For each run:
 Printed: the median over the repeats of the step, the busiest rank's idle and the largest
 idle of any rank (ms, and as a share of the step: on a shared machine the load scales every
 time of a run, the shares much less), and each rank's busy time (the cut's balance).
-On fewer cores than ranks the ranks share them, and a balanced cut cannot shorten the step
-(the cores are the bottleneck, whatever the cut): measure with a core per rank (pp 2 on 2).
+Also printed: the ranks computing at once (the busy times summed over the ranks / the step).
+Where it reaches the cores of the machine, the cores set the step (it is at least the work
+summed over the ranks / the cores, the same for every cut), and a balanced cut cannot shorten
+it: measure with a core per rank (pp 2 on 2), or with a head so heavy that the last stage alone
+is more than 1/cores of the work (then the even cut's step is that stage's).
+The busiest rank's idle is the pipeline's fill and drain (the other stages' first forward and
+last backward): a balanced cut makes those stages slower, so it grows; what the cut removes is
+the other ranks' wait for the slowest stage (the largest idle).
 
 Usage: python3 dev/bench_split.py [--pp 4] [--repeat 3] [--flags "MODEL FLAGS"]
 """
@@ -32,7 +38,7 @@ def measure(split, pp, flags):
     idle_max = max(span - busy[r] for r in ranks)
     return dict(step=span * ms, idle_busiest=(span - busy[busiest]) * ms, idle_max=idle_max * ms,
                 share_busiest=(span - busy[busiest]) / span, share_max=idle_max / span,
-                busy=[busy[r] * ms for r in ranks])
+                at_once=sum(busy.values()) / span, busy=[busy[r] * ms for r in ranks])
 
 
 def main():
@@ -47,15 +53,16 @@ def main():
         for split in runs:
             runs[split].append(measure(split, a.pp, a.flags))
     print(f"pp {a.pp}, {a.flags}; {os.cpu_count()} cores; traced steps 2-3, median of {a.repeat} alternating runs")
-    print("| --pp-split | step ms | busiest rank idle ms (of step) | largest idle ms (of step) | busy ms per rank |")
-    print("|---|---|---|---|---|")
+    print("| --pp-split | step ms | busiest rank idle ms (of step) | largest idle ms (of step) | busy ms per rank "
+          "| ranks computing at once |")
+    print("|---|---|---|---|---|---|")
     med = {}
-    keys = ("step", "idle_busiest", "idle_max", "share_busiest", "share_max")
+    keys = ("step", "idle_busiest", "idle_max", "share_busiest", "share_max", "at_once")
     for split, rs in runs.items():
         med[split] = m = {k: statistics.median(r[k] for r in rs) for k in keys}
         busy = " / ".join(f"{statistics.median(r['busy'][i] for r in rs):.0f}" for i in range(a.pp))
         print(f"| {split} | {m['step']:.0f} | {m['idle_busiest']:.0f} ({100 * m['share_busiest']:.1f}%) | "
-              f"{m['idle_max']:.0f} ({100 * m['share_max']:.1f}%) | {busy} |")
+              f"{m['idle_max']:.0f} ({100 * m['share_max']:.1f}%) | {busy} | {m['at_once']:.2f} |")
     e, u = med["even"], med["auto"]
     print(f"auto / even: step {u['step'] / e['step']:.2f}, busiest rank idle {u['idle_busiest'] / e['idle_busiest']:.2f} "
           f"(share {u['share_busiest'] / e['share_busiest']:.2f}), largest idle {u['idle_max'] / e['idle_max']:.2f} "

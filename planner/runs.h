@@ -313,7 +313,8 @@ static void plan_runs(const char* path, const char* csv_path, const int* shape, 
         for (int j = 0; j < n_cols; j++)
             if (!strcmp(names[j], RUN_UNMODELLED[k]))
                 fail("--runs %s: column '%s' names a setting the planner does not model (it reads cp, cp_ulysses, "
-                     "offload, offload_frames, reduce_dtype, vpp beside the required ones): remove it to predict the rows without it",
+                     "offload, offload_frames, reduce_dtype, vpp beside the required ones): remove it to predict the "
+                     "rows without it",
                      path, names[j]);
     char*** rows = NULL;  // rows[i][j]: field j of run i, in in.text
     int n_rows = 0, row_cap = 0, n;

@@ -35,13 +35,6 @@
 // schedule ops' trace (runtime/metrics.h), the step's batch, the activations' allocation, the
 // weights' initialization, checkpoints, and main.
 
-// --zero 3: the whole buffer for a moment, then this replica's shard kept (parallel/zero3.h).
-static void params_init(Model* m) {
-    float* p = m->zero3_state ? f32_alloc(m, m->P.n_padded) : m->params;
-    init_params(&m->P, &m->c, m->c.tp, m->L.tp_rank, p);
-    if (m->zero3_state) zero3_keep_shard(m, p), f32_free(m, p);
-}
-
 static void model_init(Model* m, Args* a, Metrics* met) {
     model_init_layout(m, a, met);  // runtime/train.h
     m->be.reference = a->kernels_ref;
@@ -61,22 +54,6 @@ static void offload_check(void) {
     if (mine == first) print_error("%s", offload_error);
     MPI_Finalize();
     exit(1);
-}
-
-// With --offload optimizer: m and v leave the resident set after a checkpoint read or wrote them.
-static void opt_state_release(Model* m) {
-    if (!(m->c.offload & OFFLOAD_OPTIMIZER)) return;
-    tier_release(m->m_state, sizeof(float) * (m->opt_hi - m->opt_lo));
-    tier_release(m->v_state, sizeof(float) * (m->opt_hi - m->opt_lo));
-}
-
-// Checkpoints: ckpt.h on the fp32 weights and AdamW state as they are (offloaded or not).
-// --zero 3 all-gathers the weights for the writer (zero3_full_params).
-static void save_checkpoint(Model* m, int step) {
-    float* params = m->param_shard ? zero3_full_params(m) : m->params;
-    ckpt_save(&m->L, &m->P, &m->c, m->args, params, m->m_state, m->v_state, m->opt_lo, m->opt_hi, step);
-    if (params != m->params) free(params);
-    opt_state_release(m);
 }
 
 // ----------------------------------------------------------------------------
@@ -116,13 +93,7 @@ int main(int argc, char** argv) {
     Model m;
     model_init(&m, a, &met);
     offload_check();
-    int start_step = 0;
-    float* params = m.param_shard ? zero3_full_params(&m) : m.params;  // --zero 3: the readers fill it whole
-    if (a->import_llmc) llmc_import(a->import_llmc, &m.L, &m.P, c, params);
-    if (a->import_hf) hf_import(a->import_hf, &m.L, &m.P, c, params);
-    if (a->resume) start_step = ckpt_resume(&m.L, &m.P, c, a, params, m.m_state, m.v_state, m.opt_lo, m.opt_hi);
-    if (params != m.params) zero3_keep_shard(&m, params), free(params);
-    opt_state_release(&m);
+    int start_step = weights_load(&m);
     if (rank == 0) print_startup(&m.L, &m.P, c, a, &run.train, &run.val, &met, m.n_micro, start_step);
     size_t act_bytes = m.scratch_bytes;
     double act_tier_bytes = 0;  // --offload activations: the slots beyond the frames
@@ -140,10 +111,7 @@ int main(int argc, char** argv) {
         MPI_Finalize();
         return code;
     }
-    params = m.param_shard ? zero3_full_params(&m) : m.params;
-    if (a->export_llmc) llmc_export(a->export_llmc, &m.L, &m.P, c, params);
-    if (a->export_hf) hf_export(a->export_hf, &m.L, &m.P, c, params, a->eot, a->tokenizer);
-    if (params != m.params) free(params);
+    weights_export(&m);
     metrics_finish(&met, &m.L, (double)(m.slots_peak_bytes + m.scratch_bytes));
     MPI_Finalize();
     return stdout_exit_code(0);

@@ -61,32 +61,6 @@
 #include "runtime/train.h"
 
 // ----------------------------------------------------------------------------
-// Copy the host fp32 weights to the device and make the bf16 copy, and back (--zero 3: only
-// this replica's shard goes either way, no whole copy on the device; zero3_gpu.h zero3_download).
-static void upload_params(Model* m) {
-    if (master_on_host(m)) return offload_upload(m);
-    size_t lo = m->zero3_state ? m->opt_lo : 0, n = m->zero3_state ? m->opt_hi - m->opt_lo : m->P.n_padded;
-    h2d(m->zero3_state ? m->param_shard : m->params, m->be.h_params + lo, sizeof(float) * n, m->be.stream);
-    if (m->zero3_state) zero3_params_updated(m);
-    else f32_to_bf16_gpu(m->be.params_bf16, m->params, m->P.n_padded, m->be.stream);
-}
-static void download_params(Model* m) {
-    if (master_on_host(m)) offload_download(m);
-    else if (m->zero3_state) zero3_download(m, m->be.h_params);
-    else d2h(m->be.h_params, m->params, sizeof(float) * m->P.n_padded, m->be.stream);
-}
-
-// init_params on the host (the CPU build's weights, bit for bit), then up to the device.
-static void params_init(Model* m) {
-    // --offload optimizer: pinned, the master weights of the optimizer range (backend/gpu/offload_gpu.h)
-    m->be.h_params = m->c.offload & OFFLOAD_OPTIMIZER
-                         ? (float*)host_pinned(sizeof(float) * m->P.n_padded, "--offload optimizer")
-                         : (float*)xcalloc(m->P.n_padded, sizeof(float));
-    init_params(&m->P, &m->c, m->c.tp, m->L.tp_rank, m->be.h_params);
-    if (master_on_host(m)) offload_weights_init(m);
-    upload_params(m);
-}
-
 static void model_init(Model* m, Args* a, Metrics* met) {
     model_init_layout(m, a, met);  // runtime/train.h
     // The communicators: ncclCommInitRank waits for every rank to reach it over the network NCCL
@@ -125,32 +99,6 @@ static void model_init(Model* m, Args* a, Metrics* met) {
         m->kernel_doc_seq = m->be.d_doc_seq;
         if (m->cp_order) m->kernel_cp_order = m->be.d_cp_order = (int*)dev_alloc(sizeof(int) * held * m->c.cp);
     }
-}
-
-// Checkpoints go through ckpt.h on host copies of the fp32 weights and AdamW state (--offload
-// optimizer: the state itself, already on the host).
-static void save_checkpoint(Model* m, int step) {
-    size_t n_opt = m->opt_hi - m->opt_lo;
-    int dev = !(m->c.offload & OFFLOAD_OPTIMIZER);
-    float* hm = dev ? (float*)xmalloc(sizeof(float) * (n_opt ? n_opt : 1)) : m->m_state;
-    float* hv = dev ? (float*)xmalloc(sizeof(float) * (n_opt ? n_opt : 1)) : m->v_state;
-    download_params(m);
-    if (dev) d2h(hm, m->m_state, sizeof(float) * n_opt, m->be.stream);
-    if (dev) d2h(hv, m->v_state, sizeof(float) * n_opt, m->be.stream);
-    ckpt_save(&m->L, &m->P, &m->c, m->args, m->be.h_params, hm, hv, m->opt_lo, m->opt_hi, step);
-    if (dev) free(hm), free(hv);
-}
-static int resume_checkpoint(Model* m) {
-    size_t n_opt = m->opt_hi - m->opt_lo;
-    int dev = !(m->c.offload & OFFLOAD_OPTIMIZER);
-    float* hm = dev ? (float*)xcalloc(n_opt ? n_opt : 1, sizeof(float)) : m->m_state;
-    float* hv = dev ? (float*)xcalloc(n_opt ? n_opt : 1, sizeof(float)) : m->v_state;
-    int step = ckpt_resume(&m->L, &m->P, &m->c, m->args, m->be.h_params, hm, hv, m->opt_lo, m->opt_hi);
-    upload_params(m);
-    if (dev) h2d(m->m_state, hm, sizeof(float) * n_opt, m->be.stream);
-    if (dev) h2d(m->v_state, hv, sizeof(float) * n_opt, m->be.stream);
-    if (dev) free(hm), free(hv);
-    return step;
 }
 
 // ----------------------------------------------------------------------------
@@ -194,13 +142,7 @@ int main(int argc, char** argv) {
     met.profile = profile;  // the planner's model of this device (--pp-split auto, the start-up table)
     Model m;
     model_init(&m, a, &met);
-    int start_step = 0;
-    if (a->import_llmc || a->import_hf) {  // into the host copy, then up to the device
-        if (a->import_llmc) llmc_import(a->import_llmc, &m.L, &m.P, c, m.be.h_params);
-        if (a->import_hf) hf_import(a->import_hf, &m.L, &m.P, c, m.be.h_params);
-        upload_params(&m);
-    }
-    if (a->resume) start_step = resume_checkpoint(&m);
+    int start_step = weights_load(&m);
     a->kernels_note = "CUDA: bf16, cuBLASLt, flash attention (backend/gpu/)";
     const char* tile_why;
     const AttFwdTile* tile = attention_tile_choose(a->attn_tile, m.hd, prop.name, "dev/attn_tiles.csv", &tile_why);
@@ -233,11 +175,7 @@ int main(int argc, char** argv) {
         MPI_Finalize();
         return code;
     }
-    if (a->export_llmc || a->export_hf) {
-        download_params(&m);
-        if (a->export_llmc) llmc_export(a->export_llmc, &m.L, &m.P, c, m.be.h_params);
-        if (a->export_hf) hf_export(a->export_hf, &m.L, &m.P, c, m.be.h_params, a->eot, a->tokenizer);
-    }
+    weights_export(&m);
     size_t free_b = 0, total_b = 0;
     cudaCheck(cudaMemGetInfo(&free_b, &total_b));
     if (rank == 0) {

@@ -168,9 +168,6 @@ static char* act_tier_alloc(Model* m, size_t bytes);
 static void act_tier_out(Model* m, char* tier, const char* frame, size_t bytes);
 static void act_tier_in(Model* m, char* frame, char* tier, size_t bytes);
 static void act_tier_wait(Model* m);
-// The initial weights (init_params) put where the build's kernels read them (m->params, and
-// the GPU's bf16 copy).
-static void params_init(Model* m);
 
 // ----------------------------------------------------------------------------
 // Optimizer.
@@ -198,7 +195,20 @@ static void loss_fetch(Model* m);  // m->loss_sum holds this step's sum of token
 // The last chunk's logits of one row (lnf_row, C act_t) over the padded vocabulary, fp32 on
 // the host on every tp rank.
 static void row_logits(Model* m, const act_t* lnf_row, float* row);
-static void save_checkpoint(Model* m, int step);
+// The whole local fp32 weights on the host (n_padded floats, the params.h layout) for
+// init_params and the readers and writers that go tensor by tensor (parallel/zero3.h
+// params_to_host): a host buffer for them (the CPU: the weights themselves, or with --zero 3 a
+// buffer of its own; the GPU: its host copy, made at the first call) and its end; the weights the
+// kernels read copied into it, and from it (the GPU: and its bf16 copy made). With --zero 3 only
+// this replica's shard [opt_lo, opt_hi) goes either way, at its place.
+static float* params_host_take(Model* m);
+static void params_host_give(Model* m, float* host);
+static void params_down(Model* m, float* host);
+static void params_up(Model* m, const float* host);
+// AdamW's m or v (state: opt_hi - opt_lo floats) on the host for a checkpoint (fetch: its values
+// copied there), and its end (store: what a reader wrote there copied back).
+static float* opt_state_host_take(Model* m, float* state, int fetch);
+static void opt_state_host_give(Model* m, float* host, float* state, int store);
 // Wait for the queued device work (a no-op on the CPU).
 static void device_sync(Model* m);
 

@@ -206,19 +206,31 @@ static void sharded_unit_parts(ShardedUnit* u, size_t S, int replicas) {
     }
 }
 
-// The whole local buffer of weights (all-gathered from the shards), for a reader or writer of
-// the local layout (checkpoints, llm.c and Hugging Face files); zero3_keep_shard takes this
-// replica's shard back from it.
-static float* zero3_full_params(Model* m) {
-    size_t S = shard_floats(&m->P, m->L.replicas);
-    float* full = f32_alloc(m, m->P.n_padded);
-    f32_copy(m, full + (size_t)m->L.replica * S, m->param_shard, m->opt_hi - m->opt_lo);
-    param_allgather(m, GROUP_DP, full + (size_t)m->L.replica * S, full, S);  // comm: dp all-gather (whole buffer)
-    return full;  // the caller frees it
+// The whole local buffer of weights on the host, current, for a reader or writer of the local
+// layout (checkpoints, llm.c and Hugging Face files); params_from_host puts what a reader wrote
+// there back where the kernels read it, and ends the buffer. --zero 3: each replica's shard
+// is copied down and the shards all-gathered among the hosts; back, only this replica's shard.
+static float* params_to_host(Model* m) {
+    float* host = params_host_take(m);
+    params_down(m, host);
+    if (m->zero3_state) {
+        size_t S = shard_floats(&m->P, m->L.replicas);
+        float* mine = host + (size_t)m->L.replica * S;
+        comm_allgather(&m->L.group[GROUP_DP], mine, host, S);  // comm: dp all-gather of the shards (host)
+    }
+    return host;
 }
-static void zero3_keep_shard(Model* m, const float* full) {
-    f32_copy(m, m->param_shard, full + m->opt_lo, m->opt_hi - m->opt_lo);
-    zero3_params_updated(m);
+static void params_from_host(Model* m, float* host) {
+    params_up(m, host);
+    if (m->zero3_state) zero3_params_updated(m);
+    params_host_give(m, host);
+}
+// The initial weights (layout/params.h init_params: the same on both builds, bit for bit) where
+// the kernels read them.
+static void params_init(Model* m) {
+    float* host = params_host_take(m);
+    init_params(&m->P, &m->c, m->c.tp, m->L.tp_rank, host);
+    params_from_host(m, host);
 }
 
 // Deferred weight passes: each layer's norm gradients bound to its own part of held_grads.
@@ -298,7 +310,7 @@ static void zero3_init(Model* m) {
     }
     for (int s = 0; s < 2; s++) z->slot[s] = keep ? NULL : arena + s * max_layer, z->slot_unit[s] = -1;
     if (c->sp) m->sp_buf = f32_alloc(m, S);
-    params_init(m);  // the initial weights into the shard (zero3_keep_shard)
+    params_init(m);  // the initial weights into the shard
 }
 
 #endif

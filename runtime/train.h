@@ -10,6 +10,8 @@
 #include "parallel/context_parallel.h"
 #include "parallel/data_parallel.h"
 #include "parallel/pipeline.h"
+#include "runtime/ckpt.h"
+#include "runtime/export_hf.h"
 #include "runtime/metrics.h"
 #include "runtime/run.h"  // Run
 
@@ -357,6 +359,47 @@ static void sample_text(Model* m, const Tokenizer* tk, int len, uint64_t seed, F
     for (int c = 0; c < m->L.vpp; c++)  // the last token's sends
         for (int i = 0; i < m->chunks[c].n_slots; i++) pp_send_wait(m, &m->chunks[c].slots[i], 0);
     free(ctx); free(window); free(mine); free(row); free(text.bytes);
+}
+
+// ----------------------------------------------------------------------------
+// Checkpoints (runtime/ckpt.h) and the llm.c and Hugging Face files, on the host copies of the
+// fp32 weights (params_to_host) and of AdamW's state.
+
+static void save_checkpoint(Model* m, int step) {
+    float* params = params_to_host(m);
+    float* m_host = opt_state_host_take(m, m->m_state, 1);
+    float* v_host = opt_state_host_take(m, m->v_state, 1);
+    ckpt_save(&m->L, &m->P, &m->c, m->args, params, m_host, v_host, m->opt_lo, m->opt_hi, step);
+    opt_state_host_give(m, m_host, m->m_state, 0);
+    opt_state_host_give(m, v_host, m->v_state, 0);
+    params_host_give(m, params);
+}
+// --import-llmc, --import-hf, then --resume: returns the step to go on from (0: none).
+static int weights_load(Model* m) {
+    const Args* a = m->args;
+    if (!a->import_llmc && !a->import_hf && !a->resume) return 0;
+    float* params = params_to_host(m);  // (the readers fill it whole)
+    if (a->import_llmc) llmc_import(a->import_llmc, &m->L, &m->P, &m->c, params);
+    if (a->import_hf) hf_import(a->import_hf, &m->L, &m->P, &m->c, params);
+    int step = 0;
+    if (a->resume) {
+        float* m_host = opt_state_host_take(m, m->m_state, 0);
+        float* v_host = opt_state_host_take(m, m->v_state, 0);
+        step = ckpt_resume(&m->L, &m->P, &m->c, a, params, m_host, v_host, m->opt_lo, m->opt_hi);
+        opt_state_host_give(m, m_host, m->m_state, 1);
+        opt_state_host_give(m, v_host, m->v_state, 1);
+    }
+    params_from_host(m, params);
+    return step;
+}
+// --export-llmc, --export-hf after the run.
+static void weights_export(Model* m) {
+    const Args* a = m->args;
+    if (!a->export_llmc && !a->export_hf) return;
+    float* params = params_to_host(m);
+    if (a->export_llmc) llmc_export(a->export_llmc, &m->L, &m->P, &m->c, params);
+    if (a->export_hf) hf_export(a->export_hf, &m->L, &m->P, &m->c, params, a->eot, a->tokenizer);
+    params_host_give(m, params);
 }
 
 // ----------------------------------------------------------------------------

@@ -177,6 +177,23 @@ static float* opt_state_alloc(Model* m, size_t n, const char* what) {
     if (!(m->c.offload & OFFLOAD_OPTIMIZER)) return f32_alloc(m, n);
     return (float*)tier_map(m->args->offload_dir, sizeof(float) * n, what);
 }
+// The fp32 weights are where the kernels read them; --zero 3's shard is copied at its place.
+static float* params_host_take(Model* m) { return m->param_shard ? f32_alloc(m, m->P.n_padded) : m->params; }
+static void params_host_give(Model* m, float* host) {
+    if (host != m->params) f32_free(m, host);
+}
+static void params_down(Model* m, float* host) {
+    if (m->param_shard) f32_copy(m, host + m->opt_lo, m->param_shard, m->opt_hi - m->opt_lo);
+}
+static void params_up(Model* m, const float* host) {
+    if (m->param_shard) f32_copy(m, m->param_shard, host + m->opt_lo, m->opt_hi - m->opt_lo);
+}
+// AdamW's state is on the host; with --offload optimizer it leaves the resident set after a
+// checkpoint read or wrote it.
+static float* opt_state_host_take(Model* m, float* state, int fetch) { return state; }
+static void opt_state_host_give(Model* m, float* host, float* state, int store) {
+    if (m->c.offload & OFFLOAD_OPTIMIZER) tier_release(state, sizeof(float) * (m->opt_hi - m->opt_lo));
+}
 static float* act_alloc(Model* m, size_t n) { return (float*)xcalloc(n, sizeof(float)); }
 
 #endif

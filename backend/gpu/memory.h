@@ -276,6 +276,45 @@ static float* opt_state_alloc(Model* m, size_t n, const char* what) {
     if (!(m->c.offload & OFFLOAD_OPTIMIZER)) return f32_alloc(m, n);
     return (float*)host_pinned(sizeof(float) * n, "--offload optimizer");
 }
+// The host copy of the fp32 weights; under master_on_host (--offload optimizer, zero 0/1/2) it is
+// the master itself, pinned, which the weights' views point at (offload_weights_init). Down and up
+// (--zero 3: only this replica's shard; no whole copy on the device) with the bf16 copy remade.
+static float* params_host_take(Model* m) {
+    if (m->be.h_params) return m->be.h_params;
+    m->be.h_params = m->c.offload & OFFLOAD_OPTIMIZER
+                         ? (float*)host_pinned(sizeof(float) * m->P.n_padded, "--offload optimizer")
+                         : (float*)xcalloc(m->P.n_padded, sizeof(float));
+    if (master_on_host(m)) offload_weights_init(m);
+    return m->be.h_params;
+}
+static void params_host_give(Model* m, float* host) {}
+static void params_down(Model* m, float* host) {
+    if (master_on_host(m)) return offload_download(m);
+    if (m->param_shard) d2h(host + m->opt_lo, m->param_shard, sizeof(float) * (m->opt_hi - m->opt_lo), m->be.stream);
+    else d2h(host, m->params, sizeof(float) * m->P.n_padded, m->be.stream);
+}
+static void params_up(Model* m, const float* host) {
+    if (master_on_host(m)) return offload_upload(m);
+    if (m->param_shard) {
+        h2d(m->param_shard, host + m->opt_lo, sizeof(float) * (m->opt_hi - m->opt_lo), m->be.stream);
+        return;
+    }
+    h2d(m->params, host, sizeof(float) * m->P.n_padded, m->be.stream);
+    f32_to_bf16_gpu(m->be.params_bf16, m->params, m->P.n_padded, m->be.stream);
+}
+// AdamW's state: a host copy of it (--offload optimizer: the state itself, already there).
+static float* opt_state_host_take(Model* m, float* state, int fetch) {
+    if (m->c.offload & OFFLOAD_OPTIMIZER) return state;
+    size_t n = m->opt_hi - m->opt_lo;
+    float* host = (float*)xcalloc(n ? n : 1, sizeof(float));
+    if (fetch) d2h(host, state, sizeof(float) * n, m->be.stream);
+    return host;
+}
+static void opt_state_host_give(Model* m, float* host, float* state, int store) {
+    if (host == state) return;
+    if (store) h2d(state, host, sizeof(float) * (m->opt_hi - m->opt_lo), m->be.stream);
+    free(host);
+}
 static bf16* act_alloc(Model* m, size_t n) { return (bf16*)dev_alloc(sizeof(bf16) * n); }
 
 #endif

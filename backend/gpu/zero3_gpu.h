@@ -1,8 +1,8 @@
 // backend/gpu/zero3_gpu.h: the GPU build's side of parallel/zero3.h (what a build supplies for
 // it): a unit's all-gather on NCCL's side stream and its gradient's sum on the compute stream
 // (comm_nccl.h; host-staged with --comm mpi), the gathered fp32 weights in one arena with a
-// bf16 copy of the same layout that the kernels read (bf()), a unit's copy made on the compute
-// stream once its gather is in, and the weights brought whole to the host through the shards.
+// bf16 copy of the same layout that the kernels read (bf()), and a unit's copy made on the compute
+// stream once its gather is in.
 // Included by train_gpt.cu among its memory functions.
 #ifndef ZERO3_GPU_H
 #define ZERO3_GPU_H
@@ -24,13 +24,4 @@ static void weights_arena(Model* m, float* arena, size_t n) {
 static void unit_weights_ready(Model* m, const float* buf, size_t n) {
     f32_to_bf16_gpu(m->be.params_bf16 + (buf - m->be.arena), buf, n, m->be.stream);
 }
-// The whole local buffer of weights on the host (checkpoints, exports) with no whole copy on the
-// device: this replica's shard down, then the shards all-gathered among the hosts.
-static void zero3_download(Model* m, float* host) {
-    size_t S = shard_floats(&m->P, m->L.replicas);
-    float* mine = host + (size_t)m->L.replica * S;
-    d2h(mine, m->param_shard, sizeof(float) * (m->opt_hi - m->opt_lo), m->be.stream);
-    comm_allgather(m->be.G.group[GROUP_DP].c, mine, host, S);  // comm: dp all-gather of the shards (host)
-}
-
 #endif

@@ -13,8 +13,9 @@
 static float* read_part(const char* path, int part, int32_t* h, size_t* n_full) {
     FILE* f = fopen(path, "rb");
     if (!f) fail("cannot open checkpoint '%s': %s", path, strerror(errno));
-    if (fread(h, 4, 256, f) != 256 || h[CK_MAGIC] != CKPT_MAGIC || h[CK_VERSION] != CKPT_VERSION)
-        fail("%s: not a version-%d checkpoint", path, CKPT_VERSION);
+    if (fread(h, 4, 256, f) != 256 || h[CK_MAGIC] != CKPT_MAGIC || h[CK_VERSION] < CKPT_VERSION_OLDEST ||
+        h[CK_VERSION] > CKPT_VERSION)
+        fail("%s: not a checkpoint of version %d to %d", path, CKPT_VERSION_OLDEST, CKPT_VERSION);
     *n_full = ckpt_header_n_full(h);
     float* x = (float*)xmalloc(sizeof(float) * *n_full);
     if (fseeko(f, 1024 + (off_t)part * *n_full * 4, SEEK_SET) || fread(x, 4, *n_full, f) != *n_full)

@@ -1,8 +1,9 @@
 // ckpt.h: checkpoints in a layout-independent form, written atomically and checksummed.
 // Shared by both builds.
 //
-// File ckpt_<step>.bin (all little-endian), format version 2:
-//   header: 256 int32 (see CK_* below; magic 20261202, version 2)
+// File ckpt_<step>.bin (all little-endian), format version 3:
+//   header: 256 int32 (see CK_* below; magic 20261202, version 3; CK_ROPE_THETA holds the
+//           float's bits)
 //   params: n_full float32, the full unsharded model in canonical order (params.h)
 //   adam m: n_full float32, same order
 //   adam v: n_full float32, same order
@@ -11,7 +12,8 @@
 //   The header's CK_SUM_LO/HI hold the checksum of the header (with those two fields 0) and
 //   the index, so a changed header field, index entry or tensor byte is found on loading.
 // Version 1 files (no index, no checksums) are refused with a line that says so: a state
-// that cannot be verified is not resumed.
+// that cannot be verified is not resumed. Version 2 files (the same, without rope_theta) are
+// read; a LLaMA one resumes with this run's --rope-theta, and rank 0 says so in a note.
 // The data position and RNG state follow from (step, seed, global_batch): the batch
 // order and the sampler are pure functions of them, so they are all a run needs to
 // continue exactly. Writing: --ckpt-dir is checked and locked at start-up (ckpt_dir_lock,
@@ -41,11 +43,12 @@
 #include "layout/params.h"
 
 #define CKPT_MAGIC 20261202
-#define CKPT_VERSION 2
+#define CKPT_VERSION 3
+#define CKPT_VERSION_OLDEST 2  // the oldest version this build reads
 enum { CK_MAGIC, CK_VERSION, CK_ARCH, CK_N_LAYER, CK_N_HEAD, CK_N_KV_HEAD, CK_D_MODEL, CK_D_FF, CK_SEQ_LEN, CK_VOCAB,
        CK_VOCAB_PADDED, CK_STEP, CK_SEED_LO, CK_SEED_HI, CK_DP, CK_TP, CK_PP, CK_VPP, CK_ZERO, CK_SP, CK_N_FULL_LO,
        CK_N_FULL_HI, CK_GLOBAL_BATCH, CK_MICRO_BATCH, CK_SCHEDULE, CK_RECOMPUTE, CK_STEPS, CK_N_TENSORS, CK_SUM_LO,
-       CK_SUM_HI };
+       CK_SUM_HI, CK_ROPE_THETA };
 #define CKPT_MAX_TENSORS ((int)(sizeof(((ParamLayout*)0)->t) / sizeof(Tensor)))
 
 // ----------------------------------------------------------------------------
@@ -136,6 +139,14 @@ static void ckpt_header_fill(int32_t* h, const ModelConfig* c, int step, size_t 
     h[CK_N_FULL_LO] = (int32_t)(n_full & 0xffffffffu), h[CK_N_FULL_HI] = (int32_t)(n_full >> 32);
     h[CK_GLOBAL_BATCH] = c->global_batch, h[CK_MICRO_BATCH] = c->micro_batch;
     h[CK_SCHEDULE] = c->schedule, h[CK_RECOMPUTE] = c->recompute, h[CK_STEPS] = c->steps, h[CK_N_TENSORS] = n_tensors;
+    memcpy(&h[CK_ROPE_THETA], &c->rope_theta, sizeof(float));
+}
+
+// The header's rope_theta (version 3 on; 0 in version 2, which did not record it).
+static float ckpt_header_rope_theta(const int32_t* h) {
+    float theta = 0;
+    if (h[CK_VERSION] >= 3) memcpy(&theta, &h[CK_ROPE_THETA], sizeof(float));
+    return theta;
 }
 
 static size_t ckpt_header_n_full(const int32_t* h) {
@@ -170,12 +181,13 @@ static const char* ckpt_header_check(const int32_t* h, const ModelConfig* c, siz
                                      char* why) {
     if (h[CK_MAGIC] != CKPT_MAGIC) { sprintf(why, "bad magic %d (expected %d)", h[CK_MAGIC], CKPT_MAGIC); return why; }
     if (h[CK_VERSION] == 1) {
-        sprintf(why, "format version 1 has no checksums and is not read any more (this build reads version %d): "
-                "resume it with the build that wrote it, or start over", CKPT_VERSION);
+        sprintf(why, "format version 1 has no checksums and is not read any more (this build reads versions %d to %d): "
+                "resume it with the build that wrote it, or start over", CKPT_VERSION_OLDEST, CKPT_VERSION);
         return why;
     }
-    if (h[CK_VERSION] != CKPT_VERSION) {
-        sprintf(why, "unsupported version %d (expected %d)", h[CK_VERSION], CKPT_VERSION);
+    if (h[CK_VERSION] < CKPT_VERSION_OLDEST || h[CK_VERSION] > CKPT_VERSION) {
+        sprintf(why, "unsupported version %d (this build reads %d to %d%s)", h[CK_VERSION], CKPT_VERSION_OLDEST,
+                CKPT_VERSION, h[CK_VERSION] > CKPT_VERSION ? ": a newer build wrote it" : "");
         return why;
     }
     long long want = ckpt_file_bytes(ckpt_header_n_full(h), h[CK_N_TENSORS]);
@@ -213,6 +225,12 @@ static const char* ckpt_header_check(const int32_t* h, const ModelConfig* c, siz
         sprintf(why, "holds %zu parameters, this model has %zu", ckpt_header_n_full(h), n_full);
         return why;
     }
+    float theta = ckpt_header_rope_theta(h);  // RoPE's base changes every attention score (LLaMA)
+    if (c->arch == ARCH_LLAMA && theta != 0 && theta != c->rope_theta) {
+        sprintf(why, "model rope_theta is %g in the checkpoint but %g here (set --rope-theta %g)", theta,
+                c->rope_theta, theta);
+        return why;
+    }
     if (h[CK_STEP] < 0) { sprintf(why, "negative step %d", h[CK_STEP]); return why; }
     return NULL;
 }
@@ -237,7 +255,7 @@ static const char* ckpt_index_read(FILE* f, CkptIndex* ix, char* why, size_t cap
         return why;
     }
     const int32_t* h = ix->h;
-    if (h[CK_MAGIC] != CKPT_MAGIC || h[CK_VERSION] != CKPT_VERSION ||
+    if (h[CK_MAGIC] != CKPT_MAGIC || h[CK_VERSION] < CKPT_VERSION_OLDEST || h[CK_VERSION] > CKPT_VERSION ||
         ckpt_file_bytes(ckpt_header_n_full(h), h[CK_N_TENSORS]) != st.st_size) {
         char w[512];
         ModelConfig none;
@@ -694,6 +712,9 @@ static int ckpt_resume(const Layout* L, const ParamLayout* P, const ModelConfig*
                printable(path, shown, sizeof(shown)), h[CK_STEP], h[CK_DP], h[CK_TP], h[CK_PP], h[CK_VPP], h[CK_ZERO],
                h[CK_STEP] == c->steps ? ": the run is complete at --steps, nothing to train (raise --steps to go on)"
                                       : "");
+    if (L->rank == 0 && c->arch == ARCH_LLAMA && !ckpt_header_rope_theta(h))
+        printf("note: checkpoint format %d does not record rope_theta: resuming with this run's %g (--rope-theta)\n",
+               h[CK_VERSION], c->rope_theta);
     return h[CK_STEP];
 }
 

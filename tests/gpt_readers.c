@@ -388,7 +388,8 @@ static void test_checkpoint_corrupt(Model* into, const char* p7, long long want_
         {"trunc.bin", -1, 0, want_size - 4, -1, "(truncated or corrupt)", "truncated body"},
         {"trunc_header.bin", -1, 0, 100, -1, "truncated header", "truncated header"},
         {"magic.bin", CK_MAGIC, 777, -1, -1, "bad magic 777", "bad magic"},
-        {"version.bin", CK_VERSION, 3, -1, -1, "unsupported version 3", "wrong version"},
+        {"version.bin", CK_VERSION, 4, -1, -1, "unsupported version 4 (this build reads 2 to 3: a newer build",
+         "a newer version"},
         {"version1.bin", CK_VERSION, 1, -1, -1, "format version 1 has no checksums", "version 1 (no checksums)"},
         {"shape.bin", CK_D_MODEL, 32, -1, -1, "the header or the index does not match its checksum",
          "changed header field (d_model)"},
@@ -406,6 +407,60 @@ static void test_checkpoint_corrupt(Model* into, const char* p7, long long want_
         snprintf(name, sizeof(name), "ckpt/%s rejected", bad[i].what);
         check_fails_in(name, resume_child, &rc, bp, bad[i].want);
     }
+}
+
+// A copy of checkpoint src as format version 2 wrote it (no rope_theta), its header checksum
+// recomputed as that writer would have.
+static void write_version2_copy(const char* src, const char* dst) {
+    long long n = file_size(src);
+    uint8_t* b = (uint8_t*)xmalloc(n);
+    FILE* f = fopen(src, "rb");
+    if (!f || fread(b, 1, n, f) != (size_t)n) fail("test: read %s", src);
+    fclose(f);
+    int32_t* h = (int32_t*)b;
+    h[CK_VERSION] = 2, h[CK_ROPE_THETA] = 0;
+    const uint64_t* lens = (const uint64_t*)(b + 1024 + 12 * ckpt_header_n_full(h));
+    uint64_t sum = ckpt_header_checksum(h, lens, lens + h[CK_N_TENSORS], h[CK_N_TENSORS]);
+    h[CK_SUM_LO] = (int32_t)(uint32_t)sum, h[CK_SUM_HI] = (int32_t)(uint32_t)(sum >> 32);
+    write_file(dst, b, (size_t)n);
+    free(b);
+}
+static void resume_child_printing(void* p) {  // resume_child with its stdout on the captured stderr
+    fflush(stdout);
+    dup2(2, 1);
+    resume_child(p);
+}
+
+// RoPE's base is part of the model: recorded in the checkpoint (format 3), a resume under
+// another --rope-theta is refused; a format-2 file (which did not record it) still resumes,
+// with a note that it takes this run's.
+static void test_checkpoint_rope_theta(void) {
+    char dir[512], path[600], v2[600], out[4096];
+    snprintf(dir, sizeof(dir), "%s/ckpt_rope", tmp_dir);
+    Model* a = new_model(LLAMA_TINY);
+    a->args->ckpt_dir = dir;
+    ckpt_dir_prepare(a->args);
+    randomize_params(a, 12);
+    quiet_begin();
+    ckpt_save(&a->L, &a->P, &a->c, a->args, a->params, a->m_state, a->v_state, a->opt_lo, a->opt_hi, 3);
+    quiet_end();
+    snprintf(path, sizeof(path), "%s/ckpt_00000003.bin", dir);
+    Model* b = new_model(LLAMA_TINY " --rope-theta 500000");
+    ResumeCtx rb = {b, path};
+    check_fails_in("ckpt/rope_theta of the checkpoint (10000) differs from the run's (500000): refused", resume_child,
+                   &rb, path, "model rope_theta is 10000 in the checkpoint but 500000 here (set --rope-theta 10000)");
+    snprintf(v2, sizeof(v2), "%s/version2.bin", tmp_dir);
+    write_version2_copy(path, v2);
+    ResumeCtx r2 = {b, v2};
+    int st = run_child(resume_child_printing, &r2, out, sizeof(out));
+    for (char* nl = strchr(out, '\n'); nl; nl = strchr(nl, '\n')) *nl = ' ';
+    check(st == 0 && strstr(out, "note: checkpoint format 2 does not record rope_theta: resuming with this run's 500000"),
+          "ckpt/format 2 (no rope_theta) resumes, with a note", "exit %d, \"%.300s\"", st, out);
+    quiet_begin();
+    int step = resume_into(b, v2);
+    quiet_end();
+    check(step == 3 && !memcmp(a->params, b->params, sizeof(float) * a->P.n_local), "ckpt/format 2 read whole",
+          "step %d", step);
 }
 
 static void test_checkpoints(void) {
@@ -490,6 +545,7 @@ static void test_checkpoints(void) {
     check(!file_exists(p8) && file_exists(p6) && file_exists(p7) && count_tmp_files(dir) == 0,
           "ckpt/after the refused save: no step-8 file, no .tmp, steps 6 and 7 kept", NULL);
     test_checkpoint_fallback(dir, p7, want_size);
+    test_checkpoint_rope_theta();
 }
 
 // --- llm.c GPT-2 checkpoints (version 3): header, then tensors grouped by kind over all

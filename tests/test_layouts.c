@@ -272,7 +272,7 @@ static void zero3_checkpoints(void) {
 }
 
 // A file's text into buf (cap bytes, NUL-terminated; empty when unreadable); its length.
-static size_t read_text(const char* path, char* buf, size_t cap) {
+static size_t read_text_file(const char* path, char* buf, size_t cap) {
     FILE* f = fopen(path, "r");
     size_t n = f ? fread(buf, 1, cap - 1, f) : 0;
     buf[n] = 0;
@@ -290,7 +290,7 @@ static int run_trace(const char* tag, const char* flags, char* text, size_t cap,
              "OMP_NUM_THREADS=1 ./train --model tiny --steps 1 --eval-every 0 --sample-len 0 --quiet %s --trace %s",
              flags, path);
     int rc = run_to_file(cmd, out);
-    size_t len = read_text(path, text, cap);
+    size_t len = read_text_file(path, text, cap);
     if (n) *n = len;
     return rc;
 }
@@ -376,7 +376,7 @@ static void sample_matches(const char* tag, const char* flags) {
     int rc0 = run_to_file(cmd, ref_out);
     snprintf(cmd, sizeof(cmd), "%s %s", common, flags);
     int rc1 = run_to_file(cmd, out);
-    for (int k = 0; k < 2; k++) read_text(k ? out : ref_out, text[k], sizeof(text[k]));
+    for (int k = 0; k < 2; k++) read_text_file(k ? out : ref_out, text[k], sizeof(text[k]));
     char *a = strstr(text[0], "sample:\n"), *b = strstr(text[1], "sample:\n");
     for (int k = 0; k < 2; k++) {  // the sample's line only (the memory report after it differs by layout)
         char* s = k ? b : a;
@@ -395,7 +395,7 @@ static void expect_layout_error(const char* tag, const char* flags, const char* 
     snprintf(cmd, sizeof(cmd), "./train --steps 1 --quiet --sample-len 0 %s", flags);
     int rc = run_to_file(cmd, out);
     char text[8192];
-    read_text(out, text, sizeof(text));
+    read_text_file(out, text, sizeof(text));
     int ok = rc != 0 && strstr(text, needle) != NULL;
     printf("%s layout error %-28s exit %d, message has '%s'\n", ok ? "PASS" : "FAIL", tag, rc, needle);
     ok ? n_pass++ : n_fail++;
@@ -589,7 +589,7 @@ static void docs_sample_matches(const char* tag, const char* flags) {
         snprintf(cmd, sizeof(cmd), "OMP_NUM_THREADS=1 ./train --model tiny --steps 40 --warmup 5 --eval-every 0 "
                  "--sample-len 120 --quiet --data %s --doc-mask on %s", DOCS_DATA, k ? flags : "");
         if (run_to_file(cmd, out[k])) text[k][0] = 0;
-        else read_text(out[k], text[k], sizeof(text[k]));
+        else read_text_file(out[k], text[k], sizeof(text[k]));
     }
     char *a = strstr(text[0], "sample:\n"), *b = strstr(text[1], "sample:\n");
     for (int k = 0; k < 2; k++) {  // the sample only (the memory report after it differs by layout)

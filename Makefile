@@ -208,6 +208,7 @@ test: $(TEST_BINS)
 	./test_layouts 2>&1 | tee -a .test.log || status=1; \
 	python3 tests/test_export_hf.py 2>&1 | tee -a .test.log || status=1; \
 	python3 tests/test_gpt2_data.py 2>&1 | tee -a .test.log || status=1; \
+	python3 tests/test_requirements.py 2>&1 | tee -a .test.log || status=1; \
 	./test_faults 2>&1 | tee -a .test.log || status=1; \
 	./test_emu 2>&1 | tee -a .test.log || status=1; \
 	EMU_STREAMS=compute ./test_emu 2>&1 | tee -a .test.log || status=1; \

@@ -225,7 +225,7 @@ def gpt2_encoding(bpe_file, data_dir):
     try:
         import tiktoken
     except ImportError:
-        raise Failure("--tokenizer gpt2 needs tiktoken (pip install tiktoken)")
+        raise Failure("--tokenizer gpt2 needs tiktoken (pip install -r requirements/data.txt)")
     ranks = read_ranks(bpe_file) if bpe_file else local_gpt2_ranks(data_dir)
     if ranks is None:
         try:

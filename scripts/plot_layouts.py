@@ -104,7 +104,7 @@ def main():
         matplotlib.use("Agg")
         import matplotlib.pyplot as plt
     except ImportError:
-        print("plot_layouts.py needs matplotlib (pip install matplotlib)")
+        print("plot_layouts.py needs matplotlib (pip install -r requirements/plots.txt)")
         sys.exit(2)
 
     plan = load_plan(args.plan_csv)

@@ -209,7 +209,7 @@ def main():
         try:
             import matplotlib  # noqa: F401
         except ImportError:
-            print("sweep: the figure needs matplotlib (pip install -r requirements.txt), or pass --no-plot",
+            print("sweep: the figure needs matplotlib (pip install -r requirements/plots.txt), or pass --no-plot",
                   file=sys.stderr)
             sys.exit(2)
     for f in ("sweep.csv", "sweep.png"):

@@ -364,7 +364,7 @@ def check_matplotlib():
     try:
         import matplotlib  # noqa: F401
     except ImportError:
-        print("error: the figure needs matplotlib (pip install -r requirements.txt), or leave out --plot",
+        print("error: the figure needs matplotlib (pip install -r requirements/plots.txt), or leave out --plot",
               file=sys.stderr)
         sys.exit(2)
 

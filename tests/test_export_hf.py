@@ -74,7 +74,7 @@ def main():
         import torch
         import transformers
     except ModuleNotFoundError as e:  # missing; a package that is there but fails to load is a failure
-        print("SKIP test_export_hf: %s (pip install -r requirements.txt)" % e)
+        print("SKIP test_export_hf: %s (pip install -r requirements/hf.txt)" % e)
         print("0 passed, 0 failed, 1 skipped")
         return 0
     except Exception as e:

@@ -131,7 +131,7 @@ def main():
             have_tiktoken = True
         except ModuleNotFoundError:
             have_tiktoken = False
-            print("SKIP gpt2_data/prepare: tiktoken is not installed (pip install -r requirements.txt); "
+            print("SKIP gpt2_data/prepare: tiktoken is not installed (pip install -r requirements/data.txt); "
                   "the trainer's checks use a tokenizer file written here")
         merges = list(dict.fromkeys(MERGES))  # in rank order, each once
         vocab = 256 + len(merges) + 1

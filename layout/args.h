@@ -32,6 +32,7 @@ typedef struct {
     const char* export_hf;    // write the final weights as a Hugging Face transformers model directory
     const char* import_hf;    // start from such a directory's model.safetensors
     const char* offload_dir;  // --offload: where the CPU build's file-backed tier lives
+    const char* pp_costs;     // --pp-costs: a trace whose measured op times --pp-split auto cuts by
     int ckpt_every, ckpt_keep;
     int eval_every, val_batches;
     int sample_every, sample_len;
@@ -209,6 +210,9 @@ static const Flag FLAGS[] = {
     {"--pp-split", FLAG_CHOICE, "even|auto", NO_RANGE, "even", HELP_LAYOUT, AGREE, 0, IN_CFG(pp_split),
      "how layers are cut into pipeline chunks: even (by count) or auto (by cost: the slowest stage as fast as can "
      "be, the embedding, head and loss counted; see the start-up table's stage lines)", NULL},
+    {"--pp-costs", FLAG_TEXT, "FILE", NO_RANGE, NULL, HELP_LAYOUT, AGREE, 0, IN_ARGS(pp_costs),
+     "--pp-split auto by measured times: FILE is the --trace of an earlier run of this model with a pipeline (the "
+     "same width, vocabulary, micro-batch, tp, cp, sp, recompute; any pp): each chunk's ops' times", NULL},
     {"--sp", FLAG_SWITCH, "", NO_RANGE, NULL, HELP_LAYOUT, AGREE, 0, IN_CFG(sp),
      "sequence parallelism in the norm/residual regions (needs --tp > 1)", NULL},
     {"--zero", FLAG_INT, "0|1|2|3", 0, 3, 0, 0, "0", HELP_LAYOUT, AGREE, 0, IN_CFG(zero),
@@ -516,7 +520,8 @@ static FlagRules flag_rules(const Args* a) {
                    a->offload_dir != NULL,
                    a->packing == PACK_WLB,
                    1,
-                   a->noise_scale};
+                   a->noise_scale,
+                   a->pp_costs != NULL};
     return f;
 }
 

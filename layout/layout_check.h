@@ -137,6 +137,7 @@ typedef struct {
     int int_counts;              // 1: this trainer's collectives, whose counts are int (the planner's other
                                  // software has no such limit: it leaves them out)
     int noise_scale;             // 1: --noise-scale (runtime/noise_scale.h) was given
+    int pp_costs_given;          // 1: --pp-costs (runtime/pp_costs.h) was given
 } FlagRules;
 
 // Context parallelism's kind and split, the schedule's chunks and weight passes, the offload's
@@ -161,6 +162,9 @@ static const char* choices_check(const ModelConfig* c, const FlagRules* f, char*
     if (schedule_has_w(c->schedule) && c->recompute == RECOMPUTE_FULL)
         return why_line(why, "--recompute full: --schedule %s keeps each layer's activations until its weight pass "
                         "(W); use --recompute selective", schedule_name(c->schedule));
+    if (f->pp_costs_given && (!c->pp_split || c->pp == 1))
+        return why_line(why, "--pp-costs: the times --pp-split auto cuts a pipeline by; only with --pp-split auto "
+                        "and --pp > 1");
     if (f->offload_dir_given && !c->offload)
         return why_line(why, "--offload-dir: only with --offload optimizer, activations or both");
     if (f->offload_frames_given && !(c->offload & OFFLOAD_ACTIVATIONS))

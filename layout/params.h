@@ -99,6 +99,7 @@ typedef struct StageModel {
     double* mem_base;   // [pp]
     double* mem_layer;  // [pp * vpp]
     double mem_limit;
+    const char* measured;  // the trace (--pp-costs) the times come from; NULL: the planner's
 } StageModel;
 
 // Without a StageModel: the cost of a stage's work for one token, forward and backward, in FLOPs

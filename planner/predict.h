@@ -99,7 +99,7 @@ static int plan_check_layout(const ModelConfig* c, const PlanSetup* k, int globa
     if ((long long)dp * cp == 1) t.zero = 0;
     long long ranks = (long long)dp * tp * pp * cp;
     int kind = U == 1 ? CP_RING : U == cp ? CP_ULYSSES : CP_2D;
-    FlagRules flags = {kind, kind == CP_2D ? U : 0, 0, 0, 0, 0, 0, 0, 0};
+    FlagRules flags = {kind, kind == CP_2D ? U : 0, 0, 0, 0, 0, 0, 0, 0, 0};
     char why_trainer[WHY_CAP];
     if (config_check(&t, &flags, ranks > INT_MAX ? INT_MAX : (int)ranks, why_trainer))
         return plan_invalid(r, "%s", why_trainer);

@@ -23,6 +23,7 @@
 #include "planner/planner.h"
 #include "layout/schedule.h"
 #include "runtime/noise_scale.h"
+#include "runtime/pp_costs.h"
 #include "backend/trace.h"
 
 #define TRACE_STEPS 3       // steps recorded by --trace (the first is warm-up)
@@ -182,7 +183,9 @@ static void print_startup(const Layout* L, const ParamLayout* P, const ModelConf
     // forward and backward on one of its ranks and the share of the slowest stage's, and the
     // stage's memory per rank (runtime/train.h stage_model_init); PaLM FLOPs where the planner
     // cannot model the layout.
-    printf("grid (rank = ((dp_rank * pp + stage) * cp + cp_rank) * tp + tp_rank):\n");
+    printf("grid (rank = ((dp_rank * pp + stage) * cp + cp_rank) * tp + tp_rank)%s%s:\n",
+           c->stage_model && c->stage_model->measured ? "; stage times measured in " : "",
+           c->stage_model && c->stage_model->measured ? c->stage_model->measured : "");
     int* counts = (int*)xmalloc(sizeof(int) * c->pp * c->vpp);
     double* cost = (double*)xmalloc(sizeof(double) * 2 * c->pp), slowest = 0, *mem = cost + c->pp;
     for (int g = 0; g < c->pp * c->vpp; g++) counts[g] = P->chunk_layer0[g + 1] - P->chunk_layer0[g];
@@ -413,7 +416,15 @@ static void metrics_write_trace(Metrics* m, const Layout* L) {
         AtomicFile out;  // fprintf's errors are caught by atomic_commit (ferror, fflush, fsync, fclose)
         atomic_open(&out, m->args->trace, "--trace");
         FILE* f = out.f;
-        fprintf(f, "{\"displayTimeUnit\":\"ms\",\"traceEvents\":[\n");
+        // what ran, for --pp-costs (runtime/pp_costs.h): the layers of each global chunk, the shape
+        const ModelConfig* c = &m->args->cfg;
+        int n_chunks = c->pp * c->vpp, *layers = (int*)xmalloc(sizeof(int) * n_chunks);
+        char shape[PP_COSTS_SHAPE_CAP];
+        chunk_cut(c, c->pp, c->vpp, layers);
+        fprintf(f, "{\"displayTimeUnit\":\"ms\",\"otherData\":{\"chunk_layers\":\"");
+        for (int g = 0; g < n_chunks; g++) fprintf(f, "%s%d", g ? " " : "", layers[g]);
+        fprintf(f, "\",\"shape\":\"%s\"},\"traceEvents\":[\n", pp_costs_shape(c, shape));
+        free(layers);
         int first = 1;
         for (int r = 0; r < L->world; r++) {
             fprintf(

@@ -149,7 +149,7 @@ typedef struct {
 } Run;
 
 // Every file this run reads and writes (files.h RunFiles): the data, tokenizer, checkpoint,
-// llm.c weights, the files of --import-hf's directory and the tokenizer files --export-hf
+// llm.c weights, the --pp-costs trace, the files of --import-hf's directory and the tokenizer files --export-hf
 // copies; the log, each rank's log, the trace, the llm.c export, each file --export-hf
 // writes and --ckpt-dir's names. Registered on rank 0, where the outputs are written.
 static void run_files(const Run* r, RunFiles* s) {
@@ -157,6 +157,7 @@ static void run_files(const Run* r, RunFiles* s) {
     char path[PATH_CAP];
     files_input(s, "--tokenizer", a->tokenizer);
     files_input(s, "--import-llmc", a->import_llmc);
+    files_input(s, "--pp-costs", a->pp_costs);
     if (a->resume) files_input(s, "--resume", a->resume), s->f[s->n - 1].spared = 1;
     for (int i = 0; a->import_hf && i < HF_IMPORT_N; i++)
         files_input(s, "--import-hf", path_format(path, "--import-hf", "%s/%s", a->import_hf, HF_IMPORT_FILES[i]));

@@ -41,8 +41,9 @@ static void model_shapes(Model* m) {
 }
 
 // A pipeline's stages by the planner's model of this layout on this build's device (planner/predict.h
-// plan_stage_model: each stage's time and memory): what --pp-split auto cuts the layers by, and what
-// the start-up table shows. Every rank builds the same model from the same flags; where the planner
+// plan_stage_model: each stage's time and memory), the times measured in an earlier run's trace under
+// --pp-costs (runtime/pp_costs.h): what --pp-split auto cuts the layers by, and what the start-up
+// table shows. Every rank builds the same model from the same flags and file; where the planner
 // cannot model the layout the cut falls back to PaLM FLOPs (layout/params.h cut_costs).
 static void stage_model_init(Args* a, const char* profile) {
     static StageModel model;
@@ -50,7 +51,12 @@ static void stage_model_init(Args* a, const char* profile) {
     if (a->cfg.pp == 1 || profile_builtin(profile, &d)) return;
     d.gpus_per_node = a->cfg.dp * a->cfg.tp * a->cfg.pp * a->cfg.cp;
     PlanSetup k = plan_setup_default();
-    if (!plan_stage_model(&a->cfg, &k, a->cfg.global_batch, &d, &model)) a->cfg.stage_model = &model;
+    if (plan_stage_model(&a->cfg, &k, a->cfg.global_batch, &d, &model)) {
+        if (a->pp_costs) fail("--pp-costs: the planner cannot model this layout to cut it (its stages' memory)");
+        return;
+    }
+    if (a->pp_costs) pp_costs_read(a->pp_costs, &a->cfg, &model);
+    a->cfg.stage_model = &model;
 }
 
 // The first part of model_init: the flags, the grid and this rank's shapes and parameter layout.

@@ -77,6 +77,32 @@ static void test_dualpipev_order(PipeOp* ops) {
 }
 
 // --pp-split auto (params.h chunk_cut) on a heavy head, by hand: tiny with 12 layers, d 128,
+// --pp-costs (runtime/pp_costs.h) on a trace with known times: chunks of 2, 3 and 1 layers, a layer
+// 2 ms (F 0.8 + B 1.2), the head 5 ms (F 2 + B 3), the embedding 0.01 of a layer (the planner's
+// share): chunk 0 4.02 ms, chunk 1 6, chunk 2 7, three micro-batches each, one forward 10x slow
+// (the medians ignore it). The fit gives back 2 and 5 ms.
+static void test_pp_costs(const ModelConfig* c) {
+    char path[512], shape[PP_COSTS_SHAPE_CAP];
+    snprintf(path, sizeof(path), "%s/costs_trace.json", tmp_dir);
+    FILE* f = fopen(path, "w");
+    fprintf(f, "{\"displayTimeUnit\":\"ms\",\"otherData\":{\"chunk_layers\":\"2 3 1\",\"shape\":\"%s\"},"
+            "\"traceEvents\":[\n", pp_costs_shape(c, shape));
+    const double f_ms[3] = {0.8 * 2.01, 0.8 * 3, 0.8 + 2}, b_ms[3] = {1.2 * 2.01, 1.2 * 3, 1.2 + 3};
+    for (int g = 0; g < 3; g++)
+        for (int mb = 0; mb < 3; mb++)
+            fprintf(f, "{\"name\":\"F mb%d c%d\",\"cat\":\"compute\",\"ph\":\"X\",\"dur\":%.3f},\n"
+                    "{\"name\":\"B mb%d c%d\",\"cat\":\"compute\",\"ph\":\"X\",\"dur\":%.3f},\n",
+                    mb, g, f_ms[g] * 1e3 * (g == 1 && mb == 2 ? 10 : 1), mb, g, b_ms[g] * 1e3);
+    fprintf(f, "{}]}\n");
+    fclose(f);
+    StageModel sm = {1, 0.01, 3, NULL, NULL, 0, NULL};
+    pp_costs_read(path, c, &sm);
+    check(fabs(sm.layer - 2e-3) < 1e-9 && fabs(sm.head - 5e-3) < 1e-9 && fabs(sm.embed - 2e-5) < 1e-11 &&
+              sm.measured == path,
+          "pp_costs/fit: a layer 2 ms, the head 5 ms", "layer %.6f ms, head %.6f ms, embedding %.6f ms",
+          sm.layer * 1e3, sm.head * 1e3, sm.embed * 1e3);
+}
+
 // vocab 4096, T 32: a layer costs 6 x 12d^2 + 12dT = 1228800 FLOPs a token, the head and loss
 // 6Vd + 10V = 3186688 (2.59 layers). pp 4: 14.6 layers' work, so the slowest stage has at
 // least 4 layers' (12 layers in whole ones): 3 | 4 | 4 | 1 + head (3.59). The even cut's last
@@ -107,7 +133,7 @@ static void test_pp_split_auto(void) {
     // 10 bytes each over a base of 20, the limit 85: at most 6 layers there, so 6 | 6 + head (9 s),
     // the fastest cut that fits.
     double base[2] = {20, 0}, per_layer[2] = {10, 1};
-    StageModel sm = {1, 0, 3, base, per_layer, 0};
+    StageModel sm = {1, 0, 3, base, per_layer, 0, NULL};
     c.stage_model = &sm, c.pp_split = 1, c.schedule = SCHED_1F1B;
     chunk_cut(&c, 2, 1, counts);
     check(counts[0] == 7 && counts[1] == 5, "pp_split/auto/stage model times: 7 | 5 + head", "%d %d", counts[0],
@@ -119,6 +145,7 @@ static void test_pp_split_auto(void) {
     check(counts[0] == 6 && counts[1] == 6 && mem[0] == 80 && cost[1] == 9,
           "pp_split/auto/memory limit: 6 | 6 + head, stage 0 80 of 85 bytes",
           "%d %d (stage 0 %.0f bytes, stage 1 %.0f s)", counts[0], counts[1], mem[0], cost[1]);
+    test_pp_costs(&c);
     sm.mem_limit = 15;  // nothing fits: the least memory over the limit, 1 layer on stage 0
     chunk_cut(&c, 2, 1, counts);
     check(counts[0] == 1 && counts[1] == 11, "pp_split/auto/no cut fits: the least over the limit", "%d %d",

@@ -523,6 +523,9 @@ static void gpt2_shape_suites(void) {
         {"pp2_vpp2_auto", "--pp 2 --vpp 2 --pp-split auto"},
         {"pp2_zbv_auto", "--pp 2 --schedule zb-v --pp-split auto"},
         {"pp2_dualpipev_auto", "--pp 2 --schedule dualpipe-v --pp-split auto"},
+        // --pp-costs: pp 4 cut by the times a pp 2 run's trace measured (runtime/pp_costs.h)
+        {"pp2_costs_trace", "--pp 2 --trace /tmp/test_layouts/headheavy_costs_trace.json"},
+        {"pp4_auto_costs", "--pp 4 --pp-split auto --pp-costs /tmp/test_layouts/headheavy_costs_trace.json"},
     };
     suite("gpt2_headheavy", "--model tiny --n-layer 8 --vocab 2048", cut, sizeof(cut) / sizeof(cut[0]));
 }
@@ -758,6 +761,9 @@ static void layout_errors(void) {
     expect_layout_error("zb_few_micro", "--model tiny --pp 4 --schedule zb-h1 --micro-batch 8 --global-batch 16",
                         "zero-bubble schedules need at least pp micro-batches");
     expect_layout_error("sp_without_tp", "--model tiny --sp", "--sp needs --tp > 1");
+    expect_layout_error("pp_costs_even", "--model tiny --pp 2 --pp-costs Makefile", "only with --pp-split auto");
+    expect_layout_error("pp_costs_no_trace", "--model tiny --pp 2 --pp-split auto --pp-costs Makefile",
+                        "--pp-costs Makefile: no chunk_layers in it");
     expect_layout_error("1f1b_few_micro", "--model tiny --pp 2 --micro-batch 8 --global-batch 8",
                         "1F1B needs at least pp micro-batches");
     expect_layout_error("zero_without_dp", "--model tiny --zero 1", "needs dp x cp > 1");

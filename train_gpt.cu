@@ -17,10 +17,12 @@
 //
 // Communication: tp, dp and embed collectives and the pipeline's sends and receives run on
 // device buffers through NCCL, or with --comm mpi host-staged through MPI (comm_nccl.h;
-// several ranks may then share one GPU). No NCCL call makes the host wait. Without ZeRO,
+// several ranks may then share one GPU). No NCCL call makes the host wait. With ZeRO 0 and 1,
 // each layer's dp gradient all-reduce starts as soon as the step's last micro-batch has
 // left the layer, on NCCL's own stream beside the rest of the backward (parallel/data_parallel.h's
-// layer_grads_final); the optimizer waits for them. Pipeline sends run on streams of their
+// layer_grads_final); the optimizer waits for them. ZeRO 1/2's all-gathers of the updated weights
+// run there too, a unit at a time beside the next forward (parallel/zero3.h zero12_gather_start),
+// each layer waiting for its own. Pipeline sends run on streams of their
 // own, so a stage goes on computing while its activations travel; so do context
 // parallelism's ring exchanges, beside the attention block they overlap. Scalars (loss, gradient
 // norm, sampled token, stop flag) and checkpoints use layout/grid.h's MPI calls on host memory,
@@ -89,7 +91,7 @@ static void model_init(Model* m, Args* a, Metrics* met) {
     model_init_params(m);
     if (!m->zero3_state) m->be.arena = m->params;
     if (a->cfg.offload & OFFLOAD_OPTIMIZER) offload_opt_init(m);
-    if (a->grad_reduce_bf16 && m->L.replicas > 1) m->be.grad_bf16 = act_alloc(m, GRAD_BF16_FLOATS);
+    if (grad_reduce_scratch_bytes(a->grad_reduce_bf16, m->L.replicas)) m->be.grad_bf16 = act_alloc(m, GRAD_BF16_FLOATS);
     m->be.h_norm_parts = (float*)xcalloc(m->P.n, sizeof(float));
     model_init_schedule(m);        // the op list, then activations sized by it
     if (m->doc_start) {
@@ -109,9 +111,9 @@ int main(int argc, char** argv) {
     {
         static Args pre;  // flags first: --help and flag errors need no GPU; run_setup parses them again
         parse_args(&pre, argc, argv);
-        if (pre.grad_reduce_bf16 && (pre.cfg.zero || pre.comm_mpi))
-            fail("--grad-reduce bf16: the NCCL all-reduce of --zero 0 only (ZeRO reduce-scatters in fp32; --comm mpi "
-                 "sums in fp32)");
+        if (pre.grad_reduce_bf16 && (pre.cfg.zero > 1 || pre.comm_mpi))
+            fail("--grad-reduce bf16: the NCCL all-reduce of --zero 0 and 1 only (ZeRO 2 and 3 reduce-scatter in fp32; "
+                 "--comm mpi sums in fp32)");
         if (pre.kernels_ref)
             fail("--kernels ref: the plain-loop reference kernels are the CPU build's (train_cpu); the GPU build runs "
                  "its CUDA kernels, checked against them");

@@ -96,24 +96,28 @@ static void f32_allreduce_sum(Model* m, Group g, float* buf, size_t n);
 static void f32_allreduce_max(Model* m, Group g, float* buf, size_t n);
 // Data parallelism (parallel/data_parallel.h): the dp all-reduce of a gradient range that may
 // run beside the rest of the backward (the GPU build: on NCCL's own stream), and the point
-// after which all of them are done; ZeRO's reduce-scatter of gradients and all-gather of
-// the updated weights (n_per_rank floats per rank).
+// after which all of them are done; an all-gather (n_per_rank floats per rank: ZeRO 3's whole
+// buffer for a checkpoint).
 static void grad_allreduce_dp_async(Model* m, float* buf, size_t n);
 static void grad_allreduce_dp_join(Model* m);
 // ZeRO 0: the layer's gradient [lo, hi) is final once what is queued so far (its all-reduce) is.
 static void layer_grads_queued(Model* m, size_t lo, size_t hi);
-static void grad_reduce_scatter(Model* m, Group g, const float* send, float* recv, size_t n_per_rank);
 static void param_allgather(Model* m, Group g, const float* send, float* recv, size_t n_per_rank);
 
-// --zero 3 (parallel/zero3.h). comm: dp all-gather of a unit of n floats: replica r's counts[r]
-// (this replica's from mine) into recv + displs[r]; started here, complete for the compute after
-// unit_gather_wait.
+// --zero 1, 2 and 3 (parallel/zero3.h). comm: dp all-gather of a unit of n floats: replica r's
+// counts[r] (this replica's from mine, which may be recv + displs[r]: in place) into recv + displs[r];
+// started here, complete for the compute after unit_gather_wait.
 static void unit_gather_start(Model* m, const float* mine, float* recv, const int* counts, const int* displs, size_t n,
                               GatherWait* w);
 static void unit_gather_wait(Model* m, GatherWait* w, size_t n);
-// comm: dp reduce-scatter of a unit's gradient (n floats) in place: returns where this
-// replica's sum of its part (counts[replica] floats) is in grad.
-static float* unit_reduce_scatter(Model* m, float* grad, const int* counts, const int* displs, size_t n);
+// comm: dp reduce-scatter of a unit's gradient grad (n floats): this replica's part of the sum
+// (counts[replica] floats) added into part (NULL: it has none), then grad cleared. The GPU build
+// queues all of it on NCCL's side stream after the compute so far and records *done (done may be
+// NULL); the compute waits for it before grad is written again at unit_grad_wait, for all of them
+// at grad_allreduce_dp_join.
+static void unit_grad_reduce(Model* m, float* grad, const int* counts, const int* displs, size_t n, float* part,
+                             GatherWait* done);
+static void unit_grad_wait(Model* m, GatherWait* done);
 // The gathered weights live in one buffer (arena, n floats), each unit's at its place; a
 // unit's weights are ready there for the kernels after unit_weights_ready (the GPU's bf16 copy).
 static void weights_arena(Model* m, float* arena, size_t n);
@@ -173,7 +177,8 @@ static void act_tier_wait(Model* m);
 // Optimizer.
 
 // AdamW on the range [a, b) of the local buffer (grad: the optimizer range's gradient), and
-// ZeRO 1/2's dp all-gather of the updated shards into the weights the kernels read.
+// ZeRO 1/2's dp all-gather of the updated shards, whole, under --offload optimizer (otherwise
+// parallel/zero3.h gathers them a unit at a time).
 static void adamw_range(Model* m, size_t a, size_t b, const float* grad, int decay, float lr, float grad_scale, int t);
 static void param_shards_gather(Model* m);
 // The gradient norm: sum of squares of the k-th owned range of the gradient, added into *ss

@@ -187,6 +187,12 @@ static void emu_nccl_enqueue(cudaStream_t s, ncclComm* c, std::function<void(Emu
                              std::function<void()> finish, std::string what = "") {
     if (emu_nccl_group_depth) emu_fail("only ncclSend and ncclRecv are emulated inside an NCCL group");
     long seq = c->issued++;
+    if (getenv("EMU_NCCL_LOG")) {  // each operation's communicator and stream (its index in creation order)
+        size_t si = 0;
+        while (si < emu_stream_list.size() && emu_stream_list[si] != emu_stream(s)) si++;
+        fprintf(stderr, "emu nccl: communicator #%d (%d ranks, rank %d) stream %zu operation %ld: %s\n", c->id, c->size,
+                c->rank, si, seq + 1, what.empty() ? "sends and receives" : what.c_str());
+    }
     auto reqs = std::make_shared<EmuReqs>();
     auto phase = std::make_shared<int>(what.empty() ? 1 : 0);  // 0: signature not posted, 1: data, 2: data posted
     auto sig = std::make_shared<std::vector<long long>>(2, (long long)(std::hash<std::string>{}(what) >> 2));

@@ -324,7 +324,7 @@ static const Flag FLAGS[] = {
     {"--comm", FLAG_CHOICE, "nccl|mpi", NO_RANGE, "nccl", HELP_OUTPUT, AGREE, 0, IN_ARGS(comm_mpi),
      "GPU build: NCCL or host-staged MPI (ranks can share a GPU)", NULL},
     {"--grad-reduce", FLAG_CHOICE, "fp32|bf16", NO_RANGE, "fp32", HELP_OUTPUT, AGREE, 0, IN_ARGS(grad_reduce_bf16),
-     "GPU build, --zero 0: the dp all-reduce of the gradient in fp32 (default) or bf16 (half the bytes; each "
+     "GPU build, --zero 0 and 1: the dp all-reduce of the gradient in fp32 (default) or bf16 (half the bytes; each "
      "layer's gradient rounded to bf16 and summed in bf16 by NCCL)", NULL},
     {"--gelu-fusion", FLAG_CHOICE, "on|off", NO_RANGE, "on", HELP_OUTPUT, AGREE, 0, IN_ARGS(gelu_unfused),
      "GPU build: GELU in the fc matmul's cuBLASLt epilogue, or its own kernel", NULL},

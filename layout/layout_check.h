@@ -193,7 +193,7 @@ static const char* shape_zero_check(const ModelConfig* c, const FlagRules* f, ch
         return why_line(why, "--weight-pass deferred keeps every layer's activations until the chunk's weight passes: "
                         "not with --recompute full");
     if (!f->int_counts) return NULL;
-    if (c->zero >= 2 && zero3_largest_unit(c, c->tp) > INT_MAX)
+    if (c->zero >= 1 && zero3_largest_unit(c, c->tp) > INT_MAX)
         return why_line(why, "--zero %d: a unit (a layer, the embeddings or the head) of %zu floats per tp rank is "
                         "more than the %d a collective's int counts hold; raise --tp",
                         c->zero, zero3_largest_unit(c, c->tp), INT_MAX);

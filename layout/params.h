@@ -348,8 +348,9 @@ static int param_units(const ParamLayout* P, ParamUnit* u) {  // u: room for n_l
 }
 
 // --zero 3's working buffers in floats beside the shards: *params the gathered weights (the
-// ends, and two layer slots or, keep_gathered, every layer), *grads one layer's gradient and
-// the ends' gradients (each reduce-scattered in place; --zero 2 has the same *grads).
+// ends, and two layer slots or, keep_gathered, every layer), *grads two layers' gradients (one
+// reduce-scattered while the next is written) and the ends' gradients (each reduce-scattered in
+// place; --zero 2 has the same *grads).
 static void zero3_work_floats(const ParamLayout* P, int keep_gathered, size_t* params, size_t* grads) {
     ParamUnit* u = (ParamUnit*)xmalloc(sizeof(ParamUnit) * (P->n + 2));
     int n = param_units(P, u);
@@ -360,7 +361,16 @@ static void zero3_work_floats(const ParamLayout* P, int keep_gathered, size_t* p
     }
     free(u);
     *params = ends + (keep_gathered ? layers : 2 * max_layer);
-    *grads = ends + max_layer;
+    *grads = ends + 2 * max_layer;
+}
+
+// --grad-reduce bf16 (the GPU build's dp all-reduce in bf16, backend/gpu/comm_nccl.h): one bf16
+// scratch of GRAD_BF16_FLOATS into which each call's fp32 gradient is rounded, a chunk at a time;
+// held when there are replicas to sum over. Its bytes: the start-up table's gradients and the
+// planner's working buffers (planner/predict.h plan_memory).
+#define GRAD_BF16_FLOATS ((size_t)1 << 24)  // 32 MiB
+static size_t grad_reduce_scratch_bytes(int grad_reduce_bf16, int replicas) {
+    return grad_reduce_bf16 && replicas > 1 ? 2 * GRAD_BF16_FLOATS : 0;
 }
 
 // --zero 2|3 with deferred weight passes (zb-h1, zb-v, --weight-pass deferred): each of the n_layers
@@ -372,8 +382,8 @@ static size_t zero_held_grad_floats(const ModelConfig* c, int n_layers) {
     return (size_t)n_layers * (c->arch == ARCH_GPT2 ? 4 : 2) * c->d_model;
 }
 
-// The largest unit --zero 3 gathers on a tp rank, in floats: a layer, the embeddings, or the
-// final norm and head with GPT-2's tied copy of wte (on a stage other than the first). Its
+// The largest unit --zero 1, 2 or 3 gathers on a tp rank (parallel/zero3.h), in floats: a layer,
+// the embeddings, or the final norm and head with GPT-2's tied copy of wte (on a stage other than the first). Its
 // collectives count in int (MPI's v-forms, NCCL's grouped sends): args.h refuses more than INT_MAX.
 static size_t zero3_largest_unit(const ModelConfig* c, int tp) {
     TensorSpec specs[12];

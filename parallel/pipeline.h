@@ -11,7 +11,7 @@
 #include "layout/activations.h"  // ActCounts, act_device_slots
 #include "model/model.h"
 #include "parallel/context_parallel.h"  // cp_alloc
-#include "parallel/data_parallel.h"  // dp_layer_begin, dp_layer_grads_done: the layer hooks
+#include "parallel/data_parallel.h"  // dp_layer_begin, dp_layer_grads_begin, dp_layer_grads_done: the layer hooks
 
 // ----------------------------------------------------------------------------
 // A chunk of layers for one micro-batch (which chunks are this stage's: backend/state.h global_chunk,
@@ -180,6 +180,7 @@ static void chunk_backward_input(Model* m, int chunk, Slot* s, const int* tokens
         // communication included) to rebuild its activations
         if (m->c.recompute == RECOMPUTE_FULL) layer_forward(m, ch->layer0 + i, a, s->x[i], m->x_scratch, B);
         WeightGradIn* wg = m->defer_weight ? &s->weight_grad_in[i] : &m->weight_grad_in;
+        if (!m->defer_weight) dp_layer_grads_begin(m, ch->layer0 + i);
         layer_backward_input(m, ch->layer0 + i, a, wg, s->x[i], d, dnext, B);
         if (!m->defer_weight) {
             layer_backward_weight(m, ch->layer0 + i, a, wg, B);
@@ -195,6 +196,7 @@ static void chunk_backward_input(Model* m, int chunk, Slot* s, const int* tokens
 static void chunk_backward_weight(Model* m, int chunk, Slot* s, int B, int grads_final) {
     Chunk* ch = &m->chunks[chunk];
     for (int i = ch->n_layers - 1; i >= 0; i--) {
+        dp_layer_grads_begin(m, ch->layer0 + i);
         layer_backward_weight(m, ch->layer0 + i, acts_of(m, s, i), &s->weight_grad_in[i], B);
         dp_layer_grads_done(m, ch->layer0 + i, grads_final);
     }

@@ -26,13 +26,18 @@
 //     writes it: the layer's backward, or its weight pass when that is deferred (zero-bubble's
 //     W, --weight-pass deferred); into this replica's grad_shard (added: the micro-batches
 //     accumulate in the shard; the GPU build over NCCL all-reduces the unit: NCCL has no
-//     reduce-scatter of uneven parts). A deferred layer's input pass writes its norms'
-//     gradients while other layers' passes run on the one layer gradient before its weight
-//     pass: they go to the layer's own held_grads and join the unit just before its collective.
+//     reduce-scatter of uneven parts). Layer l's gradient is written into one of two layer
+//     buffers, l % 2: the GPU build runs the collective, the add into the shard and the
+//     clearing on NCCL's side stream while the backward of the layer below writes the other
+//     buffer, and a layer's backward first waits for the collective still reading its buffer
+//     (sharded_layer_grads_begin: the one of two layers before). A deferred layer's input pass
+//     writes its norms' gradients while other layers' passes run on the layer buffers before
+//     its weight pass: they go to the layer's own held_grads and join the unit just before its
+//     collective.
 //   - the ends' gradient: accumulated over the step, the tied embedding's copies summed
 //     (data_parallel.h embed_group_sync), then reduce-scattered once in sharded_reduce_gradients.
 //   - after the optimizer step nothing is gathered: every unit is stale until its next use.
-// What a build supplies for it (unit_gather_start ... unit_weights_ready, and the type GatherWait):
+// What a build supplies for it (unit_gather_start ... unit_grad_wait, and the type GatherWait):
 // backend/backend.h (train_gpt.c; backend/gpu/zero3_gpu.h). data_parallel.h calls it.
 #ifndef ZERO3_H
 #define ZERO3_H
@@ -61,7 +66,8 @@ struct ShardedState {
     float* slot[2];          // --reshard-after-forward on: the two layer buffers
     int slot_unit[2];        // the unit each slot holds, -1 none
     int in_use;              // the slot of the layer last made ready
-    float* layer_grad;       // one layer's gradient
+    float* layer_grad[2];    // two layers' gradients: layer l's in [l % 2]
+    GatherWait grad_free[2]; // the last reduce-scatter out of each (the GPU build: its event, NULL before any)
     float* held_grads;       // deferred weight passes: every layer's norm gradients from its input pass, else NULL
                              // (params.h zero_held_grad_floats, in the start-up table and the planner)
 };
@@ -69,10 +75,14 @@ struct ShardedState {
 // ----------------------------------------------------------------------------
 // A unit's collectives.
 
-// comm: dp all-gather of a unit's weights from the replicas' shards, started
+// comm: dp all-gather of a unit's weights from the replicas' shards, started (--zero 3: from
+// param_shard into the unit's buffer; --zero 1 and 2: in place in m->params, where the update left
+// this replica's part)
 static void z3_gather_start(Model* m, ShardedUnit* u) {
     int me = m->L.replica;
-    const float* mine = u->counts[me] ? m->param_shard + (u->r.lo + u->displs[me] - m->opt_lo) : m->param_shard;
+    const float* mine = !m->zero3_state ? u->buf + u->displs[me]
+                        : u->counts[me] ? m->param_shard + (u->r.lo + u->displs[me] - m->opt_lo)
+                                        : m->param_shard;
     unit_gather_start(m, mine, u->buf, u->counts, u->displs, u->r.n, &u->wait);
     u->state = Z3_GATHERING;
 }
@@ -84,12 +94,12 @@ static void z3_gather_wait(Model* m, ShardedUnit* u) {
 }
 
 // comm: dp reduce-scatter of a unit's gradient (grad, the unit's range): this replica's part
-// is added into its grad_shard, and the unit's gradient cleared for what comes next.
-static void sharded_reduce_scatter(Model* m, ShardedUnit* u) {
+// is added into its grad_shard, and the unit's gradient cleared for what comes next; *done
+// (done may be NULL) says when its buffer is free again.
+static void sharded_reduce_scatter(Model* m, ShardedUnit* u, GatherWait* done) {
     int me = m->L.replica;
-    float* part = unit_reduce_scatter(m, u->grad, u->counts, u->displs, u->r.n);
-    if (u->counts[me]) f32_add(m, m->grad_shard + (u->r.lo + u->displs[me] - m->opt_lo), part, u->counts[me]);
-    f32_zero(m, u->grad, u->r.n);
+    float* part = u->counts[me] ? m->grad_shard + (u->r.lo + u->displs[me] - m->opt_lo) : NULL;
+    unit_grad_reduce(m, u->grad, u->counts, u->displs, u->r.n, part, done);
 }
 
 // ----------------------------------------------------------------------------
@@ -130,10 +140,14 @@ static int z3_slot_of(const struct ShardedState* z, const ShardedUnit* u) {
 
 // Layer l's weights gathered in m->wl[l] (waited for here), and layer `next` (-1: none) started
 // into the other slot so its gather can overlap l's compute. Called before a layer's forward
-// and before its backward (parallel/pipeline.h).
+// and before its backward (parallel/pipeline.h). --zero 1 and 2: the layer's all-gather since
+// the last update waited for (zero12_gather_start).
 static void zero3_layer_ready(Model* m, int l, int next) {
     struct ShardedState* z = m->zero3_state;
-    if (!z) return;
+    if (!z) {
+        if (m->c.zero == 1 || m->c.zero == 2) z3_gather_wait(m, &m->sharded->u[m->sharded->unit_of_layer[l]]);
+        return;
+    }
     ShardedUnit* u = &z->u[z->unit_of_layer[l]];
     int s = z3_slot_of(z, u);
     if (s < 0) s = 1 - z->in_use;  // the slot not used last: the layer used last is done
@@ -144,8 +158,13 @@ static void zero3_layer_ready(Model* m, int l, int next) {
 }
 
 // The ends (embeddings, final norm, head) gathered, when stale: at the start of a schedule.
+// --zero 1 and 2: their all-gathers since the last update waited for.
 static void zero3_ends_ready(Model* m) {
-    if (!m->zero3_state) return;
+    if (!m->zero3_state) {
+        for (int i = 0; m->sharded && m->c.zero < 3 && i < m->sharded->n; i++)
+            if (m->sharded->u[i].r.layer < 0) z3_gather_wait(m, &m->sharded->u[i]);
+        return;
+    }
     for (int i = 0; i < m->zero3_state->n; i++)
         if (m->zero3_state->u[i].r.layer < 0) z3_fetch(m, &m->zero3_state->u[i], 0);
     for (int i = 0; i < m->zero3_state->n; i++)
@@ -155,11 +174,17 @@ static void zero3_ends_ready(Model* m) {
 // The gradients a layer's input pass writes (model.h layer_backward_input): its norms'.
 static int grad_of_input_pass(int kind) { return kind == P_LN1W || kind == P_LN1B || kind == P_LN2W || kind == P_LN2B; }
 
+// Layer l's backward (its weight pass, when deferred) is about to write its gradient (--zero 2
+// and 3): the compute first waits for the reduce-scatter still reading its buffer.
+static void sharded_layer_grads_begin(Model* m, int l) {
+    if (m->c.zero >= 2) unit_grad_wait(m, &m->sharded->grad_free[l % 2]);
+}
+
 // Layer l's gradient is complete for this micro-batch (after its backward, or its weight pass
 // when deferred): reduce-scatter it (--zero 2 and 3), its held norm gradients put in first.
 static void sharded_layer_grads_done(Model* m, int l) {
     struct ShardedState* z = m->sharded;
-    if (!z) return;
+    if (m->c.zero < 2) return;
     ShardedUnit* u = &z->u[z->unit_of_layer[l]];
     for (int i = 0; z->held_grads && i < m->P.n; i++) {
         const Tensor* t = &m->P.t[i];
@@ -168,16 +193,36 @@ static void sharded_layer_grads_done(Model* m, int l) {
         f32_copy(m, u->grad + (t->offset - u->r.lo), held, t->size);  // its place there is zero (cleared)
         f32_zero(m, held, t->size);
     }
-    sharded_reduce_scatter(m, u);
+    sharded_reduce_scatter(m, u, &z->grad_free[l % 2]);
 }
 
 // After the schedule (data_parallel.h reduce_gradients, --zero 2 and 3, after the tied embedding's
 // copies were summed): the ends' gradients; returns the gradient the optimizer reads.
 static float* sharded_reduce_gradients(Model* m) {
     for (int i = 0; i < m->sharded->n; i++)
-        if (m->sharded->u[i].r.layer < 0) sharded_reduce_scatter(m, &m->sharded->u[i]);
+        if (m->sharded->u[i].r.layer < 0) sharded_reduce_scatter(m, &m->sharded->u[i], NULL);
+    grad_allreduce_dp_join(m);  // the compute waits for every reduce-scatter
     sp_partial_sync(m, m->grad_shard, m->opt_lo, shard_floats(&m->P, m->L.replicas));
     return m->grad_shard;
+}
+
+// --zero 1 and 2 (without --offload optimizer): after the optimizer step each replica holds only
+// its shard of the new weights in m->params. Every unit's all-gather starts at once (the GPU
+// build: one after the other on NCCL's side stream), the ends first, then the layers in buffer
+// order, the order in which the forward takes them; each unit's first use waits for its own
+// (zero3_ends_ready, zero3_layer_ready), so the gathers overlap the next step's forward
+// (PyTorch FSDP's and Megatron's --overlap-param-gather). The math is the whole all-gather's:
+// only copies.
+static void zero12_gather_start(Model* m) {
+    struct ShardedState* z = m->sharded;
+    for (int ends = 1; ends >= 0; ends--)
+        for (int i = 0; i < z->n; i++)
+            if ((z->u[i].r.layer < 0) == ends) z3_gather_start(m, &z->u[i]);  // comm: dp all-gather of a unit
+}
+// Everything that reads the whole buffer (a checkpoint, an export, the next update) first waits
+// for every gather still in flight.
+static void zero12_params_ready(Model* m) {
+    for (int i = 0; m->sharded && m->c.zero < 3 && i < m->sharded->n; i++) z3_gather_wait(m, &m->sharded->u[i]);
 }
 
 // After the optimizer step: every gathered copy is out of date.
@@ -246,17 +291,12 @@ static void sharded_hold_input_grads(Model* m, struct ShardedState* z) {
     }
 }
 
-// --zero 2 and 3: the units, each one's part of the replicas' shards, this replica's gradient
-// shard, one layer's gradient and the ends' own, with the views of the gradients bound once (a
-// layer's into the one layer gradient, the ends' into theirs; with deferred weight passes its
-// norms' into held_grads). Optimizer range set first.
-static struct ShardedState* sharded_grads_init(Model* m) {
-    int replicas = m->L.replicas;
-    size_t S = shard_floats(&m->P, replicas), max_layer = 0;
+// The units and each one's part of the replicas' shards (m->sharded, --zero 1, 2 and 3). With
+// --zero 1 and 2 a unit's gathered weights are its range of m->params.
+static struct ShardedState* sharded_units_init(Model* m) {
+    size_t S = shard_floats(&m->P, m->L.replicas);
     struct ShardedState* z = (struct ShardedState*)xcalloc(1, sizeof(struct ShardedState));
     m->sharded = z;
-    m->g.layer = m->gl;
-    m->grad_shard = f32_alloc(m, S);
     ParamUnit* r = (ParamUnit*)xmalloc(sizeof(ParamUnit) * (m->P.n + 2));
     z->n = param_units(&m->P, r);
     z->u = (ShardedUnit*)xcalloc(z->n, sizeof(ShardedUnit));
@@ -265,17 +305,29 @@ static struct ShardedState* sharded_grads_init(Model* m) {
     for (int i = 0; i < z->n; i++) {
         ShardedUnit* u = &z->u[i];
         u->r = r[i];
-        sharded_unit_parts(u, S, replicas);
-        if (u->r.layer >= 0) {
-            z->unit_of_layer[u->r.layer] = i;
-            max_layer = u->r.n > max_layer ? u->r.n : max_layer;
-        }
+        sharded_unit_parts(u, S, m->L.replicas);
+        if (u->r.layer >= 0) z->unit_of_layer[u->r.layer] = i;
+        if (m->c.zero < 3) u->buf = m->params + u->r.lo;
     }
     free(r);
-    z->layer_grad = f32_alloc(m, max_layer);
+    return z;
+}
+
+// --zero 2 and 3: the units (sharded_units_init), this replica's gradient shard, two layers'
+// gradients and the ends' own, with the views of the gradients bound once (layer l's into layer
+// buffer l % 2, the ends' into theirs; with deferred weight passes its norms' into held_grads).
+// Optimizer range set first.
+static struct ShardedState* sharded_grads_init(Model* m) {
+    size_t max_layer = 0;
+    struct ShardedState* z = sharded_units_init(m);
+    m->g.layer = m->gl;
+    m->grad_shard = f32_alloc(m, shard_floats(&m->P, m->L.replicas));
+    for (int i = 0; i < z->n; i++)
+        if (z->u[i].r.layer >= 0 && z->u[i].r.n > max_layer) max_layer = z->u[i].r.n;
+    for (int s = 0; s < 2; s++) z->layer_grad[s] = f32_alloc(m, max_layer);
     for (int i = 0; i < z->n; i++) {
         ShardedUnit* u = &z->u[i];
-        u->grad = u->r.layer < 0 ? f32_alloc(m, u->r.n) : z->layer_grad;
+        u->grad = u->r.layer < 0 ? f32_alloc(m, u->r.n) : z->layer_grad[u->r.layer % 2];
         sharded_bind(m, &u->r, u->grad, &m->g, m->gl);
     }
     if (m->defer_weight) sharded_hold_input_grads(m, z);

@@ -167,26 +167,28 @@ static void state_bytes_per_param(const DeviceProfile* d, int zero, int dp, doub
 
 // This trainer's model states per parameter (runtime/train.h allocates them; metrics_predict
 // shows them at start-up): the fp32 weights (4), with a bf16 copy on the GPU (dtype_bytes 2);
-// the fp32 gradients (4), with ZeRO-1 also their reduced shard (4/R, R = dp x cp replicas);
-// Adam's m and v in fp32 over the rank's optimizer range (8, or 8/R with ZeRO). ZeRO-2 keeps
+// the fp32 gradients (4; ZeRO-1's optimizer reads its shard of them once all-reduced);
+// Adam's m and v in fp32 over the rank's optimizer range (8, or 8/R with ZeRO, R = dp x cp
+// replicas). ZeRO-2 keeps
 // only the gradient's shard (4/R), ZeRO-3 that and the weights' (4/R); the working buffers
 // of both beside (trainer_zero_work_bytes).
 static void trainer_state_bytes_per_param(int dtype_bytes, int zero, int replicas, double* w, double* g, double* o) {
     double R = replicas;
     *w = zero == 3 ? 4 / R : 4 + (dtype_bytes < 4 ? dtype_bytes : 0);
-    *g = zero >= 2 ? 4 / R : 4 + (zero == 1 ? 4 / R : 0);
+    *g = zero >= 2 ? 4 / R : 4;
     *o = zero >= 1 ? 8 / R : 8;
 }
 // This trainer's --zero 2|3 working buffers on a stage (params.h zero3_work_floats, with
-// --reshard-after-forward on): the gradient's, one layer's and the model-level tensors'
-// (embeddings; final norm, head), fp32; with ZeRO-3 also two gathered layers and the
-// model-level tensors the stage holds, fp32 with the GPU's bf16 copy; with deferred weight
+// --reshard-after-forward on): the gradient's, two layers' (one reduce-scattered while the next
+// is written) and the model-level tensors' (embeddings; final norm, head), fp32; with ZeRO-3
+// also two gathered layers and the model-level tensors the stage holds, fp32 with the GPU's
+// bf16 copy; with deferred weight
 // passes also the norm gradients held for each of the stage's n_layers (params.h
 // zero_held_grad_floats). 0 for ZeRO 0 and 1.
 static double trainer_zero_work_bytes(const ModelConfig* c, int dtype_bytes, int has_embed, int has_head, int tp,
                                       int n_layers) {
     double layer = chunk_params(c, 1, 0, 0, tp), ends = chunk_params(c, 0, has_embed, has_head, tp);
-    double grads = c->zero >= 2 ? 4 * (layer + ends + (double)zero_held_grad_floats(c, n_layers)) : 0;
+    double grads = c->zero >= 2 ? 4 * (2 * layer + ends + (double)zero_held_grad_floats(c, n_layers)) : 0;
     return grads + (c->zero == 3 ? (4 + (dtype_bytes < 4 ? dtype_bytes : 0)) * (2 * layer + ends) : 0);
 }
 

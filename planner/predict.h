@@ -314,7 +314,8 @@ static void plan_memory(const ModelConfig* c, const PlanSetup* k, const DevicePr
             // no allocator share
             w_in = 0;
             act = trainer_stage_act_bytes(c, d->dtype_bytes, st, pc->chunks + st * vpp, ch->layers) + cp_buf;
-            temp = trainer_zero_work_bytes(c, d->dtype_bytes, stage_embed, stage_head, tp, stage_layers);
+            temp = trainer_zero_work_bytes(c, d->dtype_bytes, stage_embed, stage_head, tp, stage_layers) +
+                   (c->zero <= 1 ? grad_reduce_scratch_bytes(k->grad_reduce_bf16, dp * cp) : 0);
             host_act = trainer_stage_act_bytes(&all_on_device, d->dtype_bytes, st, pc->chunks + st * vpp, ch->layers) +
                        cp_buf - act;
             reserve = d->mem_overhead;
@@ -379,11 +380,12 @@ static void stage_model_build(const ModelConfig* c, const PlanSetup* k, const De
 static void stage_model_free(StageModel* sm) { free(sm->mem_base), free(sm->mem_layer); }
 
 // Data parallelism. ZeRO-0: all-reduce the gradients once per step; ZeRO-1: reduce-scatter
-// them and all-gather the updated weights; ZeRO-2: reduce-scatter after every micro-batch
-// (gradients are kept sharded); ZeRO-3: also all-gather the weights before each micro-batch's
-// forward and backward. Once-per-step traffic hides under dp_overlap of one micro-batch's
-// backward (gradients) / forward (weights); per-micro-batch traffic likewise, and what is not
-// hidden stretches that micro-batch's compute (so the pipeline simulation sees it). The
+// them (this trainer: all-reduce, a layer at a time) and all-gather the updated weights;
+// ZeRO-2: reduce-scatter after every micro-batch (gradients are kept sharded); ZeRO-3: also
+// all-gather the weights before each micro-batch's forward and backward. Once-per-step traffic
+// hides under dp_overlap of one micro-batch's backward (gradients) / forward (weights);
+// per-micro-batch traffic likewise, and what is not hidden stretches that micro-batch's compute
+// (so the pipeline simulation sees it). The
 // group is the dp x cp ranks that hold the same weights. Sets r->t_dp_comm, r->t_dp_exposed.
 // What of data-parallel traffic x is exposed: the part in the chunk no pass is left to hide (frac; 1 unless chunked)
 // in full, the rest as far as the window `win` hides it.
@@ -398,8 +400,11 @@ static void plan_dp_time(const ModelConfig* c, const PlanSetup* k, const DeviceP
     double exposed_step = 0, dp_comm = 0;
     int replicas = c->dp * c->cp;
     for (int st = 0; st < pp; st++) {
-        // the gradients reduced in the software's dtype (reduce_bytes: FSDP2's fp32), else as accumulated
-        double G = ch->stage_params[st] * (k->reduce_bytes ? k->reduce_bytes : d->grad_bytes),
+        // the gradients reduced in the software's dtype (reduce_bytes: FSDP2's fp32; this trainer's
+        // --grad-reduce bf16 under ZeRO 0|1: 2), else as accumulated
+        double G = ch->stage_params[st] * (k->grad_reduce_bf16 && c->zero <= 1 ? 2
+                                           : k->reduce_bytes               ? k->reduce_bytes
+                                                                           : d->grad_bytes),
                W = ch->stage_params[st] * d->dtype_bytes;
         double buckets = 2;  // one bucket per layer, plus the embedding / head
         for (int j = 0; j < vpp; j++) buckets += ch->layers[chunk_global(c->schedule, pp, st, j)];
@@ -408,6 +413,8 @@ static void plan_dp_time(const ModelConfig* c, const PlanSetup* k, const DeviceP
         double win_b = overlap * ch->stage_bwd[st], win_f = overlap * ch->stage_fwd[st];
         double once_b = 0, once_f = 0, per_mb_f = 0, per_mb_b = 0;
         if (c->zero == 0) once_b = dp_allreduce_time(replicas, G, buckets, dp_link);
+        else if (c->zero == 1 && k->own_buffers)  // this trainer all-reduces each layer (data_parallel.h)
+            once_b = dp_allreduce_time(replicas, G, buckets, dp_link), once_f = ag;
         else if (c->zero == 1) once_b = rs, once_f = ag;
         else if (c->zero == 2) once_f = ag, per_mb_b = rs;
         else per_mb_f = ag, per_mb_b = ag + rs;

@@ -82,6 +82,9 @@ typedef struct {
                              // exposed (predict.h plan_dp_time); 0: the device's dp_overlap of one micro-batch
     int reduce_bytes;        // bytes per value of the data-parallel gradient reduction: 4 for FSDP2's reduce_dtype
                              // float32 (torchtitan's mixed_precision_reduce default); 0: the device's grad_bytes
+    int grad_reduce_bf16;    // 1: this trainer's --grad-reduce bf16 (the GPU build, --zero 0|1): the dp all-reduce
+                             // sends bf16 (2 bytes a parameter) through a 32 MiB scratch that plan_memory counts
+                             // (layout/params.h grad_reduce_scratch_bytes); 0: fp32
 } PlanSetup;
 
 // The software the planner can model (--software): this trainer, and the Aleph Alpha
@@ -106,7 +109,7 @@ typedef struct {
 // backward and forward.
 enum { SOFTWARE_TRAINER, SOFTWARE_SCALING, SOFTWARE_FRAMEWORK, SOFTWARE_FOUNDRY, SOFTWARE_MEGATRON };
 static PlanSetup plan_setup_for(int software) {
-    PlanSetup s = {ATTN_FLASH2, 1, ORDER_TP_PP_DP, SPLIT_LAYERS, 0, 0, 1, 1, 1, 0, 0, 0, 0, 0, 0, 0, 0, 0};
+    PlanSetup s = {ATTN_FLASH2, 1, ORDER_TP_PP_DP, SPLIT_LAYERS, 0, 0, 1, 1, 1, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0};
     if (software == SOFTWARE_SCALING)
         s.rank_order = ORDER_TP_DP_PP, s.pipe_split = SPLIT_PARAMS, s.loss_gathered = 1, s.dp_after_backward = 1,
         s.context_parallel = 0, s.own_buffers = 0, s.own_kernels = 0, s.swiglu_two_linears = 1;

@@ -231,7 +231,7 @@ static void metrics_predict(Metrics* m, const ModelConfig* c, const char* device
                             int param_bytes, double act_tier_bytes) {
     int zero = c->zero;
     m->pred_bytes[0] = (double)param_bytes * P->n_padded;
-    m->pred_bytes[1] = 4.0 * (zero == 1 ? P->n_padded + opt_floats : P->n_padded);
+    m->pred_bytes[1] = 4.0 * P->n_padded + grad_reduce_scratch_bytes(m->args->grad_reduce_bf16, c->dp * c->cp);
     if (zero >= 2) {  // the shards, and the working buffers of the units (parallel/zero3.h)
         size_t S = P->n_padded / (c->dp * c->cp), work_w, work_g;
         zero3_work_floats(P, m->args->reshard_keep, &work_w, &work_g);
@@ -257,6 +257,7 @@ static void metrics_predict(Metrics* m, const ModelConfig* c, const char* device
     // this trainer (its own activation buffers, layout/activations.h); both builds' attention
     // keeps only the log-sum-exp (flash on the GPU, blockwise on the CPU)
     PlanSetup k = plan_setup_default();
+    k.grad_reduce_bf16 = m->args->grad_reduce_bf16;
     plan_predict(c, &k, c->global_batch, d.gpus_per_node, &d, &m->plan);
     if (m->rank != 0) return;
     char a[32], b[32], cc[32], e[32];

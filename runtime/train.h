@@ -88,7 +88,6 @@ static void model_init_params(Model* m) {
     m->gl = (LayerW*)xcalloc(c->n_layer, sizeof(LayerW));
     bind_weights(&m->P, c, m->params, &m->w, m->wl);
     params_init(m);
-    size_t S = shard_floats(&m->P, m->L.replicas);
     optimizer_range(&m->P, c, m->L.replica, &m->opt_lo, &m->opt_hi);
     m->m_state = opt_state_alloc(m, m->opt_hi - m->opt_lo, "AdamW m");  // on the device, or offloaded
     m->v_state = opt_state_alloc(m, m->opt_hi - m->opt_lo, "AdamW v");
@@ -98,7 +97,7 @@ static void model_init_params(Model* m) {
         m->grads = f32_alloc(m, m->P.n_padded);
         bind_weights(&m->P, c, m->grads, &m->g, m->gl);
     }
-    if (c->zero == 1) m->grad_shard = f32_alloc(m, S);
+    if (c->zero == 1) sharded_units_init(m);  // its all-gathers go a unit at a time
     if (c->sp) m->sp_buf = f32_alloc(m, m->P.n_local);
 }
 
@@ -369,9 +368,11 @@ static void sample_text(Model* m, const Tokenizer* tk, int len, uint64_t seed, F
 
 // ----------------------------------------------------------------------------
 // Checkpoints (runtime/ckpt.h) and the llm.c and Hugging Face files, on the host copies of the
-// fp32 weights (params_to_host) and of AdamW's state.
+// fp32 weights (params_to_host, once ZeRO 1/2's all-gathers since the update are in) and of
+// AdamW's state.
 
 static void save_checkpoint(Model* m, int step) {
+    zero12_params_ready(m);  // (--zero 1/2: the weights whole again)
     float* params = params_to_host(m);
     float* m_host = opt_state_host_take(m, m->m_state, 1);
     float* v_host = opt_state_host_take(m, m->v_state, 1);
@@ -402,6 +403,7 @@ static int weights_load(Model* m) {
 static void weights_export(Model* m) {
     const Args* a = m->args;
     if (!a->export_llmc && !a->export_hf) return;
+    zero12_params_ready(m);
     float* params = params_to_host(m);
     if (a->export_llmc) llmc_export(a->export_llmc, &m->L, &m->P, &m->c, params);
     if (a->export_hf) hf_export(a->export_hf, &m->L, &m->P, &m->c, params, a->eot, a->tokenizer);

@@ -100,10 +100,22 @@ static void test_memory_by_hand(void) {
     check(r.mem_temp == 0 && r.mem_overhead == 0.5 * GiB, "memory_trainer_no_temporaries",
           "temporaries %.0f B, reserve %.0f B", r.mem_temp, r.mem_overhead);
     check(fabs(r.mem_total - (params * 18 + 780800 + 0.5 * GiB)) < 1e-3, "memory_total_hand", "%.0f B", r.mem_total);
+    // ZeRO-1 on dp=2: weights 4 + 2, the whole fp32 gradient 4 (all-reduced a layer at a time; the
+    // optimizer reads its shard of it), m and v 8/2: 14 B/param
     c.dp = 2, c.zero = 1;
     plan_predict(&c, &k, 4, 8, &d, &r);
-    check(r.mem_weights + r.mem_grads + r.mem_optim == params * 16, "memory_zero1_dp2", "%.0f, want %.0f",
-          r.mem_weights + r.mem_grads + r.mem_optim, params * 16);
+    check(r.mem_weights + r.mem_grads + r.mem_optim == params * 14, "memory_zero1_dp2", "%.0f, want %.0f",
+          r.mem_weights + r.mem_grads + r.mem_optim, params * 14);
+    // --grad-reduce bf16: its 32 MiB bf16 scratch among the working buffers, with replicas only
+    PlanSetup kb = k;
+    kb.grad_reduce_bf16 = 1;
+    plan_predict(&c, &kb, 4, 8, &d, &r);
+    double with_dp = r.mem_temp;
+    c.dp = 1;
+    plan_predict(&c, &kb, 2, 8, &d, &r);
+    check(with_dp == 32 * 1048576.0 && r.mem_temp == 0, "memory_grad_reduce_bf16_scratch",
+          "working buffers dp 2: %.0f B (want 33554432), dp 1: %.0f B (want 0)", with_dp, r.mem_temp);
+    c.dp = 2;
     double w, g, o;
     state_bytes_per_param(&d, 2, 4, &w, &g, &o);
     int ok2 = w == 2 && g == 0.5 && o == 3;
@@ -112,11 +124,11 @@ static void test_memory_by_hand(void) {
           o);
     // ZeRO-3 on dp=2 (parallel/zero3.h): shards of 4/2 + 4/2 + 8/2 = 8 B/param, and working
     // buffers: 2 layers of 49280 and the ends (embedding 24576 + final norm 64 + head 24576 = 49216)
-    // gathered, fp32 + bf16 6 B: 886656; one layer's and the ends' gradient, fp32: 393984 = 1280640 B
+    // gathered, fp32 + bf16 6 B: 886656; two layers' and the ends' gradient, fp32: 591104 = 1477760 B
     c.zero = 3;
     rc = plan_predict(&c, &k, 4, 8, &d, &r);
-    check(rc == 0 && r.mem_weights + r.mem_grads + r.mem_optim == params * 8 && r.mem_temp == 1280640,
-          "memory_trainer_zero3_dp2", "states %.0f (want %.0f), working buffers %.0f B (want 1280640)",
+    check(rc == 0 && r.mem_weights + r.mem_grads + r.mem_optim == params * 8 && r.mem_temp == 1477760,
+          "memory_trainer_zero3_dp2", "states %.0f (want %.0f), working buffers %.0f B (want 1477760)",
           r.mem_weights + r.mem_grads + r.mem_optim, params * 8, r.mem_temp);
 }
 

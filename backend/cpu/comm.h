@@ -13,19 +13,17 @@ static void grad_allreduce_dp_async(Model* m, float* buf, size_t n) {
 }
 static void grad_allreduce_dp_join(Model* m) {}
 static void layer_grads_queued(Model* m, size_t lo, size_t hi) {}
-static void grad_reduce_scatter(Model* m, Group g, const float* send, float* recv, size_t n_per_rank) {
-    comm_reduce_scatter(comm_of(m, g), send, recv, n_per_rank);
-}
 static void param_allgather(Model* m, Group g, const float* send, float* recv, size_t n_per_rank) {
     comm_allgather(comm_of(m, g), send, recv, n_per_rank);
 }
-// --zero 3 (parallel/zero3.h): a unit's all-gather nonblocking (Open MPI moves it on inside
-// later MPI calls and at the wait), its reduce-scatter in place (the sum of this replica's part
-// lands at the start); the kernels read the fp32 weights where they were gathered.
+// --zero 1, 2 and 3 (parallel/zero3.h): a unit's all-gather nonblocking (Open MPI moves it on
+// inside later MPI calls and at the wait), its reduce-scatter blocking, in place (the sum of this
+// replica's part lands at the start); the kernels read the fp32 weights where they were gathered.
 static void unit_gather_start(Model* m, const float* mine, float* recv, const int* counts, const int* displs, size_t n,
                               GatherWait* w) {
     Comm* c = comm_of(m, GROUP_DP);
-    mpiCheck(MPI_Iallgatherv(mine, counts[c->rank], MPI_FLOAT, recv, counts, displs, MPI_FLOAT, c->mpi, w));
+    const void* send = mine == recv + displs[c->rank] ? MPI_IN_PLACE : mine;  // --zero 1/2: in place
+    mpiCheck(MPI_Iallgatherv(send, counts[c->rank], MPI_FLOAT, recv, counts, displs, MPI_FLOAT, c->mpi, w));
 }
 static void unit_gather_wait(Model* m, GatherWait* w, size_t n) {
     Comm* c = comm_of(m, GROUP_DP);
@@ -34,11 +32,14 @@ static void unit_gather_wait(Model* m, GatherWait* w, size_t n) {
     c->seconds += now_s() - t0, c->bytes += 4.0 * n;
     watchdog_kick();
 }
-static float* unit_reduce_scatter(Model* m, float* grad, const int* counts, const int* displs, size_t n) {
+static void unit_grad_reduce(Model* m, float* grad, const int* counts, const int* displs, size_t n, float* part,
+                             GatherWait* done) {
     Comm* c = comm_of(m, GROUP_DP);
     COMM_TIMED(c, 4.0 * n, MPI_Reduce_scatter(MPI_IN_PLACE, grad, counts, MPI_FLOAT, MPI_SUM, c->mpi));
-    return grad;
+    if (part) f32_add(m, part, grad, counts[c->rank]);
+    f32_zero(m, grad, n);
 }
+static void unit_grad_wait(Model* m, GatherWait* done) {}  // (done when unit_grad_reduce returned)
 static void weights_arena(Model* m, float* arena, size_t n) {}
 static void unit_weights_ready(Model* m, const float* buf, size_t n) {}
 

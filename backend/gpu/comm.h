@@ -14,9 +14,6 @@ static void grad_allreduce_dp_async(Model* m, float* buf, size_t n) {
     else nccl_allreduce_sum_async(&m->be.G, &m->be.G.group[GROUP_DP], buf, n, m->be.stream);
 }
 static void grad_allreduce_dp_join(Model* m) { nccl_async_join(&m->be.G, m->be.stream); }
-static void grad_reduce_scatter(Model* m, Group g, const float* send, float* recv, size_t n_per_rank) {
-    nccl_reduce_scatter(&m->be.G, group_of(m, g), send, recv, n_per_rank, m->be.stream);
-}
 static void param_allgather(Model* m, Group g, const float* send, float* recv, size_t n_per_rank) {
     nccl_allgather(&m->be.G, group_of(m, g), send, recv, n_per_rank, m->be.stream);
 }

@@ -346,24 +346,6 @@ static void nccl_allreduce_sum_bf16(GpuComms* G, GpuGroup* g, bf16* buf, size_t 
     for (size_t i = 0; i < n; i++) hb[i] = __float2bfloat16(hf[i]);
     h2d(buf, hb, 2 * n, s);
 }
-// send holds size * n_per_rank floats; rank r receives the sum of block r.
-static void nccl_reduce_scatter(GpuComms* G, GpuGroup* g, const float* send, float* recv, size_t n_per_rank,
-                                cudaStream_t s) {
-    size_t n_all = n_per_rank * g->c->size;
-    if (g->c->size <= 1) {
-        if (recv != send) cudaCheck(cudaMemcpyAsync(recv, send, 4 * n_per_rank, cudaMemcpyDeviceToDevice, s));
-        return;
-    }
-    if (G->backend == COMM_NCCL) {
-        NCCL_TIMED(G, LANE_COMPUTE, g->c, s, 4.0 * n_all,
-                   ncclReduceScatter(send, recv, n_per_rank, ncclFloat32, ncclSum, g->nccl, s));
-        return;
-    }
-    float* h = (float*)host_stage(G, 4 * (n_all + n_per_rank));
-    d2h(h, send, 4 * n_all, s);
-    comm_reduce_scatter(g->c, h, h + n_all, n_per_rank);
-    h2d(recv, h + n_all, 4 * n_per_rank, s);
-}
 // bf16 reduce-scatter (sequence-parallel activations): NCCL sums in bf16; the MPI fallback
 // converts to fp32, sums and rounds once, as nccl_allreduce_sum_bf16 does.
 static void nccl_reduce_scatter_bf16(GpuComms* G, GpuGroup* g, const bf16* send, bf16* recv, size_t n_per_rank,
@@ -445,8 +427,9 @@ static void nccl_allgatherv_start(GpuComms* G, GpuGroup* g, const float* mine, f
     if (!*done) cudaCheck(cudaEventCreateWithFlags(done, cudaEventDisableTiming));
     cudaCheck(cudaEventRecord(G->ready, compute));
     cudaCheck(cudaStreamWaitEvent(G->side, G->ready, 0));
-    cudaCheck(cudaMemcpyAsync(recv + displs[c->rank], mine, 4 * (size_t)counts[c->rank], cudaMemcpyDeviceToDevice,
-                              G->side));
+    if (mine != recv + displs[c->rank])  // (in place: ZeRO 1/2)
+        cudaCheck(cudaMemcpyAsync(recv + displs[c->rank], mine, 4 * (size_t)counts[c->rank], cudaMemcpyDeviceToDevice,
+                                  G->side));
     NCCL_TIMED(G, LANE_SIDE, c, G->side, 4.0 * n,
                nccl_allgatherv_group(mine, recv, counts, displs, c->size, c->rank, g->nccl, G->side));
     cudaCheck(cudaEventRecord(*done, G->side));
@@ -454,21 +437,34 @@ static void nccl_allgatherv_start(GpuComms* G, GpuGroup* g, const float* mine, f
 static void nccl_event_wait(GpuComms* G, cudaStream_t compute, cudaEvent_t done) {
     if (G->backend == COMM_NCCL) cudaCheck(cudaStreamWaitEvent(compute, done, 0));
 }
-// The group's sum of a unit's gradient, of which this rank keeps its part: returns where it is
-// (buf + displs[rank]). NCCL: an all-reduce in place (no reduce-scatter of uneven parts; twice
-// a reduce-scatter's bytes); host-staged: MPI's reduce-scatter.
-static float* nccl_reduce_scatterv(GpuComms* G, GpuGroup* g, float* buf, const int* counts, const int* displs,
-                                   size_t n, cudaStream_t s) {
+// The group's sum of a unit's gradient buf (n floats), of which this rank adds its part
+// (counts[rank] floats at displs[rank]) into part (NULL: none); buf is cleared after. NCCL: an
+// all-reduce in place (no reduce-scatter of uneven parts; twice a reduce-scatter's bytes), the
+// add and the clearing after it, all on the side stream after what compute has queued so far,
+// and *done (done not NULL) recorded after them: compute waits for it (nccl_event_wait) before
+// it writes buf again, and for everything at nccl_async_join. Host-staged: MPI's reduce-scatter,
+// done on the compute stream.
+static void nccl_reduce_scatterv_add(GpuComms* G, GpuGroup* g, float* buf, const int* counts, const int* displs,
+                                     size_t n, float* part, cudaStream_t compute, cudaEvent_t* done) {
     Comm* c = g->c;
+    cudaStream_t s = compute;
     if (G->backend == COMM_NCCL) {
-        NCCL_TIMED(G, LANE_COMPUTE, c, s, 4.0 * n, ncclAllReduce(buf, buf, n, ncclFloat32, ncclSum, g->nccl, s));
-        return buf + displs[c->rank];
+        cudaCheck(cudaEventRecord(G->ready, compute));
+        cudaCheck(cudaStreamWaitEvent(G->side, G->ready, 0));
+        s = G->side, G->side_pending = 1;
+        if (c->size > 1)
+            NCCL_TIMED(G, LANE_SIDE, c, s, 4.0 * n, ncclAllReduce(buf, buf, n, ncclFloat32, ncclSum, g->nccl, s));
+    } else {
+        float* h = (float*)host_stage(G, 4 * n);
+        d2h(h, buf, 4 * n, s);
+        COMM_TIMED(c, 4.0 * n, MPI_Reduce_scatter(MPI_IN_PLACE, h, counts, MPI_FLOAT, MPI_SUM, c->mpi));
+        h2d(buf + displs[c->rank], h, 4 * (size_t)counts[c->rank], s);
     }
-    float* h = (float*)host_stage(G, 4 * n);
-    d2h(h, buf, 4 * n, s);
-    COMM_TIMED(c, 4.0 * n, MPI_Reduce_scatter(MPI_IN_PLACE, h, counts, MPI_FLOAT, MPI_SUM, c->mpi));
-    h2d(buf + displs[c->rank], h, 4 * (size_t)counts[c->rank], s);
-    return buf + displs[c->rank];
+    if (part) add_inplace_f32_gpu(part, buf + displs[c->rank], counts[c->rank], s);
+    cudaCheck(cudaMemsetAsync(buf, 0, sizeof(float) * n, s));
+    if (!done) return;
+    if (!*done) cudaCheck(cudaEventCreateWithFlags(done, cudaEventDisableTiming));
+    cudaCheck(cudaEventRecord(*done, s));
 }
 
 // Block r of send (bytes_per_rank each) to rank r of the group, block r of recv from rank r.

@@ -65,13 +65,9 @@ static void adamw_range(Model* m, size_t a, size_t b, const float* grad, int dec
                      b - a, lr, m->c.beta1, m->c.beta2, m->c.eps, m->c.weight_decay, decay, grad_scale, t,
                      m->be.stream);
 }
-// ZeRO 1/2: the updated shards all-gathered, fp32 and the bf16 copy made from them (--offload optimizer: bf16).
-static void param_shards_gather(Model* m) {
-    if (m->c.offload & OFFLOAD_OPTIMIZER) return offload_shards_gather(m);
-    // comm: dp all-gather of the updated fp32 shards
-    param_allgather(m, GROUP_DP, m->params + m->opt_lo, m->params, shard_floats(&m->P, m->L.replicas));
-    f32_to_bf16_gpu(m->be.params_bf16, m->params, m->P.n_local, m->be.stream);
-}
+// ZeRO 1/2 under --offload optimizer: the bf16 shards all-gathered (the fp32 master is on the host;
+// otherwise parallel/zero3.h gathers the fp32 units and unit_weights_ready makes their bf16 copy).
+static void param_shards_gather(Model* m) { offload_shards_gather(m); }
 
 // An op of the schedule ends: an event on the compute stream marks it, and device_sync turns
 // the events into times (the host does not wait for the device op by op).

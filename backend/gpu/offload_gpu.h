@@ -18,7 +18,7 @@
 // The bytes pinned: planner/memory.h offload_host_bytes (the start-up table's host figure).
 // The step:
 //   - down: each tensor's range of the gradient on the offload stream as soon as it is final, an
-//     event after each: with zero 0 (no --sp) a layer's once its dp all-reduce is queued, during
+//     event after each: with zero 0 and 1 (no --sp) a layer's once its dp all-reduce is queued, during
 //     the backward of the layers below (layer_grads_queued); the rest at the step's first
 //     adamw_range, after the reduction and the norm's kernels;
 //   - per range (optimizer_step's adamw_range calls), the host waits for its event, runs AdamW
@@ -29,7 +29,7 @@
 // What overlaps: copies down with the backward (zero 0) and with the host's update of earlier
 // ranges; copies up with both. What does not: the update waits for the whole gradient's norm (the
 // clip scale), and the next step's forward for the last copy up (no one-step delay: the math is
-// the non-offloaded run's). ZeRO 1/2/3's gradients go down after the step's reduction.
+// the non-offloaded run's). ZeRO 2/3's gradients go down after the step's reduction.
 #ifndef OFFLOAD_GPU_H
 #define OFFLOAD_GPU_H
 
@@ -125,15 +125,15 @@ static void offload_grad_down(Model* m, int i, const float* grad, cudaStream_t a
     cudaCheck(cudaEventRecord(m->be.grad_down[i], m->be.offload));
     m->be.down_queued[i] = 1;
 }
-// ZeRO 0 (data_parallel.h layer_grads_final): layer [lo, hi)'s gradient goes down as soon as it is
-// final, after its dp all-reduce on NCCL's side stream (or on the compute stream: host-staged, or
-// one replica), beside the backward of the layers below. Not with --sp: sp_partial_sync adds to
-// some of its tensors after the backward.
+// ZeRO 0 and 1 (data_parallel.h layer_grads_final): layer [lo, hi)'s gradient (its part in this
+// rank's optimizer range) goes down as soon as it is final, after its dp all-reduce on NCCL's side
+// stream (or on the compute stream: host-staged, or one replica), beside the backward of the
+// layers below. Not with --sp: sp_partial_sync adds to some of its tensors after the backward.
 static void layer_grads_queued(Model* m, size_t lo, size_t hi) {
     if (!(m->c.offload & OFFLOAD_OPTIMIZER) || m->c.sp) return;
     cudaStream_t after = m->be.G.side_pending ? m->be.G.side : m->be.stream;
     for (int i = 0; i < m->P.n; i++)
-        if (m->P.t[i].offset >= lo && m->P.t[i].offset < hi) offload_grad_down(m, i, m->grads, after);
+        if (m->P.t[i].offset >= lo && m->P.t[i].offset < hi) offload_grad_down(m, i, m->grads + m->opt_lo, after);
 }
 
 // AdamW on [a, b) of the local buffer with the state on the host (--offload optimizer); t is the

@@ -47,9 +47,8 @@ typedef struct {
     int opt_step, opt_next;
     cudaEvent_t computed, copied;      // the compute stream's work so far; the offload stream's copies so far
     OpTimes op_times;                  // the schedule's ops, timed on the device (trace_op, device_sync)
-    bf16* grad_bf16;                   // --grad-reduce bf16: the dp all-reduce's scratch, GRAD_BF16_FLOATS
+    bf16* grad_bf16;                   // --grad-reduce bf16: the dp all-reduce's scratch (params.h GRAD_BF16_FLOATS)
 } ModelBackend;
-#define GRAD_BF16_FLOATS ((size_t)1 << 24)  // 32 MiB: a chunk of the bf16 gradient all-reduce
 #define GRAD_BUCKET_FLOATS SIZE_MAX
 
 #endif

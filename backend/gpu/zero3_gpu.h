@@ -1,6 +1,6 @@
 // backend/gpu/zero3_gpu.h: the GPU build's side of parallel/zero3.h (what a build supplies for
-// it): a unit's all-gather on NCCL's side stream and its gradient's sum on the compute stream
-// (comm_nccl.h; host-staged with --comm mpi), the gathered fp32 weights in one arena with a
+// it): a unit's all-gather and its gradient's sum on NCCL's side stream (comm_nccl.h; host-staged
+// with --comm mpi, on the compute stream), the gathered fp32 weights in one arena with a
 // bf16 copy of the same layout that the kernels read (bf()), and a unit's copy made on the compute
 // stream once its gather is in.
 // Included by train_gpt.cu among its memory functions.
@@ -15,8 +15,12 @@ static void unit_gather_start(Model* m, const float* mine, float* recv, const in
     nccl_allgatherv_start(&m->be.G, &m->be.G.group[GROUP_DP], mine, recv, counts, displs, n, m->be.stream, w);
 }
 static void unit_gather_wait(Model* m, GatherWait* w, size_t n) { nccl_event_wait(&m->be.G, m->be.stream, *w); }
-static float* unit_reduce_scatter(Model* m, float* grad, const int* counts, const int* displs, size_t n) {
-    return nccl_reduce_scatterv(&m->be.G, &m->be.G.group[GROUP_DP], grad, counts, displs, n, m->be.stream);
+static void unit_grad_reduce(Model* m, float* grad, const int* counts, const int* displs, size_t n, float* part,
+                             GatherWait* done) {
+    nccl_reduce_scatterv_add(&m->be.G, &m->be.G.group[GROUP_DP], grad, counts, displs, n, part, m->be.stream, done);
+}
+static void unit_grad_wait(Model* m, GatherWait* done) {
+    if (*done) nccl_event_wait(&m->be.G, m->be.stream, *done);
 }
 static void weights_arena(Model* m, float* arena, size_t n) {
     m->be.arena = arena, m->be.params_bf16 = (bf16*)dev_alloc(sizeof(bf16) * n);

@@ -27,6 +27,7 @@
 #include "parallel/zero3.h"
 #include "planner/planner.h"
 #include "runtime/ckpt.h"
+#include "runtime/llmc.h"
 #include "runtime/metrics.h"
 #include "runtime/run.h"
 #include "runtime/train.h"

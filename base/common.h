@@ -100,24 +100,27 @@ static void fail(const char* fmt, ...) {
     exit(1);
 }
 
-// The exit code of a run that would end with `code`: 1 when what it printed could not all be
-// written (stdout on a full disk, > /dev/full), so a run whose report was lost does not exit 0.
-static int stdout_exit_code(int code) {
-    if (fflush(stdout) == 0 && !ferror(stdout)) return code;
-    print_error("standard output: write failed: %s", strerror(errno ? errno : EIO));
-    return code ? code : 1;
-}
-
-// Stop signals (SIGINT, SIGTERM). The handler (ckpt.h) only records which one came; every
+// Stop signals (SIGINT, SIGTERM, SIGHUP, SIGPIPE). The handler (ckpt.h) only records which one came; every
 // long loop (steps, evaluation, sampling, reading data) looks at stop_signal and ends
 // cleanly, and the run exits 128 + the signal: 130 for SIGINT, 143 for SIGTERM, as a shell
 // reports a process the signal killed.
 static volatile sig_atomic_t stop_signal = 0;
 
+// The exit code of a run that would end with `code`: 1 when what it printed could not all be
+// written (stdout on a full disk, > /dev/full), so a run whose report was lost does not exit 0.
+// A reader that closed the pipe (./train | head) is no error: exit 141 (128 + SIGPIPE) without a word, as
+// other Unix tools do (the stop handler, runtime/ckpt.h, has saved with --ckpt-dir).
+static int stdout_exit_code(int code) {
+    if (fflush(stdout) == 0 && !ferror(stdout)) return code;
+    if (stop_signal == SIGPIPE || errno == EPIPE) return code ? code : 128 + SIGPIPE;
+    print_error("standard output: write failed: %s", strerror(errno ? errno : EIO));
+    return code ? code : 1;
+}
+
 // Where no other rank waits on this one (reading the data at start-up): say so and exit now.
 static void stop_if_signalled(const char* during) {
     if (!stop_signal) return;
-    fprintf(stderr, "stopped by signal %d while %s\n", (int)stop_signal, during);
+    if (stop_signal != SIGPIPE) fprintf(stderr, "stopped by signal %d while %s\n", (int)stop_signal, during);
     fflush(stderr);
     exit(128 + stop_signal);
 }

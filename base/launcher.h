@@ -9,7 +9,8 @@
 // instead the launcher passes the stop on as SIGUSR1 (for SIGINT) or SIGUSR2 (for SIGTERM),
 // which mpirun forwards to every rank, and the ranks take them as the signals they stand for
 // (ckpt.h): finish the step, save, exit 130 / 143. The launcher then says so and exits with
-// the same code, as a one-rank run does. A second signal aborts the job (SIGTERM to mpirun).
+// the same code, as a one-rank run does (SIGHUP goes on as SIGTERM). A second signal aborts the
+// job (SIGTERM to mpirun).
 // mpirun reads no input (--stdin none: a background process group must not read the
 // terminal), and ends its job when the launcher dies (PR_SET_PDEATHSIG), kill -9 included.
 #ifndef LAUNCHER_H
@@ -91,6 +92,7 @@ static void relaunch_under_mpirun(int world, int argc, char** argv) {
     setpgid(launcher_mpirun, launcher_mpirun);  // (the child does it too: whichever runs first)
     signal(SIGINT, launcher_pass_on);
     signal(SIGTERM, launcher_pass_on);
+    signal(SIGHUP, launcher_pass_on);  // the terminal closed: a stop as SIGTERM (the ranks save), exit 129
     // Polled, not a blocking waitpid: signal() restarts an interrupted wait (SA_RESTART), so a
     // stop that came while blocked there was passed on once and never again; a stop before
     // mpirun had started the ranks was then lost and the job ran on. After a stop it is passed

@@ -390,7 +390,8 @@ static void help_row(const Flag* f) {
 
 static void print_help(void) {
     printf("usage: ./train [flags]          (train)\n"
-           "       ./train --plan [flags]   (predict memory and speed of layouts; see --plan --help)\n");
+           "       ./train --plan [flags]   (predict memory and speed of layouts; see --plan --help)\n"
+           "a flag's value follows it (--steps 100) or an = (--steps=100)\n");
     char presets[512] = "";
     for (int i = 0; i < N_PRESETS; i++)
         snprintf(presets + strlen(presets), sizeof(presets) - strlen(presets), "%s%s", i ? ", " : "", PRESETS[i].name);
@@ -538,8 +539,9 @@ static void args_derive(Args* a, int world) {
 // checked when the world is known, runtime/run.h).
 static void args_resolve(Args* a) {
     ModelConfig* c = &a->cfg;
-    // A llama-style arch given without a preset picks the llama default.
-    if (flag_given(a, "--arch") && c->arch == ARCH_LLAMA && !strcmp(a->model, "small")) a->model = "llama-small";
+    // A llama-style arch given without a preset picks the llama default (a --model given is kept: its
+    // shape, that arch).
+    if (flag_given(a, "--arch") && !flag_given(a, "--model") && c->arch == ARCH_LLAMA) a->model = "llama-small";
     const Preset* p = find_preset(a->model);
     if (!p) {
         char presets[512] = "";
@@ -568,6 +570,13 @@ static void args_resolve(Args* a) {
                                                                 : NULL;
         if (bad) fail("--offload-dir %s: not a directory this run can write to (%s)", a->offload_dir, bad);
     }
+    if (a->log_ranks && !a->log) fail("--log-ranks writes LOG.rankN beside --log LOG: give --log too");
+    // each gives the starting weights: one of them (--resume auto with an import: the import for a job's first launch)
+    int explicit_resume = a->resume && strcmp(a->resume, "auto");
+    if (a->import_hf && (explicit_resume || a->import_llmc))
+        fail("--import-hf and %s both give the starting weights: give one",
+             a->import_llmc ? "--import-llmc" : "--resume");
+    if (a->import_llmc && explicit_resume) fail("--import-llmc and --resume both give the starting weights: give one");
     double median, sigma;  // a bad generator spec: one error line here, before mpirun, not one per rank
     if (a->data) docs_spec(a->data, &median, &sigma, "--data");
 }
@@ -575,15 +584,17 @@ static void args_resolve(Args* a) {
 static void parse_args(Args* a, int argc, char** argv) {
     args_defaults(a);
     for (int i = 1; i < argc; i++) {
-        const char* name = argv[i];
-        if (!strcmp(name, "--help") || !strcmp(name, "-h")) { print_help(); exit(0); }
+        char name[64], hint[64];
+        if (!strcmp(argv[i], "--help") || !strcmp(argv[i], "-h")) { print_help(); exit(0); }
+        if (strncmp(argv[i], "--", 2)) fail("unexpected argument '%s' (flags start with --; see --help)", argv[i]);
+        const char* eq = strchr(argv[i], '=');  // --steps=3 as --steps 3
+        snprintf(name, sizeof(name), "%.*s", eq ? (int)(eq - argv[i]) : (int)strlen(argv[i]), argv[i]);
         const Flag* f = find_flag(name);
-        if (f && f->type == FLAG_SWITCH) { flag_set(a, f, NULL), a->given[f - FLAGS] = 1; continue; }
-        if (strncmp(name, "--", 2)) fail("unexpected argument '%s' (flags start with --; see --help)", name);
-        if (i + 1 >= argc) fail("flag %s needs a value", name);
-        char hint[64];
         if (!f) fail("unknown flag %s%s (see --help)", name, flag_suggestion(name, hint, sizeof(hint)));
-        flag_set(a, f, argv[++i]);
+        if (f->type == FLAG_SWITCH && eq) fail("flag %s is a switch and takes no value (got '%s')", name, argv[i]);
+        if (f->type == FLAG_SWITCH) { flag_set(a, f, NULL), a->given[f - FLAGS] = 1; continue; }
+        if (!eq && i + 1 >= argc) fail("flag %s needs a value", name);
+        flag_set(a, f, eq ? eq + 1 : argv[++i]);
         a->given[f - FLAGS] = 1;
     }
     args_resolve(a);

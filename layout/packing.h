@@ -426,12 +426,18 @@ static double spread_of(const double* x, int n) {
 static int docs_spec(const char* spec, double* median, double* sigma, const char* flag) {
     if (strncmp(spec, "docs:", 5)) return 0;
     *median = 628, *sigma = 0.99;
-    char extra;
-    // numbers in decimal only: sscanf's %lf alone would also take leading blanks, hex, nan and inf
-    if (strncmp(spec + 5, "lognormal", 9) || (spec[14] && spec[14] != ':') ||
-        (spec[14] && spec[15 + strspn(spec + 15, "0123456789.:eE+-")]) ||
-        (spec[14] && sscanf(spec + 15, "%lf%c", median, &extra) != 1 &&
-         sscanf(spec + 15, "%lf:%lf%c", median, sigma, &extra) != 2))
+    // numbers in decimal only (strtod alone would also take leading blanks, hex, nan and inf), each whole:
+    // "0.5e" or "78x" is refused, not read as 0.5 or 78
+    const char* p = spec + 14;
+    int bad = strncmp(spec + 5, "lognormal", 9) || (*p && *p != ':') ||
+              (*p && p[1 + strspn(p + 1, "0123456789.:eE+-")]);
+    for (int k = 0; k < 2 && *p == ':' && !bad; k++) {
+        char* end;
+        *(k ? sigma : median) = strtod(p + 1, &end);
+        bad = end == p + 1 || (*end && *end != ':') || (*end == ':' && k == 1);
+        p = end;
+    }
+    if (bad)
         fail("%s %s: the generator is docs:lognormal[:MEDIAN[:SIGMA]] (e.g. docs:lognormal:78:0.99)", flag, spec);
     if (!(*median >= 2 && *median <= 1e7) || !(*sigma >= 0 && *sigma <= 4))
         fail("%s %s: MEDIAN must be in [2, 1e7] tokens and SIGMA in [0, 4]", flag, spec);

@@ -185,13 +185,15 @@ static void plan_parse_args(int argc, char** argv, PlanArgs* a) {
     const char* sets[64];
     int n_sets = 0, grad_reduce_bf16 = 0;
     for (int i = 1; i < argc; i++) {
-        const char* flag = argv[i];
-        if (!strcmp(flag, "--plan")) continue;
-        if (!strcmp(flag, "--help") || !strcmp(flag, "-h")) { plan_usage(); exit(0); }
-        if (strncmp(flag, "--", 2))
-            fail("--plan: unexpected argument '%s' (flags start with --; see --plan --help)", flag);
-        if (i + 1 >= argc) fail("--plan: flag %s needs a value", flag);
-        const char* v = argv[++i];
+        if (!strcmp(argv[i], "--plan")) continue;
+        if (!strcmp(argv[i], "--help") || !strcmp(argv[i], "-h")) { plan_usage(); exit(0); }
+        if (strncmp(argv[i], "--", 2))
+            fail("--plan: unexpected argument '%s' (flags start with --; see --plan --help)", argv[i]);
+        char flag[64];  // --gpus=8 as --gpus 8
+        const char* eq = strchr(argv[i], '=');
+        snprintf(flag, sizeof(flag), "%.*s", eq ? (int)(eq - argv[i]) : (int)strlen(argv[i]), argv[i]);
+        if (!eq && i + 1 >= argc) fail("--plan: flag %s needs a value", flag);
+        const char* v = eq ? eq + 1 : argv[++i];
         int shape_k = -1;
         for (int k = 0; k < PLAN_SHAPE_FLAGS; k++)
             if (!strcmp(flag, SIZE_FLAGS[k].flag)) shape_k = k;

@@ -349,6 +349,10 @@ static void run_setup(Run* r, int argc, char** argv) {
         if (!a->ckpt_dir) fail("--resume auto needs --ckpt-dir");
         ckpt_find_latest(a->ckpt_dir, r->resume_path, r->rank == 0);
         a->resume = r->resume_path[0] ? r->resume_path : NULL;  // none yet: a fresh start
+        const char* import = a->import_hf ? "--import-hf" : a->import_llmc ? "--import-llmc" : NULL;
+        if (a->resume && import && r->rank == 0)  // the import gave a job's first launch its weights
+            printf("resume: %s is not read: the run continues from its checkpoint\n", import);
+        if (a->resume) a->import_hf = a->import_llmc = NULL;
     }
     outputs_check(r);
 }

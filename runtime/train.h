@@ -444,12 +444,12 @@ static int train_loop(Model* m, Run* run, Metrics* met, int start_step) {
                 printf("checkpoint: none at step %d, which was skipped (non-finite); the newest on disk is kept\n",
                        step + 1);
         }
-        if (stop && run->rank == 0) fprintf(stderr, "stopped by signal after step %d\n", step + 1);
+        if (stop && stop != SIGPIPE && run->rank == 0) fprintf(stderr, "stopped by signal after step %d\n", step + 1);
     }
     if (!stop && !a->sample_every && a->sample_len && start_step < c->steps) {
         if (run->rank == 0) printf("sample:\n"), fflush(stdout);
         sample_text(m, &run->tk, a->sample_len, c->seed, stdout);
-        if ((stop = ckpt_stop_requested(&m->L.group[GROUP_WORLD])) && run->rank == 0)
+        if ((stop = ckpt_stop_requested(&m->L.group[GROUP_WORLD])) && stop != SIGPIPE && run->rank == 0)
             fprintf(stderr, "stopped by signal during the sample after step %d\n", c->steps);
     }
     if (stop) return 128 + stop;

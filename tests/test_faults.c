@@ -26,8 +26,9 @@
 //      non-finite values, and the one-process build (nompi/mpi.h) compiling and training.
 //
 // This file holds the shared helpers and main; the suites are in tests/faults_runs.c (1-4),
-// tests/faults_bad_inputs.c (5), tests/faults_files.c (5: the files a run writes, issue 39) and
-// tests/faults_prepare.c (5: data/prepare.py), included into the one binary.
+// tests/faults_bad_inputs.c (5), tests/faults_files.c (5: the files a run writes, issue 39),
+// tests/faults_prepare.c (5: data/prepare.py) and tests/faults_polish.c (5: flags, LATEST, stdout's
+// reader gone), included into the one binary.
 //
 // All runs train the tiny model with the suite's flags below: --warmup 20 keeps every step
 // here inside the linear warm-up, where the learning rate of a step does not depend on
@@ -369,6 +370,7 @@ static void run_dir(const char* tag, char dir[256], char out[300], char log[300]
 #include "tests/faults_bad_inputs.c"
 #include "tests/faults_files.c"
 #include "tests/faults_prepare.c"
+#include "tests/faults_polish.c"
 
 // ----------------------------------------------------------------------------
 
@@ -418,6 +420,9 @@ int main(int argc, char** argv) {
         snprintf(args, sizeof(args), "--steps 1000 --data %s", big);
         stop_in_loop("sigterm_while_reading_data", args, NULL, 0.3, SIGTERM, "stopped by signal");
         watchdog_not_in_startup(big);
+        // the terminal closed: saved and stopped as by SIGTERM, exit 129 (it killed the run unsaved)
+        stop_in_loop("sighup_saves", "--steps 1000 --ckpt-dir " ROOT "/sighup_saves", "\"step\":1,", 0, SIGHUP,
+                     "stopped by signal after step");
         printf("(signal: %.1f s)\n", now_s() - t0);
     }
     if (want[2] && ref.n) {
@@ -454,6 +459,8 @@ int main(int argc, char** argv) {
         suite_bad_inputs();
         suite_files("./train");  // issue 39's classes (tests/faults_files.c), also under the sanitizers
         if (file_size("train_asan") >= 0) suite_files("./train_asan");
+        suite_polish("./train");  // issue 39's third round (tests/faults_polish.c)
+        if (file_size("train_asan") >= 0) suite_polish("./train_asan");
         suite_prepare();
         printf("(bad: %.1f s)\n", now_s() - t0);
     }

@@ -1,0 +1,61 @@
+// tests/faults_polish.c: test_faults' cases of issue 39's third round: every flag and file a
+// user can get slightly wrong is one error line or does what it says. The manifest LATEST
+// (a NUL byte in it, a symbolic link to another file, whose content is never echoed); flags
+// (a typo last on the line, the --flag=value form, a switch given a value, a preset with
+// another --arch, --log-ranks without --log, trailing garbage in a number of
+// docs:lognormal); the starting weights given twice (--import-hf with --resume or
+// --import-llmc; --resume auto with an import: the checkpoint, said in one line); stdout's
+// reader gone (./train | grep -q: quiet, exit 141, the checkpoint saved).
+// Run through ./train and ./train_asan. Included by tests/test_faults.c after
+// faults_bad_inputs.c (its bad_run and BAD); not built alone.
+
+#define POLISH BAD "/polish"
+#define POLISH_CKPT TRAIN "--steps 1 --ckpt-dir " POLISH "/ck1 > /dev/null 2>&1"  // a 1-step checkpoint
+
+static const BadRun POLISH_RUNS[] = {
+    // LATEST: a NUL byte is named as such; a link is not followed, its target's first line not shown
+    {{"latest_nul_byte", "--steps 2 --ckpt-dir " POLISH "/nul --resume auto", "holds a NUL byte (at byte 17)",
+      1},
+     "rm -rf " POLISH "/nul && mkdir " POLISH "/nul && printf 'ckpt_00000001.bin\\000x\\n' > " POLISH "/nul/LATEST",
+     NULL},
+    {{"latest_symlink_not_echoed", "--steps 2 --ckpt-dir " POLISH "/lnk --resume auto", "not a regular file (a symbolic link)",
+      1},
+     "rm -rf " POLISH "/lnk && mkdir " POLISH "/lnk && echo secret-line > " POLISH "/secret && ln -s " POLISH
+     "/secret " POLISH "/lnk/LATEST",
+     "! grep -l secret-line " BAD "/out_*latest_symlink_not_echoed.txt"},
+    // flags: a typo last on the line is unknown (not "needs a value"); --flag=value is read; a switch takes none
+    {{"flag_typo_last", "--steps 1 --quite", "unknown flag --quite; did you mean --quiet?", 1}, NULL, NULL},
+    {{"flag_equals_form", "--steps=1 --sample-len=0", "peak resident memory", 0}, NULL, NULL},
+    {{"switch_given_a_value", "--steps 1 --quiet=1", "flag --quiet is a switch and takes no value", 1}, NULL, NULL},
+    // a preset given with another --arch keeps its shape (it became llama-small silently)
+    {{"preset_with_other_arch", "--steps 0 --model small --arch llama", "small (llama)", 0}, NULL, NULL},
+    {{"log_ranks_without_log", "--steps 1 --log-ranks", "--log-ranks writes LOG.rankN beside --log LOG", 1}, NULL,
+     NULL},
+    {{"docs_number_trailing_garbage", "--steps 0 --data docs:lognormal:78:0.5e",
+      "the generator is docs:lognormal[:MEDIAN[:SIGMA]]", 1},
+     NULL, NULL},
+    // the starting weights from two places: refused; --resume auto finding a checkpoint: it wins, said once
+    {{"import_hf_with_resume", "--steps 1 --import-hf " POLISH "/nohf --resume " POLISH "/ck1/ckpt_00000001.bin",
+      "--import-hf and --resume both give the starting weights", 1},
+     NULL, NULL},
+    {{"import_hf_with_import_llmc", "--steps 1 --import-hf " POLISH "/nohf --import-llmc " POLISH "/x.bin",
+      "--import-hf and --import-llmc both give the starting weights", 1},
+     NULL, NULL},
+    {{"resume_auto_with_import", "--steps 2 --ckpt-dir " POLISH "/ck1 --resume auto --import-llmc " POLISH "/x.bin",
+      "resume: --import-llmc is not read: the run continues from its checkpoint", 0},
+     "rm -rf " POLISH "/ck1 && " POLISH_CKPT, NULL},
+    // the reader of stdout is satisfied and gone: no error line, exit 141 as other tools, the checkpoint saved
+    {{"stdout_reader_gone",
+      "bash -c '{train} --steps 1000 --ckpt-dir " POLISH "/pipe --ckpt-every 1 | grep -q checkpoint; "
+      "echo exit ${PIPESTATUS[0]}'",
+      "exit 141", 0},
+     "rm -rf " POLISH "/pipe", "test -s " POLISH "/pipe/LATEST"},
+};
+
+static void suite_polish(const char* bin) {
+    sh("mkdir -p " POLISH);
+    for (size_t i = 0; i < sizeof(POLISH_RUNS) / sizeof(POLISH_RUNS[0]); i++)
+        bad_run(bin, &POLISH_RUNS[i].k, POLISH_RUNS[i].setup, POLISH_RUNS[i].check);
+}
+
+#undef POLISH_CKPT

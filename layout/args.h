@@ -298,7 +298,7 @@ static const Flag FLAGS[] = {
     {"--ckpt-every", FLAG_INT, "N", 0, 1 << 30, 0, 0, NULL, HELP_OUTPUT, AGREE, 0, IN_ARGS(ckpt_every),
      "also every N steps", NULL},
     {"--ckpt-keep", FLAG_INT, "N", 1, 1 << 20, 0, 0, "3", HELP_OUTPUT, AGREE, 0, IN_ARGS(ckpt_keep),
-     "keep the newest N checkpoints", NULL},
+     "keep the newest N checkpoints of this run and the launches it resumes (and the one resumed from)", NULL},
     {"--resume", FLAG_TEXT, "FILE|auto", NO_RANGE, NULL, HELP_OUTPUT, AGREE, 0, IN_ARGS(resume),
      "continue from a checkpoint (any layout)", NULL},
     {"--import-llmc", FLAG_TEXT, "FILE", NO_RANGE, NULL, HELP_OUTPUT, AGREE, 0, IN_ARGS(import_llmc),

@@ -48,7 +48,7 @@
 enum { CK_MAGIC, CK_VERSION, CK_ARCH, CK_N_LAYER, CK_N_HEAD, CK_N_KV_HEAD, CK_D_MODEL, CK_D_FF, CK_SEQ_LEN, CK_VOCAB,
        CK_VOCAB_PADDED, CK_STEP, CK_SEED_LO, CK_SEED_HI, CK_DP, CK_TP, CK_PP, CK_VPP, CK_ZERO, CK_SP, CK_N_FULL_LO,
        CK_N_FULL_HI, CK_GLOBAL_BATCH, CK_MICRO_BATCH, CK_SCHEDULE, CK_RECOMPUTE, CK_STEPS, CK_N_TENSORS, CK_SUM_LO,
-       CK_SUM_HI, CK_ROPE_THETA };
+       CK_SUM_HI, CK_ROPE_THETA, CK_PACKING };  // CK_PACKING: --packing + 1 (0: a file from before it was recorded)
 #define CKPT_MAX_TENSORS ((int)(sizeof(((ParamLayout*)0)->t) / sizeof(Tensor)))
 
 // ----------------------------------------------------------------------------
@@ -471,14 +471,54 @@ static const char* state_values_check(const float* x, size_t n, int section, con
     return NULL;
 }
 
-// The checkpoints this run wrote, oldest first: the only ones rotation deletes. A file this
-// run resumed from, files of earlier runs and any other file of a checkpoint's name (a
-// newer step of another history, junk) are never touched.
+// The checkpoints of this run's history, oldest first: the only ones rotation deletes. Those this
+// run wrote, and where it resumed from a checkpoint in its own --ckpt-dir (a job's next launch)
+// the older ones of the launches before (ckpt_history_adopt), so --ckpt-keep N bounds the
+// directory across resumes: N, and the one resumed from, which the next launch may rotate away.
+// Never touched: the checkpoint resumed from, a file of a higher step (another history), of
+// another model, seed or global batch, one whose header does not verify, any checkpoint where
+// the run resumed from elsewhere or started fresh, and any other name.
 static int* ckpt_written = NULL;
 static int ckpt_n_written = 0;
 
+// At start-up on rank 0, a run resuming (a->resume) with --ckpt-dir: the history it continues.
+static void ckpt_history_adopt(const Args* a) {
+    struct stat in_dir, dir;
+    char parent[PATH_CAP], path[PATH_CAP], why[256];
+    snprintf(parent, sizeof(parent), "%.*s", (int)(strrchr(a->resume, '/') ? strrchr(a->resume, '/') - a->resume : 1),
+             strrchr(a->resume, '/') ? a->resume : ".");
+    if (stat(parent, &in_dir) || stat(a->ckpt_dir, &dir) || in_dir.st_dev != dir.st_dev || in_dir.st_ino != dir.st_ino)
+        return;  // resumed from elsewhere: this directory's files are not its history
+    int32_t resumed[256], *steps;
+    FILE* f = fopen(a->resume, "rb");
+    int ok = f && fread(resumed, sizeof(int32_t), 256, f) == 256;
+    if (f) fclose(f);
+    int n = ok ? ckpt_list(a->ckpt_dir, "--ckpt-keep", &steps) : 0;
+    ParamLayout* full = (ParamLayout*)xmalloc(sizeof(ParamLayout));
+    param_layout_build(full, &a->cfg, 1, 0, 1, 1, 0, 1);
+    for (int i = n - 1; i >= 0; i--) {  // oldest first
+        if (steps[i] >= resumed[CK_STEP]) continue;
+        CkptIndex ix;
+        f = fopen(path_format(path, "--ckpt-dir", "%s/ckpt_%08d.bin", a->ckpt_dir, steps[i]), "rb");
+        if (!f || ckpt_index_read(f, &ix, why, sizeof(why))) { if (f) fclose(f); continue; }
+        const int32_t* h = ix.h;
+        struct stat st;
+        if (!fstat(fileno(f), &st) && !ckpt_header_check(h, &a->cfg, full->n_full, st.st_size, why) &&
+            h[CK_STEP] == steps[i] && h[CK_SEED_LO] == resumed[CK_SEED_LO] && h[CK_SEED_HI] == resumed[CK_SEED_HI] &&
+            h[CK_GLOBAL_BATCH] == resumed[CK_GLOBAL_BATCH]) {
+            ckpt_written = (int*)realloc(ckpt_written, sizeof(int) * (ckpt_n_written + 1));
+            if (!ckpt_written) fail("out of memory");
+            ckpt_written[ckpt_n_written++] = steps[i];
+        }
+        fclose(f);
+        ckpt_index_free(&ix);
+    }
+    if (n) free(steps);
+    free(full);
+}
+
 // After step `step`'s checkpoint and the manifest naming it are in place: keep the newest
-// ckpt_keep of this run's own checkpoints, deleting the older ones (the newest is never
+// ckpt_keep of this run's history (ckpt_written), deleting the older ones (the newest is never
 // deleted: ckpt_keep >= 1).
 static void ckpt_rotate(const char* dir, int step, int keep) {
     ckpt_written = (int*)realloc(ckpt_written, sizeof(int) * (ckpt_n_written + 1));
@@ -524,6 +564,7 @@ static void ckpt_save(const Layout* L, const ParamLayout* P, const ModelConfig* 
     if (L->rank == 0) {
         atomic_open(&out, path_format(path, "--ckpt-dir", "%s/ckpt_%08d.bin", a->ckpt_dir, step), "checkpoint");
         ckpt_header_fill(h, c, step, full->n_full, n_t);
+        h[CK_PACKING] = a->packing + 1;
         atomic_write(&out, h, sizeof(h));  // its checksum is written over it at the end
     }
     for (int sec = 0; sec < 3; sec++) {
@@ -707,9 +748,16 @@ static int ckpt_resume(const Layout* L, const ParamLayout* P, const ModelConfig*
     memcpy(v_state, local[2] + opt_lo, sizeof(float) * (opt_hi - opt_lo));
     free(local[1]); free(local[2]);
     char shown[4 * PATH_CAP];
-    // past --steps: the schedule (warm-up, cosine to --steps) has no step to give; at it, the run is done
-    if (h[CK_STEP] > c->steps) {
-        if (L->rank == 0)
+    // past --steps: the schedule (warm-up, cosine to --steps) has no step to give; at it, the run is done.
+    // Another --packing: other sequences in each batch from the step on (the data order changes)
+    static const char* packing[3] = {"concat", "greedy", "wlb"};
+    int other_packing = h[CK_PACKING] >= 1 && h[CK_PACKING] <= 3 && h[CK_PACKING] != a->packing + 1;
+    if (h[CK_STEP] > c->steps || other_packing) {
+        if (L->rank == 0 && other_packing)
+            print_error("--resume %s: the checkpoint was trained with --packing %s; resuming with --packing %s would "
+                        "change the data order", printable(path, shown, sizeof(shown)), packing[h[CK_PACKING] - 1],
+                        packing[a->packing]);
+        else if (L->rank == 0)
             print_error("--resume %s: the checkpoint is at step %d, past --steps %d (raise --steps to go on)",
                         printable(path, shown, sizeof(shown)), h[CK_STEP], c->steps);
         MPI_Finalize();

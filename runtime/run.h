@@ -195,6 +195,7 @@ static void outputs_check(const Run* r) {
         if (paths[i]) output_check(paths[i], flags[i]);
     if (a->export_hf) hf_export_prepare(a->export_hf, a->tokenizer);
     if (a->ckpt_dir) ckpt_dir_prepare(a);
+    if (a->ckpt_dir && a->resume) ckpt_history_adopt(a);  // --ckpt-keep counts a job's earlier launches
 }
 
 // The run's end-of-text id (a->eot), from where it is known, never from the vocabulary's size

@@ -728,8 +728,8 @@ static const BadRun BAD_RUNS[] = {
      "rm -rf " BAD "/ck_fallback && mkdir " BAD "/ck_fallback && cp " BAD "/good/ckpt_00000001.bin " BAD
      "/ck_fallback && head -c 5000 " BAD "/good/ckpt_00000001.bin > " BAD "/ck_fallback/ckpt_00000002.bin",
      NULL},
-    // rotation deletes only what this run wrote: resumed from 2 of an older run's 1..6 with
-    // --ckpt-keep 2, its own 3 and 4 stay (and the older 5, 6), LATEST names 4, auto resumes it
+    // rotation deletes only this run's history: resumed from 2 of an older run's 1..6 with
+    // --ckpt-keep 2, 2 and its own 3 and 4 stay (and the higher 5, 6), LATEST names 4, auto resumes it
     {{"rotation_keeps_this_runs_newest",
       "--steps 4 --lr 1e-3 --ckpt-every 1 --ckpt-keep 2 --ckpt-dir " BAD "/rot --resume " BAD "/rot/ckpt_00000002.bin",
       "ckpt_00000004.bin (step 4)", 0},

@@ -28,7 +28,7 @@ static const BadRun POLISH_RUNS[] = {
     {{"flag_equals_form", "--steps=1 --sample-len=0", "peak resident memory", 0}, NULL, NULL},
     {{"switch_given_a_value", "--steps 1 --quiet=1", "flag --quiet is a switch and takes no value", 1}, NULL, NULL},
     // a preset given with another --arch keeps its shape (it became llama-small silently)
-    {{"preset_with_other_arch", "--steps 0 --model small --arch llama", "small (llama)", 0}, NULL, NULL},
+    {{"preset_with_other_arch", "--steps 0 --model small --arch llama", "| small (llama)", 0}, NULL, NULL},
     {{"log_ranks_without_log", "--steps 1 --log-ranks", "--log-ranks writes LOG.rankN beside --log LOG", 1}, NULL,
      NULL},
     {{"docs_number_trailing_garbage", "--steps 0 --data docs:lognormal:78:0.5e",
@@ -44,6 +44,22 @@ static const BadRun POLISH_RUNS[] = {
     {{"resume_auto_with_import", "--steps 2 --ckpt-dir " POLISH "/ck1 --resume auto --import-llmc " POLISH "/x.bin",
       "resume: --import-llmc is not read: the run continues from its checkpoint", 0},
      "rm -rf " POLISH "/ck1 && " POLISH_CKPT, NULL},
+    // a checkpoint resumed under another --packing: refused (the data order would change)
+    {{"resume_under_other_packing", "--steps 2 --ckpt-dir " POLISH "/pk --resume auto --packing wlb",
+      "trained with --packing greedy; resuming with --packing wlb would change the data order", 1},
+     "rm -rf " POLISH "/pk && " TRAIN "--steps 1 --ckpt-dir " POLISH "/pk --packing greedy > /dev/null 2>&1", NULL},
+    // --ckpt-keep 2 across launches of one job: the older checkpoints of the history go, at most the 2
+    // newest and the one resumed from stay; another seed's checkpoint and a higher step's file are never touched
+    {{"ckpt_keep_across_resumes", "--steps 6 --ckpt-every 1 --ckpt-keep 2 --ckpt-dir " POLISH "/keep --resume auto",
+      "ckpt_00000006.bin (step 6)", 0},
+     "rm -rf " POLISH "/keep " POLISH "/keep7 && " TRAIN "--steps 1 --seed 7 --ckpt-dir " POLISH "/keep7 > /dev/null "
+     "2>&1 && " TRAIN "--steps 3 --ckpt-every 1 --ckpt-keep 2 --ckpt-dir " POLISH "/keep > /dev/null 2>&1 && cp "
+     POLISH "/keep7/ckpt_00000001.bin " POLISH "/keep && cp " POLISH "/keep/ckpt_00000003.bin " POLISH
+     "/keep/ckpt_00000009.bin",
+     "(cd " POLISH "/keep && test \"$(echo ckpt_*.bin)\" = 'ckpt_00000001.bin ckpt_00000003.bin ckpt_00000005.bin "
+     "ckpt_00000006.bin ckpt_00000009.bin') && " TRAIN "--steps 8 --ckpt-every 1 --ckpt-keep 2 --ckpt-dir " POLISH
+     "/keep --resume auto > /dev/null 2>&1 && (cd " POLISH "/keep && test \"$(echo ckpt_*.bin)\" = "
+     "'ckpt_00000001.bin ckpt_00000006.bin ckpt_00000007.bin ckpt_00000008.bin ckpt_00000009.bin')"},
     // the reader of stdout is satisfied and gone: no error line, exit 141 as other tools, the checkpoint saved
     {{"stdout_reader_gone",
       "bash -c '{train} --steps 1000 --ckpt-dir " POLISH "/pipe --ckpt-every 1 | grep -q checkpoint; "

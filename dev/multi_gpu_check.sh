@@ -97,7 +97,9 @@ layouts() {
     "pp2_offload_act|$MODEL --pp 2 --offload activations|2"
     "llama_tp2|$LLAMA --tp 2|2" "llama_cp2_ring|$LLAMA --cp 2|2")
   if [ "$N" -ge 4 ]; then
-    cases+=("tp2_pp2|$MODEL --tp 2 --pp 2|4" "dp2_tp2_sp_zero1|$MODEL --dp 2 --tp 2 --sp --zero 1|4"
+    # (zb-v at pp 4 needs 8 chunks: an 8-layer model, with its own 1-GPU reference)
+    cases+=("ref_gpt2_8l|$MODEL --n-layer 8|1"
+      "tp2_pp2|$MODEL --tp 2 --pp 2|4" "dp2_tp2_sp_zero1|$MODEL --dp 2 --tp 2 --sp --zero 1|4"
       "pp4_zbv|$MODEL --n-layer 8 --pp 4 --schedule zb-v|4" "cp4_2d|$MODEL --cp 4 --cp-kind 2d --cp-ulysses 2|4"
       "dp4_zero3|$MODEL --dp 4 --zero 3|4" "llama_tp2_pp2|$LLAMA --tp 2 --pp 2|4")
   fi
@@ -113,6 +115,7 @@ layouts() {
     IFS='|' read -r name flags ranks <<< "$c"
     local ref=ref_gpt2
     [[ $flags == *llama* ]] && ref=ref_llama
+    [[ $flags == *"--n-layer 8"* ]] && ref=ref_gpt2_8l
     if ! run "$name" $flags; then
       note "| $name | $ranks | | | FAIL: the run failed ($OUTDIR/$name.log) |"; FAIL=$((FAIL + 1)); continue
     fi

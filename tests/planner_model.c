@@ -132,6 +132,16 @@ static void test_memory_by_hand(void) {
           r.mem_weights + r.mem_grads + r.mem_optim, params * 8, r.mem_temp);
 }
 
+// An MPT block (GPT-2's layer, llm-foundry's vocabulary 50368, d_ff 4 x d_model) on 8 A100s under ZeRO-3, as
+// llm-foundry's benchmark rows run it.
+static ModelConfig mpt_on_8_a100(int n_layer, int n_head, int d_model, int seq_len, int micro_batch) {
+    ModelConfig c = model("gpt2-124m", seq_len);
+    c.n_layer = n_layer, c.n_head = c.n_kv_head = n_head, c.d_model = d_model, c.d_ff = 4 * d_model, c.vocab = 50368;
+    config_finalize(&c);
+    c.dp = 8, c.zero = 3, c.micro_batch = micro_batch;
+    return c;
+}
+
 // llm-foundry's mpt-350m on 8 A100s (dev/published_runs.csv: seq 2048, micro-batch 32, FSDP ZeRO-3,
 // no checkpointing; it ran) under --software foundry, term by term:
 //   params: 24 layers of 4C^2 + 2CF + 3C + F + 6C = 12596224, the embedding 50432 x 1024 (the vocabulary
@@ -141,14 +151,11 @@ static void test_memory_by_hand(void) {
 //   temporaries: the fused loss's bf16 logits and gradient, 65536 x 50432 x 4 = 13220446208, the final
 //           norm's input 65536 x 1024 x 2, two gathered layers 2 x 12596224 x 2: 13405048832 B
 //   reserve: 0.5 GiB (no allocator share: software.h alloc_share): 66297993818 B in all, 61.74 GiB: fits.
-//   --software framework counts 34.0625 sbh (masks) and 18 B per logit (fp32 loss): 119.08 GiB.
+//   --software framework counts 34.0625 sbh (masks) and 18 B per logit (fp32 loss): 107.84 GiB.
 static void test_memory_foundry_by_hand(void) {
     DeviceProfile d;
     profile_builtin("a100-80gb", &d);
-    ModelConfig c = model("gpt2-124m", 2048);
-    c.n_layer = 24, c.n_head = c.n_kv_head = 16, c.d_model = 1024, c.d_ff = 4096, c.vocab = 50368;
-    config_finalize(&c);
-    c.dp = 8, c.zero = 3, c.micro_batch = 32;
+    ModelConfig c = mpt_on_8_a100(24, 16, 1024, 2048, 32);
     PlanSetup k = plan_setup_for(SOFTWARE_FOUNDRY), fw = plan_setup_for(SOFTWARE_FRAMEWORK);
     k.attention = fw.attention = ATTN_FLASH_TRITON;
     PlanResult r, rf;
@@ -177,10 +184,7 @@ static void test_memory_foundry_by_hand(void) {
 static void test_memory_foundry_mpt3b_8k(void) {
     DeviceProfile d;
     profile_builtin("a100-80gb", &d);
-    ModelConfig c = model("gpt2-124m", 8192);
-    c.n_layer = 32, c.n_head = c.n_kv_head = 20, c.d_model = 2560, c.d_ff = 10240, c.vocab = 50368;
-    config_finalize(&c);
-    c.dp = 8, c.zero = 3, c.micro_batch = 3;
+    ModelConfig c = mpt_on_8_a100(32, 20, 2560, 8192, 3);
     PlanSetup k = plan_setup_for(SOFTWARE_FOUNDRY);
     k.attention = ATTN_FLASH_TRITON;
     PlanResult r;

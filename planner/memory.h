@@ -265,8 +265,9 @@ static const PipeCounts* pipe_counts(const ModelConfig* c, int m) {
     unsigned slot =
         (unsigned)schedule * 2654435761u ^ (unsigned)pp * 40503u ^ (unsigned)vpp * 977u ^ (unsigned)m * 2246822519u;
     PipeCounts* e = &pipe_counts_kept[slot % PIPE_COUNTS_KEPT];
+    // (only ZB-V's lists depend on the op times: the others' counts are kept whatever the cut)
     if (e->schedule != schedule || e->pp != pp || e->vpp != vpp || e->m != m || e->defer_weight != defer ||
-        memcmp(e->t_build, t_build, sizeof(double) * n_t)) {
+        (schedule == SCHED_ZBV && memcmp(e->t_build, t_build, sizeof(double) * n_t))) {
         PipeOp** lists = (PipeOp**)xmalloc(sizeof(PipeOp*) * pp);
         int* n_ops = (int*)xmalloc(sizeof(int) * pp);
         free(e->peaks), free(e->chunks), free(e->t_build);

@@ -360,19 +360,19 @@ static void stage_model_build(const ModelConfig* c, const PlanSetup* k, const De
     sm->mem_layer = (double*)xcalloc(n, sizeof(double));
     PlanChunks ch = plan_chunks_alloc(n, pp);
     ch.has_embed[0] = 1, ch.has_head[n - 1] = 1;
-    for (int g = -1; g < n; g++) {  // g -1: the stages without layers
+    // a stage's memory depends on its own chunks only: probe j puts one layer in the j-th chunk of
+    // every stage at once (j -1: none)
+    for (int j = -1; j < c->vpp; j++) {
         PlanResult probe;
         memset(&probe, 0, sizeof(probe));
         probe.n_micro = r->n_micro;
         memset(ch.stage_fwd, 0, sizeof(double) * pp), memset(ch.stage_bwd, 0, sizeof(double) * pp);
-        if (g >= 0) ch.layers[g] = 1;
+        for (int g = 0; g < n; g++) ch.layers[g] = chunk_local(c->schedule, pp, g) == j;
         plan_memory(c, k, d, &ch, &probe);
-        if (g < 0) {
-            memcpy(sm->mem_base, ch.stage_mem, sizeof(double) * pp);
-        } else {
+        for (int g = 0; g < n; g++) {
             int st = chunk_stage(c->schedule, pp, g);
-            sm->mem_layer[g] = ch.stage_mem[st] - sm->mem_base[st];
-            ch.layers[g] = 0;
+            if (j < 0) sm->mem_base[st] = ch.stage_mem[st];
+            else if (ch.layers[g]) sm->mem_layer[g] = ch.stage_mem[st] - sm->mem_base[st];
         }
     }
     plan_chunks_free(&ch);

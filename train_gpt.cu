@@ -82,6 +82,10 @@ static void model_init(Model* m, Args* a, Metrics* met) {
     cudaCheck(cudaEventCreateWithFlags(&m->be.computed, cudaEventDisableTiming));
     cudaCheck(cudaEventCreateWithFlags(&m->be.copied, cudaEventDisableTiming));
     cudaCheck(cudaEventCreate(&m->be.op_times.now));
+    cudaCheck(cudaEventCreateWithFlags(&m->be.batch_copied, cudaEventDisableTiming));
+    // batch_ready's staging (backend/gpu/memory.h): inputs, targets; with documents positions, documents, cp order
+    size_t batch_ints = (size_t)m->n_micro * m->B * m->T * (3 + 2 * m->c.cp);
+    m->be.h_batch = (int*)host_pinned(sizeof(int) * batch_ints, "the batch");
     m->be.d_pos = (int*)dev_alloc(sizeof(int) * m->T);
     h2d(m->be.d_pos, m->pos, sizeof(int) * m->T, m->be.stream);
     // the kernels' reduction scratch: attention backward needs B*n_head_local*T floats (with cp, a
@@ -93,7 +97,6 @@ static void model_init(Model* m, Args* a, Metrics* met) {
     if (!m->zero3_state) m->be.arena = m->params;
     if (a->cfg.offload & OFFLOAD_OPTIMIZER) offload_opt_init(m);
     if (grad_reduce_scratch_bytes(a->grad_reduce_bf16, m->L.replicas)) m->be.grad_bf16 = act_alloc(m, GRAD_BF16_FLOATS);
-    m->be.h_norm_parts = (float*)xcalloc(m->P.n, sizeof(float));
     model_init_schedule(m);        // the op list, then activations sized by it
     if (m->doc_start) {
         size_t held = (size_t)m->n_micro * m->B * m->T;

@@ -180,10 +180,15 @@ static void act_tier_wait(Model* m);
 // ZeRO 1/2's dp all-gather of the updated shards, whole, under --offload optimizer (otherwise
 // parallel/zero3.h gathers them a unit at a time).
 static void adamw_range(Model* m, size_t a, size_t b, const float* grad, int decay, float lr, float grad_scale, int t);
+// The ranges adamw_range queued are updated by now (the GPU build: all in one launch).
+static void adamw_finish(Model* m);
 static void param_shards_gather(Model* m);
 // The gradient norm: sum of squares of the k-th owned range of the gradient, added into *ss
-// by sumsq_finish(m, k_total, ss) at the latest.
+// by sumsq_finish(m, k_total, ss) at the latest. A build may read the ranges as late as the next
+// sumsq_flush or sumsq_finish (the GPU build sums all queued ranges in one launch): a caller that
+// changes a range before then calls sumsq_flush first.
 static void sumsq_range(Model* m, int k, const float* x, size_t n, double* ss);
+static void sumsq_flush(Model* m);
 static void sumsq_finish(Model* m, int n_ranges, double* ss);
 
 // ----------------------------------------------------------------------------
@@ -216,6 +221,9 @@ static float* opt_state_host_take(Model* m, float* state, int fetch);
 static void opt_state_host_give(Model* m, float* host, float* state, int store);
 // Wait for the queued device work (a no-op on the CPU).
 static void device_sync(Model* m);
+// Training step `step` (0-based) has ended: the GPU build reports what it asked of the device
+// in it (kernel launches, host waits); a no-op on the CPU.
+static void step_done(Model* m, int step);
 
 // ----------------------------------------------------------------------------
 // The communication steps of the layer math (shared code, not a build's). tensor_parallel.h: the

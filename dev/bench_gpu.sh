@@ -6,7 +6,10 @@
 #   gpt2-1558m  the largest micro-batch that fits, tried 32, 16, 8, 4 (an attempt that runs
 #               out of GPU memory stops at allocation, in seconds)
 # Each row: ms/step, tokens/s, achieved TFLOP/s and MFU averaged over the steps after the
-# first two (warm-up), and the GPU memory in use at the end. FLOPs are the trainer's PaLM
+# first two (warm-up), and the GPU memory in use at the end. The gpt2-124m and 1558m rows run
+# with --op-times: each op family's device time per step (CUDA events around each op: matmul,
+# attention forward and backward, norms, loss, optimizer; the rest of the step; communication)
+# goes into $DIR/op_times.csv (the events cost the host microseconds an op, the device nothing). FLOPs are the trainer's PaLM
 # count (6N + 12·L·d·T per token, metrics.h); MFU is against the device's dense bf16 peak
 # (H100/H200: 989 TFLOP/s), which the trainer prints in its start-up table. PaLM's count takes
 # attention as non-causal; the "causal" column is the MFU by the count of the pairs a causal
@@ -47,6 +50,9 @@ bench() {
                      /^\| FLOPs per token/ { split($3, a, " "); f = a[1]; u = substr(f, length(f)); f += 0
                                             f *= u == "K" ? 1e3 : u == "M" ? 1e6 : u == "G" ? 1e9 : 1 }
                      END { print (f > 0 ? 1 - 6 * L * d * T / f : 0) }' "$log")
+  # --op-times' line (the mean per step of each op family, ms) into op_times.csv: model,mb,seq,family,ms
+  sed -n 's/^gpu: op times per step, mean of [0-9]* steps (ms; rank 0): //p' "$log" |
+    awk -v row="$name,$mb,$SEQ" '{ for (i = 1; i < NF; i += 2) print row "," $i "," $(i + 1) }' >> "$DIR/op_times.csv"
   sed -n 's/^{"step":\([0-9]*\),"loss":[^,]*,"lr":[^,]*,"ms":\([^,]*\),"tok_s":\([^,]*\),"mfu":\([^,]*\),"hfu":[^,]*,"tflops":\([^,]*\),.*/\1 \2 \3 \4 \5/p' "$json" |
     awk -v name="$name" -v mb="$mb" -v mem="$mem" -v causal="$causal" '
       $1 > 2 { n++; ms += $2; tok += $3; mfu += $4; tf += $5 }
@@ -55,10 +61,11 @@ bench() {
             else printf "%-18s %4d  no steps after warm-up\n", name, mb }'
 }
 
+echo "model,mb,seq,family,ms" > "$DIR/op_times.csv"
 printf "%-18s %4s %9s %10s %8s %7s %7s  %s\n" "model" "mb" "ms/step" "tokens/s" "TFLOP/s" "MFU" "causal" "GPU memory"
-bench "${SMALL#--model }" "${MBS%% *}" $SMALL
+bench "${SMALL#--model }" "${MBS%% *}" $SMALL --op-times
 bench "${SMALL#--model }-unfused" "${MBS%% *}" $SMALL --gelu-fusion off
 for mb in $MBS; do
-  bench "${BIG#--model }" "$mb" $BIG && break
+  bench "${BIG#--model }" "$mb" $BIG --op-times && break
 done
 true

@@ -10,7 +10,9 @@
 #   sdpa      PyTorch's SDPA (FlashAttention-2 and cuDNN back-ends) at the same shapes
 #             (dev/bench_torch.py; skipped in one line without PyTorch)
 #   trainer   dev/bench_gpu.sh: gpt2-124m at micro-batch 32 x 1024, gpt2-1558m at the largest
-#             that fits (tokens/s, TFLOP/s, MFU by PaLM's count and the causal one)
+#             that fits (tokens/s, TFLOP/s, MFU by PaLM's count and the causal one), and each
+#             step's time per op family (--op-times: matmul, attention fwd/bwd, norms, loss,
+#             optimizer, the rest, communication; CSV rows pass=trainer-op:FAMILY)
 #   torch     a PyTorch GPT-2 124M step (torch.compile) at the same batch
 #   gpu_vs_cpu  dev/check_gpu_vs_cpu.sh: train_gpu against train_cpu (already run on the
 #             emulator in make test; last, so it cannot eat the measurements' time)
@@ -126,7 +128,12 @@ if [ $RC_TR -eq 0 ] && [ -x "$TRAIN_BIN" ] && [ -z "${SKIP_BENCH:-}" ]; then
   # the trainer's steps (dev/bench_gpu.sh: gpt2-124m b32, gpt2-1558m at the largest micro-batch that fits)
   echo | tee -a "$SUMMARY"
   OUT="$OUTDIR" TRAIN_BIN="$TRAIN_BIN" timeout 240 dev/bench_gpu.sh 2>&1 | tee -a "$SUMMARY"
-  note "trainer: ($(elapsed)s)"
+  # the per-op breakdown of those steps (--op-times): CSV rows pass=trainer-op:FAMILY, tile=model
+  DEVICE=$([ -n "$DRY" ] && echo emulator || nvidia-smi --query-gpu=name --format=csv,noheader 2>/dev/null | head -1)
+  tail -n +2 "$OUTDIR/bench/op_times.csv" 2>/dev/null |
+    awk -F, -v dev="${DEVICE:-gpu}" '{ printf "%s,trainer-op:%s,-,%s,%s,-,-,%s,%s,-\n", dev, $4, $2, $3, $1, $5 }' \
+    >> "$CSV"
+  note "trainer: $(grep -c trainer-op "$CSV") op-family times ($(elapsed)s)"
   publish
   # the PyTorch GPT-2 124M step at the same batch
   timeout 150 python3 dev/bench_torch.py gpt2 $TORCH_FLAGS $GPT2_FLAGS --csv "$OUTDIR/torch_gpt2.csv" \
@@ -150,7 +157,7 @@ fi
 # ---------------------------------------------------------------------------- results
 # The forward and backward at each shape: the best of our tiles beside PyTorch's best back-end
 # (ratio > 1: ours faster), and the lines for dev/RESULTS.md.
-awk -F, 'NR > 1 && $2 != "gpt2-step" {
+awk -F, 'NR > 1 && $2 != "gpt2-step" && $2 !~ /^trainer-op:/ {
            key = $2 " hd=" $3 " B=" $4 " T=" $5 " H=" $6 " KV=" $7
            if ($8 ~ /^sdpa/) { if (!(key in th) || $9 < th[key]) { th[key] = $9; tn[key] = $8 } }
            else if (!(key in us) || $9 < us[key]) { us[key] = $9; un[key] = $8; tf[key] = $10 } }
@@ -169,6 +176,18 @@ CARD=$(nvidia-smi --query-gpu=name --format=csv,noheader 2>/dev/null | head -1)
   cat "$OUTDIR/att_vs_torch.md"
   echo
   grep -E "^(gpt2|model|torch gpt2)" "$SUMMARY" | sed 's/^/    /'
+  echo
+  # the trainer's step by op family (--op-times), ms per step and the share of the step
+  echo "| trainer step (ms, share) | matmul | attention fwd | attention bwd | norm | loss | optimizer | rest | step |"\
+       "communication |"
+  echo "|---|---|---|---|---|---|---|---|---|---|"
+  tail -n +2 "$OUTDIR/bench/op_times.csv" 2>/dev/null |
+    awk -F, '{ k = $1 " mb " $2 " x " $3; if (!(k in seen)) { seen[k] = 1; order[n++] = k } ms[k, $4] = $5 }
+             END { split("matmul attention_fwd attention_bwd norm loss optimizer rest", f, " ")
+                   for (i = 0; i < n; i++) { k = order[i]; st = ms[k, "step"]; line = "| " k
+                     for (j = 1; j <= 7; j++)
+                       line = line sprintf(" | %.2f (%.0f%%)", ms[k, f[j]], st > 0 ? 100 * ms[k, f[j]] / st : 0)
+                     print line sprintf(" | %.2f | %.2f |", st, ms[k, "communication"]) } }'
 } > "$OUTDIR/results.md"
 cat "$OUTDIR/results.md" >> "$SUMMARY"
 

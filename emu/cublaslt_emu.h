@@ -29,6 +29,7 @@ struct EmuLtLayout {
     uint64_t rows, cols;
     int64_t ld;
 };
+#define EMU_LT_ALGOS 3  // candidates the emulated heuristic offers
 struct EmuLtPref {
     uint64_t workspace;
     uint32_t align[4];  // A, B, C, D: the least alignment the caller promises
@@ -188,12 +189,26 @@ cublasStatus_t cublasLtMatmulAlgoGetHeuristic(cublasLtHandle_t h, cublasLtMatmul
                                          (EmuLtLayout*)d, &m, &n, &k);
     if (why) return emu_lt_reject(CUBLAS_STATUS_NOT_SUPPORTED, "%s", why);
     if (requested < 1) return CUBLAS_STATUS_INVALID_VALUE;
-    memset(&res[0], 0, sizeof(res[0]));
-    static_assert(sizeof(EmuLtPref) <= sizeof(res[0].algo.data), "the preference travels in the algo");
-    memcpy(res[0].algo.data, pref, sizeof(EmuLtPref));  // cublasLtMatmul checks the pointers against it
-    res[0].workspaceSize = 0, res[0].state = CUBLAS_STATUS_SUCCESS, res[0].wavesCount = 1.0f;
-    *found = 1;
+    // EMU_LT_ALGOS candidates (as many as asked, at most), all computing the same product: the
+    // caller's choice among them (timing) runs and cannot change a result
+    int offered = requested < EMU_LT_ALGOS ? requested : EMU_LT_ALGOS;
+    static_assert(sizeof(EmuLtPref) < sizeof(res[0].algo.data) - sizeof(uint64_t),
+                  "the preference travels in the algo");
+    for (int i = 0; i < offered; i++) {
+        memset(&res[i], 0, sizeof(res[i]));
+        memcpy(res[i].algo.data, pref, sizeof(EmuLtPref));  // cublasLtMatmul checks the pointers against it
+        res[i].algo.data[7] = (uint64_t)i;                  // the candidate's rank (emu_lt_algo_cost)
+        res[i].workspaceSize = 0, res[i].state = CUBLAS_STATUS_SUCCESS, res[i].wavesCount = 1.0f;
+    }
+    *found = offered;
     return CUBLAS_STATUS_SUCCESS;
+}
+// A modelled time for a candidate, in place of the emulator's CPU time, which says nothing of a
+// GPU: the heuristic's second is the "fastest", so a caller that times candidates is seen to take
+// another than the first (matmul.cuh's lt_choose), the same one on every run.
+static float emu_lt_algo_cost(const cublasLtMatmulAlgo_t* a) {
+    static const float cost[EMU_LT_ALGOS] = {2.0f, 1.0f, 3.0f};
+    return cost[a->data[7] % EMU_LT_ALGOS];
 }
 
 static float emu_lt_load(const void* p, cudaDataType t, size_t i) {

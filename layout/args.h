@@ -48,6 +48,7 @@ typedef struct {
     int kernels_ref;           // CPU build: --kernels ref (backend/cpu/reference.h's plain loops)
     const char* kernels_note;  // the start-up table's line on the kernels (set by each build's main)
     const char* attn_tile;     // GPU build: --attn-tile, the flash-attention forward's tile (a name, or auto)
+    int op_times;              // GPU build: --op-times, device time per op family (backend/gpu/op_times.h)
     int reshard_keep;          // --reshard-after-forward off: --zero 3 keeps each gathered layer for the step
     int cp_kind;               // --cp-kind: CP_RING, CP_ULYSSES, CP_2D
     int cp_split;              // --cp-split: CP_SPLIT_ZIGZAG, _CONTIGUOUS, _DOC (config: cp_contiguous, cp_doc)
@@ -336,6 +337,10 @@ static const Flag FLAGS[] = {
      "GPU build: the flash-attention forward's tile (q<query rows>k<keys>, e.g. q128k64; docs/GPU.md lists them), "
      "or auto: the fastest for this GPU and head size in dev/attn_tiles.csv (test_gpu --att-sweep), else the "
      "default", NULL},
+    {"--op-times", FLAG_SWITCH, "", NO_RANGE, NULL, HELP_OUTPUT, AGREE, 0, IN_ARGS(op_times),
+     "GPU build: the device time of each op family (matmul, attention forward and backward, norms, loss, "
+     "optimizer; CUDA events around each op), printed per step at the end; the CPU build's per-op times are "
+     "--trace's", NULL},
     {"--weight-pass", FLAG_CHOICE, "immediate|deferred", NO_RANGE, NULL, HELP_OUTPUT, AGREE, 0,
      IN_CFG(weight_pass_deferred),
      "each layer's weight gradients right after its input gradient (default), or after the whole chunk's input "

@@ -55,6 +55,7 @@ static void layer_grads_final(Model* m, int layer) {
         if (t->offset < lo) lo = t->offset;
         if (t->offset + t->size > hi) hi = t->offset + t->size;
     }
+    if (m->args->noise_scale) sumsq_flush(m);  // measured before the all-reduce changes them
     if (lo >= hi) return;
     if (m->L.replicas > 1) grad_allreduce_dp_async(m, m->grads + lo, hi - lo);  // comm: dp all-reduce of one layer
     layer_grads_queued(m, lo, hi);
@@ -88,7 +89,7 @@ static int head_grad_early(const Model* m, int i) {
 static void head_grads_final(Model* m) {
     for (int i = 0; i < m->P.n; i++)
         if (head_grad_early(m, i)) {
-            if (m->args->noise_scale) replica_sumsq_of(m, i);
+            if (m->args->noise_scale) replica_sumsq_of(m, i), sumsq_flush(m);
             grad_allreduce_dp_async(m, m->grads + m->P.t[i].offset, m->P.t[i].size);  // comm: dp all-reduce
         }
 }
@@ -142,6 +143,7 @@ static void optimizer_step(Model* m, const float* grad, float lr, float grad_sca
         if (!clip_range(tn, m->opt_lo, m->opt_hi, &a, &b)) continue;
         adamw_range(m, a, b, grad, tn->decay, lr, grad_scale, t);
     }
+    adamw_finish(m);
     if (m->c.zero == 3) zero3_params_updated(m);
     else if (m->c.zero > 0 && (m->c.offload & OFFLOAD_OPTIMIZER)) param_shards_gather(m);  // comm: dp all-gather
     else if (m->c.zero > 0) zero12_gather_start(m);  // comm: dp all-gather of each unit's updated shards

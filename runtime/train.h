@@ -227,8 +227,8 @@ static StepResult train_step(Model* m, const TokenStream* train, int step) {
     r.sched_s = now_s() - t0;
     metrics_phase(m->met, "grad_sync");
     float* grad = reduce_gradients(m);
+    r.grad_norm = grad_norm(m, grad);  // (first: the GPU build fetches the norm and the loss in one wait)
     r.loss = reduce_loss(m, n_tokens);
-    r.grad_norm = grad_norm(m, grad);
     r.lr = lr_at(&m->c, step);
     if (m->args->noise_scale) {  // B_small: one replica's tokens; its gradient is R x its share of the step's
         double R = m->L.replicas;
@@ -426,6 +426,7 @@ static int train_loop(Model* m, Run* run, Metrics* met, int start_step) {
         watchdog_kick();
         metrics_step_begin(met, step);
         StepResult r = train_step(m, &run->train, step);
+        step_done(m, step);
         metrics_step_end(met, &m->L, c, step, start_step, m->n_micro, r.loss, r.lr, r.grad_norm, r.skipped, r.sched_s);
         if (r.skipped && !n_skipped++) first_skipped = step + 1;
         if (!r.skipped) last_applied = step + 1;

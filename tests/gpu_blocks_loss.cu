@@ -207,24 +207,33 @@ static void test_embedding(int N, int C, int vocab_start, int Vl, int vocab, int
     free_all();
 }
 
-// One rank's three passes (no reduction in between: the test checks the local kernels,
-// which with vocab_start = 0 and Vl >= vocab is the whole cross-entropy).
+// One rank's cross-entropy (no reduction in between: the test checks the local kernels, which
+// with vocab_start = 0 and Vl >= vocab is the whole cross-entropy), and then as a tp rank whose
+// rows' maxima over all shards are higher than its own (by 0.5 on every other row): the GPU's
+// first pass keeps its own maxima and sums, rescaled to the given maxima by the second step.
 static void test_crossentropy(int N, int Vl, int vocab_start, int vocab) {
     char nm[128];
     float* logits = hrand((size_t)N * Vl, 4.0f);
     int* tgt = (int*)hbuf(N);
     for (int i = 0; i < N; i++) tgt[i] = i % 7 == 3 ? -1 : (int)(rng_u64(&rng) % vocab);  // -1: padding, ignored
-    float *maxes = hbuf(N), *sums = hbuf(2 * N), *losses = hbuf(N);
+    float *maxes = hbuf(N), *sums = hbuf(2 * N), *losses = hbuf(N), *maxes_tp = hbuf(N), *sums_tp = hbuf(2 * N);
     float* dl = hcopy(logits, (size_t)N * Vl);
     float scale = 1.0f / N;
     crossentropy_local_max(maxes, logits, N, Vl, vocab_start, vocab);
+    for (int i = 0; i < N; i++) maxes_tp[i] = maxes[i] + (i % 2 ? 0.5f : 0.0f);
+    crossentropy_local_sums(sums_tp, logits, maxes_tp, tgt, N, Vl, vocab_start, vocab);
     crossentropy_local_sums(sums, logits, maxes, tgt, N, Vl, vocab_start, vocab);
     crossentropy_finish(losses, dl, maxes, sums, tgt, N, Vl, vocab_start, vocab, scale);
     bf16* d_logits = to_bf16(logits, (size_t)N * Vl);
     int* d_tgt = to_i32(tgt, N);
     float *d_max = (float*)dbuf(4 * N), *d_sums = (float*)dbuf(8 * N), *d_loss = (float*)dbuf(4 * N);
-    crossentropy_local_max_gpu(d_max, d_logits, N, Vl, vocab_start, vocab, st);
-    crossentropy_local_sums_gpu(d_sums, d_logits, d_max, d_tgt, N, Vl, vocab_start, vocab, st);
+    float *d_stats = (float*)dbuf(8 * N), *d_max_tp = to_f32(maxes_tp, N);
+    crossentropy_local_max_gpu(d_max, d_stats, d_logits, N, Vl, vocab_start, vocab, st);
+    crossentropy_local_sums_gpu(d_sums, d_stats, d_max_tp, d_logits, d_tgt, N, Vl, vocab_start, st);
+    snprintf(nm, sizeof(nm), "crossentropy_local_sums (tp maxima) N=%d Vl=%d vocab_start=%d V=%d", N, Vl, vocab_start,
+             vocab);
+    check(nm, from_f32(d_sums, 2 * N), sums_tp, 2 * N, TOL_F32);
+    crossentropy_local_sums_gpu(d_sums, d_stats, d_max, d_logits, d_tgt, N, Vl, vocab_start, st);
     crossentropy_finish_gpu(d_loss, d_logits, d_max, d_sums, d_tgt, N, Vl, vocab_start, vocab, scale, st);
     snprintf(nm, sizeof(nm), "crossentropy_local_max N=%d Vl=%d vocab_start=%d V=%d", N, Vl, vocab_start, vocab);
     check(nm, from_f32(d_max, N), maxes, N, TOL_EXACT);
@@ -237,29 +246,79 @@ static void test_crossentropy(int N, int Vl, int vocab_start, int vocab) {
     free_all();
 }
 
-// off: the arrays start off elements into their buffers (off 1: no 16-byte alignment, the
-// kernel's one-element-at-a-time path).
+// AdamW over a list of tensors in one launch (adamw_mt_gpu), each against the CPU's
+// adamw_update: sizes n, 1, 2049 (a chunk and one element) and 7, weight decay on some, one
+// without a bf16 copy; off: every array starts off elements into its buffer (off 1: no
+// 16-byte alignment, the kernel's one-element-at-a-time path). Two steps with the same list:
+// the second finds the list on the device (no upload; neither makes the host wait). Then the list's sum of
+// squares (sumsq_mt_gpu) against the CPU's, bitwise the same on a second run, and added up
+// over two flushes.
 static void test_adamw(size_t n, size_t off) {
-    char nm[128];
-    float* p = hrand(n + off, 1.0f);
-    float* g = hrand(n + off, 1.0f);
-    float* m = hrand(n + off, 0.1f);
-    float* v = hrand(n + off, 0.01f, 0.011f);  // positive
-    float *d_p = to_f32(p, n + off), *d_g = to_f32(g, n + off), *d_m = to_f32(m, n + off), *d_v = to_f32(v, n + off);
-    bf16* d_pb = (bf16*)dbuf(2 * (n + off));
-    adamw_update(p + off, g + off, m + off, v + off, n, 1e-2f, 0.9f, 0.95f, 1e-8f, 0.1f, 1, 0.5f, 3);
-    adamw_update_gpu(d_p + off, d_pb + off, d_g + off, d_m + off, d_v + off, n, 1e-2f, 0.9f, 0.95f, 1e-8f, 0.1f, 1,
-                     0.5f, 3, st);
-    snprintf(nm, sizeof(nm), "adamw param (fp32 master) n=%zu off=%zu", n, off);
-    check(nm, from_f32(d_p, n + off) + off, p + off, n, TOL_ADAM);
-    snprintf(nm, sizeof(nm), "adamw m n=%zu off=%zu", n, off);
-    check(nm, from_f32(d_m, n + off) + off, m + off, n, TOL_ADAM);
-    snprintf(nm, sizeof(nm), "adamw v n=%zu off=%zu", n, off);
-    check(nm, from_f32(d_v, n + off) + off, v + off, n, TOL_ADAM);
-    float* pb = hbuf(n);
-    for (size_t i = 0; i < n; i++) pb[i] = bf16_round(p[off + i]);
-    snprintf(nm, sizeof(nm), "adamw param (bf16 copy) n=%zu off=%zu", n, off);
-    check(nm, from_bf16(d_pb, n + off) + off, pb, n, TOL_BF16);
+    char nm[160];
+    const size_t sizes[4] = {n, 1, MT_CHUNK + 1, 7};
+    float *p[4], *g[4], *m[4], *v[4], *d_p[4], *d_g[4], *d_m[4], *d_v[4];
+    bf16* d_pb[4];
+    MtList list = {};
+    for (int step = 3; step <= 4; step++) {
+        GpuCounts before = gpu_counts;
+        for (int j = 0; j < 4; j++) {
+            size_t nj = sizes[j] + off;
+            if (step == 3) {
+                p[j] = hrand(nj, 1.0f), g[j] = hrand(nj, 1.0f), m[j] = hrand(nj, 0.1f);
+                v[j] = hrand(nj, 0.01f, 0.011f);  // positive
+                d_p[j] = to_f32(p[j], nj), d_g[j] = to_f32(g[j], nj), d_m[j] = to_f32(m[j], nj);
+                d_v[j] = to_f32(v[j], nj), d_pb[j] = j == 2 ? NULL : (bf16*)dbuf(2 * nj);
+            }
+            mt_add(&list, d_p[j] + off, d_pb[j] ? d_pb[j] + off : NULL, d_g[j] + off, d_m[j] + off, d_v[j] + off,
+                   sizes[j], j % 2 ? 0.0f : 0.1f);
+            adamw_update(p[j] + off, g[j] + off, m[j] + off, v[j] + off, sizes[j], 1e-2f, 0.9f, 0.95f, 1e-8f, 0.1f,
+                         j % 2 == 0, 0.5f, step);
+        }
+        adamw_mt_gpu(&list, 1e-2f, 0.9f, 0.95f, 1e-8f, 0.5f, step, st);
+        snprintf(nm, sizeof(nm), "adamw list: one launch, the list uploaded %s (step %d)",
+                 step == 3 ? "once" : "before", step);
+        long launches = gpu_counts.launches - before.launches, copies = gpu_counts.copies - before.copies;
+        float got[3] = {(float)launches, (float)copies, (float)(gpu_counts.waits - before.waits)};
+        float want[3] = {1.0f, step == 3 ? 1.0f : 0.0f, 0.0f};  // no host wait either way
+        check(nm, got, want, 3, TOL_EXACT);
+        for (int j = 0; j < 4; j++) {
+            size_t nj = sizes[j] + off;
+            snprintf(nm, sizeof(nm), "adamw list step %d tensor %d n=%zu off=%zu: fp32 master, m, v", step, j,
+                     sizes[j], off);
+            float* got3 = hbuf(3 * sizes[j]);
+            float* want3 = hbuf(3 * sizes[j]);
+            memcpy(got3, from_f32(d_p[j], nj) + off, 4 * sizes[j]);
+            memcpy(got3 + sizes[j], from_f32(d_m[j], nj) + off, 4 * sizes[j]);
+            memcpy(got3 + 2 * sizes[j], from_f32(d_v[j], nj) + off, 4 * sizes[j]);
+            memcpy(want3, p[j] + off, 4 * sizes[j]);
+            memcpy(want3 + sizes[j], m[j] + off, 4 * sizes[j]);
+            memcpy(want3 + 2 * sizes[j], v[j] + off, 4 * sizes[j]);
+            check(nm, got3, want3, 3 * sizes[j], TOL_ADAM);
+            if (!d_pb[j]) continue;
+            float* pb = hbuf(sizes[j]);
+            for (size_t i = 0; i < sizes[j]; i++) pb[i] = bf16_round(p[j][off + i]);
+            snprintf(nm, sizeof(nm), "adamw list step %d tensor %d n=%zu off=%zu: bf16 copy", step, j, sizes[j], off);
+            check(nm, from_bf16(d_pb[j], nj) + off, pb, sizes[j], TOL_BF16);
+        }
+    }
+    // the sum of squares: all four in one list (twice: bitwise the same), then in two flushes
+    double ref = 0, got[3];
+    for (int j = 0; j < 4; j++)
+        for (size_t i = 0; i < sizes[j]; i++) ref += (double)g[j][off + i] * g[j][off + i];
+    double* d_ss = (double*)dbuf(8);
+    for (int run = 0; run < 3; run++) {
+        for (int j = 0; j < 4; j++) {
+            mt_add(&list, NULL, NULL, d_g[j] + off, NULL, NULL, sizes[j], 0.0f);
+            if (run == 2 && j == 1) sumsq_mt_gpu(d_ss, &list, 0, st);
+        }
+        sumsq_mt_gpu(d_ss, &list, run == 2, st);
+        cudaCheck(cudaStreamSynchronize(st));
+        cudaCheck(cudaMemcpy(&got[run], d_ss, 8, cudaMemcpyDeviceToHost));
+    }
+    float gf[3] = {(float)got[0], got[0] == got[1] ? 1.0f : 0.0f, (float)got[2]};
+    float rf[3] = {(float)ref, 1.0f, (float)ref};
+    snprintf(nm, sizeof(nm), "sum of squares over the list (n=%zu off=%zu): again bitwise, in two flushes", n, off);
+    check(nm, gf, rf, 3, TOL_F32);
     free_all();
 }
 
@@ -271,13 +330,7 @@ static void test_misc(size_t n) {
     bf16 *d_a = to_bf16(a, n), *d_b = to_bf16(b, n);
     residual_forward_gpu(d_a, d_a, d_b, n, st);
     check("residual_forward (in place)", from_bf16(d_a, n), r, n, TOL_EXACT);
-    double ss = 0;
-    for (size_t i = 0; i < n; i++) ss += (double)a[i] * a[i];
-    float ref = (float)ss;
     float* d_af = to_f32(a, n);
-    float* d_ss = (float*)dbuf(4);
-    sumsq_gpu(d_ss, d_af, n, st);
-    check("sumsq", from_f32(d_ss, 1), &ref, 1, TOL_F32);
     bf16* d_c = (bf16*)dbuf(2 * n);
     float* d_back = (float*)dbuf(4 * n);
     f32_to_bf16_gpu(d_c, d_af, n, st);

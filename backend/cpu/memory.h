@@ -25,7 +25,9 @@ static void loss_fetch(Model* m) {}
 static void sumsq_range(Model* m, int k, const float* x, size_t n, double* ss) {
     *ss += m->be.reference ? ref_sum_squares(x, n) : sum_squares(x, n);
 }
+static void sumsq_flush(Model* m) {}
 static void sumsq_finish(Model* m, int n_ranges, double* ss) {}
+static void adamw_finish(Model* m) {}
 // With --offload optimizer, m and v are in the file-backed tier: updated a window at a time, each
 // window released after its update, so at most one is resident (elementwise: the same numbers).
 static void adamw_range(Model* m, size_t a, size_t b, const float* grad, int decay, float lr, float grad_scale, int t) {
@@ -50,6 +52,7 @@ static void row_logits(Model* m, const float* lnf_row, float* row) {
                    m->Vl);  // comm: tp all-gather of one row of logits
 }
 static void device_sync(Model* m) {}
+static void step_done(Model* m, int step) {}
 static void trace_op(Model* m, int kind, int mb, int chunk, double t0) {
     trace_op_ran(m->trace, kind, mb, chunk, t0, now_s());
 }

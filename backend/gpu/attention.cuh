@@ -710,7 +710,7 @@ static void attention_backward_launch(bf16* dqkv, const bf16* dout, const bf16* 
         cudaCheck(cudaMalloc(&att_dq_acc, sizeof(float) * n * n_split));
         att_dq_acc_n = n * n_split;
     }
-    cudaCheck(cudaMemsetAsync(att_dq_acc, 0, sizeof(float) * n * n_split, s));
+    copyCheck(cudaMemsetAsync(att_dq_acc, 0, sizeof(float) * n * n_split, s));
     dim3 grid(n_split, KV, B), block(Bt::NW * 32);
     if (doc)
         attention_backward_kernel<HD, KVREG, true>

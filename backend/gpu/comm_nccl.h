@@ -239,11 +239,12 @@ static void gpu_comms_collect(GpuComms* G) {
 // two collections: a chunk of hundreds of layers under tp).
 #define NCCL_TIMED(G, l, group_comm, s, nbytes, call) do { \
     TimedLane* t_ = &(G)->lanes[l]; \
-    if (t_->n == GPU_TIMED_MAX) { cudaCheck(cudaEventSynchronize(t_->t1[t_->head])); gpu_comms_collect(G); } \
+    if (t_->n == GPU_TIMED_MAX) { host_wait_event(t_->t1[t_->head]); gpu_comms_collect(G); } \
     int i_ = (t_->head + t_->n++) % GPU_TIMED_MAX; \
     t_->comm[i_] = (group_comm); \
     cudaCheck(cudaEventRecord(t_->t0[i_], s)); \
     ncclCheck(call); \
+    gpu_counts.collectives++; \
     cudaCheck(cudaEventRecord(t_->t1[i_], s)); \
     (group_comm)->bytes += (nbytes); } while (0)
 
@@ -256,12 +257,12 @@ static void* host_stage(GpuComms* G, size_t bytes) {
     return G->host;
 }
 static void d2h(void* h, const void* d, size_t bytes, cudaStream_t s) {
-    cudaCheck(cudaMemcpyAsync(h, d, bytes, cudaMemcpyDeviceToHost, s));
-    cudaCheck(cudaStreamSynchronize(s));
+    copyCheck(cudaMemcpyAsync(h, d, bytes, cudaMemcpyDeviceToHost, s));
+    host_wait(s);
 }
 static void h2d(void* d, const void* h, size_t bytes, cudaStream_t s) {
-    cudaCheck(cudaMemcpyAsync(d, h, bytes, cudaMemcpyHostToDevice, s));
-    cudaCheck(cudaStreamSynchronize(s));  // the staging buffer is reused by the next call
+    copyCheck(cudaMemcpyAsync(d, h, bytes, cudaMemcpyHostToDevice, s));
+    host_wait(s);  // the staging buffer is reused by the next call
 }
 
 static void nccl_allreduce_sum(GpuComms* G, GpuGroup* g, float* buf, size_t n, cudaStream_t s) {
@@ -352,7 +353,7 @@ static void nccl_reduce_scatter_bf16(GpuComms* G, GpuGroup* g, const bf16* send,
                                      cudaStream_t s) {
     size_t n_all = n_per_rank * g->c->size;
     if (g->c->size <= 1) {
-        if (recv != send) cudaCheck(cudaMemcpyAsync(recv, send, 2 * n_per_rank, cudaMemcpyDeviceToDevice, s));
+        if (recv != send) copyCheck(cudaMemcpyAsync(recv, send, 2 * n_per_rank, cudaMemcpyDeviceToDevice, s));
         return;
     }
     if (G->backend == COMM_NCCL) {
@@ -377,7 +378,7 @@ static void nccl_allgather_bytes(GpuComms* G, GpuGroup* g, const void* send, voi
                                  cudaStream_t s) {
     Comm* c = g->c;
     if (c->size <= 1) {
-        if (recv != send) cudaCheck(cudaMemcpyAsync(recv, send, bytes_per_rank, cudaMemcpyDeviceToDevice, s));
+        if (recv != send) copyCheck(cudaMemcpyAsync(recv, send, bytes_per_rank, cudaMemcpyDeviceToDevice, s));
         return;
     }
     if (G->backend == COMM_NCCL) {
@@ -428,7 +429,7 @@ static void nccl_allgatherv_start(GpuComms* G, GpuGroup* g, const float* mine, f
     cudaCheck(cudaEventRecord(G->ready, compute));
     cudaCheck(cudaStreamWaitEvent(G->side, G->ready, 0));
     if (mine != recv + displs[c->rank])  // (in place: ZeRO 1/2)
-        cudaCheck(cudaMemcpyAsync(recv + displs[c->rank], mine, 4 * (size_t)counts[c->rank], cudaMemcpyDeviceToDevice,
+        copyCheck(cudaMemcpyAsync(recv + displs[c->rank], mine, 4 * (size_t)counts[c->rank], cudaMemcpyDeviceToDevice,
                                   G->side));
     NCCL_TIMED(G, LANE_SIDE, c, G->side, 4.0 * n,
                nccl_allgatherv_group(mine, recv, counts, displs, c->size, c->rank, g->nccl, G->side));
@@ -461,7 +462,7 @@ static void nccl_reduce_scatterv_add(GpuComms* G, GpuGroup* g, float* buf, const
         h2d(buf + displs[c->rank], h, 4 * (size_t)counts[c->rank], s);
     }
     if (part) add_inplace_f32_gpu(part, buf + displs[c->rank], counts[c->rank], s);
-    cudaCheck(cudaMemsetAsync(buf, 0, sizeof(float) * n, s));
+    copyCheck(cudaMemsetAsync(buf, 0, sizeof(float) * n, s));
     if (!done) return;
     if (!*done) cudaCheck(cudaEventCreateWithFlags(done, cudaEventDisableTiming));
     cudaCheck(cudaEventRecord(*done, s));
@@ -483,7 +484,7 @@ static void nccl_alltoall_bytes(GpuComms* G, GpuGroup* g, const void* send, void
     Comm* c = g->c;
     size_t all = bytes_per_rank * c->size;
     if (c->size <= 1) {
-        if (recv != send) cudaCheck(cudaMemcpyAsync(recv, send, bytes_per_rank, cudaMemcpyDeviceToDevice, s));
+        if (recv != send) copyCheck(cudaMemcpyAsync(recv, send, bytes_per_rank, cudaMemcpyDeviceToDevice, s));
         return;
     }
     if (G->backend == COMM_NCCL) {
@@ -541,7 +542,7 @@ static void nccl_ring_start(GpuComms* G, GpuGroup* g, const void* send, void* re
 static void nccl_ring_wait(GpuComms* G, GpuGroup* g, cudaStream_t compute, int host_waits) {
     if (G->backend == COMM_NCCL) {
         cudaCheck(cudaStreamWaitEvent(compute, G->ring_done, 0));
-        if (host_waits) cudaCheck(cudaEventSynchronize(G->ring_done));
+        if (host_waits) host_wait_event(G->ring_done);
         return;
     }
     comm_ring_wait(g->c, &G->ring_xfer);

@@ -18,7 +18,22 @@ typedef __nv_bfloat16 bf16;
     fail("CUDA error at %s:%d: %s (%s)", __FILE__, __LINE__, cudaGetErrorString(e_), #call); } while (0)
 #define cublasCheck(call) do { cublasStatus_t s_ = (call); if (s_ != CUBLAS_STATUS_SUCCESS) \
     fail("cuBLAS error at %s:%d: %s (%s)", __FILE__, __LINE__, cublasLtGetStatusString(s_), #call); } while (0)
-#define launchCheck() cudaCheck(cudaGetLastError())
+// What the host asks of the device, counted per process (the trainer prints them per step:
+// train_gpt.cu's step_done): kernel launches (launchCheck after each), cuBLASLt matmuls, copies
+// and memsets queued on a stream, NCCL calls, and host waits (the host blocked until the device caught up:
+// host_wait, host_wait_event). A GPU session checks its launch and sync figures against them.
+typedef struct { long launches, matmuls, copies, collectives, waits; } GpuCounts;
+static GpuCounts gpu_counts;
+#define launchCheck() do { gpu_counts.launches++; cudaCheck(cudaGetLastError()); } while (0)
+#define copyCheck(call) do { gpu_counts.copies++; cudaCheck(call); } while (0)  // a queued copy or memset
+static void host_wait(cudaStream_t s) {
+    gpu_counts.waits++;
+    cudaCheck(cudaStreamSynchronize(s));
+}
+static void host_wait_event(cudaEvent_t e) {
+    gpu_counts.waits++;
+    cudaCheck(cudaEventSynchronize(e));
+}
 
 static inline unsigned cdiv(size_t a, size_t b) { return (unsigned)((a + b - 1) / b); }
 

@@ -1,7 +1,7 @@
 // backend/gpu/embed_loss.cuh: the vocabulary-parallel embedding (out N x C from this rank's
 // rows [vocab_start, vocab_start+Vl) of wte; dwte fp32 by atomicAdd), the position embedding (wpe), and the
-// vocabulary-parallel cross-entropy over bf16 logits N x Vl in three passes (row maxima;
-// sums of exponentials and target logits; losses N and dlogits), as the CPU's.
+// vocabulary-parallel cross-entropy over bf16 logits N x Vl in two passes (row maxima with
+// their sums of exponentials and target logits; losses N and dlogits).
 #ifndef GPU_EMBED_LOSS_CUH
 #define GPU_EMBED_LOSS_CUH
 
@@ -76,43 +76,68 @@ static void position_backward_gpu(float* dwpe, const bf16* dout, int N, int row0
 }
 
 // ----------------------------------------------------------------------------
-// Vocabulary-parallel cross-entropy, the same three passes as the CPU: the caller
-// all-reduces maxes (MAX) and then sums (2N floats: [sum exp | target logit], SUM) over
-// the tp group between the calls. One block per row; logits (N x Vl) bf16; columns
-// >= vocab - vocab_start are padding. targets: device ints. maxes, sums, losses: fp32 device.
+// Vocabulary-parallel cross-entropy in two passes over the logits (they are the step's largest
+// tensor: 3.3 GB at gpt2-124m's micro-batch 32). The shared code's three steps (model.h
+// head_forward: local maxima, all-reduce MAX over tp, local sums, all-reduce SUM, finish) map to:
+//   crossentropy_local_max_gpu   pass 1: per row the local maximum m_l and the sum of exp(x - m_l)
+//                                found online (Milakov & Gimelshein 2018: a chunk's new maximum
+//                                rescales the sum so far), into stats (2N floats); the maxima out
+//   crossentropy_local_sums_gpu  no pass: each row's sum rescaled to the all-reduced maximum M,
+//                                sum * exp(m_l - M) (exactly 1 x sum without tp), and the
+//                                target's logit (one element a row)
+//   crossentropy_finish_gpu      pass 2: losses, and dlogits in place of the logits
+// One block per row; logits (N x Vl) bf16; columns >= vocab - vocab_start are padding. targets:
+// device ints. maxes, sums (2N: [sum exp | target logit]), losses: fp32 device.
 
 #define CE_THREADS 256
+// (m, s): a maximum and a sum of exponentials relative to it; two merged.
+__device__ __forceinline__ void ce_merge(float& m, float& s, float m2, float s2) {
+    float M = fmaxf(m, m2);
+    s = s * expf(m - M) + s2 * expf(m2 - M);  // (-FLT_MAX, 0) is the empty pair: it adds 0
+    m = M;
+}
 // Each thread walks its row in chunks of 8 (load8): row i starts 16-byte aligned when Vl
 // is a multiple of 8, as the padded vocabulary and its tp shards are.
-__global__ void ce_local_max_kernel(float* maxes, const bf16* logits, int Vl, int vn) {
-    const bf16* l = logits + (size_t)blockIdx.x * Vl;
-    float m = -FLT_MAX, x[8];
-    for (int j = threadIdx.x * 8; j < vn; j += blockDim.x * 8) {
-        load8(x, l + j, vn - j);
-        #pragma unroll
-        for (int k = 0; k < 8; k++)
-            if (j + k < vn) m = fmaxf(m, x[k]);
+__device__ __forceinline__ void ce_warp_merge(float& m, float& s) {
+    for (int o = 16; o > 0; o >>= 1) {
+        float m2 = __shfl_xor_sync(0xffffffffu, m, o), s2 = __shfl_xor_sync(0xffffffffu, s, o);
+        ce_merge(m, s, m2, s2);
     }
-    m = block_reduce(m, 1);
-    if (threadIdx.x == 0) maxes[blockIdx.x] = m;
 }
-__global__ void ce_local_sums_kernel(float* sums, const bf16* logits, const float* maxes, const int* targets, int N,
-                                     int Vl, int vocab_start, int vn) {
+__global__ void ce_stats_kernel(float* maxes, float* stats, const bf16* logits, int N, int Vl, int vn) {
     int i = blockIdx.x;
     const bf16* l = logits + (size_t)i * Vl;
-    float m = maxes[i], s = 0.0f, x[8];
+    float m = -FLT_MAX, s = 0.0f, x[8];
     for (int j = threadIdx.x * 8; j < vn; j += blockDim.x * 8) {
         load8(x, l + j, vn - j);
+        float cm = -FLT_MAX, cs = 0.0f;
         #pragma unroll
         for (int k = 0; k < 8; k++)
-            if (j + k < vn) s += expf(x[k] - m);
+            if (j + k < vn) cm = fmaxf(cm, x[k]);
+        #pragma unroll
+        for (int k = 0; k < 8; k++)
+            if (j + k < vn) cs += expf(x[k] - cm);
+        ce_merge(m, s, cm, cs);
     }
-    s = block_reduce(s, 0);
-    if (threadIdx.x == 0) {
-        int r = targets[i] - vocab_start;
-        sums[i] = s;
-        sums[N + i] = (r >= 0 && r < Vl) ? bf2f(l[r]) : 0.0f;
-    }
+    ce_warp_merge(m, s);
+    __shared__ float sm[32], ss[32];
+    int lane = threadIdx.x % 32, warp = threadIdx.x / 32, nw = blockDim.x / 32;
+    if (lane == 0) sm[warp] = m, ss[warp] = s;
+    __syncthreads();
+    if (warp) return;
+    m = lane < nw ? sm[lane] : -FLT_MAX, s = lane < nw ? ss[lane] : 0.0f;
+    ce_warp_merge(m, s);
+    if (lane == 0) maxes[i] = m, stats[i] = m, stats[N + i] = s;
+}
+// sums[i] = the local sum rescaled to the row's maximum over the vocabulary shards; sums[N + i]
+// the target's logit (nonzero on the shard that holds it).
+__global__ void ce_rescale_kernel(float* sums, const float* stats, const float* maxes, const bf16* logits,
+                                  const int* targets, int N, int Vl, int vocab_start) {
+    int i = blockIdx.x * blockDim.x + threadIdx.x;
+    if (i >= N) return;
+    int r = targets[i] - vocab_start;
+    sums[i] = stats[N + i] * expf(stats[i] - maxes[i]);
+    sums[N + i] = (r >= 0 && r < Vl) ? bf2f(logits[(size_t)i * Vl + r]) : 0.0f;
 }
 __global__ void ce_finish_kernel(float* losses, bf16* dlogits, const float* maxes, const float* sums,
                                  const int* targets, int N, int Vl, int vocab_start, int vn, float dloss_scale) {
@@ -135,18 +160,19 @@ __global__ void ce_finish_kernel(float* losses, bf16* dlogits, const float* maxe
 static int ce_valid_cols(int Vl, int vocab_start, int vocab) {
     return vocab - vocab_start < Vl ? vocab - vocab_start : Vl;
 }
-static void crossentropy_local_max_gpu(float* maxes, const bf16* logits, int N, int Vl, int vocab_start, int vocab,
-                                       cudaStream_t s) {
+// maxes: N; stats: 2N (this rank's row maxima, and the sums of exponentials relative to them).
+static void crossentropy_local_max_gpu(float* maxes, float* stats, const bf16* logits, int N, int Vl, int vocab_start,
+                                       int vocab, cudaStream_t s) {
     if (N <= 0) return;
-    ce_local_max_kernel<<<N, CE_THREADS, 0, s>>>(maxes, logits, Vl, ce_valid_cols(Vl, vocab_start, vocab));
+    ce_stats_kernel<<<N, CE_THREADS, 0, s>>>(maxes, stats, logits, N, Vl, ce_valid_cols(Vl, vocab_start, vocab));
     launchCheck();
 }
-// sums: 2N floats.
-static void crossentropy_local_sums_gpu(float* sums, const bf16* logits, const float* maxes, const int* targets, int N,
-                                        int Vl, int vocab_start, int vocab, cudaStream_t s) {
+// sums: 2N floats, from stats (crossentropy_local_max_gpu's), the all-reduced maxes and one
+// logit a row (the target's).
+static void crossentropy_local_sums_gpu(float* sums, const float* stats, const float* maxes, const bf16* logits,
+                                        const int* targets, int N, int Vl, int vocab_start, cudaStream_t s) {
     if (N <= 0) return;
-    ce_local_sums_kernel<<<N, CE_THREADS, 0, s>>>(sums, logits, maxes, targets, N, Vl, vocab_start,
-                                                  ce_valid_cols(Vl, vocab_start, vocab));
+    ce_rescale_kernel<<<cdiv(N, 256), 256, 0, s>>>(sums, stats, maxes, logits, targets, N, Vl, vocab_start);
     launchCheck();
 }
 // losses (N); dlogits (the logits, replaced in place by (softmax - onehot) * dloss_scale) or NULL.

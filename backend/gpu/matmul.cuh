@@ -20,9 +20,12 @@
 // GELU'(aux), so the fc layer's GELU never makes a pass of its own over B*T x 4C values
 // (llm.c does the same on Hopper). Aux has D's type and layout; its ld must be a multiple
 // of 8. cuBLASLt's GELU is the tanh approximation, GPT-2's.
-// Descriptors and the heuristic's algorithm are made once per shape and kept (a step
-// calls the same dozen shapes again and again; the heuristic query alone costs tens of
-// microseconds); only the bias and aux pointers are set per call.
+// Descriptors and the algorithm are made once per shape and kept (a step calls the same dozen
+// shapes again and again; the heuristic query alone costs tens of microseconds); only the bias
+// and aux pointers are set per call. The algorithm: cuBLASLt's heuristic ranks up to LT_ALGOS
+// candidates, and the first call of a shape times each on its own operands (lt_choose) and keeps
+// the fastest, as llm.c and PyTorch's cublasLt autotuning do (the heuristic's first is not the
+// fastest for every shape: its model does not know the card's clocks or the data).
 
 static uint32_t lt_alignment(const void* p, int ld, int elem) {
     uintptr_t a = (uintptr_t)p | (uintptr_t)((size_t)ld * elem);
@@ -42,18 +45,25 @@ static int lt_is_gelu(int epilogue) {
 
 // One matmul shape (with the epilogue and the pointer alignments the algorithm was chosen
 // for) and its plan.
+#define LT_ALGOS 8
 typedef struct {
     int key[15];
-    int found;  // 0: cuBLASLt has no algorithm (allowed only for the GELU epilogues: the caller falls back)
+    int found;  // candidates; 0: cuBLASLt has no algorithm (allowed only for the GELU epilogues: the caller falls back)
+    int chosen; // the candidate run: -1 until the shape's first call; 0 until the timing is read
+    int timing; // 1: the candidates' times are queued (ev), to be read once the device is past them
+    cudaEvent_t ev[2 * LT_ALGOS];  // each candidate's start (after its warm-up) and end
     cublasLtMatmulDesc_t op;
     cublasLtMatrixLayout_t a, b, d;
-    cublasLtMatmulAlgo_t algo;
+    cublasLtMatmulAlgo_t algo[LT_ALGOS];  // the heuristic's, best first
 } LtPlan;
 #define LT_PLANS 128
 static LtPlan gpu_lt_plans[LT_PLANS];
 static int gpu_lt_n_plans, gpu_lt_next_evict;
 
 static void lt_plan_destroy(LtPlan* p) {
+    if (p->ev[0])
+        for (int i = 0; i < 2 * LT_ALGOS; i++) cudaCheck(cudaEventDestroy(p->ev[i]));
+    p->ev[0] = NULL, p->timing = 0;
     cublasCheck(cublasLtMatrixLayoutDestroy(p->d));
     cublasCheck(cublasLtMatrixLayoutDestroy(p->b));
     cublasCheck(cublasLtMatrixLayoutDestroy(p->a));
@@ -117,10 +127,10 @@ static LtPlan* lt_plan(const int key[15], const bf16* bias, const void* aux) {
         cublasLtMatmulPreferenceSetAttribute(pref, CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_C_BYTES, &d_al, sizeof(d_al)));
     cublasCheck(
         cublasLtMatmulPreferenceSetAttribute(pref, CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_D_BYTES, &d_al, sizeof(d_al)));
-    cublasLtMatmulHeuristicResult_t heur;
-    p->found = 0;
+    cublasLtMatmulHeuristicResult_t heur[LT_ALGOS];
+    p->found = 0, p->chosen = -1, p->timing = 0;
     cublasStatus_t st =
-        cublasLtMatmulAlgoGetHeuristic(gpu_lt, p->op, p->a, p->b, p->d, p->d, pref, 1, &heur, &p->found);
+        cublasLtMatmulAlgoGetHeuristic(gpu_lt, p->op, p->a, p->b, p->d, p->d, pref, LT_ALGOS, heur, &p->found);
     cublasCheck(cublasLtMatmulPreferenceDestroy(pref));
     if (lt_is_gelu(epi) && (st != CUBLAS_STATUS_SUCCESS || !p->found)) {  // the caller runs the GELU kernel instead
         p->found = 0;
@@ -130,8 +140,77 @@ static LtPlan* lt_plan(const int key[15], const bf16* bias, const void* aux) {
     if (!p->found)
         fail("cuBLASLt has no algorithm for m=%d n=%d k=%d transa=%d transb=%d (epilogue %d, D %s)", m, n, k, transa,
              transb, (int)epi, dtype == CUDA_R_32F ? "fp32" : "bf16");
-    p->algo = heur.algo;
+    int usable = 0;
+    for (int i = 0; i < p->found; i++)
+        if (heur[i].state == CUBLAS_STATUS_SUCCESS) p->algo[usable++] = heur[i].algo;
+    if (!usable) fail("cuBLASLt's heuristic returned no usable algorithm for m=%d n=%d k=%d", m, n, k);
+    p->found = usable;
     return p;
+}
+
+// The shapes whose timing has been read so far, and how many of them took another algorithm
+// than the heuristic's first (the trainer prints both after its first step).
+static int gpu_lt_timed, gpu_lt_changed;
+// One call of candidate i of plan p.
+static void lt_run(const LtPlan* p, int i, void* D, const bf16* A, const bf16* B, float beta, cudaStream_t stream) {
+    float alpha = 1.0f;
+    cublasCheck(cublasLtMatmul(gpu_lt, p->op, &alpha, A, p->a, B, p->b, &beta, D, p->d, D, p->d, &p->algo[i],
+                               gpu_lt_workspace, GPU_LT_WORKSPACE, stream));
+    gpu_counts.launches++, gpu_counts.matmuls++;
+}
+// Time every candidate of p on the call's own operands (one warm-up, then LT_TIME_REPS calls
+// between two events); lt_timing_read keeps the fastest once the device is past them (a tie
+// keeps the heuristic's order), and until then the heuristic's first runs. The host never
+// waits for it: a wait in the middle of a pipeline's schedule could wait for a peer's send that
+// the peer's host, waiting too, never issues. A product that adds into D (beta != 0, the weight
+// gradients) would add once per run: D is copied aside into the reduction scratch and put back
+// after (a D larger than the scratch, the head's, keeps the heuristic's first). On the emulator
+// the times are the CPU's and say nothing of a GPU: the emulated cuBLASLt gives each candidate
+// a modelled cost instead (emu_lt_algo_cost), so the timing path runs and the choice is the same
+// on every run.
+#ifndef CUDA_EMU_H
+#define LT_TIME_REPS 3
+#else
+#define LT_TIME_REPS 0  // (the emulator's times are modelled: one call each, the emulated GPU tests stay quick)
+#endif
+static void lt_choose(LtPlan* p, void* D, size_t d_bytes, const bf16* A, const bf16* B, float beta,
+                      cudaStream_t stream) {
+    p->chosen = 0;
+    if (p->found < 2 || (beta != 0.0f && d_bytes > sizeof(float) * gpu_scratch_n)) return;
+    if (beta != 0.0f) copyCheck(cudaMemcpyAsync(gpu_scratch, D, d_bytes, cudaMemcpyDeviceToDevice, stream));
+    if (!p->ev[0])
+        for (int i = 0; i < 2 * LT_ALGOS; i++) cudaCheck(cudaEventCreate(&p->ev[i]));
+    for (int i = 0; i < p->found; i++)
+        for (int r = 0; r <= LT_TIME_REPS; r++) {
+            lt_run(p, i, D, A, B, beta, stream);
+            if (r == 0) cudaCheck(cudaEventRecord(p->ev[2 * i], stream));
+            if (r == LT_TIME_REPS) cudaCheck(cudaEventRecord(p->ev[2 * i + 1], stream));
+        }
+    if (beta != 0.0f) copyCheck(cudaMemcpyAsync(D, gpu_scratch, d_bytes, cudaMemcpyDeviceToDevice, stream));
+    p->timing = 1;
+}
+// The timed plans whose last event the device has passed take their fastest candidate.
+static void lt_timing_read(void) {
+    for (int j = 0; j < gpu_lt_n_plans; j++) {
+        LtPlan* p = &gpu_lt_plans[j];
+        if (!p->timing) continue;
+        cudaError_t e = cudaEventQuery(p->ev[2 * p->found - 1]);
+        if (e == cudaErrorNotReady) {
+            (void)cudaGetLastError();  // not an error: cleared, or the next launch check would report it
+            continue;
+        }
+        cudaCheck(e);
+        float best = 0;
+        for (int i = 0; i < p->found; i++) {
+            float ms;
+            cudaCheck(cudaEventElapsedTime(&ms, p->ev[2 * i], p->ev[2 * i + 1]));
+#ifdef CUDA_EMU_H
+            ms = emu_lt_algo_cost(&p->algo[i]);
+#endif
+            if (i == 0 || ms < best) best = ms, p->chosen = i;
+        }
+        p->timing = 0, gpu_lt_timed++, gpu_lt_changed += p->chosen != 0;
+    }
 }
 
 // D (m x n, column-major, ld ldd, type dtype) = op(A) op(B) + beta * D, then the epilogue
@@ -148,9 +227,9 @@ static int lt_matmul(void* D, cudaDataType_t dtype, int ldd, const bf16* A, int 
     LtPlan* p = lt_plan(key, bias, aux);
     if (!p->found) return 0;
     lt_set_pointers(p, bias, aux);
-    float alpha = 1.0f;
-    cublasCheck(cublasLtMatmul(gpu_lt, p->op, &alpha, A, p->a, B, p->b, &beta, D, p->d, D, p->d, &p->algo,
-                               gpu_lt_workspace, GPU_LT_WORKSPACE, stream));
+    if (p->chosen < 0) lt_choose(p, D, (size_t)ldd * (n - 1) * delem + (size_t)m * delem, A, B, beta, stream);
+    else if (p->timing) lt_timing_read();
+    lt_run(p, p->chosen, D, A, B, beta, stream);
     return 1;
 }
 

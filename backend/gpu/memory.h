@@ -12,26 +12,43 @@
 #include "layout/activations.h"
 
 static void f32_copy(Model* m, float* dst, const float* src, size_t n) {
-    cudaCheck(cudaMemcpyAsync(dst, src, sizeof(float) * n, cudaMemcpyDeviceToDevice, m->be.stream));
+    copyCheck(cudaMemcpyAsync(dst, src, sizeof(float) * n, cudaMemcpyDeviceToDevice, m->be.stream));
 }
 static void f32_zero(Model* m, float* p, size_t n) {
-    cudaCheck(cudaMemsetAsync(p, 0, sizeof(float) * n, m->be.stream));
+    copyCheck(cudaMemsetAsync(p, 0, sizeof(float) * n, m->be.stream));
 }
 static void f32_add(Model* m, float* dst, const float* src, size_t n) {
     add_inplace_f32_gpu(dst, src, n, m->be.stream);
 }
 
-// The batch's tokens (and documents) copied to the device; the device sum of token losses restarts.
+// The batch's tokens (and documents) copied to the device; the device sum of token losses
+// restarts. The arrays go up through pinned staging without the host waiting: the copies are
+// queued on the compute stream, and the staging is rewritten only once the last batch's copies
+// are done (by then they are, unless a step queued nothing after its batch).
+static void batch_up(Model* m, int* dst, const int* src, size_t n, size_t* at) {
+    int* h = m->be.h_batch + *at;
+    memcpy(h, src, sizeof(int) * n);
+    copyCheck(cudaMemcpyAsync(dst, h, sizeof(int) * n, cudaMemcpyHostToDevice, m->be.stream));
+    *at += n;
+}
 static void batch_ready(Model* m) {
-    size_t bytes = sizeof(int) * m->n_micro * m->B * m->T;
-    h2d(m->be.d_inputs, m->inputs, bytes, m->be.stream);
-    h2d(m->be.d_targets, m->targets, bytes, m->be.stream);
-    if (m->doc_start) {
-        h2d(m->be.d_row_pos, m->row_pos, bytes, m->be.stream);
-        h2d(m->be.d_doc_seq, m->doc_seq, bytes * m->c.cp, m->be.stream);
-        if (m->cp_order) h2d(m->be.d_cp_order, m->cp_order, bytes * m->c.cp, m->be.stream);
+    if (cudaEventQuery(m->be.batch_copied) == cudaErrorNotReady) {
+        (void)cudaGetLastError();  // not an error: cleared, or the next launch check would report it
+        host_wait_event(m->be.batch_copied);
     }
-    cudaCheck(cudaMemsetAsync(m->be.loss_acc, 0, sizeof(double), m->be.stream));
+    m->be.step_start = gpu_counts, m->be.loss_fetched = 0;
+    m->be.step_t0 = now_s(), m->be.step_comm_s = comm_seconds_all(&m->L);
+    op_families_restart(m);
+    size_t n = (size_t)m->n_micro * m->B * m->T, at = 0;
+    batch_up(m, m->be.d_inputs, m->inputs, n, &at);
+    batch_up(m, m->be.d_targets, m->targets, n, &at);
+    if (m->doc_start) {
+        batch_up(m, m->be.d_row_pos, m->row_pos, n, &at);
+        batch_up(m, m->be.d_doc_seq, m->doc_seq, n * m->c.cp, &at);
+        if (m->cp_order) batch_up(m, m->be.d_cp_order, m->cp_order, n * m->c.cp, &at);
+    }
+    cudaCheck(cudaEventRecord(m->be.batch_copied, m->be.stream));
+    copyCheck(cudaMemsetAsync(m->be.loss_acc, 0, sizeof(double), m->be.stream));
 }
 static const int* batch_inputs(Model* m) { return m->be.d_inputs; }
 static const int* batch_targets(Model* m) { return m->be.d_targets; }
@@ -43,27 +60,50 @@ static const int* window_tokens(Model* m, const int* window, int T) {
     }
     return m->be.d_inputs;
 }
-static void loss_fetch(Model* m) { d2h(&m->loss_sum, m->be.loss_acc, sizeof(double), m->be.stream); }
-
-// The gradient norm: one deterministic fp32 sum of squares per tensor on the device, added
-// up in fp64 on the host.
-static void sumsq_range(Model* m, int k, const float* x, size_t n, double* ss) {
-    sumsq_gpu(m->be.norm_parts + k, x, n, m->be.stream);
+// The loss sum, unless the norm's fetch brought it already (sumsq_finish, after the schedule).
+static void loss_fetch(Model* m) {
+    if (!m->be.loss_fetched) d2h(&m->loss_sum, m->be.loss_acc, sizeof(double), m->be.stream);
+    m->be.loss_fetched = 0;
 }
+
+// The gradient norm: the ranges queued, then one deterministic sum of squares over all of them
+// on the device (backend/gpu/adamw.cuh: two launches a flush), fetched once.
+static void sumsq_range(Model* m, int k, const float* x, size_t n, double* ss) {
+    mt_add(&m->be.norm_list, NULL, NULL, x, NULL, NULL, n, 0.0f);
+}
+static void sumsq_flush(Model* m) {
+    if (!m->be.norm_list.n && m->be.norm_open) return;
+    op_family_begin(m, OP_OPTIMIZER);
+    sumsq_mt_gpu(m->be.loss_acc + 1, &m->be.norm_list, m->be.norm_open, m->be.stream);
+    op_family_end(m);
+    m->be.norm_open = 1;
+}
+// The sum of squares comes up with the step's loss sum beside it (loss_acc[0] and [1]: two
+// doubles in a row), so a step's two scalars cost the host one wait.
 static void sumsq_finish(Model* m, int n_ranges, double* ss) {
-    if (n_ranges) d2h(m->be.h_norm_parts, m->be.norm_parts, sizeof(float) * n_ranges, m->be.stream);
-    for (int i = 0; i < n_ranges; i++) *ss += m->be.h_norm_parts[i];
+    double h[2];
+    sumsq_flush(m);
+    d2h(h, m->be.loss_acc, sizeof(h), m->be.stream);
+    m->loss_sum = h[0], m->be.loss_fetched = 1, m->be.norm_open = 0;
+    *ss += h[1];
 }
 // AdamW on the fp32 master weights of this rank's range; the bf16 copy follows: written by
 // the update without ZeRO, with ZeRO 1/2 refreshed whole from the all-gathered fp32 shards,
-// with ZeRO 3 per unit as it is gathered (the shard is param_shard).
+// with ZeRO 3 per unit as it is gathered (the shard is param_shard). The ranges are queued and
+// adamw_finish updates them all in one launch.
 static void adamw_range(Model* m, size_t a, size_t b, const float* grad, int decay, float lr, float grad_scale, int t) {
     if (m->c.offload & OFFLOAD_OPTIMIZER) return adamw_range_host(m, a, b, grad, decay, lr, grad_scale, t);
     size_t o = a - m->opt_lo;
     float* p = m->zero3_state ? m->param_shard + o : m->params + a;
-    adamw_update_gpu(p, m->c.zero ? NULL : m->be.params_bf16 + a, grad + o, m->m_state + o, m->v_state + o,
-                     b - a, lr, m->c.beta1, m->c.beta2, m->c.eps, m->c.weight_decay, decay, grad_scale, t,
-                     m->be.stream);
+    mt_add(&m->be.adam_list, p, m->c.zero ? NULL : m->be.params_bf16 + a, grad + o, m->m_state + o, m->v_state + o,
+           b - a, decay ? m->c.weight_decay : 0.0f);
+    m->be.adam_lr = lr, m->be.adam_grad_scale = grad_scale, m->be.adam_t = t;
+}
+static void adamw_finish(Model* m) {
+    op_family_begin(m, OP_OPTIMIZER);
+    adamw_mt_gpu(&m->be.adam_list, m->be.adam_lr, m->c.beta1, m->c.beta2, m->c.eps, m->be.adam_grad_scale,
+                 m->be.adam_t, m->be.stream);
+    op_family_end(m);
 }
 // ZeRO 1/2 under --offload optimizer: the bf16 shards all-gathered (the fp32 master is on the host;
 // otherwise parallel/zero3.h gathers the fp32 units and unit_weights_ready makes their bf16 copy).
@@ -93,7 +133,7 @@ static void trace_op(Model* m, int kind, int mb, int chunk, double t0) {
 static void device_sync(Model* m) {
     OpTimes* o = &m->be.op_times;
     if (o->n) cudaCheck(cudaEventRecord(o->now, m->be.stream));
-    cudaCheck(cudaStreamSynchronize(m->be.stream));
+    host_wait(m->be.stream);
     double host_now = now_s(), prev_end = 0;
     for (int i = 0; i < o->n; i++) {
         float ms;
@@ -103,7 +143,29 @@ static void device_sync(Model* m) {
         prev_end = end;
     }
     o->n = 0;
+    op_families_collect(m);
+    lt_timing_read();  // the first step's cuBLASLt timings (matmul.cuh lt_choose)
     gpu_comms_collect(&m->be.G);
+}
+
+// What step `step` asked of the device, from its batch's load to its end (the update
+// included), on rank 0 after the first two steps (the first makes the cuBLASLt plans) and the
+// last: launches (kernels and cuBLASLt matmuls), copies and memsets, NCCL calls, host waits;
+// after the first, the cuBLASLt shapes whose algorithms were timed (matmul.cuh's lt_choose).
+// --op-times: the step's op families (op_times.h), the mean printed after the last.
+static void step_done(Model* m, int step) {
+    int nth = ++m->be.steps_done, last = step == m->c.steps - 1;
+    op_families_step(m, nth, (now_s() - m->be.step_t0) * 1e3, comm_seconds_all(&m->L) - m->be.step_comm_s, last);
+    if (m->L.rank || m->args->quiet || (nth > 2 && !last)) return;
+    GpuCounts d = gpu_counts, s = m->be.step_start;
+    printf("gpu: step %d asked the device for %ld launches (%ld cuBLASLt matmuls), %ld copies, %ld NCCL calls; "
+           "the host waited %ld times\n",
+           step + 1, d.launches - s.launches, d.matmuls - s.matmuls, d.copies - s.copies,
+           d.collectives - s.collectives, d.waits - s.waits);
+    if (nth == 1)
+        printf("gpu: cuBLASLt: %d matmul shapes timed (up to %d of the heuristic's algorithms each, in step 1), %d "
+               "took another than its first\n",
+               gpu_lt_timed, LT_ALGOS, gpu_lt_changed);
 }
 
 // Sampling: one bf16 row of logits on the device, all-gathered over tp, then fp32 on the host.
@@ -163,8 +225,8 @@ static void carve_weight_grad_in(Model* m, WeightGradIn* g, Carver* k) {
 }
 
 // Scratch for one micro-batch, shared by all layers: activations.h's list, then this build's
-// own (a row of logits for sampling, the gradient norm's partial sums, the loss accumulator,
-// the step's tokens on the device).
+// own (a row of logits for sampling, the loss's row statistics, the loss accumulator with the
+// gradient norm's sum, the step's tokens on the device).
 static void carve_scratch(Model* m, Carver* k) {
     ActShape s = act_shape(&m->c, m->B);
     ActBuf b[N_SC];
@@ -180,8 +242,8 @@ static void carve_scratch(Model* m, Carver* k) {
     carve_weight_grad_in(m, &m->weight_grad_in, k);
     if (m->c.recompute == RECOMPUTE_FULL) carve_acts(m, &m->scratch, k, 0);
     m->be.logit_row = TAKE(k, bf16, m->c.vocab_padded);
-    m->be.norm_parts = TAKE(k, float, m->P.n);
-    m->be.loss_acc = TAKE(k, double, 1);
+    m->be.ce_stats = TAKE(k, float, 2 * (size_t)s.BT);
+    m->be.loss_acc = TAKE(k, double, 2);  // [the loss sum, the gradient's sum of squares]
     m->be.d_inputs = TAKE(k, int, (size_t)m->n_micro * s.BT);
     m->be.d_targets = TAKE(k, int, (size_t)m->n_micro * s.BT);
 }

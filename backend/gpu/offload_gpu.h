@@ -52,7 +52,7 @@ static char* act_tier_alloc(Model* m, size_t bytes) {
 static void act_tier_copy(Model* m, void* dst, const void* src, size_t bytes, cudaMemcpyKind kind) {
     cudaCheck(cudaEventRecord(m->be.computed, m->be.stream));
     cudaCheck(cudaStreamWaitEvent(m->be.offload, m->be.computed, 0));
-    cudaCheck(cudaMemcpyAsync(dst, src, bytes, kind, m->be.offload));
+    copyCheck(cudaMemcpyAsync(dst, src, bytes, kind, m->be.offload));
     cudaCheck(cudaEventRecord(m->be.copied, m->be.offload));
 }
 static void act_tier_out(Model* m, char* tier, const char* frame, size_t bytes) {
@@ -120,7 +120,7 @@ static void offload_grad_down(Model* m, int i, const float* grad, cudaStream_t a
     cudaCheck(cudaEventRecord(m->be.computed, after));
     cudaCheck(cudaStreamWaitEvent(m->be.offload, m->be.computed, 0));
     size_t o = a - m->opt_lo;
-    cudaCheck(cudaMemcpyAsync(m->be.h_grad + o, grad + o, sizeof(float) * (b - a), cudaMemcpyDeviceToHost,
+    copyCheck(cudaMemcpyAsync(m->be.h_grad + o, grad + o, sizeof(float) * (b - a), cudaMemcpyDeviceToHost,
                               m->be.offload));
     cudaCheck(cudaEventRecord(m->be.grad_down[i], m->be.offload));
     m->be.down_queued[i] = 1;
@@ -153,16 +153,16 @@ static void adamw_range_host(Model* m, size_t a, size_t b, const float* grad, in
     while (i < m->P.n && !(clip_range(&m->P.t[i], m->opt_lo, m->opt_hi, &lo, &hi) && lo == a)) i++;
     if (i == m->P.n) fail("--offload optimizer: no tensor's range starts at %zu", a);
     m->be.opt_next = i + 1;
-    cudaCheck(cudaEventSynchronize(m->be.grad_down[i]));
+    host_wait_event(m->be.grad_down[i]);
     adamw_update(master, m->be.h_grad + o, m->m_state + o, m->v_state + o, n, lr, m->c.beta1, m->c.beta2, m->c.eps,
                  m->c.weight_decay, decay, grad_scale, t);
     if (m->c.zero == 3) {  // comm: host -> device, the updated fp32 shard's range (compute stream)
-        cudaCheck(cudaMemcpyAsync(m->param_shard + o, master, sizeof(float) * n, cudaMemcpyHostToDevice, m->be.stream));
+        copyCheck(cudaMemcpyAsync(m->param_shard + o, master, sizeof(float) * n, cudaMemcpyHostToDevice, m->be.stream));
         return;
     }
     bf16_cast_host(m->be.h_bf16 + a, master, n);
     // comm: host -> device, the range's bf16 weights (compute stream: ZeRO's all-gather and the forward follow)
-    cudaCheck(cudaMemcpyAsync(m->be.params_bf16 + a, m->be.h_bf16 + a, sizeof(bf16) * n, cudaMemcpyHostToDevice,
+    copyCheck(cudaMemcpyAsync(m->be.params_bf16 + a, m->be.h_bf16 + a, sizeof(bf16) * n, cudaMemcpyHostToDevice,
                               m->be.stream));
 }
 

@@ -7,41 +7,53 @@
 #include "backend/backend.h"
 #include "backend/gpu/comm_nccl.h"
 #include "backend/gpu/kernels_gpu.cuh"
+#include "backend/gpu/op_times.h"
 
 // The operations model.h asks for: kernels_gpu.cuh and cuBLASLt on the compute stream,
 // reading the bf16 copy of the weights. The kernels take an accumulate flag where the
-// contract needs one.
+// contract needs one. Each op of a family --op-times reports is between op_family_begin and
+// op_family_end (op_times.h).
 
 // The bf16 copy of a weight, from its fp32 view (NULL stays NULL).
 static const bf16* bf(const Model* m, const float* p) { return p ? m->be.params_bf16 + (p - m->be.arena) : NULL; }
 
 static void op_norm_forward(Model* m, bf16* out, float* mean, float* rstd, const bf16* x, const float* w,
                             const float* b, int N) {
+    op_family_begin(m, OP_NORM);
     if (m->c.arch == ARCH_GPT2) layernorm_forward_gpu(out, mean, rstd, x, bf(m, w), bf(m, b), N, m->C, m->be.stream);
     else rmsnorm_forward_gpu(out, rstd, x, bf(m, w), N, m->C, m->be.stream);
+    op_family_end(m);
 }
 static void op_norm_backward(Model* m, bf16* dx, float* dw, float* db, const bf16* dout, const bf16* x, const float* w,
                              const float* mean, const float* rstd, int N, int accumulate) {
+    op_family_begin(m, OP_NORM);
     cudaStream_t s = m->be.stream;
     if (m->c.arch == ARCH_GPT2)
         layernorm_backward_gpu(dx, dw, db, dout, x, bf(m, w), mean, rstd, N, m->C, accumulate, s);
     else rmsnorm_backward_gpu(dx, dw, dout, x, bf(m, w), rstd, N, m->C, accumulate, s);
+    op_family_end(m);
 }
 // The bias rides on cuBLASLt's epilogue when its pointer is 16-byte aligned (always so for
 // d_model a multiple of 8, i.e. every preset), else a separate add.
 static void op_matmul_forward(Model* m, bf16* out, const bf16* inp, const float* w, const float* b, int N, int IC,
                               int OC) {
+    op_family_begin(m, OP_MATMUL);
     const bf16* bias = bf(m, b);
     int epilogue = bias && lt_bias_aligned(bias);
     matmul_forward_gpu(out, inp, bf(m, w), epilogue ? bias : NULL, N, IC, OC, m->be.stream);
     if (bias && !epilogue) residual_bias_forward_gpu(out, out, NULL, bias, N, OC, m->be.stream);
+    op_family_end(m);
 }
 static void op_matmul_backward_input(Model* m, bf16* dinp, const bf16* dout, const float* w, int N, int IC, int OC) {
+    op_family_begin(m, OP_MATMUL);
     matmul_backward_gpu(dinp, NULL, NULL, dout, NULL, bf(m, w), N, IC, OC, 0, m->be.stream);
+    op_family_end(m);
 }
 static void op_matmul_backward_weight(Model* m, float* dw, float* db, const bf16* dout, const bf16* inp, int N, int IC,
                                       int OC) {
+    op_family_begin(m, OP_MATMUL);
     matmul_backward_gpu(NULL, dw, db, dout, inp, NULL, N, IC, OC, 0, m->be.stream);
+    op_family_end(m);
 }
 
 // GPT-2's fc -> GELU, and the backward through GELU and the fc projection. With --gelu-fusion
@@ -58,9 +70,12 @@ static int gelu_fused(Model* m, int fused) {  // fused: what the fused matmul re
 }
 static void op_fc_act_forward(Model* m, bf16* fch, bf16* fch_act, const bf16* inp, const LayerW* w, int N) {
     cudaStream_t s = m->be.stream;
-    if (m->c.arch == ARCH_GPT2 && !m->args->gelu_unfused &&
-        gelu_fused(m, matmul_gelu_forward_gpu(fch_act, fch, inp, bf(m, w->fcw), bf(m, w->fcb), N, m->C, m->Fl, s)))
-        return;
+    if (m->c.arch == ARCH_GPT2 && !m->args->gelu_unfused) {
+        op_family_begin(m, OP_MATMUL);
+        int fused = matmul_gelu_forward_gpu(fch_act, fch, inp, bf(m, w->fcw), bf(m, w->fcb), N, m->C, m->Fl, s);
+        op_family_end(m);
+        if (gelu_fused(m, fused)) return;
+    }
     op_matmul_forward(m, fch, inp, w->fcw, w->fcb, N, m->C, m->fc_dim);
     if (m->c.arch == ARCH_GPT2) gelu_forward_gpu(fch_act, fch, (size_t)N * m->Fl, s);
     else swiglu_forward_gpu(fch_act, fch, N, m->Fl, s);
@@ -68,9 +83,12 @@ static void op_fc_act_forward(Model* m, bf16* fch, bf16* fch_act, const bf16* in
 static void op_fcproj_act_backward_input(Model* m, bf16* dfch, const bf16* dy, const LayerW* w, const bf16* fch,
                                          int N) {
     cudaStream_t s = m->be.stream;
-    if (m->c.arch == ARCH_GPT2 && !m->args->gelu_unfused &&
-        gelu_fused(m, matmul_dgelu_backward_gpu(dfch, dy, bf(m, w->fcprojw), fch, N, m->Fl, m->C, s)))
-        return;
+    if (m->c.arch == ARCH_GPT2 && !m->args->gelu_unfused) {
+        op_family_begin(m, OP_MATMUL);
+        int fused = matmul_dgelu_backward_gpu(dfch, dy, bf(m, w->fcprojw), fch, N, m->Fl, m->C, s);
+        op_family_end(m);
+        if (gelu_fused(m, fused)) return;
+    }
     op_matmul_backward_input(m, m->dfch_act, dy, w->fcprojw, N, m->Fl, m->C);
     if (m->c.arch == ARCH_GPT2) gelu_backward_gpu(dfch, fch, m->dfch_act, (size_t)N * m->Fl, 0, s);
     else swiglu_backward_gpu(dfch, fch, m->dfch_act, N, m->Fl, 0, s);
@@ -85,22 +103,30 @@ static void op_rope(Model* m, bf16* qkv, int N, float sign) {
 // Selective recomputation saves little here (it drops only that), and is kept so the flag
 // does what it says and HFU counts the recomputed work the same way on both builds.
 static void op_attention_forward(Model* m, bf16* out, float* att, const bf16* qkv, int B) {
+    op_family_begin(m, OP_ATT_FWD);
     attention_forward_gpu(out, att, qkv, B, m->T, m->n_head_local, m->n_kv_head_local, m->hd, mb_docs(m), m->be.stream);
+    op_family_end(m);
 }
 static void op_attention_backward(Model* m, bf16* dqkv, const bf16* dout, const bf16* qkv, const bf16* out,
                                   const float* att, int B) {
+    op_family_begin(m, OP_ATT_BWD);
     int H = m->n_head_local, KV = m->n_kv_head_local;
     attention_backward_gpu(dqkv, dout, qkv, out, att, B, m->T, H, KV, m->hd, mb_docs(m), m->be.stream);
+    op_family_end(m);
 }
 // Context parallelism's blocks (parallel/context_parallel.h): kernels_gpu.cuh's flash
 // kernels over two segments of a sequence, with an fp32 running output and fp32 gradients.
 static void op_attention_block_forward(Model* m, float* o, float* lse, const bf16* q, const bf16* kv,
                                        const AttnBlock* a) {
+    op_family_begin(m, OP_ATT_FWD);
     attention_block_forward_gpu(o, lse, q, kv, a, m->be.stream);
+    op_family_end(m);
 }
 static void op_attention_block_backward(Model* m, float* dq, float* dkv, const bf16* q, const bf16* kv,
                                         const bf16* dout, const bf16* out, const float* lse, const AttnBlock* a) {
+    op_family_begin(m, OP_ATT_BWD);
     attention_block_backward_gpu(dq, dkv, q, kv, dout, out, lse, a, m->be.stream);
+    op_family_end(m);
 }
 static void op_attention_grad_pack(Model* m, bf16* dqkv, const float* dq, const float* dkv, size_t rows, int Ha,
                                    int KVa) {
@@ -129,19 +155,29 @@ static void op_position_backward(Model* m, const bf16* dx, int N, int row0) {
     const int* pos = mb_positions(m, m->be.d_row_pos, m->be.d_pos, &period);
     position_backward_gpu(m->g.wpe, dx, N, row0, pos, period, m->C, m->be.stream);
 }
+// The cross-entropy in two passes over the logits (embed_loss.cuh): the first keeps each row's
+// local maximum and sum in be.ce_stats, from which the second step needs no pass of its own.
 static void op_ce_local_max(Model* m, float* max, const bf16* logits, int N) {
-    crossentropy_local_max_gpu(max, logits, N, m->Vl, m->vocab_start, m->c.vocab, m->be.stream);
+    op_family_begin(m, OP_LOSS);
+    crossentropy_local_max_gpu(max, m->be.ce_stats, logits, N, m->Vl, m->vocab_start, m->c.vocab, m->be.stream);
+    op_family_end(m);
 }
 static void op_ce_local_sums(Model* m, float* sums, const bf16* logits, const float* max, const int* targets, int N) {
-    crossentropy_local_sums_gpu(sums, logits, max, targets, N, m->Vl, m->vocab_start, m->c.vocab, m->be.stream);
+    op_family_begin(m, OP_LOSS);
+    crossentropy_local_sums_gpu(sums, m->be.ce_stats, max, logits, targets, N, m->Vl, m->vocab_start, m->be.stream);
+    op_family_end(m);
 }
 static void op_ce_finish(Model* m, float* losses, bf16* dlogits, const float* max, const float* sums,
                          const int* targets, int N, float dloss_scale) {
+    op_family_begin(m, OP_LOSS);
     crossentropy_finish_gpu(losses, dlogits, max, sums, targets, N, m->Vl, m->vocab_start, m->c.vocab, dloss_scale,
                             m->be.stream);
+    op_family_end(m);
 }
 static void op_loss_accumulate(Model* m, const float* losses, int N) {
+    op_family_begin(m, OP_LOSS);
     sum_f64_gpu(m->be.loss_acc, losses, N, m->be.stream);
+    op_family_end(m);
 }
 
 static GpuGroup* group_of(Model* m, Group g) { return &m->be.G.group[g]; }
@@ -161,11 +197,11 @@ static void f32_allreduce_max(Model* m, Group g, float* buf, size_t n) {
     nccl_allreduce_max(&m->be.G, group_of(m, g), buf, n, m->be.stream);
 }
 static void act_copy(Model* m, bf16* dst, const bf16* src, size_t n) {
-    cudaCheck(cudaMemcpyAsync(dst, src, sizeof(bf16) * n, cudaMemcpyDeviceToDevice, m->be.stream));
+    copyCheck(cudaMemcpyAsync(dst, src, sizeof(bf16) * n, cudaMemcpyDeviceToDevice, m->be.stream));
 }
 static void act_copy_2d(Model* m, bf16* dst, size_t dst_ld, const bf16* src, size_t src_ld, size_t rows, size_t cols) {
     if (!rows || !cols) return;
-    cudaCheck(cudaMemcpy2DAsync(dst, sizeof(bf16) * dst_ld, src, sizeof(bf16) * src_ld, sizeof(bf16) * cols, rows,
+    copyCheck(cudaMemcpy2DAsync(dst, sizeof(bf16) * dst_ld, src, sizeof(bf16) * src_ld, sizeof(bf16) * cols, rows,
                                 cudaMemcpyDeviceToDevice, m->be.stream));
 }
 static void act_alltoall(Model* m, Group g, const bf16* send, bf16* recv, size_t n_per_rank) {

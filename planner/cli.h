@@ -38,7 +38,8 @@ static void plan_usage(void) {
         "                          megatron: Megatron-core/NeMo, tp communication under the GEMMs with SP,\n"
         "                          the dp reduce-scatter and gather chunked under the passes)\n"
         "  --grad-reduce fp32|bf16 this trainer's dp all-reduce of the gradient (--zero 0|1; bf16: half the bytes,\n"
-        "                          a 32 MiB scratch)\n"
+        "                          a 32 MiB scratch); under another --software the dtype its gradients are reduced\n"
+        "                          in (default bf16; fp32: torchtitan's FSDP2, mixed_precision_reduce)\n"
         "  --tp --pp --dp --vpp --micro-batch N, --sp 0|1, --zero 0..3, --pp-split even|auto (both tried),\n"
         "  --recompute none|selective|full|selective_op|selective_layer (the last two: torchtitan's policies, not\n"
         "                          searched unless named; dev/PLANNER.md maps each framework's flag to one),\n"
@@ -183,7 +184,7 @@ static void plan_parse_args(int argc, char** argv, PlanArgs* a) {
     const char* peak_tflops = NULL;
     const char *device = "a100-80gb", *device_file = NULL;
     const char* sets[64];
-    int n_sets = 0, grad_reduce_bf16 = 0;
+    int n_sets = 0, grad_reduce_bf16 = 0, grad_reduce_given = 0;
     for (int i = 1; i < argc; i++) {
         if (!strcmp(argv[i], "--plan")) continue;
         if (!strcmp(argv[i], "--help") || !strcmp(argv[i], "-h")) { plan_usage(); exit(0); }
@@ -247,7 +248,7 @@ static void plan_parse_args(int argc, char** argv, PlanArgs* a) {
             a->offload_frames = plan_int(v, flag, 1, 2);
         else if (!strcmp(flag, "--grad-reduce")) {
             if (strcmp(v, "fp32") && strcmp(v, "bf16")) fail("--grad-reduce: expected fp32 or bf16, got '%s'", v);
-            grad_reduce_bf16 = !strcmp(v, "bf16");
+            grad_reduce_bf16 = !strcmp(v, "bf16"), grad_reduce_given = 1;
         } else if (!strcmp(flag, "--software")) {
             if (!strcmp(v, "trainer")) a->setup = plan_setup_for(SOFTWARE_TRAINER);
             else if (!strcmp(v, "scaling")) a->setup = plan_setup_for(SOFTWARE_SCALING);
@@ -269,7 +270,10 @@ static void plan_parse_args(int argc, char** argv, PlanArgs* a) {
     if (a->cp_split == CP_SPLIT_DOC && f->cp_kind == CPK_ULYSSES)  // as ./train (args.h)
         fail("--cp-split doc: splits the ring's rows; --cp-kind ulysses gives every rank whole sequences (balanced)");
 
-    a->setup.grad_reduce_bf16 = grad_reduce_bf16;  // (after --software, which sets the rest of it)
+    // (after --software, which sets the rest of it): this trainer's bf16 all-reduce, or the dtype another
+    // framework reduces its gradients in (FSDP2's reduce_dtype; --runs' reduce_dtype column)
+    if (a->setup.own_buffers) a->setup.grad_reduce_bf16 = grad_reduce_bf16;
+    else if (grad_reduce_given) a->setup.reduce_bytes = grad_reduce_bf16 ? 2 : 4;
     DeviceProfile* d = &a->dev;
     plan_device(d, device, device_file, sets, n_sets, peak_tflops);
     if (a->gpus_per_node == -1) a->gpus_per_node = d->gpus_per_node > 0 ? d->gpus_per_node : a->gpus;

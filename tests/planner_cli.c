@@ -163,6 +163,36 @@ static void test_runs_reduce_dtype(void) {
     free(msg), unlink(runs), unlink(out), unlink(log);
 }
 
+// --grad-reduce under another --software: the dtype its gradients are reduced in (reduce_bytes). LLaMA-7B under
+// ZeRO-3 on 64 A100s, the framework: fp32 makes every micro-batch's reduce-scatter twice the bytes, a slower step.
+static double plan_step_with(const char* software, const char* reduce) {
+    char out[256], log[256];
+    snprintf(out, sizeof(out), "/tmp/test_planner_%d_grad_reduce.csv", (int)getpid());
+    snprintf(log, sizeof(log), "/tmp/test_planner_%d_grad_reduce.log", (int)getpid());
+    const char* args[] = {"--plan", "--model", "llama-7b", "--gpus", "64", "--tp", "1", "--pp", "1", "--dp", "64",
+                          "--micro-batch", "1", "--recompute", "full", "--sp", "0", "--zero", "3", "--schedule", "1f1b",
+                          "--attention", "flash2", "--rms-kernel", "on", "--software", software, "--grad-reduce",
+                          reduce, "--plan-csv", out};
+    int rc = run_plan_capture(args, 31, log);
+    char* text = slurp(out);
+    char *nl = strchr(text, '\n'), *col[CSV_MAX_FIELDS], *val[CSV_MAX_FIELDS];
+    double step = -1;
+    if (rc == 0 && nl) {
+        *nl = 0;
+        char* row = nl + 1;
+        row[strcspn(row, "\n")] = 0;
+        int n = csv_split(text, col), m = csv_split(row, val);
+        for (int i = 0; i < n && i < m; i++)
+            if (!strcmp(col[i], "t_step_s")) step = atof(val[i]);
+    }
+    unlink(out), unlink(log);
+    return step;
+}
+static void test_grad_reduce_other_software(void) {
+    double bf = plan_step_with("framework", "bf16"), fp = plan_step_with("framework", "fp32");
+    check(bf > 0 && fp > bf, "grad_reduce_sets_framework_reduce_dtype", "step bf16 %.4f s, fp32 %.4f s", bf, fp);
+}
+
 // The value of column `col` in data row `row` (1-based) of a CSV file, or "".
 static const char* csv_field(const char* path, int row, const char* col, char* out, size_t len) {
     FILE* f = fopen(path, "r");

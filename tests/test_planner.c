@@ -121,6 +121,7 @@ int main(void) {
     test_recompute_cost();
     test_device_files();
     test_runs_reduce_dtype();
+    test_grad_reduce_other_software();
     test_runs();
     test_cli_kernel_names();
     test_cli_schedules();

@@ -11,6 +11,7 @@
 #ifndef PP_COSTS_H
 #define PP_COSTS_H
 
+#include "data/data.h"  // data_fail: the run agrees on one error line (runtime/train.h)
 #include "layout/params.h"
 
 #define PP_COSTS_SHAPE_CAP 192
@@ -43,13 +44,13 @@ static int pp_costs_header(const char* line, const char* path, const ModelConfig
     size_t n = strcspn(shape + 9, "\"");
     snprintf(theirs, sizeof(theirs), "%.*s", (int)(n < sizeof(theirs) ? n : sizeof(theirs) - 1), shape + 9);
     if (strcmp(theirs, pp_costs_shape(c, mine)))
-        fail("--pp-costs %s: traced at %s; this run is %s (an op's time depends on them)", path, theirs, mine);
+        data_fail("--pp-costs %s: traced at %s; this run is %s (an op's time depends on them)", path, theirs, mine);
     int k = 0;
     for (const char* p = at + 16; *p && *p != '"';) {
         char* end;
         long v = strtol(p, &end, 10);
         if (end == p || v < 1 || v > 512 || k == PP_COSTS_MAX_CHUNKS)
-            fail("--pp-costs %s: its chunk_layers are not a list of layer counts", path);
+            data_fail("--pp-costs %s: its chunk_layers are not a list of layer counts", path);
         layers[k++] = (int)v, p = end;
         while (*p == ' ') p++;
     }
@@ -59,7 +60,7 @@ static int pp_costs_header(const char* line, const char* path, const ModelConfig
 // Each chunk's time t[g] (seconds, medians of its F, B and W ops) from a trace; returns its chunks.
 static int pp_costs_chunk_times(const char* path, const ModelConfig* c, int* layers, double* t) {
     FILE* f = fopen(path, "r");
-    if (!f) fail("--pp-costs %s: %s", path, strerror(errno));
+    if (!f) data_fail("--pp-costs %s: %s", path, strerror(errno));
     int n = 0, cap = 1024, counts[3] = {0, 0, 0}, *n_of = NULL;
     double** dur = NULL;  // dur[op * n + g]: the durations of op (F, B, W) of chunk g, n_of[] of them
     char line[4096];
@@ -83,11 +84,11 @@ static int pp_costs_chunk_times(const char* path, const ModelConfig* c, int* lay
     }
     int bad = ferror(f);
     fclose(f);
-    if (bad) fail("--pp-costs %s: cannot read it", path);
-    if (!n) fail("--pp-costs %s: no chunk_layers in it (a --trace of a run with a pipeline, from this version)", path);
+    if (bad) data_fail("--pp-costs %s: cannot read it", path);
+    if (!n) data_fail("--pp-costs %s: no chunk_layers in it (a --trace of a run with a pipeline, from this version)", path);
     for (int g = 0; g < n; g++) {
         if (!n_of[g] || !n_of[n + g])
-            fail("--pp-costs %s: chunk %d has no forward or backward op in it (a --trace of a run with --pp > 1)",
+            data_fail("--pp-costs %s: chunk %d has no forward or backward op in it (a --trace of a run with --pp > 1)",
                  path, g);
         t[g] = pp_costs_median(dur[g], n_of[g]) + pp_costs_median(dur[n + g], n_of[n + g]) +
                (n_of[2 * n + g] ? pp_costs_median(dur[2 * n + g], n_of[2 * n + g]) : 0);
@@ -102,7 +103,7 @@ static void pp_costs_read(const char* path, const ModelConfig* c, StageModel* sm
     int* layers = (int*)xmalloc(sizeof(int) * PP_COSTS_MAX_CHUNKS);
     double* t = (double*)xmalloc(sizeof(double) * PP_COSTS_MAX_CHUNKS);
     int n = pp_costs_chunk_times(path, c, layers, t);
-    if (n < 2) fail("--pp-costs %s: traced with one chunk; a pipeline's trace tells the head from a layer", path);
+    if (n < 2) data_fail("--pp-costs %s: traced with one chunk; a pipeline's trace tells the head from a layer", path);
     // least squares for (layer, head): t_g = a_g layer + h_g head, a_g = L_g + [g = 0] e, h_g = [g = n-1]
     double e = sm->embed / sm->layer, aa = 0, ah = 0, hh = 0, at = 0, ht = 0;
     for (int g = 0; g < n; g++) {
@@ -111,7 +112,7 @@ static void pp_costs_read(const char* path, const ModelConfig* c, StageModel* sm
     }
     double det = aa * hh - ah * ah, layer = (at * hh - ah * ht) / det, head = (aa * ht - ah * at) / det;
     if (!(layer > 0) || !(head >= 0))
-        fail("--pp-costs %s: its chunks' times give a layer %.3g ms and the head %.3g ms: not a cost to cut by "
+        data_fail("--pp-costs %s: its chunks' times give a layer %.3g ms and the head %.3g ms: not a cost to cut by "
              "(too noisy a run? trace more steps)", path, layer * 1e3, head * 1e3);
     sm->layer = layer, sm->head = head, sm->embed = e * layer, sm->measured = path;
     free(layers), free(t);

@@ -55,7 +55,15 @@ static void stage_model_init(Args* a, const char* profile) {
         if (a->pp_costs) fail("--pp-costs: the planner cannot model this layout to cut it (its stages' memory)");
         return;
     }
-    if (a->pp_costs) pp_costs_read(a->pp_costs, &a->cfg, &model);
+    if (a->pp_costs) {  // its errors (data_fail) agreed on: one line for the run
+        int rank, world;
+        MPI_Comm_rank(MPI_COMM_WORLD, &rank), MPI_Comm_size(MPI_COMM_WORLD, &world);
+        jmp_buf costs_error;
+        data_error_msg[0] = 0;
+        if (!setjmp(costs_error)) data_error_at = &costs_error, pp_costs_read(a->pp_costs, &a->cfg, &model);
+        data_error_at = NULL;
+        data_errors_agree(rank, world);
+    }
     a->cfg.stage_model = &model;
 }
 

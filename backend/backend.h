@@ -226,6 +226,31 @@ static void device_sync(Model* m);
 static void step_done(Model* m, int step);
 
 // ----------------------------------------------------------------------------
+// Set-up and end (runtime/main.h, in this order; backend/cpu/setup.h, backend/gpu/setup.h).
+
+// This rank's device as the run reports and plans it: the peak FLOP/s for MFU and where that
+// figure came from; the planner's profile of the device (planner/device.h), the FLOP/s and cores
+// it models a rank with.
+typedef struct {
+    double peak_flops, planner_flops;
+    const char* peak_source;
+    const char* profile;
+    int cores;
+} DeviceInfo;
+// What this build refuses among the flags, one error line (before any rank starts).
+static void backend_check_flags(const Args* a);
+// This rank's device and its figures; the build's notes and defaults in a (the kernels' row).
+static void backend_start(DeviceInfo* d, Args* a, int rank, int world);
+// The build's state before the weights (the GPU: communicators, streams, the kernels' scratch),
+// and after the weights and the schedule's buffers (the GPU: optimizer staging, documents on the
+// device; the CPU: the offload tier checked on every rank).
+static void backend_init(Model* m);
+static void backend_init_done(Model* m);
+static int weight_bytes_per_param(const Model* m);  // where the kernels read them (the planner's count)
+static void backend_print(const Model* m);          // rank 0: the build's lines of the start-up table
+static void backend_finish(Model* m);               // after the run: the GPU's memory line, its communicators
+
+// ----------------------------------------------------------------------------
 // The communication steps of the layer math (shared code, not a build's). tensor_parallel.h: the
 // rows this rank holds (N = row_count of B*T, from row0_of) and the tp / sp collectives of the
 // row- and column-parallel matmuls; context_parallel.h: the attention over a sequence split over cp.

@@ -12,6 +12,7 @@
 #include "parallel/pipeline.h"
 #include "runtime/ckpt.h"
 #include "runtime/export_hf.h"
+#include "runtime/llmc.h"
 #include "runtime/metrics.h"
 #include "runtime/run.h"  // Run
 

@@ -327,8 +327,8 @@ static void plan_print_table(const PlanResult* r, int n, int top) {
 static void plan_write_csv(AtomicFile* out, const ModelConfig* c, const DeviceProfile* d, const PlanResult* r, int n) {
     FILE* f = out->f;
     fprintf(f,
-            "dp,tp,pp,cp,cp_ulysses,cp_kind,cp_off_node,vpp,micro_batch,n_micro,schedule,pp_split,recompute,sp,zero,attention,"
-            "rms_kernel,"
+            "dp,tp,pp,cp,cp_ulysses,cp_kind,cp_off_node,vpp,micro_batch,n_micro,schedule,pp_split,recompute,sp,zero,"
+            "attention,rms_kernel,"
             "in_flight,w_pending,worst_stage,mem_weights_gib,mem_grads_gib,mem_optim_gib,mem_act_gib,mem_w_inputs_gib,"
             "mem_temp_gib,"
             "mem_overhead_gib,mem_total_gib,mem_margin_gib,fits,t_layer_fwd_s,t_layer_bwd_s,t_layer_w_s,t_tp_comm_s,t_"
@@ -340,7 +340,8 @@ static void plan_write_csv(AtomicFile* out, const ModelConfig* c, const DevicePr
         const PlanResult* p = &r[i];
         fprintf(
             f,
-            "%d,%d,%d,%d,%d,%s,%d,%d,%d,%d,%s,%s,%s,%d,%d,%s,%d,%d,%d,%d,%.4f,%.4f,%.4f,%.4f,%.4f,%.4f,%.4f,%.4f,%.4f,%d,",
+            "%d,%d,%d,%d,%d,%s,%d,%d,%d,%d,%s,%s,%s,%d,%d,%s,%d,%d,%d,%d,"
+            "%.4f,%.4f,%.4f,%.4f,%.4f,%.4f,%.4f,%.4f,%.4f,%d,",
             p->dp, p->tp, p->pp, p->cp, p->cp_ulysses, CPK_NAMES[cp_kind_of(p->cp, p->cp_ulysses)], p->cp_off_node,
             p->vpp, p->micro_batch, p->n_micro, schedule_name(p->schedule), p->pp_split ? "auto" : "even",
             plan_recompute_name(p->recompute), p->sp,
@@ -418,7 +419,8 @@ static int plan_main(int argc, char** argv) {
     if (a.run_tokens > 0) {
         char source[256];
         double b_noise = a.noise_scale;
-        if (a.noise_log) b_noise = noise_scale_from_log(a.noise_log), snprintf(source, sizeof(source), "%s", a.noise_log);
+        if (a.noise_log)
+            b_noise = noise_scale_from_log(a.noise_log), snprintf(source, sizeof(source), "%s", a.noise_log);
         else if (a.target_loss > 0)
             b_noise = kaplan_critical_batch(a.target_loss),
             snprintf(source, sizeof(source), "Kaplan et al. 2020's critical batch at loss %g", a.target_loss);

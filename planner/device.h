@@ -137,8 +137,8 @@ static void profile_h100(DeviceProfile* d) {
                                   // 8192^3: 808 TFLOP/s
     d->matmul_eff = 0.634;        // a PyTorch framework's step (Megatron, FSDP): the A100's ratio carried over, not
                                   // fitted to any H100 run. The A100's 0.68 (fitted on the layouts study) is 0.79
-                                  // of its largest measured matmul (268 of 312 TFLOP/s); 0.79 of the H100's (792 of 989,
-                                  // ml-engineering's MAMF table) is 0.634. (Until 2026-12-05 0.56, fitted to llm-
+                                  // of its largest measured matmul (268 of 312 TFLOP/s); 0.79 of the H100's (792 of
+                                  // 989, ml-engineering's MAMF table) is 0.634. (Until 2026-12-05 0.56, fitted to llm-
                                   // foundry's H100 tables: 0.70 of the MAMF; leave-one-source-out could not keep it)
     d->bmm_eff = 0.634;           // as matmul_eff (the A100's note)
     d->sms = 132;

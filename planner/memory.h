@@ -284,7 +284,8 @@ static const PipeCounts* pipe_counts(const ModelConfig* c, int m) {
             for (int j = 0; j < vpp; j++)
                 e->chunks[s * vpp + j] =
                     act_chunk_counts(ops, n_ops[s], j, schedule_slots(schedule, pp, vpp, m, s, j, lists, n_ops, NULL),
-                                     chunk_global(schedule, pp, s, j) == pp * vpp - 1, defer || ops_have_w(ops, n_ops[s]));
+                                     chunk_global(schedule, pp, s, j) == pp * vpp - 1,
+                                     defer || ops_have_w(ops, n_ops[s]));
         }
         for (int s = 0; s < pp; s++) free(lists[s]);
         free(lists), free(n_ops);

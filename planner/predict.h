@@ -20,7 +20,8 @@ typedef struct {
     // memory per GPU on the worst stage, bytes
     double mem_weights, mem_grads, mem_optim, mem_act, mem_temp, mem_overhead, mem_total;
     double mem_w_inputs;     // of mem_act, the weight-pass inputs of the w_pending pairs
-    double mem_act_max;      // the most activations of any stage (the worst stage's total may hold fewer: a cut by cost)
+    double mem_act_max;      // the most activations of any stage (the worst stage's total may hold fewer: a cut by
+                             // cost)
     int fits;                // device memory and, under --offload, host memory hold it
     double mem_host;         // --offload: host bytes per GPU of its worst stage (state and activations moved)
     double mem_host_act;     // of mem_host, the activations moved (--offload activations)
@@ -250,7 +251,8 @@ static double cp_buffer_bytes(const ModelConfig* c, double e) {
     double h = c->d_model, t = tp, n = (double)c->micro_batch * c->seq_len / cp;
     double cp_kv = cp_kv_elems(c, c->micro_batch, tp, cp), cp_o = n * h / t;
     double qkv_width = h + 2 * c->n_kv_head * (h / c->n_head);
-    return cp == 1 ? 0 : 4 * (cp_o + cp_kv) + 2 * (e + 4) * cp_kv + (U > 1 ? e * (3 * n * qkv_width / t + 2 * cp_o) : 0);
+    if (cp == 1) return 0;
+    return 4 * (cp_o + cp_kv) + 2 * (e + 4) * cp_kv + (U > 1 ? e * (3 * n * qkv_width / t + 2 * cp_o) : 0);
 }
 
 // Memory per GPU of every stage; the worst one's goes into r (and r->fits). Also fills the

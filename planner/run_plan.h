@@ -70,7 +70,8 @@ static double noise_scale_from_log(const char* path) {
         if (end != at + 14 && isfinite(v) && v > 0) last = v;
     }
     fclose(f);
-    if (!(last > 0)) fail("--noise-log %s: no positive noise_scale in it (run ./train with --noise-scale --log FILE)", path);
+    if (!(last > 0))
+        fail("--noise-log %s: no positive noise_scale in it (run ./train with --noise-scale --log FILE)", path);
     return last;
 }
 
@@ -85,8 +86,8 @@ static void run_print_row(const RunCandidate* r, int seq_len, int mark) {
     snprintf(layout, sizeof(layout), "dp %d tp %d cp %d pp %d vpp %d mb %d %s%s", p->dp, p->tp, p->cp, p->pp, p->vpp,
              p->micro_batch, schedule_name(p->schedule), p->pp_split ? "+auto" : "");
     printf("%s %8ld %9s  %-46s %5.1f %10.0f %9s %10.1f %11.0f\n", mark ? "*" : " ", r->batch,
-           fmt_count((double)r->batch * seq_len, b1), layout, 100 * p->mfu, r->steps, fmt_count(r->tokens, b2), r->hours,
-           r->gpu_hours);
+           fmt_count((double)r->batch * seq_len, b1), layout, 100 * p->mfu, r->steps, fmt_count(r->tokens, b2),
+           r->hours, r->gpu_hours);
 }
 
 // The batches tried: powers of two from 2^17 tokens (or one sequence) to 2^25, in sequences.

@@ -174,7 +174,8 @@ static PlanKeys plan_keys(const ModelConfig* c, int gpus, int global_batch, int 
                                 break;
                             for (int sched = 0; sched < N_SCHEDULES; sched++) {
                                 if (!plan_schedule_tried(sched, pp, vpp) || !filter_ok(f->schedule, sched)) continue;
-                                PlanKey key = {dp, tp, cp, U, pp, mb, (signed char)vpp, (signed char)sched, 0, 0, 0, 0, 0, 0};
+                                PlanKey key = {dp, tp, cp, U, pp, mb, (signed char)vpp, (signed char)sched,
+                                               0,  0,  0,  0, 0,  0};
                                 plan_keys_settings(key, f, base->own_kernels, &keys);
                                 // the trainer's cut by cost, where it differs (other software cuts its own way)
                                 if (pp > 1 && base->pipe_split == SPLIT_LAYERS && filter_ok(f->pp_split, 1) &&
@@ -427,7 +428,8 @@ static int plan_best(const PlanResult* r, int n, const PlanFilter* f) {
         const PlanResult* p = &r[i];
         if (!p->fits) return -1;
         if (filter_ok(f->tp, p->tp) && filter_ok(f->pp, p->pp) && filter_ok(f->dp, p->dp) &&
-            filter_ok(f->pp_split, p->pp_split) && filter_ok(f->vpp, p->vpp) && filter_ok(f->micro_batch, p->micro_batch) &&
+            filter_ok(f->pp_split, p->pp_split) && filter_ok(f->vpp, p->vpp) &&
+            filter_ok(f->micro_batch, p->micro_batch) &&
             filter_ok(f->recompute, p->recompute) && filter_ok(f->sp, p->sp) && filter_ok(f->zero, p->zero) &&
             filter_ok(f->schedule, p->schedule) && filter_ok(f->attention, p->setup.attention) &&
             filter_ok(f->rms_kernel, p->setup.rms_kernel) && filter_cp_ok(f, p->cp, p->cp_ulysses))

@@ -481,8 +481,8 @@ static void hf_config_check(const char* dir, const ModelConfig* c) {
                      h->key, shown, v, ours, !strcmp(h->key, "rope_theta") ? ", --rope-theta" : "");
         }
         if (!known)
-            data_fail("--import-hf %s: field '%.*s' is not one this trainer reads (its effect on the model is unknown): "
-                 "refused", path, klen < 60 ? klen : 60, key + 1);
+            data_fail("--import-hf %s: field '%.*s' is not one this trainer reads (its effect on the model is "
+                      "unknown): refused", path, klen < 60 ? klen : 60, key + 1);
         p = *end == ',' ? end : NULL;
     }
     free(text);

@@ -52,8 +52,8 @@ static void llmc_import_shard(const char* path, const Layout* L, const ParamLayo
     const char* names[6] = {"max_seq_len", "vocab", "n_layer", "n_head", "d_model", "padded vocab"};
     for (int i = 0; i < 6; i++)
         if (h[2 + i] != want[i])
-            data_fail("--import-llmc %s: %s is %d in the file but %d here (set the shape flags to match)", path, names[i],
-                 h[2 + i], want[i]);
+            data_fail("--import-llmc %s: %s is %d in the file but %d here (set the shape flags to match)", path,
+                      names[i], h[2 + i], want[i]);
     struct stat st;
     fstat(fileno(f), &st);
     size_t full_n = 0;

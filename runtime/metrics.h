@@ -511,8 +511,8 @@ static void metrics_finish(Metrics* m, const Layout* L, double act_peak_bytes_me
             "\"rss_peak_bytes_max\":%.0f,\"opt_host_bytes\":%.0f,\"act_host_bytes\":%.0f,"
             "\"plan_grad_bytes\":%.0f,\"plan_opt_bytes\":%.0f,\"plan_temp_bytes\":%.0f}\n",
             act_peak_bytes_measured, mx, m->pred_bytes[3], buf_mx, m->pred_bytes[0], m->pred_bytes[1], m->pred_bytes[2],
-            ms, m->plan.t_step * 1e3, m->plan.mem_act_max, m->plan.mem_weights, rss, m->host_opt_bytes, m->host_act_bytes,
-            m->plan.mem_grads, m->plan.mem_optim, m->plan.mem_temp);
+            ms, m->plan.t_step * 1e3, m->plan.mem_act_max, m->plan.mem_weights, rss, m->host_opt_bytes,
+            m->host_act_bytes, m->plan.mem_grads, m->plan.mem_optim, m->plan.mem_temp);
         json_nonfinite_to_null(line, sizeof(line));
         if (m->log) output_write(m->log, line, "--log", m->args->log);
     }

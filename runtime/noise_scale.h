@@ -9,8 +9,9 @@
 //     tr(Sigma) ~ (|G_small|^2 - |G_big|^2) / (1/B_small - 1/B_big)
 // Each step's pair is noisy (either can be negative); as the paper does, each is averaged
 // (an exponential moving average, bias-corrected as Adam's moments) and B_simple is the ratio
-// of the averages (their bias corrections, as Adam's, cancel in it). Here an example is a token (the loss is the mean over tokens), B_big the
-// step's tokens and B_small one data-parallel replica's: |G_small|^2 is the mean over the
+// of the averages (their bias corrections, as Adam's, cancel in it). Here an example is a token
+// (the loss is the mean over tokens), B_big the step's tokens and B_small one data-parallel
+// replica's: |G_small|^2 is the mean over the
 // replicas of the squared norm of each one's own gradient (runtime/train.h), |G_big|^2 the
 // step's gradient norm, before clipping.
 #ifndef NOISE_SCALE_H

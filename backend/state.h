@@ -163,10 +163,21 @@ typedef struct {
     // accounting
     double loss_sum;                   // sum of token losses of this step on this rank
     size_t slots_live_bytes, slots_peak_bytes, scratch_bytes;
+    struct SampleRow* sample;          // while the executor samples (runtime/train.h sample_text), else NULL
     struct Metrics* met;               // the run's logs (runtime/metrics.h)
     Trace* trace;                      // the step's timeline (backend/trace.h; met's, or NULL)
     ModelBackend be;
 } Model;
+
+// Sampling through the schedule's executor (parallel/pipeline.h run_schedule; runtime/train.h
+// sample_text): one sequence (B 1) of these tokens, and in place of the loss the logits of one row,
+// row `row` of cp rank `holder`, over the padded vocabulary into `logits` (fp32, host; filled set
+// on the ranks that computed them).
+typedef struct SampleRow {
+    const int* tokens;
+    int holder, row, filled;
+    float* logits;
+} SampleRow;
 
 // ----------------------------------------------------------------------------
 // Documents (--doc-mask on): the attention stays within each document, positions restart.

@@ -124,6 +124,13 @@ static void head_forward(Model* m, Slot* s, const act_t* x, const int* targets, 
     op_ce_finish(m, h->losses, dloss_scale > 0 ? h->logits : NULL, m->ce_max, m->ce_sums, targets, BT, dloss_scale);
     op_loss_accumulate(m, h->losses, BT);
 }
+// Sampling (m->sample): the final norm of the B rows, then the logits of the one row sampled from.
+static void head_sample(Model* m, Slot* s, const act_t* x, int B) {
+    norm_forward(m, s->head->lnf, s->head->lnf_mean, s->head->lnf_rstd, x, m->w.lnfw, m->w.lnfb, B);
+    if (m->L.cp_rank != m->sample->holder) return;
+    row_logits(m, s->head->lnf + (size_t)m->sample->row * m->C, m->sample->logits);
+    m->sample->filled = 1;
+}
 // The head's backward, both passes (the head is one matmul; its weight pass is not deferred).
 static void head_backward(Model* m, Slot* s, const act_t* x, act_t* dx, int B) {
     int BT = B * m->T;

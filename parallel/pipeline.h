@@ -148,7 +148,8 @@ static void chunk_forward(Model* m, int chunk, Slot* s, const int* tokens, const
     }
     if (is_last_chunk(m, chunk)) {
         head_take(m, chunk, s);
-        head_forward(m, s, s->x[ch->n_layers], targets, B, dloss_scale);
+        if (m->sample) head_sample(m, s, s->x[ch->n_layers], B);
+        else head_forward(m, s, s->x[ch->n_layers], targets, B, dloss_scale);
         if (dloss_scale <= 0) head_give(m, chunk, s);  // forward only: the losses are summed
     }
 }
@@ -333,12 +334,13 @@ static int last_of(const PipeOp* ops, int n_ops, int k, int kind, int same_mb) {
 }
 
 // Execute this stage's op list. train: forward with loss gradient, then backward;
-// otherwise forward only (evaluation) with a list built by forward_ops(). A (chunk,
+// otherwise forward only (evaluation; with m->sample set, sampling: one sequence, one row's
+// logits) with a list built by forward_ops(). A (chunk,
 // micro-batch) holds its slot from its first op to its last. Between two chunks of this
 // stage (the turn of ZB-V's V; interleaving on one stage) there are no messages: the forward
 // copies its input from the previous chunk's slot, the backward its input gradient into it.
 static void run_schedule(Model* m, const PipeOp* ops, int n_ops, int train, float dloss_scale) {
-    int pp = m->L.pp, vpp = m->L.vpp, B = m->B, T = m->T, split = ops_have_w(ops, n_ops);
+    int pp = m->L.pp, vpp = m->L.vpp, B = m->sample ? 1 : m->B, T = m->T, split = ops_have_w(ops, n_ops);
     size_t n = (size_t)row_count(m, B) * m->C;
     zero3_ends_ready(m);
     for (int k = 0; k < n_ops; k++) {
@@ -347,7 +349,7 @@ static void run_schedule(Model* m, const PipeOp* ops, int n_ops, int train, floa
         int g = global_chunk(m, op.chunk), prev = local_chunk(m, g - 1), up = 0;
         offload_prepare(m, ops, n_ops, k);
         Slot* s = slot_get(m, op.chunk, op.mb);
-        const int* tokens = batch_inputs(m) + (size_t)op.mb * B * T;
+        const int* tokens = m->sample ? m->sample->tokens : batch_inputs(m) + (size_t)op.mb * B * T;
         const int* targets = batch_targets(m) + (size_t)op.mb * B * T;
         m->mb = op.mb;  // its documents
         double t0 = now_s();

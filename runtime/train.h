@@ -280,10 +280,10 @@ static int evaluate(Model* m, const TokenStream* val, int n_batches, double* los
 }
 
 // ----------------------------------------------------------------------------
-// Sampling: one sequence (batch 1) through the pipeline per generated token. The last
-// stage gathers the one row of logits it needs over tp and draws the token on the host
-// (with cp, the cp rank that holds the row's position); every rank then learns it by
-// broadcast.
+// Sampling: one sequence (batch 1) through the schedule's executor per generated token (the
+// forward of one micro-batch, as evaluation runs it; m->sample). The last chunk's stage gathers
+// the one row of logits it needs over tp (model.h head_sample) and draws the token on the host
+// (with cp, the cp rank that holds the row's position); every rank then learns it by broadcast.
 
 // Softmax over row[0, vocab) in place, then the inverse-CDF draw at uniform u (one
 // arithmetic for both builds, so they draw alike from close logits).
@@ -301,7 +301,7 @@ static int sample_draw(float* row, int vocab, float uniform) {
 // any bytes, and a character may span tokens. A stop signal ends it early (every rank looks
 // before each token, collectively); what was drawn is printed.
 static void sample_text(Model* m, const Tokenizer* tk, int len, uint64_t seed, FILE* out) {
-    int T = m->c.seq_len, B = 1, pp = m->L.pp, last_stage = chunk_stage(m->L.sched, pp, pp * m->L.vpp - 1);
+    int T = m->c.seq_len, pp = m->L.pp, last_stage = chunk_stage(m->L.sched, pp, pp * m->L.vpp - 1);
     int* ctx = (int*)xcalloc(T, sizeof(int));
     int* window = (int*)xcalloc(T, sizeof(int));
     int* mine = (int*)xcalloc(m->T, sizeof(int));  // the window's tokens at this rank's positions
@@ -311,52 +311,21 @@ static void sample_text(Model* m, const Tokenizer* tk, int len, uint64_t seed, F
     Bytes text = {NULL, 0, 0};
     int n = 0;
     ctx[n++] = tk->eot >= 0 ? tk->eot : 0;  // start from <|endoftext|> (run.h eot_resolve), or id 0 without one
-    size_t nrow = (size_t)row_count(m, B) * m->C;
-    zero3_ends_ready(m);
+    PipeOp* ops = (PipeOp*)xmalloc(sizeof(PipeOp) * 3 * m->L.vpp);  // one micro-batch's forward
+    int n_ops = forward_ops(m->L.sched, m->L.stage, pp, m->L.vpp, 1, ops);
     for (int step = 0; step < len && !ckpt_stop_requested(&m->L.group[GROUP_WORLD]); step++) {
         int start = n > T ? n - T : 0, cur = n - start;  // window of the last T tokens
         memset(window, 0, sizeof(int) * T);
         for (int i = 0; i < cur; i++) window[i] = ctx[(start + i) % T];
         for (int j = 0; j < m->T; j++) mine[j] = window[m->pos[j]];
         docs_of_window(m, window);
-        const int* tokens = window_tokens(m, mine, m->T);
         int next = 0, last_row, holder = cp_rank_of_position(m, cur - 1, &last_row);
         float uniform = rng_uniform(&rng);  // drawn on every rank, so all stay in step
-        Slot* prev = NULL;  // the previous chunk's slot when it is on this stage
-        for (int c = 0; c < m->L.vpp; c++) {
-            int g = global_chunk(m, c), last = pp * m->L.vpp - 1;
-            Slot* s = slot_get(m, c, 0);
-            Chunk* ch = &m->chunks[c];
-            if (g == 0) embed_forward(m, s->x[0], tokens, B);
-            else if (local_chunk(m, g - 1) >= 0) act_copy(m, s->x[0], prev->x[m->chunks[c - 1].n_layers], nrow);
-            else pp_recv(m, 0, p2p_up(m->L.sched, pp, 0, g - 1), s->x[0], nrow, chunk_stage(m->L.sched, pp, g - 1),
-                         p2p_tag(pp, m->L.vpp, 0, 0, g - 1));  // comm: pp recv
-            if (prev) slot_put(m, c - 1, prev);
-            prev = NULL;
-            for (int i = 0; i < ch->n_layers; i++) {
-                dp_layer_begin(m, ch->layer0 + i, i + 1 < ch->n_layers ? ch->layer0 + i + 1 : -1);
-                layer_forward(m, ch->layer0 + i, acts_of(m, s, i), s->x[i], s->x[i + 1], B);
-            }
-            if (g == last) {
-                // logits of position cur-1 only: final norm of all rows, then one matmul row
-                act_t* x = s->x[ch->n_layers];
-                head_take(m, c, s);
-                norm_forward(m, s->head->lnf, s->head->lnf_mean, s->head->lnf_rstd, x, m->w.lnfw, m->w.lnfb, B);
-                if (m->L.cp_rank == holder) {
-                    row_logits(m, s->head->lnf + (size_t)last_row * m->C, row);
-                    next = sample_draw(row, m->c.vocab, uniform);
-                }
-                head_give(m, c, s);
-            } else if (local_chunk(m, g + 1) >= 0) {
-                prev = s;  // the next chunk, on this stage, copies the output
-                continue;
-            } else {
-                // comm: pp send; not waited for here (slot_get waits for it before the slot is used again)
-                pp_send(m, s, 0, p2p_up(m->L.sched, pp, 0, g), s->x[ch->n_layers], nrow,
-                        chunk_stage(m->L.sched, pp, g + 1), p2p_tag(pp, m->L.vpp, 0, 0, g));
-            }
-            slot_put(m, c, s);
-        }
+        SampleRow sample = {window_tokens(m, mine, m->T), holder, last_row, 0, row};
+        m->sample = &sample;
+        run_schedule(m, ops, n_ops, 0, 0.0f);  // the one sequence through the chunks; the row's logits
+        m->sample = NULL;
+        if (sample.filled) next = sample_draw(row, m->c.vocab, uniform);
         // comm: world broadcast of the token
         comm_broadcast(&m->L.group[GROUP_WORLD], &next, sizeof(int), layout_rank_of(&m->L, 0, last_stage, holder, 0));
         ctx[n % T] = next;  // ring buffer of the last T tokens
@@ -370,9 +339,7 @@ static void sample_text(Model* m, const Tokenizer* tk, int len, uint64_t seed, F
         fflush(out);
         free(shown);
     }
-    for (int c = 0; c < m->L.vpp; c++)  // the last token's sends
-        for (int i = 0; i < m->chunks[c].n_slots; i++) pp_send_wait(m, &m->chunks[c].slots[i], 0);
-    free(ctx); free(window); free(mine); free(row); free(text.bytes);
+    free(ctx); free(window); free(mine); free(row); free(text.bytes); free(ops);
 }
 
 // ----------------------------------------------------------------------------

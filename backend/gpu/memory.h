@@ -88,9 +88,8 @@ static void sumsq_finish(Model* m, int n_ranges, double* ss) {
     *ss += h[1];
 }
 // AdamW on the fp32 master weights of this rank's range; the bf16 copy follows: written by
-// the update without ZeRO, with ZeRO 1/2 refreshed whole from the all-gathered fp32 shards,
-// with ZeRO 3 per unit as it is gathered (the shard is param_shard). The ranges are queued and
-// adamw_finish updates them all in one launch.
+// the update without ZeRO, with ZeRO 1/2/3 per unit as it is gathered (zero3_gpu.h; ZeRO 3's
+// shard is param_shard). The ranges are queued and adamw_finish updates them all in one launch.
 static void adamw_range(Model* m, size_t a, size_t b, const float* grad, int decay, float lr, float grad_scale, int t) {
     if (m->c.offload & OFFLOAD_OPTIMIZER) return adamw_range_host(m, a, b, grad, decay, lr, grad_scale, t);
     size_t o = a - m->opt_lo;

@@ -161,6 +161,19 @@ static double config_flops_per_token(const ModelConfig* c, int T) {
     return 6.0 * config_matmul_params(c) + 12.0 * c->n_layer * c->d_model * (double)T;
 }
 
+// The recomputed forward's FLOPs per token, what HFU adds to MFU's model FLOPs (the step line,
+// the log and the planner count them with this one function): --recompute full runs every
+// layer's forward again, 2 x its matmul parameters + 4*d*T of attention (the head and the
+// embedding are not recomputed); selective the attention core alone, 4*d*T a layer
+// (Korthikanti et al. 2022). Policies only the planner models (planner/) add their own.
+static double config_recompute_flops_per_token(const ModelConfig* c, int T) {
+    double layer_matmul = (config_matmul_params(c) - (double)c->vocab * c->d_model) / c->n_layer;
+    double attention = 4.0 * c->d_model * T;
+    if (c->recompute == RECOMPUTE_FULL) return c->n_layer * (2 * layer_matmul + attention);
+    if (c->recompute == RECOMPUTE_SELECTIVE) return c->n_layer * attention;
+    return 0;
+}
+
 static const char* arch_name(int a) { return a == ARCH_LLAMA ? "llama" : "gpt2"; }
 static const char* schedule_name(int s) {
     static const char* names[N_SCHEDULES] = {"gpipe", "1f1b", "interleaved", "zb-h1", "zb-v", "dualpipe-v"};

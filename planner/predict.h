@@ -519,14 +519,12 @@ static void plan_throughput(const ModelConfig* c, const DeviceProfile* d, int gl
     double gpus = (double)c->dp * c->cp * c->tp * c->pp, tokens = (double)global_batch * s;
     r->tokens_per_s_per_gpu = tokens / r->t_step / gpus;
     double flops_token = config_flops_per_token(c, c->seq_len);
-    // HFU adds the recomputed forward FLOPs: full = a layer's forward (2 x its matmul params + 4 h T
-    // for attention, per token); selective = the attention part only
+    // HFU adds the recomputed forward FLOPs: full and selective as the runtime counts them
+    // (config_recompute_flops_per_token), torchtitan's layer and op policies here
     double layer_mm = (config_matmul_params(c) - (double)c->vocab * h) / L;
-    double hw_token = flops_token + (c->recompute == RECOMPUTE_FULL        ? L * (2 * layer_mm + 4 * h * s)
-                                     : c->recompute == RECOMPUTE_SELECTIVE ? L * 4 * h * s
-                                     : c->recompute == RECOMPUTE_LAYER     ? L * (layer_mm + 2 * h * s)
-                                     : c->recompute == RECOMPUTE_OP        ? L * 2 * layer_mm * op_recompute_share(c)
-                                                                           : 0);
+    double hw_token = flops_token + (c->recompute == RECOMPUTE_LAYER ? L * (layer_mm + 2 * h * s)
+                                     : c->recompute == RECOMPUTE_OP  ? L * 2 * layer_mm * op_recompute_share(c)
+                                                                     : config_recompute_flops_per_token(c, c->seq_len));
     r->model_tflops_per_gpu = flops_token * r->tokens_per_s_per_gpu / 1e12;
     r->mfu = flops_token * r->tokens_per_s_per_gpu / d->peak_flops;
     r->hfu = hw_token * r->tokens_per_s_per_gpu / d->peak_flops;

@@ -7,8 +7,9 @@
 //
 // FLOPs (PaLM, Chowdhery et al. 2022, appendix B): model FLOPs per token =
 // 6*N + 12*L*d*T (config_flops_per_token). MFU = model FLOP/s / peak. HFU adds the
-// recomputed forward work: full recomputation adds 2*N + 4*L*d*T per token (the
-// forward again), selective adds the attention core's forward 4*L*d*T. With documents the
+// recomputed forward work (config_recompute_flops_per_token, the planner's count too): full
+// recomputation every layer's forward again (not the head), selective the attention core's
+// forward 4*L*d*T. With documents the
 // attention term counts only the visible pairs and padding is not counted (step_flops).
 #ifndef METRICS_H
 #define METRICS_H
@@ -111,11 +112,13 @@ static void print_hosts(const Metrics* m) {
 // with document masking it counts only the attention the masked kernels compute.
 static void step_flops(const ModelConfig* c, double tokens, double att_frac, double* model, double* hardware) {
     double T = c->seq_len, positions = (double)c->global_batch * T, N = config_matmul_params(c);
-    double att = 12.0 * c->n_layer * c->d_model * T * positions * att_frac, att_fwd = att / 3;
+    double att = 12.0 * c->n_layer * c->d_model * T * positions * att_frac;
     *model = 6.0 * N * tokens + att;
-    *hardware = *model;
-    if (c->recompute == RECOMPUTE_FULL) *hardware += 2.0 * N * tokens + att_fwd;
-    if (c->recompute == RECOMPUTE_SELECTIVE) *hardware += att_fwd;
+    // the recomputed forward (config_recompute_flops_per_token), its attention part (4*L*d*T a
+    // token) scaled by att_frac as the model FLOPs' is
+    double recompute = config_recompute_flops_per_token(c, c->seq_len);
+    double recompute_att = recompute > 0 ? 4.0 * c->n_layer * c->d_model * T : 0;
+    *hardware = *model + (recompute - recompute_att) * tokens + recompute_att * positions * att_frac;
 }
 
 static void print_startup(const Layout* L, const ParamLayout* P, const ModelConfig* c, const Args* a,

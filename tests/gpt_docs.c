@@ -274,9 +274,35 @@ static void test_docs_flops(void) {
           "%.6g vs %.6g (PaLM %.6g)", model, want, palm);
 }
 
+// HFU, one count (layout/config.h config_recompute_flops_per_token): the step line's and the
+// planner's HFU / MFU are the same ratio; full recomputation adds each layer's forward again,
+// 2 x 12 d^2 + 4 d T a token for GPT-2 (the head is not recomputed), selective 4 d T a layer.
+static void test_hfu_one_count(void) {
+    const char* policy[2] = {"full", "selective"};
+    for (int k = 0; k < 2; k++) {
+        char flags[160];
+        snprintf(flags, sizeof(flags), "--model gpt2-124m --recompute %s --global-batch 8 --micro-batch 1", policy[k]);
+        Args* a = new_args(flags);
+        ModelConfig c = a->cfg;
+        double tokens = (double)c.global_batch * c.seq_len, model, hw, d = c.d_model, T = c.seq_len;
+        step_flops(&c, tokens, 1.0, &model, &hw);
+        DeviceProfile dev;
+        profile_builtin("a100-80gb", &dev);
+        PlanSetup setup = plan_setup_default();
+        PlanResult r;
+        plan_predict(&c, &setup, c.global_batch, 8, &dev, &r);
+        double want = c.n_layer * ((k == 0 ? 2 * 12 * d * d : 0) + 4 * d * T) / config_flops_per_token(&c, c.seq_len);
+        char name[120];
+        snprintf(name, sizeof(name), "HFU/--recompute %s: the step line's and the planner's HFU / MFU agree", policy[k]);
+        check(fabs(hw / model - 1 - want) < 1e-12 && fabs(r.hfu / r.mfu - hw / model) < 1e-12, name,
+              "step %.9f, planner %.9f, by hand %.9f", hw / model, r.hfu / r.mfu, 1 + want);
+    }
+}
+
 static void test_docs(void) {
     rng_seed(&test_rng, 2828);  // this section may run alone
     test_docs_flops();
+    test_hfu_one_count();
     test_docs_data();
     int doc2[26], s0[] = {0, 3, 4, 9}, s1[] = {5};
     docs_from_starts(doc2, 13, s0, 4), docs_from_starts(doc2 + 13, 13, s1, 1);

@@ -213,10 +213,12 @@ test: $(TEST_BINS)
 	./test_faults 2>&1 | tee -a .test.log || status=1; \
 	./test_emu 2>&1 | tee -a .test.log || status=1; \
 	EMU_STREAMS=compute ./test_emu 2>&1 | tee -a .test.log || status=1; \
+	EMU_ARCH=86 ./test_emu 2>&1 | tee -a .test.log || status=1; \
 	tests/test_gpu_ranks.sh 2>&1 | tee -a .test.log || status=1; \
 	./test_gpu_emu --no-bench 2>&1 | tee -a .test.log || status=1; \
 	EMU_ORDER=reverse ./test_gpu_emu --no-bench 2>&1 | tee -a .test.log || status=1; \
-	sweep_dir=$$(mktemp -d) && ./test_gpu_emu --att-sweep --dry --csv $$sweep_dir/sweep.csv --tiles $$sweep_dir/tiles.csv \
+	sweep_dir=$$(mktemp -d) && EMU_ARCH=86 ./test_gpu_emu --att-sweep --dry --csv $$sweep_dir/sweep.csv \
+	  --tiles $$sweep_dir/tiles.csv \
 	  2>&1 | tee -a .test.log || status=1; rm -rf "$$sweep_dir"; \
 	GPU_BIN=./train_gpu_emu GPUS=8 dev/check_gpu_vs_cpu.sh 2>&1 | tee -a .test.log || status=1; \
 	ASAN_OPTIONS=detect_leaks=0 ./test_gpu_emu_asan --no-bench 2>&1 | tee -a .test.log || status=1; \

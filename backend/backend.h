@@ -47,16 +47,18 @@ static void op_attention_forward(Model* m, act_t* out, float* att, const act_t* 
 // dqkv = the attention's input gradient from dout (out and att as the forward left them).
 static void op_attention_backward(Model* m, act_t* dqkv, const act_t* dout, const act_t* qkv, const act_t* out,
                                   const float* att, int B);
-// One block of attention (layout/config.h AttnBlock; context_parallel.h's ring): merged into
-// the running fp32 output o (B*Ts x Ha*hd) and log-sum-exp lse (B x Ha x Ts) by log-sum-exp
-// (a->init: these query rows start here). q: query heads at column 0 (stride a->q_ld); kv: k
-// heads then v heads (stride a->kv_ld).
-static void op_attention_block_forward(Model* m, float* o, float* lse, const act_t* q, const act_t* kv,
-                                       const AttnBlock* a);
-// The block's gradient: dq (B*Ts x Ha*hd) +=, dkv (B*Ts x 2*KVa*hd, dk then dv) +=, from the
-// final lse and the output out and its gradient dout (B*Ts x Ha*hd).
-static void op_attention_block_backward(Model* m, float* dq, float* dkv, const act_t* q, const act_t* kv,
-                                        const act_t* dout, const act_t* out, const float* lse, const AttnBlock* a);
+// The blocks of attention of one ring step (layout/config.h AttnBlock; context_parallel.h's
+// cp_blocks: the same q and kv, every pair they leave out unseen): merged into the running
+// fp32 output o (B*Ts x Ha*hd) and log-sum-exp lse (B x Ha x Ts) by log-sum-exp (init: these
+// query rows start here). q: query heads at column 0 (stride q_ld); kv: k heads then v heads
+// (stride kv_ld). The CPU runs them one after the other, the GPU in one launch.
+static void op_attention_blocks_forward(Model* m, float* o, float* lse, const act_t* q, const act_t* kv,
+                                        const AttnBlock* blk, int n);
+// Their gradient: dq (B*Ts x Ha*hd) +=, dkv (B*Ts x 2*KVa*hd, dk then dv) +=, from the final
+// lse and the output out and its gradient dout (B*Ts x Ha*hd).
+static void op_attention_blocks_backward(Model* m, float* dq, float* dkv, const act_t* q, const act_t* kv,
+                                         const act_t* dout, const act_t* out, const float* lse, const AttnBlock* blk,
+                                         int n);
 // dqkv (rows x (Ha + 2 KVa)*hd) = [dq | dkv] rounded to act_t.
 static void op_attention_grad_pack(Model* m, act_t* dqkv, const float* dq, const float* dkv, size_t rows, int Ha,
                                    int KVa);

@@ -430,15 +430,33 @@ static void emu_profile_print(void) {
                 k.second.launches, k.second.threads);
 }
 
-// Dynamic shared memory: up to 48 KiB per block, more (up to 227 KiB on compute capability
-// 9.0) only for a kernel whose cudaFuncAttributeMaxDynamicSharedMemorySize was raised to it.
-static const int EMU_SMEM_DEFAULT = 48 << 10, EMU_SMEM_OPTIN = 227 << 10;
+// The emulated card: EMU_ARCH, its compute capability (80: A100, 86: RTX 30, 89: RTX 40 / L40,
+// 90: H100 / H200, the default), which sets what it reports and the dynamic shared memory a
+// block may opt in to (the CUDA C Programming Guide's table of compute capabilities: 163 KiB on
+// 8.0, 99 KiB on 8.6 and 8.9, 227 KiB on 9.0), so a kernel over a card's limit fails here too.
+static int emu_arch(void) {
+    static const int arch = [] {
+        const char* e = getenv("EMU_ARCH");
+        int a = e ? atoi(e) : 90;
+        if (a != 80 && a != 86 && a != 89 && a != 90) {
+            fprintf(stderr, "error: EMU_ARCH=%s: the emulated card is 80, 86, 89 or 90\n", e);
+            exit(1);
+        }
+        return a;
+    }();
+    return arch;
+}
+static int emu_smem_optin(void) { return (emu_arch() == 80 ? 163 : emu_arch() == 90 ? 227 : 99) << 10; }
+
+// Dynamic shared memory: up to 48 KiB per block, more (up to emu_smem_optin) only for a kernel
+// whose cudaFuncAttributeMaxDynamicSharedMemorySize was raised to it.
+static const int EMU_SMEM_DEFAULT = 48 << 10;
 static std::mutex emu_func_lock;
 static std::unordered_map<const void*, int> emu_func_max_smem;
 cudaError_t cudaFuncSetAttribute(const void* func, cudaFuncAttribute attr, int value) {
     if (!func) return cudaErrorInvalidDeviceFunction;
     if (attr != cudaFuncAttributeMaxDynamicSharedMemorySize) return cudaErrorInvalidValue;  // the one this code sets
-    if (value < 0 || value > EMU_SMEM_OPTIN) return cudaErrorInvalidValue;
+    if (value < 0 || value > emu_smem_optin()) return cudaErrorInvalidValue;
     std::lock_guard<std::mutex> g(emu_func_lock);
     emu_func_max_smem[func] = value;
     return cudaSuccess;
@@ -552,6 +570,13 @@ cudaError_t cudaSetDevice(int dev) {
     emu_current = emu_visible[dev];
     return cudaSuccess;
 }
+cudaError_t cudaGetDevice(int* dev) {
+    int n = emu_devices();
+    *dev = 0;
+    for (int i = 0; i < n; i++)
+        if (emu_visible[i] == emu_current) *dev = i;
+    return n ? cudaSuccess : cudaErrorNoDevice;
+}
 cudaError_t cudaDeviceGetPCIBusId(char* bus, int len, int dev) {
     if (dev < 0 || dev >= emu_devices()) return cudaErrorInvalidDevice;
     snprintf(bus, len, "0000:%02x:00.0", emu_visible[dev]);
@@ -561,10 +586,10 @@ cudaError_t cudaGetDeviceProperties(cudaDeviceProp* p, int dev) {
     if (dev < 0 || dev >= emu_devices()) return cudaErrorInvalidDevice;
     memset(p, 0, sizeof(*p));
     snprintf(p->name, sizeof(p->name), "CUDA emulator on the CPU");
-    p->major = 9, p->minor = 0;
+    p->major = emu_arch() / 10, p->minor = emu_arch() % 10;
     p->totalGlobalMem = emu_device_bytes();
     p->multiProcessorCount = 1, p->warpSize = 32, p->maxThreadsPerBlock = 1024, p->sharedMemPerBlock = 48 << 10;
-    p->sharedMemPerBlockOptin = EMU_SMEM_OPTIN;
+    p->sharedMemPerBlockOptin = emu_smem_optin();
     p->pciBusID = emu_visible[dev];
     return cudaSuccess;
 }

@@ -84,7 +84,8 @@ static void test_cp_async(void) {
 }
 
 // A launch with more than 48 KiB of dynamic shared memory fails until the kernel's
-// cudaFuncAttributeMaxDynamicSharedMemorySize allows it (up to 227 KiB on sm_90).
+// cudaFuncAttributeMaxDynamicSharedMemorySize allows it, up to the emulated card's limit
+// (EMU_ARCH: 227 KiB on sm_90, 163 KiB on sm_80, 99 KiB on the RTX cards' sm_86 and sm_89).
 __global__ void big_smem_kernel(float* y) {
     extern __shared__ __align__(16) float big[];
     int n = 64 << 10 >> 2;  // 64 KiB of floats
@@ -99,9 +100,15 @@ static void test_dynamic_smem(void) {
     cudaError_t e = cudaGetLastError();
     check(e == cudaErrorInvalidValue, "64 KiB of dynamic shared memory without the attribute: invalid argument",
           (float)e, (float)cudaErrorInvalidValue);
-    e = cudaFuncSetAttribute(big_smem_kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, 228 << 10);
-    check(e == cudaErrorInvalidValue, "cudaFuncSetAttribute beyond sm_90's 227 KiB is refused", (float)e,
+    cudaDeviceProp prop;
+    CK(cudaGetDeviceProperties(&prop, 0));
+    int arch = prop.major * 10 + prop.minor, limit = (arch == 90 ? 227 : arch == 80 ? 163 : 99) << 10;
+    check((int)prop.sharedMemPerBlockOptin == limit, "the emulated card's opt-in shared memory (KiB)",
+          (float)(prop.sharedMemPerBlockOptin >> 10), (float)(limit >> 10));
+    e = cudaFuncSetAttribute(big_smem_kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, limit + 1024);
+    check(e == cudaErrorInvalidValue, "cudaFuncSetAttribute beyond the card's opt-in limit is refused", (float)e,
           (float)cudaErrorInvalidValue);
+    CK(cudaFuncSetAttribute(big_smem_kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, limit));
     CK(cudaFuncSetAttribute(big_smem_kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, 64 << 10));
     big_smem_kernel<<<1, 128, 64 << 10>>>(y);
     CK(cudaGetLastError());

@@ -21,7 +21,9 @@
 
 // Shapes on one rank (runtime/train.h gives the Model the same): B sequences of T = seq_len/cp
 // rows; N of them in the norm and residual regions (B*T/tp with --sp), all B*T in the matmuls.
-typedef struct { size_t B, T, BT, N, C, hd, n_head_local, qkv_dim, Fl, fc_dim, Vl; } ActShape;
+// sms: the GPU's streaming multiprocessors (0: the CPU build, or a GPU not known): the GPU
+// backward's dQ buffer depends on them (attn_dq_splits).
+typedef struct { size_t B, T, BT, N, C, hd, n_head_local, qkv_dim, Fl, fc_dim, Vl; int sms; } ActShape;
 
 static ActShape act_shape(const ModelConfig* c, int micro_batch) {
     ActShape s;
@@ -30,7 +32,19 @@ static ActShape act_shape(const ModelConfig* c, int micro_batch) {
     s.qkv_dim = (s.n_head_local + 2 * (size_t)(c->n_kv_head / c->tp)) * s.hd;
     s.Fl = c->d_ff / c->tp, s.fc_dim = c->arch == ARCH_GPT2 ? s.Fl : 2 * s.Fl;
     s.Vl = c->vocab_padded / c->tp;
+    s.sms = 0;
     return s;
+}
+
+// The GPU attention backward's dQ splits (backend/gpu/attention.cuh): each split is a grid of
+// (kv head, sequence) blocks with its own fp32 dQ; as many as put 2 blocks on each of `sms`
+// SMs, at most 8 and at most the key blocks of 64 rows. Its buffer is splits x B*T*H*hd fp32.
+static int attn_dq_splits(size_t B, size_t T, size_t kv_heads, int sms) {
+    size_t per = B * kv_heads > 0 ? B * kv_heads : 1, want = (2 * (size_t)(sms > 0 ? sms : 1) + per - 1) / per;
+    size_t key_blocks = (T + 63) / 64;
+    if (want > 8) want = 8;
+    if (want > key_blocks) want = key_blocks;
+    return want < 1 ? 1 : (int)want;
 }
 
 // One buffer: its elements, and whether it is fp32 in every build (else act_t). An empty
@@ -76,11 +90,13 @@ static void head_bufs(const ActShape* s, ActBuf* b) {
 // theirs, a layer input being rebuilt, the row-parallel outputs before and after their
 // reduction, the residual gradients (two, alternating) and the one after the attention, the
 // attention output's and the activation's gradients, the loss's row maximum and sums. host:
-// the CPU build, whose norm backward needs an N x C scratch of its own (the GPU's does not).
+// the CPU build, whose norm backward needs an N x C scratch of its own (the GPU's does not);
+// the GPU's attention backward sums dQ in fp32 per split (attn_dq_splits; with cp, the ring's
+// blocks of Ts rows and Ha heads: as many elements).
 enum { SC_LSE, SC_X, SC_PARTIAL, SC_REDUCED, SC_DRES0, SC_DRES1, SC_DRES_AFTER_ATTN, SC_DATTY, SC_DFCH_ACT,
-       SC_CE_MAX, SC_CE_SUMS, SC_NORM, N_SC };
+       SC_CE_MAX, SC_CE_SUMS, SC_NORM, SC_DQ_ACC, N_SC };
 static void scratch_bufs(const ActShape* s, int host, ActBuf* b) {
-    size_t NC = s->N * s->C;
+    size_t NC = s->N * s->C, kv_heads = (s->qkv_dim / s->hd - s->n_head_local) / 2;
     const ActBuf l[N_SC] = {{s->BT * s->n_head_local, 1},
                             {NC, 0},
                             {s->BT * s->C, 0},
@@ -92,7 +108,9 @@ static void scratch_bufs(const ActShape* s, int host, ActBuf* b) {
                             {s->BT * s->Fl, 0},
                             {s->BT, 1},
                             {2 * s->BT, 1},
-                            {host ? NC : 0, 1}};
+                            {host ? NC : 0, 1},
+                            {host ? 0 : attn_dq_splits(s->B, s->T, kv_heads, s->sms) * s->BT * s->n_head_local * s->hd,
+                             1}};
     for (int i = 0; i < N_SC; i++) b[i] = l[i];
 }
 

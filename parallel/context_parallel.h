@@ -221,7 +221,7 @@ static void cp_blocks_backward(Model* m, const CpShape* s, int src, int B, const
     AttnBlock blk[4];
     int n = cp_blocks(m, s, src, B, s->qa_dim, kv_ld, blk);
     double t0 = now_s();
-    for (int i = 0; i < n; i++) op_attention_block_backward(m, dq, dkv, qa, kv, doa, oa, lse, &blk[i]);
+    op_attention_blocks_backward(m, dq, dkv, qa, kv, doa, oa, lse, blk, n);
     trace_ring(m->trace, 0, (s->ring_rank - src + s->R) % s->R, t0, now_s());
 }
 
@@ -244,7 +244,7 @@ static void cp_attention_forward(Model* m, act_t* out, float* lse, const act_t* 
         const act_t* kv = step == 0 ? qa + s.Ha * hd : m->cp_kv[cur];
         int n = cp_blocks(m, &s, src, B, s.qa_dim, step == 0 ? s.qa_dim : kv_ld, blk);
         double t0 = now_s();
-        for (int i = 0; i < n; i++) op_attention_block_forward(m, m->cp_o, lse, qa, kv, &blk[i]);
+        op_attention_blocks_forward(m, m->cp_o, lse, qa, kv, blk, n);
         trace_ring(m->trace, 0, step, t0, now_s());
         if (step + 1 < s.R) ring_wait(m, step);
     }

@@ -298,12 +298,13 @@ static const PipeCounts* pipe_counts(const ModelConfig* c, int m) {
 
 // This trainer's activation memory on stage st: the buffers its build allocates, from the
 // same lists (layout/activations.h): the shared scratch (with the CPU build's norm scratch;
-// the GPU build carves every buffer on 256 bytes), and for each local chunk its slots,
-// weight-pass sets and heads (k[j], pipe_counts' chunks of the stage). layers[g]: layers of
-// global chunk g.
-static double trainer_stage_act_bytes(const ModelConfig* c, int dtype_bytes, int st, const ActCounts* k,
+// the GPU build carves every buffer on 256 bytes, and sizes its attention backward's dQ
+// buffer by the device's SM count, sms), and for each local chunk its slots, weight-pass sets
+// and heads (k[j], pipe_counts' chunks of the stage). layers[g]: layers of global chunk g.
+static double trainer_stage_act_bytes(const ModelConfig* c, int dtype_bytes, int sms, int st, const ActCounts* k,
                                       const int* layers) {
     ActShape s = act_shape(c, c->micro_batch);
+    s.sms = sms;
     int host = dtype_bytes == 4, align = host ? 1 : 256;
     double bytes = act_scratch_bytes(&s, c->recompute, host, dtype_bytes, align);
     for (int j = 0; j < c->vpp; j++) {

@@ -315,11 +315,11 @@ static void plan_memory(const ModelConfig* c, const PlanSetup* k, const DevicePr
             // attention keeps no T x T scores), cp's with them; once allocated they stay:
             // no allocator share
             w_in = 0;
-            act = trainer_stage_act_bytes(c, d->dtype_bytes, st, pc->chunks + st * vpp, ch->layers) + cp_buf;
+            act = trainer_stage_act_bytes(c, d->dtype_bytes, d->sms, st, pc->chunks + st * vpp, ch->layers) + cp_buf;
             temp = trainer_zero_work_bytes(c, d->dtype_bytes, stage_embed, stage_head, tp, stage_layers) +
                    (c->zero <= 1 ? grad_reduce_scratch_bytes(k->grad_reduce_bf16, dp * cp) : 0);
-            host_act = trainer_stage_act_bytes(&all_on_device, d->dtype_bytes, st, pc->chunks + st * vpp, ch->layers) +
-                       cp_buf - act;
+            host_act = trainer_stage_act_bytes(&all_on_device, d->dtype_bytes, d->sms, st, pc->chunks + st * vpp,
+                                               ch->layers) + cp_buf - act;
             reserve = d->mem_overhead;
         } else {
             w_in = w_pending * max_layers * w_in_layer;

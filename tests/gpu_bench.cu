@@ -77,6 +77,7 @@ static void bench_att_fwd(void* p) {
 }
 static void bench_att_bwd(void* p) {
     BenchArgs* a = (BenchArgs*)p;
+    attention_dq_reserve(a->B, a->T, a->H, a->KV, a->hd);  // allocates at the warm-up call only
     attention_backward_gpu(a->dqkv, a->dout, a->qkv, a->out, a->lse, a->B, a->T, a->H, a->KV, a->hd, NULL, st);
 }
 // The memory-bound kernels at 124M sizes (N = 8 x 1024 tokens): x is N x 3072, y N x 3072.
@@ -100,7 +101,7 @@ static void bench_ce(void* p) {  // a tp-1 cross-entropy (two passes over the lo
 }
 
 // Context parallelism's blocks (ring rank 0 of a zig-zag cp 4 split of one T = 8192
-// sequence, 12 heads of 64: 2048 query rows) step by step, against the whole-sequence
+// sequence, 12 heads of 64: 2048 query rows) step by step, each step one launch, against the whole-sequence
 // kernels on the sequence (the same work as the 4 ranks' blocks together). FLOPs count the
 // visible (query, key) pairs only: 4 hd per pair and head forward, 2.5 times that backward.
 typedef struct {
@@ -111,12 +112,11 @@ typedef struct {
 } BlockBench;
 static void bench_blocks_fwd(void* p) {
     BlockBench* b = (BlockBench*)p;
-    for (int i = 0; i < b->n; i++) attention_block_forward_gpu(b->o, b->lse, b->q, b->kv, &b->blk[i], st);
+    attention_step_forward_gpu(b->o, b->lse, b->q, b->kv, b->blk, b->n, st);
 }
 static void bench_blocks_bwd(void* p) {
     BlockBench* b = (BlockBench*)p;
-    for (int i = 0; i < b->n; i++)
-        attention_block_backward_gpu(b->dq, b->dkv, b->q, b->kv, b->dout, b->out, b->lse, &b->blk[i], st);
+    attention_step_backward_gpu(b->dq, b->dkv, b->q, b->kv, b->dout, b->out, b->lse, b->blk, b->n, st);
 }
 static double block_pairs(const AttnBlock* a) {  // (query, key) pairs where the key is seen
     double n = 0;
@@ -134,6 +134,7 @@ static void bench_blocks(void) {
     b.q = q, b.out = (bf16*)dbuf(2 * (size_t)Ts * H * hd), b.dout = (bf16*)dbuf(2 * (size_t)Ts * H * hd);
     b.o = (float*)dbuf(4 * (size_t)Ts * H * hd), b.lse = (float*)dbuf(4 * (size_t)Ts * H);
     b.dq = (float*)dbuf(4 * (size_t)Ts * H * hd), b.dkv = (float*)dbuf(4 * (size_t)Ts * kv_ld);
+    attention_dq_reserve(1, Ts, H, H, hd);
     fill_random(q, (size_t)Ts * q_ld, 7, 2.0f), fill_random(kv, (size_t)Ts * kv_ld, 8, 2.0f);
     fill_random((bf16*)b.out, (size_t)Ts * H * hd, 9, 1.0f), fill_random((bf16*)b.dout, (size_t)Ts * H * hd, 10, 1.0f);
     double ms_f = 0, ms_b = 0, all_pairs = 0;

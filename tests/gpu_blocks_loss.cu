@@ -5,8 +5,10 @@
 
 // Context parallelism's blocks (layout/config.h AttnBlock) on the GPU and the CPU, in the
 // order a ring rank runs them: the forward merges each into the running fp32 output and
-// log-sum-exp (checked after the first block, which starts them, and after the last), the
-// backward adds each block's dq, dk, dv into fp32 buffers that start nonzero (+=). The
+// log-sum-exp (checked after the first step, which starts them, and after the last), the
+// backward adds each block's dq, dk, dv into fp32 buffers that start nonzero (+=). The CPU
+// runs the blocks one by one; the GPU runs the consecutive blocks on one source (a ring
+// step's) in one launch (attention_step_forward_gpu / _backward_gpu). The
 // queries and this rank's own K, V are one qkv buffer [q Ha*hd | k KVa*hd | v KVa*hd], as at
 // ring step 0; a block with src[i] = s > 0 reads the separate K, V buffer s (a neighbour's,
 // rows 2*KVa*hd) and adds its dk, dv to that buffer's gradient. The backward reads the same
@@ -34,10 +36,12 @@ static void run_blocks(const char* what, int B, int Ts, int Ha, int KVa, int hd,
         blk[i].q_ld = q_ld, blk[i].kv_ld = src[i] ? kv_ld : q_ld, blk[i].doc = doc, blk[i].doc_ld = doc_ld;
         d_blk[i] = blk[i], d_blk[i].doc = d_doc;
         if (order) d_blk[i].q_at = d_order + (blk[i].q_at - order), d_blk[i].k_at = d_order + (blk[i].k_at - order);
-        attention_block_forward(o, o_ld, lse, q, kv[src[i]], &blk[i]);
-        attention_block_forward_gpu(d_o, d_lse, d_q, d_kv[src[i]], &d_blk[i], st);
-        if (i == 0 || i == n - 1) {
-            const char* when = i == 0 ? "first block" : "all blocks";
+    }
+    for (int i = 0, j; i < n; i = j) {  // blocks [i, j): one step
+        for (j = i; j < n && src[j] == src[i]; j++) attention_block_forward(o, o_ld, lse, q, kv[src[i]], &blk[j]);
+        attention_step_forward_gpu(d_o, d_lse, d_q, d_kv[src[i]], d_blk + i, j - i, st);
+        if (i == 0 || j == n) {
+            const char* when = i == 0 ? "first step" : "all steps";
             snprintf(nm, sizeof(nm), "attention_block_forward o %s, %s hd=%d", what, when, hd);
             check(nm, from_f32(d_o, no), o, no, TOL_BF16);
             snprintf(nm, sizeof(nm), "attention_block_forward lse %s, %s hd=%d", what, when, hd);
@@ -53,9 +57,12 @@ static void run_blocks(const char* what, int B, int Ts, int Ha, int KVa, int hd,
     for (int s = 0; s < n_src; s++) dkv[s] = hrand(nkv, 1.0f), d_dkv[s] = to_f32(dkv[s], nkv);
     bf16 *d_out = to_bf16(out, no), *d_dout = to_bf16(dout, no);
     float *d_dq = to_f32(dq, no), *d_lse_cpu = to_f32(lse, nl);
-    for (int i = 0; i < n; i++) {
-        attention_block_backward(dq, o_ld, dkv[src[i]], kv_ld, q, kv[src[i]], dout, out, o_ld, lse, &blk[i]);
-        attention_block_backward_gpu(d_dq, d_dkv[src[i]], d_q, d_kv[src[i]], d_dout, d_out, d_lse_cpu, &d_blk[i], st);
+    attention_dq_reserve(B, Ts, Ha, KVa, hd);  // the trainer carves it at start-up
+    for (int i = 0, j; i < n; i = j) {
+        for (j = i; j < n && src[j] == src[i]; j++)
+            attention_block_backward(dq, o_ld, dkv[src[i]], kv_ld, q, kv[src[i]], dout, out, o_ld, lse, &blk[j]);
+        attention_step_backward_gpu(d_dq, d_dkv[src[i]], d_q, d_kv[src[i]], d_dout, d_out, d_lse_cpu, d_blk + i,
+                                    j - i, st);
     }
     snprintf(nm, sizeof(nm), "attention_block_backward dq(+=) %s hd=%d", what, hd);
     check(nm, from_f32(d_dq, no), dq, no, TOL_ATT_BWD);

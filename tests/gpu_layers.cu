@@ -269,25 +269,25 @@ static void test_rope(int B, int T, int H, int KV, int hd) {
 }
 
 // The tensor-core building blocks of the attention kernels on their own, with small
-// integers so every product is exact: s = a b^T through ldmatrix and mma (att_abT), then
-// o = s v with s turned into A operands (att_to_a) and v read transposed (att_pv), both
+// integers so every product is exact: s = a b^T through ldmatrix and mma (att_qk), then
+// o = s v with s turned into A operands (att_to_a) and v read transposed (att_pv_mt), both
 // written through the accumulator layout (att_write). A misread PTX register layout gives
 // wrong integers here, where the attention checks would only see large errors. (On the
 // emulator this holds by construction; it means something on a GPU.)
 __global__ void mma_layout_kernel(bf16* s_out, bf16* o_out, const bf16* a, const bf16* b, const bf16* v) {
-    constexpr int LD = 24;  // 16 + 8, as AttShape<16>
+    constexpr int LD = 24;  // 16 + 8, the kernels' pitch at head size 16
     __shared__ __align__(16) bf16 as[16 * LD], bs[16 * LD], vs[16 * LD];
     for (int e = threadIdx.x; e < 256; e += 32)
         as[e / 16 * LD + e % 16] = a[e], bs[e / 16 * LD + e % 16] = b[e], vs[e / 16 * LD + e % 16] = v[e];
     __syncthreads();
-    float s[2][4] = {}, o[2][4] = {};
-    att_abT<16, LD, 2>(s, as, bs);
-    uint32_t p[1][4];
-    att_to_a<2>(p, s);
-    att_pv<16, LD, 16>(o, p, vs);
+    float s[1][2][4], o[1][2][4] = {};
+    att_qk<16, 1, 2, false>(s, NULL, as, bs);
+    uint32_t p[1][1][4];
+    att_to_a<2>(p[0], s[0]);
+    att_pv_mt<16, 1, 16>(o, p, vs);
     const float one[2] = {1.0f, 1.0f};
-    att_write<2>(s_out, 16, 0, 16, s, one);
-    att_write<2>(o_out, 16, 0, 16, o, one);
+    att_write<2>(s_out, 16, 0, 16, s[0], one);
+    att_write<2>(o_out, 16, 0, 16, o[0], one);
 }
 static void test_mma_layout(void) {
     float *a = hbuf(256), *b = hbuf(256), *v = hbuf(256), *s = hbuf(256), *o = hbuf(256);
@@ -398,6 +398,7 @@ static void test_attention(int B, int T, int H, int KV, int hd, int docs = 0, in
     attention_backward(dqkv, dout, qkv, out, lse, B, T, H, KV, hd, doc);
     bf16* d_dout = to_bf16(dout, nout);
     bf16* d_dqkv = (bf16*)dbuf(2 * nqkv);
+    attention_dq_reserve(B, T, H, KV, hd);  // the trainer carves it at start-up
     attention_backward_gpu(d_dqkv, d_dout, d_qkv, d_out, d_lse, B, T, H, KV, hd, d_doc, st);
     // check q, k and v parts separately so a failure says which
     float* g = from_bf16(d_dqkv, nqkv);

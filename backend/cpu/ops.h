@@ -80,16 +80,21 @@ static void op_attention_backward(Model* m, float* dqkv, const float* dout, cons
     if (m->be.reference) ref_attention_backward(dqkv, dout, qkv, out, att, B, m->T, H, KV, m->hd, mb_docs(m));
     else attention_backward(dqkv, dout, qkv, out, att, B, m->T, H, KV, m->hd, mb_docs(m));
 }
-static void op_attention_block_forward(Model* m, float* o, float* lse, const float* q, const float* kv,
-                                       const AttnBlock* a) {
-    if (m->be.reference) ref_attention_block_forward(o, a->Ha * a->hd, lse, q, kv, a);
-    else attention_block_forward(o, a->Ha * a->hd, lse, q, kv, a);
+static void op_attention_blocks_forward(Model* m, float* o, float* lse, const float* q, const float* kv,
+                                        const AttnBlock* blk, int n) {
+    for (const AttnBlock* a = blk; a < blk + n; a++) {
+        if (m->be.reference) ref_attention_block_forward(o, a->Ha * a->hd, lse, q, kv, a);
+        else attention_block_forward(o, a->Ha * a->hd, lse, q, kv, a);
+    }
 }
-static void op_attention_block_backward(Model* m, float* dq, float* dkv, const float* q, const float* kv,
-                                        const float* dout, const float* out, const float* lse, const AttnBlock* a) {
-    int dq_ld = a->Ha * a->hd, dkv_ld = 2 * a->KVa * a->hd;
-    if (m->be.reference) ref_attention_block_backward(dq, dq_ld, dkv, dkv_ld, q, kv, dout, out, dq_ld, lse, a);
-    else attention_block_backward(dq, dq_ld, dkv, dkv_ld, q, kv, dout, out, dq_ld, lse, a);
+static void op_attention_blocks_backward(Model* m, float* dq, float* dkv, const float* q, const float* kv,
+                                         const float* dout, const float* out, const float* lse, const AttnBlock* blk,
+                                         int n) {
+    for (const AttnBlock* a = blk; a < blk + n; a++) {
+        int dq_ld = a->Ha * a->hd, dkv_ld = 2 * a->KVa * a->hd;
+        if (m->be.reference) ref_attention_block_backward(dq, dq_ld, dkv, dkv_ld, q, kv, dout, out, dq_ld, lse, a);
+        else attention_block_backward(dq, dq_ld, dkv, dkv_ld, q, kv, dout, out, dq_ld, lse, a);
+    }
 }
 static void op_attention_grad_pack(Model* m, float* dqkv, const float* dq, const float* dkv, size_t rows, int Ha,
                                    int KVa) {

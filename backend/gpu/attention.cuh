@@ -6,6 +6,7 @@
 #define GPU_ATTENTION_CUH
 
 #include "backend/gpu/common.cuh"
+#include "layout/activations.h"  // attn_dq_splits: the backward's dQ buffer
 
 // RoPE in place on the first n_heads heads of each row (pass H + KV for q and k of qkv),
 // pairs (2j, 2j+1), angle pos * theta^(-2j/hd) (the model's base), pos = positions[row % T] (device ints: the
@@ -55,16 +56,9 @@ static void rope_apply_gpu(bf16* qkv, int N, const int* positions, int T, int st
 // accumulator of S = Q K^T, rounded to bf16 pairs, is already the A operand of P V (as in
 // FlashAttention-2). Scores are kept in log2 units (exp2 is one instruction).
 //
-// Work split of the backward and of the cp blocks (the forward's is FwdTile's, below): a
-// block holds BR = 16 * NW rows of one (batch, head) side, 16 per warp
-// (queries in the dq kernel and the block forward, keys in the dk/dv kernel), and walks tiles of BC
-// rows of the other side staged in shared memory as bf16. The blocks with the most tiles
-// start first (the last query blocks; in dk/dv the first key blocks), so short ones fill
-// the tail of the grid. The dq and dk/dv kernels are separate, so every gradient is
-// written by one warp in a fixed order (deterministic, no atomics); the price is
-// recomputing the scores in both. qkv row stride is (H + 2*KV) * hd; out / dout rows are
-// H * hd. Head sizes 16, 32, 64, 128. Context parallelism's blocks (below these) are the
-// same kernels over two segments of a sequence.
+// Work split: the forward's is FwdTile's, the backward's BwdTile's (below); context
+// parallelism's ring steps (attention_block.cuh) run the same design over the rows of a step.
+// qkv row stride is (H + 2*KV) * hd; out / dout rows are H * hd. Head sizes 16, 32, 64, 128.
 //
 // Documents (doc: B x T device ints, data/data.h; NULL: one document): query q sees keys
 // [doc[q], q]. doc is nondecreasing along a sequence, so a query block's first row has the
@@ -97,17 +91,6 @@ __device__ __forceinline__ void ldsm_x4_t(uint32_t r[4], smem_t a) {
 #endif
 __device__ __forceinline__ void ldsm_x4(uint32_t r[4], const bf16* row) { ldsm_x4(r, smem_addr(row)); }
 __device__ __forceinline__ void ldsm_x4_t(uint32_t r[4], const bf16* row) { ldsm_x4_t(r, smem_addr(row)); }
-// The context-parallel blocks' shape (attention_block.cuh). BC_: rows of the other side per
-// tile (64 up to head size 64).
-template <int HD, int BC_ = (HD <= 64 ? 64 : 32)>
-struct AttShape {
-    static constexpr int NW = HD <= 64 ? 4 : 2;   // warps per block: 128-wide heads need the registers
-    static constexpr int BR = 16 * NW;            // this block's rows
-    static constexpr int BC = BC_;                // rows of the other side per tile
-    static constexpr int LD = HD + 8;             // bf16 row pitch in shared memory: 16-byte rows, banks skewed
-    static constexpr int NT = BC / 8;             // 8-wide column tiles of a score tile
-    static constexpr int DT = HD / 8;             // 8-wide column tiles of an output row
-};
 static const float ATT_LOG2E = 1.4426950408889634f;
 
 // The first key query row q of sequence b sees: its document's start (doc: B x T; 0
@@ -117,63 +100,7 @@ __device__ __forceinline__ int att_doc(const int* doc, int b, int T, int q) {
     return DOC ? doc[(size_t)b * T + min(q, T - 1)] : 0;
 }
 
-// Rows [r0, r0 + N) of two T-row bf16 matrices (a, b: row 0 at their column offsets,
-// pitches sa, sb elements; b may be NULL) into shared da[N][LD], db[N][LD]; rows >= T
-// become zeros. 16 bytes per access, every thread of the block (NW warps) takes part, and
-// all its loads are issued before its first store, so they are in flight together.
-template <int HD, int N>
-__device__ __forceinline__ void att_stage(bf16* da, const bf16* a, int sa, bf16* db, const bf16* b, int sb, int r0,
-                                          int T) {
-    constexpr int THREADS = AttShape<HD>::NW * 32, LD = AttShape<HD>::LD, PER = N * HD / 8 / THREADS;
-    static_assert(PER * THREADS == N * HD / 8, "attention: a staged tile is not a whole number of accesses per thread");
-    uint4 va[PER], vb[PER];
-    #pragma unroll
-    for (int i = 0; i < PER; i++) {
-        int e = threadIdx.x + i * THREADS, r = e / (HD / 8), c = e % (HD / 8) * 8;
-        va[i] = vb[i] = make_uint4(0, 0, 0, 0);
-        if (r0 + r < T) va[i] = *(const uint4*)(a + (size_t)(r0 + r) * sa + c);
-        if (r0 + r < T && b) vb[i] = *(const uint4*)(b + (size_t)(r0 + r) * sb + c);
-    }
-    #pragma unroll
-    for (int i = 0; i < PER; i++) {
-        int e = threadIdx.x + i * THREADS, r = e / (HD / 8), c = e % (HD / 8) * 8;
-        *(uint4*)(da + r * LD + c) = va[i];
-        if (b) *(uint4*)(db + r * LD + c) = vb[i];
-    }
-}
-// s[NT][4] += a . b^T: a is this warp's 16 rows (shared, pitch LD, HD wide), b the rows
-// [0, 8 NT) of a shared [.][LD] matrix. s[n] is the 16 x 8 accumulator of b's rows 8n ...
-template <int HD, int LD, int NT>
-__device__ __forceinline__ void att_abT(float (*s)[4], const bf16* a, const bf16* b) {
-    int lane = threadIdx.x % 32;
-    #pragma unroll
-    for (int k = 0; k < HD; k += 16) {
-        uint32_t af[4], bf[4];
-        ldsm_x4(af, a + (lane % 16) * LD + k + lane / 16 * 8);  // matrices: rows 0-7 | 8-15, cols k | k+8
-        #pragma unroll
-        for (int n = 0; n < NT; n += 2) {  // matrices: b rows 8n | 8n+8, cols k | k+8
-            ldsm_x4(bf, b + (n * 8 + lane % 8 + lane / 16 * 8) * LD + k + lane / 8 % 2 * 8);
-            mma_16816(s[n], af, bf);
-            mma_16816(s[n + 1], af, bf + 2);
-        }
-    }
-}
-// acc[DT][4] += p . v: p is a 16 x BC bf16 matrix as A operands (p[k] for columns 16k ..),
-// v the rows [0, BC) of a shared [.][LD] matrix (HD wide).
-template <int HD, int LD, int BC>
-__device__ __forceinline__ void att_pv(float (*acc)[4], const uint32_t (*p)[4], const bf16* v) {
-    int lane = threadIdx.x % 32;
-    #pragma unroll
-    for (int k = 0; k < BC / 16; k++)
-        #pragma unroll
-        for (int d = 0; d < HD / 8; d += 2) {  // transposed matrices: v rows 16k | 16k+8, cols 8d | 8d+8
-            uint32_t bf[4];
-            ldsm_x4_t(bf, v + (k * 16 + lane % 8 + lane / 8 % 2 * 8) * LD + d * 8 + lane / 16 * 8);
-            mma_16816(acc[d], p[k], bf);
-            mma_16816(acc[d + 1], p[k], bf + 2);
-        }
-}
-// The accumulators s[NT][4] (fp32, 16 x BC) as the bf16 A operands p[BC / 16][4] of the
+// The accumulators s[NT][4] (fp32, 16 x 8 NT) as the bf16 A operands p[NT / 2][4] of the
 // next product: the accumulator pair of columns 2t, 2t+1 is the A register of those columns.
 template <int NT>
 __device__ __forceinline__ void att_to_a(uint32_t (*p)[4], const float (*s)[4]) {
@@ -274,10 +201,10 @@ __device__ __forceinline__ void att_qk(float (*s)[NT][4], const uint32_t (*qf)[H
     }
 }
 // o[MT][DT][4] += P V: p the probabilities as A fragments (p[m][kk] for keys 16kk ..), v the
-// key rows [0, BK) of shared memory, read transposed; each V fragment serves MT products.
-template <int HD, int MT, int BK>
+// key rows [0, BK) of shared memory (pitch LD), HD columns read transposed; each V fragment serves MT
+// products.
+template <int HD, int MT, int BK, int LD = HD + 8>
 __device__ __forceinline__ void att_pv_mt(float (*o)[HD / 8][4], const uint32_t (*p)[BK / 16][4], const bf16* v) {
-    constexpr int LD = HD + 8;
     int lane = threadIdx.x % 32;
     smem_t va = smem_addr(v + (lane % 8 + lane / 8 % 2 * 8) * LD + lane / 16 * 8);  // this lane's row
     #pragma unroll
@@ -433,26 +360,38 @@ __global__ void attention_dsum_kernel(float* dsum, const bf16* dout, const bf16*
 // ----------------------------------------------------------------------------
 // The backward at FlashAttention-2's design (Dao 2023, algorithm 2): one pass over the key
 // blocks, each block of BN = 64 keys of one (sequence, kv head) walking the query tiles of
-// BQ = 64 rows that see it (from the diagonal on; with documents, until the first query
-// whose document starts after its last key), for each of the H / KV query heads sharing
-// the kv head. Per query tile, five products on tensor cores, 16 keys per warp:
+// BQ rows that see it (from the diagonal on; with documents, until the first query whose
+// document starts after its last key), for each of the H / KV query heads sharing the kv
+// head. Per query tile, five products on tensor cores, 16 keys per warp:
 //   S^T = K Q^T and dP^T = V dO^T (K and V held in registers as A fragments: KVREG; at head
 //   size 128 they stay in shared memory), P^T = exp2(S^T sl2 - lse), dS^T = P^T (dP^T - Dsum),
 //   dV += P^T dO and dK += dS^T Q (in registers until the key block is done), then
-//   dQ_tile += dS K: dS^T goes through shared memory so each warp takes 16 query rows over all
-//   64 keys (ldmatrix.trans reads it as dS).
+//   dQ_tile += dS K: dS^T goes through shared memory, and the 4 warps split the dQ product
+//   into BQ / 16 row groups x 64 / BQ column parts (ldmatrix.trans reads dS^T as dS).
+// BQ is 64 up to head size 64 and 32 at 128: there the dK, dV accumulators alone are 128
+// registers a thread, and a 64-row tile's S^T, dP^T (64 more) and a whole-width dQ product
+// (64 more) spilled; with 32 rows and half-width dQ parts, none does.
+// Q, dO, lse, Dsum (and the documents' first keys) come in two stages, as FA2's kernel loads
+// them: the next tile's Q (cp.async) with its lse, Dsum at the start of a tile, its dO after
+// this tile's dS^T, both landing at the tile's end (one wait, one __syncthreads).
 // dQ is summed in fp32, deterministically: the grid is (splits, kv heads, sequences), each
 // split owns its own fp32 dQ (dq_acc: splits x B*T x H*hd) and walks its key blocks in a
 // fixed order (zig-zag over the splits: s, 2S-1-s, 2S+s, ..., so causal work is even), so
 // every dQ element is a fixed sequence of plain adds; attention_dq_finish sums the splits in
-// order into bf16 dq. Splits are as many as fill the GPU (att_bwd_blocks) up to 8.
-// Q and dO tiles come by cp.async; the mask is evaluated only on tiles that need it.
-template <int HD, bool KVREG>
+// order into bf16 dq. Splits are as many as fill the GPU (2 blocks an SM) up to 8, and at
+// most what the dQ buffer sized at start-up holds (attention_buffers_init).
+// The mask is evaluated only on tiles that need it.
+template <int HD, bool KVREG, int BQ_>
 struct BwdTile {
-    static constexpr int NW = 4, BN = 64, BQ = 64;   // warps, keys of a block, queries of a tile
+    static constexpr int NW = 4, BN = 64, BQ = BQ_;  // warps, keys of a block, queries of a tile
     static constexpr int LD = HD + 8, LDS = BQ + 8;  // bf16 pitches: K V Q dO rows, dS^T rows
     static constexpr int NT = BQ / 8, DT = HD / 8;
-    static constexpr size_t SMEM = (size_t)(2 * BN + 2 * BQ) * LD * 2 + (size_t)BN * LDS * 2 + 3 * BQ * 4;
+    static constexpr int QROWS = BQ / 16, QCOLS = NW / QROWS;  // the dQ product's warps: row groups x column parts
+    // one stage: Q, dO [BQ][LD] bf16, then lse, Dsum (fp32), the first keys and (the ring's) last keys (int) of
+    // BQ rows
+    static constexpr int STAGE = 2 * BQ * LD * 2 + 4 * BQ * 4;
+    static constexpr size_t SMEM = (size_t)2 * BN * LD * 2 + (size_t)BN * LDS * 2 + 2 * STAGE;
+    static_assert(QROWS * QCOLS == NW && STAGE % 16 == 0, "attention backward: tile shape");
 };
 
 // This warp's dS^T (16 keys x BQ queries, as A fragments d[BQ / 16][4]) into shared dst rows
@@ -468,25 +407,27 @@ __device__ __forceinline__ void att_store_a(bf16* dst, const uint32_t (*d)[4], b
 }
 
 // One query tile of the key block (keys j0 .. j0 + 15 of this warp, queries qt ..): S^T, dP^T,
-// the probabilities and dS^T, dV and dK, and this warp's dS^T into shared dst.
-template <int HD, bool KVREG, bool DOC>
+// the probabilities and dS^T, dV and dK, and this warp's dS^T into shared dst. Query c sees
+// keys [firsts[c], qt + c], or with LASTS (the ring's) [firsts[c], lasts[c]].
+template <int HD, bool KVREG, int BQ, bool DOC, bool LASTS = false>
 __device__ __forceinline__ void att_bwd_tile(float (*dk)[4], float (*dv)[4], const uint32_t (*kf)[HD / 16][4],
                                              const uint32_t (*vf)[HD / 16][4], const bf16* Ks, const bf16* Vs, const bf16* Qs,
                                              const bf16* dOs, const float* lses, const float* dss, const int* firsts,
-                                             bf16* dst, int qt, int j0, float sl2) {
-    typedef BwdTile<HD, KVREG> Bt;
-    constexpr int NT = Bt::NT, BQ = Bt::BQ;
+                                             const int* lasts, bf16* dst, int qt, int j0, float sl2) {
+    typedef BwdTile<HD, KVREG, BQ> Bt;
+    constexpr int NT = Bt::NT;
     int g = threadIdx.x % 32 / 4, t = threadIdx.x % 4;
     float st[1][NT][4], dpt[1][NT][4];
     att_qk<HD, 1, NT, KVREG>(st, kf, Ks, Qs);    // S^T = K Q^T
     att_qk<HD, 1, NT, KVREG>(dpt, vf, Vs, dOs);  // dP^T = V dO^T
-    bool mask = qt < j0 + 15 || (DOC && firsts[BQ - 1] > j0);  // a query before a key, or a document start inside
+    // a query before a key, or a document start inside
+    bool mask = (LASTS ? lasts[0] : qt) < j0 + 15 || (DOC && firsts[BQ - 1] > j0);
     #pragma unroll
     for (int n = 0; n < NT; n++)
         #pragma unroll
         for (int i = 0; i < 4; i++) {
             int c = n * 8 + 2 * t + i % 2, j = j0 + g + 8 * (i / 2);  // query column c, key row j
-            bool seen = !mask || (qt + c >= j && (!DOC || j >= firsts[c]));
+            bool seen = !mask || ((LASTS ? lasts[c] : qt + c) >= j && (!DOC || j >= firsts[c]));
             float p = seen ? exp2f(fmaf(st[0][n][i], sl2, -lses[c])) : 0.0f;
             st[0][n][i] = p;                              // P^T
             dpt[0][n][i] = p * (dpt[0][n][i] - dss[c]);   // dS^T
@@ -499,42 +440,57 @@ __device__ __forceinline__ void att_bwd_tile(float (*dk)[4], float (*dv)[4], con
     att_store_a<BQ, Bt::LDS>(dst, dsa[0], false);
 }
 
-// dQ rows of this warp (16 queries of the tile at qt) += dS K over the block's keys, into
-// this split's fp32 dq (row pitch H * HD, head h's columns), rows < T.
-template <int HD, bool KVREG>
+// This warp's part of dQ (16 queries of the tile at qt, HD / QCOLS columns) += dS K over the
+// block's keys, into this split's fp32 dq (row pitch `pitch`, head h's columns), rows < T.
+template <int HD, bool KVREG, int BQ>
 __device__ __forceinline__ void att_bwd_dq(float* dq, int pitch, int qt, int T, const bf16* dSt, const bf16* Ks) {
-    typedef BwdTile<HD, KVREG> Bt;
-    constexpr int BN = Bt::BN, LDS = Bt::LDS, DT = Bt::DT;
+    typedef BwdTile<HD, KVREG, BQ> Bt;
+    constexpr int BN = Bt::BN, LDS = Bt::LDS, CW = HD / Bt::QCOLS;  // CW: the columns of a part
     int warp = threadIdx.x / 32, lane = threadIdx.x % 32, g = lane / 4, t = lane % 4;
+    int rg = warp % Bt::QROWS, c0 = warp / Bt::QROWS * CW;  // this warp's row group and first column
     // dS (16 queries x 16 keys) as A fragments: ldmatrix.trans of dS^T's matrices (keys 0-7 | 8-15, queries 0-7 | 8-15)
     uint32_t a[1][BN / 16][4];
-    smem_t da = smem_addr(dSt + (lane / 16 * 8 + lane % 8) * LDS + warp * 16 + lane / 8 % 2 * 8);
+    smem_t da = smem_addr(dSt + (lane / 16 * 8 + lane % 8) * LDS + rg * 16 + lane / 8 % 2 * 8);
     #pragma unroll
     for (int kk = 0; kk < BN / 16; kk++) ldsm_x4_t(a[0][kk], da + 2 * kk * 16 * LDS);
-    float acc[1][DT][4] = {};
-    att_pv_mt<HD, 1, BN>(acc, a, Ks);
+    float acc[1][CW / 8][4] = {};
+    att_pv_mt<CW, 1, BN, Bt::LD>(acc, a, Ks + c0);
     #pragma unroll
     for (int h = 0; h < 2; h++) {
-        int q = qt + warp * 16 + g + 8 * h;
+        int q = qt + rg * 16 + g + 8 * h;
         if (q >= T) continue;
-        float* d = dq + (size_t)q * pitch + 2 * t;
+        float* d = dq + (size_t)q * pitch + c0 + 2 * t;
         #pragma unroll
-        for (int c = 0; c < DT; c++) d[c * 8] += acc[0][c][2 * h], d[c * 8 + 1] += acc[0][c][2 * h + 1];
+        for (int c = 0; c < CW / 8; c++) d[c * 8] += acc[0][c][2 * h], d[c * 8 + 1] += acc[0][c][2 * h + 1];
     }
 }
 
-template <int HD, bool KVREG, bool DOC>
+// The query tile at qt of head h into a stage (Q by cp.async, which the caller commits; lse in
+// log2 units, Dsum and the rows' first keys by plain loads; rows >= T: zeros).
+template <int HD, int BQ, bool DOC>
+__device__ __forceinline__ void att_bwd_stage_q(unsigned char* stage, const bf16* base, int stride, const float* lse,
+                                                const float* dsum, const int* doc, int b, int h, int H, int qt, int T) {
+    constexpr int LD = HD + 8;
+    att_load<HD, BQ, 4>((bf16*)stage, base + h * HD, stride, qt, T);
+    float* lses = (float*)(stage + 2 * BQ * LD * 2);
+    for (int i = threadIdx.x; i < BQ; i += 128) {
+        int q = qt + i;
+        lses[i] = q < T ? lse[((size_t)b * H + h) * T + q] * ATT_LOG2E : 0.0f;
+        lses[BQ + i] = q < T ? dsum[((size_t)b * H + h) * T + q] : 0.0f;
+        ((int*)lses)[2 * BQ + i] = att_doc<DOC>(doc, b, T, q);
+    }
+}
+
+template <int HD, bool KVREG, int BQ, bool DOC>
 __global__ void __launch_bounds__(128)
 attention_backward_kernel(bf16* dqkv, float* dq_acc, const bf16* dout, const bf16* qkv, const float* lse,
                           const float* dsum, int T, int H, int KV, const int* doc) {
-    typedef BwdTile<HD, KVREG> Bt;
-    constexpr int BN = Bt::BN, BQ = Bt::BQ, LD = Bt::LD, DT = Bt::DT, NW = Bt::NW;
+    typedef BwdTile<HD, KVREG, BQ> Bt;
+    constexpr int BN = Bt::BN, LD = Bt::LD, DT = Bt::DT, NW = Bt::NW;
     extern __shared__ __align__(16) unsigned char att_smem[];
-    bf16* Ks = (bf16*)att_smem;  // [BN][LD] each: K, V; [BQ][LD]: Q, dO; [BN][LDS]: dS^T; then lse, Dsum, documents
-    bf16 *Vs = Ks + BN * LD, *Qs = Vs + BN * LD, *dOs = Qs + BQ * LD, *dSt = dOs + BQ * LD;
-    float* lses = (float*)(dSt + BN * Bt::LDS);
-    float* dss = lses + BQ;
-    int* firsts = (int*)(dss + BQ);
+    // [BN][LD] each: K, V; [BN][LDS]: dS^T; then two stages (BwdTile::STAGE)
+    bf16 *Ks = (bf16*)att_smem, *Vs = Ks + BN * LD, *dSt = Vs + BN * LD;
+    unsigned char* stages = (unsigned char*)(dSt + BN * Bt::LDS);
     int warp = threadIdx.x / 32, lane = threadIdx.x % 32;
     int split = blockIdx.x, n_split = gridDim.x, kvh = blockIdx.y, b = blockIdx.z, B = gridDim.z;
     int stride = (H + 2 * KV) * HD, group = H / KV, n_kb = (T + BN - 1) / BN;
@@ -549,6 +505,10 @@ attention_backward_kernel(bf16* dqkv, float* dq_acc, const bf16* dout, const bf1
         __syncthreads();  // the previous key block's tiles are used
         att_load<HD, BN, NW>(Ks, base + (H + kvh) * HD, stride, j_blk, T);
         att_load<HD, BN, NW>(Vs, base + (H + KV + kvh) * HD, stride, j_blk, T);
+        // the first query tile (the diagonal's, of the group's first head: it always sees the block)
+        int h = kvh * group, qt = j_blk, cur = 0;
+        att_bwd_stage_q<HD, BQ, DOC>(stages, base, stride, lse, dsum, doc, b, h, H, qt, T);
+        att_load<HD, BQ, NW>((bf16*)stages + BQ * LD, dout_b + h * HD, H * HD, qt, T);
         cp_async_commit();
         cp_async_wait<0>();
         __syncthreads();
@@ -560,29 +520,34 @@ attention_backward_kernel(bf16* dqkv, float* dq_acc, const bf16* dout, const bf1
                 ldsm_x4(vf[0][ks], Vs + (warp * 16 + lane % 16) * LD + ks * 16 + lane / 16 * 8);
             }
         float dk[DT][4] = {}, dv[DT][4] = {};
-        for (int h = kvh * group; h < (kvh + 1) * group; h++)
-            for (int qt = j_blk; qt < T && (!DOC || att_doc<DOC>(doc, b, T, qt) <= j_last); qt += BQ) {
-                __syncthreads();  // the previous tile's Q, dO and dS^T are used
-                att_load<HD, BQ, NW>(Qs, base + h * HD, stride, qt, T);
-                att_load<HD, BQ, NW>(dOs, dout_b + h * HD, H * HD, qt, T);
-                cp_async_commit();
-                for (int i = threadIdx.x; i < BQ; i += NW * 32) {
-                    int q = qt + i;
-                    lses[i] = q < T ? lse[((size_t)b * H + h) * T + q] * ATT_LOG2E : 0.0f;
-                    dss[i] = q < T ? dsum[((size_t)b * H + h) * T + q] : 0.0f;
-                    firsts[i] = att_doc<DOC>(doc, b, T, q);
-                }
-                cp_async_wait<0>();
-                __syncthreads();
-                // warp-uniform: every query is before this warp's keys, or in a document after them
-                bool active = qt + BQ - 1 >= j0 && !(DOC && firsts[0] > j0 + 15);
-                if (active)
-                    att_bwd_tile<HD, KVREG, DOC>(dk, dv, kf, vf, Ks + warp * 16 * LD, Vs + warp * 16 * LD, Qs,
-                                                 dOs, lses, dss, firsts, dSt + warp * 16 * Bt::LDS, qt, j0, sl2);
-                else att_store_a<BQ, Bt::LDS>(dSt + warp * 16 * Bt::LDS, NULL, true);
-                __syncthreads();  // dS^T is whole
-                att_bwd_dq<HD, KVREG>(dq_b + h * HD, H * HD, qt, T, dSt, Ks);
-            }
+        for (;;) {
+            unsigned char *st = stages + cur * Bt::STAGE, *nst = stages + (cur ^ 1) * Bt::STAGE;
+            bf16 *Qs = (bf16*)st, *dOs = Qs + BQ * LD;
+            float* lses = (float*)(dOs + BQ * LD);
+            // the next tile: this head's next BQ queries while they see a key of the block, else the next head's
+            // diagonal
+            int nh = h, nqt = qt + BQ;
+            if (nqt >= T || (DOC && att_doc<DOC>(doc, b, T, nqt) > j_last)) nh++, nqt = j_blk;
+            bool next = nh < (kvh + 1) * group;
+            if (next) att_bwd_stage_q<HD, BQ, DOC>(nst, base, stride, lse, dsum, doc, b, nh, H, nqt, T);
+            cp_async_commit();
+            // warp-uniform: every query is before this warp's keys, or in a document after them
+            const int* firsts = (const int*)(lses + 2 * BQ);
+            bool active = qt + BQ - 1 >= j0 && !(DOC && firsts[0] > j0 + 15);
+            if (active)
+                att_bwd_tile<HD, KVREG, BQ, DOC>(dk, dv, kf, vf, Ks + warp * 16 * LD, Vs + warp * 16 * LD, Qs, dOs,
+                                                 lses, lses + BQ, firsts, NULL, dSt + warp * 16 * Bt::LDS, qt, j0,
+                                                 sl2);
+            else att_store_a<BQ, Bt::LDS>(dSt + warp * 16 * Bt::LDS, NULL, true);
+            if (next) att_load<HD, BQ, NW>((bf16*)nst + BQ * LD, dout_b + nh * HD, H * HD, nqt, T);  // the next dO
+            cp_async_commit();
+            __syncthreads();  // dS^T is whole
+            att_bwd_dq<HD, KVREG, BQ>(dq_b + h * HD, H * HD, qt, T, dSt, Ks);
+            cp_async_wait<0>();
+            __syncthreads();  // the next tile landed; every warp is done with this one and with dS^T
+            if (!next) break;
+            h = nh, qt = nqt, cur ^= 1;
+        }
         const float scales[2] = {scale, scale}, one[2] = {1.0f, 1.0f};
         att_write<DT>(dqkv + (size_t)b * T * stride + (H + kvh) * HD, stride, j0, T, dk, scales);
         att_write<DT>(dqkv + (size_t)b * T * stride + (H + KV + kvh) * HD, stride, j0, T, dv, one);
@@ -635,9 +600,7 @@ static void attention_forward_launch(bf16* out, float* lse, const bf16* qkv, int
     launchCheck();
 }
 // The first of each head size is its default (what --attn-tile auto takes without a measured
-// table). Registers (ptxas -v, sm_90, CUDA 13.0; without / with documents), none spilled:
-// hd 16 q128k64 148 / 158; hd 32 q128k64 188 / 195; hd 64 q128k64 249 / 255, q128k32 198 / 208,
-// q64k64 158 / 162; hd 128 q128k32 (Q in shared memory) 251 / 253, q64k64 238 / 239.
+// table). Registers and spills of each: docs/GPU.md (dev/ptxas_attention.py); none spills.
 // Left out because they spill: hd 64 q128k128 (Q in registers 472 B, in shared memory
 // 160 B), hd 128 q128k64 (Q in shared memory, 208 B), q64k128 (60 B).
 static const AttFwdTile ATT_FWD_TILES[] = {
@@ -680,60 +643,73 @@ struct AttBwdTile {
     int hd, kv_regs;
     AttBwdLaunch launch;
 };
-static int att_bwd_blocks = 264;  // blocks that fill an H100 / H200 SXM (132 SMs, 2 each): the splits aim there
-static float* att_dq_acc;               // the splits' fp32 dQ, grown to the largest backward's need
+static int att_bwd_blocks = 264;  // blocks the splits aim at: 2 an SM (attention_buffers_init; 132 SMs until then)
+static float* att_dq_acc;         // the splits' fp32 dQ (layout/activations.h SC_DQ_ACC), att_dq_acc_n floats
 static size_t att_dq_acc_n;
+static int att_dq_owned;          // att_dq_acc is attention_dq_reserve's own allocation
 static void attention_buffers_free(void) {
-    cudaCheck(cudaFree(att_dq_acc));
-    att_dq_acc = NULL, att_dq_acc_n = 0;
+    if (att_dq_owned) cudaCheck(cudaFree(att_dq_acc));
+    att_dq_acc = NULL, att_dq_acc_n = 0, att_dq_owned = 0;
+}
+// The device's SM count (the backward's splits aim at 2 blocks on each) and the dQ buffer the
+// trainer carved with its scratch at start-up: n floats at dq_acc.
+static void attention_buffers_init(int sms, float* dq_acc, size_t n) {
+    attention_buffers_free();
+    att_bwd_blocks = 2 * sms, att_dq_acc = dq_acc, att_dq_acc_n = n;
+}
+// For callers without the trainer's buffers (tests, benchmarks): a dQ buffer of this process's
+// own that holds the splits of a backward of B sequences of T rows, H query and KV kv heads.
+static void attention_dq_reserve(int B, int T, int H, int KV, int hd) {
+    size_t n = (size_t)attn_dq_splits(B, T, KV, att_bwd_blocks / 2) * B * T * H * hd;
+    if (n <= att_dq_acc_n) return;
+    int blocks = att_bwd_blocks;
+    attention_buffers_free();
+    cudaCheck(cudaMalloc(&att_dq_acc, sizeof(float) * n));
+    att_bwd_blocks = blocks, att_dq_acc_n = n, att_dq_owned = 1;
 }
 
-template <int HD, bool KVREG>
+template <int HD, bool KVREG, int BQ>
 static void attention_backward_launch(bf16* dqkv, const bf16* dout, const bf16* qkv, const float* lse,
                                       const float* dsum, int B, int T, int H, int KV, const int* doc,
                                       cudaStream_t s) {
-    typedef BwdTile<HD, KVREG> Bt;
+    typedef BwdTile<HD, KVREG, BQ> Bt;
     static int smem_set;
     if (!smem_set) {
-        cudaCheck(cudaFuncSetAttribute(attention_backward_kernel<HD, KVREG, true>,
+        cudaCheck(cudaFuncSetAttribute(attention_backward_kernel<HD, KVREG, BQ, true>,
                                        cudaFuncAttributeMaxDynamicSharedMemorySize, (int)Bt::SMEM));
-        cudaCheck(cudaFuncSetAttribute(attention_backward_kernel<HD, KVREG, false>,
+        cudaCheck(cudaFuncSetAttribute(attention_backward_kernel<HD, KVREG, BQ, false>,
                                        cudaFuncAttributeMaxDynamicSharedMemorySize, (int)Bt::SMEM));
         smem_set = 1;
     }
-    int n_kb = (int)cdiv(T, Bt::BN), per_split = KV * B;
-    int n_split = (att_bwd_blocks + per_split - 1) / per_split;
-    n_split = n_split > 8 ? 8 : n_split > n_kb ? n_kb : n_split;
     size_t n = (size_t)B * T * H * HD;
-    if (n * n_split > att_dq_acc_n) {
-        if (att_dq_acc) cudaCheck(cudaFree(att_dq_acc));
-        cudaCheck(cudaMalloc(&att_dq_acc, sizeof(float) * n * n_split));
-        att_dq_acc_n = n * n_split;
-    }
+    int n_split = attn_dq_splits(B, T, KV, att_bwd_blocks / 2);
+    if ((size_t)n_split * n > att_dq_acc_n) n_split = (int)(att_dq_acc_n / n);  // what the buffer holds
+    if (n_split < 1)
+        fail("attention backward: the dQ buffer (%zu floats) < B*T*H*hd = %zu (sized at start-up for fewer rows)",
+             att_dq_acc_n, n);
     copyCheck(cudaMemsetAsync(att_dq_acc, 0, sizeof(float) * n * n_split, s));
     dim3 grid(n_split, KV, B), block(Bt::NW * 32);
     if (doc)
-        attention_backward_kernel<HD, KVREG, true>
+        attention_backward_kernel<HD, KVREG, BQ, true>
             <<<grid, block, Bt::SMEM, s>>>(dqkv, att_dq_acc, dout, qkv, lse, dsum, T, H, KV, doc);
     else
-        attention_backward_kernel<HD, KVREG, false>
+        attention_backward_kernel<HD, KVREG, BQ, false>
             <<<grid, block, Bt::SMEM, s>>>(dqkv, att_dq_acc, dout, qkv, lse, dsum, T, H, KV, doc);
     launchCheck();
     attention_dq_finish_kernel<<<grid8(n), 256, 0, s>>>(dqkv, att_dq_acc, n_split, B, T, H, KV, HD,
                                                         1.0f / sqrtf((float)HD));
     launchCheck();
 }
-// The first of each head size is the one the trainer runs. Registers (ptxas -v, sm_90, CUDA
-// 13.0; without / with documents): hd 16 k64q64 128 / 161; hd 32 k64q64 168 (12 B of local
-// memory) / 182; hd 64 k64q64s 223 / 244, k64q64 248 / 255 (4 B spilled with documents);
-// hd 128 k64q64s 255 with 64 / 80 B spilled (the dK, dV accumulators alone are 128
-// registers: a 128-wide head wants the dQ product split across warps by columns, not done).
+// The first of each head size is the one the trainer runs; name: k<keys of a block>q<queries
+// of a tile>, s: K and V in shared memory. Registers and spills of each: docs/GPU.md (written by
+// dev/ptxas_attention.py); none spills. Left out because they spill: hd 32 k64q64 (8 B on
+// sm_90), hd 128 k64q32s (52 / 96 B) and k64q64s (64 / 80 B).
 static const AttBwdTile ATT_BWD_TILES[] = {
-    {"k64q64", 16, 1, attention_backward_launch<16, true>},
-    {"k64q64", 32, 1, attention_backward_launch<32, true>},
-    {"k64q64s", 64, 0, attention_backward_launch<64, false>},
-    {"k64q64", 64, 1, attention_backward_launch<64, true>},
-    {"k64q64s", 128, 0, attention_backward_launch<128, false>},
+    {"k64q64", 16, 1, attention_backward_launch<16, true, 64>},
+    {"k64q32", 32, 1, attention_backward_launch<32, true, 32>},
+    {"k64q64s", 64, 0, attention_backward_launch<64, false, 64>},
+    {"k64q64", 64, 1, attention_backward_launch<64, true, 64>},
+    {"k64q16s", 128, 0, attention_backward_launch<128, false, 16>},
 };
 static const int N_ATT_BWD_TILES = (int)(sizeof(ATT_BWD_TILES) / sizeof(ATT_BWD_TILES[0]));
 // The backward tile called `name` at head size hd (NULL: none).

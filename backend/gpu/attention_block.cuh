@@ -1,53 +1,58 @@
-// backend/gpu/attention_block.cuh: context parallelism's attention blocks (layout/config.h
-// AttnBlock): the queries of one segment against the keys of another, merged into the fp32
-// running output o (B*Ts x Ha*hd) and log-sum-exp lse (B x Ha x Ts) in registers
-// (att_merge); the backward adds into fp32 dq (B*Ts x Ha*hd) and dkv (B*Ts x 2*KVa*hd);
-// attention_grad_pack_gpu rounds [dq | dkv] into bf16 dqkv. Kept apart from the
-// whole-sequence kernels: templated together they ran 4-7% slower on an H200 (33f14e7).
+// backend/gpu/attention_block.cuh: context parallelism's attention, one ring step a launch
+// (the blocks of layout/config.h AttnBlock that the step holds): this rank's queries against
+// one source's keys, merged into the fp32 running output o (B*Ts x Ha*hd) and log-sum-exp lse
+// (B x Ha x Ts) in registers (att_merge); the backward adds into fp32 dq (B*Ts x Ha*hd) and dkv
+// (B*Ts x 2*KVa*hd); attention_grad_pack_gpu rounds [dq | dkv] into bf16 dqkv. Kernels of their
+// own beside the whole-sequence ones (whose helpers they use): templated together, the earlier
+// design's ran 4-7% slower on an H200 (33f14e7).
 #ifndef GPU_ATTENTION_BLOCK_CUH
 #define GPU_ATTENTION_BLOCK_CUH
 
 #include "backend/gpu/common.cuh"
-#include "backend/gpu/attention.cuh"  // AttShape, att_stage, att_abT, att_pv, ...
+#include "backend/gpu/attention.cuh"  // FwdTile, BwdTile, att_load, att_qk, att_softmax, att_bwd_tile, ...
 
-// Context parallelism's blocks (layout/config.h AttnBlock): attention.cuh's kernels with the
-// queries of one segment against the keys of another, key j (of the block) seen by query i
-// iff j <= i + diag (diag = q_pos - k_pos: the diagonal block, a block seen whole, or part
-// of one), fp32 outputs merged into the running output and lse by log-sum-exp (forward) or
-// added (dq, dk, dv), as backend/cpu/attention.h's attention_block_forward / _backward do. Kernels of
-// their own: the whole-sequence ones templated on this mode ran 4-7% slower at head size 128
-// on an H200 (test_gpu's shapes; the extra geometry pushed the register allocation over).
+// Context parallelism's ring step (layout/config.h AttnBlock; parallel/context_parallel.h
+// cp_blocks): the queries of this rank's rows against the keys of one source's rows, in one
+// launch at FlashAttention-2's design (attention.cuh's forward and backward with their
+// helpers), fp32 outputs merged into the running output and lse by log-sum-exp (forward) or
+// added (dq, dk, dv), as backend/cpu/attention.h's attention_block_forward / _backward do.
 //
-// B sequences (blockIdx.z); in sequence b the query rows [0, nq) start at q + b * q_seq
-// (row stride q_ld, query head h at column h * HD), the key rows [0, nk) at k and v + b *
-// kv_seq (stride kv_ld, kv head c at column c * HD). o, dq and dout have rows o_ld apart,
-// o_seq per sequence; dk, dv rows dkv_ld apart, dkv_seq per sequence; the lse and Dsum of
-// query i of head h are at (b * H + h) * l_ld + i. Documents (AttnBlock.doc, on the device;
-// NULL: none): query i's first key (of the block) is doc[b * doc_ld + q_pos + i] - k_pos,
-// skipped over as attention.cuh's kernels do.
+// One launch for all the step's blocks: a zig-zag split gives a rank two segments of its
+// sequence (rows [0, c) and [c, 2c) at two positions), so a step has up to four blocks, one
+// per (query segment, key segment) that holds a visible pair. Their rows are contiguous and
+// their positions increasing, so the step is one block over all the rows whose positions map
+// in two pieces (AttRows): a query tile spanning both segments sees the keys its rows see,
+// found by the same arithmetic as within one, and every block's short tiles fill one grid
+// (before, one launch a block: at T 8192 and 132 SMs a launch had 192 thread blocks). The
+// pairs of the blocks the ring left out have no visible key (cp_block_visible), so the mask
+// skips them here too. --cp-split doc's one block gives its rows' positions as arrays (AT):
+// query i at q_at[b * at_ld + i], key j at k_at[b * at_ld + j], each increasing; a query's keys
+// are then found by bisection over k_at (the CPU's att_keys_before). Documents (doc: B x
+// doc_ld device ints, NULL: none) are looked up at a row's position.
 //
-// --cp-split doc (AttnBlock.q_at, k_at on the device; always with documents): the rows are
-// increasing positions, not consecutive ones, query i at q_at[b * at_ld + i] and key j at
-// k_at[b * at_ld + j]. Query i then sees the key rows [first, last] with positions in
-// [doc[q_at[i]], q_at[i]], found by bisection over k_at (the CPU's att_keys_before). Both ends
-// are nondecreasing in i, as with consecutive rows, so the skipping is the same: a query block
-// walks the key tiles from its first row's first key to its last row's last one, a warp skips
-// tiles outside its rows' ranges, a key block's query loop starts at the first query at or
-// after its first key and stops at the first whose document starts after its last. The kernels
-// are compiled a third time for this (AT): the position lookups cost registers the others
-// should not pay.
+// Key j of the step is seen by query i iff pos_k(j) <= pos_q(i) and pos_k(j) >= doc[pos_q(i)]:
+// the keys [first(i), last(i)] (key rows, both nondecreasing in i), so the tiles skipped and
+// the mask are those of the whole-sequence kernels with last(i) for i. B sequences (blockIdx.z);
+// in sequence b the query rows start at q + b * q_seq (row stride q_ld, query head h at column
+// h * HD), the key rows at k and v + b * kv_seq (stride kv_ld, kv head c at column c * HD). o,
+// dq and dout have rows o_ld apart, o_seq per sequence; dk, dv rows dkv_ld apart, dkv_seq per
+// sequence; the lse and Dsum of query i of head h are at (b * H + h) * l_ld + i.
+struct AttRows {
+    int n, n0, pos0, pos1;  // rows [0, n): row i at position pos0 + i (i < n0), else pos1 + i - n0
+};
 struct AttBlockArgs {
     const bf16 *q, *k, *v, *dout;
     float *o, *dq, *dk, *dv;
-    float* lse;                        // merged by the forward, read by the backward
+    float* lse;  // merged by the forward, read by the backward
     const float* dsum;
     size_t q_seq, kv_seq, o_seq, dkv_seq;
     int q_ld, kv_ld, o_ld, dkv_ld, l_ld;
-    int nq, nk, diag, H, KV;
-    int init;                          // the first block of its query rows: their running output starts here
-    const int* doc;                    // documents (NULL: none), the query rows' at doc + b * doc_ld + i
-    int doc_ld, k_pos;
-    const int *q_at, *k_at;            // --cp-split doc: the rows' positions (NULL: consecutive)
+    AttRows qr, kr;                    // the query and key rows, nq = qr.n, nk = kr.n
+    int H, KV;
+    int init;                          // the first step of its query rows: their running output starts here
+    const int* doc;                    // documents (NULL: none): sequence b's position p starts at doc[b * doc_ld + p]
+    int doc_ld;
+    const int *q_at, *k_at;            // --cp-split doc: the rows' positions (NULL: qr, kr)
     int at_ld;
 };
 
@@ -61,27 +66,37 @@ __device__ __forceinline__ int att_rows_before(const int* at, int n, int p) {
     }
     return lo;
 }
-// AT: the position of query row i of sequence b (a row past nq, a block's padding, reads the
-// last row's), and the key rows before position p.
-__device__ __forceinline__ int att_q_at(const AttBlockArgs& a, int b, int i) {
-    return a.q_at[(size_t)b * a.at_ld + min(i, a.nq - 1)];
+// The rows of r at positions before p.
+__device__ __forceinline__ int att_rows_before(const AttRows& r, int p) {
+    return min(max(p - r.pos0, 0), r.n0) + min(max(p - r.pos1, 0), r.n - r.n0);
 }
+// The position of query row i (a row past nq, a tile's padding, reads the last row's) and of key row j.
+template <bool AT>
+__device__ __forceinline__ int att_q_pos(const AttBlockArgs& a, int b, int i) {
+    i = min(i, a.qr.n - 1);
+    return AT ? a.q_at[(size_t)b * a.at_ld + i] : i < a.qr.n0 ? a.qr.pos0 + i : a.qr.pos1 + i - a.qr.n0;
+}
+template <bool AT>
+__device__ __forceinline__ int att_k_pos(const AttBlockArgs& a, int b, int j) {
+    return AT ? a.k_at[(size_t)b * a.at_ld + j] : j < a.kr.n0 ? a.kr.pos0 + j : a.kr.pos1 + j - a.kr.n0;
+}
+template <bool AT>
 __device__ __forceinline__ int att_keys_before(const AttBlockArgs& a, int b, int p) {
-    return att_rows_before(a.k_at + (size_t)b * a.at_ld, a.nk, p);
+    return AT ? att_rows_before(a.k_at + (size_t)b * a.at_ld, a.kr.n, p) : att_rows_before(a.kr, p);
 }
-
-// The first key (of the block) query row i of sequence b sees: its document's start (0
-// without documents, DOC false: attention.cuh's kernels are compiled twice likewise; a row
-// past nq, a block's padding, reads the last row's).
+template <bool AT>
+__device__ __forceinline__ int att_queries_before(const AttBlockArgs& a, int b, int p) {
+    return AT ? att_rows_before(a.q_at + (size_t)b * a.at_ld, a.qr.n, p) : att_rows_before(a.qr, p);
+}
+// The first key row query row i of sequence b sees (its document's start; 0 without
+// documents), and the last (< 0: none).
 template <bool DOC, bool AT>
 __device__ __forceinline__ int att_block_first(const AttBlockArgs& a, int b, int i) {
-    if (AT) return att_keys_before(a, b, a.doc[(size_t)b * a.doc_ld + att_q_at(a, b, i)]);
-    return DOC ? a.doc[(size_t)b * a.doc_ld + min(i, a.nq - 1)] - a.k_pos : 0;
+    return DOC ? att_keys_before<AT>(a, b, a.doc[(size_t)b * a.doc_ld + att_q_pos<AT>(a, b, i)]) : 0;
 }
-// The last key query row i of sequence b sees (< 0: none).
 template <bool AT>
 __device__ __forceinline__ int att_block_last(const AttBlockArgs& a, int b, int i) {
-    return AT ? att_keys_before(a, b, att_q_at(a, b, i) + 1) - 1 : min(i + a.diag, a.nk - 1);
+    return att_keys_before<AT>(a, b, att_q_pos<AT>(a, b, i) + 1) - 1;
 }
 
 // Rows r0 + g and r0 + g + 8 (those < n) of the fp32 dst (pitch `pitch`) += acc * scale.
@@ -98,11 +113,11 @@ __device__ __forceinline__ void att_add(float* dst, size_t pitch, int r0, int n,
     }
 }
 
-// The block's forward merged into the running output a.o and log-sum-exp a.lse of this
+// The step's forward merged into the running output a.o and log-sum-exp a.lse of this
 // thread's rows q0 + g, q0 + g + 8: the ring's merge (parallel/context_parallel.h; the CPU's lse_merge_row): with
-// the block's row max m and sum l (log2 units) and its unnormalized output acc,
+// the step's row max m and sum l (log2 units) and its unnormalized output acc,
 //     lse' = log(e^lse + e^(m/log2e) l),  o' = o e^(lse - lse') + acc e^(m/log2e - lse').
-// A row that saw no key of the block is left alone (a.init: it becomes o = 0, lse = -inf).
+// A row that saw no key of the step is left alone (a.init: it becomes o = 0, lse = -inf).
 template <int DT>
 __device__ void att_merge(const AttBlockArgs& a, int b, int h, int q0, const float (*acc)[4], const float m[2],
                           const float l[2]) {
@@ -111,7 +126,7 @@ __device__ void att_merge(const AttBlockArgs& a, int b, int h, int q0, const flo
     #pragma unroll
     for (int r = 0; r < 2; r++) {
         int i = q0 + g + 8 * r;
-        float old = a.init || i >= a.nq ? -INFINITY : a.lse[((size_t)b * a.H + h) * a.l_ld + i];
+        float old = a.init || i >= a.qr.n ? -INFINITY : a.lse[((size_t)b * a.H + h) * a.l_ld + i];
         keep[r] = add[r] = 0.0f, merged[r] = -INFINITY;
         if (m[r] == -INFINITY) continue;
         float blk = (m[r] + log2f(l[r])) / ATT_LOG2E, top = fmaxf(old, blk);
@@ -123,7 +138,7 @@ __device__ void att_merge(const AttBlockArgs& a, int b, int h, int q0, const flo
     #pragma unroll
     for (int r = 0; r < 2; r++) {
         int i = q0 + g + 8 * r;
-        if (i >= a.nq || (m[r] == -INFINITY && !a.init)) continue;
+        if (i >= a.qr.n || (m[r] == -INFINITY && !a.init)) continue;
         if (t == 0) a.lse[((size_t)b * a.H + h) * a.l_ld + i] = merged[r];
         float* o = a.o + b * a.o_seq + (size_t)i * a.o_ld + h * HD + 2 * t;
         #pragma unroll
@@ -136,259 +151,335 @@ __device__ void att_merge(const AttBlockArgs& a, int b, int h, int q0, const flo
     }
 }
 
-// As attention_forward_kernel, over the keys the block's queries see, then merged.
-template <int HD, int BCK, bool DOC, bool AT>
-__global__ void __launch_bounds__(AttShape<HD, BCK>::NW * 32, 4)
-attention_block_forward_kernel(AttBlockArgs a) {
-    constexpr int BR = AttShape<HD, BCK>::BR, BC = AttShape<HD, BCK>::BC, LD = AttShape<HD, BCK>::LD;
-    constexpr int NT = AttShape<HD, BCK>::NT, DT = AttShape<HD, BCK>::DT;
-    __shared__ __align__(16) bf16 Qs[BR * LD], Ks[BC * LD], Vs[BC * LD];
-    int warp = threadIdx.x / 32, lane = threadIdx.x % 32, t = lane % 4;
-    // latest (longest) first
-    int b = blockIdx.z, h = blockIdx.y, q_blk = (gridDim.x - 1 - blockIdx.x) * BR, q0 = q_blk + warp * 16;
-    int kvh = h / (a.H / a.KV);
-    const bf16* k = a.k + b * a.kv_seq + kvh * HD;
-    const bf16* v = a.v + b * a.kv_seq + kvh * HD;
-    const float sl2 = ATT_LOG2E / sqrtf((float)HD);  // scores in log2 units
-
-    att_stage<HD, BR>(Qs, a.q + b * a.q_seq + h * HD, a.q_ld, NULL, NULL, 0, q_blk, a.nq);
-    float o[DT][4] = {}, m[2] = {-INFINITY, -INFINITY}, l[2] = {0.0f, 0.0f};  // rows q0 + g, q0 + g + 8
-    int warp_first = att_block_first<DOC, AT>(a, b, q0), warp_last = att_block_last<AT>(a, b, q0 + 15);
-    int last[2], first[2];
-    for (int r = 0, i = q0 + lane / 4; r < 2; r++, i += 8)
-        first[r] = att_block_first<DOC, AT>(a, b, i), last[r] = att_block_last<AT>(a, b, i);
-    int k_end = att_block_last<AT>(a, b, q_blk + BR - 1) + 1;  // keys [first of q_blk, k_end) matter to this block
-    for (int kt = max(att_block_first<DOC, AT>(a, b, q_blk), 0) / BC * BC; kt < k_end; kt += BC) {
-        __syncthreads();  // everyone is done with the previous tiles
-        att_stage<HD, BC>(Ks, k, a.kv_ld, Vs, v, a.kv_ld, kt, a.nk);
-        __syncthreads();
-        // warp-uniform: the whole tile is after this warp's queries, or before their documents (without
-        // positions the last row's diagonal, not warp_last: held in a register it spilled at hd 64)
-        if (kt > (AT ? warp_last : q0 + 15 + a.diag) || (DOC && kt + BC <= warp_first)) continue;
-        float s[NT][4] = {};
-        att_abT<HD, LD, NT>(s, Qs + warp * 16 * LD, Ks);
-        float mx[2] = {m[0], m[1]};
+// The mask of one score tile (keys kt ..): score -inf where key j is after query row r's last
+// key last[m][r] or before its first first[m][r] (rows 16m + g + 8r of the warp).
+template <int MT, int NT, bool DOC>
+__device__ __forceinline__ void att_mask_keys(float (*s)[NT][4], int kt, const int (*last)[2], const int (*first)[2]) {
+    int t = threadIdx.x % 4;
+    #pragma unroll
+    for (int m = 0; m < MT; m++)
         #pragma unroll
         for (int n = 0; n < NT; n++)
             #pragma unroll
             for (int i = 0; i < 4; i++) {
                 int j = kt + n * 8 + 2 * t + i % 2;
-                // causal, the block's keys only, and within the document
-                s[n][i] = j <= last[i / 2] && (!DOC || j >= first[i / 2]) ? s[n][i] * sl2 : -INFINITY;
-                mx[i / 2] = fmaxf(mx[i / 2], s[n][i]);
+                if (j > last[m][i / 2] || (DOC && j < first[m][i / 2])) s[m][n][i] = -INFINITY;
             }
-        float corr[2], shift[2];
+}
+
+// The ring step's tiles: the forward's (MT 16-row tiles a warp, BK keys a tile, Q in registers)
+// and the backward's query tile BQ by head size, as the whole-sequence defaults but with room for
+// the rows' last keys (docs/GPU.md has their registers).
+template <int HD>
+struct RingTile {
+    static constexpr int MT = HD == 128 ? 1 : 2, BK = HD == 64 ? 32 : 64;
+    static constexpr int BQ = HD == 128 ? 16 : HD == 32 ? 32 : 64;
+    static constexpr bool KVREG = HD <= 32;
+};
+
+// As attention_forward_kernel over the keys the step's queries see, then merged.
+template <int HD, bool DOC, bool AT>
+__global__ void __launch_bounds__(128)
+attention_ring_forward_kernel(AttBlockArgs a) {
+    constexpr int MT = RingTile<HD>::MT, BK = RingTile<HD>::BK;
+    typedef FwdTile<HD, MT, BK, true> F;
+    constexpr int BQ = F::BQ, LD = F::LD, NT = F::NT, DT = F::DT, NW = F::NW;
+    extern __shared__ __align__(16) unsigned char att_smem[];
+    bf16* Qs = (bf16*)att_smem;  // [BQ][LD], then K [BK][LD], V [BK][LD]
+    bf16* Ks = Qs + BQ * LD;
+    bf16* Vs = Ks + BK * LD;
+    int warp = threadIdx.x / 32, lane = threadIdx.x % 32, g = lane / 4;
+    int b = blockIdx.z, h = blockIdx.y, q_blk = (gridDim.x - 1 - blockIdx.x) * BQ, q0 = q_blk + warp * 16 * MT;
+    int kvh = h / (a.H / a.KV), nk = a.kr.n;
+    const bf16 *kg = a.k + b * a.kv_seq + kvh * HD, *vg = a.v + b * a.kv_seq + kvh * HD;
+    const float sl2 = ATT_LOG2E / sqrtf((float)HD);
+
+    // the key tiles that matter: from the first row's first key to the last row's last
+    int kt = max(att_block_first<DOC, AT>(a, b, q_blk), 0) / BK * BK;
+    int k_end = att_block_last<AT>(a, b, q_blk + BQ - 1) + 1;
+    att_load<HD, BQ, NW>(Qs, a.q + b * a.q_seq + h * HD, a.q_ld, q_blk, a.qr.n);
+    if (kt < k_end) att_load<HD, BK, NW>(Ks, kg, a.kv_ld, kt, nk);
+    cp_async_commit();
+    cp_async_wait<0>();
+    __syncthreads();
+    uint32_t qf[MT][HD / 16][4];
+    #pragma unroll
+    for (int m = 0; m < MT; m++)
+        #pragma unroll
+        for (int ks = 0; ks < HD / 16; ks++)
+            ldsm_x4(qf[m][ks], Qs + (warp * 16 * MT + m * 16 + lane % 16) * LD + ks * 16 + lane / 16 * 8);
+    float o[MT][DT][4] = {}, m[MT][2], l[MT][2];
+    int first[MT][2], last[MT][2];  // each row's first and last key
+    #pragma unroll
+    for (int mt = 0; mt < MT; mt++)
+        for (int r = 0; r < 2; r++) {
+            int i = q0 + 16 * mt + g + 8 * r;
+            m[mt][r] = -INFINITY, l[mt][r] = 0.0f;
+            first[mt][r] = att_block_first<DOC, AT>(a, b, i), last[mt][r] = att_block_last<AT>(a, b, i);
+        }
+    int warp_first = att_block_first<DOC, AT>(a, b, q0), warp_last = att_block_last<AT>(a, b, q0 + 16 * MT - 1);
+    int warp_min_last = att_block_last<AT>(a, b, q0), warp_max_first = att_block_first<DOC, AT>(a, b, q0 + 16 * MT - 1);
+    for (; kt < k_end; kt += BK) {
+        att_load<HD, BK, NW>(Vs, vg, a.kv_ld, kt, nk);  // stage 1: V of this tile, during Q K^T
+        cp_async_commit();
+        // warp-uniform: the tile is after all this warp's rows' keys, or before all their documents
+        bool active = kt <= warp_last && !(DOC && kt + BK <= warp_first);
+        float s[MT][NT][4];
+        if (active) att_qk<HD, MT, NT, true>(s, qf, Qs, Ks);
+        cp_async_wait<0>();
+        __syncthreads();  // V landed for everyone; every warp is done with K
+        if (kt + BK < k_end) att_load<HD, BK, NW>(Ks, kg, a.kv_ld, kt + BK, nk);  // stage 2: the next K
+        cp_async_commit();
+        if (active) {
+            if (kt + BK - 1 > warp_min_last || (DOC && kt < warp_max_first))
+                att_mask_keys<MT, NT, DOC>(s, kt, last, first);
+            uint32_t p[MT][NT / 2][4];
+            att_softmax<HD, MT, NT, true>(p, s, o, m, l, sl2);  // a row may see no key of a tile
+            att_pv_mt<HD, MT, BK>(o, p, Vs);
+        }
+        cp_async_wait<0>();
+        __syncthreads();  // the next K landed; every warp is done with V
+    }
+    #pragma unroll
+    for (int mt = 0; mt < MT; mt++) {
+        float m2[2], sum[2];
         #pragma unroll
         for (int r = 0; r < 2; r++) {
-            mx[r] = fmaxf(mx[r], __shfl_xor_sync(0xffffffffu, mx[r], 1));
-            mx[r] = fmaxf(mx[r], __shfl_xor_sync(0xffffffffu, mx[r], 2));
-            // a row that has seen no key yet: nothing moves (exp2(-inf) = 0)
-            shift[r] = mx[r] == -INFINITY ? 0.0f : mx[r];
-            corr[r] = exp2f(m[r] - shift[r]);  // 0 on the row's first tile with a key (m = -inf)
-            m[r] = mx[r], l[r] *= corr[r];  // l: this lane's part of the row sum
+            sum[r] = l[mt][r];
+            sum[r] += __shfl_xor_sync(0xffffffffu, sum[r], 1);
+            sum[r] += __shfl_xor_sync(0xffffffffu, sum[r], 2);
+            m2[r] = m[mt][r] * sl2;  // the row max in the log2 units of the scaled scores
         }
-        #pragma unroll
-        for (int n = 0; n < NT; n++)
-            #pragma unroll
-            for (int i = 0; i < 4; i++) s[n][i] = exp2f(s[n][i] - shift[i / 2]), l[i / 2] += s[n][i];
-        #pragma unroll
-        for (int d = 0; d < DT; d++)
-            #pragma unroll
-            for (int i = 0; i < 4; i++) o[d][i] *= corr[i / 2];
-        uint32_t p[NT / 2][4];
-        att_to_a<NT>(p, s);
-        att_pv<HD, LD, BC>(o, p, Vs);
+        att_merge<DT>(a, b, h, q0 + 16 * mt, o[mt], m2, sum);
     }
-    #pragma unroll
-    for (int r = 0; r < 2; r++) {
-        l[r] += __shfl_xor_sync(0xffffffffu, l[r], 1);
-        l[r] += __shfl_xor_sync(0xffffffffu, l[r], 2);
-    }
-    att_merge<DT>(a, b, h, q0, o, m, l);
 }
 
-// As attention_backward_dq_kernel: dq (fp32) += the block's.
-template <int HD, int BCK, bool DOC, bool AT>
-__global__ void __launch_bounds__(AttShape<HD, BCK>::NW * 32, 3)
-attention_block_dq_kernel(AttBlockArgs a) {
-    constexpr int BR = AttShape<HD, BCK>::BR, BC = AttShape<HD, BCK>::BC, LD = AttShape<HD, BCK>::LD;
-    constexpr int NT = AttShape<HD, BCK>::NT, DT = AttShape<HD, BCK>::DT;
-    __shared__ __align__(16) bf16 Qs[BR * LD], dOs[BR * LD], Ks[BC * LD], Vs[BC * LD];
-    int warp = threadIdx.x / 32, lane = threadIdx.x % 32, g = lane / 4, t = lane % 4;
-    // latest (longest) first
-    int b = blockIdx.z, h = blockIdx.y, q_blk = (gridDim.x - 1 - blockIdx.x) * BR, q0 = q_blk + warp * 16;
-    int kvh = h / (a.H / a.KV);
-    const bf16* k = a.k + b * a.kv_seq + kvh * HD;
-    const bf16* v = a.v + b * a.kv_seq + kvh * HD;
-    const float sl2 = ATT_LOG2E / sqrtf((float)HD), scale = 1.0f / sqrtf((float)HD);  // sl2 as in the forward
-
-    att_stage<HD, BR>(Qs, a.q + b * a.q_seq + h * HD, a.q_ld, dOs, a.dout + b * a.o_seq + h * HD, a.o_ld, q_blk, a.nq);
-    float lse2[2], ds[2];  // rows q0 + g, q0 + g + 8; rows >= nq get 0 (their dO is 0, so is their dS)
-    #pragma unroll
-    for (int r = 0; r < 2; r++) {
-        int q = q0 + g + 8 * r;
-        lse2[r] = q < a.nq ? a.lse[((size_t)b * a.H + h) * a.l_ld + q] * ATT_LOG2E : 0.0f;
-        ds[r] = q < a.nq ? a.dsum[((size_t)b * a.H + h) * a.l_ld + q] : 0.0f;
+// As attention_bwd_stage_q, with the rows' last keys (the ring's positions), a tile of nq rows.
+template <int HD, int BQ, bool DOC, bool AT>
+__device__ __forceinline__ void att_ring_stage_q(unsigned char* stage, const AttBlockArgs& a, int b, int h, int qt) {
+    constexpr int LD = HD + 8;
+    att_load<HD, BQ, 4>((bf16*)stage, a.q + b * a.q_seq + h * HD, a.q_ld, qt, a.qr.n);
+    float* lses = (float*)(stage + 2 * BQ * LD * 2);
+    for (int i = threadIdx.x; i < BQ; i += 128) {
+        int q = qt + i;
+        size_t at = ((size_t)b * a.H + h) * a.l_ld + q;
+        lses[i] = q < a.qr.n ? a.lse[at] * ATT_LOG2E : 0.0f;
+        lses[BQ + i] = q < a.qr.n ? a.dsum[at] : 0.0f;
+        ((int*)lses)[2 * BQ + i] = att_block_first<DOC, AT>(a, b, q);
+        ((int*)lses)[3 * BQ + i] = att_block_last<AT>(a, b, q);
     }
-    // as in the forward
-    int warp_first = att_block_first<DOC, AT>(a, b, q0), warp_last = att_block_last<AT>(a, b, q0 + 15);
-    int last[2], first[2];
-    for (int r = 0, i = q0 + g; r < 2; r++, i += 8)
-        first[r] = att_block_first<DOC, AT>(a, b, i), last[r] = att_block_last<AT>(a, b, i);
-    float dq[DT][4] = {};
-    int k_end = att_block_last<AT>(a, b, q_blk + BR - 1) + 1;
-    for (int kt = max(att_block_first<DOC, AT>(a, b, q_blk), 0) / BC * BC; kt < k_end; kt += BC) {
-        __syncthreads();  // Qs, dOs are staged / the previous tiles are used
-        att_stage<HD, BC>(Ks, k, a.kv_ld, Vs, v, a.kv_ld, kt, a.nk);
+}
+
+// As attention_backward_kernel over the step's key blocks: dk, dv (fp32) += the step's, dq
+// into this split's fp32 buffer (dq_acc: splits x B x nq x H*HD), added to a.dq afterwards.
+// Launch bounds (128, 1): without the 1, ptxas held hd 16 and 32 (with documents) to 128
+// registers, 4 blocks an SM, and spilled 24-36 B.
+template <int HD, bool DOC, bool AT>
+__global__ void __launch_bounds__(128, 1)
+attention_ring_backward_kernel(AttBlockArgs a, float* dq_acc) {
+    constexpr int BQ = RingTile<HD>::BQ;
+    constexpr bool KVREG = RingTile<HD>::KVREG;
+    typedef BwdTile<HD, KVREG, BQ> Bt;
+    constexpr int BN = Bt::BN, LD = Bt::LD, DT = Bt::DT, NW = Bt::NW;
+    extern __shared__ __align__(16) unsigned char att_smem[];
+    bf16 *Ks = (bf16*)att_smem, *Vs = Ks + BN * LD, *dSt = Vs + BN * LD;
+    unsigned char* stages = (unsigned char*)(dSt + BN * Bt::LDS);
+    int warp = threadIdx.x / 32, lane = threadIdx.x % 32;
+    int split = blockIdx.x, n_split = gridDim.x, kvh = blockIdx.y, b = blockIdx.z, B = gridDim.z;
+    int group = a.H / a.KV, nq = a.qr.n, nk = a.kr.n, n_kb = (nk + BN - 1) / BN;
+    float* dq_b = dq_acc + ((size_t)split * B + b) * nq * a.H * HD;
+    const float sl2 = ATT_LOG2E / sqrtf((float)HD), scale = 1.0f / sqrtf((float)HD);
+    for (int round = 0;; round++) {
+        int kb = round * n_split + (round % 2 ? n_split - 1 - split : split);  // zig-zag over the splits
+        if (kb >= n_kb) break;
+        int j_blk = kb * BN, j0 = j_blk + warp * 16, j_last = min(j_blk + BN, nk) - 1;
+        // the query tiles that see a key of the block: from the first query at or after its first key
+        int q_begin = att_queries_before<AT>(a, b, att_k_pos<AT>(a, b, j_blk));
+        if (q_begin >= nq || (DOC && att_block_first<DOC, AT>(a, b, q_begin) > j_last)) continue;  // block-uniform
+        __syncthreads();  // the previous key block's tiles are used
+        att_load<HD, BN, NW>(Ks, a.k + b * a.kv_seq + kvh * HD, a.kv_ld, j_blk, nk);
+        att_load<HD, BN, NW>(Vs, a.v + b * a.kv_seq + kvh * HD, a.kv_ld, j_blk, nk);
+        int h = kvh * group, qt = q_begin, cur = 0;
+        att_ring_stage_q<HD, BQ, DOC, AT>(stages, a, b, h, qt);
+        att_load<HD, BQ, NW>((bf16*)stages + BQ * LD, a.dout + b * a.o_seq + h * HD, a.o_ld, qt, nq);
+        cp_async_commit();
+        cp_async_wait<0>();
         __syncthreads();
-        if (kt > (AT ? warp_last : q0 + 15 + a.diag) || (DOC && kt + BC <= warp_first)) continue;
-        float s[NT][4] = {}, dp[NT][4] = {};
-        att_abT<HD, LD, NT>(s, Qs + warp * 16 * LD, Ks);
-        att_abT<HD, LD, NT>(dp, dOs + warp * 16 * LD, Vs);
-        #pragma unroll
-        for (int n = 0; n < NT; n++)
+        uint32_t kf[1][HD / 16][4], vf[1][HD / 16][4];  // this warp's keys and values as A fragments (KVREG)
+        if (KVREG)
             #pragma unroll
-            for (int i = 0; i < 4; i++) {
-                int j = kt + n * 8 + 2 * t + i % 2;
-                float p = j <= last[i / 2] && (!DOC || j >= first[i / 2]) ? exp2f(s[n][i] * sl2 - lse2[i / 2]) : 0.0f;
-                s[n][i] = p * (dp[n][i] - ds[i / 2]);  // dS
+            for (int ks = 0; ks < HD / 16; ks++) {
+                ldsm_x4(kf[0][ks], Ks + (warp * 16 + lane % 16) * LD + ks * 16 + lane / 16 * 8);
+                ldsm_x4(vf[0][ks], Vs + (warp * 16 + lane % 16) * LD + ks * 16 + lane / 16 * 8);
             }
-        uint32_t dsa[NT / 2][4];
-        att_to_a<NT>(dsa, s);
-        att_pv<HD, LD, BC>(dq, dsa, Ks);
-    }
-    att_add<DT>(a.dq + b * a.o_seq + h * HD, a.o_ld, q0, a.nq, dq, scale);
-}
-
-// As attention_backward_dkv_kernel: dk, dv (fp32) += the block's, over the queries that see
-// each key.
-template <int HD, int BCK, bool DOC, bool AT>
-__global__ void __launch_bounds__(AttShape<HD, BCK>::NW * 32, 3)
-attention_block_dkv_kernel(AttBlockArgs a) {
-    constexpr int BR = AttShape<HD, BCK>::BR, BC = AttShape<HD, BCK>::BC, LD = AttShape<HD, BCK>::LD;
-    constexpr int NT = AttShape<HD, BCK>::NT, DT = AttShape<HD, BCK>::DT;
-    __shared__ __align__(16) bf16 Kb[BR * LD], Vb[BR * LD], Qs[BC * LD], dOs[BC * LD];
-    __shared__ float lses[BC], dss[BC];
-    __shared__ int firsts[DOC ? BC : 1], lasts[AT ? BC : 1];  // each query's first key, and last (AT)
-    int warp = threadIdx.x / 32, lane = threadIdx.x % 32, g = lane / 4, t = lane % 4;
-    int b = blockIdx.z, kvh = blockIdx.y, j_blk = blockIdx.x * BR, j0 = j_blk + warp * 16, group = a.H / a.KV;
-    const float sl2 = ATT_LOG2E / sqrtf((float)HD), scale = 1.0f / sqrtf((float)HD);  // sl2 as in the forward
-
-    att_stage<HD, BR>(Kb, a.k + b * a.kv_seq + kvh * HD, a.kv_ld, Vb, a.v + b * a.kv_seq + kvh * HD, a.kv_ld, j_blk,
-                      a.nk);
-    float dk[DT][4] = {}, dv[DT][4] = {};
-    // queries before j_blk's position see none of these keys, nor do those whose documents start after them
-    int q_begin = AT ? att_rows_before(a.q_at + (size_t)b * a.at_ld, a.nq, a.k_at[(size_t)b * a.at_ld + j_blk])
-                     : max(j_blk - a.diag, 0);
-    for (int h = kvh * group; h < (kvh + 1) * group; h++)
-        for (int qt = q_begin; qt < a.nq && (!DOC || att_block_first<DOC, AT>(a, b, qt) < j_blk + BR); qt += BC) {
-            __syncthreads();  // Kb, Vb are staged / the previous tiles are used
-            att_stage<HD, BC>(Qs, a.q + b * a.q_seq + h * HD, a.q_ld, dOs, a.dout + b * a.o_seq + h * HD, a.o_ld, qt,
-                              a.nq);
-            for (int i = threadIdx.x; i < BC; i += blockDim.x) {
-                int qi = qt + i;
-                lses[i] = qi < a.nq ? a.lse[((size_t)b * a.H + h) * a.l_ld + qi] * ATT_LOG2E : 0.0f;
-                dss[i] = qi < a.nq ? a.dsum[((size_t)b * a.H + h) * a.l_ld + qi] : 0.0f;
-                if (DOC) firsts[i] = att_block_first<DOC, AT>(a, b, qi);
-                if (AT) lasts[i] = att_block_last<AT>(a, b, qi);
-            }
-            __syncthreads();
-            // warp-uniform: the whole tile is before this warp's keys
-            if ((AT ? lasts[BC - 1] : qt + BC - 1 + a.diag) < j0) continue;
-            float st[NT][4] = {}, dpt[NT][4] = {};
-            att_abT<HD, LD, NT>(st, Kb + warp * 16 * LD, Qs);
-            att_abT<HD, LD, NT>(dpt, Vb + warp * 16 * LD, dOs);
-            #pragma unroll
-            for (int n = 0; n < NT; n++)
-                #pragma unroll
-                for (int i = 0; i < 4; i++) {
-                    int c = n * 8 + 2 * t + i % 2, qi = qt + c, j = j0 + g + 8 * (i / 2);
-                    int seen = (AT ? lasts[c] : qi + a.diag) >= j && qi < a.nq && (!DOC || j >= firsts[c]);
-                    float p = seen ? exp2f(st[n][i] * sl2 - lses[c]) : 0.0f;
-                    st[n][i] = p;                        // P^T
-                    dpt[n][i] = p * (dpt[n][i] - dss[c]);  // dS^T
-                }
-            uint32_t pa[NT / 2][4], dsa[NT / 2][4];
-            att_to_a<NT>(pa, st);
-            att_to_a<NT>(dsa, dpt);
-            att_pv<HD, LD, BC>(dv, pa, dOs);
-            att_pv<HD, LD, BC>(dk, dsa, Qs);
+        float dk[DT][4] = {}, dv[DT][4] = {};
+        for (;;) {
+            unsigned char *st = stages + cur * Bt::STAGE, *nst = stages + (cur ^ 1) * Bt::STAGE;
+            bf16 *Qs = (bf16*)st, *dOs = Qs + BQ * LD;
+            float* lses = (float*)(dOs + BQ * LD);
+            const int *firsts = (const int*)(lses + 2 * BQ), *lasts = firsts + BQ;
+            int nh = h, nqt = qt + BQ;  // the next tile, as in attention_backward_kernel
+            if (nqt >= nq || (DOC && att_block_first<DOC, AT>(a, b, nqt) > j_last)) nh++, nqt = q_begin;
+            bool next = nh < (kvh + 1) * group;
+            if (next) att_ring_stage_q<HD, BQ, DOC, AT>(nst, a, b, nh, nqt);
+            cp_async_commit();
+            // warp-uniform: every query's keys end before this warp's, or its document starts after them
+            bool active = lasts[BQ - 1] >= j0 && !(DOC && firsts[0] > j0 + 15);
+            if (active)
+                att_bwd_tile<HD, KVREG, BQ, DOC, true>(dk, dv, kf, vf, Ks + warp * 16 * LD, Vs + warp * 16 * LD, Qs,
+                                                       dOs, lses, lses + BQ, firsts, lasts,
+                                                       dSt + warp * 16 * Bt::LDS, qt, j0, sl2);
+            else att_store_a<BQ, Bt::LDS>(dSt + warp * 16 * Bt::LDS, NULL, true);
+            if (next) att_load<HD, BQ, NW>((bf16*)nst + BQ * LD, a.dout + b * a.o_seq + nh * HD, a.o_ld, nqt, nq);
+            cp_async_commit();
+            __syncthreads();  // dS^T is whole
+            att_bwd_dq<HD, KVREG, BQ>(dq_b + h * HD, a.H * HD, qt, nq, dSt, Ks);
+            cp_async_wait<0>();
+            __syncthreads();  // the next tile landed; every warp is done with this one and with dS^T
+            if (!next) break;
+            h = nh, qt = nqt, cur ^= 1;
         }
-    att_add<DT>(a.dk + b * a.dkv_seq + kvh * HD, a.dkv_ld, j0, a.nk, dk, scale);
-    att_add<DT>(a.dv + b * a.dkv_seq + kvh * HD, a.dkv_ld, j0, a.nk, dv, 1.0f);
+        att_add<DT>(a.dk + b * a.dkv_seq + kvh * HD, a.dkv_ld, j0, nk, dk, scale);
+        att_add<DT>(a.dv + b * a.dkv_seq + kvh * HD, a.dkv_ld, j0, nk, dv, 1.0f);
+    }
 }
 
-template <int HD, int BCK, bool DOC, bool AT>
-static void attention_block_kernels(int fwd, const AttBlockArgs& a, int B, cudaStream_t s) {
-    dim3 block(AttShape<HD>::NW * 32), q_grid(cdiv(a.nq, AttShape<HD>::BR), a.H, B);
+// a.dq (fp32, rows o_ld apart, o_seq a sequence) += scale * the splits' sums, added in split order.
+__global__ void attention_ring_dq_finish_kernel(AttBlockArgs a, const float* dq_acc, int n_split, int B, int hd,
+                                                float scale) {
+    size_t w = (size_t)a.H * hd, n = (size_t)B * a.qr.n * w, e = (size_t)blockIdx.x * blockDim.x + threadIdx.x;
+    if (e >= n) return;
+    float sum = 0.0f;
+    for (int k = 0; k < n_split; k++) sum += dq_acc[(size_t)k * n + e];
+    size_t row = e / w, b = row / a.qr.n;
+    a.dq[b * a.o_seq + (row % a.qr.n) * a.o_ld + e % w] += sum * scale;
+}
+
+template <int HD, bool DOC, bool AT>
+static void attention_ring_launch(int fwd, const AttBlockArgs& a, int B, cudaStream_t s) {
+    typedef FwdTile<HD, RingTile<HD>::MT, RingTile<HD>::BK, true> F;
+    typedef BwdTile<HD, RingTile<HD>::KVREG, RingTile<HD>::BQ> Bt;
+    static int smem_set;
+    if (!smem_set) {
+        cudaCheck(cudaFuncSetAttribute(attention_ring_forward_kernel<HD, DOC, AT>,
+                                       cudaFuncAttributeMaxDynamicSharedMemorySize, (int)F::SMEM));
+        cudaCheck(cudaFuncSetAttribute(attention_ring_backward_kernel<HD, DOC, AT>,
+                                       cudaFuncAttributeMaxDynamicSharedMemorySize, (int)Bt::SMEM));
+        smem_set = 1;
+    }
     if (fwd) {
-        attention_block_forward_kernel<HD, BCK, DOC, AT><<<q_grid, block, 0, s>>>(a);
+        attention_ring_forward_kernel<HD, DOC, AT><<<dim3(cdiv(a.qr.n, F::BQ), a.H, B), 128, F::SMEM, s>>>(a);
         launchCheck();
         return;
     }
-    attention_block_dq_kernel<HD, BCK, DOC, AT><<<q_grid, block, 0, s>>>(a);
+    size_t n = (size_t)B * a.qr.n * a.H * HD;
+    int n_split = attn_dq_splits(B, a.kr.n, a.KV, att_bwd_blocks / 2);
+    if ((size_t)n_split * n > att_dq_acc_n) n_split = (int)(att_dq_acc_n / n);  // what the buffer holds
+    if (n_split < 1)
+        fail("attention ring backward: the dQ buffer (%zu floats) < B*Ts*Ha*hd = %zu", att_dq_acc_n, n);
+    copyCheck(cudaMemsetAsync(att_dq_acc, 0, sizeof(float) * n * n_split, s));
+    attention_ring_backward_kernel<HD, DOC, AT><<<dim3(n_split, a.KV, B), 128, Bt::SMEM, s>>>(a, att_dq_acc);
     launchCheck();
-    attention_block_dkv_kernel<HD, BCK, DOC, AT><<<dim3(cdiv(a.nk, AttShape<HD>::BR), a.KV, B), block, 0, s>>>(a);
+    attention_ring_dq_finish_kernel<<<cdiv(n, 256), 256, 0, s>>>(a, att_dq_acc, n_split, B, HD,
+                                                                1.0f / sqrtf((float)HD));
     launchCheck();
 }
-template <int HD, int BCK>
-static void attention_block_launch(int fwd, const AttBlockArgs& a, int B, cudaStream_t s) {
-    if (a.q_at) attention_block_kernels<HD, BCK, true, true>(fwd, a, B, s);  // positions come with documents
-    else if (a.doc) attention_block_kernels<HD, BCK, true, false>(fwd, a, B, s);
-    else attention_block_kernels<HD, BCK, false, false>(fwd, a, B, s);
+template <int HD>
+static void attention_ring_kernels(int fwd, const AttBlockArgs& a, int B, cudaStream_t s) {
+    if (a.q_at) attention_ring_launch<HD, true, true>(fwd, a, B, s);  // positions come with documents
+    else if (a.doc) attention_ring_launch<HD, true, false>(fwd, a, B, s);
+    else attention_ring_launch<HD, false, false>(fwd, a, B, s);
 }
 // The kernels of head size hd; fwd: the forward, else the backward.
 static void attention_block_run(int fwd, const AttBlockArgs& a, int B, int hd, cudaStream_t s) {
-    if (hd == 16) attention_block_launch<16, AttShape<16>::BC>(fwd, a, B, s);
-    else if (hd == 32) attention_block_launch<32, AttShape<32>::BC>(fwd, a, B, s);
-    else if (hd == 64) attention_block_launch<64, 64>(fwd, a, B, s);
-    else attention_block_launch<128, AttShape<128>::BC>(fwd, a, B, s);
+    if (hd == 16) attention_ring_kernels<16>(fwd, a, B, s);
+    else if (hd == 32) attention_ring_kernels<32>(fwd, a, B, s);
+    else if (hd == 64) attention_ring_kernels<64>(fwd, a, B, s);
+    else attention_ring_kernels<128>(fwd, a, B, s);
 }
 
-// The block's operands: q rows hold the query heads from column 0 (stride blk->q_ld), kv
-// rows the k heads then the v heads (stride blk->kv_ld); the running output o, dq, dout and
-// out are B*Ts x Ha*hd, dkv B*Ts x 2*KVa*hd (dk then dv), lse B x Ha x Ts.
-static AttBlockArgs att_block(const AttnBlock* blk, const bf16* q, const bf16* kv) {
-    attention_check(blk->Ha, blk->KVa, blk->hd);
+// The rows of one side of the blocks blk[0, n) (row, count, position of each block's, at
+// stride ints apart from base): at most two segments, contiguous in rows with increasing
+// positions (a rank's zig-zag pair), as AttRows from row *row0.
+static AttRows att_rows_of(const int* base, int stride, int n, int* row0) {
+    int seg[2][3], ns = 0;  // {row, count, position}
+    for (int i = 0; i < n; i++) {
+        const int* x = base + (size_t)i * stride;
+        int k = 0;
+        while (k < ns && seg[k][0] != x[0]) k++;
+        if (k < ns) {
+            if (seg[k][1] != x[1] || seg[k][2] != x[2]) fail("attention blocks: two blocks disagree on rows %d", x[0]);
+            continue;
+        }
+        if (ns == 2) fail("attention blocks: more than two segments a side");
+        seg[ns][0] = x[0], seg[ns][1] = x[1], seg[ns][2] = x[2], ns++;
+    }
+    if (ns == 2 && seg[1][0] < seg[0][0])
+        for (int c = 0; c < 3; c++) { int t = seg[0][c]; seg[0][c] = seg[1][c], seg[1][c] = t; }
+    if (ns == 2 && (seg[0][0] + seg[0][1] != seg[1][0] || seg[0][2] + seg[0][1] > seg[1][2]))
+        fail("attention blocks: segments not contiguous in rows with increasing positions");
+    *row0 = seg[0][0];
+    AttRows r = {seg[0][1], seg[0][1], seg[0][2], seg[0][2]};
+    if (ns == 2) r.n += seg[1][1], r.pos1 = seg[1][2];
+    return r;
+}
+
+// The step's operands (the blocks blk[0, n) of one ring step: the same q and kv buffers): q
+// rows hold the query heads from column 0 (stride q_ld), kv rows the k heads then the v heads
+// (stride kv_ld); the running output o, dq, dout and out are B*Ts x Ha*hd, dkv B*Ts x 2*KVa*hd
+// (dk then dv), lse B x Ha x Ts. A query segment with an init block starts there: the blocks
+// of the ring's first step (all init for their rows) or none.
+static AttBlockArgs att_step(const AttnBlock* blk, int n, const bf16* q, const bf16* kv, int* q_row, int* k_row) {
+    const AttnBlock* f = &blk[0];
+    attention_check(f->Ha, f->KVa, f->hd);
     AttBlockArgs a = {};
-    int hd = blk->hd;
-    a.q = q + (size_t)blk->q_row * blk->q_ld;
-    a.k = kv + (size_t)blk->k_row * blk->kv_ld, a.v = a.k + blk->KVa * hd;
-    a.q_seq = (size_t)blk->Ts * blk->q_ld, a.kv_seq = (size_t)blk->Ts * blk->kv_ld;
-    a.q_ld = blk->q_ld, a.kv_ld = blk->kv_ld;
-    a.o_ld = blk->Ha * hd, a.o_seq = (size_t)blk->Ts * a.o_ld;
-    a.dkv_ld = 2 * blk->KVa * hd, a.dkv_seq = (size_t)blk->Ts * a.dkv_ld;
-    a.l_ld = blk->Ts;
-    a.nq = blk->nq, a.nk = blk->nk, a.diag = blk->q_pos - blk->k_pos;
-    a.H = blk->Ha, a.KV = blk->KVa, a.init = blk->init;
-    // with positions (q_at, k_at) the documents are looked up at them, not at q_pos + i
-    if (blk->q_at && (!blk->k_at || !blk->doc)) fail("attention block: row positions need key positions and documents");
-    a.doc = blk->doc ? blk->doc + (blk->q_at ? 0 : blk->q_pos) : NULL, a.doc_ld = blk->doc_ld, a.k_pos = blk->k_pos;
-    a.q_at = blk->q_at, a.k_at = blk->k_at, a.at_ld = blk->at_ld;
+    int hd = f->hd, stride = (int)(sizeof(AttnBlock) / sizeof(int)), n_init = 0;
+    for (int i = 0; i < n; i++) n_init += blk[i].init;
+    if (f->q_at && n != 1) fail("attention blocks: row positions come one block a step");
+    a.qr = att_rows_of(&f->q_row, stride, n, q_row), a.kr = att_rows_of(&f->k_row, stride, n, k_row);
+    if (n_init && (a.qr.n0 == a.qr.n ? 1 : 2) > n_init)
+        fail("attention blocks: some query rows of the step start, some not");
+    a.q = q + (size_t)*q_row * f->q_ld;
+    a.k = kv + (size_t)*k_row * f->kv_ld, a.v = a.k + f->KVa * hd;
+    a.q_seq = (size_t)f->Ts * f->q_ld, a.kv_seq = (size_t)f->Ts * f->kv_ld;
+    a.q_ld = f->q_ld, a.kv_ld = f->kv_ld;
+    a.o_ld = f->Ha * hd, a.o_seq = (size_t)f->Ts * a.o_ld;
+    a.dkv_ld = 2 * f->KVa * hd, a.dkv_seq = (size_t)f->Ts * a.dkv_ld;
+    a.l_ld = f->Ts;
+    a.H = f->Ha, a.KV = f->KVa, a.init = n_init > 0;
+    // with positions (q_at, k_at) the documents are looked up at them
+    if (f->q_at && (!f->k_at || !f->doc)) fail("attention block: row positions need key positions and documents");
+    a.doc = f->doc, a.doc_ld = f->doc_ld;
+    a.q_at = f->q_at, a.k_at = f->k_at, a.at_ld = f->at_ld;
     return a;
 }
-// o, lse (fp32): the block merged in by log-sum-exp (blk->init: its query rows start here).
-static void attention_block_forward_gpu(float* o, float* lse, const bf16* q, const bf16* kv, const AttnBlock* blk,
-                                        cudaStream_t s) {
-    AttBlockArgs a = att_block(blk, q, kv);
-    a.o = o + (size_t)blk->q_row * a.o_ld, a.lse = lse + blk->q_row;
-    attention_block_run(1, a, blk->B, blk->hd, s);
+// o, lse (fp32): the step's blocks blk[0, n) merged in by log-sum-exp, one launch.
+static void attention_step_forward_gpu(float* o, float* lse, const bf16* q, const bf16* kv, const AttnBlock* blk, int n,
+                                       cudaStream_t s) {
+    if (!n) return;
+    int q_row, k_row;
+    AttBlockArgs a = att_step(blk, n, q, kv, &q_row, &k_row);
+    a.o = o + (size_t)q_row * a.o_ld, a.lse = lse + q_row;
+    attention_block_run(1, a, blk[0].B, blk[0].hd, s);
 }
-// dq, dkv (fp32) += the block's gradients, from the final lse and out. Dsum goes to the
+// dq, dkv (fp32) += the step's gradients, from the final lse and out. Dsum goes to the
 // reduction scratch, for all B*Ha*Ts rows (the whole-sequence kernel's, on Ts rows: a pass
-// over out and dout, small beside the block).
-static void attention_block_backward_gpu(float* dq, float* dkv, const bf16* q, const bf16* kv, const bf16* dout,
-                                         const bf16* out, const float* lse, const AttnBlock* blk, cudaStream_t s) {
-    AttBlockArgs a = att_block(blk, q, kv);
-    size_t rows = (size_t)blk->B * blk->Ts * blk->Ha, q_off = (size_t)blk->q_row * a.o_ld,
-           k_off = (size_t)blk->k_row * a.dkv_ld;
+// over out and dout, small beside the step).
+static void attention_step_backward_gpu(float* dq, float* dkv, const bf16* q, const bf16* kv, const bf16* dout,
+                                        const bf16* out, const float* lse, const AttnBlock* blk, int n,
+                                        cudaStream_t s) {
+    if (!n) return;
+    int q_row, k_row;
+    AttBlockArgs a = att_step(blk, n, q, kv, &q_row, &k_row);
+    const AttnBlock* f = &blk[0];
+    size_t rows = (size_t)f->B * f->Ts * f->Ha, q_off = (size_t)q_row * a.o_ld, k_off = (size_t)k_row * a.dkv_ld;
     if (rows > gpu_scratch_n)
         fail("attention backward: reduction scratch (%zu floats) < B*Ha*Ts = %zu", gpu_scratch_n, rows);
-    attention_dsum_kernel<<<cdiv(rows, 8), 256, 0, s>>>(gpu_scratch, dout, out, blk->B, blk->Ts, blk->Ha, blk->hd);
+    attention_dsum_kernel<<<cdiv(rows, 8), 256, 0, s>>>(gpu_scratch, dout, out, f->B, f->Ts, f->Ha, f->hd);
     launchCheck();
-    a.dout = dout + q_off, a.lse = (float*)lse + blk->q_row, a.dsum = gpu_scratch + blk->q_row;
-    a.dq = dq + q_off, a.dk = dkv + k_off, a.dv = dkv + k_off + blk->KVa * blk->hd;
-    attention_block_run(0, a, blk->B, blk->hd, s);
+    a.dout = dout + q_off, a.lse = (float*)lse + q_row, a.dsum = gpu_scratch + q_row;
+    a.dq = dq + q_off, a.dk = dkv + k_off, a.dv = dkv + k_off + f->KVa * f->hd;
+    attention_block_run(0, a, f->B, f->hd, s);
 }
 
 // dqkv (rows x (Ha + 2*KVa)*hd, bf16) = [dq (Ha*hd) | dkv (2*KVa*hd)] rounded: the ring's

@@ -97,6 +97,13 @@ static void gpu_kernels_init(size_t scratch_floats) {
     gpu_scratch_n = scratch_floats;
     cudaCheck(cudaMalloc(&gpu_scratch, sizeof(float) * scratch_floats));
 }
+// The current device's streaming multiprocessors.
+static int gpu_sm_count(void) {
+    int dev = 0, sms = 0;
+    cudaCheck(cudaGetDevice(&dev));
+    cudaCheck(cudaDeviceGetAttribute(&sms, cudaDevAttrMultiProcessorCount, dev));
+    return sms;
+}
 static void lt_plans_free(void);
 static void attention_buffers_free(void);
 static void gpu_kernels_free(void) {

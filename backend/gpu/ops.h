@@ -114,18 +114,19 @@ static void op_attention_backward(Model* m, bf16* dqkv, const bf16* dout, const 
     attention_backward_gpu(dqkv, dout, qkv, out, att, B, m->T, H, KV, m->hd, mb_docs(m), m->be.stream);
     op_family_end(m);
 }
-// Context parallelism's blocks (parallel/context_parallel.h): kernels_gpu.cuh's flash
-// kernels over two segments of a sequence, with an fp32 running output and fp32 gradients.
-static void op_attention_block_forward(Model* m, float* o, float* lse, const bf16* q, const bf16* kv,
-                                       const AttnBlock* a) {
+// Context parallelism's ring steps (parallel/context_parallel.h): attention_block.cuh's flash
+// kernels, all blocks of a step in one launch, with an fp32 running output and fp32 gradients.
+static void op_attention_blocks_forward(Model* m, float* o, float* lse, const bf16* q, const bf16* kv,
+                                        const AttnBlock* blk, int n) {
     op_family_begin(m, OP_ATT_FWD);
-    attention_block_forward_gpu(o, lse, q, kv, a, m->be.stream);
+    attention_step_forward_gpu(o, lse, q, kv, blk, n, m->be.stream);
     op_family_end(m);
 }
-static void op_attention_block_backward(Model* m, float* dq, float* dkv, const bf16* q, const bf16* kv,
-                                        const bf16* dout, const bf16* out, const float* lse, const AttnBlock* a) {
+static void op_attention_blocks_backward(Model* m, float* dq, float* dkv, const bf16* q, const bf16* kv,
+                                         const bf16* dout, const bf16* out, const float* lse, const AttnBlock* blk,
+                                         int n) {
     op_family_begin(m, OP_ATT_BWD);
-    attention_block_backward_gpu(dq, dkv, q, kv, dout, out, lse, a, m->be.stream);
+    attention_step_backward_gpu(dq, dkv, q, kv, dout, out, lse, blk, n, m->be.stream);
     op_family_end(m);
 }
 static void op_attention_grad_pack(Model* m, bf16* dqkv, const float* dq, const float* dkv, size_t rows, int Ha,

@@ -332,6 +332,7 @@ static void plan_build_docs(DocPlan* p, const Doc* docs, size_t n_docs, int pad,
         for (int s = 0; s < G; s++) ps.room[s] = T;
         if (packing == PACK_WLB) pass_wlb(&ps, p, b);
         else pass_greedy(&ps, p);
+        stop_if_signalled("building the --packing plan");  // wlb: 15 s at micro-batch 1 (docs:lognormal, batch 64)
         plan_append(p, &ps, &cap);
     }
     free(ps.wait), free(ps.room), free(ps.batch);

@@ -49,6 +49,7 @@ static void plan_usage(void) {
         "  --cp-ulysses U (the all-to-all degree inside cp; 2d: the ring is cp / U)   evaluate only these layouts\n"
         "  --cp-split zigzag|contiguous|doc   the ring's rows, as ./train's (default zigzag; contiguous: every\n"
         "                          layout's time; doc: each document zig-zagged, under --doc-lengths)\n"
+        "  --max-search-min M      refuse a search projected (from its own pace) to take longer (default 10)\n"
         "  --top N                 rows to print (default 20)    --plan-csv FILE  all layouts (or the runs), every "
         "column\n"
         "  --doc-lengths FILE|lognormal:MEDIAN[:SIGMA]   document lengths (one a line): the best layout's attention "
@@ -220,7 +221,12 @@ static void plan_parse_args(int argc, char** argv, PlanArgs* a) {
                 fail("--global-batch-tokens must be in [1, %lld], got %ld", PLAN_MAX_TOKENS, a->global_tokens);
         } else if (!strcmp(flag, "--global-batch"))
             a->global_batch = plan_size_flag(v, SIZE_GLOBAL_BATCH);
-        else if (!strcmp(flag, "--top"))
+        else if (!strcmp(flag, "--max-search-min")) {
+            char* end;
+            double x = strtod(v, &end);
+            if (end == v || *end || !(x > 0 && x <= 1e6)) fail("--max-search-min: expected minutes in (0, 1e6], got '%s'", v);
+            plan_max_search_s = 60 * x;
+        } else if (!strcmp(flag, "--top"))
             a->top = plan_int(v, flag, 1, 1 << 30);
         else if (!strcmp(flag, "--plan-csv")) a->csv = v;
         else if (!strcmp(flag, "--tokens") || !strcmp(flag, "--noise-scale") || !strcmp(flag, "--target-loss")) {
@@ -399,8 +405,15 @@ static void plan_no_layout(const ModelConfig* c, const PlanArgs* a, int global_b
          keys.k[0].tp, keys.k[0].cp, keys.k[0].pp, keys.k[0].vpp, keys.k[0].mb, r.invalid ? r.invalid : "?");
 }
 
+// A stop (Ctrl-C, SIGTERM, SIGHUP, a closed stdout) during a search: recorded, and the search ends
+// within a block of layouts, exit 128 + the signal, the CSV's temporary removed (search.h).
+static void plan_on_signal(int sig) { stop_signal = sig; }
+
 static int plan_main(int argc, char** argv) {
     PlanArgs a;
+    plan_started_s = now_s();
+    int stops[4] = {SIGINT, SIGTERM, SIGHUP, SIGPIPE};
+    for (int i = 0; i < 4; i++) signal(stops[i], plan_on_signal);
     plan_parse_args(argc, argv, &a);
     if (a.runs) { plan_runs(a.runs, a.csv, a.shape, &a.setup, &a.dev); return 0; }
     ModelConfig c;

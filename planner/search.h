@@ -191,32 +191,73 @@ static PlanKeys plan_keys(const ModelConfig* c, int gpus, int global_batch, int 
     return keys;
 }
 
-// Run body(i, arg) for every i in [0, n) on all cores: threads of its own (joined before it
-// returns, so a process may fork after a search) take blocks of `block` indices in turn.
+// The search's bound: one this machine would take more than plan_max_search_s for is refused,
+// judged by its own pace, not a model of it: after each block, each pass projects its end from
+// the share of its layouts done in the time they took (its first blocks' cost says little: a
+// prediction is ~0.1 ms when its pipeline's counts are cached and ~20 ms when not, so layouts
+// timed apart would misjudge by 100x), added to the time since the search began. A search is
+// refused once its projection passes the limit (checked every 20 ms past PLAN_PACE_AFTER_S, so
+// the pace is measured over thousands of layouts), so never much past the limit. Measured (2
+// cores, loaded): llama-65b --n-layer 512 on 1024 GPUs (2.2M layouts) refused after 5.0 s at a
+// projected 20 min (it had not answered in 30 min); on 16 GPUs (136k layouts) it ends in 39 s.
+// A stop signal (plan_main installs the handler) ends it at once, exit 128 + the signal, the
+// CSV's temporary gone.
+#define PLAN_PACE_AFTER_S 5.0
+static double plan_max_search_s = 600;  // --max-search-min (default 10)
+static double plan_started_s = -1;  // when the search began (plan_main; < 0: no bound, as in the tests)
+
 typedef struct {
     void (*body)(int i, void* arg);
     void* arg;
-    int n, block, next;
+    int n, block, next, done, finished, over;
+    double t0, projected_s;
 } PlanWork;
+
+// Whether w's projection (the time since the search began, and the rest of this pass at its pace
+// so far) passes the limit; the first to see it sets over and projected_s.
+static int plan_over_limit(PlanWork* w) {
+    int done = __atomic_load_n(&w->done, __ATOMIC_RELAXED);
+    double now = now_s(), projected = now - plan_started_s + (now - w->t0) * (w->n - done) / (done ? done : 1);
+    if (plan_started_s >= 0 && now - plan_started_s > PLAN_PACE_AFTER_S && projected > plan_max_search_s &&
+        !__atomic_exchange_n(&w->over, 1, __ATOMIC_RELAXED))
+        w->projected_s = projected;
+    return __atomic_load_n(&w->over, __ATOMIC_RELAXED);
+}
 
 static void* plan_worker(void* p) {
     PlanWork* w = (PlanWork*)p;
     for (int start; (start = __atomic_fetch_add(&w->next, w->block, __ATOMIC_RELAXED)) < w->n;)
-        for (int i = start; i < w->n && i < start + w->block; i++) w->body(i, w->arg);
+        for (int i = start; i < w->n && i < start + w->block; i++) {
+            if (__atomic_load_n(&w->over, __ATOMIC_RELAXED) || stop_signal) break;
+            w->body(i, w->arg);
+            __atomic_add_fetch(&w->done, 1, __ATOMIC_RELAXED);
+        }
     pipe_counts_release();
+    __atomic_add_fetch(&w->finished, 1, __ATOMIC_RELEASE);
     return NULL;
 }
 
+// Run body(i, arg) for every i in [0, n) on all cores: threads of its own (joined before it
+// returns, so a process may fork after a search) take blocks of `block` indices in turn, while
+// this one watches: a stop or a projection past the limit ends the search at once, even inside
+// a layout that takes seconds (pp 512 over 2048 micro-batches).
 static void plan_parallel_for(int n, int block, void (*body)(int i, void* arg), void* arg) {
-    PlanWork w = {body, arg, n, block, 0};
+    PlanWork w = {body, arg, n, block, 0, 0, 0, 0, now_s(), 0};
     long cores = sysconf(_SC_NPROCESSORS_ONLN);
     int n_threads = cores < 1 ? 1 : cores > 64 ? 64 : (int)cores;
     if ((long)n_threads * block > n) n_threads = (n + block - 1) / block;
     pthread_t threads[64];
     int started = 0;
-    for (; started < n_threads - 1; started++)
+    for (; started < n_threads; started++)
         if (pthread_create(&threads[started], NULL, plan_worker, &w)) break;  // fewer threads: the work still gets done
-    plan_worker(&w);
+    if (!started) plan_worker(&w);  // no thread at all: this one works
+    while (__atomic_load_n(&w.finished, __ATOMIC_ACQUIRE) < started && !stop_signal && !plan_over_limit(&w))
+        usleep(20000);
+    stop_if_signalled("searching layouts");
+    if (w.over)
+        fail("--plan: this search would take about %.0f min on this machine (a pass of %d layouts, %d done in %.0f s, "
+             "on %d threads); the limit is %.3g min (--max-search-min): narrow it (--tp, --pp, --micro-batch, ...)",
+             w.projected_s / 60, n, w.done, now_s() - w.t0, started, plan_max_search_s / 60);
     for (int t = 0; t < started; t++) pthread_join(threads[t], NULL);
 }
 

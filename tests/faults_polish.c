@@ -60,6 +60,21 @@ static const BadRun POLISH_RUNS[] = {
      "ckpt_00000006.bin ckpt_00000009.bin') && " TRAIN "--steps 8 --ckpt-every 1 --ckpt-keep 2 --ckpt-dir " POLISH
      "/keep --resume auto > /dev/null 2>&1 && (cd " POLISH "/keep && test \"$(echo ckpt_*.bin)\" = "
      "'ckpt_00000001.bin ckpt_00000006.bin ckpt_00000007.bin ckpt_00000008.bin ckpt_00000009.bin')"},
+    // long phases: a planner search projected past its limit is refused from its own pace (this one had not
+    // answered in 30 min), a stop during one ends it at once without the CSV's temporary, and a stop while
+    // the --packing wlb plan is built (15 s here) is honoured within a batch, not after the build
+    {{"plan_search_over_limit", "--plan --model llama-65b --n-layer 512 --gpus 1024 --max-search-min 0.05",
+      "--plan: this search would take about", 1},
+     NULL, NULL},
+    {{"plan_search_stopped", "sh -c '{train} --plan --model llama-65b --n-layer 512 --gpus 1024 --plan-csv " POLISH
+      "/big.csv > /dev/null & sleep 2; kill -TERM $!; wait $!; echo exit $?'", "exit 143", 0},
+     NULL, "! ls " POLISH "/big.csv*"},
+    {{"wlb_plan_build_stopped",
+      "sh -c '{train} --steps 10 --data docs:lognormal --packing wlb --micro-batch 1 --global-batch 64 > " POLISH
+      "/wlb.txt 2>&1 & sleep 2; kill -TERM $!; t=$(date +%s); wait $!; r=$?; d=$(($(date +%s) - t)); grep -q "
+      "\"signal 15 while building the --packing plan\" " POLISH "/wlb.txt && [ $d -le 2 ] && echo exit $r within 2 s'",
+      "exit 143 within 2 s", 0},
+     NULL, NULL},
     // the reader of stdout is satisfied and gone: no error line, exit 141 as other tools, the checkpoint saved
     {{"stdout_reader_gone",
       "bash -c '{train} --steps 1000 --ckpt-dir " POLISH "/pipe --ckpt-every 1 | grep -q checkpoint; "

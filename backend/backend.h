@@ -67,14 +67,14 @@ static void op_f32_to_act(Model* m, act_t* dst, const float* src, size_t n);
 static void op_residual(Model* m, act_t* out, const act_t* x, const act_t* y, const float* bias, int N);
 // db (C) += column sums of d (N x C).
 static void op_column_sum(Model* m, float* db, const act_t* d, int N);
-// Embedding rows of this rank's vocabulary [vocab_start, vocab_start + Vl): out (N x C) = wte[token] or 0.
+// Embedding rows of this rank's vocabulary [vocab_start, vocab_start + vocab_local): out (N x C) = wte[token] or 0.
 static void op_embedding_forward(Model* m, act_t* out, const int* tokens, int N);
 static void op_embedding_backward(Model* m, const int* tokens, const act_t* dout, int N);  // g.wte +=
 // GPT-2's positions: x (N rows from row0; row i at position m->pos[i % T]) += wpe[position];
 // and g.wpe += the gradient.
 static void op_position_forward(Model* m, act_t* x, int N, int row0);
 static void op_position_backward(Model* m, const act_t* dx, int N, int row0);
-// Vocabulary-parallel cross-entropy over this rank's Vl columns: the row maxima, the sums of
+// Vocabulary-parallel cross-entropy over this rank's vocab_local columns: the row maxima, the sums of
 // exponentials and the target logits, then the losses (and dloss/dlogits into logits when
 // dlogits is not NULL: scale dloss_scale); the step's loss sum accumulates the losses.
 static void op_ce_local_max(Model* m, float* max, const act_t* logits, int N);

@@ -57,7 +57,7 @@ typedef struct {
 typedef struct {
     act_t* lnf;                        // final norm output (B*T x C)
     float *lnf_mean, *lnf_rstd;
-    act_t* logits;                     // B*T x Vl logits, replaced by dlogits
+    act_t* logits;                     // B*T x vocab_local logits, replaced by dlogits
     float* losses;                     // B*T
 } HeadActs;
 
@@ -109,7 +109,7 @@ typedef struct {
     Layout L;
     ParamLayout P;
     // shapes on this rank
-    int B, T, C, hd, n_head_local, n_kv_head_local, qkv_dim, Fl, fc_dim, Vl, vocab_start, n_micro;
+    int B, T, C, hd, n_head_local, n_kv_head_local, qkv_dim, Fl, fc_dim, vocab_local, vocab_start, n_micro;
     // fp32 parameters, gradients, AdamW state (this rank's optimizer range [opt_lo, opt_hi))
     float *params, *grads, *grad_shard, *m_state, *v_state;
     size_t opt_lo, opt_hi;

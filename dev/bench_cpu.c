@@ -119,12 +119,12 @@ static void timed_rope_apply(float* qkv, int N, const int* pos, int T, int strid
     TIMED(OP_ELEMENTWISE, 8.0 * N * n_heads * hd, rope_apply(qkv, N, pos, T, stride, n_heads, hd, theta, sign));
 }
 static void timed_embedding_forward(float* out, const int* tokens, const float* wte, int N, int C, int vocab_start,
-                                    int Vl) {
-    TIMED(OP_ELEMENTWISE, 8.0 * N * C, embedding_forward(out, tokens, wte, N, C, vocab_start, Vl));
+                                    int vocab_local) {
+    TIMED(OP_ELEMENTWISE, 8.0 * N * C, embedding_forward(out, tokens, wte, N, C, vocab_start, vocab_local));
 }
 static void timed_embedding_backward(float* dwte, const int* tokens, const float* dout, int N, int C, int vocab_start,
-                                     int Vl) {
-    TIMED(OP_ELEMENTWISE, 12.0 * N * C, embedding_backward(dwte, tokens, dout, N, C, vocab_start, Vl));
+                                     int vocab_local) {
+    TIMED(OP_ELEMENTWISE, 12.0 * N * C, embedding_backward(dwte, tokens, dout, N, C, vocab_start, vocab_local));
 }
 static void timed_position_forward(float* out, const float* wpe, int N, int row0, const int* pos, int T, int C) {
     TIMED(OP_ELEMENTWISE, 12.0 * N * C, position_forward(out, wpe, N, row0, pos, T, C));
@@ -132,19 +132,21 @@ static void timed_position_forward(float* out, const float* wpe, int N, int row0
 static void timed_position_backward(float* dwpe, const float* dout, int N, int row0, const int* pos, int T, int C) {
     TIMED(OP_ELEMENTWISE, 12.0 * N * C, position_backward(dwpe, dout, N, row0, pos, T, C));
 }
-static void timed_crossentropy_local_max(float* maxes, const float* logits, int N, int Vl, int vocab_start, int vocab) {
-    TIMED(OP_CROSSENTROPY, 4.0 * N * Vl, crossentropy_local_max(maxes, logits, N, Vl, vocab_start, vocab));
+static void timed_crossentropy_local_max(float* maxes, const float* logits, int N, int vocab_local, int vocab_start,
+                                         int vocab) {
+    TIMED(OP_CROSSENTROPY, 4.0 * N * vocab_local,
+          crossentropy_local_max(maxes, logits, N, vocab_local, vocab_start, vocab));
 }
 static void timed_crossentropy_local_sums(float* sums, const float* logits, const float* maxes, const int* targets,
-                                          int N, int Vl, int vocab_start, int vocab) {
-    TIMED(OP_CROSSENTROPY, 4.0 * N * Vl,
-          crossentropy_local_sums(sums, logits, maxes, targets, N, Vl, vocab_start, vocab));
+                                          int N, int vocab_local, int vocab_start, int vocab) {
+    TIMED(OP_CROSSENTROPY, 4.0 * N * vocab_local,
+          crossentropy_local_sums(sums, logits, maxes, targets, N, vocab_local, vocab_start, vocab));
 }
 static void timed_crossentropy_finish(float* losses, float* dlogits, const float* maxes, const float* sums,
-                                      const int* targets, int N, int Vl, int vocab_start, int vocab,
+                                      const int* targets, int N, int vocab_local, int vocab_start, int vocab,
                                       float dloss_scale) {
-    TIMED(OP_CROSSENTROPY, (dlogits ? 8.0 : 0.0) * N * Vl,
-          crossentropy_finish(losses, dlogits, maxes, sums, targets, N, Vl, vocab_start, vocab, dloss_scale));
+    TIMED(OP_CROSSENTROPY, (dlogits ? 8.0 : 0.0) * N * vocab_local,
+          crossentropy_finish(losses, dlogits, maxes, sums, targets, N, vocab_local, vocab_start, vocab, dloss_scale));
 }
 static void timed_adamw_update(float* param, const float* grad, float* m, float* v, size_t n, float lr, float beta1,
                                float beta2, float eps, float weight_decay, int decay, float grad_scale, int t) {
@@ -226,7 +228,7 @@ static void bench_matmuls(const Model* m, double peak) {
     int N = m->B * m->T, C = m->C, L = m->c.n_layer;
     MatmulShape shapes[] = {{"qkv", C, m->qkv_dim, L},     {"attn proj", m->n_head_local * m->hd, C, L},
                             {"fc", C, m->fc_dim, L},       {"fc proj", m->Fl, C, L},
-                            {"head", C, m->Vl, 1}};
+                            {"head", C, m->vocab_local, 1}};
     size_t most = 0;
     for (int s = 0; s < 5; s++) {
         size_t w = (size_t)shapes[s].IC * shapes[s].OC,

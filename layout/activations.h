@@ -23,7 +23,7 @@
 // rows; N of them in the norm and residual regions (B*T/tp with --sp), all B*T in the matmuls.
 // sms: the GPU's streaming multiprocessors (0: the CPU build, or a GPU not known): the GPU
 // backward's dQ buffer depends on them (attn_dq_splits).
-typedef struct { size_t B, T, BT, N, C, hd, n_head_local, qkv_dim, Fl, fc_dim, Vl; int sms; } ActShape;
+typedef struct { size_t B, T, BT, N, C, hd, n_head_local, qkv_dim, Fl, fc_dim, vocab_local; int sms; } ActShape;
 
 static ActShape act_shape(const ModelConfig* c, int micro_batch) {
     ActShape s;
@@ -31,7 +31,7 @@ static ActShape act_shape(const ModelConfig* c, int micro_batch) {
     s.C = c->d_model, s.hd = c->d_model / c->n_head, s.n_head_local = c->n_head / c->tp;
     s.qkv_dim = (s.n_head_local + 2 * (size_t)(c->n_kv_head / c->tp)) * s.hd;
     s.Fl = c->d_ff / c->tp, s.fc_dim = c->arch == ARCH_GPT2 ? s.Fl : 2 * s.Fl;
-    s.Vl = c->vocab_padded / c->tp;
+    s.vocab_local = c->vocab_padded / c->tp;
     s.sms = 0;
     return s;
 }
@@ -79,10 +79,10 @@ static void weight_grad_in_bufs(const ActShape* s, ActBuf* b) {
 }
 
 // The last chunk's HeadActs: the final norm's output and statistics, the logits (this rank's
-// Vl columns, replaced by their gradient) and the per-token losses.
+// vocab_local columns, replaced by their gradient) and the per-token losses.
 enum { HD_LNF, HD_LNF_MEAN, HD_LNF_RSTD, HD_LOGITS, HD_LOSSES, N_HD };
 static void head_bufs(const ActShape* s, ActBuf* b) {
-    const ActBuf l[N_HD] = {{s->BT * s->C, 0}, {s->N, 1}, {s->N, 1}, {s->BT * s->Vl, 0}, {s->BT, 1}};
+    const ActBuf l[N_HD] = {{s->BT * s->C, 0}, {s->N, 1}, {s->N, 1}, {s->BT * s->vocab_local, 0}, {s->BT, 1}};
     for (int i = 0; i < N_HD; i++) b[i] = l[i];
 }
 

@@ -116,7 +116,7 @@ static void head_forward(Model* m, Slot* s, const act_t* x, const int* targets, 
     int BT = B * m->T;
     HeadActs* h = s->head;
     norm_forward(m, h->lnf, h->lnf_mean, h->lnf_rstd, x, m->w.lnfw, m->w.lnfb, B);
-    op_matmul_forward(m, h->logits, h->lnf, m->w.head, NULL, BT, m->C, m->Vl);
+    op_matmul_forward(m, h->logits, h->lnf, m->w.head, NULL, BT, m->C, m->vocab_local);
     op_ce_local_max(m, m->ce_max, h->logits, BT);
     f32_allreduce_max(m, GROUP_TP, m->ce_max, BT);  // comm: tp all-reduce (max over vocabulary shards)
     op_ce_local_sums(m, m->ce_sums, h->logits, m->ce_max, targets, BT);
@@ -135,8 +135,8 @@ static void head_sample(Model* m, Slot* s, const act_t* x, int B) {
 static void head_backward(Model* m, Slot* s, const act_t* x, act_t* dx, int B) {
     int BT = B * m->T;
     HeadActs* h = s->head;
-    op_matmul_backward_input(m, m->partial, h->logits, m->w.head, BT, m->C, m->Vl);
-    op_matmul_backward_weight(m, m->g.head, NULL, h->logits, h->lnf, BT, m->C, m->Vl);
+    op_matmul_backward_input(m, m->partial, h->logits, m->w.head, BT, m->C, m->vocab_local);
+    op_matmul_backward_weight(m, m->g.head, NULL, h->logits, h->lnf, BT, m->C, m->vocab_local);
     // comm: tp all-reduce (reduce-scatter with --sp) of the vocabulary-parallel head's input gradient
     const act_t* dlnf = tp_reduce_rows(m, m->partial, B);
     op_norm_backward(m, dx, m->g.lnfw, m->g.lnfb, dlnf, x, m->w.lnfw, h->lnf_mean, h->lnf_rstd, row_count(m, B), 0);

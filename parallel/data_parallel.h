@@ -19,7 +19,7 @@
 // both copies take the same update (Megatron's embedding group).
 static void embed_group_sync(Model* m, float* wte_grad) {
     if (m->L.in_embed && m->c.arch == ARCH_GPT2)
-        f32_allreduce_sum(m, GROUP_EMBED, wte_grad, (size_t)m->Vl * m->C);  // comm: embed all-reduce
+        f32_allreduce_sum(m, GROUP_EMBED, wte_grad, (size_t)m->vocab_local * m->C);  // comm: embed all-reduce
 }
 
 // --noise-scale (runtime/noise_scale.h): the squared norm of this replica's own gradient, before

@@ -37,7 +37,7 @@ static void model_shapes(Model* m) {
     m->qkv_dim = (m->n_head_local + 2 * m->n_kv_head_local) * m->hd;
     m->Fl = c->d_ff / c->tp;
     m->fc_dim = c->arch == ARCH_GPT2 ? m->Fl : 2 * m->Fl;
-    m->Vl = c->vocab_padded / c->tp, m->vocab_start = m->L.tp_rank * m->Vl;
+    m->vocab_local = c->vocab_padded / c->tp, m->vocab_start = m->L.tp_rank * m->vocab_local;
     m->n_micro = c->global_batch / (c->dp * c->micro_batch);
 }
 

@@ -489,12 +489,12 @@ static void test_residual(void) {
 }
 
 // --- vocabulary-parallel token embedding and the position embedding ---
-typedef struct { int N, C, vocab_start, Vl, T, row0; const int* tok; double *wte, *x, *wpe, *R; } EmbCtx;
+typedef struct { int N, C, vocab_start, vocab_local, T, row0; const int* tok; double *wte, *x, *wpe, *R; } EmbCtx;
 static double emb_obj(void* p) {
     EmbCtx* c = (EmbCtx*)p;
     size_t n = (size_t)c->N * c->C;
     double* out = zeros_d(n);
-    refd_embedding_forward(out, c->tok, c->wte, c->N, c->C, c->vocab_start, c->Vl);
+    refd_embedding_forward(out, c->tok, c->wte, c->N, c->C, c->vocab_start, c->vocab_local);
     double L = dot_d(out, c->R, n);
     free(out);
     return L;
@@ -509,18 +509,18 @@ static double pos_obj(void* p) {
     return L;
 }
 static void test_embedding(void) {
-    int N = 12, C = 20, vocab_start = 4, Vl = 6;
+    int N = 12, C = 20, vocab_start = 4, vocab_local = 6;
     int tok[12] = {0, 4, 5, 9, 10, 13,
                    4, 7, 7, 3, 9,  11};  // in range [4, 10): 4 5 9 4 7 7 9; repeats; outside: 0 10 13 3 11
-    size_t n = (size_t)N * C, nw = (size_t)Vl * C;
+    size_t n = (size_t)N * C, nw = (size_t)vocab_local * C;
     float *wte = randn_f(nw, 1), *R = randn_f(n, 1), *out = filled_f(n, NAN);
-    embedding_forward(out, tok, wte, N, C, vocab_start, Vl);
-    EmbCtx ctx = {N, C, vocab_start, Vl, 0, 0, tok, to_double(wte, nw), NULL, NULL, to_double(R, n)};
+    embedding_forward(out, tok, wte, N, C, vocab_start, vocab_local);
+    EmbCtx ctx = {N, C, vocab_start, vocab_local, 0, 0, tok, to_double(wte, nw), NULL, NULL, to_double(R, n)};
     double* ref = zeros_d(n);
-    refd_embedding_forward(ref, tok, ctx.wte, N, C, vocab_start, Vl);
+    refd_embedding_forward(ref, tok, ctx.wte, N, C, vocab_start, vocab_local);
     check_err("fwd/embedding vocab range [4,10) (outside rows 0)", rel_err(out, ref, n), 0.0);
     float* dwte = prefilled(nw);
-    embedding_backward(dwte, tok, R, N, C, vocab_start, Vl);
+    embedding_backward(dwte, tok, R, N, C, vocab_start, vocab_local);
     unprefill(dwte, nw);
     check_err("fd/embedding/wte (repeats, tokens outside range)", fd_err(emb_obj, &ctx, ctx.wte, nw, dwte), TOL_GRAD);
     // position embedding of rows [row0, row0+N) of a batch with T rows a sequence (wraps
@@ -562,7 +562,7 @@ static double ce_obj(void* p) {
 static void test_crossentropy(int N, int Vp, int vocab, int ranks) {
     char name[160], tag[64];
     snprintf(tag, sizeof(tag), "vocab %d padded %d, %d rank%s", vocab, Vp, ranks, ranks > 1 ? "s" : "");
-    int Vl = Vp / ranks;
+    int vocab_local = Vp / ranks;
     float s = 0.37f;
     int* targets = (int*)xmalloc(sizeof(int) * N);
     for (int i = 0; i < N; i++) targets[i] = (int)(rng_u64(&test_rng) % vocab);
@@ -572,25 +572,28 @@ static void test_crossentropy(int N, int Vp, int vocab, int ranks) {
         for (int j = vocab; j < Vp; j++) logits[(size_t)i * Vp + j] = 30.0f;  // padding: must be ignored
     float *maxes = filled_f(N, -FLT_MAX), *sums = filled_f(2 * N, 0), *losses = filled_f((size_t)ranks * N, NAN);
     float** part = (float**)xmalloc(sizeof(float*) * ranks);
-    for (int r = 0; r < ranks; r++) {  // each rank's columns [r*Vl, (r+1)*Vl)
-        part[r] = (float*)xmalloc(sizeof(float) * N * Vl);
+    for (int r = 0; r < ranks; r++) {  // each rank's columns [r*vocab_local, (r+1)*vocab_local)
+        part[r] = (float*)xmalloc(sizeof(float) * N * vocab_local);
         for (int i = 0; i < N; i++)
-            memcpy(part[r] + (size_t)i * Vl, logits + (size_t)i * Vp + r * Vl, sizeof(float) * Vl);
+            memcpy(part[r] + (size_t)i * vocab_local, logits + (size_t)i * Vp + r * vocab_local,
+                   sizeof(float) * vocab_local);
     }
     float *lmax = filled_f(N, NAN), *lsums = filled_f(2 * N, NAN);
     for (int r = 0; r < ranks; r++) {  // pass 1 + "all-reduce MAX"
-        crossentropy_local_max(lmax, part[r], N, Vl, r * Vl, vocab);
+        crossentropy_local_max(lmax, part[r], N, vocab_local, r * vocab_local, vocab);
         for (int i = 0; i < N; i++) if (lmax[i] > maxes[i]) maxes[i] = lmax[i];
     }
     for (int r = 0; r < ranks; r++) {  // pass 2 + "all-reduce SUM"
-        crossentropy_local_sums(lsums, part[r], maxes, targets, N, Vl, r * Vl, vocab);
+        crossentropy_local_sums(lsums, part[r], maxes, targets, N, vocab_local, r * vocab_local, vocab);
         for (int i = 0; i < 2 * N; i++) sums[i] += lsums[i];
     }
     float* dlogits = filled_f((size_t)N * Vp, NAN);
     for (int r = 0; r < ranks; r++) {  // pass 3 on each rank, fused backward in place
-        crossentropy_finish(losses + (size_t)r * N, part[r], maxes, sums, targets, N, Vl, r * Vl, vocab, s);
+        crossentropy_finish(losses + (size_t)r * N, part[r], maxes, sums, targets, N, vocab_local, r * vocab_local,
+                            vocab, s);
         for (int i = 0; i < N; i++)
-            memcpy(dlogits + (size_t)i * Vp + r * Vl, part[r] + (size_t)i * Vl, sizeof(float) * Vl);
+            memcpy(dlogits + (size_t)i * Vp + r * vocab_local, part[r] + (size_t)i * vocab_local,
+                   sizeof(float) * vocab_local);
     }
     CeCtx ctx = {N, Vp, vocab, targets, to_double(logits, (size_t)N * Vp), s};
     double* ref = zeros_d(N);
@@ -605,7 +608,7 @@ static void test_crossentropy(int N, int Vp, int vocab, int ranks) {
     }
     // without dlogits (evaluation) the losses are the same
     float* l2 = filled_f(N, NAN);
-    crossentropy_finish(l2, NULL, maxes, sums, targets, N, Vl, 0, vocab, s);
+    crossentropy_finish(l2, NULL, maxes, sums, targets, N, vocab_local, 0, vocab, s);
     snprintf(name, sizeof(name), "fwd/crossentropy %s: forward-only losses equal", tag);
     check(!memcmp(l2, losses, sizeof(float) * N), name, NULL);
     int pad_zero = 1;

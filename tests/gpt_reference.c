@@ -139,7 +139,7 @@ static void reference_activation(int swiglu) {
 
 // The residual with a bias, the bias's column sum, the embeddings.
 static void reference_residual_embedding(void) {
-    int N = 6, C = 20, vocab_start = 4, Vl = 6, T = 4, tok[6] = {0, 4, 5, 9, 4, 11}, pos[4] = {2, 0, 3, 1};
+    int N = 6, C = 20, vocab_start = 4, vocab_local = 6, T = 4, tok[6] = {0, 4, 5, 9, 4, 11}, pos[4] = {2, 0, 3, 1};
     size_t n = (size_t)N * C;
     float *a = randn_f(n, 1), *b = randn_f(n, 1), *bias = randn_f(C, 1), *out = filled_f(n, NAN);
     float *rout = filled_f(n, NAN), *sum = prefilled(C), *rsum = prefilled(C);
@@ -148,13 +148,14 @@ static void reference_residual_embedding(void) {
     check_same("residual", "out", out, rout, n);
     column_dot_accumulate(sum, a, NULL, N, C), ref_column_sum(rsum, a, N, C);
     check_same("residual", "column sum", sum, rsum, C);
-    float *wte = randn_f((size_t)Vl * C, 1), *dwte = prefilled((size_t)Vl * C), *rdwte = prefilled((size_t)Vl * C);
-    embedding_forward(out, tok, wte, N, C, vocab_start, Vl),
-        ref_embedding_forward(rout, tok, wte, N, C, vocab_start, Vl);
+    float *wte = randn_f((size_t)vocab_local * C, 1), *dwte = prefilled((size_t)vocab_local * C),
+          *rdwte = prefilled((size_t)vocab_local * C);
+    embedding_forward(out, tok, wte, N, C, vocab_start, vocab_local),
+        ref_embedding_forward(rout, tok, wte, N, C, vocab_start, vocab_local);
     check_same("embedding", "out (rows of other ranks 0)", out, rout, n);
-    embedding_backward(dwte, tok, a, N, C, vocab_start, Vl),
-        ref_embedding_backward(rdwte, tok, a, N, C, vocab_start, Vl);
-    check_same("embedding", "dwte", dwte, rdwte, (size_t)Vl * C);
+    embedding_backward(dwte, tok, a, N, C, vocab_start, vocab_local),
+        ref_embedding_backward(rdwte, tok, a, N, C, vocab_start, vocab_local);
+    check_same("embedding", "dwte", dwte, rdwte, (size_t)vocab_local * C);
     float *wpe = randn_f((size_t)T * C, 1), *dwpe = prefilled((size_t)T * C), *rdwpe = prefilled((size_t)T * C);
     memcpy(out, a, sizeof(float) * n), memcpy(rout, a, sizeof(float) * n);
     position_forward(out, wpe, N, 5, pos, T, C), ref_position_forward(rout, wpe, N, 5, pos, T, C);
@@ -167,37 +168,44 @@ static void reference_residual_embedding(void) {
 
 // The three passes over `ranks` tensor-parallel ranks' columns, the reductions by hand.
 static void reference_crossentropy(int N, int Vp, int vocab, int ranks) {
-    int Vl = Vp / ranks, *targets = (int*)xmalloc(sizeof(int) * N);
+    int vocab_local = Vp / ranks, *targets = (int*)xmalloc(sizeof(int) * N);
     for (int i = 0; i < N; i++) targets[i] = (int)(rng_u64(&test_rng) % vocab);
     targets[N - 1] = -1;  // padding: loss 0, gradient 0
     size_t nl = (size_t)N * Vp;
     float *logits = randn_f(nl, 2), *d = copy_f(logits, nl), *rd = copy_f(logits, nl);
     float *mx = filled_f(N, -FLT_MAX), *sums = filled_f(2 * N, 0), *part = filled_f(2 * N, 0);
     float *losses = filled_f(N, NAN), *rlosses = filled_f(N, NAN);
-    // each rank's columns as a matrix of its own (N x Vl), as the trainer holds them
+    // each rank's columns as a matrix of its own (N x vocab_local), as the trainer holds them
     for (int r = 0; r < ranks; r++) {  // pass 1, MAX
-        float *cols = (float*)xmalloc(sizeof(float) * N * Vl), *m = filled_f(N, NAN);
-        for (int i = 0; i < N; i++) memcpy(cols + (size_t)i * Vl, logits + (size_t)i * Vp + r * Vl, sizeof(float) * Vl);
-        ref_crossentropy_local_max(m, cols, N, Vl, r * Vl, vocab);
+        float *cols = (float*)xmalloc(sizeof(float) * N * vocab_local), *m = filled_f(N, NAN);
+        for (int i = 0; i < N; i++)
+            memcpy(cols + (size_t)i * vocab_local, logits + (size_t)i * Vp + r * vocab_local,
+                   sizeof(float) * vocab_local);
+        ref_crossentropy_local_max(m, cols, N, vocab_local, r * vocab_local, vocab);
         for (int i = 0; i < N; i++) mx[i] = m[i] > mx[i] ? m[i] : mx[i];
         free(cols), free(m);
     }
     for (int r = 0; r < ranks; r++) {  // pass 2, SUM; then pass 3 on each rank's columns
-        float* cols = (float*)xmalloc(sizeof(float) * N * Vl);
-        for (int i = 0; i < N; i++) memcpy(cols + (size_t)i * Vl, logits + (size_t)i * Vp + r * Vl, sizeof(float) * Vl);
-        ref_crossentropy_local_sums(part, cols, mx, targets, N, Vl, r * Vl, vocab);
+        float* cols = (float*)xmalloc(sizeof(float) * N * vocab_local);
+        for (int i = 0; i < N; i++)
+            memcpy(cols + (size_t)i * vocab_local, logits + (size_t)i * Vp + r * vocab_local,
+                   sizeof(float) * vocab_local);
+        ref_crossentropy_local_sums(part, cols, mx, targets, N, vocab_local, r * vocab_local, vocab);
         for (int i = 0; i < 2 * N; i++) sums[i] += part[i];
         free(cols);
     }
     for (int r = 0; r < ranks; r++) {
-        float *cols = (float*)xmalloc(sizeof(float) * N * Vl), *rcols = (float*)xmalloc(sizeof(float) * N * Vl);
-        for (int i = 0; i < N; i++) memcpy(cols + (size_t)i * Vl, logits + (size_t)i * Vp + r * Vl, sizeof(float) * Vl);
-        memcpy(rcols, cols, sizeof(float) * N * Vl);
-        crossentropy_finish(losses, cols, mx, sums, targets, N, Vl, r * Vl, vocab, 0.37f);
-        ref_crossentropy_finish(rlosses, rcols, mx, sums, targets, N, Vl, r * Vl, vocab, 0.37f);
+        float *cols = (float*)xmalloc(sizeof(float) * N * vocab_local),
+              *rcols = (float*)xmalloc(sizeof(float) * N * vocab_local);
+        for (int i = 0; i < N; i++)
+            memcpy(cols + (size_t)i * vocab_local, logits + (size_t)i * Vp + r * vocab_local,
+                   sizeof(float) * vocab_local);
+        memcpy(rcols, cols, sizeof(float) * N * vocab_local);
+        crossentropy_finish(losses, cols, mx, sums, targets, N, vocab_local, r * vocab_local, vocab, 0.37f);
+        ref_crossentropy_finish(rlosses, rcols, mx, sums, targets, N, vocab_local, r * vocab_local, vocab, 0.37f);
         for (int i = 0; i < N; i++) {
-            memcpy(d + (size_t)i * Vp + r * Vl, cols + (size_t)i * Vl, sizeof(float) * Vl);
-            memcpy(rd + (size_t)i * Vp + r * Vl, rcols + (size_t)i * Vl, sizeof(float) * Vl);
+            memcpy(d + (size_t)i * Vp + r * vocab_local, cols + (size_t)i * vocab_local, sizeof(float) * vocab_local);
+            memcpy(rd + (size_t)i * Vp + r * vocab_local, rcols + (size_t)i * vocab_local, sizeof(float) * vocab_local);
         }
         free(cols), free(rcols);
     }

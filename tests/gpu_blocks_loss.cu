@@ -169,29 +169,31 @@ static void test_attention_grad_pack(size_t rows, int Ha, int KVa, int hd) {
     free_all();
 }
 
-static void test_embedding(int N, int C, int vocab_start, int Vl, int vocab, int T, int row0) {
+static void test_embedding(int N, int C, int vocab_start, int vocab_local, int vocab, int T, int row0) {
     char nm[128];
     int* tok = (int*)hbuf(N);
     for (int i = 0; i < N; i++)
         tok[i] = i % 5 == 0 ? vocab_start + 3 : (int)(rng_u64(&rng) % vocab);  // repeats on purpose
     if (vocab_start + 3 >= vocab) fail("test_embedding: bad shape");
-    float* wte = hrand((size_t)Vl * C, 1.0f);
+    float* wte = hrand((size_t)vocab_local * C, 1.0f);
     float* out = hbuf((size_t)N * C);
-    embedding_forward(out, tok, wte, N, C, vocab_start, Vl);
+    embedding_forward(out, tok, wte, N, C, vocab_start, vocab_local);
     int* d_tok = to_i32(tok, N);
-    bf16* d_wte = to_bf16(wte, (size_t)Vl * C);
+    bf16* d_wte = to_bf16(wte, (size_t)vocab_local * C);
     bf16* d_out = (bf16*)dbuf(2 * (size_t)N * C);
-    embedding_forward_gpu(d_out, d_tok, d_wte, N, C, vocab_start, Vl, st);
-    snprintf(nm, sizeof(nm), "embedding_forward N=%d C=%d vocab_start=%d Vl=%d", N, C, vocab_start, Vl);
+    embedding_forward_gpu(d_out, d_tok, d_wte, N, C, vocab_start, vocab_local, st);
+    snprintf(nm, sizeof(nm), "embedding_forward N=%d C=%d vocab_start=%d vocab_local=%d", N, C, vocab_start,
+             vocab_local);
     check(nm, from_bf16(d_out, (size_t)N * C), out, (size_t)N * C, TOL_EXACT);
     float* dout = hrand((size_t)N * C, 1.0f);
-    float* dwte = hrand((size_t)Vl * C, 1.0f);
-    float* d_dwte = to_f32(dwte, (size_t)Vl * C);
+    float* dwte = hrand((size_t)vocab_local * C, 1.0f);
+    float* d_dwte = to_f32(dwte, (size_t)vocab_local * C);
     bf16* d_dout = to_bf16(dout, (size_t)N * C);
-    embedding_backward(dwte, tok, dout, N, C, vocab_start, Vl);
-    embedding_backward_gpu(d_dwte, d_tok, d_dout, N, C, vocab_start, Vl, st);
-    snprintf(nm, sizeof(nm), "embedding_backward N=%d C=%d vocab_start=%d Vl=%d", N, C, vocab_start, Vl);
-    check(nm, from_f32(d_dwte, (size_t)Vl * C), dwte, (size_t)Vl * C, TOL_F32);
+    embedding_backward(dwte, tok, dout, N, C, vocab_start, vocab_local);
+    embedding_backward_gpu(d_dwte, d_tok, d_dout, N, C, vocab_start, vocab_local, st);
+    snprintf(nm, sizeof(nm), "embedding_backward N=%d C=%d vocab_start=%d vocab_local=%d", N, C, vocab_start,
+             vocab_local);
+    check(nm, from_f32(d_dwte, (size_t)vocab_local * C), dwte, (size_t)vocab_local * C, TOL_F32);
 
     // position embedding of rows [row0, row0+N) of a batch of T rows per sequence, at the
     // zig-zag positions of a 2T-long sequence (wpe: 2T rows)
@@ -215,41 +217,45 @@ static void test_embedding(int N, int C, int vocab_start, int Vl, int vocab, int
 }
 
 // One rank's cross-entropy (no reduction in between: the test checks the local kernels, which
-// with vocab_start = 0 and Vl >= vocab is the whole cross-entropy), and then as a tp rank whose
+// with vocab_start = 0 and vocab_local >= vocab is the whole cross-entropy), and then as a tp rank whose
 // rows' maxima over all shards are higher than its own (by 0.5 on every other row): the GPU's
 // first pass keeps its own maxima and sums, rescaled to the given maxima by the second step.
-static void test_crossentropy(int N, int Vl, int vocab_start, int vocab) {
+static void test_crossentropy(int N, int vocab_local, int vocab_start, int vocab) {
     char nm[128];
-    float* logits = hrand((size_t)N * Vl, 4.0f);
+    float* logits = hrand((size_t)N * vocab_local, 4.0f);
     int* tgt = (int*)hbuf(N);
     for (int i = 0; i < N; i++) tgt[i] = i % 7 == 3 ? -1 : (int)(rng_u64(&rng) % vocab);  // -1: padding, ignored
     float *maxes = hbuf(N), *sums = hbuf(2 * N), *losses = hbuf(N), *maxes_tp = hbuf(N), *sums_tp = hbuf(2 * N);
-    float* dl = hcopy(logits, (size_t)N * Vl);
+    float* dl = hcopy(logits, (size_t)N * vocab_local);
     float scale = 1.0f / N;
-    crossentropy_local_max(maxes, logits, N, Vl, vocab_start, vocab);
+    crossentropy_local_max(maxes, logits, N, vocab_local, vocab_start, vocab);
     for (int i = 0; i < N; i++) maxes_tp[i] = maxes[i] + (i % 2 ? 0.5f : 0.0f);
-    crossentropy_local_sums(sums_tp, logits, maxes_tp, tgt, N, Vl, vocab_start, vocab);
-    crossentropy_local_sums(sums, logits, maxes, tgt, N, Vl, vocab_start, vocab);
-    crossentropy_finish(losses, dl, maxes, sums, tgt, N, Vl, vocab_start, vocab, scale);
-    bf16* d_logits = to_bf16(logits, (size_t)N * Vl);
+    crossentropy_local_sums(sums_tp, logits, maxes_tp, tgt, N, vocab_local, vocab_start, vocab);
+    crossentropy_local_sums(sums, logits, maxes, tgt, N, vocab_local, vocab_start, vocab);
+    crossentropy_finish(losses, dl, maxes, sums, tgt, N, vocab_local, vocab_start, vocab, scale);
+    bf16* d_logits = to_bf16(logits, (size_t)N * vocab_local);
     int* d_tgt = to_i32(tgt, N);
     float *d_max = (float*)dbuf(4 * N), *d_sums = (float*)dbuf(8 * N), *d_loss = (float*)dbuf(4 * N);
     float *d_stats = (float*)dbuf(8 * N), *d_max_tp = to_f32(maxes_tp, N);
-    crossentropy_local_max_gpu(d_max, d_stats, d_logits, N, Vl, vocab_start, vocab, st);
-    crossentropy_local_sums_gpu(d_sums, d_stats, d_max_tp, d_logits, d_tgt, N, Vl, vocab_start, st);
-    snprintf(nm, sizeof(nm), "crossentropy_local_sums (tp maxima) N=%d Vl=%d vocab_start=%d V=%d", N, Vl, vocab_start,
-             vocab);
+    crossentropy_local_max_gpu(d_max, d_stats, d_logits, N, vocab_local, vocab_start, vocab, st);
+    crossentropy_local_sums_gpu(d_sums, d_stats, d_max_tp, d_logits, d_tgt, N, vocab_local, vocab_start, st);
+    snprintf(nm, sizeof(nm), "crossentropy_local_sums (tp maxima) N=%d vocab_local=%d vocab_start=%d V=%d", N,
+             vocab_local, vocab_start, vocab);
     check(nm, from_f32(d_sums, 2 * N), sums_tp, 2 * N, TOL_F32);
-    crossentropy_local_sums_gpu(d_sums, d_stats, d_max, d_logits, d_tgt, N, Vl, vocab_start, st);
-    crossentropy_finish_gpu(d_loss, d_logits, d_max, d_sums, d_tgt, N, Vl, vocab_start, vocab, scale, st);
-    snprintf(nm, sizeof(nm), "crossentropy_local_max N=%d Vl=%d vocab_start=%d V=%d", N, Vl, vocab_start, vocab);
+    crossentropy_local_sums_gpu(d_sums, d_stats, d_max, d_logits, d_tgt, N, vocab_local, vocab_start, st);
+    crossentropy_finish_gpu(d_loss, d_logits, d_max, d_sums, d_tgt, N, vocab_local, vocab_start, vocab, scale, st);
+    snprintf(nm, sizeof(nm), "crossentropy_local_max N=%d vocab_local=%d vocab_start=%d V=%d", N, vocab_local,
+             vocab_start, vocab);
     check(nm, from_f32(d_max, N), maxes, N, TOL_EXACT);
-    snprintf(nm, sizeof(nm), "crossentropy_local_sums N=%d Vl=%d vocab_start=%d V=%d", N, Vl, vocab_start, vocab);
+    snprintf(nm, sizeof(nm), "crossentropy_local_sums N=%d vocab_local=%d vocab_start=%d V=%d", N, vocab_local,
+             vocab_start, vocab);
     check(nm, from_f32(d_sums, 2 * N), sums, 2 * N, TOL_F32);
-    snprintf(nm, sizeof(nm), "crossentropy_finish loss N=%d Vl=%d vocab_start=%d V=%d", N, Vl, vocab_start, vocab);
+    snprintf(nm, sizeof(nm), "crossentropy_finish loss N=%d vocab_local=%d vocab_start=%d V=%d", N, vocab_local,
+             vocab_start, vocab);
     check(nm, from_f32(d_loss, N), losses, N, TOL_F32);
-    snprintf(nm, sizeof(nm), "crossentropy_finish dlogits N=%d Vl=%d vocab_start=%d V=%d", N, Vl, vocab_start, vocab);
-    check(nm, from_bf16(d_logits, (size_t)N * Vl), dl, (size_t)N * Vl, TOL_BF16);
+    snprintf(nm, sizeof(nm), "crossentropy_finish dlogits N=%d vocab_local=%d vocab_start=%d V=%d", N, vocab_local,
+             vocab_start, vocab);
+    check(nm, from_bf16(d_logits, (size_t)N * vocab_local), dl, (size_t)N * vocab_local, TOL_BF16);
     free_all();
 }
 

@@ -74,7 +74,7 @@ static void test_stage_model(void) {
 //           + embedding 384*64 = 24576 + final norm 64 + head 24576 = 246336
 //   states: fp32 weights + bf16 copy 6, fp32 gradients 4, Adam 8: 18 B/param; ZeRO-1 on dp=2:
 //           6 + (4 + 4/2) + 8/2 = 16 B/param
-//   B*T = 64 rows, C = 64, qkv 128, 4 heads of 16, fc 384 (gate|up), Fl 192, Vl 384:
+//   B*T = 64 rows, C = 64, qkv 128, 4 heads of 16, fc 384 (gate|up), Fl 192, vocab_local 384:
 //   a layer's LayerActs: ln1, atty, res2, ln2 8192 each, 4 statistics 256 each, qkv 16384,
 //           log-sum-exp 64*4*4 = 1024, fch 49152, fch_act 24576 = 124928 B
 //   a slot: 4 + 3 rows of x, dout, dinp (8192 each) + 4 layers = 57344 + 499712 = 557056 B

@@ -47,9 +47,9 @@ static void param_shards_gather(Model* m) {  // the fp32 weights are the ones th
 }
 
 static void row_logits(Model* m, const float* lnf_row, float* row) {
-    op_matmul_forward(m, row + m->vocab_start, lnf_row, m->w.head, NULL, 1, m->C, m->Vl);
+    op_matmul_forward(m, row + m->vocab_start, lnf_row, m->w.head, NULL, 1, m->C, m->vocab_local);
     comm_allgather(&m->L.group[GROUP_TP], row + m->vocab_start, row,
-                   m->Vl);  // comm: tp all-gather of one row of logits
+                   m->vocab_local);  // comm: tp all-gather of one row of logits
 }
 static void device_sync(Model* m) {}
 static void step_done(Model* m, int step) {}

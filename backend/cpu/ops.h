@@ -115,12 +115,12 @@ static void op_column_sum(Model* m, float* db, const float* d, int N) {
     else column_dot_accumulate(db, d, NULL, N, m->C);
 }
 static void op_embedding_forward(Model* m, float* out, const int* tokens, int N) {
-    if (m->be.reference) ref_embedding_forward(out, tokens, m->w.wte, N, m->C, m->vocab_start, m->Vl);
-    else embedding_forward(out, tokens, m->w.wte, N, m->C, m->vocab_start, m->Vl);
+    if (m->be.reference) ref_embedding_forward(out, tokens, m->w.wte, N, m->C, m->vocab_start, m->vocab_local);
+    else embedding_forward(out, tokens, m->w.wte, N, m->C, m->vocab_start, m->vocab_local);
 }
 static void op_embedding_backward(Model* m, const int* tokens, const float* dout, int N) {
-    if (m->be.reference) ref_embedding_backward(m->g.wte, tokens, dout, N, m->C, m->vocab_start, m->Vl);
-    else embedding_backward(m->g.wte, tokens, dout, N, m->C, m->vocab_start, m->Vl);
+    if (m->be.reference) ref_embedding_backward(m->g.wte, tokens, dout, N, m->C, m->vocab_start, m->vocab_local);
+    else embedding_backward(m->g.wte, tokens, dout, N, m->C, m->vocab_start, m->vocab_local);
 }
 static void op_position_forward(Model* m, float* x, int N, int row0) {
     int period;
@@ -135,18 +135,22 @@ static void op_position_backward(Model* m, const float* dx, int N, int row0) {
     else position_backward(m->g.wpe, dx, N, row0, pos, period, m->C);
 }
 static void op_ce_local_max(Model* m, float* max, const float* logits, int N) {
-    if (m->be.reference) ref_crossentropy_local_max(max, logits, N, m->Vl, m->vocab_start, m->c.vocab);
-    else crossentropy_local_max(max, logits, N, m->Vl, m->vocab_start, m->c.vocab);
+    if (m->be.reference) ref_crossentropy_local_max(max, logits, N, m->vocab_local, m->vocab_start, m->c.vocab);
+    else crossentropy_local_max(max, logits, N, m->vocab_local, m->vocab_start, m->c.vocab);
 }
 static void op_ce_local_sums(Model* m, float* sums, const float* logits, const float* max, const int* targets, int N) {
-    if (m->be.reference) ref_crossentropy_local_sums(sums, logits, max, targets, N, m->Vl, m->vocab_start, m->c.vocab);
-    else crossentropy_local_sums(sums, logits, max, targets, N, m->Vl, m->vocab_start, m->c.vocab);
+    if (m->be.reference)
+        ref_crossentropy_local_sums(sums, logits, max, targets, N, m->vocab_local, m->vocab_start, m->c.vocab);
+    else crossentropy_local_sums(sums, logits, max, targets, N, m->vocab_local, m->vocab_start, m->c.vocab);
 }
 static void op_ce_finish(Model* m, float* losses, float* dlogits, const float* max, const float* sums,
                          const int* targets, int N, float dloss_scale) {
     if (m->be.reference)
-        ref_crossentropy_finish(losses, dlogits, max, sums, targets, N, m->Vl, m->vocab_start, m->c.vocab, dloss_scale);
-    else crossentropy_finish(losses, dlogits, max, sums, targets, N, m->Vl, m->vocab_start, m->c.vocab, dloss_scale);
+        ref_crossentropy_finish(losses, dlogits, max, sums, targets, N, m->vocab_local, m->vocab_start, m->c.vocab,
+                                dloss_scale);
+    else
+        crossentropy_finish(losses, dlogits, max, sums, targets, N, m->vocab_local, m->vocab_start, m->c.vocab,
+                            dloss_scale);
 }
 static void op_loss_accumulate(Model* m, const float* losses, int N) {
     for (int i = 0; i < N; i++) m->loss_sum += losses[i];

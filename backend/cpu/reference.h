@@ -7,8 +7,9 @@
 // C channels, IC/OC input/output channels of a matmul, B sequences of T positions, H query heads
 // and KV key/value heads of hd channels, F the MLP's hidden size); a weight matrix is OC x IC
 // (PyTorch's layout); every backward adds (+=) into the gradients it is given. The vocabulary
-// ops take this rank's rows [vocab_start, vocab_start + Vl) of the padded vocabulary (tensor parallelism): with one
-// rank vocab_start = 0 and Vl = the padded vocabulary. No threads, no SIMD: one loop nest per formula.
+// ops take this rank's rows [vocab_start, vocab_start + vocab_local) of the padded vocabulary
+// (tensor parallelism): with one rank vocab_start = 0 and vocab_local = the padded vocabulary.
+// No threads, no SIMD: one loop nest per formula.
 //
 // In order: embeddings, LayerNorm, RMSNorm, matmul, RoPE, attention, GELU, SwiGLU, residual,
 // cross-entropy, AdamW.
@@ -27,17 +28,18 @@
 // row i of a batch (row0 + i overall) is at position pos[(row0 + i) % T] of its sequence.
 
 static void ref_embedding_forward(float* out, const int* tokens, const float* wte, int N, int C, int vocab_start,
-                                  int Vl) {
+                                  int vocab_local) {
     for (int i = 0; i < N; i++) {
         int row = tokens[i] - vocab_start;
-        for (int c = 0; c < C; c++) out[(size_t)i * C + c] = row >= 0 && row < Vl ? wte[(size_t)row * C + c] : 0.0f;
+        for (int c = 0; c < C; c++)
+            out[(size_t)i * C + c] = row >= 0 && row < vocab_local ? wte[(size_t)row * C + c] : 0.0f;
     }
 }
 static void ref_embedding_backward(float* dwte, const int* tokens, const float* dout, int N, int C, int vocab_start,
-                                   int Vl) {
+                                   int vocab_local) {
     for (int i = 0; i < N; i++) {
         int row = tokens[i] - vocab_start;
-        if (row < 0 || row >= Vl) continue;
+        if (row < 0 || row >= vocab_local) continue;
         for (int c = 0; c < C; c++) dwte[(size_t)row * C + c] += dout[(size_t)i * C + c];
     }
 }
@@ -346,38 +348,42 @@ static void ref_column_sum(float* sum, const float* x, int N, int C) {
 
 // ----------------------------------------------------------------------------
 // Softmax cross-entropy over the vocabulary, loss = log(sum_j exp(l_j)) - l_target, split in the
-// three passes vocabulary parallelism needs (Megatron-LM): this rank's columns [vocab_start, vocab_start + Vl) of
-// each row's logits; the columns past `vocab` are padding and take no probability. Between the
-// passes the tensor-parallel group takes the MAX of maxes, then the SUM of sums.
+// three passes vocabulary parallelism needs (Megatron-LM): this rank's columns [vocab_start,
+// vocab_start + vocab_local) of each row's logits; the columns past `vocab` are padding and take
+// no probability. Between the passes the tensor-parallel group takes the MAX of maxes, then the
+// SUM of sums.
 //   pass 1: maxes[i] = the row's largest logit here;
 //   pass 2: sums[i] = sum_j exp(l_j - max), sums[N + i] = the target's logit if it is here, else 0;
 //   pass 3: losses[i] = log(sums[i]) + max - target logit; dlogits (the logits, overwritten; NULL:
 //           none) = (softmax - onehot(target)) dloss_scale. A target < 0 (padding) has loss 0, gradient 0.
 
-static void ref_crossentropy_local_max(float* maxes, const float* logits, int N, int Vl, int vocab_start, int vocab) {
+static void ref_crossentropy_local_max(float* maxes, const float* logits, int N, int vocab_local, int vocab_start,
+                                       int vocab) {
     for (int i = 0; i < N; i++) {
         maxes[i] = -FLT_MAX;
-        for (int j = 0; j < Vl && vocab_start + j < vocab; j++)
-            if (logits[(size_t)i * Vl + j] > maxes[i]) maxes[i] = logits[(size_t)i * Vl + j];
+        for (int j = 0; j < vocab_local && vocab_start + j < vocab; j++)
+            if (logits[(size_t)i * vocab_local + j] > maxes[i]) maxes[i] = logits[(size_t)i * vocab_local + j];
     }
 }
 static void ref_crossentropy_local_sums(float* sums, const float* logits, const float* maxes, const int* targets,
-                                        int N, int Vl, int vocab_start, int vocab) {
+                                        int N, int vocab_local, int vocab_start, int vocab) {
     for (int i = 0; i < N; i++) {
         sums[i] = 0.0f;
-        for (int j = 0; j < Vl && vocab_start + j < vocab; j++) sums[i] += expf(logits[(size_t)i * Vl + j] - maxes[i]);
+        for (int j = 0; j < vocab_local && vocab_start + j < vocab; j++)
+            sums[i] += expf(logits[(size_t)i * vocab_local + j] - maxes[i]);
         int here = targets[i] - vocab_start;
-        sums[N + i] = here >= 0 && here < Vl ? logits[(size_t)i * Vl + here] : 0.0f;
+        sums[N + i] = here >= 0 && here < vocab_local ? logits[(size_t)i * vocab_local + here] : 0.0f;
     }
 }
 static void ref_crossentropy_finish(float* losses, float* dlogits, const float* maxes, const float* sums,
-                                    const int* targets, int N, int Vl, int vocab_start, int vocab, float dloss_scale) {
+                                    const int* targets, int N, int vocab_local, int vocab_start, int vocab,
+                                    float dloss_scale) {
     for (int i = 0; i < N; i++) {
         int padding = targets[i] < 0;
         losses[i] = padding ? 0.0f : logf(sums[i]) + maxes[i] - sums[N + i];
         if (!dlogits) continue;
-        for (int j = 0; j < Vl; j++) {
-            float* d = dlogits + (size_t)i * Vl + j;
+        for (int j = 0; j < vocab_local; j++) {
+            float* d = dlogits + (size_t)i * vocab_local + j;
             float p = padding || vocab_start + j >= vocab ? 0.0f : expf(*d - maxes[i]) / sums[i];
             float onehot = !padding && vocab_start + j == targets[i] ? 1.0f : 0.0f;
             *d = (p - onehot) * dloss_scale;

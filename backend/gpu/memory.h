@@ -170,10 +170,10 @@ static void step_done(Model* m, int step) {
 // Sampling: one bf16 row of logits on the device, all-gathered over tp, then fp32 on the host.
 static void row_logits(Model* m, const bf16* lnf_row, float* row) {
     int Vp = m->c.vocab_padded;
-    op_matmul_forward(m, m->be.logit_row + m->vocab_start, lnf_row, m->w.head, NULL, 1, m->C, m->Vl);
+    op_matmul_forward(m, m->be.logit_row + m->vocab_start, lnf_row, m->w.head, NULL, 1, m->C, m->vocab_local);
     // comm: tp all-gather of one row of logits
-    nccl_allgather_bf16(&m->be.G, &m->be.G.group[GROUP_TP], m->be.logit_row + m->vocab_start, m->be.logit_row, m->Vl,
-                        m->be.stream);
+    nccl_allgather_bf16(&m->be.G, &m->be.G.group[GROUP_TP], m->be.logit_row + m->vocab_start, m->be.logit_row,
+                        m->vocab_local, m->be.stream);
     bf16* row_bf = (bf16*)xmalloc(sizeof(bf16) * Vp);
     d2h(row_bf, m->be.logit_row, sizeof(bf16) * Vp, m->be.stream);
     for (int v = 0; v < Vp; v++) row[v] = __bfloat162float(row_bf[v]);

@@ -141,10 +141,10 @@ static void op_residual(Model* m, bf16* out, const bf16* x, const bf16* y, const
 }
 static void op_column_sum(Model* m, float* db, const bf16* d, int N) { column_sum_gpu(db, d, N, m->C, m->be.stream); }
 static void op_embedding_forward(Model* m, bf16* out, const int* tokens, int N) {
-    embedding_forward_gpu(out, tokens, bf(m, m->w.wte), N, m->C, m->vocab_start, m->Vl, m->be.stream);
+    embedding_forward_gpu(out, tokens, bf(m, m->w.wte), N, m->C, m->vocab_start, m->vocab_local, m->be.stream);
 }
 static void op_embedding_backward(Model* m, const int* tokens, const bf16* dout, int N) {
-    embedding_backward_gpu(m->g.wte, tokens, dout, N, m->C, m->vocab_start, m->Vl, m->be.stream);
+    embedding_backward_gpu(m->g.wte, tokens, dout, N, m->C, m->vocab_start, m->vocab_local, m->be.stream);
 }
 static void op_position_forward(Model* m, bf16* x, int N, int row0) {
     int period;
@@ -160,19 +160,21 @@ static void op_position_backward(Model* m, const bf16* dx, int N, int row0) {
 // local maximum and sum in be.ce_stats, from which the second step needs no pass of its own.
 static void op_ce_local_max(Model* m, float* max, const bf16* logits, int N) {
     op_family_begin(m, OP_LOSS);
-    crossentropy_local_max_gpu(max, m->be.ce_stats, logits, N, m->Vl, m->vocab_start, m->c.vocab, m->be.stream);
+    crossentropy_local_max_gpu(max, m->be.ce_stats, logits, N, m->vocab_local, m->vocab_start, m->c.vocab,
+                               m->be.stream);
     op_family_end(m);
 }
 static void op_ce_local_sums(Model* m, float* sums, const bf16* logits, const float* max, const int* targets, int N) {
     op_family_begin(m, OP_LOSS);
-    crossentropy_local_sums_gpu(sums, m->be.ce_stats, max, logits, targets, N, m->Vl, m->vocab_start, m->be.stream);
+    crossentropy_local_sums_gpu(sums, m->be.ce_stats, max, logits, targets, N, m->vocab_local, m->vocab_start,
+                                m->be.stream);
     op_family_end(m);
 }
 static void op_ce_finish(Model* m, float* losses, bf16* dlogits, const float* max, const float* sums,
                          const int* targets, int N, float dloss_scale) {
     op_family_begin(m, OP_LOSS);
-    crossentropy_finish_gpu(losses, dlogits, max, sums, targets, N, m->Vl, m->vocab_start, m->c.vocab, dloss_scale,
-                            m->be.stream);
+    crossentropy_finish_gpu(losses, dlogits, max, sums, targets, N, m->vocab_local, m->vocab_start, m->c.vocab,
+                            dloss_scale, m->be.stream);
     op_family_end(m);
 }
 static void op_loss_accumulate(Model* m, const float* losses, int N) {

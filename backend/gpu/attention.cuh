@@ -440,6 +440,17 @@ __device__ __forceinline__ void att_bwd_tile(float (*dk)[4], float (*dv)[4], con
     att_store_a<BQ, Bt::LDS>(dst, dsa[0], false);
 }
 
+// A warp's 16 keys and values (shared rows k, v, pitch HD + 8) as A fragments kf, vf (KVREG).
+template <int HD>
+__device__ __forceinline__ void att_kv_frags(uint32_t (*kf)[4], uint32_t (*vf)[4], const bf16* k, const bf16* v) {
+    int lane = threadIdx.x % 32;
+    #pragma unroll
+    for (int ks = 0; ks < HD / 16; ks++) {
+        ldsm_x4(kf[ks], k + (lane % 16) * (HD + 8) + ks * 16 + lane / 16 * 8);
+        ldsm_x4(vf[ks], v + (lane % 16) * (HD + 8) + ks * 16 + lane / 16 * 8);
+    }
+}
+
 // This warp's part of dQ (16 queries of the tile at qt, HD / QCOLS columns) += dS K over the
 // block's keys, into this split's fp32 dq (row pitch `pitch`, head h's columns), rows < T.
 template <int HD, bool KVREG, int BQ>
@@ -491,7 +502,7 @@ attention_backward_kernel(bf16* dqkv, float* dq_acc, const bf16* dout, const bf1
     // [BN][LD] each: K, V; [BN][LDS]: dS^T; then two stages (BwdTile::STAGE)
     bf16 *Ks = (bf16*)att_smem, *Vs = Ks + BN * LD, *dSt = Vs + BN * LD;
     unsigned char* stages = (unsigned char*)(dSt + BN * Bt::LDS);
-    int warp = threadIdx.x / 32, lane = threadIdx.x % 32;
+    int warp = threadIdx.x / 32;
     int split = blockIdx.x, n_split = gridDim.x, kvh = blockIdx.y, b = blockIdx.z, B = gridDim.z;
     int stride = (H + 2 * KV) * HD, group = H / KV, n_kb = (T + BN - 1) / BN;
     const bf16* base = qkv + (size_t)b * T * stride;
@@ -513,12 +524,7 @@ attention_backward_kernel(bf16* dqkv, float* dq_acc, const bf16* dout, const bf1
         cp_async_wait<0>();
         __syncthreads();
         uint32_t kf[1][HD / 16][4], vf[1][HD / 16][4];  // this warp's keys and values as A fragments (KVREG)
-        if (KVREG)
-            #pragma unroll
-            for (int ks = 0; ks < HD / 16; ks++) {
-                ldsm_x4(kf[0][ks], Ks + (warp * 16 + lane % 16) * LD + ks * 16 + lane / 16 * 8);
-                ldsm_x4(vf[0][ks], Vs + (warp * 16 + lane % 16) * LD + ks * 16 + lane / 16 * 8);
-            }
+        if (KVREG) att_kv_frags<HD>(kf[0], vf[0], Ks + warp * 16 * LD, Vs + warp * 16 * LD);
         float dk[DT][4] = {}, dv[DT][4] = {};
         for (;;) {
             unsigned char *st = stages + cur * Bt::STAGE, *nst = stages + (cur ^ 1) * Bt::STAGE;

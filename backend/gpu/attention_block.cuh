@@ -284,7 +284,7 @@ attention_ring_backward_kernel(AttBlockArgs a, float* dq_acc) {
     extern __shared__ __align__(16) unsigned char att_smem[];
     bf16 *Ks = (bf16*)att_smem, *Vs = Ks + BN * LD, *dSt = Vs + BN * LD;
     unsigned char* stages = (unsigned char*)(dSt + BN * Bt::LDS);
-    int warp = threadIdx.x / 32, lane = threadIdx.x % 32;
+    int warp = threadIdx.x / 32;
     int split = blockIdx.x, n_split = gridDim.x, kvh = blockIdx.y, b = blockIdx.z, B = gridDim.z;
     int group = a.H / a.KV, nq = a.qr.n, nk = a.kr.n, n_kb = (nk + BN - 1) / BN;
     float* dq_b = dq_acc + ((size_t)split * B + b) * nq * a.H * HD;
@@ -306,12 +306,7 @@ attention_ring_backward_kernel(AttBlockArgs a, float* dq_acc) {
         cp_async_wait<0>();
         __syncthreads();
         uint32_t kf[1][HD / 16][4], vf[1][HD / 16][4];  // this warp's keys and values as A fragments (KVREG)
-        if (KVREG)
-            #pragma unroll
-            for (int ks = 0; ks < HD / 16; ks++) {
-                ldsm_x4(kf[0][ks], Ks + (warp * 16 + lane % 16) * LD + ks * 16 + lane / 16 * 8);
-                ldsm_x4(vf[0][ks], Vs + (warp * 16 + lane % 16) * LD + ks * 16 + lane / 16 * 8);
-            }
+        if (KVREG) att_kv_frags<HD>(kf[0], vf[0], Ks + warp * 16 * LD, Vs + warp * 16 * LD);
         float dk[DT][4] = {}, dv[DT][4] = {};
         for (;;) {
             unsigned char *st = stages + cur * Bt::STAGE, *nst = stages + (cur ^ 1) * Bt::STAGE;

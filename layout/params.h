@@ -114,34 +114,37 @@ static void cut_costs(const ModelConfig* c, double* layer, double* embed, double
     *layer = 6.0 * (config_matmul_params(c) - V * d) / c->n_layer + 12.0 * d * c->seq_len;
     *head = 6.0 * V * d + 10.0 * V, *embed = 4.0 * d;
 }
-// Each stage's cost (cut_costs' unit) and, with a StageModel, its bytes (mem may be NULL) under the
-// cut counts[g] (layers of global chunk g): its chunks' layers, and the embedding and head where
-// chunks 0 and n-1 sit.
+// Stage s's cost (cut_costs' unit) and, with a StageModel, its bytes (mem may be NULL) under the cut
+// counts[g] (layers of global chunk g): its chunks' layers, and the embedding and head where chunks 0
+// and n-1 sit. The sums run in chunk order, so a stage recomputed alone is bit-identical.
+static void stage_cost(const ModelConfig* c, int pp, int vpp, const int* counts, int s, double layer, double embed,
+                       double head, double* cost, double* mem) {
+    const StageModel* sm = c->stage_model;
+    int n = pp * vpp;
+    *cost = 0;
+    if (mem) *mem = sm ? sm->mem_base[s] : 0;
+    for (int j = 0; j < vpp; j++) {  // the stage's chunks, in increasing g
+        int g = chunk_global(c->schedule, pp, s, j);
+        *cost += counts[g] * layer;
+        if (mem && sm) *mem += counts[g] * sm->mem_layer[g];
+    }
+    if (chunk_stage(c->schedule, pp, 0) == s) *cost += embed;
+    if (chunk_stage(c->schedule, pp, n - 1) == s) *cost += head;
+}
 static void stage_costs(const ModelConfig* c, int pp, int vpp, const int* counts, double* cost, double* mem) {
     double layer, embed, head;
-    const StageModel* sm = c->stage_model;
     cut_costs(c, &layer, &embed, &head);
-    for (int s = 0; s < pp; s++) {
-        cost[s] = 0;
-        if (mem) mem[s] = sm ? sm->mem_base[s] : 0;
-    }
-    for (int g = 0; g < pp * vpp; g++) {
-        int s = chunk_stage(c->schedule, pp, g);
-        cost[s] += counts[g] * layer;
-        if (mem && sm) mem[s] += counts[g] * sm->mem_layer[g];
-    }
-    cost[chunk_stage(c->schedule, pp, 0)] += embed;
-    cost[chunk_stage(c->schedule, pp, pp * vpp - 1)] += head;
+    for (int s = 0; s < pp; s++) stage_cost(c, pp, vpp, counts, s, layer, embed, head, &cost[s], mem ? &mem[s] : NULL);
 }
-// A cut's score: the bytes over the limit summed over the stages, the slowest stage's cost, the sum
-// of squares of the costs.
+// A cut's score from its stages' costs and bytes: the bytes over the limit summed over the stages, the
+// slowest stage's cost, the sum of squares of the costs.
 typedef struct { double over, slowest, squares; } CutScore;
-static CutScore cut_score(const ModelConfig* c, int pp, int vpp, const int* counts, double* cost, double* mem) {
+static CutScore cut_score(const ModelConfig* c, int pp, const double* cost, const double* mem) {
     CutScore k = {0, 0, 0};
     double limit = c->stage_model ? c->stage_model->mem_limit : 0;
-    stage_costs(c, pp, vpp, counts, cost, mem);
     for (int s = 0; s < pp; s++) {
-        k.slowest = fmax(k.slowest, cost[s]), k.squares += cost[s] * cost[s];
+        if (cost[s] > k.slowest) k.slowest = cost[s];
+        k.squares += cost[s] * cost[s];
         if (limit > 0 && mem[s] > limit) k.over += mem[s] - limit;
     }
     return k;
@@ -160,29 +163,41 @@ static int cut_better(CutScore a, CutScore b) {
 // the schedule puts them (the loop, the V): from the even cut, move one layer from a chunk to any
 // other (the cuts between them shift by one) while that makes the cut better. A heavy head on the
 // last stage takes two moves to relieve (its neighbour must pass a layer on first), so any pair of
-// chunks, not only neighbours. Every rank computes the same cut (from the same model).
+// chunks, not only neighbours. A trial move changes two stages only, so only those two are
+// recomputed (the planner's search cuts thousands of layouts). Every rank computes the same cut.
 static void chunk_cut(const ModelConfig* c, int pp, int vpp, int* counts) {
     int n = pp * vpp;
     for (int g = 0; g < n; g++) counts[g] = chunk_layer_count(c->n_layer, n, g);
     if (!c->pp_split || n == 1 || pp < 1) return;
-    double* cost = (double*)xmalloc(sizeof(double) * pp);
-    double* mem = (double*)xmalloc(sizeof(double) * pp);
-    CutScore cur = cut_score(c, pp, vpp, counts, cost, mem);
+    double layer, embed, head;
+    cut_costs(c, &layer, &embed, &head);
+    double* cost = (double*)xmalloc(sizeof(double) * 2 * pp);
+    double* mem = cost + pp;
+    stage_costs(c, pp, vpp, counts, cost, mem);
+    CutScore cur = cut_score(c, pp, cost, mem);
     for (int moved = 1; moved;) {
         int from = -1, to = -1;
         CutScore best = cur;
         for (int a = 0; a < n; a++)
-            for (int b = 0; b < n; b++) {  // a layer from chunk a to chunk b
+            for (int b = 0; b < n; b++) {  // a layer from chunk a to chunk b: stages sa and sb change
                 if (a == b || counts[a] < 2) continue;
+                int sa = chunk_stage(c->schedule, pp, a), sb = chunk_stage(c->schedule, pp, b);
+                double cost_a = cost[sa], mem_a = mem[sa], cost_b = cost[sb], mem_b = mem[sb];
                 counts[a]--, counts[b]++;
-                CutScore trial = cut_score(c, pp, vpp, counts, cost, mem);
+                stage_cost(c, pp, vpp, counts, sa, layer, embed, head, &cost[sa], &mem[sa]);
+                stage_cost(c, pp, vpp, counts, sb, layer, embed, head, &cost[sb], &mem[sb]);
+                CutScore trial = cut_score(c, pp, cost, mem);
                 counts[a]++, counts[b]--;
+                cost[sb] = cost_b, mem[sb] = mem_b, cost[sa] = cost_a, mem[sa] = mem_a;
                 if (cut_better(trial, best)) best = trial, from = a, to = b;
             }
         moved = from >= 0;
-        if (moved) counts[from]--, counts[to]++, cur = best;
+        if (moved) {
+            counts[from]--, counts[to]++, cur = best;
+            stage_costs(c, pp, vpp, counts, cost, mem);
+        }
     }
-    free(cost), free(mem);
+    free(cost);
 }
 static void chunk_layers(ParamLayout* P, const ModelConfig* c, int pp, int vpp) {
     int counts[1024];

@@ -47,7 +47,7 @@ NVCC_LIBS = -L$(CUDA_ROOT)/lib64 -lcublasLt -lcublas $(NCCL_FLAGS) -lm
 
 # The folders' layers, lowest first: a file includes only files of its own layer or of one before it
 # (backend/cpu/ and backend/gpu/ are backend's; scripts/check_headers.py checks it).
-LAYERS = base layout data backend model parallel planner runtime
+LAYERS = base layout data backend layer_parallel model parallel planner runtime
 HEADERS = $(wildcard $(addsuffix /*.h,$(LAYERS) backend/cpu backend/gpu))
 GPU_HEADERS = $(wildcard backend/gpu/*.cuh)
 

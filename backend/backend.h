@@ -8,9 +8,8 @@
 // Each function is declared here before anything calls it or defines it, so every header of the
 // model, parallel/ and runtime/ includes what it uses and compiles alone. The build's types
 // (act_t, SlotSends, GatherWait, ModelBackend) and the state all of them work on: backend/state.h.
-// Besides what a build supplies, the contract declares the tp / cp communication steps the
-// layer math calls (defined once, for both builds, in parallel/tensor_parallel.h and
-// parallel/context_parallel.h, which sit above the model).
+// The tp / cp communication steps the layer math calls are shared code over this contract, in the
+// layer above it (layer_parallel/tensor_parallel.h, layer_parallel/context_parallel.h).
 #ifndef BACKEND_H
 #define BACKEND_H
 
@@ -251,20 +250,5 @@ static void backend_init_done(Model* m);
 static int weight_bytes_per_param(const Model* m);  // where the kernels read them (the planner's count)
 static void backend_print(const Model* m);          // rank 0: the build's lines of the start-up table
 static void backend_finish(Model* m);               // after the run: the GPU's memory line, its communicators
-
-// ----------------------------------------------------------------------------
-// The communication steps of the layer math (shared code, not a build's). tensor_parallel.h: the
-// rows this rank holds (N = row_count of B*T, from row0_of) and the tp / sp collectives of the
-// row- and column-parallel matmuls; context_parallel.h: the attention over a sequence split over cp.
-
-static int row_count(const Model* m, int B);
-static int row0_of(const Model* m, int B);
-static act_t* my_rows(Model* m, act_t* full, int B);
-static act_t* tp_reduce_rows(Model* m, act_t* partial, int B);
-static void sp_gather_rows(Model* m, act_t* full, int B);
-static const act_t* sp_gather_grad(Model* m, const act_t* d, act_t* dst, int B, int keep);
-static void cp_attention_forward(Model* m, act_t* out, float* lse, const act_t* qkv, int B);
-static void cp_attention_backward(Model* m, act_t* dqkv, const act_t* dout, const act_t* qkv, const act_t* out,
-                                  const float* lse, int B);
 
 #endif

@@ -139,7 +139,7 @@ typedef struct {
     float *att_scratch, *ce_max, *ce_sums;
     act_t *x_scratch, *partial, *reduced, *dres[2], *dres_after_attn, *datty, *dfch_act;
     float* sp_buf;                     // packing of the sequence-parallel partial gradients
-    // context parallelism (parallel/context_parallel.h): positions of this rank's T rows (host),
+    // context parallelism (layer_parallel/context_parallel.h): positions of this rank's T rows (host),
     // one layer's ring and all-to-all buffers
     int* pos;
     // --cp-split doc with documents: the positions every ring rank holds of each of the step's
@@ -168,6 +168,12 @@ typedef struct {
     Trace* trace;                      // the step's timeline (backend/trace.h; met's, or NULL)
     ModelBackend be;
 } Model;
+
+// The rows of a B*T x C activation this rank holds: all B*T, or with --sp its B*T/tp from row row0_of
+// (layer_parallel/tensor_parallel.h communicates them); my_rows points at them in a full buffer.
+static int row_count(const Model* m, int B) { return m->c.sp ? B * m->T / m->L.tp : B * m->T; }
+static int row0_of(const Model* m, int B) { return m->c.sp ? m->L.tp_rank * row_count(m, B) : 0; }
+static act_t* my_rows(Model* m, act_t* full, int B) { return full + (size_t)row0_of(m, B) * m->C; }
 
 // Sampling through the schedule's executor (parallel/pipeline.h run_schedule; runtime/train.h
 // sample_text): one sequence (B 1) of these tokens, and in place of the loss the logits of one row,

@@ -10,7 +10,7 @@
 
 #define MAX_TRACE_EVENTS 200000
 // Kinds below the schedule's ops (layout/schedule.h OP_*): -1 a collective, -2 a phase of the
-// step, and the cp ring (parallel/context_parallel.h): TRACE_RING a ring step's blocks of
+// step, and the cp ring (layer_parallel/context_parallel.h): TRACE_RING a ring step's blocks of
 // attention, TRACE_RING - 1 the transfer that step overlaps (K,V; in the backward also dK,dV),
 // TRACE_RING - 2 the last dK,dV going home after the last step.
 #define TRACE_RING (-3)

@@ -55,7 +55,7 @@ typedef struct {
 } ModelConfig;
 
 // One block of causal attention: the query rows of one sequence segment against the key
-// rows of another (context parallelism's ring, parallel/context_parallel.h; the whole
+// rows of another (context parallelism's ring, layer_parallel/context_parallel.h; the whole
 // sequence is one block). Buffers hold B sequences of Ts rows each; a key attends a query
 // iff its position is <= the query's and >= doc[query] (document masking, data/data.h
 // doc_starts: the position where the query's document starts; doc NULL: one document).

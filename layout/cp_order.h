@@ -1,5 +1,5 @@
 // layout/cp_order.h: which positions of a sequence each context-parallel rank holds
-// (parallel/context_parallel.h states the splits): the sequence's zig-zag or contiguous split,
+// (layer_parallel/context_parallel.h states the splits): the sequence's zig-zag or contiguous split,
 // and --cp-split doc's per-document zig-zag. Pure functions of the shape (and the documents),
 // apart from the Model, so the planner (planner/documents.h) and dev/sim_wlb.c order the rows
 // as the trainer does and measure the ring ranks' attention work alike (cp_ring_pairs).

@@ -16,6 +16,8 @@
 #define MODEL_H
 
 #include "backend/backend.h"
+#include "layer_parallel/context_parallel.h"  // cp_attention_forward / backward
+#include "layer_parallel/tensor_parallel.h"   // tp_reduce_rows, sp_gather_rows / grad, sp_partial_sync
 
 // ----------------------------------------------------------------------------
 // One transformer layer on this rank's heads and MLP columns.

@@ -12,7 +12,7 @@
 #define DATA_PARALLEL_H
 
 #include "backend/backend.h"
-#include "parallel/tensor_parallel.h"  // sp_partial_sync
+#include "layer_parallel/tensor_parallel.h"  // sp_partial_sync
 #include "parallel/zero3.h"            // --zero 2 and 3
 
 // The tied embedding: first and last stage each hold wte; their gradients are summed so

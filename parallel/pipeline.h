@@ -10,7 +10,7 @@
 
 #include "layout/activations.h"  // ActCounts, act_device_slots
 #include "model/model.h"
-#include "parallel/context_parallel.h"  // cp_alloc
+#include "layer_parallel/context_parallel.h"  // cp_alloc
 #include "parallel/data_parallel.h"  // dp_layer_begin, dp_layer_grads_begin, dp_layer_grads_done: the layer hooks
 
 // ----------------------------------------------------------------------------

@@ -43,7 +43,7 @@
 #define ZERO3_H
 
 #include "backend/backend.h"
-#include "parallel/tensor_parallel.h"  // sp_partial_sync
+#include "layer_parallel/tensor_parallel.h"  // sp_partial_sync
 
 enum { Z3_STALE, Z3_GATHERING, Z3_READY };  // a unit's gathered weights (--zero 3)
 

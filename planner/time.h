@@ -174,7 +174,7 @@ static Link nic_link(const DeviceProfile* d, int gpus_per_node) {
 }
 
 // ----------------------------------------------------------------------------
-// Context parallelism (parallel/context_parallel.h): each sequence split over cp = U x R
+// Context parallelism (layer_parallel/context_parallel.h): each sequence split over cp = U x R
 // ranks. A rank holds T/cp tokens of every sequence, so all outside the attention (matmuls,
 // norms, activations, logits, tp and pp messages) shrinks by cp; the weights are replicated
 // over cp, their gradients reduced and ZeRO-sharded over dp x cp. The attention needs every

@@ -7,7 +7,7 @@
 #define TRAIN_H
 
 #include <float.h>
-#include "parallel/context_parallel.h"
+#include "layer_parallel/context_parallel.h"
 #include "parallel/data_parallel.h"
 #include "parallel/pipeline.h"
 #include "runtime/ckpt.h"

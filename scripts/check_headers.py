@@ -10,7 +10,7 @@ Checks, each a PASS/FAIL line, then "N passed, N failed" (make test counts them)
           the GPU ones (.cuh, and the .h of folders named gpu) with --cu (the CUDA emulator's
           g++: the .cuh files as emu/cu2cpp.pl translated them, found first on its -I path).
 Usage (the Makefile's check_headers target passes the build's compilers and flags):
-  scripts/check_headers.py --layers "base layout backend model parallel planner runtime" \
+  scripts/check_headers.py --layers "base layout data backend layer_parallel model parallel planner runtime" \
       --cc "gcc -std=gnu11 -I. ..." --cu "g++ -std=c++17 -Iemu/build -I. -include emu/cuda_emu.h ..."
 """
 import argparse

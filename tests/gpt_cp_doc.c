@@ -1,4 +1,4 @@
-// tests/gpt_cp_doc.c: --cp-split doc (parallel/context_parallel.h cp_doc_order), included into
+// tests/gpt_cp_doc.c: --cp-split doc (layer_parallel/context_parallel.h cp_doc_order), included into
 // test_gpt.c after gpt_packing.c (its doc_stream and free_plan). The order of a sequence's rows
 // over the ring ranks: a permutation, each ring rank's rows increasing and T / R of them, each
 // document's 2R chunks within one token of each other, the sequence's zig-zag without documents;

@@ -75,7 +75,7 @@ static void run_blocks(const char* what, int B, int Ts, int Ha, int KVa, int hd,
 }
 
 // Ring rank r's blocks at ring step `step` (R ranks, chunks of c rows: Ts = 2c; R = 1: one
-// segment of c rows), as parallel/context_parallel.h makes them: a pair of segments unless
+// segment of c rows), as layer_parallel/context_parallel.h makes them: a pair of segments unless
 // every key is after every query, the diagonal block first. Returns how many (at most 4).
 static int zigzag_step_blocks(int R, int r, int c, int step, AttnBlock* blk) {
     int from = (r - step + R) % R, n = 0, nseg = R == 1 ? 1 : 2;

@@ -236,7 +236,7 @@ static void test_swiglu(int N, int F) {
 }
 
 // The positions of a sequence's T rows on one rank of a zig-zag context-parallel split
-// (parallel/context_parallel.h; ring rank 0 of 2): rows [0, T/2) at positions [0, T/2), the
+// (layer_parallel/context_parallel.h; ring rank 0 of 2): rows [0, T/2) at positions [0, T/2), the
 // rest jumping to [3T/2, 2T) of a 2T-long sequence. Not the identity, so a kernel that takes
 // row % T for the position fails.
 static int* zigzag_positions(int T) {

@@ -154,7 +154,7 @@ static void test_zero_bubble_schedules(void) {
     free(P);
 }
 
-// Context parallelism (parallel/context_parallel.h): memory per rank, the ring's and the
+// Context parallelism (layer_parallel/context_parallel.h): memory per rank, the ring's and the
 // all-to-all's volumes and times by hand, 2D as their sum, the KV-heads limit, node placement.
 
 // Context parallelism's memory: activations, states and temporaries by cp, throughput per GPU; the

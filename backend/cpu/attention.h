@@ -38,7 +38,7 @@ static void rope_apply(float* qkv, int N, const int* positions, int T, int strid
 // one block of rows against the keys of another (layout/config.h AttnBlock), never a T x T
 // matrix. The forward merges each block into a running output o (B*Ts rows x Ha*hd,
 // normalized) and its log-sum-exp lse (B x Ha x Ts) by lse_merge_row (the ring's merge,
-// parallel/context_parallel.h), so the blocks may come in any order. The backward of a
+// layer_parallel/context_parallel.h), so the blocks may come in any order. The backward of a
 // block needs only the final lse: P = exp(scale q k^T - lse), D = rowsum(dout * out),
 //     dv += P^T dout,  dS = P (dout v^T - D) scale,  dq += dS k,  dk += dS^T q.
 // Query head h uses kv head h / (Ha/KVa) (grouped-query attention). The products are
@@ -132,7 +132,7 @@ static float att_exp_row(float* s, int lo, int hi, int keys, float scale, float 
     return vsum(sum);
 }
 
-// The ring's merge (parallel/context_parallel.h states it) of one query row: the block's
+// The ring's merge (layer_parallel/context_parallel.h states it) of one query row: the block's
 // unnormalized output y (hd), its row maximum mx and sum of exponentials l, into the row's
 // running output o (hd) and log-sum-exp *lse; init: the row's first block (o, *lse unread).
 static void lse_merge_row(float* o, float* lse, const float* y, float mx, float l, int hd, int init) {

@@ -11,7 +11,7 @@
 #include "backend/gpu/common.cuh"
 #include "backend/gpu/attention.cuh"  // FwdTile, BwdTile, att_load, att_qk, att_softmax, att_bwd_tile, ...
 
-// Context parallelism's ring step (layout/config.h AttnBlock; parallel/context_parallel.h
+// Context parallelism's ring step (layout/config.h AttnBlock; layer_parallel/context_parallel.h
 // cp_blocks): the queries of this rank's rows against the keys of one source's rows, in one
 // launch at FlashAttention-2's design (attention.cuh's forward and backward with their
 // helpers), fp32 outputs merged into the running output and lse by log-sum-exp (forward) or
@@ -114,7 +114,7 @@ __device__ __forceinline__ void att_add(float* dst, size_t pitch, int r0, int n,
 }
 
 // The step's forward merged into the running output a.o and log-sum-exp a.lse of this
-// thread's rows q0 + g, q0 + g + 8: the ring's merge (parallel/context_parallel.h; the CPU's lse_merge_row): with
+// thread's rows q0 + g, q0 + g + 8: the ring's merge (layer_parallel/context_parallel.h; the CPU's lse_merge_row): with
 // the step's row max m and sum l (log2 units) and its unnormalized output acc,
 //     lse' = log(e^lse + e^(m/log2e) l),  o' = o e^(lse - lse') + acc e^(m/log2e - lse').
 // A row that saw no key of the step is left alone (a.init: it becomes o = 0, lse = -inf).

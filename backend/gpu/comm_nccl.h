@@ -29,7 +29,7 @@
 // no send waits behind a receive. Receives run on the compute stream, before the kernels
 // that read them.
 //
-// Context parallelism (parallel/context_parallel.h): the Ulysses all-to-all is grouped sends
+// Context parallelism (layer_parallel/context_parallel.h): the Ulysses all-to-all is grouped sends
 // and receives (NCCL has no all-to-all call) on the compute stream, which needs its result at
 // once; the ring's exchange (a send to the next rank and a receive from the previous, grouped)
 // runs on a stream of its own, after an event on the compute stream, so the attention block

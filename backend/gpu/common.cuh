@@ -104,16 +104,6 @@ static int gpu_sm_count(void) {
     cudaCheck(cudaDeviceGetAttribute(&sms, cudaDevAttrMultiProcessorCount, dev));
     return sms;
 }
-static void lt_plans_free(void);
-static void attention_buffers_free(void);
-static void gpu_kernels_free(void) {
-    lt_plans_free();
-    attention_buffers_free();
-    cudaCheck(cudaFree(gpu_scratch));
-    cudaCheck(cudaFree(gpu_lt_workspace));
-    cublasCheck(cublasLtDestroy(gpu_lt));
-    gpu_scratch = NULL, gpu_lt_workspace = NULL;
-}
 
 // Memory-bound kernels move bf16 in chunks of 8 (16 bytes, one vector access) per thread:
 // load8 / store8 take the chunk at p with `rem` elements left in the array and use one

@@ -44,4 +44,15 @@
 #include "backend/gpu/embed_loss.cuh"
 #include "backend/gpu/adamw.cuh"
 
+// What gpu_kernels_init (common.cuh) and the kernels' own caches allocated: cuBLASLt's plans
+// (matmul.cuh), the attention's buffers (attention.cuh), the scratch, the workspace, the handle.
+static void gpu_kernels_free(void) {
+    lt_plans_free();
+    attention_buffers_free();
+    cudaCheck(cudaFree(gpu_scratch));
+    cudaCheck(cudaFree(gpu_lt_workspace));
+    cublasCheck(cublasLtDestroy(gpu_lt));
+    gpu_scratch = NULL, gpu_lt_workspace = NULL;
+}
+
 #endif

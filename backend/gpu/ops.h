@@ -114,7 +114,7 @@ static void op_attention_backward(Model* m, bf16* dqkv, const bf16* dout, const 
     attention_backward_gpu(dqkv, dout, qkv, out, att, B, m->T, H, KV, m->hd, mb_docs(m), m->be.stream);
     op_family_end(m);
 }
-// Context parallelism's ring steps (parallel/context_parallel.h): attention_block.cuh's flash
+// Context parallelism's ring steps (layer_parallel/context_parallel.h): attention_block.cuh's flash
 // kernels, all blocks of a step in one launch, with an fp32 running output and fp32 gradients.
 static void op_attention_blocks_forward(Model* m, float* o, float* lse, const bf16* q, const bf16* kv,
                                         const AttnBlock* blk, int n) {

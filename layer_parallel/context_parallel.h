@@ -1,4 +1,4 @@
-// parallel/context_parallel.h: context parallelism, each sequence split over cp ranks.
+// layer_parallel/context_parallel.h: context parallelism, each sequence split over cp ranks.
 // Everything outside the attention works on this rank's T/cp rows of every sequence as if
 // they were the sequence (Model.T is T/cp); the attention needs every earlier token, so it
 // communicates here. cp = U x R (USP, Fang and Zhao 2024; LoongTrain):

@@ -1,4 +1,4 @@
-// parallel/tensor_parallel.h: tensor and sequence parallelism, where they communicate.
+// layer_parallel/tensor_parallel.h: tensor and sequence parallelism, where they communicate.
 // Tensor parallelism (Megatron-LM): qkv and fc are column-parallel (each rank has its heads
 // and MLP columns), attention proj and MLP proj row-parallel, their partial outputs meet in
 // tp_reduce_rows (Megatron's f/g operators). Sequence parallelism (--sp, Korthikanti et
@@ -10,12 +10,7 @@
 #ifndef TENSOR_PARALLEL_H
 #define TENSOR_PARALLEL_H
 
-#include "backend/backend.h"  // the state, the collectives; row_count ... sp_gather_grad declared there
-
-static int row_count(const Model* m, int B) { return m->c.sp ? B * m->T / m->L.tp : B * m->T; }
-static int row0_of(const Model* m, int B) { return m->c.sp ? m->L.tp_rank * row_count(m, B) : 0; }
-// The rows this rank writes into a B*T x C buffer: its own only.
-static act_t* my_rows(Model* m, act_t* full, int B) { return full + (size_t)row0_of(m, B) * m->C; }
+#include "backend/backend.h"  // the state (row_count, my_rows), the collectives (act_*)
 
 // Row-parallel matmul output: partial sums (B*T x C) -> the reduced rows this rank keeps.
 static act_t* tp_reduce_rows(Model* m, act_t* partial, int B) {

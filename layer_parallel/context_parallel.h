@@ -28,7 +28,7 @@
 #ifndef CONTEXT_PARALLEL_H
 #define CONTEXT_PARALLEL_H
 
-#include "backend/backend.h"  // the state, the ring and the blocks; cp_attention_* declared there
+#include "backend/backend.h"  // the state, the ring and the blocks (ring_start / ring_wait, op_attention_blocks_*)
 
 #include "layout/cp_order.h"  // cp_ring_position, cp_positions, cp_doc_order
 

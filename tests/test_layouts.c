@@ -155,11 +155,24 @@ typedef struct { const char* tag; const char* flags; } Layout_;
 static const char* only = NULL;
 static int selected(const char* tag) { return !only || strstr(tag, only); }
 
+// Whether layout i of a suite runs: its tag is selected, or it writes the trace (--trace FILE) that a
+// selected layout reads (--pp-costs FILE), which then runs after it, as in the suite's order.
+static int layout_runs(const Layout_* layouts, int n, int i) {
+    if (selected(layouts[i].tag)) return 1;
+    const char* trace = strstr(layouts[i].flags, "--trace ");
+    if (!trace) return 0;
+    char reads[512];
+    snprintf(reads, sizeof(reads), "--pp-costs %.*s", (int)strcspn(trace + 8, " "), trace + 8);
+    for (int j = i + 1; j < n; j++)
+        if (selected(layouts[j].tag) && strstr(layouts[j].flags, reads)) return 1;
+    return 0;
+}
+
 static void suite(const char* model_tag, const char* model_flags, const Layout_* layouts, int n) {
     RunResult ref = {0};
     char tag[256], flags[1024];
     int any = 0;
-    for (int i = 0; i < n; i++) any |= selected(layouts[i].tag) != 0;
+    for (int i = 0; i < n; i++) any |= layout_runs(layouts, n, i);
     if (!any) return;
     snprintf(tag, sizeof(tag), "%s_ref", model_tag);
     if (!train_run(tag, model_flags, &ref)) return;
@@ -169,7 +182,7 @@ static void suite(const char* model_tag, const char* model_flags, const Layout_*
     falls ? n_pass++ : n_fail++;
     for (int i = 0; i < n; i++) {
         RunResult r = {0};
-        if (!selected(layouts[i].tag)) continue;
+        if (!layout_runs(layouts, n, i)) continue;
         snprintf(tag, sizeof(tag), "%s_%s", model_tag, layouts[i].tag);
         snprintf(flags, sizeof(flags), "%s %s", model_flags, layouts[i].flags);
         if (train_run(tag, flags, &r)) compare(tag, model_flags, &ref, &r);
@@ -523,7 +536,8 @@ static void gpt2_shape_suites(void) {
         {"pp2_vpp2_auto", "--pp 2 --vpp 2 --pp-split auto"},
         {"pp2_zbv_auto", "--pp 2 --schedule zb-v --pp-split auto"},
         {"pp2_dualpipev_auto", "--pp 2 --schedule dualpipe-v --pp-split auto"},
-        // --pp-costs: pp 4 cut by the times a pp 2 run's trace measured (runtime/pp_costs.h)
+        // --pp-costs: pp 4 cut by the times a pp 2 run's trace measured (runtime/pp_costs.h); the pp 2
+        // run also runs when a filter selects only pp4_auto_costs (layout_runs)
         {"pp2_costs_trace", "--pp 2 --trace /tmp/test_layouts/headheavy_costs_trace.json"},
         {"pp4_auto_costs", "--pp 4 --pp-split auto --pp-costs /tmp/test_layouts/headheavy_costs_trace.json"},
     };

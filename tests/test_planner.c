@@ -105,6 +105,7 @@ int main(void) {
     test_tp_collectives();
     test_flash_shape_efficiency();
     test_tp_async_dgrad();
+    test_zero3_across_nodes_per_rank();
     test_unfused_attention_shapes();
     test_links_across_nodes();
     test_swiglu_two_linears();

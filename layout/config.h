@@ -17,6 +17,10 @@ enum {
     N_SCHEDULES
 };
 enum { RECOMPUTE_NONE = 0, RECOMPUTE_SELECTIVE = 1, RECOMPUTE_FULL = 2 };
+// The MLP's kind, apart from the attention's (the planner's frameworks: a LLaMA-style attention with a non-gated
+// MLP, as Nemotron's squared ReLU): MLP_ARCH the architecture's own (GPT-2 GELU, LLaMA SwiGLU: the trainer runs
+// only these); GELU and squared ReLU are two linears of d_ff around one elementwise op, SwiGLU three (gate, up, down)
+enum { MLP_ARCH = 0, MLP_GELU = 1, MLP_RELU2 = 2, MLP_SWIGLU = 3, N_MLP };
 enum { CP_RING = 0, CP_ULYSSES = 1, CP_2D = 2 };
 enum { CP_SPLIT_ZIGZAG = 0, CP_SPLIT_CONTIGUOUS = 1, CP_SPLIT_DOC = 2 };  // --cp-split
 // --offload none|optimizer|activations|both parses to 0..3: a bit per kind (backend/cpu/offload.h)
@@ -30,6 +34,7 @@ typedef struct {
     int n_layer, n_head, n_kv_head, d_model, d_ff;
     int seq_len;         // T: context length (positions)
     int vocab;           // real vocabulary size
+    int mlp;             // MLP_*: MLP_ARCH (0) but in the planner's --mlp / a --runs row's mlp column
     int vocab_padded;    // padded to a multiple of 128 (llm.c), so it also splits over tp
     // training
     int steps, warmup, micro_batch, global_batch;  // batches in sequences
@@ -129,17 +134,23 @@ static void config_finalize(ModelConfig* c) {
     c->vocab_padded = (int)round_up((size_t)c->vocab, 128);
 }
 
+// 1: the MLP is gated (SwiGLU: three d x d_ff matrices), 0: two (GELU, squared ReLU).
+static int config_mlp_gated(const ModelConfig* c) {
+    return c->mlp == MLP_ARCH ? c->arch == ARCH_LLAMA : c->mlp == MLP_SWIGLU;
+}
+
 // Parameter count of the full (unsharded) model, counting the tied embedding once
 // and excluding the vocabulary padding rows (they are never trained to anything).
 static double config_num_params(const ModelConfig* c) {
     double C = c->d_model, L = c->n_layer, F = c->d_ff, V = c->vocab, T = c->seq_len;
     double hd = (double)c->d_model / c->n_head, kv = c->n_kv_head * hd;
+    double up = config_mlp_gated(c) ? 2 : 1;  // the matrices (and GPT-2's biases) before the activation
     if (c->arch == ARCH_GPT2) {
-        double per_layer = 2 * C + (C * 3 * C + 3 * C) + (C * C + C) + 2 * C + (C * F + F) + (F * C + C);
+        double per_layer = 2 * C + (C * 3 * C + 3 * C) + (C * C + C) + 2 * C + up * (C * F + F) + (F * C + C);
         return V * C + T * C + L * per_layer + 2 * C;
     }
     // LLaMA: no biases, RMSNorm weights only, q/o are C x C, k/v are C x kv, SwiGLU has 3 matrices, untied head.
-    double per_layer = C + (C * C + 2 * C * kv + C * C) + C + 3 * C * F;
+    double per_layer = C + (C * C + 2 * C * kv + C * C) + C + (up + 1) * C * F;
     return 2 * V * C + L * per_layer + C;
 }
 
@@ -149,8 +160,9 @@ static double config_num_params(const ModelConfig* c) {
 static double config_matmul_params(const ModelConfig* c) {
     double C = c->d_model, L = c->n_layer, F = c->d_ff, V = c->vocab;
     double hd = (double)c->d_model / c->n_head, kv = c->n_kv_head * hd;
-    if (c->arch == ARCH_GPT2) return V * C + L * (3 * C * C + C * C + 2 * C * F);
-    return V * C + L * (2 * C * C + 2 * C * kv + 3 * C * F);
+    double mlp = (config_mlp_gated(c) ? 3 : 2) * C * F;
+    if (c->arch == ARCH_GPT2) return V * C + L * (3 * C * C + C * C + mlp);
+    return V * C + L * (2 * C * C + 2 * C * kv + mlp);
 }
 
 // Model FLOPs per token, PaLM appendix B (Chowdhery et al. 2022):

@@ -15,6 +15,8 @@ static void plan_usage(void) {
         "  --model NAME            preset (default llama-13b); shape: --n-layer --n-head --n-kv-head --d-model --d-ff "
         "--vocab --seq-len\n"
         "                          (with --runs the shape flags override every row's preset)\n"
+        "  --mlp gelu|relu2|swiglu the MLP apart from the attention (default: the architecture's: GPT-2 gelu, LLaMA\n"
+        "                          swiglu; another only under --software scaling|framework|foundry|megatron)\n"
         "  --gpus N                GPUs in all (default 8)       --gpus-per-node N (default: the device's)\n"
         "  --device NAME           %s (default a100-80gb)\n"
         "  --device-file FILE      'key = value' profile (optional first key 'base = NAME')\n"
@@ -80,6 +82,7 @@ typedef struct {
     const char *csv, *runs, *doc_lengths;
     int cp_split;  // --cp-split: CP_SPLIT_ZIGZAG, _CONTIGUOUS, _DOC (ModelConfig's cp_contiguous, cp_doc)
     int offload, offload_frames;  // --offload: OFFLOAD_OPTIMIZER | OFFLOAD_ACTIVATIONS for every layout; its frames
+    int mlp;                      // --mlp: MLP_* (MLP_ARCH: the architecture's; --runs: rows without an mlp)
     // --tokens (planner/run_plan.h): E_min; the noise scale from --noise-scale, --noise-log or --target-loss
     double run_tokens, noise_scale, target_loss;
     const char* noise_log;
@@ -250,6 +253,8 @@ static void plan_parse_args(int argc, char** argv, PlanArgs* a) {
             for (int k = 0; k < 4; k++)
                 if (!strcmp(v, names[k])) a->offload = k;  // the bits of layout/config.h's OFFLOAD_*
             if (a->offload < 0) fail("--offload: expected none, optimizer, activations or both, got '%s'", v);
+        } else if (!strcmp(flag, "--mlp")) {
+            if ((a->mlp = plan_mlp_from_name(v)) < 0) fail("--mlp: expected one of %s, got '%s'", PLAN_MLP_NAMES, v);
         } else if (!strcmp(flag, "--offload-frames"))
             a->offload_frames = plan_int(v, flag, 1, 2);
         else if (!strcmp(flag, "--grad-reduce")) {
@@ -415,11 +420,11 @@ static int plan_main(int argc, char** argv) {
     int stops[4] = {SIGINT, SIGTERM, SIGHUP, SIGPIPE};
     for (int i = 0; i < 4; i++) signal(stops[i], plan_on_signal);
     plan_parse_args(argc, argv, &a);
-    if (a.runs) { plan_runs(a.runs, a.csv, a.shape, &a.setup, &a.dev); return 0; }
+    if (a.runs) { plan_runs(a.runs, a.csv, a.shape, a.mlp, &a.setup, &a.dev); return 0; }
     ModelConfig c;
     char err[512];
     if (plan_model(a.model, a.shape, 0, &c, err, sizeof(err))) fail("%s", err);
-    c.offload = a.offload, c.offload_frames = a.offload_frames;
+    c.offload = a.offload, c.offload_frames = a.offload_frames, c.mlp = a.mlp;
     c.cp_contiguous = a.cp_split == CP_SPLIT_CONTIGUOUS, c.cp_doc = a.cp_split == CP_SPLIT_DOC;
     long global_batch = a.global_batch;
     if (!global_batch) {
@@ -450,8 +455,9 @@ static int plan_main(int argc, char** argv) {
     if (a.csv) output_check(a.csv, "--plan-csv"), atomic_open(&csv, a.csv, "--plan-csv");
 
     char b1[32], b2[32];
-    printf("plan: %s (%s, L=%d h=%d heads=%d/%d d_ff=%d vocab=%d), seq %d, %s params, %.4g GFLOP/token (PaLM)\n",
-           a.model, arch_name(c.arch), c.n_layer, c.d_model, c.n_head, c.n_kv_head, c.d_ff, c.vocab, c.seq_len,
+    printf("plan: %s (%s%s%s, L=%d h=%d heads=%d/%d d_ff=%d vocab=%d), seq %d, %s params, %.4g GFLOP/token (PaLM)\n",
+           a.model, arch_name(c.arch), c.mlp ? " with a " : "", c.mlp ? MLP_NAMES[c.mlp] : "", c.n_layer, c.d_model,
+           c.n_head, c.n_kv_head, c.d_ff, c.vocab, c.seq_len,
            fmt_count(config_num_params(&c), b1), config_flops_per_token(&c, c.seq_len) / 1e9);
     printf("%d GPUs, global batch %ld sequences = %s tokens\n", a.gpus, global_batch,
            fmt_count((double)global_batch * c.seq_len, b2));

@@ -27,11 +27,11 @@
 static double chunk_params(const ModelConfig* c, int n_layers_chunk, int has_embed, int has_head, int tp) {
     double C = c->d_model, F = c->d_ff, V = c->vocab_padded, t = tp;
     double kv = c->n_kv_head * (C / c->n_head);
-    double layer;
+    double layer, up = config_mlp_gated(c) ? 2 : 1;  // the MLP's matrices before its activation (SwiGLU: gate, up)
     if (c->arch == ARCH_GPT2)  // split: W, qkv/fc biases; replicated: 2 LN (w,b), 2 row biases
-        layer = (4 * C * C + 2 * C * F + 3 * C + F) / t + 4 * C + 2 * C;
+        layer = (4 * C * C + (up + 1) * C * F + 3 * C + up * F) / t + 4 * C + 2 * C;
     else  // two RMSNorm weights replicated
-        layer = (2 * C * C + 2 * C * kv + 3 * C * F) / t + 2 * C;
+        layer = (2 * C * C + 2 * C * kv + (up + 1) * C * F) / t + 2 * C;
     double p = n_layers_chunk * layer;
     if (has_embed) p += V * C / t + (c->arch == ARCH_GPT2 ? c->seq_len * C : 0);
     if (has_head) {
@@ -52,16 +52,37 @@ static double chunk_params(const ModelConfig* c, int n_layers_chunk, int has_emb
 //                    matmuls, norms, RoPE, activations) is recomputed from the layer input in the backward
 //   selective_layer  torchtitan's selective option "2": every second layer checkpointed whole (as
 //                    full), the others keep everything (as none)
-enum { RECOMPUTE_OP = RECOMPUTE_FULL + 1, RECOMPUTE_LAYER, N_PLAN_RECOMPUTE };
+//   full_distributed Megatron-LM's --recompute-granularity full with --distribute-saved-activations: each
+//                    tensor-parallel rank keeps only its 1/tp slice of the layer input it recomputes from
+//                    (tensor_parallel/random.py CheckpointFunction: split_tensor_into_1d_equal_chunks) and
+//                    all-gathers it before the layer's forward runs again (gather_split_1d_tensor); tp > 1,
+//                    without SP (whose layer input is already split)
+enum { RECOMPUTE_OP = RECOMPUTE_FULL + 1, RECOMPUTE_LAYER, RECOMPUTE_FULL_DIST, N_PLAN_RECOMPUTE };
 static const char* plan_recompute_name(int r) {
-    return r == RECOMPUTE_OP ? "selective_op" : r == RECOMPUTE_LAYER ? "selective_layer" : recompute_name(r);
+    return r == RECOMPUTE_OP ? "selective_op" : r == RECOMPUTE_LAYER ? "selective_layer"
+           : r == RECOMPUTE_FULL_DIST ? "full_distributed" : recompute_name(r);
 }
+// Whether each layer runs its whole forward again in the backward (full, full_distributed).
+static int plan_recompute_whole(int r) { return r == RECOMPUTE_FULL || r == RECOMPUTE_FULL_DIST; }
 static int plan_recompute_from_name(const char* s) {
     for (int r = RECOMPUTE_NONE; r < N_PLAN_RECOMPUTE; r++)
         if (!strcmp(s, plan_recompute_name(r))) return r;
     return -1;
 }
-#define PLAN_RECOMPUTE_NAMES "none, selective, full, selective_op, selective_layer"
+#define PLAN_RECOMPUTE_NAMES "none, selective, full, selective_op, selective_layer, full_distributed"
+
+// --mlp and a --runs row's mlp column: the MLP's kind apart from the attention's (layout/config.h MLP_*).
+static const char* const MLP_NAMES[N_MLP] = {"arch", "gelu", "relu2", "swiglu"};
+static int plan_mlp_from_name(const char* s) {
+    for (int m = MLP_GELU; m < N_MLP; m++)
+        if (!strcmp(s, MLP_NAMES[m])) return m;
+    return -1;
+}
+#define PLAN_MLP_NAMES "gelu, relu2, swiglu"
+// Whether the MLP is the architecture's own (what this trainer runs): GELU with GPT-2, SwiGLU with LLaMA.
+static int plan_mlp_is_arch(const ModelConfig* c) {
+    return c->mlp == MLP_ARCH || c->mlp == (c->arch == ARCH_LLAMA ? MLP_SWIGLU : MLP_GELU);
+}
 
 // Activation bytes one transformer layer keeps for its backward, for one micro-batch
 // of b sequences of s tokens, on one GPU of a tp group. Korthikanti et al. 2022, Table 2,
@@ -88,46 +109,74 @@ static int plan_recompute_from_name(const char* s) {
 // dtype_bytes/2. With context parallelism (cp > 1) a rank holds s = T/cp tokens, and its
 // attention runs block by block whatever the kernel, keeping only the log-sum-exp
 // (context_parallel.h): 4a/h.
-// selective_op keeps the layer input (2, /t with SP), the saved matmul outputs and the attention's
-// output with its log-sum-exp (or s^2 term): LLaMA wq 2, wv 2r, w1 (gate) 2f split by tp, and w2's
-// output 2 (a row-parallel matmul's output is the full width before its reduction); GPT qkv 6 and
-// fc 8 split. selective_layer: the mean of none and full over the layers.
+// A layer's matmuls in the order its forward runs them (torchtitan's op policy counts them so): each output's
+// width per token and whether tp splits it (a row-parallel output is the full width before its reduction), and
+// its weight's size. GPT's attention: one fused qkv linear; LLaMA's: wq, wk, wv; then the out-projection; the MLP:
+// fc1, fc2, or gated (SwiGLU as w2(silu(w1 x) * w3 x)): w1, w3, w2.
+typedef struct {
+    double out, weight;
+    int split;
+} LayerMatmul;
+static int layer_matmuls(const ModelConfig* c, LayerMatmul* mm) {
+    double h = c->d_model, kv = c->n_kv_head * (h / c->n_head), F = c->d_ff;
+    int n = 0;
+    if (c->arch == ARCH_GPT2) mm[n++] = (LayerMatmul){h + 2 * kv, h * (h + 2 * kv), 1};
+    else
+        mm[n++] = (LayerMatmul){h, h * h, 1}, mm[n++] = (LayerMatmul){kv, h * kv, 1},
+        mm[n++] = (LayerMatmul){kv, h * kv, 1};
+    mm[n++] = (LayerMatmul){h, h * h, 0};
+    mm[n++] = (LayerMatmul){F, h * F, 1};
+    if (config_mlp_gated(c)) mm[n++] = (LayerMatmul){F, h * F, 1};
+    mm[n++] = (LayerMatmul){h, h * F, 0};
+    return n;
+}
+
+// selective_op keeps the layer input (2, /t with SP), the outputs of the odd-numbered matmuls (layer_matmuls:
+// LLaMA wq 2, wv 2r, w1 (gate) 2f split by tp, and w2's output 2 in full; GPT qkv 6 and fc1 2f split) and the
+// attention's output with its log-sum-exp (or s^2 term). selective_layer: the mean of none and full over the
+// layers. The MLP's own term without recomputation: a gated one as framework ops keeps its gate (silu's input),
+// silu(gate) and up (the product's operands) and the product (the down projection's input), 8f; GELU and squared
+// ReLU keep fc1's output (the activation's input; relu(x)^2 keeps relu's output instead, as large) and fc2's
+// input, 4f (Korthikanti's GPT count: 16 of its 24 at f = 4).
 static double act_bytes_per_layer(const ModelConfig* c, int b, int tp, int cp, int sp, int recompute,
                                   const PlanSetup* k, int dtype_bytes) {
     double s = (double)c->seq_len / cp, h = c->d_model, a = c->n_head, t = tp;
     double sbh = s * b * h * dtype_bytes / 2.0;
     if (recompute == RECOMPUTE_FULL) return 2 * sbh / (sp ? t : 1);
+    if (recompute == RECOMPUTE_FULL_DIST) return 2 * sbh / t;
     if (recompute == RECOMPUTE_LAYER)
         return 0.5 * (act_bytes_per_layer(c, b, tp, cp, sp, RECOMPUTE_NONE, k, dtype_bytes) +
                       act_bytes_per_layer(c, b, tp, cp, sp, RECOMPUTE_FULL, k, dtype_bytes));
-    double replicated, split, attn;
+    double replicated, split, attn, f = (double)c->d_ff / h, mlp = (config_mlp_gated(c) ? 8 : 4) * f;
     int lse_only = attn_is_flash(k->attention) || cp > 1;
     if (c->arch == ARCH_GPT2) {  // at dropout 0 no masks: 2 replicated (tp) or 2 of 24 (tp + SP), as/h
-        replicated = k->no_dropout ? 8 : 10, split = 24;
+        replicated = k->no_dropout ? 8 : 10, split = 8 + mlp;
         attn = lse_only ? 4 * a / h : (k->no_dropout ? 4 : 5) * a * s / h;
     } else {
-        double r = (double)c->n_kv_head / c->n_head, f = (double)c->d_ff / h;
-        replicated = 8, split = 4 + 4 * r + 8 * f;
+        double r = (double)c->n_kv_head / c->n_head;
+        replicated = 8, split = 4 + 4 * r + mlp;
         attn = lse_only ? 4 * a / h : 2 * a * s / h;
     }
     if (k->attention == ATTN_TORCH && !lse_only) attn += 4 * a * s / h;
     if (!k->rms_kernel) replicated += 2 * 6;
     if (recompute == RECOMPUTE_SELECTIVE) attn = 0;
     if (recompute == RECOMPUTE_OP) {
-        double r = (double)c->n_kv_head / c->n_head, f = (double)c->d_ff / h;
-        double saved_split = c->arch == ARCH_GPT2 ? 6 + 8 : 2 + 2 * r + 2 * f, row_out = c->arch == ARCH_GPT2 ? 0 : 2;
-        return sbh * ((sp ? 2 / t : 2) + row_out + (saved_split + 2) / t + attn / t);
+        LayerMatmul mm[8];
+        double saved_split = 0, saved_full = 0;
+        for (int i = 0, n = layer_matmuls(c, mm); i < n; i += 2)
+            *(mm[i].split ? &saved_split : &saved_full) += 2 * mm[i].out / h;
+        return sbh * ((sp ? 2 / t : 2) + saved_full + (saved_split + 2) / t + attn / t);
     }
     return sbh * ((sp ? replicated / t : replicated) + split / t + attn / t);
 }
 
-// The share of a layer's matmul FLOPs selective_op computes again (its even-numbered matmuls:
-// LLaMA wk h x kv, wo h x h, w3 h x F of 2h^2 + 2h kv + 3hF; GPT proj h x h and fc2 F x h of
-// 4h^2 + 2hF).
+// The share of a layer's matmul FLOPs selective_op computes again: its even-numbered matmuls' (layer_matmuls;
+// LLaMA wk h x kv, wo h x h, w3 h x F of 2h^2 + 2h kv + 3hF; GPT proj h x h and fc2 F x h of 4h^2 + 2hF).
 static double op_recompute_share(const ModelConfig* c) {
-    double h = c->d_model, kv = c->n_kv_head * (h / c->n_head), F = c->d_ff;
-    if (c->arch == ARCH_GPT2) return (h * h + F * h) / (4 * h * h + 2 * h * F);
-    return (h * kv + h * h + h * F) / (2 * h * h + 2 * h * kv + 3 * h * F);
+    LayerMatmul mm[8];
+    double again = 0, all = 0;
+    for (int i = 0, n = layer_matmuls(c, mm); i < n; i++) all += mm[i].weight, again += i % 2 ? mm[i].weight : 0;
+    return again / all;
 }
 
 // Bytes per logit the loss holds at its peak (the start of its backward) in a framework that
@@ -149,7 +198,7 @@ static double loss_bytes_per_logit(const PlanSetup* k, int dtype_bytes) {
 // MLP projections) h each, the column-parallel fc F/t (SwiGLU's gate|up: 2F/t) and qkv (h + 2kv)/t.
 static double w_inputs_per_layer(const ModelConfig* c, int b, int tp, int cp, int dtype_bytes) {
     double h = c->d_model, kv = c->n_kv_head * (h / c->n_head), t = tp;
-    double fc = (c->arch == ARCH_LLAMA ? 2.0 : 1.0) * c->d_ff / t, qkv = (h + 2 * kv) / t;
+    double fc = (config_mlp_gated(c) ? 2.0 : 1.0) * c->d_ff / t, qkv = (h + 2 * kv) / t;
     return (double)b * c->seq_len / cp * (2 * h + fc + qkv) * dtype_bytes;
 }
 

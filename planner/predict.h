@@ -111,7 +111,14 @@ static int plan_check_layout(const ModelConfig* c, const PlanSetup* k, int globa
                             plan_recompute_name(c->recompute));
     if (k->attention < 0 || k->attention >= N_ATTN) return plan_invalid(r, "bad attention kernel");
     r->n_micro = (int)(global_batch / ((long long)dp * mb));  // layout_check: a whole number
-    if (schedule_has_w(c->schedule) && c->recompute == RECOMPUTE_LAYER)  // a framework's policy (full: config_check)
+    if (!plan_mlp_is_arch(c) && k->own_buffers)
+        return plan_invalid(r, "--mlp %s with --arch %s: this trainer runs its architecture's MLP (--software "
+                               "framework)", MLP_NAMES[c->mlp], arch_name(c->arch));
+    if (c->recompute == RECOMPUTE_FULL_DIST && (c->tp == 1 || c->sp))
+        return plan_invalid(r, "--recompute full_distributed splits the saved layer input over tp: tp > 1 without SP "
+                               "(with SP it is already split: full)");
+    // frameworks' policies that rebuild layers (full: config_check)
+    if (schedule_has_w(c->schedule) && (c->recompute == RECOMPUTE_LAYER || c->recompute == RECOMPUTE_FULL_DIST))
         return plan_invalid(
             r, "--schedule %s keeps each layer's activations until its weight pass: not with --recompute %s",
             schedule_name(c->schedule), plan_recompute_name(c->recompute));
@@ -227,14 +234,14 @@ static PlanChunks plan_chunks(const ModelConfig* c, const PlanSetup* k, const La
         ch.t_w[g] = ch.layers[g] * r->t_layer_w;
     }
     r->t_tp_comm = (double)m *
-                   (L * (lt->comm_fwd + lt->comm_bwd + (c->recompute == RECOMPUTE_FULL    ? lt->comm_fwd
+                   (L * (lt->comm_fwd + lt->comm_bwd + (plan_recompute_whole(c->recompute) ? lt->comm_fwd + lt->regather
                                                           : c->recompute == RECOMPUTE_LAYER ? lt->comm_fwd / 2
                                                                                             : 0)) +
                     2 * et->emb_comm + 2 * et->head_comm) /
                    pp;
     // Megatron's selective and full recomputation run the attention's forward again, its cp
     // communication too; selective_op keeps the attention's output, selective_layer redoes half the layers
-    double again = c->recompute == RECOMPUTE_SELECTIVE || c->recompute == RECOMPUTE_FULL ? 1
+    double again = c->recompute == RECOMPUTE_SELECTIVE || plan_recompute_whole(c->recompute) ? 1
                    : c->recompute == RECOMPUTE_LAYER                                    ? 0.5
                                                                                         : 0;
     r->t_cp_comm = (double)m * L * (lt->cp.comm_fwd * (1 + again) + lt->cp.comm_bwd) / pp;
@@ -288,7 +295,7 @@ static void plan_memory(const ModelConfig* c, const PlanSetup* k, const DevicePr
     double attn_work = k->attention == ATTN_TORCH           ? scores * (8 + e)
                        : k->attention == ATTN_FUSED_SOFTMAX ? scores * 2 * e
                                                             : 0;
-    int rebuilds = c->recompute == RECOMPUTE_FULL || c->recompute == RECOMPUTE_LAYER;  // a whole layer again
+    int rebuilds = plan_recompute_whole(c->recompute) || c->recompute == RECOMPUTE_LAYER;  // a whole layer again
     double layer_temp = attn_work + (rebuilds ? act_full_layer : 0);
     double cp_buf = cp_buffer_bytes(c, e);
     double zero3_buf = c->zero == 3 ? 2 * chunk_params(c, 1, 0, 0, tp) * d->dtype_bytes : 0;
@@ -524,6 +531,7 @@ static void plan_throughput(const ModelConfig* c, const DeviceProfile* d, int gl
     double layer_mm = (config_matmul_params(c) - (double)c->vocab * h) / L;
     double hw_token = flops_token + (c->recompute == RECOMPUTE_LAYER ? L * (layer_mm + 2 * h * s)
                                      : c->recompute == RECOMPUTE_OP  ? L * 2 * layer_mm * op_recompute_share(c)
+                                     : plan_recompute_whole(c->recompute) ? L * (2 * layer_mm + 4 * h * s)
                                                                      : config_recompute_flops_per_token(c, c->seq_len));
     r->model_tflops_per_gpu = flops_token * r->tokens_per_s_per_gpu / 1e12;
     r->mfu = flops_token * r->tokens_per_s_per_gpu / d->peak_flops;
@@ -554,7 +562,12 @@ static int plan_unit_times(const ModelConfig* c, const PlanSetup* k, int global_
     *lt = layer_time(c, c->micro_batch, c->tp, c->sp, c->cp, c->cp_ulysses, k, d, links->tp, links->ring, links->a2a);
     // selective_op redoes its share of the matmuls with the norms and elementwise ops around them,
     // not the attention nor the tensor-parallel collectives (torchtitan saves their outputs)
-    double recompute_extra = c->recompute == RECOMPUTE_FULL        ? lt->fwd
+    // full_distributed first all-gathers the layer input each rank kept a 1/tp slice of (lt->regather)
+    lt->regather = c->recompute == RECOMPUTE_FULL_DIST
+                       ? allgather_time(c->tp, (double)c->micro_batch * c->seq_len / c->cp * c->d_model *
+                                                   d->dtype_bytes, links->tp.bw, links->tp.lat)
+                       : 0;
+    double recompute_extra = plan_recompute_whole(c->recompute)    ? lt->fwd + lt->regather
                              : c->recompute == RECOMPUTE_SELECTIVE ? lt->attn_fwd
                              : c->recompute == RECOMPUTE_LAYER     ? lt->fwd / 2
                              : c->recompute == RECOMPUTE_OP

@@ -18,12 +18,13 @@ static const int RUN_COL_INT[N_RUN_COLS] = {0, 1, 1, 1, 1, 0, 1, 1, 1, 1, 1, 0, 
 // Optional columns the prediction reads (absent: the value in brackets): vpp (the schedule's
 // default), cp (1), cp_ulysses (1: a ring; = cp: Ulysses), offload (none|optimizer|activations|
 // both), offload_frames (2), reduce_dtype (bf16|fp32: the dtype the gradients are reduced in; empty or
-// absent: the device's grad_bytes; torchtitan's FSDP2 mixed_precision_reduce float32). Columns that name a
+// absent: the device's grad_bytes; torchtitan's FSDP2 mixed_precision_reduce float32), mlp (gelu|relu2|swiglu;
+// empty or absent: --mlp's, else the architecture's). Columns that name a
 // setting the planner does not model are refused, so a row is never predicted as another layout than the
 // one that ran.
-enum { RO_VPP, RO_CP, RO_CP_ULYSSES, RO_OFFLOAD, RO_OFFLOAD_FRAMES, RO_REDUCE_DTYPE, N_RUN_OPT };
-static const char* const RUN_OPT_COLS[N_RUN_OPT] = {"vpp",     "cp",          "cp_ulysses",
-                                                    "offload", "offload_frames", "reduce_dtype"};
+enum { RO_VPP, RO_CP, RO_CP_ULYSSES, RO_OFFLOAD, RO_OFFLOAD_FRAMES, RO_REDUCE_DTYPE, RO_MLP, N_RUN_OPT };
+static const char* const RUN_OPT_COLS[N_RUN_OPT] = {"vpp",     "cp",          "cp_ulysses",  "offload",
+                                                    "offload_frames", "reduce_dtype", "mlp"};
 static const char* const RUN_UNMODELLED[] = {"ep", "expert_parallel", "moe_experts", "cp_kind", "cp_split",
                                              "context_parallel_algo", "fsdp", "hsdp", "offload_dir", "cpu_offload"};
 
@@ -163,8 +164,8 @@ static int run_int(const char* s, const char* col, long lo, long hi, long* v, ch
 // Predict one row (opt: its optional columns' fields, NULL where absent). Returns 0 with *r filled, or -1
 // with the reason in err. Every number is range-checked (the trainer's ranges, args.h) and
 // every product computed in 64 bits before the schedule code sees it.
-static int plan_run_row(const int* shape, const PlanSetup* setup, const DeviceProfile* dev, char** col, char** opt,
-                        ModelConfig* c, PlanResult* r, char* err, size_t err_len) {
+static int plan_run_row(const int* shape, int mlp, const PlanSetup* setup, const DeviceProfile* dev, char** col,
+                        char** opt, ModelConfig* c, PlanResult* r, char* err, size_t err_len) {
     long v[N_RUN_COLS];
     const SizeFlag* size = SIZE_FLAGS;
     long lo[N_RUN_COLS] = {0,
@@ -201,6 +202,11 @@ static int plan_run_row(const int* shape, const PlanSetup* setup, const DevicePr
         if (RUN_COL_INT[k] && run_int(col[k], RUN_COLS[k], lo[k], hi[k], &v[k], err, err_len)) return -1;
     if (plan_model(col[RC_MODEL], shape, 0, c, err, err_len)) return -1;
     c->seq_len = (int)v[RC_SEQ_LEN];
+    c->mlp = mlp;
+    if (opt[RO_MLP] && opt[RO_MLP][0] && (c->mlp = plan_mlp_from_name(opt[RO_MLP])) < 0) {
+        snprintf(err, err_len, "unknown mlp '%s' (%s)", opt[RO_MLP], PLAN_MLP_NAMES);
+        return -1;
+    }
     if (v[RC_BATCH_TOKENS] % c->seq_len || v[RC_BATCH_TOKENS] / c->seq_len > size[SIZE_GLOBAL_BATCH].hi) {
         snprintf(err, err_len, "global_batch_tokens %ld is not a multiple of seq_len %d of at most %ld sequences",
                  v[RC_BATCH_TOKENS], c->seq_len, size[SIZE_GLOBAL_BATCH].hi);
@@ -282,7 +288,7 @@ static int plan_run_row(const int* shape, const PlanSetup* setup, const DevicePr
 // Predict every run of the file at path (the shape flags override every row's preset), to
 // the CSV csv_path or, without one, to stdout. The whole file is read and checked first, so
 // a malformed one is refused before anything is written.
-static void plan_runs(const char* path, const char* csv_path, const int* shape, const PlanSetup* setup,
+static void plan_runs(const char* path, const char* csv_path, const int* shape, int mlp, const PlanSetup* setup,
                       const DeviceProfile* dev) {
     char err[512], shown[4 * 256];
     CsvReader in;
@@ -352,7 +358,7 @@ static void plan_runs(const char* path, const char* csv_path, const int* shape, 
         ModelConfig c;
         PlanResult r;
         char reason[512];
-        int row_rc = plan_run_row(shape, setup, dev, run_col, opt, &c, &r, reason, sizeof(reason));
+        int row_rc = plan_run_row(shape, mlp, setup, dev, run_col, opt, &c, &r, reason, sizeof(reason));
         for (int j = 0; j < n_cols; j++) csv_put(out, rows[i][j], 0);
         if (row_rc) {
             if (n_bad < RUN_ERRORS_SHOWN) shown_errors[n_bad] = xstrprintf("row %d: %s", i + 1, reason);

@@ -289,6 +289,7 @@ typedef struct {
     double attn_fwd;     // the core attention forward with its cp communication (what selective recompute redoes)
     double comm_fwd, comm_bwd;  // tensor-parallel communication of fwd / bwd (before overlap)
     double comm_fwd_charged;    // of it, what fwd charges (less where --tp-comm-overlap hides it)
+    double regather;            // --recompute full_distributed: the all-gather of the saved layer input (predict.h)
     CpTime cp;           // context parallelism's part of fwd / bwd (in them)
 } LayerTime;
 
@@ -296,18 +297,19 @@ typedef struct {
 static LayerTime layer_time(const ModelConfig* c, int b, int tp, int sp, int cp, int U, const PlanSetup* k,
                             const DeviceProfile* d, Link tp_link, Link ring, Link a2a) {
     LayerTime lt;
+    lt.regather = 0;
     int R = cp / U;
     double T = c->seq_len, s = T / cp, h = c->d_model, a = c->n_head, hd = h / a, t = tp, e = d->dtype_bytes;
     double kv = c->n_kv_head * hd, F = c->d_ff, n = b * s;  // s: the tokens of a sequence this rank holds
     double n_el = sp ? n / t : n;  // tokens of the ops outside the tensor-parallel regions
-    int llama = c->arch == ARCH_LLAMA;
+    int llama = c->arch == ARCH_LLAMA, gated = config_mlp_gated(c);  // RoPE; the MLP's kind (--mlp)
     // memory-bound ops, forward and backward (bytes per element: norm_bytes and the table above)
     double norm_f = elementwise_time(d, n_el * h * norm_bytes(k->rms_kernel, e, 0));
     double norm_b = elementwise_time(d, n_el * h * norm_bytes(k->rms_kernel, e, 1));
     double resid = elementwise_time(d, 3 * n_el * h * e);
     double rope = llama ? elementwise_time(d, 2 * n * (h + kv) / t * e) : 0;
-    double act_f = elementwise_time(d, (llama ? 3 : 2) * n * F / t * e);
-    double act_b = elementwise_time(d, (llama ? 5 : 3) * n * F / t * e);
+    double act_f = elementwise_time(d, (gated ? 3 : 2) * n * F / t * e);
+    double act_b = elementwise_time(d, (gated ? 5 : 3) * n * F / t * e);
     double attn, attn_bwd;
     // With context parallelism each rank does 1/cp of the attention (the zig-zag split
     // balances the causal work), as R ring blocks: T/R tokens of a/(t U) heads each. With
@@ -343,7 +345,7 @@ static LayerTime layer_time(const ModelConfig* c, int b, int tp, int sp, int cp,
     }
     lt.cp = cp_layer_time(c, b, tp, cp, U, d, attn, attn_bwd, ring, a2a);
     // the four linears (outputs x inputs per rank): forward, input gradient, weight gradient
-    double lin_n[4] = {(h + 2 * kv) / t, h, (llama ? 2 : 1) * F / t, h}, lin_k[4] = {h, h / t, h, F / t};
+    double lin_n[4] = {(h + 2 * kv) / t, h, (gated ? 2 : 1) * F / t, h}, lin_k[4] = {h, h / t, h, F / t};
     double mm = 0, mm_dx = 0, mm_dw = 0, fw[4], dx[4], dw[4];
     for (int i = 0; i < 4; i++) {
         mm += fw[i] = matmul_time(d, n, lin_n[i], lin_k[i], 1);
@@ -361,7 +363,7 @@ static LayerTime layer_time(const ModelConfig* c, int b, int tp, int sp, int cp,
     lt.comm_fwd = 2 * one;
     // the backward's: one per column-parallel region's input gradient, two in a SwiGLU whose gate and up are
     // separate linears (without SP; with it the region's one gather is reduce-scattered once)
-    lt.comm_bwd = (2 + (k->swiglu_two_linears && llama && !sp)) * one;
+    lt.comm_bwd = (2 + (k->swiglu_two_linears && gated && !sp)) * one;
     // The backward's two collectives are the input gradients of the column-parallel qkv and fc
     // linears (f's backward; with SP their reduce-scatters). With asynchronous tensor-parallel
     // communication each runs while its linear's weight gradient is computed (not when the

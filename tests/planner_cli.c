@@ -163,6 +163,46 @@ static void test_runs_reduce_dtype(void) {
     free(msg), unlink(runs), unlink(out), unlink(log);
 }
 
+// The mlp column of --runs (and --mlp for the rows without one): LLaMA-7B rows with relu2, the architecture's
+// SwiGLU (empty, and named), and an unknown kind: relu2's two MLP linears make a shorter step; an empty field is
+// the architecture's (--mlp relu2 given, it is relu2); an unknown kind is that row's error.
+static void runs_mlp_steps(const char* mlp_flag, double* step, char** msg) {
+    char runs[256], out[256], log[256];
+    const char* head = "model,seq_len,gpus,gpus_per_node,global_batch_tokens,schedule,zero,tp,pp,dp,micro_batch,"
+                       "recompute,attention,rms_kernel,sp,mlp\n";
+    const char* row = "llama-7b,4096,64,8,262144,1f1b,3,1,1,64,1,full,flash2,1,0,";  // fields 0-14
+    char text[1024];
+    snprintf(text, sizeof(text), "%s%srelu2\n%s\n%sswiglu\n%sglu\n", head, row, row, row, row);
+    write_file(runs, "mlp.csv", text);
+    snprintf(out, sizeof(out), "/tmp/test_planner_%d_mlp_out.csv", (int)getpid());
+    snprintf(log, sizeof(log), "/tmp/test_planner_%d_mlp.log", (int)getpid());
+    const char* args[] = {"--plan", "--runs", runs, "--device", "a100-80gb", "--software", "framework", "--plan-csv",
+                          out, "--mlp", mlp_flag};
+    int rc = run_plan_capture(args, mlp_flag ? 11 : 9, log);
+    *msg = strdup(slurp(log));
+    char* csv = slurp(out);
+    const char* p = strchr(csv, '\n');
+    for (int i = 0; i < 3 && p; i++, p = strchr(p + 1, '\n')) {
+        char* col[CSV_MAX_FIELDS];
+        char line[1024];
+        snprintf(line, sizeof(line), "%.*s", (int)strcspn(p + 1, "\n"), p + 1);
+        step[i] = csv_split(line, col) >= 19 ? atof(col[18]) : -1;
+    }
+    step[3] = rc;
+    unlink(runs), unlink(out), unlink(log);
+}
+static void test_runs_mlp(void) {
+    double arch[4], relu2[4];
+    char *m1, *m2;
+    runs_mlp_steps(NULL, arch, &m1);
+    runs_mlp_steps("relu2", relu2, &m2);
+    check(arch[3] == 0 && arch[0] < arch[2] && arch[1] == arch[2] && relu2[1] == relu2[0] && relu2[2] == arch[2] &&
+              strstr(m1, "unknown mlp 'glu'"),
+          "runs_mlp_column", "step relu2 %.4f, empty %.4f, swiglu %.4f s; with --mlp relu2 the empty row %.4f; %s",
+          arch[0], arch[1], arch[2], relu2[1], m1);
+    free(m1), free(m2);
+}
+
 // --grad-reduce under another --software: the dtype its gradients are reduced in (reduce_bytes). LLaMA-7B under
 // ZeRO-3 on 64 A100s, the framework: fp32 makes every micro-batch's reduce-scatter twice the bytes, a slower step.
 static double plan_step_with(const char* software, const char* reduce) {

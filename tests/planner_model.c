@@ -375,6 +375,91 @@ static void test_recompute_policies(void) {
           "recompute_policy_names", "round trip");
 }
 
+// The MLP apart from the attention (--mlp, a --runs row's mlp): LLaMA-13B's attention (q, k, v, o of
+// 5120 x 5120, two RMSNorm weights) with a non-gated MLP of d_ff 13824 (squared ReLU, as Nemotron's) has two
+// 5120 x 13824 matrices a layer, not SwiGLU's three: 40 x (4 x 5120^2 + 2 x 5120 x 13824 + 2 x 5120) + 2 x 32000
+// x 5120 + 5120 = 10,184,709,120 parameters; 6N of PaLM's FLOPs count its 40 x (4 x 5120^2 + 2 x 5120 x 13824)
+// + 32000 x 5120 = 10,020,454,400 matmul parameters. Its activations (framework, flash2, tp 1): 8 replicated +
+// q, k, v, out 2 + 2 + 2 + 2 + the MLP's fc1 output and fc2 input 2 x 2f (f = 2.7) + the log-sum-exp 4a/h =
+// 26.83125 s.b.h (SwiGLU: 37.63125). torchtitan's op policy (matmuls wq wk wv wo fc1 fc2) saves wq, wv and fc1:
+// 2 + 2 + 2 + 5.4 + 2 + 0.03125 = 13.43125, and recomputes wk, wo, fc2: (5120^2 + 5120^2 + 5120 x 13824) / (4 x
+// 5120^2 + 2 x 5120 x 13824) = 1/2 of the matmul FLOPs. GPT-2 124M with a SwiGLU MLP: one more 768 x 3072
+// matrix and its 3072 bias a layer, 12 x 2,362,368 = 28,348,416 parameters more. GELU and squared ReLU cost
+// the same (one elementwise op of d_ff, two linears); SwiGLU's layer is slower; this trainer refuses another
+// MLP than its architecture's.
+static void test_mlp_kinds(void) {
+    ModelConfig c = model("llama-13b", 2048);
+    c.mlp = MLP_RELU2;
+    double p = config_num_params(&c), mm = config_matmul_params(&c);
+    check(p == 10184709120.0 && mm == 10020454400.0, "mlp_relu2_llama13b_params_hand",
+          "%.0f parameters (want 10184709120), %.0f matmul (want 10020454400)", p, mm);
+    PlanSetup k = framework_setup();
+    double sbh = 2048.0 * 5120, none = act_bytes_per_layer(&c, 1, 1, 1, 0, RECOMPUTE_NONE, &k, 2) / sbh;
+    double op = act_bytes_per_layer(&c, 1, 1, 1, 0, RECOMPUTE_OP, &k, 2) / sbh;
+    check(fabs(none - 26.83125) < 1e-9 && fabs(op - 13.43125) < 1e-9 && op_recompute_share(&c) == 0.5,
+          "mlp_relu2_llama13b_activations_hand", "none %.6f (want 26.83125), op %.6f (want 13.43125), op share %.6f "
+          "(want 0.5) s.b.h", none, op, op_recompute_share(&c));
+    ModelConfig g = model("gpt2-124m", 0), gs = g;
+    gs.mlp = MLP_SWIGLU;
+    double more = config_num_params(&gs) - config_num_params(&g);
+    check(more == 28348416.0 && chunk_params(&gs, 1, 0, 0, 1) - chunk_params(&g, 1, 0, 0, 1) == 768.0 * 3072 + 3072,
+          "mlp_swiglu_gpt2_params_hand", "%.0f more parameters (want 28348416)", more);
+    DeviceProfile d;
+    profile_builtin("a100-80gb", &d);
+    c.dp = 8, c.zero = 1;
+    PlanResult r[3];
+    int kinds[3] = {MLP_GELU, MLP_RELU2, MLP_SWIGLU}, rc = 0;
+    for (int i = 0; i < 3; i++) c.mlp = kinds[i], rc |= plan_predict(&c, &k, 64, 8, &d, &r[i]);
+    check(rc == 0 && r[0].t_layer_fwd == r[1].t_layer_fwd && r[0].mem_act == r[1].mem_act &&
+              r[2].t_layer_fwd > r[1].t_layer_fwd && r[2].mem_act > r[1].mem_act,
+          "mlp_kinds_time_and_memory", "layer forward %.3f / %.3f / %.3f ms, activations %.2f / %.2f / %.2f GiB "
+          "(gelu, relu2, swiglu)", 1e3 * r[0].t_layer_fwd, 1e3 * r[1].t_layer_fwd, 1e3 * r[2].t_layer_fwd,
+          r[0].mem_act / GiB, r[1].mem_act / GiB, r[2].mem_act / GiB);
+    PlanSetup own = plan_setup_default();
+    c.mlp = MLP_GELU;
+    rc = plan_predict(&c, &own, 64, 8, &d, &r[0]);
+    c.mlp = MLP_SWIGLU;  // LLaMA's own, named
+    int own_ok = plan_predict(&c, &own, 64, 8, &d, &r[1]);
+    check(rc == -1 && r[0].invalid && strstr(r[0].invalid, "--mlp gelu") && own_ok == 0, "mlp_not_in_trainer",
+          "%s", r[0].invalid ? r[0].invalid : "accepted");
+}
+
+// Megatron-LM's --distribute-saved-activations (full_distributed): each tp rank keeps 1/tp of the layer input
+// it recomputes from (2 s.b.h / t: LLaMA-13B at tp 8, 2048 tokens, 40 layers: 40 x 2 x 2048 x 5120 / 8 B =
+// 0.09766 GiB, full's 0.78125), and all-gathers it before the layer runs again: 2048 x 5120 x 2 B over 8 ranks
+// on an A100 node at NCCL's link (300 GB/s x 0.67): 7/8 x 20971520 / 201e9 + 7 x 3.4 us = 115.1 us a layer, in
+// the backward and in the step's tp communication. Refused at tp 1, with SP and with the zero-bubble schedules.
+static void test_recompute_full_distributed(void) {
+    ModelConfig c = model("llama-13b", 2048);
+    c.tp = 8;
+    PlanSetup k = plan_setup_for(SOFTWARE_FRAMEWORK);
+    DeviceProfile d;
+    profile_builtin("a100-80gb", &d);
+    PlanResult full, dist;
+    c.recompute = RECOMPUTE_FULL;
+    int rc = plan_predict(&c, &k, 64, 8, &d, &full);
+    c.recompute = RECOMPUTE_FULL_DIST;
+    rc |= plan_predict(&c, &k, 64, 8, &d, &dist);
+    double gather = 7.0 / 8 * 2048 * 5120 * 2 / (300e9 * d.link_eff_nccl) + 7 * d.intra_latency;
+    check(rc == 0 && fabs(full.mem_act / GiB - 0.78125) < 1e-9 && fabs(dist.mem_act / GiB - 0.09765625) < 1e-9,
+          "recompute_full_distributed_memory_hand", "activations %.6f GiB (want 0.09765625), full %.6f (want 0.78125)",
+          dist.mem_act / GiB, full.mem_act / GiB);
+    check(fabs(dist.t_layer_bwd - full.t_layer_bwd - gather) < 1e-12 &&
+              fabs(dist.t_tp_comm - full.t_tp_comm - dist.n_micro * 40 * gather) < 1e-9 && dist.hfu < full.hfu,
+          "recompute_full_distributed_time_hand", "layer backward %.1f us longer (want %.1f), tp comm %.4f s more",
+          1e6 * (dist.t_layer_bwd - full.t_layer_bwd), 1e6 * gather, dist.t_tp_comm - full.t_tp_comm);
+    PlanResult bad[3];
+    c.sp = 1;
+    int r1 = plan_predict(&c, &k, 64, 8, &d, &bad[0]);
+    c.sp = 0, c.tp = 1;
+    int r2 = plan_predict(&c, &k, 64, 8, &d, &bad[1]);
+    c.tp = 8, c.pp = 2, c.schedule = SCHED_ZBH1;
+    int r3 = plan_predict(&c, &k, 64, 8, &d, &bad[2]);
+    check(r1 == -1 && r2 == -1 && r3 == -1 && plan_recompute_from_name("full_distributed") == RECOMPUTE_FULL_DIST,
+          "recompute_full_distributed_refused", "sp: %s; tp 1: %s; zb-h1: %s", bad[0].invalid, bad[1].invalid,
+          bad[2].invalid);
+}
+
 // The network profiles: jean-zay-a100 has 4 NICs of 100 Gb/s for 8 GPUs, so a data-parallel
 // group with one rank per node (tp 8) gets half a NIC: 12.5 GB/s x 4 / 8 x nic_eff 0.8 = 5 GB/s,
 // a DGX A100 (8 x 25 GB/s) 20 GB/s; a group filling the node gets the node's NICs (ring: each

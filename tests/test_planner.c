@@ -94,6 +94,8 @@ int main(void) {
     test_memory_framework_by_hand();
     test_korthikanti();
     test_recompute_policies();
+    test_mlp_kinds();
+    test_recompute_full_distributed();
     test_network_profiles();
     test_aws_profiles_zero3_traffic();
     test_nccl_latency_and_algorithm();
@@ -122,6 +124,7 @@ int main(void) {
     test_recompute_cost();
     test_device_files();
     test_runs_reduce_dtype();
+    test_runs_mlp();
     test_grad_reduce_other_software();
     test_runs();
     test_cli_kernel_names();

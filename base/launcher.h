@@ -13,12 +13,19 @@
 // job (SIGTERM to mpirun).
 // mpirun reads no input (--stdin none: a background process group must not read the
 // terminal), and ends its job when the launcher dies (PR_SET_PDEATHSIG), kill -9 included.
+// mpirun's standard output comes through the launcher (a pipe it relays), so a reader that goes
+// away (./train --tp 2 | grep -q step) is the launcher's EPIPE, not mpirun's (which aborted the
+// job mid-step with "mpirun: SIGPIPE detected"): the launcher passes it on as SIGALRM, which
+// mpirun forwards and the ranks take as a closed stdout (ckpt.h: save, stop, no word), keeps
+// draining mpirun's output, and exits 141 quietly, as a one-rank run does.
 #ifndef LAUNCHER_H
 #define LAUNCHER_H
 
+#include <poll.h>
 #include <signal.h>
 #include <stdlib.h>
 #include <sys/prctl.h>
+#include <fcntl.h>
 #include <sys/wait.h>
 #include <unistd.h>
 #include "base/common.h"
@@ -29,6 +36,25 @@ static void launcher_pass_on(int sig) {
     if (launcher_signal) kill(launcher_mpirun, SIGTERM);  // the second: abort
     else kill(launcher_mpirun, sig == SIGINT ? SIGUSR1 : SIGUSR2);
     launcher_signal = sig;
+}
+
+// mpirun's stdout, relayed to ours. Waits up to timeout_ms for output and copies what came:
+// returns 0 when it copied some, -1 when none came, 1 at the pipe's end. After our reader has
+// gone (EPIPE: gone set) what comes is read and dropped; another write error is kept in err.
+typedef struct { int fd, gone, err; } Relay;
+static int relay_pump(Relay* r, int timeout_ms) {
+    struct pollfd p = {r->fd, POLLIN, 0};
+    if (poll(&p, 1, timeout_ms) <= 0) return -1;
+    char buf[65536];
+    ssize_t n = read(r->fd, buf, sizeof(buf)), w;
+    if (n < 0) return errno == EINTR || errno == EAGAIN ? -1 : 1;
+    if (n == 0) return 1;
+    for (ssize_t at = 0; at < n && !r->gone && !r->err; at += w > 0 ? w : 0)
+        if ((w = write(STDOUT_FILENO, buf + at, n - at)) < 0 && errno != EINTR) {
+            if (errno == EPIPE) r->gone = 1;
+            else r->err = errno;
+        }
+    return 0;
 }
 
 static int under_launcher(void) {
@@ -78,9 +104,13 @@ static void relaunch_under_mpirun(int world, int argc, char** argv) {
     fflush(stdout);
     fflush(stderr);
     pid_t launcher = getpid();
+    int out[2];
+    if (pipe(out)) fail("cannot start mpirun: pipe: %s", strerror(errno));
     launcher_mpirun = fork();
     if (launcher_mpirun < 0) fail("cannot start mpirun: fork: %s", strerror(errno));
     if (launcher_mpirun == 0) {
+        dup2(out[1], STDOUT_FILENO);
+        close(out[0]), close(out[1]);
         setpgid(0, 0);
         prctl(PR_SET_PDEATHSIG, SIGTERM);
         if (getppid() != launcher) _exit(1);  // the launcher died before prctl
@@ -93,21 +123,35 @@ static void relaunch_under_mpirun(int world, int argc, char** argv) {
     signal(SIGINT, launcher_pass_on);
     signal(SIGTERM, launcher_pass_on);
     signal(SIGHUP, launcher_pass_on);  // the terminal closed: a stop as SIGTERM (the ranks save), exit 129
+    signal(SIGPIPE, SIG_IGN);          // our reader gone: EPIPE in relay_pump
+    close(out[1]);
+    Relay relay = {out[0], 0, 0};
     // Polled, not a blocking waitpid: signal() restarts an interrupted wait (SA_RESTART), so a
     // stop that came while blocked there was passed on once and never again; a stop before
     // mpirun had started the ranks was then lost and the job ran on. After a stop it is passed
     // on again each second until mpirun ends, so ranks it had not started yet get it too.
-    int status = 0;
-    for (long tick = 0, stop_tick = -1;; tick++) {
+    int status = 0, open_out = 1;
+    for (double sent = -1;;) {
         pid_t w = waitpid(launcher_mpirun, &status, WNOHANG);
         if (w == launcher_mpirun) break;
         if (w < 0 && errno != EINTR) fail("waiting for mpirun: %s", strerror(errno));
-        usleep(100000);
-        if (!launcher_signal) continue;
-        if (stop_tick < 0) stop_tick = tick;  // the handler sent the first
-        else if ((tick - stop_tick) % 10 == 0) kill(launcher_mpirun, launcher_signal == SIGINT ? SIGUSR1 : SIGUSR2);
+        if (open_out) open_out = relay_pump(&relay, 100) != 1;
+        else usleep(100000);
+        int stop = launcher_signal == SIGINT ? SIGUSR1 : launcher_signal ? SIGUSR2 : relay.gone ? SIGALRM : 0;
+        if (!stop) continue;
+        if (sent < 0 && launcher_signal) sent = now_s();  // the handler sent the first
+        else if (sent < 0 || now_s() - sent >= 1) kill(launcher_mpirun, stop), sent = now_s();
     }
+    fcntl(relay.fd, F_SETFL, O_NONBLOCK);  // what mpirun wrote last, without waiting on a process it left behind
+    while (open_out && relay_pump(&relay, 0) == 0) {}
     int code = WIFEXITED(status) ? WEXITSTATUS(status) : 128 + WTERMSIG(status);
+    // (128 + SIGALRM: mpirun itself, done forwarding as its ranks ended, taken by the resend)
+    if (relay.gone && !launcher_signal && (code == 0 || code == 128 + SIGPIPE || code == 128 + SIGALRM))
+        exit(128 + SIGPIPE);
+    if (relay.err) {
+        print_error("standard output: write failed: %s", strerror(relay.err));
+        code = code ? code : 1;
+    }
     if (launcher_signal) {
         fprintf(stderr, "stopped by signal %d: passed on to the %d ranks (mpirun exit %d)\n", (int)launcher_signal,
                 world, code);

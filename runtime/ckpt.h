@@ -55,9 +55,12 @@ enum { CK_MAGIC, CK_VERSION, CK_ARCH, CK_N_LAYER, CK_N_HEAD, CK_N_KV_HEAD, CK_D_
 // SIGTERM / SIGINT: finish the step, save, exit 128 + the signal. SIGUSR1 and SIGUSR2 stand
 // for SIGINT and SIGTERM: the self-launcher passes a stop on to the ranks as those, which
 // mpirun forwards (base/launcher.h). SIGHUP (the terminal closed) the same, exit 129.
-// SIGPIPE (stdout's reader is gone: ./train | head) too, without a word, exit 141.
+// SIGPIPE (stdout's reader is gone: ./train | head) too, without a word, exit 141; SIGALRM stands
+// for it (the self-launcher's reader gone: mpirun forwards SIGALRM, not SIGPIPE).
 
-static void ckpt_on_signal(int sig) { stop_signal = sig == SIGUSR1 ? SIGINT : sig == SIGUSR2 ? SIGTERM : sig; }
+static void ckpt_on_signal(int sig) {
+    stop_signal = sig == SIGUSR1 ? SIGINT : sig == SIGUSR2 ? SIGTERM : sig == SIGALRM ? SIGPIPE : sig;
+}
 static void ckpt_install_signals(void) {
     signal(SIGTERM, ckpt_on_signal);
     signal(SIGINT, ckpt_on_signal);
@@ -65,6 +68,7 @@ static void ckpt_install_signals(void) {
     signal(SIGUSR2, ckpt_on_signal);
     signal(SIGHUP, ckpt_on_signal);
     signal(SIGPIPE, ckpt_on_signal);
+    signal(SIGALRM, ckpt_on_signal);
 }
 // Collective: the signal any rank got (the largest number when ranks got different ones),
 // the same on every rank, or 0.

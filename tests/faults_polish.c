@@ -5,7 +5,8 @@
 // another --arch, --log-ranks without --log, trailing garbage in a number of
 // docs:lognormal); the starting weights given twice (--import-hf with --resume or
 // --import-llmc; --resume auto with an import: the checkpoint, said in one line); stdout's
-// reader gone (./train | grep -q: quiet, exit 141, the checkpoint saved).
+// reader gone (./train | grep -q: quiet, exit 141, the checkpoint saved; also under the self-launcher,
+// and its stdout on a full device: exit 1).
 // Run through ./train and ./train_asan. Included by tests/test_faults.c after
 // faults_bad_inputs.c (its bad_run and BAD); not built alone.
 
@@ -81,6 +82,15 @@ static const BadRun POLISH_RUNS[] = {
       "echo exit ${PIPESTATUS[0]}'",
       "exit 141", 0},
      "rm -rf " POLISH "/pipe", "test -s " POLISH "/pipe/LATEST"},
+    // the same under the self-launcher, which relays mpirun's stdout: the ranks save and stop, exit 141 without
+    // a word (mpirun saw the closed pipe itself, said "SIGPIPE detected on fd 13 - aborting" and exited 1)
+    {{"stdout_reader_gone_launcher_tp2",
+      "bash -c '{train} --tp 2 --steps 1000 --ckpt-dir " POLISH "/pipe2 --ckpt-every 1 2> " POLISH "/pipe2.err | "
+      "grep -q step; echo exit ${PIPESTATUS[0]}'",
+      "exit 141", 0},
+     "rm -rf " POLISH "/pipe2", "test -s " POLISH "/pipe2/LATEST && ! test -s " POLISH "/pipe2.err"},
+    {{"stdout_full_launcher_tp2", "{train} --tp 2 --steps 1 > /dev/full", "standard output: write failed", 1}, NULL,
+     NULL},
 };
 
 static void suite_polish(const char* bin) {

@@ -365,6 +365,9 @@ static void hf_read_tensor(FILE* f, const char* path, const char* json, size_t l
     int transposed = h->how == HF_TRANSPOSE, dims = hf_numbers(hf_field(e, end, "shape"), end, shape, 3);
     long long want0 = transposed ? h->cols : h->rows, want1 = transposed ? h->rows : h->cols;
     int match = h->cols == 1 ? dims == 1 && shape[0] == h->rows : dims == 2 && shape[0] == want0 && shape[1] == want1;
+    if (!match && dims == 2)
+        data_fail("--import-hf %s: %s is [%lld, %lld] in the file, [%lld, %lld] in this model (its width, heads and "
+                  "vocabulary: config.json and the flags)", path, h->name, shape[0], shape[1], want0, want1);
     if (!match)
         data_fail("--import-hf %s: %s has another shape than this model's [%lld, %lld]", path, h->name, want0, want1);
     size_t bytes = sizeof(float) * (size_t)h->rows * h->cols;
@@ -416,11 +419,12 @@ static const char* hf_json_value_end(const char* v) {
 
 // --import-hf DIR/config.json, when there: every field honoured (compared with this model's) or
 // refused, one error line naming the field (an --arch llama hint when the architecture differs).
-static void hf_config_check(const char* dir, const ModelConfig* c) {
+// Returns whether there was one.
+static int hf_config_check(const char* dir, const ModelConfig* c) {
     char path[PATH_CAP], why[512];
     path_format(path, "--import-hf", "%s/config.json", dir);
     FILE* f = input_open(path, why, sizeof(why), NULL);
-    if (!f) return;  // weights alone (safetensors): their shapes are still checked
+    if (!f) return 0;  // weights alone (safetensors): their shapes are still checked
     char* text = (char*)xcalloc(1 << 20, 1);
     size_t n = fread(text, 1, (1 << 20) - 1, f);
     fclose(f);
@@ -486,13 +490,61 @@ static void hf_config_check(const char* dir, const ModelConfig* c) {
         p = *end == ',' ? end : NULL;
     }
     free(text);
+    return 1;
+}
+
+// The layer a tensor's name is of ("[transformer.]h.N." or "[model.]layers.N."), or -1.
+static int hf_name_layer(const char* name) {
+    static const char* prefixes[4] = {"transformer.h.", "h.", "model.layers.", "layers."};
+    for (int i = 0; i < 4; i++) {
+        size_t n = strlen(prefixes[i]);
+        if (!strncmp(name, prefixes[i], n) && name[n] >= '0' && name[n] <= '9') return atoi(name + n);
+    }
+    return -1;
+}
+
+// Every tensor of the file must be one this model reads, in as many layers: a file of more layers
+// than config.json and the flags say (its last layers were dropped), fewer, or with a tensor of
+// another model is refused, never imported in part. Widths, heads (where they shape a tensor) and
+// the vocabulary are each tensor's shape, hf_read_tensor's check. GPT-2's causal-mask buffers of
+// older transformers files (h.N.attn.bias, h.N.attn.masked_bias) hold no weights: passed over.
+static void hf_header_check(const char* path, const char* json, size_t len, const HfTensor* ts, int n,
+                            const ModelConfig* c, int with_config) {
+    const char *end = json + len, *p = hf_skip_space(json, end);
+    char name[128], first_other[128] = "", shown[4 * 128];
+    int top = -1;
+    if (p == end || *p != '{') data_fail("--import-hf %s: malformed header (not a JSON object)", path);
+    for (p = hf_skip_space(p + 1, end); p < end && *p == '"';) {
+        const char* q = p + 1;
+        while (q < end && *q != '"') q += *q == '\\' ? 2 : 1;
+        const char* v = q < end ? hf_skip_space(q + 1, end) : end;
+        const char* v_end = v < end && *v == ':' ? hf_json_value_end(hf_skip_space(v + 1, end)) : NULL;
+        if (!v_end) data_fail("--import-hf %s: malformed header", path);
+        snprintf(name, sizeof(name), "%.*s", (int)(q - p - 1 < 127 ? q - p - 1 : 127), p + 1);
+        int layer = hf_name_layer(name), known = !strcmp(name, "__metadata__");
+        if (layer > top) top = layer;
+        if (c->arch == ARCH_GPT2 && layer >= 0 &&
+            (has_suffix(name, ".attn.bias") || has_suffix(name, ".attn.masked_bias")))
+            known = 1;
+        for (int k = 0; k < n && !known; k++)  // (GPT-2's names may lack "transformer.")
+            known = !strcmp(ts[k].name, name) ||
+                    (!strncmp(ts[k].name, "transformer.", 12) && !strcmp(ts[k].name + 12, name));
+        if (!known && !first_other[0]) snprintf(first_other, sizeof(first_other), "%s", name);
+        p = *v_end == ',' ? hf_skip_space(v_end + 1, end) : end;
+    }
+    if (top + 1 != c->n_layer)
+        data_fail("--import-hf %s: the file holds %d layers, %s %d (n_layer; --n-layer): not imported in part", path,
+                  top + 1, with_config ? "config.json and this model have" : "this model has", c->n_layer);
+    if (first_other[0])
+        data_fail("--import-hf %s: tensor %s is not one of this model's (%s, %d layers): not imported in part", path,
+                  printable(first_other, shown, sizeof(shown)), arch_name(c->arch), c->n_layer);
 }
 
 // --import-hf DIR into this rank's shard. Its errors leave by data_fail: hf_import makes them one line.
 static void hf_import_shard(const char* dir, const Layout* L, const ParamLayout* P, const ModelConfig* c,
                             float* params, char* path) {
     char why[512];
-    hf_config_check(dir, c);
+    int with_config = hf_config_check(dir, c);
     path_format(path, "--import-hf", "%s/model.safetensors", dir);
     FILE* f = input_open(path, why, sizeof(why), NULL);
     if (!f) data_fail("--import-hf %s: cannot open: %s", path, why);
@@ -509,6 +561,7 @@ static void hf_import_shard(const char* dir, const Layout* L, const ParamLayout*
     param_layout_build(full, c, 1, 0, 1, 1, 0, 1);
     HfTensor* ts = (HfTensor*)xcalloc(3 * (size_t)full->n, sizeof(HfTensor));
     int n = hf_tensors(c, full, ts), hd = c->d_model / c->n_head;
+    hf_header_check(path, json, len, ts, n, c, with_config);
     size_t max_t = param_layout_max_tensor(full);
     float* in = (float*)xmalloc(sizeof(float) * max_t);
     float* buf = (float*)xmalloc(sizeof(float) * max_t);

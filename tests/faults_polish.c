@@ -6,12 +6,17 @@
 // docs:lognormal); the starting weights given twice (--import-hf with --resume or
 // --import-llmc; --resume auto with an import: the checkpoint, said in one line); stdout's
 // reader gone (./train | grep -q: quiet, exit 141, the checkpoint saved; also under the self-launcher,
-// and its stdout on a full device: exit 1).
+// and its stdout on a full device: exit 1); config.json disagreeing with model.safetensors (layers, width,
+// vocabulary, kv heads, a tensor of another model): one error line, nothing imported in part.
 // Run through ./train and ./train_asan. Included by tests/test_faults.c after
 // faults_bad_inputs.c (its bad_run and BAD); not built alone.
 
 #define POLISH BAD "/polish"
 #define POLISH_CKPT TRAIN "--steps 1 --ckpt-dir " POLISH "/ck1 > /dev/null 2>&1"  // a 1-step checkpoint
+// A copy D of a 1-step --export-hf of the tiny model (4 layers, width 64, vocabulary 257), its config.json edited
+#define HF_EDITED(D, SED)                                                                        \
+    "(test -d " POLISH "/hf4 || " TRAIN "--steps 1 --export-hf " POLISH "/hf4 > /dev/null 2>&1) " \
+    "&& rm -rf " POLISH "/" D " && cp -r " POLISH "/hf4 " POLISH "/" D " && sed -i '" SED "' " POLISH "/" D "/config.json"
 
 static const BadRun POLISH_RUNS[] = {
     // LATEST: a NUL byte is named as such; a link is not followed, its target's first line not shown
@@ -89,6 +94,34 @@ static const BadRun POLISH_RUNS[] = {
       "grep -q step; echo exit ${PIPESTATUS[0]}'",
       "exit 141", 0},
      "rm -rf " POLISH "/pipe2", "test -s " POLISH "/pipe2/LATEST && ! test -s " POLISH "/pipe2.err"},
+    // config.json disagreeing with model.safetensors (the flags as config.json says): the layer count (3 of 4
+    // layers were imported without a word), the width, the vocabulary, LLaMA's kv heads; a tensor of another model
+    {{"import_hf_file_has_more_layers", "--steps 1 --n-layer 3 --import-hf " POLISH "/hf_l3",
+      "the file holds 4 layers, config.json and this model have 3", 1},
+     HF_EDITED("hf_l3", "s/\"n_layer\": 4/\"n_layer\": 3/"), NULL},
+    {{"import_hf_file_has_more_layers_tp2_one_line", "--tp 2 --steps 1 --n-layer 3 --import-hf " POLISH "/hf_l3",
+      "the file holds 4 layers, config.json and this model have 3", 1},
+     HF_EDITED("hf_l3", "s/\"n_layer\": 4/\"n_layer\": 3/"), NULL},
+    {{"import_hf_file_has_fewer_layers", "--steps 1 --n-layer 5 --import-hf " POLISH "/hf_l5",
+      "the file holds 4 layers, config.json and this model have 5", 1},
+     HF_EDITED("hf_l5", "s/\"n_layer\": 4/\"n_layer\": 5/"), NULL},
+    {{"import_hf_width_disagrees", "--steps 1 --d-model 32 --import-hf " POLISH "/hf_w32",
+      "transformer.wte.weight is [257, 64] in the file, [257, 32] in this model", 1},
+     HF_EDITED("hf_w32", "s/\"n_embd\": 64/\"n_embd\": 32/; s/\"n_inner\": 256/\"n_inner\": 128/"), NULL},
+    {{"import_hf_vocab_disagrees", "--steps 1 --vocab 300 --import-hf " POLISH "/hf_v300",
+      "transformer.wte.weight is [257, 64] in the file, [300, 64] in this model", 1},
+     HF_EDITED("hf_v300", "s/\"vocab_size\": 257/\"vocab_size\": 300/"), NULL},
+    {{"import_hf_kv_heads_disagree", "--model llama-tiny --n-kv-head 4 --steps 1 --import-hf " POLISH "/hf_kv4",
+      "model.layers.0.self_attn.k_proj.weight is [32, 64] in the file, [64, 64] in this model", 1},
+     "rm -rf " POLISH "/hf_kv4 && " TRAIN "--model llama-tiny --steps 1 --export-hf " POLISH "/hf_kv4 > /dev/null && "
+     "sed -i "
+     "'s/\"num_key_value_heads\": 2/\"num_key_value_heads\": 4/' " POLISH "/hf_kv4/config.json", NULL},
+    {{"import_hf_tensor_of_another_model", "--steps 1 --import-hf " POLISH "/hf_extra",
+      "tensor transformer.h.0.attn.rotary.weight is not one of this model's (gpt2, 4 layers)", 1},
+     HF_EDITED("hf_extra", "s/x/x/") " && python3 -c \"import json,struct; p='" POLISH "/hf_extra/model.safetensors'; "
+     "b=open(p,'rb').read(); n=struct.unpack('<Q',b[:8])[0]; h=json.loads(b[8:8+n]); "
+     "h['transformer.h.0.attn.rotary.weight']=h['transformer.ln_f.bias']; j=json.dumps(h).encode(); "
+     "j+=b' '*(-len(j)%8); open(p,'wb').write(struct.pack('<Q',len(j))+j+b[8+n:])\"", NULL},
     {{"stdout_full_launcher_tp2", "{train} --tp 2 --steps 1 > /dev/full", "standard output: write failed", 1}, NULL,
      NULL},
 };

@@ -274,7 +274,10 @@ static void params_from_host(Model* m, float* host) {
 // the kernels read them.
 static void params_init(Model* m) {
     float* host = params_host_take(m);
+    watchdog_pause();  // (the same work on every rank: its share of the model)
     init_params(&m->P, &m->c, m->c.tp, m->L.tp_rank, host);
+    watchdog_resume("at start-up, after initializing the weights, waiting for the other ranks: a rank died or hangs "
+                    "there");
     params_from_host(m, host);
 }
 

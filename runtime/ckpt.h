@@ -746,7 +746,10 @@ static int ckpt_resume(const Layout* L, const ParamLayout* P, const ModelConfig*
     int32_t h[256];
     float* local[3] = {params, (float*)xcalloc(P->n_padded, sizeof(float)),
                        (float*)xcalloc(P->n_padded, sizeof(float))};
+    watchdog_pause();  // (every rank reads its shard)
     const char* bad = ckpt_read_shard(L, P, c, path, local, h, msg, sizeof(msg));
+    watchdog_resume("at start-up, after reading the checkpoint, waiting for the other ranks to read it: a rank died or "
+                    "hangs there");
     errors_agree(L, bad);
     memcpy(m_state, local[1] + opt_lo, sizeof(float) * (opt_hi - opt_lo));
     memcpy(v_state, local[2] + opt_lo, sizeof(float) * (opt_hi - opt_lo));
@@ -784,8 +787,11 @@ static int ckpt_resume(const Layout* L, const ParamLayout* P, const ModelConfig*
     do {                                                                                    \
         jmp_buf import_error;                                                               \
         data_error_msg[0] = 0;                                                              \
+        watchdog_pause();                                                                   \
         if (!setjmp(import_error)) { data_error_at = &import_error; read_call; }            \
         data_error_at = NULL;                                                               \
+        watchdog_resume("at start-up, after reading the imported weights, waiting for the other ranks: a rank " \
+                        "died or hangs there");                                             \
         errors_agree(L, data_error_msg[0] ? data_error_msg : NULL);                         \
     } while (0)
 

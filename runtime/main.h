@@ -44,6 +44,7 @@ static int train_main(int argc, char** argv) {
     run_setup(&run, argc, argv);
     Args* a = &run.args;
     DeviceInfo dev;
+    watchdog_at("at start-up, setting up the device, the layout and the weights: a rank died or hangs there");
     backend_start(&dev, a, run.rank, run.world);
     Metrics met;
     metrics_init(&met, a, run.rank, run.world, dev.peak_flops, dev.peak_source);
@@ -51,6 +52,7 @@ static int train_main(int argc, char** argv) {
     Model m;
     model_init(&m, a, &met);
     int start_step = weights_load(&m);
+    watchdog_at("at start-up, before the first step (rank 0 prints the start-up table): a rank died or hangs there");
     if (run.rank == 0) {
         print_startup(&m.L, &m.P, &a->cfg, a, &run.train, &run.val, &met, m.n_micro, start_step);
         backend_print(&m);

@@ -310,7 +310,9 @@ static void run_setup(Run* r, int argc, char** argv) {
     MPI_Init(&argc, &argv);
     MPI_Comm_size(MPI_COMM_WORLD, &r->world);
     MPI_Comm_rank(MPI_COMM_WORLD, &r->rank);
-    if (r->world > 1) {
+    if (r->world > 1) {  // the watchdog from the first collective on: a rank stopped or killed ends the job
+        watchdog_start(r->args.timeout_s, r->rank);
+        watchdog_phase = "at start-up, comparing the ranks' settings (the first collective): a rank did not reach it";
         settings_agree(&r->args, r->rank, r->world);
         fail_rank = r->rank, fail_hook = mpi_fail_hook;
     }
@@ -338,17 +340,26 @@ static void run_setup(Run* r, int argc, char** argv) {
     if (r->rank == 0 && a->ckpt_dir)
         ckpt_dir_lock(a->ckpt_dir);  // another run's directory: refused before reading anything
     jmp_buf data_error;  // data.h's data_fail comes back here
+    watchdog_pause();  // (each phase below that may take long: the same work on every rank)
     if (!setjmp(data_error)) {
         data_error_at = &data_error;
         read_inputs(r);
     }
     data_error_at = NULL;
+    watchdog_resume("at start-up, after reading the data, waiting for the other ranks to read it: a rank died or "
+                    "hangs there");
     data_errors_agree(r->rank, r->world);
     doc_mask_resolve(a, &r->train, r->rank);
+    watchdog_pause();
     packing_plans(a, &r->train, &r->val);
+    watchdog_resume("at start-up, after the --packing plan, waiting for the other ranks' plans: a rank died or hangs "
+                    "there");
     if (a->resume && !strcmp(a->resume, "auto")) {  // before outputs_check creates --ckpt-dir
         if (!a->ckpt_dir) fail("--resume auto needs --ckpt-dir");
+        watchdog_pause();
         ckpt_find_latest(a->ckpt_dir, r->resume_path, r->rank == 0);
+        watchdog_resume("at start-up, after finding the checkpoint to resume (--resume auto), waiting for the other "
+                        "ranks: a rank died or hangs there");
         a->resume = r->resume_path[0] ? r->resume_path : NULL;  // none yet: a fresh start
         const char* import = a->import_hf ? "--import-hf" : a->import_llmc ? "--import-llmc" : NULL;
         if (a->resume && import && r->rank == 0)  // the import gave a job's first launch its weights

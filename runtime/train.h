@@ -397,7 +397,7 @@ static int train_loop(Model* m, Run* run, Metrics* met, int start_step) {
     Args* a = &run->args;
     ModelConfig* c = &a->cfg;
     int n_skipped = 0, first_skipped = 0, last_applied = start_step, stop = 0;
-    if (run->world > 1) watchdog_start(a->timeout_s, run->rank);  // armed now: start-up (data, resume) may take long
+    watchdog_at(NULL);  // (armed since MPI_Init: runtime/run.h)
     for (int step = start_step; step < c->steps && !stop; step++) {
         watchdog_kick();
         metrics_step_begin(met, step);

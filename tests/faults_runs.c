@@ -250,9 +250,11 @@ static void signal_ranks(const char* tag, const char* layout, int sig, int to_on
 // A stop that comes during a long loop other than the steps: the end-of-run sample, an
 // evaluation, the reading of the data. The run must end within a few seconds with 128 +
 // sig and say so. wait_text: what the output or the log shows once the loop has begun (NULL:
-// wait `wait_s` seconds instead).
+// wait `wait_s` seconds instead). max_step >= 0: the stop came at start-up, whose length the
+// machine's load sets: the run must not train past step max_step (the first point where the
+// ranks meet and look), and end within 60 s (a hang), not within a few.
 static void stop_in_loop(const char* tag, const char* args, const char* wait_text, double wait_s, int sig,
-                         const char* said) {
+                         const char* said, int max_step) {
     char dir[256], cmd[4096], out[300], log[300];
     run_dir(tag, dir, out, log);
     snprintf(cmd, sizeof(cmd), TRAIN "%s --log %s", args, log);
@@ -268,9 +270,12 @@ static void stop_in_loop(const char* tag, const char* args, const char* wait_tex
     int rc = wait_for(pid, 30);
     double dt = now_s() - t1;
     if (rc < 0) kill_group(pid);
-    int ok = reached && rc == 128 + sig && dt < 10 && file_has(out, said);
-    check(ok, tag, "signal %d once '%s' showed: exit %d after %.1f s, '%s' %s", sig,
-          wait_text ? wait_text : "(start-up)", rc, dt, said, file_has(out, said) ? "printed" : "missing");
+    Log g;
+    int steps = log_read(log, &g) ? g.last : 0;
+    int ok = reached && rc == 128 + sig && dt < (max_step >= 0 ? 60 : 10) && file_has(out, said) &&
+             (max_step < 0 || steps <= max_step);
+    check(ok, tag, "signal %d once '%s' showed: exit %d after %.1f s, '%s' %s, %d steps trained", sig,
+          wait_text ? wait_text : "(start-up)", rc, dt, said, file_has(out, said) ? "printed" : "missing", steps);
 }
 
 // Bytes pid has read through read() so far (/proc/PID/io's rchar), or -1.
@@ -285,28 +290,58 @@ static long long bytes_read_by(pid_t pid) {
     return n;
 }
 
-// --timeout-s counts from the first step, not during start-up: of two ranks reading a large
-// file, one is stopped (SIGSTOP) for 2.5 s once it has read 64 MiB of it, so the other waits
-// for it at start-up far past --timeout-s 1; then both train, and no watchdog fires.
-static void watchdog_not_in_startup(const char* big) {
-    const char* tag = "watchdog_armed_at_first_step_tp2";
+// The watchdog from the first collective (base/watchdog.h): of two ranks reading a large file, rank 1
+// is stopped (SIGSTOP) once it has read 64 MiB of it. Stopped for stop_s (> 0), less than
+// --timeout-s: rank 0's wait for it is no stall, and both train (exit 0, no watchdog line). Stopped
+// for good (stop_s 0): rank 0 ends the job with one error line naming where it waits (`phase`),
+// after --timeout-s plus its own reading time (the phase's grace); the launcher exits non-zero and
+// every process is gone. after_data: stop rank 1 once it has read the whole file instead (a later
+// part of start-up: the line must only say "at start-up").
+static void watchdog_at_startup(const char* tag, const char* big, double timeout, double stop_s, int after_data,
+                                const char* phase) {
     char dir[256], cmd[4096], out[300], log[300];
     run_dir(tag, dir, out, log);
-    snprintf(cmd, sizeof(cmd), TRAIN "--tp 2 --timeout-s 1 --steps 2 --data %s --log %s", big, log);
+    snprintf(cmd, sizeof(cmd), TRAIN "--tp 2 --timeout-s %.0f --steps 2 --data %s --log %s", timeout, big, log);
     pid_t pid = spawn(cmd, out), ranks[16];
-    double t0 = now_s();
+    double t0 = now_s(), t_stop = 0;
+    long long at = after_data ? file_size(big) : 64LL << 20;
     int nr = 0, stopped = 0;
-    while (now_s() - t0 < 60 && still_running(pid) && !stopped) {
+    while (now_s() - t0 < 120 && still_running(pid) && !stopped) {
         usleep(1000);
         nr = rank_pids(pid, ranks, 16);
-        if (nr == 2 && bytes_read_by(ranks[1]) >= (64LL << 20)) stopped = kill(ranks[1], SIGSTOP) == 0;
+        if (nr == 2 && bytes_read_by(ranks[1]) >= at) stopped = kill(ranks[1], SIGSTOP) == 0, t_stop = now_s();
     }
-    if (stopped) usleep(2500000), kill(ranks[1], SIGCONT);
-    int rc = wait_for(pid, 60);
-    if (rc < 0) kill_group(pid);
-    int fired = file_has(out, "no progress for");
-    check(stopped && rc == 0 && !fired, tag, "rank 1 %s for 2.5 s while reading the data; exit %d, watchdog %s",
-          stopped ? "stopped" : "NOT stopped", rc, fired ? "FIRED" : "quiet");
+    if (stopped && stop_s > 0) usleep((useconds_t)(stop_s * 1e6)), kill(ranks[1], SIGCONT);
+    // a stall ends within the timeout, rank 0's reading time (under 60 s even loaded) and mpirun's teardown
+    double limit = stop_s > 0 ? 120 : timeout + 60 + 15;
+    int rc = wait_for(pid, limit);
+    pid_t left[64];
+    int n_left;
+    while ((n_left = pids_matching(dir, left, 64)) > 0 && now_s() - t_stop < limit) usleep(50000);
+    double gone = now_s() - t_stop;
+    if (rc < 0 || n_left) {
+        if (stopped) kill(ranks[1], SIGKILL);
+        kill_group(pid);
+        for (int i = 0; i < n_left; i++) kill(left[i], SIGKILL);
+    }
+    FILE* f = fopen(out, "r");
+    char line[4096], said[4096] = "";
+    int n_error = 0;
+    while (f && fgets(line, sizeof(line), f))
+        if (!strncmp(line, "error:", 6) && !n_error++) snprintf(said, sizeof(said), "%.300s", line);
+    if (f) fclose(f);
+    said[strcspn(said, "\n")] = 0;
+    if (stop_s > 0) {
+        check(stopped && rc == 0 && !n_error, tag, "rank 1 %s for %.1f s while reading the data (--timeout-s %.0f): "
+              "exit %d, watchdog %s", stopped ? "stopped" : "NOT stopped", stop_s, timeout, rc,
+              n_error ? "FIRED" : "quiet");
+        return;
+    }
+    int ok = stopped && rc > 0 && rc != 124 && n_error == 1 && strstr(said, phase) && strstr(said, "no progress") &&
+             !n_left && gone >= timeout - 1;
+    check(ok, tag, "rank 1 stopped %s: launcher exit %d after %.1f s (--timeout-s %.0f), %d error line%s ('%s'), "
+          "%d processes left", after_data ? "after reading the data" : "while reading the data", rc, gone, timeout,
+          n_error, n_error == 1 ? "" : "s", said, n_left);
 }
 
 // ----------------------------------------------------------------------------

@@ -9,7 +9,8 @@
 //      from one rank, from the self-launcher of many, or from one rank of many), and resumes
 //      with the same losses (1 rank: bitwise; tp2 x pp2: checkpoint written and resumable);
 //      a stop during the end-of-run sample, an evaluation or the reading of the data ends
-//      the run at once with the same codes; the watchdog is not armed during start-up.
+//      the run at once with the same codes; the watchdog from the first collective: a peer slower at
+//      start-up than --timeout-s is waited for, one stopped there ends the job with one line naming where.
 //   3. Resharding: save under one layout, resume under another; losses within 1e-5
 //      relative of the 1-rank run (the layout suite's tolerance), final parameters too.
 //   4. A rank of a dp2 x tp2 x pp2 run killed with SIGKILL: the whole job is gone within
@@ -407,22 +408,27 @@ int main(int argc, char** argv) {
         signal_ranks("sigint_launcher_tp2", "--tp 2", SIGINT, 0);
         // at start-up, before mpirun has started the ranks: the launcher passes the stop on again until it ends
         stop_in_loop("sigterm_launcher_at_startup_tp2", "--tp 2 --steps 1000", NULL, 0.2, SIGTERM,
-                     "stopped by signal 15");
+                     "stopped by signal 15", 1);
         stop_in_loop("sigterm_in_final_sample", "--steps 1 --sample-len 1000000", "sample:", 0, SIGTERM,
-                     "stopped by signal during the sample");
+                     "stopped by signal during the sample", -1);
         stop_in_loop("sigint_in_evaluation",
                      "--steps 3 --eval-every 1 --val-batches 1000000 --ckpt-dir " ROOT "/sigint_in_evaluation",
-                     "\"step\":1,", 0, SIGINT, "stopped by signal after step 1");
+                     "\"step\":1,", 0, SIGINT, "stopped by signal after step 1", -1);
         // a text file of 192 MiB: a second or more to read (and 768 MiB of tokens per rank)
         const char* big = ROOT "/big.txt";
         sh("test -s %s || head -c 201326592 /dev/zero | tr '\\000' 'a' > %s", big, big);
         char args[512];
         snprintf(args, sizeof(args), "--steps 1000 --data %s", big);
-        stop_in_loop("sigterm_while_reading_data", args, NULL, 0.3, SIGTERM, "stopped by signal");
-        watchdog_not_in_startup(big);
+        stop_in_loop("sigterm_while_reading_data", args, NULL, 0.3, SIGTERM, "stopped by signal", -1);
+        // the watchdog from the first collective on: a peer slower at start-up than --timeout-s does not end the
+        // job; one stopped there does, saying where (it waited for ever: the watchdog armed at the first step)
+        watchdog_at_startup("watchdog_startup_slow_peer_tp2", big, 5, 2.5, 0, NULL);
+        watchdog_at_startup("watchdog_startup_stalled_reading_tp2", big, 3, 0, 0,
+                            "at start-up, after reading the data, waiting for the other ranks");
+        watchdog_at_startup("watchdog_startup_stalled_after_data_tp2", big, 3, 0, 1, "at start-up");
         // the terminal closed: saved and stopped as by SIGTERM, exit 129 (it killed the run unsaved)
         stop_in_loop("sighup_saves", "--steps 1000 --ckpt-dir " ROOT "/sighup_saves", "\"step\":1,", 0, SIGHUP,
-                     "stopped by signal after step");
+                     "stopped by signal after step", -1);
         printf("(signal: %.1f s)\n", now_s() - t0);
     }
     if (want[2] && ref.n) {

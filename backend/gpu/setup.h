@@ -54,15 +54,14 @@ static void backend_start(DeviceInfo* d, Args* a, int rank, int world) {
 static void backend_init(Model* m) {
     const Args* a = m->args;
     // The communicators: ncclCommInitRank waits for every rank to reach it over the network NCCL
-    // picked; a wrong one waits forever. So the watchdog is armed first, and says what to check.
-    if (m->L.world > 1) watchdog_start(a->timeout_s, m->L.rank);
-    watchdog_phase =
-        "creating NCCL's communicators (ncclCommInitRank, ncclCommSplit): a rank did not start or cannot reach the "
-        "others over the network NCCL chose: check NCCL_SOCKET_IFNAME (an interface every node has, e.g. eth0 or "
-        "ib0), NCCL_IB_HCA / NCCL_IB_DISABLE=1, NCCL_P2P_DISABLE / NCCL_SHM_DISABLE, and rerun with NCCL_DEBUG=INFO";
+    // picked; a wrong one waits forever. The watchdog (armed since MPI_Init, runtime/run.h) says what to check.
+    const char* phase = watchdog_phase;
+    watchdog_at("creating NCCL's communicators (ncclCommInitRank, ncclCommSplit): a rank did not start or cannot "
+                "reach the others over the network NCCL chose: check NCCL_SOCKET_IFNAME (an interface every node has, "
+                "e.g. eth0 or ib0), NCCL_IB_HCA / NCCL_IB_DISABLE=1, NCCL_P2P_DISABLE / NCCL_SHM_DISABLE, and rerun "
+                "with NCCL_DEBUG=INFO");
     gpu_comms_init(&m->be.G, &m->L, a->comm_mpi ? COMM_MPI : COMM_NCCL);
-    watchdog_phase = NULL;
-    watchdog_on = 0;  // until the first step (runtime/train.h): loading a checkpoint may take long
+    watchdog_at(phase);
     // non-blocking: the legacy default stream (a library's, or a stray blocking call) never stalls the step
     cudaCheck(cudaStreamCreateWithFlags(&m->be.stream, cudaStreamNonBlocking));
     cudaCheck(cudaStreamCreateWithFlags(&m->be.offload, cudaStreamNonBlocking));

@@ -103,7 +103,8 @@ static void profile_a100(DeviceProfile* d) {
     d->link_eff = 0.47;           // fit: NCCL bus bandwidth over the link, stalls of unoverlapped collectives included
     d->link_eff_nccl = 0.67;      // 8 A100-SXM4-80GB, nccl-tests all_reduce_perf: bus bandwidth ~200 of 300 GB/s
                                   // (NVIDIA/nccl-tests#149, NCCL 2.18); Megatron's runs fit 0.67-0.82 (dev/PLANNER.md)
-    d->nic_eff = 0.8;             // estimate: NCCL bus bandwidth across nodes over the NICs' line rate (dev/PLANNER.md)
+    d->nic_eff = 0.8;             // estimate: NCCL bus bandwidth across nodes over the NICs' line rate; measured
+                                  // 0.86-0.96 for large all-reduces (NVIDIA/nccl-tests#119, nccl#1048: dev/PLANNER.md)
     d->dp_overlap = 0.5;
     d->comm_interference = 0.2;
     d->nics_per_node = 8;

@@ -433,17 +433,27 @@ static void plan_dp_time(const ModelConfig* c, const PlanSetup* k, const DeviceP
         // virtual stage under pipelining (communication-overlap.md), runs as the pass reaches it; the last
         // chunk of the backward (first of the forward) has nothing left to hide under
         double frac = 1;  // (unchunked: the device's dp_overlap window, comm_exposed alone)
+        int stage_layers = 0;
+        for (int j = 0; j < vpp; j++) stage_layers += ch->layers[chunk_global(c->schedule, pp, st, j)];
+        double layer_frac = 1.0 / (stage_layers > 0 ? stage_layers : 1);
         if (k->dp_overlap_chunked) {
-            int stage_layers = 0;
-            for (int j = 0; j < vpp; j++) stage_layers += ch->layers[chunk_global(c->schedule, pp, st, j)];
-            frac = pp == 1 ? 1.0 / (stage_layers > 0 ? stage_layers : 1) : 1.0 / vpp;
+            frac = pp == 1 ? layer_frac : 1.0 / vpp;
             win_b = (1 - frac) * ch->stage_bwd[st], win_f = (1 - frac) * ch->stage_fwd[st];
         }
         double exposed = dp_exposed(once_b, win_b, frac, d) + dp_exposed(once_f, win_f, frac, d);
         if (exposed > exposed_step) exposed_step = exposed;
+        // ZeRO-3 as FSDP and DeepSpeed run it (zero3_layer_prefetch): a layer's weights are gathered while the layer
+        // before it computes, and in the backward the next layer's gather and this one's reduce-scatter (serialized on
+        // one communicator: their sum, per_mb_b) run under this layer's backward; only the first layer's chunk of each
+        // pass has nothing to hide under. Else the device's dp_overlap window, as the once-per-step traffic.
+        double frac_mb = frac, win_mb_f = win_f, win_mb_b = win_b;
+        if (c->zero == 3 && k->zero3_layer_prefetch && !k->dp_overlap_chunked && !k->dp_after_backward) {
+            frac_mb = layer_frac;
+            win_mb_b = (1 - frac_mb) * ch->stage_bwd[st], win_mb_f = (1 - frac_mb) * ch->stage_fwd[st];
+        }
         // stretch this stage's chunks by the exposed per-micro-batch part, pro rata (the
         // backward's over B and W alike)
-        double sf = dp_exposed(per_mb_f, win_f, frac, d), sb = dp_exposed(per_mb_b, win_b, frac, d);
+        double sf = dp_exposed(per_mb_f, win_mb_f, frac_mb, d), sb = dp_exposed(per_mb_b, win_mb_b, frac_mb, d);
         for (int j = 0; j < vpp && (sf > 0 || sb > 0); j++) {
             int g = chunk_global(c->schedule, pp, st, j);
             ch->t_fwd[g] += sf * ch->t_fwd[g] / ch->stage_fwd[st];

@@ -80,6 +80,10 @@ typedef struct {
                              // reduce-scattered layer by layer as the backward produces them (per virtual stage under
                              // pipelining) and the weights gathered as the forward needs them; only the last chunk is
                              // exposed (predict.h plan_dp_time); 0: the device's dp_overlap of one micro-batch
+    int zero3_layer_prefetch;  // 1: ZeRO-3 gathers each layer's weights while the layer before it computes and
+                               // reduce-scatters each layer's gradients as its backward ends (PyTorch FSDP's forward
+                               // and backward prefetch, Zhao et al. 2023; DeepSpeed's ZeRO-3 prefetch): all but one
+                               // layer's traffic of a pass hides (predict.h plan_dp_time); 0: the device's dp_overlap
     int reduce_bytes;        // bytes per value of the data-parallel gradient reduction: 4 for FSDP2's reduce_dtype
                              // float32 (torchtitan's mixed_precision_reduce default); 0: the device's grad_bytes
     int grad_reduce_bf16;    // 1: this trainer's --grad-reduce bf16 (the GPU build, --zero 0|1): the dp all-reduce
@@ -109,12 +113,12 @@ typedef struct {
 // backward and forward.
 enum { SOFTWARE_TRAINER, SOFTWARE_SCALING, SOFTWARE_FRAMEWORK, SOFTWARE_FOUNDRY, SOFTWARE_MEGATRON };
 static PlanSetup plan_setup_for(int software) {
-    PlanSetup s = {ATTN_FLASH2, 1, ORDER_TP_PP_DP, SPLIT_LAYERS, 0, 0, 1, 1, 1, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0};
+    PlanSetup s = {ATTN_FLASH2, 1, ORDER_TP_PP_DP, SPLIT_LAYERS, 0, 0, 1, 1, 1, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0};
     if (software == SOFTWARE_SCALING)
         s.rank_order = ORDER_TP_DP_PP, s.pipe_split = SPLIT_PARAMS, s.loss_gathered = 1, s.dp_after_backward = 1,
         s.context_parallel = 0, s.own_buffers = 0, s.own_kernels = 0, s.swiglu_two_linears = 1;
     if (software == SOFTWARE_FRAMEWORK || software == SOFTWARE_FOUNDRY || software == SOFTWARE_MEGATRON)
-        s.own_buffers = 0, s.own_kernels = 0, s.tp_async_dgrad = 1, s.nccl_links = 1;
+        s.own_buffers = 0, s.own_kernels = 0, s.tp_async_dgrad = 1, s.nccl_links = 1, s.zero3_layer_prefetch = 1;
     // the share was fitted on the Scaling codebase's runs: its own, not the device's (dev/PLANNER.md)
     if (software == SOFTWARE_SCALING) s.alloc_share = 1;
     if (software == SOFTWARE_MEGATRON) s.tp_comm_overlap = 1, s.dp_overlap_chunked = 1;

@@ -169,3 +169,45 @@ static void test_zero3_across_nodes_per_rank(void) {
           "zero3_allgather_across_nodes_per_rank", "%.1f GB/s per rank over %d nodes, a 7B layer's gather %.3f ms",
           l.bw / 1e9, l.nodes, t * 1e3);
 }
+
+// ZeRO-3's per-micro-batch traffic as FSDP prefetches it (software.h zero3_layer_prefetch, predict.h plan_dp_time):
+// a pass's gathers (forward) and gathers + reduce-scatters (backward, one communicator: their sum) hide under the
+// pass but for one layer's share, the first gather and the last reduce-scatter; the device's dp_overlap window (half
+// the pass) without it. 1024 ranks, 32 layers, 6.4G parameters on the stage, 160 GB/s and NCCL's 8.4 us base per
+// bucket (34 buckets): a gather of 12.8 GB takes ag = 1023/1024 x 12.8e9 / 160e9 + 34 x 8.4 us = 80.21 ms.
+// Compute-bound (forward 0.5 s, backward 1 s): the forward stretches by ag/32 + 0.2 x 31/32 ag = 18.05 ms (16.04
+// with half the pass as the window), the backward by twice that. Comm-bound (1 ms a layer forward, 2 backward): by
+// ag/32 + (31/32 ag - 31/32 F) + 0.2 x 31/32 F = 55.41 ms where half the pass hides 16 ms: 67.41 ms.
+static double zero3_stretch_fwd(int prefetch, double fwd, double* bwd_stretch) {
+    DeviceProfile d;
+    profile_builtin("a100-80gb", &d);
+    ModelConfig c = model("llama-7b", 2048);
+    c.dp = 1024, c.zero = 3;
+    PlanSetup k = plan_setup_for(SOFTWARE_FRAMEWORK);
+    k.zero3_layer_prefetch = prefetch;
+    PlanChunks ch = plan_chunks_alloc(1, 1);
+    ch.layers[0] = 32, ch.stage_params[0] = 6.4e9;
+    ch.t_fwd[0] = ch.stage_fwd[0] = fwd, ch.t_bwd[0] = ch.stage_bwd[0] = 2 * fwd;
+    PlanResult r;
+    memset(&r, 0, sizeof(r));
+    r.n_micro = 1;
+    Link l = {160e9, 0, 0, 1, 0};
+    plan_dp_time(&c, &k, &d, l, &ch, &r);
+    double sf = ch.t_fwd[0] - fwd;
+    *bwd_stretch = ch.t_bwd[0] - 2 * fwd;
+    plan_chunks_free(&ch);
+    return sf;
+}
+static void test_zero3_layer_prefetch(void) {
+    double ag = 1023.0 / 1024 * 12.8e9 / 160e9 + 34 * 8.4e-6, f = 31.0 / 32, sb_on, sb_off, cb_on, cb_off;
+    double on = zero3_stretch_fwd(1, 0.5, &sb_on), off = zero3_stretch_fwd(0, 0.5, &sb_off);
+    double comm_on = zero3_stretch_fwd(1, 0.032, &cb_on), comm_off = zero3_stretch_fwd(0, 0.032, &cb_off);
+    double want_on = ag / 32 + 0.2 * f * ag, want_comm = ag / 32 + (f * ag - f * 0.032) + 0.2 * f * 0.032;
+    check(close_rel(on, want_on, 1e-9) && close_rel(sb_on, 2 * want_on, 1e-9) && close_rel(off, 0.2 * ag, 1e-9) &&
+              close_rel(comm_on, want_comm, 1e-9) && close_rel(comm_off, ag - 0.016 + 0.2 * 0.016, 1e-9) &&
+              fabs(on - 18.05e-3) < 0.01e-3 && fabs(comm_on - 55.41e-3) < 0.01e-3 &&
+              plan_setup_for(SOFTWARE_FOUNDRY).zero3_layer_prefetch &&
+              !plan_setup_for(SOFTWARE_SCALING).zero3_layer_prefetch,
+          "zero3_layer_prefetch_hand", "gather %.2f ms; forward +%.2f ms (window of half the pass: +%.2f), comm-bound "
+          "+%.2f (+%.2f)", ag * 1e3, on * 1e3, off * 1e3, comm_on * 1e3, comm_off * 1e3);
+}

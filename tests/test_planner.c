@@ -108,6 +108,7 @@ int main(void) {
     test_flash_shape_efficiency();
     test_tp_async_dgrad();
     test_zero3_across_nodes_per_rank();
+    test_zero3_layer_prefetch();
     test_unfused_attention_shapes();
     test_links_across_nodes();
     test_swiglu_two_linears();

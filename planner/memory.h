@@ -137,7 +137,8 @@ static int layer_matmuls(const ModelConfig* c, LayerMatmul* mm) {
 // layers. The MLP's own term without recomputation: a gated one as framework ops keeps its gate (silu's input),
 // silu(gate) and up (the product's operands) and the product (the down projection's input), 8f; GELU and squared
 // ReLU keep fc1's output (the activation's input; relu(x)^2 keeps relu's output instead, as large) and fc2's
-// input, 4f (Korthikanti's GPT count: 16 of its 24 at f = 4).
+// input, 4f (Korthikanti's GPT count: 16 of its 24 at f = 4). Megatron-core's fused SwiGLU (swiglu_fused) keeps only
+// its input, the fc1 output [gate | up] 4f, and fc2 its own input 2f: 6f.
 static double act_bytes_per_layer(const ModelConfig* c, int b, int tp, int cp, int sp, int recompute,
                                   const PlanSetup* k, int dtype_bytes) {
     double s = (double)c->seq_len / cp, h = c->d_model, a = c->n_head, t = tp;
@@ -147,7 +148,8 @@ static double act_bytes_per_layer(const ModelConfig* c, int b, int tp, int cp, i
     if (recompute == RECOMPUTE_LAYER)
         return 0.5 * (act_bytes_per_layer(c, b, tp, cp, sp, RECOMPUTE_NONE, k, dtype_bytes) +
                       act_bytes_per_layer(c, b, tp, cp, sp, RECOMPUTE_FULL, k, dtype_bytes));
-    double replicated, split, attn, f = (double)c->d_ff / h, mlp = (config_mlp_gated(c) ? 8 : 4) * f;
+    double replicated, split, attn, f = (double)c->d_ff / h;
+    double mlp = (config_mlp_gated(c) ? (k->swiglu_fused ? 6 : 8) : 4) * f;  // gated: fused (Megatron-core) or as ops
     int lse_only = attn_is_flash(k->attention) || cp > 1;
     if (c->arch == ARCH_GPT2) {  // at dropout 0 no masks: 2 replicated (tp) or 2 of 24 (tp + SP), as/h
         replicated = k->no_dropout ? 8 : 10, split = 8 + mlp;

@@ -86,6 +86,10 @@ typedef struct {
                                // layer's traffic of a pass hides (predict.h plan_dp_time); 0: the device's dp_overlap
     int reduce_bytes;        // bytes per value of the data-parallel gradient reduction: 4 for FSDP2's reduce_dtype
                              // float32 (torchtitan's mixed_precision_reduce default); 0: the device's grad_bytes
+    int swiglu_fused;        // 1: SwiGLU as one autograd function that saves only its input, the fc1 output [gate | up]
+                             // (Megatron-core's bias_swiglu_impl, --bias-swiglu-fusion on by default: fusions/
+                             // fused_bias_swiglu.py SwiGLUFunction save_for_backward(input)): 4f + fc2's input 2f = 6f
+                             // a layer; 0: silu(gate) * up as framework ops, 8f (memory.h act_bytes_per_layer)
     int grad_reduce_bf16;    // 1: this trainer's --grad-reduce bf16 (the GPU build, --zero 0|1): the dp all-reduce
                              // sends bf16 (2 bytes a parameter) through a 32 MiB scratch that plan_memory counts
                              // (layout/params.h grad_reduce_scratch_bytes); 0: fp32
@@ -121,7 +125,7 @@ static PlanSetup plan_setup_for(int software) {
         s.own_buffers = 0, s.own_kernels = 0, s.tp_async_dgrad = 1, s.nccl_links = 1, s.zero3_layer_prefetch = 1;
     // the share was fitted on the Scaling codebase's runs: its own, not the device's (dev/PLANNER.md)
     if (software == SOFTWARE_SCALING) s.alloc_share = 1;
-    if (software == SOFTWARE_MEGATRON) s.tp_comm_overlap = 1, s.dp_overlap_chunked = 1;
+    if (software == SOFTWARE_MEGATRON) s.tp_comm_overlap = 1, s.dp_overlap_chunked = 1, s.swiglu_fused = 1;
     if (software == SOFTWARE_FOUNDRY) s.no_dropout = 1, s.loss_fused = 1;
     return s;
 }

@@ -424,6 +424,22 @@ static void test_mlp_kinds(void) {
           "%s", r[0].invalid ? r[0].invalid : "accepted");
 }
 
+// Megatron-core's fused SwiGLU (--software megatron, swiglu_fused): SwiGLUFunction saves only the fc1 output
+// [gate | up] (4f) and fc2 keeps its input (2f), 6f where SwiGLU as framework ops keeps 8f (gate, silu(gate), up,
+// the product). LLaMA-13B, tp 1, flash2: 8 + 2 + 2 + 2 + 2 + 6 x 2.7 + 4 x 40 / 5120 = 32.23125 s.b.h (framework:
+// 37.63125); at tp 8 with SP (8 + 8 + 16.2 + 0.03125) / 8 = 4.02890625.
+static void test_megatron_swiglu_fused(void) {
+    ModelConfig c = model("llama-13b", 2048);
+    double sbh = 2048.0 * 5120;
+    PlanSetup mg = plan_setup_for(SOFTWARE_MEGATRON), fw = plan_setup_for(SOFTWARE_FRAMEWORK);
+    double m1 = act_bytes_per_layer(&c, 1, 1, 1, 0, RECOMPUTE_NONE, &mg, 2) / sbh;
+    double m8 = act_bytes_per_layer(&c, 1, 8, 1, 1, RECOMPUTE_NONE, &mg, 2) / sbh;
+    double f1 = act_bytes_per_layer(&c, 1, 1, 1, 0, RECOMPUTE_NONE, &fw, 2) / sbh;
+    check(fabs(m1 - 32.23125) < 1e-9 && fabs(m8 - 4.02890625) < 1e-9 && fabs(f1 - 37.63125) < 1e-9,
+          "megatron_swiglu_fused_hand", "megatron %.6f (want 32.23125), tp8 sp %.8f (want 4.02890625), framework "
+          "%.6f (want 37.63125) s.b.h", m1, m8, f1);
+}
+
 // Megatron-LM's --distribute-saved-activations (full_distributed): each tp rank keeps 1/tp of the layer input
 // it recomputes from (2 s.b.h / t: LLaMA-13B at tp 8, 2048 tokens, 40 layers: 40 x 2 x 2048 x 5120 / 8 B =
 // 0.09766 GiB, full's 0.78125), and all-gathers it before the layer runs again: 2048 x 5120 x 2 B over 8 ranks

@@ -33,6 +33,48 @@ static void test_bubble(void) {
           r.worst_stage);
 }
 
+// Interleaved 1F1B holds more chunks on the first stages: Megatron-LM's schedule (pipeline_parallel/schedules.py,
+// forward_backward_pipelining_with_interleaving) runs num_warmup = (pp - rank - 1) * 2 + (vpp - 1) * pp forwards
+// (all m * vpp when m == pp, at most m * vpp) before its first backward, then one forward before each backward: at
+// most num_warmup + 1 (micro-batch, chunk) pairs in flight. The planner's count is the trainer's own op lists'
+// (schedule_build), which must agree, stage by stage; and a framework's stage-0 activations are that count times a
+// chunk's layers: LLaMA-13B pp 4 vpp 2 (5 layers a chunk), m 8: 11 chunks, 55 layers' worth (Korthikanti's
+// L (1 + (p - 1)/(p v)) = 40 x 1.375 = 55), 1F1B's 40.
+static void test_interleaved_in_flight(void) {
+    int shapes[][3] = {{4, 2, 8}, {4, 2, 16}, {4, 4, 16}, {8, 2, 16}, {4, 5, 32}, {2, 2, 8}, {8, 4, 64}, {4, 2, 4}};
+    int ok = 1;
+    char got[512] = "";
+    for (int i = 0; i < 8; i++) {
+        int pp = shapes[i][0], vpp = shapes[i][1], m = shapes[i][2];
+        PipeOp* ops = (PipeOp*)xmalloc(sizeof(PipeOp) * schedule_max_ops(m, vpp));
+        for (int st = 0; st < pp; st++) {
+            int n = schedule_build(SCHED_INTERLEAVED, st, pp, vpp, m, NULL, ops);
+            int warm = m == pp ? m * vpp : (pp - st - 1) * 2 + (vpp - 1) * pp, total = m * vpp;
+            int want = warm >= total ? total : warm + 1, have = schedule_max_in_flight(ops, n, -1);
+            if (have != want) ok = 0;
+            if (st == 0)
+                snprintf(got + strlen(got), sizeof(got) - strlen(got), " pp%d vpp%d m%d: %d (%d)", pp, vpp, m, have,
+                         want);
+        }
+        free(ops);
+    }
+    check(ok, "interleaved_in_flight_is_megatrons", "stage 0 in flight (Megatron's warmup + 1):%s", got);
+    DeviceProfile d;
+    profile_builtin("a100-80gb", &d);
+    ModelConfig c = model("llama-13b", 0);
+    c.pp = 4, c.vpp = 2, c.dp = 16, c.schedule = SCHED_INTERLEAVED;
+    PlanSetup k = plan_setup_for(SOFTWARE_FRAMEWORK);
+    PlanResult r, r1;
+    int rc = plan_predict(&c, &k, 128, 8, &d, &r);
+    c.vpp = 1, c.schedule = SCHED_1F1B;
+    rc |= plan_predict(&c, &k, 128, 8, &d, &r1);
+    double layer = act_bytes_per_layer(&c, 1, 1, 1, 0, RECOMPUTE_NONE, &k, 2);
+    check(rc == 0 && r.in_flight == 11 && r.worst_stage == 0 && fabs(r.mem_act - 55 * layer) < 1 &&
+              fabs(r1.mem_act - 40 * layer) < 1,
+          "interleaved_stage0_activations_hand", "in flight %d on stage %d, %.3f GiB = %.2f layers (want 55); 1F1B "
+          "%.2f layers (want 40)", r.in_flight, r.worst_stage, r.mem_act / GiB, r.mem_act / layer, r1.mem_act / layer);
+}
+
 // The zero-bubble schedules (Qi et al. 2024; layout/schedule.h): bubbles against the
 // formulas, the weight pass's memory and time, ZB-V's placement (test_cli_schedules: the
 // search and its --schedule filter).

@@ -96,6 +96,7 @@ int main(void) {
     test_recompute_policies();
     test_mlp_kinds();
     test_recompute_full_distributed();
+    test_megatron_swiglu_fused();
     test_network_profiles();
     test_aws_profiles_zero3_traffic();
     test_nccl_latency_and_algorithm();
@@ -116,6 +117,7 @@ int main(void) {
     test_h100_largest_matmul();
     test_h200_trainer_steps();
     test_bubble();
+    test_interleaved_in_flight();
     test_bubble_definition();
     test_zero_bubble_schedules();
     test_context_parallel();

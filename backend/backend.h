@@ -21,9 +21,14 @@
 // out (N x C) = norm(x) (LayerNorm for GPT-2, RMSNorm for LLaMA), mean/rstd kept (fp32).
 static void op_norm_forward(Model* m, act_t* out, float* mean, float* rstd, const act_t* x, const float* w,
                             const float* b, int N);
-// dx = (accumulate ? dx : 0) + d norm / dx; dw, db +=.
-static void op_norm_backward(Model* m, act_t* dx, float* dw, float* db, const act_t* dout, const act_t* x,
-                             const float* w, const float* mean, const float* rstd, int N, int accumulate);
+// The residual add and the norm after it in one pass over the rows (llm.c's fused residual):
+// res (N x C) = x + y (+ bias, may be NULL), then out = norm(res) as op_norm_forward, bit for bit
+// what op_residual and op_norm_forward give one after the other.
+static void op_residual_norm_forward(Model* m, act_t* res, act_t* out, float* mean, float* rstd, const act_t* x,
+                                     const act_t* y, const float* bias, const float* w, const float* b, int N);
+// dx = dres + d norm / dx (dres NULL: 0; dres may be dx, in place; dx must not be dout); dw, db +=.
+static void op_norm_backward(Model* m, act_t* dx, const act_t* dres, float* dw, float* db, const act_t* dout,
+                             const act_t* x, const float* w, const float* mean, const float* rstd, int N);
 // out (N x OC) = inp (N x IC) @ w^T + b (b may be NULL).
 static void op_matmul_forward(Model* m, act_t* out, const act_t* inp, const float* w, const float* b, int N, int IC,
                               int OC);

@@ -77,18 +77,28 @@ static void timed_layernorm_forward(float* out, float* mean, float* rstd, const 
                                     const float* bias, int N, int C) {
     TIMED(OP_NORMS, 8.0 * N * C, layernorm_forward(out, mean, rstd, inp, weight, bias, N, C));
 }
-static void timed_layernorm_backward(float* dinp, float* dweight, float* dbias, float* scratch, const float* dout,
+// The residual + norm: a and b read, the sum and the output written; the backward: x, dout
+// and dres read in the row passes, x and dout again in the column pass, dinp written.
+static void timed_residual_layernorm_forward(float* res, float* out, float* mean, float* rstd, const float* a,
+                                             const float* b, const float* rbias, const float* weight,
+                                             const float* bias, int N, int C) {
+    TIMED(OP_NORMS, 16.0 * N * C, residual_layernorm_forward(res, out, mean, rstd, a, b, rbias, weight, bias, N, C));
+}
+static void timed_residual_rmsnorm_forward(float* res, float* out, float* rstd, const float* a, const float* b,
+                                           const float* rbias, const float* weight, int N, int C) {
+    TIMED(OP_NORMS, 16.0 * N * C, residual_rmsnorm_forward(res, out, rstd, a, b, rbias, weight, N, C));
+}
+static void timed_layernorm_backward(float* dinp, const float* dres, float* dweight, float* dbias, const float* dout,
                                      const float* inp, const float* weight, const float* mean, const float* rstd, int N,
                                      int C) {
-    TIMED(OP_NORMS, 16.0 * N * C,
-          layernorm_backward(dinp, dweight, dbias, scratch, dout, inp, weight, mean, rstd, N, C));
+    TIMED(OP_NORMS, 24.0 * N * C, layernorm_backward(dinp, dres, dweight, dbias, dout, inp, weight, mean, rstd, N, C));
 }
 static void timed_rmsnorm_forward(float* out, float* rstd, const float* inp, const float* weight, int N, int C) {
     TIMED(OP_NORMS, 8.0 * N * C, rmsnorm_forward(out, rstd, inp, weight, N, C));
 }
-static void timed_rmsnorm_backward(float* dinp, float* dweight, float* scratch, const float* dout, const float* inp,
+static void timed_rmsnorm_backward(float* dinp, const float* dres, float* dweight, const float* dout, const float* inp,
                                    const float* weight, const float* rstd, int N, int C) {
-    TIMED(OP_NORMS, 16.0 * N * C, rmsnorm_backward(dinp, dweight, scratch, dout, inp, weight, rstd, N, C));
+    TIMED(OP_NORMS, 24.0 * N * C, rmsnorm_backward(dinp, dres, dweight, dout, inp, weight, rstd, N, C));
 }
 static void timed_gelu_forward(float* out, const float* inp, size_t n) {
     TIMED(OP_ELEMENTWISE, 8.0 * n, gelu_forward(out, inp, n));
@@ -169,6 +179,8 @@ static double timed_sum_squares(const float* x, size_t n) {
 #define sum_squares timed_sum_squares
 #define layernorm_forward timed_layernorm_forward
 #define layernorm_backward timed_layernorm_backward
+#define residual_layernorm_forward timed_residual_layernorm_forward
+#define residual_rmsnorm_forward timed_residual_rmsnorm_forward
 #define rmsnorm_forward timed_rmsnorm_forward
 #define rmsnorm_backward timed_rmsnorm_backward
 #define gelu_forward timed_gelu_forward

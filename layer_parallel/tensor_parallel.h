@@ -12,16 +12,18 @@
 
 #include "backend/backend.h"  // the state (row_count, my_rows), the collectives (act_*)
 
-// Row-parallel matmul output: partial sums (B*T x C) -> the reduced rows this rank keeps.
-static act_t* tp_reduce_rows(Model* m, act_t* partial, int B) {
+// Row-parallel matmul output: partial sums (B*T x C) -> the reduced rows this rank keeps: in
+// place without --sp, else reduce-scattered into sp_out (N x C); returns where they are.
+static act_t* tp_reduce_rows_into(Model* m, act_t* partial, act_t* sp_out, int B) {
     int N = row_count(m, B), BT = B * m->T;
     if (!m->c.sp) {
         act_allreduce_sum(m, GROUP_TP, partial, (size_t)BT * m->C);  // comm: tp all-reduce
         return partial;
     }
-    act_reduce_scatter(m, GROUP_TP, partial, m->reduced, (size_t)N * m->C);  // comm: tp reduce-scatter (sp)
-    return m->reduced;
+    act_reduce_scatter(m, GROUP_TP, partial, sp_out, (size_t)N * m->C);  // comm: tp reduce-scatter (sp)
+    return sp_out;
 }
+static act_t* tp_reduce_rows(Model* m, act_t* partial, int B) { return tp_reduce_rows_into(m, partial, m->reduced, B); }
 // full (B*T x C) holds this rank's N rows at their place; fill in the other ranks' rows.
 static void sp_gather_rows(Model* m, act_t* full, int B) {
     if (!m->c.sp) return;
@@ -30,12 +32,12 @@ static void sp_gather_rows(Model* m, act_t* full, int B) {
 }
 // Gradient rows (N x C) -> all B*T rows, as the backward of a reduce-scatter: gathered into
 // dst with --sp; without it the rows are all there, and are copied to dst only when they
-// must outlive d (keep).
+// must outlive d (keep) and are not there already (d == dst).
 static const act_t* sp_gather_grad(Model* m, const act_t* d, act_t* dst, int B, int keep) {
     size_t n = (size_t)row_count(m, B) * m->C;
     if (m->c.sp) act_allgather(m, GROUP_TP, d, dst, n);  // comm: tp all-gather (sp)
-    else if (keep) act_copy(m, dst, d, n);
-    else return d;
+    else if (!keep) return d;
+    else if (d != dst) act_copy(m, dst, d, n);
     return dst;
 }
 

@@ -90,11 +90,10 @@ static void head_bufs(const ActShape* s, ActBuf* b) {
 // theirs, a layer input being rebuilt, the row-parallel outputs before and after their
 // reduction, the residual gradients (two, alternating) and the one after the attention, the
 // attention output's and the activation's gradients, the loss's row maximum and sums. host:
-// the CPU build, whose norm backward needs an N x C scratch of its own (the GPU's does not);
-// the GPU's attention backward sums dQ in fp32 per split (attn_dq_splits; with cp, the ring's
-// blocks of Ts rows and Ha heads: as many elements).
+// the CPU build; else the GPU's attention backward sums dQ in fp32 per split (attn_dq_splits;
+// with cp, the ring's blocks of Ts rows and Ha heads: as many elements).
 enum { SC_LSE, SC_X, SC_PARTIAL, SC_REDUCED, SC_DRES0, SC_DRES1, SC_DRES_AFTER_ATTN, SC_DATTY, SC_DFCH_ACT,
-       SC_CE_MAX, SC_CE_SUMS, SC_NORM, SC_DQ_ACC, N_SC };
+       SC_CE_MAX, SC_CE_SUMS, SC_DQ_ACC, N_SC };
 static void scratch_bufs(const ActShape* s, int host, ActBuf* b) {
     size_t NC = s->N * s->C, kv_heads = (s->qkv_dim / s->hd - s->n_head_local) / 2;
     const ActBuf l[N_SC] = {{s->BT * s->n_head_local, 1},
@@ -108,7 +107,6 @@ static void scratch_bufs(const ActShape* s, int host, ActBuf* b) {
                             {s->BT * s->Fl, 0},
                             {s->BT, 1},
                             {2 * s->BT, 1},
-                            {host ? NC : 0, 1},
                             {host ? 0 : attn_dq_splits(s->B, s->T, kv_heads, s->sms) * s->BT * s->n_head_local * s->hd,
                              1}};
     for (int i = 0; i < N_SC; i++) b[i] = l[i];

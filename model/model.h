@@ -27,6 +27,12 @@ static void norm_forward(Model* m, act_t* out, float* mean, float* rstd, const a
     op_norm_forward(m, my_rows(m, out, B), mean, rstd, x, w, b, row_count(m, B));
     sp_gather_rows(m, out, B);  // comm: tp all-gather of the normalized rows (--sp only)
 }
+// res = x + y + bias and out = norm(res), one op (res: this rank's N rows).
+static void residual_norm_forward(Model* m, act_t* res, act_t* out, float* mean, float* rstd, const act_t* x,
+                                  const act_t* y, const float* bias, const float* w, const float* b, int B) {
+    op_residual_norm_forward(m, res, my_rows(m, out, B), mean, rstd, x, y, bias, w, b, row_count(m, B));
+    sp_gather_rows(m, out, B);  // comm: tp all-gather of the normalized rows (--sp only)
+}
 
 static void layer_forward(Model* m, int l, LayerActs* a, const act_t* x, act_t* out, int B) {
     const LayerW* w = &m->wl[l];
@@ -39,9 +45,8 @@ static void layer_forward(Model* m, int l, LayerActs* a, const act_t* x, act_t* 
     op_matmul_forward(m, m->partial, a->atty, w->attprojw, NULL, BT, Cl, C);
     // comm: tp all-reduce (reduce-scatter with --sp) of the row-parallel projection's partial sums
     const act_t* attproj = tp_reduce_rows(m, m->partial, B);
-    op_residual(m, a->res2, x, attproj, w->attprojb, N);
-    // MLP block: res2 -> norm -> fc (column-parallel) -> GELU / SwiGLU -> proj (row-parallel) -> + res2
-    norm_forward(m, a->ln2, a->ln2_mean, a->ln2_rstd, a->res2, w->ln2w, w->ln2b, B);
+    // MLP block: res2 = x + proj -> norm -> fc (column-parallel) -> GELU / SwiGLU -> proj (row-parallel) -> + res2
+    residual_norm_forward(m, a->res2, a->ln2, a->ln2_mean, a->ln2_rstd, x, attproj, w->attprojb, w->ln2w, w->ln2b, B);
     op_fc_act_forward(m, a->fch, a->fch_act, a->ln2, w, BT);
     op_matmul_forward(m, m->partial, a->fch_act, w->fcprojw, NULL, BT, m->Fl, C);
     // comm: tp all-reduce (reduce-scatter with --sp) of the row-parallel projection's partial sums
@@ -49,8 +54,16 @@ static void layer_forward(Model* m, int l, LayerActs* a, const act_t* x, act_t* 
     op_residual(m, out, a->res2, fcproj, w->fcprojb, N);
 }
 
+// Where the input pass leaves the residual gradient between the layer's two blocks: when the
+// weight pass runs later and reads it as it is (no --sp gather), in the weight pass's own
+// buffer, so that it outlives the layer without a copy; else in the shared scratch.
+static act_t* dres_after_attn_of(Model* m, WeightGradIn* wg) {
+    return m->defer_weight && !m->c.sp ? wg->dy_att_buf : m->dres_after_attn;
+}
+
 // The input pass. dout: gradient of the layer output (N x C); writes the gradient of its
-// input to dx and leaves in wg what the weight pass needs (copies when it runs later).
+// input to dx (not dout) and leaves in wg what the weight pass needs (a copy of dout when it
+// runs later, unless the caller wrote dout into wg->dy_mlp_buf already).
 static void layer_backward_input(Model* m, int l, LayerActs* a, WeightGradIn* wg, const act_t* x, const act_t* dout,
                                  act_t* dx, int B) {
     const LayerW* w = &m->wl[l];
@@ -60,12 +73,12 @@ static void layer_backward_input(Model* m, int l, LayerActs* a, WeightGradIn* wg
     wg->dy_mlp = sp_gather_grad(m, dout, wg->dy_mlp_buf, B, keep);  // comm: tp all-gather (--sp only)
     op_fcproj_act_backward_input(m, wg->dfch, wg->dy_mlp, w, a->fch, BT);
     op_matmul_backward_input(m, m->partial, wg->dfch, w->fcw, BT, C, m->fc_dim);
-    act_copy(m, m->dres_after_attn, dout, (size_t)N * C);  // the residual path
     // comm: tp all-reduce (reduce-scatter with --sp) of the column-parallel fc's input gradient
     const act_t* dln2 = tp_reduce_rows(m, m->partial, B);
-    op_norm_backward(m, m->dres_after_attn, g->ln2w, g->ln2b, dln2, a->res2, w->ln2w, a->ln2_mean, a->ln2_rstd, N, 1);
+    act_t* dres = dres_after_attn_of(m, wg);  // the residual path: dout + the norm's input gradient
+    op_norm_backward(m, dres, dout, g->ln2w, g->ln2b, dln2, a->res2, w->ln2w, a->ln2_mean, a->ln2_rstd, N);
     // attention block
-    wg->dy_att = sp_gather_grad(m, m->dres_after_attn, wg->dy_att_buf, B, keep);  // comm: tp all-gather (--sp only)
+    wg->dy_att = sp_gather_grad(m, dres, wg->dy_att_buf, B, keep);  // comm: tp all-gather (--sp only)
     op_matmul_backward_input(m, m->datty, wg->dy_att, w->attprojw, BT, Cl, C);
     // Selective recomputation (Korthikanti et al. 2022): the attention's saved state was
     // not kept; run the attention forward again to rebuild it.
@@ -74,10 +87,9 @@ static void layer_backward_input(Model* m, int l, LayerActs* a, WeightGradIn* wg
     cp_attention_backward(m, wg->dqkv, m->datty, a->qkv, a->atty, a->att, B);
     if (m->c.arch == ARCH_LLAMA) op_rope(m, wg->dqkv, BT, -1.0f);
     op_matmul_backward_input(m, m->partial, wg->dqkv, w->qkvw, BT, C, m->qkv_dim);
-    act_copy(m, dx, m->dres_after_attn, (size_t)N * C);
     // comm: tp all-reduce (reduce-scatter with --sp) of the column-parallel qkv's input gradient
     const act_t* dln1 = tp_reduce_rows(m, m->partial, B);
-    op_norm_backward(m, dx, g->ln1w, g->ln1b, dln1, x, w->ln1w, a->ln1_mean, a->ln1_rstd, N, 1);
+    op_norm_backward(m, dx, dres, g->ln1w, g->ln1b, dln1, x, w->ln1w, a->ln1_mean, a->ln1_rstd, N);
 }
 
 // The weight pass: the four matmuls' weight (and bias) gradients. The row-parallel biases
@@ -100,10 +112,12 @@ static void layer_backward_weight(Model* m, int l, const LayerActs* a, const Wei
 
 static void embed_forward(Model* m, act_t* x0, const int* tokens, int B) {
     int BT = B * m->T, N = row_count(m, B);
-    op_embedding_forward(m, m->partial, tokens, BT);  // rows of this rank's vocabulary, zeros elsewhere
+    // rows of this rank's vocabulary, zeros elsewhere: into x0 itself, which the sum then
+    // overwrites in place (without --sp), or into the scratch that is reduce-scattered into x0
+    act_t* rows = m->c.sp ? m->partial : x0;
+    op_embedding_forward(m, rows, tokens, BT);
     // comm: tp all-reduce (reduce-scatter with --sp); one nonzero term per row: the sum is exact
-    const act_t* embedded = tp_reduce_rows(m, m->partial, B);
-    act_copy(m, x0, embedded, (size_t)N * m->C);
+    tp_reduce_rows_into(m, rows, x0, B);
     if (m->w.wpe) op_position_forward(m, x0, N, row0_of(m, B));
 }
 static void embed_backward(Model* m, const act_t* dx0, const int* tokens, int B) {
@@ -141,7 +155,7 @@ static void head_backward(Model* m, Slot* s, const act_t* x, act_t* dx, int B) {
     op_matmul_backward_weight(m, m->g.head, NULL, h->logits, h->lnf, BT, m->C, m->vocab_local);
     // comm: tp all-reduce (reduce-scatter with --sp) of the vocabulary-parallel head's input gradient
     const act_t* dlnf = tp_reduce_rows(m, m->partial, B);
-    op_norm_backward(m, dx, m->g.lnfw, m->g.lnfb, dlnf, x, m->w.lnfw, h->lnf_mean, h->lnf_rstd, row_count(m, B), 0);
+    op_norm_backward(m, dx, NULL, m->g.lnfw, m->g.lnfb, dlnf, x, m->w.lnfw, h->lnf_mean, h->lnf_rstd, row_count(m, B));
 }
 
 #endif

@@ -138,6 +138,17 @@ static LayerActs* acts_of(Model* m, Slot* s, int i) {
     return m->c.recompute == RECOMPUTE_FULL ? &m->scratch : &s->acts[i];
 }
 
+// Where the backward writes the gradient of layer i's output (layer i + 1's input gradient,
+// or the head's): into layer i's weight-pass buffer when its deferred weight pass reads it
+// there as it is (no --sp), so it needs no copy; else into the shared residual gradients,
+// alternating (*k) so that a layer never writes the gradient it reads.
+static act_t* layer_dout_buf(Model* m, Slot* s, int i, int* k) {
+    if (m->defer_weight && !m->c.sp && i >= 0) return s->weight_grad_in[i].dy_mlp_buf;
+    act_t* d = m->dres[*k];
+    *k ^= 1;
+    return d;
+}
+
 static void chunk_forward(Model* m, int chunk, Slot* s, const int* tokens, const int* targets, int B,
                           float dloss_scale) {
     Chunk* ch = &m->chunks[chunk];
@@ -163,16 +174,16 @@ static void chunk_forward(Model* m, int chunk, Slot* s, const int* tokens, const
 static void chunk_backward_input(Model* m, int chunk, Slot* s, const int* tokens, int B, int grads_final,
                                  int last) {
     Chunk* ch = &m->chunks[chunk];
-    size_t n = (size_t)row_count(m, B) * m->C;
-    act_t *d = m->dres[0], *dnext = m->dres[1];
     if (m->defer_weight)
         s->weight_grad_in = &ch->wg_sets[(size_t)pool_take(m, &ch->wg, "weight passes owed") * ch->n_layers];
+    const act_t* d = s->dout;  // the gradient of the output of the layer walked down to
+    int k = 0;                 // the next of the two shared residual gradients to write
     if (is_last_chunk(m, chunk)) {
-        head_backward(m, s, s->x[ch->n_layers], d, B);
+        act_t* dx = layer_dout_buf(m, s, ch->n_layers - 1, &k);
+        head_backward(m, s, s->x[ch->n_layers], dx, B);
         head_give(m, chunk, s);
         if (last) head_grads_final(m);
-    } else {
-        act_copy(m, d, s->dout, n);
+        d = dx;
     }
     for (int i = ch->n_layers - 1; i >= 0; i--) {
         LayerActs* a = acts_of(m, s, i);
@@ -182,15 +193,17 @@ static void chunk_backward_input(Model* m, int chunk, Slot* s, const int* tokens
         if (m->c.recompute == RECOMPUTE_FULL) layer_forward(m, ch->layer0 + i, a, s->x[i], m->x_scratch, B);
         WeightGradIn* wg = m->defer_weight ? &s->weight_grad_in[i] : &m->weight_grad_in;
         if (!m->defer_weight) dp_layer_grads_begin(m, ch->layer0 + i);
-        layer_backward_input(m, ch->layer0 + i, a, wg, s->x[i], d, dnext, B);
+        // the input gradient: the previous chunk's (sent from the slot), or the layer below's dout
+        act_t* dx = i == 0 && !is_first_chunk(m, chunk) ? s->dinp : layer_dout_buf(m, s, i - 1, &k);
+        layer_backward_input(m, ch->layer0 + i, a, wg, s->x[i], d, dx, B);
         if (!m->defer_weight) {
             layer_backward_weight(m, ch->layer0 + i, a, wg, B);
             dp_layer_grads_done(m, ch->layer0 + i, grads_final);
         }
-        act_t* t = d; d = dnext; dnext = t;
+        d = dx;
     }
     if (is_first_chunk(m, chunk)) embed_backward(m, d, tokens, B);
-    else act_copy(m, s->dinp, d, n);
+    else if (d != s->dinp) act_copy(m, s->dinp, d, (size_t)row_count(m, B) * m->C);  // a chunk of no layers
 }
 
 // The chunk's weight pass (W), deferred: every layer's matmul weight and bias gradients.

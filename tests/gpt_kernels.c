@@ -199,16 +199,16 @@ static void test_norm(int rms) {
     snprintf(name, sizeof(name), "fwd/%s/rstd", nm);
     check_err(name, rel_err(rstd, rrstd, N), TOL_FWD);
     if (!rms) check_err("fwd/layernorm/mean", rel_err(mean, rmean, N), TOL_FWD);
-    float *dx = prefilled(n), *dw = prefilled(C), *db = prefilled(C), *scratch = filled_f(n, NAN);
-    if (rms) rmsnorm_backward(dx, dw, scratch, R, x, w, rstd, N, C);
-    else layernorm_backward(dx, dw, db, scratch, R, x, w, mean, rstd, N, C);
+    float *dx = prefilled(n), *dw = prefilled(C), *db = prefilled(C);
+    if (rms) rmsnorm_backward(dx, dx, dw, R, x, w, rstd, N, C);  // dx += (in place)
+    else layernorm_backward(dx, dx, dw, db, R, x, w, mean, rstd, N, C);  // dx += (in place)
     unprefill(dx, n), unprefill(dw, C), unprefill(db, C);
     snprintf(name, sizeof(name), "fd/%s/inp", nm);
     check_err(name, fd_err(norm_obj, &ctx, ctx.x, n, dx), TOL_GRAD);
     snprintf(name, sizeof(name), "fd/%s/weight", nm);
     check_err(name, fd_err(norm_obj, &ctx, ctx.w, C, dw), TOL_GRAD);
     if (!rms) check_err("fd/layernorm/bias", fd_err(norm_obj, &ctx, ctx.b, C, db), TOL_GRAD);
-    free(x), free(w), free(b), free(R), free(out), free(mean), free(rstd), free(dx), free(dw), free(db), free(scratch);
+    free(x), free(w), free(b), free(R), free(out), free(mean), free(rstd), free(dx), free(dw), free(db);
     free(ctx.x), free(ctx.w), free(ctx.b), free(ctx.R), free(ref), free(rmean), free(rrstd);
 }
 

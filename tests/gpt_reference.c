@@ -42,6 +42,35 @@ static void reference_matmul(int N, int IC, int OC) {
     free(rdb), free(ctx.inp), free(ctx.w), free(ctx.b), free(ctx.R);
 }
 
+static void check_bitwise(const char* op, const char* what, const float* a, const float* b, size_t n) {
+    char name[160];
+    snprintf(name, sizeof(name), "reference/%s/%s: bit for bit", op, what);
+    size_t differ = 0;
+    for (size_t i = 0; i < n; i++) differ += memcmp(a + i, b + i, sizeof(float)) != 0;
+    check_err(name, (double)differ, 0);
+}
+// The residual add fused with the norm after it: bit for bit the add, the bias, then the norm.
+static void reference_residual_norm(int rms, const float* y, const float* w, const float* b, int N, int C) {
+    size_t n = (size_t)N * C;
+    float *x = randn_f(n, 1), *rbias = randn_f(C, 1), *sum = filled_f(n, NAN), *res = filled_f(n, NAN);
+    float *fout = filled_f(n, NAN), *fmean = filled_f(N, NAN), *frstd = filled_f(N, NAN), *uout = filled_f(n, NAN);
+    const char* op = rms ? "rmsnorm" : "layernorm";
+    // x + (the norm test's input - x): the sum is the norm test's input up to rounding
+    for (size_t i = 0; i < n; i++) sum[i] = y[i] - x[i];
+    residual_forward(res, x, sum, n);
+    add_bias(res, rbias, N, C);
+    if (rms) rmsnorm_forward(uout, frstd, res, w, N, C);
+    else layernorm_forward(uout, fmean, frstd, res, w, b, N, C);
+    float *fres = filled_f(n, NAN), *fm = filled_f(N, NAN), *fr = filled_f(N, NAN);
+    if (rms) residual_rmsnorm_forward(fres, fout, fr, x, sum, rbias, w, N, C);
+    else residual_layernorm_forward(fres, fout, fm, fr, x, sum, rbias, w, b, N, C);
+    check_bitwise(op, "residual fused: sum", fres, res, n);
+    check_bitwise(op, "residual fused: out", fout, uout, n);
+    check_bitwise(op, "residual fused: rstd", fr, frstd, N);
+    if (!rms) check_bitwise(op, "residual fused: mean", fm, fmean, N);
+    free(x), free(rbias), free(sum), free(res), free(fout), free(fmean), free(frstd), free(uout), free(fres), free(fm);
+    free(fr);
+}
 static void reference_norm(int rms) {
     int N = 5, C = 20;
     size_t n = (size_t)N * C;
@@ -54,15 +83,21 @@ static void reference_norm(int rms) {
     else layernorm_forward(out, mean, rstd, x, w, b, N, C), ref_layernorm_forward(rout, rmean, rrstd, x, w, b, N, C);
     check_same(op, "out", out, rout, n);
     check_same(op, "rstd", rstd, rrstd, N);
-    float *dx = prefilled(n), *dw = prefilled(C), *db = prefilled(C), *scratch = filled_f(n, NAN);
+    reference_residual_norm(rms, x, w, b, N, C);
+    float *dx = prefilled(n), *dw = prefilled(C), *db = prefilled(C);
     float *rdx = prefilled(n), *rdw = prefilled(C), *rdb = prefilled(C);
     if (rms) {
-        rmsnorm_backward(dx, dw, scratch, R, x, w, rstd, N, C);
+        rmsnorm_backward(dx, dx, dw, R, x, w, rstd, N, C);  // dx += (in place)
         ref_rmsnorm_backward(rdx, rdw, R, x, w, rrstd, N, C);
     } else {
-        layernorm_backward(dx, dw, db, scratch, R, x, w, mean, rstd, N, C);
+        layernorm_backward(dx, dx, dw, db, R, x, w, mean, rstd, N, C);  // dx += (in place)
         ref_layernorm_backward(rdx, rdw, rdb, R, x, w, rmean, rrstd, N, C);
     }
+    float *ddx = filled_f(n, NAN), *ddw = prefilled(C), *ddb = prefilled(C), *dres = prefilled(n);
+    if (rms) rmsnorm_backward(ddx, dres, ddw, R, x, w, rstd, N, C);
+    else layernorm_backward(ddx, dres, ddw, ddb, R, x, w, mean, rstd, N, C);
+    check_bitwise(op, "backward: dinp = dres + gradient, as in place", ddx, dx, n);
+    free(ddx), free(ddw), free(ddb), free(dres);
     check_same(op, "dinp", dx, rdx, n);
     check_same(op, "dweight", dw, rdw, C);
     if (!rms) check_same(op, "dbias", db, rdb, C);
@@ -75,7 +110,7 @@ static void reference_norm(int rms) {
     check_err(name, fd_err(norm_obj, &ctx, ctx.w, C, rdw), TOL_GRAD);
     if (!rms) check_err("reference/fd/layernorm/bias", fd_err(norm_obj, &ctx, ctx.b, C, rdb), TOL_GRAD);
     free(x), free(w), free(b), free(R), free(out), free(mean), free(rstd), free(rout), free(rmean), free(rrstd);
-    free(dx), free(dw), free(db), free(scratch), free(rdx), free(rdw), free(rdb);
+    free(dx), free(dw), free(db), free(rdx), free(rdw), free(rdb);
     free(ctx.x), free(ctx.w), free(ctx.b), free(ctx.R);
 }
 

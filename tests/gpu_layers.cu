@@ -133,7 +133,8 @@ static void test_matmul_plans(void) {
     check("matmul: each shape's algorithms timed, the fastest taken", got, want, 2, TOL_EXACT);
 }
 
-// GPT-2's fused residual + LayerNorm, or LLaMA's residual + RMSNorm (rms = 1).
+// GPT-2's fused residual (with the projection's bias) + LayerNorm, or LLaMA's residual + RMSNorm
+// (rms = 1); the backward adding into the residual gradient in place (dinp = dres).
 static void test_norm(int N, int C, int rms) {
     char nm[128];
     const char* kind = rms ? "rmsnorm" : "layernorm";
@@ -142,16 +143,19 @@ static void test_norm(int N, int C, int rms) {
     float* b = hrand(n, 1.0f, 0.3f);
     float* w = hrand(C, 0.2f, 1.0f);
     float* bias = hrand(C, 0.2f);
+    float* rbias = hrand(C, 0.2f);
     float* resid = hbuf(n);
-    for (size_t i = 0; i < n; i++) resid[i] = bf16_round(a[i] + b[i]);  // the GPU rounds the residual stream once
+    for (size_t i = 0; i < n; i++)  // the GPU rounds the residual stream once
+        resid[i] = bf16_round(a[i] + b[i] + (rms ? 0.0f : rbias[i % C]));
     float *out = hbuf(n), *mean = hbuf(N), *rstd = hbuf(N);
     if (rms) rmsnorm_forward(out, rstd, resid, w, N, C);
     else layernorm_forward(out, mean, rstd, resid, w, bias, N, C);
     bf16 *d_a = to_bf16(a, n), *d_b = to_bf16(b, n), *d_w = to_bf16(w, C), *d_bias = to_bf16(bias, C);
+    bf16* d_rbias = to_bf16(rbias, C);
     bf16 *d_resid = (bf16*)dbuf(2 * n), *d_out = (bf16*)dbuf(2 * n);
     float *d_mean = (float*)dbuf(4 * N), *d_rstd = (float*)dbuf(4 * N);
     if (rms) residual_rmsnorm_forward_gpu(d_resid, d_out, d_rstd, d_a, d_b, d_w, N, C, st);
-    else residual_layernorm_forward_gpu(d_resid, d_out, d_mean, d_rstd, d_a, d_b, d_w, d_bias, N, C, st);
+    else residual_norm_forward_gpu(d_resid, d_out, d_mean, d_rstd, d_a, d_b, d_rbias, d_w, d_bias, N, C, st);
     snprintf(nm, sizeof(nm), "residual_%s_forward resid N=%d C=%d", kind, N, C);
     check(nm, from_bf16(d_resid, n), resid, n, TOL_EXACT);
     snprintf(nm, sizeof(nm), "residual_%s_forward out N=%d C=%d", kind, N, C);
@@ -164,20 +168,20 @@ static void test_norm(int N, int C, int rms) {
     check(nm, from_f32(d_rstd, N), rstd, N, TOL_F32);
 
     float* dout = hrand(n, 1.0f);
-    float* dinp = hrand(n, 1.0f);
+    float* dres = hrand(n, 1.0f);
+    float* dinp = hbuf(n);
     float* dw = hrand(C, 1.0f);
     float* db = hrand(C, 1.0f);
-    float* scratch = hbuf(n);
-    bf16 *d_dout = to_bf16(dout, n), *d_dinp = to_bf16(dinp, n);
+    bf16 *d_dout = to_bf16(dout, n), *d_dinp = to_bf16(dres, n);
     float *d_dw = to_f32(dw, C), *d_db = to_f32(db, C);
     if (rms) {
-        rmsnorm_backward(dinp, dw, scratch, dout, resid, w, rstd, N, C);
-        rmsnorm_backward_gpu(d_dinp, d_dw, d_dout, d_resid, d_w, d_rstd, N, C, 1, st);
+        rmsnorm_backward(dinp, dres, dw, dout, resid, w, rstd, N, C);
+        rmsnorm_backward_gpu(d_dinp, d_dinp, d_dw, d_dout, d_resid, d_w, d_rstd, N, C, st);
     } else {
-        layernorm_backward(dinp, dw, db, scratch, dout, resid, w, mean, rstd, N, C);
-        layernorm_backward_gpu(d_dinp, d_dw, d_db, d_dout, d_resid, d_w, d_mean, d_rstd, N, C, 1, st);
+        layernorm_backward(dinp, dres, dw, db, dout, resid, w, mean, rstd, N, C);
+        layernorm_backward_gpu(d_dinp, d_dinp, d_dw, d_db, d_dout, d_resid, d_w, d_mean, d_rstd, N, C, st);
     }
-    snprintf(nm, sizeof(nm), "%s_backward dinp(+=) N=%d C=%d", kind, N, C);
+    snprintf(nm, sizeof(nm), "%s_backward dinp = dres + (in place) N=%d C=%d", kind, N, C);
     check(nm, from_bf16(d_dinp, n), dinp, n, TOL_BF16);
     snprintf(nm, sizeof(nm), "%s_backward dweight N=%d C=%d", kind, N, C);
     check(nm, from_f32(d_dw, C), dw, C, TOL_F32);

@@ -203,6 +203,7 @@ int main(int argc, char** argv) {
         test_norm(100, 100, rms);
         test_norm(5, 1600, rms);
         test_norm(300, 768, rms);
+        test_norm(70, 8192, rms);  // LayerNorm's backward: one warp's partials over 48 KiB of shared memory
     }
     test_gelu(1000 + 7);
     test_swiglu(37, 100);

@@ -125,7 +125,6 @@ static void act_scratch_alloc(Model* m) {
     m->att_scratch = at[SC_LSE], m->x_scratch = at[SC_X], m->partial = at[SC_PARTIAL], m->reduced = at[SC_REDUCED];
     m->dres[0] = at[SC_DRES0], m->dres[1] = at[SC_DRES1], m->dres_after_attn = at[SC_DRES_AFTER_ATTN];
     m->datty = at[SC_DATTY], m->dfch_act = at[SC_DFCH_ACT], m->ce_max = at[SC_CE_MAX], m->ce_sums = at[SC_CE_SUMS];
-    m->be.norm_scratch = at[SC_NORM];
     carve_weight_grad_in(m, &m->weight_grad_in, floats_of_bytes(act_weight_grad_in_bytes(&s, e, 1)));
     if (m->c.recompute == RECOMPUTE_FULL) carve_acts(m, &m->scratch, floats_of_bytes(act_layer_bytes(&s, 0, e, 1)), 0);
     m->scratch_bytes = (size_t)act_scratch_bytes(&s, m->c.recompute, 1, e, 1);

@@ -19,14 +19,30 @@ static void op_norm_forward(Model* m, float* out, float* mean, float* rstd, cons
     else if (gpt2) layernorm_forward(out, mean, rstd, x, w, b, N, m->C);
     else rmsnorm_forward(out, rstd, x, w, N, m->C);
 }
-static void op_norm_backward(Model* m, float* dx, float* dw, float* db, const float* dout, const float* x,
-                             const float* w, const float* mean, const float* rstd, int N, int accumulate) {
+static void op_residual_norm_forward(Model* m, float* res, float* out, float* mean, float* rstd, const float* x,
+                                     const float* y, const float* bias, const float* w, const float* b, int N) {
+    if (m->be.reference) {  // the plain loops, one after the other
+        op_residual(m, res, x, y, bias, N);
+        op_norm_forward(m, out, mean, rstd, res, w, b, N);
+    } else if (m->c.arch == ARCH_GPT2) {
+        residual_layernorm_forward(res, out, mean, rstd, x, y, bias, w, b, N, m->C);
+    } else {
+        residual_rmsnorm_forward(res, out, rstd, x, y, bias, w, N, m->C);
+    }
+}
+static void op_norm_backward(Model* m, float* dx, const float* dres, float* dw, float* db, const float* dout,
+                             const float* x, const float* w, const float* mean, const float* rstd, int N) {
     int gpt2 = m->c.arch == ARCH_GPT2;
-    if (!accumulate) memset(dx, 0, sizeof(float) * N * m->C);
-    if (m->be.reference && gpt2) ref_layernorm_backward(dx, dw, db, dout, x, w, mean, rstd, N, m->C);
-    else if (m->be.reference) ref_rmsnorm_backward(dx, dw, dout, x, w, rstd, N, m->C);
-    else if (gpt2) layernorm_backward(dx, dw, db, m->be.norm_scratch, dout, x, w, mean, rstd, N, m->C);
-    else rmsnorm_backward(dx, dw, m->be.norm_scratch, dout, x, w, rstd, N, m->C);
+    if (!m->be.reference) {
+        if (gpt2) layernorm_backward(dx, dres, dw, db, dout, x, w, mean, rstd, N, m->C);
+        else rmsnorm_backward(dx, dres, dw, dout, x, w, rstd, N, m->C);
+        return;
+    }
+    // the reference loops add into dx
+    if (!dres) memset(dx, 0, sizeof(float) * N * m->C);
+    else if (dres != dx) memcpy(dx, dres, sizeof(float) * N * m->C);
+    if (gpt2) ref_layernorm_backward(dx, dw, db, dout, x, w, mean, rstd, N, m->C);
+    else ref_rmsnorm_backward(dx, dw, dout, x, w, rstd, N, m->C);
 }
 static void op_matmul_forward(Model* m, float* out, const float* inp, const float* w, const float* b, int N, int IC,
                               int OC) {

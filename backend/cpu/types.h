@@ -14,7 +14,6 @@ typedef struct {
 } SlotSends;
 typedef MPI_Request GatherWait;        // a --zero 3 all-gather in flight (parallel/zero3.h)
 typedef struct {
-    float* norm_scratch;               // the norm backward's N x C scratch
     int reference;                     // --kernels ref: backend/cpu/reference.h's plain loops, not kernels_cpu.h
     RingXfer ring;                     // the context-parallel ring's exchange in flight
 } ModelBackend;

@@ -106,10 +106,10 @@ static void sum_f64_gpu(double* acc, const float* x, size_t n, cudaStream_t s) {
 // ----------------------------------------------------------------------------
 // Column sums, deterministic: pass 1 sums row chunks per column into the scratch
 // (partial[chunk][c]), pass 2 adds the chunks in order into the fp32 accumulator.
-// Used for the bias gradients; the norm weight gradients use the same two-pass shape.
+// Used for the bias gradients; the norm backward (norm.cuh) forms its partials itself.
 
-static int column_chunks(int N, int C, int n_outputs, int* rows_per_chunk) {
-    int rpc = 64;
+static int column_chunks(int N, int C, int n_outputs, int rows_wanted, int* rows_per_chunk) {
+    int rpc = rows_wanted;
     size_t max_chunks = gpu_scratch_n / ((size_t)C * n_outputs);
     if (max_chunks < 1) fail("reduction scratch (%zu floats) too small for %d columns", gpu_scratch_n, C);
     if ((size_t)cdiv(N, rpc) > max_chunks) rpc = (int)cdiv(N, max_chunks);
@@ -134,7 +134,7 @@ __global__ void column_finish_kernel(float* acc, const float* partial, int n_chu
 // acc (C, fp32) += column sums of x (N x C, bf16).
 static void column_sum_gpu(float* acc, const bf16* x, int N, int C, cudaStream_t s) {
     if (N <= 0) return;
-    int rpc, chunks = column_chunks(N, C, 1, &rpc);
+    int rpc, chunks = column_chunks(N, C, 1, 64, &rpc);
     column_partial_kernel<<<dim3(cdiv(C, 256), chunks), 256, 0, s>>>(gpu_scratch, x, N, C, rpc);
     launchCheck();
     column_finish_kernel<<<cdiv(C, 256), 256, 0, s>>>(acc, gpu_scratch, chunks, C);

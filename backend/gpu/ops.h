@@ -19,18 +19,24 @@ static const bf16* bf(const Model* m, const float* p) { return p ? m->be.params_
 
 static void op_norm_forward(Model* m, bf16* out, float* mean, float* rstd, const bf16* x, const float* w,
                             const float* b, int N) {
+    op_residual_norm_forward(m, NULL, out, mean, rstd, x, NULL, NULL, w, b, N);
+}
+// One kernel (norm.cuh): the residual stream's row is summed, rounded, written and normalized
+// by one warp; the residual's bias rounds with it as in residual_bias_forward.
+static void op_residual_norm_forward(Model* m, bf16* res, bf16* out, float* mean, float* rstd, const bf16* x,
+                                     const bf16* y, const float* bias, const float* w, const float* b, int N) {
     op_family_begin(m, OP_NORM);
-    if (m->c.arch == ARCH_GPT2) layernorm_forward_gpu(out, mean, rstd, x, bf(m, w), bf(m, b), N, m->C, m->be.stream);
-    else rmsnorm_forward_gpu(out, rstd, x, bf(m, w), N, m->C, m->be.stream);
+    int gpt2 = m->c.arch == ARCH_GPT2;
+    residual_norm_forward_gpu(res, out, gpt2 ? mean : NULL, rstd, x, y, bf(m, bias), bf(m, w), gpt2 ? bf(m, b) : NULL,
+                              N, m->C, m->be.stream);
     op_family_end(m);
 }
-static void op_norm_backward(Model* m, bf16* dx, float* dw, float* db, const bf16* dout, const bf16* x, const float* w,
-                             const float* mean, const float* rstd, int N, int accumulate) {
+static void op_norm_backward(Model* m, bf16* dx, const bf16* dres, float* dw, float* db, const bf16* dout,
+                             const bf16* x, const float* w, const float* mean, const float* rstd, int N) {
     op_family_begin(m, OP_NORM);
-    cudaStream_t s = m->be.stream;
-    if (m->c.arch == ARCH_GPT2)
-        layernorm_backward_gpu(dx, dw, db, dout, x, bf(m, w), mean, rstd, N, m->C, accumulate, s);
-    else rmsnorm_backward_gpu(dx, dw, dout, x, bf(m, w), rstd, N, m->C, accumulate, s);
+    int gpt2 = m->c.arch == ARCH_GPT2;
+    norm_backward_gpu(dx, dres, dw, gpt2 ? db : NULL, dout, x, bf(m, w), gpt2 ? mean : NULL, rstd, N, m->C,
+                      m->be.stream);
     op_family_end(m);
 }
 // The bias rides on cuBLASLt's epilogue when its pointer is 16-byte aligned (always so for

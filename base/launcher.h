@@ -10,7 +10,7 @@
 // which mpirun forwards to every rank, and the ranks take them as the signals they stand for
 // (ckpt.h): finish the step, save, exit 130 / 143. The launcher then says so and exits with
 // the same code, as a one-rank run does (SIGHUP goes on as SIGTERM). A second signal aborts the
-// job (SIGTERM to mpirun).
+// job (SIGTERM to mpirun: the ranks' second stop, ckpt.h, exit at once without saving).
 // mpirun reads no input (--stdin none: a background process group must not read the
 // terminal), and ends its job when the launcher dies (PR_SET_PDEATHSIG), kill -9 included.
 // mpirun's standard output comes through the launcher (a pipe it relays), so a reader that goes
@@ -30,12 +30,11 @@
 #include <unistd.h>
 #include "base/common.h"
 
-static volatile sig_atomic_t launcher_signal = 0;
+static volatile sig_atomic_t launcher_signal = 0, launcher_second = 0;
 static pid_t launcher_mpirun = 0;
 static void launcher_pass_on(int sig) {
-    if (launcher_signal) kill(launcher_mpirun, SIGTERM);  // the second: abort
-    else kill(launcher_mpirun, sig == SIGINT ? SIGUSR1 : SIGUSR2);
-    launcher_signal = sig;
+    if (launcher_signal) kill(launcher_mpirun, SIGTERM), launcher_second = sig;  // the second: abort
+    else kill(launcher_mpirun, sig == SIGINT ? SIGUSR1 : SIGUSR2), launcher_signal = sig;
 }
 
 // mpirun's stdout, relayed to ours. Waits up to timeout_ms for output and copies what came:
@@ -152,7 +151,11 @@ static void relaunch_under_mpirun(int world, int argc, char** argv) {
         print_error("standard output: write failed: %s", strerror(relay.err));
         code = code ? code : 1;
     }
-    if (launcher_signal) {
+    if (launcher_second) {  // (the ranks' own line: ckpt.h ckpt_stop_now)
+        fprintf(stderr, "stopped by a second signal %d: the %d ranks ended at once, without saving (the checkpoints "
+                "on disk are as they were; mpirun exit %d)\n", (int)launcher_second, world, code);
+        code = 128 + launcher_second;
+    } else if (launcher_signal) {
         fprintf(stderr, "stopped by signal %d: passed on to the %d ranks (mpirun exit %d)\n", (int)launcher_signal,
                 world, code);
         code = 128 + launcher_signal;

@@ -295,7 +295,9 @@ static const Flag FLAGS[] = {
     {"--sample-len", FLAG_INT, "N", 0, 1 << 20, 0, 0, "200", HELP_OUTPUT, AGREE, 0, IN_ARGS(sample_len),
      "bytes/tokens per sample", NULL},
     {"--ckpt-dir", FLAG_TEXT, "DIR", NO_RANGE, NULL, HELP_OUTPUT, AGREE, 0, IN_ARGS(ckpt_dir),
-     "checkpoint directory, created at start (a final checkpoint is written at the end)", NULL},
+     "checkpoint directory, created at start (a final checkpoint is written at the end, and after the step a "
+     "SIGTERM/SIGINT/SIGHUP came in; a second signal exits at once without saving, the checkpoints on disk kept)",
+     NULL},
     {"--ckpt-every", FLAG_INT, "N", 0, 1 << 30, 0, 0, NULL, HELP_OUTPUT, AGREE, 0, IN_ARGS(ckpt_every),
      "also every N steps", NULL},
     {"--ckpt-keep", FLAG_INT, "N", 1, 1 << 20, 0, 0, "3", HELP_OUTPUT, AGREE, 0, IN_ARGS(ckpt_keep),

@@ -57,11 +57,29 @@ enum { CK_MAGIC, CK_VERSION, CK_ARCH, CK_N_LAYER, CK_N_HEAD, CK_N_KV_HEAD, CK_D_
 // mpirun forwards (base/launcher.h). SIGHUP (the terminal closed) the same, exit 129.
 // SIGPIPE (stdout's reader is gone: ./train | head) too, without a word, exit 141; SIGALRM stands
 // for it (the self-launcher's reader gone: mpirun forwards SIGALRM, not SIGPIPE).
-
+//
+// A second stop (SIGINT, SIGTERM or SIGHUP after any stop) does not wait for the step to end (one
+// step may take minutes): the run exits at once, 128 + that signal, without saving. Nothing on disk
+// is lost: a checkpoint is written to a temporary and renamed once complete, so one being written
+// is abandoned (its temporary removed) and the last complete one and LATEST stay as they were. One
+// line says so (under the self-launcher the launcher says it: its second signal aborts mpirun, whose
+// SIGTERM is the ranks' second). The launcher's repeats of the first stop (SIGUSR1, SIGUSR2, SIGALRM
+// each second) and SIGPIPE (each write to a closed stdout) are not a second stop.
+static int ckpt_say_second = 1;  // no line from the ranks under the self-launcher (ckpt_install_signals)
+static void ckpt_stop_now(int sig) {
+    static const char said[] = "stopped by a second signal: exiting now, without saving (the checkpoints on disk "
+                               "are as they were)\n";
+    if (ckpt_say_second && fail_rank <= 0) (void)!write(STDERR_FILENO, said, sizeof(said) - 1);
+    temps_remove();
+    _exit(128 + sig);
+}
 static void ckpt_on_signal(int sig) {
-    stop_signal = sig == SIGUSR1 ? SIGINT : sig == SIGUSR2 ? SIGTERM : sig == SIGALRM ? SIGPIPE : sig;
+    int repeat = sig == SIGUSR1 || sig == SIGUSR2 || sig == SIGALRM || sig == SIGPIPE;
+    if (stop_signal && !repeat) ckpt_stop_now(sig);
+    if (!stop_signal) stop_signal = sig == SIGUSR1 ? SIGINT : sig == SIGUSR2 ? SIGTERM : sig == SIGALRM ? SIGPIPE : sig;
 }
 static void ckpt_install_signals(void) {
+    ckpt_say_second = !getenv("TRAIN_LAUNCHED");
     signal(SIGTERM, ckpt_on_signal);
     signal(SIGINT, ckpt_on_signal);
     signal(SIGUSR1, ckpt_on_signal);

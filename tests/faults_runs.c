@@ -278,6 +278,43 @@ static void stop_in_loop(const char* tag, const char* args, const char* wait_tex
           wait_text ? wait_text : "(start-up)", rc, dt, said, file_has(out, said) ? "printed" : "missing", steps);
 }
 
+// SIGTERM / SIGINT in one very long step (65536 sequences: a minute or more here): the first is
+// acted on once the step ends; a second exits at once (within 5 s), 128 + it, without saving, with
+// one line (the launcher's under `layout`), and the checkpoint dir is as it was: the good checkpoint
+// of an earlier run and LATEST byte for byte, nothing new (no checkpoint, no temporary).
+static void second_signal_in_long_step(const char* tag, const char* layout, int sig, const char* said) {
+    char dir[256], cmd[4096], out[300], log[300];
+    run_dir(tag, dir, out, log);
+    sh("mkdir -p " ROOT "/%s_before && cp " ROOT "/ref_gpt2_1rank/ckpt_00000002.bin %s && echo ckpt_00000002.bin > "
+       "%s/LATEST && cp %s/ckpt_00000002.bin %s/LATEST " ROOT "/%s_before", tag, dir, dir, dir, dir, tag);
+    snprintf(cmd, sizeof(cmd),
+             "OMP_NUM_THREADS=1 ./train --model tiny --micro-batch 8 --global-batch 65536 --eval-every 0 "
+             "--sample-len 0 --peak-tflops 1 --warmup 20 --lr 2e-2 --eps 1e-4 %s --steps 5 --log %s --ckpt-dir %s",
+             layout, log, dir);
+    pid_t pid = spawn(cmd, out);
+    double t0 = now_s();
+    while (!file_has(out, "planner (cpu profile)") && still_running(pid) && now_s() - t0 < 60) usleep(10000);
+    usleep(500000);  // into the step
+    kill(-pid, sig);
+    usleep(1500000);
+    int waited = still_running(pid);  // the first: at the step's end
+    kill(-pid, sig);
+    double t1 = now_s();
+    int rc = wait_for(pid, 30);
+    double dt = now_s() - t1;
+    if (rc < 0) kill_group(pid);
+    Log g;
+    int steps = log_read(log, &g);
+    int same = sh("cd %s && test \"$(ls | grep -v -x -e LOCK -e log.jsonl -e out.txt | tr '\\n' ' ')\" = "
+                  "'LATEST ckpt_00000002.bin ' && "
+                  "cmp -s ckpt_00000002.bin " ROOT "/%s_before/ckpt_00000002.bin && cmp -s LATEST " ROOT
+                  "/%s_before/LATEST", dir, tag, tag) == 0;
+    int ok = waited && rc == 128 + sig && dt < 5 && file_has(out, said) && !steps && same;
+    check(ok, tag, "signal %d twice in a long step: the first %s, exit %d %.1f s after the second, '%s' %s, %d steps, "
+          "checkpoint dir %s", sig, waited ? "waited for the step" : "ENDED THE RUN", rc, dt, said,
+          file_has(out, said) ? "printed" : "missing", steps, same ? "as it was" : "CHANGED");
+}
+
 // Bytes pid has read through read() so far (/proc/PID/io's rchar), or -1.
 static long long bytes_read_by(pid_t pid) {
     char path[64], line[256];

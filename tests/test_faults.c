@@ -8,7 +8,8 @@
 //   2. SIGTERM / SIGINT: the run saves, says "stopped by signal", exits 143 / 130 (the same
 //      from one rank, from the self-launcher of many, or from one rank of many), and resumes
 //      with the same losses (1 rank: bitwise; tp2 x pp2: checkpoint written and resumable);
-//      a stop during the end-of-run sample, an evaluation or the reading of the data ends
+//      a second stop during one long step exits at once without saving, the checkpoints on disk
+//      untouched; a stop during the end-of-run sample, an evaluation or the reading of the data ends
 //      the run at once with the same codes; the watchdog from the first collective: a peer slower at
 //      start-up than --timeout-s is waited for, one stopped there ends the job with one line naming where.
 //   3. Resharding: save under one layout, resume under another; losses within 1e-5
@@ -426,6 +427,11 @@ int main(int argc, char** argv) {
         watchdog_at_startup("watchdog_startup_stalled_reading_tp2", big, 3, 0, 0,
                             "at start-up, after reading the data, waiting for the other ranks");
         watchdog_at_startup("watchdog_startup_stalled_after_data_tp2", big, 3, 0, 1, "at start-up");
+        // a second stop during one long step: at once, nothing saved, nothing on disk changed (the first waited)
+        second_signal_in_long_step("second_sigterm_long_step_1rank", "", SIGTERM,
+                                   "stopped by a second signal: exiting now, without saving");
+        second_signal_in_long_step("second_sigint_long_step_launcher_tp2", "--tp 2", SIGINT,
+                                   "stopped by a second signal 2: the 2 ranks ended at once, without saving");
         // the terminal closed: saved and stopped as by SIGTERM, exit 129 (it killed the run unsaved)
         stop_in_loop("sighup_saves", "--steps 1000 --ckpt-dir " ROOT "/sighup_saves", "\"step\":1,", 0, SIGHUP,
                      "stopped by signal after step", -1);

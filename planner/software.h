@@ -117,7 +117,9 @@ typedef struct {
 // backward and forward.
 enum { SOFTWARE_TRAINER, SOFTWARE_SCALING, SOFTWARE_FRAMEWORK, SOFTWARE_FOUNDRY, SOFTWARE_MEGATRON };
 static PlanSetup plan_setup_for(int software) {
-    PlanSetup s = {ATTN_FLASH2, 1, ORDER_TP_PP_DP, SPLIT_LAYERS, 0, 0, 1, 1, 1, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0};
+    // this trainer's; every field not named is 0 (named, so a field added to PlanSetup needs no count kept here)
+    PlanSetup s = {.attention = ATTN_FLASH2, .rms_kernel = 1, .rank_order = ORDER_TP_PP_DP, .pipe_split = SPLIT_LAYERS,
+                   .context_parallel = 1, .own_buffers = 1, .own_kernels = 1};
     if (software == SOFTWARE_SCALING)
         s.rank_order = ORDER_TP_DP_PP, s.pipe_split = SPLIT_PARAMS, s.loss_gathered = 1, s.dp_after_backward = 1,
         s.context_parallel = 0, s.own_buffers = 0, s.own_kernels = 0, s.swiglu_two_linears = 1;

@@ -157,7 +157,7 @@ static void test_h100_largest_matmul(void) {
 // parameters, bf16: 402.65 MB) gathered: 127/128 x 402.65 MB / 160 GB/s = 2.497 ms, and NCCL's ring latency
 // 8.4 + 112 x 3.4 + 15 x 14 = 599.2 us: 3.096 ms (at one GPU's share of the NICs it would be 19.97 ms +
 // 0.60). llm-foundry's A100-40GB table ran such layouts on 16-128 GPUs at flat MFU (7B: 50.4 -> 50.1), which
-// the node's NICs predict (46.1 -> 46.0) and one GPU's share does not (dev/PLANNER.md, "ZeRO-3 across nodes").
+// the node's NICs predict (46.0 at 16 and at 128) and one GPU's share does not (dev/PLANNER.md, "ZeRO-3 across nodes").
 static void test_zero3_across_nodes_per_rank(void) {
     DeviceProfile d;
     profile_builtin("a100-40gb", &d);

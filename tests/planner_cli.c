@@ -133,71 +133,61 @@ static char* slurp(const char* path) {
     return buf;
 }
 
-// --runs' reduce_dtype column: fp32 predicts a slower step than bf16 for a ZeRO-3 run across nodes (the reduce-
-// scatter moves twice the bytes), an empty field is the device's, another value is that row's error.
-static void test_runs_reduce_dtype(void) {
-    char runs[256], out[256], log[256];
-    const char* head = "model,seq_len,gpus,gpus_per_node,global_batch_tokens,schedule,zero,tp,pp,dp,micro_batch,"
-                       "recompute,attention,rms_kernel,sp,reduce_dtype\n";
+// A --runs file of four LLaMA-7B rows (ZeRO-3 on 64 A100s, 4096 tokens) that differ in one optional column, given
+// the values (the last one meant to be refused), predicted under --software framework with one more flag and its
+// value if given: the first three rows' predicted steps (-1 for a row not predicted) and the log (the caller frees).
+// Returns the planner's exit status.
+static int runs_column_steps(const char* column, const char* const values[4], const char* flag, const char* value,
+                             double step[3], char** msg) {
+    char runs[256], out[256], log[256], text[1024];
     const char* row = "llama-7b,4096,64,8,262144,1f1b,3,1,1,64,1,full,flash2,1,0,";  // fields 0-14
-    char text[1024];
-    snprintf(text, sizeof(text), "%s%sbf16\n%sfp32\n%s\n%sfp64\n", head, row, row, row, row);
-    write_file(runs, "reduce_dtype.csv", text);
-    snprintf(out, sizeof(out), "/tmp/test_planner_%d_reduce_dtype_out.csv", (int)getpid());
-    snprintf(log, sizeof(log), "/tmp/test_planner_%d_reduce_dtype.log", (int)getpid());
+    int used = snprintf(text, sizeof(text), "model,seq_len,gpus,gpus_per_node,global_batch_tokens,schedule,zero,tp,"
+                                            "pp,dp,micro_batch,recompute,attention,rms_kernel,sp,%s\n", column);
+    for (int i = 0; i < 4; i++) used += snprintf(text + used, sizeof(text) - used, "%s%s\n", row, values[i]);
+    write_file(runs, "column.csv", text);
+    snprintf(out, sizeof(out), "/tmp/test_planner_%d_column_out.csv", (int)getpid());
+    snprintf(log, sizeof(log), "/tmp/test_planner_%d_column.log", (int)getpid());
     const char* args[] = {"--plan", "--runs", runs, "--device", "a100-80gb", "--software", "framework", "--plan-csv",
-                          out};
-    int rc = run_plan_capture(args, 9, log);
-    char* msg = strdup(slurp(log));  // slurp's buffer is its own: the log copied before the CSV is read
+                          out, flag, value};
+    int rc = run_plan_capture(args, flag ? 11 : 9, log);
+    *msg = strdup(slurp(log));  // slurp's buffer is its own: the log copied before the CSV is read
     char* csv = slurp(out);
-    double step[3] = {0, 0, 0};
     const char* p = strchr(csv, '\n');
-    for (int i = 0; i < 3 && p; i++, p = strchr(p + 1, '\n')) {
+    for (int i = 0; i < 3; i++, p = p ? strchr(p + 1, '\n') : NULL) {
         char* col[CSV_MAX_FIELDS];
         char line[1024];
+        step[i] = -1;
+        if (!p) continue;
         snprintf(line, sizeof(line), "%.*s", (int)strcspn(p + 1, "\n"), p + 1);
         if (csv_split(line, col) >= 19) step[i] = atof(col[18]);
     }
-    check(rc == 0 && step[1] > step[0] && step[2] == step[0] && strstr(msg, "unknown reduce_dtype 'fp64'"),
-          "runs_reduce_dtype", "rc %d, step bf16 %.4f fp32 %.4f default %.4f; %s", rc, step[0], step[1], step[2], msg);
-    free(msg), unlink(runs), unlink(out), unlink(log);
+    unlink(runs), unlink(out), unlink(log);
+    return rc;
 }
 
-// The mlp column of --runs (and --mlp for the rows without one): LLaMA-7B rows with relu2, the architecture's
-// SwiGLU (empty, and named), and an unknown kind: relu2's two MLP linears make a shorter step; an empty field is
-// the architecture's (--mlp relu2 given, it is relu2); an unknown kind is that row's error.
-static void runs_mlp_steps(const char* mlp_flag, double* step, char** msg) {
-    char runs[256], out[256], log[256];
-    const char* head = "model,seq_len,gpus,gpus_per_node,global_batch_tokens,schedule,zero,tp,pp,dp,micro_batch,"
-                       "recompute,attention,rms_kernel,sp,mlp\n";
-    const char* row = "llama-7b,4096,64,8,262144,1f1b,3,1,1,64,1,full,flash2,1,0,";  // fields 0-14
-    char text[1024];
-    snprintf(text, sizeof(text), "%s%srelu2\n%s\n%sswiglu\n%sglu\n", head, row, row, row, row);
-    write_file(runs, "mlp.csv", text);
-    snprintf(out, sizeof(out), "/tmp/test_planner_%d_mlp_out.csv", (int)getpid());
-    snprintf(log, sizeof(log), "/tmp/test_planner_%d_mlp.log", (int)getpid());
-    const char* args[] = {"--plan", "--runs", runs, "--device", "a100-80gb", "--software", "framework", "--plan-csv",
-                          out, "--mlp", mlp_flag};
-    int rc = run_plan_capture(args, mlp_flag ? 11 : 9, log);
-    *msg = strdup(slurp(log));
-    char* csv = slurp(out);
-    const char* p = strchr(csv, '\n');
-    for (int i = 0; i < 3 && p; i++, p = strchr(p + 1, '\n')) {
-        char* col[CSV_MAX_FIELDS];
-        char line[1024];
-        snprintf(line, sizeof(line), "%.*s", (int)strcspn(p + 1, "\n"), p + 1);
-        step[i] = csv_split(line, col) >= 19 ? atof(col[18]) : -1;
-    }
-    step[3] = rc;
-    unlink(runs), unlink(out), unlink(log);
+// --runs' reduce_dtype column: fp32 predicts a slower step than bf16 for a ZeRO-3 run across nodes (the reduce-
+// scatter moves twice the bytes), an empty field is the device's, another value is that row's error.
+static void test_runs_reduce_dtype(void) {
+    const char* values[4] = {"bf16", "fp32", "", "fp64"};
+    double step[3];
+    char* msg;
+    int rc = runs_column_steps("reduce_dtype", values, NULL, NULL, step, &msg);
+    check(rc == 0 && step[1] > step[0] && step[2] == step[0] && strstr(msg, "unknown reduce_dtype 'fp64'"),
+          "runs_reduce_dtype", "rc %d, step bf16 %.4f fp32 %.4f default %.4f; %s", rc, step[0], step[1], step[2], msg);
+    free(msg);
 }
+
+// The mlp column of --runs (and --mlp for the rows without one): rows with relu2, the architecture's SwiGLU (empty,
+// and named), and an unknown kind: relu2's two MLP linears make a shorter step; an empty field is the
+// architecture's (--mlp relu2 given, it is relu2); an unknown kind is that row's error.
 static void test_runs_mlp(void) {
-    double arch[4], relu2[4];
+    const char* values[4] = {"relu2", "", "swiglu", "glu"};
+    double arch[3], relu2[3];
     char *m1, *m2;
-    runs_mlp_steps(NULL, arch, &m1);
-    runs_mlp_steps("relu2", relu2, &m2);
-    check(arch[3] == 0 && arch[0] < arch[2] && arch[1] == arch[2] && relu2[1] == relu2[0] && relu2[2] == arch[2] &&
-              strstr(m1, "unknown mlp 'glu'"),
+    int rc = runs_column_steps("mlp", values, NULL, NULL, arch, &m1);
+    rc |= runs_column_steps("mlp", values, "--mlp", "relu2", relu2, &m2);
+    check(rc == 0 && arch[0] > 0 && arch[0] < arch[2] && arch[1] == arch[2] && relu2[1] == relu2[0] &&
+              relu2[2] == arch[2] && strstr(m1, "unknown mlp 'glu'"),
           "runs_mlp_column", "step relu2 %.4f, empty %.4f, swiglu %.4f s; with --mlp relu2 the empty row %.4f; %s",
           arch[0], arch[1], arch[2], relu2[1], m1);
     free(m1), free(m2);

@@ -146,13 +146,49 @@ __device__ __forceinline__ void att_write(bf16* dst, size_t pitch, int r0, int T
 //   - scores stay raw, the scale is folded into the exponent: p = exp2(s sl2 - m sl2), one
 //     FMA and one ex2 per score (sl2 = log2(e) / sqrt(hd)).
 // The last query blocks (most key tiles) are launched first, so short ones fill the tail.
-template <int HD, int MT, int BK, bool QREG>
+template <int HD, int MT_, int BK_, bool QREG>
 struct FwdTile {
+    static constexpr int MT = MT_, BK = BK_;         // 16-row MMA tiles a warp, keys of a tile
     static constexpr int NW = 4, BQ = 16 * MT * NW;  // warps, query rows of the block
     static constexpr int LD = HD + 8;                // bf16 row pitch in shared memory (16-byte rows, banks skewed)
     static constexpr int NT = BK / 8, DT = HD / 8, KS = HD / 16;  // 8-key column tiles, 8-wide output tiles, k steps
     static constexpr size_t SMEM = (size_t)(BQ + 2 * BK) * LD * sizeof(bf16);
 };
+
+// Where a forward block works (the whole-sequence kernel's and the ring step's alike): its
+// dynamic shared memory carved into Q [BQ][LD], K [BK][LD], V [BK][LD]; this thread's warp,
+// lane and row g of the warp's 16-row tiles (the lane holds rows g and g + 8); the block's
+// sequence b, query head h, first query row q_blk (the last query blocks are launched first:
+// they have the most keys) and the warp's first row q0.
+struct AttFwdPlace {
+    bf16 *Qs, *Ks, *Vs;
+    int warp, lane, g, b, h, q_blk, q0;
+};
+template <class F>
+__device__ __forceinline__ AttFwdPlace att_fwd_place(unsigned char* smem) {
+    AttFwdPlace p;
+    p.Qs = (bf16*)smem, p.Ks = p.Qs + F::BQ * F::LD, p.Vs = p.Ks + F::BK * F::LD;
+    p.warp = threadIdx.x / 32, p.lane = threadIdx.x % 32, p.g = p.lane / 4;
+    p.b = blockIdx.z, p.h = blockIdx.y, p.q_blk = (gridDim.x - 1 - blockIdx.x) * F::BQ;
+    p.q0 = p.q_blk + p.warp * 16 * F::MT;
+    return p;
+}
+// This warp's MT 16-row tiles of shared Q (rows from q, pitch HD + 8) as A fragments qf, held in
+// registers for every key tile.
+template <int HD, int MT>
+__device__ __forceinline__ void att_q_frags(uint32_t (*qf)[HD / 16][4], const bf16* q) {
+    int lane = threadIdx.x % 32;
+    #pragma unroll
+    for (int m = 0; m < MT; m++)
+        #pragma unroll
+        for (int ks = 0; ks < HD / 16; ks++)
+            ldsm_x4(qf[m][ks], q + (m * 16 + lane % 16) * (HD + 8) + ks * 16 + lane / 16 * 8);
+}
+// The sum of v over the 4 lanes that hold a row of an MMA tile (lanes 4g .. 4g + 3).
+__device__ __forceinline__ float att_row_sum(float v) {
+    v += __shfl_xor_sync(0xffffffffu, v, 1);
+    return v + __shfl_xor_sync(0xffffffffu, v, 2);
+}
 
 // Rows [r0, r0 + N) of a T-row bf16 matrix (row 0 at a, pitch sa elements) into shared
 // dst[N][LD] by cp.async, 16 bytes per copy, the NW warps' threads together; rows >= T
@@ -274,11 +310,7 @@ attention_forward_kernel(bf16* out, float* lse, const bf16* qkv, int T, int H, i
     typedef FwdTile<HD, MT, BK, QREG> F;
     constexpr int BQ = F::BQ, LD = F::LD, NT = F::NT, DT = F::DT, NW = F::NW;
     extern __shared__ __align__(16) unsigned char att_smem[];
-    bf16* Qs = (bf16*)att_smem;  // [BQ][LD], then K [BK][LD], V [BK][LD]
-    bf16* Ks = Qs + BQ * LD;
-    bf16* Vs = Ks + BK * LD;
-    int warp = threadIdx.x / 32, lane = threadIdx.x % 32, g = lane / 4;
-    int b = blockIdx.z, h = blockIdx.y, q_blk = (gridDim.x - 1 - blockIdx.x) * BQ, q0 = q_blk + warp * 16 * MT;
+    const auto [Qs, Ks, Vs, warp, lane, g, b, h, q_blk, q0] = att_fwd_place<F>(att_smem);
     int stride = (H + 2 * KV) * HD, kvh = h / (H / KV);
     const bf16* base = qkv + (size_t)b * T * stride;
     const bf16 *kg = base + (H + kvh) * HD, *vg = base + (H + KV + kvh) * HD;
@@ -291,12 +323,7 @@ attention_forward_kernel(bf16* out, float* lse, const bf16* qkv, int T, int H, i
     cp_async_wait<0>();
     __syncthreads();
     uint32_t qf[QREG ? MT : 1][HD / 16][4];
-    if (QREG)
-        #pragma unroll
-        for (int m = 0; m < MT; m++)
-            #pragma unroll
-            for (int ks = 0; ks < HD / 16; ks++)
-                ldsm_x4(qf[m][ks], Qs + (warp * 16 * MT + m * 16 + lane % 16) * LD + ks * 16 + lane / 16 * 8);
+    if (QREG) att_q_frags<HD, MT>(qf, Qs + warp * 16 * MT * LD);
     float o[MT][DT][4] = {}, m[MT][2], l[MT][2];
     int first[MT][2];  // each row's first key (its document's start)
     #pragma unroll
@@ -329,9 +356,7 @@ attention_forward_kernel(bf16* out, float* lse, const bf16* qkv, int T, int H, i
         float inv[2];
         #pragma unroll
         for (int r = 0; r < 2; r++) {
-            float sum = l[mt][r];
-            sum += __shfl_xor_sync(0xffffffffu, sum, 1);
-            sum += __shfl_xor_sync(0xffffffffu, sum, 2);
+            float sum = att_row_sum(l[mt][r]);
             inv[r] = 1.0f / sum;
             int q = q0 + 16 * mt + g + 8 * r;
             if (lane % 4 == 0 && q < T) lse[((size_t)b * H + h) * T + q] = m[mt][r] / sqrtf((float)HD) + logf(sum);

@@ -185,11 +185,7 @@ attention_ring_forward_kernel(AttBlockArgs a) {
     typedef FwdTile<HD, MT, BK, true> F;
     constexpr int BQ = F::BQ, LD = F::LD, NT = F::NT, DT = F::DT, NW = F::NW;
     extern __shared__ __align__(16) unsigned char att_smem[];
-    bf16* Qs = (bf16*)att_smem;  // [BQ][LD], then K [BK][LD], V [BK][LD]
-    bf16* Ks = Qs + BQ * LD;
-    bf16* Vs = Ks + BK * LD;
-    int warp = threadIdx.x / 32, lane = threadIdx.x % 32, g = lane / 4;
-    int b = blockIdx.z, h = blockIdx.y, q_blk = (gridDim.x - 1 - blockIdx.x) * BQ, q0 = q_blk + warp * 16 * MT;
+    const auto [Qs, Ks, Vs, warp, lane, g, b, h, q_blk, q0] = att_fwd_place<F>(att_smem);
     int kvh = h / (a.H / a.KV), nk = a.kr.n;
     const bf16 *kg = a.k + b * a.kv_seq + kvh * HD, *vg = a.v + b * a.kv_seq + kvh * HD;
     const float sl2 = ATT_LOG2E / sqrtf((float)HD);
@@ -203,11 +199,7 @@ attention_ring_forward_kernel(AttBlockArgs a) {
     cp_async_wait<0>();
     __syncthreads();
     uint32_t qf[MT][HD / 16][4];
-    #pragma unroll
-    for (int m = 0; m < MT; m++)
-        #pragma unroll
-        for (int ks = 0; ks < HD / 16; ks++)
-            ldsm_x4(qf[m][ks], Qs + (warp * 16 * MT + m * 16 + lane % 16) * LD + ks * 16 + lane / 16 * 8);
+    att_q_frags<HD, MT>(qf, Qs + warp * 16 * MT * LD);
     float o[MT][DT][4] = {}, m[MT][2], l[MT][2];
     int first[MT][2], last[MT][2];  // each row's first and last key
     #pragma unroll
@@ -245,9 +237,7 @@ attention_ring_forward_kernel(AttBlockArgs a) {
         float m2[2], sum[2];
         #pragma unroll
         for (int r = 0; r < 2; r++) {
-            sum[r] = l[mt][r];
-            sum[r] += __shfl_xor_sync(0xffffffffu, sum[r], 1);
-            sum[r] += __shfl_xor_sync(0xffffffffu, sum[r], 2);
+            sum[r] = att_row_sum(l[mt][r]);
             m2[r] = m[mt][r] * sl2;  // the row max in the log2 units of the scaled scores
         }
         att_merge<DT>(a, b, h, q0 + 16 * mt, o[mt], m2, sum);

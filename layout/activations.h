@@ -91,9 +91,11 @@ static void head_bufs(const ActShape* s, ActBuf* b) {
 // reduction, the residual gradients (two, alternating) and the one after the attention, the
 // attention output's and the activation's gradients, the loss's row maximum and sums. host:
 // the CPU build; else the GPU's attention backward sums dQ in fp32 per split (attn_dq_splits;
-// with cp, the ring's blocks of Ts rows and Ha heads: as many elements).
+// with cp, the ring's blocks of Ts rows and Ha heads: as many elements) and keeps Dsum =
+// rowsum(dO * O) per query row and head (with cp, computed once a backward and read by every
+// ring step).
 enum { SC_LSE, SC_X, SC_PARTIAL, SC_REDUCED, SC_DRES0, SC_DRES1, SC_DRES_AFTER_ATTN, SC_DATTY, SC_DFCH_ACT,
-       SC_CE_MAX, SC_CE_SUMS, SC_DQ_ACC, N_SC };
+       SC_CE_MAX, SC_CE_SUMS, SC_DQ_ACC, SC_DSUM, N_SC };
 static void scratch_bufs(const ActShape* s, int host, ActBuf* b) {
     size_t NC = s->N * s->C, kv_heads = (s->qkv_dim / s->hd - s->n_head_local) / 2;
     const ActBuf l[N_SC] = {{s->BT * s->n_head_local, 1},
@@ -108,7 +110,8 @@ static void scratch_bufs(const ActShape* s, int host, ActBuf* b) {
                             {s->BT, 1},
                             {2 * s->BT, 1},
                             {host ? 0 : attn_dq_splits(s->B, s->T, kv_heads, s->sms) * s->BT * s->n_head_local * s->hd,
-                             1}};
+                             1},
+                            {host ? 0 : s->BT * s->n_head_local, 1}};
     for (int i = 0; i < N_SC; i++) b[i] = l[i];
 }
 

@@ -25,7 +25,7 @@ static double sweep_time(SweepArgs* a) {
     cudaEvent_t ev[2 * 64];
     int reps = a->reps < 64 ? a->reps : 64;
     for (int i = 0; i < 2 * reps; i++) cudaCheck(cudaEventCreate(&ev[i]));
-    if (!a->tile) attention_dq_reserve(a->B, a->T, a->H, a->KV, a->hd);
+    if (!a->tile) attention_buffers_reserve(a->B, a->T, a->H, a->KV, a->hd);
     for (int i = -1; i < reps; i++) {
         int k = (i + a->nbuf) % a->nbuf;
         if (i >= 0) cudaCheck(cudaEventRecord(ev[2 * i], st));

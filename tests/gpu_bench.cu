@@ -77,7 +77,7 @@ static void bench_att_fwd(void* p) {
 }
 static void bench_att_bwd(void* p) {
     BenchArgs* a = (BenchArgs*)p;
-    attention_dq_reserve(a->B, a->T, a->H, a->KV, a->hd);  // allocates at the warm-up call only
+    attention_buffers_reserve(a->B, a->T, a->H, a->KV, a->hd);  // allocates at the warm-up call only
     attention_backward_gpu(a->dqkv, a->dout, a->qkv, a->out, a->lse, a->B, a->T, a->H, a->KV, a->hd, NULL, st);
 }
 // The memory-bound kernels at 124M sizes (N = 8 x 1024 tokens): x is N x 3072, y N x 3072.
@@ -134,7 +134,7 @@ static void bench_blocks(void) {
     b.q = q, b.out = (bf16*)dbuf(2 * (size_t)Ts * H * hd), b.dout = (bf16*)dbuf(2 * (size_t)Ts * H * hd);
     b.o = (float*)dbuf(4 * (size_t)Ts * H * hd), b.lse = (float*)dbuf(4 * (size_t)Ts * H);
     b.dq = (float*)dbuf(4 * (size_t)Ts * H * hd), b.dkv = (float*)dbuf(4 * (size_t)Ts * kv_ld);
-    attention_dq_reserve(1, Ts, H, H, hd);
+    attention_buffers_reserve(1, Ts, H, H, hd);
     fill_random(q, (size_t)Ts * q_ld, 7, 2.0f), fill_random(kv, (size_t)Ts * kv_ld, 8, 2.0f);
     fill_random((bf16*)b.out, (size_t)Ts * H * hd, 9, 1.0f), fill_random((bf16*)b.dout, (size_t)Ts * H * hd, 10, 1.0f);
     double ms_f = 0, ms_b = 0, all_pairs = 0;

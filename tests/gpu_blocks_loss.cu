@@ -57,7 +57,7 @@ static void run_blocks(const char* what, int B, int Ts, int Ha, int KVa, int hd,
     for (int s = 0; s < n_src; s++) dkv[s] = hrand(nkv, 1.0f), d_dkv[s] = to_f32(dkv[s], nkv);
     bf16 *d_out = to_bf16(out, no), *d_dout = to_bf16(dout, no);
     float *d_dq = to_f32(dq, no), *d_lse_cpu = to_f32(lse, nl);
-    attention_dq_reserve(B, Ts, Ha, KVa, hd);  // the trainer carves it at start-up
+    attention_buffers_reserve(B, Ts, Ha, KVa, hd);  // the trainer carves it at start-up
     for (int i = 0, j; i < n; i = j) {
         for (j = i; j < n && src[j] == src[i]; j++)
             attention_block_backward(dq, o_ld, dkv[src[i]], kv_ld, q, kv[src[i]], dout, out, o_ld, lse, &blk[j]);

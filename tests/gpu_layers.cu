@@ -402,7 +402,7 @@ static void test_attention(int B, int T, int H, int KV, int hd, int docs = 0, in
     attention_backward(dqkv, dout, qkv, out, lse, B, T, H, KV, hd, doc);
     bf16* d_dout = to_bf16(dout, nout);
     bf16* d_dqkv = (bf16*)dbuf(2 * nqkv);
-    attention_dq_reserve(B, T, H, KV, hd);  // the trainer carves it at start-up
+    attention_buffers_reserve(B, T, H, KV, hd);  // the trainer carves it at start-up
     attention_backward_gpu(d_dqkv, d_dout, d_qkv, d_out, d_lse, B, T, H, KV, hd, d_doc, st);
     // check q, k and v parts separately so a failure says which
     float* g = from_bf16(d_dqkv, nqkv);

@@ -220,9 +220,9 @@ int main(int argc, char** argv) {
     test_attention(2, 65, 4, 2, 64);
     test_attention(1, 129, 4, 1, 64, 1);
     att_bwd_pick[64] = NULL;
-    attention_buffers_init(1, NULL, 0);  // 2 blocks: 2 dQ splits of 5 key blocks each, the zig-zag over rounds
+    attention_buffers_init(1, NULL, 0, NULL, 0);  // 2 blocks: 2 dQ splits of 5 key blocks each, the zig-zag over rounds
     test_attention(1, 300, 2, 1, 64, 1);
-    attention_buffers_init(132, NULL, 0);
+    attention_buffers_init(132, NULL, 0, NULL, 0);
     // every forward tile configuration: several query blocks and key tiles, GQA, documents
     test_attention_tile_choose();
     test_attention(1, 150, 4, 2, 64, 0, 1);

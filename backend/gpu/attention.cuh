@@ -677,26 +677,43 @@ struct AttBwdTile {
 static int att_bwd_blocks = 264;  // blocks the splits aim at: 2 an SM (attention_buffers_init; 132 SMs until then)
 static float* att_dq_acc;         // the splits' fp32 dQ (layout/activations.h SC_DQ_ACC), att_dq_acc_n floats
 static size_t att_dq_acc_n;
-static int att_dq_owned;          // att_dq_acc is attention_dq_reserve's own allocation
+static float* att_dsum;           // Dsum of the backward's query rows (SC_DSUM), att_dsum_n floats
+static size_t att_dsum_n;
+static const void* att_dsum_of;   // the output gradient the ring's Dsum was computed from (attention_block.cuh)
+static int att_bufs_owned;        // att_dq_acc and att_dsum are attention_buffers_reserve's own allocations
 static void attention_buffers_free(void) {
-    if (att_dq_owned) cudaCheck(cudaFree(att_dq_acc));
-    att_dq_acc = NULL, att_dq_acc_n = 0, att_dq_owned = 0;
+    if (att_bufs_owned) {
+        cudaCheck(cudaFree(att_dq_acc));
+        cudaCheck(cudaFree(att_dsum));
+    }
+    att_dq_acc = att_dsum = NULL, att_dq_acc_n = att_dsum_n = 0, att_bufs_owned = 0, att_dsum_of = NULL;
 }
-// The device's SM count (the backward's splits aim at 2 blocks on each) and the dQ buffer the
-// trainer carved with its scratch at start-up: n floats at dq_acc.
-static void attention_buffers_init(int sms, float* dq_acc, size_t n) {
+// The device's SM count (the backward's splits aim at 2 blocks on each) and the buffers the
+// trainer carved with its scratch at start-up: the dQ splits (n_dq floats at dq_acc) and Dsum
+// (n_dsum floats at dsum).
+static void attention_buffers_init(int sms, float* dq_acc, size_t n_dq, float* dsum, size_t n_dsum) {
     attention_buffers_free();
-    att_bwd_blocks = 2 * sms, att_dq_acc = dq_acc, att_dq_acc_n = n;
+    att_bwd_blocks = 2 * sms, att_dq_acc = dq_acc, att_dq_acc_n = n_dq, att_dsum = dsum, att_dsum_n = n_dsum;
 }
-// For callers without the trainer's buffers (tests, benchmarks): a dQ buffer of this process's
-// own that holds the splits of a backward of B sequences of T rows, H query and KV kv heads.
-static void attention_dq_reserve(int B, int T, int H, int KV, int hd) {
-    size_t n = (size_t)attn_dq_splits(B, T, KV, att_bwd_blocks / 2) * B * T * H * hd;
-    if (n <= att_dq_acc_n) return;
+// For callers without the trainer's buffers (tests, benchmarks): buffers of this process's own
+// for a backward of B sequences of T rows, H query and KV kv heads.
+static void attention_buffers_reserve(int B, int T, int H, int KV, int hd) {
+    size_t n = (size_t)attn_dq_splits(B, T, KV, att_bwd_blocks / 2) * B * T * H * hd, rows = (size_t)B * T * H;
+    if (n <= att_dq_acc_n && rows <= att_dsum_n) return;
     int blocks = att_bwd_blocks;
     attention_buffers_free();
     cudaCheck(cudaMalloc(&att_dq_acc, sizeof(float) * n));
-    att_bwd_blocks = blocks, att_dq_acc_n = n, att_dq_owned = 1;
+    cudaCheck(cudaMalloc(&att_dsum, sizeof(float) * rows));
+    att_bwd_blocks = blocks, att_dq_acc_n = n, att_dsum_n = rows, att_bufs_owned = 1;
+}
+// Dsum = rowsum(dout * out) of B*T*H rows (attention_dsum_kernel) into att_dsum.
+static void attention_dsum_gpu(const bf16* dout, const bf16* out, int B, int T, int H, int hd, cudaStream_t s) {
+    size_t rows = (size_t)B * T * H;
+    if (rows > att_dsum_n)
+        fail("attention backward: the Dsum buffer (%zu floats) < B*H*T = %zu (sized at start-up for fewer rows)",
+             att_dsum_n, rows);
+    attention_dsum_kernel<<<grid8(rows * hd), 256, 0, s>>>(att_dsum, dout, out, B, T, H, hd);
+    launchCheck();
 }
 
 template <int HD, bool KVREG, int BQ>
@@ -797,17 +814,13 @@ static void attention_forward_gpu(bf16* out, float* lse, const bf16* qkv, int B,
 }
 
 // dqkv (B*T, (H+2KV)*hd) bf16 is overwritten: dq, dk, dv of every row. out and lse are the
-// forward's. Uses B*H*T floats of the reduction scratch for Dsum.
+// forward's. Dsum goes to its buffer (att_dsum, B*H*T floats).
 static void attention_backward_gpu(bf16* dqkv, const bf16* dout, const bf16* qkv, const bf16* out, const float* lse,
                                    int B, int T, int H, int KV, int hd, const int* doc, cudaStream_t s) {
     attention_check(H, KV, hd);
-    size_t rows = (size_t)B * T * H;
-    if (rows > gpu_scratch_n)
-        fail("attention backward: reduction scratch (%zu floats) < B*H*T = %zu", gpu_scratch_n, rows);
-    float* dsum = gpu_scratch;
-    attention_dsum_kernel<<<grid8(rows * hd), 256, 0, s>>>(dsum, dout, out, B, T, H, hd);
-    launchCheck();
-    attention_bwd_tile(hd)->launch(dqkv, dout, qkv, lse, dsum, B, T, H, KV, doc, s);
+    attention_dsum_gpu(dout, out, B, T, H, hd, s);
+    att_dsum_of = NULL;  // not a ring's
+    attention_bwd_tile(hd)->launch(dqkv, dout, qkv, lse, att_dsum, B, T, H, KV, doc, s);
 }
 
 #endif

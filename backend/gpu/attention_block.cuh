@@ -447,9 +447,11 @@ static void attention_step_forward_gpu(float* o, float* lse, const bf16* q, cons
     a.o = o + (size_t)q_row * a.o_ld, a.lse = lse + q_row;
     attention_block_run(1, a, blk[0].B, blk[0].hd, s);
 }
-// dq, dkv (fp32) += the step's gradients, from the final lse and out. Dsum goes to the
-// reduction scratch, for all B*Ha*Ts rows (the whole-sequence kernel's, on Ts rows: a pass
-// over out and dout, small beside the step).
+// dq, dkv (fp32) += the step's gradients, from the final lse and out. Dsum = rowsum(dout * out)
+// depends only on this rank's rows, so it is computed once a backward, for all B*Ha*Ts rows,
+// at the step that holds the init blocks (the ring's first, on this rank's own keys: layer_parallel/
+// context_parallel.h runs it first), into its buffer (att_dsum, carved at start-up), and the later
+// steps of the same backward read it.
 static void attention_step_backward_gpu(float* dq, float* dkv, const bf16* q, const bf16* kv, const bf16* dout,
                                         const bf16* out, const float* lse, const AttnBlock* blk, int n,
                                         cudaStream_t s) {
@@ -457,12 +459,10 @@ static void attention_step_backward_gpu(float* dq, float* dkv, const bf16* q, co
     int q_row, k_row;
     AttBlockArgs a = att_step(blk, n, q, kv, &q_row, &k_row);
     const AttnBlock* f = &blk[0];
-    size_t rows = (size_t)f->B * f->Ts * f->Ha, q_off = (size_t)q_row * a.o_ld, k_off = (size_t)k_row * a.dkv_ld;
-    if (rows > gpu_scratch_n)
-        fail("attention backward: reduction scratch (%zu floats) < B*Ha*Ts = %zu", gpu_scratch_n, rows);
-    attention_dsum_kernel<<<cdiv(rows, 8), 256, 0, s>>>(gpu_scratch, dout, out, f->B, f->Ts, f->Ha, f->hd);
-    launchCheck();
-    a.dout = dout + q_off, a.lse = (float*)lse + q_row, a.dsum = gpu_scratch + q_row;
+    size_t q_off = (size_t)q_row * a.o_ld, k_off = (size_t)k_row * a.dkv_ld;
+    if (a.init) attention_dsum_gpu(dout, out, f->B, f->Ts, f->Ha, f->hd, s), att_dsum_of = dout;
+    else if (att_dsum_of != dout) fail("attention ring backward: a step before the one on its own keys (no Dsum)");
+    a.dout = dout + q_off, a.lse = (float*)lse + q_row, a.dsum = att_dsum + q_row;
     a.dq = dq + q_off, a.dk = dkv + k_off, a.dv = dkv + k_off + f->KVa * f->hd;
     attention_block_run(0, a, f->B, f->hd, s);
 }

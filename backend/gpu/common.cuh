@@ -90,7 +90,7 @@ static const size_t GPU_LT_WORKSPACE = 32u << 20;  // 32 MiB, what cuBLAS recomm
 static float* gpu_scratch;
 static size_t gpu_scratch_n;
 
-// scratch_floats: at least B*H*T (attention backward) and a few C-sized rows; 16M is ample.
+// scratch_floats: a few C-sized rows for the column sums, the norm's partials, a copy of a matmul's D; 16M is ample.
 static void gpu_kernels_init(size_t scratch_floats) {
     cublasCheck(cublasLtCreate(&gpu_lt));
     cudaCheck(cudaMalloc(&gpu_lt_workspace, GPU_LT_WORKSPACE));

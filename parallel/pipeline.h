@@ -165,14 +165,15 @@ static void chunk_forward(Model* m, int chunk, Slot* s, const int* tokens, const
     }
 }
 
-// The chunk's input pass (B): the gradient its input needs, left in s->dinp (or, for the
-// first chunk, the embedding's gradient). With an immediate weight pass each layer's weight
+// The chunk's input pass (B): the gradient its input needs, left in dinp (s->dinp, or the
+// previous chunk's dout when that chunk is on this stage too; for the first chunk, the
+// embedding's gradient). With an immediate weight pass each layer's weight
 // gradients follow its input gradient at once (grads_final: the step's last backward through
 // this chunk, after which each layer's gradient is complete on this rank); deferred, they
 // wait in the slot's WeightGradIn for chunk_backward_weight. last: the step's last backward
 // through this chunk (the head's gradients are complete after it, whatever the weight pass).
-static void chunk_backward_input(Model* m, int chunk, Slot* s, const int* tokens, int B, int grads_final,
-                                 int last) {
+static void chunk_backward_input(Model* m, int chunk, Slot* s, act_t* dinp, const int* tokens, int B,
+                                 int grads_final, int last) {
     Chunk* ch = &m->chunks[chunk];
     if (m->defer_weight)
         s->weight_grad_in = &ch->wg_sets[(size_t)pool_take(m, &ch->wg, "weight passes owed") * ch->n_layers];
@@ -193,8 +194,8 @@ static void chunk_backward_input(Model* m, int chunk, Slot* s, const int* tokens
         if (m->c.recompute == RECOMPUTE_FULL) layer_forward(m, ch->layer0 + i, a, s->x[i], m->x_scratch, B);
         WeightGradIn* wg = m->defer_weight ? &s->weight_grad_in[i] : &m->weight_grad_in;
         if (!m->defer_weight) dp_layer_grads_begin(m, ch->layer0 + i);
-        // the input gradient: the previous chunk's (sent from the slot), or the layer below's dout
-        act_t* dx = i == 0 && !is_first_chunk(m, chunk) ? s->dinp : layer_dout_buf(m, s, i - 1, &k);
+        // the input gradient: the previous chunk's, or the layer below's dout
+        act_t* dx = i == 0 && !is_first_chunk(m, chunk) ? dinp : layer_dout_buf(m, s, i - 1, &k);
         layer_backward_input(m, ch->layer0 + i, a, wg, s->x[i], d, dx, B);
         if (!m->defer_weight) {
             layer_backward_weight(m, ch->layer0 + i, a, wg, B);
@@ -203,7 +204,7 @@ static void chunk_backward_input(Model* m, int chunk, Slot* s, const int* tokens
         d = dx;
     }
     if (is_first_chunk(m, chunk)) embed_backward(m, d, tokens, B);
-    else if (d != s->dinp) act_copy(m, s->dinp, d, (size_t)row_count(m, B) * m->C);  // a chunk of no layers
+    else if (d != dinp) act_copy(m, dinp, d, (size_t)row_count(m, B) * m->C);  // a chunk of no layers
 }
 
 // The chunk's weight pass (W), deferred: every layer's matmul weight and bias gradients.
@@ -388,13 +389,14 @@ static void run_schedule(Model* m, const PipeOp* ops, int n_ops, int train, floa
             up = p2p_up(m->L.sched, pp, 1, g + 1);
             pp_recv(m, 1, up, s->dout, n, chunk_stage(m->L.sched, pp, g + 1), p2p_tag(pp, vpp, 1, op.mb, g + 1));
             break;
-        case OP_BWD:  // the whole backward, or its input pass (B) in a list with W's
-            chunk_backward_input(m, op.chunk, s, tokens, B, !split && last_of(ops, n_ops, k, OP_BWD, 0),
+        case OP_BWD: {  // the whole backward, or its input pass (B) in a list with W's
+            // the input gradient goes to the send (s->dinp), or straight to the previous chunk on this stage
+            act_t* dinp = prev >= 0 ? slot_get(m, prev, op.mb)->dout : s->dinp;
+            chunk_backward_input(m, op.chunk, s, dinp, tokens, B, !split && last_of(ops, n_ops, k, OP_BWD, 0),
                                  last_of(ops, n_ops, k, OP_BWD, 0));
             if (!split && m->defer_weight) chunk_backward_weight(m, op.chunk, s, B, last_of(ops, n_ops, k, OP_BWD, 0));
-            if (prev >= 0)
-                act_copy(m, slot_get(m, prev, op.mb)->dout, s->dinp, n);  // to the previous chunk, on this stage
             break;
+        }
         case OP_SEND_BWD:  // comm: pp send of the input gradient to the previous chunk
             up = p2p_up(m->L.sched, pp, 1, g);
             pp_send(m, s, 1, up, s->dinp, n, chunk_stage(m->L.sched, pp, g - 1), p2p_tag(pp, vpp, 1, op.mb, g));

@@ -88,7 +88,8 @@ static void residual_rmsnorm_forward(float* res, float* out, float* rstd, const 
 // together, xhat formed again from x, mean and rstd (the same products as the row passes: no
 // N x C scratch), rows in order within a column so the sums do not depend on the thread count.
 static void norm_rows_backward(float* dinp, const float* dres, float* dweight, float* dbias, const float* dout,
-                          const float* inp, const float* weight, const float* mean, const float* rstd, int N, int C) {
+                               const float* inp, const float* weight, const float* mean, const float* rstd, int N,
+                               int C) {
 #pragma omp parallel for
     for (int i = 0; i < N; i++) {
         size_t r0 = (size_t)i * C;

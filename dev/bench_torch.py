@@ -145,8 +145,18 @@ def bench_gpt2(args, device, out):
         opt.step()
         opt.zero_grad(set_to_none=True)
 
-    for _ in range(3):  # warm-up (compilation)
-        step()
+    try:
+        for _ in range(3):  # warm-up (compilation)
+            step()
+    except Exception as e:  # torch.compile without Triton or a working compiler: say so in one line, run eager
+        if args.no_compile:
+            raise
+        print(f"note: torch.compile failed ({type(e).__name__}: {str(e).splitlines()[0][:100] if str(e) else ''}); "
+              "eager mode", flush=True)
+        args.no_compile, step_model = True, model
+        opt.zero_grad(set_to_none=True)
+        for _ in range(3):
+            step()
     ms = timed(step, 2 if args.dry else 10, device)
     flop = (6.0 * n_params + 12.0 * L * d * T) * B * T  # the trainer's PaLM count (its N: these parameters)
     mfu = flop / (ms * 1e-3) / (args.peak_tflops * 1e12)

@@ -51,14 +51,20 @@ DOCS_GRAD_RTOL=4e-2
 STEPS=6  # steps per run (each costs ~0.8 s of CPU on the emulator); a resume starts after step HALF
 HALF=3
 BASE="--steps $STEPS --warmup 2 --eval-every 0 --sample-len 0 --micro-batch 4 --global-batch 8 --seed 1337 --quiet"
-GPU_BIN=${GPU_BIN:-./train_gpu}  # GPU_BIN=./train_gpu_emu: the GPU build on the CUDA emulator (emu/), no GPU needed
-GPUS=${GPUS:-$(nvidia-smi -L 2>/dev/null | wc -l)}  # the NCCL layouts need one GPU per rank
+HAVE_GPUS=$(nvidia-smi -L 2>/dev/null | grep -c '^GPU')
+GPUS=${GPUS:-$HAVE_GPUS}  # the NCCL layouts need one GPU per rank (the emulator's: as many as GPUS says)
+# The GPU build: ./train_gpu where there is a GPU, else ./train_gpu_emu (the GPU build on the
+# CUDA emulator, emu/); GPU_BIN=... chooses.
+if [ -n "${GPU_BIN:-}" ]; then GPU_WHY="GPU_BIN"
+elif [ "$HAVE_GPUS" -ge 1 ]; then GPU_BIN=./train_gpu GPU_WHY="$HAVE_GPUS GPUs here"
+else GPU_BIN=./train_gpu_emu GPU_WHY="no GPU here: the CUDA emulator"; fi
 PASS=0
 FAIL=0
 SKIP=0
 pass() { echo "PASS $*"; PASS=$((PASS + 1)); }
 fail() { echo "FAIL $*"; FAIL=$((FAIL + 1)); }
 
+echo "GPU build: $GPU_BIN ($GPU_WHY; $GPUS GPUs for the NCCL layouts)"
 [ -x ./train_cpu ] || make train_cpu > "$DIR/build_cpu.log" 2>&1 || { echo "error: cannot build train_cpu (see $DIR/build_cpu.log)"; }
 [ -x "$GPU_BIN" ] || make "${GPU_BIN#./}" > "$DIR/build_gpu.log" 2>&1 || { echo "error: cannot build $GPU_BIN (see $DIR/build_gpu.log)"; }
 [ -x ./ckpt_compare ] || make ckpt_compare > "$DIR/build_compare.log" 2>&1 || { echo "error: cannot build ckpt_compare (see $DIR/build_compare.log)"; }
@@ -162,6 +168,9 @@ CASES=(
   "gpu_gpt2_docs_cp2_ring|cpu_gpt2_docs|--model tiny $DOCS --cp 2 --comm mpi"
   "gpu_llama_docs_cp2_ulysses|cpu_llama_docs|--model llama-tiny $DOCS --cp 2 --cp-kind ulysses --comm mpi"
   "gpu_llama_cp2_docsplit|cpu_llama_docs|--model llama-tiny $DOCS --cp 2 --cp-split doc --comm mpi"
+  "gpu_gpt2_cp4_ring|cpu_gpt2|--model tiny --cp 4 --comm mpi"
+  "gpu_gpt2_cp4_ulysses|cpu_gpt2|--model tiny --cp 4 --cp-kind ulysses --comm mpi"
+  "gpu_llama_docs_cp4_2d|cpu_llama_docs|--model llama-tiny $DOCS --cp 4 --cp-kind 2d --cp-ulysses 2 --comm mpi"
   "gpu_gpt2_8l_pp4_offload_act|cpu_gpt2_8l|--model tiny --n-layer 8 --pp 4 --micro-batch 1 --offload activations --comm mpi"
   "gpu_gpt2_offload_opt|cpu_gpt2|--model tiny $OPT"
   "gpu_gpt2_dp2_zero1_offload_opt|cpu_gpt2|--model tiny --dp 2 --zero 1 $OPT --comm mpi"
@@ -197,8 +206,9 @@ CASES=(
   "gpu_gpt2_cp2_ulysses_nccl|cpu_gpt2|--model tiny --cp 2 --cp-kind ulysses"
   "gpu_llama_cp2_ring_nccl|cpu_llama|--model llama-tiny --cp 2"
   "gpu_gpt2_docs_cp2_ring_nccl|cpu_gpt2_docs|--model tiny $DOCS --cp 2"
+  "gpu_gpt2_cp4_ring_nccl|cpu_gpt2|--model tiny --cp 4"
+  "gpu_llama_docs_cp4_2d_nccl|cpu_llama_docs|--model llama-tiny $DOCS --cp 4 --cp-kind 2d --cp-ulysses 2"
 )
-echo "GPU build: $GPU_BIN ($GPUS GPUs for the NCCL layouts)"
 # With the NCCL layouts, a --comm mpi case whose layout has a NAME_nccl twin is left out (the
 # twin runs the layout; the MPI path keeps its own cases: p2p, ring, all-to-all, ZeRO, offload).
 twins=" ${CASES[*]%%|*} "

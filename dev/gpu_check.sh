@@ -26,6 +26,10 @@
 #   DRY=1 dev/gpu_check.sh           the plumbing on the CUDA emulator (no GPU: test_gpu_emu,
 #                                    train_gpu_emu, tiny shapes, PyTorch on the CPU; the times
 #                                    mean nothing), about 10 minutes on 2 cores
+#   BUDGET=540 (seconds, the default) the whole run: each stage gets its own limit or what is
+#                                    left of BUDGET, whichever is less (15 s kept for the results),
+#                                    and a stage with under 20 s left is skipped with a line
+#                                    saying so; on the card, call with timeout_s >= BUDGET + 20.
 set -u
 cd "$(dirname "$0")/.."
 OUTDIR=dev/out
@@ -33,6 +37,7 @@ rm -rf "$OUTDIR"
 mkdir -p "$OUTDIR"
 T0=$(date +%s)
 elapsed() { echo $(( $(date +%s) - T0 )); }
+BUDGET=${BUDGET:-$([ -n "${DRY:-}" ] && echo 1800 || echo 540)}  # DRY: the emulator on 2 cores is slow
 SUMMARY="$OUTDIR/summary.txt" CSV="$OUTDIR/gpu_check.csv"
 : > "$SUMMARY"
 echo "device,pass,hd,B,T,H,KV,tile,ms,tflops_causal" > "$CSV"
@@ -43,9 +48,57 @@ if [ -n "$DRY" ]; then  # the plumbing on the emulator: its binaries, tiny shape
   export BENCH_QUICK=1 EMU_DEVICE_MIB=150 GPU_BIN=./train_gpu_emu CASES_MATCH=${CASES_MATCH:-'^gpu_gpt2$'}
 fi
 note() { echo "$*" | tee -a "$SUMMARY"; }
-publish() {  # copy what there is so far to $OUT (when set)
+# stage NAME SECONDS: true when at least 20 s are left of BUDGET, with the stage's limit (SECONDS,
+# or what is left less 15 s for the results if less) in LIMIT; else a line saying NAME is skipped.
+stage() {
+  local left=$(( BUDGET - $(elapsed) - 15 ))
+  LIMIT=$(( left < $2 ? left : $2 ))
+  [ "$LIMIT" -ge 20 ] && return 0
+  note "$1: skipped, ${left}s left of the ${BUDGET}s budget"
+  return 1
+}
+# results: dev/out/results.md from the CSV and the summary so far (at each publish, so a run
+# stopped at its limit still has it). The forward and backward at each shape: the best of our
+# tiles beside PyTorch's best back-end (ratio > 1: ours faster), and the lines for dev/RESULTS.md.
+results() {
+  awk -F, 'NR > 1 && $2 != "gpt2-step" && $2 !~ /^trainer-op:/ {
+             key = $2 " hd=" $3 " B=" $4 " T=" $5 " H=" $6 " KV=" $7
+             if ($8 ~ /^sdpa/) { if (!(key in th) || $9 < th[key]) { th[key] = $9; tn[key] = $8 } }
+             else if (!(key in us) || $9 < us[key]) { us[key] = $9; un[key] = $8; tf[key] = $10 } }
+           END { for (k in us) {
+                   torch = k in th ? sprintf("%s %.3f ms", tn[k], th[k]) : "-"
+                   ratio = k in th ? sprintf("%.2f", th[k] / us[k]) : "-"
+                   printf "| %s | %s %.3f ms, %.1f TFLOP/s | %s | %s |\n", k, un[k], us[k], tf[k], torch, ratio } }' \
+    "$CSV" | sort -t'|' -k2,2 -V > "$OUTDIR/att_vs_torch.md"
+  CARD=$(nvidia-smi --query-gpu=name --format=csv,noheader 2>/dev/null | head -1)
+  {
+    echo "### gpu_check $(date -u +%Y-%m-%d), commit $(git rev-parse --short HEAD 2>/dev/null), ${CARD:-no GPU}"\
+         "${DRY:+(DRY: the emulator, times meaningless)}"
+    echo
+    echo "| attention (causal, FA2's FLOPs) | ours (best tile) | PyTorch SDPA (best back-end) | PyTorch / ours time |"
+    echo "|---|---|---|---|"
+    cat "$OUTDIR/att_vs_torch.md"
+    echo
+    grep -E "^(gpt2|model|torch gpt2)" "$SUMMARY" | sed 's/^/    /'
+    echo
+    # the trainer's step by op family (--op-times), ms per step and the share of the step
+    echo "| trainer step (ms, share) | matmul | attention fwd | attention bwd | norm | loss | optimizer | rest |"\
+         "step | communication |"
+    echo "|---|---|---|---|---|---|---|---|---|---|"
+    tail -n +2 "$OUTDIR/bench/op_times.csv" 2>/dev/null |
+      awk -F, '{ k = $1 " mb " $2 " x " $3; if (!(k in seen)) { seen[k] = 1; order[n++] = k } ms[k, $4] = $5 }
+               END { split("matmul attention_fwd attention_bwd norm loss optimizer rest", f, " ")
+                     for (i = 0; i < n; i++) { k = order[i]; st = ms[k, "step"]; line = "| " k
+                       for (j = 1; j <= 7; j++)
+                         line = line sprintf(" | %.2f (%.0f%%)", ms[k, f[j]], st > 0 ? 100 * ms[k, f[j]] / st : 0)
+                       print line sprintf(" | %.2f | %.2f |", st, ms[k, "communication"]) } }'
+  } > "$OUTDIR/results.md"
+}
+publish() {  # results.md from what there is so far, copied to $OUT (when set) with the logs
+  results
   [ -n "${OUT:-}" ] && [ -d "$OUT" ] && [ "$(cd "$OUT" && pwd)" != "$(cd "$OUTDIR" && pwd)" ] || return 0
   cp -f "$SUMMARY" "$CSV" "$OUTDIR"/results.md "$OUTDIR"/test_gpu.log "$OUTDIR"/check_gpu_vs_cpu.log "$OUT"/ 2>/dev/null
+  [ -z "$DRY" ] && cp -f dev/attn_tiles.csv "$OUT"/ 2>/dev/null  # what --attn-tile auto reads: commit it
   tar czf "$OUT/logs.tgz" --exclude='*.bin' -C "$OUTDIR" . 2>/dev/null
   return 0
 }
@@ -53,6 +106,16 @@ publish() {  # copy what there is so far to $OUT (when set)
 note "== gpu_check $(date -u +%Y-%m-%dT%H:%M:%SZ) on $(hostname), commit $(git rev-parse --short HEAD 2>/dev/null)${DRY:+ (DRY: the CUDA emulator)}"
 [ -z "$DRY" ] && nvidia-smi --query-gpu=name,driver_version,memory.total --format=csv,noheader 2>&1 | tee -a "$SUMMARY"
 nvidia-smi > "$OUTDIR/nvidia-smi.txt" 2>&1
+
+# PyTorch (the sdpa and torch stages) and Triton (torch.compile), said in one line each when missing
+NO_TORCH=""
+if ! python3 -c "import torch" >/dev/null 2>&1; then
+  NO_TORCH=1
+  note "torch: no PyTorch for python3 here: the sdpa and torch stages are skipped (pip install torch)"
+elif [ -z "$DRY" ] && ! python3 -c "import triton" >/dev/null 2>&1; then
+  note "torch: no Triton here: the PyTorch GPT-2 step runs eager (no torch.compile)"
+  GPT2_FLAGS="--no-compile"
+fi
 
 # ---------------------------------------------------------------------------- build
 # Open MPI where this machine has it; else the one-process stand-in nompi/mpi.h (MPI=none,
@@ -62,6 +125,11 @@ if ! command -v mpicc >/dev/null 2>&1; then
   export MAKEFLAGS="${MAKEFLAGS:-} MPI=none"
   note "build: no Open MPI here: MPI=none (one rank per run)"
 fi
+# Machine code for this card only (its compute capability: 90 on an H100/H200), not the
+# Makefile's fat default (80 and 90: twice the compile time).
+ARCH=$(nvidia-smi --query-gpu=compute_cap --format=csv,noheader 2>/dev/null | head -1 | tr -d '. ')
+case "$ARCH" in 80|86|87|89|90|100|120) ;; *) ARCH=90 ;; esac
+[ -z "$DRY" ] && export MAKEFLAGS="${MAKEFLAGS:-} CUDA_ARCH=$ARCH" && note "build: CUDA_ARCH=$ARCH (this card's)"
 # No make on the machine: the Makefile's three rules this script needs, by hand.
 if ! command -v make >/dev/null 2>&1; then
   note "build: no make here: building with nvcc and gcc directly"
@@ -69,7 +137,8 @@ if ! command -v make >/dev/null 2>&1; then
     local mpi_c="-Inompi" mpi_l="" cuda
     command -v mpicc >/dev/null 2>&1 && mpi_c="$(mpicc --showme:compile)" && mpi_l="$(mpicc --showme:link)"
     cuda=$(dirname "$(dirname "$(command -v nvcc)")")
-    local nv="nvcc -O3 -std=c++17 -DOMPI_SKIP_MPICXX=1 -gencode arch=compute_90,code=[sm_90,compute_90] -Xcompiler -fopenmp,-Wno-unused-function -I$cuda/include -I."
+    local nv="nvcc -O3 -std=c++17 -DOMPI_SKIP_MPICXX=1 -gencode arch=compute_$ARCH,code=[sm_$ARCH,compute_$ARCH]"
+    nv="$nv -Xcompiler -fopenmp,-Wno-unused-function -I$cuda/include -I."
     case "$1" in
       test_gpu) $nv $mpi_c -o test_gpu tests/test_gpu.cu -L"$cuda/lib64" -lcublasLt -lcublas $(dev/find_nccl.sh "$cuda") -lm $mpi_l ;;
       train_gpu) $nv $mpi_c -o train_gpu train_gpt.cu -L"$cuda/lib64" -lcublasLt -lcublas $(dev/find_nccl.sh "$cuda") -lm $mpi_l ;;
@@ -80,22 +149,25 @@ if ! command -v make >/dev/null 2>&1; then
   }
 fi
 : > "$OUTDIR/build.log"
-make "${TEST_BIN#./}" >> "$OUTDIR/build.log" 2>&1 & P1=$!
-make "${TRAIN_BIN#./}" >> "$OUTDIR/build.log" 2>&1 & P2=$!
-make train_cpu >> "$OUTDIR/build.log" 2>&1 & P3=$!
-make ckpt_compare >> "$OUTDIR/build.log" 2>&1 & P4=$!
-wait $P1; RC_TB=$?
-wait $P2; RC_TR=$?
-wait $P3
-wait $P4
+# the four in parallel, each within the build's limit (a build cut off leaves no binary: rc 124)
+stage build 300
+export ARCH; export -f make 2>/dev/null  # the by-hand rules (when there is no make), for the timeouts' shells
+for t in "${TEST_BIN#./}" "${TRAIN_BIN#./}" train_cpu ckpt_compare; do
+  timeout "$LIMIT" bash -c 'make "$1"' _ "$t" > "$OUTDIR/build_$t.log" 2>&1 &
+  PIDS+=($!)
+done
+wait "${PIDS[0]}"; RC_TB=$?
+wait "${PIDS[1]}"; RC_TR=$?
+wait "${PIDS[2]}" "${PIDS[3]}"
+cat "$OUTDIR"/build_*.log > "$OUTDIR/build.log"
 note "build: test_gpu rc=$RC_TB, train_gpu rc=$RC_TR ($(elapsed)s)"
 [ $RC_TB -ne 0 ] || [ $RC_TR -ne 0 ] && tail -30 "$OUTDIR/build.log"
 publish
 
 # ---------------------------------------------------------------------------- kernel tests
 RC_TEST=1
-if [ $RC_TB -eq 0 ]; then
-  timeout 180 $TEST_BIN $([ -n "$DRY" ] && echo --no-bench) > "$OUTDIR/test_gpu.log" 2>&1
+if [ $RC_TB -eq 0 ] && stage test_gpu 120; then
+  timeout "$LIMIT" $TEST_BIN $([ -n "$DRY" ] && echo --no-bench) > "$OUTDIR/test_gpu.log" 2>&1
   RC_TEST=$?
   grep -E "^(FAIL|SKIP|bench|error)" "$OUTDIR/test_gpu.log" | tee -a "$SUMMARY"
   note "test_gpu: $(tail -1 "$OUTDIR/test_gpu.log") (rc=$RC_TEST, $(elapsed)s)"
@@ -108,46 +180,54 @@ if [ $RC_TB -eq 0 ] && [ -z "${SKIP_BENCH:-}" ]; then
   # into dev/attn_tiles.csv (what --attn-tile auto reads; commit it with the results)
   TILES=dev/attn_tiles.csv
   [ -n "$DRY" ] && TILES="$OUTDIR/attn_tiles.csv"
-  timeout 200 $TEST_BIN --att-sweep $SWEEP_FLAGS --csv "$OUTDIR/att_sweep.csv" --tiles "$TILES" \
-    > "$OUTDIR/att_sweep.log" 2>&1
+  stage sweep 150 &&
+    timeout "$LIMIT" $TEST_BIN --att-sweep $SWEEP_FLAGS --csv "$OUTDIR/att_sweep.csv" --tiles "$TILES" \
+      > "$OUTDIR/att_sweep.log" 2>&1
   rc=$?
   note "sweep: $(tail -1 "$OUTDIR/att_sweep.log") (rc=$rc, $(elapsed)s)"
   note "sweep: fastest forward tiles: $(tail -n +2 "$TILES" 2>/dev/null | tr '\n' ' ')"
   tail -n +2 "$OUTDIR/att_sweep.csv" >> "$CSV" 2>/dev/null
   publish
   # PyTorch's SDPA at the same shapes
-  timeout 150 python3 dev/bench_torch.py sdpa $TORCH_FLAGS --csv "$OUTDIR/torch_sdpa.csv" \
-    > "$OUTDIR/bench_torch.log" 2>&1
-  rc=$?
-  note "sdpa: rc=$rc, $(grep -c '^sdpa \(forward\|backward\)' "$OUTDIR/bench_torch.log") timings ($(elapsed)s)"
-  grep -m1 '^error' "$OUTDIR/bench_torch.log" | tee -a "$SUMMARY"
-  tail -n +2 "$OUTDIR/torch_sdpa.csv" >> "$CSV" 2>/dev/null
-  publish
+  if [ -n "$NO_TORCH" ]; then :
+  elif stage sdpa 90; then
+    timeout "$LIMIT" python3 dev/bench_torch.py sdpa $TORCH_FLAGS --csv "$OUTDIR/torch_sdpa.csv" \
+      > "$OUTDIR/bench_torch.log" 2>&1
+    rc=$?
+    note "sdpa: rc=$rc, $(grep -c '^sdpa \(forward\|backward\)' "$OUTDIR/bench_torch.log") timings ($(elapsed)s)"
+    grep -m1 '^error' "$OUTDIR/bench_torch.log" | tee -a "$SUMMARY"
+    tail -n +2 "$OUTDIR/torch_sdpa.csv" >> "$CSV" 2>/dev/null
+    publish
+  fi
 fi
 if [ $RC_TR -eq 0 ] && [ -x "$TRAIN_BIN" ] && [ -z "${SKIP_BENCH:-}" ]; then
   # the trainer's steps (dev/bench_gpu.sh: gpt2-124m b32, gpt2-1558m at the largest micro-batch that fits)
   echo | tee -a "$SUMMARY"
-  OUT="$OUTDIR" TRAIN_BIN="$TRAIN_BIN" timeout 240 dev/bench_gpu.sh 2>&1 | tee -a "$SUMMARY"
-  # the per-op breakdown of those steps (--op-times): CSV rows pass=trainer-op:FAMILY, tile=model
-  DEVICE=$([ -n "$DRY" ] && echo emulator || nvidia-smi --query-gpu=name --format=csv,noheader 2>/dev/null | head -1)
-  tail -n +2 "$OUTDIR/bench/op_times.csv" 2>/dev/null |
-    awk -F, -v dev="${DEVICE:-gpu}" '{ printf "%s,trainer-op:%s,-,%s,%s,-,-,%s,%s,-\n", dev, $4, $2, $3, $1, $5 }' \
-    >> "$CSV"
-  note "trainer: $(grep -c trainer-op "$CSV") op-family times ($(elapsed)s)"
-  publish
+  if stage trainer 180; then
+    OUT="$OUTDIR" TRAIN_BIN="$TRAIN_BIN" timeout "$LIMIT" dev/bench_gpu.sh 2>&1 | tee -a "$SUMMARY"
+    # the per-op breakdown of those steps (--op-times): CSV rows pass=trainer-op:FAMILY, tile=model
+    DEVICE=$([ -n "$DRY" ] && echo emulator || nvidia-smi --query-gpu=name --format=csv,noheader 2>/dev/null | head -1)
+    tail -n +2 "$OUTDIR/bench/op_times.csv" 2>/dev/null |
+      awk -F, -v dev="${DEVICE:-gpu}" '{ printf "%s,trainer-op:%s,-,%s,%s,-,-,%s,%s,-\n", dev, $4, $2, $3, $1, $5 }' \
+      >> "$CSV"
+    note "trainer: $(grep -c trainer-op "$CSV") op-family times ($(elapsed)s)"
+    publish
+  fi
   # the PyTorch GPT-2 124M step at the same batch
-  timeout 150 python3 dev/bench_torch.py gpt2 $TORCH_FLAGS $GPT2_FLAGS --csv "$OUTDIR/torch_gpt2.csv" \
-    >> "$OUTDIR/bench_torch.log" 2>&1
-  note "$(grep -m1 '^torch gpt2\|^error' "$OUTDIR/bench_torch.log" | tail -1) ($(elapsed)s)"
-  tail -n +2 "$OUTDIR/torch_gpt2.csv" >> "$CSV" 2>/dev/null
-  publish
+  if [ -z "$NO_TORCH" ] && stage torch 120; then
+    timeout "$LIMIT" python3 dev/bench_torch.py gpt2 $TORCH_FLAGS $GPT2_FLAGS --csv "$OUTDIR/torch_gpt2.csv" \
+      >> "$OUTDIR/bench_torch.log" 2>&1
+    note "$(grep '^torch gpt2\|^error\|^note' "$OUTDIR/bench_torch.log" | tail -2 | tr '\n' ' ')($(elapsed)s)"
+    tail -n +2 "$OUTDIR/torch_gpt2.csv" >> "$CSV" 2>/dev/null
+    publish
+  fi
 fi
 
 # ---------------------------------------------------------------------------- whole model vs CPU
 # train_gpu against train_cpu on tiny models, 1 rank and tp/pp/sp/ZeRO layouts (--comm mpi).
 RC_GVC=1
-if [ $RC_TR -eq 0 ] && [ -x "$TRAIN_BIN" ]; then
-  OUT="$OUTDIR" GPU_BIN="$TRAIN_BIN" timeout 240 dev/check_gpu_vs_cpu.sh > "$OUTDIR/check_gpu_vs_cpu.log" 2>&1
+if [ $RC_TR -eq 0 ] && [ -x "$TRAIN_BIN" ] && stage gpu_vs_cpu 240; then
+  OUT="$OUTDIR" GPU_BIN="$TRAIN_BIN" timeout "$LIMIT" dev/check_gpu_vs_cpu.sh > "$OUTDIR/check_gpu_vs_cpu.log" 2>&1
   RC_GVC=$?
   grep -E "^(FAIL|error)" "$OUTDIR/check_gpu_vs_cpu.log" | tee -a "$SUMMARY"
   note "gpu_vs_cpu: $(tail -1 "$OUTDIR/check_gpu_vs_cpu.log") (rc=$RC_GVC, $(elapsed)s)"
@@ -155,40 +235,7 @@ if [ $RC_TR -eq 0 ] && [ -x "$TRAIN_BIN" ]; then
 fi
 
 # ---------------------------------------------------------------------------- results
-# The forward and backward at each shape: the best of our tiles beside PyTorch's best back-end
-# (ratio > 1: ours faster), and the lines for dev/RESULTS.md.
-awk -F, 'NR > 1 && $2 != "gpt2-step" && $2 !~ /^trainer-op:/ {
-           key = $2 " hd=" $3 " B=" $4 " T=" $5 " H=" $6 " KV=" $7
-           if ($8 ~ /^sdpa/) { if (!(key in th) || $9 < th[key]) { th[key] = $9; tn[key] = $8 } }
-           else if (!(key in us) || $9 < us[key]) { us[key] = $9; un[key] = $8; tf[key] = $10 } }
-         END { for (k in us) {
-                 torch = k in th ? sprintf("%s %.3f ms", tn[k], th[k]) : "-"
-                 ratio = k in th ? sprintf("%.2f", th[k] / us[k]) : "-"
-                 printf "| %s | %s %.3f ms, %.1f TFLOP/s | %s | %s |\n", k, un[k], us[k], tf[k], torch, ratio } }' \
-  "$CSV" | sort -t'|' -k2,2 -V > "$OUTDIR/att_vs_torch.md"
-CARD=$(nvidia-smi --query-gpu=name --format=csv,noheader 2>/dev/null | head -1)
-{
-  echo "### gpu_check $(date -u +%Y-%m-%d), commit $(git rev-parse --short HEAD 2>/dev/null), ${CARD:-no GPU}"\
-       "${DRY:+(DRY: the emulator, times meaningless)}"
-  echo
-  echo "| attention (causal, FA2's FLOPs) | ours (best tile) | PyTorch SDPA (best back-end) | PyTorch / ours time |"
-  echo "|---|---|---|---|"
-  cat "$OUTDIR/att_vs_torch.md"
-  echo
-  grep -E "^(gpt2|model|torch gpt2)" "$SUMMARY" | sed 's/^/    /'
-  echo
-  # the trainer's step by op family (--op-times), ms per step and the share of the step
-  echo "| trainer step (ms, share) | matmul | attention fwd | attention bwd | norm | loss | optimizer | rest | step |"\
-       "communication |"
-  echo "|---|---|---|---|---|---|---|---|---|---|"
-  tail -n +2 "$OUTDIR/bench/op_times.csv" 2>/dev/null |
-    awk -F, '{ k = $1 " mb " $2 " x " $3; if (!(k in seen)) { seen[k] = 1; order[n++] = k } ms[k, $4] = $5 }
-             END { split("matmul attention_fwd attention_bwd norm loss optimizer rest", f, " ")
-                   for (i = 0; i < n; i++) { k = order[i]; st = ms[k, "step"]; line = "| " k
-                     for (j = 1; j <= 7; j++)
-                       line = line sprintf(" | %.2f (%.0f%%)", ms[k, f[j]], st > 0 ? 100 * ms[k, f[j]] / st : 0)
-                     print line sprintf(" | %.2f | %.2f |", st, ms[k, "communication"]) } }'
-} > "$OUTDIR/results.md"
+results
 cat "$OUTDIR/results.md" >> "$SUMMARY"
 
 # ---------------------------------------------------------------------------- test counts

@@ -80,6 +80,7 @@ static void sweep_shape(int B, int T, int H, int KV, int hd, int dry, const char
         if (csv)
             fprintf(csv, "%s,%s,%d,%d,%d,%d,%d,%s,%.4f,%.2f\n", device, a.tile ? "forward" : "backward", hd, B, T, H,
                     KV, name, ms, f / ms / 1e9);
+        if (csv) fflush(csv);  // a run stopped at its time limit keeps the rows so far
         fflush(stdout);
     }
     free_all();
@@ -138,7 +139,7 @@ static void att_sweep(int dry, const char* csv_path, const char* tiles_path, con
         }
         int T = dry ? 128 : 4096;  // grouped-query heads: 4 query heads per kv head
         sweep_shape(tokens / T, T, hidden / hd, hidden / hd / 4, hd, dry, device, csv, fwd_ms);
+        if (tiles_path) sweep_write_tiles(tiles_path, device, fwd_ms);  // after each head size: a stopped run keeps it
     }
     if (csv) fclose(csv), printf("sweep: rows written to %s\n", csv_path);
-    if (tiles_path) sweep_write_tiles(tiles_path, device, fwd_ms);
 }

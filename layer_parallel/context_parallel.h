@@ -30,6 +30,7 @@
 
 #include "backend/backend.h"  // the state, the ring and the blocks (ring_start / ring_wait, op_attention_blocks_*)
 
+#include "layout/activations.h"  // cp_bufs
 #include "layout/cp_order.h"  // cp_ring_position, cp_positions, cp_doc_order
 
 // --cp-split doc: micro-batch loading. Every rank reads its dp rank's whole sequences, orders
@@ -87,31 +88,27 @@ static CpShape cp_shape(const Model* m) {
     return s;
 }
 
-// The ring's two transfer buffers hold [K,V (act_t) | dK,dV (fp32)] of one ring rank's rows,
-// so one exchange moves both; the dK,dV part starts at cp_kv_bytes (256-byte aligned).
-static size_t cp_kv_bytes(const Model* m) {
-    CpShape s = cp_shape(m);
-    return ((sizeof(act_t) * m->B * s.Ts * 2 * s.KVa * m->hd + 255) / 256) * 256;
+// This rank's cp buffers' sizes (layout/activations.h cp_bufs: the planner sums the same).
+static CpBufs cp_bufs_of(const Model* m) {
+    return cp_bufs(m->B, m->T, m->n_head_local, m->n_kv_head_local, m->hd, m->c.cp, m->c.cp_ulysses, sizeof(act_t));
 }
-static float* cp_dkv_of(Model* m, int i) { return (float*)((char*)m->cp_kv[i] + cp_kv_bytes(m)); }
+// The ring's two transfer buffers hold [K,V (act_t) | dK,dV (fp32)] of one ring rank's rows,
+// so one exchange moves both; the dK,dV part starts at kv_bytes (256-byte aligned).
+static float* cp_dkv_of(Model* m, int i) { return (float*)((char*)m->cp_kv[i] + cp_bufs_of(m).kv_bytes); }
 
 // Buffers of one layer's attention (shared by all layers).
 static void cp_alloc(Model* m) {
     if (m->c.cp == 1) return;
-    CpShape s = cp_shape(m);
-    size_t rows = (size_t)m->B * s.Ts, kv = rows * 2 * s.KVa * m->hd, o = rows * s.Ha * m->hd;
-    size_t ring_bytes = cp_kv_bytes(m) + sizeof(float) * kv;
-    m->cp_o = f32_alloc(m, o);
-    m->cp_dkv = f32_alloc(m, kv);  // this rank's part of a step's dK,dV
-    for (int i = 0; i < 2; i++) m->cp_kv[i] = act_alloc(m, (ring_bytes + sizeof(act_t) - 1) / sizeof(act_t));
-    size_t bytes = sizeof(float) * (o + kv) + 2 * ring_bytes;
-    if (s.U > 1) {
-        m->cp_qkv = act_alloc(m, rows * s.qa_dim);
-        m->cp_out = act_alloc(m, o), m->cp_dout = act_alloc(m, o);
-        m->cp_send = act_alloc(m, rows * s.qa_dim), m->cp_recv = act_alloc(m, rows * s.qa_dim);
-        bytes += sizeof(act_t) * (3 * rows * s.qa_dim + 2 * o);
+    CpBufs b = cp_bufs_of(m);
+    m->cp_o = f32_alloc(m, b.o);
+    m->cp_dkv = f32_alloc(m, b.kv);  // this rank's part of a step's dK,dV
+    for (int i = 0; i < 2; i++) m->cp_kv[i] = act_alloc(m, (b.ring_bytes + sizeof(act_t) - 1) / sizeof(act_t));
+    if (m->c.cp_ulysses > 1) {
+        m->cp_qkv = act_alloc(m, b.qkv);
+        m->cp_out = act_alloc(m, b.o), m->cp_dout = act_alloc(m, b.o);
+        m->cp_send = act_alloc(m, b.qkv), m->cp_recv = act_alloc(m, b.qkv);
     }
-    m->scratch_bytes += bytes;
+    m->scratch_bytes += (size_t)b.bytes;
 }
 
 // ----------------------------------------------------------------------------
@@ -271,7 +268,8 @@ static void cp_attention_backward(Model* m, act_t* dqkv, const act_t* dout, cons
         ulysses_to_heads(m, m->cp_out, out, m->n_head_local * hd, &heads, 1, B), oa = m->cp_out;
         ulysses_to_heads(m, m->cp_dout, dout, m->n_head_local * hd, &heads, 1, B), doa = m->cp_dout;
     }
-    size_t rows = (size_t)B * s.Ts, nkv = rows * kv_ld, kv_bytes = cp_kv_bytes(m), dkv_bytes = sizeof(float) * nkv;
+    size_t rows = (size_t)B * s.Ts, nkv = rows * kv_ld, kv_bytes = cp_bufs_of(m).kv_bytes;
+    size_t dkv_bytes = sizeof(float) * nkv;
     float* dq = m->cp_o;
     f32_zero(m, dq, rows * s.Ha * hd);
     if (s.R == 1) {  // Ulysses only: every key is here

@@ -187,6 +187,28 @@ static double act_chunk_bytes(const ActShape* s, int n_layers, int recompute, Ac
            k.heads * act_head_bytes(s, act_bytes, align);
 }
 
+// Context parallelism's buffers, shared by the layers: layer_parallel/context_parallel.h cp_alloc
+// allocates them with these sizes and the planner sums the same bytes. With cp ranks in groups of
+// U (Ulysses), a rank's attention covers rows = B x T U rows (T = seq_len/cp) of n_head_local/U
+// heads and n_kv_head_local/U KV heads of hd. Elements: o, the fp32 output (then dq); kv, a step's
+// own fp32 dK, dV; two ring transfer buffers of ring_bytes each, [K,V (act_t) | dK,dV (fp32)] so one
+// exchange moves both, the dK,dV part at kv_bytes (256-byte aligned); with Ulysses (U > 1) the
+// head-split q, k, v (qkv), output and output gradient (o each, act_t) and the all-to-all's send
+// and receive buffers (qkv each). bytes: all of them. cp 1: none.
+typedef struct { size_t rows, o, kv, qkv, kv_bytes, ring_bytes; double bytes; } CpBufs;
+static CpBufs cp_bufs(size_t B, size_t T, size_t n_head_local, size_t n_kv_head_local, size_t hd, int cp, int U,
+                      int act_bytes) {
+    CpBufs b = {0, 0, 0, 0, 0, 0, 0};
+    if (cp == 1) return b;
+    size_t Ha = n_head_local / U, KVa = n_kv_head_local / U;
+    b.rows = B * T * U, b.o = b.rows * Ha * hd, b.kv = b.rows * 2 * KVa * hd, b.qkv = b.rows * (Ha + 2 * KVa) * hd;
+    b.kv_bytes = (act_bytes * b.kv + 255) / 256 * 256;
+    b.ring_bytes = b.kv_bytes + sizeof(float) * b.kv;
+    b.bytes = (double)sizeof(float) * (b.o + b.kv) + 2.0 * b.ring_bytes;
+    if (U > 1) b.bytes += (double)act_bytes * (3 * b.qkv + 2 * b.o);
+    return b;
+}
+
 // --offload activations (backend/cpu/offload.h, backend/gpu/offload_gpu.h): device-resident activation
 // frames per chunk (--offload-frames): 2, an op and the next compute op touch at most one slot of each
 // chunk each (parallel/pipeline.h offload_prepare); or 1, the op's own, without the prefetch (its copy

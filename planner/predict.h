@@ -250,16 +250,13 @@ static PlanChunks plan_chunks(const ModelConfig* c, const PlanSetup* k, const La
     return ch;
 }
 
-// Context parallelism's buffers, shared by the layers (context_parallel.h cp_alloc): the fp32 output
-// (then dq) and a step's own dK, dV, two ring buffers of K, V and fp32 dK, dV, with Ulysses the
-// head-split q, k, v, output and output gradient and the all-to-all's send and receive buffers.
+// Context parallelism's buffers, shared by the layers: this trainer's (layout/activations.h cp_bufs,
+// which context_parallel.h cp_alloc allocates), with activations of e bytes.
 static double cp_buffer_bytes(const ModelConfig* c, double e) {
-    int tp = c->tp, cp = c->cp, U = c->cp_ulysses;
-    double h = c->d_model, t = tp, n = (double)c->micro_batch * c->seq_len / cp;
-    double cp_kv = cp_kv_elems(c, c->micro_batch, tp, cp), cp_o = n * h / t;
-    double qkv_width = h + 2 * c->n_kv_head * (h / c->n_head);
-    if (cp == 1) return 0;
-    return 4 * (cp_o + cp_kv) + 2 * (e + 4) * cp_kv + (U > 1 ? e * (3 * n * qkv_width / t + 2 * cp_o) : 0);
+    int tp = c->tp, cp = c->cp;
+    size_t hd = c->d_model / c->n_head;
+    return cp_bufs(c->micro_batch, c->seq_len / cp, c->n_head / tp, c->n_kv_head / tp, hd, cp, c->cp_ulysses, (int)e)
+        .bytes;
 }
 
 // Memory per GPU of every stage; the worst one's goes into r (and r->fits). Also fills the
@@ -286,9 +283,9 @@ static void plan_memory(const ModelConfig* c, const PlanSetup* k, const DevicePr
     // bf16 for the fused softmax) for one layer at a time (with cp one ring block's, of
     // a/(t U) heads), with the layer's activations being rebuilt under full recomputation.
     // Besides them, all the time: context parallelism's buffers, shared by the layers
-    // (context_parallel.h cp_alloc): the fp32 output (then dq) and a step's own dK, dV, two
+    // (layout/activations.h cp_bufs: the fp32 output (then dq) and a step's own dK, dV, two
     // ring buffers of K, V and fp32 dK, dV, with Ulysses the head-split q, k, v, output and
-    // output gradient and the all-to-all's send and receive buffers; under ZeRO-3 two
+    // output gradient and the all-to-all's send and receive buffers); under ZeRO-3 two
     // gathered layers (the current one and the prefetched next).
     double loss_temp = n * V_loss * loss_bytes_per_logit(k, d->dtype_bytes) + n_el * h * e;
     double Tb = s / (cp / U), scores = mb * c->n_head / (t * U) * Tb * Tb;

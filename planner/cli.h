@@ -387,7 +387,8 @@ static void plan_print_profile(const DeviceProfile* d, const PlanSetup* k, int g
         "DP overlap %.2f; %s weights, %d-byte grads\n",
         gpus_per_node, d->intra_bw / 1e9, d->nics_per_node, d->nic_bw / 1e9, software_link_eff(k, d),
         k->nccl_links ? "link_eff_nccl: NCCL's measured" : "link_eff: fitted to the study", d->nic_eff,
-        k->dp_after_backward ? 0.0 : d->dp_overlap, d->dtype_bytes == 2 ? "bf16" : "fp32", d->grad_bytes);
+        k->dp_after_backward ? 0.0 : d->dp_overlap, d->dtype_bytes == 2 ? "bf16" : "fp32",
+        plan_software_device(k, d).grad_bytes);  // the software's gradients, as the prediction sizes them
     printf("software: rank order %s, pipeline cut by %s, %s loss, gradients reduced %s, %s\n",
            k->rank_order == ORDER_TP_PP_DP ? "tp-cp-pp-dp" : "tp-dp-pp",
            k->pipe_split == SPLIT_LAYERS ? "layers" : "parameters",

@@ -546,10 +546,12 @@ static void plan_throughput(const ModelConfig* c, const DeviceProfile* d, int gl
 }
 
 // The matmuls run at the software's rate: this trainer's own cuBLASLt calls were measured
-// (matmul_eff_own), a framework's end-to-end rate is the device's matmul_eff.
+// (matmul_eff_own), a framework's end-to-end rate is the device's matmul_eff. The gradients are
+// the software's own precision where it has one (this trainer's fp32), else the device's.
 static DeviceProfile plan_software_device(const PlanSetup* k, const DeviceProfile* dev) {
     DeviceProfile d = *dev;
     if (k->own_kernels) d.matmul_eff = dev->matmul_eff_own;
+    if (k->grad_bytes) d.grad_bytes = k->grad_bytes;
     return d;
 }
 

@@ -90,6 +90,9 @@ typedef struct {
                              // (Megatron-core's bias_swiglu_impl, --bias-swiglu-fusion on by default: fusions/
                              // fused_bias_swiglu.py SwiGLUFunction save_for_backward(input)): 4f + fc2's input 2f = 6f
                              // a layer; 0: silu(gate) * up as framework ops, 8f (memory.h act_bytes_per_layer)
+    int grad_bytes;          // bytes of an accumulated gradient: 4 for this trainer, which keeps fp32 gradients in
+                             // both builds (runtime/train.h; planner/memory.h trainer_state_bytes_per_param);
+                             // 0: the device's grad_bytes (a framework's choice, bf16 in the study's runs)
     int grad_reduce_bf16;    // 1: this trainer's --grad-reduce bf16 (the GPU build, --zero 0|1): the dp all-reduce
                              // sends bf16 (2 bytes a parameter) through a 32 MiB scratch that plan_memory counts
                              // (layout/params.h grad_reduce_scratch_bytes); 0: fp32
@@ -119,12 +122,13 @@ enum { SOFTWARE_TRAINER, SOFTWARE_SCALING, SOFTWARE_FRAMEWORK, SOFTWARE_FOUNDRY,
 static PlanSetup plan_setup_for(int software) {
     // this trainer's; every field not named is 0 (named, so a field added to PlanSetup needs no count kept here)
     PlanSetup s = {.attention = ATTN_FLASH2, .rms_kernel = 1, .rank_order = ORDER_TP_PP_DP, .pipe_split = SPLIT_LAYERS,
-                   .context_parallel = 1, .own_buffers = 1, .own_kernels = 1};
+                   .context_parallel = 1, .own_buffers = 1, .own_kernels = 1, .grad_bytes = 4};
     if (software == SOFTWARE_SCALING)
         s.rank_order = ORDER_TP_DP_PP, s.pipe_split = SPLIT_PARAMS, s.loss_gathered = 1, s.dp_after_backward = 1,
-        s.context_parallel = 0, s.own_buffers = 0, s.own_kernels = 0, s.swiglu_two_linears = 1;
+        s.context_parallel = 0, s.own_buffers = 0, s.own_kernels = 0, s.swiglu_two_linears = 1, s.grad_bytes = 0;
     if (software == SOFTWARE_FRAMEWORK || software == SOFTWARE_FOUNDRY || software == SOFTWARE_MEGATRON)
-        s.own_buffers = 0, s.own_kernels = 0, s.tp_async_dgrad = 1, s.nccl_links = 1, s.zero3_layer_prefetch = 1;
+        s.own_buffers = 0, s.own_kernels = 0, s.tp_async_dgrad = 1, s.nccl_links = 1, s.zero3_layer_prefetch = 1,
+        s.grad_bytes = 0;
     // the share was fitted on the Scaling codebase's runs: its own, not the device's (dev/PLANNER.md)
     if (software == SOFTWARE_SCALING) s.alloc_share = 1;
     if (software == SOFTWARE_MEGATRON) s.tp_comm_overlap = 1, s.dp_overlap_chunked = 1, s.swiglu_fused = 1;

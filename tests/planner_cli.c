@@ -401,6 +401,9 @@ static void test_cli_kernel_names(void) {
         msg = slurp(log);
         check(rc == 0 && strstr(msg, framework ? "link eff 0.82 (link_eff_nccl" : "link eff 0.47 (link_eff:"),
               framework ? "links_line_framework_nccl" : "links_line_trainer_fitted", "rc %d, '%.400s'", rc, msg);
+        // the gradients' precision: this trainer keeps fp32 ones on the GPU too, a framework the profile's bf16
+        check(rc == 0 && strstr(msg, framework ? "bf16 weights, 2-byte grads" : "bf16 weights, 4-byte grads"),
+              framework ? "links_line_framework_grads" : "links_line_trainer_fp32_grads", "rc %d, '%.400s'", rc, msg);
     }
     unlink(log);
 }

@@ -752,6 +752,26 @@ static void test_flash_shape_efficiency(void) {
 // attention kernels (attn_eff_own) and its fused cross-entropy (4e bytes per logit) is within
 // 5% of both (67.3 and 649.6 ms; with FlashAttention-2's rate and a framework's loss it was 81.0
 // and 637.1).
+// This trainer keeps fp32 gradients on any device (runtime/train.h): on an h100 profile (bf16
+// gradients for a framework) its dp all-reduce sends 4 bytes a parameter, twice --grad-reduce
+// bf16's 2 (the ring's latency terms aside), while a framework's reduces as the profile's bf16.
+static void test_trainer_fp32_grads(void) {
+    DeviceProfile d;
+    profile_builtin("h100-sxm", &d);
+    ModelConfig c = model("gpt2-1558m", 1024);
+    c.micro_batch = 4, c.dp = 8;
+    PlanSetup k = plan_setup_default(), kb = k, kf = plan_setup_for(SOFTWARE_FRAMEWORK);
+    kb.grad_reduce_bf16 = 1;
+    PlanResult r, rb, rf;
+    int rc = plan_predict(&c, &k, 64, 8, &d, &r) | plan_predict(&c, &kb, 64, 8, &d, &rb);
+    rc |= plan_predict(&c, &kf, 64, 8, &d, &rf);
+    double ratio = r.t_dp_comm / rb.t_dp_comm;
+    check(rc == 0 && d.grad_bytes == 2 && ratio > 1.9 && ratio < 2.01 && r.mem_grads == 4 * rf.mem_grads / 2,
+          "trainer_dp_reduce_fp32_grads", "dp all-reduce %.2f ms fp32, %.2f ms --grad-reduce bf16 (ratio %.3f); "
+          "gradients %.0f B, framework %.0f B", 1e3 * r.t_dp_comm, 1e3 * rb.t_dp_comm, ratio, r.mem_grads,
+          rf.mem_grads);
+}
+
 static void test_h200_trainer_steps(void) {
     DeviceProfile d;
     profile_builtin("h200-sxm", &d);

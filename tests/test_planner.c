@@ -58,6 +58,7 @@ static Search search(const char* preset, int seq_len, int gpus, int restrict_to_
 static PlanSetup framework_setup(void) {
     PlanSetup k = plan_setup_default();
     k.own_buffers = 0, k.alloc_share = 1;  // the autograd count with the fitted allocator share (as scaling)
+    k.grad_bytes = 0;                      // and the device's gradient bytes, as a framework
     return k;
 }
 
@@ -116,6 +117,7 @@ int main(void) {
     test_flash_triton();
     test_h100_largest_matmul();
     test_h200_trainer_steps();
+    test_trainer_fp32_grads();
     test_bubble();
     test_interleaved_in_flight();
     test_bubble_definition();

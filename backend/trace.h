@@ -1,6 +1,6 @@
 // backend/trace.h: the step's timeline, written where the work is issued (the schedule's ops by
 // parallel/pipeline.h and the build's backend, the cp ring's steps, the collectives, the phases)
-// and read by runtime/metrics.h: the step's compute time (for the measured bubble) and, with
+// and read by runtime/metrics.h: the step's compute time (the log's wait_ms) and, with
 // --trace, every event from t0 to t1 on the host's clock (the Chrome trace).
 #ifndef TRACE_H
 #define TRACE_H

@@ -554,7 +554,9 @@ static double schedule_simulate(int kind, int pp, int vpp, int n_micro, const do
 
 // The pipeline bubble, the one definition behind every "bubble" this program prints (the
 // step line, --log, the start-up table, the planner, docs/OUTPUT.md): the share of the
-// schedule's wall time a stage spends not computing, (wall - busy) / wall, in [0, 1). It is
+// schedule's wall time a stage waits for its pipeline peers, (wall - busy) / wall, in [0, 1),
+// busy being all else (its ops, their tp, cp and dp collectives included: runtime/metrics.h
+// metrics_step_end measures the waits in the pipeline's receives and sends). It is
 // the fraction of the step a rank is idle, the "bubble overhead" of GPipe (Huang et al.
 // 2019) and the "bubble rate" of the zero-bubble paper (Qi et al. 2024); Narayanan et al.
 // 2021's (p-1)/m is idle / busy instead (it can exceed 1), which is b / (1 - b) of this one.

@@ -408,7 +408,7 @@ static void run_schedule(Model* m, const PipeOp* ops, int n_ops, int train, floa
         // a forward whose output the next chunk on this stage will copy keeps its slot until then
         int handed_over = !train && op.kind == OP_FWD && local_chunk(m, g + 1) >= 0;
         if (last_of(ops, n_ops, k, -1, 1) && !handed_over) slot_put(m, op.chunk, s);
-        // The op's time (metrics, --trace, the measured bubble). The GPU build does not wait
+        // The op's time (metrics, --trace). The GPU build does not wait
         // for the device here: it times the op by an event, read at the schedule's end.
         trace_op(m, op.kind, op.mb, g, t0);
     }

@@ -315,9 +315,12 @@ static void json_nonfinite_to_null(char* line, size_t cap) {
     }
 }
 
-// sched_s: wall time of the pipeline schedule; compute_s: time in forward/backward ops.
+// sched_s: wall time of the pipeline schedule; pp_wait_s: the part of it this rank waited for its
+// pipeline peers (runtime/train.h train_step). The bubble is that part: a rank waiting inside a
+// forward or backward for its tp, cp or dp peers is not in the pipeline's bubble (those waits are
+// the comm figures of their groups), and is not computing either.
 static void metrics_step_end(Metrics* m, const Layout* L, const ModelConfig* c, int step, int start_step, int n_micro,
-                             double loss, float lr, double gnorm, int skipped, double sched_s) {
+                             double loss, float lr, double gnorm, int skipped, double sched_s, double pp_wait_s) {
     double t = now_s(), dt = t - m->t_step0;
     metrics_phase(m, NULL);
     double T = c->seq_len, causal_pairs = (double)c->global_batch * T * (T + 1) / 2, model_flops, hw_flops;
@@ -327,7 +330,7 @@ static void metrics_step_end(Metrics* m, const Layout* L, const ModelConfig* c, 
     m->tflops = model_flops / dt / 1e12;
     m->mfu = m->tflops * 1e12 / (m->peak_flops * L->world);
     m->hfu = hw_flops / dt / (m->peak_flops * L->world);
-    m->last_bubble = bubble_fraction(sched_s, m->trace.compute_s);
+    m->last_bubble = bubble_fraction(sched_s, sched_s - pp_wait_s);
     m->bubble_formula = c->pp > 1 ? bubble_formula(c->schedule, c->pp, c->vpp, n_micro) : 0;
     double cs[N_GROUPS], dc[N_GROUPS];
     comm_seconds(L, cs);
@@ -360,10 +363,10 @@ static void metrics_step_end(Metrics* m, const Layout* L, const ModelConfig* c, 
         "{\"step\":%d,\"loss\":%.9g,\"lr\":%.6g,\"ms\":%.3f,\"tok_s\":%.1f,\"mfu\":%.6f,\"hfu\":%.6f,\"tflops\":%.6f,"
         "\"grad_norm\":%.9g,\"bubble\":%.4f,\"bubble_formula\":%.4f,\"comm_tp_ms\":%.3f,\"comm_pp_ms\":%.3f,"
         "\"comm_dp_ms\":%.3f,\"comm_embed_ms\":%.3f,\"comm_world_ms\":%.3f,\"comm_cp_a2a_ms\":%.3f,"
-        "\"comm_cp_ring_ms\":%.3f,\"skipped\":%d}\n",
+        "\"comm_cp_ring_ms\":%.3f,\"schedule_ms\":%.3f,\"pp_wait_ms\":%.3f,\"skipped\":%d}\n",
         step + 1, loss, lr, dt * 1e3, m->tok_s, m->mfu, m->hfu, m->tflops, gnorm, m->last_bubble, m->bubble_formula,
         dc[GROUP_TP] * 1e3, dc[GROUP_PP] * 1e3, dc[GROUP_DP] * 1e3, dc[GROUP_EMBED] * 1e3, dc[GROUP_WORLD] * 1e3,
-        dc[GROUP_CP_ULYSSES] * 1e3, dc[GROUP_CP_RING] * 1e3, skipped);
+        dc[GROUP_CP_ULYSSES] * 1e3, dc[GROUP_CP_RING] * 1e3, sched_s * 1e3, pp_wait_s * 1e3, skipped);
     if (m->show_imbalance)  // the spreads, and the time this rank waited in the schedule (not computing)
         snprintf(line + strlen(line) - 2, sizeof(line) - strlen(line) + 2,
                  ",\"attn_spread_mb\":%.4f,\"attn_spread_dp\":%.4f,\"attn_spread_cp\":%.4f,\"attn_work\":%.0f,"

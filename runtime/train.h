@@ -220,10 +220,12 @@ static void model_load_batch(Model* m, const TokenStream* ts, size_t index) {
     batch_ready(m);
 }
 
-typedef struct { double loss, grad_norm, sched_s; float lr; int skipped; } StepResult;
+// sched_s: the schedule's wall time; pp_wait_s: the part of it this rank waited for its pipeline
+// peers (blocking p2p receives and send waits: GROUP_PP's time, the bubble's numerator).
+typedef struct { double loss, grad_norm, sched_s, pp_wait_s; float lr; int skipped; } StepResult;
 
 static StepResult train_step(Model* m, const TokenStream* train, int step) {
-    StepResult r = {0, 0, 0, 0, 0};
+    StepResult r = {0, 0, 0, 0, 0, 0};
     double n_tokens = batch_targets_counted(&m->c, train, (size_t)step);
     m->met->step_tokens = n_tokens;
     model_load_batch(m, train, (size_t)step);
@@ -231,9 +233,9 @@ static StepResult train_step(Model* m, const TokenStream* train, int step) {
     if (m->grads) f32_zero(m, m->grads, m->P.n_padded);  // (zero 2 and 3 clear theirs as they reduce them)
     if (m->grad_shard) f32_zero(m, m->grad_shard, shard_floats(&m->P, m->L.replicas));
     metrics_phase(m->met, "schedule");
-    double t0 = now_s();
-    run_schedule(m, m->ops, m->n_ops, 1, (float)(1.0 / n_tokens));
-    r.sched_s = now_s() - t0;
+    double t0 = now_s(), pp0 = m->L.group[GROUP_PP].seconds;
+    run_schedule(m, m->ops, m->n_ops, 1, (float)(1.0 / n_tokens));  // (its p2p times collected at its end)
+    r.sched_s = now_s() - t0, r.pp_wait_s = m->L.group[GROUP_PP].seconds - pp0;
     metrics_phase(m->met, "grad_sync");
     float* grad = reduce_gradients(m);
     r.grad_norm = grad_norm(m, grad);  // (first: the GPU build fetches the norm and the loss in one wait)
@@ -403,7 +405,8 @@ static int train_loop(Model* m, Run* run, Metrics* met, int start_step) {
         metrics_step_begin(met, step);
         StepResult r = train_step(m, &run->train, step);
         step_done(m, step);
-        metrics_step_end(met, &m->L, c, step, start_step, m->n_micro, r.loss, r.lr, r.grad_norm, r.skipped, r.sched_s);
+        metrics_step_end(met, &m->L, c, step, start_step, m->n_micro, r.loss, r.lr, r.grad_norm, r.skipped, r.sched_s,
+                         r.pp_wait_s);
         if (r.skipped && !n_skipped++) first_skipped = step + 1;
         if (!r.skipped) last_applied = step + 1;
         double val_loss;

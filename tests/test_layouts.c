@@ -827,21 +827,27 @@ static void kernels_suites(void) {
 }
 
 // One figure called bubble (layout/schedule.h bubble_fraction): the step line, the log and the
-// start-up table give the share of the schedule a rank is idle, in [0, 1), beside the textbook
-// (p-1)/(m+p-1) (pp 2, m 4: 0.2); the step line prints the log's value.
-static void bubble_is_a_share(void) {
+// start-up table give the share of the schedule a rank waited for its pipeline peers, in [0, 1),
+// beside the textbook (p-1)/(m+p-1) (pp 2, m 4: 0.2); the step line prints the log's value, and
+// the log's bubble is its pp_wait_ms / schedule_ms. 1F1B on 2 stages must leave stage 0 waiting
+// (for the last micro-batches' gradients): > 0, with tp 2 too, whose waits are comm_tp_ms, not
+// counted as busy into a bubble of 0 nor as bubble.
+static void bubble_is_a_share(const char* tag, const char* flags) {
     const char* dir = "/tmp/test_layouts";
-    char cmd[1024], line[4096], out[64], log_value[32], printed[32] = "";
-    snprintf(cmd, sizeof(cmd), "OMP_NUM_THREADS=1 ./train --model tiny --steps 3 --eval-every 0 --sample-len 0 --pp 2 "
-             "--micro-batch 8 --global-batch 32 --log %s/bubble.jsonl", dir);
-    snprintf(out, sizeof(out), "%s/bubble.txt", dir);
+    char cmd[1024], line[4096], out[64], log[64], log_value[32], printed[32] = "", name[128];
+    snprintf(log, sizeof(log), "%s/%s.jsonl", dir, tag);
+    snprintf(cmd, sizeof(cmd), "OMP_NUM_THREADS=1 ./train --model tiny --steps 3 --eval-every 0 --sample-len 0 %s "
+             "--micro-batch 8 --global-batch 32 --log %s", flags, log);
+    snprintf(out, sizeof(out), "%s/%s.txt", dir, tag);
     int rc = run_to_file(cmd, out), lines = 0, ok = rc == 0, table = 0;
-    double b = -1, f = -1;
-    FILE* fp = fopen("/tmp/test_layouts/bubble.jsonl", "r");
+    double b = -1, f = -1, sched = -1, wait = -1;
+    FILE* fp = fopen(log, "r");
     for (const char* p; fp && fgets(line, sizeof(line), fp);) {
         if (!(p = strstr(line, "\"bubble\":"))) continue;
         b = atof(p + 9), f = atof(strstr(line, "\"bubble_formula\":") + 17), lines++;
-        ok &= b >= 0 && b < 1 && fabs(f - 0.2) < 1e-4;
+        sched = (p = strstr(line, "\"schedule_ms\":")) ? atof(p + 14) : -1;
+        wait = (p = strstr(line, "\"pp_wait_ms\":")) ? atof(p + 13) : -1;
+        ok &= b > 0 && b < 1 && fabs(f - 0.2) < 1e-4 && sched > 0 && fabs(wait / sched - b) < 1e-3;
     }
     if (fp) fclose(fp);
     snprintf(log_value, sizeof(log_value), "bubble %.2f (formula 0.20)", b);
@@ -851,9 +857,10 @@ static void bubble_is_a_share(void) {
         if ((p = strstr(line, "| bubble "))) snprintf(printed, sizeof(printed), "%.26s", p + 2);
     }
     if (fp) fclose(fp);
-    check(ok && lines == 3 && table && !strcmp(printed, log_value), "bubble is one share of the step (pp 2, m 4)",
-          "rc %d, %d log lines, last bubble %.4f formula %.4f; table row %s; step line '%s', log '%s'", rc, lines, b, f,
-          table ? "found" : "missing", printed, log_value);
+    snprintf(name, sizeof(name), "bubble is the pipeline waits' share of the step (%s, m 4)", flags);
+    check(ok && lines == 3 && table && !strcmp(printed, log_value), name,
+          "rc %d, %d log lines, last bubble %.4f formula %.4f, pp waits %.3f of %.3f ms; table row %s; step line '%s', "
+          "log '%s'", rc, lines, b, f, wait, sched, table ? "found" : "missing", printed, log_value);
 }
 
 // The cp buffers' sizes on shapes whose K, V are not whole 256-byte blocks (head size 9, one
@@ -891,7 +898,8 @@ int main(int argc, char** argv) {
     offload_checkpoints();
     offload_planner();
     cp_odd_shape_memory();
-    if (selected("bubble_pp2")) bubble_is_a_share();
+    if (selected("bubble_pp2")) bubble_is_a_share("bubble_pp2", "--pp 2");
+    if (selected("bubble_tp2_pp2")) bubble_is_a_share("bubble_tp2_pp2", "--tp 2 --pp 2");
     if (!only) {
         default_batch_matches();
         // --trace: valid trace-event JSON whose track of one stage shows the order of

@@ -192,18 +192,38 @@ static float rng_normal(Rng* r) {
 // ----------------------------------------------------------------------------
 // Parsing numbers from flags and files without trusting them.
 
+// Numbers as a person writes them: decimal only, the whole text (no leading blanks, hex, inf or nan:
+// strtod takes all of those, strtol the blanks). Out of range for the type (9223372036854775808,
+// 1e400, 1e-400) is said so.
+static int decimal_text(const char* s, int fraction) {
+    const char* p = s + (*s == '-' || *s == '+');
+    size_t digits = strspn(p, "0123456789");
+    p += digits;
+    if (fraction && *p == '.') {
+        size_t after = strspn(p + 1, "0123456789");
+        digits += after, p += 1 + after;
+    }
+    if (fraction && digits && (*p == 'e' || *p == 'E')) {
+        p += 1 + (p[1] == '-' || p[1] == '+');
+        if (!strspn(p, "0123456789")) return 0;
+        p += strspn(p, "0123456789");
+    }
+    return digits && !*p;
+}
 static long parse_long(const char* s, const char* what) {
     char* end;
     errno = 0;
-    long v = strtol(s, &end, 10);
-    if (errno || end == s || *end) fail("%s: expected an integer, got '%s'", what, s);
+    long v = decimal_text(s, 0) ? strtol(s, &end, 10) : 0;
+    if (!decimal_text(s, 0)) fail("%s: expected an integer, got '%s'", what, s);
+    if (errno == ERANGE) fail("%s: %s is out of range", what, s);
     return v;
 }
 static double parse_double(const char* s, const char* what) {
     char* end;
     errno = 0;
-    double v = strtod(s, &end);
-    if (errno || end == s || *end || v != v) fail("%s: expected a number, got '%s'", what, s);
+    double v = decimal_text(s, 1) ? strtod(s, &end) : 0;
+    if (!decimal_text(s, 1)) fail("%s: expected a number, got '%s'", what, s);
+    if (errno == ERANGE) fail("%s: %s is out of range", what, s);
     return v;
 }
 
@@ -214,19 +234,23 @@ static int has_suffix(const char* s, const char* suf) {
 
 static size_t round_up(size_t x, size_t m) { return (x + m - 1) / m * m; }
 
-// Human-readable counts for the start-up table.
+// Human-readable counts for the start-up table, into buf of FMT_CAP bytes (any double fits: past
+// 1e18 in %g's form).
+#define FMT_CAP 32
 static const char* fmt_count(double x, char* buf) {
-    if (x >= 1e12) sprintf(buf, "%.2fT", x / 1e12);
-    else if (x >= 1e9) sprintf(buf, "%.2fG", x / 1e9);
-    else if (x >= 1e6) sprintf(buf, "%.2fM", x / 1e6);
-    else if (x >= 1e3) sprintf(buf, "%.1fK", x / 1e3);
-    else sprintf(buf, "%.0f", x);
+    if (!(x < 1e18)) snprintf(buf, FMT_CAP, "%.3g", x);
+    else if (x >= 1e12) snprintf(buf, FMT_CAP, "%.2fT", x / 1e12);
+    else if (x >= 1e9) snprintf(buf, FMT_CAP, "%.2fG", x / 1e9);
+    else if (x >= 1e6) snprintf(buf, FMT_CAP, "%.2fM", x / 1e6);
+    else if (x >= 1e3) snprintf(buf, FMT_CAP, "%.1fK", x / 1e3);
+    else snprintf(buf, FMT_CAP, "%.0f", x);
     return buf;
 }
 static const char* fmt_bytes(double x, char* buf) {
-    if (x >= 1024.0 * 1024 * 1024) sprintf(buf, "%.2f GiB", x / (1024.0 * 1024 * 1024));
-    else if (x >= 1024.0 * 1024) sprintf(buf, "%.2f MiB", x / (1024.0 * 1024));
-    else sprintf(buf, "%.1f KiB", x / 1024.0);
+    if (!(x < 1e18)) snprintf(buf, FMT_CAP, "%.3g B", x);
+    else if (x >= 1024.0 * 1024 * 1024) snprintf(buf, FMT_CAP, "%.2f GiB", x / (1024.0 * 1024 * 1024));
+    else if (x >= 1024.0 * 1024) snprintf(buf, FMT_CAP, "%.2f MiB", x / (1024.0 * 1024));
+    else snprintf(buf, FMT_CAP, "%.1f KiB", x / 1024.0);
     return buf;
 }
 

@@ -48,6 +48,7 @@ static const char* file_kind(mode_t m) {
 
 // A file's identity, so that an output can be told apart from an input whatever the path says.
 typedef struct { dev_t dev; ino_t ino; } FileId;
+typedef struct { FileId id; char* path; } ReadFile;  // a file read: its identity when opened, its name
 static int file_id_of(const char* path, FileId* id) {
     struct stat st;
     if (stat(path, &st)) return 0;
@@ -122,15 +123,27 @@ static void output_check(const char* path, const char* what) {
 }
 
 // Open an output in place (a log): created or truncated; never through a symbolic link,
-// never blocking, and only a regular file.
+// never blocking, and only a regular file of no other name: truncating a file with another hard
+// link (a checkpoint's, say) would empty that too, where an output replaced by rename leaves it.
+// Truncated only once all that is known.
 static FILE* output_open(const char* path, const char* what) {
-    int fd = open(path, O_WRONLY | O_CREAT | O_TRUNC | O_NOFOLLOW | O_NONBLOCK | O_CLOEXEC, 0644);
+    int fd = open(path, O_WRONLY | O_CREAT | O_NOFOLLOW | O_NONBLOCK | O_CLOEXEC, 0644);
     if (fd < 0) fail("%s %s: cannot open for writing: %s", what, path, strerror(errno));
     struct stat st;
     memset(&st, 0, sizeof(st));
     if (fstat(fd, &st) || !S_ISREG(st.st_mode) || !fd_make_blocking(fd)) {
         close(fd);
         fail("%s %s: is %s, not a regular file", what, path, file_kind(st.st_mode));
+    }
+    if (st.st_nlink > 1) {
+        close(fd);
+        fail("%s %s: the file has %lu names (hard links); written in place it would change under the others too",
+             what, path, (unsigned long)st.st_nlink);
+    }
+    if (ftruncate(fd, 0)) {
+        int e = errno;
+        close(fd);
+        fail("%s %s: cannot truncate: %s", what, path, strerror(e));
     }
     FILE* f = fdopen(fd, "w");
     if (!f) fail("%s %s: cannot open for writing: %s", what, path, strerror(errno));
@@ -228,18 +241,30 @@ static void atomic_abandon(AtomicFile* a) {
     temp_track(a->tmp, 0);
 }
 
-static void atomic_commit(AtomicFile* a) {
-    struct stat st;
-    int failed = ferror(a->f) || fflush(a->f) || fsync(fileno(a->f)), e = errno;
-    if (fclose(a->f) && !failed) failed = 1, e = errno;
-    a->f = NULL;
-    if (failed) fail("%s: write to %s failed: %s", a->what, a->tmp, strerror(e));
-    if (lstat(a->path, &st) == 0 && !S_ISREG(st.st_mode))
-        fail("%s %s: exists and is %s (only a regular file is ever replaced)", a->what, a->path, file_kind(st.st_mode));
-    if (rename(a->tmp, a->path)) fail("%s: rename of %s to %s failed: %s", a->what, a->tmp, a->path, strerror(errno));
-    temp_track(a->tmp, 0);
-    dir_sync(a->path, a->what);
+// Commit a set of outputs written together (an export's files): every temporary is completed (flushed,
+// fsynced, closed) before any is renamed, so a write that fails (a full disk, a file-size limit) leaves
+// each output as it was, never new files beside old ones. (A crash between the renames can still.)
+static void atomic_commit_all(AtomicFile* a, int n) {
+    for (int i = 0; i < n; i++) {
+        int failed = ferror(a[i].f) || fflush(a[i].f) || fsync(fileno(a[i].f)), e = errno;
+        if (fclose(a[i].f) && !failed) failed = 1, e = errno;
+        a[i].f = NULL;
+        if (failed) fail("%s: write to %s failed: %s", a[i].what, a[i].tmp, strerror(e));
+    }
+    for (int i = 0; i < n; i++) {
+        struct stat st;
+        if (lstat(a[i].path, &st) == 0 && !S_ISREG(st.st_mode))
+            fail("%s %s: exists and is %s (only a regular file is ever replaced)", a[i].what, a[i].path,
+                 file_kind(st.st_mode));
+    }
+    for (int i = 0; i < n; i++) {
+        if (rename(a[i].tmp, a[i].path))
+            fail("%s: rename of %s to %s failed: %s", a[i].what, a[i].tmp, a[i].path, strerror(errno));
+        temp_track(a[i].tmp, 0);
+    }
+    for (int i = 0; i < n; i++) dir_sync(a[i].path, a[i].what);
 }
+static void atomic_commit(AtomicFile* a) { atomic_commit_all(a, 1); }
 
 // ----------------------------------------------------------------------------
 // The one rule: no output lands on an input or on another output
@@ -279,9 +304,9 @@ static void path_resolved(const char* path, char* out) {
 // never takes its name, rotation never deletes it).
 typedef struct {
     const char* flag;
-    char* path;      // resolved; NULL for an input known by identity alone (a data shard)
+    char* path;      // resolved; NULL for a stream known by identity alone (standard output)
     FileId id;
-    int exists, output, spared;
+    int exists, output, spared, stream;  // stream: standard output or error (files_std_streams)
     int (*owns)(const char* name);  // a directory of outputs: the names written in it
 } RunFile;
 typedef struct { RunFile* f; int n, cap; } RunFiles;
@@ -306,9 +331,11 @@ static RunFile* files_add(RunFiles* s, const char* flag, const char* path, int o
 static void files_input(RunFiles* s, const char* flag, const char* path) {
     if (path) files_add(s, flag, path, 0);
 }
-static void files_input_id(RunFiles* s, const char* flag, FileId id) {
-    RunFile* f = files_add(s, flag, NULL, 0);
-    f->id = id, f->exists = 1;
+// A file already read (a data shard): the identity it had when opened, and its name (a directory of
+// outputs may own the name: a shard named ckpt_00000001.bin in --ckpt-dir).
+static void files_input_read(RunFiles* s, const char* flag, const ReadFile* r) {
+    RunFile* f = files_add(s, flag, r->path, 0);
+    f->id = r->id, f->exists = 1;
 }
 static void files_output(RunFiles* s, const char* flag, const char* path) {
     if (path) files_add(s, flag, path, 1);
@@ -328,21 +355,60 @@ static int files_owned_by(const RunFile* x, const RunFile* d) {
            d->owns(x->path + n + 1);
 }
 
+// Standard output and error where they are regular files (`./train > run.log 2>&1`): outputs of the
+// run as the others are (a --log of the same file would be interleaved with them, a --data file given
+// with `>>` appended to), though not of each other. Under the self-launcher the ranks' streams are
+// mpirun's pipes: the launching process leaves its own in TRAIN_STD_IDS (files_std_streams_export),
+// and a rank reads them there.
+#define STD_IDS_ENV "TRAIN_STD_IDS"
+static void files_std_streams_export(void) {
+    char ids[128] = "", *at = ids;
+    for (int fd = 1; fd <= 2; fd++) {
+        struct stat st;
+        if (!fstat(fd, &st) && S_ISREG(st.st_mode))
+            at += snprintf(at, sizeof(ids) - (size_t)(at - ids), "%d:%llu:%llu ", fd, (unsigned long long)st.st_dev,
+                           (unsigned long long)st.st_ino);
+    }
+    setenv(STD_IDS_ENV, ids, 1);
+}
+static void files_std_streams(RunFiles* s) {
+    static const char* names[3] = {"", "standard output", "standard error"};
+    FileId id[3];
+    int regular[3] = {0, 0, 0};
+    const char* p = getenv(STD_IDS_ENV);
+    for (int fd = 1; fd <= 2 && !p; fd++) {
+        struct stat st;
+        if (!fstat(fd, &st) && S_ISREG(st.st_mode)) id[fd].dev = st.st_dev, id[fd].ino = st.st_ino, regular[fd] = 1;
+    }
+    for (int fd, used = 0; p && *p; p += used) {  // "FD:DEV:INO " for each (files_std_streams_export)
+        unsigned long long dev, ino;
+        if (sscanf(p, "%d:%llu:%llu %n", &fd, &dev, &ino, &used) != 3 || !used || fd < 1 || fd > 2) break;
+        id[fd].dev = (dev_t)dev, id[fd].ino = (ino_t)ino, regular[fd] = 1;
+    }
+    for (int fd = 1; fd <= 2; fd++) {
+        if (!regular[fd]) continue;
+        RunFile* f = files_add(s, names[fd], NULL, 1);
+        f->id = id[fd], f->exists = 1, f->stream = 1;
+    }
+}
+
 static void files_check(RunFiles* s) {
     for (int i = 0; i < s->n; i++) {
         RunFile* x = &s->f[i];
         for (int j = 0; j < s->n; j++) {
             RunFile* y = &s->f[j];
-            if (i == j || !y->output) continue;
+            if (i == j || !y->output || (x->stream && y->stream)) continue;
             if (y->owns && !x->spared && !x->owns && files_owned_by(x, y))
                 fail("%s %s: a name %s %s uses for its files; it is not %s", x->flag, x->path, y->flag, y->path,
                      x->output ? "written there" : "overwritten");
-            if (y->owns || x->owns || (x->output && j > i)) continue;
-            if (!x->output && files_same(x, y))
-                fail("%s %s: is a file this run reads (%s); it is not overwritten", y->flag, y->path ? y->path : "",
-                     x->flag);
-            if (x->output && files_same(x, y))
-                fail("%s %s: the same file as %s %s writes", x->flag, x->path, y->flag, y->path);
+            if (y->owns || x->owns || (x->output && (x->stream || (j > i && !y->stream)))) continue;  // once a pair
+            if (!files_same(x, y)) continue;
+            if (y->stream)  // the shell opened it: name the stream and what it is
+                fail("%s is the file %s %s %s: send it elsewhere", y->flag, x->flag, x->path,
+                     x->output ? "writes" : "reads");
+            if (!x->output)
+                fail("%s %s: is a file this run reads (%s); it is not overwritten", y->flag, y->path, x->flag);
+            fail("%s %s: the same file as %s %s writes", x->flag, x->path, y->flag, y->path);
         }
     }
 }

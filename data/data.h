@@ -38,7 +38,7 @@ typedef struct {
     size_t n_tokens, cap;
     const char* source;  // what it was read from (a flag's value, or a description), for messages and the table
     DocPlan* plan;       // --packing greedy|wlb: the documents of each global batch (layout/packing.h); NULL: concat
-    FileId* files;       // the files read, so that no output overwrites one (runtime/run.h)
+    ReadFile* files;     // the files read (identity and name), so that no output overwrites one (runtime/run.h)
     int n_files;
     int eot;             // the end-of-text id that starts a document: the format's (stream_open), then the
                          // run's (run.h eot_resolve); -1: none
@@ -84,10 +84,10 @@ static void stream_reserve(TokenStream* ts, size_t n, const char* path) {
     ts->tokens = (int*)realloc(ts->tokens, ts->cap * sizeof(int));
     if (!ts->tokens) fail("out of memory reading %s", path);
 }
-static void stream_add_file(TokenStream* ts, FileId id) {
-    ts->files = (FileId*)realloc(ts->files, (ts->n_files + 1) * sizeof(FileId));
+static void stream_add_file(TokenStream* ts, FileId id, const char* path) {
+    ts->files = (ReadFile*)realloc(ts->files, (ts->n_files + 1) * sizeof(ReadFile));
     if (!ts->files) fail("out of memory");
-    ts->files[ts->n_files++] = id;
+    ts->files[ts->n_files++] = (ReadFile){id, xstrprintf("%s", path)};
 }
 
 // A shard's ids past the model's vocabulary: the error says which vocabulary its largest id needs.
@@ -143,7 +143,7 @@ static void read_shard(TokenStream* ts, const char* path, int vocab, const char*
         ts->tokens[ts->n_tokens + i] = buf[i];
     }
     ts->n_tokens += n;
-    stream_add_file(ts, id);
+    stream_add_file(ts, id, path);
     free(buf);
 }
 
@@ -163,7 +163,7 @@ static void read_text(TokenStream* ts, const char* path, const char* flag) {
     stream_reserve(ts, n, path);
     for (size_t i = 0; i < n; i++) ts->tokens[ts->n_tokens + i] = buf[i];
     ts->n_tokens += n;
-    stream_add_file(ts, id);
+    stream_add_file(ts, id, path);
     free(buf);
 }
 

@@ -592,7 +592,7 @@ static void parse_args(Args* a, int argc, char** argv) {
     args_defaults(a);
     for (int i = 1; i < argc; i++) {
         char name[64], hint[64];
-        if (!strcmp(argv[i], "--help") || !strcmp(argv[i], "-h")) { print_help(); exit(0); }
+        if (!strcmp(argv[i], "--help") || !strcmp(argv[i], "-h")) { print_help(); exit(stdout_exit_code(0)); }
         if (strncmp(argv[i], "--", 2)) fail("unexpected argument '%s' (flags start with --; see --help)", argv[i]);
         const char* eq = strchr(argv[i], '=');  // --steps=3 as --steps 3
         snprintf(name, sizeof(name), "%.*s", eq ? (int)(eq - argv[i]) : (int)strlen(argv[i]), argv[i]);

@@ -93,20 +93,29 @@ static int plan_int(const char* v, const char* flag, long lo, long hi) {
     if (x < lo || x > hi) fail("%s must be in [%ld, %ld], got %ld", flag, lo, hi, x);
     return (int)x;
 }
+// A count of tokens (--tokens, --noise-scale, a log's noise_scale): from one token to 1e18, so that every
+// figure of the run's plan (steps, hours) is a finite number.
+static double plan_tokens(const char* v, const char* what) {
+    double x = parse_double(v, what);
+    if (!(x >= 1 && x <= 1e18)) fail("%s: expected a number of tokens in [1, 1e18], got '%s'", what, v);
+    return x;
+}
 // A layout filter whose range is the trainer's (args.h SIZE_FLAGS).
 static int plan_size_flag(const char* v, int k) {
     return plan_int(v, SIZE_FLAGS[k].flag, SIZE_FLAGS[k].lo, SIZE_FLAGS[k].hi);
 }
 
-// The CSV is written over no file the planner reads (--runs, --device-file, --doc-lengths),
-// whatever the paths say: files.h's one rule (files_check), as the trainer checks its outputs.
+// The CSV and standard output are written over no file the planner reads (--runs, --device-file,
+// --doc-lengths, --noise-log), nor over each other, whatever the paths say: files.h's one rule
+// (files_check), as the trainer checks its outputs.
 static void plan_outputs_check(const PlanArgs* a, const char* device_file) {
-    if (!a->csv) return;
     RunFiles files = {0};
     files_input(&files, "--runs", a->runs);
+    files_input(&files, "--noise-log", a->noise_log);
     files_input(&files, "--device-file", device_file);
     files_input(&files, "--doc-lengths", a->doc_lengths);
     files_output(&files, "--plan-csv", a->csv);
+    files_std_streams(&files);
     files_check(&files);
     files_free(&files);
 }
@@ -191,7 +200,7 @@ static void plan_parse_args(int argc, char** argv, PlanArgs* a) {
     int n_sets = 0, grad_reduce_bf16 = 0, grad_reduce_given = 0;
     for (int i = 1; i < argc; i++) {
         if (!strcmp(argv[i], "--plan")) continue;
-        if (!strcmp(argv[i], "--help") || !strcmp(argv[i], "-h")) { plan_usage(); exit(0); }
+        if (!strcmp(argv[i], "--help") || !strcmp(argv[i], "-h")) { plan_usage(); exit(stdout_exit_code(0)); }
         if (strncmp(argv[i], "--", 2))
             fail("--plan: unexpected argument '%s' (flags start with --; see --plan --help)", argv[i]);
         char flag[64];  // --gpus=8 as --gpus 8
@@ -225,19 +234,19 @@ static void plan_parse_args(int argc, char** argv, PlanArgs* a) {
         } else if (!strcmp(flag, "--global-batch"))
             a->global_batch = plan_size_flag(v, SIZE_GLOBAL_BATCH);
         else if (!strcmp(flag, "--max-search-min")) {
-            char* end;
-            double x = strtod(v, &end);
-            if (end == v || *end || !(x > 0 && x <= 1e6)) fail("--max-search-min: expected minutes in (0, 1e6], got '%s'", v);
+            double x = parse_double(v, flag);
+            if (!(x > 0 && x <= 1e6)) fail("--max-search-min: expected minutes in (0, 1e6], got '%s'", v);
             plan_max_search_s = 60 * x;
         } else if (!strcmp(flag, "--top"))
             a->top = plan_int(v, flag, 1, 1 << 30);
         else if (!strcmp(flag, "--plan-csv")) a->csv = v;
-        else if (!strcmp(flag, "--tokens") || !strcmp(flag, "--noise-scale") || !strcmp(flag, "--target-loss")) {
-            char* end;
-            double x = strtod(v, &end);
-            if (end == v || *end || !isfinite(x) || x <= 0 || x > 1e18)
-                fail("%s: expected a positive number up to 1e18, got '%s'", flag, v);
-            *(flag[2] == 't' ? (flag[3] == 'o' ? &a->run_tokens : &a->target_loss) : &a->noise_scale) = x;
+        else if (!strcmp(flag, "--tokens") || !strcmp(flag, "--noise-scale"))
+            *(flag[2] == 't' ? &a->run_tokens : &a->noise_scale) = plan_tokens(v, flag);
+        else if (!strcmp(flag, "--target-loss")) {
+            a->target_loss = parse_double(v, flag);  // its critical batch within plan_tokens' range (run_plan.h)
+            if (!(a->target_loss >= KAPLAN_LOSS_MIN && a->target_loss <= KAPLAN_LOSS_MAX))
+                fail("--target-loss: expected a loss in [%g, %g] nats per token, got '%s'", KAPLAN_LOSS_MIN,
+                     KAPLAN_LOSS_MAX, v);
         } else if (!strcmp(flag, "--noise-log")) a->noise_log = v;
         else if (!strcmp(flag, "--runs")) a->runs = v;
         else if (!strcmp(flag, "--doc-lengths")) a->doc_lengths = v;

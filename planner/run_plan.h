@@ -24,6 +24,9 @@
 
 #define KAPLAN_B_STAR 2e8     // tokens (Kaplan et al. 2020, eq. 5.3)
 #define KAPLAN_ALPHA_B 0.21
+// The losses whose critical batch is 1 to 1e18 tokens (the range of --noise-scale): L = (B* / B)^alpha_B
+#define KAPLAN_LOSS_MIN 0.01  // 1e18 tokens at 0.0092
+#define KAPLAN_LOSS_MAX 50.0  // 1 token at 55
 
 // Tokens and steps to the target at a global batch of b tokens (e_min, b_noise in tokens).
 static double run_tokens_needed(double e_min, double b_noise, double b) { return e_min * (1 + b / b_noise); }
@@ -58,8 +61,9 @@ static void run_predict(RunCandidate* r, int seq_len, int gpus, double e_min, do
 
 // The last "noise_scale" a trainer log (--log, JSON lines) holds, in tokens.
 static double noise_scale_from_log(const char* path) {
-    FILE* f = fopen(path, "r");
-    if (!f) fail("--noise-log %s: %s", path, strerror(errno));
+    char why[256];
+    FILE* f = input_open(path, why, sizeof(why), NULL);  // a regular file (a FIFO would hang open())
+    if (!f) fail("--noise-log %s: cannot open: %s", path, why);
     char line[4096];
     double last = NAN;
     while (fgets(line, sizeof(line), f)) {
@@ -67,11 +71,12 @@ static double noise_scale_from_log(const char* path) {
         if (!at) continue;
         char* end;
         double v = strtod(at + 14, &end);
-        if (end != at + 14 && isfinite(v) && v > 0) last = v;
+        if (end != at + 14 && v >= 1 && v <= 1e18) last = v;  // a count of tokens (cli.h plan_tokens' range)
     }
     fclose(f);
     if (!(last > 0))
-        fail("--noise-log %s: no positive noise_scale in it (run ./train with --noise-scale --log FILE)", path);
+        fail("--noise-log %s: no noise_scale of 1 to 1e18 tokens in it (run ./train with --noise-scale --log FILE)",
+             path);
     return last;
 }
 

@@ -145,17 +145,16 @@ static void hf_transform(const HfTensor* h, const float* src, int hd, float* out
     }
 }
 
-static void hf_write_text(const char* dir, const char* file, const char* text) {
+// One text file of the export, written to its temporary (committed with the others, hf_export).
+static void hf_write_text(AtomicFile* f, const char* dir, const char* file, const char* text, size_t n) {
     char path[PATH_CAP];
-    AtomicFile f;
-    atomic_open(&f, path_format(path, "--export-hf", "%s/%s", dir, file), "--export-hf");
-    atomic_write(&f, text, strlen(text));
-    atomic_commit(&f);
+    atomic_open(f, path_format(path, "--export-hf", "%s/%s", dir, file), "--export-hf");
+    atomic_write(f, text, n);
 }
 
 // config.json: the shape in transformers' names; eot (the run's end-of-text, run.h eot_resolve;
 // -1: none, null) is GPT-2's bos and eos. Dropout 0: the export is for evaluation and generation.
-static void hf_write_config(const char* dir, const ModelConfig* c, int eot_id) {
+static void hf_write_config(AtomicFile* out, const char* dir, const ModelConfig* c, int eot_id) {
     char* cfg, eot[16] = "null";
     if (eot_id >= 0) snprintf(eot, sizeof(eot), "%d", eot_id);
     if (c->arch == ARCH_GPT2)
@@ -178,10 +177,10 @@ static void hf_write_config(const char* dir, const ModelConfig* c, int eot_id) {
             "  \"tie_word_embeddings\": false,\n  \"torch_dtype\": \"float32\"\n}\n",
             c->vocab, c->d_model, c->d_ff, c->n_layer, c->n_head, c->n_kv_head, c->d_model / c->n_head, c->seq_len,
             (double)c->rope_theta, eot, eot);
-    hf_write_text(dir, "config.json", cfg);
+    hf_write_text(&out[0], dir, "config.json", cfg, strlen(cfg));
     free(cfg);
     cfg = xstrprintf("{\n  \"bos_token_id\": %s,\n  \"eos_token_id\": %s\n}\n", eot, eot);
-    hf_write_text(dir, "generation_config.json", cfg);
+    hf_write_text(&out[1], dir, "generation_config.json", cfg, strlen(cfg));
     free(cfg);
 }
 
@@ -228,9 +227,9 @@ static void hf_export_prepare(const char* dir, const char* tokenizer) {
 }
 
 // The tokenizer's transformers files, when data/prepare.py wrote them beside the --tokenizer
-// file (X.bin -> X_hf/): copied into dir. Returns how many (0: none there).
-static int hf_copy_tokenizer(const char* dir, const char* tokenizer) {
-    char dir_from[PATH_CAP], from[PATH_CAP], to[PATH_CAP], why[512];
+// file (X.bin -> X_hf/): written to their temporaries in dir (out[0..2]). Returns how many (0: none there).
+static int hf_copy_tokenizer(AtomicFile* out, const char* dir, const char* tokenizer) {
+    char dir_from[PATH_CAP], from[PATH_CAP], why[512];
     struct stat st;
     if (stat(hf_tokenizer_dir(tokenizer, dir_from), &st) || !S_ISDIR(st.st_mode)) return 0;
     for (int i = 0; i < 3; i++) {
@@ -242,10 +241,7 @@ static int hf_copy_tokenizer(const char* dir, const char* tokenizer) {
         char* text = (char*)xmalloc((size_t)st.st_size + 1);
         if (fread(text, 1, (size_t)st.st_size, f) != (size_t)st.st_size) fail("--export-hf: read of %s failed", from);
         fclose(f);
-        AtomicFile out;
-        atomic_open(&out, path_format(to, "--export-hf", "%s/%s", dir, HF_TOKENIZER_FILES[i]), "--export-hf");
-        atomic_write(&out, text, (size_t)st.st_size);
-        atomic_commit(&out);
+        hf_write_text(&out[i], dir, HF_TOKENIZER_FILES[i], text, (size_t)st.st_size);
         free(text);
     }
     return 3;
@@ -285,9 +281,11 @@ static void hf_export(const char* dir, const Layout* L, const ParamLayout* P, co
         }
     }
     if (L->rank == 0) {
-        atomic_commit(&f);
-        hf_write_config(dir, c, eot);
-        int tokenizer_files = tokenizer ? hf_copy_tokenizer(dir, tokenizer) : 0;
+        AtomicFile files[HF_EXPORT_N];  // all written, then all renamed: a failure leaves the old export whole
+        files[0] = f;
+        hf_write_config(files + 1, dir, c, eot);
+        int tokenizer_files = tokenizer ? hf_copy_tokenizer(files + 3, dir, tokenizer) : 0;
+        atomic_commit_all(files, 3 + tokenizer_files);
         char shown[4 * PATH_CAP];
         printf("exported a Hugging Face %s model to %s (model.safetensors, config.json%s)\n",
                c->arch == ARCH_GPT2 ? "GPT2LMHeadModel" : "LlamaForCausalLM", printable(dir, shown, sizeof(shown)),

@@ -33,6 +33,7 @@ static size_t activation_bytes(const Model* m, double* tier_bytes) {
 
 // Returns main()'s exit code: train_loop's (0; 128 + a stop signal; 1: every step skipped).
 static int train_main(int argc, char** argv) {
+    signal(SIGXFSZ, SIG_IGN);  // a write past a file-size limit (ulimit -f) fails (EFBIG): an error line, not a kill
     if (argc > 1 && !strcmp(argv[1], "--plan")) return stdout_exit_code(plan_main(argc, argv));
     wait_policy_passive(argv);  // before any OpenMP region: re-executes once with OMP_WAIT_POLICY=passive
     {

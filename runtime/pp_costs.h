@@ -59,8 +59,9 @@ static int pp_costs_header(const char* line, const char* path, const ModelConfig
 
 // Each chunk's time t[g] (seconds, medians of its F, B and W ops) from a trace; returns its chunks.
 static int pp_costs_chunk_times(const char* path, const ModelConfig* c, int* layers, double* t) {
-    FILE* f = fopen(path, "r");
-    if (!f) data_fail("--pp-costs %s: %s", path, strerror(errno));
+    char why[256];
+    FILE* f = input_open(path, why, sizeof(why), NULL);  // a regular file (a FIFO would hang open())
+    if (!f) data_fail("--pp-costs %s: cannot open: %s", path, why);
     int n = 0, cap = 1024, counts[3] = {0, 0, 0}, *n_of = NULL;
     double** dur = NULL;  // dur[op * n + g]: the durations of op (F, B, W) of chunk g, n_of[] of them
     char line[4096];

@@ -439,7 +439,7 @@ static const BadCase BAD_CASES[] = {
     // flags
     {"flag_steps_abc", "--steps abc", "--steps: expected an integer", 1},
     {"flag_steps_trailing", "--steps 12x", "--steps: expected an integer", 1},
-    {"flag_steps_overflow", "--steps 99999999999999999999", "--steps: expected an integer", 1},
+    {"flag_steps_overflow", "--steps 99999999999999999999", "--steps: 99999999999999999999 is out of range", 1},
     {"flag_lr_abc", "--lr fast", "--lr: expected a number", 1},
     {"flag_lr_nan", "--lr nan", "--lr: expected a number", 1},
     {"flag_lr_negative", "--lr -1", "--lr must be in", 1},

@@ -30,8 +30,8 @@
 //
 // This file holds the shared helpers and main; the suites are in tests/faults_runs.c (1-4),
 // tests/faults_bad_inputs.c (5), tests/faults_files.c (5: the files a run writes, issue 39),
-// tests/faults_prepare.c (5: data/prepare.py) and tests/faults_polish.c (5: flags, LATEST, stdout's
-// reader gone), included into the one binary.
+// tests/faults_prepare.c (5: data/prepare.py), tests/faults_polish.c (5: flags, LATEST, stdout's
+// reader gone) and tests/faults_variants.c (5: the same classes in new variants), included into the one binary.
 //
 // All runs train the tiny model with the suite's flags below: --warmup 20 keeps every step
 // here inside the linear warm-up, where the learning rate of a step does not depend on
@@ -374,6 +374,7 @@ static void run_dir(const char* tag, char dir[256], char out[300], char log[300]
 #include "tests/faults_files.c"
 #include "tests/faults_prepare.c"
 #include "tests/faults_polish.c"
+#include "tests/faults_variants.c"
 
 // ----------------------------------------------------------------------------
 
@@ -477,6 +478,8 @@ int main(int argc, char** argv) {
         if (file_size("train_asan") >= 0) suite_files("./train_asan");
         suite_polish("./train");  // issue 39's third round (tests/faults_polish.c)
         if (file_size("train_asan") >= 0) suite_polish("./train_asan");
+        suite_variants("./train");  // issue 39's classes in new variants (tests/faults_variants.c)
+        if (file_size("train_asan") >= 0) suite_variants("./train_asan");
         suite_prepare();
         printf("(bad: %.1f s)\n", now_s() - t0);
     }

@@ -1,0 +1,93 @@
+// tests/faults_variants.c: test_faults' cases of issue 39's classes in variants the first rounds
+// did not try (a fresh sweep as a new user would make it): a data file whose name --ckpt-dir uses
+// (a shard named ckpt_00000001.bin there, a --val-data named LATEST); a --log that is a hard link of
+// a checkpoint (written in place, it was truncated through the other name); standard output or error
+// redirected onto a file the run reads or writes (`> run.log` with --log run.log, `>> data.txt`),
+// under the self-launcher too; an --export-hf that fails half way (a full disk at the tokenizer's
+// files) leaving the earlier export whole; a write past `ulimit -f` to the --log (SIGXFSZ killed
+// the run); --help into a full device (exit 0); inputs that are FIFOs (--pp-costs, --noise-log hung
+// in open()); the planner's run flags at their extremes (--noise-scale 1e-300 overflowed a stack
+// buffer, --target-loss 1e-300 printed nan steps); numbers in hex or with blanks or out of range.
+// Run through ./train and ./train_asan. Included by tests/test_faults.c after faults_bad_inputs.c
+// (its bad_run and BAD); not built alone.
+
+#define VAR BAD "/variants"
+#define TOK_HF "cp " BAD "/tok_escapes.bin " VAR "/tk.bin && mkdir -p " VAR "/tk_hf && echo '#version: 0.2' > " VAR \
+               "/tk_hf/merges.txt && echo '{}' > " VAR "/tk_hf/tokenizer_config.json && head -c 600000 /dev/zero | " \
+               "tr '\\000' x | sed 's/.*/{\"pad\": \"&\"}/' > " VAR "/tk_hf/vocab.json"
+
+static const BadRun VARIANT_RUNS[] = {
+    // a data file under a name --ckpt-dir writes: the save would have replaced it (data files were
+    // compared by identity alone, not by the names a directory of outputs owns)
+    {{"data_shard_named_as_checkpoint", "--steps 1 --data " VAR "/ckd/ckpt_00000001.bin --ckpt-dir " VAR "/ckd",
+      "a name --ckpt-dir " VAR "/ckd uses for its files", 1},
+     "rm -rf " VAR "/ckd && mkdir " VAR "/ckd && cp " BAD "/shard_ok.bin " VAR "/ckd/ckpt_00000001.bin",
+     "cmp -s " BAD "/shard_ok.bin " VAR "/ckd/ckpt_00000001.bin"},
+    {{"val_data_named_latest", "--steps 1 --val-data " VAR "/ckl/LATEST --ckpt-dir " VAR "/ckl",
+      "a name --ckpt-dir " VAR "/ckl uses for its files", 1},
+     "rm -rf " VAR "/ckl && mkdir " VAR "/ckl && cp " BAD "/text_ok.txt " VAR "/ckl/LATEST",
+     "cmp -s " BAD "/text_ok.txt " VAR "/ckl/LATEST"},
+    // a log (written in place) that is another name of a checkpoint: truncating it emptied the checkpoint
+    {{"log_hard_link_to_checkpoint", "--steps 1 --log " VAR "/hl.jsonl", "the file has 2 names (hard links)", 1},
+     "cp " BAD "/good/ckpt_00000001.bin " VAR "/hk.bin && ln -f " VAR "/hk.bin " VAR "/hl.jsonl",
+     "cmp -s " BAD "/good/ckpt_00000001.bin " VAR "/hk.bin"},
+    // standard output onto a file of the run: the log interleaved with the step lines, the data appended to
+    {{"stdout_onto_log", "{train} --steps 2 --log " VAR "/same.jsonl > " VAR "/same.jsonl",
+      "standard output is the file --log " VAR "/same.jsonl writes", 1},
+     NULL, NULL},
+    {{"stdout_appends_to_data", "{train} --steps 1 --data " VAR "/d.txt >> " VAR "/d.txt",
+      "standard output is the file --data " VAR "/d.txt reads", 1},
+     "cp " BAD "/text_ok.txt " VAR "/d.txt", "cmp -s " BAD "/text_ok.txt " VAR "/d.txt"},
+    {{"stderr_onto_log_tp2", "{train} --steps 2 --tp 2 --log " VAR "/same2.jsonl 2> " VAR "/same2.jsonl; cat " VAR
+      "/same2.jsonl; exit 1",
+      "standard error is the file --log " VAR "/same2.jsonl writes", 1},
+     NULL, NULL},
+    {{"plan_stdout_onto_csv", "{train} --plan --model gpt2-124m --plan-csv " VAR "/p.csv > " VAR "/p.csv",
+      "standard output is the file --plan-csv " VAR "/p.csv writes", 1},
+     NULL, NULL},
+    // an export failing at its last files (a 1.4 MiB disk): the earlier export stays whole, not a new
+    // model beside the old tokenizer or config
+    {{"export_hf_full_disk_keeps_earlier",
+      "unshare -rm sh -c 'mount -t tmpfs -o size=1440k tmpfs " VAR "/full && {train} --steps 1 --n-layer 1 "
+      "--export-hf " VAR "/full/e > /dev/null && {train} --steps 1 --tokenizer " VAR "/tk.bin --export-hf " VAR
+      "/full/e; r=$?; grep -q \"n_layer.: 1,\" " VAR "/full/e/config.json && ! ls " VAR "/full/e/vocab.json* " VAR
+      "/full/e/*.tmp.* || exit 9; exit $r'",
+      "No space left on device", 1},
+     "mkdir -p " VAR "/full && " TOK_HF, NULL},
+    // a write past a file-size limit: an error line (it was SIGXFSZ's kill, exit 153)
+    {{"log_file_size_limit", "sh -c 'ulimit -f 20; exec {train} --steps 200 --log " VAR "/big.jsonl'",
+      "--log " VAR "/big.jsonl: write failed: File too large", 1},
+     "rm -f " VAR "/big.jsonl", NULL},
+    // --help that cannot be written: not exit 0
+    {{"help_into_full_device", "{train} --help > /dev/full", "standard output: write failed", 1}, NULL, NULL},
+    {{"plan_help_into_full_device", "{train} --plan --help > /dev/full", "standard output: write failed", 1}, NULL,
+     NULL},
+    // a FIFO where a file is read: refused, not a hang in open()
+    {{"pp_costs_fifo", "--steps 1 --pp 2 --pp-split auto --pp-costs " VAR "/fifo", "not a regular file (a FIFO)", 1},
+     "rm -f " VAR "/fifo && mkfifo " VAR "/fifo", NULL},
+    {{"plan_noise_log_fifo", "--plan --tokens 1e9 --noise-log " VAR "/fifo", "not a regular file (a FIFO)", 1},
+     "rm -f " VAR "/fifo && mkfifo " VAR "/fifo", NULL},
+    // the run planner's numbers at their extremes: every figure it prints must be finite
+    {{"plan_noise_scale_tiny", "--plan --tokens 1 --noise-scale 1e-300", "expected a number of tokens in [1, 1e18]",
+      1},
+     NULL, NULL},
+    {{"plan_target_loss_tiny", "--plan --tokens 1e18 --target-loss 1e-300", "expected a loss in [0.01, 50]", 1},
+     NULL, NULL},
+    {{"plan_noise_log_tiny", "--plan --tokens 1e9 --noise-log " VAR "/n.jsonl", "no noise_scale of 1 to 1e18 tokens",
+      1},
+     "echo '{\"step\":1,\"noise_scale\":1e-300}' > " VAR "/n.jsonl", NULL},
+    // numbers as a person writes them: no hex float, no leading blank; out of range said so
+    {{"flag_hex_float", "--steps 1 --lr 0x1p-3", "--lr: expected a number, got '0x1p-3'", 1}, NULL, NULL},
+    {{"flag_leading_blank", "--steps ' 1'", "--steps: expected an integer, got ' 1'", 1}, NULL, NULL},
+    {{"flag_out_of_range", "--steps 1 --lr 1e400", "--lr: 1e400 is out of range", 1}, NULL, NULL},
+    {{"plan_flag_hex", "--plan --max-search-min 0x1", "--max-search-min: expected a number, got '0x1'", 1}, NULL,
+     NULL},
+};
+
+static void suite_variants(const char* bin) {
+    sh("mkdir -p " VAR);
+    for (size_t i = 0; i < sizeof(VARIANT_RUNS) / sizeof(VARIANT_RUNS[0]); i++)
+        bad_run(bin, &VARIANT_RUNS[i].k, VARIANT_RUNS[i].setup, VARIANT_RUNS[i].check);
+}
+
+#undef TOK_HF

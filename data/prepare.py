@@ -37,25 +37,47 @@ With no file argument it uses tinyshakespeare from ../shared/data if present.
 
 Safety (as the trainer's outputs, runtime/files.h): every file is written to a temporary of a
 name only this script makes (PREFIX_x.bin.tmp.prepare-<pid>-<hex>), created exclusively (never
-through a planted symbolic link), renamed into place; no output may be the input text or
---bpe-file; a rerun removes its own earlier shards that it no longer writes (only names
-PREFIX_train_NNN.bin / PREFIX_val_000.bin), so the printed glob never trains on stale ones.
---val-frac 0 writes no validation shard (./train then splits its own). Text that is not UTF-8
-is refused under --tokenizer gpt2 with the count of such bytes and the first one's offset.
-Every failure is one "error: prepare: ..." line and exit 1.
+through a planted symbolic link); only when all are written (and what was printed reached standard
+output) are they renamed into place, so a failure or a stop (Ctrl-C, SIGTERM, SIGHUP) leaves the
+earlier outputs as they were and no temporary. No output may be the input text or --bpe-file,
+nor may standard output or error (`> FILE`) be one of them; a rerun removes its own earlier
+shards that it no longer writes (only names PREFIX_train_NNN.bin / PREFIX_val_000.bin), so the
+printed glob never trains on stale ones. --val-frac 0 writes no validation shard (./train then
+splits its own). Text that is not UTF-8 is refused under --tokenizer gpt2 with the count of such
+bytes and the first one's offset. Every failure is one "error: prepare: ..." line and exit 1 (a
+stop: 128 + the signal; a reader of standard output gone, `| head`: 141, quietly).
 """
-import argparse, array, codecs, os, re, secrets, struct, sys
+import argparse, array, codecs, os, re, secrets, signal, stat, struct, sys
 
 MAGIC, VERSION = 20240520, 1
 TOKENIZER_MAGIC, TOKENIZER_VERSION = 20240328, 2
 # GPT-2's pre-tokenizer: contractions, letters, digits, other symbols, spaces (its encoder.py)
 GPT2_SPLIT = r"""'(?:[sdmt]|ll|ve|re)| ?\p{L}+| ?\p{N}+| ?[^\s\p{L}\p{N}]+|\s+(?!\S)|\s+"""
-# a document ends at a blank line: one holding nothing but spaces, tabs or a CR (CRLF text too)
-BLANK_LINES = re.compile(r"\r?\n(?:[ \t\r]*\n)+")
+# a document ends at a blank line: a line break, then a line of nothing but white space and another
+# break, whichever the text uses (LF, CRLF, a lone CR, U+2028, U+0085, a form feed, a vertical tab),
+# or at a paragraph separator, U+2029, which ends a paragraph by itself
+LINE_BREAK = "\r\n|[\n\r\x0b\x0c\x85\u2028\u2029]"
+INLINE_SPACE = "[^\\S\n\r\x0b\x0c\x85\u2028\u2029]"
+BLANK_LINES = re.compile("(?:%s)(?:%s*(?:%s))+|\u2029" % (LINE_BREAK, INLINE_SPACE, LINE_BREAK))
 
 
 class Failure(Exception):
     """A failure of the run: main prints it as one 'error:' line and exits 1."""
+
+
+class Stopped(Exception):
+    """A stop signal (SIGTERM, SIGHUP): main removes the temporaries and exits 128 + the signal."""
+
+
+def stop_on(signum, frame):
+    raise Stopped(signum)
+
+
+class Parser(argparse.ArgumentParser):
+    """argparse, but a bad flag is one error line (its own is a usage block and exit 2)."""
+
+    def error(self, message):
+        raise Failure("%s (see --help)" % message)
 
 
 # Temporaries: <path>.tmp.prepare-<pid>-<12 hex>, created exclusively (O_EXCL: never an existing
@@ -64,29 +86,64 @@ class Failure(Exception):
 temporaries = set()
 
 
+# The outputs written and waiting to be renamed into place: (temporary, path), in order (commit).
+written = []
+
+
 def write_atomic(path, chunks):
-    """Write the byte strings `chunks` (any iterable) to path through a temporary of its own."""
+    """Write the byte strings `chunks` (any iterable) to a temporary of path's own; commit() renames it."""
     if os.path.lexists(path) and not os.path.isfile(path) or os.path.islink(path):
         raise Failure("%s: exists and is not a regular file; only a regular file is ever replaced" % path)
     tmp = "%s.tmp.prepare-%d-%s" % (path, os.getpid(), secrets.token_hex(6))
     flags = os.O_WRONLY | os.O_CREAT | os.O_EXCL | getattr(os, "O_NOFOLLOW", 0) | getattr(os, "O_CLOEXEC", 0)
     fd = os.open(tmp, flags, 0o644)
     temporaries.add(tmp)
-    with os.fdopen(fd, "wb") as f:
-        for chunk in chunks:
-            f.write(chunk)
-        f.flush()
-        os.fsync(f.fileno())
-    os.replace(tmp, path)
-    temporaries.discard(tmp)
+    try:
+        with os.fdopen(fd, "wb") as f:
+            for chunk in chunks:
+                f.write(chunk)
+            f.flush()
+            os.fsync(f.fileno())
+    except OSError as e:  # a full disk, a file-size limit: name the file (a write's error names none)
+        raise Failure("%s: write failed: %s" % (tmp, e.strerror or e))
+    written.append((tmp, path))
+
+
+def say(text=None):
+    """text and a newline to standard output (None: its buffer written out). A failure (a full disk,
+    > /dev/full) is an error of the run; a reader gone (| head) stays BrokenPipeError (main: exit 141)."""
+    try:
+        if text is None:
+            sys.stdout.flush()
+        else:
+            print(text)
+    except BrokenPipeError:
+        raise
+    except OSError as e:
+        raise Failure("standard output: write failed: %s" % (e.strerror or e))
+
+
+def commit():
+    """Every output into place, once all are written and standard output took what was printed."""
+    say()
+    for tmp, path in written:
+        if os.path.lexists(path) and not os.path.isfile(path) or os.path.islink(path):
+            raise Failure("%s: exists and is not a regular file; only a regular file is ever replaced" % path)
+    for tmp, path in written:
+        os.replace(tmp, path)
+        temporaries.discard(tmp)
 
 
 def write_shard(path, tokens):
-    if tokens and max(tokens) > 65535:
-        raise Failure("token id %d does not fit the shards' uint16" % max(tokens))
+    """tokens: an array of uint16 (GPT-2's ids) or bytes (the bytes tokenizer's)."""
     header = struct.pack("<256i", MAGIC, VERSION, len(tokens), *([0] * 253))
-    write_atomic(path, [header, array.array("H", tokens).tobytes()])  # little-endian on the hosts this runs on
-    print("wrote %s (%d tokens)" % (path, len(tokens)))
+    if isinstance(tokens, array.array):
+        ids = tokens.tobytes()  # little-endian on the hosts this runs on
+    else:
+        ids = bytearray(2 * len(tokens))
+        ids[0::2] = tokens  # each byte as a little-endian uint16
+    write_atomic(path, [header, ids])
+    say("wrote %s (%d tokens)" % (path, len(tokens)))
 
 
 def write_tokenizer(path, pieces, eot):
@@ -98,7 +155,7 @@ def write_tokenizer(path, pieces, eot):
             raise Failure("token %d is %d bytes; llm.c's tokenizer file holds 1 to 255" % (i, len(p)))
     header = struct.pack("<256I", TOKENIZER_MAGIC, TOKENIZER_VERSION, len(pieces), eot, *([0] * 252))
     write_atomic(path, [header] + [bytes([len(p)]) + p for p in pieces])
-    print("wrote %s (%d tokens, <|endoftext|> = %d)" % (path, len(pieces), eot))
+    say("wrote %s (%d tokens, <|endoftext|> = %d)" % (path, len(pieces), eot))
 
 
 def byte_to_unicode():
@@ -145,7 +202,7 @@ def write_hf_tokenizer(folder, ranks, eot):
                                                   "eos_token": "<|endoftext|>", "unk_token": "<|endoftext|>"})}
     for name in HF_FILES:
         write_atomic(os.path.join(folder, name), [files[name].encode("utf-8")])
-    print("wrote %s/ (vocab.json, merges.txt: %d merges, tokenizer_config.json)" % (folder, len(merges)))
+    say("wrote %s/ (vocab.json, merges.txt: %d merges, tokenizer_config.json)" % (folder, len(merges)))
 
 
 def check_byte_level(ranks, where):
@@ -215,7 +272,7 @@ def local_gpt2_ranks(data_dir):
     found = [plain] if os.path.isfile(plain) else sorted(glob.glob(os.path.join(data_dir, WHISPER_SDIST)))
     if not found:
         return None
-    print("prepare: GPT-2's ranks from %s (no download)" % found[-1])
+    say("prepare: GPT-2's ranks from %s (no download)" % found[-1])
     return check_gpt2_ranks(read_ranks(found[-1]), found[-1])
 
 
@@ -276,6 +333,20 @@ def file_id(path):
     return (st.st_dev, st.st_ino)
 
 
+def std_streams():
+    """Standard output and error where they are regular files (`> log.txt`): outputs as the others
+    are, though not of each other (`> log.txt 2>&1`)."""
+    streams = {}
+    for fd, name in ((1, "standard output"), (2, "standard error")):
+        try:
+            st = os.fstat(fd)
+        except OSError:
+            continue
+        if stat.S_ISREG(st.st_mode):
+            streams[(st.st_dev, st.st_ino)] = name
+    return streams
+
+
 def check_outputs(inputs, outputs):
     """No output is an input or another output: by (device, inode) where a file exists, else by its
     resolved path (the trainer's rule, runtime/files.h)."""
@@ -285,6 +356,12 @@ def check_outputs(inputs, outputs):
         if path and os.path.exists(path):
             ids[file_id(path)] = (flag, path)
             ids[os.path.realpath(path)] = (flag, path)
+    for key, name in std_streams().items():
+        for path in outputs:
+            if os.path.exists(path) and file_id(path) == key:
+                raise Failure("%s is the output %s: send it elsewhere" % (name, path))
+        if key in ids:
+            raise Failure("%s is the %s %s: send it elsewhere" % (name, ids[key][0], ids[key][1]))
     for path in outputs:
         keys = [os.path.realpath(path)] + ([file_id(path)] if os.path.exists(path) else [])
         for k in keys:
@@ -320,20 +397,25 @@ def run(a, here):
         here, "shakespeare" if a.tokenizer == "bytes" else "shakespeare_gpt2")
     if not os.path.basename(prefix):
         raise Failure("the output prefix '%s' has no file name part (give e.g. data/mytext)" % prefix)
-    if not os.path.isfile(a.text):
+    if not os.path.exists(a.text):
         raise Failure("%s not found (pass a text file)" % a.text)
+    if not os.path.isfile(a.text):
+        raise Failure("%s is %s: pass a text file" % (a.text, "a directory" if os.path.isdir(a.text) else
+                                                      "not a regular file (a FIFO, a device or a socket)"))
     os.makedirs(os.path.dirname(os.path.abspath(prefix)), exist_ok=True)
     with open(a.text, "rb") as f:
         data = f.read()
     if not data:
         raise Failure("%s is empty" % a.text)
     if a.tokenizer == "bytes":
-        tokens = list(data)
+        tokens = data  # a token a byte: the bytes themselves (a list of them would take 8 bytes each)
         vocab_flags, enc = "", None
     else:
         enc = gpt2_encoding(a.bpe_file, here)
         eot = enc.eot_token
-        tokens = []
+        if enc.n_vocab > 65536:
+            raise Failure("the BPE has %d tokens; llm.c's shards hold ids below 65536" % enc.n_vocab)
+        tokens = array.array("H")  # 2 bytes a token
         for doc in split_documents(decode_utf8(data, a.text)):
             tokens.append(eot)
             tokens.extend(enc.encode_ordinary(doc))
@@ -356,17 +438,19 @@ def run(a, here):
         write_shard(prefix + "_val_000.bin", tokens[:n_val])
     for i in range(n_train):
         write_shard(prefix + "_train_%03d.bin" % i, train[i * a.shard_tokens:(i + 1) * a.shard_tokens])
+    commit()
     for path in stale:
         os.unlink(path)
-        print("removed %s (a shard of an earlier run that this one does not write)" % path)
+        say("removed %s (a shard of an earlier run that this one does not write)" % path)
     val_flags = " --val-data %s_val_000.bin" % prefix if n_val else ""  # --val-frac 0: ./train splits its own
-    print("train on them: ./train%s --data '%s_train_*.bin'%s" % (vocab_flags, prefix, val_flags))
+    say("train on them: ./train%s --data '%s_train_*.bin'%s" % (vocab_flags, prefix, val_flags))
 
 
 def main():
     here = os.path.dirname(os.path.abspath(__file__))
     default = os.path.join(here, "..", "..", "shared", "data", "tinyshakespeare.txt")
-    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap = Parser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter, add_help=False)
+    ap.add_argument("-h", "--help", action="store_true", help="show this help message and exit")
     ap.add_argument("text", nargs="?", default=default)
     ap.add_argument("prefix", nargs="?", default=None,
                     help="output prefix (default data/shakespeare or data/shakespeare_gpt2)")
@@ -375,25 +459,42 @@ def main():
                     "source distribution .tar.gz, whose gpt2.tiktoken is GPT-2's), read instead of downloaded")
     ap.add_argument("--val-frac", type=float, default=0.1)
     ap.add_argument("--shard-tokens", type=int, default=10_000_000)
-    a = ap.parse_args()
+    for sig in (signal.SIGTERM, signal.SIGHUP):
+        signal.signal(sig, stop_on)
     code = 0
     try:
-        run(a, here)
+        a = ap.parse_args()
+        if a.help:  # printed here: argparse's own --help drops a write error and exits 0
+            say(ap.format_help().rstrip("\n"))
+        else:
+            run(a, here)
+        say()  # what was printed must reach standard output: else not exit 0
     except Failure as e:
         print("error: prepare: %s" % e, file=sys.stderr)
         code = 1
+    except BrokenPipeError:  # the reader of standard output is gone (| head): quietly, as other tools
+        os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())  # Python's flush at exit must not fail
+        code = 128 + signal.SIGPIPE
     except OSError as e:  # an unwritable prefix, a full disk: the file and the system's reason
         print("error: prepare: %s%s" % (e.filename + ": " if e.filename else "", e.strerror or e), file=sys.stderr)
+        code = 1
+    except MemoryError:
+        print("error: prepare: out of memory (the text is read whole; split it into smaller files)", file=sys.stderr)
         code = 1
     except KeyboardInterrupt:
         print("prepare: stopped by signal 2", file=sys.stderr)
         code = 130
+    except Stopped as e:
+        print("prepare: stopped by signal %d" % e.args[0], file=sys.stderr)
+        code = 128 + e.args[0]
     finally:
         for tmp in list(temporaries):
             try:
                 os.unlink(tmp)
             except OSError:
                 pass
+    if code:  # nothing more to standard output: Python's flush at exit must not add a second message
+        os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
     sys.exit(code)
 
 

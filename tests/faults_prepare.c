@@ -1,9 +1,11 @@
 // tests/faults_prepare.c: test_faults' cases of data/prepare.py (issue 39): temporaries created
-// exclusively (a symbolic link planted at the old fixed name is not followed) and never left, an
-// output that is the input refused, its own stale shards of an earlier run removed (and nothing
-// else), documents cut at any blank line (CRLF too), bytes that are not UTF-8 reported, one
-// "error:" line and exit 1 for every failure (never a traceback), --val-frac 0 as its printed
-// command says, an empty prefix refused. GPT-2 cases use a small BPE of the 256 bytes and 4
+// exclusively (a symbolic link planted at the old fixed name is not followed) and never left (a
+// SIGTERM too), an output that is the input refused (standard output too), its own stale shards of
+// an earlier run removed (and nothing else), outputs replaced together at the end (a full disk half
+// way leaves the earlier ones), documents cut at any blank line (CRLF, a lone CR, U+2029, a line of
+// a no-break space or form feed), bytes that are not UTF-8 reported, one "error:" line and exit 1
+// for every failure (never a traceback; a bad flag; standard output full), --val-frac 0 as its
+// printed command says, an empty prefix refused. GPT-2 cases use a small BPE of the 256 bytes and 4
 // merges written here (--bpe-file: offline); without tiktoken they are skipped, as in
 // tests/test_gpt2_data.py. Included by tests/test_faults.c after faults_files.c; not built alone.
 
@@ -50,12 +52,55 @@ static const PrepCase PREP_CASES[] = {
      "1 of the 256 single-byte tokens are missing", 1, NULL, NULL, 1},
     {"token_past_255_bytes_no_temp", "--tokenizer gpt2 --bpe-file " PREP "/long.tiktoken " PREP "/docs.txt " PREP "/l",
      "token 260 is 300 bytes", 1, NULL, "! ls " PREP "/l_*", 1},
+    // issue 39's classes in variants the first round did not try (a "sh -c"/"bash -c"/"unshare" case is the
+    // whole command). Blank lines of other line ends: a lone CR (3 documents); U+2029, a line of a no-break
+    // space, a line of a form feed (4)
+    {"cr_only_blank_lines_split_documents", BPE_GPT2 "--val-frac 0 " PREP "/cr.txt " PREP "/cr", "train on them", 0,
+     NULL,
+     "python3 -c \"import array,sys; t=array.array('H',open('" PREP "/cr_train_000.bin','rb').read()[1024:]); "
+     "sys.exit(t.count(260) != 3)\"",
+     1},
+    {"unicode_blank_lines_split_documents", BPE_GPT2 "--val-frac 0 " PREP "/uni.txt " PREP "/un", "train on them", 0,
+     NULL,
+     "python3 -c \"import array,sys; t=array.array('H',open('" PREP "/un_train_000.bin','rb').read()[1024:]); "
+     "sys.exit(t.count(260) != 4)\"",
+     1},
+    // a stop while the shards are written: no temporary, nothing half replaced (SIGTERM left its temporary)
+    {"sigterm_while_writing", "bash -c '" PREPARE "--shard-tokens 1000000 " PREP "/big.bin " PREP "/t & p=$!; "
+     "until ls " PREP "/t_*.tmp.* > /dev/null 2>&1; do sleep 0.01; done; kill -TERM $p; wait $p; echo exit $?'",
+     "exit 143", 0, "head -c 30000000 /dev/urandom > " PREP "/big.bin", "! ls " PREP "/t_*", 0},
+    // a full disk half way through a rerun: the earlier run's shards stay as they were (they were replaced
+    // one by one, so new and old ones were mixed)
+    {"full_disk_keeps_earlier_shards",
+     "unshare -rm sh -c 'mount -t tmpfs -o size=64k tmpfs " PREP "/full && " PREPARE "--shard-tokens 4000 " PREP
+     "/t1.txt " PREP "/full/s > /dev/null && cp " PREP "/full/s_* " PREP "/saved/ && " PREPARE "--shard-tokens 4000 "
+     PREP "/t2.txt " PREP "/full/s; r=$?; cd " PREP "/saved && for f in s_*; do cmp -s $f ../full/$f || exit 9; done; "
+     "exit $r'",
+     "No space left on device", 1,
+     "mkdir -p " PREP "/full " PREP "/saved && head -c 10000 " PREP "/big.bin > " PREP "/t1.txt && tail -c 16000 " PREP
+     "/big.bin > " PREP "/t2.txt",
+     NULL, 0},
+    // standard output: full (no outputs, not exit 0), its reader gone (exit 141, quietly), a file of the run
+    {"stdout_full_writes_nothing", PREP "/docs.txt " PREP "/f > /dev/full", "standard output: write failed", 1, NULL,
+     "! ls " PREP "/f_*", 0},
+    {"help_into_full_device", "--help > /dev/full", "standard output: write failed", 1, NULL, NULL, 0},
+    {"stdout_reader_gone", "bash -c '" PREPARE PREP "/docs.txt " PREP "/g | (exec <&-); echo exit ${PIPESTATUS[0]}'",
+     "exit 141", 0, NULL, NULL, 0},
+    {"stdout_appends_to_input", PREP "/in.txt " PREP "/i >> " PREP "/in.txt",
+     "standard output is the input text " PREP "/in.txt", 1, "cp " PREP "/docs.txt " PREP "/in.txt",
+     "cmp -s " PREP "/docs.txt " PREP "/in.txt", 0},
+    // odd arguments: a directory as the text, a bad number (argparse's usage block and exit 2)
+    {"directory_as_input", PREP " " PREP "/x", "is a directory: pass a text file", 1, NULL, NULL, 0},
+    {"bad_number_one_line", "--shard-tokens 1e3 " PREP "/docs.txt " PREP "/x", "invalid int value: '1e3'", 1, NULL,
+     NULL, 0},
 };
 
 static void suite_prepare(void) {
     sh("rm -rf " PREP " && mkdir -p " PREP);
     sh("printf 'the cat\\r\\n\\r\\nthe dog\\r\\n \\r\\nthird\\n\\n\\nfourth\\n' > " PREP "/docs.txt && "
-       "printf 'ok\\377\\376 text \\303' > " PREP "/bin.txt && : > " PREP "/empty.tiktoken");
+       "printf 'ok\\377\\376 text \\303' > " PREP "/bin.txt && : > " PREP "/empty.tiktoken && "
+       "printf 'one\\r\\rtwo\\r \\rthree\\r' > " PREP "/cr.txt && "
+       "printf 'a\\342\\200\\251b\\n\\302\\240\\nc\\n\\014\\nd' > " PREP "/uni.txt");
     sh("python3 -c \"import base64; t=[bytes([b]) for b in range(256)]+[b'th',b'the',b' t',b'\\n\\n']; "
        "w=lambda p,t: open(p,'w').write(''.join('%%s %%d\\n' %% (base64.b64encode(x).decode(),i) for i,x in "
        "enumerate(t))); w('" PREP "/mini.tiktoken',t); w('" PREP "/nobyte.tiktoken',t[1:]); w('" PREP
@@ -70,7 +115,8 @@ static void suite_prepare(void) {
         if ((bad_filter && !strstr(name, bad_filter)) || (k->gpt2 && !have_tiktoken)) continue;
         snprintf(out, sizeof(out), PREP "/out_%s.txt", k->name);
         if (k->setup) sh("{ %s; } > /dev/null 2>&1", k->setup);
-        snprintf(cmd, sizeof(cmd), "timeout -s KILL 60 " PREPARE "%s", k->args);
+        int whole = !strncmp(k->args, "sh -c", 5) || !strncmp(k->args, "bash -c", 7) || !strncmp(k->args, "unshare", 7);
+        snprintf(cmd, sizeof(cmd), "timeout -s KILL 60 %s%s", whole ? "" : PREPARE, k->args);
         int rc = run_to_file(cmd, out);
         char line[4096], first_error[4096] = "";
         int n_error = 0, traceback = 0, found = 0;

@@ -215,12 +215,16 @@ typedef struct {
 
 // Whether w's projection (the time since the search began, and the rest of this pass at its pace
 // so far) passes the limit; the first to see it sets over and projected_s.
+// The pace is this pass's own, over PLAN_PACE_AFTER_S of it (a later pass of --tokens' batches was
+// judged from its first 20 ms with no layout done: "0 done in 0 s", refused); past the limit in all,
+// the search is over whatever the pace.
 static int plan_over_limit(PlanWork* w) {
     int done = __atomic_load_n(&w->done, __ATOMIC_RELAXED);
     double now = now_s(), projected = now - plan_started_s + (now - w->t0) * (w->n - done) / (done ? done : 1);
-    if (plan_started_s >= 0 && now - plan_started_s > PLAN_PACE_AFTER_S && projected > plan_max_search_s &&
+    int paced = done > 0 && now - w->t0 > PLAN_PACE_AFTER_S;
+    if (plan_started_s >= 0 && ((paced && projected > plan_max_search_s) || now - plan_started_s > plan_max_search_s) &&
         !__atomic_exchange_n(&w->over, 1, __ATOMIC_RELAXED))
-        w->projected_s = projected;
+        w->projected_s = paced ? projected : now - plan_started_s;
     return __atomic_load_n(&w->over, __ATOMIC_RELAXED);
 }
 

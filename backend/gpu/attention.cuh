@@ -501,19 +501,52 @@ __device__ __forceinline__ void att_bwd_dq(float* dq, int pitch, int qt, int T, 
     }
 }
 
+// Where a backward block works (the whole-sequence kernel's and the ring step's alike): its
+// dynamic shared memory carved into K, V [BN][LD], dS^T [BN][LDS] and the two stages (BwdTile::
+// STAGE bytes each); this thread's warp; the block's dQ split (of n_split), kv head and sequence b
+// (of B).
+struct AttBwdPlace {
+    bf16 *Ks, *Vs, *dSt;
+    unsigned char* stages;
+    int warp, split, n_split, kvh, b, B;
+};
+template <class Bt>
+__device__ __forceinline__ AttBwdPlace att_bwd_place(unsigned char* smem) {
+    AttBwdPlace p;
+    p.Ks = (bf16*)smem, p.Vs = p.Ks + Bt::BN * Bt::LD, p.dSt = p.Vs + Bt::BN * Bt::LD;
+    p.stages = (unsigned char*)(p.dSt + Bt::BN * Bt::LDS);
+    p.warp = threadIdx.x / 32;
+    p.split = blockIdx.x, p.n_split = gridDim.x, p.kvh = blockIdx.y, p.b = blockIdx.z, p.B = gridDim.z;
+    return p;
+}
+// One stage (at st): a query tile's Q and dO [BQ][HD + 8] bf16, then its rows' lse (log2 units)
+// and Dsum (fp32), first keys and (the ring's) last keys (ints), BQ each.
+struct AttBwdStage {
+    bf16 *Qs, *dOs;
+    float *lses, *dss;
+    int *firsts, *lasts;
+};
+template <int HD, int BQ>
+__device__ __forceinline__ AttBwdStage att_bwd_stage(unsigned char* st) {
+    AttBwdStage t;
+    t.Qs = (bf16*)st, t.dOs = t.Qs + BQ * (HD + 8);
+    t.lses = (float*)(t.dOs + BQ * (HD + 8)), t.dss = t.lses + BQ;
+    t.firsts = (int*)(t.dss + BQ), t.lasts = t.firsts + BQ;
+    return t;
+}
+
 // The query tile at qt of head h into a stage (Q by cp.async, which the caller commits; lse in
 // log2 units, Dsum and the rows' first keys by plain loads; rows >= T: zeros).
 template <int HD, int BQ, bool DOC>
 __device__ __forceinline__ void att_bwd_stage_q(unsigned char* stage, const bf16* base, int stride, const float* lse,
                                                 const float* dsum, const int* doc, int b, int h, int H, int qt, int T) {
-    constexpr int LD = HD + 8;
-    att_load<HD, BQ, 4>((bf16*)stage, base + h * HD, stride, qt, T);
-    float* lses = (float*)(stage + 2 * BQ * LD * 2);
+    const AttBwdStage t = att_bwd_stage<HD, BQ>(stage);
+    att_load<HD, BQ, 4>(t.Qs, base + h * HD, stride, qt, T);
     for (int i = threadIdx.x; i < BQ; i += 128) {
         int q = qt + i;
-        lses[i] = q < T ? lse[((size_t)b * H + h) * T + q] * ATT_LOG2E : 0.0f;
-        lses[BQ + i] = q < T ? dsum[((size_t)b * H + h) * T + q] : 0.0f;
-        ((int*)lses)[2 * BQ + i] = att_doc<DOC>(doc, b, T, q);
+        t.lses[i] = q < T ? lse[((size_t)b * H + h) * T + q] * ATT_LOG2E : 0.0f;
+        t.dss[i] = q < T ? dsum[((size_t)b * H + h) * T + q] : 0.0f;
+        t.firsts[i] = att_doc<DOC>(doc, b, T, q);
     }
 }
 
@@ -524,11 +557,7 @@ attention_backward_kernel(bf16* dqkv, float* dq_acc, const bf16* dout, const bf1
     typedef BwdTile<HD, KVREG, BQ> Bt;
     constexpr int BN = Bt::BN, LD = Bt::LD, DT = Bt::DT, NW = Bt::NW;
     extern __shared__ __align__(16) unsigned char att_smem[];
-    // [BN][LD] each: K, V; [BN][LDS]: dS^T; then two stages (BwdTile::STAGE)
-    bf16 *Ks = (bf16*)att_smem, *Vs = Ks + BN * LD, *dSt = Vs + BN * LD;
-    unsigned char* stages = (unsigned char*)(dSt + BN * Bt::LDS);
-    int warp = threadIdx.x / 32;
-    int split = blockIdx.x, n_split = gridDim.x, kvh = blockIdx.y, b = blockIdx.z, B = gridDim.z;
+    const auto [Ks, Vs, dSt, stages, warp, split, n_split, kvh, b, B] = att_bwd_place<Bt>(att_smem);
     int stride = (H + 2 * KV) * HD, group = H / KV, n_kb = (T + BN - 1) / BN;
     const bf16* base = qkv + (size_t)b * T * stride;
     const bf16* dout_b = dout + (size_t)b * T * H * HD;
@@ -544,7 +573,7 @@ attention_backward_kernel(bf16* dqkv, float* dq_acc, const bf16* dout, const bf1
         // the first query tile (the diagonal's, of the group's first head: it always sees the block)
         int h = kvh * group, qt = j_blk, cur = 0;
         att_bwd_stage_q<HD, BQ, DOC>(stages, base, stride, lse, dsum, doc, b, h, H, qt, T);
-        att_load<HD, BQ, NW>((bf16*)stages + BQ * LD, dout_b + h * HD, H * HD, qt, T);
+        att_load<HD, BQ, NW>(att_bwd_stage<HD, BQ>(stages).dOs, dout_b + h * HD, H * HD, qt, T);
         cp_async_commit();
         cp_async_wait<0>();
         __syncthreads();
@@ -552,9 +581,8 @@ attention_backward_kernel(bf16* dqkv, float* dq_acc, const bf16* dout, const bf1
         if (KVREG) att_kv_frags<HD>(kf[0], vf[0], Ks + warp * 16 * LD, Vs + warp * 16 * LD);
         float dk[DT][4] = {}, dv[DT][4] = {};
         for (;;) {
-            unsigned char *st = stages + cur * Bt::STAGE, *nst = stages + (cur ^ 1) * Bt::STAGE;
-            bf16 *Qs = (bf16*)st, *dOs = Qs + BQ * LD;
-            float* lses = (float*)(dOs + BQ * LD);
+            unsigned char* nst = stages + (cur ^ 1) * Bt::STAGE;
+            const auto [Qs, dOs, lses, dss, firsts, lasts] = att_bwd_stage<HD, BQ>(stages + cur * Bt::STAGE);
             // the next tile: this head's next BQ queries while they see a key of the block, else the next head's
             // diagonal
             int nh = h, nqt = qt + BQ;
@@ -563,14 +591,13 @@ attention_backward_kernel(bf16* dqkv, float* dq_acc, const bf16* dout, const bf1
             if (next) att_bwd_stage_q<HD, BQ, DOC>(nst, base, stride, lse, dsum, doc, b, nh, H, nqt, T);
             cp_async_commit();
             // warp-uniform: every query is before this warp's keys, or in a document after them
-            const int* firsts = (const int*)(lses + 2 * BQ);
             bool active = qt + BQ - 1 >= j0 && !(DOC && firsts[0] > j0 + 15);
             if (active)
                 att_bwd_tile<HD, KVREG, BQ, DOC>(dk, dv, kf, vf, Ks + warp * 16 * LD, Vs + warp * 16 * LD, Qs, dOs,
-                                                 lses, lses + BQ, firsts, NULL, dSt + warp * 16 * Bt::LDS, qt, j0,
-                                                 sl2);
+                                                 lses, dss, firsts, NULL, dSt + warp * 16 * Bt::LDS, qt, j0, sl2);
             else att_store_a<BQ, Bt::LDS>(dSt + warp * 16 * Bt::LDS, NULL, true);
-            if (next) att_load<HD, BQ, NW>((bf16*)nst + BQ * LD, dout_b + nh * HD, H * HD, nqt, T);  // the next dO
+            if (next)  // the next dO
+                att_load<HD, BQ, NW>(att_bwd_stage<HD, BQ>(nst).dOs, dout_b + nh * HD, H * HD, nqt, T);
             cp_async_commit();
             __syncthreads();  // dS^T is whole
             att_bwd_dq<HD, KVREG, BQ>(dq_b + h * HD, H * HD, qt, T, dSt, Ks);

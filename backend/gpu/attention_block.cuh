@@ -247,16 +247,15 @@ attention_ring_forward_kernel(AttBlockArgs a) {
 // As attention_bwd_stage_q, with the rows' last keys (the ring's positions), a tile of nq rows.
 template <int HD, int BQ, bool DOC, bool AT>
 __device__ __forceinline__ void att_ring_stage_q(unsigned char* stage, const AttBlockArgs& a, int b, int h, int qt) {
-    constexpr int LD = HD + 8;
-    att_load<HD, BQ, 4>((bf16*)stage, a.q + b * a.q_seq + h * HD, a.q_ld, qt, a.qr.n);
-    float* lses = (float*)(stage + 2 * BQ * LD * 2);
+    const AttBwdStage t = att_bwd_stage<HD, BQ>(stage);
+    att_load<HD, BQ, 4>(t.Qs, a.q + b * a.q_seq + h * HD, a.q_ld, qt, a.qr.n);
     for (int i = threadIdx.x; i < BQ; i += 128) {
         int q = qt + i;
         size_t at = ((size_t)b * a.H + h) * a.l_ld + q;
-        lses[i] = q < a.qr.n ? a.lse[at] * ATT_LOG2E : 0.0f;
-        lses[BQ + i] = q < a.qr.n ? a.dsum[at] : 0.0f;
-        ((int*)lses)[2 * BQ + i] = att_block_first<DOC, AT>(a, b, q);
-        ((int*)lses)[3 * BQ + i] = att_block_last<AT>(a, b, q);
+        t.lses[i] = q < a.qr.n ? a.lse[at] * ATT_LOG2E : 0.0f;
+        t.dss[i] = q < a.qr.n ? a.dsum[at] : 0.0f;
+        t.firsts[i] = att_block_first<DOC, AT>(a, b, q);
+        t.lasts[i] = att_block_last<AT>(a, b, q);
     }
 }
 
@@ -272,10 +271,7 @@ attention_ring_backward_kernel(AttBlockArgs a, float* dq_acc) {
     typedef BwdTile<HD, KVREG, BQ> Bt;
     constexpr int BN = Bt::BN, LD = Bt::LD, DT = Bt::DT, NW = Bt::NW;
     extern __shared__ __align__(16) unsigned char att_smem[];
-    bf16 *Ks = (bf16*)att_smem, *Vs = Ks + BN * LD, *dSt = Vs + BN * LD;
-    unsigned char* stages = (unsigned char*)(dSt + BN * Bt::LDS);
-    int warp = threadIdx.x / 32;
-    int split = blockIdx.x, n_split = gridDim.x, kvh = blockIdx.y, b = blockIdx.z, B = gridDim.z;
+    const auto [Ks, Vs, dSt, stages, warp, split, n_split, kvh, b, B] = att_bwd_place<Bt>(att_smem);
     int group = a.H / a.KV, nq = a.qr.n, nk = a.kr.n, n_kb = (nk + BN - 1) / BN;
     float* dq_b = dq_acc + ((size_t)split * B + b) * nq * a.H * HD;
     const float sl2 = ATT_LOG2E / sqrtf((float)HD), scale = 1.0f / sqrtf((float)HD);
@@ -291,7 +287,7 @@ attention_ring_backward_kernel(AttBlockArgs a, float* dq_acc) {
         att_load<HD, BN, NW>(Vs, a.v + b * a.kv_seq + kvh * HD, a.kv_ld, j_blk, nk);
         int h = kvh * group, qt = q_begin, cur = 0;
         att_ring_stage_q<HD, BQ, DOC, AT>(stages, a, b, h, qt);
-        att_load<HD, BQ, NW>((bf16*)stages + BQ * LD, a.dout + b * a.o_seq + h * HD, a.o_ld, qt, nq);
+        att_load<HD, BQ, NW>(att_bwd_stage<HD, BQ>(stages).dOs, a.dout + b * a.o_seq + h * HD, a.o_ld, qt, nq);
         cp_async_commit();
         cp_async_wait<0>();
         __syncthreads();
@@ -299,10 +295,8 @@ attention_ring_backward_kernel(AttBlockArgs a, float* dq_acc) {
         if (KVREG) att_kv_frags<HD>(kf[0], vf[0], Ks + warp * 16 * LD, Vs + warp * 16 * LD);
         float dk[DT][4] = {}, dv[DT][4] = {};
         for (;;) {
-            unsigned char *st = stages + cur * Bt::STAGE, *nst = stages + (cur ^ 1) * Bt::STAGE;
-            bf16 *Qs = (bf16*)st, *dOs = Qs + BQ * LD;
-            float* lses = (float*)(dOs + BQ * LD);
-            const int *firsts = (const int*)(lses + 2 * BQ), *lasts = firsts + BQ;
+            unsigned char* nst = stages + (cur ^ 1) * Bt::STAGE;
+            const auto [Qs, dOs, lses, dss, firsts, lasts] = att_bwd_stage<HD, BQ>(stages + cur * Bt::STAGE);
             int nh = h, nqt = qt + BQ;  // the next tile, as in attention_backward_kernel
             if (nqt >= nq || (DOC && att_block_first<DOC, AT>(a, b, nqt) > j_last)) nh++, nqt = q_begin;
             bool next = nh < (kvh + 1) * group;
@@ -312,10 +306,11 @@ attention_ring_backward_kernel(AttBlockArgs a, float* dq_acc) {
             bool active = lasts[BQ - 1] >= j0 && !(DOC && firsts[0] > j0 + 15);
             if (active)
                 att_bwd_tile<HD, KVREG, BQ, DOC, true>(dk, dv, kf, vf, Ks + warp * 16 * LD, Vs + warp * 16 * LD, Qs,
-                                                       dOs, lses, lses + BQ, firsts, lasts,
+                                                       dOs, lses, dss, firsts, lasts,
                                                        dSt + warp * 16 * Bt::LDS, qt, j0, sl2);
             else att_store_a<BQ, Bt::LDS>(dSt + warp * 16 * Bt::LDS, NULL, true);
-            if (next) att_load<HD, BQ, NW>((bf16*)nst + BQ * LD, a.dout + b * a.o_seq + nh * HD, a.o_ld, nqt, nq);
+            if (next)
+                att_load<HD, BQ, NW>(att_bwd_stage<HD, BQ>(nst).dOs, a.dout + b * a.o_seq + nh * HD, a.o_ld, nqt, nq);
             cp_async_commit();
             __syncthreads();  // dS^T is whole
             att_bwd_dq<HD, KVREG, BQ>(dq_b + h * HD, a.H * HD, qt, nq, dSt, Ks);

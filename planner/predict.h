@@ -400,6 +400,37 @@ static double dp_exposed(double x, double win, double frac, const DeviceProfile*
                     : comm_exposed(x, win, d->comm_interference);
 }
 
+// This trainer's ZeRO 0/1 all-reduce of stage st's gradients (x in all), a layer at a time as
+// each layer's gradient is final (parallel/data_parallel.h dp_layer_grads_done, at the step's
+// last micro-batch), on one stream in backward order: an untied head's as the last backward
+// starts (head_grad_early), each layer's after its backward (its chunk's backward and weight
+// times spread evenly over its layers; chunks in backward order, the other stages' work between
+// them not counted), the embeddings' (and a tied head's) after the schedule. A layer's share of x
+// is its share of the parameters. Exposed: how far the queue runs past the backward's end (at
+// least the last layer's reduction: the one nothing is left to hide), plus the interference of
+// the hidden rest. Only where the device overlaps at all (dp_overlap > 0: the GPU build's NCCL
+// stream; the CPU build's MPI all-reduce blocks).
+static double dp_layers_exposed(const ModelConfig* c, const DeviceProfile* d, const PlanChunks* ch, int st, double x) {
+    int stage_head = 0;
+    for (int j = 0; j < c->vpp; j++) stage_head |= ch->has_head[chunk_global(c->schedule, c->pp, st, j)];
+    double P = ch->stage_params[st], per_param = P > 0 ? x / P : 0, layer = chunk_params(c, 1, 0, 0, c->tp);
+    double head = stage_head && c->arch == ARCH_LLAMA ? chunk_params(c, 0, 0, 1, c->tp) : 0;
+    double t = 0, queue = head * per_param, layers_all = 0;  // the head's reduction starts at the backward's start
+    for (int j = c->vpp - 1; j >= 0; j--) {  // backward order (chunk_global grows with the local chunk)
+        int g = chunk_global(c->schedule, c->pp, st, j), L = ch->layers[g];
+        double chunk_b = ch->t_bwd[g] + ch->t_w[g];
+        if (L == 0) t += chunk_b;
+        for (int l = 0; l < L; l++, layers_all++) {
+            t += chunk_b / L;
+            queue = (queue > t ? queue : t) + layer * per_param;
+        }
+    }
+    double late = P - head - layers_all * layer;  // the embeddings' (and a tied head's) parameters
+    queue = (queue > t ? queue : t) + (late > 0 ? late * per_param : 0);
+    double exposed = queue - t;
+    return exposed + d->comm_interference * (x - exposed);
+}
+
 static void plan_dp_time(const ModelConfig* c, const PlanSetup* k, const DeviceProfile* d, Link dp_link, PlanChunks* ch,
                          PlanResult* r) {
     int pp = c->pp, vpp = c->vpp, m = r->n_micro;
@@ -437,7 +468,9 @@ static void plan_dp_time(const ModelConfig* c, const PlanSetup* k, const DeviceP
             frac = pp == 1 ? layer_frac : 1.0 / vpp;
             win_b = (1 - frac) * ch->stage_bwd[st], win_f = (1 - frac) * ch->stage_fwd[st];
         }
-        double exposed = dp_exposed(once_b, win_b, frac, d) + dp_exposed(once_f, win_f, frac, d);
+        int per_layer = k->own_buffers && c->zero <= 1 && d->dp_overlap > 0 && !k->dp_after_backward;
+        double exposed = (per_layer ? dp_layers_exposed(c, d, ch, st, once_b) : dp_exposed(once_b, win_b, frac, d)) +
+                         dp_exposed(once_f, win_f, frac, d);
         if (exposed > exposed_step) exposed_step = exposed;
         // ZeRO-3 as FSDP and DeepSpeed run it (zero3_layer_prefetch): a layer's weights are gathered while the layer
         // before it computes, and in the backward the next layer's gather and this one's reduce-scatter (serialized on

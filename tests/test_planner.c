@@ -118,6 +118,7 @@ int main(void) {
     test_h100_largest_matmul();
     test_h200_trainer_steps();
     test_trainer_fp32_grads();
+    test_trainer_dp_per_layer();
     test_bubble();
     test_interleaved_in_flight();
     test_bubble_definition();

@@ -100,6 +100,7 @@ typedef struct StageModel {
     double* mem_layer;  // [pp * vpp]
     double mem_limit;
     const char* measured;  // the trace (--pp-costs) the times come from; NULL: the planner's
+    const int* cut;  // counts[pp * vpp] chunk_cut found by this model, kept (the planner's prediction cuts once)
 } StageModel;
 
 // Without a StageModel: the cost of a stage's work for one token, forward and backward, in FLOPs
@@ -116,7 +117,7 @@ static void cut_costs(const ModelConfig* c, double* layer, double* embed, double
 }
 // Stage s's cost (cut_costs' unit) and, with a StageModel, its bytes (mem may be NULL) under the cut
 // counts[g] (layers of global chunk g): its chunks' layers, and the embedding and head where chunks 0
-// and n-1 sit. The sums run in chunk order, so a stage recomputed alone is bit-identical.
+// and n-1 sit.
 static void stage_cost(const ModelConfig* c, int pp, int vpp, const int* counts, int s, double layer, double embed,
                        double head, double* cost, double* mem) {
     const StageModel* sm = c->stage_model;
@@ -139,22 +140,82 @@ static void stage_costs(const ModelConfig* c, int pp, int vpp, const int* counts
 // A cut's score from its stages' costs and bytes: the bytes over the limit summed over the stages, the
 // slowest stage's cost, the sum of squares of the costs.
 typedef struct { double over, slowest, squares; } CutScore;
+static double bytes_over(double mem, double limit) { return limit > 0 && mem > limit ? mem - limit : 0; }
 static CutScore cut_score(const ModelConfig* c, int pp, const double* cost, const double* mem) {
     CutScore k = {0, 0, 0};
     double limit = c->stage_model ? c->stage_model->mem_limit : 0;
     for (int s = 0; s < pp; s++) {
         if (cost[s] > k.slowest) k.slowest = cost[s];
         k.squares += cost[s] * cost[s];
-        if (limit > 0 && mem[s] > limit) k.over += mem[s] - limit;
+        k.over += bytes_over(mem[s], limit);
     }
     return k;
 }
 // Order of cuts: less memory over the limit first, then the slowest stage, then the sum of squares
-// (the others as even as can be).
+// (the others as even as can be); equal within rounding (a trial's score is the cut's, updated).
 static int cut_better(CutScore a, CutScore b) {
-    if (a.over != b.over) return a.over < b.over;
+    if (fabs(a.over - b.over) > 1e-12 * fmax(a.over, b.over)) return a.over < b.over;
     if (a.slowest < b.slowest * (1 - 1e-12)) return 1;
     return a.slowest <= b.slowest * (1 + 1e-12) && a.squares < b.squares * (1 - 1e-12);
+}
+
+// Moving a layer from chunk a (on stage sa) to chunk b (on sb), from the cut whose stages cost cost[]
+// and hold mem[] (score cur): the move changes those two stages only, by a layer's cost and the two
+// chunks' bytes a layer (ml; NULL: none). top[3]: the three slowest stages. The trial's score, in O(1).
+static CutScore cut_trial(const ModelConfig* c, const double* cost, const double* mem, const double* ml,
+                          const int* top, double layer, CutScore cur, int a, int sa, int b, int sb) {
+    double limit = c->stage_model ? c->stage_model->mem_limit : 0;
+    double ca = cost[sa], cb = cost[sb], ma = mem[sa] - (ml ? ml[a] : 0), mb = mem[sb] + (ml ? ml[b] : 0);
+    if (sa != sb) ca -= layer, cb += layer;
+    else ma = mb = ma + (ml ? ml[b] : 0);
+    CutScore t = {cur.over - bytes_over(mem[sa], limit) + bytes_over(ma, limit), 0,
+                  cur.squares - cost[sa] * cost[sa] + ca * ca};
+    if (sa != sb)
+        t.over += bytes_over(mb, limit) - bytes_over(mem[sb], limit), t.squares += cb * cb - cost[sb] * cost[sb];
+    for (int i = 0; i < 3; i++)  // the slowest stage the move leaves as it is
+        if (top[i] >= 0 && top[i] != sa && top[i] != sb) { t.slowest = cost[top[i]]; break; }
+    if (ca > t.slowest) t.slowest = ca;
+    if (cb > t.slowest) t.slowest = cb;
+    return t;
+}
+
+// The first best move (in the order a, then b, over the chunks) of one layer from a chunk a to any
+// other b, of those cut_better than cur; -1 in *to_a where none is. Between two stages, which chunks
+// move changes only the bytes over the limit, the least with the first chunk of the stage that is
+// left with the fewest (give[s], one with at least 2 layers; -1: none) and the first that is then
+// over by the least (take[s]): only those two are tried, and every pair within a stage.
+static void cut_best_move(const ModelConfig* c, int pp, int vpp, const int* counts, const double* cost,
+                          const double* mem, const int* top, double layer, CutScore cur, int* to_a, int* to_b) {
+    const StageModel* sm = c->stage_model;
+    const double* ml = sm ? sm->mem_layer : NULL;
+    double limit = sm ? sm->mem_limit : 0;
+    int n = pp * vpp, *give = (int*)xmalloc(sizeof(int) * 2 * pp), *take = give + pp;
+    for (int s = 0; s < pp; s++) {
+        give[s] = take[s] = -1;
+        double give_over = 0, take_over = 0;
+        for (int j = 0; j < vpp; j++) {  // the stage's chunks, in increasing g
+            int g = chunk_global(c->schedule, pp, s, j);
+            double per = ml ? ml[g] : 0, o_give = bytes_over(mem[s] - per, limit), o_take = bytes_over(mem[s] + per, limit);
+            if (counts[g] >= 2 && (give[s] < 0 || o_give < give_over)) give[s] = g, give_over = o_give;
+            if (take[s] < 0 || o_take < take_over) take[s] = g, take_over = o_take;
+        }
+    }
+    CutScore best = cur;
+    *to_a = *to_b = -1;
+    for (int a = 0; a < n; a++) {
+        int sa = chunk_stage(c->schedule, pp, a), over = bytes_over(mem[sa], limit) > 0;
+        // from give[sa]: to every chunk in order; from another chunk: to its own stage's (increasing g),
+        // and only where that stage is over the limit (within a stage a move changes only its bytes)
+        if (counts[a] < 2 || (a != give[sa] && !over)) continue;
+        for (int i = 0, n_b = a == give[sa] ? n : vpp; i < n_b; i++) {
+            int b = a == give[sa] ? i : chunk_global(c->schedule, pp, sa, i);
+            int sb = a == give[sa] ? chunk_stage(c->schedule, pp, b) : sa;
+            if (b == a || (sb != sa ? b != take[sb] : !over)) continue;
+            CutScore t = cut_trial(c, cost, mem, ml, top, layer, cur, a, sa, b, sb);
+            if (cut_better(t, best)) best = t, *to_a = a, *to_b = b;
+        }
+    }
+    free(give);
 }
 
 // Layers of each global chunk (counts[pp * vpp]). --pp-split even: as even as possible.
@@ -163,8 +224,9 @@ static int cut_better(CutScore a, CutScore b) {
 // the schedule puts them (the loop, the V): from the even cut, move one layer from a chunk to any
 // other (the cuts between them shift by one) while that makes the cut better. A heavy head on the
 // last stage takes two moves to relieve (its neighbour must pass a layer on first), so any pair of
-// chunks, not only neighbours. A trial move changes two stages only, so only those two are
-// recomputed (the planner's search cuts thousands of layouts). Every rank computes the same cut.
+// chunks, not only neighbours (cut_best_move: each trial O(1), and between two stages only the chunks
+// that can do best; the planner's search cuts hundreds of thousands of layouts). Every rank computes
+// the same cut.
 //
 // The planner's search asks for the same cut many times (16,274 asks, 4,205 different cuts, for
 // --plan --model llama-65b --gpus 128), so each thread keeps the last CUTS_KEPT cuts, keyed by
@@ -205,6 +267,11 @@ static void chunk_cut(const ModelConfig* c, int pp, int vpp, int* counts) {
     int n = pp * vpp;
     for (int g = 0; g < n; g++) counts[g] = chunk_layer_count(c->n_layer, n, g);
     if (!c->pp_split || n == 1 || pp < 1) return;
+    const StageModel* sm = c->stage_model;
+    if (sm && sm->cut) {
+        memcpy(counts, sm->cut, sizeof(int) * n);
+        return;
+    }
     double layer, embed, head;
     cut_costs(c, &layer, &embed, &head);
     double* key = (double*)xmalloc(sizeof(double) * (9 + pp + n));
@@ -217,35 +284,51 @@ static void chunk_cut(const ModelConfig* c, int pp, int vpp, int* counts) {
     }
     double* cost = (double*)xmalloc(sizeof(double) * 2 * pp);
     double* mem = cost + pp;
-    stage_costs(c, pp, vpp, counts, cost, mem);
-    CutScore cur = cut_score(c, pp, cost, mem);
-    for (int moved = 1; moved;) {
-        int from = -1, to = -1;
-        CutScore best = cur;
-        for (int a = 0; a < n; a++)
-            for (int b = 0; b < n; b++) {  // a layer from chunk a to chunk b: stages sa and sb change
-                if (a == b || counts[a] < 2) continue;
-                int sa = chunk_stage(c->schedule, pp, a), sb = chunk_stage(c->schedule, pp, b);
-                double cost_a = cost[sa], mem_a = mem[sa], cost_b = cost[sb], mem_b = mem[sb];
-                counts[a]--, counts[b]++;
-                stage_cost(c, pp, vpp, counts, sa, layer, embed, head, &cost[sa], &mem[sa]);
-                stage_cost(c, pp, vpp, counts, sb, layer, embed, head, &cost[sb], &mem[sb]);
-                CutScore trial = cut_score(c, pp, cost, mem);
-                counts[a]++, counts[b]--;
-                cost[sb] = cost_b, mem[sb] = mem_b, cost[sa] = cost_a, mem[sa] = mem_a;
-                if (cut_better(trial, best)) best = trial, from = a, to = b;
-            }
-        moved = from >= 0;
-        if (moved) {
-            counts[from]--, counts[to]++, cur = best;
-            stage_costs(c, pp, vpp, counts, cost, mem);
-        }
+    for (int a, b;; counts[a]--, counts[b]++) {
+        stage_costs(c, pp, vpp, counts, cost, mem);
+        int top[3] = {-1, -1, -1};
+        for (int s = 0; s < pp; s++)
+            for (int i = 0; i < 3; i++)
+                if (top[i] < 0 || cost[s] > cost[top[i]]) {
+                    for (int j = 2; j > i; j--) top[j] = top[j - 1];
+                    top[i] = s;
+                    break;
+                }
+        cut_best_move(c, pp, vpp, counts, cost, mem, top, layer, cut_score(c, pp, cost, mem), &a, &b);
+        if (a < 0) break;
     }
     free(cost);
     free(kept->key), free(kept->counts);
     kept->key = key, kept->n_key = n_key;
     kept->counts = (int*)xmalloc(sizeof(int) * n);
     memcpy(kept->counts, counts, sizeof(int) * n);
+}
+// Whether some cut of c's layers could fit its stage model's memory limit (a necessary condition,
+// in O(pp vpp)): each chunk holds a layer, and the layers left go, a fraction at a time if need be,
+// to each stage's chunk of the fewest bytes a layer, up to the limit. No limit, or no model: 1.
+static int cut_can_fit(const ModelConfig* c, int pp, int vpp) {
+    const StageModel* sm = c->stage_model;
+    if (!sm || sm->mem_limit <= 0) return 1;
+    double room = -(double)(c->n_layer - pp * vpp);  // the layers left to place, against the room for them
+    for (int s = 0; s < pp && room < 0; s++) {
+        double mem = sm->mem_base[s], fewest = INFINITY;
+        for (int j = 0; j < vpp; j++) {
+            double per = sm->mem_layer[chunk_global(c->schedule, pp, s, j)];
+            mem += per, fewest = per < fewest ? per : fewest;
+        }
+        if (mem > sm->mem_limit) return 0;
+        room += fewest > 0 ? (sm->mem_limit - mem) / fewest : INFINITY;
+    }
+    return room >= 0;
+}
+
+// Whether chunk_cut cuts c's layers (its pp, vpp, schedule, pp_split and stage model) as the even cut does.
+static int cut_is_even(const ModelConfig* c) {
+    int n = c->pp * c->vpp, *counts = (int*)xmalloc(sizeof(int) * n), even = 1;
+    chunk_cut(c, c->pp, c->vpp, counts);
+    for (int g = 0; g < n; g++) even &= counts[g] == chunk_layer_count(c->n_layer, n, g);
+    free(counts);
+    return even;
 }
 static void chunk_layers(ParamLayout* P, const ModelConfig* c, int pp, int vpp) {
     int counts[1024];

@@ -311,14 +311,22 @@ static void pipe_counts_release(void) {
 // next call).
 static const PipeCounts* pipe_counts(const ModelConfig* c, int m) {
     int schedule = c->schedule, pp = c->pp, vpp = c->vpp, n_t = 3 * pp * vpp, defer = c->weight_pass_deferred;
-    double* t_build = (double*)xmalloc(sizeof(double) * n_t);
-    chunk_op_flops(c, pp, vpp, t_build);  // the times ZB-V's lists are built for, as in the runtime
+    // the times ZB-V's lists are built for, as in the runtime (only ZB-V's lists depend on them: the
+    // others' counts are kept whatever the cut); ZB-V's different cuts are kept apart
+    double* t_build = (double*)xcalloc(n_t, sizeof(double));
     unsigned slot =
         (unsigned)schedule * 2654435761u ^ (unsigned)pp * 40503u ^ (unsigned)vpp * 977u ^ (unsigned)m * 2246822519u;
+    if (schedule == SCHED_ZBV) {
+        chunk_op_flops(c, pp, vpp, t_build);
+        for (int i = 0; i < n_t; i++) {
+            unsigned long long bits;
+            memcpy(&bits, &t_build[i], sizeof(bits));
+            slot = slot * 31u + (unsigned)(bits ^ bits >> 32);
+        }
+    }
     PipeCounts* e = &pipe_counts_kept[slot % PIPE_COUNTS_KEPT];
-    // (only ZB-V's lists depend on the op times: the others' counts are kept whatever the cut)
     if (e->schedule != schedule || e->pp != pp || e->vpp != vpp || e->m != m || e->defer_weight != defer ||
-        (schedule == SCHED_ZBV && memcmp(e->t_build, t_build, sizeof(double) * n_t))) {
+        memcmp(e->t_build, t_build, sizeof(double) * n_t)) {
         PipeOp** lists = (PipeOp**)xmalloc(sizeof(PipeOp*) * pp);
         int* n_ops = (int*)xmalloc(sizeof(int) * pp);
         free(e->peaks), free(e->chunks), free(e->t_build);

@@ -322,8 +322,10 @@ static void plan_memory(const ModelConfig* c, const PlanSetup* k, const DevicePr
             act = trainer_stage_act_bytes(c, d->dtype_bytes, d->sms, st, pc->chunks + st * vpp, ch->layers) + cp_buf;
             temp = trainer_zero_work_bytes(c, d->dtype_bytes, stage_embed, stage_head, tp, stage_layers) +
                    (c->zero <= 1 ? grad_reduce_scratch_bytes(k->grad_reduce_bf16, dp * cp) : 0);
-            host_act = trainer_stage_act_bytes(&all_on_device, d->dtype_bytes, d->sms, st, pc->chunks + st * vpp,
-                                               ch->layers) + cp_buf - act;
+            host_act = c->offload & OFFLOAD_ACTIVATIONS
+                           ? trainer_stage_act_bytes(&all_on_device, d->dtype_bytes, d->sms, st, pc->chunks + st * vpp,
+                                                     ch->layers) + cp_buf - act
+                           : 0;
             reserve = d->mem_overhead;
         } else {
             w_in = w_pending * max_layers * w_in_layer;
@@ -383,7 +385,7 @@ static void stage_model_build(const ModelConfig* c, const PlanSetup* k, const De
     }
     plan_chunks_free(&ch);
 }
-static void stage_model_free(StageModel* sm) { free(sm->mem_base), free(sm->mem_layer); }
+static void stage_model_free(StageModel* sm) { free(sm->mem_base), free(sm->mem_layer), free((int*)sm->cut); }
 
 // Data parallelism. ZeRO-0: all-reduce the gradients once per step; ZeRO-1: reduce-scatter
 // them (this trainer: all-reduce, a layer at a time) and all-gather the updated weights;
@@ -524,6 +526,9 @@ static void plan_pipeline_time(const ModelConfig* c, const DeviceProfile* d, Lin
 }
 
 enum { PLAN_TIME_FITTING, PLAN_TIME_ALL, PLAN_TIME_BOUND };
+// Or'ed into plan_predict_ex's time_oom: a --pp-split auto layout whose cut is the even one is not
+// predicted (the search has the even layout beside it)
+enum { PLAN_UNEVEN_ONLY = 4 };
 
 // A lower bound on the makespan plan_pipeline_time finds, without playing the schedule: no
 // stage finishes before it has computed all its ops (and ranks time-sharing cores no sooner
@@ -629,11 +634,15 @@ static int plan_unit_times(const ModelConfig* c, const PlanSetup* k, int global_
 // = 0), which spares the enumeration most of its pipeline simulations; PLAN_TIME_ALL (1):
 // every layout is timed; PLAN_TIME_BOUND: no simulation, a fitting layout gets a lower bound
 // on its step instead (plan_pipeline_bound; out->timed = 0), what the search prunes with.
+// With PLAN_UNEVEN_ONLY or'ed in, an auto layout returns -1 where its cut is the even one (the same
+// layout) or where no cut can fit in memory (cut_can_fit: the even layout, also too large, stands for it).
 // Returns 0, or -1 with out->invalid saying why the layout cannot run (memory is not a
 // reason: see out->fits).
 static int plan_predict_ex(const ModelConfig* layout_cfg, const PlanSetup* k, int global_batch, int gpus_per_node,
                            const DeviceProfile* dev, int time_oom, PlanResult* out) {
     const ModelConfig* c = layout_cfg;
+    int uneven_only = time_oom & PLAN_UNEVEN_ONLY;
+    time_oom &= ~PLAN_UNEVEN_ONLY;
     DeviceProfile dev_sw = plan_software_device(k, dev);
     const DeviceProfile* d = &dev_sw;
     PlanResult* r = out;
@@ -648,6 +657,17 @@ static int plan_predict_ex(const ModelConfig* layout_cfg, const PlanSetup* k, in
     if (c->pp_split && c->pp > 1 && !c->stage_model) {
         stage_model_build(c, k, d, &et, r, &sm);
         cut_cfg = *c, cut_cfg.stage_model = &sm, c = &cut_cfg;
+        if (uneven_only && !cut_can_fit(c, c->pp, c->vpp)) {
+            stage_model_free(&sm);
+            return plan_invalid(r, "no cut fits in memory: the even layout stands for it");
+        }
+        int* cut = (int*)xmalloc(sizeof(int) * c->pp * c->vpp);
+        chunk_cut(c, c->pp, c->vpp, cut);
+        sm.cut = cut;  // cut once: plan_chunks and the schedule's lists take it
+        if (uneven_only && cut_is_even(c)) {
+            stage_model_free(&sm);
+            return plan_invalid(r, "--pp-split auto cuts as even does");
+        }
     }
     PlanChunks ch = plan_chunks(c, k, &lt, &et, r);
 

@@ -78,7 +78,9 @@ typedef struct {
     int dp, tp, cp, U, pp, mb;
     signed char vpp;  // (<= 64, args.h SIZE_VPP)
     signed char sched, recompute, sp, zero, attention, rms_kernel;
-    signed char pp_split;  // --pp-split: 0 even, 1 auto (layout/params.h chunk_cut)
+    // --pp-split: 0 even, 1 auto (layout/params.h chunk_cut), 2 auto tried beside the even layout: not
+    // a layout of its own where it cuts as even does
+    signed char pp_split;
 } PlanKey;
 
 // The most layouts one search enumerates (each key is 32 bytes; the exhaustive search keeps
@@ -124,34 +126,12 @@ static void plan_keys_settings(PlanKey key, const PlanFilter* f, int own_kernels
                     }
 }
 
-// Whether --pp-split auto cuts c's layers other than the even cut for this pipeline (then the
-// search tries both; known[] caches it per pp, vpp and schedule: 0 not yet, 1 the same, 2 not).
-// A cheap test, by PaLM FLOPs (no stage model: it would depend on the micro-batch, tp, cp and
-// the kernels too); the layouts it admits are cut by their own times and memory (predict.h
-// stage_model_build). A pipeline whose FLOPs cut is even is not tried with auto, even where only
-// memory would have moved a layer.
-static int plan_cut_differs(const ModelConfig* c, int pp, int vpp, int sched, signed char* known) {
-    signed char* k = &known[((size_t)pp * (c->n_layer + 1) + vpp) * N_SCHEDULES + sched];
-    if (!*k) {
-        ModelConfig lc = *c;
-        int n = pp * vpp, *even = (int*)xmalloc(sizeof(int) * n), *cost = (int*)xmalloc(sizeof(int) * n);
-        lc.pp = pp, lc.vpp = vpp, lc.schedule = sched, lc.pp_split = 0;
-        chunk_cut(&lc, pp, vpp, even);
-        lc.pp_split = 1;
-        chunk_cut(&lc, pp, vpp, cost);
-        *k = memcmp(even, cost, sizeof(int) * n) ? 2 : 1;
-        free(even), free(cost);
-    }
-    return *k == 2;
-}
-
 // Every layout and kernel choice of c on `gpus` GPUs that passes the filter, in the order
 // the search has always listed them. Context parallelism: cp a power of two, with each
 // power-of-two Ulysses degree U <= cp (U = 1: ring, U = cp: Ulysses, between: 2D).
 static PlanKeys plan_keys(const ModelConfig* c, int gpus, int global_batch, int gpus_per_node, const PlanSetup* base,
                           const PlanFilter* f) {
     PlanKeys keys = {NULL, 0, 0};
-    signed char* cut_known = (signed char*)xcalloc((size_t)(c->n_layer + 1) * (c->n_layer + 1) * N_SCHEDULES, 1);
     for (int tp = 1; tp <= gpus; tp++) {
         if (gpus % tp || !filter_ok(f->tp, tp)) continue;
         if (f->tp < 0 && tp > gpus_per_node) continue;  // tensor parallelism stays inside a node unless asked for
@@ -177,17 +157,17 @@ static PlanKeys plan_keys(const ModelConfig* c, int gpus, int global_batch, int 
                                 PlanKey key = {dp, tp, cp, U, pp, mb, (signed char)vpp, (signed char)sched,
                                                0,  0,  0,  0, 0,  0};
                                 plan_keys_settings(key, f, base->own_kernels, &keys);
-                                // the trainer's cut by cost, where it differs (other software cuts its own way)
-                                if (pp > 1 && base->pipe_split == SPLIT_LAYERS && filter_ok(f->pp_split, 1) &&
-                                    plan_cut_differs(c, pp, vpp, sched, cut_known))
-                                    key.pp_split = 1, plan_keys_settings(key, f, base->own_kernels, &keys);
+                                // the trainer's cut by cost (other software cuts its own way); beside
+                                // the even cut, kept only where it differs (PLAN_UNEVEN_ONLY)
+                                if (pp > 1 && base->pipe_split == SPLIT_LAYERS && filter_ok(f->pp_split, 1))
+                                    key.pp_split = filter_ok(f->pp_split, 0) ? 2 : 1,
+                                    plan_keys_settings(key, f, base->own_kernels, &keys);
                             }
                         }
                     }
                 }
             }
     }
-    free(cut_known);
     return keys;
 }
 
@@ -272,10 +252,11 @@ static int plan_predict_key(const ModelConfig* c, const PlanKey* key, int global
     ModelConfig lc = *c;
     lc.dp = key->dp, lc.tp = key->tp, lc.cp = key->cp, lc.cp_ulysses = key->U, lc.pp = key->pp, lc.vpp = key->vpp;
     lc.micro_batch = key->mb, lc.schedule = key->sched, lc.recompute = key->recompute, lc.sp = key->sp,
-    lc.zero = key->zero, lc.pp_split = key->pp_split;
+    lc.zero = key->zero, lc.pp_split = key->pp_split != 0;
     PlanSetup k = *base;
     k.attention = key->attention, k.rms_kernel = key->rms_kernel;
-    return plan_predict_ex(&lc, &k, global_batch, gpus_per_node, d, timing, r);
+    return plan_predict_ex(&lc, &k, global_batch, gpus_per_node, d, timing | (key->pp_split == 2 ? PLAN_UNEVEN_ONLY : 0),
+                           r);
 }
 
 // What a parallel pass over a search's layouts needs: the search, and where each result goes.

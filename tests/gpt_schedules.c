@@ -95,7 +95,7 @@ static void test_pp_costs(const ModelConfig* c) {
                     mb, g, f_ms[g] * 1e3 * (g == 1 && mb == 2 ? 10 : 1), mb, g, b_ms[g] * 1e3);
     fprintf(f, "{}]}\n");
     fclose(f);
-    StageModel sm = {1, 0.01, 3, NULL, NULL, 0, NULL};
+    StageModel sm = {1, 0.01, 3, NULL, NULL, 0, NULL, NULL};
     pp_costs_read(path, c, &sm);
     check(fabs(sm.layer - 2e-3) < 1e-9 && fabs(sm.head - 5e-3) < 1e-9 && fabs(sm.embed - 2e-5) < 1e-11 &&
               sm.measured == path,
@@ -133,7 +133,7 @@ static void test_pp_split_auto(void) {
     // 10 bytes each over a base of 20, the limit 85: at most 6 layers there, so 6 | 6 + head (9 s),
     // the fastest cut that fits.
     double base[2] = {20, 0}, per_layer[2] = {10, 1};
-    StageModel sm = {1, 0, 3, base, per_layer, 0, NULL};
+    StageModel sm = {1, 0, 3, base, per_layer, 0, NULL, NULL};
     c.stage_model = &sm, c.pp_split = 1, c.schedule = SCHED_1F1B;
     chunk_cut(&c, 2, 1, counts);
     check(counts[0] == 7 && counts[1] == 5, "pp_split/auto/stage model times: 7 | 5 + head", "%d %d", counts[0],

@@ -194,6 +194,11 @@ static void bad_run(const char* bin, const BadCase* k, const char* setup, const 
                checked ? "" : "     check: ", checked ? "" : post_check, checked ? "" : "\n");
 }
 
+// Each of n cases of a table through bin (the later suites' tables: faults_variants.c).
+static void bad_runs(const char* bin, const BadRun* runs, size_t n) {
+    for (size_t i = 0; i < n; i++) bad_run(bin, &runs[i].k, runs[i].setup, runs[i].check);
+}
+
 // A second run on a --ckpt-dir in use is refused at once (rank 0's flock of <dir>/LOCK); once
 // the first has gone, even by kill -9, the directory is free again, and temporary files a
 // killed run left are removed by the next run.

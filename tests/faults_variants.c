@@ -86,8 +86,7 @@ static const BadRun VARIANT_RUNS[] = {
 
 static void suite_variants(const char* bin) {
     sh("mkdir -p " VAR);
-    for (size_t i = 0; i < sizeof(VARIANT_RUNS) / sizeof(VARIANT_RUNS[0]); i++)
-        bad_run(bin, &VARIANT_RUNS[i].k, VARIANT_RUNS[i].setup, VARIANT_RUNS[i].check);
+    bad_runs(bin, VARIANT_RUNS, sizeof(VARIANT_RUNS) / sizeof(VARIANT_RUNS[0]));
 }
 
 #undef TOK_HF

@@ -129,7 +129,8 @@ compare() {
 # CPU references (1 rank); *_docs: documents (data/data.h) of median 12 tokens, masked (--doc-mask auto).
 DOCS="--data docs:lognormal:12:0.8"
 for ref in "cpu_gpt2|--model tiny" "cpu_llama|--model llama-tiny" "cpu_gpt2_8l|--model tiny --n-layer 8" \
-           "cpu_gpt2_docs|--model tiny $DOCS" "cpu_llama_docs|--model llama-tiny $DOCS"; do
+           "cpu_gpt2_docs|--model tiny $DOCS" "cpu_llama_docs|--model llama-tiny $DOCS" \
+           "cpu_gpt2_hh|--model tiny --n-layer 8 --vocab 8192"; do
   name=${ref%%|*}; flags=${ref#*|}
   rm -rf "$DIR/$name.ckpt"
   if run "$name" ./train_cpu $flags $(ckpt_flags "$name"); then
@@ -176,6 +177,12 @@ CASES=(
   "gpu_gpt2_dp2_zero1_offload_opt|cpu_gpt2|--model tiny --dp 2 --zero 1 $OPT --comm mpi"
   "gpu_gpt2_dp2_zero2_offload_opt|cpu_gpt2|--model tiny --dp 2 --zero 2 $OPT --comm mpi"
   "gpu_gpt2_dp2_pp2_zero3_offload_opt|cpu_gpt2|--model tiny --dp 2 --pp 2 --micro-batch 2 --zero 3 $OPT --comm mpi"
+  # an uneven cut by cost (--pp-split auto) on a heavy head (vocabulary 8192, 8 layers): the GPU
+  # build's own model of a card sees tiny layers as launch-bound and cuts them evenly, so the cut
+  # comes from the op times the first case's trace measured (--pp-costs: on the emulator the head
+  # weighs about 3 layers, 5 | 3 + head). CASES_MATCH=_hh_ runs both, in this order.
+  "gpu_gpt2_hh_pp2_trace|cpu_gpt2_hh|--model tiny --n-layer 8 --vocab 8192 --pp 2 --micro-batch 2 --trace $DIR/hh_trace.json --comm mpi"
+  "gpu_gpt2_hh_pp2_auto|cpu_gpt2_hh|--model tiny --n-layer 8 --vocab 8192 --pp 2 --micro-batch 2 --pp-split auto --pp-costs $DIR/hh_trace.json --comm mpi"
 )
 # NCCL (the default --comm): one GPU per rank.
 [ "$GPUS" -ge 4 ] && CASES+=(
@@ -212,6 +219,7 @@ CASES=(
 # With the NCCL layouts, a --comm mpi case whose layout has a NAME_nccl twin is left out (the
 # twin runs the layout; the MPI path keeps its own cases: p2p, ring, all-to-all, ZeRO, offload).
 twins=" ${CASES[*]%%|*} "
+rm -f "$DIR/hh_trace.json"  # (gpu_gpt2_hh_pp2_auto cuts by this run's trace, never an older one's)
 for entry in "${CASES[@]}"; do
   IFS='|' read -r name ref flags <<< "$entry"
   [[ "$name" =~ ${CASES_MATCH:-.} ]] || continue
@@ -225,6 +233,13 @@ for entry in "${CASES[@]}"; do
   if [ ! -s "$DIR/$ref.json" ]; then fail "$name: no reference $ref"; continue; fi
   compare "$name" "$ref"
 done
+
+# the cut by cost above is uneven (the even cut of 8 layers on 2 stages is 4 | 4)
+if [[ gpu_gpt2_hh_pp2_auto =~ ${CASES_MATCH:-.} ]]; then
+  cut=$(grep -o 'stage 0: layers \[0,[0-9]*)' "$DIR/gpu_gpt2_hh_pp2_auto.log" 2>/dev/null)
+  if [ -n "$cut" ] && [ "$cut" != "stage 0: layers [0,4)" ]; then pass "gpu_gpt2_hh_pp2_auto: cut by cost, $cut of 8"
+  else fail "gpu_gpt2_hh_pp2_auto: not cut by cost ('${cut:-no stage table}'; the even cut is [0,4))"; fi
+fi
 
 # Resume on the GPU build: a run with evaluation, sampling and a checkpoint every HALF steps,
 # then a run resumed from its step-HALF checkpoint. The steps after it (losses, and the

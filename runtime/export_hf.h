@@ -392,15 +392,17 @@ static void hf_untransform(const HfTensor* h, const float* in, int hd, float* fu
 }
 
 // config.json's fields: what each means for this model. HfField: must equal ours (the JSON text,
-// or the number within 1e-6); HF_IGNORED: no effect on the weights' math (ids, dtype, dropout and
+// or the number within 1e-6; `null` stands for null_is where that is not NAN: GPT-2's n_inner null
+// is 4 x n_embd); HF_FIELDS: an object whose fields are checked the same way (transformers 5's
+// rope_parameters); HF_IGNORED: no effect on the weights' math (ids, dtype, dropout and
 // initialization of training, generation). Any other field is refused: its effect is unknown.
-enum { HF_SAME_INT, HF_SAME_NUM, HF_SAME_TEXT };
-typedef struct { const char* key; int kind; double num; const char* text; } HfField;
+enum { HF_SAME_INT, HF_SAME_NUM, HF_SAME_TEXT, HF_FIELDS };
+typedef struct HfField { const char* key; int kind; double num; const char* text; double null_is; } HfField;
 static const char* const HF_IGNORED[] = {
     "architectures", "torch_dtype", "transformers_version", "bos_token_id", "eos_token_id", "pad_token_id",
     "resid_pdrop", "embd_pdrop", "attn_pdrop", "attention_dropout", "initializer_range", "use_cache",
     "summary_type", "summary_use_proj", "summary_activation", "summary_proj_to_labels", "summary_first_dropout",
-    "task_specific_params", "pretraining_tp"};
+    "task_specific_params", "pretraining_tp", "dtype"};  // dtype: transformers 5's name for torch_dtype
 
 // The end of the JSON value at v (a string, number, literal, [..] or {..}): the ',' or '}' after it, or NULL.
 static const char* hf_json_value_end(const char* v) {
@@ -415,42 +417,12 @@ static const char* hf_json_value_end(const char* v) {
     return NULL;
 }
 
-// --import-hf DIR/config.json, when there: every field honoured (compared with this model's) or
-// refused, one error line naming the field (an --arch llama hint when the architecture differs).
-// Returns whether there was one.
-static int hf_config_check(const char* dir, const ModelConfig* c) {
-    char path[PATH_CAP], why[512];
-    path_format(path, "--import-hf", "%s/config.json", dir);
-    FILE* f = input_open(path, why, sizeof(why), NULL);
-    if (!f) return 0;  // weights alone (safetensors): their shapes are still checked
-    char* text = (char*)xcalloc(1 << 20, 1);
-    size_t n = fread(text, 1, (1 << 20) - 1, f);
-    fclose(f);
-    int gpt2 = c->arch == ARCH_GPT2, hd = c->d_model / c->n_head;
-    const HfField fields[] = {
-        {"model_type", HF_SAME_TEXT, 0, gpt2 ? "\"gpt2\"" : "\"llama\""},
-        {"vocab_size", HF_SAME_INT, (double)c->vocab, NULL},
-        {gpt2 ? "n_embd" : "hidden_size", HF_SAME_INT, (double)c->d_model, NULL},
-        {gpt2 ? "n_layer" : "num_hidden_layers", HF_SAME_INT, (double)c->n_layer, NULL},
-        {gpt2 ? "n_head" : "num_attention_heads", HF_SAME_INT, (double)c->n_head, NULL},
-        {gpt2 ? "n_inner" : "intermediate_size", HF_SAME_INT, (double)c->d_ff, NULL},
-        {gpt2 ? "n_positions" : "max_position_embeddings", HF_SAME_INT, (double)c->seq_len, NULL},
-        {"num_key_value_heads", HF_SAME_INT, (double)c->n_kv_head, NULL},
-        {"head_dim", HF_SAME_INT, (double)hd, NULL},
-        {"n_ctx", HF_SAME_INT, (double)c->seq_len, NULL},
-        {"rope_theta", HF_SAME_NUM, (double)c->rope_theta, NULL},
-        {"rope_scaling", HF_SAME_TEXT, 0, "null"},
-        {gpt2 ? "layer_norm_epsilon" : "rms_norm_eps", HF_SAME_NUM, 1e-5, NULL},
-        {gpt2 ? "activation_function" : "hidden_act", HF_SAME_TEXT, 0, gpt2 ? "\"gelu_new\"" : "\"silu\""},
-        {"tie_word_embeddings", HF_SAME_TEXT, 0, gpt2 ? "true" : "false"},
-        {"attention_bias", HF_SAME_TEXT, 0, "false"},
-        {"mlp_bias", HF_SAME_TEXT, 0, "false"},
-        {"scale_attn_weights", HF_SAME_TEXT, 0, "true"},
-        {"scale_attn_by_inverse_layer_idx", HF_SAME_TEXT, 0, "false"},
-        {"reorder_and_upcast_attn", HF_SAME_TEXT, 0, "false"},
-    };
-    const char* p = strchr(text, '{');
-    while (p && n) {
+// The fields of the JSON object at obj ('{'), each one of fields[] (its value compared with ours) or
+// HF_IGNORED (at the top level only), else refused. Returns the end of the object ('}').
+static const char* hf_check_fields(const char* path, const char* obj, const HfField* fields, int n_fields, int top,
+                                   const ModelConfig* c, const HfField* nested, int n_nested) {
+    const char* p = obj;
+    while (p) {
         const char* key = strchr(p + 1, '"');
         if (!key) break;
         const char* key_end = strchr(key + 1, '"');
@@ -463,30 +435,90 @@ static int hf_config_check(const char* dir, const ModelConfig* c) {
         int vlen = (int)(end - v);
         while (vlen > 0 && (v[vlen - 1] == ' ' || v[vlen - 1] == '\n' || v[vlen - 1] == '\r')) vlen--;
         int klen = (int)(key_end - key - 1), known = 0;
-        for (size_t i = 0; i < sizeof(HF_IGNORED) / sizeof(HF_IGNORED[0]); i++)
+        for (size_t i = 0; top && i < sizeof(HF_IGNORED) / sizeof(HF_IGNORED[0]); i++)
             known |= (int)strlen(HF_IGNORED[i]) == klen && !strncmp(HF_IGNORED[i], key + 1, klen);
-        for (size_t i = 0; i < sizeof(fields) / sizeof(fields[0]) && !known; i++) {
+        for (int i = 0; i < n_fields && !known; i++) {
             const HfField* h = &fields[i];
             if ((int)strlen(h->key) != klen || strncmp(h->key, key + 1, klen)) continue;
             known = 1;
+            if (h->kind == HF_FIELDS) {
+                if (*v != '{') data_fail("--import-hf %s: %s is not a JSON object", path, h->key);
+                hf_check_fields(path, v, nested, n_nested, 0, c, NULL, 0);
+                continue;
+            }
             char ours[64];
+            double want = h->num;
+            int is_null = vlen == 4 && !strncmp(v, "null", 4);
+            if (is_null && !isnan(h->null_is)) want = h->null_is;  // a default that stands for a number
             if (h->kind == HF_SAME_TEXT) snprintf(ours, sizeof(ours), "%s", h->text);
             else snprintf(ours, sizeof(ours), h->kind == HF_SAME_INT ? "%.0f" : "%g", h->num);
             int same = h->kind == HF_SAME_TEXT ? (int)strlen(ours) == vlen && !strncmp(ours, v, vlen)
-                                               : fabs(strtod(v, NULL) - h->num) <= 1e-6 * fabs(h->num);
+                       : is_null           ? !isnan(h->null_is) && fabs(want - h->num) <= 1e-6 * fabs(h->num)
+                                           : fabs(strtod(v, NULL) - h->num) <= 1e-6 * fabs(h->num);
             int shown = vlen < 40 ? vlen : 40;
             if (!same && !strcmp(h->key, "model_type"))
                 data_fail("--import-hf %s: model_type %.*s, but this run's architecture is %s (%s)", path, shown, v,
-                     arch_name(c->arch), gpt2 ? "add --arch llama, or a llama --model" : "a gpt2 --model");
+                     arch_name(c->arch), c->arch == ARCH_GPT2 ? "add --arch llama, or a llama --model" : "a gpt2 --model");
             if (!same)
-                data_fail("--import-hf %s: %s is %.*s, this model's %s (set by --model and the shape flags%s)", path,
-                     h->key, shown, v, ours, !strcmp(h->key, "rope_theta") ? ", --rope-theta" : "");
+                data_fail("--import-hf %s: %s is %.*s%s, this model's %s (set by --model and the shape flags%s)", path,
+                     h->key, shown, v, is_null && !isnan(h->null_is) ? " (the default)" : "", ours,
+                     !strcmp(h->key, "rope_theta") ? ", --rope-theta" : "");
         }
         if (!known)
             data_fail("--import-hf %s: field '%.*s' is not one this trainer reads (its effect on the model is "
                       "unknown): refused", path, klen < 60 ? klen : 60, key + 1);
-        p = *end == ',' ? end : NULL;
+        if (*end != ',') return end;
+        p = end;
     }
+    return p;
+}
+
+// --import-hf DIR/config.json, when there: every field honoured (compared with this model's) or
+// refused, one error line naming the field (an --arch llama hint when the architecture differs).
+// Returns whether there was one.
+static int hf_config_check(const char* dir, const ModelConfig* c) {
+    char path[PATH_CAP], why[512];
+    path_format(path, "--import-hf", "%s/config.json", dir);
+    FILE* f = input_open(path, why, sizeof(why), NULL);
+    if (!f) return 0;  // weights alone (safetensors): their shapes are still checked
+    char* text = (char*)xcalloc(1 << 20, 1);
+    size_t n = fread(text, 1, (1 << 20) - 1, f);
+    fclose(f);
+    int gpt2 = c->arch == ARCH_GPT2, hd = c->d_model / c->n_head;
+    double no = NAN;
+    const HfField fields[] = {
+        {"model_type", HF_SAME_TEXT, 0, gpt2 ? "\"gpt2\"" : "\"llama\"", no},
+        {"vocab_size", HF_SAME_INT, (double)c->vocab, NULL, no},
+        {gpt2 ? "n_embd" : "hidden_size", HF_SAME_INT, (double)c->d_model, NULL, no},
+        {gpt2 ? "n_layer" : "num_hidden_layers", HF_SAME_INT, (double)c->n_layer, NULL, no},
+        {gpt2 ? "n_head" : "num_attention_heads", HF_SAME_INT, (double)c->n_head, NULL, no},
+        {gpt2 ? "n_inner" : "intermediate_size", HF_SAME_INT, (double)c->d_ff, NULL, gpt2 ? 4.0 * c->d_model : no},
+        {gpt2 ? "n_positions" : "max_position_embeddings", HF_SAME_INT, (double)c->seq_len, NULL, no},
+        {"num_key_value_heads", HF_SAME_INT, (double)c->n_kv_head, NULL, no},
+        {"head_dim", HF_SAME_INT, (double)hd, NULL, no},
+        {"n_ctx", HF_SAME_INT, (double)c->seq_len, NULL, no},
+        {"rope_theta", HF_SAME_NUM, (double)c->rope_theta, NULL, no},
+        {"rope_scaling", HF_SAME_TEXT, 0, "null", no},
+        {"rope_parameters", HF_FIELDS, 0, NULL, no},
+        {gpt2 ? "layer_norm_epsilon" : "rms_norm_eps", HF_SAME_NUM, 1e-5, NULL, no},
+        {gpt2 ? "activation_function" : "hidden_act", HF_SAME_TEXT, 0, gpt2 ? "\"gelu_new\"" : "\"silu\"", no},
+        {"tie_word_embeddings", HF_SAME_TEXT, 0, gpt2 ? "true" : "false", no},
+        {"attention_bias", HF_SAME_TEXT, 0, "false", no},
+        {"mlp_bias", HF_SAME_TEXT, 0, "false", no},
+        {"scale_attn_weights", HF_SAME_TEXT, 0, "true", no},
+        {"scale_attn_by_inverse_layer_idx", HF_SAME_TEXT, 0, "false", no},
+        {"reorder_and_upcast_attn", HF_SAME_TEXT, 0, "false", no},
+        {"add_cross_attention", HF_SAME_TEXT, 0, "false", no},
+    };
+    // transformers 5 writes RoPE's settings as one object: {"rope_theta": ..., "rope_type": "default"}
+    const HfField rope_fields[] = {
+        {"rope_theta", HF_SAME_NUM, (double)c->rope_theta, NULL, no},
+        {"rope_type", HF_SAME_TEXT, 0, "\"default\"", no},
+    };
+    const char* obj = strchr(text, '{');
+    if (obj && n)
+        hf_check_fields(path, obj, fields, (int)(sizeof(fields) / sizeof(fields[0])), 1, c, rope_fields,
+                        (int)(sizeof(rope_fields) / sizeof(rope_fields[0])));
     free(text);
     return 1;
 }

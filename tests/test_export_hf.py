@@ -3,7 +3,8 @@
 ./train --export-hf DIR --ckpt-dir CK, load DIR with AutoModelForCausalLM.from_pretrained
 (no conversion), and compare its fp32 logits on the same tokens with ours (./hf_logits on
 the final checkpoint: the sampler's forward); then --import-hf of the export, which must give
-the checkpoint's logits bit for bit.
+the checkpoint's logits bit for bit. Last, a model transformers saved itself (its own
+config.json's fields) imported with --import-hf: our logits against transformers'.
 
   make train hf_logits && python3 tests/test_export_hf.py
 
@@ -68,6 +69,34 @@ def check_case(name, model_name, layout, tmp, torch, transformers, np):
         kind, len(tokens), ours.shape[1], err, TOL, imported)
 
 
+def check_transformers_saved(name, model_name, tmp, torch, transformers, np):
+    """A model transformers made and saved itself (save_pretrained: its own config.json, with fields
+    such as add_cross_attention, dtype, rope_parameters) imported with --import-hf: our logits
+    against transformers' on the same tokens. The shape is our export's (check_case's config.json),
+    the weights transformers' random initialization."""
+    d = os.path.join(tmp, name)
+    saved = os.path.join(d, "saved")
+    torch.manual_seed(0)
+    config = transformers.AutoConfig.from_pretrained(os.path.join(d, "hf"))
+    model = transformers.AutoModelForCausalLM.from_config(config)
+    with torch.no_grad():  # biases and norm weights away from their 0 and 1, so their order matters too
+        for p in model.parameters():
+            p.add_(0.05 * torch.randn_like(p))
+    model.save_pretrained(saved)
+    model.eval()
+    tokens = [256] + list(b"the quick brown fox jumps over")
+    with torch.no_grad():
+        theirs = model(torch.tensor([tokens])).logits[0].numpy()
+    ours_path = os.path.join(d, "saved.f32")
+    run(["./hf_logits", ours_path, ",".join(map(str, tokens)), "--model", model_name, "--import-hf", saved])
+    ours = np.fromfile(ours_path, dtype=np.float32).reshape(len(tokens), -1)
+    if ours.shape != theirs.shape:
+        return False, "shape ours %s, transformers %s" % (ours.shape, theirs.shape)
+    err = float(np.abs(ours - theirs).max()) / float(np.abs(theirs).max())
+    return err <= TOL, "%s saved by transformers %s, imported: max |diff| / max |logit| = %.2e (tol %.0e)" % (
+        type(model).__name__, transformers.__version__, err, TOL)
+
+
 def main():
     try:
         import numpy as np
@@ -92,6 +121,16 @@ def main():
             except Exception as e:  # a failed run or load is a failed check, with its reason
                 ok, msg = False, "%s: %s" % (type(e).__name__, e)
             print("%s export_hf/%s: %s" % ("PASS" if ok else "FAIL", name, msg))
+            passed += ok
+            failed += not ok
+        for name, model_name, layout in CASES:
+            if layout:
+                continue
+            try:
+                ok, msg = check_transformers_saved(name, model_name, tmp, torch, transformers, np)
+            except Exception as e:
+                ok, msg = False, "%s: %s" % (type(e).__name__, e)
+            print("%s import_hf/%s_transformers_saved: %s" % ("PASS" if ok else "FAIL", name, msg))
             passed += ok
             failed += not ok
     print("%d passed, %d failed" % (passed, failed))

@@ -37,6 +37,7 @@ def measure(split, pp, flags):
     ms = 1e-3 / (n_steps - 1)
     idle_max = max(span - busy[r] for r in ranks)
     return dict(step=span * ms, idle_busiest=(span - busy[busiest]) * ms, idle_max=idle_max * ms,
+                idle_head=(span - busy[ranks[-1]]) * ms, idle_mean=statistics.mean(span - busy[r] for r in ranks) * ms,
                 share_busiest=(span - busy[busiest]) / span, share_max=idle_max / span,
                 at_once=sum(busy.values()) / span, busy=[busy[r] * ms for r in ranks])
 
@@ -57,16 +58,19 @@ def main():
           "| ranks computing at once |")
     print("|---|---|---|---|---|---|")
     med = {}
-    keys = ("step", "idle_busiest", "idle_max", "share_busiest", "share_max", "at_once")
+    keys = ("step", "idle_busiest", "idle_max", "idle_head", "idle_mean", "share_busiest", "share_max", "at_once")
     for split, rs in runs.items():
         med[split] = m = {k: statistics.median(r[k] for r in rs) for k in keys}
         busy = " / ".join(f"{statistics.median(r['busy'][i] for r in rs):.0f}" for i in range(a.pp))
         print(f"| {split} | {m['step']:.0f} | {m['idle_busiest']:.0f} ({100 * m['share_busiest']:.1f}%) | "
               f"{m['idle_max']:.0f} ({100 * m['share_max']:.1f}%) | {busy} | {m['at_once']:.2f} |")
     e, u = med["even"], med["auto"]
+    print(f"head stage's rank (the even cut's busiest) idle ms: even {e['idle_head']:.0f}, auto {u['idle_head']:.0f}; "
+          f"mean idle over the ranks: even {e['idle_mean']:.0f}, auto {u['idle_mean']:.0f}")
     print(f"auto / even: step {u['step'] / e['step']:.2f}, busiest rank idle {u['idle_busiest'] / e['idle_busiest']:.2f} "
           f"(share {u['share_busiest'] / e['share_busiest']:.2f}), largest idle {u['idle_max'] / e['idle_max']:.2f} "
-          f"(share {u['share_max'] / e['share_max']:.2f})")
+          f"(share {u['share_max'] / e['share_max']:.2f}), head stage's idle {u['idle_head'] / e['idle_head']:.2f}, "
+          f"mean idle {u['idle_mean'] / e['idle_mean']:.2f}")
 
 
 if __name__ == "__main__":

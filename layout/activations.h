@@ -148,7 +148,7 @@ static double act_head_bytes(const ActShape* s, int act_bytes, int align) {
 static double act_slot_bytes(const ActShape* s, int n_layers, int recompute, int act_bytes, int align) {
     ActBuf x = {s->N * s->C, 0};
     double bytes = (n_layers + 3) * act_bufs_bytes(&x, 1, act_bytes, align);
-    if (recompute != RECOMPUTE_FULL)
+    if (recompute != RECOMPUTE_FULL && n_layers > 0)  // (the planner's probes ask for many chunks of none)
         bytes += n_layers * act_layer_bytes(s, recompute == RECOMPUTE_NONE, act_bytes, align);
     return bytes;
 }
@@ -183,8 +183,8 @@ static ActCounts act_chunk_counts(const PipeOp* ops, int n_ops, int chunk, int s
 // Everything a chunk of n_layers allocates for its slots and pools.
 static double act_chunk_bytes(const ActShape* s, int n_layers, int recompute, ActCounts k, int act_bytes, int align) {
     return k.slots * act_slot_bytes(s, n_layers, recompute, act_bytes, align) +
-           k.wg_sets * n_layers * act_weight_grad_in_bytes(s, act_bytes, align) +
-           k.heads * act_head_bytes(s, act_bytes, align);
+           (k.wg_sets && n_layers ? k.wg_sets * n_layers * act_weight_grad_in_bytes(s, act_bytes, align) : 0) +
+           (k.heads ? k.heads * act_head_bytes(s, act_bytes, align) : 0);
 }
 
 // Context parallelism's buffers, shared by the layers: layer_parallel/context_parallel.h cp_alloc

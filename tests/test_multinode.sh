@@ -28,12 +28,16 @@ check() {  # check OK NAME DETAIL
 }
 root=""
 [ "$(id -u)" = 0 ] && root="--allow-run-as-root"
-cat > "$T/ssh" <<'EOF'
+cat > "$T/ssh" <<EOF
 #!/bin/sh
-# ssh's stand-in: drop the options and the host name, run the command on this machine
-while [ $# -gt 0 ]; do case "$1" in -*) shift ;; *) break ;; esac; done
+# ssh's stand-in: drop the options and the host name, run the command on this machine. The daemon
+# gets a session directory of its own (TMPDIR): both "nodes" are this host, and a daemon sharing
+# mpirun's (/tmp/ompi.HOST.UID/jf.N) raced it creating the job's folder ("mkdir: File exists")
+# and writing the node's hwloc topology file (orted segfaulted in hwloc_shmem_topology_write):
+# 2 of 6 runs of this file failed.
+while [ \$# -gt 0 ]; do case "\$1" in -*) shift ;; *) break ;; esac; done
 shift
-exec sh -c "$*"
+TMPDIR=\$(mktemp -d "$T/node.XXXXXX") exec sh -c "\$*"
 EOF
 chmod +x "$T/ssh"
 

@@ -227,42 +227,6 @@ static void cut_best_move(const ModelConfig* c, int pp, int vpp, const int* coun
 // chunks, not only neighbours (cut_best_move: each trial O(1), and between two stages only the chunks
 // that can do best; the planner's search cuts hundreds of thousands of layouts). Every rank computes
 // the same cut.
-//
-// The planner's search asks for the same cut many times (16,274 asks, 4,205 different cuts, for
-// --plan --model llama-65b --gpus 128), so each thread keeps the last CUTS_KEPT cuts, keyed by
-// everything the cut reads: the model's layer count, the pipeline's shape and placement, the
-// costs and the stage model's bytes.
-#define CUTS_KEPT 1024
-typedef struct {
-    double* key;  // cut_key's values (NULL: an empty entry)
-    int n_key;
-    int* counts;
-} KeptCut;
-static __thread KeptCut cuts_kept[CUTS_KEPT];
-
-// Free this thread's kept cuts (a search's threads do before they end).
-static void chunk_cuts_release(void) {
-    for (int i = 0; i < CUTS_KEPT; i++) free(cuts_kept[i].key), free(cuts_kept[i].counts), cuts_kept[i].key = NULL;
-}
-static int cut_key(const ModelConfig* c, int pp, int vpp, double layer, double embed, double head, double* key) {
-    const StageModel* sm = c->stage_model;
-    int n = 0;
-    key[n++] = c->n_layer, key[n++] = pp, key[n++] = vpp, key[n++] = schedule_is_v(c->schedule);
-    key[n++] = layer, key[n++] = embed, key[n++] = head, key[n++] = sm != NULL;
-    if (sm) {
-        key[n++] = sm->mem_limit;
-        for (int s = 0; s < pp; s++) key[n++] = sm->mem_base[s];
-        for (int g = 0; g < pp * vpp; g++) key[n++] = sm->mem_layer[g];
-    }
-    return n;
-}
-static KeptCut* cut_kept(const double* key, int n_key) {
-    unsigned long long h = 14695981039346656037ull;  // FNV-1a over the key's bytes
-    const unsigned char* b = (const unsigned char*)key;
-    for (size_t i = 0; i < sizeof(double) * n_key; i++) h = (h ^ b[i]) * 1099511628211ull;
-    return &cuts_kept[h % CUTS_KEPT];
-}
-
 static void chunk_cut(const ModelConfig* c, int pp, int vpp, int* counts) {
     int n = pp * vpp;
     for (int g = 0; g < n; g++) counts[g] = chunk_layer_count(c->n_layer, n, g);
@@ -274,14 +238,6 @@ static void chunk_cut(const ModelConfig* c, int pp, int vpp, int* counts) {
     }
     double layer, embed, head;
     cut_costs(c, &layer, &embed, &head);
-    double* key = (double*)xmalloc(sizeof(double) * (9 + pp + n));
-    int n_key = cut_key(c, pp, vpp, layer, embed, head, key);
-    KeptCut* kept = cut_kept(key, n_key);
-    if (kept->key && kept->n_key == n_key && !memcmp(kept->key, key, sizeof(double) * n_key)) {
-        memcpy(counts, kept->counts, sizeof(int) * n);
-        free(key);
-        return;
-    }
     double* cost = (double*)xmalloc(sizeof(double) * 2 * pp);
     double* mem = cost + pp;
     for (int a, b;; counts[a]--, counts[b]++) {
@@ -298,10 +254,6 @@ static void chunk_cut(const ModelConfig* c, int pp, int vpp, int* counts) {
         if (a < 0) break;
     }
     free(cost);
-    free(kept->key), free(kept->counts);
-    kept->key = key, kept->n_key = n_key;
-    kept->counts = (int*)xmalloc(sizeof(int) * n);
-    memcpy(kept->counts, counts, sizeof(int) * n);
 }
 // Whether some cut of c's layers could fit its stage model's memory limit (a necessary condition,
 // in O(pp vpp)): each chunk holds a layer, and the layers left go, a fraction at a time if need be,

@@ -217,7 +217,6 @@ static void* plan_worker(void* p) {
             __atomic_add_fetch(&w->done, 1, __ATOMIC_RELAXED);
         }
     pipe_counts_release();
-    chunk_cuts_release();
     __atomic_add_fetch(&w->finished, 1, __ATOMIC_RELEASE);
     return NULL;
 }

@@ -418,9 +418,9 @@ static const char* hf_json_value_end(const char* v) {
 }
 
 // The fields of the JSON object at obj ('{'), each one of fields[] (its value compared with ours) or
-// HF_IGNORED (at the top level only), else refused. Returns the end of the object ('}').
-static const char* hf_check_fields(const char* path, const char* obj, const HfField* fields, int n_fields, int top,
-                                   const ModelConfig* c, const HfField* nested, int n_nested) {
+// HF_IGNORED (at the top level only), else refused; an HF_FIELDS field's object against nested[].
+static void hf_check_fields(const char* path, const char* obj, const HfField* fields, int n_fields, int top,
+                            const ModelConfig* c, const HfField* nested, int n_nested) {
     const char* p = obj;
     while (p) {
         const char* key = strchr(p + 1, '"');
@@ -447,13 +447,12 @@ static const char* hf_check_fields(const char* path, const char* obj, const HfFi
                 continue;
             }
             char ours[64];
-            double want = h->num;
-            int is_null = vlen == 4 && !strncmp(v, "null", 4);
-            if (is_null && !isnan(h->null_is)) want = h->null_is;  // a default that stands for a number
+            // null: a default that stands for a number (null_is), or none
+            int is_null = vlen == 4 && !strncmp(v, "null", 4), null_number = is_null && !isnan(h->null_is);
             if (h->kind == HF_SAME_TEXT) snprintf(ours, sizeof(ours), "%s", h->text);
             else snprintf(ours, sizeof(ours), h->kind == HF_SAME_INT ? "%.0f" : "%g", h->num);
             int same = h->kind == HF_SAME_TEXT ? (int)strlen(ours) == vlen && !strncmp(ours, v, vlen)
-                       : is_null           ? !isnan(h->null_is) && fabs(want - h->num) <= 1e-6 * fabs(h->num)
+                       : is_null           ? null_number && fabs(h->null_is - h->num) <= 1e-6 * fabs(h->num)
                                            : fabs(strtod(v, NULL) - h->num) <= 1e-6 * fabs(h->num);
             int shown = vlen < 40 ? vlen : 40;
             if (!same && !strcmp(h->key, "model_type"))
@@ -461,16 +460,14 @@ static const char* hf_check_fields(const char* path, const char* obj, const HfFi
                      arch_name(c->arch), c->arch == ARCH_GPT2 ? "add --arch llama, or a llama --model" : "a gpt2 --model");
             if (!same)
                 data_fail("--import-hf %s: %s is %.*s%s, this model's %s (set by --model and the shape flags%s)", path,
-                     h->key, shown, v, is_null && !isnan(h->null_is) ? " (the default)" : "", ours,
+                     h->key, shown, v, null_number ? " (the default)" : "", ours,
                      !strcmp(h->key, "rope_theta") ? ", --rope-theta" : "");
         }
         if (!known)
             data_fail("--import-hf %s: field '%.*s' is not one this trainer reads (its effect on the model is "
                       "unknown): refused", path, klen < 60 ? klen : 60, key + 1);
-        if (*end != ',') return end;
-        p = end;
+        p = *end == ',' ? end : NULL;
     }
-    return p;
 }
 
 // --import-hf DIR/config.json, when there: every field honoured (compared with this model's) or

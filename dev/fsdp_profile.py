@@ -1,0 +1,305 @@
+#!/usr/bin/env python3
+"""dev/fsdp_profile.py: where a PyTorch FSDP step's time goes at llm-foundry's MPT-7B shape (issue 35).
+
+The planner predicts llm-foundry's FSDP runs without activation recomputation 4-10 MFU points off on both
+A100 and H100 (dev/PLANNER.md, "Why FSDP runs without recomputation look slower"): either the collectives
+that FSDP overlaps with compute cost nearly their full time, or the matmuls run at another rate than the
+planner's, or both. This measures the three on a lent GPU node, every GPU in one FSDP group:
+
+  1. gemm      the layer's matmuls (qkv, attention projection, fc1, fc2 and their two backward GEMMs) at
+               tokens = micro-batch x seq, bf16, alone on the card: TFLOP/s and fraction of --peak-tflops.
+  2. overlap   the same matmuls while a second stream all-gathers one layer's bf16 weights over the group
+               without pause (FSDP's prefetch): the matmuls' extra time per second of all-gather beside them,
+               the planner's comm_interference (planner/device.h); and the all-gather's bus bandwidth alone.
+  3. step      one micro-batch's forward + backward under FSDP1 (FULL_SHARD, each block its own unit, bf16
+               parameters, reduce dtype --reduce, --prefetch BACKWARD_PRE / BACKWARD_POST, forward prefetch
+               and the rate limiter as flags; no optimizer step: the per-micro-batch cost is what is asked),
+               under torch.profiler: wall; time compute kernels run; time only NCCL runs (exposed
+               communication); time nothing runs (host-bound gaps: hooks, the rate limiter's waits); the
+               GEMM kernels' summed time and rate.
+Then over the micro-batch sizes the line step = a x mb + c: c is the fixed cost per micro-batch
+(llm-foundry's own sweep: c = 0.212 s for MPT-7B on 8 A100-80GB, where the planner says 0.060 s).
+
+    python3 dev/fsdp_profile.py [--mb 1,2,4] [--layers N] [--prefetch pre|post] [--reduce bf16|fp32]
+                                [--limit-all-gathers 0|1] [--forward-prefetch 0|1] [--out FILE.csv]
+It starts one process per visible GPU itself (or runs under torchrun). Rows go to --out (default
+$OUT/fsdp_profile.csv when $OUT is set, else fsdp_profile.csv) and to stdout. About 2-4 minutes on 8 GPUs.
+Needs PyTorch with CUDA and at least one GPU; says so in one line when either is missing.
+"""
+import argparse
+import csv
+import os
+import sys
+import time
+
+# llm-foundry's MPT-7B (mcli/yamls, configuration_mpt.py): 32 blocks of d 4096, 32 heads, expansion 4 (GELU),
+# vocabulary 50368 with tied embeddings, no biases, LayerNorm without bias, 2048 tokens
+D_MODEL, N_HEAD, N_LAYER, EXPANSION, VOCAB, SEQ = 4096, 32, 32, 4, 50368, 2048
+PEAKS = {"A100": 312, "H100": 989, "H200": 989, "H800": 989, "A800": 312}  # dense bf16 TFLOP/s (SXM datasheets)
+
+
+def parse_args():
+    ap = argparse.ArgumentParser(description=__doc__.split("\n")[0], epilog=__doc__.split("\n", 2)[2],
+                                 formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap.add_argument("--mb", default="1,2,4", help="micro-batch sizes, comma-separated (default 1,2,4)")
+    ap.add_argument("--layers", type=int, default=0, help="blocks (default: 32 on 4+ GPUs, else 8: 32 blocks of fp32 "
+                    "weights and gradients need 4+ cards to shard)")
+    ap.add_argument("--prefetch", choices=["pre", "post"], default="post",
+                    help="backward prefetch (default post: Composer's default, the 8-GPU tables' setting)")
+    ap.add_argument("--reduce", choices=["bf16", "fp32"], default="bf16", help="gradient reduce-scatter dtype")
+    ap.add_argument("--limit-all-gathers", type=int, choices=[0, 1], default=1, help="FSDP1's rate limiter (default 1)")
+    ap.add_argument("--forward-prefetch", type=int, choices=[0, 1], default=0, help="FSDP1's forward prefetch")
+    ap.add_argument("--steps", type=int, default=3, help="profiled micro-batches per size (after 2 warm-up)")
+    ap.add_argument("--peak-tflops", type=float, default=0, help="dense bf16 peak (default: from the GPU's name)")
+    ap.add_argument("--out", default="", help="CSV of the results")
+    a = ap.parse_args()
+    try:
+        a.mbs = [int(x) for x in a.mb.split(",")]
+    except ValueError:
+        ap.error("--mb: comma-separated integers, e.g. 1,2,4")
+    if not a.mbs or min(a.mbs) < 1 or a.steps < 1 or a.layers < 0:
+        ap.error("--mb, --steps must be positive and --layers not negative")
+    return a
+
+
+def layer_gemms(tokens):
+    """(M, N, K) of one block's matmuls, forward and backward (dgrad: M x K from M x N; wgrad: N x K over M)."""
+    d, f = D_MODEL, EXPANSION * D_MODEL
+    fwd = [(tokens, 3 * d, d), (tokens, d, d), (tokens, f, d), (tokens, d, f)]
+    return fwd + [(m, k, n) for m, n, k in fwd] + [(n, k, m) for m, n, k in fwd]
+
+
+def gemm_flops(tokens, n_layer):
+    """FLOPs of the step's matmuls: the blocks' (24 T d^2 forward) and the tied head's, forward + backward."""
+    return 3 * (n_layer * 24 * tokens * D_MODEL ** 2 + 2 * tokens * D_MODEL * VOCAB)
+
+
+def union_us(intervals):
+    total, end = 0.0, None
+    for s, e in sorted(intervals):
+        if end is None or s > end:
+            total, end = total + (e - s), e
+        elif e > end:
+            total, end = total + (e - end), e
+    return total
+
+
+def build_model(torch, n_layer):
+    nn, F = torch.nn, torch.nn.functional
+
+    class Block(nn.Module):
+        def __init__(self):
+            super().__init__()
+            d = D_MODEL
+            self.ln1, self.ln2 = nn.LayerNorm(d, bias=False), nn.LayerNorm(d, bias=False)
+            self.qkv, self.proj = nn.Linear(d, 3 * d, bias=False), nn.Linear(d, d, bias=False)
+            self.fc1, self.fc2 = nn.Linear(d, EXPANSION * d, bias=False), nn.Linear(EXPANSION * d, d, bias=False)
+
+        def forward(self, x):
+            b, t, d = x.shape
+            q, k, v = self.qkv(self.ln1(x)).view(b, t, 3, N_HEAD, d // N_HEAD).permute(2, 0, 3, 1, 4)
+            a = F.scaled_dot_product_attention(q, k, v, is_causal=True)
+            x = x + self.proj(a.transpose(1, 2).reshape(b, t, d))
+            return x + self.fc2(F.gelu(self.fc1(self.ln2(x))))
+
+    class Mpt(nn.Module):
+        def __init__(self):
+            super().__init__()
+            self.wte = nn.Embedding(VOCAB, D_MODEL)
+            self.blocks = nn.ModuleList([Block() for _ in range(n_layer)])
+            self.ln_f = nn.LayerNorm(D_MODEL, bias=False)
+
+        def forward(self, idx, targets):
+            x = self.wte(idx)
+            for blk in self.blocks:
+                x = blk(x)
+            logits = F.linear(self.ln_f(x), self.wte.weight)
+            return F.cross_entropy(logits.float().view(-1, VOCAB), targets.view(-1))
+
+    return Mpt(), Block
+
+
+def time_gemms(torch, shapes, reps):
+    """Start and end events around reps passes over shapes' matmuls on the current stream."""
+    mats = [(torch.randn(m, k, device="cuda", dtype=torch.bfloat16), torch.randn(k, n, device="cuda",
+             dtype=torch.bfloat16)) for m, n, k in shapes]
+    start, end = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
+    for a, b in mats:
+        a @ b
+    start.record()
+    for _ in range(reps):
+        for a, b in mats:
+            a @ b
+    end.record()
+    return start, end
+
+
+def gemm_and_overlap(torch, dist, mb, world, peak):
+    """Section 1 and 2 for one micro-batch size: a dict of the row's gemm/overlap columns."""
+    shapes, tokens = layer_gemms(mb * SEQ), mb * SEQ
+    flops = sum(2 * m * n * k for m, n, k in shapes)
+    reps = max(2, int(40 / mb))
+    s, e = time_gemms(torch, shapes, reps)
+    torch.cuda.synchronize()
+    alone = s.elapsed_time(e)
+    row = {"gemm_tflops_alone": flops * reps / alone / 1e9, "tokens": tokens}
+    row["gemm_frac_peak_alone"] = row["gemm_tflops_alone"] / peak if peak else float("nan")
+    if world < 2:
+        return row
+    layer_params = 12 * D_MODEL ** 2
+    shard = torch.empty(layer_params // world, device="cuda", dtype=torch.bfloat16)
+    full = torch.empty(shard.numel() * world, device="cuda", dtype=torch.bfloat16)
+    comm = torch.cuda.Stream()
+    cs, ce = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
+
+    def gathers(n):
+        with torch.cuda.stream(comm):
+            cs.record(comm)
+            for _ in range(n):
+                dist.all_gather_into_tensor(full, shard)
+            ce.record(comm)
+    gathers(2)
+    torch.cuda.synchronize()
+    gathers(10)
+    torch.cuda.synchronize()
+    per_gather = cs.elapsed_time(ce) / 10
+    row["allgather_busbw_gbs"] = full.numel() * 2 * (world - 1) / world / per_gather / 1e6
+    dist.barrier()
+    torch.cuda.synchronize()
+    gathers(int(1.5 * alone / per_gather) + 2)  # the gathers outlast the matmuls: every matmul has one beside it
+    s, e = time_gemms(torch, shapes, reps)
+    torch.cuda.synchronize()
+    together = s.elapsed_time(e)
+    row["gemm_tflops_beside_allgather"] = flops * reps / together / 1e9
+    row["comm_interference"] = (together - alone) / together  # extra compute per second of collective beside it
+    return row
+
+
+def is_gemm(name):
+    n = name.lower()
+    return any(s in n for s in ("gemm", "xmma", "cutlass", "nvjet", "wgmma")) and "nccl" not in n
+
+
+def profile_step(torch, model, mb, steps, n_layer):
+    """Section 3: forward + backward of `steps` micro-batches under torch.profiler; per-micro-batch ms."""
+    from torch.profiler import profile, ProfilerActivity
+    idx, targets = (torch.randint(0, VOCAB, (mb, SEQ), device="cuda") for _ in range(2))
+
+    def step():
+        with torch.autocast("cuda", dtype=torch.bfloat16):
+            loss = model(idx, targets)
+        loss.backward()
+        model.zero_grad(set_to_none=True)
+    for _ in range(2):
+        step()
+    torch.cuda.synchronize()
+    t0 = time.perf_counter()
+    for _ in range(steps):
+        step()
+    torch.cuda.synchronize()
+    wall = (time.perf_counter() - t0) * 1e3 / steps
+    with profile(activities=[ProfilerActivity.CUDA]) as prof:  # kernels only: recording host ops would slow hooks
+        t0 = time.perf_counter()
+        for _ in range(steps):
+            step()
+        torch.cuda.synchronize()
+        wall_prof = (time.perf_counter() - t0) * 1e3 / steps
+    kernels = [e for e in prof.events() if e.device_type.name == "CUDA"]
+    if not kernels:
+        print("warning: the profiler recorded no kernels: the breakdown columns are empty", file=sys.stderr)
+    spans = lambda ks: [(k.time_range.start, k.time_range.end) for k in ks]  # noqa: E731
+    nccl = [k for k in kernels if "nccl" in k.name.lower()]
+    compute = [k for k in kernels if "nccl" not in k.name.lower()]
+    gemms = [k for k in compute if is_gemm(k.name)]
+    busy_all, busy_compute = union_us(spans(kernels)) / 1e3, union_us(spans(compute)) / 1e3
+    gemm_ms = sum(k.time_range.end - k.time_range.start for k in gemms) / 1e3 / steps
+    return {"step_ms": wall, "step_ms_profiled": wall_prof, "compute_busy_ms": busy_compute / steps,
+            "comm_only_ms": (busy_all - busy_compute) / steps,
+            "idle_ms": wall_prof - busy_all / steps, "nccl_kernel_ms": union_us(spans(nccl)) / 1e3 / steps,
+            "gemm_kernel_ms": gemm_ms,
+            "gemm_tflops_in_step": gemm_flops(mb * SEQ, n_layer) / gemm_ms / 1e9 if gemm_ms else float("nan")}
+
+
+def wrap_fsdp(torch, a, n_layer):
+    from torch.distributed.fsdp import FullyShardedDataParallel as FSDP, MixedPrecision, ShardingStrategy, \
+        BackwardPrefetch
+    from torch.distributed.fsdp.wrap import ModuleWrapPolicy
+    with torch.device("cuda"):
+        model, block = build_model(torch, n_layer)
+    red = torch.bfloat16 if a.reduce == "bf16" else torch.float32
+    return FSDP(model, auto_wrap_policy=ModuleWrapPolicy({block}), sharding_strategy=ShardingStrategy.FULL_SHARD,
+                mixed_precision=MixedPrecision(param_dtype=torch.bfloat16, reduce_dtype=red,
+                                               buffer_dtype=torch.bfloat16),
+                backward_prefetch=getattr(BackwardPrefetch, "BACKWARD_" + a.prefetch.upper()),
+                forward_prefetch=bool(a.forward_prefetch), limit_all_gathers=bool(a.limit_all_gathers),
+                device_id=torch.cuda.current_device())
+
+
+def report(rows, a, world, n_layer, name):
+    cols = ["gpu", "gpus", "layers", "prefetch", "reduce", "limit_all_gathers", "mb", "tokens", "step_ms",
+            "step_ms_profiled", "compute_busy_ms", "comm_only_ms", "idle_ms", "nccl_kernel_ms", "gemm_kernel_ms",
+            "gemm_tflops_in_step", "gemm_tflops_alone", "gemm_frac_peak_alone", "gemm_tflops_beside_allgather",
+            "comm_interference", "allgather_busbw_gbs"]
+    out = a.out or os.path.join(os.environ.get("OUT", "."), "fsdp_profile.csv")
+    with open(out, "w", newline="") as f:
+        w = csv.DictWriter(f, fieldnames=cols, extrasaction="ignore")
+        w.writeheader()
+        for r in rows:
+            r.update(gpu=name, gpus=world, layers=n_layer, prefetch=a.prefetch, reduce=a.reduce,
+                     limit_all_gathers=a.limit_all_gathers)
+            w.writerow({k: ("%.4g" % v if isinstance(v, float) else v) for k, v in r.items() if k in cols})
+    for r in rows:
+        print("  ".join("%s %s" % (k, ("%.4g" % r[k]) if isinstance(r.get(k), float) else r.get(k, "-"))
+                        for k in cols[6:]))
+    if len(rows) >= 2:  # least squares step = a mb + c
+        xs, ys = [r["mb"] for r in rows], [r["step_ms"] for r in rows]
+        mx, my = sum(xs) / len(xs), sum(ys) / len(ys)
+        slope = sum((x - mx) * (y - my) for x, y in zip(xs, ys)) / sum((x - mx) ** 2 for x in xs)
+        print("step = %.1f ms x mb + %.1f ms (fixed cost per micro-batch; llm-foundry's sweep: 7B on 8 A100-80GB "
+              "400 x mb + 212)" % (slope, my - slope * mx))
+    print("wrote %s" % out)
+
+
+def worker(rank, world, a):
+    import torch
+    import torch.distributed as dist
+    os.environ.setdefault("MASTER_ADDR", "127.0.0.1")
+    os.environ.setdefault("MASTER_PORT", "29533")
+    torch.cuda.set_device(rank % torch.cuda.device_count())
+    dist.init_process_group("nccl", rank=rank, world_size=world)
+    name = torch.cuda.get_device_name()
+    peak = a.peak_tflops or next((v for k, v in PEAKS.items() if k in name), 0)
+    n_layer = a.layers or (N_LAYER if world >= 4 else 8)
+    model = wrap_fsdp(torch, a, n_layer)
+    rows = []
+    for mb in a.mbs:
+        row = dict(mb=mb)
+        row.update(gemm_and_overlap(torch, dist, mb, world, peak))
+        row.update(profile_step(torch, model, mb, a.steps, n_layer))
+        rows.append(row)
+        if rank == 0:
+            print("mb %d done: %.1f ms a micro-batch" % (mb, row["step_ms"]), flush=True)
+    if rank == 0:
+        report(rows, a, world, n_layer, name)
+    dist.destroy_process_group()
+
+
+def main():
+    a = parse_args()
+    try:
+        import torch
+        import torch.distributed  # noqa: F401
+    except ImportError:
+        sys.exit("error: dev/fsdp_profile.py needs PyTorch with CUDA (pip install torch)")
+    if not torch.cuda.is_available() or torch.cuda.device_count() == 0:
+        sys.exit("error: dev/fsdp_profile.py needs a GPU (torch.cuda.is_available() is false here)")
+    if "RANK" in os.environ:  # under torchrun
+        worker(int(os.environ["RANK"]), int(os.environ["WORLD_SIZE"]), a)
+    else:
+        import torch.multiprocessing as mp
+        n = torch.cuda.device_count()
+        mp.spawn(worker, args=(n, a), nprocs=n, join=True)
+
+
+if __name__ == "__main__":
+    main()

@@ -16,7 +16,7 @@ static void plan_usage(void) {
         "--vocab --seq-len\n"
         "                          (with --runs the shape flags override every row's preset)\n"
         "  --mlp gelu|relu2|swiglu the MLP apart from the attention (default: the architecture's: GPT-2 gelu, LLaMA\n"
-        "                          swiglu; another only under --software scaling|framework|foundry|megatron)\n"
+        "                          swiglu; another only under any --software but trainer)\n"
         "  --gpus N                GPUs in all (default 8)       --gpus-per-node N (default: the device's)\n"
         "  --device NAME           %s (default a100-80gb)\n"
         "  --device-file FILE      'key = value' profile (optional first key 'base = NAME')\n"
@@ -29,16 +29,16 @@ static void plan_usage(void) {
         "  --attention %s, --rms-kernel on|off   evaluate only these kernels\n"
         "                          (flash_triton, FlashAttention in Triton, and flash3, Hopper's fused attention\n"
         "                          (FlashAttention-3, cuDNN's), only when named)\n"
-        "  --software trainer|scaling|framework|foundry|megatron   what runs the layout: this trainer (default, its "
-        "own "
-        "buffers), the\n"
+        "  --software trainer|scaling|framework|foundry|megatron|deepspeed2021   what runs the layout: this trainer\n"
+        "                          (default, its own buffers), the\n"
         "                          Aleph Alpha Scaling codebase of the layouts study (its rank order, pipeline cut, "
         "loss\n"
         "                          and DP reduction), or a PyTorch framework (Megatron-LM, FSDP: autograd's "
         "activations)\n"
         "                          (foundry: as llm-foundry ran it: dropout 0, flash-attn's fused cross-entropy;\n"
         "                          megatron: Megatron-core/NeMo, tp communication under the GEMMs with SP,\n"
-        "                          the dp reduce-scatter and gather chunked under the passes)\n"
+        "                          the dp reduce-scatter and gather chunked under the passes;\n"
+        "                          deepspeed2021: DeepSpeed's ZeRO-3 of 2021, a synchronized collective per tensor)\n"
         "  --grad-reduce fp32|bf16 this trainer's dp all-reduce of the gradient (--zero 0|1; bf16: half the bytes,\n"
         "                          a 32 MiB scratch); under another --software the dtype its gradients are reduced\n"
         "                          in (default bf16; fp32: torchtitan's FSDP2, mixed_precision_reduce)\n"
@@ -278,8 +278,11 @@ static void plan_parse_args(int argc, char** argv, PlanArgs* a) {
                 a->setup = plan_setup_for(SOFTWARE_FOUNDRY);
             else if (!strcmp(v, "megatron"))
                 a->setup = plan_setup_for(SOFTWARE_MEGATRON);
+            else if (!strcmp(v, "deepspeed2021"))
+                a->setup = plan_setup_for(SOFTWARE_DEEPSPEED2021);
             else
-                fail("--software: expected trainer, scaling, framework, foundry or megatron, got '%s'", v);
+                fail("--software: expected trainer, scaling, framework, foundry, megatron or deepspeed2021, got '%s'",
+                     v);
         } else if (!plan_filter_flag(flag, v, f))
             fail("--plan: unknown flag '%s' (see --plan --help)", flag);
     }

@@ -296,6 +296,14 @@ static void plan_memory(const ModelConfig* c, const PlanSetup* k, const DevicePr
     double layer_temp = attn_work + (rebuilds ? act_full_layer : 0);
     double cp_buf = cp_buffer_bytes(c, e);
     double zero3_buf = c->zero == 3 ? 2 * chunk_params(c, 1, 0, 0, tp) * d->dtype_bytes : 0;
+    if (c->zero == 3 && k->zero3_param_sync) {  // DeepSpeed 2021: up to its live limit, plus the module being fetched
+        LayerMatmul mm[8];
+        double largest = 0, live;
+        for (int i = 0, n_mm = layer_matmuls(c, mm); i < n_mm; i++)
+            if (mm[i].weight / tp > largest) largest = mm[i].weight / tp;
+        live = (DS_MAX_LIVE_PARAMETERS + largest) * d->dtype_bytes;
+        if (live < zero3_buf) zero3_buf = live;
+    }
     // Each stage's peak (micro-batch, chunk) activations held (in_flight) and peak W's owed
     // (w_pending): the planner adds the memory of both peaks, exact where they coincide, as in
     // ZB-H1 (stage s holds p activations and owes s+1 W's right after a B); in ZB-V an upper
@@ -433,6 +441,50 @@ static double dp_layers_exposed(const ModelConfig* c, const DeviceProfile* d, co
     return exposed + d->comm_interference * (x - exposed);
 }
 
+// One gather of a weight tensor of S elements (e bytes each) over n ranks as DeepSpeed's ZeRO-3 ran it in 2021
+// (zero3_param_sync; partition_parameters.py _allgather_param at v0.3.13-v0.5.x): the full tensor allocated
+// zeroed (torch.zeros: S e written), NCCL's ring, then PyTorch's list all_gather (ProcessGroupNCCL::allgather)
+// copies each of the n ranks' chunks out of its flat buffer, one copy kernel each (2 S e read and written). A
+// gradient's reduce-scatter (_reduce_scatter_gradient) passes a list of n chunks, which PyTorch copies into a flat
+// buffer first: the same n copies, no zeroing.
+static double ds_tensor_collective(const DeviceProfile* d, int n, double S, double e, int gather, Link l) {
+    if (n <= 1) return 0;
+    double zeroed = gather ? S * e / (d->hbm_bw * d->hbm_eff) : 0;
+    return zeroed + dp_gather_time(n, S * e, 1, l) + n * elementwise_time(d, 2 * S * e / n);
+}
+// Stage st's ZeRO-3 traffic per micro-batch under zero3_param_sync: every partitioned weight tensor gathered before
+// the forward and again before the backward, its gradient reduce-scattered after it (e_w, e_g: bytes of a weight and
+// of a reduced gradient value). Under full recomputation the backward runs each layer's forward again first (its
+// modules' forward hooks gather them) and then its backward: a tensor is kept between the two only if the modules
+// run in between (the later matmuls of the layer, again and backward: twice their elements; stage3.py
+// _keep_for_later, _distance_in_numel) hold fewer than DS_MAX_REUSE_DISTANCE elements, else gathered a third time.
+// torch.cuda.synchronize() before each gather (DeepSpeed #1188: "the async version is not async at all") waits for
+// all the device's work, the reduce-scatters' stream too: none of it overlaps compute.
+static void zero3_param_sync_time(const ModelConfig* c, const DeviceProfile* d, const PlanChunks* ch, int st, int n,
+                                  Link l, double e_w, double e_g, double* fwd, double* bwd) {
+    LayerMatmul mm[8];
+    int n_mm = layer_matmuls(c, mm), layers = 0, embed = 0, head = 0;
+    for (int j = 0; j < c->vpp; j++) {
+        int g = chunk_global(c->schedule, c->pp, st, j);
+        layers += ch->layers[g], embed |= ch->has_embed[g], head |= ch->has_head[g];
+    }
+    double ag = 0, rs = 0, regather = 0;
+    for (int i = 0; i < n_mm; i++) {  // a layer's weight matrices, each its own collective (tp slices under tp)
+        double S = mm[i].weight / c->tp, later = 0;  // column- and row-parallel alike slice the weight
+        if (S < DS_PERSISTENCE_THRESHOLD) continue;
+        for (int j = i + 1; j < n_mm; j++) later += mm[j].weight / c->tp;
+        double one = layers * ds_tensor_collective(d, n, S, e_w, 1, l);
+        ag += one, rs += layers * ds_tensor_collective(d, n, S, e_g, 0, l);
+        if (plan_recompute_whole(c->recompute) && 2 * later >= DS_MAX_REUSE_DISTANCE) regather += one;
+    }
+    double ends = chunk_params(c, 0, embed, head, c->tp);  // the embedding (and an untied head): one tensor each
+    int n_ends = embed + (head && (c->arch == ARCH_LLAMA || !embed));
+    if (n_ends > 0 && ends / n_ends >= DS_PERSISTENCE_THRESHOLD)
+        ag += n_ends * ds_tensor_collective(d, n, ends / n_ends, e_w, 1, l),
+            rs += n_ends * ds_tensor_collective(d, n, ends / n_ends, e_g, 0, l);
+    *fwd = ag, *bwd = ag + regather + rs;
+}
+
 static void plan_dp_time(const ModelConfig* c, const PlanSetup* k, const DeviceProfile* d, Link dp_link, PlanChunks* ch,
                          PlanResult* r) {
     int pp = c->pp, vpp = c->vpp, m = r->n_micro;
@@ -457,6 +509,9 @@ static void plan_dp_time(const ModelConfig* c, const PlanSetup* k, const DeviceP
         else if (c->zero == 1) once_b = rs, once_f = ag;
         else if (c->zero == 2) once_f = ag, per_mb_b = rs;
         else per_mb_f = ag, per_mb_b = ag + rs;
+        if (c->zero == 3 && k->zero3_param_sync)
+            zero3_param_sync_time(c, d, ch, st, replicas, dp_link, d->dtype_bytes, G / ch->stage_params[st], &per_mb_f,
+                                  &per_mb_b);
         double comm = once_b + once_f + m * (per_mb_f + per_mb_b);
         if (comm > dp_comm) dp_comm = comm;
         // chunked (Megatron-core's --overlap-grad-reduce / --overlap-param-gather): one chunk per layer, per
@@ -483,6 +538,7 @@ static void plan_dp_time(const ModelConfig* c, const PlanSetup* k, const DeviceP
             frac_mb = layer_frac;
             win_mb_b = (1 - frac_mb) * ch->stage_bwd[st], win_mb_f = (1 - frac_mb) * ch->stage_fwd[st];
         }
+        if (c->zero == 3 && k->zero3_param_sync) frac_mb = 1, win_mb_f = win_mb_b = 0;  // all of it exposed
         // stretch this stage's chunks by the exposed per-micro-batch part, pro rata (the
         // backward's over B and W alike)
         double sf = dp_exposed(per_mb_f, win_mb_f, frac_mb, d), sb = dp_exposed(per_mb_b, win_mb_b, frac_mb, d);

@@ -93,6 +93,10 @@ typedef struct {
     int grad_bytes;          // bytes of an accumulated gradient: 4 for this trainer, which keeps fp32 gradients in
                              // both builds (runtime/train.h; planner/memory.h trainer_state_bytes_per_param);
                              // 0: the device's grad_bytes (a framework's choice, bf16 in the study's runs)
+    int zero3_param_sync;    // 1: DeepSpeed's ZeRO-3 as of 2021 (v0.3.13-v0.5.x): a collective per weight tensor, each
+                             // gather behind a torch.cuda.synchronize() (nothing overlaps it), PyTorch's list
+                             // collectives copying each rank's chunk apart (predict.h zero3_param_sync_time); gathered
+                             // weights bounded by stage3_max_live_parameters (predict.h plan_memory)
     int grad_reduce_bf16;    // 1: this trainer's --grad-reduce bf16 (the GPU build, --zero 0|1): the dp all-reduce
                              // sends bf16 (2 bytes a parameter) through a 32 MiB scratch that plan_memory counts
                              // (layout/params.h grad_reduce_scratch_bytes); 0: fp32
@@ -117,8 +121,13 @@ typedef struct {
 // and pipeline-parallel communication"; NeMo / Megatron Bridge docs, communication-overlap.md): the framework's
 // activations and rates, tp collectives hidden under the GEMMs (with SP: Megatron Bridge refuses tp_comm_overlap
 // without sequence parallelism) and the distributed optimizer's reduce-scatter and gather chunked under the
-// backward and forward.
-enum { SOFTWARE_TRAINER, SOFTWARE_SCALING, SOFTWARE_FRAMEWORK, SOFTWARE_FOUNDRY, SOFTWARE_MEGATRON };
+// backward and forward. `deepspeed2021`: the framework's activations and rates with DeepSpeed's ZeRO-3 as it was in
+// 2021 (v0.3.13, its first, to v0.5.x; Narayanan et al. 2021 compared against it), read from its source: the weights
+// gathered one tensor at a time and never under compute (DeepSpeed #1188: "the async version is not async at all,
+// because each all_gather calls torch.cuda.synchronize()"), fixed in 2022 (#1453: batched, *_base collectives).
+enum {
+    SOFTWARE_TRAINER, SOFTWARE_SCALING, SOFTWARE_FRAMEWORK, SOFTWARE_FOUNDRY, SOFTWARE_MEGATRON, SOFTWARE_DEEPSPEED2021
+};
 static PlanSetup plan_setup_for(int software) {
     // this trainer's; every field not named is 0 (named, so a field added to PlanSetup needs no count kept here)
     PlanSetup s = {.attention = ATTN_FLASH2, .rms_kernel = 1, .rank_order = ORDER_TP_PP_DP, .pipe_split = SPLIT_LAYERS,
@@ -126,15 +135,25 @@ static PlanSetup plan_setup_for(int software) {
     if (software == SOFTWARE_SCALING)
         s.rank_order = ORDER_TP_DP_PP, s.pipe_split = SPLIT_PARAMS, s.loss_gathered = 1, s.dp_after_backward = 1,
         s.context_parallel = 0, s.own_buffers = 0, s.own_kernels = 0, s.swiglu_two_linears = 1, s.grad_bytes = 0;
-    if (software == SOFTWARE_FRAMEWORK || software == SOFTWARE_FOUNDRY || software == SOFTWARE_MEGATRON)
+    if (software == SOFTWARE_FRAMEWORK || software == SOFTWARE_FOUNDRY || software == SOFTWARE_MEGATRON ||
+        software == SOFTWARE_DEEPSPEED2021)
         s.own_buffers = 0, s.own_kernels = 0, s.tp_async_dgrad = 1, s.nccl_links = 1, s.zero3_layer_prefetch = 1,
         s.grad_bytes = 0;
+    if (software == SOFTWARE_DEEPSPEED2021) s.zero3_layer_prefetch = 0, s.zero3_param_sync = 1;
     // the share was fitted on the Scaling codebase's runs: its own, not the device's (dev/PLANNER.md)
     if (software == SOFTWARE_SCALING) s.alloc_share = 1;
     if (software == SOFTWARE_MEGATRON) s.tp_comm_overlap = 1, s.dp_overlap_chunked = 1, s.swiglu_fused = 1;
     if (software == SOFTWARE_FOUNDRY) s.no_dropout = 1, s.loss_fused = 1;
     return s;
 }
+// DeepSpeed's defaults of 2021 (deepspeed/runtime/zero/constants.py at v0.3.16): a tensor below
+// stage3_param_persistence_threshold elements stays whole on every rank; gathered weights are released once
+// stage3_max_live_parameters elements are live (the module being run is fetched regardless); a module's weights are
+// kept after it runs only if the modules run before its next use hold fewer than stage3_max_reuse_distance elements.
+#define DS_PERSISTENCE_THRESHOLD 1e5
+#define DS_MAX_LIVE_PARAMETERS 1e9
+#define DS_MAX_REUSE_DISTANCE 1e9
+
 static PlanSetup plan_setup_default(void) { return plan_setup_for(SOFTWARE_TRAINER); }
 // The fraction of NVLink's bandwidth the software's collectives reach inside a node (nccl_links).
 static double software_link_eff(const PlanSetup* k, const DeviceProfile* d) {

@@ -195,8 +195,9 @@ def read_published(path):
         rows = list(csv.DictReader(f))
     for r in rows:
         r.setdefault("arch", "gpt2"), r.setdefault("held_out", "0"), r.setdefault("software", "framework")
-        if r["software"] not in ("framework", "foundry", "megatron"):
-            sys.exit("error: %s: software '%s' (known: framework, foundry, megatron)" % (path, r["software"]))
+        known = ("framework", "foundry", "megatron", "deepspeed2021")
+        if r["software"] not in known:
+            sys.exit("error: %s: software '%s' (known: %s)" % (path, r["software"], ", ".join(known)))
         if not r.get("n_kv_head"):
             r["n_kv_head"] = r["n_head"]
         if r["arch"] not in ARCH_PRESET:
@@ -296,7 +297,8 @@ def published(train, path, extra, plot_path):
     """Predict the published runs of other studies (dev/published_runs.csv): each group of one
     device, software and model shape through ./train --plan --runs with the shape's flags, as the
     row's software (column software: framework, the default, foundry: llm-foundry's dropout 0
-    and fused loss, or megatron: Megatron-core's tp and dp communication overlap; --software)
+    and fused loss, megatron: Megatron-core's tp and dp communication overlap, or deepspeed2021:
+    DeepSpeed's ZeRO-3 of 2021, a synchronized collective per weight tensor; --software)
     with the row's architecture (column arch: gpt2,
     the default: LayerNorm, GELU MLP of d_ff, learned positions, MPT's ALiBi and missing biases
     differ by < 0.1% of the FLOPs; llama: RMSNorm, SwiGLU, RoPE, GQA with n_kv_head, default

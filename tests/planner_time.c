@@ -211,3 +211,63 @@ static void test_zero3_layer_prefetch(void) {
           "zero3_layer_prefetch_hand", "gather %.2f ms; forward +%.2f ms (window of half the pass: +%.2f), comm-bound "
           "+%.2f (+%.2f)", ag * 1e3, on * 1e3, off * 1e3, comm_on * 1e3, comm_off * 1e3);
 }
+
+// DeepSpeed's ZeRO-3 of 2021 (software.h zero3_param_sync, predict.h zero3_param_sync_time), one GPT-3 175B layer
+// (h 12288: qkv 3h^2 = 452,984,832, proj h^2, fc1 and fc2 4h^2 elements) on 1536 DGX A100s (192 nodes, 160 GB/s):
+// each tensor its own ring, NCCL's latency 8.4 + 1344 x 3.4 + 191 x 14 = 7252 us, and 1536 copy kernels of
+// op_latency 4 us (PyTorch's list collectives) = 6.144 ms; a gather of B = 2S bytes also zeroes the tensor and
+// copies it out, 3B at HBM's 2.039e12 x 0.58, a reduce-scatter copies it in, 2B. qkv: gather 21.3528 ms,
+// reduce-scatter 20.5868; proj 16.0483 / 15.7929; fc1, fc2 24.0051 / 22.9837. Forward 85.4113 ms (the gathers);
+// backward under full recomputation: the gathers again, and qkv, proj and fc1 once more (the modules run between
+// their recomputed forward and their backward hold 2 x 9h^2, 2 x 8h^2, 2 x 4h^2 >= 1e9 elements; fc2's 0): 229.1646
+// ms. None of it hides (the stage stretches by all of it); the framework's prefetch hides all but a layer's share.
+static void test_zero3_param_sync(void) {
+    DeviceProfile d;
+    profile_builtin("a100-80gb", &d);
+    ModelConfig c = model("gpt2-124m", 2048);
+    c.n_layer = 96, c.n_head = 96, c.n_kv_head = 96, c.d_model = 12288, c.d_ff = 4 * 12288;
+    config_finalize(&c);
+    c.dp = 1536, c.zero = 3, c.recompute = RECOMPUTE_FULL;
+    PlanChunks ch = plan_chunks_alloc(1, 1);
+    ch.layers[0] = 1, ch.stage_params[0] = 12.0 * 12288 * 12288;
+    Link l = {160e9, 14e-6, 0, 192, 3.4e-6};
+    double fwd, bwd, hbm = 2.039e12 * 0.58, lat = 7252e-6, copies = 1536 * 4e-6, want_f = 0, want_b = 0;
+    zero3_param_sync_time(&c, &d, &ch, 0, 1536, l, 2, 2, &fwd, &bwd);
+    double S[4] = {3.0 * 12288 * 12288, 12288.0 * 12288, 4.0 * 12288 * 12288, 4.0 * 12288 * 12288};
+    for (int i = 0; i < 4; i++) {
+        double B = 2 * S[i], ring = 1535.0 / 1536 * B / 160e9 + lat + copies, ag = 3 * B / hbm + ring;
+        want_f += ag, want_b += ag + (i < 3 ? ag : 0) + 2 * B / hbm + ring;
+    }
+    PlanSetup ds = plan_setup_for(SOFTWARE_DEEPSPEED2021);
+    PlanResult r;
+    memset(&r, 0, sizeof(r));
+    r.n_micro = 1;
+    ch.t_fwd[0] = ch.stage_fwd[0] = 0.1, ch.t_bwd[0] = ch.stage_bwd[0] = 0.2;
+    plan_dp_time(&c, &ds, &d, l, &ch, &r);
+    check(close_rel(fwd, want_f, 1e-12) && close_rel(bwd, want_b, 1e-12) && fabs(fwd - 85.4113e-3) < 1e-7 &&
+              fabs(bwd - 229.1646e-3) < 1e-7 && close_rel(ch.t_fwd[0], 0.1 + fwd, 1e-12) &&
+              close_rel(ch.t_bwd[0], 0.2 + bwd, 1e-12) && ds.zero3_param_sync && !ds.zero3_layer_prefetch &&
+              !plan_setup_for(SOFTWARE_FRAMEWORK).zero3_param_sync,
+          "zero3_param_sync_hand", "forward %.4f ms, backward %.4f ms (want 85.4113, 229.1646); passes %.4f / %.4f s",
+          fwd * 1e3, bwd * 1e3, ch.t_fwd[0], ch.t_bwd[0]);
+    plan_chunks_free(&ch);
+}
+// Its gathered weights (predict.h plan_memory): stage3_max_live_parameters (1e9) and the largest tensor, bf16, where
+// the framework's FSDP holds two whole layers: a 530B GPT (h 20480, 105 layers) on 640 GPUs at micro-batch 4, 2 x 2 x
+// (12h^2 + 13h) = 20.1352 GB against 2 x (1e9 + 4h^2) = 5.3554 GB: 14.7783 GB less, the rest the same.
+static void test_zero3_param_sync_memory(void) {
+    DeviceProfile d;
+    profile_builtin("a100-80gb", &d);
+    ModelConfig c = model("gpt2-124m", 2048);
+    c.n_layer = 105, c.n_head = 128, c.n_kv_head = 128, c.d_model = 20480, c.d_ff = 4 * 20480, c.vocab = 51200;
+    config_finalize(&c);
+    c.dp = 640, c.zero = 3, c.micro_batch = 4, c.recompute = RECOMPUTE_FULL;
+    PlanSetup fw = plan_setup_for(SOFTWARE_FRAMEWORK), ds = plan_setup_for(SOFTWARE_DEEPSPEED2021);
+    fw.attention = ds.attention = ATTN_FUSED_SOFTMAX;
+    PlanResult rf, rd;
+    int rc = plan_predict(&c, &fw, 2560, 8, &d, &rf) | plan_predict(&c, &ds, 2560, 8, &d, &rd);
+    double h = 20480, want = 4 * (12 * h * h + 13 * h) - 2 * (1e9 + 4 * h * h);
+    check(rc == 0 && fabs(rf.mem_temp - rd.mem_temp - want) < 1 && fabs(want - 14.7783e9) < 1e5,
+          "zero3_param_sync_memory_hand", "%.4f GB less (want %.4f): %.2f GiB against %.2f",
+          (rf.mem_temp - rd.mem_temp) / 1e9, want / 1e9, rd.mem_total / GiB, rf.mem_total / GiB);
+}

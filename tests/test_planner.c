@@ -111,6 +111,8 @@ int main(void) {
     test_tp_async_dgrad();
     test_zero3_across_nodes_per_rank();
     test_zero3_layer_prefetch();
+    test_zero3_param_sync();
+    test_zero3_param_sync_memory();
     test_unfused_attention_shapes();
     test_links_across_nodes();
     test_swiglu_two_linears();

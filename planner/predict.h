@@ -453,8 +453,9 @@ static double ds_tensor_collective(const DeviceProfile* d, int n, double S, doub
     return zeroed + dp_gather_time(n, S * e, 1, l) + n * elementwise_time(d, 2 * S * e / n);
 }
 // Stage st's ZeRO-3 traffic per micro-batch under zero3_param_sync: every partitioned weight tensor gathered before
-// the forward and again before the backward, its gradient reduce-scattered after it (e_w, e_g: bytes of a weight and
-// of a reduced gradient value). Under full recomputation the backward runs each layer's forward again first (its
+// the forward and again before the backward; every tensor's gradient reduce-scattered after it, each its own
+// collective (_reduce_scatter_gradients loops over the bucket's tensors), the small ones kept whole between steps
+// (biases, norms: gathered once a step, not counted) too (e_w, e_g: bytes of a weight and of a reduced gradient). Under full recomputation the backward runs each layer's forward again first (its
 // modules' forward hooks gather them) and then its backward: a tensor is kept between the two only if the modules
 // run in between (the later matmuls of the layer, again and backward: twice their elements; stage3.py
 // _keep_for_later, _distance_in_numel) hold fewer than DS_MAX_REUSE_DISTANCE elements, else gathered a third time.
@@ -468,15 +469,20 @@ static void zero3_param_sync_time(const ModelConfig* c, const DeviceProfile* d, 
         int g = chunk_global(c->schedule, c->pp, st, j);
         layers += ch->layers[g], embed |= ch->has_embed[g], head |= ch->has_head[g];
     }
-    double ag = 0, rs = 0, regather = 0;
+    double ag = 0, rs = 0, regather = 0, h = c->d_model;
     for (int i = 0; i < n_mm; i++) {  // a layer's weight matrices, each its own collective (tp slices under tp)
         double S = mm[i].weight / c->tp, later = 0;  // column- and row-parallel alike slice the weight
+        rs += layers * ds_tensor_collective(d, n, S, e_g, 0, l);
+        if (c->arch == ARCH_GPT2)  // its bias: split with a column-parallel output, whole with a row-parallel one
+            rs += layers * ds_tensor_collective(d, n, mm[i].split ? mm[i].out / c->tp : mm[i].out, e_g, 0, l);
         if (S < DS_PERSISTENCE_THRESHOLD) continue;
         for (int j = i + 1; j < n_mm; j++) later += mm[j].weight / c->tp;
         double one = layers * ds_tensor_collective(d, n, S, e_w, 1, l);
-        ag += one, rs += layers * ds_tensor_collective(d, n, S, e_g, 0, l);
+        ag += one;
         if (plan_recompute_whole(c->recompute) && 2 * later >= DS_MAX_REUSE_DISTANCE) regather += one;
     }
+    // the norms' weights (GPT-2: two LayerNorms' weight and bias; LLaMA: two RMSNorm weights), h each
+    rs += layers * (c->arch == ARCH_GPT2 ? 4 : 2) * ds_tensor_collective(d, n, h, e_g, 0, l);
     double ends = chunk_params(c, 0, embed, head, c->tp);  // the embedding (and an untied head): one tensor each
     int n_ends = embed + (head && (c->arch == ARCH_LLAMA || !embed));
     if (n_ends > 0 && ends / n_ends >= DS_PERSISTENCE_THRESHOLD)

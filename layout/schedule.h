@@ -375,6 +375,19 @@ static int schedule_max_between(const PipeOp* ops, int n_ops, int chunk, int fro
     return peak;
 }
 
+// Largest sum of weight[chunk] over the (micro-batch, chunk) pairs a stage holds at once, counted
+// as schedule_max_in_flight counts them: with each local chunk's layers as its weight, the most
+// layers' activations the stage holds (the planner's framework memory where its chunks differ).
+static long schedule_max_in_flight_weighted(const PipeOp* ops, int n_ops, const int* weight) {
+    int to = ops_have_w(ops, n_ops) ? OP_W : OP_BWD;
+    long cur = 0, peak = 0;
+    for (int i = 0; i < n_ops; i++) {
+        if (ops[i].kind == OP_FWD && (cur += weight[ops[i].chunk]) > peak) peak = cur;
+        if (ops[i].kind == to) cur -= weight[ops[i].chunk];
+    }
+    return peak;
+}
+
 // Largest number of (micro-batch, chunk) activations a stage holds at once: forwards done
 // whose backward (its W, in a list with W's) has not run. This sizes the activation memory of
 // the stage (the planner) and the slots of each chunk (the runtime).

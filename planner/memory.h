@@ -294,6 +294,8 @@ typedef struct {
     double* t_build;           // the times its lists were built for (chunk_op_flops)
     int* peaks;                // peaks[2s], peaks[2s+1]: stage s's in flight and W's owed
     ActCounts* chunks;         // [pp * vpp]: stage s, local chunk j at s * vpp + j
+    long* held;                // [pp]: each stage's layers in flight for the chunk sizes hashed in held_key
+    unsigned long long held_key;  // (pipe_layers_held; NULL / 0 until asked)
 } PipeCounts;
 
 static __thread PipeCounts pipe_counts_kept[PIPE_COUNTS_KEPT];  // per thread: a search predicts on all cores
@@ -302,7 +304,7 @@ static __thread PipeCounts pipe_counts_kept[PIPE_COUNTS_KEPT];  // per thread: a
 static void pipe_counts_release(void) {
     for (int i = 0; i < PIPE_COUNTS_KEPT; i++) {
         PipeCounts* e = &pipe_counts_kept[i];
-        free(e->peaks), free(e->chunks), free(e->t_build);
+        free(e->peaks), free(e->chunks), free(e->t_build), free(e->held);
         memset(e, 0, sizeof(*e));
     }
 }
@@ -329,7 +331,8 @@ static const PipeCounts* pipe_counts(const ModelConfig* c, int m) {
         memcmp(e->t_build, t_build, sizeof(double) * n_t)) {
         PipeOp** lists = (PipeOp**)xmalloc(sizeof(PipeOp*) * pp);
         int* n_ops = (int*)xmalloc(sizeof(int) * pp);
-        free(e->peaks), free(e->chunks), free(e->t_build);
+        free(e->peaks), free(e->chunks), free(e->t_build), free(e->held);
+        e->held = NULL, e->held_key = 0;
         e->peaks = (int*)xmalloc(sizeof(int) * 2 * pp);
         e->chunks = (ActCounts*)xmalloc(sizeof(ActCounts) * pp * vpp);
         for (int s = 0; s < pp; s++) {
@@ -353,6 +356,34 @@ static const PipeCounts* pipe_counts(const ModelConfig* c, int m) {
         free(t_build);
     }
     return e;
+}
+
+// The most layers' activations each stage of a framework holds at once with m micro-batches under the
+// interleaved schedule, for chunks of different sizes (layers[g]: global chunk g's layers): each
+// (micro-batch, chunk) pair keeps its chunk's layers from its forward to its backward, the peak taken
+// over the stage's op list (schedule_max_in_flight_weighted). The pairs in flight times the largest
+// chunk over-count such a stage: Llama 3's first chunk holds the embedding alone (time.h chunk_split,
+// SPLIT_ENDS). Kept with the pipeline's counts (pipe_counts) for the chunk sizes last asked: a search
+// asks for the same cut of a shape many times. Returns [pp], valid until the next call.
+static const long* pipe_layers_held(const ModelConfig* c, int m, const int* layers) {
+    int pp = c->pp, vpp = c->vpp;
+    PipeCounts* e = (PipeCounts*)pipe_counts(c, m);
+    unsigned long long key = 1469598103934665603ull;
+    for (int g = 0; g < pp * vpp; g++) key = (key ^ (unsigned)layers[g]) * 1099511628211ull;
+    key |= 1;
+    if (e->held && e->held_key == key) return e->held;
+    free(e->held);
+    e->held = (long*)xmalloc(sizeof(long) * pp);
+    int* w = (int*)xmalloc(sizeof(int) * vpp);
+    PipeOp* ops = (PipeOp*)xmalloc(sizeof(PipeOp) * schedule_max_ops(m, vpp));
+    for (int st = 0; st < pp; st++) {
+        for (int j = 0; j < vpp; j++) w[j] = layers[chunk_global(c->schedule, pp, st, j)];
+        int n = schedule_build(c->schedule, st, pp, vpp, m, NULL, ops);
+        e->held[st] = schedule_max_in_flight_weighted(ops, n, w);
+    }
+    free(ops), free(w);
+    e->held_key = key;
+    return e->held;
 }
 
 // This trainer's activation memory on stage st: the buffers its build allocates, from the

@@ -97,6 +97,14 @@ static int plan_check_layout(const ModelConfig* c, const PlanSetup* k, int globa
     // replica shards nothing (the planner predicts it as none)
     ModelConfig t = *c;
     t.global_batch = global_batch;
+    if (k->pipe_split == SPLIT_ENDS) {  // the embedding and the head each take a layer's place in the cut
+        if (k->own_buffers || c->pp_split)
+            return plan_invalid(r, "pp_split ends is a framework's cut (not this trainer's, nor with --pp-split auto)");
+        if (c->n_layer + 2 < c->pp * c->vpp)
+            return plan_invalid(r, "pp_split ends: %d layers + the embedding and the head < pp %d x vpp %d chunks",
+                                c->n_layer, c->pp, c->vpp);
+        t.n_layer = c->n_layer + 2;
+    }
     if ((long long)dp * cp == 1) t.zero = 0;
     long long ranks = (long long)dp * tp * pp * cp;
     int kind = U == 1 ? CP_RING : U == cp ? CP_ULYSSES : CP_2D;
@@ -310,12 +318,13 @@ static void plan_memory(const ModelConfig* c, const PlanSetup* k, const DevicePr
     // bound, by one W's inputs in most shapes (pp 2-16, m pp-256).
     const PipeCounts* pc = pipe_counts(c, m);
     for (int st = 0; st < pp; st++) {
-        int stage_layers = 0, max_layers = 0, stage_embed = 0, stage_head = 0;
+        int stage_layers = 0, max_layers = 0, min_layers = INT_MAX, stage_embed = 0, stage_head = 0;
         for (int j = 0; j < vpp; j++) {
             int g = chunk_global(c->schedule, pp, st, j);  // ZB-V: stage 0 holds the first and the last chunk
             stage_layers += ch->layers[g];
             ch->stage_fwd[st] += ch->t_fwd[g], ch->stage_bwd[st] += ch->t_bwd[g] + ch->t_w[g];
             if (ch->layers[g] > max_layers) max_layers = ch->layers[g];
+            if (ch->layers[g] < min_layers) min_layers = ch->layers[g];
             stage_embed |= ch->has_embed[g], stage_head |= ch->has_head[g];
         }
         double p = chunk_params(c, stage_layers, stage_embed, stage_head, tp);
@@ -337,8 +346,14 @@ static void plan_memory(const ModelConfig* c, const PlanSetup* k, const DevicePr
             reserve = d->mem_overhead;
         } else {
             w_in = w_pending * max_layers * w_in_layer;
-            // (the embedding output is the first norm's input, counted there)
-            act = in_flight * max_layers * act_layer + w_in;
+            // (the embedding output is the first norm's input, counted there); interleaved chunks of different
+            // sizes: the layers in flight at the stage's peak, not the pairs times the largest chunk (but for
+            // --pp-split auto, whose cut is made by the largest chunk's bound: layout/params.h StageModel)
+            double layers_held = (double)in_flight * max_layers;
+            if (min_layers < max_layers && c->schedule == SCHED_INTERLEAVED && !c->pp_split &&
+                !(c->offload & OFFLOAD_ACTIVATIONS))
+                layers_held = (double)pipe_layers_held(c, m, ch->layers)[st];
+            act = layers_held * act_layer + w_in;
             host_act = (pc->peaks[2 * st] - in_flight) * max_layers * act_layer;
             double peak_temp = stage_head && loss_temp > layer_temp ? loss_temp : layer_temp;
             temp = peak_temp + cp_buf + zero3_buf;

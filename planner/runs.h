@@ -19,12 +19,14 @@ static const int RUN_COL_INT[N_RUN_COLS] = {0, 1, 1, 1, 1, 0, 1, 1, 1, 1, 1, 0, 
 // default), cp (1), cp_ulysses (1: a ring; = cp: Ulysses), offload (none|optimizer|activations|
 // both), offload_frames (2), reduce_dtype (bf16|fp32: the dtype the gradients are reduced in; empty or
 // absent: the device's grad_bytes; torchtitan's FSDP2 mixed_precision_reduce float32), mlp (gelu|relu2|swiglu;
-// empty or absent: --mlp's, else the architecture's). Columns that name a
+// empty or absent: --mlp's, else the architecture's), pp_split (even|auto|ends; empty or absent: even: ends
+// gives the embedding and the head a layer's place each, a framework's cut: software.h SPLIT_ENDS). Columns that
+// name a
 // setting the planner does not model are refused, so a row is never predicted as another layout than the
 // one that ran.
-enum { RO_VPP, RO_CP, RO_CP_ULYSSES, RO_OFFLOAD, RO_OFFLOAD_FRAMES, RO_REDUCE_DTYPE, RO_MLP, N_RUN_OPT };
+enum { RO_VPP, RO_CP, RO_CP_ULYSSES, RO_OFFLOAD, RO_OFFLOAD_FRAMES, RO_REDUCE_DTYPE, RO_MLP, RO_PP_SPLIT, N_RUN_OPT };
 static const char* const RUN_OPT_COLS[N_RUN_OPT] = {"vpp",     "cp",          "cp_ulysses",  "offload",
-                                                    "offload_frames", "reduce_dtype", "mlp"};
+                                                    "offload_frames", "reduce_dtype", "mlp", "pp_split"};
 static const char* const RUN_UNMODELLED[] = {"ep", "expert_parallel", "moe_experts", "cp_kind", "cp_split",
                                              "context_parallel_algo", "fsdp", "hsdp", "offload_dir", "cpu_offload"};
 
@@ -275,6 +277,21 @@ static int plan_run_row(const int* shape, int mlp, const PlanSetup* setup, const
             return -1;
         }
         k.reduce_bytes = strcmp(rd, "fp32") ? 2 : 4;
+    }
+    const char* split = opt[RO_PP_SPLIT];
+    if (split && split[0]) {
+        if (strcmp(split, "even") && strcmp(split, "auto") && strcmp(split, "ends")) {
+            snprintf(err, err_len, "unknown pp_split '%s' (even, auto, ends)", split);
+            return -1;
+        }
+        if (!strcmp(split, "auto")) c->pp_split = 1;
+        if (!strcmp(split, "ends")) {
+            if (k.pipe_split != SPLIT_LAYERS) {
+                snprintf(err, err_len, "pp_split ends: this software cuts its pipeline by parameters");
+                return -1;
+            }
+            k.pipe_split = SPLIT_ENDS;
+        }
     }
     if (plan_predict(c, &k, (int)global_batch, (int)v[RC_GPUS_PER_NODE], dev, r)) {
         snprintf(err, err_len, "%s", r->invalid);

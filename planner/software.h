@@ -40,8 +40,17 @@ enum { ORDER_TP_PP_DP, ORDER_TP_DP_PP };
 // last); `params` cuts the list [embedding, layers..., final norm, head] into contiguous
 // chunks of balanced parameter counts (DeepSpeed's default "parameters" partition, Scaling's
 // "balanced"): the embedding and the head each weigh as much as several layers, so the
-// first and last stages get fewer layers, though the embedding costs almost no time.
-enum { SPLIT_LAYERS, SPLIT_PARAMS };
+// first and last stages get fewer layers, though the embedding costs almost no time; `ends`
+// (a framework's, named by a --runs row's pp_split): the embedding and the head with its loss each
+// take one layer's place in an even cut of L + 2 places, so the first and last stages hold one layer
+// fewer and, where a chunk is one place, the first chunk holds the embedding alone and the last the
+// head alone (Megatron-core's --account-for-embedding-in-pipeline-split and
+// --account-for-loss-in-pipeline-split: transformer_layer.py get_transformer_layer_offset "Increase the
+// number of layers by one if we include the embedding (loss) layer into pipeline parallelism
+// partition"; Llama 3 405B, Dubey et al. 2024 section 3.3.2: "we reduce one Transformer layer each
+// from the first and the last stages ... the first model chunk on the first stage has only the
+// embedding, and the last model chunk on the last stage has only output projection and loss").
+enum { SPLIT_LAYERS, SPLIT_PARAMS, SPLIT_ENDS };
 
 typedef struct {
     int attention;          // ATTN_*

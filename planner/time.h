@@ -402,6 +402,14 @@ static void chunk_split(const ModelConfig* c, int n_chunks, int split, int* laye
         for (int g = 0; g < n_chunks; g++) has_embed[g] = g == 0, has_head[g] = g == n_chunks - 1;
         return;
     }
+    if (split == SPLIT_ENDS) {  // L + 2 places cut evenly (the first chunks take the remainder); place 0
+        // is the embedding's, place L + 1 the head's
+        for (int g = 0; g < n_chunks; g++) {
+            layers[g] = chunk_layer_count(L + 2, n_chunks, g) - (g == 0) - (g == n_chunks - 1);
+            has_embed[g] = g == 0, has_head[g] = g == n_chunks - 1;
+        }
+        return;
+    }
     // by parameters: items 0 = embedding, 1..L = layers, L+1 = final norm, L+2 = head,
     // each weighing its parameter count
     int items = L + 3;

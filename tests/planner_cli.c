@@ -137,10 +137,11 @@ static char* slurp(const char* path) {
 // the values (the last one meant to be refused), predicted under --software framework with one more flag and its
 // value if given: the first three rows' predicted steps (-1 for a row not predicted) and the log (the caller frees).
 // Returns the planner's exit status.
+// row: its fields 0-14 (NULL: the ZeRO-3 row).
 static int runs_column_steps(const char* column, const char* const values[4], const char* flag, const char* value,
-                             double step[3], char** msg) {
+                             double step[3], char** msg, const char* row) {
     char runs[256], out[256], log[256], text[1024];
-    const char* row = "llama-7b,4096,64,8,262144,1f1b,3,1,1,64,1,full,flash2,1,0,";  // fields 0-14
+    if (!row) row = "llama-7b,4096,64,8,262144,1f1b,3,1,1,64,1,full,flash2,1,0,";
     int used = snprintf(text, sizeof(text), "model,seq_len,gpus,gpus_per_node,global_batch_tokens,schedule,zero,tp,"
                                             "pp,dp,micro_batch,recompute,attention,rms_kernel,sp,%s\n", column);
     for (int i = 0; i < 4; i++) used += snprintf(text + used, sizeof(text) - used, "%s%s\n", row, values[i]);
@@ -171,7 +172,7 @@ static void test_runs_reduce_dtype(void) {
     const char* values[4] = {"bf16", "fp32", "", "fp64"};
     double step[3];
     char* msg;
-    int rc = runs_column_steps("reduce_dtype", values, NULL, NULL, step, &msg);
+    int rc = runs_column_steps("reduce_dtype", values, NULL, NULL, step, &msg, NULL);
     check(rc == 0 && step[1] > step[0] && step[2] == step[0] && strstr(msg, "unknown reduce_dtype 'fp64'"),
           "runs_reduce_dtype", "rc %d, step bf16 %.4f fp32 %.4f default %.4f; %s", rc, step[0], step[1], step[2], msg);
     free(msg);
@@ -184,13 +185,30 @@ static void test_runs_mlp(void) {
     const char* values[4] = {"relu2", "", "swiglu", "glu"};
     double arch[3], relu2[3];
     char *m1, *m2;
-    int rc = runs_column_steps("mlp", values, NULL, NULL, arch, &m1);
-    rc |= runs_column_steps("mlp", values, "--mlp", "relu2", relu2, &m2);
+    int rc = runs_column_steps("mlp", values, NULL, NULL, arch, &m1, NULL);
+    rc |= runs_column_steps("mlp", values, "--mlp", "relu2", relu2, &m2, NULL);
     check(rc == 0 && arch[0] > 0 && arch[0] < arch[2] && arch[1] == arch[2] && relu2[1] == relu2[0] &&
               relu2[2] == arch[2] && strstr(m1, "unknown mlp 'glu'"),
           "runs_mlp_column", "step relu2 %.4f, empty %.4f, swiglu %.4f s; with --mlp relu2 the empty row %.4f; %s",
           arch[0], arch[1], arch[2], relu2[1], m1);
     free(m1), free(m2);
+}
+
+// The pp_split column of --runs: LLaMA-7B's 32 layers on pp 4 (1F1B), cut evenly (8 layers a stage) and with the
+// embedding and the head a layer's place each (34 places: 9 9 8 8, so the embedding and 8 layers, 9, 8, 7 layers
+// and the head): the last stage, the slowest of the even cut (8 layers and the head with its loss), gives a layer
+// to stage 1, a shorter step; an empty field is even; an unknown cut is that row's error.
+static void test_runs_pp_split(void) {
+    const char* values[4] = {"even", "ends", "", "middle"};
+    double step[3];
+    char* msg;
+    int rc = runs_column_steps("pp_split", values, NULL, NULL, step, &msg,
+                               "llama-7b,4096,64,8,262144,1f1b,1,1,4,16,1,full,flash2,1,0,");
+    check(rc == 0 && step[0] > 0 && step[1] < step[0] && step[2] == step[0] &&
+              strstr(msg, "unknown pp_split 'middle'"),
+          "runs_pp_split_column", "rc %d, step even %.4f ends %.4f default %.4f; %s", rc, step[0], step[1], step[2],
+          msg);
+    free(msg);
 }
 
 // --grad-reduce under another --software: the dtype its gradients are reduced in (reduce_bytes). LLaMA-7B under

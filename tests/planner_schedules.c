@@ -75,6 +75,53 @@ static void test_interleaved_in_flight(void) {
           "%.2f layers (want 40)", r.in_flight, r.worst_stage, r.mem_act / GiB, r.mem_act / layer, r1.mem_act / layer);
 }
 
+// The embedding and the head as a layer's place each (time.h chunk_split SPLIT_ENDS: Megatron-core's
+// --account-for-embedding/loss-in-pipeline-split, Llama 3 405B's cut): 14 layers + 2 places over pp 4 x vpp 4
+// chunks of one place, the first chunk the embedding alone, the last the head alone. A framework's stage holds
+// the layers of its (micro-batch, chunk) pairs in flight (memory.h pipe_layers_held), by hand from
+// Megatron's order (forward k runs chunk (k / pp) % vpp, backward k chunk vpp - 1 - (k / pp) % vpp) at m 8:
+// stage 0 runs 19 forwards before its first backward, chunk 0 for micro-batches 0-3 and 4-6 (no layer) and
+// chunks 1-3 for 0-3 (12 layers); in the steady state each forward of a layer is answered by a backward
+// of one: 12 layers at most, where the pairs times the largest chunk gave 19. Stage 1 holds 17 pairs of one
+// layer each (17); stage 3 runs chunks 0-2 for micro-batches 0-3 (12 layers), then its head chunk's forward and
+// backward for 0-3 free nothing, and the next forward (chunk 0, micro-batch 4) comes before a layer's backward: 13.
+static void test_pipeline_ends_cut(void) {
+    DeviceProfile d;
+    profile_builtin("h100-sxm", &d);
+    ModelConfig c = model("llama-13b", 0);
+    c.n_layer = 14, c.pp = 4, c.vpp = 4, c.dp = 2, c.schedule = SCHED_INTERLEAVED;
+    int layers[16], emb[16], head[16], ok = 1;
+    chunk_split(&c, 16, SPLIT_ENDS, layers, emb, head);
+    for (int g = 0; g < 16; g++) ok &= layers[g] == (g == 0 || g == 15 ? 0 : 1) && emb[g] == (g == 0) &&
+                                      head[g] == (g == 15);
+    long held[4];
+    memcpy(held, pipe_layers_held(&c, 8, layers), sizeof(held));
+    PlanSetup k = plan_setup_for(SOFTWARE_FRAMEWORK);
+    k.pipe_split = SPLIT_ENDS;
+    PlanResult r, r_even;
+    int rc = plan_predict(&c, &k, 16, 8, &d, &r);
+    double layer = act_bytes_per_layer(&c, 1, 1, 1, 0, RECOMPUTE_NONE, &k, 2);
+    check(ok && rc == 0 && held[0] == 12 && held[1] == 17 && held[2] == 15 && held[3] == 13 && r.worst_stage == 1 &&
+              fabs(r.mem_act - 17 * layer) < 1,
+          "pipeline_ends_cut_hand", "cut ok %d; layers held by stage %ld %ld %ld %ld (want 12 17 15 13); worst stage "
+          "%d, %.2f layers (want 1, 17)", ok, held[0], held[1], held[2], held[3], r.worst_stage, r.mem_act / layer);
+    // the even cut of 16 layers: every chunk one layer, the count as before (19 pairs on stage 0)
+    c.n_layer = 16, k.pipe_split = SPLIT_LAYERS;
+    rc = plan_predict(&c, &k, 16, 8, &d, &r_even);
+    check(rc == 0 && r_even.worst_stage == 0 && r_even.in_flight == 19 && fabs(r_even.mem_act - 19 * layer) < 1,
+          "pipeline_even_cut_unchanged", "worst stage %d, %d in flight, %.2f layers (want 0, 19, 19)",
+          r_even.worst_stage, r_even.in_flight, r_even.mem_act / layer);
+    // the trainer's buffers need a layer in every chunk: refused, and so is 2 + layers < chunks
+    PlanSetup own = plan_setup_default();
+    own.pipe_split = SPLIT_ENDS;
+    c.n_layer = 14;
+    int rc_own = plan_predict(&c, &own, 16, 8, &d, &r);
+    c.n_layer = 13, k.pipe_split = SPLIT_ENDS;
+    int rc_few = plan_predict(&c, &k, 16, 8, &d, &r);
+    check(rc_own != 0 && rc_few != 0, "pipeline_ends_cut_refused", "trainer rc %d, 13 layers in 16 chunks rc %d (%s)",
+          rc_own, rc_few, r.invalid);
+}
+
 // The zero-bubble schedules (Qi et al. 2024; layout/schedule.h): bubbles against the
 // formulas, the weight pass's memory and time, ZB-V's placement (test_cli_schedules: the
 // search and its --schedule filter).

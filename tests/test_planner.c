@@ -123,6 +123,7 @@ int main(void) {
     test_trainer_dp_per_layer();
     test_bubble();
     test_interleaved_in_flight();
+    test_pipeline_ends_cut();
     test_bubble_definition();
     test_zero_bubble_schedules();
     test_context_parallel();
@@ -133,6 +134,7 @@ int main(void) {
     test_device_files();
     test_runs_reduce_dtype();
     test_runs_mlp();
+    test_runs_pp_split();
     test_grad_reduce_other_software();
     test_runs();
     test_cli_kernel_names();

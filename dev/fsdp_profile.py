@@ -16,7 +16,8 @@ planner's, or both. This measures the three on a lent GPU node, every GPU in one
                and the rate limiter as flags; no optimizer step: the per-micro-batch cost is what is asked),
                under torch.profiler: wall; time compute kernels run; time only NCCL runs (exposed
                communication); time nothing runs (host-bound gaps: hooks, the rate limiter's waits); the
-               GEMM kernels' summed time and rate.
+               GEMM kernels' summed time and rate, the attention kernels' and the rest's (elementwise, norms,
+               casts, FSDP's copies: what the H100 rows may lose beyond GEMMs).
 Then over the micro-batch sizes the line step = a x mb + c: c is the fixed cost per micro-batch
 (llm-foundry's own sweep: c = 0.212 s for MPT-7B on 8 A100-80GB, where the planner says 0.060 s).
 
@@ -211,12 +212,15 @@ def profile_step(torch, model, mb, steps, n_layer):
     nccl = [k for k in kernels if "nccl" in k.name.lower()]
     compute = [k for k in kernels if "nccl" not in k.name.lower()]
     gemms = [k for k in compute if is_gemm(k.name)]
+    attn = [k for k in compute if not is_gemm(k.name) and any(w in k.name.lower() for w in ("flash", "fmha", "attn"))]
     busy_all, busy_compute = union_us(spans(kernels)) / 1e3, union_us(spans(compute)) / 1e3
-    gemm_ms = sum(k.time_range.end - k.time_range.start for k in gemms) / 1e3 / steps
+    kernel_ms = lambda ks: sum(k.time_range.end - k.time_range.start for k in ks) / 1e3 / steps  # noqa: E731
+    gemm_ms, attn_ms = kernel_ms(gemms), kernel_ms(attn)
     return {"step_ms": wall, "step_ms_profiled": wall_prof, "compute_busy_ms": busy_compute / steps,
             "comm_only_ms": (busy_all - busy_compute) / steps,
             "idle_ms": wall_prof - busy_all / steps, "nccl_kernel_ms": union_us(spans(nccl)) / 1e3 / steps,
-            "gemm_kernel_ms": gemm_ms,
+            "gemm_kernel_ms": gemm_ms, "attn_kernel_ms": attn_ms,
+            "other_kernel_ms": kernel_ms(compute) - gemm_ms - attn_ms,
             "gemm_tflops_in_step": gemm_flops(mb * SEQ, n_layer) / gemm_ms / 1e9 if gemm_ms else float("nan")}
 
 
@@ -238,8 +242,8 @@ def wrap_fsdp(torch, a, n_layer):
 def report(rows, a, world, n_layer, name):
     cols = ["gpu", "gpus", "layers", "prefetch", "reduce", "limit_all_gathers", "mb", "tokens", "step_ms",
             "step_ms_profiled", "compute_busy_ms", "comm_only_ms", "idle_ms", "nccl_kernel_ms", "gemm_kernel_ms",
-            "gemm_tflops_in_step", "gemm_tflops_alone", "gemm_frac_peak_alone", "gemm_tflops_beside_allgather",
-            "comm_interference", "allgather_busbw_gbs"]
+            "attn_kernel_ms", "other_kernel_ms", "gemm_tflops_in_step", "gemm_tflops_alone", "gemm_frac_peak_alone",
+            "gemm_tflops_beside_allgather", "comm_interference", "allgather_busbw_gbs"]
     out = a.out or os.path.join(os.environ.get("OUT", "."), "fsdp_profile.csv")
     with open(out, "w", newline="") as f:
         w = csv.DictWriter(f, fieldnames=cols, extrasaction="ignore")

@@ -13,6 +13,7 @@ typedef struct {
     // compute
     double peak_flops;       // dense FLOP/s in the training dtype (bf16 tensor cores on GPUs)
     double matmul_eff;       // fraction of peak a large matmul reaches in a framework's training step
+    double matmul_eff_scaling;  // the same in the layouts study's software (--software scaling), fitted to its runs
     double matmul_eff_own;   // the same for this trainer's own cuBLASLt calls (backend/gpu/matmul.cuh)
     int sms;                 // streaming multiprocessors a matmul's tiles are spread over (0: none)
     double matmul_k_half;    // a GEMM tile's fixed cost (pipeline fill, epilogue) in elements of K: its main
@@ -42,6 +43,8 @@ typedef struct {
     double dp_overlap;       // fraction of one micro-batch's backward (forward) under which the DP
                              // gradient reduce (parameter all-gather) hides
     double comm_interference;  // slowdown of compute per second of communication it overlaps
+    double comm_interference_nccl;  // the same for NCCL's collective kernels (software with nccl_links: framework,
+                                    // foundry, megatron): measured
     int nvls;                // 1: the node's NVSwitches reduce (NVLink SHARP): all-reduces inside a node by NVLS
     int nics_per_node;       // NICs in a node, shared by its GPUs
     int gpus_per_node;       // default for --gpus-per-node (0: all GPUs in one node)
@@ -72,7 +75,12 @@ static void profile_a100(DeviceProfile* d) {
     memset(d, 0, sizeof(*d));
     snprintf(d->name, sizeof(d->name), "a100-80gb");
     d->peak_flops = 312e12;       // dense bf16
-    d->matmul_eff = 0.68;         // fit: the main loop on full 128 x 128 tiles (212 TFLOP/s; 8192^3: 210)
+    d->matmul_eff = 0.743;        // PyTorch's own matmul on an A100 80GB: 230 TFLOP/s at 8192^3 in fp16 (qhduan/
+                                  // transformers-benchmarks README and micro_bench.ipynb: `a @ b`, NGC PyTorch
+                                  // 22.07, CUDA 11.7); 230 / (312 x matmul_shape_eff 0.992) = 0.743. Not fitted to
+                                  // any run (dev/PLANNER.md, "A framework's matmul rate and NCCL's interference")
+    d->matmul_eff_scaling = 0.68;  // fit: the layouts study's codebase, the main loop on full 128 x 128 tiles (212
+                                   // TFLOP/s; 8192^3: 210)
     d->matmul_eff_own = 0.68;     // assumed the same: not measured on an A100
     d->matmul_latency = 2e-6;     // a kernel's start and drain in a stream (launches overlap the previous kernel)
     d->matmul_k_half = 64;        // scanned, the other keys refit at each: 32 / 64 / 128 give MFU MAE 2.11 / 2.08 /
@@ -83,7 +91,9 @@ static void profile_a100(DeviceProfile* d) {
     d->attn_eff_own = 0.132;      // the H200's fraction (below), assumed: not measured on an A100
     d->attn_eff_flash1 = 0.27;    // fit (FlashAttention 1.0.8, head dim 128)
     d->attn_eff_flash3 = 0.52;    // FlashAttention-3 needs Hopper (wgmma, TMA): an A100 runs FA2-class kernels
-    d->bmm_eff = 0.68;            // unfused attention's batched matmuls: the same tensor-core main loop as matmul_eff
+    d->bmm_eff = 0.68;            // unfused attention's batched matmuls: the same tensor-core main loop as the study's
+                                  // matmul_eff_scaling (the study is where unfused kernels were measured; the framework
+                                  // sources with fused softmax move by <= 0.07 MFU points at 0.743)
                                   // (their shapes and the memory roofline slow them: K = head size for the scores);
                                   // 0.30 was fitted when all four took the scores' shape (dev/PLANNER.md)
     d->mem_bytes = 80 * GiB;
@@ -106,7 +116,12 @@ static void profile_a100(DeviceProfile* d) {
     d->nic_eff = 0.8;             // estimate: NCCL bus bandwidth across nodes over the NICs' line rate; measured
                                   // 0.86-0.96 for large all-reduces (NVIDIA/nccl-tests#119, nccl#1048: dev/PLANNER.md)
     d->dp_overlap = 0.5;
-    d->comm_interference = 0.2;
+    d->comm_interference = 0.2;   // estimate (this trainer's overlapped reduction; TE's userbuffers under Megatron)
+    d->comm_interference_nccl = 0.61;  // GPT and LLaMA training on 4 A100s / H100s / MI250s / MI210s (Lee et al.
+                                       // 2025, arXiv 2507.03114, abstract): compute beside communication 18.9%
+                                       // slower on average than alone, serial 10.2% slower than overlapped: if the
+                                       // collective hides, serial = 1.102 x 1.189 C = C + X gives X = 0.310 C and
+                                       // 0.189 / 0.310 = 0.61 per second of collective (a ratio of their averages)
     d->nics_per_node = 8;
     d->gpus_per_node = 8;
     d->dtype_bytes = 2;
@@ -136,11 +151,14 @@ static void profile_h100(DeviceProfile* d) {
     d->matmul_k_half = 128;       // H200 (dev/RESULTS.md, same GH100 die and clocks): N 8192, 768 -> 3072 forward
                                   // 677 TFLOP/s (as measured; K 768 costs 14%), its backward 711 (measured 750);
                                   // 8192^3: 808 TFLOP/s
-    d->matmul_eff = 0.634;        // a PyTorch framework's step (Megatron, FSDP): the A100's ratio carried over, not
-                                  // fitted to any H100 run. The A100's 0.68 (fitted on the layouts study) is 0.79
-                                  // of its largest measured matmul (268 of 312 TFLOP/s); 0.79 of the H100's (792 of
-                                  // 989, ml-engineering's MAMF table) is 0.634. (Until 2026-12-05 0.56, fitted to llm-
-                                  // foundry's H100 tables: 0.70 of the MAMF; leave-one-source-out could not keep it)
+    d->matmul_eff = 0.634;        // a PyTorch framework's step (Megatron, FSDP), not fitted to any H100 run: 0.79 of
+                                  // the H100's largest measured matmul (792 of 989, ml-engineering's MAMF table), the
+                                  // study's A100 fit's ratio (0.68 of 268 TFLOP/s). PyTorch's H100 matmuls of 2023
+                                  // at 2048 x 8192 x 8192 ran 543-772 TFLOP/s by cuBLAS version and batch path
+                                  // (pytorch/pytorch#100850): 0.55-0.78, around it. The A100's measured rate (0.743,
+                                  // 0.86 of its MAMF) carried over would be 0.69: llm-foundry's H100 sources then
+                                  // miss (dev/PLANNER.md). (Until 2026-12-05 0.56, fitted to llm-foundry's H100 tables)
+    d->matmul_eff_scaling = 0.634;  // no study run on an H100: the framework's
     d->bmm_eff = 0.634;           // as matmul_eff (the A100's note)
     d->sms = 132;
     d->attn_eff_flash2 = 0.35;    // FlashAttention-2 on the H100: "only 35% utilization" (Shah et al. 2024, FA3)
@@ -236,7 +254,7 @@ static void profile_cpu(DeviceProfile* d) {
     profile_a100(d);
     snprintf(d->name, sizeof(d->name), "cpu");
     d->peak_flops = 157e9;
-    d->matmul_eff = d->matmul_eff_own = 0.19;
+    d->matmul_eff = d->matmul_eff_own = d->matmul_eff_scaling = 0.19;
     d->matmul_latency = 2e-6;
     d->sms = 0;
     d->attn_eff_flash2 = d->attn_eff_flash1 = d->attn_eff_flash3 = d->attn_eff_own = 0.30;
@@ -253,6 +271,7 @@ static void profile_cpu(DeviceProfile* d) {
     d->inter_latency = 30e-6;
     d->link_eff = d->link_eff_nccl = d->nic_eff = 1.0;
     d->dp_overlap = 0.0;          // the CPU trainer reduces gradients with blocking MPI calls
+    d->comm_interference_nccl = d->comm_interference;  // MPI, no NCCL kernels
     d->nics_per_node = 1;
     d->gpus_per_node = 0;
     d->dtype_bytes = 4;
@@ -296,6 +315,7 @@ typedef struct {
 static const ProfileKey PROFILE_KEYS[] = {
     PKEY("peak_tflops", peak_flops, 0, 1e12, 1e-9, 1e6, "dense peak TFLOP/s"),
     PKEY("matmul_eff", matmul_eff, 0, 1, 1e-3, 1, "fraction of peak of a large matmul in a framework's step"),
+    PKEY("matmul_eff_scaling", matmul_eff_scaling, 0, 1, 1e-3, 1, "the same in the layouts study's software"),
     PKEY("matmul_eff_own", matmul_eff_own, 0, 1, 1e-3, 1, "fraction of peak of this trainer's own matmuls"),
     PKEY("matmul_latency_us", matmul_latency, 0, 1e-6, 0, 1e6, "fixed microseconds per matmul"),
     PKEY("attn_eff_flash2", attn_eff_flash2, 0, 1, 1e-3, 1, "fraction of peak of FlashAttention-2"),
@@ -319,6 +339,7 @@ static const ProfileKey PROFILE_KEYS[] = {
     PKEY("nic_eff", nic_eff, 0, 1, 1e-3, 1, "fraction of NIC bandwidth collectives reach across nodes"),
     PKEY("dp_overlap", dp_overlap, 0, 1, 0, 1, "fraction of a backward that hides the DP reduction"),
     PKEY("comm_interference", comm_interference, 0, 1, 0, 1, "compute slowdown per second of overlapped communication"),
+    PKEY("comm_interference_nccl", comm_interference_nccl, 0, 1, 0, 1, "the same for NCCL's kernels (framework)"),
     PKEY("gpus_per_node", gpus_per_node, 1, 1, 0, 1 << 20, "default GPUs per node (0: one node)"),
     PKEY("dtype_bytes", dtype_bytes, 1, 1, 2, 4, "2 (bf16 mixed precision) or 4 (fp32)"),
     PKEY("grad_bytes", grad_bytes, 1, 1, 2, 4, "2 (bf16) or 4 (fp32) gradient bytes"),

@@ -420,9 +420,8 @@ static void stage_model_free(StageModel* sm) { free(sm->mem_base), free(sm->mem_
 // group is the dp x cp ranks that hold the same weights. Sets r->t_dp_comm, r->t_dp_exposed.
 // What of data-parallel traffic x is exposed: the part in the chunk no pass is left to hide (frac; 1 unless chunked)
 // in full, the rest as far as the window `win` hides it.
-static double dp_exposed(double x, double win, double frac, const DeviceProfile* d) {
-    return frac < 1 ? frac * x + comm_exposed((1 - frac) * x, win, d->comm_interference)
-                    : comm_exposed(x, win, d->comm_interference);
+static double dp_exposed(double x, double win, double frac, double ci) {
+    return frac < 1 ? frac * x + comm_exposed((1 - frac) * x, win, ci) : comm_exposed(x, win, ci);
 }
 
 // This trainer's ZeRO 0/1 all-reduce of stage st's gradients (x in all), a layer at a time as
@@ -435,7 +434,7 @@ static double dp_exposed(double x, double win, double frac, const DeviceProfile*
 // least the last layer's reduction: the one nothing is left to hide), plus the interference of
 // the hidden rest. Only where the device overlaps at all (dp_overlap > 0: the GPU build's NCCL
 // stream; the CPU build's MPI all-reduce blocks).
-static double dp_layers_exposed(const ModelConfig* c, const DeviceProfile* d, const PlanChunks* ch, int st, double x) {
+static double dp_layers_exposed(const ModelConfig* c, double ci, const PlanChunks* ch, int st, double x) {
     int stage_head = 0;
     for (int j = 0; j < c->vpp; j++) stage_head |= ch->has_head[chunk_global(c->schedule, c->pp, st, j)];
     double P = ch->stage_params[st], per_param = P > 0 ? x / P : 0, layer = chunk_params(c, 1, 0, 0, c->tp);
@@ -453,7 +452,7 @@ static double dp_layers_exposed(const ModelConfig* c, const DeviceProfile* d, co
     double late = P - head - layers_all * layer;  // the embeddings' (and a tied head's) parameters
     queue = (queue > t ? queue : t) + (late > 0 ? late * per_param : 0);
     double exposed = queue - t;
-    return exposed + d->comm_interference * (x - exposed);
+    return exposed + ci * (x - exposed);
 }
 
 // One gather of a weight tensor of S elements (e bytes each) over n ranks as DeepSpeed's ZeRO-3 ran it in 2021
@@ -511,6 +510,7 @@ static void plan_dp_time(const ModelConfig* c, const PlanSetup* k, const DeviceP
     int pp = c->pp, vpp = c->vpp, m = r->n_micro;
     double exposed_step = 0, dp_comm = 0;
     int replicas = c->dp * c->cp;
+    double ci = software_nccl_interference(k, d);  // what the hidden part of a collective costs the compute under it
     for (int st = 0; st < pp; st++) {
         // the gradients reduced in the software's dtype (reduce_bytes: FSDP2's fp32; this trainer's
         // --grad-reduce bf16 under ZeRO 0|1: 2), else as accumulated
@@ -547,8 +547,8 @@ static void plan_dp_time(const ModelConfig* c, const PlanSetup* k, const DeviceP
             win_b = (1 - frac) * ch->stage_bwd[st], win_f = (1 - frac) * ch->stage_fwd[st];
         }
         int per_layer = k->own_buffers && c->zero <= 1 && d->dp_overlap > 0 && !k->dp_after_backward;
-        double exposed = (per_layer ? dp_layers_exposed(c, d, ch, st, once_b) : dp_exposed(once_b, win_b, frac, d)) +
-                         dp_exposed(once_f, win_f, frac, d);
+        double exposed = (per_layer ? dp_layers_exposed(c, ci, ch, st, once_b) : dp_exposed(once_b, win_b, frac, ci)) +
+                         dp_exposed(once_f, win_f, frac, ci);
         if (exposed > exposed_step) exposed_step = exposed;
         // ZeRO-3 as FSDP and DeepSpeed run it (zero3_layer_prefetch): a layer's weights are gathered while the layer
         // before it computes, and in the backward the next layer's gather and this one's reduce-scatter (serialized on
@@ -562,7 +562,7 @@ static void plan_dp_time(const ModelConfig* c, const PlanSetup* k, const DeviceP
         if (c->zero == 3 && k->zero3_param_sync) frac_mb = 1, win_mb_f = win_mb_b = 0;  // all of it exposed
         // stretch this stage's chunks by the exposed per-micro-batch part, pro rata (the
         // backward's over B and W alike)
-        double sf = dp_exposed(per_mb_f, win_mb_f, frac_mb, d), sb = dp_exposed(per_mb_b, win_mb_b, frac_mb, d);
+        double sf = dp_exposed(per_mb_f, win_mb_f, frac_mb, ci), sb = dp_exposed(per_mb_b, win_mb_b, frac_mb, ci);
         for (int j = 0; j < vpp && (sf > 0 || sb > 0); j++) {
             int g = chunk_global(c->schedule, pp, st, j);
             ch->t_fwd[g] += sf * ch->t_fwd[g] / ch->stage_fwd[st];
@@ -661,11 +661,13 @@ static void plan_throughput(const ModelConfig* c, const DeviceProfile* d, int gl
 }
 
 // The matmuls run at the software's rate: this trainer's own cuBLASLt calls were measured
-// (matmul_eff_own), a framework's end-to-end rate is the device's matmul_eff. The gradients are
-// the software's own precision where it has one (this trainer's fp32), else the device's.
+// (matmul_eff_own), the layouts study's codebase's was fitted to its runs (matmul_eff_scaling), a
+// framework's is the device's matmul_eff. The gradients are the software's own precision where it
+// has one (this trainer's fp32), else the device's.
 static DeviceProfile plan_software_device(const PlanSetup* k, const DeviceProfile* dev) {
     DeviceProfile d = *dev;
     if (k->own_kernels) d.matmul_eff = dev->matmul_eff_own;
+    else if (k->matmul_scaling) d.matmul_eff = dev->matmul_eff_scaling;
     if (k->grad_bytes) d.grad_bytes = k->grad_bytes;
     return d;
 }

@@ -106,6 +106,8 @@ typedef struct {
                              // gather behind a torch.cuda.synchronize() (nothing overlaps it), PyTorch's list
                              // collectives copying each rank's chunk apart (predict.h zero3_param_sync_time); gathered
                              // weights bounded by stage3_max_live_parameters (predict.h plan_memory)
+    int matmul_scaling;      // 1: its matmuls at the device's matmul_eff_scaling, fitted to the layouts study's runs
+                             // (the Scaling codebase's own rate, as alloc_share); 0: matmul_eff (a framework's)
     int grad_reduce_bf16;    // 1: this trainer's --grad-reduce bf16 (the GPU build, --zero 0|1): the dp all-reduce
                              // sends bf16 (2 bytes a parameter) through a 32 MiB scratch that plan_memory counts
                              // (layout/params.h grad_reduce_scratch_bytes); 0: fp32
@@ -150,7 +152,7 @@ static PlanSetup plan_setup_for(int software) {
         s.grad_bytes = 0;
     if (software == SOFTWARE_DEEPSPEED2021) s.zero3_layer_prefetch = 0, s.zero3_param_sync = 1;
     // the share was fitted on the Scaling codebase's runs: its own, not the device's (dev/PLANNER.md)
-    if (software == SOFTWARE_SCALING) s.alloc_share = 1;
+    if (software == SOFTWARE_SCALING) s.alloc_share = 1, s.matmul_scaling = 1;
     if (software == SOFTWARE_MEGATRON) s.tp_comm_overlap = 1, s.dp_overlap_chunked = 1, s.swiglu_fused = 1;
     if (software == SOFTWARE_FOUNDRY) s.no_dropout = 1, s.loss_fused = 1;
     return s;
@@ -167,6 +169,11 @@ static PlanSetup plan_setup_default(void) { return plan_setup_for(SOFTWARE_TRAIN
 // The fraction of NVLink's bandwidth the software's collectives reach inside a node (nccl_links).
 static double software_link_eff(const PlanSetup* k, const DeviceProfile* d) {
     return k->nccl_links ? d->link_eff_nccl : d->link_eff;
+}
+// What an NCCL collective hidden under compute costs that compute, per second of it: the measured figure for software
+// whose collectives are NCCL's kernels (nccl_links), else the device's estimate.
+static double software_nccl_interference(const PlanSetup* k, const DeviceProfile* d) {
+    return k->nccl_links ? d->comm_interference_nccl : d->comm_interference;
 }
 
 static int attn_from_name(const char* s) {

@@ -368,15 +368,17 @@ static LayerTime layer_time(const ModelConfig* c, int b, int tp, int sp, int cp,
     // linears (f's backward; with SP their reduce-scatters). With asynchronous tensor-parallel
     // communication each runs while its linear's weight gradient is computed (not when the
     // schedule defers that to a W pass): what the weight gradient does not hide is exposed, the
-    // hidden part costs comm_interference of itself (the collective's SMs and HBM traffic).
+    // hidden part costs the software's NCCL interference of itself (the collective's SMs and HBM traffic).
     double bwd_comm = lt.comm_bwd, fwd_comm = lt.comm_fwd, ci = d->comm_interference;
     if (k->tp_async_dgrad && !schedule_has_w(c->schedule))
-        bwd_comm = comm_exposed(one, dw[0], ci) + comm_exposed(one, dw[2], ci);
+        bwd_comm = comm_exposed(one, dw[0], software_nccl_interference(k, d)) +
+                   comm_exposed(one, dw[2], software_nccl_interference(k, d));
     // Megatron-core's --tp-comm-overlap (with SP): each of the 4 collectives of a pass (one / 2 each) is cut into
     // chunks pipelined with its own linear's GEMM: forward, the all-gather before qkv and fc1 and the reduce-
     // scatter after proj and fc2 under those GEMMs; backward, the gathered output gradient of proj and fc2 and the
     // reduce-scattered input gradient of qkv and fc1 under their input-gradient GEMMs. What a GEMM does not hide
-    // is exposed, the hidden part costs comm_interference of itself (the chunks' SMs and HBM traffic)
+    // is exposed, the hidden part costs comm_interference of itself (the chunks' SMs and HBM traffic: Transformer
+    // Engine's userbuffers, not NCCL's kernels, so the device's estimate, not comm_interference_nccl)
     if (k->tp_comm_overlap && sp && tp > 1) {
         fwd_comm = bwd_comm = 0;
         for (int i = 0; i < 4; i++)

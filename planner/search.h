@@ -107,8 +107,10 @@ static void plan_keys_push(PlanKeys* keys, PlanKey key) {
 // Every recomputation, SP, ZeRO and kernel choice of one grid and pipeline (key's other
 // fields) that the filter lets through. Software with one attention kernel of its own (this
 // trainer, own_kernels: its flash kernel) lists it once, as flash2, unless the filter asks
-// for another. FlashAttention in Triton is listed only when the filter asks for it.
-static void plan_keys_settings(PlanKey key, const PlanFilter* f, int own_kernels, PlanKeys* keys) {
+// for another. FlashAttention in Triton is listed only when the filter asks for it. The Scaling
+// codebase's options (scaling_options): ZeRO 0/1 and no or full recomputation unless named.
+static void plan_keys_settings(PlanKey key, const PlanFilter* f, const PlanSetup* base, PlanKeys* keys) {
+    int own_kernels = base->own_kernels;
     for (int rc = RECOMPUTE_NONE; rc < N_PLAN_RECOMPUTE; rc++)
         for (int sp = 0; sp <= (key.tp > 1); sp++)
             for (int zero = 0; zero <= 3; zero++)
@@ -118,6 +120,9 @@ static void plan_keys_settings(PlanKey key, const PlanFilter* f, int own_kernels
                         if (!filter_ok(f->recompute, rc) || !filter_ok(f->sp, sp) || !filter_ok(f->zero, zero) ||
                             !filter_ok(f->attention, attn) || !filter_ok(f->rms_kernel, rms)) continue;
                         if (zero > 0 && key.dp * key.cp == 1) continue;  // nothing to shard
+                        if (base->scaling_options && ((zero > 1 && f->zero != zero) ||
+                                                      (rc == RECOMPUTE_SELECTIVE && f->recompute != rc)))
+                            continue;  // not in the Scaling codebase: by name only
                         if (own_kernels && attn != ATTN_FLASH2 && f->attention != attn) continue;
                         if ((attn == ATTN_FLASH_TRITON || attn == ATTN_FLASH3) && f->attention != attn)
                             continue;  // by name only
@@ -154,14 +159,17 @@ static PlanKeys plan_keys(const ModelConfig* c, int gpus, int global_batch, int 
                                 break;
                             for (int sched = 0; sched < N_SCHEDULES; sched++) {
                                 if (!plan_schedule_tried(sched, pp, vpp) || !filter_ok(f->schedule, sched)) continue;
+                                if (base->scaling_options && sched != SCHED_1F1B && f->schedule != sched &&
+                                    f->vpp < 0)
+                                    continue;  // the Scaling codebase runs 1F1B: another by name only
                                 PlanKey key = {dp, tp, cp, U, pp, mb, (signed char)vpp, (signed char)sched,
                                                0,  0,  0,  0, 0,  0};
-                                plan_keys_settings(key, f, base->own_kernels, &keys);
+                                plan_keys_settings(key, f, base, &keys);
                                 // the trainer's cut by cost (other software cuts its own way); beside
                                 // the even cut, kept only where it differs (PLAN_UNEVEN_ONLY)
                                 if (pp > 1 && base->pipe_split == SPLIT_LAYERS && filter_ok(f->pp_split, 1))
                                     key.pp_split = filter_ok(f->pp_split, 0) ? 2 : 1,
-                                    plan_keys_settings(key, f, base->own_kernels, &keys);
+                                    plan_keys_settings(key, f, base, &keys);
                             }
                         }
                     }

@@ -108,6 +108,12 @@ typedef struct {
                              // weights bounded by stage3_max_live_parameters (predict.h plan_memory)
     int matmul_scaling;      // 1: its matmuls at the device's matmul_eff_scaling, fitted to the layouts study's runs
                              // (the Scaling codebase's own rate, as alloc_share); 0: matmul_eff (a framework's)
+    int scaling_options;     // 1: the search lists what the Scaling codebase runs (Aleph-Alpha/scaling at 737f855),
+                             // other options only when named (--schedule, --vpp, --zero, --recompute: a what-if): the
+                             // 1F1B schedule (pipeline_schedule/train.py, its one training schedule: no virtual
+                             // stages, no zero-bubble passes), ZeRO 0 or 1 (optimizer_config.py `zero`, "enable zero
+                             // stage 1 optimizer"), activation checkpointing off or every layer (topology_config.py
+                             // ActivationCheckpointingType disabled / every_layer; every_pipe_stage is not modelled)
     int grad_reduce_bf16;    // 1: this trainer's --grad-reduce bf16 (the GPU build, --zero 0|1): the dp all-reduce
                              // sends bf16 (2 bytes a parameter) through a 32 MiB scratch that plan_memory counts
                              // (layout/params.h grad_reduce_scratch_bytes); 0: fp32
@@ -152,7 +158,7 @@ static PlanSetup plan_setup_for(int software) {
         s.grad_bytes = 0;
     if (software == SOFTWARE_DEEPSPEED2021) s.zero3_layer_prefetch = 0, s.zero3_param_sync = 1;
     // the share was fitted on the Scaling codebase's runs: its own, not the device's (dev/PLANNER.md)
-    if (software == SOFTWARE_SCALING) s.alloc_share = 1, s.matmul_scaling = 1;
+    if (software == SOFTWARE_SCALING) s.alloc_share = 1, s.matmul_scaling = 1, s.scaling_options = 1;
     if (software == SOFTWARE_MEGATRON) s.tp_comm_overlap = 1, s.dp_overlap_chunked = 1, s.swiglu_fused = 1;
     if (software == SOFTWARE_FOUNDRY) s.no_dropout = 1, s.loss_fused = 1;
     return s;

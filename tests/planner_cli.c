@@ -488,6 +488,31 @@ static void test_cli_schedules(void) {
     int rc4 = run_plan_capture(a4, 5, log);
     check(rc == 1 && rc4 == 1 && strstr(slurp(log), "expected 1f1b, interleaved, zb-h1, zb-v or dualpipe-v"),
           "cli_schedule_rejects_others", "exit %d and %d, '%s'", rc, rc4, slurp(log));
+    // --software scaling searches what the Scaling codebase runs: 1F1B, ZeRO 0/1, no or every-layer recomputation
+    const char* a6[] = {"--plan", "--model", "llama-tiny", "--gpus", "4", "--device", "cpu", "--global-batch", "16",
+                        "--software", "scaling", "--plan-csv", csv};
+    rc = run_plan_capture(a6, 13, log);
+    rows = csv_schedules(csv, counts, &bad);
+    int off = 0;
+    for (int r = 1; r <= rows; r++) {
+        char zero[8], recompute[32];
+        csv_field(csv, r, "zero", zero, sizeof(zero)), csv_field(csv, r, "recompute", recompute, sizeof(recompute));
+        off += atoi(zero) > 1 || (strcmp(recompute, "none") && strcmp(recompute, "full"));
+    }
+    check(rc == 0 && rows > 0 && counts[SCHED_1F1B] == rows && !bad && !off, "cli_scaling_searches_its_options",
+          "rc %d: %d rows, %d 1f1b, %d bad, %d with ZeRO > 1 or another recomputation", rc, rows, counts[SCHED_1F1B],
+          bad, off);
+    // named, another option is a what-if the search predicts
+    const char* flag[4][2] = {{"--schedule", "interleaved"}, {"--vpp", "2"}, {"--zero", "2"}, {"--recompute", "selective"}};
+    for (int k = 0; k < 4; k++) {
+        const char* a7[] = {"--plan", "--model", "llama-tiny", "--gpus", "4", "--device", "cpu", "--global-batch", "16",
+                            "--software", "scaling", flag[k][0], flag[k][1], "--plan-csv", csv};
+        rc = run_plan_capture(a7, 15, log);
+        char got[32];
+        csv_field(csv, 1, flag[k][0] + 2, got, sizeof(got));
+        check(rc == 0 && !strcmp(got, k == 1 ? "2" : flag[k][1]), "cli_scaling_named_what_if", "%s %s: exit %d, row 1 '%s'",
+              flag[k][0], flag[k][1], rc, got);
+    }
     // --runs: a zb-v row without a vpp column runs as the trainer would (vpp 2); zb-h1 refuses full recomputation
     write_file(in, "zb_runs.csv", RUNS_HEADER
         "a,llama-13b,2048,64,8,4194304,zb-v,1,2,4,8,1,selective,flash2,1,1,ok,\n"

@@ -130,7 +130,8 @@ static void test_flash_triton(void) {
     PlanFilter any = plan_filter_any(), asked = any;
     asked.attention = ATTN_FLASH_TRITON;
     PlanKeys all = {NULL, 0, 0}, named = {NULL, 0, 0};
-    plan_keys_settings(key, &any, 0, &all), plan_keys_settings(key, &asked, 0, &named);
+    PlanSetup framework = plan_setup_for(SOFTWARE_FRAMEWORK);  // FlashAttention's kernels, not this trainer's
+    plan_keys_settings(key, &any, &framework, &all), plan_keys_settings(key, &asked, &framework, &named);
     int listed = 0;
     for (int i = 0; i < all.n; i++) listed += all.k[i].attention == ATTN_FLASH_TRITON;
     check(all.n > 0 && !listed && named.n > 0 && named.k[0].attention == ATTN_FLASH_TRITON, "flash_triton_by_name_only",

@@ -278,7 +278,7 @@ def plot_published(pred, path):
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt
     fig, ax = plt.subplots(figsize=(8, 7))
-    colours = plt.rcParams["axes.prop_cycle"].by_key()["color"]
+    colours = plt.get_cmap("tab20").colors  # 20 colours: the default cycle's 10 repeat past 10 sources
     for i, src in enumerate(dict.fromkeys(source_of(r) for r in pred)):
         col = colours[i % len(colours)]
         rs = [r for r in pred if source_of(r) == src and r["pred_mfu_pct"]]

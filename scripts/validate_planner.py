@@ -200,6 +200,8 @@ def read_published(path):
             sys.exit("error: %s: software '%s' (known: %s)" % (path, r["software"], ", ".join(known)))
         if not r.get("n_kv_head"):
             r["n_kv_head"] = r["n_head"]
+        # the columns added later (a row written before them has none): cp 1, the even cut
+        r["cp"], r["pp_split"] = r.get("cp") or "1", r.get("pp_split") or ""
         if r["arch"] not in ARCH_PRESET:
             sys.exit("error: %s: arch '%s' (known: %s)" % (path, r["arch"], ", ".join(ARCH_PRESET)))
     return rows

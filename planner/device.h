@@ -153,9 +153,9 @@ static void profile_h100(DeviceProfile* d) {
                                   // 8192^3: 808 TFLOP/s
     d->matmul_eff = 0.634;        // a PyTorch framework's step (Megatron, FSDP), not fitted to any H100 run: 0.79 of
                                   // the H100's largest measured matmul (792 of 989, ml-engineering's MAMF table), the
-                                  // study's A100 fit's ratio (0.68 of 268 TFLOP/s). PyTorch's H100 matmuls of 2023
-                                  // at 2048 x 8192 x 8192 ran 543-772 TFLOP/s by cuBLAS version and batch path
-                                  // (pytorch/pytorch#100850): 0.55-0.78, around it. The A100's measured rate (0.743,
+                                  // study's A100 fit's ratio (0.68 of 268 TFLOP/s). PyTorch's H100 bmm of 2023 at
+                                  // sequence 2048 and hidden 8192 (its script's defaults) ran 543-772 TFLOP/s by
+                                  // cuBLAS version and batch (pytorch/pytorch#100850): 0.55-0.78, around it. The A100's measured rate (0.743,
                                   // 0.86 of its MAMF) carried over would be 0.69: llm-foundry's H100 sources then
                                   // miss (dev/PLANNER.md). (Until 2026-12-05 0.56, fitted to llm-foundry's H100 tables)
     d->matmul_eff_scaling = 0.634;  // no study run on an H100: the framework's

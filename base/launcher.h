@@ -25,6 +25,7 @@
 #include <signal.h>
 #include <stdlib.h>
 #include <sys/prctl.h>
+#include <sys/resource.h>
 #include <fcntl.h>
 #include <sys/wait.h>
 #include <unistd.h>
@@ -87,6 +88,10 @@ static void relaunch_under_mpirun(int world, int argc, char** argv) {
     if (!getenv("OMP_NUM_THREADS") || !*getenv("OMP_NUM_THREADS")) setenv("OMP_NUM_THREADS", threads, 1);
     if (!getenv("OMP_WAIT_POLICY")) setenv("OMP_WAIT_POLICY", "passive", 1);
     setenv("TRAIN_LAUNCHED", "1", 1);
+    // Under a file-size limit (ulimit -f) PMIx's shared-memory store (a file mpirun writes at start) hits it and
+    // the job hung in MPI_Init; its in-memory store ("hash") writes no file. (SIGXFSZ is ignored: train_main.)
+    struct rlimit fsize;
+    if (!getrlimit(RLIMIT_FSIZE, &fsize) && fsize.rlim_cur != RLIM_INFINITY) setenv("PMIX_MCA_gds", "hash", 0);
     char** args = (char**)xcalloc(argc + 20, sizeof(char*));
     int n = 0;
     args[n++] = (char*)"mpirun";

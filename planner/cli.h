@@ -435,7 +435,7 @@ static int plan_main(int argc, char** argv) {
     int stops[4] = {SIGINT, SIGTERM, SIGHUP, SIGPIPE};
     for (int i = 0; i < 4; i++) signal(stops[i], plan_on_signal);
     plan_parse_args(argc, argv, &a);
-    if (a.runs) { plan_runs(a.runs, a.csv, a.shape, a.mlp, &a.setup, &a.dev); return 0; }
+    if (a.runs) return plan_runs(a.runs, a.csv, a.shape, a.mlp, &a.setup, &a.dev);
     ModelConfig c;
     char err[512];
     if (plan_model(a.model, a.shape, 0, &c, err, sizeof(err))) fail("%s", err);

@@ -300,12 +300,14 @@ static int plan_run_row(const int* shape, int mlp, const PlanSetup* setup, const
     return 0;
 }
 
-#define RUN_ERRORS_SHOWN 5  // rows whose error is printed; past them a count (a file of 500,000 bad rows is 2 lines)
+#define RUN_ERRORS_SHOWN 3  // rows whose error the one error line names; the CSV's pred_reason has every row's
 
 // Predict every run of the file at path (the shape flags override every row's preset), to
 // the CSV csv_path or, without one, to stdout. The whole file is read and checked first, so
-// a malformed one is refused before anything is written.
-static void plan_runs(const char* path, const char* csv_path, const int* shape, int mlp, const PlanSetup* setup,
+// a malformed one is refused before anything is written. Returns the exit code: 0; 2 when
+// some rows could not be evaluated (one error line counts them and names the first; they are
+// written with pred_fits 0 and the reason); none evaluated is an error (exit 1, no CSV).
+static int plan_runs(const char* path, const char* csv_path, const int* shape, int mlp, const PlanSetup* setup,
                       const DeviceProfile* dev) {
     char err[512], shown[4 * 256];
     CsvReader in;
@@ -392,21 +394,24 @@ static void plan_runs(const char* path, const char* csv_path, const int* shape, 
     if (n_bad == n_rows)  // nothing predicted: one line, exit 1, no CSV
         fail("--runs %s: none of the %d runs could be evaluated (%s%s)", path, n_rows, shown_errors[0],
              n_rows > 1 ? "; the others too" : "");
-    for (int i = 0; i < n_bad && i < RUN_ERRORS_SHOWN; i++) {
-        fprintf(stderr, "error: --runs %s: %s\n", printable(path, shown, sizeof(shown)),
-                printable(shown_errors[i], shown + sizeof(shown) / 2, sizeof(shown) / 2));
-        free(shown_errors[i]);
-    }
-    if (n_bad > RUN_ERRORS_SHOWN)
-        fprintf(stderr, "error: --runs %s: %d more rows could not be evaluated (the CSV's pred_reason says why)\n",
-                printable(path, shown, sizeof(shown)), n_bad - RUN_ERRORS_SHOWN);
     if (csv_path) atomic_commit(&csv);
     else if (fflush(stdout)) fail("--runs: writing the predictions failed: %s", strerror(errno));
     fprintf(csv_path ? stdout : stderr, "%d runs predicted on %s (%d fit, %d do not), %d could not be evaluated%s%s\n",
             n_rows - n_bad, printable(dev->name, shown, sizeof(shown)), n_fit, n_rows - n_bad - n_fit, n_bad,
             csv_path ? "; wrote " : "",
             csv_path ? printable(csv_path, shown + sizeof(shown) / 2, sizeof(shown) / 2) : "");
+    if (n_bad) {  // some predicted, some not: the CSV is whole, the exit says that not all went
+        char list[RUN_ERRORS_SHOWN * 600] = "";
+        for (int i = 0; i < n_bad && i < RUN_ERRORS_SHOWN; i++) {
+            size_t at = strlen(list);
+            snprintf(list + at, sizeof(list) - at, "%s%s", i ? "; " : "", shown_errors[i]);
+            free(shown_errors[i]);
+        }
+        print_error("--runs %s: %d of the %d runs could not be evaluated (%s%s); the CSV's pred_reason says why for "
+                    "each", path, n_bad, n_rows, list, n_bad > RUN_ERRORS_SHOWN ? "; and more" : "");
+    }
     free(rows), free(in.text);
+    return n_bad ? 2 : 0;
 }
 
 #endif

@@ -207,13 +207,38 @@ static void hf_tokenizer_inputs(RunFiles* s, const char* tokenizer) {
                                                                          HF_TOKENIZER_FILES[i]));
 }
 
+// Files transformers' tokenizer loading reads from a model's directory that an export never writes:
+// tokenizer.json (the fast tokenizer, read before vocab.json and merges.txt), the special and added tokens.
+#define HF_FOREIGN_TOKENIZER_N 3
+static const char* HF_FOREIGN_TOKENIZER[HF_FOREIGN_TOKENIZER_N] = {"tokenizer.json", "special_tokens_map.json",
+                                                                   "added_tokens.json"};
+
+// A tokenizer file in DIR that this export does not write is refused, never deleted (whoever put it there,
+// an earlier export or the user, it is not this run's): beside the new model transformers would load it as
+// the model's tokenizer (an earlier export's vocab.json with a model trained on other ids). writes: whether
+// this export writes vocab.json, merges.txt and tokenizer_config.json (--tokenizer X.bin with X_hf/).
+static void hf_export_stale_tokenizer(const char* dir, int writes) {
+    char path[PATH_CAP];
+    struct stat st;
+    for (int i = 0; i < 3 + HF_FOREIGN_TOKENIZER_N; i++) {
+        const char* name = i < 3 ? HF_TOKENIZER_FILES[i] : HF_FOREIGN_TOKENIZER[i - 3];
+        if ((i < 3 && writes) || lstat(path_format(path, "--export-hf", "%s/%s", dir, name), &st)) continue;
+        fail("--export-hf %s: %s is a tokenizer file this export does not write (%s): transformers would load it "
+             "with the new model; remove it or export to another directory", dir, path,
+             writes ? "it writes vocab.json, merges.txt and tokenizer_config.json"
+                    : "no --tokenizer X.bin with an X_hf directory");
+    }
+}
+
 // At start-up (rank 0, outputs_check, after files_check): create DIR and check that each
-// file can be written, and that the tokenizer directory the export copies (if there is one)
-// holds all its files now, not after the last step.
+// file can be written, that the tokenizer directory the export copies (if there is one)
+// holds all its files now, not after the last step, and that no other tokenizer's file sits
+// in DIR (hf_export_stale_tokenizer).
 static void hf_export_prepare(const char* dir, const char* tokenizer) {
     char path[PATH_CAP], from[PATH_CAP], why[512];
     struct stat st;
-    if (tokenizer && !stat(hf_tokenizer_dir(tokenizer, from), &st) && S_ISDIR(st.st_mode))
+    int writes = tokenizer && !stat(hf_tokenizer_dir(tokenizer, from), &st) && S_ISDIR(st.st_mode);
+    if (writes)
         for (int i = 0; i < 3; i++) {
             FILE* f = input_open(path_format(path, "--tokenizer", "%s/%s", from, HF_TOKENIZER_FILES[i]), why,
                                  sizeof(why), NULL);
@@ -222,6 +247,7 @@ static void hf_export_prepare(const char* dir, const char* tokenizer) {
         }
     if (mkdir(dir, 0755) && errno != EEXIST) fail("--export-hf %s: cannot create: %s", dir, strerror(errno));
     if (stat(dir, &st) || !S_ISDIR(st.st_mode)) fail("--export-hf %s exists and is not a directory", dir);
+    hf_export_stale_tokenizer(dir, writes);
     for (int i = 0; i < HF_EXPORT_N; i++)
         output_check(path_format(path, "--export-hf", "%s/%s", dir, HF_EXPORT_FILES[i]), "--export-hf");
 }

@@ -176,27 +176,33 @@ static void run_files(const Run* r, RunFiles* s) {
 }
 
 // Every output, at start-up, before any step and before any is opened: first no output is
-// an input or another output (run_files, files_check), then each path fits, its directory
-// takes a new file and nothing but a regular file sits where it goes (files.h output_check,
-// export_hf.h hf_export_prepare, ckpt.h ckpt_dir_prepare).
+// an input or another output (run_files, files_check), then the directories the run makes
+// (--export-hf's, --ckpt-dir: export_hf.h hf_export_prepare, ckpt.h ckpt_dir_prepare) are
+// created, so that a log, trace or export inside one that does not exist yet (--ckpt-dir D
+// --log D/log.jsonl) finds it, then each path fits, its directory takes a new file and nothing
+// but a regular file sits where it goes (files.h output_check). The other ranks check their own
+// --log-ranks files once rank 0 has made those directories.
 static void outputs_check(const Run* r) {
     const Args* a = &r->args;
     char path[PATH_CAP], why[512];
-    if (a->log && a->log_ranks)
+    if (r->rank == 0) {
+        RunFiles files = {0};
+        run_files(r, &files);
+        files_check(&files);
+        files_free(&files);
+        if (a->export_llmc && llmc_check(&a->cfg, why)) fail("--export-llmc %s: %s", a->export_llmc, why);
+        if (a->export_hf) hf_export_prepare(a->export_hf, a->tokenizer);
+        if (a->ckpt_dir) ckpt_dir_prepare(a);
+        if (a->ckpt_dir && a->resume) ckpt_history_adopt(a);  // --ckpt-keep counts a job's earlier launches
+        const char* flags[3] = {"--log", "--trace", "--export-llmc"};
+        const char* paths[3] = {a->log, a->trace, a->export_llmc};
+        for (int i = 0; i < 3; i++)
+            if (paths[i]) output_check(paths[i], flags[i]);
+    }
+    if (a->log && a->log_ranks) {
+        if (r->world > 1) mpiCheck(MPI_Barrier(MPI_COMM_WORLD));
         output_check(path_format(path, "--log-ranks", "%s.rank%d", a->log, r->rank), "--log-ranks");
-    if (r->rank != 0) return;
-    RunFiles files = {0};
-    run_files(r, &files);
-    files_check(&files);
-    files_free(&files);
-    if (a->export_llmc && llmc_check(&a->cfg, why)) fail("--export-llmc %s: %s", a->export_llmc, why);
-    const char* flags[3] = {"--log", "--trace", "--export-llmc"};
-    const char* paths[3] = {a->log, a->trace, a->export_llmc};
-    for (int i = 0; i < 3; i++)
-        if (paths[i]) output_check(paths[i], flags[i]);
-    if (a->export_hf) hf_export_prepare(a->export_hf, a->tokenizer);
-    if (a->ckpt_dir) ckpt_dir_prepare(a);
-    if (a->ckpt_dir && a->resume) ckpt_history_adopt(a);  // --ckpt-keep counts a job's earlier launches
+    }
 }
 
 // The run's end-of-text id (a->eot), from where it is known, never from the vocabulary's size

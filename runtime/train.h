@@ -400,6 +400,13 @@ static int train_loop(Model* m, Run* run, Metrics* met, int start_step) {
     ModelConfig* c = &a->cfg;
     int n_skipped = 0, first_skipped = 0, last_applied = start_step, stop = 0;
     watchdog_at(NULL);  // (armed since MPI_Init: runtime/run.h)
+    // a stop during start-up (the model's set-up, the weights' load): nothing trained, nothing to save
+    if ((stop = ckpt_stop_requested(&m->L.group[GROUP_WORLD]))) {
+        if (stop != SIGPIPE && run->rank == 0)
+            fprintf(stderr, "stopped by signal %d at start-up, before step %d: nothing trained, no checkpoint "
+                    "written\n", stop, start_step + 1);
+        return 128 + stop;
+    }
     for (int step = start_step; step < c->steps && !stop; step++) {
         watchdog_kick();
         metrics_step_begin(met, step);

@@ -207,6 +207,15 @@ def read_published(path):
     return rows
 
 
+def planner_status(p, cmd):
+    """Ends the script when ./train --plan --runs failed; exit 2 (some rows not evaluated, written with
+    pred_fits 0 and the reason) goes on with the planner's line as a warning."""
+    if p.returncode == 2:
+        print("warning: %s" % p.stderr.strip().replace("error: ", "", 1), file=sys.stderr)
+    elif p.returncode != 0:
+        sys.exit("error: the planner failed (%s): %s" % (" ".join(cmd), p.stderr.strip()))
+
+
 def predict_published(train, rows, extra, device_set=None):
     """Each group of one device, software and model shape through ./train --plan --runs with the
     shape's flags; device_set: {device: [KEY=VALUE, ...]} added as --device-set to that device's
@@ -231,8 +240,7 @@ def predict_published(train, rows, extra, device_set=None):
             cmd += ["--device-set", kv]
         p = subprocess.run(cmd + extra + ["--plan-csv", out], capture_output=True, text=True)
         os.unlink(tmp_in.name)
-        if p.returncode != 0:
-            sys.exit("error: the planner failed (%s): %s" % (" ".join(cmd), p.stderr.strip()))
+        planner_status(p, cmd)
         with open(out) as f:
             got = list(csv.DictReader(f))
         os.unlink(out)
@@ -400,8 +408,7 @@ def main():
     out = a.out or tempfile.NamedTemporaryFile(suffix=".csv", delete=False).name
     cmd = [a.train, "--plan", "--runs", a.runs] + STUDY_FLAGS + a.extra + ["--plan-csv", out]
     p = subprocess.run(cmd, capture_output=True, text=True)
-    if p.returncode != 0:
-        sys.exit("error: the planner failed (%s): %s" % (" ".join(cmd), p.stderr.strip()))
+    planner_status(p, cmd)
     with open(out) as f:
         rows = list(csv.DictReader(f))
     if not a.out:

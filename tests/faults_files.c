@@ -73,6 +73,14 @@ static const BadRun FILES_RUNS[] = {
      "{ echo '" RUNS_HEADER "'; yes nosuch,1024,8,8,1048576,1f1b,0,1,1,8,1,none,flash2,0,0 | head -3000; } > " FILES
      "/runs_bad.csv",
      NULL},
+    // --runs where some rows can be evaluated and some not: the CSV whole, one line counting the others, exit 2
+    // (it was exit 0 and a line per row)
+    {{"plan_runs_some_evaluated", "--plan --runs " FILES "/runs_mixed.csv --plan-csv " FILES "/pm.csv",
+      "7 of the 8 runs could not be evaluated (row 2: unknown model 'nosuch'; row 3: unknown model 'nosuch'; row 4: "
+      "unknown model 'nosuch'; and more); the CSV's pred_reason says why for each", 2},
+     "{ echo '" RUNS_HEADER "'; echo gpt2-124m,1024,8,8,1048576,1f1b,0,1,1,8,1,none,flash2,0,0; yes "
+     "nosuch,1024,8,8,1048576,1f1b,0,1,1,8,1,none,flash2,0,0 | head -7; } > " FILES "/runs_mixed.csv",
+     "test $(grep -c , " FILES "/pm.csv) = 9"},
     // what the run printed could not be written: not exit 0
     {{"stdout_full", "{train} --steps 1 > /dev/full", "standard output: write failed", 1}, NULL, NULL},
 };

@@ -278,6 +278,33 @@ static void stop_in_loop(const char* tag, const char* args, const char* wait_tex
           wait_text ? wait_text : "(start-up)", rc, dt, said, file_has(out, said) ? "printed" : "missing", steps);
 }
 
+// A stop under the self-launcher once the ranks are past reading the data (rank 0 has created the log: both
+// met after reading), while they set the model up (a wider model: its set-up takes a second or more): the run
+// ends before step 1, 128 + sig, one line saying so, no step in the log, no checkpoint (it trained step 1,
+// saved it and stopped after it).
+static void stop_before_first_step(const char* tag, int sig) {
+    char dir[256], cmd[4096], out[300], log[300], ck[300];
+    run_dir(tag, dir, out, log);
+    snprintf(ck, sizeof(ck), "%s/ck", dir);
+    snprintf(cmd, sizeof(cmd), TRAIN "--tp 2 --d-model 512 --n-layer 8 --steps 3 --log %s --ckpt-dir %s", log, ck);
+    pid_t pid = spawn(cmd, out);
+    double t0 = now_s();
+    while (file_size(log) < 0 && still_running(pid) && now_s() - t0 < 120) usleep(1000);
+    int reached = file_size(log) == 0;
+    kill(pid, sig);
+    double t1 = now_s();
+    int rc = wait_for(pid, 60);
+    double dt = now_s() - t1;
+    if (rc < 0) kill_group(pid);
+    Log g;
+    int steps = log_read(log, &g);
+    const char* said = "at start-up, before step 1: nothing trained, no checkpoint written";
+    int saved = sh("ls %s/ckpt_*.bin > /dev/null 2>&1", ck) == 0;
+    check(reached && rc == 128 + sig && steps == 0 && !saved && file_has(out, said), tag,
+          "signal %d once the log was created: exit %d after %.1f s, %d steps trained, checkpoint %s, '%s' %s", sig, rc,
+          dt, steps, saved ? "WRITTEN" : "none", said, file_has(out, said) ? "printed" : "missing");
+}
+
 // SIGTERM / SIGINT in one very long step (65536 sequences: a minute or more here): the first is
 // acted on once the step ends; a second exits at once (within 5 s), 128 + it, without saving, with
 // one line (the launcher's under `layout`), and the checkpoint dir is as it was: the good checkpoint

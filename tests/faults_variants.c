@@ -5,7 +5,10 @@
 // redirected onto a file the run reads or writes (`> run.log` with --log run.log, `>> data.txt`),
 // under the self-launcher too; an --export-hf that fails half way (a full disk at the tokenizer's
 // files) leaving the earlier export whole; a write past `ulimit -f` to the --log (SIGXFSZ killed
-// the run); --help into a full device (exit 0); inputs that are FIFOs (--pp-costs, --noise-log hung
+// the run; under the self-launcher mpirun's PMIx hung in MPI_Init); --help into a full device (exit
+// 0); a log, trace or llm.c export inside a --ckpt-dir or --export-hf directory not yet created ("No
+// such file"); an export beside tokenizer files it does not write (refused, never deleted, whoever
+// wrote them); inputs that are FIFOs (--pp-costs, --noise-log hung
 // in open()); the planner's run flags at their extremes (--noise-scale 1e-300 overflowed a stack
 // buffer, --target-loss 1e-300 printed nan steps); numbers in hex or with blanks or out of range.
 // Run through ./train and ./train_asan. Included by tests/test_faults.c after faults_bad_inputs.c
@@ -54,10 +57,43 @@ static const BadRun VARIANT_RUNS[] = {
       "/full/e/*.tmp.* || exit 9; exit $r'",
       "No space left on device", 1},
      "mkdir -p " VAR "/full && " TOK_HF, NULL},
+    // an export into the directory of an earlier one: a tokenizer file it does not write is refused before the
+    // first step, never deleted (an earlier export's vocab.json stayed beside a model of other ids; a
+    // tokenizer.json, which transformers reads before vocab.json and merges.txt, beside a new tokenizer)
+    {{"export_hf_stale_tokenizer_refused", "--steps 1 --export-hf " VAR "/stale",
+      "--export-hf " VAR "/stale: " VAR "/stale/vocab.json is a tokenizer file this export does not write (no "
+      "--tokenizer", 1},
+     TOK_HF " && rm -rf " VAR "/stale && " TRAIN "--steps 1 --tokenizer " VAR "/tk.bin --export-hf " VAR
+     "/stale > /dev/null 2>&1 && cp " VAR "/stale/model.safetensors " VAR "/stale.safetensors",
+     "cmp -s " VAR "/stale/model.safetensors " VAR "/stale.safetensors && test -s " VAR "/stale/vocab.json"},
+    {{"export_hf_foreign_tokenizer_json_refused", "--steps 1 --tokenizer " VAR "/tk.bin --export-hf " VAR "/stale2",
+      "stale2/tokenizer.json is a tokenizer file this export does not write (it writes vocab.json", 1},
+     TOK_HF " && rm -rf " VAR "/stale2 && mkdir " VAR "/stale2 && echo '{}' > " VAR "/stale2/tokenizer.json",
+     "test -s " VAR "/stale2/tokenizer.json && ! test -e " VAR "/stale2/model.safetensors"},
     // a write past a file-size limit: an error line (it was SIGXFSZ's kill, exit 153)
     {{"log_file_size_limit", "sh -c 'ulimit -f 4; exec {train} --steps 200 --log " VAR "/big.jsonl > /dev/null'",
       "--log " VAR "/big.jsonl: write failed: File too large", 1},
      "rm -f " VAR "/big.jsonl", NULL},
+    // under the self-launcher too: mpirun's PMIx wrote its shared-memory store into a file the limit cut (the
+    // job hung in MPI_Init); the run trains, and a write past the limit is the rank's one error line
+    {{"file_size_limit_launcher_tp2", "sh -c 'ulimit -f 500; exec {train} --tp 2 --steps 2'", "measured:", 0},
+     NULL, NULL},
+    {{"log_file_size_limit_launcher_tp2",
+      "sh -c 'ulimit -f 20; exec {train} --tp 2 --steps 200 --log " VAR "/big2.jsonl > /dev/null'",
+      "--log " VAR "/big2.jsonl: write failed: File too large", 1},
+     "rm -f " VAR "/big2.jsonl", NULL},
+    // a log, trace or llm.c export inside a --ckpt-dir or --export-hf directory the run creates (it was "No
+    // such file or directory"); --log-ranks' files on every rank too
+    {{"log_in_new_ckpt_dir", "--steps 1 --ckpt-dir " VAR "/newck/a --log " VAR "/newck/a/log.jsonl --trace " VAR
+      "/newck/a/trace.json", "checkpoint: " VAR "/newck/a/ckpt_00000001.bin", 0},
+     "rm -rf " VAR "/newck && mkdir " VAR "/newck", "test -s " VAR "/newck/a/log.jsonl && test -s " VAR
+     "/newck/a/trace.json"},
+    {{"log_ranks_in_new_ckpt_dir_tp2", "--tp 2 --steps 1 --ckpt-dir " VAR "/newck2 --log " VAR
+      "/newck2/log.jsonl --log-ranks", "checkpoint: " VAR "/newck2/ckpt_00000001.bin", 0},
+     "rm -rf " VAR "/newck2", "test -s " VAR "/newck2/log.jsonl.rank1"},
+    {{"export_llmc_in_new_export_hf_dir", "--steps 1 --export-hf " VAR "/newhf --export-llmc " VAR
+      "/newhf/model.bin", "exported a Hugging Face", 0},
+     "rm -rf " VAR "/newhf", "test -s " VAR "/newhf/model.bin"},
     // --help that cannot be written: not exit 0
     {{"help_into_full_device", "{train} --help > /dev/full", "standard output: write failed", 1}, NULL, NULL},
     {{"plan_help_into_full_device", "{train} --plan --help > /dev/full", "standard output: write failed", 1}, NULL,

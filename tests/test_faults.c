@@ -412,6 +412,9 @@ int main(int argc, char** argv) {
         // at start-up, before mpirun has started the ranks: the launcher passes the stop on again until it ends
         stop_in_loop("sigterm_launcher_at_startup_tp2", "--tp 2 --steps 1000", NULL, 0.2, SIGTERM,
                      "stopped by signal 15", 1);
+        // once the ranks have read the data, before step 1: nothing trained, nothing saved (it ran step 1)
+        stop_before_first_step("sigterm_launcher_before_step_1_tp2", SIGTERM);
+        stop_before_first_step("sigint_launcher_before_step_1_tp2", SIGINT);
         stop_in_loop("sigterm_in_final_sample", "--steps 1 --sample-len 1000000", "sample:", 0, SIGTERM,
                      "stopped by signal during the sample", -1);
         stop_in_loop("sigint_in_evaluation",

@@ -505,6 +505,34 @@ static void zero3_param_sync_time(const ModelConfig* c, const DeviceProfile* d, 
     *fwd = ag, *bwd = ag + regather + rs;
 }
 
+// Megatron-core's chunked data-parallel traffic under the interleaved schedule (pp > 1, vpp > 1), read from
+// its schedule (megatron/core/pipeline_parallel/schedules.py, forward_backward_pipelining_with_interleaving, at
+// Megatron-LM f2e5db40): micro-batches run in groups of pp per chunk, so chunk j's gradients are final when the
+// last group's backward reaches it, j x pp chunk-backwards before the end, and stage r launches their reduce-
+// scatter r backwards later (grad_sync_microbatch_id = microbatch_id - pipeline_parallel_rank); chunk 0's and
+// any not yet launched go at the end. Chunks 0 and 1 gather their weights at the start, chunk j >= 2 as the
+// forward reaches chunk j - 1's first micro-batch, r forwards early (param_sync_microbatch_id = microbatch_id +
+// pipeline_parallel_rank); chunk j needs them at its first forward, j x pp chunk-forwards in. One communicator:
+// the transfers queue. rs, ag: one chunk's transfer; b, f: one chunk's backward and forward of one micro-batch.
+// Exposed: the reduce-scatters' queue past the end plus the waits for gathers, and comm_interference of the rest.
+static double dp_interleaved_exposed(double rs, double ag, double b, double f, int pp, int vpp, int r, double ci) {
+    double queue = -1e30;  // time the communicator is free, from the end of the last backward (0)
+    for (int j = vpp - 1; j >= 0; j--) {
+        double launch = -(j * pp - r) * b;
+        queue = (queue > (launch < 0 ? launch : 0) ? queue : (launch < 0 ? launch : 0)) + rs;
+    }
+    double exposed_rs = queue > 0 ? queue : 0;
+    double free_at = 0, wait = 0;  // from the start of the first forward; wait: the forward's stall so far
+    for (int j = 0; j < vpp; j++) {
+        double launch = j < 2 ? 0 : ((j - 1) * pp - r > 0 ? ((j - 1) * pp - r) * f : 0) + wait;
+        free_at = (free_at > launch ? free_at : launch) + ag;
+        double need = j * pp * f + wait;
+        if (free_at > need) wait += free_at - need;
+    }
+    double exposed = exposed_rs + wait;
+    return exposed + ci * (vpp * (rs + ag) - exposed);
+}
+
 static void plan_dp_time(const ModelConfig* c, const PlanSetup* k, const DeviceProfile* d, Link dp_link, PlanChunks* ch,
                          PlanResult* r) {
     int pp = c->pp, vpp = c->vpp, m = r->n_micro;
@@ -549,6 +577,9 @@ static void plan_dp_time(const ModelConfig* c, const PlanSetup* k, const DeviceP
         int per_layer = k->own_buffers && c->zero <= 1 && d->dp_overlap > 0 && !k->dp_after_backward;
         double exposed = (per_layer ? dp_layers_exposed(c, ci, ch, st, once_b) : dp_exposed(once_b, win_b, frac, ci)) +
                          dp_exposed(once_f, win_f, frac, ci);
+        if (k->dp_overlap_chunked && pp > 1 && vpp > 1)
+            exposed = dp_interleaved_exposed(once_b / vpp, once_f / vpp, ch->stage_bwd[st] / vpp,
+                                             ch->stage_fwd[st] / vpp, pp, vpp, st, ci);
         if (exposed > exposed_step) exposed_step = exposed;
         // ZeRO-3 as FSDP and DeepSpeed run it (zero3_layer_prefetch): a layer's weights are gathered while the layer
         // before it computes, and in the backward the next layer's gather and this one's reduce-scatter (serialized on

@@ -623,6 +623,19 @@ static void test_megatron_dp_chunked(void) {
           r.t_dp_exposed, want);
 }
 
+// --software megatron under the interleaved schedule (dp_interleaved_exposed, Megatron's schedules.py): chunk j's
+// reduce-scatter starts j x pp - r chunk-backwards before the end (chunk 0 at the end), chunk j's gather (j >= 2)
+// (j - 1) x pp - r chunk-forwards in and is needed j x pp in; one communicator. pp 2, vpp 3, stage r 1, each
+// transfer and each chunk pass 1: reduce-scatters at -3, -1, 0 end at -2, 0, 1 (1 exposed); gathers at 0, 0, 1
+// (+ the stall) end at 1, 2, 3 against needs 0, 2 + 1, 4 + 1 (the forward waits 1 for chunk 0's); exposed 2, plus
+// comm_interference 0.2 of the other 4 = 2.8. pp 4, vpp 2, stage 0: the gradients of chunk 1 reduce 4 backwards
+// before the end, chunk 0's at it: 1 + 1 (chunk 0's gather) exposed, + 0.2 x 2 = 2.4.
+static void test_megatron_dp_interleaved(void) {
+    double a = dp_interleaved_exposed(1, 1, 1, 1, 2, 3, 1, 0.2), b = dp_interleaved_exposed(1, 1, 1, 1, 4, 2, 0, 0.2);
+    check(fabs(a - 2.8) < 1e-12 && fabs(b - 2.4) < 1e-12, "megatron_dp_interleaved_hand",
+          "pp 2 vpp 3 stage 1: %.3f (want 2.8), pp 4 vpp 2 stage 0: %.3f (want 2.4)", a, b);
+}
+
 // --attention flash3 (Hopper's fused attention): FlashAttention-3's 1.5x over FA2 on an H100 (attn_eff_flash3 0.525
 // against attn_eff_flash2 0.35), by name only; the same memory as flash2. LLaMA-13B, 4096 tokens: the attention's
 // forward without its one launch (op_latency 4 us) is 2/3 of FA2's; on an A100 (no Hopper) the rate is FA2's.

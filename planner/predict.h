@@ -514,7 +514,8 @@ static void zero3_param_sync_time(const ModelConfig* c, const DeviceProfile* d, 
 // forward reaches chunk j - 1's first micro-batch, r forwards early (param_sync_microbatch_id = microbatch_id +
 // pipeline_parallel_rank); chunk j needs them at its first forward, j x pp chunk-forwards in. One communicator:
 // the transfers queue. rs, ag: one chunk's transfer; b, f: one chunk's backward and forward of one micro-batch.
-// Exposed: the reduce-scatters' queue past the end plus the waits for gathers, and comm_interference of the rest.
+// Exposed: the reduce-scatters' queue past the end plus the waits for gathers, and ci (the software's NCCL
+// interference, software_nccl_interference) of the rest.
 static double dp_interleaved_exposed(double rs, double ag, double b, double f, int pp, int vpp, int r, double ci) {
     double queue = -1e30;  // time the communicator is free, from the end of the last backward (0)
     for (int j = vpp - 1; j >= 0; j--) {

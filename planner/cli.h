@@ -43,7 +43,8 @@ static void plan_usage(void) {
         "  --grad-reduce fp32|bf16 this trainer's dp all-reduce of the gradient (--zero 0|1; bf16: half the bytes,\n"
         "                          a 32 MiB scratch); under another --software the dtype its gradients are reduced\n"
         "                          in (default bf16; fp32: torchtitan's FSDP2, mixed_precision_reduce)\n"
-        "  --tp --pp --dp --vpp --micro-batch N, --sp 0|1, --zero 0..3, --pp-split even|auto (both tried),\n"
+        "  --tp --pp --dp --vpp --micro-batch N, --sp 0|1, --zero 0..3, --pp-split even|auto (both tried) or ends\n"
+        "                          (a framework's: the embedding and the head a layer's place each in the cut),\n"
         "  --recompute none|selective|full|selective_op|selective_layer (the last two: torchtitan's policies, not\n"
         "                          searched unless named; dev/PLANNER.md maps each framework's flag to one),\n"
         "  --schedule 1f1b|interleaved|zb-h1|zb-v|dualpipe-v, --offload none|optimizer|activations|both (every layout; "
@@ -149,8 +150,9 @@ static int plan_filter_flag(const char* flag, const char* v, PlanFilter* f) {
         f->recompute = plan_recompute_from_name(v);
         if (f->recompute < 0) fail("--recompute: expected one of %s, got '%s'", PLAN_RECOMPUTE_NAMES, v);
     } else if (!strcmp(flag, "--pp-split")) {
-        if (strcmp(v, "even") && strcmp(v, "auto")) fail("--pp-split: expected even or auto, got '%s'", v);
-        f->pp_split = !strcmp(v, "auto");
+        if (strcmp(v, "even") && strcmp(v, "auto") && strcmp(v, "ends"))
+            fail("--pp-split: expected even, auto or ends, got '%s'", v);
+        f->pp_split = !strcmp(v, "auto"), f->pp_ends = !strcmp(v, "ends");
     } else if (!strcmp(flag, "--schedule")) {  // the schedules the search tries (plan_schedule_tried)
         f->schedule = schedule_from_name(v);
         if (f->schedule < 0 || f->schedule == SCHED_GPIPE)
@@ -294,6 +296,12 @@ static void plan_parse_args(int argc, char** argv, PlanArgs* a) {
     if (a->cp_split == CP_SPLIT_DOC && f->cp_kind == CPK_ULYSSES)  // as ./train (args.h)
         fail("--cp-split doc: splits the ring's rows; --cp-kind ulysses gives every rank whole sequences (balanced)");
 
+    if (f->pp_ends) {  // (after --software): a framework's cut, the embedding and the head a layer's place each
+        if (a->setup.own_buffers || a->setup.pipe_split != SPLIT_LAYERS)
+            fail("--pp-split ends: a framework's cut (--software framework, foundry, megatron or deepspeed2021); "
+                 "this trainer needs a layer in every chunk, the Scaling codebase cuts by parameters");
+        a->setup.pipe_split = SPLIT_ENDS;
+    }
     // (after --software, which sets the rest of it): this trainer's bf16 all-reduce, or the dtype another
     // framework reduces its gradients in (FSDP2's reduce_dtype; --runs' reduce_dtype column)
     if (a->setup.own_buffers) a->setup.grad_reduce_bf16 = grad_reduce_bf16;
@@ -367,7 +375,8 @@ static void plan_write_csv(AtomicFile* out, const ModelConfig* c, const DevicePr
             "%d,%d,%d,%d,%d,%s,%d,%d,%d,%d,%s,%s,%s,%d,%d,%s,%d,%d,%d,%d,"
             "%.4f,%.4f,%.4f,%.4f,%.4f,%.4f,%.4f,%.4f,%.4f,%d,",
             p->dp, p->tp, p->pp, p->cp, p->cp_ulysses, CPK_NAMES[cp_kind_of(p->cp, p->cp_ulysses)], p->cp_off_node,
-            p->vpp, p->micro_batch, p->n_micro, schedule_name(p->schedule), p->pp_split ? "auto" : "even",
+            p->vpp, p->micro_batch, p->n_micro, schedule_name(p->schedule),
+            p->pp_split ? "auto" : p->setup.pipe_split == SPLIT_ENDS ? "ends" : "even",
             plan_recompute_name(p->recompute), p->sp,
             p->zero, ATTN_NAMES[p->setup.attention], p->setup.rms_kernel, p->in_flight, p->w_pending, p->worst_stage,
             p->mem_weights / GiB, p->mem_grads / GiB, p->mem_optim / GiB, p->mem_act / GiB, p->mem_w_inputs / GiB,
@@ -405,7 +414,9 @@ static void plan_print_profile(const DeviceProfile* d, const PlanSetup* k, int g
         d->dtype_bytes == 2 ? "bf16" : "fp32", plan_software_device(k, d).grad_bytes);  // the software's gradients, as the prediction sizes them
     printf("software: rank order %s, pipeline cut by %s, %s loss, gradients reduced %s, %s\n",
            k->rank_order == ORDER_TP_PP_DP ? "tp-cp-pp-dp" : "tp-dp-pp",
-           k->pipe_split == SPLIT_LAYERS ? "layers" : "parameters",
+           k->pipe_split == SPLIT_LAYERS ? "layers"
+           : k->pipe_split == SPLIT_ENDS ? "layers, the embedding and the head a layer's place each"
+                                         : "parameters",
            k->loss_gathered ? "gathered-vocabulary" : "vocabulary-parallel",
            k->dp_after_backward ? "after the backward" : "during the backward",
            k->context_parallel ? "context parallelism ring | ulysses | 2d" : "no context parallelism");
@@ -515,7 +526,8 @@ static int plan_main(int argc, char** argv) {
             "best: --dp %d --tp %d%s --pp %d --vpp %d --micro-batch %d --recompute %s%s --zero %d --schedule %s%s, %s "
             "attention, rms kernel %s  (%.1f%% MFU, %.1f%% HFU, %.4g TFLOP/s/GPU, %.1f GiB%s)\n",
             p->dp, p->tp, cp_flags, p->pp, p->vpp, p->micro_batch, plan_recompute_name(p->recompute),
-            p->sp ? " --sp" : "", p->zero, schedule_name(p->schedule), p->pp_split ? " --pp-split auto" : "",
+            p->sp ? " --sp" : "", p->zero, schedule_name(p->schedule),
+            p->pp_split ? " --pp-split auto" : p->setup.pipe_split == SPLIT_ENDS ? " --pp-split ends" : "",
             ATTN_NAMES[p->setup.attention],
             p->setup.rms_kernel ? "on" : "off",
             100 * p->mfu, 100 * p->hfu, p->model_tflops_per_gpu, p->mem_total / GiB, host_note);

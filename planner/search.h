@@ -54,6 +54,7 @@ typedef struct {
     int tp, pp, dp, vpp, micro_batch, recompute, sp, zero, schedule, attention, rms_kernel;  // -1: any
     int cp, cp_ulysses, cp_kind;  // cp_kind: CPK_*
     int pp_split;                 // --pp-split even|auto: 0 | 1
+    int pp_ends;                  // --pp-split ends: the software's cut made SPLIT_ENDS (cli.h)
 } PlanFilter;
 
 static int filter_ok(int want, int v) { return want < 0 || want == v; }
@@ -137,6 +138,7 @@ static void plan_keys_settings(PlanKey key, const PlanFilter* f, const PlanSetup
 static PlanKeys plan_keys(const ModelConfig* c, int gpus, int global_batch, int gpus_per_node, const PlanSetup* base,
                           const PlanFilter* f) {
     PlanKeys keys = {NULL, 0, 0};
+    int places = c->n_layer + (base->pipe_split == SPLIT_ENDS ? 2 : 0);  // what the pipeline cut splits
     for (int tp = 1; tp <= gpus; tp++) {
         if (gpus % tp || !filter_ok(f->tp, tp)) continue;
         if (f->tp < 0 && tp > gpus_per_node) continue;  // tensor parallelism stays inside a node unless asked for
@@ -146,14 +148,14 @@ static PlanKeys plan_keys(const ModelConfig* c, int gpus, int global_batch, int 
                 int cp = (int)cp2, U = (int)U2;
                 if ((gpus / tp) % cp || !filter_cp_ok(f, cp, U)) continue;
                 for (int pp = 1; pp <= gpus / (tp * cp); pp++) {
-                    if ((gpus / (tp * cp)) % pp || !filter_ok(f->pp, pp) || pp > c->n_layer) continue;
+                    if ((gpus / (tp * cp)) % pp || !filter_ok(f->pp, pp) || pp > places) continue;
                     int dp = gpus / (tp * cp * pp);
                     if (!filter_ok(f->dp, dp) || global_batch % dp) continue;
                     for (long long mb2 = 1; mb2 <= global_batch / dp; mb2 *= 2) {
                         int mb = (int)mb2;
                         if ((global_batch / dp) % mb || !filter_ok(f->micro_batch, mb)) continue;
-                        for (int vpp = 1; vpp * pp <= c->n_layer; vpp++) {
-                            if (!filter_ok(f->vpp, vpp) || (vpp > 1 && (pp == 1 || c->n_layer % (pp * vpp)))) continue;
+                        for (int vpp = 1; vpp * pp <= places; vpp++) {
+                            if (!filter_ok(f->vpp, vpp) || (vpp > 1 && (pp == 1 || places % (pp * vpp)))) continue;
                             if (vpp > SIZE_FLAGS[SIZE_VPP].hi ||
                                 (long long)global_batch / dp / mb * pp * vpp > PLAN_MAX_PAIRS)
                                 break;
@@ -473,7 +475,7 @@ static int plan_best(const PlanResult* r, int n, const PlanFilter* f) {
 }
 
 static PlanFilter plan_filter_any(void) {
-    PlanFilter f = {-1, -1, -1, -1, -1, -1, -1, -1, -1, -1, -1, -1, -1, -1, -1};
+    PlanFilter f = {-1, -1, -1, -1, -1, -1, -1, -1, -1, -1, -1, -1, -1, -1, -1, 0};
     return f;
 }
 

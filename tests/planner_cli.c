@@ -528,6 +528,27 @@ static void test_cli_schedules(void) {
     unlink(in), unlink(csv), unlink(log);
 }
 
+// --pp-split ends under a framework: the search cuts L + 2 places, so llama-tiny's 4 layers go on pp 6 (one place a
+// stage, the first the embedding alone, the last the head alone), which the even cut (4 layers < 6 stages) cannot;
+// every row says ends; under --software trainer it is refused (its buffers need a layer in every chunk).
+static void test_cli_pp_split_ends(void) {
+    char csv[256], log[256];
+    snprintf(csv, sizeof(csv), "/tmp/test_planner_%d_ends.csv", (int)getpid());
+    snprintf(log, sizeof(log), "/tmp/test_planner_%d_ends.log", (int)getpid());
+    const char* a[] = {"--plan", "--model", "llama-tiny", "--gpus", "6", "--device", "cpu", "--global-batch", "12",
+                       "--software", "framework", "--pp", "6", "--pp-split", "ends", "--plan-csv", csv};
+    int rc = run_plan_capture(a, 17, log), rows = 0, ends = 0;
+    char got[16];
+    for (int r = 1; *csv_field(csv, r, "pp_split", got, sizeof(got)); r++) rows++, ends += !strcmp(got, "ends");
+    const char* b[] = {"--plan", "--model", "llama-tiny", "--gpus", "6", "--device", "cpu", "--global-batch", "12",
+                       "--pp", "6", "--pp-split", "ends"};
+    int rc_own = run_plan_capture(b, 13, log);
+    check(rc == 0 && rows > 0 && ends == rows && rc_own != 0 &&
+              strstr(slurp(log), "--pp-split ends: a framework's cut"),
+          "cli_pp_split_ends", "rc %d: %d rows, %d ends; trainer rc %d '%s'", rc, rows, ends, rc_own, slurp(log));
+    unlink(csv), unlink(log);
+}
+
 // Rows of an enumeration CSV by context-parallel kind (counts[CPK_*]) and the largest Ulysses
 // degree among them; *bad counts the rows that break a rule: cp not a power of two, dp x cp x tp
 // x pp != gpus, tp x U beyond the KV heads, a kind that does not match cp and U, a kind other

@@ -137,6 +137,7 @@ int main(void) {
     test_runs_reduce_dtype();
     test_runs_mlp();
     test_runs_pp_split();
+    test_cli_pp_split_ends();
     test_grad_reduce_other_software();
     test_runs();
     test_cli_kernel_names();

@@ -437,6 +437,11 @@ static int profile_parse_file(const char* path, DeviceProfile* d, char* err, siz
         n_keys++;
     }
     fclose(f);
+    if (!rc && !n_keys) {  // an empty file (a failed export of a profile, say) is not the A100 it would default to
+        snprintf(err, err_len, "%s: no 'key = value' line (an empty profile; 'base = NAME' alone names a built-in)",
+                 path);
+        rc = -1;
+    }
     return rc;
 }
 

@@ -257,6 +257,21 @@ static const char* ckpt_header_check(const int32_t* h, const ModelConfig* c, siz
         return why;
     }
     if (h[CK_STEP] < 0) { sprintf(why, "negative step %d", h[CK_STEP]); return why; }
+    // the fields a resume does not compare (the layout and flags it was saved under, shown when it resumes):
+    // within what a run writes, so that a header whose checksum holds but whose writer was not this program is
+    // refused, not echoed ("saved with tp -1") or read as another --packing
+    struct { int k, lo, hi; const char* name; } r[] = {
+        {CK_DP, 1, 1 << 20, "dp"}, {CK_TP, 1, 1 << 20, "tp"}, {CK_PP, 1, 1 << 20, "pp"}, {CK_VPP, 1, 1 << 20, "vpp"},
+        {CK_ZERO, 0, 3, "zero"}, {CK_SP, 0, 1, "sp"}, {CK_GLOBAL_BATCH, 1, INT_MAX, "global_batch"},
+        {CK_MICRO_BATCH, 1, INT_MAX, "micro_batch"}, {CK_SCHEDULE, 0, N_SCHEDULES - 1, "schedule"},
+        {CK_RECOMPUTE, RECOMPUTE_NONE, RECOMPUTE_FULL, "recompute"}, {CK_STEPS, 0, INT_MAX, "steps"},
+        {CK_PACKING, 0, 3, "packing"}};
+    for (size_t i = 0; i < sizeof(r) / sizeof(r[0]); i++)
+        if (h[r[i].k] < r[i].lo || h[r[i].k] > r[i].hi) {
+            sprintf(why, "its header's %s is %d, outside [%d, %d] (corrupt, or not written by this program)",
+                    r[i].name, h[r[i].k], r[i].lo, r[i].hi);
+            return why;
+        }
     return NULL;
 }
 

@@ -112,6 +112,10 @@ static const BadRun VARIANT_RUNS[] = {
     {{"plan_noise_log_tiny", "--plan --tokens 1e9 --noise-log " VAR "/n.jsonl", "no noise_scale of 1 to 1e18 tokens",
       1},
      "echo '{\"step\":1,\"noise_scale\":1e-300}' > " VAR "/n.jsonl", NULL},
+    // a --device-file with no key: it planned on the A100 profile it starts from, without a word
+    {{"plan_device_file_no_keys", "--plan --model gpt2-124m --device-file " VAR "/dev_empty.txt",
+      "dev_empty.txt: no 'key = value' line", 1},
+     "printf '# only a comment\n\n' > " VAR "/dev_empty.txt", NULL},
     // numbers as a person writes them: no hex float, no leading blank; out of range said so
     {{"flag_hex_float", "--steps 1 --lr 0x1p-3", "--lr: expected a number, got '0x1p-3'", 1}, NULL, NULL},
     {{"flag_leading_blank", "--steps ' 1'", "--steps: expected an integer, got ' 1'", 1}, NULL, NULL},
@@ -120,9 +124,33 @@ static const BadRun VARIANT_RUNS[] = {
      NULL},
 };
 
+// A checkpoint whose checksums hold (re-signed after the change) but whose header records a layout or flags no
+// run writes (tp -1, a schedule past the last, --packing 2^31 - 1): refused in one line naming the field. Each was
+// resumed, the value shown ("saved with dp 1 tp -1") or, for --packing, taken as "not recorded".
+static void ckpt_header_ranges(const char* bin) {
+    static const struct { int k, hi; const char* name; } fields[] = {
+        {CK_DP, 1 << 20, "dp"}, {CK_TP, 1 << 20, "tp"}, {CK_PP, 1 << 20, "pp"}, {CK_VPP, 1 << 20, "vpp"},
+        {CK_ZERO, 3, "zero"}, {CK_SP, 1, "sp"}, {CK_GLOBAL_BATCH, INT_MAX, "global_batch"},
+        {CK_MICRO_BATCH, INT_MAX, "micro_batch"}, {CK_SCHEDULE, N_SCHEDULES - 1, "schedule"},
+        {CK_RECOMPUTE, RECOMPUTE_FULL, "recompute"}, {CK_STEPS, INT_MAX, "steps"}, {CK_PACKING, 3, "packing"}};
+    for (size_t i = 0; i < sizeof(fields) / sizeof(fields[0]); i++)
+        for (int past = 0; past < 2; past++) {
+            int32_t v = past ? (fields[i].hi == INT_MAX ? INT_MIN : fields[i].hi + 1) : -1;
+            static char name[96], args[256], needle[128];
+            snprintf(name, sizeof(name), "ckpt_header_%s_%s", fields[i].name, past ? "past" : "neg");
+            if (bad_filter && !strstr(name, bad_filter)) continue;
+            write_ckpt(name, BAD "/good/ckpt_00000001.bin", fields[i].k, v, -1, -1, 1);
+            snprintf(args, sizeof(args), "--steps 2 --resume " BAD "/%s/ckpt.bin", name);
+            snprintf(needle, sizeof(needle), "its header's %s is %d, outside", fields[i].name, v);
+            BadCase k = {name, args, needle, 1};
+            bad_run(bin, &k, NULL, NULL);
+        }
+}
+
 static void suite_variants(const char* bin) {
     sh("mkdir -p " VAR);
     bad_runs(bin, VARIANT_RUNS, sizeof(VARIANT_RUNS) / sizeof(VARIANT_RUNS[0]));
+    ckpt_header_ranges(bin);
 }
 
 #undef TOK_HF

@@ -284,14 +284,12 @@ static int plan_run_row(const int* shape, int mlp, const PlanSetup* setup, const
             snprintf(err, err_len, "unknown pp_split '%s' (even, auto, ends)", split);
             return -1;
         }
-        if (!strcmp(split, "auto")) c->pp_split = 1;
-        if (!strcmp(split, "ends")) {
-            if (k.pipe_split != SPLIT_LAYERS) {
-                snprintf(err, err_len, "pp_split ends: this software cuts its pipeline by parameters");
-                return -1;
-            }
-            k.pipe_split = SPLIT_ENDS;
+        if (strcmp(split, "even") && k.pipe_split != SPLIT_LAYERS) {
+            snprintf(err, err_len, "pp_split %s: this software cuts its pipeline by parameters", split);
+            return -1;
         }
+        if (!strcmp(split, "auto")) c->pp_split = 1;
+        if (!strcmp(split, "ends")) k.pipe_split = SPLIT_ENDS;
     }
     if (plan_predict(c, &k, (int)global_batch, (int)v[RC_GPUS_PER_NODE], dev, r)) {
         snprintf(err, err_len, "%s", r->invalid);

@@ -197,15 +197,24 @@ static void test_runs_mlp(void) {
 // The pp_split column of --runs: LLaMA-7B's 32 layers on pp 4 (1F1B), cut evenly (8 layers a stage) and with the
 // embedding and the head a layer's place each (34 places: 9 9 8 8, so the embedding and 8 layers, 9, 8, 7 layers
 // and the head): the last stage, the slowest of the even cut (8 layers and the head with its loss), gives a layer
-// to stage 1, a shorter step; an empty field is even; an unknown cut is that row's error (exit 2).
+// to stage 1, a shorter step; an empty field is even; an unknown cut is that row's error (exit 2); under --software
+// scaling, which cuts by parameters, auto and ends are each that row's error.
 static void test_runs_pp_split(void) {
     const char* values[4] = {"even", "ends", "", "middle"};
     double step[3];
     char* msg;
     int rc = runs_column_steps("pp_split", values, NULL, NULL, step, &msg,
                                "llama-7b,4096,64,8,262144,1f1b,1,1,4,16,1,full,flash2,1,0,");
+    const char* scaling[4] = {"even", "auto", "ends", "even"};
+    double step_scaling[3];
+    char* msg_scaling;
+    int rc_scaling = runs_column_steps("pp_split", scaling, "--software", "scaling", step_scaling, &msg_scaling,
+                                       "llama-7b,4096,64,8,262144,1f1b,1,1,4,16,1,full,flash2,1,0,");
+    int refused = strstr(msg_scaling, "row 2: pp_split auto: this software cuts its pipeline by parameters") &&
+                  strstr(msg_scaling, "row 3: pp_split ends: this software cuts its pipeline by parameters");
+    free(msg_scaling);
     check(rc == 2 && step[0] > 0 && step[1] < step[0] && step[2] == step[0] &&
-              strstr(msg, "unknown pp_split 'middle'"),
+              strstr(msg, "unknown pp_split 'middle'") && rc_scaling == 2 && step_scaling[0] > 0 && refused,
           "runs_pp_split_column", "rc %d, step even %.4f ends %.4f default %.4f; %s", rc, step[0], step[1], step[2],
           msg);
     free(msg);

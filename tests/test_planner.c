@@ -119,6 +119,7 @@ int main(void) {
     test_swiglu_two_linears();
     test_flash_triton();
     test_h100_largest_matmul();
+    test_h100_gemm_shapes_published();
     test_framework_rates_measured();
     test_h200_trainer_steps();
     test_trainer_fp32_grads();

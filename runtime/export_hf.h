@@ -444,13 +444,16 @@ static const char* hf_json_value_end(const char* v) {
 }
 
 // The fields of the JSON object at obj ('{'), each one of fields[] (its value compared with ours) or
-// HF_IGNORED (at the top level only), else refused; an HF_FIELDS field's object against nested[].
-static void hf_check_fields(const char* path, const char* obj, const HfField* fields, int n_fields, int top,
-                            const ModelConfig* c, const HfField* nested, int n_nested) {
+// HF_IGNORED (at the top level only), else refused; an HF_FIELDS field's object against nested[]. Returns
+// the object's closing '}'; an object that does not close (a truncated file) is refused.
+static const char* hf_check_fields(const char* path, const char* obj, const HfField* fields, int n_fields, int top,
+                                   const ModelConfig* c, const HfField* nested, int n_nested) {
     const char* p = obj;
-    while (p) {
-        const char* key = strchr(p + 1, '"');
-        if (!key) break;
+    while (*p != '}') {
+        const char* key = p + 1;
+        while (*key == ' ' || *key == '\n' || *key == '\t' || *key == '\r') key++;
+        if (*key == '}' && p == obj) return key;  // {}
+        if (*key != '"') data_fail("--import-hf %s: not a JSON object of fields (truncated?)", path);
         const char* key_end = strchr(key + 1, '"');
         const char* colon = key_end ? strchr(key_end, ':') : NULL;
         if (!colon) data_fail("--import-hf %s: not a JSON object of fields", path);
@@ -469,7 +472,7 @@ static void hf_check_fields(const char* path, const char* obj, const HfField* fi
             known = 1;
             if (h->kind == HF_FIELDS) {
                 if (*v != '{') data_fail("--import-hf %s: %s is not a JSON object", path, h->key);
-                hf_check_fields(path, v, nested, n_nested, 0, c, NULL, 0);
+                hf_check_fields(path, v, nested, n_nested, 0, c, NULL, 0);  // (its '}' ends the value: end)
                 continue;
             }
             char ours[64];
@@ -492,8 +495,9 @@ static void hf_check_fields(const char* path, const char* obj, const HfField* fi
         if (!known)
             data_fail("--import-hf %s: field '%.*s' is not one this trainer reads (its effect on the model is "
                       "unknown): refused", path, klen < 60 ? klen : 60, key + 1);
-        p = *end == ',' ? end : NULL;
+        p = end;
     }
+    return p;
 }
 
 // --import-hf DIR/config.json, when there: every field honoured (compared with this model's) or
@@ -504,6 +508,9 @@ static int hf_config_check(const char* dir, const ModelConfig* c) {
     path_format(path, "--import-hf", "%s/config.json", dir);
     FILE* f = input_open(path, why, sizeof(why), NULL);
     if (!f) return 0;  // weights alone (safetensors): their shapes are still checked
+    struct stat st;
+    if (fstat(fileno(f), &st) || st.st_size >= (1 << 20))
+        data_fail("--import-hf %s: larger than 1 MiB: not a model's config.json", path);
     char* text = (char*)xcalloc(1 << 20, 1);
     size_t n = fread(text, 1, (1 << 20) - 1, f);
     fclose(f);
@@ -538,10 +545,13 @@ static int hf_config_check(const char* dir, const ModelConfig* c) {
         {"rope_theta", HF_SAME_NUM, (double)c->rope_theta, NULL, no},
         {"rope_type", HF_SAME_TEXT, 0, "\"default\"", no},
     };
-    const char* obj = strchr(text, '{');
-    if (obj && n)
-        hf_check_fields(path, obj, fields, (int)(sizeof(fields) / sizeof(fields[0])), 1, c, rope_fields,
-                        (int)(sizeof(rope_fields) / sizeof(rope_fields[0])));
+    const char* obj = text + strspn(text, " \t\r\n");
+    if (strlen(text) != n) data_fail("--import-hf %s: holds a NUL byte (at byte %zu): not JSON", path, strlen(text));
+    if (*obj != '{') data_fail("--import-hf %s: not a JSON object (%s)", path, n ? "it must start with '{'" : "empty");
+    const char* end = hf_check_fields(path, obj, fields, (int)(sizeof(fields) / sizeof(fields[0])), 1, c, rope_fields,
+                                      (int)(sizeof(rope_fields) / sizeof(rope_fields[0])));
+    if (end[1 + strspn(end + 1, " \t\r\n")])
+        data_fail("--import-hf %s: text after the JSON object's closing '}'", path);
     free(text);
     return 1;
 }

@@ -112,6 +112,17 @@ static const BadRun VARIANT_RUNS[] = {
     {{"plan_noise_log_tiny", "--plan --tokens 1e9 --noise-log " VAR "/n.jsonl", "no noise_scale of 1 to 1e18 tokens",
       1},
      "echo '{\"step\":1,\"noise_scale\":1e-300}' > " VAR "/n.jsonl", NULL},
+    // a config.json that is not one JSON object: truncated (its fields up to the cut were checked, the rest never
+    // read), empty, or with text after it: each imported without a word
+#define HF_CONFIG(D, TEXT) "rm -rf " VAR "/" D " && cp -r " HF " " VAR "/" D " && printf '" TEXT "' > " VAR "/" D \
+                           "/config.json"
+    {{"import_hf_config_truncated", "--steps 1 --import-hf " VAR "/hfc1", "not a JSON object of fields (truncated?)", 1},
+     HF_CONFIG("hfc1", "{\"n_layer\": 4,"), NULL},
+    {{"import_hf_config_empty", "--steps 1 --import-hf " VAR "/hfc2", "config.json: not a JSON object (empty)", 1},
+     HF_CONFIG("hfc2", ""), NULL},
+    {{"import_hf_config_text_after", "--steps 1 --import-hf " VAR "/hfc3", "text after the JSON object's closing", 1},
+     HF_CONFIG("hfc3", "{\"n_layer\": 4} {\"n_layer\": 9}"), NULL},
+#undef HF_CONFIG
     // a --device-file with no key: it planned on the A100 profile it starts from, without a word
     {{"plan_device_file_no_keys", "--plan --model gpt2-124m --device-file " VAR "/dev_empty.txt",
       "dev_empty.txt: no 'key = value' line", 1},

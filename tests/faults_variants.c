@@ -116,13 +116,21 @@ static const BadRun VARIANT_RUNS[] = {
     // read), empty, or with text after it: each imported without a word
 #define HF_CONFIG(D, TEXT) "rm -rf " VAR "/" D " && cp -r " HF " " VAR "/" D " && printf '" TEXT "' > " VAR "/" D \
                            "/config.json"
-    {{"import_hf_config_truncated", "--steps 1 --import-hf " VAR "/hfc1", "not a JSON object of fields (truncated?)", 1},
+    {{"import_hf_config_truncated", "--steps 1 --import-hf " VAR "/hfc1", "not a JSON object of fields (truncated?)",
+      1},
      HF_CONFIG("hfc1", "{\"n_layer\": 4,"), NULL},
     {{"import_hf_config_empty", "--steps 1 --import-hf " VAR "/hfc2", "config.json: not a JSON object (empty)", 1},
      HF_CONFIG("hfc2", ""), NULL},
     {{"import_hf_config_text_after", "--steps 1 --import-hf " VAR "/hfc3", "text after the JSON object's closing", 1},
      HF_CONFIG("hfc3", "{\"n_layer\": 4} {\"n_layer\": 9}"), NULL},
 #undef HF_CONFIG
+    // the GPU build's settings given to the CPU build: refused as --comm nccl is (each was ignored without a word)
+    {{"cpu_gelu_fusion_off", "--steps 1 --gelu-fusion off", "--gelu-fusion off: the GPU build's choice", 1}, NULL,
+     NULL},
+    {{"cpu_op_times", "--steps 1 --op-times", "--op-times: the GPU build's device time per op family", 1}, NULL, NULL},
+    {{"cpu_attn_tile", "--steps 1 --attn-tile q128k64", "--attn-tile q128k64: the GPU build's flash-attention tile",
+      1},
+     NULL, NULL},
     // a --device-file with no key: it planned on the A100 profile it starts from, without a word
     {{"plan_device_file_no_keys", "--plan --model gpt2-124m --device-file " VAR "/dev_empty.txt",
       "dev_empty.txt: no 'key = value' line", 1},

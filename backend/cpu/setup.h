@@ -14,6 +14,15 @@ static void backend_check_flags(const Args* a) {
     if (flag_given(a, "--comm") && !a->comm_mpi)
         fail("--comm nccl: the CPU build communicates over MPI; NCCL is the GPU build's (--comm mpi, or leave it out)");
     if (a->grad_reduce_bf16) fail("--grad-reduce bf16: the CPU build reduces its fp32 gradients in fp32");
+    // the GPU build's settings: nothing here to set (they were ignored without a word)
+    if (a->gelu_unfused)
+        fail("--gelu-fusion off: the GPU build's choice (GELU in the fc matmul's cuBLASLt epilogue or its own kernel); "
+             "the CPU build has no fused GELU (leave it out)");
+    if (a->op_times) fail("--op-times: the GPU build's device time per op family; the CPU build's per-op times are "
+                          "--trace FILE's");
+    if (strcmp(a->attn_tile, "auto"))
+        fail("--attn-tile %s: the GPU build's flash-attention tile; the CPU build has none (leave it out)",
+             a->attn_tile);
 }
 
 // Peak for MFU: --peak-tflops, else this machine's cores at the measured FMA rate, shared by the

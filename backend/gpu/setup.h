@@ -27,6 +27,9 @@ static void backend_check_flags(const Args* a) {
     if (a->kernels_ref)
         fail("--kernels ref: the plain-loop reference kernels are the CPU build's (train_cpu); the GPU build runs "
              "its CUDA kernels, checked against them");
+    if (a->offload_dir)
+        fail("--offload-dir: the CPU build's file-backed tier; the GPU build keeps what it offloads in pinned host "
+             "memory (leave it out)");
     const ModelConfig* c = &a->cfg;
     gpu_probe_by_hand((c->dp ? c->dp : 1) * c->tp * c->pp * c->cp, a->comm_mpi);  // backend/gpu/gpu_device.h
 }

@@ -43,6 +43,7 @@ typedef struct {
     int eot;             // the end-of-text id that starts a document: the format's (stream_open), then the
                          // run's (run.h eot_resolve); -1: none
     size_t n_eot;        // how many the stream holds (stream_count_docs): 0, no document boundaries
+    int text;            // byte-level text (files, the built-in corpus): ids 0-255 are bytes; 0: llm.c shards
 } TokenStream;
 
 // The stream's documents: eot is the id that starts one (-1: none), n_eot how many it holds.
@@ -197,7 +198,7 @@ static void make_builtin_corpus(TokenStream* ts, size_t n_bytes, uint64_t seed) 
         } else snprintf(s, sizeof(s), "%s", proverbs[rng_u64(&r) % 3]);
         for (char* p = s; *p && ts->n_tokens < n_bytes; p++) ts->tokens[ts->n_tokens++] = (unsigned char)*p;
     }
-    ts->eot = EOT_TOKEN;  // byte-level text: it holds none (one document)
+    ts->eot = EOT_TOKEN, ts->text = 1;  // byte-level text: it holds none (one document)
 }
 
 // Open --data / --val-data (`flag` names which, for errors). A path that exists names one
@@ -230,6 +231,7 @@ static void stream_open(TokenStream* ts, const char* spec, int vocab, const char
     int top = 0;
     for (size_t i = 0; i < ts->n_tokens && n_shards; i++) top = ts->tokens[i] > top ? ts->tokens[i] : top;
     ts->eot = !n_shards || top <= EOT_TOKEN ? EOT_TOKEN : top <= GPT2_EOT ? GPT2_EOT : -1;
+    ts->text = !n_shards;
 }
 
 // Number of whole sequences of T+1 tokens (inputs and shifted targets) in the stream.
@@ -314,7 +316,10 @@ static void tokenizer_load(Tokenizer* tk, const char* path, int vocab) {
         if (fread(tk->piece[i], 1, len, f) != len) data_fail("tokenizer %s: truncated entry %d", path, i);
         tk->piece[i][len] = 0, tk->piece_len[i] = len;
     }
+    int extra = fgetc(f) != EOF;  // a file of more pieces than its header says: another vocabulary, or damaged
     fclose(f);
+    if (extra) data_fail("tokenizer %s: bytes after its %d pieces (the header's vocab size): not one tokenizer", path,
+                         tk->vocab);
     int padded = (tk->vocab + 127) / 128 * 128;  // llm.c's padding: GPT-2's 50257 trains as --vocab 50304
     if (tk->vocab > vocab || vocab > padded)
         data_fail("tokenizer %s: its vocab is %d but the model's is %d (--vocab, --model; the model's may be the "

@@ -238,7 +238,12 @@ static void eot_resolve(Args* a, TokenStream* train, TokenStream* val, Tokenizer
         if (!bytes && !train->n_eot)
             data_fail("--eot %d: %s holds no token %d, so no document would start (the id of another tokenizer?)",
                       n, train->source, n);
-    } else a->eot = tk->piece ? tk->eot : train->eot < vocab ? train->eot : -1;
+    } else {
+        if (train->text && tk->piece && tk->eot < 256)  // as --eot: a byte of the text cannot start documents
+            data_fail("--tokenizer %s: its end-of-text is id %d, but %s is byte-level text, where ids 0-255 are its "
+                      "bytes (ordinary tokens): not this data's tokenizer", a->tokenizer, tk->eot, train->source);
+        a->eot = tk->piece ? tk->eot : train->eot < vocab ? train->eot : -1;
+    }
     if (a->eot < 0 && train->eot < 0)
         a->eot_note = " (ids past GPT-2's: no end-of-text id known; --eot ID or --tokenizer FILE)";
     stream_count_docs(train, a->eot);

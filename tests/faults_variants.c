@@ -131,6 +131,12 @@ static const BadRun VARIANT_RUNS[] = {
     {{"cpu_attn_tile", "--steps 1 --attn-tile q128k64", "--attn-tile q128k64: the GPU build's flash-attention tile",
       1},
      NULL, NULL},
+    {{"tokenizer_bytes_after_pieces", "--steps 1 --tokenizer " VAR "/tok_extra.bin",
+      "bytes after its 257 pieces (the header's vocab size)", 1},
+     NULL, NULL},
+    {{"tokenizer_eot_a_byte_of_text", "--steps 1 --tokenizer " VAR "/tok_eot0.bin",
+      "its end-of-text is id 0, but built-in corpus", 1},
+     NULL, NULL},
     // a --device-file with no key: it planned on the A100 profile it starts from, without a word
     {{"plan_device_file_no_keys", "--plan --model gpt2-124m --device-file " VAR "/dev_empty.txt",
       "dev_empty.txt: no 'key = value' line", 1},
@@ -168,6 +174,12 @@ static void ckpt_header_ranges(const char* bin) {
 
 static void suite_variants(const char* bin) {
     sh("mkdir -p " VAR);
+    // tokenizer files: 3 pieces more than the header's 257 (they were ignored); an end-of-text id 0, a byte of text
+    write_tokenizer("variants/tok_extra.bin", TOKENIZER_MAGIC, 2, 257, 260, -1);
+    write_tokenizer("variants/tok_eot0.bin", TOKENIZER_MAGIC, 2, 257, 257, -1);
+    FILE* f = fopen(VAR "/tok_eot0.bin", "r+b");
+    uint32_t zero = 0;
+    if (!f || fseek(f, 12, SEEK_SET) || fwrite(&zero, 4, 1, f) != 1 || fclose(f)) fail("cannot patch tok_eot0.bin");
     bad_runs(bin, VARIANT_RUNS, sizeof(VARIANT_RUNS) / sizeof(VARIANT_RUNS[0]));
     ckpt_header_ranges(bin);
 }

@@ -306,7 +306,17 @@ static LayerTime layer_time(const ModelConfig* c, int b, int tp, int sp, int cp,
     // memory-bound ops, forward and backward (bytes per element: norm_bytes and the table above)
     double norm_f = elementwise_time(d, n_el * h * norm_bytes(k->rms_kernel, e, 0));
     double norm_b = elementwise_time(d, n_el * h * norm_bytes(k->rms_kernel, e, 1));
-    double resid = elementwise_time(d, 3 * n_el * h * e);
+    // Dropout, where a framework trains GPT at Megatron-LM's defaults (--attention-dropout 0.1, --hidden-dropout 0.1:
+    // megatron/arguments.py at aed2f75 (2021-04), 6aaafee (2022-05), 285068c8 (2023-01) and Megatron-DeepSpeed's)
+    // and memory.h keeps Korthikanti's 1-byte masks. Hidden dropout is fused into bias + dropout + add
+    // (transformer.py bias_dropout_add_fused_train, torch.jit): the residual add writes the mask (fwd) and reads it
+    // (bwd), 1 byte an element more. Attention dropout is its own kernel on the s x s probabilities after the fused
+    // softmax (transformer.py `attention_probs = self.attention_dropout(attention_probs)`): torch's dropout reads P,
+    // writes P' and the mask (2e + 1); its backward reads the gradient and the mask and writes one (2e + 1). Flash
+    // kernels drop inside the kernel (no s x s tensor): not charged. This trainer has no dropout.
+    int dropout = c->arch == ARCH_GPT2 && !k->no_dropout && !k->own_buffers;
+    double mask = dropout ? 1 : 0;
+    double resid = elementwise_time(d, n_el * h * (3 * e + mask));
     double rope = llama ? elementwise_time(d, 2 * n * (h + kv) / t * e) : 0;
     double act_f = elementwise_time(d, (gated ? 3 : 2) * n * F / t * e);
     double act_b = elementwise_time(d, (gated ? 5 : 3) * n * F / t * e);
@@ -340,8 +350,9 @@ static LayerTime layer_time(const ModelConfig* c, int b, int tp, int sp, int cp,
         dn.matmul_eff = d->bmm_eff;
         double Tb = T / R, heads = b * a / (t * U), scores = heads * Tb * Tb;
         double bmm_s = matmul_time(&dn, Tb, Tb, hd, heads), bmm_o = matmul_time(&dn, Tb, hd, Tb, heads);
-        attn = R * (bmm_s + bmm_o + elementwise_time(d, scores * softmax_bytes(k->attention, e, 0)));
-        attn_bwd = R * (bmm_s + 3 * bmm_o + elementwise_time(d, scores * softmax_bytes(k->attention, e, 1)));
+        double drop = dropout ? elementwise_time(d, scores * (2 * e + 1)) : 0;
+        attn = R * (bmm_s + bmm_o + elementwise_time(d, scores * softmax_bytes(k->attention, e, 0)) + drop);
+        attn_bwd = R * (bmm_s + 3 * bmm_o + elementwise_time(d, scores * softmax_bytes(k->attention, e, 1)) + drop);
     }
     lt.cp = cp_layer_time(c, b, tp, cp, U, d, attn, attn_bwd, ring, a2a);
     // the four linears (outputs x inputs per rank): forward, input gradient, weight gradient

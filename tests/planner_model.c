@@ -602,6 +602,37 @@ static void test_megatron_tp_comm_overlap(void) {
           f_sp.fwd * 1e3, m_sp.fwd * 1e3, (f_sp.fwd - m_sp.fwd) * 1e3, want * 1e3, f_sp.bwd * 1e3, m_sp.bwd * 1e3);
 }
 
+// Dropout (Megatron-LM's GPT defaults, 0.1 and 0.1): GPT-3 175B's layer at tp 8, micro-batch 1 of 2048 tokens, fused
+// softmax, on an A100 (HBM 2039 GB/s x hbm_eff 0.58 = 1182.62 GB/s, 4 us a kernel). Attention dropout is a kernel on
+// the 12 heads' 2048^2 probabilities, 2e + 1 = 5 bytes an element each way: 251,658,240 B / 1182.62 GB/s + 4 us =
+// 216.795 us, once forward, once backward; hidden dropout (bias + dropout + add) writes and reads a 1-byte mask at
+// the two residual adds: 2 x 2048 x 12288 B / 1182.62 GB/s = 42.559 us each way. The same layer at dropout 0
+// (llm-foundry's) has neither; with FlashAttention only the residual masks count; a LLaMA layer none.
+static void test_dropout_time(void) {
+    ModelConfig g = gpt3_175b(), l = model("llama-13b", 2048);
+    g.dp = g.pp = g.vpp = g.micro_batch = g.cp = g.cp_ulysses = 1, g.tp = 8, g.schedule = SCHED_1F1B;
+    DeviceProfile d;
+    profile_builtin("a100-80gb", &d);
+    Link tp = group_link(&d, 8, 1, 8), none = {0, 0, 0, 0, 0};
+    PlanSetup drop = plan_setup_for(SOFTWARE_FRAMEWORK), zero = drop;
+    drop.attention = zero.attention = ATTN_FUSED_SOFTMAX, zero.no_dropout = 1;
+    LayerTime a = layer_time(&g, 1, 8, 0, 1, 1, &drop, &d, tp, none, none);
+    LayerTime b = layer_time(&g, 1, 8, 0, 1, 1, &zero, &d, tp, none, none);
+    PlanSetup fdrop = drop, fzero = zero;
+    fdrop.attention = fzero.attention = ATTN_FLASH2;
+    LayerTime fa = layer_time(&g, 1, 8, 0, 1, 1, &fdrop, &d, tp, none, none);
+    LayerTime fb = layer_time(&g, 1, 8, 0, 1, 1, &fzero, &d, tp, none, none);
+    LayerTime la = layer_time(&l, 1, 1, 0, 1, 1, &fdrop, &d, none, none, none);
+    LayerTime lb = layer_time(&l, 1, 1, 0, 1, 1, &fzero, &d, none, none, none);
+    double attn = 251658240.0 / 1182.62e9 + 4e-6, resid = 2 * 2048.0 * 12288 / 1182.62e9;
+    check(fabs(a.fwd - b.fwd - attn - resid) < 1e-9 && fabs(a.bwd - b.bwd - attn - resid) < 1e-9 &&
+              fabs(a.attn_fwd - b.attn_fwd - attn) < 1e-9 && fabs(fa.fwd - fb.fwd - resid) < 1e-9 &&
+              fa.attn_fwd == fb.attn_fwd && la.fwd == lb.fwd && la.bwd == lb.bwd,
+          "dropout_time_hand", "fused softmax: forward +%.3f us, backward +%.3f us (want %.3f); flash +%.3f us "
+          "(want %.3f); llama +%.3f us", (a.fwd - b.fwd) * 1e6, (a.bwd - b.bwd) * 1e6, (attn + resid) * 1e6,
+          (fa.fwd - fb.fwd) * 1e6, resid * 1e6, (la.fwd - lb.fwd) * 1e6);
+}
+
 // --software megatron, data parallelism (--overlap-grad-reduce / --overlap-param-gather with the distributed
 // optimizer, ZeRO-1): the reduce-scatter runs layer by layer under the backward, the gather under the forward;
 // only the last layer's chunk (1/32 of LLaMA-7B's) is exposed, the rest costs comm_interference_nccl 0.61 of itself.

@@ -102,6 +102,7 @@ int main(void) {
     test_aws_profiles_zero3_traffic();
     test_nccl_latency_and_algorithm();
     test_megatron_tp_comm_overlap();
+    test_dropout_time();
     test_megatron_dp_chunked();
     test_megatron_dp_interleaved();
     test_attention_flash3();

@@ -268,6 +268,14 @@ static void read_inputs(Run* r) {
     }
     if (a->val_data) stream_open(&r->val, a->val_data, c->vocab, "--val-data");
     else stream_split(&r->train, &r->val, 0.05);
+    if ((r->train.eot == EOT_TOKEN) != (r->val.eot == EOT_TOKEN)) {  // (data.h stream_open: the ids' kind)
+        const TokenStream* s[2] = {&r->train, &r->val};
+        const char* kind[2];
+        for (int i = 0; i < 2; i++)
+            kind[i] = s[i]->eot == EOT_TOKEN ? "byte-level" : s[i]->eot == GPT2_EOT ? "GPT-2's" : "past GPT-2's";
+        data_fail("--val-data %s holds %s ids, --data %s %s: the validation loss would be of another tokenizer's "
+                  "tokens", r->val.source, kind[1], r->train.source, kind[0]);
+    }
     if (stream_n_seq(&r->train, c->seq_len) < 1)
         data_fail("--data %s: fewer than seq-len+1 = %d tokens", r->train.source, c->seq_len + 1);
     if (a->eval_every && stream_n_seq(&r->val, c->seq_len) < 1)

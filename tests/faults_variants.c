@@ -137,6 +137,10 @@ static const BadRun VARIANT_RUNS[] = {
     {{"tokenizer_eot_a_byte_of_text", "--steps 1 --tokenizer " VAR "/tok_eot0.bin",
       "its end-of-text is id 0, but built-in corpus", 1},
      NULL, NULL},
+    // validation data of another tokenizer's ids than the training data's: a validation loss of nothing trained
+    {{"val_data_other_tokenizer", "--steps 1 --vocab 50304 --eval-every 1 --val-data " VAR "/val_gpt2_ids.bin",
+      "holds GPT-2's ids, --data built-in corpus", 1},
+     NULL, NULL},
     // a --device-file with no key: it planned on the A100 profile it starts from, without a word
     {{"plan_device_file_no_keys", "--plan --model gpt2-124m --device-file " VAR "/dev_empty.txt",
       "dev_empty.txt: no 'key = value' line", 1},
@@ -177,6 +181,7 @@ static void suite_variants(const char* bin) {
     // tokenizer files: 3 pieces more than the header's 257 (they were ignored); an end-of-text id 0, a byte of text
     write_tokenizer("variants/tok_extra.bin", TOKENIZER_MAGIC, 2, 257, 260, -1);
     write_tokenizer("variants/tok_eot0.bin", TOKENIZER_MAGIC, 2, 257, 257, -1);
+    write_shard("variants/val_gpt2_ids.bin", SHARD_MAGIC, 1, 2000, 2000, 50000);  // one id of GPT-2's: its shards
     FILE* f = fopen(VAR "/tok_eot0.bin", "r+b");
     uint32_t zero = 0;
     if (!f || fseek(f, 12, SEEK_SET) || fwrite(&zero, 4, 1, f) != 1 || fclose(f)) fail("cannot patch tok_eot0.bin");

@@ -460,17 +460,21 @@ static double dp_layers_exposed(const ModelConfig* c, double ci, const PlanChunk
 // zeroed (torch.zeros: S e written), NCCL's ring, then PyTorch's list all_gather (ProcessGroupNCCL::allgather)
 // copies each of the n ranks' chunks out of its flat buffer, one copy kernel each (2 S e read and written). A
 // gradient's reduce-scatter (_reduce_scatter_gradient) passes a list of n chunks, which PyTorch copies into a flat
-// buffer first: the same n copies, no zeroing.
+// buffer first: the same n copies, no zeroing. Between the torch.cuda.synchronize() and the all_gather a gather's
+// Python loop makes one view per rank (flat_tensor.narrow) with the device idle: n PyTorch calls on the host, exposed.
+// (A reduce-scatter's loop, param.grad.view(-1).narrow per rank, runs in the backward's gradient hook while the device
+// still works through the gather and the module's backward queued before it: not counted; nor get_rank's Python.)
 static double ds_tensor_collective(const DeviceProfile* d, int n, double S, double e, int gather, Link l) {
     if (n <= 1) return 0;
-    double zeroed = gather ? S * e / (d->hbm_bw * d->hbm_eff) : 0;
-    return zeroed + dp_gather_time(n, S * e, 1, l) + n * elementwise_time(d, 2 * S * e / n);
+    double zeroed = gather ? S * e / (d->hbm_bw * d->hbm_eff) : 0, host = gather ? n * PYTORCH_CALL_S : 0;
+    return zeroed + host + dp_gather_time(n, S * e, 1, l) + n * elementwise_time(d, 2 * S * e / n);
 }
 // Stage st's ZeRO-3 traffic per micro-batch under zero3_param_sync: every partitioned weight tensor gathered before
 // the forward and again before the backward; every tensor's gradient reduce-scattered after it, each its own
 // collective (_reduce_scatter_gradients loops over the bucket's tensors), the small ones kept whole between steps
-// (biases, norms: gathered once a step, not counted) too (e_w, e_g: bytes of a weight and of a reduced gradient). Under full recomputation the backward runs each layer's forward again first (its
-// modules' forward hooks gather them) and then its backward: a tensor is kept between the two only if the modules
+// (biases, norms: gathered once a step, not counted) too (e_w, e_g: bytes of a weight and of a reduced gradient).
+// Under full recomputation the backward runs each layer's forward again first (its modules' forward hooks gather
+// them) and then its backward: a tensor is kept between the two only if the modules
 // run in between (the later matmuls of the layer, again and backward: twice their elements; stage3.py
 // _keep_for_later, _distance_in_numel) hold fewer than DS_MAX_REUSE_DISTANCE elements, else gathered a third time.
 // torch.cuda.synchronize() before each gather (DeepSpeed #1188: "the async version is not async at all") waits for

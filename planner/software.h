@@ -170,6 +170,11 @@ static PlanSetup plan_setup_for(int software) {
 #define DS_PERSISTENCE_THRESHOLD 1e5
 #define DS_MAX_LIVE_PARAMETERS 1e9
 #define DS_MAX_REUSE_DISTANCE 1e9
+// The host's cost of one PyTorch call from Python (argument parsing, the dispatcher, a new TensorImpl): "on the
+// order of 2 us" for torch functions on torch.Tensor objects (PyTorch's benchmarks/overrides_benchmark/README.md, added
+// with pytorch#34645 in March 2020 (PyTorch 1.5): bench.py times torch.add of two one-element tensors, the minimum over
+// 1000 x 1000 calls). A view (narrow) takes the same path without a kernel. Not checked on any data set.
+#define PYTORCH_CALL_S 2e-6
 
 static PlanSetup plan_setup_default(void) { return plan_setup_for(SOFTWARE_TRAINER); }
 // The fraction of NVLink's bandwidth the software's collectives reach inside a node (nccl_links).

@@ -20,13 +20,16 @@ static const int RUN_COL_INT[N_RUN_COLS] = {0, 1, 1, 1, 1, 0, 1, 1, 1, 1, 1, 0, 
 // both), offload_frames (2), reduce_dtype (bf16|fp32: the dtype the gradients are reduced in; empty or
 // absent: the device's grad_bytes; torchtitan's FSDP2 mixed_precision_reduce float32), mlp (gelu|relu2|swiglu;
 // empty or absent: --mlp's, else the architecture's), pp_split (even|auto|ends; empty or absent: even: ends
-// gives the embedding and the head a layer's place each, a framework's cut: software.h SPLIT_ENDS). Columns that
-// name a
-// setting the planner does not model are refused, so a row is never predicted as another layout than the
-// one that ran.
-enum { RO_VPP, RO_CP, RO_CP_ULYSSES, RO_OFFLOAD, RO_OFFLOAD_FRAMES, RO_REDUCE_DTYPE, RO_MLP, RO_PP_SPLIT, N_RUN_OPT };
-static const char* const RUN_OPT_COLS[N_RUN_OPT] = {"vpp",     "cp",          "cp_ulysses",  "offload",
-                                                    "offload_frames", "reduce_dtype", "mlp", "pp_split"};
+// gives the embedding and the head a layer's place each, a framework's cut: software.h SPLIT_ENDS), grad_dtype
+// (bf16|fp32: the dtype the gradients are accumulated in over the micro-batches, the model states' gradient
+// bytes, and reduced in unless reduce_dtype says; empty or absent: the software's, else the device's grad_bytes;
+// Llama 3's "FP32 gradient accumulation"). Columns that name a setting the planner does not model are refused,
+// so a row is never predicted as another layout than the one that ran.
+enum { RO_VPP, RO_CP, RO_CP_ULYSSES, RO_OFFLOAD, RO_OFFLOAD_FRAMES, RO_REDUCE_DTYPE, RO_MLP, RO_PP_SPLIT,
+       RO_GRAD_DTYPE, N_RUN_OPT };
+static const char* const RUN_OPT_COLS[N_RUN_OPT] = {"vpp",          "cp",           "cp_ulysses", "offload",
+                                                    "offload_frames", "reduce_dtype", "mlp",        "pp_split",
+                                                    "grad_dtype"};
 static const char* const RUN_UNMODELLED[] = {"ep", "expert_parallel", "moe_experts", "cp_kind", "cp_split",
                                              "context_parallel_algo", "fsdp", "hsdp", "offload_dir", "cpu_offload"};
 
@@ -278,6 +281,18 @@ static int plan_run_row(const int* shape, int mlp, const PlanSetup* setup, const
         }
         k.reduce_bytes = strcmp(rd, "fp32") ? 2 : 4;
     }
+    const char* gd = opt[RO_GRAD_DTYPE];
+    if (gd && gd[0]) {
+        if (strcmp(gd, "bf16") && strcmp(gd, "fp32")) {
+            snprintf(err, err_len, "unknown grad_dtype '%s' (bf16, fp32)", gd);
+            return -1;
+        }
+        if (k.own_buffers && strcmp(gd, "fp32")) {  // this trainer keeps fp32 gradients (software.h grad_bytes)
+            snprintf(err, err_len, "grad_dtype %s: this trainer accumulates its gradients in fp32", gd);
+            return -1;
+        }
+        k.grad_bytes = strcmp(gd, "fp32") ? 2 : 4;
+    }
     const char* split = opt[RO_PP_SPLIT];
     if (split && split[0]) {
         if (strcmp(split, "even") && strcmp(split, "auto") && strcmp(split, "ends")) {
@@ -336,8 +351,8 @@ static int plan_runs(const char* path, const char* csv_path, const int* shape, i
         for (int j = 0; j < n_cols; j++)
             if (!strcmp(names[j], RUN_UNMODELLED[k]))
                 fail("--runs %s: column '%s' names a setting the planner does not model (it reads cp, cp_ulysses, "
-                     "offload, offload_frames, reduce_dtype, vpp beside the required ones): remove it to predict the "
-                     "rows without it",
+                     "offload, offload_frames, reduce_dtype, grad_dtype, vpp beside the required ones): remove it to "
+                     "predict the rows without it",
                      path, names[j]);
     char*** rows = NULL;  // rows[i][j]: field j of run i, in in.text
     int n_rows = 0, row_cap = 0, n;

@@ -135,11 +135,11 @@ static char* slurp(const char* path) {
 
 // A --runs file of four LLaMA-7B rows (ZeRO-3 on 64 A100s, 4096 tokens) that differ in one optional column, given
 // the values (the last one meant to be refused), predicted under --software framework with one more flag and its
-// value if given: the first three rows' predicted steps (-1 for a row not predicted) and the log (the caller frees).
-// Returns the planner's exit status.
+// value if given: the first three rows' output column out_col (18: the predicted step, 17: the memory in GiB; -1 for
+// a row not predicted) and the log (the caller frees). Returns the planner's exit status.
 // row: its fields 0-14 (NULL: the ZeRO-3 row).
-static int runs_column_steps(const char* column, const char* const values[4], const char* flag, const char* value,
-                             double step[3], char** msg, const char* row) {
+static int runs_column_values(const char* column, const char* const values[4], const char* flag, const char* value,
+                              int out_col, double step[3], char** msg, const char* row) {
     char runs[256], out[256], log[256], text[1024];
     if (!row) row = "llama-7b,4096,64,8,262144,1f1b,3,1,1,64,1,full,flash2,1,0,";
     int used = snprintf(text, sizeof(text), "model,seq_len,gpus,gpus_per_node,global_batch_tokens,schedule,zero,tp,"
@@ -160,10 +160,14 @@ static int runs_column_steps(const char* column, const char* const values[4], co
         step[i] = -1;
         if (!p) continue;
         snprintf(line, sizeof(line), "%.*s", (int)strcspn(p + 1, "\n"), p + 1);
-        if (csv_split(line, col) >= 19) step[i] = atof(col[18]);
+        if (csv_split(line, col) >= 19) step[i] = atof(col[out_col]);
     }
     unlink(runs), unlink(out), unlink(log);
     return rc;
+}
+static int runs_column_steps(const char* column, const char* const values[4], const char* flag, const char* value,
+                             double step[3], char** msg, const char* row) {
+    return runs_column_values(column, values, flag, value, 18, step, msg, row);
 }
 
 // --runs' reduce_dtype column: fp32 predicts a slower step than bf16 for a ZeRO-3 run across nodes (the reduce-
@@ -176,6 +180,32 @@ static void test_runs_reduce_dtype(void) {
     check(rc == 2 && step[1] > step[0] && step[2] == step[0] && strstr(msg, "unknown reduce_dtype 'fp64'"),
           "runs_reduce_dtype", "rc %d, step bf16 %.4f fp32 %.4f default %.4f; %s", rc, step[0], step[1], step[2], msg);
     free(msg);
+}
+
+// --runs' grad_dtype column (Llama 3, Dubey et al. 2024, sec. 3.3.2: "we use FP32 gradient accumulation during
+// backward computation over multiple micro-batches"): the gradients' bytes in the model states. LLaMA-7B (vocab
+// 32000) under ZeRO-1 on 64 A100s (tp 1 pp 1), by hand: a layer 2 x 4096^2 (wq, wo) + 2 x 4096 x 4096 (wk, wv) +
+// 3 x 4096 x 11008 + 2 x 4096 (norms) = 202383360, x 32 + embedding and head 2 x 32000 x 4096 + final norm 4096 =
+// 6738415616 parameters: fp32 gradients hold 2 B more each than bf16, 13476831232 B = 12.551 GiB more. Reduced in
+// fp32 too (no reduce_dtype): a slower step. Empty: the device's (bf16); an unknown dtype is that row's error; this
+// trainer (fp32 gradients always) refuses bf16.
+static void test_runs_grad_dtype(void) {
+    const char* values[4] = {"bf16", "fp32", "", "fp64"};
+    const char* row = "llama-7b,4096,64,8,262144,1f1b,1,1,1,64,1,full,flash2,1,0,";
+    double mem[3], step[3];
+    char *msg, *m2, *m3;
+    int rc = runs_column_values("grad_dtype", values, NULL, NULL, 17, mem, &msg, row);
+    rc |= runs_column_values("grad_dtype", values, NULL, NULL, 18, step, &m2, row);
+    const char* own[4] = {"fp32", "bf16", "fp32", "bf16"};
+    double own_mem[3];
+    int rc_own = runs_column_values("grad_dtype", own, "--software", "trainer", 17, own_mem, &m3, row);
+    double more = 6738415616.0 * 2 / GiB;
+    check(rc == 2 && fabs(mem[1] - mem[0] - more) < 2e-3 && mem[2] == mem[0] && step[1] > step[0] &&
+              step[2] == step[0] && strstr(msg, "unknown grad_dtype 'fp64'") && rc_own == 2 &&
+              strstr(m3, "grad_dtype bf16: this trainer accumulates its gradients in fp32"),
+          "runs_grad_dtype", "rc %d, memory bf16 %.3f fp32 %.3f (want +%.3f) default %.3f GiB, step %.4f / %.4f s; %s; "
+          "trainer rc %d: %s", rc, mem[0], mem[1], more, mem[2], step[0], step[1], msg, rc_own, m3);
+    free(msg), free(m2), free(m3);
 }
 
 // The mlp column of --runs (and --mlp for the rows without one): rows with relu2, the architecture's SwiGLU (empty,

@@ -137,6 +137,7 @@ int main(void) {
     test_recompute_cost();
     test_device_files();
     test_runs_reduce_dtype();
+    test_runs_grad_dtype();
     test_runs_mlp();
     test_runs_pp_split();
     test_cli_pp_split_ends();

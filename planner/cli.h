@@ -503,8 +503,9 @@ static int plan_main(int argc, char** argv) {
     if (n == 0) plan_no_layout(&c, &a, (int)global_batch);
     printf("%d layouts evaluated, %d fit in memory%s\n\n", n, n_fit, n_fit ? "" : " (showing the non-fitting ones)");
     plan_print_table(res, n_fit ? (n_rows < n_fit ? n_rows : n_fit) : n_rows, a.top);
-    if (n_fit < n)
-        printf("(%d layouts that do not fit are not shown%s)\n", n - n_fit,
+    int shown_unfit = n_fit ? 0 : (n_rows < a.top ? n_rows : a.top);  // nothing fits: the table shows those
+    if (n_fit + shown_unfit < n)
+        printf("(%d %slayouts that do not fit are not shown%s)\n", n - n_fit - shown_unfit, shown_unfit ? "more " : "",
                a.csv ? "; they are in the CSV" : "; see --plan-csv");
     PlanFilter any = plan_filter_any();
     int best = plan_best(res, n_rows, &any);
@@ -534,6 +535,12 @@ static int plan_main(int argc, char** argv) {
         if (a.doc_lengths) doc_print_prediction(&docs, &c, p);
     }
     if (a.csv) { plan_write_csv(&csv, &c, &a.dev, res, n); printf("wrote %d layouts to %s\n", n, a.csv); }
+    if (!n_fit) {  // no layout to recommend: not a success (the table and the CSV say how far each is)
+        double least = res[0].mem_total;
+        for (int i = 1; i < n_rows; i++) least = res[i].mem_total < least ? res[i].mem_total : least;
+        fail("--plan: none of the %d layouts fits in %.3g GiB per GPU (the least needs %.3g GiB); more GPUs, --zero 3, "
+             "--recompute full, --offload, or a device with more memory", n, a.dev.mem_bytes / GiB, least / GiB);
+    }
     free(res), free(docs.len);
     return 0;
 }

@@ -141,6 +141,14 @@ static const BadRun VARIANT_RUNS[] = {
     {{"val_data_other_tokenizer", "--steps 1 --vocab 50304 --eval-every 1 --val-data " VAR "/val_gpt2_ids.bin",
       "holds GPT-2's ids, --data built-in corpus", 1},
      NULL, NULL},
+    // a search where no layout fits: the table of the closest ones, then one line and exit 1 (it was exit 0 with no
+    // "best:" line); the CSV asked for is still written
+    {{"plan_nothing_fits", "--plan --model gpt2-124m --gpus 8 --device-set mem_gib=0.001",
+      "--plan: none of the 29732 layouts fits in 0.001 GiB per GPU", 1},
+     NULL, NULL},
+    {{"plan_nothing_fits_csv_written", "--plan --model gpt2-124m --gpus 8 --device-set mem_gib=0.001 --plan-csv " VAR
+      "/nf.csv", "--plan: none of the 29732 layouts fits", 1},
+     "rm -f " VAR "/nf.csv", "test $(wc -l < " VAR "/nf.csv) = 29733"},
     // a --device-file with no key: it planned on the A100 profile it starts from, without a word
     {{"plan_device_file_no_keys", "--plan --model gpt2-124m --device-file " VAR "/dev_empty.txt",
       "dev_empty.txt: no 'key = value' line", 1},

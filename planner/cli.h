@@ -40,6 +40,8 @@ static void plan_usage(void) {
         "                          megatron: Megatron-core/NeMo, tp communication under the GEMMs with SP,\n"
         "                          the dp reduce-scatter and gather chunked under the passes;\n"
         "                          deepspeed2021: DeepSpeed's ZeRO-3 of 2021, a synchronized collective per tensor)\n"
+        "  --dropout P             a framework's GPT trained at dropout P (default: the software's: Megatron-LM's\n"
+        "                          0.1; foundry 0): above 0 its masks are kept and its kernels timed, 0 neither\n"
         "  --grad-reduce fp32|bf16 this trainer's dp all-reduce of the gradient (--zero 0|1; bf16: half the bytes,\n"
         "                          a 32 MiB scratch); under another --software the dtype its gradients are reduced\n"
         "                          in (default bf16; fp32: torchtitan's FSDP2, mixed_precision_reduce)\n"
@@ -201,6 +203,7 @@ static void plan_parse_args(int argc, char** argv, PlanArgs* a) {
     const char *device = "a100-80gb", *device_file = NULL;
     const char* sets[64];
     int n_sets = 0, grad_reduce_bf16 = 0, grad_reduce_given = 0;
+    const char* dropout = NULL;
     for (int i = 1; i < argc; i++) {
         if (!strcmp(argv[i], "--plan")) continue;
         if (!strcmp(argv[i], "--help") || !strcmp(argv[i], "-h")) { plan_usage(); exit(stdout_exit_code(0)); }
@@ -267,7 +270,9 @@ static void plan_parse_args(int argc, char** argv, PlanArgs* a) {
             if (a->offload < 0) fail("--offload: expected none, optimizer, activations or both, got '%s'", v);
         } else if (!strcmp(flag, "--mlp")) {
             if ((a->mlp = plan_mlp_from_name(v)) < 0) fail("--mlp: expected one of %s, got '%s'", PLAN_MLP_NAMES, v);
-        } else if (!strcmp(flag, "--offload-frames"))
+        } else if (!strcmp(flag, "--dropout"))
+            dropout = v;
+        else if (!strcmp(flag, "--offload-frames"))
             a->offload_frames = plan_int(v, flag, 1, 2);
         else if (!strcmp(flag, "--grad-reduce")) {
             if (strcmp(v, "fp32") && strcmp(v, "bf16")) fail("--grad-reduce: expected fp32 or bf16, got '%s'", v);
@@ -304,6 +309,8 @@ static void plan_parse_args(int argc, char** argv, PlanArgs* a) {
     }
     // (after --software, which sets the rest of it): this trainer's bf16 all-reduce, or the dtype another
     // framework reduces its gradients in (FSDP2's reduce_dtype; --runs' reduce_dtype column)
+    char why[160];
+    if (dropout && software_set_dropout(&a->setup, dropout, why, sizeof(why))) fail("--%s", why);
     if (a->setup.own_buffers) a->setup.grad_reduce_bf16 = grad_reduce_bf16;
     else if (grad_reduce_given) a->setup.reduce_bytes = grad_reduce_bf16 ? 2 : 4;
     DeviceProfile* d = &a->dev;

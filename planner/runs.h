@@ -23,13 +23,15 @@ static const int RUN_COL_INT[N_RUN_COLS] = {0, 1, 1, 1, 1, 0, 1, 1, 1, 1, 1, 0, 
 // gives the embedding and the head a layer's place each, a framework's cut: software.h SPLIT_ENDS), grad_dtype
 // (bf16|fp32: the dtype the gradients are accumulated in over the micro-batches, the model states' gradient
 // bytes, and reduced in unless reduce_dtype says; empty or absent: the software's, else the device's grad_bytes;
-// Llama 3's "FP32 gradient accumulation"). Columns that name a setting the planner does not model are refused,
-// so a row is never predicted as another layout than the one that ran.
+// Llama 3's "FP32 gradient accumulation"), dropout (the probability a framework's GPT trained at: 0 keeps no masks
+// and runs no dropout kernels; empty or absent: --dropout's, else the software's: software.h software_set_dropout).
+// Columns that name a setting the planner does not model are refused, so a row is never predicted as another
+// layout than the one that ran.
 enum { RO_VPP, RO_CP, RO_CP_ULYSSES, RO_OFFLOAD, RO_OFFLOAD_FRAMES, RO_REDUCE_DTYPE, RO_MLP, RO_PP_SPLIT,
-       RO_GRAD_DTYPE, N_RUN_OPT };
+       RO_GRAD_DTYPE, RO_DROPOUT, N_RUN_OPT };
 static const char* const RUN_OPT_COLS[N_RUN_OPT] = {"vpp",          "cp",           "cp_ulysses", "offload",
                                                     "offload_frames", "reduce_dtype", "mlp",        "pp_split",
-                                                    "grad_dtype"};
+                                                    "grad_dtype",   "dropout"};
 static const char* const RUN_UNMODELLED[] = {"ep", "expert_parallel", "moe_experts", "cp_kind", "cp_split",
                                              "context_parallel_algo", "fsdp", "hsdp", "offload_dir", "cpu_offload"};
 
@@ -293,6 +295,7 @@ static int plan_run_row(const int* shape, int mlp, const PlanSetup* setup, const
         }
         k.grad_bytes = strcmp(gd, "fp32") ? 2 : 4;
     }
+    if (opt[RO_DROPOUT] && opt[RO_DROPOUT][0] && software_set_dropout(&k, opt[RO_DROPOUT], err, err_len)) return -1;
     const char* split = opt[RO_PP_SPLIT];
     if (split && split[0]) {
         if (strcmp(split, "even") && strcmp(split, "auto") && strcmp(split, "ends")) {
@@ -351,8 +354,8 @@ static int plan_runs(const char* path, const char* csv_path, const int* shape, i
         for (int j = 0; j < n_cols; j++)
             if (!strcmp(names[j], RUN_UNMODELLED[k]))
                 fail("--runs %s: column '%s' names a setting the planner does not model (it reads cp, cp_ulysses, "
-                     "offload, offload_frames, reduce_dtype, grad_dtype, vpp beside the required ones): remove it to "
-                     "predict the rows without it",
+                     "offload, offload_frames, reduce_dtype, grad_dtype, mlp, pp_split, dropout, vpp beside the "
+                     "required ones): remove it to predict the rows without it",
                      path, names[j]);
     char*** rows = NULL;  // rows[i][j]: field j of run i, in in.text
     int n_rows = 0, row_cap = 0, n;

@@ -187,6 +187,25 @@ static double software_nccl_interference(const PlanSetup* k, const DeviceProfile
     return k->nccl_links ? d->comm_interference_nccl : d->comm_interference;
 }
 
+// A dropout probability (--dropout, a --runs row's dropout column) as the setup: 0 trains without masks or dropout
+// kernels (no_dropout); above 0 a framework's GPT keeps Korthikanti's masks and runs the kernels (time.h layer_time).
+// This trainer has no dropout. Returns 0, or -1 with the reason in err.
+static int software_set_dropout(PlanSetup* k, const char* text, char* err, size_t err_len) {
+    char* end;
+    double p = strtod(text, &end);
+    if (end == text || *end || !(p >= 0 && p < 1)) {
+        snprintf(err, err_len, "dropout '%s': expected a probability in [0, 1)", text);
+        return -1;
+    }
+    if (k->own_buffers && p > 0) {
+        snprintf(err, err_len, "dropout %s: this trainer has no dropout (a framework's has: --software framework)",
+                 text);
+        return -1;
+    }
+    k->no_dropout = p == 0;
+    return 0;
+}
+
 static int attn_from_name(const char* s) {
     for (int i = 0; i < N_ATTN; i++)
         if (!strcmp(s, ATTN_NAMES[i])) return i;

@@ -250,6 +250,28 @@ static void test_runs_pp_split(void) {
     free(msg);
 }
 
+// The dropout column of --runs (and --dropout): GPT-2 124M on 8 A100s, 2048 tokens, the fused softmax: at dropout
+// 0.1 (the framework's default, so also an empty field) the step is longer than at 0 (no attention-dropout kernel,
+// no masks: dropout_time_hand); --dropout 0 makes the empty row 0's; a probability of 1 is that row's error (exit
+// 2); under this trainer (no dropout) --dropout 0.1 is refused at start-up.
+static void test_runs_dropout(void) {
+    const char* values[4] = {"0", "0.1", "", "1"};
+    const char* row = "gpt2-124m,2048,8,8,4194304,1f1b,1,1,1,8,1,none,fused_softmax,1,0,";
+    double dflt[3], off[3];
+    char *m1, *m2, log[256];
+    int rc = runs_column_steps("dropout", values, NULL, NULL, dflt, &m1, row);
+    rc |= runs_column_steps("dropout", values, "--dropout", "0", off, &m2, row);
+    snprintf(log, sizeof(log), "/tmp/test_planner_%d_dropout.log", (int)getpid());
+    const char* a[] = {"--plan", "--model", "gpt2-124m", "--gpus", "8", "--dropout", "0.1"};
+    int rc_own = run_plan_capture(a, 7, log);
+    check(rc == 2 && dflt[0] > 0 && dflt[1] > dflt[0] && dflt[2] == dflt[1] && off[2] == dflt[0] &&
+              strstr(m1, "dropout '1': expected a probability in [0, 1)") && rc_own != 0 &&
+              strstr(slurp(log), "this trainer has no dropout"),
+          "runs_dropout_column", "step 0: %.4f, 0.1: %.4f, empty %.4f s; with --dropout 0 the empty row %.4f; %s",
+          dflt[0], dflt[1], dflt[2], off[2], m1);
+    free(m1), free(m2), unlink(log);
+}
+
 // --grad-reduce under another --software: the dtype its gradients are reduced in (reduce_bytes). LLaMA-7B under
 // ZeRO-3 on 64 A100s, the framework: fp32 makes every micro-batch's reduce-scatter twice the bytes, a slower step.
 static double plan_step_with(const char* software, const char* reduce) {

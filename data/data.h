@@ -79,9 +79,18 @@ static void data_fail(const char* fmt, ...) {
 }
 
 // Room for n more tokens.
-static void stream_reserve(TokenStream* ts, size_t n, const char* path) {
+// Room for n more tokens read from path, whose reading holds a buffer of `buffer` bytes beside them. The whole
+// stream is held (4 bytes a token): one that cannot fit in this machine's memory is refused before anything is
+// allocated (a 4 GiB shard of 2^31 tokens was killed by the kernel mid-read, without a word). Grows by half.
+static void stream_reserve(TokenStream* ts, size_t n, const char* path, size_t buffer) {
+    double need = 4.0 * ((double)ts->n_tokens + (double)n) + (double)buffer,
+           mem = (double)sysconf(_SC_PHYS_PAGES) * (double)sysconf(_SC_PAGESIZE);
+    if (mem > 0 && need > mem)
+        data_fail("data file %s: %.3g tokens in all take %.1f GiB in memory (the stream is held whole, 4 bytes a "
+                  "token), more than this machine's %.1f GiB", path, (double)ts->n_tokens + (double)n, need / 1073741824.0,
+                  mem / 1073741824.0);
     if (ts->n_tokens + n <= ts->cap) return;
-    ts->cap = (ts->n_tokens + n) * 2;
+    ts->cap = ts->n_tokens + n > ts->cap / 2 * 3 ? ts->n_tokens + n : ts->cap / 2 * 3;
     ts->tokens = (int*)realloc(ts->tokens, ts->cap * sizeof(int));
     if (!ts->tokens) fail("out of memory reading %s", path);
 }
@@ -135,7 +144,7 @@ static void read_shard(TokenStream* ts, const char* path, int vocab, const char*
     if ((size_t)st.st_size != 1024 + 2 * n)
         data_fail("data file %s: header says %zu tokens (%zu bytes) but the file has %lld bytes", path, n,
                   1024 + 2 * n, (long long)st.st_size);
-    stream_reserve(ts, n, path);
+    stream_reserve(ts, n, path, 2 * n);
     uint16_t* buf = (uint16_t*)xmalloc(2 * n);
     if (!read_in_pieces(f, buf, 2, n)) data_fail("data file %s: truncated", path);
     fclose(f);
@@ -158,10 +167,10 @@ static void read_text(TokenStream* ts, const char* path, const char* flag) {
     fstat(fileno(f), &st);
     size_t n = (size_t)st.st_size;
     if (n == 0) data_fail("data file %s is empty", path);
+    stream_reserve(ts, n, path, n);
     unsigned char* buf = (unsigned char*)xmalloc(n);
     if (!read_in_pieces(f, buf, 1, n)) data_fail("data file %s: read error", path);
     fclose(f);
-    stream_reserve(ts, n, path);
     for (size_t i = 0; i < n; i++) ts->tokens[ts->n_tokens + i] = buf[i];
     ts->n_tokens += n;
     stream_add_file(ts, id, path);

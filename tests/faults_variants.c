@@ -149,6 +149,10 @@ static const BadRun VARIANT_RUNS[] = {
     {{"plan_nothing_fits_csv_written", "--plan --model gpt2-124m --gpus 8 --device-set mem_gib=0.001 --plan-csv " VAR
       "/nf.csv", "--plan: none of the 29732 layouts fits", 1},
      "rm -f " VAR "/nf.csv", "test $(wc -l < " VAR "/nf.csv) = 29733"},
+    // data larger than the machine's memory (a sparse 50 GiB text file): refused before it is read (a 4 GiB shard
+    // of 2^31 tokens was read, then the process killed without a word)
+    {{"data_past_memory", "--steps 1 --data " VAR "/sparse.txt", "tokens in all take 250.0 GiB in memory", 1},
+     "truncate -s 50G " VAR "/sparse.txt", "rm -f " VAR "/sparse.txt"},
     // a --device-file with no key: it planned on the A100 profile it starts from, without a word
     {{"plan_device_file_no_keys", "--plan --model gpt2-124m --device-file " VAR "/dev_empty.txt",
       "dev_empty.txt: no 'key = value' line", 1},

@@ -80,15 +80,20 @@ static void data_fail(const char* fmt, ...) {
 
 // Room for n more tokens.
 // Room for n more tokens read from path, whose reading holds a buffer of `buffer` bytes beside them. The whole
-// stream is held (4 bytes a token): one that cannot fit in this machine's memory is refused before anything is
-// allocated (a 4 GiB shard of 2^31 tokens was killed by the kernel mid-read, without a word). Grows by half.
+// stream is held (4 bytes a token, by each rank on the host): one that cannot fit in this machine's memory is
+// refused before anything is allocated (a 4 GiB shard of 2^31 tokens was killed by the kernel mid-read, without a
+// word). Grows by half.
 static void stream_reserve(TokenStream* ts, size_t n, const char* path, size_t buffer) {
-    double need = 4.0 * ((double)ts->n_tokens + (double)n) + (double)buffer,
+    const char* local = getenv("OMPI_COMM_WORLD_LOCAL_SIZE");  // every rank on this host holds its own copy
+    int ranks = local && atoi(local) > 1 ? atoi(local) : 1;
+    double need = ranks * (4.0 * ((double)ts->n_tokens + (double)n) + (double)buffer),
            mem = (double)sysconf(_SC_PHYS_PAGES) * (double)sysconf(_SC_PAGESIZE);
+    char each[64] = "";
+    if (ranks > 1) snprintf(each, sizeof(each), " x %d ranks on this host", ranks);
     if (mem > 0 && need > mem)
         data_fail("data file %s: %.3g tokens in all take %.1f GiB in memory (the stream is held whole, 4 bytes a "
-                  "token), more than this machine's %.1f GiB", path, (double)ts->n_tokens + (double)n, need / 1073741824.0,
-                  mem / 1073741824.0);
+                  "token%s), more than this machine's %.1f GiB", path, (double)ts->n_tokens + (double)n,
+                  need / 1073741824.0, each, mem / 1073741824.0);
     if (ts->n_tokens + n <= ts->cap) return;
     ts->cap = ts->n_tokens + n > ts->cap / 2 * 3 ? ts->n_tokens + n : ts->cap / 2 * 3;
     ts->tokens = (int*)realloc(ts->tokens, ts->cap * sizeof(int));

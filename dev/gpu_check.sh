@@ -15,7 +15,10 @@
 #             optimizer, the rest, communication; CSV rows pass=trainer-op:FAMILY)
 #   torch     a PyTorch GPT-2 124M step (torch.compile) at the same batch
 #   gpu_vs_cpu  dev/check_gpu_vs_cpu.sh: train_gpu against train_cpu (already run on the
-#             emulator in make test; last, so it cannot eat the measurements' time)
+#             emulator in make test; before fsdp, so it cannot eat the correctness check's time)
+#   fsdp      dev/fsdp_profile.py (issue 35, when time is left): a framework's GEMM rate at
+#             MPT-7B's shape on this card, an all-gather's interference beside it (2+ GPUs),
+#             one FSDP1 micro-batch's exposed communication (fsdp_profile.csv / .log)
 # Outputs in dev/out: build.log, test_gpu.log, att_sweep.log, bench_torch.log, bench/,
 # check_gpu_vs_cpu.log, gpu_check.csv (every timing: the sweep's, SDPA's and the steps' rows,
 # device,pass,hd,B,T,H,KV,tile,ms,tflops_causal), summary.txt, and the lines to paste into
@@ -231,6 +234,17 @@ if [ $RC_TR -eq 0 ] && [ -x "$TRAIN_BIN" ] && stage gpu_vs_cpu 240; then
   RC_GVC=$?
   grep -E "^(FAIL|error)" "$OUTDIR/check_gpu_vs_cpu.log" | tee -a "$SUMMARY"
   note "gpu_vs_cpu: $(tail -1 "$OUTDIR/check_gpu_vs_cpu.log") (rc=$RC_GVC, $(elapsed)s)"
+  publish
+fi
+
+# ---------------------------------------------------------------------------- FSDP's step (issue 35)
+# dev/fsdp_profile.py on every visible GPU: a framework's GEMM rate at MPT-7B's shape on this card, the
+# interference of an all-gather beside it (2+ GPUs), one FSDP1 micro-batch's exposed communication
+if [ -z "$NO_TORCH" ] && [ -z "$DRY" ] && stage fsdp 150; then
+  OUT="$OUTDIR" timeout "$LIMIT" python3 dev/fsdp_profile.py --mb 1,2,4 --out "$OUTDIR/fsdp_profile.csv" \
+    > "$OUTDIR/fsdp_profile.log" 2>&1
+  note "fsdp: rc=$?, $(grep -c . "$OUTDIR/fsdp_profile.csv" 2>/dev/null || echo 0) rows in fsdp_profile.csv ($(elapsed)s)"
+  grep -E "^(error|step =)" "$OUTDIR/fsdp_profile.log" | tee -a "$SUMMARY"
   publish
 fi
 

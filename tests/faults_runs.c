@@ -247,6 +247,16 @@ static void signal_ranks(const char* tag, const char* layout, int sig, int to_on
     resume_more(tag, "_resume", dir, layout, latest, 2);
 }
 
+// Send sig to pid, wait up to limit_s for it to end: its exit code (-1: it had not; killed), the wait in *dt.
+static int signal_and_wait(pid_t pid, int sig, double limit_s, double* dt) {
+    kill(pid, sig);
+    double t1 = now_s();
+    int rc = wait_for(pid, limit_s);
+    *dt = now_s() - t1;
+    if (rc < 0) kill_group(pid);
+    return rc;
+}
+
 // A stop that comes during a long loop other than the steps: the end-of-run sample, an
 // evaluation, the reading of the data. The run must end within a few seconds with 128 +
 // sig and say so. wait_text: what the output or the log shows once the loop has begun (NULL:
@@ -265,11 +275,8 @@ static void stop_in_loop(const char* tag, const char* args, const char* wait_tex
         usleep(10000);
         reached = wait_text ? file_has(out, wait_text) || file_has(log, wait_text) : now_s() - t0 >= wait_s;
     }
-    kill(pid, sig);
-    double t1 = now_s();
-    int rc = wait_for(pid, 30);
-    double dt = now_s() - t1;
-    if (rc < 0) kill_group(pid);
+    double dt;
+    int rc = signal_and_wait(pid, sig, 30, &dt);
     Log g;
     int steps = log_read(log, &g) ? g.last : 0;
     int ok = reached && rc == 128 + sig && dt < (max_step >= 0 ? 60 : 10) && file_has(out, said) &&
@@ -291,11 +298,8 @@ static void stop_before_first_step(const char* tag, int sig) {
     double t0 = now_s();
     while (file_size(log) < 0 && still_running(pid) && now_s() - t0 < 120) usleep(1000);
     int reached = file_size(log) == 0;
-    kill(pid, sig);
-    double t1 = now_s();
-    int rc = wait_for(pid, 60);
-    double dt = now_s() - t1;
-    if (rc < 0) kill_group(pid);
+    double dt;
+    int rc = signal_and_wait(pid, sig, 60, &dt);
     Log g;
     int steps = log_read(log, &g);
     const char* said = "at start-up, before step 1: nothing trained, no checkpoint written";

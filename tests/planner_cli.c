@@ -584,7 +584,8 @@ static void test_cli_schedules(void) {
     rc = run_plan_capture(a5, 5, log);
     char fits[16], step[32];
     csv_field(csv, 1, "pred_fits", fits, sizeof(fits)), csv_field(csv, 1, "pred_step_s", step, sizeof(step));
-    check(rc == 2 && atof(step) > 0 && strstr(slurp(log), "row 2: --recompute full: --schedule zb-h1 keeps each layer's activations"),
+    check(rc == 2 && atof(step) > 0 &&
+              strstr(slurp(log), "row 2: --recompute full: --schedule zb-h1 keeps each layer's activations"),
           "runs_zero_bubble_rows", "rc %d, row 1 fits '%s' step '%s'; '%s'", rc, fits, step, slurp(log));
     unlink(in), unlink(csv), unlink(log);
 }

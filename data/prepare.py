@@ -89,6 +89,20 @@ temporaries = set()
 # The outputs written and waiting to be renamed into place: (temporary, path), in order (commit).
 written = []
 
+STOPS = (signal.SIGINT, signal.SIGTERM, signal.SIGHUP)
+
+
+class StopsHeld:
+    """A stop that comes inside the block is acted on after it (its handler runs once they are let through): a
+    temporary is created and registered as one step, the outputs are renamed all or none. A SIGTERM between the
+    creation and the registration left the temporary behind."""
+
+    def __enter__(self):
+        signal.pthread_sigmask(signal.SIG_BLOCK, STOPS)
+
+    def __exit__(self, *exc):
+        signal.pthread_sigmask(signal.SIG_UNBLOCK, STOPS)
+
 
 def write_atomic(path, chunks):
     """Write the byte strings `chunks` (any iterable) to a temporary of path's own; commit() renames it."""
@@ -96,8 +110,9 @@ def write_atomic(path, chunks):
         raise Failure("%s: exists and is not a regular file; only a regular file is ever replaced" % path)
     tmp = "%s.tmp.prepare-%d-%s" % (path, os.getpid(), secrets.token_hex(6))
     flags = os.O_WRONLY | os.O_CREAT | os.O_EXCL | getattr(os, "O_NOFOLLOW", 0) | getattr(os, "O_CLOEXEC", 0)
-    fd = os.open(tmp, flags, 0o644)
-    temporaries.add(tmp)
+    with StopsHeld():
+        fd = os.open(tmp, flags, 0o644)
+        temporaries.add(tmp)
     try:
         with os.fdopen(fd, "wb") as f:
             for chunk in chunks:
@@ -129,9 +144,10 @@ def commit():
     for tmp, path in written:
         if os.path.lexists(path) and not os.path.isfile(path) or os.path.islink(path):
             raise Failure("%s: exists and is not a regular file; only a regular file is ever replaced" % path)
-    for tmp, path in written:
-        os.replace(tmp, path)
-        temporaries.discard(tmp)
+    with StopsHeld():
+        for tmp, path in written:
+            os.replace(tmp, path)
+            temporaries.discard(tmp)
 
 
 def write_shard(path, tokens):

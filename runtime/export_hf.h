@@ -576,6 +576,7 @@ static void hf_header_check(const char* path, const char* json, size_t len, cons
     const char *end = json + len, *p = hf_skip_space(json, end);
     char name[128], first_other[128] = "", shown[4 * 128];
     int top = -1;
+    char* seen = (char*)xcalloc((size_t)n, 1);  // per tensor of ts: whether the header named it yet
     if (p == end || *p != '{') data_fail("--import-hf %s: malformed header (not a JSON object)", path);
     for (p = hf_skip_space(p + 1, end); p < end && *p == '"';) {
         const char* q = p + 1;
@@ -589,12 +590,18 @@ static void hf_header_check(const char* path, const char* json, size_t len, cons
         if (c->arch == ARCH_GPT2 && layer >= 0 &&
             (has_suffix(name, ".attn.bias") || has_suffix(name, ".attn.masked_bias")))
             known = 1;
-        for (int k = 0; k < n && !known; k++)  // (GPT-2's names may lack "transformer.")
-            known = !strcmp(ts[k].name, name) ||
-                    (!strncmp(ts[k].name, "transformer.", 12) && !strcmp(ts[k].name + 12, name));
+        int k = known ? n : 0;  // (GPT-2's names may lack "transformer.")
+        while (k < n && strcmp(ts[k].name, name) &&
+               (strncmp(ts[k].name, "transformer.", 12) || strcmp(ts[k].name + 12, name)))
+            k++;
+        if (k < n && seen[k]++)  // a reader keeps one of the two (ours the first, transformers' the last)
+            data_fail("--import-hf %s: tensor %s is in the header twice (under the same name, or with and without "
+                      "'transformer.'): which one is the model's is unknown", path, ts[k].name);
+        known |= k < n;
         if (!known && !first_other[0]) snprintf(first_other, sizeof(first_other), "%s", name);
         p = *v_end == ',' ? hf_skip_space(v_end + 1, end) : end;
     }
+    free(seen);
     if (top + 1 != c->n_layer)
         data_fail("--import-hf %s: the file holds %d layers, %s %d (n_layer; --n-layer): not imported in part", path,
                   top + 1, with_config ? "config.json and this model have" : "this model has", c->n_layer);

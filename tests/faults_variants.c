@@ -123,6 +123,15 @@ static const BadRun VARIANT_RUNS[] = {
      HF_CONFIG("hfc2", ""), NULL},
     {{"import_hf_config_text_after", "--steps 1 --import-hf " VAR "/hfc3", "text after the JSON object's closing", 1},
      HF_CONFIG("hfc3", "{\"n_layer\": 4} {\"n_layer\": 9}"), NULL},
+    // a tensor named twice in model.safetensors' header (JSON allows it; our reader took the first entry,
+    // transformers takes the last): refused
+    {{"import_hf_tensor_twice", "--steps 1 --import-hf " VAR "/hfd", "tensor transformer.wte.weight is in the header "
+      "twice", 1},
+     HF_CONFIG("hfd", "{}") " && python3 -c \"import json,struct; p='" VAR "/hfd/model.safetensors'; b=open(p,'rb')"
+     ".read(); n=struct.unpack('<Q',b[:8])[0]; h=json.loads(b[8:8+n]); j=json.dumps(h).encode()[:-1]+b', \\\"wte."
+     "weight\\\": '+json.dumps(h['transformer.wte.weight']).encode()+b'}'; j+=b' '*(-len(j)%8); "
+     "open(p,'wb').write(struct.pack('<Q',len(j))+j+b[8+n:])\"",
+     NULL},
 #undef HF_CONFIG
     // the GPU build's settings given to the CPU build: refused as --comm nccl is (each was ignored without a word)
     {{"cpu_gelu_fusion_off", "--steps 1 --gelu-fusion off", "--gelu-fusion off: the GPU build's choice", 1}, NULL,

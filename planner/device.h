@@ -82,7 +82,9 @@ static void profile_a100(DeviceProfile* d) {
     d->matmul_eff_scaling = 0.68;  // fit: the layouts study's codebase, the main loop on full 128 x 128 tiles (212
                                    // TFLOP/s; 8192^3: 210)
     d->matmul_eff_own = 0.68;     // assumed the same: not measured on an A100
-    d->matmul_latency = 2e-6;     // a kernel's start and drain in a stream (launches overlap the previous kernel)
+    d->matmul_latency = 2e-6;     // estimate, no source found: a kernel's start and drain in a busy stream (launches
+                                  // overlap the previous kernel). Published launch costs are the host's (5-20 us,
+                                  // HolisticTraceAnalysis docs), hidden while the GPU is ahead (dev/PLANNER.md table)
     d->matmul_k_half = 64;        // scanned, the other keys refit at each: 32 / 64 / 128 give MFU MAE 2.11 / 2.08 /
                                   // 2.03, median Spearman 0.916 / 0.914 / 0.874 (the H200 measured 128)
     d->sms = 108;
@@ -97,14 +99,18 @@ static void profile_a100(DeviceProfile* d) {
                                   // (their shapes and the memory roofline slow them: K = head size for the scores);
                                   // 0.30 was fitted when all four took the scores' shape (dev/PLANNER.md)
     d->mem_bytes = 80 * GiB;
-    d->mem_overhead = 0.5 * GiB;  // fit (0.5 in every leave-one-sheet-out fit): CUDA context and cuBLAS/NCCL workspaces
+    d->mem_overhead = 0.5 * GiB;  // fit (0.5 in every leave-one-sheet-out fit): CUDA context and cuBLAS/NCCL
+                                  // workspaces; the context alone is ~300-400 MB with lazy module loading, CUDA >=
+                                  // 11.7 (pytorch/pytorch#107667, #109888), consistent with the fit
     d->mem_frag = 0.22;           // fit (study's out-of-memory boundaries): what a framework holds beyond the counted
                                   // activations: allocator fragmentation, autograd's copies and views (not of the
                                   // loss's and attention's temporaries: blocks of a few GiB, each its own exact-size
                                   // segment)
     d->hbm_bw = 2.039e12;
     d->hbm_eff = 0.58;            // fit: also covers the passes the byte table misses (layout copies, casts)
-    d->op_latency = 4e-6;
+    d->op_latency = 4e-6;         // estimate, no source found: launch + tail of one elementwise kernel on the GPU (a
+                                  // tiny x + y: 1.1-1.3 us a call, pytorch/pytorch#161104; the host's launch, 5-20
+                                  // us, is not this)
     d->intra_bw = 300e9;
     d->intra_latency = 3.4e-6;    // NCCL's cost model, a ring step over NVLink, protocol Simple (src/graph/tuning.cc
                                   // hwLat at b647562; time.h ring_latency); was 5 us, unsourced
@@ -115,8 +121,10 @@ static void profile_a100(DeviceProfile* d) {
                                   // (NVIDIA/nccl-tests#149, NCCL 2.18); Megatron's runs fit 0.67-0.82 (dev/PLANNER.md)
     d->nic_eff = 0.8;             // estimate: NCCL bus bandwidth across nodes over the NICs' line rate; measured
                                   // 0.86-0.96 for large all-reduces (NVIDIA/nccl-tests#119, nccl#1048: dev/PLANNER.md)
-    d->dp_overlap = 0.5;
-    d->comm_interference = 0.2;   // estimate (this trainer's overlapped reduction; TE's userbuffers under Megatron)
+    d->dp_overlap = 0.5;          // estimate, no source found (the share of a micro-batch's backward hiding dp traffic)
+    d->comm_interference = 0.2;   // estimate, no source found (this trainer's overlapped reduction; TE's userbuffers
+                                  // under Megatron): the published overlap slowdowns are worst cases (a one-wave GEMM
+                                  // beside an all-gather ~2x) or NCCL's (comm_interference_nccl); dev/PLANNER.md
     d->comm_interference_nccl = 0.61;  // GPT and LLaMA training on 4 A100s / H100s / MI250s / MI210s (Lee et al.
                                        // 2025, arXiv 2507.03114, abstract): compute beside communication 18.9%
                                        // slower on average than alone, serial 10.2% slower than overlapped: if the
@@ -155,8 +163,9 @@ static void profile_h100(DeviceProfile* d) {
                                   // the H100's largest measured matmul (792 of 989, ml-engineering's MAMF table), the
                                   // study's A100 fit's ratio (0.68 of 268 TFLOP/s). PyTorch's H100 bmm of 2023 at
                                   // sequence 2048 and hidden 8192 (its script's defaults) ran 543-772 TFLOP/s by
-                                  // cuBLAS version and batch (pytorch/pytorch#100850): 0.55-0.78, around it. The A100's measured rate (0.743,
-                                  // 0.86 of its MAMF) carried over would be 0.69: llm-foundry's H100 sources then
+                                  // cuBLAS version and batch (pytorch/pytorch#100850): 0.55-0.78, around it. The
+                                  // A100's measured rate (0.743, 0.86 of its MAMF) carried over would be 0.69:
+                                  // llm-foundry's H100 sources then
                                   // miss (dev/PLANNER.md). (Until 2026-12-05 0.56, fitted to llm-foundry's H100 tables)
     d->matmul_eff_scaling = 0.634;  // no study run on an H100: the framework's
     d->bmm_eff = 0.634;           // as matmul_eff (the A100's note)

@@ -401,14 +401,14 @@ static void plan_write_csv(AtomicFile* out, const ModelConfig* c, const DevicePr
 
 static void plan_print_profile(const DeviceProfile* d, const PlanSetup* k, int gpus_per_node) {
     char name[4 * sizeof(d->name)], kernels[96];
+    DeviceProfile sw = plan_software_device(k, d);  // the matmul rate and gradients the prediction uses
     // the rates the software's kernels run at (plan_predict_ex): this trainer's own, or a framework's
     if (k->own_kernels)
         snprintf(kernels, sizeof(kernels), "matmul eff %.2f (+%.0f us), attention eff %.3f (this trainer's kernels)",
-                 d->matmul_eff_own, d->matmul_latency * 1e6, d->attn_eff_own);
+                 sw.matmul_eff, d->matmul_latency * 1e6, d->attn_eff_own);
     else
         snprintf(kernels, sizeof(kernels), "matmul eff %.2f (+%.0f us), attention eff flash2 %.2f flash1 %.2f bmm %.2f",
-                 plan_software_device(k, d).matmul_eff, d->matmul_latency * 1e6, d->attn_eff_flash2, d->attn_eff_flash1,
-                 d->bmm_eff);
+                 sw.matmul_eff, d->matmul_latency * 1e6, d->attn_eff_flash2, d->attn_eff_flash1, d->bmm_eff);
     printf("device %s: %.4g TFLOP/s peak, %s, %.0f GiB (reserve %.1f + %.0f%% of activations), HBM %.0f GB/s x %.2f\n",
            printable(d->name, name, sizeof(name)), d->peak_flops / 1e12, kernels, d->mem_bytes / GiB,
            d->mem_overhead / GiB, k->alloc_share ? 100 * d->mem_frag : 0.0, d->hbm_bw / 1e9, d->hbm_eff);
@@ -418,7 +418,7 @@ static void plan_print_profile(const DeviceProfile* d, const PlanSetup* k, int g
         gpus_per_node, d->intra_bw / 1e9, d->nics_per_node, d->nic_bw / 1e9, software_link_eff(k, d),
         k->nccl_links ? "link_eff_nccl: NCCL's measured" : "link_eff: fitted to the study", d->nic_eff,
         k->dp_after_backward ? 0.0 : d->dp_overlap, software_nccl_interference(k, d),
-        d->dtype_bytes == 2 ? "bf16" : "fp32", plan_software_device(k, d).grad_bytes);  // the software's gradients, as the prediction sizes them
+        d->dtype_bytes == 2 ? "bf16" : "fp32", sw.grad_bytes);
     printf("software: rank order %s, pipeline cut by %s, %s loss, gradients reduced %s, %s\n",
            k->rank_order == ORDER_TP_PP_DP ? "tp-cp-pp-dp" : "tp-dp-pp",
            k->pipe_split == SPLIT_LAYERS ? "layers"

@@ -522,15 +522,13 @@ static void zero3_param_sync_time(const ModelConfig* c, const DeviceProfile* d, 
 // interference, software_nccl_interference) of the rest.
 static double dp_interleaved_exposed(double rs, double ag, double b, double f, int pp, int vpp, int r, double ci) {
     double queue = -1e30;  // time the communicator is free, from the end of the last backward (0)
-    for (int j = vpp - 1; j >= 0; j--) {
-        double launch = -(j * pp - r) * b;
-        queue = (queue > (launch < 0 ? launch : 0) ? queue : (launch < 0 ? launch : 0)) + rs;
-    }
-    double exposed_rs = queue > 0 ? queue : 0;
+    for (int j = vpp - 1; j >= 0; j--)  // chunk j's reduce-scatter launched (j pp - r) backwards before the end
+        queue = fmax(queue, fmin(-(j * pp - r) * b, 0)) + rs;
+    double exposed_rs = fmax(queue, 0);
     double free_at = 0, wait = 0;  // from the start of the first forward; wait: the forward's stall so far
     for (int j = 0; j < vpp; j++) {
-        double launch = j < 2 ? 0 : ((j - 1) * pp - r > 0 ? ((j - 1) * pp - r) * f : 0) + wait;
-        free_at = (free_at > launch ? free_at : launch) + ag;
+        double launch = j < 2 ? 0 : fmax((j - 1) * pp - r, 0) * f + wait;
+        free_at = fmax(free_at, launch) + ag;
         double need = j * pp * f + wait;
         if (free_at > need) wait += free_at - need;
     }

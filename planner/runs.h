@@ -168,6 +168,14 @@ static int run_int(const char* s, const char* col, long lo, long hi, long* v, ch
     return 0;
 }
 
+// A row's dtype column (reduce_dtype, grad_dtype): the bytes of a value, 2 for bf16, 4 for fp32; -1 with err set.
+static int run_dtype_bytes(const char* col, const char* v, char* err, size_t err_len) {
+    if (!strcmp(v, "bf16")) return 2;
+    if (!strcmp(v, "fp32")) return 4;
+    snprintf(err, err_len, "unknown %s '%s' (bf16, fp32)", col, v);
+    return -1;
+}
+
 // Predict one row (opt: its optional columns' fields, NULL where absent). Returns 0 with *r filled, or -1
 // with the reason in err. Every number is range-checked (the trainer's ranges, args.h) and
 // every product computed in 64 bits before the schedule code sees it.
@@ -276,24 +284,14 @@ static int plan_run_row(const int* shape, int mlp, const PlanSetup* setup, const
     }
     k.rms_kernel = (int)v[RC_RMS_KERNEL];
     const char* rd = opt[RO_REDUCE_DTYPE];
-    if (rd && rd[0]) {
-        if (strcmp(rd, "bf16") && strcmp(rd, "fp32")) {
-            snprintf(err, err_len, "unknown reduce_dtype '%s' (bf16, fp32)", rd);
-            return -1;
-        }
-        k.reduce_bytes = strcmp(rd, "fp32") ? 2 : 4;
-    }
+    if (rd && rd[0] && (k.reduce_bytes = run_dtype_bytes("reduce_dtype", rd, err, err_len)) < 0) return -1;
     const char* gd = opt[RO_GRAD_DTYPE];
     if (gd && gd[0]) {
-        if (strcmp(gd, "bf16") && strcmp(gd, "fp32")) {
-            snprintf(err, err_len, "unknown grad_dtype '%s' (bf16, fp32)", gd);
-            return -1;
-        }
-        if (k.own_buffers && strcmp(gd, "fp32")) {  // this trainer keeps fp32 gradients (software.h grad_bytes)
+        if ((k.grad_bytes = run_dtype_bytes("grad_dtype", gd, err, err_len)) < 0) return -1;
+        if (k.own_buffers && k.grad_bytes != 4) {  // this trainer keeps fp32 gradients (software.h grad_bytes)
             snprintf(err, err_len, "grad_dtype %s: this trainer accumulates its gradients in fp32", gd);
             return -1;
         }
-        k.grad_bytes = strcmp(gd, "fp32") ? 2 : 4;
     }
     if (opt[RO_DROPOUT] && opt[RO_DROPOUT][0] && software_set_dropout(&k, opt[RO_DROPOUT], err, err_len)) return -1;
     const char* split = opt[RO_PP_SPLIT];

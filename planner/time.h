@@ -381,9 +381,10 @@ static LayerTime layer_time(const ModelConfig* c, int b, int tp, int sp, int cp,
     // schedule defers that to a W pass): what the weight gradient does not hide is exposed, the
     // hidden part costs the software's NCCL interference of itself (the collective's SMs and HBM traffic).
     double bwd_comm = lt.comm_bwd, fwd_comm = lt.comm_fwd, ci = d->comm_interference;
-    if (k->tp_async_dgrad && !schedule_has_w(c->schedule))
-        bwd_comm = comm_exposed(one, dw[0], software_nccl_interference(k, d)) +
-                   comm_exposed(one, dw[2], software_nccl_interference(k, d));
+    if (k->tp_async_dgrad && !schedule_has_w(c->schedule)) {
+        double ci_nccl = software_nccl_interference(k, d);
+        bwd_comm = comm_exposed(one, dw[0], ci_nccl) + comm_exposed(one, dw[2], ci_nccl);
+    }
     // Megatron-core's --tp-comm-overlap (with SP): each of the 4 collectives of a pass (one / 2 each) is cut into
     // chunks pipelined with its own linear's GEMM: forward, the all-gather before qkv and fc1 and the reduce-
     // scatter after proj and fc2 under those GEMMs; backward, the gathered output gradient of proj and fc2 and the

@@ -53,6 +53,7 @@ static void plan_usage(void) {
         "planner/time.h), --offload-frames 1|2,\n"
         "  --cp N (ranks per sequence: 1 = no context parallelism; powers of two), --cp-kind ring|ulysses|2d,\n"
         "  --cp-ulysses U (the all-to-all degree inside cp; 2d: the ring is cp / U)   evaluate only these layouts\n"
+        "  --cp-kind allgather     a framework's: Llama 3's, K and V all-gathered over cp, nothing overlapped\n"
         "  --cp-split zigzag|contiguous|doc   the ring's rows, as ./train's (default zigzag; contiguous: every\n"
         "                          layout's time; doc: each document zig-zagged, under --doc-lengths)\n"
         "  --max-search-min M      refuse a search projected (from its own pace) to take longer (default 10)\n"
@@ -167,7 +168,8 @@ static int plan_filter_flag(const char* flag, const char* v, PlanFilter* f) {
         if (!strcmp(v, "ring")) f->cp_kind = CPK_RING;
         else if (!strcmp(v, "ulysses")) f->cp_kind = CPK_ULYSSES;
         else if (!strcmp(v, "2d")) f->cp_kind = CPK_2D;
-        else fail("--cp-kind: expected ring, ulysses or 2d, got '%s'", v);
+        else if (!strcmp(v, "allgather")) f->cp_kind = CPK_ALLGATHER;
+        else fail("--cp-kind: expected ring, ulysses, 2d or allgather, got '%s'", v);
     } else
         return 0;
     return 1;
@@ -189,6 +191,17 @@ static void plan_device(DeviceProfile* d, const char* device, const char* device
         if (profile_set(d, key, eq + 1, err, sizeof(err))) fail("--device-set: %s", err);
     }
     if (peak_tflops && profile_set(d, "peak_tflops", peak_tflops, err, sizeof(err))) fail("--peak-tflops: %s", err);
+}
+
+// --cp-kind allgather: the software's context parallelism made Llama 3's (software.h cp_allgather), a framework's.
+static void plan_cp_allgather(PlanArgs* a) {
+    if (a->setup.own_buffers || !a->setup.context_parallel)
+        fail("--cp-kind allgather: Llama 3's context parallelism, a framework's (--software framework, foundry, "
+             "megatron or deepspeed2021); this trainer runs ring, ulysses or 2d");
+    if (a->cp_split != CP_SPLIT_ZIGZAG || a->filter.cp_ulysses > 1)
+        fail("--cp-kind allgather splits each sequence in 2 x cp chunks, whole heads a rank: not with "
+             "--cp-split contiguous or doc, nor --cp-ulysses above 1");
+    a->setup.cp_allgather = 1;
 }
 
 static void plan_parse_args(int argc, char** argv, PlanArgs* a) {
@@ -301,6 +314,7 @@ static void plan_parse_args(int argc, char** argv, PlanArgs* a) {
     if (a->cp_split == CP_SPLIT_DOC && f->cp_kind == CPK_ULYSSES)  // as ./train (args.h)
         fail("--cp-split doc: splits the ring's rows; --cp-kind ulysses gives every rank whole sequences (balanced)");
 
+    if (f->cp_kind == CPK_ALLGATHER) plan_cp_allgather(a);  // (after --software, which it checks)
     if (f->pp_ends) {  // (after --software): a framework's cut, the embedding and the head a layer's place each
         if (a->setup.own_buffers || a->setup.pipe_split != SPLIT_LAYERS)
             fail("--pp-split ends: a framework's cut (--software framework, foundry, megatron or deepspeed2021); "
@@ -381,7 +395,8 @@ static void plan_write_csv(AtomicFile* out, const ModelConfig* c, const DevicePr
             f,
             "%d,%d,%d,%d,%d,%s,%d,%d,%d,%d,%s,%s,%s,%d,%d,%s,%d,%d,%d,%d,"
             "%.4f,%.4f,%.4f,%.4f,%.4f,%.4f,%.4f,%.4f,%.4f,%d,",
-            p->dp, p->tp, p->pp, p->cp, p->cp_ulysses, CPK_NAMES[cp_kind_of(p->cp, p->cp_ulysses)], p->cp_off_node,
+            p->dp, p->tp, p->pp, p->cp, p->cp_ulysses, CPK_NAMES[cp_kind_run(p->cp, p->cp_ulysses, &p->setup)],
+            p->cp_off_node,
             p->vpp, p->micro_batch, p->n_micro, schedule_name(p->schedule),
             p->pp_split ? "auto" : p->setup.pipe_split == SPLIT_ENDS ? "ends" : "even",
             plan_recompute_name(p->recompute), p->sp,
@@ -426,7 +441,9 @@ static void plan_print_profile(const DeviceProfile* d, const PlanSetup* k, int g
                                          : "parameters",
            k->loss_gathered ? "gathered-vocabulary" : "vocabulary-parallel",
            k->dp_after_backward ? "after the backward" : "during the backward",
-           k->context_parallel ? "context parallelism ring | ulysses | 2d" : "no context parallelism");
+           !k->context_parallel ? "no context parallelism"
+           : k->cp_allgather    ? "context parallelism all-gather (Llama 3's)"
+                                : "context parallelism ring | ulysses | 2d");
 }
 
 // No layout can run: say why the first one the filters let through cannot (the trainer's
@@ -519,13 +536,13 @@ static int plan_main(int argc, char** argv) {
     if (best >= 0) {
         const PlanResult* p = &res[best];
         // as ./train flags
-        int kind = cp_kind_of(p->cp, p->cp_ulysses);
+        int kind = cp_kind_run(p->cp, p->cp_ulysses, &p->setup);
         char cp_flags[64] = "";
         if (kind == CPK_2D)
             snprintf(cp_flags, sizeof(cp_flags), " --cp %d --cp-kind 2d --cp-ulysses %d", p->cp, p->cp_ulysses);
         else if (kind != CPK_NONE)
             snprintf(cp_flags, sizeof(cp_flags), " --cp %d --cp-kind %s", p->cp, CPK_NAMES[kind]);
-        if (kind != CPK_NONE && kind != CPK_ULYSSES && a.cp_split)
+        if ((kind == CPK_RING || kind == CPK_2D) && a.cp_split)
             snprintf(cp_flags + strlen(cp_flags), sizeof(cp_flags) - strlen(cp_flags), " --cp-split %s",
                      a.cp_split == CP_SPLIT_DOC ? "doc" : "contiguous");
         char host_note[48] = "";  // --offload: the host memory per GPU

@@ -159,6 +159,9 @@ static double act_bytes_per_layer(const ModelConfig* c, int b, int tp, int cp, i
         replicated = 8, split = 4 + 4 * r + mlp;
         attn = lse_only ? 4 * a / h : 2 * a * s / h;
     }
+    // Llama 3's all-gather context parallelism: the attention kernel keeps the gathered K and V of the whole
+    // sequence (cp times this rank's) for its backward, not this rank's alone (time.h, "All-gather")
+    if (k->cp_allgather && cp > 1 && recompute == RECOMPUTE_NONE) split += 4.0 * c->n_kv_head / c->n_head * (cp - 1);
     if (k->attention == ATTN_TORCH && !lse_only) attn += 4 * a * s / h;
     if (!k->rms_kernel) replicated += 2 * 6;
     if (recompute == RECOMPUTE_SELECTIVE) attn = 0;

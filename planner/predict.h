@@ -91,6 +91,16 @@ static int plan_check_layout(const ModelConfig* c, const PlanSetup* k, int globa
     if (cp < 1 || U < 1 || cp % U)
         return plan_invalid(r, "cp %d: its Ulysses degree %d must be >= 1 and divide it", cp, U);
     if (cp > 1 && !k->context_parallel) return plan_invalid(r, "this software has no context parallelism (cp %d)", cp);
+    if (cp > 1 && k->cp_allgather) {  // Llama 3's: its own 2 x cp split, whole heads, a flash kernel per chunk
+        if (k->own_buffers)
+            return plan_invalid(r, "the all-gather context parallelism is a framework's (Llama 3's), not this "
+                                   "trainer's");
+        if (U > 1 || c->cp_contiguous || c->cp_doc)
+            return plan_invalid(r, "the all-gather context parallelism splits each sequence in 2 x cp chunks: no "
+                                   "Ulysses degree, no --cp-split contiguous or doc");
+        if (!attn_is_flash(k->attention))
+            return plan_invalid(r, "the all-gather context parallelism runs a flash kernel on the gathered K and V");
+    }
     // the trainer's own rules, its one function (layout/layout_check.h config_check) on the flags that
     // would run this layout: tp splits every tensor, cp the sequence and the heads, pp*vpp chunks the
     // layers, dp*micro-batch the batch, the schedule its micro-batches and weight passes; ZeRO over one
@@ -156,7 +166,8 @@ static PlanLinks plan_links(const ModelConfig* c, const PlanSetup* k, const Devi
     l.pp = group_link(d, pp, pp_stride, gpus_per_node);
     if (pp > 1 && (long)pp * pp_stride > gpus_per_node)
         l.pp = nic_link(d, gpus_per_node);  // some stage boundary crosses nodes
-    l.ring = cp_ring_link(d, tp, cp, gpus_per_node), l.a2a = cp_alltoall_link(d, tp, U, gpus_per_node);
+    l.ring = k->cp_allgather ? group_link(d, cp, tp, gpus_per_node) : cp_ring_link(d, tp, cp, gpus_per_node);
+    l.a2a = cp_alltoall_link(d, tp, U, gpus_per_node);
     r->cp_off_node = (cp / U > 1 && tp * cp > gpus_per_node) || (U > 1 && tp * U > gpus_per_node);
     return l;
 }
@@ -259,9 +270,12 @@ static PlanChunks plan_chunks(const ModelConfig* c, const PlanSetup* k, const La
 }
 
 // Context parallelism's buffers, shared by the layers: this trainer's (layout/activations.h cp_bufs,
-// which context_parallel.h cp_alloc allocates), with activations of e bytes.
-static double cp_buffer_bytes(const ModelConfig* c, double e) {
+// which context_parallel.h cp_alloc allocates), with activations of e bytes. Llama 3's all-gather: the
+// gradients of one layer's gathered K and V before their reduce-scatter (the gathered K and V themselves
+// are the layer's activations).
+static double cp_buffer_bytes(const ModelConfig* c, const PlanSetup* k, double e) {
     int tp = c->tp, cp = c->cp;
+    if (k->cp_allgather && cp > 1) return cp_kv_elems(c, c->micro_batch, tp, cp) * cp * e;
     size_t hd = c->d_model / c->n_head;
     return cp_bufs(c->micro_batch, c->seq_len / cp, c->n_head / tp, c->n_kv_head / tp, hd, cp, c->cp_ulysses, (int)e)
         .bytes;
@@ -302,7 +316,7 @@ static void plan_memory(const ModelConfig* c, const PlanSetup* k, const DevicePr
                                                             : 0;
     int rebuilds = plan_recompute_whole(c->recompute) || c->recompute == RECOMPUTE_LAYER;  // a whole layer again
     double layer_temp = attn_work + (rebuilds ? act_full_layer : 0);
-    double cp_buf = cp_buffer_bytes(c, e);
+    double cp_buf = cp_buffer_bytes(c, k, e);
     double zero3_buf = c->zero == 3 ? 2 * chunk_params(c, 1, 0, 0, tp) * d->dtype_bytes : 0;
     if (c->zero == 3 && k->zero3_param_sync) {  // DeepSpeed 2021: up to its live limit, plus the module being fetched
         LayerMatmul mm[8];

@@ -24,15 +24,17 @@ static const int RUN_COL_INT[N_RUN_COLS] = {0, 1, 1, 1, 1, 0, 1, 1, 1, 1, 1, 0, 
 // (bf16|fp32: the dtype the gradients are accumulated in over the micro-batches, the model states' gradient
 // bytes, and reduced in unless reduce_dtype says; empty or absent: the software's, else the device's grad_bytes;
 // Llama 3's "FP32 gradient accumulation"), dropout (the probability a framework's GPT trained at: 0 keeps no masks
-// and runs no dropout kernels; empty or absent: --dropout's, else the software's: software.h software_set_dropout).
+// and runs no dropout kernels; empty or absent: --dropout's, else the software's: software.h software_set_dropout),
+// cp_kind (ring|ulysses|2d, checked against cp_ulysses, or allgather: Llama 3's all-gather context parallelism, a
+// framework's, with cp_ulysses 1; empty or absent: what cp_ulysses gives).
 // Columns that name a setting the planner does not model are refused, so a row is never predicted as another
 // layout than the one that ran.
 enum { RO_VPP, RO_CP, RO_CP_ULYSSES, RO_OFFLOAD, RO_OFFLOAD_FRAMES, RO_REDUCE_DTYPE, RO_MLP, RO_PP_SPLIT,
-       RO_GRAD_DTYPE, RO_DROPOUT, N_RUN_OPT };
+       RO_GRAD_DTYPE, RO_DROPOUT, RO_CP_KIND, N_RUN_OPT };
 static const char* const RUN_OPT_COLS[N_RUN_OPT] = {"vpp",          "cp",           "cp_ulysses", "offload",
                                                     "offload_frames", "reduce_dtype", "mlp",        "pp_split",
-                                                    "grad_dtype",   "dropout"};
-static const char* const RUN_UNMODELLED[] = {"ep", "expert_parallel", "moe_experts", "cp_kind", "cp_split",
+                                                    "grad_dtype",   "dropout",      "cp_kind"};
+static const char* const RUN_UNMODELLED[] = {"ep", "expert_parallel", "moe_experts", "cp_split",
                                              "context_parallel_algo", "fsdp", "hsdp", "offload_dir", "cpu_offload"};
 
 #define CSV_MAX_FIELDS 256
@@ -176,6 +178,30 @@ static int run_dtype_bytes(const char* col, const char* v, char* err, size_t err
     return -1;
 }
 
+// A row's cp_kind column: ring, ulysses and 2d must be what its cp and cp_ulysses give (a row that names one
+// is predicted as it, not as another); allgather makes the software's context parallelism Llama 3's (k). Returns
+// 0, or -1 with err set.
+static int run_cp_kind(const char* v, const ModelConfig* c, PlanSetup* k, char* err, size_t err_len) {
+    int kind = -1;
+    for (int i = CPK_RING; i < N_CPK; i++) if (!strcmp(v, CPK_NAMES[i])) kind = i;
+    if (kind < 0) {
+        snprintf(err, err_len, "unknown cp_kind '%s' (ring, ulysses, 2d, allgather)", v);
+        return -1;
+    }
+    if (kind == CPK_ALLGATHER) {
+        if (k->own_buffers || c->cp_ulysses > 1) {
+            snprintf(err, err_len, "cp_kind allgather: a framework's (not --software trainer), with cp_ulysses 1");
+            return -1;
+        }
+        k->cp_allgather = 1;
+    } else if (c->cp > 1 && kind != cp_kind_of(c->cp, c->cp_ulysses)) {
+        snprintf(err, err_len, "cp_kind %s: cp %d with cp_ulysses %d is %s", v, c->cp, c->cp_ulysses,
+                 CPK_NAMES[cp_kind_of(c->cp, c->cp_ulysses)]);
+        return -1;
+    }
+    return 0;
+}
+
 // Predict one row (opt: its optional columns' fields, NULL where absent). Returns 0 with *r filled, or -1
 // with the reason in err. Every number is range-checked (the trainer's ranges, args.h) and
 // every product computed in 64 bits before the schedule code sees it.
@@ -294,6 +320,8 @@ static int plan_run_row(const int* shape, int mlp, const PlanSetup* setup, const
         }
     }
     if (opt[RO_DROPOUT] && opt[RO_DROPOUT][0] && software_set_dropout(&k, opt[RO_DROPOUT], err, err_len)) return -1;
+    const char* kind = opt[RO_CP_KIND];
+    if (kind && kind[0] && run_cp_kind(kind, c, &k, err, err_len)) return -1;
     const char* split = opt[RO_PP_SPLIT];
     if (split && split[0]) {
         if (strcmp(split, "even") && strcmp(split, "auto") && strcmp(split, "ends")) {
@@ -352,8 +380,8 @@ static int plan_runs(const char* path, const char* csv_path, const int* shape, i
         for (int j = 0; j < n_cols; j++)
             if (!strcmp(names[j], RUN_UNMODELLED[k]))
                 fail("--runs %s: column '%s' names a setting the planner does not model (it reads cp, cp_ulysses, "
-                     "offload, offload_frames, reduce_dtype, grad_dtype, mlp, pp_split, dropout, vpp beside the "
-                     "required ones): remove it to predict the rows without it",
+                     "cp_kind, offload, offload_frames, reduce_dtype, grad_dtype, mlp, pp_split, dropout, vpp beside "
+                     "the required ones): remove it to predict the rows without it",
                      path, names[j]);
     char*** rows = NULL;  // rows[i][j]: field j of run i, in in.text
     int n_rows = 0, row_cap = 0, n;

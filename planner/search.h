@@ -59,7 +59,9 @@ typedef struct {
 
 static int filter_ok(int want, int v) { return want < 0 || want == v; }
 static int filter_cp_ok(const PlanFilter* f, int cp, int U) {
-    return filter_ok(f->cp, cp) && filter_ok(f->cp_ulysses, U) && filter_ok(f->cp_kind, cp_kind_of(cp, U));
+    // --cp-kind allgather (the software's all-gather, cli.h) runs where a ring would: cp > 1 without Ulysses
+    int kind = f->cp_kind == CPK_ALLGATHER && cp > 1 && U == 1 ? CPK_ALLGATHER : cp_kind_of(cp, U);
+    return filter_ok(f->cp, cp) && filter_ok(f->cp_ulysses, U) && filter_ok(f->cp_kind, kind);
 }
 
 // Whether the search tries schedule `sched` for pp stages of vpp chunks each: 1F1B with one
@@ -479,9 +481,9 @@ static PlanFilter plan_filter_any(void) {
     return f;
 }
 
-// "ring", "ulysses", "2d" with its Ulysses degree ("2d u2"), or "-" without context parallelism.
+// "ring", "ulysses", "2d" with its Ulysses degree ("2d u2"), "allgather", or "-" without context parallelism.
 static const char* cp_kind_str(const PlanResult* p, char* buf, size_t len) {
-    int kind = cp_kind_of(p->cp, p->cp_ulysses);
+    int kind = cp_kind_run(p->cp, p->cp_ulysses, &p->setup);
     if (kind == CPK_2D) snprintf(buf, len, "2d u%d", p->cp_ulysses);
     else snprintf(buf, len, "%s", kind == CPK_NONE ? "-" : CPK_NAMES[kind]);
     return buf;

@@ -62,6 +62,10 @@ typedef struct {
     int dp_after_backward;  // 1: gradients are reduced after the whole backward (in the optimizer step);
                             // 0: the reduction overlaps the backward (dp_overlap of the device)
     int context_parallel;   // 1: it can split sequences over cp ranks (this trainer); 0: cp 1 only
+    int cp_allgather;       // 1: its context parallelism is Llama 3's (Dubey et al. 2024, section 3.3.2): K and V
+                            // all-gathered over cp, then the attention of the rank's own queries, nothing overlapped
+                            // (time.h cp_layer_time; --cp-kind allgather, a --runs row's cp_kind); 0: ring, Ulysses
+                            // or 2D by the layout's Ulysses degree
     int own_buffers;        // 1: activations are this trainer's own buffers (layout/activations.h), allocated
                             // once: counted exactly, no allocator share; 0: a framework's (Korthikanti et al.)
     int own_kernels;        // 1: its flash attention is this trainer's own kernels (the device's attn_eff_own);

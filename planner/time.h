@@ -193,13 +193,25 @@ static Link nic_link(const DeviceProfile* d, int gpus_per_node) {
 //     nothing to hide it.
 //   2D (USP, Fang and Zhao 2024; LoongTrain): both, the all-to-all among U adjacent ranks,
 //     the ring across R of those groups. U = 1 is the ring, R = 1 Ulysses.
+//   All-gather (Llama 3: Dubey et al. 2024, section 3.3.2; a framework's, PlanSetup cp_allgather):
+//     the sequence in 2 x cp chunks, rank i holding chunks i and 2cp-1-i (the zig-zag's balance);
+//     each layer all-gathers K and V over the cp ranks, then computes the attention of its own
+//     queries against the whole sequence's keys, a kernel per chunk. "The all-gather communication
+//     latency is exposed in the critical path" (the paper accepts it: GQA's K and V are much smaller
+//     than Q). The backward, as autograd's of an all-gather, reduce-scatters the gradients of the
+//     gathered K and V to their owners, as exposed; the gathered K and V are the attention kernel's
+//     saved inputs (memory.h act_bytes_per_layer). Its link is a collective's over cp ranks tp apart.
 // Rank order (grid.h): cp next to tp, cp_rank = ring_rank * U + ulysses_rank, so the all-to-
 // all stays in a node while tp*U ranks fit in it, the ring while tp*cp do.
 
 // A layout's cp and U are ModelConfig's cp and cp_ulysses (1 and 1 without context parallelism).
-enum { CPK_NONE, CPK_RING, CPK_ULYSSES, CPK_2D, N_CPK };
-static const char* const CPK_NAMES[N_CPK] = {"none", "ring", "ulysses", "2d"};
+enum { CPK_NONE, CPK_RING, CPK_ULYSSES, CPK_2D, CPK_ALLGATHER, N_CPK };
+static const char* const CPK_NAMES[N_CPK] = {"none", "ring", "ulysses", "2d", "allgather"};
 static int cp_kind_of(int cp, int U) { return cp == 1 ? CPK_NONE : U == 1 ? CPK_RING : U == cp ? CPK_ULYSSES : CPK_2D; }
+// The kind a layout runs: the software's all-gather (cp_allgather) or the one its Ulysses degree gives.
+static int cp_kind_run(int cp, int U, const PlanSetup* k) {
+    return k->cp_allgather && cp > 1 ? CPK_ALLGATHER : cp_kind_of(cp, U);
+}
 
 // Elements of K and V of one rank's tokens (b sequences of T/cp) on one tp rank: what a
 // ring step moves (in 2D a rank holds T/R tokens of kv/(t U) heads after the all-to-all:
@@ -268,6 +280,20 @@ static CpTime cp_layer_time(const ModelConfig* c, int b, int tp, int cp, int U, 
     return t;
 }
 
+// Llama 3's all-gather (cp_allgather) in one layer (one micro-batch, one GPU): the forward's all-gather of
+// K and V, each rank's own kv elements to every other (NCCL's ring: cp - 1 steps, each rank sending cp - 1
+// pieces), and the backward's reduce-scatter of their gradients (the same bytes, in K and V's dtype), both on
+// the critical path. link: the cp group's (plan_links).
+static CpTime cp_allgather_time(const ModelConfig* c, int b, int tp, int cp, const DeviceProfile* d, Link link) {
+    CpTime t;
+    memset(&t, 0, sizeof(t));
+    double sent = (cp - 1) * cp_kv_elems(c, b, tp, cp) * d->dtype_bytes;
+    double one = sent / link.bw + ring_latency(cp, 0, link);
+    t.bytes_fwd = t.bytes_bwd = sent;
+    t.comm_fwd = t.comm_bwd = t.fwd = t.bwd = one;
+    return t;
+}
+
 // The fraction of a causal flash kernel's rate its shape allows. It runs a thread block per 128
 // queries of a head (b x heads x nt blocks, nt = T/128 query tiles), query tile i over i key
 // tiles: the diagonal tiles are computed whole and masked, nt (nt+1)/2 tiles per head for the
@@ -293,7 +319,7 @@ typedef struct {
     CpTime cp;           // context parallelism's part of fwd / bwd (in them)
 } LayerTime;
 
-// cp, U: context parallelism; ring, a2a: its links (unused at cp 1).
+// cp, U: context parallelism; ring, a2a: its links (unused at cp 1; under cp_allgather ring is the all-gather's).
 static LayerTime layer_time(const ModelConfig* c, int b, int tp, int sp, int cp, int U, const PlanSetup* k,
                             const DeviceProfile* d, Link tp_link, Link ring, Link a2a) {
     LayerTime lt;
@@ -327,6 +353,7 @@ static LayerTime layer_time(const ModelConfig* c, int b, int tp, int sp, int cp,
     // a whole block (the last has R - 1/2 blocks, the first 1/2), so kernels that skip the
     // masked work take (2R-1)/R of the balanced time.
     double imbalance = c->cp_contiguous && R > 1 ? (2.0 * R - 1) / R : 1;
+    int allgather = k->cp_allgather && cp > 1, kernels = allgather ? 2 : R;  // all-gather: a kernel per own chunk
     if (attn_is_flash(k->attention)) {
         // QK^T and AV: 4 b T^2 h FLOPs, causal kernels skip half; the backward does 2.5x (5 matmuls vs 2).
         // FlashAttention in Triton: FA2's rate, its forward and backward slower by the measured factors
@@ -338,8 +365,8 @@ static LayerTime layer_time(const ModelConfig* c, int b, int tp, int sp, int cp,
                                                       : d->attn_eff_flash2;
         double eff = kernel * flash_shape_eff(d, b, a / (t * U), T);
         double slow_f = triton ? FLASH_TRITON_FWD_SLOWDOWN : 1, slow_b = triton ? FLASH_TRITON_BWD_SLOWDOWN : 1;
-        attn = slow_f * flops / (d->peak_flops * eff) + R * d->op_latency;
-        attn_bwd = slow_b * 2.5 * flops / (d->peak_flops * eff) + R * d->op_latency;
+        attn = slow_f * flops / (d->peak_flops * eff) + kernels * d->op_latency;
+        attn_bwd = slow_b * 2.5 * flops / (d->peak_flops * eff) + kernels * d->op_latency;
     } else {
         // per block two batched matmuls over the full scores (no causal saving), then the
         // softmax passes over them; the backward has four such matmuls. By shape, per head:
@@ -354,7 +381,8 @@ static LayerTime layer_time(const ModelConfig* c, int b, int tp, int sp, int cp,
         attn = R * (bmm_s + bmm_o + elementwise_time(d, scores * softmax_bytes(k->attention, e, 0)) + drop);
         attn_bwd = R * (bmm_s + 3 * bmm_o + elementwise_time(d, scores * softmax_bytes(k->attention, e, 1)) + drop);
     }
-    lt.cp = cp_layer_time(c, b, tp, cp, U, d, attn, attn_bwd, ring, a2a);
+    lt.cp = allgather ? cp_allgather_time(c, b, tp, cp, d, ring) : cp_layer_time(c, b, tp, cp, U, d, attn, attn_bwd,
+                                                                                   ring, a2a);
     // the four linears (outputs x inputs per rank): forward, input gradient, weight gradient
     double lin_n[4] = {(h + 2 * kv) / t, h, (gated ? 2 : 1) * F / t, h}, lin_k[4] = {h, h / t, h, F / t};
     double mm = 0, mm_dx = 0, mm_dw = 0, fw[4], dx[4], dw[4];

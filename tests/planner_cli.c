@@ -250,6 +250,26 @@ static void test_runs_pp_split(void) {
     free(msg);
 }
 
+// --runs' cp_kind column: LLaMA-7B at 32k tokens on 64 A100s, cp 4 (tp 1, dp 16, full recomputation): allgather
+// (Llama 3's) exposes its collectives, a longer step than the ring's, which hides its exchanges under the attention
+// (its memory: cp_allgather_keeps_gathered_kv); ring and an empty field are what cp_ulysses 1 gives; ulysses there is
+// the row's error; this trainer refuses allgather.
+static void test_runs_cp_kind(void) {
+    const char* values[4] = {"4,ring", "4,allgather", "4,", "4,ulysses"};
+    const char* row = "llama-7b,32768,64,8,4194304,1f1b,1,1,1,16,1,full,flash2,1,0,";
+    double mem[3], step[3], own[3];
+    char *m1, *m2, *m3;
+    int rc = runs_column_values("cp,cp_kind", values, NULL, NULL, 18, mem, &m1, row);
+    rc |= runs_column_values("cp,cp_kind", values, NULL, NULL, 19, step, &m2, row);
+    int rc_own = runs_column_values("cp,cp_kind", values, "--software", "trainer", 19, own, &m3, row);
+    check(rc == 2 && step[1] > step[0] && step[2] == step[0] && mem[2] == mem[0] &&
+              strstr(m1, "cp_kind ulysses: cp 4 with cp_ulysses 1 is ring") && rc_own == 2 && own[1] == 0 &&
+              strstr(m3, "cp_kind allgather: a framework's"),
+          "runs_cp_kind_column", "rc %d, step ring %.4f allgather %.4f default %.4f, memory %.2f / %.2f GiB; %s; "
+          "trainer rc %d: %s", rc, step[0], step[1], step[2], mem[0], mem[1], m1, rc_own, m3);
+    free(m1), free(m2), free(m3);
+}
+
 // The dropout column of --runs (and --dropout): GPT-2 124M on 8 A100s, 2048 tokens, the fused softmax: at dropout
 // 0.1 (the framework's default, so also an empty field) the step is longer than at 0 (no attention-dropout kernel,
 // no masks: dropout_time_hand); --dropout 0 makes the empty row 0's; a probability of 1 is that row's error (exit
@@ -637,7 +657,7 @@ static int csv_cp_kinds(const char* path, int gpus, int kv_heads, int only, int 
         if (*bad) break;
         int dp = atoi(col[idx[0]]), tp = atoi(col[idx[1]]), pp = atoi(col[idx[2]]), cp = atoi(col[idx[3]]),
             U = atoi(col[idx[4]]);
-        int kind = cp_kind_of(cp, U);
+        int kind = cp > 1 && U == 1 && !strcmp(col[idx[5]], "allgather") ? CPK_ALLGATHER : cp_kind_of(cp, U);
         rows++, counts[kind]++;
         if (U > *max_u) *max_u = U;
         if (cp < 1 || (cp & (cp - 1)) || dp * tp * pp * cp != gpus || tp * U > kv_heads ||
@@ -691,7 +711,8 @@ static void test_cli_context_parallel(void) {
     const char* help[] = {"--plan", "--help"};
     int rc = run_plan_capture(help, 2, log);
     const char* out = slurp(log);
-    check(rc == 0 && strstr(out, "--cp N") && strstr(out, "--cp-kind ring|ulysses|2d") && strstr(out, "--cp-ulysses U"),
+    check(rc == 0 && strstr(out, "--cp N") && strstr(out, "--cp-kind ring|ulysses|2d") &&
+              strstr(out, "--cp-ulysses U") && strstr(out, "--cp-kind allgather"),
           "cli_help_documents_cp", "rc %d, '%.200s'", rc, out);
     // llama-tiny (4 heads, 2 KV heads, 32 tokens) on 8 GPUs: ring up to cp 8, Ulysses up to tp x U = 2, 2D as cp 4 or 8
     // with U 2
@@ -720,18 +741,34 @@ static void test_cli_context_parallel(void) {
     rows = csv_cp_kinds(csv, 64, 8, CPK_ULYSSES, -1, counts, &bad, &max_u);
     check(rc == 0 && rows > 0 && !bad && max_u == 8, "cli_ulysses_within_kv_heads",
           "rc %d: %d rows, %d break a rule, largest U %d", rc, rows, bad, max_u);
-    struct { const char* v[4]; const char* want; } refused[] = {
+    // --cp-kind allgather (a framework's: Llama 3's): every layout it lists gathers K and V over cp > 1 ranks
+    // without a Ulysses degree, and says so in the table, the header, the CSV and the best layout's flags
+    const char* gather[] = {"--plan", "--model",      "llama3-8b", "--seq-len", "32768",     "--gpus",
+                            "64",     "--device",     "h100-sxm",  "--cp-kind", "allgather", "--attention",
+                            "flash2", "--rms-kernel", "on",        "--zero",    "1",         "--recompute",
+                            "full",   "--software",   "framework", "--plan-csv", csv};
+    rc = run_plan_capture(gather, 23, log);
+    rows = csv_cp_kinds(csv, 64, 8, CPK_ALLGATHER, -1, counts, &bad, &max_u);
+    out = slurp(log);
+    check(rc == 0 && rows > 0 && !bad && max_u == 1 && strstr(out, "context parallelism all-gather (Llama 3's)") &&
+              strstr(out, " allgather ") && strstr(out, "--cp-kind allgather"),
+          "cli_cp_kind_allgather", "rc %d: %d rows, %d not all-gather; '%.300s'", rc, rows, bad,
+          strstr(out, "best:") ? strstr(out, "best:") : out);
+    struct { const char* v[6]; const char* want; } refused[] = {
         {{"--cp", "3"}, "powers of two"},
         {{"--cp-ulysses", "6"}, "powers of two"},
-        {{"--cp-kind", "star"}, "expected ring, ulysses or 2d"},
+        {{"--cp-kind", "star"}, "expected ring, ulysses, 2d or allgather"},
         {{"--cp", "4", "--cp-ulysses", "8"}, "does not divide --cp 4"},
         {{"--cp-split", "docs"}, "expected zigzag, contiguous or doc"},
         {{"--cp-split", "doc", "--cp-kind", "ulysses"}, "--cp-kind ulysses gives every rank whole sequences"},
+        {{"--cp-kind", "allgather"}, "a framework's (--software framework"},
+        {{"--software", "framework", "--cp-kind", "allgather", "--cp-ulysses", "2"}, "nor --cp-ulysses above 1"},
+        {{"--software", "framework", "--cp-kind", "allgather", "--cp-split", "contiguous"}, "splits each sequence"},
     };
-    for (int i = 0; i < 6; i++) {
-        const char* a[8] = {"--plan", "--model", "llama-tiny"};
+    for (int i = 0; i < 9; i++) {
+        const char* a[10] = {"--plan", "--model", "llama-tiny"};
         int n = 3;
-        for (int j = 0; j < 4 && refused[i].v[j]; j++) a[n++] = refused[i].v[j];
+        for (int j = 0; j < 6 && refused[i].v[j]; j++) a[n++] = refused[i].v[j];
         rc = run_plan_capture(a, n, log);
         char name[64];
         sprintf(name, "cli_rejects_cp_%d", i + 1);

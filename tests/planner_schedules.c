@@ -449,11 +449,62 @@ static void test_cp_work_and_refusals(const PlanResult* r1) {
         dpcp.t_dp_comm, dpcp.mem_optim / GiB, short_seq, ok_seq, no_scaling);
 }
 
+// Llama 3's all-gather context parallelism (Dubey et al. 2024, section 3.3.2; time.h "All-gather") by hand, on
+// test_cp_memory's layout (llama-7b, 32k tokens, tp 1, dp 16, cp 4, ZeRO-1, flash2, 8 micro-batches): a rank's K
+// and V are 8192 tokens x 2 x 4096 = 67108864 values; the forward's all-gather sends 3 of those pieces in bf16,
+// 402653184 B, over NVLink (cp 4 in a node; the software's link_eff) in NCCL's ring, 3 steps: 402653184 / bw +
+// 8.4 us + 3 x the step latency, exposed; the backward's reduce-scatter of dK, dV the same. Per step: 8 micro-
+// batches x 32 layers x 2.
+// Memory: each layer keeps the gathered K and V, 32768 x 2 x 4096 x 2 B, where the ring keeps its own quarter:
+// 402653184 B more a layer, x 32 layers (pp 1: one micro-batch in flight) = 12 GiB; the temporaries: one layer's
+// gathered dK, dV (536870912 B) in place of the ring's buffers. The attention runs 2 kernels (a rank's two
+// chunks), the ring 4 (its blocks), the same FLOPs. Refused: this trainer, a Ulysses degree, unfused attention.
+static void test_cp_allgather(const PlanResult* r1) {
+    DeviceProfile d;
+    profile_builtin("h100-sxm", &d);
+    PlanSetup k = framework_setup(), ag = k;
+    ag.cp_allgather = 1;
+    ModelConfig c = model("llama-7b", 32768);
+    c.dp = 16, c.zero = 1, c.cp = 4;
+    PlanResult ring, all;
+    int rc = plan_predict(&c, &k, 128, 8, &d, &ring) | plan_predict(&c, &ag, 128, 8, &d, &all);
+    Link nv = group_link(&d, 4, 1, 8);
+    double sent = 402653184, one = sent / (d.intra_bw * software_link_eff(&ag, &d)) + 8.4e-6 + 3 * d.intra_latency;
+    check(rc == 0 && nv.nodes == 1 && all.cp_bytes == 8 * 32 * 2 * sent &&
+              close_rel(all.t_cp_comm, 8 * 32 * 2 * one, 1e-12) && all.t_cp_exposed == all.t_cp_comm,
+          "cp_allgather_volume_exposed", "%.0f B a step (want %.0f), %.4f s, exposed %.4f s (want %.4f)", all.cp_bytes,
+          8 * 32 * 2 * sent, all.t_cp_comm, all.t_cp_exposed, 8 * 32 * 2 * one);
+    double more = 32 * 402653184.0, temp = r1->mem_temp / 4 + 536870912;
+    check(fabs(all.mem_act - ring.mem_act - more) < 1 && fabs(all.mem_temp - temp) < 1,
+          "cp_allgather_keeps_gathered_kv",
+          "activations %.0f B over the ring's (want %.0f), temporaries %.0f (want %.0f)",
+          all.mem_act - ring.mem_act, more, all.mem_temp, temp);
+    DeviceProfile dq = d;
+    dq.comm_interference = 0;
+    Link fast = {1e30, 0, 0, 0, 0};
+    LayerTime a4 = layer_time(&c, 1, 1, 0, 4, 1, &k, &dq, fast, fast, fast),
+              g4 = layer_time(&c, 1, 1, 0, 4, 1, &ag, &dq, fast, fast, fast);
+    check(close_rel(g4.attn_fwd - g4.cp.fwd - 2 * dq.op_latency, a4.attn_fwd - 4 * dq.op_latency, 1e-12) &&
+              close_rel(g4.cp.fwd, 8.4e-6, 1e-9) && a4.cp.fwd == 0,
+          "cp_allgather_same_attention_work", "attention forward all-gather %.4f ms (its gather %.4f ms), ring %.4f ms",
+          1e3 * g4.attn_fwd, 1e3 * g4.cp.fwd, 1e3 * a4.attn_fwd);
+    PlanResult r;
+    PlanSetup own = plan_setup_default(), torch = ag;
+    own.cp_allgather = 1, torch.attention = ATTN_TORCH;
+    int no_own = plan_predict(&c, &own, 128, 8, &d, &r) == -1 && strstr(r.invalid, "not this trainer's");
+    int no_torch = plan_predict(&c, &torch, 128, 8, &d, &r) == -1 && strstr(r.invalid, "flash kernel");
+    c.cp_ulysses = 2;
+    int no_u = plan_predict(&c, &ag, 128, 8, &d, &r) == -1 && strstr(r.invalid, "no Ulysses degree");
+    check(no_own && no_torch && no_u, "cp_allgather_refusals", "trainer %d, torch attention %d, Ulysses 2 %d", no_own,
+          no_torch, no_u);
+}
+
 static void test_context_parallel(void) {
     PlanResult r1;
     test_cp_memory(&r1);
     test_cp_exchanges();
     test_cp_work_and_refusals(&r1);
+    test_cp_allgather(&r1);
 }
 
 static void test_invalid_layouts(void) {

@@ -140,6 +140,7 @@ int main(void) {
     test_runs_grad_dtype();
     test_runs_mlp();
     test_runs_pp_split();
+    test_runs_cp_kind();
     test_runs_dropout();
     test_cli_pp_split_ends();
     test_grad_reduce_other_software();

@@ -420,12 +420,14 @@ static void plan_print_profile(const DeviceProfile* d, const PlanSetup* k, int g
     // the rates the software's kernels run at (plan_predict_ex): this trainer's own, or a framework's
     if (k->own_kernels)
         snprintf(kernels, sizeof(kernels), "matmul eff %.2f (+%.0f us), attention eff %.3f (this trainer's kernels)",
-                 sw.matmul_eff, d->matmul_latency * 1e6, d->attn_eff_own);
+                 sw.matmul_eff, d->matmul_latency * 1e6, sw.attn_eff_own);
     else
         snprintf(kernels, sizeof(kernels), "matmul eff %.2f (+%.0f us), attention eff flash2 %.2f flash1 %.2f bmm %.2f",
-                 sw.matmul_eff, d->matmul_latency * 1e6, d->attn_eff_flash2, d->attn_eff_flash1, d->bmm_eff);
-    printf("device %s: %.4g TFLOP/s peak, %s, %.0f GiB (reserve %.1f + %.0f%% of activations), HBM %.0f GB/s x %.2f\n",
-           printable(d->name, name, sizeof(name)), d->peak_flops / 1e12, kernels, d->mem_bytes / GiB,
+                 sw.matmul_eff, d->matmul_latency * 1e6, sw.attn_eff_flash2, sw.attn_eff_flash1, sw.bmm_eff);
+    char clock[64] = "";
+    if (d->tensor_clock != 1) snprintf(clock, sizeof(clock), " at %.3f of its clock (tensor_clock)", d->tensor_clock);
+    printf("device %s: %.4g TFLOP/s peak%s, %s, %.0f GiB (reserve %.1f + %.0f%% of activations), HBM %.0f GB/s x %.2f\n",
+           printable(d->name, name, sizeof(name)), d->peak_flops / 1e12, clock, kernels, d->mem_bytes / GiB,
            d->mem_overhead / GiB, k->alloc_share ? 100 * d->mem_frag : 0.0, d->hbm_bw / 1e9, d->hbm_eff);
     printf(
         "links: %d GPUs/node, intra %.0f GB/s/GPU, %d NICs x %.1f GB/s per node, link eff %.2f (%s; NICs %.2f), "

@@ -24,6 +24,9 @@ typedef struct {
     double attn_eff_flash3;  // the same for Hopper's fused attention (FlashAttention-3, cuDNN's; software.h flash3)
     double attn_eff_own;     // the same for this trainer's own flash kernels (backend/gpu: no wgmma, no TMA)
     double bmm_eff;          // fraction of peak of the batched Q K^T and P V matmuls of unfused attention
+    double tensor_clock;     // the clock the device's power limit sustains under matmuls, over the clock its peak_flops
+                             // is quoted at (1: as quoted); scales every tensor-core rate above, not peak_flops (MFU
+                             // stays against the quoted peak) nor memory-bound ops (predict.h plan_software_device)
     // memory
     double mem_bytes;        // device memory
     double mem_overhead;     // bytes never available: CUDA context, cuBLAS workspace, NCCL buffers
@@ -93,6 +96,7 @@ static void profile_a100(DeviceProfile* d) {
     d->attn_eff_own = 0.132;      // the H200's fraction (below), assumed: not measured on an A100
     d->attn_eff_flash1 = 0.27;    // fit (FlashAttention 1.0.8, head dim 128)
     d->attn_eff_flash3 = 0.52;    // FlashAttention-3 needs Hopper (wgmma, TMA): an A100 runs FA2-class kernels
+    d->tensor_clock = 1;          // the datasheet's peak at the datasheet's power limit (400 W SXM4)
     d->bmm_eff = 0.68;            // unfused attention's batched matmuls: the same tensor-core main loop as the study's
                                   // matmul_eff_scaling (the study is where unfused kernels were measured; the framework
                                   // sources with fused softmax move by <= 0.07 MFU points at 0.743)
@@ -208,14 +212,20 @@ static void profile_jean_zay_a100(DeviceProfile* d) {
 
 // Meta's Grand Teton hosts as torchtitan benchmarked them (pytorch/torchtitan benchmarks/
 // llama3_h100_202412_torchtitan.md): 8 H100 with 96 GB of HBM2e at 2.4 TB/s, NVLink between them,
-// 400 Gb/s of RDMA per GPU, at the default 500 W power limit. Its peak is "between SXM and NVL" and
-// not known (the page computes MFU against the SXM's); the SXM's rates are kept, so its runs are
-// predicted as if on an SXM at full power (an upper bound).
+// 400 Gb/s of RDMA per GPU, at the default 500 W power limit: "the actual peak TFLOPs number is between
+// SXM and NVL, and we don't know its exact value" (the page computes MFU against the SXM's, as the
+// rows do). The clock at 500 W from NVIDIA's H100 datasheet, whose two parts have the same 132 SMs:
+// SXM 989 dense BF16 TFLOP/s at up to 700 W, NVL 835.5 at 350-400 W (1,671 with sparsity): 1830 and
+// 1545 MHz of tensor clock. Between the two, linear in power: 835.5 + (989 - 835.5) x (500 - 400) /
+// (700 - 400) = 886.8 TFLOP/s, 0.896 of the SXM's (a clock cubic in power, dynamic power ~ f V^2 with V
+// ~ f, gives (500 / 700)^(1/3) = 0.894; it puts the NVL at 0.830, the datasheet 0.845). Memory and
+// links keep their rates: the power limit lowers the SMs' clock, not HBM's nor NVLink's.
 static void profile_grand_teton_h100(DeviceProfile* d) {
     profile_h100(d);
     snprintf(d->name, sizeof(d->name), "grand-teton-h100");
     d->mem_bytes = 96e9;
     d->hbm_bw = 2.4e12;
+    d->tensor_clock = (835.5 + (989.0 - 835.5) * (500.0 - 400.0) / (700.0 - 400.0)) / 989.0;  // 0.8967
 }
 
 // AWS's A100 and H100 instances, whose fabric is EFA (Elastic Fabric Adapter, 100 Gb/s per device), not
@@ -332,6 +342,7 @@ static const ProfileKey PROFILE_KEYS[] = {
     PKEY("attn_eff_flash3", attn_eff_flash3, 0, 1, 1e-3, 1, "fraction of peak of Hopper's fused attention (FA3)"),
     PKEY("attn_eff_own", attn_eff_own, 0, 1, 1e-3, 1, "fraction of peak of this trainer's flash kernels"),
     PKEY("bmm_eff", bmm_eff, 0, 1, 1e-3, 1, "fraction of peak of unfused attention's batched matmuls"),
+    PKEY("tensor_clock", tensor_clock, 0, 1, 1e-3, 2, "sustained clock over the peak's (a power limit's)"),
     PKEY("mem_gib", mem_bytes, 0, GiB, 1e-6, 1e6, "device memory, GiB"),
     PKEY("mem_overhead_gib", mem_overhead, 0, GiB, 0, 1e6, "unusable memory, GiB"),
     PKEY("mem_frag", mem_frag, 0, 1, 0, 1, "fraction of activations lost to fragmentation"),

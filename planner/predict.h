@@ -711,12 +711,16 @@ static void plan_throughput(const ModelConfig* c, const DeviceProfile* d, int gl
 // The matmuls run at the software's rate: this trainer's own cuBLASLt calls were measured
 // (matmul_eff_own), the layouts study's codebase's was fitted to its runs (matmul_eff_scaling), a
 // framework's is the device's matmul_eff. The gradients are the software's own precision where it
-// has one (this trainer's fp32), else the device's.
+// has one (this trainer's fp32), else the device's. Every tensor-core rate runs at the clock the device's
+// power limit sustains (tensor_clock; the memory-bound ops, HBM's, are not the SMs' clock).
 static DeviceProfile plan_software_device(const PlanSetup* k, const DeviceProfile* dev) {
     DeviceProfile d = *dev;
     if (k->own_kernels) d.matmul_eff = dev->matmul_eff_own;
     else if (k->matmul_scaling) d.matmul_eff = dev->matmul_eff_scaling;
     if (k->grad_bytes) d.grad_bytes = k->grad_bytes;
+    double* rates[] = {&d.matmul_eff, &d.attn_eff_flash1, &d.attn_eff_flash2, &d.attn_eff_flash3, &d.attn_eff_own,
+                       &d.bmm_eff};
+    for (int i = 0; i < (int)(sizeof(rates) / sizeof(rates[0])); i++) *rates[i] *= dev->tensor_clock;
     return d;
 }
 

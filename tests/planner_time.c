@@ -210,6 +210,37 @@ static void test_framework_rates_measured(void) {
           software_nccl_interference(&sw[SOFTWARE_TRAINER], &a));
 }
 
+// A power limit below the datasheet's (device.h tensor_clock; predict.h plan_software_device): grand-teton-h100's H100s
+// run at 500 W, NVIDIA's datasheet quotes 989 dense BF16 TFLOP/s for the SXM at 700 W and 835.5 for the NVL (the same
+// 132 SMs) at 400 W; linear in power, (835.5 + 153.5 x 100 / 300) / 989 = 886.667 / 989 = 0.896528 of the clock. A
+// framework's 8192^3 matmul there: 2 x 8192^3 / (989e12 x 0.634 x 0.896528 x fill 0.955238 (split-K 2: 8192 tiles in
+// 63 waves of 132, 0.985089, x 4096 / 4224)) + 2 us = 2.049570 ms (536.46 TFLOP/s); the SXM's at 700 W 1.837705 ms
+// (598.31). Every tensor-core rate scales (attention, bmm), not the peak MFU is quoted against, nor HBM's ops.
+static void test_power_limited_clock(void) {
+    DeviceProfile gt, sxm;
+    profile_builtin("grand-teton-h100", &gt), profile_builtin("h100-sxm", &sxm);
+    PlanSetup k = plan_setup_for(SOFTWARE_FRAMEWORK);
+    DeviceProfile g = plan_software_device(&k, &gt), s = plan_software_device(&k, &sxm);
+    double n = 8192, tg = matmul_time(&g, n, n, n, 1), ts = matmul_time(&s, n, n, n, 1);
+    check(fabs(gt.tensor_clock - 0.896528) < 1e-6 && sxm.tensor_clock == 1 && fabs(tg - 2.049570e-3) < 1e-9 &&
+              fabs(ts - 1.837705e-3) < 1e-9,
+          "power_limited_clock_matmul", "clock %.6f (want 0.896528); 8192^3 %.6f ms (want 2.049570), SXM %.6f (1.837705)",
+          gt.tensor_clock, tg * 1e3, ts * 1e3);
+    DeviceProfile full = gt;
+    full.tensor_clock = 1;
+    DeviceProfile f = plan_software_device(&k, &full);
+    check(g.peak_flops == 989e12 && fabs(g.attn_eff_flash2 - 0.35 * 0.896528) < 1e-6 &&
+              fabs(g.bmm_eff / f.bmm_eff - gt.tensor_clock) < 1e-12 &&
+              elementwise_time(&g, 1e9) == elementwise_time(&f, 1e9),
+          "power_limited_clock_scope", "peak %.0f TFLOP/s kept, flash2 %.6f, bmm x %.6f, HBM op %.6f ms either way",
+          g.peak_flops / 1e12, g.attn_eff_flash2, g.bmm_eff / f.bmm_eff, elementwise_time(&g, 1e9) * 1e3);
+    char err[256];
+    DeviceProfile set = sxm;
+    int rc = profile_set(&set, "tensor_clock", "0.5", err, sizeof(err));
+    check(rc == 0 && set.tensor_clock == 0.5 && profile_set(&set, "tensor_clock", "0", err, sizeof(err)) == -1,
+          "power_limited_clock_key", "tensor_clock = 0.5 read, 0 refused");
+}
+
 // ZeRO-3 / FSDP over whole nodes without model parallelism (predict.h plan_links, time.h group_link_nested,
 // dp_gather_time): NCCL's ring enters and leaves each node once per channel, its channels spread over the
 // node's NICs, so the ring's bus bandwidth across nodes is the node's NICs together (8 x 25 GB/s x nic_eff 0.8 =

@@ -122,6 +122,7 @@ int main(void) {
     test_h100_largest_matmul();
     test_h100_gemm_shapes_published();
     test_framework_rates_measured();
+    test_power_limited_clock();
     test_h200_trainer_steps();
     test_trainer_fp32_grads();
     test_trainer_dp_per_layer();

@@ -81,6 +81,10 @@ typedef struct {
                              // returns its input); 0: Korthikanti's masks after attention, its projection and fc2
     int loss_fused;          // 1: a fused cross-entropy (flash-attn's xentropy) that keeps the logits in the
                              // training dtype and writes their gradient in it; 0: fp32 framework ops
+    int loss_softmax_inplace;  // 1: Megatron-core's vocab_parallel_cross_entropy (tensor_parallel/cross_entropy.py at
+                               // Megatron-LM f2e5db40): the fp32 copy of the logits made a softmax in place, pass by
+                               // pass (max, subtract, exp, sum, divide: kept for the backward; loss_bytes); 0: torch's
+                               // log-softmax
     int alloc_share;  // 1: the device's mem_frag of the activations on top of the counted tensors: a share fitted
                       // to the layouts study's out-of-memory boundaries, so the Scaling codebase's (what it holds
                       // beyond Korthikanti's count, allocator and autograd alike); 0: the counted tensors alone
@@ -163,7 +167,8 @@ static PlanSetup plan_setup_for(int software) {
     if (software == SOFTWARE_DEEPSPEED2021) s.zero3_layer_prefetch = 0, s.zero3_param_sync = 1;
     // the share was fitted on the Scaling codebase's runs: its own, not the device's (dev/PLANNER.md)
     if (software == SOFTWARE_SCALING) s.alloc_share = 1, s.matmul_scaling = 1, s.scaling_options = 1;
-    if (software == SOFTWARE_MEGATRON) s.tp_comm_overlap = 1, s.dp_overlap_chunked = 1, s.swiglu_fused = 1;
+    if (software == SOFTWARE_MEGATRON)
+        s.tp_comm_overlap = 1, s.dp_overlap_chunked = 1, s.swiglu_fused = 1, s.loss_softmax_inplace = 1;
     if (software == SOFTWARE_FOUNDRY) s.no_dropout = 1, s.loss_fused = 1;
     return s;
 }
@@ -237,6 +242,8 @@ static const char* attn_names_joined(char* out, size_t out_len, const char* sep)
 //                         bwd to() e+4, softmax bwd 12, to(dtype) 4+e: 2e + 20
 //   cross-entropy         fwd logits to fp32 e+4, max 4, sum of exp 4, log-softmax 8: e + 20
 //                         bwd softmax - one-hot 8, to(dtype) 4+e: e + 12
+//   Megatron's            fwd logits to fp32 e+4, max 4, subtract the max in place 8, exp in place 8, sum 4,
+//   (loss_softmax_inplace)    divide by the sum in place 8: e + 36   bwd (the same) e + 12
 static double norm_bytes(int rms_kernel, double e, int backward) {
     if (rms_kernel) return backward ? 3 * e : 2 * e;
     return (backward ? 2 : 1) * (4 * e + 24);
@@ -246,7 +253,7 @@ static double norm_bytes(int rms_kernel, double e, int backward) {
 // and writes the gradient once (dev/RESULTS.md: N 8192, V 50304 in 0.917 ms on the H200).
 static double loss_bytes(const PlanSetup* k, double e, int backward) {
     if (k->own_kernels) return backward ? 0 : 4 * e;
-    return backward ? e + 12 : e + 20;
+    return backward ? e + 12 : k->loss_softmax_inplace ? e + 36 : e + 20;
 }
 static double softmax_bytes(int attention, double e, int backward) {
     if (attention == ATTN_TORCH) return backward ? 2 * e + 20 : 4 * e + 8;

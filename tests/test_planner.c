@@ -103,6 +103,7 @@ int main(void) {
     test_nccl_latency_and_algorithm();
     test_megatron_tp_comm_overlap();
     test_dropout_time();
+    test_megatron_loss_bytes();
     test_megatron_dp_chunked();
     test_megatron_dp_interleaved();
     test_attention_flash3();

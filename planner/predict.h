@@ -474,23 +474,34 @@ static double dp_layers_exposed(const ModelConfig* c, double ci, const PlanChunk
 // zeroed (torch.zeros: S e written), NCCL's ring, then PyTorch's list all_gather (ProcessGroupNCCL::allgather)
 // copies each of the n ranks' chunks out of its flat buffer, one copy kernel each (2 S e read and written). A
 // gradient's reduce-scatter (_reduce_scatter_gradient) passes a list of n chunks, which PyTorch copies into a flat
-// buffer first: the same n copies, no zeroing. Between the torch.cuda.synchronize() and the all_gather a gather's
-// Python loop makes one view per rank (flat_tensor.narrow) with the device idle: n PyTorch calls on the host, exposed.
+// buffer first: the same n copies, no zeroing, after stage3.py average_tensor has divided the whole gradient by the
+// group's size in place (tensor.div_ on each tensor of its list, v0.3.13-v0.5.x: S e read and written). That is the
+// contiguous-gradients path, which every published ZeRO-3 configuration of 2021 sets (docs/_tutorials/zero.md at
+// v0.3.13 and v0.3.16): a weight over reduce_bucket_size (3e6 and 1e7 there) is reduced on its own as
+// extra_large_param_to_reduce, the small tensors share the contiguous buffer. Between the torch.cuda.synchronize()
+// and the all_gather a gather's Python loop makes one view per rank (flat_tensor.narrow) with the device idle: n
+// PyTorch calls on the host, exposed.
 // (A reduce-scatter's loop, param.grad.view(-1).narrow per rank, runs in the backward's gradient hook while the device
 // still works through the gather and the module's backward queued before it: not counted; nor get_rank's Python.)
 static double ds_tensor_collective(const DeviceProfile* d, int n, double S, double e, int gather, Link l) {
     if (n <= 1) return 0;
     double zeroed = gather ? S * e / (d->hbm_bw * d->hbm_eff) : 0, host = gather ? n * PYTORCH_CALL_S : 0;
-    return zeroed + host + dp_gather_time(n, S * e, 1, l) + n * elementwise_time(d, 2 * S * e / n);
+    double divided = gather ? 0 : elementwise_time(d, 2 * S * e);
+    return zeroed + host + divided + dp_gather_time(n, S * e, 1, l) + n * elementwise_time(d, 2 * S * e / n);
 }
 // Stage st's ZeRO-3 traffic per micro-batch under zero3_param_sync: every partitioned weight tensor gathered before
 // the forward and again before the backward; every tensor's gradient reduce-scattered after it, each its own
 // collective (_reduce_scatter_gradients loops over the bucket's tensors), the small ones kept whole between steps
 // (biases, norms: gathered once a step, not counted) too (e_w, e_g: bytes of a weight and of a reduced gradient).
 // Under full recomputation the backward runs each layer's forward again first (its modules' forward hooks gather
-// them) and then its backward: a tensor is kept between the two only if the modules
-// run in between (the later matmuls of the layer, again and backward: twice their elements; stage3.py
-// _keep_for_later, _distance_in_numel) hold fewer than DS_MAX_REUSE_DISTANCE elements, else gathered a third time.
+// them) and then its backward, and every tensor is gathered a third time for the backward: nothing is kept between
+// the two. From v0.3.14 (#867, 7 April 2021: setup_zero_stage3_hooks registers the step counter's reset on the model
+// after the per-module hooks) the model's own pre-forward hook counts a step before the reset, so each module's step
+// is one behind its place in the recorded trace; stage3.py get_reuse_distance_in_numel then finds no match ("Tracing
+// failed. Cannot tell if the sub_module is reused") and returns 1e12, over stage3_max_reuse_distance, so
+// _keep_for_later releases every module after it runs, and get_params_to_prefetch returns nothing (DeepSpeed #1069,
+// May 2021: "this causes the rest of the step ids in the forward pass to be off by 1, which was causing the
+// prefetches to be skipped"); unchanged to v0.5.10, rewritten in 2022 (#1453).
 // torch.cuda.synchronize() before each gather (DeepSpeed #1188: "the async version is not async at all") waits for
 // all the device's work, the reduce-scatters' stream too: none of it overlaps compute.
 static void zero3_param_sync_time(const ModelConfig* c, const DeviceProfile* d, const PlanChunks* ch, int st, int n,
@@ -501,26 +512,24 @@ static void zero3_param_sync_time(const ModelConfig* c, const DeviceProfile* d, 
         int g = chunk_global(c->schedule, c->pp, st, j);
         layers += ch->layers[g], embed |= ch->has_embed[g], head |= ch->has_head[g];
     }
-    double ag = 0, rs = 0, regather = 0, h = c->d_model;
+    double ag = 0, rs = 0, h = c->d_model;
     for (int i = 0; i < n_mm; i++) {  // a layer's weight matrices, each its own collective (tp slices under tp)
-        double S = mm[i].weight / c->tp, later = 0;  // column- and row-parallel alike slice the weight
+        double S = mm[i].weight / c->tp;  // column- and row-parallel alike slice the weight
         rs += layers * ds_tensor_collective(d, n, S, e_g, 0, l);
         if (c->arch == ARCH_GPT2)  // its bias: split with a column-parallel output, whole with a row-parallel one
             rs += layers * ds_tensor_collective(d, n, mm[i].split ? mm[i].out / c->tp : mm[i].out, e_g, 0, l);
-        if (S < DS_PERSISTENCE_THRESHOLD) continue;
-        for (int j = i + 1; j < n_mm; j++) later += mm[j].weight / c->tp;
-        double one = layers * ds_tensor_collective(d, n, S, e_w, 1, l);
-        ag += one;
-        if (plan_recompute_whole(c->recompute) && 2 * later >= DS_MAX_REUSE_DISTANCE) regather += one;
+        if (S >= DS_PERSISTENCE_THRESHOLD) ag += layers * ds_tensor_collective(d, n, S, e_w, 1, l);
     }
     // the norms' weights (GPT-2: two LayerNorms' weight and bias; LLaMA: two RMSNorm weights), h each
     rs += layers * (c->arch == ARCH_GPT2 ? 4 : 2) * ds_tensor_collective(d, n, h, e_g, 0, l);
-    double ends = chunk_params(c, 0, embed, head, c->tp);  // the embedding (and an untied head): one tensor each
-    int n_ends = embed + (head && (c->arch == ARCH_LLAMA || !embed));
-    if (n_ends > 0 && ends / n_ends >= DS_PERSISTENCE_THRESHOLD)
-        ag += n_ends * ds_tensor_collective(d, n, ends / n_ends, e_w, 1, l),
-            rs += n_ends * ds_tensor_collective(d, n, ends / n_ends, e_g, 0, l);
-    *fwd = ag, *bwd = ag + regather + rs;
+    double again = plan_recompute_whole(c->recompute) ? 2 * ag : ag;  // the layers' gathers in the backward
+    double ends = chunk_params(c, 0, embed, head, c->tp);  // the embedding (and an untied head): one tensor each,
+    int n_ends = embed + (head && (c->arch == ARCH_LLAMA || !embed));  // outside the recomputed layers
+    if (n_ends > 0 && ends / n_ends >= DS_PERSISTENCE_THRESHOLD) {
+        double one = n_ends * ds_tensor_collective(d, n, ends / n_ends, e_w, 1, l);
+        ag += one, again += one, rs += n_ends * ds_tensor_collective(d, n, ends / n_ends, e_g, 0, l);
+    }
+    *fwd = ag, *bwd = again + rs;
 }
 
 // Megatron-core's chunked data-parallel traffic under the interleaved schedule (pp > 1, vpp > 1), read from

@@ -174,11 +174,10 @@ static PlanSetup plan_setup_for(int software) {
 }
 // DeepSpeed's defaults of 2021 (deepspeed/runtime/zero/constants.py at v0.3.16): a tensor below
 // stage3_param_persistence_threshold elements stays whole on every rank; gathered weights are released once
-// stage3_max_live_parameters elements are live (the module being run is fetched regardless); a module's weights are
-// kept after it runs only if the modules run before its next use hold fewer than stage3_max_reuse_distance elements.
+// stage3_max_live_parameters elements are live (the module being run is fetched regardless). (Its
+// stage3_max_reuse_distance, 1e9, never keeps a module from v0.3.14 to v0.5.x: predict.h zero3_param_sync_time.)
 #define DS_PERSISTENCE_THRESHOLD 1e5
 #define DS_MAX_LIVE_PARAMETERS 1e9
-#define DS_MAX_REUSE_DISTANCE 1e9
 // The host's cost of one PyTorch call from Python (argument parsing, the dispatcher, a new TensorImpl): "on the
 // order of 2 us" for torch functions on torch.Tensor objects (PyTorch's benchmarks/overrides_benchmark/README.md, added
 // with pytorch#34645 in March 2020 (PyTorch 1.5): bench.py times torch.add of two one-element tensors, the minimum over

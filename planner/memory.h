@@ -389,6 +389,33 @@ static const long* pipe_layers_held(const ModelConfig* c, int m, const int* laye
     return e->held;
 }
 
+// A framework's peak of activations and gradients together on stage st where a chunk's gradients exist only from
+// its first backward on (PlanSetup grads_lazy), walking the stage's op list: a forward adds its chunk's layers x
+// act_layer, a chunk's first backward its gradients (grad[j] bytes for local chunk j, kept to the step's end), then
+// a backward frees its pair's activations. Under the interleaved schedule with m = pp every forward runs before the
+// first backward, so the peak holds one chunk's gradients, not the stage's; with more micro-batches the steady
+// state reaches every chunk's backward while the pairs in flight stay at their peak. Returns the peak; *act_at,
+// *grad_at: its parts.
+static double pipe_peak_lazy_grads(const ModelConfig* c, int m, int st, const int* layers, double act_layer,
+                                   const double* grad, double* act_at, double* grad_at) {
+    int pp = c->pp, vpp = c->vpp;
+    PipeOp* ops = (PipeOp*)xmalloc(sizeof(PipeOp) * schedule_max_ops(m, vpp));
+    int n = schedule_build(c->schedule, st, pp, vpp, m, NULL, ops), *seen = (int*)xcalloc(vpp, sizeof(int));
+    double act = 0, grads = 0, peak = 0;
+    *act_at = *grad_at = 0;
+    for (int i = 0; i < n; i++) {
+        int j = ops[i].chunk, fwd = ops[i].kind == OP_FWD, bwd = ops[i].kind == OP_BWD;
+        double pair = layers[chunk_global(c->schedule, pp, st, j)] * act_layer;
+        if (!fwd && !bwd) continue;
+        if (fwd) act += pair;
+        if (bwd && !seen[j]) seen[j] = 1, grads += grad[j];
+        if (act + grads > peak) peak = act + grads, *act_at = act, *grad_at = grads;
+        if (bwd) act -= pair;
+    }
+    free(ops), free(seen);
+    return peak;
+}
+
 // This trainer's activation memory on stage st: the buffers its build allocates, from the
 // same lists (layout/activations.h): the shared scratch (with the CPU build's norm scratch;
 // the GPU build carves every buffer on 256 bytes, and sizes its attention backward's dQ

@@ -281,6 +281,22 @@ static double cp_buffer_bytes(const ModelConfig* c, const PlanSetup* k, double e
         .bytes;
 }
 
+// grads_lazy (a framework's gradients created at each chunk's first backward): the activations at stage st's peak of
+// activations and gradients together (memory.h pipe_peak_lazy_grads), the gradients then in *grads; gb: bytes of a
+// gradient per parameter (the states' share, sharded or not).
+static double plan_lazy_grads(const ModelConfig* c, const PlanChunks* ch, int st, double gb, int m, double act_layer,
+                              double* grads) {
+    double* grad = (double*)xmalloc(sizeof(double) * c->vpp);
+    for (int j = 0; j < c->vpp; j++) {
+        int g = chunk_global(c->schedule, c->pp, st, j);
+        grad[j] = chunk_params(c, ch->layers[g], ch->has_embed[g], ch->has_head[g], c->tp) * gb;
+    }
+    double act;
+    pipe_peak_lazy_grads(c, m, st, ch->layers, act_layer, grad, &act, grads);
+    free(grad);
+    return act;
+}
+
 // Memory per GPU of every stage; the worst one's goes into r (and r->fits). Also fills the
 // stages' times and parameters in ch.
 static void plan_memory(const ModelConfig* c, const PlanSetup* k, const DeviceProfile* d, PlanChunks* ch,
@@ -345,6 +361,7 @@ static void plan_memory(const ModelConfig* c, const PlanSetup* k, const DevicePr
         ch->stage_params[st] = p;
         int in_flight = offload_in_flight(c, pc->peaks[2 * st]), w_pending = pc->peaks[2 * st + 1];
         double w_in, act, temp, reserve, host_act;  // host_act: the activations --offload activations moves
+        double grads = p * gb;  // the gradients held at the stage's peak: all of them, but under grads_lazy
         if (k->own_buffers) {
             // this trainer: its buffers as allocated (its logits are the head's buffers, its
             // attention keeps no T x T scores), cp's with them; once allocated they stay:
@@ -369,16 +386,18 @@ static void plan_memory(const ModelConfig* c, const PlanSetup* k, const DevicePr
                 layers_held = (double)pipe_layers_held(c, m, ch->layers)[st];
             act = layers_held * act_layer + w_in;
             host_act = (pc->peaks[2 * st] - in_flight) * max_layers * act_layer;
+            if (k->grads_lazy && !w_pending && !c->pp_split && !(c->offload & OFFLOAD_ACTIVATIONS))
+                act = plan_lazy_grads(c, ch, st, gb, m, act_layer, &grads);
             double peak_temp = stage_head && loss_temp > layer_temp ? loss_temp : layer_temp;
             temp = peak_temp + cp_buf + zero3_buf;
             reserve = d->mem_overhead + (k->alloc_share ? d->mem_frag : 0) * act;
         }
-        double total = p * (wb + gb + ob) + act + temp + reserve;
+        double total = p * (wb + ob) + grads + act + temp + reserve;
         ch->stage_mem[st] = total;
         if (act > r->mem_act_max) r->mem_act_max = act;
         if (total > r->mem_total) {
             r->mem_total = total, r->worst_stage = st, r->in_flight = in_flight, r->w_pending = w_pending;
-            r->mem_weights = p * wb, r->mem_grads = p * gb, r->mem_optim = p * ob;
+            r->mem_weights = p * wb, r->mem_grads = grads, r->mem_optim = p * ob;
             r->mem_act = act, r->mem_w_inputs = w_in, r->mem_temp = temp, r->mem_overhead = reserve;
         }
         double host = p * host_per_param + host_act;

@@ -26,14 +26,16 @@ static const int RUN_COL_INT[N_RUN_COLS] = {0, 1, 1, 1, 1, 0, 1, 1, 1, 1, 1, 0, 
 // Llama 3's "FP32 gradient accumulation"), dropout (the probability a framework's GPT trained at: 0 keeps no masks
 // and runs no dropout kernels; empty or absent: --dropout's, else the software's: software.h software_set_dropout),
 // cp_kind (ring|ulysses|2d, checked against cp_ulysses, or allgather: Llama 3's all-gather context parallelism, a
-// framework's, with cp_ulysses 1; empty or absent: what cp_ulysses gives).
+// framework's, with cp_ulysses 1; empty or absent: what cp_ulysses gives), grad_alloc (upfront|lazy: a framework's
+// gradients allocated before the step, or each chunk's at its first backward, PyTorch autograd's and FSDP's;
+// empty or absent: upfront).
 // Columns that name a setting the planner does not model are refused, so a row is never predicted as another
 // layout than the one that ran.
 enum { RO_VPP, RO_CP, RO_CP_ULYSSES, RO_OFFLOAD, RO_OFFLOAD_FRAMES, RO_REDUCE_DTYPE, RO_MLP, RO_PP_SPLIT,
-       RO_GRAD_DTYPE, RO_DROPOUT, RO_CP_KIND, N_RUN_OPT };
+       RO_GRAD_DTYPE, RO_DROPOUT, RO_CP_KIND, RO_GRAD_ALLOC, N_RUN_OPT };
 static const char* const RUN_OPT_COLS[N_RUN_OPT] = {"vpp",          "cp",           "cp_ulysses", "offload",
                                                     "offload_frames", "reduce_dtype", "mlp",        "pp_split",
-                                                    "grad_dtype",   "dropout",      "cp_kind"};
+                                                    "grad_dtype",   "dropout",      "cp_kind",    "grad_alloc"};
 static const char* const RUN_UNMODELLED[] = {"ep", "expert_parallel", "moe_experts", "cp_split",
                                              "context_parallel_algo", "fsdp", "hsdp", "offload_dir", "cpu_offload"};
 
@@ -202,6 +204,22 @@ static int run_cp_kind(const char* v, const ModelConfig* c, PlanSetup* k, char* 
     return 0;
 }
 
+// A row's grad_alloc column: upfront (the states' count), or lazy: each chunk's gradients from its first backward
+// (software.h grads_lazy), a framework's. Returns 0, or -1 with err set.
+static int run_grad_alloc(const char* v, PlanSetup* k, char* err, size_t err_len) {
+    if (!strcmp(v, "upfront")) return 0;
+    if (k->own_buffers) {
+        snprintf(err, err_len, "grad_alloc %s: this trainer allocates its gradients before the step", v);
+        return -1;
+    }
+    if (strcmp(v, "lazy")) {
+        snprintf(err, err_len, "unknown grad_alloc '%s' (upfront, lazy)", v);
+        return -1;
+    }
+    k->grads_lazy = 1;
+    return 0;
+}
+
 // Predict one row (opt: its optional columns' fields, NULL where absent). Returns 0 with *r filled, or -1
 // with the reason in err. Every number is range-checked (the trainer's ranges, args.h) and
 // every product computed in 64 bits before the schedule code sees it.
@@ -322,6 +340,7 @@ static int plan_run_row(const int* shape, int mlp, const PlanSetup* setup, const
     if (opt[RO_DROPOUT] && opt[RO_DROPOUT][0] && software_set_dropout(&k, opt[RO_DROPOUT], err, err_len)) return -1;
     const char* kind = opt[RO_CP_KIND];
     if (kind && kind[0] && run_cp_kind(kind, c, &k, err, err_len)) return -1;
+    if (opt[RO_GRAD_ALLOC] && opt[RO_GRAD_ALLOC][0] && run_grad_alloc(opt[RO_GRAD_ALLOC], &k, err, err_len)) return -1;
     const char* split = opt[RO_PP_SPLIT];
     if (split && split[0]) {
         if (strcmp(split, "even") && strcmp(split, "auto") && strcmp(split, "ends")) {
@@ -380,8 +399,8 @@ static int plan_runs(const char* path, const char* csv_path, const int* shape, i
         for (int j = 0; j < n_cols; j++)
             if (!strcmp(names[j], RUN_UNMODELLED[k]))
                 fail("--runs %s: column '%s' names a setting the planner does not model (it reads cp, cp_ulysses, "
-                     "cp_kind, offload, offload_frames, reduce_dtype, grad_dtype, mlp, pp_split, dropout, vpp beside "
-                     "the required ones): remove it to predict the rows without it",
+                     "cp_kind, offload, offload_frames, reduce_dtype, grad_dtype, grad_alloc, mlp, pp_split, dropout, "
+                     "vpp beside the required ones): remove it to predict the rows without it",
                      path, names[j]);
     char*** rows = NULL;  // rows[i][j]: field j of run i, in in.text
     int n_rows = 0, row_cap = 0, n;

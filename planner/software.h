@@ -62,6 +62,11 @@ typedef struct {
     int dp_after_backward;  // 1: gradients are reduced after the whole backward (in the optimizer step);
                             // 0: the reduction overlaps the backward (dp_overlap of the device)
     int context_parallel;   // 1: it can split sequences over cp ranks (this trainer); 0: cp 1 only
+    int grads_lazy;         // 1: a chunk's gradients exist from its first backward on (PyTorch autograd creates a
+                            // parameter's .grad the first time a backward computes it; FSDP its unsharded gradient
+                            // likewise), kept to the step's reduction (memory.h pipe_peak_lazy_grads; a --runs row's
+                            // grad_alloc lazy); 0: allocated before the step (Megatron-core's contiguous grad buffer,
+                            // this trainer's), counted with the model states
     int cp_allgather;       // 1: its context parallelism is Llama 3's (Dubey et al. 2024, section 3.3.2): K and V
                             // all-gathered over cp, then the attention of the rank's own queries, nothing overlapped
                             // (time.h cp_layer_time; --cp-kind allgather, a --runs row's cp_kind); 0: ring, Ulysses

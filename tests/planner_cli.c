@@ -270,6 +270,26 @@ static void test_runs_cp_kind(void) {
     free(m1), free(m2), free(m3);
 }
 
+// --runs' grad_alloc column: LLaMA-7B at 4096 tokens on 64 A100s, tp 1 pp 4 vpp 2 (interleaved, 4 layers a chunk),
+// dp 16, 4 micro-batches (= pp: every forward before the first backward): lazy holds one chunk's gradients at the
+// stage's peak, not the stage's (lazy_grads_peak_hand), less memory and the same step; upfront and an empty field
+// are the states' count; another value is the row's error; this trainer refuses lazy.
+static void test_runs_grad_alloc(void) {
+    const char* values[4] = {"2,upfront", "2,lazy", "2,", "2,eager"};
+    const char* row = "llama-7b,4096,64,8,262144,interleaved,1,1,4,16,1,none,flash2,1,0,";
+    double mem[3], step[3], own[3];
+    char *m1, *m2, *m3;
+    int rc = runs_column_values("vpp,grad_alloc", values, NULL, NULL, 18, mem, &m1, row);
+    rc |= runs_column_values("vpp,grad_alloc", values, NULL, NULL, 19, step, &m2, row);
+    int rc_own = runs_column_values("vpp,grad_alloc", values, "--software", "trainer", 19, own, &m3, row);
+    check(rc == 2 && mem[1] < mem[0] && mem[2] == mem[0] && step[1] == step[0] &&
+              strstr(m1, "unknown grad_alloc 'eager' (upfront, lazy)") && rc_own == 2 &&
+              strstr(m3, "grad_alloc lazy: this trainer allocates its gradients before the step"),
+          "runs_grad_alloc_column", "rc %d, memory upfront %.3f lazy %.3f default %.3f GiB, step %.4f / %.4f s; %s; "
+          "trainer rc %d: %s", rc, mem[0], mem[1], mem[2], step[0], step[1], m1, rc_own, m3);
+    free(m1), free(m2), free(m3);
+}
+
 // The dropout column of --runs (and --dropout): GPT-2 124M on 8 A100s, 2048 tokens, the fused softmax: at dropout
 // 0.1 (the framework's default, so also an empty field) the step is longer than at 0 (no attention-dropout kernel,
 // no masks: dropout_time_hand); --dropout 0 makes the empty row 0's; a probability of 1 is that row's error (exit

@@ -122,6 +122,25 @@ static void test_pipeline_ends_cut(void) {
           rc_own, rc_few, r.invalid);
 }
 
+// Gradients created at each chunk's first backward (PlanSetup grads_lazy: PyTorch autograd's .grad, FSDP's unsharded
+// gradient; memory.h pipe_peak_lazy_grads), by hand on stage 0 of pp 4 x vpp 2, 4 layers a chunk, a layer's
+// activations 1 B and a chunk's gradients 10 B. At m 4 (= pp) Megatron's order runs all 8 forwards first (32 B of
+// activations), then chunk 1's backwards: its gradients come at the first (42 B), and when chunk 0's first backward
+// adds its own 4 backwards have freed 16 B (36 B): the peak is 42 where gradients counted before the step give 52. At
+// m 8 the steady state's first backward comes with 11 pairs in flight (44 B + 10) and chunk 0's first backward 4
+// forward-backward pairs later with 11 again (44 + 20 = 64): no saving.
+static void test_lazy_grads(void) {
+    ModelConfig c = model("llama-13b", 0);
+    c.pp = 4, c.vpp = 2, c.schedule = SCHED_INTERLEAVED;
+    int layers[8] = {4, 4, 4, 4, 4, 4, 4, 4};
+    double grad[2] = {10, 10}, act4, grad4, act8, grad8;
+    double p4 = pipe_peak_lazy_grads(&c, 4, 0, layers, 1, grad, &act4, &grad4);
+    double p8 = pipe_peak_lazy_grads(&c, 8, 0, layers, 1, grad, &act8, &grad8);
+    check(p4 == 42 && act4 == 32 && grad4 == 10 && p8 == 64 && act8 == 44 && grad8 == 20, "lazy_grads_peak_hand",
+          "m 4: %.0f B (%.0f activations, %.0f gradients; want 42, 32, 10); m 8: %.0f B (%.0f, %.0f; want 64, 44, 20)",
+          p4, act4, grad4, p8, act8, grad8);
+}
+
 // The zero-bubble schedules (Qi et al. 2024; layout/schedule.h): bubbles against the
 // formulas, the weight pass's memory and time, ZB-V's placement (test_cli_schedules: the
 // search and its --schedule filter).

@@ -130,6 +130,7 @@ int main(void) {
     test_bubble();
     test_interleaved_in_flight();
     test_pipeline_ends_cut();
+    test_lazy_grads();
     test_bubble_definition();
     test_zero_bubble_schedules();
     test_context_parallel();
@@ -143,6 +144,7 @@ int main(void) {
     test_runs_mlp();
     test_runs_pp_split();
     test_runs_cp_kind();
+    test_runs_grad_alloc();
     test_runs_dropout();
     test_cli_pp_split_ends();
     test_grad_reduce_other_software();

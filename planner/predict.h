@@ -706,8 +706,8 @@ static void plan_pipeline_bound(const ModelConfig* c, const DeviceProfile* d, co
 }
 
 // The optimizer step and the step's totals: throughput, MFU and HFU.
-static void plan_throughput(const ModelConfig* c, const DeviceProfile* d, int global_batch, const PlanChunks* ch,
-                            PlanResult* r) {
+static void plan_throughput(const ModelConfig* c, const PlanSetup* k, const DeviceProfile* d, int global_batch,
+                            const PlanChunks* ch, PlanResult* r) {
     // optimizer: AdamW over the local shard, bandwidth-bound: read master, m, v, grad;
     // write master, m, v, weight (+ one read of the gradients for the norm)
     double opt_params = 0;
@@ -716,6 +716,12 @@ static void plan_throughput(const ModelConfig* c, const DeviceProfile* d, int gl
     double master = d->dtype_bytes < 4 ? 4 : 0;
     double opt_bytes = opt_params * ((master + 8 + 2.0 * d->grad_bytes) + (master + 8 + d->dtype_bytes));
     r->t_optim = elementwise_time(d, opt_bytes) + 10 * d->op_latency;
+    // the software's passes over the stage's whole gradient buffer (grad_buffer_passes), in the buffer's dtype; the
+    // 1/dp scaling (a read and a write) only where there is more than one replica
+    double stage_params = opt_params * (c->zero >= 1 ? c->dp * c->cp : 1);
+    double g = k->reduce_bytes ? k->reduce_bytes : d->grad_bytes;
+    int passes = k->grad_buffer_passes - (c->dp * c->cp > 1 ? 0 : 2);
+    if (passes > 0) r->t_optim += elementwise_time(d, passes * g * stage_params);
     if (c->offload & OFFLOAD_OPTIMIZER) r->t_optim = offload_optimizer_time(d, opt_params);
     r->t_optim += offload_activation_time(c, d, r->n_micro, r->n_micro * (ch->stage_fwd[0] + ch->stage_bwd[0]));
 
@@ -837,7 +843,7 @@ static int plan_predict_ex(const ModelConfig* layout_cfg, const PlanSetup* k, in
         plan_dp_time(c, k, d, links.dp, &ch, r);
         if (r->timed) plan_pipeline_time(c, d, links.pp, &ch, r);
         else plan_pipeline_bound(c, d, &ch, r);
-        plan_throughput(c, d, global_batch, &ch, r);
+        plan_throughput(c, k, d, global_batch, &ch, r);
     }
     plan_chunks_free(&ch);
     stage_model_free(&sm);

@@ -86,6 +86,11 @@ typedef struct {
                              // returns its input); 0: Korthikanti's masks after attention, its projection and fc2
     int loss_fused;          // 1: a fused cross-entropy (flash-attn's xentropy) that keeps the logits in the
                              // training dtype and writes their gradient in it; 0: fp32 framework ops
+    int grad_buffer_passes;  // passes Megatron-core's DDP makes each step over its whole gradient buffer beside the
+                             // backward's kernels (distributed/ at f2e5db40): zero_grad_buffer's zero_() (a write), the
+                             // NaN check's norm before each bucket's collective (a read; check_for_nan_in_grad =
+                             // --check-for-nan-in-loss-and-grad, on unless fp16 with a dynamic loss scale) and, over
+                             // dp > 1, the 1/dp scaling in place (a read and a write): 4 (predict.h plan_throughput)
     int loss_softmax_inplace;  // 1: Megatron-core's vocab_parallel_cross_entropy (tensor_parallel/cross_entropy.py at
                                // Megatron-LM f2e5db40): the fp32 copy of the logits made a softmax in place, pass by
                                // pass (max, subtract, exp, sum, divide: kept for the backward; loss_bytes); 0: torch's
@@ -173,7 +178,8 @@ static PlanSetup plan_setup_for(int software) {
     // the share was fitted on the Scaling codebase's runs: its own, not the device's (dev/PLANNER.md)
     if (software == SOFTWARE_SCALING) s.alloc_share = 1, s.matmul_scaling = 1, s.scaling_options = 1;
     if (software == SOFTWARE_MEGATRON)
-        s.tp_comm_overlap = 1, s.dp_overlap_chunked = 1, s.swiglu_fused = 1, s.loss_softmax_inplace = 1;
+        s.tp_comm_overlap = 1, s.dp_overlap_chunked = 1, s.swiglu_fused = 1, s.loss_softmax_inplace = 1,
+        s.grad_buffer_passes = 4;
     if (software == SOFTWARE_FOUNDRY) s.no_dropout = 1, s.loss_fused = 1;
     return s;
 }

@@ -105,6 +105,7 @@ int main(void) {
     test_dropout_time();
     test_megatron_loss_bytes();
     test_megatron_dp_chunked();
+    test_megatron_grad_buffer_passes();
     test_megatron_dp_interleaved();
     test_attention_flash3();
     test_allocator_share();

@@ -498,13 +498,14 @@ static double dp_layers_exposed(const ModelConfig* c, double ci, const PlanChunk
 // contiguous-gradients path, which every published ZeRO-3 configuration of 2021 sets (docs/_tutorials/zero.md at
 // v0.3.13 and v0.3.16): a weight over reduce_bucket_size (3e6 and 1e7 there) is reduced on its own as
 // extra_large_param_to_reduce, the small tensors share the contiguous buffer. Between the torch.cuda.synchronize()
-// and the all_gather a gather's Python loop makes one view per rank (flat_tensor.narrow) with the device idle: n
-// PyTorch calls on the host, exposed.
+// and the all_gather a gather's Python loop makes one view per rank (flat_tensor.narrow) and asks for the rank
+// (get_rank) with the device idle: n turns of DS_GATHER_LOOP_CALLS PyTorch calls on the host, exposed.
 // (A reduce-scatter's loop, param.grad.view(-1).narrow per rank, runs in the backward's gradient hook while the device
-// still works through the gather and the module's backward queued before it: not counted; nor get_rank's Python.)
+// still works through the gather and the module's backward queued before it: not counted.)
 static double ds_tensor_collective(const DeviceProfile* d, int n, double S, double e, int gather, Link l) {
     if (n <= 1) return 0;
-    double zeroed = gather ? S * e / (d->hbm_bw * d->hbm_eff) : 0, host = gather ? n * PYTORCH_CALL_S : 0;
+    double zeroed = gather ? S * e / (d->hbm_bw * d->hbm_eff) : 0;
+    double host = gather ? n * DS_GATHER_LOOP_CALLS * PYTORCH_CALL_S : 0;
     double divided = gather ? 0 : elementwise_time(d, 2 * S * e);
     return zeroed + host + divided + dp_gather_time(n, S * e, 1, l) + n * elementwise_time(d, 2 * S * e / n);
 }

@@ -42,6 +42,9 @@ static void plan_usage(void) {
         "                          deepspeed2021: DeepSpeed's ZeRO-3 of 2021, a synchronized collective per tensor)\n"
         "  --dropout P             a framework's GPT trained at dropout P (default: the software's: Megatron-LM's\n"
         "                          0.1; foundry 0): above 0 its masks are kept and its kernels timed, 0 neither\n"
+        "  --grad-alloc upfront|lazy  a framework's gradients: allocated before the step (default; Megatron-core's\n"
+        "                          buffer, its GEMMs accumulating into it) or each chunk's at its first backward and\n"
+        "                          accumulated by a pass of their own (lazy: PyTorch autograd's, FSDP's)\n"
         "  --grad-reduce fp32|bf16 this trainer's dp all-reduce of the gradient (--zero 0|1; bf16: half the bytes,\n"
         "                          a 32 MiB scratch); under another --software the dtype its gradients are reduced\n"
         "                          in (default bf16; fp32: torchtitan's FSDP2, mixed_precision_reduce)\n"
@@ -216,7 +219,7 @@ static void plan_parse_args(int argc, char** argv, PlanArgs* a) {
     const char *device = "a100-80gb", *device_file = NULL;
     const char* sets[64];
     int n_sets = 0, grad_reduce_bf16 = 0, grad_reduce_given = 0;
-    const char* dropout = NULL;
+    const char *dropout = NULL, *grad_alloc = NULL;
     for (int i = 1; i < argc; i++) {
         if (!strcmp(argv[i], "--plan")) continue;
         if (!strcmp(argv[i], "--help") || !strcmp(argv[i], "-h")) { plan_usage(); exit(stdout_exit_code(0)); }
@@ -285,6 +288,8 @@ static void plan_parse_args(int argc, char** argv, PlanArgs* a) {
             if ((a->mlp = plan_mlp_from_name(v)) < 0) fail("--mlp: expected one of %s, got '%s'", PLAN_MLP_NAMES, v);
         } else if (!strcmp(flag, "--dropout"))
             dropout = v;
+        else if (!strcmp(flag, "--grad-alloc"))
+            grad_alloc = v;
         else if (!strcmp(flag, "--offload-frames"))
             a->offload_frames = plan_int(v, flag, 1, 2);
         else if (!strcmp(flag, "--grad-reduce")) {
@@ -325,6 +330,15 @@ static void plan_parse_args(int argc, char** argv, PlanArgs* a) {
     // framework reduces its gradients in (FSDP2's reduce_dtype; --runs' reduce_dtype column)
     char why[160];
     if (dropout && software_set_dropout(&a->setup, dropout, why, sizeof(why))) fail("--%s", why);
+    if (grad_alloc) {  // (after --software): a runs row's grad_alloc column otherwise
+        int lazy = !strcmp(grad_alloc, "lazy");
+        if (!lazy && strcmp(grad_alloc, "upfront"))
+            fail("--grad-alloc: expected upfront or lazy, got '%s'", grad_alloc);
+        if (lazy && a->setup.own_buffers)
+            fail("--grad-alloc lazy: a framework's gradients (--software framework, foundry, megatron or "
+                 "deepspeed2021); this trainer allocates its own before the step");
+        a->setup.grads_lazy = lazy;
+    }
     if (a->setup.own_buffers) a->setup.grad_reduce_bf16 = grad_reduce_bf16;
     else if (grad_reduce_given) a->setup.reduce_bytes = grad_reduce_bf16 ? 2 : 4;
     DeviceProfile* d = &a->dev;

@@ -269,6 +269,17 @@ static PlanChunks plan_chunks(const ModelConfig* c, const PlanSetup* k, const La
     return ch;
 }
 
+// Where the gradients are autograd's (grads_lazy): each chunk's weight pass adds its accumulation (time.h
+// grad_accumulate_time) over the chunk's parameters on a GPU, their 1/(dp cp) shard under ZeRO 2 and 3
+// (reduce-scattered every micro-batch, accumulated sharded).
+static void plan_grad_accumulate(const ModelConfig* c, const DeviceProfile* d, PlanChunks* ch, int m) {
+    double shard = c->zero >= 2 ? (double)c->dp * c->cp : 1;
+    for (int g = 0; g < ch->n; g++) {
+        double n = chunk_params(c, ch->layers[g], ch->has_embed[g], ch->has_head[g], c->tp) / shard;
+        ch->t_w[g] += grad_accumulate_time(d, n, m);
+    }
+}
+
 // Context parallelism's buffers, shared by the layers: this trainer's (layout/activations.h cp_bufs,
 // which context_parallel.h cp_alloc allocates), with activations of e bytes. Llama 3's all-gather: the
 // gradients of one layer's gathered K and V before their reduce-scatter (the gathered K and V themselves
@@ -836,7 +847,7 @@ static int plan_predict_ex(const ModelConfig* layout_cfg, const PlanSetup* k, in
         }
     }
     PlanChunks ch = plan_chunks(c, k, &lt, &et, r);
-
+    if (k->grads_lazy) plan_grad_accumulate(c, d, &ch, r->n_micro);
     plan_memory(c, k, d, &ch, r);
     r->mem_margin = d->mem_bytes - r->mem_total;
     r->timed = time_oom == PLAN_TIME_ALL || (r->fits && time_oom == PLAN_TIME_FITTING);

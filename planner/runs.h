@@ -204,10 +204,14 @@ static int run_cp_kind(const char* v, const ModelConfig* c, PlanSetup* k, char* 
     return 0;
 }
 
-// A row's grad_alloc column: upfront (the states' count), or lazy: each chunk's gradients from its first backward
-// (software.h grads_lazy), a framework's. Returns 0, or -1 with err set.
+// A row's grad_alloc column (--grad-alloc for them all, cli.h): upfront (the states' count), or lazy: each chunk's
+// gradients from its first backward, accumulated by a pass of their own (software.h grads_lazy), a framework's.
+// Returns 0, or -1 with err set.
 static int run_grad_alloc(const char* v, PlanSetup* k, char* err, size_t err_len) {
-    if (!strcmp(v, "upfront")) return 0;
+    if (!strcmp(v, "upfront")) {
+        k->grads_lazy = 0;
+        return 0;
+    }
     if (k->own_buffers) {
         snprintf(err, err_len, "grad_alloc %s: this trainer allocates its gradients before the step", v);
         return -1;

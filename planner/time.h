@@ -436,6 +436,20 @@ static LayerTime layer_time(const ModelConfig* c, int b, int tp, int sp, int cp,
     return lt;
 }
 
+// Accumulating a framework's gradients over m micro-batches where they are autograd's (PlanSetup grads_lazy):
+// each backward writes a new gradient in the weights' dtype (e bytes, the weight-gradient GEMM's output, in its
+// time), which an elementwise pass adds into the accumulated one of g bytes (torch/distributed/_composable/fsdp/
+// _fsdp_param.py: to_accumulated_grad_if_needed converts the first to the reduce dtype, reading e and writing g,
+// nothing where g = e (autograd keeps the tensor); accumulate_unsharded_grad_if_needed adds each later one, reading
+// e and reading and writing g; autograd's AccumulateGrad likewise adds in place). Megatron-core's contiguous
+// main_grad is accumulated into by the weight-gradient GEMM itself (Transformer Engine's fuse_wgrad_accumulation):
+// no pass (upfront). The time one micro-batch's backward spends on it, on average over the m, for n parameters.
+static double grad_accumulate_time(const DeviceProfile* d, double n_params, int m) {
+    double e = d->dtype_bytes, g = d->grad_bytes;
+    double bytes = ((g != e ? e + g : 0) + (m - 1) * (e + 2 * g)) / m * n_params;
+    return bytes > 0 ? elementwise_time(d, bytes) : 0;
+}
+
 // The pipeline cut: layers, embedding and head of each of the n_chunks global chunks.
 static void chunk_split(const ModelConfig* c, int n_chunks, int split, int* layers, int* has_embed, int* has_head) {
     int L = c->n_layer;

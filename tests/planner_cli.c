@@ -272,8 +272,9 @@ static void test_runs_cp_kind(void) {
 
 // --runs' grad_alloc column: LLaMA-7B at 4096 tokens on 64 A100s, tp 1 pp 4 vpp 2 (interleaved, 4 layers a chunk),
 // dp 16, 4 micro-batches (= pp: every forward before the first backward): lazy holds one chunk's gradients at the
-// stage's peak, not the stage's (lazy_grads_peak_hand), less memory and the same step; upfront and an empty field
-// are the states' count; another value is the row's error; this trainer refuses lazy.
+// stage's peak, not the stage's (lazy_grads_peak_hand), less memory, and accumulates them by a pass of their own, a
+// longer step; upfront and an empty field are the states' count; another value is the row's error; this trainer
+// refuses lazy, and so does --grad-alloc under it.
 static void test_runs_grad_alloc(void) {
     const char* values[4] = {"2,upfront", "2,lazy", "2,", "2,eager"};
     const char* row = "llama-7b,4096,64,8,262144,interleaved,1,1,4,16,1,none,flash2,1,0,";
@@ -282,12 +283,17 @@ static void test_runs_grad_alloc(void) {
     int rc = runs_column_values("vpp,grad_alloc", values, NULL, NULL, 18, mem, &m1, row);
     rc |= runs_column_values("vpp,grad_alloc", values, NULL, NULL, 19, step, &m2, row);
     int rc_own = runs_column_values("vpp,grad_alloc", values, "--software", "trainer", 19, own, &m3, row);
-    check(rc == 2 && mem[1] < mem[0] && mem[2] == mem[0] && step[1] == step[0] &&
+    char log[256];
+    snprintf(log, sizeof(log), "/tmp/test_planner_%d_grad_alloc.log", (int)getpid());
+    const char* flag[] = {"--plan", "--model", "llama-7b", "--grad-alloc", "lazy"};
+    int rc_flag = run_plan_capture(flag, 5, log);
+    check(rc == 2 && mem[1] < mem[0] && mem[2] == mem[0] && step[1] > step[0] && step[2] == step[0] &&
               strstr(m1, "unknown grad_alloc 'eager' (upfront, lazy)") && rc_own == 2 &&
-              strstr(m3, "grad_alloc lazy: this trainer allocates its gradients before the step"),
+              strstr(m3, "grad_alloc lazy: this trainer allocates its gradients before the step") && rc_flag == 1 &&
+              strstr(slurp(log), "--grad-alloc lazy: a framework's gradients"),
           "runs_grad_alloc_column", "rc %d, memory upfront %.3f lazy %.3f default %.3f GiB, step %.4f / %.4f s; %s; "
           "trainer rc %d: %s", rc, mem[0], mem[1], mem[2], step[0], step[1], m1, rc_own, m3);
-    free(m1), free(m2), free(m3);
+    free(m1), free(m2), free(m3), unlink(log);
 }
 
 // The dropout column of --runs (and --dropout): GPT-2 124M on 8 A100s, 2048 tokens, the fused softmax: at dropout

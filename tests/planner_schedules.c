@@ -139,6 +139,25 @@ static void test_lazy_grads(void) {
     check(p4 == 42 && act4 == 32 && grad4 == 10 && p8 == 64 && act8 == 44 && grad8 == 20, "lazy_grads_peak_hand",
           "m 4: %.0f B (%.0f activations, %.0f gradients; want 42, 32, 10); m 8: %.0f B (%.0f, %.0f; want 64, 44, 20)",
           p4, act4, grad4, p8, act8, grad8);
+    // Their accumulation (time.h grad_accumulate_time): LLaMA-7B on one A100 (pp 1, no data parallelism), 8
+    // micro-batches of 2048 tokens, fp32 gradients of bf16 weights: the first backward converts (2 + 4 B a
+    // parameter), the 7 others add (2 + 4 + 4): 9.5 B a parameter a micro-batch on average, 6738415616 parameters
+    // (test_runs_grad_dtype), at HBM's bandwidth x hbm_eff plus one launch; the step is 8 of them longer. In bf16
+    // (autograd keeps the first, adds the others: 2 + 2 + 2) 5.25 B.
+    DeviceProfile d;
+    profile_builtin("a100-80gb", &d);
+    PlanSetup k = plan_setup_for(SOFTWARE_FRAMEWORK), lazy;
+    k.grad_bytes = 4, lazy = k, lazy.grads_lazy = 1;
+    ModelConfig m7 = model("llama-7b", 2048);
+    PlanResult up, lz;
+    int rc = plan_predict(&m7, &k, 8, 8, &d, &up) | plan_predict(&m7, &lazy, 8, 8, &d, &lz);
+    double n = 6738415616.0, bw = d.hbm_bw * d.hbm_eff, want = 8 * (9.5 * n / bw + d.op_latency);
+    DeviceProfile d2 = d;
+    d2.grad_bytes = 2;
+    check(rc == 0 && close_rel(lz.t_pipeline - up.t_pipeline, want, 1e-9) &&
+              close_rel(grad_accumulate_time(&d2, n, 8), 5.25 * n / bw + d.op_latency, 1e-12),
+          "lazy_grads_accumulation_hand", "step %.4f s longer (want %.4f); bf16 %.4f s a micro-batch",
+          lz.t_pipeline - up.t_pipeline, want, grad_accumulate_time(&d2, n, 8));
 }
 
 // The zero-bubble schedules (Qi et al. 2024; layout/schedule.h): bubbles against the

@@ -10,7 +10,8 @@ group's n chunks between its torch.cuda.synchronize() and the all_gather, with t
 
 The planner (planner/software.h DS_GATHER_LOOP_CALLS, PYTORCH_CALL_S) prices one turn of it in torch calls: this
 times the turn against torch.add of two one-element tensors, the call PyTorch's own figure of "on the order of
-2 us" is about (benchmarks/overrides_benchmark), in one alternating run (the ratio, not the absolute time, is what
+2 us" is about (benchmarks/overrides_benchmark), and the reduce-scatter's turn (a view and a narrow per
+rank, _reduce_scatter_gradient), in one alternating run (the ratio, not the absolute time, is what
 carries to another host). A one-process gloo group stands in for the data-parallel group: get_rank looks the group
 up the same way whatever its size. Prints each call's minimum and median over the repeats and the ratios.
 
@@ -59,9 +60,17 @@ def main():
             if i == torch.distributed.get_rank(group=group):
                 pass
 
-    calls = (add, narrow, get_rank, loop_turn)
+    def rs_turn(k):  # one rank's turn of _reduce_scatter_gradient's loop (in the gradient hook; not priced)
+        inputs, numel = [], flat.numel()
+        for i in range(k):
+            start = chunk * (i & 1023)
+            end = start + chunk
+            if start < numel and end <= numel:
+                inputs.append(flat.view(-1).narrow(0, start, chunk))
+
+    calls = (add, narrow, get_rank, loop_turn, rs_turn)
     times = {f.__name__: [] for f in calls}
-    for _ in range(args.repeats):  # alternate, so load on the machine falls on all four alike
+    for _ in range(args.repeats):  # alternate, so load on the machine falls on all of them alike
         for f in calls:
             t0 = time.perf_counter()
             f(args.calls)

@@ -196,8 +196,8 @@ static PlanSetup plan_setup_for(int software) {
 #define PYTORCH_CALL_S 2e-6
 // One rank's turn in the host loop of DeepSpeed's ZeRO-3 gather (partition_parameters.py _allgather_param,
 // v0.3.13-v0.5.x: flat_tensor.narrow, the list's append, torch.distributed.get_rank(group) and the compare), in
-// PYTORCH_CALL_S's calls: 2.7 x torch.add of one-element tensors (narrow 1.58-1.68, get_rank 0.76-0.81; min over
-// 30 x 2000 calls, five alternating runs 2.67-2.75; dev/ds_gather_loop.py, torch 2.15 on this project's 2-core
+// PYTORCH_CALL_S's calls: 2.7 x torch.add of one-element tensors (narrow 1.58-1.68, get_rank 0.76-0.83; min over
+// 30 x 2000 calls, seven alternating runs 2.67-2.83; dev/ds_gather_loop.py, torch 2.15 on this project's 2-core
 // machine: the ratio carried to 2021's host, not the time). Not checked on any data set.
 #define DS_GATHER_LOOP_CALLS 2.7
 

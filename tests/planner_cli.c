@@ -250,6 +250,18 @@ static void test_runs_pp_split(void) {
     free(msg);
 }
 
+// Two optional columns' four values on one row (runs_column_values, the first column's output shifted by the second):
+// the first three rows' memory and step under the framework and their steps under this trainer, with both logs
+// (msg: the framework's, own_msg: the trainer's; the caller frees). rc[0], rc[1]: the exit statuses.
+static void runs_two_columns(const char* columns, const char* const values[4], const char* row, double mem[3],
+                             double step[3], double own[3], char** msg, char** own_msg, int rc[2]) {
+    char* m2;
+    rc[0] = runs_column_values(columns, values, NULL, NULL, 18, mem, msg, row);
+    rc[0] |= runs_column_values(columns, values, NULL, NULL, 19, step, &m2, row);
+    rc[1] = runs_column_values(columns, values, "--software", "trainer", 19, own, own_msg, row);
+    free(m2);
+}
+
 // --runs' cp_kind column: LLaMA-7B at 32k tokens on 64 A100s, cp 4 (tp 1, dp 16, full recomputation): allgather
 // (Llama 3's) exposes its collectives, a longer step than the ring's, which hides its exchanges under the attention
 // (its memory: cp_allgather_keeps_gathered_kv); ring and an empty field are what cp_ulysses 1 gives; ulysses there is
@@ -258,16 +270,15 @@ static void test_runs_cp_kind(void) {
     const char* values[4] = {"4,ring", "4,allgather", "4,", "4,ulysses"};
     const char* row = "llama-7b,32768,64,8,4194304,1f1b,1,1,1,16,1,full,flash2,1,0,";
     double mem[3], step[3], own[3];
-    char *m1, *m2, *m3;
-    int rc = runs_column_values("cp,cp_kind", values, NULL, NULL, 18, mem, &m1, row);
-    rc |= runs_column_values("cp,cp_kind", values, NULL, NULL, 19, step, &m2, row);
-    int rc_own = runs_column_values("cp,cp_kind", values, "--software", "trainer", 19, own, &m3, row);
-    check(rc == 2 && step[1] > step[0] && step[2] == step[0] && mem[2] == mem[0] &&
-              strstr(m1, "cp_kind ulysses: cp 4 with cp_ulysses 1 is ring") && rc_own == 2 && own[1] == 0 &&
+    char *m1, *m3;
+    int rc[2];
+    runs_two_columns("cp,cp_kind", values, row, mem, step, own, &m1, &m3, rc);
+    check(rc[0] == 2 && step[1] > step[0] && step[2] == step[0] && mem[2] == mem[0] &&
+              strstr(m1, "cp_kind ulysses: cp 4 with cp_ulysses 1 is ring") && rc[1] == 2 && own[1] == 0 &&
               strstr(m3, "cp_kind allgather: a framework's"),
           "runs_cp_kind_column", "rc %d, step ring %.4f allgather %.4f default %.4f, memory %.2f / %.2f GiB; %s; "
-          "trainer rc %d: %s", rc, step[0], step[1], step[2], mem[0], mem[1], m1, rc_own, m3);
-    free(m1), free(m2), free(m3);
+          "trainer rc %d: %s", rc[0], step[0], step[1], step[2], mem[0], mem[1], m1, rc[1], m3);
+    free(m1), free(m3);
 }
 
 // --runs' grad_alloc column: LLaMA-7B at 4096 tokens on 64 A100s, tp 1 pp 4 vpp 2 (interleaved, 4 layers a chunk),
@@ -279,21 +290,20 @@ static void test_runs_grad_alloc(void) {
     const char* values[4] = {"2,upfront", "2,lazy", "2,", "2,eager"};
     const char* row = "llama-7b,4096,64,8,262144,interleaved,1,1,4,16,1,none,flash2,1,0,";
     double mem[3], step[3], own[3];
-    char *m1, *m2, *m3;
-    int rc = runs_column_values("vpp,grad_alloc", values, NULL, NULL, 18, mem, &m1, row);
-    rc |= runs_column_values("vpp,grad_alloc", values, NULL, NULL, 19, step, &m2, row);
-    int rc_own = runs_column_values("vpp,grad_alloc", values, "--software", "trainer", 19, own, &m3, row);
+    char *m1, *m3;
+    int rc[2];
+    runs_two_columns("vpp,grad_alloc", values, row, mem, step, own, &m1, &m3, rc);
     char log[256];
     snprintf(log, sizeof(log), "/tmp/test_planner_%d_grad_alloc.log", (int)getpid());
     const char* flag[] = {"--plan", "--model", "llama-7b", "--grad-alloc", "lazy"};
     int rc_flag = run_plan_capture(flag, 5, log);
-    check(rc == 2 && mem[1] < mem[0] && mem[2] == mem[0] && step[1] > step[0] && step[2] == step[0] &&
-              strstr(m1, "unknown grad_alloc 'eager' (upfront, lazy)") && rc_own == 2 &&
+    check(rc[0] == 2 && mem[1] < mem[0] && mem[2] == mem[0] && step[1] > step[0] && step[2] == step[0] &&
+              strstr(m1, "unknown grad_alloc 'eager' (upfront, lazy)") && rc[1] == 2 &&
               strstr(m3, "grad_alloc lazy: this trainer allocates its gradients before the step") && rc_flag == 1 &&
               strstr(slurp(log), "--grad-alloc lazy: a framework's gradients"),
           "runs_grad_alloc_column", "rc %d, memory upfront %.3f lazy %.3f default %.3f GiB, step %.4f / %.4f s; %s; "
-          "trainer rc %d: %s", rc, mem[0], mem[1], mem[2], step[0], step[1], m1, rc_own, m3);
-    free(m1), free(m2), free(m3), unlink(log);
+          "trainer rc %d: %s", rc[0], mem[0], mem[1], mem[2], step[0], step[1], m1, rc[1], m3);
+    free(m1), free(m3), unlink(log);
 }
 
 // The dropout column of --runs (and --dropout): GPT-2 124M on 8 A100s, 2048 tokens, the fused softmax: at dropout

@@ -299,6 +299,10 @@ typedef struct {
     ActCounts* chunks;         // [pp * vpp]: stage s, local chunk j at s * vpp + j
     long* held;                // [pp]: each stage's layers in flight for the chunk sizes hashed in held_key
     unsigned long long held_key;  // (pipe_layers_held; NULL / 0 until asked)
+    long* seen_held;           // [pp * (vpp + 1)]: stage s's most layers in flight while k of its chunks have run a
+                               // backward, at s * (vpp + 1) + k, for the chunk sizes hashed in seen_key
+    int* seen_order;           // [pp * vpp]: the local chunks of stage s in the order of their first backward
+    unsigned long long seen_key;  // (pipe_lazy_summary; NULL / 0 until asked)
 } PipeCounts;
 
 static __thread PipeCounts pipe_counts_kept[PIPE_COUNTS_KEPT];  // per thread: a search predicts on all cores
@@ -307,7 +311,7 @@ static __thread PipeCounts pipe_counts_kept[PIPE_COUNTS_KEPT];  // per thread: a
 static void pipe_counts_release(void) {
     for (int i = 0; i < PIPE_COUNTS_KEPT; i++) {
         PipeCounts* e = &pipe_counts_kept[i];
-        free(e->peaks), free(e->chunks), free(e->t_build), free(e->held);
+        free(e->peaks), free(e->chunks), free(e->t_build), free(e->held), free(e->seen_held), free(e->seen_order);
         memset(e, 0, sizeof(*e));
     }
 }
@@ -334,8 +338,8 @@ static const PipeCounts* pipe_counts(const ModelConfig* c, int m) {
         memcmp(e->t_build, t_build, sizeof(double) * n_t)) {
         PipeOp** lists = (PipeOp**)xmalloc(sizeof(PipeOp*) * pp);
         int* n_ops = (int*)xmalloc(sizeof(int) * pp);
-        free(e->peaks), free(e->chunks), free(e->t_build), free(e->held);
-        e->held = NULL, e->held_key = 0;
+        free(e->peaks), free(e->chunks), free(e->t_build), free(e->held), free(e->seen_held), free(e->seen_order);
+        e->held = NULL, e->held_key = 0, e->seen_held = NULL, e->seen_order = NULL, e->seen_key = 0;
         e->peaks = (int*)xmalloc(sizeof(int) * 2 * pp);
         e->chunks = (ActCounts*)xmalloc(sizeof(ActCounts) * pp * vpp);
         for (int s = 0; s < pp; s++) {
@@ -361,6 +365,13 @@ static const PipeCounts* pipe_counts(const ModelConfig* c, int m) {
     return e;
 }
 
+// A chunk cut's hash (the key of pipe_layers_held's and pipe_lazy_summary's kept results; never 0).
+static unsigned long long pipe_cut_key(const int* layers, int n) {
+    unsigned long long key = 1469598103934665603ull;
+    for (int g = 0; g < n; g++) key = (key ^ (unsigned)layers[g]) * 1099511628211ull;
+    return key | 1;
+}
+
 // The most layers' activations each stage of a framework holds at once with m micro-batches under the
 // interleaved schedule, for chunks of different sizes (layers[g]: global chunk g's layers): each
 // (micro-batch, chunk) pair keeps its chunk's layers from its forward to its backward, the peak taken
@@ -371,9 +382,7 @@ static const PipeCounts* pipe_counts(const ModelConfig* c, int m) {
 static const long* pipe_layers_held(const ModelConfig* c, int m, const int* layers) {
     int pp = c->pp, vpp = c->vpp;
     PipeCounts* e = (PipeCounts*)pipe_counts(c, m);
-    unsigned long long key = 1469598103934665603ull;
-    for (int g = 0; g < pp * vpp; g++) key = (key ^ (unsigned)layers[g]) * 1099511628211ull;
-    key |= 1;
+    unsigned long long key = pipe_cut_key(layers, pp * vpp);
     if (e->held && e->held_key == key) return e->held;
     free(e->held);
     e->held = (long*)xmalloc(sizeof(long) * pp);
@@ -389,30 +398,56 @@ static const long* pipe_layers_held(const ModelConfig* c, int m, const int* laye
     return e->held;
 }
 
-// A framework's peak of activations and gradients together on stage st where a chunk's gradients exist only from
-// its first backward on (PlanSetup grads_lazy), walking the stage's op list: a forward adds its chunk's layers x
-// act_layer, a chunk's first backward its gradients (grad[j] bytes for local chunk j, kept to the step's end), then
-// a backward frees its pair's activations. Under the interleaved schedule with m = pp every forward runs before the
-// first backward, so the peak holds one chunk's gradients, not the stage's; with more micro-batches the steady
-// state reaches every chunk's backward while the pairs in flight stay at their peak. Returns the peak; *act_at,
-// *grad_at: its parts.
-static double pipe_peak_lazy_grads(const ModelConfig* c, int m, int st, const int* layers, double act_layer,
-                                   const double* grad, double* act_at, double* grad_at) {
+// What a framework's peak of activations and gradients together needs where a chunk's gradients exist only from its
+// first backward on (PlanSetup grads_lazy), for every layout of one pipeline shape and cut: walking each stage's op
+// list, a forward adds its chunk's layers, a chunk's first backward makes k (the chunks with gradients) one more,
+// then a backward frees its pair's layers; kept per stage, the most layers in flight at each k and the order of the
+// first backwards (pipe_peak_lazy_grads weighs them). Kept with the pipeline's counts for the cut last asked.
+static const PipeCounts* pipe_lazy_summary(const ModelConfig* c, int m, const int* layers) {
     int pp = c->pp, vpp = c->vpp;
+    PipeCounts* e = (PipeCounts*)pipe_counts(c, m);
+    unsigned long long key = pipe_cut_key(layers, pp * vpp);
+    if (e->seen_held && e->seen_key == key) return e;
+    free(e->seen_held), free(e->seen_order);
+    e->seen_held = (long*)xcalloc((size_t)pp * (vpp + 1), sizeof(long));
+    e->seen_order = (int*)xmalloc(sizeof(int) * pp * vpp);
     PipeOp* ops = (PipeOp*)xmalloc(sizeof(PipeOp) * schedule_max_ops(m, vpp));
-    int n = schedule_build(c->schedule, st, pp, vpp, m, NULL, ops), *seen = (int*)xcalloc(vpp, sizeof(int));
-    double act = 0, grads = 0, peak = 0;
-    *act_at = *grad_at = 0;
-    for (int i = 0; i < n; i++) {
-        int j = ops[i].chunk, fwd = ops[i].kind == OP_FWD, bwd = ops[i].kind == OP_BWD;
-        double pair = layers[chunk_global(c->schedule, pp, st, j)] * act_layer;
-        if (!fwd && !bwd) continue;
-        if (fwd) act += pair;
-        if (bwd && !seen[j]) seen[j] = 1, grads += grad[j];
-        if (act + grads > peak) peak = act + grads, *act_at = act, *grad_at = grads;
-        if (bwd) act -= pair;
+    int* seen = (int*)xmalloc(sizeof(int) * vpp);
+    for (int st = 0; st < pp; st++) {
+        int n = schedule_build(c->schedule, st, pp, vpp, m, NULL, ops), k = 0;
+        long held = 0, *most = e->seen_held + (size_t)st * (vpp + 1);
+        memset(seen, 0, sizeof(int) * vpp);
+        for (int i = 0; i < n; i++) {
+            int j = ops[i].chunk, fwd = ops[i].kind == OP_FWD, bwd = ops[i].kind == OP_BWD;
+            if (!fwd && !bwd) continue;
+            long pair = layers[chunk_global(c->schedule, pp, st, j)];
+            if (bwd && !seen[j]) seen[j] = 1, e->seen_order[st * vpp + k++] = j;
+            if (fwd) held += pair;
+            if (held > most[k]) most[k] = held;
+            if (bwd) held -= pair;
+        }
     }
     free(ops), free(seen);
+    e->seen_key = key;
+    return e;
+}
+
+// A framework's peak of activations and gradients together on stage st under grads_lazy (pipe_lazy_summary): the
+// most over k of the layers in flight with k chunks' gradients x act_layer plus those chunks' gradients (grad[j]
+// bytes for local chunk j, kept to the step's end). Under the interleaved schedule with m = pp every forward runs
+// before the first backward, so the peak holds one chunk's gradients, not the stage's; with more micro-batches the
+// steady state reaches every chunk's first backward while the pairs in flight stay at their peak. Returns the peak;
+// *act_at, *grad_at: its parts.
+static double pipe_peak_lazy_grads(const ModelConfig* c, int m, int st, const int* layers, double act_layer,
+                                   const double* grad, double* act_at, double* grad_at) {
+    const PipeCounts* e = pipe_lazy_summary(c, m, layers);
+    const long* most = e->seen_held + (size_t)st * (c->vpp + 1);
+    double grads = 0, peak = -1;
+    for (int k = 0; k <= c->vpp; k++) {
+        if (k > 0) grads += grad[e->seen_order[st * c->vpp + k - 1]];
+        if (most[k] * act_layer + grads > peak) peak = most[k] * act_layer + grads, *act_at = most[k] * act_layer,
+                                                *grad_at = grads;
+    }
     return peak;
 }
 

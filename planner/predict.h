@@ -302,7 +302,7 @@ static double plan_lazy_grads(const ModelConfig* c, const PlanChunks* ch, int st
         int g = chunk_global(c->schedule, c->pp, st, j);
         grad[j] = chunk_params(c, ch->layers[g], ch->has_embed[g], ch->has_head[g], c->tp) * gb;
     }
-    double act;
+    double act = 0;
     pipe_peak_lazy_grads(c, m, st, ch->layers, act_layer, grad, &act, grads);
     free(grad);
     return act;

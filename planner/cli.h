@@ -29,8 +29,8 @@ static void plan_usage(void) {
         "  --attention %s, --rms-kernel on|off   evaluate only these kernels\n"
         "                          (flash_triton, FlashAttention in Triton, and flash3, Hopper's fused attention\n"
         "                          (FlashAttention-3, cuDNN's), only when named)\n"
-        "  --software trainer|scaling|framework|foundry|megatron|deepspeed2021   what runs the layout: this trainer\n"
-        "                          (default, its own buffers), the\n"
+        "  --software trainer|scaling|framework|foundry|megatron|deepspeed2021|nanotron   what runs the layout: this\n"
+        "                          trainer (default, its own buffers), the\n"
         "                          Aleph Alpha Scaling codebase of the layouts study (its rank order, pipeline cut, "
         "loss\n"
         "                          and DP reduction; searched: what it runs, 1F1B, ZeRO 0/1, recompute none|full;\n"
@@ -39,7 +39,9 @@ static void plan_usage(void) {
         "                          (foundry: as llm-foundry ran it: dropout 0, flash-attn's fused cross-entropy;\n"
         "                          megatron: Megatron-core/NeMo, tp communication under the GEMMs with SP,\n"
         "                          the dp reduce-scatter and gather chunked under the passes;\n"
-        "                          deepspeed2021: DeepSpeed's ZeRO-3 of 2021, a synchronized collective per tensor)\n"
+        "                          deepspeed2021: DeepSpeed's ZeRO-3 of 2021, a synchronized collective per tensor;\n"
+        "                          nanotron: nanotron v0.5's Llama, its compute-cost pipeline cut, fp32 gradient\n"
+        "                          accumulation a pass per micro-batch)\n"
         "  --dropout P             a framework's GPT trained at dropout P (default: the software's: Megatron-LM's\n"
         "                          0.1; foundry 0): above 0 its masks are kept and its kernels timed, 0 neither\n"
         "  --grad-alloc upfront|lazy  a framework's gradients: allocated before the step (default; Megatron-core's\n"
@@ -306,9 +308,11 @@ static void plan_parse_args(int argc, char** argv, PlanArgs* a) {
                 a->setup = plan_setup_for(SOFTWARE_MEGATRON);
             else if (!strcmp(v, "deepspeed2021"))
                 a->setup = plan_setup_for(SOFTWARE_DEEPSPEED2021);
+            else if (!strcmp(v, "nanotron"))
+                a->setup = plan_setup_for(SOFTWARE_NANOTRON);
             else
-                fail("--software: expected trainer, scaling, framework, foundry, megatron or deepspeed2021, got '%s'",
-                     v);
+                fail("--software: expected trainer, scaling, framework, foundry, megatron, deepspeed2021 or nanotron, "
+                     "got '%s'", v);
         } else if (!plan_filter_flag(flag, v, f))
             fail("--plan: unknown flag '%s' (see --plan --help)", flag);
     }
@@ -454,6 +458,7 @@ static void plan_print_profile(const DeviceProfile* d, const PlanSetup* k, int g
            k->rank_order == ORDER_TP_PP_DP ? "tp-cp-pp-dp" : "tp-dp-pp",
            k->pipe_split == SPLIT_LAYERS ? "layers"
            : k->pipe_split == SPLIT_ENDS ? "layers, the embedding and the head a layer's place each"
+           : k->pipe_split == SPLIT_COST ? "compute cost (nanotron's)"
                                          : "parameters",
            k->loss_gathered ? "gathered-vocabulary" : "vocabulary-parallel",
            k->dp_after_backward ? "after the backward" : "during the backward",

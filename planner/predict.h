@@ -115,6 +115,23 @@ static int plan_check_layout(const ModelConfig* c, const PlanSetup* k, int globa
                                 c->n_layer, c->pp, c->vpp);
         t.n_layer = c->n_layer + 2;
     }
+    if (k->nanotron_options &&
+        (c->zero > 1 || c->cp > 1 || (c->recompute != RECOMPUTE_NONE && c->recompute != RECOMPUTE_FULL)))
+        return plan_invalid(r, "nanotron v0.5 runs ZeRO 0 or 1, no context parallelism, and recomputes no layer or "
+                               "every layer (--zero %d, --cp %d, --recompute %s)", c->zero, c->cp,
+                            plan_recompute_name(c->recompute));
+    if (k->pipe_split == SPLIT_COST && c->pp > 1) {  // nanotron's cut: its engines run one chunk a stage
+        if (c->vpp != 1 || (c->schedule != SCHED_1F1B && c->schedule != SCHED_GPIPE) || c->pp_split)
+            return plan_invalid(r, "nanotron cuts its pipeline by compute cost, one chunk a stage, under 1F1B or "
+                                   "all-forward-all-backward (no --vpp, --pp-split or other schedule)");
+        int* layers = (int*)xmalloc(sizeof(int) * c->pp);
+        int head = chunk_split_cost(c, c->pp, layers), empty = 0;
+        for (int g = 0; g < c->pp - 1; g++) empty |= layers[g] == 0;
+        free(layers);
+        if (head != c->pp - 1 || empty)
+            return plan_invalid(r, "nanotron's compute-cost cut of %d layers and the head leaves a stage empty at "
+                                   "pp %d", c->n_layer, c->pp);
+    }
     if ((long long)dp * cp == 1) t.zero = 0;
     long long ranks = (long long)dp * tp * pp * cp;
     int kind = U == 1 ? CP_RING : U == cp ? CP_ULYSSES : CP_2D;
@@ -240,8 +257,8 @@ static PlanChunks plan_chunks_alloc(int n, int pp) {
 // The chunks of layout c with their times. The embedding's and the head's backward are B's:
 // the trainer does not defer their weight gradients. Also sets the layout's tp and cp
 // communication totals in r.
-static PlanChunks plan_chunks(const ModelConfig* c, const PlanSetup* k, const LayerTime* lt, const EdgeTimes* et,
-                              PlanResult* r) {
+static PlanChunks plan_chunks(const ModelConfig* c, const PlanSetup* k, const DeviceProfile* d, const LayerTime* lt,
+                              const EdgeTimes* et, PlanResult* r) {
     int pp = c->pp, vpp = c->vpp, L = c->n_layer, m = r->n_micro;
     PlanChunks ch = plan_chunks_alloc(pp * vpp, pp);
     chunk_split(c, ch.n, k->pipe_split, ch.layers, ch.has_embed, ch.has_head);
@@ -249,7 +266,8 @@ static PlanChunks plan_chunks(const ModelConfig* c, const PlanSetup* k, const La
         ch.t_fwd[g] =
             ch.layers[g] * lt->fwd + (ch.has_embed[g] ? et->emb_fwd : 0) + (ch.has_head[g] ? et->head_fwd : 0);
         ch.t_bwd[g] = ch.layers[g] * (r->t_layer_bwd - r->t_layer_w) + (ch.has_embed[g] ? et->emb_bwd : 0) +
-                      (ch.has_head[g] ? et->head_bwd : 0);
+                      (ch.has_head[g] ? et->head_bwd : 0) +
+                      (k->grad_accum_pass ? grad_accum_time(c, d, ch.layers[g], ch.has_embed[g], ch.has_head[g]) : 0);
         ch.t_w[g] = ch.layers[g] * r->t_layer_w;
     }
     r->t_tp_comm = (double)m *
@@ -563,6 +581,24 @@ static void zero3_param_sync_time(const ModelConfig* c, const DeviceProfile* d, 
     *fwd = ag, *bwd = again + rs;
 }
 
+// nanotron's ZeRO-1 host loops on stage st (zero1_list_collectives), in PyTorch calls from Python (PYTORCH_CALL_S
+// each), over its n tensors and the dp x cp ranks (replicas). The gradients' reduce-scatter in the data-parallel hook
+// (gradient_accumulator.py get_fp32_accum_hook, distributed.py reduce_scatter_coalesced): a torch.split of each
+// tensor into one view per rank, then per rank a flat copy of its views (_flatten_dense_tensors: a view(-1) of each):
+// n + replicas x n calls, *rs. The weights' all-gather at the end of the optimizer's step (optim/zero.py
+// _all_gather_params, all_gather_coalesced): a slice of each tensor per rank, the flat copies of them (a view(-1)
+// each) and the copies back (a copy_ each): 3 x replicas x n calls, *ag. The per-bucket and per-rank cat calls are
+// not counted.
+static void zero1_list_host_calls(const ModelConfig* c, const PlanChunks* ch, int st, int replicas, double* rs,
+                                  double* ag) {
+    int n = 0;
+    for (int j = 0; j < c->vpp; j++) {
+        int g = chunk_global(c->schedule, c->pp, st, j);
+        n += chunk_tensors(ch->layers[g], ch->has_embed[g], ch->has_head[g]);
+    }
+    *rs = (double)n * (1 + replicas), *ag = 3.0 * n * replicas;
+}
+
 // Megatron-core's chunked data-parallel traffic under the interleaved schedule (pp > 1, vpp > 1), read from
 // its schedule (megatron/core/pipeline_parallel/schedules.py, forward_backward_pipelining_with_interleaving, at
 // Megatron-LM f2e5db40): micro-batches run in groups of pp per chunk, so chunk j's gradients are final when the
@@ -609,10 +645,27 @@ static void plan_dp_time(const ModelConfig* c, const PlanSetup* k, const DeviceP
         double overlap = k->dp_after_backward ? 0 : d->dp_overlap;
         double win_b = overlap * ch->stage_bwd[st], win_f = overlap * ch->stage_fwd[st];
         double once_b = 0, once_f = 0, per_mb_f = 0, per_mb_b = 0;
-        if (c->zero == 0) once_b = dp_allreduce_time(replicas, G, buckets, dp_link);
+        if (c->zero == 0 && k->zero1_list_collectives) {
+            // nanotron's hook all-reduces a bucket with PyTorch's all_reduce_coalesced: one NCCL all-reduce a tensor,
+            // grouped (ProcessGroupNCCL::allreduce_coalesced, collectiveCoalesced): a collective's steps a tensor
+            int tensors = 0;
+            for (int j = 0; j < vpp; j++) {
+                int g = chunk_global(c->schedule, pp, st, j);
+                tensors += chunk_tensors(ch->layers[g], ch->has_embed[g], ch->has_head[g]);
+            }
+            once_b = dp_allreduce_time(replicas, G, tensors, dp_link);
+        } else if (c->zero == 0) once_b = dp_allreduce_time(replicas, G, buckets, dp_link);
         else if (c->zero == 1 && k->own_buffers)  // this trainer all-reduces each layer (data_parallel.h)
             once_b = dp_allreduce_time(replicas, G, buckets, dp_link), once_f = ag;
-        else if (c->zero == 1) once_b = rs, once_f = ag;
+        else if (c->zero == 1 && k->zero1_list_collectives) {
+            // nanotron: the reduce-scatter's host loop runs in the last backward's hook beside the device's work
+            // (exposed where it outlasts it), the gather and its loop after the step, waited for: no window
+            double calls_rs, calls_ag;
+            zero1_list_host_calls(c, ch, st, replicas, &calls_rs, &calls_ag);
+            once_b = rs + fmax(calls_rs * PYTORCH_CALL_S - ch->stage_bwd[st] / m, 0);
+            once_f = ag + calls_ag * PYTORCH_CALL_S;
+            win_f = 0;
+        } else if (c->zero == 1) once_b = rs, once_f = ag;
         else if (c->zero == 2) once_f = ag, per_mb_b = rs;
         else per_mb_f = ag, per_mb_b = ag + rs;
         if (c->zero == 3 && k->zero3_param_sync)
@@ -846,7 +899,7 @@ static int plan_predict_ex(const ModelConfig* layout_cfg, const PlanSetup* k, in
             return plan_invalid(r, "--pp-split auto cuts as even does");
         }
     }
-    PlanChunks ch = plan_chunks(c, k, &lt, &et, r);
+    PlanChunks ch = plan_chunks(c, k, d, &lt, &et, r);
     if (k->grads_lazy) plan_grad_accumulate(c, d, &ch, r->n_micro);
     plan_memory(c, k, d, &ch, r);
     r->mem_margin = d->mem_bytes - r->mem_total;

@@ -352,7 +352,8 @@ static int plan_run_row(const int* shape, int mlp, const PlanSetup* setup, const
             return -1;
         }
         if (strcmp(split, "even") && k.pipe_split != SPLIT_LAYERS) {
-            snprintf(err, err_len, "pp_split %s: this software cuts its pipeline by parameters", split);
+            snprintf(err, err_len, "pp_split %s: this software cuts its pipeline by %s", split,
+                     k.pipe_split == SPLIT_COST ? "compute cost (nanotron's)" : "parameters");
             return -1;
         }
         if (!strcmp(split, "auto")) c->pp_split = 1;

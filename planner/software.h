@@ -1,6 +1,6 @@
 // planner/software.h: what the training software does beside the layout: its attention and
 // norm kernels (and the bytes they move), where its process groups land and how it cuts the
-// pipeline (--software trainer | scaling | framework | foundry).
+// pipeline (--software trainer | scaling | framework | foundry | megatron | deepspeed2021 | nanotron).
 #ifndef PLANNER_SOFTWARE_H
 #define PLANNER_SOFTWARE_H
 
@@ -50,7 +50,12 @@ enum { ORDER_TP_PP_DP, ORDER_TP_DP_PP };
 // partition"; Llama 3 405B, Dubey et al. 2024 section 3.3.2: "we reduce one Transformer layer each
 // from the first and the last stages ... the first model chunk on the first stage has only the
 // embedding, and the last model chunk on the last stage has only output projection and loss").
-enum { SPLIT_LAYERS, SPLIT_PARAMS, SPLIT_ENDS };
+// `cost` (nanotron's, huggingface/nanotron models/base.py build_model at c2528430): the blocks [embedding,
+// layers..., final norm, head, loss] weigh their matmul parameters (llama.py get_block_compute_costs: a layer
+// 4 h heads d_head + 3 h F, the head V h, the others 0), and each block goes to the current stage, which passes
+// to the next once the running sum exceeds its share, total x (stage + 1) / pp: a stage ends with the block that
+// crosses its share (time.h chunk_split_cost).
+enum { SPLIT_LAYERS, SPLIT_PARAMS, SPLIT_ENDS, SPLIT_COST };
 
 typedef struct {
     int attention;          // ATTN_*
@@ -132,6 +137,22 @@ typedef struct {
                              // stages, no zero-bubble passes), ZeRO 0 or 1 (optimizer_config.py `zero`, "enable zero
                              // stage 1 optimizer"), activation checkpointing off or every layer (topology_config.py
                              // ActivationCheckpointingType disabled / every_layer; every_pipe_stage is not modelled)
+    int grad_accum_pass;     // 1: every micro-batch's bf16 gradients are added into fp32 buffers by a kernel per weight
+                             // after that micro-batch's backward (nanotron's FP32GradientAccumulator at c2528430:
+                             // backward() then fp32_grad.add_(half_param.grad) for each parameter; on the last
+                             // micro-batch the same add in the data-parallel hook): the stage's parameters read in
+                             // bf16 and fp32 and written in fp32 (time.h grad_accum_time); 0: accumulated by the
+                             // weight-gradient GEMM (Megatron's gradient_accumulation_fusion) or not counted
+    int zero1_list_collectives;  // 1: ZeRO-1 as nanotron runs it (distributed.py reduce_scatter_coalesced /
+                                 // all_gather_coalesced, optim/zero.py _all_gather_params at c2528430): per tensor
+                                 // and dp rank a Python view, flattened and copied back one tensor at a time (host
+                                 // calls at PYTORCH_CALL_S); the weights gathered in the optimizer's step, waited
+                                 // for, nothing to hide under (predict.h zero1_list_host_calls); ZeRO-0's hook
+                                 // all-reduces with all_reduce_coalesced, one NCCL all-reduce a tensor
+    int nanotron_options;    // 1: only what nanotron v0.5 runs (predict.h plan_check_layout): ZeRO 0 or 1 (helpers.py
+                             // init_optimizer_and_grad_accumulator: zero_stage > 0 builds its ZeroDistributedOptimizer,
+                             // the optimizer state sharded), recomputation none or every layer (recompute_layer), no
+                             // context parallelism (ParallelismArgs: dp, tp, pp, expert_parallel_size)
     int grad_reduce_bf16;    // 1: this trainer's --grad-reduce bf16 (the GPU build, --zero 0|1): the dp all-reduce
                              // sends bf16 (2 bytes a parameter) through a 32 MiB scratch that plan_memory counts
                              // (layout/params.h grad_reduce_scratch_bytes); 0: fp32
@@ -160,8 +181,13 @@ typedef struct {
 // 2021 (v0.3.13, its first, to v0.5.x; Narayanan et al. 2021 compared against it), read from its source: the weights
 // gathered one tensor at a time and never under compute (DeepSpeed #1188: "the async version is not async at all,
 // because each all_gather calls torch.cuda.synchronize()"), fixed in 2022 (#1453: batched, *_base collectives).
+// `nanotron`: the framework's activations and rates as huggingface/nanotron v0.5 runs a Llama (c2528430, the
+// Ultra-Scale Playbook's benchmarks): no dropout, Megatron's in-place loss, its compute-cost pipeline cut (SPLIT_COST),
+// its fp32 gradient accumulation, a pass of its own after every micro-batch's backward (grad_accum_pass), and its
+// ZeRO-1 and ZeRO-0 collectives as PyTorch's list and coalesced calls (zero1_list_collectives).
 enum {
-    SOFTWARE_TRAINER, SOFTWARE_SCALING, SOFTWARE_FRAMEWORK, SOFTWARE_FOUNDRY, SOFTWARE_MEGATRON, SOFTWARE_DEEPSPEED2021
+    SOFTWARE_TRAINER, SOFTWARE_SCALING, SOFTWARE_FRAMEWORK, SOFTWARE_FOUNDRY, SOFTWARE_MEGATRON, SOFTWARE_DEEPSPEED2021,
+    SOFTWARE_NANOTRON
 };
 static PlanSetup plan_setup_for(int software) {
     // this trainer's; every field not named is 0 (named, so a field added to PlanSetup needs no count kept here)
@@ -171,7 +197,7 @@ static PlanSetup plan_setup_for(int software) {
         s.rank_order = ORDER_TP_DP_PP, s.pipe_split = SPLIT_PARAMS, s.loss_gathered = 1, s.dp_after_backward = 1,
         s.context_parallel = 0, s.own_buffers = 0, s.own_kernels = 0, s.swiglu_two_linears = 1, s.grad_bytes = 0;
     if (software == SOFTWARE_FRAMEWORK || software == SOFTWARE_FOUNDRY || software == SOFTWARE_MEGATRON ||
-        software == SOFTWARE_DEEPSPEED2021)
+        software == SOFTWARE_DEEPSPEED2021 || software == SOFTWARE_NANOTRON)
         s.own_buffers = 0, s.own_kernels = 0, s.tp_async_dgrad = 1, s.nccl_links = 1, s.zero3_layer_prefetch = 1,
         s.grad_bytes = 0;
     if (software == SOFTWARE_DEEPSPEED2021) s.zero3_layer_prefetch = 0, s.zero3_param_sync = 1;
@@ -181,6 +207,14 @@ static PlanSetup plan_setup_for(int software) {
         s.tp_comm_overlap = 1, s.dp_overlap_chunked = 1, s.swiglu_fused = 1, s.loss_softmax_inplace = 1,
         s.grad_buffer_passes = 4;
     if (software == SOFTWARE_FOUNDRY) s.no_dropout = 1, s.loss_fused = 1;
+    // nanotron (huggingface/nanotron at c2528430): no dropout (models/llama.py: flash_attn_varlen_func dropout_p 0.0),
+    // Megatron's in-place vocabulary-parallel loss (tensor_parallel/functional.py _ShardedCrossEntropy after the
+    // cast_to_fp32 block: max, subtract, exp in place, sum, divide in place), its cost cut, its fp32 accumulation and
+    // reduction (accumulate_grad_in_fp32 true in the benchmarks' examples/config_tiny_llama_bench.yaml, branch
+    // nouamane/bench2 at 67c5ebb6), its ZeRO-1 collectives
+    if (software == SOFTWARE_NANOTRON)
+        s.no_dropout = 1, s.loss_softmax_inplace = 1, s.pipe_split = SPLIT_COST, s.grad_accum_pass = 1,
+        s.zero1_list_collectives = 1, s.grad_bytes = 4, s.reduce_bytes = 4, s.nanotron_options = 1;
     return s;
 }
 // DeepSpeed's defaults of 2021 (deepspeed/runtime/zero/constants.py at v0.3.16): a tensor below

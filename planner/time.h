@@ -51,6 +51,20 @@ static double elementwise_time(const DeviceProfile* d, double bytes) {
     return bytes / (d->hbm_bw * d->hbm_eff) + d->op_latency;
 }
 
+// The weight tensors of a chunk of a LLaMA as nanotron builds it (llama.py: qkv_proj, o_proj, gate_up_proj, down_proj,
+// input_layernorm, post_attention_layernorm; the embedding; the final norm and the head).
+static int chunk_tensors(int layers, int has_embed, int has_head) { return 6 * layers + has_embed + 2 * has_head; }
+// A micro-batch's gradients added into fp32 buffers after its backward, one kernel per weight (software.h
+// grad_accum_pass, nanotron's FP32GradientAccumulator): each of the chunk's parameters read in the training dtype
+// and in fp32 and written in fp32, at HBM's rate, one kernel a weight tensor (chunk_tensors; GPT-2's biases are not
+// counted apart). Unlike autograd's lazy gradients (grad_accumulate_time) the fp32 buffers are zeroed before the
+// first micro-batch, which adds into them as every other does.
+static double grad_accum_time(const ModelConfig* c, const DeviceProfile* d, int layers, int has_embed, int has_head) {
+    double params = chunk_params(c, layers, has_embed, has_head, c->tp);
+    int kernels = chunk_tensors(layers, has_embed, has_head);
+    return params * (d->dtype_bytes + 4 + 4) / (d->hbm_bw * d->hbm_eff) + kernels * d->op_latency;
+}
+
 // Ring collectives over n ranks (Patarasuk & Yuan 2009): an all-reduce moves 2(n-1)/n of
 // the buffer through every rank's link in 2(n-1) steps; all-gather and reduce-scatter
 // half of that. bw is the achievable bandwidth per rank, one direction.
@@ -450,9 +464,30 @@ static double grad_accumulate_time(const DeviceProfile* d, double n_params, int 
     return bytes > 0 ? elementwise_time(d, bytes) : 0;
 }
 
+// nanotron's cut (software.h SPLIT_COST) of the L layers over n stages into layers[n]: a layer weighs
+// 4 h (heads x d_head) + 3 h F, the head V h, the embedding and the final norm nothing; each block joins the current
+// stage, which passes to the next once the running sum exceeds total x (stage + 1) / n. Returns the stage the head
+// lands on (the loss's blocks, weighing nothing, follow it).
+static int chunk_split_cost(const ModelConfig* c, int n, int* layers) {
+    double h = c->d_model, layer = 4.0 * c->n_head * (c->d_model / c->n_head) * h + 3.0 * h * c->d_ff;
+    double total = c->n_layer * layer + (double)c->vocab * h, sum = 0;
+    int st = 0;
+    for (int g = 0; g < n; g++) layers[g] = 0;
+    for (int i = 0; i < c->n_layer; i++) {
+        layers[st]++, sum += layer;
+        if (sum > total * (st + 1) / n && st < n - 1) st++;
+    }
+    return st;
+}
+
 // The pipeline cut: layers, embedding and head of each of the n_chunks global chunks.
 static void chunk_split(const ModelConfig* c, int n_chunks, int split, int* layers, int* has_embed, int* has_head) {
     int L = c->n_layer;
+    if (split == SPLIT_COST) {  // nanotron's: one chunk a stage (plan_check_layout)
+        int head = chunk_split_cost(c, n_chunks, layers);
+        for (int g = 0; g < n_chunks; g++) has_embed[g] = g == 0, has_head[g] = g == head;
+        return;
+    }
     if (split == SPLIT_LAYERS) {  // the trainer's cut (params.h chunk_cut: even, or by cost under --pp-split auto)
         chunk_cut(c, c->pp, n_chunks / c->pp, layers);
         for (int g = 0; g < n_chunks; g++) has_embed[g] = g == 0, has_head[g] = g == n_chunks - 1;

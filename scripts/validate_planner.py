@@ -195,7 +195,7 @@ def read_published(path):
         rows = list(csv.DictReader(f))
     for r in rows:
         r.setdefault("arch", "gpt2"), r.setdefault("held_out", "0"), r.setdefault("software", "framework")
-        known = ("framework", "foundry", "megatron", "deepspeed2021")
+        known = ("framework", "foundry", "megatron", "deepspeed2021", "nanotron")
         if r["software"] not in known:
             sys.exit("error: %s: software '%s' (known: %s)" % (path, r["software"], ", ".join(known)))
         if not r.get("n_kv_head"):

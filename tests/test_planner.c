@@ -85,6 +85,7 @@ static double mfu_study(const char* preset, int seq_len, const PlanResult* r) {
 #include "tests/planner_study.c"
 #include "tests/planner_cli.c"
 #include "tests/planner_run.c"
+#include "tests/planner_nanotron.c"
 
 // ----------------------------------------------------------------------------
 
@@ -107,6 +108,10 @@ int main(void) {
     test_megatron_dp_chunked();
     test_megatron_grad_buffer_passes();
     test_megatron_dp_interleaved();
+    test_nanotron_cost_cut();
+    test_nanotron_grad_accum();
+    test_nanotron_zero1_host();
+    test_nanotron_options();
     test_attention_flash3();
     test_allocator_share();
     test_gemm_shape_efficiency();

@@ -21,8 +21,17 @@ planner's, or both. This measures the three on a lent GPU node, every GPU in one
 Then over the micro-batch sizes the line step = a x mb + c: c is the fixed cost per micro-batch
 (llm-foundry's own sweep: c = 0.212 s for MPT-7B on 8 A100-80GB, where the planner says 0.060 s).
 
+With --overlap-only it runs 1 and 2 alone (no FSDP model: ~30 s). Run under NCCL_MAX_CTAS=N (NCCL 2.17+;
+NCCL_MAX_NCHANNELS before) the all-gather gets N channels, one CTA (SM) each, and their rate: what a ring
+across nodes holds (published NCCL_DEBUG logs: 24 channels for 8 A100s / H100s of a node, 16 through the
+NICs, 2-8 on a 4-NIC p4d node) at NVLink's rate per channel. The interference at the default and at 8 / 4 / 2
+says whether a hidden collective's cost follows its SMs (dev/PLANNER.md, "NCCL's interference: the paper's
+setup ..."); the limit is written to the CSV's nccl_max_ctas column.
+
     python3 dev/fsdp_profile.py [--mb 1,2,4] [--layers N] [--prefetch pre|post] [--reduce bf16|fp32]
-                                [--limit-all-gathers 0|1] [--forward-prefetch 0|1] [--out FILE.csv]
+                                [--limit-all-gathers 0|1] [--forward-prefetch 0|1] [--overlap-only]
+                                [--out FILE.csv]
+    NCCL_MAX_CTAS=4 python3 dev/fsdp_profile.py --overlap-only --mb 2 --out ctas4.csv
 It starts one process per visible GPU itself (or runs under torchrun). Rows go to --out (default
 $OUT/fsdp_profile.csv when $OUT is set, else fsdp_profile.csv) and to stdout. About 2-4 minutes on 8 GPUs.
 Needs PyTorch with CUDA and at least one GPU; says so in one line when either is missing.
@@ -51,6 +60,8 @@ def parse_args():
     ap.add_argument("--limit-all-gathers", type=int, choices=[0, 1], default=1, help="FSDP1's rate limiter (default 1)")
     ap.add_argument("--forward-prefetch", type=int, choices=[0, 1], default=0, help="FSDP1's forward prefetch")
     ap.add_argument("--steps", type=int, default=3, help="profiled micro-batches per size (after 2 warm-up)")
+    ap.add_argument("--overlap-only", action="store_true",
+                    help="only the GEMM rate and the all-gather's interference (sections 1 and 2), no FSDP step")
     ap.add_argument("--peak-tflops", type=float, default=0, help="dense bf16 peak (default: from the GPU's name)")
     ap.add_argument("--out", default="", help="CSV of the results")
     a = ap.parse_args()
@@ -240,7 +251,8 @@ def wrap_fsdp(torch, a, n_layer):
 
 
 def report(rows, a, world, n_layer, name):
-    cols = ["gpu", "gpus", "layers", "prefetch", "reduce", "limit_all_gathers", "mb", "tokens", "step_ms",
+    cols = ["gpu", "gpus", "layers", "prefetch", "reduce", "limit_all_gathers", "nccl_max_ctas", "mb", "tokens",
+            "step_ms",
             "step_ms_profiled", "compute_busy_ms", "comm_only_ms", "idle_ms", "nccl_kernel_ms", "gemm_kernel_ms",
             "attn_kernel_ms", "other_kernel_ms", "gemm_tflops_in_step", "gemm_tflops_alone", "gemm_frac_peak_alone",
             "gemm_tflops_beside_allgather", "comm_interference", "allgather_busbw_gbs"]
@@ -250,18 +262,23 @@ def report(rows, a, world, n_layer, name):
         w.writeheader()
         for r in rows:
             r.update(gpu=name, gpus=world, layers=n_layer, prefetch=a.prefetch, reduce=a.reduce,
-                     limit_all_gathers=a.limit_all_gathers)
+                     limit_all_gathers=a.limit_all_gathers, nccl_max_ctas=max_ctas())
             w.writerow({k: ("%.4g" % v if isinstance(v, float) else v) for k, v in r.items() if k in cols})
     for r in rows:
         print("  ".join("%s %s" % (k, ("%.4g" % r[k]) if isinstance(r.get(k), float) else r.get(k, "-"))
-                        for k in cols[6:]))
-    if len(rows) >= 2:  # least squares step = a mb + c
+                        for k in cols[7:] if k in r))
+    if len(rows) >= 2 and "step_ms" in rows[0]:  # least squares step = a mb + c
         xs, ys = [r["mb"] for r in rows], [r["step_ms"] for r in rows]
         mx, my = sum(xs) / len(xs), sum(ys) / len(ys)
         slope = sum((x - mx) * (y - my) for x, y in zip(xs, ys)) / sum((x - mx) ** 2 for x in xs)
         print("step = %.1f ms x mb + %.1f ms (fixed cost per micro-batch; llm-foundry's sweep: 7B on 8 A100-80GB "
               "400 x mb + 212)" % (slope, my - slope * mx))
     print("wrote %s" % out)
+
+
+def max_ctas():
+    """The channel limit NCCL was started under (NCCL_MAX_CTAS, or the older NCCL_MAX_NCHANNELS), else default."""
+    return os.environ.get("NCCL_MAX_CTAS") or os.environ.get("NCCL_MAX_NCHANNELS") or "default"
 
 
 def worker(rank, world, a):
@@ -274,14 +291,15 @@ def worker(rank, world, a):
     name = torch.cuda.get_device_name()
     peak = a.peak_tflops or next((v for k, v in PEAKS.items() if k in name), 0)
     n_layer = a.layers or (N_LAYER if world >= 4 else 8)
-    model = wrap_fsdp(torch, a, n_layer)
+    model = None if a.overlap_only else wrap_fsdp(torch, a, n_layer)
     rows = []
     for mb in a.mbs:
         row = dict(mb=mb)
         row.update(gemm_and_overlap(torch, dist, mb, world, peak))
-        row.update(profile_step(torch, model, mb, a.steps, n_layer))
+        if model is not None:
+            row.update(profile_step(torch, model, mb, a.steps, n_layer))
         rows.append(row)
-        if rank == 0:
+        if rank == 0 and model is not None:
             print("mb %d done: %.1f ms a micro-batch" % (mb, row["step_ms"]), flush=True)
     if rank == 0:
         report(rows, a, world, n_layer, name)

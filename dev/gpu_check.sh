@@ -19,6 +19,8 @@
 #   fsdp      dev/fsdp_profile.py (issue 35, when time is left): a framework's GEMM rate at
 #             MPT-7B's shape on this card, an all-gather's interference beside it (2+ GPUs),
 #             one FSDP1 micro-batch's exposed communication (fsdp_profile.csv / .log)
+#   ctas      (2+ GPUs) the all-gather's interference again under NCCL_MAX_CTAS 2 / 4 / 8: whether a hidden
+#             collective's cost follows the SMs its channels hold (fsdp_ctas.csv / .log)
 # Outputs in dev/out: build.log, test_gpu.log, att_sweep.log, bench_torch.log, bench/,
 # check_gpu_vs_cpu.log, gpu_check.csv (every timing: the sweep's, SDPA's and the steps' rows,
 # device,pass,hd,B,T,H,KV,tile,ms,tflops_causal), summary.txt, and the lines to paste into
@@ -245,6 +247,28 @@ if [ -z "$NO_TORCH" ] && [ -z "$DRY" ] && stage fsdp 150; then
     > "$OUTDIR/fsdp_profile.log" 2>&1
   note "fsdp: rc=$?, $(grep -c . "$OUTDIR/fsdp_profile.csv" 2>/dev/null || echo 0) rows in fsdp_profile.csv ($(elapsed)s)"
   grep -E "^(error|step =)" "$OUTDIR/fsdp_profile.log" | tee -a "$SUMMARY"
+  publish
+fi
+
+# ---------------------------------------------------------------------------- NCCL's channels (issue 35)
+# The all-gather's interference at micro-batch 2 with NCCL limited to 2, 4 and 8 channels (one CTA each): a ring
+# across nodes holds 2-16 where 8 GPUs of a node hold 24 (dev/PLANNER.md, "NCCL's interference"); the default's
+# row is fsdp_profile.csv's. Each run ~30 s; one CSV row a limit.
+GPUS=$(nvidia-smi -L 2>/dev/null | grep -c "^GPU")
+if [ -z "$NO_TORCH" ] && [ -z "$DRY" ] && [ "$GPUS" -ge 2 ] && stage ctas 120; then
+  rm -f "$OUTDIR/fsdp_ctas.csv"
+  END_CTAS=$(( $(elapsed) + LIMIT ))
+  for n in 2 4 8; do
+    left=$(( END_CTAS - $(elapsed) ))
+    [ "$left" -ge 20 ] || break
+    NCCL_MAX_CTAS=$n NCCL_MAX_NCHANNELS=$n timeout "$left" python3 dev/fsdp_profile.py --overlap-only --mb 2 \
+      --out "$OUTDIR/fsdp_ctas_$n.csv" >> "$OUTDIR/fsdp_ctas.log" 2>&1
+    [ -s "$OUTDIR/fsdp_ctas.csv" ] || head -1 "$OUTDIR/fsdp_ctas_$n.csv" > "$OUTDIR/fsdp_ctas.csv" 2>/dev/null
+    tail -n +2 "$OUTDIR/fsdp_ctas_$n.csv" >> "$OUTDIR/fsdp_ctas.csv" 2>/dev/null
+    rm -f "$OUTDIR/fsdp_ctas_$n.csv"
+  done
+  note "ctas: $(( $(grep -c . "$OUTDIR/fsdp_ctas.csv" 2>/dev/null || echo 1) - 1 )) rows in fsdp_ctas.csv ($(elapsed)s)"
+  grep -E "^error" "$OUTDIR/fsdp_ctas.log" | tee -a "$SUMMARY"
   publish
 fi
 

@@ -254,7 +254,7 @@ static void doc_print_prediction(const DocLengths* lengths, const ModelConfig* c
     int R = best->cp > 1 ? best->cp / (best->cp_ulysses > 1 ? best->cp_ulysses : 1) : 1;
     char ring[96] = "";
     if (R > 1)
-        snprintf(ring, sizeof(ring), ", %d ring ranks split %s", R,
+        snprintf(ring, sizeof(ring), ", %d %s ranks split %s", R, best->setup.cp_allgather ? "all-gather" : "ring",
                  c->cp_doc ? "by document (--cp-split doc)" : c->cp_contiguous ? "contiguous" : "zig-zag");
     printf("\ndocuments (--doc-lengths %s): %zu lengths, mean %.0f tokens; masked attention, best layout (dp %d, pp %d,"
            " %d micro-batches of %d%s):\n", spec, d.n, total / d.n, best->dp, best->pp, best->n_micro,

@@ -729,6 +729,14 @@ static void test_cli_cp_split(const char* log) {
     check(ok && strstr(slurp(log), "2 ring ranks split by document"), "cli_cp_split_doc_lengths",
           "cp spread concat/greedy/wlb zig-zag %.1f/%.1f/%.1f%%, doc %.1f/%.1f/%.1f%%; ms/step greedy %.2f vs %.2f",
           spread[0][0], spread[0][1], spread[0][2], spread[1][0], spread[1][1], spread[1][2], ms[0][1], ms[1][1]);
+    // Llama 3's all-gather gives each rank the zig-zag's two chunks: the same figures, named as its
+    const char* gather[] = {"--plan", "--model", "gpt2-124m", "--gpus", "4", "--cp", "2", "--tp", "1", "--pp", "1",
+                            "--micro-batch", "1", "--global-batch", "16", "--seq-len", "1024", "--software",
+                            "framework", "--cp-kind", "allgather", "--doc-lengths", "lognormal:78.5:0.99"};
+    int rc_gather = run_plan_capture(gather, 23, log);
+    const char* docs = strstr(slurp(log), "documents (");
+    check(rc_gather == 0 && docs && strstr(docs, "2 all-gather ranks split zig-zag"), "cli_cp_allgather_doc_lengths",
+          "rc %d, '%.300s'", rc_gather, docs ? docs : slurp(log));
     // a bad --doc-lengths is read before the search: its error is the output's one line (was after the table)
     const char* bad[] = {"--plan", "--model", "gpt2-124m", "--gpus", "4", "--cp-split", "doc", "--doc-lengths",
                          "lognormal:0"};

@@ -47,6 +47,9 @@ static void plan_usage(void) {
         "  --grad-alloc upfront|lazy  a framework's gradients: allocated before the step (default; Megatron-core's\n"
         "                          buffer, its GEMMs accumulating into it) or each chunk's at its first backward and\n"
         "                          accumulated by a pass of their own (lazy: PyTorch autograd's, FSDP's)\n"
+        "  --fsdp-version 1|2      a framework's ZeRO-3 as PyTorch FSDP1 (default: gathered into its flat\n"
+        "                          parameter) or FSDP2 (fully_shard: each gather copied into the parameters on the\n"
+        "                          compute stream)\n"
         "  --grad-reduce fp32|bf16 this trainer's dp all-reduce of the gradient (--zero 0|1; bf16: half the bytes,\n"
         "                          a 32 MiB scratch); under another --software the dtype its gradients are reduced\n"
         "                          in (default bf16; fp32: torchtitan's FSDP2, mixed_precision_reduce)\n"
@@ -221,7 +224,7 @@ static void plan_parse_args(int argc, char** argv, PlanArgs* a) {
     const char *device = "a100-80gb", *device_file = NULL;
     const char* sets[64];
     int n_sets = 0, grad_reduce_bf16 = 0, grad_reduce_given = 0;
-    const char *dropout = NULL, *grad_alloc = NULL;
+    const char *dropout = NULL, *grad_alloc = NULL, *fsdp_version = NULL;
     for (int i = 1; i < argc; i++) {
         if (!strcmp(argv[i], "--plan")) continue;
         if (!strcmp(argv[i], "--help") || !strcmp(argv[i], "-h")) { plan_usage(); exit(stdout_exit_code(0)); }
@@ -292,6 +295,8 @@ static void plan_parse_args(int argc, char** argv, PlanArgs* a) {
             dropout = v;
         else if (!strcmp(flag, "--grad-alloc"))
             grad_alloc = v;
+        else if (!strcmp(flag, "--fsdp-version"))
+            fsdp_version = v;
         else if (!strcmp(flag, "--offload-frames"))
             a->offload_frames = plan_int(v, flag, 1, 2);
         else if (!strcmp(flag, "--grad-reduce")) {
@@ -342,6 +347,15 @@ static void plan_parse_args(int argc, char** argv, PlanArgs* a) {
             fail("--grad-alloc lazy: a framework's gradients (--software framework, foundry, megatron or "
                  "deepspeed2021); this trainer allocates its own before the step");
         a->setup.grads_lazy = lazy;
+    }
+    // (after --software): the search's ZeRO-3 layouts as that FSDP runs them (a runs row's fsdp_version otherwise)
+    if (fsdp_version) {
+        if (strcmp(fsdp_version, "1") && strcmp(fsdp_version, "2"))
+            fail("--fsdp-version: expected 1 or 2, got '%s'", fsdp_version);
+        if (a->setup.own_buffers || a->setup.zero3_param_sync)
+            fail("--fsdp-version %s: PyTorch FSDP's ZeRO-3, a framework's (not --software trainer or deepspeed2021)",
+                 fsdp_version);
+        a->setup.gather_copy_out = !strcmp(fsdp_version, "2");
     }
     if (a->setup.own_buffers) a->setup.grad_reduce_bf16 = grad_reduce_bf16;
     else if (grad_reduce_given) a->setup.reduce_bytes = grad_reduce_bf16 ? 2 : 4;
@@ -454,7 +468,7 @@ static void plan_print_profile(const DeviceProfile* d, const PlanSetup* k, int g
         k->nccl_links ? "link_eff_nccl: NCCL's measured" : "link_eff: fitted to the study", d->nic_eff,
         k->dp_after_backward ? 0.0 : d->dp_overlap, software_nccl_interference(k, d),
         d->dtype_bytes == 2 ? "bf16" : "fp32", sw.grad_bytes);
-    printf("software: rank order %s, pipeline cut by %s, %s loss, gradients reduced %s, %s\n",
+    printf("software: rank order %s, pipeline cut by %s, %s loss, gradients reduced %s, %s%s\n",
            k->rank_order == ORDER_TP_PP_DP ? "tp-cp-pp-dp" : "tp-dp-pp",
            k->pipe_split == SPLIT_LAYERS ? "layers"
            : k->pipe_split == SPLIT_ENDS ? "layers, the embedding and the head a layer's place each"
@@ -464,7 +478,8 @@ static void plan_print_profile(const DeviceProfile* d, const PlanSetup* k, int g
            k->dp_after_backward ? "after the backward" : "during the backward",
            !k->context_parallel ? "no context parallelism"
            : k->cp_allgather    ? "context parallelism all-gather (Llama 3's)"
-                                : "context parallelism ring | ulysses | 2d");
+                                : "context parallelism ring | ulysses | 2d",
+           k->gather_copy_out ? ", ZeRO-3 as FSDP2 (each gather copied out on the compute stream)" : "");
 }
 
 // No layout can run: say why the first one the filters let through cannot (the trainer's

@@ -626,6 +626,15 @@ static double dp_interleaved_exposed(double rs, double ag, double b, double f, i
     return exposed + ci * (vpp * (rs + ag) - exposed);
 }
 
+// FSDP2's copy-out of one all-gather of a stage's weights (W bytes over `groups` FSDP groups: a layer each, the
+// embedding, the head): foreach_all_gather_copy_out waits on the gather, then torch.split_with_sizes_copy copies the
+// flat output into each parameter's unsharded tensor on the compute stream (pytorch/pytorch
+// torch/distributed/_composable/fsdp/_fsdp_collectives.py at 01d66d21): W read and W written, a kernel a group.
+// FSDP1 all-gathers into its flat parameter, whose views the layers use: nothing to copy.
+static double gather_copy_out_time(const DeviceProfile* d, double W, double groups) {
+    return 2 * W / (d->hbm_bw * d->hbm_eff) + groups * d->op_latency;
+}
+
 static void plan_dp_time(const ModelConfig* c, const PlanSetup* k, const DeviceProfile* d, Link dp_link, PlanChunks* ch,
                          PlanResult* r) {
     int pp = c->pp, vpp = c->vpp, m = r->n_micro;
@@ -704,6 +713,10 @@ static void plan_dp_time(const ModelConfig* c, const PlanSetup* k, const DeviceP
         // stretch this stage's chunks by the exposed per-micro-batch part, pro rata (the
         // backward's over B and W alike)
         double sf = dp_exposed(per_mb_f, win_mb_f, frac_mb, ci), sb = dp_exposed(per_mb_b, win_mb_b, frac_mb, ci);
+        if (c->zero == 3 && k->gather_copy_out && replicas > 1) {  // the forward's gather and the backward's again
+            double copy = gather_copy_out_time(d, W, buckets);
+            sf += copy, sb += copy;
+        }
         for (int j = 0; j < vpp && (sf > 0 || sb > 0); j++) {
             int g = chunk_global(c->schedule, pp, st, j);
             ch->t_fwd[g] += sf * ch->t_fwd[g] / ch->stage_fwd[st];

@@ -28,14 +28,16 @@ static const int RUN_COL_INT[N_RUN_COLS] = {0, 1, 1, 1, 1, 0, 1, 1, 1, 1, 1, 0, 
 // cp_kind (ring|ulysses|2d, checked against cp_ulysses, or allgather: Llama 3's all-gather context parallelism, a
 // framework's, with cp_ulysses 1; empty or absent: what cp_ulysses gives), grad_alloc (upfront|lazy: a framework's
 // gradients allocated before the step, or each chunk's at its first backward, PyTorch autograd's and FSDP's;
-// empty or absent: upfront).
+// empty or absent: upfront), fsdp_version (1|2: PyTorch FSDP's, with zero 3; 2 copies each gather out on the compute
+// stream, software.h gather_copy_out; empty or absent: 1).
 // Columns that name a setting the planner does not model are refused, so a row is never predicted as another
 // layout than the one that ran.
 enum { RO_VPP, RO_CP, RO_CP_ULYSSES, RO_OFFLOAD, RO_OFFLOAD_FRAMES, RO_REDUCE_DTYPE, RO_MLP, RO_PP_SPLIT,
-       RO_GRAD_DTYPE, RO_DROPOUT, RO_CP_KIND, RO_GRAD_ALLOC, N_RUN_OPT };
+       RO_GRAD_DTYPE, RO_DROPOUT, RO_CP_KIND, RO_GRAD_ALLOC, RO_FSDP_VERSION, N_RUN_OPT };
 static const char* const RUN_OPT_COLS[N_RUN_OPT] = {"vpp",          "cp",           "cp_ulysses", "offload",
                                                     "offload_frames", "reduce_dtype", "mlp",        "pp_split",
-                                                    "grad_dtype",   "dropout",      "cp_kind",    "grad_alloc"};
+                                                    "grad_dtype",   "dropout",      "cp_kind",    "grad_alloc",
+                                                    "fsdp_version"};
 static const char* const RUN_UNMODELLED[] = {"ep", "expert_parallel", "moe_experts", "cp_split",
                                              "context_parallel_algo", "fsdp", "hsdp", "offload_dir", "cpu_offload"};
 
@@ -224,6 +226,23 @@ static int run_grad_alloc(const char* v, PlanSetup* k, char* err, size_t err_len
     return 0;
 }
 
+// A row's fsdp_version column (--fsdp-version for them all, cli.h), PyTorch FSDP's for a framework's ZeRO-3: 1, its
+// flat parameter, or 2, fully_shard's per-parameter tensors, which each gather is copied out into (software.h
+// gather_copy_out). Returns 0, or -1 with err set.
+static int run_fsdp_version(PlanSetup* k, const char* v, int zero, char* err, size_t err_len) {
+    if (strcmp(v, "1") && strcmp(v, "2")) {
+        snprintf(err, err_len, "unknown fsdp_version '%s' (1, 2)", v);
+        return -1;
+    }
+    if (k->own_buffers || k->zero3_param_sync || zero != 3) {
+        snprintf(err, err_len, "fsdp_version %s: PyTorch FSDP's ZeRO-3 (zero 3, not under --software trainer or "
+                 "deepspeed2021)", v);
+        return -1;
+    }
+    k->gather_copy_out = !strcmp(v, "2");
+    return 0;
+}
+
 // Predict one row (opt: its optional columns' fields, NULL where absent). Returns 0 with *r filled, or -1
 // with the reason in err. Every number is range-checked (the trainer's ranges, args.h) and
 // every product computed in 64 bits before the schedule code sees it.
@@ -345,6 +364,8 @@ static int plan_run_row(const int* shape, int mlp, const PlanSetup* setup, const
     const char* kind = opt[RO_CP_KIND];
     if (kind && kind[0] && run_cp_kind(kind, c, &k, err, err_len)) return -1;
     if (opt[RO_GRAD_ALLOC] && opt[RO_GRAD_ALLOC][0] && run_grad_alloc(opt[RO_GRAD_ALLOC], &k, err, err_len)) return -1;
+    const char* fv = opt[RO_FSDP_VERSION];
+    if (fv && fv[0] && run_fsdp_version(&k, fv, c->zero, err, err_len)) return -1;
     const char* split = opt[RO_PP_SPLIT];
     if (split && split[0]) {
         if (strcmp(split, "even") && strcmp(split, "auto") && strcmp(split, "ends")) {
@@ -404,8 +425,8 @@ static int plan_runs(const char* path, const char* csv_path, const int* shape, i
         for (int j = 0; j < n_cols; j++)
             if (!strcmp(names[j], RUN_UNMODELLED[k]))
                 fail("--runs %s: column '%s' names a setting the planner does not model (it reads cp, cp_ulysses, "
-                     "cp_kind, offload, offload_frames, reduce_dtype, grad_dtype, grad_alloc, mlp, pp_split, dropout, "
-                     "vpp beside the required ones): remove it to predict the rows without it",
+                     "cp_kind, offload, offload_frames, reduce_dtype, grad_dtype, grad_alloc, fsdp_version, mlp, "
+                     "pp_split, dropout, vpp beside the required ones): remove it to predict the rows without it",
                      path, names[j]);
     char*** rows = NULL;  // rows[i][j]: field j of run i, in in.text
     int n_rows = 0, row_cap = 0, n;

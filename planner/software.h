@@ -72,6 +72,9 @@ typedef struct {
                             // likewise), kept to the step's reduction (memory.h pipe_peak_lazy_grads; a --runs row's
                             // grad_alloc lazy); 0: allocated before the step (Megatron-core's contiguous grad buffer,
                             // this trainer's), counted with the model states
+    int gather_copy_out;    // 1: PyTorch FSDP2's ZeRO-3: each all-gather's flat output copied into the parameters'
+                            // own tensors on the compute stream (predict.h gather_copy_out_time; --fsdp 2, a --runs
+                            // row's fsdp 2); 0: FSDP1's flat parameter, whose views the layers use, and the others
     int cp_allgather;       // 1: its context parallelism is Llama 3's (Dubey et al. 2024, section 3.3.2): K and V
                             // all-gathered over cp, then the attention of the rank's own queries, nothing overlapped
                             // (time.h cp_layer_time; --cp-kind allgather, a --runs row's cp_kind); 0: ring, Ulysses

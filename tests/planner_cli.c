@@ -262,6 +262,17 @@ static void runs_two_columns(const char* columns, const char* const values[4], c
     free(m2);
 }
 
+// `--plan --model llama-7b FLAG VALUE` under this trainer (the default software): 1 when it exits 1 with `want` in
+// its output.
+static int trainer_refuses_flag(const char* flag, const char* value, const char* want) {
+    char log[256];
+    snprintf(log, sizeof(log), "/tmp/test_planner_%d_flag_refused.log", (int)getpid());
+    const char* args[] = {"--plan", "--model", "llama-7b", flag, value};
+    int ok = run_plan_capture(args, 5, log) == 1 && strstr(slurp(log), want);
+    unlink(log);
+    return ok;
+}
+
 // --runs' cp_kind column: LLaMA-7B at 32k tokens on 64 A100s, cp 4 (tp 1, dp 16, full recomputation): allgather
 // (Llama 3's) exposes its collectives, a longer step than the ring's, which hides its exchanges under the attention
 // (its memory: cp_allgather_keeps_gathered_kv); ring and an empty field are what cp_ulysses 1 gives; ulysses there is
@@ -293,17 +304,32 @@ static void test_runs_grad_alloc(void) {
     char *m1, *m3;
     int rc[2];
     runs_two_columns("vpp,grad_alloc", values, row, mem, step, own, &m1, &m3, rc);
-    char log[256];
-    snprintf(log, sizeof(log), "/tmp/test_planner_%d_grad_alloc.log", (int)getpid());
-    const char* flag[] = {"--plan", "--model", "llama-7b", "--grad-alloc", "lazy"};
-    int rc_flag = run_plan_capture(flag, 5, log);
     check(rc[0] == 2 && mem[1] < mem[0] && mem[2] == mem[0] && step[1] > step[0] && step[2] == step[0] &&
               strstr(m1, "unknown grad_alloc 'eager' (upfront, lazy)") && rc[1] == 2 &&
-              strstr(m3, "grad_alloc lazy: this trainer allocates its gradients before the step") && rc_flag == 1 &&
-              strstr(slurp(log), "--grad-alloc lazy: a framework's gradients"),
+              strstr(m3, "grad_alloc lazy: this trainer allocates its gradients before the step") &&
+              trainer_refuses_flag("--grad-alloc", "lazy", "--grad-alloc lazy: a framework's gradients"),
           "runs_grad_alloc_column", "rc %d, memory upfront %.3f lazy %.3f default %.3f GiB, step %.4f / %.4f s; %s; "
           "trainer rc %d: %s", rc[0], mem[0], mem[1], mem[2], step[0], step[1], m1, rc[1], m3);
-    free(m1), free(m3), unlink(log);
+    free(m1), free(m3);
+}
+
+// --runs' fsdp_version column: LLaMA-7B at 2048 tokens on 64 A100s, ZeRO-3 over dp 64: 2 (FSDP2) copies each gather
+// out on the compute stream, a longer step (fsdp2_copy_out_hand), the same memory; 1 and an empty field are FSDP1's;
+// another value is the row's error; this trainer refuses the column, and --fsdp-version under it.
+static void test_runs_fsdp_version(void) {
+    const char* values[4] = {"1,1", "1,2", "1,", "1,3"};
+    const char* row = "llama-7b,2048,64,8,1048576,1f1b,3,1,1,64,1,none,flash2,1,0,";
+    double mem[3], step[3], own[3];
+    char *m1, *m3;
+    int rc[2];
+    runs_two_columns("cp,fsdp_version", values, row, mem, step, own, &m1, &m3, rc);
+    check(rc[0] == 2 && step[1] > step[0] && step[2] == step[0] && mem[1] == mem[0] && mem[2] == mem[0] &&
+              strstr(m1, "unknown fsdp_version '3' (1, 2)") && rc[1] == 2 &&
+              strstr(m3, "fsdp_version 1: PyTorch FSDP's ZeRO-3") &&
+              trainer_refuses_flag("--fsdp-version", "2", "--fsdp-version 2: PyTorch FSDP's ZeRO-3, a framework's"),
+          "runs_fsdp_version_column", "rc %d, step %.4f / %.4f / %.4f s, memory %.3f / %.3f GiB; %s; trainer rc %d: %s",
+          rc[0], step[0], step[1], step[2], mem[0], mem[1], m1, rc[1], m3);
+    free(m1), free(m3);
 }
 
 // The dropout column of --runs (and --dropout): GPT-2 124M on 8 A100s, 2048 tokens, the fused softmax: at dropout

@@ -107,6 +107,7 @@ int main(void) {
     test_megatron_loss_bytes();
     test_megatron_dp_chunked();
     test_megatron_grad_buffer_passes();
+    test_fsdp2_copy_out();
     test_megatron_dp_interleaved();
     test_nanotron_cost_cut();
     test_nanotron_grad_accum();
@@ -151,6 +152,7 @@ int main(void) {
     test_runs_pp_split();
     test_runs_cp_kind();
     test_runs_grad_alloc();
+    test_runs_fsdp_version();
     test_runs_dropout();
     test_cli_pp_split_ends();
     test_grad_reduce_other_software();

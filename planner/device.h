@@ -126,9 +126,10 @@ static void profile_a100(DeviceProfile* d) {
     d->nic_eff = 0.8;             // estimate: NCCL bus bandwidth across nodes over the NICs' line rate; measured
                                   // 0.86-0.96 for large all-reduces (NVIDIA/nccl-tests#119, nccl#1048: dev/PLANNER.md)
     d->dp_overlap = 0.5;          // estimate, no source found (the share of a micro-batch's backward hiding dp traffic)
-    d->comm_interference = 0.2;   // estimate, no source found (this trainer's overlapped reduction; TE's userbuffers
-                                  // under Megatron): the published overlap slowdowns are worst cases (a one-wave GEMM
-                                  // beside an all-gather ~2x) or NCCL's (comm_interference_nccl); dev/PLANNER.md
+    d->comm_interference = 0.2;   // estimate, no source found (this trainer's overlapped reduction, the cp ring;
+                                  // Megatron's tp overlap is TE's userbuffers as their code runs: time.h): the
+                                  // published overlap slowdowns are worst cases (a one-wave GEMM beside an all-gather
+                                  // ~2x) or NCCL's (comm_interference_nccl); dev/PLANNER.md
     d->comm_interference_nccl = 0.61;  // GPT and LLaMA training on 4 A100s / H100s / MI250s / MI210s (Lee et al.
                                        // 2025, arXiv 2507.03114, abstract): compute beside communication 18.9%
                                        // slower on average than alone, serial 10.2% slower than overlapped: if the

@@ -108,9 +108,10 @@ typedef struct {
                       // beyond Korthikanti's count, allocator and autograd alike); 0: the counted tensors alone
                       // (torchtitan's published reserved memory with expandable segments is that within 1.7 GiB;
                       // llm-foundry's runs that ran bound its share below 15.7%: dev/PLANNER.md "The allocator")
-    int tp_comm_overlap;  // 1: Megatron-core's --tp-comm-overlap (Transformer Engine's userbuffers): with SP, each
-                          // linear's all-gather / reduce-scatter is cut into chunks pipelined with that linear's
-                          // GEMM, forward and backward (time.h layer_time); 0: the collectives run between GEMMs
+    int tp_comm_overlap;  // 1: Megatron-core's --tp-comm-overlap (Transformer Engine v1.7's userbuffers at their
+                          // defaults): with SP, each linear's all-gather / reduce-scatter is cut into chunks pipelined
+                          // with that linear's GEMM (ring exchange, pipeline, bulk), forward and backward (time.h
+                          // ub_*_time, layer_time); 0: the collectives run between GEMMs
     int dp_overlap_chunked;  // 1: Megatron-core's --overlap-grad-reduce / --overlap-param-gather: the gradients are
                              // reduce-scattered layer by layer as the backward produces them (per virtual stage under
                              // pipelining) and the weights gathered as the forward needs them; only the last chunk is

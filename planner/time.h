@@ -333,6 +333,66 @@ typedef struct {
     CpTime cp;           // context parallelism's part of fwd / bwd (in them)
 } LayerTime;
 
+// Megatron-core's --tp-comm-overlap as it ran in mid-2024: Megatron-LM r0.8 (f2e5db40, training/initialize.py
+// _initialize_tp_communicators) calls Transformer Engine's initialize_ub with ub_cfgs {} unless a yaml is named, so
+// every linear takes TE's defaults (TransformerEngine v1.7, 4e7caa1c, module/base.py and csrc/comm_gemm_overlap.h):
+// - "ring_exchange" (qkv and fc1 forward, proj and fc2 input gradient: the all-gathers): the gathered input in tp
+//   chunks of M/tp rows, one GEMM of the whole weight per chunk, the first on this rank's own chunk while the next is
+//   sent round the ring by the copy engines (UbufP2PCommOverlap sets use_ce 1: no SMs), the chunks' GEMMs on
+//   min(3, tp) streams (_NUM_MAX_UB_STREAMS), so one chunk's last wave shares the SMs with the next's first;
+// - "pipeline" (proj and fc2 forward: the reduce-scatters): the weight's outputs in UB_SPLITS chunks, each chunk's
+//   reduce-scatter on UB_COMM_SMS SMs (userbuffers' kernels) while the next chunk's GEMM runs beside it, the last
+//   chunk's reduce-scatter (on UB_MAX_SM 32 SMs) after every GEMM: exposed;
+// - "bulk" (qkv and fc1 backward): the all-gather of the layer's sequence-parallel input (for the weight gradient)
+//   beside the input-gradient GEMM, and the input gradient's reduce-scatter beside the weight-gradient GEMM, each on
+//   UB_COMM_SMS SMs.
+// set_sm_margin 0: every GEMM is launched for all the device's SMs; while a userbuffers kernel holds UB_COMM_SMS of
+// them the GEMM runs on the rest (its waves over sms - UB_COMM_SMS at that share of the peak). The collectives move
+// at the tp link's rate (a ring step of bytes/tp a chunk); what a copy engine's or the kernels' HBM traffic costs
+// the GEMM is not charged (the GEMMs here are compute-bound).
+#define UB_COMM_SMS 16
+#define UB_SPLITS 4
+#define UB_STREAMS 3
+// A GEMM of time g (g_slow on the SMs a userbuffers kernel leaves) that starts while the kernel runs for `busy` more.
+static double ub_gemm_beside(double g, double g_slow, double busy) {
+    if (busy <= 0) return g;
+    if (busy >= g_slow) return g_slow;
+    return busy + (1 - busy / g_slow) * g;
+}
+static double ub_gemm_time(const DeviceProfile* d, double M, double N, double K, double batch, int comm_sms) {
+    if (comm_sms <= 0 || d->sms <= comm_sms) return matmul_time(d, M, N, K, batch);
+    DeviceProfile rest = *d;
+    rest.sms = d->sms - comm_sms, rest.peak_flops = d->peak_flops * rest.sms / d->sms;
+    return matmul_time(&rest, M, N, K, batch);
+}
+// ring_exchange: a GEMM of M rows (N outputs from K inputs) whose input is all-gathered over tp ranks, chunk_bytes a
+// ring step. The tp chunk GEMMs run as one batch (the streams fill each other's waves) unless the ring is slower:
+// chunk i + 1 waits for the i + 1-th step, the last GEMM follows the last step.
+static double ub_ring_exchange_time(const DeviceProfile* d, double M, double N, double K, int tp, double chunk_bytes,
+                                    Link l) {
+    double chunks = matmul_time(d, M / tp, N, K, tp) + (tp - 1) * d->matmul_latency;
+    double ring = (tp - 1) * (chunk_bytes / l.bw + l.lat) + matmul_time(d, M / tp, N, K, 1);
+    return chunks > ring ? chunks : ring;
+}
+// pipeline: a GEMM of M rows, N outputs from K inputs, reduce-scattered over tp ranks (bytes the whole output): its
+// UB_SPLITS chunks of N / UB_SPLITS outputs in turn, chunk i's reduce-scatter beside chunk i + 1's GEMM.
+static double ub_pipeline_rs_time(const DeviceProfile* d, double M, double N, double K, int tp, double bytes,
+                                  Link l) {
+    double S = UB_SPLITS, g = matmul_time(d, M, N / S, K, S) / S;
+    double g_slow = ub_gemm_time(d, M, N / S, K, S, UB_COMM_SMS) / S;
+    double rs = allgather_time(tp, bytes / S, l.bw, l.lat), t_gemm = 0, t_comm = 0;
+    for (int i = 0; i < UB_SPLITS; i++) {
+        t_gemm += ub_gemm_beside(g, g_slow, t_comm - t_gemm);
+        t_comm = (t_comm > t_gemm ? t_comm : t_gemm) + rs;
+    }
+    return t_comm;
+}
+// bulk: a GEMM of M rows (N, K) beside one collective of time comm on UB_COMM_SMS SMs, both from the start.
+static double ub_bulk_time(const DeviceProfile* d, double M, double N, double K, double comm) {
+    double g = ub_gemm_beside(matmul_time(d, M, N, K, 1), ub_gemm_time(d, M, N, K, 1, UB_COMM_SMS), comm);
+    return g > comm ? g : comm;
+}
+
 // cp, U: context parallelism; ring, a2a: its links (unused at cp 1; under cp_allgather ring is the all-gather's).
 static LayerTime layer_time(const ModelConfig* c, int b, int tp, int sp, int cp, int U, const PlanSetup* k,
                             const DeviceProfile* d, Link tp_link, Link ring, Link a2a) {
@@ -422,21 +482,28 @@ static LayerTime layer_time(const ModelConfig* c, int b, int tp, int sp, int cp,
     // communication each runs while its linear's weight gradient is computed (not when the
     // schedule defers that to a W pass): what the weight gradient does not hide is exposed, the
     // hidden part costs the software's NCCL interference of itself (the collective's SMs and HBM traffic).
-    double bwd_comm = lt.comm_bwd, fwd_comm = lt.comm_fwd, ci = d->comm_interference;
+    double bwd_comm = lt.comm_bwd, fwd_comm = lt.comm_fwd;
     if (k->tp_async_dgrad && !schedule_has_w(c->schedule)) {
         double ci_nccl = software_nccl_interference(k, d);
         bwd_comm = comm_exposed(one, dw[0], ci_nccl) + comm_exposed(one, dw[2], ci_nccl);
     }
-    // Megatron-core's --tp-comm-overlap (with SP): each of the 4 collectives of a pass (one / 2 each) is cut into
-    // chunks pipelined with its own linear's GEMM: forward, the all-gather before qkv and fc1 and the reduce-
-    // scatter after proj and fc2 under those GEMMs; backward, the gathered output gradient of proj and fc2 and the
-    // reduce-scattered input gradient of qkv and fc1 under their input-gradient GEMMs. What a GEMM does not hide
-    // is exposed, the hidden part costs comm_interference of itself (the chunks' SMs and HBM traffic: Transformer
-    // Engine's userbuffers, not NCCL's kernels, so the device's estimate, not comm_interference_nccl)
+    // Megatron-core's --tp-comm-overlap (with SP), Transformer Engine's userbuffers (above): forward, the all-gathers
+    // before qkv and fc1 by ring exchange, the reduce-scatters after proj and fc2 pipelined; backward, the gathered
+    // output gradients of proj and fc2 by ring exchange, the bulk re-gather of the qkv and fc1 inputs beside their
+    // input-gradient GEMMs and the input gradients' reduce-scatters beside their weight-gradient GEMMs. The
+    // collectives' time is what these take beyond the plain GEMMs (mm, mm_dx, mm_dw)
     if (k->tp_comm_overlap && sp && tp > 1) {
-        fwd_comm = bwd_comm = 0;
-        for (int i = 0; i < 4; i++)
-            fwd_comm += comm_exposed(one / 2, fw[i], ci), bwd_comm += comm_exposed(one / 2, dx[i], ci);
+        double ag = one / 2, step = x_bytes / tp;
+        fwd_comm = ub_ring_exchange_time(d, n, lin_n[0], lin_k[0], tp, step, tp_link) - fw[0] +
+                   ub_ring_exchange_time(d, n, lin_n[2], lin_k[2], tp, step, tp_link) - fw[2] +
+                   ub_pipeline_rs_time(d, n, lin_n[1], lin_k[1], tp, x_bytes, tp_link) - fw[1] +
+                   ub_pipeline_rs_time(d, n, lin_n[3], lin_k[3], tp, x_bytes, tp_link) - fw[3];
+        bwd_comm = 0;
+        for (int i = 0; i < 4; i += 2)  // qkv, fc1: dX[n, K] = dY[n, N] W^T and dW[K, N] = X^T dY
+            bwd_comm += ub_bulk_time(d, n, lin_k[i], lin_n[i], ag) - dx[i] +
+                        ub_bulk_time(d, lin_k[i], lin_n[i], n, ag) - dw[i];
+        for (int i = 1; i < 4; i += 2)  // proj, fc2: the output gradient gathered
+            bwd_comm += ub_ring_exchange_time(d, n, lin_k[i], lin_n[i], tp, step, tp_link) - dx[i];
     }
     lt.attn_fwd = attn + lt.cp.fwd;
     lt.comm_fwd_charged = fwd_comm;

@@ -574,32 +574,46 @@ static void test_nccl_latency_and_algorithm(void) {
           "%.6f s more (want %.6f)", fp.t_dp_comm - bf.t_dp_comm, more);
 }
 
-// --software megatron, tensor parallelism (Megatron-core's --tp-comm-overlap, with SP): GPT-3 175B's layer at tp 8,
-// micro-batch 1 of 2048 tokens on an A100 node. Each of a pass's 4 collectives moves the (s, b, h) activations, x =
-// 2048 x 12288 x 2 bytes, in a ring of 8 at 300 GB/s x link_eff_nccl 0.67 = 201 GB/s, 3.4 us a step: 7/8 x / 201e9
-// + 23.8 us = 242.9 us, under a GEMM of 0.36-1.46 ms. The framework charges the forward's 4 in full; megatron hides
-// each under its linear's GEMM at comm_interference 0.2 (Transformer Engine's userbuffers): the forward is shorter
-// by 4 x 0.8 x 242.9 us = 0.777 ms; the backward's are hidden in both, the framework's (asynchronous dgrad, NCCL's
-// all-reduces) at comm_interference_nccl 0.61, megatron's at 0.2: shorter by 4 x 0.41 x 242.9 us = 0.398 ms;
-// without SP megatron is the framework.
+// --software megatron, tensor parallelism (Megatron-core's --tp-comm-overlap, with SP: Transformer Engine v1.7's
+// userbuffers at their defaults, time.h): GPT-3 175B's layer at tp 8, micro-batch 1 of 2048 tokens on an H100 node
+// (132 SMs; NVLink 450 GB/s x link_eff_nccl 0.82 = 369 GB/s a rank, 3.4 us a step; HBM 3350 GB/s x 0.58 = 1943 GB/s;
+// x = 2048 x 12288 x 2 B the gathered activations). The GEMMs' times are matmul_time's (tested above).
+// - qkv forward, ring exchange: 8 chunks of 256 rows, each reading the whole 12288 x 4608 weight: 8 x (256 x 12288 +
+//   12288 x 4608 + 256 x 4608) x 2 B = 975,175,680 B / 1943 GB/s + 2 us = 503.892 us (memory-bound), + 7 launches
+//   x 2 us = 517.892 us; the ring, 7 steps of x / 8 (20.450 us each) and one chunk (64.736 us), is shorter: 517.892.
+// - proj forward, pipeline: 4 chunks of 3072 outputs (M 2048, K 1536), 34.936 us each on 132 SMs, 40.675 us on the
+//   116 a reduce-scatter's 16 SMs leave; each chunk's reduce-scatter 7/8 x (x / 4) / 369 GB/s + 7 x 3.4 us =
+//   53.6375 us, longer than a chunk's GEMM, so they follow each other from the first GEMM's end: 34.936 + 4 x
+//   53.6375 = 249.486 us (the whole GEMM 139.744 us).
+// - qkv input gradient, bulk: the all-gather of the input (7/8 x / 369 GB/s + 23.8 us = 143.150 us) beside the GEMM
+//   (394.041 us on 132 SMs, 454.966 us on 116): 143.150 + (1 - 143.150 / 454.966) x 394.041 = 413.210 us.
+// The layer's forward charges the four linears' overlapped times beyond their GEMMs; without SP megatron is the
+// framework.
 static void test_megatron_tp_comm_overlap(void) {
     ModelConfig g = gpt3_175b();
     g.dp = g.pp = g.vpp = g.micro_batch = g.cp = g.cp_ulysses = 1, g.tp = 8, g.schedule = SCHED_1F1B;
     DeviceProfile d;
-    profile_builtin("a100-80gb", &d);
+    profile_builtin("h100-sxm", &d);
     d.link_eff = d.link_eff_nccl;
     Link tp = group_link(&d, 8, 1, 8), none = {0, 0, 0, 0, 0};
+    double h = 12288, n = 2048, x = n * h * 2;
+    double qkv = ub_ring_exchange_time(&d, n, 3 * h / 8, h, 8, x / 8, tp);
+    double proj = ub_pipeline_rs_time(&d, n, h, h / 8, 8, x, tp);
+    double ag = 7.0 / 8 * x / 369e9 + 7 * 3.4e-6, bulk = ub_bulk_time(&d, n, h, 3 * h / 8, ag);
+    double fc1 = ub_ring_exchange_time(&d, n, 4 * h / 8, h, 8, x / 8, tp);
+    double fc2 = ub_pipeline_rs_time(&d, n, h, 4 * h / 8, 8, x, tp);
+    double gemms = matmul_time(&d, n, 3 * h / 8, h, 1) + matmul_time(&d, n, h, h / 8, 1) +
+                   matmul_time(&d, n, 4 * h / 8, h, 1) + matmul_time(&d, n, h, 4 * h / 8, 1);
     PlanSetup fw = plan_setup_for(SOFTWARE_FRAMEWORK), meg = plan_setup_for(SOFTWARE_MEGATRON);
-    LayerTime f_sp = layer_time(&g, 1, 8, 1, 1, 1, &fw, &d, tp, none, none);
     LayerTime m_sp = layer_time(&g, 1, 8, 1, 1, 1, &meg, &d, tp, none, none);
     LayerTime f_no = layer_time(&g, 1, 8, 0, 1, 1, &fw, &d, tp, none, none);
     LayerTime m_no = layer_time(&g, 1, 8, 0, 1, 1, &meg, &d, tp, none, none);
-    double x = 2048.0 * 12288 * 2, one = 7.0 / 8 * x / 201e9 + 7 * 3.4e-6, want = 4 * 0.8 * one;
-    check(fabs(f_sp.fwd - m_sp.fwd - want) < 1e-9 && fabs(f_sp.bwd - m_sp.bwd - 4 * 0.41 * one) < 1e-9 &&
-              f_no.fwd == m_no.fwd &&
+    check(fabs(qkv - 517.892e-6) < 5e-10 && fabs(proj - 249.486e-6) < 5e-10 && fabs(bulk - 413.210e-6) < 5e-10 &&
+              fabs(m_sp.comm_fwd_charged - (qkv + proj + fc1 + fc2 - gemms)) < 1e-12 && f_no.fwd == m_no.fwd &&
               f_no.bwd == m_no.bwd,
-          "megatron_tp_comm_overlap_hand", "forward %.4f -> %.4f ms (%.4f shorter, want %.4f), backward %.4f / %.4f",
-          f_sp.fwd * 1e3, m_sp.fwd * 1e3, (f_sp.fwd - m_sp.fwd) * 1e3, want * 1e3, f_sp.bwd * 1e3, m_sp.bwd * 1e3);
+          "megatron_tp_comm_overlap_hand", "qkv ring exchange %.3f us (want 517.892), proj pipeline %.3f (249.486), "
+          "qkv dgrad bulk %.3f (413.210); forward charged %.3f us (want %.3f)", qkv * 1e6, proj * 1e6, bulk * 1e6,
+          m_sp.comm_fwd_charged * 1e6, (qkv + proj + fc1 + fc2 - gemms) * 1e6);
 }
 
 // Dropout (Megatron-LM's GPT defaults, 0.1 and 0.1): GPT-3 175B's layer at tp 8, micro-batch 1 of 2048 tokens, fused

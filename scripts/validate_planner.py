@@ -145,15 +145,16 @@ def plot(rows, sheets, path):
                   "predicted MFU %", "planner vs the layouts study (hollow: predicted not to fit)", path)
 
 
-def finish_figure(fig, ax, top, xlabel, ylabel, title, path, bottom=20):
-    """The diagonal on [bottom, top], the labels, the legend; written to path."""
+def finish_figure(fig, ax, top, xlabel, ylabel, title, path, bottom=20, legend_outside=False):
+    """The diagonal on [bottom, top], the labels, the legend (in the upper left, or right of the axes where every
+    corner holds points); written to path."""
     ax.plot([bottom, top], [bottom, top], "k-", lw=0.8)
     ax.set_xlim(bottom, top)
     ax.set_ylim(bottom, top)
     ax.set_xlabel(xlabel)
     ax.set_ylabel(ylabel)
     ax.set_title(title)
-    ax.legend(fontsize=7, loc="upper left")
+    ax.legend(fontsize=7, loc="upper left", bbox_to_anchor=(1.01, 1) if legend_outside else None)
     fig.tight_layout()
     fig.savefig(path, dpi=110)
 
@@ -287,7 +288,7 @@ def plot_published(pred, path):
     import matplotlib
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt
-    fig, ax = plt.subplots(figsize=(8, 7))
+    fig, ax = plt.subplots(figsize=(11, 7))
     colours = plt.get_cmap("tab20").colors  # 20 colours: the default cycle's 10 repeat past 10 sources
     for i, src in enumerate(dict.fromkeys(source_of(r) for r in pred)):
         col = colours[i % len(colours)]
@@ -300,7 +301,8 @@ def plot_published(pred, path):
                    facecolors="none", edgecolors=col)
     ax.fill_between([5, 75], [2, 72], [8, 78], color="0.9", zorder=0)  # from 5: ZeRO-3 at scale ran near 10
     finish_figure(fig, ax, 75, "published MFU %", "predicted MFU %, leave-one-source-out (grey: within 3 points)",
-                  "planner vs published runs (hollow: predicted not to fit, though they ran)", path, bottom=5)
+                  "planner vs published runs (hollow: predicted not to fit, though they ran)", path, bottom=5,
+                  legend_outside=True)
 
 
 def published(train, path, extra, plot_path):
@@ -308,7 +310,8 @@ def published(train, path, extra, plot_path):
     device, software and model shape through ./train --plan --runs with the shape's flags, as the
     row's software (column software: framework, the default, foundry: llm-foundry's dropout 0
     and fused loss, megatron: Megatron-core's tp and dp communication overlap, or deepspeed2021:
-    DeepSpeed's ZeRO-3 of 2021, a synchronized collective per weight tensor; --software)
+    DeepSpeed's ZeRO-3 of 2021, a synchronized collective per weight tensor, or nanotron: nanotron v0.5;
+    --software)
     with the row's architecture (column arch: gpt2,
     the default: LayerNorm, GELU MLP of d_ff, learned positions, MPT's ALiBi and missing biases
     differ by < 0.1% of the FLOPs; llama: RMSNorm, SwiGLU, RoPE, GQA with n_kv_head, default

@@ -11,7 +11,9 @@ static void plan_usage(void) {
     char attn_names[128];
     printf(
         "usage: train --plan [flags]              rank every layout and kernel choice\n"
-        "       train --plan --runs FILE.csv [flags]  predict the runs of a file (see dev/PLANNER.md)\n"
+        "       train --plan --runs FILE.csv [flags]  predict the runs of a file (see dev/PLANNER.md): its optional\n"
+        "                          columns vpp, cp, cp_ulysses, cp_kind, offload, offload_frames, mlp, pp_split,\n"
+        "                          reduce_dtype, grad_dtype, dropout, grad_alloc, fsdp_version as the flags below\n"
         "  --model NAME            preset (default llama-13b); shape: --n-layer --n-head --n-kv-head --d-model --d-ff "
         "--vocab --seq-len\n"
         "                          (with --runs the shape flags override every row's preset)\n"
@@ -20,7 +22,8 @@ static void plan_usage(void) {
         "  --gpus N                GPUs in all (default 8)       --gpus-per-node N (default: the device's)\n"
         "  --device NAME           %s (default a100-80gb)\n"
         "  --device-file FILE      'key = value' profile (optional first key 'base = NAME')\n"
-        "  --device-set KEY=VALUE  override one profile key (repeatable); --peak-tflops X\n"
+        "  --device-set KEY=VALUE  override one profile key (repeatable; docs/PLANNER.md, an unknown key lists them,\n"
+        "                          e.g. tensor_clock in (0, 1]: the clock a power limit sustains); --peak-tflops X\n"
         "  --global-batch-tokens N or --global-batch N (sequences; default 4194304 tokens)\n"
         "  --tokens N              plan the run: the global batch and layout of the least time to a target that takes\n"
         "                          N tokens at a small batch (planner/run_plan.h), with the noise scale from\n"
@@ -44,12 +47,12 @@ static void plan_usage(void) {
         "                          accumulation a pass per micro-batch)\n"
         "  --dropout P             a framework's GPT trained at dropout P (default: the software's: Megatron-LM's\n"
         "                          0.1; foundry 0): above 0 its masks are kept and its kernels timed, 0 neither\n"
-        "  --grad-alloc upfront|lazy  a framework's gradients: allocated before the step (default; Megatron-core's\n"
-        "                          buffer, its GEMMs accumulating into it) or each chunk's at its first backward and\n"
-        "                          accumulated by a pass of their own (lazy: PyTorch autograd's, FSDP's)\n"
-        "  --fsdp-version 1|2      a framework's ZeRO-3 as PyTorch FSDP1 (default: gathered into its flat\n"
-        "                          parameter) or FSDP2 (fully_shard: each gather copied into the parameters on the\n"
-        "                          compute stream)\n"
+        "  --grad-alloc upfront|lazy  gradients of framework|foundry|megatron|deepspeed2021: allocated before\n"
+        "                          the step (default; Megatron-core's buffer, its GEMMs accumulating into it) or\n"
+        "                          each chunk's at its first backward, added by a pass of their own (lazy)\n"
+        "  --fsdp-version 1|2      ZeRO-3 of framework|foundry|megatron as PyTorch FSDP1 (default: gathered into\n"
+        "                          its flat parameter) or FSDP2 (fully_shard: each gather copied into the\n"
+        "                          parameters on the compute stream)\n"
         "  --grad-reduce fp32|bf16 this trainer's dp all-reduce of the gradient (--zero 0|1; bf16: half the bytes,\n"
         "                          a 32 MiB scratch); under another --software the dtype its gradients are reduced\n"
         "                          in (default bf16; fp32: torchtitan's FSDP2, mixed_precision_reduce)\n"
@@ -205,7 +208,8 @@ static void plan_device(DeviceProfile* d, const char* device, const char* device
 static void plan_cp_allgather(PlanArgs* a) {
     if (a->setup.own_buffers || !a->setup.context_parallel)
         fail("--cp-kind allgather: Llama 3's context parallelism, a framework's (--software framework, foundry, "
-             "megatron or deepspeed2021); this trainer runs ring, ulysses or 2d");
+             "megatron or deepspeed2021); %s", a->setup.own_buffers ? "this trainer runs ring, ulysses or 2d"
+                                                                     : "this software has no context parallelism");
     if (a->cp_split != CP_SPLIT_ZIGZAG || a->filter.cp_ulysses > 1)
         fail("--cp-kind allgather splits each sequence in 2 x cp chunks, whole heads a rank: not with "
              "--cp-split contiguous or doc, nor --cp-ulysses above 1");
@@ -327,6 +331,11 @@ static void plan_parse_args(int argc, char** argv, PlanArgs* a) {
     if (f->cp > 0 && f->cp_ulysses > f->cp) fail("--cp-ulysses %d does not divide --cp %d", f->cp_ulysses, f->cp);
     if (a->cp_split == CP_SPLIT_DOC && f->cp_kind == CPK_ULYSSES)  // as ./train (args.h)
         fail("--cp-split doc: splits the ring's rows; --cp-kind ulysses gives every rank whole sequences (balanced)");
+    if (f->cp == 1 && f->cp_kind >= 0)  // (the filter would let no layout through)
+        fail("--cp-kind %s: how cp > 1 ranks split a sequence, not with --cp 1", CPK_NAMES[f->cp_kind]);
+    if (f->cp > 1 && !a->setup.context_parallel)  // (after --software)
+        fail("--cp %d: this software has no context parallelism (--software trainer, framework, foundry, megatron or "
+             "deepspeed2021 has)", f->cp);
 
     if (f->cp_kind == CPK_ALLGATHER) plan_cp_allgather(a);  // (after --software, which it checks)
     if (f->pp_ends) {  // (after --software): a framework's cut, the embedding and the head a layer's place each
@@ -335,6 +344,9 @@ static void plan_parse_args(int argc, char** argv, PlanArgs* a) {
                  "this trainer needs a layer in every chunk, the Scaling codebase cuts by parameters");
         a->setup.pipe_split = SPLIT_ENDS;
     }
+    if (f->pp_split == 1 && a->setup.pipe_split != SPLIT_LAYERS)  // (as a runs row's pp_split auto)
+        fail("--pp-split auto: this software cuts its pipeline by %s",
+             a->setup.pipe_split == SPLIT_COST ? "compute cost (nanotron's)" : "parameters");
     // (after --software, which sets the rest of it): this trainer's bf16 all-reduce, or the dtype another
     // framework reduces its gradients in (FSDP2's reduce_dtype; --runs' reduce_dtype column)
     char why[160];
@@ -343,18 +355,21 @@ static void plan_parse_args(int argc, char** argv, PlanArgs* a) {
         int lazy = !strcmp(grad_alloc, "lazy");
         if (!lazy && strcmp(grad_alloc, "upfront"))
             fail("--grad-alloc: expected upfront or lazy, got '%s'", grad_alloc);
-        if (lazy && a->setup.own_buffers)
+        if (lazy && !software_grads_lazy_ok(&a->setup))
             fail("--grad-alloc lazy: a framework's gradients (--software framework, foundry, megatron or "
-                 "deepspeed2021); this trainer allocates its own before the step");
+                 "deepspeed2021); %s", software_grads_upfront_why(&a->setup));
         a->setup.grads_lazy = lazy;
     }
     // (after --software): the search's ZeRO-3 layouts as that FSDP runs them (a runs row's fsdp_version otherwise)
     if (fsdp_version) {
         if (strcmp(fsdp_version, "1") && strcmp(fsdp_version, "2"))
             fail("--fsdp-version: expected 1 or 2, got '%s'", fsdp_version);
-        if (a->setup.own_buffers || a->setup.zero3_param_sync)
-            fail("--fsdp-version %s: PyTorch FSDP's ZeRO-3, a framework's (not --software trainer or deepspeed2021)",
+        if (!software_fsdp_ok(&a->setup))
+            fail("--fsdp-version %s: PyTorch FSDP's ZeRO-3, a framework's (--software framework, foundry or megatron)",
                  fsdp_version);
+        if (f->zero >= 0 && f->zero != 3)
+            fail("--fsdp-version %s: how ZeRO-3 layouts gather their weights, not with --zero %d", fsdp_version,
+                 f->zero);
         a->setup.gather_copy_out = !strcmp(fsdp_version, "2");
     }
     if (a->setup.own_buffers) a->setup.grad_reduce_bf16 = grad_reduce_bf16;

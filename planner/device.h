@@ -343,7 +343,7 @@ static const ProfileKey PROFILE_KEYS[] = {
     PKEY("attn_eff_flash3", attn_eff_flash3, 0, 1, 1e-3, 1, "fraction of peak of Hopper's fused attention (FA3)"),
     PKEY("attn_eff_own", attn_eff_own, 0, 1, 1e-3, 1, "fraction of peak of this trainer's flash kernels"),
     PKEY("bmm_eff", bmm_eff, 0, 1, 1e-3, 1, "fraction of peak of unfused attention's batched matmuls"),
-    PKEY("tensor_clock", tensor_clock, 0, 1, 1e-3, 2, "sustained clock over the peak's (a power limit's)"),
+    PKEY("tensor_clock", tensor_clock, 0, 1, 1e-3, 1, "sustained clock over the peak's (a power limit's)"),
     PKEY("mem_gib", mem_bytes, 0, GiB, 1e-6, 1e6, "device memory, GiB"),
     PKEY("mem_overhead_gib", mem_overhead, 0, GiB, 0, 1e6, "unusable memory, GiB"),
     PKEY("mem_frag", mem_frag, 0, 1, 0, 1, "fraction of activations lost to fragmentation"),

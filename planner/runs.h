@@ -214,12 +214,12 @@ static int run_grad_alloc(const char* v, PlanSetup* k, char* err, size_t err_len
         k->grads_lazy = 0;
         return 0;
     }
-    if (k->own_buffers) {
-        snprintf(err, err_len, "grad_alloc %s: this trainer allocates its gradients before the step", v);
-        return -1;
-    }
     if (strcmp(v, "lazy")) {
         snprintf(err, err_len, "unknown grad_alloc '%s' (upfront, lazy)", v);
+        return -1;
+    }
+    if (!software_grads_lazy_ok(k)) {
+        snprintf(err, err_len, "grad_alloc lazy: %s", software_grads_upfront_why(k));
         return -1;
     }
     k->grads_lazy = 1;
@@ -234,9 +234,9 @@ static int run_fsdp_version(PlanSetup* k, const char* v, int zero, char* err, si
         snprintf(err, err_len, "unknown fsdp_version '%s' (1, 2)", v);
         return -1;
     }
-    if (k->own_buffers || k->zero3_param_sync || zero != 3) {
-        snprintf(err, err_len, "fsdp_version %s: PyTorch FSDP's ZeRO-3 (zero 3, not under --software trainer or "
-                 "deepspeed2021)", v);
+    if (!software_fsdp_ok(k) || zero != 3) {
+        snprintf(err, err_len, "fsdp_version %s: PyTorch FSDP's ZeRO-3 (zero 3, under --software framework, foundry "
+                 "or megatron)", v);
         return -1;
     }
     k->gather_copy_out = !strcmp(v, "2");
@@ -387,6 +387,13 @@ static int plan_run_row(const int* shape, int mlp, const PlanSetup* setup, const
     return 0;
 }
 
+// Where name is in cols[0..n), or -1.
+static int run_col_index(const char* name, const char* const* cols, int n) {
+    for (int k = 0; k < n; k++)
+        if (!strcmp(name, cols[k])) return k;
+    return -1;
+}
+
 #define RUN_ERRORS_SHOWN 3  // rows whose error the one error line names; the CSV's pred_reason has every row's
 
 // Predict every run of the file at path (the shape flags override every row's preset), to
@@ -407,6 +414,12 @@ static int plan_runs(const char* path, const char* csv_path, const int* shape, i
     if (rc < 0) fail("--runs %s: %s", path, err);
     if (rc == 0) fail("--runs %s: the file is empty (expected a header line and runs)", path);
     int idx[N_RUN_COLS];
+    for (int j = 0; j < n_cols; j++)  // a column the prediction reads, named twice: which one ran is not known
+        for (int i = 0; i < j; i++)
+            if (!strcmp(names[i], names[j]) && (run_col_index(names[j], RUN_COLS, N_RUN_COLS) >= 0 ||
+                                                run_col_index(names[j], RUN_OPT_COLS, N_RUN_OPT) >= 0))
+                fail("--runs %s: the header names column '%s' twice (columns %d and %d)", path, names[j], i + 1,
+                     j + 1);
     for (int k = 0; k < N_RUN_COLS; k++) {
         idx[k] = -1;
         for (int j = 0; j < n_cols; j++) if (!strcmp(names[j], RUN_COLS[k])) idx[k] = j;

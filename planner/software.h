@@ -218,8 +218,26 @@ static PlanSetup plan_setup_for(int software) {
     // nouamane/bench2 at 67c5ebb6), its ZeRO-1 collectives
     if (software == SOFTWARE_NANOTRON)
         s.no_dropout = 1, s.loss_softmax_inplace = 1, s.pipe_split = SPLIT_COST, s.grad_accum_pass = 1,
-        s.zero1_list_collectives = 1, s.grad_bytes = 4, s.reduce_bytes = 4, s.nanotron_options = 1;
+        s.zero1_list_collectives = 1, s.grad_bytes = 4, s.reduce_bytes = 4, s.nanotron_options = 1,
+        s.context_parallel = 0;
     return s;
+}
+// Whether its gradients can be autograd's, made at each chunk's first backward (--grad-alloc lazy, a --runs row's
+// grad_alloc lazy): a framework's. Not this trainer's buffers, nor nanotron's FP32GradientAccumulator (its fp32
+// buffers built in __init__, gradient_accumulator.py at c2528430, and its add pass already grad_accum_pass: lazy
+// would count a second), nor the Scaling codebase (its memory share fitted to its runs as they allocated).
+static int software_grads_lazy_ok(const PlanSetup* k) {
+    return !k->own_buffers && !k->grad_accum_pass && !k->alloc_share;
+}
+static const char* software_grads_upfront_why(const PlanSetup* k) {
+    return k->own_buffers      ? "this trainer allocates its gradients before the step"
+           : k->grad_accum_pass ? "nanotron accumulates into fp32 buffers it builds before the step"
+                                : "the Scaling codebase's memory is its runs' fitted share";
+}
+// Whether its ZeRO-3 is PyTorch FSDP's (--fsdp-version, a --runs row's fsdp_version): a framework's; not this
+// trainer's, DeepSpeed's (zero3_param_sync), nanotron's (no ZeRO-3) or the Scaling codebase's (ZeRO 0 or 1).
+static int software_fsdp_ok(const PlanSetup* k) {
+    return !k->own_buffers && !k->zero3_param_sync && !k->nanotron_options && !k->scaling_options;
 }
 // DeepSpeed's defaults of 2021 (deepspeed/runtime/zero/constants.py at v0.3.16): a tensor below
 // stage3_param_persistence_threshold elements stays whole on every rank; gathered weights are released once

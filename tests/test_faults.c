@@ -31,7 +31,8 @@
 // This file holds the shared helpers and main; the suites are in tests/faults_runs.c (1-4),
 // tests/faults_bad_inputs.c (5), tests/faults_files.c (5: the files a run writes, issue 39),
 // tests/faults_prepare.c (5: data/prepare.py), tests/faults_polish.c (5: flags, LATEST, stdout's
-// reader gone) and tests/faults_variants.c (5: the same classes in new variants), included into the one binary.
+// reader gone), tests/faults_variants.c (5: the same classes in new variants) and tests/faults_plan_inputs.c (5: the
+// planner's flags, device keys and --runs columns of issue 35), included into the one binary.
 //
 // All runs train the tiny model with the suite's flags below: --warmup 20 keeps every step
 // here inside the linear warm-up, where the learning rate of a step does not depend on
@@ -375,6 +376,7 @@ static void run_dir(const char* tag, char dir[256], char out[300], char log[300]
 #include "tests/faults_prepare.c"
 #include "tests/faults_polish.c"
 #include "tests/faults_variants.c"
+#include "tests/faults_plan_inputs.c"
 
 // ----------------------------------------------------------------------------
 
@@ -483,6 +485,8 @@ int main(int argc, char** argv) {
         if (file_size("train_asan") >= 0) suite_polish("./train_asan");
         suite_variants("./train");  // issue 39's classes in new variants (tests/faults_variants.c)
         if (file_size("train_asan") >= 0) suite_variants("./train_asan");
+        suite_plan_inputs("./train");  // the planner's inputs of issue 35 (tests/faults_plan_inputs.c)
+        if (file_size("train_asan") >= 0) suite_plan_inputs("./train_asan");
         suite_prepare();
         printf("(bad: %.1f s)\n", now_s() - t0);
     }

@@ -1,0 +1,152 @@
+// tests/faults_plan_inputs.c: test_faults' cases of the planner's inputs of issue 35's fifth session, as a hostile
+// user types them: --cp-kind allgather, --grad-alloc, --fsdp-version and --software nanotron with softwares and
+// layouts that cannot use them, empty values and wrong case; the device key tensor_clock (NaN, inf, negative, zero,
+// above the datasheet's clock: 2 gave a 101.8% MFU) in --device-set and a --device-file; the --runs columns cp_kind,
+// grad_alloc, fsdp_version, dropout, grad_dtype, reduce_dtype, pp_split and cp blank, junk, named twice in the
+// header (the last was read silently) or refused by the row's software. Each is one error line and exit 1. Run
+// through ./train and ./train_asan. Included by tests/test_faults.c after faults_bad_inputs.c (its bad_run and BAD);
+// not built alone.
+
+#define PI BAD "/plan_inputs"
+#define PI_PLAN "--plan --model gpt2-124m "
+// A one-row --runs file PI/N.csv: the required columns and H, a 7B on 16 GPUs at ZeRO Z, data-parallel D, and R
+#define PI_RUNS(N, H, Z, D, R)                                                                                       \
+    "printf 'model,seq_len,gpus,gpus_per_node,global_batch_tokens,schedule,zero,tp,pp,dp,micro_batch,recompute,"   \
+    "attention,rms_kernel,sp" H "\\nllama-7b,4096,16,8,262144,1f1b," Z ",1,1," D ",1,none,flash2,1,0" R "\\n' > " PI \
+    "/" N ".csv"
+
+static const BadRun PLAN_INPUT_RUNS[] = {
+    // --cp-kind: a kind with --cp 1 let no layout through ("none of 8 GPUs passes the filters")
+    {{"plan_cp_kind_allgather_cp1", PI_PLAN "--software framework --cp 1 --cp-kind allgather",
+      "--cp-kind allgather: how cp > 1 ranks split a sequence, not with --cp 1", 1}, NULL, NULL},
+    {{"plan_cp_kind_empty", PI_PLAN "--software framework --cp-kind ''", "--cp-kind: expected ring", 1}, NULL, NULL},
+    {{"plan_cp_kind_wrong_case", PI_PLAN "--software framework --cp-kind Allgather", "got 'Allgather'", 1}, NULL,
+     NULL},
+    {{"plan_cp_allgather_ulysses", PI_PLAN "--software framework --cp 4 --cp-ulysses 2 --cp-kind allgather",
+      "nor --cp-ulysses above 1", 1}, NULL, NULL},
+    {{"plan_cp_allgather_trainer", PI_PLAN "--cp 2 --cp-kind allgather", "this trainer runs ring, ulysses or 2d", 1},
+     NULL, NULL},
+    // the Scaling codebase and nanotron have no context parallelism (said "this trainer runs ring ...", or searched
+    // every cp > 1 layout to say "none passes the filters")
+    {{"plan_cp_allgather_scaling", PI_PLAN "--software scaling --cp-kind allgather",
+      "this software has no context parallelism", 1}, NULL, NULL},
+    {{"plan_cp_allgather_nanotron", PI_PLAN "--software nanotron --cp-kind allgather",
+      "this software has no context parallelism", 1}, NULL, NULL},
+    {{"plan_cp_scaling", PI_PLAN "--software scaling --cp 2", "--cp 2: this software has no context parallelism", 1},
+     NULL, NULL},
+    {{"plan_cp_nanotron", PI_PLAN "--software nanotron --cp 2", "--cp 2: this software has no context parallelism",
+      1}, NULL, NULL},
+    // --grad-alloc: lazy under nanotron counted a second accumulation pass (62.9 -> 59.7% MFU, silently)
+    {{"plan_grad_alloc_empty", PI_PLAN "--software framework --grad-alloc ''", "expected upfront or lazy, got ''", 1},
+     NULL, NULL},
+    {{"plan_grad_alloc_wrong_case", PI_PLAN "--software framework --grad-alloc LAZY", "got 'LAZY'", 1}, NULL, NULL},
+    {{"plan_grad_alloc_lazy_trainer", PI_PLAN "--grad-alloc lazy", "this trainer allocates its gradients", 1}, NULL,
+     NULL},
+    {{"plan_grad_alloc_lazy_scaling", PI_PLAN "--software scaling --grad-alloc lazy",
+      "the Scaling codebase's memory is its runs' fitted share", 1}, NULL, NULL},
+    {{"plan_grad_alloc_lazy_nanotron", PI_PLAN "--software nanotron --grad-alloc lazy",
+      "nanotron accumulates into fp32 buffers", 1}, NULL, NULL},
+    // --fsdp-version: with --zero 1, or under a software without PyTorch FSDP, it changed nothing, silently
+    {{"plan_fsdp_version_3", PI_PLAN "--software framework --fsdp-version 3", "expected 1 or 2, got '3'", 1}, NULL,
+     NULL},
+    {{"plan_fsdp_version_empty", PI_PLAN "--software framework --fsdp-version ''", "expected 1 or 2, got ''", 1},
+     NULL, NULL},
+    {{"plan_fsdp_version_zero1", PI_PLAN "--software framework --fsdp-version 2 --zero 1", "not with --zero 1", 1},
+     NULL, NULL},
+    {{"plan_fsdp_version_trainer", PI_PLAN "--fsdp-version 2", "PyTorch FSDP's ZeRO-3, a framework's", 1}, NULL,
+     NULL},
+    {{"plan_fsdp_version_deepspeed2021", PI_PLAN "--software deepspeed2021 --fsdp-version 1",
+      "PyTorch FSDP's ZeRO-3, a framework's", 1}, NULL, NULL},
+    {{"plan_fsdp_version_nanotron", PI_PLAN "--software nanotron --fsdp-version 2",
+      "PyTorch FSDP's ZeRO-3, a framework's", 1}, NULL, NULL},
+    {{"plan_fsdp_version_scaling", PI_PLAN "--software scaling --fsdp-version 2",
+      "PyTorch FSDP's ZeRO-3, a framework's", 1}, NULL, NULL},
+    // --software nanotron: what nanotron v0.5 does not run (--pp-split auto was dropped silently)
+    {{"plan_software_wrong_case", PI_PLAN "--software Nanotron", "got 'Nanotron'", 1}, NULL, NULL},
+    {{"plan_nanotron_zero3", PI_PLAN "--software nanotron --zero 3", "nanotron v0.5 runs ZeRO 0 or 1", 1}, NULL, NULL},
+    {{"plan_nanotron_selective", PI_PLAN "--software nanotron --recompute selective",
+      "nanotron v0.5 runs ZeRO 0 or 1", 1}, NULL, NULL},
+    {{"plan_nanotron_pp_split_ends", PI_PLAN "--software nanotron --pp-split ends", "--pp-split ends: a framework's",
+      1}, NULL, NULL},
+    {{"plan_nanotron_pp_split_auto", PI_PLAN "--software nanotron --pp-split auto",
+      "--pp-split auto: this software cuts its pipeline by compute cost", 1}, NULL, NULL},
+    {{"plan_scaling_pp_split_auto", PI_PLAN "--software scaling --pp-split auto",
+      "--pp-split auto: this software cuts its pipeline by parameters", 1}, NULL, NULL},
+    // tensor_clock: a power limit's clock, at most the datasheet's (2 with matmul_eff 1 gave 101.8% MFU)
+    {{"plan_device_tensor_clock_nan", PI_PLAN "--device-set tensor_clock=nan", "tensor_clock: expected a number", 1},
+     NULL, NULL},
+    {{"plan_device_tensor_clock_empty", PI_PLAN "--device-set tensor_clock=", "tensor_clock: expected a number, got ''",
+      1}, NULL, NULL},
+    {{"plan_device_tensor_clock_inf", PI_PLAN "--device-set tensor_clock=inf", "tensor_clock = inf is out of range",
+      1}, NULL, NULL},
+    {{"plan_device_tensor_clock_negative", PI_PLAN "--device-set tensor_clock=-0.5",
+      "tensor_clock = -0.5 is out of range", 1}, NULL, NULL},
+    {{"plan_device_tensor_clock_zero", PI_PLAN "--device-set tensor_clock=0", "tensor_clock = 0 is out of range", 1},
+     NULL, NULL},
+    {{"plan_device_tensor_clock_above_peak", PI_PLAN "--device-set tensor_clock=2 --device-set matmul_eff=1",
+      "tensor_clock = 2 is out of range", 1}, NULL, NULL},
+    {{"plan_device_tensor_clock_huge", PI_PLAN "--device-set tensor_clock=1e400", "tensor_clock: expected a number",
+      1}, NULL, NULL},
+    {{"plan_device_file_tensor_clock_above_peak", PI_PLAN "--device-file " PI "/clock.txt",
+      "clock.txt:2: tensor_clock = 1.5 is out of range", 1},
+     "printf 'base = h100-sxm\\ntensor_clock = 1.5\\n' > " PI "/clock.txt", NULL},
+    {{"plan_device_file_tensor_clock_nan", PI_PLAN "--device-file " PI "/clock_nan.txt",
+      "clock_nan.txt:1: tensor_clock: expected a number, got 'NaN'", 1},
+     "printf 'tensor_clock = NaN\\n' > " PI "/clock_nan.txt", NULL},
+    // --runs columns: each a row that cannot be evaluated, one line, exit 1
+    {{"plan_runs_cp_kind_wrong_case", "--plan --software framework --runs " PI "/ck_case.csv",
+      "unknown cp_kind 'ALLGATHER'", 1}, PI_RUNS("ck_case", ",cp,cp_kind", "3", "8", ",2,ALLGATHER"), NULL},
+    {{"plan_runs_cp_kind_allgather_ulysses", "--plan --software framework --runs " PI "/ck_uly.csv",
+      "cp_kind allgather: a framework's (not --software trainer), with cp_ulysses 1", 1},
+     PI_RUNS("ck_uly", ",cp,cp_ulysses,cp_kind", "3", "8", ",2,2,allgather"), NULL},
+    {{"plan_runs_cp_kind_ulysses_is_ring", "--plan --software framework --runs " PI "/ck_ring.csv",
+      "cp_kind ulysses: cp 2 with cp_ulysses 1 is ring", 1}, PI_RUNS("ck_ring", ",cp,cp_kind", "3", "8", ",2,ulysses"),
+     NULL},
+    {{"plan_runs_cp_kind_allgather_nanotron", "--plan --software nanotron --runs " PI "/ck_nano.csv",
+      "this software has no context parallelism (cp 2)", 1},
+     PI_RUNS("ck_nano", ",cp,cp_kind", "1", "8", ",2,allgather"), NULL},
+    {{"plan_runs_grad_alloc_wrong_case_trainer", "--plan --runs " PI "/ga_case.csv", "unknown grad_alloc 'Lazy'", 1},
+     PI_RUNS("ga_case", ",grad_alloc", "1", "16", ",Lazy"), NULL},
+    {{"plan_runs_grad_alloc_lazy_nanotron", "--plan --software nanotron --runs " PI "/ga_nano.csv",
+      "grad_alloc lazy: nanotron accumulates into fp32 buffers", 1},
+     PI_RUNS("ga_nano", ",grad_alloc", "1", "16", ",lazy"), NULL},
+    {{"plan_runs_grad_alloc_lazy_scaling", "--plan --software scaling --runs " PI "/ga_scal.csv",
+      "grad_alloc lazy: the Scaling codebase's memory", 1}, PI_RUNS("ga_scal", ",grad_alloc", "1", "16", ",lazy"),
+     NULL},
+    {{"plan_runs_fsdp_version_zero1", "--plan --software framework --runs " PI "/fv_z1.csv",
+      "fsdp_version 2: PyTorch FSDP's ZeRO-3 (zero 3", 1}, PI_RUNS("fv_z1", ",fsdp_version", "1", "16", ",2"), NULL},
+    {{"plan_runs_fsdp_version_scaling", "--plan --software scaling --runs " PI "/fv_scal.csv",
+      "fsdp_version 2: PyTorch FSDP's ZeRO-3 (zero 3", 1}, PI_RUNS("fv_scal", ",fsdp_version", "3", "16", ",2"), NULL},
+    {{"plan_runs_fsdp_version_junk", "--plan --software framework --runs " PI "/fv_junk.csv",
+      "unknown fsdp_version '2.0' (1, 2)", 1}, PI_RUNS("fv_junk", ",fsdp_version", "3", "16", ",2.0"), NULL},
+    // a column read twice: the last was taken (zero 3 predicted as zero 1, fsdp_version 1 as 2)
+    {{"plan_runs_duplicate_required_column", "--plan --software framework --runs " PI "/dup_zero.csv",
+      "the header names column 'zero' twice (columns 7 and 16)", 1}, PI_RUNS("dup_zero", ",zero", "3", "16", ",1"),
+     NULL},
+    {{"plan_runs_duplicate_optional_column", "--plan --software framework --runs " PI "/dup_fv.csv",
+      "the header names column 'fsdp_version' twice", 1},
+     PI_RUNS("dup_fv", ",fsdp_version,fsdp_version", "3", "16", ",1,2"), NULL},
+    {{"plan_runs_pp_split_nanotron", "--plan --software nanotron --runs " PI "/ps_nano.csv",
+      "pp_split ends: this software cuts its pipeline by compute cost", 1},
+     PI_RUNS("ps_nano", ",pp_split", "1", "16", ",ends"), NULL},
+    {{"plan_runs_dropout_nan", "--plan --software framework --runs " PI "/do_nan.csv",
+      "dropout 'nan': expected a probability in [0, 1)", 1}, PI_RUNS("do_nan", ",dropout", "3", "16", ",nan"), NULL},
+    {{"plan_runs_grad_dtype_wrong_case", "--plan --software framework --runs " PI "/gd_case.csv",
+      "unknown grad_dtype 'FP32'", 1}, PI_RUNS("gd_case", ",grad_dtype", "3", "16", ",FP32"), NULL},
+    {{"plan_runs_reduce_dtype_fp16", "--plan --software framework --runs " PI "/rd_fp16.csv",
+      "unknown reduce_dtype 'fp16'", 1}, PI_RUNS("rd_fp16", ",reduce_dtype", "3", "16", ",fp16"), NULL},
+    {{"plan_runs_cp_blank", "--plan --software framework --runs " PI "/cp_blank.csv",
+      "column cp: expected an integer in [1, 65536], got ''", 1}, PI_RUNS("cp_blank", ",cp", "3", "16", ","), NULL},
+    {{"plan_runs_with_tokens", "--plan --software framework --runs " PI "/ok.csv --tokens 1e9 --noise-scale 1e6",
+      "--tokens chooses the global batch: not with", 1}, PI_RUNS("ok", "", "3", "16", ""), NULL},
+};
+
+static void suite_plan_inputs(const char* bin) {
+    sh("mkdir -p " PI);
+    for (size_t i = 0; i < sizeof(PLAN_INPUT_RUNS) / sizeof(PLAN_INPUT_RUNS[0]); i++)
+        bad_run(bin, &PLAN_INPUT_RUNS[i].k, PLAN_INPUT_RUNS[i].setup, PLAN_INPUT_RUNS[i].check);
+}
+
+#undef PI_RUNS
+#undef PI_PLAN
+#undef PI

@@ -384,6 +384,13 @@ static void plan_parse_args(int argc, char** argv, PlanArgs* a) {
         fail("--tokens: give the noise scale once: --noise-scale TOKENS, --noise-log FILE or --target-loss L");
     if (!(a->run_tokens > 0) && noise_sources)
         fail("--noise-scale, --noise-log and --target-loss plan the run: with --tokens N");
+    PlanFilter searched = *f, any = plan_filter_any();  // a runs row gives its layout: the search's filters ignored
+    if (searched.cp_kind == CPK_ALLGATHER) searched.cp_kind = -1;  // (allgather and ends set the software, cli above)
+    if (searched.pp_ends) searched.pp_ends = 0, searched.pp_split = -1;
+    if (a->runs && memcmp(&searched, &any, sizeof(any)))
+        fail("--runs: each row gives its layout and kernels; --tp, --pp, --dp, --vpp, --micro-batch, --sp, --zero, "
+             "--recompute, --schedule, --cp, --cp-ulysses, --cp-kind ring|ulysses|2d, --pp-split even|auto, "
+             "--attention and --rms-kernel filter a search: not with --runs");
     if (a->run_tokens > 0 && (a->global_batch || a->global_tokens || a->csv || a->runs))
         fail("--tokens chooses the global batch: not with --global-batch, --global-batch-tokens, --plan-csv or --runs");
     plan_outputs_check(a, device_file);

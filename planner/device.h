@@ -419,7 +419,7 @@ static int profile_parse_file(const char* path, DeviceProfile* d, char* err, siz
     if (!f) { snprintf(err, err_len, "cannot open device file '%s': %s", path, why); return -1; }
     profile_a100(d);
     char line[512], msg[400];
-    int line_no = 0, n_keys = 0, rc = 0;
+    int line_no = 0, n_keys = 0, rc = 0, seen_line[N_PROFILE_KEYS + 1] = {0};  // the line each key was on (+ name)
     while (fgets(line, sizeof(line), f)) {
         line_no++;
         if (!strchr(line, '\n') && !feof(f)) {
@@ -440,6 +440,14 @@ static int profile_parse_file(const char* path, DeviceProfile* d, char* err, siz
         while (*val == ' ' || *val == '\t') val++;
         for (char* e = val + strlen(val); e > val && strchr(" \t\r\n", e[-1]); ) *--e = 0;
         if (!*val) { snprintf(err, err_len, "%s:%d: %.64s: missing value", path, line_no, key); rc = -1; break; }
+        int k = !strcmp(key, "name") ? N_PROFILE_KEYS : -1;  // a key given twice: which one the user meant is not known
+        for (int i = 0; i < N_PROFILE_KEYS && k < 0; i++) k = strcmp(key, PROFILE_KEYS[i].key) ? -1 : i;
+        if (k >= 0 && seen_line[k]) {
+            snprintf(err, err_len, "%s:%d: %s: given on line %d already", path, line_no, key, seen_line[k]);
+            rc = -1;
+            break;
+        }
+        if (k >= 0) seen_line[k] = line_no;
         if (!strcmp(key, "base")) {
             if (n_keys > 0) {
                 snprintf(err, err_len, "%s:%d: 'base' must be the first key", path, line_no);

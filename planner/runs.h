@@ -202,7 +202,8 @@ static int run_cp_kind(const char* v, const ModelConfig* c, PlanSetup* k, char* 
         snprintf(err, err_len, "cp_kind %s: cp %d with cp_ulysses %d is %s", v, c->cp, c->cp_ulysses,
                  CPK_NAMES[cp_kind_of(c->cp, c->cp_ulysses)]);
         return -1;
-    }
+    } else
+        k->cp_allgather = 0;  // the row's kind, not --cp-kind allgather's
     return 0;
 }
 
@@ -372,6 +373,7 @@ static int plan_run_row(const int* shape, int mlp, const PlanSetup* setup, const
             snprintf(err, err_len, "unknown pp_split '%s' (even, auto, ends)", split);
             return -1;
         }
+        if (k.pipe_split == SPLIT_ENDS) k.pipe_split = SPLIT_LAYERS;  // the row's cut, not --pp-split ends'
         if (strcmp(split, "even") && k.pipe_split != SPLIT_LAYERS) {
             snprintf(err, err_len, "pp_split %s: this software cuts its pipeline by %s", split,
                      k.pipe_split == SPLIT_COST ? "compute cost (nanotron's)" : "parameters");

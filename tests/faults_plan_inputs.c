@@ -3,9 +3,9 @@
 // layouts that cannot use them, empty values and wrong case; the device key tensor_clock (NaN, inf, negative, zero,
 // above the datasheet's clock: 2 gave a 101.8% MFU) in --device-set and a --device-file; the --runs columns cp_kind,
 // grad_alloc, fsdp_version, dropout, grad_dtype, reduce_dtype, pp_split and cp blank, junk, named twice in the
-// header (the last was read silently) or refused by the row's software. Each is one error line and exit 1. Run
-// through ./train and ./train_asan. Included by tests/test_faults.c after faults_bad_inputs.c (its bad_run and BAD);
-// not built alone.
+// header (the last was read silently) or refused by the row's software; a device file's key given twice; the
+// search's filters beside --runs. Each is one error line and exit 1. Run through ./train and ./train_asan. Included
+// by tests/test_faults.c after faults_bad_inputs.c (its bad_run and BAD); not built alone.
 
 #define PI BAD "/plan_inputs"
 #define PI_PLAN "--plan --model gpt2-124m "
@@ -93,6 +93,15 @@ static const BadRun PLAN_INPUT_RUNS[] = {
     {{"plan_device_file_tensor_clock_nan", PI_PLAN "--device-file " PI "/clock_nan.txt",
       "clock_nan.txt:1: tensor_clock: expected a number, got 'NaN'", 1},
      "printf 'tensor_clock = NaN\\n' > " PI "/clock_nan.txt", NULL},
+    // a device file's key given twice: the last was taken
+    {{"plan_device_file_key_twice", PI_PLAN "--device-file " PI "/clock_twice.txt",
+      "clock_twice.txt:3: tensor_clock: given on line 2 already", 1},
+     "printf 'base = h100-sxm\ntensor_clock = 0.5\ntensor_clock = 0.9\n' > " PI "/clock_twice.txt", NULL},
+    // the search's filters beside --runs (whose rows give their layouts) were ignored: --zero 1 predicted zero 3
+    {{"plan_runs_with_filter", "--plan --software framework --runs " PI "/ok.csv --zero 1",
+      "filter a search: not with --runs", 1}, PI_RUNS("ok", "", "3", "16", ""), NULL},
+    {{"plan_runs_with_cp_kind_ring", "--plan --software framework --runs " PI "/ok.csv --cp-kind ring",
+      "filter a search: not with --runs", 1}, PI_RUNS("ok", "", "3", "16", ""), NULL},
     // --runs columns: each a row that cannot be evaluated, one line, exit 1
     {{"plan_runs_cp_kind_wrong_case", "--plan --software framework --runs " PI "/ck_case.csv",
       "unknown cp_kind 'ALLGATHER'", 1}, PI_RUNS("ck_case", ",cp,cp_kind", "3", "8", ",2,ALLGATHER"), NULL},

@@ -292,6 +292,29 @@ static void test_runs_cp_kind(void) {
     free(m1), free(m3);
 }
 
+// A row's cp_kind and pp_split over the flag that sets them for every row (--cp-kind allgather, --pp-split ends):
+// the row's ring and even were predicted as the flag's allgather and ends, its ends refused as "this software cuts
+// its pipeline by parameters". The row's value rules, an empty one takes the flag's (output column 18: the memory
+// beside cp and cp_kind, the step beside pp_split; each differs between the kinds, and the cuts of 32 layers on 4).
+static void test_runs_row_over_flag(void) {
+    const char* kinds[4] = {"4,ring", "4,allgather", "4,", "4,Ring"};
+    const char* kind_row = "llama-7b,32768,64,8,4194304,1f1b,1,1,1,16,1,full,flash2,1,0,";
+    const char* splits[4] = {"even", "ends", "", "Ends"};
+    const char* split_row = "llama-7b,4096,32,8,262144,1f1b,1,1,4,8,1,none,flash2,1,0,";
+    double k0[3], k1[3], s0[3], s1[3];
+    char *m[4];
+    int rc = runs_column_steps("cp,cp_kind", kinds, NULL, NULL, k0, &m[0], kind_row) == 2;
+    rc += runs_column_steps("cp,cp_kind", kinds, "--cp-kind", "allgather", k1, &m[1], kind_row) == 2;
+    rc += runs_column_steps("pp_split", splits, NULL, NULL, s0, &m[2], split_row) == 2;
+    rc += runs_column_steps("pp_split", splits, "--pp-split", "ends", s1, &m[3], split_row) == 2;
+    check(rc == 4 && k1[0] == k0[0] && k1[1] == k0[1] && k1[2] == k0[1] && k0[1] != k0[0] && s1[0] == s0[0] &&
+              s1[1] == s0[1] && s1[2] == s0[1] && s0[1] != s0[0],
+          "runs_row_over_flag", "exits %d of 4 were 2; ring / allgather / empty %.4f %.4f %.4f, with the flag %.4f "
+          "%.4f %.4f; even / ends / empty %.4f %.4f %.4f, with the flag %.4f %.4f %.4f", rc, k0[0], k0[1], k0[2], k1[0],
+          k1[1], k1[2], s0[0], s0[1], s0[2], s1[0], s1[1], s1[2]);
+    for (int i = 0; i < 4; i++) free(m[i]);
+}
+
 // --runs' grad_alloc column: LLaMA-7B at 4096 tokens on 64 A100s, tp 1 pp 4 vpp 2 (interleaved, 4 layers a chunk),
 // dp 16, 4 micro-batches (= pp: every forward before the first backward): lazy holds one chunk's gradients at the
 // stage's peak, not the stage's (lazy_grads_peak_hand), less memory, and accumulates them by a pass of their own, a

@@ -151,6 +151,7 @@ int main(void) {
     test_runs_mlp();
     test_runs_pp_split();
     test_runs_cp_kind();
+    test_runs_row_over_flag();
     test_runs_grad_alloc();
     test_runs_fsdp_version();
     test_runs_dropout();

@@ -176,11 +176,10 @@ static int plan_filter_flag(const char* flag, const char* v, PlanFilter* f) {
     else if (!strcmp(flag, "--cp-ulysses"))
         f->cp_ulysses = plan_size_flag(v, SIZE_CP_ULYSSES);
     else if (!strcmp(flag, "--cp-kind")) {
-        if (!strcmp(v, "ring")) f->cp_kind = CPK_RING;
-        else if (!strcmp(v, "ulysses")) f->cp_kind = CPK_ULYSSES;
-        else if (!strcmp(v, "2d")) f->cp_kind = CPK_2D;
-        else if (!strcmp(v, "allgather")) f->cp_kind = CPK_ALLGATHER;
-        else fail("--cp-kind: expected ring, ulysses, 2d or allgather, got '%s'", v);
+        f->cp_kind = -1;
+        for (int i = CPK_RING; i < N_CPK; i++)
+            if (!strcmp(v, CPK_NAMES[i])) f->cp_kind = i;
+        if (f->cp_kind < 0) fail("--cp-kind: expected ring, ulysses, 2d or allgather, got '%s'", v);
     } else
         return 0;
     return 1;
@@ -345,8 +344,7 @@ static void plan_parse_args(int argc, char** argv, PlanArgs* a) {
         a->setup.pipe_split = SPLIT_ENDS;
     }
     if (f->pp_split == 1 && a->setup.pipe_split != SPLIT_LAYERS)  // (as a runs row's pp_split auto)
-        fail("--pp-split auto: this software cuts its pipeline by %s",
-             a->setup.pipe_split == SPLIT_COST ? "compute cost (nanotron's)" : "parameters");
+        fail("--pp-split auto: this software cuts its pipeline by %s", pipe_split_name(a->setup.pipe_split));
     // (after --software, which sets the rest of it): this trainer's bf16 all-reduce, or the dtype another
     // framework reduces its gradients in (FSDP2's reduce_dtype; --runs' reduce_dtype column)
     char why[160];
@@ -480,7 +478,8 @@ static void plan_print_profile(const DeviceProfile* d, const PlanSetup* k, int g
                  sw.matmul_eff, d->matmul_latency * 1e6, sw.attn_eff_flash2, sw.attn_eff_flash1, sw.bmm_eff);
     char clock[64] = "";
     if (d->tensor_clock != 1) snprintf(clock, sizeof(clock), " at %.3f of its clock (tensor_clock)", d->tensor_clock);
-    printf("device %s: %.4g TFLOP/s peak%s, %s, %.0f GiB (reserve %.1f + %.0f%% of activations), HBM %.0f GB/s x %.2f\n",
+    printf("device %s: %.4g TFLOP/s peak%s, %s, %.0f GiB (reserve %.1f + %.0f%% of activations), "
+           "HBM %.0f GB/s x %.2f\n",
            printable(d->name, name, sizeof(name)), d->peak_flops / 1e12, clock, kernels, d->mem_bytes / GiB,
            d->mem_overhead / GiB, k->alloc_share ? 100 * d->mem_frag : 0.0, d->hbm_bw / 1e9, d->hbm_eff);
     printf(
@@ -492,10 +491,7 @@ static void plan_print_profile(const DeviceProfile* d, const PlanSetup* k, int g
         d->dtype_bytes == 2 ? "bf16" : "fp32", sw.grad_bytes);
     printf("software: rank order %s, pipeline cut by %s, %s loss, gradients reduced %s, %s%s\n",
            k->rank_order == ORDER_TP_PP_DP ? "tp-cp-pp-dp" : "tp-dp-pp",
-           k->pipe_split == SPLIT_LAYERS ? "layers"
-           : k->pipe_split == SPLIT_ENDS ? "layers, the embedding and the head a layer's place each"
-           : k->pipe_split == SPLIT_COST ? "compute cost (nanotron's)"
-                                         : "parameters",
+           pipe_split_name(k->pipe_split),
            k->loss_gathered ? "gathered-vocabulary" : "vocabulary-parallel",
            k->dp_after_backward ? "after the backward" : "during the backward",
            !k->context_parallel ? "no context parallelism"

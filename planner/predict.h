@@ -266,8 +266,9 @@ static PlanChunks plan_chunks(const ModelConfig* c, const PlanSetup* k, const De
         ch.t_fwd[g] =
             ch.layers[g] * lt->fwd + (ch.has_embed[g] ? et->emb_fwd : 0) + (ch.has_head[g] ? et->head_fwd : 0);
         ch.t_bwd[g] = ch.layers[g] * (r->t_layer_bwd - r->t_layer_w) + (ch.has_embed[g] ? et->emb_bwd : 0) +
-                      (ch.has_head[g] ? et->head_bwd : 0) +
-                      (k->grad_accum_pass ? grad_accum_time(c, d, ch.layers[g], ch.has_embed[g], ch.has_head[g]) : 0);
+                      (ch.has_head[g] ? et->head_bwd : 0);
+        if (k->grad_accum_pass)
+            ch.t_bwd[g] += fp32_accumulator_time(c, d, ch.layers[g], ch.has_embed[g], ch.has_head[g]);
         ch.t_w[g] = ch.layers[g] * r->t_layer_w;
     }
     r->t_tp_comm = (double)m *
@@ -581,6 +582,16 @@ static void zero3_param_sync_time(const ModelConfig* c, const DeviceProfile* d, 
     *fwd = ag, *bwd = again + rs;
 }
 
+// The weight tensors of stage st's chunks (time.h chunk_tensors: nanotron's modules).
+static int stage_tensors(const ModelConfig* c, const PlanChunks* ch, int st) {
+    int n = 0;
+    for (int j = 0; j < c->vpp; j++) {
+        int g = chunk_global(c->schedule, c->pp, st, j);
+        n += chunk_tensors(ch->layers[g], ch->has_embed[g], ch->has_head[g]);
+    }
+    return n;
+}
+
 // nanotron's ZeRO-1 host loops on stage st (zero1_list_collectives), in PyTorch calls from Python (PYTORCH_CALL_S
 // each), over its n tensors and the dp x cp ranks (replicas). The gradients' reduce-scatter in the data-parallel hook
 // (gradient_accumulator.py get_fp32_accum_hook, distributed.py reduce_scatter_coalesced): a torch.split of each
@@ -591,11 +602,7 @@ static void zero3_param_sync_time(const ModelConfig* c, const DeviceProfile* d, 
 // not counted.
 static void zero1_list_host_calls(const ModelConfig* c, const PlanChunks* ch, int st, int replicas, double* rs,
                                   double* ag) {
-    int n = 0;
-    for (int j = 0; j < c->vpp; j++) {
-        int g = chunk_global(c->schedule, c->pp, st, j);
-        n += chunk_tensors(ch->layers[g], ch->has_embed[g], ch->has_head[g]);
-    }
+    int n = stage_tensors(c, ch, st);
     *rs = (double)n * (1 + replicas), *ag = 3.0 * n * replicas;
 }
 
@@ -654,16 +661,11 @@ static void plan_dp_time(const ModelConfig* c, const PlanSetup* k, const DeviceP
         double overlap = k->dp_after_backward ? 0 : d->dp_overlap;
         double win_b = overlap * ch->stage_bwd[st], win_f = overlap * ch->stage_fwd[st];
         double once_b = 0, once_f = 0, per_mb_f = 0, per_mb_b = 0;
-        if (c->zero == 0 && k->zero1_list_collectives) {
-            // nanotron's hook all-reduces a bucket with PyTorch's all_reduce_coalesced: one NCCL all-reduce a tensor,
-            // grouped (ProcessGroupNCCL::allreduce_coalesced, collectiveCoalesced): a collective's steps a tensor
-            int tensors = 0;
-            for (int j = 0; j < vpp; j++) {
-                int g = chunk_global(c->schedule, pp, st, j);
-                tensors += chunk_tensors(ch->layers[g], ch->has_embed[g], ch->has_head[g]);
-            }
-            once_b = dp_allreduce_time(replicas, G, tensors, dp_link);
-        } else if (c->zero == 0) once_b = dp_allreduce_time(replicas, G, buckets, dp_link);
+        // (nanotron's hook all-reduces a bucket with PyTorch's all_reduce_coalesced: one NCCL all-reduce a tensor,
+        // grouped (ProcessGroupNCCL::allreduce_coalesced, collectiveCoalesced): a collective's steps a tensor)
+        if (c->zero == 0)
+            once_b = dp_allreduce_time(replicas, G, k->zero1_list_collectives ? stage_tensors(c, ch, st) : buckets,
+                                       dp_link);
         else if (c->zero == 1 && k->own_buffers)  // this trainer all-reduces each layer (data_parallel.h)
             once_b = dp_allreduce_time(replicas, G, buckets, dp_link), once_f = ag;
         else if (c->zero == 1 && k->zero1_list_collectives) {

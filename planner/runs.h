@@ -376,7 +376,7 @@ static int plan_run_row(const int* shape, int mlp, const PlanSetup* setup, const
         if (k.pipe_split == SPLIT_ENDS) k.pipe_split = SPLIT_LAYERS;  // the row's cut, not --pp-split ends'
         if (strcmp(split, "even") && k.pipe_split != SPLIT_LAYERS) {
             snprintf(err, err_len, "pp_split %s: this software cuts its pipeline by %s", split,
-                     k.pipe_split == SPLIT_COST ? "compute cost (nanotron's)" : "parameters");
+                     pipe_split_name(k.pipe_split));
             return -1;
         }
         if (!strcmp(split, "auto")) c->pp_split = 1;

@@ -266,8 +266,8 @@ static int plan_predict_key(const ModelConfig* c, const PlanKey* key, int global
     lc.zero = key->zero, lc.pp_split = key->pp_split != 0;
     PlanSetup k = *base;
     k.attention = key->attention, k.rms_kernel = key->rms_kernel;
-    return plan_predict_ex(&lc, &k, global_batch, gpus_per_node, d, timing | (key->pp_split == 2 ? PLAN_UNEVEN_ONLY : 0),
-                           r);
+    int uneven = key->pp_split == 2 ? PLAN_UNEVEN_ONLY : 0;
+    return plan_predict_ex(&lc, &k, global_batch, gpus_per_node, d, timing | uneven, r);
 }
 
 // What a parallel pass over a search's layouts needs: the search, and where each result goes.

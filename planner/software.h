@@ -56,6 +56,13 @@ enum { ORDER_TP_PP_DP, ORDER_TP_DP_PP };
 // to the next once the running sum exceeds its share, total x (stage + 1) / pp: a stage ends with the block that
 // crosses its share (time.h chunk_split_cost).
 enum { SPLIT_LAYERS, SPLIT_PARAMS, SPLIT_ENDS, SPLIT_COST };
+// What a cut divides by, as the --plan header and the refusals of another cut say it.
+static const char* pipe_split_name(int split) {
+    return split == SPLIT_LAYERS ? "layers"
+           : split == SPLIT_ENDS ? "layers, the embedding and the head a layer's place each"
+           : split == SPLIT_COST ? "compute cost (nanotron's)"
+                                 : "parameters";
+}
 
 typedef struct {
     int attention;          // ATTN_*
@@ -145,7 +152,7 @@ typedef struct {
                              // after that micro-batch's backward (nanotron's FP32GradientAccumulator at c2528430:
                              // backward() then fp32_grad.add_(half_param.grad) for each parameter; on the last
                              // micro-batch the same add in the data-parallel hook): the stage's parameters read in
-                             // bf16 and fp32 and written in fp32 (time.h grad_accum_time); 0: accumulated by the
+                             // bf16 and fp32 and written in fp32 (time.h fp32_accumulator_time); 0: accumulated by the
                              // weight-gradient GEMM (Megatron's gradient_accumulation_fusion) or not counted
     int zero1_list_collectives;  // 1: ZeRO-1 as nanotron runs it (distributed.py reduce_scatter_coalesced /
                                  // all_gather_coalesced, optim/zero.py _all_gather_params at c2528430): per tensor

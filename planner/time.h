@@ -59,7 +59,8 @@ static int chunk_tensors(int layers, int has_embed, int has_head) { return 6 * l
 // and in fp32 and written in fp32, at HBM's rate, one kernel a weight tensor (chunk_tensors; GPT-2's biases are not
 // counted apart). Unlike autograd's lazy gradients (grad_accumulate_time) the fp32 buffers are zeroed before the
 // first micro-batch, which adds into them as every other does.
-static double grad_accum_time(const ModelConfig* c, const DeviceProfile* d, int layers, int has_embed, int has_head) {
+static double fp32_accumulator_time(const ModelConfig* c, const DeviceProfile* d, int layers, int has_embed,
+                                    int has_head) {
     double params = chunk_params(c, layers, has_embed, has_head, c->tp);
     int kernels = chunk_tensors(layers, has_embed, has_head);
     return params * (d->dtype_bytes + 4 + 4) / (d->hbm_bw * d->hbm_eff) + kernels * d->op_latency;

@@ -47,7 +47,7 @@ static void test_nanotron_grad_accum(void) {
     ModelConfig c = nanotron_model(16, 2048, 32, 8192);
     DeviceProfile d;
     profile_builtin("aws-p5-h100", &d);
-    double t = grad_accum_time(&c, &d, 16, 1, 1), want = 16106803200.0 / (3.35e12 * 0.58) + 99 * 4e-6;
+    double t = fp32_accumulator_time(&c, &d, 16, 1, 1), want = 16106803200.0 / (3.35e12 * 0.58) + 99 * 4e-6;
     c.micro_batch = 1;
     PlanSetup k = plan_setup_for(SOFTWARE_NANOTRON), k0 = k;
     k0.grad_accum_pass = 0;

@@ -729,32 +729,14 @@ static void plan_dp_time(const ModelConfig* c, const PlanSetup* k, const DeviceP
     r->t_dp_comm = dp_comm, r->t_dp_exposed = exposed_step;
 }
 
-// One pipeline message: the (s, b, h) activation or its gradient; with SP each tp rank sends its 1/t slice.
-static double p2p_message_time(const ModelConfig* c, const DeviceProfile* d, Link pp_link) {
-    double x_bytes = (double)c->micro_batch * c->seq_len / c->cp * c->d_model * d->dtype_bytes;
-    return c->pp > 1 ? (c->sp ? x_bytes / c->tp : x_bytes) / pp_link.bw + pp_link.lat : 0;
-}
-
-// Megatron-core's overlap_p2p_comm (software.h p2p_overlap; interleaved schedule only): after each chunk's forward
-// (backward) the stage posts its send and the next op's receive as NCCL kernels on their own streams and waits for
-// them just before the op that needs them (schedules.py forward_backward_pipelining_with_interleaving, p2p_
-// communication.py _p2p_ops at Megatron-LM f2e5db40), so a message of each op runs beside the stage's next compute:
-// each forward and backward costs the software's NCCL interference of one message's time (a send and a receive run
-// at once, on a link each way). The stalls of the warm-up and cool-down, where the next op waits for the last send
-// (fwd_wait_handles / bwd_wait_handles), are not counted.
-static void plan_p2p_interference(const ModelConfig* c, const PlanSetup* k, const DeviceProfile* d, Link pp_link,
-                                  PlanChunks* ch) {
-    if (!k->p2p_overlap || c->schedule != SCHED_INTERLEAVED || c->vpp <= 1 || c->pp <= 1) return;
-    double extra = software_nccl_interference(k, d) * p2p_message_time(c, d, pp_link);
-    for (int g = 0; g < ch->n; g++) ch->t_fwd[g] += extra, ch->t_bwd[g] += extra;
-}
-
-// The pipeline: play the real schedule (p2p_message_time a message). Sets r->t_p2p, r->t_pipeline and the busiest
-// stage's bubble.
+// The pipeline: play the real schedule. A message is the (s, b, h) activation or its
+// gradient; with SP each tp rank sends its 1/t slice. Sets r->t_p2p, r->t_pipeline and the
+// busiest stage's bubble.
 static void plan_pipeline_time(const ModelConfig* c, const DeviceProfile* d, Link pp_link, const PlanChunks* ch,
                                PlanResult* r) {
     int dp = c->dp, tp = c->tp, pp = c->pp, vpp = c->vpp, cp = c->cp, m = r->n_micro;
-    r->t_p2p = p2p_message_time(c, d, pp_link);
+    double x_bytes = (double)c->micro_batch * c->seq_len / cp * c->d_model * d->dtype_bytes;
+    r->t_p2p = pp > 1 ? (c->sp ? x_bytes / tp : x_bytes) / pp_link.bw + pp_link.lat : 0;
     double* busy = (double*)xcalloc(pp, sizeof(double));
     double* t_build = (double*)xmalloc(sizeof(double) * 3 * ch->n);
     chunk_op_flops(c, pp, vpp, t_build);  // the lists are the runtime's: built for the chunks' FLOPs
@@ -939,7 +921,6 @@ static int plan_predict_ex(const ModelConfig* layout_cfg, const PlanSetup* k, in
     r->timed = time_oom == PLAN_TIME_ALL || (r->fits && time_oom == PLAN_TIME_FITTING);
     if (r->timed || (r->fits && time_oom == PLAN_TIME_BOUND)) {
         plan_dp_time(c, k, d, links.dp, &ch, r);
-        plan_p2p_interference(c, k, d, links.pp, &ch);
         if (r->timed) plan_pipeline_time(c, d, links.pp, &ch, r);
         else plan_pipeline_bound(c, d, &ch, r);
         plan_throughput(c, k, d, global_batch, &ch, r);

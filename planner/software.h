@@ -164,10 +164,6 @@ typedef struct {
                              // init_optimizer_and_grad_accumulator: zero_stage > 0 builds its ZeroDistributedOptimizer,
                              // the optimizer state sharded), recomputation none or every layer (recompute_layer), no
                              // context parallelism (ParallelismArgs: dp, tp, pp, expert_parallel_size)
-    int p2p_overlap;         // 1: Megatron-core's overlap_p2p_comm ("pipeline-parallel communication (enabled by
-                             // default)", Megatron-LM README; arguments.py at f2e5db40 turns it off without virtual
-                             // stages): under the interleaved schedule the pipeline's sends and receives run as NCCL
-                             // kernels beside the compute (predict.h plan_p2p_interference); 0: not modelled
     int grad_reduce_bf16;    // 1: this trainer's --grad-reduce bf16 (the GPU build, --zero 0|1): the dp all-reduce
                              // sends bf16 (2 bytes a parameter) through a 32 MiB scratch that plan_memory counts
                              // (layout/params.h grad_reduce_scratch_bytes); 0: fp32
@@ -220,7 +216,7 @@ static PlanSetup plan_setup_for(int software) {
     if (software == SOFTWARE_SCALING) s.alloc_share = 1, s.matmul_scaling = 1, s.scaling_options = 1;
     if (software == SOFTWARE_MEGATRON)
         s.tp_comm_overlap = 1, s.dp_overlap_chunked = 1, s.swiglu_fused = 1, s.loss_softmax_inplace = 1,
-        s.grad_buffer_passes = 4, s.p2p_overlap = 1;
+        s.grad_buffer_passes = 4;
     if (software == SOFTWARE_FOUNDRY) s.no_dropout = 1, s.loss_fused = 1;
     // nanotron (huggingface/nanotron at c2528430): no dropout (models/llama.py: flash_attn_varlen_func dropout_p 0.0),
     // Megatron's in-place vocabulary-parallel loss (tensor_parallel/functional.py _ShardedCrossEntropy after the

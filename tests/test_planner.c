@@ -109,7 +109,6 @@ int main(void) {
     test_megatron_grad_buffer_passes();
     test_fsdp2_copy_out();
     test_megatron_dp_interleaved();
-    test_megatron_p2p_overlap();
     test_nanotron_cost_cut();
     test_nanotron_grad_accum();
     test_nanotron_zero1_host();

@@ -592,6 +592,32 @@ static int stage_tensors(const ModelConfig* c, const PlanChunks* ch, int st) {
     return n;
 }
 
+// PyTorch DDP's gradient buckets of stage st (DistributedDataParallel(bucket_cap_mb = ddp_bucket_cap_mb), whose
+// comm hook nanotron's reduce-scatter is: one collective a bucket). After the first step DDP rebuilds its buckets in
+// the order the backward makes the gradients (reducer.cpp rebuild_buckets, compute_bucket_assignment_by_size at
+// PyTorch 2.1): each bucket takes the next tensors until it holds at least its limit of bytes in the weights' dtype
+// (e), the first 1 MiB (dist._DEFAULT_FIRST_BUCKET_BYTES), every later one cap_bytes. The tensors are nanotron's
+// modules (time.h chunk_tensors) in backward order: the head, the final norm, each layer's down, gate_up,
+// post-attention norm, o, qkv, input norm from the last layer down, the embedding (a tied embedding and head on one
+// stage are one tensor there: one bucket fewer at most).
+#define DDP_FIRST_BUCKET_BYTES (1024.0 * 1024)
+static int ddp_bucket_count(const ModelConfig* c, const PlanChunks* ch, int st, double e, double cap_bytes) {
+    double C = c->d_model, F = c->d_ff, t = c->tp, kv = c->n_kv_head * (C / c->n_head), V = c->vocab_padded;
+    double layer[6] = {C * F / t, 2 * C * F / t, C, C * C / t, (C + 2 * kv) * C / t, C};
+    double fill = 0, limit = DDP_FIRST_BUCKET_BYTES;
+    int buckets = 0;
+    for (int j = c->vpp - 1; j >= 0; j--) {
+        int g = chunk_global(c->schedule, c->pp, st, j), n_head = 2 * ch->has_head[g], n_layers = 6 * ch->layers[g];
+        for (int i = 0; i < n_head + n_layers + ch->has_embed[g]; i++) {
+            double w = i < n_head ? (i == 0 ? V * C / t : C) : i < n_head + n_layers ? layer[(i - n_head) % 6]
+                                                                                     : V * C / t;
+            fill += w * e;
+            if (fill >= limit) buckets++, fill = 0, limit = cap_bytes;
+        }
+    }
+    return buckets + (fill > 0);
+}
+
 // nanotron's ZeRO-1 host loops on stage st (zero1_list_collectives), in PyTorch calls from Python (PYTORCH_CALL_S
 // each), over its n tensors and the dp x cp ranks (replicas). The gradients' reduce-scatter in the data-parallel hook
 // (gradient_accumulator.py get_fp32_accum_hook, distributed.py reduce_scatter_coalesced): a torch.split of each
@@ -671,8 +697,13 @@ static void plan_dp_time(const ModelConfig* c, const PlanSetup* k, const DeviceP
         else if (c->zero == 1 && k->zero1_list_collectives) {
             // nanotron: the reduce-scatter's host loop runs in the last backward's hook beside the device's work
             // (exposed where it outlasts it), the gather and its loop after the step, waited for: no window
+            // one reduce-scatter a DDP bucket (reduce_scatter_coalesced: one dist.reduce_scatter of the bucket's
+            // flattened views), one all-gather for the whole stage (_all_gather_params: one all_gather_coalesced)
             double calls_rs, calls_ag;
             zero1_list_host_calls(c, ch, st, replicas, &calls_rs, &calls_ag);
+            rs = dp_gather_time(replicas, G, ddp_bucket_count(c, ch, st, d->dtype_bytes, NANOTRON_DDP_BUCKET_BYTES),
+                                dp_link);
+            ag = dp_gather_time(replicas, W, 1, dp_link);
             once_b = rs + fmax(calls_rs * PYTORCH_CALL_S - ch->stage_bwd[st] / m, 0);
             once_f = ag + calls_ag * PYTORCH_CALL_S;
             win_f = 0;

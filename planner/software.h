@@ -158,7 +158,8 @@ typedef struct {
                                  // all_gather_coalesced, optim/zero.py _all_gather_params at c2528430): per tensor
                                  // and dp rank a Python view, flattened and copied back one tensor at a time (host
                                  // calls at PYTORCH_CALL_S); the weights gathered in the optimizer's step, waited
-                                 // for, nothing to hide under (predict.h zero1_list_host_calls); ZeRO-0's hook
+                                 // for, nothing to hide under (predict.h zero1_list_host_calls); one reduce-scatter
+                                 // a DDP bucket (NANOTRON_DDP_BUCKET_BYTES), one all-gather a stage; ZeRO-0's hook
                                  // all-reduces with all_reduce_coalesced, one NCCL all-reduce a tensor
     int nanotron_options;    // 1: only what nanotron v0.5 runs (predict.h plan_check_layout): ZeRO 0 or 1 (helpers.py
                              // init_optimizer_and_grad_accumulator: zero_stage > 0 builds its ZeroDistributedOptimizer,
@@ -263,6 +264,11 @@ static int software_fsdp_ok(const PlanSetup* k) {
 // 30 x 2000 calls, seven alternating runs 2.67-2.83; dev/ds_gather_loop.py, torch 2.15 on this project's 2-core
 // machine: the ratio carried to 2021's host, not the time). Not checked on any data set.
 #define DS_GATHER_LOOP_CALLS 2.7
+// nanotron's DDP bucket (trainer.py: DistributedDataParallel(..., bucket_cap_mb=config.model.ddp_bucket_cap_mb),
+// PyTorch's cap is bucket_cap_mb x 1024 x 1024 bytes): 25 MiB, the benchmarks' examples/config_tiny_llama_bench.yaml
+// (branch nouamane/bench2 at 67c5ebb6) and config.py's default. Its ZeRO-1 reduce-scatter is one collective a bucket
+// (predict.h ddp_bucket_count).
+#define NANOTRON_DDP_BUCKET_BYTES (25.0 * 1024 * 1024)
 
 static PlanSetup plan_setup_default(void) { return plan_setup_for(SOFTWARE_TRAINER); }
 // The fraction of NVLink's bandwidth the software's collectives reach inside a node (nccl_links).

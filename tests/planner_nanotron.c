@@ -62,8 +62,9 @@ static void test_nanotron_grad_accum(void) {
 // nanotron's ZeRO-1 host loops (distributed.py reduce_scatter_coalesced / all_gather_coalesced, optim/zero.py): the
 // 3.57B model (28 layers, untied here: 28 x 6 + 1 + 2 = 171 tensors) at tp 4 over dp 128, as the playbook's 64-node
 // cell: the reduce-scatter's loop 171 x (1 + 128) = 22059 calls (44 ms, under the backward's 95), the gather's 3 x 171
-// x 128 = 65664 calls at 2 us = 0.131328 s after the step. ZeRO-0 instead all-reduces each of the 171 tensors (the
-// framework counts one bucket a layer and the two ends: 30).
+// x 128 = 65664 calls at 2 us = 0.131328 s after the step; its collectives are one reduce-scatter a DDP bucket (57:
+// test_nanotron_ddp_buckets) and one all-gather, where the framework counts one a layer and the two ends (30) each.
+// ZeRO-0 instead all-reduces each of the 171 tensors.
 static void test_nanotron_zero1_host(void) {
     ModelConfig c = nanotron_model(28, 3072, 32, 8192);
     c.tp = 4, c.dp = 128, c.micro_batch = 2, c.sp = 1, c.zero = 1;
@@ -78,16 +79,40 @@ static void test_nanotron_zero1_host(void) {
     double rs, ag;
     zero1_list_host_calls(&c, &ch, 0, 128, &rs, &ag);
     plan_chunks_free(&ch);
-    double host = r.t_dp_comm - r0.t_dp_comm;
     ModelConfig c0 = c;
     c0.zero = 0;
     rc |= plan_predict(&c0, &k, 256, 8, &d, &z) | plan_predict(&c0, &k0, 256, 8, &d, &z0);
     PlanLinks links = plan_links(&c0, &k, &d, 8, &z);
-    double G = chunk_params(&c0, 28, 1, 1, 4) * 4, want0 = dp_allreduce_time(128, G, 171, links.dp);
+    double G = chunk_params(&c0, 28, 1, 1, 4) * 4, want0 = dp_allreduce_time(128, G, 171, links.dp), W = G / 2;
+    double counts = dp_gather_time(128, G, 57, links.dp) - dp_gather_time(128, G, 30, links.dp) +
+                    dp_gather_time(128, W, 1, links.dp) - dp_gather_time(128, W, 30, links.dp);
+    double host = r.t_dp_comm - r0.t_dp_comm - counts;
     check(rc == 0 && rs == 22059 && ag == 65664 && fabs(host - 0.131328) < 1e-9 && fabs(z.t_dp_comm - want0) < 1e-12 &&
               fabs(z0.t_dp_comm - dp_allreduce_time(128, G, 30, links.dp)) < 1e-12,
           "nanotron_zero1_host_hand", "calls %.0f / %.0f (want 22059 / 65664), gather loop %.6f s (want 0.131328); "
           "ZeRO-0 %.2f ms with 171 collectives, %.2f ms with 30", rs, ag, host, 1e3 * z.t_dp_comm, 1e3 * z0.t_dp_comm);
+}
+
+// nanotron's DDP buckets (predict.h ddp_bucket_count; 25 MiB, the first 1 MiB), in bf16 bytes, backward order. The
+// 1.34B model at tp 2 over pp 2 (the 11 + 5 cut): a layer's down 8388608 elements (16777216 bytes), gate_up 33554432
+// bytes, o 4194304, qkv 12582912, the norms 4096 each. Stage 0, from layer 11 down: its down fills the first bucket
+// (over 1 MiB), its gate_up a bucket of its own, the rest of the layer (16785408 bytes) waits; each later layer's down
+// closes the waiting bucket (33562624 >= 26214400) and its gate_up is one: 1 + 1 + 10 x 2 = 22, and the embedding
+// (268435456 bytes) closes the last: 23. Stage 1: the head alone (over 1 MiB), the final norm and layer 16's down wait,
+// its gate_up closes them (50335744), then 4 layers of 2: 1 + 1 + 8, and layer 12's rest, 11. The 3.57B at tp 4 on one
+// stage: 57 (qkv 14155776, o 4718592, gate_up 25165824 under the cap, down 12582912 bytes).
+static void test_nanotron_ddp_buckets(void) {
+    ModelConfig c = nanotron_model(16, 2048, 32, 8192), c3 = nanotron_model(28, 3072, 32, 8192);
+    c.tp = 2, c.pp = 2, c3.tp = 4;
+    PlanChunks ch = plan_chunks_alloc(2, 2), ch3 = plan_chunks_alloc(1, 1);
+    chunk_split(&c, 2, SPLIT_COST, ch.layers, ch.has_embed, ch.has_head);
+    ch3.layers[0] = 28, ch3.has_embed[0] = ch3.has_head[0] = 1;
+    int b0 = ddp_bucket_count(&c, &ch, 0, 2, NANOTRON_DDP_BUCKET_BYTES);
+    int b1 = ddp_bucket_count(&c, &ch, 1, 2, NANOTRON_DDP_BUCKET_BYTES);
+    int b3 = ddp_bucket_count(&c3, &ch3, 0, 2, NANOTRON_DDP_BUCKET_BYTES);
+    plan_chunks_free(&ch), plan_chunks_free(&ch3);
+    check(b0 == 23 && b1 == 11 && b3 == 57, "nanotron_ddp_buckets_hand",
+          "buckets %d / %d (want 23 / 11), 3.57B tp 4: %d (want 57)", b0, b1, b3);
 }
 
 // What nanotron v0.5 does not run is refused under --software nanotron: ZeRO-2/3 (helpers.py builds its

@@ -112,6 +112,7 @@ int main(void) {
     test_nanotron_cost_cut();
     test_nanotron_grad_accum();
     test_nanotron_zero1_host();
+    test_nanotron_ddp_buckets();
     test_nanotron_options();
     test_attention_flash3();
     test_allocator_share();

@@ -39,6 +39,9 @@ typedef struct {
     double intra_latency;    // s per step of a collective inside a node
     double nic_bw;           // bytes/s per NIC, one direction (InfiniBand HCA)
     double inter_latency;    // s per step of a collective across nodes
+    double net_overhead;     // s NCCL's proxy spends posting one network operation, by the host's CPU (tuning.cc
+                             // getNetOverhead): a ring that spans nodes pays 3 x it (Simple) on every step, the
+                             // steps inside a node too (time.h group_link_nested)
     double link_eff;         // fraction of the NVLink bandwidth collectives reach inside a node (NCCL bus bandwidth)
     double link_eff_nccl;    // the same as NCCL measures it (nccl-tests' bus bandwidth of a ring): what the
                              // collectives of software with nccl_links reach (software.h)
@@ -120,6 +123,8 @@ static void profile_a100(DeviceProfile* d) {
                                   // hwLat at b647562; time.h ring_latency); was 5 us, unsourced
     d->nic_bw = 200e9 / 8;        // HDR 200 Gb/s
     d->inter_latency = 14e-6;     // the same, a ring step across the network (hwLat NET, Simple); was 10 us
+    d->net_overhead = 2e-6;       // NCCL's getNetOverhead on an AMD x86 host (tuning.cc at b647562 and v2.18.3-1):
+                                  // DGX A100's two AMD Rome 7742 (its datasheet)
     d->link_eff = 0.47;           // fit: NCCL bus bandwidth over the link, stalls of unoverlapped collectives included
     d->link_eff_nccl = 0.67;      // 8 A100-SXM4-80GB, nccl-tests all_reduce_perf: bus bandwidth ~200 of 300 GB/s
                                   // (NVIDIA/nccl-tests#149, NCCL 2.18); Megatron's runs fit 0.67-0.82 (dev/PLANNER.md)
@@ -196,6 +201,8 @@ static void profile_h100(DeviceProfile* d) {
                                   // effective
     d->host_mem_bw = 38e9;        // DGX H100: 2 Xeon 8480C, 8 DDR5-4800 channels each = 614 GB/s for 8 GPUs, ~half
     d->host_mem_bytes = 256 * GiB;  // DGX H100 (and DGX H200) datasheet: 2 TB system memory for 8 GPUs
+    d->net_overhead = 1e-6;       // getNetOverhead on an Intel x86 host: DGX H100's two Xeon 8480C (3 us a step,
+                                  // under NVLink's 3.4: no change)
 }
 
 // A non-DGX A100 cluster with fewer NICs than GPUs: Jean Zay's A100 partition, where BLOOM-176B
@@ -209,6 +216,7 @@ static void profile_jean_zay_a100(DeviceProfile* d) {
     d->nics_per_node = 4;
     d->nic_bw = 100e9 / 8;        // Omni-Path 100 Gb/s
     d->host_mem_bytes = 64 * GiB;  // 512 GB of CPU memory per node (the README above)
+    d->net_overhead = 2e-6;       // "CPU: AMD" (the README above): getNetOverhead's AMD value, as the DGX A100's
 }
 
 // Meta's Grand Teton hosts as torchtitan benchmarked them (pytorch/torchtitan benchmarks/
@@ -241,6 +249,7 @@ static void profile_aws_p4d(DeviceProfile* d) {
     d->nics_per_node = 4;
     d->nic_bw = 100e9 / 8;
     d->host_mem_bytes = 144 * GiB;
+    d->net_overhead = 1e-6;       // p4d's host: Intel Xeon Scalable (Cascade Lake), getNetOverhead's Intel value
 }
 static void profile_aws_p4de(DeviceProfile* d) {  // p4d's node with the 80 GB A100 (a100-80gb's memory and HBM)
     profile_aws_p4d(d);
@@ -355,6 +364,7 @@ static const ProfileKey PROFILE_KEYS[] = {
     PKEY("nic_gbits", nic_bw, 0, 1e9 / 8, 1e-6, 1e6, "Gb/s per NIC, one direction"),
     PKEY("nics_per_node", nics_per_node, 1, 1, 1, 1024, "NICs per node"),
     PKEY("inter_latency_us", inter_latency, 0, 1e-6, 0, 1e6, "inter-node latency, microseconds"),
+    PKEY("net_overhead_us", net_overhead, 0, 1e-6, 0, 1e6, "NCCL's network post overhead by host CPU, microseconds"),
     PKEY("link_eff", link_eff, 0, 1, 1e-3, 1, "fraction of NVLink bandwidth collectives reach inside a node"),
     PKEY("link_eff_nccl", link_eff_nccl, 0, 1, 1e-3, 1, "the same as NCCL measures it (--software framework)"),
     PKEY("nic_eff", nic_eff, 0, 1, 1e-3, 1, "fraction of NIC bandwidth collectives reach across nodes"),

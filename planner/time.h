@@ -173,7 +173,9 @@ static Link group_link_nested(const DeviceProfile* d, int n_in, int stride_in, i
     double nic_share = (double)d->nics_per_node * d->nic_bw / gpus_per_node;  // per GPU
     l.bw = (double)k_in * k_out * nic_share * d->nic_eff;
     if (l.bw > d->intra_bw * d->link_eff) l.bw = d->intra_bw * d->link_eff;
-    l.lat = d->inter_latency, l.lat_intra = d->intra_latency;
+    // NCCL's model: "Inter-node rings still have to launch nsteps * net overhead" (tuning.cc at b647562, v2.18.3-1):
+    // each step of a ring that spans nodes, inside a node too, takes at least 3 network post overheads (Simple)
+    l.lat = d->inter_latency, l.lat_intra = fmax(d->intra_latency, 3 * d->net_overhead);
     l.nodes = (int)(((long)n_in * n_out + (long)k_in * k_out - 1) / ((long)k_in * k_out));
     return l;
 }

@@ -514,7 +514,8 @@ static void test_network_profiles(void) {
 // the weights' bytes per micro-batch, so 4 micro-batches move 4 times one's. LLaMA-7B (6,738,415,616
 // parameters, bf16 weights and gradients) on 128 p4de GPUs (16 nodes), one micro-batch: each ring moves
 // 127/128 of 13.48 GB at 40 GB/s, and each of the 34 buckets (32 layers, embedding, head) costs NCCL's ring
-// latency (time.h ring_latency): 8.4 us + 112 NVLink steps of 3.4 + 15 network steps of 14 = 599.2 us:
+// latency (time.h ring_latency; p4d's Intel host: an NVLink step max(3.4, 3 x 1 us net overhead)): 8.4 us + 112
+// NVLink steps of 3.4 + 15 network steps of 14 = 599.2 us:
 // 3 x (0.334290 + 0.020373) = 1.063988 s.
 static void test_aws_profiles_zero3_traffic(void) {
     DeviceProfile p4de, p5, dgx;
@@ -538,13 +539,16 @@ static void test_aws_profiles_zero3_traffic(void) {
 }
 
 // NCCL's latency model and algorithm choice (time.h ring_latency, tree_latency, dp_allreduce_time), by hand.
-// 1024 ranks filling 128 DGX A100 nodes (8 x 25 GB/s x nic_eff 0.8 = 160 GB/s at NCCL's links):
-//   ring all-gather: 8.4 + (1023 - 127) x 3.4 + 127 x 14 = 4832.8 us
-//   ring all-reduce: 2046 steps, 256 crossing: 8.4 + 1790 x 3.4 + 256 x 14 = 9678.4 us
+// 1024 ranks filling 128 DGX A100 nodes (8 x 25 GB/s x nic_eff 0.8 = 160 GB/s at NCCL's links; AMD hosts, so a
+// ring step inside a node of a ring that spans nodes is max(3.4, 3 x 2) = 6 us, NCCL's net overhead):
+//   ring all-gather: 8.4 + (1023 - 127) x 6 + 127 x 14 = 7162.4 us
+//   ring all-reduce: 2046 steps, 256 crossing: 8.4 + 1790 x 6 + 256 x 14 = 14332.4 us
 //   tree: 2 x ((8 - 1) + log2 128) x 28 = 784 us
-//   all-reduce of 64 MiB in one bucket: ring 2 x 1023/1024 x 64 MiB / 160e9 + 9678.4 us = 10516.44 us, tree
+//   all-reduce of 64 MiB in one bucket: ring 2 x 1023/1024 x 64 MiB / 160e9 + 14332.4 us = 15170.44 us, tree
 //     2 x 64 MiB / (0.92 x 160e9) + 784 us = 1695.81 us: the tree. 1 GiB on 16 ranks (2 nodes): ring 12582.91 +
-//     8.4 + 26 x 3.4 + 4 x 14 = 12735.71 us, tree 14589.43 + 2 x (7 + 1) x 28 = 15037.43 us: the ring.
+//     8.4 + 26 x 6 + 4 x 14 = 12803.31 us, tree 14589.43 + 2 x (7 + 1) x 28 = 15037.43 us: the ring.
+// The same 1024 ranks on DGX H100 nodes (Intel hosts: 3 x 1 = 3 us, under NVLink's 3.4): the all-gather's latency
+// 8.4 + 896 x 3.4 + 127 x 14 = 4832.8 us; with --device-set net_overhead_us=3: 8.4 + 896 x 9 + 1778 = 9850.4 us.
 // FSDP2's fp32 reduce-scatter (software.h reduce_bytes 4, torchtitan's mixed_precision_reduce): LLaMA-7B on
 // 128 p4de GPUs (40 GB/s) moves 127/128 x 2 x 6738415616 B more per micro-batch: 0.334290 s.
 static void test_nccl_latency_and_algorithm(void) {
@@ -553,14 +557,24 @@ static void test_nccl_latency_and_algorithm(void) {
     d.link_eff = d.link_eff_nccl;
     Link l = group_link_nested(&d, 1, 1, 1024, 1, 8), l2 = group_link_nested(&d, 1, 1, 16, 1, 8);
     double ag = ring_latency(1024, 0, l), ar = ring_latency(1024, 1, l), tree = tree_latency(1024, l);
-    check(l.nodes == 128 && fabs(l.bw - 160e9) < 1 && fabs(ag - 4832.8e-6) < 1e-12 && fabs(ar - 9678.4e-6) < 1e-12 &&
+    check(l.nodes == 128 && fabs(l.bw - 160e9) < 1 && fabs(ag - 7162.4e-6) < 1e-12 && fabs(ar - 14332.4e-6) < 1e-12 &&
               fabs(tree - 784e-6) < 1e-12,
-          "nccl_ring_tree_latency_hand", "%d nodes, ring all-gather %.1f us (want 4832.8), all-reduce %.1f (want "
-          "9678.4), tree %.1f (want 784)", l.nodes, ag * 1e6, ar * 1e6, tree * 1e6);
+          "nccl_ring_tree_latency_hand", "%d nodes, ring all-gather %.1f us (want 7162.4), all-reduce %.1f (want "
+          "14332.4), tree %.1f (want 784)", l.nodes, ag * 1e6, ar * 1e6, tree * 1e6);
     double small = dp_allreduce_time(1024, 67108864, 1, l), big = dp_allreduce_time(16, 1073741824, 1, l2);
-    check(fabs(small - 1695.81e-6) < 0.01e-6 && fabs(big - 12735.71e-6) < 0.01e-6 && l2.nodes == 2,
+    check(fabs(small - 1695.81e-6) < 0.01e-6 && fabs(big - 12803.31e-6) < 0.01e-6 && l2.nodes == 2,
           "nccl_algorithm_choice_hand", "64 MiB on 1024: %.2f us (want the tree's 1695.81), 1 GiB on 16: %.2f us "
-          "(want the ring's 12735.71)", small * 1e6, big * 1e6);
+          "(want the ring's 12803.31)", small * 1e6, big * 1e6);
+    DeviceProfile h;
+    char err[256];
+    profile_builtin("dgx-h100", &h);
+    double ag_h = ring_latency(1024, 0, group_link_nested(&h, 1, 1, 1024, 1, 8));
+    int rc_set = profile_set(&h, "net_overhead_us", "3", err, sizeof(err));
+    double ag_h3 = ring_latency(1024, 0, group_link_nested(&h, 1, 1, 1024, 1, 8));
+    check(rc_set == 0 && fabs(ag_h - 4832.8e-6) < 1e-12 && fabs(ag_h3 - 9850.4e-6) < 1e-12,
+          "nccl_net_overhead_by_host_hand",
+          "DGX H100 (Intel) all-gather latency %.1f us (want 4832.8), net_overhead_us 3: %.1f (want 9850.4)",
+          ag_h * 1e6, ag_h3 * 1e6);
     ModelConfig c = model("llama-7b", 4096);
     c.dp = 128, c.zero = 3, c.recompute = RECOMPUTE_FULL;
     PlanSetup k = plan_setup_for(SOFTWARE_FRAMEWORK), k32 = k;

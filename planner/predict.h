@@ -639,7 +639,9 @@ static void zero1_list_host_calls(const ModelConfig* c, const PlanChunks* ch, in
 // scatter r backwards later (grad_sync_microbatch_id = microbatch_id - pipeline_parallel_rank); chunk 0's and
 // any not yet launched go at the end. Chunks 0 and 1 gather their weights at the start, chunk j >= 2 as the
 // forward reaches chunk j - 1's first micro-batch, r forwards early (param_sync_microbatch_id = microbatch_id +
-// pipeline_parallel_rank); chunk j needs them at its first forward, j x pp chunk-forwards in. One communicator:
+// pipeline_parallel_rank: r0.8 under --delay-param-gather, NeMo 2.0's align_param_gather; r0.8's default chains
+// them from the forward pre-hooks instead, at most 0.03 points apart on its README's rows: dev/PLANNER.md); chunk j
+// needs them at its first forward, j x pp chunk-forwards in. One communicator:
 // the transfers queue. rs, ag: one chunk's transfer; b, f: one chunk's backward and forward of one micro-batch.
 // Exposed: the reduce-scatters' queue past the end plus the waits for gathers, and ci (the software's NCCL
 // interference, software_nccl_interference) of the rest.

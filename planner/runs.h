@@ -29,15 +29,16 @@ static const int RUN_COL_INT[N_RUN_COLS] = {0, 1, 1, 1, 1, 0, 1, 1, 1, 1, 1, 0, 
 // framework's, with cp_ulysses 1; empty or absent: what cp_ulysses gives), grad_alloc (upfront|lazy: a framework's
 // gradients allocated before the step, or each chunk's at its first backward, PyTorch autograd's and FSDP's;
 // empty or absent: upfront), fsdp_version (1|2: PyTorch FSDP's, with zero 3; 2 copies each gather out on the compute
-// stream, software.h gather_copy_out; empty or absent: 1).
+// stream, software.h gather_copy_out; empty or absent: 1), loss (eager|fused: what a framework's cross-entropy keeps,
+// memory.h loss_bytes_per_logit; empty or absent: the software's).
 // Columns that name a setting the planner does not model are refused, so a row is never predicted as another
 // layout than the one that ran.
 enum { RO_VPP, RO_CP, RO_CP_ULYSSES, RO_OFFLOAD, RO_OFFLOAD_FRAMES, RO_REDUCE_DTYPE, RO_MLP, RO_PP_SPLIT,
-       RO_GRAD_DTYPE, RO_DROPOUT, RO_CP_KIND, RO_GRAD_ALLOC, RO_FSDP_VERSION, N_RUN_OPT };
+       RO_GRAD_DTYPE, RO_DROPOUT, RO_CP_KIND, RO_GRAD_ALLOC, RO_FSDP_VERSION, RO_LOSS, N_RUN_OPT };
 static const char* const RUN_OPT_COLS[N_RUN_OPT] = {"vpp",          "cp",           "cp_ulysses", "offload",
                                                     "offload_frames", "reduce_dtype", "mlp",        "pp_split",
                                                     "grad_dtype",   "dropout",      "cp_kind",    "grad_alloc",
-                                                    "fsdp_version"};
+                                                    "fsdp_version", "loss"};
 static const char* const RUN_UNMODELLED[] = {"ep", "expert_parallel", "moe_experts", "cp_split",
                                              "context_parallel_algo", "fsdp", "hsdp", "offload_dir", "cpu_offload"};
 
@@ -244,6 +245,27 @@ static int run_fsdp_version(PlanSetup* k, const char* v, int zero, char* err, si
     return 0;
 }
 
+// A row's loss column, what a framework's cross-entropy keeps at the start of its backward (memory.h
+// loss_bytes_per_logit): eager, torch's fp32 ops (e + 16 bytes a logit), or fused, one kernel or a compiled graph
+// that keeps the logits and writes their gradient in the training dtype (2e: flash-attn's xentropy, llm-foundry's;
+// torch.compile's, measured by dev/loss_saved_bytes.py). Its time stays the software's (software.h loss_bytes). Not
+// this trainer's (its own kernel and buffers) nor the Scaling codebase's (torch's loss over the gathered logits).
+// Returns 0, or -1 with err set.
+static int run_loss(const char* v, PlanSetup* k, char* err, size_t err_len) {
+    int fused = !strcmp(v, "fused");
+    if (!fused && strcmp(v, "eager")) {
+        snprintf(err, err_len, "unknown loss '%s' (eager, fused)", v);
+        return -1;
+    }
+    if (k->own_kernels || k->loss_gathered) {
+        snprintf(err, err_len, "loss %s: a framework's cross-entropy (%s)", v,
+                 k->own_kernels ? "this trainer's loss is its own kernel" : "the Scaling codebase's is torch's");
+        return -1;
+    }
+    k->loss_fused = fused;
+    return 0;
+}
+
 // Predict one row (opt: its optional columns' fields, NULL where absent). Returns 0 with *r filled, or -1
 // with the reason in err. Every number is range-checked (the trainer's ranges, args.h) and
 // every product computed in 64 bits before the schedule code sees it.
@@ -367,6 +389,7 @@ static int plan_run_row(const int* shape, int mlp, const PlanSetup* setup, const
     if (opt[RO_GRAD_ALLOC] && opt[RO_GRAD_ALLOC][0] && run_grad_alloc(opt[RO_GRAD_ALLOC], &k, err, err_len)) return -1;
     const char* fv = opt[RO_FSDP_VERSION];
     if (fv && fv[0] && run_fsdp_version(&k, fv, c->zero, err, err_len)) return -1;
+    if (opt[RO_LOSS] && opt[RO_LOSS][0] && run_loss(opt[RO_LOSS], &k, err, err_len)) return -1;
     const char* split = opt[RO_PP_SPLIT];
     if (split && split[0]) {
         if (strcmp(split, "even") && strcmp(split, "auto") && strcmp(split, "ends")) {
@@ -440,8 +463,8 @@ static int plan_runs(const char* path, const char* csv_path, const int* shape, i
         for (int j = 0; j < n_cols; j++)
             if (!strcmp(names[j], RUN_UNMODELLED[k]))
                 fail("--runs %s: column '%s' names a setting the planner does not model (it reads cp, cp_ulysses, "
-                     "cp_kind, offload, offload_frames, reduce_dtype, grad_dtype, grad_alloc, fsdp_version, mlp, "
-                     "pp_split, dropout, vpp beside the required ones): remove it to predict the rows without it",
+                     "cp_kind, offload, offload_frames, reduce_dtype, grad_dtype, grad_alloc, fsdp_version, loss, "
+                     "mlp, pp_split, dropout, vpp beside the required ones): remove it to predict the rows without it",
                      path, names[j]);
     char*** rows = NULL;  // rows[i][j]: field j of run i, in in.text
     int n_rows = 0, row_cap = 0, n;

@@ -2,7 +2,7 @@
 // user types them: --cp-kind allgather, --grad-alloc, --fsdp-version and --software nanotron with softwares and
 // layouts that cannot use them, empty values and wrong case; the device key tensor_clock (NaN, inf, negative, zero,
 // above the datasheet's clock: 2 gave a 101.8% MFU) in --device-set and a --device-file; the --runs columns cp_kind,
-// grad_alloc, fsdp_version, dropout, grad_dtype, reduce_dtype, pp_split and cp blank, junk, named twice in the
+// grad_alloc, fsdp_version, loss, dropout, grad_dtype, reduce_dtype, pp_split and cp blank, junk, named twice in the
 // header (the last was read silently) or refused by the row's software; a device file's key given twice; the
 // search's filters beside --runs. Each is one error line and exit 1. Run through ./train and ./train_asan. Included
 // by tests/test_faults.c after faults_bad_inputs.c (its bad_run and BAD); not built alone.
@@ -128,6 +128,11 @@ static const BadRun PLAN_INPUT_RUNS[] = {
       "fsdp_version 2: PyTorch FSDP's ZeRO-3 (zero 3", 1}, PI_RUNS("fv_scal", ",fsdp_version", "3", "16", ",2"), NULL},
     {{"plan_runs_fsdp_version_junk", "--plan --software framework --runs " PI "/fv_junk.csv",
       "unknown fsdp_version '2.0' (1, 2)", 1}, PI_RUNS("fv_junk", ",fsdp_version", "3", "16", ",2.0"), NULL},
+    {{"plan_runs_loss_wrong_case", "--plan --software framework --runs " PI "/loss_case.csv",
+      "unknown loss 'Fused' (eager, fused)", 1}, PI_RUNS("loss_case", ",loss", "3", "16", ",Fused"), NULL},
+    {{"plan_runs_loss_scaling", "--plan --software scaling --runs " PI "/loss_scal.csv",
+      "loss fused: a framework's cross-entropy (the Scaling codebase's is torch's)", 1},
+     PI_RUNS("loss_scal", ",loss", "1", "16", ",fused"), NULL},
     // a column read twice: the last was taken (zero 3 predicted as zero 1, fsdp_version 1 as 2)
     {{"plan_runs_duplicate_required_column", "--plan --software framework --runs " PI "/dup_zero.csv",
       "the header names column 'zero' twice (columns 7 and 16)", 1}, PI_RUNS("dup_zero", ",zero", "3", "16", ",1"),

@@ -355,6 +355,27 @@ static void test_runs_fsdp_version(void) {
     free(m1), free(m3);
 }
 
+// --runs' loss column: GPT-2 124M at 4096 tokens on 8 A100s (dp 8, one micro-batch of 1): the loss is the stage's
+// peak temporary, 4096 tokens x 50304 logits at e + 16 bytes eager, 2e fused (memory.h loss_bytes_per_logit;
+// dev/loss_saved_bytes.py: torch.compile's loss saves the bf16 logits alone), so fused holds 4096 x 50304 x 14 bytes
+// = 2.6865 GiB less (each printed to 3 decimals) at the same step; an empty field is the software's (framework:
+// eager); another value is the row's error; this trainer refuses the column (its loss is its own kernel).
+static void test_runs_loss(void) {
+    const char* values[4] = {"1,eager", "1,fused", "1,", "1,Fused"};
+    const char* row = "gpt2-124m,4096,8,8,32768,1f1b,0,1,1,8,1,none,flash2,1,0,";
+    double mem[3], step[3], own[3];
+    char *m1, *m3;
+    int rc[2];
+    runs_two_columns("cp,loss", values, row, mem, step, own, &m1, &m3, rc);
+    double less = 4096.0 * 50304 * 14 / (1 << 30);
+    check(rc[0] == 2 && fabs(mem[0] - mem[1] - less) < 0.0015 && mem[2] == mem[0] && step[1] == step[0] &&
+              step[2] == step[0] && strstr(m1, "unknown loss 'Fused' (eager, fused)") && rc[1] == 2 &&
+              strstr(m3, "loss eager: a framework's cross-entropy (this trainer's loss is its own kernel)"),
+          "runs_loss_column", "rc %d, memory eager %.3f fused %.3f default %.3f GiB (%.4f less by hand), step %.4f / "
+          "%.4f s; %s; trainer rc %d: %s", rc[0], mem[0], mem[1], mem[2], less, step[0], step[1], m1, rc[1], m3);
+    free(m1), free(m3);
+}
+
 // The dropout column of --runs (and --dropout): GPT-2 124M on 8 A100s, 2048 tokens, the fused softmax: at dropout
 // 0.1 (the framework's default, so also an empty field) the step is longer than at 0 (no attention-dropout kernel,
 // no masks: dropout_time_hand); --dropout 0 makes the empty row 0's; a probability of 1 is that row's error (exit

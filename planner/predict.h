@@ -632,6 +632,42 @@ static void zero1_list_host_calls(const ModelConfig* c, const PlanChunks* ch, in
     *rs = (double)n * (1 + replicas), *ag = 3.0 * n * replicas;
 }
 
+// A list collective's copies on the device: `bytes` read and written at HBM's rate, in `kernels` copy kernels.
+static double list_copy_time(const DeviceProfile* d, double bytes, double kernels) {
+    return 2 * bytes / (d->hbm_bw * d->hbm_eff) + kernels * d->op_latency;
+}
+
+// nanotron's data-parallel traffic of stage st (zero1_list_collectives; ZeRO 0 or 1, G and W: the stage's fp32
+// gradient and bf16 weight bytes), nothing at dp 1 (the hook and _all_gather_params return first). Its DDP hook fires
+// a bucket at a time during the last micro-batch's backward (ddp_bucket_count), so all but the last bucket's share
+// (*frac) hides under that backward: ZeRO-0 all-reduces each tensor (all_reduce_coalesced); ZeRO-1 reduce-scatters
+// each bucket (*once_b), its Python loop beside the backward (exposed where it outlasts it), and gathers the weights
+// after the optimizer's step, waited for (*once_f). The list calls copy on the device (PyTorch 2.1): the hook's
+// _flatten_dense_tensors makes a flat buffer per rank of the bucket's views (a cat per rank, on the compute stream:
+// *hook, nothing hides it) and ProcessGroupNCCL::reduce_scatter copies the per-rank inputs into one flat tensor (a
+// copy per rank, on NCCL's stream, before the collective); the gather flattens each rank's slices (a cat per rank),
+// copies NCCL's flat output back to the per-rank buffers (ProcessGroupNCCL::allgather's copy per rank) and
+// update_output copies every slice into its tensor (a copy_ per tensor and rank): 3 W read and written, beside the
+// host's loop (the slower of the two counts).
+static void nanotron_dp_traffic(const ModelConfig* c, const DeviceProfile* d, const PlanChunks* ch, int st,
+                                int replicas, double G, double W, Link l, double* once_b, double* once_f, double* hook,
+                                double* frac) {
+    int buckets = ddp_bucket_count(c, ch, st, d->dtype_bytes, NANOTRON_DDP_BUCKET_BYTES), n = stage_tensors(c, ch, st);
+    *once_b = *once_f = *hook = 0, *frac = 1.0 / buckets;
+    if (replicas <= 1) return;
+    if (c->zero == 0) {
+        *once_b = dp_allreduce_time(replicas, G, n, l);
+        return;
+    }
+    double calls_rs, calls_ag, per_rank = (double)buckets * replicas;
+    zero1_list_host_calls(c, ch, st, replicas, &calls_rs, &calls_ag);
+    *hook = list_copy_time(d, G, per_rank);
+    *once_b = list_copy_time(d, G, per_rank) + dp_gather_time(replicas, G, buckets, l) +
+              fmax(calls_rs * PYTORCH_CALL_S - ch->stage_bwd[st], 0);
+    double gather_copies = list_copy_time(d, 3 * W, (2.0 + n) * replicas);
+    *once_f = dp_gather_time(replicas, W, 1, l) + fmax(calls_ag * PYTORCH_CALL_S, gather_copies);
+}
+
 // Megatron-core's chunked data-parallel traffic under the interleaved schedule (pp > 1, vpp > 1), read from
 // its schedule (megatron/core/pipeline_parallel/schedules.py, forward_backward_pipelining_with_interleaving, at
 // Megatron-LM f2e5db40): micro-batches run in groups of pp per chunk, so chunk j's gradients are final when the
@@ -688,28 +724,19 @@ static void plan_dp_time(const ModelConfig* c, const PlanSetup* k, const DeviceP
         double rs = dp_gather_time(replicas, G, buckets, dp_link), ag = dp_gather_time(replicas, W, buckets, dp_link);
         double overlap = k->dp_after_backward ? 0 : d->dp_overlap;
         double win_b = overlap * ch->stage_bwd[st], win_f = overlap * ch->stage_fwd[st];
-        double once_b = 0, once_f = 0, per_mb_f = 0, per_mb_b = 0;
-        // (nanotron's hook all-reduces a bucket with PyTorch's all_reduce_coalesced: one NCCL all-reduce a tensor,
-        // grouped (ProcessGroupNCCL::allreduce_coalesced, collectiveCoalesced): a collective's steps a tensor)
-        if (c->zero == 0)
-            once_b = dp_allreduce_time(replicas, G, k->zero1_list_collectives ? stage_tensors(c, ch, st) : buckets,
-                                       dp_link);
+        double once_b = 0, once_f = 0, per_mb_f = 0, per_mb_b = 0, hook = 0;
+        // chunked (Megatron-core's --overlap-grad-reduce / --overlap-param-gather): one chunk per layer, per
+        // virtual stage under pipelining (communication-overlap.md), runs as the pass reaches it; the last
+        // chunk of the backward (first of the forward) has nothing left to hide under; nanotron's DDP buckets alike
+        double frac = 1;  // (unchunked: the device's dp_overlap window, comm_exposed alone)
+        if (k->zero1_list_collectives && c->zero <= 1) {  // nanotron (no window for its gather after the step)
+            nanotron_dp_traffic(c, d, ch, st, replicas, G, W, dp_link, &once_b, &once_f, &hook, &frac);
+            win_b = (1 - frac) * ch->stage_bwd[st], win_f = 0;
+        } else if (c->zero == 0)
+            once_b = dp_allreduce_time(replicas, G, buckets, dp_link);
         else if (c->zero == 1 && k->own_buffers)  // this trainer all-reduces each layer (data_parallel.h)
             once_b = dp_allreduce_time(replicas, G, buckets, dp_link), once_f = ag;
-        else if (c->zero == 1 && k->zero1_list_collectives) {
-            // nanotron: the reduce-scatter's host loop runs in the last backward's hook beside the device's work
-            // (exposed where it outlasts it), the gather and its loop after the step, waited for: no window
-            // one reduce-scatter a DDP bucket (reduce_scatter_coalesced: one dist.reduce_scatter of the bucket's
-            // flattened views), one all-gather for the whole stage (_all_gather_params: one all_gather_coalesced)
-            double calls_rs, calls_ag;
-            zero1_list_host_calls(c, ch, st, replicas, &calls_rs, &calls_ag);
-            rs = dp_gather_time(replicas, G, ddp_bucket_count(c, ch, st, d->dtype_bytes, NANOTRON_DDP_BUCKET_BYTES),
-                                dp_link);
-            ag = dp_gather_time(replicas, W, 1, dp_link);
-            once_b = rs + fmax(calls_rs * PYTORCH_CALL_S - ch->stage_bwd[st] / m, 0);
-            once_f = ag + calls_ag * PYTORCH_CALL_S;
-            win_f = 0;
-        } else if (c->zero == 1) once_b = rs, once_f = ag;
+        else if (c->zero == 1) once_b = rs, once_f = ag;
         else if (c->zero == 2) once_f = ag, per_mb_b = rs;
         else per_mb_f = ag, per_mb_b = ag + rs;
         if (c->zero == 3 && k->zero3_param_sync)
@@ -717,10 +744,6 @@ static void plan_dp_time(const ModelConfig* c, const PlanSetup* k, const DeviceP
                                   &per_mb_b);
         double comm = once_b + once_f + m * (per_mb_f + per_mb_b);
         if (comm > dp_comm) dp_comm = comm;
-        // chunked (Megatron-core's --overlap-grad-reduce / --overlap-param-gather): one chunk per layer, per
-        // virtual stage under pipelining (communication-overlap.md), runs as the pass reaches it; the last
-        // chunk of the backward (first of the forward) has nothing left to hide under
-        double frac = 1;  // (unchunked: the device's dp_overlap window, comm_exposed alone)
         int stage_layers = 0;
         for (int j = 0; j < vpp; j++) stage_layers += ch->layers[chunk_global(c->schedule, pp, st, j)];
         double layer_frac = 1.0 / (stage_layers > 0 ? stage_layers : 1);
@@ -730,7 +753,7 @@ static void plan_dp_time(const ModelConfig* c, const PlanSetup* k, const DeviceP
         }
         int per_layer = k->own_buffers && c->zero <= 1 && d->dp_overlap > 0 && !k->dp_after_backward;
         double exposed = (per_layer ? dp_layers_exposed(c, ci, ch, st, once_b) : dp_exposed(once_b, win_b, frac, ci)) +
-                         dp_exposed(once_f, win_f, frac, ci);
+                         dp_exposed(once_f, win_f, frac, ci) + hook;
         if (k->dp_overlap_chunked && pp > 1 && vpp > 1)
             exposed = dp_interleaved_exposed(once_b / vpp, once_f / vpp, ch->stage_bwd[st] / vpp,
                                              ch->stage_fwd[st] / vpp, pp, vpp, st, ci);
@@ -835,6 +858,14 @@ static void plan_throughput(const ModelConfig* c, const PlanSetup* k, const Devi
     double g = k->reduce_bytes ? k->reduce_bytes : d->grad_bytes;
     int passes = k->grad_buffer_passes - (c->dp * c->cp > 1 ? 0 : 2);
     if (passes > 0) r->t_optim += elementwise_time(d, passes * g * stage_params);
+    // nanotron's FP32GradientAccumulator (grad_accum_pass) each step: the trainer's clip_grad_norm (clip_grad 1.0
+    // in the benchmarks' config; optim/clip_grads.py: a vector_norm of every fp32 gradient buffer of the stage, ZeRO-1
+    // or not, then a mul_ of each by the clipping coefficient) and the accumulator's zero_grad (the contiguous fp32
+    // buffer zeroed): 4 + 8 + 4 bytes a parameter, two kernels a tensor and the zeroing, on the slowest stage
+    double clip = 0;
+    for (int st = 0; st < c->pp && k->grad_accum_pass; st++)
+        clip = fmax(clip, list_copy_time(d, 8 * ch->stage_params[st], 2.0 * stage_tensors(c, ch, st) + 1));
+    r->t_optim += clip;
     if (c->offload & OFFLOAD_OPTIMIZER) r->t_optim = offload_optimizer_time(d, opt_params);
     r->t_optim += offload_activation_time(c, d, r->n_micro, r->n_micro * (ch->stage_fwd[0] + ch->stage_bwd[0]));
 

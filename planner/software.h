@@ -152,14 +152,16 @@ typedef struct {
                              // after that micro-batch's backward (nanotron's FP32GradientAccumulator at c2528430:
                              // backward() then fp32_grad.add_(half_param.grad) for each parameter; on the last
                              // micro-batch the same add in the data-parallel hook): the stage's parameters read in
-                             // bf16 and fp32 and written in fp32 (time.h fp32_accumulator_time); 0: accumulated by the
+                             // bf16 and fp32 and written in fp32 (time.h fp32_accumulator_time), and each step the
+                             // buffers clipped and zeroed (predict.h plan_throughput); 0: accumulated by the
                              // weight-gradient GEMM (Megatron's gradient_accumulation_fusion) or not counted
     int zero1_list_collectives;  // 1: ZeRO-1 as nanotron runs it (distributed.py reduce_scatter_coalesced /
                                  // all_gather_coalesced, optim/zero.py _all_gather_params at c2528430): per tensor
                                  // and dp rank a Python view, flattened and copied back one tensor at a time (host
                                  // calls at PYTORCH_CALL_S); the weights gathered in the optimizer's step, waited
                                  // for, nothing to hide under (predict.h zero1_list_host_calls); one reduce-scatter
-                                 // a DDP bucket (NANOTRON_DDP_BUCKET_BYTES), one all-gather a stage; ZeRO-0's hook
+                                 // a DDP bucket (NANOTRON_DDP_BUCKET_BYTES) under the last backward, one all-gather a
+                                 // stage, the list calls' copies on the device (nanotron_dp_traffic); ZeRO-0's hook
                                  // all-reduces with all_reduce_coalesced, one NCCL all-reduce a tensor
     int nanotron_options;    // 1: only what nanotron v0.5 runs (predict.h plan_check_layout): ZeRO 0 or 1 (helpers.py
                              // init_optimizer_and_grad_accumulator: zero_stage > 0 builds its ZeroDistributedOptimizer,

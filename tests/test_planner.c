@@ -113,7 +113,6 @@ int main(void) {
     test_nanotron_grad_accum();
     test_nanotron_zero1_host();
     test_nanotron_ddp_buckets();
-    test_nanotron_clip();
     test_nanotron_options();
     test_attention_flash3();
     test_allocator_share();

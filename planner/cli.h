@@ -13,8 +13,8 @@ static void plan_usage(void) {
         "usage: train --plan [flags]              rank every layout and kernel choice\n"
         "       train --plan --runs FILE.csv [flags]  predict the runs of a file (see dev/PLANNER.md): its optional\n"
         "                          columns vpp, cp, cp_ulysses, cp_kind, offload, offload_frames, mlp, pp_split,\n"
-        "                          reduce_dtype, grad_dtype, dropout, grad_alloc, fsdp_version as the flags below,\n"
-        "                          loss (eager|fused: what a framework's cross-entropy keeps; dev/PLANNER.md)\n"
+        "                          reduce_dtype, grad_dtype, dropout, grad_alloc, fsdp_version, loss as the flags\n"
+        "                          below\n"
         "  --model NAME            preset (default llama-13b); shape: --n-layer --n-head --n-kv-head --d-model --d-ff "
         "--vocab --seq-len\n"
         "                          (with --runs the shape flags override every row's preset)\n"
@@ -54,6 +54,9 @@ static void plan_usage(void) {
         "  --fsdp-version 1|2      ZeRO-3 of framework|foundry|megatron as PyTorch FSDP1 (default: gathered into\n"
         "                          its flat parameter) or FSDP2 (fully_shard: each gather copied into the\n"
         "                          parameters on the compute stream)\n"
+        "  --loss eager|fused      what a framework's cross-entropy keeps for its backward (memory only): its fp32\n"
+        "                          ops' e + 16 bytes a logit (eager) or one kernel's / a torch.compile'd loss's 2e,\n"
+        "                          the logits and their gradient (fused); default: the software's (foundry fused)\n"
         "  --grad-reduce fp32|bf16 this trainer's dp all-reduce of the gradient (--zero 0|1; bf16: half the bytes,\n"
         "                          a 32 MiB scratch); under another --software the dtype its gradients are reduced\n"
         "                          in (default bf16; fp32: torchtitan's FSDP2, mixed_precision_reduce)\n"
@@ -228,7 +231,7 @@ static void plan_parse_args(int argc, char** argv, PlanArgs* a) {
     const char *device = "a100-80gb", *device_file = NULL;
     const char* sets[64];
     int n_sets = 0, grad_reduce_bf16 = 0, grad_reduce_given = 0;
-    const char *dropout = NULL, *grad_alloc = NULL, *fsdp_version = NULL;
+    const char *dropout = NULL, *grad_alloc = NULL, *fsdp_version = NULL, *loss = NULL;
     for (int i = 1; i < argc; i++) {
         if (!strcmp(argv[i], "--plan")) continue;
         if (!strcmp(argv[i], "--help") || !strcmp(argv[i], "-h")) { plan_usage(); exit(stdout_exit_code(0)); }
@@ -301,6 +304,8 @@ static void plan_parse_args(int argc, char** argv, PlanArgs* a) {
             grad_alloc = v;
         else if (!strcmp(flag, "--fsdp-version"))
             fsdp_version = v;
+        else if (!strcmp(flag, "--loss"))
+            loss = v;
         else if (!strcmp(flag, "--offload-frames"))
             a->offload_frames = plan_int(v, flag, 1, 2);
         else if (!strcmp(flag, "--grad-reduce")) {
@@ -348,7 +353,7 @@ static void plan_parse_args(int argc, char** argv, PlanArgs* a) {
         fail("--pp-split auto: this software cuts its pipeline by %s", pipe_split_name(a->setup.pipe_split));
     // (after --software, which sets the rest of it): this trainer's bf16 all-reduce, or the dtype another
     // framework reduces its gradients in (FSDP2's reduce_dtype; --runs' reduce_dtype column)
-    char why[160];
+    char why[256];
     if (dropout && software_set_dropout(&a->setup, dropout, why, sizeof(why))) fail("--%s", why);
     if (grad_alloc) {  // (after --software): a runs row's grad_alloc column otherwise
         int lazy = !strcmp(grad_alloc, "lazy");
@@ -370,6 +375,10 @@ static void plan_parse_args(int argc, char** argv, PlanArgs* a) {
             fail("--fsdp-version %s: how ZeRO-3 layouts gather their weights, not with --zero %d", fsdp_version,
                  f->zero);
         a->setup.gather_copy_out = !strcmp(fsdp_version, "2");
+    }
+    if (loss) {  // (after --software, which sets its default): a runs row's loss column otherwise
+        if (strcmp(loss, "eager") && strcmp(loss, "fused")) fail("--loss: expected eager or fused, got '%s'", loss);
+        if (software_set_loss(&a->setup, !strcmp(loss, "fused"), why, sizeof(why))) fail("--%s", why);
     }
     if (a->setup.own_buffers) a->setup.grad_reduce_bf16 = grad_reduce_bf16;
     else if (grad_reduce_given) a->setup.reduce_bytes = grad_reduce_bf16 ? 2 : 4;
@@ -490,9 +499,9 @@ static void plan_print_profile(const DeviceProfile* d, const PlanSetup* k, int g
         k->nccl_links ? "link_eff_nccl: NCCL's measured" : "link_eff: fitted to the study", d->nic_eff,
         k->dp_after_backward ? 0.0 : d->dp_overlap, software_nccl_interference(k, d),
         d->dtype_bytes == 2 ? "bf16" : "fp32", sw.grad_bytes);
-    printf("software: rank order %s, pipeline cut by %s, %s loss, gradients reduced %s, %s%s\n",
+    printf("software: rank order %s, pipeline cut by %s, %s%s loss, gradients reduced %s, %s%s\n",
            k->rank_order == ORDER_TP_PP_DP ? "tp-cp-pp-dp" : "tp-dp-pp",
-           pipe_split_name(k->pipe_split),
+           pipe_split_name(k->pipe_split), k->loss_fused ? "fused " : "",
            k->loss_gathered ? "gathered-vocabulary" : "vocabulary-parallel",
            k->dp_after_backward ? "after the backward" : "during the backward",
            !k->context_parallel ? "no context parallelism"

@@ -245,25 +245,15 @@ static int run_fsdp_version(PlanSetup* k, const char* v, int zero, char* err, si
     return 0;
 }
 
-// A row's loss column, what a framework's cross-entropy keeps at the start of its backward (memory.h
-// loss_bytes_per_logit): eager, torch's fp32 ops (e + 16 bytes a logit), or fused, one kernel or a compiled graph
-// that keeps the logits and writes their gradient in the training dtype (2e: flash-attn's xentropy, llm-foundry's;
-// torch.compile's, measured by dev/loss_saved_bytes.py). Its time stays the software's (software.h loss_bytes). Not
-// this trainer's (its own kernel and buffers) nor the Scaling codebase's (torch's loss over the gathered logits).
-// Returns 0, or -1 with err set.
+// A row's loss column (--loss for them all, cli.h): eager or fused, what a framework's cross-entropy keeps for its
+// backward (software.h software_set_loss). Returns 0, or -1 with err set.
 static int run_loss(const char* v, PlanSetup* k, char* err, size_t err_len) {
     int fused = !strcmp(v, "fused");
     if (!fused && strcmp(v, "eager")) {
         snprintf(err, err_len, "unknown loss '%s' (eager, fused)", v);
         return -1;
     }
-    if (k->own_kernels || k->loss_gathered) {
-        snprintf(err, err_len, "loss %s: a framework's cross-entropy (%s)", v,
-                 k->own_kernels ? "this trainer's loss is its own kernel" : "the Scaling codebase's is torch's");
-        return -1;
-    }
-    k->loss_fused = fused;
-    return 0;
+    return software_set_loss(k, fused, err, err_len);
 }
 
 // Predict one row (opt: its optional columns' fields, NULL where absent). Returns 0 with *r filled, or -1

@@ -302,6 +302,31 @@ static int software_set_dropout(PlanSetup* k, const char* text, char* err, size_
     return 0;
 }
 
+// A framework's loss (--loss, a --runs row's loss column): what its cross-entropy keeps for its backward (memory.h
+// loss_bytes_per_logit): eager, torch's fp32 ops (e + 16 bytes a logit), or fused, one kernel or a compiled graph that
+// keeps the logits and writes their gradient in the training dtype (2e: flash-attn's xentropy, llm-foundry's default;
+// OLMo-core's torch.compile'd loss, measured by dev/loss_saved_bytes.py). Memory only: its time stays the software's
+// (loss_bytes). Refused: this trainer (its own kernel and buffers), the Scaling codebase (torch's loss over the
+// gathered logits), and fused where the loss keeps its fp32 softmax whatever runs it: Megatron-core's
+// vocab_parallel_cross_entropy, --cross-entropy-loss-fusion too (fusions/fused_cross_entropy.py at f2e5db40 saves
+// exp_logits of the logits' .float()), and nanotron's _ShardedCrossEntropy (c2528430: exp_logits of the fp32 cast).
+// Returns 0, or -1 with the reason in err.
+static int software_set_loss(PlanSetup* k, int fused, char* err, size_t err_len) {
+    const char* v = fused ? "fused" : "eager";
+    if (k->own_kernels || k->loss_gathered) {
+        snprintf(err, err_len, "loss %s: a framework's cross-entropy (%s)", v,
+                 k->own_kernels ? "this trainer's loss is its own kernel" : "the Scaling codebase's is torch's");
+        return -1;
+    }
+    if (fused && k->loss_softmax_inplace) {
+        snprintf(err, err_len, "loss fused: this software's vocabulary-parallel cross-entropy keeps its fp32 softmax "
+                 "for the backward (Megatron-core's, --cross-entropy-loss-fusion too; nanotron's)");
+        return -1;
+    }
+    k->loss_fused = fused;
+    return 0;
+}
+
 static int attn_from_name(const char* s) {
     for (int i = 0; i < N_ATTN; i++)
         if (!strcmp(s, ATTN_NAMES[i])) return i;

@@ -1,5 +1,5 @@
 // tests/faults_plan_inputs.c: test_faults' cases of the planner's inputs of issue 35's fifth session, as a hostile
-// user types them: --cp-kind allgather, --grad-alloc, --fsdp-version and --software nanotron with softwares and
+// user types them: --cp-kind allgather, --grad-alloc, --fsdp-version, --loss and --software nanotron with softwares and
 // layouts that cannot use them, empty values and wrong case; the device key tensor_clock (NaN, inf, negative, zero,
 // above the datasheet's clock: 2 gave a 101.8% MFU) in --device-set and a --device-file; the --runs columns cp_kind,
 // grad_alloc, fsdp_version, loss, dropout, grad_dtype, reduce_dtype, pp_split and cp blank, junk, named twice in the
@@ -61,6 +61,21 @@ static const BadRun PLAN_INPUT_RUNS[] = {
       "PyTorch FSDP's ZeRO-3, a framework's", 1}, NULL, NULL},
     {{"plan_fsdp_version_scaling", PI_PLAN "--software scaling --fsdp-version 2",
       "PyTorch FSDP's ZeRO-3, a framework's", 1}, NULL, NULL},
+    // --loss: a framework's cross-entropy; fused refused where the loss keeps its fp32 softmax whatever runs it
+    {{"plan_loss_wrong_case", PI_PLAN "--software framework --loss Fused",
+      "--loss: expected eager or fused, got 'Fused'", 1}, NULL, NULL},
+    {{"plan_loss_empty", PI_PLAN "--software framework --loss ''", "expected eager or fused, got ''", 1}, NULL, NULL},
+    {{"plan_loss_trainer", PI_PLAN "--loss fused", "--loss fused: a framework's cross-entropy (this trainer's loss is",
+      1}, NULL, NULL},
+    {{"plan_loss_scaling", PI_PLAN "--software scaling --loss eager", "(the Scaling codebase's is torch's)", 1}, NULL,
+     NULL},
+    {{"plan_loss_fused_megatron", PI_PLAN "--software megatron --loss fused", "keeps its fp32 softmax for the backward",
+      1}, NULL, NULL},
+    {{"plan_loss_fused_nanotron", PI_PLAN "--software nanotron --loss fused", "keeps its fp32 softmax for the backward",
+      1}, NULL, NULL},
+    {{"plan_runs_loss_fused_megatron", "--plan --software megatron --runs " PI "/loss_mega.csv",
+      "loss fused: this software's vocabulary-parallel cross-entropy keeps its fp32 softmax", 1},
+     PI_RUNS("loss_mega", ",loss", "1", "16", ",fused"), NULL},
     // --software nanotron: what nanotron v0.5 does not run (--pp-split auto was dropped silently)
     {{"plan_software_wrong_case", PI_PLAN "--software Nanotron", "got 'Nanotron'", 1}, NULL, NULL},
     {{"plan_nanotron_zero3", PI_PLAN "--software nanotron --zero 3", "nanotron v0.5 runs ZeRO 0 or 1", 1}, NULL, NULL},

@@ -376,6 +376,51 @@ static void test_runs_loss(void) {
     free(m1), free(m3);
 }
 
+// --loss for a whole search: GPT-2 124M (vocabulary 50304 padded) at 1024 tokens on 8 A100s, dp 8, one micro-batch
+// of 1, no recomputation, flash2: the loss is the stage's one temporary, 1024 tokens x 50304 logits at e + 16 bytes
+// (eager) or 2e (fused), with the final norm's input, 1024 x 768 x 2 bytes, beside it: eager 928,776,192 bytes =
+// 0.8650 GiB, fused 207,618,048 = 0.1934 GiB (memory.h loss_bytes_per_logit, predict.h loss_temp); the step is the
+// same (memory only). The framework's default is eager, foundry's fused: --loss names what the software would pick.
+static int plan_loss_row(const char* software, const char* loss, double* temp, double* total, double* step) {
+    char out[256], log[256];
+    snprintf(out, sizeof(out), "/tmp/test_planner_%d_loss.csv", (int)getpid());
+    snprintf(log, sizeof(log), "/tmp/test_planner_%d_loss.log", (int)getpid());
+    const char* args[] = {"--plan", "--model", "gpt2-124m", "--gpus", "8", "--tp", "1", "--pp", "1", "--dp", "8",
+                          "--micro-batch", "1", "--recompute", "none", "--sp", "0", "--zero", "0", "--schedule", "1f1b",
+                          "--attention", "flash2", "--rms-kernel", "on", "--software", software, "--plan-csv", out,
+                          "--loss", loss};
+    int rc = run_plan_capture(args, loss ? 31 : 29, log);
+    char* text = slurp(out);
+    char *nl = strchr(text, '\n'), *col[CSV_MAX_FIELDS], *val[CSV_MAX_FIELDS];
+    *temp = *total = *step = -1;
+    if (rc == 0 && nl) {
+        *nl = 0;
+        char* row = nl + 1;
+        row[strcspn(row, "\n")] = 0;
+        int n = csv_split(text, col), m = csv_split(row, val);
+        for (int i = 0; i < n && i < m; i++) {
+            if (!strcmp(col[i], "mem_temp_gib")) *temp = atof(val[i]);
+            if (!strcmp(col[i], "mem_total_gib")) *total = atof(val[i]);
+            if (!strcmp(col[i], "t_step_s")) *step = atof(val[i]);
+        }
+    }
+    unlink(out), unlink(log);
+    return rc;
+}
+static void test_plan_loss_flag(void) {
+    double t[5], m[5], s[5];
+    int rc = plan_loss_row("framework", NULL, &t[0], &m[0], &s[0]);
+    rc += plan_loss_row("framework", "eager", &t[1], &m[1], &s[1]) + plan_loss_row("framework", "fused", &t[2], &m[2], &s[2]);
+    rc += plan_loss_row("foundry", NULL, &t[3], &m[3], &s[3]) + plan_loss_row("foundry", "eager", &t[4], &m[4], &s[4]);
+    double eager = 928776192.0 / (1 << 30), fused = 207618048.0 / (1 << 30);
+    check(rc == 0 && fabs(t[0] - eager) < 6e-5 && t[1] == t[0] && fabs(t[2] - fused) < 6e-5 && s[2] == s[0] &&
+              fabs((m[0] - m[2]) - (eager - fused)) < 2e-4 && fabs(t[3] - fused) < 6e-5 &&
+              fabs(t[4] - eager) < 6e-5 && s[4] == s[3],
+          "plan_loss_flag_hand", "rc %d; framework default / eager / fused temp %.4f %.4f %.4f GiB (by hand %.4f %.4f), "
+          "total %.4f %.4f %.4f, step %.5f / %.5f s; foundry default / eager %.4f %.4f, step %.5f / %.5f", rc, t[0],
+          t[1], t[2], eager, fused, m[0], m[1], m[2], s[0], s[2], t[3], t[4], s[3], s[4]);
+}
+
 // The dropout column of --runs (and --dropout): GPT-2 124M on 8 A100s, 2048 tokens, the fused softmax: at dropout
 // 0.1 (the framework's default, so also an empty field) the step is longer than at 0 (no attention-dropout kernel,
 // no masks: dropout_time_hand); --dropout 0 makes the empty row 0's; a probability of 1 is that row's error (exit

@@ -156,6 +156,7 @@ int main(void) {
     test_runs_grad_alloc();
     test_runs_fsdp_version();
     test_runs_loss();
+    test_plan_loss_flag();
     test_runs_dropout();
     test_cli_pp_split_ends();
     test_grad_reduce_other_software();

@@ -21,7 +21,11 @@
 #             one FSDP1 micro-batch's exposed communication (fsdp_profile.csv / .log)
 #   ctas      (2+ GPUs) the all-gather's interference again under NCCL_MAX_CTAS 2 / 4 / 8: whether a hidden
 #             collective's cost follows the SMs its channels hold (fsdp_ctas.csv / .log)
-# Outputs in dev/out: build.log, test_gpu.log, att_sweep.log, bench_torch.log, bench/,
+#   interfere (one GPU is enough) dev/interference_probe.py: bf16 GEMMs beside a copier of N = 2-32 CTAs (NCCL's
+#             channels) at a NIC's, NVLink's and HBM's copy rates, normal and high stream priority: whether a
+#             hidden collective's cost follows the SMs it holds or the bytes it moves (interference_probe.csv /
+#             .txt / .log; DRY: its --dry-run)
+# Outputs in dev/out: build.log, test_gpu.log, att_sweep.log, bench_torch.log, bench/, interference_probe.*,
 # check_gpu_vs_cpu.log, gpu_check.csv (every timing: the sweep's, SDPA's and the steps' rows,
 # device,pass,hd,B,T,H,KV,tile,ms,tflops_causal), summary.txt, and the lines to paste into
 # dev/RESULTS.md (results.md). Everything but the timings has already run on the CUDA emulator.
@@ -97,12 +101,16 @@ results() {
                        for (j = 1; j <= 7; j++)
                          line = line sprintf(" | %.2f (%.0f%%)", ms[k, f[j]], st > 0 ? 100 * ms[k, f[j]] / st : 0)
                        print line sprintf(" | %.2f | %.2f |", st, ms[k, "communication"]) } }'
+    # the one-GPU interference probe's summary (issue 35), when it ran
+    [ -s "$OUTDIR/interference_probe.txt" ] && echo && echo "dev/interference_probe.py:" &&
+      sed 's/^/    /' "$OUTDIR/interference_probe.txt"
   } > "$OUTDIR/results.md"
 }
 publish() {  # results.md from what there is so far, copied to $OUT (when set) with the logs
   results
   [ -n "${OUT:-}" ] && [ -d "$OUT" ] && [ "$(cd "$OUT" && pwd)" != "$(cd "$OUTDIR" && pwd)" ] || return 0
-  cp -f "$SUMMARY" "$CSV" "$OUTDIR"/results.md "$OUTDIR"/test_gpu.log "$OUTDIR"/check_gpu_vs_cpu.log "$OUT"/ 2>/dev/null
+  cp -f "$SUMMARY" "$CSV" "$OUTDIR"/results.md "$OUTDIR"/test_gpu.log "$OUTDIR"/check_gpu_vs_cpu.log \
+    "$OUTDIR"/interference_probe.csv "$OUTDIR"/interference_probe.txt "$OUT"/ 2>/dev/null
   [ -z "$DRY" ] && cp -f dev/attn_tiles.csv "$OUT"/ 2>/dev/null  # what --attn-tile auto reads: commit it
   tar czf "$OUT/logs.tgz" --exclude='*.bin' -C "$OUTDIR" . 2>/dev/null
   return 0
@@ -269,6 +277,24 @@ if [ -z "$NO_TORCH" ] && [ -z "$DRY" ] && [ "$GPUS" -ge 2 ] && stage ctas 120; t
   done
   note "ctas: $(( $(grep -c . "$OUTDIR/fsdp_ctas.csv" 2>/dev/null || echo 1) - 1 )) rows in fsdp_ctas.csv ($(elapsed)s)"
   grep -E "^error" "$OUTDIR/fsdp_ctas.log" | tee -a "$SUMMARY"
+  publish
+fi
+
+# ---------------------------------------------------------------------------- one GPU's interference (issue 35)
+# dev/interference_probe.py on one GPU: bf16 GEMMs (8192^3, LLaMA-7B's gate/up) beside a Triton copier of N CTAs
+# (2-32, NCCL's channels) paced to 25 / 50 / 150 / 450 GB/s, unthrottled and holding its SMs without copying, at
+# normal and high priority; the GEMMs' extra time per second of copier (dev/PLANNER.md, "A one-GPU probe of the
+# readings"). It stops its sweep at --budget, keeping the rows so far; ~60-90 s on an H100.
+if { [ -n "$DRY" ] || [ -z "$NO_TORCH" ]; } && stage interfere 120; then
+  rm -f "$OUTDIR"/interference_probe.*
+  PROBE_FLAGS="--budget $(( LIMIT - 10 ))"
+  [ -n "$DRY" ] && PROBE_FLAGS="--dry-run"
+  timeout "$LIMIT" python3 dev/interference_probe.py $PROBE_FLAGS --out "$OUTDIR/interference_probe.csv" \
+    > "$OUTDIR/interference_probe.log" 2>&1
+  rc=$?
+  note "interfere: rc=$rc, $(tail -n +2 "$OUTDIR/interference_probe.csv" 2>/dev/null | grep -c .) rows in" \
+       "interference_probe.csv ($(elapsed)s)"
+  grep -E "^(error|budget)" "$OUTDIR/interference_probe.log" | tee -a "$SUMMARY"
   publish
 fi
 

@@ -653,7 +653,7 @@ static void nanotron_dp_traffic(const ModelConfig* c, const DeviceProfile* d, co
                                 int replicas, double G, double W, Link l, double* once_b, double* once_f, double* hook,
                                 double* frac) {
     int buckets = ddp_bucket_count(c, ch, st, d->dtype_bytes, NANOTRON_DDP_BUCKET_BYTES), n = stage_tensors(c, ch, st);
-    *once_b = *once_f = *hook = 0, *frac = 1.0 / buckets;
+    *once_b = *once_f = *hook = 0, *frac = 1.0 / (buckets > 0 ? buckets : 1);
     if (replicas <= 1) return;
     if (c->zero == 0) {
         *once_b = dp_allreduce_time(replicas, G, n, l);

@@ -21,7 +21,9 @@ time the link delivers one. This stands one in without a second GPU or NCCL:
 For each (shape, priority, N, rate), --repeats times alternately: the GEMM loop alone and beside the copier
 (CUDA events), medians. Columns: the loop's ms alone and beside, TFLOP/s alone, the copier's achieved GB/s alone
 (a 10 ms window, no GEMM) and beside the GEMMs (its own global-timer window, which covers the loop: the stop flag
-follows the loop on its stream), the SMs its CTAs ran on, and
+follows the loop on its stream), the SMs its CTAs ran on, copier_timeouts (repeats in which the copier ran its
+whole span, 3 loops + 20 ms, before the GEMMs ended: their CTAs waited for its SMs; such a point's interference
+is its timeout's, not a rate), and
   interference = (beside - alone) / beside: extra GEMM seconds per second of copier activity (the copier runs for
                  the whole loop; fsdp_profile.py's comm_interference is the same ratio);
   interference_planner = interference x copier GB/s alone / beside: extra GEMM seconds per second the copied bytes
@@ -30,7 +32,10 @@ follows the loop on its stream), the SMs its CTAs ran on, and
   extra_s_per_gb = interference / copier GB/s beside: extra GEMM seconds per GB copied (the per-byte constant);
   sm_share N / SMs and waves_pred (the GEMM on SMs - N SMs, planner/time.h's wave model as ub_gemm_time uses
                  it): what the SMs-held reading predicts.
-The summary (stdout and FILE.txt beside the CSV) fits interference = a + b x GB/s at each N.
+The summary (stdout and FILE.txt beside the CSV) gives, from a torch.profiler trace taken after the timings,
+each kernel's grid, block, registers and shared memory (a GEMM of a grid of ~SMs CTAs is persistent: a CTA kept
+off its SM by the copier keeps its tiles until it runs, the NVIDIA forum's ~2x case; CTAs that fill an SM's
+registers cannot share it with a copier CTA), and fits interference = a + b x GB/s at each N.
 
     python3 dev/interference_probe.py [--shapes 8192x8192x8192,8192x11008x4096] [--ctas 2,4,8,16,24,32]
         [--rates hold,25,50,150,450,max] [--priorities normal,high] [--repeats 5] [--gemm-ms 20]
@@ -43,10 +48,12 @@ PyTorch with CUDA, a GPU and Triton, and says which is missing in one line (exit
 """
 import argparse
 import csv
+import json
 import math
 import os
 import statistics
 import sys
+import tempfile
 import time
 
 try:
@@ -62,8 +69,8 @@ except Exception as e:  # ImportError, or a Triton that cannot load its backend
 PEAKS = {"A100": 312, "H100": 989, "H200": 989, "H800": 989, "A800": 312}  # dense bf16 TFLOP/s (SXM datasheets)
 COLS = ["device", "sms", "shape", "priority", "ctas", "rate_target_gbs", "collective_ms", "chunk_kib", "repeats",
         "gemm_ms_alone", "gemm_ms_beside", "gemm_tflops_alone", "copier_gbs_alone", "copier_gbs_beside", "copier_sms",
-        "copier_window_ratio", "interference", "interference_min", "interference_max", "interference_planner",
-        "extra_s_per_gb",
+        "copier_window_ratio", "copier_timeouts", "interference", "interference_min", "interference_max",
+        "interference_planner", "extra_s_per_gb",
         "sm_share", "waves_pred", "sm_clock_mhz_alone", "sm_clock_mhz_beside"]
 BLOCK = 4096  # int32 elements a copy step of the copier's 512 threads (16 KiB: two 16-byte vectors a thread)
 THREADS = 512
@@ -154,6 +161,23 @@ def wave_interference(m, n, k, sms, held, k_half):
     return 1 - t(sms) / t(sms - held) if held < sms else 1.0
 
 
+def kernel_attrs(label, events):
+    """Lines from a Chrome trace's events (torch.profiler): each kernel's name, grid, block, registers a thread
+    and shared memory: whether the GEMM's CTAs can share an SM with the copier's at all, and whether the GEMM is
+    a persistent kernel (a grid of about the SMs)."""
+    seen, out = set(), []
+    for e in events:
+        args = e.get("args") or {}
+        key = (e.get("name"), str(args.get("grid")))
+        if e.get("cat") != "kernel" or key in seen:
+            continue
+        seen.add(key)
+        out.append("%s kernel %s: grid %s, block %s, %s registers a thread, %s B shared" % (
+            label, str(e.get("name"))[:90], args.get("grid"), args.get("block"), args.get("registers per thread"),
+            args.get("shared memory")))
+    return out or ["%s: no kernel in the profiler's trace" % label]
+
+
 def plan(a):
     """The sweep in run order: priorities outermost (normal first), then shapes, CTAs, rates."""
     return [(p, s, n, r) for p in a.prio_list for s in a.shape_list for n in a.cta_list for r in a.rate_list]
@@ -227,7 +251,8 @@ def dry_rows(a, sink):
                         collective_ms=a.collective_ms, chunk_kib=a.chunk_kib, repeats=0, gemm_ms_alone=alone,
                         gemm_ms_beside=alone / (1 - inter),
                         gemm_tflops_alone=700.0, copier_gbs_alone=gbs, copier_gbs_beside=gbs, copier_sms=ctas,
-                        copier_window_ratio=1.0, interference=inter, interference_min=inter, interference_max=inter,
+                        copier_window_ratio=1.0, copier_timeouts=0, interference=inter, interference_min=inter,
+                        interference_max=inter,
                         interference_planner=inter, extra_s_per_gb=inter / gbs if gbs else "", sm_share=ctas / sms,
                         waves_pred=wave_interference(m, n, k, sms, ctas, a.k_half), sm_clock_mhz_alone="",
                         sm_clock_mhz_beside=""))
@@ -314,6 +339,7 @@ class Probe:
         """Copier launches covering window_ms on stream: one of window_ms, or one a --collective-ms."""
         step = chunk_step_ns(rate, self.chunk)
         each = self.a.collective_ms or window_ms
+        self.copier_span_ms = math.ceil(window_ms / each) * each
         with torch.cuda.stream(stream):
             for _ in range(math.ceil(window_ms / each)):
                 paced_copy[(ctas,)](self.src, self.dst, self.stop, self.stats, self.n_chunks_buf, step or 0,
@@ -341,7 +367,33 @@ class Probe:
         for _ in range(2):
             ms = self.gemm_loop(None)[0]
         self.reps = max(2, round(self.a.gemm_ms / (ms / self.reps)))
-        self.loop_ms = self.gemm_loop(None)[0]
+        for _ in range(10):  # ~10 loops (200 ms) at the shape first: the clocks settle under its power
+            self.loop_ms = self.gemm_loop(None)[0]
+
+    def kernel_notes(self):
+        """After the timings (a profiler attached before them could slow them): the copier's and each GEMM's
+        kernel attributes, one line each."""
+        self.reset(1)
+        notes = self.kernels("copier", lambda: self.enqueue_copier(self.copy_streams["normal"], 1, MAX, 1))
+        for m, n, k in self.a.shape_list:
+            x, w = torch.randn(m, k, dtype=torch.bfloat16, device="cuda"), torch.randn(k, n, dtype=torch.bfloat16,
+                                                                                      device="cuda")
+            notes += self.kernels("GEMM %dx%dx%d" % (m, n, k), lambda: torch.mm(x, w))
+        return notes
+
+    def kernels(self, label, launch):
+        """kernel_attrs of what launch() runs, from a torch.profiler trace (a line saying so if it fails)."""
+        from torch.profiler import profile, ProfilerActivity
+        try:
+            with profile(activities=[ProfilerActivity.CUDA]) as prof:
+                launch()
+                torch.cuda.synchronize()
+            with tempfile.TemporaryDirectory() as d:
+                prof.export_chrome_trace(os.path.join(d, "trace.json"))
+                with open(os.path.join(d, "trace.json")) as f:
+                    return kernel_attrs(label, json.load(f).get("traceEvents", []))
+        except Exception as e:  # a profiler without CUPTI, a trace of another shape
+            return ["%s: kernel attributes unavailable (%s)" % (label, str(e)[:100])]
 
     def gemm_loop(self, copier):
         """ms of self.reps GEMMs on the GEMM stream, alone (copier None) or beside (priority, ctas, rate), and
@@ -378,10 +430,12 @@ class Probe:
     def point(self, prio, shape, ctas, rate):
         """One row: --repeats alternating alone / beside loops, medians."""
         alone, beside, inter, gbs, window, nsm, clk_a, clk_b = [], [], [], [], [], [], [], []
+        timeouts = 0  # the copier ran its whole span: the GEMMs outlasted it (e.g. their CTAs waited for its SMs)
         for _ in range(self.a.repeats):
             t_a, c_a = self.gemm_loop(None)
             t_b, c_b = self.gemm_loop((prio, ctas, rate))
             g, win, n = self.copier_result(ctas)
+            timeouts += win >= 0.98 * self.copier_span_ms
             alone.append(t_a), beside.append(t_b), inter.append((t_b - t_a) / t_b), gbs.append(g)
             window.append(win / t_b), nsm.append(n), clk_a.append(c_a), clk_b.append(c_b)
         med = statistics.median
@@ -393,7 +447,8 @@ class Probe:
                     collective_ms=self.a.collective_ms, chunk_kib=self.a.chunk_kib, repeats=self.a.repeats,
                     gemm_ms_alone=med(alone), gemm_ms_beside=med(beside),
                     gemm_tflops_alone=2.0 * m * n * k * self.reps / med(alone) / 1e9, copier_gbs_alone=g_a,
-                    copier_gbs_beside=g_b, copier_sms=min(nsm), copier_window_ratio=med(window), interference=i,
+                    copier_gbs_beside=g_b, copier_sms=min(nsm), copier_window_ratio=med(window),
+                    copier_timeouts=timeouts, interference=i,
                     interference_min=min(inter), interference_max=max(inter),
                     interference_planner=i * g_a / g_b if g_b > 0 else i, extra_s_per_gb=i / g_b if g_b else "",
                     sm_share=ctas / self.sms, waves_pred=wave_interference(m, n, k, self.sms, ctas, self.a.k_half),
@@ -410,16 +465,18 @@ class Probe:
                 shape = s
                 self.set_shape(s)
             cost = self.a.repeats * (3 * self.loop_ms + 30) / 1e3 + 0.1 * ((ctas, rate) not in self.copier_alone)
-            if time.monotonic() - self.t_start + cost > self.a.budget:
+            if time.monotonic() - self.t_start + cost + 5 > self.a.budget:  # 5 s for kernel_notes
                 print("budget: %.0f s spent, stopped after %d of %d points" % (time.monotonic() - self.t_start, done,
                                                                              len(points)), flush=True)
                 return
             row = self.point(prio, s, ctas, rate)
             sink.write(row)
+            out = row["copier_timeouts"]
             print("%s %s N %d rate %s: GEMMs %.2f ms alone, %.2f beside, interference %.3f, copier %.0f GB/s "
-                  "(alone %.0f)" % (prio, row["shape"], ctas, row["rate_target_gbs"], row["gemm_ms_alone"],
-                                    row["gemm_ms_beside"], row["interference"], row["copier_gbs_beside"],
-                                    row["copier_gbs_alone"]), flush=True)
+                  "(alone %.0f)%s" % (prio, row["shape"], ctas, row["rate_target_gbs"], row["gemm_ms_alone"],
+                                      row["gemm_ms_beside"], row["interference"], row["copier_gbs_beside"],
+                                      row["copier_gbs_alone"], ", copier ran out %d times" % out if out else ""),
+                  flush=True)
 
 
 def main():
@@ -437,10 +494,15 @@ def main():
         dry_rows(a, sink)
         print("dry run: %d points planned; pacing checked on the host model, the fit gives back the synthetic "
               "a = N/SMs and b; rows are synthetic, not measured" % len(sink.rows))
+        notes = []
     else:
-        Probe(a, t_start).sweep(sink)
+        probe = Probe(a, t_start)
+        probe.sweep(sink)
+        notes = probe.kernel_notes()
     sink.close()
-    lines = summarize(sink.rows) if sink.rows else ["no points measured (budget %g s)" % a.budget]
+    lines = ["dev/interference_probe.py: %s" % ("--dry-run" if a.dry_run else "torch %s, triton %s, %s" % (
+        torch.__version__, triton.__version__, " ".join(sys.argv[1:]) or "defaults"))]
+    lines += notes + (summarize(sink.rows) if sink.rows else ["no points measured (budget %g s)" % a.budget])
     root, ext = os.path.splitext(a.out)
     summary = root + ".txt" if ext != ".txt" else a.out + ".summary.txt"
     with open(summary, "w") as f:

@@ -66,7 +66,6 @@ try:
 except Exception as e:  # ImportError, or a Triton that cannot load its backend
     triton, TRITON_ERR = None, str(e)
 
-PEAKS = {"A100": 312, "H100": 989, "H200": 989, "H800": 989, "A800": 312}  # dense bf16 TFLOP/s (SXM datasheets)
 COLS = ["device", "sms", "shape", "priority", "ctas", "rate_target_gbs", "collective_ms", "chunk_kib", "repeats",
         "gemm_ms_alone", "gemm_ms_beside", "gemm_tflops_alone", "copier_gbs_alone", "copier_gbs_beside", "copier_sms",
         "copier_window_ratio", "copier_timeouts", "interference", "interference_min", "interference_max",
@@ -190,7 +189,7 @@ class CsvOut:
         self.w = csv.DictWriter(self.f, fieldnames=COLS, extrasaction="ignore")
         self.w.writeheader()
         self.f.flush()
-        self.rows, self.path = [], path
+        self.rows = []
 
     def write(self, row):
         self.rows.append(row)

@@ -284,7 +284,7 @@ fi
 # dev/interference_probe.py on one GPU: bf16 GEMMs (8192^3, LLaMA-7B's gate/up) beside a Triton copier of N CTAs
 # (2-32, NCCL's channels) paced to 25 / 50 / 150 / 450 GB/s, unthrottled and holding its SMs without copying, at
 # normal and high priority; the GEMMs' extra time per second of copier (dev/PLANNER.md, "A one-GPU probe of the
-# readings"). It stops its sweep at --budget, keeping the rows so far; ~60-90 s on an H100.
+# readings"). It stops its sweep at --budget, keeping the rows so far; ~50-90 s on an H100 (estimated).
 if { [ -n "$DRY" ] || [ -z "$NO_TORCH" ]; } && stage interfere 120; then
   rm -f "$OUTDIR"/interference_probe.*
   PROBE_FLAGS="--budget $(( LIMIT - 10 ))"

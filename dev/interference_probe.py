@@ -40,11 +40,11 @@ registers cannot share it with a copier CTA), and fits interference = a + b x GB
     python3 dev/interference_probe.py [--shapes 8192x8192x8192,8192x11008x4096] [--ctas 2,4,8,16,24,32]
         [--rates hold,25,50,150,450,max] [--priorities normal,high] [--repeats 5] [--gemm-ms 20]
         [--collective-ms 2] [--chunk-kib 512] [--budget 120] [--out FILE.csv] [--dry-run]
-An estimated 50-90 s on one H100 with the defaults (not yet timed); stops the sweep (rows so far kept, a line says so) at --budget
-seconds. --dry-run needs no GPU, PyTorch or Triton: the plan, the pacing arithmetic (each rate's chunk period,
-checked on a host model of the kernel's schedule), and CSV rows and a summary from a synthetic GEMM (labelled
-so in every row: numbers that are NOT measured) to check the writer and the fit. Without it the probe needs
-PyTorch with CUDA, a GPU and Triton, and says which is missing in one line (exit 1).
+An estimated 50-90 s on one H100 with the defaults (not yet timed); stops the sweep (rows so far kept, a line
+says so) at --budget seconds. --dry-run needs no GPU, PyTorch or Triton: the plan, the pacing arithmetic (each
+rate's chunk period, checked on a host model of the kernel's schedule), and CSV rows and a summary from a
+synthetic GEMM (labelled so in every row: numbers that are NOT measured) to check the writer and the fit.
+Without it the probe needs PyTorch with CUDA, a GPU and Triton, and says which is missing in one line (exit 1).
 """
 import argparse
 import csv

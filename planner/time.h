@@ -114,13 +114,20 @@ static double tree_latency(int n, Link l) {
 }
 // A data-parallel pass: `bytes` per rank in `buckets` collectives of equal size over n ranks on link l,
 // by NCCL's algorithm: all-gather and reduce-scatter (the ring alone), all-reduce (the faster of ring
-// and tree; the tree only across nodes).
+// and tree, the ring's latency with its plateau factor; the tree only across nodes).
 static double dp_gather_time(int n, double bytes, double buckets, Link l) {
     return n <= 1 ? 0 : (double)(n - 1) / n * bytes / l.bw + buckets * ring_latency(n, 0, l);
 }
+// NCCL's "plateau effect of ring" (ncclTopoGetAlgoTime at b647562, the same since v2.8): a Simple ring all-reduce
+// across nodes costs 1.4 x its latency on sm80+ (1.9 below; every GPU profile here is an A100, H100 or H200) once a
+// collective holds 64 bytes a channel a rank. The channel count is NCCL's own; the factor is taken where it holds
+// for any (MAXCHANNELS 32), i.e. a bucket of at least 64 x 32 x n bytes.
+#define NCCL_RING_PLATEAU 1.4
+#define NCCL_MAX_CHANNELS 32
 static double dp_allreduce_time(int n, double bytes, double buckets, Link l) {
     if (n <= 1) return 0;
-    double ring = 2.0 * (n - 1) / n * bytes / l.bw + buckets * ring_latency(n, 1, l);
+    double plateau = l.nodes > 1 && bytes / buckets >= 64.0 * NCCL_MAX_CHANNELS * n ? NCCL_RING_PLATEAU : 1;
+    double ring = 2.0 * (n - 1) / n * bytes / l.bw + buckets * ring_latency(n, 1, l) * plateau;
     if (l.nodes <= 1) return ring;
     double tree = 2 * bytes / (NCCL_TREE_BW_OF_RING * l.bw) + buckets * tree_latency(n, l);
     return tree < ring ? tree : ring;

@@ -546,7 +546,10 @@ static void test_aws_profiles_zero3_traffic(void) {
 //   tree: 2 x ((8 - 1) + log2 128) x 28 = 784 us
 //   all-reduce of 64 MiB in one bucket: ring 2 x 1023/1024 x 64 MiB / 160e9 + 14332.4 us = 15170.44 us, tree
 //     2 x 64 MiB / (0.92 x 160e9) + 784 us = 1695.81 us: the tree. 1 GiB on 16 ranks (2 nodes): ring 12582.91 +
-//     8.4 + 26 x 6 + 4 x 14 = 12803.31 us, tree 14589.43 + 2 x (7 + 1) x 28 = 15037.43 us: the ring.
+//     1.4 x (8.4 + 26 x 6 + 4 x 14) = 12891.47 us (NCCL's plateau factor on a Simple ring across nodes, the bucket
+//     over 64 x 32 x 16 bytes), tree 14589.43 + 2 x (7 + 1) x 28 = 15037.43 us: the ring. 16 KiB on the same 16
+//     ranks (under 32768 bytes: no plateau): ring 0.192 + 220.4 = 220.592 us, tree 0.223 + 448 us: the ring; 32 KiB:
+//     0.384 + 1.4 x 220.4 = 308.944 us.
 // The same 1024 ranks on DGX H100 nodes (Intel hosts: 3 x 1 = 3 us, under NVLink's 3.4): the all-gather's latency
 // 8.4 + 896 x 3.4 + 127 x 14 = 4832.8 us; with --device-set net_overhead_us=3: 8.4 + 896 x 9 + 1778 = 9850.4 us.
 // FSDP2's fp32 reduce-scatter (software.h reduce_bytes 4, torchtitan's mixed_precision_reduce): LLaMA-7B on
@@ -562,9 +565,13 @@ static void test_nccl_latency_and_algorithm(void) {
           "nccl_ring_tree_latency_hand", "%d nodes, ring all-gather %.1f us (want 7162.4), all-reduce %.1f (want "
           "14332.4), tree %.1f (want 784)", l.nodes, ag * 1e6, ar * 1e6, tree * 1e6);
     double small = dp_allreduce_time(1024, 67108864, 1, l), big = dp_allreduce_time(16, 1073741824, 1, l2);
-    check(fabs(small - 1695.81e-6) < 0.01e-6 && fabs(big - 12803.31e-6) < 0.01e-6 && l2.nodes == 2,
+    check(fabs(small - 1695.81e-6) < 0.01e-6 && fabs(big - 12891.47e-6) < 0.01e-6 && l2.nodes == 2,
           "nccl_algorithm_choice_hand", "64 MiB on 1024: %.2f us (want the tree's 1695.81), 1 GiB on 16: %.2f us "
-          "(want the ring's 12803.31)", small * 1e6, big * 1e6);
+          "(want the ring's 12891.47)", small * 1e6, big * 1e6);
+    double kib16 = dp_allreduce_time(16, 16384, 1, l2), kib32 = dp_allreduce_time(16, 32768, 1, l2);
+    check(fabs(kib16 - 220.592e-6) < 1e-12 && fabs(kib32 - 308.944e-6) < 1e-12, "nccl_ring_plateau_hand",
+          "16 KiB on 16 ranks over 2 nodes: %.3f us (want 220.592, no plateau), 32 KiB: %.3f (want 308.944)",
+          kib16 * 1e6, kib32 * 1e6);
     DeviceProfile h;
     char err[256];
     profile_builtin("dgx-h100", &h);

@@ -18,24 +18,35 @@
 // job mid-step with "mpirun: SIGPIPE detected"): the launcher passes it on as SIGALRM, which
 // mpirun forwards and the ranks take as a closed stdout (ckpt.h: save, stop, no word), keeps
 // draining mpirun's output, and exits 141 quietly, as a one-rank run does.
+// A stop goes to mpirun only when mpirun catches that signal (forwards it); one it does not catch
+// (Open MPI told to forward none, mpirun starting or ending) would kill it and leave the ranks
+// running, so it goes to the ranks directly. And the launcher outlives every process it started:
+// it is the subreaper of mpirun's tree (PR_SET_CHILD_SUBREAPER), so the ranks of an mpirun that
+// ended before them (kill -9, a crash) become its children; it passes them the stop in force (none
+// asked: one as SIGTERM, with no mpirun left to relay their output or end the job; Open MPI aborts
+// them within seconds of their mpirun's end, 1-2.5 s measured: a checkpoint then being written is
+// abandoned, the last complete one stays) and returns after the last of them. Before, it returned at once and
+// `./train --tp 2 | grep -q step` was back while the ranks still trained and saved (dev/RESULTS.md,
+// 2026-12-05).
 #ifndef LAUNCHER_H
 #define LAUNCHER_H
 
+#include <dirent.h>
 #include <poll.h>
 #include <signal.h>
 #include <stdlib.h>
 #include <sys/prctl.h>
 #include <sys/resource.h>
+#include <sys/stat.h>
 #include <fcntl.h>
 #include <sys/wait.h>
 #include <unistd.h>
 #include "base/common.h"
 
 static volatile sig_atomic_t launcher_signal = 0, launcher_second = 0;
-static pid_t launcher_mpirun = 0;
-static void launcher_pass_on(int sig) {
-    if (launcher_signal) kill(launcher_mpirun, SIGTERM), launcher_second = sig;  // the second: abort
-    else kill(launcher_mpirun, sig == SIGINT ? SIGUSR1 : SIGUSR2), launcher_signal = sig;
+static void launcher_pass_on(int sig) {  // recorded: launcher_wait passes it on (the poll or sleep it cuts short)
+    if (launcher_signal) launcher_second = sig;
+    else launcher_signal = sig;
 }
 
 // mpirun's stdout, relayed to ours. Waits up to timeout_ms for output and copies what came:
@@ -57,6 +68,80 @@ static int relay_pump(Relay* r, int timeout_ms) {
     return 0;
 }
 
+// The stop to pass on now, or 0: after a second signal SIGTERM (mpirun aborts the job, the ranks take it as
+// their second stop), else the stand-in of the signal the launcher got (ckpt.h), else SIGALRM once our reader
+// has gone.
+static int launcher_stop(const Relay* r) {
+    if (launcher_second) return SIGTERM;
+    return launcher_signal == SIGINT ? SIGUSR1 : launcher_signal ? SIGUSR2 : r->gone ? SIGALRM : 0;
+}
+
+// `sig` (0: none) to each child of process `parent` that runs this program: mpirun's ranks, or those an ended
+// mpirun left to the launcher (any other process is only waited for). Returns how many. A thread's children
+// are listed in /proc/PID/task/TID/children (Linux 3.5).
+static int launcher_signal_ranks(pid_t parent, int sig) {
+    char path[320];
+    struct stat self, st;
+    struct dirent* task;
+    snprintf(path, sizeof(path), "/proc/%d/task", (int)parent);
+    DIR* tasks = stat("/proc/self/exe", &self) ? NULL : opendir(path);
+    int n = 0, pid;
+    while (tasks && (task = readdir(tasks))) {
+        if (task->d_name[0] == '.') continue;
+        snprintf(path, sizeof(path), "/proc/%d/task/%s/children", (int)parent, task->d_name);
+        FILE* f = fopen(path, "r");
+        while (f && fscanf(f, "%d", &pid) == 1) {
+            snprintf(path, sizeof(path), "/proc/%d/exe", pid);
+            if (stat(path, &st) || st.st_dev != self.st_dev || st.st_ino != self.st_ino) continue;
+            n++;
+            if (sig) kill(pid, sig);
+        }
+        if (f) fclose(f);
+    }
+    if (tasks) closedir(tasks);
+    return n;
+}
+
+// A stop to the job: to mpirun when it catches the signal (the SigCgt mask of /proc/PID/status): it forwards
+// it to every rank (SIGTERM: aborts the job). One it does not catch (Open MPI told to forward none, mpirun
+// starting or ending) would kill it and leave the ranks running: they get it directly (and the abort mpirun).
+static void launcher_pass(pid_t mpirun, int stop) {
+    char path[64], line[256];
+    unsigned long long caught = 0;
+    snprintf(path, sizeof(path), "/proc/%d/status", (int)mpirun);
+    FILE* f = fopen(path, "r");
+    while (f && fgets(line, sizeof(line), f) && sscanf(line, "SigCgt: %llx", &caught) != 1) {}
+    if (f) fclose(f);
+    if (caught >> (stop - 1) & 1 || stop == SIGTERM) kill(mpirun, stop);
+    if (!(caught >> (stop - 1) & 1)) launcher_signal_ranks(mpirun, stop);
+}
+
+// Whether a stop is due: a new one at once, the same again each second (a rank not yet at its handler gets it
+// too), the abort (SIGTERM) once.
+static int launcher_due(int stop, int last, double sent) {
+    return stop && (stop != last || (stop != SIGTERM && now_s() - sent >= 1));
+}
+
+// mpirun has ended; what of its tree still runs is the launcher's (its subreaper). The ranks among them get the
+// stop in force (`unasked` when there is none) as launcher_due says, and every process left is reaped. Returns
+// the exit code of the first that ended with one that is not 0 (as mpirun reports its ranks), 0, or -1 when
+// none was left.
+static int launcher_reap_left(const Relay* relay, int unasked) {
+    int code = -1, last = 0;
+    for (double sent = 0;;) {
+        int status;
+        pid_t w;
+        while ((w = waitpid(-1, &status, WNOHANG)) > 0) {
+            int c = WIFEXITED(status) ? WEXITSTATUS(status) : 128 + WTERMSIG(status);
+            if (code <= 0) code = c;
+        }
+        if (w < 0 && errno == ECHILD) return code;
+        int stop = launcher_stop(relay) ? launcher_stop(relay) : unasked;
+        if (launcher_due(stop, last, sent)) launcher_signal_ranks(getpid(), stop), last = stop, sent = now_s();
+        usleep(20000);
+    }
+}
+
 static int under_launcher(void) {
     return getenv("OMPI_COMM_WORLD_SIZE") || getenv("PMI_SIZE") || getenv("PMIX_RANK") || getenv("SLURM_PROCID") ||
            getenv("TRAIN_LAUNCHED");
@@ -76,6 +161,57 @@ static void wait_policy_passive(char** argv) {
     setenv("OMP_WAIT_POLICY", "passive", 1);
     execv("/proc/self/exe", argv);
     unsetenv("OMP_WAIT_POLICY");  // the exec failed: go on with libgomp's default (the start-up table says so)
+}
+
+// Relay mpirun's output and pass stops on until it ends, then wait for what it left; exit as the job did.
+// Polled, not a blocking waitpid: signal() restarts an interrupted wait (SA_RESTART), so a stop that came
+// while blocked there was passed on once and never again; a stop before mpirun had started the ranks was
+// then lost and the job ran on. A stop the handler recorded cuts the poll short and is passed on at once,
+// then again each second until mpirun ends, so ranks it had not started yet get it too.
+static void launcher_wait(int world, pid_t mpirun, int mpirun_out) {
+    Relay relay = {mpirun_out, 0, 0};
+    int status = 0, open_out = 1, last = 0;
+    for (double sent = 0;;) {
+        pid_t w = waitpid(mpirun, &status, WNOHANG);
+        if (w == mpirun) break;
+        if (w < 0 && errno != EINTR) fail("waiting for mpirun: %s", strerror(errno));
+        if (open_out) open_out = relay_pump(&relay, 100) != 1;
+        else usleep(100000);
+        int stop = launcher_stop(&relay);
+        if (launcher_due(stop, last, sent)) launcher_pass(mpirun, stop), last = stop, sent = now_s();
+    }
+    fcntl(relay.fd, F_SETFL, O_NONBLOCK);  // what mpirun wrote last, without waiting on a process it left behind
+    while (open_out && relay_pump(&relay, 0) == 0) {}
+    int mpirun_code = WIFEXITED(status) ? WEXITSTATUS(status) : 128 + WTERMSIG(status), code = mpirun_code;
+    int asked = launcher_signal || relay.gone, left = launcher_signal_ranks(getpid(), 0);
+    if (left && !asked)
+        fprintf(stderr, "launcher: mpirun ended by %s %d before its %d ranks: stopping them as by SIGTERM (they save "
+                "and exit)\n", WIFEXITED(status) ? "exit code" : "signal", WIFEXITED(status) ? code : code - 128, left);
+    // mpirun killed during a stop: its ranks took the stop and ended the job. (One mpirun had not reaped when it
+    // exited is reaped here too: mpirun's own code covers it.)
+    int left_code = launcher_reap_left(&relay, SIGUSR2);
+    if (asked && left_code >= 0 && WIFSIGNALED(status)) code = left_code;
+    else if (left && !code) code = left_code;  // (never 0 when ranks outlived their mpirun unasked)
+    // (128 + SIGALRM: mpirun itself, taken by a resend as it ended after its ranks: launcher_pass checks, then sends)
+    if (relay.gone && !launcher_signal && (code == 0 || code == 128 + SIGPIPE || code == 128 + SIGALRM))
+        exit(128 + SIGPIPE);
+    if (relay.err) {
+        print_error("standard output: write failed: %s", strerror(relay.err));
+        code = code ? code : 1;
+    }
+    if (launcher_second) {  // (the ranks' own line: ckpt.h ckpt_stop_now)
+        fprintf(stderr, "stopped by a second signal %d: the %d ranks ended at once, without saving (the checkpoints "
+                "on disk are as they were; mpirun exit %d)\n", (int)launcher_second, world, mpirun_code);
+        code = 128 + launcher_second;
+    } else if (launcher_signal) {
+        fprintf(stderr, "stopped by signal %d: passed on to the %d ranks (mpirun exit %d)\n", (int)launcher_signal,
+                world, mpirun_code);
+        code = 128 + launcher_signal;
+    } else if (code > 1 && !left) {  // 1: a rank said why in its error line; past it a rank died without a word
+        fprintf(stderr, "launcher: a rank of the %d ended with %s %d (mpirun exit %d)\n", world,
+                code > 128 ? "signal" : "exit code", code > 128 ? code - 128 : code, code);
+    }
+    exit(code);
 }
 
 static void relaunch_under_mpirun(int world, int argc, char** argv) {
@@ -110,9 +246,10 @@ static void relaunch_under_mpirun(int world, int argc, char** argv) {
     pid_t launcher = getpid();
     int out[2];
     if (pipe(out)) fail("cannot start mpirun: pipe: %s", strerror(errno));
-    launcher_mpirun = fork();
-    if (launcher_mpirun < 0) fail("cannot start mpirun: fork: %s", strerror(errno));
-    if (launcher_mpirun == 0) {
+    prctl(PR_SET_CHILD_SUBREAPER, 1);  // the ranks an ended mpirun leaves are ours (launcher_reap_left)
+    pid_t mpirun = fork();
+    if (mpirun < 0) fail("cannot start mpirun: fork: %s", strerror(errno));
+    if (mpirun == 0) {
         dup2(out[1], STDOUT_FILENO);
         close(out[0]), close(out[1]);
         setpgid(0, 0);
@@ -123,52 +260,13 @@ static void relaunch_under_mpirun(int world, int argc, char** argv) {
                     "openmpi-bin libopenmpi-dev)", world);
         _exit(1);
     }
-    setpgid(launcher_mpirun, launcher_mpirun);  // (the child does it too: whichever runs first)
+    setpgid(mpirun, mpirun);  // (the child does it too: whichever runs first)
     signal(SIGINT, launcher_pass_on);
     signal(SIGTERM, launcher_pass_on);
     signal(SIGHUP, launcher_pass_on);  // the terminal closed: a stop as SIGTERM (the ranks save), exit 129
     signal(SIGPIPE, SIG_IGN);          // our reader gone: EPIPE in relay_pump
     close(out[1]);
-    Relay relay = {out[0], 0, 0};
-    // Polled, not a blocking waitpid: signal() restarts an interrupted wait (SA_RESTART), so a
-    // stop that came while blocked there was passed on once and never again; a stop before
-    // mpirun had started the ranks was then lost and the job ran on. After a stop it is passed
-    // on again each second until mpirun ends, so ranks it had not started yet get it too.
-    int status = 0, open_out = 1;
-    for (double sent = -1;;) {
-        pid_t w = waitpid(launcher_mpirun, &status, WNOHANG);
-        if (w == launcher_mpirun) break;
-        if (w < 0 && errno != EINTR) fail("waiting for mpirun: %s", strerror(errno));
-        if (open_out) open_out = relay_pump(&relay, 100) != 1;
-        else usleep(100000);
-        int stop = launcher_signal == SIGINT ? SIGUSR1 : launcher_signal ? SIGUSR2 : relay.gone ? SIGALRM : 0;
-        if (!stop) continue;
-        if (sent < 0 && launcher_signal) sent = now_s();  // the handler sent the first
-        else if (sent < 0 || now_s() - sent >= 1) kill(launcher_mpirun, stop), sent = now_s();
-    }
-    fcntl(relay.fd, F_SETFL, O_NONBLOCK);  // what mpirun wrote last, without waiting on a process it left behind
-    while (open_out && relay_pump(&relay, 0) == 0) {}
-    int code = WIFEXITED(status) ? WEXITSTATUS(status) : 128 + WTERMSIG(status);
-    // (128 + SIGALRM: mpirun itself, done forwarding as its ranks ended, taken by the resend)
-    if (relay.gone && !launcher_signal && (code == 0 || code == 128 + SIGPIPE || code == 128 + SIGALRM))
-        exit(128 + SIGPIPE);
-    if (relay.err) {
-        print_error("standard output: write failed: %s", strerror(relay.err));
-        code = code ? code : 1;
-    }
-    if (launcher_second) {  // (the ranks' own line: ckpt.h ckpt_stop_now)
-        fprintf(stderr, "stopped by a second signal %d: the %d ranks ended at once, without saving (the checkpoints "
-                "on disk are as they were; mpirun exit %d)\n", (int)launcher_second, world, code);
-        code = 128 + launcher_second;
-    } else if (launcher_signal) {
-        fprintf(stderr, "stopped by signal %d: passed on to the %d ranks (mpirun exit %d)\n", (int)launcher_signal,
-                world, code);
-        code = 128 + launcher_signal;
-    } else if (code > 1) {  // 1: a rank said why in its error line; past it a rank died without a word
-        fprintf(stderr, "launcher: a rank of the %d ended with %s %d (mpirun exit %d)\n", world,
-                code > 128 ? "signal" : "exit code", code > 128 ? code - 128 : code, code);
-    }
-    exit(code);
+    launcher_wait(world, mpirun, out[0]);
 }
 
 #endif

@@ -206,6 +206,16 @@ static double w_inputs_per_layer(const ModelConfig* c, int b, int tp, int cp, in
     double fc = (config_mlp_gated(c) ? 2.0 : 1.0) * c->d_ff / t, qkv = (h + 2 * kv) / t;
     return (double)b * c->seq_len / cp * (2 * h + fc + qkv) * dtype_bytes;
 }
+// Bytes of the forward's tensors a framework keeps for one layer's deferred weight pass once its B has run, for one
+// micro-batch on one GPU: the four matmuls' inputs (qkv's and fc1's the norms' outputs, h each, gathered under SP as
+// the Zero Bubble code's WeightGradStore.put keeps total_input; the attention output h/t; fc2's the activation
+// d_ff/t), the rest of its activations freed by autograd after B. With w_inputs_per_layer's output gradients that is
+// Qi et al. 2023's M_W, 32 sbh a layer at tp 1 with a 4h GELU MLP (Table 1), against Korthikanti's sb(34h + 5as)
+// held until B.
+static double w_saved_inputs_per_layer(const ModelConfig* c, int b, int tp, int cp, int dtype_bytes) {
+    double h = c->d_model;
+    return (double)b * c->seq_len / cp * (2 * h + h / tp + (double)c->d_ff / tp) * dtype_bytes;
+}
 
 // Bytes per parameter of the model states, bf16 mixed precision (Rajbhandari et al. 2020):
 // weight dtype_bytes (2) + gradient grad_bytes (2 or 4) + optimizer 12 (fp32 master 4,
@@ -296,6 +306,9 @@ typedef struct {
     int defer_weight;          // --weight-pass deferred (c->weight_pass_deferred)
     double* t_build;           // the times its lists were built for (chunk_op_flops)
     int* peaks;                // peaks[2s], peaks[2s+1]: stage s's in flight and W's owed
+    int* held_owed;            // lists with W ops: stage s's (F run, B not; B run, W not) pair counts that no other
+                               // moment of its list exceeds in both, at held_owed[2 * held_owed_at[s] ...] up to
+    int* held_owed_at;         // held_owed_at[s + 1] (pipe_peak_held_owed)
     ActCounts* chunks;         // [pp * vpp]: stage s, local chunk j at s * vpp + j
     long* held;                // [pp]: each stage's layers in flight for the chunk sizes hashed in held_key
     unsigned long long held_key;  // (pipe_layers_held; NULL / 0 until asked)
@@ -312,8 +325,42 @@ static void pipe_counts_release(void) {
     for (int i = 0; i < PIPE_COUNTS_KEPT; i++) {
         PipeCounts* e = &pipe_counts_kept[i];
         free(e->peaks), free(e->chunks), free(e->t_build), free(e->held), free(e->seen_held), free(e->seen_order);
+        free(e->held_owed), free(e->held_owed_at);
         memset(e, 0, sizeof(*e));
     }
+}
+
+// For each stage's list with W ops, the moments' (pairs whose F ran and B not, pairs whose B ran and W not) counts
+// that no other moment exceeds in both (the largest of a * held + b * owed over the list is at one of them, for any
+// a, b >= 0), into *pairs (two ints a moment) from (*at)[s] to (*at)[s + 1]; none for a list without W ops.
+static void held_owed_frontiers(PipeOp* const* lists, const int* n_ops, int pp, int** pairs, int** at) {
+    int cap = 0;
+    for (int s = 0; s < pp; s++) cap += n_ops[s] + 1;
+    *pairs = (int*)xmalloc(sizeof(int) * 2 * cap), *at = (int*)xmalloc(sizeof(int) * (pp + 1));
+    int n = 0;
+    for (int s = 0; s < pp; s++) {
+        const PipeOp* ops = lists[s];
+        (*at)[s] = n;
+        int held = 0, owed = 0, first = n, n_w_ops = ops_have_w(ops, n_ops[s]) ? n_ops[s] : 0;
+        for (int i = 0; i < n_w_ops; i++) {
+            int kind = ops[i].kind;
+            if (kind == OP_FWD) held++;
+            else if (kind == OP_BWD) held--, owed++;
+            else if (kind == OP_W) owed--;
+            if (kind != OP_FWD && kind != OP_BWD) continue;  // a peak follows an F or a B
+            int dominated = 0;
+            for (int k = first; k < n && !dominated; k++)
+                dominated = (*pairs)[2 * k] >= held && (*pairs)[2 * k + 1] >= owed;
+            if (dominated) continue;
+            int kept = first;  // drop the ones this moment exceeds in both
+            for (int k = first; k < n; k++)
+                if (!((*pairs)[2 * k] <= held && (*pairs)[2 * k + 1] <= owed))
+                    (*pairs)[2 * kept] = (*pairs)[2 * k], (*pairs)[2 * kept + 1] = (*pairs)[2 * k + 1], kept++;
+            n = kept;
+            (*pairs)[2 * n] = held, (*pairs)[2 * n + 1] = owed, n++;
+        }
+    }
+    (*at)[pp] = n;
 }
 
 // The kept counts of c's pipeline with m micro-batches, built if not kept (valid until the
@@ -339,6 +386,7 @@ static const PipeCounts* pipe_counts(const ModelConfig* c, int m) {
         PipeOp** lists = (PipeOp**)xmalloc(sizeof(PipeOp*) * pp);
         int* n_ops = (int*)xmalloc(sizeof(int) * pp);
         free(e->peaks), free(e->chunks), free(e->t_build), free(e->held), free(e->seen_held), free(e->seen_order);
+        free(e->held_owed), free(e->held_owed_at);
         e->held = NULL, e->held_key = 0, e->seen_held = NULL, e->seen_order = NULL, e->seen_key = 0;
         e->peaks = (int*)xmalloc(sizeof(int) * 2 * pp);
         e->chunks = (ActCounts*)xmalloc(sizeof(ActCounts) * pp * vpp);
@@ -346,6 +394,7 @@ static const PipeCounts* pipe_counts(const ModelConfig* c, int m) {
             lists[s] = (PipeOp*)xmalloc(sizeof(PipeOp) * schedule_max_ops(m, vpp));
             n_ops[s] = schedule_build(schedule, s, pp, vpp, m, t_build, lists[s]);
         }
+        held_owed_frontiers(lists, n_ops, pp, &e->held_owed, &e->held_owed_at);
         for (int s = 0; s < pp; s++) {
             const PipeOp* ops = lists[s];
             e->peaks[2 * s] = schedule_max_in_flight(ops, n_ops[s], -1);

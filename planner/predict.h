@@ -344,6 +344,7 @@ static void plan_memory(const ModelConfig* c, const PlanSetup* k, const DevicePr
     double act_layer = act_bytes_per_layer(c, mb, tp, cp, c->sp, c->recompute, k, d->dtype_bytes);
     double act_full_layer = act_bytes_per_layer(c, mb, tp, cp, c->sp, RECOMPUTE_NONE, k, d->dtype_bytes);
     double w_in_layer = w_inputs_per_layer(c, mb, tp, cp, d->dtype_bytes);
+    double w_keep_layer = w_in_layer + w_saved_inputs_per_layer(c, mb, tp, cp, d->dtype_bytes);  // a framework's M_W
     // The temporaries, which come and go at different moments of the step (the peak holds the
     // larger of them): the loss's at the start of its backward on the last stage (e + 16 bytes
     // per logit: loss_bytes_per_logit) with the final norm's input; a layer's backward under
@@ -372,10 +373,10 @@ static void plan_memory(const ModelConfig* c, const PlanSetup* k, const DevicePr
         live = (DS_MAX_LIVE_PARAMETERS + largest) * d->dtype_bytes;
         if (live < zero3_buf) zero3_buf = live;
     }
-    // Each stage's peak (micro-batch, chunk) activations held (in_flight) and peak W's owed
-    // (w_pending): the planner adds the memory of both peaks, exact where they coincide, as in
-    // ZB-H1 (stage s holds p activations and owes s+1 W's right after a B); in ZB-V an upper
-    // bound, by one W's inputs in most shapes (pp 2-16, m pp-256).
+    // Each stage's peak (micro-batch, chunk) activations held (in_flight, to its W where the list has W ops) and peak
+    // W's owed (w_pending). This trainer keeps a pair's buffers to its W (its own count); a framework's autograd frees
+    // them at B but for what W reads (w_keep_layer, Qi et al. 2023's M_W): the largest held x activations + owed x
+    // M_W over the list's moments (memory.h held_owed_frontiers; ZB-H1's stage s: p - s held, s owed).
     const PipeCounts* pc = pipe_counts(c, m);
     for (int st = 0; st < pp; st++) {
         int stage_layers = 0, max_layers = 0, min_layers = INT_MAX, stage_embed = 0, stage_head = 0;
@@ -415,6 +416,16 @@ static void plan_memory(const ModelConfig* c, const PlanSetup* k, const DevicePr
                 !(c->offload & OFFLOAD_ACTIVATIONS))
                 layers_held = (double)pipe_layers_held(c, m, ch->layers)[st];
             act = layers_held * act_layer + w_in;
+            if (w_pending && !(c->offload & OFFLOAD_ACTIVATIONS)) {
+                // autograd frees a pair's activations at its B but what its deferred W reads (memory.h
+                // w_saved_inputs_per_layer and the output gradients): the list's moment of the most held and owed
+                double best = 0, owed = 0;
+                for (int i = pc->held_owed_at[st]; i < pc->held_owed_at[st + 1]; i++) {
+                    double x = pc->held_owed[2 * i] * act_layer + pc->held_owed[2 * i + 1] * w_keep_layer;
+                    if (x > best) best = x, owed = pc->held_owed[2 * i + 1];
+                }
+                act = max_layers * best, w_in = owed * max_layers * w_keep_layer;
+            }
             host_act = (pc->peaks[2 * st] - in_flight) * max_layers * act_layer;
             if (k->grads_lazy && !w_pending && !c->pp_split && !(c->offload & OFFLOAD_ACTIVATIONS))
                 act = plan_lazy_grads(c, ch, st, gb, m, act_layer, &grads);

@@ -284,6 +284,39 @@ static void test_memory_framework_by_hand(void) {
     test_offload_host_memory();
 }
 
+// A framework's ZB-H1 memory (Qi et al. 2023, Table 1): a pair's activations are held from its F to its B, then only
+// what its W reads, M_W = 32 sbh a layer at tp 1 with a 4h GELU MLP (the four matmuls' inputs 2h + h + 4h and their
+// output gradients 3h + h + 4h + h, 2 bytes each). GPT-2 124M (s 1024, h 768, b 1), pp 4 with 3 layers a stage, 8
+// micro-batches, flash2: the lists (held, owed) at their peaks are, by hand from ZB-H1's lists (stage 3: F0 B0 F1 B1
+// F2 B2 F3 B3 W0 F4 B4 W1 ...), stage 0 (4, 0) (3, 1), stage 1 (3, 1) (2, 2), stage 2 (2, 2) (1, 3), stage 3 (1, 3)
+// (0, 4): the paper's (p - i + 1) M_B + (i - 1) M_W. The worst stage is the last (its loss): one pair's activations
+// as 1F1B holds them and three W's, 3 x 3 x 32 x 1024 x 768 = 226,492,416 B more than 1F1B's.
+static void test_zbh1_framework_memory_hand(void) {
+    DeviceProfile d;
+    profile_builtin("a100-80gb", &d);
+    ModelConfig c = model("gpt2-124m", 0);
+    c.pp = 4;
+    PlanSetup k = plan_setup_for(SOFTWARE_FRAMEWORK);
+    k.attention = ATTN_FLASH2, k.rms_kernel = 1;
+    PlanResult one, zb;
+    int rc = plan_predict(&c, &k, 8, 8, &d, &one);
+    c.schedule = SCHED_ZBH1;
+    rc |= plan_predict(&c, &k, 8, 8, &d, &zb);
+    const PipeCounts* pc = pipe_counts(&c, 8);
+    static const int want[4][4] = {{4, 0, 3, 1}, {3, 1, 2, 2}, {2, 2, 1, 3}, {1, 3, 0, 4}};
+    int pairs_ok = 1;
+    for (int s = 0; s < 4; s++) {
+        pairs_ok &= pc->held_owed_at[s + 1] - pc->held_owed_at[s] == 2;
+        for (int i = 0; i < 4 && pairs_ok; i++) pairs_ok &= pc->held_owed[2 * pc->held_owed_at[s] + i] == want[s][i];
+    }
+    double w_keep = 9.0 * 32 * 1024 * 768;
+    check(rc == 0 && pairs_ok && zb.worst_stage == 3 && one.worst_stage == 3 && zb.mem_w_inputs == w_keep &&
+              zb.mem_act - one.mem_act == w_keep && zb.mem_total - one.mem_total == w_keep,
+          "zbh1_framework_memory_hand", "rc %d, frontiers %s, worst stage %d / %d, W's inputs %.0f B (want %.0f), "
+          "activations %.0f - %.0f, totals %.0f - %.0f B", rc, pairs_ok ? "as by hand" : "differ", zb.worst_stage,
+          one.worst_stage, zb.mem_w_inputs, w_keep, zb.mem_act, one.mem_act, zb.mem_total, one.mem_total);
+}
+
 // GPT-3 175B's shape (h 12288, 96 heads, 96 layers, 2048 tokens, vocabulary 51200), finalized, no layout set.
 static ModelConfig gpt3_175b(void) {
     ModelConfig c;

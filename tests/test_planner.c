@@ -156,6 +156,7 @@ int main(void) {
     test_runs_grad_alloc();
     test_runs_fsdp_version();
     test_runs_loss();
+    test_zbh1_framework_memory_hand();
     test_plan_loss_flag();
     test_runs_dropout();
     test_cli_pp_split_ends();

@@ -201,19 +201,17 @@ static EdgeTimes edge_times(const ModelConfig* c, const PlanSetup* k, const Devi
     double s = c->seq_len, h = c->d_model, n = (double)c->micro_batch * s / c->cp, e = d->dtype_bytes,
            V = c->vocab_padded, t = tp;
     double n_el = c->sp ? n / t : n, x_bytes = n * h * e;
-    et.emb_comm = c->sp ? allgather_time(tp, x_bytes, tp_link.bw, tp_link.lat)
-                        : link_allreduce_time(tp, x_bytes, tp_link);
+    et.emb_comm = c->sp ? link_gather_time(tp, x_bytes, tp_link) : link_allreduce_time(tp, x_bytes, tp_link);
     et.emb_fwd = elementwise_time(d, 2 * n_el * h * e) + et.emb_comm;  // vocab-parallel lookup, then reduce over tp
     et.emb_bwd = elementwise_time(d, 2 * n * h * e) + elementwise_time(d, 2 * n_el * h * e);
     double head_norm_f = elementwise_time(d, n_el * h * norm_bytes(k->rms_kernel, e, 0));
     double head_norm_b = elementwise_time(d, n_el * h * norm_bytes(k->rms_kernel, e, 1));
     double head_mm = matmul_time(d, n, V / t, h, 1);
-    et.head_comm = c->sp ? allgather_time(tp, x_bytes, tp_link.bw, tp_link.lat)
-                         : link_allreduce_time(tp, x_bytes, tp_link);
+    et.head_comm = c->sp ? link_gather_time(tp, x_bytes, tp_link) : link_allreduce_time(tp, x_bytes, tp_link);
     // the loss runs over V/t logits per rank (vocabulary-parallel), or over all V after an
     // all-gather of the logits over tp (its backward keeps only the rank's slice: no traffic)
     double V_loss = k->loss_gathered ? V : V / t;
-    double gather_logits = k->loss_gathered ? allgather_time(tp, n * V * e, tp_link.bw, tp_link.lat) : 0;
+    double gather_logits = k->loss_gathered ? link_gather_time(tp, n * V * e, tp_link) : 0;
     et.head_fwd = head_norm_f + head_mm + gather_logits + elementwise_time(d, n * V_loss * loss_bytes(k, e, 0)) +
                   et.head_comm;  // loss: the byte table
     et.head_bwd = head_norm_b + linear_dx_time(d, n, V / t, h) + linear_dw_time(d, n, V / t, h) +
@@ -931,8 +929,8 @@ static int plan_unit_times(const ModelConfig* c, const PlanSetup* k, int global_
     // not the attention nor the tensor-parallel collectives (torchtitan saves their outputs)
     // full_distributed first all-gathers the layer input each rank kept a 1/tp slice of (lt->regather)
     lt->regather = c->recompute == RECOMPUTE_FULL_DIST
-                       ? allgather_time(c->tp, (double)c->micro_batch * c->seq_len / c->cp * c->d_model *
-                                                   d->dtype_bytes, links->tp.bw, links->tp.lat)
+                       ? link_gather_time(c->tp, (double)c->micro_batch * c->seq_len / c->cp * c->d_model *
+                                                     d->dtype_bytes, links->tp)
                        : 0;
     double recompute_extra = plan_recompute_whole(c->recompute)    ? lt->fwd + lt->regather
                              : c->recompute == RECOMPUTE_SELECTIVE ? lt->attn_fwd

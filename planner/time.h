@@ -114,7 +114,8 @@ static double tree_latency(int n, Link l) {
 }
 // A data-parallel pass: `bytes` per rank in `buckets` collectives of equal size over n ranks on link l,
 // by NCCL's algorithm: all-gather and reduce-scatter (the ring alone), all-reduce (the faster of ring
-// and tree, the ring's latency with its plateau factor; the tree only across nodes).
+// and tree, the ring's latency with its plateau factor; the tree only across nodes). The tensor- and
+// sequence-parallel collectives of a group that spans nodes take it too (link_gather_time, link_allreduce_time).
 static double dp_gather_time(int n, double bytes, double buckets, Link l) {
     return n <= 1 ? 0 : (double)(n - 1) / n * bytes / l.bw + buckets * ring_latency(n, 0, l);
 }
@@ -146,10 +147,19 @@ static double dp_allreduce_time(int n, double bytes, double buckets, Link l) {
 // NVLS_OF_RING (273 / 370) of the bandwidth the ring's steps see, from 5 ranks on.
 #define NVLS_OF_RING 0.74
 #define NVLS_MIN_RANKS 5
+// A group that spans nodes (a tensor-parallel group wider than a node) is priced by NCCL's model as the
+// data-parallel collectives are (dp_allreduce_time, dp_gather_time: ring_latency's steps cross the network only
+// between nodes, the others stay on NVLink at the net overhead's floor; the tree where NCCL's model takes it);
+// inside a node the ring's per-step hop, without NCCL's base.
 static double link_allreduce_time(int n, double bytes, Link l) {
     if (n <= 1) return 0;
+    if (l.nodes > 1) return dp_allreduce_time(n, bytes, 1, l);
     if (l.nvls && n >= NVLS_MIN_RANKS) return bytes / (NVLS_OF_RING * l.bw) + 2 * l.lat;
     return allreduce_time(n, bytes, l.bw, l.lat);
+}
+// An all-gather or reduce-scatter of `bytes` (the whole gathered tensor) over n ranks on link l, likewise.
+static double link_gather_time(int n, double bytes, Link l) {
+    return l.nodes > 1 ? dp_gather_time(n, bytes, 1, l) : allgather_time(n, bytes, l.bw, l.lat);
 }
 
 // Time a communication of duration comm adds when it may overlap a compute window: the
@@ -481,8 +491,7 @@ static LayerTime layer_time(const ModelConfig* c, int b, int tp, int sp, int cp,
     // backward for the weight gradients; Megatron overlaps that all-gather with the input-
     // gradient matmul, so it adds no time here.
     double x_bytes = n * h * e;
-    double one = sp ? 2 * allgather_time(tp, x_bytes, tp_link.bw, tp_link.lat)
-                    : link_allreduce_time(tp, x_bytes, tp_link);
+    double one = sp ? 2 * link_gather_time(tp, x_bytes, tp_link) : link_allreduce_time(tp, x_bytes, tp_link);
     lt.comm_fwd = 2 * one;
     // the backward's: one per column-parallel region's input gradient, two in a SwiGLU whose gate and up are
     // separate linears (without SP; with it the region's one gather is reduce-scattered once)

@@ -84,6 +84,33 @@ static void test_links_across_nodes(void) {
           eight.bw / 1e9, p2p.bw / 1e9);
 }
 
+// A tensor-parallel group wider than a node (time.h link_gather_time, link_allreduce_time): NCCL's model, as the
+// data-parallel collectives take it (ring_latency: tuning.cc at b647562), by hand. 16 ranks on 2 A100 nodes of 8:
+// the ring's bandwidth is the slower of the node's NICs (8 x 25 GB/s x nic_eff 0.8 = 160) and NVLink's hops (300 x
+// 0.47 = 141): 141 GB/s. An all-gather of 64 MiB: 15/16 x 67108864 / 141e9 = 446.20 us; its latency 8.4 us, 14 steps
+// inside a node at max(3.4, 3 x 2 us AMD net overhead) = 6 and 1 across at 14: 106.4 us; 552.60 us (every step at
+// 14 us, as before: 656.20). An all-reduce: ring 892.41 + 1.4 (NCCL's plateau) x (8.4 + 26 x 6 + 4 x 14) = 1200.97
+// us, tree 2 x 64 MiB / (0.92 x 141e9) + 2 x (7 + 1) x 28 = 1482.67: the ring (was 1312.41). LLaMA-13B's layer at 2048 tokens, tp 16 with
+// SP: 4 all-gathers (reduce-scatters) of 2048 x 5120 x 2 B a forward, 4 x (139.44 + 106.4) = 983.35 us (1397.75).
+// 8 ranks in one node keep the per-step hop (allgather_time).
+static void test_tp_collectives_across_nodes(void) {
+    DeviceProfile d;
+    Link l8;
+    ModelConfig c = llama13b_tp_in_a100_node(8, &d, &l8);
+    Link l = group_link(&d, 16, 1, 8);
+    double ag = link_gather_time(16, 67108864, l), ar = link_allreduce_time(16, 67108864, l);
+    check(l.nodes == 2 && fabs(l.bw - 141e9) < 1 && fabs(ag - 552.60e-6) < 0.01e-6 && fabs(ar - 1200.97e-6) < 0.01e-6,
+          "tp_collectives_across_nodes_hand", "%d nodes, all-gather %.2f us (want 552.60), all-reduce %.2f us (want "
+          "1200.97)", l.nodes, ag * 1e6, ar * 1e6);
+    PlanSetup k = plan_setup_for(SOFTWARE_FRAMEWORK);
+    c.tp = 16, c.sp = 1;
+    LayerTime lt = layer_time(&c, 1, 16, 1, 1, 1, &k, &d, l, l, l);
+    double in_node = link_gather_time(8, 67108864, l8);
+    check(fabs(lt.comm_fwd - 983.35e-6) < 0.01e-6 && in_node == allgather_time(8, 67108864, l8.bw, l8.lat),
+          "tp_layer_across_nodes_hand", "forward collectives %.2f us (want 983.35); in a node the per-step hop",
+          lt.comm_fwd * 1e6);
+}
+
 // The Scaling codebase's SwiGLU (scaling/core/nn/mlp.py, ParallelSwiGLUMLP) is two column-parallel
 // linears, dense_in and siglu_weight, each placing its own all-reduce of its input gradient
 // (copy_to_tensor_model_parallel_region): without SP a LLaMA layer's backward has three

@@ -118,6 +118,7 @@ int main(void) {
     test_allocator_share();
     test_gemm_shape_efficiency();
     test_tp_collectives();
+    test_tp_collectives_across_nodes();
     test_flash_shape_efficiency();
     test_tp_async_dgrad();
     test_zero3_across_nodes_per_rank();

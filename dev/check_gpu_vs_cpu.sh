@@ -69,11 +69,20 @@ echo "GPU build: $GPU_BIN ($GPU_WHY; $GPUS GPUs for the NCCL layouts)"
 [ -x "$GPU_BIN" ] || make "${GPU_BIN#./}" > "$DIR/build_gpu.log" 2>&1 || { echo "error: cannot build $GPU_BIN (see $DIR/build_gpu.log)"; }
 [ -x ./ckpt_compare ] || make ckpt_compare > "$DIR/build_compare.log" 2>&1 || { echo "error: cannot build ckpt_compare (see $DIR/build_compare.log)"; }
 
+# base_for FLAGS...: BASE without the flags FLAGS give (./train refuses a flag given twice: the run's own value wins).
+base_for() {
+  local given=" $* " out="" flag="" t
+  for t in $BASE; do
+    if [[ $t == --* ]]; then flag=$t; [[ $given == *" $flag "* || $given == *" $flag="* ]] || out+=" $t"
+    elif [[ $given != *" $flag "* && $given != *" $flag="* ]]; then out+=" $t"; fi
+  done
+  echo "$out"
+}
 # run NAME BINARY FLAGS...: train with --log DIR/NAME.json; 0 when it exited 0 and logged STEPS steps.
 run() {
   local name=$1 bin=$2; shift 2
   [ -x "$bin" ] || { echo "missing $bin" > "$DIR/$name.log"; return 1; }
-  timeout 180 "$bin" $BASE "$@" --log "$DIR/$name.json" > "$DIR/$name.log" 2>&1 || return 1
+  timeout 180 "$bin" $(base_for "$@") "$@" --log "$DIR/$name.json" > "$DIR/$name.log" 2>&1 || return 1
   [ "$(steps "$DIR/$name.json" | wc -l)" -eq "$STEPS" ]
 }
 # checkpoints every step into DIR/NAME.ckpt (for step 1's gradients), for run's FLAGS;
@@ -254,7 +263,7 @@ ckpt_at() { printf "ckpt_%08d.bin" "$1"; }
 resumed() {
   local name=$1 full=$2; shift 2
   rm -rf "$DIR/$name.ckpt"
-  if ! timeout 180 "$GPU_BIN" $BASE $EXTRA "$@" --ckpt-dir "$DIR/$name.ckpt" \
+  if ! timeout 180 "$GPU_BIN" $(base_for $EXTRA "$@") $EXTRA "$@" --ckpt-dir "$DIR/$name.ckpt" \
          --resume "$DIR/$full.ckpt/$(ckpt_at $HALF)" --log "$DIR/$name.json" > "$DIR/$name.log" 2>&1; then
     fail "$name: resuming from step $HALF failed: $(grep -m1 -E 'error' "$DIR/$name.log" | cut -c1-160)"
     return

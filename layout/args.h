@@ -367,8 +367,8 @@ static const Flag* const SIZE_FLAGS = FLAGS + 2;
 // ----------------------------------------------------------------------------
 // --help
 
-// text from column col on, wrapped at 116 columns, continued at column 24.
-static void help_wrap(int col, const char* text) {
+// text from column col on, wrapped at 116 columns, continued at column indent.
+static void help_wrap(int col, int indent, const char* text) {
     const char* p = text;
     while (*p) {
         int n = (int)strlen(p), room = 116 - col;
@@ -380,7 +380,7 @@ static void help_wrap(int col, const char* text) {
         printf("%.*s\n", n, p);
         p += n;
         while (*p == ' ') p++;
-        if (*p) col = printf("%24s", "");
+        if (*p) col = printf("%*s", indent, "");
     }
 }
 
@@ -392,13 +392,13 @@ static void help_row(const Flag* f) {
     else snprintf(text, sizeof(text), "%s (default %s)", f->help, f->def);
     if (strlen(left) > 21) printf("  %s\n%24s", left, "");
     else printf("  %-21s ", left);
-    help_wrap(24, text);
+    help_wrap(24, 24, text);
 }
 
 static void print_help(void) {
     printf("usage: ./train [flags]          (train)\n"
            "       ./train --plan [flags]   (predict memory and speed of layouts; see --plan --help)\n"
-           "a flag's value follows it (--steps 100) or an = (--steps=100)\n");
+           "a flag's value follows it (--steps 100) or an = (--steps=100); each flag is given once\n");
     char presets[512] = "";
     for (int i = 0; i < N_PRESETS; i++)
         snprintf(presets + strlen(presets), sizeof(presets) - strlen(presets), "%s%s", i ? ", " : "", PRESETS[i].name);
@@ -407,7 +407,7 @@ static void print_help(void) {
         for (const Flag* f = FLAGS; f < FLAGS + N_FLAGS; f++) {
             if (f->group != g) continue;
             help_row(f);
-            if (!strcmp(f->flag, "--model")) printf("%24s", ""), help_wrap(24, presets);
+            if (!strcmp(f->flag, "--model")) printf("%24s", ""), help_wrap(24, 24, presets);
         }
     }
 }
@@ -588,8 +588,16 @@ static void args_resolve(Args* a) {
     if (a->data) docs_spec(a->data, &median, &sigma, "--data");
 }
 
+// A flag given twice is refused: which of the two the user meant is not known (none is repeatable).
+static void flag_once(const Args* a, const Flag* f, const char* first, const char* again) {
+    if (!a->given[f - FLAGS]) return;
+    if (f->type == FLAG_SWITCH) fail("%s given twice: give each flag once", f->flag);
+    fail("%s given twice ('%s', then '%s'): give each flag once", f->flag, first, again);
+}
+
 static void parse_args(Args* a, int argc, char** argv) {
     args_defaults(a);
+    const char* value_of[MAX_FLAGS] = {0};  // each flag's value as given (flag_once's line)
     for (int i = 1; i < argc; i++) {
         char name[64], hint[64];
         if (!strcmp(argv[i], "--help") || !strcmp(argv[i], "-h")) { print_help(); exit(stdout_exit_code(0)); }
@@ -599,10 +607,11 @@ static void parse_args(Args* a, int argc, char** argv) {
         const Flag* f = find_flag(name);
         if (!f) fail("unknown flag %s%s (see --help)", name, flag_suggestion(name, hint, sizeof(hint)));
         if (f->type == FLAG_SWITCH && eq) fail("flag %s is a switch and takes no value (got '%s')", name, argv[i]);
-        if (f->type == FLAG_SWITCH) { flag_set(a, f, NULL), a->given[f - FLAGS] = 1; continue; }
-        if (!eq && i + 1 >= argc) fail("flag %s needs a value", name);
-        flag_set(a, f, eq ? eq + 1 : argv[++i]);
-        a->given[f - FLAGS] = 1;
+        if (f->type != FLAG_SWITCH && !eq && i + 1 >= argc) fail("flag %s needs a value", name);
+        const char* v = f->type == FLAG_SWITCH ? NULL : eq ? eq + 1 : argv[++i];
+        flag_once(a, f, value_of[f - FLAGS], v);
+        flag_set(a, f, v);
+        a->given[f - FLAGS] = 1, value_of[f - FLAGS] = v;
     }
     args_resolve(a);
 }

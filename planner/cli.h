@@ -14,14 +14,17 @@ static void plan_usage(void) {
         "       train --plan --runs FILE.csv [flags]  predict the runs of a file (see dev/PLANNER.md): its optional\n"
         "                          columns vpp, cp, cp_ulysses, cp_kind, offload, offload_frames, mlp, pp_split,\n"
         "                          reduce_dtype, grad_dtype, dropout, grad_alloc, fsdp_version, loss as the flags\n"
-        "                          below\n"
-        "  --model NAME            preset (default llama-13b); shape: --n-layer --n-head --n-kv-head --d-model --d-ff "
-        "--vocab --seq-len\n"
-        "                          (with --runs the shape flags override every row's preset)\n"
+        "                          below (each flag once, but --device-set: once per key)\n"
+        "  --model NAME            preset (default llama-13b); shape: --n-layer --n-head --n-kv-head --d-model --d-ff\n"
+        "                          --vocab --seq-len (with --runs the shape flags override every row's preset)\n"
         "  --mlp gelu|relu2|swiglu the MLP apart from the attention (default: the architecture's: GPT-2 gelu, LLaMA\n"
         "                          swiglu; another only under any --software but trainer)\n"
         "  --gpus N                GPUs in all (default 8)       --gpus-per-node N (default: the device's)\n"
-        "  --device NAME           %s (default a100-80gb)\n"
+        "  --device NAME           ");
+    char devices[512];
+    snprintf(devices, sizeof(devices), "%s (default a100-80gb)", PROFILE_NAMES);
+    help_wrap(26, 26, devices);  // (args.h)
+    printf(
         "  --device-file FILE      'key = value' profile (optional first key 'base = NAME')\n"
         "  --device-set KEY=VALUE  override one profile key (repeatable; docs/PLANNER.md, an unknown key lists them,\n"
         "                          e.g. tensor_clock in (0, 1]: the clock a power limit sustains); --peak-tflops X\n"
@@ -34,12 +37,10 @@ static void plan_usage(void) {
         "                          (flash_triton, FlashAttention in Triton, and flash3, Hopper's fused attention\n"
         "                          (FlashAttention-3, cuDNN's), only when named)\n"
         "  --software trainer|scaling|framework|foundry|megatron|deepspeed2021|nanotron   what runs the layout: this\n"
-        "                          trainer (default, its own buffers), the\n"
-        "                          Aleph Alpha Scaling codebase of the layouts study (its rank order, pipeline cut, "
-        "loss\n"
-        "                          and DP reduction; searched: what it runs, 1F1B, ZeRO 0/1, recompute none|full;\n"
-        "                          another named is a what-if), or a PyTorch framework (Megatron-LM, FSDP: autograd's "
-        "activations)\n"
+        "                          trainer (default, its own buffers), the Aleph Alpha Scaling codebase of the\n"
+        "                          layouts study (its rank order, pipeline cut, loss and DP reduction; searched: what\n"
+        "                          it runs, 1F1B, ZeRO 0/1, recompute none|full; another named is a what-if), or a\n"
+        "                          PyTorch framework (Megatron-LM, FSDP: autograd's activations)\n"
         "                          (foundry: as llm-foundry ran it: dropout 0, flash-attn's fused cross-entropy;\n"
         "                          megatron: Megatron-core/NeMo, tp communication under the GEMMs with SP,\n"
         "                          the dp reduce-scatter and gather chunked under the passes;\n"
@@ -64,8 +65,8 @@ static void plan_usage(void) {
         "                          (a framework's: the embedding and the head a layer's place each in the cut),\n"
         "  --recompute none|selective|full|selective_op|selective_layer (the last two: torchtitan's policies, not\n"
         "                          searched unless named; dev/PLANNER.md maps each framework's flag to one),\n"
-        "  --schedule 1f1b|interleaved|zb-h1|zb-v|dualpipe-v, --offload none|optimizer|activations|both (every layout; "
-        "planner/time.h), --offload-frames 1|2,\n"
+        "  --schedule 1f1b|interleaved|zb-h1|zb-v|dualpipe-v, --offload none|optimizer|activations|both (every\n"
+        "                          layout; planner/time.h), --offload-frames 1|2,\n"
         "  --cp N (ranks per sequence: 1 = no context parallelism; powers of two), --cp-kind ring|ulysses|2d,\n"
         "  --cp-ulysses U (the all-to-all degree inside cp; 2d: the ring is cp / U)   evaluate only these layouts\n"
         "  --cp-kind allgather     a framework's: Llama 3's, K and V all-gathered over cp, nothing overlapped\n"
@@ -86,7 +87,7 @@ static void plan_usage(void) {
         "step's share in context parallelism's unhidden transfers; rms = RMSNorm as one kernel (1) or not (0);\n"
         "attention = the row's kernel (the header's 'attention eff' is this trainer's, for rows that use it).\n"
         "docs/OUTPUT.md.\n",
-        PROFILE_NAMES, attn_names_joined(attn_names, sizeof(attn_names), "|"), 100 * PLAN_MEM_UNCERTAINTY);
+        attn_names_joined(attn_names, sizeof(attn_names), "|"), 100 * PLAN_MEM_UNCERTAINTY);
 }
 
 
@@ -202,6 +203,11 @@ static void plan_device(DeviceProfile* d, const char* device, const char* device
             fail("--device-set: expected KEY=VALUE, got '%s'", sets[k]);
         memcpy(key, sets[k], eq - sets[k]);
         key[eq - sets[k]] = 0;
+        for (int j = 0; j < k; j++)  // a key set twice, as in a device file: which value was meant is not known
+            if (!strncmp(sets[j], sets[k], eq - sets[k] + 1))
+                fail("--device-set: key %s given twice ('%s', then '%s'): set each key once", key, sets[j], sets[k]);
+        if (peak_tflops && !strcmp(key, "peak_tflops"))
+            fail("--device-set peak_tflops and --peak-tflops both set the peak: give one");
         if (profile_set(d, key, eq + 1, err, sizeof(err))) fail("--device-set: %s", err);
     }
     if (peak_tflops && profile_set(d, "peak_tflops", peak_tflops, err, sizeof(err))) fail("--peak-tflops: %s", err);
@@ -219,6 +225,26 @@ static void plan_cp_allgather(PlanArgs* a) {
     a->setup.cp_allgather = 1;
 }
 
+// The flags given so far: one given twice is refused (which of the two the user meant is not known), but for
+// --device-set, repeatable (a key it sets twice: plan_device).
+typedef struct {
+    char flag[64];
+    const char* value;  // NULL: --plan
+} PlanGiven;
+enum { PLAN_MAX_GIVEN = 128 };  // more than the flags there are: an unknown one ends the parse
+
+static void plan_flag_once(PlanGiven* seen, int* n, const char* flag, const char* v) {
+    if (!strcmp(flag, "--device-set")) return;
+    for (int k = 0; k < *n; k++) {
+        if (strcmp(seen[k].flag, flag)) continue;
+        if (!v) fail("%s given twice: give each flag once", flag);
+        fail("--plan: %s given twice ('%s', then '%s'): give each flag once", flag, seen[k].value, v);
+    }
+    if (*n == PLAN_MAX_GIVEN) fail("--plan: more than %d flags", PLAN_MAX_GIVEN);
+    snprintf(seen[*n].flag, sizeof(seen[*n].flag), "%s", flag);
+    seen[(*n)++].value = v;
+}
+
 static void plan_parse_args(int argc, char** argv, PlanArgs* a) {
     memset(a, 0, sizeof(*a));
     a->model = "llama-13b";
@@ -232,8 +258,10 @@ static void plan_parse_args(int argc, char** argv, PlanArgs* a) {
     const char* sets[64];
     int n_sets = 0, grad_reduce_bf16 = 0, grad_reduce_given = 0;
     const char *dropout = NULL, *grad_alloc = NULL, *fsdp_version = NULL, *loss = NULL;
+    PlanGiven seen[PLAN_MAX_GIVEN];
+    int n_seen = 0;
     for (int i = 1; i < argc; i++) {
-        if (!strcmp(argv[i], "--plan")) continue;
+        if (!strcmp(argv[i], "--plan")) { plan_flag_once(seen, &n_seen, argv[i], NULL); continue; }
         if (!strcmp(argv[i], "--help") || !strcmp(argv[i], "-h")) { plan_usage(); exit(stdout_exit_code(0)); }
         if (strncmp(argv[i], "--", 2))
             fail("--plan: unexpected argument '%s' (flags start with --; see --plan --help)", argv[i]);
@@ -242,6 +270,7 @@ static void plan_parse_args(int argc, char** argv, PlanArgs* a) {
         snprintf(flag, sizeof(flag), "%.*s", eq ? (int)(eq - argv[i]) : (int)strlen(argv[i]), argv[i]);
         if (!eq && i + 1 >= argc) fail("--plan: flag %s needs a value", flag);
         const char* v = eq ? eq + 1 : argv[++i];
+        plan_flag_once(seen, &n_seen, flag, v);
         int shape_k = -1;
         for (int k = 0; k < PLAN_SHAPE_FLAGS; k++)
             if (!strcmp(flag, SIZE_FLAGS[k].flag)) shape_k = k;
@@ -416,7 +445,7 @@ static const char* plan_schedule_str(const PlanResult* p, char* buf, size_t len)
 static void plan_print_table(const PlanResult* r, int n, int top) {
     int host = 0;  // --offload: a column of the host GiB per GPU
     for (int i = 0; i < n; i++) host |= r[i].mem_host > 0;
-    printf("%4s %4s %3s %3s %-8s %3s %3s %3s %-15s %-9s %2s %4s %-13s %3s %7s %8s %4s %8s %10s %6s %7s %7s %6s%s\n",
+    printf("%4s %4s %3s %3s %-8s %3s %3s %3s %-16s %-9s %2s %4s %-13s %3s %7s %8s %4s %8s %10s %6s %7s %7s %6s%s\n",
            "rank", "dp", "tp", "cp", "cp kind", "pp", "vpp", "mb", "schedule", "recompute", "sp", "zero", "attention",
            "rms", "mem GiB", "free GiB", "fits", "step s", "tok/s/GPU", "MFU%", "bubble%", "formula", "cp%",
            host ? " host GiB" : "");
@@ -424,7 +453,7 @@ static void plan_print_table(const PlanResult* r, int n, int top) {
         const PlanResult* p = &r[i];
         char kind[16], sched[24];
         printf(
-            "%4d %4d %3d %3d %-8s %3d %3d %3d %-15s %-9s %2d %4d %-13s %3d %7.1f %8.1f %4s %8.3f %10.0f %6.1f %7.2f "
+            "%4d %4d %3d %3d %-8s %3d %3d %3d %-16s %-9s %2d %4d %-13s %3d %7.1f %8.1f %4s %8.3f %10.0f %6.1f %7.2f "
             "%7.2f %6.1f",
             i + 1, p->dp, p->tp, p->cp, cp_kind_str(p, kind, sizeof(kind)), p->pp, p->vpp, p->micro_batch,
             plan_schedule_str(p, sched, sizeof(sched)), plan_recompute_name(p->recompute), p->sp, p->zero,
@@ -510,18 +539,66 @@ static void plan_print_profile(const DeviceProfile* d, const PlanSetup* k, int g
            k->gather_copy_out ? ", ZeRO-3 as FSDP2 (each gather copied out on the compute stream)" : "");
 }
 
-// No layout can run: say why the first one the filters let through cannot (the trainer's
-// words), or that they let none through.
+// A reason that cut layouts, counted; reasons that differ only in their numbers are one (shape: each run of
+// digits as #), said in the words of the first layout it cut.
+typedef struct {
+    char shape[200], first[320];
+    int n;
+} PlanCut;
+enum { PLAN_CUTS = 16, PLAN_CUTS_SAID = 3 };
+
+static void plan_cut_shape(const char* why, char* out, size_t cap) {
+    size_t j = 0;
+    for (const char* p = why; *p && j + 1 < cap; p++)
+        if (!(*p >= '0' && *p <= '9')) out[j++] = *p;
+        else if (p == why || !(p[-1] >= '0' && p[-1] <= '9')) out[j++] = '#';
+    out[j] = 0;
+}
+
+// No layout can run: the reasons that cut the layouts the filters let through, the most common first, each with
+// its count and first layout (the trainer's words), in one line; or that the filters let none through.
 static void plan_no_layout(const ModelConfig* c, const PlanArgs* a, int global_batch) {
     PlanKeys keys = plan_keys(c, a->gpus, global_batch, a->gpus_per_node, &a->setup, &a->filter);
     if (keys.n == 0)
         fail("no valid layout: none of %d GPUs passes the filters (tp x cp x pp x dp = GPUs, dp divides the global "
              "batch %d, micro-batches and cp powers of two, at most %d (micro-batch, chunk) pairs per step)",
              a->gpus, global_batch, PLAN_MAX_PAIRS);
-    PlanResult r;
-    plan_predict_key(c, &keys.k[0], global_batch, a->gpus_per_node, &a->dev, &a->setup, PLAN_TIME_FITTING, &r);
-    fail("no valid layout: the first, dp %d tp %d cp %d pp %d vpp %d micro-batch %d, cannot run: %s", keys.k[0].dp,
-         keys.k[0].tp, keys.k[0].cp, keys.k[0].pp, keys.k[0].vpp, keys.k[0].mb, r.invalid ? r.invalid : "?");
+    PlanCut cuts[PLAN_CUTS];
+    int n_cuts = 0, unsaid = 0, past = 0;  // past: cut by reasons beyond the PLAN_CUTS kept
+    for (int i = 0; i < keys.n; i++) {
+        if (!(i & 4095)) stop_if_signalled("finding why no layout can run");
+        const PlanKey* key = &keys.k[i];
+        PlanResult r;
+        plan_predict_key(c, key, global_batch, a->gpus_per_node, &a->dev, &a->setup, PLAN_TIME_FITTING, &r);
+        char shape[200];
+        plan_cut_shape(r.invalid ? r.invalid : "?", shape, sizeof(shape));
+        int g = 0;
+        while (g < n_cuts && strcmp(cuts[g].shape, shape)) g++;
+        if (g == PLAN_CUTS) { unsaid++, past = 1; continue; }
+        if (g == n_cuts) {
+            n_cuts++, cuts[g].n = 0;
+            snprintf(cuts[g].shape, sizeof(cuts[g].shape), "%s", shape);
+            snprintf(cuts[g].first, sizeof(cuts[g].first), "dp %d tp %d cp %d pp %d vpp %d micro-batch %d: %s",
+                     key->dp, key->tp, key->cp, key->pp, key->vpp, key->mb, r.invalid ? r.invalid : "?");
+        }
+        cuts[g].n++;
+    }
+    for (int g = 1; g < n_cuts; g++)  // the most common first (an insertion sort: a few)
+        for (int h = g; h > 0 && cuts[h].n > cuts[h - 1].n; h--) {
+            PlanCut t = cuts[h];
+            cuts[h] = cuts[h - 1], cuts[h - 1] = t;
+        }
+    char line[1400];
+    int used = snprintf(line, sizeof(line), "no valid layout: none of the %d layouts the filters let through can run",
+                        keys.n);
+    for (int g = 0; g < n_cuts && g < PLAN_CUTS_SAID && used < (int)sizeof(line); g++)
+        used += snprintf(line + used, sizeof(line) - used, "%s %d like %s", g ? ";" : ":", cuts[g].n, cuts[g].first);
+    for (int g = PLAN_CUTS_SAID; g < n_cuts; g++) unsaid += cuts[g].n;
+    int others = n_cuts - PLAN_CUTS_SAID;
+    if (unsaid && used < (int)sizeof(line))
+        snprintf(line + used, sizeof(line) - used, "; %d more by %s%d other reason%s (narrow the search to see them)",
+                 unsaid, past ? "over " : "", others, others == 1 && !past ? "" : "s");
+    fail("%s", line);
 }
 
 // A stop (Ctrl-C, SIGTERM, SIGHUP, a closed stdout) during a search: recorded, and the search ends

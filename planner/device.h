@@ -397,10 +397,9 @@ static int profile_set(DeviceProfile* d, const char* key, const char* value, cha
     for (int i = 0; i < N_PROFILE_KEYS; i++) {
         const ProfileKey* k = &PROFILE_KEYS[i];
         if (strcmp(key, k->key)) continue;
-        char* end;
         errno = 0;
-        double v = k->is_int ? (double)strtol(value, &end, 10) : strtod(value, &end);
-        if (errno || end == value || *end || v != v) {
+        double v = k->is_int ? (double)strtol(value, NULL, 10) : strtod(value, NULL);
+        if (errno || !decimal_text(value, !k->is_int)) {  // as written: no blanks, hex, inf or nan
             snprintf(err, err_len, "%s: expected %s, got '%s'", key, k->is_int ? "an integer" : "a number", value);
             return -1;
         }

@@ -165,10 +165,9 @@ static void csv_put(FILE* f, const char* s, int last) {
 
 // A value of an integer column in [lo, hi]: 0, or -1 with the reason in err.
 static int run_int(const char* s, const char* col, long lo, long hi, long* v, char* err, size_t err_len) {
-    char* end;
     errno = 0;
-    *v = strtol(s, &end, 10);
-    if (errno || end == s || *end || *v < lo || *v > hi) {
+    *v = strtol(s, NULL, 10);
+    if (errno || !decimal_text(s, 0) || *v < lo || *v > hi) {  // decimal_text: no blanks around it
         snprintf(err, err_len, "column %s: expected an integer in [%ld, %ld], got '%s'", col, lo, hi, s);
         return -1;
     }

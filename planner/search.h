@@ -168,7 +168,9 @@ static PlanKeys plan_keys(const ModelConfig* c, int gpus, int global_batch, int 
                                     continue;  // the Scaling codebase runs 1F1B: another by name only
                                 PlanKey key = {dp, tp, cp, U, pp, mb, (signed char)vpp, (signed char)sched,
                                                0,  0,  0,  0, 0,  0};
-                                plan_keys_settings(key, f, base, &keys);
+                                // the even cut; under --pp-split auto a pipeline is cut by cost alone (below: once,
+                                // even where that cut is the even one)
+                                if (pp == 1 || filter_ok(f->pp_split, 0)) plan_keys_settings(key, f, base, &keys);
                                 // the trainer's cut by cost (other software cuts its own way); beside
                                 // the even cut, kept only where it differs (PLAN_UNEVEN_ONLY)
                                 if (pp > 1 && base->pipe_split == SPLIT_LAYERS && filter_ok(f->pp_split, 1))

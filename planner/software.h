@@ -287,9 +287,8 @@ static double software_nccl_interference(const PlanSetup* k, const DeviceProfile
 // kernels (no_dropout); above 0 a framework's GPT keeps Korthikanti's masks and runs the kernels (time.h layer_time).
 // This trainer has no dropout. Returns 0, or -1 with the reason in err.
 static int software_set_dropout(PlanSetup* k, const char* text, char* err, size_t err_len) {
-    char* end;
-    double p = strtod(text, &end);
-    if (end == text || *end || !(p >= 0 && p < 1)) {
+    double p = decimal_text(text, 1) ? strtod(text, NULL) : -1;  // as written: no blanks, hex, inf or nan
+    if (!(p >= 0 && p < 1)) {
         snprintf(err, err_len, "dropout '%s': expected a probability in [0, 1)", text);
         return -1;
     }

@@ -208,6 +208,24 @@ def read_published(path):
     return rows
 
 
+def with_extra(own, extra):
+    """The script's own planner flags (flag, value pairs) with the extra ones after them: a flag extra gives replaces
+    the script's (./train refuses a flag given twice), and so does a --device-set of the same key."""
+    given, keys = set(), set()
+    for i, t in enumerate(extra):
+        name, eq, value = t.partition("=")
+        if not t.startswith("--"):
+            continue
+        given.add(name)
+        if name == "--device-set":
+            keys.add((value if eq else (extra[i + 1] if i + 1 < len(extra) else "")).split("=")[0])
+    kept = []
+    for flag, value in zip(own[::2], own[1::2]):
+        if (flag == "--device-set" and value.split("=")[0] not in keys) or (flag != "--device-set" and flag not in given):
+            kept += [flag, value]
+    return kept + extra
+
+
 def planner_status(p, cmd):
     """Ends the script when ./train --plan --runs failed; exit 2 (some rows not evaluated, written with
     pred_fits 0 and the reason) goes on with the planner's line as a warning."""
@@ -234,12 +252,13 @@ def predict_published(train, rows, extra, device_set=None):
             w.writerow(dict(r, model=ARCH_PRESET[key[1]]))
         tmp_in.close()
         out = tempfile.NamedTemporaryFile(suffix=".csv", delete=False).name
-        cmd = [train, "--plan", "--runs", tmp_in.name, "--device", key[0], "--software", key[2]]
+        own = ["--device", key[0], "--software", key[2]]
         for (col, flag) in SHAPE_COLS:
-            cmd += [flag, rs[0][col]]
+            own += [flag, rs[0][col]]
         for kv in (device_set or {}).get(key[0], []):
-            cmd += ["--device-set", kv]
-        p = subprocess.run(cmd + extra + ["--plan-csv", out], capture_output=True, text=True)
+            own += ["--device-set", kv]
+        cmd = [train, "--plan", "--runs", tmp_in.name] + with_extra(own, extra) + ["--plan-csv", out]
+        p = subprocess.run(cmd, capture_output=True, text=True)
         os.unlink(tmp_in.name)
         planner_status(p, cmd)
         with open(out) as f:
@@ -409,7 +428,7 @@ def main():
     if a.plot:
         check_matplotlib()
     out = a.out or tempfile.NamedTemporaryFile(suffix=".csv", delete=False).name
-    cmd = [a.train, "--plan", "--runs", a.runs] + STUDY_FLAGS + a.extra + ["--plan-csv", out]
+    cmd = [a.train, "--plan", "--runs", a.runs] + with_extra(STUDY_FLAGS, a.extra) + ["--plan-csv", out]
     p = subprocess.run(cmd, capture_output=True, text=True)
     planner_status(p, cmd)
     with open(out) as f:

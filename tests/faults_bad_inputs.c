@@ -118,7 +118,8 @@ static void write_ckpt_values(const char* name, const char* good, long long firs
 // ill-formed UTF-8 in the output (it reaches a terminal), and `check` (a shell command,
 // may be NULL) exits 0 afterwards. `setup` (may be NULL) runs first in the same shell, so a
 // ulimit there applies to the run. args follow the suite's FLAGS, or, where they hold
-// "{train}", are the whole command with the binary and FLAGS put in for each {train}.
+// "{train}", are the whole command with the binary and FLAGS put in for each {train}; a flag
+// args gives is left out of FLAGS (./train refuses a flag given twice).
 typedef struct { const char* name; const char* args; const char* needle; int rc; } BadCase;
 typedef struct { BadCase k; const char* setup; const char* check; } BadRun;
 
@@ -150,11 +151,11 @@ static const char* bad_filter;  // ./test_faults bad WORD: only the cases whose 
 
 static void bad_run(const char* bin, const BadCase* k, const char* setup, const char* post_check) {
     if (bad_filter && !strstr(k->name, bad_filter)) return;
-    char cmd[32768], run_cmd[16384], out[512], name[160], train[1024];
+    char cmd[32768], run_cmd[16384], out[512], name[160], train[1024], flags[512];
     snprintf(name, sizeof(name), "%s%s", strstr(bin, "asan") ? "asan_" : "bad_", k->name);
     snprintf(out, sizeof(out), BAD "/out_%s.txt", name);
     int plan = !strncmp(k->args, "--plan", 6) || strstr(k->args, "{train} --plan ");  // the planner: no FLAGS
-    snprintf(train, sizeof(train), "%s %s", bin, plan ? "" : FLAGS);
+    snprintf(train, sizeof(train), "%s %s", bin, plan ? "" : flags_but(FLAGS, k->args, flags, sizeof(flags)));
     if (strstr(k->args, "{train}")) expand_train(k->args, train, run_cmd, sizeof(run_cmd));
     else snprintf(run_cmd, sizeof(run_cmd), "%s %s", train, k->args);
     // a hang is a failure, not a stuck suite
@@ -228,6 +229,13 @@ static void ckpt_dir_lock_test(const char* bin) {
           rc2, dt, refused ? "refused" : "NOT refused", rc3, tmp_left ? "LEFT" : "removed");
 }
 
+// The one-process build run with the suite's flags and args (env before it).
+static const char* nompi_cmd(const char* env, const char* args) {
+    static char cmd[2048];
+    snprintf(cmd, sizeof(cmd), "%s" ROOT "/train_nompi %s", env, flags_with(args));
+    return cmd;
+}
+
 // The one-process build (make MPI=none: nompi/mpi.h in place of Open MPI) compiles and
 // trains, with two chunks on its one stage (messages to itself) and a sample; and its tag
 // range, the least MPI promises (32767), refuses a step whose pipeline messages need more.
@@ -236,13 +244,13 @@ static void nompi_build(void) {
     int rc_build = sh("gcc -O1 -fopenmp -std=gnu11 -I. -Inompi -o " ROOT "/train_nompi train_gpt.c -lm > " ROOT
                       "/nompi_build.txt 2>&1");
     int rc = rc_build ? -1
-                      : run_to_file("OMP_NUM_THREADS=1 " ROOT "/train_nompi " FLAGS " --steps 2 --vpp 2 --sample-len 8",
+                      : run_to_file(nompi_cmd("OMP_NUM_THREADS=1 ", "--steps 2 --vpp 2 --sample-len 8"),
                                     ROOT "/nompi.txt");
     check(rc_build == 0 && rc == 0, "nompi_build_trains",
           "build exit %d (" ROOT "/nompi_build.txt), 2 steps of pp 1 vpp 2: exit %d (%.1f s)", rc_build, rc,
           now_s() - t0);
     rc = rc_build ? -1
-                  : run_to_file(ROOT "/train_nompi " FLAGS " --n-layer 64 --vpp 64 --micro-batch 1 --global-batch 512",
+                  : run_to_file(nompi_cmd("", "--n-layer 64 --vpp 64 --micro-batch 1 --global-batch 512"),
                                 ROOT "/nompi_tags.txt");
     check(rc == 1 && file_has(ROOT "/nompi_tags.txt", "past MPI's 32767"), "nompi_tag_range",
           "512 micro-batches x 64 chunks: exit %d, %s", rc,

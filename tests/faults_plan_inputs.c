@@ -92,8 +92,8 @@ static const BadRun PLAN_INPUT_RUNS[] = {
      NULL, NULL},
     {{"plan_device_tensor_clock_empty", PI_PLAN "--device-set tensor_clock=", "tensor_clock: expected a number, got ''",
       1}, NULL, NULL},
-    {{"plan_device_tensor_clock_inf", PI_PLAN "--device-set tensor_clock=inf", "tensor_clock = inf is out of range",
-      1}, NULL, NULL},
+    {{"plan_device_tensor_clock_inf", PI_PLAN "--device-set tensor_clock=inf", "tensor_clock: expected a number, got "
+      "'inf'", 1}, NULL, NULL},
     {{"plan_device_tensor_clock_negative", PI_PLAN "--device-set tensor_clock=-0.5",
       "tensor_clock = -0.5 is out of range", 1}, NULL, NULL},
     {{"plan_device_tensor_clock_zero", PI_PLAN "--device-set tensor_clock=0", "tensor_clock = 0 is out of range", 1},

@@ -144,7 +144,8 @@ static const BadRun POLISH_RUNS[] = {
      HF_EDITED("hf_v300", "s/\"vocab_size\": 257/\"vocab_size\": 300/"), NULL},
     {{"import_hf_kv_heads_disagree", "--model llama-tiny --n-kv-head 4 --steps 1 --import-hf " POLISH "/hf_kv4",
       "model.layers.0.self_attn.k_proj.weight is [32, 64] in the file, [64, 64] in this model", 1},
-     "rm -rf " POLISH "/hf_kv4 && " TRAIN "--model llama-tiny --steps 1 --export-hf " POLISH "/hf_kv4 > /dev/null && "
+     "rm -rf " POLISH "/hf_kv4 && OMP_NUM_THREADS=1 ./train " FLAGS_RUN " --model llama-tiny --steps 1 --export-hf "
+     POLISH "/hf_kv4 > /dev/null && "
      "sed -i "
      "'s/\"num_key_value_heads\": 2/\"num_key_value_heads\": 4/' " POLISH "/hf_kv4/config.json", NULL},
     {{"import_hf_tensor_of_another_model", "--steps 1 --import-hf " POLISH "/hf_extra",

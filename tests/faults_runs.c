@@ -12,8 +12,8 @@ static Log ref_llama;
 static int reference(const char* tag, const char* model_flags, Log* g) {
     char dir[256], cmd[4096], out[300], log[300];
     run_dir(tag, dir, out, log);
-    snprintf(cmd, sizeof(cmd), TRAIN "%s --steps %d --ckpt-every 2 --ckpt-keep 100 --log %s --ckpt-dir %s", model_flags,
-             REF_STEPS, log, dir);
+    snprintf(cmd, sizeof(cmd), "OMP_NUM_THREADS=1 ./train %s --steps %d --ckpt-every 2 --ckpt-keep 100 --log %s "
+             "--ckpt-dir %s", flags_with(model_flags), REF_STEPS, log, dir);
     double t0 = now_s();
     int rc = run_to_file(cmd, out);
     int ok = rc == 0 && log_read(log, g) == REF_STEPS;
@@ -267,7 +267,7 @@ static void stop_in_loop(const char* tag, const char* args, const char* wait_tex
                          const char* said, int max_step) {
     char dir[256], cmd[4096], out[300], log[300];
     run_dir(tag, dir, out, log);
-    snprintf(cmd, sizeof(cmd), TRAIN "%s --log %s", args, log);
+    snprintf(cmd, sizeof(cmd), "OMP_NUM_THREADS=1 ./train %s --log %s", flags_with(args), log);
     pid_t pid = spawn(cmd, out);
     double t0 = now_s();
     int reached = 0;
@@ -430,12 +430,14 @@ static void reshard(const char* tag, const char* model_flags, const Log* r, cons
     fresh_dir(dir);
     snprintf(out, sizeof(out), "%s/out1.txt", dir);
     snprintf(log, sizeof(log), "%s/log1.jsonl", dir);
-    snprintf(cmd, sizeof(cmd), TRAIN "%s %s --steps 4 --log %s --ckpt-dir %s", model_flags, from, log, dir);
+    snprintf(cmd, sizeof(cmd), "OMP_NUM_THREADS=1 ./train %s %s --steps 4 --log %s --ckpt-dir %s",
+             flags_with(model_flags), from, log, dir);
     double t0 = now_s();
     int rc1 = run_to_file(cmd, out);
     snprintf(out, sizeof(out), "%s/out2.txt", dir);
     snprintf(log, sizeof(log), "%s/log2.jsonl", dir);
-    snprintf(cmd, sizeof(cmd), TRAIN "%s %s --steps 8 --log %s --ckpt-dir %s --resume auto", model_flags, to, log, dir);
+    snprintf(cmd, sizeof(cmd), "OMP_NUM_THREADS=1 ./train %s %s --steps 8 --log %s --ckpt-dir %s --resume auto",
+             flags_with(model_flags), to, log, dir);
     int rc2 = rc1 == 0 ? run_to_file(cmd, out) : -1;
     Log g;
     log_read(log, &g);
@@ -445,7 +447,7 @@ static void reshard(const char* tag, const char* model_flags, const Log* r, cons
     char a[600], b[600];
     snprintf(a, sizeof(a), "%s/ckpt_00000008.bin", ref_dir);
     snprintf(b, sizeof(b), "%s/ckpt_00000008.bin", dir);
-    snprintf(mflags, sizeof(mflags), FLAGS " %s", model_flags);
+    snprintf(mflags, sizeof(mflags), "%s", flags_with(model_flags));
     double worst_param = ok ? ckpt_param_diff(a, b, mflags) : 1e30;
     ok = ok && worst_param <= TOL;
     char name[128];

@@ -214,7 +214,9 @@ static void test_model_variants(const char* arch, const char* base) {
     free(g2);
 #endif
     // one micro-batch of 4 sequences instead of two of 2
-    snprintf(flags, sizeof(flags), "%s --micro-batch 4 --global-batch 4", base);
+    const char* one = "--micro-batch 4 --global-batch 4";
+    char kept[256];
+    snprintf(flags, sizeof(flags), "%s %s", flags_but(base, one, kept, sizeof(kept)), one);  // (each flag once)
     Model* m = new_model(flags);
     randomize_params(m, 3);
     memcpy(m->inputs, ref->inputs, sizeof(int) * 4 * m->T), memcpy(m->targets, ref->targets, sizeof(int) * 4 * m->T);

@@ -45,6 +45,35 @@ static int run_to_file(const char* cmd, const char* out) {
     return rc;
 }
 
+// Whether the line of flags `args` gives the flag `name` ("--steps"), as "--steps 3" or "--steps=3".
+static int flags_give(const char* args, const char* name) {
+    size_t len = strlen(name);
+    for (const char* p = strstr(args, name); p; p = strstr(p + 1, name))
+        if ((p == args || p[-1] == ' ') && (p[len] == ' ' || p[len] == '=' || !p[len])) return 1;
+    return 0;
+}
+
+// The suite's line of flags `base` without those `args` gives (a case's own value of the flag): ./train refuses a
+// flag given twice. base is "--name [value] ..." (a value never starts with --); the result is in out.
+static const char* flags_but(const char* base, const char* args, char* out, size_t cap) {
+    size_t o = 0;
+    out[0] = 0;
+    for (const char* p = base; *p && o < cap;) {
+        while (*p == ' ') p++;
+        const char* flag = p;
+        size_t len = strcspn(p, " ");
+        p += len;
+        const char* end = p;  // the flag and its value, if one follows
+        const char* next = end + strspn(end, " ");
+        if (*next && strncmp(next, "--", 2)) end = next + strcspn(next, " "), p = end;
+        char name[64];
+        snprintf(name, sizeof(name), "%.*s", (int)strcspn(flag, " ="), flag);
+        if (!len || flags_give(args, name)) continue;
+        o += snprintf(out + o, cap - o, "%s%.*s", o ? " " : "", (int)(end - flag), flag);
+    }
+    return out;
+}
+
 #ifdef ARGS_H
 // Args from a line of flags separated by spaces, through parse_args as ./train does.
 static void args_from_flags(Args* a, const char* flags) {

@@ -135,8 +135,9 @@ static char* slurp(const char* path) {
 
 // A --runs file of four LLaMA-7B rows (ZeRO-3 on 64 A100s, 4096 tokens) that differ in one optional column, given
 // the values (the last one meant to be refused), predicted under --software framework with one more flag and its
-// value if given: the first three rows' output column out_col (18: the predicted step, 17: the memory in GiB; -1 for
-// a row not predicted) and the log (the caller frees). Returns the planner's exit status.
+// value if given (a --software given replaces framework: a flag given twice is refused): the first three rows'
+// output column out_col (18: the predicted step, 17: the memory in GiB; -1 for a row not predicted) and the log (the
+// caller frees). Returns the planner's exit status.
 // row: its fields 0-14 (NULL: the ZeRO-3 row).
 static int runs_column_values(const char* column, const char* const values[4], const char* flag, const char* value,
                               int out_col, double step[3], char** msg, const char* row) {
@@ -148,9 +149,10 @@ static int runs_column_values(const char* column, const char* const values[4], c
     write_file(runs, "column.csv", text);
     snprintf(out, sizeof(out), "/tmp/test_planner_%d_column_out.csv", (int)getpid());
     snprintf(log, sizeof(log), "/tmp/test_planner_%d_column.log", (int)getpid());
-    const char* args[] = {"--plan", "--runs", runs, "--device", "a100-80gb", "--software", "framework", "--plan-csv",
-                          out, flag, value};
-    int rc = run_plan_capture(args, flag ? 11 : 9, log);
+    int software = flag && !strcmp(flag, "--software");
+    const char* args[] = {"--plan",   "--runs", runs, "--device", "a100-80gb", "--software",
+                          software ? value : "framework", "--plan-csv", out, flag, value};
+    int rc = run_plan_capture(args, flag && !software ? 11 : 9, log);
     *msg = strdup(slurp(log));  // slurp's buffer is its own: the log copied before the CSV is read
     char* csv = slurp(out);
     const char* p = strchr(csv, '\n');
@@ -1031,7 +1033,8 @@ static void test_hostile_values(const char* log) {
                                    {"--top", "0"},
                                    {"--zero", "4"}};
     for (int i = 0; i < (int)(sizeof(bad_values) / sizeof(bad_values[0])); i++) {
-        const char* a[] = {"--plan", "--model", "llama-tiny", "--gpus", "2", bad_values[i][0], bad_values[i][1]};
+        const char* gpus = strcmp(bad_values[i][0], "--gpus") ? "--gpus" : "--top";  // (each flag once)
+        const char* a[] = {"--plan", "--model", "llama-tiny", gpus, "2", bad_values[i][0], bad_values[i][1]};
         rc = run_plan_capture(a, 7, log);
         char name[96];
         snprintf(name, sizeof(name), "cli_refuses_%s_%s", bad_values[i][0] + 2, bad_values[i][1]);
@@ -1066,8 +1069,26 @@ static void test_hostile_runs_files(char* runs, const char* log, const char* out
           "runs_op_list_overflow_refused", "rc %d, '%.300s'", rc, slurp(log));
     const char* a8[] = {"--plan", "--model", "llama-13b", "--gpus", "12", "--tp", "3"};
     rc = run_plan_capture(a8, 7, log);
-    check(rc == 1 && strstr(slurp(log), "cannot run: n_head 40 is not divisible by tp 3"), "cli_no_layout_says_why",
-          "rc %d, '%.300s'", rc, slurp(log));
+    // every reason that cut them, counted, the most common first (n_head), the counts summing to the layouts tried
+    const char* text = slurp(log);
+    const char* err = strstr(text, "error: no valid layout: none of the ");
+    int total = err ? atoi(err + 36) : -1, sum = 0, said = 0, sorted = 1, last = INT_MAX;
+    for (const char* p = err ? strstr(err, " like dp ") : NULL; p; p = strstr(p + 1, " like dp ")) {
+        const char* q = p;
+        while (q > err && q[-1] >= '0' && q[-1] <= '9') q--;
+        int n = atoi(q);
+        sorted &= n <= last, last = n, sum += n, said++;
+    }
+    const char* more = err ? strstr(err, " more by ") : NULL;
+    while (more && more > err && more[-1] >= '0' && more[-1] <= '9') more--;
+    sum += more ? atoi(more) : 0;
+    const char* first = err ? strstr(err, " like dp ") : NULL;  // the first reason said: n_head's
+    const char* second = first ? strstr(first + 1, " like dp ") : NULL;
+    const char* n_head = err ? strstr(err, "micro-batch 1: n_head 40 is not divisible by tp 3; ") : NULL;
+    check(rc == 1 && err && !strchr(err, '\n')[1] && said == 3 && sorted && sum == total && total > 0 && n_head &&
+              n_head > first && n_head < second,
+          "cli_no_layout_says_why", "rc %d, %d reasons said, %d of %d counted, sorted %d: '%.600s'", rc, said, sum,
+          total, sorted, text);
     // CSV syntax: a byte-order mark, CRLF and a quoted line break are read; the rest is refused at its line and column
     write_file(runs, "hostile_runs.csv",
                "\xef\xbb\xbfsheet,model,seq_len,gpus,gpus_per_node,global_batch_tokens,schedule,zero,tp,pp,dp,"

@@ -49,9 +49,20 @@
 
 #define ROOT "/tmp/test_faults"
 #define TOL 1e-5
-#define FLAGS "--model tiny --micro-batch 8 --global-batch 32 --eval-every 0 --sample-len 0 --quiet --peak-tflops 1 " \
-              "--warmup 20 --lr 2e-2 --eps 1e-4"
+#define FLAGS_RUN "--micro-batch 8 --global-batch 32 --eval-every 0 --sample-len 0 --quiet --peak-tflops 1 " \
+                  "--warmup 20 --lr 2e-2 --eps 1e-4"
+#define FLAGS "--model tiny " FLAGS_RUN
 #define TRAIN "OMP_NUM_THREADS=1 ./train " FLAGS " "
+
+// FLAGS but the flags args gives, then args: ./train refuses a flag given twice (a run's own value replaces the
+// suite's). In a buffer of its own for each of the last 4 calls.
+static const char* flags_with(const char* args) {
+    static char buf[4][2048];
+    static int next;
+    char kept[1024], *out = buf[next++ % 4];
+    snprintf(out, sizeof(buf[0]), "%s %s", flags_but(FLAGS, args, kept, sizeof(kept)), args);
+    return out;
+}
 
 // ----------------------------------------------------------------------------
 // Processes
@@ -377,6 +388,7 @@ static void run_dir(const char* tag, char dir[256], char out[300], char log[300]
 #include "tests/faults_polish.c"
 #include "tests/faults_variants.c"
 #include "tests/faults_plan_inputs.c"
+#include "tests/faults_cli.c"
 
 // ----------------------------------------------------------------------------
 
@@ -487,6 +499,8 @@ int main(int argc, char** argv) {
         if (file_size("train_asan") >= 0) suite_variants("./train_asan");
         suite_plan_inputs("./train");  // the planner's inputs of issue 35 (tests/faults_plan_inputs.c)
         if (file_size("train_asan") >= 0) suite_plan_inputs("./train_asan");
+        suite_cli("./train");  // the command line's small defects of issue 35's sixth session (tests/faults_cli.c)
+        if (file_size("train_asan") >= 0) suite_cli("./train_asan");
         suite_prepare();
         printf("(bad: %.1f s)\n", now_s() - t0);
     }

@@ -57,7 +57,7 @@ expect same_visible_refused fail "both got GPU 0000:01:00.0" env EMU_DEVICES=2 C
 expect too_few_by_hand fail "2 ranks but 1 GPU\(s\) here" env EMU_DEVICES=1 "$BIN" $RUN --tp 2
 expect too_few_launched fail "ranks 0 and 1 of this node \(2 ranks\) both got GPU" env EMU_DEVICES=1 \
   $MPIRUN -np 2 "$BIN" $RUN --tp 2
-expect shared_comm_mpi 0 "/ 2 ranks per GPU" env EMU_DEVICES=1 "$BIN" $RUN --tp 2 --comm mpi --quiet
+expect shared_comm_mpi 0 "/ 2 ranks per GPU" env EMU_DEVICES=1 "$BIN" $RUN --tp 2 --comm mpi
 
 # a rank that never returns from ncclCommInitRank (a wrong NCCL_SOCKET_IFNAME): the watchdog
 # ends the run with the phase and the variables to check

@@ -22,6 +22,9 @@
 #include "tests/harness.h"
 
 #define TOL 1e-5
+// Every run's training flags (a layout's own --micro-batch or --global-batch replaces these: flags_but)
+#define RUN_FLAGS \
+    "--warmup 1 --lr 3e-3 --eps 1e-4 --eval-every 0 --sample-len 0 --quiet --micro-batch 8 --global-batch 32"
 
 typedef struct { double loss[64]; int n; float* params; size_t n_full; } RunResult;
 
@@ -90,17 +93,14 @@ static void check_planner_memory(const char* tag, const char* flags, const char*
 
 // Train with `flags` in a fresh directory; returns 1 on success.
 static int train_run(const char* tag, const char* flags, RunResult* r) {
-    char dir[512], cmd[4096], out[600], log[600];
+    char dir[512], cmd[4096], out[600], log[600], base[512];
     snprintf(dir, sizeof(dir), "/tmp/test_layouts/%s", tag);
     snprintf(cmd, sizeof(cmd), "rm -rf %s && mkdir -p %s", dir, dir);
     if (system(cmd)) return 0;
     snprintf(out, sizeof(out), "%s/out.txt", dir);
     snprintf(log, sizeof(log), "%s/log.jsonl", dir);
-    snprintf(
-        cmd, sizeof(cmd),
-        "OMP_NUM_THREADS=1 ./train --steps 5 --warmup 1 --lr 3e-3 --eps 1e-4 --eval-every 0 --sample-len 0 --quiet "
-        "--micro-batch 8 --global-batch 32 --log %s --ckpt-dir %s %s",
-        log, dir, flags);
+    snprintf(cmd, sizeof(cmd), "OMP_NUM_THREADS=1 ./train --steps 5 %s --log %s --ckpt-dir %s %s",
+             flags_but(RUN_FLAGS, flags, base, sizeof(base)), log, dir, flags);
     int rc = run_to_file(cmd, out);
     if (rc != 0) {
         printf("FAIL %s: ./train exited %d (see %s)\n", tag, rc, out);
@@ -198,13 +198,12 @@ static void suite(const char* model_tag, const char* model_flags, const Layout_*
 
 // Steps up to `steps` with `flags` in dir, as train_run trains, a checkpoint every step.
 static int train_in(const char* dir, const char* flags, int steps, int resume) {
-    char cmd[4096], out[600];
+    char cmd[4096], out[600], base[512];
     snprintf(out, sizeof(out), "%s/out.txt", dir);
     snprintf(cmd, sizeof(cmd),
-             "OMP_NUM_THREADS=1 ./train --steps %d --warmup 1 --lr 3e-3 --eps 1e-4 --eval-every 0 --sample-len 0 "
-             "--quiet --micro-batch 8 --global-batch 32 --log %s/log.jsonl --ckpt-dir %s --ckpt-every 1 "
-             "--ckpt-keep 100 %s %s",
-             steps, dir, dir, resume ? "--resume auto" : "", flags);
+             "OMP_NUM_THREADS=1 ./train --steps %d %s --log %s/log.jsonl --ckpt-dir %s --ckpt-every 1 --ckpt-keep 100 "
+             "%s %s",
+             steps, flags_but(RUN_FLAGS, flags, base, sizeof(base)), dir, dir, resume ? "--resume auto" : "", flags);
     return run_to_file(cmd, out);
 }
 

@@ -308,16 +308,17 @@ def plot_published(pred, path):
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt
     fig, ax = plt.subplots(figsize=(11, 7))
-    colours = plt.get_cmap("tab20").colors  # 20 colours: the default cycle's 10 repeat past 10 sources
+    colours = plt.get_cmap("tab20").colors  # 20 colours, then a new marker: every source its own pair
+    markers = "os^Dv"
     for i, src in enumerate(dict.fromkeys(source_of(r) for r in pred)):
-        col = colours[i % len(colours)]
+        col, mark = colours[i % len(colours)], markers[i // len(colours) % len(markers)]
         rs = [r for r in pred if source_of(r) == src and r["pred_mfu_pct"]]
         fit = [r for r in rs if r["pred_fits"] == "1"]
         nofit = [r for r in rs if r["pred_fits"] != "1"]
         ax.scatter([float(r["mfu_pct"]) for r in fit], [float(r["pred_mfu_pct"]) for r in fit], s=20, color=col,
-                   label="%s (%d)" % (src, len(rs)))
+                   marker=mark, label="%s (%d)" % (src, len(rs)))
         ax.scatter([float(r["mfu_pct"]) for r in nofit], [float(r["pred_mfu_pct"]) for r in nofit], s=20,
-                   facecolors="none", edgecolors=col)
+                   marker=mark, facecolors="none", edgecolors=col)
     ax.fill_between([5, 75], [2, 72], [8, 78], color="0.9", zorder=0)  # from 5: ZeRO-3 at scale ran near 10
     finish_figure(fig, ax, 75, "published MFU %", "predicted MFU %, leave-one-source-out (grey: within 3 points)",
                   "planner vs published runs (hollow: predicted not to fit, though they ran)", path, bottom=5,

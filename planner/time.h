@@ -68,10 +68,8 @@ static double fp32_accumulator_time(const ModelConfig* c, const DeviceProfile* d
 
 // Ring collectives over n ranks (Patarasuk & Yuan 2009): an all-reduce moves 2(n-1)/n of
 // the buffer through every rank's link in 2(n-1) steps; all-gather and reduce-scatter
-// half of that. bw is the achievable bandwidth per rank, one direction.
-static double allreduce_time(int n, double bytes, double bw, double lat) {
-    return n <= 1 ? 0 : 2.0 * (n - 1) / n * bytes / bw + 2.0 * (n - 1) * lat;
-}
+// half of that (here, as TE's userbuffers step it: NCCL's collectives are dp_gather_time and its kin).
+// bw is the achievable bandwidth per rank, one direction.
 static double allgather_time(int n, double bytes, double bw, double lat) {
     return n <= 1 ? 0 : (double)(n - 1) / n * bytes / bw + (n - 1) * lat;
 }
@@ -115,7 +113,7 @@ static double tree_latency(int n, Link l) {
 // A data-parallel pass: `bytes` per rank in `buckets` collectives of equal size over n ranks on link l,
 // by NCCL's algorithm: all-gather and reduce-scatter (the ring alone), all-reduce (the faster of ring
 // and tree, the ring's latency with its plateau factor; the tree only across nodes). The tensor- and
-// sequence-parallel collectives of a group that spans nodes take it too (link_gather_time, link_allreduce_time).
+// sequence-parallel collectives take it too, with one bucket (link_gather_time, link_allreduce_time).
 static double dp_gather_time(int n, double bytes, double buckets, Link l) {
     return n <= 1 ? 0 : (double)(n - 1) / n * bytes / l.bw + buckets * ring_latency(n, 0, l);
 }
@@ -134,10 +132,10 @@ static double dp_allreduce_time(int n, double bytes, double buckets, Link l) {
     return tree < ring ? tree : ring;
 }
 
-// An all-reduce over n ranks on link l, a message of `bytes` per rank. A ring (allreduce_time)
-// moves 2(n-1)/n of it through every rank's link in 2(n-1) steps of latency, so small messages
-// are latency-bound: on an A100 node (141 GB/s, 5 us) 64 KiB over 8 ranks take 70.8 us, 64 MiB
-// 903 us. Where the node's NVSwitches reduce in the switch (NVLink SHARP, NVSwitch 3 in H100 and
+// An all-reduce over n ranks on link l, a message of `bytes` per rank. A ring (dp_allreduce_time)
+// moves 2(n-1)/n of it through every rank's link in 2(n-1) steps of latency after NCCL's base, so small
+// messages are latency-bound: on an A100 node (141 GB/s, 3.4 us) 64 KiB over 8 ranks take 56.8 us,
+// 64 MiB 889 us. Where the node's NVSwitches reduce in the switch (NVLink SHARP, NVSwitch 3 in H100 and
 // H200 nodes; NCCL's NVLS algorithm, used inside a node) each rank sends its buffer to the switch
 // once and receives the sum once, in 2 steps, but the switch does not reduce at the link's rate:
 // on 8 H100s NCCL measured an NVLS algorithm bandwidth of 258, 265, 270 and 273 GB/s over 5-8
@@ -147,20 +145,20 @@ static double dp_allreduce_time(int n, double bytes, double buckets, Link l) {
 // NVLS_OF_RING (273 / 370) of the bandwidth the ring's steps see, from 5 ranks on.
 #define NVLS_OF_RING 0.74
 #define NVLS_MIN_RANKS 5
-// A group that spans nodes (a tensor-parallel group wider than a node) is priced by NCCL's model as the
-// data-parallel collectives are (dp_allreduce_time, dp_gather_time: ring_latency's steps cross the network only
-// between nodes, the others stay on NVLink at the net overhead's floor; the tree where NCCL's model takes it);
-// inside a node the ring's per-step hop, without NCCL's base.
+// The tensor- and sequence-parallel collectives go through NCCL in every stack modelled (Megatron-core's
+// mappings.py torch.distributed.all_reduce / all_gather_into_tensor / reduce_scatter_tensor, nanotron's and the
+// Scaling codebase's torch.distributed, torchtitan's DTensor, this trainer's comm_nccl.h; TE's userbuffers under
+// --tp-comm-overlap are not, ub_*_time), so they are priced by NCCL's model as the data-parallel collectives are:
+// one bucket of dp_allreduce_time / dp_gather_time, the ring's 8.4 us base and its steps (across nodes only
+// the steps between nodes at the network's latency; the tree where NCCL's model takes it), inside a node too.
+// NVLS (one node, 5+ ranks, NVSwitch 3) keeps its own bandwidth and 2 hops.
 static double link_allreduce_time(int n, double bytes, Link l) {
     if (n <= 1) return 0;
-    if (l.nodes > 1) return dp_allreduce_time(n, bytes, 1, l);
-    if (l.nvls && n >= NVLS_MIN_RANKS) return bytes / (NVLS_OF_RING * l.bw) + 2 * l.lat;
-    return allreduce_time(n, bytes, l.bw, l.lat);
+    if (l.nodes <= 1 && l.nvls && n >= NVLS_MIN_RANKS) return bytes / (NVLS_OF_RING * l.bw) + 2 * l.lat;
+    return dp_allreduce_time(n, bytes, 1, l);
 }
 // An all-gather or reduce-scatter of `bytes` (the whole gathered tensor) over n ranks on link l, likewise.
-static double link_gather_time(int n, double bytes, Link l) {
-    return l.nodes > 1 ? dp_gather_time(n, bytes, 1, l) : allgather_time(n, bytes, l.bw, l.lat);
-}
+static double link_gather_time(int n, double bytes, Link l) { return dp_gather_time(n, bytes, 1, l); }
 
 // Time a communication of duration comm adds when it may overlap a compute window: the
 // part beyond the window, plus `interference` of the overlapped part (NCCL kernels take

@@ -25,7 +25,8 @@ static const char* why_line(char* why, const char* fmt, ...) {
     return why;
 }
 
-// Why context parallelism cannot split this model, or NULL (U: the Ulysses degree).
+// Why context parallelism cannot split this model, or NULL (U: the Ulysses degree). After tp_check: the heads
+// per tensor-parallel rank it quotes are whole (a message never quotes a quantity an invalid divisor made).
 static const char* cp_check(const ModelConfig* c, char* why) {
     int cp = c->cp, U = c->cp_ulysses, n_head_local = c->n_head / c->tp, n_kv_head_local = c->n_kv_head / c->tp;
     if (cp == 1) return NULL;
@@ -78,8 +79,15 @@ static const char* layout_check(const ModelConfig* c, int world, char* why) {
                 c->cp, ranks, world, replica, replica);
         return why;
     }
-    if (cp_check(c, why)) return why;
+    // the root causes first: each check below quotes only what the ones before it validated (tp divides the
+    // heads before cp_check quotes the heads per tp rank; the batch divides over dp before the tokens per dp rank)
     if (tp_check(c, c->tp, why)) return why;
+    if (c->sp && c->tp == 1) { sprintf(why, "--sp needs --tp > 1"); return why; }
+    if (c->sp && c->seq_len % c->tp) {  // (then every micro-batch's rows split too)
+        sprintf(why, "--sp: seq-len %d is not divisible by tp %d", c->seq_len, c->tp);
+        return why;
+    }
+    if (cp_check(c, why)) return why;
     if (c->n_layer < c->pp * c->vpp) {
         char v[48] = "";
         if (schedule_is_v(c->schedule)) snprintf(v, sizeof(v), " (%s: two per stage)", schedule_name(c->schedule));
@@ -87,26 +95,16 @@ static const char* layout_check(const ModelConfig* c, int world, char* why) {
                 v);
         return why;
     }
-    if (c->sp && c->tp == 1) { sprintf(why, "--sp needs --tp > 1"); return why; }
-    if (c->sp && ((long long)c->micro_batch * c->seq_len) % c->tp) {
-        sprintf(why, "--sp: micro-batch x seq-len %lld is not divisible by tp %d",
-                (long long)c->micro_batch * c->seq_len, c->tp);
-        return why;
-    }
-    if (c->sp && c->seq_len % c->tp) {
-        sprintf(why, "--sp: seq-len %d is not divisible by tp %d", c->seq_len, c->tp);
+    long long per_micro = (long long)c->dp * c->micro_batch;  // sequences per micro-batch over the dp ranks
+    if (c->global_batch % per_micro) {
+        sprintf(why, "--global-batch %d is not divisible by dp %d x micro-batch %d", c->global_batch, c->dp,
+                c->micro_batch);
         return why;
     }
     if ((long long)c->global_batch / c->dp * c->seq_len > INT_MAX) {  // row counts and token indices are int
         sprintf(why,
                 "--global-batch %d / dp %d x --seq-len %d = %lld tokens per data-parallel rank per step, more than %d",
                 c->global_batch, c->dp, c->seq_len, (long long)c->global_batch / c->dp * c->seq_len, INT_MAX);
-        return why;
-    }
-    long long per_micro = (long long)c->dp * c->micro_batch;  // sequences per micro-batch over the dp ranks
-    if (c->global_batch % per_micro) {
-        sprintf(why, "--global-batch %d is not divisible by dp %d x micro-batch %d", c->global_batch, c->dp,
-                c->micro_batch);
         return why;
     }
     if (c->zero && c->dp * c->cp == 1) {
@@ -177,7 +175,7 @@ static const char* choices_check(const ModelConfig* c, const FlagRules* f, char*
     return NULL;
 }
 
-// The shape's own rules, ZeRO's level against the other flags and the int counts of its collectives.
+// The shape's own rules, ZeRO's level against the other flags and the int counts of its units.
 static const char* shape_zero_check(const ModelConfig* c, const FlagRules* f, char* why) {
     if (c->d_model % c->n_head)
         return why_line(why, "--d-model %d is not divisible by --n-head %d", c->d_model, c->n_head);
@@ -192,18 +190,25 @@ static const char* shape_zero_check(const ModelConfig* c, const FlagRules* f, ch
     if (c->weight_pass_deferred && c->recompute == RECOMPUTE_FULL)
         return why_line(why, "--weight-pass deferred keeps every layer's activations until the chunk's weight passes: "
                         "not with --recompute full");
-    if (!f->int_counts) return NULL;
+    // the units per tp rank once tp splits the model (layout_check names a tp that does not)
+    char tp_why[WHY_CAP];
+    if (!f->int_counts || tp_check(c, c->tp, tp_why)) return NULL;
     if (c->zero >= 1 && zero3_largest_unit(c, c->tp) > INT_MAX)
         return why_line(why, "--zero %d: a unit (a layer, the embeddings or the head) of %zu floats per tp rank is "
                         "more than the %d a collective's int counts hold; raise --tp",
                         c->zero, zero3_largest_unit(c, c->tp), INT_MAX);
-    // a rank's shard of a zero 1|2 buffer: once dp is known (given, or the world's); a chunk without
-    // layers is layout_check's
-    if ((c->zero == 1 || c->zero == 2) && c->dp > 0 && c->n_layer >= c->pp * c->vpp &&
-        zero_largest_shard(c) > INT_MAX)
-        return why_line(why, "--zero %d: a rank's shard of %zu floats is more than the %d a collective's int counts "
-                        "hold; raise --dp, --tp or --pp", c->zero, zero_largest_shard(c), INT_MAX);
     return NULL;
+}
+
+// A rank's shard of a zero 1|2 buffer past its collectives' int counts: once dp is known (given, or the
+// world's, after layout_check) and tp splits the model; a chunk without layers is layout_check's.
+static const char* zero_shard_check(const ModelConfig* c, const FlagRules* f, char* why) {
+    char tp_why[WHY_CAP];
+    if (!f->int_counts || (c->zero != 1 && c->zero != 2) || c->dp < 1 || c->n_layer < c->pp * c->vpp ||
+        tp_check(c, c->tp, tp_why) || zero_largest_shard(c) <= INT_MAX)
+        return NULL;
+    return why_line(why, "--zero %d: a rank's shard of %zu floats is more than the %d a collective's int counts hold; "
+                    "raise --dp, --tp or --pp", c->zero, zero_largest_shard(c), INT_MAX);
 }
 
 // --noise-scale estimates the noise from two batch sizes, each replica's gradient and the step's
@@ -222,10 +227,12 @@ static const char* noise_scale_check(const ModelConfig* c, const FlagRules* f, i
 }
 
 // Why these flags cannot run together, or NULL. world 0: the flags alone (the trainer at parsing,
-// where dp may not be known yet); world > 0: the layout too (layout_check).
+// where dp may not be known yet); world > 0: the layout too (layout_check), before the rules that read dp (a dp
+// derived from a world that tp x pp x cp does not divide is no dp to quote).
 static const char* config_check(const ModelConfig* c, const FlagRules* f, int world, char* why) {
-    if (choices_check(c, f, why) || shape_zero_check(c, f, why) || noise_scale_check(c, f, world, why)) return why;
-    return world > 0 ? layout_check(c, world, why) : NULL;
+    if (choices_check(c, f, why) || shape_zero_check(c, f, why)) return why;
+    if (world > 0 && layout_check(c, world, why)) return why;
+    return zero_shard_check(c, f, why) ? why : noise_scale_check(c, f, world, why);
 }
 
 #endif

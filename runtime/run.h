@@ -297,11 +297,11 @@ static void data_errors_agree(int rank, int world) {
     exit(1);
 }
 
-// A layout error's words, and where the model does not split over --tp the values it splits
+// A layout error's words, and where it says the model does not split over --tp the values it splits
 // over ("n_head 4 is not divisible by tp 3 (this model splits over --tp 1, 2, 4)").
 static const char* layout_why(const ModelConfig* c, char* why) {
     char probe[WHY_CAP], list[128] = "";
-    if (!tp_check(c, c->tp, probe)) return why;
+    if (!tp_check(c, c->tp, probe) || strcmp(probe, why)) return why;
     for (int tp = 1, n = 0; tp <= c->n_head && n < 12; tp++)
         if (!tp_check(c, tp, probe))
             snprintf(list + strlen(list), sizeof(list) - strlen(list), "%s%d", n++ ? ", " : "", tp);

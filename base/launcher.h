@@ -136,7 +136,8 @@ static int launcher_reap_left(const Relay* relay, int unasked) {
             if (code <= 0) code = c;
         }
         if (w < 0 && errno == ECHILD) return code;
-        int stop = launcher_stop(relay) ? launcher_stop(relay) : unasked;
+        int stop = launcher_stop(relay);
+        if (!stop) stop = unasked;
         if (launcher_due(stop, last, sent)) launcher_signal_ranks(getpid(), stop), last = stop, sent = now_s();
         usleep(20000);
     }

@@ -670,8 +670,8 @@ static void nanotron_dp_traffic(const ModelConfig* c, const DeviceProfile* d, co
     }
     double calls_rs, calls_ag, per_rank = (double)buckets * replicas;
     zero1_list_host_calls(c, ch, st, replicas, &calls_rs, &calls_ag);
-    *hook = list_copy_time(d, G, per_rank);
-    *once_b = list_copy_time(d, G, per_rank) + dp_gather_time(replicas, G, buckets, l) +
+    *hook = list_copy_time(d, G, per_rank);  // the hook's flatten, and the same bytes again in NCCL's copy-in
+    *once_b = *hook + dp_gather_time(replicas, G, buckets, l) +
               fmax(calls_rs * PYTORCH_CALL_S - ch->stage_bwd[st], 0);
     double gather_copies = list_copy_time(d, 3 * W, (2.0 + n) * replicas);
     *once_f = dp_gather_time(replicas, W, 1, l) + fmax(calls_ag * PYTORCH_CALL_S, gather_copies);
@@ -873,7 +873,8 @@ static void plan_throughput(const ModelConfig* c, const PlanSetup* k, const Devi
     // buffer zeroed): 4 + 8 + 4 bytes a parameter, two kernels a tensor and the zeroing, on the slowest stage
     double clip = 0;
     for (int st = 0; st < c->pp && k->grad_accum_pass; st++)
-        clip = fmax(clip, list_copy_time(d, 8 * ch->stage_params[st], 2.0 * stage_tensors(c, ch, st) + 1));
+        clip = fmax(clip, elementwise_time(d, 16 * ch->stage_params[st]) +
+                              2.0 * stage_tensors(c, ch, st) * d->op_latency);
     r->t_optim += clip;
     if (c->offload & OFFLOAD_OPTIMIZER) r->t_optim = offload_optimizer_time(d, opt_params);
     r->t_optim += offload_activation_time(c, d, r->n_micro, r->n_micro * (ch->stage_fwd[0] + ch->stage_bwd[0]));

@@ -491,7 +491,10 @@ static void choice_fail(const Flag* f, const char* v) {
 static void flag_set(Args* a, const Flag* f, const char* v) {
     void* at = (char*)a + f->at;
     if (f->type == FLAG_SWITCH) *(int*)at = 1;
-    else if (f->type == FLAG_TEXT) *(const char**)at = v;
+    else if (f->type == FLAG_TEXT) {
+        if (!*v) fail("%s: empty (expected %s; leave the flag out for its default)", f->flag, f->value);
+        *(const char**)at = v;
+    }
     else if (f->type == FLAG_CHOICE) {
         int k = choice_index(f->value, v);
         if (k < 0) choice_fail(f, v);
@@ -568,7 +571,6 @@ static void args_resolve(Args* a) {
     config_finalize(c);
     char why[WHY_CAP];
     if (config_check(c, &rules, 0, why)) fail("%s", why);
-    if (a->offload_dir && !*a->offload_dir) fail("--offload-dir: empty (name a directory; unset: $TMPDIR or /tmp)");
     if (a->offload_dir) {  // at start-up, even where no tier turns out to be needed (pp 2, 2 micro-batches)
         struct stat dir_stat;
         const char* bad = stat(a->offload_dir, &dir_stat)       ? strerror(errno)

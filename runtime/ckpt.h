@@ -429,7 +429,8 @@ static int ckpt_dir_owns(const char* name) {
 // so a second run on the directory is refused at start-up instead of mixing its
 // checkpoints with this one's. The kernel drops the lock when the process ends, however it
 // ends (kill -9 too), so a dead run never blocks the next one. The file holds the holder's
-// pid, for the message. Nothing is done for a directory that does not exist yet
+// pid, for the message; one that holds anything else, or has other names, is not ours and is
+// refused before it is written. Nothing is done for a directory that does not exist yet
 // (ckpt_dir_prepare creates it, then locks it).
 static int ckpt_lock_fd = -1;
 static void ckpt_dir_lock(const char* dir) {
@@ -441,18 +442,25 @@ static void ckpt_dir_lock(const char* dir) {
     if (fd < 0) fail("--ckpt-dir %s: cannot open its lock file %s: %s", dir, path, strerror(errno));
     if (fstat(fd, &st) || !S_ISREG(st.st_mode))
         fail("--ckpt-dir %s: %s is %s, not a lock file", dir, path, file_kind(st.st_mode));
-    if (flock(fd, LOCK_EX | LOCK_NB)) {
-        int e = errno;
-        ssize_t n = pread(fd, holder, sizeof(holder) - 1, 0);
-        holder[n > 0 ? strcspn(holder, "\n") : 0] = 0;
-        if (e == EWOULDBLOCK)
-            fail(
-                "--ckpt-dir %s is in use by another run (pid %s holds %s); two runs in one directory would mix their "
-                "checkpoints",
-                dir, *holder ? holder : "unknown", path);
-        fail("--ckpt-dir %s: cannot lock %s: %s", dir, path, strerror(e));
+    if (st.st_nlink > 1)  // the pid written below would change the file under its other names
+        fail("--ckpt-dir %s: %s has %lu names (hard links), so it is not this program's lock file: move it", dir, path,
+             (unsigned long)st.st_nlink);
+    int locked = flock(fd, LOCK_EX | LOCK_NB) == 0, e = errno;
+    ssize_t n = pread(fd, holder, sizeof(holder) - 1, 0);
+    holder[n > 0 ? n : 0] = 0;
+    if (!locked && e == EWOULDBLOCK) {
+        holder[strcspn(holder, "\n")] = 0;
+        fail("--ckpt-dir %s is in use by another run (pid %s holds %s); two runs in one directory would mix their "
+             "checkpoints",
+             dir, *holder ? holder : "unknown", path);
     }
-    int n = snprintf(holder, sizeof(holder), "%d\n", (int)getpid());
+    if (!locked) fail("--ckpt-dir %s: cannot lock %s: %s", dir, path, strerror(e));
+    if (fstat(fd, &st) || st.st_size >= (off_t)sizeof(holder) || n != st.st_size ||
+        strspn(holder, "0123456789\n") != (size_t)n)  // (read under the lock: no run of ours writes it now)
+        fail("--ckpt-dir %s: %s holds %lld bytes that are not a process id, so it is not this program's lock file (a "
+             "file of yours?): move it",
+             dir, path, (long long)st.st_size);
+    n = snprintf(holder, sizeof(holder), "%d\n", (int)getpid());
     if (ftruncate(fd, 0) || pwrite(fd, holder, (size_t)n, 0) != n)
         fail("--ckpt-dir %s: cannot write %s: %s", dir, path, strerror(errno));
     ckpt_lock_fd = fd;

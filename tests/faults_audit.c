@@ -1,0 +1,37 @@
+// tests/faults_audit.c: test_faults' cases of the seventh session's adversarial audit of the trainer's inputs and
+// outputs (a hostile or careless user's sweep of checkpoints, data, outputs and flags after the earlier rounds): a
+// --ckpt-dir whose LOCK is a file of the user's (a --data named LOCK there, or a hard link to one: the pid the lock
+// writes truncated it before any other check ran); a file or directory flag given an empty value (--tokenizer ''
+// trained without a word, as if the flag were not given). Each asserts the whole first error line. Run through
+// ./train and ./train_asan. Included by tests/test_faults.c after faults_bad_inputs.c (its bad_run and BAD); not
+// built alone.
+
+#define AUD BAD "/audit"
+
+static const BadRun AUDIT_CASES[] = {
+    // a file of the user's under the name LOCK: refused before the lock's pid is written into it, the file unchanged
+    {{"audit_ckpt_dir_lock_is_data", "--steps 1 --data " AUD "/ckl/LOCK --ckpt-dir " AUD "/ckl",
+      "error: --ckpt-dir " AUD "/ckl: " AUD "/ckl/LOCK holds 4000 bytes that are not a process id, so it is not this "
+      "program's lock file (a file of yours?): move it", 1},
+     "rm -rf " AUD "/ckl && mkdir -p " AUD "/ckl && cp " BAD "/text_ok.txt " AUD "/ckl/LOCK",
+     "cmp -s " BAD "/text_ok.txt " AUD "/ckl/LOCK"},
+    {{"audit_ckpt_dir_lock_hard_link", "--steps 1 --ckpt-dir " AUD "/ckh",
+      "error: --ckpt-dir " AUD "/ckh: " AUD "/ckh/LOCK has 2 names (hard links), so it is not this program's lock file: "
+      "move it", 1},
+     "rm -rf " AUD "/ckh && mkdir -p " AUD "/ckh && cp " BAD "/text_ok.txt " AUD "/mine.txt && ln " AUD "/mine.txt " AUD
+     "/ckh/LOCK",
+     "cmp -s " BAD "/text_ok.txt " AUD "/mine.txt"},
+    // an empty LOCK (a crash before the pid was written) is the lock's own: taken
+    {{"audit_ckpt_dir_lock_empty", "--steps 1 --ckpt-dir " AUD "/cke", "checkpoint: " AUD "/cke/ckpt_00000001.bin", 0},
+     "rm -rf " AUD "/cke && mkdir -p " AUD "/cke && : > " AUD "/cke/LOCK", NULL},
+    // an empty value for a file or directory: refused (--tokenizer '' was taken as no tokenizer, without a word)
+    {{"audit_flag_empty_tokenizer", "--steps 1 --tokenizer ''",
+      "error: --tokenizer: empty (expected FILE; leave the flag out for its default)", 1}, NULL, NULL},
+    {{"audit_flag_empty_ckpt_dir", "--steps 1 --ckpt-dir=", "error: --ckpt-dir: empty (expected DIR; leave the flag "
+      "out for its default)", 1}, NULL, NULL},
+};
+
+static void suite_audit(const char* bin) {
+    sh("mkdir -p " AUD);
+    bad_runs(bin, AUDIT_CASES, sizeof(AUDIT_CASES) / sizeof(AUDIT_CASES[0]));
+}

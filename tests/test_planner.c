@@ -86,6 +86,7 @@ static double mfu_study(const char* preset, int seq_len, const PlanResult* r) {
 #include "tests/planner_cli.c"
 #include "tests/planner_run.c"
 #include "tests/planner_nanotron.c"
+#include "tests/planner_consts.c"
 
 // ----------------------------------------------------------------------------
 
@@ -171,5 +172,6 @@ int main(void) {
     test_search_pruning();
     test_trainer_one_kernel();
     test_hostile_inputs();
+    test_constants_have_rows();
     return tests_done();
 }

@@ -49,6 +49,7 @@ static const char* file_kind(mode_t m) {
 // A file's identity, so that an output can be told apart from an input whatever the path says.
 typedef struct { dev_t dev; ino_t ino; } FileId;
 typedef struct { FileId id; char* path; } ReadFile;  // a file read: its identity when opened, its name
+static int file_id_same(FileId a, FileId b) { return a.dev == b.dev && a.ino == b.ino; }
 static int file_id_of(const char* path, FileId* id) {
     struct stat st;
     if (stat(path, &st)) return 0;
@@ -345,7 +346,7 @@ static void files_output_dir(RunFiles* s, const char* flag, const char* dir, int
 }
 
 static int files_same(const RunFile* x, const RunFile* y) {
-    if (x->exists && y->exists && x->id.dev == y->id.dev && x->id.ino == y->id.ino) return 1;
+    if (x->exists && y->exists && file_id_same(x->id, y->id)) return 1;
     return x->path && y->path && !strcmp(x->path, y->path);
 }
 // Whether file x has a name that directory d owns.

@@ -268,6 +268,13 @@ static void read_inputs(Run* r) {
     }
     if (a->val_data) stream_open(&r->val, a->val_data, c->vocab, "--val-data");
     else stream_split(&r->train, &r->val, 0.05);
+    for (int i = 0; i < r->val.n_files; i++)  // (a file of both: a validation loss of tokens the model trains on)
+        for (int j = 0; j < r->train.n_files; j++)
+            if (file_id_same(r->val.files[i].id, r->train.files[j].id))
+                data_fail("--val-data %s%s%s is also training data (--data %s): its validation loss would be of "
+                          "tokens the model trains on; give other data, or leave --val-data out (the last 5%% of --data "
+                          "is held out)", a->val_data, strcmp(a->val_data, r->val.files[i].path) ? ": its file " : "",
+                          strcmp(a->val_data, r->val.files[i].path) ? r->val.files[i].path : "", a->data);
     if ((r->train.eot == EOT_TOKEN) != (r->val.eot == EOT_TOKEN)) {  // (data.h stream_open: the ids' kind)
         const TokenStream* s[2] = {&r->train, &r->val};
         const char* kind[2];

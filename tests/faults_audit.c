@@ -2,7 +2,8 @@
 // outputs (a hostile or careless user's sweep of checkpoints, data, outputs and flags after the earlier rounds): a
 // --ckpt-dir whose LOCK is a file of the user's (a --data named LOCK there, or a hard link to one: the pid the lock
 // writes truncated it before any other check ran); a file or directory flag given an empty value (--tokenizer ''
-// trained without a word, as if the flag were not given). Each asserts the whole first error line. Run through
+// trained without a word, as if the flag were not given); a --val-data that is (or whose glob holds) a file --data
+// reads (its validation loss was of training tokens). Each asserts the whole first error line. Run through
 // ./train and ./train_asan. Included by tests/test_faults.c after faults_bad_inputs.c (its bad_run and BAD); not
 // built alone.
 
@@ -29,6 +30,15 @@ static const BadRun AUDIT_CASES[] = {
       "error: --tokenizer: empty (expected FILE; leave the flag out for its default)", 1}, NULL, NULL},
     {{"audit_flag_empty_ckpt_dir", "--steps 1 --ckpt-dir=", "error: --ckpt-dir: empty (expected DIR; leave the flag "
       "out for its default)", 1}, NULL, NULL},
+    // validation data that is training data: a validation loss of tokens the model trains on (it was shown as one)
+    {{"audit_val_data_is_data", "--steps 1 --data " BAD "/text_ok.txt --val-data " BAD "/./text_ok.txt",
+      "error: --val-data " BAD "/./text_ok.txt is also training data (--data " BAD "/text_ok.txt): its validation "
+      "loss would be of tokens the model trains on; give other data, or leave --val-data out (the last 5% of --data "
+      "is held out)", 1}, NULL, NULL},
+    {{"audit_val_data_glob_holds_data_tp2", "--tp 2 --steps 1 --data " AUD "/v/t.txt --val-data '" AUD "/v/*.txt'",
+      "error: [rank 0] --val-data " AUD "/v/*.txt: its file " AUD "/v/t.txt is also training data (--data " AUD
+      "/v/t.txt)", 1},
+     "mkdir -p " AUD "/v && cp " BAD "/text_ok.txt " AUD "/v/t.txt && cp " BAD "/text_ok.txt " AUD "/v/u.txt", NULL},
 };
 
 static void suite_audit(const char* bin) {

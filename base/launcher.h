@@ -27,7 +27,8 @@
 // them within seconds of their mpirun's end, 1-2.5 s measured: a checkpoint then being written is
 // abandoned, the last complete one stays) and returns after the last of them. Before, it returned at once and
 // `./train --tp 2 | grep -q step` was back while the ranks still trained and saved (dev/RESULTS.md,
-// 2026-12-05).
+// 2026-12-05). What else the tree left (a helper mpirun daemonised, a rank's own child) is stopped once the
+// ranks are gone, then killed, then left (launcher_stop_left): the launcher no longer waits on it for ever.
 #ifndef LAUNCHER_H
 #define LAUNCHER_H
 
@@ -76,24 +77,34 @@ static int launcher_stop(const Relay* r) {
     return launcher_signal == SIGINT ? SIGUSR1 : launcher_signal ? SIGUSR2 : r->gone ? SIGALRM : 0;
 }
 
-// `sig` (0: none) to each child of process `parent` that runs this program: mpirun's ranks, or those an ended
-// mpirun left to the launcher (any other process is only waited for). Returns how many. A thread's children
-// are listed in /proc/PID/task/TID/children (Linux 3.5).
-static int launcher_signal_ranks(pid_t parent, int sig) {
-    char path[320];
+// `sig` (0: none) to each child of process `parent` that runs this program (ranks 1: mpirun's ranks, or those an
+// ended mpirun left to the launcher) or that runs another (ranks 0: what else an ended mpirun left). Returns how
+// many; `names`, when given, gets the first few as "PID COMMAND, ...". A thread's children are listed in
+// /proc/PID/task/TID/children (Linux 3.5); one that has ended (a zombie: no exe) is neither.
+static int launcher_signal_children(pid_t parent, int ranks, int sig, char* names, size_t cap) {
+    char path[320], comm[64];
     struct stat self, st;
     struct dirent* task;
     snprintf(path, sizeof(path), "/proc/%d/task", (int)parent);
     DIR* tasks = stat("/proc/self/exe", &self) ? NULL : opendir(path);
     int n = 0, pid;
+    size_t at = 0;
+    if (names && cap) names[0] = 0;
     while (tasks && (task = readdir(tasks))) {
         if (task->d_name[0] == '.') continue;
         snprintf(path, sizeof(path), "/proc/%d/task/%s/children", (int)parent, task->d_name);
         FILE* f = fopen(path, "r");
         while (f && fscanf(f, "%d", &pid) == 1) {
             snprintf(path, sizeof(path), "/proc/%d/exe", pid);
-            if (stat(path, &st) || st.st_dev != self.st_dev || st.st_ino != self.st_ino) continue;
-            n++;
+            if (stat(path, &st) || (st.st_dev == self.st_dev && st.st_ino == self.st_ino) != ranks) continue;
+            if (n++ < 4 && names && at < cap) {  // COMMAND: /proc/PID/comm, its newline dropped
+                snprintf(path, sizeof(path), "/proc/%d/comm", pid);
+                FILE* c = fopen(path, "r");
+                if (!c || !fgets(comm, sizeof(comm), c)) snprintf(comm, sizeof(comm), "?");
+                if (c) fclose(c);
+                comm[strcspn(comm, "\n")] = 0;
+                at += snprintf(names + at, cap - at, "%s%d %s", at ? ", " : "", pid, comm);
+            }
             if (sig) kill(pid, sig);
         }
         if (f) fclose(f);
@@ -113,7 +124,7 @@ static void launcher_pass(pid_t mpirun, int stop) {
     while (f && fgets(line, sizeof(line), f) && sscanf(line, "SigCgt: %llx", &caught) != 1) {}
     if (f) fclose(f);
     if (caught >> (stop - 1) & 1 || stop == SIGTERM) kill(mpirun, stop);
-    if (!(caught >> (stop - 1) & 1)) launcher_signal_ranks(mpirun, stop);
+    if (!(caught >> (stop - 1) & 1)) launcher_signal_children(mpirun, 1, stop, NULL, 0);
 }
 
 // Whether a stop is due: a new one at once, the same again each second (a rank not yet at its handler gets it
@@ -122,23 +133,47 @@ static int launcher_due(int stop, int last, double sent) {
     return stop && (stop != last || (stop != SIGTERM && now_s() - sent >= 1));
 }
 
+// What else an ended mpirun left (a helper it daemonised, a rank's own child) once the last rank has gone: after
+// LAUNCHER_LEFT_S SIGTERM, LAUNCHER_LEFT_S later SIGKILL, one line each, and LAUNCHER_LEFT_S after that the
+// launcher returns (returns 1) with what did not end (uninterruptible sleep) left unreaped, with a line. `stage`:
+// what was sent (0 none, 1 SIGTERM, 2 SIGKILL).
+#define LAUNCHER_LEFT_S 2
+static int launcher_stop_left(int stage) {
+    static const int sig[2] = {SIGTERM, SIGKILL};
+    static const char* what[3] = {"still ran %d s after the last rank ended: stopping %s (SIGTERM)",
+                                  "ignored SIGTERM for %d s: killing %s (SIGKILL)",
+                                  "did not end %d s after SIGKILL: not waiting for %s"};
+    char names[320], line[256];
+    int n = launcher_signal_children(getpid(), 0, stage < 2 ? sig[stage] : 0, names, sizeof(names));
+    snprintf(line, sizeof(line), what[stage], LAUNCHER_LEFT_S, n > 1 ? "them" : "it");
+    if (n)
+        fprintf(stderr, "launcher: %d process%s mpirun left (%s%s) %s\n", n, n > 1 ? "es" : "", names,
+                n > 4 ? ", ..." : "", line);
+    return stage == 2;
+}
+
 // mpirun has ended; what of its tree still runs is the launcher's (its subreaper). The ranks among them get the
-// stop in force (`unasked` when there is none) as launcher_due says, and every process left is reaped. Returns
-// the exit code of the first that ended with one that is not 0 (as mpirun reports its ranks), 0, or -1 when
-// none was left.
+// stop in force (`unasked` when there is none) as launcher_due says, and every process left is reaped; others are
+// waited for while a rank runs, then stopped (launcher_stop_left). Returns the exit code of the first that ended by
+// itself with one that is not 0 (as mpirun reports its ranks), 0, or -1 when none was left.
 static int launcher_reap_left(const Relay* relay, int unasked) {
-    int code = -1, last = 0;
+    int code = -1, last = 0, stage = 0;
+    double ranks_gone = 0;  // when the last rank was seen gone (0: one runs)
     for (double sent = 0;;) {
+        int stop = launcher_stop(relay);
+        if (!stop) stop = unasked;
+        int due = launcher_due(stop, last, sent), ranks = launcher_signal_children(getpid(), 1, due ? stop : 0, 0, 0);
+        if (due) last = stop, sent = now_s();
         int status;
         pid_t w;
         while ((w = waitpid(-1, &status, WNOHANG)) > 0) {
             int c = WIFEXITED(status) ? WEXITSTATUS(status) : 128 + WTERMSIG(status);
-            if (code <= 0) code = c;
+            if (code <= 0 && !stage) code = c;
         }
         if (w < 0 && errno == ECHILD) return code;
-        int stop = launcher_stop(relay);
-        if (!stop) stop = unasked;
-        if (launcher_due(stop, last, sent)) launcher_signal_ranks(getpid(), stop), last = stop, sent = now_s();
+        if (ranks) ranks_gone = 0;
+        else if (!ranks_gone) ranks_gone = now_s();
+        else if (now_s() - ranks_gone >= LAUNCHER_LEFT_S * (stage + 1) && launcher_stop_left(stage++)) return code;
         usleep(20000);
     }
 }
@@ -184,7 +219,7 @@ static void launcher_wait(int world, pid_t mpirun, int mpirun_out) {
     fcntl(relay.fd, F_SETFL, O_NONBLOCK);  // what mpirun wrote last, without waiting on a process it left behind
     while (open_out && relay_pump(&relay, 0) == 0) {}
     int mpirun_code = WIFEXITED(status) ? WEXITSTATUS(status) : 128 + WTERMSIG(status), code = mpirun_code;
-    int asked = launcher_signal || relay.gone, left = launcher_signal_ranks(getpid(), 0);
+    int asked = launcher_signal || relay.gone, left = launcher_signal_children(getpid(), 1, 0, NULL, 0);
     if (left && !asked)
         fprintf(stderr, "launcher: mpirun ended by %s %d before its %d ranks: stopping them as by SIGTERM (they save "
                 "and exit)\n", WIFEXITED(status) ? "exit code" : "signal", WIFEXITED(status) ? code : code - 128, left);

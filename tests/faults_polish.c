@@ -125,6 +125,21 @@ static const BadRun POLISH_RUNS[] = {
       "exit 137 left 0", 0},
      "rm -rf " POLISH "/kill3*",
      "grep -q 'mpirun ended by signal 9 before its 2 ranks' " POLISH "/kill3.err && " LATEST_HOLDS("kill3")},
+    // processes mpirun's tree left that are not ranks (a helper it daemonised, a rank's own child) and never end: the
+    // launcher (their subreaper) waited for them for ever once the ranks were done (timeout's exit 124, left 2). An
+    // mpirun in front of Open MPI's leaves two sleeps, one of them deaf to SIGTERM: stopped, then killed, one line
+    // each, the run's own exit code (0) kept
+    {{"launcher_stops_processes_left_tp2",
+      "bash -c 'd=" POLISH "/left; PATH=$d:$PATH LAUNCHER_MARK=$$ timeout -k 5 60 {train} --tp 2 --steps 1 > /dev/null "
+      "2> $d.err; echo exit $? left " LEFT "'",
+      "exit 0 left 0", 0},
+     "rm -rf " POLISH "/left* && mkdir " POLISH "/left && printf '%s\\n' '#!/bin/sh' "
+     "'(sleep 300 &) < /dev/null > /dev/null 2>&1' "
+     "\"(sh -c \\\"trap '' TERM; exec sleep 300\\\" &) < /dev/null > /dev/null 2>&1\" "
+     "\"exec $(command -v mpirun) \\\"\\$@\\\"\" > " POLISH "/left/mpirun && chmod +x " POLISH "/left/mpirun",
+     "grep -q 'launcher: 2 processes mpirun left .* still ran 2 s after the last rank ended: stopping them (SIGTERM)' "
+     POLISH "/left.err && grep -q 'launcher: 1 process .* ignored SIGTERM for 2 s: killing it (SIGKILL)' " POLISH
+     "/left.err"},
     // config.json disagreeing with model.safetensors (the flags as config.json says): the layer count (3 of 4
     // layers were imported without a word), the width, the vocabulary, LLaMA's kv heads; a tensor of another model
     {{"import_hf_file_has_more_layers", "--steps 1 --n-layer 3 --import-hf " POLISH "/hf_l3",

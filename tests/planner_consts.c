@@ -176,8 +176,7 @@ static int planner_define_names(char* names[128]) {
         for (char* line = text; line && (line = strstr(line, "\n#define ")) && n < 128; line++) {
             char name[64], value[128] = "";
             if (sscanf(line + 9, "%63s %127[^\n]", name, value) != 2 || strchr(name, '(')) continue;
-            char* comment = strstr(value, "//");
-            if (comment) *comment = 0;
+            for (char* comment; (comment = strstr(value, "//")) || (comment = strstr(value, "/*")); ) *comment = 0;
             if (strspn(value, "0123456789.eE+-*/<>() ") == strlen(value) && strpbrk(value, "0123456789"))
                 names[n++] = strdup(name);
         }

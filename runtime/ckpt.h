@@ -90,7 +90,7 @@ static void ckpt_install_signals(void) {
 }
 // Collective: the signal any rank got (the largest number when ranks got different ones),
 // the same on every rank, or 0.
-static int ckpt_stop_requested(Comm* world) {
+static int ckpt_stop_requested(const Comm* world) {
     int s = stop_signal;
     if (world->size > 1) mpiCheck(MPI_Allreduce(MPI_IN_PLACE, &s, 1, MPI_INT, MPI_MAX, world->mpi));
     return s;

@@ -273,8 +273,10 @@ static int hf_copy_tokenizer(AtomicFile* out, const char* dir, const char* token
     return 3;
 }
 
-// --export-hf DIR at the end of the run: every rank takes part in the gathers, rank 0 writes.
-static void hf_export(const char* dir, const Layout* L, const ParamLayout* P, const ModelConfig* c, const float* params,
+// --export-hf DIR at the end of the run: every rank takes part in the gathers, rank 0 writes. A stop
+// (SIGINT, SIGTERM, SIGHUP) abandons it within a tensor, the files in DIR as they were; returns that
+// signal, or 0 once written.
+static int hf_export(const char* dir, const Layout* L, const ParamLayout* P, const ModelConfig* c, const float* params,
                       int eot, const char* tokenizer) {
     ParamLayout* full = (ParamLayout*)xmalloc(sizeof(ParamLayout));
     param_layout_build(full, c, 1, 0, 1, 1, 0, 1);
@@ -286,6 +288,7 @@ static void hf_export(const char* dir, const Layout* L, const ParamLayout* P, co
     float* buf = (float*)xmalloc(sizeof(float) * max_t);
     float* out = (float*)xmalloc(sizeof(float) * max_t);
     AtomicFile f;
+    memset(&f, 0, sizeof(f));
     char path[PATH_CAP], why[512];
     if (L->rank == 0) {
         uint64_t len = json.n;  // written as the host holds it: little-endian (checked above)
@@ -293,7 +296,8 @@ static void hf_export(const char* dir, const Layout* L, const ParamLayout* P, co
         atomic_write(&f, &len, sizeof(len));
         atomic_write(&f, json.bytes, json.n);
     }
-    for (int i = 0, k = 0; i < full->n; i++) {
+    int stop = 0;
+    for (int i = 0, k = 0; i < full->n && !(stop = ckpt_stop_requested(&L->group[GROUP_WORLD])); i++) {
         const Tensor* ft = &full->t[i];
         gather_full_tensor(L, P, ft, params, buf);
         if (L->rank != 0) continue;
@@ -306,22 +310,32 @@ static void hf_export(const char* dir, const Layout* L, const ParamLayout* P, co
             atomic_write(&f, out, sizeof(float) * (size_t)ts[k].rows * ts[k].cols);
         }
     }
-    if (L->rank == 0) {
-        AtomicFile files[HF_EXPORT_N];  // all written, then all renamed: a failure leaves the old export whole
-        files[0] = f;
+    AtomicFile files[HF_EXPORT_N];  // all written, then all renamed: a failure leaves the old export whole
+    int n_files = 1;
+    files[0] = f;
+    if (L->rank == 0 && !stop) {
         hf_write_config(files + 1, dir, c, eot);
-        int tokenizer_files = tokenizer ? hf_copy_tokenizer(files + 3, dir, tokenizer) : 0;
-        atomic_commit_all(files, 3 + tokenizer_files);
-        char shown[4 * PATH_CAP];
+        n_files = 3 + (tokenizer ? hf_copy_tokenizer(files + 3, dir, tokenizer) : 0);
+    }
+    if (!stop) stop = ckpt_stop_requested(&L->group[GROUP_WORLD]);  // (one while the last files were written)
+    char shown[4 * PATH_CAP];
+    if (L->rank == 0 && stop) {
+        for (int i = 0; i < n_files; i++) atomic_abandon(&files[i]);
+        if (stop != SIGPIPE)
+            fprintf(stderr, "stopped by signal %d during --export-hf: %s not written (its files are as they were)\n",
+                    stop, printable(dir, shown, sizeof(shown)));
+    } else if (L->rank == 0) {
+        atomic_commit_all(files, n_files);
         printf("exported a Hugging Face %s model to %s (model.safetensors, config.json%s)\n",
                c->arch == ARCH_GPT2 ? "GPT2LMHeadModel" : "LlamaForCausalLM", printable(dir, shown, sizeof(shown)),
-               tokenizer_files ? ", the tokenizer's vocab.json and merges.txt" : "");
+               n_files > 3 ? ", the tokenizer's vocab.json and merges.txt" : "");
     }
     free(json.bytes);
     free(buf);
     free(out);
     free(ts);
     free(full);
+    return stop;
 }
 
 // ----------------------------------------------------------------------------

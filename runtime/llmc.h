@@ -85,8 +85,8 @@ static void llmc_import(const char* path, const Layout* L, const ParamLayout* P,
 
 // --export-llmc FILE: write the current weights as an llm.c GPT-2 checkpoint (rank 0 writes,
 // atomically, only finite weights; every rank takes part in the gather).
-static void llmc_export(const char* path, const Layout* L, const ParamLayout* P, const ModelConfig* c,
-                        const float* params) {
+static int llmc_export(const char* path, const Layout* L, const ParamLayout* P, const ModelConfig* c,
+                       const float* params) {
     char why[512];
     if (llmc_check(c, why)) fail("--export-llmc %s: %s", path, why);
     ParamLayout* full = (ParamLayout*)xmalloc(sizeof(ParamLayout));
@@ -94,7 +94,8 @@ static void llmc_export(const char* path, const Layout* L, const ParamLayout* P,
     float* out = L->rank == 0 ? (float*)xmalloc(sizeof(float) * full->n_full) : NULL;
     size_t max_t = param_layout_max_tensor(full);
     float* buf = (float*)xmalloc(sizeof(float) * max_t);
-    for (int i = 0; i < full->n; i++) {
+    int stop = 0;
+    for (int i = 0; i < full->n && !(stop = ckpt_stop_requested(&L->group[GROUP_WORLD])); i++) {
         const Tensor* ft = &full->t[i];
         gather_full_tensor(L, P, ft, params, buf);
         if (!out) continue;
@@ -102,19 +103,29 @@ static void llmc_export(const char* path, const Layout* L, const ParamLayout* P,
             fail("--export-llmc %s: not written: %s", path, why);
         memcpy(out + llmc_offset(c, ft, 0), buf, sizeof(float) * ft->size);
     }
-    if (out) {
-        AtomicFile f;
+    AtomicFile f;
+    memset(&f, 0, sizeof(f));
+    if (out && !stop) {  // rank 0 writes in 64 MiB pieces, each after a look for a stop of its own
         int32_t h[256] = {LLMC_MAGIC, LLMC_VERSION, c->seq_len, c->vocab,
                           c->n_layer, c->n_head,    c->d_model, c->vocab_padded};
         atomic_open(&f, path, "--export-llmc");
         atomic_write(&f, h, sizeof(h));
-        atomic_write(&f, out, sizeof(float) * full->n_full);
-        atomic_commit(&f);
-        char shown[4 * PATH_CAP];
-        printf("exported llm.c weights to %s\n", printable(path, shown, sizeof(shown)));
-        free(out);
+        for (size_t at = 0, piece = (size_t)1 << 24; at < full->n_full && !stop_signal; at += piece)
+            atomic_write(&f, out + at, sizeof(float) * (full->n_full - at < piece ? full->n_full - at : piece));
     }
-    free(buf); free(full);
+    if (!stop) stop = ckpt_stop_requested(&L->group[GROUP_WORLD]);  // (the same answer on every rank)
+    char shown[4 * PATH_CAP];
+    if (out && stop) {
+        if (f.f) atomic_abandon(&f);
+        if (stop != SIGPIPE)
+            fprintf(stderr, "stopped by signal %d during --export-llmc: %s not written (a file there is as it was)\n",
+                    stop, printable(path, shown, sizeof(shown)));
+    } else if (out) {
+        atomic_commit(&f);
+        printf("exported llm.c weights to %s\n", printable(path, shown, sizeof(shown)));
+    }
+    free(out); free(buf); free(full);
+    return stop;
 }
 
 #endif

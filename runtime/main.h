@@ -67,7 +67,10 @@ static int train_main(int argc, char** argv) {
         MPI_Finalize();
         return code;
     }
-    weights_export(&m);
+    if ((code = weights_export(&m))) {  // 128 + a stop that came during an export
+        MPI_Finalize();
+        return code;
+    }
     backend_finish(&m);
     metrics_finish(&met, &m.L, (double)(m.slots_peak_bytes + m.scratch_bytes));
     MPI_Finalize();

@@ -378,14 +378,15 @@ static int weights_load(Model* m) {
     return step;
 }
 // --export-llmc, --export-hf after the run.
-static void weights_export(Model* m) {
+static int weights_export(Model* m) {
     const Args* a = m->args;
-    if (!a->export_llmc && !a->export_hf) return;
+    if (!a->export_llmc && !a->export_hf) return 0;
     zero12_params_ready(m);
     float* params = params_to_host(m);
-    if (a->export_llmc) llmc_export(a->export_llmc, &m->L, &m->P, &m->c, params);
-    if (a->export_hf) hf_export(a->export_hf, &m->L, &m->P, &m->c, params, a->eot, a->tokenizer);
+    int stop = a->export_llmc ? llmc_export(a->export_llmc, &m->L, &m->P, &m->c, params) : 0;
+    if (a->export_hf && !stop) stop = hf_export(a->export_hf, &m->L, &m->P, &m->c, params, a->eot, a->tokenizer);
     params_host_give(m, params);
+    return stop ? 128 + stop : 0;
 }
 
 // ----------------------------------------------------------------------------

@@ -41,6 +41,36 @@ static const BadRun AUDIT_CASES[] = {
      "mkdir -p " AUD "/v && cp " BAD "/text_ok.txt " AUD "/v/t.txt && cp " BAD "/text_ok.txt " AUD "/v/u.txt", NULL},
 };
 
+// A stop while --export-hf (or --export-llmc) writes the final weights, of a wider model (its export takes seconds)
+// over an earlier export of the tiny one: exit 128 + sig within seconds, one line naming the export, the earlier
+// files unchanged, no temporary left (the stop was ignored: the export finished and the run exited 0). Under the
+// self-launcher too (each tensor is gathered from every rank). Signalled once the model's temporary appears.
+static void stop_during_export(const char* tag, const char* layout, const char* flag, int sig) {
+    char dir[256], out[300], log[300], cmd[4096], said[512], ex[300];
+    run_dir(tag, dir, out, log);
+    int hf = !strcmp(flag, "--export-hf");
+    snprintf(ex, sizeof(ex), "%s/%s", dir, hf ? "ex" : "ex.bin");
+    int rc0 = sh(TRAIN "--steps 0 %s %s > %s/first.txt 2>&1 && cp -r %s %s/copy", flag, ex, dir, ex, dir);
+    snprintf(cmd, sizeof(cmd), "OMP_NUM_THREADS=1 ./train %s %s %s %s",
+             flags_with("--steps 0 --d-model 768 --n-layer 6 --n-head 12"), layout, flag, ex);
+    pid_t pid = spawn(cmd, out);
+    double t0 = now_s();
+    int reached = 0;
+    while (!reached && now_s() - t0 < 120 && still_running(pid)) {
+        usleep(5000);
+        reached = sh("ls %s%s | grep -q '[.]tmp[.]train-'", ex, hf ? "" : "* 2>/dev/null") == 0;
+    }
+    double dt;
+    int rc = signal_and_wait(pid, sig, 60, &dt);
+    snprintf(said, sizeof(said), "stopped by signal %d during %s: %s not written (%s as %s)", sig, flag, ex,
+             hf ? "its files are" : "a file there is", hf ? "they were" : "it was");
+    int kept = sh("diff -r %s %s/copy > /dev/null && ! ls %s%s 2>/dev/null | grep -q '[.]tmp[.]'", ex, dir, ex,
+                  hf ? "" : "*") == 0;
+    check(rc0 == 0 && reached && rc == 128 + sig && dt < 10 && file_has(out, said) && kept, tag,
+          "signal %d once the export's temporary appeared: exit %d after %.1f s, '%s' %s, the earlier export %s", sig,
+          rc, dt, said, file_has(out, said) ? "printed" : "missing", kept ? "kept, no temporary" : "CHANGED");
+}
+
 static void suite_audit(const char* bin) {
     sh("mkdir -p " AUD);
     bad_runs(bin, AUDIT_CASES, sizeof(AUDIT_CASES) / sizeof(AUDIT_CASES[0]));

@@ -435,6 +435,10 @@ int main(int argc, char** argv) {
         stop_before_first_step("sigint_launcher_before_step_1_tp2", SIGINT);
         stop_in_loop("sigterm_in_final_sample", "--steps 1 --sample-len 1000000", "sample:", 0, SIGTERM,
                      "stopped by signal during the sample", -1);
+        // a stop while the final weights are exported: abandoned at once, the earlier export kept (tests/faults_audit.c)
+        stop_during_export("sigterm_during_export_hf", "", "--export-hf", SIGTERM);
+        stop_during_export("sigint_during_export_hf_launcher_tp2", "--tp 2", "--export-hf", SIGINT);
+        stop_during_export("sigterm_during_export_llmc", "", "--export-llmc", SIGTERM);
         stop_in_loop("sigint_in_evaluation",
                      "--steps 3 --eval-every 1 --val-batches 1000000 --ckpt-dir " ROOT "/sigint_in_evaluation",
                      "\"step\":1,", 0, SIGINT, "stopped by signal after step 1", -1);

@@ -529,7 +529,7 @@ static void plan_print_profile(const DeviceProfile* d, const PlanSetup* k, int g
         k->dp_after_backward ? 0.0 : d->dp_overlap, software_nccl_interference(k, d),
         d->dtype_bytes == 2 ? "bf16" : "fp32", sw.grad_bytes);
     printf("software: rank order %s, pipeline cut by %s, %s%s loss, gradients reduced %s, %s%s\n",
-           k->rank_order == ORDER_TP_PP_DP ? "tp-cp-pp-dp" : "tp-dp-pp",
+           k->rank_order == ORDER_TP_PP_DP ? "tp-cp-pp-dp" : "tp-cp-dp-pp",
            pipe_split_name(k->pipe_split), k->loss_fused ? "fused " : "",
            k->loss_gathered ? "gathered-vocabulary" : "vocabulary-parallel",
            k->dp_after_backward ? "after the backward" : "during the backward",

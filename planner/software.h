@@ -210,10 +210,14 @@ static PlanSetup plan_setup_for(int software) {
     if (software == SOFTWARE_SCALING)
         s.rank_order = ORDER_TP_DP_PP, s.pipe_split = SPLIT_PARAMS, s.loss_gathered = 1, s.dp_after_backward = 1,
         s.context_parallel = 0, s.own_buffers = 0, s.own_kernels = 0, s.swiglu_two_linears = 1, s.grad_bytes = 0;
+    // a framework's ranks: tp fastest, then cp, then dp, pp slowest (Megatron-core parallel_state.py
+    // initialize_model_parallel order "tp-cp-ep-dp-pp" at d98e8a6, older Megatron's groups the same; DeepSpeed's
+    // PipeModelDataParallelTopology axes pipe, data, model; nanotron's ranks reshaped (ep, pp, dp, tp) at c2528430;
+    // torchtitan's mesh pp, dp_replicate, dp_shard, cp, tp): a node of 8 at tp 4 holds two dp ranks of one stage
     if (software == SOFTWARE_FRAMEWORK || software == SOFTWARE_FOUNDRY || software == SOFTWARE_MEGATRON ||
         software == SOFTWARE_DEEPSPEED2021 || software == SOFTWARE_NANOTRON)
         s.own_buffers = 0, s.own_kernels = 0, s.tp_async_dgrad = 1, s.nccl_links = 1, s.zero3_layer_prefetch = 1,
-        s.grad_bytes = 0;
+        s.grad_bytes = 0, s.rank_order = ORDER_TP_DP_PP;
     if (software == SOFTWARE_DEEPSPEED2021) s.zero3_layer_prefetch = 0, s.zero3_param_sync = 1;
     // the share was fitted on the Scaling codebase's runs: its own, not the device's (dev/PLANNER.md)
     if (software == SOFTWARE_SCALING) s.alloc_share = 1, s.matmul_scaling = 1, s.scaling_options = 1;

@@ -84,6 +84,28 @@ static void test_links_across_nodes(void) {
           eight.bw / 1e9, p2p.bw / 1e9);
 }
 
+// Where a framework's data-parallel group lands (software.h rank_order, predict.h plan_links): tp fastest, then dp
+// (Megatron-core's "tp-cp-ep-dp-pp", DeepSpeed's pipe-data-model, nanotron's, torchtitan's). tp 4 pp 8 dp 4 on
+// H100 nodes of 8: a node holds tp groups 0 and 1, two dp ranks of one stage, so the dp ring crosses nodes on 2
+// ranks' NICs: 2 x 8 x 50 GB/s / 8 x nic_eff; this trainer's grid (tp-cp-pp-dp) puts two stages on a node and the
+// dp group one rank a node: one NIC's share. The pipeline's neighbours are 16 ranks apart (framework) and 4 (trainer):
+// both cross nodes at some boundary, one GPU's NIC share.
+static void test_framework_rank_order(void) {
+    DeviceProfile d;
+    profile_builtin("h100-sxm", &d);
+    ModelConfig c = model("llama-13b", 2048);
+    c.tp = 4, c.pp = 8, c.dp = 4;
+    PlanSetup fw = plan_setup_for(SOFTWARE_MEGATRON), own = plan_setup_default();
+    PlanResult r;
+    PlanLinks lf = plan_links(&c, &fw, &d, 8, &r), lt = plan_links(&c, &own, &d, 8, &r);
+    double nic = d.nics_per_node * d.nic_bw / 8 * d.nic_eff;
+    check(fw.rank_order == ORDER_TP_DP_PP && close_rel(lf.dp.bw, 2 * nic, 1e-12) && lf.dp.nodes == 2 &&
+              close_rel(lt.dp.bw, nic, 1e-12) && lt.dp.nodes == 4 && close_rel(lf.pp.bw, nic, 1e-12) &&
+              close_rel(lt.pp.bw, nic, 1e-12),
+          "framework_rank_order", "dp %.1f GB/s on %d nodes (trainer %.1f on %d), pp %.1f / %.1f GB/s", lf.dp.bw / 1e9,
+          lf.dp.nodes, lt.dp.bw / 1e9, lt.dp.nodes, lf.pp.bw / 1e9, lt.pp.bw / 1e9);
+}
+
 // A tensor-parallel group wider than a node (time.h link_gather_time, link_allreduce_time): NCCL's model, as the
 // data-parallel collectives take it (ring_latency: tuning.cc at b647562), by hand. 16 ranks on 2 A100 nodes of 8:
 // the ring's bandwidth is the slower of the node's NICs (8 x 25 GB/s x nic_eff 0.8 = 160) and NVLink's hops (300 x

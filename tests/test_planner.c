@@ -128,6 +128,7 @@ int main(void) {
     test_zero3_param_sync_memory();
     test_unfused_attention_shapes();
     test_links_across_nodes();
+    test_framework_rank_order();
     test_swiglu_two_linears();
     test_flash_triton();
     test_h100_largest_matmul();

@@ -576,6 +576,7 @@ static void init_params(const ParamLayout* P, const ModelConfig* c, int tp, int 
             else if (k == P_WPE) ctx.std = 0.02f;
         }
         tensor_runs(t, tp, tp_rank, init_run, &ctx);
+        stop_if_signalled("initializing the weights");  // (llama-7b's: minutes on a CPU)
     }
 }
 

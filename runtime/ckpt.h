@@ -751,8 +751,8 @@ static const char* ckpt_read_shard(const Layout* L, const ParamLayout* P, const 
                 snprintf(msg, cap, "checkpoint %s: %s", path, why);
             CopyCtx cc = {local[sec] + t->offset, buf, 0};
             if (!*msg) tensor_runs(t, L->tp, L->tp_rank, copy_run, &cc);
+            stop_if_signalled("reading the checkpoint");
         }
-        stop_if_signalled("reading the checkpoint");
     }
     fclose(f);
     free(buf);

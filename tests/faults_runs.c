@@ -287,8 +287,9 @@ static void stop_in_loop(const char* tag, const char* args, const char* wait_tex
 
 // A stop under the self-launcher once the ranks are past reading the data (rank 0 has created the log: both
 // met after reading), while they set the model up (a wider model: its set-up takes a second or more): the run
-// ends before step 1, 128 + sig, one line saying so, no step in the log, no checkpoint (it trained step 1,
-// saved it and stopped after it).
+// ends before step 1, 128 + sig, a line saying so (at start-up, or while initializing the weights: each tensor's
+// initialization looks for a stop), no step in the log, no checkpoint (it trained step 1, saved it and stopped
+// after it).
 static void stop_before_first_step(const char* tag, int sig) {
     char dir[256], cmd[4096], out[300], log[300], ck[300];
     run_dir(tag, dir, out, log);
@@ -303,6 +304,7 @@ static void stop_before_first_step(const char* tag, int sig) {
     Log g;
     int steps = log_read(log, &g);
     const char* said = "at start-up, before step 1: nothing trained, no checkpoint written";
+    if (!file_has(out, said)) said = "while initializing the weights";  // (the first part of the set-up)
     int saved = sh("ls %s/ckpt_*.bin > /dev/null 2>&1", ck) == 0;
     check(reached && rc == 128 + sig && steps == 0 && !saved && file_has(out, said), tag,
           "signal %d once the log was created: exit %d after %.1f s, %d steps trained, checkpoint %s, '%s' %s", sig, rc,

@@ -227,6 +227,26 @@ static double parse_double(const char* s, const char* what) {
     return v;
 }
 
+// A flag given twice is refused: which of the two the user meant is not known. The trainer's parser (layout/args.h)
+// and --plan's (planner/cli.h) record each flag they read in their FlagsGiven; `where` begins the line of a flag
+// that takes a value ("--plan: "; a switch's line names only the switch, as "--plan given twice").
+enum { FLAGS_GIVEN_MAX = 128 };  // more than either parser has flags: an unknown one ends its parse
+typedef struct {
+    const char* where;
+    int n;
+    struct { char flag[64]; const char* value; } at[FLAGS_GIVEN_MAX];  // value NULL: a switch
+} FlagsGiven;
+static void flag_once(FlagsGiven* g, const char* flag, const char* value) {
+    for (int k = 0; k < g->n; k++) {
+        if (strcmp(g->at[k].flag, flag)) continue;
+        if (!value) fail("%s given twice: give each flag once", flag);
+        fail("%s%s given twice ('%s', then '%s'): give each flag once", g->where, flag, g->at[k].value, value);
+    }
+    if (g->n == FLAGS_GIVEN_MAX) fail("%smore than %d flags", g->where, FLAGS_GIVEN_MAX);
+    snprintf(g->at[g->n].flag, sizeof(g->at[g->n].flag), "%s", flag);
+    g->at[g->n++].value = value;
+}
+
 static int has_suffix(const char* s, const char* suf) {
     size_t n = strlen(s), m = strlen(suf);
     return n >= m && !strcmp(s + n - m, suf);

@@ -590,16 +590,9 @@ static void args_resolve(Args* a) {
     if (a->data) docs_spec(a->data, &median, &sigma, "--data");
 }
 
-// A flag given twice is refused: which of the two the user meant is not known (none is repeatable).
-static void flag_once(const Args* a, const Flag* f, const char* first, const char* again) {
-    if (!a->given[f - FLAGS]) return;
-    if (f->type == FLAG_SWITCH) fail("%s given twice: give each flag once", f->flag);
-    fail("%s given twice ('%s', then '%s'): give each flag once", f->flag, first, again);
-}
-
 static void parse_args(Args* a, int argc, char** argv) {
     args_defaults(a);
-    const char* value_of[MAX_FLAGS] = {0};  // each flag's value as given (flag_once's line)
+    FlagsGiven given = {"", 0, {}};  // none of the trainer's flags is repeatable (base/common.h flag_once)
     for (int i = 1; i < argc; i++) {
         char name[64], hint[64];
         if (!strcmp(argv[i], "--help") || !strcmp(argv[i], "-h")) { print_help(); exit(stdout_exit_code(0)); }
@@ -611,9 +604,9 @@ static void parse_args(Args* a, int argc, char** argv) {
         if (f->type == FLAG_SWITCH && eq) fail("flag %s is a switch and takes no value (got '%s')", name, argv[i]);
         if (f->type != FLAG_SWITCH && !eq && i + 1 >= argc) fail("flag %s needs a value", name);
         const char* v = f->type == FLAG_SWITCH ? NULL : eq ? eq + 1 : argv[++i];
-        flag_once(a, f, value_of[f - FLAGS], v);
+        flag_once(&given, f->flag, v);
         flag_set(a, f, v);
-        a->given[f - FLAGS] = 1, value_of[f - FLAGS] = v;
+        a->given[f - FLAGS] = 1;
     }
     args_resolve(a);
 }

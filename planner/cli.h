@@ -225,26 +225,6 @@ static void plan_cp_allgather(PlanArgs* a) {
     a->setup.cp_allgather = 1;
 }
 
-// The flags given so far: one given twice is refused (which of the two the user meant is not known), but for
-// --device-set, repeatable (a key it sets twice: plan_device).
-typedef struct {
-    char flag[64];
-    const char* value;  // NULL: --plan
-} PlanGiven;
-enum { PLAN_MAX_GIVEN = 128 };  // more than the flags there are: an unknown one ends the parse
-
-static void plan_flag_once(PlanGiven* seen, int* n, const char* flag, const char* v) {
-    if (!strcmp(flag, "--device-set")) return;
-    for (int k = 0; k < *n; k++) {
-        if (strcmp(seen[k].flag, flag)) continue;
-        if (!v) fail("%s given twice: give each flag once", flag);
-        fail("--plan: %s given twice ('%s', then '%s'): give each flag once", flag, seen[k].value, v);
-    }
-    if (*n == PLAN_MAX_GIVEN) fail("--plan: more than %d flags", PLAN_MAX_GIVEN);
-    snprintf(seen[*n].flag, sizeof(seen[*n].flag), "%s", flag);
-    seen[(*n)++].value = v;
-}
-
 static void plan_parse_args(int argc, char** argv, PlanArgs* a) {
     memset(a, 0, sizeof(*a));
     a->model = "llama-13b";
@@ -258,10 +238,9 @@ static void plan_parse_args(int argc, char** argv, PlanArgs* a) {
     const char* sets[64];
     int n_sets = 0, grad_reduce_bf16 = 0, grad_reduce_given = 0;
     const char *dropout = NULL, *grad_alloc = NULL, *fsdp_version = NULL, *loss = NULL;
-    PlanGiven seen[PLAN_MAX_GIVEN];
-    int n_seen = 0;
+    FlagsGiven given = {"--plan: ", 0, {}};  // --device-set is repeatable (a key it sets twice: plan_device)
     for (int i = 1; i < argc; i++) {
-        if (!strcmp(argv[i], "--plan")) { plan_flag_once(seen, &n_seen, argv[i], NULL); continue; }
+        if (!strcmp(argv[i], "--plan")) { flag_once(&given, argv[i], NULL); continue; }
         if (!strcmp(argv[i], "--help") || !strcmp(argv[i], "-h")) { plan_usage(); exit(stdout_exit_code(0)); }
         if (strncmp(argv[i], "--", 2))
             fail("--plan: unexpected argument '%s' (flags start with --; see --plan --help)", argv[i]);
@@ -270,7 +249,7 @@ static void plan_parse_args(int argc, char** argv, PlanArgs* a) {
         snprintf(flag, sizeof(flag), "%.*s", eq ? (int)(eq - argv[i]) : (int)strlen(argv[i]), argv[i]);
         if (!eq && i + 1 >= argc) fail("--plan: flag %s needs a value", flag);
         const char* v = eq ? eq + 1 : argv[++i];
-        plan_flag_once(seen, &n_seen, flag, v);
+        if (strcmp(flag, "--device-set")) flag_once(&given, flag, v);
         int shape_k = -1;
         for (int k = 0; k < PLAN_SHAPE_FLAGS; k++)
             if (!strcmp(flag, SIZE_FLAGS[k].flag)) shape_k = k;

@@ -359,35 +359,18 @@ static void plan_parse_args(int argc, char** argv, PlanArgs* a) {
     }
     if (f->pp_split == 1 && a->setup.pipe_split != SPLIT_LAYERS)  // (as a runs row's pp_split auto)
         fail("--pp-split auto: this software cuts its pipeline by %s", pipe_split_name(a->setup.pipe_split));
-    // (after --software, which sets the rest of it): this trainer's bf16 all-reduce, or the dtype another
-    // framework reduces its gradients in (FSDP2's reduce_dtype; --runs' reduce_dtype column)
     char why[256];
     if (dropout && software_set_dropout(&a->setup, dropout, why, sizeof(why))) fail("--%s", why);
-    if (grad_alloc) {  // (after --software): a runs row's grad_alloc column otherwise
-        int lazy = !strcmp(grad_alloc, "lazy");
-        if (!lazy && strcmp(grad_alloc, "upfront"))
-            fail("--grad-alloc: expected upfront or lazy, got '%s'", grad_alloc);
-        if (lazy && !software_grads_lazy_ok(&a->setup))
-            fail("--grad-alloc lazy: a framework's gradients (--software framework, foundry, megatron or "
-                 "deepspeed2021); %s", software_grads_upfront_why(&a->setup));
-        a->setup.grads_lazy = lazy;
-    }
-    // (after --software): the search's ZeRO-3 layouts as that FSDP runs them (a runs row's fsdp_version otherwise)
-    if (fsdp_version) {
-        if (strcmp(fsdp_version, "1") && strcmp(fsdp_version, "2"))
-            fail("--fsdp-version: expected 1 or 2, got '%s'", fsdp_version);
-        if (!software_fsdp_ok(&a->setup))
-            fail("--fsdp-version %s: PyTorch FSDP's ZeRO-3, a framework's (--software framework, foundry or megatron)",
-                 fsdp_version);
-        if (f->zero >= 0 && f->zero != 3)
-            fail("--fsdp-version %s: how ZeRO-3 layouts gather their weights, not with --zero %d", fsdp_version,
-                 f->zero);
-        a->setup.gather_copy_out = !strcmp(fsdp_version, "2");
-    }
-    if (loss) {  // (after --software, which sets its default): a runs row's loss column otherwise
-        if (strcmp(loss, "eager") && strcmp(loss, "fused")) fail("--loss: expected eager or fused, got '%s'", loss);
-        if (software_set_loss(&a->setup, !strcmp(loss, "fused"), why, sizeof(why))) fail("--%s", why);
-    }
+    // (after --software, which sets their defaults): a runs row's grad_alloc, fsdp_version and loss columns otherwise
+    if (grad_alloc && software_set_grad_alloc(&a->setup, "--grad-alloc", grad_alloc, why, sizeof(why))) fail("%s", why);
+    // the search's ZeRO-3 layouts as that FSDP runs them
+    if (fsdp_version && software_set_fsdp_version(&a->setup, "--fsdp-version", fsdp_version, why, sizeof(why)))
+        fail("%s", why);
+    if (fsdp_version && f->zero >= 0 && f->zero != 3)
+        fail("--fsdp-version %s: how ZeRO-3 layouts gather their weights, not with --zero %d", fsdp_version, f->zero);
+    if (loss && software_set_loss(&a->setup, "--loss", loss, why, sizeof(why))) fail("%s", why);
+    // (after --software, which sets the rest of it): this trainer's bf16 all-reduce, or the dtype another
+    // framework reduces its gradients in (FSDP2's reduce_dtype; --runs' reduce_dtype column)
     if (a->setup.own_buffers) a->setup.grad_reduce_bf16 = grad_reduce_bf16;
     else if (grad_reduce_given) a->setup.reduce_bytes = grad_reduce_bf16 ? 2 : 4;
     DeviceProfile* d = &a->dev;

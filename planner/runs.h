@@ -207,54 +207,6 @@ static int run_cp_kind(const char* v, const ModelConfig* c, PlanSetup* k, char* 
     return 0;
 }
 
-// A row's grad_alloc column (--grad-alloc for them all, cli.h): upfront (the states' count), or lazy: each chunk's
-// gradients from its first backward, accumulated by a pass of their own (software.h grads_lazy), a framework's.
-// Returns 0, or -1 with err set.
-static int run_grad_alloc(const char* v, PlanSetup* k, char* err, size_t err_len) {
-    if (!strcmp(v, "upfront")) {
-        k->grads_lazy = 0;
-        return 0;
-    }
-    if (strcmp(v, "lazy")) {
-        snprintf(err, err_len, "unknown grad_alloc '%s' (upfront, lazy)", v);
-        return -1;
-    }
-    if (!software_grads_lazy_ok(k)) {
-        snprintf(err, err_len, "grad_alloc lazy: %s", software_grads_upfront_why(k));
-        return -1;
-    }
-    k->grads_lazy = 1;
-    return 0;
-}
-
-// A row's fsdp_version column (--fsdp-version for them all, cli.h), PyTorch FSDP's for a framework's ZeRO-3: 1, its
-// flat parameter, or 2, fully_shard's per-parameter tensors, which each gather is copied out into (software.h
-// gather_copy_out). Returns 0, or -1 with err set.
-static int run_fsdp_version(PlanSetup* k, const char* v, int zero, char* err, size_t err_len) {
-    if (strcmp(v, "1") && strcmp(v, "2")) {
-        snprintf(err, err_len, "unknown fsdp_version '%s' (1, 2)", v);
-        return -1;
-    }
-    if (!software_fsdp_ok(k) || zero != 3) {
-        snprintf(err, err_len, "fsdp_version %s: PyTorch FSDP's ZeRO-3 (zero 3, under --software framework, foundry "
-                 "or megatron)", v);
-        return -1;
-    }
-    k->gather_copy_out = !strcmp(v, "2");
-    return 0;
-}
-
-// A row's loss column (--loss for them all, cli.h): eager or fused, what a framework's cross-entropy keeps for its
-// backward (software.h software_set_loss). Returns 0, or -1 with err set.
-static int run_loss(const char* v, PlanSetup* k, char* err, size_t err_len) {
-    int fused = !strcmp(v, "fused");
-    if (!fused && strcmp(v, "eager")) {
-        snprintf(err, err_len, "unknown loss '%s' (eager, fused)", v);
-        return -1;
-    }
-    return software_set_loss(k, fused, err, err_len);
-}
-
 // Predict one row (opt: its optional columns' fields, NULL where absent). Returns 0 with *r filled, or -1
 // with the reason in err. Every number is range-checked (the trainer's ranges, args.h) and
 // every product computed in 64 bits before the schedule code sees it.
@@ -375,10 +327,16 @@ static int plan_run_row(const int* shape, int mlp, const PlanSetup* setup, const
     if (opt[RO_DROPOUT] && opt[RO_DROPOUT][0] && software_set_dropout(&k, opt[RO_DROPOUT], err, err_len)) return -1;
     const char* kind = opt[RO_CP_KIND];
     if (kind && kind[0] && run_cp_kind(kind, c, &k, err, err_len)) return -1;
-    if (opt[RO_GRAD_ALLOC] && opt[RO_GRAD_ALLOC][0] && run_grad_alloc(opt[RO_GRAD_ALLOC], &k, err, err_len)) return -1;
+    const char* ga = opt[RO_GRAD_ALLOC];  // (--grad-alloc, --fsdp-version, --loss for them all: cli.h)
+    if (ga && ga[0] && software_set_grad_alloc(&k, "grad_alloc", ga, err, err_len)) return -1;
     const char* fv = opt[RO_FSDP_VERSION];
-    if (fv && fv[0] && run_fsdp_version(&k, fv, c->zero, err, err_len)) return -1;
-    if (opt[RO_LOSS] && opt[RO_LOSS][0] && run_loss(opt[RO_LOSS], &k, err, err_len)) return -1;
+    if (fv && fv[0] && software_set_fsdp_version(&k, "fsdp_version", fv, err, err_len)) return -1;
+    if (fv && fv[0] && c->zero != 3) {
+        snprintf(err, err_len, "fsdp_version %s: how ZeRO-3 layouts gather their weights, not with zero %d", fv,
+                 c->zero);
+        return -1;
+    }
+    if (opt[RO_LOSS] && opt[RO_LOSS][0] && software_set_loss(&k, "loss", opt[RO_LOSS], err, err_len)) return -1;
     const char* split = opt[RO_PP_SPLIT];
     if (split && split[0]) {
         if (strcmp(split, "even") && strcmp(split, "auto") && strcmp(split, "ends")) {

@@ -253,6 +253,49 @@ static const char* software_grads_upfront_why(const PlanSetup* k) {
 static int software_fsdp_ok(const PlanSetup* k) {
     return !k->own_buffers && !k->zero3_param_sync && !k->nanotron_options && !k->scaling_options;
 }
+
+// Three settings a --plan flag (cli.h) and a --runs column (runs.h) give alike: their names here, a table whose index
+// is the value, and one parse each for both; `what` names the flag or the column in the error ("--grad-alloc",
+// "grad_alloc"). Each returns 0, or -1 with the reason in err.
+static const char* const GRAD_ALLOC_NAMES[2] = {"upfront", "lazy"};
+static const char* const FSDP_VERSION_NAMES[2] = {"1", "2"};
+static const char* const LOSS_NAMES[2] = {"eager", "fused"};
+
+// v's index in names, or -1 with err set.
+static int software_choice(const char* what, const char* const names[2], const char* v, char* err, size_t err_len) {
+    for (int i = 0; i < 2; i++)
+        if (!strcmp(v, names[i])) return i;
+    snprintf(err, err_len, "%s: expected %s or %s, got '%s'", what, names[0], names[1], v);
+    return -1;
+}
+
+// Gradients upfront (the states' count), or lazy: each chunk's from its first backward, accumulated by a pass of
+// their own (grads_lazy), a framework's.
+static int software_set_grad_alloc(PlanSetup* k, const char* what, const char* v, char* err, size_t err_len) {
+    int lazy = software_choice(what, GRAD_ALLOC_NAMES, v, err, err_len);
+    if (lazy < 0) return -1;
+    if (lazy && !software_grads_lazy_ok(k)) {
+        snprintf(err, err_len, "%s lazy: a framework's gradients (--software framework, foundry, megatron or "
+                 "deepspeed2021); %s", what, software_grads_upfront_why(k));
+        return -1;
+    }
+    k->grads_lazy = lazy;
+    return 0;
+}
+
+// PyTorch FSDP's version for a framework's ZeRO-3: 1, its flat parameter, or 2, fully_shard's per-parameter tensors,
+// which each gather is copied out into (gather_copy_out). (ZeRO 3 itself: the caller's, a filter or a row.)
+static int software_set_fsdp_version(PlanSetup* k, const char* what, const char* v, char* err, size_t err_len) {
+    int version2 = software_choice(what, FSDP_VERSION_NAMES, v, err, err_len);
+    if (version2 < 0) return -1;
+    if (!software_fsdp_ok(k)) {
+        snprintf(err, err_len, "%s %s: PyTorch FSDP's ZeRO-3, a framework's (--software framework, foundry or "
+                 "megatron)", what, v);
+        return -1;
+    }
+    k->gather_copy_out = version2;
+    return 0;
+}
 // DeepSpeed's defaults of 2021 (deepspeed/runtime/zero/constants.py at v0.3.16): a tensor below
 // stage3_param_persistence_threshold elements stays whole on every rank; gathered weights are released once
 // stage3_max_live_parameters elements are live (the module being run is fetched regardless). (Its
@@ -313,17 +356,18 @@ static int software_set_dropout(PlanSetup* k, const char* text, char* err, size_
 // gathered logits), and fused where the loss keeps its fp32 softmax whatever runs it: Megatron-core's
 // vocab_parallel_cross_entropy, --cross-entropy-loss-fusion too (fusions/fused_cross_entropy.py at f2e5db40 saves
 // exp_logits of the logits' .float()), and nanotron's _ShardedCrossEntropy (c2528430: exp_logits of the fp32 cast).
-// Returns 0, or -1 with the reason in err.
-static int software_set_loss(PlanSetup* k, int fused, char* err, size_t err_len) {
-    const char* v = fused ? "fused" : "eager";
+// The name v as LOSS_NAMES says; `what` as software_choice's.
+static int software_set_loss(PlanSetup* k, const char* what, const char* v, char* err, size_t err_len) {
+    int fused = software_choice(what, LOSS_NAMES, v, err, err_len);
+    if (fused < 0) return -1;
     if (k->own_kernels || k->loss_gathered) {
-        snprintf(err, err_len, "loss %s: a framework's cross-entropy (%s)", v,
+        snprintf(err, err_len, "%s %s: a framework's cross-entropy (%s)", what, v,
                  k->own_kernels ? "this trainer's loss is its own kernel" : "the Scaling codebase's is torch's");
         return -1;
     }
     if (fused && k->loss_softmax_inplace) {
-        snprintf(err, err_len, "loss fused: this software's vocabulary-parallel cross-entropy keeps its fp32 softmax "
-                 "for the backward (Megatron-core's, --cross-entropy-loss-fusion too; nanotron's)");
+        snprintf(err, err_len, "%s fused: this software's vocabulary-parallel cross-entropy keeps its fp32 softmax "
+                 "for the backward (Megatron-core's, --cross-entropy-loss-fusion too; nanotron's)", what);
         return -1;
     }
     k->loss_fused = fused;

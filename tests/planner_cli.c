@@ -330,8 +330,9 @@ static void test_runs_grad_alloc(void) {
     int rc[2];
     runs_two_columns("vpp,grad_alloc", values, row, mem, step, own, &m1, &m3, rc);
     check(rc[0] == 2 && mem[1] < mem[0] && mem[2] == mem[0] && step[1] > step[0] && step[2] == step[0] &&
-              strstr(m1, "unknown grad_alloc 'eager' (upfront, lazy)") && rc[1] == 2 &&
-              strstr(m3, "grad_alloc lazy: this trainer allocates its gradients before the step") &&
+              strstr(m1, "grad_alloc: expected upfront or lazy, got 'eager'") && rc[1] == 2 &&
+              strstr(m3, "grad_alloc lazy: a framework's gradients (--software framework, foundry, megatron or "
+                         "deepspeed2021); this trainer allocates its gradients before the step") &&
               trainer_refuses_flag("--grad-alloc", "lazy", "--grad-alloc lazy: a framework's gradients"),
           "runs_grad_alloc_column", "rc %d, memory upfront %.3f lazy %.3f default %.3f GiB, step %.4f / %.4f s; %s; "
           "trainer rc %d: %s", rc[0], mem[0], mem[1], mem[2], step[0], step[1], m1, rc[1], m3);
@@ -349,7 +350,7 @@ static void test_runs_fsdp_version(void) {
     int rc[2];
     runs_two_columns("cp,fsdp_version", values, row, mem, step, own, &m1, &m3, rc);
     check(rc[0] == 2 && step[1] > step[0] && step[2] == step[0] && mem[1] == mem[0] && mem[2] == mem[0] &&
-              strstr(m1, "unknown fsdp_version '3' (1, 2)") && rc[1] == 2 &&
+              strstr(m1, "fsdp_version: expected 1 or 2, got '3'") && rc[1] == 2 &&
               strstr(m3, "fsdp_version 1: PyTorch FSDP's ZeRO-3") &&
               trainer_refuses_flag("--fsdp-version", "2", "--fsdp-version 2: PyTorch FSDP's ZeRO-3, a framework's"),
           "runs_fsdp_version_column", "rc %d, step %.4f / %.4f / %.4f s, memory %.3f / %.3f GiB; %s; trainer rc %d: %s",
@@ -371,7 +372,7 @@ static void test_runs_loss(void) {
     runs_two_columns("cp,loss", values, row, mem, step, own, &m1, &m3, rc);
     double less = 4096.0 * 50304 * 14 / (1 << 30);
     check(rc[0] == 2 && fabs(mem[0] - mem[1] - less) < 0.0015 && mem[2] == mem[0] && step[1] == step[0] &&
-              step[2] == step[0] && strstr(m1, "unknown loss 'Fused' (eager, fused)") && rc[1] == 2 &&
+              step[2] == step[0] && strstr(m1, "loss: expected eager or fused, got 'Fused'") && rc[1] == 2 &&
               strstr(m3, "loss eager: a framework's cross-entropy (this trainer's loss is its own kernel)"),
           "runs_loss_column", "rc %d, memory eager %.3f fused %.3f default %.3f GiB (%.4f less by hand), step %.4f / "
           "%.4f s; %s; trainer rc %d: %s", rc[0], mem[0], mem[1], mem[2], less, step[0], step[1], m1, rc[1], m3);

@@ -663,6 +663,7 @@ static void hf_import_shard(const char* dir, const Layout* L, const ParamLayout*
             data_fail("--import-hf %s: %s", path, why);
         CopyCtx cc = {params + t->offset, buf, 0};
         tensor_runs(t, L->tp, L->tp_rank, copy_run, &cc);
+        stop_if_signalled("reading --import-hf");
     }
     fclose(f);
     free(json);

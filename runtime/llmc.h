@@ -72,6 +72,7 @@ static void llmc_import_shard(const char* path, const Layout* L, const ParamLayo
         if (state_values_check(buf, n, 0, t->name, why, sizeof(why))) data_fail("--import-llmc %s: %s", path, why);
         CopyCtx cc = {params + t->offset, buf, 0};
         tensor_runs(t, L->tp, L->tp_rank, copy_run, &cc);
+        stop_if_signalled("reading --import-llmc");
     }
     fclose(f);
     free(buf); free(full);

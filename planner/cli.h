@@ -194,8 +194,12 @@ static int plan_filter_flag(const char* flag, const char* v, PlanFilter* f) {
 static void plan_device(DeviceProfile* d, const char* device, const char* device_file, const char** sets, int n_sets,
                         const char* peak_tflops) {
     char err[512];
+    if (device && device_file)  // the file's profile was planned on, --device dropped without a word
+        fail("--device %s and --device-file %s both choose the device: give one (a device file starts from "
+             "'base = NAME')", device, device_file);
     if (device_file) { if (profile_parse_file(device_file, d, err, sizeof(err))) fail("--device-file: %s", err); }
-    else if (profile_builtin(device, d)) fail("--device: unknown device '%s' (known: %s)", device, PROFILE_NAMES);
+    else if (profile_builtin(device ? device : "a100-80gb", d))
+        fail("--device: unknown device '%s' (known: %s)", device, PROFILE_NAMES);
     for (int k = 0; k < n_sets; k++) {
         char key[64];
         const char* eq = strchr(sets[k], '=');
@@ -203,6 +207,9 @@ static void plan_device(DeviceProfile* d, const char* device, const char* device
             fail("--device-set: expected KEY=VALUE, got '%s'", sets[k]);
         memcpy(key, sets[k], eq - sets[k]);
         key[eq - sets[k]] = 0;
+        if (!strcmp(key, "base"))  // (profile_set's list of keys names it: a device file's)
+            fail("--device-set base=%s: a device file's first key; choose a built-in device with --device %s", eq + 1,
+                 eq + 1);
         for (int j = 0; j < k; j++)  // a key set twice, as in a device file: which value was meant is not known
             if (!strncmp(sets[j], sets[k], eq - sets[k] + 1))
                 fail("--device-set: key %s given twice ('%s', then '%s'): set each key once", key, sets[j], sets[k]);
@@ -234,7 +241,7 @@ static void plan_parse_args(int argc, char** argv, PlanArgs* a) {
     a->filter = plan_filter_any();
     PlanFilter* f = &a->filter;
     const char* peak_tflops = NULL;
-    const char *device = "a100-80gb", *device_file = NULL;
+    const char *device = NULL, *device_file = NULL;  // neither: a100-80gb (plan_device)
     const char* sets[64];
     int n_sets = 0, grad_reduce_bf16 = 0, grad_reduce_given = 0;
     const char *dropout = NULL, *grad_alloc = NULL, *fsdp_version = NULL, *loss = NULL;
@@ -377,6 +384,9 @@ static void plan_parse_args(int argc, char** argv, PlanArgs* a) {
     plan_device(d, device, device_file, sets, n_sets, peak_tflops);
     if (a->gpus_per_node == -1) a->gpus_per_node = d->gpus_per_node > 0 ? d->gpus_per_node : a->gpus;
     if (a->gpus_per_node < 1) fail("--gpus-per-node must be >= 1, got %d", a->gpus_per_node);
+    if (!a->runs && a->gpus > a->gpus_per_node && a->gpus % a->gpus_per_node)  // (a runs row: plan_run_row)
+        fail("--gpus %d is not a whole number of nodes of %d GPUs (--gpus-per-node): the planner places groups on "
+             "whole nodes", a->gpus, a->gpus_per_node);
     if (a->global_batch && a->global_tokens) fail("give --global-batch or --global-batch-tokens, not both");
     int noise_sources = (a->noise_scale > 0) + (a->noise_log != NULL) + (a->target_loss > 0);
     if (a->run_tokens > 0 && noise_sources != 1)
@@ -527,8 +537,9 @@ static void plan_no_layout(const ModelConfig* c, const PlanArgs* a, int global_b
              a->gpus, global_batch, PLAN_MAX_PAIRS);
     PlanCut cuts[PLAN_CUTS];
     int n_cuts = 0, unsaid = 0, past = 0;  // past: cut by reasons beyond the PLAN_CUTS kept
+    plan_progress_set("layouts checked for why they cannot run", 0, keys.n);
     for (int i = 0; i < keys.n; i++) {
-        if (!(i & 4095)) stop_if_signalled("finding why no layout can run");
+        if (!(i & 4095)) stop_if_signalled("finding why no layout can run"), plan_progress_tick(i);
         const PlanKey* key = &keys.k[i];
         PlanResult r;
         plan_predict_key(c, key, global_batch, a->gpus_per_node, &a->dev, &a->setup, PLAN_TIME_FITTING, &r);

@@ -422,10 +422,18 @@ static int profile_set(DeviceProfile* d, const char* key, const char* value, cha
 // Read a device file: lines "key = value", '#' starts a comment. An optional first key
 // "base = NAME" starts from a built-in profile (else from a100-80gb). Returns 0, or -1
 // with "FILE:LINE: message" in err.
+#define PROFILE_MAX_BYTES (1 << 20)
 static int profile_parse_file(const char* path, DeviceProfile* d, char* err, size_t err_len) {
     char why[256];
     FILE* f = input_open(path, why, sizeof(why), NULL);
     if (!f) { snprintf(err, err_len, "cannot open device file '%s': %s", path, why); return -1; }
+    struct stat st;
+    if (!fstat(fileno(f), &st) && st.st_size > PROFILE_MAX_BYTES) {  // read whole, line by line, with no stop
+        snprintf(err, err_len, "%s: %lld bytes, more than a profile's %d (its keys are a few dozen lines)", path,
+                 (long long)st.st_size, PROFILE_MAX_BYTES);
+        fclose(f);
+        return -1;
+    }
     profile_a100(d);
     char line[512], msg[400];
     int line_no = 0, n_keys = 0, rc = 0, seen_line[N_PROFILE_KEYS + 1] = {0};  // the line each key was on (+ name)

@@ -128,17 +128,15 @@ static void run_plan(const ModelConfig* c, int gpus, int gpus_per_node, const De
     printf("  %8s %9s  %-46s %5s %10s %9s %10s %11s\n", "batch", "tokens", "layout (best MFU at this batch)", "MFU%",
            "steps", "tokens", "hours", "GPU-hours");
     for (int i = 0; i < n; i++) run_print_row(&r[i], c->seq_len, i == best);
-    if (best < 0) {
-        printf("no batch has a layout that fits (see ./train --plan at one batch for why)\n");
-    } else {
-        const PlanResult* p = &r[best].best;
-        printf("\nbest (*): --global-batch %ld --dp %d --tp %d --pp %d --vpp %d --micro-batch %d --schedule %s%s "
-               "--recompute %s --zero %d%s: %.1f hours, %.0f GPU-hours (%.1f%% MFU)\n",
-               r[best].batch, p->dp, p->tp, p->pp, p->vpp, p->micro_batch, schedule_name(p->schedule),
-               p->pp_split ? " --pp-split auto" : "",
-               plan_recompute_name(p->recompute), p->zero, p->sp ? " --sp" : "", r[best].hours, r[best].gpu_hours,
-               100 * p->mfu);
-    }
+    if (best < 0)  // nothing to recommend: not a success (it printed the table and exited 0)
+        fail("--tokens: no batch of the %d tried (%ld to %ld sequences) has a layout that fits in %.3g GiB per GPU "
+             "(see ./train --plan at one batch for why)", n, batch[0], batch[n - 1], d->mem_bytes / GiB);
+    const PlanResult* p = &r[best].best;
+    printf("\nbest (*): --global-batch %ld --dp %d --tp %d --pp %d --vpp %d --micro-batch %d --schedule %s%s "
+           "--recompute %s --zero %d%s: %.1f hours, %.0f GPU-hours (%.1f%% MFU)\n",
+           r[best].batch, p->dp, p->tp, p->pp, p->vpp, p->micro_batch, schedule_name(p->schedule),
+           p->pp_split ? " --pp-split auto" : "", plan_recompute_name(p->recompute), p->zero, p->sp ? " --sp" : "",
+           r[best].hours, r[best].gpu_hours, 100 * p->mfu);
     free(r);
 }
 

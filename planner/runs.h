@@ -44,6 +44,7 @@ static const char* const RUN_UNMODELLED[] = {"ep", "expert_parallel", "moe_exper
 
 #define CSV_MAX_FIELDS 256
 #define CSV_MAX_BYTES (64 << 20)
+#define RUNS_MAX_CELLS (1 << 24)  // fields of all runs kept, 4 bytes each (64 MiB): 10^6 runs of 16 columns
 
 // A CSV file read whole (RFC 4180): fields separated by commas, records by LF or CRLF; a field
 // in double quotes may hold commas, line breaks and "" for a quote. A UTF-8 byte-order mark
@@ -246,6 +247,11 @@ static int plan_run_row(const int* shape, int mlp, const PlanSetup* setup, const
                            1};
     for (int k = 0; k < N_RUN_COLS; k++)
         if (RUN_COL_INT[k] && run_int(col[k], RUN_COLS[k], lo[k], hi[k], &v[k], err, err_len)) return -1;
+    if (v[RC_GPUS] > v[RC_GPUS_PER_NODE] && v[RC_GPUS] % v[RC_GPUS_PER_NODE]) {
+        snprintf(err, err_len, "gpus %ld is not a whole number of nodes of gpus_per_node %ld (the planner places "
+                 "groups on whole nodes)", v[RC_GPUS], v[RC_GPUS_PER_NODE]);
+        return -1;
+    }
     if (plan_model(col[RC_MODEL], shape, 0, c, err, err_len)) return -1;
     c->seq_len = (int)v[RC_SEQ_LEN];
     c->mlp = mlp;
@@ -413,8 +419,9 @@ static int plan_runs(const char* path, const char* csv_path, const int* shape, i
                      "cp_kind, offload, offload_frames, reduce_dtype, grad_dtype, grad_alloc, fsdp_version, loss, "
                      "mlp, pp_split, dropout, vpp beside the required ones): remove it to predict the rows without it",
                      path, names[j]);
-    char*** rows = NULL;  // rows[i][j]: field j of run i, in in.text
-    int n_rows = 0, row_cap = 0, n;
+    uint32_t* cells = NULL;  // field j of run i: in.text + cells[i * n_cols + j] (the text is at most 64 MiB)
+    size_t cell_cap = 0;
+    int n_rows = 0, n;
     char* col[CSV_MAX_FIELDS];
     for (int line_no = in.line; (rc = csv_next(&in, col, &n, err, sizeof(err))) > 0; line_no = in.line) {
         if (n == 1 && !col[0][0]) continue;  // a blank line (often the last)
@@ -427,13 +434,18 @@ static int plan_runs(const char* path, const char* csv_path, const int* shape, i
         if (opt_idx[RO_VPP] >= 0 && run_int(col[opt_idx[RO_VPP]], "vpp", SIZE_FLAGS[SIZE_VPP].lo,
                                             SIZE_FLAGS[SIZE_VPP].hi, &x, err, sizeof(err)))
             fail("--runs %s: line %d: %s", path, line_no, err);
-        if (n_rows == row_cap) {
-            row_cap = row_cap ? 2 * row_cap : 256;
-            rows = (char***)realloc(rows, sizeof(char**) * row_cap);
-            if (!rows) fail("out of memory");
+        size_t used = (size_t)n_rows * n_cols;
+        if (used + n_cols > RUNS_MAX_CELLS)
+            fail("--runs %s: line %d: more than %d fields in all (%d runs of %d columns): split the file", path,
+                 line_no, RUNS_MAX_CELLS, n_rows, n_cols);
+        if (used + n_cols > cell_cap) {
+            cell_cap = cell_cap ? 2 * cell_cap : (size_t)256 * n_cols;
+            cell_cap = cell_cap < RUNS_MAX_CELLS ? cell_cap : RUNS_MAX_CELLS;
+            cells = (uint32_t*)realloc(cells, sizeof(uint32_t) * cell_cap);
+            if (!cells) fail("out of memory");
         }
-        rows[n_rows] = (char**)xmalloc(sizeof(char*) * n_cols);
-        memcpy(rows[n_rows++], col, sizeof(char*) * n_cols);
+        for (int j = 0; j < n_cols; j++) cells[used + j] = (uint32_t)(col[j] - in.text);
+        n_rows++;
     }
     if (rc < 0) fail("--runs %s: %s", path, err);
     if (n_rows == 0) fail("--runs %s: no runs after the header", path);
@@ -442,15 +454,19 @@ static int plan_runs(const char* path, const char* csv_path, const int* shape, i
     fprintf(out, "pred_fits,pred_mem_gib,pred_step_s,pred_mfu_pct,pred_reason\n");
     int n_bad = 0, n_fit = 0;
     char* shown_errors[RUN_ERRORS_SHOWN];  // the first rows' errors, printed once the count is known
-    for (int i = 0; i < n_rows; i++) {
-        char *run_col[N_RUN_COLS], *opt[N_RUN_OPT];
-        for (int k = 0; k < N_RUN_COLS; k++) run_col[k] = rows[i][idx[k]];
-        for (int k = 0; k < N_RUN_OPT; k++) opt[k] = opt_idx[k] >= 0 ? rows[i][opt_idx[k]] : NULL;
+    plan_progress_set("runs predicted", 0, n_rows);
+    for (int i = 0; i < n_rows; i++) {  // a row takes up to a second (pp 256 over 1024 micro-batches: 40 ms)
+        stop_if_signalled("predicting the --runs rows");
+        plan_progress_tick(i);
+        char *row[CSV_MAX_FIELDS], *run_col[N_RUN_COLS], *opt[N_RUN_OPT];
+        for (int j = 0; j < n_cols; j++) row[j] = in.text + cells[(size_t)i * n_cols + j];
+        for (int k = 0; k < N_RUN_COLS; k++) run_col[k] = row[idx[k]];
+        for (int k = 0; k < N_RUN_OPT; k++) opt[k] = opt_idx[k] >= 0 ? row[opt_idx[k]] : NULL;
         ModelConfig c;
         PlanResult r;
         char reason[512];
         int row_rc = plan_run_row(shape, mlp, setup, dev, run_col, opt, &c, &r, reason, sizeof(reason));
-        for (int j = 0; j < n_cols; j++) csv_put(out, rows[i][j], 0);
+        for (int j = 0; j < n_cols; j++) csv_put(out, row[j], 0);
         if (row_rc) {
             if (n_bad < RUN_ERRORS_SHOWN) shown_errors[n_bad] = xstrprintf("row %d: %s", i + 1, reason);
             n_bad++;
@@ -461,7 +477,6 @@ static int plan_runs(const char* path, const char* csv_path, const int* shape, i
             fprintf(out, "%d,%.3f,%.4f,%.3f,", r.fits, r.mem_total / GiB, r.t_step, 100 * study_mfu(&c, &r, dev));
         }
         csv_put(out, reason, 1);
-        free(rows[i]);
     }
     if (n_bad == n_rows)  // nothing predicted: one line, exit 1, no CSV
         fail("--runs %s: none of the %d runs could be evaluated (%s%s)", path, n_rows, shown_errors[0],
@@ -482,7 +497,7 @@ static int plan_runs(const char* path, const char* csv_path, const int* shape, i
         print_error("--runs %s: %d of the %d runs could not be evaluated (%s%s); the CSV's pred_reason says why for "
                     "each", path, n_bad, n_rows, list, n_bad > RUN_ERRORS_SHOWN ? "; and more" : "");
     }
-    free(rows), free(in.text);
+    free(cells), free(in.text);
     return n_bad ? 2 : 0;
 }
 

@@ -200,6 +200,34 @@ static PlanKeys plan_keys(const ModelConfig* c, int gpus, int global_batch, int 
 static double plan_max_search_s = 600;  // --max-search-min (default 10)
 static double plan_started_s = -1;  // when the search began (plan_main; < 0: no bound, as in the tests)
 
+// A long search says how far it is: a line on stderr every PLAN_PROGRESS_S seconds (only under plan_main, whose
+// start sets plan_started_s), naming its phase and the layouts done of the phase's count. Each phase sets
+// plan_progress (done_before: what the phase had done before this pass of plan_parallel_for began).
+#define PLAN_PROGRESS_S 5.0
+static struct {
+    const char* phase;  // what is being done to the layouts ("bounded", "timed", ...)
+    long done_before, n;
+    double last_s;  // when the last line was printed (or the search began)
+} plan_progress = {"predicted", 0, 0, -1};
+
+static void plan_progress_set(const char* phase, long done_before, long n) {
+    plan_progress.phase = phase, plan_progress.done_before = done_before, plan_progress.n = n;
+}
+
+// Print a progress line if PLAN_PROGRESS_S have passed since the last (done: of this pass).
+static void plan_progress_tick(long done) {
+    double now = now_s();
+    if (plan_started_s < 0) return;
+    if (plan_progress.last_s < plan_started_s) plan_progress.last_s = plan_started_s;
+    if (now - plan_progress.last_s < PLAN_PROGRESS_S) return;
+    plan_progress.last_s = now;
+    fflush(stdout);  // what the search printed before comes first
+    long all = plan_progress.done_before + done, n = plan_progress.n > 0 ? plan_progress.n : 1;
+    fprintf(stderr, "plan: %ld of %ld %s (%.0f%%), %.0f s; Ctrl-C stops\n", all, plan_progress.n,
+            plan_progress.phase, 100.0 * all / n, now - plan_started_s);
+    fflush(stderr);
+}
+
 typedef struct {
     void (*body)(int i, void* arg);
     void* arg;
@@ -249,8 +277,10 @@ static void plan_parallel_for(int n, int block, void (*body)(int i, void* arg), 
     for (; started < n_threads; started++)
         if (pthread_create(&threads[started], NULL, plan_worker, &w)) break;  // fewer threads: the work still gets done
     if (!started) plan_worker(&w);  // no thread at all: this one works
-    while (__atomic_load_n(&w.finished, __ATOMIC_ACQUIRE) < started && !stop_signal && !plan_over_limit(&w))
+    while (__atomic_load_n(&w.finished, __ATOMIC_ACQUIRE) < started && !stop_signal && !plan_over_limit(&w)) {
         usleep(20000);
+        plan_progress_tick(__atomic_load_n(&w.done, __ATOMIC_RELAXED));
+    }
     stop_if_signalled("searching layouts");
     if (w.over)
         fail("--plan: this search would take about %.0f min on this machine (a pass of %d layouts, %d done in %.0f s, "
@@ -306,6 +336,7 @@ static int plan_enumerate(const ModelConfig* c, int gpus, int global_batch, int 
         int count = keys.n - start < BLOCK ? keys.n - start : BLOCK, n_valid = 0;
         PlanKeys part = {keys.k + start, count, count};
         PlanPass pass = {c, &part, NULL, global_batch, gpus_per_node, PLAN_TIME_FITTING, d, base, block, valid};
+        plan_progress_set("layouts predicted", start, keys.n);
         plan_parallel_for(count, 64, plan_pass_body, &pass);
         for (int i = 0; i < count; i++) n_valid += valid[i];
         all = (PlanResult*)realloc(all, sizeof(PlanResult) * (n + n_valid + 1));
@@ -427,6 +458,7 @@ static int plan_search(const ModelConfig* c, int gpus, int global_batch, int gpu
     PlanKeys keys = plan_keys(c, gpus, global_batch, gpus_per_node, base, f);
     PlanCandidate* cand = (PlanCandidate*)xmalloc(sizeof(PlanCandidate) * (keys.n ? keys.n : 1));
     PlanBoundPass bounds = {{c, &keys, NULL, global_batch, gpus_per_node, PLAN_TIME_BOUND, d, base, NULL, NULL}, cand};
+    plan_progress_set("layouts bounded (memory, best throughput)", 0, keys.n);
     plan_parallel_for(keys.n, 64, plan_bound_body, &bounds);
     int valid = 0, fit = 0;
     for (int i = 0; i < keys.n; i++) {
@@ -453,6 +485,7 @@ static int plan_search(const ModelConfig* c, int gpus, int global_batch, int gpu
         while (end < fit && end < n + 16 && cand[end].tier == tier) end++;
         for (int j = n; j < end; j++) order[j - n] = cand[j].key;
         PlanPass pass = {c, &keys, order, global_batch, gpus_per_node, PLAN_TIME_ALL, d, base, rows + n, NULL};
+        plan_progress_set("fitting layouts timed (best bound first; the search ends early)", n, fit);
         plan_parallel_for(end - n, 1, plan_pass_body, &pass);
         for (; n < end; n++) heap_keep_largest(heap, &n_heap, top - above, rows[n].tokens_per_s_per_gpu);
     }

@@ -46,7 +46,7 @@ static const BadRun CLI_CASES[] = {
     {{"cli_plan_runs_leading_blank", "--plan --software framework --runs " CLI "/vpp_blank.csv",
       "column vpp: expected an integer in [1, 64], got ' 1'", 1}, CLI_RUNS("vpp_blank", " 1"), NULL},
     // no layout can run: every reason that cut them, counted, the most common first, in one line
-    {{"cli_plan_no_layout_reasons", CLI_PLAN "--gpus 10 --tp 5",
+    {{"cli_plan_no_layout_reasons", CLI_PLAN "--gpus 10 --gpus-per-node 10 --tp 5",
       "like dp 2 tp 5 cp 1 pp 1 vpp 1 micro-batch 1: n_head 12 is not divisible by tp 5; ", 1}, NULL,
      "grep -Eq '^error: no valid layout: none of the [0-9]+ layouts the filters let through can run: [0-9]+ like dp 2 "
      "tp 5 .*; [0-9]+ like .*; [0-9]+ like .*; [0-9]+ more by [0-9]+ other reasons?' " BAD

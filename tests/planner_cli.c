@@ -1068,8 +1068,8 @@ static void test_hostile_runs_files(char* runs, const char* log, const char* out
     rc = run_plan_capture(a7, 5, log);
     check(rc == 1 && strstr(slurp(log), "row 1: ") && strstr(slurp(log), "pairs per step"),  // no row: exit 1, no CSV
           "runs_op_list_overflow_refused", "rc %d, '%.300s'", rc, slurp(log));
-    const char* a8[] = {"--plan", "--model", "llama-13b", "--gpus", "12", "--tp", "3"};
-    rc = run_plan_capture(a8, 7, log);
+    const char* a8[] = {"--plan", "--model", "llama-13b", "--gpus", "12", "--gpus-per-node", "12", "--tp", "3"};
+    rc = run_plan_capture(a8, 9, log);
     // every reason that cut them, counted, the most common first (n_head), the counts summing to the layouts tried
     const char* text = slurp(log);
     const char* err = strstr(text, "error: no valid layout: none of the ");

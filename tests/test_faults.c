@@ -33,8 +33,9 @@
 // tests/faults_prepare.c (5: data/prepare.py), tests/faults_polish.c (5: flags, LATEST, stdout's
 // reader gone), tests/faults_variants.c (5: the same classes in new variants), tests/faults_plan_inputs.c (5: the
 // planner's flags, device keys and --runs columns of issue 35), tests/faults_cli.c (5: the command line) and
-// tests/faults_layout.c (5: the layout checks' order) and tests/faults_audit.c (5: the trainer's inputs and outputs,
-// an adversarial audit), included into the one binary.
+// tests/faults_layout.c (5: the layout checks' order), tests/faults_audit.c (5: the trainer's inputs and outputs,
+// an adversarial audit) and tests/faults_plan_hostile.c (5: the planner's inputs as a hostile user gives them, long
+// --runs and searches), included into the one binary.
 //
 // All runs train the tiny model with the suite's flags below: --warmup 20 keeps every step
 // here inside the linear warm-up, where the learning rate of a step does not depend on
@@ -393,6 +394,7 @@ static void run_dir(const char* tag, char dir[256], char out[300], char log[300]
 #include "tests/faults_cli.c"
 #include "tests/faults_layout.c"
 #include "tests/faults_audit.c"
+#include "tests/faults_plan_hostile.c"
 
 // ----------------------------------------------------------------------------
 
@@ -514,6 +516,8 @@ int main(int argc, char** argv) {
         if (file_size("train_asan") >= 0) suite_layout("./train_asan");
         suite_audit("./train");  // the seventh session's audit of the trainer's inputs and outputs (faults_audit.c)
         if (file_size("train_asan") >= 0) suite_audit("./train_asan");
+        suite_plan_hostile("./train");  // the planner's inputs as a hostile user gives them (faults_plan_hostile.c)
+        if (file_size("train_asan") >= 0) suite_plan_hostile("./train_asan");
         suite_prepare();
         printf("(bad: %.1f s)\n", now_s() - t0);
     }

@@ -1,0 +1,80 @@
+// tests/faults_plan_hostile.c: test_faults' cases of the planner's inputs as a hostile or careless user gives them
+// (the seventh session's audit of `./train --plan`): a --runs file that takes minutes (SIGTERM / SIGINT were
+// recorded and never looked at: every row was predicted, exit 0; no word of progress) and one wider than the
+// fields kept (a pointer array allocated per row, 8 bytes a field, without a cap); a search of minutes says how
+// far it is every 5 s; --gpus that is not a whole number of nodes (16 on nodes of 3 was planned as if each group
+// sat in a node); --device beside --device-file (the file's profile was planned on, --device dropped without a
+// word); --device-set base=NAME (refused as an unknown key whose list of keys names 'base'); a device file of
+// megabytes (read line by line, no stop); --tokens with no batch that fits (exit 0). Each asserts the whole first
+// error line and the exit code. Run through ./train and ./train_asan. Included by tests/test_faults.c after
+// faults_bad_inputs.c (its bad_run and BAD); not built alone.
+
+#define HP BAD "/plan_hostile"
+#define HP_HEADER "model,seq_len,gpus,gpus_per_node,global_batch_tokens,schedule,zero,tp,pp,dp,micro_batch,recompute," \
+                  "attention,rms_kernel,sp"
+// A one-row --runs file HP/N.csv holding ROW
+#define HP_RUNS(N, ROW) "printf '" HP_HEADER "\\n" ROW "\\n' > " HP "/" N ".csv"
+// 768 runs of a 256-stage pipeline over 257..1024 micro-batches (distinct: no row's counts cached for the next),
+// 10-40 ms each here: 10-30 s in all, under --n-layer 512
+#define HP_SLOW_RUNS                                                                                                 \
+    "awk 'BEGIN { print \"" HP_HEADER "\"; for (i = 257; i <= 1024; i++) "                                          \
+    "printf \"llama-65b,2048,256,8,%d,1f1b,1,1,256,1,1,none,flash2,1,0\\n\", 2048 * i }' > " HP "/slow.csv"
+
+static const BadRun PLAN_HOSTILE_RUNS[] = {
+    // --gpus on nodes that do not divide it: a group across a node's edge was priced as inside it
+    {{"plan_gpus_not_whole_nodes", "--plan --model gpt2-124m --gpus 16 --gpus-per-node 3",
+      "error: --gpus 16 is not a whole number of nodes of 3 GPUs (--gpus-per-node): the planner places groups on "
+      "whole nodes", 1}, NULL, NULL},
+    {{"plan_gpus_part_of_a_node", "--plan --model gpt2-124m --gpus 4 --gpus-per-node 8 --tp 1 --pp 1 --micro-batch 1 "
+      "--zero 0 --top 1", "best: --dp 4 --tp 1", 0}, NULL, NULL},
+    {{"plan_runs_gpus_not_whole_nodes", "--plan --runs " HP "/nodes3.csv",
+      "error: --runs " HP "/nodes3.csv: none of the 1 runs could be evaluated (row 1: gpus 16 is not a whole number "
+      "of nodes of gpus_per_node 3 (the planner places groups on whole nodes))", 1},
+     HP_RUNS("nodes3", "llama-7b,4096,16,3,262144,1f1b,1,1,1,16,1,none,flash2,1,0"), NULL},
+    // --tokens where no batch has a layout that fits: the table, then exit 0 with nothing recommended
+    {{"plan_tokens_nothing_fits", "--plan --model gpt2-124m --gpus 1 --tokens 1e9 --noise-scale 1e6 --device-set "
+      "mem_gib=0.001",
+      "error: --tokens: no batch of the 9 tried (128 to 32768 sequences) has a layout that fits in 0.001 GiB per GPU "
+      "(see ./train --plan at one batch for why)", 1}, NULL, NULL},
+    // the device: chosen twice, base outside a file, a file of megabytes
+    {{"plan_device_and_device_file", "--plan --device h100-sxm --device-file " HP "/mem40.txt",
+      "error: --device h100-sxm and --device-file " HP "/mem40.txt both choose the device: give one (a device file "
+      "starts from 'base = NAME')", 1}, "printf 'mem_gib = 40\\n' > " HP "/mem40.txt", NULL},
+    {{"plan_device_set_base", "--plan --device-set base=h100-sxm",
+      "error: --device-set base=h100-sxm: a device file's first key; choose a built-in device with --device h100-sxm",
+      1}, NULL, NULL},
+    {{"plan_device_file_huge", "--plan --device-file " HP "/huge_dev.txt",
+      "error: --device-file: " HP "/huge_dev.txt: 2000000 bytes, more than a profile's 1048576 (its keys are a few "
+      "dozen lines)", 1}, "yes '# a comment' | head -c 2000000 > " HP "/huge_dev.txt", NULL},
+    // --runs wider than the fields kept (65537 runs of 256 columns): refused at the run past the cap
+    {{"plan_runs_fields_cap", "--plan --runs " HP "/wide.csv",
+      "error: --runs " HP "/wide.csv: line 65538: more than 16777216 fields in all (65536 runs of 256 columns): split "
+      "the file", 1},
+     "awk 'BEGIN { h = \"" HP_HEADER "\"; r = \"llama-7b,4096,16,8,262144,1f1b,1,1,1,16,1,none,flash2,1,0\"; "
+     "for (i = 1; i <= 241; i++) { h = h \",x\" i; r = r \",\" }; print h; for (i = 0; i < 65537; i++) print r }' > "
+     HP "/wide.csv", NULL},
+    // a --runs file of minutes: progress on stderr every 5 s; SIGTERM ends it, 143, no CSV nor its temporary
+    {{"plan_runs_progress_then_stopped",
+      "sh -c '{train} --plan --n-layer 512 --runs " HP "/slow.csv --plan-csv " HP "/slow_out.csv > " HP
+      "/slow.txt 2>&1 & sleep 6; kill -TERM $!; wait $!; echo exit $?'", "exit 143", 0},
+     HP_SLOW_RUNS,
+     "grep -Eq '^plan: [0-9]+ of 768 runs predicted \\([0-9]+%\\), [0-9]+ s; Ctrl-C stops$' " HP "/slow.txt && "
+     "grep -qx 'stopped by signal 15 while predicting the --runs rows' " HP "/slow.txt && ! ls " HP "/slow_out.csv*"},
+    // a search of minutes (4.3M layouts; allowed a week): progress every 5 s, SIGINT ends it, 130
+    {{"plan_search_progress_then_stopped",
+      "sh -c '{train} --plan --model llama-65b --n-layer 512 --gpus 1024 --max-search-min 10000 > " HP
+      "/search.txt 2>&1 & sleep 6; kill -INT $!; wait $!; echo exit $?'", "exit 130", 0},
+     NULL,
+     "grep -Eq '^plan: [0-9]+ of [0-9]+ layouts bounded \\(memory, best throughput\\) \\([0-9]+%\\), [0-9]+ s; "
+     "Ctrl-C stops$' " HP "/search.txt && grep -qx 'stopped by signal 2 while searching layouts' " HP "/search.txt"},
+};
+
+static void suite_plan_hostile(const char* bin) {
+    sh("mkdir -p " HP);
+    bad_runs(bin, PLAN_HOSTILE_RUNS, sizeof(PLAN_HOSTILE_RUNS) / sizeof(PLAN_HOSTILE_RUNS[0]));
+}
+
+#undef HP_SLOW_RUNS
+#undef HP_RUNS
+#undef HP_HEADER
+#undef HP

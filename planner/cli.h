@@ -13,8 +13,8 @@ static void plan_usage(void) {
         "usage: train --plan [flags]              rank every layout and kernel choice\n"
         "       train --plan --runs FILE.csv [flags]  predict the runs of a file (see dev/PLANNER.md): its optional\n"
         "                          columns vpp, cp, cp_ulysses, cp_kind, offload, offload_frames, mlp, pp_split,\n"
-        "                          reduce_dtype, grad_dtype, dropout, grad_alloc, fsdp_version, loss as the flags\n"
-        "                          below (each flag once, but --device-set: once per key)\n"
+        "                          reduce_dtype, grad_dtype, dropout, grad_alloc, fsdp_version, loss, nccl as the\n"
+        "                          flags below (nccl: --nccl-version; each flag once, but --device-set: once per key)\n"
         "  --model NAME            preset (default llama-13b); shape: --n-layer --n-head --n-kv-head --d-model --d-ff\n"
         "                          --vocab --seq-len (with --runs the shape flags override every row's preset)\n"
         "  --mlp gelu|relu2|swiglu the MLP apart from the attention (default: the architecture's: GPT-2 gelu, LLaMA\n"
@@ -58,6 +58,8 @@ static void plan_usage(void) {
         "  --loss eager|fused      what a framework's cross-entropy keeps for its backward (memory only): its fp32\n"
         "                          ops' e + 16 bytes a logit (eager) or one kernel's / a torch.compile'd loss's 2e,\n"
         "                          the logits and their gradient (fused); default: the software's (foundry fused)\n"
+        "  --nccl-version V        price the collectives by NCCL release V's cost model (2.8 .. 2.30, e.g. 2.14.3:\n"
+        "                          its latencies by release, dev/PLANNER.md); default: b647562's (v2.20.3)\n"
         "  --grad-reduce fp32|bf16 this trainer's dp all-reduce of the gradient (--zero 0|1; bf16: half the bytes,\n"
         "                          a 32 MiB scratch); under another --software the dtype its gradients are reduced\n"
         "                          in (default bf16; fp32: torchtitan's FSDP2, mixed_precision_reduce)\n"
@@ -244,7 +246,7 @@ static void plan_parse_args(int argc, char** argv, PlanArgs* a) {
     const char *device = NULL, *device_file = NULL;  // neither: a100-80gb (plan_device)
     const char* sets[64];
     int n_sets = 0, grad_reduce_bf16 = 0, grad_reduce_given = 0;
-    const char *dropout = NULL, *grad_alloc = NULL, *fsdp_version = NULL, *loss = NULL;
+    const char *dropout = NULL, *grad_alloc = NULL, *fsdp_version = NULL, *loss = NULL, *nccl = NULL;
     FlagsGiven given = {"--plan: ", 0, {}};  // --device-set is repeatable (a key it sets twice: plan_device)
     for (int i = 1; i < argc; i++) {
         if (!strcmp(argv[i], "--plan")) { flag_once(&given, argv[i], NULL); continue; }
@@ -321,6 +323,8 @@ static void plan_parse_args(int argc, char** argv, PlanArgs* a) {
             fsdp_version = v;
         else if (!strcmp(flag, "--loss"))
             loss = v;
+        else if (!strcmp(flag, "--nccl-version"))
+            nccl = v;
         else if (!strcmp(flag, "--offload-frames"))
             a->offload_frames = plan_int(v, flag, 1, 2);
         else if (!strcmp(flag, "--grad-reduce")) {
@@ -376,6 +380,7 @@ static void plan_parse_args(int argc, char** argv, PlanArgs* a) {
     if (fsdp_version && f->zero >= 0 && f->zero != 3)
         fail("--fsdp-version %s: how ZeRO-3 layouts gather their weights, not with --zero %d", fsdp_version, f->zero);
     if (loss && software_set_loss(&a->setup, "--loss", loss, why, sizeof(why))) fail("%s", why);
+    if (nccl && software_set_nccl(&a->setup, "--nccl-version", nccl, why, sizeof(why))) fail("%s", why);
     // (after --software, which sets the rest of it): this trainer's bf16 all-reduce, or the dtype another
     // framework reduces its gradients in (FSDP2's reduce_dtype; --runs' reduce_dtype column)
     if (a->setup.own_buffers) a->setup.grad_reduce_bf16 = grad_reduce_bf16;
@@ -500,6 +505,13 @@ static void plan_print_profile(const DeviceProfile* d, const PlanSetup* k, int g
         k->nccl_links ? "link_eff_nccl: NCCL's measured" : "link_eff: fitted to the study", d->nic_eff,
         k->dp_after_backward ? 0.0 : d->dp_overlap, software_nccl_interference(k, d),
         d->dtype_bytes == 2 ? "bf16" : "fp32", sw.grad_bytes);
+    const NcclModel* m = nccl_model_of(k->nccl_release);
+    if (m)  // a named release (--nccl-version): its numbers in place of b647562's (time.h ring_latency)
+        printf("nccl: %d.%d.%d, by the cost model of %d.%d.%d on: ring network hop %.1f us, tree base %.1f + hops "
+               "%.0f / %.0f us, all-reduce plateau %.1f, net overhead %s\n",
+               k->nccl_release / 10000, k->nccl_release / 100 % 100, k->nccl_release % 100, m->from / 10000,
+               m->from / 100 % 100, m->from % 100, m->ring_net_hop * 1e6, m->tree_base * 1e6, m->tree_nvlink_hop * 1e6,
+               m->tree_net_hop * 1e6, m->plateau, m->net_overhead ? "yes" : "no");
     printf("software: rank order %s, pipeline cut by %s, %s%s loss, gradients reduced %s, %s%s\n",
            k->rank_order == ORDER_TP_PP_DP ? "tp-cp-pp-dp" : "tp-cp-dp-pp",
            pipe_split_name(k->pipe_split), k->loss_fused ? "fused " : "",

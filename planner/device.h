@@ -8,6 +8,70 @@
 #include <stddef.h>  // offsetof
 #include "base/files.h"
 
+// NCCL's cost model of its Simple-protocol ring and tree, by release (src/graph/tuning.cc and enqueue.cc's "plateau
+// effect of ring", NVIDIA/nccl, read at each tag below; dev/PLANNER.md "NCCL's latencies by release"). The releases
+// between two rows share the first one's numbers. A run that names its NCCL (a --runs row's nccl column,
+// --nccl-version) is priced by its release's row; one that names none by the device's hops and b647562's (v2.20.3,
+// the 2.19.3 row). Every hop is in seconds; the base of the ring (8.4 us) and its NVLink hop (3.4) never changed.
+typedef struct NcclModel {
+    int from;               // first release of the row, 10000 x major + 100 x minor + patch
+    double ring_net_hop;    // hwLat NET Ring Simple: a ring step that crosses nodes
+    double tree_base;       // baseLat Tree Simple
+    double tree_nvlink_hop, tree_net_hop;  // hwLat NVLINK / NET Tree Simple: a step of the chain in a node / of the
+                                           // tree over the nodes
+    double plateau;         // the ring all-reduce's latency factor across nodes on sm80 and sm90
+    int plateau_per_channel;  // 1: from 64 bytes a channel a rank (2.18 on); 0: from nRanks / 16 x 64 KiB (before)
+    int ar_net_steps_less;  // a ring all-reduce's steps across nodes: 2 x (nodes - this), 1 or 0
+    int net_overhead;       // 1: a ring that spans nodes floors its steps at 3 x getNetOverhead (2.18.1 on)
+} NcclModel;
+static const NcclModel NCCL_MODELS[] = {
+    {20803, 9.6e-6, 0, 28e-6, 28e-6, 1.9, 0, 1, 0},  // 2.8.3 .. 2.11.4
+    {21207, 28e-6, 0, 28e-6, 28e-6, 1.9, 0, 1, 0},   // 2.12.7 .. 2.13.4: the network's ring hop 28 us
+    {21403, 9.6e-6, 0, 28e-6, 28e-6, 1.9, 0, 0, 0},  // 2.14.3 .. 2.17.1: all-reduce 2 x nodes steps across (2.17.1's
+                                                     // 1.5 plateau on sm90 is not taken: 1.9 as on sm80)
+    {21801, 14e-6, 0, 28e-6, 28e-6, 1.4, 1, 0, 1},   // 2.18.1: the network hop 14, the net overhead, plateau 1.4
+    {21803, 14e-6, 0, 4e-6, 14e-6, 1.4, 1, 0, 1},    // 2.18.3 .. 2.18.6: the tree's hops 4 (NVLink) and 14 (network)
+    {21901, 14e-6, 0, 28e-6, 28e-6, 1.4, 1, 0, 1},   // 2.19.1 .. 2.22.3 (b647562 = 2.20.3): the tree's 28 again
+    {22304, 14e-6, 8.4e-6, 4e-6, 14e-6, 1.4, 1, 1, 1},  // 2.23.4 .. 2.30.7: tree base 8.4, hops 4 / 14; all-reduce
+                                                        // 2 x (nodes - 1) steps across
+};
+#define NCCL_MODEL_DEFAULT (&NCCL_MODELS[5])
+#define NCCL_VERSION_MIN 20803
+#define NCCL_VERSION_MAX 23099  // read up to v2.30.7-1
+
+// A release "2.18.3" as 10000 x major + 100 x minor + patch ("2.18": that minor's first release the table names,
+// 2.18.1), or 0 for a version the table does not hold (before 2.8, after 2.30, or not MAJOR.MINOR[.PATCH] in digits).
+static int nccl_release_of(const char* v) {
+    int part[3] = {0, -1, -1}, n = 0;
+    for (const char* p = v;; p++) {
+        if (*p < '0' || *p > '9') return 0;  // a digit starts each part
+        int x = 0;
+        for (; *p >= '0' && *p <= '9'; p++)
+            if ((x = 10 * x + (*p - '0')) > 99) return 0;
+        part[n++] = x;
+        if (!*p) break;
+        if (*p != '.' || n == 3) return 0;
+    }
+    if (n < 2) return 0;
+    int minor = 10000 * part[0] + 100 * part[1], code = minor + (part[2] < 0 ? 0 : part[2]);
+    if (minor < NCCL_VERSION_MIN / 100 * 100 || code > NCCL_VERSION_MAX) return 0;
+    for (int i = 0; i < (int)(sizeof(NCCL_MODELS) / sizeof(NCCL_MODELS[0])); i++)  // a minor a row starts in: from
+        if (NCCL_MODELS[i].from / 100 * 100 == minor) {                         // that row's first release on
+            if (part[2] < 0 || code < NCCL_MODELS[i].from) code = NCCL_MODELS[i].from;
+            break;
+        }
+    return code;
+}
+
+// The model of release `code` (nccl_release_of's): the last row from at or before it; NULL for 0.
+static const NcclModel* nccl_model_of(int code) {
+    if (!code) return NULL;
+    const NcclModel* m = &NCCL_MODELS[0];
+    for (int i = 0; i < (int)(sizeof(NCCL_MODELS) / sizeof(NCCL_MODELS[0])); i++)
+        if (code >= NCCL_MODELS[i].from) m = &NCCL_MODELS[i];
+    return m;
+}
+
 typedef struct {
     char name[32];
     // compute
@@ -64,6 +128,7 @@ typedef struct {
     // ranks that time-share cores (the CPU build): 0 for devices of their own, else the
     // number of cores all ranks share; a rank runs at peak_flops when it has a core to itself
     int shared_cores;
+    const NcclModel* nccl;   // NCCL's model (NULL: b647562's with the hops above); a run's release sets it and the hops
 } DeviceProfile;
 
 #define GiB (1024.0 * 1024.0 * 1024.0)

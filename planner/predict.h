@@ -906,6 +906,7 @@ static DeviceProfile plan_software_device(const PlanSetup* k, const DeviceProfil
     if (k->own_kernels) d.matmul_eff = dev->matmul_eff_own;
     else if (k->matmul_scaling) d.matmul_eff = dev->matmul_eff_scaling;
     if (k->grad_bytes) d.grad_bytes = k->grad_bytes;
+    if (k->nccl_release) d.nccl = nccl_model_of(k->nccl_release);  // the run's NCCL release (time.h group_link_nested)
     double* rates[] = {&d.matmul_eff, &d.attn_eff_flash1, &d.attn_eff_flash2, &d.attn_eff_flash3, &d.attn_eff_own,
                        &d.bmm_eff};
     for (int i = 0; i < (int)(sizeof(rates) / sizeof(rates[0])); i++) *rates[i] *= dev->tensor_clock;

@@ -30,15 +30,17 @@ static const int RUN_COL_INT[N_RUN_COLS] = {0, 1, 1, 1, 1, 0, 1, 1, 1, 1, 1, 0, 
 // gradients allocated before the step, or each chunk's at its first backward, PyTorch autograd's and FSDP's;
 // empty or absent: upfront), fsdp_version (1|2: PyTorch FSDP's, with zero 3; 2 copies each gather out on the compute
 // stream, software.h gather_copy_out; empty or absent: 1), loss (eager|fused: what a framework's cross-entropy keeps,
-// memory.h loss_bytes_per_logit; empty or absent: the software's).
+// memory.h loss_bytes_per_logit; empty or absent: the software's), nccl (the NCCL release the run's collectives ran
+// on, MAJOR.MINOR[.PATCH], 2.8 .. 2.30: its cost model, device.h NCCL_MODELS; empty or absent: --nccl-version's, else
+// b647562's).
 // Columns that name a setting the planner does not model are refused, so a row is never predicted as another
 // layout than the one that ran.
 enum { RO_VPP, RO_CP, RO_CP_ULYSSES, RO_OFFLOAD, RO_OFFLOAD_FRAMES, RO_REDUCE_DTYPE, RO_MLP, RO_PP_SPLIT,
-       RO_GRAD_DTYPE, RO_DROPOUT, RO_CP_KIND, RO_GRAD_ALLOC, RO_FSDP_VERSION, RO_LOSS, N_RUN_OPT };
+       RO_GRAD_DTYPE, RO_DROPOUT, RO_CP_KIND, RO_GRAD_ALLOC, RO_FSDP_VERSION, RO_LOSS, RO_NCCL, N_RUN_OPT };
 static const char* const RUN_OPT_COLS[N_RUN_OPT] = {"vpp",          "cp",           "cp_ulysses", "offload",
                                                     "offload_frames", "reduce_dtype", "mlp",        "pp_split",
                                                     "grad_dtype",   "dropout",      "cp_kind",    "grad_alloc",
-                                                    "fsdp_version", "loss"};
+                                                    "fsdp_version", "loss",         "nccl"};
 static const char* const RUN_UNMODELLED[] = {"ep", "expert_parallel", "moe_experts", "cp_split",
                                              "context_parallel_algo", "fsdp", "hsdp", "offload_dir", "cpu_offload"};
 
@@ -343,6 +345,7 @@ static int plan_run_row(const int* shape, int mlp, const PlanSetup* setup, const
         return -1;
     }
     if (opt[RO_LOSS] && opt[RO_LOSS][0] && software_set_loss(&k, "loss", opt[RO_LOSS], err, err_len)) return -1;
+    if (opt[RO_NCCL] && opt[RO_NCCL][0] && software_set_nccl(&k, "nccl", opt[RO_NCCL], err, err_len)) return -1;
     const char* split = opt[RO_PP_SPLIT];
     if (split && split[0]) {
         if (strcmp(split, "even") && strcmp(split, "auto") && strcmp(split, "ends")) {
@@ -417,7 +420,8 @@ static int plan_runs(const char* path, const char* csv_path, const int* shape, i
             if (!strcmp(names[j], RUN_UNMODELLED[k]))
                 fail("--runs %s: column '%s' names a setting the planner does not model (it reads cp, cp_ulysses, "
                      "cp_kind, offload, offload_frames, reduce_dtype, grad_dtype, grad_alloc, fsdp_version, loss, "
-                     "mlp, pp_split, dropout, vpp beside the required ones): remove it to predict the rows without it",
+                     "nccl, mlp, pp_split, dropout, vpp beside the required ones): remove it to predict the rows "
+                     "without it",
                      path, names[j]);
     uint32_t* cells = NULL;  // field j of run i: in.text + cells[i * n_cols + j] (the text is at most 64 MiB)
     size_t cell_cap = 0;

@@ -170,6 +170,9 @@ typedef struct {
     int grad_reduce_bf16;    // 1: this trainer's --grad-reduce bf16 (the GPU build, --zero 0|1): the dp all-reduce
                              // sends bf16 (2 bytes a parameter) through a 32 MiB scratch that plan_memory counts
                              // (layout/params.h grad_reduce_scratch_bytes); 0: fp32
+    int nccl_release;        // the NCCL release the run's collectives are priced by, 10000 x major + 100 x minor +
+                             // patch (--nccl-version, a --runs row's nccl; device.h nccl_release_of); 0: the device's
+                             // (b647562's model)
 } PlanSetup;
 
 // The software the planner can model (--software): this trainer, and the Aleph Alpha
@@ -356,6 +359,19 @@ static int software_set_dropout(PlanSetup* k, const char* text, char* err, size_
 // gathered logits), and fused where the loss keeps its fp32 softmax whatever runs it: Megatron-core's
 // vocab_parallel_cross_entropy, --cross-entropy-loss-fusion too (fusions/fused_cross_entropy.py at f2e5db40 saves
 // exp_logits of the logits' .float()), and nanotron's _ShardedCrossEntropy (c2528430: exp_logits of the fp32 cast).
+// The NCCL release v ("2.18.3") whose cost model prices the run's collectives (device.h nccl_release_of); `what` as
+// software_choice's.
+static int software_set_nccl(PlanSetup* k, const char* what, const char* v, char* err, size_t err_len) {
+    int release = nccl_release_of(v);
+    if (!release) {
+        snprintf(err, err_len, "%s: expected a release 2.8 .. 2.30 (MAJOR.MINOR[.PATCH], e.g. 2.18.3), got '%s'", what,
+                 v);
+        return -1;
+    }
+    k->nccl_release = release;
+    return 0;
+}
+
 // The name v as LOSS_NAMES says; `what` as software_choice's.
 static int software_set_loss(PlanSetup* k, const char* what, const char* v, char* err, size_t err_len) {
     int fused = software_choice(what, LOSS_NAMES, v, err, err_len);

@@ -81,6 +81,7 @@ typedef struct {
     int nvls;
     int nodes;         // nodes the group spans (0 or 1: one)
     double lat_intra;  // per step between two ranks of one node, when the group spans several
+    const NcclModel* nccl;  // NCCL's model of the run's release (device.h; NULL: b647562's)
 } Link;
 
 // NCCL's cost model of its collectives (src/graph/tuning.cc, NVIDIA/nccl at b647562; protocol Simple,
@@ -92,15 +93,17 @@ typedef struct {
 // alike), at 0.92 of the ring's bus bandwidth, moving each byte in and out (algorithm bandwidth
 // half the bus's). NCCL runs the algorithm its model predicts faster (ncclTopoGetAlgoTime): the
 // ring's latency grows with n, the tree's with log2(nodes), so large groups of small messages
-// take the tree.
+// take the tree. A run on a named release takes that release's numbers (l.nccl, device.h NCCL_MODELS: the
+// network's ring hop in place of the device's inter_latency, the tree's base and hops, the all-reduce's steps
+// across nodes, the net overhead, the plateau below).
 #define NCCL_RING_BASE_LAT 8.4e-6
-#define NCCL_TREE_HOP_LAT 28e-6
 #define NCCL_TREE_BW_OF_RING 0.92
+static const NcclModel* link_nccl(Link l) { return l.nccl ? l.nccl : NCCL_MODEL_DEFAULT; }
 static double ring_latency(int n, int all_reduce, Link l) {
     if (n <= 1) return 0;
     double steps = (all_reduce ? 2.0 : 1.0) * (n - 1), inter = 0, intra_lat = l.lat;
     if (l.nodes > 1) {
-        inter = all_reduce ? 2.0 * l.nodes : l.nodes - 1.0;
+        inter = all_reduce ? 2.0 * (l.nodes - link_nccl(l)->ar_net_steps_less) : l.nodes - 1.0;
         inter = inter > steps ? steps : inter, intra_lat = l.lat_intra;
     }
     return NCCL_RING_BASE_LAT + (steps - inter) * intra_lat + inter * l.lat;
@@ -108,7 +111,8 @@ static double ring_latency(int n, int all_reduce, Link l) {
 static double tree_latency(int n, Link l) {
     int nodes = l.nodes > 1 ? l.nodes : 1, log2_nodes = 0;
     while ((2 << log2_nodes) <= nodes) log2_nodes++;
-    return 2 * ((n / nodes - 1) + log2_nodes) * NCCL_TREE_HOP_LAT;
+    const NcclModel* m = link_nccl(l);
+    return m->tree_base + 2 * ((n / nodes - 1) * m->tree_nvlink_hop + log2_nodes * m->tree_net_hop);
 }
 // A data-parallel pass: `bytes` per rank in `buckets` collectives of equal size over n ranks on link l,
 // by NCCL's algorithm: all-gather and reduce-scatter (the ring alone), all-reduce (the faster of ring
@@ -117,15 +121,17 @@ static double tree_latency(int n, Link l) {
 static double dp_gather_time(int n, double bytes, double buckets, Link l) {
     return n <= 1 ? 0 : (double)(n - 1) / n * bytes / l.bw + buckets * ring_latency(n, 0, l);
 }
-// NCCL's "plateau effect of ring" (ncclTopoGetAlgoTime at b647562, the same since v2.8): a Simple ring all-reduce
-// across nodes costs 1.4 x its latency on sm80+ (1.9 below; every GPU profile here is an A100, H100 or H200) once a
-// collective holds 64 bytes a channel a rank. The channel count is NCCL's own; the factor is taken where it holds
-// for any (MAXCHANNELS 32), i.e. a bucket of at least 64 x 32 x n bytes.
-#define NCCL_RING_PLATEAU 1.4
+// NCCL's "plateau effect of ring" (enqueue.cc / tuning.cc ncclTopoGetAlgoTime): a Simple ring all-reduce across
+// nodes costs 1.4 x its latency on sm80+ at b647562 (1.9 below; every GPU profile here is an A100, H100 or H200)
+// once a collective holds 64 bytes a channel a rank (2.18 on; before it 1.9 from nRanks / 16 x 64 KiB). The channel
+// count is NCCL's own; the factor is taken where it holds for any (MAXCHANNELS 32), i.e. a bucket of at least
+// 64 x 32 x n bytes.
 #define NCCL_MAX_CHANNELS 32
 static double dp_allreduce_time(int n, double bytes, double buckets, Link l) {
     if (n <= 1) return 0;
-    double plateau = l.nodes > 1 && bytes / buckets >= 64.0 * NCCL_MAX_CHANNELS * n ? NCCL_RING_PLATEAU : 1;
+    const NcclModel* m = link_nccl(l);
+    double from = m->plateau_per_channel ? 64.0 * NCCL_MAX_CHANNELS * n : n / 16.0 * 65536;
+    double plateau = l.nodes > 1 && bytes / buckets >= from ? m->plateau : 1;
     double ring = 2.0 * (n - 1) / n * bytes / l.bw + buckets * ring_latency(n, 1, l) * plateau;
     if (l.nodes <= 1) return ring;
     double tree = 2 * bytes / (NCCL_TREE_BW_OF_RING * l.bw) + buckets * tree_latency(n, l);
@@ -182,6 +188,7 @@ static Link group_link_nested(const DeviceProfile* d, int n_in, int stride_in, i
     k_out = k_out > n_out ? n_out : k_out;
     if ((long)k_in * k_out == (long)n_in * n_out) {
         l.bw = d->intra_bw * d->link_eff, l.lat = l.lat_intra = d->intra_latency, l.nvls = d->nvls, l.nodes = 1;
+        l.nccl = d->nccl;
         return l;
     }
     l.nvls = 0;
@@ -190,7 +197,8 @@ static Link group_link_nested(const DeviceProfile* d, int n_in, int stride_in, i
     if (l.bw > d->intra_bw * d->link_eff) l.bw = d->intra_bw * d->link_eff;
     // NCCL's model: "Inter-node rings still have to launch nsteps * net overhead" (tuning.cc at b647562, v2.18.3-1):
     // each step of a ring that spans nodes, inside a node too, takes at least 3 network post overheads (Simple)
-    l.lat = d->inter_latency, l.lat_intra = fmax(d->intra_latency, 3 * d->net_overhead);
+    l.lat = d->nccl ? d->nccl->ring_net_hop : d->inter_latency, l.nccl = d->nccl;  // a named release: its hop
+    l.lat_intra = !d->nccl || d->nccl->net_overhead ? fmax(d->intra_latency, 3 * d->net_overhead) : d->intra_latency;
     l.nodes = (int)(((long)n_in * n_out + (long)k_in * k_out - 1) / ((long)k_in * k_out));
     return l;
 }
@@ -201,7 +209,7 @@ static Link group_link(const DeviceProfile* d, int n, int stride, int gpus_per_n
 // One GPU's share of its node's NICs: what a point-to-point message leaving the node gets
 // (NCCL sends it through the NIC next to the GPU).
 static Link nic_link(const DeviceProfile* d, int gpus_per_node) {
-    Link l = {d->nic_eff * d->nics_per_node * d->nic_bw / gpus_per_node, d->inter_latency, 0, 0, 0};
+    Link l = {d->nic_eff * d->nics_per_node * d->nic_bw / gpus_per_node, d->inter_latency, 0, 0, 0, d->nccl};
     return l;
 }
 
@@ -262,7 +270,10 @@ static double cp_alltoall_bytes(const ModelConfig* c, int b, int tp, int cp, int
 // The ring's link: its R ranks are tp*U apart, so it stays in the node iff tp*cp ranks fit
 // in one; otherwise its slowest hop leaves the node.
 static Link cp_ring_link(const DeviceProfile* d, int tp, int cp, int gpus_per_node) {
-    if (tp * cp <= gpus_per_node) { Link l = {d->intra_bw * d->link_eff, d->intra_latency, 0, 1, 0}; return l; }
+    if (tp * cp <= gpus_per_node) {
+        Link l = {d->intra_bw * d->link_eff, d->intra_latency, 0, 1, 0, d->nccl};
+        return l;
+    }
     return nic_link(d, gpus_per_node);
 }
 
@@ -271,7 +282,7 @@ static Link cp_ring_link(const DeviceProfile* d, int tp, int cp, int gpus_per_no
 // the node sending at once; given as the bandwidth at which all it sends, (U-1)/U of the
 // tensor, takes that time.
 static Link cp_alltoall_link(const DeviceProfile* d, int tp, int U, int gpus_per_node) {
-    if (tp * U <= gpus_per_node) { Link l = {d->intra_bw * d->link_eff, d->intra_latency, 0, 1, 0}; return l; }
+    if (tp * U <= gpus_per_node) { Link l = {d->intra_bw * d->link_eff, d->intra_latency, 0, 1, 0, d->nccl}; return l; }
     int k = gpus_per_node / tp;
     if (k < 1) k = 1;
     Link l = nic_link(d, gpus_per_node);

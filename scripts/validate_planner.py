@@ -51,7 +51,9 @@ import tempfile
 #                           the pipeline cut uniformly over [embedding, layers, norm, head]; the
 #                           logits gathered over tp and the loss over the full vocabulary; the
 #                           gradients reduced in the optimizer step, after the whole backward
-STUDY_FLAGS = ["--device", "a100-80gb", "--vocab", "128000", "--software", "scaling"]
+#   --nccl-version 2.14.3   NCCL's cost model of the release of the study's date (2023: PyTorch 2.0's wheels bring
+#                           2.14.3; the paper and the codebase name none): dev/PLANNER.md "NCCL's latencies by release"
+STUDY_FLAGS = ["--device", "a100-80gb", "--vocab", "128000", "--software", "scaling", "--nccl-version", "2.14.3"]
 
 TARGETS = {"fit accuracy": (">=", 0.92), "MFU MAE": ("<=", 3.0), "median Spearman": (">=", 0.9), "max regret": ("<=", 0.0)}
 DEVICE_GIB = 80  # the a100-80gb profile's memory

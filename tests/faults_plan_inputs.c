@@ -2,10 +2,10 @@
 // user types them: --cp-kind allgather, --grad-alloc, --fsdp-version, --loss and --software nanotron with softwares and
 // layouts that cannot use them, empty values and wrong case; the device key tensor_clock (NaN, inf, negative, zero,
 // above the datasheet's clock: 2 gave a 101.8% MFU) in --device-set and a --device-file; the --runs columns cp_kind,
-// grad_alloc, fsdp_version, loss, dropout, grad_dtype, reduce_dtype, pp_split and cp blank, junk, named twice in the
-// header (the last was read silently) or refused by the row's software; a device file's key given twice; the
-// search's filters beside --runs. Each is one error line and exit 1. Run through ./train and ./train_asan. Included
-// by tests/test_faults.c after faults_bad_inputs.c (its bad_run and BAD); not built alone.
+// grad_alloc, fsdp_version, loss, dropout, grad_dtype, reduce_dtype, pp_split, cp and nccl (and --nccl-version) blank,
+// junk, named twice in the header (the last was read silently) or refused by the row's software; a device file's key
+// given twice; the search's filters beside --runs. Each is one error line and exit 1. Run through ./train and
+// ./train_asan. Included by tests/test_faults.c after faults_bad_inputs.c (its bad_run and BAD); not built alone.
 
 #define PI BAD "/plan_inputs"
 #define PI_PLAN "--plan --model gpt2-124m "
@@ -174,6 +174,17 @@ static const BadRun PLAN_INPUT_RUNS[] = {
       "unknown reduce_dtype 'fp16'", 1}, PI_RUNS("rd_fp16", ",reduce_dtype", "3", "16", ",fp16"), NULL},
     {{"plan_runs_cp_blank", "--plan --software framework --runs " PI "/cp_blank.csv",
       "column cp: expected an integer in [1, 65536], got ''", 1}, PI_RUNS("cp_blank", ",cp", "3", "16", ","), NULL},
+    // --nccl-version and a row's nccl: a release outside the table read (2.8 .. 2.30), a blank, junk
+    {{"plan_nccl_version_old", PI_PLAN "--nccl-version 2.7.8",
+      "error: --nccl-version: expected a release 2.8 .. 2.30 (MAJOR.MINOR[.PATCH], e.g. 2.18.3), got '2.7.8'", 1},
+     NULL, NULL},
+    {{"plan_nccl_version_blank", PI_PLAN "--nccl-version ' 2.18'",
+      "error: --nccl-version: expected a release 2.8 .. 2.30 (MAJOR.MINOR[.PATCH], e.g. 2.18.3), got ' 2.18'", 1},
+     NULL, NULL},
+    {{"plan_runs_nccl_junk", "--plan --software framework --runs " PI "/nccl_junk.csv",
+      "error: --runs " PI "/nccl_junk.csv: none of the 1 runs could be evaluated (row 1: nccl: expected a release "
+      "2.8 .. 2.30 (MAJOR.MINOR[.PATCH], e.g. 2.18.3), got '2.x')", 1},
+     PI_RUNS("nccl_junk", ",nccl", "3", "16", ",2.x"), NULL},
     {{"plan_runs_with_tokens", "--plan --software framework --runs " PI "/ok.csv --tokens 1e9 --noise-scale 1e6",
       "--tokens chooses the global batch: not with", 1}, PI_RUNS("ok", "", "3", "16", ""), NULL},
 };

@@ -628,6 +628,71 @@ static void test_nccl_latency_and_algorithm(void) {
           "%.6f s more (want %.6f)", fp.t_dp_comm - bf.t_dp_comm, more);
 }
 
+// NCCL's model by release (device.h NCCL_MODELS, nccl_release_of, nccl_model_of; time.h ring_latency,
+// tree_latency, dp_allreduce_time), by hand. The same 1024 ranks on 128 DGX A100 nodes as above (AMD hosts, net
+// overhead 2 us; 160 GB/s):
+//   2.8.3 (network ring hop 9.6 us, no net overhead: NVLink's 3.4 inside a node; all-reduce 2 x (nodes - 1) steps
+//     across): all-gather 8.4 + 896 x 3.4 + 127 x 9.6 = 4274.0 us; all-reduce 8.4 + 1792 x 3.4 + 254 x 9.6 = 8539.6
+//   2.12.10 (network hop 28): all-gather 8.4 + 896 x 3.4 + 127 x 28 = 6610.8 us
+//   2.14.3 (all-reduce 2 x nodes across): 8.4 + 1790 x 3.4 + 256 x 9.6 = 8552.0 us
+//   2.18.3 (b647562's ring; tree hops 4 in a node, 14 across): tree 2 x (7 x 4 + 7 x 14) = 252 us (784 at b647562)
+//   2.23.4 (tree base 8.4; all-reduce 2 x (nodes - 1) across): ring all-reduce 8.4 + 1792 x 6 + 254 x 14 = 14316.4
+//     us, tree 8.4 + 252 = 260.4 us
+// The ring's plateau on 16 ranks over 2 nodes under 2.8.3: ring latency 8.4 + 28 x 3.4 + 2 x 9.6 = 122.8 us; x 1.9
+// from nRanks / 16 x 64 KiB = 64 KiB (b647562: x 1.4 from 64 x 32 x 16 = 32 KiB): 32 KiB 2 x 15/16 x 32768 / 160e9
+// + 122.8 = 123.184 us (the tree 0.445 + 448: the ring), 64 KiB 0.768 + 1.9 x 122.8 = 234.088 us.
+static void test_nccl_by_release(void) {
+    const char* name[] = {"2.8.3", "2.9.9", "2.12", "2.12.0", "2.18", "2.18.2", "2.18.3", "2.20.3", "2.23.4", "2.30.7"};
+    int want[] = {20803, 20803, 21207, 21207, 21801, 21801, 21803, 21901, 22304, 22304}, ok = 1;
+    for (int i = 0; i < 10; i++) ok &= nccl_model_of(nccl_release_of(name[i]))->from == want[i];
+    const char* bad[] = {"2.7.8", "2.31", "3.0", "2.18.", " 2.18", "2.18.3.1", "2.x", "", "2", "2.100", "+2.18"};
+    for (int i = 0; i < 11; i++) ok &= nccl_release_of(bad[i]) == 0;
+    check(ok && nccl_model_of(nccl_release_of("2.20.3")) == NCCL_MODEL_DEFAULT && nccl_release_of("2.18") == 21801 &&
+              nccl_release_of("2.12.0") == 21207 && nccl_release_of("2.9.9") == 20909 && !nccl_model_of(0),
+          "nccl_version_rows", "a release's row by its number, b647562 (2.20.3) the default, others refused");
+    DeviceProfile d;
+    profile_builtin("a100-80gb", &d);
+    d.link_eff = d.link_eff_nccl;
+    d.nccl = nccl_model_of(nccl_release_of("2.8.3"));
+    Link l8 = group_link_nested(&d, 1, 1, 1024, 1, 8), l8_2 = group_link_nested(&d, 1, 1, 16, 1, 8);
+    d.nccl = nccl_model_of(nccl_release_of("2.12.10"));
+    Link l12 = group_link_nested(&d, 1, 1, 1024, 1, 8);
+    d.nccl = nccl_model_of(nccl_release_of("2.14.3"));
+    Link l14 = group_link_nested(&d, 1, 1, 1024, 1, 8);
+    d.nccl = nccl_model_of(nccl_release_of("2.18.3"));
+    Link l18 = group_link_nested(&d, 1, 1, 1024, 1, 8);
+    d.nccl = nccl_model_of(nccl_release_of("2.23.4"));
+    Link l23 = group_link_nested(&d, 1, 1, 1024, 1, 8);
+    double ag8 = ring_latency(1024, 0, l8), ar8 = ring_latency(1024, 1, l8), ag12 = ring_latency(1024, 0, l12);
+    double ar14 = ring_latency(1024, 1, l14), tree18 = tree_latency(1024, l18), ag18 = ring_latency(1024, 0, l18);
+    double ar23 = ring_latency(1024, 1, l23), tree23 = tree_latency(1024, l23);
+    check(fabs(ag8 - 4274.0e-6) < 1e-12 && fabs(ar8 - 8539.6e-6) < 1e-12 && fabs(ag12 - 6610.8e-6) < 1e-12 &&
+              fabs(ar14 - 8552.0e-6) < 1e-12 && fabs(ag18 - 7162.4e-6) < 1e-12 && fabs(tree18 - 252e-6) < 1e-12 &&
+              fabs(ar23 - 14316.4e-6) < 1e-12 && fabs(tree23 - 260.4e-6) < 1e-12,
+          "nccl_latency_by_release_hand",
+          "2.8.3 all-gather %.1f us (want 4274.0), all-reduce %.1f (8539.6); 2.12.10 all-gather %.1f (6610.8); "
+          "2.14.3 all-reduce %.1f (8552.0); 2.18.3 all-gather %.1f (7162.4), tree %.1f (252); 2.23.4 all-reduce %.1f "
+          "(14316.4), tree %.1f (260.4)",
+          ag8 * 1e6, ar8 * 1e6, ag12 * 1e6, ar14 * 1e6, ag18 * 1e6, tree18 * 1e6, ar23 * 1e6, tree23 * 1e6);
+    double kib32 = dp_allreduce_time(16, 32768, 1, l8_2), kib64 = dp_allreduce_time(16, 65536, 1, l8_2);
+    check(fabs(kib32 - 123.184e-6) < 1e-12 && fabs(kib64 - 234.088e-6) < 1e-12, "nccl_plateau_by_release_hand",
+          "2.8.3, 16 ranks over 2 nodes: 32 KiB %.3f us (want 123.184, no plateau), 64 KiB %.3f (want 234.088)",
+          kib32 * 1e6, kib64 * 1e6);
+    // a prediction takes the run's release (PlanSetup.nccl_release, plan_software_device) and none leaves b647562's
+    ModelConfig c = model("llama-7b", 4096);
+    c.dp = 128, c.zero = 3, c.recompute = RECOMPUTE_FULL;
+    PlanSetup k = plan_setup_for(SOFTWARE_FRAMEWORK), k8 = k, k20 = k;
+    k8.nccl_release = nccl_release_of("2.8.3"), k20.nccl_release = nccl_release_of("2.20.3");
+    DeviceProfile a100;
+    profile_builtin("a100-80gb", &a100);
+    PlanResult now, r8, r20;
+    int rc = plan_predict(&c, &k, 128, 8, &a100, &now) | plan_predict(&c, &k8, 128, 8, &a100, &r8) |
+             plan_predict(&c, &k20, 128, 8, &a100, &r20);
+    check(rc == 0 && r20.t_step == now.t_step && r8.t_dp_comm < now.t_dp_comm, "nccl_release_in_prediction",
+          "2.20.3 step %.6f s (want b647562's %.6f), 2.8.3 dp traffic %.6f s (want under %.6f)", r20.t_step,
+          now.t_step, r8.t_dp_comm, now.t_dp_comm);
+}
+
 // --software megatron, tensor parallelism (Megatron-core's --tp-comm-overlap, with SP: Transformer Engine v1.7's
 // userbuffers at their defaults, time.h): GPT-3 175B's layer at tp 8, micro-batch 1 of 2048 tokens on an H100 node
 // (132 SMs; NVLink 450 GB/s x link_eff_nccl 0.82 = 369 GB/s a rank, 3.4 us a step; HBM 3350 GB/s x 0.58 = 1943 GB/s;
@@ -649,7 +714,7 @@ static void test_megatron_tp_comm_overlap(void) {
     DeviceProfile d;
     profile_builtin("h100-sxm", &d);
     d.link_eff = d.link_eff_nccl;
-    Link tp = group_link(&d, 8, 1, 8), none = {0, 0, 0, 0, 0};
+    Link tp = group_link(&d, 8, 1, 8), none = {0, 0, 0, 0, 0, NULL};
     double h = 12288, n = 2048, x = n * h * 2;
     double qkv = ub_ring_exchange_time(&d, n, 3 * h / 8, h, 8, x / 8, tp);
     double proj = ub_pipeline_rs_time(&d, n, h, h / 8, 8, x, tp);
@@ -681,7 +746,7 @@ static void test_dropout_time(void) {
     g.dp = g.pp = g.vpp = g.micro_batch = g.cp = g.cp_ulysses = 1, g.tp = 8, g.schedule = SCHED_1F1B;
     DeviceProfile d;
     profile_builtin("a100-80gb", &d);
-    Link tp = group_link(&d, 8, 1, 8), none = {0, 0, 0, 0, 0};
+    Link tp = group_link(&d, 8, 1, 8), none = {0, 0, 0, 0, 0, NULL};
     PlanSetup drop = plan_setup_for(SOFTWARE_FRAMEWORK), zero = drop;
     drop.attention = zero.attention = ATTN_FUSED_SOFTMAX, zero.no_dropout = 1;
     LayerTime a = layer_time(&g, 1, 8, 0, 1, 1, &drop, &d, tp, none, none);
@@ -811,7 +876,7 @@ static void test_attention_flash3(void) {
     profile_builtin("h100-sxm", &h), profile_builtin("a100-80gb", &a);
     PlanSetup k2 = plan_setup_for(SOFTWARE_MEGATRON), k3 = k2;
     k3.attention = ATTN_FLASH3;
-    Link none = {0, 0, 0, 0, 0};
+    Link none = {0, 0, 0, 0, 0, NULL};
     LayerTime f2 = layer_time(&c, 1, 1, 0, 1, 1, &k2, &h, none, none, none);
     LayerTime f3 = layer_time(&c, 1, 1, 0, 1, 1, &k3, &h, none, none, none);
     double ratio = (f3.attn_fwd - h.op_latency) / (f2.attn_fwd - h.op_latency);

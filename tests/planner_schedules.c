@@ -333,7 +333,7 @@ static void test_cp_exchanges(void) {
     ModelConfig g = model("llama3-8b", 32768);
     DeviceProfile dq = d;
     dq.comm_interference = 0;
-    Link ring = cp_ring_link(&dq, 2, 4, 8), unused = {1, 0, 0, 0, 0};
+    Link ring = cp_ring_link(&dq, 2, 4, 8), unused = {1, 0, 0, 0, 0, NULL};
     double kv_b = 16777216, dkv_b = 33554432, step_kv = kv_b / ring.bw + ring.lat,
            step_dkv = dkv_b / ring.bw + ring.lat;
     double step_both = (kv_b + dkv_b) / ring.bw + ring.lat;
@@ -402,7 +402,7 @@ static void test_cp_work_and_refusals(const PlanResult* r1) {
     ModelConfig m7 = model("llama-7b", 32768);
     ModelConfig c;
     // The attention's work is split evenly: each of 4 ring ranks does a quarter (one kernel per block)
-    Link fast = {1e30, 0, 0, 0, 0};
+    Link fast = {1e30, 0, 0, 0, 0, NULL};
     LayerTime a1 = layer_time(&m7, 1, 1, 0, 1, 1, &k, &dq, fast, fast, fast),
               a4 = layer_time(&m7, 1, 1, 0, 4, 1, &k, &dq, fast, fast, fast);
     check(close_rel(4 * (a4.attn_fwd - 4 * dq.op_latency), a1.attn_fwd - dq.op_latency, 1e-12),
@@ -519,7 +519,7 @@ static void test_cp_allgather(const PlanResult* r1) {
           all.mem_act - ring.mem_act, more, all.mem_temp, temp);
     DeviceProfile dq = d;
     dq.comm_interference = 0;
-    Link fast = {1e30, 0, 0, 0, 0};
+    Link fast = {1e30, 0, 0, 0, 0, NULL};
     LayerTime a4 = layer_time(&c, 1, 1, 0, 4, 1, &k, &dq, fast, fast, fast),
               g4 = layer_time(&c, 1, 1, 0, 4, 1, &ag, &dq, fast, fast, fast);
     check(close_rel(g4.attn_fwd - g4.cp.fwd - 2 * dq.op_latency, a4.attn_fwd - 4 * dq.op_latency, 1e-12) &&

@@ -335,7 +335,7 @@ static double zero3_stretch_fwd(int prefetch, double fwd, double* bwd_stretch) {
     PlanResult r;
     memset(&r, 0, sizeof(r));
     r.n_micro = 1;
-    Link l = {160e9, 0, 0, 1, 0};
+    Link l = {160e9, 0, 0, 1, 0, NULL};
     plan_dp_time(&c, &k, &d, l, &ch, &r);
     double sf = ch.t_fwd[0] - fwd;
     *bwd_stretch = ch.t_bwd[0] - 2 * fwd;
@@ -378,7 +378,7 @@ static void test_zero3_param_sync(void) {
     c.dp = 1536, c.zero = 3, c.recompute = RECOMPUTE_FULL;
     PlanChunks ch = plan_chunks_alloc(1, 1);
     ch.layers[0] = 1, ch.stage_params[0] = 12.0 * 12288 * 12288;
-    Link l = {160e9, 14e-6, 0, 192, 3.4e-6};
+    Link l = {160e9, 14e-6, 0, 192, 3.4e-6, NULL};
     double fwd, bwd, hbm = 2.039e12 * 0.58, lat = 7252e-6, copies = 1536 * 4e-6, host = 1536 * 2.7 * 2e-6, want_f = 0,
            want_b = 0;
     zero3_param_sync_time(&c, &d, &ch, 0, 1536, l, 2, 2, &fwd, &bwd);

@@ -103,6 +103,7 @@ int main(void) {
     test_network_profiles();
     test_aws_profiles_zero3_traffic();
     test_nccl_latency_and_algorithm();
+    test_nccl_by_release();
     test_megatron_tp_comm_overlap();
     test_dropout_time();
     test_megatron_loss_bytes();

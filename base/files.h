@@ -115,6 +115,7 @@ static void path_dir(const char* path, char* dir) {
 static void output_check(const char* path, const char* what) {
     char probe[PATH_CAP];
     struct stat st;
+    if (!*path) fail("%s: expected a file name, got ''", what);  // the probe and the temporary went to the cwd
     if (lstat(path, &st) == 0 && !S_ISREG(st.st_mode))
         fail("%s %s: exists and is %s (only a regular file is ever replaced)", what, path, file_kind(st.st_mode));
     int fd = mkstemp(path_format(probe, what, "%s.probe-XXXXXX", path));

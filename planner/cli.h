@@ -16,7 +16,7 @@ static void plan_usage(void) {
         "                          reduce_dtype, grad_dtype, dropout, grad_alloc, fsdp_version, loss, nccl as the\n"
         "                          flags below (nccl: --nccl-version; each flag once, but --device-set: once per key)\n"
         "  --model NAME            preset (default llama-13b); shape: --n-layer --n-head --n-kv-head --d-model --d-ff\n"
-        "                          --vocab --seq-len (with --runs the shape flags override every row's preset)\n"
+        "                          --vocab --seq-len (with --runs all but --seq-len override every row's preset)\n"
         "  --mlp gelu|relu2|swiglu the MLP apart from the attention (default: the architecture's: GPT-2 gelu, LLaMA\n"
         "                          swiglu; another only under any --software but trainer)\n"
         "  --gpus N                GPUs in all (default 8)       --gpus-per-node N (default: the device's)\n"
@@ -405,6 +405,15 @@ static void plan_parse_args(int argc, char** argv, PlanArgs* a) {
         fail("--runs: each row gives its layout and kernels; --tp, --pp, --dp, --vpp, --micro-batch, --sp, --zero, "
              "--recompute, --schedule, --cp, --cp-ulysses, --cp-kind ring|ulysses|2d, --pp-split even|auto, "
              "--attention and --rms-kernel filter a search: not with --runs");
+    static const char* const unread_by_runs[] = {"--model", "--seq-len", "--gpus", "--gpus-per-node", "--global-batch",
+                                                 "--global-batch-tokens", "--offload", "--offload-frames", "--top",
+                                                 "--max-search-min", "--doc-lengths", "--cp-split"};
+    for (size_t k = 0; a->runs && k < sizeof(unread_by_runs) / sizeof(unread_by_runs[0]); k++)
+        for (int j = 0; j < given.n; j++)  // each was dropped without a word
+            if (!strcmp(given.at[j].flag, unread_by_runs[k]))
+                fail("--runs: %s %s would not be read: each row gives its model, seq_len, gpus, gpus_per_node, "
+                     "global_batch_tokens, offload and offload_frames; --top, --max-search-min, --doc-lengths and "
+                     "--cp-split shape a search", given.at[j].flag, given.at[j].value);
     if (a->run_tokens > 0 && (a->global_batch || a->global_tokens || a->csv || a->runs))
         fail("--tokens chooses the global batch: not with --global-batch, --global-batch-tokens, --plan-csv or --runs");
     plan_outputs_check(a, device_file);

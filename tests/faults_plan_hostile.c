@@ -5,15 +5,17 @@
 // far it is every 5 s; --gpus that is not a whole number of nodes (16 on nodes of 3 was planned as if each group
 // sat in a node); --device beside --device-file (the file's profile was planned on, --device dropped without a
 // word); --device-set base=NAME (refused as an unknown key whose list of keys names 'base'); a device file of
-// megabytes (read line by line, no stop); --tokens with no batch that fits (exit 0). Each asserts the whole first
-// error line and the exit code. Run through ./train and ./train_asan. Included by tests/test_faults.c after
-// faults_bad_inputs.c (its bad_run and BAD); not built alone.
+// megabytes (read line by line, no stop); --tokens with no batch that fits (exit 0); --runs beside --gpus, --seq-len,
+// --top ... (dropped without a word); --plan-csv '' (searched, then failed to rename its temporary to ''). Each
+// asserts the whole first error line and the exit code. Run through ./train and ./train_asan. Included by
+// tests/test_faults.c after faults_bad_inputs.c (its bad_run and BAD); not built alone.
 
 #define HP BAD "/plan_hostile"
 #define HP_HEADER "model,seq_len,gpus,gpus_per_node,global_batch_tokens,schedule,zero,tp,pp,dp,micro_batch,recompute," \
                   "attention,rms_kernel,sp"
-// A one-row --runs file HP/N.csv holding ROW
+// A one-row --runs file HP/N.csv holding ROW; HP_OK: a 7B on 16 GPUs
 #define HP_RUNS(N, ROW) "printf '" HP_HEADER "\\n" ROW "\\n' > " HP "/" N ".csv"
+#define HP_OK HP_RUNS("ok", "llama-7b,4096,16,8,262144,1f1b,1,1,1,16,1,none,flash2,1,0")
 // 768 runs of a 256-stage pipeline over 257..1024 micro-batches (distinct: no row's counts cached for the next),
 // 10-40 ms each here: 10-30 s in all, under --n-layer 512
 #define HP_SLOW_RUNS                                                                                                 \
@@ -36,6 +38,19 @@ static const BadRun PLAN_HOSTILE_RUNS[] = {
       "mem_gib=0.001",
       "error: --tokens: no batch of the 9 tried (128 to 32768 sequences) has a layout that fits in 0.001 GiB per GPU "
       "(see ./train --plan at one batch for why)", 1}, NULL, NULL},
+    // --runs beside the flags of a search it does not read (each was dropped without a word: --seq-len 8192 predicted
+    // the rows at their seq_len column's 4096)
+    {{"plan_runs_with_gpus", "--plan --runs " HP "/ok.csv --gpus 64",
+      "error: --runs: --gpus 64 would not be read: each row gives its model, seq_len, gpus, gpus_per_node, "
+      "global_batch_tokens, offload and offload_frames; --top, --max-search-min, --doc-lengths and --cp-split shape a "
+      "search", 1}, HP_OK, NULL},
+    {{"plan_runs_with_seq_len", "--plan --runs " HP "/ok.csv --seq-len 8192", "error: --runs: --seq-len 8192 would "
+      "not be read: each row gives its model, seq_len,", 1}, HP_OK, NULL},
+    {{"plan_runs_with_top", "--plan --runs " HP "/ok.csv --top 5", "error: --runs: --top 5 would not be read: each row "
+      "gives its model, seq_len,", 1}, HP_OK, NULL},
+    // --plan-csv '': the search ran to its end, then "rename of .tmp.train-... to  failed"
+    {{"plan_csv_empty_name", "--plan --model gpt2-124m --plan-csv ''",
+      "error: --plan-csv: expected a file name, got ''", 1}, NULL, NULL},
     // the device: chosen twice, base outside a file, a file of megabytes
     {{"plan_device_and_device_file", "--plan --device h100-sxm --device-file " HP "/mem40.txt",
       "error: --device h100-sxm and --device-file " HP "/mem40.txt both choose the device: give one (a device file "
@@ -75,6 +90,7 @@ static void suite_plan_hostile(const char* bin) {
 }
 
 #undef HP_SLOW_RUNS
+#undef HP_OK
 #undef HP_RUNS
 #undef HP_HEADER
 #undef HP

@@ -115,6 +115,15 @@ static int plan_check_layout(const ModelConfig* c, const PlanSetup* k, int globa
                                 c->n_layer, c->pp, c->vpp);
         t.n_layer = c->n_layer + 2;
     }
+    if ((long long)dp * cp == 1) t.zero = 0;
+    long long ranks = (long long)dp * tp * pp * cp;
+    int kind = U == 1 ? CP_RING : U == cp ? CP_ULYSSES : CP_2D;
+    FlagRules flags = {kind, kind == CP_2D ? U : 0, 0, 0, 0, 0, 0, 0, 0, 0};
+    char why_trainer[WHY_CAP];
+    if (config_check(&t, &flags, ranks > INT_MAX ? INT_MAX : (int)ranks, why_trainer))
+        return plan_invalid(r, "%s", why_trainer);
+    // nanotron's own rules, once the shared ones have passed (they name the root cause: --n-layer under pp, not
+    // a stage the cut left empty)
     if (k->nanotron_options &&
         (c->zero > 1 || c->cp > 1 || (c->recompute != RECOMPUTE_NONE && c->recompute != RECOMPUTE_FULL)))
         return plan_invalid(r, "nanotron v0.5 runs ZeRO 0 or 1, no context parallelism, and recomputes no layer or "
@@ -132,13 +141,6 @@ static int plan_check_layout(const ModelConfig* c, const PlanSetup* k, int globa
             return plan_invalid(r, "nanotron's compute-cost cut of %d layers and the head leaves a stage empty at "
                                    "pp %d", c->n_layer, c->pp);
     }
-    if ((long long)dp * cp == 1) t.zero = 0;
-    long long ranks = (long long)dp * tp * pp * cp;
-    int kind = U == 1 ? CP_RING : U == cp ? CP_ULYSSES : CP_2D;
-    FlagRules flags = {kind, kind == CP_2D ? U : 0, 0, 0, 0, 0, 0, 0, 0, 0};
-    char why_trainer[WHY_CAP];
-    if (config_check(&t, &flags, ranks > INT_MAX ? INT_MAX : (int)ranks, why_trainer))
-        return plan_invalid(r, "%s", why_trainer);
     if (c->zero < 0 || c->zero > 3) return plan_invalid(r, "zero stage must be 0..3");
     if (c->recompute < RECOMPUTE_NONE || c->recompute >= N_PLAN_RECOMPUTE) return plan_invalid(r, "bad recompute mode");
     if (c->recompute > RECOMPUTE_FULL && k->own_buffers)

@@ -17,6 +17,12 @@
     "attention,rms_kernel,sp,cp,cp_ulysses\\n" M "," S "," G ",8," T ",1f1b,1," P ",1," D ",1,none,flash2,1,0," C  \
     "," U "\\n' > " LAYOUT "/" N ".csv"
 
+// The same under nanotron's cut (--software nanotron): schedule SCHED, pp PP, vpp V, ZeRO 0, dp 1
+#define LAYOUT_RUNS_NANOTRON(N, M, S, G, T, SCHED, P, PP, V)                                                    \
+    "printf 'model,seq_len,gpus,gpus_per_node,global_batch_tokens,schedule,zero,tp,pp,dp,micro_batch,recompute," \
+    "attention,rms_kernel,sp,vpp\\n" M "," S "," G ",8," T "," SCHED ",0," P "," PP ",1,1,none,flash2,1,0," V    \
+    "\\n' > " LAYOUT "/" N ".csv"
+
 // One case: the run, and its first error line exactly (grep -x; `regex`: an extended regular expression, else
 // the fixed text).
 typedef struct { const char* name; const char* args; const char* line; int regex; const char* setup; } LayoutCase;
@@ -57,6 +63,20 @@ static const LayoutCase LAYOUT_CASES[] = {
      "multiple of tp x pp x cp = 2: dp is the world / 2 when --dp is not given)", 0, NULL},
     {"layout_order_tp_before_noise_dp", "--noise-scale --tp 3",
      "error: layout: n_head 4 is not divisible by tp 3 (this model splits over --tp 1, 2, 4)", 0, NULL},
+    // nanotron's own rules after the shared ones: --n-layer under pp, not the stage its cost cut left empty; tp not
+    // dividing the heads, not its one chunk a stage (a search: its 960 layouts were named by the cut)
+    {"layout_order_plan_nanotron_layers_before_cut", "--plan --software nanotron --runs " LAYOUT "/nano_pp16.csv",
+     "error: --runs " LAYOUT "/nano_pp16.csv: none of the 1 runs could be evaluated (row 1: --n-layer 12 < --pp 16 x "
+     "--vpp 1 chunks: every chunk needs a layer)", 0,
+     LAYOUT_RUNS_NANOTRON("nano_pp16", "gpt2-124m", "1024", "16", "16384", "1f1b", "1", "16", "1")},
+    {"layout_order_plan_nanotron_tp_before_cut", "--plan --software nanotron --runs " LAYOUT "/nano_tp3.csv",
+     "error: --runs " LAYOUT "/nano_tp3.csv: none of the 1 runs could be evaluated (row 1: n_head 40 is not "
+     "divisible by tp 3)", 0,
+     LAYOUT_RUNS_NANOTRON("nano_tp3", "llama-13b", "4096", "6", "262144", "interleaved", "3", "2", "2")},
+    {"layout_order_plan_nanotron_search_tp_first", "--plan --software nanotron --model llama-13b --gpus 6 --tp 3 "
+     "--pp 2 --schedule interleaved --recompute none", "error: no valid layout: none of the [0-9]+ layouts the filters "
+     "let through can run: [0-9]+ like dp 1 tp 3 cp 1 pp 2 vpp 2 micro-batch 1: n_head 40 is not divisible by tp 3", 1,
+     NULL},
     // the --tp a model splits over only after tp's own message
     {"layout_tp_list_only_for_tp", "--noise-scale",
      "error: layout: --noise-scale: needs two batch sizes, each replica's gradient and the step's: dp x cp >= 2 "
@@ -84,5 +104,6 @@ static void suite_layout(const char* bin) {
 }
 
 #undef LAYOUT_RUNS
+#undef LAYOUT_RUNS_NANOTRON
 #undef LAYOUT_MPIRUN
 #undef LAYOUT

@@ -194,7 +194,16 @@ FITTED = [
 
 
 def read_published(path):
-    with open(path) as f:
+    """The rows of a published-runs file; one whose field count is not the header's is refused (csv.DictReader would
+    pad a short row with None and keep a long one's extras aside, silently)."""
+    with open(path, newline="") as f:
+        reader = csv.reader(f)
+        header = next(reader, [])
+        for fields in reader:
+            if fields and len(fields) != len(header):  # (a blank line is no row, as DictReader reads it)
+                sys.exit("error: %s: line %d (sheet '%s') has %d fields, the header %d" %
+                         (path, reader.line_num, fields[0] if fields else "", len(fields), len(header)))
+        f.seek(0)
         rows = list(csv.DictReader(f))
     for r in rows:
         r.setdefault("arch", "gpt2"), r.setdefault("held_out", "0"), r.setdefault("software", "framework")

@@ -189,10 +189,31 @@ static const BadRun PLAN_INPUT_RUNS[] = {
       "--tokens chooses the global batch: not with", 1}, PI_RUNS("ok", "", "3", "16", ""), NULL},
 };
 
+// scripts/validate_planner.py --published: a row whose field count is not the header's is refused, one line naming
+// it (its csv.DictReader padded a short row with None and put a long one's extras aside, silently: the committed
+// dev/published_runs.csv had rows of 33-42 fields); every row of the committed file has the header's 42.
+static void published_row_fields(void) {
+    const char* name = "plan_published_row_fields";
+    if (bad_filter && !strstr(name, bad_filter)) return;
+    char out[256], cmd[1024];
+    snprintf(out, sizeof(out), PI "/out_%s.txt", name);
+    sh("printf 'sheet,model,loss\\nwhole,gpt2-124m,\\nshort,gpt2-124m\\n' > " PI "/short_row.csv");
+    int rc = run_to_file("python3 scripts/validate_planner.py --published " PI "/short_row.csv", out);
+    snprintf(cmd, sizeof(cmd), "grep -qxF \"error: " PI "/short_row.csv: line 3 (sheet 'short') has 2 fields, the "
+             "header 3\" %s && test $(wc -l < %s) = 1", out, out);
+    int refused = rc == 1 && sh("%s", cmd) == 0;
+    int committed = sh("python3 -c \"import sys; sys.path.insert(0, 'scripts'); import validate_planner as v; "
+                       "v.read_published('dev/published_runs.csv')\" > /dev/null 2>&1") == 0;
+    check(refused && committed, name, "a 2-field row under a 3-field header: exit %d, %s; dev/published_runs.csv: %s",
+          rc, refused ? "one line naming line 3" : "NOT the line expected (see output)",
+          committed ? "every row as the header" : "REFUSED");
+}
+
 static void suite_plan_inputs(const char* bin) {
     sh("mkdir -p " PI);
     for (size_t i = 0; i < sizeof(PLAN_INPUT_RUNS) / sizeof(PLAN_INPUT_RUNS[0]); i++)
         bad_run(bin, &PLAN_INPUT_RUNS[i].k, PLAN_INPUT_RUNS[i].setup, PLAN_INPUT_RUNS[i].check);
+    if (!strstr(bin, "asan")) published_row_fields();  // (the script, not the binary: once)
 }
 
 #undef PI_RUNS

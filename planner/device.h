@@ -23,19 +23,20 @@ typedef struct NcclModel {
     int plateau_per_channel;  // 1: from 64 bytes a channel a rank (2.18 on); 0: from nRanks / 16 x 64 KiB (before)
     int ar_net_steps_less;  // a ring all-reduce's steps across nodes: 2 x (nodes - this), 1 or 0
     int net_overhead;       // 1: a ring that spans nodes floors its steps at 3 x getNetOverhead (2.18.1 on)
+    int nvls;               // 1: NVLink SHARP's algorithm exists (NCCL_ALGO_NVLS, 2.17.1 on); 0: a ring in its place
 } NcclModel;
 static const NcclModel NCCL_MODELS[] = {
-    {20803, 9.6e-6, 0, 28e-6, 28e-6, 1.9, 0, 1, 0},  // 2.8.3 .. 2.11.4
-    {21207, 28e-6, 0, 28e-6, 28e-6, 1.9, 0, 1, 0},   // 2.12.7 .. 2.13.4: the network's ring hop 28 us
-    {21403, 9.6e-6, 0, 28e-6, 28e-6, 1.9, 0, 0, 0},  // 2.14.3 .. 2.17.1: all-reduce 2 x nodes steps across (2.17.1's
-                                                     // 1.5 plateau on sm90 is not taken: 1.9 as on sm80)
-    {21801, 14e-6, 0, 28e-6, 28e-6, 1.4, 1, 0, 1},   // 2.18.1: the network hop 14, the net overhead, plateau 1.4
-    {21803, 14e-6, 0, 4e-6, 14e-6, 1.4, 1, 0, 1},    // 2.18.3 .. 2.18.6: the tree's hops 4 (NVLink) and 14 (network)
-    {21901, 14e-6, 0, 28e-6, 28e-6, 1.4, 1, 0, 1},   // 2.19.1 .. 2.22.3 (b647562 = 2.20.3): the tree's 28 again
-    {22304, 14e-6, 8.4e-6, 4e-6, 14e-6, 1.4, 1, 1, 1},  // 2.23.4 .. 2.30.7: tree base 8.4, hops 4 / 14; all-reduce
-                                                        // 2 x (nodes - 1) steps across
+    {20803, 9.6e-6, 0, 28e-6, 28e-6, 1.9, 0, 1, 0, 0},  // 2.8.3 .. 2.11.4
+    {21207, 28e-6, 0, 28e-6, 28e-6, 1.9, 0, 1, 0, 0},   // 2.12.7 .. 2.13.4: the network's ring hop 28 us
+    {21403, 9.6e-6, 0, 28e-6, 28e-6, 1.9, 0, 0, 0, 0},  // 2.14.3 .. 2.16.5: all-reduce 2 x nodes steps across
+    {21701, 9.6e-6, 0, 28e-6, 28e-6, 1.9, 0, 0, 0, 1},  // 2.17.1: NVLS (its 1.5 plateau on sm90 is not taken: 1.9)
+    {21801, 14e-6, 0, 28e-6, 28e-6, 1.4, 1, 0, 1, 1},   // 2.18.1: the network hop 14, the net overhead, plateau 1.4
+    {21803, 14e-6, 0, 4e-6, 14e-6, 1.4, 1, 0, 1, 1},    // 2.18.3 .. 2.18.6: the tree's hops 4 (NVLink), 14 (network)
+    {21901, 14e-6, 0, 28e-6, 28e-6, 1.4, 1, 0, 1, 1},   // 2.19.1 .. 2.22.3 (b647562 = 2.20.3): the tree's 28 again
+    {22304, 14e-6, 8.4e-6, 4e-6, 14e-6, 1.4, 1, 1, 1, 1},  // 2.23.4 .. 2.30.7: tree base 8.4, hops 4 / 14; all-reduce
+                                                           // 2 x (nodes - 1) steps across
 };
-#define NCCL_MODEL_DEFAULT (&NCCL_MODELS[5])
+#define NCCL_MODEL_DEFAULT (&NCCL_MODELS[6])
 #define NCCL_VERSION_MIN 20803
 #define NCCL_VERSION_MAX 23099  // read up to v2.30.7-1
 

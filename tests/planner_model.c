@@ -642,9 +642,10 @@ static void test_nccl_latency_and_algorithm(void) {
 // from nRanks / 16 x 64 KiB = 64 KiB (b647562: x 1.4 from 64 x 32 x 16 = 32 KiB): 32 KiB 2 x 15/16 x 32768 / 160e9
 // + 122.8 = 123.184 us (the tree 0.445 + 448: the ring), 64 KiB 0.768 + 1.9 x 122.8 = 234.088 us.
 static void test_nccl_by_release(void) {
-    const char* name[] = {"2.8.3", "2.9.9", "2.12", "2.12.0", "2.18", "2.18.2", "2.18.3", "2.20.3", "2.23.4", "2.30.7"};
-    int want[] = {20803, 20803, 21207, 21207, 21801, 21801, 21803, 21901, 22304, 22304}, ok = 1;
-    for (int i = 0; i < 10; i++) ok &= nccl_model_of(nccl_release_of(name[i]))->from == want[i];
+    const char* name[] = {"2.8.3", "2.9.9", "2.12", "2.12.0", "2.18", "2.18.2", "2.18.3", "2.20.3", "2.23.4", "2.30.7",
+                          "2.16.5", "2.17"};
+    int want[] = {20803, 20803, 21207, 21207, 21801, 21801, 21803, 21901, 22304, 22304, 21403, 21701}, ok = 1;
+    for (int i = 0; i < 12; i++) ok &= nccl_model_of(nccl_release_of(name[i]))->from == want[i];
     const char* bad[] = {"2.7.8", "2.31", "3.0", "2.18.", " 2.18", "2.18.3.1", "2.x", "", "2", "2.100", "+2.18"};
     for (int i = 0; i < 11; i++) ok &= nccl_release_of(bad[i]) == 0;
     check(ok && nccl_model_of(nccl_release_of("2.20.3")) == NCCL_MODEL_DEFAULT && nccl_release_of("2.18") == 21801 &&
@@ -678,6 +679,20 @@ static void test_nccl_by_release(void) {
     check(fabs(kib32 - 123.184e-6) < 1e-12 && fabs(kib64 - 234.088e-6) < 1e-12, "nccl_plateau_by_release_hand",
           "2.8.3, 16 ranks over 2 nodes: 32 KiB %.3f us (want 123.184, no plateau), 64 KiB %.3f (want 234.088)",
           kib32 * 1e6, kib64 * 1e6);
+    // NVLS from 2.17.1 on: 8 ranks of an H100 node at NCCL's links (450 x 0.82 = 369 GB/s), an all-reduce of 64 MiB:
+    // NVLS 67108864 / (0.74 x 369e9) + 2 x 3.4 = 252.57 us; under 2.14.3 the ring, 2 x 7/8 x 67108864 / 369e9 + 8.4
+    // + 14 x 3.4 = 374.27 us
+    DeviceProfile h;
+    profile_builtin("h100-sxm", &h);
+    h.link_eff = h.link_eff_nccl;
+    double nvls_now = link_allreduce_time(8, 67108864, group_link(&h, 8, 1, 8));
+    h.nccl = nccl_model_of(nccl_release_of("2.14.3"));
+    double ring_214 = link_allreduce_time(8, 67108864, group_link(&h, 8, 1, 8));
+    h.nccl = nccl_model_of(nccl_release_of("2.17.1"));
+    double nvls_217 = link_allreduce_time(8, 67108864, group_link(&h, 8, 1, 8));
+    check(fabs(nvls_now - 252.57e-6) < 0.01e-6 && fabs(ring_214 - 374.27e-6) < 0.01e-6 && nvls_217 == nvls_now,
+          "nccl_nvls_by_release_hand", "64 MiB over 8 H100s: NVLS %.2f us (want 252.57), 2.14.3's ring %.2f (want "
+          "374.27), 2.17.1 %.2f (NVLS)", nvls_now * 1e6, ring_214 * 1e6, nvls_217 * 1e6);
     // a prediction takes the run's release (PlanSetup.nccl_release, plan_software_device) and none leaves b647562's
     ModelConfig c = model("llama-7b", 4096);
     c.dp = 128, c.zero = 3, c.recompute = RECOMPUTE_FULL;

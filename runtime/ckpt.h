@@ -516,6 +516,37 @@ static const char* state_values_check(const float* x, size_t n, int section, con
     return NULL;
 }
 
+// At start-up on rank 0: a run that saves into a --ckpt-dir holding checkpoints of steps it will
+// reach would replace them, another run's weights lost without a word: a requeue that forgot
+// --resume auto starts again at step 0 over the run it should continue; a rewind (--resume of an
+// older checkpoint) over the later ones. Refused, naming the newest. --resume auto is not checked:
+// it continues the history the directory holds (what lies past its LATEST is that history's).
+static void ckpt_dir_spare_others(const Args* a) {
+    int start = 0, *steps, n_past = 0, newest = -1;
+    if (a->resume) {  // its step (a file that cannot be read: the resume says why)
+        char why[256];
+        int32_t h[256];
+        FILE* f = input_open(a->resume, why, sizeof(why), NULL);
+        int ok = f && fread(h, sizeof(int32_t), 256, f) == 256;
+        if (f) fclose(f);
+        if (!ok) return;
+        start = h[CK_STEP];
+    }
+    int n = ckpt_list(a->ckpt_dir, "--ckpt-dir", &steps);
+    for (int i = 0; i < n; i++)  // (newest first)
+        if (steps[i] > start && steps[i] <= a->cfg.steps && !n_past++) newest = steps[i];
+    free(steps);
+    if (!n_past) return;
+    char more[64] = "";
+    if (n_past > 1) snprintf(more, sizeof(more), ", the newest, and %d more", n_past - 1);
+    if (!a->resume)
+        fail("--ckpt-dir %s holds checkpoints of an earlier run (ckpt_%08d.bin%s): this run starts at step 0 and "
+             "would replace them as it saves; --resume auto continues that run, or give another --ckpt-dir",
+             a->ckpt_dir, newest, more);
+    fail("--ckpt-dir %s holds checkpoints past step %d, the one --resume gives (ckpt_%08d.bin%s): this run would "
+         "replace them as it saves; move them, or give another --ckpt-dir", a->ckpt_dir, start, newest, more);
+}
+
 // The checkpoints of this run's history, oldest first: the only ones rotation deletes. Those this
 // run wrote, and where it resumed from a checkpoint in its own --ckpt-dir (a job's next launch)
 // the older ones of the launches before (ckpt_history_adopt), so --ckpt-keep N bounds the

@@ -193,6 +193,7 @@ static void outputs_check(const Run* r) {
         if (a->export_llmc && llmc_check(&a->cfg, why)) fail("--export-llmc %s: %s", a->export_llmc, why);
         if (a->export_hf) hf_export_prepare(a->export_hf, a->tokenizer);
         if (a->ckpt_dir) ckpt_dir_prepare(a);
+        if (a->ckpt_dir && a->resume != r->resume_path) ckpt_dir_spare_others(a);  // (not --resume auto's)
         if (a->ckpt_dir && a->resume) ckpt_history_adopt(a);  // --ckpt-keep counts a job's earlier launches
         const char* flags[3] = {"--log", "--trace", "--export-llmc"};
         const char* paths[3] = {a->log, a->trace, a->export_llmc};

@@ -264,7 +264,7 @@ static int build_asan(void) {
 }
 
 // The long paths' flags and checks, made by bad_inputs_setup for BAD_RUNS.
-static char long_ckpt_args[1400], long_ckpt_check[2800], log599_args[800], log599_check[2400], too_long_args[5400];
+static char long_ckpt_args[1400], long_ckpt_setup[1400], long_ckpt_check[2800], log599_args[800], log599_check[2400], too_long_args[5400];
 static char too_long_offload_args[5400], too_long_lognormal_args[300];
 
 // The bad inputs' data, text, tokenizer and device files (bad_inputs_setup's first part).
@@ -415,6 +415,7 @@ static int bad_inputs_setup(void) {
     sh("mkdir -p $(dirname %s) $(dirname %s)", long_dir, log599);
     snprintf(too_long, sizeof(too_long), BAD "/%05000d", 9);
     snprintf(long_ckpt_args, sizeof(long_ckpt_args), "--steps 2 --ckpt-dir %s", long_dir);
+    snprintf(long_ckpt_setup, sizeof(long_ckpt_setup), "rm -rf %s", long_dir);  // (a fresh run: ./train's is there)
     snprintf(long_ckpt_check, sizeof(long_ckpt_check),
              "test -f %s/ckpt_00000002.bin && grep -qx ckpt_00000002.bin %s/LATEST", long_dir, long_dir);
     snprintf(log599_args, sizeof(log599_args), "--steps 2 --log %s --log-ranks", log599);
@@ -741,13 +742,14 @@ static const BadRun BAD_RUNS[] = {
      "rm -rf " BAD "/ck_fallback && mkdir " BAD "/ck_fallback && cp " BAD "/good/ckpt_00000001.bin " BAD
      "/ck_fallback && head -c 5000 " BAD "/good/ckpt_00000001.bin > " BAD "/ck_fallback/ckpt_00000002.bin",
      NULL},
-    // rotation deletes only this run's history: resumed from 2 of an older run's 1..6 with
-    // --ckpt-keep 2, 2 and its own 3 and 4 stay (and the higher 5, 6), LATEST names 4, auto resumes it
+    // rotation deletes only this run's history: resumed from 2 of an older run's 1..6 (its 3 and 4 moved
+    // aside: a run never replaces another's, faults_audit.c) with --ckpt-keep 2, 2 and its own 3 and 4 stay
+    // (and the higher 5, 6), LATEST names 4, auto resumes it
     {{"rotation_keeps_this_runs_newest",
       "--steps 4 --lr 1e-3 --ckpt-every 1 --ckpt-keep 2 --ckpt-dir " BAD "/rot --resume " BAD "/rot/ckpt_00000002.bin",
       "ckpt_00000004.bin (step 4)", 0},
      "rm -rf " BAD "/rot && OMP_NUM_THREADS=1 ./train " FLAGS " --steps 6 --ckpt-every 1 --ckpt-keep 10 --ckpt-dir " BAD
-     "/rot",
+     "/rot && rm " BAD "/rot/ckpt_0000000[34].bin",
      "(cd " BAD
      "/rot && ls ckpt_0000000[2-6].bin && grep -qx ckpt_00000004.bin LATEST) && OMP_NUM_THREADS=1 ./train " FLAGS
      " --steps 5 --ckpt-dir " BAD "/rot --resume auto | grep -q 'resumed from " BAD "/rot/ckpt_00000004.bin'"},
@@ -770,7 +772,7 @@ static const BadRun BAD_RUNS[] = {
       "--on-nan skip --lr 10 --warmup 1 --grad-clip 0 --beta2 0 --steps 8 --log " BAD "/nan_log.jsonl", "skipped:", 0},
      NULL, "grep -q null " BAD "/nan_log.jsonl && ! grep -Eq ':[-+]?(nan|inf)' " BAD "/nan_log.jsonl"},
     // long paths are whole: every file where its name says
-    {{"ckpt_dir_1028_chars", long_ckpt_args, "ckpt_00000002.bin (step 2)", 0}, NULL, long_ckpt_check},
+    {{"ckpt_dir_1028_chars", long_ckpt_args, "ckpt_00000002.bin (step 2)", 0}, long_ckpt_setup, long_ckpt_check},
     {{"log_599_chars_with_rank_logs", log599_args, "measured:", 0}, NULL, log599_check},
     // outputs at start-up: what is not a regular file is never replaced, an input never overwritten
     {{"trace_onto_fifo", "--steps 1000000 --trace " BAD "/out_fifo", "exists and is a FIFO", 1},

@@ -120,6 +120,7 @@ static int stdout_exit_code(int code) {
 // Where no other rank waits on this one (reading the data at start-up): say so and exit now.
 static void stop_if_signalled(const char* during) {
     if (!stop_signal) return;
+    if (stop_signal != SIGPIPE) fflush(stdout);  // what was printed before comes first (the line starts its own)
     if (stop_signal != SIGPIPE) fprintf(stderr, "stopped by signal %d while %s\n", (int)stop_signal, during);
     fflush(stderr);
     exit(128 + stop_signal);

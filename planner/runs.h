@@ -3,6 +3,7 @@
 #ifndef PLANNER_RUNS_H
 #define PLANNER_RUNS_H
 
+#include <ctype.h>  // tolower: a header name as read
 #include "planner/search.h"
 
 // The columns a runs file must have (the layouts study's sheets, converted): the setting and
@@ -375,6 +376,74 @@ static int run_col_index(const char* name, const char* const* cols, int n) {
     return -1;
 }
 
+// The header's names, before any row is read: a column the prediction reads named twice (which one ran is not
+// known); a name that is one of its columns' but for case, blanks or '-' ("VPP", " cp": it was carried through
+// unread and the rows predicted without it); a setting the planner does not model.
+static void runs_header_check(const char* path, char** names, int n_cols) {
+    for (int j = 0; j < n_cols; j++) {
+        int reads = run_col_index(names[j], RUN_COLS, N_RUN_COLS) >= 0 ||
+                    run_col_index(names[j], RUN_OPT_COLS, N_RUN_OPT) >= 0;
+        for (int i = 0; i < j && reads; i++)
+            if (!strcmp(names[i], names[j]))
+                fail("--runs %s: the header names column '%s' twice (columns %d and %d)", path, names[j], i + 1,
+                     j + 1);
+        char as_read[64];
+        size_t m = 0;
+        for (const char* p = names[j] + strspn(names[j], " \t"); *p && m + 1 < sizeof(as_read); p++)
+            as_read[m++] = *p == '-' || *p == ' ' || *p == '\t' ? '_' : (char)tolower((unsigned char)*p);
+        while (m > 0 && as_read[m - 1] == '_') m--;  // the blanks after the name
+        as_read[m] = 0;
+        if (!reads && (run_col_index(as_read, RUN_COLS, N_RUN_COLS) >= 0 ||
+                       run_col_index(as_read, RUN_OPT_COLS, N_RUN_OPT) >= 0))
+            fail("--runs %s: column %d is named '%s', not '%s' (names are lower case, with '_', no blanks): as "
+                 "named it would be carried through unread", path, j + 1, names[j], as_read);
+        for (size_t k = 0; k < sizeof(RUN_UNMODELLED) / sizeof(RUN_UNMODELLED[0]); k++)
+            if (!strcmp(names[j], RUN_UNMODELLED[k]) || !strcmp(as_read, RUN_UNMODELLED[k]))
+                fail("--runs %s: column '%s' names a setting the planner does not model (it reads cp, cp_ulysses, "
+                     "cp_kind, offload, offload_frames, reduce_dtype, grad_dtype, grad_alloc, fsdp_version, loss, "
+                     "nccl, mlp, pp_split, dropout, vpp beside the required ones): remove it to predict the rows "
+                     "without it", path, names[j]);
+    }
+}
+
+// The runs after the header, each checked as far as it can be before any is predicted (its count of fields, the
+// required integer columns, vpp): their count in *n_rows_out, and the offsets of their fields in in->text (field j of
+// run i: in->text + cells[i * n_cols + j]; the text is at most 64 MiB), at most RUNS_MAX_CELLS. malloc'ed.
+static uint32_t* runs_read(CsvReader* in, const char* path, int n_cols, const int* idx, int vpp_col, int* n_rows_out) {
+    uint32_t* cells = NULL;
+    size_t cell_cap = 0;
+    int n_rows = 0, n, rc;
+    char *col[CSV_MAX_FIELDS], err[512];
+    for (int line_no = in->line; (rc = csv_next(in, col, &n, err, sizeof(err))) > 0; line_no = in->line) {
+        if (n == 1 && !col[0][0]) continue;  // a blank line (often the last)
+        if (n != n_cols) fail("--runs %s: line %d: %d fields where the header has %d", path, line_no, n, n_cols);
+        long x;
+        for (int k = 0; k < N_RUN_COLS; k++)
+            if (RUN_COL_INT[k] && run_int(col[idx[k]], RUN_COLS[k], LONG_MIN, LONG_MAX, &x, err, sizeof(err)))
+                fail("--runs %s: line %d: column %s: expected an integer, got '%s'", path, line_no, RUN_COLS[k],
+                     col[idx[k]]);
+        if (vpp_col >= 0 &&
+            run_int(col[vpp_col], "vpp", SIZE_FLAGS[SIZE_VPP].lo, SIZE_FLAGS[SIZE_VPP].hi, &x, err, sizeof(err)))
+            fail("--runs %s: line %d: %s", path, line_no, err);
+        size_t used = (size_t)n_rows * n_cols;
+        if (used + n_cols > RUNS_MAX_CELLS)
+            fail("--runs %s: line %d: more than %d fields in all (%d runs of %d columns): split the file", path,
+                 line_no, RUNS_MAX_CELLS, n_rows, n_cols);
+        if (used + n_cols > cell_cap) {
+            cell_cap = cell_cap ? 2 * cell_cap : (size_t)256 * n_cols;
+            cell_cap = cell_cap < RUNS_MAX_CELLS ? cell_cap : RUNS_MAX_CELLS;
+            cells = (uint32_t*)realloc(cells, sizeof(uint32_t) * cell_cap);
+            if (!cells) fail("out of memory");
+        }
+        for (int j = 0; j < n_cols; j++) cells[used + j] = (uint32_t)(col[j] - in->text);
+        n_rows++;
+    }
+    if (rc < 0) fail("--runs %s: %s", path, err);
+    if (n_rows == 0) fail("--runs %s: no runs after the header", path);
+    *n_rows_out = n_rows;
+    return cells;
+}
+
 #define RUN_ERRORS_SHOWN 3  // rows whose error the one error line names; the CSV's pred_reason has every row's
 
 // Predict every run of the file at path (the shape flags override every row's preset), to
@@ -394,13 +463,8 @@ static int plan_runs(const char* path, const char* csv_path, const int* shape, i
     int n_cols, rc = csv_next(&in, names, &n_cols, err, sizeof(err));
     if (rc < 0) fail("--runs %s: %s", path, err);
     if (rc == 0) fail("--runs %s: the file is empty (expected a header line and runs)", path);
+    runs_header_check(path, names, n_cols);
     int idx[N_RUN_COLS];
-    for (int j = 0; j < n_cols; j++)  // a column the prediction reads, named twice: which one ran is not known
-        for (int i = 0; i < j; i++)
-            if (!strcmp(names[i], names[j]) && (run_col_index(names[j], RUN_COLS, N_RUN_COLS) >= 0 ||
-                                                run_col_index(names[j], RUN_OPT_COLS, N_RUN_OPT) >= 0))
-                fail("--runs %s: the header names column '%s' twice (columns %d and %d)", path, names[j], i + 1,
-                     j + 1);
     for (int k = 0; k < N_RUN_COLS; k++) {
         idx[k] = -1;
         for (int j = 0; j < n_cols; j++) if (!strcmp(names[j], RUN_COLS[k])) idx[k] = j;
@@ -415,44 +479,8 @@ static int plan_runs(const char* path, const char* csv_path, const int* shape, i
         opt_idx[k] = -1;
         for (int j = 0; j < n_cols; j++) if (!strcmp(names[j], RUN_OPT_COLS[k])) opt_idx[k] = j;
     }
-    for (size_t k = 0; k < sizeof(RUN_UNMODELLED) / sizeof(RUN_UNMODELLED[0]); k++)
-        for (int j = 0; j < n_cols; j++)
-            if (!strcmp(names[j], RUN_UNMODELLED[k]))
-                fail("--runs %s: column '%s' names a setting the planner does not model (it reads cp, cp_ulysses, "
-                     "cp_kind, offload, offload_frames, reduce_dtype, grad_dtype, grad_alloc, fsdp_version, loss, "
-                     "nccl, mlp, pp_split, dropout, vpp beside the required ones): remove it to predict the rows "
-                     "without it",
-                     path, names[j]);
-    uint32_t* cells = NULL;  // field j of run i: in.text + cells[i * n_cols + j] (the text is at most 64 MiB)
-    size_t cell_cap = 0;
-    int n_rows = 0, n;
-    char* col[CSV_MAX_FIELDS];
-    for (int line_no = in.line; (rc = csv_next(&in, col, &n, err, sizeof(err))) > 0; line_no = in.line) {
-        if (n == 1 && !col[0][0]) continue;  // a blank line (often the last)
-        if (n != n_cols) fail("--runs %s: line %d: %d fields where the header has %d", path, line_no, n, n_cols);
-        long x;
-        for (int k = 0; k < N_RUN_COLS; k++)
-            if (RUN_COL_INT[k] && run_int(col[idx[k]], RUN_COLS[k], LONG_MIN, LONG_MAX, &x, err, sizeof(err)))
-                fail("--runs %s: line %d: column %s: expected an integer, got '%s'", path, line_no, RUN_COLS[k],
-                     col[idx[k]]);
-        if (opt_idx[RO_VPP] >= 0 && run_int(col[opt_idx[RO_VPP]], "vpp", SIZE_FLAGS[SIZE_VPP].lo,
-                                            SIZE_FLAGS[SIZE_VPP].hi, &x, err, sizeof(err)))
-            fail("--runs %s: line %d: %s", path, line_no, err);
-        size_t used = (size_t)n_rows * n_cols;
-        if (used + n_cols > RUNS_MAX_CELLS)
-            fail("--runs %s: line %d: more than %d fields in all (%d runs of %d columns): split the file", path,
-                 line_no, RUNS_MAX_CELLS, n_rows, n_cols);
-        if (used + n_cols > cell_cap) {
-            cell_cap = cell_cap ? 2 * cell_cap : (size_t)256 * n_cols;
-            cell_cap = cell_cap < RUNS_MAX_CELLS ? cell_cap : RUNS_MAX_CELLS;
-            cells = (uint32_t*)realloc(cells, sizeof(uint32_t) * cell_cap);
-            if (!cells) fail("out of memory");
-        }
-        for (int j = 0; j < n_cols; j++) cells[used + j] = (uint32_t)(col[j] - in.text);
-        n_rows++;
-    }
-    if (rc < 0) fail("--runs %s: %s", path, err);
-    if (n_rows == 0) fail("--runs %s: no runs after the header", path);
+    int n_rows;
+    uint32_t* cells = runs_read(&in, path, n_cols, idx, opt_idx[RO_VPP], &n_rows);
 
     for (int j = 0; j < n_cols; j++) csv_put(out, names[j], 0);
     fprintf(out, "pred_fits,pred_mem_gib,pred_step_s,pred_mfu_pct,pred_reason\n");

@@ -6,9 +6,10 @@
 // sat in a node); --device beside --device-file (the file's profile was planned on, --device dropped without a
 // word); --device-set base=NAME (refused as an unknown key whose list of keys names 'base'); a device file of
 // megabytes (read line by line, no stop); --tokens with no batch that fits (exit 0); --runs beside --gpus, --seq-len,
-// --top ... (dropped without a word); --plan-csv '' (searched, then failed to rename its temporary to ''). Each
-// asserts the whole first error line and the exit code. Run through ./train and ./train_asan. Included by
-// tests/test_faults.c after faults_bad_inputs.c (its bad_run and BAD); not built alone.
+// --top ... (dropped without a word); --plan-csv '' (searched, then failed to rename its temporary to ''); a stop
+// line written into the middle of the table (stdout not flushed first); a --runs column named 'VPP' or 'cp-ulysses'
+// (carried through unread). Each asserts the whole first error line and the exit code. Run through ./train and
+// ./train_asan. Included by tests/test_faults.c after faults_bad_inputs.c (its bad_run and BAD); not built alone.
 
 #define HP BAD "/plan_hostile"
 #define HP_HEADER "model,seq_len,gpus,gpus_per_node,global_batch_tokens,schedule,zero,tp,pp,dp,micro_batch,recompute," \
@@ -48,6 +49,18 @@ static const BadRun PLAN_HOSTILE_RUNS[] = {
       "not be read: each row gives its model, seq_len,", 1}, HP_OK, NULL},
     {{"plan_runs_with_top", "--plan --runs " HP "/ok.csv --top 5", "error: --runs: --top 5 would not be read: each row "
       "gives its model, seq_len,", 1}, HP_OK, NULL},
+    // a column named as one the prediction reads but for case or '-': carried through unread, the row predicted
+    // without it (VPP 2 as the schedule's default, vpp 1)
+    {{"plan_runs_column_case", "--plan --runs " HP "/vpp_case.csv",
+      "error: --runs " HP "/vpp_case.csv: column 16 is named 'VPP', not 'vpp' (names are lower case, with '_', no "
+      "blanks): as named it would be carried through unread", 1},
+     "printf '" HP_HEADER ",VPP\\nllama-7b,4096,16,8,262144,interleaved,1,1,2,8,1,none,flash2,1,0,2\\n' > " HP
+     "/vpp_case.csv", NULL},
+    {{"plan_runs_column_dash", "--plan --runs " HP "/uly_dash.csv",
+      "error: --runs " HP "/uly_dash.csv: column 17 is named 'cp-ulysses', not 'cp_ulysses' (names are lower case, "
+      "with '_', no blanks): as named it would be carried through unread", 1},
+     "printf '" HP_HEADER ",cp,cp-ulysses\\nllama-7b,4096,16,8,262144,1f1b,1,1,1,8,1,none,flash2,1,0,2,2\\n' > " HP
+     "/uly_dash.csv", NULL},
     // --plan-csv '': the search ran to its end, then "rename of .tmp.train-... to  failed"
     {{"plan_csv_empty_name", "--plan --model gpt2-124m --plan-csv ''",
       "error: --plan-csv: expected a file name, got ''", 1}, NULL, NULL},
@@ -82,6 +95,12 @@ static const BadRun PLAN_HOSTILE_RUNS[] = {
      NULL,
      "grep -Eq '^plan: [0-9]+ of [0-9]+ layouts bounded \\(memory, best throughput\\) \\([0-9]+%\\), [0-9]+ s; "
      "Ctrl-C stops$' " HP "/search.txt && grep -qx 'stopped by signal 2 while searching layouts' " HP "/search.txt"},
+    // a stop while --doc-lengths simulates the best layout's batches (after the search's table): its line was written
+    // into the middle of the table's last line when stdout was a file (stdout not flushed first)
+    {{"plan_doc_lengths_stopped_own_line",
+      "sh -c '{train} --plan --model gpt2-124m --seq-len 2048 --gpus 16 --global-batch 1024 --top 1 --doc-lengths "
+      "lognormal:78 > " HP "/docs.txt 2>&1 & sleep 8; kill -INT $!; wait $!; echo exit $?'", "exit 130", 0},
+     NULL, "grep -qx 'stopped by signal 2 while building the --packing plan' " HP "/docs.txt"},
 };
 
 static void suite_plan_hostile(const char* bin) {

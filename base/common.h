@@ -105,6 +105,8 @@ static void fail(const char* fmt, ...) {
 // cleanly, and the run exits 128 + the signal: 130 for SIGINT, 143 for SIGTERM, as a shell
 // reports a process the signal killed.
 static volatile sig_atomic_t stop_signal = 0;
+static volatile sig_atomic_t stop_relayed = 0;  // 1: passed on by the self-launcher, so to every rank
+
 
 // The exit code of a run that would end with `code`: 1 when what it printed could not all be
 // written (stdout on a full disk, > /dev/full), so a run whose report was lost does not exit 0.
@@ -117,11 +119,13 @@ static int stdout_exit_code(int code) {
     return code ? code : 1;
 }
 
-// Where no other rank waits on this one (reading the data at start-up): say so and exit now.
+// Where no other rank waits on this one (reading the data at start-up): say so and exit now. A stop the
+// self-launcher passed on came to every rank: rank 0 says it (one line, not one per rank).
 static void stop_if_signalled(const char* during) {
     if (!stop_signal) return;
     if (stop_signal != SIGPIPE) fflush(stdout);  // what was printed before comes first (the line starts its own)
-    if (stop_signal != SIGPIPE) fprintf(stderr, "stopped by signal %d while %s\n", (int)stop_signal, during);
+    if (stop_signal != SIGPIPE && !(stop_relayed && fail_rank > 0))
+        fprintf(stderr, "stopped by signal %d while %s\n", (int)stop_signal, during);
     fflush(stderr);
     exit(128 + stop_signal);
 }

@@ -76,6 +76,7 @@ static void ckpt_stop_now(int sig) {
 static void ckpt_on_signal(int sig) {
     int repeat = sig == SIGUSR1 || sig == SIGUSR2 || sig == SIGALRM || sig == SIGPIPE;
     if (stop_signal && !repeat) ckpt_stop_now(sig);
+    if (!stop_signal) stop_relayed = repeat && sig != SIGPIPE;
     if (!stop_signal) stop_signal = sig == SIGUSR1 ? SIGINT : sig == SIGUSR2 ? SIGTERM : sig == SIGALRM ? SIGPIPE : sig;
 }
 static void ckpt_install_signals(void) {

@@ -314,7 +314,8 @@ static void stop_before_first_step(const char* tag, int sig) {
 // SIGTERM / SIGINT in one very long step (65536 sequences: a minute or more here): the first is
 // acted on once the step ends; a second exits at once (within 5 s), 128 + it, without saving, with
 // one line (the launcher's under `layout`), and the checkpoint dir is as it was: the good checkpoint
-// of an earlier run and LATEST byte for byte, nothing new (no checkpoint, no temporary).
+// of an earlier run and LATEST byte for byte, nothing new (no checkpoint, no temporary). (--steps 1:
+// a run that would reach that checkpoint's step 2 is refused at start-up, ckpt.h ckpt_dir_spare_others.)
 static void second_signal_in_long_step(const char* tag, const char* layout, int sig, const char* said) {
     char dir[256], cmd[4096], out[300], log[300];
     run_dir(tag, dir, out, log);
@@ -322,7 +323,7 @@ static void second_signal_in_long_step(const char* tag, const char* layout, int 
        "%s/LATEST && cp %s/ckpt_00000002.bin %s/LATEST " ROOT "/%s_before", tag, dir, dir, dir, dir, tag);
     snprintf(cmd, sizeof(cmd),
              "OMP_NUM_THREADS=1 ./train --model tiny --micro-batch 8 --global-batch 65536 --eval-every 0 "
-             "--sample-len 0 --peak-tflops 1 --warmup 20 --lr 2e-2 --eps 1e-4 %s --steps 5 --log %s --ckpt-dir %s",
+             "--sample-len 0 --peak-tflops 1 --warmup 20 --lr 2e-2 --eps 1e-4 %s --steps 1 --log %s --ckpt-dir %s",
              layout, log, dir);
     pid_t pid = spawn(cmd, out);
     double t0 = now_s();

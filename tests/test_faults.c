@@ -441,7 +441,8 @@ int main(int argc, char** argv) {
         stop_during_export("sigterm_during_export_hf", "", "--export-hf", SIGTERM);
         stop_during_export("sigint_during_export_hf_launcher_tp2", "--tp 2", "--export-hf", SIGINT);
         stop_during_export("sigterm_during_export_llmc", "", "--export-llmc", SIGTERM);
-        stop_during_init("sigterm_during_weight_init", SIGTERM);
+        stop_during_init("sigterm_during_weight_init", "", SIGTERM);
+        stop_during_init("sigterm_during_weight_init_launcher_tp2", "--tp 2", SIGTERM);
         stop_in_loop("sigint_in_evaluation",
                      "--steps 3 --eval-every 1 --val-batches 1000000 --ckpt-dir " ROOT "/sigint_in_evaluation",
                      "\"step\":1,", 0, SIGINT, "stopped by signal after step 1", -1);

@@ -515,12 +515,17 @@ static void plan_print_profile(const DeviceProfile* d, const PlanSetup* k, int g
         k->dp_after_backward ? 0.0 : d->dp_overlap, software_nccl_interference(k, d),
         d->dtype_bytes == 2 ? "bf16" : "fp32", sw.grad_bytes);
     const NcclModel* m = nccl_model_of(k->nccl_release);
-    if (m)  // a named release (--nccl-version): its numbers in place of b647562's (time.h ring_latency)
-        printf("nccl: %d.%d.%d, by the cost model of %d.%d.%d on: ring network hop %.1f us, tree base %.1f + hops "
+    if (m) {  // a named release (--nccl-version): its numbers in place of b647562's (time.h ring_latency)
+        // patch 0 is a minor with no row of its own ("2.9", "2.9.0": no NCCL tag has patch 0): any of its releases,
+        // "2.9.x", priced by the row before it
+        char patch[16] = "x";
+        if (k->nccl_release % 100) snprintf(patch, sizeof(patch), "%d", k->nccl_release % 100);
+        printf("nccl: %d.%d.%s, by the cost model of %d.%d.%d on: ring network hop %.1f us, tree base %.1f + hops "
                "%.0f / %.0f us, all-reduce plateau %.1f, net overhead %s\n",
-               k->nccl_release / 10000, k->nccl_release / 100 % 100, k->nccl_release % 100, m->from / 10000,
-               m->from / 100 % 100, m->from % 100, m->ring_net_hop * 1e6, m->tree_base * 1e6, m->tree_nvlink_hop * 1e6,
+               k->nccl_release / 10000, k->nccl_release / 100 % 100, patch, m->from / 10000, m->from / 100 % 100,
+               m->from % 100, m->ring_net_hop * 1e6, m->tree_base * 1e6, m->tree_nvlink_hop * 1e6,
                m->tree_net_hop * 1e6, m->plateau, m->net_overhead ? "yes" : "no");
+    }
     printf("software: rank order %s, pipeline cut by %s, %s%s loss, gradients reduced %s, %s%s\n",
            k->rank_order == ORDER_TP_PP_DP ? "tp-cp-pp-dp" : "tp-cp-dp-pp",
            pipe_split_name(k->pipe_split), k->loss_fused ? "fused " : "",

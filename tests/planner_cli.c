@@ -660,6 +660,20 @@ static void test_cli_kernel_names(void) {
         check(rc == 0 && strstr(msg, framework ? "bf16 weights, 2-byte grads" : "bf16 weights, 4-byte grads"),
               framework ? "links_line_framework_grads" : "links_line_trainer_fp32_grads", "rc %d, '%.400s'", rc, msg);
     }
+    // --nccl-version's line names the release as NCCL tags it: "2.9" (no row starts in 2.9, and no tag has patch 0)
+    // is any 2.9 release, priced by 2.8.3's row; "2.18" is 2.18.1, the row's first; a patch as given
+    const char* versions[][2] = {{"2.9", "nccl: 2.9.x, by the cost model of 2.8.3 on: ring network hop 9.6 us"},
+                                 {"2.9.0", "nccl: 2.9.x, by the cost model of 2.8.3 on"},
+                                 {"2.9.6", "nccl: 2.9.6, by the cost model of 2.8.3 on"},
+                                 {"2.18", "nccl: 2.18.1, by the cost model of 2.18.1 on: ring network hop 14.0 us"}};
+    for (int i = 0; i < 4; i++) {
+        const char* a5[] = {"--plan", "--model", "llama-tiny", "--gpus", "2", "--top", "1", "--nccl-version",
+                            versions[i][0]};
+        rc = run_plan_capture(a5, 9, log);
+        const char* line = strstr(msg = slurp(log), "nccl: ");
+        check(rc == 0 && line && strstr(msg, versions[i][1]), "nccl_version_line_names_release", "%s: rc %d, '%.70s'",
+              versions[i][0], rc, line ? line : msg);
+    }
     unlink(log);
 }
 

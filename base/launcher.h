@@ -162,7 +162,8 @@ static int launcher_reap_left(const Relay* relay, int unasked) {
     for (double sent = 0;;) {
         int stop = launcher_stop(relay);
         if (!stop) stop = unasked;
-        int due = launcher_due(stop, last, sent), ranks = launcher_signal_children(getpid(), 1, due ? stop : 0, 0, 0);
+        int due = launcher_due(stop, last, sent);
+        int ranks = launcher_signal_children(getpid(), 1, due ? stop : 0, NULL, 0);
         if (due) last = stop, sent = now_s();
         int status;
         pid_t w;

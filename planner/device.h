@@ -12,7 +12,7 @@
 // effect of ring", NVIDIA/nccl, read at each tag below; dev/PLANNER.md "NCCL's latencies by release"). The releases
 // between two rows share the first one's numbers. A run that names its NCCL (a --runs row's nccl column,
 // --nccl-version) is priced by its release's row; one that names none by the device's hops and b647562's (v2.20.3,
-// the 2.19.3 row). Every hop is in seconds; the base of the ring (8.4 us) and its NVLink hop (3.4) never changed.
+// the 2.19.1 row). Every hop is in seconds; the base of the ring (8.4 us) and its NVLink hop (3.4) never changed.
 typedef struct NcclModel {
     int from;               // first release of the row, 10000 x major + 100 x minor + patch
     double ring_net_hop;    // hwLat NET Ring Simple: a ring step that crosses nodes
@@ -23,18 +23,23 @@ typedef struct NcclModel {
     int plateau_per_channel;  // 1: from 64 bytes a channel a rank (2.18 on); 0: from nRanks / 16 x 64 KiB (before)
     int ar_net_steps_less;  // a ring all-reduce's steps across nodes: 2 x (nodes - this), 1 or 0
     int net_overhead;       // 1: a ring that spans nodes floors its steps at 3 x getNetOverhead (2.18.1 on)
-    int nvls;               // 1: NVLink SHARP's algorithm exists (NCCL_ALGO_NVLS, 2.17.1 on); 0: a ring in its place
+    double nvls_lat;        // NVLink SHARP's all-reduce inside a node (NCCL_ALGO_NVLS, 2.17.1 on), its whole latency:
+                            // baseLat NVLS Simple (40 us in 2.17.1, 23 in 2.18) or, from 2.19.1 (base 0), hwLat
+                            // NVLINK NVLS Simple (23, 25 from 2.21.5); 0: no NVLS, a ring in its place
 } NcclModel;
 static const NcclModel NCCL_MODELS[] = {
     {20803, 9.6e-6, 0, 28e-6, 28e-6, 1.9, 0, 1, 0, 0},  // 2.8.3 .. 2.11.4
     {21207, 28e-6, 0, 28e-6, 28e-6, 1.9, 0, 1, 0, 0},   // 2.12.7 .. 2.13.4: the network's ring hop 28 us
     {21403, 9.6e-6, 0, 28e-6, 28e-6, 1.9, 0, 0, 0, 0},  // 2.14.3 .. 2.16.5: all-reduce 2 x nodes steps across
-    {21701, 9.6e-6, 0, 28e-6, 28e-6, 1.9, 0, 0, 0, 1},  // 2.17.1: NVLS (its 1.5 plateau on sm90 is not taken: 1.9)
-    {21801, 14e-6, 0, 28e-6, 28e-6, 1.4, 1, 0, 1, 1},   // 2.18.1: the network hop 14, the net overhead, plateau 1.4
-    {21803, 14e-6, 0, 4e-6, 14e-6, 1.4, 1, 0, 1, 1},    // 2.18.3 .. 2.18.6: the tree's hops 4 (NVLink), 14 (network)
-    {21901, 14e-6, 0, 28e-6, 28e-6, 1.4, 1, 0, 1, 1},   // 2.19.1 .. 2.22.3 (b647562 = 2.20.3): the tree's 28 again
-    {22304, 14e-6, 8.4e-6, 4e-6, 14e-6, 1.4, 1, 1, 1, 1},  // 2.23.4 .. 2.30.7: tree base 8.4, hops 4 / 14; all-reduce
-                                                           // 2 x (nodes - 1) steps across
+    {21701, 9.6e-6, 0, 28e-6, 28e-6, 1.9, 0, 0, 0, 40e-6},  // 2.17.1: NVLS, 40 us (its 1.5 plateau on sm90 is not
+                                                            // taken: 1.9)
+    {21801, 14e-6, 0, 28e-6, 28e-6, 1.4, 1, 0, 1, 23e-6},  // 2.18.1: the network hop 14, the net overhead, plateau
+                                                           // 1.4, NVLS 23 us
+    {21803, 14e-6, 0, 4e-6, 14e-6, 1.4, 1, 0, 1, 23e-6},   // 2.18.3 .. 2.18.6: the tree's hops 4 (NVLink), 14 (net)
+    {21901, 14e-6, 0, 28e-6, 28e-6, 1.4, 1, 0, 1, 23e-6},  // 2.19.1 .. 2.20.5 (b647562 = 2.20.3): the tree's 28 again
+    {22105, 14e-6, 0, 28e-6, 28e-6, 1.4, 1, 0, 1, 25e-6},  // 2.21.5 .. 2.22.3: NVLS 25 us
+    {22304, 14e-6, 8.4e-6, 4e-6, 14e-6, 1.4, 1, 1, 1, 25e-6},  // 2.23.4 .. 2.30.7: tree base 8.4, hops 4 / 14;
+                                                               // all-reduce 2 x (nodes - 1) steps across
 };
 #define NCCL_MODEL_DEFAULT (&NCCL_MODELS[6])
 #define NCCL_VERSION_MIN 20803

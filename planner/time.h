@@ -157,11 +157,12 @@ static double dp_allreduce_time(int n, double bytes, double buckets, Link l) {
 // --tp-comm-overlap are not, ub_*_time), so they are priced by NCCL's model as the data-parallel collectives are:
 // one bucket of dp_allreduce_time / dp_gather_time, the ring's 8.4 us base and its steps (across nodes only
 // the steps between nodes at the network's latency; the tree where NCCL's model takes it), inside a node too.
-// NVLS (one node, 5+ ranks, NVSwitch 3; NCCL 2.17.1 on) keeps its own bandwidth and 2 hops.
+// NVLS (one node, 5+ ranks, NVSwitch 3; NCCL 2.17.1 on) keeps its own bandwidth and NCCL's latency of it, whatever
+// the group's size (device.h NcclModel.nvls_lat: 23 us at b647562, 40 in 2.17.1, 25 from 2.21.5).
 static double link_allreduce_time(int n, double bytes, Link l) {
     if (n <= 1) return 0;
-    if (l.nodes <= 1 && l.nvls && link_nccl(l)->nvls && n >= NVLS_MIN_RANKS)  // (a release before 2.17: a ring)
-        return bytes / (NVLS_OF_RING * l.bw) + 2 * l.lat;
+    double nvls_lat = link_nccl(l)->nvls_lat;  // 0 before 2.17: a ring
+    if (l.nodes <= 1 && l.nvls && nvls_lat > 0 && n >= NVLS_MIN_RANKS) return bytes / (NVLS_OF_RING * l.bw) + nvls_lat;
     return dp_allreduce_time(n, bytes, 1, l);
 }
 // An all-gather or reduce-scatter of `bytes` (the whole gathered tensor) over n ranks on link l, likewise.

@@ -351,14 +351,6 @@ static int software_set_dropout(PlanSetup* k, const char* text, char* err, size_
     return 0;
 }
 
-// A framework's loss (--loss, a --runs row's loss column): what its cross-entropy keeps for its backward (memory.h
-// loss_bytes_per_logit): eager, torch's fp32 ops (e + 16 bytes a logit), or fused, one kernel or a compiled graph that
-// keeps the logits and writes their gradient in the training dtype (2e: flash-attn's xentropy, llm-foundry's default;
-// OLMo-core's torch.compile'd loss, measured by dev/loss_saved_bytes.py). Memory only: its time stays the software's
-// (loss_bytes). Refused: this trainer (its own kernel and buffers), the Scaling codebase (torch's loss over the
-// gathered logits), and fused where the loss keeps its fp32 softmax whatever runs it: Megatron-core's
-// vocab_parallel_cross_entropy, --cross-entropy-loss-fusion too (fusions/fused_cross_entropy.py at f2e5db40 saves
-// exp_logits of the logits' .float()), and nanotron's _ShardedCrossEntropy (c2528430: exp_logits of the fp32 cast).
 // The NCCL release v ("2.18.3") whose cost model prices the run's collectives (device.h nccl_release_of); `what` as
 // software_choice's.
 static int software_set_nccl(PlanSetup* k, const char* what, const char* v, char* err, size_t err_len) {
@@ -372,6 +364,14 @@ static int software_set_nccl(PlanSetup* k, const char* what, const char* v, char
     return 0;
 }
 
+// A framework's loss (--loss, a --runs row's loss column): what its cross-entropy keeps for its backward (memory.h
+// loss_bytes_per_logit): eager, torch's fp32 ops (e + 16 bytes a logit), or fused, one kernel or a compiled graph that
+// keeps the logits and writes their gradient in the training dtype (2e: flash-attn's xentropy, llm-foundry's default;
+// OLMo-core's torch.compile'd loss, measured by dev/loss_saved_bytes.py). Memory only: its time stays the software's
+// (loss_bytes). Refused: this trainer (its own kernel and buffers), the Scaling codebase (torch's loss over the
+// gathered logits), and fused where the loss keeps its fp32 softmax whatever runs it: Megatron-core's
+// vocab_parallel_cross_entropy, --cross-entropy-loss-fusion too (fusions/fused_cross_entropy.py at f2e5db40 saves
+// exp_logits of the logits' .float()), and nanotron's _ShardedCrossEntropy (c2528430: exp_logits of the fp32 cast).
 // The name v as LOSS_NAMES says; `what` as software_choice's.
 static int software_set_loss(PlanSetup* k, const char* what, const char* v, char* err, size_t err_len) {
     int fused = software_choice(what, LOSS_NAMES, v, err, err_len);

@@ -387,11 +387,12 @@ static void plan_parse_args(int argc, char** argv, PlanArgs* a) {
     else if (grad_reduce_given) a->setup.reduce_bytes = grad_reduce_bf16 ? 2 : 4;
     DeviceProfile* d = &a->dev;
     plan_device(d, device, device_file, sets, n_sets, peak_tflops);
+    const char* node_from = a->gpus_per_node == -1 ? "the device's gpus_per_node" : "--gpus-per-node";
     if (a->gpus_per_node == -1) a->gpus_per_node = d->gpus_per_node > 0 ? d->gpus_per_node : a->gpus;
     if (a->gpus_per_node < 1) fail("--gpus-per-node must be >= 1, got %d", a->gpus_per_node);
     if (!a->runs && a->gpus > a->gpus_per_node && a->gpus % a->gpus_per_node)  // (a runs row: plan_run_row)
-        fail("--gpus %d is not a whole number of nodes of %d GPUs (--gpus-per-node): the planner places groups on "
-             "whole nodes", a->gpus, a->gpus_per_node);
+        fail("--gpus %d is not a whole number of nodes of %d GPUs (%s): the planner places groups on whole nodes",
+             a->gpus, a->gpus_per_node, node_from);
     if (a->global_batch && a->global_tokens) fail("give --global-batch or --global-batch-tokens, not both");
     int noise_sources = (a->noise_scale > 0) + (a->noise_log != NULL) + (a->target_loss > 0);
     if (a->run_tokens > 0 && noise_sources != 1)

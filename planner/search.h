@@ -231,7 +231,7 @@ static void plan_progress_tick(long done) {
 typedef struct {
     void (*body)(int i, void* arg);
     void* arg;
-    int n, block, next, done, finished, over;
+    int n, block, next, done, finished, over, paced;  // paced: over by its projection (else by the time spent)
     double t0, projected_s;
 } PlanWork;
 
@@ -246,7 +246,7 @@ static int plan_over_limit(PlanWork* w) {
     int paced = done > 0 && now - w->t0 > PLAN_PACE_AFTER_S;
     if (plan_started_s >= 0 && ((paced && projected > plan_max_search_s) || now - plan_started_s > plan_max_search_s) &&
         !__atomic_exchange_n(&w->over, 1, __ATOMIC_RELAXED))
-        w->projected_s = paced ? projected : now - plan_started_s;
+        w->paced = paced && projected > plan_max_search_s, w->projected_s = w->paced ? projected : now - plan_started_s;
     return __atomic_load_n(&w->over, __ATOMIC_RELAXED);
 }
 
@@ -268,7 +268,7 @@ static void* plan_worker(void* p) {
 // this one watches: a stop or a projection past the limit ends the search at once, even inside
 // a layout that takes seconds (pp 512 over 2048 micro-batches).
 static void plan_parallel_for(int n, int block, void (*body)(int i, void* arg), void* arg) {
-    PlanWork w = {body, arg, n, block, 0, 0, 0, 0, now_s(), 0};
+    PlanWork w = {body, arg, n, block, 0, 0, 0, 0, 0, now_s(), 0};
     long cores = sysconf(_SC_NPROCESSORS_ONLN);
     int n_threads = cores < 1 ? 1 : cores > 64 ? 64 : (int)cores;
     if ((long)n_threads * block > n) n_threads = (n + block - 1) / block;
@@ -282,10 +282,14 @@ static void plan_parallel_for(int n, int block, void (*body)(int i, void* arg), 
         plan_progress_tick(__atomic_load_n(&w.done, __ATOMIC_RELAXED));
     }
     stop_if_signalled("searching layouts");
-    if (w.over)
-        fail("--plan: this search would take about %.0f min on this machine (a pass of %d layouts, %d done in %.0f s, "
+    if (w.over && w.paced)
+        fail("--plan: this search would take about %.3g min on this machine (a pass of %d layouts, %d done in %.0f s, "
              "on %d threads); the limit is %.3g min (--max-search-min): narrow it (--tp, --pp, --micro-batch, ...)",
              w.projected_s / 60, n, w.done, now_s() - w.t0, started, plan_max_search_s / 60);
+    if (w.over)  // the limit passed before the pace was measured (a limit of seconds): "would take about 0 min" said
+        fail("--plan: this search passed its limit of %.3g min (--max-search-min) after %.1f s, %d of a pass of %d "
+             "layouts done on %d threads: narrow it (--tp, --pp, --micro-batch, ...) or raise the limit",
+             plan_max_search_s / 60, w.projected_s, w.done, n, started);
     for (int t = 0; t < started; t++) pthread_join(threads[t], NULL);
 }
 

@@ -8,8 +8,9 @@
 // megabytes (read line by line, no stop); --tokens with no batch that fits (exit 0); --runs beside --gpus, --seq-len,
 // --top ... (dropped without a word); --plan-csv '' (searched, then failed to rename its temporary to ''); a stop
 // line written into the middle of the table (stdout not flushed first); a --runs column named 'VPP' or 'cp-ulysses'
-// (carried through unread). Each asserts the whole first error line and the exit code. Run through ./train and
-// ./train_asan. Included by tests/test_faults.c after faults_bad_inputs.c (its bad_run and BAD); not built alone.
+// (carried through unread); a search over a limit of seconds ("would take about 0 min"). Each asserts the whole
+// first error line (but for counts and times) and the exit code. Run through ./train and ./train_asan. Included by
+// tests/test_faults.c after faults_bad_inputs.c (its bad_run and BAD); not built alone.
 
 #define HP BAD "/plan_hostile"
 #define HP_HEADER "model,seq_len,gpus,gpus_per_node,global_batch_tokens,schedule,zero,tp,pp,dp,micro_batch,recompute," \
@@ -28,6 +29,9 @@ static const BadRun PLAN_HOSTILE_RUNS[] = {
     {{"plan_gpus_not_whole_nodes", "--plan --model gpt2-124m --gpus 16 --gpus-per-node 3",
       "error: --gpus 16 is not a whole number of nodes of 3 GPUs (--gpus-per-node): the planner places groups on "
       "whole nodes", 1}, NULL, NULL},
+    {{"plan_gpus_not_whole_device_nodes", "--plan --model gpt2-124m --gpus 12",
+      "error: --gpus 12 is not a whole number of nodes of 8 GPUs (the device's gpus_per_node): the planner places "
+      "groups on whole nodes", 1}, NULL, NULL},
     {{"plan_gpus_part_of_a_node", "--plan --model gpt2-124m --gpus 4 --gpus-per-node 8 --tp 1 --pp 1 --micro-batch 1 "
       "--zero 0 --top 1", "best: --dp 4 --tp 1", 0}, NULL, NULL},
     {{"plan_runs_gpus_not_whole_nodes", "--plan --runs " HP "/nodes3.csv",
@@ -95,6 +99,10 @@ static const BadRun PLAN_HOSTILE_RUNS[] = {
      NULL,
      "grep -Eq '^plan: [0-9]+ of [0-9]+ layouts bounded \\(memory, best throughput\\) \\([0-9]+%\\), [0-9]+ s; "
      "Ctrl-C stops$' " HP "/search.txt && grep -qx 'stopped by signal 2 while searching layouts' " HP "/search.txt"},
+    // a limit of seconds passed before the search's pace is measured (5 s): it said "would take about 0 min" (the
+    // time spent, as minutes, with no decimals); a limit past the pace's projection is faults_polish.c's
+    {{"plan_search_limit_passed", "--plan --model gpt2-124m --max-search-min 0.0001",
+      "error: --plan: this search passed its limit of 0.0001 min (--max-search-min) after ", 1}, NULL, NULL},
     // a stop while --doc-lengths simulates the best layout's batches (after the search's table): its line was written
     // into the middle of the table's last line when stdout was a file (stdout not flushed first)
     {{"plan_doc_lengths_stopped_own_line",

@@ -75,7 +75,7 @@ static const BadRun POLISH_RUNS[] = {
     // long phases: a planner search projected past its limit is refused from its own pace (this one had not
     // answered in 30 min), a stop during one ends it at once without the CSV's temporary, and a stop while
     // the --packing wlb plan is built (15 s here) is honoured within a batch, not after the build
-    {{"plan_search_over_limit", "--plan --model llama-65b --n-layer 512 --gpus 1024 --max-search-min 0.05",
+    {{"plan_search_over_limit", "--plan --model llama-65b --n-layer 512 --gpus 1024 --max-search-min 0.5",
       "--plan: this search would take about", 1},
      NULL, NULL},
     {{"plan_search_stopped", "sh -c '{train} --plan --model llama-65b --n-layer 512 --gpus 1024 --plan-csv " POLISH

@@ -125,7 +125,8 @@ typedef struct {
     int nics_per_node;       // NICs in a node, shared by its GPUs
     int gpus_per_node;       // default for --gpus-per-node (0: all GPUs in one node)
     // the host, for --offload (planner/time.h offload_time)
-    double host_link_bw;     // bytes/s per GPU, one direction, device <-> host (PCIe, effective)
+    double host_up_bw;       // bytes/s per GPU, host -> device (PCIe, effective: an upload)
+    double host_down_bw;     // bytes/s per GPU, device -> host (a download; measured faster than the upload on H100)
     double host_mem_bw;      // bytes/s of host memory per GPU's share (the CPU's AdamW streams its state)
     double host_mem_bytes;   // host memory per GPU's share, what --offload may fill (0: not checked)
     // software
@@ -215,8 +216,10 @@ static void profile_a100(DeviceProfile* d) {
     d->gpus_per_node = 8;
     d->dtype_bytes = 2;
     d->grad_bytes = 2;            // bf16 gradients: 13B with tp=pp=1 only fits with these (as in the study)
-    d->host_link_bw = 25e9;       // PCIe Gen4 x16: 32 GB/s line rate (A100 datasheet: "PCIe Gen4 64 GB/s" both
-                                  // ways), about 25 GB/s effective per direction (PCIe protocol overhead)
+    d->host_up_bw = 25e9;         // PCIe Gen4 x16: 32 GB/s line rate (A100 datasheet: "PCIe Gen4 64 GB/s" both
+    d->host_down_bw = 25e9;       // ways); measured 25.13 GB/s host to device (nvbandwidth host_to_device_memcpy_sm,
+                                  // A100-SXM4, NVIDIA/nvbandwidth#42), 25-26 each way by the copy engines
+                                  // (nvbandwidth#11): the same both ways
     d->host_mem_bw = 25e9;        // DGX A100: 2 EPYC 7742, 8 DDR4-3200 channels each = 410 GB/s for 8 GPUs, ~half
                                   // of it reached by a streaming AdamW on the cores of one GPU's share (assumed)
     d->host_mem_bytes = 256 * GiB;  // DGX A100 640GB datasheet: 2 TB system memory for 8 GPUs
@@ -268,8 +271,9 @@ static void profile_h100(DeviceProfile* d) {
                                   // (NVIDIA/nccl#1455; "370GB/s ... the real target for NCCL BusBW intra-node",
                                   // nccl#1442); link_eff keeps the A100's fit (0.47), the study's software being
                                   // A100-only
-    d->host_link_bw = 50e9;       // PCIe Gen5 x16: 64 GB/s line rate (H100 SXM datasheet: 128 GB/s both ways), ~50
-                                  // effective
+    d->host_up_bw = 35.2e9;       // PCIe Gen5 x16: 64 GB/s line rate (H100 SXM datasheet: 128 GB/s both ways);
+    d->host_down_bw = 52.8e9;     // measured on 8 H100s of a cluster (nvbandwidth memcpy_sm, NVIDIA/nvbandwidth#24):
+                                  // host to device 35.0-35.4 GB/s, device to host 52.8: not the same both ways
     d->host_mem_bw = 38e9;        // DGX H100: 2 Xeon 8480C, 8 DDR5-4800 channels each = 614 GB/s for 8 GPUs, ~half
     d->host_mem_bytes = 256 * GiB;  // DGX H100 (and DGX H200) datasheet: 2 TB system memory for 8 GPUs
     d->net_overhead = 1e-6;       // getNetOverhead on an Intel x86 host: DGX H100's two Xeon 8480C (3 us a step,
@@ -377,7 +381,8 @@ static void profile_cpu(DeviceProfile* d) {
     d->dtype_bytes = 4;
     d->grad_bytes = 4;
     d->shared_cores = 0;          // set to the machine's cores when the ranks share them
-    d->host_link_bw = 20e9;       // the "device" is host memory: a copy to the offload tier is a memcpy (page cache)
+    d->host_up_bw = 20e9;         // the "device" is host memory: a copy to the offload tier is a memcpy (page cache)
+    d->host_down_bw = 20e9;
     d->host_mem_bw = 20e9;
     d->host_mem_bytes = 0;        // the CPU build's tier is a file in --offload-dir (the page cache, then disk)
 }
@@ -449,7 +454,8 @@ static const ProfileKey PROFILE_KEYS[] = {
     PKEY("sms", sms, 1, 1, 0, 1 << 20, "streaming multiprocessors (0: no wave quantization)"),
     PKEY("nvls", nvls, 1, 1, 0, 1, "1: NVSwitches reduce in the switch (all-reduce inside a node)"),
     PKEY("matmul_k_half", matmul_k_half, 0, 1, 0, 1e9, "a GEMM tile's fixed cost in elements of K"),
-    PKEY("host_link_gbps", host_link_bw, 0, 1e9, 1e-6, 1e6, "device <-> host GB/s per GPU, one direction (--offload)"),
+    PKEY("host_up_gbps", host_up_bw, 0, 1e9, 1e-6, 1e6, "host -> device GB/s per GPU, the uploads (--offload)"),
+    PKEY("host_down_gbps", host_down_bw, 0, 1e9, 1e-6, 1e6, "device -> host GB/s per GPU, the downloads (--offload)"),
     PKEY("host_mem_gbps", host_mem_bw, 0, 1e9, 1e-6, 1e6, "host memory GB/s per GPU's share (--offload optimizer)"),
     PKEY("host_mem_gib", host_mem_bytes, 0, GiB, 0, 1e6, "host memory GiB per GPU's share (--offload; 0: unchecked)"),
 };

@@ -634,22 +634,22 @@ static void chunk_split(const ModelConfig* c, int n_chunks, int split, int* laye
 }
 
 // --offload optimizer: the step's optimizer on the host (ZeRO-Offload, Ren et al. 2021) for
-// opt_params parameters: the gradients down the host link (grad_bytes each; they leave as the
+// opt_params parameters: the gradients down the host link (grad_bytes each at host_down_bw; they leave as the
 // backward finishes, so dp_overlap of them hides under it as the DP reduction does), AdamW on the
 // host streaming master, m, v and the gradient in and master, m, v out (4 x 3 + grad_bytes + 12
-// bytes at host_mem_bw), and the weights the forward reads back up the link (dtype_bytes each; the
+// bytes at host_mem_bw), and the weights the forward reads back up the link (dtype_bytes each at host_up_bw; the
 // CPU build's "link" is a copy in host memory). Without ZeRO-Offload's delayed update (which
 // changes the math) the host step and the upload are on the step's critical path.
 static double offload_optimizer_time(const DeviceProfile* d, double opt_params) {
-    double down = opt_params * d->grad_bytes / d->host_link_bw;
+    double down = opt_params * d->grad_bytes / d->host_down_bw;
     double adam = opt_params * (12 + d->grad_bytes + 12) / d->host_mem_bw;
-    double up = opt_params * d->dtype_bytes / d->host_link_bw;
+    double up = opt_params * d->dtype_bytes / d->host_up_bw;
     return down * (1 - d->dp_overlap) + adam + up;
 }
 
 // --offload activations: the copies of the worst stage (stage 0 holds the most in flight) per
-// step, out to the host and back, slot_bytes each, for every micro-batch of every chunk that
-// has more slots than frames (an upper bound: a micro-batch that stays in a frame does not
+// step, out to the host (host_down_bw) and back (host_up_bw), slot_bytes each, for every micro-batch of every chunk
+// that has more slots than frames (an upper bound: a micro-batch that stays in a frame does not
 // move). On a GPU they run on their own stream, hidden unless they outlast the stage's compute
 // (t_compute), but for the copies in with --offload-frames 1; the CPU build copies in line.
 static double offload_activation_time(const ModelConfig* c, const DeviceProfile* d, int n_micro, double t_compute) {
@@ -658,11 +658,11 @@ static double offload_activation_time(const ModelConfig* c, const DeviceProfile*
     ActShape s = act_shape(c, c->micro_batch);
     int host = d->dtype_bytes == 4, layers = (c->n_layer + c->pp * c->vpp - 1) / (c->pp * c->vpp);
     double slot = act_slot_bytes(&s, layers, c->recompute, d->dtype_bytes, host ? 1 : 256), bytes = 0;
-    for (int j = 0; j < c->vpp; j++)
-        if (act_device_slots(pc->chunks[j].slots, c) < pc->chunks[j].slots) bytes += 2.0 * n_micro * slot;
-    double t = bytes / d->host_link_bw;
-    // one frame: no prefetch, each copy in is waited for (half the copies)
-    double waited = offload_frames_of(c) == 1 ? t / 2 : 0, hidden = t - waited;
+    for (int j = 0; j < c->vpp; j++)  // bytes: each way
+        if (act_device_slots(pc->chunks[j].slots, c) < pc->chunks[j].slots) bytes += (double)n_micro * slot;
+    double t_in = bytes / d->host_up_bw, t = bytes / d->host_down_bw + t_in;
+    // one frame: no prefetch, each copy in is waited for
+    double waited = offload_frames_of(c) == 1 ? t_in : 0, hidden = t - waited;
     return host ? t : waited + (hidden > t_compute ? hidden - t_compute : 0);
 }
 

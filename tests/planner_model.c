@@ -196,6 +196,29 @@ static void test_memory_foundry_mpt3b_8k(void) {
           r.mem_total / GiB, want / GiB, r.fits);
 }
 
+// --offload's copies priced each by its direction (time.h offload_optimizer_time, offload_activation_time), by hand.
+// h100-sxm: host -> device 35.2 GB/s, device -> host 52.8 (nvbandwidth#24), host memory 38 GB/s, bf16 gradients
+// and weights, dp_overlap 0.5. 1e9 parameters' optimizer on the host: gradients down 2e9 / 52.8e9 = 37.879 ms, half
+// hidden = 18.939; AdamW 1e9 x 26 / 38e9 = 684.211 ms; weights up 2e9 / 35.2e9 = 56.818 ms: 759.968 ms (744.211 at
+// 50 GB/s both ways). Activations (llama-tiny, pp 2, 1F1B, --offload-frames 1, 4 micro-batches): stage 0's chunk
+// moves n_micro x slot each way; under a long compute window only the uploads are waited for: 4 x slot / 35.2e9.
+static void test_offload_link_by_direction(void) {
+    DeviceProfile d;
+    profile_builtin("h100-sxm", &d);
+    double t = offload_optimizer_time(&d, 1e9);
+    check(fabs(t - 759.968e-3) < 1e-6, "offload_optimizer_link_by_direction_hand", "%.3f ms, want 759.968",
+          t * 1e3);
+    ModelConfig c = model("llama-tiny", 0);
+    c.micro_batch = 2, c.pp = 2, c.offload = OFFLOAD_ACTIVATIONS, c.offload_frames = 1;
+    ActShape s = act_shape(&c, c.micro_batch);
+    double slot = act_slot_bytes(&s, 2, c.recompute, 2, 256);
+    double waited = offload_activation_time(&c, &d, 4, 1e9), all = offload_activation_time(&c, &d, 4, 0);
+    check(slot > 0 && fabs(waited - 4 * slot / 35.2e9) < 1e-15 && fabs(all - 4 * slot * (1 / 35.2e9 + 1 / 52.8e9)) <
+              1e-15, "offload_activations_link_by_direction",
+          "slot %.0f B: waited %.4f us (want 4 x slot / 35.2e9 = %.4f), no window %.4f us (want %.4f)", slot,
+          waited * 1e6, 4 * slot / 35.2e9 * 1e6, all * 1e6, 4 * slot * (1 / 35.2e9 + 1 / 52.8e9) * 1e6);
+}
+
 // --offload: the host bytes per GPU (planner/memory.h offload_state_bytes) and the host's rule.
 // llama-tiny (246336 params) on dp 2, ZeRO-1, --offload optimizer: this trainer pins the master
 // of the stage (4) and its bf16 staging (2), and of the half range the gradient staging (4) and
@@ -243,6 +266,7 @@ static void test_offload_host_memory(void) {
           off.fits, r.mem_host / GiB, host / GiB, r.fits, rf.fits, why);
     check(profile_set(&d, "host_mem_gib", "-1", err, sizeof(err)) == -1 && strstr(err, "host_mem_gib"),
           "offload_host_mem_key_range", "%s", err);
+    test_offload_link_by_direction();
 }
 
 // The same llama-tiny under a framework's memory model (framework_setup), by hand:

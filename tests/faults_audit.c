@@ -104,12 +104,9 @@ static void stop_during_init(const char* tag, const char* layout, int sig) {
     run_dir(tag, dir, out, log);
     snprintf(cmd, sizeof(cmd), "OMP_NUM_THREADS=1 ./train %s %s --log %s",
              flags_with("--steps 3 --d-model 1024 --n-layer 12 --n-head 16 --vocab 8192"), layout, log);
-    pid_t pid = spawn(cmd, out);
-    double t0 = now_s();
-    while (file_size(log) < 0 && still_running(pid) && now_s() - t0 < 120) usleep(1000);
-    int reached = file_size(log) == 0;
+    int reached;
     double dt;
-    int rc = signal_and_wait(pid, sig, 60, &dt);
+    int rc = signal_once_log_created(cmd, out, log, sig, &reached, &dt);
     snprintf(said, sizeof(said), "stopped by signal %d while initializing the weights", sig);
     int once = sh("test $(grep -c '%s' %s) = 1", said, out) == 0;
     double limit = *layout ? 3.0 : 1.5;  // (the launcher's mpirun ends in a second)

@@ -290,17 +290,24 @@ static void stop_in_loop(const char* tag, const char* args, const char* wait_tex
 // ends before step 1, 128 + sig, a line saying so (at start-up, or while initializing the weights: each tensor's
 // initialization looks for a stop), no step in the log, no checkpoint (it trained step 1, saved it and stopped
 // after it).
+// Start cmd, wait until it has created its log (before the model's set-up), send sig: the exit code, *reached
+// (the log was there, still empty) and *dt (seconds from the signal to the exit).
+static int signal_once_log_created(const char* cmd, const char* out, const char* log, int sig, int* reached,
+                                   double* dt) {
+    pid_t pid = spawn(cmd, out);
+    double t0 = now_s();
+    while (file_size(log) < 0 && still_running(pid) && now_s() - t0 < 120) usleep(1000);
+    *reached = file_size(log) == 0;
+    return signal_and_wait(pid, sig, 60, dt);
+}
 static void stop_before_first_step(const char* tag, int sig) {
     char dir[256], cmd[4096], out[300], log[300], ck[300];
     run_dir(tag, dir, out, log);
     snprintf(ck, sizeof(ck), "%s/ck", dir);
     snprintf(cmd, sizeof(cmd), TRAIN "--tp 2 --d-model 512 --n-layer 8 --steps 3 --log %s --ckpt-dir %s", log, ck);
-    pid_t pid = spawn(cmd, out);
-    double t0 = now_s();
-    while (file_size(log) < 0 && still_running(pid) && now_s() - t0 < 120) usleep(1000);
-    int reached = file_size(log) == 0;
+    int reached;
     double dt;
-    int rc = signal_and_wait(pid, sig, 60, &dt);
+    int rc = signal_once_log_created(cmd, out, log, sig, &reached, &dt);
     Log g;
     int steps = log_read(log, &g);
     const char* said = "at start-up, before step 1: nothing trained, no checkpoint written";

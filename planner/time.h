@@ -339,18 +339,37 @@ static CpTime cp_allgather_time(const ModelConfig* c, int b, int tp, int cp, con
     return t;
 }
 
-// The fraction of a causal flash kernel's rate its shape allows. It runs a thread block per 128
-// queries of a head (b x heads x nt blocks, nt = T/128 query tiles), query tile i over i key
-// tiles: the diagonal tiles are computed whole and masked, nt (nt+1)/2 tiles per head for the
-// nt^2/2 the causal FLOPs count. Spread over the SMs the kernel takes the longer of its work
-// per SM and its longest block (nt tiles): with few heads per rank (tp 8, micro-batch 1) the
-// SMs idle behind the last query tiles. eff = useful tiles / (SMs x that time). A ring's blocks
-// are taken as the whole sequence's kernel (its work split evenly over the ring's steps).
-static double flash_shape_eff(const DeviceProfile* d, double b, double heads, double T) {
+// The fraction of a causal flash kernel's rate its shape allows. A thread block takes q_tile queries x k_tile keys
+// at a time. The forward runs a block per q_tile queries of a head, query tile i over the key tiles up to its last
+// query (ceil((i + 1) q_tile / k_tile) of them: the diagonal's tiles computed whole and masked); the backward a block
+// per k_tile keys, key tile j over the query tiles from the one holding its first key (nq - floor(j k_tile / q_tile)
+// of nq). Spread over the SMs the kernel takes the longer of its work per SM and its longest block (a whole row or
+// column of tiles): with few heads per rank (tp 8, micro-batch 1) the SMs idle behind it. eff = the causal half of
+// the scores (T^2 / 2 a head, what the FLOPs count) / (SMs x that time). At q_tile = k_tile = 128 a head's work is
+// nt (nt + 1) / 2 tiles for nt^2 / 2 useful. A ring's blocks are taken as the whole sequence's kernel.
+static double flash_shape_eff_tiles(const DeviceProfile* d, double b, double heads, double T, double q_tile,
+                                    double k_tile, int backward) {
     if (d->sms <= 0) return 1;  // the CPU's blockwise kernels: calibrated as they are (scripts/sweep.py)
-    double nt = ceil(T / 128), tiles = b * heads * nt * (nt + 1) / 2, useful = b * heads * nt * nt / 2;
-    double span = tiles / d->sms > nt ? tiles / d->sms : nt;
-    return useful / (d->sms * span);
+    // the sums in closed form: the forward's query tile a multiple of its key tile (r of them), the backward's key
+    // tile a multiple of its query tile (r): FA2's every pair. The last query tile stops at the last key tile.
+    double nq = ceil(T / q_tile), nk = ceil(T / k_tile), longest = backward ? nq : nk;
+    double r = backward ? k_tile / q_tile : q_tile / k_tile;
+    double work = backward ? nk * nq - r * nk * (nk - 1) / 2 : r * (nq - 1) * nq / 2 + fmin(r * nq, nk);
+    double span = b * heads * work / d->sms > longest ? b * heads * work / d->sms : longest;  // in tiles
+    return b * heads * (T * T / 2) / (d->sms * span * q_tile * k_tile);
+}
+static double flash_shape_eff(const DeviceProfile* d, double b, double heads, double T) {
+    return flash_shape_eff_tiles(d, b, heads, T, 128, 128, 0);
+}
+// FlashAttention-2's tiles on sm80 / sm90 without dropout (csrc/flash_attn/src/flash_fwd_launch_template.h and
+// flash_bwd_launch_template.h, run_mha_{fwd,bwd}_hdimN, the same from v2.3.3 to v2.8.3; A100's and H100's opt-in
+// shared memory, 163 / 227 KiB, take the >= 144 KiB branches): forward kBlockM x kBlockN 128 x 128 at head dim <= 64,
+// 128 x 64 above (head dim 256 on H100: 64 x 64, not taken); backward 128 x 128 at <= 64, 64 x 128 at 96 and 128,
+// 64 x 64 at 192 and 256. The masked share depends on the forward's query tile and the backward's key tile: at head
+// dim <= 128 both 128, the square model's; at 192 the backward's 64.
+static double flash2_shape_eff(const DeviceProfile* d, double b, double heads, double T, double hd, int backward) {
+    double q = backward ? (hd <= 64 ? 128 : 64) : 128, k = backward ? (hd <= 128 ? 128 : 64) : (hd <= 64 ? 128 : 64);
+    return flash_shape_eff_tiles(d, b, heads, T, q, k, backward);
 }
 
 // Times of one transformer layer for one micro-batch on one GPU.
@@ -468,10 +487,13 @@ static LayerTime layer_time(const ModelConfig* c, int b, int tp, int sp, int cp,
                         : k->attention == ATTN_FLASH1 ? d->attn_eff_flash1
                         : k->attention == ATTN_FLASH3 ? d->attn_eff_flash3
                                                       : d->attn_eff_flash2;
-        double eff = kernel * flash_shape_eff(d, b, a / (t * U), T);
+        int fa2 = k->attention == ATTN_FLASH2 && !k->own_kernels;  // FA2's own tiles by pass; the others 128 x 128
+        double heads = a / (t * U), eff_f = kernel * (fa2 ? flash2_shape_eff(d, b, heads, T, hd, 0)
+                                                          : flash_shape_eff(d, b, heads, T));
+        double eff_b = kernel * (fa2 ? flash2_shape_eff(d, b, heads, T, hd, 1) : flash_shape_eff(d, b, heads, T));
         double slow_f = triton ? FLASH_TRITON_FWD_SLOWDOWN : 1, slow_b = triton ? FLASH_TRITON_BWD_SLOWDOWN : 1;
-        attn = slow_f * flops / (d->peak_flops * eff) + kernels * d->op_latency;
-        attn_bwd = slow_b * 2.5 * flops / (d->peak_flops * eff) + kernels * d->op_latency;
+        attn = slow_f * flops / (d->peak_flops * eff_f) + kernels * d->op_latency;
+        attn_bwd = slow_b * 2.5 * flops / (d->peak_flops * eff_b) + kernels * d->op_latency;
     } else {
         // per block two batched matmuls over the full scores (no causal saving), then the
         // softmax passes over them; the backward has four such matmuls. By shape, per head:

@@ -1042,6 +1042,20 @@ static void test_flash_shape_efficiency(void) {
     double full = flash_shape_eff(&a100, 8, 40, 2048), narrow = flash_shape_eff(&a100, 1, 5, 2048);
     check(fabs(full - 16.0 / 17) < 1e-12 && fabs(narrow - 640.0 / 1728) < 1e-12, "flash_eff_by_shape",
           "full %.6f (want 0.941176), 5 heads %.6f (want 0.370370)", full, narrow);
+    // FlashAttention-2's tiles by pass (time.h flash2_shape_eff), the same shapes. Head dim 128: forward 128 x 64,
+    // query tile i over 2 (i + 1) key tiles, 16 x 17 = 272 tiles of 8192 for 2048^2 / 2 / 8192 = 256 useful; backward
+    // 64 x 128, key tile j over 32 - 2j query tiles, 272 again: both 16 / 17 (the square's), and the 5 heads' longest
+    // block (32 tiles of 8192 either way) 5 x 256 / (108 x 32) = 0.370370. Head dim 192: backward 64 x 64, key tile j
+    // over 32 - j query tiles, 528 tiles of 4096 for 512 useful: 512 / 528 = 0.969697; 5 heads (24.4 tiles an SM)
+    // behind the longest block of 32 tiles of 4096: 5 x 512 / (108 x 32) = 0.740741 (its forward 128 x 64 as at 128)
+    double f128 = flash2_shape_eff(&a100, 8, 40, 2048, 128, 0), b128 = flash2_shape_eff(&a100, 8, 40, 2048, 128, 1);
+    double n128 = flash2_shape_eff(&a100, 1, 5, 2048, 128, 1), b192 = flash2_shape_eff(&a100, 8, 40, 2048, 192, 1);
+    double n192 = flash2_shape_eff(&a100, 1, 5, 2048, 192, 1), f192 = flash2_shape_eff(&a100, 1, 5, 2048, 192, 0);
+    check(fabs(f128 - 16.0 / 17) < 1e-12 && fabs(b128 - 16.0 / 17) < 1e-12 && fabs(n128 - 1280.0 / 3456) < 1e-12 &&
+              fabs(b192 - 512.0 / 528) < 1e-12 && fabs(n192 - 2560.0 / 3456) < 1e-12 && fabs(f192 - narrow) < 1e-12,
+          "flash2_tiles_by_pass_hand",
+          "hd 128: forward %.6f, backward %.6f (want 0.941176), 5 heads backward %.6f (0.370370); hd 192 backward "
+          "%.6f (0.969697), 5 heads %.6f (0.740741), forward %.6f (0.370370)", f128, b128, n128, b192, n192, f192);
 }
 
 // This trainer on the H200 (dev/RESULTS.md, dev/bench_gpu.sh: 1 GPU, seq 1024, micro-batch 32):

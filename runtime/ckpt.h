@@ -517,11 +517,24 @@ static const char* state_values_check(const float* x, size_t n, int section, con
     return NULL;
 }
 
-// At start-up on rank 0: a run that saves into a --ckpt-dir holding checkpoints of steps it will
-// reach would replace them, another run's weights lost without a word: a requeue that forgot
-// --resume auto starts again at step 0 over the run it should continue; a rewind (--resume of an
-// older checkpoint) over the later ones. Refused, naming the newest. --resume auto is not checked:
-// it continues the history the directory holds (what lies past its LATEST is that history's).
+// Whether dir's checkpoint of a step begins with this program's magic: a checkpoint, perhaps damaged
+// further on (someone's weights all the same), not a file of another kind under its name.
+static int ckpt_file_has_magic(const char* dir, int step) {
+    char path[4200];
+    int32_t magic = 0;
+    snprintf(path, sizeof(path), "%s/ckpt_%08d.bin", dir, step);
+    FILE* f = fopen(path, "rb");
+    int ok = f && fread(&magic, sizeof(magic), 1, f) == 1 && magic == CKPT_MAGIC;
+    if (f) fclose(f);
+    return ok;
+}
+
+// At start-up on rank 0: a run that saves into a --ckpt-dir holding checkpoints past its first step
+// would replace those of steps it reaches, another run's weights lost without a word (a requeue that
+// forgot --resume auto starts again at step 0 over the run it should continue; a rewind, --resume of
+// an older checkpoint, over the later ones), and its first save points LATEST behind the rest, where
+// a later --resume auto would continue and replace them. Refused, naming the newest. --resume auto is
+// not checked: it continues the history the directory holds (what lies past its LATEST is that history's).
 static void ckpt_dir_spare_others(const Args* a) {
     int start = 0, *steps, n_past = 0, newest = -1;
     if (a->resume) {  // its step (a file that cannot be read: the resume says why)
@@ -534,18 +547,18 @@ static void ckpt_dir_spare_others(const Args* a) {
         start = h[CK_STEP];
     }
     int n = ckpt_list(a->ckpt_dir, "--ckpt-dir", &steps);
-    for (int i = 0; i < n; i++)  // (newest first)
-        if (steps[i] > start && steps[i] <= a->cfg.steps && !n_past++) newest = steps[i];
+    for (int i = 0; i < n; i++)  // (newest first; a file of that name without our magic is not one)
+        if (steps[i] > start && ckpt_file_has_magic(a->ckpt_dir, steps[i]) && !n_past++) newest = steps[i];
     free(steps);
     if (!n_past) return;
     char more[64] = "";
     if (n_past > 1) snprintf(more, sizeof(more), ", the newest, and %d more", n_past - 1);
     if (!a->resume)
         fail("--ckpt-dir %s holds checkpoints of an earlier run (ckpt_%08d.bin%s): this run starts at step 0 and "
-             "would replace them as it saves; --resume auto continues that run, or give another --ckpt-dir",
+             "would replace them or point LATEST behind them; --resume auto continues that run, or give another --ckpt-dir",
              a->ckpt_dir, newest, more);
     fail("--ckpt-dir %s holds checkpoints past step %d, the one --resume gives (ckpt_%08d.bin%s): this run would "
-         "replace them as it saves; move them, or give another --ckpt-dir", a->ckpt_dir, start, newest, more);
+         "replace them or point LATEST behind them; move them, or give another --ckpt-dir", a->ckpt_dir, start, newest, more);
 }
 
 // The checkpoints of this run's history, oldest first: the only ones rotation deletes. Those this

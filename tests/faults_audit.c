@@ -44,22 +44,26 @@ static const BadRun AUDIT_CASES[] = {
     // older checkpoint over the later ones; refused at start-up, every file unchanged. --resume auto goes on.
     {{"audit_ckpt_fresh_over_earlier_run", "--steps 3 --seed 5 --ckpt-dir " AUD "/ckr",
       "error: --ckpt-dir " AUD "/ckr holds checkpoints of an earlier run (ckpt_00000002.bin, the newest, and 1 more): "
-      "this run starts at step 0 and would replace them as it saves; --resume auto continues that run, or give "
-      "another --ckpt-dir", 1},
+      "this run starts at step 0 and would replace them or point LATEST behind them; --resume auto continues that "
+      "run, or give another --ckpt-dir", 1},
      "rm -rf " AUD "/ckr " AUD "/ckr_copy && " TRAIN "--steps 2 --ckpt-every 1 --ckpt-dir " AUD "/ckr > /dev/null 2>&1 "
      "&& cp -r " AUD "/ckr " AUD "/ckr_copy",
      "diff -r -x LOCK " AUD "/ckr " AUD "/ckr_copy"},
     {{"audit_ckpt_rewind_over_later_tp2", "--tp 2 --steps 3 --lr 1e-3 --ckpt-dir " AUD "/ckw --resume " AUD
       "/ckw/ckpt_00000001.bin",
       "error: [rank 0] --ckpt-dir " AUD "/ckw holds checkpoints past step 1, the one --resume gives (ckpt_00000002.bin): this "
-      "run would replace them as it saves; move them, or give another --ckpt-dir", 1},
+      "run would replace them or point LATEST behind them; move them, or give another --ckpt-dir", 1},
      "rm -rf " AUD "/ckw " AUD "/ckw_copy && " TRAIN "--steps 2 --ckpt-every 1 --ckpt-dir " AUD "/ckw > /dev/null 2>&1 "
      "&& cp -r " AUD "/ckw " AUD "/ckw_copy",
      "diff -r -x LOCK " AUD "/ckw " AUD "/ckw_copy"},
-    {{"audit_ckpt_fresh_below_earlier_run", "--steps 1 --ckpt-dir " AUD "/ckb", "checkpoint: " AUD
-      "/ckb/ckpt_00000001.bin (step 1)", 0},  // (its checkpoints past --steps are not reached: kept)
+    // one that stops short of them: its save would point LATEST behind them, and --resume auto from there
+    // would replace them (it was let run: ckpt_00000005.bin of the earlier run lost at the next launch)
+    {{"audit_ckpt_fresh_below_earlier_run", "--steps 1 --ckpt-dir " AUD "/ckb",
+      "error: --ckpt-dir " AUD "/ckb holds checkpoints of an earlier run (ckpt_00000005.bin): this run starts at "
+      "step 0 and would replace them or point LATEST behind them; --resume auto continues that run, or give "
+      "another --ckpt-dir", 1},
      "rm -rf " AUD "/ckb && mkdir -p " AUD "/ckb && cp " BAD "/good/ckpt_00000001.bin " AUD "/ckb/ckpt_00000005.bin",
-     "cmp -s " BAD "/good/ckpt_00000001.bin " AUD "/ckb/ckpt_00000005.bin"},
+     "cmp -s " BAD "/good/ckpt_00000001.bin " AUD "/ckb/ckpt_00000005.bin && ! ls " AUD "/ckb/ckpt_00000001.bin"},
     {{"audit_ckpt_resume_auto_goes_on", "--steps 3 --ckpt-dir " AUD "/cka --resume auto", "resumed from " AUD
       "/cka/ckpt_00000002.bin", 0},
      "rm -rf " AUD "/cka && " TRAIN "--steps 2 --ckpt-every 1 --ckpt-dir " AUD "/cka > /dev/null 2>&1", NULL},

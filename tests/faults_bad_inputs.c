@@ -742,26 +742,27 @@ static const BadRun BAD_RUNS[] = {
      "rm -rf " BAD "/ck_fallback && mkdir " BAD "/ck_fallback && cp " BAD "/good/ckpt_00000001.bin " BAD
      "/ck_fallback && head -c 5000 " BAD "/good/ckpt_00000001.bin > " BAD "/ck_fallback/ckpt_00000002.bin",
      NULL},
-    // rotation deletes only this run's history: resumed from 2 of an older run's 1..6 (its 3 and 4 moved
-    // aside: a run never replaces another's, faults_audit.c) with --ckpt-keep 2, 2 and its own 3 and 4 stay
-    // (and the higher 5, 6), LATEST names 4, auto resumes it
+    // rotation deletes only this run's history: resumed from 2 of an older run's 1..6 (its 3 to 6 moved
+    // aside: a run never replaces another's nor points LATEST behind them, faults_audit.c) with --ckpt-keep 2,
+    // 2 and its own 3 and 4 stay, LATEST names 4, auto resumes it
     {{"rotation_keeps_this_runs_newest",
       "--steps 4 --lr 1e-3 --ckpt-every 1 --ckpt-keep 2 --ckpt-dir " BAD "/rot --resume " BAD "/rot/ckpt_00000002.bin",
       "ckpt_00000004.bin (step 4)", 0},
      "rm -rf " BAD "/rot && OMP_NUM_THREADS=1 ./train " FLAGS " --steps 6 --ckpt-every 1 --ckpt-keep 10 --ckpt-dir " BAD
-     "/rot && rm " BAD "/rot/ckpt_0000000[34].bin",
+     "/rot && rm " BAD "/rot/ckpt_0000000[3-6].bin",
      "(cd " BAD
-     "/rot && ls ckpt_0000000[2-6].bin && grep -qx ckpt_00000004.bin LATEST) && OMP_NUM_THREADS=1 ./train " FLAGS
+     "/rot && ls ckpt_0000000[2-4].bin && grep -qx ckpt_00000004.bin LATEST) && OMP_NUM_THREADS=1 ./train " FLAGS
      " --steps 5 --ckpt-dir " BAD "/rot --resume auto | grep -q 'resumed from " BAD "/rot/ckpt_00000004.bin'"},
-    // ... and never the checkpoint it resumed from or junk of higher steps (garbage, a damaged
-    // copy); without LATEST, --resume auto passes over both to this run's newest
+    // ... and never the checkpoint it resumed from or junk of higher steps (garbage, a copy whose magic is
+    // damaged: not checkpoints, so the run is not refused for them); without LATEST, --resume auto passes
+    // over both to this run's newest
     {{"rotation_spares_resumed_and_junk",
       "--steps 4 --ckpt-every 1 --ckpt-keep 1 --ckpt-dir " BAD "/rot_junk --resume " BAD "/rot_junk/ckpt_00000001.bin",
       "ckpt_00000004.bin (step 4)", 0},
      "rm -rf " BAD "/rot_junk && mkdir " BAD "/rot_junk && (cd " BAD
      "/rot_junk && cp ../good/ckpt_00000001.bin . && head -c 5000 "
      "/dev/urandom > ckpt_00000099.bin && cp ckpt_00000001.bin ckpt_00000050.bin && printf x | dd of=ckpt_00000050.bin "
-     "bs=1 seek=2000 "
+     "bs=1 seek=0 "
      "conv=notrunc)",
      "(cd " BAD "/rot_junk && ls ckpt_00000001.bin ckpt_00000004.bin ckpt_00000050.bin ckpt_00000099.bin && ! ls "
                 "ckpt_0000000[23].bin && "

@@ -219,7 +219,10 @@ static void ckpt_dir_lock_test(const char* bin) {
     int refused = rc2 == 1 && file_has(out2, "is in use by another run");
     kill(pid, SIGKILL);
     wait_for(pid, 10);
-    sh("touch %s/ckpt_00000009.bin.tmp.train-9-Ab12Cd %s/LATEST.tmp.train-9-Ef34Gh", dir, dir);  // as a kill leaves them
+    // the first's checkpoints moved away (a fresh run is refused beside them: ckpt.h ckpt_dir_spare_others), and
+    // the temporaries a kill leaves
+    sh("rm -f %s/ckpt_*.bin %s/LATEST && touch %s/ckpt_00000009.bin.tmp.train-9-Ab12Cd %s/LATEST.tmp.train-9-Ef34Gh", dir,
+       dir, dir, dir);
     snprintf(out3, sizeof(out3), "%s/third.txt", dir);
     int rc3 = run_to_file(cmd, out3);
     int tmp_left = sh("ls %s/*.tmp.* > /dev/null 2>&1", dir) == 0;

@@ -176,6 +176,29 @@ static double comm_exposed(double comm, double window, double interference) {
     return (comm - hidden) + interference * hidden;
 }
 
+// The fewest members a group of n_in x n_out ranks (as group_link_nested lays them out) has on one node, over the
+// groups that straddle a node's edge; n_in x n_out when none does. The groups tile blocks of n_out x stride_out
+// ranks (n_in x stride_in when n_out is 1), so when a block divides the node none straddles (the usual sizes); a
+// block of 3 or 6 ranks on nodes of 8 leaves groups split over two nodes, which pay the NICs (--tp 6 on 24 GPUs:
+// ranks 6 to 11 are 2 on one node and 4 on the next). Walks one period, lcm(block, node) <= node^2 ranks.
+static int group_smallest_share(int n_in, int stride_in, int n_out, int stride_out, int gpus_per_node) {
+    int n = n_in * n_out, block = n_out > 1 ? n_out * stride_out : n_in * stride_in, fewest = n;
+    if (gpus_per_node % block == 0) return n;
+    int period = block;
+    while (period % gpus_per_node) period += block;
+    for (int base = 0; base < period; base++) {
+        int x = base % block;  // a group starts where its in and out coordinates are 0
+        if ((x / stride_in) % n_in || (n_out > 1 && (x / stride_out) % n_out)) continue;
+        int here = 0;
+        for (int m = 0; m < n_out; m++)
+            for (int i = 0; i < n_in; i++)
+                here += (base + i * stride_in + m * stride_out) / gpus_per_node == base / gpus_per_node;
+        int piece = here < n - here ? here : n - here;
+        if (piece > 0 && piece < fewest) fewest = piece;
+    }
+    return fewest;
+}
+
 // Bandwidth a group of ranks gets per rank: n_in ranks stride_in apart, repeated n_out times
 // stride_out apart (stride_out >= n_in * stride_in; the dp x cp ranks holding the same
 // weights; n_out = 1 for the other groups). Inside a node: NVLink. Across nodes, ring
@@ -188,10 +211,15 @@ static Link group_link_nested(const DeviceProfile* d, int n_in, int stride_in, i
     int k_in = gpus_per_node / stride_in, k_out = stride_out >= gpus_per_node ? 1 : gpus_per_node / stride_out;
     k_in = k_in < 1 ? 1 : k_in > n_in ? n_in : k_in;
     k_out = k_out > n_out ? n_out : k_out;
+    int straddle = 0;
     if ((long)k_in * k_out == (long)n_in * n_out) {
-        l.bw = d->intra_bw * d->link_eff, l.lat = l.lat_intra = d->intra_latency, l.nvls = d->nvls, l.nodes = 1;
-        l.nccl = d->nccl;
-        return l;
+        int share = group_smallest_share(n_in, stride_in, n_out, stride_out, gpus_per_node);
+        if (share == n_in * n_out) {
+            l.bw = d->intra_bw * d->link_eff, l.lat = l.lat_intra = d->intra_latency, l.nvls = d->nvls, l.nodes = 1;
+            l.nccl = d->nccl;
+            return l;
+        }
+        k_in = share, k_out = 1, straddle = 1;  // the slowest group: its smaller part's NICs, across two nodes
     }
     l.nvls = 0;
     double nic_share = (double)d->nics_per_node * d->nic_bw / gpus_per_node;  // per GPU
@@ -201,7 +229,7 @@ static Link group_link_nested(const DeviceProfile* d, int n_in, int stride_in, i
     // each step of a ring that spans nodes, inside a node too, takes at least 3 network post overheads (Simple)
     l.lat = d->nccl ? d->nccl->ring_net_hop : d->inter_latency, l.nccl = d->nccl;  // a named release: its hop
     l.lat_intra = !d->nccl || d->nccl->net_overhead ? fmax(d->intra_latency, 3 * d->net_overhead) : d->intra_latency;
-    l.nodes = (int)(((long)n_in * n_out + (long)k_in * k_out - 1) / ((long)k_in * k_out));
+    l.nodes = straddle ? 2 : (int)(((long)n_in * n_out + (long)k_in * k_out - 1) / ((long)k_in * k_out));
     return l;
 }
 static Link group_link(const DeviceProfile* d, int n, int stride, int gpus_per_node) {

@@ -84,6 +84,23 @@ static void test_links_across_nodes(void) {
           eight.bw / 1e9, p2p.bw / 1e9);
 }
 
+// A group that straddles a node's edge (time.h group_smallest_share): tp 6 on H100 nodes of 8 (24 GPUs) puts ranks
+// 6-11 two on one node and four on the next: their collectives cross the NICs at two GPUs' share, 2 x 8 x 50 GB/s
+// / 8 x nic_eff, over 2 nodes; tp 3 leaves one rank of a group alone (ranks 6, 7 | 8): one GPU's share. tp 4 and a
+// dp group of 2 ranks 4 apart (blocks of 8) stay on NVLink.
+static void test_group_straddles_node(void) {
+    DeviceProfile d;
+    profile_builtin("h100-sxm", &d);
+    double nic = d.nics_per_node * d.nic_bw / 8 * d.nic_eff;
+    Link six = group_link(&d, 6, 1, 8), three = group_link(&d, 3, 1, 8), four = group_link(&d, 4, 1, 8),
+         dp = group_link_nested(&d, 1, 4, 2, 4, 8);
+    check(close_rel(six.bw, 2 * nic, 1e-12) && six.nodes == 2 && close_rel(three.bw, nic, 1e-12) &&
+              three.nodes == 2 && four.nodes == 1 && close_rel(four.bw, d.intra_bw * d.link_eff, 1e-12) &&
+              dp.nodes == 1 && group_smallest_share(6, 1, 1, 6, 8) == 2 && group_smallest_share(3, 1, 1, 3, 8) == 1,
+          "group_straddles_node", "tp 6 %.1f GB/s on %d nodes, tp 3 %.1f on %d, tp 4 %.1f on %d", six.bw / 1e9,
+          six.nodes, three.bw / 1e9, three.nodes, four.bw / 1e9, four.nodes);
+}
+
 // Where a framework's data-parallel group lands (software.h rank_order, predict.h plan_links): tp fastest, then dp
 // (Megatron-core's "tp-cp-ep-dp-pp", DeepSpeed's pipe-data-model, nanotron's, torchtitan's). tp 4 pp 8 dp 4 on
 // H100 nodes of 8: a node holds tp groups 0 and 1, two dp ranks of one stage, so the dp ring crosses nodes on 2

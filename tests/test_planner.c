@@ -130,6 +130,7 @@ int main(void) {
     test_unfused_attention_shapes();
     test_links_across_nodes();
     test_framework_rank_order();
+    test_group_straddles_node();
     test_swiglu_two_linears();
     test_flash_triton();
     test_h100_largest_matmul();

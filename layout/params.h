@@ -195,7 +195,8 @@ static void cut_best_move(const ModelConfig* c, int pp, int vpp, const int* coun
         double give_over = 0, take_over = 0;
         for (int j = 0; j < vpp; j++) {  // the stage's chunks, in increasing g
             int g = chunk_global(c->schedule, pp, s, j);
-            double per = ml ? ml[g] : 0, o_give = bytes_over(mem[s] - per, limit), o_take = bytes_over(mem[s] + per, limit);
+            double per = ml ? ml[g] : 0, o_give = bytes_over(mem[s] - per, limit),
+                   o_take = bytes_over(mem[s] + per, limit);
             if (counts[g] >= 2 && (give[s] < 0 || o_give < give_over)) give[s] = g, give_over = o_give;
             if (take[s] < 0 || o_take < take_over) take[s] = g, take_over = o_take;
         }

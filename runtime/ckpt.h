@@ -555,10 +555,11 @@ static void ckpt_dir_spare_others(const Args* a) {
     if (n_past > 1) snprintf(more, sizeof(more), ", the newest, and %d more", n_past - 1);
     if (!a->resume)
         fail("--ckpt-dir %s holds checkpoints of an earlier run (ckpt_%08d.bin%s): this run starts at step 0 and "
-             "would replace them or point LATEST behind them; --resume auto continues that run, or give another --ckpt-dir",
-             a->ckpt_dir, newest, more);
+             "would replace them or point LATEST behind them; --resume auto continues that run, or give another "
+             "--ckpt-dir", a->ckpt_dir, newest, more);
     fail("--ckpt-dir %s holds checkpoints past step %d, the one --resume gives (ckpt_%08d.bin%s): this run would "
-         "replace them or point LATEST behind them; move them, or give another --ckpt-dir", a->ckpt_dir, start, newest, more);
+         "replace them or point LATEST behind them; move them, or give another --ckpt-dir", a->ckpt_dir, start, newest,
+         more);
 }
 
 // The checkpoints of this run's history, oldest first: the only ones rotation deletes. Those this

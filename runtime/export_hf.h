@@ -500,7 +500,8 @@ static const char* hf_check_fields(const char* path, const char* obj, const HfFi
             int shown = vlen < 40 ? vlen : 40;
             if (!same && !strcmp(h->key, "model_type"))
                 data_fail("--import-hf %s: model_type %.*s, but this run's architecture is %s (%s)", path, shown, v,
-                     arch_name(c->arch), c->arch == ARCH_GPT2 ? "add --arch llama, or a llama --model" : "a gpt2 --model");
+                          arch_name(c->arch),
+                          c->arch == ARCH_GPT2 ? "add --arch llama, or a llama --model" : "a gpt2 --model");
             if (!same)
                 data_fail("--import-hf %s: %s is %.*s%s, this model's %s (set by --model and the shape flags%s)", path,
                      h->key, shown, v, null_number ? " (the default)" : "", ours,

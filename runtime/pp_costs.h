@@ -86,7 +86,8 @@ static int pp_costs_chunk_times(const char* path, const ModelConfig* c, int* lay
     int bad = ferror(f);
     fclose(f);
     if (bad) data_fail("--pp-costs %s: cannot read it", path);
-    if (!n) data_fail("--pp-costs %s: no chunk_layers in it (a --trace of a run with a pipeline, from this version)", path);
+    if (!n)
+        data_fail("--pp-costs %s: no chunk_layers in it (a --trace of a run with a pipeline, from this version)", path);
     for (int g = 0; g < n; g++) {
         if (!n_of[g] || !n_of[n + g])
             data_fail("--pp-costs %s: chunk %d has no forward or backward op in it (a --trace of a run with --pp > 1)",

@@ -273,8 +273,9 @@ static void read_inputs(Run* r) {
         for (int j = 0; j < r->train.n_files; j++)
             if (file_id_same(r->val.files[i].id, r->train.files[j].id))
                 data_fail("--val-data %s%s%s is also training data (--data %s): its validation loss would be of "
-                          "tokens the model trains on; give other data, or leave --val-data out (the last 5%% of --data "
-                          "is held out)", a->val_data, strcmp(a->val_data, r->val.files[i].path) ? ": its file " : "",
+                          "tokens the model trains on; give other data, or leave --val-data out (the last 5%% of "
+                          "--data is held out)", a->val_data,
+                          strcmp(a->val_data, r->val.files[i].path) ? ": its file " : "",
                           strcmp(a->val_data, r->val.files[i].path) ? r->val.files[i].path : "", a->data);
     if ((r->train.eot == EOT_TOKEN) != (r->val.eot == EOT_TOKEN)) {  // (data.h stream_open: the ids' kind)
         const TokenStream* s[2] = {&r->train, &r->val};

@@ -17,8 +17,8 @@ static const BadRun AUDIT_CASES[] = {
      "rm -rf " AUD "/ckl && mkdir -p " AUD "/ckl && cp " BAD "/text_ok.txt " AUD "/ckl/LOCK",
      "cmp -s " BAD "/text_ok.txt " AUD "/ckl/LOCK"},
     {{"audit_ckpt_dir_lock_hard_link", "--steps 1 --ckpt-dir " AUD "/ckh",
-      "error: --ckpt-dir " AUD "/ckh: " AUD "/ckh/LOCK has 2 names (hard links), so it is not this program's lock file: "
-      "move it", 1},
+      "error: --ckpt-dir " AUD "/ckh: " AUD "/ckh/LOCK has 2 names (hard links), so it is not this program's lock "
+      "file: move it", 1},
      "rm -rf " AUD "/ckh && mkdir -p " AUD "/ckh && cp " BAD "/text_ok.txt " AUD "/mine.txt && ln " AUD "/mine.txt " AUD
      "/ckh/LOCK",
      "cmp -s " BAD "/text_ok.txt " AUD "/mine.txt"},
@@ -51,8 +51,9 @@ static const BadRun AUDIT_CASES[] = {
      "diff -r -x LOCK " AUD "/ckr " AUD "/ckr_copy"},
     {{"audit_ckpt_rewind_over_later_tp2", "--tp 2 --steps 3 --lr 1e-3 --ckpt-dir " AUD "/ckw --resume " AUD
       "/ckw/ckpt_00000001.bin",
-      "error: [rank 0] --ckpt-dir " AUD "/ckw holds checkpoints past step 1, the one --resume gives (ckpt_00000002.bin): this "
-      "run would replace them or point LATEST behind them; move them, or give another --ckpt-dir", 1},
+      "error: [rank 0] --ckpt-dir " AUD "/ckw holds checkpoints past step 1, the one --resume gives "
+      "(ckpt_00000002.bin): this run would replace them or point LATEST behind them; move them, or give another "
+      "--ckpt-dir", 1},
      "rm -rf " AUD "/ckw " AUD "/ckw_copy && " TRAIN "--steps 2 --ckpt-every 1 --ckpt-dir " AUD "/ckw > /dev/null 2>&1 "
      "&& cp -r " AUD "/ckw " AUD "/ckw_copy",
      "diff -r -x LOCK " AUD "/ckw " AUD "/ckw_copy"},

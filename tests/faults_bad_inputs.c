@@ -221,8 +221,8 @@ static void ckpt_dir_lock_test(const char* bin) {
     wait_for(pid, 10);
     // the first's checkpoints moved away (a fresh run is refused beside them: ckpt.h ckpt_dir_spare_others), and
     // the temporaries a kill leaves
-    sh("rm -f %s/ckpt_*.bin %s/LATEST && touch %s/ckpt_00000009.bin.tmp.train-9-Ab12Cd %s/LATEST.tmp.train-9-Ef34Gh", dir,
-       dir, dir, dir);
+    sh("rm -f %s/ckpt_*.bin %s/LATEST && touch %s/ckpt_00000009.bin.tmp.train-9-Ab12Cd "
+       "%s/LATEST.tmp.train-9-Ef34Gh", dir, dir, dir, dir);
     snprintf(out3, sizeof(out3), "%s/third.txt", dir);
     int rc3 = run_to_file(cmd, out3);
     int tmp_left = sh("ls %s/*.tmp.* > /dev/null 2>&1", dir) == 0;
@@ -267,7 +267,8 @@ static int build_asan(void) {
 }
 
 // The long paths' flags and checks, made by bad_inputs_setup for BAD_RUNS.
-static char long_ckpt_args[1400], long_ckpt_setup[1400], long_ckpt_check[2800], log599_args[800], log599_check[2400], too_long_args[5400];
+static char long_ckpt_args[1400], long_ckpt_setup[1400], long_ckpt_check[2800], log599_args[800], log599_check[2400];
+static char too_long_args[5400];
 static char too_long_offload_args[5400], too_long_lognormal_args[300];
 
 // The bad inputs' data, text, tokenizer and device files (bad_inputs_setup's first part).
@@ -450,7 +451,8 @@ static const BadCase BAD_CASES[] = {
     {"text_is_dir", "--data " BAD "/a_dir.txt", "a_dir.txt", 1},
     {"text_small_vocab", "--data " BAD "/short.txt --vocab 100", "needs vocab >= 256", 1},
     // --eot: an ordinary token (a byte of byte-level text) or an id past the vocabulary
-    {"eot_byte_of_text", "--eot 101", "--eot 101: built-in corpus (2000000 bytes) is byte-level text, where ids 0-255", 1},
+    {"eot_byte_of_text", "--eot 101", "--eot 101: built-in corpus (2000000 bytes) is byte-level text, where ids 0-255",
+     1},
     {"eot_past_vocab", "--eot 257", "--eot 257: outside the vocabulary of 257", 1},
     {"val_missing", "--val-data " BAD "/missing.bin", "cannot open data file", 1},
     // flags

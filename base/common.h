@@ -107,7 +107,6 @@ static void fail(const char* fmt, ...) {
 static volatile sig_atomic_t stop_signal = 0;
 static volatile sig_atomic_t stop_relayed = 0;  // 1: passed on by the self-launcher, so to every rank
 
-
 // The exit code of a run that would end with `code`: 1 when what it printed could not all be
 // written (stdout on a full disk, > /dev/full), so a run whose report was lost does not exit 0.
 // A reader that closed the pipe (./train | head) is no error: exit 141 (128 + SIGPIPE) without a word, as

@@ -517,16 +517,23 @@ static const char* state_values_check(const float* x, size_t n, int section, con
     return NULL;
 }
 
+// Up to the 256 int32 of a checkpoint's header from the regular file at path into h: how many were read (0: the
+// file cannot be opened as one).
+static size_t ckpt_header_read(const char* path, int32_t* h) {
+    char why[256];
+    FILE* f = input_open(path, why, sizeof(why), NULL);
+    size_t n = f ? fread(h, sizeof(int32_t), 256, f) : 0;
+    if (f) fclose(f);
+    return n;
+}
+
 // Whether dir's checkpoint of a step begins with this program's magic: a checkpoint, perhaps damaged
 // further on (someone's weights all the same), not a file of another kind under its name.
 static int ckpt_file_has_magic(const char* dir, int step) {
-    char path[4200];
-    int32_t magic = 0;
-    snprintf(path, sizeof(path), "%s/ckpt_%08d.bin", dir, step);
-    FILE* f = fopen(path, "rb");
-    int ok = f && fread(&magic, sizeof(magic), 1, f) == 1 && magic == CKPT_MAGIC;
-    if (f) fclose(f);
-    return ok;
+    char path[PATH_CAP];
+    int32_t h[256];
+    return ckpt_header_read(path_format(path, "--ckpt-dir", "%s/ckpt_%08d.bin", dir, step), h) >= 1 &&
+           h[CK_MAGIC] == CKPT_MAGIC;
 }
 
 // At start-up on rank 0: a run that saves into a --ckpt-dir holding checkpoints past its first step
@@ -538,12 +545,8 @@ static int ckpt_file_has_magic(const char* dir, int step) {
 static void ckpt_dir_spare_others(const Args* a) {
     int start = 0, *steps, n_past = 0, newest = -1;
     if (a->resume) {  // its step (a file that cannot be read: the resume says why)
-        char why[256];
         int32_t h[256];
-        FILE* f = input_open(a->resume, why, sizeof(why), NULL);
-        int ok = f && fread(h, sizeof(int32_t), 256, f) == 256;
-        if (f) fclose(f);
-        if (!ok) return;
+        if (ckpt_header_read(a->resume, h) != 256) return;
         start = h[CK_STEP];
     }
     int n = ckpt_list(a->ckpt_dir, "--ckpt-dir", &steps);
@@ -581,16 +584,13 @@ static void ckpt_history_adopt(const Args* a) {
     if (stat(parent, &in_dir) || stat(a->ckpt_dir, &dir) || in_dir.st_dev != dir.st_dev || in_dir.st_ino != dir.st_ino)
         return;  // resumed from elsewhere: this directory's files are not its history
     int32_t resumed[256], *steps;
-    FILE* f = fopen(a->resume, "rb");
-    int ok = f && fread(resumed, sizeof(int32_t), 256, f) == 256;
-    if (f) fclose(f);
-    int n = ok ? ckpt_list(a->ckpt_dir, "--ckpt-keep", &steps) : 0;
+    int n = ckpt_header_read(a->resume, resumed) == 256 ? ckpt_list(a->ckpt_dir, "--ckpt-keep", &steps) : 0;
     ParamLayout* full = (ParamLayout*)xmalloc(sizeof(ParamLayout));
     param_layout_build(full, &a->cfg, 1, 0, 1, 1, 0, 1);
     for (int i = n - 1; i >= 0; i--) {  // oldest first
         if (steps[i] >= resumed[CK_STEP]) continue;
         CkptIndex ix;
-        f = fopen(path_format(path, "--ckpt-dir", "%s/ckpt_%08d.bin", a->ckpt_dir, steps[i]), "rb");
+        FILE* f = fopen(path_format(path, "--ckpt-dir", "%s/ckpt_%08d.bin", a->ckpt_dir, steps[i]), "rb");
         if (!f || ckpt_index_read(f, &ix, why, sizeof(why))) { if (f) fclose(f); continue; }
         const int32_t* h = ix.h;
         struct stat st;

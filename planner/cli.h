@@ -375,10 +375,9 @@ static void plan_parse_args(int argc, char** argv, PlanArgs* a) {
     // (after --software, which sets their defaults): a runs row's grad_alloc, fsdp_version and loss columns otherwise
     if (grad_alloc && software_set_grad_alloc(&a->setup, "--grad-alloc", grad_alloc, why, sizeof(why))) fail("%s", why);
     // the search's ZeRO-3 layouts as that FSDP runs them
-    if (fsdp_version && software_set_fsdp_version(&a->setup, "--fsdp-version", fsdp_version, why, sizeof(why)))
+    if (fsdp_version &&
+        software_set_fsdp_version(&a->setup, "--fsdp-version", fsdp_version, f->zero, why, sizeof(why)))
         fail("%s", why);
-    if (fsdp_version && f->zero >= 0 && f->zero != 3)
-        fail("--fsdp-version %s: how ZeRO-3 layouts gather their weights, not with --zero %d", fsdp_version, f->zero);
     if (loss && software_set_loss(&a->setup, "--loss", loss, why, sizeof(why))) fail("%s", why);
     if (nccl && software_set_nccl(&a->setup, "--nccl-version", nccl, why, sizeof(why))) fail("%s", why);
     // (after --software, which sets the rest of it): this trainer's bf16 all-reduce, or the dtype another

@@ -339,12 +339,7 @@ static int plan_run_row(const int* shape, int mlp, const PlanSetup* setup, const
     const char* ga = opt[RO_GRAD_ALLOC];  // (--grad-alloc, --fsdp-version, --loss for them all: cli.h)
     if (ga && ga[0] && software_set_grad_alloc(&k, "grad_alloc", ga, err, err_len)) return -1;
     const char* fv = opt[RO_FSDP_VERSION];
-    if (fv && fv[0] && software_set_fsdp_version(&k, "fsdp_version", fv, err, err_len)) return -1;
-    if (fv && fv[0] && c->zero != 3) {
-        snprintf(err, err_len, "fsdp_version %s: how ZeRO-3 layouts gather their weights, not with zero %d", fv,
-                 c->zero);
-        return -1;
-    }
+    if (fv && fv[0] && software_set_fsdp_version(&k, "fsdp_version", fv, c->zero, err, err_len)) return -1;
     if (opt[RO_LOSS] && opt[RO_LOSS][0] && software_set_loss(&k, "loss", opt[RO_LOSS], err, err_len)) return -1;
     if (opt[RO_NCCL] && opt[RO_NCCL][0] && software_set_nccl(&k, "nccl", opt[RO_NCCL], err, err_len)) return -1;
     const char* split = opt[RO_PP_SPLIT];

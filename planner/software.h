@@ -287,13 +287,20 @@ static int software_set_grad_alloc(PlanSetup* k, const char* what, const char* v
 }
 
 // PyTorch FSDP's version for a framework's ZeRO-3: 1, its flat parameter, or 2, fully_shard's per-parameter tensors,
-// which each gather is copied out into (gather_copy_out). (ZeRO 3 itself: the caller's, a filter or a row.)
-static int software_set_fsdp_version(PlanSetup* k, const char* what, const char* v, char* err, size_t err_len) {
+// which each gather is copied out into (gather_copy_out). zero: the run's ZeRO level (a row's, or --zero's filter;
+// -1: not given), 3 or none; its flag named as `what` is ("--fsdp-version": "--zero", a row's "fsdp_version": "zero").
+static int software_set_fsdp_version(PlanSetup* k, const char* what, const char* v, int zero, char* err,
+                                     size_t err_len) {
     int version2 = software_choice(what, FSDP_VERSION_NAMES, v, err, err_len);
     if (version2 < 0) return -1;
     if (!software_fsdp_ok(k)) {
         snprintf(err, err_len, "%s %s: PyTorch FSDP's ZeRO-3, a framework's (--software framework, foundry or "
                  "megatron)", what, v);
+        return -1;
+    }
+    if (zero >= 0 && zero != 3) {
+        snprintf(err, err_len, "%s %s: how ZeRO-3 layouts gather their weights, not with %szero %d", what, v,
+                 what[0] == '-' ? "--" : "", zero);
         return -1;
     }
     k->gather_copy_out = version2;

@@ -231,11 +231,13 @@ typedef struct {
     double *stage_fwd, *stage_bwd;  // per stage, the backward B + W
     double* stage_params;  // per stage, on one GPU
     double* stage_mem;     // per stage, its memory per GPU (plan_memory)
+    double* stage_host;    // per stage, its host bytes per GPU under --offload (plan_memory)
 } PlanChunks;
 
 static void plan_chunks_free(PlanChunks* ch) {
     free(ch->layers), free(ch->has_embed), free(ch->has_head), free(ch->t_fwd), free(ch->t_bwd), free(ch->t_w);
     free(ch->stage_fwd), free(ch->stage_bwd), free(ch->stage_params), free(ch->stage_mem);
+    free(ch->stage_host);
 }
 // n chunks over pp stages, all zero.
 static PlanChunks plan_chunks_alloc(int n, int pp) {
@@ -251,6 +253,7 @@ static PlanChunks plan_chunks_alloc(int n, int pp) {
     ch.stage_bwd = (double*)xcalloc(pp, sizeof(double));
     ch.stage_params = (double*)xcalloc(pp, sizeof(double));
     ch.stage_mem = (double*)xcalloc(pp, sizeof(double));
+    ch.stage_host = (double*)xcalloc(pp, sizeof(double));
     return ch;
 }
 
@@ -442,6 +445,7 @@ static void plan_memory(const ModelConfig* c, const PlanSetup* k, const DevicePr
             r->mem_act = act, r->mem_w_inputs = w_in, r->mem_temp = temp, r->mem_overhead = reserve;
         }
         double host = p * host_per_param + host_act;
+        ch->stage_host[st] = host;
         if (host > r->mem_host) r->mem_host = host, r->mem_host_act = host_act;
     }
     // the host's rule beside the device's: what --offload moves must fit the GPU's share of it
@@ -1020,6 +1024,25 @@ static int plan_stage_model(const ModelConfig* c, const PlanSetup* k, int global
     memset(sm, 0, sizeof(*sm));
     if (plan_unit_times(c, k, global_batch, dev->gpus_per_node, &d, &r, &links, &lt, &et)) return -1;
     stage_model_build(c, k, &d, &et, &r, sm);
+    return 0;
+}
+
+// What a rank of `stage` holds in layout c on dev under k (this trainer's setup: plan_memory's stage_mem and
+// stage_host are its buffers as allocated): *device_bytes on its device, *host_bytes on the host under
+// --offload. The trainer checks its ranks against the host's memory with them before it allocates
+// (runtime/train.h host_memory_check). Returns 0, or -1 with r->invalid saying why the planner cannot model it.
+static int plan_stage_bytes(const ModelConfig* c, const PlanSetup* k, const DeviceProfile* dev, int stage,
+                            double* device_bytes, double* host_bytes, PlanResult* r) {
+    DeviceProfile d = plan_software_device(k, dev);
+    LayerTime lt;
+    EdgeTimes et;
+    PlanLinks links;
+    memset(r, 0, sizeof(*r));
+    if (plan_unit_times(c, k, c->global_batch, dev->gpus_per_node, &d, r, &links, &lt, &et)) return -1;
+    PlanChunks ch = plan_chunks(c, k, &d, &lt, &et, r);
+    plan_memory(c, k, &d, &ch, r);
+    *device_bytes = ch.stage_mem[stage], *host_bytes = ch.stage_host[stage];
+    plan_chunks_free(&ch);
     return 0;
 }
 

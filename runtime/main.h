@@ -8,10 +8,11 @@
 #include "planner/planner.h"
 #include "runtime/train.h"
 
-// The model on this rank: the layout and shapes, the build's state, the weights and optimizer
-// state (initialized), then the schedule's op list with the activations sized by it.
+// The model on this rank: the layout and shapes, its host memory checked, the build's state, the weights and
+// optimizer state (initialized), then the schedule's op list with the activations sized by it.
 static void model_init(Model* m, Args* a, Metrics* met) {
     model_init_layout(m, a, met);
+    host_memory_check(m);
     backend_init(m);
     model_init_params(m);
     model_init_schedule(m);

@@ -84,6 +84,58 @@ static void model_init_layout(Model* m, Args* a, Metrics* met) {
     m->defer_weight = c->weight_pass_deferred;
 }
 
+// This host's MemAvailable (/proc/meminfo: what can be allocated without swapping, the page cache it may drop
+// counted), in bytes; -1 when it cannot be read (then *why says why).
+static double host_mem_available(const char** why) {
+    FILE* f = fopen("/proc/meminfo", "r");
+    char line[256];
+    double kib = -1;
+    while (f && fgets(line, sizeof(line), f) && sscanf(line, "MemAvailable: %lf kB", &kib) != 1) {}
+    if (f) fclose(f);
+    *why = !f ? "/proc/meminfo cannot be read" : kib < 0 ? "/proc/meminfo has no MemAvailable (Linux < 3.14)" : NULL;
+    return kib < 0 ? -1 : kib * 1024;
+}
+
+// The host's memory against what the ranks on it will allocate, before they allocate it: a run past it was
+// killed by the kernel's OOM killer mid-allocation, without a word. Each rank's bytes are the planner's of its
+// stage (planner/predict.h plan_stage_bytes: this trainer's buffers as allocated, every build's own sizing
+// functions), of which the build's host holds host_bytes_of_rank (the CPU: all; the GPU: its pinned --offload
+// buffers; its device memory is dev_alloc's to refuse); summed over the ranks of this host (MPI's shared-memory
+// split). The data streams were read before (run.h read_inputs): MemAvailable has them counted. Over it: one
+// error line for the run (the first host over), every rank exits 1; where it cannot be known, rank 0 says why.
+static void host_memory_check(const Model* m) {
+    DeviceProfile d;
+    PlanResult r;
+    PlanSetup k = plan_setup_default();
+    k.grad_reduce_bf16 = m->args->grad_reduce_bf16;
+    double device_bytes = 0, host_bytes = 0, mine, sum, most[2];
+    const char* unknown = NULL;
+    if (profile_builtin(m->met->profile, &d)) unknown = "this device has no planner profile to size the buffers by";
+    d.gpus_per_node = m->L.world;
+    if (!unknown && plan_stage_bytes(&m->c, &k, &d, m->L.stage, &device_bytes, &host_bytes, &r))
+        unknown = r.invalid;
+    mine = host_bytes_of_rank(device_bytes, host_bytes);
+    double mine_both[2] = {mine, -mine};
+    MPI_Comm host;
+    int ranks, local;
+    mpiCheck(MPI_Comm_split_type(MPI_COMM_WORLD, MPI_COMM_TYPE_SHARED, m->L.rank, MPI_INFO_NULL, &host));
+    MPI_Comm_size(host, &ranks), MPI_Comm_rank(host, &local);
+    // comm: this host's ranks: the sum of their bytes, the largest and (negated) the smallest
+    mpiCheck(MPI_Allreduce(&mine, &sum, 1, MPI_DOUBLE, MPI_SUM, host));
+    mpiCheck(MPI_Allreduce(mine_both, most, 2, MPI_DOUBLE, MPI_MAX, host));
+    MPI_Comm_free(&host);
+    double available = local == 0 && !unknown ? host_mem_available(&unknown) : 0;
+    if (unknown && m->L.rank == 0) fprintf(stderr, "warning: host memory not checked: %s\n", unknown);
+    if (local == 0 && !unknown && sum > available) {
+        char each[64];
+        snprintf(each, sizeof(each), most[0] == -most[1] ? "%d rank%s x %.1f GiB" : "%d rank%s, the largest %.1f GiB",
+                 ranks, ranks > 1 ? "s" : "", most[0] / GiB);
+        snprintf(data_error_msg, sizeof(data_error_msg), "this run needs %.1f GiB of host memory on this machine (%s), "
+                 "%.1f GiB available (MemAvailable)", sum / GiB, each, available / GiB);
+    }
+    data_errors_agree(m->L.rank, m->L.world);
+}
+
 // The fp32 state where the build keeps it (f32_alloc): parameters and gradients, one buffer
 // each with named views into them, initialized (params_init: the build puts init_params'
 // weights where its kernels read them); the optimizer state over the whole local buffer, or

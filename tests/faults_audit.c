@@ -120,7 +120,79 @@ static void stop_during_init(const char* tag, const char* layout, int sig) {
           once ? "printed once" : file_has(out, said) ? "PRINTED MORE THAN ONCE" : "missing");
 }
 
+// A /proc/meminfo figure in bytes ("MemTotal", "MemAvailable"), -1 when missing.
+#define GIB 1073741824.0
+static double meminfo_bytes(const char* key) {
+    FILE* f = fopen("/proc/meminfo", "r");
+    char line[256], name[64];
+    double kib = -1, v;
+    while (f && fgets(line, sizeof(line), f))
+        if (sscanf(line, "%63[^:]: %lf kB", name, &v) == 2 && !strcmp(name, key)) kib = v;
+    if (f) fclose(f);
+    return kib < 0 ? -1 : kib * 1024;
+}
+
+// A run whose buffers pass this host's memory (the OOM killer ended it mid-allocation, without a word): refused
+// at start-up, in under a second, with one line of its need and MemAvailable; under the self-launcher the need of
+// both ranks. The same shape with layers for 0.8 of MemAvailable starts: stopped (SIGTERM once its log appears)
+// while initializing the weights, past the check. Sized by this machine: the first at 2 x MemTotal of weights,
+// gradients and AdamW's m and v (16 B a parameter, 12 d^2 parameters a layer), the second by the refusal's bytes
+// a layer (an upper bound: the embedding and the rest counted in).
+static void host_memory(const char* bin) {
+    char tag[64], dir[256], out[300], log[300], cmd[4096], args[256], line[512] = "";
+    const char* pre = strstr(bin, "asan") ? "asan_" : "bad_";
+    snprintf(tag, sizeof(tag), "%shost_memory_past", pre);
+    // (the three go together: the later two are sized by the first's line)
+    if (bad_filter && !strstr("host_memory_past_launcher_tp2 host_memory_under_starts", bad_filter)) return;
+    double total = meminfo_bytes("MemTotal"), need = 0, each = 0, avail = 0;
+    int d = 2048, layers = (int)(2 * total / (16.0 * 12 * d * d)) + 1, ranks = 0, n_error = 0;
+    run_dir(tag, dir, out, log);
+    snprintf(args, sizeof(args), "--steps 1 --d-model %d --n-head 16 --n-layer %d", d, layers);
+    snprintf(cmd, sizeof(cmd), "ASAN_OPTIONS=detect_leaks=0 OMP_NUM_THREADS=1 %s %s", bin, flags_with(args));
+    double t0 = now_s();
+    int rc = run_to_file(cmd, out), fast = now_s() - t0 < 1;
+    FILE* f = fopen(out, "r");
+    while (f && fgets(line, sizeof(line), f) && strncmp(line, "error:", 6)) {}
+    if (f) fclose(f);
+    n_error = sh("test $(grep -c '^error:' %s) = 1", out) == 0;
+    int parsed = sscanf(line, "error: this run needs %lf GiB of host memory on this machine (%d rank x %lf GiB), %lf "
+                        "GiB available (MemAvailable)", &need, &ranks, &each, &avail) == 4;
+    check(rc == 1 && n_error && parsed && fast && ranks == 1 && need * GIB > 2 * total, tag,
+          "%d layers of d %d: exit %d after %.2f s (at most 1), '%.*s', need %.1f GiB (more than 2 x MemTotal %.1f)",
+          layers, d, rc, now_s() - t0, (int)strcspn(line, "\n"), line, need, total / GIB);
+
+    snprintf(tag, sizeof(tag), "%shost_memory_past_launcher_tp2", pre);
+    run_dir(tag, dir, out, log);
+    snprintf(cmd, sizeof(cmd), "ASAN_OPTIONS=detect_leaks=0 OMP_NUM_THREADS=1 %s %s --tp 2", bin, flags_with(args));
+    rc = run_to_file(cmd, out);
+    double need2 = 0, each2 = 0;
+    n_error = sh("test $(grep -c '^error:' %s) = 1", out) == 0;
+    f = fopen(out, "r");
+    while (f && fgets(line, sizeof(line), f) && strncmp(line, "error:", 6)) {}
+    if (f) fclose(f);
+    parsed = sscanf(line, "error: [rank 0] this run needs %lf GiB of host memory on this machine (%d ranks x %lf GiB)",
+                    &need2, &ranks, &each2) == 3;
+    check(rc == 1 && n_error && parsed && ranks == 2 && fabs(need2 - 2 * each2) < 0.11 && need2 > need, tag,
+          "the same at --tp 2: exit %d, '%.*s' (the sum of 2 ranks, each over half of one rank's %.1f GiB)", rc,
+          (int)strcspn(line, "\n"), line, need);
+
+    snprintf(tag, sizeof(tag), "%shost_memory_under_starts", pre);
+    run_dir(tag, dir, out, log);
+    int under = parsed && need > 0 ? (int)(0.8 * avail / (need / layers)) : 0;
+    snprintf(args, sizeof(args), "--steps 1 --d-model %d --n-head 16 --n-layer %d", d, under);
+    snprintf(cmd, sizeof(cmd), "ASAN_OPTIONS=detect_leaks=0 OMP_NUM_THREADS=1 %s %s --log %s", bin, flags_with(args),
+             log);
+    int reached = 0;
+    double dt = 0;
+    rc = under > 0 ? signal_once_log_created(cmd, out, log, SIGTERM, &reached, &dt) : -1;
+    const char* said = "stopped by signal 15 while initializing the weights";
+    check(reached && rc == 128 + SIGTERM && file_has(out, said) && !file_has(out, "error:"), tag,
+          "%d layers (0.8 of MemAvailable %.1f GiB): exit %d, '%s' %s%s", under, avail, rc, said,
+          file_has(out, said) ? "printed" : "missing", file_has(out, "error:") ? ", AN ERROR LINE" : "");
+}
+
 static void suite_audit(const char* bin) {
     sh("mkdir -p " AUD);
     bad_runs(bin, AUDIT_CASES, sizeof(AUDIT_CASES) / sizeof(AUDIT_CASES[0]));
+    host_memory(bin);
 }

@@ -52,6 +52,10 @@ static void plan_usage(void) {
         "  --grad-alloc upfront|lazy  gradients of framework|foundry|megatron|deepspeed2021: allocated before\n"
         "                          the step (default; Megatron-core's buffer, its GEMMs accumulating into it) or\n"
         "                          each chunk's at its first backward, added by a pass of their own (lazy)\n"
+        "  --grad-accum-pass none|add|cast_add  how a framework's micro-batch gradients reach fp32 buffers\n"
+        "                          built before the step: none (the GEMMs accumulate, or autograd's lazy .grad),\n"
+        "                          add (a kernel a weight: nanotron's, its default), cast_add (a cast then the\n"
+        "                          add: DeepSpeed's BF16_Optimizer, BLOOM's); each step clipped and zeroed\n"
         "  --fsdp-version 1|2      ZeRO-3 of framework|foundry|megatron as PyTorch FSDP1 (default: gathered into\n"
         "                          its flat parameter) or FSDP2 (fully_shard: each gather copied into the\n"
         "                          parameters on the compute stream)\n"
@@ -246,7 +250,8 @@ static void plan_parse_args(int argc, char** argv, PlanArgs* a) {
     const char *device = NULL, *device_file = NULL;  // neither: a100-80gb (plan_device)
     const char* sets[64];
     int n_sets = 0, grad_reduce_bf16 = 0, grad_reduce_given = 0;
-    const char *dropout = NULL, *grad_alloc = NULL, *fsdp_version = NULL, *loss = NULL, *nccl = NULL;
+    const char *dropout = NULL, *grad_alloc = NULL, *grad_accum = NULL, *fsdp_version = NULL, *loss = NULL,
+               *nccl = NULL;
     FlagsGiven given = {"--plan: ", 0, {}};  // --device-set is repeatable (a key it sets twice: plan_device)
     for (int i = 1; i < argc; i++) {
         if (!strcmp(argv[i], "--plan")) { flag_once(&given, argv[i], NULL); continue; }
@@ -319,6 +324,8 @@ static void plan_parse_args(int argc, char** argv, PlanArgs* a) {
             dropout = v;
         else if (!strcmp(flag, "--grad-alloc"))
             grad_alloc = v;
+        else if (!strcmp(flag, "--grad-accum-pass"))
+            grad_accum = v;
         else if (!strcmp(flag, "--fsdp-version"))
             fsdp_version = v;
         else if (!strcmp(flag, "--loss"))
@@ -374,6 +381,8 @@ static void plan_parse_args(int argc, char** argv, PlanArgs* a) {
     if (dropout && software_set_dropout(&a->setup, dropout, why, sizeof(why))) fail("--%s", why);
     // (after --software, which sets their defaults): a runs row's grad_alloc, fsdp_version and loss columns otherwise
     if (grad_alloc && software_set_grad_alloc(&a->setup, "--grad-alloc", grad_alloc, why, sizeof(why))) fail("%s", why);
+    if (grad_accum && software_set_grad_accum(&a->setup, "--grad-accum-pass", grad_accum, why, sizeof(why)))
+        fail("%s", why);
     // the search's ZeRO-3 layouts as that FSDP runs them
     if (fsdp_version &&
         software_set_fsdp_version(&a->setup, "--fsdp-version", fsdp_version, f->zero, why, sizeof(why)))

@@ -271,7 +271,7 @@ static PlanChunks plan_chunks(const ModelConfig* c, const PlanSetup* k, const De
         ch.t_bwd[g] = ch.layers[g] * (r->t_layer_bwd - r->t_layer_w) + (ch.has_embed[g] ? et->emb_bwd : 0) +
                       (ch.has_head[g] ? et->head_bwd : 0);
         if (k->grad_accum_pass)
-            ch.t_bwd[g] += fp32_accumulator_time(c, d, ch.layers[g], ch.has_embed[g], ch.has_head[g]);
+            ch.t_bwd[g] += fp32_accumulator_time(c, k, d, ch.layers[g], ch.has_embed[g], ch.has_head[g]);
         ch.t_w[g] = ch.layers[g] * r->t_layer_w;
     }
     r->t_tp_comm = (double)m *
@@ -873,10 +873,12 @@ static void plan_throughput(const ModelConfig* c, const PlanSetup* k, const Devi
     double g = k->reduce_bytes ? k->reduce_bytes : d->grad_bytes;
     int passes = k->grad_buffer_passes - (c->dp * c->cp > 1 ? 0 : 2);
     if (passes > 0) r->t_optim += elementwise_time(d, passes * g * stage_params);
-    // nanotron's FP32GradientAccumulator (grad_accum_pass) each step: the trainer's clip_grad_norm (clip_grad 1.0
-    // in the benchmarks' config; optim/clip_grads.py: a vector_norm of every fp32 gradient buffer of the stage, ZeRO-1
-    // or not, then a mul_ of each by the clipping coefficient) and the accumulator's zero_grad (the contiguous fp32
-    // buffer zeroed): 4 + 8 + 4 bytes a parameter, two kernels a tensor and the zeroing, on the slowest stage
+    // fp32 accumulation buffers (grad_accum_pass) each step: clipped by the global norm and zeroed. nanotron's
+    // clip_grad_norm (clip_grad 1.0 in the benchmarks' config; optim/clip_grads.py: a vector_norm of every fp32
+    // gradient buffer of the stage, ZeRO-1 or not, then a mul_ of each by the clipping coefficient) and its
+    // accumulator's zero_grad (the contiguous buffer zeroed); DeepSpeed's BF16_Optimizer.step the same
+    // (get_global_norm_of_tensors, clip_tensors_by_global_norm, clear_hp_grads' flat zero_; BLOOM's --clip-grad 1.0):
+    // 4 + 8 + 4 bytes a parameter, two kernels a tensor and the zeroing, on the slowest stage
     double clip = 0;
     for (int st = 0; st < c->pp && k->grad_accum_pass; st++)
         clip = fmax(clip, elementwise_time(d, 16 * ch->stage_params[st]) +

@@ -148,13 +148,15 @@ typedef struct {
                              // stages, no zero-bubble passes), ZeRO 0 or 1 (optimizer_config.py `zero`, "enable zero
                              // stage 1 optimizer"), activation checkpointing off or every layer (topology_config.py
                              // ActivationCheckpointingType disabled / every_layer; every_pipe_stage is not modelled)
-    int grad_accum_pass;     // 1: every micro-batch's bf16 gradients are added into fp32 buffers by a kernel per weight
-                             // after that micro-batch's backward (nanotron's FP32GradientAccumulator at c2528430:
-                             // backward() then fp32_grad.add_(half_param.grad) for each parameter; on the last
-                             // micro-batch the same add in the data-parallel hook): the stage's parameters read in
-                             // bf16 and fp32 and written in fp32 (time.h fp32_accumulator_time), and each step the
-                             // buffers clipped and zeroed (predict.h plan_throughput); 0: accumulated by the
-                             // weight-gradient GEMM (Megatron's gradient_accumulation_fusion) or not counted
+    int grad_accum_pass;     // how a micro-batch's gradients reach the fp32 buffers an optimizer builds before the
+                             // step (GRAD_ACCUM_*): NONE, accumulated by the weight-gradient GEMM (Megatron's
+                             // gradient_accumulation_fusion, this trainer's) or autograd's .grad (grads_lazy); ADD,
+                             // a kernel per weight after each micro-batch's backward reading bf16 and fp32 and
+                             // writing fp32 (nanotron's FP32GradientAccumulator at c2528430:
+                             // fp32_grad.add_(half_param.grad)); CAST_ADD, a cast to an fp32 copy then the add
+                             // (DeepSpeed's BF16_Optimizer.update_hp_grads, 5ea1c60f8 to 38327e07f:
+                             // hp_grad.add_(lp.grad.to(fp32)), BLOOM's); time.h fp32_accumulator_time, and each
+                             // step the buffers clipped and zeroed (predict.h plan_throughput)
     int zero1_list_collectives;  // 1: ZeRO-1 as nanotron runs it (distributed.py reduce_scatter_coalesced /
                                  // all_gather_coalesced, optim/zero.py _all_gather_params at c2528430): per tensor
                                  // and dp rank a Python view, flattened and copied back one tensor at a time (host
@@ -247,9 +249,10 @@ static int software_grads_lazy_ok(const PlanSetup* k) {
     return !k->own_buffers && !k->grad_accum_pass && !k->alloc_share;
 }
 static const char* software_grads_upfront_why(const PlanSetup* k) {
-    return k->own_buffers      ? "this trainer allocates its gradients before the step"
-           : k->grad_accum_pass ? "nanotron accumulates into fp32 buffers it builds before the step"
-                                : "the Scaling codebase's memory is its runs' fitted share";
+    return k->own_buffers        ? "this trainer allocates its gradients before the step"
+           : k->nanotron_options ? "nanotron accumulates into fp32 buffers it builds before the step"
+           : k->grad_accum_pass  ? "grad_accum_pass add or cast_add accumulates into fp32 buffers built before the step"
+                                 : "the Scaling codebase's memory is its runs' fitted share";
 }
 // Whether its ZeRO-3 is PyTorch FSDP's (--fsdp-version, a --runs row's fsdp_version): a framework's; not this
 // trainer's, DeepSpeed's (zero3_param_sync), nanotron's (no ZeRO-3) or the Scaling codebase's (ZeRO 0 or 1).
@@ -257,18 +260,24 @@ static int software_fsdp_ok(const PlanSetup* k) {
     return !k->own_buffers && !k->zero3_param_sync && !k->nanotron_options && !k->scaling_options;
 }
 
-// Three settings a --plan flag (cli.h) and a --runs column (runs.h) give alike: their names here, a table whose index
+// Four settings a --plan flag (cli.h) and a --runs column (runs.h) give alike: their names here, a table whose index
 // is the value, and one parse each for both; `what` names the flag or the column in the error ("--grad-alloc",
 // "grad_alloc"). Each returns 0, or -1 with the reason in err.
-static const char* const GRAD_ALLOC_NAMES[2] = {"upfront", "lazy"};
-static const char* const FSDP_VERSION_NAMES[2] = {"1", "2"};
-static const char* const LOSS_NAMES[2] = {"eager", "fused"};
+static const char* const GRAD_ALLOC_NAMES[] = {"upfront", "lazy", NULL};
+static const char* const FSDP_VERSION_NAMES[] = {"1", "2", NULL};
+static const char* const LOSS_NAMES[] = {"eager", "fused", NULL};
+enum { GRAD_ACCUM_NONE, GRAD_ACCUM_ADD, GRAD_ACCUM_CAST_ADD };
+static const char* const GRAD_ACCUM_NAMES[] = {"none", "add", "cast_add", NULL};
 
-// v's index in names, or -1 with err set.
-static int software_choice(const char* what, const char* const names[2], const char* v, char* err, size_t err_len) {
-    for (int i = 0; i < 2; i++)
-        if (!strcmp(v, names[i])) return i;
-    snprintf(err, err_len, "%s: expected %s or %s, got '%s'", what, names[0], names[1], v);
+// v's index in names (NULL-terminated), or -1 with err set ("expected a, b or c").
+static int software_choice(const char* what, const char* const names[], const char* v, char* err, size_t err_len) {
+    int n = 0;
+    for (; names[n]; n++)
+        if (!strcmp(v, names[n])) return n;
+    int at = snprintf(err, err_len, "%s: expected ", what);
+    for (int i = 0; i < n && at >= 0 && (size_t)at < err_len; i++)
+        at += snprintf(err + at, err_len - at, "%s%s", names[i], i == n - 1 ? "" : i == n - 2 ? " or " : ", ");
+    if (at >= 0 && (size_t)at < err_len) snprintf(err + at, err_len - at, ", got '%s'", v);
     return -1;
 }
 
@@ -283,6 +292,28 @@ static int software_set_grad_alloc(PlanSetup* k, const char* what, const char* v
         return -1;
     }
     k->grads_lazy = lazy;
+    return 0;
+}
+
+// How a micro-batch's gradients reach fp32 buffers built before the step (grad_accum_pass: none, add, cast_add): a
+// framework's; not this trainer's (its matmuls accumulate into its fp32 gradients) nor the Scaling codebase's (its
+// step is its runs' fitted rate), and not beside lazy gradients (autograd's .grad, accumulated by a pass of its own).
+static int software_set_grad_accum(PlanSetup* k, const char* what, const char* v, char* err, size_t err_len) {
+    int pass = software_choice(what, GRAD_ACCUM_NAMES, v, err, err_len);
+    if (pass < 0) return -1;
+    if (pass && (k->own_buffers || k->matmul_scaling)) {
+        snprintf(err, err_len, "%s %s: a framework's fp32 accumulation (--software framework, foundry, megatron, "
+                 "deepspeed2021 or nanotron); %s", what, v,
+                 k->own_buffers ? "this trainer's matmuls accumulate into its fp32 gradients"
+                                : "the Scaling codebase's step is its runs' fitted rate");
+        return -1;
+    }
+    if (pass && k->grads_lazy) {
+        snprintf(err, err_len, "%s %s: fp32 buffers built before the step, not lazy gradients (autograd's .grad, "
+                 "accumulated by a pass of its own)", what, v);
+        return -1;
+    }
+    k->grad_accum_pass = pass;
     return 0;
 }
 

@@ -54,15 +54,20 @@ static double elementwise_time(const DeviceProfile* d, double bytes) {
 // The weight tensors of a chunk of a LLaMA as nanotron builds it (llama.py: qkv_proj, o_proj, gate_up_proj, down_proj,
 // input_layernorm, post_attention_layernorm; the embedding; the final norm and the head).
 static int chunk_tensors(int layers, int has_embed, int has_head) { return 6 * layers + has_embed + 2 * has_head; }
-// A micro-batch's gradients added into fp32 buffers after its backward, one kernel per weight (software.h
-// grad_accum_pass, nanotron's FP32GradientAccumulator): each of the chunk's parameters read in the training dtype
-// and in fp32 and written in fp32, at HBM's rate, one kernel a weight tensor (chunk_tensors; GPT-2's biases are not
-// counted apart). Unlike autograd's lazy gradients (grad_accumulate_time) the fp32 buffers are zeroed before the
-// first micro-batch, which adds into them as every other does.
-static double fp32_accumulator_time(const ModelConfig* c, const DeviceProfile* d, int layers, int has_embed,
-                                    int has_head) {
+// A micro-batch's gradients added into fp32 buffers after its backward (software.h grad_accum_pass), one kernel per
+// weight tensor (chunk_tensors; GPT-2's biases are not counted apart), at HBM's rate. ADD (nanotron's
+// FP32GradientAccumulator: fp32_grad.add_(half_param.grad), the bf16 operand promoted inside the kernel): each of the
+// chunk's parameters read in the training dtype and in fp32 and written in fp32. CAST_ADD (DeepSpeed's
+// BF16_Optimizer.update_hp_grads: hp_grad.add_(lp.grad.to(fp32))): the cast's kernel reads the training dtype and
+// writes an fp32 copy, then the add reads both fp32 tensors and writes one, two kernels a tensor. Unlike autograd's
+// lazy gradients (grad_accumulate_time) the fp32 buffers are zeroed before the first micro-batch, which adds into
+// them as every other does.
+static double fp32_accumulator_time(const ModelConfig* c, const PlanSetup* k, const DeviceProfile* d, int layers,
+                                    int has_embed, int has_head) {
     double params = chunk_params(c, layers, has_embed, has_head, c->tp);
     int kernels = chunk_tensors(layers, has_embed, has_head);
+    if (k->grad_accum_pass == GRAD_ACCUM_CAST_ADD)
+        return params * (d->dtype_bytes + 4 + 4 + 4 + 4) / (d->hbm_bw * d->hbm_eff) + 2 * kernels * d->op_latency;
     return params * (d->dtype_bytes + 4 + 4) / (d->hbm_bw * d->hbm_eff) + kernels * d->op_latency;
 }
 

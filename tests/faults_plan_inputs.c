@@ -2,10 +2,11 @@
 // user types them: --cp-kind allgather, --grad-alloc, --fsdp-version, --loss and --software nanotron with softwares and
 // layouts that cannot use them, empty values and wrong case; the device key tensor_clock (NaN, inf, negative, zero,
 // above the datasheet's clock: 2 gave a 101.8% MFU) in --device-set and a --device-file; the --runs columns cp_kind,
-// grad_alloc, fsdp_version, loss, dropout, grad_dtype, reduce_dtype, pp_split, cp and nccl (and --nccl-version) blank,
-// junk, named twice in the header (the last was read silently) or refused by the row's software; a device file's key
-// given twice; the search's filters beside --runs. Each is one error line and exit 1. Run through ./train and
-// ./train_asan. Included by tests/test_faults.c after faults_bad_inputs.c (its bad_run and BAD); not built alone.
+// grad_alloc, grad_accum_pass, fsdp_version, loss, dropout, grad_dtype, reduce_dtype, pp_split, cp and nccl (and
+// --nccl-version) blank, junk, named twice in the header (the last was read silently) or refused by the row's
+// software; a device file's key given twice; the search's filters beside --runs. Each is one error line and exit 1.
+// Run through ./train and ./train_asan. Included by tests/test_faults.c after faults_bad_inputs.c (its bad_run and
+// BAD); not built alone.
 
 #define PI BAD "/plan_inputs"
 #define PI_PLAN "--plan --model gpt2-124m "
@@ -46,6 +47,15 @@ static const BadRun PLAN_INPUT_RUNS[] = {
       "the Scaling codebase's memory is its runs' fitted share", 1}, NULL, NULL},
     {{"plan_grad_alloc_lazy_nanotron", PI_PLAN "--software nanotron --grad-alloc lazy",
       "nanotron accumulates into fp32 buffers", 1}, NULL, NULL},
+    // --grad-accum-pass: a third value in software_choice's message; refused where nothing separate accumulates
+    {{"plan_grad_accum_junk", PI_PLAN "--software framework --grad-accum-pass CAST",
+      "--grad-accum-pass: expected none, add or cast_add, got 'CAST'", 1}, NULL, NULL},
+    {{"plan_grad_accum_trainer", PI_PLAN "--grad-accum-pass add", "this trainer's matmuls accumulate into its fp32", 1},
+     NULL, NULL},
+    {{"plan_grad_accum_scaling", PI_PLAN "--software scaling --grad-accum-pass cast_add",
+      "the Scaling codebase's step is its runs' fitted rate", 1}, NULL, NULL},
+    {{"plan_grad_accum_lazy", PI_PLAN "--software framework --grad-alloc lazy --grad-accum-pass cast_add",
+      "--grad-accum-pass cast_add: fp32 buffers built before the step, not lazy gradients", 1}, NULL, NULL},
     // --fsdp-version: with --zero 1, or under a software without PyTorch FSDP, it changed nothing, silently
     {{"plan_fsdp_version_3", PI_PLAN "--software framework --fsdp-version 3", "expected 1 or 2, got '3'", 1}, NULL,
      NULL},
@@ -141,6 +151,13 @@ static const BadRun PLAN_INPUT_RUNS[] = {
       "grad_alloc lazy: a framework's gradients (--software framework, foundry, megatron or deepspeed2021); "
       "the Scaling codebase's memory is its runs' fitted share)", 1},
      PI_RUNS("ga_scal", ",grad_alloc", "1", "16", ",lazy"), NULL},
+    {{"plan_runs_grad_accum_lazy", "--plan --software framework --runs " PI "/gp_lazy.csv",
+      "(row 1: grad_accum_pass add: fp32 buffers built before the step, not lazy gradients", 1},
+     PI_RUNS("gp_lazy", ",grad_alloc,grad_accum_pass", "1", "16", ",lazy,add"), NULL},
+    {{"plan_runs_grad_accum_lazy_flag", "--plan --software framework --grad-accum-pass add --runs " PI "/gp_flag.csv",
+      "grad_alloc lazy: a framework's gradients (--software framework, foundry, megatron or deepspeed2021); "
+      "grad_accum_pass add or cast_add accumulates into fp32 buffers built before the step)", 1},
+     PI_RUNS("gp_flag", ",grad_alloc", "1", "16", ",lazy"), NULL},
     {{"plan_runs_fsdp_version_zero1", "--plan --software framework --runs " PI "/fv_z1.csv",
       "(row 1: fsdp_version 2: how ZeRO-3 layouts gather their weights, not with zero 1)", 1},
      PI_RUNS("fv_z1", ",fsdp_version", "1", "16", ",2"), NULL},

@@ -339,6 +339,26 @@ static void test_runs_grad_alloc(void) {
     free(m1), free(m3);
 }
 
+// --runs' grad_accum_pass column: LLaMA-7B at 4096 tokens on 64 A100s, tp 1 pp 4, dp 16, under a framework: cast_add
+// (DeepSpeed's BF16_Optimizer) adds its pass to every micro-batch's backward and the clip and zeroing to the step
+// (bf16_optimizer_cast_add_hand), a longer step, the same memory; none and an empty field are the framework's; another
+// value is the row's error; this trainer refuses the column, and --grad-accum-pass under it.
+static void test_runs_grad_accum_pass(void) {
+    const char* values[4] = {"1,none", "1,cast_add", "1,", "1,Cast_add"};
+    const char* row = "llama-7b,4096,64,8,262144,1f1b,1,1,4,16,1,none,flash2,1,0,";
+    double mem[3], step[3], own[3];
+    char *m1, *m3;
+    int rc[2];
+    runs_two_columns("vpp,grad_accum_pass", values, row, mem, step, own, &m1, &m3, rc);
+    check(rc[0] == 2 && mem[1] == mem[0] && mem[2] == mem[0] && step[1] > step[0] && step[2] == step[0] &&
+              strstr(m1, "grad_accum_pass: expected none, add or cast_add, got 'Cast_add'") && rc[1] == 2 &&
+              strstr(m3, "grad_accum_pass cast_add: a framework's fp32 accumulation") &&
+              trainer_refuses_flag("--grad-accum-pass", "add", "this trainer's matmuls accumulate into its fp32"),
+          "runs_grad_accum_pass_column", "rc %d, memory %.3f / %.3f / %.3f GiB, step none %.4f cast_add %.4f default "
+          "%.4f s; %s; trainer rc %d: %s", rc[0], mem[0], mem[1], mem[2], step[0], step[1], step[2], m1, rc[1], m3);
+    free(m1), free(m3);
+}
+
 // --runs' fsdp_version column: LLaMA-7B at 2048 tokens on 64 A100s, ZeRO-3 over dp 64: 2 (FSDP2) copies each gather
 // out on the compute stream, a longer step (fsdp2_copy_out_hand), the same memory; 1 and an empty field are FSDP1's;
 // another value is the row's error; this trainer refuses the column, and --fsdp-version under it.

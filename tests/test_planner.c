@@ -113,6 +113,7 @@ int main(void) {
     test_megatron_dp_interleaved();
     test_nanotron_cost_cut();
     test_nanotron_grad_accum();
+    test_bf16_optimizer_cast_add();
     test_nanotron_zero1_host();
     test_nanotron_ddp_buckets();
     test_nanotron_options();
@@ -159,6 +160,7 @@ int main(void) {
     test_runs_cp_kind();
     test_runs_row_over_flag();
     test_runs_grad_alloc();
+    test_runs_grad_accum_pass();
     test_runs_fsdp_version();
     test_runs_loss();
     test_zbh1_framework_memory_hand();

@@ -81,6 +81,8 @@ static void plan_usage(void) {
         "  --max-search-min M      refuse a search projected (from its own pace) to take longer (default 10)\n"
         "  --top N                 rows to print (default 20)    --plan-csv FILE  all layouts (or the runs), every "
         "column\n"
+        "                          (--plan-csv -: to standard output, which then carries the CSV alone: the table\n"
+        "                          and the lines around it go to standard error)\n"
         "  --doc-lengths FILE|lognormal:MEDIAN[:SIGMA]   document lengths (one a line): the best layout's attention "
         "spread\n"
         "                          and pipeline time under --packing concat, greedy and wlb (planner/documents.h)\n"
@@ -132,6 +134,9 @@ static int plan_size_flag(const char* v, int k) {
     return plan_int(v, SIZE_FLAGS[k].flag, SIZE_FLAGS[k].lo, SIZE_FLAGS[k].hi);
 }
 
+// --plan-csv -: the CSV to standard output (as the Unix tools read '-'), which then carries it alone.
+static int plan_csv_to_stdout(const char* csv) { return csv && !strcmp(csv, "-"); }
+
 // The CSV and standard output are written over no file the planner reads (--runs, --device-file,
 // --doc-lengths, --noise-log), nor over each other, whatever the paths say: files.h's one rule
 // (files_check), as the trainer checks its outputs.
@@ -141,7 +146,7 @@ static void plan_outputs_check(const PlanArgs* a, const char* device_file) {
     files_input(&files, "--noise-log", a->noise_log);
     files_input(&files, "--device-file", device_file);
     files_input(&files, "--doc-lengths", a->doc_lengths);
-    files_output(&files, "--plan-csv", a->csv);
+    if (!plan_csv_to_stdout(a->csv)) files_output(&files, "--plan-csv", a->csv);  // else: standard output's below
     files_std_streams(&files);
     files_check(&files);
     files_free(&files);
@@ -356,6 +361,12 @@ static void plan_parse_args(int argc, char** argv, PlanArgs* a) {
         } else if (!plan_filter_flag(flag, v, f))
             fail("--plan: unknown flag '%s' (see --plan --help)", flag);
     }
+    // the chunks a schedule takes, refused as ./train refuses them (layout/schedule.h, layout_check.h); not "no layout"
+    if (f->vpp > 1 && (f->schedule == SCHED_1F1B || f->schedule == SCHED_ZBH1))
+        fail("--vpp %d: --vpp > 1 needs --schedule interleaved, zb-v or dualpipe-v", f->vpp);
+    if (f->vpp >= 1 && f->vpp != 2 && schedule_is_v(f->schedule))
+        fail("--vpp %d: --schedule %s places exactly two chunks per stage (a V); use --vpp 2", f->vpp,
+             schedule_name(f->schedule));
     if ((f->cp >= 0 && (f->cp < 1 || (f->cp & (f->cp - 1)))) ||
         (f->cp_ulysses >= 0 && (f->cp_ulysses < 1 || (f->cp_ulysses & (f->cp_ulysses - 1)))))
         fail("--cp and --cp-ulysses must be powers of two (1, 2, 4, ...)");
@@ -461,10 +472,8 @@ static void plan_print_table(const PlanResult* r, int n, int top) {
     }
 }
 
-// Write every layout to the CSV (opened before the search, so a bad path fails at once)
-// and put it in place.
-static void plan_write_csv(AtomicFile* out, const ModelConfig* c, const DeviceProfile* d, const PlanResult* r, int n) {
-    FILE* f = out->f;
+// Write every layout to the CSV f (a file opened before the search, so a bad path fails at once, or standard output).
+static void plan_write_csv(FILE* f, const ModelConfig* c, const DeviceProfile* d, const PlanResult* r, int n) {
     fprintf(f,
             "dp,tp,pp,cp,cp_ulysses,cp_kind,cp_off_node,vpp,micro_batch,n_micro,schedule,pp_split,recompute,sp,zero,"
             "attention,rms_kernel,"
@@ -497,7 +506,6 @@ static void plan_write_csv(AtomicFile* out, const ModelConfig* c, const DevicePr
                 p->bubble, p->bubble_formula, p->tokens_per_s_per_gpu, p->model_tflops_per_gpu, p->mfu, p->hfu,
                 study_mfu(c, p, d));
     }
-    atomic_commit(out);
 }
 
 static void plan_print_profile(const DeviceProfile* d, const PlanSetup* k, int gpus_per_node) {
@@ -619,7 +627,8 @@ static int plan_main(int argc, char** argv) {
     int stops[4] = {SIGINT, SIGTERM, SIGHUP, SIGPIPE};
     for (int i = 0; i < 4; i++) signal(stops[i], plan_on_signal);
     plan_parse_args(argc, argv, &a);
-    if (a.runs) return plan_runs(a.runs, a.csv, a.shape, a.mlp, &a.setup, &a.dev);
+    if (a.runs)  // (--plan-csv -: as without it, the CSV to standard output and the summary to stderr)
+        return plan_runs(a.runs, plan_csv_to_stdout(a.csv) ? NULL : a.csv, a.shape, a.mlp, &a.setup, &a.dev);
     ModelConfig c;
     char err[512];
     if (plan_model(a.model, a.shape, 0, &c, err, sizeof(err))) fail("%s", err);
@@ -650,8 +659,18 @@ static int plan_main(int argc, char** argv) {
     }
     DocLengths docs = {0};  // read before the search: a bad --doc-lengths is its one error line
     if (a.doc_lengths) doc_lengths_load(a.doc_lengths, &docs);
-    AtomicFile csv;
-    if (a.csv) output_check(a.csv, "--plan-csv"), atomic_open(&csv, a.csv, "--plan-csv");
+    AtomicFile csv = {0};
+    FILE* csv_out = NULL;
+    if (plan_csv_to_stdout(a.csv)) {
+        // standard output carries the CSV alone: it keeps the CSV's stream, and the table's printf goes to stderr
+        int fd = dup(STDOUT_FILENO);
+        if (fd < 0 || dup2(STDERR_FILENO, STDOUT_FILENO) < 0 || !(csv_out = fdopen(fd, "w")))
+            fail("--plan-csv -: cannot keep standard output for the CSV: %s", strerror(errno));
+        setvbuf(stdout, NULL, _IOLBF, 0);  // each line in its place among stderr's (progress, errors)
+    } else if (a.csv) {
+        output_check(a.csv, "--plan-csv"), atomic_open(&csv, a.csv, "--plan-csv");
+        csv_out = csv.f;
+    }
 
     char b1[32], b2[32];
     printf("plan: %s (%s%s%s, L=%d h=%d heads=%d/%d d_ff=%d vocab=%d), seq %d, %s params, %.4g GFLOP/token (PaLM)\n",
@@ -707,7 +726,20 @@ static int plan_main(int argc, char** argv) {
             100 * p->mfu, 100 * p->hfu, p->model_tflops_per_gpu, p->mem_total / GiB, host_note);
         if (a.doc_lengths) doc_print_prediction(&docs, &c, p);
     }
-    if (a.csv) { plan_write_csv(&csv, &c, &a.dev, res, n); printf("wrote %d layouts to %s\n", n, a.csv); }
+    if (a.csv) {
+        char shown[4 * 256];
+        plan_write_csv(csv_out, &c, &a.dev, res, n);
+        if (plan_csv_to_stdout(a.csv)) {  // a reader that closed it ends the run as stdout_exit_code does
+            if (fflush(csv_out) || ferror(csv_out)) {
+                if (stop_signal == SIGPIPE || errno == EPIPE) exit(128 + SIGPIPE);
+                fail("--plan-csv -: writing standard output failed: %s", strerror(errno ? errno : EIO));
+            }
+            printf("wrote %d layouts to standard output\n", n);
+        } else {
+            atomic_commit(&csv);
+            printf("wrote %d layouts to %s\n", n, printable(a.csv, shown, sizeof(shown)));
+        }
+    }
     if (!n_fit) {  // no layout to recommend: not a success (the table and the CSV say how far each is)
         double least = res[0].mem_total;
         for (int i = 1; i < n_rows; i++) least = res[i].mem_total < least ? res[i].mem_total : least;

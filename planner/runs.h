@@ -55,7 +55,9 @@ static const char* const RUN_UNMODELLED[] = {"ep", "expert_parallel", "moe_exper
 // A CSV file read whole (RFC 4180): fields separated by commas, records by LF or CRLF; a field
 // in double quotes may hold commas, line breaks and "" for a quote. A UTF-8 byte-order mark
 // before the first record is skipped. Refused, with the line and column: a NUL byte, text
-// after a closing quote ("x"y), a quote that is never closed, more than CSV_MAX_FIELDS fields.
+// after a closing quote ("x"y), a quote that is never closed, more than CSV_MAX_FIELDS fields,
+// a control byte (csv_control_byte: a field is copied to the output CSV, which may be a terminal,
+// byte for byte, so it is refused rather than changed, as escaping it would).
 typedef struct {
     char* text;  // the file, NUL-terminated; fields are unquoted in place
     size_t len, pos;  // its length; where the next record starts
@@ -93,6 +95,21 @@ static int csv_open(CsvReader* r, const char* path, char* err, size_t err_len) {
     return 0;
 }
 
+// Whether the byte at t is a control character a field may not hold: C0 but a tab, a line break (a quoted
+// field's LF or CRLF) and the record's own end; DEL; C1 as UTF-8 (U+0080..U+009F). ESC and CSI drive a terminal,
+// a lone CR sends its line back over itself.
+static int csv_control_byte(const char* t, int quoted) {
+    unsigned char b = (unsigned char)t[0], next = (unsigned char)t[1];
+    if (b == '\t' || (quoted && (b == '\n' || (b == '\r' && next == '\n')))) return 0;
+    return b < 0x20 || b == 0x7f || (b == 0xc2 && next >= 0x80 && next <= 0x9f);
+}
+
+static int csv_control_error(const char* t, size_t p, int line, size_t line_start, char* err, size_t err_len) {
+    snprintf(err, err_len, "line %d, column %zu: a control byte (0x%02x) in a field (a runs file's text is printable: "
+             "a tab, and a line break in quotes, are the only others)", line, p - line_start + 1, (unsigned char)t[p]);
+    return -1;
+}
+
 // The next record: *n fields (pointers into r->text). Returns 1, 0 at the end of the file,
 // or -1 with "line L, column C: ..." in err.
 static int csv_next(CsvReader* r, char** fields, int* n, char* err, size_t err_len) {
@@ -126,8 +143,9 @@ static int csv_next(CsvReader* r, char** fields, int* n, char* err, size_t err_l
                     p++;
                     break;
                 }
-                if (t[p] == '\n') line++, line_start = p + 1;
                 if (!t[p]) break;  // a NUL byte: refused below
+                if (csv_control_byte(t + p, 1)) return csv_control_error(t, p, line, line_start, err, err_len);
+                if (t[p] == '\n') line++, line_start = p + 1;
                 *out++ = t[p++];
             }
             if (p < r->len && t[p] && t[p] != ',' && t[p] != '\n' && !(t[p] == '\r' && t[p + 1] == '\n')) {
@@ -142,6 +160,7 @@ static int csv_next(CsvReader* r, char** fields, int* n, char* err, size_t err_l
                              p - line_start + 1);
                     return -1;
                 }
+                if (csv_control_byte(t + p, 0)) return csv_control_error(t, p, line, line_start, err, err_len);
                 *out++ = t[p++];
             }
         }
@@ -149,6 +168,7 @@ static int csv_next(CsvReader* r, char** fields, int* n, char* err, size_t err_l
             snprintf(err, err_len, "line %d, column %zu: a NUL byte", line, p - line_start + 1);
             return -1;
         }
+
         char sep = p < r->len ? t[p] : '\n';
         *out = 0;  // out <= t + p: the field is cut in place after its separator was read
         if (sep == ',') {

@@ -70,10 +70,21 @@ static int filter_cp_ok(const PlanFilter* f, int cp, int U) {
 // more activations than 1F1B for the same bubble and is not tried.
 static int plan_schedule_tried(int sched, int pp, int vpp) {
     if (sched == SCHED_1F1B) return vpp == 1;
-    if (sched == SCHED_INTERLEAVED) return vpp > 1;
+    if (sched == SCHED_INTERLEAVED) return vpp > 1 && pp > 1;
     if (sched == SCHED_ZBH1) return vpp == 1 && pp > 1;
     if (schedule_is_v(sched)) return vpp == 2 && pp > 1;
     return 0;
+}
+
+// What the search passes over but the filters name, tried as ./train runs it (layout/args.h, schedule.h): a schedule
+// on one stage (--pp 1 with --schedule, or with --vpp above 1: interleaved, the schedule ./train takes for it), and
+// interleaved with one chunk a stage (--schedule interleaved --vpp 1). Without them such filters let no layout through,
+// where ./train runs the layout.
+static int plan_schedule_named(const PlanFilter* f, int sched, int pp, int vpp) {
+    if (sched == SCHED_INTERLEAVED && f->schedule == sched && f->vpp == 1) return vpp == 1;
+    if (pp > 1 || f->pp != 1) return 0;
+    if (f->schedule < 0) return sched == SCHED_INTERLEAVED && f->vpp > 1;
+    return schedule_is_v(sched) ? vpp == 2 : sched == SCHED_INTERLEAVED || vpp == 1;
 }
 
 // One layout of a search: its grid, pipeline, micro-batch, settings and kernels.
@@ -157,12 +168,17 @@ static PlanKeys plan_keys(const ModelConfig* c, int gpus, int global_batch, int 
                         int mb = (int)mb2;
                         if ((global_batch / dp) % mb || !filter_ok(f->micro_batch, mb)) continue;
                         for (int vpp = 1; vpp * pp <= places; vpp++) {
-                            if (!filter_ok(f->vpp, vpp) || (vpp > 1 && (pp == 1 || places % (pp * vpp)))) continue;
+                            // (chunks on one stage: only under --pp 1, plan_schedule_named)
+                            int one_stage_chunks = vpp > 1 && pp == 1 && f->pp != 1;
+                            if (!filter_ok(f->vpp, vpp) || one_stage_chunks || (vpp > 1 && places % (pp * vpp)))
+                                continue;
                             if (vpp > SIZE_FLAGS[SIZE_VPP].hi ||
                                 (long long)global_batch / dp / mb * pp * vpp > PLAN_MAX_PAIRS)
                                 break;
                             for (int sched = 0; sched < N_SCHEDULES; sched++) {
-                                if (!plan_schedule_tried(sched, pp, vpp) || !filter_ok(f->schedule, sched)) continue;
+                                if (!filter_ok(f->schedule, sched) ||
+                                    !(plan_schedule_tried(sched, pp, vpp) || plan_schedule_named(f, sched, pp, vpp)))
+                                    continue;
                                 if (base->scaling_options && sched != SCHED_1F1B && f->schedule != sched &&
                                     f->vpp < 0)
                                     continue;  // the Scaling codebase runs 1F1B: another by name only

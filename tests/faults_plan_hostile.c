@@ -8,7 +8,9 @@
 // megabytes (read line by line, no stop); --tokens with no batch that fits (exit 0); --runs beside --gpus, --seq-len,
 // --top ... (dropped without a word); --plan-csv '' (searched, then failed to rename its temporary to ''); a stop
 // line written into the middle of the table (stdout not flushed first); a --runs column named 'VPP' or 'cp-ulysses'
-// (carried through unread); a search over a limit of seconds ("would take about 0 min"). Each asserts the whole
+// (carried through unread); a search over a limit of seconds ("would take about 0 min"); --plan-csv - (a file named
+// '-'); a schedule named on one stage (--schedule zb-v --pp 1: "no valid layout", where ./train runs it) or with the
+// chunks ./train refuses; a --runs field holding a control byte (copied raw to the CSV). Each asserts the whole
 // first error line (but for counts and times) and the exit code. Run through ./train and ./train_asan. Included by
 // tests/test_faults.c after faults_bad_inputs.c (its bad_run and BAD); not built alone.
 
@@ -109,6 +111,54 @@ static const BadRun PLAN_HOSTILE_RUNS[] = {
       "sh -c '{train} --plan --model gpt2-124m --seq-len 2048 --gpus 16 --global-batch 1024 --top 1 --doc-lengths "
       "lognormal:78 > " HP "/docs.txt 2>&1 & sleep 8; kill -INT $!; wait $!; echo exit $?'", "exit 130", 0},
      NULL, "grep -qx 'stopped by signal 2 while building the --packing plan' " HP "/docs.txt"},
+    // --plan-csv -: was a file named '-'; now standard output, which carries the CSV alone (the table on stderr)
+    {{"plan_csv_stdout",
+      "sh -c '{train} --plan --model gpt2-124m --tp 1 --pp 1 --micro-batch 1 --zero 0 --top 1 --plan-csv - > " HP
+      "/stdout.csv; echo exit $?'", "exit 0", 0}, NULL,
+     "head -1 " HP "/stdout.csv | grep -q '^dp,tp,pp,cp,' && [ $(wc -l < " HP "/stdout.csv) -gt 1 ] && ! tail -n +2 "
+     HP "/stdout.csv | grep -Eqv '^[0-9]+,' && ! grep -q '^best:' " HP "/stdout.csv && grep -Eq '^wrote [0-9]+ "
+     "layouts to standard output$' " BAD "/out_*plan_csv_stdout.txt && grep -q '^best: --dp 8' " BAD
+     "/out_*plan_csv_stdout.txt && ! test -e ./-"},
+    {{"plan_runs_csv_stdout",
+      "sh -c '{train} --plan --runs " HP "/ok.csv --plan-csv - > " HP "/runs_stdout.csv; echo exit $?'", "exit 0",
+      0}, HP_OK,
+     "head -1 " HP "/runs_stdout.csv | grep -q '^model,seq_len,.*,pred_reason$' && grep -q '^1 runs predicted on ' "
+     BAD "/out_*plan_runs_csv_stdout.txt && ! test -e ./-"},
+    // a schedule named on one stage: "no valid layout: none of 8 GPUs passes the filters", where ./train runs it; now
+    // planned as it runs (its own start-up line predicts it so); the chunks ./train refuses, refused in its words
+    {{"plan_schedule_zb_v_one_stage", "--plan --model gpt2-124m --schedule zb-v --pp 1 --tp 1 --top 1",
+      "--pp 1 --vpp 2 --micro-batch", 0}, NULL, NULL},
+    {{"plan_schedule_interleaved_one_stage", "--plan --model gpt2-124m --schedule interleaved --pp 1 --tp 1 --top 1",
+      "--schedule interleaved,", 0}, NULL, NULL},
+    {{"plan_vpp_one_stage", "--plan --model gpt2-124m --pp 1 --vpp 2 --tp 1 --top 1",
+      "--pp 1 --vpp 2 --micro-batch", 0}, NULL, NULL},
+    {{"plan_schedule_interleaved_vpp1", "--plan --model gpt2-124m --schedule interleaved --vpp 1 --pp 2 --tp 1 --top 1",
+      "--pp 2 --vpp 1 --micro-batch", 0}, NULL, NULL},
+    {{"plan_schedule_1f1b_vpp2", "--plan --model gpt2-124m --schedule 1f1b --vpp 2",
+      "error: --vpp 2: --vpp > 1 needs --schedule interleaved, zb-v or dualpipe-v", 1}, NULL, NULL},
+    {{"plan_schedule_zb_v_vpp3", "--plan --model gpt2-124m --schedule zb-v --vpp 3",
+      "error: --vpp 3: --schedule zb-v places exactly two chunks per stage (a V); use --vpp 2", 1}, NULL, NULL},
+    // a --runs field holding ESC, a lone CR, or ESC in quotes: was copied raw into the CSV and onto the terminal
+    {{"plan_runs_field_escape", "--plan --runs " HP "/esc.csv",
+      "error: --runs " HP "/esc.csv: line 2, column 1: a control byte (0x1b) in a field (a runs file's text is "
+      "printable: a tab, and a line break in quotes, are the only others)", 1},
+     "printf 'sheet," HP_HEADER "\\n\\033]0;x\\007,llama-7b,4096,16,8,262144,1f1b,1,1,1,16,1,none,flash2,1,0\\n' > " HP
+     "/esc.csv", NULL},
+    {{"plan_runs_field_lone_cr", "--plan --runs " HP "/cr.csv",
+      "error: --runs " HP "/cr.csv: line 2, column 3: a control byte (0x0d) in a field", 1},
+     "printf 'sheet," HP_HEADER "\\nok\\rFAIL,llama-7b,4096,16,8,262144,1f1b,1,1,1,16,1,none,flash2,1,0\\n' > " HP
+     "/cr.csv", NULL},
+    {{"plan_runs_quoted_escape", "--plan --runs " HP "/qesc.csv",
+      "error: --runs " HP "/qesc.csv: line 3, column 2: a control byte (0x1b) in a field", 1},
+     "printf 'sheet," HP_HEADER "\\n\\042a\\nb\\033[31m\\042,llama-7b,4096,16,8,262144,1f1b,1,1,1,16,1,none,flash2,1,0"
+     "\\n' > " HP "/qesc.csv", NULL},
+    // a tab, and a line break (CRLF) in quotes, are a field's text: carried through, quoted
+    {{"plan_runs_quoted_line_break_kept", "--plan --runs " HP "/qlf.csv --plan-csv " HP "/qlf_out.csv",
+      "1 runs predicted on ", 0},
+     "printf '\\042a\\r\\nb\\tc\\042,' > " HP "/qlf_field && printf 'sheet," HP_HEADER "\\n' > " HP "/qlf.csv && cat "
+     HP "/qlf_field >> " HP "/qlf.csv && printf 'llama-7b,4096,16,8,262144,1f1b,1,1,1,16,1,none,flash2,1,0\\n' >> " HP
+     "/qlf.csv",
+     "tail -n +2 " HP "/qlf_out.csv | head -c 9 | cmp -s - " HP "/qlf_field"},
 };
 
 static void suite_plan_hostile(const char* bin) {

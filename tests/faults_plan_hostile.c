@@ -10,7 +10,8 @@
 // line written into the middle of the table (stdout not flushed first); a --runs column named 'VPP' or 'cp-ulysses'
 // (carried through unread); a search over a limit of seconds ("would take about 0 min"); --plan-csv - (a file named
 // '-'); a schedule named on one stage (--schedule zb-v --pp 1: "no valid layout", where ./train runs it) or with the
-// chunks ./train refuses; a --runs field holding a control byte (copied raw to the CSV). Each asserts the whole
+// chunks ./train refuses; a --runs field holding a control byte (copied raw to the CSV); MFU past 100% (PaLM's count
+// against the causal half the kernels run: a note, and the CSV's mfu_causal). Each asserts the whole
 // first error line (but for counts and times) and the exit code. Run through ./train and ./train_asan. Included by
 // tests/test_faults.c after faults_bad_inputs.c (its bad_run and BAD); not built alone.
 
@@ -159,6 +160,14 @@ static const BadRun PLAN_HOSTILE_RUNS[] = {
      HP "/qlf_field >> " HP "/qlf.csv && printf 'llama-7b,4096,16,8,262144,1f1b,1,1,1,16,1,none,flash2,1,0\\n' >> " HP
      "/qlf.csv",
      "tail -n +2 " HP "/qlf_out.csv | head -c 9 | cmp -s - " HP "/qlf_field"},
+    // MFU past 100% at efficiencies of 1 (128.3%, said nowhere why): a note with the causal count's 82.0%
+    {{"plan_mfu_past_100_note", "--plan --model llama-7b --seq-len 65536 --gpus 8 --global-batch 8 --tp 1 --cp 8 "
+      "--device-set matmul_eff=1 --device-set matmul_eff_own=1 --device-set attn_eff_own=1 --device-set hbm_eff=1 "
+      "--device-set matmul_latency_us=0 --device-set op_latency_us=0 --top 1",
+      "note: MFU and HFU above 100%: PaLM's count (6N + 12 L d T FLOPs a token) takes the causal attention as the "
+      "whole T x T", 0}, NULL,
+     "grep -q '(12[0-9].[0-9]% MFU, ' " BAD "/out_*plan_mfu_past_100_note.txt && grep -Eq \"this row's MFU is "
+     "8[0-9].[0-9]%$\" " BAD "/out_*plan_mfu_past_100_note.txt"},
 };
 
 static void suite_plan_hostile(const char* bin) {

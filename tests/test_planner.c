@@ -171,6 +171,7 @@ int main(void) {
     test_runs();
     test_cli_kernel_names();
     test_cli_schedules();
+    test_mfu_causal_count();
     test_run_plan();
     test_cli_context_parallel();
     test_calibration_runs();

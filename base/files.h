@@ -116,6 +116,9 @@ static void output_check(const char* path, const char* what) {
     char probe[PATH_CAP];
     struct stat st;
     if (!*path) fail("%s: expected a file name, got ''", what);  // the probe and the temporary went to the cwd
+    if (!strcmp(path, "-"))  // (a file named '-' where a Unix user means standard output, which the run's lines use)
+        fail("%s -: standard output carries the run's lines, not this file: give a file name (./- for one named '-')",
+             what);
     if (lstat(path, &st) == 0 && !S_ISREG(st.st_mode))
         fail("%s %s: exists and is %s (only a regular file is ever replaced)", what, path, file_kind(st.st_mode));
     int fd = mkstemp(path_format(probe, what, "%s.probe-XXXXXX", path));

@@ -558,6 +558,9 @@ static const BadCase BAD_CASES[] = {
      "LATEST does not name a checkpoint", 1},
     {"ckpt_dir_is_file", "--steps 1 --ckpt-dir " BAD "/a_file", "--ckpt-dir", 1},
     {"log_unwritable", "--steps 1 --log " BAD "/no_such_dir/log.jsonl", "--log", 1},
+    // '-' is a file of that name to open(): a Unix user means standard output, which carries the run's lines
+    {"log_dash", "--steps 1 --log -", "--log -: standard output carries the run's lines", 1},
+    {"export_llmc_dash", "--steps 1 --export-llmc -", "--export-llmc -: standard output carries", 1},
     {"export_llmc_llama", "--model llama-tiny --steps 1 --export-llmc " BAD "/llama.bin", "GPT-2", 1},
     {"export_llmc_unwritable", "--steps 1 --export-llmc " BAD "/no_such_dir/e.bin", "--export-llmc", 1},
     {"import_llmc_garbage", "--import-llmc " BAD "/llmc_garbage.bin", "llmc_garbage.bin", 1},

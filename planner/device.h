@@ -78,6 +78,22 @@ static const NcclModel* nccl_model_of(int code) {
     return m;
 }
 
+// Attention's forward + backward rate by sequence length: causal, head dim 128, 16k tokens a batch (batch x length;
+// hidden 2048, 16 heads), TFLOP/s at 512, 1k, 2k, 4k, 8k and 16k tokens, from FlashAttention-2's benchmark figures
+// (Dao 2023, arXiv 2307.08691, Figure 4d; Dao-AILab/flash-attention assets/flash2_{a100,h100}_fwd_bwd_benchmark.png
+// at 4f285b35; benchmarks/benchmark_flash_attention.py at 60499abc). flash2: FlashAttention-2; triton: FlashAttention
+// in Triton, the figure's "FlashAttention Triton" (the A100's only: the H100 figure has none, flash2's is taken).
+// anchor: the length the device's attn_eff_flash2 was set at (time.h flash_length_factor).
+#define ATTN_LENGTH_POINTS 6
+typedef struct {
+    double flash2[ATTN_LENGTH_POINTS];
+    double triton[ATTN_LENGTH_POINTS];  // all 0: not benchmarked
+    double anchor;
+} AttnLengthCurve;
+static const double ATTN_LENGTH_TOKENS[ATTN_LENGTH_POINTS] = {512, 1024, 2048, 4096, 8192, 16384};
+static const AttnLengthCurve ATTN_LENGTH_A100 = {{99, 133, 155, 173, 182, 189}, {50, 61, 68, 74, 78, 80}, 2048};
+static const AttnLengthCurve ATTN_LENGTH_H100 = {{163, 221, 265, 294, 308, 328}, {0}, 16384};
+
 typedef struct {
     char name[32];
     // compute
@@ -93,6 +109,7 @@ typedef struct {
     double attn_eff_flash1;  // the same for FlashAttention 1
     double attn_eff_flash3;  // the same for Hopper's fused attention (FlashAttention-3, cuDNN's; software.h flash3)
     double attn_eff_own;     // the same for this trainer's own flash kernels (backend/gpu: no wgmma, no TMA)
+    const AttnLengthCurve* attn_length;  // FA2's and Triton's rate by sequence length (NULL: one rate at every T)
     double bmm_eff;          // fraction of peak of the batched Q K^T and P V matmuls of unfused attention
     double tensor_clock;     // the clock the device's power limit sustains under matmuls, over the clock its peak_flops
                              // is quoted at (1: as quoted); scales every tensor-core rate above, not peak_flops (MFU
@@ -169,6 +186,7 @@ static void profile_a100(DeviceProfile* d) {
     d->attn_eff_flash2 = 0.52;    // FlashAttention-2 fwd+bwd, causal, hd 128, 2k-8k tokens (Dao 2023: ~150-175 TFLOP/s,
                                   // 0.50) over flash_shape_eff at its benchmarks' shapes (diagonal tiles: 0.94-0.985)
     d->attn_eff_own = 0.132;      // the H200's fraction (below), assumed: not measured on an A100
+    d->attn_length = &ATTN_LENGTH_A100;
     d->attn_eff_flash1 = 0.27;    // fit (FlashAttention 1.0.8, head dim 128)
     d->attn_eff_flash3 = 0.52;    // FlashAttention-3 needs Hopper (wgmma, TMA): an A100 runs FA2-class kernels
     d->tensor_clock = 1;          // the datasheet's peak at the datasheet's power limit (400 W SXM4)
@@ -255,6 +273,7 @@ static void profile_h100(DeviceProfile* d) {
     d->bmm_eff = 0.634;           // as matmul_eff (the A100's note)
     d->sms = 132;
     d->attn_eff_flash2 = 0.35;    // FlashAttention-2 on the H100: "only 35% utilization" (Shah et al. 2024, FA3)
+    d->attn_length = &ATTN_LENGTH_H100;
     d->attn_eff_flash1 = 0.25;
     d->attn_eff_flash3 = 0.525;   // FlashAttention-3 "achieves speedup on H100 GPUs by 1.5-2.0x" over FA2 (Shah et al.
                                   // 2024, abstract; FP16, forward up to 740 TFLOP/s): the low end of the range (the
@@ -362,6 +381,7 @@ static void profile_cpu(DeviceProfile* d) {
     d->matmul_latency = 2e-6;
     d->sms = 0;
     d->attn_eff_flash2 = d->attn_eff_flash1 = d->attn_eff_flash3 = d->attn_eff_own = 0.30;
+    d->attn_length = NULL;
     d->bmm_eff = 0.30;
     d->mem_bytes = 16 * GiB;
     d->mem_overhead = 0.25 * GiB;

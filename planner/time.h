@@ -404,6 +404,28 @@ static double flash2_shape_eff(const DeviceProfile* d, double b, double heads, d
     double q = backward ? (hd <= 64 ? 128 : 64) : 128, k = backward ? (hd <= 128 ? 128 : 64) : (hd <= 64 ? 128 : 64);
     return flash_shape_eff_tiles(d, b, heads, T, q, k, backward);
 }
+// A flash kernel's rate at T tokens over its rate at the length the device's attn_eff_flash2 was set at, from the
+// benchmark's curve (device.h AttnLengthCurve; the Triton kernel's own where it has one) over the tile shape at the
+// benchmark's shapes (16k tokens a batch, 16 heads of 128): the masked tiles' share is flash2_shape_eff's. Between
+// the points linear in log length; held at the ends (none past 16k). 1 without a curve.
+static double flash_length_rate(const DeviceProfile* d, const double* tflops, int i) {
+    double T = ATTN_LENGTH_TOKENS[i], b = ATTN_LENGTH_TOKENS[ATTN_LENGTH_POINTS - 1] / T;
+    double f = flash2_shape_eff(d, b, 16, T, 128, 0), g = flash2_shape_eff(d, b, 16, T, 128, 1);
+    return tflops[i] * (1 / f + 2.5 / g) / (1 + 2.5);  // over the pair's shape (the backward: 2.5x the FLOPs)
+}
+static double flash_length_at(const DeviceProfile* d, const double* tflops, double T) {
+    int last = ATTN_LENGTH_POINTS - 1, i = 0;
+    if (T <= ATTN_LENGTH_TOKENS[0]) return flash_length_rate(d, tflops, 0);
+    if (T >= ATTN_LENGTH_TOKENS[last]) return flash_length_rate(d, tflops, last);
+    while (T > ATTN_LENGTH_TOKENS[i + 1]) i++;
+    double w = log(T / ATTN_LENGTH_TOKENS[i]) / log(ATTN_LENGTH_TOKENS[i + 1] / ATTN_LENGTH_TOKENS[i]);
+    return (1 - w) * flash_length_rate(d, tflops, i) + w * flash_length_rate(d, tflops, i + 1);
+}
+static double flash_length_factor(const DeviceProfile* d, double T, int triton) {
+    if (!d->attn_length) return 1;
+    const double* tflops = triton && d->attn_length->triton[0] > 0 ? d->attn_length->triton : d->attn_length->flash2;
+    return flash_length_at(d, tflops, T) / flash_length_at(d, tflops, d->attn_length->anchor);
+}
 
 // Times of one transformer layer for one micro-batch on one GPU.
 typedef struct {
@@ -513,13 +535,14 @@ static LayerTime layer_time(const ModelConfig* c, int b, int tp, int sp, int cp,
     int allgather = k->cp_allgather && cp > 1, kernels = allgather ? 2 : R;  // all-gather: a kernel per own chunk
     if (attn_is_flash(k->attention)) {
         // QK^T and AV: 4 b T^2 h FLOPs, causal kernels skip half; the backward does 2.5x (5 matmuls vs 2).
-        // FlashAttention in Triton: FA2's rate, its forward and backward slower by the measured factors
+        // FlashAttention-2 and in Triton: the device's rate at its anchor length times the benchmark's rise with T
+        // (flash_length_factor); the Triton kernel's forward and backward slower by the measured factors
         double flops = 4.0 * b * T * T * h / (t * cp) * 0.5 * imbalance;
         int triton = k->attention == ATTN_FLASH_TRITON && !k->own_kernels;
         double kernel = k->own_kernels                  ? d->attn_eff_own
                         : k->attention == ATTN_FLASH1 ? d->attn_eff_flash1
                         : k->attention == ATTN_FLASH3 ? d->attn_eff_flash3
-                                                      : d->attn_eff_flash2;
+                                                      : d->attn_eff_flash2 * flash_length_factor(d, T, triton);
         int fa2 = k->attention == ATTN_FLASH2 && !k->own_kernels;  // FA2's own tiles by pass; the others 128 x 128
         double heads = a / (t * U), eff_f = kernel * (fa2 ? flash2_shape_eff(d, b, heads, T, hd, 0)
                                                           : flash_shape_eff(d, b, heads, T));

@@ -1025,10 +1025,10 @@ static void test_calibration_runs(void) {
     double acc = judged ? (double)right / judged : 0, mae = n_err ? err / n_err : 99;
     check(rc == 0 && judged > 300 && acc >= 0.92 && mae <= 4, "calibration_runs_fit_and_mfu",
           "fit accuracy %.3f over %d runs, MFU MAE %.2f over %d", acc, judged, mae, n_err);
-    // the numbers the README publishes (fit accuracy 0.928, MAE 2.18, since every collective's latency is NCCL's
-    // own model, the tensor-parallel ones inside a node too: 8.4 us, 3.4 an NVLink hop, 14 a network one)
-    check(fabs(acc - 0.928) < 0.0005 && fabs(mae - 2.18) < 0.005, "calibration_runs_as_published",
-          "fit accuracy %.4f (README 0.928), MFU MAE %.3f (README 2.18)", acc, mae);
+    // the numbers the README publishes (fit accuracy 0.928, MAE 2.11 since FA2's rate follows its benchmark's rise
+    // with length: the 8k sheets; 2.18 with every collective's latency NCCL's own model: 8.4 us, 3.4 an NVLink hop)
+    check(fabs(acc - 0.928) < 0.0005 && fabs(mae - 2.11) < 0.005, "calibration_runs_as_published",
+          "fit accuracy %.4f (README 0.928), MFU MAE %.3f (README 2.11)", acc, mae);
     unlink(out), unlink(log);
 }
 

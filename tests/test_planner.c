@@ -118,6 +118,7 @@ int main(void) {
     test_nanotron_ddp_buckets();
     test_nanotron_options();
     test_attention_flash3();
+    test_flash_length_factor();
     test_allocator_share();
     test_gemm_shape_efficiency();
     test_tp_collectives();

@@ -184,7 +184,8 @@ static void profile_a100(DeviceProfile* d) {
                                   // 2.03, median Spearman 0.916 / 0.914 / 0.874 (the H200 measured 128)
     d->sms = 108;
     d->attn_eff_flash2 = 0.52;    // FlashAttention-2 fwd+bwd, causal, hd 128, 2k-8k tokens (Dao 2023: ~150-175 TFLOP/s,
-                                  // 0.50) over flash_shape_eff at its benchmarks' shapes (diagonal tiles: 0.94-0.985)
+                                  // 0.50) over flash_shape_eff at its benchmarks' shapes (diagonal tiles: 0.94-0.985);
+                                  // its 2k point's 0.528: attn_length's anchor
     d->attn_eff_own = 0.132;      // the H200's fraction (below), assumed: not measured on an A100
     d->attn_length = &ATTN_LENGTH_A100;
     d->attn_eff_flash1 = 0.27;    // fit (FlashAttention 1.0.8, head dim 128)
@@ -272,7 +273,8 @@ static void profile_h100(DeviceProfile* d) {
     d->matmul_eff_scaling = 0.634;  // no study run on an H100: the framework's
     d->bmm_eff = 0.634;           // as matmul_eff (the A100's note)
     d->sms = 132;
-    d->attn_eff_flash2 = 0.35;    // FlashAttention-2 on the H100: "only 35% utilization" (Shah et al. 2024, FA3)
+    d->attn_eff_flash2 = 0.35;    // FlashAttention-2 on the H100: "only 35% utilization" (Shah et al. 2024, FA3), the
+                                  // top of its benchmark (16k: 328 TFLOP/s over the tiles, 0.334): attn_length's anchor
     d->attn_length = &ATTN_LENGTH_H100;
     d->attn_eff_flash1 = 0.25;
     d->attn_eff_flash3 = 0.525;   // FlashAttention-3 "achieves speedup on H100 GPUs by 1.5-2.0x" over FA2 (Shah et al.

@@ -143,14 +143,26 @@ static double act_head_bytes(const ActShape* s, int act_bytes, int align) {
     return act_bufs_bytes(b, N_HD, act_bytes, align);
 }
 
+// The bytes of what a chunk's buffers are made of, for shape s: one N x C tensor of a slot (x), a layer's
+// LayerActs (none under --recompute full), a layer's WeightGradIn set and a head. The planner sums them for
+// every chunk of every layout it predicts: computed once a layout.
+typedef struct { double x, layer, wg, head; } ActUnits;
+static ActUnits act_units(const ActShape* s, int recompute, int act_bytes, int align) {
+    ActBuf x = {s->N * s->C, 0};
+    ActUnits u = {act_bufs_bytes(&x, 1, act_bytes, align),
+                  recompute == RECOMPUTE_FULL ? 0 : act_layer_bytes(s, recompute == RECOMPUTE_NONE, act_bytes, align),
+                  act_weight_grad_in_bytes(s, act_bytes, align), act_head_bytes(s, act_bytes, align)};
+    return u;
+}
+
 // One slot of a chunk of n_layers: its layer inputs and output, dout and dinp (N x C each),
 // and the layers' LayerActs unless --recompute full.
+static double act_units_slot_bytes(const ActUnits* u, int n_layers) {
+    return (n_layers + 3) * u->x + n_layers * u->layer;
+}
 static double act_slot_bytes(const ActShape* s, int n_layers, int recompute, int act_bytes, int align) {
-    ActBuf x = {s->N * s->C, 0};
-    double bytes = (n_layers + 3) * act_bufs_bytes(&x, 1, act_bytes, align);
-    if (recompute != RECOMPUTE_FULL && n_layers > 0)  // (the planner's probes ask for many chunks of none)
-        bytes += n_layers * act_layer_bytes(s, recompute == RECOMPUTE_NONE, act_bytes, align);
-    return bytes;
+    ActUnits u = act_units(s, recompute, act_bytes, align);
+    return act_units_slot_bytes(&u, n_layers);
 }
 
 // The shared scratch with its WeightGradIn and, under --recompute full, the layer being
@@ -180,11 +192,10 @@ static ActCounts act_chunk_counts(const PipeOp* ops, int n_ops, int chunk, int s
     return k;
 }
 
-// Everything a chunk of n_layers allocates for its slots and pools.
-static double act_chunk_bytes(const ActShape* s, int n_layers, int recompute, ActCounts k, int act_bytes, int align) {
-    return k.slots * act_slot_bytes(s, n_layers, recompute, act_bytes, align) +
-           (k.wg_sets && n_layers ? k.wg_sets * n_layers * act_weight_grad_in_bytes(s, act_bytes, align) : 0) +
-           (k.heads ? k.heads * act_head_bytes(s, act_bytes, align) : 0);
+// Everything a chunk of n_layers allocates for its slots and pools (u: act_units of its shape).
+static double act_chunk_bytes(const ActUnits* u, int n_layers, ActCounts k) {
+    return k.slots * act_units_slot_bytes(u, n_layers) + (k.wg_sets && n_layers ? k.wg_sets * n_layers * u->wg : 0) +
+           (k.heads ? k.heads * u->head : 0);
 }
 
 // Context parallelism's buffers, shared by the layers: layer_parallel/context_parallel.h cp_alloc

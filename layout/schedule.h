@@ -118,7 +118,7 @@ static void interleaved_slot(int k, int pp, int vpp, int forward, int* mb, int* 
 // The W's owed fill the cool-down, where 1F1B's stage s waits for gradients: with
 // F = B = W the bubble is (p-1)(F+B-W), a third of 1F1B's.
 //
-// ZB-V (zbv_build): two chunks per stage in a V (chunk_global); found by playing the whole
+// ZB-V (zbv_play): two chunks per stage in a V (chunk_global); found by playing the whole
 // pipeline with the op times t_build (F, B and W of each global chunk; NULL: all equal) and
 // free messages. Whenever a stage is free it starts the first ready op of
 //   1. B of its oldest micro-batch whose output gradient has arrived, deepest chunk first;
@@ -131,8 +131,8 @@ static void interleaved_slot(int k, int pp, int vpp, int forward, int* mb, int* 
 // arrives); played with times in the right proportions it does not, and it stays good when
 // the real times differ from them by 20%. The runtime and the planner play it with each
 // chunk's FLOPs (chunk_op_flops), so both see the same list whatever the device.
-// One play gives every stage's list; schedule_build returns the one asked for.
-static int zbv_build(int stage, int pp, int n_micro, const double* t_build, PipeOp* ops) {
+// One play gives every stage's list: into lists[s] (room for schedule_max_ops; NULL: not wanted), n_ops[s] ops.
+static void zbv_play(int pp, int n_micro, const double* t_build, PipeOp* const* lists, int* n_ops) {
     int kind = SCHED_ZBV, vpp = 2, n_chunks = 2 * pp, limit = 2 * pp;
     const double INF = 1e300;
     // per global chunk: next micro-batch to run F / B on; when each (mb, g) finished F / B
@@ -149,7 +149,8 @@ static int zbv_build(int stage, int pp, int n_micro, const double* t_build, Pipe
     int* w_chunk = (int*)xmalloc(sizeof(int) * pp * vpp * n_micro);
     int* w_head = (int*)xcalloc(pp, sizeof(int));
     int* w_tail = (int*)xcalloc(pp, sizeof(int));
-    int n = 0, left = 3 * n_chunks * n_micro;
+    int left = 3 * n_chunks * n_micro;
+    for (int k = 0; k < pp; k++) n_ops[k] = 0;
 #define F_END(mb, g) f_end[(g) * n_micro + (mb)]
 #define B_END(mb, g) b_end[(g) * n_micro + (mb)]
     while (left > 0) {
@@ -199,7 +200,7 @@ static int zbv_build(int stage, int pp, int n_micro, const double* t_build, Pipe
             w_mb[i] = mb, w_chunk[i] = c;
         }
         if (op == OP_W) held[s]--;
-        if (s == stage) n = push_compute(ops, n, kind, op, mb, c, stage, pp, vpp);
+        if (lists[s]) n_ops[s] = push_compute(lists[s], n_ops[s], kind, op, mb, c, s, pp, vpp);
         left--;
     }
 #undef F_END
@@ -214,7 +215,6 @@ static int zbv_build(int stage, int pp, int n_micro, const double* t_build, Pipe
     free(w_chunk);
     free(w_head);
     free(w_tail);
-    return n;
 }
 
 // DualPipe-V (DeepSeek-AI 2024, DeepSeek-V3 report section 3.2.1; the V-shaped "cut-in-half"
@@ -276,7 +276,7 @@ static int dualpipev_build(int stage, int pp, int n_micro, PipeOp* ops) {
     return d->n;
 }
 
-// The op times ZB-V's list is built for (zbv_build), the same in the runtime and the
+// The op times ZB-V's list is built for (zbv_play), the same in the runtime and the
 // planner: t[0..n), t[n..2n), t[2n..3n) (n = pp*vpp global chunks) the FLOPs per token of
 // each chunk's F, B and W. A layer's matmuls (N parameters) cost 2N in each of F, B (input
 // gradients) and W (weight gradients), its attention 4dT forward and 8dT backward (PaLM's
@@ -301,7 +301,15 @@ static void chunk_op_flops(const ModelConfig* c, int pp, int vpp, double* t) {
 // schedules do not depend on times). Returns the number of ops written to ops[] (room for
 // schedule_max_ops()).
 static int schedule_build(int kind, int stage, int pp, int vpp, int n_micro, const double* t_build, PipeOp* ops) {
-    if (kind == SCHED_ZBV) return zbv_build(stage, pp, n_micro, t_build, ops);
+    if (kind == SCHED_ZBV) {  // the play of every stage, this one's list kept
+        PipeOp** lists = (PipeOp**)xcalloc(pp, sizeof(PipeOp*));
+        int* n_ops = (int*)xmalloc(sizeof(int) * pp), n;
+        lists[stage] = ops;
+        zbv_play(pp, n_micro, t_build, lists, n_ops);
+        n = n_ops[stage];
+        free(lists), free(n_ops);
+        return n;
+    }
     if (kind == SCHED_DUALPIPEV) return dualpipev_build(stage, pp, n_micro, ops);
     int n = 0;
     if (kind == SCHED_GPIPE) {  // all forwards, then all backwards
@@ -354,6 +362,14 @@ static int schedule_build(int kind, int stage, int pp, int vpp, int n_micro, con
         n = push_compute(ops, n, kind, OP_BWD, mb, chunk, stage, pp, vpp);
     }
     return n;
+}
+
+// Every stage's list, into lists[s] (room for schedule_max_ops each), n_ops[s] ops: ZB-V's from one play.
+static void schedule_build_all(int kind, int pp, int vpp, int n_micro, const double* t_build, PipeOp* const* lists,
+                               int* n_ops) {
+    if (kind == SCHED_ZBV) zbv_play(pp, n_micro, t_build, lists, n_ops);
+    else
+        for (int s = 0; s < pp; s++) n_ops[s] = schedule_build(kind, s, pp, vpp, n_micro, t_build, lists[s]);
 }
 
 // Whether a list has W ops (then a (micro-batch, chunk) holds its activations until its W).
@@ -520,10 +536,13 @@ static double schedule_simulate_mb(int kind, int pp, int vpp, int n_micro, const
     // arrival[dir][mb][g]: time the message sent by chunk g (dir 0: activation, 1: gradient) arrives; -1 not yet sent
     double* arrival = (double*)xmalloc(sizeof(double) * 2 * n_micro * n_chunks);
     for (int i = 0; i < 2 * n_micro * n_chunks; i++) arrival[i] = -1;
+    PipeOp** lists = (PipeOp**)xmalloc(sizeof(PipeOp*) * pp);
     for (int s = 0; s < pp; s++) {
-        n_ops[s] = schedule_build(kind, s, pp, vpp, n_micro, t_build, ops + (size_t)s * max_ops);
+        lists[s] = ops + (size_t)s * max_ops;
         if (busy) busy[s] = 0;
     }
+    schedule_build_all(kind, pp, vpp, n_micro, t_build, lists, n_ops);
+    free(lists);
     int done = 0, total = 0;
     for (int s = 0; s < pp; s++) total += n_ops[s];
     while (done < total) {

@@ -304,7 +304,7 @@ static int offload_in_flight(const ModelConfig* c, int in_flight) {
 typedef struct {
     int schedule, pp, vpp, m;  // the shape (pp 0: an empty entry)
     int defer_weight;          // --weight-pass deferred (c->weight_pass_deferred)
-    double* t_build;           // the times its lists were built for (chunk_op_flops)
+    double* t_build;           // the times its lists were built for (chunk_op_flops; ZB-V only, else NULL)
     int* peaks;                // peaks[2s], peaks[2s+1]: stage s's in flight and W's owed
     int* held_owed;            // lists with W ops: stage s's (F run, B not; B run, W not) pair counts that no other
                                // moment of its list exceeds in both, at held_owed[2 * held_owed_at[s] ...] up to
@@ -368,11 +368,12 @@ static void held_owed_frontiers(PipeOp* const* lists, const int* n_ops, int pp, 
 static const PipeCounts* pipe_counts(const ModelConfig* c, int m) {
     int schedule = c->schedule, pp = c->pp, vpp = c->vpp, n_t = 3 * pp * vpp, defer = c->weight_pass_deferred;
     // the times ZB-V's lists are built for, as in the runtime (only ZB-V's lists depend on them: the
-    // others' counts are kept whatever the cut); ZB-V's different cuts are kept apart
-    double* t_build = (double*)xcalloc(n_t, sizeof(double));
+    // others' counts are kept whatever the cut, with no times, NULL); ZB-V's different cuts are kept apart
+    double* t_build = NULL;
     unsigned slot =
         (unsigned)schedule * 2654435761u ^ (unsigned)pp * 40503u ^ (unsigned)vpp * 977u ^ (unsigned)m * 2246822519u;
     if (schedule == SCHED_ZBV) {
+        t_build = (double*)xmalloc(sizeof(double) * n_t);
         chunk_op_flops(c, pp, vpp, t_build);
         for (int i = 0; i < n_t; i++) {
             unsigned long long bits;
@@ -382,7 +383,7 @@ static const PipeCounts* pipe_counts(const ModelConfig* c, int m) {
     }
     PipeCounts* e = &pipe_counts_kept[slot % PIPE_COUNTS_KEPT];
     if (e->schedule != schedule || e->pp != pp || e->vpp != vpp || e->m != m || e->defer_weight != defer ||
-        memcmp(e->t_build, t_build, sizeof(double) * n_t)) {
+        (t_build && memcmp(e->t_build, t_build, sizeof(double) * n_t))) {
         PipeOp** lists = (PipeOp**)xmalloc(sizeof(PipeOp*) * pp);
         int* n_ops = (int*)xmalloc(sizeof(int) * pp);
         free(e->peaks), free(e->chunks), free(e->t_build), free(e->held), free(e->seen_held), free(e->seen_order);
@@ -390,10 +391,8 @@ static const PipeCounts* pipe_counts(const ModelConfig* c, int m) {
         e->held = NULL, e->held_key = 0, e->seen_held = NULL, e->seen_order = NULL, e->seen_key = 0;
         e->peaks = (int*)xmalloc(sizeof(int) * 2 * pp);
         e->chunks = (ActCounts*)xmalloc(sizeof(ActCounts) * pp * vpp);
-        for (int s = 0; s < pp; s++) {
-            lists[s] = (PipeOp*)xmalloc(sizeof(PipeOp) * schedule_max_ops(m, vpp));
-            n_ops[s] = schedule_build(schedule, s, pp, vpp, m, t_build, lists[s]);
-        }
+        for (int s = 0; s < pp; s++) lists[s] = (PipeOp*)xmalloc(sizeof(PipeOp) * schedule_max_ops(m, vpp));
+        schedule_build_all(schedule, pp, vpp, m, t_build, lists, n_ops);
         held_owed_frontiers(lists, n_ops, pp, &e->held_owed, &e->held_owed_at);
         for (int s = 0; s < pp; s++) {
             const PipeOp* ops = lists[s];
@@ -500,22 +499,28 @@ static double pipe_peak_lazy_grads(const ModelConfig* c, int m, int st, const in
     return peak;
 }
 
-// This trainer's activation memory on stage st: the buffers its build allocates, from the
-// same lists (layout/activations.h): the shared scratch (with the CPU build's norm scratch;
-// the GPU build carves every buffer on 256 bytes, and sizes its attention backward's dQ
-// buffer by the device's SM count, sms), and for each local chunk its slots, weight-pass sets
-// and heads (k[j], pipe_counts' chunks of the stage). layers[g]: layers of global chunk g.
-static double trainer_stage_act_bytes(const ModelConfig* c, int dtype_bytes, int sms, int st, const ActCounts* k,
-                                      const int* layers) {
+// This trainer's activation buffers on one rank of layout c, the same on every stage: the bytes of the shared
+// scratch (with the CPU build's norm scratch; the GPU build carves every buffer on 256 bytes, and sizes its attention
+// backward's dQ buffer by the device's SM count, sms) and of the units a chunk's buffers are made of (*u).
+static double trainer_act_scratch_bytes(const ModelConfig* c, int dtype_bytes, int sms, ActUnits* u) {
     ActShape s = act_shape(c, c->micro_batch);
     s.sms = sms;
     int host = dtype_bytes == 4, align = host ? 1 : 256;
-    double bytes = act_scratch_bytes(&s, c->recompute, host, dtype_bytes, align);
+    *u = act_units(&s, c->recompute, dtype_bytes, align);
+    return act_scratch_bytes(&s, c->recompute, host, dtype_bytes, align);
+}
+
+// This trainer's activation memory on stage st: the buffers its build allocates, from the
+// same lists (layout/activations.h): the shared scratch (trainer_act_scratch_bytes, with the units u), and for
+// each local chunk its slots, weight-pass sets and heads (k[j], pipe_counts' chunks of the stage). layers[g]:
+// layers of global chunk g.
+static double trainer_stage_act_bytes(const ModelConfig* c, double scratch, const ActUnits* u, int st,
+                                      const ActCounts* k, const int* layers) {
+    double bytes = scratch;
     for (int j = 0; j < c->vpp; j++) {
         ActCounts on_device = k[j];  // --offload activations: the frames (layout/activations.h)
         on_device.slots = act_device_slots(k[j].slots, c);
-        bytes += act_chunk_bytes(&s, layers[chunk_global(c->schedule, c->pp, st, j)], c->recompute, on_device,
-                                 dtype_bytes, align);
+        bytes += act_chunk_bytes(u, layers[chunk_global(c->schedule, c->pp, st, j)], on_device);
     }
     return bytes;
 }

@@ -381,6 +381,8 @@ static void plan_memory(const ModelConfig* c, const PlanSetup* k, const DevicePr
     // them at B but for what W reads (w_keep_layer, Qi et al. 2023's M_W): the largest held x activations + owed x
     // M_W over the list's moments (memory.h held_owed_frontiers; ZB-H1's stage s: p - s held, s owed).
     const PipeCounts* pc = pipe_counts(c, m);
+    ActUnits units = {0, 0, 0, 0};  // this trainer's (trainer_act_scratch_bytes)
+    double scratch = k->own_buffers ? trainer_act_scratch_bytes(c, d->dtype_bytes, d->sms, &units) : 0;
     for (int st = 0; st < pp; st++) {
         int stage_layers = 0, max_layers = 0, min_layers = INT_MAX, stage_embed = 0, stage_head = 0;
         for (int j = 0; j < vpp; j++) {
@@ -401,11 +403,11 @@ static void plan_memory(const ModelConfig* c, const PlanSetup* k, const DevicePr
             // attention keeps no T x T scores), cp's with them; once allocated they stay:
             // no allocator share
             w_in = 0;
-            act = trainer_stage_act_bytes(c, d->dtype_bytes, d->sms, st, pc->chunks + st * vpp, ch->layers) + cp_buf;
+            act = trainer_stage_act_bytes(c, scratch, &units, st, pc->chunks + st * vpp, ch->layers) + cp_buf;
             temp = trainer_zero_work_bytes(c, d->dtype_bytes, stage_embed, stage_head, tp, stage_layers) +
                    (c->zero <= 1 ? grad_reduce_scratch_bytes(k->grad_reduce_bf16, dp * cp) : 0);
             host_act = c->offload & OFFLOAD_ACTIVATIONS
-                           ? trainer_stage_act_bytes(&all_on_device, d->dtype_bytes, d->sms, st, pc->chunks + st * vpp,
+                           ? trainer_stage_act_bytes(&all_on_device, scratch, &units, st, pc->chunks + st * vpp,
                                                      ch->layers) + cp_buf - act
                            : 0;
             reserve = d->mem_overhead;

@@ -56,6 +56,11 @@ static void plan_usage(void) {
         "                          built before the step: none (the GEMMs accumulate, or autograd's lazy .grad),\n"
         "                          add (a kernel a weight: nanotron's, its default), cast_add (a cast then the\n"
         "                          add: DeepSpeed's BF16_Optimizer, BLOOM's); each step clipped and zeroed\n"
+        "  --states-dtype fp32|bf16  a framework's weights and AdamW states: bf16 weights with an fp32 master\n"
+        "                          and fp32 m, v (default), or all bf16, no master (KempnerForge's model.to(bf16))\n"
+        "  --grad-sync per_micro_batch|last_micro_batch  a framework's ZeRO 2|3 gradients reduce-scattered\n"
+        "                          after every micro-batch (default), or once under the last, each layer's\n"
+        "                          unsharded gradient kept in the reduce dtype till then (FSDP2's no-sync)\n"
         "  --fsdp-version 1|2      ZeRO-3 of framework|foundry|megatron as PyTorch FSDP1 (default: gathered into\n"
         "                          its flat parameter) or FSDP2 (fully_shard: each gather copied into the\n"
         "                          parameters on the compute stream)\n"
@@ -256,7 +261,7 @@ static void plan_parse_args(int argc, char** argv, PlanArgs* a) {
     const char* sets[64];
     int n_sets = 0, grad_reduce_bf16 = 0, grad_reduce_given = 0;
     const char *dropout = NULL, *grad_alloc = NULL, *grad_accum = NULL, *fsdp_version = NULL, *loss = NULL,
-               *nccl = NULL;
+               *nccl = NULL, *states_dtype = NULL, *grad_sync = NULL;
     FlagsGiven given = {"--plan: ", 0, {}};  // --device-set is repeatable (a key it sets twice: plan_device)
     for (int i = 1; i < argc; i++) {
         if (!strcmp(argv[i], "--plan")) { flag_once(&given, argv[i], NULL); continue; }
@@ -331,6 +336,10 @@ static void plan_parse_args(int argc, char** argv, PlanArgs* a) {
             grad_alloc = v;
         else if (!strcmp(flag, "--grad-accum-pass"))
             grad_accum = v;
+        else if (!strcmp(flag, "--states-dtype"))
+            states_dtype = v;
+        else if (!strcmp(flag, "--grad-sync"))
+            grad_sync = v;
         else if (!strcmp(flag, "--fsdp-version"))
             fsdp_version = v;
         else if (!strcmp(flag, "--loss"))
@@ -393,6 +402,12 @@ static void plan_parse_args(int argc, char** argv, PlanArgs* a) {
     // (after --software, which sets their defaults): a runs row's grad_alloc, fsdp_version and loss columns otherwise
     if (grad_alloc && software_set_grad_alloc(&a->setup, "--grad-alloc", grad_alloc, why, sizeof(why))) fail("%s", why);
     if (grad_accum && software_set_grad_accum(&a->setup, "--grad-accum-pass", grad_accum, why, sizeof(why)))
+        fail("%s", why);
+    // (after --grad-accum-pass: an fp32 accumulation has an fp32 master)
+    if (states_dtype && software_set_states_dtype(&a->setup, "--states-dtype", states_dtype, why, sizeof(why)))
+        fail("%s", why);
+    // the search's ZeRO 2 and 3 layouts (at ZeRO 0 and 1 the gradients are reduced once a step whatever it says)
+    if (grad_sync && software_set_grad_sync(&a->setup, "--grad-sync", grad_sync, f->zero, why, sizeof(why)))
         fail("%s", why);
     // the search's ZeRO-3 layouts as that FSDP runs them
     if (fsdp_version &&

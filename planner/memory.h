@@ -219,10 +219,12 @@ static double w_saved_inputs_per_layer(const ModelConfig* c, int b, int tp, int 
 
 // Bytes per parameter of the model states, bf16 mixed precision (Rajbhandari et al. 2020):
 // weight dtype_bytes (2) + gradient grad_bytes (2 or 4) + optimizer 12 (fp32 master 4,
-// Adam m 4, v 4); fp32 training has no master copy (4 + 4 + 8). ZeRO-1 divides the
-// optimizer states by dp, ZeRO-2 also the gradients, ZeRO-3 also the weights.
-static void state_bytes_per_param(const DeviceProfile* d, int zero, int dp, double* w, double* g, double* o) {
-    double opt = (d->dtype_bytes < 4 ? 4 : 0) + 8;
+// Adam m 4, v 4); fp32 training has no master copy (4 + 4 + 8); states_bf16 (PlanSetup: the
+// parameters themselves bf16, AdamW's m and v in their dtype) none either, m and v 2 each.
+// ZeRO-1 divides the optimizer states by dp, ZeRO-2 also the gradients, ZeRO-3 also the weights.
+static void state_bytes_per_param(const DeviceProfile* d, int states_bf16, int zero, int dp, double* w, double* g,
+                                  double* o) {
+    double opt = states_bf16 ? 2 + 2 : (d->dtype_bytes < 4 ? 4 : 0) + 8;
     *w = d->dtype_bytes, *g = d->grad_bytes, *o = opt;
     if (zero >= 1) *o /= dp;
     if (zero >= 2) *g /= dp;

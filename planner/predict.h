@@ -291,14 +291,29 @@ static PlanChunks plan_chunks(const ModelConfig* c, const PlanSetup* k, const De
     return ch;
 }
 
+// Whether FSDP's no-sync accumulation runs (grad_sync_last): ZeRO 2 or 3 with more than one micro-batch (at ZeRO 0
+// and 1 the gradients are reduced once a step whatever it says).
+static int plan_sync_last(const ModelConfig* c, const PlanSetup* k, int m) {
+    return k->grad_sync_last && c->zero >= 2 && m > 1;
+}
+// The bytes of a gradient FSDP2 keeps unsharded across the micro-batches without sync: the reduce dtype's
+// (_fsdp_param.py to_accumulated_grad_if_needed casts to it), else the gradient's own (autograd's .grad).
+static double held_grad_bytes(const PlanSetup* k, const DeviceProfile* d) {
+    return k->reduce_bytes ? k->reduce_bytes : d->grad_bytes;
+}
+
 // Where the gradients are autograd's (grads_lazy): each chunk's weight pass adds its accumulation (time.h
 // grad_accumulate_time) over the chunk's parameters on a GPU, their 1/(dp cp) shard under ZeRO 2 and 3
-// (reduce-scattered every micro-batch, accumulated sharded).
-static void plan_grad_accumulate(const ModelConfig* c, const DeviceProfile* d, PlanChunks* ch, int m) {
-    double shard = c->zero >= 2 ? (double)c->dp * c->cp : 1;
+// (reduce-scattered every micro-batch, accumulated sharded); without sync (plan_sync_last) all of them, unsharded,
+// in held_grad_bytes.
+static void plan_grad_accumulate(const ModelConfig* c, const PlanSetup* k, const DeviceProfile* d, PlanChunks* ch,
+                                 int m) {
+    int sync_last = plan_sync_last(c, k, m);
+    double shard = c->zero >= 2 && !sync_last ? (double)c->dp * c->cp : 1;
+    double g_bytes = sync_last ? held_grad_bytes(k, d) : d->grad_bytes;
     for (int g = 0; g < ch->n; g++) {
         double n = chunk_params(c, ch->layers[g], ch->has_embed[g], ch->has_head[g], c->tp) / shard;
-        ch->t_w[g] += grad_accumulate_time(d, n, m);
+        ch->t_w[g] += grad_accumulate_time(d, g_bytes, n, m);
     }
 }
 
@@ -340,7 +355,10 @@ static void plan_memory(const ModelConfig* c, const PlanSetup* k, const DevicePr
     double n_el = c->sp ? n / t : n, V_loss = k->loss_gathered ? V : V / t;
     double wb, gb, ob;
     if (k->own_buffers) trainer_state_bytes_per_param(d->dtype_bytes, c->zero, dp * cp, &wb, &gb, &ob);
-    else state_bytes_per_param(d, c->zero, dp * cp, &wb, &gb, &ob);
+    else state_bytes_per_param(d, k->states_bf16, c->zero, dp * cp, &wb, &gb, &ob);
+    // without sync (plan_sync_last) every layer's gradient is held unsharded from the first backward to the last
+    // one's reduce-scatter, the forwards between them included; the sharded gradients are none until then
+    if (plan_sync_last(c, k, m)) gb = held_grad_bytes(k, d);
     double host_per_param = offload_state_bytes(c, k->own_buffers, d->dtype_bytes, &wb, &ob);  // --offload optimizer
     ModelConfig all_on_device = *c;  // this trainer's buffers without --offload activations
     all_on_device.offload &= ~OFFLOAD_ACTIVATIONS;
@@ -759,7 +777,9 @@ static void plan_dp_time(const ModelConfig* c, const PlanSetup* k, const DeviceP
         if (c->zero == 3 && k->zero3_param_sync)
             zero3_param_sync_time(c, d, ch, st, replicas, dp_link, d->dtype_bytes, G / ch->stage_params[st], &per_mb_f,
                                   &per_mb_b);
-        double comm = once_b + once_f + m * (per_mb_f + per_mb_b);
+        // without sync (plan_sync_last) the reduce-scatter runs under the last micro-batch's backward alone
+        int sync_last = plan_sync_last(c, k, m);
+        double comm = once_b + once_f + m * (per_mb_f + per_mb_b) - (sync_last ? (m - 1) * rs : 0);
         if (comm > dp_comm) dp_comm = comm;
         int stage_layers = 0;
         for (int j = 0; j < vpp; j++) stage_layers += ch->layers[chunk_global(c->schedule, pp, st, j)];
@@ -788,6 +808,9 @@ static void plan_dp_time(const ModelConfig* c, const PlanSetup* k, const DeviceP
         // stretch this stage's chunks by the exposed per-micro-batch part, pro rata (the
         // backward's over B and W alike)
         double sf = dp_exposed(per_mb_f, win_mb_f, frac_mb, ci), sb = dp_exposed(per_mb_b, win_mb_b, frac_mb, ci);
+        // without sync the other m - 1 backwards expose what is left of theirs (ZeRO-3's gather), on average over the
+        // micro-batches (one stage: the step's sum; under a pipeline, spread over its backwards)
+        if (sync_last) sb = ((m - 1) * dp_exposed(per_mb_b - rs, win_mb_b, frac_mb, ci) + sb) / m;
         if (c->zero == 3 && k->gather_copy_out && replicas > 1) {  // the forward's gather and the backward's again
             double copy = gather_copy_out_time(d, W, buckets);
             sf += copy, sb += copy;
@@ -866,8 +889,8 @@ static void plan_throughput(const ModelConfig* c, const PlanSetup* k, const Devi
     double opt_params = 0;
     for (int st = 0; st < c->pp; st++) if (ch->stage_params[st] > opt_params) opt_params = ch->stage_params[st];
     if (c->zero >= 1) opt_params /= c->dp * c->cp;
-    double master = d->dtype_bytes < 4 ? 4 : 0;
-    double opt_bytes = opt_params * ((master + 8 + 2.0 * d->grad_bytes) + (master + 8 + d->dtype_bytes));
+    double master = d->dtype_bytes < 4 && !k->states_bf16 ? 4 : 0, moments = k->states_bf16 ? 2 + 2 : 8;
+    double opt_bytes = opt_params * ((master + moments + 2.0 * d->grad_bytes) + (master + moments + d->dtype_bytes));
     r->t_optim = elementwise_time(d, opt_bytes) + 10 * d->op_latency;
     // the software's passes over the stage's whole gradient buffer (grad_buffer_passes), in the buffer's dtype; the
     // 1/dp scaling (a read and a write) only where there is more than one replica
@@ -1000,7 +1023,7 @@ static int plan_predict_ex(const ModelConfig* layout_cfg, const PlanSetup* k, in
         }
     }
     PlanChunks ch = plan_chunks(c, k, d, &lt, &et, r);
-    if (k->grads_lazy) plan_grad_accumulate(c, d, &ch, r->n_micro);
+    if (k->grads_lazy || plan_sync_last(c, k, r->n_micro)) plan_grad_accumulate(c, k, d, &ch, r->n_micro);
     plan_memory(c, k, d, &ch, r);
     r->mem_margin = d->mem_bytes - r->mem_total;
     r->timed = time_oom == PLAN_TIME_ALL || (r->fits && time_oom == PLAN_TIME_FITTING);

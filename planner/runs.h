@@ -35,16 +35,21 @@ static const int RUN_COL_INT[N_RUN_COLS] = {0, 1, 1, 1, 1, 0, 1, 1, 1, 1, 1, 0, 
 // on, MAJOR.MINOR[.PATCH], 2.8 .. 2.30: its cost model, device.h NCCL_MODELS; empty or absent: --nccl-version's, else
 // b647562's), grad_accum_pass (none|add|cast_add: how a framework's micro-batch gradients reach fp32 buffers built
 // before the step, software.h grad_accum_pass, e.g. BLOOM's DeepSpeed BF16_Optimizer cast_add; empty or absent:
-// --grad-accum-pass's, else the software's).
+// --grad-accum-pass's, else the software's), states_dtype (fp32|bf16: a framework's weights and AdamW states, bf16
+// with an fp32 master and fp32 m, v, or all bf16, KempnerForge's; software.h states_bf16; empty or absent:
+// --states-dtype's, else fp32), grad_sync (per_micro_batch|last_micro_batch: a framework's ZeRO 2|3 gradients
+// reduce-scattered after every micro-batch or once a step, FSDP2's set_requires_gradient_sync(False) on the others;
+// software.h grad_sync_last; empty or absent: --grad-sync's, else per_micro_batch).
 // Columns that name a setting the planner does not model are refused, so a row is never predicted as another
 // layout than the one that ran.
 enum { RO_VPP, RO_CP, RO_CP_ULYSSES, RO_OFFLOAD, RO_OFFLOAD_FRAMES, RO_REDUCE_DTYPE, RO_MLP, RO_PP_SPLIT,
        RO_GRAD_DTYPE, RO_DROPOUT, RO_CP_KIND, RO_GRAD_ALLOC, RO_FSDP_VERSION, RO_LOSS, RO_NCCL,
-       RO_GRAD_ACCUM_PASS, N_RUN_OPT };
+       RO_GRAD_ACCUM_PASS, RO_STATES_DTYPE, RO_GRAD_SYNC, N_RUN_OPT };
 static const char* const RUN_OPT_COLS[N_RUN_OPT] = {"vpp",          "cp",           "cp_ulysses", "offload",
                                                     "offload_frames", "reduce_dtype", "mlp",        "pp_split",
                                                     "grad_dtype",   "dropout",      "cp_kind",    "grad_alloc",
-                                                    "fsdp_version", "loss",         "nccl",       "grad_accum_pass"};
+                                                    "fsdp_version", "loss",         "nccl",       "grad_accum_pass",
+                                                    "states_dtype", "grad_sync"};
 static const char* const RUN_UNMODELLED[] = {"ep", "expert_parallel", "moe_experts", "cp_split",
                                              "context_parallel_algo", "fsdp", "hsdp", "offload_dir", "cpu_offload"};
 
@@ -363,6 +368,10 @@ static int plan_run_row(const int* shape, int mlp, const PlanSetup* setup, const
     if (ga && ga[0] && software_set_grad_alloc(&k, "grad_alloc", ga, err, err_len)) return -1;
     const char* gp = opt[RO_GRAD_ACCUM_PASS];  // (after grad_alloc: lazy gradients have no fp32 buffer apart)
     if (gp && gp[0] && software_set_grad_accum(&k, "grad_accum_pass", gp, err, err_len)) return -1;
+    const char* sd = opt[RO_STATES_DTYPE];  // (after grad_accum_pass: an fp32 accumulation has an fp32 master)
+    if (sd && sd[0] && software_set_states_dtype(&k, "states_dtype", sd, err, err_len)) return -1;
+    const char* gs = opt[RO_GRAD_SYNC];
+    if (gs && gs[0] && software_set_grad_sync(&k, "grad_sync", gs, c->zero, err, err_len)) return -1;
     const char* fv = opt[RO_FSDP_VERSION];
     if (fv && fv[0] && software_set_fsdp_version(&k, "fsdp_version", fv, c->zero, err, err_len)) return -1;
     if (opt[RO_LOSS] && opt[RO_LOSS][0] && software_set_loss(&k, "loss", opt[RO_LOSS], err, err_len)) return -1;
@@ -421,7 +430,8 @@ static void runs_header_check(const char* path, char** names, int n_cols) {
             if (!strcmp(names[j], RUN_UNMODELLED[k]) || !strcmp(as_read, RUN_UNMODELLED[k]))
                 fail("--runs %s: column '%s' names a setting the planner does not model (it reads cp, cp_ulysses, "
                      "cp_kind, offload, offload_frames, reduce_dtype, grad_dtype, grad_alloc, grad_accum_pass, "
-                     "fsdp_version, loss, nccl, mlp, pp_split, dropout, vpp beside the required ones): remove it to "
+                     "states_dtype, grad_sync, fsdp_version, loss, nccl, mlp, pp_split, dropout, vpp beside the "
+                     "required ones): remove it to "
                      "predict the rows without it", path, names[j]);
     }
 }

@@ -172,6 +172,17 @@ typedef struct {
     int grad_reduce_bf16;    // 1: this trainer's --grad-reduce bf16 (the GPU build, --zero 0|1): the dp all-reduce
                              // sends bf16 (2 bytes a parameter) through a 32 MiB scratch that plan_memory counts
                              // (layout/params.h grad_reduce_scratch_bytes); 0: fp32
+    int states_bf16;         // 1: the parameters themselves bf16 and AdamW's m and v with them (KempnerForge's
+                             // build_parallel_model: model.to(dtype=param_dtype) before fully_shard, at 01b461a to
+                             // 5666d0d; torch's AdamW keeps its states in the parameter's dtype): 2 + 2 + 2 a weight
+                             // beside the gradient, no fp32 master (memory.h state_bytes_per_param, predict.h
+                             // plan_throughput); 0: the fp32 master and m, v of Rajbhandari et al. 2020 (4 + 4 + 4)
+    int grad_sync_last;      // 1: the accumulation's micro-batches but the last run under FSDP2's
+                             // set_requires_gradient_sync(False) (KempnerForge's training/grad.py maybe_no_sync):
+                             // each layer's unsharded gradient kept in the reduce dtype from the first backward to
+                             // the last (_fsdp_param.py to_accumulated_grad_if_needed, then += each backward), one
+                             // reduce-scatter a step under the last backward (_fsdp_param_group.py post_backward);
+                             // ZeRO 2 and 3 (predict.h plan_memory, plan_dp_time); 0: one a micro-batch
     int nccl_release;        // the NCCL release the run's collectives are priced by, 10000 x major + 100 x minor +
                              // patch (--nccl-version, a --runs row's nccl; device.h nccl_release_of); 0: the device's
                              // (b647562's model)
@@ -260,7 +271,7 @@ static int software_fsdp_ok(const PlanSetup* k) {
     return !k->own_buffers && !k->zero3_param_sync && !k->nanotron_options && !k->scaling_options;
 }
 
-// Four settings a --plan flag (cli.h) and a --runs column (runs.h) give alike: their names here, a table whose index
+// Six settings a --plan flag (cli.h) and a --runs column (runs.h) give alike: their names here, a table whose index
 // is the value, and one parse each for both; `what` names the flag or the column in the error ("--grad-alloc",
 // "grad_alloc"). Each returns 0, or -1 with the reason in err.
 static const char* const GRAD_ALLOC_NAMES[] = {"upfront", "lazy", NULL};
@@ -268,6 +279,8 @@ static const char* const FSDP_VERSION_NAMES[] = {"1", "2", NULL};
 static const char* const LOSS_NAMES[] = {"eager", "fused", NULL};
 enum { GRAD_ACCUM_NONE, GRAD_ACCUM_ADD, GRAD_ACCUM_CAST_ADD };
 static const char* const GRAD_ACCUM_NAMES[] = {"none", "add", "cast_add", NULL};
+static const char* const STATES_DTYPE_NAMES[] = {"fp32", "bf16", NULL};
+static const char* const GRAD_SYNC_NAMES[] = {"per_micro_batch", "last_micro_batch", NULL};
 
 // v's index in names (NULL-terminated), or -1 with err set ("expected a, b or c").
 static int software_choice(const char* what, const char* const names[], const char* v, char* err, size_t err_len) {
@@ -308,12 +321,58 @@ static int software_set_grad_accum(PlanSetup* k, const char* what, const char* v
                                 : "the Scaling codebase's step is its runs' fitted rate");
         return -1;
     }
+    if (pass && k->states_bf16) {
+        snprintf(err, err_len, "%s %s: fp32 buffers for an fp32 master, not states_dtype bf16 (the parameters "
+                 "themselves bf16, no master)", what, v);
+        return -1;
+    }
     if (pass && k->grads_lazy) {
         snprintf(err, err_len, "%s %s: fp32 buffers built before the step, not lazy gradients (autograd's .grad, "
                  "accumulated by a pass of its own)", what, v);
         return -1;
     }
     k->grad_accum_pass = pass;
+    return 0;
+}
+
+// The dtype of the weights and AdamW's states (states_dtype: fp32, an fp32 master beside the bf16 weights and fp32
+// m, v; bf16, the parameters and the states all bf16, no master): bf16 a framework's; not this trainer's (its fp32
+// weights and states), nanotron's or a grad_accum_pass's (an optimizer over fp32 buffers: its fp32 master), nor the
+// Scaling codebase's (its memory is its runs' fitted share).
+static int software_set_states_dtype(PlanSetup* k, const char* what, const char* v, char* err, size_t err_len) {
+    int bf16 = software_choice(what, STATES_DTYPE_NAMES, v, err, err_len);
+    if (bf16 < 0) return -1;
+    if (bf16 && (k->own_buffers || k->alloc_share || k->grad_accum_pass)) {
+        snprintf(err, err_len, "%s bf16: a framework's bf16 parameters (--software framework, foundry, megatron or "
+                 "deepspeed2021); %s", what,
+                 k->own_buffers     ? "this trainer keeps fp32 weights and AdamW states"
+                 : k->alloc_share   ? "the Scaling codebase's memory is its runs' fitted share"
+                                    : "an fp32 accumulation (grad_accum_pass add or cast_add) feeds an fp32 master");
+        return -1;
+    }
+    k->states_bf16 = bf16;
+    return 0;
+}
+
+// When a framework's data-parallel gradients are reduced over a step's micro-batches (grad_sync: per_micro_batch,
+// or last_micro_batch, FSDP2's set_requires_gradient_sync(False) but on the last): PyTorch FSDP's (software_fsdp_ok)
+// at ZeRO 2 or 3; ZeRO 0 and 1 reduce once a step already (DDP's no_sync is what they price). zero as
+// software_set_fsdp_version's.
+static int software_set_grad_sync(PlanSetup* k, const char* what, const char* v, int zero, char* err,
+                                  size_t err_len) {
+    int last = software_choice(what, GRAD_SYNC_NAMES, v, err, err_len);
+    if (last < 0) return -1;
+    if (last && !software_fsdp_ok(k)) {
+        snprintf(err, err_len, "%s last_micro_batch: PyTorch FSDP's set_requires_gradient_sync, a framework's "
+                 "(--software framework, foundry or megatron)", what);
+        return -1;
+    }
+    if (last && zero >= 0 && zero < 2) {
+        snprintf(err, err_len, "%s last_micro_batch: FSDP's sharded gradients (%szero 2 or 3); at zero %d the "
+                 "gradients are reduced once a step already", what, what[0] == '-' ? "--" : "", zero);
+        return -1;
+    }
+    k->grad_sync_last = last;
     return 0;
 }
 

@@ -632,9 +632,10 @@ static LayerTime layer_time(const ModelConfig* c, int b, int tp, int sp, int cp,
 // nothing where g = e (autograd keeps the tensor); accumulate_unsharded_grad_if_needed adds each later one, reading
 // e and reading and writing g; autograd's AccumulateGrad likewise adds in place). Megatron-core's contiguous
 // main_grad is accumulated into by the weight-gradient GEMM itself (Transformer Engine's fuse_wgrad_accumulation):
-// no pass (upfront). The time one micro-batch's backward spends on it, on average over the m, for n parameters.
-static double grad_accumulate_time(const DeviceProfile* d, double n_params, int m) {
-    double e = d->dtype_bytes, g = d->grad_bytes;
+// no pass (upfront). The time one micro-batch's backward spends on it, on average over the m, for n parameters
+// accumulated in g bytes each.
+static double grad_accumulate_time(const DeviceProfile* d, double g, double n_params, int m) {
+    double e = d->dtype_bytes;
     double bytes = ((g != e ? e + g : 0) + (m - 1) * (e + 2 * g)) / m * n_params;
     return bytes > 0 ? elementwise_time(d, bytes) : 0;
 }

@@ -1,12 +1,12 @@
-// tests/faults_plan_inputs.c: test_faults' cases of the planner's inputs of issue 35's fifth session, as a hostile
-// user types them: --cp-kind allgather, --grad-alloc, --fsdp-version, --loss and --software nanotron with softwares and
-// layouts that cannot use them, empty values and wrong case; the device key tensor_clock (NaN, inf, negative, zero,
-// above the datasheet's clock: 2 gave a 101.8% MFU) in --device-set and a --device-file; the --runs columns cp_kind,
-// grad_alloc, grad_accum_pass, fsdp_version, loss, dropout, grad_dtype, reduce_dtype, pp_split, cp and nccl (and
-// --nccl-version) blank, junk, named twice in the header (the last was read silently) or refused by the row's
-// software; a device file's key given twice; the search's filters beside --runs. Each is one error line and exit 1.
-// Run through ./train and ./train_asan. Included by tests/test_faults.c after faults_bad_inputs.c (its bad_run and
-// BAD); not built alone.
+// tests/faults_plan_inputs.c: test_faults' cases of the planner's inputs of issue 35's fifth session, as a hostile user
+// types them: --cp-kind allgather, --grad-alloc, --fsdp-version, --states-dtype, --grad-sync, --loss and --software
+// nanotron with softwares and layouts that cannot use them, empty values and wrong case; the device key tensor_clock
+// (NaN, inf, negative, zero, above the datasheet's clock: 2 gave a 101.8% MFU) in --device-set and a --device-file; the
+// --runs columns cp_kind, grad_alloc, grad_accum_pass, states_dtype, grad_sync, fsdp_version, loss, dropout,
+// grad_dtype, reduce_dtype, pp_split, cp and nccl (and --nccl-version) blank, junk, named twice in the header (the last
+// was read silently) or refused by the row's software; a device file's key given twice; the search's filters beside
+// --runs. Each is one error line and exit 1. Run through ./train and ./train_asan. Included by tests/test_faults.c
+// after faults_bad_inputs.c (its bad_run and BAD); not built alone.
 
 #define PI BAD "/plan_inputs"
 #define PI_PLAN "--plan --model gpt2-124m "
@@ -56,6 +56,26 @@ static const BadRun PLAN_INPUT_RUNS[] = {
       "the Scaling codebase's step is its runs' fitted rate", 1}, NULL, NULL},
     {{"plan_grad_accum_lazy", PI_PLAN "--software framework --grad-alloc lazy --grad-accum-pass cast_add",
       "--grad-accum-pass cast_add: fp32 buffers built before the step, not lazy gradients", 1}, NULL, NULL},
+    // --states-dtype: bf16 where the software keeps an fp32 master (this trainer, nanotron's accumulator) or its memory
+    // is fitted (Scaling)
+    {{"plan_states_dtype_junk", PI_PLAN "--software framework --states-dtype BF16",
+      "--states-dtype: expected fp32 or bf16, got 'BF16'", 1}, NULL, NULL},
+    {{"plan_states_dtype_trainer", PI_PLAN "--states-dtype bf16", "this trainer keeps fp32 weights and AdamW states",
+      1}, NULL, NULL},
+    {{"plan_states_dtype_scaling", PI_PLAN "--software scaling --states-dtype bf16",
+      "--states-dtype bf16: a framework's bf16 parameters", 1}, NULL, NULL},
+    {{"plan_states_dtype_nanotron", PI_PLAN "--software nanotron --states-dtype bf16",
+      "an fp32 accumulation (grad_accum_pass add or cast_add) feeds an fp32 master", 1}, NULL, NULL},
+    // --grad-sync: FSDP's no-sync; at --zero 0 or 1 it would change nothing, silently
+    {{"plan_grad_sync_junk", PI_PLAN "--software framework --grad-sync last",
+      "--grad-sync: expected per_micro_batch or last_micro_batch, got 'last'", 1}, NULL, NULL},
+    {{"plan_grad_sync_trainer", PI_PLAN "--grad-sync last_micro_batch",
+      "--grad-sync last_micro_batch: PyTorch FSDP's set_requires_gradient_sync, a framework's", 1}, NULL, NULL},
+    {{"plan_grad_sync_nanotron", PI_PLAN "--software nanotron --grad-sync last_micro_batch",
+      "PyTorch FSDP's set_requires_gradient_sync", 1}, NULL, NULL},
+    {{"plan_grad_sync_zero1", PI_PLAN "--software framework --zero 1 --grad-sync last_micro_batch",
+      "--grad-sync last_micro_batch: FSDP's sharded gradients (--zero 2 or 3); at zero 1 the gradients are reduced "
+      "once a step already", 1}, NULL, NULL},
     // --fsdp-version: with --zero 1, or under a software without PyTorch FSDP, it changed nothing, silently
     {{"plan_fsdp_version_3", PI_PLAN "--software framework --fsdp-version 3", "expected 1 or 2, got '3'", 1}, NULL,
      NULL},
@@ -158,6 +178,26 @@ static const BadRun PLAN_INPUT_RUNS[] = {
       "grad_alloc lazy: a framework's gradients (--software framework, foundry, megatron or deepspeed2021); "
       "grad_accum_pass add or cast_add accumulates into fp32 buffers built before the step)", 1},
      PI_RUNS("gp_flag", ",grad_alloc", "1", "16", ",lazy"), NULL},
+    {{"plan_runs_states_dtype_trainer", "--plan --runs " PI "/sd_own.csv",
+      "(row 1: states_dtype bf16: a framework's bf16 parameters (--software framework, foundry, megatron or "
+      "deepspeed2021); this trainer keeps fp32 weights and AdamW states)", 1},
+     PI_RUNS("sd_own", ",states_dtype", "3", "16", ",bf16"), NULL},
+    {{"plan_runs_states_dtype_blank_case", "--plan --software framework --runs " PI "/sd_case.csv",
+      "(row 1: states_dtype: expected fp32 or bf16, got ' bf16')", 1},
+     PI_RUNS("sd_case", ",states_dtype", "3", "16", ", bf16"), NULL},
+    {{"plan_runs_states_dtype_accum", "--plan --software framework --states-dtype bf16 --runs " PI "/sd_acc.csv",
+      "(row 1: grad_accum_pass cast_add: fp32 buffers for an fp32 master, not states_dtype bf16", 1},
+     PI_RUNS("sd_acc", ",grad_accum_pass", "3", "16", ",cast_add"), NULL},
+    {{"plan_runs_grad_sync_zero1", "--plan --software framework --runs " PI "/gs_z1.csv",
+      "(row 1: grad_sync last_micro_batch: FSDP's sharded gradients (zero 2 or 3); at zero 1 the gradients are "
+      "reduced once a step already)", 1},
+     PI_RUNS("gs_z1", ",grad_sync", "1", "16", ",last_micro_batch"), NULL},
+    {{"plan_runs_grad_sync_deepspeed", "--plan --software deepspeed2021 --runs " PI "/gs_ds.csv",
+      "(row 1: grad_sync last_micro_batch: PyTorch FSDP's set_requires_gradient_sync", 1},
+     PI_RUNS("gs_ds", ",grad_sync", "3", "16", ",last_micro_batch"), NULL},
+    {{"plan_runs_grad_sync_junk", "--plan --software framework --runs " PI "/gs_junk.csv",
+      "(row 1: grad_sync: expected per_micro_batch or last_micro_batch, got 'Last_micro_batch')", 1},
+     PI_RUNS("gs_junk", ",grad_sync", "3", "16", ",Last_micro_batch"), NULL},
     {{"plan_runs_fsdp_version_zero1", "--plan --software framework --runs " PI "/fv_z1.csv",
       "(row 1: fsdp_version 2: how ZeRO-3 layouts gather their weights, not with zero 1)", 1},
      PI_RUNS("fv_z1", ",fsdp_version", "1", "16", ",2"), NULL},

@@ -359,6 +359,49 @@ static void test_runs_grad_accum_pass(void) {
     free(m1), free(m3);
 }
 
+// --runs' states_dtype column: LLaMA-7B at 4096 tokens on 64 A100s, ZeRO-3 over dp 64, under a framework: bf16 (the
+// parameters and AdamW's states all bf16, states_bf16_hand) holds less and steps sooner than fp32 (an fp32 master,
+// m and v); an empty field is fp32; another value is the row's error; this trainer refuses the column, and
+// --states-dtype under it.
+static void test_runs_states_dtype(void) {
+    const char* values[4] = {"1,fp32", "1,bf16", "1,", "1,BF16"};
+    const char* row = "llama-7b,4096,64,8,262144,1f1b,3,1,1,64,1,full,flash2,1,0,";
+    double mem[3], step[3], own[3];
+    char *m1, *m3;
+    int rc[2];
+    runs_two_columns("vpp,states_dtype", values, row, mem, step, own, &m1, &m3, rc);
+    check(rc[0] == 2 && mem[1] < mem[0] && mem[2] == mem[0] && step[1] < step[0] && step[2] == step[0] &&
+              strstr(m1, "states_dtype: expected fp32 or bf16, got 'BF16'") && rc[1] == 2 &&
+              strstr(m3, "states_dtype bf16: a framework's bf16 parameters") &&
+              trainer_refuses_flag("--states-dtype", "bf16", "this trainer keeps fp32 weights and AdamW states"),
+          "runs_states_dtype_column", "rc %d, memory fp32 %.3f bf16 %.3f default %.3f GiB, step %.4f / %.4f / %.4f s; "
+          "%s; trainer rc %d: %s", rc[0], mem[0], mem[1], mem[2], step[0], step[1], step[2], m1, rc[1], m3);
+    free(m1), free(m3);
+}
+
+// --runs' grad_sync column: the same ZeRO-3 row at 4 micro-batches (1M tokens): last_micro_batch holds every gradient
+// unsharded (bf16 here, the device's: 2 x 6.74e9 x 63/64 bytes = 12.4 GiB more) and reduce-scatters them once a step
+// (grad_sync_last_hand); per_micro_batch and an empty field are one a micro-batch; another value is the row's error;
+// this trainer refuses the column, and --grad-sync under it.
+static void test_runs_grad_sync(void) {
+    const char* values[4] = {"1,per_micro_batch", "1,last_micro_batch", "1,", "1,last"};
+    const char* row = "llama-7b,4096,64,8,1048576,1f1b,3,1,1,64,1,full,flash2,1,0,";
+    double mem[3], step[3], own[3];
+    char *m1, *m3;
+    int rc[2];
+    runs_two_columns("vpp,grad_sync", values, row, mem, step, own, &m1, &m3, rc);
+    double held = 2 * 6738415616.0 * 63 / 64 / (1 << 30);
+    check(rc[0] == 2 && fabs(mem[1] - mem[0] - held) < 0.01 && mem[2] == mem[0] && step[1] != step[0] &&
+              step[2] == step[0] &&
+              strstr(m1, "grad_sync: expected per_micro_batch or last_micro_batch, got 'last'") && rc[1] == 2 &&
+              strstr(m3, "grad_sync last_micro_batch: PyTorch FSDP's set_requires_gradient_sync") &&
+              trainer_refuses_flag("--grad-sync", "last_micro_batch", "PyTorch FSDP's set_requires_gradient_sync"),
+          "runs_grad_sync_column", "rc %d, memory %.3f / %.3f / %.3f GiB (%.3f more, want %.3f), step %.4f / %.4f / "
+          "%.4f s; %s; trainer rc %d: %s", rc[0], mem[0], mem[1], mem[2], mem[1] - mem[0], held, step[0], step[1],
+          step[2], m1, rc[1], m3);
+    free(m1), free(m3);
+}
+
 // --runs' fsdp_version column: LLaMA-7B at 2048 tokens on 64 A100s, ZeRO-3 over dp 64: 2 (FSDP2) copies each gather
 // out on the compute stream, a longer step (fsdp2_copy_out_hand), the same memory; 1 and an empty field are FSDP1's;
 // another value is the row's error; this trainer refuses the column, and --fsdp-version under it.

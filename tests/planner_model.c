@@ -119,9 +119,9 @@ static void test_memory_by_hand(void) {
           "working buffers dp 2: %.0f B (want 33554432), dp 1: %.0f B (want 0)", with_dp, r.mem_temp);
     c.dp = 2;
     double w, g, o;
-    state_bytes_per_param(&d, 2, 4, &w, &g, &o);
+    state_bytes_per_param(&d, 0, 2, 4, &w, &g, &o);
     int ok2 = w == 2 && g == 0.5 && o == 3;
-    state_bytes_per_param(&d, 3, 4, &w, &g, &o);
+    state_bytes_per_param(&d, 0, 3, 4, &w, &g, &o);
     check(ok2 && w == 0.5 && g == 0.5 && o == 3, "memory_zero2_zero3_bytes", "zero3 on dp=4: %.2f + %.2f + %.2f", w, g,
           o);
     // ZeRO-3 on dp=2 (parallel/zero3.h): shards of 4/2 + 4/2 + 8/2 = 8 B/param, and working
@@ -1165,4 +1165,57 @@ static void test_h200_trainer_steps(void) {
         check(rc == 0 && fabs(r.t_step / measured[i] - 1) < 0.05, name, "%.1f ms, measured %.1f", 1e3 * r.t_step,
               1e3 * measured[i]);
     }
+}
+
+// states_dtype bf16 (KempnerForge's model.to(bf16): the parameters themselves bf16, AdamW's m and v in their dtype):
+// LLaMA-7B (6738415616 parameters) at ZeRO-3 over dp 8 on one H200 node, under a framework. The optimizer's share
+// 12/8 bytes a parameter (fp32 master, m, v) becomes 4/8 (bf16 m, v), the weights' and gradients' stay; AdamW's step
+// moves 16 bytes a parameter less (the master read and written, m and v read and written at 2 bytes instead of 4):
+// 16 x 6738415616 / 8 bytes at 4.8 TB/s x hbm_eff.
+static void test_states_bf16_hand(void) {
+    ModelConfig c = model("llama-7b", 4096);
+    c.zero = 3, c.dp = 8, c.micro_batch = 1;
+    DeviceProfile d;
+    profile_builtin("h200-sxm", &d);
+    PlanSetup k = plan_setup_for(SOFTWARE_FRAMEWORK), kb = k;
+    char err[256];
+    int rc = software_set_states_dtype(&kb, "states_dtype", "bf16", err, sizeof(err));
+    PlanResult r, rb;
+    rc |= plan_predict(&c, &k, 8, 8, &d, &r) | plan_predict(&c, &kb, 8, 8, &d, &rb);
+    double P = 6738415616.0, want_dt = 16 * P / 8 / (d.hbm_bw * d.hbm_eff);
+    check(rc == 0 && r.mem_optim == 12 * P / 8 && rb.mem_optim == 4 * P / 8 && rb.mem_weights == r.mem_weights &&
+              rb.mem_grads == r.mem_grads && fabs(r.t_optim - rb.t_optim - want_dt) < 1e-12,
+          "states_bf16_hand", "optimizer states %.0f -> %.0f B (want %.0f -> %.0f), step's optimizer %.4f -> %.4f ms "
+          "(%.4f ms less, want %.4f)", r.mem_optim, rb.mem_optim, 12 * P / 8, 4 * P / 8, 1e3 * r.t_optim,
+          1e3 * rb.t_optim, 1e3 * (r.t_optim - rb.t_optim), 1e3 * want_dt);
+}
+
+// grad_sync last_micro_batch (FSDP2's set_requires_gradient_sync(False) but on the last micro-batch), FSDP2's fp32
+// reduce dtype, the same LLaMA-7B at ZeRO-3 over dp 8: every gradient is held unsharded in fp32 (4 x 6738415616
+// bytes, against the 2/8 bytes of the sharded bf16 gradient); one reduce-scatter a step instead of one a micro-batch,
+// so the step's data-parallel traffic is (m - 1) reduce-scatters less (3 at 4 micro-batches, 1 at 2); the accumulation
+// casts the first micro-batch's bf16 gradient to fp32 (2 + 4 bytes) and adds each later one (2 + 4 + 4): at 4
+// micro-batches (6 + 3 x 10) / 4 = 9 bytes a parameter a micro-batch. With one micro-batch nothing changes.
+static void test_grad_sync_last_hand(void) {
+    ModelConfig c = model("llama-7b", 4096);
+    c.zero = 3, c.dp = 8, c.micro_batch = 1;
+    DeviceProfile d;
+    profile_builtin("h200-sxm", &d);
+    PlanSetup k = plan_setup_for(SOFTWARE_FRAMEWORK), ks;
+    k.reduce_bytes = 4, ks = k;
+    char err[256];
+    int rc = software_set_grad_sync(&ks, "grad_sync", "last_micro_batch", 3, err, sizeof(err));
+    PlanResult r[3], rs[3];  // 1, 2 and 4 micro-batches
+    for (int i = 0; i < 3; i++)
+        rc |= plan_predict(&c, &k, 8 << i, 8, &d, &r[i]) | plan_predict(&c, &ks, 8 << i, 8, &d, &rs[i]);
+    double P = 6738415616.0, bw = d.hbm_bw * d.hbm_eff;
+    double fewer2 = r[1].t_dp_comm - rs[1].t_dp_comm, fewer4 = r[2].t_dp_comm - rs[2].t_dp_comm;
+    double acc = grad_accumulate_time(&d, 4, P, 4), want_acc = 9 * P / bw + d.op_latency;
+    check(rc == 0 && r[2].mem_grads == P * d.grad_bytes / 8 && rs[2].mem_grads == 4 * P && fewer2 > 0 &&
+              close_rel(fewer4, 3 * fewer2, 1e-9) && fabs(acc - want_acc) < 1e-12 &&
+              rs[0].mem_total == r[0].mem_total && rs[0].t_step == r[0].t_step,
+          "grad_sync_last_hand", "gradients held %.0f -> %.0f B (want %.0f), traffic %.4f / %.4f ms less at 2 / 4 "
+          "micro-batches (want 1:3), accumulation %.4f ms a micro-batch (want %.4f), one micro-batch %.4f / %.4f s",
+          r[2].mem_grads, rs[2].mem_grads, 4 * P, 1e3 * fewer2, 1e3 * fewer4, 1e3 * acc, 1e3 * want_acc, r[0].t_step,
+          rs[0].t_step);
 }

@@ -114,6 +114,8 @@ int main(void) {
     test_nanotron_cost_cut();
     test_nanotron_grad_accum();
     test_bf16_optimizer_cast_add();
+    test_states_bf16_hand();
+    test_grad_sync_last_hand();
     test_nanotron_zero1_host();
     test_nanotron_ddp_buckets();
     test_nanotron_options();
@@ -162,6 +164,8 @@ int main(void) {
     test_runs_row_over_flag();
     test_runs_grad_alloc();
     test_runs_grad_accum_pass();
+    test_runs_states_dtype();
+    test_runs_grad_sync();
     test_runs_fsdp_version();
     test_runs_loss();
     test_zbh1_framework_memory_hand();

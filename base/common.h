@@ -105,7 +105,7 @@ static void fail(const char* fmt, ...) {
 // cleanly, and the run exits 128 + the signal: 130 for SIGINT, 143 for SIGTERM, as a shell
 // reports a process the signal killed.
 static volatile sig_atomic_t stop_signal = 0;
-static volatile sig_atomic_t stop_relayed = 0;  // 1: passed on by the self-launcher, so to every rank
+static volatile sig_atomic_t stop_relayed = 0;  // 1: passed on to every rank (runtime/ckpt.h ckpt_on_signal)
 
 // The exit code of a run that would end with `code`: 1 when what it printed could not all be
 // written (stdout on a full disk, > /dev/full), so a run whose report was lost does not exit 0.
@@ -118,14 +118,20 @@ static int stdout_exit_code(int code) {
     return code ? code : 1;
 }
 
-// Where no other rank waits on this one (reading the data at start-up): say so and exit now. A stop the
-// self-launcher passed on came to every rank: rank 0 says it (one line, not one per rank).
+// Where no other rank waits on this one (reading the data at start-up): say so and exit now. A stop passed on to
+// every rank (by the self-launcher, or by mpirun itself: stop_relayed) is rank 0's to say (one line, not one per
+// rank). mpirun ends the job at the first rank's exit (SIGKILL to the others within milliseconds, measured with
+// strace: rank 0, mid-tensor, was killed before it said it in 1 of 6 runs), so the other ranks let rank 0 go
+// first: they wait to be ended, STOP_WAIT_S at most, then exit.
+#define STOP_WAIT_S 2
 static void stop_if_signalled(const char* during) {
     if (!stop_signal) return;
+    int say = !(stop_relayed && fail_rank > 0);
     if (stop_signal != SIGPIPE) fflush(stdout);  // what was printed before comes first (the line starts its own)
-    if (stop_signal != SIGPIPE && !(stop_relayed && fail_rank > 0))
-        fprintf(stderr, "stopped by signal %d while %s\n", (int)stop_signal, during);
+    if (stop_signal != SIGPIPE && say) fprintf(stderr, "stopped by signal %d while %s\n", (int)stop_signal, during);
     fflush(stderr);
+    struct timespec wait = {say ? 0 : STOP_WAIT_S, 0};  // (the launcher's repeats of the stop cut it short: go on)
+    while (nanosleep(&wait, &wait) && errno == EINTR) {}
     exit(128 + stop_signal);
 }
 

@@ -73,21 +73,26 @@ static void ckpt_stop_now(int sig) {
     temps_remove();
     _exit(128 + sig);
 }
-static void ckpt_on_signal(int sig) {
+// A stop passed on to every rank is said once, by rank 0 (stop_if_signalled): the self-launcher's stand-ins, or one
+// that came from this rank's parent, the launcher's process that forwards a stop to every rank of the job (a plain
+// mpirun or its daemon, slurmstepd); each rank said it under `mpirun -n 2 ./train`. One sent to this rank alone
+// (kill PID) it says itself.
+static void ckpt_on_signal(int sig, siginfo_t* info, void* context) {
     int repeat = sig == SIGUSR1 || sig == SIGUSR2 || sig == SIGALRM || sig == SIGPIPE;
     if (stop_signal && !repeat) ckpt_stop_now(sig);
-    if (!stop_signal) stop_relayed = repeat && sig != SIGPIPE;
+    int from_parent = info && info->si_code == SI_USER && info->si_pid == getppid();
+    if (!stop_signal) stop_relayed = (repeat || from_parent) && sig != SIGPIPE;
     if (!stop_signal) stop_signal = sig == SIGUSR1 ? SIGINT : sig == SIGUSR2 ? SIGTERM : sig == SIGALRM ? SIGPIPE : sig;
 }
 static void ckpt_install_signals(void) {
+    static const int stops[] = {SIGTERM, SIGINT, SIGUSR1, SIGUSR2, SIGHUP, SIGPIPE, SIGALRM};
+    struct sigaction on_stop;
+    memset(&on_stop, 0, sizeof(on_stop));
+    on_stop.sa_sigaction = ckpt_on_signal;
+    on_stop.sa_flags = SA_SIGINFO | SA_RESTART;  // (SA_RESTART as signal() sets it)
+    sigemptyset(&on_stop.sa_mask);
     ckpt_say_second = !getenv("TRAIN_LAUNCHED");
-    signal(SIGTERM, ckpt_on_signal);
-    signal(SIGINT, ckpt_on_signal);
-    signal(SIGUSR1, ckpt_on_signal);
-    signal(SIGUSR2, ckpt_on_signal);
-    signal(SIGHUP, ckpt_on_signal);
-    signal(SIGPIPE, ckpt_on_signal);
-    signal(SIGALRM, ckpt_on_signal);
+    for (size_t i = 0; i < sizeof(stops) / sizeof(stops[0]); i++) sigaction(stops[i], &on_stop, NULL);
 }
 // Collective: the signal any rank got (the largest number when ranks got different ones),
 // the same on every rank, or 0.

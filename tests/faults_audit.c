@@ -191,8 +191,35 @@ static void host_memory(const char* bin) {
           file_has(out, said) ? "printed" : "missing", file_has(out, "error:") ? ", AN ERROR LINE" : "");
 }
 
+// A stop sent to a plain `mpirun -np 2` (not the self-launcher) while the weights are initialized: mpirun passes
+// SIGTERM to every rank and ends the job at the first rank's exit, so each rank said its line, or none did when
+// mpirun killed rank 0 mid-tensor (1 of 6 runs). Now rank 0 says it, once, in each of 3 runs (the other rank waits
+// to be ended); ended within 5 s.
+static void stop_plain_mpirun(const char* bin) {
+    char tag[64], dir[256], out[300], log[300], cmd[4096], said[128];
+    snprintf(tag, sizeof(tag), "%sstop_plain_mpirun_tp2", strstr(bin, "asan") ? "asan_" : "bad_");
+    if (bad_filter && !strstr(tag, bad_filter)) return;
+    run_dir(tag, dir, out, log);
+    snprintf(said, sizeof(said), "stopped by signal %d while initializing the weights", SIGTERM);
+    int once = 0, runs = 3, rc = 0, reached = 0;
+    double dt = 0, slowest = 0;
+    for (int i = 0; i < runs; i++) {
+        sh("rm -f %s", log);
+        snprintf(cmd, sizeof(cmd), "ASAN_OPTIONS=detect_leaks=0 OMP_NUM_THREADS=1 mpirun --oversubscribe "
+                 "--allow-run-as-root --bind-to none -np 2 %s %s --tp 2 --log %s", bin,
+                 flags_with("--steps 3 --d-model 1024 --n-layer 12 --n-head 16 --vocab 8192"), log);
+        rc = signal_once_log_created(cmd, out, log, SIGTERM, &reached, &dt);
+        if (dt > slowest) slowest = dt;
+        if (!reached || rc < 0 || sh("test $(grep -c '%s' %s) = 1", said, out)) break;
+        once++;
+    }
+    check(once == runs && slowest < 5, tag, "SIGTERM to mpirun once the log was created: '%s' once in %d of %d runs "
+          "(the last: exit %d after %.1f s; the slowest %.1f s, at most 5)", said, once, runs, rc, dt, slowest);
+}
+
 static void suite_audit(const char* bin) {
     sh("mkdir -p " AUD);
     bad_runs(bin, AUDIT_CASES, sizeof(AUDIT_CASES) / sizeof(AUDIT_CASES[0]));
     host_memory(bin);
+    stop_plain_mpirun(bin);
 }

@@ -77,39 +77,107 @@ static int launcher_stop(const Relay* r) {
     return launcher_signal == SIGINT ? SIGUSR1 : launcher_signal ? SIGUSR2 : r->gone ? SIGALRM : 0;
 }
 
-// `sig` (0: none) to each child of process `parent` that runs this program (ranks 1: mpirun's ranks, or those an
-// ended mpirun left to the launcher) or that runs another (ranks 0: what else an ended mpirun left). Returns how
-// many; `names`, when given, gets the first few as "PID COMMAND, ...". A thread's children are listed in
-// /proc/PID/task/TID/children (Linux 3.5); one that has ended (a zombie: no exe) is neither.
-static int launcher_signal_children(pid_t parent, int ranks, int sig, char* names, size_t cap) {
-    char path[320], comm[64];
-    struct stat self, st;
+// The ranks: the processes mpirun started (its children: the self-launcher's mpirun runs on this machine alone and
+// starts no daemon), each by process id and start time (a pid the kernel gives out again is another process),
+// recorded while mpirun runs (launcher_ranks_record, each poll); once mpirun has ended, those still running are
+// the launcher's children (its subreaper). They were the children running this program file (/proc/PID/exe
+// against the launcher's own): the ranks of a ./train rebuilt before mpirun started them were not ranks, a stop was
+// not passed to them and an ended mpirun's ranks were stopped late as what else it left, with that line.
+typedef struct { pid_t pid; unsigned long long start; } RankProc;
+static RankProc* launcher_ranks;
+static int launcher_n_ranks;
+
+// Process pid's start time (/proc/PID/stat's 22nd field, clock ticks after boot); 0 when it has ended (gone, or a
+// zombie not yet reaped).
+static unsigned long long proc_start_time(pid_t pid) {
+    char path[64], stat_line[1024], letter = 0;
+    unsigned long long start = 0;
+    snprintf(path, sizeof(path), "/proc/%d/stat", (int)pid);
+    FILE* f = fopen(path, "r");
+    size_t n = f ? fread(stat_line, 1, sizeof(stat_line) - 1, f) : 0;
+    if (f) fclose(f);
+    stat_line[n] = 0;
+    const char* after_name = strrchr(stat_line, ')');  // the command name (field 2) may hold ')' and spaces
+    if (after_name && sscanf(after_name + 2, "%c %*d %*d %*d %*d %*d %*u %*u %*u %*u %*u %*u %*u %*d %*d %*d %*d %*d "
+                             "%*d %llu", &letter, &start) != 2)
+        start = 0;
+    return letter == 'Z' ? 0 : start;
+}
+
+// The children of process `parent` (of each of its threads: /proc/PID/task/TID/children, Linux 3.5) into *pids
+// (grown as needed); returns how many.
+static int proc_children(pid_t parent, pid_t** pids) {
+    char path[320];
     struct dirent* task;
     snprintf(path, sizeof(path), "/proc/%d/task", (int)parent);
-    DIR* tasks = stat("/proc/self/exe", &self) ? NULL : opendir(path);
+    DIR* tasks = opendir(path);
     int n = 0, pid;
-    size_t at = 0;
-    if (names && cap) names[0] = 0;
     while (tasks && (task = readdir(tasks))) {
         if (task->d_name[0] == '.') continue;
         snprintf(path, sizeof(path), "/proc/%d/task/%s/children", (int)parent, task->d_name);
         FILE* f = fopen(path, "r");
         while (f && fscanf(f, "%d", &pid) == 1) {
-            snprintf(path, sizeof(path), "/proc/%d/exe", pid);
-            if (stat(path, &st) || (st.st_dev == self.st_dev && st.st_ino == self.st_ino) != ranks) continue;
-            if (n++ < 4 && names && at < cap) {  // COMMAND: /proc/PID/comm, its newline dropped
-                snprintf(path, sizeof(path), "/proc/%d/comm", pid);
-                FILE* c = fopen(path, "r");
-                if (!c || !fgets(comm, sizeof(comm), c)) snprintf(comm, sizeof(comm), "?");
-                if (c) fclose(c);
-                comm[strcspn(comm, "\n")] = 0;
-                at += snprintf(names + at, cap - at, "%s%d %s", at ? ", " : "", pid, comm);
-            }
-            if (sig) kill(pid, sig);
+            if (!(n & (n - 1))) *pids = (pid_t*)realloc(*pids, sizeof(pid_t) * 2 * (n + 1));  // (at each power of 2)
+            if (!*pids) fail("out of memory listing processes");
+            (*pids)[n++] = pid;
         }
         if (f) fclose(f);
     }
     if (tasks) closedir(tasks);
+    return n;
+}
+
+// Whether process pid, started at `start`, is a rank.
+static int launcher_is_rank(pid_t pid, unsigned long long start) {
+    for (int i = 0; i < launcher_n_ranks; i++)
+        if (launcher_ranks[i].pid == pid && launcher_ranks[i].start == start) return 1;
+    return 0;
+}
+
+// mpirun's children not yet recorded become ranks, but those still running mpirun's program (forked, not yet
+// executed: their exe is mpirun's).
+static void launcher_ranks_record(pid_t mpirun) {
+    static pid_t* children;
+    char path[64];
+    struct stat launcher_of, exe;
+    snprintf(path, sizeof(path), "/proc/%d/exe", (int)mpirun);
+    if (stat(path, &launcher_of)) return;  // (mpirun has ended)
+    for (int i = 0, n = proc_children(mpirun, &children); i < n; i++) {
+        unsigned long long start = proc_start_time(children[i]);
+        snprintf(path, sizeof(path), "/proc/%d/exe", (int)children[i]);
+        if (!start || launcher_is_rank(children[i], start) || stat(path, &exe) ||
+            (exe.st_dev == launcher_of.st_dev && exe.st_ino == launcher_of.st_ino))
+            continue;
+        if (!(launcher_n_ranks & (launcher_n_ranks - 1)))  // (grown at each power of two)
+            launcher_ranks = (RankProc*)realloc(launcher_ranks, sizeof(RankProc) * 2 * (launcher_n_ranks + 1));
+        if (!launcher_ranks) fail("out of memory recording the ranks");
+        launcher_ranks[launcher_n_ranks++] = (RankProc){children[i], start};
+    }
+}
+
+// `sig` (0: none) to each running child of process `parent` that is a rank (ranks 1: mpirun's ranks, or those an
+// ended mpirun left to the launcher) or that is not (ranks 0: what else an ended mpirun left). Returns how many;
+// `names`, when given, gets the first few as "PID COMMAND, ...".
+static int launcher_signal_children(pid_t parent, int ranks, int sig, char* names, size_t cap) {
+    static pid_t* children;
+    char path[64], comm[64];
+    int n = 0;
+    size_t at = 0;
+    if (names && cap) names[0] = 0;
+    for (int i = 0, n_children = proc_children(parent, &children); i < n_children; i++) {
+        pid_t pid = children[i];
+        unsigned long long start = proc_start_time(pid);
+        if (!start || launcher_is_rank(pid, start) != ranks) continue;
+        if (n++ < 4 && names && at < cap) {  // COMMAND: /proc/PID/comm, its newline dropped
+            snprintf(path, sizeof(path), "/proc/%d/comm", pid);
+            FILE* c = fopen(path, "r");
+            if (!c || !fgets(comm, sizeof(comm), c)) snprintf(comm, sizeof(comm), "?");
+            if (c) fclose(c);
+            comm[strcspn(comm, "\n")] = 0;
+            at += snprintf(names + at, cap - at, "%s%d %s", at ? ", " : "", pid, comm);
+        }
+        if (sig) kill(pid, sig);
+    }
     return n;
 }
 
@@ -124,6 +192,7 @@ static void launcher_pass(pid_t mpirun, int stop) {
     while (f && fgets(line, sizeof(line), f) && sscanf(line, "SigCgt: %llx", &caught) != 1) {}
     if (f) fclose(f);
     if (caught >> (stop - 1) & 1 || stop == SIGTERM) kill(mpirun, stop);
+    launcher_ranks_record(mpirun);
     if (!(caught >> (stop - 1) & 1)) launcher_signal_children(mpirun, 1, stop, NULL, 0);
 }
 
@@ -212,6 +281,7 @@ static void launcher_wait(int world, pid_t mpirun, int mpirun_out) {
         pid_t w = waitpid(mpirun, &status, WNOHANG);
         if (w == mpirun) break;
         if (w < 0 && errno != EINTR) fail("waiting for mpirun: %s", strerror(errno));
+        launcher_ranks_record(mpirun);
         if (open_out) open_out = relay_pump(&relay, 100) != 1;
         else usleep(100000);
         int stop = launcher_stop(&relay);

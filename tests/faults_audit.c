@@ -9,7 +9,24 @@
 
 #define AUD BAD "/audit"
 
+// Under the self-launcher: the run's processes left once it has returned (tests/faults_polish.c LEFT), the wait for
+// its first checkpoint
+#define AUD_LEFT "$(grep -l -s -a LAUNCHER_MARK=$$ /proc/[0-9]*/environ | wc -l)"
+#define AUD_AFTER_CKPT "for i in $(seq 600); do test -s $d/LATEST && break; sleep 0.1; done; "
+
 static const BadRun AUDIT_CASES[] = {
+    // The launcher told its ranks by their program file: ranks running a ./train rebuilt before mpirun started them
+    // (here: the launcher's argv[0] a copy, which mpirun runs) were not its ranks; with mpirun killed it did not
+    // stop them ('mpirun ended by signal 9 before its 2 ranks' missing) and took them for what else mpirun left
+    // ('launcher: 2 processes mpirun left ... stopping them'). Now ranks are mpirun's children by process id.
+    {{"launcher_ranks_of_rebuilt_program_tp2",
+      "bash -c 'd=" AUD "/rebuilt; set -- {train}; b=$1; shift; cp $b $d.bin; (export LAUNCHER_MARK=$$; exec -a $d.bin "
+      "$b \"$@\" --tp 2 --steps 1000 --ckpt-dir $d --ckpt-every 1 > /dev/null 2> $d.err) & " AUD_AFTER_CKPT
+      "kill -KILL $(cat /proc/$!/task/$!/children); wait $!; echo exit $? left " AUD_LEFT "'",
+      "exit 137 left 0", 0},
+     "rm -rf " AUD "/rebuilt*",
+     "grep -q 'mpirun ended by signal 9 before its 2 ranks' " AUD "/rebuilt.err && ! grep -q 'processes mpirun left' "
+     AUD "/rebuilt.err"},
     // a file of the user's under the name LOCK: refused before the lock's pid is written into it, the file unchanged
     {{"audit_ckpt_dir_lock_is_data", "--steps 1 --data " AUD "/ckl/LOCK --ckpt-dir " AUD "/ckl",
       "error: --ckpt-dir " AUD "/ckl: " AUD "/ckl/LOCK holds 4000 bytes that are not a process id, so it is not this "

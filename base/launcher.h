@@ -83,13 +83,17 @@ static int launcher_stop(const Relay* r) {
 // the launcher's children (its subreaper). They were the children running this program file (/proc/PID/exe
 // against the launcher's own): the ranks of a ./train rebuilt before mpirun started them were not ranks, a stop was
 // not passed to them and an ended mpirun's ranks were stopped late as what else it left, with that line.
-typedef struct { pid_t pid; unsigned long long start; } RankProc;
+typedef struct {
+    pid_t pid;
+    unsigned long long start;
+    double stopped_since;  // when it was first seen stopped (SIGSTOP) after mpirun ended; 0: not stopped, -1: killed
+} RankProc;
 static RankProc* launcher_ranks;
 static int launcher_n_ranks;
 
 // Process pid's start time (/proc/PID/stat's 22nd field, clock ticks after boot); 0 when it has ended (gone, or a
-// zombie not yet reaped).
-static unsigned long long proc_start_time(pid_t pid) {
+// zombie not yet reaped). *state (may be NULL): its state letter (T: stopped).
+static unsigned long long proc_start_time(pid_t pid, char* state) {
     char path[64], stat_line[1024], letter = 0;
     unsigned long long start = 0;
     snprintf(path, sizeof(path), "/proc/%d/stat", (int)pid);
@@ -101,6 +105,7 @@ static unsigned long long proc_start_time(pid_t pid) {
     if (after_name && sscanf(after_name + 2, "%c %*d %*d %*d %*d %*d %*u %*u %*u %*u %*u %*u %*u %*d %*d %*d %*d %*d "
                              "%*d %llu", &letter, &start) != 2)
         start = 0;
+    if (state) *state = letter;
     return letter == 'Z' ? 0 : start;
 }
 
@@ -143,7 +148,7 @@ static void launcher_ranks_record(pid_t mpirun) {
     snprintf(path, sizeof(path), "/proc/%d/exe", (int)mpirun);
     if (stat(path, &launcher_of)) return;  // (mpirun has ended)
     for (int i = 0, n = proc_children(mpirun, &children); i < n; i++) {
-        unsigned long long start = proc_start_time(children[i]);
+        unsigned long long start = proc_start_time(children[i], NULL);
         snprintf(path, sizeof(path), "/proc/%d/exe", (int)children[i]);
         if (!start || launcher_is_rank(children[i], start) || stat(path, &exe) ||
             (exe.st_dev == launcher_of.st_dev && exe.st_ino == launcher_of.st_ino))
@@ -151,7 +156,7 @@ static void launcher_ranks_record(pid_t mpirun) {
         if (!(launcher_n_ranks & (launcher_n_ranks - 1)))  // (grown at each power of two)
             launcher_ranks = (RankProc*)realloc(launcher_ranks, sizeof(RankProc) * 2 * (launcher_n_ranks + 1));
         if (!launcher_ranks) fail("out of memory recording the ranks");
-        launcher_ranks[launcher_n_ranks++] = (RankProc){children[i], start};
+        launcher_ranks[launcher_n_ranks++] = (RankProc){children[i], start, 0};
     }
 }
 
@@ -166,7 +171,7 @@ static int launcher_signal_children(pid_t parent, int ranks, int sig, char* name
     if (names && cap) names[0] = 0;
     for (int i = 0, n_children = proc_children(parent, &children); i < n_children; i++) {
         pid_t pid = children[i];
-        unsigned long long start = proc_start_time(pid);
+        unsigned long long start = proc_start_time(pid, NULL);
         if (!start || launcher_is_rank(pid, start) != ranks) continue;
         if (n++ < 4 && names && at < cap) {  // COMMAND: /proc/PID/comm, its newline dropped
             snprintf(path, sizeof(path), "/proc/%d/comm", pid);
@@ -221,6 +226,27 @@ static int launcher_stop_left(int stage) {
     return stage == 2;
 }
 
+// A rank stopped (SIGSTOP) once its mpirun has ended takes no stop and no Open MPI abort, and nothing will
+// continue it: the launcher waited for it for ever. One stopped for LAUNCHER_STOPPED_S is killed (SIGKILL), one line.
+#define LAUNCHER_STOPPED_S (2 * LAUNCHER_LEFT_S)
+static void launcher_kill_stopped(void) {
+    for (int i = 0; i < launcher_n_ranks; i++) {
+        RankProc* r = &launcher_ranks[i];
+        char state = 0;
+        if (r->stopped_since < 0) continue;
+        if (proc_start_time(r->pid, &state) != r->start || state != 'T') {
+            r->stopped_since = 0;
+            continue;
+        }
+        if (!r->stopped_since) r->stopped_since = now_s();
+        if (now_s() - r->stopped_since < LAUNCHER_STOPPED_S) continue;
+        fprintf(stderr, "launcher: rank process %d stayed stopped (SIGSTOP) %d s after mpirun ended: killing it "
+                "(SIGKILL)\n", (int)r->pid, LAUNCHER_STOPPED_S);
+        kill(r->pid, SIGKILL);
+        r->stopped_since = -1;
+    }
+}
+
 // mpirun has ended; what of its tree still runs is the launcher's (its subreaper). The ranks among them get the
 // stop in force (`unasked` when there is none) as launcher_due says, and every process left is reaped; others are
 // waited for while a rank runs, then stopped (launcher_stop_left). Returns the exit code of the first that ended by
@@ -234,6 +260,7 @@ static int launcher_reap_left(const Relay* relay, int unasked) {
         int due = launcher_due(stop, last, sent);
         int ranks = launcher_signal_children(getpid(), 1, due ? stop : 0, NULL, 0);
         if (due) last = stop, sent = now_s();
+        launcher_kill_stopped();
         int status;
         pid_t w;
         while ((w = waitpid(-1, &status, WNOHANG)) > 0) {

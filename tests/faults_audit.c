@@ -19,6 +19,18 @@ static const BadRun AUDIT_CASES[] = {
     // (here: the launcher's argv[0] a copy, which mpirun runs) were not its ranks; with mpirun killed it did not
     // stop them ('mpirun ended by signal 9 before its 2 ranks' missing) and took them for what else mpirun left
     // ('launcher: 2 processes mpirun left ... stopping them'). Now ranks are mpirun's children by process id.
+    // A rank stopped (SIGSTOP) when its mpirun is killed: it takes neither the launcher's stop nor Open MPI's abort,
+    // and the launcher waited for it for ever (killed by the suite's timeout after 120 s). Now it is killed once
+    // stopped for 4 s, with a line; the launcher exits 137 (mpirun's end) and leaves nothing running.
+    {{"launcher_kills_rank_stopped_after_mpirun_tp2",
+      "bash -c 'd=" AUD "/stopped; kids() { cat /proc/$1/task/*/children; }; LAUNCHER_MARK=$$ {train} --tp 2 "
+      "--steps 1000 --ckpt-dir $d --ckpt-every 1 > /dev/null 2> $d.err & " AUD_AFTER_CKPT "m=$(kids $!); "
+      "r=$(kids $m | tr \" \" \"\\n\" | grep . | head -1); kill -STOP $r; kill -KILL $m; wait $!; "
+      "echo exit $? left " AUD_LEFT "'",
+      "exit 137 left 0", 0},
+     "rm -rf " AUD "/stopped*",
+     "grep -q 'launcher: rank process [0-9]* stayed stopped (SIGSTOP) 4 s after mpirun ended: killing it (SIGKILL)' "
+     AUD "/stopped.err"},
     {{"launcher_ranks_of_rebuilt_program_tp2",
       "bash -c 'd=" AUD "/rebuilt; set -- {train}; b=$1; shift; cp $b $d.bin; (export LAUNCHER_MARK=$$; exec -a $d.bin "
       "$b \"$@\" --tp 2 --steps 1000 --ckpt-dir $d --ckpt-every 1 > /dev/null 2> $d.err) & " AUD_AFTER_CKPT

@@ -757,7 +757,10 @@ static int plan_main(int argc, char** argv) {
                    "the whole T x T, of which the kernels run the visible half; counted so (Megatron-LM's "
                    "6N + 6 L d T, the CSV's mfu_causal) this row's MFU is %.1f%%\n", p->mfu > 1 ? "MFU and HFU" : "HFU",
                    100 * plan_mfu_causal(&c, p));
-        if (a.doc_lengths) doc_print_prediction(&docs, &c, p);
+        if (a.doc_lengths) {
+            fflush(stdout);  // the table out before the documents' simulation, seconds to minutes
+            doc_print_prediction(&docs, &c, p);
+        }
     }
     if (a.csv) {
         char shown[4 * 256];

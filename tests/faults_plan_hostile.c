@@ -107,10 +107,12 @@ static const BadRun PLAN_HOSTILE_RUNS[] = {
     {{"plan_search_limit_passed", "--plan --model gpt2-124m --max-search-min 0.0001",
       "error: --plan: this search passed its limit of 0.0001 min (--max-search-min) after ", 1}, NULL, NULL},
     // a stop while --doc-lengths simulates the best layout's batches (after the search's table): its line was written
-    // into the middle of the table's last line when stdout was a file (stdout not flushed first)
+    // into the middle of the table's last line when stdout was a file (stdout not flushed first). The signal waits
+    // for the table's best: line (up to 120 s), not a fixed time: a loaded machine's search outlasted 8 s
     {{"plan_doc_lengths_stopped_own_line",
       "sh -c '{train} --plan --model gpt2-124m --seq-len 2048 --gpus 16 --global-batch 1024 --top 1 --doc-lengths "
-      "lognormal:78 > " HP "/docs.txt 2>&1 & sleep 8; kill -INT $!; wait $!; echo exit $?'", "exit 130", 0},
+      "lognormal:78 > " HP "/docs.txt 2>&1 & i=0; until grep -q ^best: " HP "/docs.txt || [ $i -ge 600 ]; do sleep "
+      "0.2; i=$((i+1)); done; sleep 1; kill -INT $!; wait $!; echo exit $?'", "exit 130", 0},
      NULL, "grep -qx 'stopped by signal 2 while building the --packing plan' " HP "/docs.txt"},
     // --plan-csv -: was a file named '-'; now standard output, which carries the CSV alone (the table on stderr)
     {{"plan_csv_stdout",

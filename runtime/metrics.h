@@ -223,6 +223,17 @@ static void print_startup(const Layout* L, const ParamLayout* P, const ModelConf
 #undef ROW
 }
 
+// The planner's inputs for this trainer's own run: the profile of `device` (its node holding all the run's ranks)
+// and this trainer's setup (its --grad-reduce). Returns profile_builtin's: nonzero where the device has no profile.
+static int trainer_plan_inputs(const ModelConfig* c, const char* device, int grad_reduce_bf16, DeviceProfile* d,
+                               PlanSetup* k) {
+    int unknown = profile_builtin(device, d);
+    d->gpus_per_node = c->dp * c->tp * c->pp * c->cp;
+    *k = plan_setup_default();
+    k->grad_reduce_bf16 = grad_reduce_bf16;
+    return unknown;
+}
+
 // At start: the planner's prediction for this run's layout (planner.h, the model behind
 // ./train --plan) on `device`, and this rank's buffer sizes from the layout. At the end
 // (metrics_finish) both are shown beside what was measured.
@@ -252,15 +263,13 @@ static void metrics_predict(Metrics* m, const ModelConfig* c, const char* device
     }
     m->host_act_bytes = act_tier_bytes;
     m->cfg_offload = c->offload;
-    DeviceProfile d;
-    profile_builtin(device, &d);
-    d.peak_flops = peak_flops_per_rank;
-    d.shared_cores = shared_cores;
-    d.gpus_per_node = c->dp * c->tp * c->pp * c->cp;
     // this trainer (its own activation buffers, layout/activations.h); both builds' attention
     // keeps only the log-sum-exp (flash on the GPU, blockwise on the CPU)
-    PlanSetup k = plan_setup_default();
-    k.grad_reduce_bf16 = m->args->grad_reduce_bf16;
+    DeviceProfile d;
+    PlanSetup k;
+    trainer_plan_inputs(c, device, m->args->grad_reduce_bf16, &d, &k);
+    d.peak_flops = peak_flops_per_rank;
+    d.shared_cores = shared_cores;
     plan_predict(c, &k, c->global_batch, d.gpus_per_node, &d, &m->plan);
     if (m->rank != 0) return;
     char a[32], b[32], cc[32], e[32];

@@ -105,13 +105,12 @@ static double host_mem_available(const char** why) {
 // error line for the run (the first host over), every rank exits 1; where it cannot be known, rank 0 says why.
 static void host_memory_check(const Model* m) {
     DeviceProfile d;
+    PlanSetup k;
     PlanResult r;
-    PlanSetup k = plan_setup_default();
-    k.grad_reduce_bf16 = m->args->grad_reduce_bf16;
     double device_bytes = 0, host_bytes = 0, mine, sum, most[2];
     const char* unknown = NULL;
-    if (profile_builtin(m->met->profile, &d)) unknown = "this device has no planner profile to size the buffers by";
-    d.gpus_per_node = m->L.world;
+    if (trainer_plan_inputs(&m->c, m->met->profile, m->args->grad_reduce_bf16, &d, &k))
+        unknown = "this device has no planner profile to size the buffers by";
     if (!unknown && plan_stage_bytes(&m->c, &k, &d, m->L.stage, &device_bytes, &host_bytes, &r))
         unknown = r.invalid;
     mine = host_bytes_of_rank(device_bytes, host_bytes);

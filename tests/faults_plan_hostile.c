@@ -88,17 +88,21 @@ static const BadRun PLAN_HOSTILE_RUNS[] = {
      "awk 'BEGIN { h = \"" HP_HEADER "\"; r = \"llama-7b,4096,16,8,262144,1f1b,1,1,1,16,1,none,flash2,1,0\"; "
      "for (i = 1; i <= 241; i++) { h = h \",x\" i; r = r \",\" }; print h; for (i = 0; i < 65537; i++) print r }' > "
      HP "/wide.csv", NULL},
-    // a --runs file of minutes: progress on stderr every 5 s; SIGTERM ends it, 143, no CSV nor its temporary
+    // a --runs file of minutes: progress on stderr every 5 s; SIGTERM ends it, 143, no CSV nor its temporary. The
+    // signal waits for the first progress line (up to 120 s), not a fixed 6 s, which a loaded machine outlasted
     {{"plan_runs_progress_then_stopped",
       "sh -c '{train} --plan --n-layer 512 --runs " HP "/slow.csv --plan-csv " HP "/slow_out.csv > " HP
-      "/slow.txt 2>&1 & sleep 6; kill -TERM $!; wait $!; echo exit $?'", "exit 143", 0},
+      "/slow.txt 2>&1 & i=0; until grep -q \"^plan: .*Ctrl-C stops$\" " HP "/slow.txt || [ $i -ge 600 ]; do sleep "
+      "0.2; i=$((i+1)); done; kill -TERM $!; wait $!; echo exit $?'", "exit 143", 0},
      HP_SLOW_RUNS,
      "grep -Eq '^plan: [0-9]+ of 768 runs predicted \\([0-9]+%\\), [0-9]+ s; Ctrl-C stops$' " HP "/slow.txt && "
      "grep -qx 'stopped by signal 15 while predicting the --runs rows' " HP "/slow.txt && ! ls " HP "/slow_out.csv*"},
-    // a search of minutes (4.3M layouts; allowed a week): progress every 5 s, SIGINT ends it, 130
+    // a search of minutes (4.3M layouts; allowed a week): progress every 5 s, SIGINT ends it, 130; the signal waits
+    // for the first progress line as the one above does
     {{"plan_search_progress_then_stopped",
       "sh -c '{train} --plan --model llama-65b --n-layer 512 --gpus 1024 --max-search-min 10000 > " HP
-      "/search.txt 2>&1 & sleep 6; kill -INT $!; wait $!; echo exit $?'", "exit 130", 0},
+      "/search.txt 2>&1 & i=0; until grep -q \"^plan: .*Ctrl-C stops$\" " HP "/search.txt || [ $i -ge 600 ]; do "
+      "sleep 0.2; i=$((i+1)); done; kill -INT $!; wait $!; echo exit $?'", "exit 130", 0},
      NULL,
      "grep -Eq '^plan: [0-9]+ of [0-9]+ layouts bounded \\(memory, best throughput\\) \\([0-9]+%\\), [0-9]+ s; "
      "Ctrl-C stops$' " HP "/search.txt && grep -qx 'stopped by signal 2 while searching layouts' " HP "/search.txt"},

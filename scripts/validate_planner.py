@@ -7,7 +7,7 @@ schema): ./train --plan --runs predicts every run, this script compares.
         [-- extra planner flags, e.g. --device-set mem_frag=0.1]
 
     python3 scripts/validate_planner.py --published dev/published_runs.csv [--plot FIGURE.png]
-        [-- --device-set link_eff_nccl=0.5]
+        [--out predictions.csv] [-- --device-set link_eff_nccl=0.5]
         (published runs of other studies, each row with its model's shape and device; then each
         source leave-one-source-out: predicted with the constants FITTED on published rows refit
         without it, or at their sourced prior where its device has no other source; per source
@@ -336,7 +336,20 @@ def plot_published(pred, path):
                   legend_outside=True)
 
 
-def published(train, path, extra, plot_path):
+def write_published_predictions(rows, pred, loso, path):
+    """--out with --published: every row as read, its prediction with the committed constants (pred_fits,
+    pred_mfu_pct, pred_mem_gib) and its leave-one-source-out one (loso_pred_fits, loso_pred_mfu_pct)."""
+    loso_left = {src: list(rs) for src, (rs, _) in loso.items()}  # each source's rows in the file's order
+    cols = list(rows[0].keys()) + ["pred_fits", "pred_mfu_pct", "pred_mem_gib", "loso_pred_fits", "loso_pred_mfu_pct"]
+    with open(path, "w", newline="") as f:
+        w = csv.DictWriter(f, fieldnames=cols)
+        w.writeheader()
+        for r, p in zip(rows, pred):
+            lp = loso_left[source_of(r)].pop(0)
+            w.writerow(dict(p, loso_pred_fits=lp["pred_fits"], loso_pred_mfu_pct=lp["pred_mfu_pct"]))
+
+
+def published(train, path, extra, plot_path, out_path):
     """Predict the published runs of other studies (dev/published_runs.csv): each group of one
     device, software and model shape through ./train --plan --runs with the shape's flags, as the
     row's software (column software: framework, the default, foundry: llm-foundry's dropout 0
@@ -405,6 +418,9 @@ def published(train, path, extra, plot_path):
     if plot_path:
         plot_published(all_pred, plot_path)
         print("wrote %s" % plot_path)
+    if out_path:
+        write_published_predictions(rows, pred, loso, out_path)
+        print("wrote %s" % out_path)
 
 def check_matplotlib():
     try:
@@ -423,17 +439,21 @@ def main():
                     help="the trainer binary (default ./train; make train builds it)")
     ap.add_argument("--plot", default="", help="PNG to write (none by default: the committed figures are made with "
                     "--plot dev/planner_validation.png and, with --published, --plot dev/published_validation.png)")
-    ap.add_argument("--out", default="", help="also keep the planner's predictions here")
+    ap.add_argument("--out", default="", help="also keep the planner's predictions here (with --published: "
+                    "each row's with the committed constants and its leave-one-source-out one)")
     argv = sys.argv[1:]  # everything after -- goes to the planner as it is
     cut = argv.index("--") if "--" in argv else len(argv)
     a = ap.parse_args(argv[:cut])
     a.extra = argv[cut + 1:]
     if not os.path.exists(a.train):
         sys.exit("error: %s not found: run make train first (or give --train)" % a.train)
+    for given in (a.published, a.runs, a.plot):  # no output lands on an input or on the other output
+        if a.out and given and os.path.abspath(a.out) == os.path.abspath(given):
+            sys.exit("error: --out %s: is a file this run reads or writes; it is not overwritten" % a.out)
     if a.published:
         if a.plot:
             check_matplotlib()
-        published(a.train, a.published, a.extra, a.plot)
+        published(a.train, a.published, a.extra, a.plot, a.out)
         return
     if not a.runs:
         sys.exit("error: give a runs file (the calibration.csv schema) or --published FILE")

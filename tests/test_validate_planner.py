@@ -1,0 +1,84 @@
+#!/usr/bin/env python3
+"""tests/test_validate_planner.py: scripts/validate_planner.py's --out, with a runs file and with --published: the
+file is written, one row per input row with the predictions, and never over an input. Needs ./train (make train).
+One line per check, "N passed, N failed" last."""
+import csv
+import os
+import subprocess
+import sys
+import tempfile
+
+ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+SCRIPT = os.path.join(ROOT, "scripts", "validate_planner.py")
+passed = failed = 0
+
+
+def check(ok, name, detail=""):
+    global passed, failed
+    print(f"{'PASS' if ok else 'FAIL'} validate_planner/{name}{': ' + detail if detail else ''}")
+    passed, failed = passed + bool(ok), failed + (not ok)
+
+
+def run(*args):
+    return subprocess.run([sys.executable, SCRIPT, *args], capture_output=True, text=True, cwd=ROOT)
+
+
+def rows_of(path):
+    with open(path, newline="") as f:
+        return list(csv.DictReader(f))
+
+
+def first_rows(src, dst, n):
+    """The header and the first n rows of src, written to dst."""
+    with open(src, newline="") as f:
+        lines = f.readlines()
+    with open(dst, "w", newline="") as f:
+        f.writelines(lines[:n + 1])
+
+
+def main():
+    if not os.path.exists(os.path.join(ROOT, "train")):
+        sys.exit("error: ./train not found: run make train first")
+    tmp = tempfile.mkdtemp(prefix="test_validate_planner_")
+    # a runs file: the layouts study's schema, four runs of calibration.csv's first sheet
+    runs, out = os.path.join(tmp, "runs.csv"), os.path.join(tmp, "runs_pred.csv")
+    first_rows(os.path.join(ROOT, "..", "shared", "data", "layouts_study", "calibration.csv"), runs, 4)
+    p = run(runs, "--out", out)
+    got = rows_of(out) if os.path.exists(out) else []
+    ok = p.returncode == 0 and len(got) == 4 and all(r["pred_fits"] in ("0", "1") for r in got)
+    check(ok, "out_with_runs_file", "exit %d, %d rows with pred_fits (4 runs)" % (p.returncode, len(got)))
+
+    # --published: three rows of one source; each row's prediction and its leave-one-source-out one
+    pub, out = os.path.join(tmp, "published.csv"), os.path.join(tmp, "published_pred.csv")
+    first_rows(os.path.join(ROOT, "dev", "published_runs.csv"), pub, 3)
+    p = run("--published", pub, "--out", out)
+    got = rows_of(out) if os.path.exists(out) else []
+    ok = p.returncode == 0 and len(got) == 3 and all(r["pred_mfu_pct"] and r["loso_pred_mfu_pct"] for r in got)
+    # the file's leave-one-source-out MFU MAE is the one printed
+    mae = sum(abs(float(r["loso_pred_mfu_pct"]) - float(r["mfu_pct"])) for r in got) / len(got) if got else -1
+    printed = "leave-one-source-out: 3 runs, MFU MAE %.2f," % mae
+    ok = ok and printed in p.stdout
+    check(ok, "out_with_published", "exit %d, %d rows with pred_mfu_pct and loso_pred_mfu_pct (3 runs); '%s' %s" % (
+          p.returncode, len(got), printed, "printed" if printed in p.stdout else "NOT printed"))
+
+    # --out naming the input: refused in one line, the input kept
+    before = open(pub).read()
+    p = run("--published", pub, "--out", pub)
+    kept = open(pub).read() == before
+    line = "error: --out %s: is a file this run reads or writes; it is not overwritten" % pub
+    check(p.returncode == 1 and p.stderr.strip() == line and kept, "out_on_input_refused",
+          "exit %d, stderr %r, input %s" % (p.returncode, p.stderr.strip(), "kept" if kept else "CHANGED"))
+    before = open(runs).read()
+    p = run(runs, "--out", runs)
+    kept = open(runs).read() == before
+    check(p.returncode == 1 and kept, "out_on_runs_file_refused",
+          "exit %d, input %s" % (p.returncode, "kept" if kept else "CHANGED"))
+    for f in os.listdir(tmp):
+        os.unlink(os.path.join(tmp, f))
+    os.rmdir(tmp)
+    print(f"{passed} passed, {failed} failed")
+    sys.exit(1 if failed else 0)
+
+
+if __name__ == "__main__":
+    main()

@@ -146,6 +146,21 @@ static void* xcalloc(size_t n, size_t size) {
     return p;
 }
 
+// A growing array (items of item_bytes each) made to hold `need` items: returned as it is while *cap (its capacity in
+// items) holds them, else moved by realloc to a capacity doubled from *cap (16 at first) until it does: appends one
+// at a time cost O(1) copies each on average. The bytes in 64 bits, capped where they would pass SIZE_MAX; past it,
+// or out of memory, one error line naming `what` ("recording the ranks").
+static void* xgrow(void* items, size_t item_bytes, size_t need, size_t* cap, const char* what) {
+    if (need <= *cap) return items;
+    size_t most = SIZE_MAX / item_bytes, grown = *cap ? *cap : 16;
+    if (need > most) fail("out of memory %s: %.3g items of %zu bytes", what, (double)need, item_bytes);
+    while (grown < need) grown = grown > most / 2 ? most : 2 * grown;
+    void* p = realloc(items, grown * item_bytes);
+    if (!p) fail("out of memory %s (%.1f MiB)", what, (double)grown * item_bytes / 1048576.0);
+    *cap = grown;
+    return p;
+}
+
 // A string formatted into a new allocation (for text of any length that lives as long as the run).
 static char* xstrprintf(const char* fmt, ...) {
     va_list ap;
@@ -162,11 +177,7 @@ static char* xstrprintf(const char* fmt, ...) {
 // A growing byte buffer (decoded samples).
 typedef struct { char* bytes; size_t n, cap; } Bytes;
 static void bytes_append(Bytes* b, const char* p, size_t n) {
-    if (b->n + n > b->cap) {
-        b->cap = (b->n + n) * 2 + 64;
-        b->bytes = (char*)realloc(b->bytes, b->cap);
-        if (!b->bytes) fail("out of memory growing a buffer to %.1f MiB", b->cap / 1048576.0);
-    }
+    b->bytes = (char*)xgrow(b->bytes, 1, b->n + n, &b->cap, "growing a buffer");
     memcpy(b->bytes + b->n, p, n);
     b->n += n;
 }

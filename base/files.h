@@ -314,14 +314,14 @@ typedef struct {
     int exists, output, spared, stream;  // stream: standard output or error (files_std_streams)
     int (*owns)(const char* name);  // a directory of outputs: the names written in it
 } RunFile;
-typedef struct { RunFile* f; int n, cap; } RunFiles;
+typedef struct {
+    RunFile* f;
+    int n;
+    size_t cap;
+} RunFiles;
 
 static RunFile* files_add(RunFiles* s, const char* flag, const char* path, int output) {
-    if (s->n == s->cap) {
-        s->cap = s->cap ? 2 * s->cap : 16;
-        s->f = (RunFile*)realloc(s->f, sizeof(RunFile) * (size_t)s->cap);
-        if (!s->f) fail("out of memory");
-    }
+    s->f = (RunFile*)xgrow(s->f, sizeof(RunFile), (size_t)s->n + 1, &s->cap, "listing the run's files");
     RunFile* f = &s->f[s->n++];
     memset(f, 0, sizeof(*f));
     f->flag = flag, f->output = output;

@@ -90,6 +90,7 @@ typedef struct {
 } RankProc;
 static RankProc* launcher_ranks;
 static int launcher_n_ranks;
+static size_t launcher_ranks_cap;
 
 // Process pid's start time (/proc/PID/stat's 22nd field, clock ticks after boot); 0 when it has ended (gone, or a
 // zombie not yet reaped). *state (may be NULL): its state letter (T: stopped).
@@ -110,8 +111,8 @@ static unsigned long long proc_start_time(pid_t pid, char* state) {
 }
 
 // The children of process `parent` (of each of its threads: /proc/PID/task/TID/children, Linux 3.5) into *pids
-// (grown as needed); returns how many.
-static int proc_children(pid_t parent, pid_t** pids) {
+// (grown as needed, *cap its capacity); returns how many.
+static int proc_children(pid_t parent, pid_t** pids, size_t* cap) {
     char path[320];
     struct dirent* task;
     snprintf(path, sizeof(path), "/proc/%d/task", (int)parent);
@@ -122,8 +123,7 @@ static int proc_children(pid_t parent, pid_t** pids) {
         snprintf(path, sizeof(path), "/proc/%d/task/%s/children", (int)parent, task->d_name);
         FILE* f = fopen(path, "r");
         while (f && fscanf(f, "%d", &pid) == 1) {
-            if (!(n & (n - 1))) *pids = (pid_t*)realloc(*pids, sizeof(pid_t) * 2 * (n + 1));  // (at each power of 2)
-            if (!*pids) fail("out of memory listing processes");
+            *pids = (pid_t*)xgrow(*pids, sizeof(pid_t), (size_t)n + 1, cap, "listing processes");
             (*pids)[n++] = pid;
         }
         if (f) fclose(f);
@@ -143,19 +143,19 @@ static int launcher_is_rank(pid_t pid, unsigned long long start) {
 // executed: their exe is mpirun's).
 static void launcher_ranks_record(pid_t mpirun) {
     static pid_t* children;
+    static size_t children_cap;
     char path[64];
     struct stat launcher_of, exe;
     snprintf(path, sizeof(path), "/proc/%d/exe", (int)mpirun);
     if (stat(path, &launcher_of)) return;  // (mpirun has ended)
-    for (int i = 0, n = proc_children(mpirun, &children); i < n; i++) {
+    for (int i = 0, n = proc_children(mpirun, &children, &children_cap); i < n; i++) {
         unsigned long long start = proc_start_time(children[i], NULL);
         snprintf(path, sizeof(path), "/proc/%d/exe", (int)children[i]);
         if (!start || launcher_is_rank(children[i], start) || stat(path, &exe) ||
             (exe.st_dev == launcher_of.st_dev && exe.st_ino == launcher_of.st_ino))
             continue;
-        if (!(launcher_n_ranks & (launcher_n_ranks - 1)))  // (grown at each power of two)
-            launcher_ranks = (RankProc*)realloc(launcher_ranks, sizeof(RankProc) * 2 * (launcher_n_ranks + 1));
-        if (!launcher_ranks) fail("out of memory recording the ranks");
+        launcher_ranks = (RankProc*)xgrow(launcher_ranks, sizeof(RankProc), (size_t)launcher_n_ranks + 1,
+                                          &launcher_ranks_cap, "recording the ranks");
         launcher_ranks[launcher_n_ranks++] = (RankProc){children[i], start, 0};
     }
 }
@@ -165,11 +165,12 @@ static void launcher_ranks_record(pid_t mpirun) {
 // `names`, when given, gets the first few as "PID COMMAND, ...".
 static int launcher_signal_children(pid_t parent, int ranks, int sig, char* names, size_t cap) {
     static pid_t* children;
+    static size_t children_cap;
     char path[64], comm[64];
     int n = 0;
     size_t at = 0;
     if (names && cap) names[0] = 0;
-    for (int i = 0, n_children = proc_children(parent, &children); i < n_children; i++) {
+    for (int i = 0, n_children = proc_children(parent, &children, &children_cap); i < n_children; i++) {
         pid_t pid = children[i];
         unsigned long long start = proc_start_time(pid, NULL);
         if (!start || launcher_is_rank(pid, start) != ranks) continue;

@@ -63,12 +63,6 @@ static DocCost doc_cost_model(const ModelConfig* c) {
 static double doc_pairs(double len) { return 0.5 * len * (len + 1.0); }
 static double doc_cost(DocCost k, int len) { return k.per_token * len + k.per_pair * doc_pairs(len); }
 
-static void* pack_realloc(void* old, size_t bytes) {
-    void* p = realloc(old, bytes);
-    if (!p) fail("out of memory packing documents");
-    return p;
-}
-
 typedef struct { size_t start; int len; } Doc;               // a document or a piece of one
 // A document at [off, off+len) of sequence seq, after waiting `waited` batches (wlb).
 typedef struct { size_t start; int len, seq, off, waited; } Placed;
@@ -89,7 +83,7 @@ static Doc* docs_split(const int* tokens, size_t n, int eot, int T, size_t* n_do
         size_t e = s + 1;
         while (e < last && tokens[e] != eot) e++;
         for (size_t p = s; p < e; p += T) {
-            if (k == cap) d = (Doc*)pack_realloc(d, sizeof(Doc) * (cap *= 2));
+            d = (Doc*)xgrow(d, sizeof(Doc), k + 1, &cap, "packing documents");
             d[k].start = p, d[k].len = (int)(e - p < (size_t)T ? e - p : (size_t)T), k++;
         }
         s = e;
@@ -303,16 +297,10 @@ static void pass_wlb(PassState* ps, const DocPlan* p, size_t b) {
 // Append the batch made to the plan; cap and batch_cap: the capacities of p->placed and p->batch_at, doubled as they
 // fill (a realloc a batch copied batch_at whole each time: quadratic, 22 s under ASan for a plan of 0.5 s).
 static void plan_append(DocPlan* p, const PassState* ps, size_t* cap, size_t* batch_cap) {
-    if (p->n_placed + ps->n > *cap) {
-        *cap = 2 * (p->n_placed + ps->n);
-        p->placed = (Placed*)pack_realloc(p->placed, sizeof(Placed) * *cap);
-    }
+    p->placed = (Placed*)xgrow(p->placed, sizeof(Placed), p->n_placed + ps->n, cap, "packing documents");
     memcpy(p->placed + p->n_placed, ps->batch, sizeof(Placed) * ps->n);
     p->n_placed += ps->n;
-    if (p->n_batches + 2 > *batch_cap) {
-        *batch_cap = 2 * (p->n_batches + 2);
-        p->batch_at = (size_t*)pack_realloc(p->batch_at, sizeof(size_t) * *batch_cap);
-    }
+    p->batch_at = (size_t*)xgrow(p->batch_at, sizeof(size_t), p->n_batches + 2, batch_cap, "packing documents");
     p->batch_at[++p->n_batches] = p->n_placed;
 }
 

@@ -77,7 +77,7 @@ static void doc_lengths_load(const char* spec, DocLengths* d) {
         if ((ch != '\n' && ch != EOF) || end == text || *end || v < 1 || v > 1000000000)
             fail("--doc-lengths %s: line %zu is not a length in [1, 1e9] tokens", spec, line);
         if (d->n == DOC_FILE_MAX) fail("--doc-lengths %s: more than %d lengths", spec, DOC_FILE_MAX);
-        if (d->n == cap) d->len = (int*)pack_realloc(d->len, sizeof(int) * (cap *= 2));
+        d->len = (int*)xgrow(d->len, sizeof(int), d->n + 1, &cap, "reading --doc-lengths");
         d->len[d->n++] = (int)v;
     }
     if (ferror(f)) fail("--doc-lengths %s: cannot read it: %s", spec, strerror(errno));
@@ -92,7 +92,7 @@ static Doc* doc_sim_docs(const DocLengths* d, int T, double tokens, size_t* n_do
     Doc* docs = (Doc*)xmalloc(sizeof(Doc) * cap);
     for (size_t i = 0; at < tokens; i = (i + 1) % d->n)
         for (int left = d->len[i]; left > 0 && at < tokens; left -= T) {
-            if (n == cap) docs = (Doc*)pack_realloc(docs, sizeof(Doc) * (cap *= 2));
+            docs = (Doc*)xgrow(docs, sizeof(Doc), n + 1, &cap, "simulating --doc-lengths");
             docs[n].start = at, docs[n].len = left < T ? left : T;
             at += docs[n++].len;
         }

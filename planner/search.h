@@ -103,18 +103,15 @@ typedef struct {
 
 typedef struct {
     PlanKey* k;
-    int n, cap;
+    int n;
+    size_t cap;
 } PlanKeys;
 
 static void plan_keys_push(PlanKeys* keys, PlanKey key) {
     if (keys->n == PLAN_MAX_LAYOUTS)
         fail("the search has more than %d layouts: narrow it with filters (--tp, --pp, --micro-batch, --cp, ...)",
              PLAN_MAX_LAYOUTS);
-    if (keys->n == keys->cap) {
-        keys->cap = keys->cap ? 2 * keys->cap : 4096;
-        keys->k = (PlanKey*)realloc(keys->k, sizeof(PlanKey) * keys->cap);
-        if (!keys->k) fail("out of memory");
-    }
+    keys->k = (PlanKey*)xgrow(keys->k, sizeof(PlanKey), (size_t)keys->n + 1, &keys->cap, "listing layouts");
     keys->k[keys->n++] = key;
 }
 

@@ -405,17 +405,14 @@ static int step_newer_first(const void* x, const void* y) { return *(const int*)
 static int ckpt_list(const char* dir, const char* what, int** steps) {
     DIR* d = opendir(dir);
     if (!d) fail("%s: cannot open --ckpt-dir %s: %s", what, dir, strerror(errno));
-    int n = 0, cap = 16;
+    int n = 0;
+    size_t cap = 16;
     *steps = (int*)xmalloc(sizeof(int) * cap);
     struct dirent* e;
     while ((e = readdir(d))) {
         int s = ckpt_name_step(e->d_name);
         if (s < 0) continue;
-        if (n == cap) {
-            cap *= 2;
-            *steps = (int*)realloc(*steps, sizeof(int) * cap);
-            if (!*steps) fail("out of memory listing %s", dir);
-        }
+        *steps = (int*)xgrow(*steps, sizeof(int), (size_t)n + 1, &cap, "listing --ckpt-dir's checkpoints");
         (*steps)[n++] = s;
     }
     closedir(d);

@@ -122,6 +122,57 @@ static void test_pipeline_ends_cut(void) {
           rc_own, rc_few, r.invalid);
 }
 
+// Llama 3 405B's three rows of Table 4 (dev/published_runs.csv `llama3-405b table4`; Dubey et al. 2024, section 3.3.2:
+// tp 8 pp 16 vpp 8, the ends cut, SP, no recomputation, micro-batch 1, ZeRO-1 with fp32 gradients made at each chunk's
+// first backward), by hand. A unit u = s.b.h/t bytes = 8192 x 16384 / 8 = 2^24 B. A layer keeps, each / t under SP:
+// its two norms' inputs and outputs 8, q 2, k and v 4r (r = 8/128), the attention output 2, SwiGLU's gate, silu(gate),
+// up and their product 8f (f = 53248/16384), the log-sum-exp 4a/h (a = 128): 38.28125 u. Stage 1's 8 chunks are one
+// layer each, 398,491,648 parameters a GPU ((2h^2 + 2h kv + 3hF) / 8 + 2h). At 8,192 GPUs (dp 64, m 32) it holds
+// Megatron's warm-up for rank 1, (V - 1) pp + 2 (pp - 2) = 140, plus the steady state's forward: 141 layers, with
+// all 8 chunks' fp32 gradients (its first chunk's first backward comes in the steady state); at 16,384 (m = pp) all 128
+// forwards run before its first backward, one chunk's gradients; at 131k (cp 16) each layer also keeps the gathered
+// K and V, 4r (cp - 1) = 3.75 u, and its temporaries the gathered K and V's gradients (131072 tokens, one kv head of
+// 128, bf16). Weights bf16 whole (2 B), Adam and the fp32 master 12 B over dp x cp; the device's 0.5 GiB reserve.
+static void test_llama3_405b_memory(void) {
+    DeviceProfile d;
+    profile_builtin("h100-sxm", &d);
+    ModelConfig c = model("llama-7b", 8192);
+    c.n_layer = 126, c.n_head = 128, c.n_kv_head = 8, c.d_model = 16384, c.d_ff = 53248, c.vocab = 128256;
+    config_finalize(&c);
+    c.tp = 8, c.pp = 16, c.vpp = 8, c.dp = 64, c.sp = 1, c.zero = 1, c.schedule = SCHED_INTERLEAVED;
+    PlanSetup k = plan_setup_for(SOFTWARE_FRAMEWORK);
+    k.pipe_split = SPLIT_ENDS, k.grad_bytes = 4, k.reduce_bytes = 4, k.grads_lazy = 1;
+    PlanResult r[3];
+    int rc = plan_predict(&c, &k, 2048, 8, &d, &r[0]);
+    c.dp = 128;
+    rc |= plan_predict(&c, &k, 2048, 8, &d, &r[1]);
+    ModelConfig long_ctx = c;
+    long_ctx.seq_len = 131072, long_ctx.cp = 16, long_ctx.dp = 8;
+    PlanSetup allgather = k;
+    allgather.cp_allgather = 1;
+    rc |= plan_predict(&long_ctx, &allgather, 128, 8, &d, &r[2]);
+    double u = 16777216, layer = 38.28125 * u, params = 3187933184.0, chunk = 398491648.0;
+    double want_act[3] = {141 * layer, 128 * layer, 128 * (layer + 3.75 * u)};
+    double want_grads[3] = {8 * chunk * 4, chunk * 4, chunk * 4}, replicas[3] = {64, 128, 128};
+    double want_temp[3] = {0, 0, 2 * 131072 * 128 * 2};  // at 131k the gathered K and V's gradients, one kv head
+    int ok = rc == 0;
+    for (int i = 0; i < 3; i++) {
+        double states = params * 2 + want_grads[i] + params * 12 / replicas[i];
+        ok &= r[i].worst_stage == 1 && r[i].in_flight == (i ? 128 : 141) &&
+              close_rel(r[i].mem_act, want_act[i], 1e-12) && close_rel(r[i].mem_grads, want_grads[i], 1e-12) &&
+              close_rel(r[i].mem_weights, params * 2, 1e-12) &&
+              close_rel(r[i].mem_optim, params * 12 / replicas[i], 1e-12) && r[i].mem_temp == want_temp[i] &&
+              close_rel(r[i].mem_total, states + want_act[i] + want_temp[i] + d.mem_overhead, 1e-12) && !r[i].fits;
+    }
+    check(ok, "llama3_405b_memory_hand",
+          "rc %d; stage %d %d %d, in flight %d %d %d (want 1, 141 128 128); activations %.3f %.3f %.3f GiB (want "
+          "%.3f %.3f %.3f), gradients %.3f %.3f %.3f (want %.3f %.3f %.3f), total %.3f %.3f %.3f",
+          rc, r[0].worst_stage, r[1].worst_stage, r[2].worst_stage, r[0].in_flight, r[1].in_flight, r[2].in_flight,
+          r[0].mem_act / GiB, r[1].mem_act / GiB, r[2].mem_act / GiB, want_act[0] / GiB, want_act[1] / GiB,
+          want_act[2] / GiB, r[0].mem_grads / GiB, r[1].mem_grads / GiB, r[2].mem_grads / GiB, want_grads[0] / GiB,
+          want_grads[1] / GiB, want_grads[2] / GiB, r[0].mem_total / GiB, r[1].mem_total / GiB, r[2].mem_total / GiB);
+}
+
 // Gradients created at each chunk's first backward (PlanSetup grads_lazy: PyTorch autograd's .grad, FSDP's unsharded
 // gradient; memory.h pipe_peak_lazy_grads), by hand on stage 0 of pp 4 x vpp 2, 4 layers a chunk, a layer's
 // activations 1 B and a chunk's gradients 10 B. At m 4 (= pp) Megatron's order runs all 8 forwards first (32 B of

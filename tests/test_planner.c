@@ -148,6 +148,7 @@ int main(void) {
     test_interleaved_in_flight();
     test_pipeline_ends_cut();
     test_lazy_grads();
+    test_llama3_405b_memory();
     test_bubble_definition();
     test_zero_bubble_schedules();
     test_context_parallel();

@@ -553,9 +553,9 @@ static void plan_print_profile(const DeviceProfile* d, const PlanSetup* k, int g
            printable(d->name, name, sizeof(name)), d->peak_flops / 1e12, clock, kernels, d->mem_bytes / GiB,
            d->mem_overhead / GiB, k->alloc_share ? 100 * d->mem_frag : 0.0, d->hbm_bw / 1e9, d->hbm_eff);
     printf(
-        "links: %d GPUs/node, intra %.0f GB/s/GPU, %d NICs x %.1f GB/s per node, link eff %.2f (%s; NICs %.2f), "
+        "links: %d GPUs/node, intra %.0f GB/s/GPU, %g NICs/GPU x %.1f GB/s, link eff %.2f (%s; NICs %.2f), "
         "DP overlap %.2f, interference %.2f; %s weights, %d-byte grads\n",
-        gpus_per_node, d->intra_bw / 1e9, d->nics_per_node, d->nic_bw / 1e9, software_link_eff(k, d),
+        gpus_per_node, d->intra_bw / 1e9, d->nics_per_gpu, d->nic_bw / 1e9, software_link_eff(k, d),
         k->nccl_links ? "link_eff_nccl: NCCL's measured" : "link_eff: fitted to the study", d->nic_eff,
         k->dp_after_backward ? 0.0 : d->dp_overlap, software_nccl_interference(k, d),
         d->dtype_bytes == 2 ? "bf16" : "fp32", sw.grad_bytes);

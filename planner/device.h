@@ -139,7 +139,8 @@ typedef struct {
     double comm_interference_nccl;  // the same for NCCL's collective kernels (software with nccl_links: framework,
                                     // foundry, megatron): measured
     int nvls;                // 1: the node's NVSwitches reduce (NVLink SHARP): all-reduces inside a node by NVLS
-    int nics_per_node;       // NICs in a node, shared by its GPUs
+    double nics_per_gpu;     // a node's NICs over its GPUs: each GPU's share (0.5: two GPUs share one), whatever the
+                             // node's size (--gpus-per-node), as a node is built of GPUs with their NICs beside them
     int gpus_per_node;       // default for --gpus-per-node (0: all GPUs in one node)
     // the host, for --offload (planner/time.h offload_time)
     double host_up_bw;       // bytes/s per GPU, host -> device (PCIe, effective: an upload)
@@ -231,7 +232,7 @@ static void profile_a100(DeviceProfile* d) {
                                        // slower on average than alone, serial 10.2% slower than overlapped: if the
                                        // collective hides, serial = 1.102 x 1.189 C = C + X gives X = 0.310 C and
                                        // 0.189 / 0.310 = 0.61 per second of collective (a ratio of their averages)
-    d->nics_per_node = 8;
+    d->nics_per_gpu = 1;
     d->gpus_per_node = 8;
     d->dtype_bytes = 2;
     d->grad_bytes = 2;            // bf16 gradients: 13B with tp=pp=1 only fits with these (as in the study)
@@ -309,7 +310,7 @@ static void profile_h100(DeviceProfile* d) {
 static void profile_jean_zay_a100(DeviceProfile* d) {
     profile_a100(d);
     snprintf(d->name, sizeof(d->name), "jean-zay-a100");
-    d->nics_per_node = 4;
+    d->nics_per_gpu = 0.5;        // 4 a node of 8
     d->nic_bw = 100e9 / 8;        // Omni-Path 100 Gb/s
     d->host_mem_bytes = 64 * GiB;  // 512 GB of CPU memory per node (the README above)
     d->net_overhead = 2e-6;       // "CPU: AMD" (the README above): getNetOverhead's AMD value, as the DGX A100's
@@ -342,7 +343,7 @@ static void profile_grand_teton_h100(DeviceProfile* d) {
 static void profile_aws_p4d(DeviceProfile* d) {
     profile_a100_40gb(d);
     snprintf(d->name, sizeof(d->name), "aws-p4d-a100");
-    d->nics_per_node = 4;
+    d->nics_per_gpu = 0.5;        // 4 EFA devices a node of 8
     d->nic_bw = 100e9 / 8;
     d->host_mem_bytes = 144 * GiB;
     d->net_overhead = 1e-6;       // p4d's host: Intel Xeon Scalable (Cascade Lake), getNetOverhead's Intel value
@@ -356,7 +357,7 @@ static void profile_aws_p4de(DeviceProfile* d) {  // p4d's node with the 80 GB A
 static void profile_aws_p5(DeviceProfile* d) {
     profile_h100(d);
     snprintf(d->name, sizeof(d->name), "aws-p5-h100");
-    d->nics_per_node = 32;
+    d->nics_per_gpu = 4;          // 32 EFA devices a node of 8
     d->nic_bw = 100e9 / 8;
 }
 
@@ -398,7 +399,7 @@ static void profile_cpu(DeviceProfile* d) {
     d->link_eff = d->link_eff_nccl = d->nic_eff = 1.0;
     d->dp_overlap = 0.0;          // the CPU trainer reduces gradients with blocking MPI calls
     d->comm_interference_nccl = d->comm_interference;  // MPI, no NCCL kernels
-    d->nics_per_node = 1;
+    d->nics_per_gpu = 1;
     d->gpus_per_node = 0;
     d->dtype_bytes = 4;
     d->grad_bytes = 4;
@@ -460,7 +461,7 @@ static const ProfileKey PROFILE_KEYS[] = {
     PKEY("intra_gbps", intra_bw, 0, 1e9, 1e-6, 1e6, "intra-node GB/s per GPU, one direction"),
     PKEY("intra_latency_us", intra_latency, 0, 1e-6, 0, 1e6, "intra-node latency, microseconds"),
     PKEY("nic_gbits", nic_bw, 0, 1e9 / 8, 1e-6, 1e6, "Gb/s per NIC, one direction"),
-    PKEY("nics_per_node", nics_per_node, 1, 1, 1, 1024, "NICs per node"),
+    PKEY("nics_per_gpu", nics_per_gpu, 0, 1, 1.0 / 64, 64, "a node's NICs over its GPUs (0.5: 2 GPUs a NIC)"),
     PKEY("inter_latency_us", inter_latency, 0, 1e-6, 0, 1e6, "inter-node latency, microseconds"),
     PKEY("net_overhead_us", net_overhead, 0, 1e-6, 0, 1e6, "NCCL's network post overhead by host CPU, microseconds"),
     PKEY("link_eff", link_eff, 0, 1, 1e-3, 1, "fraction of NVLink bandwidth collectives reach inside a node"),

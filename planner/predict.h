@@ -184,7 +184,7 @@ static PlanLinks plan_links(const ModelConfig* c, const PlanSetup* k, const Devi
     l.dp = group_link_nested(d, cp, tp, dp, dp_stride, gpus_per_node);
     l.pp = group_link(d, pp, pp_stride, gpus_per_node);
     if (pp > 1 && (long)pp * pp_stride > gpus_per_node)
-        l.pp = nic_link(d, gpus_per_node);  // some stage boundary crosses nodes
+        l.pp = nic_link(d);  // some stage boundary crosses nodes
     l.ring = k->cp_allgather ? group_link(d, cp, tp, gpus_per_node) : cp_ring_link(d, tp, cp, gpus_per_node);
     l.a2a = cp_alltoall_link(d, tp, U, gpus_per_node);
     r->cp_off_node = (cp / U > 1 && tp * cp > gpus_per_node) || (U > 1 && tp * U > gpus_per_node);

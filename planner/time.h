@@ -227,7 +227,7 @@ static Link group_link_nested(const DeviceProfile* d, int n_in, int stride_in, i
         k_in = share, k_out = 1, straddle = 1;  // the slowest group: its smaller part's NICs, across two nodes
     }
     l.nvls = 0;
-    double nic_share = (double)d->nics_per_node * d->nic_bw / gpus_per_node;  // per GPU
+    double nic_share = d->nics_per_gpu * d->nic_bw;  // per GPU
     l.bw = (double)k_in * k_out * nic_share * d->nic_eff;
     if (l.bw > d->intra_bw * d->link_eff) l.bw = d->intra_bw * d->link_eff;
     // NCCL's model: "Inter-node rings still have to launch nsteps * net overhead" (tuning.cc at b647562, v2.18.3-1):
@@ -243,8 +243,8 @@ static Link group_link(const DeviceProfile* d, int n, int stride, int gpus_per_n
 
 // One GPU's share of its node's NICs: what a point-to-point message leaving the node gets
 // (NCCL sends it through the NIC next to the GPU).
-static Link nic_link(const DeviceProfile* d, int gpus_per_node) {
-    Link l = {d->nic_eff * d->nics_per_node * d->nic_bw / gpus_per_node, d->inter_latency, 0, 0, 0, d->nccl};
+static Link nic_link(const DeviceProfile* d) {
+    Link l = {d->nic_eff * d->nics_per_gpu * d->nic_bw, d->inter_latency, 0, 0, 0, d->nccl};
     return l;
 }
 
@@ -309,7 +309,7 @@ static Link cp_ring_link(const DeviceProfile* d, int tp, int cp, int gpus_per_no
         Link l = {d->intra_bw * d->link_eff, d->intra_latency, 0, 1, 0, d->nccl};
         return l;
     }
-    return nic_link(d, gpus_per_node);
+    return nic_link(d);
 }
 
 // The all-to-all's: U ranks tp apart. Across nodes, what a rank sends to the U - k ranks off
@@ -320,7 +320,7 @@ static Link cp_alltoall_link(const DeviceProfile* d, int tp, int U, int gpus_per
     if (tp * U <= gpus_per_node) { Link l = {d->intra_bw * d->link_eff, d->intra_latency, 0, 1, 0, d->nccl}; return l; }
     int k = gpus_per_node / tp;
     if (k < 1) k = 1;
-    Link l = nic_link(d, gpus_per_node);
+    Link l = nic_link(d);
     l.bw *= (double)(U - 1) / (U - k);
     return l;
 }

@@ -132,6 +132,14 @@ static const BadRun PLAN_INPUT_RUNS[] = {
       "tensor_clock = 2 is out of range", 1}, NULL, NULL},
     {{"plan_device_tensor_clock_huge", PI_PLAN "--device-set tensor_clock=1e400", "tensor_clock: expected a number",
       1}, NULL, NULL},
+    // nics_per_gpu: a GPU's share of its node's NICs (nics_per_node, a count a node, meant the profile's node
+    // whatever --gpus-per-node said: renamed, so an old file's key is refused, not read with the other meaning)
+    {{"plan_device_nics_per_node_gone", PI_PLAN "--device-set nics_per_node=4", "unknown key 'nics_per_node'", 1},
+     NULL, NULL},
+    {{"plan_device_nics_per_gpu_zero", PI_PLAN "--device-set nics_per_gpu=0", "nics_per_gpu = 0 is out of range", 1},
+     NULL, NULL},
+    {{"plan_device_nics_per_gpu_nan", PI_PLAN "--device-set nics_per_gpu=nan", "nics_per_gpu: expected a number", 1},
+     NULL, NULL},
     {{"plan_device_file_tensor_clock_above_peak", PI_PLAN "--device-file " PI "/clock.txt",
       "clock.txt:2: tensor_clock = 1.5 is out of range", 1},
      "printf 'base = h100-sxm\\ntensor_clock = 1.5\\n' > " PI "/clock.txt", NULL},

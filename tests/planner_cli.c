@@ -60,7 +60,7 @@ static void test_device_files(void) {
         {"no_equals", "\n\npeak_tflops 100\n", ":3: expected 'key = value'"},
         {"empty_value", "mem_gib =\n", ":1: mem_gib: missing value"},
         {"base_not_first", "mem_gib = 40\nbase = h100-sxm\n", ":2: 'base' must be the first key"},
-        {"bad_int", "nics_per_node = 2.5\n", ":1: nics_per_node: expected an integer"},
+        {"bad_int", "sms = 2.5\n", ":1: sms: expected an integer"},
         {"grad_bytes_3", "grad_bytes = 3\n", ":1: grad_bytes = 3 is out of range"},
     };
     for (int i = 0; i < 8; i++) {

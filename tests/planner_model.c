@@ -542,7 +542,7 @@ static void test_recompute_full_distributed(void) {
 static void test_network_profiles(void) {
     DeviceProfile jz, dgx, a100;
     check(profile_builtin("jean-zay-a100", &jz) == 0 && profile_builtin("dgx-a100", &dgx) == 0 &&
-              profile_builtin("a100-80gb", &a100) == 0 && dgx.nics_per_node == a100.nics_per_node &&
+              profile_builtin("a100-80gb", &a100) == 0 && dgx.nics_per_gpu == a100.nics_per_gpu &&
               dgx.nic_bw == a100.nic_bw,
           "network_profiles_known", "dgx-a100 = a100-80gb, jean-zay-a100");
     Link one_jz = group_link_nested(&jz, 1, 8, 16, 8, 8), one_dgx = group_link_nested(&dgx, 1, 8, 16, 8, 8);
@@ -551,7 +551,7 @@ static void test_network_profiles(void) {
     char path[] = "/tmp/test_planner_network_XXXXXX", err[256];
     int fd = mkstemp(path);
     FILE* f = fd >= 0 ? fdopen(fd, "w") : NULL;
-    if (f) fputs("base = dgx-a100\nnics_per_node = 4\nnic_gbits = 100\n", f), fclose(f);
+    if (f) fputs("base = dgx-a100\nnics_per_gpu = 0.5\nnic_gbits = 100\n", f), fclose(f);
     DeviceProfile mine;
     int rc = f ? profile_parse_file(path, &mine, err, sizeof(err)) : -1;
     unlink(path);

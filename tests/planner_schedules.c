@@ -486,7 +486,7 @@ static void test_cp_work_and_refusals(const PlanResult* r1) {
     // leaves the node once tp x U > 8 (then the 8 of 16 peers off the node go through the GPU's NIC share)
     Link in = cp_ring_link(&d, 2, 4, 8), out = cp_ring_link(&d, 2, 8, 8);
     Link a_in = cp_alltoall_link(&d, 1, 8, 8), a_out = cp_alltoall_link(&d, 1, 16, 8);
-    double nic = d.nic_eff * d.nics_per_node * d.nic_bw / 8;
+    double nic = d.nic_eff * d.nics_per_gpu * d.nic_bw;
     check(in.bw == d.intra_bw * d.link_eff && in.lat == d.intra_latency && out.bw == nic &&
               out.lat == d.inter_latency && a_in.bw == in.bw && close_rel(a_out.bw, nic * 15 / 8, 1e-12),
           "cp_links_by_node", "ring tp2 cp4 %.0f GB/s, tp2 cp8 %.1f GB/s; all-to-all U8 %.0f GB/s, U16 %.1f GB/s",

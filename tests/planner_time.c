@@ -77,7 +77,7 @@ static void test_unfused_attention_shapes(void) {
 static void test_links_across_nodes(void) {
     DeviceProfile d;
     profile_builtin("a100-80gb", &d);
-    Link one = group_link(&d, 16, 8, 8), eight = group_link(&d, 16, 1, 8), p2p = nic_link(&d, 8);
+    Link one = group_link(&d, 16, 8, 8), eight = group_link(&d, 16, 1, 8), p2p = nic_link(&d);
     check(close_rel(one.bw, 20e9, 1e-12) && close_rel(eight.bw, 141e9, 1e-12) && p2p.bw == one.bw &&
               one.lat == d.inter_latency,
           "links_across_nodes", "1 per node %.1f GB/s, 8 per node %.1f GB/s, p2p %.1f GB/s", one.bw / 1e9,
@@ -91,7 +91,7 @@ static void test_links_across_nodes(void) {
 static void test_group_straddles_node(void) {
     DeviceProfile d;
     profile_builtin("h100-sxm", &d);
-    double nic = d.nics_per_node * d.nic_bw / 8 * d.nic_eff;
+    double nic = d.nics_per_gpu * d.nic_bw * d.nic_eff;
     Link six = group_link(&d, 6, 1, 8), three = group_link(&d, 3, 1, 8), four = group_link(&d, 4, 1, 8),
          dp = group_link_nested(&d, 1, 4, 2, 4, 8);
     check(close_rel(six.bw, 2 * nic, 1e-12) && six.nodes == 2 && close_rel(three.bw, nic, 1e-12) &&
@@ -99,6 +99,21 @@ static void test_group_straddles_node(void) {
               dp.nodes == 1 && group_smallest_share(6, 1, 1, 6, 8) == 2 && group_smallest_share(3, 1, 1, 3, 8) == 1,
           "group_straddles_node", "tp 6 %.1f GB/s on %d nodes, tp 3 %.1f on %d, tp 4 %.1f on %d", six.bw / 1e9,
           six.nodes, three.bw / 1e9, three.nodes, four.bw / 1e9, four.nodes);
+}
+
+// A GPU's share of the NICs does not change with the node's size (device.h nics_per_gpu): the h200-sxm profile on
+// Kempner's nodes of 4 H200 (4 ConnectX-7 NDR a node, KempnerForge scripts/slurm/multinode.sh at 5d3e723). tp 4 x dp
+// 8 on nodes of 4: the dp group has one rank a node, one GPU's NIC, 1 x 400 Gb/s = 50 GB/s x nic_eff 0.8 = 40 GB/s
+// over 8 nodes (the profile's 8 NICs kept for a node of 4 gave two a GPU: 80); on nodes of 8 two ranks a node, 80
+// GB/s over 4 nodes. A pipeline message leaving the node: one GPU's share, 40 GB/s at either size.
+static void test_nics_per_gpu_node_size(void) {
+    DeviceProfile d;
+    profile_builtin("h200-sxm", &d);
+    Link four = group_link_nested(&d, 1, 4, 8, 4, 4), eight = group_link_nested(&d, 1, 4, 8, 4, 8), p2p = nic_link(&d);
+    check(d.nics_per_gpu == 1 && close_rel(four.bw, 40e9, 1e-12) && four.nodes == 8 && close_rel(eight.bw, 80e9, 1e-12)
+              && eight.nodes == 4 && close_rel(p2p.bw, 40e9, 1e-12),
+          "nics_per_gpu_node_size", "dp 8 one rank a node of 4: %.1f GB/s on %d nodes; two a node of 8: %.1f on %d; "
+          "p2p %.1f GB/s", four.bw / 1e9, four.nodes, eight.bw / 1e9, eight.nodes, p2p.bw / 1e9);
 }
 
 // Where a framework's data-parallel group lands (software.h rank_order, predict.h plan_links): tp fastest, then dp
@@ -115,7 +130,7 @@ static void test_framework_rank_order(void) {
     PlanSetup fw = plan_setup_for(SOFTWARE_MEGATRON), own = plan_setup_default();
     PlanResult r;
     PlanLinks lf = plan_links(&c, &fw, &d, 8, &r), lt = plan_links(&c, &own, &d, 8, &r);
-    double nic = d.nics_per_node * d.nic_bw / 8 * d.nic_eff;
+    double nic = d.nics_per_gpu * d.nic_bw * d.nic_eff;
     check(fw.rank_order == ORDER_TP_DP_PP && close_rel(lf.dp.bw, 2 * nic, 1e-12) && lf.dp.nodes == 2 &&
               close_rel(lt.dp.bw, nic, 1e-12) && lt.dp.nodes == 4 && close_rel(lf.pp.bw, nic, 1e-12) &&
               close_rel(lt.pp.bw, nic, 1e-12),

@@ -351,7 +351,7 @@ static int plan_enumerate(const ModelConfig* c, int gpus, int global_batch, int 
     int n = 0;
     for (int start = 0; start < keys.n; start += BLOCK) {
         int count = keys.n - start < BLOCK ? keys.n - start : BLOCK, n_valid = 0;
-        PlanKeys part = {keys.k + start, count, count};
+        PlanKeys part = {keys.k + start, count, (size_t)count};
         PlanPass pass = {c, &part, NULL, global_batch, gpus_per_node, PLAN_TIME_FITTING, d, base, block, valid};
         plan_progress_set("layouts predicted", start, keys.n);
         plan_parallel_for(count, 64, plan_pass_body, &pass);

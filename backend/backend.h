@@ -254,8 +254,9 @@ static void backend_init(Model* m);
 static void backend_init_done(Model* m);
 static int weight_bytes_per_param(const Model* m);  // where the kernels read them (the planner's count)
 // Of a rank's bytes as the planner counts them (on its device, and --offload's on the host), those this build
-// holds in the host's memory (runtime/train.h host_memory_check).
-static double host_bytes_of_rank(double device_bytes, double host_bytes);
+// holds in the host's memory, with the host copy of the whole local fp32 weights params_host_take makes beside
+// them where it is a buffer of its own (runtime/train.h host_memory_check).
+static double host_bytes_of_rank(const Model* m, double device_bytes, double host_bytes);
 static void backend_print(const Model* m);          // rank 0: the build's lines of the start-up table
 static void backend_finish(Model* m);               // after the run: the GPU's memory line, its communicators
 

@@ -84,9 +84,12 @@ static void model_init_layout(Model* m, Args* a, Metrics* met) {
     m->defer_weight = c->weight_pass_deferred;
 }
 
+// ----------------------------------------------------------------------------
+// The host's memory: what it can still give the run, and the run's need checked against it before allocating.
+
 // This host's MemAvailable (/proc/meminfo: what can be allocated without swapping, the page cache it may drop
 // counted), in bytes; -1 when it cannot be read (then *why says why).
-static double host_mem_available(const char** why) {
+static double meminfo_available(const char** why) {
     FILE* f = fopen("/proc/meminfo", "r");
     char line[256];
     double kib = -1;
@@ -96,13 +99,110 @@ static double host_mem_available(const char** why) {
     return kib < 0 ? -1 : kib * 1024;
 }
 
+// The text of a small file (/proc, a cgroup's) into buf, cut at cap - 1 bytes; NULL when it cannot be read.
+static const char* small_file_text(const char* path, char* buf, size_t cap) {
+    FILE* f = fopen(path, "r");
+    if (!f) return NULL;
+    size_t n = fread(buf, 1, cap - 1, f);
+    fclose(f);
+    buf[n] = 0;
+    return buf;
+}
+
+// The directory of this process's memory cgroup under root (/sys/fs/cgroup), from /proc/self/cgroup's text, a line
+// "ID:CONTROLLERS:PATH" a hierarchy: cgroup v1's line whose controllers list "memory" (that hierarchy is mounted at
+// root/memory; on a hybrid host the memory controller is there), else v2's "0::PATH" (the unified one, at root).
+// Returns the version, 0 when neither line is there.
+static int cgroup_memory_dir(const char* proc_cgroup, const char* root, char* dir, size_t cap) {
+    int version = 0;
+    for (const char* line = proc_cgroup; *line && version != 1; line += strcspn(line, "\n"), line += *line == '\n') {
+        size_t len = strcspn(line, "\n");
+        const char* ids_end = (const char*)memchr(line, ':', len);
+        const char* list_end = ids_end ? (const char*)memchr(ids_end + 1, ':', len - (ids_end + 1 - line)) : NULL;
+        if (!list_end) continue;
+        int memory = 0, unified = ids_end == line + 1 && line[0] == '0' && list_end == ids_end + 1;
+        for (const char* c = ids_end + 1; c < list_end; c += strcspn(c, ",:") + 1)
+            memory |= !strncmp(c, "memory", 6) && (c[6] == ',' || c[6] == ':');
+        if (!memory && !(unified && !version)) continue;
+        version = memory ? 1 : 2;
+        const char* path = list_end + 1;
+        snprintf(dir, cap, "%s%s%.*s", root, memory ? "/memory" : "", (int)(line + len - path), path);
+        size_t n = strlen(dir);
+        if (n > 1 && dir[n - 1] == '/') dir[n - 1] = 0;  // (the hierarchy's root: PATH "/")
+    }
+    return version;
+}
+
+// One cgroup's headroom in bytes from its files' texts: its limit (v2 memory.max, "max" for none; v1
+// memory.limit_in_bytes, where none is a number near 2^63) less what it uses (v2 memory.current, v1
+// memory.usage_in_bytes) but its inactive file pages (memory.stat's inactive_file, v1 total_inactive_file: page
+// cache the kernel reclaims before it calls the OOM killer, such as the data files just read), cAdvisor's working set
+// (google/cadvisor container/libcontainer/handler.go setMemoryStats at 0087906). -1 when there is no limit or a
+// text is not a number.
+static double cgroup_headroom(int version, const char* limit, const char* usage, const char* stat) {
+    double most, used, inactive = 0;
+    if (!limit || !usage || !strncmp(limit, "max", 3) || sscanf(limit, "%lf", &most) != 1 ||
+        sscanf(usage, "%lf", &used) != 1)
+        return -1;
+    const char* key = version == 1 ? "total_inactive_file " : "inactive_file ";
+    for (const char* line = stat; line && *line; line += strcspn(line, "\n") + (line[strcspn(line, "\n")] == '\n'))
+        if (!strncmp(line, key, strlen(key))) inactive = atof(line + strlen(key));
+    double working = used > inactive ? used - inactive : 0;
+    return most > working ? most - working : 0;
+}
+
+// The least headroom of this process's memory cgroup and of each one above it up to root (a parent's limit binds
+// its children too; a directory that is not there is passed over: a container that sees only its own cgroup at the
+// hierarchy's root, but the host's PATH), from /proc/self/cgroup's text; -1 when none has a limit. *limit_file:
+// the limit's file of the cgroup that gave it.
+static double cgroup_available(const char* proc_cgroup, const char* root, char* limit_file, size_t cap) {
+    static const char* files[2][3] = {{"memory.limit_in_bytes", "memory.usage_in_bytes", "memory.stat"},
+                                      {"memory.max", "memory.current", "memory.stat"}};
+    char dir[PATH_CAP], path[PATH_CAP + 32], limit[64], usage[64], stat[16384];
+    char* bufs[3] = {limit, usage, stat};
+    size_t sizes[3] = {sizeof(limit), sizeof(usage), sizeof(stat)};
+    int version = cgroup_memory_dir(proc_cgroup, root, dir, sizeof(dir)), more = version;
+    size_t top = strlen(root) + (version == 1 ? strlen("/memory") : 0);
+    double least = -1;
+    while (more) {
+        const char* texts[3];
+        for (int i = 0; i < 3; i++) {
+            snprintf(path, sizeof(path), "%s/%s", dir, files[version - 1][i]);
+            texts[i] = small_file_text(path, bufs[i], sizes[i]);
+        }
+        double headroom = cgroup_headroom(version, texts[0], texts[1], texts[2]);
+        if (headroom >= 0 && (least < 0 || headroom < least))
+            least = headroom, snprintf(limit_file, cap, "%s/%s", dir, files[version - 1][0]);
+        char* slash = strrchr(dir, '/');
+        more = strlen(dir) > top && slash;
+        if (more) *slash = 0;  // the cgroup above
+    }
+    return least;
+}
+
+// What this host can still give the run, in bytes: MemAvailable, or its memory cgroup's headroom where that is less
+// (a container's or a Slurm job's limit: past it the OOM killer ends the run as surely); *source says which. -1 when
+// MemAvailable cannot be read (*why says why).
+static double host_mem_available(char* source, size_t cap, const char** why) {
+    char proc_cgroup[8192], limit_file[PATH_CAP + 32];
+    double available = meminfo_available(why);
+    const char* text = small_file_text("/proc/self/cgroup", proc_cgroup, sizeof(proc_cgroup));
+    double cgroup = text ? cgroup_available(text, "/sys/fs/cgroup", limit_file, sizeof(limit_file)) : -1;
+    snprintf(source, cap, "MemAvailable");
+    if (available >= 0 && cgroup >= 0 && cgroup < available)
+        available = cgroup, snprintf(source, cap, "the memory cgroup's %s less its use", limit_file);
+    return available;
+}
+
 // The host's memory against what the ranks on it will allocate, before they allocate it: a run past it was
 // killed by the kernel's OOM killer mid-allocation, without a word. Each rank's bytes are the planner's of its
 // stage (planner/predict.h plan_stage_bytes: this trainer's buffers as allocated, every build's own sizing
 // functions), of which the build's host holds host_bytes_of_rank (the CPU: all; the GPU: its pinned --offload
-// buffers; its device memory is dev_alloc's to refuse); summed over the ranks of this host (MPI's shared-memory
-// split). The data streams were read before (run.h read_inputs): MemAvailable has them counted. Over it: one
-// error line for the run (the first host over), every rank exits 1; where it cannot be known, rank 0 says why.
+// buffers; its device memory is dev_alloc's to refuse), with the host copy of the weights where it is a buffer of
+// its own; summed over the ranks of this host (MPI's shared-memory split), against host_mem_available (MemAvailable,
+// or the memory cgroup's headroom where less). The data streams were read before (run.h read_inputs): both have
+// them counted. Over it: one error line for the run (the first host over), every rank exits 1; where it cannot be
+// known, rank 0 says why.
 static void host_memory_check(const Model* m) {
     DeviceProfile d;
     PlanSetup k;
@@ -113,7 +213,7 @@ static void host_memory_check(const Model* m) {
         unknown = "this device has no planner profile to size the buffers by";
     if (!unknown && plan_stage_bytes(&m->c, &k, &d, m->L.stage, &device_bytes, &host_bytes, &r))
         unknown = r.invalid;
-    mine = host_bytes_of_rank(device_bytes, host_bytes);
+    mine = host_bytes_of_rank(m, device_bytes, host_bytes);
     double mine_both[2] = {mine, -mine};
     MPI_Comm host;
     int ranks, local;
@@ -123,14 +223,15 @@ static void host_memory_check(const Model* m) {
     mpiCheck(MPI_Allreduce(&mine, &sum, 1, MPI_DOUBLE, MPI_SUM, host));
     mpiCheck(MPI_Allreduce(mine_both, most, 2, MPI_DOUBLE, MPI_MAX, host));
     MPI_Comm_free(&host);
-    double available = local == 0 && !unknown ? host_mem_available(&unknown) : 0;
+    char source[PATH_CAP + 96];
+    double available = local == 0 && !unknown ? host_mem_available(source, sizeof(source), &unknown) : 0;
     if (unknown && m->L.rank == 0) fprintf(stderr, "warning: host memory not checked: %s\n", unknown);
     if (local == 0 && !unknown && sum > available) {
         char each[64];
         snprintf(each, sizeof(each), most[0] == -most[1] ? "%d rank%s x %.1f GiB" : "%d rank%s, the largest %.1f GiB",
                  ranks, ranks > 1 ? "s" : "", most[0] / GiB);
         snprintf(data_error_msg, sizeof(data_error_msg), "this run needs %.1f GiB of host memory on this machine (%s), "
-                 "%.1f GiB available (MemAvailable)", sum / GiB, each, available / GiB);
+                 "%.1f GiB available (%s)", sum / GiB, each, available / GiB, source);
     }
     data_errors_agree(m->L.rank, m->L.world);
 }

@@ -162,8 +162,9 @@ static double meminfo_bytes(const char* key) {
 }
 
 // A run whose buffers pass this host's memory (the OOM killer ended it mid-allocation, without a word): refused
-// at start-up, in under a second, with one line of its need and MemAvailable; under the self-launcher the need of
-// both ranks. The same shape with layers for 0.8 of MemAvailable starts: stopped (SIGTERM once its log appears)
+// at start-up, in under a second, with one line of its need and what is available (MemAvailable, or the memory
+// cgroup's headroom where less); under the self-launcher the need of both ranks. The same shape with layers for 0.8
+// of what is available starts: stopped (SIGTERM once its log appears)
 // while initializing the weights, past the check. Sized by this machine: the first at 2 x MemTotal of weights,
 // gradients and AdamW's m and v (16 B a parameter, 12 d^2 parameters a layer), the second by the refusal's bytes
 // a layer (an upper bound: the embedding and the rest counted in).
@@ -185,7 +186,7 @@ static void host_memory(const char* bin) {
     if (f) fclose(f);
     n_error = sh("test $(grep -c '^error:' %s) = 1", out) == 0;
     int parsed = sscanf(line, "error: this run needs %lf GiB of host memory on this machine (%d rank x %lf GiB), %lf "
-                        "GiB available (MemAvailable)", &need, &ranks, &each, &avail) == 4;
+                        "GiB available (", &need, &ranks, &each, &avail) == 4;
     check(rc == 1 && n_error && parsed && fast && ranks == 1 && need * GIB > 2 * total, tag,
           "%d layers of d %d: exit %d after %.2f s (at most 1), '%.*s', need %.1f GiB (more than 2 x MemTotal %.1f)",
           layers, d, rc, now_s() - t0, (int)strcspn(line, "\n"), line, need, total / GIB);
@@ -216,7 +217,7 @@ static void host_memory(const char* bin) {
     rc = under > 0 ? signal_once_log_created(cmd, out, log, SIGTERM, &reached, &dt) : -1;
     const char* said = "stopped by signal 15 while initializing the weights";
     check(reached && rc == 128 + SIGTERM && file_has(out, said) && !file_has(out, "error:"), tag,
-          "%d layers (0.8 of MemAvailable %.1f GiB): exit %d, '%s' %s%s", under, avail, rc, said,
+          "%d layers (0.8 of the %.1f GiB available): exit %d, '%s' %s%s", under, avail, rc, said,
           file_has(out, said) ? "printed" : "missing", file_has(out, "error:") ? ", AN ERROR LINE" : "");
 }
 

@@ -20,14 +20,15 @@
 //   4. a short training run that learns, and non-finite losses caught (stop / skip);
 //   5. the readers (token shards, text, tokenizer, checkpoints, llm.c GPT-2 weights) on
 //      good and corrupt files, and every shard of simulated tp/pp/vpp layouts (init and
-//      checkpoint resume) against an index mapping written here;
+//      checkpoint resume) against an index mapping written here; what the host can give a run
+//      (MemAvailable, the memory cgroup's headroom);
 //   6. the pipeline schedules (schedule.h): completeness, matching send/recv, in-flight
 //      bounds, deadlock freedom and the bubble formula;
 //   7. flag parsing and layout checks.
 //
 // This file holds the shared helpers and main; the checks, by concern, are in tests/gpt_kernels.c
-// and gpt_reference.c (1), gpt_model.c (2-4 and the test models), gpt_readers.c (5), gpt_schedules.c (6) and
-// gpt_flags.c (7, with args.h's table), included in that order into the one binary.
+// and gpt_reference.c (1), gpt_model.c (2-4 and the test models), gpt_readers.c and gpt_host.c (5),
+// gpt_schedules.c (6) and gpt_flags.c (7, with args.h's table), included in that order into the one binary.
 //
 // Error paths call fail(), which exits: they run in fork()ed children, and the test
 // checks the exit status (1) and that the message on stderr names the culprit.
@@ -238,6 +239,7 @@ static int* positions_in_order(int T) {
 #include "tests/gpt_kernels.c"
 #include "tests/gpt_model.c"
 #include "tests/gpt_readers.c"
+#include "tests/gpt_host.c"
 #include "tests/gpt_schedules.c"
 #include "tests/gpt_flags.c"
 #include "tests/gpt_docs.c"
@@ -262,6 +264,7 @@ int main(int argc, char** argv) {
                     {"model", test_model},
                     {"escape", test_escape},
                     {"files", test_files},
+                    {"host memory", test_host_memory},
                     {"data readers", test_data_readers},
                     {"checkpoints", test_checkpoints},
                     {"sharding", test_sharding},

@@ -62,7 +62,11 @@ static void backend_init_done(Model* m) {
 
 static int weight_bytes_per_param(const Model* m) { return 4; }  // the fp32 weights
 // The device is the host; the --offload tier is a file mapping whose pages go back after each use (offload.h).
-static double host_bytes_of_rank(double device_bytes, double host_bytes) { return device_bytes; }
+// With --zero 3 params_host_take's buffer of the whole local weights comes and goes (memory.h) while every other
+// buffer is there: the initial weights (parallel/zero3.h zero3_init, after the rest), each checkpoint.
+static double host_bytes_of_rank(const Model* m, double device_bytes, double host_bytes) {
+    return device_bytes + (m->c.zero == 3 ? sizeof(float) * (double)m->P.n_padded : 0);
+}
 static void backend_print(const Model* m) {}
 static void backend_finish(Model* m) {}
 

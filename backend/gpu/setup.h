@@ -102,8 +102,12 @@ static void backend_init_done(Model* m) {
 // The weights on the device per parameter: fp32 master + bf16 copy (6), or the bf16 copy alone
 // (2: master_on_host).
 static int weight_bytes_per_param(const Model* m) { return master_on_host(m) ? 2 : 6; }
-// The host holds the pinned --offload buffers (offload_gpu.h); the device's bytes are dev_alloc's to refuse.
-static double host_bytes_of_rank(double device_bytes, double host_bytes) { return host_bytes; }
+// The host holds the pinned --offload buffers (offload_gpu.h) and, without --offload optimizer, the host copy of
+// the whole local fp32 weights (memory.h params_host_take: made for the initial weights, kept for the checkpoints;
+// with it that copy is the pinned master, counted in host_bytes); the device's bytes are dev_alloc's to refuse.
+static double host_bytes_of_rank(const Model* m, double device_bytes, double host_bytes) {
+    return host_bytes + (m->c.offload & OFFLOAD_OPTIMIZER ? 0 : sizeof(float) * (double)m->P.n_padded);
+}
 
 static void backend_print(const Model* m) {
     const Args* a = m->args;

@@ -427,6 +427,23 @@ static double flash_length_factor(const DeviceProfile* d, double T, int triton) 
     return flash_length_at(d, tflops, T) / flash_length_at(d, tflops, d->attn_length->anchor);
 }
 
+// FlashAttention-2's backward under GQA, fewer KV heads than query heads (Dao-AILab/flash-attention
+// csrc/flash_attn/flash_api.cpp mha_bwd and mha_varlen_bwd, the same at 765fbd92 and 00979f57): the kernel writes dK
+// and dV for every query head (dk_expanded, dv_expanded: seqlen_k x num_heads x head_dim, as its MHA benchmark writes
+// them, so inside the rate), then two at::sum_out kernels add each group into its KV head: they read 2 x keys x heads
+// x hd and write 2 x keys x kv_heads x hd values, a pair per kernel call (a repeat_kv before the kernel, torchtitan's,
+// sums the same in autograd's backward of its expand). keys: the key positions of the rank's calls over a micro-batch:
+// b T (the ring's R blocks of T / R keys), under the all-gather b T (2cp + 1) / 2cp (the calls of chunks i and
+// 2cp - 1 - i see i + 1 and 2cp - i of the 2cp chunks): cp times the rank's own tokens, where the linear work is.
+static double flash2_gqa_sum_time(const ModelConfig* c, const DeviceProfile* d, int b, int tp, int cp, int U,
+                                  int kernels, int allgather) {
+    double hd = (double)c->d_model / c->n_head, heads = (double)c->n_head / (tp * U);
+    double kv_heads = (double)c->n_kv_head / (tp * U);
+    double keys = (double)b * c->seq_len * (allgather ? (2.0 * cp + 1) / (2 * cp) : 1);
+    double bytes = 2 * keys * (heads + kv_heads) * hd * d->dtype_bytes;
+    return bytes / (d->hbm_bw * d->hbm_eff) + 2 * kernels * d->op_latency;
+}
+
 // Times of one transformer layer for one micro-batch on one GPU.
 typedef struct {
     double fwd, bwd;     // bwd without recomputation
@@ -550,6 +567,7 @@ static LayerTime layer_time(const ModelConfig* c, int b, int tp, int sp, int cp,
         double slow_f = triton ? FLASH_TRITON_FWD_SLOWDOWN : 1, slow_b = triton ? FLASH_TRITON_BWD_SLOWDOWN : 1;
         attn = slow_f * flops / (d->peak_flops * eff_f) + kernels * d->op_latency;
         attn_bwd = slow_b * 2.5 * flops / (d->peak_flops * eff_b) + kernels * d->op_latency;
+        if (fa2 && c->n_kv_head < c->n_head) attn_bwd += flash2_gqa_sum_time(c, d, b, tp, cp, U, kernels, allgather);
     } else {
         // per block two batched matmuls over the full scores (no causal saving), then the
         // softmax passes over them; the backward has four such matmuls. By shape, per head:

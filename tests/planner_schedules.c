@@ -586,12 +586,47 @@ static void test_cp_allgather(const PlanResult* r1) {
           no_torch, no_u);
 }
 
+// FlashAttention-2's backward under GQA (time.h flash2_gqa_sum_time; flash_api.cpp mha_bwd): dK and dV written for
+// every query head, then summed into their KV heads, reading 2 x keys x heads x hd and writing 2 x keys x kv_heads x
+// hd bf16 values, two kernels a call. Llama 3 405B's 131k row (tp 8, cp 16, all-gather: 16 heads and 1 KV head of 128
+// a GPU; the rank's two calls see 2 and 31 of 32 chunks of 4096, or any pair i + 1, 32 - i: 135168 keys): 2 x 135168
+// x 17 x 128 x 2 = 1176502272 B and 4 kernels. In layer_time, LLaMA-3 8B at 32k on tp 1, cp 4 (32 heads, 8 KV heads):
+// the all-gather's calls see 32768 x 9 / 8 = 36864 keys (754974720 B, 2 calls), the ring's 4 blocks 32768 (671088640 B,
+// 4 calls); what else differs between the two backwards is the cp time and the attention's launches (2 and 4).
+static void test_flash2_gqa_sum(void) {
+    DeviceProfile d;
+    profile_builtin("h100-sxm", &d);
+    double bw = d.hbm_bw * d.hbm_eff, op = d.op_latency;
+    ModelConfig c = model("llama-7b", 131072);
+    c.n_layer = 126, c.n_head = 128, c.n_kv_head = 8, c.d_model = 16384, c.d_ff = 53248, c.vocab = 128256;
+    config_finalize(&c);
+    double row = flash2_gqa_sum_time(&c, &d, 1, 8, 16, 1, 2, 1);
+    check(close_rel(row, 1176502272.0 / bw + 4 * op, 1e-12), "flash2_gqa_sum_405b_131k_hand", "%.4f ms (want %.4f)",
+          1e3 * row, 1e3 * (1176502272.0 / bw + 4 * op));
+    ModelConfig m = model("llama3-8b", 32768);
+    m.cp = 4;
+    PlanSetup ring = plan_setup_for(SOFTWARE_FRAMEWORK);
+    ring.attention = ATTN_FLASH2;
+    PlanSetup ag = ring;
+    ag.cp_allgather = 1;
+    DeviceProfile dq = d;
+    dq.comm_interference = 0;
+    Link fast = {1e30, 0, 0, 0, 0, NULL};
+    LayerTime a = layer_time(&m, 1, 1, 0, 4, 1, &ring, &dq, fast, fast, fast),
+              g = layer_time(&m, 1, 1, 0, 4, 1, &ag, &dq, fast, fast, fast);
+    double sum_g = 754974720.0 / bw + 4 * op, sum_a = 671088640.0 / bw + 8 * op;
+    check(close_rel(g.bwd - g.cp.bwd - 2 * op - sum_g, a.bwd - a.cp.bwd - 4 * op - sum_a, 1e-12),
+          "flash2_gqa_sum_in_backward", "all-gather %.4f ms (its sum %.4f), ring %.4f ms (its sum %.4f)", 1e3 * g.bwd,
+          1e3 * sum_g, 1e3 * a.bwd, 1e3 * sum_a);
+}
+
 static void test_context_parallel(void) {
     PlanResult r1;
     test_cp_memory(&r1);
     test_cp_exchanges();
     test_cp_work_and_refusals(&r1);
     test_cp_allgather(&r1);
+    test_flash2_gqa_sum();
 }
 
 static void test_invalid_layouts(void) {

@@ -13,8 +13,9 @@ static void plan_usage(void) {
         "usage: train --plan [flags]              rank every layout and kernel choice\n"
         "       train --plan --runs FILE.csv [flags]  predict the runs of a file (see dev/PLANNER.md): its optional\n"
         "                          columns vpp, cp, cp_ulysses, cp_kind, offload, offload_frames, mlp, pp_split,\n"
-        "                          reduce_dtype, grad_dtype, dropout, grad_alloc, fsdp_version, loss, nccl as the\n"
-        "                          flags below (nccl: --nccl-version; each flag once, but --device-set: once per key)\n"
+        "                          reduce_dtype, grad_dtype, dropout, grad_alloc, fsdp_version, loss, nccl,\n"
+        "                          cross_entropy_loss_fusion as the flags below (nccl: --nccl-version; each flag\n"
+        "                          once, but --device-set: once per key)\n"
         "  --model NAME            preset (default llama-13b); shape: --n-layer --n-head --n-kv-head --d-model --d-ff\n"
         "                          --vocab --seq-len (with --runs all but --seq-len override every row's preset)\n"
         "  --mlp gelu|relu2|swiglu the MLP apart from the attention (default: the architecture's: GPT-2 gelu, LLaMA\n"
@@ -67,6 +68,9 @@ static void plan_usage(void) {
         "  --loss eager|fused      what a framework's cross-entropy keeps for its backward (memory only): its fp32\n"
         "                          ops' e + 16 bytes a logit (eager) or one kernel's / a torch.compile'd loss's 2e,\n"
         "                          the logits and their gradient (fused); default: the software's (foundry fused)\n"
+        "  --cross-entropy-loss-fusion off|on  Megatron-core's loss (--software megatron) as one kernel per\n"
+        "                          function (torch.compile): e + 20 bytes a logit forward, e + 8 backward, where\n"
+        "                          its kernel a pass moves e + 36, e + 12 (default off; NeMo's recipes turn it on)\n"
         "  --nccl-version V        price the collectives by NCCL release V's cost model (2.8 .. 2.30, e.g. 2.14.3:\n"
         "                          its latencies by release, dev/PLANNER.md); default: b647562's (v2.20.3)\n"
         "  --grad-reduce fp32|bf16 this trainer's dp all-reduce of the gradient (--zero 0|1; bf16: half the bytes,\n"
@@ -261,7 +265,7 @@ static void plan_parse_args(int argc, char** argv, PlanArgs* a) {
     const char* sets[64];
     int n_sets = 0, grad_reduce_bf16 = 0, grad_reduce_given = 0;
     const char *dropout = NULL, *grad_alloc = NULL, *grad_accum = NULL, *fsdp_version = NULL, *loss = NULL,
-               *nccl = NULL, *states_dtype = NULL, *grad_sync = NULL;
+               *nccl = NULL, *states_dtype = NULL, *grad_sync = NULL, *loss_compiled = NULL;
     FlagsGiven given = {"--plan: ", 0, {}};  // --device-set is repeatable (a key it sets twice: plan_device)
     for (int i = 1; i < argc; i++) {
         if (!strcmp(argv[i], "--plan")) { flag_once(&given, argv[i], NULL); continue; }
@@ -344,6 +348,8 @@ static void plan_parse_args(int argc, char** argv, PlanArgs* a) {
             fsdp_version = v;
         else if (!strcmp(flag, "--loss"))
             loss = v;
+        else if (!strcmp(flag, "--cross-entropy-loss-fusion"))
+            loss_compiled = v;
         else if (!strcmp(flag, "--nccl-version"))
             nccl = v;
         else if (!strcmp(flag, "--offload-frames"))
@@ -414,6 +420,9 @@ static void plan_parse_args(int argc, char** argv, PlanArgs* a) {
         software_set_fsdp_version(&a->setup, "--fsdp-version", fsdp_version, f->zero, why, sizeof(why)))
         fail("%s", why);
     if (loss && software_set_loss(&a->setup, "--loss", loss, why, sizeof(why))) fail("%s", why);
+    if (loss_compiled &&
+        software_set_loss_compiled(&a->setup, "--cross-entropy-loss-fusion", loss_compiled, why, sizeof(why)))
+        fail("%s", why);
     if (nccl && software_set_nccl(&a->setup, "--nccl-version", nccl, why, sizeof(why))) fail("%s", why);
     // (after --software, which sets the rest of it): this trainer's bf16 all-reduce, or the dtype another
     // framework reduces its gradients in (FSDP2's reduce_dtype; --runs' reduce_dtype column)
@@ -573,7 +582,7 @@ static void plan_print_profile(const DeviceProfile* d, const PlanSetup* k, int g
     }
     printf("software: rank order %s, pipeline cut by %s, %s%s loss, gradients reduced %s, %s%s\n",
            k->rank_order == ORDER_TP_PP_DP ? "tp-cp-pp-dp" : "tp-cp-dp-pp",
-           pipe_split_name(k->pipe_split), k->loss_fused ? "fused " : "",
+           pipe_split_name(k->pipe_split), k->loss_fused ? "fused " : k->loss_compiled ? "compiled " : "",
            k->loss_gathered ? "gathered-vocabulary" : "vocabulary-parallel",
            k->dp_after_backward ? "after the backward" : "during the backward",
            !k->context_parallel ? "no context parallelism"

@@ -39,17 +39,20 @@ static const int RUN_COL_INT[N_RUN_COLS] = {0, 1, 1, 1, 1, 0, 1, 1, 1, 1, 1, 0, 
 // with an fp32 master and fp32 m, v, or all bf16, KempnerForge's; software.h states_bf16; empty or absent:
 // --states-dtype's, else fp32), grad_sync (per_micro_batch|last_micro_batch: a framework's ZeRO 2|3 gradients
 // reduce-scattered after every micro-batch or once a step, FSDP2's set_requires_gradient_sync(False) on the others;
-// software.h grad_sync_last; empty or absent: --grad-sync's, else per_micro_batch).
+// software.h grad_sync_last; empty or absent: --grad-sync's, else per_micro_batch), cross_entropy_loss_fusion
+// (off|on: Megatron-core's --cross-entropy-loss-fusion, NeMo's cross_entropy_loss_fusion, its loss's passes compiled
+// into four kernels, software.h loss_compiled; --software megatron; empty or absent: --cross-entropy-loss-fusion's,
+// else off).
 // Columns that name a setting the planner does not model are refused, so a row is never predicted as another
 // layout than the one that ran.
 enum { RO_VPP, RO_CP, RO_CP_ULYSSES, RO_OFFLOAD, RO_OFFLOAD_FRAMES, RO_REDUCE_DTYPE, RO_MLP, RO_PP_SPLIT,
        RO_GRAD_DTYPE, RO_DROPOUT, RO_CP_KIND, RO_GRAD_ALLOC, RO_FSDP_VERSION, RO_LOSS, RO_NCCL,
-       RO_GRAD_ACCUM_PASS, RO_STATES_DTYPE, RO_GRAD_SYNC, N_RUN_OPT };
+       RO_GRAD_ACCUM_PASS, RO_STATES_DTYPE, RO_GRAD_SYNC, RO_LOSS_COMPILED, N_RUN_OPT };
 static const char* const RUN_OPT_COLS[N_RUN_OPT] = {"vpp",          "cp",           "cp_ulysses", "offload",
                                                     "offload_frames", "reduce_dtype", "mlp",        "pp_split",
                                                     "grad_dtype",   "dropout",      "cp_kind",    "grad_alloc",
                                                     "fsdp_version", "loss",         "nccl",       "grad_accum_pass",
-                                                    "states_dtype", "grad_sync"};
+                                                    "states_dtype", "grad_sync",    "cross_entropy_loss_fusion"};
 static const char* const RUN_UNMODELLED[] = {"ep", "expert_parallel", "moe_experts", "cp_split",
                                              "context_parallel_algo", "fsdp", "hsdp", "offload_dir", "cpu_offload"};
 
@@ -375,6 +378,8 @@ static int plan_run_row(const int* shape, int mlp, const PlanSetup* setup, const
     const char* fv = opt[RO_FSDP_VERSION];
     if (fv && fv[0] && software_set_fsdp_version(&k, "fsdp_version", fv, c->zero, err, err_len)) return -1;
     if (opt[RO_LOSS] && opt[RO_LOSS][0] && software_set_loss(&k, "loss", opt[RO_LOSS], err, err_len)) return -1;
+    const char* lc = opt[RO_LOSS_COMPILED];
+    if (lc && lc[0] && software_set_loss_compiled(&k, "cross_entropy_loss_fusion", lc, err, err_len)) return -1;
     if (opt[RO_NCCL] && opt[RO_NCCL][0] && software_set_nccl(&k, "nccl", opt[RO_NCCL], err, err_len)) return -1;
     const char* split = opt[RO_PP_SPLIT];
     if (split && split[0]) {

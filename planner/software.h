@@ -110,6 +110,11 @@ typedef struct {
                                // Megatron-LM f2e5db40): the fp32 copy of the logits made a softmax in place, pass by
                                // pass (max, subtract, exp, sum, divide: kept for the backward; loss_bytes); 0: torch's
                                // log-softmax
+    int loss_compiled;  // 1: that loss under Megatron-core's --cross-entropy-loss-fusion (NeMo's
+                        // cross_entropy_loss_fusion; fusions/fused_cross_entropy.py at ee6737da): the same passes
+                        // grouped in functions that jit_fuser (torch.compile from PyTorch 2.2, core/jit.py) makes one
+                        // kernel each: three forward, one backward (loss_bytes); the same fp32 softmax kept; 0: a
+                        // kernel a pass
     int alloc_share;  // 1: the device's mem_frag of the activations on top of the counted tensors: a share fitted
                       // to the layouts study's out-of-memory boundaries, so the Scaling codebase's (what it holds
                       // beyond Korthikanti's count, allocator and autograd alike); 0: the counted tensors alone
@@ -281,6 +286,7 @@ enum { GRAD_ACCUM_NONE, GRAD_ACCUM_ADD, GRAD_ACCUM_CAST_ADD };
 static const char* const GRAD_ACCUM_NAMES[] = {"none", "add", "cast_add", NULL};
 static const char* const STATES_DTYPE_NAMES[] = {"fp32", "bf16", NULL};
 static const char* const GRAD_SYNC_NAMES[] = {"per_micro_batch", "last_micro_batch", NULL};
+static const char* const OFF_ON_NAMES[] = {"off", "on", NULL};
 
 // v's index in names (NULL-terminated), or -1 with err set ("expected a, b or c").
 static int software_choice(const char* what, const char* const names[], const char* v, char* err, size_t err_len) {
@@ -487,6 +493,24 @@ static int software_set_loss(PlanSetup* k, const char* what, const char* v, char
     return 0;
 }
 
+// Megatron-core's cross-entropy compiled (--cross-entropy-loss-fusion on|off, a --runs row's cross_entropy_loss_fusion
+// column: loss_compiled): its vocab_parallel_cross_entropy's, so the software's whose loss that is (megatron); not
+// torch's (framework, foundry, deepspeed2021), nanotron's own _ShardedCrossEntropy, the Scaling codebase's or this
+// trainer's. `what` as software_choice's.
+static int software_set_loss_compiled(PlanSetup* k, const char* what, const char* v, char* err, size_t err_len) {
+    int on = software_choice(what, OFF_ON_NAMES, v, err, err_len);
+    if (on < 0) return -1;
+    if (on && (!k->loss_softmax_inplace || k->nanotron_options)) {
+        snprintf(err, err_len, "%s on: Megatron-core's fused vocabulary-parallel cross-entropy (--software megatron); "
+                 "%s", what, k->nanotron_options ? "nanotron's loss is its own _ShardedCrossEntropy"
+                            : k->own_kernels      ? "this trainer's loss is its own kernel"
+                                                  : "this software's loss is torch's");
+        return -1;
+    }
+    k->loss_compiled = on;
+    return 0;
+}
+
 static int attn_from_name(const char* s) {
     for (int i = 0; i < N_ATTN; i++)
         if (!strcmp(s, ATTN_NAMES[i])) return i;
@@ -516,6 +540,11 @@ static const char* attn_names_joined(char* out, size_t out_len, const char* sep)
 //                         bwd softmax - one-hot 8, to(dtype) 4+e: e + 12
 //   Megatron's            fwd logits to fp32 e+4, max 4, subtract the max in place 8, exp in place 8, sum 4,
 //   (loss_softmax_inplace)    divide by the sum in place 8: e + 36   bwd (the same) e + 12
+//   compiled, its three   fwd the cast with the max e+4 (calculate_logits_max: the fp32 copy returned), the
+//   functions and one         subtract, exp and sum 8 (calculate_predicted_logits: read, written back in place),
+//   (loss_compiled)           the divide 8 (calculate_cross_entropy_loss): e + 20
+//                         bwd calculate_gradients: the softmax read 4, written back in place 4 (torch.compile keeps
+//                             an input's mutation), the bf16 gradient e: e + 8
 static double norm_bytes(int rms_kernel, double e, int backward) {
     if (rms_kernel) return backward ? 3 * e : 2 * e;
     return (backward ? 2 : 1) * (4 * e + 24);
@@ -525,6 +554,7 @@ static double norm_bytes(int rms_kernel, double e, int backward) {
 // and writes the gradient once (dev/RESULTS.md: N 8192, V 50304 in 0.917 ms on the H200).
 static double loss_bytes(const PlanSetup* k, double e, int backward) {
     if (k->own_kernels) return backward ? 0 : 4 * e;
+    if (k->loss_compiled) return backward ? e + 8 : e + 20;
     return backward ? e + 12 : k->loss_softmax_inplace ? e + 36 : e + 20;
 }
 static double softmax_bytes(int attention, double e, int backward) {

@@ -1,12 +1,13 @@
 // tests/faults_plan_inputs.c: test_faults' cases of the planner's inputs of issue 35's fifth session, as a hostile user
-// types them: --cp-kind allgather, --grad-alloc, --fsdp-version, --states-dtype, --grad-sync, --loss and --software
-// nanotron with softwares and layouts that cannot use them, empty values and wrong case; the device key tensor_clock
-// (NaN, inf, negative, zero, above the datasheet's clock: 2 gave a 101.8% MFU) in --device-set and a --device-file; the
-// --runs columns cp_kind, grad_alloc, grad_accum_pass, states_dtype, grad_sync, fsdp_version, loss, dropout,
-// grad_dtype, reduce_dtype, pp_split, cp and nccl (and --nccl-version) blank, junk, named twice in the header (the last
-// was read silently) or refused by the row's software; a device file's key given twice; the search's filters beside
-// --runs. Each is one error line and exit 1. Run through ./train and ./train_asan. Included by tests/test_faults.c
-// after faults_bad_inputs.c (its bad_run and BAD); not built alone.
+// types them: --cp-kind allgather, --grad-alloc, --fsdp-version, --states-dtype, --grad-sync, --loss,
+// --cross-entropy-loss-fusion and --software nanotron with softwares and layouts that cannot use them, empty values
+// and wrong case; the device key tensor_clock (NaN, inf, negative, zero, above the datasheet's clock: 2 gave a 101.8%
+// MFU) in --device-set and a --device-file; the --runs columns cp_kind, grad_alloc, grad_accum_pass, states_dtype,
+// grad_sync, fsdp_version, loss, cross_entropy_loss_fusion, dropout, grad_dtype, reduce_dtype, pp_split, cp and nccl
+// (and --nccl-version) blank, junk, named twice in the header (the last was read silently) or refused by the row's
+// software; a device file's key given twice; the search's filters beside --runs. Each is one error line and exit 1.
+// Run through ./train and ./train_asan. Included by tests/test_faults.c after faults_bad_inputs.c (its bad_run and
+// BAD); not built alone.
 
 #define PI BAD "/plan_inputs"
 #define PI_PLAN "--plan --model gpt2-124m "
@@ -106,6 +107,25 @@ static const BadRun PLAN_INPUT_RUNS[] = {
     {{"plan_runs_loss_fused_megatron", "--plan --software megatron --runs " PI "/loss_mega.csv",
       "loss fused: this software's vocabulary-parallel cross-entropy keeps its fp32 softmax", 1},
      PI_RUNS("loss_mega", ",loss", "1", "16", ",fused"), NULL},
+    // --cross-entropy-loss-fusion: Megatron-core's loss compiled; under any other software's loss it would have cut
+    // a loss the software does not run
+    {{"plan_loss_compiled_framework", PI_PLAN "--software framework --cross-entropy-loss-fusion on",
+      "--cross-entropy-loss-fusion on: Megatron-core's fused vocabulary-parallel cross-entropy (--software megatron); "
+      "this software's loss is torch's", 1}, NULL, NULL},
+    {{"plan_loss_compiled_nanotron", PI_PLAN "--software nanotron --cross-entropy-loss-fusion on",
+      "nanotron's loss is its own _ShardedCrossEntropy", 1}, NULL, NULL},
+    {{"plan_loss_compiled_trainer", PI_PLAN "--cross-entropy-loss-fusion on", "this trainer's loss is its own kernel",
+      1}, NULL, NULL},
+    {{"plan_loss_compiled_wrong_case", PI_PLAN "--software megatron --cross-entropy-loss-fusion On",
+      "--cross-entropy-loss-fusion: expected off or on, got 'On'", 1}, NULL, NULL},
+    {{"plan_loss_compiled_empty", PI_PLAN "--software megatron --cross-entropy-loss-fusion ''",
+      "expected off or on, got ''", 1}, NULL, NULL},
+    {{"plan_runs_loss_compiled_framework", "--plan --software framework --runs " PI "/ce_fw.csv",
+      "cross_entropy_loss_fusion on: Megatron-core's fused vocabulary-parallel cross-entropy", 1},
+     PI_RUNS("ce_fw", ",cross_entropy_loss_fusion", "1", "16", ",on"), NULL},
+    {{"plan_runs_loss_compiled_true", "--plan --software megatron --runs " PI "/ce_true.csv",
+      "cross_entropy_loss_fusion: expected off or on, got 'true'", 1},
+     PI_RUNS("ce_true", ",cross_entropy_loss_fusion", "1", "16", ",true"), NULL},
     // --software nanotron: what nanotron v0.5 does not run (--pp-split auto was dropped silently)
     {{"plan_software_wrong_case", PI_PLAN "--software Nanotron", "got 'Nanotron'", 1}, NULL, NULL},
     {{"plan_nanotron_zero3", PI_PLAN "--software nanotron --zero 3", "nanotron v0.5 runs ZeRO 0 or 1", 1}, NULL, NULL},

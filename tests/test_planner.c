@@ -107,6 +107,7 @@ int main(void) {
     test_megatron_tp_comm_overlap();
     test_dropout_time();
     test_megatron_loss_bytes();
+    test_megatron_loss_compiled();
     test_megatron_dp_chunked();
     test_megatron_grad_buffer_passes();
     test_fsdp2_copy_out();
@@ -168,6 +169,7 @@ int main(void) {
     test_runs_grad_accum_pass();
     test_runs_states_dtype();
     test_runs_grad_sync();
+    test_runs_loss_compiled();
     test_runs_fsdp_version();
     test_runs_loss();
     test_zbh1_framework_memory_hand();

@@ -339,7 +339,9 @@ static void profile_grand_teton_h100(DeviceProfile* d) {
 // (400 Gb/s per node, a quarter of a DGX A100's 1,600), p5.48xlarge 8 H100 SXM behind 32 (3,200 Gb/s, a DGX
 // H100's). Device counts: meta-pytorch/torchx torchx/specs/named_resources_aws.py (EFA_DEVICE 4 / 4 / 32);
 // host memory 1,152 GiB (p4) / 2,048 GiB (p5) for 8 GPUs, the same file. nic_eff is kept (0.8, an estimate
-// for InfiniBand; not measured on EFA).
+// for InfiniBand; not measured on EFA). Hosts: Intel on p4d / p4de, AMD on p5 (aws/karpenter-provider-aws
+// website/content/en/preview/reference/instance-types.md at 1d927085: instance-cpu-manufacturer intel for
+// p4d.24xlarge, p4de.24xlarge and p5en.48xlarge, amd for p5.48xlarge), which sets NCCL's net overhead.
 static void profile_aws_p4d(DeviceProfile* d) {
     profile_a100_40gb(d);
     snprintf(d->name, sizeof(d->name), "aws-p4d-a100");
@@ -359,6 +361,7 @@ static void profile_aws_p5(DeviceProfile* d) {
     snprintf(d->name, sizeof(d->name), "aws-p5-h100");
     d->nics_per_gpu = 4;          // 32 EFA devices a node of 8
     d->nic_bw = 100e9 / 8;
+    d->net_overhead = 2e-6;       // p5's host: AMD (above), getNetOverhead's AMD value, as the DGX A100's
 }
 
 static void profile_h200(DeviceProfile* d) {

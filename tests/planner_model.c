@@ -574,6 +574,9 @@ static void test_network_profiles(void) {
 // latency (time.h ring_latency; p4d's Intel host: an NVLink step max(3.4, 3 x 1 us net overhead)): 8.4 us + 112
 // NVLink steps of 3.4 + 15 network steps of 14 = 599.2 us:
 // 3 x (0.334290 + 0.020373) = 1.063988 s.
+// NCCL's net overhead by host (device.h profile_aws_p5): p5's AMD host floors each NVLink step of a ring that spans
+// nodes at 3 x 2 us, p4de's Intel host at max(3.4, 3 x 1): an all-gather over 16 ranks on 2 nodes costs
+// 8.4 + 14 x 6 + 14 = 106.4 us on p5, 8.4 + 14 x 3.4 + 14 = 70.0 on p4de.
 static void test_aws_profiles_zero3_traffic(void) {
     DeviceProfile p4de, p5, dgx;
     profile_builtin("aws-p4de-a100", &p4de), profile_builtin("aws-p5-h100", &p5), profile_builtin("dgx-a100", &dgx);
@@ -583,6 +586,10 @@ static void test_aws_profiles_zero3_traffic(void) {
     check(fabs(l4.bw - 40e9) < 1 && fabs(l5.bw - 320e9) < 1 && fabs(ld.bw - 160e9) < 1 && p4de.mem_bytes == 80 * GiB,
           "network_aws_profiles_hand", "p4de %.1f, p5 %.1f, dgx %.1f GB/s (want 40, 320, 160)", l4.bw / 1e9,
           l5.bw / 1e9, ld.bw / 1e9);
+    double ag5 = ring_latency(16, 0, group_link_nested(&p5, 1, 1, 16, 1, 8));
+    double ag4 = ring_latency(16, 0, group_link_nested(&p4de, 1, 1, 16, 1, 8));
+    check(fabs(ag5 - 106.4e-6) < 1e-12 && fabs(ag4 - 70.0e-6) < 1e-12, "network_aws_host_net_overhead_hand",
+          "16 ranks on 2 nodes: p5 (AMD) %.1f us, p4de (Intel) %.1f (want 106.4, 70.0)", ag5 * 1e6, ag4 * 1e6);
     ModelConfig c = model("llama-7b", 4096);
     c.dp = 128, c.zero = 3, c.recompute = RECOMPUTE_FULL;
     PlanSetup k = plan_setup_for(SOFTWARE_FRAMEWORK);

@@ -628,13 +628,13 @@ static int stage_tensors(const ModelConfig* c, const PlanChunks* ch, int st) {
 }
 
 // PyTorch DDP's gradient buckets of stage st (DistributedDataParallel(bucket_cap_mb = ddp_bucket_cap_mb), whose
-// comm hook nanotron's reduce-scatter is: one collective a bucket). After the first step DDP rebuilds its buckets in
-// the order the backward makes the gradients (reducer.cpp rebuild_buckets, compute_bucket_assignment_by_size at
-// PyTorch 2.1): each bucket takes the next tensors until it holds at least its limit of bytes in the weights' dtype
-// (e), the first 1 MiB (dist._DEFAULT_FIRST_BUCKET_BYTES), every later one cap_bytes. The tensors are nanotron's
-// modules (time.h chunk_tensors) in backward order: the head, the final norm, each layer's down, gate_up,
-// post-attention norm, o, qkv, input norm from the last layer down, the embedding (a tied embedding and head on one
-// stage are one tensor there: one bucket fewer at most).
+// comm hook nanotron's ZeRO-0 all-reduce is: one all_reduce_coalesced a bucket). After the first step DDP rebuilds its
+// buckets in the order the backward makes the gradients (reducer.cpp rebuild_buckets,
+// compute_bucket_assignment_by_size at PyTorch 2.1): each bucket takes the next tensors until it holds at least its
+// limit of bytes in the weights' dtype (e), the first 1 MiB (dist._DEFAULT_FIRST_BUCKET_BYTES), every later one
+// cap_bytes. The tensors are nanotron's modules (time.h chunk_tensors) in backward order: the head, the final norm,
+// each layer's down, gate_up, post-attention norm, o, qkv, input norm from the last layer down, the embedding (a tied
+// embedding and head on one stage are one tensor there: one bucket fewer at most).
 #define DDP_FIRST_BUCKET_BYTES (1024.0 * 1024)
 static int ddp_bucket_count(const ModelConfig* c, const PlanChunks* ch, int st, double e, double cap_bytes) {
     double C = c->d_model, F = c->d_ff, t = c->tp, kv = c->n_kv_head * (C / c->n_head), V = c->vocab_padded;
@@ -653,18 +653,13 @@ static int ddp_bucket_count(const ModelConfig* c, const PlanChunks* ch, int st, 
     return buckets + (fill > 0);
 }
 
-// nanotron's ZeRO-1 host loops on stage st (zero1_list_collectives), in PyTorch calls from Python (PYTORCH_CALL_S
-// each), over its n tensors and the dp x cp ranks (replicas). The gradients' reduce-scatter in the data-parallel hook
-// (gradient_accumulator.py get_fp32_accum_hook, distributed.py reduce_scatter_coalesced): a torch.split of each
-// tensor into one view per rank, then per rank a flat copy of its views (_flatten_dense_tensors: a view(-1) of each):
-// n + replicas x n calls, *rs. The weights' all-gather at the end of the optimizer's step (optim/zero.py
-// _all_gather_params, all_gather_coalesced): a slice of each tensor per rank, the flat copies of them (a view(-1)
-// each) and the copies back (a copy_ each): 3 x replicas x n calls, *ag. The per-bucket and per-rank cat calls are
-// not counted.
-static void zero1_list_host_calls(const ModelConfig* c, const PlanChunks* ch, int st, int replicas, double* rs,
-                                  double* ag) {
-    int n = stage_tensors(c, ch, st);
-    *rs = (double)n * (1 + replicas), *ag = 3.0 * n * replicas;
+// nanotron's ZeRO-1 host loop on stage st (zero1_list_collectives), in PyTorch calls from Python (PYTORCH_CALL_S
+// each), over its n tensors and the dp x cp ranks (replicas): the weights' all-gather at the end of the optimizer's
+// step (optim/zero.py _all_gather_params, all_gather_coalesced): a slice of each tensor per rank, the flat copies of
+// them (a view(-1) each) and the copies back (a copy_ each): 3 x replicas x n calls. The per-rank cat calls are not
+// counted.
+static double zero1_gather_host_calls(const ModelConfig* c, const PlanChunks* ch, int st, int replicas) {
+    return 3.0 * stage_tensors(c, ch, st) * replicas;
 }
 
 // A list collective's copies on the device: `bytes` read and written at HBM's rate, in `kernels` copy kernels.
@@ -673,34 +668,32 @@ static double list_copy_time(const DeviceProfile* d, double bytes, double kernel
 }
 
 // nanotron's data-parallel traffic of stage st (zero1_list_collectives; ZeRO 0 or 1, G and W: the stage's fp32
-// gradient and bf16 weight bytes), nothing at dp 1 (the hook and _all_gather_params return first). Its DDP hook fires
-// a bucket at a time during the last micro-batch's backward (ddp_bucket_count), so all but the last bucket's share
-// (*frac) hides under that backward: ZeRO-0 all-reduces each tensor (all_reduce_coalesced); ZeRO-1 reduce-scatters
-// each bucket (*once_b), its Python loop beside the backward (exposed where it outlasts it), and gathers the weights
-// after the optimizer's step, waited for (*once_f). The list calls copy on the device (PyTorch 2.1): the hook's
-// _flatten_dense_tensors makes a flat buffer per rank of the bucket's views (a cat per rank, on the compute stream:
-// *hook, nothing hides it) and ProcessGroupNCCL::reduce_scatter copies the per-rank inputs into one flat tensor (a
-// copy per rank, on NCCL's stream, before the collective); the gather flattens each rank's slices (a cat per rank),
-// copies NCCL's flat output back to the per-rank buffers (ProcessGroupNCCL::allgather's copy per rank) and
-// update_output copies every slice into its tensor (a copy_ per tensor and rank): 3 W read and written, beside the
-// host's loop (the slower of the two counts).
+// gradient and bf16 weight bytes), nothing at dp 1 (sync_gradients_across_dp and _all_gather_params return first).
+// ZeRO-0 runs under DDP, whose hook fires a bucket at a time during the last micro-batch's backward
+// (ddp_bucket_count) and all-reduces each of the bucket's tensors (all_reduce_coalesced), so all but the last
+// bucket's share (*frac) hides under that backward. ZeRO-1 with fp32 accumulation runs without DDP (trainer.py
+// init_model: make_ddp = dp > 1 and not (accumulate_grad_in_fp32 and zero_stage > 0), at 67c5ebb6 and c2528430):
+// after the pipeline, training_step's sync_gradients_across_dp all-reduces the stage's contiguous fp32 gradient
+// buffer in one collective (reduce_scatter=False: "This is too memory hungry, instead we run all_reduce"), nothing
+// left to hide it under (*frac 1); the optimizer's step then gathers the weights, waited for (*once_f). The gather's
+// list calls copy on the device (PyTorch 2.1): it flattens each rank's slices (a cat per rank), copies NCCL's flat
+// output back to the per-rank buffers (ProcessGroupNCCL::allgather's copy per rank) and update_output copies every
+// slice into its tensor (a copy_ per tensor and rank): 3 W read and written, beside the host's loop (the slower of the
+// two counts).
 static void nanotron_dp_traffic(const ModelConfig* c, const DeviceProfile* d, const PlanChunks* ch, int st,
-                                int replicas, double G, double W, Link l, double* once_b, double* once_f, double* hook,
+                                int replicas, double G, double W, Link l, double* once_b, double* once_f,
                                 double* frac) {
     int buckets = ddp_bucket_count(c, ch, st, d->dtype_bytes, NANOTRON_DDP_BUCKET_BYTES), n = stage_tensors(c, ch, st);
-    *once_b = *once_f = *hook = 0, *frac = 1.0 / (buckets > 0 ? buckets : 1);
+    *once_b = *once_f = 0, *frac = 1.0 / (buckets > 0 ? buckets : 1);
     if (replicas <= 1) return;
     if (c->zero == 0) {
         *once_b = dp_allreduce_time(replicas, G, n, l);
         return;
     }
-    double calls_rs, calls_ag, per_rank = (double)buckets * replicas;
-    zero1_list_host_calls(c, ch, st, replicas, &calls_rs, &calls_ag);
-    *hook = list_copy_time(d, G, per_rank);  // the hook's flatten, and the same bytes again in NCCL's copy-in
-    *once_b = *hook + dp_gather_time(replicas, G, buckets, l) +
-              fmax(calls_rs * PYTORCH_CALL_S - ch->stage_bwd[st], 0);
+    *frac = 1, *once_b = dp_allreduce_time(replicas, G, 1, l);
     double gather_copies = list_copy_time(d, 3 * W, (2.0 + n) * replicas);
-    *once_f = dp_gather_time(replicas, W, 1, l) + fmax(calls_ag * PYTORCH_CALL_S, gather_copies);
+    *once_f = dp_gather_time(replicas, W, 1, l) +
+              fmax(zero1_gather_host_calls(c, ch, st, replicas) * PYTORCH_CALL_S, gather_copies);
 }
 
 // Megatron-core's chunked data-parallel traffic under the interleaved schedule (pp > 1, vpp > 1), read from
@@ -759,13 +752,13 @@ static void plan_dp_time(const ModelConfig* c, const PlanSetup* k, const DeviceP
         double rs = dp_gather_time(replicas, G, buckets, dp_link), ag = dp_gather_time(replicas, W, buckets, dp_link);
         double overlap = k->dp_after_backward ? 0 : d->dp_overlap;
         double win_b = overlap * ch->stage_bwd[st], win_f = overlap * ch->stage_fwd[st];
-        double once_b = 0, once_f = 0, per_mb_f = 0, per_mb_b = 0, hook = 0;
+        double once_b = 0, once_f = 0, per_mb_f = 0, per_mb_b = 0;
         // chunked (Megatron-core's --overlap-grad-reduce / --overlap-param-gather): one chunk per layer, per
         // virtual stage under pipelining (communication-overlap.md), runs as the pass reaches it; the last
         // chunk of the backward (first of the forward) has nothing left to hide under; nanotron's DDP buckets alike
         double frac = 1;  // (unchunked: the device's dp_overlap window, comm_exposed alone)
         if (k->zero1_list_collectives && c->zero <= 1) {  // nanotron (no window for its gather after the step)
-            nanotron_dp_traffic(c, d, ch, st, replicas, G, W, dp_link, &once_b, &once_f, &hook, &frac);
+            nanotron_dp_traffic(c, d, ch, st, replicas, G, W, dp_link, &once_b, &once_f, &frac);
             win_b = (1 - frac) * ch->stage_bwd[st], win_f = 0;
         } else if (c->zero == 0)
             once_b = dp_allreduce_time(replicas, G, buckets, dp_link);
@@ -790,7 +783,7 @@ static void plan_dp_time(const ModelConfig* c, const PlanSetup* k, const DeviceP
         }
         int per_layer = k->own_buffers && c->zero <= 1 && d->dp_overlap > 0 && !k->dp_after_backward;
         double exposed = (per_layer ? dp_layers_exposed(c, ci, ch, st, once_b) : dp_exposed(once_b, win_b, frac, ci)) +
-                         dp_exposed(once_f, win_f, frac, ci) + hook;
+                         dp_exposed(once_f, win_f, frac, ci);
         if (k->dp_overlap_chunked && pp > 1 && vpp > 1)
             exposed = dp_interleaved_exposed(once_b / vpp, once_f / vpp, ch->stage_bwd[st] / vpp,
                                              ch->stage_fwd[st] / vpp, pp, vpp, st, ci);

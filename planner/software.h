@@ -162,14 +162,15 @@ typedef struct {
                              // (DeepSpeed's BF16_Optimizer.update_hp_grads, 5ea1c60f8 to 38327e07f:
                              // hp_grad.add_(lp.grad.to(fp32)), BLOOM's); time.h fp32_accumulator_time, and each
                              // step the buffers clipped and zeroed (predict.h plan_throughput)
-    int zero1_list_collectives;  // 1: ZeRO-1 as nanotron runs it (distributed.py reduce_scatter_coalesced /
-                                 // all_gather_coalesced, optim/zero.py _all_gather_params at c2528430): per tensor
-                                 // and dp rank a Python view, flattened and copied back one tensor at a time (host
-                                 // calls at PYTORCH_CALL_S); the weights gathered in the optimizer's step, waited
-                                 // for, nothing to hide under (predict.h zero1_list_host_calls); one reduce-scatter
-                                 // a DDP bucket (NANOTRON_DDP_BUCKET_BYTES) under the last backward, one all-gather a
-                                 // stage, the list calls' copies on the device (nanotron_dp_traffic); ZeRO-0's hook
-                                 // all-reduces with all_reduce_coalesced, one NCCL all-reduce a tensor
+    int zero1_list_collectives;  // 1: the data-parallel step as nanotron runs it (67c5ebb6, c2528430). ZeRO-1 with
+                                 // fp32 accumulation has no DDP (trainer.py: make_ddp false): one all-reduce of the
+                                 // stage's fp32 gradient buffer after the pipeline (gradient_accumulator.py
+                                 // sync_gradients_across_dp, reduce_scatter=False), nothing to hide under; the
+                                 // weights gathered in the optimizer's step (optim/zero.py _all_gather_params,
+                                 // all_gather_coalesced: per tensor and dp rank a Python view, flattened and copied
+                                 // back, host calls at PYTORCH_CALL_S; predict.h zero1_gather_host_calls), waited
+                                 // for; ZeRO-0's DDP hook all-reduces each bucket with all_reduce_coalesced, one NCCL
+                                 // all-reduce a tensor, under the last backward (NANOTRON_DDP_BUCKET_BYTES)
     int nanotron_options;    // 1: only what nanotron v0.5 runs (predict.h plan_check_layout): ZeRO 0 or 1 (helpers.py
                              // init_optimizer_and_grad_accumulator: zero_stage > 0 builds its ZeroDistributedOptimizer,
                              // the optimizer state sharded), recomputation none or every layer (recompute_layer), no
@@ -421,8 +422,8 @@ static int software_set_fsdp_version(PlanSetup* k, const char* what, const char*
 #define DS_GATHER_LOOP_CALLS 2.7
 // nanotron's DDP bucket (trainer.py: DistributedDataParallel(..., bucket_cap_mb=config.model.ddp_bucket_cap_mb),
 // PyTorch's cap is bucket_cap_mb x 1024 x 1024 bytes): 25 MiB, the benchmarks' examples/config_tiny_llama_bench.yaml
-// (branch nouamane/bench2 at 67c5ebb6) and config.py's default. Its ZeRO-1 reduce-scatter is one collective a bucket
-// (predict.h ddp_bucket_count).
+// (branch nouamane/bench2 at 67c5ebb6) and config.py's default. Its ZeRO-0 hook fires once a bucket (predict.h
+// ddp_bucket_count); ZeRO-1 runs without DDP.
 #define NANOTRON_DDP_BUCKET_BYTES (25.0 * 1024 * 1024)
 
 static PlanSetup plan_setup_default(void) { return plan_setup_for(SOFTWARE_TRAINER); }

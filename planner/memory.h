@@ -278,12 +278,17 @@ static double offload_host_bytes(int zero, int dtype_bytes, double stage_params,
 // parameter held on the host: for a framework the state it moved and the fp32 gradient of the
 // rank's range staged for the CPU's AdamW (ZeRO-Offload, Ren et al. 2021, sec. 4.1: fp32
 // parameters, momentum, variance and gradients, 16 M bytes on the CPU for M parameters, split
-// over the data-parallel ranks: 12/R + 4/R); for this trainer offload_host_bytes.
-static double offload_state_bytes(const ModelConfig* c, int own, int dtype_bytes, double* w, double* o) {
+// over the data-parallel ranks: 12/R + 4/R); with states_bf16 (no master: the CPU's AdamW updates
+// the bf16 parameters themselves; FSDP2's CPUOffloadPolicy keeps the sharded parameters, their
+// gradients and AdamW's states on the host, pytorch/pytorch torch/distributed/fsdp/_fully_shard/
+// _fsdp_api.py at 05f814f) its bf16 m, v and the range's bf16 weights and gradient: 4/R + 2/R + 2/R;
+// for this trainer offload_host_bytes.
+static double offload_state_bytes(const ModelConfig* c, int own, int states_bf16, int dtype_bytes, double* w,
+                                  double* o) {
     if (!(c->offload & OFFLOAD_OPTIMIZER)) return 0;
     double host = *o, range = c->zero ? 1.0 / (c->dp * c->cp) : 1;
     *o = 0;
-    if (!own) return host + 4 * range;
+    if (!own) return host + (states_bf16 ? 2 + 2 : 4) * range;
     if (dtype_bytes < 4 && c->zero != 3) *w -= 4;
     return offload_host_bytes(c->zero, dtype_bytes, 1, range);
 }

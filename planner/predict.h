@@ -359,7 +359,7 @@ static void plan_memory(const ModelConfig* c, const PlanSetup* k, const DevicePr
     // without sync (plan_sync_last) every layer's gradient is held unsharded from the first backward to the last
     // one's reduce-scatter, the forwards between them included; the sharded gradients are none until then
     if (plan_sync_last(c, k, m)) gb = held_grad_bytes(k, d);
-    double host_per_param = offload_state_bytes(c, k->own_buffers, d->dtype_bytes, &wb, &ob);  // --offload optimizer
+    double host_per_param = offload_state_bytes(c, k->own_buffers, k->states_bf16, d->dtype_bytes, &wb, &ob);
     ModelConfig all_on_device = *c;  // this trainer's buffers without --offload activations
     all_on_device.offload &= ~OFFLOAD_ACTIVATIONS;
     double act_layer = act_bytes_per_layer(c, mb, tp, cp, c->sp, c->recompute, k, d->dtype_bytes);
@@ -902,7 +902,7 @@ static void plan_throughput(const ModelConfig* c, const PlanSetup* k, const Devi
         clip = fmax(clip, elementwise_time(d, 16 * ch->stage_params[st]) +
                               2.0 * stage_tensors(c, ch, st) * d->op_latency);
     r->t_optim += clip;
-    if (c->offload & OFFLOAD_OPTIMIZER) r->t_optim = offload_optimizer_time(d, opt_params);
+    if (c->offload & OFFLOAD_OPTIMIZER) r->t_optim = offload_optimizer_time(d, opt_params, k->states_bf16 ? 6 : 12);
     r->t_optim += offload_activation_time(c, d, r->n_micro, r->n_micro * (ch->stage_fwd[0] + ch->stage_bwd[0]));
 
     r->t_step = r->t_pipeline + r->t_dp_exposed + r->t_optim;

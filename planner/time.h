@@ -733,13 +733,14 @@ static void chunk_split(const ModelConfig* c, int n_chunks, int split, int* laye
 // --offload optimizer: the step's optimizer on the host (ZeRO-Offload, Ren et al. 2021) for
 // opt_params parameters: the gradients down the host link (grad_bytes each at host_down_bw; they leave as the
 // backward finishes, so dp_overlap of them hides under it as the DP reduction does), AdamW on the
-// host streaming master, m, v and the gradient in and master, m, v out (4 x 3 + grad_bytes + 12
-// bytes at host_mem_bw), and the weights the forward reads back up the link (dtype_bytes each at host_up_bw; the
-// CPU build's "link" is a copy in host memory). Without ZeRO-Offload's delayed update (which
-// changes the math) the host step and the upload are on the step's critical path.
-static double offload_optimizer_time(const DeviceProfile* d, double opt_params) {
+// host streaming its states (state_bytes a parameter: the fp32 master, m, v, 4 x 3; states_bf16's bf16
+// weights, m, v, 2 x 3, memory.h offload_state_bytes) and the gradient in and the states out
+// (state_bytes + grad_bytes + state_bytes at host_mem_bw), and the weights the forward reads back up the link
+// (dtype_bytes each at host_up_bw; the CPU build's "link" is a copy in host memory). Without ZeRO-Offload's delayed
+// update (which changes the math) the host step and the upload are on the step's critical path.
+static double offload_optimizer_time(const DeviceProfile* d, double opt_params, double state_bytes) {
     double down = opt_params * d->grad_bytes / d->host_down_bw;
-    double adam = opt_params * (12 + d->grad_bytes + 12) / d->host_mem_bw;
+    double adam = opt_params * (state_bytes + d->grad_bytes + state_bytes) / d->host_mem_bw;
     double up = opt_params * d->dtype_bytes / d->host_up_bw;
     return down * (1 - d->dp_overlap) + adam + up;
 }

@@ -205,7 +205,7 @@ static void test_memory_foundry_mpt3b_8k(void) {
 static void test_offload_link_by_direction(void) {
     DeviceProfile d;
     profile_builtin("h100-sxm", &d);
-    double t = offload_optimizer_time(&d, 1e9);
+    double t = offload_optimizer_time(&d, 1e9, 12);
     check(fabs(t - 759.968e-3) < 1e-6, "offload_optimizer_link_by_direction_hand", "%.3f ms, want 759.968",
           t * 1e3);
     ModelConfig c = model("llama-tiny", 0);
@@ -217,6 +217,32 @@ static void test_offload_link_by_direction(void) {
               1e-15, "offload_activations_link_by_direction",
           "slot %.0f B: waited %.4f us (want 4 x slot / 35.2e9 = %.4f), no window %.4f us (want %.4f)", slot,
           waited * 1e6, 4 * slot / 35.2e9 * 1e6, all * 1e6, 4 * slot * (1 / 35.2e9 + 1 / 52.8e9) * 1e6);
+}
+
+// --offload optimizer under a framework with states_dtype bf16 (no fp32 master): llama-tiny (246336 params) on dp 2,
+// ZeRO-1, h100-sxm. The host holds of the half range bf16 m, v and the bf16 weights and gradient the CPU's AdamW
+// updates, 2 + 2 + 2 + 2 = 8 B, 4 B/param of the whole (fp32: master, m, v 12 + fp32 gradient 4 = 16, 8 B/param).
+// The host step for 123168 parameters: gradients down 2 B at 52.8 GB/s, half hidden; AdamW streams the states in and
+// out with the gradient, 6 + 2 + 6 = 14 B (fp32: 12 + 2 + 12 = 26) at 38 GB/s; weights up 2 B at 35.2 GB/s:
+// 123168 x (1 / 52.8e9 + 14 / 38e9 + 2 / 35.2e9) = 54.709 us (fp32 93.605 us). It counted 26 B under bf16 states.
+static void test_offload_states_bf16_hand(void) {
+    DeviceProfile d;
+    profile_builtin("h100-sxm", &d);
+    ModelConfig c = model("llama-tiny", 0);
+    c.micro_batch = 2, c.dp = 2, c.zero = 1, c.offload = OFFLOAD_OPTIMIZER;
+    PlanSetup fp32 = plan_setup_for(SOFTWARE_FRAMEWORK), bf16 = fp32;
+    char err[256] = "";
+    int rc = software_set_states_dtype(&bf16, "states_dtype", "bf16", err, sizeof(err));
+    PlanResult r32, r16;
+    rc |= plan_predict(&c, &fp32, 4, 8, &d, &r32) | plan_predict(&c, &bf16, 4, 8, &d, &r16);
+    double params = 246336, range = params / 2;
+    double want16 = range * (1 / 52.8e9 + 14 / 38e9 + 2 / 35.2e9);
+    double want32 = range * (1 / 52.8e9 + 26 / 38e9 + 2 / 35.2e9);
+    check(rc == 0 && r16.mem_host == 4 * params && r32.mem_host == 8 * params &&
+              fabs(r16.t_optim / want16 - 1) < 1e-9 && fabs(r32.t_optim / want32 - 1) < 1e-9,
+          "offload_states_bf16_hand", "host %.0f B (want %.0f), fp32 %.0f (want %.0f); host step %.3f us (want %.3f), "
+          "fp32 %.3f (want %.3f) %s", r16.mem_host, 4 * params, r32.mem_host, 8 * params, r16.t_optim * 1e6,
+          want16 * 1e6, r32.t_optim * 1e6, want32 * 1e6, err);
 }
 
 // --offload: the host bytes per GPU (planner/memory.h offload_state_bytes) and the host's rule.
@@ -267,6 +293,7 @@ static void test_offload_host_memory(void) {
     check(profile_set(&d, "host_mem_gib", "-1", err, sizeof(err)) == -1 && strstr(err, "host_mem_gib"),
           "offload_host_mem_key_range", "%s", err);
     test_offload_link_by_direction();
+    test_offload_states_bf16_hand();
 }
 
 // The same llama-tiny under a framework's memory model (framework_setup), by hand:

@@ -115,8 +115,10 @@ static const char* small_file_text(const char* path, char* buf, size_t cap) {
 // Returns the version, 0 when neither line is there.
 static int cgroup_memory_dir(const char* proc_cgroup, const char* root, char* dir, size_t cap) {
     int version = 0;
-    for (const char* line = proc_cgroup; *line && version != 1; line += strcspn(line, "\n"), line += *line == '\n') {
+    const char* next;
+    for (const char* line = proc_cgroup; *line && version != 1; line = next) {
         size_t len = strcspn(line, "\n");
+        next = line + len + (line[len] == '\n');
         const char* ids_end = (const char*)memchr(line, ':', len);
         const char* list_end = ids_end ? (const char*)memchr(ids_end + 1, ':', len - (ids_end + 1 - line)) : NULL;
         if (!list_end) continue;
@@ -145,8 +147,8 @@ static double cgroup_headroom(int version, const char* limit, const char* usage,
         sscanf(usage, "%lf", &used) != 1)
         return -1;
     const char* key = version == 1 ? "total_inactive_file " : "inactive_file ";
-    for (const char* line = stat; line && *line; line += strcspn(line, "\n") + (line[strcspn(line, "\n")] == '\n'))
-        if (!strncmp(line, key, strlen(key))) inactive = atof(line + strlen(key));
+    for (const char* at = stat ? strstr(stat, key) : NULL; at; at = strstr(at + 1, key))
+        if (at == stat || at[-1] == '\n') inactive = atof(at + strlen(key));  // (a line of its own)
     double working = used > inactive ? used - inactive : 0;
     return most > working ? most - working : 0;
 }

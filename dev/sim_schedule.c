@@ -46,7 +46,7 @@ int main(int argc, char** argv) {
     parse_args(&a, argc - 7, argv + 7);
     double* t_build = (double*)xmalloc(sizeof(double) * 3 * nc);
     chunk_op_flops(&a.cfg, pp, vpp, t_build);
-    double span = schedule_simulate(kind, pp, vpp, m, t_build, tf, tb, tw, 0, busy);
+    double span = schedule_simulate(kind, pp, vpp, m, t_build, tf, tb, tw, 0, SENDS_ASYNC, busy);
     if (span < 0) fail("sim_schedule: the schedule deadlocks");
     printf("makespan %.6f busy", span);
     for (int s = 0; s < pp; s++) printf(" %.6f", busy[s]);

@@ -117,7 +117,8 @@ int main(int argc, char** argv) {
                     chunk_times(c, nc, g, 0, R > 1 ? heaviest[u] : work[u], &f_att, &b_att, &unused);
                     tf[at] = f_mm + f_att, tb[at] = b_mm + b_att, tw[at] = w_mm;
                 }
-            double span = schedule_simulate_mb(c->schedule, c->pp, c->vpp, m, t_build, tf, tb, tw, nc, 0, NULL);
+            double span =
+                schedule_simulate_mb(c->schedule, c->pp, c->vpp, m, t_build, tf, tb, tw, nc, 0, SENDS_ASYNC, NULL);
             if (span < 0) fail("sim_wlb: the schedule deadlocks");
             slowest = span > slowest ? span : slowest;
         }

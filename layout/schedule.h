@@ -516,8 +516,14 @@ static int forward_ops(int kind, int stage, int pp, int vpp, int n_micro, PipeOp
 // Tag of the message chunk g sends for micro-batch mb (dir 0: activations, 1: gradients).
 static int p2p_tag(int pp, int vpp, int dir, int mb, int g) { return (mb * pp * vpp + g) * 2 + dir; }
 
-// Play all stages' op lists against each other. Sends never block (the runtime posts
-// them non-blocking); a receive waits until its peer has sent and the message has
+// Whether a send holds its sender until the message has travelled (the receiver's readiness is not waited for):
+// never (this trainer's runtime posts its sends non-blocking), in the warm-up and cool-down (the sends of the
+// forwards before a stage's first backward and of the backwards after its last forward: Megatron-core's
+// overlap_p2p_comm, where the steady state's sends run under the next op), or always (a blocking exchange).
+enum { SENDS_ASYNC, SENDS_WAIT_ENDS, SENDS_WAIT };
+
+// Play all stages' op lists against each other. A send holds its stage t_p2p seconds where
+// send_wait (SENDS_*) says, else none; a receive waits until its peer has sent and the message has
 // travelled t_p2p seconds; a hand-over between chunks of one stage follows the list's
 // order. Per global chunk g and micro-batch: t_fwd[g] the forward, t_bwd[g] the input
 // pass (B), t_w[g] the weight pass (W; NULL: none); an OP_BWD of a list without W ops
@@ -527,7 +533,8 @@ static int p2p_tag(int pp, int vpp, int dir, int mb, int g) { return (mb * pp * 
 // micro-batch mb's times are t_fwd[mb * n_chunks + g] and so on (documents make them differ:
 // dev/sim_wlb.c).
 static double schedule_simulate_mb(int kind, int pp, int vpp, int n_micro, const double* t_build, const double* t_fwd,
-                                   const double* t_bwd, const double* t_w, int mb_stride, double t_p2p, double* busy) {
+                                   const double* t_bwd, const double* t_w, int mb_stride, double t_p2p, int send_wait,
+                                   double* busy) {
     int max_ops = schedule_max_ops(n_micro, vpp), n_chunks = pp * vpp, split = schedule_has_w(kind);
     PipeOp* ops = (PipeOp*)xmalloc(sizeof(PipeOp) * max_ops * pp);
     int* n_ops = (int*)xcalloc(pp, sizeof(int));
@@ -545,6 +552,18 @@ static double schedule_simulate_mb(int kind, int pp, int vpp, int n_micro, const
     free(lists);
     int done = 0, total = 0;
     for (int s = 0; s < pp; s++) total += n_ops[s];
+    // per stage: the index of its first backward and of its last forward (the warm-up ends at the one, the
+    // cool-down starts after the other)
+    int* first_bwd = (int*)xmalloc(sizeof(int) * pp);
+    int* last_fwd = (int*)xmalloc(sizeof(int) * pp);
+    for (int s = 0; s < pp; s++) {
+        first_bwd[s] = n_ops[s], last_fwd[s] = -1;
+        for (int i = 0; i < n_ops[s]; i++) {
+            int kind_i = ops[(size_t)s * max_ops + i].kind;
+            if (kind_i == OP_BWD && first_bwd[s] == n_ops[s]) first_bwd[s] = i;
+            if (kind_i == OP_FWD) last_fwd[s] = i;
+        }
+    }
     while (done < total) {
         int progressed = 0;
         for (int s = 0; s < pp; s++) {
@@ -559,6 +578,8 @@ static double schedule_simulate_mb(int kind, int pp, int vpp, int n_micro, const
                 } else if (op.kind == OP_SEND_FWD || op.kind == OP_SEND_BWD) {
                     int dir = op.kind == OP_SEND_BWD;
                     arrival[((size_t)dir * n_micro + op.mb) * n_chunks + g] = clock[s] + t_p2p;
+                    int at_end = dir ? pc[s] > last_fwd[s] : pc[s] < first_bwd[s];
+                    if (send_wait == SENDS_WAIT || (send_wait == SENDS_WAIT_ENDS && at_end)) clock[s] += t_p2p;
                 } else {
                     int at = op.mb * mb_stride + g;
                     double w = t_w ? t_w[at] : 0;
@@ -574,14 +595,14 @@ static double schedule_simulate_mb(int kind, int pp, int vpp, int n_micro, const
     double makespan = -1;
     if (done == total)
         for (int s = 0; s < pp; s++) if (clock[s] > makespan) makespan = clock[s];
-    free(ops); free(n_ops); free(pc); free(clock); free(arrival);
+    free(ops); free(n_ops); free(pc); free(clock); free(arrival); free(first_bwd); free(last_fwd);
     return makespan;
 }
 
 // schedule_simulate_mb with the same times for every micro-batch.
 static double schedule_simulate(int kind, int pp, int vpp, int n_micro, const double* t_build, const double* t_fwd,
-                                const double* t_bwd, const double* t_w, double t_p2p, double* busy) {
-    return schedule_simulate_mb(kind, pp, vpp, n_micro, t_build, t_fwd, t_bwd, t_w, 0, t_p2p, busy);
+                                const double* t_bwd, const double* t_w, double t_p2p, int send_wait, double* busy) {
+    return schedule_simulate_mb(kind, pp, vpp, n_micro, t_build, t_fwd, t_bwd, t_w, 0, t_p2p, send_wait, busy);
 }
 
 // The pipeline bubble, the one definition behind every "bubble" this program prints (the

@@ -118,9 +118,9 @@ static double doc_pipeline_factor(const ModelConfig* c, const PlanResult* best, 
             tf[at] = rel[mb] * t[g], tb[at] = rel[mb] * t[nc + g], tw[at] = rel[mb] * t[2 * nc + g];
             ones[at] = t[g], ones[(size_t)m * nc + at] = t[nc + g], ones[2 * (size_t)m * nc + at] = t[2 * nc + g];
         }
-    double span = schedule_simulate_mb(best->schedule, best->pp, best->vpp, m, t, tf, tb, tw, nc, 0, NULL);
+    double span = schedule_simulate_mb(best->schedule, best->pp, best->vpp, m, t, tf, tb, tw, nc, 0, SENDS_ASYNC, NULL);
     double whole = schedule_simulate_mb(best->schedule, best->pp, best->vpp, m, t, ones, ones + (size_t)m * nc,
-                                        ones + 2 * (size_t)m * nc, nc, 0, NULL);
+                                        ones + 2 * (size_t)m * nc, nc, 0, SENDS_ASYNC, NULL);
     free(t);
     return span / whole;
 }

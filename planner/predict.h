@@ -819,17 +819,20 @@ static void plan_dp_time(const ModelConfig* c, const PlanSetup* k, const DeviceP
 }
 
 // The pipeline: play the real schedule. A message is the (s, b, h) activation or its
-// gradient; with SP each tp rank sends its 1/t slice. Sets r->t_p2p, r->t_pipeline and the
-// busiest stage's bubble.
-static void plan_pipeline_time(const ModelConfig* c, const DeviceProfile* d, Link pp_link, const PlanChunks* ch,
-                               PlanResult* r) {
+// gradient; with SP each tp rank sends its 1/t slice; the sends hold their sender as the software's exchange does
+// (pipe_send_wait). Sets r->t_p2p, r->t_pipeline and the busiest stage's bubble.
+static void plan_pipeline_time(const ModelConfig* c, const PlanSetup* k, const DeviceProfile* d, Link pp_link,
+                               const PlanChunks* ch, PlanResult* r) {
     int dp = c->dp, tp = c->tp, pp = c->pp, vpp = c->vpp, cp = c->cp, m = r->n_micro;
     double x_bytes = (double)c->micro_batch * c->seq_len / cp * c->d_model * d->dtype_bytes;
     r->t_p2p = pp > 1 ? (c->sp ? x_bytes / tp : x_bytes) / pp_link.bw + pp_link.lat : 0;
     double* busy = (double*)xcalloc(pp, sizeof(double));
     double* t_build = (double*)xmalloc(sizeof(double) * 3 * ch->n);
     chunk_op_flops(c, pp, vpp, t_build);  // the lists are the runtime's: built for the chunks' FLOPs
-    r->t_pipeline = schedule_simulate(c->schedule, pp, vpp, m, t_build, ch->t_fwd, ch->t_bwd, ch->t_w, r->t_p2p, busy);
+    // Megatron-core overlaps the steady state's sends only under virtual stages: its plain 1F1B waits on each one
+    int send_wait = k->pipe_send_wait == SENDS_WAIT_ENDS && vpp == 1 ? SENDS_WAIT : k->pipe_send_wait;
+    r->t_pipeline =
+        schedule_simulate(c->schedule, pp, vpp, m, t_build, ch->t_fwd, ch->t_bwd, ch->t_w, r->t_p2p, send_wait, busy);
     free(t_build);
 
     double max_busy = 0, sum_busy = 0;
@@ -1022,7 +1025,7 @@ static int plan_predict_ex(const ModelConfig* layout_cfg, const PlanSetup* k, in
     r->timed = time_oom == PLAN_TIME_ALL || (r->fits && time_oom == PLAN_TIME_FITTING);
     if (r->timed || (r->fits && time_oom == PLAN_TIME_BOUND)) {
         plan_dp_time(c, k, d, links.dp, &ch, r);
-        if (r->timed) plan_pipeline_time(c, d, links.pp, &ch, r);
+        if (r->timed) plan_pipeline_time(c, k, d, links.pp, &ch, r);
         else plan_pipeline_bound(c, d, &ch, r);
         plan_throughput(c, k, d, global_batch, &ch, r);
     }

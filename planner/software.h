@@ -4,6 +4,7 @@
 #ifndef PLANNER_SOFTWARE_H
 #define PLANNER_SOFTWARE_H
 
+#include "layout/schedule.h"
 #include "planner/device.h"
 
 // Attention kernels (the four the layouts study compared):
@@ -189,6 +190,14 @@ typedef struct {
                              // the last (_fsdp_param.py to_accumulated_grad_if_needed, then += each backward), one
                              // reduce-scatter a step under the last backward (_fsdp_param_group.py post_backward);
                              // ZeRO 2 and 3 (predict.h plan_memory, plan_dp_time); 0: one a micro-batch
+    int pipe_send_wait;      // how long a pipeline send holds its sender (layout/schedule.h SENDS_*): ASYNC, not at all
+                             // (this trainer's non-blocking sends); WAIT_ENDS, until delivered in the warm-up and
+                             // cool-down only (Megatron-core's overlap_p2p_comm under virtual stages, schedules.py at
+                             // core_r0.9.0: the steady state's sends run under the next pass; its plain 1F1B waits on
+                             // every one, predict.h plan_pipeline_time); WAIT, every send (Megatron-LM's
+                             // batch_isend_irecv, wait and torch.cuda.synchronize() in p2p_communication.py at aed2f75,
+                             // 6aaafee, 285068c8; DeepSpeed's pipeline engine, a blocking broadcast: pipe/p2p.py at
+                             // v0.5.8)
     int nccl_release;        // the NCCL release the run's collectives are priced by, 10000 x major + 100 x minor +
                              // patch (--nccl-version, a --runs row's nccl; device.h nccl_release_of); 0: the device's
                              // (b647562's model)
@@ -241,11 +250,13 @@ static PlanSetup plan_setup_for(int software) {
         s.own_buffers = 0, s.own_kernels = 0, s.tp_async_dgrad = 1, s.nccl_links = 1, s.zero3_layer_prefetch = 1,
         s.grad_bytes = 0, s.rank_order = ORDER_TP_DP_PP;
     if (software == SOFTWARE_DEEPSPEED2021) s.zero3_layer_prefetch = 0, s.zero3_param_sync = 1;
+    // the pipelines these stacks ran exchange their messages blocking (pipe_send_wait)
+    if (software == SOFTWARE_FRAMEWORK || software == SOFTWARE_DEEPSPEED2021) s.pipe_send_wait = SENDS_WAIT;
     // the share was fitted on the Scaling codebase's runs: its own, not the device's (dev/PLANNER.md)
     if (software == SOFTWARE_SCALING) s.alloc_share = 1, s.matmul_scaling = 1, s.scaling_options = 1;
     if (software == SOFTWARE_MEGATRON)
         s.tp_comm_overlap = 1, s.dp_overlap_chunked = 1, s.swiglu_fused = 1, s.loss_softmax_inplace = 1,
-        s.grad_buffer_passes = 4;
+        s.grad_buffer_passes = 4, s.pipe_send_wait = SENDS_WAIT_ENDS;
     if (software == SOFTWARE_FOUNDRY) s.no_dropout = 1, s.loss_fused = 1;
     // nanotron (huggingface/nanotron at c2528430): no dropout (models/llama.py: flash_attn_varlen_func dropout_p 0.0),
     // Megatron's in-place vocabulary-parallel loss (tensor_parallel/functional.py _ShardedCrossEntropy after the

@@ -178,13 +178,13 @@ static void test_wlb_spread_bound(void) {
 // takes twice as long (stage 1: F0 2-4, F1 4-5, B0 5-9, B1 9-11; stage 0: B0 9-13, B1 13-15).
 static void test_schedule_per_micro_batch(void) {
     double f[4] = {1, 1, 1, 1}, b[4] = {2, 2, 2, 2}, f2[4] = {2, 2, 1, 1}, b2[4] = {4, 4, 2, 2};
-    double same = schedule_simulate_mb(SCHED_GPIPE, 2, 1, 2, NULL, f, b, NULL, 2, 0, NULL);
-    double one = schedule_simulate(SCHED_GPIPE, 2, 1, 2, NULL, f, b, NULL, 0, NULL);
-    double heavy = schedule_simulate_mb(SCHED_GPIPE, 2, 1, 2, NULL, f2, b2, NULL, 2, 0, NULL);
+    double same = schedule_simulate_mb(SCHED_GPIPE, 2, 1, 2, NULL, f, b, NULL, 2, 0, SENDS_ASYNC, NULL);
+    double one = schedule_simulate(SCHED_GPIPE, 2, 1, 2, NULL, f, b, NULL, 0, SENDS_ASYNC, NULL);
+    double heavy = schedule_simulate_mb(SCHED_GPIPE, 2, 1, 2, NULL, f2, b2, NULL, 2, 0, SENDS_ASYNC, NULL);
     double f8[32], b8[32], w8[32];  // 1F1B pp 4, 8 micro-batches: per micro-batch equal to shared
     for (int i = 0; i < 32; i++) f8[i] = 1 + (i % 4) * 0.5, b8[i] = 2 * f8[i], w8[i] = 0;
-    double shared = schedule_simulate(SCHED_1F1B, 4, 1, 8, NULL, f8, b8, w8, 0.1, NULL);
-    double strided = schedule_simulate_mb(SCHED_1F1B, 4, 1, 8, NULL, f8, b8, w8, 0, 0.1, NULL);
+    double shared = schedule_simulate(SCHED_1F1B, 4, 1, 8, NULL, f8, b8, w8, 0.1, SENDS_ASYNC, NULL);
+    double strided = schedule_simulate_mb(SCHED_1F1B, 4, 1, 8, NULL, f8, b8, w8, 0, 0.1, SENDS_ASYNC, NULL);
     check(same == 9 && one == 9 && heavy == 15 && shared == strided,
           "packing/schedule_simulate_mb: per micro-batch times",
           "GPipe pp 2: %g (schedule_simulate %g), micro-batch 0 twice as long %g; 1F1B stride 0 %g = %g", same, one,

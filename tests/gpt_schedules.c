@@ -186,9 +186,9 @@ static void test_schedules_more(void) {
             double t[3 * 8], tf[8], tb[8], tw[8], busy[4], h_busy[4];
             for (int g = 0; g < 2 * pp; g++)
                 t[g] = tf[g] = 1, t[2 * pp + g] = tb[g] = 1.25, t[4 * pp + g] = tw[g] = 0.9;
-            double span = schedule_simulate(SCHED_ZBV, pp, 2, m, t, tf, tb, tw, 0, busy);
+            double span = schedule_simulate(SCHED_ZBV, pp, 2, m, t, tf, tb, tw, 0, SENDS_ASYNC, busy);
             for (int g = 0; g < pp; g++) tf[g] = 2, tb[g] = 2.5, tw[g] = 1.8;  // ZB-H1: one chunk of twice the layers
-            double h_span = schedule_simulate(SCHED_ZBH1, pp, 1, m, NULL, tf, tb, tw, 0, h_busy);
+            double h_span = schedule_simulate(SCHED_ZBH1, pp, 1, m, NULL, tf, tb, tw, 0, SENDS_ASYNC, h_busy);
             double bubble = bubble_fraction(span, busy[0]), h_bubble = bubble_fraction(h_span, h_busy[0]);
             if (bubble > h_bubble + 1e-9)
                 snprintf(bad_timed, sizeof(bad_timed), "pp %d m %d: zb-v %.4f > zb-h1 %.4f", pp, m, bubble, h_bubble);
@@ -328,15 +328,15 @@ static void schedule_sim_check(int kind, int pp, int vpp, int m, const char* cfg
     // the simulator: unit times, then uneven times and a p2p latency, never deadlock
     double tf[MAX_PP * MAX_VPP], tb[MAX_PP * MAX_VPP], tw[MAX_PP * MAX_VPP], busy[MAX_PP];
     for (int g = 0; g < nc; g++) tf[g] = 1, tb[g] = 1, tw[g] = 1;
-    double t_unit = schedule_simulate(kind, pp, vpp, m, NULL, tf, tb, tw, 0, busy);
+    double t_unit = schedule_simulate(kind, pp, vpp, m, NULL, tf, tb, tw, 0, SENDS_ASYNC, busy);
     for (int g = 0; g < nc; g++) tf[g] = 1 + 0.37 * (g % 3), tb[g] = 1 + 0.11 * (g % 4), tw[g] = 0.5 + 0.2 * (g % 2);
-    double t_rand = schedule_simulate(kind, pp, vpp, m, NULL, tf, tb, tw, 0.05, NULL);
+    double t_rand = schedule_simulate(kind, pp, vpp, m, NULL, tf, tb, tw, 0.05, SENDS_ASYNC, NULL);
     if (t_unit < 0 || t_rand < 0) snprintf(bad_sim, SCHED_BAD, "%s: makespan %g / %g (deadlock)", cfg, t_unit, t_rand);
     // bubble with equal chunk times (F = B = W = 1/vpp, no p2p time):
     // bubble_fraction (makespan - busy) / makespan of stage 0 = bubble_formula; ZB-V (formula 0,
     // which our list does not reach) at most ZB-H1's (p-1)/(3m+p-1)
     for (int g = 0; g < nc; g++) tf[g] = 1.0 / vpp, tb[g] = 1.0 / vpp, tw[g] = 1.0 / vpp;
-    double t_eq = schedule_simulate(kind, pp, vpp, m, NULL, tf, tb, tw, 0, busy);
+    double t_eq = schedule_simulate(kind, pp, vpp, m, NULL, tf, tb, tw, 0, SENDS_ASYNC, busy);
     double bubble = bubble_fraction(t_eq, busy[0]), want = bubble_formula(kind, pp, vpp, m);
     if (kind == SCHED_ZBV) {
         double bound = bubble_formula(SCHED_ZBH1, pp, 1, m);

@@ -7,13 +7,13 @@ static void test_bubble(void) {
     int p = 4, m = 8, v = 2;
     double tf[8], tb[8], busy[4];
     for (int g = 0; g < 8; g++) tf[g] = 1.0, tb[g] = 2.0;
-    double span = schedule_simulate(SCHED_1F1B, p, 1, m, NULL, tf, tb, NULL, 0, busy);
+    double span = schedule_simulate(SCHED_1F1B, p, 1, m, NULL, tf, tb, NULL, 0, SENDS_ASYNC, busy);
     double bubble = bubble_fraction(span, busy[0]);
     check(fabs(bubble - bubble_formula(SCHED_1F1B, p, 1, m)) < 1e-12 && fabs(bubble - 3.0 / 11) < 1e-12,
           "bubble_1f1b_equals_formula", "simulated %.6f, (p-1)/(m+p-1) = %.6f, want 3/11", bubble,
           bubble_formula(SCHED_1F1B, p, 1, m));
     for (int g = 0; g < 8; g++) tf[g] = 0.5, tb[g] = 1.0;  // a stage's work split in v chunks
-    span = schedule_simulate(SCHED_INTERLEAVED, p, v, m, NULL, tf, tb, NULL, 0, busy);
+    span = schedule_simulate(SCHED_INTERLEAVED, p, v, m, NULL, tf, tb, NULL, 0, SENDS_ASYNC, busy);
     bubble = bubble_fraction(span, busy[0]);
     check(fabs(bubble - bubble_formula(SCHED_INTERLEAVED, p, v, m)) < 1e-12, "bubble_interleaved_equals_formula",
           "simulated %.6f, (p-1)/(v m+p-1) = %.6f", bubble, bubble_formula(SCHED_INTERLEAVED, p, v, m));
@@ -31,6 +31,55 @@ static void test_bubble(void) {
     plan_predict(&c, &k, 2048, 8, &d, &r);
     check(r.in_flight == 4 && r.worst_stage == 0, "planner_uses_in_flight", "in flight %d on stage %d", r.in_flight,
           r.worst_stage);
+}
+
+// A send that holds its sender (layout/schedule.h SENDS_*), by hand: forward 1, backward 2 a chunk, a message 0.5.
+// 1F1B, pp 2, m 2. Stage 0: F0 F1 then B0 B1, stage 1: F0 B0 F1 B1. Free sends: stage 1 gets micro-batch 0 at 1.5,
+// runs F0 B0 to 4.5, F1 (its input there since 2.5) to 5.5, B1 to 7.5; stage 0's B0 waits for 4.5 + 0.5 = 5, runs to
+// 7, B1 waits for 8: 10. Every send held: stage 0 sends at 1, held to 1.5, F1 1.5-2.5, held to 3; stage 1 F0 1.5-2.5,
+// B0 to 4.5, held to 5, F1 5-6, B1 to 8, its gradient at 8.5: stage 0's B0 5-7, B1 8.5-10.5. Warm-up and cool-down
+// only: stage 0's two sends are warm-up ones (before its first backward), stage 1's B0 send is not (a forward
+// follows it) and its B1 send is held but ends the stage at 8: stage 0 as with free sends, 10.
+// Interleaved, pp 2, vpp 2, m 2 (chunks 0, 2 on stage 0; 1, 3 on stage 1): every forward comes before every
+// backward, so warm-up and cool-down hold all sends, 19 as every send held; free, 18: stage 0 F(0,0) 0-1, F(1,0)
+// 1-2; stage 1 F(0,0) 1.5-2.5, F(1,0) 2.5-3.5; stage 0 F(0,1) 3-4, F(1,1) 4-5; stage 1 F(0,1) 4.5-5.5, F(1,1)
+// 5.5-6.5, B(0,1) to 8.5, B(1,1) to 10.5; stage 0 B(0,1) 9-11, B(1,1) 11-13; stage 1 B(0,0) 11.5-13.5, B(1,0)
+// 13.5-15.5; stage 0 B(0,0) 14-16, B(1,0) 16-18. Held: stage 0's forwards end at 1, 2.5 (held to 3), 4, 5.5 (held to
+// 6); stage 1 F(0,0) 1.5-2.5 (to 3), F(1,0) 3-4 (to 4.5), F(0,1) 4.5-5.5, F(1,1) 6-7, B(0,1) 7-9 (to 9.5), B(1,1)
+// 9.5-11.5 (to 12); stage 0 B(0,1) 9.5-11.5 (to 12), B(1,1) 12-14 (to 14.5); stage 1 B(0,0) 12-14 (to 14.5),
+// B(1,0) 14.5-16.5, its gradient at 17; stage 0 B(0,0) 14.5-16.5, B(1,0) 17-19.
+static void test_pipeline_send_wait(void) {
+    double tf[4], tb[4];
+    for (int g = 0; g < 4; g++) tf[g] = 1, tb[g] = 2;
+    double want_1f1b[3] = {10, 10, 10.5}, want_int[3] = {18, 19, 19};  // SENDS_ASYNC, SENDS_WAIT_ENDS, SENDS_WAIT
+    for (int w = SENDS_ASYNC; w <= SENDS_WAIT; w++) {
+        double a = schedule_simulate(SCHED_1F1B, 2, 1, 2, NULL, tf, tb, NULL, 0.5, w, NULL);
+        double b = schedule_simulate(SCHED_INTERLEAVED, 2, 2, 2, NULL, tf, tb, NULL, 0.5, w, NULL);
+        check(fabs(a - want_1f1b[w]) < 1e-12 && fabs(b - want_int[w]) < 1e-12, "pipeline_send_wait_hand",
+              "send_wait %d: 1F1B %.3f (want %.1f), interleaved %.3f (want %.1f)", w, a, want_1f1b[w], b, want_int[w]);
+    }
+    // the profiles: Megatron-LM's and DeepSpeed's blocking exchanges, Megatron-core's overlap_p2p_comm; this
+    // trainer's runtime posts its sends non-blocking
+    check(plan_setup_for(SOFTWARE_FRAMEWORK).pipe_send_wait == SENDS_WAIT &&
+              plan_setup_for(SOFTWARE_DEEPSPEED2021).pipe_send_wait == SENDS_WAIT &&
+              plan_setup_for(SOFTWARE_MEGATRON).pipe_send_wait == SENDS_WAIT_ENDS &&
+              plan_setup_for(SOFTWARE_TRAINER).pipe_send_wait == SENDS_ASYNC &&
+              plan_setup_for(SOFTWARE_SCALING).pipe_send_wait == SENDS_ASYNC,
+          "pipeline_send_wait_profiles", NULL);
+    // Megatron-core's plain 1F1B has no overlap_p2p_comm: at vpp 1 its sends all wait, as the framework's
+    DeviceProfile d;
+    profile_builtin("h100-sxm", &d);
+    ModelConfig c = model("llama-13b", 0);
+    c.pp = 4, c.dp = 2, c.tp = 8;
+    PlanSetup ends = plan_setup_for(SOFTWARE_MEGATRON), wait = ends, free = ends;
+    wait.pipe_send_wait = SENDS_WAIT, free.pipe_send_wait = SENDS_ASYNC;
+    PlanResult r_ends, r_wait, r_free;
+    plan_predict(&c, &ends, 64, 8, &d, &r_ends);
+    plan_predict(&c, &wait, 64, 8, &d, &r_wait);
+    plan_predict(&c, &free, 64, 8, &d, &r_free);
+    check(r_ends.t_pipeline == r_wait.t_pipeline && r_free.t_pipeline < r_wait.t_pipeline,
+          "pipeline_send_wait_megatron_1f1b", "pipeline %.6f s (ends) vs %.6f s (all), %.6f s free", r_ends.t_pipeline,
+          r_wait.t_pipeline, r_free.t_pipeline);
 }
 
 // Interleaved 1F1B holds more chunks on the first stages: Megatron-LM's schedule (pipeline_parallel/schedules.py,
@@ -215,7 +264,7 @@ static void test_lazy_grads(void) {
 static double sim_bubble(int kind, int p, int vpp, int m, double t_f, double t_b, double t_w) {
     double tf[16], tb[16], tw[16], busy[8];
     for (int g = 0; g < p * vpp; g++) tf[g] = t_f, tb[g] = t_b, tw[g] = t_w;
-    double span = schedule_simulate(kind, p, vpp, m, NULL, tf, tb, tw, 0, busy);
+    double span = schedule_simulate(kind, p, vpp, m, NULL, tf, tb, tw, 0, SENDS_ASYNC, busy);
     return bubble_fraction(span, busy[0]);
 }
 

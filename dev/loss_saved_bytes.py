@@ -1,6 +1,7 @@
 #!/usr/bin/env python3
 """What a framework's cross-entropy keeps for its backward, in bytes per logit: PyTorch's eager ops and the same
-ops under torch.compile (the planner's --runs column loss: eager | fused; memory.h loss_bytes_per_logit).
+ops under torch.compile (the planner's --runs column loss: eager | fused | eager_bf16; memory.h
+loss_bytes_per_logit).
 
     python3 dev/loss_saved_bytes.py [--tokens 256] [--vocab 4096]
 
@@ -10,6 +11,8 @@ squared logsumexp); its trainer compiles it (trainer.py compile_loss). Every ten
 is recorded once (torch.autograd.graph.saved_tensors_hooks) and summed; the compiled graph's saved tensors are what
 AOTAutograd's partitioner kept, the rest it recomputes in the backward. Runs on the CPU: the partition is made
 before code generation. The backward then writes the logits' gradient, in the logits' dtype for both.
+Then KempnerForge's loss (scripts/train.py at 01b461a: F.cross_entropy on the bf16 logits, no cast): what it saves,
+and what its backward's ops allocate (torch.profiler's memory per op), each in bytes per logit.
 Needs torch (pip install torch).
 """
 import argparse
@@ -46,6 +49,20 @@ def saved_bytes(loss_fn, tokens, vocab):
     return sum(saved.values()), sorted("%s%s" % (str(k[1]).replace("torch.", ""), list(k[2])) for k in saved)
 
 
+def plain_cross_entropy(logits, labels):
+    return F.cross_entropy(logits, labels)
+
+
+def backward_bytes(loss_fn, tokens, vocab):
+    """Bytes each op of the loss's backward allocates (profiler, CPU), per op name."""
+    logits = torch.randn(tokens, vocab, dtype=torch.bfloat16, requires_grad=True)
+    loss = loss_fn(logits, torch.randint(0, vocab, (tokens,)))
+    with torch.profiler.profile(profile_memory=True) as prof:
+        loss.backward()
+    return [(e.key, e.self_cpu_memory_usage) for e in prof.key_averages() if e.key.startswith("aten::")
+            and e.self_cpu_memory_usage > tokens * vocab / 100]
+
+
 def main():
     ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     ap.add_argument("--tokens", type=int, default=256)
@@ -57,6 +74,10 @@ def main():
     for name, fn in (("eager", olmo_cross_entropy), ("compiled", torch.compile(olmo_cross_entropy))):
         total, what = saved_bytes(fn, a.tokens, a.vocab)
         print("%-8s saves %.3f bytes per logit: %s" % (name, total / (a.tokens * a.vocab), ", ".join(what)))
+    total, what = saved_bytes(plain_cross_entropy, a.tokens, a.vocab)
+    print("bf16     saves %.3f bytes per logit: %s" % (total / (a.tokens * a.vocab), ", ".join(what)))
+    for op, n in backward_bytes(plain_cross_entropy, a.tokens, a.vocab):
+        print("bf16     backward: %s allocates %.3f bytes per logit" % (op, n / (a.tokens * a.vocab)))
 
 
 if __name__ == "__main__":

@@ -65,9 +65,10 @@ static void plan_usage(void) {
         "  --fsdp-version 1|2      ZeRO-3 of framework|foundry|megatron as PyTorch FSDP1 (default: gathered into\n"
         "                          its flat parameter) or FSDP2 (fully_shard: each gather copied into the\n"
         "                          parameters on the compute stream)\n"
-        "  --loss eager|fused      what a framework's cross-entropy keeps for its backward (memory only): its fp32\n"
-        "                          ops' e + 16 bytes a logit (eager) or one kernel's / a torch.compile'd loss's 2e,\n"
-        "                          the logits and their gradient (fused); default: the software's (foundry fused)\n"
+        "  --loss eager|fused|eager_bf16  what a framework's cross-entropy keeps for its backward (memory only): its\n"
+        "                          fp32 ops' e + 16 bytes a logit (eager), one kernel's / a torch.compile'd loss's 2e,\n"
+        "                          the logits and their gradient (fused), or torch's on the bf16 logits themselves,\n"
+        "                          no fp32 copy, 4e (eager_bf16); default: the software's (foundry fused)\n"
         "  --cross-entropy-loss-fusion off|on  Megatron-core's loss (--software megatron) as one kernel per\n"
         "                          function (torch.compile): e + 20 bytes a logit forward, e + 8 backward, where\n"
         "                          its kernel a pass moves e + 36, e + 12 (default off; NeMo's recipes turn it on)\n"
@@ -582,7 +583,11 @@ static void plan_print_profile(const DeviceProfile* d, const PlanSetup* k, int g
     }
     printf("software: rank order %s, pipeline cut by %s, %s%s loss, gradients reduced %s, %s%s\n",
            k->rank_order == ORDER_TP_PP_DP ? "tp-cp-pp-dp" : "tp-cp-dp-pp",
-           pipe_split_name(k->pipe_split), k->loss_fused ? "fused " : k->loss_compiled ? "compiled " : "",
+           pipe_split_name(k->pipe_split),
+           k->loss == LOSS_FUSED        ? "fused "
+           : k->loss == LOSS_EAGER_BF16 ? "bf16 "
+           : k->loss_compiled           ? "compiled "
+                                        : "",
            k->loss_gathered ? "gathered-vocabulary" : "vocabulary-parallel",
            k->dp_after_backward ? "after the backward" : "during the backward",
            !k->context_parallel ? "no context parallelism"

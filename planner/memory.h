@@ -190,10 +190,17 @@ static double op_recompute_share(const ModelConfig* c) {
 // log-softmax (or softmax) 4, the incoming fp32 gradient 4 and its exponentials 4, before the
 // gradient goes back to bf16: e + 16. At 8k tokens and a 128k vocabulary that is 36 GiB for a
 // micro-batch of 2 on the last stage: the term that decides out-of-memory there. A fused
-// cross-entropy (loss_fused: flash-attn's xentropy) keeps the logits (e) and one fp32 log-sum-exp
-// per row, and its backward writes the logits' gradient in their dtype (e): 2e.
+// cross-entropy (LOSS_FUSED: flash-attn's xentropy) keeps the logits (e) and one fp32 log-sum-exp
+// per row, and its backward writes the logits' gradient in their dtype (e): 2e. torch's
+// F.cross_entropy on the bf16 logits themselves (LOSS_EAGER_BF16; aten/src/ATen/native/LossNLL.cpp
+// cross_entropy_loss_symint: log_softmax in the input's dtype, then nll_loss) keeps the logits (e,
+// the caller's) and the log-softmax it saves (e); its backward's nll_loss_backward writes a
+// gradient of the same shape (e) and _log_softmax_backward_data the logits' (e) before the first
+// is freed: 4e (dev/loss_saved_bytes.py measures the saved e and the two).
 static double loss_bytes_per_logit(const PlanSetup* k, int dtype_bytes) {
-    return k->loss_fused ? 2 * dtype_bytes : dtype_bytes + 16;
+    return k->loss == LOSS_FUSED        ? 2 * dtype_bytes
+           : k->loss == LOSS_EAGER_BF16 ? 4 * dtype_bytes
+                                        : dtype_bytes + 16;
 }
 
 // Bytes one layer's deferred weight pass keeps beyond the activations, for one micro-batch

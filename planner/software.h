@@ -65,6 +65,9 @@ static const char* pipe_split_name(int split) {
                                  : "parameters";
 }
 
+// A framework's cross-entropy (PlanSetup loss; --loss, a --runs row's loss: LOSS_NAMES below).
+enum { LOSS_EAGER, LOSS_FUSED, LOSS_EAGER_BF16 };
+
 typedef struct {
     int attention;          // ATTN_*
     int rms_kernel;         // 1: one fused norm kernel; 0: the norm as separate framework ops
@@ -100,8 +103,9 @@ typedef struct {
                              // link_eff_nccl); 0: the device's link_eff, fitted to the layouts study's software
     int no_dropout;          // 1: trained at dropout 0: no 1-byte dropout masks kept (torch's dropout at p 0
                              // returns its input); 0: Korthikanti's masks after attention, its projection and fc2
-    int loss_fused;          // 1: a fused cross-entropy (flash-attn's xentropy) that keeps the logits in the
-                             // training dtype and writes their gradient in it; 0: fp32 framework ops
+    int loss;                // what its cross-entropy keeps for the backward (LOSS_*; memory.h loss_bytes_per_logit):
+                             // fp32 framework ops on a copy of the logits, one fused kernel, or torch's ops on the
+                             // logits in their own dtype
     int grad_buffer_passes;  // passes Megatron-core's DDP makes each step over its whole gradient buffer beside the
                              // backward's kernels (distributed/ at f2e5db40): zero_grad_buffer's zero_() (a write), the
                              // NaN check's norm before each bucket's collective (a read; check_for_nan_in_grad =
@@ -257,7 +261,7 @@ static PlanSetup plan_setup_for(int software) {
     if (software == SOFTWARE_MEGATRON)
         s.tp_comm_overlap = 1, s.dp_overlap_chunked = 1, s.swiglu_fused = 1, s.loss_softmax_inplace = 1,
         s.grad_buffer_passes = 4, s.pipe_send_wait = SENDS_WAIT_ENDS;
-    if (software == SOFTWARE_FOUNDRY) s.no_dropout = 1, s.loss_fused = 1;
+    if (software == SOFTWARE_FOUNDRY) s.no_dropout = 1, s.loss = LOSS_FUSED;
     // nanotron (huggingface/nanotron at c2528430): no dropout (models/llama.py: flash_attn_varlen_func dropout_p 0.0),
     // Megatron's in-place vocabulary-parallel loss (tensor_parallel/functional.py _ShardedCrossEntropy after the
     // cast_to_fp32 block: max, subtract, exp in place, sum, divide in place), its cost cut, its fp32 accumulation and
@@ -293,7 +297,7 @@ static int software_fsdp_ok(const PlanSetup* k) {
 // "grad_alloc"). Each returns 0, or -1 with the reason in err.
 static const char* const GRAD_ALLOC_NAMES[] = {"upfront", "lazy", NULL};
 static const char* const FSDP_VERSION_NAMES[] = {"1", "2", NULL};
-static const char* const LOSS_NAMES[] = {"eager", "fused", NULL};
+static const char* const LOSS_NAMES[] = {"eager", "fused", "eager_bf16", NULL};
 enum { GRAD_ACCUM_NONE, GRAD_ACCUM_ADD, GRAD_ACCUM_CAST_ADD };
 static const char* const GRAD_ACCUM_NAMES[] = {"none", "add", "cast_add", NULL};
 static const char* const STATES_DTYPE_NAMES[] = {"fp32", "bf16", NULL};
@@ -480,28 +484,29 @@ static int software_set_nccl(PlanSetup* k, const char* what, const char* v, char
 }
 
 // A framework's loss (--loss, a --runs row's loss column): what its cross-entropy keeps for its backward (memory.h
-// loss_bytes_per_logit): eager, torch's fp32 ops (e + 16 bytes a logit), or fused, one kernel or a compiled graph that
+// loss_bytes_per_logit): eager, torch's fp32 ops (e + 16 bytes a logit); fused, one kernel or a compiled graph that
 // keeps the logits and writes their gradient in the training dtype (2e: flash-attn's xentropy, llm-foundry's default;
-// OLMo-core's torch.compile'd loss, measured by dev/loss_saved_bytes.py). Memory only: its time stays the software's
-// (loss_bytes). Refused: this trainer (its own kernel and buffers), the Scaling codebase (torch's loss over the
-// gathered logits), and fused where the loss keeps its fp32 softmax whatever runs it: Megatron-core's
+// OLMo-core's torch.compile'd loss, measured by dev/loss_saved_bytes.py); or eager_bf16, F.cross_entropy on the bf16
+// logits themselves, no fp32 copy (4e: KempnerForge's). Memory only: its time stays the software's (loss_bytes).
+// Refused: this trainer (its own kernel and buffers), the Scaling codebase (torch's loss over the gathered logits),
+// and fused or eager_bf16 where the loss keeps its fp32 softmax whatever runs it: Megatron-core's
 // vocab_parallel_cross_entropy, --cross-entropy-loss-fusion too (fusions/fused_cross_entropy.py at f2e5db40 saves
 // exp_logits of the logits' .float()), and nanotron's _ShardedCrossEntropy (c2528430: exp_logits of the fp32 cast).
 // The name v as LOSS_NAMES says; `what` as software_choice's.
 static int software_set_loss(PlanSetup* k, const char* what, const char* v, char* err, size_t err_len) {
-    int fused = software_choice(what, LOSS_NAMES, v, err, err_len);
-    if (fused < 0) return -1;
+    int loss = software_choice(what, LOSS_NAMES, v, err, err_len);
+    if (loss < 0) return -1;
     if (k->own_kernels || k->loss_gathered) {
         snprintf(err, err_len, "%s %s: a framework's cross-entropy (%s)", what, v,
                  k->own_kernels ? "this trainer's loss is its own kernel" : "the Scaling codebase's is torch's");
         return -1;
     }
-    if (fused && k->loss_softmax_inplace) {
-        snprintf(err, err_len, "%s fused: this software's vocabulary-parallel cross-entropy keeps its fp32 softmax "
-                 "for the backward (Megatron-core's, --cross-entropy-loss-fusion too; nanotron's)", what);
+    if (loss != LOSS_EAGER && k->loss_softmax_inplace) {
+        snprintf(err, err_len, "%s %s: this software's vocabulary-parallel cross-entropy keeps its fp32 softmax "
+                 "for the backward (Megatron-core's, --cross-entropy-loss-fusion too; nanotron's)", what, v);
         return -1;
     }
-    k->loss_fused = fused;
+    k->loss = loss;
     return 0;
 }
 

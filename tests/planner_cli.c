@@ -460,7 +460,7 @@ static void test_runs_loss(void) {
     runs_two_columns("cp,loss", values, row, mem, step, own, &m1, &m3, rc);
     double less = 4096.0 * 50304 * 14 / (1 << 30);
     check(rc[0] == 2 && fabs(mem[0] - mem[1] - less) < 0.0015 && mem[2] == mem[0] && step[1] == step[0] &&
-              step[2] == step[0] && strstr(m1, "loss: expected eager or fused, got 'Fused'") && rc[1] == 2 &&
+              step[2] == step[0] && strstr(m1, "loss: expected eager, fused or eager_bf16, got 'Fused'") && rc[1] == 2 &&
               strstr(m3, "loss eager: a framework's cross-entropy (this trainer's loss is its own kernel)"),
           "runs_loss_column", "rc %d, memory eager %.3f fused %.3f default %.3f GiB (%.4f less by hand), step %.4f / "
           "%.4f s; %s; trainer rc %d: %s", rc[0], mem[0], mem[1], mem[2], less, step[0], step[1], m1, rc[1], m3);
@@ -469,9 +469,9 @@ static void test_runs_loss(void) {
 
 // --loss for a whole search: GPT-2 124M (vocabulary 50304 padded) at 1024 tokens on 8 A100s, dp 8, one micro-batch
 // of 1, no recomputation, flash2: the loss is the stage's one temporary, 1024 tokens x 50304 logits at e + 16 bytes
-// (eager) or 2e (fused), with the final norm's input, 1024 x 768 x 2 bytes, beside it: eager 928,776,192 bytes =
-// 0.8650 GiB, fused 207,618,048 = 0.1934 GiB (memory.h loss_bytes_per_logit, predict.h loss_temp); the step is the
-// same (memory only). The framework's default is eager, foundry's fused: --loss names what the software would pick.
+// (eager), 2e (fused) or 4e (eager_bf16), with the final norm's input, 1024 x 768 x 2 bytes, beside it: eager
+// 928,776,192 bytes = 0.8650 GiB, fused 207,618,048 = 0.1934 GiB, eager_bf16 413,663,232 = 0.3853 GiB (memory.h
+// loss_bytes_per_logit, predict.h loss_temp); the step is the same (memory only). The framework's default is eager, foundry's fused: --loss names what the software would pick.
 static int plan_loss_row(const char* software, const char* loss, double* temp, double* total, double* step) {
     char out[256], log[256];
     snprintf(out, sizeof(out), "/tmp/test_planner_%d_loss.csv", (int)getpid());
@@ -499,17 +499,19 @@ static int plan_loss_row(const char* software, const char* loss, double* temp, d
     return rc;
 }
 static void test_plan_loss_flag(void) {
-    double t[5], m[5], s[5];
+    double t[6], m[6], s[6];
     int rc = plan_loss_row("framework", NULL, &t[0], &m[0], &s[0]);
     rc += plan_loss_row("framework", "eager", &t[1], &m[1], &s[1]) + plan_loss_row("framework", "fused", &t[2], &m[2], &s[2]);
     rc += plan_loss_row("foundry", NULL, &t[3], &m[3], &s[3]) + plan_loss_row("foundry", "eager", &t[4], &m[4], &s[4]);
-    double eager = 928776192.0 / (1 << 30), fused = 207618048.0 / (1 << 30);
+    rc += plan_loss_row("framework", "eager_bf16", &t[5], &m[5], &s[5]);
+    double eager = 928776192.0 / (1 << 30), fused = 207618048.0 / (1 << 30), bf16 = 413663232.0 / (1 << 30);
     check(rc == 0 && fabs(t[0] - eager) < 6e-5 && t[1] == t[0] && fabs(t[2] - fused) < 6e-5 && s[2] == s[0] &&
               fabs((m[0] - m[2]) - (eager - fused)) < 2e-4 && fabs(t[3] - fused) < 6e-5 &&
-              fabs(t[4] - eager) < 6e-5 && s[4] == s[3],
-          "plan_loss_flag_hand", "rc %d; framework default / eager / fused temp %.4f %.4f %.4f GiB (by hand %.4f %.4f), "
-          "total %.4f %.4f %.4f, step %.5f / %.5f s; foundry default / eager %.4f %.4f, step %.5f / %.5f", rc, t[0],
-          t[1], t[2], eager, fused, m[0], m[1], m[2], s[0], s[2], t[3], t[4], s[3], s[4]);
+              fabs(t[4] - eager) < 6e-5 && s[4] == s[3] && fabs(t[5] - bf16) < 6e-5 && s[5] == s[0],
+          "plan_loss_flag_hand", "rc %d; framework default / eager / fused / eager_bf16 temp %.4f %.4f %.4f %.4f GiB "
+          "(by hand %.4f %.4f %.4f), total %.4f %.4f %.4f, step %.5f / %.5f / %.5f s; foundry default / eager %.4f "
+          "%.4f, step %.5f / %.5f", rc, t[0], t[1], t[2], t[5], eager, fused, bf16, m[0], m[1], m[2], s[0], s[2], s[5],
+          t[3], t[4], s[3], s[4]);
 }
 
 // The dropout column of --runs (and --dropout): GPT-2 124M on 8 A100s, 2048 tokens, the fused softmax: at dropout

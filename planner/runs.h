@@ -30,10 +30,10 @@ static const int RUN_COL_INT[N_RUN_COLS] = {0, 1, 1, 1, 1, 0, 1, 1, 1, 1, 1, 0, 
 // framework's, with cp_ulysses 1; empty or absent: what cp_ulysses gives), grad_alloc (upfront|lazy: a framework's
 // gradients allocated before the step, or each chunk's at its first backward, PyTorch autograd's and FSDP's;
 // empty or absent: upfront), fsdp_version (1|2: PyTorch FSDP's, with zero 3; 2 copies each gather out on the compute
-// stream, software.h gather_copy_out; empty or absent: 1), loss (eager|fused: what a framework's cross-entropy keeps,
-// memory.h loss_bytes_per_logit; empty or absent: the software's), nccl (the NCCL release the run's collectives ran
-// on, MAJOR.MINOR[.PATCH], 2.8 .. 2.30: its cost model, device.h NCCL_MODELS; empty or absent: --nccl-version's, else
-// b647562's), grad_accum_pass (none|add|cast_add: how a framework's micro-batch gradients reach fp32 buffers built
+// stream, software.h gather_copy_out; empty or absent: 1), loss (eager|fused|eager_bf16: what a framework's
+// cross-entropy keeps, memory.h loss_bytes_per_logit; empty or absent: the software's), nccl (the NCCL release the
+// run's collectives ran on, MAJOR.MINOR[.PATCH], 2.8 .. 2.30: its cost model, device.h NCCL_MODELS; empty or absent:
+// --nccl-version's, else b647562's), grad_accum_pass (none|add|cast_add: how a framework's micro-batch gradients reach fp32 buffers built
 // before the step, software.h grad_accum_pass, e.g. BLOOM's DeepSpeed BF16_Optimizer cast_add; empty or absent:
 // --grad-accum-pass's, else the software's), states_dtype (fp32|bf16: a framework's weights and AdamW states, bf16
 // with an fp32 master and fp32 m, v, or all bf16, KempnerForge's; software.h states_bf16; empty or absent:
@@ -42,17 +42,19 @@ static const int RUN_COL_INT[N_RUN_COLS] = {0, 1, 1, 1, 1, 0, 1, 1, 1, 1, 1, 0, 
 // software.h grad_sync_last; empty or absent: --grad-sync's, else per_micro_batch), cross_entropy_loss_fusion
 // (off|on: Megatron-core's --cross-entropy-loss-fusion, NeMo's cross_entropy_loss_fusion, its loss's passes compiled
 // into four kernels, software.h loss_compiled; --software megatron; empty or absent: --cross-entropy-loss-fusion's,
-// else off).
+// else off), loss_vocab (parallel|gathered: a framework's loss under tp over the rank's V / tp logits or over all V
+// after an all-gather, software.h loss_gathered; empty or absent: --loss-vocab's, else the software's).
 // Columns that name a setting the planner does not model are refused, so a row is never predicted as another
 // layout than the one that ran.
 enum { RO_VPP, RO_CP, RO_CP_ULYSSES, RO_OFFLOAD, RO_OFFLOAD_FRAMES, RO_REDUCE_DTYPE, RO_MLP, RO_PP_SPLIT,
        RO_GRAD_DTYPE, RO_DROPOUT, RO_CP_KIND, RO_GRAD_ALLOC, RO_FSDP_VERSION, RO_LOSS, RO_NCCL,
-       RO_GRAD_ACCUM_PASS, RO_STATES_DTYPE, RO_GRAD_SYNC, RO_LOSS_COMPILED, N_RUN_OPT };
+       RO_GRAD_ACCUM_PASS, RO_STATES_DTYPE, RO_GRAD_SYNC, RO_LOSS_COMPILED, RO_LOSS_VOCAB, N_RUN_OPT };
 static const char* const RUN_OPT_COLS[N_RUN_OPT] = {"vpp",          "cp",           "cp_ulysses", "offload",
                                                     "offload_frames", "reduce_dtype", "mlp",        "pp_split",
                                                     "grad_dtype",   "dropout",      "cp_kind",    "grad_alloc",
                                                     "fsdp_version", "loss",         "nccl",       "grad_accum_pass",
-                                                    "states_dtype", "grad_sync",    "cross_entropy_loss_fusion"};
+                                                    "states_dtype", "grad_sync",    "cross_entropy_loss_fusion",
+                                                    "loss_vocab"};
 static const char* const RUN_UNMODELLED[] = {"ep", "expert_parallel", "moe_experts", "cp_split",
                                              "context_parallel_algo", "fsdp", "hsdp", "offload_dir", "cpu_offload"};
 
@@ -380,6 +382,8 @@ static int plan_run_row(const int* shape, int mlp, const PlanSetup* setup, const
     if (opt[RO_LOSS] && opt[RO_LOSS][0] && software_set_loss(&k, "loss", opt[RO_LOSS], err, err_len)) return -1;
     const char* lc = opt[RO_LOSS_COMPILED];
     if (lc && lc[0] && software_set_loss_compiled(&k, "cross_entropy_loss_fusion", lc, err, err_len)) return -1;
+    const char* lv = opt[RO_LOSS_VOCAB];
+    if (lv && lv[0] && software_set_loss_vocab(&k, "loss_vocab", lv, err, err_len)) return -1;
     if (opt[RO_NCCL] && opt[RO_NCCL][0] && software_set_nccl(&k, "nccl", opt[RO_NCCL], err, err_len)) return -1;
     const char* split = opt[RO_PP_SPLIT];
     if (split && split[0]) {
@@ -435,9 +439,9 @@ static void runs_header_check(const char* path, char** names, int n_cols) {
             if (!strcmp(names[j], RUN_UNMODELLED[k]) || !strcmp(as_read, RUN_UNMODELLED[k]))
                 fail("--runs %s: column '%s' names a setting the planner does not model (it reads cp, cp_ulysses, "
                      "cp_kind, offload, offload_frames, reduce_dtype, grad_dtype, grad_alloc, grad_accum_pass, "
-                     "states_dtype, grad_sync, fsdp_version, loss, nccl, mlp, pp_split, dropout, vpp beside the "
-                     "required ones): remove it to "
-                     "predict the rows without it", path, names[j]);
+                     "states_dtype, grad_sync, fsdp_version, loss, loss_vocab, cross_entropy_loss_fusion, nccl, mlp, "
+                     "pp_split, dropout, vpp beside the required ones): remove it to predict the rows without it",
+                     path, names[j]);
     }
 }
 

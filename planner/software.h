@@ -74,7 +74,8 @@ typedef struct {
     int rank_order;         // ORDER_*
     int pipe_split;         // SPLIT_*
     int loss_gathered;      // 1: the logits are gathered over tp and every tp rank computes the loss over
-                            // the whole vocabulary; 0: a vocabulary-parallel loss (Megatron, this trainer)
+                            // the whole vocabulary (the Scaling codebase's; --loss-vocab gathered, a --runs row's
+                            // loss_vocab); 0: a vocabulary-parallel loss (Megatron, this trainer)
     int dp_after_backward;  // 1: gradients are reduced after the whole backward (in the optimizer step);
                             // 0: the reduction overlaps the backward (dp_overlap of the device)
     int context_parallel;   // 1: it can split sequences over cp ranks (this trainer); 0: cp 1 only
@@ -303,6 +304,7 @@ static const char* const GRAD_ACCUM_NAMES[] = {"none", "add", "cast_add", NULL};
 static const char* const STATES_DTYPE_NAMES[] = {"fp32", "bf16", NULL};
 static const char* const GRAD_SYNC_NAMES[] = {"per_micro_batch", "last_micro_batch", NULL};
 static const char* const OFF_ON_NAMES[] = {"off", "on", NULL};
+static const char* const LOSS_VOCAB_NAMES[] = {"parallel", "gathered", NULL};
 
 // v's index in names (NULL-terminated), or -1 with err set ("expected a, b or c").
 static int software_choice(const char* what, const char* const names[], const char* v, char* err, size_t err_len) {
@@ -496,7 +498,7 @@ static int software_set_nccl(PlanSetup* k, const char* what, const char* v, char
 static int software_set_loss(PlanSetup* k, const char* what, const char* v, char* err, size_t err_len) {
     int loss = software_choice(what, LOSS_NAMES, v, err, err_len);
     if (loss < 0) return -1;
-    if (k->own_kernels || k->loss_gathered) {
+    if (k->own_kernels || k->scaling_options) {
         snprintf(err, err_len, "%s %s: a framework's cross-entropy (%s)", what, v,
                  k->own_kernels ? "this trainer's loss is its own kernel" : "the Scaling codebase's is torch's");
         return -1;
@@ -525,6 +527,27 @@ static int software_set_loss_compiled(PlanSetup* k, const char* what, const char
         return -1;
     }
     k->loss_compiled = on;
+    return 0;
+}
+
+// Where a framework's cross-entropy runs under tensor parallelism (loss_gathered): parallel, each tp rank over its
+// V / tp logits (Megatron-core's vocab_parallel_cross_entropy, torchtitan's loss_parallel), or gathered, the head's
+// column-parallel output all-gathered and the loss over the whole vocabulary on every rank (a DTensor head with
+// Replicate output: KempnerForge's ColwiseParallel(output_layouts=Replicate()), distributed/tensor_parallel.py at
+// 01b461a); predict.h edge_times prices the gather and the loss over V, plan_memory its logits. Refused: this
+// trainer and the Scaling codebase (their own losses: vocabulary-parallel, gathered) and Megatron-core's and
+// nanotron's vocabulary-parallel cross-entropy (loss_softmax_inplace).
+static int software_set_loss_vocab(PlanSetup* k, const char* what, const char* v, char* err, size_t err_len) {
+    int gathered = software_choice(what, LOSS_VOCAB_NAMES, v, err, err_len);
+    if (gathered < 0) return -1;
+    if (k->own_kernels || k->scaling_options || k->loss_softmax_inplace) {
+        snprintf(err, err_len, "%s %s: a framework's cross-entropy (%s)", what, v,
+                 k->own_kernels       ? "this trainer's loss is its own vocabulary-parallel kernel"
+                 : k->scaling_options ? "the Scaling codebase gathers the logits"
+                                      : "this software's is vocabulary-parallel: Megatron-core's, nanotron's");
+        return -1;
+    }
+    k->loss_gathered = gathered;
     return 0;
 }
 

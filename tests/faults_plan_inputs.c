@@ -1,13 +1,13 @@
 // tests/faults_plan_inputs.c: test_faults' cases of the planner's inputs of issue 35's fifth session, as a hostile user
-// types them: --cp-kind allgather, --grad-alloc, --fsdp-version, --states-dtype, --grad-sync, --loss,
+// types them: --cp-kind allgather, --grad-alloc, --fsdp-version, --states-dtype, --grad-sync, --loss, --loss-vocab,
 // --cross-entropy-loss-fusion and --software nanotron with softwares and layouts that cannot use them, empty values
-// and wrong case; the device key tensor_clock (NaN, inf, negative, zero, above the datasheet's clock: 2 gave a 101.8%
-// MFU) in --device-set and a --device-file; the --runs columns cp_kind, grad_alloc, grad_accum_pass, states_dtype,
-// grad_sync, fsdp_version, loss, cross_entropy_loss_fusion, dropout, grad_dtype, reduce_dtype, pp_split, cp and nccl
-// (and --nccl-version) blank, junk, named twice in the header (the last was read silently) or refused by the row's
-// software; a device file's key given twice; the search's filters beside --runs. Each is one error line and exit 1.
-// Run through ./train and ./train_asan. Included by tests/test_faults.c after faults_bad_inputs.c (its bad_run and
-// BAD); not built alone.
+// and wrong case; the device keys tensor_clock (NaN, inf, negative, zero, above the datasheet's clock: 2 gave a 101.8%
+// MFU) and nics_per_gpu in --device-set and a --device-file; the --runs columns cp_kind, grad_alloc, grad_accum_pass,
+// states_dtype, grad_sync, fsdp_version, loss, loss_vocab, cross_entropy_loss_fusion, dropout, grad_dtype,
+// reduce_dtype, pp_split, cp and nccl (and --nccl-version) blank, junk, named twice in the header (the last was read
+// silently) or refused by the row's software; a device file's key given twice; the search's filters beside --runs.
+// Each is one error line and exit 1. Run through ./train and ./train_asan. Included by tests/test_faults.c after
+// faults_bad_inputs.c (its bad_run and BAD); not built alone.
 
 #define PI BAD "/plan_inputs"
 #define PI_PLAN "--plan --model gpt2-124m "
@@ -137,6 +137,23 @@ static const BadRun PLAN_INPUT_RUNS[] = {
     {{"plan_runs_loss_compiled_true", "--plan --software megatron --runs " PI "/ce_true.csv",
       "cross_entropy_loss_fusion: expected off or on, got 'true'", 1},
      PI_RUNS("ce_true", ",cross_entropy_loss_fusion", "1", "16", ",true"), NULL},
+    // --loss-vocab: a framework's loss under tp, not where the software's own loss decides it
+    {{"plan_loss_vocab_wrong_case", PI_PLAN "--software framework --loss-vocab Gathered",
+      "--loss-vocab: expected parallel or gathered, got 'Gathered'", 1}, NULL, NULL},
+    {{"plan_loss_vocab_empty", PI_PLAN "--software framework --loss-vocab ''", "expected parallel or gathered, got ''",
+      1}, NULL, NULL},
+    {{"plan_loss_vocab_trainer", PI_PLAN "--loss-vocab gathered", "this trainer's loss is its own vocabulary-parallel",
+      1}, NULL, NULL},
+    {{"plan_loss_vocab_scaling", PI_PLAN "--software scaling --loss-vocab parallel",
+      "the Scaling codebase gathers the logits", 1}, NULL, NULL},
+    {{"plan_loss_vocab_megatron", PI_PLAN "--software megatron --loss-vocab gathered",
+      "this software's is vocabulary-parallel", 1}, NULL, NULL},
+    {{"plan_runs_loss_vocab_junk", "--plan --software framework --runs " PI "/loss_vocab_junk.csv",
+      "(row 1: loss_vocab: expected parallel or gathered, got 'all')", 1},
+     PI_RUNS("loss_vocab_junk", ",loss_vocab", "1", "16", ",all"), NULL},
+    {{"plan_runs_loss_vocab_nanotron", "--plan --software nanotron --runs " PI "/loss_vocab_nano.csv",
+      "loss_vocab gathered: a framework's cross-entropy (this software's is vocabulary-parallel", 1},
+     PI_RUNS("loss_vocab_nano", ",loss_vocab", "1", "16", ",gathered"), NULL},
     // --software nanotron: what nanotron v0.5 does not run (--pp-split auto was dropped silently)
     {{"plan_software_wrong_case", PI_PLAN "--software Nanotron", "got 'Nanotron'", 1}, NULL, NULL},
     {{"plan_nanotron_zero3", PI_PLAN "--software nanotron --zero 3", "nanotron v0.5 runs ZeRO 0 or 1", 1}, NULL, NULL},
@@ -287,7 +304,7 @@ static const BadRun PLAN_INPUT_RUNS[] = {
 
 // scripts/validate_planner.py --published: a row whose field count is not the header's is refused, one line naming
 // it (its csv.DictReader padded a short row with None and put a long one's extras aside, silently: the committed
-// dev/published_runs.csv had rows of 33-42 fields); every row of the committed file has the header's 42.
+// dev/published_runs.csv had rows of 33-42 fields); every row of the committed file has the header's 48.
 static void published_row_fields(void) {
     const char* name = "plan_published_row_fields";
     if (bad_filter && !strstr(name, bad_filter)) return;

@@ -296,6 +296,35 @@ static void test_offload_host_memory(void) {
     test_offload_states_bf16_hand();
 }
 
+// The loss under tensor parallelism (software.h software_set_loss_vocab), --software framework: llama-tiny at tp 2,
+// its 64 tokens' loss over 384 / 2 logits a rank (vocabulary-parallel) or all 384 after the logits' all-gather
+// (gathered), with the final norm's input 64 x 64 x 2 = 8192 B beside it: eager (e + 16) 64 x 192 x 18 + 8192 =
+// 229376 B and 64 x 384 x 18 + 8192 = 450560 B, eager_bf16 (4e) gathered 64 x 384 x 8 + 8192 = 204800 B. The
+// gathered step is longer: the all-gather of 64 x 384 x 2 bytes over tp and the loss's passes over the other 192
+// logits (predict.h edge_times). Refused under Megatron-core (its vocab_parallel_cross_entropy).
+static void test_loss_vocab_by_hand(void) {
+    DeviceProfile d;
+    profile_builtin("a100-80gb", &d);
+    ModelConfig c = model("llama-tiny", 0);
+    c.micro_batch = 2, c.tp = 2;
+    PlanSetup par = plan_setup_for(SOFTWARE_FRAMEWORK), gat = par, gat_bf16 = par;
+    PlanSetup mega = plan_setup_for(SOFTWARE_MEGATRON);
+    char err[256];
+    int rc = software_set_loss_vocab(&gat, "--loss-vocab", "gathered", err, sizeof(err)) +
+             software_set_loss_vocab(&gat_bf16, "--loss-vocab", "gathered", err, sizeof(err)) +
+             software_set_loss(&gat_bf16, "--loss", "eager_bf16", err, sizeof(err));
+    int refused = software_set_loss_vocab(&mega, "--loss-vocab", "gathered", err, sizeof(err)) == -1 &&
+                  strstr(err, "vocabulary-parallel") != NULL;
+    PlanResult rp, rg, rb;
+    rc += plan_predict(&c, &par, 2, 8, &d, &rp) + plan_predict(&c, &gat, 2, 8, &d, &rg) +
+          plan_predict(&c, &gat_bf16, 2, 8, &d, &rb);
+    check(rc == 0 && refused && rp.mem_temp == 229376 && rg.mem_temp == 450560 && rb.mem_temp == 204800 &&
+              rg.t_step > rp.t_step,
+          "loss_vocab_gathered_hand", "rc %d; temp parallel %.0f B (want 229376), gathered %.0f (450560), gathered "
+          "eager_bf16 %.0f (204800); step %.3f / %.3f ms; megatron refused %d", rc, rp.mem_temp, rg.mem_temp,
+          rb.mem_temp, rp.t_step * 1e3, rg.t_step * 1e3, refused);
+}
+
 // The same llama-tiny under a framework's memory model (framework_setup), by hand:
 //   states: bf16 weights 2 + bf16 gradients 2 + fp32 master, m, v 12 = 16 B/param: 3941376 B
 //   activations per layer: sbh = 32*2*64 = 4096 B-units; r = 0.5, f = 3:

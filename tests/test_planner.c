@@ -95,6 +95,7 @@ int main(void) {
     test_memory_by_hand();
     test_stage_model();
     test_memory_framework_by_hand();
+    test_loss_vocab_by_hand();
     test_korthikanti();
     test_recompute_policies();
     test_mlp_kinds();

@@ -66,7 +66,7 @@ static void plan_usage(void) {
         "                          its flat parameter) or FSDP2 (fully_shard: each gather copied into the\n"
         "                          parameters on the compute stream)\n"
         "  --loss eager|fused|eager_bf16  what a framework's cross-entropy keeps for its backward (memory only): its\n"
-        "                          fp32 ops' e + 16 bytes a logit (eager), one kernel's / a torch.compile'd loss's 2e,\n"
+        "                          fp32 ops' e + 16 bytes a logit (eager), one kernel's / a compiled loss's 2e,\n"
         "                          the logits and their gradient (fused), or torch's on the bf16 logits themselves,\n"
         "                          no fp32 copy, 4e (eager_bf16); default: the software's (foundry fused)\n"
         "  --cross-entropy-loss-fusion off|on  Megatron-core's loss (--software megatron) as one kernel per\n"

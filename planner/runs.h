@@ -17,33 +17,33 @@ static const char* const RUN_COLS[N_RUN_COLS] = {
 // which of them are integers
 static const int RUN_COL_INT[N_RUN_COLS] = {0, 1, 1, 1, 1, 0, 1, 1, 1, 1, 1, 0, 0, 1, 1};
 // Optional columns the prediction reads (absent: the value in brackets): vpp (the schedule's
-// default), cp (1), cp_ulysses (1: a ring; = cp: Ulysses), offload (none|optimizer|activations|
-// both), offload_frames (2), reduce_dtype (bf16|fp32: the dtype the gradients are reduced in; empty or
-// absent: the device's grad_bytes; torchtitan's FSDP2 mixed_precision_reduce float32), mlp (gelu|relu2|swiglu;
-// empty or absent: --mlp's, else the architecture's), pp_split (even|auto|ends; empty or absent: even: ends
-// gives the embedding and the head a layer's place each, a framework's cut: software.h SPLIT_ENDS), grad_dtype
-// (bf16|fp32: the dtype the gradients are accumulated in over the micro-batches, the model states' gradient
-// bytes, and reduced in unless reduce_dtype says; empty or absent: the software's, else the device's grad_bytes;
-// Llama 3's "FP32 gradient accumulation"), dropout (the probability a framework's GPT trained at: 0 keeps no masks
-// and runs no dropout kernels; empty or absent: --dropout's, else the software's: software.h software_set_dropout),
-// cp_kind (ring|ulysses|2d, checked against cp_ulysses, or allgather: Llama 3's all-gather context parallelism, a
-// framework's, with cp_ulysses 1; empty or absent: what cp_ulysses gives), grad_alloc (upfront|lazy: a framework's
-// gradients allocated before the step, or each chunk's at its first backward, PyTorch autograd's and FSDP's;
-// empty or absent: upfront), fsdp_version (1|2: PyTorch FSDP's, with zero 3; 2 copies each gather out on the compute
-// stream, software.h gather_copy_out; empty or absent: 1), loss (eager|fused|eager_bf16: what a framework's
-// cross-entropy keeps, memory.h loss_bytes_per_logit; empty or absent: the software's), nccl (the NCCL release the
-// run's collectives ran on, MAJOR.MINOR[.PATCH], 2.8 .. 2.30: its cost model, device.h NCCL_MODELS; empty or absent:
-// --nccl-version's, else b647562's), grad_accum_pass (none|add|cast_add: how a framework's micro-batch gradients reach fp32 buffers built
-// before the step, software.h grad_accum_pass, e.g. BLOOM's DeepSpeed BF16_Optimizer cast_add; empty or absent:
-// --grad-accum-pass's, else the software's), states_dtype (fp32|bf16: a framework's weights and AdamW states, bf16
-// with an fp32 master and fp32 m, v, or all bf16, KempnerForge's; software.h states_bf16; empty or absent:
-// --states-dtype's, else fp32), grad_sync (per_micro_batch|last_micro_batch: a framework's ZeRO 2|3 gradients
-// reduce-scattered after every micro-batch or once a step, FSDP2's set_requires_gradient_sync(False) on the others;
-// software.h grad_sync_last; empty or absent: --grad-sync's, else per_micro_batch), cross_entropy_loss_fusion
-// (off|on: Megatron-core's --cross-entropy-loss-fusion, NeMo's cross_entropy_loss_fusion, its loss's passes compiled
-// into four kernels, software.h loss_compiled; --software megatron; empty or absent: --cross-entropy-loss-fusion's,
-// else off), loss_vocab (parallel|gathered: a framework's loss under tp over the rank's V / tp logits or over all V
-// after an all-gather, software.h loss_gathered; empty or absent: --loss-vocab's, else the software's).
+// default), cp (1), cp_ulysses (1: a ring; = cp: Ulysses), offload (none|optimizer|activations| both), offload_frames
+// (2), reduce_dtype (bf16|fp32: the dtype the gradients are reduced in; empty or absent: the device's grad_bytes;
+// torchtitan's FSDP2 mixed_precision_reduce float32), mlp (gelu|relu2|swiglu; empty or absent: --mlp's, else the
+// architecture's), pp_split (even|auto|ends; empty or absent: even: ends gives the embedding and the head a layer's
+// place each, a framework's cut: software.h SPLIT_ENDS), grad_dtype (bf16|fp32: the dtype the gradients are
+// accumulated in over the micro-batches, the model states' gradient bytes, and reduced in unless reduce_dtype says;
+// empty or absent: the software's, else the device's grad_bytes; Llama 3's "FP32 gradient accumulation"), dropout
+// (the probability a framework's GPT trained at: 0 keeps no masks and runs no dropout kernels; empty or absent:
+// --dropout's, else the software's: software.h software_set_dropout), cp_kind (ring|ulysses|2d, checked against
+// cp_ulysses, or allgather: Llama 3's all-gather context parallelism, a framework's, with cp_ulysses 1; empty or
+// absent: what cp_ulysses gives), grad_alloc (upfront|lazy: a framework's gradients allocated before the step, or
+// each chunk's at its first backward, PyTorch autograd's and FSDP's; empty or absent: upfront), fsdp_version (1|2:
+// PyTorch FSDP's, with zero 3; 2 copies each gather out on the compute stream, software.h gather_copy_out; empty or
+// absent: 1), loss (eager|fused|eager_bf16: what a framework's cross-entropy keeps, memory.h loss_bytes_per_logit;
+// empty or absent: the software's), nccl (the NCCL release the run's collectives ran on, MAJOR.MINOR[.PATCH], 2.8 ..
+// 2.30: its cost model, device.h NCCL_MODELS; empty or absent: --nccl-version's, else b647562's), grad_accum_pass
+// (none|add|cast_add: how a framework's micro-batch gradients reach fp32 buffers built before the step, software.h
+// grad_accum_pass, e.g. BLOOM's DeepSpeed BF16_Optimizer cast_add; empty or absent: --grad-accum-pass's, else the
+// software's), states_dtype (fp32|bf16: a framework's weights and AdamW states, bf16 with an fp32 master and fp32 m,
+// v, or all bf16, KempnerForge's; software.h states_bf16; empty or absent: --states-dtype's, else fp32), grad_sync
+// (per_micro_batch|last_micro_batch: a framework's ZeRO 2|3 gradients reduce-scattered after every micro-batch or
+// once a step, FSDP2's set_requires_gradient_sync(False) on the others; software.h grad_sync_last; empty or absent:
+// --grad-sync's, else per_micro_batch), cross_entropy_loss_fusion (off|on: Megatron-core's
+// --cross-entropy-loss-fusion, NeMo's cross_entropy_loss_fusion, its loss's passes compiled into four kernels,
+// software.h loss_compiled; --software megatron; empty or absent: --cross-entropy-loss-fusion's, else off),
+// loss_vocab (parallel|gathered: a framework's loss under tp over the rank's V / tp logits or over all V after an
+// all-gather, software.h loss_gathered; empty or absent: --loss-vocab's, else the software's).
 // Columns that name a setting the planner does not model are refused, so a row is never predicted as another
 // layout than the one that ran.
 enum { RO_VPP, RO_CP, RO_CP_ULYSSES, RO_OFFLOAD, RO_OFFLOAD_FRAMES, RO_REDUCE_DTYPE, RO_MLP, RO_PP_SPLIT,

@@ -460,7 +460,8 @@ static void test_runs_loss(void) {
     runs_two_columns("cp,loss", values, row, mem, step, own, &m1, &m3, rc);
     double less = 4096.0 * 50304 * 14 / (1 << 30);
     check(rc[0] == 2 && fabs(mem[0] - mem[1] - less) < 0.0015 && mem[2] == mem[0] && step[1] == step[0] &&
-              step[2] == step[0] && strstr(m1, "loss: expected eager, fused or eager_bf16, got 'Fused'") && rc[1] == 2 &&
+              step[2] == step[0] && strstr(m1, "loss: expected eager, fused or eager_bf16, got 'Fused'") &&
+              rc[1] == 2 &&
               strstr(m3, "loss eager: a framework's cross-entropy (this trainer's loss is its own kernel)"),
           "runs_loss_column", "rc %d, memory eager %.3f fused %.3f default %.3f GiB (%.4f less by hand), step %.4f / "
           "%.4f s; %s; trainer rc %d: %s", rc[0], mem[0], mem[1], mem[2], less, step[0], step[1], m1, rc[1], m3);
@@ -471,7 +472,8 @@ static void test_runs_loss(void) {
 // of 1, no recomputation, flash2: the loss is the stage's one temporary, 1024 tokens x 50304 logits at e + 16 bytes
 // (eager), 2e (fused) or 4e (eager_bf16), with the final norm's input, 1024 x 768 x 2 bytes, beside it: eager
 // 928,776,192 bytes = 0.8650 GiB, fused 207,618,048 = 0.1934 GiB, eager_bf16 413,663,232 = 0.3853 GiB (memory.h
-// loss_bytes_per_logit, predict.h loss_temp); the step is the same (memory only). The framework's default is eager, foundry's fused: --loss names what the software would pick.
+// loss_bytes_per_logit, predict.h loss_temp); the step is the same (memory only). The framework's default is eager,
+// foundry's fused: --loss names what the software would pick.
 static int plan_loss_row(const char* software, const char* loss, double* temp, double* total, double* step) {
     char out[256], log[256];
     snprintf(out, sizeof(out), "/tmp/test_planner_%d_loss.csv", (int)getpid());

@@ -14,8 +14,8 @@ static void plan_usage(void) {
         "       train --plan --runs FILE.csv [flags]  predict the runs of a file (see dev/PLANNER.md): its optional\n"
         "                          columns vpp, cp, cp_ulysses, cp_kind, offload, offload_frames, mlp, pp_split,\n"
         "                          reduce_dtype, grad_dtype, dropout, grad_alloc, fsdp_version, loss, loss_vocab,\n"
-        "                          nccl, cross_entropy_loss_fusion as the flags below (nccl: --nccl-version; each\n"
-        "                          flag once, but --device-set: once per key)\n"
+        "                          nccl, cross_entropy_loss_fusion, tp_async_dgrad as the flags below (nccl:\n"
+        "                          --nccl-version; each flag once, but --device-set: once per key)\n"
         "  --model NAME            preset (default llama-13b); shape: --n-layer --n-head --n-kv-head --d-model --d-ff\n"
         "                          --vocab --seq-len (with --runs all but --seq-len override every row's preset)\n"
         "  --mlp gelu|relu2|swiglu the MLP apart from the attention (default: the architecture's: GPT-2 gelu, LLaMA\n"
@@ -74,6 +74,9 @@ static void plan_usage(void) {
         "                          its kernel a pass moves e + 36, e + 12 (default off; NeMo's recipes turn it on)\n"
         "  --loss-vocab parallel|gathered  a framework's loss under tp: each rank over its V/tp logits (default),\n"
         "                          or the logits all-gathered over tp and the loss over all V on every rank\n"
+        "  --tp-async-dgrad off|on a framework's backward tp collective of each column-parallel linear's input\n"
+        "                          gradient under its weight gradient (on: Megatron-LM's asynchronous TP, the\n"
+        "                          default) or after it, exposed (off: plain DTensor TP, torchtitan, KempnerForge)\n"
         "  --nccl-version V        price the collectives by NCCL release V's cost model (2.8 .. 2.30, e.g. 2.14.3:\n"
         "                          its latencies by release, dev/PLANNER.md); default: b647562's (v2.20.3)\n"
         "  --grad-reduce fp32|bf16 this trainer's dp all-reduce of the gradient (--zero 0|1; bf16: half the bytes,\n"
@@ -268,7 +271,8 @@ static void plan_parse_args(int argc, char** argv, PlanArgs* a) {
     const char* sets[64];
     int n_sets = 0, grad_reduce_bf16 = 0, grad_reduce_given = 0;
     const char *dropout = NULL, *grad_alloc = NULL, *grad_accum = NULL, *fsdp_version = NULL, *loss = NULL,
-               *nccl = NULL, *states_dtype = NULL, *grad_sync = NULL, *loss_compiled = NULL, *loss_vocab = NULL;
+               *nccl = NULL, *states_dtype = NULL, *grad_sync = NULL, *loss_compiled = NULL,
+               *loss_vocab = NULL, *tp_async = NULL;
     FlagsGiven given = {"--plan: ", 0, {}};  // --device-set is repeatable (a key it sets twice: plan_device)
     for (int i = 1; i < argc; i++) {
         if (!strcmp(argv[i], "--plan")) { flag_once(&given, argv[i], NULL); continue; }
@@ -355,6 +359,8 @@ static void plan_parse_args(int argc, char** argv, PlanArgs* a) {
             loss_compiled = v;
         else if (!strcmp(flag, "--loss-vocab"))
             loss_vocab = v;
+        else if (!strcmp(flag, "--tp-async-dgrad"))
+            tp_async = v;
         else if (!strcmp(flag, "--nccl-version"))
             nccl = v;
         else if (!strcmp(flag, "--offload-frames"))
@@ -429,6 +435,8 @@ static void plan_parse_args(int argc, char** argv, PlanArgs* a) {
         software_set_loss_compiled(&a->setup, "--cross-entropy-loss-fusion", loss_compiled, why, sizeof(why)))
         fail("%s", why);
     if (loss_vocab && software_set_loss_vocab(&a->setup, "--loss-vocab", loss_vocab, why, sizeof(why)))
+        fail("%s", why);
+    if (tp_async && software_set_tp_async_dgrad(&a->setup, "--tp-async-dgrad", tp_async, why, sizeof(why)))
         fail("%s", why);
     if (nccl && software_set_nccl(&a->setup, "--nccl-version", nccl, why, sizeof(why))) fail("%s", why);
     // (after --software, which sets the rest of it): this trainer's bf16 all-reduce, or the dtype another

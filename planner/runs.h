@@ -43,18 +43,22 @@ static const int RUN_COL_INT[N_RUN_COLS] = {0, 1, 1, 1, 1, 0, 1, 1, 1, 1, 1, 0, 
 // --cross-entropy-loss-fusion, NeMo's cross_entropy_loss_fusion, its loss's passes compiled into four kernels,
 // software.h loss_compiled; --software megatron; empty or absent: --cross-entropy-loss-fusion's, else off),
 // loss_vocab (parallel|gathered: a framework's loss under tp over the rank's V / tp logits or over all V after an
-// all-gather, software.h loss_gathered; empty or absent: --loss-vocab's, else the software's).
+// all-gather, software.h loss_gathered; empty or absent: --loss-vocab's, else the software's), tp_async_dgrad (off|on:
+// the backward's input-gradient tp collectives after each column-parallel linear's backward, plain DTensor TP, or
+// under its weight gradient, Megatron-LM's; software.h tp_async_dgrad; a framework's; empty or absent:
+// --tp-async-dgrad's, else the software's).
 // Columns that name a setting the planner does not model are refused, so a row is never predicted as another
 // layout than the one that ran.
 enum { RO_VPP, RO_CP, RO_CP_ULYSSES, RO_OFFLOAD, RO_OFFLOAD_FRAMES, RO_REDUCE_DTYPE, RO_MLP, RO_PP_SPLIT,
        RO_GRAD_DTYPE, RO_DROPOUT, RO_CP_KIND, RO_GRAD_ALLOC, RO_FSDP_VERSION, RO_LOSS, RO_NCCL,
-       RO_GRAD_ACCUM_PASS, RO_STATES_DTYPE, RO_GRAD_SYNC, RO_LOSS_COMPILED, RO_LOSS_VOCAB, N_RUN_OPT };
+       RO_GRAD_ACCUM_PASS, RO_STATES_DTYPE, RO_GRAD_SYNC, RO_LOSS_COMPILED, RO_LOSS_VOCAB, RO_TP_ASYNC_DGRAD,
+       N_RUN_OPT };
 static const char* const RUN_OPT_COLS[N_RUN_OPT] = {"vpp",          "cp",           "cp_ulysses", "offload",
                                                     "offload_frames", "reduce_dtype", "mlp",        "pp_split",
                                                     "grad_dtype",   "dropout",      "cp_kind",    "grad_alloc",
                                                     "fsdp_version", "loss",         "nccl",       "grad_accum_pass",
                                                     "states_dtype", "grad_sync",    "cross_entropy_loss_fusion",
-                                                    "loss_vocab"};
+                                                    "loss_vocab",   "tp_async_dgrad"};
 static const char* const RUN_UNMODELLED[] = {"ep", "expert_parallel", "moe_experts", "cp_split",
                                              "context_parallel_algo", "fsdp", "hsdp", "offload_dir", "cpu_offload"};
 
@@ -384,6 +388,8 @@ static int plan_run_row(const int* shape, int mlp, const PlanSetup* setup, const
     if (lc && lc[0] && software_set_loss_compiled(&k, "cross_entropy_loss_fusion", lc, err, err_len)) return -1;
     const char* lv = opt[RO_LOSS_VOCAB];
     if (lv && lv[0] && software_set_loss_vocab(&k, "loss_vocab", lv, err, err_len)) return -1;
+    const char* ta = opt[RO_TP_ASYNC_DGRAD];
+    if (ta && ta[0] && software_set_tp_async_dgrad(&k, "tp_async_dgrad", ta, err, err_len)) return -1;
     if (opt[RO_NCCL] && opt[RO_NCCL][0] && software_set_nccl(&k, "nccl", opt[RO_NCCL], err, err_len)) return -1;
     const char* split = opt[RO_PP_SPLIT];
     if (split && split[0]) {
@@ -439,8 +445,8 @@ static void runs_header_check(const char* path, char** names, int n_cols) {
             if (!strcmp(names[j], RUN_UNMODELLED[k]) || !strcmp(as_read, RUN_UNMODELLED[k]))
                 fail("--runs %s: column '%s' names a setting the planner does not model (it reads cp, cp_ulysses, "
                      "cp_kind, offload, offload_frames, reduce_dtype, grad_dtype, grad_alloc, grad_accum_pass, "
-                     "states_dtype, grad_sync, fsdp_version, loss, loss_vocab, cross_entropy_loss_fusion, nccl, mlp, "
-                     "pp_split, dropout, vpp beside the required ones): remove it to predict the rows without it",
+                     "states_dtype, grad_sync, fsdp_version, loss, loss_vocab, cross_entropy_loss_fusion, tp_async_dgrad, "
+                     "nccl, mlp, pp_split, dropout, vpp beside the required ones): remove it to predict the rows without it",
                      path, names[j]);
     }
 }

@@ -97,7 +97,8 @@ typedef struct {
                             // 0: FlashAttention 1 / 2 (attn_eff_flash1 / attn_eff_flash2)
     int tp_async_dgrad;     // 1: the backward's tensor-parallel collective of each column-parallel linear's
                             // input gradient runs while that linear's weight gradient is computed (Megatron-LM's
-                            // asynchronous tensor-parallel communication); 0: after it, nothing overlapped
+                            // asynchronous tensor-parallel communication); 0: after it, nothing overlapped (this
+                            // trainer, the Scaling codebase; plain DTensor TP, --tp-async-dgrad off)
     int swiglu_two_linears;  // 1: SwiGLU's gate and up projections are two column-parallel linears, each
                              // all-reducing its own input gradient over tp (without SP); 0: one fused linear
     int nccl_links;          // 1: its collectives inside a node reach NCCL's measured bus bandwidth (the device's
@@ -548,6 +549,26 @@ static int software_set_loss_vocab(PlanSetup* k, const char* what, const char* v
         return -1;
     }
     k->loss_gathered = gathered;
+    return 0;
+}
+
+// A framework's tensor-parallel backward with or without Megatron-LM's asynchronous input-gradient collective
+// (--tp-async-dgrad off|on, a --runs row's tp_async_dgrad column: tp_async_dgrad). off is plain DTensor tensor
+// parallelism, torch.distributed.tensor.parallel's ColwiseParallel / RowwiseParallel as torchtitan (820504e
+// parallelize_llama.py apply_tp without enable_async_tensor_parallel) and KempnerForge (01b461a
+// distributed/tensor_parallel.py) run it: autograd's matmul backward gives the input and the weight gradient in one
+// node, and the input gradient's collective, the redistribute's backward, runs after it, nothing under it. This
+// trainer and the Scaling codebase overlap nothing and have no such choice. `what` as software_choice's.
+static int software_set_tp_async_dgrad(PlanSetup* k, const char* what, const char* v, char* err, size_t err_len) {
+    int on = software_choice(what, OFF_ON_NAMES, v, err, err_len);
+    if (on < 0) return -1;
+    if (on && (k->own_kernels || k->scaling_options)) {
+        snprintf(err, err_len, "%s on: Megatron-LM's asynchronous tensor-parallel backward (a framework's); %s", what,
+                 k->own_kernels ? "this trainer's backward overlaps no tp collective"
+                                : "the Scaling codebase's backward overlaps no tp collective");
+        return -1;
+    }
+    k->tp_async_dgrad = on;
     return 0;
 }
 

@@ -1,13 +1,13 @@
 // tests/faults_plan_inputs.c: test_faults' cases of the planner's inputs of issue 35's fifth session, as a hostile user
 // types them: --cp-kind allgather, --grad-alloc, --fsdp-version, --states-dtype, --grad-sync, --loss, --loss-vocab,
-// --cross-entropy-loss-fusion and --software nanotron with softwares and layouts that cannot use them, empty values
-// and wrong case; the device keys tensor_clock (NaN, inf, negative, zero, above the datasheet's clock: 2 gave a 101.8%
-// MFU) and nics_per_gpu in --device-set and a --device-file; the --runs columns cp_kind, grad_alloc, grad_accum_pass,
-// states_dtype, grad_sync, fsdp_version, loss, loss_vocab, cross_entropy_loss_fusion, dropout, grad_dtype,
-// reduce_dtype, pp_split, cp and nccl (and --nccl-version) blank, junk, named twice in the header (the last was read
-// silently) or refused by the row's software; a device file's key given twice; the search's filters beside --runs.
-// Each is one error line and exit 1. Run through ./train and ./train_asan. Included by tests/test_faults.c after
-// faults_bad_inputs.c (its bad_run and BAD); not built alone.
+// --cross-entropy-loss-fusion, --tp-async-dgrad and --software nanotron with softwares and layouts that cannot use
+// them, empty values and wrong case; the device keys tensor_clock (NaN, inf, negative, zero, above the datasheet's
+// clock: 2 gave a 101.8% MFU) and nics_per_gpu in --device-set and a --device-file; the --runs columns cp_kind,
+// grad_alloc, grad_accum_pass, states_dtype, grad_sync, fsdp_version, loss, loss_vocab, cross_entropy_loss_fusion,
+// tp_async_dgrad, dropout, grad_dtype, reduce_dtype, pp_split, cp and nccl (and --nccl-version) blank, junk, named
+// twice in the header (the last was read silently) or refused by the row's software; a device file's key given twice;
+// the search's filters beside --runs. Each is one error line and exit 1. Run through ./train and ./train_asan.
+// Included by tests/test_faults.c after faults_bad_inputs.c (its bad_run and BAD); not built alone.
 
 #define PI BAD "/plan_inputs"
 #define PI_PLAN "--plan --model gpt2-124m "
@@ -154,6 +154,23 @@ static const BadRun PLAN_INPUT_RUNS[] = {
     {{"plan_runs_loss_vocab_nanotron", "--plan --software nanotron --runs " PI "/loss_vocab_nano.csv",
       "loss_vocab gathered: a framework's cross-entropy (this software's is vocabulary-parallel", 1},
      PI_RUNS("loss_vocab_nano", ",loss_vocab", "1", "16", ",gathered"), NULL},
+    // --tp-async-dgrad: Megatron-LM's asynchronous tp backward is a framework's; this trainer and the Scaling codebase
+    // overlap no tp collective, so on would have hidden collectives they expose
+    {{"plan_tp_async_trainer", PI_PLAN "--tp-async-dgrad on",
+      "--tp-async-dgrad on: Megatron-LM's asynchronous tensor-parallel backward (a framework's); this trainer's "
+      "backward overlaps no tp collective", 1}, NULL, NULL},
+    {{"plan_tp_async_scaling", PI_PLAN "--software scaling --tp-async-dgrad on",
+      "the Scaling codebase's backward overlaps no tp collective", 1}, NULL, NULL},
+    {{"plan_tp_async_wrong_case", PI_PLAN "--software framework --tp-async-dgrad Off",
+      "--tp-async-dgrad: expected off or on, got 'Off'", 1}, NULL, NULL},
+    {{"plan_tp_async_empty", PI_PLAN "--software framework --tp-async-dgrad ''", "expected off or on, got ''", 1},
+     NULL, NULL},
+    {{"plan_runs_tp_async_scaling", "--plan --software scaling --runs " PI "/ta_sc.csv",
+      "tp_async_dgrad on: Megatron-LM's asynchronous tensor-parallel backward", 1},
+     PI_RUNS("ta_sc", ",tp_async_dgrad", "1", "16", ",on"), NULL},
+    {{"plan_runs_tp_async_true", "--plan --software framework --runs " PI "/ta_true.csv",
+      "tp_async_dgrad: expected off or on, got '1'", 1},
+     PI_RUNS("ta_true", ",tp_async_dgrad", "1", "16", ",1"), NULL},
     // --software nanotron: what nanotron v0.5 does not run (--pp-split auto was dropped silently)
     {{"plan_software_wrong_case", PI_PLAN "--software Nanotron", "got 'Nanotron'", 1}, NULL, NULL},
     {{"plan_nanotron_zero3", PI_PLAN "--software nanotron --zero 3", "nanotron v0.5 runs ZeRO 0 or 1", 1}, NULL, NULL},

@@ -427,6 +427,48 @@ static void test_runs_loss_compiled(void) {
     free(m1), free(m2), free(m3);
 }
 
+// --runs' tp_async_dgrad column: LLaMA-13B at 2048 tokens, one micro-batch on an A100 node at tp 8 (dp 1, no
+// recomputation). off runs each layer's two backward all-reduces of the qkv and fc input gradients (2048 x 5120 x 2 B
+// each, 238.6 us at the framework's NCCL bus bandwidth, link_eff_nccl 0.67) after the linears' backward, both exposed
+// in full: 477.2 us a layer. on (the framework's default, Megatron-LM's asynchronous TP) runs them under the weight
+// gradients: qkv's 195.5 us leaves 238.6 - 195.5 + 0.61 x 195.5 = 162.4 exposed, fc's 324.4 hides it whole for 0.61 x
+// 238.6 = 145.5 (tp_async_dgrad_hides_the_backward_allreduces): off is 169.3 us a layer more, 40 layers 6.771 ms a step
+// (read from the MFUs, the step's 4 decimals too coarse), the same memory; an empty field is the software's on; another
+// value is the row's error; this trainer and the Scaling codebase refuse on (they overlap nothing).
+static void test_runs_tp_async_dgrad(void) {
+    const char* values[4] = {"off", "on", "", "On"};
+    const char* row = "llama-13b,2048,8,8,2048,1f1b,0,8,1,1,1,none,flash2,1,0,";
+    double mem[3], step[3], mfu[3], own[3], scaling[3];
+    char *m1, *m2, *m3, *m4, *m5;
+    int rc = runs_column_values("tp_async_dgrad", values, NULL, NULL, 17, mem, &m1, row);
+    rc |= runs_column_values("tp_async_dgrad", values, NULL, NULL, 18, step, &m2, row);
+    rc |= runs_column_values("tp_async_dgrad", values, NULL, NULL, 19, mfu, &m3, row);
+    int rc_own = runs_column_values("tp_async_dgrad", values, "--software", "trainer", 18, own, &m4, row);
+    int rc_scaling = runs_column_values("tp_async_dgrad", values, "--software", "scaling", 18, scaling, &m5, row);
+    DeviceProfile d;
+    Link l;
+    ModelConfig c = llama13b_tp_in_a100_node(8, &d, &l);
+    PlanSetup fw = plan_setup_for(SOFTWARE_FRAMEWORK);
+    d.link_eff = software_link_eff(&fw, &d);  // the framework's tp link (plan_links)
+    l = group_link(&d, 8, 1, 8);
+    double n = 2048, h = 5120, one = link_allreduce_time(8, n * h * d.dtype_bytes, l);
+    double dw_qkv = linear_dw_time(&d, n, 3 * h / 8, h), dw_fc = linear_dw_time(&d, n, 2.0 * c.d_ff / 8, h);
+    double want = 40 * (2 * one - comm_exposed(one, dw_qkv, 0.61) - comm_exposed(one, dw_fc, 0.61));
+    double more = step[1] * (mfu[1] / mfu[0] - 1);  // the same FLOPs: the steps are in the MFUs' inverse ratio
+    check(rc == 2 && fabs(more - want) < 0.003 * want && fabs(want - 6.771e-3) < 0.001e-3 && step[2] == step[1] &&
+              mfu[2] == mfu[1] && mem[0] == mem[1] && mem[2] == mem[1] &&
+              strstr(m1, "tp_async_dgrad: expected off or on, got 'On'") && rc_own == 2 && own[0] > 0 &&
+              own[2] == own[0] && strstr(m4, "tp_async_dgrad on: Megatron-LM's asynchronous tensor-parallel backward "
+                                             "(a framework's); this trainer's backward overlaps no tp collective") &&
+              rc_scaling == 2 && scaling[0] > 0 && scaling[2] == scaling[0] &&
+              strstr(m5, "the Scaling codebase's backward overlaps no tp collective") &&
+              trainer_refuses_flag("--tp-async-dgrad", "on", "this trainer's backward overlaps no tp collective"),
+          "runs_tp_async_dgrad_column", "rc %d, step off %.4f on %.4f default %.4f s, MFU %.3f / %.3f: %.4f ms more "
+          "(want %.4f), memory %.3f / %.3f GiB; %s; trainer rc %d: %s; scaling rc %d: %s", rc, step[0], step[1],
+          step[2], mfu[0], mfu[1], more * 1e3, want * 1e3, mem[0], mem[1], m1, rc_own, m4, rc_scaling, m5);
+    free(m1), free(m2), free(m3), free(m4), free(m5);
+}
+
 // --runs' fsdp_version column: LLaMA-7B at 2048 tokens on 64 A100s, ZeRO-3 over dp 64: 2 (FSDP2) copies each gather
 // out on the compute stream, a longer step (fsdp2_copy_out_hand), the same memory; 1 and an empty field are FSDP1's;
 // another value is the row's error; this trainer refuses the column, and --fsdp-version under it.

@@ -172,6 +172,7 @@ int main(void) {
     test_runs_states_dtype();
     test_runs_grad_sync();
     test_runs_loss_compiled();
+    test_runs_tp_async_dgrad();
     test_runs_fsdp_version();
     test_runs_loss();
     test_zbh1_framework_memory_hand();

@@ -595,9 +595,16 @@ static void plan_print_profile(const DeviceProfile* d, const PlanSetup* k, int g
                m->from % 100, m->ring_net_hop * 1e6, m->tree_base * 1e6, m->tree_nvlink_hop * 1e6,
                m->tree_net_hop * 1e6, m->plateau, m->net_overhead ? "yes" : "no");
     }
-    printf("software: rank order %s, pipeline cut by %s, %s%s loss, gradients reduced %s, %s%s\n",
+    printf("software: rank order %s, pipeline cut by %s, pipeline sends %s, tp backward collectives %s, %s%s loss, "
+           "gradients reduced %s, %s%s\n",
            k->rank_order == ORDER_TP_PP_DP ? "tp-cp-pp-dp" : "tp-cp-dp-pp",
            pipe_split_name(k->pipe_split),
+           k->pipe_send_wait == SENDS_WAIT        ? "blocking"
+           : k->pipe_send_wait == SENDS_WAIT_ENDS ? "blocking in warm-up and cool-down"
+                                                  : "asynchronous",
+           k->tp_comm_overlap  ? "beside the GEMMs (userbuffers) with sp, else under the weight gradients"
+           : k->tp_async_dgrad ? "under the weight gradients"
+                               : "exposed",
            k->loss == LOSS_FUSED        ? "fused "
            : k->loss == LOSS_EAGER_BF16 ? "bf16 "
            : k->loss_compiled           ? "compiled "

@@ -794,6 +794,22 @@ static void test_cli_kernel_names(void) {
         check(rc == 0 && strstr(msg, framework ? "bf16 weights, 2-byte grads" : "bf16 weights, 4-byte grads"),
               framework ? "links_line_framework_grads" : "links_line_trainer_fp32_grads", "rc %d, '%.400s'", rc, msg);
     }
+    // the software line says how the stack's pipeline sends and tp backward collectives are priced: this trainer's
+    // sends asynchronous and its tp collectives exposed; a framework's sends blocking (older Megatron-LM, DeepSpeed),
+    // Megatron-core's only in warm-up and cool-down, plain DTensor tp (--tp-async-dgrad off) exposed
+    const char* sw_lines[][3] = {
+        {"trainer", "", "pipeline sends asynchronous, tp backward collectives exposed,"},
+        {"framework", "on", "pipeline sends blocking, tp backward collectives under the weight gradients,"},
+        {"framework", "off", "pipeline sends blocking, tp backward collectives exposed,"},
+        {"megatron", "", "pipeline sends blocking in warm-up and cool-down, tp backward collectives beside"}};
+    for (int i = 0; i < 4; i++) {
+        const char* a6[] = {"--plan", "--model", "llama-tiny", "--gpus", "2", "--top", "1", "--software",
+                            sw_lines[i][0], "--tp-async-dgrad", sw_lines[i][1]};
+        rc = run_plan_capture(a6, sw_lines[i][1][0] ? 11 : 9, log);
+        const char* line = strstr(msg = slurp(log), "software: ");
+        check(rc == 0 && line && strstr(line, sw_lines[i][2]), "software_line_sends_and_tp_overlap",
+              "%s %s: rc %d, '%.200s'", sw_lines[i][0], sw_lines[i][1], rc, line ? line : msg);
+    }
     // --nccl-version's line names the release as NCCL tags it: "2.9" (no row starts in 2.9, and no tag has patch 0)
     // is any 2.9 release, priced by 2.8.3's row; "2.18" is 2.18.1, the row's first; a patch as given
     const char* versions[][2] = {{"2.9", "nccl: 2.9.x, by the cost model of 2.8.3 on: ring network hop 9.6 us"},

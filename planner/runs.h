@@ -17,7 +17,7 @@ static const char* const RUN_COLS[N_RUN_COLS] = {
 // which of them are integers
 static const int RUN_COL_INT[N_RUN_COLS] = {0, 1, 1, 1, 1, 0, 1, 1, 1, 1, 1, 0, 0, 1, 1};
 // Optional columns the prediction reads (absent: the value in brackets): vpp (the schedule's
-// default), cp (1), cp_ulysses (1: a ring; = cp: Ulysses), offload (none|optimizer|activations| both), offload_frames
+// default), cp (1), cp_ulysses (1: a ring; = cp: Ulysses), offload (none|optimizer|activations|both), offload_frames
 // (2), reduce_dtype (bf16|fp32: the dtype the gradients are reduced in; empty or absent: the device's grad_bytes;
 // torchtitan's FSDP2 mixed_precision_reduce float32), mlp (gelu|relu2|swiglu; empty or absent: --mlp's, else the
 // architecture's), pp_split (even|auto|ends; empty or absent: even: ends gives the embedding and the head a layer's
@@ -441,13 +441,12 @@ static void runs_header_check(const char* path, char** names, int n_cols) {
                        run_col_index(as_read, RUN_OPT_COLS, N_RUN_OPT) >= 0))
             fail("--runs %s: column %d is named '%s', not '%s' (names are lower case, with '_', no blanks): as "
                  "named it would be carried through unread", path, j + 1, names[j], as_read);
+        char read_cols[512];
         for (size_t k = 0; k < sizeof(RUN_UNMODELLED) / sizeof(RUN_UNMODELLED[0]); k++)
             if (!strcmp(names[j], RUN_UNMODELLED[k]) || !strcmp(as_read, RUN_UNMODELLED[k]))
-                fail("--runs %s: column '%s' names a setting the planner does not model (it reads cp, cp_ulysses, "
-                     "cp_kind, offload, offload_frames, reduce_dtype, grad_dtype, grad_alloc, grad_accum_pass, "
-                     "states_dtype, grad_sync, fsdp_version, loss, loss_vocab, cross_entropy_loss_fusion, tp_async_dgrad, "
-                     "nccl, mlp, pp_split, dropout, vpp beside the required ones): remove it to predict the rows without it",
-                     path, names[j]);
+                fail("--runs %s: column '%s' names a setting the planner does not model (it reads %s beside the "
+                     "required ones): remove it to predict the rows without it", path, names[j],
+                     names_joined(read_cols, sizeof(read_cols), RUN_OPT_COLS, N_RUN_OPT, ", "));
     }
 }
 

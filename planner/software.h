@@ -577,12 +577,16 @@ static int attn_from_name(const char* s) {
         if (!strcmp(s, ATTN_NAMES[i])) return i;
     return -1;
 }
-// Every kernel's name from ATTN_NAMES, joined by sep (help and error lines).
-static const char* attn_names_joined(char* out, size_t out_len, const char* sep) {
+// names[0, n) joined by sep into out, cut at out_len (help and error lines).
+static const char* names_joined(char* out, size_t out_len, const char* const names[], int n, const char* sep) {
     out[0] = 0;
-    for (int i = 0, used = 0; i < N_ATTN && used < (int)out_len; i++)
-        used += snprintf(out + used, out_len - used, "%s%s", i ? sep : "", ATTN_NAMES[i]);
+    for (int i = 0, used = 0; i < n && used < (int)out_len; i++)
+        used += snprintf(out + used, out_len - used, "%s%s", i ? sep : "", names[i]);
     return out;
+}
+// Every kernel's name from ATTN_NAMES, joined by sep.
+static const char* attn_names_joined(char* out, size_t out_len, const char* sep) {
+    return names_joined(out, out_len, ATTN_NAMES, N_ATTN, sep);
 }
 
 // Bytes the memory-bound ops move per element they touch, forward and backward (e = bytes

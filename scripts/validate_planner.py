@@ -431,6 +431,13 @@ def check_matplotlib():
         sys.exit(2)
 
 
+def same_file(a, b):
+    """Whether paths a and b name one file: the same path once links are resolved, or one inode."""
+    if os.path.realpath(a) == os.path.realpath(b):
+        return True
+    return os.path.exists(a) and os.path.exists(b) and os.path.samefile(a, b)
+
+
 def main():
     ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     ap.add_argument("runs", nargs="?", help="CSV of measured runs (the calibration.csv schema)")
@@ -447,9 +454,12 @@ def main():
     a.extra = argv[cut + 1:]
     if not os.path.exists(a.train):
         sys.exit("error: %s not found: run make train first (or give --train)" % a.train)
-    for given in (a.published, a.runs, a.plot):  # no output lands on an input or on the other output
-        if a.out and given and os.path.abspath(a.out) == os.path.abspath(given):
-            sys.exit("error: --out %s: is a file this run reads or writes; it is not overwritten" % a.out)
+    # no output lands on an input or on the other output: compared by file identity (a link or another spelling of
+    # the same path too)
+    for flag, written in (("--out", a.out), ("--plot", a.plot)):
+        for given in (a.published, a.runs, a.train, a.plot if flag == "--out" else ""):
+            if written and given and same_file(written, given):
+                sys.exit("error: %s %s: is a file this run reads or writes; it is not overwritten" % (flag, written))
     if a.published:
         if a.plot:
             check_matplotlib()

@@ -73,6 +73,20 @@ def main():
     kept = open(runs).read() == before
     check(p.returncode == 1 and kept, "out_on_runs_file_refused",
           "exit %d, input %s" % (p.returncode, "kept" if kept else "CHANGED"))
+    # compared by file identity: a link to the input is the input; --plot on an input refused the same way
+    link = os.path.join(tmp, "link.csv")
+    os.symlink(pub, link)
+    before = open(pub).read()
+    p = run("--published", pub, "--out", link)
+    kept = open(pub).read() == before and os.path.islink(link)
+    check(p.returncode == 1 and p.stderr.strip().startswith("error: --out %s:" % link) and kept,
+          "out_on_link_to_input_refused", "exit %d, stderr %r, input %s" % (
+              p.returncode, p.stderr.strip(), "kept" if kept else "CHANGED"))
+    p = run("--published", pub, "--plot", pub)
+    kept = open(pub).read() == before
+    check(p.returncode == 1 and p.stderr.strip().startswith("error: --plot %s:" % pub) and kept,
+          "plot_on_input_refused", "exit %d, stderr %r, input %s" % (
+              p.returncode, p.stderr.strip(), "kept" if kept else "CHANGED"))
     for f in os.listdir(tmp):
         os.unlink(os.path.join(tmp, f))
     os.rmdir(tmp)

@@ -7,7 +7,8 @@ schema): ./train --plan --runs predicts every run, this script compares.
         [-- extra planner flags, e.g. --device-set mem_frag=0.1]
 
     python3 scripts/validate_planner.py --published dev/published_runs.csv [--plot FIGURE.png]
-        [--out predictions.csv] [-- --device-set link_eff_nccl=0.5]
+        [--out predictions.csv] [--device-set-on h100-sxm,h200-sxm:matmul_eff=0.69]
+        [-- --device-set link_eff_nccl=0.5]
         (published runs of other studies, each row with its model's shape and device; then each
         source leave-one-source-out: predicted with the constants FITTED on published rows refit
         without it, or at their sourced prior where its device has no other source; per source
@@ -285,19 +286,25 @@ def mfu_mae(pred):
     return sum(err) / len(err) if err else float("nan")
 
 
-def leave_one_source_out(train, rows, extra):
-    """Every source predicted with the FITTED constants set without it. Returns {source: (rows
+def leave_one_source_out(train, rows, extra, device_set_on=None):
+    """Every source predicted with the FITTED constants set without it; device_set_on ({device: [KEY=VALUE, ...]},
+    --device-set-on) is added to each device's rows, and a FITTED key it sets is not refit. Returns {source: (rows
     predicted, what was set)}."""
+    base = device_set_on or {}
     out = {}
     for src in dict.fromkeys(source_of(r) for r in rows):
-        device_set, notes = {}, []
+        device_set, notes = {dev: list(kvs) for dev, kvs in base.items()}, []
         for fc in FITTED:
             if src not in fc["set_on"]:
+                continue
+            if any(kv.split("=")[0] == fc["key"] for kv in base.get(fc["device"], [])):
+                notes.append("%s %s as --device-set-on sets it" % (fc["device"], fc["key"]))
                 continue
             others = [r for r in rows if r["device"] == fc["device"] and source_of(r) not in fc["set_on"] + [src]]
             if others:
                 def refit(v):
-                    return mfu_mae(predict_published(train, others, extra, {fc["device"]: ["%s=%g" % (fc["key"], v)]}))
+                    at_v = dict(base, **{fc["device"]: base.get(fc["device"], []) + ["%s=%g" % (fc["key"], v)]})
+                    return mfu_mae(predict_published(train, others, extra, at_v))
                 scores = [(refit(v), v) for v in fc["grid"]]
                 best = min(scores)[1]
                 notes.append("%s %s %g (refit on %d runs of other sources)" % (fc["device"], fc["key"], best,
@@ -349,7 +356,7 @@ def write_published_predictions(rows, pred, loso, path):
             w.writerow(dict(p, loso_pred_fits=lp["pred_fits"], loso_pred_mfu_pct=lp["pred_mfu_pct"]))
 
 
-def published(train, path, extra, plot_path, out_path):
+def published(train, path, extra, plot_path, out_path, device_set_on=None):
     """Predict the published runs of other studies (dev/published_runs.csv): each group of one
     device, software and model shape through ./train --plan --runs with the shape's flags, as the
     row's software (column software: framework, the default, foundry: llm-foundry's dropout 0
@@ -360,10 +367,16 @@ def published(train, path, extra, plot_path, out_path):
     the default: LayerNorm, GELU MLP of d_ff, learned positions, MPT's ALiBi and missing biases
     differ by < 0.1% of the FLOPs; llama: RMSNorm, SwiGLU, RoPE, GQA with n_kv_head, default
     n_head). Rows with held_out 1 were kept out of every fit and are scored apart; then every
-    source again, leave-one-source-out (FITTED)."""
+    source again, leave-one-source-out (FITTED). device_set_on: {device: [KEY=VALUE, ...]}, set on
+    that device's rows only (--device-set-on)."""
     rows = read_published(path)
-    pred = predict_published(train, rows, extra)
-    print("planner on published runs (%s): --software of each row %s" % (path, " ".join(extra)))
+    for dev in device_set_on or {}:
+        if not any(r["device"] == dev for r in rows):
+            sys.exit("error: --device-set-on: device '%s' has no row in %s (its devices: %s)" % (
+                     dev, path, ", ".join(dict.fromkeys(r["device"] for r in rows))))
+    pred = predict_published(train, rows, extra, device_set_on)
+    print("planner on published runs (%s): --software of each row %s%s" % (path, " ".join(extra), "".join(
+          "; on %s --device-set %s" % (dev, " ".join(kvs)) for dev, kvs in (device_set_on or {}).items())))
     print("%-40s %-5s %5s %4s %3s %4s %7s %7s %6s %6s" % ("run", "dev", "seq", "gpus", "mb", "ckpt", "MFU", "planner", "diff",
                                                        "GiB"))
     for r in pred:
@@ -400,7 +413,7 @@ def published(train, path, extra, plot_path, out_path):
 
     print("leave-one-source-out (each source predicted with the constants set without it; targets: MFU MAE <= %g on"
           " every source of >= 3 runs, no run that ran predicted not to fit):" % LOSO_MAE_TARGET)
-    loso = leave_one_source_out(train, rows, extra)
+    loso = leave_one_source_out(train, rows, extra, device_set_on)
     missed, all_pred = [], []
     for src, (rs, note) in loso.items():
         all_pred += rs
@@ -448,6 +461,9 @@ def main():
                     "--plot dev/planner_validation.png and, with --published, --plot dev/published_validation.png)")
     ap.add_argument("--out", default="", help="also keep the planner's predictions here (with --published: "
                     "each row's with the committed constants and its leave-one-source-out one)")
+    ap.add_argument("--device-set-on", action="append", default=[], metavar="DEVICES:KEY=VALUE",
+                    help="with --published: --device-set KEY=VALUE on the rows of these devices only (comma-"
+                    "separated, e.g. h100-sxm,h200-sxm:matmul_eff=0.69); repeatable")
     argv = sys.argv[1:]  # everything after -- goes to the planner as it is
     cut = argv.index("--") if "--" in argv else len(argv)
     a = ap.parse_args(argv[:cut])
@@ -460,11 +476,21 @@ def main():
         for given in (a.published, a.runs, a.train, a.plot if flag == "--out" else ""):
             if written and given and same_file(written, given):
                 sys.exit("error: %s %s: is a file this run reads or writes; it is not overwritten" % (flag, written))
+    device_set_on = {}
+    for spec in a.device_set_on:
+        devices, colon, kv = spec.partition(":")
+        if not colon or not devices or "=" not in kv or kv.startswith("="):
+            sys.exit("error: --device-set-on %s: give DEVICES:KEY=VALUE (e.g. h100-sxm,h200-sxm:matmul_eff=0.69)"
+                     % spec)
+        for dev in devices.split(","):
+            device_set_on.setdefault(dev, []).append(kv)
     if a.published:
         if a.plot:
             check_matplotlib()
-        published(a.train, a.published, a.extra, a.plot, a.out)
+        published(a.train, a.published, a.extra, a.plot, a.out, device_set_on)
         return
+    if device_set_on:
+        sys.exit("error: --device-set-on is for --published (a runs file: -- --device-set KEY=VALUE)")
     if not a.runs:
         sys.exit("error: give a runs file (the calibration.csv schema) or --published FILE")
     if a.plot:

@@ -1,6 +1,7 @@
 #!/usr/bin/env python3
 """tests/test_validate_planner.py: scripts/validate_planner.py's --out, with a runs file and with --published: the
-file is written, one row per input row with the predictions, and never over an input. Needs ./train (make train).
+file is written, one row per input row with the predictions, and never over an input; --device-set-on sets a key on
+one device's rows only. Needs ./train (make train).
 One line per check, "N passed, N failed" last."""
 import csv
 import os
@@ -87,6 +88,37 @@ def main():
     check(p.returncode == 1 and p.stderr.strip().startswith("error: --plot %s:" % pub) and kept,
           "plot_on_input_refused", "exit %d, stderr %r, input %s" % (
               p.returncode, p.stderr.strip(), "kept" if kept else "CHANGED"))
+    # --device-set-on: a key set on one device's rows moves them and no other row; a malformed spec, a device with no
+    # row and a runs file are refused in one line
+    two = os.path.join(tmp, "two_devices.csv")
+    with open(os.path.join(ROOT, "dev", "published_runs.csv"), newline="") as f:
+        lines = f.readlines()
+    a100 = next(l for l in lines[1:] if ",a100-80gb," in l)
+    h100 = next(l for l in lines[1:] if ",h100-sxm," in l)
+    with open(two, "w", newline="") as f:
+        f.writelines([lines[0], a100, h100])
+    base_out, set_out = os.path.join(tmp, "base_pred.csv"), os.path.join(tmp, "set_pred.csv")
+    p0 = run("--published", two, "--out", base_out)
+    p1 = run("--published", two, "--out", set_out, "--device-set-on", "h100-sxm:matmul_eff=0.9")
+    base, got = (rows_of(o) if os.path.exists(o) else [] for o in (base_out, set_out))
+    pair = {r["device"]: (float(b["pred_mfu_pct"]), float(r["pred_mfu_pct"]), float(b["loso_pred_mfu_pct"]),
+                          float(r["loso_pred_mfu_pct"])) for b, r in zip(base, got)}
+    ok = (p0.returncode == 0 and p1.returncode == 0 and len(pair) == 2 and pair["a100-80gb"][0] == pair["a100-80gb"][1]
+          and pair["a100-80gb"][2] == pair["a100-80gb"][3] and pair["h100-sxm"][1] > pair["h100-sxm"][0]
+          and pair["h100-sxm"][3] > pair["h100-sxm"][2])
+    check(ok, "device_set_on_one_device", "exit %d / %d; MFU without / with (leave-one-source-out too): %s" % (
+          p0.returncode, p1.returncode, pair))
+    for args, line in ((("--published", two, "--device-set-on", "h100-sxm=matmul_eff"),
+                        "error: --device-set-on h100-sxm=matmul_eff: give DEVICES:KEY=VALUE (e.g. "
+                        "h100-sxm,h200-sxm:matmul_eff=0.69)"),
+                       (("--published", two, "--device-set-on", "h200-sxm:matmul_eff=0.9"),
+                        "error: --device-set-on: device 'h200-sxm' has no row in %s (its devices: a100-80gb, "
+                        "h100-sxm)" % two),
+                       ((runs, "--device-set-on", "a100-80gb:matmul_eff=0.9"),
+                        "error: --device-set-on is for --published (a runs file: -- --device-set KEY=VALUE)")):
+        p = run(*args)
+        check(p.returncode == 1 and p.stderr.strip() == line and not p.stdout, "device_set_on_refused " + args[-1],
+              "exit %d, stderr %r" % (p.returncode, p.stderr.strip()))
     for f in os.listdir(tmp):
         os.unlink(os.path.join(tmp, f))
     os.rmdir(tmp)

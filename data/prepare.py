@@ -467,14 +467,15 @@ def main():
     default = os.path.join(here, "..", "..", "shared", "data", "tinyshakespeare.txt")
     ap = Parser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter, add_help=False)
     ap.add_argument("-h", "--help", action="store_true", help="show this help message and exit")
-    ap.add_argument("text", nargs="?", default=default)
+    ap.add_argument("text", nargs="?", default=default, 
+                    help="the text file (default ../shared/data/tinyshakespeare.txt, beside this repository)")
     ap.add_argument("prefix", nargs="?", default=None,
                     help="output prefix (default data/shakespeare or data/shakespeare_gpt2)")
-    ap.add_argument("--tokenizer", choices=["bytes", "gpt2"], default="bytes")
+    ap.add_argument("--tokenizer", choices=["bytes", "gpt2"], default="bytes", help="bytes (default) or GPT-2's BPE")
     ap.add_argument("--bpe-file", help="BPE ranks in tiktoken's format (a .tiktoken file, or openai-whisper's "
                     "source distribution .tar.gz, whose gpt2.tiktoken is GPT-2's), read instead of downloaded")
-    ap.add_argument("--val-frac", type=float, default=0.1)
-    ap.add_argument("--shard-tokens", type=int, default=10_000_000)
+    ap.add_argument("--val-frac", type=float, default=0.1, help="share of the tokens for validation (default 0.1)")
+    ap.add_argument("--shard-tokens", type=int, default=10_000_000, help="tokens per train shard (default 10000000)")
     for sig in (signal.SIGTERM, signal.SIGHUP):
         signal.signal(sig, stop_on)
     code = 0

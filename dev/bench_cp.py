@@ -57,10 +57,10 @@ def attention_times(seq_len, cp, split):
 
 
 def main():
-    ap = argparse.ArgumentParser()
-    ap.add_argument("--seq-len", type=int, default=4096)
-    ap.add_argument("--ranks", default="2,4")
-    ap.add_argument("--repeat", type=int, default=3)
+    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap.add_argument("--seq-len", type=int, default=4096, help="tokens of the one sequence a step (default 4096)")
+    ap.add_argument("--ranks", default="2,4", help="cp sizes, comma-separated (default 2,4)")
+    ap.add_argument("--repeat", type=int, default=3, help="runs per row, the median shown (default 3)")
     a = ap.parse_args()
     commit = subprocess.run("git rev-parse --short HEAD", shell=True, cwd=ROOT, capture_output=True, text=True).stdout.strip()
     print(f"# tiny GPT-2 (4 layers, d 64, 4 heads), 1 sequence of {a.seq_len} tokens per step, commit {commit}\n")

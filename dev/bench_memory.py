@@ -64,12 +64,13 @@ def row(r):
 
 
 def main():
-    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    ap.add_argument("--train", default="./train")
-    ap.add_argument("--steps", type=int, default=6)
-    ap.add_argument("--n-layer", type=int, default=8)
-    ap.add_argument("--d-model", type=int, default=256)
-    ap.add_argument("--out", default="dev/out/bench_memory")
+    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap.add_argument("--train", default="./train", help="the trainer binary (default ./train)")
+    ap.add_argument("--steps", type=int, default=6, help="steps per run (default 6)")
+    ap.add_argument("--n-layer", type=int, default=8, help="layers (default 8)")
+    ap.add_argument("--d-model", type=int, default=256, help="width (default 256)")
+    ap.add_argument("--out", default="dev/out/bench_memory", 
+                    help="folder of the runs' logs (default dev/out/bench_memory)")
     args = ap.parse_args()
     runs = []
     for zero in range(4):

@@ -43,9 +43,9 @@ def measure(split, pp, flags):
 
 
 def main():
-    ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
-    ap.add_argument("--pp", type=int, default=4)
-    ap.add_argument("--repeat", type=int, default=3)
+    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap.add_argument("--pp", type=int, default=4, help="pipeline stages (default 4)")
+    ap.add_argument("--repeat", type=int, default=3, help="runs of each cut, the median shown (default 3)")
     ap.add_argument("--flags", default=MODEL, help=f"model flags (default: {MODEL})")
     a = ap.parse_args()
     run("make -s train")

@@ -171,12 +171,12 @@ def bench_gpt2(args, device, out):
 
 def main():
     p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0], formatter_class=argparse.RawTextHelpFormatter)
-    p.add_argument("what", choices=["sdpa", "gpt2"])
+    p.add_argument("what", choices=["sdpa", "gpt2"], help="sdpa: PyTorch's attention alone; gpt2: a GPT-2 step")
     p.add_argument("--csv", required=True, help="append rows here (the header is written when the file is new)")
     p.add_argument("--dry", action="store_true", help="tiny shapes, any device: the plumbing only")
-    p.add_argument("--batch", type=int, default=32)
-    p.add_argument("--seq", type=int, default=1024)
-    p.add_argument("--peak-tflops", type=float, default=989.0)
+    p.add_argument("--batch", type=int, default=32, help="sequences a step (default 32)")
+    p.add_argument("--seq", type=int, default=1024, help="sequence length (default 1024)")
+    p.add_argument("--peak-tflops", type=float, default=989.0, help="the peak for MFU (default 989: H100/H200 bf16)")
     p.add_argument("--no-compile", action="store_true", help="gpt2: eager mode")
     args = p.parse_args()
     if args.batch < 1 or args.seq < 1 or args.peak_tflops <= 0 or not math.isfinite(args.peak_tflops):

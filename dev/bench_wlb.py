@@ -86,8 +86,8 @@ def critical(flags, steps, rows):
 
 def main():
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    ap.add_argument("--steps", type=int, default=60)
-    ap.add_argument("--seq-len", type=int, default=1024)
+    ap.add_argument("--steps", type=int, default=60, help="steps per run (default 60)")
+    ap.add_argument("--seq-len", type=int, default=1024, help="sequence length (default 1024)")
     ap.add_argument("--median", type=float, default=None, help="document median (default 628 x seq-len / 8192)")
     a = ap.parse_args()
     median = a.median or 628.0 * a.seq_len / 8192

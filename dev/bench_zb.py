@@ -86,11 +86,12 @@ def measure(sched, pp, m, steps, flags):
 
 
 def main():
-    ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
-    ap.add_argument("--pp", type=int, default=4)
-    ap.add_argument("--m", default="4,8", help="micro-batch counts, comma-separated")
-    ap.add_argument("--steps", type=int, default=3)
-    ap.add_argument("--repeat", type=int, default=3, help="runs per row; the one with the median measured bubble is shown")
+    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap.add_argument("--pp", type=int, default=4, help="pipeline stages (default 4)")
+    ap.add_argument("--m", default="4,8", help="micro-batch counts, comma-separated (default 4,8)")
+    ap.add_argument("--steps", type=int, default=3, help="steps per run (default 3)")
+    ap.add_argument("--repeat", type=int, default=3,
+                    help="runs per row; the one with the median measured bubble is shown (default 3)")
     ap.add_argument("--flags", default=MODEL, help=f"model flags (default: {MODEL})")
     a = ap.parse_args()
     run("make -s train sim_schedule")

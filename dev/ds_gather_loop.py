@@ -31,8 +31,8 @@ except ImportError:
 
 def main():
     ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
-    ap.add_argument("--repeats", type=int, default=30)
-    ap.add_argument("--calls", type=int, default=2000)
+    ap.add_argument("--repeats", type=int, default=30, help="timed repeats of each call (default 30)")
+    ap.add_argument("--calls", type=int, default=2000, help="calls a repeat (default 2000)")
     args = ap.parse_args()
     os.environ.setdefault("MASTER_ADDR", "127.0.0.1")
     os.environ.setdefault("MASTER_PORT", "29561")

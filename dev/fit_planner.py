@@ -125,8 +125,9 @@ def memory_loso(train, runs):
 
 def main():
     ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
-    ap.add_argument("runs")
-    ap.add_argument("--train", default=os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "train"))
+    ap.add_argument("runs", help="CSV of measured runs (the calibration.csv schema)")
+    ap.add_argument("--train", default=os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "train"),
+                    help="the trainer binary (default ./train)")
     ap.add_argument("--memory", action="store_true", help="fit the memory reserve, leave-one-sheet-out")
     ap.add_argument("--loso", action="store_true", help="fit the time keys on all sheets but one, score that one, for each")
     a = ap.parse_args()

@@ -64,9 +64,9 @@ def backward_bytes(loss_fn, tokens, vocab):
 
 
 def main():
-    ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
-    ap.add_argument("--tokens", type=int, default=256)
-    ap.add_argument("--vocab", type=int, default=4096)
+    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap.add_argument("--tokens", type=int, default=256, help="tokens of the logits (default 256)")
+    ap.add_argument("--vocab", type=int, default=4096, help="vocabulary of the logits (default 4096)")
     a = ap.parse_args()
     if a.tokens < 1 or a.vocab < 2 or a.tokens * a.vocab > 1 << 28:
         sys.exit("error: --tokens >= 1 and --vocab >= 2, at most 2^28 logits")

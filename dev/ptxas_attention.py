@@ -82,7 +82,8 @@ def main():
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--print", action="store_true", help="print the table, leave docs/GPU.md alone")
     ap.add_argument("--allow-spills", action="store_true", help="exit 0 even when a variant spills")
-    ap.add_argument("--nvcc", default=shutil.which("nvcc") or "/usr/local/cuda/bin/nvcc")
+    ap.add_argument("--nvcc", default=shutil.which("nvcc") or "/usr/local/cuda/bin/nvcc",
+                    help="the CUDA compiler (default: nvcc on the PATH, else /usr/local/cuda/bin/nvcc)")
     a = ap.parse_args()
     root = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
     if not os.path.exists(a.nvcc):

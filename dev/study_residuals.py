@@ -28,11 +28,17 @@ def line_fit(points):
 
 
 def main():
+    if sys.argv[1:] in (["-h"], ["--help"]):
+        print(__doc__)
+        return
     if len(sys.argv) not in (2, 3):
         sys.exit("usage: python3 dev/study_residuals.py PREDICTIONS.csv [SHEET_PREFIX]")
     prefix = sys.argv[2] if len(sys.argv) == 3 else ""
-    with open(sys.argv[1], newline="") as f:
-        rows = [r for r in csv.DictReader(f) if r["sheet"].startswith(prefix)]
+    try:
+        with open(sys.argv[1], newline="") as f:
+            rows = [r for r in csv.DictReader(f) if r["sheet"].startswith(prefix)]
+    except OSError as e:
+        sys.exit("error: %s: %s" % (sys.argv[1], e.strerror))
     ran = [r for r in rows if r["status"] == "ok" and r["pred_fits"] == "1" and r["pred_step_s"]]
     if not ran:
         sys.exit("error: %s: no run that ran and is predicted to fit%s" % (sys.argv[1], " under " + prefix if prefix

@@ -67,7 +67,10 @@ def number(x):
 
 def convert(path):
     name = os.path.basename(path)[:-len(".xlsx")]
-    model = "llama-%sb" % re.match(r"llama_(\d+)B_", name).group(1)
+    size = re.match(r"llama_(\d+)B_", name)
+    if not path.endswith(".xlsx") or not size:
+        sys.exit("error: %s: not one of the study's sheets (llama_<size>B_....xlsx)" % path)
+    model = "llama-%sb" % size.group(1)
     seq_len = 8192 if "8k" in name else 2048
     rows = read_rows(path)
     header, out = rows[1], []
@@ -95,6 +98,9 @@ def convert(path):
 
 
 def main():
+    if sys.argv[1:] in (["-h"], ["--help"]):
+        print(__doc__)
+        return
     if len(sys.argv) < 2:
         sys.exit("usage: dev/study_sheets.py SHEET.xlsx... > RUNS.csv")
     w = csv.writer(sys.stdout, lineterminator="\n")

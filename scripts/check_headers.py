@@ -92,7 +92,7 @@ def main():
     ap.add_argument("--layers", required=True, help="the folders' layers, lowest first")
     ap.add_argument("--cc", required=True, help="the C compiler and flags for the C headers")
     ap.add_argument("--cu", required=True, help="the emulator's C++ compiler and flags for the GPU headers")
-    ap.add_argument("--jobs", type=int, default=2)
+    ap.add_argument("--jobs", type=int, default=2, help="compilers run at once (default 2)")
     args = ap.parse_args()
     layers = args.layers.split()
     rank = {layer: i for i, layer in enumerate(layers)}

@@ -91,13 +91,13 @@ def bars(ax, labels, predicted, measured, title):
 
 
 def main():
-    ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("plan_csv", help="a --plan-csv file of ./train --plan")
     ap.add_argument("--runs", help="measured runs (the layouts study's schema, e.g. calibration.csv)")
     ap.add_argument("--model", default="llama-13b", help="the runs' model (default llama-13b)")
-    ap.add_argument("--seq-len", type=int, default=2048)
-    ap.add_argument("--gpus", type=int, default=64)
-    ap.add_argument("--out", default="plot_layouts.png")
+    ap.add_argument("--seq-len", type=int, default=2048, help="the runs' sequence length (default 2048)")
+    ap.add_argument("--gpus", type=int, default=64, help="the runs' GPU count (default 64)")
+    ap.add_argument("--out", default="plot_layouts.png", help="PNG to write (default plot_layouts.png)")
     args = ap.parse_args()
     try:
         import matplotlib

@@ -192,15 +192,16 @@ def plot(rows, path):
 
 def main():
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    ap.add_argument("--model", default="tiny")
-    ap.add_argument("--seq-len", type=int, default=64)
-    ap.add_argument("--world", type=int, default=4)
-    ap.add_argument("--global-batch", type=int, default=16)
-    ap.add_argument("--micro-batches", type=lambda s: [int(x) for x in s.split(",")], default=[2, 4])
-    ap.add_argument("--steps", type=int, default=4)
+    ap.add_argument("--model", default="tiny", help="./train --model preset (default tiny)")
+    ap.add_argument("--seq-len", type=int, default=64, help="sequence length (default 64)")
+    ap.add_argument("--world", type=int, default=4, help="ranks of every layout: dp x tp x pp (default 4)")
+    ap.add_argument("--global-batch", type=int, default=16, help="sequences per step (default 16)")
+    ap.add_argument("--micro-batches", type=lambda s: [int(x) for x in s.split(",")], default=[2, 4],
+                    help="micro-batch sizes, comma-separated (default 2,4)")
+    ap.add_argument("--steps", type=int, default=4, help="steps per layout (default 4)")
     ap.add_argument("--out", default=os.path.join(ROOT, "dev", "out", "sweep"),
                     help="output folder (default dev/out/sweep)")
-    ap.add_argument("--quick", action="store_true")
+    ap.add_argument("--quick", action="store_true", help="a handful of layouts instead of the grid")
     ap.add_argument("--no-plot", action="store_true", help="no sweep.png (no matplotlib needed)")
     a = ap.parse_args()
     if not os.path.exists(TRAIN):

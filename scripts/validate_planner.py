@@ -452,7 +452,7 @@ def same_file(a, b):
 
 
 def main():
-    ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("runs", nargs="?", help="CSV of measured runs (the calibration.csv schema)")
     ap.add_argument("--published", default="", help="score published runs of other studies (dev/published_runs.csv)")
     ap.add_argument("--train", default=os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "train"),

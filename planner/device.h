@@ -265,12 +265,13 @@ static void profile_h100(DeviceProfile* d) {
                                   // 8192^3: 808 TFLOP/s
     d->matmul_eff = 0.634;        // a PyTorch framework's step (Megatron, FSDP), not fitted to any H100 run: 0.79 of
                                   // the H100's largest measured matmul (792 of 989, ml-engineering's MAMF table), the
-                                  // study's A100 fit's ratio (0.68 of 268 TFLOP/s). PyTorch's H100 bmm of 2023 at
-                                  // sequence 2048 and hidden 8192 (its script's defaults) ran 543-772 TFLOP/s by
-                                  // cuBLAS version and batch (pytorch/pytorch#100850): 0.55-0.78, around it. The
-                                  // A100's measured rate (0.743, 0.86 of its MAMF) carried over would be 0.69:
-                                  // llm-foundry's H100 sources then
-                                  // miss (dev/PLANNER.md). (Until 2026-12-05 0.56, fitted to llm-foundry's H100 tables)
+                                  // study's A100 fit's ratio (0.68 of 268 TFLOP/s). The A100's own rule (PyTorch's
+                                  // measured a @ b over matmul_shape_eff) gives 0.78-0.86 here: bf16 8192^3 797.5
+                                  // TFLOP/s in PyTorch 2.7 (zzc0721/torch-performance-test-data#79), bmm 2048 x 8192
+                                  // x 8192 742.7 in 2023 (pytorch/pytorch#100850); its ratio to the MAMF carried
+                                  // over, 0.69-0.72. At any of them 7-12 met H100 sources miss leave-one-source-out;
+                                  // they want 0.55-0.74 (dev/PLANNER.md, tenth session). (Until 2026-12-05 0.56,
+                                  // fitted to llm-foundry's H100 tables)
     d->matmul_eff_scaling = 0.634;  // no study run on an H100: the framework's
     d->bmm_eff = 0.634;           // as matmul_eff (the A100's note)
     d->sms = 132;

@@ -382,19 +382,13 @@ static int hf_numbers(const char* p, const char* end, long long* out, int max) {
     return p < end ? n : -1;
 }
 
-// Find tensor h in the header json (len bytes) and read it into out (h's own layout, as
-// exported); the data section starts at data0 and holds data_bytes.
-static void hf_read_tensor(FILE* f, const char* path, const char* json, size_t len, long long data0,
+// Read tensor h into out (h's own layout, as exported) from its entry in the header (the '{' of its value at
+// the header's top level, hf_header_check's; NULL: not there; the header ends at json_end); the data section
+// starts at data0 and holds data_bytes.
+static void hf_read_tensor(FILE* f, const char* path, const char* e, const char* json_end, long long data0,
                            long long data_bytes, const HfTensor* h, float* out) {
-    const char* e = NULL;
-    const char* names[2] = {h->name, strncmp(h->name, "transformer.", 12) ? NULL : h->name + 12};
-    for (int i = 0; i < 2 && !e && names[i]; i++)  // "name" : { with any white space between
-        for (const char* p = json; !e && (p = strchr(p, '"')); p++) {
-            const char* v = hf_after_key(p, json + len, names[i]);
-            if (v && *v == '{') e = v;
-        }
-    if (!e) data_fail("--import-hf %s: no tensor %s", path, h->name);
-    const char* end = (const char*)memchr(e, '}', json + len - e);
+    if (!e || *e != '{') data_fail("--import-hf %s: no tensor %s", path, h->name);
+    const char* end = (const char*)memchr(e, '}', json_end - e);
     if (!end) data_fail("--import-hf %s: %s: malformed header", path, h->name);
     const char* dtype = hf_field(e, end, "dtype");
     if (!dtype || strncmp(dtype, "\"F32\"", 5))
@@ -576,7 +570,9 @@ static int hf_name_layer(const char* name) {
     static const char* prefixes[4] = {"transformer.h.", "h.", "model.layers.", "layers."};
     for (int i = 0; i < 4; i++) {
         size_t n = strlen(prefixes[i]);
-        if (!strncmp(name, prefixes[i], n) && name[n] >= '0' && name[n] <= '9') return atoi(name + n);
+        if (strncmp(name, prefixes[i], n) || name[n] < '0' || name[n] > '9') continue;
+        long layer = strtol(name + n, NULL, 10);  // past int: no layer of any model (its name is refused)
+        return layer < INT_MAX ? (int)layer : -1;
     }
     return -1;
 }
@@ -586,12 +582,13 @@ static int hf_name_layer(const char* name) {
 // another model is refused, never imported in part. Widths, heads (where they shape a tensor) and
 // the vocabulary are each tensor's shape, hf_read_tensor's check. GPT-2's causal-mask buffers of
 // older transformers files (h.N.attn.bias, h.N.attn.masked_bias) hold no weights: passed over.
+// entry[k]: where tensor ts[k]'s value starts, its key at the header's top level (NULL: not there), so that
+// the same name inside another value (__metadata__'s) is never taken for it.
 static void hf_header_check(const char* path, const char* json, size_t len, const HfTensor* ts, int n,
-                            const ModelConfig* c, int with_config) {
-    const char *end = json + len, *p = hf_skip_space(json, end);
+                            const ModelConfig* c, int with_config, const char** entry) {
+    const char *end = json + len, *p = hf_skip_space(json, end), *closing = NULL;  // closing: the header's '}'
     char name[128], first_other[128] = "", shown[4 * 128];
     int top = -1;
-    char* seen = (char*)xcalloc((size_t)n, 1);  // per tensor of ts: whether the header named it yet
     if (p == end || *p != '{') data_fail("--import-hf %s: malformed header (not a JSON object)", path);
     for (p = hf_skip_space(p + 1, end); p < end && *p == '"';) {
         const char* q = p + 1;
@@ -609,14 +606,19 @@ static void hf_header_check(const char* path, const char* json, size_t len, cons
         while (k < n && strcmp(ts[k].name, name) &&
                (strncmp(ts[k].name, "transformer.", 12) || strcmp(ts[k].name + 12, name)))
             k++;
-        if (k < n && seen[k]++)  // a reader keeps one of the two (ours the first, transformers' the last)
+        if (k < n && entry[k])  // a reader keeps one of the two (ours the first, transformers' the last)
             data_fail("--import-hf %s: tensor %s is in the header twice (under the same name, or with and without "
                       "'transformer.'): which one is the model's is unknown", path, ts[k].name);
+        if (k < n) entry[k] = hf_skip_space(v + 1, end);
         known |= k < n;
         if (!known && !first_other[0]) snprintf(first_other, sizeof(first_other), "%s", name);
+        if (*v_end == '}') closing = v_end;
         p = *v_end == ',' ? hf_skip_space(v_end + 1, end) : end;
     }
-    free(seen);
+    if (!closing && p < end && *p == '}') closing = p;  // {} (or a last ',')
+    if (!closing || hf_skip_space(closing + 1, end) != end)  // past the '}': only the padding's spaces
+        data_fail("--import-hf %s: malformed header (not one JSON object%s)", path,
+                  closing ? ": text after its closing '}'" : "");
     if (top + 1 != c->n_layer)
         data_fail("--import-hf %s: the file holds %d layers, %s %d (n_layer; --n-layer): not imported in part", path,
                   top + 1, with_config ? "config.json and this model have" : "this model has", c->n_layer);
@@ -646,7 +648,9 @@ static void hf_import_shard(const char* dir, const Layout* L, const ParamLayout*
     param_layout_build(full, c, 1, 0, 1, 1, 0, 1);
     HfTensor* ts = (HfTensor*)xcalloc(3 * (size_t)full->n, sizeof(HfTensor));
     int n = hf_tensors(c, full, ts), hd = c->d_model / c->n_head;
-    hf_header_check(path, json, len, ts, n, c, with_config);
+    const char** entry = (const char**)xcalloc((size_t)n, sizeof(char*));
+    hf_header_check(path, json, len, ts, n, c, with_config, entry);
+    long long data0 = 8 + (long long)len;  // where the data section starts
     size_t max_t = param_layout_max_tensor(full);
     float* in = (float*)xmalloc(sizeof(float) * max_t);
     float* buf = (float*)xmalloc(sizeof(float) * max_t);
@@ -656,8 +660,7 @@ static void hf_import_shard(const char* dir, const Layout* L, const ParamLayout*
         while (k < n && full->t[ts[k].src].full_offset != t->full_offset) k++;
         memset(buf, 0, sizeof(float) * (size_t)t->rows * t->cols);  // the padded vocabulary rows stay 0
         for (; k < n && full->t[ts[k].src].full_offset == t->full_offset; k++) {
-            hf_read_tensor(f, path, json, len, 8 + (long long)len, (long long)st.st_size - 8 - (long long)len, &ts[k],
-                           in);
+            hf_read_tensor(f, path, entry[k], json + len, data0, (long long)st.st_size - data0, &ts[k], in);
             hf_untransform(&ts[k], in, hd, buf);
         }
         if (state_values_check(buf, (size_t)t->rows * t->cols, 0, t->name, why, sizeof(why)))
@@ -668,6 +671,7 @@ static void hf_import_shard(const char* dir, const Layout* L, const ParamLayout*
     }
     fclose(f);
     free(json);
+    free(entry);
     free(full);
     free(ts);
     free(in);

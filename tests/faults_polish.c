@@ -7,7 +7,8 @@
 // --import-llmc; --resume auto with an import: the checkpoint, said in one line); stdout's
 // reader gone (./train | grep -q: quiet, exit 141, the checkpoint saved; also under the self-launcher,
 // and its stdout on a full device: exit 1); config.json disagreeing with model.safetensors (layers, width,
-// vocabulary, kv heads, a tensor of another model): one error line, nothing imported in part.
+// vocabulary, kv heads, a tensor of another model): one error line, nothing imported in part; model.safetensors'
+// header (a layer number past int, text after its object, a tensor's name inside __metadata__).
 // Run through ./train and ./train_asan. Included by tests/test_faults.c after
 // faults_bad_inputs.c (its bad_run and BAD); not built alone.
 
@@ -23,6 +24,11 @@
 #define HF_EDITED(D, SED)                                                                        \
     "(test -d " POLISH "/hf4 || " TRAIN "--steps 1 --export-hf " POLISH "/hf4 > /dev/null 2>&1) " \
     "&& rm -rf " POLISH "/" D " && cp -r " POLISH "/hf4 " POLISH "/" D " && sed -i '" SED "' " POLISH "/" D "/config.json"
+// A copy D as HF_EDITED, its model.safetensors' header h (a dict) edited by EDIT (Python that sets j, the new header)
+#define HF_HEADER_EDITED(D, EDIT)                                                                                     \
+    HF_EDITED(D, "s/x/x/") " && python3 -c \"import json,struct; p='" POLISH "/" D "/model.safetensors'; "            \
+    "b=open(p,'rb').read(); n=struct.unpack('<Q',b[:8])[0]; h=json.loads(b[8:8+n]); " EDIT "; "                     \
+    "j+=b' '*(-len(j)%8); open(p,'wb').write(struct.pack('<Q',len(j))+j+b[8+n:])\""
 
 static const BadRun POLISH_RUNS[] = {
     // LATEST: a NUL byte is named as such; a link is not followed, its target's first line not shown
@@ -165,10 +171,24 @@ static const BadRun POLISH_RUNS[] = {
      "'s/\"num_key_value_heads\": 2/\"num_key_value_heads\": 4/' " POLISH "/hf_kv4/config.json", NULL},
     {{"import_hf_tensor_of_another_model", "--steps 1 --import-hf " POLISH "/hf_extra",
       "tensor transformer.h.0.attn.rotary.weight is not one of this model's (gpt2, 4 layers)", 1},
-     HF_EDITED("hf_extra", "s/x/x/") " && python3 -c \"import json,struct; p='" POLISH "/hf_extra/model.safetensors'; "
-     "b=open(p,'rb').read(); n=struct.unpack('<Q',b[:8])[0]; h=json.loads(b[8:8+n]); "
-     "h['transformer.h.0.attn.rotary.weight']=h['transformer.ln_f.bias']; j=json.dumps(h).encode(); "
-     "j+=b' '*(-len(j)%8); open(p,'wb').write(struct.pack('<Q',len(j))+j+b[8+n:])\"", NULL},
+     HF_HEADER_EDITED("hf_extra", "h['transformer.h.0.attn.rotary.weight']=h['transformer.ln_f.bias']; "
+                      "j=json.dumps(h).encode()"), NULL},
+    // the safetensors header read as JSON: a layer number past int (its count overflowed: "holds -2147483648
+    // layers", a UBSan report), text after the header's object (read past), a tensor's name inside __metadata__
+    // (its entry there was taken for the tensor's: here a BF16 one, refused; the export of the import is the file)
+    {{"import_hf_layer_past_int", "--steps 1 --import-hf " POLISH "/hf_lmax",
+      "tensor transformer.h.2147483647.ln_1.weight is not one of this model's (gpt2, 4 layers)", 1},
+     HF_HEADER_EDITED("hf_lmax", "h['transformer.h.2147483647.ln_1.weight']=h['transformer.ln_f.bias']; "
+                      "j=json.dumps(h).encode()"), NULL},
+    {{"import_hf_text_after_header", "--steps 1 --import-hf " POLISH "/hf_after",
+      "model.safetensors: malformed header (not one JSON object: text after its closing '}')", 1},
+     HF_HEADER_EDITED("hf_after", "j=json.dumps(h).encode()+b'{}'"), NULL},
+    {{"import_hf_name_in_metadata", "--steps 0 --import-hf " POLISH "/hf_meta --export-hf " POLISH "/hf_meta_out",
+      "imported Hugging Face weights from " POLISH "/hf_meta/model.safetensors", 0},
+     "rm -rf " POLISH "/hf_meta_out && " HF_HEADER_EDITED("hf_meta", "m={'transformer.wte.weight': "
+     "dict(h['transformer.wte.weight'], dtype='BF16')}; h.pop('__metadata__'); "
+     "j=json.dumps({'__metadata__': m, **h}).encode()"),
+     "cmp " POLISH "/hf4/model.safetensors " POLISH "/hf_meta_out/model.safetensors"},
     {{"stdout_full_launcher_tp2", "{train} --tp 2 --steps 1 > /dev/full", "standard output: write failed", 1}, NULL,
      NULL},
 };
@@ -180,6 +200,7 @@ static void suite_polish(const char* bin) {
 }
 
 #undef POLISH_CKPT
+#undef HF_HEADER_EDITED
 #undef UNFORWARDED
 #undef LEFT
 #undef AFTER_CKPT

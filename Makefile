@@ -210,6 +210,7 @@ test: $(TEST_BINS)
 	python3 tests/test_gpt2_data.py 2>&1 | tee -a .test.log || status=1; \
 	python3 tests/test_requirements.py 2>&1 | tee -a .test.log || status=1; \
 	python3 tests/test_validate_planner.py 2>&1 | tee -a .test.log || status=1; \
+	python3 tests/test_scripts_inputs.py 2>&1 | tee -a .test.log || status=1; \
 	python3 tests/test_help.py 2>&1 | tee -a .test.log || status=1; \
 	tests/test_multinode.sh 2>&1 | tee -a .test.log || status=1; \
 	./test_faults 2>&1 | tee -a .test.log || status=1; \

@@ -17,21 +17,42 @@ same model, sequence length and GPU count):
   4. the best MFU with and without sequence parallelism, by tp.
 A layout the planner predicts not to fit is an x at 0 MFU, one that ran out of memory a +.
 MFU is the study's (6N + 12LhT FLOPs per token: the CSV's mfu_study, the runs' mfu_pct).
-Needs matplotlib: without it the script says so and exits 2.
+Needs matplotlib: without it the script says so and exits 2. A file that cannot be read, lacks a column or holds
+a field that is not a number, and an --out that is an input or not a .png, are one error line (exit 1).
 """
 import argparse
 import csv
+import os
 import sys
 
 KERNELS = ["torch", "fused_softmax", "flash1", "flash2"]
 RECOMPUTE = ["none", "selective", "full"]
 # a layout: the columns both files have
 KEY = ("tp", "pp", "dp", "micro_batch", "recompute", "attention", "rms_kernel", "sp", "zero", "schedule")
+WHOLE = ("tp", "pp", "dp", "micro_batch", "rms_kernel", "sp", "zero")  # KEY's columns that are whole numbers
 
 
-def read_csv(path):
-    with open(path, newline="", encoding="utf-8-sig") as f:
-        return list(csv.DictReader(f))
+def read_csv(path, columns, numbers):
+    """The rows of a CSV file that has every one of columns, with the fields of numbers (the row's status
+    permitting, see number_fields) numbers: anything else is one error line."""
+    if os.path.exists(path) and not os.path.isfile(path):  # a FIFO would hang the read, a device never end it
+        sys.exit(f"error: {path}: not a regular file")
+    try:
+        with open(path, newline="", encoding="utf-8-sig") as f:
+            reader = csv.DictReader(f)
+            rows = list(reader)
+    except (OSError, UnicodeDecodeError, csv.Error) as e:
+        sys.exit(f"error: {path}: cannot read it as CSV: {e}")
+    missing = [c for c in columns if c not in (reader.fieldnames or [])]
+    if missing:
+        sys.exit(f"error: {path}: no column {', '.join(missing)}")
+    for line, row in enumerate(rows, 2):
+        for c in numbers(row):
+            try:
+                int(row[c]) if c in WHOLE else float(row[c])
+            except (TypeError, ValueError):
+                sys.exit(f"error: {path}: line {line}: {c} '{row[c]}' is not a {'whole ' if c in WHOLE else ''}number")
+    return rows
 
 
 def key_of(row):
@@ -41,7 +62,9 @@ def key_of(row):
 def load_plan(path):
     """The planner's layouts (cp 1, one virtual stage): key -> MFU in percent, None if it does not fit."""
     plan = {}
-    for row in read_csv(path):
+    rows = read_csv(path, KEY + ("cp", "vpp", "fits", "mfu_study"),
+                    lambda row: WHOLE + (("mfu_study",) if row["fits"] == "1" and row["mfu_study"] else ()))
+    for row in rows:
         if row["cp"] != "1" or row["vpp"] != "1":
             continue
         plan[key_of(row)] = 100 * float(row["mfu_study"]) if row["fits"] == "1" and row["mfu_study"] else None
@@ -51,7 +74,9 @@ def load_plan(path):
 def load_runs(path, model, seq_len, gpus):
     """Measured runs of the setting: key -> MFU in percent, None for out of memory (other statuses left out)."""
     runs = {}
-    for row in read_csv(path):
+    rows = read_csv(path, KEY + ("model", "seq_len", "gpus", "status", "mfu_pct"),
+                    lambda row: WHOLE + (("mfu_pct",) if row["status"] == "ok" and row["mfu_pct"] else ()))
+    for row in rows:
         if row["model"] != model or row["seq_len"] != str(seq_len) or row["gpus"] != str(gpus):
             continue
         if row["status"] == "oom":
@@ -99,6 +124,19 @@ def main():
     ap.add_argument("--gpus", type=int, default=64, help="the runs' GPU count (default 64)")
     ap.add_argument("--out", default="plot_layouts.png", help="PNG to write (default plot_layouts.png)")
     args = ap.parse_args()
+    # the figure never lands on an input (a link or another spelling of one either), and is the PNG it says it wrote
+    for given in (args.plan_csv, args.runs):
+        if given and (os.path.realpath(given) == os.path.realpath(args.out) or
+                      os.path.exists(given) and os.path.exists(args.out) and os.path.samefile(given, args.out)):
+            sys.exit(f"error: --out {args.out}: is a file this run reads; it is not overwritten")
+    if not args.out.endswith(".png"):
+        sys.exit(f"error: --out {args.out}: give a .png file (the figure is a PNG)")
+    if not os.path.isdir(os.path.dirname(os.path.abspath(args.out))):
+        sys.exit(f"error: --out {args.out}: its directory does not exist")
+    plan = load_plan(args.plan_csv)
+    runs = load_runs(args.runs, args.model, args.seq_len, args.gpus) if args.runs else {}
+    if not plan:
+        sys.exit(f"error: {args.plan_csv}: no layouts with cp 1 and vpp 1")
     try:
         import matplotlib
         matplotlib.use("Agg")
@@ -106,11 +144,6 @@ def main():
     except ImportError:
         print("plot_layouts.py needs matplotlib (pip install -r requirements/plots.txt)")
         sys.exit(2)
-
-    plan = load_plan(args.plan_csv)
-    runs = load_runs(args.runs, args.model, args.seq_len, args.gpus) if args.runs else {}
-    if not plan:
-        sys.exit(f"error: {args.plan_csv}: no layouts with cp 1 and vpp 1")
     fig, axes = plt.subplots(2, 2, figsize=(13, 9))
     base = dict(recompute="none", attention="flash2", rms_kernel=1, sp=0)
 

@@ -21,10 +21,11 @@ ranks that time-share the cores. Every other prediction comes from the model
 
 It writes sweep.csv, sweep.png and the runs' logs into --out (default dev/out/sweep, which
 git ignores); it refuses a folder whose sweep.csv or sweep.png git tracks (dev/sweep holds
-the README's calibration of 2026-12-02). The figure needs matplotlib (pip install -r
-requirements.txt), or --no-plot.
+the README's calibration of 2026-12-02), or is anything but a regular file of one name (a
+link would carry the write elsewhere). Sizes are whole numbers >= 1. The figure needs
+matplotlib (pip install -r requirements.txt), or --no-plot.
 """
-import argparse, csv, itertools, json, os, re, subprocess, sys, time
+import argparse, csv, itertools, json, os, re, stat, subprocess, sys, time
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 TRAIN = os.path.join(ROOT, "train")
@@ -101,7 +102,7 @@ def measured_peak_tflops():
     code, out = run([TRAIN, "--model", "tiny", "--steps", "0", "--sample-len", "0", "--eval-every", "0"])
     m = re.search(r"peak per rank\s*\|\s*([0-9.]+) TFLOP/s", out)
     if not m:
-        sys.exit("sweep: could not read the measured peak from ./train")
+        sys.exit("error: could not read the measured peak from ./train")
     return float(m.group(1))
 
 
@@ -125,14 +126,14 @@ def calibrate(a, core_tflops):
     one = dict(dp=1, tp=1, pp=1, vpp=1, mb=mb, recompute="none", sp=0, zero=0)
     got, err = measure(one, a, "calibration_1rank")
     if err:
-        sys.exit("sweep: calibration run failed: " + err)
+        sys.exit("error: the calibration run failed: " + err.replace("error: ", "", 1))
     def pred_eff(x):
         return predict(one, a, 1, core_tflops, dict(cal, eff=x))["pred_ms"]
     cal["eff"] = bisect(pred_eff, got["ms"], 0.005, 1.0, increasing=False)
     tpw = dict(one, tp=a.world, mb=max(1, a.global_batch // 4))
     got_tp, err = measure(tpw, a, "calibration_tp")
     if err:
-        sys.exit("sweep: calibration run failed: " + err)
+        sys.exit("error: the calibration run failed: " + err.replace("error: ", "", 1))
     def pred_lat(x):
         return predict(tpw, a, a.world, core_tflops, dict(cal, lat_us=x))["pred_ms"]
     cal["lat_us"] = bisect(pred_lat, got_tp["ms"], 0.1, 1e5, increasing=True)
@@ -190,27 +191,34 @@ def plot(rows, path):
     fig.savefig(path, dpi=110)
 
 
+def positive(text):
+    """A size flag's value: a whole number >= 1 (0 ran no layout, or none but the calibration's)."""
+    if not text.isdigit() or int(text) < 1:
+        raise argparse.ArgumentTypeError("'%s' is not a whole number >= 1" % text)
+    return int(text)
+
+
 def main():
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--model", default="tiny", help="./train --model preset (default tiny)")
-    ap.add_argument("--seq-len", type=int, default=64, help="sequence length (default 64)")
-    ap.add_argument("--world", type=int, default=4, help="ranks of every layout: dp x tp x pp (default 4)")
-    ap.add_argument("--global-batch", type=int, default=16, help="sequences per step (default 16)")
-    ap.add_argument("--micro-batches", type=lambda s: [int(x) for x in s.split(",")], default=[2, 4],
+    ap.add_argument("--seq-len", type=positive, default=64, help="sequence length (default 64)")
+    ap.add_argument("--world", type=positive, default=4, help="ranks of every layout: dp x tp x pp (default 4)")
+    ap.add_argument("--global-batch", type=positive, default=16, help="sequences per step (default 16)")
+    ap.add_argument("--micro-batches", type=lambda s: [positive(x) for x in s.split(",")], default=[2, 4],
                     help="micro-batch sizes, comma-separated (default 2,4)")
-    ap.add_argument("--steps", type=int, default=4, help="steps per layout (default 4)")
+    ap.add_argument("--steps", type=positive, default=4, help="steps per layout (default 4)")
     ap.add_argument("--out", default=os.path.join(ROOT, "dev", "out", "sweep"),
                     help="output folder (default dev/out/sweep)")
     ap.add_argument("--quick", action="store_true", help="a handful of layouts instead of the grid")
     ap.add_argument("--no-plot", action="store_true", help="no sweep.png (no matplotlib needed)")
     a = ap.parse_args()
     if not os.path.exists(TRAIN):
-        sys.exit("sweep: build ./train first (make train)")
+        sys.exit("error: build ./train first (make train)")
     if not a.no_plot:
         try:
             import matplotlib  # noqa: F401
         except ImportError:
-            print("sweep: the figure needs matplotlib (pip install -r requirements/plots.txt), or pass --no-plot",
+            print("error: the figure needs matplotlib (pip install -r requirements/plots.txt), or pass --no-plot",
                   file=sys.stderr)
             sys.exit(2)
     for f in ("sweep.csv", "sweep.png"):
@@ -218,7 +226,14 @@ def main():
         tracked = subprocess.run(["git", "-C", ROOT, "ls-files", "--error-unmatch", os.path.abspath(path)],
                                  stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL).returncode == 0
         if tracked:
-            sys.exit("sweep: %s is a tracked file; pass another --out (default dev/out/sweep)" % path)
+            sys.exit("error: %s is a tracked file; pass another --out (default dev/out/sweep)" % path)
+        st = os.lstat(path) if os.path.lexists(path) else None
+        if st and (not stat.S_ISREG(st.st_mode) or st.st_nlink > 1):  # written in place: through a link to its target
+            sys.exit("error: %s is %s; only a regular file of one name is replaced" % (
+                path, "a file of %d names (hard links)" % st.st_nlink if stat.S_ISREG(st.st_mode) else
+                "a symbolic link" if stat.S_ISLNK(st.st_mode) else "not a regular file"))
+    if os.path.exists(a.out) and not os.path.isdir(a.out):
+        sys.exit("error: --out %s: exists and is not a folder" % a.out)
     os.makedirs(os.path.join(a.out, "logs"), exist_ok=True)
     t0 = time.time()
     core = measured_peak_tflops() / os.cpu_count()  # a 1-rank run's peak is the whole machine's

@@ -52,6 +52,7 @@ typedef struct Metrics {
     PlanResult plan;            // the planner's prediction for this layout (same model as ./train --plan)
     double ms_sum;              // measured step times after the first, for the end-of-run comparison
     int ms_n;
+    double tokens_sum, model_flops_sum, hw_flops_sum;  // the same steps' tokens and FLOPs: the end's means
     double ema_ms;              // for the ETA
     double last_bubble, bubble_formula;
     // documents (layout/packing.h): the step's spread of attention work across micro-batches,
@@ -346,7 +347,10 @@ static void metrics_step_end(Metrics* m, const Layout* L, const ModelConfig* c, 
     for (int i = 0; i < N_GROUPS; i++) dc[i] = cs[i] - m->comm_s_prev[i], m->comm_s_prev[i] = cs[i];
     m->step_ms = dt * 1e3;
     int done = step + 1 - start_step;
-    if (done > 1) m->ms_sum += dt * 1e3, m->ms_n++;
+    if (done > 1) {
+        m->ms_sum += dt * 1e3, m->ms_n++;
+        m->tokens_sum += m->step_tokens, m->model_flops_sum += model_flops, m->hw_flops_sum += hw_flops;
+    }
     m->ema_ms = done == 1 ? dt * 1e3 : (done <= 3 ? dt * 1e3 : 0.9 * m->ema_ms + 0.1 * dt * 1e3);
     double eta = m->ema_ms * (c->steps - step - 1) / 1e3;
     if (m->rank == 0 && !m->args->quiet &&
@@ -507,6 +511,14 @@ static void metrics_finish(Metrics* m, const Layout* L, double act_peak_bytes_me
         double off = m->plan.mem_act_max > 0 ? 100 * (buf_mx / m->plan.mem_act_max - 1) : 0;
         char step_ms[48] = "not measured, no step ran";
         if (isfinite(ms)) snprintf(step_ms, sizeof(step_ms), "%.1f ms mean", ms);
+        if (m->ms_n) {  // the run's means over the steps after the first (it warms up), as the step line counts
+            double s = m->ms_sum / 1e3, peak = m->peak_flops * L->world;
+            printf("measured: %d steps after the first: %.1f ms a step, %.0f tok/s, %.3f TFLOP/s, MFU %.1f%%, HFU "
+                   "%.1f%% of %.3f TFLOP/s (%d rank%s x %.3f: %s)\n",
+                   m->ms_n, ms, m->tokens_sum / s, m->model_flops_sum / s / 1e12, 100 * m->model_flops_sum / s / peak,
+                   100 * m->hw_flops_sum / s / peak, peak / 1e12, L->world, L->world > 1 ? "s" : "",
+                   m->peak_flops / 1e12, m->peak_source);
+        }
         printf(
             "measured: activation buffers %s, max over ranks (planner %s, %+.1f%%; live peak %s, rank 0 %s); step "
             "%s (planner %.1f ms)\n",

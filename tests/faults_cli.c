@@ -17,6 +17,14 @@
 #define CLI_EVEN_ROWS "grep -E '^ *[0-9]+ .* (1f1b|interleaved|zb-h1|zb-v|dualpipe-v) ' "
 
 static const BadRun CLI_CASES[] = {
+    // the end's summary: the means over the steps after the first, MFU against the peak it names (here given: MFU
+    // in % is 1000 x the TFLOP/s), also under --quiet, which has no step lines
+    {{"cli_end_summary", "--model tiny --steps 3 --quiet --peak-tflops 0.1",
+      "measured: 2 steps after the first: ", 0}, NULL,
+     "awk '/^measured: 2 steps after the first: [0-9.]+ ms a step, [0-9]+ tok\\/s, [0-9.]+ TFLOP\\/s, MFU [0-9.]+%, "
+     "HFU [0-9.]+% of 0.100 TFLOP\\/s \\(1 rank x 0.100: --peak-tflops\\)$/ "
+     "{n++; bad += !($16 + 0 > 0 && ($16 - 1000 * $13) ^ 2 < 0.36)} END {exit !(n && !bad)}' " BAD
+     "/out_*cli_end_summary.txt"},
     // ./train: a flag given twice, in either form; a switch twice
     {{"cli_flag_twice", "--steps 1 --steps 2", "--steps given twice ('1', then '2'): give each flag once", 1}, NULL,
      NULL},

@@ -552,14 +552,7 @@ static void args_resolve(Args* a) {
     // A llama-style arch given without a preset picks the llama default (a --model given is kept: its
     // shape, that arch).
     if (flag_given(a, "--arch") && !flag_given(a, "--model") && c->arch == ARCH_LLAMA) a->model = "llama-small";
-    const Preset* p = find_preset(a->model);
-    if (!p) {
-        char presets[512] = "";
-        for (int i = 0; i < N_PRESETS; i++)
-            snprintf(presets + strlen(presets), sizeof(presets) - strlen(presets), "%s%s", i ? ", " : "",
-                     PRESETS[i].name);
-        fail("--model: unknown preset '%s'; the presets: %s", a->model, presets);
-    }
+    const Preset* p = find_preset_or_fail("--model", a->model);
     Args given = *a;
     apply_preset(c, p);
     for (int i = 0; i < N_FLAGS; i++)  // the shape flags given override the preset

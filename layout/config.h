@@ -116,6 +116,15 @@ static const Preset* find_preset(const char* name) {
         if (!strcmp(PRESETS[i].name, name)) return &PRESETS[i];
     return NULL;
 }
+// The preset a flag names; none: one error line that lists them
+static const Preset* find_preset_or_fail(const char* flag, const char* name) {
+    const Preset* p = find_preset(name);
+    char presets[512] = "";
+    for (int i = 0; !p && i < N_PRESETS; i++)
+        snprintf(presets + strlen(presets), sizeof(presets) - strlen(presets), "%s%s", i ? ", " : "", PRESETS[i].name);
+    if (!p) fail("%s: unknown preset '%s'; the presets: %s", flag, name, presets);
+    return p;
+}
 
 static void apply_preset(ModelConfig* c, const Preset* p) {
     c->arch = p->arch;

@@ -291,7 +291,7 @@ static void plan_parse_args(int argc, char** argv, PlanArgs* a) {
         if (shape_k >= 0)
             a->shape[shape_k] = plan_size_flag(v, shape_k);
         else if (!strcmp(flag, "--model")) {
-            if (!find_preset(v)) fail("--model: unknown preset '%s'", v);
+            find_preset_or_fail("--model", v);
             a->model = v;
         } else if (!strcmp(flag, "--gpus"))
             a->gpus = plan_int(v, flag, 1, PLAN_MAX_GPUS);

@@ -3,7 +3,8 @@
 // it sets twice, or peak_tflops beside --peak-tflops, is refused); a number with a blank before it (--dropout ' 0.1'
 // was accepted where '0.1 ' was not; a --device-set value, a --runs column); no layout that can run (the error
 // named the first layout's reason only: now each reason counted); --pp-split auto (each pipeline was shown twice,
-// cut evenly and "+auto" by the same cut); --help lines within 120 columns. Run through ./train and ./train_asan.
+// cut evenly and "+auto" by the same cut); --help lines within 120 columns; from a new user's first hour, the end's
+// summary line and --plan's unknown preset (the presets were not listed). Run through ./train and ./train_asan.
 // Included by tests/test_faults.c after faults_bad_inputs.c (its bad_run and BAD); not built alone.
 
 #define CLI BAD "/cli"
@@ -25,6 +26,9 @@ static const BadRun CLI_CASES[] = {
      "HFU [0-9.]+% of 0.100 TFLOP\\/s \\(1 rank x 0.100: --peak-tflops\\)$/ "
      "{n++; bad += !($16 + 0 > 0 && ($16 - 1000 * $13) ^ 2 < 0.36)} END {exit !(n && !bad)}' " BAD
      "/out_*cli_end_summary.txt"},
+    // --plan's unknown preset lists the presets, as ./train's does
+    {{"cli_plan_model_unknown_lists_presets", "--plan --model llama-70b",
+      "--model: unknown preset 'llama-70b'; the presets: tiny, small, gpt2-124m", 1}, NULL, NULL},
     // ./train: a flag given twice, in either form; a switch twice
     {{"cli_flag_twice", "--steps 1 --steps 2", "--steps given twice ('1', then '2'): give each flag once", 1}, NULL,
      NULL},

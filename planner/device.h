@@ -78,21 +78,29 @@ static const NcclModel* nccl_model_of(int code) {
     return m;
 }
 
-// Attention's forward + backward rate by sequence length: causal, head dim 128, 16k tokens a batch (batch x length;
-// hidden 2048, 16 heads), TFLOP/s at 512, 1k, 2k, 4k, 8k and 16k tokens, from FlashAttention-2's benchmark figures
-// (Dao 2023, arXiv 2307.08691, Figure 4d; Dao-AILab/flash-attention assets/flash2_{a100,h100}_fwd_bwd_benchmark.png
-// at 4f285b35; benchmarks/benchmark_flash_attention.py at 60499abc). flash2: FlashAttention-2; triton: FlashAttention
-// in Triton, the figure's "FlashAttention Triton" (the A100's only: the H100 figure has none, flash2's is taken).
-// anchor: the length the device's attn_eff_flash2 was set at (time.h flash_length_factor).
+// Attention's rate by sequence length: causal, head dim 128, 16k tokens a batch (batch x length; hidden 2048, 16
+// heads), TFLOP/s at 512, 1k, 2k, 4k, 8k and 16k tokens. flash2: FlashAttention-2's forward + backward (Dao 2023,
+// arXiv 2307.08691, Figure 4d; Dao-AILab/flash-attention assets/flash2_{a100,h100}_fwd_bwd_benchmark.png at
+// 4f285b35; benchmarks/benchmark_flash_attention.py at 60499abc); triton: FlashAttention in Triton, the figure's
+// "FlashAttention Triton" (the A100's only: the H100 figure has none, flash2's is taken). fused_fwd, fused_bwd:
+// Hopper's fused attention by pass, cuDNN 9.1.1's, the kernel every flash3 source runs (FlashAttention-3, Shah et al.
+// 2024, arXiv 2407.08608, the same shapes on an H100 SXM5 at 1,830 MHz, appendix C.1: Figure 5d, the forward with
+// the causal mask, the PNG of Dao-AILab/flash-attention assets/flash3_fp16_fwd.png at 7ef24848; Figure 6b, the
+// backward without it, the only backward the paper shows). All 0: not benchmarked. anchor: the length the device's
+// attn_eff_flash2 and attn_eff_flash3 were set at (time.h flash_length_factor, fused_length_factor).
 #define ATTN_LENGTH_POINTS 6
 typedef struct {
     double flash2[ATTN_LENGTH_POINTS];
-    double triton[ATTN_LENGTH_POINTS];  // all 0: not benchmarked
+    double triton[ATTN_LENGTH_POINTS];
+    double fused_fwd[ATTN_LENGTH_POINTS];
+    double fused_bwd[ATTN_LENGTH_POINTS];
     double anchor;
 } AttnLengthCurve;
 static const double ATTN_LENGTH_TOKENS[ATTN_LENGTH_POINTS] = {512, 1024, 2048, 4096, 8192, 16384};
-static const AttnLengthCurve ATTN_LENGTH_A100 = {{99, 133, 155, 173, 182, 189}, {50, 61, 68, 74, 78, 80}, 2048};
-static const AttnLengthCurve ATTN_LENGTH_H100 = {{163, 221, 265, 294, 308, 328}, {0}, 16384};
+static const AttnLengthCurve ATTN_LENGTH_A100 = {
+    {99, 133, 155, 173, 182, 189}, {50, 61, 68, 74, 78, 80}, {0}, {0}, 2048};
+static const AttnLengthCurve ATTN_LENGTH_H100 = {
+    {163, 221, 265, 294, 308, 328}, {0}, {315, 410, 484, 518, 529, 539}, {305, 408, 465, 499, 518, 516}, 16384};
 
 typedef struct {
     char name[32];
@@ -109,7 +117,7 @@ typedef struct {
     double attn_eff_flash1;  // the same for FlashAttention 1
     double attn_eff_flash3;  // the same for Hopper's fused attention (FlashAttention-3, cuDNN's; software.h flash3)
     double attn_eff_own;     // the same for this trainer's own flash kernels (backend/gpu: no wgmma, no TMA)
-    const AttnLengthCurve* attn_length;  // FA2's and Triton's rate by sequence length (NULL: one rate at every T)
+    const AttnLengthCurve* attn_length;  // flash kernels' rates by sequence length (NULL: one rate at every T)
     double bmm_eff;          // fraction of peak of the batched Q K^T and P V matmuls of unfused attention
     double tensor_clock;     // the clock the device's power limit sustains under matmuls, over the clock its peak_flops
                              // is quoted at (1: as quoted); scales every tensor-core rate above, not peak_flops (MFU
@@ -279,10 +287,8 @@ static void profile_h100(DeviceProfile* d) {
                                   // top of its benchmark (16k: 328 TFLOP/s over the tiles, 0.334): attn_length's anchor
     d->attn_length = &ATTN_LENGTH_H100;
     d->attn_eff_flash1 = 0.25;
-    d->attn_eff_flash3 = 0.525;   // FlashAttention-3 "achieves speedup on H100 GPUs by 1.5-2.0x" over FA2 (Shah et al.
-                                  // 2024, abstract; FP16, forward up to 740 TFLOP/s): the low end of the range (the
-                                  // backward gains least) over attn_eff_flash2's 0.35. cuDNN's fused attention taken
-                                  // as the same class: not measured here
+    d->attn_eff_flash3 = 0.529;   // Hopper's fused attention, cuDNN's forward + backward at attn_length's anchor (16k):
+                                  // the forward 539 TFLOP/s over the tiles (128/129), the backward 516, of 989
     d->attn_eff_own = 0.132;      // this trainer's kernels on the H200 (dev/RESULTS.md, B 8, T 1024, 12 heads of 64):
                                   // forward 144, backward 108 TFLOP/s, 116 for the pair = 0.118 of peak, over
                                   // flash_shape_eff there (0.889)

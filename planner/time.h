@@ -407,24 +407,42 @@ static double flash2_shape_eff(const DeviceProfile* d, double b, double heads, d
 // A flash kernel's rate at T tokens over its rate at the length the device's attn_eff_flash2 was set at, from the
 // benchmark's curve (device.h AttnLengthCurve; the Triton kernel's own where it has one) over the tile shape at the
 // benchmark's shapes (16k tokens a batch, 16 heads of 128): the masked tiles' share is flash2_shape_eff's. Between
-// the points linear in log length; held at the ends (none past 16k). 1 without a curve.
-static double flash_length_rate(const DeviceProfile* d, const double* tflops, int i) {
+// the points linear in log length; held at the ends (none past 16k). 1 without a curve. pass: the curve's, the
+// forward + backward pair (FA2's figures), the causal forward or the backward without the mask (every tile computed:
+// no masked share to take out).
+enum { CURVE_PAIR, CURVE_FWD, CURVE_BWD_FULL };
+static double flash_length_rate(const DeviceProfile* d, const double* tflops, int i, int pass) {
     double T = ATTN_LENGTH_TOKENS[i], b = ATTN_LENGTH_TOKENS[ATTN_LENGTH_POINTS - 1] / T;
     double f = flash2_shape_eff(d, b, 16, T, 128, 0), g = flash2_shape_eff(d, b, 16, T, 128, 1);
+    if (pass == CURVE_FWD) return tflops[i] / f;
+    if (pass == CURVE_BWD_FULL) return tflops[i];
     return tflops[i] * (1 / f + 2.5 / g) / (1 + 2.5);  // over the pair's shape (the backward: 2.5x the FLOPs)
 }
-static double flash_length_at(const DeviceProfile* d, const double* tflops, double T) {
+static double flash_length_at(const DeviceProfile* d, const double* tflops, double T, int pass) {
     int last = ATTN_LENGTH_POINTS - 1, i = 0;
-    if (T <= ATTN_LENGTH_TOKENS[0]) return flash_length_rate(d, tflops, 0);
-    if (T >= ATTN_LENGTH_TOKENS[last]) return flash_length_rate(d, tflops, last);
+    if (T <= ATTN_LENGTH_TOKENS[0]) return flash_length_rate(d, tflops, 0, pass);
+    if (T >= ATTN_LENGTH_TOKENS[last]) return flash_length_rate(d, tflops, last, pass);
     while (T > ATTN_LENGTH_TOKENS[i + 1]) i++;
     double w = log(T / ATTN_LENGTH_TOKENS[i]) / log(ATTN_LENGTH_TOKENS[i + 1] / ATTN_LENGTH_TOKENS[i]);
-    return (1 - w) * flash_length_rate(d, tflops, i) + w * flash_length_rate(d, tflops, i + 1);
+    return (1 - w) * flash_length_rate(d, tflops, i, pass) + w * flash_length_rate(d, tflops, i + 1, pass);
 }
 static double flash_length_factor(const DeviceProfile* d, double T, int triton) {
     if (!d->attn_length) return 1;
     const double* tflops = triton && d->attn_length->triton[0] > 0 ? d->attn_length->triton : d->attn_length->flash2;
-    return flash_length_at(d, tflops, T) / flash_length_at(d, tflops, d->attn_length->anchor);
+    return flash_length_at(d, tflops, T, CURVE_PAIR) / flash_length_at(d, tflops, d->attn_length->anchor, CURVE_PAIR);
+}
+// Hopper's fused attention by pass: its forward's or backward's rate at T over the pair's at the anchor
+// (attn_eff_flash3 is that pair's rate), from cuDNN's figures (device.h fused_fwd, fused_bwd). The backward's figure is
+// without the mask: taken as the causal kernel's rate on the tiles it computes. 1 without them (an A100's flash3 is
+// FA2-class).
+static double fused_length_factor(const DeviceProfile* d, double T, int backward) {
+    const AttnLengthCurve* curve = d->attn_length;
+    if (!curve || curve->fused_fwd[0] <= 0) return 1;
+    double fwd = flash_length_at(d, curve->fused_fwd, curve->anchor, CURVE_FWD);
+    double bwd = flash_length_at(d, curve->fused_bwd, curve->anchor, CURVE_BWD_FULL);
+    double pair = (1 + 2.5) / (1 / fwd + 2.5 / bwd);
+    return (backward ? flash_length_at(d, curve->fused_bwd, T, CURVE_BWD_FULL)
+                     : flash_length_at(d, curve->fused_fwd, T, CURVE_FWD)) / pair;
 }
 
 // FlashAttention-2's backward under GQA, fewer KV heads than query heads (Dao-AILab/flash-attention
@@ -553,7 +571,8 @@ static LayerTime layer_time(const ModelConfig* c, int b, int tp, int sp, int cp,
     if (attn_is_flash(k->attention)) {
         // QK^T and AV: 4 b T^2 h FLOPs, causal kernels skip half; the backward does 2.5x (5 matmuls vs 2).
         // FlashAttention-2 and in Triton: the device's rate at its anchor length times the benchmark's rise with T
-        // (flash_length_factor); the Triton kernel's forward and backward slower by the measured factors
+        // (flash_length_factor); the Triton kernel's forward and backward slower by the measured factors. Hopper's
+        // fused attention: the same anchor's rate times each pass's own curve (fused_length_factor)
         double flops = 4.0 * b * T * T * h / (t * cp) * 0.5 * imbalance;
         int triton = k->attention == ATTN_FLASH_TRITON && !k->own_kernels;
         double kernel = k->own_kernels                  ? d->attn_eff_own
@@ -561,9 +580,12 @@ static LayerTime layer_time(const ModelConfig* c, int b, int tp, int sp, int cp,
                         : k->attention == ATTN_FLASH3 ? d->attn_eff_flash3
                                                       : d->attn_eff_flash2 * flash_length_factor(d, T, triton);
         int fa2 = k->attention == ATTN_FLASH2 && !k->own_kernels;  // FA2's own tiles by pass; the others 128 x 128
-        double heads = a / (t * U), eff_f = kernel * (fa2 ? flash2_shape_eff(d, b, heads, T, hd, 0)
-                                                          : flash_shape_eff(d, b, heads, T));
-        double eff_b = kernel * (fa2 ? flash2_shape_eff(d, b, heads, T, hd, 1) : flash_shape_eff(d, b, heads, T));
+        int fused = k->attention == ATTN_FLASH3 && !k->own_kernels;  // Hopper's fused attention: a rate by pass
+        double kernel_f = kernel * (fused ? fused_length_factor(d, T, 0) : 1);
+        double kernel_b = kernel * (fused ? fused_length_factor(d, T, 1) : 1);
+        double heads = a / (t * U), eff_f = kernel_f * (fa2 ? flash2_shape_eff(d, b, heads, T, hd, 0)
+                                                            : flash_shape_eff(d, b, heads, T));
+        double eff_b = kernel_b * (fa2 ? flash2_shape_eff(d, b, heads, T, hd, 1) : flash_shape_eff(d, b, heads, T));
         double slow_f = triton ? FLASH_TRITON_FWD_SLOWDOWN : 1, slow_b = triton ? FLASH_TRITON_BWD_SLOWDOWN : 1;
         attn = slow_f * flops / (d->peak_flops * eff_f) + kernels * d->op_latency;
         attn_bwd = slow_b * 2.5 * flops / (d->peak_flops * eff_b) + kernels * d->op_latency;

@@ -10,8 +10,8 @@
 static void plan_usage(void) {
     char attn_names[128];
     printf(
-        "usage: train --plan [flags]              rank every layout and kernel choice\n"
-        "       train --plan --runs FILE.csv [flags]  predict the runs of a file (see dev/PLANNER.md): its optional\n"
+        "usage: ./train --plan [flags]            rank every layout and kernel choice\n"
+        "       ./train --plan --runs FILE.csv [flags]  predict the runs of a file (see dev/PLANNER.md): its optional\n"
         "                          columns vpp, cp, cp_ulysses, cp_kind, offload, offload_frames, mlp, pp_split,\n"
         "                          reduce_dtype, grad_dtype, dropout, grad_alloc, fsdp_version, loss, loss_vocab,\n"
         "                          nccl, cross_entropy_loss_fusion, tp_async_dgrad as the flags below (nccl:\n"

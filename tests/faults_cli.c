@@ -69,7 +69,7 @@ static const BadRun CLI_CASES[] = {
      "! " CLI_EVEN_ROWS BAD "/out_*cli_plan_pp_split_auto_once.txt"},
     // --help: no line over 120 columns (--plan's were up to 199)
     {{"cli_help_width", "--help", "usage: ./train", 0}, NULL, "! grep -q '.\\{121\\}' " BAD "/out_*cli_help_width.txt"},
-    {{"cli_plan_help_width", "--plan --help", "usage: train --plan", 0}, NULL,
+    {{"cli_plan_help_width", "--plan --help", "usage: ./train --plan", 0}, NULL,
      "! grep -q '.\\{121\\}' " BAD "/out_*cli_plan_help_width.txt"},
 };
 

@@ -397,6 +397,10 @@ static void files_std_streams(RunFiles* s) {
     }
 }
 
+// The program's own file (the ./train this process runs; the self-launcher starts its ranks from it): an input of
+// every run, never replaced by an output (--plan-csv train, meant as train.csv, put the CSV where the binary was).
+static void files_program(RunFiles* s) { files_input(s, "the program itself", "/proc/self/exe"); }
+
 static void files_check(RunFiles* s) {
     for (int i = 0; i < s->n; i++) {
         RunFile* x = &s->f[i];

@@ -153,7 +153,7 @@ static int plan_size_flag(const char* v, int k) {
 static int plan_csv_to_stdout(const char* csv) { return csv && !strcmp(csv, "-"); }
 
 // The CSV and standard output are written over no file the planner reads (--runs, --device-file,
-// --doc-lengths, --noise-log), nor over each other, whatever the paths say: files.h's one rule
+// --doc-lengths, --noise-log, the program itself), nor over each other, whatever the paths say: files.h's one rule
 // (files_check), as the trainer checks its outputs.
 static void plan_outputs_check(const PlanArgs* a, const char* device_file) {
     RunFiles files = {0};
@@ -163,6 +163,7 @@ static void plan_outputs_check(const PlanArgs* a, const char* device_file) {
     files_input(&files, "--doc-lengths", a->doc_lengths);
     if (!plan_csv_to_stdout(a->csv)) files_output(&files, "--plan-csv", a->csv);  // else: standard output's below
     files_std_streams(&files);
+    files_program(&files);
     files_check(&files);
     files_free(&files);
 }

@@ -150,7 +150,7 @@ typedef struct {
 
 // Every file this run reads and writes (files.h RunFiles): the data, tokenizer, checkpoint,
 // llm.c weights, the --pp-costs trace, the files of --import-hf's directory and the tokenizer files --export-hf
-// copies; the log, each rank's log, the trace, the llm.c export, each file --export-hf
+// copies, the program's own file; the log, each rank's log, the trace, the llm.c export, each file --export-hf
 // writes and --ckpt-dir's names. Registered on rank 0, where the outputs are written.
 static void run_files(const Run* r, RunFiles* s) {
     const Args* a = &r->args;
@@ -173,6 +173,7 @@ static void run_files(const Run* r, RunFiles* s) {
         files_output(s, "--export-hf", path_format(path, "--export-hf", "%s/%s", a->export_hf, HF_EXPORT_FILES[i]));
     if (a->ckpt_dir) files_output_dir(s, "--ckpt-dir", a->ckpt_dir, ckpt_dir_owns);
     files_std_streams(s);
+    files_program(s);
 }
 
 // Every output, at start-up, before any step and before any is opened: first no output is

@@ -3,7 +3,8 @@
 // --ckpt-dir whose LOCK is a file of the user's (a --data named LOCK there, or a hard link to one: the pid the lock
 // writes truncated it before any other check ran); a file or directory flag given an empty value (--tokenizer ''
 // trained without a word, as if the flag were not given); a --val-data that is (or whose glob holds) a file --data
-// reads (its validation loss was of training tokens). Each asserts the whole first error line. Run through
+// reads (its validation loss was of training tokens); an output onto the program's own file (--trace replaced the
+// binary). Each asserts the whole first error line. Run through
 // ./train and ./train_asan. Included by tests/test_faults.c after faults_bad_inputs.c (its bad_run and BAD); not
 // built alone.
 
@@ -94,6 +95,12 @@ static const BadRun AUDIT_CASES[] = {
       "another --ckpt-dir", 1},
      "rm -rf " AUD "/ckb && mkdir -p " AUD "/ckb && cp " BAD "/good/ckpt_00000001.bin " AUD "/ckb/ckpt_00000005.bin",
      "cmp -s " BAD "/good/ckpt_00000001.bin " AUD "/ckb/ckpt_00000005.bin && ! ls " AUD "/ckb/ckpt_00000001.bin"},
+    // an output onto the program's own file (a copy of it here: "$0" is the binary under test), which the run
+    // replaced (--trace prog: the trace where the binary was; --plan-csv: faults_plan_hostile.c)
+    {{"audit_trace_on_the_program",
+      "sh -c 'cp \"$0\" " AUD "/prog && exec " AUD "/prog \"$@\" --steps 1 --trace " AUD "/prog' {train}",
+      "error: --trace " AUD "/prog: is a file this run reads (the program itself); it is not overwritten", 1},
+     "rm -f " AUD "/prog", "cmp -s ./train " AUD "/prog"},
     {{"audit_ckpt_resume_auto_goes_on", "--steps 3 --ckpt-dir " AUD "/cka --resume auto", "resumed from " AUD
       "/cka/ckpt_00000002.bin", 0},
      "rm -rf " AUD "/cka && " TRAIN "--steps 2 --ckpt-every 1 --ckpt-dir " AUD "/cka > /dev/null 2>&1", NULL},

@@ -11,7 +11,8 @@
 // (carried through unread); a search over a limit of seconds ("would take about 0 min"); --plan-csv - (a file named
 // '-'); a schedule named on one stage (--schedule zb-v --pp 1: "no valid layout", where ./train runs it) or with the
 // chunks ./train refuses; a --runs field holding a control byte (copied raw to the CSV); MFU past 100% (PaLM's count
-// against the causal half the kernels run: a note, and the CSV's mfu_causal). Each asserts the whole
+// against the causal half the kernels run: a note, and the CSV's mfu_causal); --plan-csv onto the program's own file
+// (the CSV replaced the binary). Each asserts the whole
 // first error line (but for counts and times) and the exit code. Run through ./train and ./train_asan. Included by
 // tests/test_faults.c after faults_bad_inputs.c (its bad_run and BAD); not built alone.
 
@@ -118,6 +119,12 @@ static const BadRun PLAN_HOSTILE_RUNS[] = {
       "lognormal:78 > " HP "/docs.txt 2>&1 & i=0; until grep -q ^best: " HP "/docs.txt || [ $i -ge 600 ]; do sleep "
       "0.2; i=$((i+1)); done; sleep 1; kill -INT $!; wait $!; echo exit $?'", "exit 130", 0},
      NULL, "grep -qx 'stopped by signal 2 while building the --packing plan' " HP "/docs.txt"},
+    // --plan-csv onto the program's own file (a copy: "$0" is the binary under test): the CSV replaced the binary
+    {{"plan_csv_on_the_program",
+      "sh -c 'cp \"$0\" " HP "/prog && exec " HP "/prog --plan --model gpt2-124m --top 1 --plan-csv " HP "/prog' "
+      "{train}",
+      "error: --plan-csv " HP "/prog: is a file this run reads (the program itself); it is not overwritten", 1},
+     "rm -f " HP "/prog", "cmp -s ./train " HP "/prog"},
     // --plan-csv -: was a file named '-'; now standard output, which carries the CSV alone (the table on stderr)
     {{"plan_csv_stdout",
       "sh -c '{train} --plan --model gpt2-124m --tp 1 --pp 1 --micro-batch 1 --zero 0 --top 1 --plan-csv - > " HP

@@ -322,8 +322,8 @@ static const Flag FLAGS[] = {
     {"--timeout-s", FLAG_NUM, "X", 0, 0, 1, 1e7, "600", HELP_OUTPUT, AGREE_NO, 0, IN_ARGS(timeout_s),
      "exit if no communication completes for X s: a peer died or hangs", NULL},
     {"--peak-tflops", FLAG_NUM, "X", 0, 0, 1e-6, 1e6, NULL, HELP_OUTPUT, AGREE_NO, 0, IN_ARGS(peak_tflops),
-     "device peak for MFU (default: CPU measured FMA peak; GPU: a table of parts, else SMs x clock; "
-     "docs/GPU.md)", NULL},
+     "each rank's peak for MFU, TFLOP/s (default: CPU build: the measured FMA peak of a core x cores / ranks; "
+     "GPU build: its GPU's, from a table of parts, else SMs x clock; docs/GPU.md)", NULL},
     {"--comm", FLAG_CHOICE, "nccl|mpi", NO_RANGE, "nccl", HELP_OUTPUT, AGREE, 0, IN_ARGS(comm_mpi),
      "GPU build: NCCL or host-staged MPI (ranks can share a GPU)", NULL},
     {"--grad-reduce", FLAG_CHOICE, "fp32|bf16", NO_RANGE, "fp32", HELP_OUTPUT, AGREE, 0, IN_ARGS(grad_reduce_bf16),

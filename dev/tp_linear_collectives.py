@@ -4,7 +4,12 @@ k, v, gate and up its own ColwiseParallel(input_layouts=Shard(1)), o and down Ro
 Shard(1)), the norms SequenceParallel (kempnerforge/distributed/tensor_parallel.py _build_block_tp_plan at 01b461a
 and 601aba9, with its _rewrap_shard1 hooks), against the two a region that dev/PLANNER.md's layer time counts.
 
-    python3 dev/tp_linear_collectives.py [--tp 4] [--d-model 256] [--d-ff 512] [--seq 96] [--batch 2] [--heads 8]
+    python3 dev/tp_linear_collectives.py [--plan kempnerforge|torchtitan] [--tp 4] [--d-model 256] [--d-ff 768]
+                                         [--seq 80] [--batch 2] [--heads 8]
+
+--plan torchtitan is torchtitan's instead (models/llama3/parallelize_llama.py apply_tp at 820504e): one
+PrepareModuleInput before the attention and one before the feed-forward gather the norm's output once for their
+ColwiseParallel linears.
 
 Runs on the CPU in one process: torch's fake process group (torch.testing._internal.distributed.fake_pg) stands for
 the --tp ranks, so every collective is issued and counted and none moves data. Prints the collectives of the
@@ -21,10 +26,12 @@ import sys
 
 def main():
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap.add_argument("--plan", choices=("kempnerforge", "torchtitan"), default="kempnerforge",
+                    help="whose tensor-parallel plan of the block (default kempnerforge)")
     ap.add_argument("--tp", type=int, default=4, help="tensor-parallel ranks (fake), >= 2")
     ap.add_argument("--d-model", type=int, default=256, help="hidden size, a multiple of --heads and of --tp")
-    ap.add_argument("--d-ff", type=int, default=512, help="SwiGLU's hidden size, a multiple of --tp")
-    ap.add_argument("--seq", type=int, default=96, help="tokens of a sequence, a multiple of --tp")
+    ap.add_argument("--d-ff", type=int, default=768, help="SwiGLU's hidden size, a multiple of --tp")
+    ap.add_argument("--seq", type=int, default=80, help="tokens of a sequence, a multiple of --tp")
     ap.add_argument("--batch", type=int, default=2, help="sequences")
     ap.add_argument("--heads", type=int, default=8, help="attention heads, a multiple of --tp")
     a = ap.parse_args()
@@ -47,8 +54,9 @@ def run(a):
     from torch.distributed.algorithms._checkpoint.checkpoint_wrapper import CheckpointImpl, checkpoint_wrapper
     from torch.distributed.device_mesh import init_device_mesh
     from torch.distributed.tensor import DTensor, Shard
-    from torch.distributed.tensor.parallel import (ColwiseParallel, RowwiseParallel, SequenceParallel,
-                                                   parallelize_module)
+    from torch.distributed.tensor import Replicate
+    from torch.distributed.tensor.parallel import (ColwiseParallel, PrepareModuleInput, RowwiseParallel,
+                                                   SequenceParallel, parallelize_module)
     from torch.testing._internal.distributed.fake_pg import FakeStore
     from torch.utils._python_dispatch import TorchDispatchMode
 
@@ -101,9 +109,26 @@ def run(a):
         block.mlp.register_forward_hook(rewrap_shard1)
         return block
 
-    def block_input():  # the residual stream, sequence-sharded
+    def torchtitan_block():  # its module names are wq ... w3; the roles are the same
+        block = Block()
+        row = {"output_layouts": Shard(1)}
+        plan = {"attention_norm": SequenceParallel(), "mlp_norm": SequenceParallel(),
+                "attention": PrepareModuleInput(input_layouts=(Shard(1),), desired_input_layouts=(Replicate(),)),
+                "mlp": PrepareModuleInput(input_layouts=(Shard(1),), desired_input_layouts=(Replicate(),)),
+                "attention.o_proj": RowwiseParallel(**row), "mlp.down_proj": RowwiseParallel(**row)}
+        for name in ("attention.q_proj", "attention.k_proj", "attention.v_proj", "mlp.gate_proj", "mlp.up_proj"):
+            plan[name] = ColwiseParallel()
+        parallelize_module(block, mesh, plan)
+        return block
+
+    make_block = kempnerforge_block if a.plan == "kempnerforge" else torchtitan_block
+
+    def block_input():  # the residual stream, sequence-sharded: KempnerForge's a DTensor, torchtitan's local
         x = torch.randn(a.batch, a.seq // a.tp, d, requires_grad=True)
-        return DTensor.from_local(x, mesh, [Shard(1)], run_check=False)
+        return DTensor.from_local(x, mesh, [Shard(1)], run_check=False) if a.plan == "kempnerforge" else x
+
+    def loss_of(y):
+        return (y.to_local() if isinstance(y, DTensor) else y).sum()
 
     def collective_name(op):  # "_c10d_functional.all_gather_into_tensor.default" -> its name; "" if another op
         kinds = ("all_gather", "reduce_scatter", "all_reduce", "all_to_all")
@@ -128,13 +153,13 @@ def run(a):
         with Collectives() as fwd:
             y = block(x)
         with Collectives() as bwd:
-            y.to_local().sum().backward()
+            loss_of(y).backward()
         print("%s: forward %s; backward %s" % (tag, counted(fwd.counts), counted(bwd.counts)))
 
-    print("torch %s, tp %d (fake group), d_model %d, d_ff %d, %d x %d tokens" % (torch.__version__, a.tp, d, a.d_ff,
-                                                                                 a.batch, a.seq))
-    forward_backward(kempnerforge_block(), "eager")
-    forward_backward(checkpoint_wrapper(kempnerforge_block(), checkpoint_impl=CheckpointImpl.NO_REENTRANT),
+    print("%s's plan, torch %s, tp %d (fake group), d_model %d, d_ff %d, %d x %d tokens" % (
+        a.plan, torch.__version__, a.tp, d, a.d_ff, a.batch, a.seq))
+    forward_backward(make_block(), "eager")
+    forward_backward(checkpoint_wrapper(make_block(), checkpoint_impl=CheckpointImpl.NO_REENTRANT),
                      "eager, full checkpointing (the backward recomputes the forward)")
 
     # the gathered inputs autograd keeps: Replicate DTensors of batch x seq x d_model elements
@@ -144,12 +169,18 @@ def run(a):
         if isinstance(t, DTensor) and t.numel() == gathered_numel and t.placements[0].is_replicate():
             kept.add(t._local_tensor.untyped_storage().data_ptr())
         return t
-    block = kempnerforge_block()
+    block = make_block()
     with torch.autograd.graph.saved_tensors_hooks(pack, lambda t: t):
         block(block_input())
     print("eager: gathered (batch x seq, d_model) inputs kept for the backward: %d" % len(kept))
 
     # under torch.compile: the collectives of AOTAutograd's forward and backward graphs, and what the forward keeps
+    def base(node):  # the tensor a chain of views starts from
+        while node.op == "call_function" and str(node.target).split(".")[1] in ("view", "_unsafe_view", "reshape",
+                                                                                "t", "alias", "expand"):
+            node = node.args[0]
+        return node
+
     def graph_counter(tag):
         def compile_graph(gm, example_inputs):
             counts = collections.Counter(collective_name(str(n.target)) for n in gm.graph.nodes
@@ -159,13 +190,14 @@ def run(a):
                 saved = [o for o in list(gm.graph.nodes)[-1].args[0] if isinstance(o, torch.fx.Node) and
                          isinstance(o.meta.get("val"), torch.Tensor) and
                          tuple(o.meta["val"].shape) == (a.batch * a.seq, d)]
-                line += "; (batch x seq, d_model) tensors kept for the backward: %d" % len(saved)
+                kept_inputs = len(set(map(base, saved)))  # several views of one gathered tensor count once
+                line += "; gathered (batch x seq, d_model) inputs kept for the backward: %d" % kept_inputs
             print(line)
             return gm.forward
         return compile_graph
-    compiled = torch.compile(kempnerforge_block(), backend=aot_autograd(fw_compiler=graph_counter("forward"),
+    compiled = torch.compile(make_block(), backend=aot_autograd(fw_compiler=graph_counter("forward"),
                                                                         bw_compiler=graph_counter("backward")))
-    compiled(block_input()).to_local().sum().backward()
+    loss_of(compiled(block_input())).backward()
     dist.destroy_process_group()
 
 

@@ -296,6 +296,14 @@ static void chunk_op_flops(const ModelConfig* c, int pp, int vpp, double* t) {
     free(counts);
 }
 
+// The forwards stage `stage` runs before its first backward in Megatron's interleaved 1F1B (schedules.py
+// forward_backward_pipelining_with_interleaving: num_warmup = (pp - rank - 1) * 2 + (vpp - 1) * pp, all m * vpp when
+// m == pp), at most the m * vpp it runs; the steady state after it pairs each further forward with a backward.
+static int interleaved_warmup(int pp, int vpp, int n_micro, int stage) {
+    int total = n_micro * vpp, warmup = n_micro == pp ? total : (pp - stage - 1) * 2 + (vpp - 1) * pp;
+    return warmup < total ? warmup : total;
+}
+
 // The ordered operations of `stage` for one step of n_micro micro-batches (t_build: the op
 // times ZB-V's list is built for, chunk_op_flops, or NULL for equal times; the other
 // schedules do not depend on times). Returns the number of ops written to ops[] (room for
@@ -343,9 +351,7 @@ static int schedule_build(int kind, int stage, int pp, int vpp, int n_micro, con
         return n;
     }
     // interleaved
-    int total = n_micro * vpp;
-    int warmup = (n_micro == pp) ? total : (pp - stage - 1) * 2 + (vpp - 1) * pp;
-    if (warmup > total) warmup = total;
+    int total = n_micro * vpp, warmup = interleaved_warmup(pp, vpp, n_micro, stage);
     int steady = total - warmup, mb, chunk;
     for (int k = 0; k < warmup; k++) {
         interleaved_slot(k, pp, vpp, 1, &mb, &chunk);

@@ -165,6 +165,7 @@ static int plan_check_layout(const ModelConfig* c, const PlanSetup* k, int globa
 // The links each group of a layout lands on.
 typedef struct {
     Link tp, dp, pp, ring, a2a;
+    int pp_off_node;  // some stage boundary crosses nodes (pp is then the GPU's NIC)
 } PlanLinks;
 
 // tp ranks are adjacent, cp ranks next (the Ulysses groups inside the ring's); then stages
@@ -183,8 +184,8 @@ static PlanLinks plan_links(const ModelConfig* c, const PlanSetup* k, const Devi
     l.tp = group_link(d, tp, 1, gpus_per_node);
     l.dp = group_link_nested(d, cp, tp, dp, dp_stride, gpus_per_node);
     l.pp = group_link(d, pp, pp_stride, gpus_per_node);
-    if (pp > 1 && (long)pp * pp_stride > gpus_per_node)
-        l.pp = nic_link(d);  // some stage boundary crosses nodes
+    l.pp_off_node = pp > 1 && (long)pp * pp_stride > gpus_per_node;
+    if (l.pp_off_node) l.pp = nic_link(d);
     l.ring = k->cp_allgather ? group_link(d, cp, tp, gpus_per_node) : cp_ring_link(d, tp, cp, gpus_per_node);
     l.a2a = cp_alltoall_link(d, tp, U, gpus_per_node);
     r->cp_off_node = (cp / U > 1 && tp * cp > gpus_per_node) || (U > 1 && tp * U > gpus_per_node);
@@ -289,6 +290,39 @@ static PlanChunks plan_chunks(const ModelConfig* c, const PlanSetup* k, const De
     r->t_cp_exposed = (double)m * L * (lt->cp.fwd * (1 + again) + lt->cp.bwd) / pp;
     r->cp_bytes = (double)m * L * (lt->cp.bytes_fwd * (1 + again) + lt->cp.bytes_bwd) / pp;
     return ch;
+}
+
+// Megatron-core's overlap_p2p_comm (its interleaved schedule: pipe_send_wait SENDS_WAIT_ENDS at vpp > 1). In the
+// steady state a forward is followed by its send and the receive for the next forward, a backward by its send and the
+// receive for the next backward, each waited for only before the next pass of its kind (schedules.py
+// forward_backward_pipelining_with_interleaving at Megatron-LM f2e5db40, lines 884-967). So a receive is pending
+// through every pass of the steady state: an NCCL kernel that holds a CTA a channel and spins until its peer's data
+// arrives (NVIDIA/nccl src/device/prims_simple.h waitPeer at v2.21.5), NCCL_P2P_NET_CHANNELS of them for a peer
+// across nodes (src/graph/paths.cc ncclTopoGetNchannels: "start from 2 channels per NIC", not reduced for the 2-rank
+// communicator of a pair). Those passes run on the SMs it leaves, by the waves of time.h (as beside TE's
+// userbuffers, ub_gemm_time). The warm-up's forwards and the cool-down's backwards wait for their exchanges before
+// they start: nothing pending under them. Each stage's chunks are charged their steady share, (m vpp - warm-up) /
+// m vpp, of the layer's slowdown (the embedding's and the head's the layer's too). The sends, pending for about a
+// message's time, and peers inside a node (NVLink peers get more channels) are not modelled.
+#define NCCL_P2P_NET_CHANNELS 2
+static void plan_pending_receive(const ModelConfig* c, const PlanSetup* k, const DeviceProfile* d, PlanLinks links,
+                                 const LayerTime* lt, int m, PlanChunks* ch) {
+    int pp = c->pp, vpp = c->vpp, total = m * vpp;
+    if (k->pipe_send_wait != SENDS_WAIT_ENDS || c->schedule != SCHED_INTERLEAVED || vpp <= 1 || !links.pp_off_node ||
+        d->sms <= NCCL_P2P_NET_CHANNELS)
+        return;
+    DeviceProfile left = *d;
+    left.sms = d->sms - NCCL_P2P_NET_CHANNELS, left.peak_flops = d->peak_flops * left.sms / d->sms;
+    LayerTime held = layer_time(c, c->micro_batch, c->tp, c->sp, c->cp, c->cp_ulysses, k, &left, links.tp, links.ring,
+                                links.a2a);
+    double slow_f = held.fwd / lt->fwd - 1, slow_b = held.bwd / lt->bwd - 1;
+    for (int st = 0; st < pp; st++) {
+        double steady = (double)(total - interleaved_warmup(pp, vpp, m, st)) / total;
+        for (int j = 0; j < vpp; j++) {
+            int g = chunk_global(c->schedule, pp, st, j);
+            ch->t_fwd[g] *= 1 + steady * slow_f, ch->t_bwd[g] *= 1 + steady * slow_b, ch->t_w[g] *= 1 + steady * slow_b;
+        }
+    }
 }
 
 // Whether FSDP's no-sync accumulation runs (grad_sync_last): ZeRO 2 or 3 with more than one micro-batch (at ZeRO 0
@@ -1019,6 +1053,7 @@ static int plan_predict_ex(const ModelConfig* layout_cfg, const PlanSetup* k, in
         }
     }
     PlanChunks ch = plan_chunks(c, k, d, &lt, &et, r);
+    plan_pending_receive(c, k, d, links, &lt, r->n_micro, &ch);
     if (k->grads_lazy || plan_sync_last(c, k, r->n_micro)) plan_grad_accumulate(c, k, d, &ch, r->n_micro);
     plan_memory(c, k, d, &ch, r);
     r->mem_margin = d->mem_bytes - r->mem_total;

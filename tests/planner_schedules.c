@@ -82,6 +82,63 @@ static void test_pipeline_send_wait(void) {
           r_wait.t_pipeline, r_free.t_pipeline);
 }
 
+// A receive pending under Megatron-core's steady-state passes (predict.h plan_pending_receive), by hand. The steady
+// share of stage st's passes is (m vpp - warm-up) / m vpp, Megatron's warm-up (pp - st - 1) 2 + (vpp - 1) pp at most
+// m vpp (all of them at m = pp): pp 2, vpp 2, m 4: stage 0 runs 4 of its 8 forwards as warm-up (0.5 steady), stage 1
+// 2 (0.75); pp 4, vpp 2, m 8: stage 0 10 of 16, stage 3 4; pp 4, m 4: all 8. A chunk of forward 1, backward 2 and
+// weight pass 0.5 on stage st then takes 1 + s f, 2 (1 + s b) and 0.5 (1 + s b), f and b the layer's slowdown on the
+// 130 SMs of an H100's 132 that NCCL's 2 receive channels leave (layer_time on each). LLaMA-65B at tp 8 with SP, pp 2
+// on H100 nodes (one stage a node), micro-batch 1 at 4096 tokens: its GEMMs' waves on 130 SMs cost 1.1% (at 2048
+// tokens, or LLaMA-13B's shapes, the waves fall the same: nothing). Not charged: the framework's blocking pipeline,
+// Megatron's 1F1B (vpp 1), stages inside one node.
+static void test_pending_receive(void) {
+    check(interleaved_warmup(2, 2, 4, 0) == 4 && interleaved_warmup(2, 2, 4, 1) == 2 &&
+              interleaved_warmup(4, 2, 8, 0) == 10 && interleaved_warmup(4, 2, 8, 3) == 4 &&
+              interleaved_warmup(4, 2, 4, 2) == 8,
+          "pending_receive_warmup_hand", NULL);
+    DeviceProfile d;
+    profile_builtin("h100-sxm", &d);
+    ModelConfig c = model("llama-65b", 4096);
+    c.tp = 8, c.sp = 1, c.pp = 2, c.vpp = 2, c.schedule = SCHED_INTERLEAVED;
+    PlanSetup k = plan_setup_for(SOFTWARE_MEGATRON), fw = plan_setup_for(SOFTWARE_FRAMEWORK);
+    PlanResult r;
+    PlanLinks links = plan_links(&c, &k, &d, 8, &r);
+    DeviceProfile left = d;
+    left.sms = d.sms - 2, left.peak_flops = d.peak_flops * left.sms / d.sms;
+    LayerTime lt = layer_time(&c, 1, 8, 1, 1, 1, &k, &d, links.tp, links.ring, links.a2a);
+    LayerTime held = layer_time(&c, 1, 8, 1, 1, 1, &k, &left, links.tp, links.ring, links.a2a);
+    double f = held.fwd / lt.fwd - 1, b = held.bwd / lt.bwd - 1, steady[2] = {0.5, 0.75};
+    PlanChunks ch = plan_chunks_alloc(4, 2);
+    for (int g = 0; g < 4; g++) ch.t_fwd[g] = 1, ch.t_bwd[g] = 2, ch.t_w[g] = 0.5;
+    plan_pending_receive(&c, &k, &d, links, &lt, 4, &ch);
+    int ok = links.pp_off_node && f > 0 && b > 0;
+    for (int st = 0; st < 2; st++)
+        for (int j = 0; j < 2; j++) {
+            int g = chunk_global(SCHED_INTERLEAVED, 2, st, j);
+            ok &= fabs(ch.t_fwd[g] - (1 + steady[st] * f)) < 1e-12 &&
+                  fabs(ch.t_bwd[g] - 2 * (1 + steady[st] * b)) < 1e-12 &&
+                  fabs(ch.t_w[g] - 0.5 * (1 + steady[st] * b)) < 1e-12;
+        }
+    check(ok, "megatron_pending_receive_hand",
+          "layer forward %.2f -> %.2f us (f %.5f), backward %.2f -> %.2f us (b %.5f); stage 0 chunk %.6f / %.6f, "
+          "stage 1 %.6f / %.6f", lt.fwd * 1e6, held.fwd * 1e6, f, lt.bwd * 1e6, held.bwd * 1e6, b, ch.t_fwd[0],
+          ch.t_bwd[0], ch.t_fwd[1], ch.t_bwd[1]);
+    // none: the framework's blocking exchange, Megatron's 1F1B, both stages on one node (tp 4: 8 GPUs)
+    ModelConfig c1 = c, c_node = c;
+    c1.vpp = 1, c1.schedule = SCHED_1F1B, c_node.tp = 4;
+    PlanLinks links_node = plan_links(&c_node, &k, &d, 8, &r);
+    int none = 1;
+    for (int t = 0; t < 3; t++) {
+        for (int g = 0; g < 4; g++) ch.t_fwd[g] = 1, ch.t_bwd[g] = 2, ch.t_w[g] = 0.5;
+        if (t == 0) plan_pending_receive(&c, &fw, &d, links, &lt, 4, &ch);
+        if (t == 1) plan_pending_receive(&c1, &k, &d, links, &lt, 4, &ch);
+        if (t == 2) plan_pending_receive(&c_node, &k, &d, links_node, &lt, 4, &ch);
+        for (int g = 0; g < 4; g++) none &= ch.t_fwd[g] == 1 && ch.t_bwd[g] == 2 && ch.t_w[g] == 0.5;
+    }
+    check(none && !links_node.pp_off_node, "megatron_pending_receive_only_overlapped_across_nodes", NULL);
+    plan_chunks_free(&ch);
+}
+
 // Interleaved 1F1B holds more chunks on the first stages: Megatron-LM's schedule (pipeline_parallel/schedules.py,
 // forward_backward_pipelining_with_interleaving) runs num_warmup = (pp - rank - 1) * 2 + (vpp - 1) * pp forwards
 // (all m * vpp when m == pp, at most m * vpp) before its first backward, then one forward before each backward: at

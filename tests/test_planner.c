@@ -149,6 +149,7 @@ int main(void) {
     test_trainer_dp_per_layer();
     test_bubble();
     test_pipeline_send_wait();
+    test_pending_receive();
     test_interleaved_in_flight();
     test_pipeline_ends_cut();
     test_lazy_grads();

@@ -573,6 +573,13 @@ static void args_resolve(Args* a) {
         if (bad) fail("--offload-dir %s: not a directory this run can write to (%s)", a->offload_dir, bad);
     }
     if (a->log_ranks && !a->log) fail("--log-ranks writes LOG.rankN beside --log LOG: give --log too");
+    // flags without the one that gives them an effect: taken without a word, they did nothing (no checkpoint saved)
+    if (!a->ckpt_dir && (a->ckpt_every > 0 || flag_given(a, "--ckpt-keep")))
+        fail("%s: checkpoints are written to --ckpt-dir DIR: give it too (without it none is saved)",
+             a->ckpt_every > 0 ? "--ckpt-every" : "--ckpt-keep");
+    if (flag_given(a, "--rope-theta") && c->arch != ARCH_LLAMA)
+        fail("--rope-theta: the base of LLaMA's rotary positions; %s's positions are learned (wpe): leave it out, or "
+             "--arch llama", arch_name(c->arch));
     // each gives the starting weights: one of them (--resume auto with an import: the import for a job's first launch)
     int explicit_resume = a->resume && strcmp(a->resume, "auto");
     if (a->import_hf && (explicit_resume || a->import_llmc))

@@ -4,7 +4,8 @@
 // was accepted where '0.1 ' was not; a --device-set value, a --runs column); no layout that can run (the error
 // named the first layout's reason only: now each reason counted); --pp-split auto (each pipeline was shown twice,
 // cut evenly and "+auto" by the same cut); --help lines within 120 columns; from a new user's first hour, the end's
-// summary line and --plan's unknown preset (the presets were not listed). Run through ./train and ./train_asan.
+// summary line and --plan's unknown preset (the presets were not listed); a flag without the one that gives it an
+// effect (--ckpt-every without --ckpt-dir saved nothing, --rope-theta on GPT-2). Run through ./train and ./train_asan.
 // Included by tests/test_faults.c after faults_bad_inputs.c (its bad_run and BAD); not built alone.
 
 #define CLI BAD "/cli"
@@ -35,6 +36,15 @@ static const BadRun CLI_CASES[] = {
     {{"cli_flag_twice_equals_form", "--steps=1 --lr 0.1 --steps=2", "--steps given twice ('1', then '2')", 1}, NULL,
      NULL},
     {{"cli_switch_twice", "--steps 1 --sp --sp", "--sp given twice: give each flag once", 1}, NULL, NULL},
+    // a flag without the one that gives it an effect: --ckpt-every / --ckpt-keep without --ckpt-dir ran to the end
+    // and saved nothing, --rope-theta on GPT-2 (no RoPE) changed nothing; all three exited 0 without a word
+    {{"cli_ckpt_every_without_dir", "--steps 2 --ckpt-every 1",
+      "error: --ckpt-every: checkpoints are written to --ckpt-dir DIR: give it too (without it none is saved)", 1},
+     NULL, NULL},
+    {{"cli_ckpt_keep_without_dir", "--steps 2 --ckpt-keep 5", "error: --ckpt-keep: checkpoints are written to "
+      "--ckpt-dir DIR", 1}, NULL, NULL},
+    {{"cli_rope_theta_gpt2", "--steps 1 --rope-theta 500000", "error: --rope-theta: the base of LLaMA's rotary "
+      "positions; gpt2's positions are learned (wpe): leave it out, or --arch llama", 1}, NULL, NULL},
     // --plan: a flag given twice; --plan itself; --device-set repeatable, its key once, the peak once
     {{"cli_plan_flag_twice", CLI_PLAN "--tp 2 --tp=4", "--plan: --tp given twice ('2', then '4')", 1}, NULL, NULL},
     {{"cli_plan_model_twice", CLI_PLAN "--model llama-7b", "--plan: --model given twice ('gpt2-124m', then 'llama-7b')",

@@ -204,8 +204,8 @@ static void print_startup(const Layout* L, const ParamLayout* P, const ModelConf
         if (s == chunk_stage(c->schedule, c->pp, 0)) printf(" +embedding");
         if (s == chunk_stage(c->schedule, c->pp, c->pp * c->vpp - 1)) printf(" +head");
         if (c->pp > 1 && c->stage_model)
-            printf("  %.3g ms a micro-batch (%.0f%% of the slowest), %s", cost[s] * 1e3, 100 * cost[s] / slowest,
-                   fmt_bytes(mem[s], b1));
+            printf("  %.3g ms a micro-batch (%.0f%% of the slowest), %s a rank (planned, reserve included)",
+                   cost[s] * 1e3, 100 * cost[s] / slowest, fmt_bytes(mem[s], b1));
         else if (c->pp > 1)
             printf("  %.3g GFLOP a micro-batch (%.0f%% of the slowest)",
                    cost[s] * c->micro_batch * c->seq_len / ((double)c->tp * c->cp) / 1e9, 100 * cost[s] / slowest);

@@ -845,14 +845,21 @@ static int ckpt_resume(const Layout* L, const ParamLayout* P, const ModelConfig*
     free(local[1]); free(local[2]);
     char shown[4 * PATH_CAP];
     // past --steps: the schedule (warm-up, cosine to --steps) has no step to give; at it, the run is done.
-    // Another --packing: other sequences in each batch from the step on (the data order changes)
+    // Another --packing, or wlb at another --micro-batch (its plan balances the G/B micro-batches of a batch,
+    // whatever dp): other sequences in each batch from the step on (the data order changes)
     static const char* packing[3] = {"concat", "greedy", "wlb"};
     int other_packing = h[CK_PACKING] >= 1 && h[CK_PACKING] <= 3 && h[CK_PACKING] != a->packing + 1;
-    if (h[CK_STEP] > c->steps || other_packing) {
+    int other_wlb_units =
+        a->packing == PACK_WLB && h[CK_PACKING] == PACK_WLB + 1 && h[CK_MICRO_BATCH] != c->micro_batch;
+    if (h[CK_STEP] > c->steps || other_packing || other_wlb_units) {
         if (L->rank == 0 && other_packing)
             print_error("--resume %s: the checkpoint was trained with --packing %s; resuming with --packing %s would "
                         "change the data order", printable(path, shown, sizeof(shown)), packing[h[CK_PACKING] - 1],
                         packing[a->packing]);
+        else if (L->rank == 0 && other_wlb_units)
+            print_error("--resume %s: the checkpoint was trained with --packing wlb at --micro-batch %d; resuming "
+                        "at --micro-batch %d would change the data order (wlb balances the global batch's "
+                        "micro-batches)", printable(path, shown, sizeof(shown)), h[CK_MICRO_BATCH], c->micro_batch);
         else if (L->rank == 0)
             print_error("--resume %s: the checkpoint is at step %d, past --steps %d (raise --steps to go on)",
                         printable(path, shown, sizeof(shown)), h[CK_STEP], c->steps);

@@ -66,6 +66,17 @@ static const BadRun POLISH_RUNS[] = {
     {{"resume_under_other_packing", "--steps 2 --ckpt-dir " POLISH "/pk --resume auto --packing wlb",
       "trained with --packing greedy; resuming with --packing wlb would change the data order", 1},
      "rm -rf " POLISH "/pk && " TRAIN "--steps 1 --ckpt-dir " POLISH "/pk --packing greedy > /dev/null 2>&1", NULL},
+    // wlb at another --micro-batch: refused (its plan balances the G/B micro-batches; they were silently
+    // repacked); under another dp at the same micro-batch the plan is the same: resumed
+    {{"resume_wlb_other_micro_batch", "--steps 2 --ckpt-dir " POLISH "/wmb --resume auto --packing wlb --data "
+      "docs:lognormal:10 --micro-batch 4",
+      "trained with --packing wlb at --micro-batch 8; resuming at --micro-batch 4 would change the data order", 1},
+     "rm -rf " POLISH "/wmb && " TRAIN "--steps 1 --ckpt-dir " POLISH "/wmb --packing wlb --data docs:lognormal:10 > "
+     "/dev/null 2>&1", NULL},
+    {{"resume_wlb_other_dp", "--steps 2 --ckpt-dir " POLISH "/wdp --resume auto --packing wlb --data "
+      "docs:lognormal:10 --dp 2", "resumed from", 0},
+     "rm -rf " POLISH "/wdp && " TRAIN "--steps 1 --ckpt-dir " POLISH "/wdp --packing wlb --data docs:lognormal:10 > "
+     "/dev/null 2>&1", NULL},
     // --ckpt-keep 2 across launches of one job: the older checkpoints of the history go, at most the 2
     // newest and the one resumed from stay; another seed's checkpoint and a higher step's file are never touched
     {{"ckpt_keep_across_resumes", "--steps 6 --ckpt-every 1 --ckpt-keep 2 --ckpt-dir " POLISH "/keep --resume auto",

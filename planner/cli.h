@@ -600,9 +600,10 @@ static void plan_print_profile(const DeviceProfile* d, const PlanSetup* k, int g
            "gradients reduced %s, %s%s\n",
            k->rank_order == ORDER_TP_PP_DP ? "tp-cp-pp-dp" : "tp-cp-dp-pp",
            pipe_split_name(k->pipe_split),
-           k->pipe_send_wait == SENDS_WAIT        ? "blocking"
-           : k->pipe_send_wait == SENDS_WAIT_ENDS ? "blocking in warm-up and cool-down"
-                                                  : "asynchronous",
+           k->pipe_send_wait == SENDS_WAIT ? "blocking"
+           : k->pipe_send_wait == SENDS_WAIT_ENDS
+               ? "blocking in warm-up and cool-down (interleaved: a pending receive's 2 SMs under the steady state)"
+               : "asynchronous",
            k->tp_comm_overlap  ? "beside the GEMMs (userbuffers) with sp, else under the weight gradients"
            : k->tp_async_dgrad ? "under the weight gradients"
                                : "exposed",

@@ -796,12 +796,15 @@ static void test_cli_kernel_names(void) {
     }
     // the software line says how the stack's pipeline sends and tp backward collectives are priced: this trainer's
     // sends asynchronous and its tp collectives exposed; a framework's sends blocking (older Megatron-LM, DeepSpeed),
-    // Megatron-core's only in warm-up and cool-down, plain DTensor tp (--tp-async-dgrad off) exposed
+    // Megatron-core's only in warm-up and cool-down (its interleaved steady state beside a pending receive's SMs),
+    // plain DTensor tp (--tp-async-dgrad off) exposed
     const char* sw_lines[][3] = {
         {"trainer", "", "pipeline sends asynchronous, tp backward collectives exposed,"},
         {"framework", "on", "pipeline sends blocking, tp backward collectives under the weight gradients,"},
         {"framework", "off", "pipeline sends blocking, tp backward collectives exposed,"},
-        {"megatron", "", "pipeline sends blocking in warm-up and cool-down, tp backward collectives beside"}};
+        {"megatron", "",
+         "pipeline sends blocking in warm-up and cool-down (interleaved: a pending receive's 2 SMs under the steady "
+         "state), tp backward collectives beside"}};
     for (int i = 0; i < 4; i++) {
         const char* a6[] = {"--plan", "--model", "llama-tiny", "--gpus", "2", "--top", "1", "--software",
                             sw_lines[i][0], "--tp-async-dgrad", sw_lines[i][1]};

@@ -9,8 +9,9 @@
 #define MAX_VPP 3
 #define MAX_M 12
 
-// Megatron's interleaved warm-up (forwards before the first backward) of a stage.
-static int interleaved_warmup(int stage, int pp, int vpp, int m) {
+// Megatron's interleaved warm-up (forwards before the first backward) of a stage, written apart from
+// layout/schedule.h's interleaved_warmup (which builds the lists checked here) to check them.
+static int megatron_interleaved_warmup(int stage, int pp, int vpp, int m) {
     int total = m * vpp, w = m == pp ? total : 2 * (pp - stage - 1) + (vpp - 1) * pp;
     return w < total ? w : total;
 }
@@ -233,7 +234,7 @@ static void schedule_flight_check(int kind, int s, int pp, int vpp, int m, const
     if (kind == SCHED_GPIPE) want = m;
     if (kind == SCHED_1F1B) want = pp - s < m ? pp - s : m;
     if (kind == SCHED_INTERLEAVED) {
-        int w = interleaved_warmup(s, pp, vpp, m);
+        int w = megatron_interleaved_warmup(s, pp, vpp, m);
         want = w < m * vpp ? w + 1 : w;
     }
     if (kind == SCHED_ZBH1) want = pp;  // every stage: 1F1B's stage 0

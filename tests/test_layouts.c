@@ -545,6 +545,32 @@ static void gpt2_shape_suites(void) {
     suite("gpt2_headheavy", "--model tiny --n-layer 8 --vocab 2048", cut, sizeof(cut) / sizeof(cut[0]));
 }
 
+// Degrees of 3 (worlds of 3 and 6): 6 heads of 8, T 36 (2 x cp 3 chunks of 6 rows), 7 layers (uneven cuts of
+// 3 stages and of 6 chunks), 24 sequences in micro-batches of 4: dp 3 leaves 2 micro-batches a rank, pp 3 six
+// (dualpipe-v's minimum 2 pp, interleaved's multiple of pp). ZeRO shards and units cut in three, Ulysses of 3 heads.
+static void threes_suites(void) {
+    static const Layout_ gpt[] = {
+        {"by3_dp3_zero3", "--dp 3 --zero 3"},
+        {"by3_dp3_zero2_tp2_sp", "--dp 3 --zero 2 --tp 2 --sp"},
+        {"by3_tp3_sp", "--tp 3 --sp"},
+        {"by3_pp3_vpp2", "--pp 3 --vpp 2"},
+        {"by3_pp3_dualpipev", "--pp 3 --schedule dualpipe-v"},
+        {"by3_pp3_zbv_auto", "--pp 3 --schedule zb-v --pp-split auto"},
+        {"by3_cp3_ring", "--cp 3"},
+        {"by3_cp3_tp2_sp", "--cp 3 --tp 2 --sp"},
+        {"by3_dp2_cp3_ulysses_zero3", "--dp 2 --cp 3 --cp-kind ulysses --zero 3"},
+    };
+    suite("gpt2_threes", "--model tiny --n-head 6 --d-model 48 --seq-len 36 --n-layer 7 --global-batch 24 "
+          "--micro-batch 4", gpt, sizeof(gpt) / sizeof(gpt[0]));
+    static const Layout_ llama[] = {
+        {"by3_tp3_pp2", "--tp 3 --pp 2"},
+        {"by3_cp3_ulysses", "--cp 3 --cp-kind ulysses"},
+        {"by3_dp3_zero3_pp2_zbh1", "--dp 3 --zero 3 --pp 2 --schedule zb-h1"},  // 2 micro-batches a rank: pp
+    };
+    suite("llama_threes", "--model llama-tiny --n-head 6 --n-kv-head 3 --d-model 48 --d-ff 144 --seq-len 36 "
+          "--n-layer 7 --global-batch 24 --micro-batch 4", llama, sizeof(llama) / sizeof(llama[0]));
+}
+
 // The LLaMA layouts (RMSNorm, SwiGLU, RoPE, grouped-query attention) against the 1-rank run.
 static void llama_suite(void) {
     static const Layout_ llama_layouts[] = {
@@ -888,6 +914,7 @@ int main(int argc, char** argv) {
     only = argc > 1 ? argv[1] : NULL;
     gpt2_suites();
     gpt2_shape_suites();
+    threes_suites();
     llama_suite();
     doc_suites();
     kernels_suites();

@@ -64,8 +64,11 @@ static int pp_costs_chunk_times(const char* path, const ModelConfig* c, int* lay
     if (!f) data_fail("--pp-costs %s: cannot open: %s", path, why);
     int n = 0, cap = 1024, counts[3] = {0, 0, 0}, *n_of = NULL;
     double** dur = NULL;  // dur[op * n + g]: the durations of op (F, B, W) of chunk g, n_of[] of them
-    char line[4096];
-    while (fgets(line, sizeof(line), f)) {
+    char line[8192];      // a trace's lines are short, but its header's of PP_COSTS_MAX_CHUNKS chunks (4 KiB)
+    for (int line_no = 1; fgets(line, sizeof(line), f); line_no++) {
+        if (!strchr(line, '\n') && !feof(f))  // (its rest was read as a line of its own: a chunk list cut short)
+            data_fail("--pp-costs %s: line %d is longer than %zu bytes: not a --trace of this program", path, line_no,
+                      sizeof(line) - 2);
         if (!n && (n = pp_costs_header(line, path, c, layers))) {
             dur = (double**)xcalloc(3 * (size_t)n, sizeof(double*));
             n_of = (int*)xcalloc(3 * (size_t)n, sizeof(int));
@@ -81,7 +84,13 @@ static int pp_costs_chunk_times(const char* path, const ModelConfig* c, int* lay
             continue;
         int k = op == 'F' ? 0 : op == 'B' ? 1 : op == 'W' ? 2 : -1, i = k * n + g;
         if (k < 0 || n_of[i] == cap) continue;  // (cap a chunk's op: the trace holds the first few steps)
-        dur[i][n_of[i]++] = atof(at + 6) * 1e-6, counts[k]++;
+        char* end;
+        double us = strtod(at + 6, &end);
+        int shown = (int)strcspn(at + 6, ",}\n");
+        if (end == at + 6 || !(us >= 0 && us < 1e15) || (*end != ',' && *end != '}'))  // (atof read '"x"' as 0)
+            data_fail("--pp-costs %s: line %d: %c mb%d c%d's dur '%.*s' is not a time (microseconds, >= 0)", path,
+                      line_no, op, mb, g, shown < 40 ? shown : 40, at + 6);
+        dur[i][n_of[i]++] = us * 1e-6, counts[k]++;
     }
     int bad = ferror(f);
     fclose(f);

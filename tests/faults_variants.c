@@ -15,6 +15,10 @@
 // (its bad_run and BAD); not built alone.
 
 #define VAR BAD "/variants"
+// A 1-step --trace of the tiny model over pp 2 (micro-batch 2, 4 of them), VAR/pc.json, for the --pp-costs cases
+#define VAR_TRACE                                                                                                   \
+    "(test -s " VAR "/pc.json || OMP_NUM_THREADS=1 ./train --model tiny --steps 1 --pp 2 --micro-batch 2 "          \
+    "--global-batch 8 --eval-every 0 --sample-len 0 --quiet --trace " VAR "/pc.json > /dev/null 2>&1)"
 #define TOK_HF "cp " BAD "/tok_escapes.bin " VAR "/tk.bin && mkdir -p " VAR "/tk_hf && echo '#version: 0.2' > " VAR \
                "/tk_hf/merges.txt && echo '{}' > " VAR "/tk_hf/tokenizer_config.json && head -c 600000 /dev/zero | " \
                "tr '\\000' x | sed 's/.*/{\"pad\": \"&\"}/' > " VAR "/tk_hf/vocab.json"
@@ -99,6 +103,20 @@ static const BadRun VARIANT_RUNS[] = {
     {{"plan_help_into_full_device", "{train} --plan --help > /dev/full", "standard output: write failed", 1}, NULL,
      NULL},
     // a FIFO where a file is read: refused, not a hang in open()
+    // a trace's op time that is not one (atof took '"x"' as 0 and -5 as it was: a cut by them, or "too noisy a run"
+    // for inf), and a line past the reader's buffer (the chunk list of a header of 1024 chunks was cut short)
+    {{"pp_costs_dur_negative", "--steps 1 --pp 2 --micro-batch 2 --global-batch 8 --pp-split auto --pp-costs " VAR
+      "/pc_neg.json", "B mb0 c1's dur '-5' is not a time (microseconds, >= 0)", 1},
+     VAR_TRACE " && sed '/\"B mb0 c1\"/s/\"dur\":[0-9.]*/\"dur\":-5/' " VAR "/pc.json > " VAR "/pc_neg.json",
+     NULL},
+    {{"pp_costs_dur_not_a_number", "--steps 1 --pp 2 --micro-batch 2 --global-batch 8 --pp-split auto --pp-costs "
+      VAR "/pc_x.json", "F mb1 c0's dur '\"x\"' is not a time (microseconds, >= 0)", 1},
+     VAR_TRACE " && sed '/\"F mb1 c0\"/s/\"dur\":[0-9.]*/\"dur\":\"x\"/' " VAR "/pc.json > " VAR "/pc_x.json",
+     NULL},
+    {{"pp_costs_line_too_long", "--steps 1 --pp 2 --micro-batch 2 --global-batch 8 --pp-split auto --pp-costs " VAR
+      "/pc_long.json", "line 2 is longer than 8190 bytes: not a --trace of this program", 1},
+     VAR_TRACE " && (head -1 " VAR "/pc.json; printf '%09000d\n' 0; tail -n +2 " VAR "/pc.json) > " VAR
+     "/pc_long.json", NULL},
     {{"pp_costs_fifo", "--steps 1 --pp 2 --pp-split auto --pp-costs " VAR "/fifo", "not a regular file (a FIFO)", 1},
      "rm -f " VAR "/fifo && mkfifo " VAR "/fifo", NULL},
     {{"plan_noise_log_fifo", "--plan --tokens 1e9 --noise-log " VAR "/fifo", "not a regular file (a FIFO)", 1},
@@ -211,3 +229,4 @@ static void suite_variants(const char* bin) {
 }
 
 #undef TOK_HF
+#undef VAR_TRACE

@@ -118,9 +118,11 @@ EMU_DEPS = $(HEADERS) $(EMU_SRC) $(EMU_HEADERS)
 EMU_CXX = g++ -g -std=c++17 -fopenmp -DOMPI_SKIP_MPICXX=1 -Wall -Wno-unused-parameter -Wno-unknown-pragmas \
           -I$(CUDA_ROOT)/include -Iemu/build -I. -include emu/cuda_emu.h
 
+# (a temporary file per make process: dev/gpu_check.sh's DRY run builds test_gpu_emu and train_gpu_emu at once, and
+# both translate the same headers)
 emu/build/%: % emu/cu2cpp.pl
 	@mkdir -p $(dir $@)
-	perl emu/cu2cpp.pl $< > $@.tmp && mv -f $@.tmp $@
+	perl emu/cu2cpp.pl $< > $@.tmp$$$$ && mv -f $@.tmp$$$$ $@
 
 train_gpu_emu: $(EMU_DEPS) | $(NEED_MPI) detect
 	$(EMU_CXX) -O2 $(MPI_COMPILE) -x c++ emu/build/train_gpt.cu -o $@ $(MPI_LINK) -lm

@@ -21,6 +21,11 @@ planner's, or both. This measures the three on a lent GPU node, every GPU in one
 Then over the micro-batch sizes the line step = a x mb + c: c is the fixed cost per micro-batch
 (llm-foundry's own sweep: c = 0.212 s for MPT-7B on 8 A100-80GB, where the planner says 0.060 s).
 
+With --gemm-only it runs 1 alone on one GPU without torch.distributed (dev/gpu_check.sh runs it while the build
+loads the CPUs: the matmuls are queued behind a sleep kernel, so the host's launches stay out of the timed span),
+then 8192^3 for --clock-s seconds beside nvidia-smi's SM clock and power: the first second's rate and the
+sustained one (a power limit shows as the second below the first); rows in fsdp_gemm.csv and a "summary
+matmul_eff" line. --dry-run runs that on the CPU at shapes / 64 (no GPU; rows labelled NOT measured).
 With --overlap-only it runs 1 and 2 alone (no FSDP model: ~30 s). Run under NCCL_MAX_CTAS=N (NCCL 2.17+;
 NCCL_MAX_NCHANNELS before) the all-gather gets N channels, one CTA (SM) each, and their rate: what a ring
 across nodes holds (published NCCL_DEBUG logs: 24 channels for 8 A100s / H100s of a node, 16 through the
@@ -30,7 +35,7 @@ setup ..."); the limit is written to the CSV's nccl_max_ctas column.
 
     python3 dev/fsdp_profile.py [--mb 1,2,4] [--layers N] [--prefetch pre|post] [--reduce bf16|fp32]
                                 [--limit-all-gathers 0|1] [--forward-prefetch 0|1] [--overlap-only]
-                                [--out FILE.csv]
+                                [--gemm-only [--clock-s 15] [--dry-run]] [--out FILE.csv]
     NCCL_MAX_CTAS=4 python3 dev/fsdp_profile.py --overlap-only --mb 2 --out ctas4.csv
 It starts one process per visible GPU itself (or runs under torchrun). Rows go to --out (default
 $OUT/fsdp_profile.csv when $OUT is set, else fsdp_profile.csv) and to stdout. About 2-4 minutes on 8 GPUs.
@@ -45,7 +50,8 @@ import time
 # llm-foundry's MPT-7B (mcli/yamls, configuration_mpt.py): 32 blocks of d 4096, 32 heads, expansion 4 (GELU),
 # vocabulary 50368 with tied embeddings, no biases, LayerNorm without bias, 2048 tokens
 D_MODEL, N_HEAD, N_LAYER, EXPANSION, VOCAB, SEQ = 4096, 32, 32, 4, 50368, 2048
-PEAKS = {"A100": 312, "H100": 989, "H200": 989, "H800": 989, "A800": 312}  # dense bf16 TFLOP/s (SXM datasheets)
+# dense bf16 TFLOP/s by the card's name, the first key it contains (datasheets: SXM 989 / 312; H100 PCIe 756, NVL 835)
+PEAKS = {"H100 PCIe": 756, "H100 NVL": 835, "H100": 989, "H200": 989, "H800": 989, "A100": 312, "A800": 312}
 
 
 def parse_args():
@@ -62,6 +68,12 @@ def parse_args():
     ap.add_argument("--steps", type=int, default=3, help="profiled micro-batches per size (after 2 warm-up)")
     ap.add_argument("--overlap-only", action="store_true",
                     help="only the GEMM rate and the all-gather's interference (sections 1 and 2), no FSDP step")
+    ap.add_argument("--gemm-only", action="store_true",
+                    help="one GPU, no torch.distributed: section 1 at each --mb, then 8192^3 for --clock-s seconds "
+                    "beside nvidia-smi's SM clock and power")
+    ap.add_argument("--clock-s", type=float, default=15, help="--gemm-only: seconds of 8192^3 (default 15)")
+    ap.add_argument("--dry-run", action="store_true",
+                    help="--gemm-only's plumbing on the CPU, shapes / 64 (rows labelled NOT measured)")
     ap.add_argument("--peak-tflops", type=float, default=0, help="dense bf16 peak (default: from the GPU's name)")
     ap.add_argument("--out", default="", help="CSV of the results")
     a = ap.parse_args()
@@ -69,14 +81,18 @@ def parse_args():
         a.mbs = [int(x) for x in a.mb.split(",")]
     except ValueError:
         ap.error("--mb: comma-separated integers, e.g. 1,2,4")
-    if not a.mbs or min(a.mbs) < 1 or a.steps < 1 or a.layers < 0:
-        ap.error("--mb, --steps must be positive and --layers not negative")
+    if not a.mbs or min(a.mbs) < 1 or max(a.mbs) > 64 or a.steps < 1 or a.layers < 0:
+        ap.error("--mb 1..64 and --steps must be positive, --layers not negative")
+    if not 0 < a.clock_s <= 600 or a.peak_tflops < 0:
+        ap.error("--clock-s 0..600, --peak-tflops not negative")
+    if a.dry_run and not a.gemm_only:
+        ap.error("--dry-run checks --gemm-only (the FSDP sections need GPUs)")
     return a
 
 
-def layer_gemms(tokens):
+def layer_gemms(tokens, d=D_MODEL):
     """(M, N, K) of one block's matmuls, forward and backward (dgrad: M x K from M x N; wgrad: N x K over M)."""
-    d, f = D_MODEL, EXPANSION * D_MODEL
+    f = EXPANSION * d
     fwd = [(tokens, 3 * d, d), (tokens, d, d), (tokens, f, d), (tokens, d, f)]
     return fwd + [(m, k, n) for m, n, k in fwd] + [(n, k, m) for m, n, k in fwd]
 
@@ -131,19 +147,37 @@ def build_model(torch, n_layer):
     return Mpt(), Block
 
 
-def time_gemms(torch, shapes, reps):
-    """Start and end events around reps passes over shapes' matmuls on the current stream."""
+def time_gemms(torch, shapes, reps, sleep_s=0.0):
+    """Start and end events around reps passes over shapes' matmuls on the current stream. sleep_s > 0: all of them
+    queued behind a sleep kernel of at least that long, so the host's launches stay out of the timed span (section 1
+    runs while dev/gpu_check.sh's build loads every core); the events are None when the GPU reached the start before
+    the last matmul was queued (the caller sleeps longer)."""
     mats = [(torch.randn(m, k, device="cuda", dtype=torch.bfloat16), torch.randn(k, n, device="cuda",
              dtype=torch.bfloat16)) for m, n, k in shapes]
     start, end = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
     for a, b in mats:
         a @ b
+    if sleep_s:
+        torch.cuda._sleep(int(sleep_s * 2e9))  # cycles: at most 2 GHz
     start.record()
     for _ in range(reps):
         for a, b in mats:
             a @ b
     end.record()
-    return start, end
+    return (None, None) if sleep_s and start.query() else (start, end)
+
+
+def gemm_alone_ms(torch, shapes, reps):
+    """ms of reps passes over shapes' matmuls alone, queued ahead of the GPU (time_gemms' sleep, doubled until the
+    queue stays ahead)."""
+    sleep_s = 0.05
+    while sleep_s < 10:
+        s, e = time_gemms(torch, shapes, reps, sleep_s)
+        torch.cuda.synchronize()
+        if s is not None:
+            return s.elapsed_time(e)
+        sleep_s *= 2
+    sys.exit("error: the host could not queue %d matmuls ahead of the GPU" % (reps * len(shapes)))
 
 
 def gemm_and_overlap(torch, dist, mb, world, peak):
@@ -151,9 +185,7 @@ def gemm_and_overlap(torch, dist, mb, world, peak):
     shapes, tokens = layer_gemms(mb * SEQ), mb * SEQ
     flops = sum(2 * m * n * k for m, n, k in shapes)
     reps = max(2, int(40 / mb))
-    s, e = time_gemms(torch, shapes, reps)
-    torch.cuda.synchronize()
-    alone = s.elapsed_time(e)
+    alone = gemm_alone_ms(torch, shapes, reps)
     row = {"gemm_tflops_alone": flops * reps / alone / 1e9, "tokens": tokens}
     row["gemm_frac_peak_alone"] = row["gemm_tflops_alone"] / peak if peak else float("nan")
     if world < 2:
@@ -281,6 +313,148 @@ def max_ctas():
     return os.environ.get("NCCL_MAX_CTAS") or os.environ.get("NCCL_MAX_NCHANNELS") or "default"
 
 
+def sample_clocks():
+    """nvidia-smi sampling the SM clock (MHz) and board power (W) every 100 ms into a pipe; None without it."""
+    import subprocess
+    try:
+        return subprocess.Popen(["nvidia-smi", "--query-gpu=clocks.sm,power.draw", "--format=csv,noheader,nounits",
+                                 "-i", "0", "-lms", "100"], stdout=subprocess.PIPE, stderr=subprocess.DEVNULL,
+                                text=True)
+    except OSError:
+        return None
+
+
+def clock_medians(sampler):
+    """(median SM clock MHz, median power W) of what sampler read; ('', '') without samples."""
+    import statistics
+    if sampler is None:
+        return "", ""
+    sampler.terminate()
+    pairs = []
+    for line in sampler.communicate()[0].splitlines():
+        try:
+            pairs.append(tuple(float(x) for x in line.split(",")))
+        except ValueError:
+            continue
+    pairs = [p for p in pairs if len(p) == 2]
+    if not pairs:
+        return "", ""
+    return statistics.median(p[0] for p in pairs), statistics.median(p[1] for p in pairs)
+
+
+def sustained_ms(torch, shape, seconds, dry):
+    """8192^3 back to back for about `seconds`: (ms a call over the first second, ms a call over the rest). Batches
+    of calls between events, the next batch queued before the host waits on the last, so the GPU never waits."""
+    m, n, k = shape
+    dev = "cpu" if dry else "cuda"
+    x, w = (torch.randn(r, c, device=dev, dtype=torch.bfloat16) for r, c in ((m, k), (k, n)))
+    x @ w
+    if dry:
+        t0, calls = time.perf_counter(), 0
+        while time.perf_counter() - t0 < seconds:
+            x @ w
+            calls += 1
+        ms = (time.perf_counter() - t0) * 1e3 / calls
+        return ms, ms
+    batch, spans = 20, []
+    torch.cuda.synchronize()
+    torch.cuda._sleep(int(0.05 * 2e9))
+    prev = torch.cuda.Event(enable_timing=True)
+    prev.record()
+    t0, pending = time.perf_counter(), []
+    while time.perf_counter() - t0 < seconds or pending:
+        if time.perf_counter() - t0 < seconds:
+            for _ in range(batch):
+                x @ w
+            end = torch.cuda.Event(enable_timing=True)
+            end.record()
+            pending.append((prev, end))
+            prev = end
+        if len(pending) > 1 or time.perf_counter() - t0 >= seconds:
+            a, b = pending.pop(0)
+            b.synchronize()
+            spans.append(a.elapsed_time(b) / batch)
+    first = max(1, int(1000 / spans[0]) // batch)  # the batches of the first second
+    rest = spans[first:] or spans[-1:]
+    return sum(spans[:first]) / len(spans[:first]), sum(rest) / len(rest)
+
+
+def shape_eff(m, n, k, sms, k_half=128):
+    """planner/time.h matmul_shape_eff: the waves of 128 x 128 tiles on sms SMs (split-K up to 4), K / (K + k_half)
+    of the main loop (device.h matmul_k_half, 128 on the H100 / H200): the planner prices a GEMM at
+    peak x matmul_eff x this, so a measured rate over it is the matmul_eff it implies."""
+    best = 0.0
+    for split in range(1, 5):
+        tiles = -(-m // 128) * -(-n // 128) * split
+        fill = m * n * split / 128 ** 2 / (-(-tiles // sms) * sms)
+        best = max(best, fill * (k / split) / (k / split + k_half))
+    return best
+
+
+def gemm_only(a):
+    """--gemm-only: section 1 at each --mb on GPU 0, no torch.distributed, then 8192^3 for --clock-s seconds beside
+    nvidia-smi's SM clock and power: the framework GEMM rate the planner's matmul_eff reads (dev/PLANNER.md, "What
+    the lent GPU's probes feed"). --dry-run: the same on the CPU at shapes / 64, every row labelled."""
+    import torch
+    if a.dry_run:
+        name, peak, scale, sms = "dry-run: the CPU, NOT measured", a.peak_tflops or 989, 64, 132
+    else:
+        name, sms = torch.cuda.get_device_name(), torch.cuda.get_device_properties(0).multi_processor_count
+        peak, scale = a.peak_tflops or next((v for k, v in PEAKS.items() if k in name), 0), 1
+    out = a.out or os.path.join(os.environ.get("OUT", "."), "fsdp_gemm.csv")
+    cols = ["gpu", "peak_tflops", "what", "m_n_k", "tokens", "ms", "tflops", "frac_peak", "matmul_eff", "sm_clock_mhz",
+            "power_w"]
+    rows, t0 = [], time.perf_counter()
+    with open(out, "w", newline="") as f:
+        w = csv.DictWriter(f, fieldnames=cols)
+        w.writeheader()
+
+        def put(row):
+            row.update(gpu=name, peak_tflops=peak, frac_peak=row["tflops"] / peak if peak else "",
+                       matmul_eff=row["tflops"] / row.pop("shape_tflops") if peak else "")
+            w.writerow({c: ("%.4g" % v if isinstance(v, float) else v) for c, v in row.items()})
+            f.flush()
+            rows.append(row)
+            print("  ".join("%s %s" % (c, ("%.4g" % row[c]) if isinstance(row[c], float) else row[c])
+                            for c in cols[2:]), flush=True)
+        for mb in a.mbs:  # MPT-7B's layer: qkv, projection, fc1, fc2 and their dgrad / wgrad GEMMs
+            tokens = mb * SEQ // scale
+            shapes = layer_gemms(tokens, D_MODEL // scale)
+            flops = sum(2.0 * m * n * k for m, n, k in shapes)
+            reps = max(2, int(40 / mb))
+            if a.dry_run:
+                mats = [(torch.randn(m, k), torch.randn(k, n)) for m, n, k in shapes]
+                t1 = time.perf_counter()
+                for _ in range(reps):
+                    for x, y in mats:
+                        x @ y
+                ms = (time.perf_counter() - t1) * 1e3
+            else:
+                ms = gemm_alone_ms(torch, shapes, reps)
+            # the planner's time for these GEMMs at matmul_eff 1: each at peak x its shape term
+            shape_ms = sum(2.0 * m * n * k / (peak * 1e9 * shape_eff(m, n, k, sms)) for m, n, k in shapes) if peak \
+                else 0
+            put(dict(what="mpt-7b layer, mb %d" % mb, m_n_k="12 GEMMs, d %d" % (D_MODEL // scale), tokens=tokens,
+                     ms=ms / reps, tflops=flops * reps / ms / 1e9, shape_tflops=flops / shape_ms / 1e9 if peak else 0,
+                     sm_clock_mhz="", power_w=""))
+        n = 8192 // scale
+        sampler = None if a.dry_run else sample_clocks()
+        first, rest = sustained_ms(torch, (n, n, n), a.clock_s, a.dry_run)
+        clock, power = clock_medians(sampler)
+        for what, ms in (("%d^3, first second" % n, first), ("%d^3, the rest of %g s" % (n, a.clock_s), rest)):
+            put(dict(what=what, m_n_k="%dx%dx%d" % (n, n, n), tokens=n, ms=ms, tflops=2.0 * n ** 3 / ms / 1e9,
+                     shape_tflops=peak * shape_eff(n, n, n, sms),
+                     sm_clock_mhz=clock if "rest" in what else "", power_w=power if "rest" in what else ""))
+    fr = lambda r: "%.3f (%.3f)" % (r["frac_peak"], r["matmul_eff"]) if peak else "-"  # noqa: E731
+    layer = [r for r in rows if r["what"].startswith("mpt")]
+    print("summary matmul_eff, as fraction of the card's peak (over planner/time.h's shape term: the matmul_eff it "
+          "implies): MPT-7B's layer GEMMs at mb %s x %d tokens %s; %d^3 %s in the first second, %s sustained, SM "
+          "clock %s MHz, %s W (peak %g from the name '%s', %d SMs)" % (
+              "/".join(str(m) for m in a.mbs), SEQ // scale, " / ".join(fr(r) for r in layer), n, fr(rows[-2]),
+              fr(rows[-1]), rows[-1]["sm_clock_mhz"] or "-", rows[-1]["power_w"] or "-", peak, name, sms), flush=True)
+    print("wrote %s (%.0f s)" % (out, time.perf_counter() - t0))
+
+
 def worker(rank, world, a):
     import torch
     import torch.distributed as dist
@@ -308,6 +482,12 @@ def worker(rank, world, a):
 
 def main():
     a = parse_args()
+    if a.dry_run:
+        try:
+            import torch  # noqa: F401
+        except ImportError:
+            sys.exit("error: dev/fsdp_profile.py --dry-run needs PyTorch (pip install torch)")
+        return gemm_only(a)
     try:
         import torch
         import torch.distributed  # noqa: F401
@@ -315,6 +495,8 @@ def main():
         sys.exit("error: dev/fsdp_profile.py needs PyTorch with CUDA (pip install torch)")
     if not torch.cuda.is_available() or torch.cuda.device_count() == 0:
         sys.exit("error: dev/fsdp_profile.py needs a GPU (torch.cuda.is_available() is false here)")
+    if a.gemm_only:
+        return gemm_only(a)
     if "RANK" in os.environ:  # under torchrun
         worker(int(os.environ["RANK"]), int(os.environ["WORLD_SIZE"]), a)
     else:

@@ -1,44 +1,57 @@
 #!/usr/bin/env bash
-# dev/gpu_check.sh: the one script to run on a GPU machine, under 8 minutes on one H100/H200
-# with the build. Stages, measurements first, each writing its results (and publishing them
-# to $OUT) before the next starts, so a run stopped at its time limit returns what it did:
-#   build     test_gpu, train_gpu, train_cpu, ckpt_compare (in parallel)
-#   test_gpu  every kernel against the CPU (correctness; the kernel timings follow it)
-#   sweep     test_gpu --att-sweep: every attention tile checked, then timed at
-#             FlashAttention-2's published shapes (B*T 16k, hd 64/128, causal, T 1k-16k, GQA);
-#             the fastest forward tile per head size into dev/attn_tiles.csv (--attn-tile auto)
-#   sdpa      PyTorch's SDPA (FlashAttention-2 and cuDNN back-ends) at the same shapes
-#             (dev/bench_torch.py; skipped in one line without PyTorch)
-#   trainer   dev/bench_gpu.sh: gpt2-124m at micro-batch 32 x 1024, gpt2-1558m at the largest
-#             that fits (tokens/s, TFLOP/s, MFU by PaLM's count and the causal one), and each
-#             step's time per op family (--op-times: matmul, attention fwd/bwd, norms, loss,
-#             optimizer, the rest, communication; CSV rows pass=trainer-op:FAMILY)
+# dev/gpu_check.sh: the one script to run on a GPU machine, inside BUDGET (540 s) on one H100/H200 with the
+# build. Each stage writes its results (and publishes them to $OUT) before the next starts, so a run stopped at
+# its time limit returns what it did. In this order:
+#   build + probes   the build (test_gpu, train_gpu, train_cpu, ckpt_compare in parallel) on the CPUs while the
+#             GPU runs issue 35's three PyTorch probes, which need no build, one after the other:
+#     gemm       dev/fsdp_profile.py --gemm-only: MPT-7B's layer GEMMs at micro-batch 1, 2, 4 x 2048 tokens, then
+#                8192^3 for 15 s beside nvidia-smi's SM clock and power (fsdp_gemm.csv; feeds matmul_eff)
+#     attention  dev/bench_torch.py sdpa: cuDNN's (SDPA's back-end forced alone), FlashAttention-2's and, when
+#                flash_attn_interface imports, FlashAttention-3's fused attention, forward and backward, causal and
+#                not, 1k-16k tokens, head dim 128, 192, then 64 and grouped-query heads (torch_sdpa.csv; feeds
+#                device.h fused_fwd / fused_bwd and attn_eff_flash3)
+#     interfere  dev/interference_probe.py: bf16 GEMMs beside a copier of N = 2-32 CTAs (NCCL's channels) at a
+#                NIC's, NVLink's and HBM's copy rates, normal and high stream priority (interference_probe.csv /
+#                .txt; feeds comm_interference_nccl)
+#             Each probe ends in "summary" lines (in summary.txt and results.md; dev/PLANNER.md, "What the lent
+#             GPU's probes feed", says which constant each feeds and how). The CPU load of the build can delay
+#             the host's launches (Python, the driver's submissions) and nvidia-smi's samples; it cannot change a
+#             kernel's time once queued (these kernels are GPU-bound: HBM, tensor cores, no host memory). So each
+#             probe queues its timed kernels behind a sleep kernel and times them with CUDA events between
+#             back-to-back kernels; if the GPU reached the first event before the last launch, it sleeps longer
+#             and runs again. What the load still reaches: the order of kernels across the interference probe's
+#             two streams is the GPU's, not the host's, so nothing; the card's heat and clocks carry from one
+#             probe to the next (the gemm probe samples them).
+#   test_gpu   every kernel against the CPU (correctness; the kernel timings follow it)
+#   gpu_vs_cpu dev/check_gpu_vs_cpu.sh: train_gpu against train_cpu (already run on the emulator in make test)
+#   then the remaining timings, with what is left:
+#   sweep     test_gpu --att-sweep: every attention tile checked, then timed at FlashAttention-2's published
+#             shapes (B*T 16k, hd 64/128, causal, T 1k-16k, GQA); the fastest forward tile per head size into
+#             dev/attn_tiles.csv (--attn-tile auto); results.md sets them beside the attention probe's rows
+#   trainer   dev/bench_gpu.sh: gpt2-124m at micro-batch 32 x 1024, gpt2-1558m at the largest that fits
+#             (tokens/s, TFLOP/s, MFU by PaLM's count and the causal one), and each step's time per op family
+#             (--op-times; CSV rows pass=trainer-op:FAMILY)
 #   torch     a PyTorch GPT-2 124M step (torch.compile) at the same batch
-#   gpu_vs_cpu  dev/check_gpu_vs_cpu.sh: train_gpu against train_cpu (already run on the
-#             emulator in make test; before fsdp, so it cannot eat the correctness check's time)
-#   fsdp      dev/fsdp_profile.py (issue 35, when time is left): a framework's GEMM rate at
-#             MPT-7B's shape on this card, an all-gather's interference beside it (2+ GPUs),
-#             one FSDP1 micro-batch's exposed communication (fsdp_profile.csv / .log)
-#   ctas      (2+ GPUs) the all-gather's interference again under NCCL_MAX_CTAS 2 / 4 / 8: whether a hidden
-#             collective's cost follows the SMs its channels hold (fsdp_ctas.csv / .log)
-#   interfere (one GPU is enough) dev/interference_probe.py: bf16 GEMMs beside a copier of N = 2-32 CTAs (NCCL's
-#             channels) at a NIC's, NVLink's and HBM's copy rates, normal and high stream priority: whether a
-#             hidden collective's cost follows the SMs it holds or the bytes it moves (interference_probe.csv /
-#             .txt / .log; DRY: its --dry-run)
-# Outputs in dev/out: build.log, test_gpu.log, att_sweep.log, bench_torch.log, bench/, interference_probe.*,
-# check_gpu_vs_cpu.log, gpu_check.csv (every timing: the sweep's, SDPA's and the steps' rows,
-# device,pass,hd,B,T,H,KV,tile,ms,tflops_causal), summary.txt, and the lines to paste into
-# dev/RESULTS.md (results.md). Everything but the timings has already run on the CUDA emulator.
+#   fsdp      dev/fsdp_profile.py: one FSDP1 micro-batch's breakdown, and with 2+ GPUs the all-gather's
+#             interference beside the GEMMs and the exposed communication (fsdp_profile.csv / .log)
+#   ctas      (2+ GPUs) the all-gather's interference again under NCCL_MAX_CTAS 2 / 4 / 8 (fsdp_ctas.csv / .log)
+# Outputs in dev/out: build.log, fsdp_gemm.*, bench_torch.log, torch_sdpa.csv, interference_probe.*,
+# test_gpu.log, check_gpu_vs_cpu.log, att_sweep.log, bench/, gpu_check.csv (every timing: the sweep's, the
+# attention probe's and the steps' rows, device,pass,hd,B,T,H,KV,tile,ms,tflops_causal), summary.txt, and the
+# lines to paste into dev/RESULTS.md (results.md). Everything but the timings has already run on the emulator.
 #
 #   dev/gpu_check.sh                 everything
-#   SKIP_BENCH=1 dev/gpu_check.sh    build and correctness only
-#   DRY=1 dev/gpu_check.sh           the plumbing on the CUDA emulator (no GPU: test_gpu_emu,
-#                                    train_gpu_emu, tiny shapes, PyTorch on the CPU; the times
-#                                    mean nothing), about 10 minutes on 2 cores
-#   BUDGET=540 (seconds, the default) the whole run: each stage gets its own limit or what is
-#                                    left of BUDGET, whichever is less (15 s kept for the results),
-#                                    and a stage with under 20 s left is skipped with a line
-#                                    saying so; on the card, call with timeout_s >= BUDGET + 20.
+#   SKIP_BENCH=1 dev/gpu_check.sh    build and correctness only (no probes, no timings)
+#   DRY=1 dev/gpu_check.sh           the plumbing on the CUDA emulator (no GPU: test_gpu_emu, train_gpu_emu,
+#                                    tiny shapes, the probes' --dry-run / --dry on the CPU; the times mean
+#                                    nothing); BUDGET 1800 by default, about 5-7 minutes on 2 shared cores
+#   BUDGET=540 (seconds, the default) the whole run. The plan of limits, printed first, adds up inside it: the
+#                                    build's 300 s (the probes' 45 + 120 + 120 inside them, on the GPU), test_gpu
+#                                    90, gpu_vs_cpu 120, 15 for the results; the remaining timings get what those
+#                                    leave (their own limits: sweep 150, trainer 180, torch 120, fsdp 150, ctas
+#                                    120). Each stage's limit is its own or what is left of BUDGET less 15 s,
+#                                    whichever is less; a stage with under 20 s left is skipped with a line. On the
+#                                    card, call with timeout_s >= BUDGET + 20.
 set -u
 cd "$(dirname "$0")/.."
 OUTDIR=dev/out
@@ -57,13 +70,20 @@ if [ -n "$DRY" ]; then  # the plumbing on the emulator: its binaries, tiny shape
   export BENCH_QUICK=1 EMU_DEVICE_MIB=150 GPU_BIN=./train_gpu_emu CASES_MATCH=${CASES_MATCH:-'^gpu_gpt2$'}
 fi
 note() { echo "$*" | tee -a "$SUMMARY"; }
-# stage NAME SECONDS: true when at least 20 s are left of BUDGET, with the stage's limit (SECONDS,
-# or what is left less 15 s for the results if less) in LIMIT; else a line saying NAME is skipped.
+# The plan of limits (s): the build, with the probes on the GPU beside it (their sum inside its limit), the
+# correctness stages, the results; the remaining timings share what those leave.
+S_BUILD=300 S_GEMM=45 S_ATTENTION=120 S_INTERFERE=120 S_TEST=90 S_GVC=120 S_RESULTS=15
+S_SWEEP=150 S_TRAINER=180 S_TORCH=120 S_FSDP=150 S_CTAS=120
+[ -n "$DRY" ] && S_BUILD=900 S_TEST=240 S_GVC=400  # the emulator on 2 shared cores (BUDGET 1800)
+# stage NAME SECONDS [END]: true when at least 20 s are left of BUDGET, with the stage's limit in LIMIT: SECONDS,
+# or what is left less 15 s for the results, or what is left before END (seconds from the start), the least;
+# else a line saying NAME is skipped.
 stage() {
-  local left=$(( BUDGET - $(elapsed) - 15 ))
+  local left=$(( BUDGET - $(elapsed) - S_RESULTS ))
+  [ -n "${3:-}" ] && [ $(( $3 - $(elapsed) )) -lt "$left" ] && left=$(( $3 - $(elapsed) ))
   LIMIT=$(( left < $2 ? left : $2 ))
   [ "$LIMIT" -ge 20 ] && return 0
-  note "$1: skipped, ${left}s left of the ${BUDGET}s budget"
+  note "$1: skipped, ${left}s left of its budget (BUDGET ${BUDGET}s)"
   return 1
 }
 # results: dev/out/results.md from the CSV and the summary so far (at each publish, so a run
@@ -72,7 +92,7 @@ stage() {
 results() {
   awk -F, 'NR > 1 && $2 != "gpt2-step" && $2 !~ /^trainer-op:/ {
              key = $2 " hd=" $3 " B=" $4 " T=" $5 " H=" $6 " KV=" $7
-             if ($8 ~ /^sdpa/) { if (!(key in th) || $9 < th[key]) { th[key] = $9; tn[key] = $8 } }
+             if ($8 ~ /^(sdpa|fa3)/) { if (!(key in th) || $9 < th[key]) { th[key] = $9; tn[key] = $8 } }
              else if (!(key in us) || $9 < us[key]) { us[key] = $9; un[key] = $8; tf[key] = $10 } }
            END { for (k in us) {
                    torch = k in th ? sprintf("%s %.3f ms", tn[k], th[k]) : "-"
@@ -84,7 +104,7 @@ results() {
     echo "### gpu_check $(date -u +%Y-%m-%d), commit $(git rev-parse --short HEAD 2>/dev/null), ${CARD:-no GPU}"\
          "${DRY:+(DRY: the emulator, times meaningless)}"
     echo
-    echo "| attention (causal, FA2's FLOPs) | ours (best tile) | PyTorch SDPA (best back-end) | PyTorch / ours time |"
+    echo "| attention (causal, FA2's FLOPs) | ours (best tile) | SDPA / FA3 (best back-end) | theirs / ours time |"
     echo "|---|---|---|---|"
     cat "$OUTDIR/att_vs_torch.md"
     echo
@@ -101,16 +121,21 @@ results() {
                        for (j = 1; j <= 7; j++)
                          line = line sprintf(" | %.2f (%.0f%%)", ms[k, f[j]], st > 0 ? 100 * ms[k, f[j]] / st : 0)
                        print line sprintf(" | %.2f | %.2f |", st, ms[k, "communication"]) } }'
-    # the one-GPU interference probe's summary (issue 35), when it ran
-    [ -s "$OUTDIR/interference_probe.txt" ] && echo && echo "dev/interference_probe.py:" &&
-      sed 's/^/    /' "$OUTDIR/interference_probe.txt"
+    # the probes' lines for the planner (issue 35; dev/PLANNER.md, "What the lent GPU's probes feed"), then the
+    # interference probe's whole summary, when they ran
+    echo
+    grep -h "^summary" "$OUTDIR"/fsdp_gemm.log "$OUTDIR"/bench_torch.log "$OUTDIR"/interference_probe.log \
+      2>/dev/null | sed 's/^/    /' | { grep . && echo; }
+    [ -s "$OUTDIR/interference_probe.txt" ] && echo "dev/interference_probe.py:" &&
+      grep -v "^summary" "$OUTDIR/interference_probe.txt" | sed 's/^/    /'
   } > "$OUTDIR/results.md"
 }
 publish() {  # results.md from what there is so far, copied to $OUT (when set) with the logs
   results
   [ -n "${OUT:-}" ] && [ -d "$OUT" ] && [ "$(cd "$OUT" && pwd)" != "$(cd "$OUTDIR" && pwd)" ] || return 0
-  cp -f "$SUMMARY" "$CSV" "$OUTDIR"/results.md "$OUTDIR"/test_gpu.log "$OUTDIR"/check_gpu_vs_cpu.log \
-    "$OUTDIR"/interference_probe.csv "$OUTDIR"/interference_probe.txt "$OUT"/ 2>/dev/null
+  # at most 8 files come back from the device tool: every other file is in logs.tgz
+  cp -f "$SUMMARY" "$CSV" "$OUTDIR"/results.md "$OUTDIR"/test_gpu.log "$OUTDIR"/check_gpu_vs_cpu.log "$OUT"/ \
+    2>/dev/null
   [ -z "$DRY" ] && cp -f dev/attn_tiles.csv "$OUT"/ 2>/dev/null  # what --attn-tile auto reads: commit it
   tar czf "$OUT/logs.tgz" --exclude='*.bin' -C "$OUTDIR" . 2>/dev/null
   return 0
@@ -119,12 +144,18 @@ publish() {  # results.md from what there is so far, copied to $OUT (when set) w
 note "== gpu_check $(date -u +%Y-%m-%dT%H:%M:%SZ) on $(hostname), commit $(git rev-parse --short HEAD 2>/dev/null)${DRY:+ (DRY: the CUDA emulator)}"
 [ -z "$DRY" ] && nvidia-smi --query-gpu=name,driver_version,memory.total --format=csv,noheader 2>&1 | tee -a "$SUMMARY"
 nvidia-smi > "$OUTDIR/nvidia-smi.txt" 2>&1
+note "plan of limits (s), BUDGET $BUDGET: build $S_BUILD on the CPUs, beside it on the GPU gemm $S_GEMM +" \
+     "attention $S_ATTENTION + interfere $S_INTERFERE; then test_gpu $S_TEST, gpu_vs_cpu $S_GVC, results" \
+     "$S_RESULTS (= $(( S_BUILD + S_TEST + S_GVC + S_RESULTS ))); what is left to sweep $S_SWEEP, trainer" \
+     "$S_TRAINER, torch $S_TORCH, fsdp $S_FSDP, ctas $S_CTAS (2+ GPUs), each as far as it goes"
+(( S_GEMM + S_ATTENTION + S_INTERFERE <= S_BUILD && S_BUILD + S_TEST + S_GVC + S_RESULTS <= BUDGET )) ||
+  note "plan: the limits add up to more than BUDGET $BUDGET: the last stages get what is left"
 
-# PyTorch (the sdpa and torch stages) and Triton (torch.compile), said in one line each when missing
+# PyTorch (the probes and the torch stage) and Triton (torch.compile), said in one line each when missing
 NO_TORCH=""
 if ! python3 -c "import torch" >/dev/null 2>&1; then
   NO_TORCH=1
-  note "torch: no PyTorch for python3 here: the sdpa and torch stages are skipped (pip install torch)"
+  note "torch: no PyTorch for python3 here: the probes and the torch stage are skipped (pip install torch)"
 elif [ -z "$DRY" ] && ! python3 -c "import triton" >/dev/null 2>&1; then
   note "torch: no Triton here: the PyTorch GPT-2 step runs eager (no torch.compile)"
   GPT2_FLAGS="--no-compile"
@@ -162,13 +193,48 @@ if ! command -v make >/dev/null 2>&1; then
   }
 fi
 : > "$OUTDIR/build.log"
-# the four in parallel, each within the build's limit (a build cut off leaves no binary: rc 124)
-stage build 300
+# the four in parallel, each within the build's limit (a build cut off leaves no binary: rc 124), in the
+# background while the probes below hold the GPU
+stage build "$S_BUILD"
+BUILD_END=$(( $(elapsed) + LIMIT ))  # the probes end by then too: the plan's limits add up
 export ARCH; export -f make 2>/dev/null  # the by-hand rules (when there is no make), for the timeouts' shells
 for t in "${TEST_BIN#./}" "${TRAIN_BIN#./}" train_cpu ckpt_compare; do
   timeout "$LIMIT" bash -c 'make "$1"' _ "$t" > "$OUTDIR/build_$t.log" 2>&1 &
   PIDS+=($!)
 done
+
+# ---------------------------------------------------------------------------- probes (issue 35), during the build
+# probe NAME SECONDS LOG COMMAND...: COMMAND within the stage's limit (and the build's end), its output in LOG,
+# its "summary" lines and first error into summary.txt, then published.
+probe() {
+  local name=$1 seconds=$2 log=$3
+  shift 3
+  stage "$name" "$seconds" "$BUILD_END" || return 0
+  timeout "$LIMIT" "$@" > "$log" 2>&1
+  local rc=$?
+  grep -E "^(summary|note)" "$log" | tee -a "$SUMMARY"
+  grep -m1 -E "^(error|budget|Traceback)" "$log" | tee -a "$SUMMARY"
+  note "$name: rc=$rc ($(elapsed)s)"
+  publish
+}
+if [ -n "${SKIP_BENCH:-}" ]; then :
+elif [ -n "$NO_TORCH" ]; then note "probes: skipped, no PyTorch"
+else
+  GEMM_FLAGS="--clock-s 15" PROBE_FLAGS=""
+  [ -n "$DRY" ] && GEMM_FLAGS="--clock-s 2 --dry-run" PROBE_FLAGS="--dry-run"
+  probe gemm "$S_GEMM" "$OUTDIR/fsdp_gemm.log" \
+    python3 dev/fsdp_profile.py --gemm-only --mb 1,2,4 $GEMM_FLAGS --out "$OUTDIR/fsdp_gemm.csv"
+  probe attention "$S_ATTENTION" "$OUTDIR/bench_torch.log" \
+    python3 dev/bench_torch.py sdpa $TORCH_FLAGS --csv "$OUTDIR/torch_sdpa.csv"
+  tail -n +2 "$OUTDIR/torch_sdpa.csv" >> "$CSV" 2>/dev/null
+  # the probe stops its sweep itself 10 s before the limit, keeping its rows and writing its summary
+  if stage interfere "$S_INTERFERE" "$BUILD_END"; then
+    [ -z "$DRY" ] && PROBE_FLAGS="--budget $(( LIMIT - 10 ))"
+    probe interfere "$LIMIT" "$OUTDIR/interference_probe.log" \
+      python3 dev/interference_probe.py $PROBE_FLAGS --out "$OUTDIR/interference_probe.csv"
+  fi
+fi
+
 wait "${PIDS[0]}"; RC_TB=$?
 wait "${PIDS[1]}"; RC_TR=$?
 wait "${PIDS[2]}" "${PIDS[3]}"
@@ -177,46 +243,45 @@ note "build: test_gpu rc=$RC_TB, train_gpu rc=$RC_TR ($(elapsed)s)"
 [ $RC_TB -ne 0 ] || [ $RC_TR -ne 0 ] && tail -30 "$OUTDIR/build.log"
 publish
 
-# ---------------------------------------------------------------------------- kernel tests
+# ---------------------------------------------------------------------------- correctness
 RC_TEST=1
-if [ $RC_TB -eq 0 ] && stage test_gpu 120; then
+if [ $RC_TB -eq 0 ] && stage test_gpu "$S_TEST"; then
   timeout "$LIMIT" $TEST_BIN $([ -n "$DRY" ] && echo --no-bench) > "$OUTDIR/test_gpu.log" 2>&1
   RC_TEST=$?
   grep -E "^(FAIL|SKIP|bench|error)" "$OUTDIR/test_gpu.log" | tee -a "$SUMMARY"
   note "test_gpu: $(tail -1 "$OUTDIR/test_gpu.log") (rc=$RC_TEST, $(elapsed)s)"
   publish
 fi
+# train_gpu against train_cpu on tiny models, 1 rank and tp/pp/sp/ZeRO layouts (--comm mpi).
+RC_GVC=1
+if [ $RC_TR -eq 0 ] && [ -x "$TRAIN_BIN" ] && stage gpu_vs_cpu "$S_GVC"; then
+  OUT="$OUTDIR" GPU_BIN="$TRAIN_BIN" timeout "$LIMIT" dev/check_gpu_vs_cpu.sh > "$OUTDIR/check_gpu_vs_cpu.log" 2>&1
+  RC_GVC=$?
+  grep -E "^(FAIL|error)" "$OUTDIR/check_gpu_vs_cpu.log" | tee -a "$SUMMARY"
+  note "gpu_vs_cpu: $(tail -1 "$OUTDIR/check_gpu_vs_cpu.log") (rc=$RC_GVC, $(elapsed)s)"
+  publish
+fi
 
-# ---------------------------------------------------------------------------- measurements
+# ---------------------------------------------------------------------------- the remaining timings
 if [ $RC_TB -eq 0 ] && [ -z "${SKIP_BENCH:-}" ]; then
   # the attention sweep: every tile checked, then timed; rows into the CSV, the fastest tiles
   # into dev/attn_tiles.csv (what --attn-tile auto reads; commit it with the results)
   TILES=dev/attn_tiles.csv
   [ -n "$DRY" ] && TILES="$OUTDIR/attn_tiles.csv"
-  stage sweep 150 &&
+  if stage sweep "$S_SWEEP"; then
     timeout "$LIMIT" $TEST_BIN --att-sweep $SWEEP_FLAGS --csv "$OUTDIR/att_sweep.csv" --tiles "$TILES" \
       > "$OUTDIR/att_sweep.log" 2>&1
-  rc=$?
-  note "sweep: $(tail -1 "$OUTDIR/att_sweep.log") (rc=$rc, $(elapsed)s)"
-  note "sweep: fastest forward tiles: $(tail -n +2 "$TILES" 2>/dev/null | tr '\n' ' ')"
-  tail -n +2 "$OUTDIR/att_sweep.csv" >> "$CSV" 2>/dev/null
-  publish
-  # PyTorch's SDPA at the same shapes
-  if [ -n "$NO_TORCH" ]; then :
-  elif stage sdpa 90; then
-    timeout "$LIMIT" python3 dev/bench_torch.py sdpa $TORCH_FLAGS --csv "$OUTDIR/torch_sdpa.csv" \
-      > "$OUTDIR/bench_torch.log" 2>&1
     rc=$?
-    note "sdpa: rc=$rc, $(grep -c '^sdpa \(forward\|backward\)' "$OUTDIR/bench_torch.log") timings ($(elapsed)s)"
-    grep -m1 '^error' "$OUTDIR/bench_torch.log" | tee -a "$SUMMARY"
-    tail -n +2 "$OUTDIR/torch_sdpa.csv" >> "$CSV" 2>/dev/null
+    note "sweep: $(tail -1 "$OUTDIR/att_sweep.log") (rc=$rc, $(elapsed)s)"
+    note "sweep: fastest forward tiles: $(tail -n +2 "$TILES" 2>/dev/null | tr '\n' ' ')"
+    tail -n +2 "$OUTDIR/att_sweep.csv" >> "$CSV" 2>/dev/null
     publish
   fi
 fi
 if [ $RC_TR -eq 0 ] && [ -x "$TRAIN_BIN" ] && [ -z "${SKIP_BENCH:-}" ]; then
   # the trainer's steps (dev/bench_gpu.sh: gpt2-124m b32, gpt2-1558m at the largest micro-batch that fits)
   echo | tee -a "$SUMMARY"
-  if stage trainer 180; then
+  if stage trainer "$S_TRAINER"; then
     OUT="$OUTDIR" TRAIN_BIN="$TRAIN_BIN" timeout "$LIMIT" dev/bench_gpu.sh 2>&1 | tee -a "$SUMMARY"
     # the per-op breakdown of those steps (--op-times): CSV rows pass=trainer-op:FAMILY, tile=model
     DEVICE=$([ -n "$DRY" ] && echo emulator || nvidia-smi --query-gpu=name --format=csv,noheader 2>/dev/null | head -1)
@@ -227,33 +292,25 @@ if [ $RC_TR -eq 0 ] && [ -x "$TRAIN_BIN" ] && [ -z "${SKIP_BENCH:-}" ]; then
     publish
   fi
   # the PyTorch GPT-2 124M step at the same batch
-  if [ -z "$NO_TORCH" ] && stage torch 120; then
+  if [ -z "$NO_TORCH" ] && stage torch "$S_TORCH"; then
     timeout "$LIMIT" python3 dev/bench_torch.py gpt2 $TORCH_FLAGS $GPT2_FLAGS --csv "$OUTDIR/torch_gpt2.csv" \
       >> "$OUTDIR/bench_torch.log" 2>&1
-    note "$(grep '^torch gpt2\|^error\|^note' "$OUTDIR/bench_torch.log" | tail -2 | tr '\n' ' ')($(elapsed)s)"
+    note "$(grep '^torch gpt2\|^error\|^note: torch.compile' "$OUTDIR/bench_torch.log" | tail -2 | tr '\n' ' ')"\
+         "($(elapsed)s)"
     tail -n +2 "$OUTDIR/torch_gpt2.csv" >> "$CSV" 2>/dev/null
     publish
   fi
 fi
 
-# ---------------------------------------------------------------------------- whole model vs CPU
-# train_gpu against train_cpu on tiny models, 1 rank and tp/pp/sp/ZeRO layouts (--comm mpi).
-RC_GVC=1
-if [ $RC_TR -eq 0 ] && [ -x "$TRAIN_BIN" ] && stage gpu_vs_cpu 240; then
-  OUT="$OUTDIR" GPU_BIN="$TRAIN_BIN" timeout "$LIMIT" dev/check_gpu_vs_cpu.sh > "$OUTDIR/check_gpu_vs_cpu.log" 2>&1
-  RC_GVC=$?
-  grep -E "^(FAIL|error)" "$OUTDIR/check_gpu_vs_cpu.log" | tee -a "$SUMMARY"
-  note "gpu_vs_cpu: $(tail -1 "$OUTDIR/check_gpu_vs_cpu.log") (rc=$RC_GVC, $(elapsed)s)"
-  publish
-fi
-
 # ---------------------------------------------------------------------------- FSDP's step (issue 35)
-# dev/fsdp_profile.py on every visible GPU: a framework's GEMM rate at MPT-7B's shape on this card, the
-# interference of an all-gather beside it (2+ GPUs), one FSDP1 micro-batch's exposed communication
-if [ -z "$NO_TORCH" ] && [ -z "$DRY" ] && stage fsdp 150; then
+# dev/fsdp_profile.py on every visible GPU: one FSDP1 micro-batch's breakdown and, with 2+ GPUs, the interference
+# of an all-gather beside the GEMMs and the exposed communication
+if [ -z "$NO_TORCH" ] && [ -z "$DRY" ] && [ -z "${SKIP_BENCH:-}" ] && stage fsdp "$S_FSDP"; then
   OUT="$OUTDIR" timeout "$LIMIT" python3 dev/fsdp_profile.py --mb 1,2,4 --out "$OUTDIR/fsdp_profile.csv" \
     > "$OUTDIR/fsdp_profile.log" 2>&1
-  note "fsdp: rc=$?, $(grep -c . "$OUTDIR/fsdp_profile.csv" 2>/dev/null || echo 0) rows in fsdp_profile.csv ($(elapsed)s)"
+  rc=$?
+  note "fsdp: rc=$rc, $(grep -c . "$OUTDIR/fsdp_profile.csv" 2>/dev/null || echo 0) rows in fsdp_profile.csv" \
+       "($(elapsed)s)"
   grep -E "^(error|step =)" "$OUTDIR/fsdp_profile.log" | tee -a "$SUMMARY"
   publish
 fi
@@ -263,7 +320,7 @@ fi
 # across nodes holds 2-16 where 8 GPUs of a node hold 24 (dev/PLANNER.md, "NCCL's interference"); the default's
 # row is fsdp_profile.csv's. Each run ~30 s; one CSV row a limit.
 GPUS=$(nvidia-smi -L 2>/dev/null | grep -c "^GPU")
-if [ -z "$NO_TORCH" ] && [ -z "$DRY" ] && [ "$GPUS" -ge 2 ] && stage ctas 120; then
+if [ -z "$NO_TORCH" ] && [ -z "$DRY" ] && [ "$GPUS" -ge 2 ] && stage ctas "$S_CTAS"; then
   rm -f "$OUTDIR/fsdp_ctas.csv"
   END_CTAS=$(( $(elapsed) + LIMIT ))
   for n in 2 4 8; do
@@ -277,24 +334,6 @@ if [ -z "$NO_TORCH" ] && [ -z "$DRY" ] && [ "$GPUS" -ge 2 ] && stage ctas 120; t
   done
   note "ctas: $(( $(grep -c . "$OUTDIR/fsdp_ctas.csv" 2>/dev/null || echo 1) - 1 )) rows in fsdp_ctas.csv ($(elapsed)s)"
   grep -E "^error" "$OUTDIR/fsdp_ctas.log" | tee -a "$SUMMARY"
-  publish
-fi
-
-# ---------------------------------------------------------------------------- one GPU's interference (issue 35)
-# dev/interference_probe.py on one GPU: bf16 GEMMs (8192^3, LLaMA-7B's gate/up) beside a Triton copier of N CTAs
-# (2-32, NCCL's channels) paced to 25 / 50 / 150 / 450 GB/s, unthrottled and holding its SMs without copying, at
-# normal and high priority; the GEMMs' extra time per second of copier (dev/PLANNER.md, "A one-GPU probe of the
-# readings"). It stops its sweep at --budget, keeping the rows so far; ~50-90 s on an H100 (estimated).
-if { [ -n "$DRY" ] || [ -z "$NO_TORCH" ]; } && stage interfere 120; then
-  rm -f "$OUTDIR"/interference_probe.*
-  PROBE_FLAGS="--budget $(( LIMIT - 10 ))"
-  [ -n "$DRY" ] && PROBE_FLAGS="--dry-run"
-  timeout "$LIMIT" python3 dev/interference_probe.py $PROBE_FLAGS --out "$OUTDIR/interference_probe.csv" \
-    > "$OUTDIR/interference_probe.log" 2>&1
-  rc=$?
-  note "interfere: rc=$rc, $(tail -n +2 "$OUTDIR/interference_probe.csv" 2>/dev/null | grep -c .) rows in" \
-       "interference_probe.csv ($(elapsed)s)"
-  grep -E "^(error|budget)" "$OUTDIR/interference_probe.log" | tee -a "$SUMMARY"
   publish
 fi
 

@@ -227,6 +227,14 @@ def summarize(rows):
             out.append("        SMs held: hold %s, N/SMs %.3f, waves %.3f; bytes: a + b GB/s with a %.3f, "
                        "b %.4f per 100 GB/s" % ("%.3f" % hold[0] if hold else "-", rn[0]["sm_share"],
                                                rn[0]["waves_pred"], a0, 100 * b))
+    for key in dict.fromkeys((r["shape"], r["priority"]) for r in rows):  # one line each: what the planner reads
+        sel = [r for r in rows if (r["shape"], r["priority"]) == key]
+        rates = list(dict.fromkeys(r["rate_target_gbs"] for r in sel))
+        cells = {(r["ctas"], r["rate_target_gbs"]): r["interference_planner"] for r in sel}
+        out.append("summary comm_interference_nccl (GEMM seconds lost a second of copier alone) at %s, copier priority "
+                   "%s, by CTAs at %s GB/s: %s" % (key[0], key[1], " / ".join(rates), "; ".join(
+                       "%d: %s" % (n, " / ".join("%.3f" % cells[n, t] if (n, t) in cells else "-" for t in rates))
+                       for n in dict.fromkeys(r["ctas"] for r in sel))))
     out.append("readings: SMs held -> hold ~ N/SMs or waves, b ~ 0; per byte -> hold ~ 0, b the same at every N;")
     out.append("          both -> a ~ hold ~ N/SMs and b > 0 (dev/PLANNER.md, 'A one-GPU probe of the readings')")
     return out
@@ -328,6 +336,7 @@ class Probe:
         self.gemm_stream = torch.cuda.Stream()
         self.copy_streams = {"normal": torch.cuda.Stream(priority=0), "high": torch.cuda.Stream(priority=-1)}
         self.copier_alone = {}
+        self.sleep_s = 0.01  # the GPU's wait before each loop while the host queues it (gemm_loop)
         try:
             torch.cuda.clock_rate()
             self.clock = torch.cuda.clock_rate
@@ -396,23 +405,37 @@ class Probe:
 
     def gemm_loop(self, copier):
         """ms of self.reps GEMMs on the GEMM stream, alone (copier None) or beside (priority, ctas, rate), and
-        the SM clock sampled halfway."""
+        the SM clock sampled halfway. Both streams wait behind a sleep kernel until every launch is queued, so the
+        host (slow while dev/gpu_check.sh's build loads the CPUs) never leaves a gap in the loop; the sleep doubles
+        and the loop runs again if the GPU reached the loop's start first."""
         x, w, y = self.mats
-        start, end = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
-        if copier:
-            prio, ctas, rate = copier
-            self.reset(ctas)
-            self.enqueue_copier(self.copy_streams[prio], ctas, rate, 3 * self.loop_ms + 20)
-        with torch.cuda.stream(self.gemm_stream):
-            start.record()
-            for _ in range(self.reps):
-                torch.mm(x, w, out=y)
-            end.record()
-            self.stop.fill_(1)
-        time.sleep(self.loop_ms / 2e3)
-        clock = self.clock()
-        torch.cuda.synchronize()
-        return start.elapsed_time(end), clock
+        while True:
+            start, end = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
+            go = torch.cuda.Event()
+            if copier:
+                prio, ctas, rate = copier
+                self.reset(ctas)  # it synchronizes: before the sleep
+            with torch.cuda.stream(self.gemm_stream):
+                torch.cuda._sleep(int(self.sleep_s * 2e9))  # cycles: at most 2 GHz
+                go.record()
+            if copier:
+                self.copy_streams[prio].wait_event(go)
+                self.enqueue_copier(self.copy_streams[prio], ctas, rate, 3 * self.loop_ms + 20)
+            with torch.cuda.stream(self.gemm_stream):
+                start.record()
+                for _ in range(self.reps):
+                    torch.mm(x, w, out=y)
+                end.record()
+                self.stop.fill_(1)
+            queued = not start.query()
+            time.sleep(self.sleep_s + self.loop_ms / 2e3)
+            clock = self.clock()
+            torch.cuda.synchronize()
+            if queued:
+                return start.elapsed_time(end), clock
+            self.sleep_s *= 2
+            if self.sleep_s > 1:
+                sys.exit("error: the host could not queue %d GEMMs ahead of the GPU" % self.reps)
 
     def copier_rate_alone(self, ctas, rate):
         """Median GB/s of the copier alone over a 10 ms window (no stop flag), cached per (N, rate)."""
@@ -463,7 +486,8 @@ class Probe:
             if s != shape:
                 shape = s
                 self.set_shape(s)
-            cost = self.a.repeats * (3 * self.loop_ms + 30) / 1e3 + 0.1 * ((ctas, rate) not in self.copier_alone)
+            cost = (self.a.repeats * (3 * self.loop_ms + 30 + 2e3 * self.sleep_s) / 1e3
+                    + 0.1 * ((ctas, rate) not in self.copier_alone))
             if time.monotonic() - self.t_start + cost + 5 > self.a.budget:  # 5 s for kernel_notes
                 print("budget: %.0f s spent, stopped after %d of %d points" % (time.monotonic() - self.t_start, done,
                                                                              len(points)), flush=True)

@@ -40,10 +40,11 @@ registers cannot share it with a copier CTA), and fits interference = a + b x GB
     python3 dev/interference_probe.py [--shapes 8192x8192x8192,8192x11008x4096] [--ctas 2,4,8,16,24,32]
         [--rates hold,25,50,150,450,max] [--priorities normal,high] [--repeats 5] [--gemm-ms 20]
         [--collective-ms 2] [--chunk-kib 512] [--budget 120] [--out FILE.csv] [--dry-run]
-An estimated 50-90 s on one H100 with the defaults (not yet timed); stops the sweep (rows so far kept, a line
-says so) at --budget seconds. --dry-run needs no GPU, PyTorch or Triton: the plan, the pacing arithmetic (each
-rate's chunk period, checked on a host model of the kernel's schedule), and CSV rows and a summary from a
-synthetic GEMM (labelled so in every row: numbers that are NOT measured) to check the writer and the fit.
+An estimated 60-105 s on one H100 with the defaults (not yet timed; each loop waits 10 ms behind a sleep
+kernel while the host queues it); stops the sweep (rows so far kept, a line says so) at --budget seconds.
+--dry-run needs no GPU, PyTorch or Triton: the plan, the pacing arithmetic (each rate's chunk period, checked on
+a host model of the kernel's schedule), and CSV rows and a summary from a synthetic GEMM (labelled so in every
+row: numbers that are NOT measured) to check the writer and the fit.
 Without it the probe needs PyTorch with CUDA, a GPU and Triton, and says which is missing in one line (exit 1).
 """
 import argparse
@@ -443,6 +444,8 @@ class Probe:
             gbs = []
             for _ in range(3):
                 self.reset(ctas)
+                with torch.cuda.stream(self.copy_streams["normal"]):  # the relaunches queued before the first ends
+                    torch.cuda._sleep(int(self.sleep_s * 2e9))
                 self.enqueue_copier(self.copy_streams["normal"], ctas, rate, 10)
                 torch.cuda.synchronize()
                 gbs.append(self.copier_result(ctas)[0])

@@ -90,14 +90,18 @@ static void print_error(const char* fmt, ...) {
     error_vprint(fmt, ap);
     va_end(ap);
 }
+// fail() without the line: for a rank whose peer prints the run's one line (a decision every rank takes alike).
+static void fail_quietly(void) {
+    if (fail_cleanup) fail_cleanup();
+    if (fail_hook) fail_hook(1);
+    exit(1);
+}
 static void fail(const char* fmt, ...) {
     va_list ap;
     va_start(ap, fmt);
     error_vprint(fmt, ap);
     va_end(ap);
-    if (fail_cleanup) fail_cleanup();
-    if (fail_hook) fail_hook(1);
-    exit(1);
+    fail_quietly();
 }
 
 // Stop signals (SIGINT, SIGTERM, SIGHUP, SIGPIPE). The handler (ckpt.h) only records which one came; every

@@ -400,9 +400,14 @@ static StepResult train_step(Model* m, const TokenStream* train, int step) {
         m->met->noise_scale = noise_scale_update(&m->met->noise, R * m->replica_sumsq, r.grad_norm * r.grad_norm,
                                                  n_tokens / R, n_tokens);
     }
-    if (!isfinite(r.loss) || !isfinite(r.grad_norm)) {
-        if (!m->args->on_nan_skip)
-            fail("step %d: loss %g, gradient norm %g is not finite (--on-nan stop)", step + 1, r.loss, r.grad_norm);
+    if (!isfinite(r.loss) || !isfinite(r.grad_norm)) {  // (the world's sums: every rank decides alike)
+        if (!m->args->on_nan_skip) {  // one line for the run, rank 0's, out before any rank ends it
+            if (m->L.rank == 0)
+                print_error("step %d: loss %g, gradient norm %g is not finite (--on-nan stop)", step + 1, r.loss,
+                            r.grad_norm);
+            if (m->L.world > 1) mpiCheck(MPI_Barrier(m->L.group[GROUP_WORLD].mpi));  // comm: world, once: line out
+            fail_quietly();
+        }
         r.skipped = 1;
         return r;
     }

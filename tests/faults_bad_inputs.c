@@ -794,6 +794,11 @@ static const BadRun BAD_RUNS[] = {
     {{"json_log_nonfinite_as_null",
       "--on-nan skip --lr 10 --warmup 1 --grad-clip 0 --beta2 0 --steps 8 --log " BAD "/nan_log.jsonl", "skipped:", 0},
      NULL, "grep -q null " BAD "/nan_log.jsonl && ! grep -Eq ':[-+]?(nan|inf)' " BAD "/nan_log.jsonl"},
+    // --on-nan stop under a layout: every rank holds the world's loss and norm and stops at the same step; one line
+    // for the run (each of the 4 ranks printed its own)
+    {{"nan_stop_one_line_tp2_pp2", "--on-nan stop --lr 10 --warmup 1 --grad-clip 0 --beta2 0 --steps 8 --tp 2 --pp 2",
+      "is not finite (--on-nan stop)", 1},
+     NULL, NULL},
     // long paths are whole: every file where its name says
     {{"ckpt_dir_1028_chars", long_ckpt_args, "ckpt_00000002.bin (step 2)", 0}, long_ckpt_setup, long_ckpt_check},
     {{"log_599_chars_with_rank_logs", log599_args, "measured:", 0}, NULL, log599_check},

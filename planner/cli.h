@@ -573,14 +573,16 @@ static void plan_print_profile(const DeviceProfile* d, const PlanSetup* k, int g
                  sw.matmul_eff, d->matmul_latency * 1e6, sw.attn_eff_flash2, sw.attn_eff_flash1, sw.bmm_eff);
     char clock[64] = "";
     if (d->tensor_clock != 1) snprintf(clock, sizeof(clock), " at %.3f of its clock (tensor_clock)", d->tensor_clock);
+    char pair[64] = "";  // a board with no NVSwitch: a group gets the links among its GPUs (time.h intra_group_bw)
+    if (d->intra_pair_bw > 0) snprintf(pair, sizeof(pair), " (no NVSwitch: %.0f a pair)", d->intra_pair_bw / 1e9);
     printf("device %s: %.4g TFLOP/s peak%s, %s, %.0f GiB (reserve %.1f + %.0f%% of activations), "
            "HBM %.0f GB/s x %.2f\n",
            printable(d->name, name, sizeof(name)), d->peak_flops / 1e12, clock, kernels, d->mem_bytes / GiB,
            d->mem_overhead / GiB, k->alloc_share ? 100 * d->mem_frag : 0.0, d->hbm_bw / 1e9, d->hbm_eff);
     printf(
-        "links: %d GPUs/node, intra %.0f GB/s/GPU, %g NICs/GPU x %.1f GB/s, link eff %.2f (%s; NICs %.2f), "
+        "links: %d GPUs/node, intra %.0f GB/s/GPU%s, %g NICs/GPU x %.1f GB/s, link eff %.2f (%s; NICs %.2f), "
         "DP overlap %.2f, interference %.2f; %s weights, %d-byte grads\n",
-        gpus_per_node, d->intra_bw / 1e9, d->nics_per_gpu, d->nic_bw / 1e9, software_link_eff(k, d),
+        gpus_per_node, d->intra_bw / 1e9, pair, d->nics_per_gpu, d->nic_bw / 1e9, software_link_eff(k, d),
         k->nccl_links ? "link_eff_nccl: NCCL's measured" : "link_eff: fitted to the study", d->nic_eff,
         k->dp_after_backward ? 0.0 : d->dp_overlap, software_nccl_interference(k, d),
         d->dtype_bytes == 2 ? "bf16" : "fp32", sw.grad_bytes);

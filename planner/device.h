@@ -131,6 +131,9 @@ typedef struct {
     double op_latency;       // s per elementwise kernel (launch + tail)
     // links
     double intra_bw;         // bytes/s per GPU, one direction, inside a node (NVLink; shared memory on CPU)
+    double intra_pair_bw;    // bytes/s, one direction, between two GPUs of a board with no NVSwitch and every pair
+                             // wired directly: the NVLinks to that one peer (0: NVSwitches give any group intra_bw;
+                             // time.h intra_group_bw)
     double intra_latency;    // s per step of a collective inside a node
     double nic_bw;           // bytes/s per NIC, one direction (InfiniBand HCA)
     double inter_latency;    // s per step of a collective across nodes
@@ -380,6 +383,20 @@ static void profile_h200(DeviceProfile* d) {
     // (NVIDIA/nccl-tests#272, NCCL 2.20), the H100's 480
 }
 
+// A 4-GPU HGX H200 board: no NVSwitch, each GPU's 18 NVLink4 links wired 6 to each of the other three (NVIDIA
+// HGX H100 4-GPU; the H200's the same SXM5 part), so a pair of GPUs has 6 x 25 GB/s each way and NVLink SHARP
+// has no switch to run on. The Kempner Institute's H200 nodes (kempner_h200: 4 H200 141GB a water-cooled node,
+// NVLink between the GPUs: kempner-computing-handbook overview_of_kempner_cluster.md, understanding_slurm.md,
+// gpu_types_and_use_cases.md at 330bcb9), one ConnectX-7 NDR a GPU (the h200-sxm profile's) as KempnerForge's
+// scripts/slurm/multinode.sh at 5d3e723 lists.
+static void profile_h200_hgx4(DeviceProfile* d) {
+    profile_h200(d);
+    snprintf(d->name, sizeof(d->name), "h200-hgx4");
+    d->intra_pair_bw = 150e9;
+    d->nvls = 0;
+    d->gpus_per_node = 4;
+}
+
 // This machine class: ranks are processes on one host, fp32 throughout, the trainer's
 // own C kernels (blockwise attention: no T x T matrix), MPI through shared memory.
 // Peak: 2 Zen3 cores, AVX2 FMA at ~2.45 GHz: 2 x 2 x 8 x 2 x 2.45 = 157 GFLOP/s (the
@@ -421,8 +438,8 @@ static void profile_cpu(DeviceProfile* d) {
 }
 
 static const char* PROFILE_NAMES =
-    "a100-80gb (dgx-a100), a100-40gb, h100-sxm (dgx-h100), h200-sxm (dgx-h200), jean-zay-a100, grand-teton-h100, "
-    "aws-p4d-a100, aws-p4de-a100, aws-p5-h100, cpu";
+    "a100-80gb (dgx-a100), a100-40gb, h100-sxm (dgx-h100), h200-sxm (dgx-h200), h200-hgx4, jean-zay-a100, "
+    "grand-teton-h100, aws-p4d-a100, aws-p4de-a100, aws-p5-h100, cpu";
 
 // Fill *d with the built-in profile `name`; -1 if there is none.
 static int profile_builtin(const char* name, DeviceProfile* d) {
@@ -430,6 +447,7 @@ static int profile_builtin(const char* name, DeviceProfile* d) {
     else if (!strcmp(name, "a100-40gb")) profile_a100_40gb(d);
     else if (!strcmp(name, "h100-sxm") || !strcmp(name, "dgx-h100")) profile_h100(d);
     else if (!strcmp(name, "h200-sxm") || !strcmp(name, "dgx-h200")) profile_h200(d);
+    else if (!strcmp(name, "h200-hgx4")) profile_h200_hgx4(d);
     else if (!strcmp(name, "jean-zay-a100")) profile_jean_zay_a100(d);
     else if (!strcmp(name, "grand-teton-h100")) profile_grand_teton_h100(d);
     else if (!strcmp(name, "aws-p4d-a100")) profile_aws_p4d(d);
@@ -469,6 +487,7 @@ static const ProfileKey PROFILE_KEYS[] = {
     PKEY("hbm_eff", hbm_eff, 0, 1, 1e-3, 1, "fraction of memory bandwidth elementwise ops reach"),
     PKEY("op_latency_us", op_latency, 0, 1e-6, 0, 1e6, "fixed microseconds per elementwise kernel"),
     PKEY("intra_gbps", intra_bw, 0, 1e9, 1e-6, 1e6, "intra-node GB/s per GPU, one direction"),
+    PKEY("intra_pair_gbps", intra_pair_bw, 0, 1e9, 0, 1e6, "GB/s one way between 2 GPUs wired directly (0: NVSwitch)"),
     PKEY("intra_latency_us", intra_latency, 0, 1e-6, 0, 1e6, "intra-node latency, microseconds"),
     PKEY("nic_gbits", nic_bw, 0, 1e9 / 8, 1e-6, 1e6, "Gb/s per NIC, one direction"),
     PKEY("nics_per_gpu", nics_per_gpu, 0, 1, 1.0 / 64, 64, "a node's NICs over its GPUs (0.5: 2 GPUs a NIC)"),

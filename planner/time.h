@@ -204,6 +204,17 @@ static int group_smallest_share(int n_in, int stride_in, int n_out, int stride_o
     return fewest;
 }
 
+// NVLink bandwidth, one direction, a rank of a group with `members` GPUs on one node gets. Through NVSwitches any
+// group has the GPU's whole intra_bw. A board without them (HGX 4-GPU: device.h profile_h200_hgx4) wires each pair
+// of GPUs directly, so a group's rings cross only the links among its members: members - 1 pairs a GPU, each of
+// intra_pair_bw. NCCL's rings fill these links (v2.28.9 src/graph/search.cc ncclTopoCompute, read, not run: ring
+// channels of sm90SpeedArrayIntra's 60 GB/s while a pair's 6 x SM90_NVLINK_BW 20.6 of src/graph/topo.h holds
+// them: 2 over one pair, 6 over the 3 pairs of 4 GPUs), so 2 GPUs get a third of what 4 get.
+static double intra_group_bw(const DeviceProfile* d, int members) {
+    if (d->intra_pair_bw <= 0 || members < 2) return d->intra_bw;
+    return fmin(d->intra_bw, (members - 1) * d->intra_pair_bw);
+}
+
 // Bandwidth a group of ranks gets per rank: n_in ranks stride_in apart, repeated n_out times
 // stride_out apart (stride_out >= n_in * stride_in; the dp x cp ranks holding the same
 // weights; n_out = 1 for the other groups). Inside a node: NVLink. Across nodes, ring
@@ -220,7 +231,8 @@ static Link group_link_nested(const DeviceProfile* d, int n_in, int stride_in, i
     if ((long)k_in * k_out == (long)n_in * n_out) {
         int share = group_smallest_share(n_in, stride_in, n_out, stride_out, gpus_per_node);
         if (share == n_in * n_out) {
-            l.bw = d->intra_bw * d->link_eff, l.lat = l.lat_intra = d->intra_latency, l.nvls = d->nvls, l.nodes = 1;
+            l.bw = intra_group_bw(d, n_in * n_out) * d->link_eff, l.lat = l.lat_intra = d->intra_latency;
+            l.nvls = d->nvls, l.nodes = 1;
             l.nccl = d->nccl;
             return l;
         }
@@ -229,7 +241,8 @@ static Link group_link_nested(const DeviceProfile* d, int n_in, int stride_in, i
     l.nvls = 0;
     double nic_share = d->nics_per_gpu * d->nic_bw;  // per GPU
     l.bw = (double)k_in * k_out * nic_share * d->nic_eff;
-    if (l.bw > d->intra_bw * d->link_eff) l.bw = d->intra_bw * d->link_eff;
+    double intra = intra_group_bw(d, k_in * k_out) * d->link_eff;  // its k_in x k_out ranks of a node
+    if (l.bw > intra) l.bw = intra;
     // NCCL's model: "Inter-node rings still have to launch nsteps * net overhead" (tuning.cc at b647562, v2.18.3-1):
     // each step of a ring that spans nodes, inside a node too, takes at least 3 network post overheads (Simple)
     l.lat = d->nccl ? d->nccl->ring_net_hop : d->inter_latency, l.nccl = d->nccl;  // a named release: its hop
@@ -306,7 +319,7 @@ static double cp_alltoall_bytes(const ModelConfig* c, int b, int tp, int cp, int
 // in one; otherwise its slowest hop leaves the node.
 static Link cp_ring_link(const DeviceProfile* d, int tp, int cp, int gpus_per_node) {
     if (tp * cp <= gpus_per_node) {
-        Link l = {d->intra_bw * d->link_eff, d->intra_latency, 0, 1, 0, d->nccl};
+        Link l = {intra_group_bw(d, cp) * d->link_eff, d->intra_latency, 0, 1, 0, d->nccl};
         return l;
     }
     return nic_link(d);
@@ -317,7 +330,10 @@ static Link cp_ring_link(const DeviceProfile* d, int tp, int cp, int gpus_per_no
 // the node sending at once; given as the bandwidth at which all it sends, (U-1)/U of the
 // tensor, takes that time.
 static Link cp_alltoall_link(const DeviceProfile* d, int tp, int U, int gpus_per_node) {
-    if (tp * U <= gpus_per_node) { Link l = {d->intra_bw * d->link_eff, d->intra_latency, 0, 1, 0, d->nccl}; return l; }
+    if (tp * U <= gpus_per_node) {
+        Link l = {intra_group_bw(d, U) * d->link_eff, d->intra_latency, 0, 1, 0, d->nccl};
+        return l;
+    }
     int k = gpus_per_node / tp;
     if (k < 1) k = 1;
     Link l = nic_link(d);

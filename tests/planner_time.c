@@ -116,6 +116,36 @@ static void test_nics_per_gpu_node_size(void) {
           "p2p %.1f GB/s", four.bw / 1e9, four.nodes, eight.bw / 1e9, eight.nodes, p2p.bw / 1e9);
 }
 
+// A 4-GPU board with no NVSwitch (device.h h200-hgx4, time.h intra_group_bw), by hand: each pair of GPUs is wired
+// with 6 NVLink4 links, 150 GB/s each way, and a group gets the links among its members. Under a framework (NCCL's
+// link_eff_nccl 0.82): tp 2 one pair, 150 x 0.82 = 123 GB/s; tp 4 three pairs a GPU, 450 x 0.82 = 369; tp 2 x dp 2
+// on one node: the dp pairs (ranks 0-2, 1-3) are other links than the tp pairs (0-1, 2-3), 123 each; h200-sxm's
+// NVSwitches give tp 2 all 369. Across nodes of 4, a dp group of 4 ranks 2 apart has 2 a node: the smaller of 2
+// GPUs' NICs (2 x 50 x nic_eff 0.8 = 80) and their pair's NVLink at link_eff 0.47 (70.5); h200-sxm's: 80.
+static void test_hgx4_group_links(void) {
+    DeviceProfile hgx4, sxm;
+    profile_builtin("h200-hgx4", &hgx4);
+    profile_builtin("h200-sxm", &sxm);
+    PlanSetup fw = plan_setup_for(SOFTWARE_FRAMEWORK);
+    PlanResult r;
+    ModelConfig c = model("llama3-8b", 4096);
+    c.tp = 2, c.dp = 1;
+    PlanLinks tp2 = plan_links(&c, &fw, &hgx4, 4, &r), tp2_sxm = plan_links(&c, &fw, &sxm, 8, &r);
+    c.tp = 4;
+    PlanLinks tp4 = plan_links(&c, &fw, &hgx4, 4, &r);
+    c.tp = 2, c.dp = 2;
+    PlanLinks tp2dp2 = plan_links(&c, &fw, &hgx4, 4, &r);
+    Link across = group_link_nested(&hgx4, 1, 2, 4, 2, 4), across_sxm = group_link_nested(&sxm, 1, 2, 4, 2, 4);
+    check(hgx4.gpus_per_node == 4 && !hgx4.nvls && close_rel(tp2.tp.bw, 123e9, 1e-12) &&
+              close_rel(tp4.tp.bw, 369e9, 1e-12) && close_rel(tp2dp2.tp.bw, 123e9, 1e-12) &&
+              close_rel(tp2dp2.dp.bw, 123e9, 1e-12) && tp2dp2.dp.nodes == 1 && close_rel(tp2_sxm.tp.bw, 369e9, 1e-12) &&
+              close_rel(across.bw, 70.5e9, 1e-12) && across.nodes == 2 && close_rel(across_sxm.bw, 80e9, 1e-12),
+          "hgx4_group_links", "tp 2 %.1f GB/s, tp 4 %.1f, tp 2 x dp 2: tp %.1f dp %.1f on %d node(s); "
+          "h200-sxm tp 2 %.1f; 2 a node across nodes %.1f (h200-sxm %.1f)", tp2.tp.bw / 1e9, tp4.tp.bw / 1e9,
+          tp2dp2.tp.bw / 1e9, tp2dp2.dp.bw / 1e9, tp2dp2.dp.nodes, tp2_sxm.tp.bw / 1e9, across.bw / 1e9,
+          across_sxm.bw / 1e9);
+}
+
 // Where a framework's data-parallel group lands (software.h rank_order, predict.h plan_links): tp fastest, then dp
 // (Megatron-core's "tp-cp-ep-dp-pp", DeepSpeed's pipe-data-model, nanotron's, torchtitan's). tp 4 pp 8 dp 4 on
 // H100 nodes of 8: a node holds tp groups 0 and 1, two dp ranks of one stage, so the dp ring crosses nodes on 2

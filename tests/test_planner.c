@@ -138,6 +138,7 @@ int main(void) {
     test_framework_rank_order();
     test_group_straddles_node();
     test_nics_per_gpu_node_size();
+    test_hgx4_group_links();
     test_swiglu_two_linears();
     test_flash_triton();
     test_h100_largest_matmul();

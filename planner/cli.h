@@ -28,7 +28,8 @@ static void plan_usage(void) {
     printf(
         "  --device-file FILE      'key = value' profile (optional first key 'base = NAME')\n"
         "  --device-set KEY=VALUE  override one profile key (repeatable; docs/PLANNER.md, an unknown key lists them,\n"
-        "                          e.g. tensor_clock in (0, 1]: the clock a power limit sustains); --peak-tflops X\n"
+        "                          e.g. tensor_clock in (0, 1]: the clock a power limit sustains)\n"
+        "  --peak-tflops X         a GPU's dense peak for MFU, TFLOP/s (the profile key peak_tflops)\n"
         "  --global-batch-tokens N or --global-batch N (sequences; default 4194304 tokens)\n"
         "  --tokens N              plan the run: the global batch and layout of the least time to a target that takes\n"
         "                          N tokens at a small batch (planner/run_plan.h), with the noise scale from\n"

@@ -66,7 +66,9 @@ def timed(fn, reps, device):
     t0 = time.perf_counter()
     fn()
     torch.cuda.synchronize()
-    sleep_s = 2 * reps * (time.perf_counter() - t0) + 0.02  # ample: the whole queue, at a call's wall time each
+    # long enough to queue reps calls at the lesser of one call's wall time (the GPU's included) and 5 ms each; the
+    # check below doubles it when it was not
+    sleep_s = 0.05 + reps * min(time.perf_counter() - t0, 0.005)
     for _ in range(4):
         events = [torch.cuda.Event(enable_timing=True) for _ in range(reps + 1)]
         torch.cuda._sleep(int(sleep_s * 2e9))  # cycles: at most 2 GHz, so at least sleep_s long

@@ -37,6 +37,7 @@ planner is told what that software does (STUDY_FLAGS); the device is the a100-80
 """
 import argparse
 import csv
+import math
 import os
 import re
 import subprocess
@@ -444,6 +445,22 @@ def check_matplotlib():
         sys.exit(2)
 
 
+def check_measured(path, rows):
+    """The measured columns score() reads (a runs file without them was a KeyError, an MFU that is no number a
+    ValueError): status, and mfu_pct a finite number on every run that ran (status ok)."""
+    missing = [c for c in ("status", "mfu_pct") if rows and c not in rows[0]]
+    if missing:
+        sys.exit("error: %s: no column %s (the calibration.csv schema: status ok|oom|error, mfu_pct of the runs ok)"
+                 % (path, ", ".join(missing)))
+    for i, r in enumerate(rows, 1):
+        try:
+            ok = r["status"] != "ok" or math.isfinite(float(r["mfu_pct"]))
+        except ValueError:
+            ok = False
+        if not ok:
+            sys.exit("error: %s: run %d: status ok, but mfu_pct '%s' is not a number" % (path, i, r["mfu_pct"]))
+
+
 def same_file(a, b):
     """Whether paths a and b name one file: the same path once links are resolved, or one inode."""
     if os.path.realpath(a) == os.path.realpath(b):
@@ -503,6 +520,7 @@ def main():
         rows = list(csv.DictReader(f))
     if not a.out:
         os.unlink(out)
+    check_measured(a.runs, rows)
     sheets = list(dict.fromkeys(r.get("sheet", "all") for r in rows))
     for r in rows:
         r.setdefault("sheet", "all")

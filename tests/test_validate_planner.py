@@ -119,6 +119,24 @@ def main():
         p = run(*args)
         check(p.returncode == 1 and p.stderr.strip() == line and not p.stdout, "device_set_on_refused " + args[-1],
               "exit %d, stderr %r" % (p.returncode, p.stderr.strip()))
+    # a runs file without the measured columns score() reads, or a run ok with an MFU that is no number: one line
+    # (a KeyError and a ValueError traceback before)
+    bare, pct = os.path.join(tmp, "bare.csv"), os.path.join(tmp, "pct.csv")
+    got = [next(r for r in rows_of(os.path.join(ROOT, "..", "shared", "data", "layouts_study", "calibration.csv"))
+                if r["status"] == "ok")]  # a run that ran
+    for path, drop, mfu in ((bare, ("status", "mfu_pct", "step_time_s"), None), (pct, (), "41%")):
+        with open(path, "w", newline="") as f:
+            w = csv.DictWriter(f, [k for k in got[0] if k not in drop])
+            w.writeheader()
+            for r in got:
+                w.writerow({k: v for k, v in dict(r, mfu_pct=mfu if r["status"] == "ok" and mfu else r["mfu_pct"]
+                                                  ).items() if k not in drop})
+    for path, line in ((bare, "error: %s: no column status, mfu_pct (the calibration.csv schema: status "
+                        "ok|oom|error, mfu_pct of the runs ok)" % bare),
+                       (pct, "error: %s: run 1: status ok, but mfu_pct '41%%' is not a number" % pct)):
+        p = run(path)
+        check(p.returncode == 1 and p.stderr.strip() == line, "measured_columns_refused " + os.path.basename(path),
+              "exit %d, stderr %r" % (p.returncode, p.stderr.strip()))
     for f in os.listdir(tmp):
         os.unlink(os.path.join(tmp, f))
     os.rmdir(tmp)

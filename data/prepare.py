@@ -253,6 +253,9 @@ def parse_ranks(text, where):
     return ranks
 
 
+RANKS_CAP = 64 << 20  # bytes of a ranks file read at most (GPT-2's: 1.6 MB); a larger one is not read into memory
+
+
 def read_ranks(path):
     """Ranks from a .tiktoken file, or from openai-whisper's source distribution (its gpt2.tiktoken)."""
     import tarfile
@@ -265,9 +268,14 @@ def read_ranks(path):
                 if member is None:
                     raise Failure("%s: holds no %s (openai-whisper's source distribution does)" %
                                   (path, WHISPER_MEMBER))
+                if not member.isfile() or member.size > RANKS_CAP:  # (extractfile gives None for a directory)
+                    raise Failure("%s: its %s is %s, not a ranks file" % (path, member.name, "larger than %d MiB" % (
+                        RANKS_CAP >> 20) if member.isfile() else "not a regular file"))
                 return parse_ranks(tar.extractfile(member).read().decode("ascii", "replace"), path)
         except (tarfile.TarError, OSError, EOFError) as e:
             raise Failure("%s: not a readable .tar.gz (%s)" % (path, e))
+    if os.path.getsize(path) > RANKS_CAP:
+        raise Failure("--bpe-file %s: larger than %d MiB: not a ranks file" % (path, RANKS_CAP >> 20))
     with open(path, "rb") as f:
         return parse_ranks(f.read().decode("ascii", "replace"), "--bpe-file " + path)
 

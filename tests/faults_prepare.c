@@ -50,6 +50,15 @@ static const PrepCase PREP_CASES[] = {
      "not a tiktoken ranks file", 1, NULL, NULL, 1},
     {"bpe_file_missing_bytes", "--tokenizer gpt2 --bpe-file " PREP "/nobyte.tiktoken " PREP "/docs.txt " PREP "/e",
      "1 of the 256 single-byte tokens are missing", 1, NULL, NULL, 1},
+    // a ranks file past the cap (read whole into memory: 1 GB of zeros would be), a tar whose member of that name
+    // is a directory (tarfile gave None: an AttributeError traceback)
+    {"bpe_file_past_cap", "--tokenizer gpt2 --bpe-file " PREP "/huge.tiktoken " PREP "/docs.txt " PREP "/e",
+     "--bpe-file " PREP "/huge.tiktoken: larger than 64 MiB: not a ranks file", 1,
+     "truncate -s 65M " PREP "/huge.tiktoken", "rm -f " PREP "/huge.tiktoken", 1},
+    {"bpe_file_tar_member_a_dir", "--tokenizer gpt2 --bpe-file " PREP "/dir.tar.gz " PREP "/docs.txt " PREP "/e",
+     "its ws/whisper/assets/gpt2.tiktoken is not a regular file, not a ranks file", 1,
+     "rm -rf " PREP "/ws && mkdir -p " PREP "/ws/whisper/assets/gpt2.tiktoken && tar -czf " PREP "/dir.tar.gz -C " PREP
+     " ws", NULL, 1},
     {"token_past_255_bytes_no_temp", "--tokenizer gpt2 --bpe-file " PREP "/long.tiktoken " PREP "/docs.txt " PREP "/l",
      "token 260 is 300 bytes", 1, NULL, "! ls " PREP "/l_*", 1},
     // issue 39's classes in variants the first round did not try (a "sh -c"/"bash -c"/"unshare" case is the

@@ -396,6 +396,9 @@ def check_outputs(inputs, outputs):
             seen[k] = path
 
 
+MAX_TRAIN_SHARDS = 1000  # PREFIX_train_000.bin .. _999.bin
+
+
 def stale_shards(prefix, n_train, has_val):
     """This script's shards of an earlier run under prefix that this run does not write: train
     shards past n_train (and the validation shard when this run has none). Only names this script
@@ -448,6 +451,9 @@ def run(a, here):
     n_val = int(len(tokens) * a.val_frac)
     train = tokens[n_val:]
     n_train = (len(train) + a.shard_tokens - 1) // a.shard_tokens
+    if n_train > MAX_TRAIN_SHARDS:  # the names' three digits keep ./train's name order the data's order
+        raise Failure("--shard-tokens %d makes %d train shards of %d tokens (at most %d): give a larger --shard-tokens"
+                      % (a.shard_tokens, n_train, len(train), MAX_TRAIN_SHARDS))
     outputs = [prefix + "_train_%03d.bin" % i for i in range(n_train)] + ([prefix + "_val_000.bin"] if n_val else [])
     if enc:
         outputs += [prefix + "_tokenizer.bin"] + [os.path.join(prefix + "_tokenizer_hf", n) for n in HF_FILES]
@@ -483,7 +489,8 @@ def main():
     ap.add_argument("--bpe-file", help="BPE ranks in tiktoken's format (a .tiktoken file, or openai-whisper's "
                     "source distribution .tar.gz, whose gpt2.tiktoken is GPT-2's), read instead of downloaded")
     ap.add_argument("--val-frac", type=float, default=0.1, help="share of the tokens for validation (default 0.1)")
-    ap.add_argument("--shard-tokens", type=int, default=10_000_000, help="tokens per train shard (default 10000000)")
+    ap.add_argument("--shard-tokens", type=int, default=10_000_000,
+                    help="tokens per train shard (default 10000000; at most 1000 shards)")
     for sig in (signal.SIGTERM, signal.SIGHUP):
         signal.signal(sig, stop_on)
     code = 0

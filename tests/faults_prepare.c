@@ -109,6 +109,9 @@ static const PrepCase PREP_CASES[] = {
     {"directory_as_input", PREP " " PREP "/x", "is a directory: pass a text file", 1, NULL, NULL, 0},
     {"bad_number_one_line", "--shard-tokens 1e3 " PREP "/docs.txt " PREP "/x", "invalid int value: '1e3'", 1, NULL,
      NULL, 0},
+    // a shard a token: more shards than three digits name (_train_1000.bin would sort before _101): nothing written
+    {"too_many_shards", "--val-frac 0 --shard-tokens 1 " PREP "/many.txt " PREP "/m", "makes 1001 train shards", 1,
+     "head -c 1001 /dev/zero | tr '\\0' a > " PREP "/many.txt", "! ls " PREP "/m_*", 0},
 };
 
 static void suite_prepare(void) {

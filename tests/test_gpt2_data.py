@@ -11,15 +11,12 @@ skipped (said, and counted) and the trainer's checks use a tokenizer file writte
 """
 import base64, glob, io, os, re, shutil, struct, subprocess, sys, tarfile, tempfile
 
+from harness import Checks
+
 HERE = os.path.dirname(os.path.abspath(__file__))
 ROOT = os.path.dirname(HERE)
 MERGES = [b"th", b"he", b"the", b" the", b"on", b"ce", b" u", b"up", b" up", b"on", b"ti", b"me", b" a", b"in", b"an"]
-results = []
-
-
-def check(ok, name, detail=""):
-    results.append(bool(ok))
-    print("%s gpt2_data/%s%s" % ("PASS" if ok else "FAIL", name, ": " + detail if detail else ""))
+check = Checks("gpt2_data")
 
 
 def train(*flags):
@@ -241,9 +238,7 @@ def main():
         s = sample_of(out)
         check(rc == 0 and s is not None and re.fullmatch(r"(\[\d+\]){5}", s) is not None and "token ids" in out,
               "train: no --tokenizer: samples print token ids, the table says so", repr(s))
-    skipped = "" if have_tiktoken else ", 1 skipped"
-    print("%d passed, %d failed%s" % (sum(results), len(results) - sum(results), skipped))
-    return 0 if all(results) else 1
+    return check.finish("" if have_tiktoken else ", 1 skipped")
 
 
 if __name__ == "__main__":

@@ -14,15 +14,11 @@ import re
 import subprocess
 import sys
 
+from harness import Checks
+
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 TRAIN = os.path.join(ROOT, "train")
-passed = failed = 0
-
-
-def check(ok, name, detail=""):
-    global passed, failed
-    print(f"{'PASS' if ok else 'FAIL'} help/{name}{': ' + detail if detail else ''}")
-    passed, failed = passed + bool(ok), failed + (not ok)
+check = Checks("help")
 
 
 def run(args):
@@ -115,8 +111,7 @@ def main():
     for path in sorted(glob.glob(os.path.join(ROOT, d, "*.py")) for d in ("scripts", "data", "dev")):
         for p in path:
             check_script_help(p)
-    print(f"{passed} passed, {failed} failed")
-    sys.exit(1 if failed else 0)
+    sys.exit(check.finish())
 
 
 if __name__ == "__main__":

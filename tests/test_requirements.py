@@ -11,6 +11,8 @@ import os
 import re
 import sys
 
+from harness import Checks
+
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 # which requirements file a user of each Python file installs (the README says the same)
 USE = {"data/prepare.py": "data.txt", "scripts/": "plots.txt", "tests/test_export_hf.py": "hf.txt"}
@@ -18,13 +20,7 @@ USE = {"data/prepare.py": "data.txt", "scripts/": "plots.txt", "tests/test_expor
 # built from Dao-AILab/flash-attention's hopper/ (its README: python setup.py install), not PyPI's flash-attn
 # (dev/bench_torch.py times it when it imports, and says so in one line when not)
 OPTIONAL = {"flash_attn_interface"}
-passed = failed = 0
-
-
-def check(ok, name, detail=""):
-    global passed, failed
-    print(f"{'PASS' if ok else 'FAIL'} requirements/{name}{': ' + detail if detail else ''}")
-    passed, failed = passed + bool(ok), failed + (not ok)
+check = Checks("requirements")
 
 
 def lines_of(path):
@@ -68,8 +64,7 @@ def main():
         missing = sorted(third_party_imports(path) - have - OPTIONAL)
         check(not missing, f"imports of {rel}", f"{sorted(third_party_imports(path))} in "
               f"{'requirements/' + use if use else 'requirements.txt'}" + (f"; missing {missing}" if missing else ""))
-    print(f"{passed} passed, {failed} failed")
-    return 1 if failed else 0
+    return check.finish()
 
 
 if __name__ == "__main__":

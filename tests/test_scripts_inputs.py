@@ -8,6 +8,8 @@ import subprocess
 import sys
 import tempfile
 
+from harness import Checks
+
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 PLOT = os.path.join(ROOT, "scripts", "plot_layouts.py")
 SWEEP = os.path.join(ROOT, "scripts", "sweep.py")
@@ -15,13 +17,7 @@ SWEEP = os.path.join(ROOT, "scripts", "sweep.py")
 PLAN = ("tp,pp,dp,cp,vpp,micro_batch,recompute,attention,rms_kernel,sp,zero,schedule,fits,mfu_study\n"
         "1,1,8,1,1,1,none,flash2,1,0,1,1f1b,1,0.41\n"
         "2,1,4,1,1,2,none,flash2,1,0,1,1f1b,0,\n")
-passed = failed = 0
-
-
-def check(ok, name, detail=""):
-    global passed, failed
-    print(f"{'PASS' if ok else 'FAIL'} scripts_inputs/{name}{': ' + detail if detail else ''}")
-    passed, failed = passed + bool(ok), failed + (not ok)
+check = Checks("scripts_inputs")
 
 
 def run(script, *args):
@@ -91,8 +87,7 @@ def main():
     os.unlink(os.path.join(out, "sweep.csv"))
     os.link(plan, os.path.join(out, "sweep.png"))
     refused("sweep_png_hard_link", run(SWEEP, "--out", out), 1, "sweep.png is a file of 2 names", (plan, PLAN))
-    print(f"{passed} passed, {failed} failed")
-    sys.exit(1 if failed else 0)
+    sys.exit(check.finish())
 
 
 if __name__ == "__main__":

@@ -9,15 +9,11 @@ import subprocess
 import sys
 import tempfile
 
+from harness import Checks
+
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 SCRIPT = os.path.join(ROOT, "scripts", "validate_planner.py")
-passed = failed = 0
-
-
-def check(ok, name, detail=""):
-    global passed, failed
-    print(f"{'PASS' if ok else 'FAIL'} validate_planner/{name}{': ' + detail if detail else ''}")
-    passed, failed = passed + bool(ok), failed + (not ok)
+check = Checks("validate_planner")
 
 
 def run(*args):
@@ -140,8 +136,7 @@ def main():
     for f in os.listdir(tmp):
         os.unlink(os.path.join(tmp, f))
     os.rmdir(tmp)
-    print(f"{passed} passed, {failed} failed")
-    sys.exit(1 if failed else 0)
+    sys.exit(check.finish())
 
 
 if __name__ == "__main__":

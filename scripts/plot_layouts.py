@@ -25,6 +25,8 @@ import csv
 import os
 import sys
 
+from validate_planner import same_file
+
 KERNELS = ["torch", "fused_softmax", "flash1", "flash2"]
 RECOMPUTE = ["none", "selective", "full"]
 # a layout: the columns both files have
@@ -126,8 +128,7 @@ def main():
     args = ap.parse_args()
     # the figure never lands on an input (a link or another spelling of one either), and is the PNG it says it wrote
     for given in (args.plan_csv, args.runs):
-        if given and (os.path.realpath(given) == os.path.realpath(args.out) or
-                      os.path.exists(given) and os.path.exists(args.out) and os.path.samefile(given, args.out)):
+        if given and same_file(given, args.out):
             sys.exit(f"error: --out {args.out}: is a file this run reads; it is not overwritten")
     if not args.out.endswith(".png"):
         sys.exit(f"error: --out {args.out}: give a .png file (the figure is a PNG)")

@@ -481,7 +481,7 @@ def main():
     default = os.path.join(here, "..", "..", "shared", "data", "tinyshakespeare.txt")
     ap = Parser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter, add_help=False)
     ap.add_argument("-h", "--help", action="store_true", help="show this help message and exit")
-    ap.add_argument("text", nargs="?", default=default, 
+    ap.add_argument("text", nargs="?", default=default,
                     help="the text file (default ../shared/data/tinyshakespeare.txt, beside this repository)")
     ap.add_argument("prefix", nargs="?", default=None,
                     help="output prefix (default data/shakespeare or data/shakespeare_gpt2)")

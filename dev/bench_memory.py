@@ -69,7 +69,7 @@ def main():
     ap.add_argument("--steps", type=int, default=6, help="steps per run (default 6)")
     ap.add_argument("--n-layer", type=int, default=8, help="layers (default 8)")
     ap.add_argument("--d-model", type=int, default=256, help="width (default 256)")
-    ap.add_argument("--out", default="dev/out/bench_memory", 
+    ap.add_argument("--out", default="dev/out/bench_memory",
                     help="folder of the runs' logs (default dev/out/bench_memory)")
     args = ap.parse_args()
     runs = []
